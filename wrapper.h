@@ -1,0 +1,24 @@
+/* Vendor headers the sys layer is generated from. build.rs (feature `regenerate-bindings`) parses this file once
+ * per API with one of the GPU_TOOLS_BIND_* macros defined; see README.md, "Regenerating the sys layer". */
+
+#if defined(GPU_TOOLS_BIND_CUPTI)
+/* CUPTI 13.x: parsed as C++ (namespaces and nullptr in cupti_checkpoint.h). */
+#include <cupti_result.h>
+#include <cupti_version.h>
+#include <cupti_checkpoint.h>
+#endif
+
+#if defined(GPU_TOOLS_BIND_CUDA_DRIVER)
+/* The CUDA driver calls the safe layer needs to check preconditions and to drive tests and examples. */
+#include <cuda.h>
+#endif
+
+#if defined(GPU_TOOLS_BIND_CUDBG)
+/* CUDA 13.0 debugger API: the CUDBGAPI_st table, events, packed structs. */
+#include <cudadebugger.h>
+#endif
+
+#if defined(GPU_TOOLS_BIND_ROCPROFILER)
+/* rocprofiler v2, ROCm 6.1+ ABI. */
+#include <rocprofiler/v2/rocprofiler.h>
+#endif
