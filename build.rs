@@ -37,7 +37,10 @@ fn build_doubles() {
     let extra = env::var("GPU_TOOLS_DOUBLES_CFLAGS").unwrap_or_default();
     for source in sources {
         println!("cargo:rerun-if-changed={}", source.display());
-        let stem = source.file_stem().and_then(|s| s.to_str()).unwrap_or("double");
+        let stem = source
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("double");
         let target = out.join(format!("lib{stem}.so"));
         let mut cmd: Command = compiler.to_command();
         cmd.args(["-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-g"])
@@ -48,8 +51,14 @@ fn build_doubles() {
             .arg("-lpthread");
         match cmd.status() {
             Ok(s) if s.success() => {}
-            Ok(s) => println!("cargo:warning=test double {} did not build ({s})", source.display()),
-            Err(e) => println!("cargo:warning=no C compiler for test double {}: {e}", source.display()),
+            Ok(s) => println!(
+                "cargo:warning=test double {} did not build ({s})",
+                source.display()
+            ),
+            Err(e) => println!(
+                "cargo:warning=no C compiler for test double {}: {e}",
+                source.display()
+            ),
         }
     }
     println!("cargo:rustc-env=GPU_TOOLS_DOUBLES_DIR={}", out.display());
@@ -81,11 +90,19 @@ mod regenerate {
             println!("cargo:rerun-if-env-changed={var}");
         }
         println!("cargo:rerun-if-changed=wrapper.h");
-        let out = env::var("GPU_TOOLS_BINDINGS_OUT").map(PathBuf::from).unwrap_or_else(|_| {
-            PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("src/sys")
-        });
+        let out = env::var("GPU_TOOLS_BINDINGS_OUT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| {
+                PathBuf::from(
+                    env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+                )
+                .join("src/sys")
+            });
         let var = |name: &str| env::var(name).ok().map(PathBuf::from);
-        if let (Some(cupti), Some(cuda)) = (var("GPU_TOOLS_CUPTI_INCLUDE"), var("GPU_TOOLS_CUDA_INCLUDE")) {
+        if let (Some(cupti), Some(cuda)) = (
+            var("GPU_TOOLS_CUPTI_INCLUDE"),
+            var("GPU_TOOLS_CUDA_INCLUDE"),
+        ) {
             cupti_bindings(&cupti, &cuda, &out);
             driver_bindings(&cuda, &out);
         }
@@ -99,7 +116,8 @@ mod regenerate {
 
     /// The value of `#define NAME value` in a header, for the provenance line.
     fn define(header: &Path, name: &str) -> String {
-        let text = std::fs::read_to_string(header).unwrap_or_else(|e| panic!("read {}: {e}", header.display()));
+        let text = std::fs::read_to_string(header)
+            .unwrap_or_else(|e| panic!("read {}: {e}", header.display()));
         text.lines()
             .filter_map(|l| l.trim().strip_prefix("#define "))
             .find_map(|l| {
@@ -179,7 +197,10 @@ mod regenerate {
             .dynamic_link_require_all(false)
             .generate()
             .expect("bindgen: CUDA driver");
-        let provenance = format!("cuda.h (CUDA_VERSION {})", define(&cuda.join("cuda.h"), "CUDA_VERSION"));
+        let provenance = format!(
+            "cuda.h (CUDA_VERSION {})",
+            define(&cuda.join("cuda.h"), "CUDA_VERSION")
+        );
         write(bindings, out, "cuda_driver.rs", provenance);
     }
 

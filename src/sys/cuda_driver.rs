@@ -154,18 +154,21 @@ pub const CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH: CUdevice_attribut
 pub const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: CUdevice_attribute_enum = 97;
 pub const CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: CUdevice_attribute_enum = 98;
 pub const CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: CUdevice_attribute_enum = 99;
-pub const CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: CUdevice_attribute_enum = 100;
+pub const CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
+    CUdevice_attribute_enum = 100;
 pub const CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: CUdevice_attribute_enum = 101;
 pub const CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum = 102;
 pub const CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum = 102;
-pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: CUdevice_attribute_enum = 103;
+pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: CUdevice_attribute_enum =
+    103;
 pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED: CUdevice_attribute_enum = 104;
 pub const CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: CUdevice_attribute_enum = 105;
 pub const CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: CUdevice_attribute_enum = 106;
 pub const CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: CUdevice_attribute_enum = 107;
 pub const CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: CUdevice_attribute_enum = 108;
 pub const CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: CUdevice_attribute_enum = 109;
-pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: CUdevice_attribute_enum = 110;
+pub const CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: CUdevice_attribute_enum =
+    110;
 pub const CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: CUdevice_attribute_enum = 111;
 pub const CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: CUdevice_attribute_enum = 112;
 pub const CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: CUdevice_attribute_enum = 113;
@@ -196,13 +199,16 @@ pub const CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH: CUdevice_attribute_
 pub const CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED: CUdevice_attribute_enum = 138;
 pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID: CUdevice_attribute_enum = 139;
 pub const CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID: CUdevice_attribute_enum = 140;
-pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum = 141;
+pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    CUdevice_attribute_enum = 141;
 pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: CUdevice_attribute_enum = 142;
 pub const CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED: CUdevice_attribute_enum = 143;
 pub const CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED: CUdevice_attribute_enum = 144;
-pub const CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum = 145;
+pub const CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: CUdevice_attribute_enum =
+    145;
 pub const CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED: CUdevice_attribute_enum = 146;
-pub const CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: CUdevice_attribute_enum = 147;
+pub const CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: CUdevice_attribute_enum =
+    147;
 pub const CU_DEVICE_ATTRIBUTE_MAX: CUdevice_attribute_enum = 148;
 pub type CUdevice_attribute_enum = ::std::os::raw::c_uint;
 pub use self::CUdevice_attribute_enum as CUdevice_attribute;
@@ -391,17 +397,11 @@ pub use self::cudaError_enum as CUresult;
 pub struct DriverFns {
     __library: ::libloading::Library,
     pub cuGetErrorString: Result<
-        unsafe extern "C" fn(
-            error: CUresult,
-            pStr: *mut *const ::std::os::raw::c_char,
-        ) -> CUresult,
+        unsafe extern "C" fn(error: CUresult, pStr: *mut *const ::std::os::raw::c_char) -> CUresult,
         ::libloading::Error,
     >,
     pub cuGetErrorName: Result<
-        unsafe extern "C" fn(
-            error: CUresult,
-            pStr: *mut *const ::std::os::raw::c_char,
-        ) -> CUresult,
+        unsafe extern "C" fn(error: CUresult, pStr: *mut *const ::std::os::raw::c_char) -> CUresult,
         ::libloading::Error,
     >,
     pub cuInit: Result<
@@ -413,10 +413,7 @@ pub struct DriverFns {
         ::libloading::Error,
     >,
     pub cuDeviceGet: Result<
-        unsafe extern "C" fn(
-            device: *mut CUdevice,
-            ordinal: ::std::os::raw::c_int,
-        ) -> CUresult,
+        unsafe extern "C" fn(device: *mut CUdevice, ordinal: ::std::os::raw::c_int) -> CUresult,
         ::libloading::Error,
     >,
     pub cuDeviceGetCount: Result<
@@ -447,10 +444,8 @@ pub struct DriverFns {
         unsafe extern "C" fn(pctx: *mut CUcontext, dev: CUdevice) -> CUresult,
         ::libloading::Error,
     >,
-    pub cuDevicePrimaryCtxRelease_v2: Result<
-        unsafe extern "C" fn(dev: CUdevice) -> CUresult,
-        ::libloading::Error,
-    >,
+    pub cuDevicePrimaryCtxRelease_v2:
+        Result<unsafe extern "C" fn(dev: CUdevice) -> CUresult, ::libloading::Error>,
     pub cuCtxCreate_v4: Result<
         unsafe extern "C" fn(
             pctx: *mut CUcontext,
@@ -460,39 +455,21 @@ pub struct DriverFns {
         ) -> CUresult,
         ::libloading::Error,
     >,
-    pub cuCtxDestroy_v2: Result<
-        unsafe extern "C" fn(ctx: CUcontext) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxPushCurrent_v2: Result<
-        unsafe extern "C" fn(ctx: CUcontext) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxPopCurrent_v2: Result<
-        unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxSetCurrent: Result<
-        unsafe extern "C" fn(ctx: CUcontext) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxGetCurrent: Result<
-        unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxGetDevice: Result<
-        unsafe extern "C" fn(device: *mut CUdevice) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuCtxSynchronize: Result<
-        unsafe extern "C" fn() -> CUresult,
-        ::libloading::Error,
-    >,
+    pub cuCtxDestroy_v2:
+        Result<unsafe extern "C" fn(ctx: CUcontext) -> CUresult, ::libloading::Error>,
+    pub cuCtxPushCurrent_v2:
+        Result<unsafe extern "C" fn(ctx: CUcontext) -> CUresult, ::libloading::Error>,
+    pub cuCtxPopCurrent_v2:
+        Result<unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult, ::libloading::Error>,
+    pub cuCtxSetCurrent:
+        Result<unsafe extern "C" fn(ctx: CUcontext) -> CUresult, ::libloading::Error>,
+    pub cuCtxGetCurrent:
+        Result<unsafe extern "C" fn(pctx: *mut CUcontext) -> CUresult, ::libloading::Error>,
+    pub cuCtxGetDevice:
+        Result<unsafe extern "C" fn(device: *mut CUdevice) -> CUresult, ::libloading::Error>,
+    pub cuCtxSynchronize: Result<unsafe extern "C" fn() -> CUresult, ::libloading::Error>,
     pub cuCtxGetApiVersion: Result<
-        unsafe extern "C" fn(
-            ctx: CUcontext,
-            version: *mut ::std::os::raw::c_uint,
-        ) -> CUresult,
+        unsafe extern "C" fn(ctx: CUcontext, version: *mut ::std::os::raw::c_uint) -> CUresult,
         ::libloading::Error,
     >,
     pub cuModuleLoadData: Result<
@@ -502,10 +479,8 @@ pub struct DriverFns {
         ) -> CUresult,
         ::libloading::Error,
     >,
-    pub cuModuleUnload: Result<
-        unsafe extern "C" fn(hmod: CUmodule) -> CUresult,
-        ::libloading::Error,
-    >,
+    pub cuModuleUnload:
+        Result<unsafe extern "C" fn(hmod: CUmodule) -> CUresult, ::libloading::Error>,
     pub cuModuleGetFunction: Result<
         unsafe extern "C" fn(
             hfunc: *mut CUfunction,
@@ -522,10 +497,8 @@ pub struct DriverFns {
         unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult,
         ::libloading::Error,
     >,
-    pub cuMemFree_v2: Result<
-        unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult,
-        ::libloading::Error,
-    >,
+    pub cuMemFree_v2:
+        Result<unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult, ::libloading::Error>,
     pub cuMemcpyHtoD_v2: Result<
         unsafe extern "C" fn(
             dstDevice: CUdeviceptr,
@@ -567,30 +540,19 @@ pub struct DriverFns {
         ::libloading::Error,
     >,
     pub cuEventCreate: Result<
-        unsafe extern "C" fn(
-            phEvent: *mut CUevent,
-            Flags: ::std::os::raw::c_uint,
-        ) -> CUresult,
+        unsafe extern "C" fn(phEvent: *mut CUevent, Flags: ::std::os::raw::c_uint) -> CUresult,
         ::libloading::Error,
     >,
     pub cuEventRecord: Result<
         unsafe extern "C" fn(hEvent: CUevent, hStream: CUstream) -> CUresult,
         ::libloading::Error,
     >,
-    pub cuEventSynchronize: Result<
-        unsafe extern "C" fn(hEvent: CUevent) -> CUresult,
-        ::libloading::Error,
-    >,
-    pub cuEventDestroy_v2: Result<
-        unsafe extern "C" fn(hEvent: CUevent) -> CUresult,
-        ::libloading::Error,
-    >,
+    pub cuEventSynchronize:
+        Result<unsafe extern "C" fn(hEvent: CUevent) -> CUresult, ::libloading::Error>,
+    pub cuEventDestroy_v2:
+        Result<unsafe extern "C" fn(hEvent: CUevent) -> CUresult, ::libloading::Error>,
     pub cuEventElapsedTime_v2: Result<
-        unsafe extern "C" fn(
-            pMilliseconds: *mut f32,
-            hStart: CUevent,
-            hEnd: CUevent,
-        ) -> CUresult,
+        unsafe extern "C" fn(pMilliseconds: *mut f32, hStart: CUevent, hEnd: CUevent) -> CUresult,
         ::libloading::Error,
     >,
     pub cuLaunchKernel: Result<
@@ -630,23 +592,15 @@ impl DriverFns {
         let cuDeviceGet = __library.get(b"cuDeviceGet\0").map(|sym| *sym);
         let cuDeviceGetCount = __library.get(b"cuDeviceGetCount\0").map(|sym| *sym);
         let cuDeviceGetName = __library.get(b"cuDeviceGetName\0").map(|sym| *sym);
-        let cuDeviceTotalMem_v2 = __library
-            .get(b"cuDeviceTotalMem_v2\0")
-            .map(|sym| *sym);
-        let cuDeviceGetAttribute = __library
-            .get(b"cuDeviceGetAttribute\0")
-            .map(|sym| *sym);
-        let cuDevicePrimaryCtxRetain = __library
-            .get(b"cuDevicePrimaryCtxRetain\0")
-            .map(|sym| *sym);
+        let cuDeviceTotalMem_v2 = __library.get(b"cuDeviceTotalMem_v2\0").map(|sym| *sym);
+        let cuDeviceGetAttribute = __library.get(b"cuDeviceGetAttribute\0").map(|sym| *sym);
+        let cuDevicePrimaryCtxRetain = __library.get(b"cuDevicePrimaryCtxRetain\0").map(|sym| *sym);
         let cuDevicePrimaryCtxRelease_v2 = __library
             .get(b"cuDevicePrimaryCtxRelease_v2\0")
             .map(|sym| *sym);
         let cuCtxCreate_v4 = __library.get(b"cuCtxCreate_v4\0").map(|sym| *sym);
         let cuCtxDestroy_v2 = __library.get(b"cuCtxDestroy_v2\0").map(|sym| *sym);
-        let cuCtxPushCurrent_v2 = __library
-            .get(b"cuCtxPushCurrent_v2\0")
-            .map(|sym| *sym);
+        let cuCtxPushCurrent_v2 = __library.get(b"cuCtxPushCurrent_v2\0").map(|sym| *sym);
         let cuCtxPopCurrent_v2 = __library.get(b"cuCtxPopCurrent_v2\0").map(|sym| *sym);
         let cuCtxSetCurrent = __library.get(b"cuCtxSetCurrent\0").map(|sym| *sym);
         let cuCtxGetCurrent = __library.get(b"cuCtxGetCurrent\0").map(|sym| *sym);
@@ -655,9 +609,7 @@ impl DriverFns {
         let cuCtxGetApiVersion = __library.get(b"cuCtxGetApiVersion\0").map(|sym| *sym);
         let cuModuleLoadData = __library.get(b"cuModuleLoadData\0").map(|sym| *sym);
         let cuModuleUnload = __library.get(b"cuModuleUnload\0").map(|sym| *sym);
-        let cuModuleGetFunction = __library
-            .get(b"cuModuleGetFunction\0")
-            .map(|sym| *sym);
+        let cuModuleGetFunction = __library.get(b"cuModuleGetFunction\0").map(|sym| *sym);
         let cuMemGetInfo_v2 = __library.get(b"cuMemGetInfo_v2\0").map(|sym| *sym);
         let cuMemAlloc_v2 = __library.get(b"cuMemAlloc_v2\0").map(|sym| *sym);
         let cuMemFree_v2 = __library.get(b"cuMemFree_v2\0").map(|sym| *sym);
@@ -670,9 +622,7 @@ impl DriverFns {
         let cuEventRecord = __library.get(b"cuEventRecord\0").map(|sym| *sym);
         let cuEventSynchronize = __library.get(b"cuEventSynchronize\0").map(|sym| *sym);
         let cuEventDestroy_v2 = __library.get(b"cuEventDestroy_v2\0").map(|sym| *sym);
-        let cuEventElapsedTime_v2 = __library
-            .get(b"cuEventElapsedTime_v2\0")
-            .map(|sym| *sym);
+        let cuEventElapsedTime_v2 = __library.get(b"cuEventElapsedTime_v2\0").map(|sym| *sym);
         let cuLaunchKernel = __library.get(b"cuLaunchKernel\0").map(|sym| *sym);
         Ok(DriverFns {
             __library,
@@ -738,10 +688,7 @@ impl DriverFns {
     pub unsafe fn cuInit(&self, Flags: ::std::os::raw::c_uint) -> CUresult {
         (self.cuInit.as_ref().expect("Expected function, got error."))(Flags)
     }
-    pub unsafe fn cuDriverGetVersion(
-        &self,
-        driverVersion: *mut ::std::os::raw::c_int,
-    ) -> CUresult {
+    pub unsafe fn cuDriverGetVersion(&self, driverVersion: *mut ::std::os::raw::c_int) -> CUresult {
         (self
             .cuDriverGetVersion
             .as_ref()
@@ -757,11 +704,11 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(device, ordinal)
     }
-    pub unsafe fn cuDeviceGetCount(
-        &self,
-        count: *mut ::std::os::raw::c_int,
-    ) -> CUresult {
-        (self.cuDeviceGetCount.as_ref().expect("Expected function, got error."))(count)
+    pub unsafe fn cuDeviceGetCount(&self, count: *mut ::std::os::raw::c_int) -> CUresult {
+        (self
+            .cuDeviceGetCount
+            .as_ref()
+            .expect("Expected function, got error."))(count)
     }
     pub unsafe fn cuDeviceGetName(
         &self,
@@ -774,11 +721,7 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(name, len, dev)
     }
-    pub unsafe fn cuDeviceTotalMem_v2(
-        &self,
-        bytes: *mut usize,
-        dev: CUdevice,
-    ) -> CUresult {
+    pub unsafe fn cuDeviceTotalMem_v2(&self, bytes: *mut usize, dev: CUdevice) -> CUresult {
         (self
             .cuDeviceTotalMem_v2
             .as_ref()
@@ -795,11 +738,7 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(pi, attrib, dev)
     }
-    pub unsafe fn cuDevicePrimaryCtxRetain(
-        &self,
-        pctx: *mut CUcontext,
-        dev: CUdevice,
-    ) -> CUresult {
+    pub unsafe fn cuDevicePrimaryCtxRetain(&self, pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
         (self
             .cuDevicePrimaryCtxRetain
             .as_ref()
@@ -824,25 +763,46 @@ impl DriverFns {
             .expect("Expected function, got error."))(pctx, ctxCreateParams, flags, dev)
     }
     pub unsafe fn cuCtxDestroy_v2(&self, ctx: CUcontext) -> CUresult {
-        (self.cuCtxDestroy_v2.as_ref().expect("Expected function, got error."))(ctx)
+        (self
+            .cuCtxDestroy_v2
+            .as_ref()
+            .expect("Expected function, got error."))(ctx)
     }
     pub unsafe fn cuCtxPushCurrent_v2(&self, ctx: CUcontext) -> CUresult {
-        (self.cuCtxPushCurrent_v2.as_ref().expect("Expected function, got error."))(ctx)
+        (self
+            .cuCtxPushCurrent_v2
+            .as_ref()
+            .expect("Expected function, got error."))(ctx)
     }
     pub unsafe fn cuCtxPopCurrent_v2(&self, pctx: *mut CUcontext) -> CUresult {
-        (self.cuCtxPopCurrent_v2.as_ref().expect("Expected function, got error."))(pctx)
+        (self
+            .cuCtxPopCurrent_v2
+            .as_ref()
+            .expect("Expected function, got error."))(pctx)
     }
     pub unsafe fn cuCtxSetCurrent(&self, ctx: CUcontext) -> CUresult {
-        (self.cuCtxSetCurrent.as_ref().expect("Expected function, got error."))(ctx)
+        (self
+            .cuCtxSetCurrent
+            .as_ref()
+            .expect("Expected function, got error."))(ctx)
     }
     pub unsafe fn cuCtxGetCurrent(&self, pctx: *mut CUcontext) -> CUresult {
-        (self.cuCtxGetCurrent.as_ref().expect("Expected function, got error."))(pctx)
+        (self
+            .cuCtxGetCurrent
+            .as_ref()
+            .expect("Expected function, got error."))(pctx)
     }
     pub unsafe fn cuCtxGetDevice(&self, device: *mut CUdevice) -> CUresult {
-        (self.cuCtxGetDevice.as_ref().expect("Expected function, got error."))(device)
+        (self
+            .cuCtxGetDevice
+            .as_ref()
+            .expect("Expected function, got error."))(device)
     }
     pub unsafe fn cuCtxSynchronize(&self) -> CUresult {
-        (self.cuCtxSynchronize.as_ref().expect("Expected function, got error."))()
+        (self
+            .cuCtxSynchronize
+            .as_ref()
+            .expect("Expected function, got error."))()
     }
     pub unsafe fn cuCtxGetApiVersion(
         &self,
@@ -865,7 +825,10 @@ impl DriverFns {
             .expect("Expected function, got error."))(module, image)
     }
     pub unsafe fn cuModuleUnload(&self, hmod: CUmodule) -> CUresult {
-        (self.cuModuleUnload.as_ref().expect("Expected function, got error."))(hmod)
+        (self
+            .cuModuleUnload
+            .as_ref()
+            .expect("Expected function, got error."))(hmod)
     }
     pub unsafe fn cuModuleGetFunction(
         &self,
@@ -878,28 +841,23 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(hfunc, hmod, name)
     }
-    pub unsafe fn cuMemGetInfo_v2(
-        &self,
-        free: *mut usize,
-        total: *mut usize,
-    ) -> CUresult {
+    pub unsafe fn cuMemGetInfo_v2(&self, free: *mut usize, total: *mut usize) -> CUresult {
         (self
             .cuMemGetInfo_v2
             .as_ref()
             .expect("Expected function, got error."))(free, total)
     }
-    pub unsafe fn cuMemAlloc_v2(
-        &self,
-        dptr: *mut CUdeviceptr,
-        bytesize: usize,
-    ) -> CUresult {
+    pub unsafe fn cuMemAlloc_v2(&self, dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
         (self
             .cuMemAlloc_v2
             .as_ref()
             .expect("Expected function, got error."))(dptr, bytesize)
     }
     pub unsafe fn cuMemFree_v2(&self, dptr: CUdeviceptr) -> CUresult {
-        (self.cuMemFree_v2.as_ref().expect("Expected function, got error."))(dptr)
+        (self
+            .cuMemFree_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dptr)
     }
     pub unsafe fn cuMemcpyHtoD_v2(
         &self,
@@ -979,7 +937,10 @@ impl DriverFns {
             .expect("Expected function, got error."))(hEvent)
     }
     pub unsafe fn cuEventDestroy_v2(&self, hEvent: CUevent) -> CUresult {
-        (self.cuEventDestroy_v2.as_ref().expect("Expected function, got error."))(hEvent)
+        (self
+            .cuEventDestroy_v2
+            .as_ref()
+            .expect("Expected function, got error."))(hEvent)
     }
     pub unsafe fn cuEventElapsedTime_v2(
         &self,
@@ -1009,9 +970,7 @@ impl DriverFns {
         (self
             .cuLaunchKernel
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(
+            .expect("Expected function, got error."))(
             f,
             gridDimX,
             gridDimY,

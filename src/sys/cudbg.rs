@@ -48,7 +48,8 @@ pub const CUDBG_DEBUGGER_CAPABILITY_SUSPEND_EVENTS: CUDBGCapabilityFlags = 2;
 pub const CUDBG_DEBUGGER_CAPABILITY_REPORT_EXCEPTIONS_IN_EXITED_WARPS: CUDBGCapabilityFlags = 4;
 pub const CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS: CUDBGCapabilityFlags = 8;
 pub const CUDBG_DEBUGGER_CAPABILITY_ENABLE_CUDA_LOGS: CUDBGCapabilityFlags = 16;
-pub const CUDBG_DEBUGGER_CAPABILITY_COLLECT_CPU_CALL_STACK_FOR_KERNEL_LAUNCHES: CUDBGCapabilityFlags = 32;
+pub const CUDBG_DEBUGGER_CAPABILITY_COLLECT_CPU_CALL_STACK_FOR_KERNEL_LAUNCHES:
+    CUDBGCapabilityFlags = 32;
 pub type CUDBGCapabilityFlags = ::std::os::raw::c_uint;
 pub const CUDBG_SUCCESS: CUDBGResult = 0;
 pub const CUDBG_ERROR_UNKNOWN: CUDBGResult = 1;
@@ -99,7 +100,8 @@ pub const CUDBG_ERROR_MISSING_DATA: CUDBGResult = 45;
 pub const CUDBG_ERROR_NOT_SUPPORTED: CUDBGResult = 46;
 pub type CUDBGResult = ::std::os::raw::c_uint;
 pub const CUDBG_REPORT_DRIVER_API_ERROR_FLAGS_NONE: CUDBGReportDriverApiErrorFlags = 0;
-pub const CUDBG_REPORT_DRIVER_API_ERROR_FLAGS_SUPPRESS_NOT_READY: CUDBGReportDriverApiErrorFlags = 1;
+pub const CUDBG_REPORT_DRIVER_API_ERROR_FLAGS_SUPPRESS_NOT_READY: CUDBGReportDriverApiErrorFlags =
+    1;
 pub type CUDBGReportDriverApiErrorFlags = ::std::os::raw::c_uint;
 pub const CUDBG_REPORTED_DRIVER_API_ERROR_SOURCE_NONE: CUDBGReportedDriverApiErrorSource = 0;
 pub const CUDBG_REPORTED_DRIVER_API_ERROR_SOURCE_DRIVER: CUDBGReportedDriverApiErrorSource = 1;
@@ -995,18 +997,14 @@ pub struct CUDBGLoadedFunctionInfo {
     pub sectionIndex: u64,
     pub address: u64,
 }
-pub type CUDBGNotifyNewEventCallback31 = ::std::option::Option<
-    unsafe extern "C" fn(data: *mut ::std::os::raw::c_void),
->;
-pub type CUDBGNotifyNewEventCallback40 = ::std::option::Option<
-    unsafe extern "C" fn(data: *mut CUDBGEventCallbackData40),
->;
-pub type CUDBGNotifyNewEventCallback41 = ::std::option::Option<
-    unsafe extern "C" fn(data: *mut CUDBGEventCallbackData41),
->;
-pub type CUDBGNotifyNewEventCallback = ::std::option::Option<
-    unsafe extern "C" fn(data: *mut CUDBGEventCallbackData),
->;
+pub type CUDBGNotifyNewEventCallback31 =
+    ::std::option::Option<unsafe extern "C" fn(data: *mut ::std::os::raw::c_void)>;
+pub type CUDBGNotifyNewEventCallback40 =
+    ::std::option::Option<unsafe extern "C" fn(data: *mut CUDBGEventCallbackData40)>;
+pub type CUDBGNotifyNewEventCallback41 =
+    ::std::option::Option<unsafe extern "C" fn(data: *mut CUDBGEventCallbackData41)>;
+pub type CUDBGNotifyNewEventCallback =
+    ::std::option::Option<unsafe extern "C" fn(data: *mut CUDBGEventCallbackData)>;
 pub const CUDBG_EXCEPTION_UNKNOWN: CUDBGException_t = 4294967295;
 pub const CUDBG_EXCEPTION_NONE: CUDBGException_t = 0;
 pub const CUDBG_EXCEPTION_LANE_ILLEGAL_ADDRESS: CUDBGException_t = 1;
@@ -1338,31 +1336,17 @@ pub type CUDBGAPI = *const CUDBGAPI_st;
 pub struct CUDBGAPI_st {
     pub initialize: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
     pub finalize: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
-    pub suspendDevice: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32) -> CUDBGResult,
-    >,
-    pub resumeDevice: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32) -> CUDBGResult,
-    >,
-    pub singleStepWarp40: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32) -> CUDBGResult,
-    >,
-    pub setBreakpoint31: ::std::option::Option<
-        unsafe extern "C" fn(addr: u64) -> CUDBGResult,
-    >,
-    pub unsetBreakpoint31: ::std::option::Option<
-        unsafe extern "C" fn(addr: u64) -> CUDBGResult,
-    >,
+    pub suspendDevice: ::std::option::Option<unsafe extern "C" fn(dev: u32) -> CUDBGResult>,
+    pub resumeDevice: ::std::option::Option<unsafe extern "C" fn(dev: u32) -> CUDBGResult>,
+    pub singleStepWarp40:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, sm: u32, wp: u32) -> CUDBGResult>,
+    pub setBreakpoint31: ::std::option::Option<unsafe extern "C" fn(addr: u64) -> CUDBGResult>,
+    pub unsetBreakpoint31: ::std::option::Option<unsafe extern "C" fn(addr: u64) -> CUDBGResult>,
     pub readGridId50: ::std::option::Option<
         unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, gridId: *mut u32) -> CUDBGResult,
     >,
     pub readBlockIdx32: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            blockIdx: *mut CuDim2,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, blockIdx: *mut CuDim2) -> CUDBGResult,
     >,
     pub readThreadIdx: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1380,20 +1364,10 @@ pub struct CUDBGAPI_st {
         unsafe extern "C" fn(dev: u32, sm: u32, validWarpsMask: *mut u64) -> CUDBGResult,
     >,
     pub readValidLanes: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            validLanesMask: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, validLanesMask: *mut u32) -> CUDBGResult,
     >,
     pub readActiveLanes: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            activeLanesMask: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, activeLanesMask: *mut u32) -> CUDBGResult,
     >,
     pub readCodeMemory: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1461,31 +1435,13 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readPC: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            pc: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, pc: *mut u64) -> CUDBGResult,
     >,
     pub readVirtualPC: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            pc: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, pc: *mut u64) -> CUDBGResult,
     >,
     pub readLaneStatus: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            error: *mut bool,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, error: *mut bool) -> CUDBGResult,
     >,
     pub writeGlobalMemory31: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1537,20 +1493,10 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getGridDim32: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            gridDim: *mut CuDim2,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, gridDim: *mut CuDim2) -> CUDBGResult,
     >,
     pub getBlockDim: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            blockDim: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, blockDim: *mut CuDim3) -> CUDBGResult,
     >,
     pub getTID: ::std::option::Option<
         unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, tid: *mut u32) -> CUDBGResult,
@@ -1566,34 +1512,20 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getDeviceType: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            buf: *mut ::std::os::raw::c_char,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, buf: *mut ::std::os::raw::c_char, sz: u32) -> CUDBGResult,
     >,
     pub getSmType: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            buf: *mut ::std::os::raw::c_char,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, buf: *mut ::std::os::raw::c_char, sz: u32) -> CUDBGResult,
     >,
-    pub getNumDevices: ::std::option::Option<
-        unsafe extern "C" fn(numDev: *mut u32) -> CUDBGResult,
-    >,
-    pub getNumSMs: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, numSMs: *mut u32) -> CUDBGResult,
-    >,
-    pub getNumWarps: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, numWarps: *mut u32) -> CUDBGResult,
-    >,
-    pub getNumLanes: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, numLanes: *mut u32) -> CUDBGResult,
-    >,
-    pub getNumRegisters: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, numRegs: *mut u32) -> CUDBGResult,
-    >,
+    pub getNumDevices: ::std::option::Option<unsafe extern "C" fn(numDev: *mut u32) -> CUDBGResult>,
+    pub getNumSMs:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, numSMs: *mut u32) -> CUDBGResult>,
+    pub getNumWarps:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, numWarps: *mut u32) -> CUDBGResult>,
+    pub getNumLanes:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, numLanes: *mut u32) -> CUDBGResult>,
+    pub getNumRegisters:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, numRegs: *mut u32) -> CUDBGResult>,
     pub getPhysicalRegister30: ::std::option::Option<
         unsafe extern "C" fn(
             pc: u64,
@@ -1629,12 +1561,10 @@ pub struct CUDBGAPI_st {
             data: *mut ::std::os::raw::c_void,
         ) -> CUDBGResult,
     >,
-    pub getNextEvent30: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent30) -> CUDBGResult,
-    >,
-    pub acknowledgeEvent30: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent30) -> CUDBGResult,
-    >,
+    pub getNextEvent30:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent30) -> CUDBGResult>,
+    pub acknowledgeEvent30:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent30) -> CUDBGResult>,
     pub getGridAttribute: ::std::option::Option<
         unsafe extern "C" fn(
             dev: u32,
@@ -1675,32 +1605,17 @@ pub struct CUDBGAPI_st {
             exception: *mut CUDBGException_t,
         ) -> CUDBGResult,
     >,
-    pub getNextEvent32: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent32) -> CUDBGResult,
-    >,
-    pub acknowledgeEvents42: ::std::option::Option<
-        unsafe extern "C" fn() -> CUDBGResult,
-    >,
+    pub getNextEvent32:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent32) -> CUDBGResult>,
+    pub acknowledgeEvents42: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
     pub readCallDepth32: ::std::option::Option<
         unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, depth: *mut u32) -> CUDBGResult,
     >,
     pub readReturnAddress32: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            level: u32,
-            ra: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, level: u32, ra: *mut u64) -> CUDBGResult,
     >,
     pub readVirtualReturnAddress32: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            level: u32,
-            ra: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, level: u32, ra: *mut u64) -> CUDBGResult,
     >,
     pub readGlobalMemory55: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1725,31 +1640,20 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readPinnedMemory: ::std::option::Option<
-        unsafe extern "C" fn(
-            addr: u64,
-            buf: *mut ::std::os::raw::c_void,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(addr: u64, buf: *mut ::std::os::raw::c_void, sz: u32) -> CUDBGResult,
     >,
     pub writePinnedMemory: ::std::option::Option<
-        unsafe extern "C" fn(
-            addr: u64,
-            buf: *const ::std::os::raw::c_void,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(addr: u64, buf: *const ::std::os::raw::c_void, sz: u32) -> CUDBGResult,
     >,
-    pub setBreakpoint: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, addr: u64) -> CUDBGResult,
-    >,
-    pub unsetBreakpoint: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, addr: u64) -> CUDBGResult,
-    >,
+    pub setBreakpoint:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, addr: u64) -> CUDBGResult>,
+    pub unsetBreakpoint:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, addr: u64) -> CUDBGResult>,
     pub setNotifyNewEventCallback40: ::std::option::Option<
         unsafe extern "C" fn(callback: CUDBGNotifyNewEventCallback40) -> CUDBGResult,
     >,
-    pub getNextEvent42: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent42) -> CUDBGResult,
-    >,
+    pub getNextEvent42:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent42) -> CUDBGResult>,
     pub readTextureMemory: ::std::option::Option<
         unsafe extern "C" fn(
             devId: u32,
@@ -1763,29 +1667,13 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readBlockIdx: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            blockIdx: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, blockIdx: *mut CuDim3) -> CUDBGResult,
     >,
     pub getGridDim: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            gridDim: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, gridDim: *mut CuDim3) -> CUDBGResult,
     >,
     pub readCallDepth: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            depth: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, depth: *mut u32) -> CUDBGResult,
     >,
     pub readReturnAddress: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1818,31 +1706,16 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getHostAddrFromDeviceAddr: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            device_addr: u64,
-            host_addr: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, device_addr: u64, host_addr: *mut u64) -> CUDBGResult,
     >,
     pub singleStepWarp41: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            warpMask: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, warpMask: *mut u64) -> CUDBGResult,
     >,
     pub setNotifyNewEventCallback41: ::std::option::Option<
         unsafe extern "C" fn(callback: CUDBGNotifyNewEventCallback41) -> CUDBGResult,
     >,
     pub readSyscallCallDepth: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            depth: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, depth: *mut u32) -> CUDBGResult,
     >,
     pub readTextureMemoryBindless: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1857,9 +1730,8 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub clearAttachState: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
-    pub getNextSyncEvent50: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent50) -> CUDBGResult,
-    >,
+    pub getNextSyncEvent50:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent50) -> CUDBGResult>,
     pub memcheckReadErrorAddress: ::std::option::Option<
         unsafe extern "C" fn(
             dev: u32,
@@ -1870,31 +1742,18 @@ pub struct CUDBGAPI_st {
             storage: *mut ptxStorageKind,
         ) -> CUDBGResult,
     >,
-    pub acknowledgeSyncEvents: ::std::option::Option<
-        unsafe extern "C" fn() -> CUDBGResult,
-    >,
-    pub getNextAsyncEvent50: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent50) -> CUDBGResult,
-    >,
-    pub requestCleanupOnDetach55: ::std::option::Option<
-        unsafe extern "C" fn() -> CUDBGResult,
-    >,
-    pub initializeAttachStub: ::std::option::Option<
-        unsafe extern "C" fn() -> CUDBGResult,
-    >,
+    pub acknowledgeSyncEvents: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
+    pub getNextAsyncEvent50:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent50) -> CUDBGResult>,
+    pub requestCleanupOnDetach55: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
+    pub initializeAttachStub: ::std::option::Option<unsafe extern "C" fn() -> CUDBGResult>,
     pub getGridStatus50: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            gridId: u32,
-            status: *mut CUDBGGridStatus,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, gridId: u32, status: *mut CUDBGGridStatus) -> CUDBGResult,
     >,
-    pub getNextSyncEvent55: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent55) -> CUDBGResult,
-    >,
-    pub getNextAsyncEvent55: ::std::option::Option<
-        unsafe extern "C" fn(event: *mut CUDBGEvent55) -> CUDBGResult,
-    >,
+    pub getNextSyncEvent55:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent55) -> CUDBGResult>,
+    pub getNextAsyncEvent55:
+        ::std::option::Option<unsafe extern "C" fn(event: *mut CUDBGEvent55) -> CUDBGResult>,
     pub getGridInfo55: ::std::option::Option<
         unsafe extern "C" fn(
             dev: u32,
@@ -1903,29 +1762,16 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readGridId: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            gridId64: *mut u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, gridId64: *mut u64) -> CUDBGResult,
     >,
     pub getGridStatus: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            gridId64: u64,
-            status: *mut CUDBGGridStatus,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, gridId64: u64, status: *mut CUDBGGridStatus) -> CUDBGResult,
     >,
     pub setKernelLaunchNotificationMode: ::std::option::Option<
         unsafe extern "C" fn(mode: CUDBGKernelLaunchNotifyMode) -> CUDBGResult,
     >,
     pub getDevicePCIBusInfo: ::std::option::Option<
-        unsafe extern "C" fn(
-            devId: u32,
-            pciBusId: *mut u32,
-            pciDevId: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(devId: u32, pciBusId: *mut u32, pciDevId: *mut u32) -> CUDBGResult,
     >,
     pub readDeviceExceptionState80: ::std::option::Option<
         unsafe extern "C" fn(devId: u32, exceptionSMMask: *mut u64) -> CUDBGResult,
@@ -1948,10 +1794,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getNextEvent: ::std::option::Option<
-        unsafe extern "C" fn(
-            type_: CUDBGEventQueueType,
-            event: *mut CUDBGEvent,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(type_: CUDBGEventQueueType, event: *mut CUDBGEvent) -> CUDBGResult,
     >,
     pub getElfImageByHandle: ::std::option::Option<
         unsafe extern "C" fn(
@@ -1963,12 +1806,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub resumeWarpsUntilPC: ::std::option::Option<
-        unsafe extern "C" fn(
-            devId: u32,
-            sm: u32,
-            warpMask: u64,
-            virtPC: u64,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(devId: u32, sm: u32, warpMask: u64, virtPC: u64) -> CUDBGResult,
     >,
     pub readWarpState60: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2012,18 +1850,10 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readGlobalMemory: ::std::option::Option<
-        unsafe extern "C" fn(
-            addr: u64,
-            buf: *mut ::std::os::raw::c_void,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(addr: u64, buf: *mut ::std::os::raw::c_void, sz: u32) -> CUDBGResult,
     >,
     pub writeGlobalMemory: ::std::option::Option<
-        unsafe extern "C" fn(
-            addr: u64,
-            buf: *const ::std::os::raw::c_void,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(addr: u64, buf: *const ::std::os::raw::c_void, sz: u32) -> CUDBGResult,
     >,
     pub getManagedMemoryRegionInfo: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2036,9 +1866,8 @@ pub struct CUDBGAPI_st {
     pub isDeviceCodeAddress: ::std::option::Option<
         unsafe extern "C" fn(addr: usize, isDeviceAddress: *mut bool) -> CUDBGResult,
     >,
-    pub requestCleanupOnDetach: ::std::option::Option<
-        unsafe extern "C" fn(appResumeFlag: u32) -> CUDBGResult,
-    >,
+    pub requestCleanupOnDetach:
+        ::std::option::Option<unsafe extern "C" fn(appResumeFlag: u32) -> CUDBGResult>,
     pub readPredicates: ::std::option::Option<
         unsafe extern "C" fn(
             dev: u32,
@@ -2063,29 +1892,13 @@ pub struct CUDBGAPI_st {
         unsafe extern "C" fn(dev: u32, numPredicates: *mut u32) -> CUDBGResult,
     >,
     pub readCCRegister: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            val: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, val: *mut u32) -> CUDBGResult,
     >,
     pub writeCCRegister: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            ln: u32,
-            val: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, ln: u32, val: u32) -> CUDBGResult,
     >,
     pub getDeviceName: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            buf: *mut ::std::os::raw::c_char,
-            sz: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, buf: *mut ::std::os::raw::c_char, sz: u32) -> CUDBGResult,
     >,
     pub singleStepWarp65: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2099,9 +1912,8 @@ pub struct CUDBGAPI_st {
     pub readDeviceExceptionState: ::std::option::Option<
         unsafe extern "C" fn(devId: u32, mask: *mut u64, numWords: u32) -> CUDBGResult,
     >,
-    pub getNumUniformRegisters: ::std::option::Option<
-        unsafe extern "C" fn(dev: u32, numRegs: *mut u32) -> CUDBGResult,
-    >,
+    pub getNumUniformRegisters:
+        ::std::option::Option<unsafe extern "C" fn(dev: u32, numRegs: *mut u32) -> CUDBGResult>,
     pub readUniformRegisterRange: ::std::option::Option<
         unsafe extern "C" fn(
             devId: u32,
@@ -2113,13 +1925,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub writeUniformRegister: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            regno: u32,
-            val: u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, regno: u32, val: u32) -> CUDBGResult,
     >,
     pub getNumUniformPredicates: ::std::option::Option<
         unsafe extern "C" fn(dev: u32, numPredicates: *mut u32) -> CUDBGResult,
@@ -2158,11 +1964,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getClusterDim120: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            gridId64: u64,
-            clusterDim: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, gridId64: u64, clusterDim: *mut CuDim3) -> CUDBGResult,
     >,
     pub readWarpState120: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2173,12 +1975,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readClusterIdx: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            clusterIdx: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, clusterIdx: *mut CuDim3) -> CUDBGResult,
     >,
     pub getErrorStringEx: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2276,19 +2073,10 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub getGridInfo: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            gridId64: u64,
-            gridInfo: *mut CUDBGGridInfo,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, gridId64: u64, gridInfo: *mut CUDBGGridInfo) -> CUDBGResult,
     >,
     pub getClusterDim: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            clusterDim: *mut CuDim3,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, clusterDim: *mut CuDim3) -> CUDBGResult,
     >,
     pub readWarpState127: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2325,12 +2113,7 @@ pub struct CUDBGAPI_st {
         ) -> CUDBGResult,
     >,
     pub readWarpState: ::std::option::Option<
-        unsafe extern "C" fn(
-            dev: u32,
-            sm: u32,
-            wp: u32,
-            state: *mut CUDBGWarpState,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(dev: u32, sm: u32, wp: u32, state: *mut CUDBGWarpState) -> CUDBGResult,
     >,
     pub consumeCudaLogs: ::std::option::Option<
         unsafe extern "C" fn(
@@ -2368,25 +2151,14 @@ pub struct CUDBGAPI_st {
 }
 pub struct CudbgEntryFns {
     __library: ::libloading::Library,
-    pub CUDBGResultNames: Result<
-        *mut [*const ::std::os::raw::c_char; 47usize],
-        ::libloading::Error,
-    >,
+    pub CUDBGResultNames:
+        Result<*mut [*const ::std::os::raw::c_char; 47usize], ::libloading::Error>,
     pub cudbgGetAPI: Result<
-        unsafe extern "C" fn(
-            major: u32,
-            minor: u32,
-            rev: u32,
-            api: *mut CUDBGAPI,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(major: u32, minor: u32, rev: u32, api: *mut CUDBGAPI) -> CUDBGResult,
         ::libloading::Error,
     >,
     pub cudbgGetAPIVersion: Result<
-        unsafe extern "C" fn(
-            major: *mut u32,
-            minor: *mut u32,
-            rev: *mut u32,
-        ) -> CUDBGResult,
+        unsafe extern "C" fn(major: *mut u32, minor: *mut u32, rev: *mut u32) -> CUDBGResult,
         ::libloading::Error,
     >,
     pub cudbgMain: Result<
@@ -2407,10 +2179,7 @@ pub struct CudbgEntryFns {
     pub cudbgApiAttach: Result<unsafe extern "C" fn(), ::libloading::Error>,
     pub cudbgApiDetach: Result<unsafe extern "C" fn(), ::libloading::Error>,
     pub cudbgReportDriverApiError: Result<unsafe extern "C" fn(), ::libloading::Error>,
-    pub cudbgReportDriverInternalError: Result<
-        unsafe extern "C" fn(),
-        ::libloading::Error,
-    >,
+    pub cudbgReportDriverInternalError: Result<unsafe extern "C" fn(), ::libloading::Error>,
     pub cudbgIpcFlag: Result<*mut u32, ::libloading::Error>,
     pub cudbgRpcEnabled: Result<*mut u32, ::libloading::Error>,
     pub cudbgApiClientPid: Result<*mut u32, ::libloading::Error>,
@@ -2571,10 +2340,11 @@ impl CudbgEntryFns {
             cudbgEnableIntegratedMemcheck,
         })
     }
-    pub unsafe fn CUDBGResultNames(
-        &self,
-    ) -> *mut [*const ::std::os::raw::c_char; 47usize] {
-        *self.CUDBGResultNames.as_ref().expect("Expected variable, got error.")
+    pub unsafe fn CUDBGResultNames(&self) -> *mut [*const ::std::os::raw::c_char; 47usize] {
+        *self
+            .CUDBGResultNames
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgGetAPI(
         &self,
@@ -2614,9 +2384,7 @@ impl CudbgEntryFns {
         (self
             .cudbgMain
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(
+            .expect("Expected function, got error."))(
             apiClientPid,
             apiClientRevision,
             sessionId,
@@ -2629,13 +2397,22 @@ impl CudbgEntryFns {
         )
     }
     pub unsafe fn cudbgApiInit(&self, arg: u32) {
-        (self.cudbgApiInit.as_ref().expect("Expected function, got error."))(arg)
+        (self
+            .cudbgApiInit
+            .as_ref()
+            .expect("Expected function, got error."))(arg)
     }
     pub unsafe fn cudbgApiAttach(&self) {
-        (self.cudbgApiAttach.as_ref().expect("Expected function, got error."))()
+        (self
+            .cudbgApiAttach
+            .as_ref()
+            .expect("Expected function, got error."))()
     }
     pub unsafe fn cudbgApiDetach(&self) {
-        (self.cudbgApiDetach.as_ref().expect("Expected function, got error."))()
+        (self
+            .cudbgApiDetach
+            .as_ref()
+            .expect("Expected function, got error."))()
     }
     pub unsafe fn cudbgReportDriverApiError(&self) {
         (self
@@ -2650,25 +2427,46 @@ impl CudbgEntryFns {
             .expect("Expected function, got error."))()
     }
     pub unsafe fn cudbgIpcFlag(&self) -> *mut u32 {
-        *self.cudbgIpcFlag.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgIpcFlag
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgRpcEnabled(&self) -> *mut u32 {
-        *self.cudbgRpcEnabled.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgRpcEnabled
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgApiClientPid(&self) -> *mut u32 {
-        *self.cudbgApiClientPid.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgApiClientPid
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn CUDBG_I_AM_DEBUGGER(&self) -> *mut u32 {
-        *self.CUDBG_I_AM_DEBUGGER.as_ref().expect("Expected variable, got error.")
+        *self
+            .CUDBG_I_AM_DEBUGGER
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgDebuggerInitialized(&self) -> *mut u32 {
-        *self.cudbgDebuggerInitialized.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgDebuggerInitialized
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgApiClientRevision(&self) -> *mut u32 {
-        *self.cudbgApiClientRevision.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgApiClientRevision
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgSessionId(&self) -> *mut u32 {
-        *self.cudbgSessionId.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgSessionId
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgReportedDriverApiErrorCode(&self) -> *mut u64 {
         *self
@@ -2731,7 +2529,10 @@ impl CudbgEntryFns {
             .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgEnableLaunchBlocking(&self) -> *mut u32 {
-        *self.cudbgEnableLaunchBlocking.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgEnableLaunchBlocking
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgEnablePreemptionDebugging(&self) -> *mut u32 {
         *self
@@ -2740,7 +2541,10 @@ impl CudbgEntryFns {
             .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgResumeForAttachDetach(&self) -> *mut u32 {
-        *self.cudbgResumeForAttachDetach.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgResumeForAttachDetach
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgReportDriverApiErrorFlags(&self) -> *mut u32 {
         *self
@@ -2749,7 +2553,10 @@ impl CudbgEntryFns {
             .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgDebuggerCapabilities(&self) -> *mut u32 {
-        *self.cudbgDebuggerCapabilities.as_ref().expect("Expected variable, got error.")
+        *self
+            .cudbgDebuggerCapabilities
+            .as_ref()
+            .expect("Expected variable, got error.")
     }
     pub unsafe fn cudbgDetachSuspendedDevicesMask(&self) -> *mut u32 {
         *self

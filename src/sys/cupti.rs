@@ -92,26 +92,18 @@ pub struct CuptiFns {
         ) -> CUptiResult,
         ::libloading::Error,
     >,
-    pub cuptiGetVersion: Result<
-        unsafe extern "C" fn(version: *mut u32) -> CUptiResult,
-        ::libloading::Error,
-    >,
+    pub cuptiGetVersion:
+        Result<unsafe extern "C" fn(version: *mut u32) -> CUptiResult, ::libloading::Error>,
     pub NV_Cupti_Checkpoint_cuptiCheckpointSave: Result<
-        unsafe extern "C" fn(
-            handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint,
-        ) -> CUptiResult,
+        unsafe extern "C" fn(handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint) -> CUptiResult,
         ::libloading::Error,
     >,
     pub NV_Cupti_Checkpoint_cuptiCheckpointRestore: Result<
-        unsafe extern "C" fn(
-            handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint,
-        ) -> CUptiResult,
+        unsafe extern "C" fn(handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint) -> CUptiResult,
         ::libloading::Error,
     >,
     pub NV_Cupti_Checkpoint_cuptiCheckpointFree: Result<
-        unsafe extern "C" fn(
-            handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint,
-        ) -> CUptiResult,
+        unsafe extern "C" fn(handle: *mut NV_Cupti_Checkpoint_CUpti_Checkpoint) -> CUptiResult,
         ::libloading::Error,
     >,
 }
@@ -128,22 +120,15 @@ impl CuptiFns {
         L: Into<::libloading::Library>,
     {
         let __library = library.into();
-        let cuptiGetResultString = __library
-            .get(b"cuptiGetResultString\0")
-            .map(|sym| *sym);
-        let cuptiGetErrorMessage = __library
-            .get(b"cuptiGetErrorMessage\0")
-            .map(|sym| *sym);
+        let cuptiGetResultString = __library.get(b"cuptiGetResultString\0").map(|sym| *sym);
+        let cuptiGetErrorMessage = __library.get(b"cuptiGetErrorMessage\0").map(|sym| *sym);
         let cuptiGetVersion = __library.get(b"cuptiGetVersion\0").map(|sym| *sym);
-        let NV_Cupti_Checkpoint_cuptiCheckpointSave = __library
-            .get(b"cuptiCheckpointSave\0")
-            .map(|sym| *sym);
-        let NV_Cupti_Checkpoint_cuptiCheckpointRestore = __library
-            .get(b"cuptiCheckpointRestore\0")
-            .map(|sym| *sym);
-        let NV_Cupti_Checkpoint_cuptiCheckpointFree = __library
-            .get(b"cuptiCheckpointFree\0")
-            .map(|sym| *sym);
+        let NV_Cupti_Checkpoint_cuptiCheckpointSave =
+            __library.get(b"cuptiCheckpointSave\0").map(|sym| *sym);
+        let NV_Cupti_Checkpoint_cuptiCheckpointRestore =
+            __library.get(b"cuptiCheckpointRestore\0").map(|sym| *sym);
+        let NV_Cupti_Checkpoint_cuptiCheckpointFree =
+            __library.get(b"cuptiCheckpointFree\0").map(|sym| *sym);
         Ok(CuptiFns {
             __library,
             cuptiGetResultString,
@@ -175,7 +160,10 @@ impl CuptiFns {
             .expect("Expected function, got error."))(result, str_)
     }
     pub unsafe fn cuptiGetVersion(&self, version: *mut u32) -> CUptiResult {
-        (self.cuptiGetVersion.as_ref().expect("Expected function, got error."))(version)
+        (self
+            .cuptiGetVersion
+            .as_ref()
+            .expect("Expected function, got error."))(version)
     }
     pub unsafe fn NV_Cupti_Checkpoint_cuptiCheckpointSave(
         &self,

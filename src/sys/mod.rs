@@ -18,12 +18,12 @@
 /// CUDA driver API: the subset the crate calls (`cuda.h`, CUDA 13.0).
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda_driver;
-/// CUPTI 13 checkpoint API and result codes (`cupti_checkpoint.h`, `cupti_result.h`).
-#[cfg(feature = "cupti")]
-pub mod cupti;
 /// CUDA debugger API (`cudadebugger.h`, API 13.0.163).
 #[cfg(feature = "cudbg")]
 pub mod cudbg;
+/// CUPTI 13 checkpoint API and result codes (`cupti_checkpoint.h`, `cupti_result.h`).
+#[cfg(feature = "cupti")]
+pub mod cupti;
 /// rocprofiler v2 (`rocprofiler/v2/rocprofiler.h`, ROCm 6.1+ ABI).
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;

@@ -621,8 +621,10 @@ impl Default for rocprofiler_spm_parameter_t {
         }
     }
 }
-pub const ROCPROFILER_COUNTERS_SAMPLER_PCIE_COUNTERS: rocprofiler_counters_sampler_counter_type_t = 0;
-pub const ROCPROFILER_COUNTERS_SAMPLER_XGMI_COUNTERS: rocprofiler_counters_sampler_counter_type_t = 1;
+pub const ROCPROFILER_COUNTERS_SAMPLER_PCIE_COUNTERS: rocprofiler_counters_sampler_counter_type_t =
+    0;
+pub const ROCPROFILER_COUNTERS_SAMPLER_XGMI_COUNTERS: rocprofiler_counters_sampler_counter_type_t =
+    1;
 pub type rocprofiler_counters_sampler_counter_type_t = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -709,10 +711,7 @@ impl Default for rocprofiler_filter_data_t {
     }
 }
 pub type rocprofiler_sync_callback_t = ::std::option::Option<
-    unsafe extern "C" fn(
-        record: rocprofiler_record_tracer_t,
-        session_id: rocprofiler_session_id_t,
-    ),
+    unsafe extern "C" fn(record: rocprofiler_record_tracer_t, session_id: rocprofiler_session_id_t),
 >;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
@@ -751,32 +750,18 @@ pub struct roctx_api_data_s {
 }
 pub struct RocprofilerFns {
     __library: ::libloading::Library,
-    pub rocprofiler_version_major: Result<
-        unsafe extern "C" fn() -> u32,
-        ::libloading::Error,
-    >,
-    pub rocprofiler_version_minor: Result<
-        unsafe extern "C" fn() -> u32,
-        ::libloading::Error,
-    >,
+    pub rocprofiler_version_major: Result<unsafe extern "C" fn() -> u32, ::libloading::Error>,
+    pub rocprofiler_version_minor: Result<unsafe extern "C" fn() -> u32, ::libloading::Error>,
     pub rocprofiler_error_str: Result<
-        unsafe extern "C" fn(
-            status: rocprofiler_status_t,
-        ) -> *const ::std::os::raw::c_char,
+        unsafe extern "C" fn(status: rocprofiler_status_t) -> *const ::std::os::raw::c_char,
         ::libloading::Error,
     >,
-    pub rocprofiler_initialize: Result<
-        unsafe extern "C" fn() -> rocprofiler_status_t,
-        ::libloading::Error,
-    >,
-    pub rocprofiler_finalize: Result<
-        unsafe extern "C" fn() -> rocprofiler_status_t,
-        ::libloading::Error,
-    >,
+    pub rocprofiler_initialize:
+        Result<unsafe extern "C" fn() -> rocprofiler_status_t, ::libloading::Error>,
+    pub rocprofiler_finalize:
+        Result<unsafe extern "C" fn() -> rocprofiler_status_t, ::libloading::Error>,
     pub rocprofiler_get_timestamp: Result<
-        unsafe extern "C" fn(
-            timestamp: *mut rocprofiler_timestamp_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(timestamp: *mut rocprofiler_timestamp_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_query_agent_info_size: Result<
@@ -891,9 +876,7 @@ pub struct RocprofilerFns {
         ::libloading::Error,
     >,
     pub rocprofiler_destroy_session: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_create_filter: Result<
@@ -970,15 +953,11 @@ pub struct RocprofilerFns {
         ::libloading::Error,
     >,
     pub rocprofiler_start_session: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_terminate_session: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_device_profiling_session_create: Result<
@@ -992,9 +971,7 @@ pub struct RocprofilerFns {
         ::libloading::Error,
     >,
     pub rocprofiler_device_profiling_session_start: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_device_profiling_session_poll: Result<
@@ -1005,15 +982,11 @@ pub struct RocprofilerFns {
         ::libloading::Error,
     >,
     pub rocprofiler_device_profiling_session_stop: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_device_profiling_session_destroy: Result<
-        unsafe extern "C" fn(
-            session_id: rocprofiler_session_id_t,
-        ) -> rocprofiler_status_t,
+        unsafe extern "C" fn(session_id: rocprofiler_session_id_t) -> rocprofiler_status_t,
         ::libloading::Error,
     >,
     pub rocprofiler_codeobj_capture_create: Result<
@@ -1063,15 +1036,9 @@ impl RocprofilerFns {
         let rocprofiler_version_minor = __library
             .get(b"rocprofiler_version_minor\0")
             .map(|sym| *sym);
-        let rocprofiler_error_str = __library
-            .get(b"rocprofiler_error_str\0")
-            .map(|sym| *sym);
-        let rocprofiler_initialize = __library
-            .get(b"rocprofiler_initialize\0")
-            .map(|sym| *sym);
-        let rocprofiler_finalize = __library
-            .get(b"rocprofiler_finalize\0")
-            .map(|sym| *sym);
+        let rocprofiler_error_str = __library.get(b"rocprofiler_error_str\0").map(|sym| *sym);
+        let rocprofiler_initialize = __library.get(b"rocprofiler_initialize\0").map(|sym| *sym);
+        let rocprofiler_finalize = __library.get(b"rocprofiler_finalize\0").map(|sym| *sym);
         let rocprofiler_get_timestamp = __library
             .get(b"rocprofiler_get_timestamp\0")
             .map(|sym| *sym);
@@ -1108,12 +1075,8 @@ impl RocprofilerFns {
         let rocprofiler_tracer_operation_id = __library
             .get(b"rocprofiler_tracer_operation_id\0")
             .map(|sym| *sym);
-        let rocprofiler_flush_data = __library
-            .get(b"rocprofiler_flush_data\0")
-            .map(|sym| *sym);
-        let rocprofiler_next_record = __library
-            .get(b"rocprofiler_next_record\0")
-            .map(|sym| *sym);
+        let rocprofiler_flush_data = __library.get(b"rocprofiler_flush_data\0").map(|sym| *sym);
+        let rocprofiler_next_record = __library.get(b"rocprofiler_next_record\0").map(|sym| *sym);
         let rocprofiler_create_session = __library
             .get(b"rocprofiler_create_session\0")
             .map(|sym| *sym);
@@ -1247,10 +1210,16 @@ impl RocprofilerFns {
             .expect("Expected function, got error."))(status)
     }
     pub unsafe fn rocprofiler_initialize(&self) -> rocprofiler_status_t {
-        (self.rocprofiler_initialize.as_ref().expect("Expected function, got error."))()
+        (self
+            .rocprofiler_initialize
+            .as_ref()
+            .expect("Expected function, got error."))()
     }
     pub unsafe fn rocprofiler_finalize(&self) -> rocprofiler_status_t {
-        (self.rocprofiler_finalize.as_ref().expect("Expected function, got error."))()
+        (self
+            .rocprofiler_finalize
+            .as_ref()
+            .expect("Expected function, got error."))()
     }
     pub unsafe fn rocprofiler_get_timestamp(
         &self,
@@ -1346,9 +1315,12 @@ impl RocprofilerFns {
         (self
             .rocprofiler_query_counter_info_size
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(session_id, counter_info_type, counter_id, data_size)
+            .expect("Expected function, got error."))(
+            session_id,
+            counter_info_type,
+            counter_id,
+            data_size,
+        )
     }
     pub unsafe fn rocprofiler_query_counter_info(
         &self,
@@ -1404,9 +1376,7 @@ impl RocprofilerFns {
         (self
             .rocprofiler_next_record
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(record, next, session_id, buffer_id)
+            .expect("Expected function, got error."))(record, next, session_id, buffer_id)
     }
     pub unsafe fn rocprofiler_create_session(
         &self,
@@ -1439,9 +1409,14 @@ impl RocprofilerFns {
         (self
             .rocprofiler_create_filter
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(session_id, filter_kind, data, data_count, filter_id, property)
+            .expect("Expected function, got error."))(
+            session_id,
+            filter_kind,
+            data,
+            data_count,
+            filter_id,
+            property,
+        )
     }
     pub unsafe fn rocprofiler_set_filter_buffer(
         &self,
@@ -1485,9 +1460,12 @@ impl RocprofilerFns {
         (self
             .rocprofiler_create_buffer
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(session_id, buffer_callback, buffer_size, buffer_id)
+            .expect("Expected function, got error."))(
+            session_id,
+            buffer_callback,
+            buffer_size,
+            buffer_id,
+        )
     }
     pub unsafe fn rocprofiler_set_buffer_properties(
         &self,
@@ -1499,9 +1477,12 @@ impl RocprofilerFns {
         (self
             .rocprofiler_set_buffer_properties
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(session_id, buffer_id, buffer_properties, buffer_properties_count)
+            .expect("Expected function, got error."))(
+            session_id,
+            buffer_id,
+            buffer_properties,
+            buffer_properties_count,
+        )
     }
     pub unsafe fn rocprofiler_destroy_buffer(
         &self,
@@ -1528,9 +1509,7 @@ impl RocprofilerFns {
         (self
             .rocprofiler_create_ready_session
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(
+            .expect("Expected function, got error."))(
             replay_mode,
             filter_kind,
             data,
@@ -1571,9 +1550,13 @@ impl RocprofilerFns {
         (self
             .rocprofiler_device_profiling_session_create
             .as_ref()
-            .expect(
-                "Expected function, got error.",
-            ))(counter_names, num_counters, session_id, cpu_index, gpu_index)
+            .expect("Expected function, got error."))(
+            counter_names,
+            num_counters,
+            session_id,
+            cpu_index,
+            gpu_index,
+        )
     }
     pub unsafe fn rocprofiler_device_profiling_session_start(
         &self,

@@ -1,0 +1,399 @@
+//! The few CUDA driver services the crate needs: loading and initialising the driver, devices, contexts, device
+//! memory and PTX modules. They establish the preconditions of the vendor tool APIs (a driver, a live context)
+//! and let examples and tests run kernels without another crate.
+
+mod driver;
+
+pub use driver::{DeviceInfo, Driver, DriverApi};
+
+pub(crate) fn driver_spec() -> &'static crate::loader::LibrarySpec {
+    &driver::SPEC
+}
+
+use std::ffi::{CStr, c_uint, c_void};
+use std::marker::PhantomData;
+
+use crate::sys::cuda_driver as sys;
+
+/// Raw CUDA context handle (`CUcontext`).
+pub type RawContext = sys::CUcontext;
+/// Raw device pointer (`CUdeviceptr`).
+pub type DevicePtr = sys::CUdeviceptr;
+
+/// A CUDA driver call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} ({code}): {message}")]
+pub struct CudaError {
+    /// The `CUresult` code.
+    pub code: u32,
+    /// The driver's name for it, for example `CUDA_ERROR_INVALID_CONTEXT`.
+    pub name: String,
+    /// The driver's description.
+    pub message: String,
+}
+
+impl CudaError {
+    pub(crate) fn from_code(driver: &Driver, code: u32) -> Self {
+        let text = |f: unsafe extern "C" fn(u32, *mut *const std::ffi::c_char) -> u32| {
+            let mut p = std::ptr::null();
+            // SAFETY: valid out-pointer; on success the driver returns a static NUL-terminated string.
+            if unsafe { f(code, &mut p) } == sys::CUDA_SUCCESS && !p.is_null() {
+                // SAFETY: non-null static string from the driver.
+                Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            } else {
+                None
+            }
+        };
+        CudaError {
+            code,
+            name: text(driver.api().cu_get_error_name)
+                .unwrap_or_else(|| "CUDA_ERROR_UNRECOGNIZED".into()),
+            message: text(driver.api().cu_get_error_string)
+                .unwrap_or_else(|| "unrecognized error code".into()),
+        }
+    }
+
+    /// True for `CUDA_ERROR_INVALID_CONTEXT` and `CUDA_ERROR_CONTEXT_IS_DESTROYED`.
+    pub fn is_invalid_context(&self) -> bool {
+        self.code == sys::CUDA_ERROR_INVALID_CONTEXT
+            || self.code == sys::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    }
+}
+
+/// Whether dropping a [`Context`] releases something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ownership {
+    /// A retained primary context: released on drop.
+    Primary(sys::CUdevice),
+    /// A context owned elsewhere (raw handle, cudarc): nothing on drop.
+    Borrowed,
+}
+
+/// A CUDA context the crate can pass explicitly to vendor calls.
+///
+/// `Send` and `Sync`: a CUDA context may be made current on any thread, and every method here pushes it for the
+/// duration of the call and pops it afterwards.
+#[derive(Debug)]
+pub struct Context {
+    raw: RawContext,
+    driver: &'static Driver,
+    ownership: Ownership,
+}
+
+// SAFETY: CUcontext handles are process-wide and usable from any thread (the driver API is thread-safe); the
+// struct adds no thread-affine state.
+unsafe impl Send for Context {}
+// SAFETY: shared use only makes driver calls that the driver serialises itself.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Retains the primary context of device `ordinal` (loading and initialising the driver first).
+    pub fn primary(ordinal: usize) -> Result<Self, crate::Error> {
+        let driver = Driver::load()?;
+        let dev = driver.device(ordinal)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: driver initialised by device(); valid out-pointer and device.
+        driver.check(unsafe { (driver.api().cu_device_primary_ctx_retain)(&mut raw, dev) })?;
+        Ok(Context {
+            raw,
+            driver,
+            ownership: Ownership::Primary(dev),
+        })
+    }
+
+    /// Wraps a context created elsewhere. The crate never destroys it.
+    ///
+    /// # Safety
+    /// `raw` must be a context created by the CUDA driver of this process (`libcuda.so.1`, the library
+    /// [`Driver::load`] finds), and must stay alive as long as the returned value, and anything borrowing it, is
+    /// used. If it is destroyed early, the crate's checks report [`CudaError::is_invalid_context`] errors where the
+    /// driver detects it, but that is not guaranteed: the handle may be reused for another context.
+    pub unsafe fn from_raw(raw: RawContext) -> Result<Self, crate::Error> {
+        let driver = Driver::load()?;
+        driver.init()?;
+        let ctx = Context {
+            raw,
+            driver,
+            ownership: Ownership::Borrowed,
+        };
+        ctx.check_valid()?;
+        Ok(ctx)
+    }
+
+    /// Uses a `cudarc` context. The cudarc context must outlive the returned value, which the borrow ensures.
+    #[cfg(feature = "cudarc")]
+    pub fn from_cudarc(
+        ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    ) -> Result<CudarcContext<'_>, crate::Error> {
+        let raw = ctx.cu_ctx() as RawContext;
+        // SAFETY: the raw handle comes from a live cudarc context, kept alive by the borrow in CudarcContext.
+        let inner = unsafe { Context::from_raw(raw) }?;
+        Ok(CudarcContext {
+            inner,
+            _owner: PhantomData,
+        })
+    }
+
+    /// The raw handle.
+    pub fn as_raw(&self) -> RawContext {
+        self.raw
+    }
+
+    /// The loaded driver.
+    pub fn driver(&self) -> &'static Driver {
+        self.driver
+    }
+
+    /// Checks with the driver that the context is still alive (`cuCtxGetApiVersion`).
+    pub fn check_valid(&self) -> Result<(), CudaError> {
+        if self.raw.is_null() {
+            return Err(CudaError::from_code(
+                self.driver,
+                sys::CUDA_ERROR_INVALID_CONTEXT,
+            ));
+        }
+        let mut v: c_uint = 0;
+        // SAFETY: the driver validates the handle and returns an error for an unknown one.
+        self.driver
+            .check(unsafe { (self.driver.api().cu_ctx_get_api_version)(self.raw, &mut v) })
+    }
+
+    /// Makes the context current on this thread until the guard drops.
+    pub fn make_current(&self) -> Result<CurrentGuard<'_>, CudaError> {
+        self.check_valid()?;
+        // SAFETY: a valid context handle.
+        self.driver
+            .check(unsafe { (self.driver.api().cu_ctx_push_current)(self.raw) })?;
+        Ok(CurrentGuard {
+            ctx: self,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// Waits for all work in the context.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        let _g = self.make_current()?;
+        // SAFETY: the context is current.
+        self.driver
+            .check(unsafe { (self.driver.api().cu_ctx_synchronize)() })
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize), CudaError> {
+        let _g = self.make_current()?;
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: the context is current; valid out-pointers.
+        self.driver
+            .check(unsafe { (self.driver.api().cu_mem_get_info)(&mut free, &mut total) })?;
+        Ok((free, total))
+    }
+
+    /// Allocates `bytes` of device memory.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer<'_>, CudaError> {
+        let _g = self.make_current()?;
+        let mut ptr = 0;
+        // SAFETY: the context is current; valid out-pointer.
+        self.driver
+            .check(unsafe { (self.driver.api().cu_mem_alloc)(&mut ptr, bytes.max(1)) })?;
+        Ok(DeviceBuffer {
+            ctx: self,
+            ptr,
+            len: bytes,
+        })
+    }
+
+    /// Loads a module from a NUL-terminated PTX text or a cubin/fatbin image.
+    pub fn load_module(&self, image: &CStr) -> Result<Module<'_>, CudaError> {
+        let _g = self.make_current()?;
+        let mut m = std::ptr::null_mut();
+        // SAFETY: the context is current; the image is NUL-terminated and outlives the call.
+        self.driver.check(unsafe {
+            (self.driver.api().cu_module_load_data)(&mut m, image.as_ptr().cast())
+        })?;
+        Ok(Module { ctx: self, raw: m })
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if let Ownership::Primary(dev) = self.ownership {
+            // SAFETY: balances the retain in `primary`; errors cannot be reported from drop and are ignored.
+            let _ = unsafe { (self.driver.api().cu_device_primary_ctx_release)(dev) };
+        }
+    }
+}
+
+/// A [`Context`] borrowed from a `cudarc` context.
+#[cfg(feature = "cudarc")]
+#[derive(Debug)]
+pub struct CudarcContext<'a> {
+    inner: Context,
+    _owner: PhantomData<&'a cudarc::driver::CudaContext>,
+}
+
+#[cfg(feature = "cudarc")]
+impl std::ops::Deref for CudarcContext<'_> {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        &self.inner
+    }
+}
+
+/// Keeps a context current on this thread; pops it on drop. Not `Send`: it belongs to the thread that pushed.
+#[derive(Debug)]
+pub struct CurrentGuard<'a> {
+    ctx: &'a Context,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for CurrentGuard<'_> {
+    fn drop(&mut self) {
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: balances the push in make_current on the same thread (the guard is not Send).
+        let _ = unsafe { (self.ctx.driver.api().cu_ctx_pop_current)(&mut popped) };
+    }
+}
+
+/// Device memory owned by the crate; freed on drop.
+#[derive(Debug)]
+pub struct DeviceBuffer<'ctx> {
+    ctx: &'ctx Context,
+    ptr: DevicePtr,
+    len: usize,
+}
+
+impl DeviceBuffer<'_> {
+    /// The device address.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a zero-byte buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `src` to the start of the buffer.
+    pub fn copy_from_host(&mut self, src: &[u8]) -> Result<(), CudaError> {
+        let n = src.len().min(self.len);
+        let _g = self.ctx.make_current()?;
+        // SAFETY: n bytes fit in both the host slice and the device allocation.
+        self.ctx.driver.check(unsafe {
+            (self.ctx.driver.api().cu_memcpy_htod)(self.ptr, src.as_ptr().cast(), n)
+        })
+    }
+
+    /// Copies the start of the buffer into `dst`.
+    pub fn copy_to_host(&self, dst: &mut [u8]) -> Result<(), CudaError> {
+        let n = dst.len().min(self.len);
+        let _g = self.ctx.make_current()?;
+        // SAFETY: n bytes fit in both the host slice and the device allocation.
+        self.ctx.driver.check(unsafe {
+            (self.ctx.driver.api().cu_memcpy_dtoh)(dst.as_mut_ptr().cast(), self.ptr, n)
+        })
+    }
+
+    /// Copies `min(self.len, src.len)` bytes from another device buffer.
+    pub fn copy_from_device(&mut self, src: &DeviceBuffer<'_>) -> Result<(), CudaError> {
+        let n = src.len.min(self.len);
+        let _g = self.ctx.make_current()?;
+        // SAFETY: n bytes lie inside both allocations.
+        self.ctx
+            .driver
+            .check(unsafe { (self.ctx.driver.api().cu_memcpy_dtod)(self.ptr, src.ptr, n) })
+    }
+
+    /// Fills the buffer with a 32-bit pattern (a trailing partial word is left as it is).
+    pub fn fill_u32(&mut self, value: u32) -> Result<(), CudaError> {
+        let _g = self.ctx.make_current()?;
+        // SAFETY: len/4 words lie inside the allocation.
+        self.ctx
+            .driver
+            .check(unsafe { (self.ctx.driver.api().cu_memset_d32)(self.ptr, value, self.len / 4) })
+    }
+}
+
+impl Drop for DeviceBuffer<'_> {
+    fn drop(&mut self) {
+        if let Ok(_g) = self.ctx.make_current() {
+            // SAFETY: ptr was allocated by cuMemAlloc in this context and is freed once.
+            let _ = unsafe { (self.ctx.driver.api().cu_mem_free)(self.ptr) };
+        }
+    }
+}
+
+/// A loaded module; unloaded on drop.
+#[derive(Debug)]
+pub struct Module<'ctx> {
+    ctx: &'ctx Context,
+    raw: sys::CUmodule,
+}
+
+impl<'ctx> Module<'ctx> {
+    /// Looks up a kernel by its (mangled) name.
+    pub fn function(&self, name: &CStr) -> Result<Function<'_>, CudaError> {
+        let mut f = std::ptr::null_mut();
+        // SAFETY: live module; NUL-terminated name.
+        self.ctx.driver.check(unsafe {
+            (self.ctx.driver.api().cu_module_get_function)(&mut f, self.raw, name.as_ptr())
+        })?;
+        Ok(Function {
+            module: self,
+            raw: f,
+        })
+    }
+}
+
+impl Drop for Module<'_> {
+    fn drop(&mut self) {
+        if let Ok(_g) = self.ctx.make_current() {
+            // SAFETY: the module was loaded in this context and is unloaded once.
+            let _ = unsafe { (self.ctx.driver.api().cu_module_unload)(self.raw) };
+        }
+    }
+}
+
+/// A kernel of a [`Module`].
+#[derive(Debug)]
+pub struct Function<'m> {
+    module: &'m Module<'m>,
+    raw: sys::CUfunction,
+}
+
+impl Function<'_> {
+    /// Launches the kernel on the default stream.
+    ///
+    /// # Safety
+    /// `params` must point to one value per kernel parameter, each of the type and size the kernel declares, and
+    /// any device pointer among them must be valid for what the kernel does with it.
+    pub unsafe fn launch(
+        &self,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        params: &mut [*mut c_void],
+    ) -> Result<(), CudaError> {
+        let ctx = self.module.ctx;
+        let _g = ctx.make_current()?;
+        // SAFETY: live function of a live module; the caller vouches for the parameters.
+        ctx.driver.check(unsafe {
+            (ctx.driver.api().cu_launch_kernel)(
+                self.raw,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                0,
+                std::ptr::null_mut(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        })
+    }
+}

@@ -1,0 +1,412 @@
+//! Finding and opening vendor libraries at run time.
+//!
+//! Search order, for every library (README.md, "Where libraries are looked for"):
+//! 1. an explicit path given in code (`load_from`): only that path is tried;
+//! 2. the library's environment variable (for example `GPU_TOOLS_CHECKPOINT_LIB`): only that path is tried;
+//! 3. under each root variable that is set (`CUDA_HOME`, `CUDA_PATH`, or `ROCM_PATH`), the library's sub-folders;
+//! 4. the standard install folders (`/usr/local/cuda/...`, `/opt/rocm/lib`, the driver folders);
+//! 5. the NVIDIA Python wheel folders of the machine's `python3` (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib`);
+//! 6. the system loader (`dlopen` of the bare file name: `LD_LIBRARY_PATH`, the ld.so cache).
+//!
+//! A candidate that opens but lacks a required symbol is closed again and the search goes on; the final
+//! [`LoadError`] lists every candidate and why it was rejected.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Where a candidate path came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// A path given in code.
+    Explicit,
+    /// The library's environment variable.
+    EnvVar(&'static str),
+    /// A folder under a root environment variable such as `CUDA_HOME`.
+    Root(&'static str),
+    /// A standard install folder.
+    StandardFolder,
+    /// A folder of an NVIDIA Python wheel in one of `python3`'s site-packages.
+    PythonWheel,
+    /// The system loader's own search (bare file name).
+    SystemLoader,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Explicit => f.write_str("explicit path"),
+            Origin::EnvVar(v) => write!(f, "${v}"),
+            Origin::Root(v) => write!(f, "under ${v}"),
+            Origin::StandardFolder => f.write_str("standard folder"),
+            Origin::PythonWheel => f.write_str("Python wheel"),
+            Origin::SystemLoader => f.write_str("system loader"),
+        }
+    }
+}
+
+/// Why a candidate was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// No file at that path.
+    #[error("no such file")]
+    NotFound,
+    /// The path exists but is not a regular file (for example a folder).
+    #[error("not a file")]
+    NotAFile,
+    /// `dlopen` refused it: not a shared library, wrong architecture, missing dependency.
+    #[error("cannot be opened: {0}")]
+    OpenFailed(String),
+    /// It opened but does not export a symbol the crate requires: the wrong library, or one too old.
+    #[error("missing required symbol `{0}`")]
+    MissingSymbol(&'static str),
+}
+
+/// One candidate that was tried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The path (or, for the system loader, the bare file name) given to `dlopen`.
+    pub path: PathBuf,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Why it was not used.
+    pub rejection: Rejection,
+}
+
+/// A vendor library could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Every candidate failed; each is listed with its reason.
+    #[error("{library} not loaded; tried {}", AttemptList(.attempts))]
+    NotFound {
+        /// Human name of the library, for example `"CUPTI checkpoint (libcheckpoint.so)"`.
+        library: &'static str,
+        /// Every candidate in search order.
+        attempts: Vec<Attempt>,
+    },
+    /// The library is already loaded in this process from another path; a process holds one copy.
+    #[error("{library} is already loaded from {}; cannot also load {}", .loaded.display(), .requested.display())]
+    AlreadyLoaded {
+        /// Human name of the library.
+        library: &'static str,
+        /// The path in use.
+        loaded: PathBuf,
+        /// The path asked for.
+        requested: PathBuf,
+    },
+}
+
+impl LoadError {
+    /// Every candidate tried, in order (empty for [`LoadError::AlreadyLoaded`]).
+    pub fn attempts(&self) -> &[Attempt] {
+        match self {
+            LoadError::NotFound { attempts, .. } => attempts,
+            LoadError::AlreadyLoaded { .. } => &[],
+        }
+    }
+}
+
+struct AttemptList<'a>(&'a [Attempt]);
+
+impl fmt::Display for AttemptList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no candidates");
+        }
+        for (i, a) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(
+                f,
+                "{sep}{} ({}): {}",
+                a.path.display(),
+                a.origin,
+                a.rejection
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// How to find one vendor library.
+#[derive(Debug)]
+pub(crate) struct LibrarySpec {
+    /// Human name used in errors.
+    pub name: &'static str,
+    /// File names to look for in each folder, in order of preference.
+    pub file_names: &'static [&'static str],
+    /// Environment variable holding an explicit path.
+    pub env_var: &'static str,
+    /// Root variables (`CUDA_HOME`, ...) and the sub-folders under each root.
+    pub roots: &'static [&'static str],
+    pub root_subdirs: &'static [&'static str],
+    /// Absolute standard folders.
+    pub standard_dirs: &'static [&'static str],
+    /// Sub-folders of a Python site-packages folder.
+    pub wheel_subdirs: &'static [&'static str],
+}
+
+impl LibrarySpec {
+    /// Candidates in search order, without touching the file system (except to ask `python3` once per process
+    /// for its site-packages folders when the spec has wheel folders).
+    pub(crate) fn candidates(&self, explicit: Option<&Path>) -> Vec<(PathBuf, Origin)> {
+        if let Some(p) = explicit {
+            return vec![(p.to_path_buf(), Origin::Explicit)];
+        }
+        if let Some(p) = std::env::var_os(self.env_var).filter(|v| !v.is_empty()) {
+            return vec![(PathBuf::from(p), Origin::EnvVar(self.env_var))];
+        }
+        let mut out: Vec<(PathBuf, Origin)> = Vec::new();
+        let mut push = |path: PathBuf, origin: Origin| {
+            if !out.iter().any(|(p, _)| *p == path) {
+                out.push((path, origin));
+            }
+        };
+        for root in self.roots {
+            if let Some(base) = std::env::var_os(root).filter(|v| !v.is_empty()) {
+                for sub in self.root_subdirs {
+                    for name in self.file_names {
+                        push(Path::new(&base).join(sub).join(name), Origin::Root(root));
+                    }
+                }
+            }
+        }
+        for dir in self.standard_dirs {
+            for name in self.file_names {
+                push(Path::new(dir).join(name), Origin::StandardFolder);
+            }
+        }
+        if !self.wheel_subdirs.is_empty() {
+            for site in python_site_packages() {
+                for sub in self.wheel_subdirs {
+                    for name in self.file_names {
+                        push(site.join(sub).join(name), Origin::PythonWheel);
+                    }
+                }
+            }
+        }
+        for name in self.file_names {
+            push(PathBuf::from(name), Origin::SystemLoader);
+        }
+        out
+    }
+
+    /// Tries each candidate in order; `bind` resolves the symbols the crate needs from an opened library and
+    /// names the first missing one. A rejected library is closed before the next candidate is tried.
+    pub(crate) fn open<T>(
+        &self,
+        explicit: Option<&Path>,
+        mut bind: impl FnMut(&Path) -> Result<T, Rejection>,
+    ) -> Result<(T, PathBuf), LoadError> {
+        let mut attempts = Vec::new();
+        for (path, origin) in self.candidates(explicit) {
+            let bare = origin == Origin::SystemLoader;
+            if !bare {
+                match std::fs::metadata(&path) {
+                    Err(_) => {
+                        attempts.push(Attempt {
+                            path,
+                            origin,
+                            rejection: Rejection::NotFound,
+                        });
+                        continue;
+                    }
+                    Ok(m) if !m.is_file() => {
+                        attempts.push(Attempt {
+                            path,
+                            origin,
+                            rejection: Rejection::NotAFile,
+                        });
+                        continue;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            match bind(&path) {
+                Ok(v) => return Ok((v, path)),
+                Err(rejection) => attempts.push(Attempt {
+                    path,
+                    origin,
+                    rejection,
+                }),
+            }
+        }
+        Err(LoadError::NotFound {
+            library: self.name,
+            attempts,
+        })
+    }
+}
+
+/// Opens a shared library, mapping a failure to a [`Rejection`].
+pub(crate) fn dlopen(path: &Path) -> Result<libloading::Library, Rejection> {
+    // SAFETY: opening a library runs its initialisers. The crate opens only the vendor libraries named by its
+    // search specs (or a path the caller chose); their initialisers are the vendors' and do not depend on us.
+    unsafe { libloading::Library::new(path.as_os_str()) }
+        .map_err(|e| Rejection::OpenFailed(e.to_string()))
+}
+
+/// Copies a required function pointer out of a bindgen table field.
+pub(crate) fn required<F: Copy>(
+    field: &Result<F, libloading::Error>,
+    symbol: &'static str,
+) -> Result<F, Rejection> {
+    field
+        .as_ref()
+        .map(|f| *f)
+        .map_err(|_| Rejection::MissingSymbol(symbol))
+}
+
+/// Copies an optional function pointer (one that only newer vendor releases export).
+pub(crate) fn optional<F: Copy>(field: &Result<F, libloading::Error>) -> Option<F> {
+    field.as_ref().ok().copied()
+}
+
+/// `python3`'s site-packages folders (system, user, virtualenv), asked once per process. Empty when there is no
+/// `python3` or it fails; `GPU_TOOLS_PYTHON` names another interpreter.
+fn python_site_packages() -> &'static [PathBuf] {
+    static SITES: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    SITES.get_or_init(|| {
+        let python: OsString = std::env::var_os("GPU_TOOLS_PYTHON").unwrap_or_else(|| "python3".into());
+        let script = "import site,sys\n\
+            p=[]\n\
+            try: p+=site.getsitepackages()\n\
+            except Exception: pass\n\
+            try: p.append(site.getusersitepackages())\n\
+            except Exception: pass\n\
+            p+=[x for x in sys.path if x.endswith('site-packages') or x.endswith('dist-packages')]\n\
+            print('\\n'.join(dict.fromkeys(p)))";
+        let Ok(out) = std::process::Command::new(python)
+            .args(["-I", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+        else {
+            return Vec::new();
+        };
+        if !out.status.success() {
+            return Vec::new();
+        }
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect()
+    })
+}
+
+/// A process-wide slot for one loaded library: filled once, shared by every thread, never unloaded.
+/// Failures are not cached, so a caller may retry with another path.
+pub(crate) struct Slot<T: 'static> {
+    cell: OnceLock<(T, PathBuf)>,
+    lock: std::sync::Mutex<()>,
+}
+
+impl<T: 'static> Slot<T> {
+    pub(crate) const fn new() -> Self {
+        Slot {
+            cell: OnceLock::new(),
+            lock: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The loaded library, if any, without loading.
+    pub(crate) fn get(&'static self) -> Option<&'static T> {
+        self.cell.get().map(|(t, _)| t)
+    }
+
+    /// The path it was loaded from.
+    pub(crate) fn path(&'static self) -> Option<&'static Path> {
+        self.cell.get().map(|(_, p)| p.as_path())
+    }
+
+    /// Loads with `spec` (searching, or only `explicit`), once per process.
+    pub(crate) fn load(
+        &'static self,
+        spec: &LibrarySpec,
+        explicit: Option<&Path>,
+        bind: impl FnMut(&Path) -> Result<T, Rejection>,
+    ) -> Result<&'static T, LoadError> {
+        if let Some((t, loaded)) = self.cell.get() {
+            return check_same(spec, loaded, explicit).map(|()| t);
+        }
+        // A poisoned lock only means another loader panicked; the cell is still consistent.
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((t, loaded)) = self.cell.get() {
+            return check_same(spec, loaded, explicit).map(|()| t);
+        }
+        let loaded = spec.open(explicit, bind)?;
+        let (t, _) = self.cell.get_or_init(|| loaded);
+        Ok(t)
+    }
+}
+
+fn check_same(spec: &LibrarySpec, loaded: &Path, explicit: Option<&Path>) -> Result<(), LoadError> {
+    match explicit {
+        None => Ok(()),
+        Some(req) => {
+            let same = req == loaded
+                || matches!((std::fs::canonicalize(req), std::fs::canonicalize(loaded)), (Ok(a), Ok(b)) if a == b);
+            if same {
+                Ok(())
+            } else {
+                Err(LoadError::AlreadyLoaded {
+                    library: spec.name,
+                    loaded: loaded.to_path_buf(),
+                    requested: req.to_path_buf(),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: LibrarySpec = LibrarySpec {
+        name: "test library",
+        file_names: &["libnothing.so.1"],
+        env_var: "GPU_TOOLS_TEST_NOTHING_LIB",
+        roots: &["GPU_TOOLS_TEST_NOTHING_ROOT"],
+        root_subdirs: &["lib64", "lib"],
+        standard_dirs: &["/nonexistent/gpu-tools"],
+        wheel_subdirs: &[],
+    };
+
+    #[test]
+    fn explicit_path_is_the_only_candidate() {
+        let c = SPEC.candidates(Some(Path::new("/x/libfoo.so")));
+        assert_eq!(c, vec![(PathBuf::from("/x/libfoo.so"), Origin::Explicit)]);
+    }
+
+    #[test]
+    fn search_ends_with_system_loader_and_lists_every_attempt() {
+        let err = SPEC
+            .open(None, |_| Err::<(), _>(Rejection::MissingSymbol("x")))
+            .unwrap_err();
+        let attempts = err.attempts();
+        assert_eq!(
+            attempts.first().map(|a| &a.origin),
+            Some(&Origin::StandardFolder)
+        );
+        assert_eq!(
+            attempts.first().map(|a| &a.rejection),
+            Some(&Rejection::NotFound)
+        );
+        let last = attempts.last().expect("at least one attempt");
+        assert_eq!(last.origin, Origin::SystemLoader);
+        assert_eq!(last.path, PathBuf::from("libnothing.so.1"));
+        assert_eq!(last.rejection, Rejection::MissingSymbol("x"));
+        let text = err.to_string();
+        assert!(
+            text.contains("/nonexistent/gpu-tools/libnothing.so.1 (standard folder): no such file"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_folder_is_not_a_library() {
+        let err = SPEC.open(Some(Path::new("/tmp")), |_| Ok(())).unwrap_err();
+        assert_eq!(err.attempts()[0].rejection, Rejection::NotAFile);
+    }
+}

@@ -1,0 +1,14 @@
+//! AMD rocprofiler v2: profiling sessions, filters, record buffers, device counters, code-object capture.
+
+mod error;
+mod library;
+
+pub use error::RocprofilerError;
+#[allow(unused_imports)]
+pub(crate) use error::check;
+pub use library::RocprofilerLibrary;
+
+/// Misuse of rocprofiler that the crate reports before calling the vendor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfilerError {}

@@ -1,0 +1,64 @@
+//! One macro for the three vendors' status enums: a variant per code in the header, plus `Unrecognized(code)` so a code
+//! from a newer release is kept, never undefined behaviour.
+
+/// Declares a status enum.
+///
+/// `describe` is a `fn(&Self) -> String` giving the `Display` text (vendor name, then the vendor's message where its
+/// library is loaded).
+macro_rules! status_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $Name:ident: $repr:ty, from $sys:path, display $describe:path {
+            $( $(#[$vmeta:meta])* $Variant:ident = $code:ident, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+        #[non_exhaustive]
+        $vis enum $Name {
+            $(
+                $(#[$vmeta])*
+                #[doc = concat!("`", stringify!($code), "`")]
+                #[error("{}", $describe(self))]
+                $Variant,
+            )*
+            /// A code this version of the crate does not know (for example from a newer vendor release).
+            #[error("{}", $describe(self))]
+            Unrecognized($repr),
+        }
+
+        impl $Name {
+            /// Every known code, in header order.
+            pub const ALL: &'static [$Name] = &[$($Name::$Variant,)*];
+
+            /// The enum value for a vendor code; unknown codes are kept in [`Self::Unrecognized`].
+            pub fn from_code(code: $repr) -> Self {
+                use $sys as sys;
+                match code {
+                    $( c if c == sys::$code => $Name::$Variant, )*
+                    other => $Name::Unrecognized(other),
+                }
+            }
+
+            /// The vendor's numeric code.
+            pub fn code(self) -> $repr {
+                use $sys as sys;
+                match self {
+                    $( $Name::$Variant => sys::$code, )*
+                    $Name::Unrecognized(c) => c,
+                }
+            }
+
+            /// The vendor's name for the code (`None` for an unknown code).
+            pub fn vendor_name(self) -> Option<&'static str> {
+                match self {
+                    $( $Name::$Variant => Some(stringify!($code)), )*
+                    $Name::Unrecognized(_) => None,
+                }
+            }
+        }
+
+    };
+}
+
+pub(crate) use status_enum;
