@@ -56,13 +56,25 @@ status_enum! {
 }
 
 fn describe(e: &CuptiError) -> String {
-    let name = match e.vendor_name() {
-        Some(n) => n.to_string(),
-        None => format!("unrecognized CUPTI result {}", e.code()),
+    let lib = super::CuptiLibrary::get();
+    let name = match (e.vendor_name(), lib.and_then(|l| l.result_string(e.code()))) {
+        (Some(n), _) => n.to_string(),
+        // A code newer than the crate's header that the loaded library can name.
+        (None, Some(vendor)) => format!("{vendor} (code {} unknown to this crate)", e.code()),
+        (None, None) => format!("unrecognized CUPTI result {}", e.code()),
     };
-    match super::CuptiLibrary::get().and_then(|l| l.error_message(e.code())) {
-        Some(msg) if !msg.is_empty() => format!("{name}: {msg}"),
-        _ => name,
+    // CUPTI answers "<unknown>" for codes it does not know, repeats the name when it has no text, and ends some
+    // messages with a newline.
+    match lib.and_then(|l| l.error_message(e.code())) {
+        Some(msg) => {
+            let msg = msg.trim();
+            if msg.is_empty() || msg == "<unknown>" || name.starts_with(msg) {
+                name
+            } else {
+                format!("{name}: {msg}")
+            }
+        }
+        None => name,
     }
 }
 

@@ -1,0 +1,63 @@
+//! Environment variables of the search order. One test per binary: it changes the process environment.
+
+use std::path::Path;
+
+use gpu_tools::loader::{Origin, Rejection};
+
+#[cfg(feature = "rocprofiler")]
+#[test]
+fn env_var_overrides_the_search_and_roots_are_searched() {
+    use gpu_tools::rocprofiler::RocprofilerLibrary;
+    // SAFETY: this binary has a single test, so no other thread reads the environment concurrently.
+    unsafe {
+        std::env::set_var(
+            "GPU_TOOLS_ROCPROFILER_LIB",
+            "/nonexistent/librocprofiler64.so.2",
+        )
+    };
+    let err = RocprofilerLibrary::load().unwrap_err();
+    let attempts = err.attempts();
+    assert_eq!(attempts.len(), 1, "the variable is authoritative: {err}");
+    assert_eq!(
+        attempts[0].path,
+        Path::new("/nonexistent/librocprofiler64.so.2")
+    );
+    assert_eq!(
+        attempts[0].origin,
+        Origin::EnvVar("GPU_TOOLS_ROCPROFILER_LIB")
+    );
+    assert_eq!(attempts[0].rejection, Rejection::NotFound);
+    assert!(
+        err.to_string()
+            .contains("($GPU_TOOLS_ROCPROFILER_LIB): no such file"),
+        "{err}"
+    );
+
+    // Without the variable: ROCM_PATH first, then the standard folders, then the system loader.
+    // SAFETY: as above.
+    unsafe {
+        std::env::remove_var("GPU_TOOLS_ROCPROFILER_LIB");
+        std::env::set_var("ROCM_PATH", "/nonexistent/rocm");
+    }
+    let err = RocprofilerLibrary::load().unwrap_err();
+    let attempts = err.attempts();
+    assert_eq!(
+        attempts[0].path,
+        Path::new("/nonexistent/rocm/lib/librocprofiler64.so.2")
+    );
+    assert_eq!(attempts[0].origin, Origin::Root("ROCM_PATH"));
+    assert!(attempts.iter().any(
+        |a| a.path == Path::new("/opt/rocm/lib/librocprofiler64.so.2")
+            && a.origin == Origin::StandardFolder
+    ));
+    let last = attempts.last().expect("attempts");
+    assert_eq!(
+        (last.path.as_path(), &last.origin),
+        (Path::new("librocprofiler64v2.so"), &Origin::SystemLoader)
+    );
+    assert!(
+        matches!(&last.rejection, Rejection::OpenFailed(_)),
+        "{:?}",
+        last.rejection
+    );
+}
