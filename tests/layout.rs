@@ -23,14 +23,22 @@ fn cupti_checkpoint_struct() {
 #[test]
 fn cudbg_event_structs() {
     use gpu_tools::sys::cudbg as s;
-    assert_eq!(size_of::<s::CUDBGEvent>(), 92, "CUDBGEvent is #pragma pack(1)");
+    assert_eq!(
+        size_of::<s::CUDBGEvent>(),
+        92,
+        "CUDBGEvent is #pragma pack(1)"
+    );
     assert_eq!(offset_of!(s::CUDBGEvent, kind), 0);
     assert_eq!(offset_of!(s::CUDBGEvent, cases), 4);
     assert_eq!(size_of::<s::CUDBGEventCallbackData>(), 16);
     assert_eq!(offset_of!(s::CUDBGEventCallbackData, userData), 0);
     assert_eq!(offset_of!(s::CUDBGEventCallbackData, tid), 8);
     assert_eq!(
-        (s::CUDBG_API_VERSION_MAJOR, s::CUDBG_API_VERSION_MINOR, s::CUDBG_API_VERSION_REVISION),
+        (
+            s::CUDBG_API_VERSION_MAJOR,
+            s::CUDBG_API_VERSION_MINOR,
+            s::CUDBG_API_VERSION_REVISION
+        ),
         (13, 0, 163)
     );
 }
@@ -55,7 +63,10 @@ mod rocprofiler {
         assert_eq!(offset_of!(P, counters_count), 64);
         assert_eq!(offset_of!(P, xcc_index), 72);
         assert_eq!(offset_of!(P, kernel_properties), 80);
-        assert_eq!(offset_of!(P, kernel_properties) + size_of::<r::rocprofiler_kernel_properties_t>(), 152);
+        assert_eq!(
+            offset_of!(P, kernel_properties) + size_of::<r::rocprofiler_kernel_properties_t>(),
+            152
+        );
         assert_eq!(offset_of!(P, thread_id), 152);
         assert_eq!(offset_of!(P, queue_idx), 160);
         assert_eq!(offset_of!(P, correlation_id), 168);
@@ -78,18 +89,44 @@ mod rocprofiler {
 
     #[test]
     fn other_records_and_structs() {
-        assert_eq!(size_of::<r::rocprofiler_record_pc_sample_t>(), 56, "PC-sampling record");
-        assert_eq!(size_of::<r::rocprofiler_record_att_tracer_t>(), 176, "ATT record");
-        assert_eq!(size_of::<r::rocprofiler_record_counters_sampler_t>(), 40, "counters-sampler record");
+        assert_eq!(
+            size_of::<r::rocprofiler_record_pc_sample_t>(),
+            56,
+            "PC-sampling record"
+        );
+        assert_eq!(
+            size_of::<r::rocprofiler_record_att_tracer_t>(),
+            176,
+            "ATT record"
+        );
+        assert_eq!(
+            size_of::<r::rocprofiler_record_counters_sampler_t>(),
+            40,
+            "counters-sampler record"
+        );
         assert_eq!(size_of::<r::rocprofiler_record_counter_instance_t>(), 16);
-        assert_eq!(offset_of!(r::rocprofiler_record_counter_instance_t, value), 8);
+        assert_eq!(
+            offset_of!(r::rocprofiler_record_counter_instance_t, value),
+            8
+        );
         assert_eq!(size_of::<r::rocprofiler_device_profile_metric_t>(), 72);
-        assert_eq!(offset_of!(r::rocprofiler_device_profile_metric_t, value), 64);
+        assert_eq!(
+            offset_of!(r::rocprofiler_device_profile_metric_t, value),
+            64
+        );
         assert_eq!(size_of::<r::rocprofiler_codeobj_symbols_t>(), 24);
         assert_eq!(size_of::<r::rocprofiler_intercepted_codeobj_t>(), 64);
         assert_eq!(size_of::<r::rocprofiler_buffer_property_t>(), 16);
-        assert_eq!(size_of::<r::rocprofiler_filter_data_t>(), 32, "passed by value to create_filter");
-        assert_eq!(size_of::<r::rocprofiler_filter_property_t>(), 24, "passed by value to create_filter");
+        assert_eq!(
+            size_of::<r::rocprofiler_filter_data_t>(),
+            32,
+            "passed by value to create_filter"
+        );
+        assert_eq!(
+            size_of::<r::rocprofiler_filter_property_t>(),
+            24,
+            "passed by value to create_filter"
+        );
     }
 
     #[test]
@@ -109,6 +146,9 @@ mod rocprofiler {
         assert_eq!(r::ROCPROFILER_STATUS_ERROR_HAS_ACTIVE_SESSION, -29);
         assert_eq!(r::ROCPROFILER_STATUS_ERROR_BUFFER_NOT_FOUND, -32);
         assert_eq!(r::ROCPROFILER_STATUS_ERROR_INVALID_ARGUMENTS, -34);
-        assert_eq!(r::ROCPROFILER_STATUS_ERROR_MISMATCHED_EXTERNAL_CORRELATION_ID, -38);
+        assert_eq!(
+            r::ROCPROFILER_STATUS_ERROR_MISMATCHED_EXTERNAL_CORRELATION_ID,
+            -38
+        );
     }
 }
