@@ -52,6 +52,17 @@ pub struct DriverApi {
     pub cu_ctx_get_device: unsafe extern "C" fn(*mut sys::CUdevice) -> CuResult,
     pub cu_ctx_get_api_version: unsafe extern "C" fn(sys::CUcontext, *mut c_uint) -> CuResult,
     pub cu_ctx_synchronize: unsafe extern "C" fn() -> CuResult,
+    /// `cuCtxCreate_v4` (CUDA 12.5+); `None` where the driver lacks it.
+    pub cu_ctx_create: Option<
+        unsafe extern "C" fn(
+            *mut sys::CUcontext,
+            *mut sys::CUctxCreateParams,
+            c_uint,
+            sys::CUdevice,
+        ) -> CuResult,
+    >,
+    /// `cuCtxDestroy_v2`; `None` where the driver lacks it.
+    pub cu_ctx_destroy: Option<unsafe extern "C" fn(sys::CUcontext) -> CuResult>,
     pub cu_mem_alloc: unsafe extern "C" fn(*mut sys::CUdeviceptr, usize) -> CuResult,
     pub cu_mem_free: unsafe extern "C" fn(sys::CUdeviceptr) -> CuResult,
     pub cu_mem_get_info: unsafe extern "C" fn(*mut usize, *mut usize) -> CuResult,
@@ -247,6 +258,8 @@ fn bind(path: &Path) -> Result<Driver, Rejection> {
         cu_ctx_get_device: r(&table.cuCtxGetDevice, "cuCtxGetDevice")?,
         cu_ctx_get_api_version: r(&table.cuCtxGetApiVersion, "cuCtxGetApiVersion")?,
         cu_ctx_synchronize: r(&table.cuCtxSynchronize, "cuCtxSynchronize")?,
+        cu_ctx_create: loader::optional(&table.cuCtxCreate_v4),
+        cu_ctx_destroy: loader::optional(&table.cuCtxDestroy_v2),
         cu_mem_alloc: r(&table.cuMemAlloc_v2, "cuMemAlloc_v2")?,
         cu_mem_free: r(&table.cuMemFree_v2, "cuMemFree_v2")?,
         cu_mem_get_info: r(&table.cuMemGetInfo_v2, "cuMemGetInfo_v2")?,

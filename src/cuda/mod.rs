@@ -65,6 +65,8 @@ impl CudaError {
 enum Ownership {
     /// A retained primary context: released on drop.
     Primary(sys::CUdevice),
+    /// A context created by [`Context::create`]: destroyed on drop.
+    Created,
     /// A context owned elsewhere (raw handle, cudarc): nothing on drop.
     Borrowed,
 }
@@ -98,6 +100,31 @@ impl Context {
             raw,
             driver,
             ownership: Ownership::Primary(dev),
+        })
+    }
+
+    /// Creates a new context on device `ordinal` (`cuCtxCreate`), owned by the value and destroyed on drop.
+    /// The calling thread's current context is left as it was.
+    pub fn create(ordinal: usize) -> Result<Self, crate::Error> {
+        let driver = Driver::load()?;
+        let dev = driver.device(ordinal)?;
+        let (Some(create), Some(_)) = (driver.api().cu_ctx_create, driver.api().cu_ctx_destroy)
+        else {
+            return Err(CudaError::from_code(driver, sys::CUDA_ERROR_NOT_SUPPORTED).into());
+        };
+        let mut raw = std::ptr::null_mut();
+        // Zeroed parameters: no execution affinity, no graphics interop.
+        let mut params = sys::CUctxCreateParams::default();
+        // SAFETY: driver initialised by device(); valid out-pointer, parameter block and device.
+        driver.check(unsafe { create(&mut raw, &mut params, 0, dev) })?;
+        // cuCtxCreate also makes the new context current; pop it so the thread's state is unchanged.
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: the new context was pushed onto this thread's stack by cuCtxCreate.
+        let _ = unsafe { (driver.api().cu_ctx_pop_current)(&mut popped) };
+        Ok(Context {
+            raw,
+            driver,
+            ownership: Ownership::Created,
         })
     }
 
@@ -219,6 +246,12 @@ impl Drop for Context {
         if let Ownership::Primary(dev) = self.ownership {
             // SAFETY: balances the retain in `primary`; errors cannot be reported from drop and are ignored.
             let _ = unsafe { (self.driver.api().cu_device_primary_ctx_release)(dev) };
+        }
+        if let (Ownership::Created, Some(destroy)) =
+            (self.ownership, self.driver.api().cu_ctx_destroy)
+        {
+            // SAFETY: the context was created by `create` and is destroyed once; errors are ignored in drop.
+            let _ = unsafe { destroy(self.raw) };
         }
     }
 }

@@ -1,13 +1,23 @@
 //! NVIDIA CUPTI Checkpoint: save a CUDA context's device memory, run kernels, restore it.
 
+mod checkpoint;
 mod error;
 mod library;
+
+pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
 
 pub use error::CuptiError;
 pub(crate) use error::check;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary};
 
-/// Misuse of a [`Checkpoint`](crate::cupti) that the crate reports before calling the vendor.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
-pub enum CheckpointError {}
+pub enum CheckpointError {
+    /// `restore` before a successful `save` (or after an overwriting save failed).
+    #[error("checkpoint restored before a successful save")]
+    NotSaved,
+    /// A second `save` on a checkpoint built without `allow_overwrite`.
+    #[error("checkpoint already saved and overwrite is not allowed")]
+    AlreadySaved,
+}
