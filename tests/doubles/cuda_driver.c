@@ -1,0 +1,336 @@
+/* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device.
+ *
+ * Contexts are `struct dbl_ctx` (layout shared with checkpoint.c): a destroyed context stays allocated and
+ * marked dead, so a stale handle is detected rather than reused. Device pointers are host pointers; each
+ * context records its allocations so the checkpoint double can save and restore them. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+    OK = 0,
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    NOT_INITIALIZED = 3,
+    INVALID_DEVICE = 101,
+    INVALID_CONTEXT = 201,
+    NOT_FOUND = 500,
+    NOT_SUPPORTED = 801,
+};
+
+#define DBL_CTX_MAGIC 0x43545844u /* "DXTC" */
+#define DBL_MAX_ALLOCS 64
+#define DBL_TOTAL_MEM (1024ull << 20)
+
+/* Same layout as in checkpoint.c. */
+struct dbl_alloc {
+    void *ptr;
+    size_t size;
+};
+struct dbl_ctx {
+    unsigned magic;
+    int alive;
+    pthread_mutex_t lock;
+    struct dbl_alloc allocs[DBL_MAX_ALLOCS];
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_initialized;
+static struct dbl_ctx g_primary = {DBL_CTX_MAGIC, 1, PTHREAD_MUTEX_INITIALIZER, {{0}}};
+static int g_primary_refs;
+
+static __thread struct dbl_ctx *t_stack[32];
+static __thread int t_depth;
+
+static int live(struct dbl_ctx *c) { return c && c->magic == DBL_CTX_MAGIC && c->alive; }
+static struct dbl_ctx *current(void) { return t_depth > 0 ? t_stack[t_depth - 1] : NULL; }
+
+#define NEED_INIT() \
+    do { \
+        if (!g_initialized) return NOT_INITIALIZED; \
+    } while (0)
+#define NEED_CTX(c) \
+    do { \
+        NEED_INIT(); \
+        if (!live(c)) return INVALID_CONTEXT; \
+    } while (0)
+
+CUresult cuInit(unsigned flags) {
+    if (flags != 0) return INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    g_initialized = 1;
+    pthread_mutex_unlock(&g_lock);
+    return OK;
+}
+
+CUresult cuDriverGetVersion(int *v) {
+    if (!v) return INVALID_VALUE;
+    *v = 13000;
+    return OK;
+}
+
+static const char *name_of(CUresult r) {
+    switch (r) {
+    case OK: return "CUDA_SUCCESS";
+    case INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+    default: return NULL;
+    }
+}
+
+CUresult cuGetErrorName(CUresult r, const char **s) {
+    if (!s || !name_of(r)) return INVALID_VALUE;
+    *s = name_of(r);
+    return OK;
+}
+
+CUresult cuGetErrorString(CUresult r, const char **s) {
+    if (!s || !name_of(r)) return INVALID_VALUE;
+    *s = "test double error";
+    return OK;
+}
+
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    NEED_INIT();
+    if (!d) return INVALID_VALUE;
+    if (ordinal != 0) return INVALID_DEVICE;
+    *d = 0;
+    return OK;
+}
+
+CUresult cuDeviceGetCount(int *n) {
+    NEED_INIT();
+    if (!n) return INVALID_VALUE;
+    *n = 1;
+    return OK;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    NEED_INIT();
+    if (!name || len <= 0 || d != 0) return INVALID_VALUE;
+    strncpy(name, "gpu-tools test double", (size_t)len - 1);
+    name[len - 1] = 0;
+    return OK;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    NEED_INIT();
+    if (!bytes || d != 0) return INVALID_VALUE;
+    *bytes = DBL_TOTAL_MEM;
+    return OK;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+    NEED_INIT();
+    if (!v || d != 0) return INVALID_VALUE;
+    *v = attr == 75 ? 9 : attr == 76 ? 0 : 1; /* compute capability 9.0 */
+    return OK;
+}
+
+CUresult cuDevicePrimaryCtxRetain(struct dbl_ctx **c, CUdevice d) {
+    NEED_INIT();
+    if (!c) return INVALID_VALUE;
+    if (d != 0) return INVALID_DEVICE;
+    pthread_mutex_lock(&g_lock);
+    g_primary_refs++;
+    pthread_mutex_unlock(&g_lock);
+    *c = &g_primary;
+    return OK;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    NEED_INIT();
+    if (d != 0) return INVALID_DEVICE;
+    pthread_mutex_lock(&g_lock);
+    int ok = g_primary_refs > 0;
+    if (ok) g_primary_refs--;
+    pthread_mutex_unlock(&g_lock);
+    return ok ? OK : INVALID_CONTEXT;
+}
+
+CUresult cuCtxCreate_v4(struct dbl_ctx **out, void *params, unsigned flags, CUdevice d) {
+    NEED_INIT();
+    (void)params;
+    (void)flags;
+    if (!out) return INVALID_VALUE;
+    if (d != 0) return INVALID_DEVICE;
+    if (t_depth == 32) return OUT_OF_MEMORY;
+    struct dbl_ctx *c = calloc(1, sizeof *c);
+    if (!c) return OUT_OF_MEMORY;
+    c->magic = DBL_CTX_MAGIC;
+    c->alive = 1;
+    pthread_mutex_init(&c->lock, NULL);
+    t_stack[t_depth++] = c;
+    *out = c;
+    return OK;
+}
+
+/* The struct is kept (marked dead) so a stale handle is reported, never reused. */
+CUresult cuCtxDestroy_v2(struct dbl_ctx *c) {
+    NEED_CTX(c);
+    if (c == &g_primary) return INVALID_CONTEXT;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < DBL_MAX_ALLOCS; i++) {
+        free(c->allocs[i].ptr);
+        c->allocs[i].ptr = NULL;
+        c->allocs[i].size = 0;
+    }
+    c->alive = 0;
+    pthread_mutex_unlock(&c->lock);
+    return OK;
+}
+
+CUresult cuCtxPushCurrent_v2(struct dbl_ctx *c) {
+    NEED_CTX(c);
+    if (t_depth == 32) return OUT_OF_MEMORY;
+    t_stack[t_depth++] = c;
+    return OK;
+}
+
+CUresult cuCtxPopCurrent_v2(struct dbl_ctx **c) {
+    NEED_INIT();
+    if (t_depth == 0) return INVALID_CONTEXT;
+    t_depth--;
+    if (c) *c = t_stack[t_depth];
+    return OK;
+}
+
+CUresult cuCtxGetCurrent(struct dbl_ctx **c) {
+    NEED_INIT();
+    if (!c) return INVALID_VALUE;
+    *c = current();
+    return OK;
+}
+
+CUresult cuCtxGetDevice(CUdevice *d) {
+    NEED_CTX(current());
+    if (!d) return INVALID_VALUE;
+    *d = 0;
+    return OK;
+}
+
+CUresult cuCtxGetApiVersion(struct dbl_ctx *c, unsigned *v) {
+    NEED_CTX(c);
+    if (!v) return INVALID_VALUE;
+    *v = 13000;
+    return OK;
+}
+
+CUresult cuCtxSynchronize(void) {
+    NEED_CTX(current());
+    return OK;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
+    struct dbl_ctx *c = current();
+    NEED_CTX(c);
+    if (!p || bytes == 0) return INVALID_VALUE;
+    pthread_mutex_lock(&c->lock);
+    CUresult r = OUT_OF_MEMORY;
+    for (int i = 0; i < DBL_MAX_ALLOCS; i++) {
+        if (c->allocs[i].ptr) continue;
+        void *mem = calloc(1, bytes);
+        if (mem) {
+            c->allocs[i].ptr = mem;
+            c->allocs[i].size = bytes;
+            *p = (CUdeviceptr)(uintptr_t)mem;
+            r = OK;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p) {
+    struct dbl_ctx *c = current();
+    NEED_CTX(c);
+    pthread_mutex_lock(&c->lock);
+    CUresult r = INVALID_VALUE;
+    for (int i = 0; i < DBL_MAX_ALLOCS; i++) {
+        if (c->allocs[i].ptr && (CUdeviceptr)(uintptr_t)c->allocs[i].ptr == p) {
+            free(c->allocs[i].ptr);
+            c->allocs[i].ptr = NULL;
+            c->allocs[i].size = 0;
+            r = OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    struct dbl_ctx *c = current();
+    NEED_CTX(c);
+    if (!free_bytes || !total) return INVALID_VALUE;
+    size_t used = 0;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < DBL_MAX_ALLOCS; i++) used += c->allocs[i].size;
+    pthread_mutex_unlock(&c->lock);
+    *total = DBL_TOTAL_MEM;
+    *free_bytes = used < DBL_TOTAL_MEM ? DBL_TOTAL_MEM - used : 0;
+    return OK;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    NEED_CTX(current());
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    NEED_CTX(current());
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    NEED_CTX(current());
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, size_t words) {
+    NEED_CTX(current());
+    unsigned *p = (unsigned *)(uintptr_t)dst;
+    for (size_t i = 0; i < words; i++) p[i] = value;
+    return OK;
+}
+
+/* Modules and launches are not simulated. */
+CUresult cuModuleLoadData(void **m, const void *image) {
+    NEED_CTX(current());
+    (void)m;
+    (void)image;
+    return NOT_SUPPORTED;
+}
+
+CUresult cuModuleUnload(void *m) {
+    (void)m;
+    return NOT_SUPPORTED;
+}
+
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
+    (void)f;
+    (void)m;
+    (void)name;
+    return NOT_FOUND;
+}
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra) {
+    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream;
+    (void)params, (void)extra;
+    return NOT_SUPPORTED;
+}
