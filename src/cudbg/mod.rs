@@ -1,13 +1,93 @@
 //! NVIDIA CUDA Debugger API: drive a CUDA program as a debugger does.
 
+pub mod api;
+mod device;
+pub mod elf;
 mod error;
+mod event;
+pub mod handshake;
 mod library;
+mod notify;
+mod session;
 
+pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
 pub use error::CudbgError;
 pub(crate) use error::check;
+pub use event::{
+    ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType, Queue,
+    RAW_EVENT_SIZE,
+};
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
+pub use session::{Closed, DebugSession, EventBatch, OnDrop, SessionBuilder};
 
 /// A debug session could not do what was asked (reported by the crate, not the driver).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SessionError {}
+pub enum SessionError {
+    /// Another [`DebugSession`] is alive in this process; the driver serves one debugger client per process.
+    #[error("a debug session is already active in this process")]
+    AlreadyActive,
+    /// The negotiated API revision does not have this table slot.
+    #[error("debugger API slot `{slot}` needs revision {needs}, the driver's API is revision {have}")]
+    Unsupported {
+        /// Slot name in `CUDBGAPI_st`.
+        slot: &'static str,
+        /// First revision that has it.
+        needs: u32,
+        /// The negotiated revision.
+        have: u32,
+    },
+    /// The driver's table has no function in this slot.
+    #[error("debugger API slot `{0}` is empty in the driver's table")]
+    MissingSlot(&'static str),
+    /// The driver library lacks a variable the debugger side must set before `initialize`.
+    #[error("libcuda.so.1 does not export `{0}`")]
+    MissingClientVariable(&'static str),
+    /// The debuggee could not be started.
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program as given.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The debuggee exited before the driver opened a session for it: it never initialised CUDA.
+    #[error("the debuggee exited ({status}) without starting CUDA")]
+    NoCuda {
+        /// How it exited.
+        status: std::process::ExitStatus,
+    },
+    /// The driver did not open a session for the debuggee in time; the debuggee was killed and reaped.
+    #[error("no CUDA debug session opened within {0:?}; the debuggee was killed")]
+    HandshakeTimeout(std::time::Duration),
+    /// Nothing happened within the time the caller allowed.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// A device, SM, warp or lane index outside what the device has.
+    #[error("{what} {index} is out of range (the device has {limit})")]
+    OutOfRange {
+        /// `"device"`, `"sm"`, `"warp"` or `"lane"`.
+        what: &'static str,
+        /// The index given.
+        index: u32,
+        /// How many there are.
+        limit: u32,
+    },
+    /// The device is already suspended through another guard.
+    #[error("device {0} is already suspended")]
+    AlreadySuspended(u32),
+    /// No breakpoint of this session is set at that address.
+    #[error("no breakpoint is set at {addr:#x} on device {dev}")]
+    NoSuchBreakpoint {
+        /// Device index.
+        dev: u32,
+        /// Code address.
+        addr: u64,
+    },
+    /// A buffer longer than one driver call can take (4 GiB).
+    #[error("a transfer of {0} bytes is larger than the driver accepts in one call")]
+    TooLarge(usize),
+    /// Waiting for or signalling the debuggee failed.
+    #[error("debuggee process: {0}")]
+    Process(#[source] std::io::Error),
+}

@@ -1,0 +1,498 @@
+//! Device state and control: properties, suspend/resume, warps and lanes, global memory, ELF images, breakpoints.
+//!
+//! Warp, lane and memory inspection is only reachable through [`Suspended`], the guard that holds a device
+//! suspended and resumes it on drop, so these reads never run against a running device. Indices are checked
+//! against the device's counts before the driver sees them.
+
+use std::ffi::c_char;
+use std::time::{Duration, Instant};
+
+use super::api::api_call;
+use super::event::{Dim3, ElfImage};
+use super::{DebugSession, SessionError};
+use crate::sys::cudbg as sys;
+
+/// What the debugger API reports about a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Device index in the debugger API.
+    pub index: u32,
+    /// Marketing name (`getDeviceName`).
+    pub name: String,
+    /// Device type, for example `"gh100"` (`getDeviceType`).
+    pub device_type: String,
+    /// SM type, for example `"sm_90"` (`getSmType`).
+    pub sm_type: String,
+    /// Number of SMs.
+    pub sms: u32,
+    /// Warps per SM.
+    pub warps_per_sm: u32,
+    /// Lanes per warp.
+    pub lanes_per_warp: u32,
+    /// Registers per lane.
+    pub registers_per_lane: u32,
+}
+
+/// A lane's hardware exception (`CUDBGException_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[allow(missing_docs)] // each variant is the header's name of the same code
+pub enum Exception {
+    None,
+    Unknown,
+    LaneIllegalAddress,
+    LaneUserStackOverflow,
+    DeviceHardwareStackOverflow,
+    WarpIllegalInstruction,
+    WarpOutOfRangeAddress,
+    WarpMisalignedAddress,
+    WarpInvalidAddressSpace,
+    WarpInvalidPc,
+    WarpHardwareStackOverflow,
+    DeviceIllegalAddress,
+    LaneMisalignedAddress,
+    WarpAssert,
+    LaneSyscallError,
+    WarpIllegalAddress,
+    LaneNonmigratableAtomsys,
+    LaneInvalidAtomsys,
+    ClusterOutOfRangeAddress,
+    ClusterBlockNotPresent,
+    WarpStackCanary,
+    WarpTmemAccessCheck,
+    WarpTmemLeak,
+    WarpCallRequiresNewerDriver,
+    /// A code this crate does not know.
+    Other(u32),
+}
+
+impl Exception {
+    /// The typed value of a raw `CUDBGException_t`.
+    pub fn from_raw(v: u32) -> Self {
+        use Exception::*;
+        match v {
+            sys::CUDBG_EXCEPTION_NONE => None,
+            sys::CUDBG_EXCEPTION_UNKNOWN => Unknown,
+            sys::CUDBG_EXCEPTION_LANE_ILLEGAL_ADDRESS => LaneIllegalAddress,
+            sys::CUDBG_EXCEPTION_LANE_USER_STACK_OVERFLOW => LaneUserStackOverflow,
+            sys::CUDBG_EXCEPTION_DEVICE_HARDWARE_STACK_OVERFLOW => DeviceHardwareStackOverflow,
+            sys::CUDBG_EXCEPTION_WARP_ILLEGAL_INSTRUCTION => WarpIllegalInstruction,
+            sys::CUDBG_EXCEPTION_WARP_OUT_OF_RANGE_ADDRESS => WarpOutOfRangeAddress,
+            sys::CUDBG_EXCEPTION_WARP_MISALIGNED_ADDRESS => WarpMisalignedAddress,
+            sys::CUDBG_EXCEPTION_WARP_INVALID_ADDRESS_SPACE => WarpInvalidAddressSpace,
+            sys::CUDBG_EXCEPTION_WARP_INVALID_PC => WarpInvalidPc,
+            sys::CUDBG_EXCEPTION_WARP_HARDWARE_STACK_OVERFLOW => WarpHardwareStackOverflow,
+            sys::CUDBG_EXCEPTION_DEVICE_ILLEGAL_ADDRESS => DeviceIllegalAddress,
+            sys::CUDBG_EXCEPTION_LANE_MISALIGNED_ADDRESS => LaneMisalignedAddress,
+            sys::CUDBG_EXCEPTION_WARP_ASSERT => WarpAssert,
+            sys::CUDBG_EXCEPTION_LANE_SYSCALL_ERROR => LaneSyscallError,
+            sys::CUDBG_EXCEPTION_WARP_ILLEGAL_ADDRESS => WarpIllegalAddress,
+            sys::CUDBG_EXCEPTION_LANE_NONMIGRATABLE_ATOMSYS => LaneNonmigratableAtomsys,
+            sys::CUDBG_EXCEPTION_LANE_INVALID_ATOMSYS => LaneInvalidAtomsys,
+            sys::CUDBG_EXCEPTION_CLUSTER_OUT_OF_RANGE_ADDRESS => ClusterOutOfRangeAddress,
+            sys::CUDBG_EXCEPTION_CLUSTER_BLOCK_NOT_PRESENT => ClusterBlockNotPresent,
+            sys::CUDBG_EXCEPTION_WARP_STACK_CANARY => WarpStackCanary,
+            sys::CUDBG_EXCEPTION_WARP_TMEM_ACCESS_CHECK => WarpTmemAccessCheck,
+            sys::CUDBG_EXCEPTION_WARP_TMEM_LEAK => WarpTmemLeak,
+            sys::CUDBG_EXCEPTION_WARP_CALL_REQUIRES_NEWER_DRIVER => WarpCallRequiresNewerDriver,
+            other => Other(other),
+        }
+    }
+}
+
+/// One valid warp of a suspended device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarpInfo {
+    /// SM index.
+    pub sm: u32,
+    /// Warp index within the SM.
+    pub warp: u32,
+    /// Whether the warp is stopped at a breakpoint.
+    pub broken: bool,
+    /// Bit per valid lane.
+    pub valid_lanes: u32,
+    /// Bit per active lane.
+    pub active_lanes: u32,
+    /// 64-bit grid id of the kernel it runs.
+    pub grid_id: u64,
+    /// Its block index.
+    pub block_idx: Dim3,
+    /// Virtual PC of its first valid lane.
+    pub pc: u64,
+}
+
+fn check_index(what: &'static str, index: u32, limit: u32) -> Result<(), SessionError> {
+    if index < limit {
+        Ok(())
+    } else {
+        Err(SessionError::OutOfRange { what, index, limit })
+    }
+}
+
+fn len_u32(len: usize) -> Result<u32, SessionError> {
+    u32::try_from(len).map_err(|_| SessionError::TooLarge(len))
+}
+
+impl DebugSession {
+    /// Number of devices the debugger API sees.
+    pub fn device_count(&self) -> Result<u32, crate::Error> {
+        let mut n = 0;
+        // SAFETY: valid out-pointer.
+        api_call!(self.api, getNumDevices(&mut n))?;
+        Ok(n)
+    }
+
+    fn check_device(&self, dev: u32) -> Result<(), crate::Error> {
+        check_index("device", dev, self.device_count()?)?;
+        Ok(())
+    }
+
+    /// Name, types and counts of device `dev`.
+    pub fn device(&self, dev: u32) -> Result<DeviceProperties, crate::Error> {
+        self.check_device(dev)?;
+        let text = |which: &str| -> Result<String, crate::Error> {
+            let mut buf = [0 as c_char; 256];
+            let len = buf.len() as u32;
+            let p = buf.as_mut_ptr();
+            // SAFETY: a valid device and a writable buffer of the stated length.
+            match which {
+                "name" => api_call!(self.api, getDeviceName(dev, p, len))?,
+                "type" => api_call!(self.api, getDeviceType(dev, p, len))?,
+                _ => api_call!(self.api, getSmType(dev, p, len))?,
+            }
+            // The driver NUL-terminates within the buffer; the last byte stays 0 in any case.
+            buf[buf.len() - 1] = 0;
+            let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        };
+        let count = |which: &str| -> Result<u32, crate::Error> {
+            let mut n = 0;
+            // SAFETY: a valid device and out-pointer.
+            match which {
+                "sms" => api_call!(self.api, getNumSMs(dev, &mut n))?,
+                "warps" => api_call!(self.api, getNumWarps(dev, &mut n))?,
+                "lanes" => api_call!(self.api, getNumLanes(dev, &mut n))?,
+                _ => api_call!(self.api, getNumRegisters(dev, &mut n))?,
+            }
+            Ok(n)
+        };
+        Ok(DeviceProperties {
+            index: dev,
+            name: text("name")?,
+            device_type: text("type")?,
+            sm_type: text("sm")?,
+            sms: count("sms")?,
+            warps_per_sm: count("warps")?,
+            lanes_per_warp: count("lanes")?,
+            registers_per_lane: count("regs")?,
+        })
+    }
+
+    /// Suspends device `dev` until the guard is dropped or [`Suspended::resume`] is called.
+    pub fn suspend(&self, dev: u32) -> Result<Suspended<'_>, crate::Error> {
+        let props = self.device(dev)?;
+        let bit = 1u64 << (dev % 64);
+        if self.suspended.get() & bit != 0 {
+            return Err(SessionError::AlreadySuspended(dev).into());
+        }
+        // SAFETY: a valid device index.
+        api_call!(self.api, suspendDevice(dev))?;
+        self.suspended.set(self.suspended.get() | bit);
+        Ok(Suspended {
+            session: self,
+            props,
+            resumed: false,
+        })
+    }
+
+    /// The ELF image of a loaded module, by the handle of its load event (relocated: symbol values are device
+    /// addresses).
+    pub fn elf_image(&self, image: &ElfImage) -> Result<Vec<u8>, crate::Error> {
+        self.check_device(image.dev)?;
+        let len = usize::try_from(image.size).map_err(|_| SessionError::TooLarge(usize::MAX))?;
+        let mut buf = vec![0u8; len];
+        // SAFETY: the buffer holds exactly `size` bytes, the size the driver reported for this handle.
+        api_call!(
+            self.api,
+            getElfImageByHandle(
+                image.dev,
+                image.handle,
+                sys::CUDBG_ELF_IMAGE_TYPE_RELOCATED,
+                buf.as_mut_ptr().cast(),
+                image.size
+            )
+        )?;
+        Ok(buf)
+    }
+
+    /// Sets a breakpoint at device code address `addr` (for example [`super::KernelReady::function_entry`]).
+    pub fn set_breakpoint(&self, dev: u32, addr: u64) -> Result<(), crate::Error> {
+        self.check_device(dev)?;
+        // SAFETY: a valid device; the driver validates the address.
+        api_call!(self.api, setBreakpoint(dev, addr))?;
+        self.breakpoints.borrow_mut().insert((dev, addr));
+        Ok(())
+    }
+
+    /// Removes a breakpoint this session set.
+    pub fn unset_breakpoint(&self, dev: u32, addr: u64) -> Result<(), crate::Error> {
+        if !self.breakpoints.borrow().contains(&(dev, addr)) {
+            return Err(SessionError::NoSuchBreakpoint { dev, addr }.into());
+        }
+        // SAFETY: an address this session set a breakpoint at on that device.
+        api_call!(self.api, unsetBreakpoint(dev, addr))?;
+        self.breakpoints.borrow_mut().remove(&(dev, addr));
+        Ok(())
+    }
+
+    /// Breakpoints this session has set, as (device, address).
+    pub fn breakpoints(&self) -> Vec<(u32, u64)> {
+        self.breakpoints.borrow().iter().copied().collect()
+    }
+
+    /// Polls device `dev` until a warp is at a breakpoint or has hit an exception, and returns it suspended there.
+    /// `Ok(None)` when `timeout` passes first or the debuggee exits. Events that arrive meanwhile stay queued.
+    pub fn wait_for_stop(
+        &mut self,
+        dev: u32,
+        timeout: Duration,
+    ) -> Result<Option<Suspended<'_>>, crate::Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.exit_status()?.is_some() {
+                return Ok(None);
+            }
+            let stopped = {
+                let s = self.suspend(dev)?;
+                let stopped = s.warps()?.iter().any(|w| w.broken) || s.has_exception()?;
+                s.resume()?;
+                stopped
+            };
+            if stopped {
+                return self.suspend(dev).map(Some);
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// A suspended device; resumed when dropped. Borrowing the session, it is neither `Send` nor `Sync`.
+#[derive(Debug)]
+pub struct Suspended<'s> {
+    session: &'s DebugSession,
+    props: DeviceProperties,
+    resumed: bool,
+}
+
+impl Suspended<'_> {
+    /// The device's properties.
+    pub fn device(&self) -> &DeviceProperties {
+        &self.props
+    }
+
+    fn dev(&self) -> u32 {
+        self.props.index
+    }
+
+    fn check_warp(&self, sm: u32, warp: u32) -> Result<(), SessionError> {
+        check_index("sm", sm, self.props.sms)?;
+        check_index("warp", warp, self.props.warps_per_sm)
+    }
+
+    fn check_lane(&self, sm: u32, warp: u32, lane: u32) -> Result<(), SessionError> {
+        self.check_warp(sm, warp)?;
+        check_index("lane", lane, self.props.lanes_per_warp)
+    }
+
+    /// Bit per valid warp on SM `sm`.
+    pub fn valid_warps(&self, sm: u32) -> Result<u64, crate::Error> {
+        check_index("sm", sm, self.props.sms)?;
+        let mut mask = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readValidWarps(self.dev(), sm, &mut mask))?;
+        Ok(mask)
+    }
+
+    /// Bit per warp stopped at a breakpoint on SM `sm`.
+    pub fn broken_warps(&self, sm: u32) -> Result<u64, crate::Error> {
+        check_index("sm", sm, self.props.sms)?;
+        let mut mask = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readBrokenWarps(self.dev(), sm, &mut mask))?;
+        Ok(mask)
+    }
+
+    /// Bit per valid lane of a warp.
+    pub fn valid_lanes(&self, sm: u32, warp: u32) -> Result<u32, crate::Error> {
+        self.check_warp(sm, warp)?;
+        let mut mask = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readValidLanes(self.dev(), sm, warp, &mut mask))?;
+        Ok(mask)
+    }
+
+    /// Bit per active lane of a warp.
+    pub fn active_lanes(&self, sm: u32, warp: u32) -> Result<u32, crate::Error> {
+        self.check_warp(sm, warp)?;
+        let mut mask = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readActiveLanes(self.dev(), sm, warp, &mut mask))?;
+        Ok(mask)
+    }
+
+    /// The 64-bit grid id a warp runs.
+    pub fn grid_id(&self, sm: u32, warp: u32) -> Result<u64, crate::Error> {
+        self.check_warp(sm, warp)?;
+        let mut id = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readGridId(self.dev(), sm, warp, &mut id))?;
+        Ok(id)
+    }
+
+    /// The block index a warp runs.
+    pub fn block_idx(&self, sm: u32, warp: u32) -> Result<Dim3, crate::Error> {
+        self.check_warp(sm, warp)?;
+        let mut d = sys::CuDim3::default();
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readBlockIdx(self.dev(), sm, warp, &mut d))?;
+        Ok(d.into())
+    }
+
+    /// The thread index of a lane.
+    pub fn thread_idx(&self, sm: u32, warp: u32, lane: u32) -> Result<Dim3, crate::Error> {
+        self.check_lane(sm, warp, lane)?;
+        let mut d = sys::CuDim3::default();
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readThreadIdx(self.dev(), sm, warp, lane, &mut d))?;
+        Ok(d.into())
+    }
+
+    /// The virtual PC of a lane (comparable with kernel entry addresses).
+    pub fn pc(&self, sm: u32, warp: u32, lane: u32) -> Result<u64, crate::Error> {
+        self.check_lane(sm, warp, lane)?;
+        let mut pc = 0;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readVirtualPC(self.dev(), sm, warp, lane, &mut pc))?;
+        Ok(pc)
+    }
+
+    /// The exception a lane hit, [`Exception::None`] if none.
+    pub fn lane_exception(&self, sm: u32, warp: u32, lane: u32) -> Result<Exception, crate::Error> {
+        self.check_lane(sm, warp, lane)?;
+        let mut e: sys::CUDBGException_t = sys::CUDBG_EXCEPTION_NONE;
+        // SAFETY: checked indices, valid out-pointer, device suspended.
+        api_call!(self.session.api, readLaneException(self.dev(), sm, warp, lane, &mut e))?;
+        Ok(Exception::from_raw(e))
+    }
+
+    /// Every valid warp of the device.
+    pub fn warps(&self) -> Result<Vec<WarpInfo>, crate::Error> {
+        let mut out = Vec::new();
+        for sm in 0..self.props.sms {
+            let valid = self.valid_warps(sm)?;
+            if valid == 0 {
+                continue;
+            }
+            let broken = self.broken_warps(sm)?;
+            for warp in (0..self.props.warps_per_sm.min(64)).filter(|w| valid & (1 << w) != 0) {
+                let valid_lanes = self.valid_lanes(sm, warp)?;
+                let first = valid_lanes.trailing_zeros();
+                let pc = if valid_lanes == 0 {
+                    0
+                } else {
+                    self.pc(sm, warp, first)?
+                };
+                out.push(WarpInfo {
+                    sm,
+                    warp,
+                    broken: broken & (1 << warp) != 0,
+                    valid_lanes,
+                    active_lanes: self.active_lanes(sm, warp)?,
+                    grid_id: self.grid_id(sm, warp)?,
+                    block_idx: self.block_idx(sm, warp)?,
+                    pc,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lanes with an exception, as (sm, warp, lane, exception).
+    pub fn exceptions(&self) -> Result<Vec<(u32, u32, u32, Exception)>, crate::Error> {
+        let mut out = Vec::new();
+        for w in self.warps()? {
+            for lane in (0..32).filter(|l| w.valid_lanes & (1 << l) != 0) {
+                let e = self.lane_exception(w.sm, w.warp, lane)?;
+                if e != Exception::None {
+                    out.push((w.sm, w.warp, lane, e));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn has_exception(&self) -> Result<bool, crate::Error> {
+        Ok(!self.exceptions()?.is_empty())
+    }
+
+    /// Reads device global memory at `addr` into `buf`.
+    pub fn read_global(&self, addr: u64, buf: &mut [u8]) -> Result<(), crate::Error> {
+        let len = len_u32(buf.len())?;
+        // SAFETY: the buffer is writable for `len` bytes; the driver validates the device address.
+        api_call!(self.session.api, readGlobalMemory(addr, buf.as_mut_ptr().cast(), len))
+    }
+
+    /// Writes `data` to device global memory at `addr`.
+    pub fn write_global(&self, addr: u64, data: &[u8]) -> Result<(), crate::Error> {
+        let len = len_u32(data.len())?;
+        // SAFETY: the buffer is readable for `len` bytes; the driver validates the device address.
+        api_call!(self.session.api, writeGlobalMemory(addr, data.as_ptr().cast(), len))
+    }
+
+    /// Resumes the device now, reporting a failure (dropping the guard does the same but cannot report).
+    pub fn resume(mut self) -> Result<(), crate::Error> {
+        self.resumed = true;
+        self.do_resume()
+    }
+
+    fn do_resume(&self) -> Result<(), crate::Error> {
+        let dev = self.dev();
+        let s = self.session;
+        s.suspended.set(s.suspended.get() & !(1u64 << (dev % 64)));
+        // SAFETY: a device this guard suspended.
+        api_call!(s.api, resumeDevice(dev))
+    }
+}
+
+impl Drop for Suspended<'_> {
+    fn drop(&mut self) {
+        if !self.resumed {
+            let _ = self.do_resume();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exceptions_map_both_ways_known_and_unknown() {
+        assert_eq!(Exception::from_raw(0), Exception::None);
+        assert_eq!(Exception::from_raw(14), Exception::WarpIllegalAddress);
+        assert_eq!(Exception::from_raw(10), Exception::DeviceIllegalAddress);
+        assert_eq!(Exception::from_raw(u32::MAX), Exception::Unknown);
+        assert_eq!(Exception::from_raw(999), Exception::Other(999));
+    }
+
+    #[test]
+    fn index_checks() {
+        assert!(check_index("sm", 131, 132).is_ok());
+        let e = check_index("sm", 132, 132).unwrap_err();
+        assert!(matches!(e, SessionError::OutOfRange { what: "sm", index: 132, limit: 132 }));
+        assert!(matches!(len_u32(1 << 33), Err(SessionError::TooLarge(_))));
+    }
+}

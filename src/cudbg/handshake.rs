@@ -1,0 +1,112 @@
+//! How a debuggee is connected to this process's debugger client.
+//!
+//! The debugger side is the same for every route: before `initialize`, this process's own `libcuda.so.1` gets the
+//! client variables (`cudbgApiClientPid`, `cudbgApiClientRevision`, `cudbgSessionId`); without them `initialize`
+//! fails with `CUDBG_ERROR_INITIALIZATION_FAILURE`. The debuggee side differs per route and sits behind
+//! [`Handshake`], so the documented ptrace route (write the variables into the stopped debuggee's libcuda) can be
+//! added beside [`EnvHandshake`].
+
+use std::process::{Child, Command};
+
+use super::{DebuggerLibrary, SessionError};
+
+/// What both sides of a handshake agree on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// Process id of the debugger (this process).
+    pub debugger_pid: u32,
+    /// Session id, shared by both sides.
+    pub session_id: u32,
+    /// The negotiated API revision.
+    pub revision: u32,
+}
+
+/// The debuggee side of a connection route.
+pub trait Handshake: Send + std::fmt::Debug {
+    /// Adjusts the debuggee's command before it is spawned.
+    fn prepare(&self, command: &mut Command, info: &ClientInfo);
+    /// Runs right after the spawn (a ptrace route would stop the child at `cuInit` here).
+    fn after_spawn(&self, _child: &mut Child, _info: &ClientInfo) -> Result<(), SessionError> {
+        Ok(())
+    }
+}
+
+/// Route 2 of the driver: the debuggee's libcuda reads the session from its environment
+/// (`CUDBG_GET_SESSION_FROM_ENV=1` and the client variables). Seen working on driver 580; not documented publicly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EnvHandshake;
+
+impl Handshake for EnvHandshake {
+    fn prepare(&self, command: &mut Command, info: &ClientInfo) {
+        command
+            .env("CUDBG_GET_SESSION_FROM_ENV", "1")
+            .env("CUDBG_APICLIENT_PID", info.debugger_pid.to_string())
+            .env("CUDBG_SESSION_ID", info.session_id.to_string())
+            .env("CUDBG_IPC_FLAG_NAME", "1")
+            .env("CUDBG_APICLIENT_REVISION", info.revision.to_string());
+    }
+}
+
+/// Writes the client variables into this process's own libcuda (the debugger side of every route).
+pub(crate) fn set_client_variables(lib: &DebuggerLibrary, info: &ClientInfo) -> Result<(), SessionError> {
+    let vars: [(&[u8], &'static str, u32); 3] = [
+        (b"cudbgApiClientPid\0", "cudbgApiClientPid", info.debugger_pid),
+        (b"cudbgApiClientRevision\0", "cudbgApiClientRevision", info.revision),
+        (b"cudbgSessionId\0", "cudbgSessionId", info.session_id),
+    ];
+    for (symbol, name, value) in vars {
+        // SAFETY: a look-up of a data symbol that cudadebugger.h declares as `uint32_t`; nothing is called.
+        let ptr = unsafe { lib.lib.get::<*mut u32>(symbol) }
+            .map(|s| *s)
+            .map_err(|_| SessionError::MissingClientVariable(name))?;
+        if ptr.is_null() {
+            return Err(SessionError::MissingClientVariable(name));
+        }
+        // SAFETY: the symbol is a writable `uint32_t` in libcuda's data segment, alive as long as the library
+        // (never unloaded); the driver reads it only inside `initialize`, which has not run yet.
+        unsafe { ptr.write_volatile(value) };
+    }
+    Ok(())
+}
+
+/// A session id that differs between runs and processes (never 0).
+pub(crate) fn new_session_id() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) & 0x7fff_ffff | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_route_sets_every_variable() {
+        let mut cmd = Command::new("true");
+        let info = ClientInfo {
+            debugger_pid: 1234,
+            session_id: 99,
+            revision: 163,
+        };
+        EnvHandshake.prepare(&mut cmd, &info);
+        let envs: std::collections::HashMap<_, _> = cmd
+            .get_envs()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(|v| v.to_string_lossy().into_owned())))
+            .collect();
+        let get = |k: &str| envs.get(k).cloned().flatten();
+        assert_eq!(get("CUDBG_GET_SESSION_FROM_ENV").as_deref(), Some("1"));
+        assert_eq!(get("CUDBG_APICLIENT_PID").as_deref(), Some("1234"));
+        assert_eq!(get("CUDBG_SESSION_ID").as_deref(), Some("99"));
+        assert_eq!(get("CUDBG_IPC_FLAG_NAME").as_deref(), Some("1"));
+        assert_eq!(get("CUDBG_APICLIENT_REVISION").as_deref(), Some("163"));
+    }
+
+    #[test]
+    fn session_ids_are_nonzero_31_bit() {
+        let id = new_session_id();
+        assert_ne!(id, 0);
+        assert!(id <= 0x7fff_ffff);
+    }
+}

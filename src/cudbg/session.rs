@@ -1,0 +1,430 @@
+//! `DebugSession`: one debuggee under the CUDA debugger API, from spawn to teardown.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, VecDeque};
+use std::marker::PhantomData;
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::api::{Api, api_call};
+use super::event::{Event, Queue};
+use super::handshake::{self, ClientInfo, EnvHandshake, Handshake};
+use super::notify::{NOTIFIER, on_new_event};
+use super::{CudbgError, DebuggerLibrary, SessionError};
+use crate::sys::cudbg as sys;
+
+/// The driver serves one debugger client per process.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// How often the session looks at the queues and the child when no callback arrives (a missed wake-up or a child
+/// that exited costs at most this long).
+const POLL: Duration = Duration::from_millis(20);
+
+/// The process-wide claim; released when dropped.
+#[derive(Debug)]
+struct Claim;
+
+impl Claim {
+    fn take() -> Result<Self, SessionError> {
+        ACTIVE
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| Claim)
+            .map_err(|_| SessionError::AlreadyActive)
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        ACTIVE.store(false, Ordering::Release);
+    }
+}
+
+/// What happens to a still-running debuggee when the session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDrop {
+    /// Kill it (SIGKILL) and reap it.
+    #[default]
+    Kill,
+    /// Remove breakpoints, resume it, detach, and let it run to its end (it is reaped in the background).
+    Detach,
+}
+
+/// Options for starting a [`DebugSession`].
+#[derive(Debug)]
+pub struct SessionBuilder {
+    command: Command,
+    handshake: Box<dyn Handshake>,
+    handshake_timeout: Duration,
+    on_drop: OnDrop,
+}
+
+impl SessionBuilder {
+    /// How long to wait for the driver to open a session for the debuggee (default 60 s). The debuggee's first
+    /// CUDA call must come within it; otherwise it is killed and [`SessionError::HandshakeTimeout`] returned.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// What happens to the debuggee when the session ends while it still runs (default [`OnDrop::Kill`]).
+    pub fn on_drop(mut self, on_drop: OnDrop) -> Self {
+        self.on_drop = on_drop;
+        self
+    }
+
+    /// Connects the debuggee another way than [`EnvHandshake`].
+    pub fn handshake(mut self, handshake: impl Handshake + 'static) -> Self {
+        self.handshake = Box::new(handshake);
+        self
+    }
+
+    /// Loads the driver, initialises the API, starts the debuggee and waits until the driver opened its session.
+    pub fn start(self) -> Result<DebugSession, crate::Error> {
+        let claim = Claim::take()?;
+        let lib = DebuggerLibrary::load()?;
+        let api = Api::load(lib)?;
+        let info = ClientInfo {
+            debugger_pid: std::process::id(),
+            session_id: handshake::new_session_id(),
+            revision: api.version().revision,
+        };
+        handshake::set_client_variables(lib, &info)?;
+        // SAFETY: no arguments; the client variables are set, as initialize requires.
+        api_call!(api, initialize())?;
+        let mut session = DebugSession {
+            api,
+            child: None,
+            pid: 0,
+            exit: None,
+            on_drop: self.on_drop,
+            pending: VecDeque::new(),
+            breakpoints: RefCell::new(BTreeSet::new()),
+            suspended: Cell::new(0),
+            finalized: false,
+            _claim: claim,
+            _not_sync: PhantomData,
+        };
+        // SAFETY: the callback is a plain function that only touches a static; user data is unused.
+        api_call!(api, setNotifyNewEventCallback(Some(on_new_event), std::ptr::null_mut()))?;
+        let mut command = self.command;
+        self.handshake.prepare(&mut command, &info);
+        let program = command.get_program().to_string_lossy().into_owned();
+        let seen = NOTIFIER.seen();
+        let mut child = command
+            .spawn()
+            .map_err(|source| SessionError::Spawn { program, source })?;
+        session.pid = child.id();
+        let after = self.handshake.after_spawn(&mut child, &info);
+        session.child = Some(child);
+        after?;
+        session.await_open(seen, self.handshake_timeout)?;
+        Ok(session)
+    }
+}
+
+/// A CUDA program running under the debugger API.
+///
+/// Created with [`DebugSession::builder`]. Events come in [`EventBatch`]es from [`DebugSession::next_batch`]; the
+/// debuggee threads that raised synchronous events stay blocked until the batch is acknowledged (explicitly, or
+/// when it is dropped). Dropping the session finalises the API, kills or detaches the debuggee as chosen with
+/// [`SessionBuilder::on_drop`], reaps it and removes what the driver left for it under `/tmp/cuda-dbg/`.
+///
+/// One session per process ([`SessionError::AlreadyActive`]). `Send` (it may move to another thread) but not
+/// `Sync`: API calls of one session are issued from one thread at a time.
+///
+/// ```compile_fail
+/// fn assert_sync<T: Sync>() {}
+/// assert_sync::<gpu_tools::cudbg::DebugSession>();
+/// ```
+#[derive(Debug)]
+pub struct DebugSession {
+    pub(crate) api: Api,
+    child: Option<Child>,
+    pid: u32,
+    exit: Option<ExitStatus>,
+    on_drop: OnDrop,
+    /// Events drained but not yet handed out (for example while waiting for the handshake).
+    pending: VecDeque<(Queue, Event)>,
+    pub(crate) breakpoints: RefCell<BTreeSet<(u32, u64)>>,
+    /// Bit per device suspended through a [`super::Suspended`] guard.
+    pub(crate) suspended: Cell<u64>,
+    finalized: bool,
+    _claim: Claim,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+/// How a session ended ([`DebugSession::close`]).
+#[derive(Debug)]
+pub struct Closed {
+    /// Events still in the driver's queues at the end; delivered here so none is lost.
+    pub events: Vec<(Queue, Event)>,
+    /// The debuggee's exit status, when it ended (killed, or exited) before the session closed.
+    pub exit: Option<ExitStatus>,
+}
+
+impl DebugSession {
+    /// Starts building a session for `command` (the debuggee and its arguments, environment, stdio).
+    pub fn builder(command: Command) -> SessionBuilder {
+        SessionBuilder {
+            command,
+            handshake: Box::new(EnvHandshake),
+            handshake_timeout: Duration::from_secs(60),
+            on_drop: OnDrop::Kill,
+        }
+    }
+
+    /// Starts `command` under a session with the default options.
+    pub fn start(command: Command) -> Result<Self, crate::Error> {
+        Self::builder(command).start()
+    }
+
+    /// The negotiated API version.
+    pub fn api_version(&self) -> super::ApiVersion {
+        self.api.version()
+    }
+
+    /// Process id of the debuggee.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The debuggee's exit status, once it has exited (checks without blocking).
+    pub fn exit_status(&mut self) -> Result<Option<ExitStatus>, SessionError> {
+        if self.exit.is_none() {
+            if let Some(child) = self.child.as_mut() {
+                self.exit = child.try_wait().map_err(SessionError::Process)?;
+            }
+        }
+        Ok(self.exit)
+    }
+
+    /// The debuggee's piped stdout, if the command asked for a pipe (taken once).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut().and_then(|c| c.stdout.take())
+    }
+
+    /// The debuggee's piped stderr, if the command asked for a pipe (taken once).
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.as_mut().and_then(|c| c.stderr.take())
+    }
+
+    /// Moves every event now in the driver's queues into `pending`; true when the sync queue had any.
+    fn drain(&mut self) -> Result<bool, crate::Error> {
+        let mut had_sync = false;
+        for queue in [Queue::Sync, Queue::Async] {
+            loop {
+                let mut raw = sys::CUDBGEvent::default();
+                // SAFETY: a valid queue type and a writable event of the 13.0 layout, which the negotiated
+                // table's getNextEvent fills in.
+                match api_call!(self.api, getNextEvent(queue.raw(), &mut raw)) {
+                    Ok(()) => {
+                        had_sync |= queue == Queue::Sync;
+                        self.pending.push_back((queue, Event::from_raw(&raw)));
+                    }
+                    Err(crate::Error::Cudbg(CudbgError::NoEventAvailable)) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(had_sync)
+    }
+
+    fn await_open(&mut self, mut seen: u64, timeout: Duration) -> Result<(), crate::Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.drain()?;
+            if !self.pending.is_empty() {
+                return Ok(());
+            }
+            if let Some(status) = self.exit_status()? {
+                return Err(SessionError::NoCuda { status }.into());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.kill_and_reap();
+                return Err(SessionError::HandshakeTimeout(timeout).into());
+            }
+            seen = NOTIFIER.wait_past(seen, POLL.min(deadline - now));
+        }
+    }
+
+    /// Waits for the next events and returns them as a batch, or `Ok(None)` once the debuggee has exited and no
+    /// event is left. `timeout` bounds the wait (`None`: until events come or the debuggee exits).
+    pub fn next_batch(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<EventBatch<'_>>, crate::Error> {
+        let start = Instant::now();
+        let mut seen = NOTIFIER.seen();
+        loop {
+            let had_sync = self.drain()?;
+            if !self.pending.is_empty() {
+                let events: Vec<_> = self.pending.drain(..).collect();
+                // Pending sync events from the handshake also wait for an acknowledgement.
+                let needs_ack = had_sync || events.iter().any(|(q, _)| *q == Queue::Sync);
+                return Ok(Some(EventBatch {
+                    session: self,
+                    events,
+                    needs_ack,
+                }));
+            }
+            if self.exit_status()?.is_some() {
+                // One last look: the queues may have filled between the drain and the exit check.
+                self.drain()?;
+                if self.pending.is_empty() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let slice = match timeout {
+                Some(t) => {
+                    let spent = start.elapsed();
+                    if spent >= t {
+                        return Err(SessionError::Timeout(t).into());
+                    }
+                    POLL.min(t - spent)
+                }
+                None => POLL,
+            };
+            seen = NOTIFIER.wait_past(seen, slice);
+        }
+    }
+
+    /// Releases the debuggee threads blocked on synchronous events.
+    pub(crate) fn acknowledge(&self) -> Result<(), crate::Error> {
+        // SAFETY: no arguments.
+        api_call!(self.api, acknowledgeSyncEvents())
+    }
+
+    /// Ends the session now and reports what was left: events still queued, and the exit status.
+    pub fn close(mut self) -> Result<Closed, crate::Error> {
+        let drained = self.drain();
+        let events = self.pending.drain(..).collect();
+        let teardown = self.teardown();
+        drained?;
+        teardown?;
+        Ok(Closed {
+            events,
+            exit: self.exit,
+        })
+    }
+
+    fn kill_and_reap(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            if self.exit.is_none() {
+                let _ = child.kill();
+                self.exit = child.wait().ok();
+            }
+        }
+    }
+
+    fn teardown(&mut self) -> Result<(), crate::Error> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        let running = matches!(self.exit_status(), Ok(None));
+        let mut first_err: Option<crate::Error> = None;
+        let mut keep = |r: Result<(), crate::Error>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
+        match (self.on_drop, running) {
+            (OnDrop::Kill, true) => self.kill_and_reap(),
+            (OnDrop::Detach, true) => {
+                let bps: Vec<_> = self.breakpoints.borrow_mut().iter().copied().collect();
+                for (dev, addr) in bps {
+                    // SAFETY: an address this session set a breakpoint at.
+                    keep(api_call!(self.api, unsetBreakpoint(dev, addr)));
+                }
+                self.breakpoints.borrow_mut().clear();
+                // SAFETY: plain flag argument; 1 asks the driver to resume the application on detach.
+                keep(api_call!(self.api, requestCleanupOnDetach(1)));
+                let _ = self.drain();
+                keep(self.acknowledge());
+            }
+            (_, false) => {}
+        }
+        // SAFETY: no arguments; initialize succeeded when the session was built, and this runs once.
+        let fin = api_call!(self.api, finalize());
+        // A debuggee that is gone makes finalize report a communication failure: the session is over either way.
+        if !matches!(
+            fin,
+            Err(crate::Error::Cudbg(CudbgError::CommunicationFailure | CudbgError::Uninitialized))
+        ) {
+            keep(fin);
+        }
+        if self.exit.is_none() {
+            if let Some(mut child) = self.child.take() {
+                // Detached and still running: reap it when it ends, so it never lingers as a zombie.
+                let _ = std::thread::Builder::new()
+                    .name("gpu-tools-reaper".into())
+                    .spawn(move || child.wait());
+            }
+        }
+        if self.pid != 0 {
+            let _ = std::fs::remove_dir_all(format!("/tmp/cuda-dbg/{}", self.pid));
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DebugSession {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+/// Events drained from the driver in one go. Dropping it (or [`EventBatch::acknowledge`]) acknowledges the
+/// synchronous ones, which releases the debuggee threads that raised them; until then the debuggee stays where it
+/// is and the session can inspect it through [`EventBatch::session`].
+#[derive(Debug)]
+pub struct EventBatch<'s> {
+    session: &'s mut DebugSession,
+    events: Vec<(Queue, Event)>,
+    needs_ack: bool,
+}
+
+impl<'s> EventBatch<'s> {
+    /// The events, in the order the driver queued them (sync queue first).
+    pub fn events(&self) -> &[(Queue, Event)] {
+        &self.events
+    }
+
+    /// The session, for inspecting or changing the debuggee before it is released.
+    pub fn session(&self) -> &DebugSession {
+        self.session
+    }
+
+    /// Whether the batch holds synchronous events that still wait for an acknowledgement.
+    pub fn needs_acknowledge(&self) -> bool {
+        self.needs_ack
+    }
+
+    /// Acknowledges now, reporting a failure (dropping the batch does the same but cannot report).
+    pub fn acknowledge(mut self) -> Result<(), crate::Error> {
+        self.needs_ack = false;
+        self.session.acknowledge()
+    }
+}
+
+impl<'b> IntoIterator for &'b EventBatch<'_> {
+    type Item = &'b (Queue, Event);
+    type IntoIter = std::slice::Iter<'b, (Queue, Event)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.events.iter()
+    }
+}
+
+impl Drop for EventBatch<'_> {
+    fn drop(&mut self) {
+        if self.needs_ack {
+            let _ = self.session.acknowledge();
+        }
+    }
+}
