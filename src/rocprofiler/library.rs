@@ -149,3 +149,15 @@ fn bind(path: &Path) -> Result<RocprofilerLibrary, Rejection> {
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
     Ok(RocprofilerLibrary { t })
 }
+
+/// A bound function pointer. Every name in [`REQUIRED`] was checked present at load time, so the error is
+/// unreachable for a loaded library; it exists so that no call site needs `unwrap`.
+pub(crate) fn sym<F: Copy>(
+    field: &Result<F, libloading::Error>,
+    name: &'static str,
+) -> Result<F, super::ProfilerError> {
+    field
+        .as_ref()
+        .map(|f| *f)
+        .map_err(|_| super::ProfilerError::MissingSymbol(name))
+}

@@ -1,0 +1,189 @@
+//! Device profiling: counters of a whole GPU, independent of the processes running on it, polled on demand.
+
+use std::ffi::{CStr, CString, c_char};
+use std::marker::PhantomData;
+
+use super::library::sym;
+use super::{ProfilerError, Rocprofiler, RocprofilerLibrary, check};
+use crate::Result;
+use crate::sys::rocprofiler as sys;
+
+/// The vendor copies each name with `strcpy` into a 64-byte field.
+const NAME_FIELD: usize = 64;
+
+/// The value of one requested counter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CounterReading {
+    /// The counter's value.
+    Value(f64),
+    /// The GPU does not know the counter; the vendor left its entry unwritten.
+    Unknown,
+}
+
+/// One counter of a [`DeviceProfilingSession::poll`], owned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterSample {
+    /// The counter's name as requested.
+    pub name: String,
+    /// Its reading.
+    pub reading: CounterReading,
+}
+
+/// A device profiling session (`rocprofiler_device_profiling_session_*`): create, start, poll, stop; destroyed
+/// on drop (stopped first if running).
+pub struct DeviceProfilingSession<'g> {
+    lib: &'static RocprofilerLibrary,
+    handle: u64,
+    names: Vec<CString>,
+    started: bool,
+    _rocprofiler: PhantomData<&'g Rocprofiler>,
+}
+
+impl std::fmt::Debug for DeviceProfilingSession<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceProfilingSession")
+            .field("handle", &self.handle)
+            .field("counters", &self.names)
+            .field("started", &self.started)
+            .finish()
+    }
+}
+
+impl<'g> DeviceProfilingSession<'g> {
+    /// Creates a session for `counters` on GPU `gpu_index`, run from CPU agent `cpu_index`.
+    pub fn new<I, S>(
+        rocprofiler: &'g Rocprofiler,
+        counters: I,
+        cpu_index: u32,
+        gpu_index: u32,
+    ) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut names = Vec::new();
+        for name in counters {
+            let name = name.as_ref();
+            if name.len() >= NAME_FIELD {
+                return Err(ProfilerError::CounterNameTooLong {
+                    name: name.to_string(),
+                    len: name.len(),
+                }
+                .into());
+            }
+            if name.is_empty() {
+                return Err(ProfilerError::EmptyList("characters of a counter name").into());
+            }
+            names.push(CString::new(name).map_err(|_| ProfilerError::NulInName(name.to_string()))?);
+        }
+        if names.is_empty() {
+            return Err(ProfilerError::EmptyList("counter names").into());
+        }
+        let cpu = i32::try_from(cpu_index).map_err(|_| ProfilerError::InvalidIndex(cpu_index))?;
+        let gpu = i32::try_from(gpu_index).map_err(|_| ProfilerError::InvalidIndex(gpu_index))?;
+        let lib = rocprofiler.library();
+        let f = sym(
+            &lib.t.rocprofiler_device_profiling_session_create,
+            "rocprofiler_device_profiling_session_create",
+        )?;
+        let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let mut id = sys::rocprofiler_session_id_t::default();
+        // SAFETY: initialised library; `ptrs` holds `names.len()` valid C strings (kept alive by `names` for the
+        // session's life); `id` is a valid out-pointer.
+        check(unsafe { f(ptrs.as_mut_ptr(), ptrs.len() as u64, &mut id, cpu, gpu) })?;
+        Ok(DeviceProfilingSession {
+            lib,
+            handle: id.handle,
+            names,
+            started: false,
+            _rocprofiler: PhantomData,
+        })
+    }
+
+    fn sid(&self) -> sys::rocprofiler_session_id_t {
+        sys::rocprofiler_session_id_t {
+            handle: self.handle,
+        }
+    }
+
+    /// Starts counting.
+    pub fn start(&mut self) -> Result<()> {
+        if self.started {
+            return Err(ProfilerError::AlreadyStarted.into());
+        }
+        let f = sym(
+            &self.lib.t.rocprofiler_device_profiling_session_start,
+            "rocprofiler_device_profiling_session_start",
+        )?;
+        // SAFETY: the session exists.
+        check(unsafe { f(self.sid()) })?;
+        self.started = true;
+        Ok(())
+    }
+
+    /// Reads every counter now, in the order requested. Counters the GPU does not know come back as
+    /// [`CounterReading::Unknown`].
+    pub fn poll(&mut self) -> Result<Vec<CounterSample>> {
+        if !self.started {
+            return Err(ProfilerError::NotStarted.into());
+        }
+        let f = sym(
+            &self.lib.t.rocprofiler_device_profiling_session_poll,
+            "rocprofiler_device_profiling_session_poll",
+        )?;
+        // Zeroed entries: one the vendor leaves unwritten keeps an empty name.
+        let mut out = vec![sys::rocprofiler_device_profile_metric_t::default(); self.names.len()];
+        // SAFETY: the session exists and was created with `names.len()` counters, so the vendor writes at most
+        // that many entries; every name fits its 64-byte field (checked at creation).
+        check(unsafe { f(self.sid(), out.as_mut_ptr()) })?;
+        Ok(self
+            .names
+            .iter()
+            .zip(&out)
+            .map(|(name, m)| {
+                let field: &[u8; NAME_FIELD] = &m.metric_name.map(|c| c as u8);
+                let written = CStr::from_bytes_until_nul(field)
+                    .map(|c| !c.is_empty())
+                    .unwrap_or(false);
+                CounterSample {
+                    name: name.to_string_lossy().into_owned(),
+                    reading: if written {
+                        CounterReading::Value(m.value.value)
+                    } else {
+                        CounterReading::Unknown
+                    },
+                }
+            })
+            .collect())
+    }
+
+    /// Stops counting.
+    pub fn stop(&mut self) -> Result<()> {
+        if !self.started {
+            return Err(ProfilerError::NotStarted.into());
+        }
+        let f = sym(
+            &self.lib.t.rocprofiler_device_profiling_session_stop,
+            "rocprofiler_device_profiling_session_stop",
+        )?;
+        // SAFETY: the session exists and is started.
+        check(unsafe { f(self.sid()) })?;
+        self.started = false;
+        Ok(())
+    }
+}
+
+impl Drop for DeviceProfilingSession<'_> {
+    fn drop(&mut self) {
+        if self.started {
+            let _ = self.stop();
+        }
+        if let Ok(f) = sym(
+            &self.lib.t.rocprofiler_device_profiling_session_destroy,
+            "rocprofiler_device_profiling_session_destroy",
+        ) {
+            // SAFETY: the session exists and is destroyed once, here.
+            let _ = unsafe { f(self.sid()) };
+        }
+    }
+}
