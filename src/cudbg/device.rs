@@ -288,6 +288,11 @@ pub struct Suspended<'s> {
 }
 
 impl Suspended<'_> {
+    /// The session (for breakpoints and ELF images while the device is held).
+    pub fn session(&self) -> &DebugSession {
+        self.session
+    }
+
     /// The device's properties.
     pub fn device(&self) -> &DeviceProperties {
         &self.props

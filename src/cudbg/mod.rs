@@ -58,8 +58,13 @@ pub enum SessionError {
         status: std::process::ExitStatus,
     },
     /// The driver did not open a session for the debuggee in time; the debuggee was killed and reaped.
-    #[error("no CUDA debug session opened within {0:?}; the debuggee was killed")]
-    HandshakeTimeout(std::time::Duration),
+    #[error("no CUDA debug session opened within {waited:?}; the debuggee (pid {pid}) was killed")]
+    HandshakeTimeout {
+        /// How long the session waited.
+        waited: std::time::Duration,
+        /// The debuggee's process id (killed and reaped).
+        pid: u32,
+    },
     /// Nothing happened within the time the caller allowed.
     #[error("timed out after {0:?}")]
     Timeout(std::time::Duration),

@@ -243,7 +243,11 @@ impl DebugSession {
             let now = Instant::now();
             if now >= deadline {
                 self.kill_and_reap();
-                return Err(SessionError::HandshakeTimeout(timeout).into());
+                return Err(SessionError::HandshakeTimeout {
+                    waited: timeout,
+                    pid: self.pid,
+                }
+                .into());
             }
             seen = NOTIFIER.wait_past(seen, POLL.min(deadline - now));
         }

@@ -1,0 +1,168 @@
+//! `cuda_trace [--chrome-trace FILE] [--quiet] -- PROGRAM ARGS...`
+//!
+//! Runs a CUDA program under a [`DebugSession`] and prints its module loads and kernel launches (kernel name from
+//! the module's ELF symbols where found, grid and block dimensions), then a summary per kernel. With
+//! `--chrome-trace FILE` it also writes a Chrome trace (JSON) that Perfetto and chrome://tracing open.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufWriter, Write};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use gpu_tools::cudbg::elf::{self, FunctionSymbol};
+use gpu_tools::cudbg::{DebugSession, Event, KernelType};
+
+struct Args {
+    chrome: Option<String>,
+    quiet: bool,
+    program: Vec<String>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mut args = Args {
+        chrome: None,
+        quiet: false,
+        program: Vec::new(),
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--chrome-trace" => args.chrome = Some(it.next().ok_or("--chrome-trace needs a file")?),
+            "--quiet" => args.quiet = true,
+            "--" => {
+                args.program = it.collect();
+                break;
+            }
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    if args.program.is_empty() {
+        return Err("usage: cuda_trace [--chrome-trace FILE] [--quiet] -- PROGRAM ARGS...".into());
+    }
+    Ok(args)
+}
+
+#[derive(Default)]
+struct KernelStats {
+    launches: u64,
+    dims: BTreeMap<String, u64>,
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cuda_trace: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let mut cmd = Command::new(&args.program[0]);
+    cmd.args(&args.program[1..]);
+    let t0 = Instant::now();
+    let mut session = DebugSession::start(cmd)?;
+    let out = std::io::stdout();
+    let mut out = BufWriter::new(out.lock());
+    let mut symbols: HashMap<u64, Vec<FunctionSymbol>> = HashMap::new();
+    let mut stats: BTreeMap<String, KernelStats> = BTreeMap::new();
+    let mut trace: Vec<String> = Vec::new();
+    let mut open: HashMap<u64, (String, f64)> = HashMap::new();
+    while let Some(batch) = session.next_batch(None)? {
+        let us = t0.elapsed().as_secs_f64() * 1e6;
+        for (_, event) in &batch {
+            match event {
+                Event::ElfImageLoaded(img) if !img.is_system() => {
+                    let bytes = batch.session().elf_image(img)?;
+                    let syms = elf::function_symbols(&bytes);
+                    if !args.quiet {
+                        writeln!(
+                            out,
+                            "module loaded: module {:#x} handle {:#x} {} bytes, {} functions",
+                            img.module,
+                            img.handle,
+                            img.size,
+                            syms.len()
+                        )?;
+                    }
+                    symbols.insert(img.module, syms);
+                }
+                Event::KernelReady(k) if k.kernel_type != KernelType::System => {
+                    let name = symbols
+                        .get(&k.module)
+                        .and_then(|s| elf::function_at(s, k.function_entry))
+                        .map_or_else(|| format!("function@{:#x}", k.function_entry), str::to_owned);
+                    if !args.quiet {
+                        writeln!(
+                            out,
+                            "launch grid {} {name} grid {} block {}",
+                            k.grid_id, k.grid_dim, k.block_dim
+                        )?;
+                    }
+                    let s = stats.entry(name.clone()).or_default();
+                    s.launches += 1;
+                    *s.dims
+                        .entry(format!("grid {} block {}", k.grid_dim, k.block_dim))
+                        .or_default() += 1;
+                    if args.chrome.is_some() {
+                        open.insert(k.grid_id, (name, us));
+                    }
+                }
+                Event::KernelFinished(k) => {
+                    if let Some((name, start)) = open.remove(&k.grid_id) {
+                        trace.push(format!(
+                            "{{\"name\":{},\"ph\":\"X\",\"ts\":{start:.1},\"dur\":{:.1},\"pid\":1,\"tid\":{}}}",
+                            json_str(&name),
+                            (us - start).max(0.0),
+                            k.tid
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // Kernels without a finish event become instant markers.
+    for (grid, (name, start)) in open {
+        trace.push(format!(
+            "{{\"name\":{},\"ph\":\"i\",\"s\":\"t\",\"ts\":{start:.1},\"pid\":1,\"tid\":0,\"args\":{{\"grid\":{grid}}}}}",
+            json_str(&name)
+        ));
+    }
+    let status = session.close()?.exit;
+    writeln!(out, "--- summary: {} kernels", stats.len())?;
+    for (name, s) in &stats {
+        writeln!(out, "{:>8}  {name}", s.launches)?;
+        for (dims, n) in &s.dims {
+            writeln!(out, "          {n} x {dims}")?;
+        }
+    }
+    out.flush()?;
+    if let Some(path) = &args.chrome {
+        std::fs::write(path, format!("{{\"traceEvents\":[{}]}}\n", trace.join(",\n")))?;
+    }
+    let code = status.and_then(|s| s.code()).unwrap_or(1);
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}

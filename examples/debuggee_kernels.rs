@@ -1,0 +1,134 @@
+//! A small CUDA program for the debugger tests and benchmark: it runs hand-written PTX kernels through the crate's
+//! own driver wrappers.
+//!
+//! Modes:
+//! - `launch N`: N launches of `add_one` (grid 2, block 32), each followed by a synchronize; prints `loop_ms`.
+//! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
+//! - `fault`: runs a kernel that stores far outside any allocation.
+//! - `nocuda`: exits without touching CUDA.
+//! - `wait SECONDS`: sleeps, then runs one launch (for handshake timeouts).
+
+use std::ffi::c_void;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use gpu_tools::cuda::Context;
+
+const PTX: &std::ffi::CStr = c"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry add_one(.param .u64 p, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    ld.global.u32 %r6, [%rd2];
+    add.s32 %r7, %r6, 1;
+    st.global.u32 [%rd2], %r7;
+DONE:
+    ret;
+}
+
+.visible .entry fault(.param .u64 p)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    add.s64 %rd2, %rd1, 17592186044416;
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+";
+
+const WORDS: usize = 64;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map(String::as_str).unwrap_or("launch");
+    let number = |i: usize, default: u64| -> u64 {
+        args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
+    };
+    match mode {
+        "nocuda" => {
+            println!("no cuda");
+            return Ok(());
+        }
+        "wait" => std::thread::sleep(Duration::from_secs(number(1, 30))),
+        _ => {}
+    }
+    let ctx = Context::primary(0)?;
+    let module = ctx.load_module(PTX)?;
+    let add_one = module.function(c"add_one")?;
+    let mut buf = ctx.alloc(WORDS * 4)?;
+    let init: Vec<u8> = (0..WORDS as u32)
+        .flat_map(|i| (0x1000 + i).to_le_bytes())
+        .collect();
+    buf.copy_from_host(&init)?;
+    let mut ptr = buf.device_ptr();
+    let mut n = WORDS as u32;
+    let mut params = [
+        (&raw mut ptr).cast::<c_void>(),
+        (&raw mut n).cast::<c_void>(),
+    ];
+    let read_back = |buf: &gpu_tools::cuda::DeviceBuffer<'_>| -> Result<Vec<u32>, gpu_tools::cuda::CudaError> {
+        let mut out = vec![0u8; WORDS * 4];
+        buf.copy_to_host(&mut out)?;
+        Ok(out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    };
+    match mode {
+        "memory" => {
+            println!("ADDR {:#x} WORDS {WORDS}", buf.device_ptr());
+            std::io::stdout().flush()?;
+            // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
+            unsafe { add_one.launch((2, 1, 1), (32, 1, 1), &mut params) }?;
+            ctx.synchronize()?;
+            let v = read_back(&buf)?;
+            let text: Vec<String> = v.iter().map(|x| format!("{x:#x}")).collect();
+            println!("RESULT {}", text.join(" "));
+        }
+        "fault" => {
+            let fault = module.function(c"fault")?;
+            let mut one = [(&raw mut ptr).cast::<c_void>()];
+            // SAFETY: fault takes one pointer; its out-of-range store is the point of this mode.
+            unsafe { fault.launch((1, 1, 1), (32, 1, 1), &mut one) }?;
+            match ctx.synchronize() {
+                Ok(()) => println!("fault: no error"),
+                Err(e) => {
+                    println!("fault: {e}");
+                    std::process::exit(3);
+                }
+            }
+        }
+        _ => {
+            let launches = if mode == "wait" { 1 } else { number(1, 1) };
+            let t0 = Instant::now();
+            for _ in 0..launches {
+                // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
+                unsafe { add_one.launch((2, 1, 1), (32, 1, 1), &mut params) }?;
+                ctx.synchronize()?;
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            let v = read_back(&buf)?;
+            let expect = 0x1000 + launches as u32;
+            if v[0] != expect {
+                return Err(format!("buffer[0] = {:#x}, expected {expect:#x}", v[0]).into());
+            }
+            println!("ok {launches} loop_ms {ms:.2}");
+        }
+    }
+    Ok(())
+}
