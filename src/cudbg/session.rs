@@ -91,7 +91,11 @@ impl SessionBuilder {
         };
         handshake::set_client_variables(lib, &info)?;
         // SAFETY: no arguments; the client variables are set, as initialize requires.
-        api_call!(api, initialize())?;
+        if let Err(e) = api_call!(api, initialize()) {
+            // initialize creates the driver's folder for this process even when it fails.
+            remove_driver_dir(info.debugger_pid);
+            return Err(e);
+        }
         let mut session = DebugSession {
             api,
             child: None,
@@ -368,14 +372,21 @@ impl DebugSession {
                     .spawn(move || child.wait());
             }
         }
+        // The driver's FIFOs for the debuggee and for this process's client side.
         if self.pid != 0 {
-            let _ = std::fs::remove_dir_all(format!("/tmp/cuda-dbg/{}", self.pid));
+            remove_driver_dir(self.pid);
         }
+        remove_driver_dir(std::process::id());
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
+}
+
+/// Removes `/tmp/cuda-dbg/<pid>/`, where the driver keeps a process's debugger FIFOs.
+fn remove_driver_dir(pid: u32) {
+    let _ = std::fs::remove_dir_all(format!("/tmp/cuda-dbg/{pid}"));
 }
 
 impl Drop for DebugSession {
