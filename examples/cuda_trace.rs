@@ -113,7 +113,10 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
                     let name = symbols
                         .get(&k.module)
                         .and_then(|s| elf::function_at(s, k.function_entry))
-                        .map_or_else(|| format!("function@{:#x}", k.function_entry), str::to_owned);
+                        .map_or_else(
+                            || format!("function@{:#x}", k.function_entry),
+                            str::to_owned,
+                        );
                     if !args.quiet {
                         writeln!(
                             out,
@@ -161,7 +164,10 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     out.flush()?;
     if let Some(path) = &args.chrome {
-        std::fs::write(path, format!("{{\"traceEvents\":[{}]}}\n", trace.join(",\n")))?;
+        std::fs::write(
+            path,
+            format!("{{\"traceEvents\":[{}]}}\n", trace.join(",\n")),
+        )?;
     }
     let code = status.and_then(|s| s.code()).unwrap_or(1);
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))

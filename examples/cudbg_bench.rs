@@ -11,7 +11,9 @@ use std::time::Instant;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// Runs once; returns (loop ms reported by the debuggee, wall ms), or why it failed.
@@ -34,7 +36,13 @@ fn run_once(mut cmd: Command) -> Result<(f64, f64), String> {
             format!(
                 "no loop_ms in output ({}): {}{}",
                 out.status,
-                text.chars().rev().take(300).collect::<String>().chars().rev().collect::<String>(),
+                text.chars()
+                    .rev()
+                    .take(300)
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>(),
                 String::from_utf8_lossy(&out.stderr)
             )
         })?;
@@ -64,11 +72,16 @@ fn main() {
     };
     let gdbrun = || {
         let mut c = Command::new(&gdb);
-        c.args(["-batch", "-ex", "run", "--args", &debuggee, "launch", &steps]);
+        c.args([
+            "-batch", "-ex", "run", "--args", &debuggee, "launch", &steps,
+        ]);
         c
     };
-    let modes: [(&str, &dyn Fn() -> Command); 3] =
-        [("native", &native), ("cuda_trace", &traced), ("cuda-gdb -batch -ex run", &gdbrun)];
+    let modes: [(&str, &dyn Fn() -> Command); 3] = [
+        ("native", &native),
+        ("cuda_trace", &traced),
+        ("cuda-gdb -batch -ex run", &gdbrun),
+    ];
     println!("device: {device}; {steps} launch+synchronize steps; best of {runs}");
     println!("| mode | loop ms | process ms | loop / native |");
     println!("|---|---|---|---|");

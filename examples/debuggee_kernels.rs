@@ -84,11 +84,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (&raw mut ptr).cast::<c_void>(),
         (&raw mut n).cast::<c_void>(),
     ];
-    let read_back = |buf: &gpu_tools::cuda::DeviceBuffer<'_>| -> Result<Vec<u32>, gpu_tools::cuda::CudaError> {
-        let mut out = vec![0u8; WORDS * 4];
-        buf.copy_to_host(&mut out)?;
-        Ok(out.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-    };
+    let read_back =
+        |buf: &gpu_tools::cuda::DeviceBuffer<'_>| -> Result<Vec<u32>, gpu_tools::cuda::CudaError> {
+            let mut out = vec![0u8; WORDS * 4];
+            buf.copy_to_host(&mut out)?;
+            Ok(out
+                .chunks(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect())
+        };
     match mode {
         "memory" => {
             println!("ADDR {:#x} WORDS {WORDS}", buf.device_ptr());

@@ -35,7 +35,11 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
             if let Event::ElfImageLoaded(img) = e {
                 let bytes = batch.session().elf_image(img).expect("elf image");
                 assert_eq!(bytes.len() as u64, img.size);
-                assert!(elf::is_elf64(&bytes), "image {:#x} is not ELF64", img.handle);
+                assert!(
+                    elf::is_elf64(&bytes),
+                    "image {:#x} is not ELF64",
+                    img.handle
+                );
                 if !img.is_system() {
                     user_images.push((*img, elf::function_symbols(&bytes)));
                 }
@@ -48,7 +52,10 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
     }
     let kinds: Vec<&str> = events.iter().map(|(_, e)| e.name()).collect();
     assert_eq!(kinds.first(), Some(&"context-create"), "{kinds:?}");
-    let first_launch = events.iter().position(|(_, e)| app_kernel(e).is_some()).expect("a launch");
+    let first_launch = events
+        .iter()
+        .position(|(_, e)| app_kernel(e).is_some())
+        .expect("a launch");
     let user_elf = events
         .iter()
         .position(|(_, e)| matches!(e, Event::ElfImageLoaded(i) if !i.is_system()))
@@ -61,16 +68,32 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
         assert_eq!(k.block_dim, Dim3 { x: 32, y: 1, z: 1 });
     }
     assert!(launches.windows(2).all(|w| w[0].grid_id < w[1].grid_id));
-    assert!(events.iter().all(|(q, e)| *q == Queue::Async || !matches!(e, Event::Unknown { .. })));
+    assert!(
+        events
+            .iter()
+            .all(|(q, e)| *q == Queue::Async || !matches!(e, Event::Unknown { .. }))
+    );
     assert_eq!(user_images.len(), 1);
     let (img, syms) = &user_images[0];
-    eprintln!("user image {img:?} symbols {syms:?} entry {:#x}", launches[0].function_entry);
+    eprintln!(
+        "user image {img:?} symbols {syms:?} entry {:#x}",
+        launches[0].function_entry
+    );
     assert_eq!(launches[0].module, img.module);
     let names: Vec<&str> = syms.iter().map(|s| s.name.as_str()).collect();
-    assert!(names.contains(&"add_one") && names.contains(&"fault"), "{names:?}");
-    assert_eq!(elf::function_at(syms, launches[0].function_entry), Some("add_one"));
+    assert!(
+        names.contains(&"add_one") && names.contains(&"fault"),
+        "{names:?}"
+    );
+    assert_eq!(
+        elf::function_at(syms, launches[0].function_entry),
+        Some("add_one")
+    );
     let mut out = String::new();
-    s.take_stdout().expect("pipe").read_to_string(&mut out).expect("stdout");
+    s.take_stdout()
+        .expect("pipe")
+        .read_to_string(&mut out)
+        .expect("stdout");
     let closed = s.close().expect("close");
     assert!(closed.exit.expect("exited").success(), "{out}");
     assert!(out.starts_with("ok 3"), "{out}");
@@ -89,7 +112,10 @@ fn device_properties() {
     assert!(p.sm_type.starts_with("sm_"), "{}", p.sm_type);
     assert!(matches!(
         s.device(n),
-        Err(gpu_tools::Error::Session(SessionError::OutOfRange { what: "device", .. }))
+        Err(gpu_tools::Error::Session(SessionError::OutOfRange {
+            what: "device",
+            ..
+        }))
     ));
     collect_all(&mut s);
 }
@@ -109,14 +135,25 @@ fn memory_read_and_write_while_suspended() {
         // The debuggee printed its buffer address before the launch that is now blocked.
         let mut line = String::new();
         stdout.read_line(&mut line).expect("address line");
-        let addr = u64::from_str_radix(line.split_whitespace().nth(1).unwrap().trim_start_matches("0x"), 16)
-            .unwrap();
+        let addr = u64::from_str_radix(
+            line.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .trim_start_matches("0x"),
+            16,
+        )
+        .unwrap();
         let dev = batch.session().suspend(k.dev).expect("suspend");
         let mut bytes = vec![0u8; 64 * 4];
         dev.read_global(addr, &mut bytes).expect("read");
-        let words: Vec<u32> = bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let words: Vec<u32> = bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(words, (0..64).map(|i| 0x1000 + i).collect::<Vec<u32>>());
-        let new: Vec<u8> = (0..64u32).flat_map(|i| (0x5000 + i).to_le_bytes()).collect();
+        let new: Vec<u8> = (0..64u32)
+            .flat_map(|i| (0x5000 + i).to_le_bytes())
+            .collect();
         dev.write_global(addr, &new).expect("write");
         dev.resume().expect("resume");
         checked = true;
@@ -131,7 +168,11 @@ fn memory_read_and_write_while_suspended() {
         .map(|w| u32::from_str_radix(w.trim_start_matches("0x"), 16).unwrap())
         .collect();
     // The kernel added one to what the session wrote.
-    assert_eq!(result, (0..64).map(|i| 0x5001 + i).collect::<Vec<u32>>(), "{rest}");
+    assert_eq!(
+        result,
+        (0..64).map(|i| 0x5001 + i).collect::<Vec<u32>>(),
+        "{rest}"
+    );
 }
 
 #[test]
@@ -142,15 +183,24 @@ fn breakpoint_at_kernel_entry_is_hit_and_released() {
     let mut s = DebugSession::start(cmd).expect("session");
     let mut entry = None;
     while entry.is_none() {
-        let batch = s.next_batch(Some(Duration::from_secs(60))).expect("events").expect("not exited");
+        let batch = s
+            .next_batch(Some(Duration::from_secs(60)))
+            .expect("events")
+            .expect("not exited");
         if let Some(k) = batch.events().iter().find_map(|(_, e)| app_kernel(e)) {
-            batch.session().set_breakpoint(k.dev, k.function_entry).expect("set breakpoint");
+            batch
+                .session()
+                .set_breakpoint(k.dev, k.function_entry)
+                .expect("set breakpoint");
             entry = Some(k);
         }
     }
     let k = entry.unwrap();
     {
-        let stopped = s.wait_for_stop(k.dev, Duration::from_secs(30)).expect("poll").expect("a warp stops");
+        let stopped = s
+            .wait_for_stop(k.dev, Duration::from_secs(30))
+            .expect("poll")
+            .expect("a warp stops");
         let warps = stopped.warps().expect("warps");
         eprintln!("stopped warps: {warps:?}");
         let broken: Vec<_> = warps.iter().filter(|w| w.broken).collect();
@@ -159,7 +209,10 @@ fn breakpoint_at_kernel_entry_is_hit_and_released() {
             assert_eq!(w.pc, k.function_entry);
             assert_eq!(w.grid_id, k.grid_id);
         }
-        stopped.session().unset_breakpoint(k.dev, k.function_entry).expect("unset");
+        stopped
+            .session()
+            .unset_breakpoint(k.dev, k.function_entry)
+            .expect("unset");
         assert!(stopped.session().breakpoints().is_empty());
         stopped.resume().expect("resume");
     }
@@ -178,10 +231,20 @@ fn out_of_bounds_kernel_reports_its_exception() {
     let mut s = DebugSession::start(cmd).expect("session");
     let mut dev = None;
     while dev.is_none() {
-        let batch = s.next_batch(Some(Duration::from_secs(60))).expect("events").expect("not exited");
-        dev = batch.events().iter().find_map(|(_, e)| app_kernel(e)).map(|k| k.dev);
+        let batch = s
+            .next_batch(Some(Duration::from_secs(60)))
+            .expect("events")
+            .expect("not exited");
+        dev = batch
+            .events()
+            .iter()
+            .find_map(|(_, e)| app_kernel(e))
+            .map(|k| k.dev);
     }
-    let stopped = s.wait_for_stop(dev.unwrap(), Duration::from_secs(30)).expect("poll").expect("a warp stops");
+    let stopped = s
+        .wait_for_stop(dev.unwrap(), Duration::from_secs(30))
+        .expect("poll")
+        .expect("a warp stops");
     let exceptions = stopped.exceptions().expect("exceptions");
     eprintln!("exceptions: {exceptions:?}");
     assert!(!exceptions.is_empty());
@@ -200,7 +263,10 @@ fn debuggee_exit_ends_the_session_and_cleans_up() {
     assert!(closed.events.is_empty());
     let left = std::path::Path::new("/tmp/cuda-dbg").join(pid.to_string());
     assert!(!left.exists(), "{} is left", left.display());
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "debuggee not reaped");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "debuggee not reaped"
+    );
     // The claim is released: a new session can start.
     let mut again = DebugSession::start(debuggee(&["launch", "1"])).expect("second session");
     collect_all(&mut again);
@@ -211,7 +277,10 @@ fn second_session_is_refused_while_one_is_active() {
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "1"])).expect("session");
     let err = DebugSession::start(debuggee(&["launch", "1"])).unwrap_err();
-    assert!(matches!(err, gpu_tools::Error::Session(SessionError::AlreadyActive)), "{err}");
+    assert!(
+        matches!(err, gpu_tools::Error::Session(SessionError::AlreadyActive)),
+        "{err}"
+    );
     collect_all(&mut s);
 }
 
@@ -222,7 +291,10 @@ fn drop_kills_a_running_debuggee() {
     let pid = s.pid();
     drop(s.next_batch(Some(Duration::from_secs(60))).expect("events"));
     drop(s);
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "debuggee still there");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "debuggee still there"
+    );
 }
 
 #[test]
@@ -230,7 +302,10 @@ fn detach_lets_the_debuggee_run_to_its_end() {
     let _one = one_session();
     let mut cmd = debuggee(&["launch", "50"]);
     cmd.stdout(Stdio::piped());
-    let mut s = DebugSession::builder(cmd).on_drop(OnDrop::Detach).start().expect("session");
+    let mut s = DebugSession::builder(cmd)
+        .on_drop(OnDrop::Detach)
+        .start()
+        .expect("session");
     let mut stdout = s.take_stdout().unwrap();
     drop(s.next_batch(Some(Duration::from_secs(60))).expect("events"));
     drop(s);
@@ -242,8 +317,12 @@ fn detach_lets_the_debuggee_run_to_its_end() {
 #[test]
 fn missing_program_is_a_typed_error() {
     let _one = one_session();
-    let err = DebugSession::start(std::process::Command::new("/nonexistent/cuda-program")).unwrap_err();
-    assert!(matches!(err, gpu_tools::Error::Session(SessionError::Spawn { .. })), "{err}");
+    let err =
+        DebugSession::start(std::process::Command::new("/nonexistent/cuda-program")).unwrap_err();
+    assert!(
+        matches!(err, gpu_tools::Error::Session(SessionError::Spawn { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -268,5 +347,8 @@ fn handshake_timeout_kills_the_debuggee() {
         panic!("{err}")
     };
     assert!(t0.elapsed() < Duration::from_secs(10));
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "debuggee not reaped");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "debuggee not reaped"
+    );
 }

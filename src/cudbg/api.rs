@@ -137,13 +137,19 @@ mod tests {
     #[test]
     fn revisions_grow_with_position() {
         assert_eq!(first_revision(offset_of!(sys::CUDBGAPI_st, initialize)), 0);
-        assert_eq!(first_revision(offset_of!(sys::CUDBGAPI_st, getNextEvent)), 0);
+        assert_eq!(
+            first_revision(offset_of!(sys::CUDBGAPI_st, getNextEvent)),
+            0
+        );
         assert_eq!(
             first_revision(offset_of!(sys::CUDBGAPI_st, getLoadedFunctionInfo118)),
             132
         );
         assert_eq!(
-            first_revision(offset_of!(sys::CUDBGAPI_st, getSupportedDebuggerCapabilities)),
+            first_revision(offset_of!(
+                sys::CUDBGAPI_st,
+                getSupportedDebuggerCapabilities
+            )),
             144
         );
         assert_eq!(
@@ -207,11 +213,17 @@ mod tests {
         assert!(api_call!(api, initialize()).is_ok());
         let mut n = 0;
         let r = api_call!(api, getNumDevices(&mut n));
-        assert!(matches!(r, Err(crate::Error::Cudbg(CudbgError::Uninitialized))), "{r:?}");
+        assert!(
+            matches!(r, Err(crate::Error::Cudbg(CudbgError::Uninitialized))),
+            "{r:?}"
+        );
         assert_eq!(n, 7, "the slot was really called");
         let r = api_call!(api, finalize());
         assert!(
-            matches!(r, Err(crate::Error::Session(SessionError::MissingSlot("finalize")))),
+            matches!(
+                r,
+                Err(crate::Error::Session(SessionError::MissingSlot("finalize")))
+            ),
             "{r:?}"
         );
     }

@@ -162,7 +162,11 @@ impl DebugSession {
             }
             // The driver NUL-terminates within the buffer; the last byte stays 0 in any case.
             buf[buf.len() - 1] = 0;
-            let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            let bytes: Vec<u8> = buf
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         };
         let count = |which: &str| -> Result<u32, crate::Error> {
@@ -335,7 +339,10 @@ impl Suspended<'_> {
         self.check_warp(sm, warp)?;
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readValidLanes(self.dev(), sm, warp, &mut mask))?;
+        api_call!(
+            self.session.api,
+            readValidLanes(self.dev(), sm, warp, &mut mask)
+        )?;
         Ok(mask)
     }
 
@@ -344,7 +351,10 @@ impl Suspended<'_> {
         self.check_warp(sm, warp)?;
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readActiveLanes(self.dev(), sm, warp, &mut mask))?;
+        api_call!(
+            self.session.api,
+            readActiveLanes(self.dev(), sm, warp, &mut mask)
+        )?;
         Ok(mask)
     }
 
@@ -371,7 +381,10 @@ impl Suspended<'_> {
         self.check_lane(sm, warp, lane)?;
         let mut d = sys::CuDim3::default();
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readThreadIdx(self.dev(), sm, warp, lane, &mut d))?;
+        api_call!(
+            self.session.api,
+            readThreadIdx(self.dev(), sm, warp, lane, &mut d)
+        )?;
         Ok(d.into())
     }
 
@@ -380,7 +393,10 @@ impl Suspended<'_> {
         self.check_lane(sm, warp, lane)?;
         let mut pc = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readVirtualPC(self.dev(), sm, warp, lane, &mut pc))?;
+        api_call!(
+            self.session.api,
+            readVirtualPC(self.dev(), sm, warp, lane, &mut pc)
+        )?;
         Ok(pc)
     }
 
@@ -389,7 +405,10 @@ impl Suspended<'_> {
         self.check_lane(sm, warp, lane)?;
         let mut e: sys::CUDBGException_t = sys::CUDBG_EXCEPTION_NONE;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readLaneException(self.dev(), sm, warp, lane, &mut e))?;
+        api_call!(
+            self.session.api,
+            readLaneException(self.dev(), sm, warp, lane, &mut e)
+        )?;
         Ok(Exception::from_raw(e))
     }
 
@@ -447,14 +466,20 @@ impl Suspended<'_> {
     pub fn read_global(&self, addr: u64, buf: &mut [u8]) -> Result<(), crate::Error> {
         let len = len_u32(buf.len())?;
         // SAFETY: the buffer is writable for `len` bytes; the driver validates the device address.
-        api_call!(self.session.api, readGlobalMemory(addr, buf.as_mut_ptr().cast(), len))
+        api_call!(
+            self.session.api,
+            readGlobalMemory(addr, buf.as_mut_ptr().cast(), len)
+        )
     }
 
     /// Writes `data` to device global memory at `addr`.
     pub fn write_global(&self, addr: u64, data: &[u8]) -> Result<(), crate::Error> {
         let len = len_u32(data.len())?;
         // SAFETY: the buffer is readable for `len` bytes; the driver validates the device address.
-        api_call!(self.session.api, writeGlobalMemory(addr, data.as_ptr().cast(), len))
+        api_call!(
+            self.session.api,
+            writeGlobalMemory(addr, data.as_ptr().cast(), len)
+        )
     }
 
     /// Resumes the device now, reporting a failure (dropping the guard does the same but cannot report).
@@ -497,7 +522,14 @@ mod tests {
     fn index_checks() {
         assert!(check_index("sm", 131, 132).is_ok());
         let e = check_index("sm", 132, 132).unwrap_err();
-        assert!(matches!(e, SessionError::OutOfRange { what: "sm", index: 132, limit: 132 }));
+        assert!(matches!(
+            e,
+            SessionError::OutOfRange {
+                what: "sm",
+                index: 132,
+                limit: 132
+            }
+        ));
         assert!(matches!(len_u32(1 << 33), Err(SessionError::TooLarge(_))));
     }
 }

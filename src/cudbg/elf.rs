@@ -79,7 +79,10 @@ pub fn function_symbols(bytes: &[u8]) -> Vec<FunctionSymbol> {
     let Some(secs) = sections(bytes) else {
         return out;
     };
-    for s in secs.iter().filter(|s| s.kind == SHT_SYMTAB && s.entsize >= 24) {
+    for s in secs
+        .iter()
+        .filter(|s| s.kind == SHT_SYMTAB && s.entsize >= 24)
+    {
         let Some(strtab) = secs.get(s.link) else {
             continue;
         };

@@ -435,12 +435,12 @@ mod tests {
     #[test]
     fn kernel_ready_fields_decode_at_their_packed_offsets() {
         let body = le(&[
-            &3u32.to_le_bytes(),        // dev
-            &77u32.to_le_bytes(),       // tid
-            &1u64.to_le_bytes(),        // gridId
-            &0xc0u64.to_le_bytes(),     // context
-            &0x30du64.to_le_bytes(),    // module
-            &0xf00u64.to_le_bytes(),    // function
+            &3u32.to_le_bytes(),           // dev
+            &77u32.to_le_bytes(),          // tid
+            &1u64.to_le_bytes(),           // gridId
+            &0xc0u64.to_le_bytes(),        // context
+            &0x30du64.to_le_bytes(),       // module
+            &0xf00u64.to_le_bytes(),       // function
             &0x7f00_1000u64.to_le_bytes(), // functionEntry
             &2u32.to_le_bytes(),
             &1u32.to_le_bytes(),
@@ -487,7 +487,10 @@ mod tests {
         let Event::ElfImageLoaded(img) = e else {
             panic!("{e:?}")
         };
-        assert_eq!((img.dev, img.module, img.size, img.handle), (1, 0x30d, 4096, 0x55));
+        assert_eq!(
+            (img.dev, img.module, img.size, img.handle),
+            (1, 0x30d, 4096, 0x55)
+        );
         assert!(img.is_system());
         let e = Event::from_bytes(&bytes(sys::CUDBG_EVENT_ELF_IMAGE_UNLOADED, &body[..36]));
         let Event::ElfImageUnloaded(img) = e else {
@@ -512,7 +515,10 @@ mod tests {
         let Event::KernelFinished(k) = e else {
             panic!("{e:?}")
         };
-        assert_eq!((k.tid, k.context, k.function_entry, k.grid_id), (5, 1, 4, 42));
+        assert_eq!(
+            (k.tid, k.context, k.function_entry, k.grid_id),
+            (5, 1, 4, 42)
+        );
     }
 
     #[test]
@@ -543,15 +549,27 @@ mod tests {
         let e = |k, body: &[u8]| Event::from_bytes(&bytes(k, body));
         assert_eq!(e(sys::CUDBG_EVENT_INVALID, &[]), Event::Invalid);
         assert_eq!(e(sys::CUDBG_EVENT_TIMEOUT, &[]), Event::Timeout);
-        assert_eq!(e(sys::CUDBG_EVENT_ATTACH_COMPLETE, &[]), Event::AttachComplete);
-        assert_eq!(e(sys::CUDBG_EVENT_DETACH_COMPLETE, &[]), Event::DetachComplete);
-        assert_eq!(e(sys::CUDBG_EVENT_CUDA_LOGS_AVAILABLE, &[]), Event::CudaLogsAvailable);
+        assert_eq!(
+            e(sys::CUDBG_EVENT_ATTACH_COMPLETE, &[]),
+            Event::AttachComplete
+        );
+        assert_eq!(
+            e(sys::CUDBG_EVENT_DETACH_COMPLETE, &[]),
+            Event::DetachComplete
+        );
+        assert_eq!(
+            e(sys::CUDBG_EVENT_CUDA_LOGS_AVAILABLE, &[]),
+            Event::CudaLogsAvailable
+        );
         assert_eq!(
             e(sys::CUDBG_EVENT_CUDA_LOGS_THRESHOLD_REACHED, &[]),
             Event::CudaLogsThresholdReached
         );
         assert_eq!(
-            e(sys::CUDBG_EVENT_INTERNAL_ERROR, &sys::CUDBG_ERROR_COMMUNICATION_FAILURE.to_le_bytes()),
+            e(
+                sys::CUDBG_EVENT_INTERNAL_ERROR,
+                &sys::CUDBG_ERROR_COMMUNICATION_FAILURE.to_le_bytes()
+            ),
             Event::InternalError(super::super::CudbgError::CommunicationFailure)
         );
         let fl = le(&[

@@ -48,10 +48,21 @@ impl Handshake for EnvHandshake {
 }
 
 /// Writes the client variables into this process's own libcuda (the debugger side of every route).
-pub(crate) fn set_client_variables(lib: &DebuggerLibrary, info: &ClientInfo) -> Result<(), SessionError> {
+pub(crate) fn set_client_variables(
+    lib: &DebuggerLibrary,
+    info: &ClientInfo,
+) -> Result<(), SessionError> {
     let vars: [(&[u8], &'static str, u32); 3] = [
-        (b"cudbgApiClientPid\0", "cudbgApiClientPid", info.debugger_pid),
-        (b"cudbgApiClientRevision\0", "cudbgApiClientRevision", info.revision),
+        (
+            b"cudbgApiClientPid\0",
+            "cudbgApiClientPid",
+            info.debugger_pid,
+        ),
+        (
+            b"cudbgApiClientRevision\0",
+            "cudbgApiClientRevision",
+            info.revision,
+        ),
         (b"cudbgSessionId\0", "cudbgSessionId", info.session_id),
     ];
     for (symbol, name, value) in vars {
@@ -93,7 +104,12 @@ mod tests {
         EnvHandshake.prepare(&mut cmd, &info);
         let envs: std::collections::HashMap<_, _> = cmd
             .get_envs()
-            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(|v| v.to_string_lossy().into_owned())))
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
             .collect();
         let get = |k: &str| envs.get(k).cloned().flatten();
         assert_eq!(get("CUDBG_GET_SESSION_FROM_ENV").as_deref(), Some("1"));

@@ -110,7 +110,10 @@ impl SessionBuilder {
             _not_sync: PhantomData,
         };
         // SAFETY: the callback is a plain function that only touches a static; user data is unused.
-        api_call!(api, setNotifyNewEventCallback(Some(on_new_event), std::ptr::null_mut()))?;
+        api_call!(
+            api,
+            setNotifyNewEventCallback(Some(on_new_event), std::ptr::null_mut())
+        )?;
         let mut command = self.command;
         self.handshake.prepare(&mut command, &info);
         let program = command.get_program().to_string_lossy().into_owned();
@@ -360,7 +363,9 @@ impl DebugSession {
         // A debuggee that is gone makes finalize report a communication failure: the session is over either way.
         if !matches!(
             fin,
-            Err(crate::Error::Cudbg(CudbgError::CommunicationFailure | CudbgError::Uninitialized))
+            Err(crate::Error::Cudbg(
+                CudbgError::CommunicationFailure | CudbgError::Uninitialized
+            ))
         ) {
             keep(fin);
         }

@@ -20,7 +20,10 @@ pub fn example(name: &str) -> PathBuf {
         return PathBuf::from(dir).join(format!("example-{name}"));
     }
     let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
     profile_dir.join("examples").join(name)
 }
 
