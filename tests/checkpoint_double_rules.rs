@@ -41,6 +41,13 @@ fn vendor_rule_seven_is_what_the_crate_prevents() {
             CuptiError::from_code((lib.restore)(&mut raw)),
             CuptiError::NotInitialized
         );
+        // Both levels "use none" is an invalid parameter (seen with the real library on an H200).
+        raw.reserveDeviceMB = usize::MAX;
+        raw.reserveHostMB = usize::MAX;
+        assert_eq!(
+            CuptiError::from_code((lib.save)(&mut raw)),
+            CuptiError::InvalidParameter
+        );
         raw.ctx = std::ptr::null_mut();
         assert_eq!(
             CuptiError::from_code((lib.save)(&mut raw)),

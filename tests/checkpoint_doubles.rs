@@ -145,11 +145,33 @@ fn device_reserve_falls_back_to_host_and_still_restores() {
 }
 
 #[test]
-fn no_usable_memory_is_the_typed_out_of_memory_error() {
+fn reserving_both_levels_entirely_is_refused_before_the_vendor() {
     let ctx = context();
-    let mut cp = Checkpoint::builder(&ctx)
+    let err = Checkpoint::builder(&ctx)
         .reserve_device(Reserve::Everything)
         .reserve_host(Reserve::Everything)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Checkpoint(CheckpointError::NoMemoryAllowed)),
+        "{err:?}"
+    );
+    assert_eq!(stats(&ctx).saves, 0);
+    // One level entirely reserved is fine.
+    let mut cp = Checkpoint::builder(&ctx)
+        .reserve_host(Reserve::Everything)
+        .build()
+        .unwrap();
+    cp.save().unwrap();
+}
+
+#[test]
+fn no_usable_memory_is_the_typed_out_of_memory_error() {
+    let ctx = context();
+    // The double's device has 1024 MiB and its host 4096 MiB: reserving all of both leaves nothing.
+    let mut cp = Checkpoint::builder(&ctx)
+        .reserve_device(Reserve::MiB(1024))
+        .reserve_host(Reserve::MiB(4096))
         .build()
         .unwrap();
     let err = cp.save().unwrap_err();

@@ -273,9 +273,27 @@ fn impossible_reserve_is_the_typed_out_of_memory_error() {
     let _s = serial();
     let ctx = context();
     let _buf = upload(&ctx, &pattern(64 * MIB, 51));
-    let mut cp = Checkpoint::builder(&ctx)
+    // Both levels "use none" is refused by the crate: the vendor answers it with INVALID_PARAMETER.
+    let refused = Checkpoint::builder(&ctx)
         .reserve_device(Reserve::Everything)
         .reserve_host(Reserve::Everything)
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        refused,
+        Error::Checkpoint(CheckpointError::NoMemoryAllowed)
+    ));
+    // Reserving all device memory and all host memory leaves no room for the checkpoint.
+    let (_, device_total) = ctx.memory_info().unwrap();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let host_kib: usize = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("MemTotal in /proc/meminfo");
+    let mut cp = Checkpoint::builder(&ctx)
+        .reserve_device(Reserve::MiB(device_total / MIB))
+        .reserve_host(Reserve::MiB(host_kib / 1024))
         .build()
         .unwrap();
     let err = cp.save().unwrap_err();

@@ -102,8 +102,14 @@ impl<'ctx> CheckpointBuilder<'ctx> {
         self
     }
 
-    /// Checks the context and loads `libcheckpoint.so`. Nothing is saved yet and no vendor call is made.
+    /// Checks the options and the context and loads `libcheckpoint.so`. Nothing is saved yet and no vendor call
+    /// is made. Both levels [`Reserve::Everything`] is [`CheckpointError::NoMemoryAllowed`].
     pub fn build(self) -> crate::Result<Checkpoint<'ctx>> {
+        if self.options.reserve_device == Reserve::Everything
+            && self.options.reserve_host == Reserve::Everything
+        {
+            return Err(CheckpointError::NoMemoryAllowed.into());
+        }
         // The context first: the driver must be usable before the checkpoint library is even opened.
         self.ctx.driver().init()?;
         self.ctx.check_valid()?;

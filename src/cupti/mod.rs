@@ -20,4 +20,8 @@ pub enum CheckpointError {
     /// A second `save` on a checkpoint built without `allow_overwrite`.
     #[error("checkpoint already saved and overwrite is not allowed")]
     AlreadySaved,
+    /// Both device and host memory set to [`Reserve::Everything`]: the vendor rejects that combination with
+    /// `CUPTI_ERROR_INVALID_PARAMETER` (seen with CUPTI 13.0 on an H200).
+    #[error("a checkpoint needs device or host memory; both are reserved entirely")]
+    NoMemoryAllowed,
 }

@@ -1,7 +1,8 @@
 /* A libcheckpoint.so double that reproduces the return codes of the real library (CUPTI 13.0):
  * null context -> NOT_INITIALIZED (15), second save without overwrite -> INVALID_OPERATION (7), free twice ->
- * INVALID_PARAMETER (1), restore after free or before save -> NOT_INITIALIZED (15), no memory level usable ->
- * OUT_OF_MEMORY (8). It saves and restores the allocations of a context of the cuda_driver.c double.
+ * INVALID_PARAMETER (1), restore after free or before save -> NOT_INITIALIZED (15), both reserves (size_t)-1 ->
+ * INVALID_PARAMETER (1), reserves that leave no memory -> OUT_OF_MEMORY (8). The double's device has
+ * 1024 MiB, its host 4096 MiB. It saves and restores the allocations of a context of the cuda_driver.c double.
  *
  * It also counts, per context, what the caller did, for tests to check through ckpt_double_stats(), and
  * records whether two calls ever ran at the same time. */
@@ -23,6 +24,7 @@ enum {
 #define DBL_CTX_MAGIC 0x43545844u
 #define DBL_MAX_ALLOCS 64
 #define DBL_TOTAL_MB 1024ull
+#define DBL_HOST_MB 4096ull
 
 /* Same layout as in cuda_driver.c. */
 struct dbl_alloc {
@@ -140,6 +142,7 @@ static void drop_copy(struct priv *p) {
 static int do_save(CUpti_Checkpoint *h) {
     int r = common(h, 0);
     if (r) return r;
+    if (h->reserveDeviceMB == (size_t)-1 && h->reserveHostMB == (size_t)-1) return INVALID_PARAMETER;
     struct priv *p = h->pPriv;
     if (!p) {
         p = calloc(1, sizeof *p);
@@ -163,7 +166,7 @@ static int do_save(CUpti_Checkpoint *h) {
     }
     /* Device memory usable when the reserve leaves room (the double's device has 1024 MiB); else host. */
     int device_ok = p->reserve_device != (size_t)-1 && p->reserve_device < DBL_TOTAL_MB;
-    int host_ok = p->reserve_host != (size_t)-1;
+    int host_ok = p->reserve_host != (size_t)-1 && p->reserve_host < DBL_HOST_MB;
     if (!device_ok && !host_ok) return OUT_OF_MEMORY;
     drop_copy(p);
     struct dbl_ctx *c = h->ctx;
