@@ -12,16 +12,12 @@ pub(crate) static SPEC: LibrarySpec = LibrarySpec {
     name: "CUDA driver (libcuda.so.1)",
     file_names: &["libcuda.so.1"],
     env_var: "GPU_TOOLS_CUDA_DRIVER_LIB",
-    // Never `lib64/stubs`: the stub library links but every call fails.
-    roots: &["CUDA_HOME", "CUDA_PATH"],
-    root_subdirs: &["lib64", "targets/x86_64-linux/lib", "compat"],
-    standard_dirs: &[
-        "/usr/local/nvidia/lib64",
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib64",
-        "/usr/local/cuda/compat",
-        "/usr/lib/wsl/lib",
-    ],
+    // The driver is installed with the kernel module, not the toolkit: a toolkit root holds only `lib64/stubs`
+    // (links, but every call fails) and `compat` (forward-compatibility driver, which fails with
+    // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH on a newer system driver). Neither is searched.
+    roots: &[],
+    root_subdirs: &[],
+    standard_dirs: &["/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/wsl/lib"],
     wheel_subdirs: &[],
 };
 
