@@ -1,8 +1,10 @@
-//! `cuda_trace [--chrome-trace FILE] [--quiet] -- PROGRAM ARGS...`
+//! `cuda_trace [--chrome-trace FILE] [--quiet] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS...`
 //!
 //! Runs a CUDA program under a [`DebugSession`] and prints its module loads and kernel launches (kernel name from
 //! the module's ELF symbols where found, grid and block dimensions), then a summary per kernel. With
 //! `--chrome-trace FILE` it also writes a Chrome trace (JSON) that Perfetto and chrome://tracing open.
+//! `--no-push-pop` announces the capability that drops context push/pop events; `--defer-launches` asks the
+//! driver to defer launch notifications (both cut the debuggee's round trips per launch).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
@@ -15,6 +17,8 @@ use gpu_tools::cudbg::{DebugSession, Event, KernelType};
 struct Args {
     chrome: Option<String>,
     quiet: bool,
+    no_push_pop: bool,
+    defer: bool,
     program: Vec<String>,
 }
 
@@ -23,12 +27,16 @@ fn parse() -> Result<Args, String> {
     let mut args = Args {
         chrome: None,
         quiet: false,
+        no_push_pop: false,
+        defer: false,
         program: Vec::new(),
     };
     while let Some(a) = it.next() {
         match a.as_str() {
             "--chrome-trace" => args.chrome = Some(it.next().ok_or("--chrome-trace needs a file")?),
             "--quiet" => args.quiet = true,
+            "--no-push-pop" => args.no_push_pop = true,
+            "--defer-launches" => args.defer = true,
             "--" => {
                 args.program = it.collect();
                 break;
@@ -37,7 +45,10 @@ fn parse() -> Result<Args, String> {
         }
     }
     if args.program.is_empty() {
-        return Err("usage: cuda_trace [--chrome-trace FILE] [--quiet] -- PROGRAM ARGS...".into());
+        return Err(
+            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS..."
+                .into(),
+        );
     }
     Ok(args)
 }
@@ -83,7 +94,17 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let t0 = Instant::now();
-    let mut session = DebugSession::start(cmd)?;
+    let mut builder = DebugSession::builder(cmd);
+    if args.no_push_pop {
+        builder = builder.capabilities(
+            gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
+        );
+    }
+    let mut session = builder.start()?;
+    if args.defer {
+        session.set_launch_events(false)?;
+    }
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let out = std::io::stdout();
     let mut out = BufWriter::new(out.lock());
     let mut symbols: HashMap<u64, Vec<FunctionSymbol>> = HashMap::new();
@@ -93,6 +114,7 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     while let Some(batch) = session.next_batch(None)? {
         let us = t0.elapsed().as_secs_f64() * 1e6;
         for (_, event) in &batch {
+            *counts.entry(event.name()).or_default() += 1;
             match event {
                 Event::ElfImageLoaded(img) if !img.is_system() => {
                     let bytes = batch.session().elf_image(img)?;
@@ -155,6 +177,8 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         ));
     }
     let status = session.close()?.exit;
+    let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    writeln!(out, "--- events: {}", counts.join(", "))?;
     writeln!(out, "--- summary: {} kernels", stats.len())?;
     for (name, s) in &stats {
         writeln!(out, "{:>8}  {name}", s.launches)?;

@@ -70,6 +70,31 @@ fn main() {
         c.args(["--quiet", "--", &debuggee, "launch", &steps]);
         c
     };
+    let traced_lean = || {
+        let mut c = Command::new(&trace);
+        c.args([
+            "--quiet",
+            "--no-push-pop",
+            "--",
+            &debuggee,
+            "launch",
+            &steps,
+        ]);
+        c
+    };
+    let traced_deferred = || {
+        let mut c = Command::new(&trace);
+        c.args([
+            "--quiet",
+            "--no-push-pop",
+            "--defer-launches",
+            "--",
+            &debuggee,
+            "launch",
+            &steps,
+        ]);
+        c
+    };
     let gdbrun = || {
         let mut c = Command::new(&gdb);
         c.args([
@@ -77,9 +102,14 @@ fn main() {
         ]);
         c
     };
-    let modes: [(&str, &dyn Fn() -> Command); 3] = [
+    let modes: [(&str, &dyn Fn() -> Command); 5] = [
         ("native", &native),
         ("cuda_trace", &traced),
+        ("cuda_trace --no-push-pop", &traced_lean),
+        (
+            "cuda_trace --no-push-pop --defer-launches",
+            &traced_deferred,
+        ),
         ("cuda-gdb -batch -ex run", &gdbrun),
     ];
     println!("device: {device}; {steps} launch+synchronize steps; best of {runs}");

@@ -4,7 +4,7 @@
 //! Modes:
 //! - `launch N`: N launches of `add_one` (grid 2, block 32), each followed by a synchronize; prints `loop_ms`.
 //! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
-//! - `fault`: runs a kernel that stores far outside any allocation.
+//! - `fault`: runs a kernel whose 4-byte store is misaligned (a warp exception).
 //! - `nocuda`: exits without touching CUDA.
 //! - `wait SECONDS`: sleeps, then runs one launch (for handshake timeouts).
 
@@ -47,7 +47,7 @@ DONE:
     .reg .b32 %r<2>;
     .reg .b64 %rd<3>;
     ld.param.u64 %rd1, [p];
-    add.s64 %rd2, %rd1, 17592186044416;
+    add.s64 %rd2, %rd1, 2;
     mov.u32 %r1, 7;
     st.global.u32 [%rd2], %r1;
     ret;
@@ -107,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "fault" => {
             let fault = module.function(c"fault")?;
             let mut one = [(&raw mut ptr).cast::<c_void>()];
-            // SAFETY: fault takes one pointer; its out-of-range store is the point of this mode.
+            // SAFETY: fault takes one pointer; its misaligned store is the point of this mode.
             unsafe { fault.launch((1, 1, 1), (32, 1, 1), &mut one) }?;
             match ctx.synchronize() {
                 Ok(()) => println!("fault: no error"),

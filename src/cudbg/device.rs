@@ -254,10 +254,11 @@ impl DebugSession {
         self.breakpoints.borrow().iter().copied().collect()
     }
 
-    /// Polls device `dev` until a warp is at a breakpoint or has hit an exception, and returns it suspended there.
-    /// `Ok(None)` when `timeout` passes first or the debuggee exits. Events that arrive meanwhile stay queued.
+    /// Polls device `dev` until a warp is at a breakpoint or has hit an exception, and returns the device
+    /// suspended right there (it is not resumed between the check and the return). `Ok(None)` when `timeout`
+    /// passes first or the debuggee exits. Events that arrive meanwhile stay queued.
     pub fn wait_for_stop(
-        &mut self,
+        &self,
         dev: u32,
         timeout: Duration,
     ) -> Result<Option<Suspended<'_>>, crate::Error> {
@@ -266,19 +267,15 @@ impl DebugSession {
             if self.exit_status()?.is_some() {
                 return Ok(None);
             }
-            let stopped = {
-                let s = self.suspend(dev)?;
-                let stopped = s.warps()?.iter().any(|w| w.broken) || s.has_exception()?;
-                s.resume()?;
-                stopped
-            };
-            if stopped {
-                return self.suspend(dev).map(Some);
+            let s = self.suspend(dev)?;
+            if s.exception_sms()?.iter().any(|&w| w != 0) || s.warps()?.iter().any(|w| w.broken) {
+                return Ok(Some(s));
             }
+            s.resume()?;
             if Instant::now() >= deadline {
                 return Ok(None);
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
@@ -458,8 +455,16 @@ impl Suspended<'_> {
         Ok(out)
     }
 
-    fn has_exception(&self) -> Result<bool, crate::Error> {
-        Ok(!self.exceptions()?.is_empty())
+    /// Bit per SM with an exception (`readDeviceExceptionState`), one `u64` per 64 SMs.
+    pub fn exception_sms(&self) -> Result<Vec<u64>, crate::Error> {
+        let words = self.props.sms.div_ceil(64).max(1);
+        let mut mask = vec![0u64; words as usize];
+        // SAFETY: the buffer holds `words` u64 values, as the call is told.
+        api_call!(
+            self.session.api,
+            readDeviceExceptionState(self.dev(), mask.as_mut_ptr(), words)
+        )?;
+        Ok(mask)
     }
 
     /// Reads device global memory at `addr` into `buf`.

@@ -19,6 +19,8 @@ pub struct ClientInfo {
     pub session_id: u32,
     /// The negotiated API revision.
     pub revision: u32,
+    /// `CUDBGCapabilityFlags` the debugger announces.
+    pub capabilities: u32,
 }
 
 /// The debuggee side of a connection route.
@@ -44,6 +46,10 @@ impl Handshake for EnvHandshake {
             .env("CUDBG_SESSION_ID", info.session_id.to_string())
             .env("CUDBG_IPC_FLAG_NAME", "1")
             .env("CUDBG_APICLIENT_REVISION", info.revision.to_string());
+        if info.capabilities != 0 {
+            // Named like the other variables of this route: the macro name of `cudbgDebuggerCapabilities`.
+            command.env("CUDBG_DEBUGGER_CAPABILITIES", info.capabilities.to_string());
+        }
     }
 }
 
@@ -77,6 +83,19 @@ pub(crate) fn set_client_variables(
         // (never unloaded); the driver reads it only inside `initialize`, which has not run yet.
         unsafe { ptr.write_volatile(value) };
     }
+    if info.capabilities != 0 {
+        // SAFETY: as above, for the `uint32_t` capability mask.
+        let ptr = unsafe { lib.lib.get::<*mut u32>(b"cudbgDebuggerCapabilities\0") }
+            .map(|s| *s)
+            .map_err(|_| SessionError::MissingClientVariable("cudbgDebuggerCapabilities"))?;
+        if ptr.is_null() {
+            return Err(SessionError::MissingClientVariable(
+                "cudbgDebuggerCapabilities",
+            ));
+        }
+        // SAFETY: as above.
+        unsafe { ptr.write_volatile(info.capabilities) };
+    }
     Ok(())
 }
 
@@ -100,6 +119,7 @@ mod tests {
             debugger_pid: 1234,
             session_id: 99,
             revision: 163,
+            capabilities: 8,
         };
         EnvHandshake.prepare(&mut cmd, &info);
         let envs: std::collections::HashMap<_, _> = cmd
@@ -117,6 +137,7 @@ mod tests {
         assert_eq!(get("CUDBG_SESSION_ID").as_deref(), Some("99"));
         assert_eq!(get("CUDBG_IPC_FLAG_NAME").as_deref(), Some("1"));
         assert_eq!(get("CUDBG_APICLIENT_REVISION").as_deref(), Some("163"));
+        assert_eq!(get("CUDBG_DEBUGGER_CAPABILITIES").as_deref(), Some("8"));
     }
 
     #[test]

@@ -14,8 +14,8 @@ pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
 pub use error::CudbgError;
 pub(crate) use error::check;
 pub use event::{
-    ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType, Queue,
-    RAW_EVENT_SIZE,
+    ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,
+    Queue, RAW_EVENT_SIZE,
 };
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
 pub use session::{Closed, DebugSession, EventBatch, OnDrop, SessionBuilder};
@@ -28,7 +28,9 @@ pub enum SessionError {
     #[error("a debug session is already active in this process")]
     AlreadyActive,
     /// The negotiated API revision does not have this table slot.
-    #[error("debugger API slot `{slot}` needs revision {needs}, the driver's API is revision {have}")]
+    #[error(
+        "debugger API slot `{slot}` needs revision {needs}, the driver's API is revision {have}"
+    )]
     Unsupported {
         /// Slot name in `CUDBGAPI_st`.
         slot: &'static str,

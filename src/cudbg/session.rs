@@ -57,9 +57,17 @@ pub struct SessionBuilder {
     handshake: Box<dyn Handshake>,
     handshake_timeout: Duration,
     on_drop: OnDrop,
+    capabilities: u32,
 }
 
 impl SessionBuilder {
+    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits, for example
+    /// `CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS`), before the API is initialised. Default: none.
+    pub fn capabilities(mut self, flags: u32) -> Self {
+        self.capabilities = flags;
+        self
+    }
+
     /// How long to wait for the driver to open a session for the debuggee (default 60 s). The debuggee's first
     /// CUDA call must come within it; otherwise it is killed and [`SessionError::HandshakeTimeout`] returned.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
@@ -88,6 +96,7 @@ impl SessionBuilder {
             debugger_pid: std::process::id(),
             session_id: handshake::new_session_id(),
             revision: api.version().revision,
+            capabilities: self.capabilities,
         };
         handshake::set_client_variables(lib, &info)?;
         // SAFETY: no arguments; the client variables are set, as initialize requires.
@@ -98,9 +107,9 @@ impl SessionBuilder {
         }
         let mut session = DebugSession {
             api,
-            child: None,
+            child: RefCell::new(None),
             pid: 0,
-            exit: None,
+            exit: Cell::new(None),
             on_drop: self.on_drop,
             pending: VecDeque::new(),
             breakpoints: RefCell::new(BTreeSet::new()),
@@ -123,7 +132,7 @@ impl SessionBuilder {
             .map_err(|source| SessionError::Spawn { program, source })?;
         session.pid = child.id();
         let after = self.handshake.after_spawn(&mut child, &info);
-        session.child = Some(child);
+        session.child = RefCell::new(Some(child));
         after?;
         session.await_open(seen, self.handshake_timeout)?;
         Ok(session)
@@ -147,9 +156,9 @@ impl SessionBuilder {
 #[derive(Debug)]
 pub struct DebugSession {
     pub(crate) api: Api,
-    child: Option<Child>,
+    child: RefCell<Option<Child>>,
     pid: u32,
-    exit: Option<ExitStatus>,
+    exit: Cell<Option<ExitStatus>>,
     on_drop: OnDrop,
     /// Events drained but not yet handed out (for example while waiting for the handshake).
     pending: VecDeque<(Queue, Event)>,
@@ -178,6 +187,7 @@ impl DebugSession {
             handshake: Box::new(EnvHandshake),
             handshake_timeout: Duration::from_secs(60),
             on_drop: OnDrop::Kill,
+            capabilities: 0,
         }
     }
 
@@ -197,23 +207,24 @@ impl DebugSession {
     }
 
     /// The debuggee's exit status, once it has exited (checks without blocking).
-    pub fn exit_status(&mut self) -> Result<Option<ExitStatus>, SessionError> {
-        if self.exit.is_none() {
-            if let Some(child) = self.child.as_mut() {
-                self.exit = child.try_wait().map_err(SessionError::Process)?;
+    pub fn exit_status(&self) -> Result<Option<ExitStatus>, SessionError> {
+        if self.exit.get().is_none() {
+            if let Some(child) = self.child.borrow_mut().as_mut() {
+                self.exit
+                    .set(child.try_wait().map_err(SessionError::Process)?);
             }
         }
-        Ok(self.exit)
+        Ok(self.exit.get())
     }
 
     /// The debuggee's piped stdout, if the command asked for a pipe (taken once).
     pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
-        self.child.as_mut().and_then(|c| c.stdout.take())
+        self.child.get_mut().as_mut().and_then(|c| c.stdout.take())
     }
 
     /// The debuggee's piped stderr, if the command asked for a pipe (taken once).
     pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
-        self.child.as_mut().and_then(|c| c.stderr.take())
+        self.child.get_mut().as_mut().and_then(|c| c.stderr.take())
     }
 
     /// Moves every event now in the driver's queues into `pending`; true when the sync queue had any.
@@ -302,6 +313,18 @@ impl DebugSession {
         }
     }
 
+    /// Chooses whether kernel launches raise [`Event::KernelReady`] at once (`true`, the default) or are deferred
+    /// by the driver (`CUDBG_KNL_LAUNCH_NOTIFY_DEFER`), which spares the debuggee a round trip per launch.
+    pub fn set_launch_events(&self, immediate: bool) -> Result<(), crate::Error> {
+        let mode = if immediate {
+            sys::CUDBG_KNL_LAUNCH_NOTIFY_EVENT
+        } else {
+            sys::CUDBG_KNL_LAUNCH_NOTIFY_DEFER
+        };
+        // SAFETY: a mode value from the header.
+        api_call!(self.api, setKernelLaunchNotificationMode(mode))
+    }
+
     /// Releases the debuggee threads blocked on synchronous events.
     pub(crate) fn acknowledge(&self) -> Result<(), crate::Error> {
         // SAFETY: no arguments.
@@ -317,15 +340,15 @@ impl DebugSession {
         teardown?;
         Ok(Closed {
             events,
-            exit: self.exit,
+            exit: self.exit.get(),
         })
     }
 
     fn kill_and_reap(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            if self.exit.is_none() {
+        if let Some(child) = self.child.get_mut().as_mut() {
+            if self.exit.get().is_none() {
                 let _ = child.kill();
-                self.exit = child.wait().ok();
+                self.exit.set(child.wait().ok());
             }
         }
     }
@@ -369,8 +392,8 @@ impl DebugSession {
         ) {
             keep(fin);
         }
-        if self.exit.is_none() {
-            if let Some(mut child) = self.child.take() {
+        if self.exit.get().is_none() {
+            if let Some(mut child) = self.child.get_mut().take() {
                 // Detached and still running: reap it when it ends, so it never lingers as a zombie.
                 let _ = std::thread::Builder::new()
                     .name("gpu-tools-reaper".into())
