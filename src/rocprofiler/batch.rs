@@ -105,6 +105,13 @@ pub enum RecordError {
 /// });
 /// # }
 /// ```
+///
+/// Nor can a batch be sent to another thread:
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<gpu_tools::rocprofiler::Batch<'static>>();
+/// ```
 pub struct Batch<'a> {
     begin: *const u8,
     end: *const u8,
@@ -116,6 +123,7 @@ impl<'a> Batch<'a> {
     /// # Safety
     /// `[begin, begin + half_len)` must be readable for `'a` and hold the vendor's half, records in
     /// `[begin, end)`; pointers in records must follow the vendor's layout (see the module documentation).
+    #[inline]
     pub(crate) unsafe fn new(begin: *const u8, end: *const u8, half_len: usize) -> Self {
         let (b, e) = (begin as usize, end as usize);
         let valid = !begin.is_null() && e >= b && e - b <= half_len;
@@ -138,21 +146,32 @@ impl<'a> Batch<'a> {
     }
 
     /// Whether the range handed over was consistent (inside the half, not reversed).
+    #[inline]
     pub fn is_consistent(&self) -> bool {
         self.half_end != self.begin || self.begin == self.end
     }
 
+    /// The raw range the vendor handed over, for comparison with `rocprofiler_next_record` (reading through
+    /// these pointers is only valid during the callback).
+    #[inline]
+    pub fn as_ptr_range(&self) -> std::ops::Range<*const u8> {
+        self.begin..self.end
+    }
+
     /// Bytes of fixed-size records in the batch.
+    #[inline]
     pub fn len_bytes(&self) -> usize {
         self.end as usize - self.begin as usize
     }
 
     /// Whether the batch holds no record.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.begin == self.end
     }
 
     /// The records, decoded in order.
+    #[inline]
     pub fn records(&self) -> Records<'a> {
         Records {
             begin: self.begin,
@@ -194,11 +213,13 @@ pub struct Records<'a> {
 }
 
 impl<'a> Records<'a> {
+    #[inline]
     fn offset(&self, p: *const u8) -> usize {
         p as usize - self.begin as usize
     }
 
     /// Checks a variable-data array of `count` entries of `elem` bytes, for the record `site`.
+    #[inline]
     fn array(
         &self,
         ptr: *const u8,
@@ -238,6 +259,7 @@ impl<'a> Records<'a> {
 
     /// Whether `[p, last)` can be data the vendor left in the producer's memory: disjoint from the half, larger
     /// than what the half could take next to the record, and the record ends the batch.
+    #[inline]
     fn uncopied(
         &self,
         p: usize,
@@ -252,6 +274,7 @@ impl<'a> Records<'a> {
         disjoint && is_last && bytes > (hi - lo).saturating_sub(rec_size)
     }
 
+    #[inline]
     fn name(
         &self,
         ptr: *const std::os::raw::c_char,
@@ -267,13 +290,12 @@ impl<'a> Records<'a> {
             let len = self.half_end as usize - p;
             // SAFETY: [p, half_end) is inside the half, readable for 'a (Batch::new's contract).
             let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-            return match bytes.iter().position(|&b| b == 0) {
-                Some(nul) => Ok(CStr::from_bytes_with_nul(&bytes[..=nul]).ok()),
-                None => Err(RecordError::UnterminatedName {
+            return CStr::from_bytes_until_nul(bytes).map(Some).map_err(|_| {
+                RecordError::UnterminatedName {
                     offset: self.offset(at),
                     id,
-                }),
-            };
+                }
+            });
         }
         let (lo, hi) = (self.begin as usize, self.half_end as usize);
         let is_last = at as usize + rec_size == self.end as usize;
@@ -292,6 +314,7 @@ impl<'a> Records<'a> {
         })
     }
 
+    #[inline]
     fn decode(&self, kind: u32, at: *const u8, size: usize) -> Result<Record<'a>, RecordError> {
         // SAFETY (for each cast below): `at` is 8-aligned, `size` bytes of the kind's struct lie inside
         // [begin, end), readable for 'a, and every field of these plain C structs is valid for any bits.
@@ -365,6 +388,7 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>, RecordError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             if !self.reported_inconsistent && self.half_end == self.begin && self.begin != self.end

@@ -35,9 +35,9 @@ mod batch;
 mod buffer;
 mod codeobj;
 mod device;
-mod driver;
 mod error;
 mod filter;
+mod kfd;
 mod library;
 mod record;
 mod runtime;
@@ -47,11 +47,11 @@ pub use batch::{Batch, RecordError, Records};
 pub use buffer::{Buffer, BufferOptions, BufferStats};
 pub use codeobj::{CaptureMode, CapturedCodeObjects, CodeObject, CodeObjectCapture};
 pub use device::{CounterReading, CounterSample, DeviceProfilingSession};
-pub use driver::amd_gpu_driver_present;
 pub use error::RocprofilerError;
 #[allow(unused_imports)]
 pub(crate) use error::check;
 pub use filter::{Filter, FilterProperty, TraceDomain};
+pub use kfd::{AmdGpu, NoAmdDriver, amd_gpus};
 pub use library::RocprofilerLibrary;
 pub use record::{
     AttRecord, CounterValue, Counters, CountersIter, CountersSamplerRecord, KernelProperties,

@@ -19,10 +19,12 @@ pub struct Timestamps {
 
 impl Timestamps {
     /// `end - begin`, zero when the clock went backwards.
+    #[inline]
     pub fn duration(&self) -> u64 {
         self.end.saturating_sub(self.begin)
     }
 
+    #[inline]
     fn from_sys(t: &sys::rocprofiler_record_header_timestamp_t) -> Self {
         Timestamps {
             begin: t.begin.value,
@@ -55,6 +57,7 @@ pub struct KernelProperties {
 }
 
 impl From<&sys::rocprofiler_kernel_properties_t> for KernelProperties {
+    #[inline]
     fn from(p: &sys::rocprofiler_kernel_properties_t) -> Self {
         KernelProperties {
             grid_size: p.grid_size,
@@ -99,6 +102,7 @@ impl<'a> Counters<'a> {
 
     /// # Safety
     /// `ptr` must be readable for `len * 16` bytes for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(ptr: *const u8, len: usize) -> Self {
         Counters {
             ptr,
@@ -108,16 +112,19 @@ impl<'a> Counters<'a> {
     }
 
     /// Number of counter instances.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there are none.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The instance at `index`.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<CounterValue> {
         if index >= self.len {
             return None;
@@ -136,6 +143,7 @@ impl<'a> Counters<'a> {
     }
 
     /// Every instance, in order.
+    #[inline]
     pub fn iter(&self) -> CountersIter<'a> {
         CountersIter {
             counters: *self,
@@ -153,11 +161,13 @@ pub struct CountersIter<'a> {
 
 impl Iterator for CountersIter<'_> {
     type Item = CounterValue;
+    #[inline]
     fn next(&mut self) -> Option<CounterValue> {
         let v = self.counters.get(self.next)?;
         self.next += 1;
         Some(v)
     }
+    #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
         let left = self.counters.len - self.next;
         (left, Some(left))
@@ -169,6 +179,7 @@ impl ExactSizeIterator for CountersIter<'_> {}
 impl<'a> IntoIterator for Counters<'a> {
     type Item = CounterValue;
     type IntoIter = CountersIter<'a>;
+    #[inline]
     fn into_iter(self) -> CountersIter<'a> {
         self.iter()
     }
@@ -189,46 +200,57 @@ pub struct ProfilerRecord<'a> {
 
 impl<'a> ProfilerRecord<'a> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// Kernel id (`rocprofiler_query_kernel_info` names it).
+    #[inline]
     pub fn kernel_id(&self) -> u64 {
         self.raw.kernel_id.handle
     }
     /// GPU agent id.
+    #[inline]
     pub fn gpu_id(&self) -> u64 {
         self.raw.gpu_id.handle
     }
     /// Queue id.
+    #[inline]
     pub fn queue_id(&self) -> u64 {
         self.raw.queue_id.handle
     }
     /// Begin and end of the dispatch.
+    #[inline]
     pub fn timestamps(&self) -> Timestamps {
         Timestamps::from_sys(&self.raw.timestamps)
     }
     /// Counter values (empty for a timestamps-only filter).
+    #[inline]
     pub fn counters(&self) -> Counters<'a> {
         self.counters
     }
     /// XCC index.
+    #[inline]
     pub fn xcc_index(&self) -> u32 {
         self.raw.xcc_index
     }
     /// Launch properties.
+    #[inline]
     pub fn kernel_properties(&self) -> KernelProperties {
         KernelProperties::from(&self.raw.kernel_properties)
     }
     /// Id of the host thread that dispatched.
+    #[inline]
     pub fn thread_id(&self) -> u32 {
         self.raw.thread_id.value
     }
     /// Index of the dispatch in its queue.
+    #[inline]
     pub fn queue_index(&self) -> u64 {
         self.raw.queue_idx.value
     }
     /// Correlation id (matches the HIP API record of the launch).
+    #[inline]
     pub fn correlation_id(&self) -> u64 {
         self.raw.correlation_id.value
     }
@@ -261,6 +283,7 @@ pub enum Phase {
 }
 
 impl Phase {
+    #[inline]
     fn from_raw(v: u32) -> Self {
         match v {
             sys::ROCPROFILER_PHASE_NONE => Phase::None,
@@ -280,50 +303,62 @@ pub struct TracerRecord<'a> {
 
 impl<'a> TracerRecord<'a> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// External correlation id.
+    #[inline]
     pub fn external_id(&self) -> u64 {
         self.raw.external_id.id
     }
     /// Domain of the call.
+    #[inline]
     pub fn domain(&self) -> TraceDomain {
         TraceDomain::from_raw(self.raw.domain)
     }
     /// Operation id within the domain.
+    #[inline]
     pub fn operation_id(&self) -> u32 {
         self.raw.operation_id.id
     }
     /// Correlation id.
+    #[inline]
     pub fn correlation_id(&self) -> u64 {
         self.raw.correlation_id.value
     }
     /// Begin and end.
+    #[inline]
     pub fn timestamps(&self) -> Timestamps {
         Timestamps::from_sys(&self.raw.timestamps)
     }
     /// Agent id.
+    #[inline]
     pub fn agent_id(&self) -> u64 {
         self.raw.agent_id.handle
     }
     /// Queue id.
+    #[inline]
     pub fn queue_id(&self) -> u64 {
         self.raw.queue_id.handle
     }
     /// Host thread id.
+    #[inline]
     pub fn thread_id(&self) -> u32 {
         self.raw.thread_id.value
     }
     /// Enter, exit or none.
+    #[inline]
     pub fn phase(&self) -> Phase {
         Phase::from_raw(self.raw.phase)
     }
     /// The operation's name, if the record carries one.
+    #[inline]
     pub fn name(&self) -> Option<&'a CStr> {
         self.name
     }
     /// Address of the vendor's API data (arguments); opaque, never dereferenced by the crate.
+    #[inline]
     pub fn api_data_address(&self) -> usize {
         // SAFETY: every member of the union is a pointer of the same size; reading one as an address is
         // valid for any bit pattern.
@@ -353,46 +388,57 @@ pub struct AttRecord<'a> {
 
 impl AttRecord<'_> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// Kernel id.
+    #[inline]
     pub fn kernel_id(&self) -> u64 {
         self.raw.kernel_id.handle
     }
     /// GPU agent id.
+    #[inline]
     pub fn gpu_id(&self) -> u64 {
         self.raw.gpu_id.handle
     }
     /// Queue id.
+    #[inline]
     pub fn queue_id(&self) -> u64 {
         self.raw.queue_id.handle
     }
     /// Launch properties.
+    #[inline]
     pub fn kernel_properties(&self) -> KernelProperties {
         KernelProperties::from(&self.raw.kernel_properties)
     }
     /// Host thread id.
+    #[inline]
     pub fn thread_id(&self) -> u32 {
         self.raw.thread_id.value
     }
     /// Index of the dispatch in its queue.
+    #[inline]
     pub fn queue_index(&self) -> u64 {
         self.raw.queue_idx.value
     }
     /// Writer id.
+    #[inline]
     pub fn writer_id(&self) -> u64 {
         self.raw.writer_id
     }
     /// Number of shader engines with trace data.
+    #[inline]
     pub fn shader_engine_data_count(&self) -> u64 {
         self.raw.shader_engine_data_count
     }
     /// Number of code objects intercepted for this dispatch.
+    #[inline]
     pub fn code_object_count(&self) -> u64 {
         self.raw.intercept_list.count
     }
     /// User data of the code-object list (the kernel address for ATT).
+    #[inline]
     pub fn code_object_userdata(&self) -> u64 {
         self.raw.intercept_list.userdata
     }
@@ -416,27 +462,33 @@ pub struct PcSampleRecord<'a> {
 
 impl PcSampleRecord<'_> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// Dispatch the sample belongs to.
+    #[inline]
     pub fn dispatch_id(&self) -> u64 {
         self.raw.pc_sample.dispatch_id.value
     }
     /// Timestamp or cycle count (the vendor stores either in the same field).
+    #[inline]
     pub fn time(&self) -> u64 {
         // SAFETY: both union members are 8-byte integers; any bit pattern is valid.
         unsafe { self.raw.pc_sample.__bindgen_anon_1.cycle }
     }
     /// Program counter.
+    #[inline]
     pub fn pc(&self) -> u64 {
         self.raw.pc_sample.pc
     }
     /// Shader engine.
+    #[inline]
     pub fn shader_engine(&self) -> u32 {
         self.raw.pc_sample.se
     }
     /// GPU agent id.
+    #[inline]
     pub fn gpu_id(&self) -> u64 {
         self.raw.pc_sample.gpu_id.handle
     }
@@ -460,14 +512,17 @@ pub struct SpmRecord<'a> {
 
 impl SpmRecord<'_> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// Begin and end of the sample.
+    #[inline]
     pub fn timestamps(&self) -> Timestamps {
         Timestamps::from_sys(&self.raw.timestamps)
     }
     /// The 32 counter values of shader engine `se` (0..4).
+    #[inline]
     pub fn shader_engine(&self, se: usize) -> Option<[u16; 32]> {
         let data = self.raw.shader_engine_data.get(se)?;
         Some(std::array::from_fn(|i| data.counters_data[i].value))
@@ -509,6 +564,7 @@ impl<'a> SampledCounters<'a> {
 
     /// # Safety
     /// `ptr` must be readable for `len * 16` bytes for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(ptr: *const u8, len: usize) -> Self {
         SampledCounters {
             ptr,
@@ -518,16 +574,19 @@ impl<'a> SampledCounters<'a> {
     }
 
     /// Number of values.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there are none.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The value at `index`.
+    #[inline]
     pub fn get(&self, index: usize) -> Option<SampledCounter> {
         if index >= self.len {
             return None;
@@ -546,6 +605,7 @@ impl<'a> SampledCounters<'a> {
     }
 
     /// Every value, in order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = SampledCounter> + 'a {
         let this = *self;
         (0..this.len).filter_map(move |i| this.get(i))
@@ -567,14 +627,17 @@ pub struct CountersSamplerRecord<'a> {
 
 impl<'a> CountersSamplerRecord<'a> {
     /// Record id.
+    #[inline]
     pub fn id(&self) -> u64 {
         self.raw.header.id.handle
     }
     /// GPU agent id.
+    #[inline]
     pub fn gpu_id(&self) -> u64 {
         self.raw.gpu_id.handle
     }
     /// The sampled values.
+    #[inline]
     pub fn counters(&self) -> SampledCounters<'a> {
         self.counters
     }
@@ -617,6 +680,7 @@ pub enum Record<'a> {
 
 impl Record<'_> {
     /// The header's id.
+    #[inline]
     pub fn id(&self) -> u64 {
         match self {
             Record::Profiler(r) => r.id(),

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::library::sym;
-use super::{ProfilerError, RocprofilerLibrary, check, driver};
+use super::{ProfilerError, RocprofilerLibrary, check, kfd};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -21,11 +21,11 @@ pub struct Rocprofiler {
 }
 
 impl Rocprofiler {
-    /// Checks that an AMD GPU driver is present ([`amd_gpu_driver_present`](super::amd_gpu_driver_present)),
+    /// Checks that an AMD GPU driver is present ([`amd_gpus`](super::amd_gpus)),
     /// then calls `rocprofiler_initialize`. Without a driver this returns [`ProfilerError::NoAmdDriver`] and
     /// does not call the vendor, whose initialisation would abort the process.
     pub fn initialize(lib: &'static RocprofilerLibrary) -> Result<Self> {
-        driver::amd_gpu_driver_present().map_err(ProfilerError::NoAmdDriver)?;
+        kfd::amd_gpus().map_err(|e| ProfilerError::NoAmdDriver(e.reason))?;
         // SAFETY: the driver is present, which is what the vendor's initialisation needs not to abort.
         unsafe { Self::initialize_unchecked(lib) }
     }

@@ -12,7 +12,8 @@
  *   - flush_data swaps and blocks until the callback returns, and returns at once when the half is empty;
  *     terminate and destroy flush; destroy joins the consumer thread;
  *   - one active session per process (HAS_ACTIVE_SESSION);
- *   - next_record steps by the size of the record's kind under the library lock, with no PC-sampling case;
+ *   - next_record checks initialisation, looks the session up twice and the buffer once (each under the
+ *     library lock, as the vendor's does) and steps by the size of the record's kind, with no PC-sampling case;
  *   - device profiling poll copies names with strcpy and leaves unknown metrics unwritten;
  *   - codeobj_capture_get invalidates (frees) the previous result.
  * Test-only controls start with `rpd_`: emitting records, failing a named call, corrupting the next record.
@@ -400,15 +401,32 @@ EXPORT status_t rocprofiler_flush_data(session_id_t s, buffer_id_t id) {
     if (!b) return BUFFER_NOT_FOUND;
     return buffer_flush(b);
 }
-EXPORT status_t rocprofiler_next_record(const record_header_t *record, const record_header_t **next,
-                                        session_id_t s, buffer_id_t id) {
-    (void)id;
+/* Like the vendor's: the initialisation check, then the session looked up (FindSession, then GetSession) and
+ * its buffer looked up, each under the library lock, then the step by the kind's size. */
+static int initialized_locked_check(void) {
     pthread_mutex_lock(&g_lock);
-    st_next_record++;
-    status_t r = !g_initialized ? NOT_INITIALIZED : !find_session(s.handle) ? SESSION_NOT_FOUND : OK;
-    if (r == OK) *next = (const record_header_t *)((const unsigned char *)record + kind_size(record->kind));
+    int r = g_initialized;
     pthread_mutex_unlock(&g_lock);
     return r;
+}
+static int session_exists(uint64_t id) {
+    pthread_mutex_lock(&g_lock);
+    int r = find_session(id) != NULL;
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+EXPORT status_t rocprofiler_next_record(const record_header_t *record, const record_header_t **next,
+                                        session_id_t s, buffer_id_t id) {
+    __atomic_fetch_add(&st_next_record, 1, __ATOMIC_RELAXED);
+    if (!initialized_locked_check()) return NOT_INITIALIZED;
+    if (!session_exists(s.handle)) return SESSION_NOT_FOUND;
+    if (!session_exists(s.handle)) return SESSION_NOT_FOUND;
+    pthread_mutex_lock(&g_lock);
+    int found = find_buffer(s.handle, id.value) != NULL;
+    pthread_mutex_unlock(&g_lock);
+    if (!found) return BUFFER_NOT_FOUND;
+    *next = (const record_header_t *)((const unsigned char *)record + kind_size(record->kind));
+    return OK;
 }
 
 /* ---- sessions and filters ---- */
@@ -829,7 +847,7 @@ EXPORT void rpd_stats(uint64_t out[9]) {
     out[1] = __atomic_load_n(&st_callbacks, __ATOMIC_RELAXED);
     out[2] = __atomic_load_n(&st_flushes, __ATOMIC_RELAXED);
     out[3] = st_destroyed;
-    out[4] = st_next_record;
+    out[4] = __atomic_load_n(&st_next_record, __ATOMIC_RELAXED);
     out[5] = st_initialize;
     out[6] = st_finalize;
     out[7] = __atomic_load_n(&st_callback_records_bytes, __ATOMIC_RELAXED);
