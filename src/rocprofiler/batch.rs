@@ -96,11 +96,14 @@ pub enum RecordError {
 ///
 /// ```compile_fail
 /// # use gpu_tools::rocprofiler::{ProfilingSession, Record};
+/// # use std::ffi::CStr;
 /// # fn f(session: &ProfilingSession<'_>) {
-/// let mut kept: Vec<Record<'static>> = Vec::new();
+/// let mut names: Vec<&'static CStr> = Vec::new();
 /// let _ = session.create_buffer(4096, move |batch| {
 ///     for r in batch.records().flatten() {
-///         kept.push(r); // error: borrowed data escapes the closure
+///         if let Record::Tracer(t) = r {
+///             names.extend(t.name()); // error: the name borrows the batch
+///         }
 ///     }
 /// });
 /// # }

@@ -1,0 +1,157 @@
+//! Profiles this program's own kernel dispatches on an AMD GPU and writes a Chrome trace (`chrome://tracing`,
+//! Perfetto).
+//!
+//! ```text
+//! cargo run --release --example rocprof_trace -- [trace.json] [iterations]
+//! ```
+//!
+//! rocprofiler v2 is an HSA tool: it is loaded **before** the HIP runtime (`libamdhip64.so`), which this program
+//! opens only afterwards. The workload is `hipMemset`, which the HIP runtime runs as a fill kernel; HIP API calls
+//! are traced too, so the trace shows each call and the dispatch it caused. Needs an AMD GPU with ROCm 6.1+.
+
+use std::ffi::c_void;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use gpu_tools::rocprofiler::{
+    Batch, Filter, Phase, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary, TraceDomain,
+};
+
+/// One event of the trace, owned (records die with their callback).
+struct Event {
+    name: String,
+    category: &'static str,
+    begin_ns: u64,
+    end_ns: u64,
+    tid: u64,
+}
+
+fn collect(events: &Mutex<Vec<Event>>, batch: &Batch<'_>) {
+    let mut out = events.lock().unwrap_or_else(|p| p.into_inner());
+    for record in batch.records() {
+        match record {
+            Ok(Record::Profiler(d)) => out.push(Event {
+                name: format!("kernel {:#x}", d.kernel_id()),
+                category: "dispatch",
+                begin_ns: d.timestamps().begin,
+                end_ns: d.timestamps().end,
+                tid: 1_000_000 + d.queue_id(),
+            }),
+            Ok(Record::Tracer(t)) if t.phase() != Phase::Enter => out.push(Event {
+                name: t
+                    .name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| format!("op {}", t.operation_id())),
+                category: "hip",
+                begin_ns: t.timestamps().begin,
+                end_ns: t.timestamps().end,
+                tid: u64::from(t.thread_id()),
+            }),
+            Ok(_) => {}
+            Err(e) => eprintln!("skipped a record: {e}"),
+        }
+    }
+}
+
+struct Hip {
+    _lib: libloading::Library,
+    malloc: unsafe extern "C" fn(*mut *mut c_void, usize) -> i32,
+    memset: unsafe extern "C" fn(*mut c_void, i32, usize) -> i32,
+    synchronize: unsafe extern "C" fn() -> i32,
+    free: unsafe extern "C" fn(*mut c_void) -> i32,
+}
+
+fn load_hip() -> Result<Hip, Box<dyn std::error::Error>> {
+    let rocm = std::env::var("ROCM_PATH").unwrap_or_else(|_| "/opt/rocm".into());
+    let candidates = [
+        format!("{rocm}/lib/libamdhip64.so"),
+        "libamdhip64.so".into(),
+    ];
+    let mut last = None;
+    for c in candidates {
+        // SAFETY: opening the HIP runtime runs its initialisers; rocprofiler is already mapped, as it must be.
+        match unsafe { libloading::Library::new(&c) } {
+            // SAFETY: the HIP runtime's C functions, with their C signatures.
+            Ok(lib) => unsafe {
+                return Ok(Hip {
+                    malloc: *lib.get(b"hipMalloc\0")?,
+                    memset: *lib.get(b"hipMemset\0")?,
+                    synchronize: *lib.get(b"hipDeviceSynchronize\0")?,
+                    free: *lib.get(b"hipFree\0")?,
+                    _lib: lib,
+                });
+            },
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(format!("no HIP runtime: {last:?}").into())
+}
+
+fn hip_check(what: &str, status: i32) -> Result<(), Box<dyn std::error::Error>> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(format!("{what} failed with hipError {status}").into())
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().unwrap_or_else(|| "rocprof_trace.json".into());
+    let iterations: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
+
+    // 1. rocprofiler first: it must be mapped before the HIP runtime starts.
+    let lib = RocprofilerLibrary::load()?;
+    let rocprofiler = Rocprofiler::initialize(lib)?;
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    {
+        let session = ProfilingSession::new(&rocprofiler)?;
+        let (e1, e2) = (Arc::clone(&events), Arc::clone(&events));
+        let dispatches = session.create_buffer(1 << 20, move |b| collect(&e1, b))?;
+        let api = session.create_buffer(1 << 20, move |b| collect(&e2, b))?;
+        session.add_filter(Filter::dispatch_timestamps(), &dispatches)?;
+        session.add_filter(Filter::api_trace([TraceDomain::HipApi]), &api)?;
+        session.start()?;
+
+        // 2. The workload, through the HIP runtime opened now.
+        let hip = load_hip()?;
+        let mut dev: *mut c_void = std::ptr::null_mut();
+        let bytes = 64 << 20;
+        // SAFETY: HIP calls with valid arguments; `dev` is freed below.
+        unsafe {
+            hip_check("hipMalloc", (hip.malloc)(&mut dev, bytes))?;
+            for i in 0..iterations {
+                hip_check("hipMemset", (hip.memset)(dev, i as i32, bytes))?;
+            }
+            hip_check("hipDeviceSynchronize", (hip.synchronize)())?;
+            hip_check("hipFree", (hip.free)(dev))?;
+        }
+        session.terminate()?; // flushes: every record has been collected
+    }
+
+    // 3. Chrome trace: complete events ("ph":"X"), microseconds.
+    let events = events.lock().unwrap_or_else(|p| p.into_inner());
+    let t0 = events.iter().map(|e| e.begin_ns).min().unwrap_or(0);
+    let mut json = String::from("{\"traceEvents\":[\n");
+    for (i, e) in events.iter().enumerate() {
+        let sep = if i + 1 == events.len() { "" } else { "," };
+        writeln!(
+            json,
+            "{{\"name\":{:?},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{},\"tid\":{}}}{sep}",
+            e.name,
+            e.category,
+            (e.begin_ns - t0) as f64 / 1e3,
+            e.end_ns.saturating_sub(e.begin_ns) as f64 / 1e3,
+            std::process::id(),
+            e.tid
+        )?;
+    }
+    json.push_str("]}\n");
+    std::fs::write(&path, json)?;
+    let kernels = events.iter().filter(|e| e.category == "dispatch").count();
+    println!(
+        "{} events ({kernels} kernel dispatches) written to {path}",
+        events.len()
+    );
+    Ok(())
+}
