@@ -1,7 +1,7 @@
 //! Benchmark of the debugger API's cost: one program doing N launch-and-synchronise steps, timed natively, under
 //! `cuda_trace`, and under `cuda-gdb -batch -ex run`, in one run.
 //!
-//! `cudbg_bench --debuggee PATH --trace PATH [--steps 10000] [--runs 3] [--cuda-gdb PATH]`
+//! `cudbg_bench --debuggee PATH --trace PATH [--steps 10000] [--runs 3] [--cuda-gdb PATH] [--mode launch-raw]`
 //!
 //! The debuggee (`debuggee_kernels launch N`) reports its own loop time (`loop_ms`); the table shows the best loop
 //! time and the best whole-process time of each mode, and their ratio to native.
@@ -54,6 +54,7 @@ fn main() {
     let trace = arg("--trace").unwrap_or_else(|| "cuda_trace".into());
     let gdb = arg("--cuda-gdb").unwrap_or_else(|| "cuda-gdb".into());
     let steps = arg("--steps").unwrap_or_else(|| "10000".into());
+    let mode = arg("--mode").unwrap_or_else(|| "launch".into());
     let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(3);
     let device = gpu_tools::cuda::Driver::load()
         .ok()
@@ -62,24 +63,17 @@ fn main() {
 
     let native = || {
         let mut c = Command::new(&debuggee);
-        c.args(["launch", &steps]);
+        c.args([&mode, &steps]);
         c
     };
     let traced = || {
         let mut c = Command::new(&trace);
-        c.args(["--quiet", "--", &debuggee, "launch", &steps]);
+        c.args(["--quiet", "--", &debuggee, &mode, &steps]);
         c
     };
     let traced_lean = || {
         let mut c = Command::new(&trace);
-        c.args([
-            "--quiet",
-            "--no-push-pop",
-            "--",
-            &debuggee,
-            "launch",
-            &steps,
-        ]);
+        c.args(["--quiet", "--no-push-pop", "--", &debuggee, &mode, &steps]);
         c
     };
     let traced_deferred = || {
@@ -90,16 +84,14 @@ fn main() {
             "--defer-launches",
             "--",
             &debuggee,
-            "launch",
+            &mode,
             &steps,
         ]);
         c
     };
     let gdbrun = || {
         let mut c = Command::new(&gdb);
-        c.args([
-            "-batch", "-ex", "run", "--args", &debuggee, "launch", &steps,
-        ]);
+        c.args(["-batch", "-ex", "run", "--args", &debuggee, &mode, &steps]);
         c
     };
     let modes: [(&str, &dyn Fn() -> Command); 5] = [
@@ -112,7 +104,9 @@ fn main() {
         ),
         ("cuda-gdb -batch -ex run", &gdbrun),
     ];
-    println!("device: {device}; {steps} launch+synchronize steps; best of {runs}");
+    println!(
+        "device: {device}; {steps} launch+synchronize steps (debuggee mode {mode}); best of {runs}"
+    );
     println!("| mode | loop ms | process ms | loop / native |");
     println!("|---|---|---|---|");
     let mut base = None;

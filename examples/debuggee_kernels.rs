@@ -3,6 +3,8 @@
 //!
 //! Modes:
 //! - `launch N`: N launches of `add_one` (grid 2, block 32), each followed by a synchronize; prints `loop_ms`.
+//! - `launch-raw N`: the same steps with the context made current once and the driver called directly, as a
+//!   runtime-API program does (no context push/pop per call).
 //! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
 //! - `fault`: runs a kernel whose 4-byte store is misaligned (a warp exception).
 //! - `nocuda`: exits without touching CUDA.
@@ -116,6 +118,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     std::process::exit(3);
                 }
             }
+        }
+        "launch-raw" => {
+            let launches = number(1, 1);
+            let _current = ctx.make_current()?;
+            let api = ctx.driver().api();
+            let t0 = Instant::now();
+            for _ in 0..launches {
+                // SAFETY: the context is current; add_one takes (u32*, u32) and the buffer holds n words.
+                let rc = unsafe {
+                    (api.cu_launch_kernel)(
+                        add_one.as_raw(),
+                        2,
+                        1,
+                        1,
+                        32,
+                        1,
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        params.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                // SAFETY: the context is current.
+                let sync = unsafe { (api.cu_ctx_synchronize)() };
+                if rc != 0 || sync != 0 {
+                    return Err(format!("launch {rc}, synchronize {sync}").into());
+                }
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            println!("ok {launches} loop_ms {ms:.2}");
         }
         _ => {
             let launches = if mode == "wait" { 1 } else { number(1, 1) };

@@ -399,6 +399,11 @@ pub struct Function<'m> {
 }
 
 impl Function<'_> {
+    /// The raw handle (`CUfunction`), for callers that launch through [`Driver::api`] themselves.
+    pub fn as_raw(&self) -> sys::CUfunction {
+        self.raw
+    }
+
     /// Launches the kernel on the default stream.
     ///
     /// # Safety
