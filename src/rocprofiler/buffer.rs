@@ -216,6 +216,9 @@ impl Buffer<'_> {
     /// `rocprofiler_flush_data`: hands the records written so far to the callback and waits for it. Reports a
     /// panic of the callback (caught, never unwound into the vendor) since the last report, and an error of the
     /// interval flusher.
+    ///
+    /// When the current half is empty the vendor returns at once, even if a half it swapped out because it was
+    /// full is still being delivered; terminating or dropping the session waits for every delivery.
     pub fn flush(&self) -> Result<()> {
         if in_callback() {
             return Err(ProfilerError::InsideCallback.into());
