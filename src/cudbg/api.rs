@@ -39,7 +39,8 @@ pub fn negotiate(driver: ApiVersion, header: ApiVersion) -> ApiVersion {
 /// The negotiated debugger API table.
 ///
 /// Holds the driver's table pointer (static data inside `libcudadebugger.so.1`, which is never unloaded) and the
-/// version it was obtained for. Slots are read only through [`Api::slot`], which applies the revision gate.
+/// version it was obtained for. Slots are read only through the gate, which checks the revision before the slot
+/// is touched.
 #[derive(Debug, Clone, Copy)]
 pub struct Api {
     table: *const sys::CUDBGAPI_st,
