@@ -1,10 +1,11 @@
-//! `cuda_trace [--chrome-trace FILE] [--quiet] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS...`
+//! `cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS...`
 //!
 //! Runs a CUDA program under a [`DebugSession`] and prints its module loads and kernel launches (kernel name from
 //! the module's ELF symbols where found, grid and block dimensions), then a summary per kernel. With
 //! `--chrome-trace FILE` it also writes a Chrome trace (JSON) that Perfetto and chrome://tracing open.
-//! `--no-push-pop` announces the capability that drops context push/pop events; `--defer-launches` asks the
-//! driver to defer launch notifications (both cut the debuggee's round trips per launch).
+//! `--spin-us N` sets how long the session busy-waits for events before it sleeps (default 200).
+//! `--no-push-pop` announces the capability that drops context push/pop events; `--defer-launches` turns launch
+//! events off (the driver then reports no launches at all; only for measuring what the events cost).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
@@ -19,6 +20,7 @@ struct Args {
     quiet: bool,
     no_push_pop: bool,
     defer: bool,
+    spin_us: Option<u64>,
     program: Vec<String>,
 }
 
@@ -29,6 +31,7 @@ fn parse() -> Result<Args, String> {
         quiet: false,
         no_push_pop: false,
         defer: false,
+        spin_us: None,
         program: Vec::new(),
     };
     while let Some(a) = it.next() {
@@ -37,6 +40,10 @@ fn parse() -> Result<Args, String> {
             "--quiet" => args.quiet = true,
             "--no-push-pop" => args.no_push_pop = true,
             "--defer-launches" => args.defer = true,
+            "--spin-us" => {
+                let v = it.next().ok_or("--spin-us needs a number")?;
+                args.spin_us = Some(v.parse().map_err(|_| format!("bad --spin-us {v}"))?);
+            }
             "--" => {
                 args.program = it.collect();
                 break;
@@ -46,7 +53,7 @@ fn parse() -> Result<Args, String> {
     }
     if args.program.is_empty() {
         return Err(
-            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS..."
+            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS..."
                 .into(),
         );
     }
@@ -95,6 +102,9 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     cmd.args(&args.program[1..]);
     let t0 = Instant::now();
     let mut builder = DebugSession::builder(cmd);
+    if let Some(us) = args.spin_us {
+        builder = builder.spin(std::time::Duration::from_micros(us));
+    }
     if args.no_push_pop {
         builder = builder.capabilities(
             gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
@@ -111,8 +121,16 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut stats: BTreeMap<String, KernelStats> = BTreeMap::new();
     let mut trace: Vec<String> = Vec::new();
     let mut open: HashMap<u64, (String, f64)> = HashMap::new();
-    while let Some(batch) = session.next_batch(None)? {
+    while let Some(mut batch) = session.next_batch(None)? {
         let us = t0.elapsed().as_secs_f64() * 1e6;
+        // Only a user module's image is read while the program is held; otherwise let it go on at once.
+        if !batch
+            .events()
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ElfImageLoaded(img) if !img.is_system()))
+        {
+            batch.release()?;
+        }
         for (_, event) in &batch {
             *counts.entry(event.name()).or_default() += 1;
             match event {

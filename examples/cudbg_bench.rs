@@ -1,13 +1,18 @@
 //! Benchmark of the debugger API's cost: one program doing N launch-and-synchronise steps, timed natively, under
-//! `cuda_trace`, and under `cuda-gdb -batch -ex run`, in one run.
+//! `cuda_trace`, and under `cuda-gdb -batch -ex run`, in one run; then a probe that shows where a synchronous
+//! round trip's time goes.
 //!
 //! `cudbg_bench --debuggee PATH --trace PATH [--steps 10000] [--runs 3] [--cuda-gdb PATH] [--mode launch-raw]`
+//! `cudbg_bench --probe --debuggee PATH [--steps N] [--mode M] [--spin-us N]` (one in-process session)
 //!
 //! The debuggee (`debuggee_kernels launch N`) reports its own loop time (`loop_ms`); the table shows the best loop
 //! time and the best whole-process time of each mode, and their ratio to native.
 
+use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use gpu_tools::cudbg::{DebugSession, Event, KernelType};
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -16,8 +21,15 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// Runs once; returns (loop ms reported by the debuggee, wall ms), or why it failed.
-fn run_once(mut cmd: Command) -> Result<(f64, f64), String> {
+fn loop_ms(text: &str) -> Option<f64> {
+    text.split_whitespace()
+        .skip_while(|w| *w != "loop_ms")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+}
+
+/// Runs once; returns (loop ms reported by the debuggee, wall ms, stdout), or why it failed.
+fn run_once(mut cmd: Command) -> Result<(f64, f64, String), String> {
     let t0 = Instant::now();
     let out = cmd
         .stdin(Stdio::null())
@@ -26,67 +38,134 @@ fn run_once(mut cmd: Command) -> Result<(f64, f64), String> {
         .output()
         .map_err(|e| e.to_string())?;
     let wall = t0.elapsed().as_secs_f64() * 1e3;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let loop_ms = text
-        .split_whitespace()
-        .skip_while(|w| *w != "loop_ms")
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "no loop_ms in output ({}): {}{}",
-                out.status,
-                text.chars()
-                    .rev()
-                    .take(300)
-                    .collect::<String>()
-                    .chars()
-                    .rev()
-                    .collect::<String>(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?;
-    Ok((loop_ms, wall))
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let l = loop_ms(&text).ok_or_else(|| {
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(300)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!(
+            "no loop_ms in output ({}): {tail}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    Ok((l, wall, text))
 }
 
-fn main() {
+/// Median and 90th percentile in microseconds.
+fn stats(v: &mut [Duration]) -> String {
+    if v.is_empty() {
+        return "n/a".into();
+    }
+    v.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    format!(
+        "median {:.1} us, p90 {:.1} us (n={})",
+        us(v[v.len() / 2]),
+        us(v[v.len() * 9 / 10]),
+        v.len()
+    )
+}
+
+/// One session in this process: per synchronous round trip, the time from the driver's callback to the session
+/// waking, the drain, the acknowledgement, and the time from the acknowledgement to the next callback (the
+/// driver's transport plus the debuggee's own work).
+fn probe(
+    debuggee: &str,
+    mode: &str,
+    steps: &str,
+    spin: Duration,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut cmd = Command::new(debuggee);
+    cmd.args([mode, steps]).stdout(Stdio::piped());
+    let mut session = DebugSession::builder(cmd).spin(spin).start()?;
+    let mut stdout = session.take_stdout().ok_or("no stdout pipe")?;
+    let (mut wake, mut drain, mut handle, mut ack, mut away) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut batches = 0u64;
+    let mut events = 0u64;
+    let mut launches = 0u64;
+    let mut last_ack: Option<Instant> = None;
+    while let Some(batch) = session.next_batch(Some(Duration::from_secs(60)))? {
+        batches += 1;
+        events += batch.events().len() as u64;
+        launches += batch
+            .events()
+            .iter()
+            .filter(|(_, e)| matches!(e, Event::KernelReady(k) if k.kernel_type == KernelType::Application))
+            .count() as u64;
+        let t = batch.timing();
+        if let Some(n) = t.notified {
+            wake.push(t.woke.saturating_duration_since(n));
+            if let Some(a) = last_ack {
+                if n > a {
+                    away.push(n - a);
+                }
+            }
+        }
+        drain.push(t.drained - t.woke);
+        let a0 = Instant::now();
+        handle.push(a0 - t.drained);
+        let sync = batch.needs_acknowledge();
+        batch.acknowledge()?;
+        let a1 = Instant::now();
+        if sync {
+            ack.push(a1 - a0);
+        }
+        last_ack = Some(a1);
+    }
+    let mut out = String::new();
+    stdout.read_to_string(&mut out)?;
+    drop(session);
+    println!(
+        "probe mode {mode}, spin {} us: {batches} batches, {events} events, {launches} launches; debuggee loop_ms {}",
+        spin.as_micros(),
+        loop_ms(&out).map_or_else(|| "?".into(), |v| format!("{v:.1}"))
+    );
+    println!("  callback -> session awake : {}", stats(&mut wake));
+    println!("  drain both queues         : {}", stats(&mut drain));
+    println!("  batch returned -> ack call: {}", stats(&mut handle));
+    println!("  acknowledgeSyncEvents     : {}", stats(&mut ack));
+    println!("  ack done -> next callback : {}", stats(&mut away));
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let debuggee = arg("--debuggee").unwrap_or_else(|| "debuggee_kernels".into());
     let trace = arg("--trace").unwrap_or_else(|| "cuda_trace".into());
     let gdb = arg("--cuda-gdb").unwrap_or_else(|| "cuda-gdb".into());
     let steps = arg("--steps").unwrap_or_else(|| "10000".into());
     let mode = arg("--mode").unwrap_or_else(|| "launch".into());
     let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(3);
+    if std::env::args().any(|a| a == "--probe") {
+        let spin =
+            Duration::from_micros(arg("--spin-us").and_then(|v| v.parse().ok()).unwrap_or(200));
+        return probe(&debuggee, &mode, &steps, spin);
+    }
     let device = gpu_tools::cuda::Driver::load()
         .ok()
         .and_then(|d| d.device_info(0).ok())
         .map_or_else(|| "unknown device".into(), |i| i.name);
 
+    let traced = |extra: &'static [&'static str]| {
+        let (trace, debuggee, mode, steps) =
+            (trace.clone(), debuggee.clone(), mode.clone(), steps.clone());
+        move || {
+            let mut c = Command::new(&trace);
+            c.arg("--quiet")
+                .args(extra)
+                .args(["--", &debuggee, &mode, &steps]);
+            c
+        }
+    };
     let native = || {
         let mut c = Command::new(&debuggee);
         c.args([&mode, &steps]);
-        c
-    };
-    let traced = || {
-        let mut c = Command::new(&trace);
-        c.args(["--quiet", "--", &debuggee, &mode, &steps]);
-        c
-    };
-    let traced_lean = || {
-        let mut c = Command::new(&trace);
-        c.args(["--quiet", "--no-push-pop", "--", &debuggee, &mode, &steps]);
-        c
-    };
-    let traced_deferred = || {
-        let mut c = Command::new(&trace);
-        c.args([
-            "--quiet",
-            "--no-push-pop",
-            "--defer-launches",
-            "--",
-            &debuggee,
-            &mode,
-            &steps,
-        ]);
         c
     };
     let gdbrun = || {
@@ -94,13 +173,21 @@ fn main() {
         c.args(["-batch", "-ex", "run", "--args", &debuggee, &mode, &steps]);
         c
     };
-    let modes: [(&str, &dyn Fn() -> Command); 5] = [
+    let default = traced(&[]);
+    let no_spin = traced(&["--spin-us", "0"]);
+    let no_push_pop = traced(&["--no-push-pop"]);
+    let no_launch = traced(&["--defer-launches"]);
+    let modes: [(&str, &dyn Fn() -> Command); 6] = [
         ("native", &native),
-        ("cuda_trace", &traced),
-        ("cuda_trace --no-push-pop", &traced_lean),
+        ("cuda_trace (spin 200 us)", &default),
+        ("cuda_trace --spin-us 0", &no_spin),
         (
-            "cuda_trace --no-push-pop --defer-launches",
-            &traced_deferred,
+            "cuda_trace --no-push-pop (capability written into the debuggee)",
+            &no_push_pop,
+        ),
+        (
+            "cuda_trace --defer-launches (no launch events: floor of an attached session)",
+            &no_launch,
         ),
         ("cuda-gdb -batch -ex run", &gdbrun),
     ];
@@ -113,10 +200,12 @@ fn main() {
     for (name, make) in modes {
         let mut best: Option<(f64, f64)> = None;
         let mut failure = None;
+        let mut last_out = String::new();
         for _ in 0..runs {
             match run_once(make()) {
-                Ok((l, w)) => {
+                Ok((l, w, out)) => {
                     best = Some(best.map_or((l, w), |(bl, bw)| (bl.min(l), bw.min(w))));
+                    last_out = out;
                 }
                 Err(e) => failure = Some(e),
             }
@@ -125,8 +214,12 @@ fn main() {
             Some((l, w)) => {
                 let b = *base.get_or_insert(l);
                 println!("| {name} | {l:.1} | {w:.1} | {:.2}x |", l / b);
+                if let Some(events) = last_out.lines().find(|l| l.starts_with("--- events")) {
+                    println!("|  ({events}) | | | |");
+                }
             }
             None => println!("| {name} | failed: {} | | |", failure.unwrap_or_default()),
         }
     }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! The debugger API on a real GPU (feature `nvidia-hw-tests`): debuggees are this crate's `debuggee_kernels`
-//! example. Each test starts its own session; they run one at a time (one debugger client per process).
-//! Run them one test per process (`--exact NAME`): on driver 580.159.04, all pass that way, but in one process
-//! the detach test failed and the process ended during the fault test.
+//! example. Each test runs its body in a child process of its own (`common::isolated`): the driver serves one
+//! debugger client per process, and on driver 580.159.04 sessions run one after another in one process did not
+//! all pass (the detach test failed, and the process ended during the fault test).
 #![cfg(feature = "nvidia-hw-tests")]
 
 #[path = "common/cudbg.rs"]
@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{collect_all, debuggee, one_session};
+use common::{collect_all, debuggee, isolated, one_session};
 use gpu_tools::cudbg::{
     DebugSession, Dim3, Event, Exception, KernelReady, KernelType, OnDrop, Queue, SessionError, elf,
 };
@@ -25,6 +25,9 @@ fn app_kernel(e: &Event) -> Option<KernelReady> {
 
 #[test]
 fn events_arrive_in_order_with_dimensions_and_elf_images() {
+    if !isolated("events_arrive_in_order_with_dimensions_and_elf_images") {
+        return;
+    }
     let _one = one_session();
     let mut cmd = debuggee(&["launch", "3"]);
     cmd.stdout(Stdio::piped());
@@ -103,6 +106,9 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
 
 #[test]
 fn device_properties() {
+    if !isolated("device_properties") {
+        return;
+    }
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "1"])).expect("session");
     let n = s.device_count().expect("count");
@@ -124,6 +130,9 @@ fn device_properties() {
 
 #[test]
 fn memory_read_and_write_while_suspended() {
+    if !isolated("memory_read_and_write_while_suspended") {
+        return;
+    }
     let _one = one_session();
     let mut cmd = debuggee(&["memory"]);
     cmd.stdout(Stdio::piped());
@@ -179,6 +188,9 @@ fn memory_read_and_write_while_suspended() {
 
 #[test]
 fn breakpoint_at_kernel_entry_is_hit_and_released() {
+    if !isolated("breakpoint_at_kernel_entry_is_hit_and_released") {
+        return;
+    }
     let _one = one_session();
     let mut cmd = debuggee(&["launch", "1"]);
     cmd.stdout(Stdio::piped());
@@ -227,6 +239,9 @@ fn breakpoint_at_kernel_entry_is_hit_and_released() {
 
 #[test]
 fn out_of_bounds_kernel_reports_its_exception() {
+    if !isolated("out_of_bounds_kernel_reports_its_exception") {
+        return;
+    }
     let _one = one_session();
     let mut cmd = debuggee(&["fault"]);
     cmd.stdout(Stdio::piped());
@@ -255,6 +270,9 @@ fn out_of_bounds_kernel_reports_its_exception() {
 
 #[test]
 fn debuggee_exit_ends_the_session_and_cleans_up() {
+    if !isolated("debuggee_exit_ends_the_session_and_cleans_up") {
+        return;
+    }
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "2"])).expect("session");
     let pid = s.pid();
@@ -276,6 +294,9 @@ fn debuggee_exit_ends_the_session_and_cleans_up() {
 
 #[test]
 fn second_session_is_refused_while_one_is_active() {
+    if !isolated("second_session_is_refused_while_one_is_active") {
+        return;
+    }
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "1"])).expect("session");
     let err = DebugSession::start(debuggee(&["launch", "1"])).unwrap_err();
@@ -288,6 +309,9 @@ fn second_session_is_refused_while_one_is_active() {
 
 #[test]
 fn drop_kills_a_running_debuggee() {
+    if !isolated("drop_kills_a_running_debuggee") {
+        return;
+    }
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "100000"])).expect("session");
     let pid = s.pid();
@@ -301,6 +325,9 @@ fn drop_kills_a_running_debuggee() {
 
 #[test]
 fn detach_lets_the_debuggee_run_to_its_end() {
+    if !isolated("detach_lets_the_debuggee_run_to_its_end") {
+        return;
+    }
     let _one = one_session();
     let mut cmd = debuggee(&["launch", "50"]);
     cmd.stdout(Stdio::piped());
@@ -318,6 +345,9 @@ fn detach_lets_the_debuggee_run_to_its_end() {
 
 #[test]
 fn missing_program_is_a_typed_error() {
+    if !isolated("missing_program_is_a_typed_error") {
+        return;
+    }
     let _one = one_session();
     let err =
         DebugSession::start(std::process::Command::new("/nonexistent/cuda-program")).unwrap_err();
@@ -329,6 +359,9 @@ fn missing_program_is_a_typed_error() {
 
 #[test]
 fn program_without_cuda_is_a_typed_error() {
+    if !isolated("program_without_cuda_is_a_typed_error") {
+        return;
+    }
     let _one = one_session();
     let err = DebugSession::start(debuggee(&["nocuda"])).unwrap_err();
     match err {
@@ -339,6 +372,9 @@ fn program_without_cuda_is_a_typed_error() {
 
 #[test]
 fn handshake_timeout_kills_the_debuggee() {
+    if !isolated("handshake_timeout_kills_the_debuggee") {
+        return;
+    }
     let _one = one_session();
     let t0 = std::time::Instant::now();
     let err = DebugSession::builder(debuggee(&["wait", "60"]))

@@ -140,6 +140,9 @@ pub struct KernelReady {
 }
 
 /// A kernel that ended (`CUDBG_EVENT_KERNEL_FINISHED`).
+///
+/// Decoded when the driver sends it, but driver 580 (H200) was not seen sending it for application kernels, with
+/// launch events on and the program synchronising after each launch: do not rely on it to time kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KernelFinished {
     /// Device index.

@@ -7,6 +7,10 @@
 //! added beside [`EnvHandshake`].
 
 use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use super::inject;
+use super::notify::NOTIFIER;
 
 use super::{DebuggerLibrary, SessionError};
 
@@ -46,10 +50,40 @@ impl Handshake for EnvHandshake {
             .env("CUDBG_SESSION_ID", info.session_id.to_string())
             .env("CUDBG_IPC_FLAG_NAME", "1")
             .env("CUDBG_APICLIENT_REVISION", info.revision.to_string());
-        if info.capabilities != 0 {
-            // Named like the other variables of this route: the macro name of `cudbgDebuggerCapabilities`.
-            command.env("CUDBG_DEBUGGER_CAPABILITIES", info.capabilities.to_string());
+    }
+
+    fn after_spawn(&self, child: &mut Child, info: &ClientInfo) -> Result<(), SessionError> {
+        if info.capabilities == 0 {
+            return Ok(());
         }
+        // The driver reads no environment variable for the capabilities: write them into the debuggee's libcuda
+        // from the moment it is mapped until the driver first reports an event, so the value stands when the
+        // debuggee's side of the session starts.
+        let Some(lib) = DebuggerLibrary::get() else {
+            return Ok(());
+        };
+        // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
+        let local = unsafe { lib.lib.get::<*mut u32>(b"cudbgDebuggerCapabilities\0") }
+            .map(|s| *s)
+            .map_err(|_| SessionError::MissingClientVariable("cudbgDebuggerCapabilities"))?;
+        let seen = NOTIFIER.seen();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut written = 0u32;
+        while NOTIFIER.seen() == seen && Instant::now() < deadline {
+            if child.try_wait().map_err(SessionError::Process)?.is_some() {
+                break;
+            }
+            if let Ok(Some(addr)) = inject::remote_address(child.id(), local) {
+                if inject::write_u32(child.id(), addr, info.capabilities).is_ok() {
+                    written += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        if std::env::var_os("GPU_TOOLS_CUDBG_TRACE_INJECT").is_some() {
+            eprintln!("capabilities written {written} times");
+        }
+        Ok(())
     }
 }
 
@@ -137,7 +171,8 @@ mod tests {
         assert_eq!(get("CUDBG_SESSION_ID").as_deref(), Some("99"));
         assert_eq!(get("CUDBG_IPC_FLAG_NAME").as_deref(), Some("1"));
         assert_eq!(get("CUDBG_APICLIENT_REVISION").as_deref(), Some("163"));
-        assert_eq!(get("CUDBG_DEBUGGER_CAPABILITIES").as_deref(), Some("8"));
+        // The driver reads no such variable; capabilities go through memory instead.
+        assert_eq!(get("CUDBG_DEBUGGER_CAPABILITIES"), None);
     }
 
     #[test]

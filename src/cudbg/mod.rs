@@ -1,15 +1,18 @@
 //! NVIDIA CUDA Debugger API: drive a CUDA program as a debugger does.
 
 pub mod api;
+mod batch;
 mod device;
 pub mod elf;
 mod error;
 mod event;
 pub mod handshake;
+mod inject;
 mod library;
 mod notify;
 mod session;
 
+pub use batch::{BatchTiming, EventBatch};
 pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
 pub use error::CudbgError;
 pub(crate) use error::check;
@@ -18,7 +21,7 @@ pub use event::{
     Queue, RAW_EVENT_SIZE,
 };
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
-pub use session::{Closed, DebugSession, EventBatch, OnDrop, SessionBuilder};
+pub use session::{Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder};
 
 /// A debug session could not do what was asked (reported by the crate, not the driver).
 #[derive(Debug, thiserror::Error)]

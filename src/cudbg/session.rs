@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::api::{Api, api_call};
+use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
 use super::handshake::{self, ClientInfo, EnvHandshake, Handshake};
-use super::notify::{NOTIFIER, on_new_event};
+use super::notify::{NOTIFIER, epoch, on_new_event};
 use super::{CudbgError, DebuggerLibrary, SessionError};
 use crate::sys::cudbg as sys;
 
@@ -20,6 +21,11 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// How often the session looks at the queues and the child when no callback arrives (a missed wake-up or a child
 /// that exited costs at most this long).
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long [`DebugSession::next_batch`] busy-waits for the driver's callback before it parks the thread
+/// ([`SessionBuilder::spin`]). A debuggee that raises a synchronous event per launch sends the next one a few tens of
+/// microseconds after the acknowledgement; waking a parked thread costs about as much again.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
 
 /// The process-wide claim; released when dropped.
 #[derive(Debug)]
@@ -58,11 +64,21 @@ pub struct SessionBuilder {
     handshake_timeout: Duration,
     on_drop: OnDrop,
     capabilities: u32,
+    spin: Duration,
 }
 
 impl SessionBuilder {
-    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits, for example
-    /// `CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS`), before the API is initialised. Default: none.
+    /// How long [`DebugSession::next_batch`] busy-polls for new events before it sleeps (default
+    /// [`DEFAULT_SPIN`]). Spinning keeps one core busy for up to this long per wait; it cuts the latency of each
+    /// synchronous event when events come close together. `Duration::ZERO` never spins.
+    pub fn spin(mut self, window: Duration) -> Self {
+        self.spin = window;
+        self
+    }
+
+    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits), before the API is initialised. Default:
+    /// none. They are written into this process's libcuda and handed to the [`Handshake`]; whether the debuggee's
+    /// driver honours them depends on the route (see [`EnvHandshake`]).
     pub fn capabilities(mut self, flags: u32) -> Self {
         self.capabilities = flags;
         self
@@ -90,6 +106,8 @@ impl SessionBuilder {
     /// Loads the driver, initialises the API, starts the debuggee and waits until the driver opened its session.
     pub fn start(self) -> Result<DebugSession, crate::Error> {
         let claim = Claim::take()?;
+        // Fixes the reference point of notification times before the driver's thread first reads it.
+        let _ = epoch();
         let lib = DebuggerLibrary::load()?;
         let api = Api::load(lib)?;
         let info = ClientInfo {
@@ -114,6 +132,7 @@ impl SessionBuilder {
             pending: VecDeque::new(),
             breakpoints: RefCell::new(BTreeSet::new()),
             suspended: Cell::new(0),
+            spin: self.spin,
             finalized: false,
             _claim: claim,
             _not_sync: PhantomData,
@@ -165,6 +184,7 @@ pub struct DebugSession {
     pub(crate) breakpoints: RefCell<BTreeSet<(u32, u64)>>,
     /// Bit per device suspended through a [`super::Suspended`] guard.
     pub(crate) suspended: Cell<u64>,
+    spin: Duration,
     finalized: bool,
     _claim: Claim,
     _not_sync: PhantomData<Cell<()>>,
@@ -188,6 +208,7 @@ impl DebugSession {
             handshake_timeout: Duration::from_secs(60),
             on_drop: OnDrop::Kill,
             capabilities: 0,
+            spin: DEFAULT_SPIN,
         }
     }
 
@@ -267,19 +288,26 @@ impl DebugSession {
                 }
                 .into());
             }
-            seen = NOTIFIER.wait_past(seen, POLL.min(deadline - now));
+            seen = NOTIFIER.wait_past(seen, Duration::ZERO, POLL.min(deadline - now));
         }
     }
 
     /// Waits for the next events and returns them as a batch, or `Ok(None)` once the debuggee has exited and no
     /// event is left. `timeout` bounds the wait (`None`: until events come or the debuggee exits).
+    ///
+    /// The wait spins for the builder's [`SessionBuilder::spin`] window, then sleeps until the driver's callback
+    /// wakes it. Whether the debuggee has exited is checked only when a wait passed without a notification, so
+    /// its exit is noticed within about 20 ms.
     pub fn next_batch(
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<Option<EventBatch<'_>>, crate::Error> {
         let start = Instant::now();
         let mut seen = NOTIFIER.seen();
+        let mut woke = start;
+        let mut quiet = false;
         loop {
+            let notified = NOTIFIER.last_notified();
             let had_sync = self.drain()?;
             if !self.pending.is_empty() {
                 let events: Vec<_> = self.pending.drain(..).collect();
@@ -289,9 +317,14 @@ impl DebugSession {
                     session: self,
                     events,
                     needs_ack,
+                    timing: BatchTiming {
+                        notified,
+                        woke,
+                        drained: Instant::now(),
+                    },
                 }));
             }
-            if self.exit_status()?.is_some() {
+            if quiet && self.exit_status()?.is_some() {
                 // One last look: the queues may have filled between the drain and the exit check.
                 self.drain()?;
                 if self.pending.is_empty() {
@@ -309,12 +342,17 @@ impl DebugSession {
                 }
                 None => POLL,
             };
-            seen = NOTIFIER.wait_past(seen, slice);
+            let now = NOTIFIER.wait_past(seen, self.spin, slice);
+            woke = Instant::now();
+            quiet = now == seen;
+            seen = now;
         }
     }
 
-    /// Chooses whether kernel launches raise [`Event::KernelReady`] at once (`true`, the default) or are deferred
-    /// by the driver (`CUDBG_KNL_LAUNCH_NOTIFY_DEFER`), which spares the debuggee a round trip per launch.
+    /// Chooses whether kernel launches raise [`Event::KernelReady`] (`true`, the default) or raise nothing
+    /// (`false`, `CUDBG_KNL_LAUNCH_NOTIFY_DEFER`). The header's word is "deferred", but with it kernel launches
+    /// generate no notification at all: launches are no longer reported, and the debuggee is spared one
+    /// synchronous round trip per launch.
     pub fn set_launch_events(&self, immediate: bool) -> Result<(), crate::Error> {
         let mode = if immediate {
             sys::CUDBG_KNL_LAUNCH_NOTIFY_EVENT
@@ -420,54 +458,5 @@ fn remove_driver_dir(pid: u32) {
 impl Drop for DebugSession {
     fn drop(&mut self) {
         let _ = self.teardown();
-    }
-}
-
-/// Events drained from the driver in one go. Dropping it (or [`EventBatch::acknowledge`]) acknowledges the
-/// synchronous ones, which releases the debuggee threads that raised them; until then the debuggee stays where it
-/// is and the session can inspect it through [`EventBatch::session`].
-#[derive(Debug)]
-pub struct EventBatch<'s> {
-    session: &'s mut DebugSession,
-    events: Vec<(Queue, Event)>,
-    needs_ack: bool,
-}
-
-impl<'s> EventBatch<'s> {
-    /// The events, in the order the driver queued them (sync queue first).
-    pub fn events(&self) -> &[(Queue, Event)] {
-        &self.events
-    }
-
-    /// The session, for inspecting or changing the debuggee before it is released.
-    pub fn session(&self) -> &DebugSession {
-        self.session
-    }
-
-    /// Whether the batch holds synchronous events that still wait for an acknowledgement.
-    pub fn needs_acknowledge(&self) -> bool {
-        self.needs_ack
-    }
-
-    /// Acknowledges now, reporting a failure (dropping the batch does the same but cannot report).
-    pub fn acknowledge(mut self) -> Result<(), crate::Error> {
-        self.needs_ack = false;
-        self.session.acknowledge()
-    }
-}
-
-impl<'b> IntoIterator for &'b EventBatch<'_> {
-    type Item = &'b (Queue, Event);
-    type IntoIter = std::slice::Iter<'b, (Queue, Event)>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.events.iter()
-    }
-}
-
-impl Drop for EventBatch<'_> {
-    fn drop(&mut self) {
-        if self.needs_ack {
-            let _ = self.session.acknowledge();
-        }
     }
 }

@@ -45,3 +45,36 @@ pub fn collect_all(session: &mut DebugSession) -> Vec<(Queue, Event)> {
     }
     all
 }
+
+/// Environment variable naming the one test a child test process runs.
+const CHILD_VAR: &str = "GPU_TOOLS_CUDBG_TEST_CHILD";
+
+/// Runs test `name` in a child process of its own (the driver keeps per-process debugger state that one session
+/// can leave behind for the next). Returns `true` in that child, where the caller runs the test's body; in the
+/// parent it runs the child, forwards its output, asserts that exactly this test ran and passed, and returns
+/// `false`.
+pub fn isolated(name: &str) -> bool {
+    if std::env::var(CHILD_VAR).as_deref() == Ok(name) {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_VAR, name)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("start the child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child test {name} failed: {}",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "child ran no test named {name}"
+    );
+    false
+}
