@@ -133,7 +133,7 @@ fn measure(
 }
 
 fn main() {
-    let path = std::path::Path::new(env!("GPU_TOOLS_DOUBLES_DIR")).join("librocprofiler_double.so");
+    let path = doubles_dir().join("librocprofiler_double.so");
     let lib = RocprofilerLibrary::load_from(&path).expect("load the double");
     // SAFETY: the same file; symbol types as in the C double.
     let controls = unsafe { libloading::Library::new(&path) }.expect("open the double");
@@ -253,4 +253,12 @@ fn main() {
 fn as_bytes<T: Copy>(v: &T) -> Vec<u8> {
     // SAFETY: a plain C struct viewed as its bytes (padding bytes were zeroed by Default).
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for binaries
+/// copied to another machine).
+fn doubles_dir() -> std::path::PathBuf {
+    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }

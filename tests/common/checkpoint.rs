@@ -8,7 +8,7 @@ use gpu_tools::cuda::{Context, DeviceBuffer};
 
 /// Path of a compiled test double, `lib<name>.so`.
 pub fn double_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")).join(format!("lib{name}.so"))
+    doubles_dir().join(format!("lib{name}.so"))
 }
 
 /// Loads the driver and checkpoint doubles into this process's library slots (idempotent).
@@ -180,4 +180,12 @@ pub fn run_step(ctx: &Context, step: &gpu_tools::cuda::Function<'_>, buf: &mut D
     // SAFETY: `step` takes (u64 device pointer, u64 word count); the pointer addresses `n` words of `buf`.
     unsafe { step.launch((1024, 1, 1), (256, 1, 1), &mut params) }.expect("launch step");
     ctx.synchronize().expect("synchronize after step");
+}
+
+/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for binaries
+/// copied to another machine).
+fn doubles_dir() -> std::path::PathBuf {
+    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }
