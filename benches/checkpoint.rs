@@ -2,8 +2,8 @@
 //! device-to-device memcpy of the same size, in one run on one context. Needs a CUDA GPU.
 //!
 //! `GPU_TOOLS_BENCH_GIB` picks the state sizes in GiB, comma-separated (default `1,8,32`; fractions allowed, e.g.
-//! `0.25`). Device memory needed: about twice the largest size (state plus checkpoint, or state plus memcpy
-//! target). Every timed call is followed by `cuCtxSynchronize`, so each figure is the complete operation.
+//! `0.25`). Device memory needed: about three times the largest size (state plus two checkpoints, then state
+//! plus memcpy target). Every timed call is followed by `cuCtxSynchronize`, so each figure is the complete operation.
 //! After criterion's report, a summary table gives medians, the crate/raw ratio and the ratio to memcpy.
 
 use std::cell::RefCell;
@@ -36,6 +36,21 @@ impl Samples {
         total
     }
 
+    /// Median over pairs of `self[i] / other[i]` (samples recorded in the same order).
+    fn median_ratio(&self, other: &Samples) -> f64 {
+        let (a, b) = (self.0.borrow(), other.0.borrow());
+        let mut r: Vec<f64> = a
+            .iter()
+            .zip(b.iter())
+            .map(|(x, y)| x.as_secs_f64() / y.as_secs_f64())
+            .collect();
+        if r.is_empty() {
+            return f64::NAN;
+        }
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    }
+
     fn median_ms(&self) -> f64 {
         let mut v = self.0.borrow().clone();
         if v.is_empty() {
@@ -54,7 +69,14 @@ struct Row {
     save_raw: Samples,
     restore_crate: Samples,
     restore_raw: Samples,
+    paired_save_crate: Samples,
+    paired_save_raw: Samples,
+    paired_restore_crate: Samples,
+    paired_restore_raw: Samples,
 }
+
+/// Pairs of alternating crate/raw calls per operation and size.
+const PAIRS: usize = 40;
 
 fn sizes() -> Vec<(String, usize)> {
     let spec = std::env::var("GPU_TOOLS_BENCH_GIB").unwrap_or_else(|_| "1,8,32".into());
@@ -100,51 +122,80 @@ fn main() {
         let mut g = c.benchmark_group(format!("checkpoint {label}"));
         g.throughput(Throughput::Bytes(bytes as u64));
 
-        {
-            let mut cp = Checkpoint::builder(&ctx)
-                .allow_overwrite(true)
-                .build()
-                .expect("checkpoint");
-            cp.save().expect("first save");
-            g.bench_function("save/crate", |b| {
-                b.iter_custom(|n| row.save_crate.time(n, || cp.save().expect("save"), sync))
-            });
-            g.bench_function("restore/crate", |b| {
-                b.iter_custom(|n| {
-                    row.restore_crate
-                        .time(n, || cp.restore().expect("restore"), sync)
-                })
-            });
-            cp.free().expect("free");
+        // Both checkpoints stay alive for the whole size, so the crate and the raw calls can also be timed in
+        // alternation (below): the vendor's save time drifts between runs by more than the 1% asked of the crate.
+        let mut cp = Checkpoint::builder(&ctx)
+            .allow_overwrite(true)
+            .build()
+            .expect("checkpoint");
+        cp.save().expect("first save");
+        let mut raw = Box::new(RawCheckpoint {
+            structSize: 48,
+            ctx: ctx.as_raw(),
+            allowOverwrite: 1,
+            ..RawCheckpoint::default()
+        });
+        let call = |f: gpu_tools::cupti::CheckpointFn, raw: &mut RawCheckpoint, what: &str| {
+            // SAFETY: driver initialised, context alive and current, complete struct with an explicit
+            // context, boxed so its address is stable.
+            let code = unsafe { f(raw) };
+            check(code, what)
+        };
+        call(lib.save, &mut raw, "first raw save");
+        g.bench_function("save/crate", |b| {
+            b.iter_custom(|n| row.save_crate.time(n, || cp.save().expect("save"), sync))
+        });
+        g.bench_function("save/raw", |b| {
+            b.iter_custom(|n| {
+                row.save_raw
+                    .time(n, || call(lib.save, &mut raw, "save"), sync)
+            })
+        });
+        g.bench_function("restore/crate", |b| {
+            b.iter_custom(|n| {
+                row.restore_crate
+                    .time(n, || cp.restore().expect("restore"), sync)
+            })
+        });
+        g.bench_function("restore/raw", |b| {
+            b.iter_custom(|n| {
+                row.restore_raw
+                    .time(n, || call(lib.restore, &mut raw, "restore"), sync)
+            })
+        });
+        // Paired: crate and raw back to back on the same vendor checkpoint (the raw call gets the crate's own
+        // struct), the order alternating each pair, so vendor state and drift are the same for both.
+        let shared = cp.as_mut_ptr();
+        // SAFETY: the pointer stays valid while `cp` lives; cp is only used through its own methods in between,
+        // never concurrently, and the raw calls neither free it nor change its options.
+        let call_shared =
+            |f: gpu_tools::cupti::CheckpointFn, what: &str| check(unsafe { f(shared) }, what);
+        for i in 0..PAIRS {
+            let crate_first = i % 2 == 0;
+            for turn in 0..2 {
+                if (turn == 0) == crate_first {
+                    row.paired_save_crate
+                        .time(1, || cp.save().expect("save"), sync);
+                } else {
+                    row.paired_save_raw
+                        .time(1, || call_shared(lib.save, "save"), sync);
+                }
+            }
         }
-        {
-            let mut raw = Box::new(RawCheckpoint {
-                structSize: 48,
-                ctx: ctx.as_raw(),
-                allowOverwrite: 1,
-                ..RawCheckpoint::default()
-            });
-            let call = |f: gpu_tools::cupti::CheckpointFn, raw: &mut RawCheckpoint, what: &str| {
-                // SAFETY: driver initialised, context alive and current, complete struct with an explicit
-                // context, boxed so its address is stable.
-                let code = unsafe { f(raw) };
-                check(code, what)
-            };
-            call(lib.save, &mut raw, "first raw save");
-            g.bench_function("save/raw", |b| {
-                b.iter_custom(|n| {
-                    row.save_raw
-                        .time(n, || call(lib.save, &mut raw, "save"), sync)
-                })
-            });
-            g.bench_function("restore/raw", |b| {
-                b.iter_custom(|n| {
-                    row.restore_raw
-                        .time(n, || call(lib.restore, &mut raw, "restore"), sync)
-                })
-            });
-            call(lib.free, &mut raw, "free");
+        for i in 0..PAIRS {
+            let crate_first = i % 2 == 0;
+            for turn in 0..2 {
+                if (turn == 0) == crate_first {
+                    row.paired_restore_crate
+                        .time(1, || cp.restore().expect("restore"), sync);
+                } else {
+                    row.paired_restore_raw
+                        .time(1, || call_shared(lib.restore, "restore"), sync);
+                }
+            }
         }
+        cp.free().expect("free");
+        call(lib.free, &mut raw, "free");
         {
             let dst = ctx.alloc(bytes).expect("memcpy target");
             let (to, from) = (dst.device_ptr(), state.device_ptr());
@@ -191,6 +242,29 @@ fn main() {
             sc / m,
             rc / rr,
             rc / m
+        );
+    }
+    println!(
+        "\npaired on one vendor checkpoint (crate and raw alternating, {PAIRS} pairs each; medians, ms)"
+    );
+    println!(
+        "| state | save crate | save raw | crate/raw | restore crate | restore raw | crate/raw |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let (sc, sr, rc, rr) = (
+            r.paired_save_crate.median_ms(),
+            r.paired_save_raw.median_ms(),
+            r.paired_restore_crate.median_ms(),
+            r.paired_restore_raw.median_ms(),
+        );
+        println!(
+            "| {} | {sc:.3} | {sr:.3} | {:.4} | {:.4} | {rc:.3} | {rr:.3} | {:.4} | {:.4} |",
+            r.label,
+            sc / sr,
+            r.paired_save_crate.median_ratio(&r.paired_save_raw),
+            rc / rr,
+            r.paired_restore_crate.median_ratio(&r.paired_restore_raw)
         );
     }
 }

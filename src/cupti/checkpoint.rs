@@ -234,6 +234,17 @@ impl<'ctx> Checkpoint<'ctx> {
         self.state == State::Saved
     }
 
+    /// The vendor struct this checkpoint passes to `libcheckpoint.so`, for callers that need the C API itself
+    /// (benchmarks that compare against it, or vendor calls the crate does not wrap).
+    ///
+    /// Getting the pointer is safe; using it is not. A caller that passes it to a vendor function must: keep the
+    /// context alive and current, not call `cuptiCheckpointFree` (the checkpoint frees on drop), not change the
+    /// option fields, and not use the pointer after the checkpoint is dropped or while another thread uses the
+    /// checkpoint. The crate's state tracking does not see such calls.
+    pub fn as_mut_ptr(&mut self) -> *mut RawCheckpoint {
+        &mut *self.handle
+    }
+
     /// Saves the context's device memory (`cuptiCheckpointSave`).
     ///
     /// A second save needs `allow_overwrite`, else [`CheckpointError::AlreadySaved`]. If an overwriting save
