@@ -330,17 +330,20 @@ fn detach_lets_the_debuggee_run_to_its_end() {
     }
     let _one = one_session();
     let mut cmd = debuggee(&["launch", "50"]);
-    cmd.stdout(Stdio::piped());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut s = DebugSession::builder(cmd)
         .on_drop(OnDrop::Detach)
         .start()
         .expect("session");
     let mut stdout = s.take_stdout().unwrap();
+    let mut stderr = s.take_stderr().unwrap();
     drop(s.next_batch(Some(Duration::from_secs(60))).expect("events"));
     drop(s);
     let mut out = String::new();
     stdout.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("ok 50"), "{out}");
+    let mut err = String::new();
+    stderr.read_to_string(&mut err).unwrap();
+    assert!(out.starts_with("ok 50"), "stdout: {out}\nstderr: {err}");
 }
 
 #[test]

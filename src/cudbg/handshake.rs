@@ -133,6 +133,24 @@ pub(crate) fn set_client_variables(
     Ok(())
 }
 
+/// The debuggee's `cudbgResumeForAttachDetach`, which `requestCleanupOnDetach` takes; 0 when it cannot be read
+/// (a debuggee that was launched under the session, not attached to, has nothing to resume).
+pub(crate) fn resume_flag(pid: u32) -> u32 {
+    let Some(lib) = DebuggerLibrary::get() else {
+        return 0;
+    };
+    // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
+    let Ok(local) =
+        (unsafe { lib.lib.get::<*mut u32>(b"cudbgResumeForAttachDetach\0") }).map(|s| *s)
+    else {
+        return 0;
+    };
+    match inject::remote_address(pid, local) {
+        Ok(Some(addr)) => inject::read_u32(pid, addr).unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// A session id that differs between runs and processes (never 0).
 pub(crate) fn new_session_id() -> u32 {
     let nanos = std::time::SystemTime::now()

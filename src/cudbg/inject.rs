@@ -14,6 +14,15 @@ struct IoVec {
 }
 
 unsafe extern "C" {
+    /// glibc's wrapper of the `process_vm_readv` system call.
+    fn process_vm_readv(
+        pid: i32,
+        local: *const IoVec,
+        liovcnt: u64,
+        remote: *const IoVec,
+        riovcnt: u64,
+        flags: u64,
+    ) -> isize;
     /// glibc's wrapper of the `process_vm_writev` system call.
     fn process_vm_writev(
         pid: i32,
@@ -49,9 +58,23 @@ fn parse_maps(text: &str) -> impl Iterator<Item = Mapping> + '_ {
     })
 }
 
-/// The file (device, inode) mapped at `addr` and that file's lowest mapped address, in `maps`.
+/// The file (device, inode) mapped at `addr` and that file's lowest mapped address, in `maps`. An address in
+/// the anonymous mapping right after a file's last mapping (its `.bss`) belongs to that file.
 fn file_at(maps: &str, addr: u64) -> Option<(String, u64, u64)> {
-    let hit = parse_maps(maps).find(|m| m.start <= addr && addr < m.end && m.inode != 0)?;
+    let mut prev: Option<Mapping> = None;
+    let mut hit = None;
+    for m in parse_maps(maps) {
+        if m.start <= addr && addr < m.end {
+            hit = match (m.inode, prev) {
+                (0, Some(p)) if p.end == m.start && p.inode != 0 => Some(p),
+                (0, _) => None,
+                _ => Some(m),
+            };
+            break;
+        }
+        prev = Some(m);
+    }
+    let hit = hit?;
     let base = lowest(maps, &hit.device, hit.inode)?;
     Some((hit.device, hit.inode, base))
 }
@@ -72,6 +95,29 @@ pub(crate) fn remote_address(pid: u32, local: *const u32) -> std::io::Result<Opt
     };
     let theirs = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
     Ok(lowest(&theirs, &device, inode).map(|remote| remote + (local as u64 - base)))
+}
+
+/// Reads the `u32` at `addr` in process `pid`.
+pub(crate) fn read_u32(pid: u32, addr: u64) -> std::io::Result<u32> {
+    let mut v = 0u32;
+    let local = IoVec {
+        base: (&raw mut v).cast(),
+        len: 4,
+    };
+    let remote = IoVec {
+        base: addr as *mut c_void,
+        len: 4,
+    };
+    let pid =
+        i32::try_from(pid).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: one local iovec over a live u32 and one remote iovec; the kernel checks the remote range and writes
+    // only into `v`.
+    let n = unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    match n {
+        4 => Ok(v),
+        n if n < 0 => Err(std::io::Error::last_os_error()),
+        _ => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+    }
 }
 
 /// Writes `value` at `addr` in process `pid`.
@@ -115,7 +161,13 @@ mod tests {
             file_at(MAPS, 0x7f0000200010),
             Some(("08:01".into(), 4242, 0x7f0000000000))
         );
-        assert_eq!(file_at(MAPS, 0x7f0000210010), None, "anonymous mapping");
+        assert_eq!(
+            file_at(MAPS, 0x7f0000210010),
+            Some(("08:01".into(), 4242, 0x7f0000000000)),
+            "the library's .bss right after its last file mapping"
+        );
+        assert_eq!(file_at(MAPS, 0x55d0a0000010).map(|f| f.1), Some(100));
+        assert_eq!(file_at(MAPS, 0x10), None, "unmapped");
         assert_eq!(lowest(MAPS, "08:01", 4242), Some(0x7f0000000000));
         assert_eq!(lowest(MAPS, "08:02", 4242), None, "another device");
     }
@@ -127,7 +179,10 @@ mod tests {
         let ptr = &raw mut *target;
         match write_u32(std::process::id(), ptr as u64, 0xfeed) {
             // SAFETY: `ptr` points to the live box; volatile because the kernel, not Rust, wrote it.
-            Ok(()) => assert_eq!(unsafe { ptr.read_volatile() }, 0xfeed),
+            Ok(()) => {
+                assert_eq!(unsafe { ptr.read_volatile() }, 0xfeed);
+                assert_eq!(read_u32(std::process::id(), ptr as u64).unwrap(), 0xfeed);
+            }
             // Some sandboxes forbid the system call; the error is reported, not hidden.
             Err(e) => assert_eq!(e.raw_os_error(), Some(1), "{e}"),
         }

@@ -27,6 +27,12 @@ const POLL: Duration = Duration::from_millis(20);
 /// microseconds after the acknowledgement; waking a parked thread costs about as much again.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(200);
 
+/// How often the async queue is drained at least while synchronous events keep coming.
+const ASYNC_EVERY: Duration = Duration::from_millis(1);
+
+/// How long a detaching session waits for the driver's `DETACH_COMPLETE`.
+const DETACH_WAIT: Duration = Duration::from_secs(5);
+
 /// The process-wide claim; released when dropped.
 #[derive(Debug)]
 struct Claim;
@@ -133,6 +139,7 @@ impl SessionBuilder {
             breakpoints: RefCell::new(BTreeSet::new()),
             suspended: Cell::new(0),
             spin: self.spin,
+            async_at: Instant::now(),
             finalized: false,
             _claim: claim,
             _not_sync: PhantomData,
@@ -185,6 +192,8 @@ pub struct DebugSession {
     /// Bit per device suspended through a [`super::Suspended`] guard.
     pub(crate) suspended: Cell<u64>,
     spin: Duration,
+    /// When the async queue was last drained.
+    async_at: Instant,
     finalized: bool,
     _claim: Claim,
     _not_sync: PhantomData<Cell<()>>,
@@ -248,10 +257,21 @@ impl DebugSession {
         self.child.get_mut().as_mut().and_then(|c| c.stderr.take())
     }
 
-    /// Moves every event now in the driver's queues into `pending`; true when the sync queue had any.
-    fn drain(&mut self) -> Result<bool, crate::Error> {
+    /// Moves the events now in the driver's queues into `pending`; true when the sync queue had any. Without
+    /// `full`, the async queue is skipped when the sync queue had events and was looked at less than
+    /// [`ASYNC_EVERY`] ago.
+    fn drain(&mut self, full: bool) -> Result<bool, crate::Error> {
         let mut had_sync = false;
         for queue in [Queue::Sync, Queue::Async] {
+            // Each getNextEvent is a round trip to the driver (about 12 us on driver 580). While synchronous events
+            // stream, the async queue is looked at every ASYNC_EVERY only; it needs no acknowledgement, so only its
+            // latency grows.
+            if queue == Queue::Async && had_sync && !full && self.async_at.elapsed() < ASYNC_EVERY {
+                continue;
+            }
+            if queue == Queue::Async {
+                self.async_at = Instant::now();
+            }
             loop {
                 let mut raw = sys::CUDBGEvent::default();
                 // SAFETY: a valid queue type and a writable event of the 13.0 layout, which the negotiated
@@ -272,7 +292,7 @@ impl DebugSession {
     fn await_open(&mut self, mut seen: u64, timeout: Duration) -> Result<(), crate::Error> {
         let deadline = Instant::now() + timeout;
         loop {
-            self.drain()?;
+            self.drain(true)?;
             if !self.pending.is_empty() {
                 return Ok(());
             }
@@ -308,7 +328,7 @@ impl DebugSession {
         let mut quiet = false;
         loop {
             let notified = NOTIFIER.last_notified();
-            let had_sync = self.drain()?;
+            let had_sync = self.drain(false)?;
             if !self.pending.is_empty() {
                 let events: Vec<_> = self.pending.drain(..).collect();
                 // Pending sync events from the handshake also wait for an acknowledgement.
@@ -326,7 +346,7 @@ impl DebugSession {
             }
             if quiet && self.exit_status()?.is_some() {
                 // One last look: the queues may have filled between the drain and the exit check.
-                self.drain()?;
+                self.drain(true)?;
                 if self.pending.is_empty() {
                     return Ok(None);
                 }
@@ -371,9 +391,10 @@ impl DebugSession {
 
     /// Ends the session now and reports what was left: events still queued, and the exit status.
     pub fn close(mut self) -> Result<Closed, crate::Error> {
-        let drained = self.drain();
-        let events = self.pending.drain(..).collect();
+        let drained = self.drain(true);
         let teardown = self.teardown();
+        // Includes what a detach drained while it waited for the driver.
+        let events = self.pending.drain(..).collect();
         drained?;
         teardown?;
         Ok(Closed {
@@ -391,6 +412,42 @@ impl DebugSession {
         }
     }
 
+    /// Lets the debuggee go on without a debugger: breakpoints removed, the driver asked to clean up, and events
+    /// acknowledged until the driver reports `DETACH_COMPLETE` (finalising earlier leaves the debuggee's driver
+    /// waiting for a debugger that is gone). Events drained meanwhile stay in `pending`.
+    fn detach(&mut self) -> Result<(), crate::Error> {
+        let bps: Vec<_> = self.breakpoints.borrow_mut().iter().copied().collect();
+        for (dev, addr) in bps {
+            // SAFETY: an address this session set a breakpoint at.
+            api_call!(self.api, unsetBreakpoint(dev, addr))?;
+        }
+        self.breakpoints.borrow_mut().clear();
+        let resume = handshake::resume_flag(self.pid);
+        // SAFETY: plain flag argument: the debuggee's `cudbgResumeForAttachDetach`, as the header asks.
+        api_call!(self.api, requestCleanupOnDetach(resume))?;
+        let deadline = Instant::now() + DETACH_WAIT;
+        let mut seen = NOTIFIER.seen();
+        loop {
+            let before = self.pending.len();
+            let had_sync = self.drain(true)?;
+            if had_sync {
+                self.acknowledge()?;
+            }
+            if self
+                .pending
+                .iter()
+                .skip(before)
+                .any(|(_, e)| matches!(e, Event::DetachComplete))
+            {
+                return Ok(());
+            }
+            if self.exit_status()?.is_some() || Instant::now() >= deadline {
+                return Ok(());
+            }
+            seen = NOTIFIER.wait_past(seen, Duration::ZERO, Duration::from_millis(5));
+        }
+    }
+
     fn teardown(&mut self) -> Result<(), crate::Error> {
         if self.finalized {
             return Ok(());
@@ -405,18 +462,7 @@ impl DebugSession {
         };
         match (self.on_drop, running) {
             (OnDrop::Kill, true) => self.kill_and_reap(),
-            (OnDrop::Detach, true) => {
-                let bps: Vec<_> = self.breakpoints.borrow_mut().iter().copied().collect();
-                for (dev, addr) in bps {
-                    // SAFETY: an address this session set a breakpoint at.
-                    keep(api_call!(self.api, unsetBreakpoint(dev, addr)));
-                }
-                self.breakpoints.borrow_mut().clear();
-                // SAFETY: plain flag argument; 1 asks the driver to resume the application on detach.
-                keep(api_call!(self.api, requestCleanupOnDetach(1)));
-                let _ = self.drain();
-                keep(self.acknowledge());
-            }
+            (OnDrop::Detach, true) => keep(self.detach()),
             (_, false) => {}
         }
         // SAFETY: no arguments; initialize succeeded when the session was built, and this runs once.
