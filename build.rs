@@ -153,7 +153,10 @@ mod regenerate {
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         // Committed files are kept as `cargo fmt` leaves them, so a regeneration compares byte for byte.
         let rustfmt = env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
-        let formatted = Command::new(rustfmt).args(["--edition", "2024"]).arg(&path).status();
+        let formatted = Command::new(rustfmt)
+            .args(["--edition", "2024"])
+            .arg(&path)
+            .status();
         if !formatted.is_ok_and(|s| s.success()) {
             println!("cargo:warning=rustfmt failed on {}", path.display());
         }

@@ -17,7 +17,12 @@ pub(crate) static SPEC: LibrarySpec = LibrarySpec {
     // CUDA_ERROR_SYSTEM_DRIVER_MISMATCH on a newer system driver). Neither is searched.
     roots: &[],
     root_subdirs: &[],
-    standard_dirs: &["/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/wsl/lib"],
+    standard_dirs: &[
+        "/usr/local/nvidia/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib/wsl/lib",
+    ],
     wheel_subdirs: &[],
 };
 
