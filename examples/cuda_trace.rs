@@ -1,11 +1,12 @@
-//! `cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS...`
+//! `cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] -- PROGRAM ARGS...`
 //!
 //! Runs a CUDA program under a [`DebugSession`] and prints its module loads and kernel launches (kernel name from
 //! the module's ELF symbols where found, grid and block dimensions), then a summary per kernel. With
 //! `--chrome-trace FILE` it also writes a Chrome trace (JSON) that Perfetto and chrome://tracing open.
 //! `--spin-us N` sets how long the session busy-waits for events before it sleeps (default 200).
-//! `--no-push-pop` announces the capability that drops context push/pop events; `--defer-launches` turns launch
-//! events off (the driver then reports no launches at all; only for measuring what the events cost).
+//! The session announces `NO_CONTEXT_PUSH_POP_EVENTS` (a program that pushes and pops its context per call would
+//! otherwise stop twice more per call); `--push-pop` keeps those events. `--defer-launches` turns launch events off
+//! (the driver then reports no launches at all; only for measuring what the events cost).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
@@ -18,7 +19,7 @@ use gpu_tools::cudbg::{DebugSession, Event, KernelType};
 struct Args {
     chrome: Option<String>,
     quiet: bool,
-    no_push_pop: bool,
+    push_pop: bool,
     defer: bool,
     spin_us: Option<u64>,
     program: Vec<String>,
@@ -29,7 +30,7 @@ fn parse() -> Result<Args, String> {
     let mut args = Args {
         chrome: None,
         quiet: false,
-        no_push_pop: false,
+        push_pop: false,
         defer: false,
         spin_us: None,
         program: Vec::new(),
@@ -38,7 +39,7 @@ fn parse() -> Result<Args, String> {
         match a.as_str() {
             "--chrome-trace" => args.chrome = Some(it.next().ok_or("--chrome-trace needs a file")?),
             "--quiet" => args.quiet = true,
-            "--no-push-pop" => args.no_push_pop = true,
+            "--push-pop" => args.push_pop = true,
             "--defer-launches" => args.defer = true,
             "--spin-us" => {
                 let v = it.next().ok_or("--spin-us needs a number")?;
@@ -53,7 +54,7 @@ fn parse() -> Result<Args, String> {
     }
     if args.program.is_empty() {
         return Err(
-            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--no-push-pop] [--defer-launches] -- PROGRAM ARGS..."
+            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] -- PROGRAM ARGS..."
                 .into(),
         );
     }
@@ -105,7 +106,7 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     if let Some(us) = args.spin_us {
         builder = builder.spin(std::time::Duration::from_micros(us));
     }
-    if args.no_push_pop {
+    if !args.push_pop {
         builder = builder.capabilities(
             gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
         );

@@ -175,16 +175,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let default = traced(&[]);
     let no_spin = traced(&["--spin-us", "0"]);
-    let no_push_pop = traced(&["--no-push-pop"]);
+    let push_pop = traced(&["--push-pop"]);
     let no_launch = traced(&["--defer-launches"]);
     let modes: [(&str, &dyn Fn() -> Command); 6] = [
         ("native", &native),
-        ("cuda_trace (spin 200 us)", &default),
+        ("cuda_trace (spin 200 us, no push/pop events)", &default),
         ("cuda_trace --spin-us 0", &no_spin),
-        (
-            "cuda_trace --no-push-pop (capability written into the debuggee)",
-            &no_push_pop,
-        ),
+        ("cuda_trace --push-pop", &push_pop),
         (
             "cuda_trace --defer-launches (no launch events: floor of an attached session)",
             &no_launch,

@@ -57,6 +57,11 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
     }
     let kinds: Vec<&str> = events.iter().map(|(_, e)| e.name()).collect();
     assert_eq!(kinds.first(), Some(&"context-create"), "{kinds:?}");
+    // The crate's Context pushes and pops per call; without the capability each is an event.
+    assert!(
+        kinds.contains(&"context-push") && kinds.contains(&"context-pop"),
+        "{kinds:?}"
+    );
     let first_launch = events
         .iter()
         .position(|(_, e)| app_kernel(e).is_some())
@@ -392,4 +397,30 @@ fn handshake_timeout_kills_the_debuggee() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "debuggee not reaped"
     );
+}
+
+#[test]
+fn no_push_pop_capability_removes_context_push_and_pop_events() {
+    if !isolated("no_push_pop_capability_removes_context_push_and_pop_events") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::builder(debuggee(&["launch", "2"]))
+        .capabilities(gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS)
+        .start()
+        .expect("session");
+    let events = collect_all(&mut s);
+    let names: Vec<&str> = events.iter().map(|(_, e)| e.name()).collect();
+    assert_eq!(
+        events.iter().filter_map(|(_, e)| app_kernel(e)).count(),
+        2,
+        "{names:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ContextPush(_) | Event::ContextPop(_))),
+        "{names:?}"
+    );
+    assert!(s.exit_status().unwrap().expect("exited").success());
 }

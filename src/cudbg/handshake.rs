@@ -39,6 +39,11 @@ pub trait Handshake: Send + std::fmt::Debug {
 
 /// Route 2 of the driver: the debuggee's libcuda reads the session from its environment
 /// (`CUDBG_GET_SESSION_FROM_ENV=1` and the client variables). Seen working on driver 580; not documented publicly.
+///
+/// The driver reads no environment variable for the debugger capabilities, so when any are asked for, they are
+/// written into the debuggee's `cudbgDebuggerCapabilities` (`process_vm_writev`, same uid, no ptrace stop) from
+/// the moment its libcuda is mapped until the driver reports the first event. Seen on driver 580:
+/// `CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS` written this way removes the context push/pop events.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EnvHandshake;
 
@@ -68,20 +73,15 @@ impl Handshake for EnvHandshake {
             .map_err(|_| SessionError::MissingClientVariable("cudbgDebuggerCapabilities"))?;
         let seen = NOTIFIER.seen();
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut written = 0u32;
         while NOTIFIER.seen() == seen && Instant::now() < deadline {
             if child.try_wait().map_err(SessionError::Process)?.is_some() {
                 break;
             }
             if let Ok(Some(addr)) = inject::remote_address(child.id(), local) {
-                if inject::write_u32(child.id(), addr, info.capabilities).is_ok() {
-                    written += 1;
-                }
+                // Fails until the page is mapped; the next round tries again.
+                let _ = inject::write_u32(child.id(), addr, info.capabilities);
             }
             std::thread::sleep(Duration::from_micros(50));
-        }
-        if std::env::var_os("GPU_TOOLS_CUDBG_TRACE_INJECT").is_some() {
-            eprintln!("capabilities written {written} times");
         }
         Ok(())
     }
