@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use gpu_tools::cudbg::{DebugSession, Event, EventBatch, SessionError, api::Api};
+use gpu_tools::cudbg::{BatchTiming, DebugSession, Event, EventBatch, SessionError, api::Api};
 
 fn assert_send<T: Send>() {}
 fn assert_send_sync<T: Send + Sync>() {}
@@ -16,6 +16,7 @@ fn thread_safety_is_decided() {
     assert_send::<EventBatch<'static>>();
     assert_send_sync::<Api>();
     assert_send_sync::<Event>();
+    assert_send_sync::<BatchTiming>();
     assert_send_sync::<SessionError>();
 }
 
