@@ -32,6 +32,11 @@ pub enum Reserve {
     /// vendor's "use none" value).
     MiB(usize),
     /// Keep everything free: do not use this level at all (the vendor's `(size_t)-1`).
+    ///
+    /// Documented by the vendor, but CUPTI 13.0 (driver 580, H200) answers a save with this value on either level
+    /// with [`CuptiError::InvalidParameter`](crate::cupti::CuptiError::InvalidParameter). To keep a level
+    /// free, reserve its size in MiB instead: the checkpoint then falls back to the next level, and past host
+    /// memory to a file (seen under `/tmp`).
     Everything,
 }
 
