@@ -63,3 +63,8 @@ pub enum Error {
 
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The README's Rust examples, compiled (not run) by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
