@@ -3,13 +3,15 @@
 //! the C double (`tests/doubles/rocprofiler_double.c`, whose `next_record` takes the library lock per call as
 //! the vendor's does).
 //!
-//! `cargo bench --bench rocprofiler_decode`
+//! `cargo bench --bench rocprofiler_decode`: criterion reports each side; a summary table follows with the
+//! medians and the speed-up.
 
 use std::hint::black_box;
 use std::mem::offset_of;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use criterion::{Criterion, Throughput};
 use gpu_tools::rocprofiler::{
     Batch, Filter, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary,
 };
@@ -31,7 +33,6 @@ type Emit = unsafe extern "C" fn(
 ) -> i32;
 
 const HALF: usize = 1 << 20;
-const REPS: usize = 200;
 
 struct Row {
     name: &'static str,
@@ -40,17 +41,32 @@ struct Row {
     vendor: Duration,
 }
 
-fn best<F: FnMut() -> u64>(mut f: F) -> Duration {
-    (0..REPS)
-        .map(|_| {
-            let t = Instant::now();
-            black_box(f());
-            t.elapsed()
+/// Runs `f` as one criterion benchmark and returns the median time of one call over every timed call.
+fn bench(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: &str,
+    mut f: impl FnMut() -> u64,
+) -> Duration {
+    let mut times = Vec::new();
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                black_box(f());
+                let d = t.elapsed();
+                times.push(d);
+                total += d;
+            }
+            total
         })
-        .min()
-        .unwrap_or_default()
+    });
+    times.sort_unstable();
+    times.get(times.len() / 2).copied().unwrap_or_default()
 }
 
+/// Decoding in Rust and the `next_record` loop, side by side in one criterion group, inside the callback (the
+/// only place the records are valid).
 fn measure(
     batch: &Batch<'_>,
     next: NextRecord,
@@ -59,7 +75,14 @@ fn measure(
     name: &'static str,
 ) -> Row {
     let records = batch.records().count();
-    let rust = best(|| {
+    let mut c = Criterion::default()
+        .sample_size(50)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(1))
+        .configure_from_args();
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(records as u64));
+    let rust = bench(&mut group, "rust decode", || {
         let mut sum = 0u64;
         for r in batch.records() {
             match r {
@@ -80,7 +103,7 @@ fn measure(
         sum
     });
     let range = batch.as_ptr_range();
-    let vendor = best(|| {
+    let vendor = bench(&mut group, "next_record loop", || {
         let mut sum = 0u64;
         let mut p = range.start.cast::<sys::rocprofiler_record_header_t>();
         let end = range.end.cast::<sys::rocprofiler_record_header_t>();
@@ -124,6 +147,7 @@ fn measure(
         }
         sum
     });
+    group.finish();
     Row {
         name,
         records,
@@ -245,7 +269,7 @@ fn main() {
         );
     }
     println!(
-        "best of {REPS} runs each; bar 5x: {}",
+        "criterion medians of one pass over the half; bar 5x: {}",
         if ok { "met" } else { "NOT met" }
     );
 }
