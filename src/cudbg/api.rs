@@ -83,6 +83,14 @@ impl Api {
         self.version
     }
 
+    /// `getNumDevices` through the revision gate: the number of devices the debugger API sees.
+    pub fn num_devices(&self) -> Result<u32, crate::Error> {
+        let mut n = 0;
+        // SAFETY: valid out-pointer.
+        api_call!(*self, getNumDevices(&mut n))?;
+        Ok(n)
+    }
+
     /// Reads one slot after checking the gate; `read` must read the field at `offset`.
     ///
     /// # Safety

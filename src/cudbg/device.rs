@@ -136,10 +136,7 @@ fn len_u32(len: usize) -> Result<u32, SessionError> {
 impl DebugSession {
     /// Number of devices the debugger API sees.
     pub fn device_count(&self) -> Result<u32, crate::Error> {
-        let mut n = 0;
-        // SAFETY: valid out-pointer.
-        api_call!(self.api, getNumDevices(&mut n))?;
-        Ok(n)
+        self.api.num_devices()
     }
 
     fn check_device(&self, dev: u32) -> Result<(), crate::Error> {
