@@ -14,44 +14,11 @@ use gpu_tools::cuda::{Context, DeviceBuffer, Function};
 use gpu_tools::cupti::Checkpoint;
 
 /// `step(u32* buf, u64 n)`: `x[i] = x[i] * 1664525 + 1013904223 + i` for every word, in place.
-const STEP_PTX: &CStr = c"
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry step(.param .u64 step_buf, .param .u64 step_n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<12>;
-    .reg .b64 %rd<12>;
-    ld.param.u64 %rd1, [step_buf];
-    ld.param.u64 %rd2, [step_n];
-    cvta.to.global.u64 %rd1, %rd1;
-    mov.u32 %r1, %ctaid.x;
-    mov.u32 %r2, %ntid.x;
-    mov.u32 %r3, %tid.x;
-    mov.u32 %r4, %nctaid.x;
-    mul.wide.u32 %rd3, %r1, %r2;
-    cvt.u64.u32 %rd4, %r3;
-    add.u64 %rd3, %rd3, %rd4;
-    mul.wide.u32 %rd5, %r4, %r2;
-    mov.u32 %r8, 1664525;
-    mov.u32 %r9, 1013904223;
-LOOP:
-    setp.ge.u64 %p1, %rd3, %rd2;
-    @%p1 bra DONE;
-    shl.b64 %rd6, %rd3, 2;
-    add.u64 %rd7, %rd1, %rd6;
-    ld.global.u32 %r5, [%rd7];
-    cvt.u32.u64 %r6, %rd3;
-    mad.lo.u32 %r7, %r5, %r8, %r9;
-    add.u32 %r7, %r7, %r6;
-    st.global.u32 [%rd7], %r7;
-    add.u64 %rd3, %rd3, %rd5;
-    bra LOOP;
-DONE:
-    ret;
-}
-";
+const STEP_PTX: &CStr =
+    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/step.ptx"), "\0").as_bytes()) {
+        Ok(ptx) => ptx,
+        Err(_) => panic!("step.ptx holds a NUL byte"),
+    };
 
 struct Args {
     bytes: usize,
