@@ -355,3 +355,22 @@ fn destroyed_context_is_a_typed_error() {
     }
     assert!(matches!(cp.free(), Err(Error::Cuda(e)) if e.is_invalid_context()));
 }
+
+/// A context made by `cudarc` (feature `cudarc`), checkpointed through `Context::from_cudarc`.
+#[cfg(feature = "cudarc")]
+#[test]
+fn cudarc_context_saves_and_restores() {
+    let _s = serial();
+    let owner = cudarc::driver::CudaContext::new(0).expect("cudarc context on device 0");
+    let ctx = Context::from_cudarc(&owner).unwrap();
+    assert_eq!(ctx.as_raw() as usize, owner.cu_ctx() as usize);
+    let state = pattern(64 * MIB, 71);
+    let mut buf = upload(&ctx, &state);
+    let mut cp = Checkpoint::new(&ctx).unwrap();
+    cp.save().unwrap();
+    buf.fill_u32(0).unwrap();
+    cp.restore().unwrap();
+    assert_same(&download(&buf), &state, "after restore in a cudarc context");
+    drop(buf);
+    cp.free().unwrap();
+}
