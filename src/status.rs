@@ -62,3 +62,19 @@ macro_rules! status_enum {
 }
 
 pub(crate) use status_enum;
+
+/// `Display` text of a vendor status: its name, then the vendor's message where it adds something (not empty,
+/// not a repeat of the name, trailing newlines dropped).
+pub(crate) fn with_message(name: String, message: Option<String>) -> String {
+    match message {
+        Some(msg) => {
+            let msg = msg.trim();
+            if msg.is_empty() || name.starts_with(msg) {
+                name
+            } else {
+                format!("{name}: {msg}")
+            }
+        }
+        None => name,
+    }
+}

@@ -50,7 +50,8 @@ status_enum! {
         AmbiguousMemoryAddress = CUDBG_ERROR_AMBIGUOUS_MEMORY_ADDRESS,
         RecursiveApiCall = CUDBG_ERROR_RECURSIVE_API_CALL,
         MissingData = CUDBG_ERROR_MISSING_DATA,
-        NotSupported = CUDBG_ERROR_NOT_SUPPORTED,    }
+        NotSupported = CUDBG_ERROR_NOT_SUPPORTED,
+    }
 }
 
 fn describe(e: &CudbgError) -> String {

@@ -100,31 +100,26 @@ pub(crate) fn remote_address(pid: u32, local: *const u32) -> std::io::Result<Opt
 /// Reads the `u32` at `addr` in process `pid`.
 pub(crate) fn read_u32(pid: u32, addr: u64) -> std::io::Result<u32> {
     let mut v = 0u32;
-    let local = IoVec {
-        base: (&raw mut v).cast(),
-        len: 4,
-    };
-    let remote = IoVec {
-        base: addr as *mut c_void,
-        len: 4,
-    };
-    let pid =
-        i32::try_from(pid).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: one local iovec over a live u32 and one remote iovec; the kernel checks the remote range and writes
-    // only into `v`.
-    let n = unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    match n {
-        4 => Ok(v),
-        n if n < 0 => Err(std::io::Error::last_os_error()),
-        _ => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
-    }
+    transfer(pid, addr, &mut v, Direction::Read)?;
+    Ok(v)
 }
 
 /// Writes `value` at `addr` in process `pid`.
 pub(crate) fn write_u32(pid: u32, addr: u64, value: u32) -> std::io::Result<()> {
     let mut v = value;
+    transfer(pid, addr, &mut v, Direction::Write)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// Copies one `u32` between `v` and `addr` in process `pid`, in either direction.
+fn transfer(pid: u32, addr: u64, v: &mut u32, direction: Direction) -> std::io::Result<()> {
     let local = IoVec {
-        base: (&raw mut v).cast(),
+        base: std::ptr::from_mut(v).cast(),
         len: 4,
     };
     let remote = IoVec {
@@ -133,12 +128,19 @@ pub(crate) fn write_u32(pid: u32, addr: u64, value: u32) -> std::io::Result<()> 
     };
     let pid =
         i32::try_from(pid).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: one local iovec over a live u32 and one remote iovec; the kernel checks the remote range and our
-    // permission to write there, and touches no memory of this process but `v`.
-    let n = unsafe { process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    let n = match direction {
+        // SAFETY: one local iovec over a live u32 and one remote iovec; the kernel checks the remote range and
+        // writes only into `v`.
+        Direction::Read => unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) },
+        // SAFETY: as above; the kernel also checks our permission to write there, and reads only `v` here.
+        Direction::Write => unsafe { process_vm_writev(pid, &local, 1, &remote, 1, 0) },
+    };
     match n {
         4 => Ok(()),
         n if n < 0 => Err(std::io::Error::last_os_error()),
+        _ if direction == Direction::Read => {
+            Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        }
         _ => Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
     }
 }

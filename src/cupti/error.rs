@@ -52,7 +52,8 @@ status_enum! {
         SliDeviceNotSupported = CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED,
         WslDeviceNotSupported = CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED,
         InvalidChipName = CUPTI_ERROR_INVALID_CHIP_NAME,
-        Unknown = CUPTI_ERROR_UNKNOWN,    }
+        Unknown = CUPTI_ERROR_UNKNOWN,
+    }
 }
 
 fn describe(e: &CuptiError) -> String {
@@ -63,19 +64,11 @@ fn describe(e: &CuptiError) -> String {
         (None, Some(vendor)) => format!("{vendor} (code {} unknown to this crate)", e.code()),
         (None, None) => format!("unrecognized CUPTI result {}", e.code()),
     };
-    // CUPTI answers "<unknown>" for codes it does not know, repeats the name when it has no text, and ends some
-    // messages with a newline.
-    match lib.and_then(|l| l.error_message(e.code())) {
-        Some(msg) => {
-            let msg = msg.trim();
-            if msg.is_empty() || msg == "<unknown>" || name.starts_with(msg) {
-                name
-            } else {
-                format!("{name}: {msg}")
-            }
-        }
-        None => name,
-    }
+    // CUPTI answers "<unknown>" for codes it does not know.
+    let message = lib
+        .and_then(|l| l.error_message(e.code()))
+        .filter(|m| m.trim() != "<unknown>");
+    crate::status::with_message(name, message)
 }
 
 /// `Ok` for `CUPTI_SUCCESS`, the typed error otherwise.

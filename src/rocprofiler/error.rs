@@ -43,7 +43,8 @@ status_enum! {
         InvalidOperationId = ROCPROFILER_STATUS_ERROR_INVALID_OPERATION_ID,
         InvalidDomainId = ROCPROFILER_STATUS_ERROR_INVALID_DOMAIN_ID,
         NotImplemented = ROCPROFILER_STATUS_ERROR_NOT_IMPLEMENTED,
-        MismatchedExternalCorrelationId = ROCPROFILER_STATUS_ERROR_MISMATCHED_EXTERNAL_CORRELATION_ID,    }
+        MismatchedExternalCorrelationId = ROCPROFILER_STATUS_ERROR_MISMATCHED_EXTERNAL_CORRELATION_ID,
+    }
 }
 
 fn describe(e: &RocprofilerError) -> String {
@@ -51,10 +52,10 @@ fn describe(e: &RocprofilerError) -> String {
         Some(n) => n.to_string(),
         None => format!("unrecognized rocprofiler status {}", e.code()),
     };
-    match super::RocprofilerLibrary::get().and_then(|l| l.error_str(e.code())) {
-        Some(msg) if !msg.is_empty() => format!("{name}: {msg}"),
-        _ => name,
-    }
+    crate::status::with_message(
+        name,
+        super::RocprofilerLibrary::get().and_then(|l| l.error_str(e.code())),
+    )
 }
 
 /// `Ok` for `ROCPROFILER_STATUS_SUCCESS`, the typed error otherwise.
