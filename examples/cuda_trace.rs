@@ -1,4 +1,5 @@
-//! `cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] -- PROGRAM ARGS...`
+//! `cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] [--blocking-launches]
+//!  -- PROGRAM ARGS...`
 //!
 //! Runs a CUDA program under a [`DebugSession`] and prints its module loads and kernel launches (kernel name from
 //! the module's ELF symbols where found, grid and block dimensions), then a summary per kernel. With
@@ -7,6 +8,11 @@
 //! The session announces `NO_CONTEXT_PUSH_POP_EVENTS` (a program that pushes and pops its context per call would
 //! otherwise stop twice more per call); `--push-pop` keeps those events. `--defer-launches` turns launch events off
 //! (the driver then reports no launches at all; only for measuring what the events cost).
+//!
+//! `--blocking-launches` makes each launch wait for its kernel, as cuda-gdb's `set cuda launch_blocking on` does;
+//! only then does the driver report kernel ends, so kernels get durations (in the Chrome trace, and a total per
+//! kernel in the summary). A duration is the time between the session seeing the kernel's ready and finished
+//! events: the kernel plus the driver's round trips, an upper bound of its run time.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
@@ -21,6 +27,7 @@ struct Args {
     quiet: bool,
     push_pop: bool,
     defer: bool,
+    blocking: bool,
     spin_us: Option<u64>,
     program: Vec<String>,
 }
@@ -32,6 +39,7 @@ fn parse() -> Result<Args, String> {
         quiet: false,
         push_pop: false,
         defer: false,
+        blocking: false,
         spin_us: None,
         program: Vec::new(),
     };
@@ -41,6 +49,7 @@ fn parse() -> Result<Args, String> {
             "--quiet" => args.quiet = true,
             "--push-pop" => args.push_pop = true,
             "--defer-launches" => args.defer = true,
+            "--blocking-launches" => args.blocking = true,
             "--spin-us" => {
                 let v = it.next().ok_or("--spin-us needs a number")?;
                 args.spin_us = Some(v.parse().map_err(|_| format!("bad --spin-us {v}"))?);
@@ -54,7 +63,8 @@ fn parse() -> Result<Args, String> {
     }
     if args.program.is_empty() {
         return Err(
-            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] -- PROGRAM ARGS..."
+            "usage: cuda_trace [--chrome-trace FILE] [--quiet] [--spin-us N] [--push-pop] [--defer-launches] \
+             [--blocking-launches] -- PROGRAM ARGS..."
                 .into(),
         );
     }
@@ -65,6 +75,9 @@ fn parse() -> Result<Args, String> {
 struct KernelStats {
     launches: u64,
     dims: BTreeMap<String, u64>,
+    /// Kernels with a finished event, and their summed ready-to-finished time.
+    finished: u64,
+    busy_us: f64,
 }
 
 fn json_str(s: &str) -> String {
@@ -111,7 +124,7 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
         );
     }
-    let mut session = builder.start()?;
+    let mut session = builder.blocking_launches(args.blocking).start()?;
     if args.defer {
         session.set_launch_events(false)?;
     }
@@ -170,12 +183,17 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
                     *s.dims
                         .entry(format!("grid {} block {}", k.grid_dim, k.block_dim))
                         .or_default() += 1;
-                    if args.chrome.is_some() {
+                    // Without finished events nothing would ever take a launch out again.
+                    if args.chrome.is_some() || args.blocking {
                         open.insert(k.grid_id, (name, us));
                     }
                 }
                 Event::KernelFinished(k) => {
                     if let Some((name, start)) = open.remove(&k.grid_id) {
+                        if let Some(s) = stats.get_mut(&name) {
+                            s.finished += 1;
+                            s.busy_us += (us - start).max(0.0);
+                        }
                         trace.push(format!(
                             "{{\"name\":{},\"ph\":\"X\",\"ts\":{start:.1},\"dur\":{:.1},\"pid\":1,\"tid\":{}}}",
                             json_str(&name),
@@ -201,6 +219,15 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     writeln!(out, "--- summary: {} kernels", stats.len())?;
     for (name, s) in &stats {
         writeln!(out, "{:>8}  {name}", s.launches)?;
+        if s.finished > 0 {
+            writeln!(
+                out,
+                "          {} finished, {:.1} us from ready to finished in all, {:.1} us each",
+                s.finished,
+                s.busy_us,
+                s.busy_us / s.finished as f64
+            )?;
+        }
         for (dims, n) in &s.dims {
             writeln!(out, "          {n} x {dims}")?;
         }

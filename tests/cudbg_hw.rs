@@ -424,3 +424,80 @@ fn no_push_pop_capability_removes_context_push_and_pop_events() {
     );
     assert!(s.exit_status().unwrap().expect("exited").success());
 }
+
+#[test]
+fn blocking_launches_report_each_kernels_end() {
+    if !isolated("blocking_launches_report_each_kernels_end") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::builder(debuggee(&["launch", "3"]))
+        .blocking_launches(true)
+        .start()
+        .expect("session");
+    let events = collect_all(&mut s);
+    let names: Vec<&str> = events.iter().map(|(_, e)| e.name()).collect();
+    let launches: Vec<KernelReady> = events.iter().filter_map(|(_, e)| app_kernel(e)).collect();
+    assert_eq!(launches.len(), 3, "{names:?}");
+    // Each launch's end comes after its ready event and before the next launch.
+    for (i, k) in launches.iter().enumerate() {
+        let ready = events
+            .iter()
+            .position(|(_, e)| app_kernel(e).is_some_and(|r| r.grid_id == k.grid_id))
+            .expect("ready");
+        let finished = events
+            .iter()
+            .position(|(_, e)| matches!(e, Event::KernelFinished(f) if f.grid_id == k.grid_id))
+            .unwrap_or_else(|| panic!("no finished event for grid {}: {names:?}", k.grid_id));
+        assert!(ready < finished, "{names:?}");
+        if let Some(next) = launches.get(i + 1) {
+            let next_ready = events
+                .iter()
+                .position(|(_, e)| app_kernel(e).is_some_and(|r| r.grid_id == next.grid_id))
+                .expect("ready");
+            assert!(finished < next_ready, "{names:?}");
+        }
+        let Some((_, Event::KernelFinished(f))) = events.get(finished) else {
+            unreachable!()
+        };
+        assert_eq!(f.function_entry, k.function_entry);
+        assert_eq!(f.module, k.module);
+    }
+    assert!(s.exit_status().unwrap().expect("exited").success());
+    assert!(matches!(
+        s.set_blocking_launches(false),
+        Err(SessionError::DebuggeeVariable { .. })
+    ));
+}
+
+#[test]
+fn launch_blocking_can_be_switched_on_while_running() {
+    if !isolated("launch_blocking_can_be_switched_on_while_running") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::start(debuggee(&["launch", "4"])).expect("session");
+    let mut ready = 0;
+    let mut finished = Vec::new();
+    while let Some(batch) = s.next_batch(Some(Duration::from_secs(60))).expect("events") {
+        for (_, e) in &batch {
+            match e {
+                Event::KernelReady(k) if k.kernel_type == KernelType::Application => {
+                    ready += 1;
+                    // Switched on while the second launch is held: from the third launch on, kernels end with
+                    // an event.
+                    if ready == 2 {
+                        batch.session().set_blocking_launches(true).expect("set");
+                    }
+                }
+                Event::KernelFinished(f) => finished.push(f.grid_id),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(ready, 4);
+    assert!(
+        (2..=3).contains(&finished.len()),
+        "finished events for grids {finished:?}"
+    );
+}

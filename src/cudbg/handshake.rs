@@ -133,6 +133,32 @@ pub(crate) fn set_client_variables(
     Ok(())
 }
 
+/// Writes `value` into the debuggee's copy of the libcuda variable `name` (a `uint32_t` that cudadebugger.h names
+/// as set by the API client), while the debuggee runs.
+pub(crate) fn write_debuggee_variable(
+    pid: u32,
+    name: &'static str,
+    value: u32,
+) -> Result<(), SessionError> {
+    let lib = DebuggerLibrary::get().ok_or(SessionError::MissingClientVariable(name))?;
+    let mut symbol = name.as_bytes().to_vec();
+    symbol.push(0);
+    // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
+    let local = unsafe { lib.lib.get::<*mut u32>(&symbol) }
+        .map(|s| *s)
+        .map_err(|_| SessionError::MissingClientVariable(name))?;
+    let failed = |source| SessionError::DebuggeeVariable { name, source };
+    let addr = inject::remote_address(pid, local)
+        .map_err(failed)?
+        .ok_or_else(|| {
+            failed(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the debuggee has no libcuda.so.1 mapped",
+            ))
+        })?;
+    inject::write_u32(pid, addr, value).map_err(failed)
+}
+
 /// The debuggee's `cudbgResumeForAttachDetach`, which `requestCleanupOnDetach` takes; 0 when it cannot be read
 /// (a debuggee that was launched under the session, not attached to, has nothing to resume).
 pub(crate) fn resume_flag(pid: u32) -> u32 {

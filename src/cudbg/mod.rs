@@ -97,6 +97,15 @@ pub enum SessionError {
     /// A buffer longer than one driver call can take (4 GiB).
     #[error("a transfer of {0} bytes is larger than the driver accepts in one call")]
     TooLarge(usize),
+    /// A driver variable in the debuggee could not be written (the debuggee is gone, or this process may not
+    /// write into it).
+    #[error("cannot set `{name}` in the debuggee: {source}")]
+    DebuggeeVariable {
+        /// The libcuda variable.
+        name: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Waiting for or signalling the debuggee failed.
     #[error("debuggee process: {0}")]
     Process(#[source] std::io::Error),

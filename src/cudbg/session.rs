@@ -71,6 +71,7 @@ pub struct SessionBuilder {
     on_drop: OnDrop,
     capabilities: u32,
     spin: Duration,
+    blocking_launches: bool,
 }
 
 impl SessionBuilder {
@@ -87,6 +88,13 @@ impl SessionBuilder {
     /// driver honours them depends on the route (see [`EnvHandshake`]).
     pub fn capabilities(mut self, flags: u32) -> Self {
         self.capabilities = flags;
+        self
+    }
+
+    /// Makes the debuggee's kernel launches blocking from its first launch on; see
+    /// [`DebugSession::set_blocking_launches`]. Default: off.
+    pub fn blocking_launches(mut self, on: bool) -> Self {
+        self.blocking_launches = on;
         self
     }
 
@@ -161,6 +169,11 @@ impl SessionBuilder {
         session.child = RefCell::new(Some(child));
         after?;
         session.await_open(seen, self.handshake_timeout)?;
+        // The first event (the context's creation) holds the debuggee until it is acknowledged, so this lands
+        // before any launch.
+        if self.blocking_launches {
+            session.set_blocking_launches(true)?;
+        }
         Ok(session)
     }
 }
@@ -218,6 +231,7 @@ impl DebugSession {
             on_drop: OnDrop::Kill,
             capabilities: 0,
             spin: DEFAULT_SPIN,
+            blocking_launches: false,
         }
     }
 
@@ -381,6 +395,28 @@ impl DebugSession {
         };
         // SAFETY: a mode value from the header.
         api_call!(self.api, setKernelLaunchNotificationMode(mode))
+    }
+
+    /// Makes every kernel launch of the debuggee blocking (`true`) or asynchronous again (`false`), as cuda-gdb's
+    /// `set cuda launch_blocking` does: it sets the debuggee's `cudbgEnableLaunchBlocking`, which the driver reads
+    /// at each launch.
+    ///
+    /// With blocking launches the driver also reports the end of each kernel ([`Event::KernelFinished`]); without
+    /// them driver 580 never does. The price: each launch waits for its kernel, and raises a second synchronous
+    /// event. Takes effect from the debuggee's next launch.
+    pub fn set_blocking_launches(&self, on: bool) -> Result<(), SessionError> {
+        const NAME: &str = "cudbgEnableLaunchBlocking";
+        // A reaped debuggee's pid may already belong to another process.
+        if self.exit.get().is_some() {
+            return Err(SessionError::DebuggeeVariable {
+                name: NAME,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the debuggee has exited",
+                ),
+            });
+        }
+        handshake::write_debuggee_variable(self.pid, NAME, u32::from(on))
     }
 
     /// Releases the debuggee threads blocked on synchronous events.
