@@ -6,7 +6,9 @@
 //! `cudbg_bench --probe --debuggee PATH [--steps N] [--mode M] [--spin-us N]` (one in-process session)
 //!
 //! The debuggee (`debuggee_kernels launch N`) reports its own loop time (`loop_ms`); the table shows the best loop
-//! time and the best whole-process time of each mode, and their ratio to native.
+//! time and the best whole-process time of each mode, and their ratio to native. With `--mode launch-raw` the
+//! debuggee also reports how the loop splits between the launch and the synchronize calls and how often its thread
+//! slept (a step that waits for the debugger process sleeps; a native step does not), from the best run.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -21,11 +23,35 @@ fn arg(name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-fn loop_ms(text: &str) -> Option<f64> {
+/// The number after `key` in the debuggee's report line.
+fn field(text: &str, key: &str) -> Option<f64> {
     text.split_whitespace()
-        .skip_while(|w| *w != "loop_ms")
+        .skip_while(|w| *w != key)
         .nth(1)
         .and_then(|v| v.parse().ok())
+}
+
+fn loop_ms(text: &str) -> Option<f64> {
+    field(text, "loop_ms")
+}
+
+/// "launch ms | synchronize ms | sleeps per step" cells from the report of `launch-raw`; blanks for other modes.
+fn split_cells(text: &str, steps: f64) -> String {
+    let cell = |v: Option<f64>, per_step: bool| {
+        v.map_or_else(String::new, |v| {
+            if per_step {
+                format!("{:.2}", v / steps)
+            } else {
+                format!("{v:.1}")
+            }
+        })
+    };
+    format!(
+        "{} | {} | {}",
+        cell(field(text, "launch_ms"), false),
+        cell(field(text, "sync_ms"), false),
+        cell(field(text, "voluntary_switches"), true)
+    )
 }
 
 /// Runs once; returns (loop ms reported by the debuggee, wall ms, stdout), or why it failed.
@@ -177,7 +203,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let no_spin = traced(&["--spin-us", "0"]);
     let push_pop = traced(&["--push-pop"]);
     let no_launch = traced(&["--defer-launches"]);
-    let modes: [(&str, &dyn Fn() -> Command); 6] = [
+    let blocking = traced(&["--blocking-launches"]);
+    let modes: [(&str, &dyn Fn() -> Command); 7] = [
         ("native", &native),
         ("cuda_trace (spin 200 us, no push/pop events)", &default),
         ("cuda_trace --spin-us 0", &no_spin),
@@ -186,21 +213,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "cuda_trace --defer-launches (no launch events: floor of an attached session)",
             &no_launch,
         ),
+        (
+            "cuda_trace --blocking-launches (kernel ends reported too)",
+            &blocking,
+        ),
         ("cuda-gdb -batch -ex run", &gdbrun),
     ];
     println!(
         "device: {device}; {steps} launch+synchronize steps (debuggee mode {mode}); best of {runs}"
     );
-    println!("| mode | loop ms | process ms | loop / native |");
-    println!("|---|---|---|---|");
+    println!(
+        "| mode | loop ms | in launch ms | in synchronize ms | sleeps per step | process ms | loop / native |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let step_count: f64 = steps.parse().unwrap_or(1.0);
     let mut base = None;
     for (name, make) in modes {
         let mut best: Option<(f64, f64)> = None;
         let mut failure = None;
         let mut last_out = String::new();
+        let mut best_out = String::new();
         for _ in 0..runs {
             match run_once(make()) {
                 Ok((l, w, out)) => {
+                    if best.is_none_or(|(bl, _)| l < bl) {
+                        best_out.clone_from(&out);
+                    }
                     best = Some(best.map_or((l, w), |(bl, bw)| (bl.min(l), bw.min(w))));
                     last_out = out;
                 }
@@ -210,12 +248,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         match best {
             Some((l, w)) => {
                 let b = *base.get_or_insert(l);
-                println!("| {name} | {l:.1} | {w:.1} | {:.2}x |", l / b);
+                println!(
+                    "| {name} | {l:.1} | {} | {w:.1} | {:.2}x |",
+                    split_cells(&best_out, step_count),
+                    l / b
+                );
                 if let Some(events) = last_out.lines().find(|l| l.starts_with("--- events")) {
-                    println!("|  ({events}) | | | |");
+                    println!("|  ({events}) | | | | | | |");
                 }
             }
-            None => println!("| {name} | failed: {} | | |", failure.unwrap_or_default()),
+            None => println!(
+                "| {name} | failed: {} | | | | | |",
+                failure.unwrap_or_default()
+            ),
         }
     }
     Ok(())

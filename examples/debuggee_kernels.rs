@@ -4,7 +4,8 @@
 //! Modes:
 //! - `launch N`: N launches of `add_one` (grid 2, block 32), each followed by a synchronize; prints `loop_ms`.
 //! - `launch-raw N`: the same steps with the context made current once and the driver called directly, as a
-//!   runtime-API program does (no context push/pop per call).
+//!   runtime-API program does (no context push/pop per call); also prints the time spent in the launch and in the
+//!   synchronize calls and this thread's context switches during the loop.
 //! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
 //! - `fault`: runs a kernel whose 4-byte store is misaligned (a warp exception).
 //! - `nocuda`: exits without touching CUDA.
@@ -123,8 +124,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let launches = number(1, 1);
             let _current = ctx.make_current()?;
             let api = ctx.driver().api();
+            let switches0 = context_switches();
+            let (mut in_launch, mut in_sync) = (Duration::ZERO, Duration::ZERO);
             let t0 = Instant::now();
             for _ in 0..launches {
+                let a = Instant::now();
                 // SAFETY: the context is current; add_one takes (u32*, u32) and the buffer holds n words.
                 let rc = unsafe {
                     (api.cu_launch_kernel)(
@@ -141,14 +145,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         std::ptr::null_mut(),
                     )
                 };
+                let b = Instant::now();
                 // SAFETY: the context is current.
                 let sync = unsafe { (api.cu_ctx_synchronize)() };
+                in_sync += b.elapsed();
+                in_launch += b - a;
                 if rc != 0 || sync != 0 {
                     return Err(format!("launch {rc}, synchronize {sync}").into());
                 }
             }
             let ms = t0.elapsed().as_secs_f64() * 1e3;
-            println!("ok {launches} loop_ms {ms:.2}");
+            let switches = context_switches()
+                .zip(switches0)
+                .map(|(e, s)| (e.0 - s.0, e.1 - s.1));
+            println!(
+                "ok {launches} loop_ms {ms:.2} launch_ms {:.2} sync_ms {:.2} voluntary_switches {} involuntary_switches {}",
+                in_launch.as_secs_f64() * 1e3,
+                in_sync.as_secs_f64() * 1e3,
+                switches.map_or_else(|| "?".into(), |s| s.0.to_string()),
+                switches.map_or_else(|| "?".into(), |s| s.1.to_string()),
+            );
         }
         _ => {
             let launches = if mode == "wait" { 1 } else { number(1, 1) };
@@ -168,4 +184,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// This thread's (voluntary, involuntary) context switches so far: a step that waits for another process (the
+/// debugger) sleeps at least once; one that spins does not.
+fn context_switches() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((
+        field("voluntary_ctxt_switches:")?,
+        field("nonvoluntary_ctxt_switches:")?,
+    ))
 }
