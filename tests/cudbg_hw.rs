@@ -495,6 +495,7 @@ fn launch_blocking_can_be_switched_on_while_running() {
             }
         }
     }
+    eprintln!("finished events for grids {finished:?}");
     assert_eq!(ready, 4);
     assert!(
         (2..=3).contains(&finished.len()),
