@@ -153,7 +153,7 @@ pub(crate) fn write_debuggee_variable(
         .ok_or_else(|| {
             failed(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                "the debuggee has no libcuda.so.1 mapped",
+                "the debuggee does not map the libcuda.so.1 file this process uses",
             ))
         })?;
     inject::write_u32(pid, addr, value).map_err(failed)
