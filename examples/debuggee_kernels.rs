@@ -8,6 +8,7 @@
 //!   synchronize calls and this thread's context switches during the loop.
 //! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
 //! - `fault`: runs a kernel whose 4-byte store is misaligned (a warp exception).
+//! - `abort`: runs `add_one` once, then aborts (SIGABRT) with its context alive.
 //! - `nocuda`: exits without touching CUDA.
 //! - `wait SECONDS`: sleeps, then runs one launch (for handshake timeouts).
 
@@ -106,6 +107,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let v = read_back(&buf)?;
             let text: Vec<String> = v.iter().map(|x| format!("{x:#x}")).collect();
             println!("RESULT {}", text.join(" "));
+        }
+        "abort" => {
+            // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
+            unsafe { add_one.launch((2, 1, 1), (32, 1, 1), &mut params) }?;
+            ctx.synchronize()?;
+            println!("aborting with a live context");
+            std::io::stdout().flush()?;
+            std::process::abort();
         }
         "fault" => {
             let fault = module.function(c"fault")?;

@@ -8,6 +8,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -477,16 +478,16 @@ fn launch_blocking_can_be_switched_on_while_running() {
     }
     let _one = one_session();
     let mut s = DebugSession::start(debuggee(&["launch", "4"])).expect("session");
-    let mut ready = 0;
+    let mut ready = Vec::new();
     let mut finished = Vec::new();
     while let Some(batch) = s.next_batch(Some(Duration::from_secs(60))).expect("events") {
         for (_, e) in &batch {
             match e {
                 Event::KernelReady(k) if k.kernel_type == KernelType::Application => {
-                    ready += 1;
-                    // Switched on while the second launch is held: from the third launch on, kernels end with
-                    // an event.
-                    if ready == 2 {
+                    ready.push(k.grid_id);
+                    // Switched on while the second launch is held: the driver read the variable when that
+                    // launch began, so from the third launch on kernels end with an event.
+                    if ready.len() == 2 {
                         batch.session().set_blocking_launches(true).expect("set");
                     }
                 }
@@ -495,10 +496,100 @@ fn launch_blocking_can_be_switched_on_while_running() {
             }
         }
     }
-    eprintln!("finished events for grids {finished:?}");
-    assert_eq!(ready, 4);
-    assert!(
-        (2..=3).contains(&finished.len()),
-        "finished events for grids {finished:?}"
+    assert_eq!(ready.len(), 4);
+    assert_eq!(finished, ready[2..], "launched grids {ready:?}");
+}
+
+#[test]
+fn close_stops_then_kills_a_running_debuggee() {
+    if !isolated("close_stops_then_kills_a_running_debuggee") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::start(debuggee(&["launch", "100000"])).expect("session");
+    let pid = s.pid();
+    drop(s.next_batch(Some(Duration::from_secs(60))).expect("events"));
+    let closed = s.close().expect("close");
+    // Killed by the session after finalize, not crashed on its own without its debugger.
+    assert_eq!(closed.exit.and_then(|e| e.signal()), Some(9));
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+}
+
+#[test]
+fn a_debuggee_that_dies_from_a_signal_ends_the_session_without_driver_calls() {
+    if !isolated("a_debuggee_that_dies_from_a_signal_ends_the_session_without_driver_calls") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::start(debuggee(&["abort"])).expect("session");
+    let events = collect_all(&mut s);
+    let names: Vec<&str> = events.iter().map(|(_, e)| e.name()).collect();
+    assert_eq!(
+        events.iter().filter_map(|(_, e)| app_kernel(e)).count(),
+        1,
+        "{names:?}"
     );
+    let status = s.exit_status().unwrap().expect("ended");
+    assert_eq!(status.signal(), Some(6), "{status}");
+    // Calls that would reach the driver's debugger side are refused with the signal.
+    for err in [
+        s.suspend(0).map(|_| ()).unwrap_err(),
+        s.set_launch_events(true).unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                err,
+                gpu_tools::Error::Session(SessionError::DebuggeeKilled { signal: 6 })
+            ),
+            "{err}"
+        );
+    }
+    drop(s);
+    // Not finalised, so no other session may start in this process; the process itself ends cleanly (the
+    // parent test checks the child's exit).
+    let err = DebugSession::start(debuggee(&["launch", "1"])).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            gpu_tools::Error::Session(SessionError::DebuggerUnusable)
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_debuggee_killed_from_outside_ends_the_session() {
+    if !isolated("a_debuggee_killed_from_outside_ends_the_session") {
+        return;
+    }
+    let _one = one_session();
+    let mut s = DebugSession::start(debuggee(&["launch-raw", "1000000"])).expect("session");
+    let pid = s.pid();
+    let mut launches = 0;
+    while launches < 20 {
+        let batch = s
+            .next_batch(Some(Duration::from_secs(60)))
+            .expect("events")
+            .expect("running");
+        launches += batch
+            .events()
+            .iter()
+            .filter(|(_, e)| app_kernel(e).is_some())
+            .count();
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let t0 = std::time::Instant::now();
+    while s
+        .next_batch(Some(Duration::from_secs(10)))
+        .expect("no error after the death")
+        .is_some()
+    {}
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(s.exit_status().unwrap().and_then(|e| e.signal()), Some(9));
+    let closed = s.close().expect("close");
+    assert!(closed.events.is_empty());
 }

@@ -136,7 +136,7 @@ fn len_u32(len: usize) -> Result<u32, SessionError> {
 impl DebugSession {
     /// Number of devices the debugger API sees.
     pub fn device_count(&self) -> Result<u32, crate::Error> {
-        self.api.num_devices()
+        self.live_api()?.num_devices()
     }
 
     fn check_device(&self, dev: u32) -> Result<(), crate::Error> {
@@ -153,9 +153,9 @@ impl DebugSession {
             let p = buf.as_mut_ptr();
             // SAFETY: a valid device and a writable buffer of the stated length.
             match which {
-                "name" => api_call!(self.api, getDeviceName(dev, p, len))?,
-                "type" => api_call!(self.api, getDeviceType(dev, p, len))?,
-                _ => api_call!(self.api, getSmType(dev, p, len))?,
+                "name" => api_call!(*self.live_api()?, getDeviceName(dev, p, len))?,
+                "type" => api_call!(*self.live_api()?, getDeviceType(dev, p, len))?,
+                _ => api_call!(*self.live_api()?, getSmType(dev, p, len))?,
             }
             // The driver NUL-terminates within the buffer; the last byte stays 0 in any case.
             buf[buf.len() - 1] = 0;
@@ -170,10 +170,10 @@ impl DebugSession {
             let mut n = 0;
             // SAFETY: a valid device and out-pointer.
             match which {
-                "sms" => api_call!(self.api, getNumSMs(dev, &mut n))?,
-                "warps" => api_call!(self.api, getNumWarps(dev, &mut n))?,
-                "lanes" => api_call!(self.api, getNumLanes(dev, &mut n))?,
-                _ => api_call!(self.api, getNumRegisters(dev, &mut n))?,
+                "sms" => api_call!(*self.live_api()?, getNumSMs(dev, &mut n))?,
+                "warps" => api_call!(*self.live_api()?, getNumWarps(dev, &mut n))?,
+                "lanes" => api_call!(*self.live_api()?, getNumLanes(dev, &mut n))?,
+                _ => api_call!(*self.live_api()?, getNumRegisters(dev, &mut n))?,
             }
             Ok(n)
         };
@@ -197,7 +197,7 @@ impl DebugSession {
             return Err(SessionError::AlreadySuspended(dev).into());
         }
         // SAFETY: a valid device index.
-        api_call!(self.api, suspendDevice(dev))?;
+        api_call!(*self.live_api()?, suspendDevice(dev))?;
         self.suspended.set(self.suspended.get() | bit);
         Ok(Suspended {
             session: self,
@@ -214,7 +214,7 @@ impl DebugSession {
         let mut buf = vec![0u8; len];
         // SAFETY: the buffer holds exactly `size` bytes, the size the driver reported for this handle.
         api_call!(
-            self.api,
+            *self.live_api()?,
             getElfImageByHandle(
                 image.dev,
                 image.handle,
@@ -230,7 +230,7 @@ impl DebugSession {
     pub fn set_breakpoint(&self, dev: u32, addr: u64) -> Result<(), crate::Error> {
         self.check_device(dev)?;
         // SAFETY: a valid device; the driver validates the address.
-        api_call!(self.api, setBreakpoint(dev, addr))?;
+        api_call!(*self.live_api()?, setBreakpoint(dev, addr))?;
         self.breakpoints.borrow_mut().insert((dev, addr));
         Ok(())
     }
@@ -241,7 +241,7 @@ impl DebugSession {
             return Err(SessionError::NoSuchBreakpoint { dev, addr }.into());
         }
         // SAFETY: an address this session set a breakpoint at on that device.
-        api_call!(self.api, unsetBreakpoint(dev, addr))?;
+        api_call!(*self.live_api()?, unsetBreakpoint(dev, addr))?;
         self.breakpoints.borrow_mut().remove(&(dev, addr));
         Ok(())
     }
@@ -315,7 +315,10 @@ impl Suspended<'_> {
         check_index("sm", sm, self.props.sms)?;
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readValidWarps(self.dev(), sm, &mut mask))?;
+        api_call!(
+            *self.session.live_api()?,
+            readValidWarps(self.dev(), sm, &mut mask)
+        )?;
         Ok(mask)
     }
 
@@ -324,7 +327,10 @@ impl Suspended<'_> {
         check_index("sm", sm, self.props.sms)?;
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readBrokenWarps(self.dev(), sm, &mut mask))?;
+        api_call!(
+            *self.session.live_api()?,
+            readBrokenWarps(self.dev(), sm, &mut mask)
+        )?;
         Ok(mask)
     }
 
@@ -334,7 +340,7 @@ impl Suspended<'_> {
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readValidLanes(self.dev(), sm, warp, &mut mask)
         )?;
         Ok(mask)
@@ -346,7 +352,7 @@ impl Suspended<'_> {
         let mut mask = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readActiveLanes(self.dev(), sm, warp, &mut mask)
         )?;
         Ok(mask)
@@ -357,7 +363,10 @@ impl Suspended<'_> {
         self.check_warp(sm, warp)?;
         let mut id = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readGridId(self.dev(), sm, warp, &mut id))?;
+        api_call!(
+            *self.session.live_api()?,
+            readGridId(self.dev(), sm, warp, &mut id)
+        )?;
         Ok(id)
     }
 
@@ -366,7 +375,10 @@ impl Suspended<'_> {
         self.check_warp(sm, warp)?;
         let mut d = sys::CuDim3::default();
         // SAFETY: checked indices, valid out-pointer, device suspended.
-        api_call!(self.session.api, readBlockIdx(self.dev(), sm, warp, &mut d))?;
+        api_call!(
+            *self.session.live_api()?,
+            readBlockIdx(self.dev(), sm, warp, &mut d)
+        )?;
         Ok(d.into())
     }
 
@@ -376,7 +388,7 @@ impl Suspended<'_> {
         let mut d = sys::CuDim3::default();
         // SAFETY: checked indices, valid out-pointer, device suspended.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readThreadIdx(self.dev(), sm, warp, lane, &mut d)
         )?;
         Ok(d.into())
@@ -388,7 +400,7 @@ impl Suspended<'_> {
         let mut pc = 0;
         // SAFETY: checked indices, valid out-pointer, device suspended.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readVirtualPC(self.dev(), sm, warp, lane, &mut pc)
         )?;
         Ok(pc)
@@ -400,7 +412,7 @@ impl Suspended<'_> {
         let mut e: sys::CUDBGException_t = sys::CUDBG_EXCEPTION_NONE;
         // SAFETY: checked indices, valid out-pointer, device suspended.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readLaneException(self.dev(), sm, warp, lane, &mut e)
         )?;
         Ok(Exception::from_raw(e))
@@ -458,7 +470,7 @@ impl Suspended<'_> {
         let mut mask = vec![0u64; words as usize];
         // SAFETY: the buffer holds `words` u64 values, as the call is told.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readDeviceExceptionState(self.dev(), mask.as_mut_ptr(), words)
         )?;
         Ok(mask)
@@ -469,7 +481,7 @@ impl Suspended<'_> {
         let len = len_u32(buf.len())?;
         // SAFETY: the buffer is writable for `len` bytes; the driver validates the device address.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             readGlobalMemory(addr, buf.as_mut_ptr().cast(), len)
         )
     }
@@ -479,7 +491,7 @@ impl Suspended<'_> {
         let len = len_u32(data.len())?;
         // SAFETY: the buffer is readable for `len` bytes; the driver validates the device address.
         api_call!(
-            self.session.api,
+            *self.session.live_api()?,
             writeGlobalMemory(addr, data.as_ptr().cast(), len)
         )
     }
@@ -495,7 +507,7 @@ impl Suspended<'_> {
         let s = self.session;
         s.suspended.set(s.suspended.get() & !(1u64 << (dev % 64)));
         // SAFETY: a device this guard suspended.
-        api_call!(s.api, resumeDevice(dev))
+        api_call!(*s.live_api()?, resumeDevice(dev))
     }
 }
 

@@ -11,6 +11,7 @@ mod inject;
 mod library;
 mod notify;
 mod session;
+mod watch;
 
 pub use batch::{BatchTiming, EventBatch};
 pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
@@ -106,6 +107,22 @@ pub enum SessionError {
         /// Why.
         source: std::io::Error,
     },
+    /// The debuggee died from a signal (killed, or crashed) while attached. The driver's debugger side (driver
+    /// 580) crashes the debugger process when called after that, so the session makes no further driver call.
+    #[error(
+        "the debuggee died from signal {signal}; the driver's debugger side cannot be called any more"
+    )]
+    DebuggeeKilled {
+        /// The signal that ended it.
+        signal: i32,
+    },
+    /// An earlier session's debuggee died from a signal while attached; that session could not finalise the
+    /// driver's debugger side, which therefore cannot serve another session in this process.
+    #[error(
+        "an earlier debuggee died from a signal while attached; the driver's debugger side cannot serve another \
+         session in this process"
+    )]
+    DebuggerUnusable,
     /// Waiting for or signalling the debuggee failed.
     #[error("debuggee process: {0}")]
     Process(#[source] std::io::Error),

@@ -3,6 +3,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, VecDeque};
 use std::marker::PhantomData;
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -12,11 +13,23 @@ use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
 use super::handshake::{self, ClientInfo, EnvHandshake, Handshake};
 use super::notify::{NOTIFIER, epoch, on_new_event};
+use super::watch::{ChildState, ExitWatch};
 use super::{CudbgError, DebuggerLibrary, SessionError};
 use crate::sys::cudbg as sys;
 
+unsafe extern "C" {
+    /// libc's `kill(2)`.
+    fn kill(pid: i32, signal: i32) -> i32;
+}
+
+/// `SIGSTOP` on Linux.
+const SIGSTOP: i32 = 19;
+
 /// The driver serves one debugger client per process.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Set when a session could not finalise the driver's debugger side (its debuggee died from a signal).
+static UNUSABLE: AtomicBool = AtomicBool::new(false);
 
 /// How often the session looks at the queues and the child when no callback arrives (a missed wake-up or a child
 /// that exited costs at most this long).
@@ -39,6 +52,9 @@ struct Claim;
 
 impl Claim {
     fn take() -> Result<Self, SessionError> {
+        if UNUSABLE.load(Ordering::Acquire) {
+            return Err(SessionError::DebuggerUnusable);
+        }
         ACTIVE
             .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
             .map(|_| Claim)
@@ -142,6 +158,9 @@ impl SessionBuilder {
             child: RefCell::new(None),
             pid: 0,
             exit: Cell::new(None),
+            watch: None,
+            killed_here: Cell::new(false),
+            opened: false,
             on_drop: self.on_drop,
             pending: VecDeque::new(),
             breakpoints: RefCell::new(BTreeSet::new()),
@@ -161,12 +180,17 @@ impl SessionBuilder {
         self.handshake.prepare(&mut command, &info);
         let program = command.get_program().to_string_lossy().into_owned();
         let seen = NOTIFIER.seen();
-        let mut child = command
+        let child = command
             .spawn()
             .map_err(|source| SessionError::Spawn { program, source })?;
         session.pid = child.id();
-        let after = self.handshake.after_spawn(&mut child, &info);
+        let watch = ExitWatch::spawn(session.pid).map_err(SessionError::Process);
         session.child = RefCell::new(Some(child));
+        session.watch = Some(watch?);
+        let after = match session.child.get_mut() {
+            Some(child) => self.handshake.after_spawn(child, &info),
+            None => Ok(()),
+        };
         after?;
         session.await_open(seen, self.handshake_timeout)?;
         // The first event (the context's creation) holds the debuggee until it is acknowledged, so this lands
@@ -188,6 +212,13 @@ impl SessionBuilder {
 /// One session per process ([`SessionError::AlreadyActive`]). `Send` (it may move to another thread) but not
 /// `Sync`: API calls of one session are issued from one thread at a time.
 ///
+/// A debuggee that dies from a signal (it crashed, or something else killed it) leaves driver 580's debugger side
+/// unusable: any later call crashed this process in trials. So the session watches its debuggee and, once it has
+/// died that way, makes no further driver call: [`next_batch`](Self::next_batch) hands out what it had drained
+/// and returns `Ok(None)`, calls that need the debuggee return [`SessionError::DebuggeeKilled`], the API is not
+/// finalised, and later sessions in this process get [`SessionError::DebuggerUnusable`]. Events the driver still
+/// held at the death are not fetched. A death in the instant before a call cannot be excluded.
+///
 /// ```compile_fail
 /// fn assert_sync<T: Sync>() {}
 /// assert_sync::<gpu_tools::cudbg::DebugSession>();
@@ -198,6 +229,12 @@ pub struct DebugSession {
     child: RefCell<Option<Child>>,
     pid: u32,
     exit: Cell<Option<ExitStatus>>,
+    /// How the debuggee ended, seen without a system call; checked before each call that reaches it.
+    watch: Option<ExitWatch>,
+    /// Set when this session killed the debuggee itself (after `finalize`, or before the handshake finished).
+    killed_here: Cell<bool>,
+    /// Whether the driver opened the session (reported a first event).
+    opened: bool,
     on_drop: OnDrop,
     /// Events drained but not yet handed out (for example while waiting for the handshake).
     pending: VecDeque<(Queue, Event)>,
@@ -276,6 +313,10 @@ impl DebugSession {
     /// [`ASYNC_EVERY`] ago.
     fn drain(&mut self, full: bool) -> Result<bool, crate::Error> {
         let mut had_sync = false;
+        // After a death from a signal nothing more can be fetched (see `live_api`).
+        if self.death_signal().is_some() {
+            return Ok(false);
+        }
         for queue in [Queue::Sync, Queue::Async] {
             // Each getNextEvent is a round trip to the driver (about 12 us on driver 580). While synchronous events
             // stream, the async queue is looked at every ASYNC_EVERY only; it needs no acknowledgement, so only its
@@ -290,7 +331,7 @@ impl DebugSession {
                 let mut raw = sys::CUDBGEvent::default();
                 // SAFETY: a valid queue type and a writable event of the 13.0 layout, which the negotiated
                 // table's getNextEvent fills in.
-                match api_call!(self.api, getNextEvent(queue.raw(), &mut raw)) {
+                match api_call!(*self.live_api()?, getNextEvent(queue.raw(), &mut raw)) {
                     Ok(()) => {
                         had_sync |= queue == Queue::Sync;
                         self.pending.push_back((queue, Event::from_raw(&raw)));
@@ -308,6 +349,7 @@ impl DebugSession {
         loop {
             self.drain(true)?;
             if !self.pending.is_empty() {
+                self.opened = true;
                 return Ok(());
             }
             if let Some(status) = self.exit_status()? {
@@ -327,7 +369,7 @@ impl DebugSession {
     }
 
     /// Waits for the next events and returns them as a batch, or `Ok(None)` once the debuggee has exited and no
-    /// event is left. `timeout` bounds the wait (`None`: until events come or the debuggee exits).
+    /// event is left (or it died from a signal: see [`DebugSession`]). `timeout` bounds the wait (`None`: until events come or the debuggee exits).
     ///
     /// The wait spins for the builder's [`SessionBuilder::spin`] window, then sleeps until the driver's callback
     /// wakes it. Whether the debuggee has exited is checked only when a wait passed without a notification, so
@@ -341,6 +383,14 @@ impl DebugSession {
         let mut woke = start;
         let mut quiet = false;
         loop {
+            if self.death_signal().is_some() {
+                // Events the driver still holds cannot be fetched without crashing this process (see
+                // `live_api`); what was drained before is handed out first.
+                if self.pending.is_empty() {
+                    self.exit_status()?;
+                    return Ok(None);
+                }
+            }
             let notified = NOTIFIER.last_notified();
             let had_sync = self.drain(false)?;
             if !self.pending.is_empty() {
@@ -394,7 +444,7 @@ impl DebugSession {
             sys::CUDBG_KNL_LAUNCH_NOTIFY_DEFER
         };
         // SAFETY: a mode value from the header.
-        api_call!(self.api, setKernelLaunchNotificationMode(mode))
+        api_call!(*self.live_api()?, setKernelLaunchNotificationMode(mode))
     }
 
     /// Makes every kernel launch of the debuggee blocking (`true`) or asynchronous again (`false`), as cuda-gdb's
@@ -419,10 +469,35 @@ impl DebugSession {
         handshake::write_debuggee_variable(self.pid, NAME, u32::from(on))
     }
 
-    /// Releases the debuggee threads blocked on synchronous events.
+    /// Releases the debuggee threads blocked on synchronous events; nothing to release once it died.
     pub(crate) fn acknowledge(&self) -> Result<(), crate::Error> {
+        if self.death_signal().is_some() {
+            return Ok(());
+        }
         // SAFETY: no arguments.
         api_call!(self.api, acknowledgeSyncEvents())
+    }
+
+    /// The signal the debuggee died from, if it did: from its reaped status, or else from the exit watch (one
+    /// atomic load, no system call).
+    fn death_signal(&self) -> Option<i32> {
+        if let Some(status) = self.exit.get() {
+            return status.signal();
+        }
+        match self.watch.as_ref().map(ExitWatch::state) {
+            Some(ChildState::Signaled(signal)) => Some(signal),
+            _ => None,
+        }
+    }
+
+    /// The API table, unless the debuggee died from a signal: after that, driver 580's debugger side crashed
+    /// this process on `getNextEvent` in every trial, so no call reaches it any more. A death in the instant
+    /// between this check and the call cannot be excluded.
+    pub(crate) fn live_api(&self) -> Result<&Api, SessionError> {
+        match self.death_signal() {
+            Some(signal) => Err(SessionError::DebuggeeKilled { signal }),
+            None => Ok(&self.api),
+        }
     }
 
     /// Ends the session now and reports what was left: events still queued, and the exit status.
@@ -439,9 +514,22 @@ impl DebugSession {
         })
     }
 
+    /// Stops the debuggee (SIGSTOP) while it is a child not yet reaped; SIGKILL still ends a stopped process.
+    fn stop_child(&self) {
+        if self.exit.get().is_some() || self.child.borrow().is_none() {
+            return;
+        }
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return;
+        };
+        // SAFETY: plain system call; the pid is our unreaped child, so it cannot name another process.
+        unsafe { kill(pid, SIGSTOP) };
+    }
+
     fn kill_and_reap(&mut self) {
         if let Some(child) = self.child.get_mut().as_mut() {
             if self.exit.get().is_none() {
+                self.killed_here.set(true);
                 let _ = child.kill();
                 self.exit.set(child.wait().ok());
             }
@@ -455,12 +543,12 @@ impl DebugSession {
         let bps: Vec<_> = self.breakpoints.borrow_mut().iter().copied().collect();
         for (dev, addr) in bps {
             // SAFETY: an address this session set a breakpoint at.
-            api_call!(self.api, unsetBreakpoint(dev, addr))?;
+            api_call!(*self.live_api()?, unsetBreakpoint(dev, addr))?;
         }
         self.breakpoints.borrow_mut().clear();
         let resume = handshake::resume_flag(self.pid);
         // SAFETY: plain flag argument: the debuggee's `cudbgResumeForAttachDetach`, as the header asks.
-        api_call!(self.api, requestCleanupOnDetach(resume))?;
+        api_call!(*self.live_api()?, requestCleanupOnDetach(resume))?;
         let deadline = Instant::now() + DETACH_WAIT;
         let mut seen = NOTIFIER.seen();
         loop {
@@ -496,21 +584,37 @@ impl DebugSession {
                 first_err.get_or_insert(e);
             }
         };
-        match (self.on_drop, running) {
-            (OnDrop::Kill, true) => self.kill_and_reap(),
-            (OnDrop::Detach, true) => keep(self.detach()),
-            (_, false) => {}
+        if let (OnDrop::Detach, true) = (self.on_drop, running) {
+            keep(self.detach());
         }
-        // SAFETY: no arguments; initialize succeeded when the session was built, and this runs once.
-        let fin = api_call!(self.api, finalize());
-        // A debuggee that is gone makes finalize report a communication failure: the session is over either way.
-        if !matches!(
-            fin,
-            Err(crate::Error::Cudbg(
-                CudbgError::CommunicationFailure | CudbgError::Uninitialized
-            ))
-        ) {
-            keep(fin);
+        if self.opened && self.death_signal().is_some() && !self.killed_here.get() {
+            // The debuggee died from a signal while attached: finalize crashed this process in most trials
+            // (driver 580), so it is not called, and no later session may use the driver's debugger side.
+            UNUSABLE.store(true, Ordering::Release);
+        } else {
+            // A debuggee that is to be killed is stopped, the API finalised, and only then is it killed: killing
+            // it first made the driver's debugger side crash this process in most trials (driver 580),
+            // finalising first in none. Stopped, it cannot run on without its debugger (it then sometimes died
+            // from SIGSEGV before the SIGKILL came).
+            let kill = matches!((self.on_drop, running), (OnDrop::Kill, true));
+            if kill {
+                self.stop_child();
+            }
+            // SAFETY: no arguments; initialize succeeded when the session was built, and this runs once.
+            let fin = api_call!(self.api, finalize());
+            if kill {
+                self.kill_and_reap();
+            }
+            // A debuggee that is gone makes finalize report a communication failure: the session is over
+            // either way.
+            if !matches!(
+                fin,
+                Err(crate::Error::Cudbg(
+                    CudbgError::CommunicationFailure | CudbgError::Uninitialized
+                ))
+            ) {
+                keep(fin);
+            }
         }
         if self.exit.get().is_none() {
             if let Some(mut child) = self.child.get_mut().take() {
