@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
@@ -239,6 +240,19 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             format!("{{\"traceEvents\":[{}]}}\n", trace.join(",\n")),
         )?;
     }
-    let code = status.and_then(|s| s.code()).unwrap_or(1);
+    // The program's own exit code; 128 + N when signal N ended it, as shells report it.
+    let code = match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => code,
+            (None, Some(signal)) => {
+                eprintln!(
+                    "cuda_trace: the program was ended by signal {signal}; events the driver still held are lost"
+                );
+                128 + signal
+            }
+            (None, None) => 1,
+        },
+        None => 1,
+    };
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
