@@ -369,7 +369,8 @@ impl DebugSession {
     }
 
     /// Waits for the next events and returns them as a batch, or `Ok(None)` once the debuggee has exited and no
-    /// event is left (or it died from a signal: see [`DebugSession`]). `timeout` bounds the wait (`None`: until events come or the debuggee exits).
+    /// event is left (or it died from a signal: see [`DebugSession`]). `timeout` bounds the wait (`None`: until
+    /// events come or the debuggee exits).
     ///
     /// The wait spins for the builder's [`SessionBuilder::spin`] window, then sleeps until the driver's callback
     /// wakes it. Whether the debuggee has exited is checked only when a wait passed without a notification, so
