@@ -9,7 +9,7 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 
 use super::record::{
-    AttRecord, Counters, CountersSamplerRecord, PcSampleRecord, ProfilerRecord, Record,
+    AttRecord, Counters, CountersSamplerRecord, PcSampleRecord, ProfilerRecord, RawArray, Record,
     SampledCounters, SpmRecord, TracerRecord,
 };
 use crate::sys::rocprofiler as sys;
@@ -317,6 +317,24 @@ impl<'a> Records<'a> {
         })
     }
 
+    /// A record's counter array of `count` entries of `R` at `ptr`, checked to lie in the buffer half.
+    #[inline]
+    fn counters<R: Copy>(
+        &self,
+        ptr: *const u8,
+        count: u64,
+        site: Site,
+    ) -> Result<RawArray<'a, R>, RecordError> {
+        let (p, n) = self.array(ptr, count, size_of::<R>(), site, "counters")?;
+        Ok(if n == 0 {
+            RawArray::EMPTY
+        } else {
+            // SAFETY: `array` checked n * size_of::<R>() bytes at p readable for 'a; R is a plain C struct of the
+            // header, valid for any bits.
+            unsafe { RawArray::new(p, n) }
+        })
+    }
+
     #[inline]
     fn decode(&self, kind: u32, at: *const u8, size: usize) -> Result<Record<'a>, RecordError> {
         // SAFETY (for each cast below): `at` is 8-aligned, `size` bytes of the kind's struct lie inside
@@ -325,22 +343,16 @@ impl<'a> Records<'a> {
             sys::ROCPROFILER_PROFILER_RECORD => {
                 // SAFETY: see above.
                 let raw = unsafe { &*at.cast::<sys::rocprofiler_record_profiler_t>() };
-                let (p, n) = self.array(
-                    raw.counters.cast(),
-                    raw.counters_count.value,
-                    size_of::<sys::rocprofiler_record_counter_instance_t>(),
-                    Site {
-                        at,
-                        size,
-                        id: raw.header.id.handle,
-                    },
-                    "counters",
-                )?;
-                let counters = if n == 0 {
-                    Counters::EMPTY
-                } else {
-                    // SAFETY: `array` checked n * 16 bytes at p readable for 'a.
-                    unsafe { Counters::new(p, n) }
+                let counters = Counters {
+                    raw: self.counters(
+                        raw.counters.cast(),
+                        raw.counters_count.value,
+                        Site {
+                            at,
+                            size,
+                            id: raw.header.id.handle,
+                        },
+                    )?,
                 };
                 Record::Profiler(ProfilerRecord { raw, counters })
             }
@@ -365,22 +377,16 @@ impl<'a> Records<'a> {
             _ => {
                 // SAFETY: see above; `record_size` knows no other kind.
                 let raw = unsafe { &*at.cast::<sys::rocprofiler_record_counters_sampler_t>() };
-                let (p, n) = self.array(
-                    raw.counters.cast_const().cast(),
-                    u64::from(raw.num_counters),
-                    size_of::<sys::rocprofiler_counters_sampler_counter_output_t>(),
-                    Site {
-                        at,
-                        size,
-                        id: raw.header.id.handle,
-                    },
-                    "counters",
-                )?;
-                let counters = if n == 0 {
-                    SampledCounters::EMPTY
-                } else {
-                    // SAFETY: `array` checked n * 16 bytes at p readable for 'a.
-                    unsafe { SampledCounters::new(p, n) }
+                let counters = SampledCounters {
+                    raw: self.counters(
+                        raw.counters.cast_const().cast(),
+                        u64::from(raw.num_counters),
+                        Site {
+                            at,
+                            size,
+                            id: raw.header.id.handle,
+                        },
+                    )?,
                 };
                 Record::CountersSampler(CountersSamplerRecord { raw, counters })
             }

@@ -82,61 +82,86 @@ pub struct CounterValue {
     pub value: f64,
 }
 
-/// The counter instances of a profiler record, read in place from the buffer (no copy, no allocation).
-///
-/// The array sits in the variable-data area of the buffer half, which is not always 8-byte aligned (a name of
-/// odd length before it shifts it), so entries are read unaligned.
-#[derive(Clone, Copy)]
-pub struct Counters<'a> {
+/// A C array inside a buffer half, read in place (no copy, no allocation). Entries are read unaligned: the
+/// variable-data area of a half is not always 8-byte aligned (a name of odd length before an array shifts it).
+pub(crate) struct RawArray<'a, R> {
     ptr: *const u8,
     len: usize,
-    _batch: PhantomData<&'a [u8]>,
+    _batch: PhantomData<&'a [R]>,
 }
 
-impl<'a> Counters<'a> {
-    pub(crate) const EMPTY: Counters<'static> = Counters {
+// Manual impls: a derive would ask `R: Clone`, though only the pointer is copied.
+impl<R> Clone for RawArray<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for RawArray<'_, R> {}
+
+impl<'a, R: Copy> RawArray<'a, R> {
+    pub(crate) const EMPTY: Self = RawArray {
         ptr: std::ptr::null(),
         len: 0,
         _batch: PhantomData,
     };
 
     /// # Safety
-    /// `ptr` must be readable for `len * 16` bytes for `'a`.
+    /// `ptr` must be readable for `len * size_of::<R>()` bytes for `'a`, and any bits there must be a valid `R`
+    /// (a plain C struct).
     #[inline]
     pub(crate) unsafe fn new(ptr: *const u8, len: usize) -> Self {
-        Counters {
+        RawArray {
             ptr,
             len,
             _batch: PhantomData,
         }
     }
 
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn get(&self, index: usize) -> Option<R> {
+        if index >= self.len {
+            return None;
+        }
+        // SAFETY: index < len, and `new`'s contract makes len * size_of::<R>() bytes from ptr readable for 'a and
+        // valid as R; the read is unaligned.
+        Some(unsafe {
+            self.ptr
+                .add(index * size_of::<R>())
+                .cast::<R>()
+                .read_unaligned()
+        })
+    }
+}
+
+/// The counter instances of a profiler record, read in place from the buffer (no copy, no allocation).
+#[derive(Clone, Copy)]
+pub struct Counters<'a> {
+    pub(crate) raw: RawArray<'a, sys::rocprofiler_record_counter_instance_t>,
+}
+
+impl<'a> Counters<'a> {
     /// Number of counter instances.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.raw.len()
     }
 
     /// Whether there are none.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.raw.len() == 0
     }
 
     /// The instance at `index`.
     #[inline]
     pub fn get(&self, index: usize) -> Option<CounterValue> {
-        if index >= self.len {
-            return None;
-        }
-        // SAFETY: index < len, and `new`'s contract makes len * 16 bytes from ptr readable for 'a.
-        let raw = unsafe {
-            self.ptr
-                .add(index * size_of::<sys::rocprofiler_record_counter_instance_t>())
-                .cast::<sys::rocprofiler_record_counter_instance_t>()
-                .read_unaligned()
-        };
-        Some(CounterValue {
+        self.raw.get(index).map(|raw| CounterValue {
             counter_id: raw.counter_handler.handle,
             value: raw.value.value,
         })
@@ -169,7 +194,7 @@ impl Iterator for CountersIter<'_> {
     }
     #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.counters.len - self.next;
+        let left = self.counters.len() - self.next;
         (left, Some(left))
     }
 }
@@ -550,55 +575,26 @@ pub struct SampledCounter {
 /// The values of a counters-sampler record, read in place.
 #[derive(Clone, Copy)]
 pub struct SampledCounters<'a> {
-    ptr: *const u8,
-    len: usize,
-    _batch: PhantomData<&'a [u8]>,
+    pub(crate) raw: RawArray<'a, sys::rocprofiler_counters_sampler_counter_output_t>,
 }
 
 impl<'a> SampledCounters<'a> {
-    pub(crate) const EMPTY: SampledCounters<'static> = SampledCounters {
-        ptr: std::ptr::null(),
-        len: 0,
-        _batch: PhantomData,
-    };
-
-    /// # Safety
-    /// `ptr` must be readable for `len * 16` bytes for `'a`.
-    #[inline]
-    pub(crate) unsafe fn new(ptr: *const u8, len: usize) -> Self {
-        SampledCounters {
-            ptr,
-            len,
-            _batch: PhantomData,
-        }
-    }
-
     /// Number of values.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.raw.len()
     }
 
     /// Whether there are none.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.raw.len() == 0
     }
 
     /// The value at `index`.
     #[inline]
     pub fn get(&self, index: usize) -> Option<SampledCounter> {
-        if index >= self.len {
-            return None;
-        }
-        // SAFETY: index < len and `new`'s contract makes len * 16 bytes readable for 'a.
-        let raw = unsafe {
-            self.ptr
-                .add(index * size_of::<sys::rocprofiler_counters_sampler_counter_output_t>())
-                .cast::<sys::rocprofiler_counters_sampler_counter_output_t>()
-                .read_unaligned()
-        };
-        Some(SampledCounter {
+        self.raw.get(index).map(|raw| SampledCounter {
             counter_type: raw.type_,
             value: raw.value.value,
         })
@@ -608,7 +604,7 @@ impl<'a> SampledCounters<'a> {
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = SampledCounter> + 'a {
         let this = *self;
-        (0..this.len).filter_map(move |i| this.get(i))
+        (0..this.len()).filter_map(move |i| this.get(i))
     }
 }
 
