@@ -3,12 +3,12 @@
 
 /// Declares a status enum.
 ///
-/// `describe` is a `fn(&Self) -> String` giving the `Display` text (vendor name, then the vendor's message where its
+/// `success` names the vendor's success code (for the generated `check`); `describe` is a `fn(&Self) -> String` giving the `Display` text (vendor name, then the vendor's message where its
 /// library is loaded).
 macro_rules! status_enum {
     (
         $(#[$meta:meta])*
-        $vis:vis enum $Name:ident: $repr:ty, from $sys:path, display $describe:path {
+        $vis:vis enum $Name:ident: $repr:ty, from $sys:path, success $ok:ident, display $describe:path {
             $( $(#[$vmeta:meta])* $Variant:ident = $code:ident, )*
         }
     ) => {
@@ -46,6 +46,16 @@ macro_rules! status_enum {
                 match self {
                     $( $Name::$Variant => sys::$code, )*
                     $Name::Unrecognized(c) => c,
+                }
+            }
+
+            /// `Ok` for the vendor's success code, the typed error otherwise.
+            pub(crate) fn check(code: $repr) -> Result<(), Self> {
+                use $sys as sys;
+                if code == sys::$ok {
+                    Ok(())
+                } else {
+                    Err(Self::from_code(code))
                 }
             }
 

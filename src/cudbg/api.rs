@@ -60,7 +60,7 @@ impl Api {
         let version = negotiate(driver, ApiVersion::HEADER);
         let mut table: sys::CUDBGAPI = std::ptr::null();
         // SAFETY: valid out-pointer; cudbgGetAPI only writes the table address (or fails).
-        super::check(unsafe {
+        CudbgError::check(unsafe {
             (lib.get_api)(version.major, version.minor, version.revision, &mut table)
         })?;
         if table.is_null() {
@@ -131,7 +131,7 @@ macro_rules! api_call {
         match f {
             // SAFETY: the slot exists in the negotiated table; the caller's SAFETY comment at the `api_call!`
             // site covers the arguments.
-            Ok(f) => $crate::cudbg::check(unsafe { f($($arg),*) }).map_err($crate::Error::from),
+            Ok(f) => $crate::cudbg::CudbgError::check(unsafe { f($($arg),*) }).map_err($crate::Error::from),
             Err(e) => Err($crate::Error::from(e)),
         }
     }};

@@ -4,7 +4,7 @@ use crate::status::status_enum;
 
 status_enum! {
     /// A CUDA debugger API call failed. `Display` gives the vendor's name for the code and the header's description.
-    pub enum CudbgError: u32, from crate::sys::cudbg, display describe {
+    pub enum CudbgError: u32, from crate::sys::cudbg, success CUDBG_SUCCESS, display describe {
         Unknown = CUDBG_ERROR_UNKNOWN,
         BufferTooSmall = CUDBG_ERROR_BUFFER_TOO_SMALL,
         UnknownFunction = CUDBG_ERROR_UNKNOWN_FUNCTION,
@@ -58,14 +58,5 @@ fn describe(e: &CudbgError) -> String {
     match e.vendor_name() {
         Some(n) => n.to_string(),
         None => format!("unrecognized CUDBGResult {}", e.code()),
-    }
-}
-
-/// `Ok` for `CUDBG_SUCCESS`, the typed error otherwise.
-pub(crate) fn check(code: u32) -> Result<(), CudbgError> {
-    if code == crate::sys::cudbg::CUDBG_SUCCESS {
-        Ok(())
-    } else {
-        Err(CudbgError::from_code(code))
     }
 }

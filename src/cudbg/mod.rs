@@ -16,7 +16,6 @@ mod watch;
 pub use batch::{BatchTiming, EventBatch};
 pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
 pub use error::CudbgError;
-pub(crate) use error::check;
 pub use event::{
     ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,
     Queue, RAW_EVENT_SIZE,

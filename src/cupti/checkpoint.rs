@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
 
-use super::{CheckpointError, CheckpointFn, CheckpointLibrary, check};
+use super::{CheckpointError, CheckpointFn, CheckpointLibrary};
 use crate::cuda::Context;
 use crate::sys::cupti as sys;
 
@@ -312,7 +312,7 @@ impl<'ctx> Checkpoint<'ctx> {
         // with the explicit context and the vendor's struct size, lives in a Box whose address never changes, and
         // `&mut self` plus the lock give the vendor exclusive access for the call.
         let code = unsafe { f(&mut *self.handle) };
-        check(code).map_err(Into::into)
+        super::CuptiError::check(code).map_err(Into::into)
     }
 }
 

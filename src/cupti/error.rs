@@ -5,7 +5,7 @@ use crate::status::status_enum;
 status_enum! {
     /// A CUPTI call failed. `Display` gives the vendor's name for the code and, when `libcupti.so` is loaded,
     /// its message (`cuptiGetErrorMessage`).
-    pub enum CuptiError: u32, from crate::sys::cupti, display describe {
+    pub enum CuptiError: u32, from crate::sys::cupti, success CUPTI_SUCCESS, display describe {
         InvalidParameter = CUPTI_ERROR_INVALID_PARAMETER,
         InvalidDevice = CUPTI_ERROR_INVALID_DEVICE,
         InvalidContext = CUPTI_ERROR_INVALID_CONTEXT,
@@ -69,13 +69,4 @@ fn describe(e: &CuptiError) -> String {
         .and_then(|l| l.error_message(e.code()))
         .filter(|m| m.trim() != "<unknown>");
     crate::status::with_message(name, message)
-}
-
-/// `Ok` for `CUPTI_SUCCESS`, the typed error otherwise.
-pub(crate) fn check(code: u32) -> Result<(), CuptiError> {
-    if code == crate::sys::cupti::CUPTI_SUCCESS {
-        Ok(())
-    } else {
-        Err(CuptiError::from_code(code))
-    }
 }

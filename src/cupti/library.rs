@@ -160,7 +160,7 @@ impl CuptiLibrary {
     pub fn version(&self) -> Result<u32, super::CuptiError> {
         let mut v = 0;
         // SAFETY: valid out-pointer; the call only reports a constant.
-        super::check(unsafe { (self.get_version)(&mut v) })?;
+        super::CuptiError::check(unsafe { (self.get_version)(&mut v) })?;
         Ok(v)
     }
 

@@ -7,7 +7,6 @@ mod library;
 pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
 
 pub use error::CuptiError;
-pub(crate) use error::check;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary};
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.

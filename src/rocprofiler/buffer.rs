@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::batch::Batch;
 use super::library::sym;
-use super::{ProfilerError, RocprofilerLibrary, check};
+use super::{ProfilerError, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -268,7 +268,7 @@ pub(crate) fn flush_raw(lib: &RocprofilerLibrary, session: u64, buffer: u64) -> 
     let f = sym(&lib.t.rocprofiler_flush_data, "rocprofiler_flush_data")?;
     // SAFETY: the session and buffer exist (their owner is alive) and this thread is not the buffer's
     // consumer thread, so waiting for the callback cannot deadlock.
-    check(unsafe {
+    RocprofilerError::check(unsafe {
         f(
             sys::rocprofiler_session_id_t { handle: session },
             sys::rocprofiler_buffer_id_t { value: buffer },

@@ -5,7 +5,7 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 
 use super::library::sym;
-use super::{ProfilerError, Rocprofiler, RocprofilerLibrary, check};
+use super::{ProfilerError, Rocprofiler, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -57,7 +57,7 @@ impl<'g> CodeObjectCapture<'g> {
         )?;
         let mut id = sys::rocprofiler_record_id_t::default();
         // SAFETY: initialised library; `id` is a valid out-pointer.
-        check(unsafe { f(&mut id, mode.raw(), userdata) })?;
+        RocprofilerError::check(unsafe { f(&mut id, mode.raw(), userdata) })?;
         Ok(CodeObjectCapture {
             lib,
             id: id.handle,
@@ -80,7 +80,7 @@ impl<'g> CodeObjectCapture<'g> {
             "rocprofiler_codeobj_capture_start",
         )?;
         // SAFETY: the capture exists.
-        check(unsafe { f(self.rid()) })?;
+        RocprofilerError::check(unsafe { f(self.rid()) })?;
         self.started = true;
         Ok(())
     }
@@ -95,7 +95,7 @@ impl<'g> CodeObjectCapture<'g> {
             "rocprofiler_codeobj_capture_stop",
         )?;
         // SAFETY: the capture exists.
-        check(unsafe { f(self.rid()) })?;
+        RocprofilerError::check(unsafe { f(self.rid()) })?;
         self.started = false;
         Ok(())
     }
@@ -117,7 +117,7 @@ impl<'g> CodeObjectCapture<'g> {
         )?;
         let mut raw = sys::rocprofiler_codeobj_symbols_t::default();
         // SAFETY: the capture exists; `raw` is a valid out-pointer; the previous result's borrow has ended.
-        check(unsafe { f(self.rid(), &mut raw) })?;
+        RocprofilerError::check(unsafe { f(self.rid(), &mut raw) })?;
         if raw.symbols.is_null() && raw.count != 0 {
             return Err(super::RocprofilerError::RecordCorrupted.into());
         }

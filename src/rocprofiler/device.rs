@@ -4,7 +4,7 @@ use std::ffi::{CStr, CString, c_char};
 use std::marker::PhantomData;
 
 use super::library::sym;
-use super::{ProfilerError, Rocprofiler, RocprofilerLibrary, check};
+use super::{ProfilerError, Rocprofiler, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -90,7 +90,9 @@ impl<'g> DeviceProfilingSession<'g> {
         let mut id = sys::rocprofiler_session_id_t::default();
         // SAFETY: initialised library; `ptrs` holds `names.len()` valid C strings (kept alive by `names` for the
         // session's life); `id` is a valid out-pointer.
-        check(unsafe { f(ptrs.as_mut_ptr(), ptrs.len() as u64, &mut id, cpu, gpu) })?;
+        RocprofilerError::check(unsafe {
+            f(ptrs.as_mut_ptr(), ptrs.len() as u64, &mut id, cpu, gpu)
+        })?;
         Ok(DeviceProfilingSession {
             lib,
             handle: id.handle,
@@ -116,7 +118,7 @@ impl<'g> DeviceProfilingSession<'g> {
             "rocprofiler_device_profiling_session_start",
         )?;
         // SAFETY: the session exists.
-        check(unsafe { f(self.sid()) })?;
+        RocprofilerError::check(unsafe { f(self.sid()) })?;
         self.started = true;
         Ok(())
     }
@@ -135,7 +137,7 @@ impl<'g> DeviceProfilingSession<'g> {
         let mut out = vec![sys::rocprofiler_device_profile_metric_t::default(); self.names.len()];
         // SAFETY: the session exists and was created with `names.len()` counters, so the vendor writes at most
         // that many entries; every name fits its 64-byte field (checked at creation).
-        check(unsafe { f(self.sid(), out.as_mut_ptr()) })?;
+        RocprofilerError::check(unsafe { f(self.sid(), out.as_mut_ptr()) })?;
         Ok(self
             .names
             .iter()
@@ -167,7 +169,7 @@ impl<'g> DeviceProfilingSession<'g> {
             "rocprofiler_device_profiling_session_stop",
         )?;
         // SAFETY: the session exists and is started.
-        check(unsafe { f(self.sid()) })?;
+        RocprofilerError::check(unsafe { f(self.sid()) })?;
         self.started = false;
         Ok(())
     }

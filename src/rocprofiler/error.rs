@@ -5,7 +5,7 @@ use crate::status::status_enum;
 status_enum! {
     /// A rocprofiler call failed. `Display` gives the vendor's name for the status and, when the library is loaded,
     /// `rocprofiler_error_str` without its trailing newline.
-    pub enum RocprofilerError: i32, from crate::sys::rocprofiler, display describe {
+    pub enum RocprofilerError: i32, from crate::sys::rocprofiler, success ROCPROFILER_STATUS_SUCCESS, display describe {
         Error = ROCPROFILER_STATUS_ERROR,
         AlreadyInitialized = ROCPROFILER_STATUS_ERROR_ALREADY_INITIALIZED,
         NotInitialized = ROCPROFILER_STATUS_ERROR_NOT_INITIALIZED,
@@ -56,13 +56,4 @@ fn describe(e: &RocprofilerError) -> String {
         name,
         super::RocprofilerLibrary::get().and_then(|l| l.error_str(e.code())),
     )
-}
-
-/// `Ok` for `ROCPROFILER_STATUS_SUCCESS`, the typed error otherwise.
-pub(crate) fn check(code: i32) -> Result<(), RocprofilerError> {
-    if code == crate::sys::rocprofiler::ROCPROFILER_STATUS_SUCCESS {
-        Ok(())
-    } else {
-        Err(RocprofilerError::from_code(code))
-    }
 }

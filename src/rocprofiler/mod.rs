@@ -49,7 +49,6 @@ pub use codeobj::{CaptureMode, CapturedCodeObjects, CodeObject, CodeObjectCaptur
 pub use device::{CounterReading, CounterSample, DeviceProfilingSession};
 pub use error::RocprofilerError;
 #[allow(unused_imports)]
-pub(crate) use error::check;
 pub use filter::{Filter, FilterProperty, TraceDomain};
 pub use kfd::{AmdGpu, NoAmdDriver, amd_gpus};
 pub use library::RocprofilerLibrary;

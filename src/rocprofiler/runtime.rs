@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::library::sym;
-use super::{ProfilerError, RocprofilerLibrary, check, kfd};
+use super::{ProfilerError, RocprofilerError, RocprofilerLibrary, kfd};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -51,7 +51,7 @@ impl Rocprofiler {
         };
         // SAFETY: takes no arguments; the caller vouches that it does not abort here.
         let status = unsafe { init() };
-        if let Err(e) = check(status) {
+        if let Err(e) = RocprofilerError::check(status) {
             INITIALIZED.store(false, Ordering::Release);
             return Err(e.into());
         }
@@ -71,7 +71,7 @@ impl Rocprofiler {
         )?;
         let mut ts = sys::rocprofiler_timestamp_t::default();
         // SAFETY: initialised library; `ts` is a valid out-pointer for the call.
-        check(unsafe { f(&mut ts) })?;
+        RocprofilerError::check(unsafe { f(&mut ts) })?;
         Ok(ts.value)
     }
 
@@ -91,7 +91,7 @@ impl Rocprofiler {
         // SAFETY: initialised library; `collect_counter` is a valid callback for the duration of the call.
         let status = unsafe { f(Some(collect_counter)) };
         let out = std::mem::take(&mut *COUNTER_SINK.lock().unwrap_or_else(|p| p.into_inner()));
-        check(status)?;
+        RocprofilerError::check(status)?;
         Ok(out)
     }
 }

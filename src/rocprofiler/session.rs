@@ -8,7 +8,7 @@ use super::batch::{Batch, LARGEST_RECORD};
 use super::buffer::{self, Buffer, BufferOptions, Flusher, Shared, in_callback};
 use super::filter::{Filter, PreparedFilter};
 use super::library::sym;
-use super::{ProfilerError, Rocprofiler, RocprofilerLibrary, check};
+use super::{ProfilerError, Rocprofiler, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
 use crate::sys::rocprofiler as sys;
 
@@ -54,7 +54,7 @@ impl<'g> ProfilingSession<'g> {
         )?;
         let mut id = sys::rocprofiler_session_id_t::default();
         // SAFETY: the library is initialised (the guard is borrowed); `id` is a valid out-pointer.
-        check(unsafe { f(sys::ROCPROFILER_NONE_REPLAY_MODE, &mut id) })?;
+        RocprofilerError::check(unsafe { f(sys::ROCPROFILER_NONE_REPLAY_MODE, &mut id) })?;
         Ok(ProfilingSession {
             lib,
             handle: id.handle,
@@ -127,7 +127,9 @@ impl<'g> ProfilingSession<'g> {
         let mut id = sys::rocprofiler_buffer_id_t::default();
         // SAFETY: the session exists; `on_batch` stays valid for the process; `id` is a valid out-pointer. The
         // callback cannot run before a started filter feeds the buffer, which needs the id returned here.
-        check(unsafe { f(self.sid(), Some(buffer::on_batch), options.size, &mut id) })?;
+        RocprofilerError::check(unsafe {
+            f(self.sid(), Some(buffer::on_batch), options.size, &mut id)
+        })?;
         let shared = Shared::new(options.size, Box::new(callback));
         buffer::register(self.handle, id.value, Arc::clone(&shared));
         state.buffers.push((id.value, Arc::clone(&shared)));
@@ -178,7 +180,7 @@ impl<'g> ProfilingSession<'g> {
         let mut id = sys::rocprofiler_filter_id_t::default();
         // SAFETY: the session exists; the data and property point into `prepared`, which the session keeps
         // until it is destroyed; `id` is a valid out-pointer.
-        check(unsafe {
+        RocprofilerError::check(unsafe {
             create(
                 self.sid(),
                 prepared.kind,
@@ -189,7 +191,7 @@ impl<'g> ProfilingSession<'g> {
             )
         })?;
         // SAFETY: session, filter and buffer exist.
-        let attached = check(unsafe {
+        let attached = RocprofilerError::check(unsafe {
             set_buffer(
                 self.sid(),
                 id,
@@ -241,7 +243,7 @@ impl<'g> ProfilingSession<'g> {
             }
         };
         // SAFETY: the session exists and has filters with buffers.
-        if let Err(e) = check(unsafe { start(self.sid()) }) {
+        if let Err(e) = RocprofilerError::check(unsafe { start(self.sid()) }) {
             ACTIVE.store(0, Ordering::Release);
             return Err(e.into());
         }
@@ -265,7 +267,7 @@ impl<'g> ProfilingSession<'g> {
         )?;
         // SAFETY: the session exists and is active; this thread is no consumer thread, so the flush inside
         // cannot wait for itself.
-        check(unsafe { f(self.sid()) })?;
+        RocprofilerError::check(unsafe { f(self.sid()) })?;
         state.active = false;
         let _ = ACTIVE.compare_exchange(self.handle, 0, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
@@ -304,7 +306,7 @@ impl Drop for ProfilingSession<'_> {
             "rocprofiler_destroy_session",
         ) {
             // SAFETY: the session exists; no flusher runs; the vendor flushes and joins its consumer threads.
-            Ok(f) => check(unsafe { f(sid) }).is_ok(),
+            Ok(f) => RocprofilerError::check(unsafe { f(sid) }).is_ok(),
             Err(_) => false,
         };
         if state.active {
