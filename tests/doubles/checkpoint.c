@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dbl_ctx.h"
+
 enum {
     SUCCESS = 0,
     INVALID_PARAMETER = 1,
@@ -21,22 +23,8 @@ enum {
     NOT_INITIALIZED = 15,
 };
 
-#define DBL_CTX_MAGIC 0x43545844u
-#define DBL_MAX_ALLOCS 64
 #define DBL_TOTAL_MB 1024ull
 #define DBL_HOST_MB 4096ull
-
-/* Same layout as in cuda_driver.c. */
-struct dbl_alloc {
-    void *ptr;
-    size_t size;
-};
-struct dbl_ctx {
-    unsigned magic;
-    int alive;
-    pthread_mutex_t lock;
-    struct dbl_alloc allocs[DBL_MAX_ALLOCS];
-};
 
 typedef struct {
     size_t structSize;

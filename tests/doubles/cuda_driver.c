@@ -1,12 +1,14 @@
 /* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device.
  *
- * Contexts are `struct dbl_ctx` (layout shared with checkpoint.c): a destroyed context stays allocated and
+ * Contexts are `struct dbl_ctx` (dbl_ctx.h, shared with checkpoint.c): a destroyed context stays allocated and
  * marked dead, so a stale handle is detected rather than reused. Device pointers are host pointers; each
  * context records its allocations so the checkpoint double can save and restore them. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dbl_ctx.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -23,21 +25,7 @@ enum {
     NOT_SUPPORTED = 801,
 };
 
-#define DBL_CTX_MAGIC 0x43545844u /* "DXTC" */
-#define DBL_MAX_ALLOCS 64
 #define DBL_TOTAL_MEM (1024ull << 20)
-
-/* Same layout as in checkpoint.c. */
-struct dbl_alloc {
-    void *ptr;
-    size_t size;
-};
-struct dbl_ctx {
-    unsigned magic;
-    int alive;
-    pthread_mutex_t lock;
-    struct dbl_alloc allocs[DBL_MAX_ALLOCS];
-};
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_initialized;
