@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use common::{double, init, serial};
 use gpu_tools::Error;
 use gpu_tools::rocprofiler::{
-    Batch, BufferOptions, CaptureMode, CodeObjectCapture, CounterReading, DeviceProfilingSession,
-    Filter, FilterProperty, Phase, ProfilerError, ProfilingSession, Record, RecordError,
-    Rocprofiler, RocprofilerError, TraceDomain,
+    Batch, Buffer, BufferOptions, CaptureMode, CodeObjectCapture, CounterReading,
+    DeviceProfilingSession, Filter, FilterProperty, Phase, ProfilerError, ProfilingSession, Record,
+    RecordError, Rocprofiler, RocprofilerError, TraceDomain,
 };
 use gpu_tools::sys::rocprofiler as sys;
 
@@ -119,6 +119,14 @@ fn sink() -> (Sink, impl for<'b> FnMut(&Batch<'b>) + Send + 'static) {
 
 fn taken(sink: &Sink) -> Vec<Seen> {
     std::mem::take(&mut *sink.lock().unwrap())
+}
+
+/// Sends dispatch timestamps to `buffer` and starts the session.
+fn record_timestamps(session: &ProfilingSession<'_>, buffer: &Buffer<'_>) {
+    session
+        .add_filter(Filter::dispatch_timestamps(), buffer)
+        .unwrap();
+    session.start().unwrap();
 }
 
 fn profiler_error(e: Error) -> ProfilerError {
@@ -281,10 +289,7 @@ fn every_record_kind_is_decoded_with_its_own_size() {
     let session = ProfilingSession::new(&rp).unwrap();
     let (seen, cb) = sink();
     let buffer = session.create_buffer(8192, cb).unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     let d = double();
 
     let mut pc = sys::rocprofiler_record_pc_sample_t::default();
@@ -554,10 +559,7 @@ fn corrupted_records_are_reported_not_read_blindly() {
     let session = ProfilingSession::new(&rp).unwrap();
     let (seen, cb) = sink();
     let buffer = session.create_buffer(4096, cb).unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     let d = double();
 
     // A pointer outside the buffer: that record is an error, the walk goes on.
@@ -624,10 +626,7 @@ fn full_halves_swap_and_oversized_data_stays_readable() {
     let (seen, cb) = sink();
     // Two records of one counter fill a half exactly: (176 + 16) * 2.
     let buffer = session.create_buffer(384, cb).unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     let d = double();
     for id in 0..5 {
         assert_eq!(d.emit_profiler(DISPATCH, id, 9, &[(id, id as f64)]), 0);
@@ -686,10 +685,7 @@ fn a_panicking_callback_is_caught_and_reported() {
             }
         })
         .unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     assert_eq!(double().emit_profiler(DISPATCH, 1, 1, &[]), 0);
     let err = profiler_error(buffer.flush().unwrap_err());
     assert_eq!(
@@ -719,10 +715,7 @@ fn the_crate_flushes_at_the_interval() {
             cb,
         )
         .unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     assert_eq!(double().emit_profiler(DISPATCH, 1, 1, &[]), 0);
     let t0 = Instant::now();
     while seen.lock().unwrap().is_empty() {
@@ -740,10 +733,7 @@ fn dropping_a_session_delivers_every_record_once() {
     let session = ProfilingSession::new(&rp).unwrap();
     let (seen, cb) = sink();
     let buffer = session.create_buffer(4096, cb).unwrap();
-    session
-        .add_filter(Filter::dispatch_timestamps(), &buffer)
-        .unwrap();
-    session.start().unwrap();
+    record_timestamps(&session, &buffer);
     for id in 0..1000 {
         assert_eq!(double().emit_profiler(DISPATCH, id, 1, &[(id, 1.0)]), 0);
     }
