@@ -119,6 +119,8 @@ pub struct Batch<'a> {
     begin: *const u8,
     end: *const u8,
     half_end: *const u8,
+    /// Whether the vendor's range was inside the half; an inconsistent one is kept empty and reported once.
+    consistent: bool,
     _half: PhantomData<&'a [u8]>,
 }
 
@@ -135,14 +137,16 @@ impl<'a> Batch<'a> {
                 begin,
                 end,
                 half_end: begin.wrapping_add(half_len),
+                consistent: true,
                 _half: PhantomData,
             }
         } else {
-            // An inconsistent range: nothing in it is read.
+            // An inconsistent range: nothing in it is read, and `records` reports it.
             Batch {
                 begin,
                 end: begin,
                 half_end: begin,
+                consistent: false,
                 _half: PhantomData,
             }
         }
@@ -151,11 +155,11 @@ impl<'a> Batch<'a> {
     /// Whether the range handed over was consistent (inside the half, not reversed).
     #[inline]
     pub fn is_consistent(&self) -> bool {
-        self.half_end != self.begin || self.begin == self.end
+        self.consistent
     }
 
     /// The raw range the vendor handed over, for comparison with `rocprofiler_next_record` (reading through
-    /// these pointers is only valid during the callback).
+    /// these pointers is only valid during the callback); empty when the range was inconsistent.
     #[inline]
     pub fn as_ptr_range(&self) -> std::ops::Range<*const u8> {
         self.begin..self.end
@@ -181,8 +185,8 @@ impl<'a> Batch<'a> {
             cur: self.begin,
             end: self.end,
             half_end: self.half_end,
-            done: !self.is_consistent(),
-            reported_inconsistent: false,
+            done: !self.consistent,
+            out_of_bounds: !self.consistent,
             _half: PhantomData,
         }
     }
@@ -211,7 +215,8 @@ pub struct Records<'a> {
     end: *const u8,
     half_end: *const u8,
     done: bool,
-    reported_inconsistent: bool,
+    /// An inconsistent range, not yet reported.
+    out_of_bounds: bool,
     _half: PhantomData<&'a [u8]>,
 }
 
@@ -400,9 +405,8 @@ impl<'a> Iterator for Records<'a> {
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
-            if !self.reported_inconsistent && self.half_end == self.begin && self.begin != self.end
-            {
-                self.reported_inconsistent = true;
+            if self.out_of_bounds {
+                self.out_of_bounds = false;
                 return Some(Err(RecordError::OutOfBounds));
             }
             return None;
@@ -449,5 +453,40 @@ impl std::fmt::Debug for Records<'_> {
         f.debug_struct("Records")
             .field("offset", &self.offset(self.cur))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors<'a>(batch: &Batch<'a>) -> Vec<Result<Record<'a>, RecordError>> {
+        batch.records().collect()
+    }
+
+    #[test]
+    fn an_inconsistent_range_is_reported_once_and_never_read() {
+        let half = [0u64; 64];
+        let begin = half.as_ptr().cast::<u8>();
+        // SAFETY: the 512-byte half is readable; the ranges below end past it or run backwards, which `new` must
+        // refuse to read.
+        for batch in unsafe {
+            [
+                Batch::new(begin, begin.wrapping_add(1024), 512),
+                Batch::new(begin.wrapping_add(8), begin, 512),
+                Batch::new(std::ptr::null(), std::ptr::null(), 512),
+            ]
+        } {
+            assert!(!batch.is_consistent());
+            assert!(batch.is_empty());
+            assert_eq!(batch.len_bytes(), 0);
+            let all = errors(&batch);
+            assert_eq!(all.len(), 1);
+            assert!(matches!(all[0], Err(RecordError::OutOfBounds)), "{all:?}");
+        }
+        // SAFETY: as above; an empty range at the half's front is consistent.
+        let empty = unsafe { Batch::new(begin, begin, 512) };
+        assert!(empty.is_consistent());
+        assert!(errors(&empty).is_empty());
     }
 }
