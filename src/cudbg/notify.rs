@@ -104,8 +104,11 @@ impl Notifier {
 
 /// The `CUDBGNotifyNewEventCallback` the session registers.
 pub(crate) unsafe extern "C" fn on_new_event(_data: *mut sys::CUDBGEventCallbackData) {
-    // No panic may unwind into the driver; a failed wake-up is recovered by the session's periodic poll.
-    let _ = std::panic::catch_unwind(|| NOTIFIER.notify());
+    // No panic may unwind into the driver; a failed wake-up is recovered by the session's periodic poll. A caught
+    // payload is leaked, not dropped: its `Drop` could panic again outside any `catch_unwind`.
+    if let Err(payload) = std::panic::catch_unwind(|| NOTIFIER.notify()) {
+        std::mem::forget(payload);
+    }
 }
 
 #[cfg(test)]

@@ -159,8 +159,9 @@ pub(crate) unsafe extern "C" fn on_batch(
     session: sys::rocprofiler_session_id_t,
     buffer: sys::rocprofiler_buffer_id_t,
 ) {
-    // No panic may unwind into the vendor.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    // No panic may unwind into the vendor. A caught payload is leaked, not dropped: its `Drop` could panic again
+    // outside any `catch_unwind`.
+    let caught = catch_unwind(AssertUnwindSafe(|| {
         let Some(shared) = lookup(session.handle, buffer.value) else {
             ORPHAN_BATCHES.fetch_add(1, Ordering::Relaxed);
             return;
@@ -179,6 +180,9 @@ pub(crate) unsafe extern "C" fn on_batch(
             shared.note_panic(&*payload);
         }
     }));
+    if let Err(payload) = caught {
+        std::mem::forget(payload);
+    }
 }
 
 /// A record buffer of a [`ProfilingSession`](super::ProfilingSession), created by

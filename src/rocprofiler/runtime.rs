@@ -142,7 +142,7 @@ unsafe extern "C" fn collect_counter(
     gpu_name: *const c_char,
     gpu_index: u32,
 ) -> c_int {
-    // No panic may unwind into the vendor.
+    // No panic may unwind into the vendor (a caught payload is leaked: dropping it could panic again).
     let r = std::panic::catch_unwind(|| {
         let info = CounterInfo {
             name: owned(counter.name),
@@ -159,5 +159,11 @@ unsafe extern "C" fn collect_counter(
             .unwrap_or_else(|p| p.into_inner())
             .push(info);
     });
-    if r.is_ok() { 0 } else { 1 }
+    match r {
+        Ok(()) => 0,
+        Err(payload) => {
+            std::mem::forget(payload);
+            1
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Profiling sessions: filters feeding buffers, started and terminated; destroyed (and flushed) on drop.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::batch::{Batch, LARGEST_RECORD};
@@ -23,6 +23,18 @@ struct State {
     flushers: Vec<Flusher>,
 }
 
+impl State {
+    fn new() -> Self {
+        State {
+            started: false,
+            active: false,
+            filters: Vec::new(),
+            buffers: Vec::new(),
+            flushers: Vec::new(),
+        }
+    }
+}
+
 /// A rocprofiler profiling session (`rocprofiler_create_session`, no replay).
 ///
 /// Every method takes `&self`; the session is `Send` and `Sync`. Dropping it stops interval flushing,
@@ -32,6 +44,9 @@ pub struct ProfilingSession<'g> {
     lib: &'static RocprofilerLibrary,
     handle: u64,
     state: Mutex<State>,
+    /// `state.active`, readable without the lock: `terminate` holds the lock while the vendor runs the last
+    /// callbacks, which may ask [`is_active`](Self::is_active).
+    active: AtomicBool,
     _rocprofiler: PhantomData<&'g Rocprofiler>,
 }
 
@@ -58,13 +73,8 @@ impl<'g> ProfilingSession<'g> {
         Ok(ProfilingSession {
             lib,
             handle: id.handle,
-            state: Mutex::new(State {
-                started: false,
-                active: false,
-                filters: Vec::new(),
-                buffers: Vec::new(),
-                flushers: Vec::new(),
-            }),
+            state: Mutex::new(State::new()),
+            active: AtomicBool::new(false),
             _rocprofiler: PhantomData,
         })
     }
@@ -76,7 +86,7 @@ impl<'g> ProfilingSession<'g> {
 
     /// Whether the session is started and not terminated.
     pub fn is_active(&self) -> bool {
-        self.lock().active
+        self.active.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -249,6 +259,7 @@ impl<'g> ProfilingSession<'g> {
         }
         state.started = true;
         state.active = true;
+        self.active.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -269,6 +280,7 @@ impl<'g> ProfilingSession<'g> {
         // cannot wait for itself.
         RocprofilerError::check(unsafe { f(self.sid()) })?;
         state.active = false;
+        self.active.store(false, Ordering::Release);
         let _ = ACTIVE.compare_exchange(self.handle, 0, Ordering::AcqRel, Ordering::Acquire);
         Ok(())
     }
@@ -277,8 +289,14 @@ impl<'g> ProfilingSession<'g> {
 impl Drop for ProfilingSession<'_> {
     fn drop(&mut self) {
         if in_callback() {
-            // Destroying would join the consumer thread this code runs on. Leak the vendor session instead:
-            // its buffers stay registered and keep delivering.
+            // Destroying would join the consumer thread this code runs on. Leak the vendor session instead, and
+            // with it everything it uses: its filters stay allocated, its buffers registered and delivering, its
+            // flushers running (joining one here could wait for this very thread).
+            let state = std::mem::replace(
+                self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
+                State::new(),
+            );
+            std::mem::forget(state);
             return;
         }
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
