@@ -211,7 +211,11 @@ impl DebugSession {
     pub fn elf_image(&self, image: &ElfImage) -> Result<Vec<u8>, crate::Error> {
         self.check_device(image.dev)?;
         let len = usize::try_from(image.size).map_err(|_| SessionError::TooLarge(usize::MAX))?;
-        let mut buf = vec![0u8; len];
+        // The size comes from the caller's `ElfImage`: an impossible one is an error, not an abort.
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(len)
+            .map_err(|_| SessionError::TooLarge(len))?;
+        buf.resize(len, 0u8);
         // SAFETY: the buffer holds exactly `size` bytes, the size the driver reported for this handle.
         api_call!(
             *self.live_api()?,
@@ -259,7 +263,8 @@ impl DebugSession {
         dev: u32,
         timeout: Duration,
     ) -> Result<Option<Suspended<'_>>, crate::Error> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too large for an `Instant` never passes.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             if self.exit_status()?.is_some() {
                 return Ok(None);
@@ -269,7 +274,7 @@ impl DebugSession {
                 return Ok(Some(s));
             }
             s.resume()?;
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(2));

@@ -67,17 +67,14 @@ impl Handshake for EnvHandshake {
         let Some(lib) = DebuggerLibrary::get() else {
             return Ok(());
         };
-        // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
-        let local = unsafe { lib.lib.get::<*mut u32>(b"cudbgDebuggerCapabilities\0") }
-            .map(|s| *s)
-            .map_err(|_| SessionError::MissingClientVariable("cudbgDebuggerCapabilities"))?;
+        let local = client_variable(lib, "cudbgDebuggerCapabilities")?;
         let seen = NOTIFIER.seen();
         let deadline = Instant::now() + Duration::from_secs(10);
         while NOTIFIER.seen() == seen && Instant::now() < deadline {
             if child.try_wait().map_err(SessionError::Process)?.is_some() {
                 break;
             }
-            if let Ok(Some(addr)) = inject::remote_address(child.id(), local) {
+            if let Ok(Some(addr)) = inject::remote_address(child.id(), local.cast_const()) {
                 // Fails until the page is mapped; the next round tries again.
                 let _ = inject::write_u32(child.id(), addr, info.capabilities);
             }
@@ -92,45 +89,37 @@ pub(crate) fn set_client_variables(
     lib: &DebuggerLibrary,
     info: &ClientInfo,
 ) -> Result<(), SessionError> {
-    let vars: [(&[u8], &'static str, u32); 3] = [
-        (
-            b"cudbgApiClientPid\0",
-            "cudbgApiClientPid",
-            info.debugger_pid,
-        ),
-        (
-            b"cudbgApiClientRevision\0",
-            "cudbgApiClientRevision",
-            info.revision,
-        ),
-        (b"cudbgSessionId\0", "cudbgSessionId", info.session_id),
+    let mut vars = vec![
+        ("cudbgApiClientPid", info.debugger_pid),
+        ("cudbgApiClientRevision", info.revision),
+        ("cudbgSessionId", info.session_id),
     ];
-    for (symbol, name, value) in vars {
-        // SAFETY: a look-up of a data symbol that cudadebugger.h declares as `uint32_t`; nothing is called.
-        let ptr = unsafe { lib.lib.get::<*mut u32>(symbol) }
-            .map(|s| *s)
-            .map_err(|_| SessionError::MissingClientVariable(name))?;
-        if ptr.is_null() {
-            return Err(SessionError::MissingClientVariable(name));
-        }
+    if info.capabilities != 0 {
+        vars.push(("cudbgDebuggerCapabilities", info.capabilities));
+    }
+    for (name, value) in vars {
+        let ptr = client_variable(lib, name)?;
         // SAFETY: the symbol is a writable `uint32_t` in libcuda's data segment, alive as long as the library
         // (never unloaded); the driver reads it only inside `initialize`, which has not run yet.
         unsafe { ptr.write_volatile(value) };
     }
-    if info.capabilities != 0 {
-        // SAFETY: as above, for the `uint32_t` capability mask.
-        let ptr = unsafe { lib.lib.get::<*mut u32>(b"cudbgDebuggerCapabilities\0") }
-            .map(|s| *s)
-            .map_err(|_| SessionError::MissingClientVariable("cudbgDebuggerCapabilities"))?;
-        if ptr.is_null() {
-            return Err(SessionError::MissingClientVariable(
-                "cudbgDebuggerCapabilities",
-            ));
-        }
-        // SAFETY: as above.
-        unsafe { ptr.write_volatile(info.capabilities) };
-    }
     Ok(())
+}
+
+/// The address of the `uint32_t` libcuda variable `name` in this process (the same variable of a debuggee lies
+/// at the same offset in its copy of the library).
+fn client_variable(lib: &DebuggerLibrary, name: &'static str) -> Result<*mut u32, SessionError> {
+    let mut symbol = name.as_bytes().to_vec();
+    symbol.push(0);
+    // SAFETY: a look-up of a data symbol that cudadebugger.h declares as `uint32_t`; only its address is taken,
+    // nothing is called.
+    let ptr = unsafe { lib.lib.get::<*mut u32>(&symbol) }
+        .map(|s| *s)
+        .map_err(|_| SessionError::MissingClientVariable(name))?;
+    if ptr.is_null() {
+        return Err(SessionError::MissingClientVariable(name));
+    }
+    Ok(ptr)
 }
 
 /// Writes `value` into the debuggee's copy of the libcuda variable `name` (a `uint32_t` that cudadebugger.h names
@@ -141,14 +130,9 @@ pub(crate) fn write_debuggee_variable(
     value: u32,
 ) -> Result<(), SessionError> {
     let lib = DebuggerLibrary::get().ok_or(SessionError::MissingClientVariable(name))?;
-    let mut symbol = name.as_bytes().to_vec();
-    symbol.push(0);
-    // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
-    let local = unsafe { lib.lib.get::<*mut u32>(&symbol) }
-        .map(|s| *s)
-        .map_err(|_| SessionError::MissingClientVariable(name))?;
+    let local = client_variable(lib, name)?;
     let failed = |source| SessionError::DebuggeeVariable { name, source };
-    let addr = inject::remote_address(pid, local)
+    let addr = inject::remote_address(pid, local.cast_const())
         .map_err(failed)?
         .ok_or_else(|| {
             failed(std::io::Error::new(
@@ -165,13 +149,10 @@ pub(crate) fn resume_flag(pid: u32) -> u32 {
     let Some(lib) = DebuggerLibrary::get() else {
         return 0;
     };
-    // SAFETY: a look-up of a data symbol declared `uint32_t`; only its address is used.
-    let Ok(local) =
-        (unsafe { lib.lib.get::<*mut u32>(b"cudbgResumeForAttachDetach\0") }).map(|s| *s)
-    else {
+    let Ok(local) = client_variable(lib, "cudbgResumeForAttachDetach") else {
         return 0;
     };
-    match inject::remote_address(pid, local) {
+    match inject::remote_address(pid, local.cast_const()) {
         Ok(Some(addr)) => inject::read_u32(pid, addr).unwrap_or(0),
         _ => 0,
     }

@@ -195,5 +195,11 @@ mod tests {
         let v = Box::new(7u32);
         // A heap address is in no file mapping.
         assert_eq!(remote_address(std::process::id(), &*v).unwrap(), None);
+        // An address inside a shared library (libc's code here) lies at the same place in the same process.
+        let in_libc = process_vm_readv as *const u32;
+        assert_eq!(
+            remote_address(std::process::id(), in_libc).unwrap(),
+            Some(in_libc as u64)
+        );
     }
 }

@@ -345,7 +345,8 @@ impl DebugSession {
     }
 
     fn await_open(&mut self, mut seen: u64, timeout: Duration) -> Result<(), crate::Error> {
-        let deadline = Instant::now() + timeout;
+        // A timeout too large for an `Instant` never passes.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             self.drain(true)?;
             if !self.pending.is_empty() {
@@ -356,15 +357,17 @@ impl DebugSession {
                 return Err(SessionError::NoCuda { status }.into());
             }
             let now = Instant::now();
-            if now >= deadline {
-                self.kill_and_reap();
+            if deadline.is_some_and(|d| now >= d) {
+                // Stopped now; the teardown (the session is dropped with this error) finalises, then kills it.
+                self.stop_child();
                 return Err(SessionError::HandshakeTimeout {
                     waited: timeout,
                     pid: self.pid,
                 }
                 .into());
             }
-            seen = NOTIFIER.wait_past(seen, Duration::ZERO, POLL.min(deadline - now));
+            let slice = deadline.map_or(POLL, |d| POLL.min(d - now));
+            seen = NOTIFIER.wait_past(seen, Duration::ZERO, slice);
         }
     }
 
@@ -487,6 +490,8 @@ impl DebugSession {
         }
         match self.watch.as_ref().map(ExitWatch::state) {
             Some(ChildState::Signaled(signal)) => Some(signal),
+            // Reaped before the watch looked (for example by a handshake's `try_wait`): `Child` kept the status.
+            Some(ChildState::Unknown) => self.exit_status().ok().flatten().and_then(|s| s.signal()),
             _ => None,
         }
     }
@@ -578,14 +583,18 @@ impl DebugSession {
             return Ok(());
         }
         self.finalized = true;
-        let running = matches!(self.exit_status(), Ok(None));
+        let running = self.child.get_mut().is_some() && matches!(self.exit_status(), Ok(None));
+        // Only a debuggee the driver opened a session for can be detached; one that never got that far would
+        // stay blocked in `cuInit`, so it is killed whatever `on_drop` says.
+        let detach = self.on_drop == OnDrop::Detach && running && self.opened;
+        let kill = running && !detach;
         let mut first_err: Option<crate::Error> = None;
         let mut keep = |r: Result<(), crate::Error>| {
             if let Err(e) = r {
                 first_err.get_or_insert(e);
             }
         };
-        if let (OnDrop::Detach, true) = (self.on_drop, running) {
+        if detach {
             keep(self.detach());
         }
         if self.opened && self.death_signal().is_some() && !self.killed_here.get() {
@@ -597,7 +606,6 @@ impl DebugSession {
             // it first made the driver's debugger side crash this process in most trials (driver 580),
             // finalising first in none. Stopped, it cannot run on without its debugger (it then sometimes died
             // from SIGSEGV before the SIGKILL came).
-            let kill = matches!((self.on_drop, running), (OnDrop::Kill, true));
             if kill {
                 self.stop_child();
             }
