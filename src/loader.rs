@@ -10,6 +10,11 @@
 //!
 //! A candidate that opens but lacks a required symbol is closed again and the search goes on; the final
 //! [`LoadError`] lists every candidate and why it was rejected.
+//!
+//! Trust: a file found this way, or named by `load_from` or an environment variable, is taken to be the vendor
+//! library. Opening it runs its initialisers, and its symbols are called with the signatures of the vendor
+//! headers the bindings were generated from. Like any run-time loader of a C API, the crate cannot check more
+//! than the symbol names, so point these paths only at the vendor's libraries.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -243,8 +248,9 @@ impl LibrarySpec {
 
 /// Opens a shared library, mapping a failure to a [`Rejection`].
 pub(crate) fn dlopen(path: &Path) -> Result<libloading::Library, Rejection> {
-    // SAFETY: opening a library runs its initialisers. The crate opens only the vendor libraries named by its
-    // search specs (or a path the caller chose); their initialisers are the vendors' and do not depend on us.
+    // SAFETY: opening a library runs its initialisers. The crate opens the vendor libraries its search specs
+    // name, or a file the caller chose and so vouched for (module docs, "Trust"); the vendors' initialisers do
+    // not depend on this process's state.
     unsafe { libloading::Library::new(path.as_os_str()) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))
 }
@@ -261,6 +267,7 @@ pub(crate) fn required<F: Copy>(
 }
 
 /// Copies an optional function pointer (one that only newer vendor releases export).
+#[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub(crate) fn optional<F: Copy>(field: &Result<F, libloading::Error>) -> Option<F> {
     field.as_ref().ok().copied()
 }

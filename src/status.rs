@@ -75,6 +75,7 @@ pub(crate) use status_enum;
 
 /// `Display` text of a vendor status: its name, then the vendor's message where it adds something (not empty,
 /// not a repeat of the name, trailing newlines dropped).
+#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 pub(crate) fn with_message(name: String, message: Option<String>) -> String {
     match message {
         Some(msg) => {
@@ -87,4 +88,28 @@ pub(crate) fn with_message(name: String, message: Option<String>) -> String {
         }
         None => name,
     }
+}
+
+/// A vendor's "string for a code" lookup (`cuGetErrorName`, `cuptiGetResultString`, ...): the string it hands out
+/// when it returns success (0) with a non-null pointer.
+///
+/// # Safety
+/// `f` must be such a lookup: it writes nothing or a pointer to a NUL-terminated string that stays valid (a
+/// static table), and returns 0 only when it wrote one.
+#[cfg(any(feature = "cupti", feature = "cudbg"))]
+pub(crate) unsafe fn code_string(
+    f: unsafe extern "C" fn(u32, *mut *const std::ffi::c_char) -> u32,
+    code: u32,
+) -> Option<String> {
+    let mut p = std::ptr::null();
+    // SAFETY: a valid out-pointer; the function only looks the code up (the caller's contract).
+    if unsafe { f(code, &mut p) } != 0 || p.is_null() {
+        return None;
+    }
+    // SAFETY: on success the lookup handed out a static NUL-terminated string.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }

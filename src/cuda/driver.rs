@@ -231,7 +231,8 @@ pub struct DeviceInfo {
 
 fn bind(path: &Path) -> Result<Driver, Rejection> {
     let lib = loader::dlopen(path)?;
-    // SAFETY: from_library only looks symbols up; it calls nothing.
+    // SAFETY: from_library only looks symbols up and calls nothing; each one is typed with the vendor
+    // header's signature, which holds for the vendor library the loader opened (loader docs, "Trust").
     let table = unsafe { sys::DriverFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
     use loader::required as r;

@@ -6,6 +6,7 @@ mod driver;
 
 pub use driver::{DeviceInfo, Driver, DriverApi};
 
+#[cfg(feature = "cudbg")]
 pub(crate) fn driver_spec() -> &'static crate::loader::LibrarySpec {
     &driver::SPEC
 }
@@ -35,14 +36,8 @@ pub struct CudaError {
 impl CudaError {
     pub(crate) fn from_code(driver: &Driver, code: u32) -> Self {
         let text = |f: unsafe extern "C" fn(u32, *mut *const std::ffi::c_char) -> u32| {
-            let mut p = std::ptr::null();
-            // SAFETY: valid out-pointer; on success the driver returns a static NUL-terminated string.
-            if unsafe { f(code, &mut p) } == sys::CUDA_SUCCESS && !p.is_null() {
-                // SAFETY: non-null static string from the driver.
-                Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-            } else {
-                None
-            }
+            // SAFETY: cuGetErrorName and cuGetErrorString hand out static strings and return CUDA_SUCCESS (0).
+            unsafe { crate::status::code_string(f, code) }
         };
         CudaError {
             code,
@@ -154,6 +149,10 @@ impl Context {
     ) -> Result<CudarcContext<'_>, crate::Error> {
         let raw = ctx.cu_ctx() as RawContext;
         // SAFETY: the raw handle comes from a live cudarc context, kept alive by the borrow in CudarcContext.
+        // It must come from the driver the crate uses: on a normal install cudarc and the crate open the same
+        // `libcuda.so.1` (the dynamic loader maps one file once), which `check_valid` in `from_raw` confirms
+        // where the driver can tell; a different file named by `GPU_TOOLS_CUDA_DRIVER_LIB` or
+        // `Driver::load_from` is the caller's choice (loader docs, "Trust").
         let inner = unsafe { Context::from_raw(raw) }?;
         Ok(CudarcContext {
             inner,
@@ -180,7 +179,8 @@ impl Context {
             ));
         }
         let mut v: c_uint = 0;
-        // SAFETY: the driver validates the handle and returns an error for an unknown one.
+        // SAFETY: a non-null handle this value owns, or one `from_raw`'s contract keeps alive; for a context
+        // destroyed anyway the driver answers CUDA_ERROR_INVALID_CONTEXT where it can tell (not guaranteed).
         self.driver
             .check(unsafe { (self.driver.api().cu_ctx_get_api_version)(self.raw, &mut v) })
     }
@@ -273,6 +273,8 @@ impl std::ops::Deref for CudarcContext<'_> {
 }
 
 /// Keeps a context current on this thread; pops it on drop. Not `Send`: it belongs to the thread that pushed.
+/// Guards nest like the driver's context stack: drop them in reverse order of creation (plain scoping does);
+/// dropping an outer guard first pops the inner guard's context.
 #[derive(Debug)]
 pub struct CurrentGuard<'a> {
     ctx: &'a Context,
@@ -370,8 +372,11 @@ pub struct Module<'ctx> {
 impl<'ctx> Module<'ctx> {
     /// Looks up a kernel by its (mangled) name.
     pub fn function(&self, name: &CStr) -> Result<Function<'_>, CudaError> {
+        // The module lives in its context: the context must still be valid (and is made current, as for every
+        // other call of this crate).
+        let _current = self.ctx.make_current()?;
         let mut f = std::ptr::null_mut();
-        // SAFETY: live module; NUL-terminated name.
+        // SAFETY: live module of a valid, current context; NUL-terminated name.
         self.ctx.driver.check(unsafe {
             (self.ctx.driver.api().cu_module_get_function)(&mut f, self.raw, name.as_ptr())
         })?;

@@ -1,6 +1,6 @@
 //! `libcheckpoint.so` (the checkpoint API) and `libcupti.so` (result strings, version), each loaded once.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::c_char;
 use std::path::Path;
 
 use crate::loader::{self, LibrarySpec, LoadError, Rejection, Slot};
@@ -92,7 +92,8 @@ impl CheckpointLibrary {
 
 fn bind_checkpoint(path: &Path) -> Result<CheckpointLibrary, Rejection> {
     let lib = loader::dlopen(path)?;
-    // SAFETY: from_library only looks symbols up.
+    // SAFETY: from_library only looks symbols up and calls nothing; each one is typed with the vendor
+    // header's signature, which holds for the vendor library the loader opened (loader docs, "Trust").
     let t = unsafe { sys::CuptiFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
     Ok(CheckpointLibrary {
@@ -176,19 +177,14 @@ impl CuptiLibrary {
 }
 
 fn call_string(f: StringFn, code: u32) -> Option<String> {
-    let mut p: *const c_char = std::ptr::null();
-    // SAFETY: valid out-pointer; the function only looks the code up in a static table.
-    let rc = unsafe { f(code, &mut p) };
-    if rc != sys::CUPTI_SUCCESS || p.is_null() {
-        return None;
-    }
-    // SAFETY: on success CUPTI returns a static NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    // SAFETY: cuptiGetResultString and cuptiGetErrorMessage hand out static strings and return CUPTI_SUCCESS (0).
+    unsafe { crate::status::code_string(f, code) }
 }
 
 fn bind_cupti(path: &Path) -> Result<CuptiLibrary, Rejection> {
     let lib = loader::dlopen(path)?;
-    // SAFETY: from_library only looks symbols up.
+    // SAFETY: from_library only looks symbols up and calls nothing; each one is typed with the vendor
+    // header's signature, which holds for the vendor library the loader opened (loader docs, "Trust").
     let t = unsafe { sys::CuptiFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
     Ok(CuptiLibrary {
