@@ -10,6 +10,7 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
 pub mod loader;
+#[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
 pub mod sys;
 

@@ -156,8 +156,5 @@ pub(crate) fn sym<F: Copy>(
     field: &Result<F, libloading::Error>,
     name: &'static str,
 ) -> Result<F, super::ProfilerError> {
-    field
-        .as_ref()
-        .map(|f| *f)
-        .map_err(|_| super::ProfilerError::MissingSymbol(name))
+    crate::loader::required(field, name).map_err(|_| super::ProfilerError::MissingSymbol(name))
 }
