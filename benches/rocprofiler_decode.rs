@@ -82,7 +82,7 @@ fn measure(
         .configure_from_args();
     let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(records as u64));
-    let rust = bench(&mut group, "rust decode", || {
+    let rust_decode = || {
         let mut sum = 0u64;
         for r in batch.records() {
             match r {
@@ -101,9 +101,9 @@ fn measure(
             }
         }
         sum
-    });
+    };
     let range = batch.as_ptr_range();
-    let vendor = bench(&mut group, "next_record loop", || {
+    let vendor_loop = || {
         let mut sum = 0u64;
         let mut p = range.start.cast::<sys::rocprofiler_record_header_t>();
         let end = range.end.cast::<sys::rocprofiler_record_header_t>();
@@ -146,7 +146,15 @@ fn measure(
             p = n;
         }
         sum
-    });
+    };
+    // Both sides read the same fields; a decoder that failed or skipped records would not reach the same sum.
+    assert_eq!(
+        rust_decode(),
+        vendor_loop(),
+        "{name}: Rust decode and next_record loop disagree"
+    );
+    let rust = bench(&mut group, "rust decode", rust_decode);
+    let vendor = bench(&mut group, "next_record loop", vendor_loop);
     group.finish();
     Row {
         name,

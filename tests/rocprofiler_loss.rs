@@ -193,7 +193,8 @@ fn every_record_is_delivered_exactly_once() {
     assert_eq!(t.delivered, per_thread * THREADS);
     assert_eq!((t.duplicates, t.corrupt, t.errors), (0, 0, 0));
     assert!((0..THREADS as usize).all(|i| t.exactly(i, per_thread)));
-    assert!(flushes.load(Ordering::Relaxed) >= 100);
+    // Every explicit flush reached the vendor (which also counts the crate's interval flushes).
+    assert!(after.flushes - before.flushes >= flushes.load(Ordering::Relaxed));
     drop(t);
 
     // Phase 2: the session is dropped while the producers are still writing.
