@@ -41,6 +41,10 @@ pub fn negotiate(driver: ApiVersion, header: ApiVersion) -> ApiVersion {
 /// Holds the driver's table pointer (static data inside `libcudadebugger.so.1`, which is never unloaded) and the
 /// version it was obtained for. Slots are read only through the gate, which checks the revision before the slot
 /// is touched.
+///
+/// Calls made through an `Api` directly skip what a [`DebugSession`](super::DebugSession) checks first: after a
+/// debuggee died from a signal they can crash the process, and the driver is not known to accept calls from two
+/// threads at once. While a session is open, go through the session.
 #[derive(Debug, Clone, Copy)]
 pub struct Api {
     table: *const sys::CUDBGAPI_st,
@@ -48,7 +52,7 @@ pub struct Api {
 }
 
 // SAFETY: the table is immutable static data of the driver library; sharing the pointer between threads is sound.
-// Serialising the calls themselves is the job of the session that owns the API.
+// Serialising the calls themselves is the caller's job (the session does it; see the type's docs).
 unsafe impl Send for Api {}
 // SAFETY: as above; `Api` itself has no interior mutability.
 unsafe impl Sync for Api {}
