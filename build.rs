@@ -194,13 +194,17 @@ mod regenerate {
         |cuMemAlloc(_v2)?|cuMemFree(_v2)?|cuMemGetInfo(_v2)?|cuMemcpyHtoD(_v2)?|cuMemcpyDtoH(_v2)?\
         |cuMemcpyDtoD(_v2)?|cuMemsetD8(_v2)?|cuMemsetD32(_v2)?\
         |cuModuleLoadData|cuModuleUnload|cuModuleGetFunction|cuLaunchKernel\
-        |cuEventCreate|cuEventDestroy(_v2)?|cuEventRecord|cuEventSynchronize|cuEventElapsedTime(_v2)?";
+        |cuEventCreate|cuEventDestroy(_v2)?|cuEventRecord|cuEventSynchronize|cuEventElapsedTime(_v2)?\
+        |cuStreamCreate|cuStreamDestroy(_v2)?|cuStreamSynchronize|cuStreamGetId|cuCtxGetId\
+        |cuMemcpyHtoDAsync(_v2)?|cuMemcpyDtoHAsync(_v2)?|cuMemcpyDtoDAsync(_v2)?|cuMemsetD8Async|cuMemsetD32Async\
+        |cuMemAllocHost(_v2)?|cuMemFreeHost|cuDeviceGetUuid(_v2)?|cuDeviceGetPCIBusId\
+        |cuCheckpointProcess[A-Za-z]*";
 
     fn driver_bindings(cuda: &Path, out: &Path) {
         let bindings = base("GPU_TOOLS_BIND_CUDA_DRIVER")
             .clang_arg(format!("-I{}", cuda.display()))
             .allowlist_function(DRIVER_FUNCTIONS)
-            .allowlist_type("CUresult|CUdevice_attribute|CUctx_flags")
+            .allowlist_type("CUresult|CUdevice_attribute|CUctx_flags|CUprocessState|CUcheckpoint[A-Za-z]*Args|CUstream_flags")
             .allowlist_var("CUDA_VERSION")
             .dynamic_library_name("DriverFns")
             .dynamic_link_require_all(false)

@@ -89,6 +89,63 @@ pub struct DriverApi {
         *mut *mut c_void,
         *mut *mut c_void,
     ) -> CuResult,
+    // Optional below: absent from the test double, or from drivers older than the call (`None` then).
+    /// `cuStreamCreate`.
+    pub cu_stream_create: Option<unsafe extern "C" fn(*mut sys::CUstream, c_uint) -> CuResult>,
+    /// `cuStreamDestroy_v2`.
+    pub cu_stream_destroy: Option<unsafe extern "C" fn(sys::CUstream) -> CuResult>,
+    /// `cuStreamSynchronize`.
+    pub cu_stream_synchronize: Option<unsafe extern "C" fn(sys::CUstream) -> CuResult>,
+    /// `cuStreamGetId` (CUDA 12.0+): the id CUPTI records carry for a stream.
+    pub cu_stream_get_id: Option<unsafe extern "C" fn(sys::CUstream, *mut u64) -> CuResult>,
+    /// `cuCtxGetId` (CUDA 12.0+): the id CUPTI records carry for a context.
+    pub cu_ctx_get_id: Option<unsafe extern "C" fn(sys::CUcontext, *mut u64) -> CuResult>,
+    /// `cuMemcpyHtoDAsync_v2`.
+    pub cu_memcpy_htod_async: Option<
+        unsafe extern "C" fn(sys::CUdeviceptr, *const c_void, usize, sys::CUstream) -> CuResult,
+    >,
+    /// `cuMemcpyDtoHAsync_v2`.
+    pub cu_memcpy_dtoh_async: Option<
+        unsafe extern "C" fn(*mut c_void, sys::CUdeviceptr, usize, sys::CUstream) -> CuResult,
+    >,
+    /// `cuMemcpyDtoDAsync_v2`.
+    pub cu_memcpy_dtod_async: Option<
+        unsafe extern "C" fn(sys::CUdeviceptr, sys::CUdeviceptr, usize, sys::CUstream) -> CuResult,
+    >,
+    /// `cuMemsetD8Async`.
+    pub cu_memset_d8_async:
+        Option<unsafe extern "C" fn(sys::CUdeviceptr, u8, usize, sys::CUstream) -> CuResult>,
+    /// `cuMemsetD32Async`.
+    pub cu_memset_d32_async:
+        Option<unsafe extern "C" fn(sys::CUdeviceptr, c_uint, usize, sys::CUstream) -> CuResult>,
+    /// `cuMemAllocHost_v2`: page-locked host memory.
+    pub cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
+    /// `cuMemFreeHost`.
+    pub cu_mem_free_host: Option<unsafe extern "C" fn(*mut c_void) -> CuResult>,
+    /// `cuDeviceGetUuid_v2`.
+    pub cu_device_get_uuid:
+        Option<unsafe extern "C" fn(*mut sys::CUuuid, sys::CUdevice) -> CuResult>,
+    /// `cuDeviceGetPCIBusId`.
+    pub cu_device_get_pci_bus_id:
+        Option<unsafe extern "C" fn(*mut c_char, c_int, sys::CUdevice) -> CuResult>,
+    /// `cuCheckpointProcessGetRestoreThreadId` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_get_restore_thread_id:
+        Option<unsafe extern "C" fn(c_int, *mut c_int) -> CuResult>,
+    /// `cuCheckpointProcessGetState` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_get_state:
+        Option<unsafe extern "C" fn(c_int, *mut sys::CUprocessState) -> CuResult>,
+    /// `cuCheckpointProcessLock` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_lock:
+        Option<unsafe extern "C" fn(c_int, *mut sys::CUcheckpointLockArgs) -> CuResult>,
+    /// `cuCheckpointProcessCheckpoint` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_checkpoint:
+        Option<unsafe extern "C" fn(c_int, *mut sys::CUcheckpointCheckpointArgs) -> CuResult>,
+    /// `cuCheckpointProcessRestore` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_restore:
+        Option<unsafe extern "C" fn(c_int, *mut sys::CUcheckpointRestoreArgs) -> CuResult>,
+    /// `cuCheckpointProcessUnlock` (CUDA 12.8+ drivers).
+    pub cu_checkpoint_process_unlock:
+        Option<unsafe extern "C" fn(c_int, *mut sys::CUcheckpointUnlockArgs) -> CuResult>,
 }
 
 /// The loaded CUDA driver. Obtain it with [`Driver::load`]; it lives for the rest of the process.
@@ -235,6 +292,7 @@ fn bind(path: &Path) -> Result<Driver, Rejection> {
     // header's signature, which holds for the vendor library the loader opened (loader docs, "Trust").
     let table = unsafe { sys::DriverFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
+    use loader::optional as o;
     use loader::required as r;
     let api = DriverApi {
         cu_init: r(&table.cuInit, "cuInit")?,
@@ -273,6 +331,26 @@ fn bind(path: &Path) -> Result<Driver, Rejection> {
         cu_module_unload: r(&table.cuModuleUnload, "cuModuleUnload")?,
         cu_module_get_function: r(&table.cuModuleGetFunction, "cuModuleGetFunction")?,
         cu_launch_kernel: r(&table.cuLaunchKernel, "cuLaunchKernel")?,
+        cu_stream_create: o(&table.cuStreamCreate),
+        cu_stream_destroy: o(&table.cuStreamDestroy_v2),
+        cu_stream_synchronize: o(&table.cuStreamSynchronize),
+        cu_stream_get_id: o(&table.cuStreamGetId),
+        cu_ctx_get_id: o(&table.cuCtxGetId),
+        cu_memcpy_htod_async: o(&table.cuMemcpyHtoDAsync_v2),
+        cu_memcpy_dtoh_async: o(&table.cuMemcpyDtoHAsync_v2),
+        cu_memcpy_dtod_async: o(&table.cuMemcpyDtoDAsync_v2),
+        cu_memset_d8_async: o(&table.cuMemsetD8Async),
+        cu_memset_d32_async: o(&table.cuMemsetD32Async),
+        cu_mem_alloc_host: o(&table.cuMemAllocHost_v2),
+        cu_mem_free_host: o(&table.cuMemFreeHost),
+        cu_device_get_uuid: o(&table.cuDeviceGetUuid_v2),
+        cu_device_get_pci_bus_id: o(&table.cuDeviceGetPCIBusId),
+        cu_checkpoint_process_get_restore_thread_id: o(&table.cuCheckpointProcessGetRestoreThreadId),
+        cu_checkpoint_process_get_state: o(&table.cuCheckpointProcessGetState),
+        cu_checkpoint_process_lock: o(&table.cuCheckpointProcessLock),
+        cu_checkpoint_process_checkpoint: o(&table.cuCheckpointProcessCheckpoint),
+        cu_checkpoint_process_restore: o(&table.cuCheckpointProcessRestore),
+        cu_checkpoint_process_unlock: o(&table.cuCheckpointProcessUnlock),
     };
     Ok(Driver {
         api,
