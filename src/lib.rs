@@ -1,12 +1,96 @@
-//! Safe, fast access to three vendor GPU tool APIs, loaded at run time:
+//! Safe, fast access to vendor GPU tool APIs, for Rust profilers, tracers, debuggers and replay tools. Nothing
+//! is linked: each vendor library is opened at run time the first time it is needed, so the crate builds
+//! anywhere, GPU or not, and a missing library is a [`LoadError`] that lists every place searched.
 //!
-//! - [`cupti`]: NVIDIA CUPTI Checkpoint (save and restore a CUDA context's device memory);
-//! - [`cudbg`]: the NVIDIA CUDA Debugger API (`cudadebugger.h`);
-//! - [`rocprofiler`]: AMD rocprofiler v2.
+//! | API | feature | start with | what it does |
+//! |---|---|---|---|
+//! | CUPTI Checkpoint | `cupti` | [`cupti::Checkpoint`] | saves a CUDA context's device memory and restores it before each replay |
+//! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API: typed events, device state, memory, breakpoints |
+//! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
+//! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
+//! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
-//! Nothing is linked from a vendor: each library is opened with `libloading` the first time it is needed
-//! ([`loader`] describes the search order), and a missing library is a [`LoadError`] that lists every candidate.
-//! The raw bindings are in [`sys`].
+//! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
+//! of each library loaded, the negotiated debugger API version, each failed vendor call) through the [`log`]
+//! facade at debug level, and never prints: `RUST_LOG=gpu_tools=debug` with `env_logger` shows it.
+//!
+//! # CUPTI Checkpoint (`cupti`)
+//!
+//! Save once, then restore before each run, so every run starts from the same device memory:
+//!
+//! ```rust,no_run
+//! use gpu_tools::{cuda::Context, cupti::Checkpoint};
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let ctx = Context::primary(0)?; // checks the driver and the device first
+//!     let mut checkpoint = Checkpoint::new(&ctx)?;
+//!     checkpoint.save()?;
+//!     for _ in 0..10 {
+//!         checkpoint.restore()?;
+//!         // launch the kernel under test
+//!     }
+//!     checkpoint.free() // or drop it
+//! }
+//! ```
+//!
+//! # CUDA Debugger API (`cudbg`)
+//!
+//! Start a CUDA program under the debugger API and read its events as they come:
+//!
+//! ```rust,no_run
+//! use gpu_tools::cudbg::{DebugSession, Event};
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let mut session = DebugSession::start(std::process::Command::new("./my_cuda_app"))?;
+//!     while let Some(batch) = session.next_batch(None)? {
+//!         for (_queue, event) in &batch {
+//!             if let Event::KernelReady(k) = event {
+//!                 println!("kernel at {:#x}, grid {}", k.function_entry, k.grid_dim);
+//!             }
+//!         }
+//!     } // the program goes on once its batch is dropped
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # rocprofiler v2 (`rocprofiler`)
+//!
+//! Time every kernel dispatch of this process (load the library before the first HIP call):
+//!
+//! ```rust,no_run
+//! use gpu_tools::rocprofiler::{Filter, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary};
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let rocprofiler = Rocprofiler::initialize(RocprofilerLibrary::load()?)?;
+//!     let session = ProfilingSession::new(&rocprofiler)?;
+//!     let buffer = session.create_buffer(1 << 20, |batch| {
+//!         for record in batch.records().flatten() {
+//!             if let Record::Profiler(d) = record {
+//!                 println!("kernel {:#x}: {} ns", d.kernel_id(), d.timestamps().duration());
+//!             }
+//!         }
+//!     })?;
+//!     session.add_filter(Filter::dispatch_timestamps(), &buffer)?;
+//!     session.start()?;
+//!     // ... HIP work ...
+//!     session.terminate() // every record has reached the callback
+//! }
+//! ```
+//!
+//! # Loading
+//!
+//! Any library can be asked for directly; the error says where it was looked for:
+//!
+//! ```rust
+//! match gpu_tools::cupti::CuptiLibrary::load() {
+//!     Ok(cupti) => println!("CUPTI {:?} at {:?}", cupti.api_version(), cupti.path()),
+//!     Err(e) => eprintln!("{e}"), // every candidate, and why it was rejected
+//! }
+//! ```
+//!
+//! The raw bindings are in [`sys`]. The README has the details: measured costs, what was seen on real hardware,
+//! and the CUDA and ROCm versions the crate was tried with.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
 pub mod loader;
