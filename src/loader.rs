@@ -207,38 +207,46 @@ impl LibrarySpec {
         mut bind: impl FnMut(&Path) -> Result<T, Rejection>,
     ) -> Result<(T, PathBuf), LoadError> {
         let mut attempts = Vec::new();
+        let mut reject = |path: PathBuf, origin: Origin, rejection: Rejection| {
+            log::trace!(
+                "{}: rejected {} ({origin}): {rejection}",
+                self.name,
+                path.display()
+            );
+            attempts.push(Attempt {
+                path,
+                origin,
+                rejection,
+            });
+        };
         for (path, origin) in self.candidates(explicit) {
             let bare = origin == Origin::SystemLoader;
             if !bare {
                 match std::fs::metadata(&path) {
                     Err(_) => {
-                        attempts.push(Attempt {
-                            path,
-                            origin,
-                            rejection: Rejection::NotFound,
-                        });
+                        reject(path, origin, Rejection::NotFound);
                         continue;
                     }
                     Ok(m) if !m.is_file() => {
-                        attempts.push(Attempt {
-                            path,
-                            origin,
-                            rejection: Rejection::NotAFile,
-                        });
+                        reject(path, origin, Rejection::NotAFile);
                         continue;
                     }
                     Ok(_) => {}
                 }
             }
             match bind(&path) {
-                Ok(v) => return Ok((v, path)),
-                Err(rejection) => attempts.push(Attempt {
-                    path,
-                    origin,
-                    rejection,
-                }),
+                Ok(v) => {
+                    log::debug!("{}: loaded {} ({origin})", self.name, path.display());
+                    return Ok((v, path));
+                }
+                Err(rejection) => reject(path, origin, rejection),
             }
         }
+        log::debug!(
+            "{}: not loaded, {} candidates rejected (trace level lists them)",
+            self.name,
+            attempts.len()
+        );
         Err(LoadError::NotFound {
             library: self.name,
             attempts,
@@ -286,18 +294,26 @@ fn python_site_packages() -> &'static [PathBuf] {
             except Exception: pass\n\
             p+=[x for x in sys.path if x.endswith('site-packages') or x.endswith('dist-packages')]\n\
             print('\\n'.join(dict.fromkeys(p)))";
-        let Ok(out) = std::process::Command::new(python)
+        let out = match std::process::Command::new(&python)
             .args(["-I", "-c", script])
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .output()
-        else {
-            return Vec::new();
+        {
+            Ok(out) => out,
+            Err(e) => {
+                log::trace!("no Python wheel folders: {} not run: {e}", python.to_string_lossy());
+                return Vec::new();
+            }
         };
         if !out.status.success() {
+            log::trace!("no Python wheel folders: {} exited with {}", python.to_string_lossy(), out.status);
             return Vec::new();
         }
-        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect()
+        let sites: Vec<PathBuf> =
+            String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect();
+        log::trace!("site-packages of {}: {sites:?}", python.to_string_lossy());
+        sites
     })
 }
 
@@ -356,6 +372,12 @@ fn check_same(spec: &LibrarySpec, loaded: &Path, explicit: Option<&Path>) -> Res
             if same {
                 Ok(())
             } else {
+                log::debug!(
+                    "{}: already loaded from {}, refused {}",
+                    spec.name,
+                    loaded.display(),
+                    req.display()
+                );
                 Err(LoadError::AlreadyLoaded {
                     library: spec.name,
                     loaded: loaded.to_path_buf(),

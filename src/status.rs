@@ -49,13 +49,41 @@ macro_rules! status_enum {
                 }
             }
 
-            /// `Ok` for the vendor's success code, the typed error otherwise.
+            /// `Ok` for the vendor's success code, the typed error otherwise. A failure is logged at debug
+            /// level with the place in the crate that made the call.
+            #[track_caller]
+            #[allow(dead_code)] // some vendors name every call (`check_call`)
             pub(crate) fn check(code: $repr) -> Result<(), Self> {
                 use $sys as sys;
                 if code == sys::$ok {
                     Ok(())
                 } else {
-                    Err(Self::from_code(code))
+                    let e = Self::from_code(code);
+                    $crate::status::log_failure(
+                        module_path!(),
+                        $crate::status::Call::At(::std::panic::Location::caller()),
+                        e.vendor_name(),
+                        code,
+                    );
+                    Err(e)
+                }
+            }
+
+            /// [`check`](Self::check) for a call the caller names: the log names the vendor function.
+            #[allow(dead_code)] // some vendors' call sites do not name their calls
+            pub(crate) fn check_call(call: &'static str, code: $repr) -> Result<(), Self> {
+                use $sys as sys;
+                if code == sys::$ok {
+                    Ok(())
+                } else {
+                    let e = Self::from_code(code);
+                    $crate::status::log_failure(
+                        module_path!(),
+                        $crate::status::Call::Named(call),
+                        e.vendor_name(),
+                        code,
+                    );
+                    Err(e)
                 }
             }
 
@@ -72,6 +100,35 @@ macro_rules! status_enum {
 }
 
 pub(crate) use status_enum;
+
+/// Which vendor call failed, for the log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Call {
+    /// The vendor function's name.
+    Named(&'static str),
+    /// The crate's call site, where the function is not named there.
+    At(&'static std::panic::Location<'static>),
+}
+
+/// Logs a failed vendor call at debug level (the library never prints): the call, the vendor's name for the
+/// code where it has one, and the code. Uses the vendor's static names only, so logging calls no vendor code.
+pub(crate) fn log_failure(
+    target: &str,
+    call: Call,
+    status: Option<&str>,
+    code: impl std::fmt::Display,
+) {
+    let status = status.unwrap_or("unrecognized code");
+    match call {
+        Call::Named(name) => log::debug!(target: target, "{name} failed: {status} ({code})"),
+        Call::At(at) => log::debug!(
+            target: target,
+            "vendor call at {}:{} failed: {status} ({code})",
+            at.file(),
+            at.line()
+        ),
+    }
+}
 
 /// `Display` text of a vendor status: its name, then the vendor's message where it adds something (not empty,
 /// not a repeat of the name, trailing newlines dropped).

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use super::CudaError;
 use crate::loader::{self, LibrarySpec, LoadError, Rejection, Slot};
+use crate::status::Call;
 use crate::sys::cuda_driver as sys;
 
 pub(crate) static SPEC: LibrarySpec = LibrarySpec {
@@ -199,7 +200,7 @@ impl Driver {
     pub fn init(&self) -> Result<(), CudaError> {
         // SAFETY: cuInit takes a flags word (must be 0) and may be called from any thread.
         self.init
-            .get_or_init(|| self.check(unsafe { (self.api.cu_init)(0) }))
+            .get_or_init(|| self.check_call("cuInit", unsafe { (self.api.cu_init)(0) }))
             .clone()
     }
 
@@ -207,7 +208,9 @@ impl Driver {
     pub fn version(&self) -> Result<i32, CudaError> {
         let mut v = 0;
         // SAFETY: valid out-pointer; cuDriverGetVersion needs no initialisation.
-        self.check(unsafe { (self.api.cu_driver_get_version)(&mut v) })?;
+        self.check_call("cuDriverGetVersion", unsafe {
+            (self.api.cu_driver_get_version)(&mut v)
+        })?;
         Ok(v)
     }
 
@@ -216,7 +219,9 @@ impl Driver {
         self.init()?;
         let mut n = 0;
         // SAFETY: driver initialised; valid out-pointer.
-        self.check(unsafe { (self.api.cu_device_get_count)(&mut n) })?;
+        self.check_call("cuDeviceGetCount", unsafe {
+            (self.api.cu_device_get_count)(&mut n)
+        })?;
         Ok(usize::try_from(n).unwrap_or(0))
     }
 
@@ -225,18 +230,24 @@ impl Driver {
         let dev = self.device(ordinal)?;
         let mut name = [0 as c_char; 256];
         // SAFETY: the buffer holds 256 bytes and its length is passed; dev is a valid device handle.
-        self.check(unsafe { (self.api.cu_device_get_name)(name.as_mut_ptr(), 256, dev) })?;
+        self.check_call("cuDeviceGetName", unsafe {
+            (self.api.cu_device_get_name)(name.as_mut_ptr(), 256, dev)
+        })?;
         // SAFETY: the driver wrote a NUL-terminated string into the buffer (which we zeroed, so it ends in NUL).
         let name = unsafe { CStr::from_ptr(name.as_ptr()) }
             .to_string_lossy()
             .into_owned();
         let mut mem = 0usize;
         // SAFETY: valid out-pointer and device.
-        self.check(unsafe { (self.api.cu_device_total_mem)(&mut mem, dev) })?;
+        self.check_call("cuDeviceTotalMem_v2", unsafe {
+            (self.api.cu_device_total_mem)(&mut mem, dev)
+        })?;
         let attr = |a| -> Result<i32, CudaError> {
             let mut v = 0;
             // SAFETY: valid out-pointer, attribute from the header, valid device.
-            self.check(unsafe { (self.api.cu_device_get_attribute)(&mut v, a, dev) })?;
+            self.check_call("cuDeviceGetAttribute", unsafe {
+                (self.api.cu_device_get_attribute)(&mut v, a, dev)
+            })?;
             Ok(v)
         };
         Ok(DeviceInfo {
@@ -257,17 +268,31 @@ impl Driver {
         let ordinal = c_int::try_from(ordinal)
             .map_err(|_| CudaError::from_code(self, sys::CUDA_ERROR_INVALID_DEVICE))?;
         // SAFETY: driver initialised; valid out-pointer.
-        self.check(unsafe { (self.api.cu_device_get)(&mut dev, ordinal) })?;
+        self.check_call("cuDeviceGet", unsafe {
+            (self.api.cu_device_get)(&mut dev, ordinal)
+        })?;
         Ok(dev)
     }
 
-    /// Maps a driver result code to `Ok` or a [`CudaError`] with the driver's name and message.
+    /// Maps a driver result code to `Ok` or a [`CudaError`] with the driver's name and message. A failure is
+    /// logged at debug level with the place in the crate that made the call.
+    #[track_caller]
     pub(crate) fn check(&self, code: CuResult) -> Result<(), CudaError> {
+        self.check_as(Call::At(std::panic::Location::caller()), code)
+    }
+
+    /// [`check`](Self::check) for a call the caller names: the log names the driver function.
+    pub(crate) fn check_call(&self, call: &'static str, code: CuResult) -> Result<(), CudaError> {
+        self.check_as(Call::Named(call), code)
+    }
+
+    fn check_as(&self, call: Call, code: CuResult) -> Result<(), CudaError> {
         if code == sys::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(CudaError::from_code(self, code))
+            return Ok(());
         }
+        let e = CudaError::from_code(self, code);
+        crate::status::log_failure(module_path!(), call, Some(&e.name), code);
+        Err(e)
     }
 }
 

@@ -85,7 +85,7 @@ impl DebuggerLibrary {
     pub fn api_version(&self) -> Result<ApiVersion, super::CudbgError> {
         let (mut major, mut minor, mut revision) = (0, 0, 0);
         // SAFETY: valid out-pointers; the call reports constants of the driver.
-        super::CudbgError::check(unsafe {
+        super::CudbgError::check_call("cudbgGetAPIVersion", unsafe {
             (self.get_api_version)(&mut major, &mut minor, &mut revision)
         })?;
         Ok(ApiVersion {

@@ -263,7 +263,7 @@ impl<'ctx> Checkpoint<'ctx> {
             // `Released` is only reached inside `free(self)` and `drop`, after which no method can be called.
             _ => {}
         }
-        let result = self.call(self.lib.save);
+        let result = self.call(self.lib.save, "cuptiCheckpointSave");
         self.state = match (&result, self.state) {
             (Ok(()), _) => State::Saved,
             (Err(_), State::Empty) => State::Empty,
@@ -276,7 +276,7 @@ impl<'ctx> Checkpoint<'ctx> {
     /// (`cuptiCheckpointRestore`).
     pub fn restore(&mut self) -> crate::Result<()> {
         match self.state {
-            State::Saved => self.call(self.lib.restore),
+            State::Saved => self.call(self.lib.restore, "cuptiCheckpointRestore"),
             State::Empty | State::Stale | State::Released => Err(CheckpointError::NotSaved.into()),
         }
     }
@@ -296,13 +296,13 @@ impl<'ctx> Checkpoint<'ctx> {
             return Ok(());
         }
         // Whatever happens, never call free again: a second free is an error for the vendor.
-        let result = self.call(self.lib.free);
+        let result = self.call(self.lib.free, "cuptiCheckpointFree");
         self.state = State::Released;
         result
     }
 
     /// One vendor call with the preconditions established.
-    fn call(&mut self, f: CheckpointFn) -> crate::Result<()> {
+    fn call(&mut self, f: CheckpointFn, name: &'static str) -> crate::Result<()> {
         self.ctx.driver().init()?;
         // make_current checks the context with the driver before pushing it.
         let _current = self.ctx.make_current()?;
@@ -312,7 +312,7 @@ impl<'ctx> Checkpoint<'ctx> {
         // with the explicit context and the vendor's struct size, lives in a Box whose address never changes, and
         // `&mut self` plus the lock give the vendor exclusive access for the call.
         let code = unsafe { f(&mut *self.handle) };
-        super::CuptiError::check(code).map_err(Into::into)
+        super::CuptiError::check_call(name, code).map_err(Into::into)
     }
 }
 
