@@ -1,124 +1,13 @@
-//! The real `libcheckpoint.so` of the `nvidia-cuda-cupti` wheel on a machine without a CUDA driver: called
-//! directly it crashes the process (SIGSEGV, vendor-facts.md), while every route through the crate stops at the
-//! driver with a typed error.
-//!
-//! `GPU_TOOLS_CUPTI_WHEEL_LIB` names the wheel's `nvidia/cu13/lib` folder. Unset: the tests print a notice and
-//! check nothing. Set but without `libcheckpoint.so`: they fail.
+//! The real `libcheckpoint.so` of the CUDA 13 wheel without a CUDA driver: the raw call crashes, the crate's
+//! routes are typed errors (`tests/common/checkpoint_no_driver_checks.rs`). `GPU_TOOLS_CUPTI_WHEEL_LIB` names the
+//! wheel's `nvidia/cu13/lib` folder. Unset: the tests print a notice and check nothing. Set but without
+//! `libcheckpoint.so`: they fail.
 #![cfg(feature = "cupti")]
 
-use std::path::PathBuf;
+#[path = "common/wheel.rs"]
+mod wheel;
 
-use gpu_tools::cuda::{Context, Driver};
-use gpu_tools::cupti::{Checkpoint, CheckpointLibrary};
-use gpu_tools::{Error, LoadError};
+const WHEEL: wheel::Wheel = wheel::CUDA13;
 
-const CHILD_VAR: &str = "GPU_TOOLS_CHECKPOINT_RAW_CHILD";
-
-fn wheel_checkpoint() -> Option<PathBuf> {
-    let Some(dir) = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") else {
-        eprintln!("GPU_TOOLS_CUPTI_WHEEL_LIB is unset: real libcheckpoint.so checks not run");
-        return None;
-    };
-    let path = PathBuf::from(dir).join("libcheckpoint.so");
-    assert!(
-        path.is_file(),
-        "GPU_TOOLS_CUPTI_WHEEL_LIB is set but {} is not a file",
-        path.display()
-    );
-    Some(path)
-}
-
-#[test]
-fn checkpoint_through_the_crate_is_a_typed_error_or_works() {
-    let Some(path) = wheel_checkpoint() else {
-        return;
-    };
-    CheckpointLibrary::load_from(&path).expect("the wheel's libcheckpoint.so loads");
-    match Driver::load() {
-        Err(e) => {
-            eprintln!("no CUDA driver: {e}");
-            assert!(matches!(e, LoadError::NotFound { .. }), "{e:?}");
-            // Every way to get the context a checkpoint needs stops at the driver, before libcheckpoint is
-            // called: a Checkpoint cannot be built without one.
-            assert!(matches!(Context::primary(0), Err(Error::Load(_))));
-            assert!(matches!(Context::create(0), Err(Error::Load(_))));
-            // SAFETY: a null handle is rejected by the crate itself (after the driver check that fails here).
-            let raw = unsafe { Context::from_raw(std::ptr::null_mut()) };
-            assert!(matches!(raw, Err(Error::Load(_))), "{raw:?}");
-            assert!(Driver::get().is_none());
-        }
-        Ok(driver) => match driver.init() {
-            Err(e) => {
-                eprintln!("CUDA driver without a usable GPU: {e}");
-                assert!(matches!(Context::primary(0), Err(Error::Cuda(_))));
-            }
-            Ok(()) if driver.device_count().unwrap_or(0) == 0 => {
-                assert!(matches!(Context::primary(0), Err(Error::Cuda(_))));
-            }
-            Ok(()) => {
-                // A GPU host: the real library saves and restores through the crate.
-                let ctx = Context::primary(0).expect("primary context");
-                let mut buf = ctx.alloc(1 << 20).expect("alloc");
-                buf.fill_u32(0x1234_5678).expect("fill");
-                let mut cp = Checkpoint::new(&ctx).expect("checkpoint");
-                cp.save().expect("save");
-                buf.fill_u32(0).expect("overwrite");
-                cp.restore().expect("restore");
-                let mut back = vec![0u8; 1 << 20];
-                buf.copy_to_host(&mut back).expect("read back");
-                assert!(back.chunks(4).all(|w| w == 0x1234_5678u32.to_le_bytes()));
-                cp.free().expect("free");
-            }
-        },
-    }
-}
-
-/// Why the crate checks first: the raw call, made in a child process, kills it.
-#[test]
-fn raw_vendor_call_without_a_driver_kills_the_process() {
-    use std::os::unix::process::ExitStatusExt;
-    let Some(path) = wheel_checkpoint() else {
-        return;
-    };
-    if Driver::load().is_ok() {
-        eprintln!("a CUDA driver is present: the crash without one cannot be shown here");
-        return;
-    }
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "raw_save_in_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_VAR, &path)
-        .output()
-        .expect("run child");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("calling cuptiCheckpointSave"),
-        "child output: {stdout}"
-    );
-    assert!(
-        out.status.signal().is_some(),
-        "the raw call no longer crashes without a driver ({:?}); update vendor-facts.md. Output: {stdout}",
-        out.status
-    );
-    eprintln!("raw cuptiCheckpointSave without a driver: {:?}", out.status);
-}
-
-#[test]
-#[ignore = "run in a child process by raw_vendor_call_without_a_driver_kills_the_process"]
-fn raw_save_in_child() {
-    let path = std::env::var_os(CHILD_VAR).expect("started by the parent test");
-    let lib = CheckpointLibrary::load_from(PathBuf::from(path)).expect("load");
-    let mut raw = gpu_tools::sys::cupti::NV_Cupti_Checkpoint_CUpti_Checkpoint {
-        structSize: 48,
-        ..Default::default()
-    };
-    println!("calling cuptiCheckpointSave");
-    // SAFETY: not safe without a driver, which is what this child process demonstrates to its parent.
-    let code = unsafe { (lib.save)(&mut raw) };
-    println!("returned {code}");
-}
+#[path = "common/checkpoint_no_driver_checks.rs"]
+mod checks;

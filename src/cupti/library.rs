@@ -161,8 +161,13 @@ impl CuptiLibrary {
     pub fn version(&self) -> Result<u32, super::CuptiError> {
         let mut v = 0;
         // SAFETY: valid out-pointer; the call only reports a constant.
-        super::CuptiError::check(unsafe { (self.get_version)(&mut v) })?;
+        super::CuptiError::check_call("cuptiGetVersion", unsafe { (self.get_version)(&mut v) })?;
         Ok(v)
+    }
+
+    /// [`version`](Self::version), decoded: CUDA 12 and CUDA 13 number the CUPTI API differently.
+    pub fn api_version(&self) -> Result<CuptiVersion, super::CuptiError> {
+        self.version().map(CuptiVersion::from_api)
     }
 
     /// `cuptiGetResultString`: the vendor's name for a code, `None` where the library does not know it.
@@ -193,4 +198,91 @@ fn bind_cupti(path: &Path) -> Result<CuptiLibrary, Rejection> {
         get_error_message: loader::optional(&t.cuptiGetErrorMessage),
         _table: t,
     })
+}
+
+/// A CUPTI API version as `cuptiGetVersion` reports it, with the CUDA release it belongs to.
+///
+/// Up to CUDA 12.9 the API version is a small counter (19 for CUDA 12.0, 28 for 12.9 Update 1); from CUDA 13.0 on
+/// it is `xxyyzz`: CUDA major, CUDA minor, CUPTI update (130001 for 13.0 Update 1). The two forms do not overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CuptiVersion {
+    api: u32,
+}
+
+/// The counters of `cupti_version.h` for CUDA 12 (25 is not listed there).
+const CUDA12_COUNTERS: &[(u32, (u32, u32))] = &[
+    (19, (12, 0)),
+    (20, (12, 2)),
+    (21, (12, 3)),
+    (22, (12, 4)),
+    (23, (12, 5)),
+    (24, (12, 6)),
+    (26, (12, 8)),
+    (27, (12, 9)),
+    (28, (12, 9)),
+];
+
+impl CuptiVersion {
+    /// The version of the CUPTI header the crate's bindings were generated from.
+    pub const HEADER: CuptiVersion = CuptiVersion {
+        api: sys::CUPTI_API_VERSION,
+    };
+
+    /// Wraps a value of `cuptiGetVersion` or `CUPTI_API_VERSION`.
+    pub const fn from_api(api: u32) -> Self {
+        CuptiVersion { api }
+    }
+
+    /// The raw API version.
+    pub const fn api(self) -> u32 {
+        self.api
+    }
+
+    /// The CUDA release (major, minor) this CUPTI belongs to; `None` for a counter older than CUDA 12.0 or one
+    /// `cupti_version.h` does not list.
+    pub fn cuda(self) -> Option<(u32, u32)> {
+        if self.api >= 10_000 {
+            return Some((self.api / 10_000, self.api / 100 % 100));
+        }
+        CUDA12_COUNTERS
+            .iter()
+            .find(|(api, _)| *api == self.api)
+            .map(|(_, cuda)| *cuda)
+    }
+}
+
+impl std::fmt::Display for CuptiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cuda() {
+            Some((major, minor)) => write!(f, "API {} (CUDA {major}.{minor})", self.api),
+            None => write!(f, "API {}", self.api),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CuptiVersion;
+
+    #[test]
+    fn both_numberings_decode() {
+        assert_eq!(CuptiVersion::from_api(28).cuda(), Some((12, 9)));
+        assert_eq!(CuptiVersion::from_api(19).cuda(), Some((12, 0)));
+        assert_eq!(
+            CuptiVersion::from_api(25).cuda(),
+            None,
+            "not in cupti_version.h"
+        );
+        assert_eq!(CuptiVersion::from_api(18).cuda(), None, "CUDA 11.8");
+        assert_eq!(CuptiVersion::from_api(130001).cuda(), Some((13, 0)));
+        assert_eq!(CuptiVersion::from_api(130100).cuda(), Some((13, 1)));
+        assert_eq!(CuptiVersion::HEADER.cuda(), Some((13, 0)));
+        assert_eq!(CuptiVersion::from_api(28).to_string(), "API 28 (CUDA 12.9)");
+        assert_eq!(
+            CuptiVersion::from_api(130001).to_string(),
+            "API 130001 (CUDA 13.0)"
+        );
+        assert_eq!(CuptiVersion::from_api(25).to_string(), "API 25");
+        assert!(CuptiVersion::from_api(28) < CuptiVersion::from_api(130000));
+    }
 }

@@ -7,7 +7,7 @@ mod library;
 pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
 
 pub use error::CuptiError;
-pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary};
+pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion};
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]

@@ -1,0 +1,12 @@
+//! The checks of `tests/cupti_wheel.rs` against the CUDA 12 PyPI wheel (`nvidia-cuda-cupti-cu12` 12.9.79), in a
+//! process of their own (a process loads one CUPTI). `GPU_TOOLS_CUPTI12_WHEEL_LIB` names the wheel's
+//! `nvidia/cuda_cupti/lib` folder; CI always sets it. Unset: a notice, nothing checked.
+#![cfg(feature = "cupti")]
+
+#[path = "common/wheel.rs"]
+mod wheel;
+
+const WHEEL: wheel::Wheel = wheel::CUDA12;
+
+#[path = "common/cupti_wheel_checks.rs"]
+mod checks;
