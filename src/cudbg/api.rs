@@ -18,9 +18,17 @@ const REVISION_STEPS: &[(usize, u32)] = &[
     (offset_of!(sys::CUDBGAPI_st, getLoadedFunctionInfo118), 132),
     // CUDA 12.0 to 12.5 slots up to getSupportedDebuggerCapabilities, which cuda-gdb gates on revision 144.
     (offset_of!(sys::CUDBGAPI_st, getGridInfo120), 144),
-    // CUDA 12.5 to 13.0 slots after it: known present at the 13.0 header's revision.
-    (offset_of!(sys::CUDBGAPI_st, readSmException), 163),
+    // CUDA 12.5 to 12.9 slots after it, up to readCPUCallStack: the end of the 12.9 header's table (API 12.9.156).
+    (offset_of!(sys::CUDBGAPI_st, readSmException), 156),
+    // CUDA 13.0 slots: getCudaExceptionString and the setNotifyNewEventCallback that takes user data (the 12.x
+    // slot of that name is setNotifyNewEventCallback41 in the 13.0 header).
+    (offset_of!(sys::CUDBGAPI_st, getCudaExceptionString), 163),
 ];
+
+/// The oldest debugger API revision the crate works with: the first one its revision table is anchored on
+/// (CUDA 11.8's getLoadedFunctionInfo; every CUDA 12 driver is newer). An older driver is refused before
+/// `cudbgGetAPI` is called.
+pub const OLDEST_REVISION: u32 = 132;
 
 /// The first API revision whose table has the slot at byte `offset`.
 pub(crate) fn first_revision(offset: usize) -> u32 {
@@ -32,6 +40,7 @@ pub(crate) fn first_revision(offset: usize) -> u32 {
 }
 
 /// The version to ask `cudbgGetAPI` for: the lesser of what the driver supports and what the crate was built for.
+/// A newer driver serves the crate's own header version; an older one its own, and slots past it are gated.
 pub fn negotiate(driver: ApiVersion, header: ApiVersion) -> ApiVersion {
     driver.min(header)
 }
@@ -62,12 +71,29 @@ impl Api {
     pub fn load(lib: &DebuggerLibrary) -> Result<Self, crate::Error> {
         let driver = lib.api_version()?;
         let version = negotiate(driver, ApiVersion::HEADER);
+        log::debug!(
+            "debugger API: driver {driver}, crate header {}, negotiated {version}",
+            ApiVersion::HEADER
+        );
+        if version.revision < OLDEST_REVISION {
+            log::debug!(
+                "debugger API revision {} is older than the oldest the crate supports ({OLDEST_REVISION})",
+                version.revision
+            );
+            return Err(SessionError::Unsupported {
+                slot: "cudbgGetAPI",
+                needs: OLDEST_REVISION,
+                have: version.revision,
+            }
+            .into());
+        }
         let mut table: sys::CUDBGAPI = std::ptr::null();
         // SAFETY: valid out-pointer; cudbgGetAPI only writes the table address (or fails).
-        CudbgError::check(unsafe {
+        CudbgError::check_call("cudbgGetAPI", unsafe {
             (lib.get_api)(version.major, version.minor, version.revision, &mut table)
         })?;
         if table.is_null() {
+            log::debug!("cudbgGetAPI({version}) succeeded but handed out no table");
             return Err(CudbgError::IncompatibleApi.into());
         }
         Ok(Api { table, version })
@@ -95,6 +121,33 @@ impl Api {
         Ok(n)
     }
 
+    /// Registers the new-event callback through the slot the negotiated revision has: from revision 163 (CUDA 13)
+    /// `setNotifyNewEventCallback`, which also takes user data; before it, the CUDA 12 slot of that name, which the
+    /// 13.0 header calls `setNotifyNewEventCallback41` and whose callback data is `{tid, timeout}`.
+    ///
+    /// The callbacks must not unwind and must not call the debugger API (the driver runs them on its own thread).
+    pub(crate) fn register_event_callback(
+        &self,
+        cuda13: unsafe extern "C" fn(*mut sys::CUDBGEventCallbackData),
+        cuda12: unsafe extern "C" fn(*mut sys::CUDBGEventCallbackData41),
+    ) -> Result<(), crate::Error> {
+        let current = offset_of!(sys::CUDBGAPI_st, setNotifyNewEventCallback);
+        if self.version.revision >= first_revision(current) {
+            // SAFETY: a callback the caller vouches for; the user data is unused (null).
+            api_call!(
+                *self,
+                setNotifyNewEventCallback(Some(cuda13), std::ptr::null_mut())
+            )
+        } else {
+            log::debug!(
+                "debugger API {}: registering the event callback through the CUDA 12 slot",
+                self.version
+            );
+            // SAFETY: as above; this slot's callback takes only the driver's data.
+            api_call!(*self, setNotifyNewEventCallback41(Some(cuda12)))
+        }
+    }
+
     /// Reads one slot after checking the gate; `read` must read the field at `offset`.
     ///
     /// # Safety
@@ -107,14 +160,31 @@ impl Api {
     ) -> Result<F, SessionError> {
         let needs = first_revision(offset);
         if self.version.revision < needs {
+            log::debug!(
+                "debugger API slot {name} refused: it needs revision {needs}, the negotiated API is {}",
+                self.version
+            );
             return Err(SessionError::Unsupported {
                 slot: name,
                 needs,
                 have: self.version.revision,
             });
         }
-        read(self.table).ok_or(SessionError::MissingSlot(name))
+        read(self.table).ok_or_else(|| {
+            log::debug!("debugger API slot {name} is empty in the driver's table");
+            SessionError::MissingSlot(name)
+        })
     }
+}
+
+/// The result of a slot call as the crate's error, logged by slot name when it failed. The end of an event queue
+/// (`CUDBG_ERROR_NO_EVENT_AVAILABLE`) is how every drain stops, so it is logged at trace level only.
+pub(crate) fn finish(slot: &'static str, code: sys::CUDBGResult) -> Result<(), crate::Error> {
+    if code == sys::CUDBG_ERROR_NO_EVENT_AVAILABLE {
+        log::trace!("{slot}: CUDBG_ERROR_NO_EVENT_AVAILABLE ({code})");
+        return Err(CudbgError::NoEventAvailable.into());
+    }
+    CudbgError::check_call(slot, code).map_err(crate::Error::from)
 }
 
 /// Calls a slot of an [`Api`] through the revision gate: `api_call!(api, slotName(args...))` evaluates to
@@ -135,7 +205,7 @@ macro_rules! api_call {
         match f {
             // SAFETY: the slot exists in the negotiated table; the caller's SAFETY comment at the `api_call!`
             // site covers the arguments.
-            Ok(f) => $crate::cudbg::CudbgError::check(unsafe { f($($arg),*) }).map_err($crate::Error::from),
+            Ok(f) => $crate::cudbg::api::finish(stringify!($slot), unsafe { f($($arg),*) }),
             Err(e) => Err($crate::Error::from(e)),
         }
     }};
@@ -168,6 +238,16 @@ mod tests {
         assert_eq!(
             first_revision(offset_of!(sys::CUDBGAPI_st, setNotifyNewEventCallback)),
             163
+        );
+        assert_eq!(
+            first_revision(offset_of!(sys::CUDBGAPI_st, readCPUCallStack)),
+            156,
+            "the last slot of the 12.9 header (API 12.9.156)"
+        );
+        assert_eq!(
+            first_revision(offset_of!(sys::CUDBGAPI_st, setNotifyNewEventCallback41)),
+            0,
+            "the CUDA 12 event callback slot"
         );
         let mut last = 0;
         for (offset, rev) in REVISION_STEPS {
@@ -239,6 +319,258 @@ mod tests {
             ),
             "{r:?}"
         );
+    }
+
+    // A stand-in table with a recording function in one slot of each revision group, and a stand-in
+    // `cudbgGetAPIVersion` / `cudbgGetAPI` pair. Test threads each have their own record.
+    thread_local! {
+        static CALLED: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+        static DRIVER: std::cell::Cell<(u32, u32, u32)> = const { std::cell::Cell::new((0, 0, 0)) };
+        static ASKED: std::cell::Cell<Option<(u32, u32, u32)>> = const { std::cell::Cell::new(None) };
+        static TABLE: std::cell::Cell<sys::CUDBGAPI> = const { std::cell::Cell::new(std::ptr::null()) };
+    }
+
+    fn called(name: &'static str) -> sys::CUDBGResult {
+        CALLED.with(|c| c.borrow_mut().push(name));
+        sys::CUDBG_SUCCESS
+    }
+    fn take_called() -> Vec<&'static str> {
+        CALLED.with(|c| std::mem::take(&mut *c.borrow_mut()))
+    }
+    unsafe extern "C" fn num_devices(_: *mut u32) -> sys::CUDBGResult {
+        called("getNumDevices")
+    }
+    unsafe extern "C" fn loaded_function_info(
+        _: u32,
+        _: u64,
+        _: *mut sys::CUDBGLoadedFunctionInfo,
+        _: u32,
+    ) -> sys::CUDBGResult {
+        called("getLoadedFunctionInfo118")
+    }
+    unsafe extern "C" fn capabilities(_: *mut sys::CUDBGCapabilityFlags) -> sys::CUDBGResult {
+        called("getSupportedDebuggerCapabilities")
+    }
+    unsafe extern "C" fn sm_exception(
+        _: u32,
+        _: u32,
+        _: *mut sys::CUDBGException_t,
+        _: *mut u64,
+        _: *mut bool,
+    ) -> sys::CUDBGResult {
+        called("readSmException")
+    }
+    unsafe extern "C" fn cpu_call_stack(
+        _: u32,
+        _: u64,
+        _: *mut u64,
+        _: u32,
+        _: *mut u32,
+    ) -> sys::CUDBGResult {
+        called("readCPUCallStack")
+    }
+    unsafe extern "C" fn exception_string(
+        _: u32,
+        _: u32,
+        _: u32,
+        _: u32,
+        _: *mut std::ffi::c_char,
+        _: u32,
+        _: *mut u32,
+    ) -> sys::CUDBGResult {
+        called("getCudaExceptionString")
+    }
+    unsafe extern "C" fn callback13(
+        _: sys::CUDBGNotifyNewEventCallback,
+        _: *mut std::ffi::c_void,
+    ) -> sys::CUDBGResult {
+        called("setNotifyNewEventCallback")
+    }
+    unsafe extern "C" fn callback12(_: sys::CUDBGNotifyNewEventCallback41) -> sys::CUDBGResult {
+        called("setNotifyNewEventCallback41")
+    }
+    unsafe extern "C" fn on_event13(_: *mut sys::CUDBGEventCallbackData) {}
+    unsafe extern "C" fn on_event12(_: *mut sys::CUDBGEventCallbackData41) {}
+
+    fn stand_in_table() -> Box<sys::CUDBGAPI_st> {
+        Box::new(sys::CUDBGAPI_st {
+            getNumDevices: Some(num_devices),
+            getLoadedFunctionInfo118: Some(loaded_function_info),
+            getSupportedDebuggerCapabilities: Some(capabilities),
+            readSmException: Some(sm_exception),
+            readCPUCallStack: Some(cpu_call_stack),
+            getCudaExceptionString: Some(exception_string),
+            setNotifyNewEventCallback41: Some(callback12),
+            setNotifyNewEventCallback: Some(callback13),
+            ..Default::default()
+        })
+    }
+
+    /// Calls one stand-in slot of each revision group: its name when it was called, else the gate's refusal.
+    fn call_each_group(api: &Api) -> Vec<Result<&'static str, (&'static str, u32)>> {
+        let mut n = 0;
+        let mut caps = 0;
+        let (mut exception, mut pc, mut valid, mut total) = (0, 0, false, 0);
+        let mut buf = [0 as std::ffi::c_char; 8];
+        // SAFETY: valid out-pointers throughout; the stand-ins only record the call.
+        let results = [
+            api_call!(*api, getNumDevices(&mut n)),
+            api_call!(
+                *api,
+                getLoadedFunctionInfo118(0, 0, std::ptr::null_mut(), 0)
+            ),
+            api_call!(*api, getSupportedDebuggerCapabilities(&mut caps)),
+            api_call!(
+                *api,
+                readSmException(0, 0, &mut exception, &mut pc, &mut valid)
+            ),
+            api_call!(
+                *api,
+                readCPUCallStack(0, 0, std::ptr::null_mut(), 0, &mut total)
+            ),
+            api_call!(
+                *api,
+                getCudaExceptionString(0, 0, 0, 0, buf.as_mut_ptr(), 8, &mut total)
+            ),
+        ];
+        let mut names = take_called().into_iter();
+        results
+            .into_iter()
+            .map(|r| match r {
+                Ok(()) => Ok(names.next().expect("a call was recorded")),
+                Err(crate::Error::Session(SessionError::Unsupported { slot, needs, .. })) => {
+                    Err((slot, needs))
+                }
+                Err(other) => panic!("{other}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gate_at_several_revisions() {
+        let table = stand_in_table();
+        let refused = |slot, needs| Err((slot, needs));
+        // Revisions: the oldest the crate supports, CUDA 12.x values around each step, 12.9 (156), 13.0 (163).
+        for revision in [132, 143, 144, 155, 156, 162, 163] {
+            // SAFETY: the stand-in table is complete and outlives `api`.
+            let api = unsafe {
+                Api::from_raw(
+                    &*table,
+                    ApiVersion {
+                        major: 12,
+                        minor: 9,
+                        revision,
+                    },
+                )
+            };
+            let got = call_each_group(&api);
+            let want = [
+                Ok("getNumDevices"),
+                Ok("getLoadedFunctionInfo118"),
+                if revision >= 144 {
+                    Ok("getSupportedDebuggerCapabilities")
+                } else {
+                    refused("getSupportedDebuggerCapabilities", 144)
+                },
+                if revision >= 156 {
+                    Ok("readSmException")
+                } else {
+                    refused("readSmException", 156)
+                },
+                if revision >= 156 {
+                    Ok("readCPUCallStack")
+                } else {
+                    refused("readCPUCallStack", 156)
+                },
+                if revision >= 163 {
+                    Ok("getCudaExceptionString")
+                } else {
+                    refused("getCudaExceptionString", 163)
+                },
+            ];
+            assert_eq!(got, want, "revision {revision}");
+
+            // The event callback goes through the slot this revision has.
+            api.register_event_callback(on_event13, on_event12)
+                .expect("registered");
+            let slot = if revision >= 163 {
+                "setNotifyNewEventCallback"
+            } else {
+                "setNotifyNewEventCallback41"
+            };
+            assert_eq!(take_called(), [slot], "revision {revision}");
+        }
+    }
+
+    unsafe extern "C" fn driver_version(
+        major: *mut u32,
+        minor: *mut u32,
+        revision: *mut u32,
+    ) -> sys::CUDBGResult {
+        let (a, b, c) = DRIVER.with(|d| d.get());
+        // SAFETY: the crate passes valid out-pointers.
+        unsafe {
+            major.write(a);
+            minor.write(b);
+            revision.write(c);
+        }
+        sys::CUDBG_SUCCESS
+    }
+
+    /// Serves any version up to the driver's, like the driver; a newer request is incompatible.
+    unsafe extern "C" fn get_api(
+        major: u32,
+        minor: u32,
+        revision: u32,
+        api: *mut sys::CUDBGAPI,
+    ) -> sys::CUDBGResult {
+        ASKED.with(|a| a.set(Some((major, minor, revision))));
+        if (major, minor, revision) > DRIVER.with(|d| d.get()) {
+            return sys::CUDBG_ERROR_INCOMPATIBLE_API;
+        }
+        // SAFETY: the crate passes a valid out-pointer.
+        unsafe { api.write(TABLE.with(|t| t.get())) };
+        sys::CUDBG_SUCCESS
+    }
+
+    #[test]
+    fn negotiation_with_older_and_newer_drivers() {
+        let table = stand_in_table();
+        TABLE.with(|t| t.set(&*table));
+        let lib = DebuggerLibrary {
+            get_api,
+            get_api_version: driver_version,
+            lib: libloading::os::unix::Library::this().into(),
+        };
+        let header = (13, 0, 163);
+        for (driver, asked) in [
+            ((11, 8, 132), (11, 8, 132)),
+            ((12, 5, 144), (12, 5, 144)),
+            ((12, 9, 156), (12, 9, 156)),
+            ((13, 0, 163), header),
+            // Newer drivers serve the crate's own header version.
+            ((13, 1, 170), header),
+            ((14, 0, 200), header),
+        ] {
+            DRIVER.with(|d| d.set(driver));
+            ASKED.with(|a| a.set(None));
+            let api = Api::load(&lib).unwrap_or_else(|e| panic!("driver {driver:?}: {e}"));
+            assert_eq!(ASKED.with(|a| a.get()), Some(asked), "driver {driver:?}");
+            let v = api.version();
+            assert_eq!((v.major, v.minor, v.revision), asked);
+            assert_eq!(api.num_devices().expect("stand-in"), 0);
+            take_called();
+        }
+        // Older than the oldest revision the crate supports: refused before cudbgGetAPI is called.
+        DRIVER.with(|d| d.set((7, 0, 122)));
+        ASKED.with(|a| a.set(None));
+        match Api::load(&lib) {
+            Err(crate::Error::Session(SessionError::Unsupported { slot, needs, have })) => {
+                assert_eq!((slot, needs, have), ("cudbgGetAPI", OLDEST_REVISION, 122));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ASKED.with(|a| a.get()), None, "cudbgGetAPI was not called");
     }
 
     #[test]

@@ -104,6 +104,15 @@ impl Notifier {
 
 /// The `CUDBGNotifyNewEventCallback` the session registers.
 pub(crate) unsafe extern "C" fn on_new_event(_data: *mut sys::CUDBGEventCallbackData) {
+    wake();
+}
+
+/// The same callback for a CUDA 12 driver, whose callback data has another layout (it is not read).
+pub(crate) unsafe extern "C" fn on_new_event_cuda12(_data: *mut sys::CUDBGEventCallbackData41) {
+    wake();
+}
+
+fn wake() {
     // No panic may unwind into the driver; a failed wake-up is recovered by the session's periodic poll. A caught
     // payload is leaked, not dropped: its `Drop` could panic again outside any `catch_unwind`.
     if let Err(payload) = std::panic::catch_unwind(|| NOTIFIER.notify()) {

@@ -12,7 +12,7 @@ use super::api::{Api, api_call};
 use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
 use super::handshake::{self, ClientInfo, EnvHandshake, Handshake};
-use super::notify::{NOTIFIER, epoch, on_new_event};
+use super::notify::{NOTIFIER, epoch, on_new_event, on_new_event_cuda12};
 use super::watch::{ChildState, ExitWatch};
 use super::{CudbgError, DebuggerLibrary, SessionError};
 use crate::sys::cudbg as sys;
@@ -171,11 +171,8 @@ impl SessionBuilder {
             _claim: claim,
             _not_sync: PhantomData,
         };
-        // SAFETY: the callback is a plain function that only touches a static; user data is unused.
-        api_call!(
-            api,
-            setNotifyNewEventCallback(Some(on_new_event), std::ptr::null_mut())
-        )?;
+        // The callbacks are plain functions that only touch a static, and catch unwinds.
+        api.register_event_callback(on_new_event, on_new_event_cuda12)?;
         let mut command = self.command;
         self.handshake.prepare(&mut command, &info);
         let program = command.get_program().to_string_lossy().into_owned();
