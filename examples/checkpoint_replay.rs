@@ -1,17 +1,22 @@
 //! The autotuner pattern: save a context's device memory once, then replay an in-place kernel (it reads and
 //! writes the same buffer) N times, restoring the saved state before each run, so every replay starts from the
-//! same input. Prints per-replay times and checksums; exits with an error if the checksums differ.
+//! same input. Prints the timings and checksums; exits 1 if the checksums differ.
 //!
 //! ```text
-//! cargo run --release --example checkpoint_replay -- [--bytes N] [--replays N] [--device N]
+//! cargo run --release --example checkpoint_replay -- [--bytes N] [--replays N] [--device N] [--json FILE]
 //! ```
 //! Runs on any CUDA GPU host (compute capability 8.0 or later; the kernel is PTX JIT-compiled by the driver).
 
 use std::ffi::{CStr, c_void};
-use std::time::Instant;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
+use clap::Parser;
 use gpu_tools::cuda::{Context, DeviceBuffer, Function};
 use gpu_tools::cupti::Checkpoint;
+use serde::Serialize;
 
 /// `step(u32* buf, u64 n)`: `x[i] = x[i] * 1664525 + 1013904223 + i` for every word, in place.
 const STEP_PTX: &CStr =
@@ -20,34 +25,230 @@ const STEP_PTX: &CStr =
         Err(_) => panic!("step.ptx holds a NUL byte"),
     };
 
+/// Saves a context's device memory once with CUPTI Checkpoint, then replays an in-place kernel from that state.
+#[derive(Parser)]
+#[command(version)]
 struct Args {
-    bytes: usize,
+    /// Size of the device buffer the kernel updates in place, in bytes (at least 4).
+    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(4..))]
+    bytes: u64,
+    /// Number of restore + kernel replays.
+    #[arg(long, default_value_t = 10)]
     replays: usize,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Print one line per replay.
+    #[arg(long)]
+    each: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        bytes: 256 << 20,
-        replays: 10,
-        device: 0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or(format!("{flag} needs a value"))?;
-        let n: usize = value.parse().map_err(|e| format!("{flag} {value}: {e}"))?;
-        match flag.as_str() {
-            "--bytes" => args.bytes = n.max(4),
-            "--replays" => args.replays = n,
-            "--device" => args.device = n,
-            _ => {
-                return Err(format!(
-                    "unknown option {flag}; use --bytes N --replays N --device N"
-                ));
-            }
+/// What the run measured, for `--json`.
+#[derive(Serialize)]
+struct Report {
+    device: usize,
+    device_name: String,
+    bytes: u64,
+    save_ms: f64,
+    replays: Vec<Replay>,
+    drifted_checksum: String,
+    identical: bool,
+}
+
+#[derive(Serialize)]
+struct Replay {
+    restore_ms: f64,
+    kernel_ms: f64,
+    checksum: String,
+}
+
+fn main() -> ExitCode {
+    env_logger::init();
+    let args = Args::parse();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("checkpoint_replay: replays did not start from the saved state");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("checkpoint_replay: {e}");
+            ExitCode::FAILURE
         }
     }
-    Ok(args)
+}
+
+/// Errors of this tool, shown with their `Display` text.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Gpu(#[from] gpu_tools::Error),
+    #[error(transparent)]
+    Cuda(#[from] gpu_tools::cuda::CudaError),
+    #[error("--bytes {0} does not fit in this machine's address space")]
+    TooLarge(u64),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+fn run(args: &Args) -> Result<bool, Failure> {
+    let bytes = usize::try_from(args.bytes).map_err(|_| Failure::TooLarge(args.bytes))?;
+    let ctx = Context::primary(args.device)?;
+    let info = ctx.driver().device_info(args.device)?;
+    println!(
+        "device {}: {} (sm_{}{}), state {} MiB, {} replays",
+        args.device,
+        info.name,
+        info.compute_capability.0,
+        info.compute_capability.1,
+        bytes >> 20,
+        args.replays
+    );
+    let module = ctx.load_module(STEP_PTX)?;
+    let step = module.function(c"step")?;
+    let mut buf = ctx.alloc(bytes)?;
+    buf.fill_u32(0x0123_4567)?;
+    launch(&ctx, &step, &buf)?; // a position-dependent starting state
+
+    let mut cp = Checkpoint::new(&ctx)?;
+    let t = Instant::now();
+    cp.save()?;
+    let save_ms = ms(t.elapsed());
+    println!("save: {save_ms:.3} ms");
+
+    let mut host = vec![0u8; bytes];
+    let mut replays = Vec::with_capacity(args.replays);
+    let mut progress = Progress::new(args.replays);
+    for i in 0..args.replays {
+        let t0 = Instant::now();
+        cp.restore()?;
+        let t1 = Instant::now();
+        launch(&ctx, &step, &buf)?;
+        let t2 = Instant::now();
+        let sum = checksum(&buf, &mut host)?;
+        let replay = Replay {
+            restore_ms: ms(t1 - t0),
+            kernel_ms: ms(t2 - t1),
+            checksum: format!("{sum:016x}"),
+        };
+        if args.each {
+            progress.clear();
+            println!(
+                "replay {i:3}: restore {:8.3} ms  kernel {:8.3} ms  checksum {}",
+                replay.restore_ms, replay.kernel_ms, replay.checksum
+            );
+        }
+        replays.push(replay);
+        progress.step(i + 1);
+    }
+    progress.clear();
+    // Without a restore, each run starts from the previous result.
+    launch(&ctx, &step, &buf)?;
+    let drifted = format!("{:016x}", checksum(&buf, &mut host)?);
+    cp.free()?;
+
+    let identical = replays.windows(2).all(|w| w[0].checksum == w[1].checksum);
+    let restores: Vec<f64> = replays.iter().map(|r| r.restore_ms).collect();
+    let kernels: Vec<f64> = replays.iter().map(|r| r.kernel_ms).collect();
+    if let (Some(r), Some(k), Some(first)) = (median(&restores), median(&kernels), replays.first())
+    {
+        println!(
+            "restore: median {r:.3} ms; kernel: median {k:.3} ms; checksum {}",
+            first.checksum
+        );
+    }
+    println!("one more run without restore: checksum {drifted}");
+    println!("all replays identical: {identical}");
+    let ok = identical && replays.first().is_none_or(|r| r.checksum != drifted);
+
+    if let Some(path) = &args.json {
+        let report = Report {
+            device: args.device,
+            device_name: info.name,
+            bytes: args.bytes,
+            save_ms,
+            replays,
+            drifted_checksum: drifted,
+            identical,
+        };
+        let write = |path: &PathBuf| -> std::io::Result<()> {
+            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            serde_json::to_writer_pretty(file, &report).map_err(std::io::Error::from)
+        };
+        write(path).map_err(|source| Failure::Write {
+            path: path.clone(),
+            source,
+        })?;
+        println!("results written to {}", path.display());
+    }
+    Ok(ok)
+}
+
+/// A progress line on stderr: rewritten in place on a terminal, every 10% otherwise.
+struct Progress {
+    total: usize,
+    tty: bool,
+    start: Instant,
+    last_tenth: usize,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Self {
+        Progress {
+            total,
+            tty: std::io::stderr().is_terminal(),
+            start: Instant::now(),
+            last_tenth: 0,
+            shown: false,
+        }
+    }
+
+    fn step(&mut self, done: usize) {
+        let tenth = done * 10 / self.total.max(1);
+        if !self.tty && tenth == self.last_tenth {
+            return;
+        }
+        self.last_tenth = tenth;
+        let line = format!(
+            "replay {done}/{} ({:.1} s)",
+            self.total,
+            self.start.elapsed().as_secs_f64()
+        );
+        let mut err = std::io::stderr().lock();
+        // Progress is best effort: a closed stderr does not stop the run.
+        let _ = if self.tty {
+            write!(err, "\r{line}\x1b[K")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+        self.shown = true;
+    }
+
+    /// Ends the in-place line before something else is printed.
+    fn clear(&mut self) {
+        if self.tty && self.shown {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 fn launch(ctx: &Context, step: &Function<'_>, buf: &DeviceBuffer<'_>) -> gpu_tools::Result<()> {
@@ -72,58 +273,4 @@ fn checksum(buf: &DeviceBuffer<'_>, host: &mut [u8]) -> gpu_tools::Result<u64> {
             .wrapping_mul(0x100_0000_01B3)
             .rotate_left(17)
     }))
-}
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse_args()?;
-    let ctx = Context::primary(args.device)?;
-    let info = ctx.driver().device_info(args.device)?;
-    println!(
-        "device {}: {} (sm_{}{}), state {} MiB, {} replays",
-        args.device,
-        info.name,
-        info.compute_capability.0,
-        info.compute_capability.1,
-        args.bytes >> 20,
-        args.replays
-    );
-    let module = ctx.load_module(STEP_PTX)?;
-    let step = module.function(c"step")?;
-    let mut buf = ctx.alloc(args.bytes)?;
-    buf.fill_u32(0x0123_4567)?;
-    launch(&ctx, &step, &buf)?; // a position-dependent starting state
-
-    let mut cp = Checkpoint::new(&ctx)?;
-    let t = Instant::now();
-    cp.save()?;
-    println!("save: {:.3} ms", t.elapsed().as_secs_f64() * 1e3);
-
-    let mut host = vec![0u8; args.bytes];
-    let mut sums = Vec::with_capacity(args.replays);
-    for i in 0..args.replays {
-        let t0 = Instant::now();
-        cp.restore()?;
-        let t1 = Instant::now();
-        launch(&ctx, &step, &buf)?;
-        let t2 = Instant::now();
-        let sum = checksum(&buf, &mut host)?;
-        println!(
-            "replay {i:3}: restore {:8.3} ms  kernel {:8.3} ms  checksum {sum:016x}",
-            (t1 - t0).as_secs_f64() * 1e3,
-            (t2 - t1).as_secs_f64() * 1e3
-        );
-        sums.push(sum);
-    }
-    // Without a restore, each run starts from the previous result.
-    launch(&ctx, &step, &buf)?;
-    let drifted = checksum(&buf, &mut host)?;
-    println!("one more run without restore: checksum {drifted:016x}");
-    cp.free()?;
-
-    let same = sums.windows(2).all(|w| w[0] == w[1]);
-    println!("all replays identical: {same}");
-    if !same || sums.first() == Some(&drifted) {
-        return Err("replays did not start from the saved state".into());
-    }
-    Ok(())
 }

@@ -2,13 +2,27 @@
 //! version, and the GPUs it sees. Exits 0 whatever is installed.
 //!
 //! ```text
-//! cargo run --example doctor [-- --verbose]
+//! cargo run --example doctor [-- --verbose] [-- --json]
+//! RUST_LOG=gpu_tools=debug cargo run --example doctor   # the library's own log: paths, versions, failed calls
 //! ```
-//! `--verbose` prints, for each library not found, every candidate tried and why it was rejected.
 
 use std::path::Path;
 
+use clap::Parser;
 use gpu_tools::LoadError;
+use serde::Serialize;
+
+/// Reports which GPU tool APIs gpu-tools can load on this machine.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// For each library not found, list every candidate tried and why it was rejected.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
 struct Row {
     api: &'static str,
@@ -16,23 +30,104 @@ struct Row {
     outcome: Result<(Option<&'static Path>, String), LoadError>,
 }
 
+/// One row of the JSON report.
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    api: &'a str,
+    library: &'a str,
+    found: bool,
+    path: Option<String>,
+    version: Option<&'a str>,
+    /// The loader's error (its `Display` text, which lists the candidates), when not found.
+    error: Option<String>,
+    /// Every candidate tried, when not found.
+    attempts: Vec<JsonAttempt>,
+}
+
+#[derive(Serialize)]
+struct JsonAttempt {
+    path: String,
+    origin: String,
+    rejection: String,
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    gpu_tools: &'static str,
+    libraries: Vec<JsonRow<'a>>,
+    gpus: &'a [String],
+}
+
 fn main() {
-    let verbose = std::env::args()
-        .skip(1)
-        .any(|a| a == "--verbose" || a == "-v");
+    env_logger::init();
+    let args = Args::parse();
     let mut rows = Vec::new();
     let mut gpus = Vec::new();
 
     nvidia(&mut rows, &mut gpus);
     amd(&mut rows, &mut gpus);
 
+    if args.json {
+        print_json(&rows, &gpus);
+    } else {
+        print_table(&rows, &gpus, args.verbose);
+    }
+}
+
+fn print_json(rows: &[Row], gpus: &[String]) {
+    let libraries = rows
+        .iter()
+        .map(|row| match &row.outcome {
+            Ok((path, version)) => JsonRow {
+                api: row.api,
+                library: row.library,
+                found: true,
+                path: path.map(|p| p.display().to_string()),
+                version: Some(version),
+                error: None,
+                attempts: Vec::new(),
+            },
+            Err(e) => JsonRow {
+                api: row.api,
+                library: row.library,
+                found: false,
+                path: None,
+                version: None,
+                error: Some(e.to_string()),
+                attempts: e
+                    .attempts()
+                    .iter()
+                    .map(|a| JsonAttempt {
+                        path: a.path.display().to_string(),
+                        origin: a.origin.to_string(),
+                        rejection: a.rejection.to_string(),
+                    })
+                    .collect(),
+            },
+        })
+        .collect();
+    let report = JsonReport {
+        gpu_tools: env!("CARGO_PKG_VERSION"),
+        libraries,
+        gpus,
+    };
+    match serde_json::to_string_pretty(&report) {
+        Ok(text) => println!("{text}"),
+        Err(e) => {
+            eprintln!("doctor: cannot write the report as JSON: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn print_table(rows: &[Row], gpus: &[String], verbose: bool) {
     println!("gpu-tools {} doctor", env!("CARGO_PKG_VERSION"));
     println!();
     println!(
         "{:<20} {:<24} {:<6} {:<28} location",
         "API", "library", "found", "version"
     );
-    for row in &rows {
+    for row in rows {
         let (found, version, location) = match &row.outcome {
             Ok((path, version)) => (
                 "yes",
@@ -55,7 +150,7 @@ fn main() {
     if gpus.is_empty() {
         println!("  none seen");
     }
-    for g in &gpus {
+    for g in gpus {
         println!("  {g}");
     }
     let missing: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_err()).collect();
@@ -98,9 +193,9 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
             api: "CUPTI",
             library: "libcupti.so.13/.12",
             outcome: CuptiLibrary::load().map(|l| {
-                let v = match l.version() {
-                    // CUPTI_API_VERSION is major*10000 + minor*100 + patch since CUDA 12.
-                    Ok(v) => format!("API {v} (CUDA {}.{})", v / 10_000, v / 100 % 100),
+                let v = match l.api_version() {
+                    // CUDA 12 and 13 number the CUPTI API differently; CuptiVersion decodes both.
+                    Ok(v) => v.to_string(),
                     Err(e) => format!("error: {e}"),
                 };
                 (l.path(), v)
