@@ -11,8 +11,9 @@
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
-//! of each library loaded, the negotiated debugger API version, each failed vendor call) through the [`log`]
-//! facade at debug level, and never prints: `RUST_LOG=gpu_tools=debug` with `env_logger` shows it.
+//! of each library loaded, the negotiated debugger API version, each failed vendor call) through the
+//! [`log`](https://docs.rs/log) facade at debug level, and never prints: `RUST_LOG=gpu_tools=debug` with
+//! `env_logger` shows it.
 //!
 //! # CUPTI Checkpoint (`cupti`)
 //!
