@@ -16,6 +16,12 @@
 //! headers the bindings were generated from. Like any run-time loader of a C API, the crate cannot check more
 //! than the symbol names, so point these paths only at the vendor's libraries.
 
+// Without a vendor feature nothing loads a library: only the public error types remain in use.
+#![cfg_attr(
+    not(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler")),
+    allow(dead_code)
+)]
+
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
