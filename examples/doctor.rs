@@ -204,14 +204,16 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
     }
     #[cfg(feature = "cudbg")]
     {
-        use gpu_tools::cudbg::DebuggerLibrary;
+        use gpu_tools::cudbg::{DebuggerLibrary, api::Api};
         rows.push(Row {
             api: "CUDA debugger API",
             library: "libcuda.so.1",
             outcome: DebuggerLibrary::load().map(|l| {
-                let v = match l.api_version() {
-                    Ok(v) => v.to_string(),
-                    Err(e) => format!("error: {e}"),
+                // The driver's version, and the one the crate negotiates (cudbgGetAPI needs no debuggee).
+                let v = match (l.api_version(), Api::load(l)) {
+                    (Ok(driver), Ok(api)) => format!("{driver} (uses {})", api.version()),
+                    (Ok(driver), Err(e)) => format!("{driver} (not usable: {e})"),
+                    (Err(e), _) => format!("error: {e}"),
                 };
                 (l.path(), v)
             }),

@@ -66,11 +66,48 @@ unsafe impl Send for Api {}
 // SAFETY: as above; `Api` itself has no interior mutability.
 unsafe impl Sync for Api {}
 
+/// Environment variable capping the version the crate asks for, `MAJOR.MINOR.REVISION` (default: the header's).
+/// With it a newer driver can be driven the way an older one is (for example `12.9.156`, CUDA 12.9's API), to try
+/// the older revisions' code paths on the hardware at hand.
+pub const API_VERSION_VAR: &str = "GPU_TOOLS_CUDBG_API_VERSION";
+
+/// The cap from [`API_VERSION_VAR`], if set to a valid version.
+fn version_cap() -> Option<ApiVersion> {
+    let value = std::env::var(API_VERSION_VAR).ok()?;
+    let cap = parse_version(&value);
+    if cap.is_none() {
+        log::debug!("{API_VERSION_VAR}={value:?} is not MAJOR.MINOR.REVISION: ignored");
+    }
+    cap
+}
+
+fn parse_version(text: &str) -> Option<ApiVersion> {
+    let mut parts = text.trim().split('.').map(|p| p.parse::<u32>().ok());
+    let version = ApiVersion {
+        major: parts.next()??,
+        minor: parts.next()??,
+        revision: parts.next()??,
+    };
+    parts.next().is_none().then_some(version)
+}
+
 impl Api {
-    /// Negotiates the version with the driver and fetches the table.
+    /// Negotiates the version with the driver and fetches the table. The crate asks for the lesser of the
+    /// driver's version and its header's, or of [`API_VERSION_VAR`] where that is set.
     pub fn load(lib: &DebuggerLibrary) -> Result<Self, crate::Error> {
+        let ceiling = match version_cap() {
+            Some(cap) => {
+                log::debug!("{API_VERSION_VAR} caps the debugger API at {cap}");
+                cap.min(ApiVersion::HEADER)
+            }
+            None => ApiVersion::HEADER,
+        };
+        Self::load_at_most(lib, ceiling)
+    }
+
+    fn load_at_most(lib: &DebuggerLibrary, ceiling: ApiVersion) -> Result<Self, crate::Error> {
         let driver = lib.api_version()?;
-        let version = negotiate(driver, ApiVersion::HEADER);
+        let version = negotiate(driver, ceiling);
         log::debug!(
             "debugger API: driver {driver}, crate header {}, negotiated {version}",
             ApiVersion::HEADER
@@ -571,6 +608,36 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(ASKED.with(|a| a.get()), None, "cudbgGetAPI was not called");
+
+        // A cap below the header: a 13.0 driver is asked for CUDA 12.9's API, and the CUDA 12 paths are taken.
+        DRIVER.with(|d| d.set((13, 0, 163)));
+        let cap = ApiVersion {
+            major: 12,
+            minor: 9,
+            revision: 156,
+        };
+        let api = Api::load_at_most(&lib, cap).expect("capped");
+        assert_eq!(ASKED.with(|a| a.get()), Some((12, 9, 156)));
+        assert_eq!(api.version(), cap);
+        api.register_event_callback(on_event13, on_event12)
+            .expect("registered");
+        assert_eq!(take_called(), ["setNotifyNewEventCallback41"]);
+    }
+
+    #[test]
+    fn version_cap_parses_major_minor_revision_only() {
+        assert_eq!(
+            parse_version("12.9.156"),
+            Some(ApiVersion {
+                major: 12,
+                minor: 9,
+                revision: 156
+            })
+        );
+        assert_eq!(parse_version(" 13.0.163\n").map(|v| v.revision), Some(163));
+        for bad in ["", "12.9", "12.9.156.1", "12.x.156", "-1.0.0", "12..156"] {
+            assert_eq!(parse_version(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
