@@ -1,6 +1,7 @@
 //! Safe, fast access to three vendor GPU tool APIs, loaded at run time:
 //!
-//! - [`cupti`]: NVIDIA CUPTI Checkpoint (save and restore a CUDA context's device memory);
+//! - [`cupti`]: NVIDIA CUPTI Checkpoint (save and restore a CUDA context's device memory); whole-process
+//!   checkpoint of another CUDA process is [`cuda::process`];
 //! - [`cudbg`]: the NVIDIA CUDA Debugger API (`cudadebugger.h`);
 //! - [`rocprofiler`]: AMD rocprofiler v2.
 //!
@@ -48,6 +49,10 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Rocprofiler(#[from] rocprofiler::RocprofilerError),
+    /// A process checkpoint failed (`cuda::process`).
+    #[cfg(any(feature = "cupti", feature = "cudbg"))]
+    #[error(transparent)]
+    ProcessCheckpoint(#[from] cuda::process::ProcessCheckpointError),
     /// A checkpoint was misused (reported before any vendor call).
     #[cfg(feature = "cupti")]
     #[error(transparent)]
