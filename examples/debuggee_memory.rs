@@ -230,7 +230,7 @@ fn check_all(held: &mut [Held<'_>], k: &[Kernels<'_>]) -> Result<(), String> {
 }
 
 fn run(args: &Args) -> Result<i32, String> {
-    if !(args.gib > 0.0) || args.devices.is_empty() {
+    if args.gib.is_nan() || args.gib <= 0.0 || args.devices.is_empty() {
         return Err("--gib must be positive and --devices name at least one device".into());
     }
     let bytes = ((args.gib * GIB) as usize / 4 * 4).max(8 * SAMPLE_WORDS);

@@ -41,7 +41,7 @@ struct Hooks {
     set_state: unsafe extern "C" fn(i32, u32) -> i32,
     set_kind: unsafe extern "C" fn(i32, i32) -> i32,
     info: unsafe extern "C" fn(i32, *mut Info) -> i32,
-    calls: unsafe extern "C" fn() -> std::ffi::c_ulong,
+    calls: unsafe extern "C" fn() -> u64,
     _lib: libloading::Library,
 }
 
@@ -109,7 +109,7 @@ fn set_kind(pid: u32, kind: i32) {
 
 fn calls() -> u64 {
     // SAFETY: hook signature as declared.
-    u64::from(unsafe { (hooks().calls)() })
+    unsafe { (hooks().calls)() }
 }
 
 fn state(pid: u32) -> ProcessState {

@@ -145,7 +145,7 @@ int dbl_proc_info(int pid, struct dbl_proc_info *out) {
     return p ? 0 : -1;
 }
 
-/* Number of cuCheckpointProcess* calls so far. */
+/* Number of cuCheckpointProcess* calls so far (unsigned long: 64 bits on the x86-64 Linux the tests run on). */
 unsigned long dbl_proc_calls(void) {
     pthread_mutex_lock(&g_plock);
     unsigned long n = g_ckpt_calls;

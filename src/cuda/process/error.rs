@@ -304,61 +304,61 @@ pub(super) fn diagnose(
 /// A step of a [`ProcessCheckpoint`](super::ProcessCheckpoint) that failed, with the handle it was called on, so
 /// the caller can retry, take another way, or drop it (which brings the process back to running where it can).
 ///
-/// `?` turns it into [`ProcessCheckpointError`] or [`crate::Error`], dropping the handle.
-pub struct Failed<H> {
-    handle: H,
-    error: ProcessCheckpointError,
-}
+/// `?` turns it into [`ProcessCheckpointError`] or [`crate::Error`], dropping the handle. Boxed: a step's `Result`
+/// stays one pointer wide on the error side.
+pub struct Failed<H>(Box<(H, ProcessCheckpointError)>);
 
 impl<H> Failed<H> {
     pub(super) fn new(handle: H, error: ProcessCheckpointError) -> Self {
-        Failed { handle, error }
+        Failed(Box::new((handle, error)))
     }
 
     /// What went wrong.
     pub fn error(&self) -> &ProcessCheckpointError {
-        &self.error
+        &self.0.1
     }
 
     /// The handle the step was called on.
     pub fn handle(&self) -> &H {
-        &self.handle
+        &self.0.0
     }
 
     /// The handle, for another try; the error is discarded.
     pub fn into_handle(self) -> H {
-        self.handle
+        self.0.0
     }
 
     /// The handle and the error.
     pub fn into_parts(self) -> (H, ProcessCheckpointError) {
-        (self.handle, self.error)
+        *self.0
     }
 
     /// The error; the handle is dropped (see [`ProcessCheckpoint`](super::ProcessCheckpoint)'s `Drop`).
     pub fn into_error(self) -> ProcessCheckpointError {
-        self.error
+        let (handle, error) = *self.0;
+        drop(handle);
+        error
     }
 }
 
 impl<H: fmt::Debug> fmt::Debug for Failed<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Failed")
-            .field("error", &self.error)
-            .field("handle", &self.handle)
+            .field("error", self.error())
+            .field("handle", self.handle())
             .finish()
     }
 }
 
 impl<H> fmt::Display for Failed<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
+        fmt::Display::fmt(self.error(), f)
     }
 }
 
 impl<H: fmt::Debug> std::error::Error for Failed<H> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&self.error)
+        std::error::Error::source(self.error())
     }
 }
 

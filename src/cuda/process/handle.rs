@@ -178,11 +178,11 @@ impl Inner {
         }
     }
 
+    /// The driver's state; a failure is an exit where the pid names another process now.
     fn state(&self) -> Result<ProcessState, E> {
-        if self.gone() {
-            return Err(self.exited());
-        }
-        self.api.state(self.driver, self.raw_pid, true)
+        self.api
+            .state(self.driver, self.raw_pid, true)
+            .map_err(|e| if self.gone() { self.exited() } else { e })
     }
 
     /// One state-changing call. On success the handle believes `to`; on failure it is uncertain and the error
@@ -297,6 +297,10 @@ impl Inner {
     }
 
     fn recover_steps(&mut self) -> Result<(), E> {
+        // Never restore or unlock a process that merely inherited the pid.
+        if self.gone() {
+            return Err(self.exited());
+        }
         // At most checkpointed -> locked -> running; a third look only confirms.
         for _ in 0..3 {
             match self.state()? {
