@@ -22,7 +22,7 @@ use gpu_memory::{GpuMemory, ProcessMemory, mib};
 use gpu_tools::cuda::process::{GpuPair, ProcessCheckpoint, ProcessState};
 use gpu_tools::cuda::{Context, DeviceBuffer, Driver};
 use gpu_tools::cupti::Checkpoint;
-use process::Debuggee;
+use process::{Debuggee, OrPanic};
 
 const MIB: usize = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -87,7 +87,7 @@ fn cupti_checkpoints_on_two_devices_are_independent() {
     buf0.fill_u32(0xAAAA_AAAA).unwrap();
     buf1.fill_u32(0xBBBB_BBBB).unwrap();
     let overwritten1 = download(&buf1);
-    cp0.restore().unwrap();
+    cp0.restore().or_panic("restore");
     assert_same(&download(&buf0), &saved0, "device 0 after its restore");
     assert_same(
         &download(&buf1),
@@ -97,7 +97,7 @@ fn cupti_checkpoints_on_two_devices_are_independent() {
 
     let changed0 = pattern(256 * MIB, 102);
     buf0.copy_from_host(&changed0).unwrap();
-    cp1.restore().unwrap();
+    cp1.restore().or_panic("restore");
     assert_same(&download(&buf1), &saved1, "device 1 after its restore");
     assert_same(
         &download(&buf0),
@@ -175,7 +175,7 @@ fn process_checkpoint_of_a_target_on_two_devices() {
     }
     let t = Instant::now();
     let saved = ProcessCheckpoint::attach(pid)
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
         .unwrap_or_else(|f| panic!("lock: {f}"))
         .checkpoint()
@@ -206,7 +206,7 @@ fn process_checkpoint_of_a_target_on_two_devices() {
         );
     }
     let checks = d.last_check();
-    locked.unlock().unwrap();
+    locked.unlock().or_panic("unlock");
     d.wait_check_after(checks, Duration::from_secs(60));
     eprintln!(
         "summary: 2 x {gib} GiB on two devices, lock+checkpoint {checkpoint_ms:.1} ms, restore {restore_ms:.1} ms"
@@ -226,11 +226,11 @@ fn restore_onto_swapped_gpus() {
     );
     let mut d = start_two_device_debuggee("0.5");
     let saved = ProcessCheckpoint::attach(d.pid())
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap()
+        .or_panic("lock")
         .checkpoint()
-        .unwrap();
+        .or_panic("checkpoint");
     let swapped = [
         GpuPair {
             checkpointed: u0,
@@ -244,7 +244,7 @@ fn restore_onto_swapped_gpus() {
     match saved.restore_onto(&swapped) {
         Ok(locked) => {
             eprintln!("  restore with the two GPUs swapped: accepted");
-            locked.unlock().unwrap();
+            locked.unlock().or_panic("unlock");
         }
         Err(failed) => {
             eprintln!("  restore with the two GPUs swapped: {failed}");
@@ -257,7 +257,7 @@ fn restore_onto_swapped_gpus() {
                 .restore()
                 .unwrap_or_else(|f| panic!("plain restore after the refused remap: {f}"))
                 .unlock()
-                .unwrap();
+                .or_panic("unlock");
         }
     }
     d.assert_intact();

@@ -21,7 +21,7 @@ use gpu_tools::cuda::process::{
     GpuPair, ProcessCheckpoint, ProcessCheckpointError as E, ProcessState,
 };
 use gpu_tools::sys::cuda_driver as sys;
-use process::{Debuggee, Target, vanished_pid};
+use process::{Debuggee, OrPanic, Target, vanished_pid};
 
 const GIB: u64 = 1 << 30;
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -250,7 +250,7 @@ fn round_trip_releases_device_memory_and_keeps_every_byte() {
     assert_eq!(state(pid, "after unlock"), ProcessState::Running);
     let resumed = d.wait_check_after(checks_locked + 1, Duration::from_secs(60));
     eprintln!("  the target resumed: check {resumed} completed after the unlock");
-    running.finish().unwrap();
+    running.finish().or_panic("finish");
     d.assert_intact();
     eprintln!(
         "summary: {gib} GiB, lock {lock_ms:.1} ms, checkpoint {checkpoint_ms:.1} ms, restore {restore_ms:.1} ms, \
@@ -269,7 +269,10 @@ fn lock_times_out_while_the_target_is_inside_a_long_cuda_call() {
     std::thread::sleep(Duration::from_millis(300)); // inside cuCtxSynchronize of an 8 s kernel
     let timeout = Duration::from_millis(1000);
     let t = Instant::now();
-    match ProcessCheckpoint::attach(pid).unwrap().lock(timeout) {
+    match ProcessCheckpoint::attach(pid)
+        .or_panic("attach")
+        .lock(timeout)
+    {
         Err(failed) => {
             let took = ms(t);
             eprintln!(
@@ -288,7 +291,7 @@ fn lock_times_out_while_the_target_is_inside_a_long_cuda_call() {
         Ok(locked) => {
             let took = ms(t);
             let now = locked.current_state();
-            locked.unlock().unwrap();
+            locked.unlock().or_panic("unlock");
             panic!(
                 "lock succeeded in {took:.0} ms while the target was inside cuCtxSynchronize of an 8 s kernel \
                  (state then {now:?}): the driver does not wait for a call in progress"
@@ -308,9 +311,9 @@ fn second_lock_and_second_checkpoint_are_refused_and_the_target_left_running() {
     let pid = d.pid();
 
     let locked = ProcessCheckpoint::attach(pid)
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap();
+        .or_panic("lock");
     let again = ProcessCheckpoint::attach(pid).unwrap_err();
     assert!(matches!(again, E::AlreadyHeld { .. }), "{again:?}");
     let second_lock = other.lock(pid);
@@ -362,11 +365,11 @@ fn restore_of_a_process_that_is_not_checkpointed_is_refused() {
     assert_eq!(raw, sys::CUDA_ERROR_ILLEGAL_STATE);
 
     let saved = ProcessCheckpoint::attach(pid)
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap()
+        .or_panic("lock")
         .checkpoint()
-        .unwrap();
+        .or_panic("checkpoint");
     // Another tool restores and unlocks it: for the handle, the process is no longer checkpointed.
     assert_eq!(other.restore(pid), 0);
     assert_eq!(other.unlock(pid), 0);
@@ -383,7 +386,7 @@ fn restore_of_a_process_that_is_not_checkpointed_is_refused() {
         ),
         "{failed:?}"
     );
-    failed.into_handle().finish().unwrap();
+    failed.into_handle().finish().or_panic("finish");
     assert_eq!(state(pid, "after finish"), ProcessState::Running);
     d.assert_intact();
 }
@@ -500,9 +503,9 @@ fn a_target_that_exits_by_itself_while_locked() {
     let mut d = debuggee(&["--gib", "0.25", "--exit-after-ms", "1500"]);
     let pid = d.pid();
     let locked = ProcessCheckpoint::attach(pid)
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap();
+        .or_panic("lock");
     let t = Instant::now();
     match d.target.wait_for(Duration::from_secs(10)) {
         Some(status) => {
@@ -548,11 +551,11 @@ fn a_target_killed_while_locked_or_checkpointed() {
         let mut d = debuggee(&["--gib", "0.5"]);
         let pid = d.pid();
         let locked = ProcessCheckpoint::attach(pid)
-            .unwrap()
+            .or_panic("attach")
             .lock(LOCK_TIMEOUT)
-            .unwrap();
+            .or_panic("lock");
         let handle_finish: Box<dyn FnOnce() -> Result<(), E>> = if checkpointed {
-            let saved = locked.checkpoint().unwrap();
+            let saved = locked.checkpoint().or_panic("checkpoint");
             Box::new(move || saved.finish())
         } else {
             Box::new(move || locked.finish())
@@ -576,15 +579,15 @@ fn a_target_killed_while_locked_or_checkpointed() {
     // The driver still serves a new target.
     let mut d = debuggee(&["--gib", "0.25"]);
     ProcessCheckpoint::attach(d.pid())
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap()
+        .or_panic("lock")
         .checkpoint()
-        .unwrap()
+        .or_panic("checkpoint")
         .restore()
-        .unwrap()
+        .or_panic("restore")
         .unlock()
-        .unwrap();
+        .or_panic("unlock");
     d.assert_intact();
 }
 
@@ -594,11 +597,11 @@ fn dropping_a_checkpointed_handle_restores_the_target() {
     let mut d = debuggee(&["--gib", "1"]);
     let pid = d.pid();
     let saved = ProcessCheckpoint::attach(pid)
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap()
+        .or_panic("lock")
         .checkpoint()
-        .unwrap();
+        .or_panic("checkpoint");
     let before = d.last_check();
     let t = Instant::now();
     drop(saved);
@@ -615,17 +618,17 @@ fn restore_onto_the_same_gpu_by_uuid() {
     let uuid = Driver::load().unwrap().device_uuid(0).unwrap();
     eprintln!("  device 0: {uuid}");
     let saved = ProcessCheckpoint::attach(d.pid())
-        .unwrap()
+        .or_panic("attach")
         .lock(LOCK_TIMEOUT)
-        .unwrap()
+        .or_panic("lock")
         .checkpoint()
-        .unwrap();
+        .or_panic("checkpoint");
     let locked = saved
         .restore_onto(&[GpuPair {
             checkpointed: uuid,
             restore_on: uuid,
         }])
         .unwrap_or_else(|f| panic!("restore onto {uuid}: {f}"));
-    locked.unlock().unwrap();
+    locked.unlock().or_panic("unlock");
     d.assert_intact();
 }

@@ -192,3 +192,15 @@ impl Debuggee {
         assert!(last.starts_with("final check: intact"), "{last}");
     }
 }
+
+/// `unwrap` that panics with the error's `Display` (which names the driver call and its code), for the note.
+pub trait OrPanic<T> {
+    fn or_panic(self, what: &str) -> T;
+}
+
+impl<T, E: std::fmt::Display> OrPanic<T> for Result<T, E> {
+    #[track_caller]
+    fn or_panic(self, what: &str) -> T {
+        self.unwrap_or_else(|e| panic!("{what} refused: {e}"))
+    }
+}
