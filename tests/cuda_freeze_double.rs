@@ -1,6 +1,7 @@
 //! The `cuda_freeze` example end to end against the driver double with the process-checkpoint calls: the target
 //! is a sleeping child that the double knows (through `GPU_TOOLS_DBL_PROCS`), so the example's whole path runs
-//! here (NVML is absent, which the example reports and goes on).
+//! here (NVML is absent, which the example reports and goes on). Needs the examples built: `cargo test` builds
+//! them; run `cargo build --examples` first when running this test alone.
 
 #[path = "common/checkpoint.rs"]
 mod checkpoint_common;

@@ -132,6 +132,43 @@ mod tests {
         assert_eq!(stat_fields("no parenthesis"), None);
     }
 
+    /// The command name in a stat line is chosen by the process (`prctl(PR_SET_NAME)`): spaces, parentheses and
+    /// any bytes. Random lines built from such pieces never make the split panic, and a line whose name ends at
+    /// the last `)` always yields the fields after it.
+    #[test]
+    fn arbitrary_stat_lines_split_without_panicking() {
+        let pieces = [
+            "(",
+            ")",
+            " ",
+            "S",
+            "Z",
+            "42",
+            "\u{e9}",
+            "x)y",
+            "\n",
+            "",
+            "(a b)",
+            "18446744073709551616",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200_000 {
+            let mut line = String::new();
+            for _ in 0..(seed % 24) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                line.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            if let Some(fields) = stat_fields(&line) {
+                let tail = &line[line.rfind(')').unwrap() + 1..];
+                assert_eq!(fields, tail.split_whitespace().collect::<Vec<_>>());
+            } else {
+                assert!(!line.contains(')'));
+            }
+        }
+    }
+
     #[test]
     fn this_process_is_alive_and_its_own() {
         let me = std::process::id() as c_int;
