@@ -7,6 +7,7 @@
 //! | CUPTI Checkpoint | `cupti` | [`cupti::Checkpoint`] | saves a CUDA context's device memory and restores it before each replay |
 //! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API: typed events, device state, memory, breakpoints |
 //! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
+//! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
@@ -133,6 +134,10 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Rocprofiler(#[from] rocprofiler::RocprofilerError),
+    /// A process checkpoint failed (`cuda::process`).
+    #[cfg(any(feature = "cupti", feature = "cudbg"))]
+    #[error(transparent)]
+    ProcessCheckpoint(#[from] cuda::process::ProcessCheckpointError),
     /// A checkpoint was misused (reported before any vendor call).
     #[cfg(feature = "cupti")]
     #[error(transparent)]

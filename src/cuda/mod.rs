@@ -1,10 +1,14 @@
 //! The few CUDA driver services the crate needs: loading and initialising the driver, devices, contexts, device
 //! memory and PTX modules. They establish the preconditions of the vendor tool APIs (a driver, a live context)
-//! and let examples and tests run kernels without another crate.
+//! and let examples and tests run kernels without another crate. [`process`] checkpoints whole processes through
+//! the driver.
 
 mod driver;
+pub mod process;
+mod uuid;
 
 pub use driver::{DeviceInfo, Driver, DriverApi};
+pub use uuid::GpuUuid;
 
 #[cfg(feature = "cudbg")]
 pub(crate) fn driver_spec() -> &'static crate::loader::LibrarySpec {
