@@ -54,7 +54,7 @@ impl<'a> Reader<'a> {
     fn table(
         &self,
         s: &SectionHeader,
-        baseline: usize,
+        (baseline, known): (usize, usize),
         single: bool,
     ) -> Result<Vec<Entry<'a>>, CoreDumpError> {
         let d = section_data(self.bytes(), s)?;
@@ -74,6 +74,13 @@ impl<'a> Reader<'a> {
         };
         if size < baseline {
             return Err(bad());
+        }
+        if size > known {
+            log::debug!(
+                "{}: entries of {size} bytes, {} more than this reader knows (a newer driver); the rest is skipped",
+                s.id(),
+                size - known
+            );
         }
         Ok(d.chunks_exact(size).map(Entry).collect())
     }
@@ -228,7 +235,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
     };
     let mut devices = Vec::new();
     for (index, e) in r
-        .table(devtbl, dev::BASELINE, false)?
+        .table(devtbl, (dev::BASELINE, dev::SIZE), false)?
         .into_iter()
         .enumerate()
     {
@@ -266,7 +273,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         parent(s, &device_parent, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::CTX_TABLE, [d, 0, 0, 0, 0])?;
-        for e in r.table(s, ctx::BASELINE, false)? {
+        for e in r.table(s, (ctx::BASELINE, ctx::SIZE), false)? {
             devices[d].contexts.push(Context {
                 id: e.u64(ctx::ID),
                 shared_window_base: e.u64(ctx::SHARED_WINDOW),
@@ -284,7 +291,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         let d = parent(s, &ctx_tables, "context table")?;
         let c = child_index(s, devices[d].contexts.len())?;
         r.claim(s, sht::MOD_TABLE, [d, c, 0, 0, 0])?;
-        for e in r.table(s, module::BASELINE, false)? {
+        for e in r.table(s, (module::BASELINE, module::SIZE), false)? {
             devices[d].contexts[c].modules.push(Module {
                 handle: e.u64(module::HANDLE),
                 relocated_image: None,
@@ -316,7 +323,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         parent(s, &device_parent, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::GRID_TABLE, [d, 0, 0, 0, 0])?;
-        for e in r.table(s, grid::BASELINE, false)? {
+        for e in r.table(s, (grid::BASELINE, grid::SIZE), false)? {
             devices[d].grids.push(Grid {
                 id: e.u64(grid::ID),
                 context: e.u64(grid::CONTEXT),
@@ -353,7 +360,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         let g = child_index(s, devices[d].grids.len())?;
         r.claim(s, sht::CB_TABLE, [d, g, 0, 0, 0])?;
         devices[d].grids[g].const_banks = r
-            .table(s, cbank::BASELINE, false)?
+            .table(s, (cbank::BASELINE, cbank::SIZE), false)?
             .into_iter()
             .map(|e| ConstBank {
                 bank: e.u32(cbank::BANK),
@@ -369,7 +376,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         parent(s, &device_parent, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::SM_TABLE, [d, 0, 0, 0, 0])?;
-        for e in r.table(s, sm::BASELINE, false)? {
+        for e in r.table(s, (sm::BASELINE, sm::SIZE), false)? {
             let exception_string = match e.opt_u64(sm::EXCEPTION_STRING) {
                 Some(i) => Some(r.string(s, i)?).filter(|t| !t.is_empty()),
                 None => None,
@@ -396,7 +403,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         let d = parent(s, &sm_tables, "SM table")?;
         let m = child_index(s, devices[d].sms.len())?;
         r.claim(s, sht::CTA_TABLE, [d, m, 0, 0, 0])?;
-        for e in r.table(s, cta::BASELINE, false)? {
+        for e in r.table(s, (cta::BASELINE, cta::SIZE), false)? {
             devices[d].sms[m].blocks.push(Block {
                 grid_id: e.u64(cta::GRID_ID),
                 block_idx: e.dim3(cta::BLOCK_IDX),
@@ -419,7 +426,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         let (d, m) = parent(s, &cta_tables, "block table")?;
         let b = child_index(s, devices[d].sms[m].blocks.len())?;
         r.claim(s, sht::WP_TABLE, [d, m, b, 0, 0])?;
-        for e in r.table(s, warp::BASELINE, false)? {
+        for e in r.table(s, (warp::BASELINE, warp::SIZE), false)? {
             let cbu = match (
                 e.opt_u32(warp::CBU_ACTIVE_LANES),
                 e.opt_u32(warp::CBU_EXITED_LANES),
@@ -471,7 +478,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         let (d, m, b) = parent(s, &warp_tables, "warp table")?;
         let w = child_index(s, devices[d].sms[m].blocks[b].warps.len())?;
         r.claim(s, sht::LN_TABLE, [d, m, b, w, 0])?;
-        for e in r.table(s, lane::BASELINE, false)? {
+        for e in r.table(s, (lane::BASELINE, lane::SIZE), false)? {
             devices[d].sms[m].blocks[b].warps[w].lanes.push(Lane {
                 id: e.u32(lane::LN),
                 pc: e.u64(lane::VIRTUAL_PC),
@@ -503,7 +510,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
                 }
                 sht::BT => {
                     lane.backtrace = Some(
-                        r.table(s, frame::BASELINE, false)?
+                        r.table(s, (frame::BASELINE, frame::SIZE), false)?
                             .into_iter()
                             .map(|e| Frame {
                                 level: e.u32(frame::LEVEL),
@@ -568,7 +575,11 @@ fn read_metadata(
             });
         }
     };
-    let Some(e) = r.table(s, meta::BASELINE, true)?.into_iter().next() else {
+    let Some(e) = r
+        .table(s, (meta::BASELINE, meta::SIZE), true)?
+        .into_iter()
+        .next()
+    else {
         return Ok(None);
     };
     Ok(Some(Metadata {
