@@ -307,7 +307,7 @@ fn to_json(dump: &CoreDump, args: &Args) -> Value {
                 "name": d.name,
                 "type": d.device_type,
                 "sm_type": d.sm_type,
-                "pci": format!("{:x}:{:02x}.0", d.pci_bus, d.pci_device),
+                "pci": format!("{:02x}:{:02x}.0", d.pci_bus, d.pci_device),
                 "sms": d.sm_count,
                 "warps_per_sm": d.warps_per_sm,
                 "lanes_per_warp": d.lanes_per_warp,
