@@ -75,6 +75,7 @@ mod regenerate {
     //! - `GPU_TOOLS_CUPTI_INCLUDE`: folder with `cupti_checkpoint.h`, `cupti_result.h`, `cupti_version.h`;
     //!   `GPU_TOOLS_CUDA_INCLUDE`: folder with `cuda.h` (both needed for the CUPTI and driver bindings);
     //! - `GPU_TOOLS_CUDBG_INCLUDE`: folder with `cudadebugger.h` and `cuda_stdint.h`;
+    //!   and `cudacoredump.h` (the core-dump format, used only to check the reader's layouts);
     //! - `GPU_TOOLS_ROCM_INCLUDE`: folder with `rocprofiler/v2/rocprofiler.h`.
     //!
     //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`).
@@ -113,6 +114,7 @@ mod regenerate {
         }
         if let Some(cudbg) = var("GPU_TOOLS_CUDBG_INCLUDE") {
             cudbg_bindings(&cudbg, &out);
+            coredump_bindings(&cudbg, &out);
         }
         if let Some(rocm) = var("GPU_TOOLS_ROCM_INCLUDE") {
             rocprofiler_bindings(&rocm, &out);
@@ -239,6 +241,22 @@ mod regenerate {
             define(&header, "CUDBG_API_VERSION_REVISION")
         );
         write(bindings, out, "cudbg.rs", provenance);
+    }
+
+    /// The core-dump table entries: the reader decodes them by hand, and asserts its offsets against these.
+    fn coredump_bindings(cudbg: &Path, out: &Path) {
+        let bindings = base("GPU_TOOLS_BIND_CUDACORE")
+            .clang_arg(format!("-I{}", cudbg.display()))
+            .allowlist_file(".*cudacoredump\\.h")
+            .allowlist_type("Cudbg.*")
+            .generate()
+            .expect("bindgen: cudacoredump.h");
+        write(
+            bindings,
+            out,
+            "cudacoredump.rs",
+            "cudacoredump.h (CUDA 13.0, driver r580 format)".to_string(),
+        );
     }
 
     fn rocprofiler_bindings(rocm: &Path, out: &Path) {

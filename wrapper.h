@@ -18,6 +18,11 @@
 #include <cudadebugger.h>
 #endif
 
+#if defined(GPU_TOOLS_BIND_CUDACORE)
+/* The CUDA core-dump format (driver r580): table entry layouts only. */
+#include <cudacoredump.h>
+#endif
+
 #if defined(GPU_TOOLS_BIND_ROCPROFILER)
 /* rocprofiler v2, ROCm 6.1+ ABI. */
 #include <rocprofiler/v2/rocprofiler.h>

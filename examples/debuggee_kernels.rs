@@ -8,6 +8,10 @@
 //!   synchronize calls and this thread's context switches during the loop.
 //! - `memory`: fills a buffer, prints its device address, runs `add_one` once and prints the result.
 //! - `fault`: runs a kernel whose 4-byte store is misaligned (a warp exception).
+//! - `fault-at [BLOCK] [THREAD]` (default 2 37): kernel `fault_at`, grid 4, block 64. Every thread writes
+//!   `0x5000 + 0x100 * blockIdx.x + threadIdx.x` into shared word `threadIdx.x` and that value plus 0..16 into a
+//!   16-word array in its local memory; then only thread THREAD of block BLOCK does a misaligned 4-byte store,
+//!   while the others wait 2 s on the global timer (so that they are still resident when the fault is caught).
 //! - `abort`: runs `add_one` once, then aborts (SIGABRT) with its context alive.
 //! - `nocuda`: exits without touching CUDA.
 //! - `wait SECONDS`: sleeps, then runs one launch (for handshake timeouts).
@@ -56,9 +60,78 @@ DONE:
     st.global.u32 [%rd2], %r1;
     ret;
 }
+
+.visible .entry fault_at(.param .u64 p, .param .u64 q, .param .u32 block, .param .u32 thread)
+{
+    .reg .pred %p<6>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<24>;
+    .shared .align 4 .b8 tile[256];
+    .local .align 4 .b8 scratch[64];
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd2, [q];
+    ld.param.u32 %r1, [block];
+    ld.param.u32 %r2, [thread];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %tid.x;
+    mov.u32 %r5, %ntid.x;
+    shl.b32 %r6, %r3, 8;
+    add.u32 %r6, %r6, %r4;
+    add.u32 %r6, %r6, 20480;
+    and.b32 %r7, %r4, 63;
+    shl.b32 %r7, %r7, 2;
+    mov.u32 %r8, tile;
+    add.u32 %r9, %r8, %r7;
+    st.volatile.shared.u32 [%r9], %r6;
+    // Volatile stores through a generic pointer keep the array in local memory.
+    mov.u64 %rd3, scratch;
+    cvta.local.u64 %rd4, %rd3;
+    mov.u32 %r10, 0;
+FILL:
+    mul.wide.u32 %rd5, %r10, 4;
+    add.u64 %rd6, %rd4, %rd5;
+    add.u32 %r11, %r6, %r10;
+    st.volatile.u32 [%rd6], %r11;
+    add.u32 %r10, %r10, 1;
+    setp.lt.u32 %p1, %r10, 16;
+    @%p1 bra FILL;
+    bar.sync 0;
+    setp.eq.u32 %p2, %r3, %r1;
+    setp.eq.u32 %p3, %r4, %r2;
+    and.pred %p4, %p2, %p3;
+    @!%p4 bra WAIT;
+    add.s64 %rd7, %rd1, 2;
+    st.global.u32 [%rd7], %r6;
+    ret;
+WAIT:
+    mov.u64 %rd8, %globaltimer;
+    add.u64 %rd9, %rd8, 2000000000;
+SPIN:
+    mov.u64 %rd10, %globaltimer;
+    setp.lt.u64 %p5, %rd10, %rd9;
+    @%p5 bra SPIN;
+    mul.lo.u32 %r12, %r4, 7;
+    add.u32 %r12, %r12, 3;
+    and.b32 %r12, %r12, 15;
+    mul.wide.u32 %rd11, %r12, 4;
+    add.u64 %rd12, %rd4, %rd11;
+    ld.volatile.u32 %r13, [%rd12];
+    xor.b32 %r14, %r7, 4;
+    add.u32 %r15, %r8, %r14;
+    ld.volatile.shared.u32 %r16, [%r15];
+    add.u32 %r17, %r13, %r16;
+    mad.lo.u32 %r18, %r3, %r5, %r4;
+    mul.wide.u32 %rd13, %r18, 4;
+    add.u64 %rd14, %rd2, %rd13;
+    st.global.u32 [%rd14], %r17;
+    ret;
+}
 ";
 
 const WORDS: usize = 64;
+/// Blocks and threads per block of `fault-at`.
+const FAULT_AT_GRID: usize = 4;
+const FAULT_AT_BLOCK: usize = 64;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -125,6 +198,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok(()) => println!("fault: no error"),
                 Err(e) => {
                     println!("fault: {e}");
+                    std::process::exit(3);
+                }
+            }
+        }
+        "fault-at" => {
+            let (block, thread) = (number(1, 2) as u32, number(2, 37) as u32);
+            let fault_at = module.function(c"fault_at")?;
+            let out = ctx.alloc(FAULT_AT_GRID * FAULT_AT_BLOCK * 4)?;
+            let mut q = out.device_ptr();
+            let (mut b, mut t) = (block, thread);
+            let mut four = [
+                (&raw mut ptr).cast::<c_void>(),
+                (&raw mut q).cast::<c_void>(),
+                (&raw mut b).cast::<c_void>(),
+                (&raw mut t).cast::<c_void>(),
+            ];
+            println!("fault-at: block {block} thread {thread}");
+            std::io::stdout().flush()?;
+            let grid = (FAULT_AT_GRID as u32, 1, 1);
+            let threads = (FAULT_AT_BLOCK as u32, 1, 1);
+            // SAFETY: fault_at takes (u32*, u32*, u32, u32); q holds one word per thread of the grid; the one
+            // misaligned store is the point of this mode.
+            unsafe { fault_at.launch(grid, threads, &mut four) }?;
+            match ctx.synchronize() {
+                Ok(()) => println!("fault-at: no error"),
+                Err(e) => {
+                    println!("fault-at: {e}");
                     std::process::exit(3);
                 }
             }

@@ -2,10 +2,12 @@
 
 pub mod api;
 mod batch;
+pub mod coredump;
 mod device;
 pub mod elf;
 mod error;
 mod event;
+mod exception_name;
 pub mod handshake;
 mod inject;
 mod library;

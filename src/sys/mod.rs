@@ -18,6 +18,9 @@
 /// CUDA driver API: the subset the crate calls (`cuda.h`, CUDA 13.0).
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda_driver;
+/// CUDA core-dump table entries (`cudacoredump.h`, driver r580 format); the reader checks its layouts against them.
+#[cfg(feature = "cudbg")]
+pub mod cudacoredump;
 /// CUDA debugger API (`cudadebugger.h`, API 13.0.163).
 #[cfg(feature = "cudbg")]
 pub mod cudbg;

@@ -1,0 +1,170 @@
+//! A reader of CUDA core dumps (the format `cudacoredump.h` documents), in safe Rust, with no NVIDIA library.
+//!
+//! The driver writes a dump when a kernel faults and the program runs with `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1`
+//! (`CUDA_COREDUMP_FILE` names the file; `CUDA_COREDUMP_GENERATION_FLAGS` leaves parts out). The file is an ELF
+//! file with `ELFOSABI_CUDA`; its sections describe the devices, contexts, loaded modules, grids, SMs, blocks,
+//! warps and lanes at the moment of the fault, and optionally global, shared, local and parameter memory.
+//!
+//! [`CoreDump::open`] reads a file (only reads it) and checks every table against the file's bounds and the
+//! format's relationships; anything that does not fit is a [`CoreDumpError`], never a panic.
+//!
+//! ```no_run
+//! use gpu_tools::cudbg::coredump::CoreDump;
+//!
+//! let dump = CoreDump::open("core.cudacore")?;
+//! for l in dump.faulting_lanes() {
+//!     println!(
+//!         "{:?} at {:#x} in {} block {} thread {}",
+//!         l.lane.exception,
+//!         l.lane.pc,
+//!         l.grid().and_then(|g| g.kernel_name.as_deref()).unwrap_or("?"),
+//!         l.block.block_idx,
+//!         l.lane.thread_idx,
+//!     );
+//! }
+//! # Ok::<(), gpu_tools::cudbg::coredump::CoreDumpError>(())
+//! ```
+
+mod assemble;
+mod elf_file;
+mod error;
+mod layout;
+mod model;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use error::{CoreDumpError, SectionId};
+pub use model::{
+    Block, CbuLanes, ConstBank, Context, Device, Frame, GenerationFlags, Grid, GridStatus, Lane,
+    Metadata, Module, Region, Sm, Warp,
+};
+
+use crate::cudbg::Exception;
+use crate::cudbg::elf::FunctionSymbol;
+
+/// A CUDA core dump, read into memory and checked.
+///
+/// It owns the file's bytes; the memory sections ([`Region`]) share them.
+#[derive(Debug, Clone)]
+pub struct CoreDump {
+    abi_version: u8,
+    metadata: Option<Metadata>,
+    devices: Vec<Device>,
+    global_memory: Vec<Region>,
+    managed_memory: Vec<Region>,
+}
+
+impl CoreDump {
+    /// Reads and checks the file at `path`. The file is only read.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, CoreDumpError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| CoreDumpError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_bytes(bytes)
+    }
+
+    /// Checks and reads a dump held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, CoreDumpError> {
+        let data = Arc::new(bytes);
+        let parts = assemble::assemble(&data)?;
+        Ok(CoreDump {
+            abi_version: parts.abi_version,
+            metadata: parts.metadata,
+            devices: parts.devices,
+            global_memory: parts.global_memory,
+            managed_memory: parts.managed_memory,
+        })
+    }
+
+    /// The ELF ABI version of the dump (`EI_ABIVERSION`; 7 for every dump this reader accepts).
+    pub fn abi_version(&self) -> u8 {
+        self.abi_version
+    }
+
+    /// The metadata section (driver r565 and later).
+    pub fn metadata(&self) -> Option<&Metadata> {
+        self.metadata.as_ref()
+    }
+
+    /// The devices, in device-table order.
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    /// Global memory sections (absent when the dump skips global memory).
+    pub fn global_memory(&self) -> &[Region] {
+        &self.global_memory
+    }
+
+    /// Managed memory sections.
+    pub fn managed_memory(&self) -> &[Region] {
+        &self.managed_memory
+    }
+
+    /// `len` bytes at global address `addr`, from the global or managed memory the dump holds.
+    pub fn read_global(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        self.global_memory
+            .iter()
+            .chain(&self.managed_memory)
+            .find_map(|r| r.read(addr, len))
+    }
+
+    /// Every lane the dump describes, device by device, SM by SM, in table order.
+    pub fn lanes(&self) -> impl Iterator<Item = LaneView<'_>> {
+        self.devices.iter().flat_map(|device| {
+            device.sms.iter().flat_map(move |sm| {
+                sm.blocks.iter().flat_map(move |block| {
+                    block.warps.iter().flat_map(move |warp| {
+                        warp.lanes.iter().map(move |lane| LaneView {
+                            device,
+                            sm,
+                            block,
+                            warp,
+                            lane,
+                        })
+                    })
+                })
+            })
+        })
+    }
+
+    /// The lanes with an exception.
+    pub fn faulting_lanes(&self) -> impl Iterator<Item = LaneView<'_>> {
+        self.lanes().filter(|l| l.lane.exception != Exception::None)
+    }
+}
+
+/// A lane with the device, SM, block and warp it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneView<'a> {
+    /// Its device.
+    pub device: &'a Device,
+    /// Its SM.
+    pub sm: &'a Sm,
+    /// Its block.
+    pub block: &'a Block,
+    /// Its warp.
+    pub warp: &'a Warp,
+    /// The lane.
+    pub lane: &'a Lane,
+}
+
+impl<'a> LaneView<'a> {
+    /// The grid the lane's block belongs to.
+    pub fn grid(&self) -> Option<&'a Grid> {
+        self.device.grid(self.block.grid_id)
+    }
+
+    /// The function symbol covering the lane's PC (which may be a device function the kernel called).
+    pub fn function(&self) -> Option<&'a FunctionSymbol> {
+        self.device.function_at(self.lane.pc).map(|(_, f)| f)
+    }
+
+    /// Whether the lane is active (not diverged) in its warp.
+    pub fn is_active(&self) -> bool {
+        self.warp.is_active(self.lane.id)
+    }
+}
