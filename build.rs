@@ -187,7 +187,14 @@ mod regenerate {
 
     /// Driver types that CUPTI declarations use; they come from the driver bindings so both agree.
     const SHARED_DRIVER_TYPES: &[&str] = &[
-        "CUcontext", "CUstream", "CUdevice", "CUmodule", "CUfunction", "CUuuid", "CUgraph", "CUgraphNode",
+        "CUcontext",
+        "CUstream",
+        "CUdevice",
+        "CUmodule",
+        "CUfunction",
+        "CUuuid",
+        "CUgraph",
+        "CUgraphNode",
         "CUgraphExec",
     ];
 
@@ -249,8 +256,18 @@ mod regenerate {
              {version}). Do not edit; see README.md, \"Regenerating the sys layer\".\n"
         );
         for (file, prefix, konst, what) in [
-            ("cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", "DRIVER_CBID_NAMES", "driver API"),
-            ("cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_", "RUNTIME_CBID_NAMES", "runtime API"),
+            (
+                "cupti_driver_cbid.h",
+                "CUPTI_DRIVER_TRACE_CBID_",
+                "DRIVER_CBID_NAMES",
+                "driver API",
+            ),
+            (
+                "cupti_runtime_cbid.h",
+                "CUPTI_RUNTIME_TRACE_CBID_",
+                "RUNTIME_CBID_NAMES",
+                "runtime API",
+            ),
         ] {
             let all = enumerators(&cupti.join(file), prefix);
             let size = all

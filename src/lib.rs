@@ -9,6 +9,8 @@
 //! The raw bindings are in [`sys`].
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+mod delivery;
 pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
