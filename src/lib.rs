@@ -54,6 +54,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Checkpoint(#[from] cupti::CheckpointError),
+    /// The CUPTI Activity or Callback layer could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Tracing(#[from] cupti::TracingError),
     /// A debug session could not do what was asked.
     #[cfg(feature = "cudbg")]
     #[error(transparent)]

@@ -16,11 +16,8 @@ use super::{
     MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord, Synchronization,
 };
 use crate::cupti::CuptiError;
+use crate::cupti::library::NextRecordFn;
 use crate::sys::cupti as sys;
-
-/// `cuptiActivityGetNextRecord`.
-pub(crate) type NextRecordFn =
-    unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
 
 /// A record the walk could not decode. Errors that leave the next record's position known skip only this
 /// record ([`UnexpectedSize`](Self::UnexpectedSize)); the others end the walk.

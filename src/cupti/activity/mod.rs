@@ -6,16 +6,20 @@
 
 mod api;
 mod batch;
+mod clock;
 mod kernel;
 mod kind;
 mod layout;
 mod object;
 mod overhead;
+mod pool;
 mod record;
+mod tracer;
 mod transfer;
 
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RecordError, Records};
+pub use clock::Clock;
 pub use kernel::{Kernel, LaunchType};
 pub use kind::{ActivityKind, ActivityKinds};
 pub use layout::{LayoutMatch, RecordLayout};
@@ -25,4 +29,7 @@ pub use object::{
 };
 pub use overhead::{Overhead, OverheadKind};
 pub use record::{Activity, ActivityObject, CopyKind, Dim3, MemoryKind, TimeRange};
+pub use tracer::{
+    ActivityTracer, ActivityTracerBuilder, DroppedRecords, FlushMode, TracerReport, TracerStats,
+};
 pub use transfer::{Memcpy, Memset, PeerCopy};
