@@ -343,6 +343,19 @@ impl Double {
         unsafe { f(cbid, context as *mut c_void, stream as *mut c_void) == 1 }
     }
 
+    /// The name the double keeps for the current subscriber.
+    pub fn subscriber_name(&self) -> String {
+        let f = sym!(
+            self,
+            unsafe extern "C" fn() -> *const c_char,
+            b"cd_subscriber_name\0"
+        );
+        // SAFETY: a NUL-terminated static buffer of the double.
+        unsafe { CStr::from_ptr(f()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
     /// Makes another tool hold the subscription, or releases it.
     pub fn other_subscriber(&self, name: Option<&'static CStr>) {
         let f = sym!(

@@ -819,3 +819,6 @@ void cd_other_subscriber(const char *name) {
     }
     pthread_mutex_unlock(&g_lock);
 }
+
+/* The name CUPTI keeps for the current subscriber ("" when none). */
+const char *cd_subscriber_name(void) { return g_subscriber_name; }
