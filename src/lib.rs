@@ -95,6 +95,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+mod delivery;
 pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
@@ -142,6 +144,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Checkpoint(#[from] cupti::CheckpointError),
+    /// The CUPTI Activity or Callback layer could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Tracing(#[from] cupti::TracingError),
     /// A debug session could not do what was asked.
     #[cfg(feature = "cudbg")]
     #[error(transparent)]

@@ -418,7 +418,10 @@ fn the_crates_kernels_fault_where_they_were_told() {
                 assert_eq!(f.block.block_idx, dim(2, 0, 0), "{n}");
                 assert_eq!(f.lane.exception, Exception::WarpMisalignedAddress, "{n}");
                 assert_eq!(f.lane.thread_idx, dim(32 + f.lane.id, 0, 0), "{n}");
-                assert_eq!(f.lane.pc, faults[0].lane.pc, "{n}: one faulting instruction");
+                assert_eq!(
+                    f.lane.pc, faults[0].lane.pc,
+                    "{n}: one faulting instruction"
+                );
             }
             let Some(f) = faults.iter().find(|f| f.lane.thread_idx == dim(37, 0, 0)) else {
                 panic!("{n}: thread 37 is not among the faulting lanes")

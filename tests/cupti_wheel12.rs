@@ -8,5 +8,8 @@ mod wheel;
 
 const WHEEL: wheel::Wheel = wheel::CUDA12;
 
+#[path = "common/cupti_tracing.rs"]
+mod tracing;
+
 #[path = "common/cupti_wheel_checks.rs"]
 mod checks;

@@ -1,5 +1,6 @@
 //! Checks of the real CUPTI libraries of one wheel (`super::WHEEL`), loaded through the crate's loader on a
-//! machine without a GPU. Included by `tests/cupti_wheel.rs` (CUDA 13) and `tests/cupti_wheel12.rs` (CUDA 12).
+//! machine without a GPU. Included by `tests/cupti_wheel.rs` (CUDA 13) and `tests/cupti_wheel12.rs` (CUDA 12),
+//! beside `common/cupti_tracing.rs` (as `super::tracing`).
 
 use gpu_tools::cupti::{CheckpointLibrary, CuptiError, CuptiLibrary, CuptiVersion};
 
@@ -120,4 +121,96 @@ fn display_has_name_and_vendor_message() {
         CuptiError::from_code(46).to_string(),
         "CUPTI_ERROR_INVALID_CHIP_NAME"
     );
+}
+
+#[test]
+fn every_tracing_symbol_resolves() {
+    let Some(lib) = cupti() else { return };
+    let symbols = lib.tracing_symbols();
+    assert!(symbols.missing_required.is_empty(), "{symbols:?}");
+    let mut expected = vec![
+        "cuptiActivityRegisterTimestampCallback",
+        "cuptiGetTimestamp",
+        "cuptiActivityFlushPeriod",
+        "cuptiGetContextId",
+        "cuptiGetStreamId",
+    ];
+    if WHEEL.has_subscribe_v2 {
+        expected.push("cuptiSubscribe_v2");
+        assert!(symbols.optional_missing.is_empty(), "{symbols:?}");
+    } else {
+        assert_eq!(
+            symbols.optional_missing,
+            ["cuptiSubscribe_v2"],
+            "{symbols:?}"
+        );
+    }
+    for optional in expected {
+        assert!(
+            symbols.optional_present.contains(&optional),
+            "{optional}: {symbols:?}"
+        );
+    }
+}
+
+#[test]
+fn the_layout_sizes_agree_with_the_vendors_record_walk() {
+    let Some(dir) = WHEEL.dir() else { return };
+    let Some(lib) = cupti() else { return };
+    let layout = super::tracing::exact_layout(lib);
+    assert_eq!(layout, WHEEL.layout);
+    let path = dir.join(WHEEL.cupti_file);
+    let (agreed, vendor_only) = super::tracing::layout_matches_vendor(&path, layout);
+    eprintln!("{agreed} kinds agree; sized by the vendor only: {vendor_only:?}");
+    // Every kind this release still writes: the crate's table and the vendor's walk agree on all of them.
+    assert_eq!(agreed, WHEEL.vendor_sized_kinds);
+    assert!(vendor_only.is_empty());
+    // The difference that matters most: kernels are 208 bytes in 12.9, 216 in 13.0.
+    assert_eq!(
+        super::tracing::vendor_record_size(&path, 10),
+        Some(WHEEL.kernel_record_size)
+    );
+}
+
+#[test]
+fn tracing_without_a_driver_is_a_typed_error() {
+    let Some(dir) = WHEEL.dir() else { return };
+    cupti();
+    super::tracing::tracing_without_a_driver_is_a_typed_error(&dir.join(WHEEL.cupti_file));
+}
+
+/// What the crate's driver check spares the caller: the raw calls without a driver fail with vendor codes (13.0:
+/// `CUPTI_ERROR_UNKNOWN`, 12.9: `CUPTI_ERROR_NOT_INITIALIZED`), without crashing or hanging.
+#[test]
+fn raw_tracing_calls_without_a_driver_fail_with_a_vendor_code() {
+    let Some(dir) = WHEEL.dir() else { return };
+    if gpu_tools::cuda::Driver::load().is_ok() {
+        eprintln!("a CUDA driver is present: the no-driver codes cannot be shown here");
+        return;
+    }
+    let codes = super::tracing::raw_calls_in_child("checks::raw_calls_child", WHEEL.var, &dir);
+    eprintln!("{} without a driver: {codes:?}", WHEEL.cupti_file);
+    let code = |name: &str| codes.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
+    assert_eq!(code("cuptiActivityRegisterCallbacks"), Some(0));
+    assert_eq!(code("cuptiActivityGetNumDroppedRecords"), Some(0));
+    for failing in [
+        "cuptiActivityRegisterTimestampCallback",
+        "cuptiActivityEnable",
+        "cuptiActivityFlushAll",
+        "cuptiSubscribe",
+    ] {
+        assert_eq!(
+            code(failing),
+            Some(WHEEL.no_driver_code),
+            "{failing}: {codes:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "run in a child process by raw_tracing_calls_without_a_driver_fail_with_a_vendor_code"]
+fn raw_calls_child() {
+    let dir =
+        std::path::PathBuf::from(std::env::var_os(WHEEL.var).expect("started by the parent test"));
+    super::tracing::raw_calls(&dir.join(WHEEL.cupti_file));
 }

@@ -16,6 +16,16 @@ pub struct Wheel {
     pub api_version: u32,
     /// Codes of the crate's `cupti_result.h` (13.0) that this release's `cuptiGetResultString` does not name.
     pub vendor_unnamed: &'static [u32],
+    /// The record layout this release writes.
+    pub layout: gpu_tools::cupti::activity::RecordLayout,
+    /// How many record kinds the vendor's own record walk sizes (and the crate's table sizes alike).
+    pub vendor_sized_kinds: usize,
+    /// The size of a kernel record (`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`).
+    pub kernel_record_size: usize,
+    /// What the Activity and Callback entry points return without a driver.
+    pub no_driver_code: u32,
+    /// Whether the library exports `cuptiSubscribe_v2` (new in 13.0).
+    pub has_subscribe_v2: bool,
 }
 
 /// `nvidia-cuda-cupti` 13.0.85: `nvidia/cu13/lib`.
@@ -26,6 +36,13 @@ pub const CUDA13: Wheel = Wheel {
     api_version: 130001,
     // The 13.0 header defines 36 and 37, but the library of the same release rejects them.
     vendor_unnamed: &[36, 37],
+    layout: gpu_tools::cupti::activity::RecordLayout::Cupti13_0,
+    // 13.0 refuses 16 kinds its header still defines.
+    vendor_sized_kinds: 39,
+    kernel_record_size: 216,
+    // CUPTI_ERROR_UNKNOWN
+    no_driver_code: 999,
+    has_subscribe_v2: true,
 };
 
 /// `nvidia-cuda-cupti-cu12` 12.9.79: `nvidia/cuda_cupti/lib`.
@@ -36,13 +53,25 @@ pub const CUDA12: Wheel = Wheel {
     api_version: 28,
     // 46 (CUPTI_ERROR_INVALID_CHIP_NAME) is new in CUDA 13.0.
     vendor_unnamed: &[36, 37, 46],
+    layout: gpu_tools::cupti::activity::RecordLayout::Cupti12_9,
+    vendor_sized_kinds: 55,
+    kernel_record_size: 208,
+    // CUPTI_ERROR_NOT_INITIALIZED
+    no_driver_code: 15,
+    has_subscribe_v2: false,
 };
 
 impl Wheel {
-    /// The wheel's library folder. Unset variable: a notice, and `None` (the caller checks nothing). Set, but
-    /// without the wheel's libraries: the test fails.
+    /// The wheel's library folder. Unset variable: a notice, and `None` (the caller checks nothing), except under
+    /// CI (`CI` set), whose script sets it, so its absence fails. Set, but without the wheel's libraries: the test
+    /// fails.
     pub fn dir(&self) -> Option<PathBuf> {
         let Some(dir) = std::env::var_os(self.var) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{} is unset under CI: .ci/run installs the wheel and sets it",
+                self.var
+            );
             eprintln!("{} is unset: real-library checks not run", self.var);
             return None;
         };
