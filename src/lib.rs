@@ -4,6 +4,8 @@
 //! - [`cudbg`]: the NVIDIA CUDA Debugger API (`cudadebugger.h`);
 //! - [`rocprofiler`]: AMD rocprofiler v2.
 //!
+//! [`trace`] holds what tracers keep of those APIs' records, owned, and the crate's binary stream format for them.
+//!
 //! Nothing is linked from a vendor: each library is opened with `libloading` the first time it is needed
 //! ([`loader`] describes the search order), and a missing library is a [`LoadError`] that lists every candidate.
 //! The raw bindings are in [`sys`].
@@ -13,6 +15,7 @@ pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
 pub mod sys;
+pub mod trace;
 
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda;
