@@ -11,6 +11,7 @@
 
 mod decode;
 mod encode;
+pub mod env;
 mod names;
 mod record;
 pub mod wire;
