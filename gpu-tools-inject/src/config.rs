@@ -165,7 +165,7 @@ impl Config {
         let buffer_size = match text(env::BUFFER_SIZE)? {
             None => DEFAULT_BUFFER_SIZE,
             Some(v) => {
-                let n = parse_size(&v).map_err(|r| err(env::BUFFER_SIZE, &v, &r))?;
+                let n = env::parse_size(&v).map_err(|r| err(env::BUFFER_SIZE, &v, &r))?;
                 if !(MIN_BUFFER_SIZE..=MAX_BUFFER_SIZE).contains(&n) {
                     return Err(err(
                         env::BUFFER_SIZE,
@@ -246,23 +246,6 @@ fn parse_kinds(v: &str) -> Result<Vec<Kind>, String> {
         return Err("no kind named".into());
     }
     Ok(out)
-}
-
-/// A byte count with an optional `k`/`K` (KiB), `m`/`M` (MiB) or `g`/`G` (GiB) suffix.
-fn parse_size(v: &str) -> Result<usize, String> {
-    let t = v.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 10),
-        Some((i, 'm' | 'M')) => (&t[..i], 20),
-        Some((i, 'g' | 'G')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    let n: usize = digits
-        .trim()
-        .parse()
-        .map_err(|_| "not a byte count (e.g. 4194304, 4096k, 4M)".to_string())?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| "too large".to_string())
 }
 
 #[cfg(test)]
