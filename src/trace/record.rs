@@ -85,7 +85,7 @@ impl KernelRecord {
 }
 
 /// Direction of a memory copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum CopyKind {
     /// Not known.
@@ -171,7 +171,7 @@ impl CopyKind {
 }
 
 /// Kind of memory at one end of a copy or set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum MemoryKind {
     /// Not known.
@@ -308,7 +308,7 @@ impl MemsetRecord {
 }
 
 /// Which host API a call belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ApiDomain {
     /// The CUDA driver API (`cu*`).
@@ -372,7 +372,7 @@ pub struct ApiRecord {
 }
 
 /// Kind of a synchronization.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum SyncKind {
     /// Not known.
@@ -531,7 +531,7 @@ pub struct ProcessStart {
 }
 
 /// Why a stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EndReason {
     /// The process exited normally (the exit handler ran).
@@ -569,7 +569,7 @@ pub struct ProcessEnd {
     pub time: u64,
     /// Why.
     pub reason: EndReason,
-    /// Records sent before this one (names and notices not counted).
+    /// Records sent before this one, every kind counted (a receiver that got them all has this many plus one).
     pub records: u64,
     /// Records the vendor reported as dropped.
     pub dropped: u64,
