@@ -68,6 +68,16 @@ pub fn run(cli: &Cli, demangler: &mut Demangler) -> Result<Outcome, Failure> {
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..]).stdin(Stdio::inherit());
     configure(&mut cmd, cli, &lib, &socket);
+    // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
+    // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
+    // child gets the default back before exec (ignored signals would stay ignored across exec).
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| Failure::spawn(&cli.program[0], &e))?;
