@@ -11,6 +11,8 @@
 //! The raw bindings are in [`sys`].
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+mod delivery;
 pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
@@ -55,6 +57,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Checkpoint(#[from] cupti::CheckpointError),
+    /// The CUPTI Activity or Callback layer could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Tracing(#[from] cupti::TracingError),
     /// A debug session could not do what was asked.
     #[cfg(feature = "cudbg")]
     #[error(transparent)]
