@@ -9,10 +9,27 @@
 //! exec'd child that uses CUDA connects anew. Nothing is printed to the program's stdout; diagnostics go to
 //! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
 
-// Wired into InitializeInjection once the session module lands; until then only the tests use them.
-#![allow(dead_code)]
+use std::ffi::c_int;
 
 mod config;
 mod logger;
 mod maps;
+mod session;
 mod sink;
+mod writer;
+
+/// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`
+/// itself). Returns 1 when tracing runs, 0 when it does not (the reason is logged, and sent to the tracer where
+/// the stream could be opened). The program runs on either way.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> c_int {
+    match std::panic::catch_unwind(session::initialize) {
+        Ok(true) => 1,
+        Ok(false) => 0,
+        Err(payload) => {
+            // Dropping a panic payload could panic again, here where nothing may unwind into CUDA.
+            std::mem::forget(payload);
+            0
+        }
+    }
+}
