@@ -39,6 +39,27 @@ impl LayoutMatch {
     }
 }
 
+/// Kinds the 13.0 header still defines but 13.0 no longer writes: its `cuptiActivityGetNextRecord` refuses
+/// them (events, metrics, source-level and PC-sampling records, instantaneous events and metrics).
+const REMOVED_IN_13: [u32; 16] = [
+    sys::CUPTI_ACTIVITY_KIND_EVENT,
+    sys::CUPTI_ACTIVITY_KIND_METRIC,
+    sys::CUPTI_ACTIVITY_KIND_SOURCE_LOCATOR,
+    sys::CUPTI_ACTIVITY_KIND_GLOBAL_ACCESS,
+    sys::CUPTI_ACTIVITY_KIND_BRANCH,
+    sys::CUPTI_ACTIVITY_KIND_EVENT_INSTANCE,
+    sys::CUPTI_ACTIVITY_KIND_METRIC_INSTANCE,
+    sys::CUPTI_ACTIVITY_KIND_INSTRUCTION_EXECUTION,
+    sys::CUPTI_ACTIVITY_KIND_SHARED_ACCESS,
+    sys::CUPTI_ACTIVITY_KIND_PC_SAMPLING,
+    sys::CUPTI_ACTIVITY_KIND_PC_SAMPLING_RECORD_INFO,
+    sys::CUPTI_ACTIVITY_KIND_INSTRUCTION_CORRELATION,
+    sys::CUPTI_ACTIVITY_KIND_INSTANTANEOUS_EVENT,
+    sys::CUPTI_ACTIVITY_KIND_INSTANTANEOUS_EVENT_INSTANCE,
+    sys::CUPTI_ACTIVITY_KIND_INSTANTANEOUS_METRIC,
+    sys::CUPTI_ACTIVITY_KIND_INSTANTANEOUS_METRIC_INSTANCE,
+];
+
 impl RecordLayout {
     /// The layout of the CUPTI release with API version `version` (`cuptiGetVersion`).
     pub fn for_version(version: u32) -> LayoutMatch {
@@ -50,10 +71,14 @@ impl RecordLayout {
         }
     }
 
-    /// The size of a record of `kind` in this layout; `None` for a kind whose record the crate cannot size.
+    /// The size of a record of `kind` in this layout; `None` for a kind whose record the crate cannot size, or
+    /// that the release does not write.
     pub fn record_size(self, kind: u32) -> Option<usize> {
         use std::mem::size_of as s;
         let v13 = self == RecordLayout::Cupti13_0;
+        if v13 && REMOVED_IN_13.contains(&kind) {
+            return None;
+        }
         Some(match kind {
             sys::CUPTI_ACTIVITY_KIND_MEMCPY => s::<sys::CUpti_ActivityMemcpy6>(),
             sys::CUPTI_ACTIVITY_KIND_MEMSET => s::<sys::CUpti_ActivityMemset4>(),
@@ -148,7 +173,8 @@ impl RecordLayout {
             sys::CUPTI_ACTIVITY_KIND_CONFIDENTIAL_COMPUTE_ROTATION => {
                 s::<sys::CUpti_ActivityConfidentialComputeRotation>()
             }
-            // JIT: the header documents `CUpti_ActivityJit` but defines `CUpti_ActivityJit2`; not sized here.
+            // The header documents `CUpti_ActivityJit`, but both releases step 72 bytes: `CUpti_ActivityJit2`.
+            sys::CUPTI_ACTIVITY_KIND_JIT => s::<sys::CUpti_ActivityJit2>(),
             _ => return None,
         })
     }
@@ -228,7 +254,15 @@ mod tests {
         assert_eq!(RecordLayout::Cupti12_9.record_size(k), Some(208));
         assert_eq!(
             RecordLayout::Cupti13_0.record_size(sys::CUPTI_ACTIVITY_KIND_JIT),
+            Some(72)
+        );
+        assert_eq!(
+            RecordLayout::Cupti13_0.record_size(sys::CUPTI_ACTIVITY_KIND_PC_SAMPLING),
             None
+        );
+        assert_eq!(
+            RecordLayout::Cupti12_9.record_size(sys::CUPTI_ACTIVITY_KIND_PC_SAMPLING),
+            Some(40)
         );
         assert_eq!(RecordLayout::Cupti13_0.record_size(0), None);
         assert_eq!(RecordLayout::Cupti13_0.largest_decoded_record(), 216);
