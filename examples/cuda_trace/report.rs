@@ -10,6 +10,15 @@ fn us(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e3)
 }
 
+/// A context as the backend knows it: CUPTI's small id in decimal, the debugger's handle in hex.
+fn context(c: u64) -> String {
+    if c > u64::from(u32::MAX) {
+        format!("{c:#x}")
+    } else {
+        c.to_string()
+    }
+}
+
 /// One line per kernel, copy and set, in start order, with times relative to the first record.
 pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     let origin = trace.origin();
@@ -33,7 +42,11 @@ pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
         match line {
             Line::Kernel(k) => {
                 let when = match (k.start, k.duration()) {
-                    (Some(s), Some(d)) => format!("start {} us  dur {} us", us(s - origin), us(d)),
+                    (Some(s), Some(d)) => format!(
+                        "start {} us  dur {} us",
+                        us(s.saturating_sub(origin)),
+                        us(d)
+                    ),
                     _ => "(not timed)".to_string(),
                 };
                 let stream = k
@@ -41,10 +54,10 @@ pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
                     .map_or_else(|| "stream ?".to_string(), |s| format!("stream {s}"));
                 writeln!(
                     out,
-                    "kernel  {}  dev {} ctx {:#x} {stream}  {when}  grid ({},{},{}) block ({},{},{}){}",
+                    "kernel  {}  dev {} ctx {} {stream}  {when}  grid ({},{},{}) block ({},{},{}){}",
                     k.name,
                     k.device,
-                    k.context,
+                    context(k.context),
                     k.grid[0],
                     k.grid[1],
                     k.grid[2],
@@ -61,12 +74,12 @@ pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
                 };
                 writeln!(
                     out,
-                    "{what}  {} bytes  dev {} ctx {:#x} stream {}  start {} us  dur {} us  {}{}",
+                    "{what}  {} bytes  dev {} ctx {} stream {}  start {} us  dur {} us  {}{}",
                     t.bytes,
                     t.device,
-                    t.context,
+                    context(t.context),
                     t.stream,
-                    us(t.start - origin),
+                    us(t.start.saturating_sub(origin)),
                     us(t.duration()),
                     t.detail,
                     from(t.pid, Some(t.correlation))
