@@ -122,11 +122,38 @@ fn use_mapped_libraries() {
     }
 }
 
+/// Keeps this library mapped until the process ends: its exit handler, its flush thread and CUPTI's callbacks
+/// point into it, and a `dlclose` would also run the exit handler under the loader's lock, where the thread it
+/// starts could never begin. CUDA itself never unloads an injection library; this makes it so for anyone.
+fn pin_this_library() {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only reads the address (a function of this library) and fills `info`.
+    let found = unsafe { libc::dladdr(pin_this_library as *const libc::c_void, info.as_mut_ptr()) };
+    // SAFETY: dladdr succeeded (non-zero), so it filled the struct; dli_fname is then a path it owns.
+    let name = unsafe { info.assume_init() }.dli_fname;
+    if found == 0 || name.is_null() {
+        log::warn!("dladdr found no file for this library; it is not pinned");
+        return;
+    }
+    // SAFETY: `name` is the NUL-terminated path of this (loaded) library; RTLD_NOLOAD only adds a reference to
+    // the copy already mapped, and RTLD_NODELETE keeps it mapped for good. The handle is deliberately kept.
+    let handle = unsafe {
+        libc::dlopen(
+            name,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+        )
+    };
+    if handle.is_null() {
+        log::warn!("could not pin this library in memory");
+    }
+}
+
 /// `InitializeInjection`'s work: true when tracing runs.
 pub fn initialize() -> bool {
     if STARTED.swap(true, Ordering::SeqCst) {
         return true;
     }
+    pin_this_library();
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -261,7 +288,13 @@ fn context_flush(tracer: &Arc<ActivityTracer>) -> gpu_tools::Result<Subscriber> 
     Ok(subscriber)
 }
 
-/// The exit handler: stops tracing, so that every record CUPTI holds is delivered, and ends the stream.
+/// How long the exit handler waits for the final flush. CUPTI's flush could wait on a driver that is already
+/// tearing down (other exit handlers run in any order); the program must exit anyway.
+const EXIT_FLUSH_LIMIT: Duration = Duration::from_secs(10);
+
+/// The exit handler: stops tracing, so that every record CUPTI holds is delivered, and ends the stream. The work
+/// runs on a thread of its own and is waited for at most [`EXIT_FLUSH_LIMIT`]; past that the stream stays without
+/// its end record, which the tracer reports.
 extern "C" fn at_exit() {
     let finished = std::panic::catch_unwind(|| {
         // A forked child runs its parent's exit handlers: it must not touch the parent's state.
@@ -269,8 +302,25 @@ extern "C" fn at_exit() {
             return;
         }
         let session = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(s) = session {
-            s.finish(EndReason::Exit);
+        let Some(s) = session else { return };
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("gpu-tools-exit".into())
+            .spawn(move || {
+                s.finish(EndReason::Exit);
+                let _ = done_tx.send(());
+            });
+        match worker {
+            Ok(_) => {
+                if done_rx.recv_timeout(EXIT_FLUSH_LIMIT).is_err() {
+                    log::error!(
+                        "the final flush did not finish within {EXIT_FLUSH_LIMIT:?}; the program exits without it"
+                    );
+                }
+            }
+            Err(e) => log::error!(
+                "no thread for the final flush ({e}); records CUPTI still holds are lost"
+            ),
         }
     });
     if let Err(payload) = finished {
