@@ -546,7 +546,6 @@ fn cuda_trace_shows_the_workload() {
 }
 
 #[path = "common/checkpoint.rs"]
-#[allow(dead_code)]
 mod kernels;
 
 /// The library's own layer on the device, in this process: an `ActivityTracer` and a `Subscriber` at once. The
