@@ -9,6 +9,7 @@
 //! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
+//! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
@@ -101,6 +102,7 @@ pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
 pub mod sys;
+pub mod trace;
 
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda;

@@ -8,6 +8,7 @@ mod cbid;
 mod checkpoint;
 mod error;
 mod library;
+mod trace_records;
 mod tracing_error;
 
 pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
@@ -15,6 +16,7 @@ pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizat
 pub use cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 pub use error::CuptiError;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion, TracingSymbols};
+pub use trace_records::TraceConverter;
 pub use tracing_error::TracingError;
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.
