@@ -14,9 +14,10 @@ pub struct Dim3 {
 }
 
 impl Dim3 {
-    /// Product of the three extents.
+    /// Product of the three extents, saturating at `u64::MAX` (three `u32` can overflow a `u64`, and extents
+    /// read from a debuggee or a core dump are not trusted to stay within real grid limits).
     pub fn count(&self) -> u64 {
-        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+        (u64::from(self.x) * u64::from(self.y)).saturating_mul(u64::from(self.z))
     }
 }
 

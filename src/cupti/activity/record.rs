@@ -148,10 +148,11 @@ pub struct Dim3 {
 }
 
 impl Dim3 {
-    /// `x * y * z`.
+    /// `x * y * z`, saturating at `u64::MAX` (three `u32` can overflow a `u64`; records from a buffer are not
+    /// trusted to stay within real grid limits).
     #[inline]
     pub fn count(&self) -> u64 {
-        u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
+        (u64::from(self.x) * u64::from(self.y)).saturating_mul(u64::from(self.z))
     }
 
     /// From the signed fields some records use; negative values (never written by CUPTI) become 0.
