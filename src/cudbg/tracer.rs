@@ -876,7 +876,19 @@ mod tests {
             &mut line,
         )
         .unwrap();
-        (shell, line.trim().parse().unwrap())
+        let pid: u32 = line.trim().parse().unwrap();
+        // `$!` is known right after the fork: wait until the program is exec'd and its libraries are loaded, so
+        // addresses computed now stay valid.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let loaded = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.contains("libc.so"));
+            if procfs::command_line(pid) == script.replace('\'', "") && loaded {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        (shell, pid)
     }
 
     fn ptrace_allowed() -> bool {
