@@ -105,7 +105,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         "loaded" => {
             let driver = gpu_tools::cuda::Driver::load()?;
-            println!("loaded {}", driver.path().map(|p| p.display().to_string()).unwrap_or_default());
+            println!(
+                "loaded {}",
+                driver
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
             std::io::stdout().flush()?;
             std::thread::sleep(Duration::from_secs(number(1, 30)));
             return Ok(());
@@ -164,7 +170,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::thread::sleep(pause);
             }
             let v = read_back(&buf)?;
-            let want: Vec<u32> = (0..WORDS as u32).map(|w| 0x1000 + w + rounds as u32).collect();
+            let want: Vec<u32> = (0..WORDS as u32)
+                .map(|w| 0x1000 + w + rounds as u32)
+                .collect();
             if v != want {
                 return Err(format!("buffer {v:x?}, expected {want:x?}").into());
             }
@@ -286,7 +294,9 @@ fn two_gpus(spin_for: Duration) -> Result<(), Box<dyn std::error::Error>> {
         let handles: Vec<_> = (0..2usize)
             .map(|dev| {
                 let out = &out;
-                scope.spawn(move || one_gpu(dev, spin_for, out).map_err(|e| format!("device {dev}: {e}")))
+                scope.spawn(move || {
+                    one_gpu(dev, spin_for, out).map_err(|e| format!("device {dev}: {e}"))
+                })
             })
             .collect();
         handles
@@ -312,13 +322,18 @@ fn one_gpu(
     let spin = module.function(c"_Z9spin_waitPjy")?;
     let pattern = (dev as u32 + 1) << 24;
     let mut buf = ctx.alloc(WORDS * 4)?;
-    let words: Vec<u8> = (0..WORDS as u32).flat_map(|i| (pattern | i).to_le_bytes()).collect();
+    let words: Vec<u8> = (0..WORDS as u32)
+        .flat_map(|i| (pattern | i).to_le_bytes())
+        .collect();
     buf.copy_from_host(&words)?;
     let mut flag = ctx.alloc(4)?;
     flag.copy_from_host(&[0; 4])?;
     {
         let _line = out.lock().unwrap_or_else(|p| p.into_inner());
-        println!("DEV {dev} ADDR {:#x} PATTERN {pattern:#x}", buf.device_ptr());
+        println!(
+            "DEV {dev} ADDR {:#x} PATTERN {pattern:#x}",
+            buf.device_ptr()
+        );
         std::io::stdout().flush()?;
     }
     let mut flag_ptr = flag.device_ptr();

@@ -162,7 +162,10 @@ fn why_not_traceable(pid: u32) -> String {
         )),
     }
     if why.is_empty() {
-        why.push("it may not be traced (for example a set-uid program, or a security module forbids it)".into());
+        why.push(
+            "it may not be traced (for example a set-uid program, or a security module forbids it)"
+                .into(),
+        );
     }
     why.join("; ")
 }
@@ -197,7 +200,10 @@ impl std::fmt::Display for NoCudaReason {
                 p.display()
             ),
             NoCudaReason::DriverNotInitialised => {
-                write!(f, "its CUDA driver is loaded but not initialised (no cuInit)")
+                write!(
+                    f,
+                    "its CUDA driver is loaded but not initialised (no cuInit)"
+                )
             }
         }
     }
@@ -362,6 +368,8 @@ pub struct PtraceHandshake {
     written: Vec<(&'static str, u64)>,
     connected: bool,
     pid: u32,
+    /// The process [`Self::check`] last passed.
+    checked: Option<u32>,
 }
 
 impl std::fmt::Debug for PtraceHandshake {
@@ -393,6 +401,7 @@ impl PtraceHandshake {
             written: Vec::new(),
             connected: false,
             pid: 0,
+            checked: None,
         }
     }
 
@@ -423,13 +432,15 @@ impl PtraceHandshake {
     }
 
     fn lib() -> Result<&'static DebuggerLibrary, AttachError> {
-        DebuggerLibrary::get().ok_or_else(|| AttachError::Unsupported("libcuda.so.1 is not loaded".into()))
+        DebuggerLibrary::get()
+            .ok_or_else(|| AttachError::Unsupported("libcuda.so.1 is not loaded".into()))
     }
 
     /// Where this process's libcuda variable `name` lies in the process.
     fn address(&self, name: &'static str) -> Result<u64, AttachError> {
-        let local = client_variable(Self::lib()?, name)
-            .map_err(|_| AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`")))?;
+        let local = client_variable(Self::lib()?, name).map_err(|_| {
+            AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`"))
+        })?;
         self.remote(local.cast_const().cast())
     }
 
@@ -440,7 +451,9 @@ impl PtraceHandshake {
         // SAFETY: only the symbol's address is taken; the function is never called in this process.
         let local = unsafe { Self::lib()?.lib.get::<*const c_void>(&symbol) }
             .map(|s| *s)
-            .map_err(|_| AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`")))?;
+            .map_err(|_| {
+                AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`"))
+            })?;
         self.remote(local.cast())
     }
 
@@ -473,11 +486,19 @@ impl PtraceHandshake {
 
     /// The error for a process that is no longer there, with its status when the tracer saw it end.
     fn gone(&self) -> AttachError {
-        let status = self
-            .tracer
-            .as_ref()
-            .and_then(|t| t.watch().state().raw_status())
-            .map(std::os::unix::process::ExitStatusExt::from_raw);
+        // The tracer publishes the end within a poll or two of it.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let status = loop {
+            let status = self
+                .tracer
+                .as_ref()
+                .and_then(|t| t.watch().state().raw_status());
+            if status.is_some() || self.tracer.is_none() || Instant::now() >= deadline {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        .map(std::os::unix::process::ExitStatusExt::from_raw);
         if self.tracer.is_some() || status.is_some() {
             AttachError::Exited {
                 pid: self.pid,
@@ -524,13 +545,16 @@ impl PtraceHandshake {
             TraceError::Ended(_) => self.gone(),
             TraceError::Ptrace {
                 call: "PTRACE_SEIZE",
-                errno,
+                errno: errno @ nix::errno::Errno::EPERM,
                 ..
-            } if errno == nix::errno::Errno::EPERM => AttachError::PermissionDenied {
+            } => AttachError::PermissionDenied {
                 pid,
                 detail: format!("ptrace refused ({errno}): {}", why_not_traceable(pid)),
             },
-            TraceError::Ptrace { errno, .. } if errno == nix::errno::Errno::ESRCH => self.gone(),
+            TraceError::Ptrace {
+                errno: nix::errno::Errno::ESRCH,
+                ..
+            } => self.gone(),
             TraceError::Timeout { what, waited } => AttachError::Timeout { pid, what, waited },
             TraceError::Unsupported => AttachError::Unsupported(e.to_string()),
             other => AttachError::Trace {
@@ -540,8 +564,9 @@ impl PtraceHandshake {
         }
     }
 
-    /// Checks everything that can be checked without changing the process.
-    fn check(&mut self, pid: u32) -> Result<(), AttachError> {
+    /// The checks that need neither the target's memory nor this process's driver library: the process exists,
+    /// is another one and not a child, is not traced, and maps a `libcuda.so.1`. Returns that file.
+    pub(crate) fn check_process(&mut self, pid: u32) -> Result<PathBuf, AttachError> {
         self.pid = pid;
         let me = std::process::id();
         if pid == me {
@@ -563,12 +588,20 @@ impl PtraceHandshake {
         }
         let mapped = procfs::mapped_files(pid, "libcuda.so.1")
             .map_err(|e| self.io_error("read its memory map", e))?;
-        let Some(libcuda) = mapped.first().cloned() else {
-            return Err(AttachError::NoCuda {
-                pid,
-                why: NoCudaReason::LibcudaNotMapped,
-            });
-        };
+        mapped.first().cloned().ok_or(AttachError::NoCuda {
+            pid,
+            why: NoCudaReason::LibcudaNotMapped,
+        })
+    }
+
+    /// Checks everything that can be checked without changing the process (once per process: a session checks
+    /// before it initialises the debugger API, and `connect` then skips it).
+    pub(crate) fn check(&mut self, pid: u32) -> Result<(), AttachError> {
+        if self.checked == Some(pid) {
+            return Ok(());
+        }
+        let libcuda = self.check_process(pid)?;
+        let me = std::process::id();
         // The variables are found by their offset in this process's libcuda: the file must be the same.
         if let Err(AttachError::NoCuda { .. }) = self.address("cudbgIpcFlag") {
             return Err(AttachError::NoCuda {
@@ -597,13 +630,17 @@ impl PtraceHandshake {
             vars.push((name, self.read(name)?));
         }
         let value = |n: &str| vars.iter().find(|(v, _)| *v == n).map_or(0, |(_, x)| *x);
-        let (initialized, client) = (value("cudbgDebuggerInitialized"), value("cudbgApiClientPid"));
+        let (initialized, client) = (
+            value("cudbgDebuggerInitialized"),
+            value("cudbgApiClientPid"),
+        );
         self.step(AttachStep::Variables(vars));
         // A client that is gone left the flag behind; one that is alive still debugs the process.
         let client = u32::try_from(client).unwrap_or(0);
         if initialized != 0 && client != 0 && client != me && procfs::exists(client) {
             return Err(AttachError::AlreadyDebugged { pid, client });
         }
+        self.checked = Some(pid);
         Ok(())
     }
 
@@ -686,13 +723,20 @@ impl PtraceHandshake {
         self.write("cudbgApiClientRevision", u64::from(info.revision))?;
         self.write("cudbgSessionId", u64::from(info.session_id))?;
         self.write("cudbgRpcEnabled", 1)?;
-        self.write("cudbgEnableLaunchBlocking", u64::from(info.blocking_launches))?;
+        self.write(
+            "cudbgEnableLaunchBlocking",
+            u64::from(info.blocking_launches),
+        )?;
         self.write("cudbgDebuggerCapabilities", u64::from(info.capabilities))?;
         self.call_attach()
     }
 
     /// The steps after the driver accepted: the process runs again and the driver reports its state.
-    fn complete(&mut self, link: &mut dyn DebuggeeLink, info: &ClientInfo) -> Result<(), AttachError> {
+    fn complete(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), AttachError> {
         // cuda-gdb writes the capabilities once more after the call.
         self.write("cudbgDebuggerCapabilities", u64::from(info.capabilities))?;
         let resume = self.read("cudbgResumeForAttachDetach")?;
@@ -720,7 +764,11 @@ impl PtraceHandshake {
         self.step(AttachStep::Events(seen.into_inner()));
         if found {
             Ok(())
-        } else if self.tracer.as_ref().is_some_and(|t| t.watch().state() != ChildState::Running) {
+        } else if self
+            .tracer
+            .as_ref()
+            .is_some_and(|t| t.watch().state() != ChildState::Running)
+        {
             Err(self.gone())
         } else {
             Err(AttachError::Timeout {
@@ -832,9 +880,15 @@ mod tests {
             h.check(u32::MAX / 2),
             Err(AttachError::NoSuchProcess(_))
         ));
-        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
         let r = h.check(child.id());
-        assert!(matches!(r, Err(AttachError::OwnChild(p)) if p == child.id()), "{r:?}");
+        assert!(
+            matches!(r, Err(AttachError::OwnChild(p)) if p == child.id()),
+            "{r:?}"
+        );
         child.kill().unwrap();
         child.wait().unwrap();
     }
@@ -868,7 +922,9 @@ mod tests {
             );
         }
         assert_eq!(procfs::tracer_of(pid), Some(0), "never traced");
-        let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
         let _ = shell.wait();
     }
 

@@ -68,7 +68,7 @@ pub enum KernelType {
 }
 
 impl KernelType {
-    fn from_raw(v: u32) -> Self {
+    pub(crate) fn from_raw(v: u32) -> Self {
         match v {
             sys::CUDBG_KNL_TYPE_UNKNOWN => KernelType::Unknown,
             sys::CUDBG_KNL_TYPE_SYSTEM => KernelType::System,
@@ -90,7 +90,7 @@ pub enum KernelOrigin {
 }
 
 impl KernelOrigin {
-    fn from_raw(v: u32) -> Self {
+    pub(crate) fn from_raw(v: u32) -> Self {
         match v {
             sys::CUDBG_KNL_ORIGIN_CPU => KernelOrigin::Cpu,
             sys::CUDBG_KNL_ORIGIN_GPU => KernelOrigin::Gpu,

@@ -31,7 +31,11 @@ pub(crate) fn tracer_of(pid: u32) -> Option<u32> {
 
 /// The real user id of `pid`.
 pub(crate) fn uid_of(pid: u32) -> Option<u32> {
-    status_field(pid, "Uid")?.split_whitespace().next()?.parse().ok()
+    status_field(pid, "Uid")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Whether `pid` is a zombie (ended, not yet reaped).
@@ -90,7 +94,8 @@ fn parse_mapped(maps: &str, file_name: &str) -> Vec<PathBuf> {
 pub(crate) fn opened_nvidia_control(pid: u32) -> io::Result<bool> {
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
         let Ok(entry) = entry else { continue };
-        if std::fs::read_link(entry.path()).is_ok_and(|t| t == std::path::Path::new("/dev/nvidiactl"))
+        if std::fs::read_link(entry.path())
+            .is_ok_and(|t| t == std::path::Path::new("/dev/nvidiactl"))
         {
             return Ok(true);
         }

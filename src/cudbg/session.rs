@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::api::{Api, api_call};
+use super::attach::{AttachStep, PtraceHandshake};
 use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
-use super::attach::{AttachStep, PtraceHandshake};
 use super::handshake::{self, ClientInfo, DebuggeeLink, EnvHandshake, Handshake};
 use super::notify::{NOTIFIER, epoch, on_new_event};
 use super::watch::{ChildState, EndWatch, ExitWatch};
@@ -145,6 +145,7 @@ impl SessionBuilder {
             .into());
         }
         let (mut session, info) = DebugSession::open(
+            Claim::take()?,
             self.capabilities,
             self.blocking_launches,
             self.spin,
@@ -221,7 +222,15 @@ impl AttachBuilder {
     /// Loads the driver, initialises the API and attaches: when this returns, the driver has reported the
     /// process's contexts, modules and running kernels as events (handed out by
     /// [`DebugSession::next_batch`]) and the process runs on under the session.
-    pub fn start(self) -> Result<DebugSession, crate::Error> {
+    pub fn start(mut self) -> Result<DebugSession, crate::Error> {
+        let claim = Claim::take()?;
+        if self.handshake.is_none() {
+            // Refusals that need no debugger API come before this process initialises it; those that need no
+            // driver library at all, before it is loaded.
+            self.ptrace.check_process(self.pid)?;
+            DebuggerLibrary::load()?;
+            self.ptrace.check(self.pid)?;
+        }
         let mut handshake = self
             .handshake
             .unwrap_or_else(|| Box::new(self.ptrace) as Box<dyn Handshake>);
@@ -233,6 +242,7 @@ impl AttachBuilder {
             .into());
         }
         let (mut session, info) = DebugSession::open(
+            claim,
             self.capabilities,
             self.blocking_launches,
             self.spin,
@@ -389,12 +399,12 @@ impl DebugSession {
     /// The part of starting a session that is the same for every route: the claim, the driver, the client
     /// variables, `initialize` and the event callback.
     fn open(
+        claim: Claim,
         capabilities: u32,
         blocking_launches: bool,
         spin: Duration,
         on_drop: OnDrop,
     ) -> Result<(Self, ClientInfo), crate::Error> {
-        let claim = Claim::take()?;
         // Fixes the reference point of notification times before the driver's thread first reads it.
         let _ = epoch();
         let lib = DebuggerLibrary::load()?;

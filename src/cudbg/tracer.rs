@@ -252,7 +252,14 @@ fn raw_ptrace(request: libc::c_uint, tid: u32, addr: usize, data: usize) -> Resu
 
 fn tgkill(pid: u32, tid: u32, signal: i32) {
     // SAFETY: a plain system call with integer arguments.
-    unsafe { libc::syscall(libc::SYS_tgkill, pid as libc::c_long, tid as libc::c_long, signal) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            pid as libc::c_long,
+            tid as libc::c_long,
+            signal,
+        )
+    };
 }
 
 /// The thread ids of process `pid`.
@@ -671,8 +678,12 @@ impl Worker {
         // Below the red zone, 16-byte aligned, then the return address: at the entry rsp + 8 is 16-byte aligned,
         // as the System V ABI requires.
         let sp = (saved.rsp.wrapping_sub(256) & !0xf).wrapping_sub(8);
-        ptrace::write(pid, sp as ptrace::AddressType, RETURN_ADDRESS as libc::c_long)
-            .map_err(failed("PTRACE_POKEDATA"))?;
+        ptrace::write(
+            pid,
+            sp as ptrace::AddressType,
+            RETURN_ADDRESS as libc::c_long,
+        )
+        .map_err(failed("PTRACE_POKEDATA"))?;
         regs.rsp = sp;
         regs.rip = entry;
         regs.rax = 0;
@@ -895,7 +906,9 @@ mod tests {
         // Sandboxes may forbid ptrace outright; the tests then say so instead of failing for the wrong reason.
         let (mut shell, pid) = grandchild("sleep 5");
         let ok = ptrace::seize(Pid::from_raw(pid as i32), ptrace::Options::empty()).is_ok();
-        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
         if ok {
             // This thread is its tracer: it must collect the death before the real parent can.
             let _ = wait_id(pid, WEXITED | WALL);
@@ -940,7 +953,9 @@ mod tests {
         let (mut shell, pid) = grandchild("sleep 30");
         let (tracer, _) = Tracer::attach(pid).expect("attach");
         tracer.resume().unwrap();
-        let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
         let watch = tracer.watch();
         let deadline = Instant::now() + Duration::from_secs(20);
         while watch.state() == ChildState::Running && Instant::now() < deadline {
@@ -960,7 +975,7 @@ mod tests {
         // `getppid` of the shared libc: the same library file is mapped in both processes, so the function lies
         // at the same offset from the library's base there.
         let (mut shell, pid) = grandchild("sleep 2");
-        let local = libc::getppid as usize as *const u32;
+        let local = libc::getppid as *const () as *const u32;
         let entry = super::super::inject::remote_address(pid, local)
             .unwrap()
             .expect("the process maps our libc");
