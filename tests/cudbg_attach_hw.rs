@@ -132,13 +132,22 @@ fn recorder() -> (
     })
 }
 
-fn tracer_of(pid: u32) -> u32 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// A field of `/proc/<id>/status`.
+fn status_field(id: u32, name: &str) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{id}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(u32::MAX)
+}
+
+/// The process tracing `pid` (0: none); the kernel names the tracing thread.
+fn tracer_of(pid: u32) -> u32 {
+    match status_field(pid, "TracerPid") {
+        0 => 0,
+        thread => status_field(thread, "Tgid"),
+    }
 }
 
 fn cuda_where(pid: u32) -> (i32, String, String) {

@@ -843,7 +843,13 @@ impl Handshake for PtraceHandshake {
             .as_ref()
             .ok_or_else(|| self.gone())
             .and_then(|t| t.resume().map_err(|e| self.trace_error(e)));
-        let cleaned = link.clean_up_on_detach();
+        // As cuda-gdb: the driver is asked to clean up, and the process run until it reports DETACH_COMPLETE,
+        // only when it set the flag.
+        let cleaned = if resume_flag != 0 && resume_flag != u64::MAX {
+            link.clean_up_on_detach()
+        } else {
+            Ok(())
+        };
         let cleared = self.write("cudbgIpcFlag", 0);
         self.written.clear();
         called?;

@@ -24,9 +24,18 @@ fn status_field(pid: u32, name: &str) -> Option<String> {
         .map(|v| v.trim().to_owned())
 }
 
-/// The process tracing `pid` (0: none).
+/// The process tracing `pid` (0: none). The kernel names the tracing thread; this is its process.
 pub(crate) fn tracer_of(pid: u32) -> Option<u32> {
-    status_field(pid, "TracerPid")?.parse().ok()
+    let thread: u32 = status_field(pid, "TracerPid")?.parse().ok()?;
+    if thread == 0 {
+        return Some(0);
+    }
+    Some(process_of(thread).unwrap_or(thread))
+}
+
+/// The process (thread group) that thread `tid` belongs to.
+pub(crate) fn process_of(tid: u32) -> Option<u32> {
+    status_field(tid, "Tgid")?.parse().ok()
 }
 
 /// The real user id of `pid`.
@@ -112,6 +121,7 @@ mod tests {
         let me = std::process::id();
         assert!(exists(me));
         assert_eq!(tracer_of(me), Some(0));
+        assert_eq!(process_of(me), Some(me));
         assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
         assert!(thread_ids(me).unwrap().contains(&me));
         assert!(!command_line(me).is_empty());

@@ -931,6 +931,8 @@ mod tests {
         // Stopped: it shows as traced and stopped in /proc.
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(status.contains("(tracing stop)"), "{status}");
+        // The kernel names the worker thread as the tracer; it belongs to this process.
+        assert_eq!(procfs::tracer_of(pid), Some(std::process::id()));
         tracer.resume().unwrap();
         let watch = tracer.watch();
         let deadline = Instant::now() + Duration::from_secs(20);
