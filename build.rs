@@ -67,12 +67,15 @@ fn build_doubles() {
 #[cfg(feature = "regenerate-bindings")]
 mod regenerate {
     //! `cargo build --features regenerate-bindings` with any of these set:
-    //! - `GPU_TOOLS_CUPTI_INCLUDE`: folder with `cupti_checkpoint.h`, `cupti_result.h`, `cupti_version.h`;
+    //! - `GPU_TOOLS_CUPTI_INCLUDE`: folder with `cupti_checkpoint.h`, `cupti_result.h`, `cupti_version.h`,
+    //!   `cupti_activity.h`, `cupti_callbacks.h` and the headers they include;
     //!   `GPU_TOOLS_CUDA_INCLUDE`: folder with `cuda.h` (both needed for the CUPTI and driver bindings);
     //! - `GPU_TOOLS_CUDBG_INCLUDE`: folder with `cudadebugger.h` and `cuda_stdint.h`;
     //! - `GPU_TOOLS_ROCM_INCLUDE`: folder with `rocprofiler/v2/rocprofiler.h`.
     //!
-    //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`).
+    //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
+    //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
+    //! generated `packed(8)` records match the C layout; the committed files leave them out.
 
     use super::*;
 
@@ -86,6 +89,7 @@ mod regenerate {
             "GPU_TOOLS_CUDBG_INCLUDE",
             "GPU_TOOLS_ROCM_INCLUDE",
             "GPU_TOOLS_BINDINGS_OUT",
+            "GPU_TOOLS_LAYOUT_TESTS",
         ] {
             println!("cargo:rerun-if-env-changed={var}");
         }
@@ -132,7 +136,7 @@ mod regenerate {
             .header("wrapper.h")
             .clang_arg(format!("-D{define_macro}"))
             .generate_comments(false)
-            .layout_tests(false)
+            .layout_tests(std::env::var_os("GPU_TOOLS_LAYOUT_TESTS").is_some())
             .derive_default(true)
             .derive_debug(true)
             .prepend_enum_name(false)
@@ -151,38 +155,149 @@ mod regenerate {
         std::fs::create_dir_all(out).expect("create bindings folder");
         let path = out.join(file);
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
-        // Committed files are kept as `cargo fmt` leaves them, so a regeneration compares byte for byte.
+        rustfmt(&path);
+    }
+
+    /// Committed files are kept as `cargo fmt` leaves them, so a regeneration compares byte for byte.
+    fn rustfmt(path: &Path) {
         let rustfmt = env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
         let formatted = Command::new(rustfmt)
             .args(["--edition", "2024"])
-            .arg(&path)
+            .arg(path)
             .status();
         if !formatted.is_ok_and(|s| s.success()) {
             println!("cargo:warning=rustfmt failed on {}", path.display());
         }
     }
 
+    /// The CUPTI functions the crate calls or exposes: checkpoint, version and result strings, the Activity API
+    /// and the Callback API.
+    const CUPTI_FUNCTIONS: &str = "(.*::)?(cuptiCheckpoint.*|cuptiGetResultString|cuptiGetErrorMessage\
+        |cuptiGetVersion|cuptiActivity[A-Za-z_0-9]*|cuptiGetTimestamp|cuptiGetContextId|cuptiGetStreamId(Ex)?\
+        |cuptiGetDeviceId|cuptiGetThreadIdType|cuptiSetThreadIdType|cuptiFinalize|cuptiGetLastError\
+        |cuptiSubscribe(_v2)?|cuptiUnsubscribe|cuptiEnableCallback|cuptiEnableDomain|cuptiEnableAllDomains\
+        |cuptiGetCallbackState|cuptiGetCallbackName|cuptiSupportedDomains)";
+
+    /// The CUPTI types: checkpoint, results, every activity record (current and deprecated versions, so older
+    /// releases' layouts can be decoded), callback data, the callback-id enums.
+    const CUPTI_TYPES: &str = "(.*::)?(CUpti_Checkpoint.*|CUptiResult|CUpti_Activity.*|CUpti_Callback.*\
+        |CUpti_ApiCallbackSite|CUpti_ResourceData|CUpti_ModuleResourceData|CUpti_SynchronizeData\
+        |CUpti_driver_api_trace_cbid.*|CUpti_runtime_api_trace_cbid.*|CUpti_Subscriber.*\
+        |CUpti_ExternalCorrelationKind|CUpti_Buffers.*|CUpti_TimestampCallbackFunc)";
+
+    /// Driver types that CUPTI declarations use; they come from the driver bindings so both agree.
+    const SHARED_DRIVER_TYPES: &[&str] = &[
+        "CUcontext",
+        "CUstream",
+        "CUdevice",
+        "CUmodule",
+        "CUfunction",
+        "CUuuid",
+        "CUgraph",
+        "CUgraphNode",
+        "CUgraphExec",
+    ];
+
     fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
+        let shared = SHARED_DRIVER_TYPES.join(", ");
         let bindings = base("GPU_TOOLS_BIND_CUPTI")
             .clang_args(["-x", "c++", "-std=c++14"])
             .clang_arg(format!("-I{}", cupti.display()))
             .clang_arg(format!("-I{}", cuda.display()))
             // Items of cupti_checkpoint.h sit in namespace NV::Cupti::Checkpoint; their C names are plain.
-            .allowlist_function("(.*::)?(cuptiCheckpoint.*|cuptiGetResultString|cuptiGetErrorMessage|cuptiGetVersion)")
-            .allowlist_type("(.*::)?(CUpti_Checkpoint.*|CUptiResult)")
+            .allowlist_function(CUPTI_FUNCTIONS)
+            .allowlist_type(CUPTI_TYPES)
             .allowlist_var("CUPTI_API_VERSION")
-            .blocklist_type("CUctx_st|CUcontext")
-            .raw_line("pub use super::cuda_driver::CUcontext;")
+            .blocklist_type(
+                "CUctx_st|CUcontext|CUstream_st|CUstream|CUdevice|CUdevice_v1|CUmod_st|CUmodule|CUfunc_st\
+                 |CUfunction|CUuuid|CUuuid_st|CUgraph_st|CUgraph|CUgraphNode_st|CUgraphNode|CUgraphExec_st\
+                 |CUgraphExec",
+            )
+            .raw_line(format!("pub use super::cuda_driver::{{{shared}}};"))
             .dynamic_library_name("CuptiFns")
             .dynamic_link_require_all(false)
             .generate()
             .expect("bindgen: CUPTI");
+        let version = define(&cupti.join("cupti_version.h"), "CUPTI_API_VERSION");
         let provenance = format!(
-            "cupti_checkpoint.h, cupti_result.h, cupti_version.h (CUPTI_API_VERSION {}, CUDA_VERSION {})",
-            define(&cupti.join("cupti_version.h"), "CUPTI_API_VERSION"),
+            "cupti_checkpoint.h, cupti_result.h, cupti_version.h, cupti_activity.h, cupti_callbacks.h, \
+             cupti_driver_cbid.h, cupti_runtime_cbid.h (CUPTI_API_VERSION {version}, CUDA_VERSION {})",
             define(&cuda.join("cuda.h"), "CUDA_VERSION")
         );
         write(bindings, out, "cupti.rs", provenance);
+        cbid_names(cupti, out, &version);
+    }
+
+    /// `(name, value)` of each enumerator `PREFIX<name> = <value>,` in a header, in header order.
+    fn enumerators(header: &Path, prefix: &str) -> Vec<(String, u32)> {
+        let text = std::fs::read_to_string(header)
+            .unwrap_or_else(|e| panic!("read {}: {e}", header.display()));
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix(prefix))
+            .filter_map(|rest| {
+                let (name, value) = rest.split_once('=')?;
+                let value = value.trim().trim_end_matches(',').trim();
+                let value = if let Some(hex) = value.strip_prefix("0x") {
+                    u32::from_str_radix(hex, 16).ok()?
+                } else {
+                    value.parse().ok()?
+                };
+                Some((name.trim().to_string(), value))
+            })
+            .collect()
+    }
+
+    /// `src/sys/cupti_cbid_names.rs`: the name of every driver and runtime callback id, from the headers, as
+    /// arrays indexed by id (empty where the header has no enumerator). `INVALID`, `SIZE` and `FORCE_INT` are
+    /// not names.
+    fn cbid_names(cupti: &Path, out: &Path, version: &str) {
+        let mut text = format!(
+            "// Generated by build.rs from cupti_driver_cbid.h and cupti_runtime_cbid.h (CUPTI_API_VERSION \
+             {version}). Do not edit; see README.md, \"Regenerating the sys layer\".\n"
+        );
+        for (file, prefix, konst, what) in [
+            (
+                "cupti_driver_cbid.h",
+                "CUPTI_DRIVER_TRACE_CBID_",
+                "DRIVER_CBID_NAMES",
+                "driver API",
+            ),
+            (
+                "cupti_runtime_cbid.h",
+                "CUPTI_RUNTIME_TRACE_CBID_",
+                "RUNTIME_CBID_NAMES",
+                "runtime API",
+            ),
+        ] {
+            let all = enumerators(&cupti.join(file), prefix);
+            let size = all
+                .iter()
+                .find(|(n, _)| n == "SIZE")
+                .map(|(_, v)| *v as usize)
+                .unwrap_or_else(|| panic!("{file}: no {prefix}SIZE"));
+            let mut names = vec![String::new(); size];
+            for (name, value) in all {
+                if matches!(name.as_str(), "INVALID" | "SIZE" | "FORCE_INT") {
+                    continue;
+                }
+                let slot = names
+                    .get_mut(value as usize)
+                    .unwrap_or_else(|| panic!("{file}: {name} = {value} is not below SIZE"));
+                assert!(slot.is_empty(), "{file}: two names for {value}");
+                *slot = name;
+            }
+            text.push_str(&format!(
+                "\n/// Names of the {what} callback ids of `{file}`, indexed by id, without the `{prefix}` prefix.\n\
+                 pub const {konst}: [&str; {size}] = [\n"
+            ));
+            for name in names {
+                text.push_str(&format!("    {name:?},\n"));
+            }
+            text.push_str("];\n");
+        }
+        let path = out.join("cupti_cbid_names.rs");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        rustfmt(&path);
     }
 
     /// The driver calls the crate makes itself: initialisation, devices, contexts, memory, modules, launches.
@@ -200,11 +315,15 @@ mod regenerate {
         |cuMemAllocHost(_v2)?|cuMemFreeHost|cuDeviceGetUuid(_v2)?|cuDeviceGetPCIBusId\
         |cuCheckpointProcess[A-Za-z]*";
 
+    /// Driver types the crate names without calling a function that takes them (CUPTI records and callbacks).
+    const DRIVER_TYPES: &str = "CUresult|CUdevice_attribute|CUctx_flags|CUprocessState|CUcheckpoint[A-Za-z]*Args\
+        |CUstream_flags|CUgraph|CUgraphNode|CUgraphExec|CUuuid";
+
     fn driver_bindings(cuda: &Path, out: &Path) {
         let bindings = base("GPU_TOOLS_BIND_CUDA_DRIVER")
             .clang_arg(format!("-I{}", cuda.display()))
             .allowlist_function(DRIVER_FUNCTIONS)
-            .allowlist_type("CUresult|CUdevice_attribute|CUctx_flags|CUprocessState|CUcheckpoint[A-Za-z]*Args|CUstream_flags")
+            .allowlist_type(DRIVER_TYPES)
             .allowlist_var("CUDA_VERSION")
             .dynamic_library_name("DriverFns")
             .dynamic_link_require_all(false)

@@ -6,6 +6,12 @@
 #include <cupti_result.h>
 #include <cupti_version.h>
 #include <cupti_checkpoint.h>
+/* Activity and Callback APIs; cupti_activity.h includes cupti_callbacks.h, the deprecated record versions (12.x
+ * layouts) and cuda.h. */
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 #endif
 
 #if defined(GPU_TOOLS_BIND_CUDA_DRIVER)

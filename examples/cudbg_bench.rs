@@ -3,6 +3,7 @@
 //! round trip's time goes.
 //!
 //! `cudbg_bench --debuggee PATH --trace PATH [--steps 10000] [--runs 3] [--cuda-gdb PATH] [--mode launch-raw]`
+//! (`cuda_trace` runs with `--backend debugger`; `trace_bench` compares it with the cupti backend)
 //! `cudbg_bench --probe --debuggee PATH [--steps N] [--mode M] [--spin-us N]` (one in-process session)
 //!
 //! The debuggee (`debuggee_kernels launch N`) reports its own loop time (`loop_ms`); the table shows the best loop
@@ -16,11 +17,33 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::cudbg::{DebugSession, Event, KernelType};
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
+/// The debugger API's cost, measured in one run (or, with --probe, where one round trip's time goes).
+#[derive(clap::Parser)]
+struct Args {
+    /// The debuggee program (`debuggee_kernels`).
+    #[arg(long, default_value = "debuggee_kernels")]
+    debuggee: String,
+    /// The tracer (`cuda_trace`; run with `--backend debugger`).
+    #[arg(long, default_value = "cuda_trace")]
+    trace: String,
+    /// cuda-gdb.
+    #[arg(long, default_value = "cuda-gdb")]
+    cuda_gdb: String,
+    /// Launch+synchronize steps.
+    #[arg(long, default_value_t = 10_000)]
+    steps: u64,
+    /// Debuggee mode.
+    #[arg(long, default_value = "launch")]
+    mode: String,
+    /// Runs of each mode; the best is shown.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// One in-process session instead: where a synchronous round trip's time goes.
+    #[arg(long)]
+    probe: bool,
+    /// Busy-wait window of the probe's session, microseconds.
+    #[arg(long, default_value_t = 200)]
+    spin_us: u64,
 }
 
 /// The number after `key` in the debuggee's report line.
@@ -161,17 +184,33 @@ fn probe(
     Ok(())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let debuggee = arg("--debuggee").unwrap_or_else(|| "debuggee_kernels".into());
-    let trace = arg("--trace").unwrap_or_else(|| "cuda_trace".into());
-    let gdb = arg("--cuda-gdb").unwrap_or_else(|| "cuda-gdb".into());
-    let steps = arg("--steps").unwrap_or_else(|| "10000".into());
-    let mode = arg("--mode").unwrap_or_else(|| "launch".into());
-    let runs: usize = arg("--runs").and_then(|r| r.parse().ok()).unwrap_or(3);
-    if std::env::args().any(|a| a == "--probe") {
-        let spin =
-            Duration::from_micros(arg("--spin-us").and_then(|v| v.parse().ok()).unwrap_or(200));
-        return probe(&debuggee, &mode, &steps, spin);
+fn main() -> std::process::ExitCode {
+    let args = <Args as clap::Parser>::parse();
+    match run(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cudbg_bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let (debuggee, trace, gdb, mode, runs) = (
+        args.debuggee.clone(),
+        args.trace.clone(),
+        args.cuda_gdb.clone(),
+        args.mode.clone(),
+        args.runs,
+    );
+    let steps = args.steps.to_string();
+    if args.probe {
+        return probe(
+            &debuggee,
+            &mode,
+            &steps,
+            Duration::from_micros(args.spin_us),
+        );
     }
     let device = gpu_tools::cuda::Driver::load()
         .ok()
@@ -183,7 +222,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (trace.clone(), debuggee.clone(), mode.clone(), steps.clone());
         move || {
             let mut c = Command::new(&trace);
-            c.arg("--quiet")
+            c.args(["--quiet", "--backend", "debugger"])
                 .args(extra)
                 .args(["--", &debuggee, &mode, &steps]);
             c

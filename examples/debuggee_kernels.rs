@@ -20,6 +20,15 @@
 //! - `two-gpus SECONDS`: on devices 0 and 1 at once (a thread and a context each) fills a buffer with a
 //!   per-device pattern, prints `DEV d ADDR a PATTERN p`, runs `spin_wait` for SECONDS, then checks the buffer
 //!   and prints `DEV d ok`; with fewer than two devices prints `needs 2 GPUs, found N` and exits 3.
+//! - `streams N`: the tracer workload. Two threads, each with its own stream, each: one memset of the whole device
+//!   buffer, then N times (copy host to device, `add_one`, copy device to host), all asynchronous from pinned
+//!   memory, with sizes that differ per thread; then, on the main thread, one `final_step` kernel and one
+//!   synchronous device-to-host copy of 4100 bytes right before exit. Prints one line per thread and a `final`
+//!   line with every id and size, for a test to compare with a trace.
+//! - `fork N`: N launches, then a child forked without exec that exits (running its exit handlers) without using
+//!   CUDA, then N more launches.
+//! - `fork-exec N`: N launches, then this program run again as a child (`launch N`), then N more launches.
+//! - `crash N MS`: N launches, a pause of MS milliseconds, then an abort (SIGABRT).
 
 use std::ffi::c_void;
 use std::io::Write;
@@ -86,16 +95,51 @@ OUT:
     st.global.u32 [%rd2], %r1;
     ret;
 }
+
+.visible .entry final_step(.param .u64 p)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [p];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.global.u32 %r1, [%rd1];
+    add.s32 %r2, %r1, 1;
+    st.global.u32 [%rd1], %r2;
+    ret;
+}
 ";
 
 const WORDS: usize = 64;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mode = args.first().map(String::as_str).unwrap_or("launch");
-    let number = |i: usize, default: u64| -> u64 {
-        args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
-    };
+/// A small CUDA program for the debugger and tracer tests (modes: see the module documentation).
+#[derive(clap::Parser)]
+struct Args {
+    /// What to run.
+    #[arg(default_value = "launch", value_parser = clap::builder::PossibleValuesParser::new([
+        "launch", "launch-raw", "memory", "fault", "abort", "nocuda", "wait", "streams", "fork", "fork-exec", "crash",
+        "loaded", "loop", "spin", "two-gpus",
+    ]))]
+    mode: String,
+    /// The mode's numbers: launches (`launch`, `launch-raw`, `streams`, `fork`, `fork-exec`, `crash`) or rounds
+    /// (`loop`), seconds (`wait`, `nocuda`, `loaded`, `spin`, `two-gpus`), then the pause in ms (`crash`, `loop`).
+    numbers: Vec<u64>,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = <Args as clap::Parser>::parse();
+    match run(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("debuggee_kernels: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mode = args.mode.as_str();
+    let number =
+        |i: usize, default: u64| -> u64 { args.numbers.get(i - 1).copied().unwrap_or(default) };
     match mode {
         "nocuda" => {
             println!("no cuda");
@@ -105,13 +149,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         "loaded" => {
             let driver = gpu_tools::cuda::Driver::load()?;
-            println!(
-                "loaded {}",
-                driver
-                    .path()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            );
+            let path = driver.path().map(|p| p.display().to_string());
+            println!("loaded {}", path.unwrap_or_default());
             std::io::stdout().flush()?;
             std::thread::sleep(Duration::from_secs(number(1, 30)));
             return Ok(());
@@ -144,6 +183,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect())
         };
     match mode {
+        "streams" => streams(&ctx, &module, number(1, 100))?,
+        "fork" | "fork-exec" | "crash" => {
+            let n = number(1, 10);
+            let mut step = || -> Result<(), gpu_tools::cuda::CudaError> {
+                // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
+                unsafe { add_one.launch((2, 1, 1), (32, 1, 1), &mut params) }?;
+                ctx.synchronize()
+            };
+            for _ in 0..n {
+                step()?;
+            }
+            match mode {
+                "crash" => {
+                    let pause = number(2, 1000);
+                    println!("crash launches {n} pause_ms {pause}");
+                    std::io::stdout().flush()?;
+                    std::thread::sleep(Duration::from_millis(pause));
+                    std::process::abort();
+                }
+                "fork" => {
+                    std::io::stdout().flush()?;
+                    // SAFETY: the child only prints and exits; it calls no CUDA function.
+                    let child = unsafe { libc::fork() };
+                    if child == 0 {
+                        println!("child {} exits without CUDA", std::process::id());
+                        // exit() runs the exit handlers, a tracer's included.
+                        std::process::exit(0);
+                    }
+                    if child < 0 {
+                        return Err("fork failed".into());
+                    }
+                    let mut status = 0;
+                    // SAFETY: waits for the child forked above.
+                    unsafe { libc::waitpid(child, &mut status, 0) };
+                    for _ in 0..n {
+                        step()?;
+                    }
+                    println!(
+                        "fork parent {} child {child} child_status {status} launches {}",
+                        std::process::id(),
+                        2 * n
+                    );
+                }
+                _ => {
+                    let exe = std::env::current_exe()?;
+                    let out = std::process::Command::new(exe)
+                        .args(["launch", &n.to_string()])
+                        .output()?;
+                    if !out.status.success() {
+                        return Err(format!("child failed: {}", out.status).into());
+                    }
+                    for _ in 0..n {
+                        step()?;
+                    }
+                    println!(
+                        "fork-exec parent {} launches {} child_launches {n} child_said {}",
+                        std::process::id(),
+                        2 * n,
+                        String::from_utf8_lossy(&out.stdout).trim()
+                    );
+                }
+            }
+        }
         "memory" => {
             println!("ADDR {:#x} WORDS {WORDS}", buf.device_ptr());
             std::io::stdout().flush()?;
@@ -352,6 +454,95 @@ fn one_gpu(
     }
     let _line = out.lock().unwrap_or_else(|p| p.into_inner());
     println!("DEV {dev} ok");
+    Ok(())
+}
+
+/// Bytes of each thread's device buffer, set once per thread.
+const STREAM_BUFFER: usize = 1 << 20;
+/// Host-to-device copy size of thread `t`.
+fn htod_bytes(t: usize) -> usize {
+    (64 << 10) * (t + 1)
+}
+/// Device-to-host copy size of thread `t`.
+fn dtoh_bytes(t: usize) -> usize {
+    (32 << 10) * (t + 1) + 256
+}
+/// Size of the last, synchronous copy before exit.
+const FINAL_COPY: usize = 4100;
+
+/// The `streams` workload (module documentation).
+fn streams(
+    ctx: &Context,
+    module: &gpu_tools::cuda::Module<'_>,
+    launches: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let lines: Vec<Result<String, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                s.spawn(move || -> Result<String, String> {
+                    let run = || -> Result<String, gpu_tools::cuda::CudaError> {
+                        // Modules are not shared between threads: each loads its own copy.
+                        let module = ctx.load_module(PTX)?;
+                        let add_one = module.function(c"add_one")?;
+                        let stream = ctx.create_stream()?;
+                        let dev = ctx.alloc(STREAM_BUFFER)?;
+                        let mut host = ctx.alloc_pinned(STREAM_BUFFER)?;
+                        for (i, b) in host.as_mut_slice().iter_mut().enumerate() {
+                            *b = i as u8;
+                        }
+                        let out = ctx.alloc_pinned(dtoh_bytes(t))?;
+                        let up = ctx.alloc_pinned(htod_bytes(t))?;
+                        // SAFETY: every buffer outlives the stream synchronize below, and no host buffer is
+                        // touched until then.
+                        unsafe {
+                            stream.set_bytes(&dev, 0x5a, STREAM_BUFFER)?;
+                            let mut ptr = dev.device_ptr();
+                            let mut n = WORDS as u32;
+                            let mut params = [
+                                (&raw mut ptr).cast::<c_void>(),
+                                (&raw mut n).cast::<c_void>(),
+                            ];
+                            for _ in 0..launches {
+                                stream.copy_to_device(&dev, &up)?;
+                                stream.launch(&add_one, (2, 1, 1), (32, 1, 1), &mut params)?;
+                                stream.copy_to_host(&out, &dev)?;
+                            }
+                        }
+                        stream.synchronize()?;
+                        Ok(format!(
+                            "thread {t} stream_id {} kernels {launches} htod {launches} htod_bytes {} dtoh {launches} dtoh_bytes {} memset 1 memset_bytes {STREAM_BUFFER}",
+                            stream.id()?,
+                            htod_bytes(t),
+                            dtoh_bytes(t)
+                        ))
+                    };
+                    run().map_err(|e| format!("thread {t}: {e}"))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect()
+    });
+    println!(
+        "workload streams threads 2 context_id {} launches_per_thread {launches}",
+        ctx.id()?
+    );
+    for line in lines {
+        println!("{}", line?);
+    }
+    // The last moments: one kernel and one copy, then exit at once.
+    let final_step = module.function(c"final_step")?;
+    let buf = ctx.alloc(FINAL_COPY)?;
+    let mut ptr = buf.device_ptr();
+    let mut params = [(&raw mut ptr).cast::<c_void>()];
+    // SAFETY: final_step takes one u32 pointer; the buffer holds more than one word.
+    unsafe { final_step.launch((1, 1, 1), (1, 1, 1), &mut params) }?;
+    let mut host = vec![0u8; FINAL_COPY];
+    buf.copy_to_host(&mut host)?;
+    println!("final kernel final_step dtoh_bytes {FINAL_COPY}");
+    std::io::stdout().flush()?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! Perfetto).
 //!
 //! ```text
-//! cargo run --release --example rocprof_trace -- [trace.json] [iterations]
+//! cargo run --release --example rocprof_trace -- [--output trace.json] [--iterations 16]
 //! ```
 //!
 //! rocprofiler v2 is an HSA tool: it is loaded **before** the HIP runtime (`libamdhip64.so`), which this program
@@ -10,12 +10,30 @@
 //! are traced too, so the trace shows each call and the dispatch it caused. Needs an AMD GPU with ROCm 6.1+.
 
 use std::ffi::c_void;
-use std::fmt::Write as _;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
+
+use clap::Parser;
 
 use gpu_tools::rocprofiler::{
     Batch, Filter, Phase, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary, TraceDomain,
 };
+
+#[path = "common/chrome_trace.rs"]
+mod chrome_trace;
+
+use chrome_trace::{ChromeTrace, Track};
+
+/// Profiles this program's own kernel dispatches on an AMD GPU and writes a Chrome trace.
+#[derive(Parser)]
+struct Args {
+    /// Where to write the Chrome trace (JSON).
+    #[arg(long, short, default_value = "rocprof_trace.json")]
+    output: std::path::PathBuf,
+    /// Number of hipMemset calls (each runs one fill kernel).
+    #[arg(long, default_value_t = 16)]
+    iterations: usize,
+}
 
 /// One event of the trace, owned (records die with their callback).
 struct Event {
@@ -26,23 +44,26 @@ struct Event {
     tid: u64,
 }
 
+/// Track ids of queues start here, above any thread id.
+const QUEUE_TRACKS: u64 = 1 << 40;
+
 fn collect(events: &Mutex<Vec<Event>>, batch: &Batch<'_>) {
     let mut out = events.lock().unwrap_or_else(|p| p.into_inner());
     for record in batch.records() {
         match record {
             Ok(Record::Profiler(d)) => out.push(Event {
                 name: format!("kernel {:#x}", d.kernel_id()),
-                category: "dispatch",
+                category: "kernel",
                 begin_ns: d.timestamps().begin,
                 end_ns: d.timestamps().end,
-                tid: 1_000_000 + d.queue_id(),
+                tid: QUEUE_TRACKS + d.queue_id(),
             }),
             Ok(Record::Tracer(t)) if t.phase() != Phase::Enter => out.push(Event {
                 name: t
                     .name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| format!("op {}", t.operation_id())),
-                category: "hip",
+                category: "hip_runtime",
                 begin_ns: t.timestamps().begin,
                 end_ns: t.timestamps().end,
                 tid: u64::from(t.thread_id()),
@@ -84,7 +105,11 @@ fn load_hip() -> Result<Hip, Box<dyn std::error::Error>> {
             Err(e) => last = Some(e),
         }
     }
-    Err(format!("no HIP runtime: {last:?}").into())
+    Err(match last {
+        Some(e) => format!("no HIP runtime: {e}"),
+        None => "no HIP runtime".to_string(),
+    }
+    .into())
 }
 
 fn hip_check(what: &str, status: i32) -> Result<(), Box<dyn std::error::Error>> {
@@ -95,10 +120,23 @@ fn hip_check(what: &str, status: i32) -> Result<(), Box<dyn std::error::Error>> 
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let path = args.next().unwrap_or_else(|| "rocprof_trace.json".into());
-    let iterations: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(16);
+fn main() -> ExitCode {
+    env_logger::init();
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocprof_trace: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    // Fail before profiling if the trace cannot be written.
+    let file = std::fs::File::create(&args.output)
+        .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
+    let iterations = args.iterations;
 
     // 1. rocprofiler first: it must be mapped before the HIP runtime starts.
     let lib = RocprofilerLibrary::load()?;
@@ -129,29 +167,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         session.terminate()?; // flushes: every record has been collected
     }
 
-    // 3. Chrome trace: complete events ("ph":"X"), microseconds.
+    // 3. Chrome trace: one track per queue for dispatches, one per thread for HIP calls.
     let events = events.lock().unwrap_or_else(|p| p.into_inner());
     let t0 = events.iter().map(|e| e.begin_ns).min().unwrap_or(0);
-    let mut json = String::from("{\"traceEvents\":[\n");
-    for (i, e) in events.iter().enumerate() {
-        let sep = if i + 1 == events.len() { "" } else { "," };
-        writeln!(
-            json,
-            "{{\"name\":{:?},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":{},\"tid\":{}}}{sep}",
-            e.name,
+    let mut trace = ChromeTrace::new(t0);
+    let pid = u64::from(std::process::id());
+    trace.name_process(pid, "rocprof_trace", 0);
+    let mut named = std::collections::BTreeSet::new();
+    for e in events.iter() {
+        let track = Track { pid, tid: e.tid };
+        if named.insert(e.tid) {
+            let label = if e.category == "kernel" {
+                format!("queue {}", e.tid - QUEUE_TRACKS)
+            } else {
+                format!("thread {}", e.tid)
+            };
+            trace.name_track(track, &label, i64::from(e.category != "kernel"));
+        }
+        trace.complete(
+            track,
+            &e.name,
             e.category,
-            (e.begin_ns - t0) as f64 / 1e3,
-            e.end_ns.saturating_sub(e.begin_ns) as f64 / 1e3,
-            std::process::id(),
-            e.tid
-        )?;
+            e.begin_ns,
+            e.end_ns,
+            Default::default(),
+        );
     }
-    json.push_str("]}\n");
-    std::fs::write(&path, json)?;
-    let kernels = events.iter().filter(|e| e.category == "dispatch").count();
+    trace.write_to(file)?;
+    let kernels = events.iter().filter(|e| e.category == "kernel").count();
     println!(
-        "{} events ({kernels} kernel dispatches) written to {path}",
-        events.len()
+        "{} events ({kernels} kernel dispatches) written to {}",
+        events.len(),
+        args.output.display()
     );
     Ok(())
 }

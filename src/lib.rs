@@ -4,15 +4,20 @@
 //! - [`cudbg`]: the NVIDIA CUDA Debugger API (`cudadebugger.h`);
 //! - [`rocprofiler`]: AMD rocprofiler v2.
 //!
+//! [`trace`] holds what tracers keep of those APIs' records, owned, and the crate's binary stream format for them.
+//!
 //! Nothing is linked from a vendor: each library is opened with `libloading` the first time it is needed
 //! ([`loader`] describes the search order), and a missing library is a [`LoadError`] that lists every candidate.
 //! The raw bindings are in [`sys`].
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+mod delivery;
 pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
 pub mod sys;
+pub mod trace;
 
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda;
@@ -52,6 +57,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Checkpoint(#[from] cupti::CheckpointError),
+    /// The CUPTI Activity or Callback layer could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Tracing(#[from] cupti::TracingError),
     /// A debug session could not do what was asked.
     #[cfg(feature = "cudbg")]
     #[error(transparent)]

@@ -1,20 +1,21 @@
 //! The real CUPTI libraries of the `nvidia-cuda-cupti` PyPI wheel, loaded through the crate's loader on a machine
 //! without a GPU. `GPU_TOOLS_CUPTI_WHEEL_LIB` names the wheel's `nvidia/cu13/lib` folder; CI always sets it. When it
-//! is unset the tests print a notice and pass without checking anything; when it is set, a missing file fails.
+//! is unset the tests print a notice and pass without checking anything, except under CI (`CI` set), where they
+//! fail; when it is set, a missing file fails.
 #![cfg(feature = "cupti")]
+
+#[path = "common/cupti_wheel.rs"]
+mod common;
 
 use std::path::PathBuf;
 
+use gpu_tools::cupti::activity::RecordLayout;
 use gpu_tools::cupti::{CheckpointLibrary, CuptiError, CuptiLibrary};
 
+const VAR: &str = "GPU_TOOLS_CUPTI_WHEEL_LIB";
+
 fn wheel_lib() -> Option<PathBuf> {
-    match std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            eprintln!("GPU_TOOLS_CUPTI_WHEEL_LIB is unset: real-library checks not run");
-            None
-        }
-    }
+    common::wheel_dir(VAR)
 }
 
 fn cupti() -> Option<&'static CuptiLibrary> {
@@ -119,4 +120,77 @@ fn display_has_name_and_vendor_message() {
         CuptiError::Unrecognized(4242).to_string(),
         "unrecognized CUPTI result 4242"
     );
+}
+
+#[test]
+fn every_tracing_symbol_resolves() {
+    let Some(lib) = cupti() else { return };
+    let symbols = lib.tracing_symbols();
+    assert!(symbols.missing_required.is_empty(), "{symbols:?}");
+    assert!(symbols.optional_missing.is_empty(), "{symbols:?}");
+    for optional in [
+        "cuptiActivityRegisterTimestampCallback",
+        "cuptiGetTimestamp",
+        "cuptiActivityFlushPeriod",
+        "cuptiGetContextId",
+        "cuptiSubscribe_v2",
+        "cuptiGetStreamId",
+    ] {
+        assert!(
+            symbols.optional_present.contains(&optional),
+            "{optional}: {symbols:?}"
+        );
+    }
+}
+
+#[test]
+fn the_layout_sizes_agree_with_the_vendors_record_walk() {
+    let Some(dir) = wheel_lib() else { return };
+    let Some(lib) = cupti() else { return };
+    let layout = common::exact_layout(lib);
+    assert_eq!(layout, RecordLayout::Cupti13_0);
+    let (agreed, vendor_only) = common::layout_matches_vendor(&dir.join("libcupti.so.13"), layout);
+    eprintln!("{agreed} kinds agree; sized by the vendor only: {vendor_only:?}");
+    // Every kind of the 13.0 enum that 13.0 still writes: the crate's table and the vendor's walk agree on all of them.
+    assert_eq!(agreed, 39);
+    assert!(vendor_only.is_empty());
+}
+
+#[test]
+fn tracing_without_a_driver_is_a_typed_error() {
+    let Some(dir) = wheel_lib() else { return };
+    cupti();
+    common::tracing_without_a_driver_is_a_typed_error(&dir.join("libcupti.so.13"));
+}
+
+/// What the crate's driver check spares the caller: the raw calls without a driver fail with vendor codes (13.0:
+/// `CUPTI_ERROR_UNKNOWN`), without crashing or hanging.
+#[test]
+fn raw_tracing_calls_without_a_driver_fail_with_unknown() {
+    let Some(dir) = wheel_lib() else { return };
+    if gpu_tools::cuda::Driver::load().is_ok() {
+        eprintln!("a CUDA driver is present: the no-driver codes cannot be shown here");
+        return;
+    }
+    let codes = common::raw_calls_in_child("raw_calls_child", VAR, &dir);
+    eprintln!("CUPTI 13.0 without a driver: {codes:?}");
+    let code = |name: &str| codes.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
+    assert_eq!(code("cuptiActivityRegisterCallbacks"), Some(0));
+    assert_eq!(code("cuptiActivityGetNumDroppedRecords"), Some(0));
+    for failing in [
+        "cuptiActivityRegisterTimestampCallback",
+        "cuptiActivityEnable",
+        "cuptiActivityFlushAll",
+        "cuptiActivityDisable",
+        "cuptiSubscribe",
+    ] {
+        assert_eq!(code(failing), Some(999), "{failing}: {codes:?}");
+    }
+}
+
+#[test]
+#[ignore = "run in a child process by raw_tracing_calls_without_a_driver_fail_with_unknown"]
+fn raw_calls_child() {
+    let dir = PathBuf::from(std::env::var_os(VAR).expect("started by the parent test"));
+    common::raw_calls(&dir.join("libcupti.so.13"));
 }

@@ -1,10 +1,12 @@
 //! The few CUDA driver services the crate needs: loading and initialising the driver, devices, contexts, device
 //! memory and PTX modules. They establish the preconditions of the vendor tool APIs (a driver, a live context)
-//! and let examples and tests run kernels without another crate.
+//! and let examples and tests run kernels, on several streams, without another crate.
 
 mod driver;
+mod stream;
 
 pub use driver::{DeviceInfo, Driver, DriverApi};
+pub use stream::{PinnedBuffer, Stream};
 
 #[cfg(feature = "cudbg")]
 pub(crate) fn driver_spec() -> &'static crate::loader::LibrarySpec {
@@ -420,9 +422,22 @@ impl Function<'_> {
         block: (u32, u32, u32),
         params: &mut [*mut c_void],
     ) -> Result<(), CudaError> {
+        // SAFETY: forwarded to the caller; the null stream is the default stream.
+        unsafe { self.launch_on(std::ptr::null_mut(), grid, block, params) }
+    }
+
+    /// # Safety
+    /// As [`Function::launch`]; `stream` is null or a live stream of the function's context.
+    pub(crate) unsafe fn launch_on(
+        &self,
+        stream: sys::CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        params: &mut [*mut c_void],
+    ) -> Result<(), CudaError> {
         let ctx = self.module.ctx;
         let _g = ctx.make_current()?;
-        // SAFETY: live function of a live module; the caller vouches for the parameters.
+        // SAFETY: live function of a live module; the caller vouches for the stream and the parameters.
         ctx.driver.check(unsafe {
             (ctx.driver.api().cu_launch_kernel)(
                 self.raw,
@@ -433,7 +448,7 @@ impl Function<'_> {
                 block.1,
                 block.2,
                 0,
-                std::ptr::null_mut(),
+                stream,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
             )

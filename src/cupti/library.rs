@@ -113,12 +113,90 @@ fn bind_checkpoint(path: &Path) -> Result<CheckpointLibrary, Rejection> {
     })
 }
 
-/// The loaded `libcupti.so`: version and the vendor's names and messages for result codes.
+type Status = sys::CUptiResult;
+
+/// The Activity API entry points the tracer calls.
+#[derive(Clone, Copy)]
+pub(crate) struct ActivityFns {
+    pub enable: unsafe extern "C" fn(sys::CUpti_ActivityKind) -> Status,
+    pub disable: unsafe extern "C" fn(sys::CUpti_ActivityKind) -> Status,
+    pub register_callbacks: unsafe extern "C" fn(
+        sys::CUpti_BuffersCallbackRequestFunc,
+        sys::CUpti_BuffersCallbackCompleteFunc,
+    ) -> Status,
+    pub flush_all: unsafe extern "C" fn(u32) -> Status,
+    pub get_num_dropped: unsafe extern "C" fn(sys::CUcontext, u32, *mut usize) -> Status,
+    pub get_next_record: NextRecordFn,
+    /// CUPTI 12.? and later (both wheels have it).
+    pub register_timestamp_callback:
+        Option<unsafe extern "C" fn(sys::CUpti_TimestampCallbackFunc) -> Status>,
+    pub get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> Status>,
+    pub flush_period: Option<unsafe extern "C" fn(u32) -> Status>,
+    pub get_context_id: Option<unsafe extern "C" fn(sys::CUcontext, *mut u32) -> Status>,
+}
+
+/// `cuptiActivityGetNextRecord`.
+pub(crate) type NextRecordFn =
+    unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> Status;
+
+/// `cuptiSubscribe`'s signature.
+pub(crate) type SubscribeFn = unsafe extern "C" fn(
+    *mut sys::CUpti_SubscriberHandle,
+    sys::CUpti_CallbackFunc,
+    *mut std::ffi::c_void,
+) -> Status;
+
+/// `cuptiSubscribe_v2`'s signature.
+pub(crate) type SubscribeV2Fn = unsafe extern "C" fn(
+    *mut sys::CUpti_SubscriberHandle,
+    sys::CUpti_CallbackFunc,
+    *mut std::ffi::c_void,
+    *mut sys::CUpti_SubscriberParams,
+) -> Status;
+
+/// The Callback API entry points the subscriber calls.
+#[derive(Clone, Copy)]
+pub(crate) struct CallbackFns {
+    pub subscribe: SubscribeFn,
+    /// CUPTI 13.0 and later: names the subscriber and reports who holds the one subscription.
+    pub subscribe_v2: Option<SubscribeV2Fn>,
+    pub unsubscribe: unsafe extern "C" fn(sys::CUpti_SubscriberHandle) -> Status,
+    pub enable_domain:
+        unsafe extern "C" fn(u32, sys::CUpti_SubscriberHandle, sys::CUpti_CallbackDomain) -> Status,
+    pub enable_callback: unsafe extern "C" fn(
+        u32,
+        sys::CUpti_SubscriberHandle,
+        sys::CUpti_CallbackDomain,
+        sys::CUpti_CallbackId,
+    ) -> Status,
+    pub get_context_id: Option<unsafe extern "C" fn(sys::CUcontext, *mut u32) -> Status>,
+    pub get_stream_id:
+        Option<unsafe extern "C" fn(sys::CUcontext, sys::CUstream, *mut u32) -> Status>,
+}
+
+/// Which tracing entry points a loaded `libcupti` exports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TracingSymbols {
+    /// Required by the Activity or Callback layer and missing: that layer refuses to start.
+    pub missing_required: Vec<&'static str>,
+    /// Optional entry points the library has.
+    pub optional_present: Vec<&'static str>,
+    /// Optional entry points it lacks (older releases).
+    pub optional_missing: Vec<&'static str>,
+}
+
+/// The loaded `libcupti.so`: version, the vendor's names and messages for result codes, and the Activity and
+/// Callback APIs.
 pub struct CuptiLibrary {
     get_version: unsafe extern "C" fn(*mut u32) -> sys::CUptiResult,
     get_result_string: StringFn,
     /// Only in CUPTI 12.2 and later.
     get_error_message: Option<StringFn>,
+    /// The Activity API, or the first required symbol it lacks.
+    pub(crate) activity: Result<ActivityFns, &'static str>,
+    /// The Callback API, or the first required symbol it lacks.
+    pub(crate) callback: Result<CallbackFns, &'static str>,
+    symbols: TracingSymbols,
     _table: sys::CuptiFns,
 }
 
@@ -174,6 +252,11 @@ impl CuptiLibrary {
     pub fn error_message(&self, code: u32) -> Option<String> {
         self.get_error_message.and_then(|f| call_string(f, code))
     }
+
+    /// Which Activity and Callback entry points the library exports.
+    pub fn tracing_symbols(&self) -> &TracingSymbols {
+        &self.symbols
+    }
 }
 
 fn call_string(f: StringFn, code: u32) -> Option<String> {
@@ -187,10 +270,115 @@ fn bind_cupti(path: &Path) -> Result<CuptiLibrary, Rejection> {
     // header's signature, which holds for the vendor library the loader opened (loader docs, "Trust").
     let t = unsafe { sys::CuptiFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
+    let mut symbols = TracingSymbols::default();
+    let activity = bind_activity(&t, &mut symbols);
+    let callback = bind_callback(&t, &mut symbols);
     Ok(CuptiLibrary {
         get_version: loader::required(&t.cuptiGetVersion, "cuptiGetVersion")?,
         get_result_string: loader::required(&t.cuptiGetResultString, "cuptiGetResultString")?,
         get_error_message: loader::optional(&t.cuptiGetErrorMessage),
+        activity,
+        callback,
+        symbols,
         _table: t,
+    })
+}
+
+/// Copies a required tracing entry point, noting it when missing.
+fn need<F: Copy>(
+    field: &Result<F, libloading::Error>,
+    name: &'static str,
+    symbols: &mut TracingSymbols,
+) -> Result<F, &'static str> {
+    field.as_ref().map(|f| *f).map_err(|_| {
+        symbols.missing_required.push(name);
+        name
+    })
+}
+
+/// Copies an optional tracing entry point, noting whether it is there.
+fn want<F: Copy>(
+    field: &Result<F, libloading::Error>,
+    name: &'static str,
+    symbols: &mut TracingSymbols,
+) -> Option<F> {
+    let f = loader::optional(field);
+    if f.is_some() {
+        symbols.optional_present.push(name);
+    } else {
+        symbols.optional_missing.push(name);
+    }
+    f
+}
+
+fn bind_activity(
+    t: &sys::CuptiFns,
+    symbols: &mut TracingSymbols,
+) -> Result<ActivityFns, &'static str> {
+    // Every symbol is looked at, so `symbols` lists all that are missing, not only the first.
+    let enable = need(&t.cuptiActivityEnable, "cuptiActivityEnable", symbols);
+    let disable = need(&t.cuptiActivityDisable, "cuptiActivityDisable", symbols);
+    let register_callbacks = need(
+        &t.cuptiActivityRegisterCallbacks,
+        "cuptiActivityRegisterCallbacks",
+        symbols,
+    );
+    let flush_all = need(&t.cuptiActivityFlushAll, "cuptiActivityFlushAll", symbols);
+    let get_num_dropped = need(
+        &t.cuptiActivityGetNumDroppedRecords,
+        "cuptiActivityGetNumDroppedRecords",
+        symbols,
+    );
+    let get_next_record = need(
+        &t.cuptiActivityGetNextRecord,
+        "cuptiActivityGetNextRecord",
+        symbols,
+    );
+    let register_timestamp_callback = want(
+        &t.cuptiActivityRegisterTimestampCallback,
+        "cuptiActivityRegisterTimestampCallback",
+        symbols,
+    );
+    let get_timestamp = want(&t.cuptiGetTimestamp, "cuptiGetTimestamp", symbols);
+    let flush_period = want(
+        &t.cuptiActivityFlushPeriod,
+        "cuptiActivityFlushPeriod",
+        symbols,
+    );
+    let get_context_id = want(&t.cuptiGetContextId, "cuptiGetContextId", symbols);
+    Ok(ActivityFns {
+        enable: enable?,
+        disable: disable?,
+        register_callbacks: register_callbacks?,
+        flush_all: flush_all?,
+        get_num_dropped: get_num_dropped?,
+        get_next_record: get_next_record?,
+        register_timestamp_callback,
+        get_timestamp,
+        flush_period,
+        get_context_id,
+    })
+}
+
+fn bind_callback(
+    t: &sys::CuptiFns,
+    symbols: &mut TracingSymbols,
+) -> Result<CallbackFns, &'static str> {
+    let subscribe = need(&t.cuptiSubscribe, "cuptiSubscribe", symbols);
+    let subscribe_v2 = want(&t.cuptiSubscribe_v2, "cuptiSubscribe_v2", symbols);
+    let unsubscribe = need(&t.cuptiUnsubscribe, "cuptiUnsubscribe", symbols);
+    let enable_domain = need(&t.cuptiEnableDomain, "cuptiEnableDomain", symbols);
+    let enable_callback = need(&t.cuptiEnableCallback, "cuptiEnableCallback", symbols);
+    // Already noted by the activity binding.
+    let get_context_id = loader::optional(&t.cuptiGetContextId);
+    let get_stream_id = want(&t.cuptiGetStreamId, "cuptiGetStreamId", symbols);
+    Ok(CallbackFns {
+        subscribe: subscribe?,
+        subscribe_v2,
+        unsubscribe: unsubscribe?,
+        enable_domain: enable_domain?,
+        enable_callback: enable_callback?,
+        get_context_id,
+        get_stream_id,
     })
 }

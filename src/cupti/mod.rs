@@ -1,13 +1,23 @@
-//! NVIDIA CUPTI Checkpoint: save a CUDA context's device memory, run kernels, restore it.
+//! NVIDIA CUPTI: Checkpoint (save a CUDA context's device memory, run kernels, restore it), the Activity API
+//! ([`activity`]: what the GPU and the CUDA APIs did, in buffers of records) and the Callback API ([`callback`]:
+//! a closure called on entry to and exit from CUDA API functions and on resource events).
 
+pub mod activity;
+pub mod callback;
+mod cbid;
 mod checkpoint;
 mod error;
 mod library;
+mod trace_records;
+mod tracing_error;
 
 pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
 
+pub use cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 pub use error::CuptiError;
-pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary};
+pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, TracingSymbols};
+pub use trace_records::TraceConverter;
+pub use tracing_error::TracingError;
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]

@@ -1,11 +1,9 @@
 //! Record buffers: the vendor's callback is a plain C function without a user pointer, so it is routed to the
 //! Rust closure through a registry keyed by (session, buffer). The closure gets a [`Batch`] borrowed for the
-//! call; a panic in it is caught, counted and reported by the next [`Buffer::flush`].
+//! call through the shared [`Delivery`](crate::delivery::Delivery); a panic in it is caught, counted and reported
+//! by the next [`Buffer::flush`].
 
-use std::any::Any;
-use std::cell::Cell;
 use std::marker::PhantomData;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
@@ -15,6 +13,7 @@ use super::batch::Batch;
 use super::library::sym;
 use super::{ProfilerError, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
+use crate::delivery::{self, Delivery};
 use crate::sys::rocprofiler as sys;
 
 /// The closure a buffer delivers batches to.
@@ -60,11 +59,7 @@ pub struct BufferStats {
 /// State shared by the registry, the [`Buffer`] handle and the session.
 pub(crate) struct Shared {
     half_len: usize,
-    callback: Mutex<Callback>,
-    batches: AtomicU64,
-    bytes: AtomicU64,
-    panics: AtomicU64,
-    pending_panic: Mutex<Option<String>>,
+    delivery: Delivery<dyn for<'b> FnMut(&Batch<'b>) + Send>,
     flusher_error: Mutex<Option<super::RocprofilerError>>,
 }
 
@@ -72,24 +67,9 @@ impl Shared {
     pub(crate) fn new(half_len: usize, callback: Callback) -> Arc<Self> {
         Arc::new(Shared {
             half_len,
-            callback: Mutex::new(callback),
-            batches: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
-            panics: AtomicU64::new(0),
-            pending_panic: Mutex::new(None),
+            delivery: Delivery::new(callback),
             flusher_error: Mutex::new(None),
         })
-    }
-
-    fn note_panic(&self, payload: &(dyn Any + Send)) {
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_string());
-        self.panics.fetch_add(1, Ordering::Relaxed);
-        let mut pending = self.pending_panic.lock().unwrap_or_else(|p| p.into_inner());
-        pending.get_or_insert(msg);
     }
 }
 
@@ -129,27 +109,10 @@ fn lookup(session: u64, buffer: u64) -> Option<Arc<Shared>> {
         .map(|e| Arc::clone(&e.shared))
 }
 
-thread_local! {
-    static IN_CALLBACK: Cell<bool> = const { Cell::new(false) };
-}
-
 /// Whether this thread is running a buffer callback. Flushing, terminating or destroying from there would wait
 /// for the callback itself.
 pub(crate) fn in_callback() -> bool {
-    IN_CALLBACK.with(|f| f.get())
-}
-
-struct CallbackFlag;
-impl CallbackFlag {
-    fn set() -> Self {
-        IN_CALLBACK.with(|f| f.set(true));
-        CallbackFlag
-    }
-}
-impl Drop for CallbackFlag {
-    fn drop(&mut self) {
-        IN_CALLBACK.with(|f| f.set(false));
-    }
+    delivery::in_callback()
 }
 
 /// The C callback given to `rocprofiler_create_buffer`; runs on the vendor's consumer thread.
@@ -159,30 +122,21 @@ pub(crate) unsafe extern "C" fn on_batch(
     session: sys::rocprofiler_session_id_t,
     buffer: sys::rocprofiler_buffer_id_t,
 ) {
-    // No panic may unwind into the vendor. A caught payload is leaked, not dropped: its `Drop` could panic again
-    // outside any `catch_unwind`.
-    let caught = catch_unwind(AssertUnwindSafe(|| {
+    // No panic may unwind into the vendor.
+    delivery::vendor_callback((), || {
         let Some(shared) = lookup(session.handle, buffer.value) else {
             ORPHAN_BATCHES.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let _flag = CallbackFlag::set();
         // SAFETY: the vendor hands over [begin, end) at the front of a half of `half_len` bytes (the size the
         // buffer was created with), with the layout `Batch` checks, valid until this function returns; the
         // batch is only lent to the closure for this call.
         let batch = unsafe { Batch::new(begin.cast(), end.cast(), shared.half_len) };
-        shared.batches.fetch_add(1, Ordering::Relaxed);
+        // Records are counted by the closure's own walk where it needs them; the buffer counts bytes.
         shared
-            .bytes
-            .fetch_add(batch.len_bytes() as u64, Ordering::Relaxed);
-        let mut callback = shared.callback.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| (callback)(&batch))) {
-            shared.note_panic(&*payload);
-        }
-    }));
-    if let Err(payload) = caught {
-        std::mem::forget(payload);
-    }
+            .delivery
+            .deliver(0, batch.len_bytes() as u64, |callback| callback(&batch));
+    });
 }
 
 /// A record buffer of a [`ProfilingSession`](super::ProfilingSession), created by
@@ -245,11 +199,7 @@ impl Buffer<'_> {
 
     /// The message of the first callback panic not yet reported, clearing it.
     pub fn take_panic(&self) -> Option<String> {
-        self.shared
-            .pending_panic
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.shared.delivery.take_panic()
     }
 
     /// Batches the vendor delivered, in this process, for buffers the crate did not know (dropped unread). Zero
@@ -260,10 +210,11 @@ impl Buffer<'_> {
 
     /// Delivery counts so far.
     pub fn stats(&self) -> BufferStats {
+        let counts = self.shared.delivery.counts();
         BufferStats {
-            batches: self.shared.batches.load(Ordering::Relaxed),
-            bytes: self.shared.bytes.load(Ordering::Relaxed),
-            callback_panics: self.shared.panics.load(Ordering::Relaxed),
+            batches: counts.batches,
+            bytes: counts.bytes,
+            callback_panics: counts.panics,
         }
     }
 }

@@ -21,9 +21,14 @@ pub mod cuda_driver;
 /// CUDA debugger API (`cudadebugger.h`, API 13.0.163).
 #[cfg(feature = "cudbg")]
 pub mod cudbg;
-/// CUPTI 13 checkpoint API and result codes (`cupti_checkpoint.h`, `cupti_result.h`).
+/// CUPTI 13: checkpoint, result codes, the Activity and Callback APIs (`cupti_checkpoint.h`, `cupti_result.h`,
+/// `cupti_activity.h` with its deprecated record versions, `cupti_callbacks.h`, the callback-id headers).
 #[cfg(feature = "cupti")]
 pub mod cupti;
+/// Names of the driver and runtime API callback ids, generated from `cupti_driver_cbid.h` and
+/// `cupti_runtime_cbid.h` (CUPTI 13.0).
+#[cfg(feature = "cupti")]
+pub mod cupti_cbid_names;
 /// rocprofiler v2 (`rocprofiler/v2/rocprofiler.h`, ROCm 6.1+ ABI).
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;

@@ -322,3 +322,95 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     (void)params, (void)extra;
     return NOT_SUPPORTED;
 }
+
+/* Streams run their work at once (the double has no device to queue on); ids count up per process, contexts get
+ * theirs from their address, as real ids are unique per process. */
+struct dbl_stream {
+    unsigned magic;
+    struct dbl_ctx *ctx;
+    unsigned long long id;
+};
+#define DBL_STREAM_MAGIC 0x4d525453u /* "STRM" */
+static unsigned long long g_next_stream_id = 100;
+
+CUresult cuStreamCreate(struct dbl_stream **s, unsigned flags) {
+    struct dbl_ctx *c = current();
+    NEED_CTX(c);
+    if (!s) return INVALID_VALUE;
+    (void)flags;
+    struct dbl_stream *st = calloc(1, sizeof *st);
+    if (!st) return OUT_OF_MEMORY;
+    st->magic = DBL_STREAM_MAGIC;
+    st->ctx = c;
+    pthread_mutex_lock(&g_lock);
+    st->id = g_next_stream_id++;
+    pthread_mutex_unlock(&g_lock);
+    *s = st;
+    return OK;
+}
+
+static int live_stream(struct dbl_stream *s) { return s && s->magic == DBL_STREAM_MAGIC && live(s->ctx); }
+
+CUresult cuStreamDestroy_v2(struct dbl_stream *s) {
+    NEED_INIT();
+    if (!live_stream(s)) return INVALID_VALUE;
+    s->magic = 0;
+    free(s);
+    return OK;
+}
+
+CUresult cuStreamSynchronize(struct dbl_stream *s) {
+    NEED_INIT();
+    return live_stream(s) ? OK : INVALID_VALUE;
+}
+
+CUresult cuStreamGetId(struct dbl_stream *s, unsigned long long *id) {
+    NEED_INIT();
+    if (!live_stream(s) || !id) return INVALID_VALUE;
+    *id = s->id;
+    return OK;
+}
+
+CUresult cuCtxGetId(struct dbl_ctx *c, unsigned long long *id) {
+    NEED_CTX(c);
+    if (!id) return INVALID_VALUE;
+    *id = (unsigned long long)(uintptr_t)c;
+    return OK;
+}
+
+#define NEED_STREAM(s) \
+    do { \
+        NEED_CTX(current()); \
+        if (!live_stream(s) || (s)->ctx != current()) return INVALID_VALUE; \
+    } while (0)
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, struct dbl_stream *s) {
+    NEED_STREAM(s);
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return OK;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, struct dbl_stream *s) {
+    NEED_STREAM(s);
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, struct dbl_stream *s) {
+    NEED_STREAM(s);
+    memset((void *)(uintptr_t)dst, value, n);
+    return OK;
+}
+
+CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
+    NEED_CTX(current());
+    if (!p || bytes == 0) return INVALID_VALUE;
+    *p = malloc(bytes);
+    return *p ? OK : OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p) {
+    NEED_INIT();
+    free(p);
+    return OK;
+}

@@ -1,0 +1,165 @@
+//! The debugger backend: runs the program under a [`DebugSession`] and records its launches (kernel names from
+//! the module's ELF symbols). It sees no copies or sets; kernels get times only with `--blocking-launches`
+//! (ready to finished as the session saw them: the kernel plus the driver's round trips, an upper bound).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use gpu_tools::cudbg::elf::{self, FunctionSymbol};
+use gpu_tools::cudbg::{DebugSession, Event, KernelType, SessionError};
+
+use super::cli::Cli;
+use super::model::{Demangler, Kernel, Process, Trace};
+use super::{Failure, Outcome};
+
+pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result<Outcome, Failure> {
+    let mut cmd = Command::new(&cli.program[0]);
+    cmd.args(&cli.program[1..]);
+    let t0 = Instant::now();
+    let mut builder = DebugSession::builder(cmd);
+    if let Some(us) = cli.spin_us {
+        builder = builder.spin(std::time::Duration::from_micros(us));
+    }
+    if !cli.push_pop {
+        builder = builder.capabilities(
+            gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
+        );
+    }
+    let mut session = builder
+        .blocking_launches(cli.blocking_launches)
+        .start()
+        .map_err(|e| match e {
+            gpu_tools::Error::Session(SessionError::Spawn { ref source, .. }) => {
+                Failure::spawn(&cli.program[0], source)
+            }
+            gpu_tools::Error::Session(SessionError::NoCuda { .. }) => {
+                Failure::new(1, format!("{} is not a CUDA program: {e}", cli.program[0]))
+            }
+            e => Failure::new(1, e.to_string()),
+        })?;
+    let pid = session.pid();
+    if cli.defer_launches {
+        session.set_launch_events(false).map_err(Failure::other)?;
+    }
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut symbols: HashMap<u64, Vec<FunctionSymbol>> = HashMap::new();
+    let mut names: HashMap<(u64, u64), Arc<str>> = HashMap::new();
+    let mut trace = Trace {
+        kernel_times: cli.blocking_launches,
+        ..Trace::default()
+    };
+    let mut open: HashMap<u64, usize> = HashMap::new();
+    let now = || t0.elapsed().as_nanos() as u64;
+    while let Some(mut batch) = session.next_batch(None).map_err(Failure::other)? {
+        let at = now();
+        // Only a user module's image is read while the program is held; otherwise let it go on at once.
+        if !batch
+            .events()
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ElfImageLoaded(img) if !img.is_system()))
+        {
+            batch.release().map_err(Failure::other)?;
+        }
+        for (_, event) in &batch {
+            *counts.entry(event.name()).or_default() += 1;
+            match event {
+                Event::ElfImageLoaded(img) if !img.is_system() => {
+                    let bytes = batch.session().elf_image(img).map_err(Failure::other)?;
+                    let syms = elf::function_symbols(&bytes);
+                    if !cli.quiet {
+                        writeln!(
+                            out,
+                            "module loaded: module {:#x} handle {:#x} {} bytes, {} functions",
+                            img.module,
+                            img.handle,
+                            img.size,
+                            syms.len()
+                        )
+                        .map_err(Failure::output)?;
+                    }
+                    symbols.insert(img.module, syms);
+                }
+                Event::KernelReady(k) if k.kernel_type != KernelType::System => {
+                    let name = names
+                        .entry((k.module, k.function_entry))
+                        .or_insert_with(|| {
+                            let raw: Arc<str> = symbols
+                                .get(&k.module)
+                                .and_then(|s| elf::function_at(s, k.function_entry))
+                                .map_or_else(
+                                    || Arc::from(format!("function@{:#x}", k.function_entry)),
+                                    Arc::from,
+                                );
+                            demangler.name(&raw)
+                        })
+                        .clone();
+                    if !cli.quiet {
+                        writeln!(
+                            out,
+                            "launch grid {} {name} grid {} block {}",
+                            k.grid_id, k.grid_dim, k.block_dim
+                        )
+                        .map_err(Failure::output)?;
+                    }
+                    if cli.blocking_launches || cli.chrome_trace.is_some() {
+                        open.insert(k.grid_id, trace.kernels.len());
+                    }
+                    trace.kernels.push(Kernel {
+                        pid,
+                        name,
+                        start: Some(at),
+                        end: None,
+                        device: k.dev,
+                        context: k.context,
+                        stream: None,
+                        thread: Some(k.tid),
+                        grid: [k.grid_dim.x, k.grid_dim.y, k.grid_dim.z],
+                        block: [k.block_dim.x, k.block_dim.y, k.block_dim.z],
+                        correlation: None,
+                        registers: None,
+                        shared_memory: None,
+                    });
+                }
+                Event::KernelFinished(k) => {
+                    if let Some(i) = open.remove(&k.grid_id) {
+                        if let Some(kernel) = trace.kernels.get_mut(i) {
+                            kernel.end = Some(at);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let closed = session.close().map_err(Failure::other)?;
+    // Events still queued at the end: kernel ends among them still count.
+    for (_, event) in &closed.events {
+        *counts.entry(event.name()).or_default() += 1;
+        if let Event::KernelFinished(k) = event {
+            if let Some(kernel) = open
+                .remove(&k.grid_id)
+                .and_then(|i| trace.kernels.get_mut(i))
+            {
+                kernel.end = Some(now());
+            }
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    writeln!(out, "--- events: {}", counts.join(", ")).map_err(Failure::output)?;
+    trace.processes.push(Process {
+        pid,
+        command: cli.program.join(" "),
+        ended: true,
+        ..Process::default()
+    });
+    let status = closed.exit;
+    if let Some(signal) = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
+        trace.warnings.push(format!(
+            "the program was ended by signal {signal}; events the driver still held are lost"
+        ));
+    }
+    Ok(Outcome { trace, status })
+}

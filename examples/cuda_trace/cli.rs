@@ -1,0 +1,176 @@
+//! The command line: the same for both backends, with each backend's own options checked against the choice.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Traces a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
+///
+/// `cuda_trace [OPTIONS] -- PROGRAM ARGS...`
+#[derive(Debug, Parser)]
+#[command(name = "cuda_trace", version)]
+pub struct Cli {
+    /// How to trace: `cupti` (the program runs with an injected CUPTI library; default where libcupti is found) or
+    /// `debugger` (the CUDA debugger API; launches only, slower).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+
+    /// Also write a Chrome trace (JSON) to FILE: one track per device and stream, and one per host thread; opens
+    /// in Perfetto (https://ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    pub chrome_trace: Option<PathBuf>,
+
+    /// Print only the summary, not every kernel, copy and set.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Keep kernel names as the driver reports them (mangled C++ names).
+    #[arg(long)]
+    pub raw_names: bool,
+
+    // cupti backend
+    /// cupti: the injection library (libgpu_tools_inject.so). Default: $GPU_TOOLS_INJECT_LIB, then next to this
+    /// program and in its parent folder.
+    #[arg(long, value_name = "PATH", help_heading = "cupti backend")]
+    pub inject_lib: Option<PathBuf>,
+
+    /// cupti: record kinds to collect [default: kernel,memcpy,memset,driver,runtime].
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        help_heading = "cupti backend"
+    )]
+    pub kinds: Vec<Kind>,
+
+    /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API).
+    #[arg(long, help_heading = "cupti backend")]
+    pub no_api: bool,
+
+    /// cupti: bytes of each CUPTI record buffer, suffix k or M allowed [default: 4M].
+    #[arg(long, value_name = "BYTES", help_heading = "cupti backend")]
+    pub buffer_size: Option<String>,
+
+    /// cupti: most CUPTI buffers in use at once; past it CUPTI drops records, which are reported [default: 64].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "cupti backend")]
+    pub max_buffers: Option<u32>,
+
+    /// cupti: milliseconds between flushes of completed buffers; a crash loses at most this much [default: 200].
+    #[arg(long, value_name = "MS", help_heading = "cupti backend")]
+    pub flush_ms: Option<u64>,
+
+    /// cupti: after the program exits, how long to wait for traced processes to finish their streams
+    /// [default: 5000].
+    #[arg(long, value_name = "MS", help_heading = "cupti backend")]
+    pub drain_timeout_ms: Option<u64>,
+
+    // debugger backend
+    /// debugger: how long the session busy-waits for events before it sleeps.
+    #[arg(long, value_name = "US", help_heading = "debugger backend")]
+    pub spin_us: Option<u64>,
+
+    /// debugger: keep context push/pop events (a program that pushes and pops its context per call stops twice
+    /// more per call).
+    #[arg(long, help_heading = "debugger backend")]
+    pub push_pop: bool,
+
+    /// debugger: turn launch events off (the driver then reports no launches; for measuring what events cost).
+    #[arg(long, help_heading = "debugger backend")]
+    pub defer_launches: bool,
+
+    /// debugger: make each launch wait for its kernel, so kernels get durations (ready to finished, as the session
+    /// saw them: an upper bound).
+    #[arg(long, help_heading = "debugger backend")]
+    pub blocking_launches: bool,
+
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
+    pub program: Vec<String>,
+}
+
+/// A tracing backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// CUPTI activity records from an injected library.
+    Cupti,
+    /// The CUDA debugger API.
+    Debugger,
+}
+
+/// A record kind of the cupti backend (the injection library's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    Kernel,
+    Memcpy,
+    Memset,
+    Sync,
+    Driver,
+    Runtime,
+    Overhead,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kernel => "kernel",
+            Kind::Memcpy => "memcpy",
+            Kind::Memset => "memset",
+            Kind::Sync => "sync",
+            Kind::Driver => "driver",
+            Kind::Runtime => "runtime",
+            Kind::Overhead => "overhead",
+        }
+    }
+}
+
+impl Cli {
+    /// Kinds to collect, defaults and `--no-api` applied.
+    pub fn effective_kinds(&self) -> Vec<Kind> {
+        let given: &[Kind] = if self.kinds.is_empty() {
+            &[
+                Kind::Kernel,
+                Kind::Memcpy,
+                Kind::Memset,
+                Kind::Driver,
+                Kind::Runtime,
+            ]
+        } else {
+            &self.kinds
+        };
+        let mut kinds: Vec<Kind> = Vec::new();
+        for k in given {
+            let left_out = self.no_api && matches!(k, Kind::Driver | Kind::Runtime);
+            if !(kinds.contains(k) || left_out) {
+                kinds.push(*k);
+            }
+        }
+        kinds
+    }
+
+    /// An option of the other backend, if one was given (a usage error).
+    pub fn misplaced_option(&self, backend: Backend) -> Option<&'static str> {
+        let debugger = [
+            (self.spin_us.is_some(), "--spin-us"),
+            (self.push_pop, "--push-pop"),
+            (self.defer_launches, "--defer-launches"),
+            (self.blocking_launches, "--blocking-launches"),
+        ];
+        let cupti = [
+            (self.inject_lib.is_some(), "--inject-lib"),
+            (!self.kinds.is_empty(), "--kinds"),
+            (self.no_api, "--no-api"),
+            (self.buffer_size.is_some(), "--buffer-size"),
+            (self.max_buffers.is_some(), "--max-buffers"),
+            (self.flush_ms.is_some(), "--flush-ms"),
+            (self.drain_timeout_ms.is_some(), "--drain-timeout-ms"),
+        ];
+        let wrong: &[(bool, &'static str)] = match backend {
+            Backend::Cupti => &debugger,
+            Backend::Debugger => &cupti,
+        };
+        wrong
+            .iter()
+            .find(|(given, _)| *given)
+            .map(|(_, name)| *name)
+    }
+}

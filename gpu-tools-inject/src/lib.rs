@@ -1,0 +1,35 @@
+//! The gpu-tools injection library. CUDA loads it into any program started with
+//! `CUDA_INJECTION64_PATH=/abs/path/libgpu_tools_inject.so` and calls its `InitializeInjection` from inside the
+//! program's first `cuInit`. It then collects the program's CUPTI activity records through gpu-tools' safe layer
+//! and streams them, in the format of `gpu_tools::trace`, to the tracer named by the environment
+//! (`gpu_tools::trace::env`): a Unix socket, or a file.
+//!
+//! It flushes periodically (so a crash loses at most the last interval), when a context is destroyed, and at
+//! process exit (so nothing is lost at a normal exit). A forked child does not write into its parent's stream; an
+//! exec'd child that uses CUDA connects anew. Nothing is printed to the program's stdout; diagnostics go to
+//! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
+
+use std::ffi::c_int;
+
+mod config;
+mod logger;
+mod maps;
+mod session;
+mod sink;
+mod writer;
+
+/// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`
+/// itself). Returns 1 when tracing runs, 0 when it does not (the reason is logged, and sent to the tracer where
+/// the stream could be opened). The program runs on either way.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> c_int {
+    match std::panic::catch_unwind(session::initialize) {
+        Ok(true) => 1,
+        Ok(false) => 0,
+        Err(payload) => {
+            // Dropping a panic payload could panic again, here where nothing may unwind into CUDA.
+            std::mem::forget(payload);
+            0
+        }
+    }
+}

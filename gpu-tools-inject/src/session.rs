@@ -1,0 +1,407 @@
+//! The tracing session of one process: started by `InitializeInjection`, flushed periodically and when a context
+//! is destroyed, finished by the exit handler.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use gpu_tools::cupti::CuptiLibrary;
+use gpu_tools::cupti::activity::{ActivityKinds, ActivityTracer, Clock, FlushMode};
+use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
+use gpu_tools::trace::{
+    EndReason, NoticeLevel, ProcessStart, Record, StreamHeader, TimestampClock,
+};
+
+use crate::config::{Config, Kind, Output};
+use crate::maps::mapped_library;
+use crate::sink::Sink;
+use crate::writer::{EndCounts, Writer};
+
+/// Set once `InitializeInjection` ran in this process.
+static STARTED: AtomicBool = AtomicBool::new(false);
+/// The process that started the session; a forked child (another pid) leaves it alone.
+static OWNER: AtomicU32 = AtomicU32::new(0);
+static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+struct Session {
+    writer: Arc<Writer>,
+    tracer: Arc<ActivityTracer>,
+    subscriber: Option<Subscriber>,
+    flusher: Option<Flusher>,
+}
+
+/// The periodic flush: a thread that flushes completed buffers every interval until stopped.
+struct Flusher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Flusher {
+    fn start(tracer: Arc<ActivityTracer>, every: Duration) -> std::io::Result<Flusher> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let s = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("gpu-tools-flush".into())
+            .spawn(move || {
+                let (lock, cv) = &*s;
+                let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    let (guard, _) = cv
+                        .wait_timeout(stopped, every)
+                        .unwrap_or_else(|p| p.into_inner());
+                    stopped = guard;
+                    if *stopped {
+                        return;
+                    }
+                    // Completed buffers only: records of work still running stay with CUPTI until later.
+                    drop(stopped);
+                    if let Err(e) = tracer.flush_all(FlushMode::Completed) {
+                        log::warn!("periodic flush: {e}");
+                    }
+                    stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                }
+            })?;
+        Ok(Flusher { stop, thread })
+    }
+
+    fn stop(self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        let _ = self.thread.join();
+    }
+}
+
+/// CUPTI activity kinds for the configured record kinds.
+fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
+    kinds
+        .iter()
+        .map(|k| match k {
+            Kind::Kernel => ActivityKinds::CONCURRENT_KERNEL,
+            Kind::Memcpy => ActivityKinds::MEMCPY | ActivityKinds::MEMCPY2,
+            Kind::Memset => ActivityKinds::MEMSET,
+            Kind::Sync => ActivityKinds::SYNCHRONIZATION,
+            Kind::Driver => ActivityKinds::DRIVER,
+            Kind::Runtime => ActivityKinds::RUNTIME,
+            Kind::Overhead => ActivityKinds::OVERHEAD,
+        })
+        .fold(ActivityKinds::empty(), |a, b| a | b)
+}
+
+/// The program's command line from `/proc/self/cmdline`, arguments joined by spaces.
+fn command_line() -> String {
+    std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(String::from_utf8_lossy)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Uses the CUDA driver and the CUPTI library the program has mapped already, so the process holds one copy of
+/// each; otherwise the crate's search finds them.
+fn use_mapped_libraries() {
+    if let Some(path) = mapped_library("libcuda.so") {
+        match gpu_tools::cuda::Driver::load_from(&path) {
+            Ok(_) => log::debug!("CUDA driver: {} (mapped by the program)", path.display()),
+            Err(e) => log::warn!(
+                "the program's CUDA driver {} did not load: {e}",
+                path.display()
+            ),
+        }
+    }
+    if let Some(path) = mapped_library("libcupti.so") {
+        match CuptiLibrary::load_from(&path) {
+            Ok(_) => log::debug!("CUPTI: {} (mapped by the program)", path.display()),
+            Err(e) => log::warn!("the program's CUPTI {} did not load: {e}", path.display()),
+        }
+    }
+}
+
+/// Keeps this library mapped until the process ends: its exit handler, its flush thread and CUPTI's callbacks
+/// point into it, and a `dlclose` would also run the exit handler under the loader's lock, where the thread it
+/// starts could never begin. CUDA itself never unloads an injection library; this makes it so for anyone.
+fn pin_this_library() {
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only reads the address (a function of this library) and fills `info`.
+    let found = unsafe { libc::dladdr(pin_this_library as *const libc::c_void, info.as_mut_ptr()) };
+    // SAFETY: dladdr succeeded (non-zero), so it filled the struct; dli_fname is then a path it owns.
+    let name = unsafe { info.assume_init() }.dli_fname;
+    if found == 0 || name.is_null() {
+        log::warn!("dladdr found no file for this library; it is not pinned");
+        return;
+    }
+    // SAFETY: `name` is the NUL-terminated path of this (loaded) library; RTLD_NOLOAD only adds a reference to
+    // the copy already mapped, and RTLD_NODELETE keeps it mapped for good. The handle is deliberately kept.
+    let handle = unsafe {
+        libc::dlopen(
+            name,
+            libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+        )
+    };
+    if handle.is_null() {
+        log::warn!("could not pin this library in memory");
+    }
+}
+
+/// `InitializeInjection`'s work: true when tracing runs.
+pub fn initialize() -> bool {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return true;
+    }
+    pin_this_library();
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            // Nowhere to report it but the log, which is silent unless asked for.
+            if let Some(level) = std::env::var(gpu_tools::trace::env::LOG)
+                .ok()
+                .and_then(|v| v.parse().ok())
+            {
+                crate::logger::init(level);
+            }
+            log::error!("not tracing: {e}");
+            return false;
+        }
+    };
+    if let Some(level) = config.log {
+        crate::logger::init(level);
+    }
+    let sink = match &config.output {
+        Output::Socket(path) => Sink::connect(path),
+        Output::File(path) => Sink::create_file(path),
+    };
+    let sink = match sink {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("not tracing: cannot open {:?}: {e}", config.output);
+            return false;
+        }
+    };
+    let pid = std::process::id();
+    OWNER.store(pid, Ordering::SeqCst);
+    use_mapped_libraries();
+    let version = CuptiLibrary::load()
+        .ok()
+        .and_then(|l| l.version().ok())
+        .unwrap_or(0);
+    let writer = Arc::new(Writer::new(
+        sink,
+        &StreamHeader::new(pid, version, TimestampClock::Monotonic),
+    ));
+    writer.push(&Record::ProcessStart(ProcessStart {
+        pid,
+        // SAFETY: getppid has no preconditions and cannot fail.
+        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        time: Clock::Monotonic.now_ns(),
+        command: command_line(),
+    }));
+    let w = Arc::clone(&writer);
+    let started = ActivityTracer::builder()
+        .kinds(activity_kinds(&config.kinds))
+        .buffer_size(config.buffer_size & !7)
+        .max_buffers(config.max_buffers)
+        .clock(Clock::Monotonic)
+        .start(move |batch| w.write_batch(batch));
+    let tracer = match started {
+        Ok(t) => Arc::new(t),
+        Err(e) => {
+            writer.notice(
+                NoticeLevel::Error,
+                format!("CUPTI tracing could not start: {e}"),
+            );
+            writer.end(
+                EndReason::Stopped,
+                EndCounts::default(),
+                Clock::Monotonic.now_ns(),
+            );
+            return false;
+        }
+    };
+    log::info!(
+        "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?}",
+        tracer.layout(),
+        tracer.kinds(),
+        config.output
+    );
+    let subscriber = match context_flush(&tracer) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "no flush at context destruction (records still reach the exit handler): {e}"
+                ),
+            );
+            None
+        }
+    };
+    let flusher = match config.flush_interval {
+        Some(every) => match Flusher::start(Arc::clone(&tracer), every) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!("no periodic flush (a crash loses every record not flushed yet): {e}"),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(Session {
+        writer,
+        tracer,
+        subscriber,
+        flusher,
+    });
+    // SAFETY: registers a function that stays valid for the process and catches every panic.
+    if unsafe { libc::atexit(at_exit) } != 0 {
+        log::warn!("atexit failed: records not flushed before exit are lost");
+    }
+    true
+}
+
+/// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
+/// then; the exit handler forces out the rest). It takes CUPTI's one subscriber slot: a profiler inside the
+/// program (torch.profiler) cannot subscribe while the library traces.
+fn context_flush(tracer: &Arc<ActivityTracer>) -> gpu_tools::Result<Subscriber> {
+    let weak = Arc::downgrade(tracer);
+    let subscriber = Subscriber::builder()
+        .name("gpu-tools-inject")
+        .subscribe(move |event| {
+            if let CallbackEvent::Resource(r) = event {
+                if r.kind() == ResourceKind::ContextDestroyStarting {
+                    if let Some(t) = weak.upgrade() {
+                        if let Err(e) = t.flush_all(FlushMode::Completed) {
+                            log::warn!("flush at context destruction: {e}");
+                        }
+                    }
+                }
+            }
+        })?;
+    subscriber.enable_domain(CallbackDomain::Resource)?;
+    Ok(subscriber)
+}
+
+/// How long the exit handler waits for the final flush. CUPTI's flush could wait on a driver that is already
+/// tearing down (other exit handlers run in any order); the program must exit anyway.
+const EXIT_FLUSH_LIMIT: Duration = Duration::from_secs(10);
+
+/// The exit handler: stops tracing, so that every record CUPTI holds is delivered, and ends the stream. The work
+/// runs on a thread of its own and is waited for at most [`EXIT_FLUSH_LIMIT`]; past that the stream stays without
+/// its end record, which the tracer reports.
+extern "C" fn at_exit() {
+    let finished = std::panic::catch_unwind(|| {
+        // A forked child runs its parent's exit handlers: it must not touch the parent's state.
+        if OWNER.load(Ordering::SeqCst) != std::process::id() {
+            return;
+        }
+        let session = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(s) = session else { return };
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("gpu-tools-exit".into())
+            .spawn(move || {
+                s.finish(EndReason::Exit);
+                let _ = done_tx.send(());
+            });
+        match worker {
+            Ok(_) => {
+                if done_rx.recv_timeout(EXIT_FLUSH_LIMIT).is_err() {
+                    log::error!(
+                        "the final flush did not finish within {EXIT_FLUSH_LIMIT:?}; the program exits without it"
+                    );
+                }
+            }
+            Err(e) => log::error!(
+                "no thread for the final flush ({e}); records CUPTI still holds are lost"
+            ),
+        }
+    });
+    if let Err(payload) = finished {
+        // Dropping a panic payload could panic again, here where nothing may unwind.
+        std::mem::forget(payload);
+    }
+}
+
+impl Session {
+    fn finish(self, reason: EndReason) {
+        if let Some(f) = self.flusher {
+            f.stop();
+        }
+        // No callback may flush while the tracer stops.
+        if let Some(s) = self.subscriber {
+            if let Err(e) = s.unsubscribe() {
+                log::warn!("unsubscribe: {e}");
+            }
+        }
+        let counts = match Arc::try_unwrap(self.tracer) {
+            Ok(tracer) => match tracer.stop() {
+                Ok(report) => {
+                    if let Some(p) = &report.panic {
+                        log::error!("writing a batch panicked: {p}");
+                    }
+                    EndCounts {
+                        dropped: report.stats.dropped_records,
+                        callback_panics: report.stats.callback_panics,
+                    }
+                }
+                Err(e) => {
+                    self.writer.notice(
+                        NoticeLevel::Error,
+                        format!("stopping the tracer failed: {e}"),
+                    );
+                    EndCounts::default()
+                }
+            },
+            // Someone else still holds the tracer (cannot happen once the flusher and subscriber are gone):
+            // force out what CUPTI holds; the tracer stops when the last holder drops it.
+            Err(tracer) => {
+                if let Err(e) = tracer.flush_all(FlushMode::Forced) {
+                    log::warn!("final flush: {e}");
+                }
+                let s = tracer.stats();
+                EndCounts {
+                    dropped: s.dropped_records,
+                    callback_panics: s.callback_panics,
+                }
+            }
+        };
+        self.writer.end(reason, counts, Clock::Monotonic.now_ns());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_cupti_activity_kinds() {
+        assert_eq!(
+            activity_kinds(&crate::config::DEFAULT_KINDS),
+            ActivityKinds::CONCURRENT_KERNEL
+                | ActivityKinds::MEMCPY
+                | ActivityKinds::MEMCPY2
+                | ActivityKinds::MEMSET
+                | ActivityKinds::DRIVER
+                | ActivityKinds::RUNTIME
+        );
+        assert_eq!(
+            activity_kinds(&[Kind::Sync]),
+            ActivityKinds::SYNCHRONIZATION
+        );
+        assert_eq!(activity_kinds(&[Kind::Overhead]), ActivityKinds::OVERHEAD);
+    }
+
+    #[test]
+    fn the_command_line_is_read() {
+        let c = command_line();
+        assert!(!c.is_empty());
+        assert!(!c.contains('\0'));
+    }
+}

@@ -1,0 +1,135 @@
+//! The crate-owned pool of activity buffers CUPTI fills.
+//!
+//! CUPTI asks for a buffer from any thread (the buffer-requested callback) and gives it back filled (the
+//! buffer-completed callback), possibly after the tracer that lent it has stopped. The pool is therefore
+//! process-wide and never frees a buffer CUPTI still holds: a buffer lent out stays allocated until it comes back.
+//! Up to `max` buffers are lent at once; past that a request is refused and CUPTI drops records, which it counts
+//! (`cuptiActivityGetNumDroppedRecords`).
+
+use std::sync::Mutex;
+
+/// One buffer: 8-byte aligned, as CUPTI requires.
+struct Block(Box<[u64]>);
+
+impl Block {
+    fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    fn len_bytes(&self) -> usize {
+        self.0.len() * 8
+    }
+}
+
+struct State {
+    /// Bytes per buffer handed out now; 0 while no tracer runs (requests are refused).
+    size: usize,
+    max: usize,
+    free: Vec<Block>,
+    lent: Vec<Block>,
+    /// Buffers being allocated outside the lock, counted against `max`.
+    pending: usize,
+    made: u64,
+    refused: u64,
+}
+
+static POOL: Mutex<State> = Mutex::new(State {
+    size: 0,
+    max: 0,
+    free: Vec::new(),
+    lent: Vec::new(),
+    pending: 0,
+    made: 0,
+    refused: 0,
+});
+
+fn pool() -> std::sync::MutexGuard<'static, State> {
+    // The state stays consistent across a panic (every change is one push or pop).
+    POOL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counters of the pool since the current tracer configured it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PoolCounts {
+    pub made: u64,
+    pub refused: u64,
+    pub lent: usize,
+}
+
+/// Serves buffers of `size` bytes (a multiple of 8), at most `max` lent at once. Free buffers of another size
+/// are released; lent ones are kept until they come back.
+pub(crate) fn configure(size: usize, max: usize) {
+    let mut p = pool();
+    p.size = size;
+    p.max = max;
+    p.free.retain(|b| b.len_bytes() == size);
+    p.made = 0;
+    p.refused = 0;
+}
+
+/// Stops serving buffers and releases the free ones; lent ones are kept until they come back.
+pub(crate) fn close() {
+    let mut p = pool();
+    p.size = 0;
+    p.max = 0;
+    p.free.clear();
+}
+
+/// A buffer for CUPTI: its address and size, or `None` when the pool is closed or `max` are lent.
+pub(crate) fn take() -> Option<(*mut u8, usize)> {
+    let mut p = pool();
+    if p.size == 0 || p.lent.len() + p.pending >= p.max {
+        p.refused += 1;
+        return None;
+    }
+    let block = match p.free.pop() {
+        Some(b) => b,
+        None => {
+            // Zeroing megabytes takes a while: not under the lock other requesting threads wait on.
+            let size = p.size;
+            p.pending += 1;
+            p.made += 1;
+            drop(p);
+            let block = Block(vec![0u64; size / 8].into_boxed_slice());
+            p = pool();
+            p.pending -= 1;
+            block
+        }
+    };
+    let ptr = block.0.as_ptr().cast::<u8>().cast_mut();
+    let len = block.len_bytes();
+    p.lent.push(block);
+    Some((ptr, len))
+}
+
+/// The size of the lent buffer at `ptr`, `None` if the pool did not lend it.
+pub(crate) fn lent_size(ptr: *const u8) -> Option<usize> {
+    let p = pool();
+    p.lent
+        .iter()
+        .find(|b| b.addr() == ptr as usize)
+        .map(Block::len_bytes)
+}
+
+/// Takes back the buffer at `ptr`: it is reused if it has the current size, released otherwise. Returns false
+/// for a pointer the pool did not lend (left alone).
+pub(crate) fn give_back(ptr: *const u8) -> bool {
+    let mut p = pool();
+    let Some(i) = p.lent.iter().position(|b| b.addr() == ptr as usize) else {
+        return false;
+    };
+    let block = p.lent.swap_remove(i);
+    if block.len_bytes() == p.size {
+        p.free.push(block);
+    }
+    true
+}
+
+pub(crate) fn counts() -> PoolCounts {
+    let p = pool();
+    PoolCounts {
+        made: p.made,
+        refused: p.refused,
+        lent: p.lent.len(),
+    }
+}

@@ -1,0 +1,627 @@
+//! [`ActivityTracer`]: the process's one consumer of CUPTI activity buffers.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use super::batch::ActivityBatch;
+use super::clock::{self, Clock};
+use super::kind::ActivityKinds;
+use super::layout::{LayoutMatch, RecordLayout};
+use super::pool;
+use crate::cupti::library::ActivityFns;
+use crate::cupti::tracing_error::vendor;
+use crate::cupti::{CuptiLibrary, TracingError};
+use crate::delivery::{self, Delivery};
+use crate::sys::cupti as sys;
+
+/// The closure batches are delivered to.
+type BatchFn = dyn for<'b> FnMut(&ActivityBatch<'b>) + Send;
+
+/// Set while a tracer exists (from the start of `start` until its stop): one per process.
+static CLAIMED: AtomicBool = AtomicBool::new(false);
+/// The running tracer's state, where CUPTI's callbacks find it.
+static ACTIVE: RwLock<Option<Arc<Shared>>> = RwLock::new(None);
+/// The process's one tracer slot, held from the start of `start` until the tracer's shutdown.
+struct Claim(());
+
+impl Claim {
+    fn acquire() -> Result<Self, TracingError> {
+        CLAIMED
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| Claim(()))
+            .map_err(|_| TracingError::TracerActive)
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        CLAIMED.store(false, Ordering::Release);
+    }
+}
+
+/// Buffers CUPTI completed while no tracer ran, and their valid bytes (not delivered to anyone).
+static ORPHAN_BATCHES: AtomicU64 = AtomicU64::new(0);
+static ORPHAN_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// How [`ActivityTracer::flush_all`] flushes (`cuptiActivityFlushAll`'s flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FlushMode {
+    /// Buffers whose records are all complete (flag 0). Records of work still running stay with CUPTI.
+    #[default]
+    Completed,
+    /// Every buffer, also partly filled ones with incomplete records (`CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`).
+    Forced,
+}
+
+/// Records CUPTI dropped for lack of a buffer, for one context and stream.
+///
+/// Since CUDA 6.0 CUPTI keeps one global queue and hands every completed buffer over with a NULL context and
+/// stream 0, so drops are reported for that queue: `context_id` `None`, `stream_id` 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DroppedRecords {
+    /// The context, `None` for the global queue.
+    pub context_id: Option<u32>,
+    /// The stream (0 for the global queue).
+    pub stream_id: u32,
+    /// Records dropped.
+    pub count: u64,
+}
+
+/// What a tracer delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TracerStats {
+    /// Batches handed to the closure (empty buffers are not handed over).
+    pub batches: u64,
+    /// Records in them, as the walk counts them (decoding errors included).
+    pub records: u64,
+    /// Valid bytes in them.
+    pub bytes: u64,
+    /// Calls of the closure that panicked.
+    pub callback_panics: u64,
+    /// Records CUPTI reported dropped.
+    pub dropped_records: u64,
+    /// Buffers the pool allocated.
+    pub buffers_made: u64,
+    /// Requests the pool refused because `max_buffers` were lent out (CUPTI then drops records).
+    pub buffers_refused: u64,
+    /// Buffers CUPTI holds now.
+    pub buffers_in_use: usize,
+}
+
+/// What [`ActivityTracer::stop`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TracerReport {
+    /// Final counts.
+    pub stats: TracerStats,
+    /// Drops, per context and stream.
+    pub dropped: Vec<DroppedRecords>,
+    /// The first panic of the closure not reported by an earlier flush.
+    pub panic: Option<String>,
+}
+
+/// State shared by the tracer handle and CUPTI's callbacks.
+struct Shared {
+    fns: ActivityFns,
+    layout: RecordLayout,
+    /// The vendor's walk, for a release whose layouts the crate does not know exactly.
+    vendor_step: Option<crate::cupti::library::NextRecordFn>,
+    delivery: Delivery<BatchFn>,
+    dropped: Mutex<Vec<DroppedRecords>>,
+    dropped_total: AtomicU64,
+}
+
+impl Shared {
+    /// Reads (and so resets) CUPTI's drop count for a queue and adds it to the totals.
+    fn read_dropped(&self, ctx: sys::CUcontext, stream_id: u32) -> u64 {
+        let mut n: usize = 0;
+        // SAFETY: a valid out-pointer; the context and stream are the ones CUPTI handed over (NULL/0 since 6.0).
+        // Documented for use in the completion callback.
+        if unsafe { (self.fns.get_num_dropped)(ctx, stream_id, &mut n) } != sys::CUPTI_SUCCESS
+            || n == 0
+        {
+            return 0;
+        }
+        let count = n as u64;
+        let context_id = if ctx.is_null() {
+            None
+        } else {
+            self.fns.get_context_id.and_then(|f| {
+                let mut id = 0u32;
+                // SAFETY: a context CUPTI named, and a valid out-pointer.
+                (unsafe { f(ctx, &mut id) } == sys::CUPTI_SUCCESS).then_some(id)
+            })
+        };
+        self.dropped_total.fetch_add(count, Ordering::Relaxed);
+        let mut list = self.dropped.lock().unwrap_or_else(|p| p.into_inner());
+        match list
+            .iter_mut()
+            .find(|d| d.context_id == context_id && d.stream_id == stream_id)
+        {
+            Some(d) => d.count += count,
+            None => list.push(DroppedRecords {
+                context_id,
+                stream_id,
+                count,
+            }),
+        }
+        log::warn!(
+            "CUPTI dropped {count} activity records (context {context_id:?}, stream {stream_id})"
+        );
+        count
+    }
+
+    /// Hands a completed buffer to the closure.
+    ///
+    /// # Safety
+    /// `buffer` must hold `valid` readable bytes of records CUPTI wrote, unchanged until this returns.
+    unsafe fn deliver(&self, ctx: sys::CUcontext, stream_id: u32, buffer: *const u8, valid: usize) {
+        let dropped = self.read_dropped(ctx, stream_id);
+        if valid == 0 && dropped == 0 {
+            return;
+        }
+        // SAFETY: the caller's contract; string pointers in CUPTI's records point at CUPTI's own tables, valid
+        // at least while the buffer is handed over.
+        let batch = unsafe {
+            ActivityBatch::delivered(buffer, valid, self.layout, self.vendor_step, dropped)
+        };
+        let records = batch.count() as u64;
+        self.delivery
+            .deliver(records, valid as u64, |callback| callback(&batch));
+    }
+}
+
+/// The buffer-requested callback: a buffer from the pool, or none (CUPTI then drops records and counts them).
+unsafe extern "C" fn on_buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
+    if buffer.is_null() || size.is_null() {
+        return;
+    }
+    // SAFETY: CUPTI passes valid out-pointers (checked non-null above; `max_records` below).
+    unsafe {
+        *buffer = std::ptr::null_mut();
+        *size = 0;
+        if !max_records.is_null() {
+            // 0: fill the buffer with as many records as fit.
+            *max_records = 0;
+        }
+    }
+    delivery::vendor_callback((), || {
+        if let Some((ptr, len)) = pool::take() {
+            // SAFETY: as above.
+            unsafe {
+                *buffer = ptr;
+                *size = len;
+            }
+        }
+    });
+}
+
+/// The buffer-completed callback, on a CUPTI worker thread or the thread that flushes.
+unsafe extern "C" fn on_buffer_completed(
+    ctx: sys::CUcontext,
+    stream_id: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    delivery::vendor_callback((), || {
+        // Only buffers the pool lent are read, and never past their real size.
+        let Some(len) = pool::lent_size(buffer) else {
+            log::warn!("CUPTI completed a buffer the tracer did not lend; left alone");
+            return;
+        };
+        let valid = valid.min(len);
+        let shared = ACTIVE
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(Arc::clone);
+        match shared {
+            // SAFETY: the pool's buffer of `len` bytes, which CUPTI handed back with `valid` bytes written.
+            Some(s) => unsafe { s.deliver(ctx, stream_id, buffer, valid) },
+            None => {
+                ORPHAN_BATCHES.fetch_add(1, Ordering::Relaxed);
+                ORPHAN_BYTES.fetch_add(valid as u64, Ordering::Relaxed);
+                log::warn!("CUPTI completed a buffer of {valid} bytes after its tracer stopped");
+            }
+        }
+        pool::give_back(buffer);
+    });
+}
+
+/// Builds and starts an [`ActivityTracer`]; from [`ActivityTracer::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `start` is called"]
+pub struct ActivityTracerBuilder {
+    kinds: ActivityKinds,
+    buffer_size: usize,
+    max_buffers: usize,
+    clock: Clock,
+    flush_period: Option<Duration>,
+    library: Option<PathBuf>,
+}
+
+impl Default for ActivityTracerBuilder {
+    fn default() -> Self {
+        ActivityTracerBuilder {
+            kinds: ActivityKinds::gpu_trace(),
+            buffer_size: 8 << 20,
+            max_buffers: 32,
+            clock: Clock::Monotonic,
+            flush_period: None,
+            library: None,
+        }
+    }
+}
+
+impl ActivityTracerBuilder {
+    /// The kinds to record (default [`ActivityKinds::gpu_trace`]).
+    pub fn kinds(mut self, kinds: ActivityKinds) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// Bytes per vendor buffer (default 8 MiB): a multiple of 8, at least the largest record.
+    pub fn buffer_size(mut self, bytes: usize) -> Self {
+        self.buffer_size = bytes;
+        self
+    }
+
+    /// How many buffers CUPTI may hold at once (default 32). Past that CUPTI drops records, which the tracer
+    /// reports ([`ActivityTracer::dropped`]).
+    pub fn max_buffers(mut self, n: usize) -> Self {
+        self.max_buffers = n;
+        self
+    }
+
+    /// The clock of every timestamp (default [`Clock::Monotonic`]).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Lets CUPTI's worker thread deliver full buffers at this period (`cuptiActivityFlushPeriod`); by default
+    /// CUPTI decides. Partly filled buffers still need [`ActivityTracer::flush_all`].
+    pub fn flush_period(mut self, period: Duration) -> Self {
+        self.flush_period = Some(period);
+        self
+    }
+
+    /// Loads `libcupti` from this path instead of the crate's search.
+    pub fn library_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.library = Some(path.into());
+        self
+    }
+
+    /// Starts recording; every filled buffer is decoded and handed to `callback`, on a CUPTI thread or on the
+    /// thread that calls [`ActivityTracer::flush_all`].
+    ///
+    /// Checked before any CUPTI call: that no other tracer runs ([`TracingError::TracerActive`]), that the CUDA
+    /// driver library is present and loads ([`crate::cuda::Driver::load`], which does not call `cuInit`, so this
+    /// works inside `InitializeInjection`), that `libcupti` loads and has the Activity API, and the options.
+    /// Enabling activity is normally done before the program's first `cuInit`.
+    pub fn start<F>(self, callback: F) -> crate::Result<ActivityTracer>
+    where
+        F: for<'b> FnMut(&ActivityBatch<'b>) + Send + 'static,
+    {
+        if delivery::in_callback() {
+            return Err(TracingError::InsideCallback.into());
+        }
+        if self.kinds.is_empty() {
+            return Err(TracingError::NoKinds.into());
+        }
+        if self.max_buffers == 0 {
+            return Err(TracingError::NoBuffers.into());
+        }
+        let claim = Claim::acquire()?;
+        self.start_claimed(claim, Box::new(callback))
+    }
+
+    /// Starts with the process's tracer slot held; an early error releases it with `claim`, a later one through
+    /// the tracer's shutdown.
+    fn start_claimed(self, claim: Claim, callback: Box<BatchFn>) -> crate::Result<ActivityTracer> {
+        crate::cuda::Driver::load()?;
+        let lib = match &self.library {
+            Some(path) => CuptiLibrary::load_from(path)?,
+            None => CuptiLibrary::load()?,
+        };
+        let fns = lib.activity.map_err(TracingError::MissingSymbol)?;
+        let version = lib.version()?;
+        let layout_match = RecordLayout::for_version(version);
+        let layout = layout_match.layout();
+        let min = layout.largest_decoded_record();
+        if self.buffer_size < min || self.buffer_size % 8 != 0 {
+            return Err(TracingError::BufferSize {
+                size: self.buffer_size,
+                min,
+            }
+            .into());
+        }
+        let flush_period = match self.flush_period {
+            Some(p) => Some((
+                fns.flush_period
+                    .ok_or(TracingError::MissingSymbol("cuptiActivityFlushPeriod"))?,
+                u32::try_from(p.as_millis()).unwrap_or(u32::MAX).max(1),
+            )),
+            None => None,
+        };
+        // The clock before any kind is enabled, as CUPTI requires.
+        clock::set_current(self.clock);
+        match fns.register_timestamp_callback {
+            // SAFETY: a function valid for the process that only reads a clock.
+            Some(register) => vendor("cuptiActivityRegisterTimestampCallback", unsafe {
+                register(Some(clock::timestamp_callback))
+            })?,
+            None if self.clock == Clock::Monotonic => {
+                return Err(TracingError::ClockUnavailable.into());
+            }
+            None => {}
+        }
+        let shared = Arc::new(Shared {
+            fns,
+            layout,
+            vendor_step: match layout_match {
+                LayoutMatch::Exact(_) => None,
+                LayoutMatch::Nearest(_) => Some(fns.get_next_record),
+            },
+            delivery: Delivery::new(callback),
+            dropped: Mutex::new(Vec::new()),
+            dropped_total: AtomicU64::new(0),
+        });
+        pool::configure(self.buffer_size, self.max_buffers);
+        *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
+        let mut tracer = ActivityTracer {
+            shared,
+            lib,
+            version,
+            clock: self.clock,
+            enabled: ActivityKinds::empty(),
+            stopped: false,
+            claim: Some(claim),
+        };
+        // From here on a failure unwinds through the tracer's own shutdown (Drop).
+        // SAFETY: both functions stay valid for the process and never unwind.
+        vendor("cuptiActivityRegisterCallbacks", unsafe {
+            (fns.register_callbacks)(Some(on_buffer_requested), Some(on_buffer_completed))
+        })?;
+        if let Some((set_period, ms)) = flush_period {
+            // SAFETY: a plain setting.
+            vendor("cuptiActivityFlushPeriod", unsafe { set_period(ms) })?;
+        }
+        for kind in self.kinds.kinds() {
+            // SAFETY: a kind value; CUPTI checks it.
+            if let Err(error) = crate::cupti::CuptiError::check(unsafe { (fns.enable)(kind.0) }) {
+                return Err(TracingError::EnableKind { kind, error }.into());
+            }
+            tracer.enabled |= ActivityKinds::from_kind(kind);
+        }
+        log::debug!(
+            "activity tracer started: CUPTI {version}, {layout:?}, kinds {:?}",
+            tracer.enabled
+        );
+        Ok(tracer)
+    }
+}
+
+/// The process's consumer of CUPTI activity buffers: enables kinds, lends CUPTI buffers from a crate-owned pool,
+/// decodes each completed buffer and hands it to a closure as a borrowed [`ActivityBatch`].
+///
+/// ```no_run
+/// use gpu_tools::cupti::activity::{Activity, ActivityKinds, ActivityTracer, FlushMode};
+/// # fn main() -> gpu_tools::Result<()> {
+/// let tracer = ActivityTracer::builder()
+///     .kinds(ActivityKinds::CONCURRENT_KERNEL | ActivityKinds::MEMCPY)
+///     .start(|batch| {
+///         for record in batch.records().flatten() {
+///             if let Activity::Kernel(k) = record {
+///                 println!("{:?} ran {} ns", k.name(), k.time().duration_ns());
+///             }
+///         }
+///     })?;
+/// // ... run CUDA work ...
+/// tracer.flush_all(FlushMode::Forced)?;
+/// let report = tracer.stop()?;
+/// assert!(report.dropped.is_empty());
+/// # Ok(()) }
+/// ```
+///
+/// Every record CUPTI hands over is delivered once: [`stop`](Self::stop) (and `Drop`) disables the kinds and
+/// forces a flush, on the calling thread, before the tracer is gone. A panic in the closure is caught and counted,
+/// the buffer still goes back to the pool, and the next [`flush_all`](Self::flush_all) or `stop` reports it.
+///
+/// `Send` and `Sync`: every method takes `&self` except `stop`, so a thread may flush periodically while another
+/// owns the tracer.
+pub struct ActivityTracer {
+    shared: Arc<Shared>,
+    lib: &'static CuptiLibrary,
+    version: u32,
+    clock: Clock,
+    enabled: ActivityKinds,
+    stopped: bool,
+    /// Released when the tracer is shut down.
+    claim: Option<Claim>,
+}
+
+impl std::fmt::Debug for ActivityTracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivityTracer")
+            .field("version", &self.version)
+            .field("layout", &self.shared.layout)
+            .field("kinds", &self.enabled)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ActivityTracer {
+    /// A builder with the defaults: [`ActivityKinds::gpu_trace`], 8 MiB buffers, at most 32, monotonic clock.
+    pub fn builder() -> ActivityTracerBuilder {
+        ActivityTracerBuilder::default()
+    }
+
+    /// The kinds enabled.
+    pub fn kinds(&self) -> ActivityKinds {
+        self.enabled
+    }
+
+    /// The loaded library's CUPTI API version.
+    pub fn cupti_version(&self) -> u32 {
+        self.version
+    }
+
+    /// The layout buffers are read with.
+    pub fn layout(&self) -> RecordLayout {
+        self.shared.layout
+    }
+
+    /// The clock of the records' timestamps.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The library in use.
+    pub fn library(&self) -> &'static CuptiLibrary {
+        self.lib
+    }
+
+    /// Now, on the records' clock: `cuptiGetTimestamp` where the library has it, else the clock read directly.
+    pub fn timestamp(&self) -> u64 {
+        if let Some(f) = self.shared.fns.get_timestamp {
+            let mut t = 0;
+            // SAFETY: a valid out-pointer.
+            if unsafe { f(&mut t) } == sys::CUPTI_SUCCESS {
+                return t;
+            }
+        }
+        self.clock.now_ns()
+    }
+
+    /// Hands buffers CUPTI holds to the closure (`cuptiActivityFlushAll`) and waits until it ran; then reports a
+    /// panic of the closure since the last report. CUPTI synchronises nothing: records of GPU work still running
+    /// stay incomplete ([`FlushMode::Forced`] delivers them anyway, with end 0).
+    pub fn flush_all(&self, mode: FlushMode) -> crate::Result<()> {
+        if delivery::in_callback() {
+            return Err(TracingError::InsideCallback.into());
+        }
+        self.flush_raw(mode)?;
+        match self.shared.delivery.take_panic() {
+            Some(msg) => Err(TracingError::CallbackPanicked(msg).into()),
+            None => Ok(()),
+        }
+    }
+
+    fn flush_raw(&self, mode: FlushMode) -> Result<(), TracingError> {
+        let flag = match mode {
+            FlushMode::Completed => 0,
+            FlushMode::Forced => sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED,
+        };
+        // SAFETY: callbacks are registered; this thread runs no completion callback, so waiting for them cannot
+        // wait for itself.
+        vendor("cuptiActivityFlushAll", unsafe {
+            (self.shared.fns.flush_all)(flag)
+        })
+    }
+
+    /// Drops CUPTI reported so far, per context and stream.
+    pub fn dropped(&self) -> Vec<DroppedRecords> {
+        self.shared
+            .dropped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Delivery counts so far.
+    pub fn stats(&self) -> TracerStats {
+        let d = self.shared.delivery.counts();
+        let p = pool::counts();
+        TracerStats {
+            batches: d.batches,
+            records: d.records,
+            bytes: d.bytes,
+            callback_panics: d.panics,
+            dropped_records: self.shared.dropped_total.load(Ordering::Relaxed),
+            buffers_made: p.made,
+            buffers_refused: p.refused,
+            buffers_in_use: p.lent,
+        }
+    }
+
+    /// Buffers CUPTI completed, in this process, while no tracer ran, and their valid bytes: never delivered.
+    /// Zero unless CUPTI holds buffers past a tracer's final forced flush.
+    pub fn orphans() -> (u64, u64) {
+        (
+            ORPHAN_BATCHES.load(Ordering::Relaxed),
+            ORPHAN_BYTES.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Disables the kinds, forces a flush so that every record reaches the closure, and reports. The first
+    /// vendor error is returned after the rest of the shutdown ran.
+    pub fn stop(mut self) -> crate::Result<TracerReport> {
+        if delivery::in_callback() {
+            return Err(TracingError::InsideCallback.into());
+        }
+        self.shutdown()?;
+        let dropped = self.dropped();
+        Ok(TracerReport {
+            stats: self.stats(),
+            dropped,
+            panic: self.shared.delivery.take_panic(),
+        })
+    }
+
+    /// Disable, flush, last drop count, unroute; once.
+    fn shutdown(&mut self) -> Result<(), TracingError> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let mut first: Option<TracingError> = None;
+        for kind in self.enabled.kinds() {
+            // SAFETY: a kind this tracer enabled.
+            let code = unsafe { (self.shared.fns.disable)(kind.0) };
+            if let Err(e) = vendor("cuptiActivityDisable", code) {
+                first.get_or_insert(e);
+            }
+        }
+        if let Err(e) = self.flush_raw(FlushMode::Forced) {
+            first.get_or_insert(e);
+        }
+        // Drops after the last buffer.
+        self.shared.read_dropped(std::ptr::null_mut(), 0);
+        *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = None;
+        pool::close();
+        self.claim = None;
+        log::debug!("activity tracer stopped: {:?}", self.stats());
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ActivityTracer {
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        if delivery::in_callback() {
+            // Flushing here would wait for this very callback. The tracer stays registered and active for the
+            // rest of the process; its closure keeps receiving buffers.
+            log::warn!("activity tracer dropped inside a CUPTI callback: left running");
+            if let Some(claim) = self.claim.take() {
+                std::mem::forget(claim);
+            }
+            return;
+        }
+        if let Err(e) = self.shutdown() {
+            log::warn!("activity tracer shutdown: {e}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! From CUPTI's borrowed activity records to the crate's owned trace records ([`crate::trace`]), which a tracer
+//! keeps after the callback or streams to another process.
+
+use crate::cupti::activity::{
+    Activity, ActivityObject, ApiCall, CopyKind, Kernel, Memcpy, MemoryKind, Memset, Overhead,
+    PeerCopy, SyncType, Synchronization,
+};
+use crate::cupti::cbid::ApiDomain;
+use crate::trace::{self, NameTable, Record};
+
+/// Converts activity records into [`Record`]s, sharing one allocation per distinct name (kernel and function
+/// names), so converting a kernel launched a million times allocates its name once.
+#[derive(Debug, Default)]
+pub struct TraceConverter {
+    names: NameTable,
+}
+
+impl TraceConverter {
+    /// A converter with no names yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The owned record of `activity`, or `None` for kinds the trace format does not carry (contexts, streams,
+    /// devices, names, markers, external correlation, memory, and unknown kinds).
+    pub fn convert(&mut self, activity: &Activity<'_>) -> Option<Record> {
+        Some(match activity {
+            Activity::Kernel(k) => Record::Kernel(self.kernel(k)),
+            Activity::Memcpy(m) => Record::Memcpy(memcpy(m)),
+            Activity::PeerCopy(p) => Record::Memcpy(peer_copy(p)),
+            Activity::Memset(m) => Record::Memset(memset(m)),
+            Activity::Api(a) => Record::Api(self.api(a)),
+            Activity::Synchronization(s) => Record::Synchronization(synchronization(s)),
+            Activity::Overhead(o) => Record::Overhead(overhead(o)),
+            _ => return None,
+        })
+    }
+
+    fn kernel(&mut self, k: &Kernel<'_>) -> trace::KernelRecord {
+        let t = k.time();
+        let (grid, block) = (k.grid(), k.block());
+        trace::KernelRecord {
+            start: t.start,
+            end: t.end,
+            device: k.device_id(),
+            context: k.context_id(),
+            stream: k.stream_id(),
+            correlation: k.correlation_id(),
+            grid_id: u64::try_from(k.grid_id()).unwrap_or(0),
+            grid: [grid.x, grid.y, grid.z],
+            block: [block.x, block.y, block.z],
+            static_shared: k.static_shared_memory(),
+            dynamic_shared: k.dynamic_shared_memory(),
+            registers: k.registers_per_thread(),
+            graph_id: k.graph_id(),
+            name: match k.name() {
+                Some(n) => self.names.intern_bytes(n.to_bytes()),
+                None => self.names.intern(""),
+            },
+        }
+    }
+
+    fn api(&mut self, a: &ApiCall<'_>) -> trace::ApiRecord {
+        let t = a.time();
+        trace::ApiRecord {
+            start: t.start,
+            end: t.end,
+            domain: match a.domain() {
+                ApiDomain::Driver => trace::ApiDomain::Driver,
+                ApiDomain::Runtime => trace::ApiDomain::Runtime,
+            },
+            cbid: a.cbid().id(),
+            name: self.names.intern(a.function_name().unwrap_or("")),
+            correlation: a.correlation_id(),
+            process: a.process_id(),
+            thread: a.thread_id(),
+            return_value: a.return_value(),
+        }
+    }
+}
+
+fn copy_kind(k: CopyKind) -> trace::CopyKind {
+    use trace::CopyKind as T;
+    match k {
+        CopyKind::HtoD => T::HtoD,
+        CopyKind::DtoH => T::DtoH,
+        CopyKind::HtoA => T::HtoA,
+        CopyKind::AtoH => T::AtoH,
+        CopyKind::AtoA => T::AtoA,
+        CopyKind::AtoD => T::AtoD,
+        CopyKind::DtoA => T::DtoA,
+        CopyKind::DtoD => T::DtoD,
+        CopyKind::HtoH => T::HtoH,
+        CopyKind::PtoP => T::PtoP,
+        CopyKind::Unknown(0) => T::Unknown,
+        CopyKind::Unknown(c) => T::Other(c),
+    }
+}
+
+fn memory_kind(k: MemoryKind) -> trace::MemoryKind {
+    use trace::MemoryKind as T;
+    match k {
+        MemoryKind::Pageable => T::Pageable,
+        MemoryKind::Pinned => T::Pinned,
+        MemoryKind::Device => T::Device,
+        MemoryKind::Array => T::Array,
+        MemoryKind::Managed => T::Managed,
+        MemoryKind::DeviceStatic => T::DeviceStatic,
+        MemoryKind::ManagedStatic => T::ManagedStatic,
+        MemoryKind::Unknown(0) => T::Unknown,
+        // The wire carries a byte; a code past it (none in 13.0) is "other" without its value.
+        MemoryKind::Unknown(c) => T::Other(u8::try_from(c).unwrap_or(u8::MAX)),
+    }
+}
+
+fn memcpy(m: &Memcpy<'_>) -> trace::MemcpyRecord {
+    let t = m.time();
+    trace::MemcpyRecord {
+        start: t.start,
+        end: t.end,
+        device: m.device_id(),
+        context: m.context_id(),
+        stream: m.stream_id(),
+        correlation: m.correlation_id(),
+        bytes: m.bytes(),
+        kind: copy_kind(m.copy_kind()),
+        src: memory_kind(m.src_kind()),
+        dst: memory_kind(m.dst_kind()),
+        is_async: m.is_async(),
+    }
+}
+
+fn peer_copy(p: &PeerCopy<'_>) -> trace::MemcpyRecord {
+    let t = p.time();
+    trace::MemcpyRecord {
+        start: t.start,
+        end: t.end,
+        device: p.device_id(),
+        context: p.context_id(),
+        stream: p.stream_id(),
+        correlation: p.correlation_id(),
+        bytes: p.bytes(),
+        kind: copy_kind(p.copy_kind()),
+        src: trace::MemoryKind::Device,
+        dst: trace::MemoryKind::Device,
+        is_async: p.is_async(),
+    }
+}
+
+fn memset(m: &Memset<'_>) -> trace::MemsetRecord {
+    let t = m.time();
+    trace::MemsetRecord {
+        start: t.start,
+        end: t.end,
+        device: m.device_id(),
+        context: m.context_id(),
+        stream: m.stream_id(),
+        correlation: m.correlation_id(),
+        bytes: m.bytes(),
+        value: m.value(),
+        memory: memory_kind(m.memory_kind()),
+        is_async: m.is_async(),
+    }
+}
+
+fn synchronization(s: &Synchronization<'_>) -> trace::SyncRecord {
+    use trace::SyncKind as T;
+    let t = s.time();
+    trace::SyncRecord {
+        start: t.start,
+        end: t.end,
+        kind: match s.sync_type() {
+            SyncType::EventSynchronize => T::EventSynchronize,
+            SyncType::StreamWaitEvent => T::StreamWaitEvent,
+            SyncType::StreamSynchronize => T::StreamSynchronize,
+            SyncType::ContextSynchronize => T::ContextSynchronize,
+            SyncType::Unknown(0) => T::Unknown,
+            SyncType::Unknown(c) => T::Other(u8::try_from(c).unwrap_or(u8::MAX)),
+        },
+        context: s.context_id(),
+        stream: s.stream_id().unwrap_or(u32::MAX),
+        event: s.cuda_event_id().unwrap_or(u32::MAX),
+        correlation: s.correlation_id(),
+    }
+}
+
+fn overhead(o: &Overhead<'_>) -> trace::OverheadRecord {
+    let t = o.time();
+    // Object kinds as CUPTI numbers them (`CUpti_ActivityObjectKind`); the id packs what identifies the object.
+    let (object_kind, object_id) = match o.object() {
+        ActivityObject::Process { pid } => (1, u64::from(pid)),
+        ActivityObject::Thread { pid, tid } => (2, (u64::from(pid) << 32) | u64::from(tid)),
+        ActivityObject::Device { device } => (3, u64::from(device)),
+        ActivityObject::Context { device, context } => {
+            (4, (u64::from(device) << 32) | u64::from(context))
+        }
+        ActivityObject::Stream {
+            context, stream, ..
+        } => (5, (u64::from(context) << 32) | u64::from(stream)),
+        ActivityObject::Unknown(k) => (k, 0),
+    };
+    trace::OverheadRecord {
+        start: t.start,
+        end: t.end,
+        kind: o.raw().overheadKind,
+        object_kind,
+        object_id,
+    }
+}

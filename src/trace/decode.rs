@@ -1,0 +1,542 @@
+//! Reading a stream back. The bytes come from another process: every length is checked, nothing panics, and an
+//! error says which frame it concerns.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+
+use super::record::*;
+use super::wire::{
+    Cursor, FRAME_HEADER_LEN, HEADER_LEN, MAGIC, MAX_FRAME, MAX_NAME_BYTES, MAX_NAMES,
+    StreamHeader, TimestampClock, VERSION, min_payload, tag,
+};
+
+/// A stream could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The stream does not start with `GPUTRACE`.
+    #[error("not a gpu-tools trace stream (magic {found:02x?})")]
+    BadMagic {
+        /// The first bytes found.
+        found: [u8; 8],
+    },
+    /// The stream's format version is not one this crate reads.
+    #[error("trace stream format version {version} is not supported (this crate reads {VERSION})")]
+    UnsupportedVersion {
+        /// The version found.
+        version: u16,
+    },
+    /// The header announces a length shorter than version 1's.
+    #[error("trace stream header length {len} is too short")]
+    BadHeaderLength {
+        /// The length found.
+        len: u16,
+    },
+    /// A frame announces more bytes than any frame may hold: the stream is corrupt from here on.
+    #[error("frame (tag {tag}) announces {len} bytes, more than the {MAX_FRAME} allowed")]
+    FrameTooLarge {
+        /// The frame's tag.
+        tag: u8,
+        /// The announced payload length.
+        len: u32,
+    },
+    /// A frame's payload is shorter than its layout; the frame was skipped.
+    #[error("frame (tag {tag}) holds {have} bytes, its layout needs {need}; skipped")]
+    ShortFrame {
+        /// The frame's tag.
+        tag: u8,
+        /// Bytes the layout needs.
+        need: usize,
+        /// Bytes the frame holds.
+        have: usize,
+    },
+    /// A frame of a tag this crate does not know; skipped.
+    #[error("frame of unknown tag {tag} ({len} bytes) skipped")]
+    UnknownFrame {
+        /// The tag.
+        tag: u8,
+        /// Its payload length.
+        len: u32,
+    },
+    /// A record refers to a name id no name frame defined; the record was skipped.
+    #[error("frame (tag {tag}) refers to undefined name id {id}; skipped")]
+    UndefinedName {
+        /// The frame's tag.
+        tag: u8,
+        /// The id.
+        id: u32,
+    },
+    /// A name frame defines an id that is 0 or already defined; skipped.
+    #[error("name id {id} defined twice or reserved; skipped")]
+    BadNameId {
+        /// The id.
+        id: u32,
+    },
+    /// The stream defines more names, or more bytes of names, than a stream may; the name was skipped.
+    #[error("name table full ({MAX_NAMES} names or {MAX_NAME_BYTES} bytes); name {id} skipped")]
+    NameTableFull {
+        /// The id of the name that did not fit.
+        id: u32,
+    },
+    /// The stream ended inside the header or a frame.
+    #[error("stream ended inside a frame ({pending} bytes of it received)")]
+    TruncatedStream {
+        /// Bytes of the incomplete header or frame.
+        pending: usize,
+    },
+    /// The stream ended before its header was complete (a sender that never sent anything, or not a trace).
+    #[error("stream ended before its header ({received} bytes received)")]
+    NoHeader {
+        /// Bytes received.
+        received: usize,
+    },
+    /// Reading the underlying source failed.
+    #[error("reading the trace stream failed: {0}")]
+    Io(String),
+    /// An earlier fatal error left the stream out of step; nothing more is read.
+    #[error("trace stream unreadable after an earlier error")]
+    Poisoned,
+}
+
+impl WireError {
+    /// True when nothing after this error can be read (the decoder is poisoned); other errors concern one frame,
+    /// and decoding goes on with the next.
+    pub fn is_fatal(&self) -> bool {
+        matches!(
+            self,
+            WireError::BadMagic { .. }
+                | WireError::UnsupportedVersion { .. }
+                | WireError::BadHeaderLength { .. }
+                | WireError::FrameTooLarge { .. }
+                | WireError::TruncatedStream { .. }
+                | WireError::NoHeader { .. }
+                | WireError::Io(_)
+                | WireError::Poisoned
+        )
+    }
+}
+
+/// Incremental decoder: [`feed`](Decoder::feed) bytes as they arrive, take records with
+/// [`next_record`](Decoder::next_record) until it returns `Ok(None)` (more bytes needed).
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    pos: usize,
+    header: Option<StreamHeader>,
+    names: HashMap<u32, Arc<str>>,
+    name_bytes: usize,
+    poisoned: bool,
+}
+
+impl Decoder {
+    /// A decoder expecting a stream header first.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The stream header, once it has been read.
+    pub fn header(&self) -> Option<&StreamHeader> {
+        self.header.as_ref()
+    }
+
+    /// Appends received bytes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        // Drop what was consumed before growing, so a long stream does not accumulate.
+        if self.pos > 0 && self.pos >= self.buf.len() / 2 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received but not yet decoded (part of a header or frame).
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Checks that the stream ended at a frame boundary (call at the end of the input).
+    pub fn finish(&self) -> Result<(), WireError> {
+        if self.poisoned {
+            return Err(WireError::Poisoned);
+        }
+        match (self.header.is_some(), self.pending()) {
+            (true, 0) => Ok(()),
+            (true, pending) => Err(WireError::TruncatedStream { pending }),
+            (false, received) => Err(WireError::NoHeader { received }),
+        }
+    }
+
+    /// The next record: `Ok(Some)`, `Ok(None)` when more bytes are needed, or an error. After an error for which
+    /// [`WireError::is_fatal`] holds, every later call returns [`WireError::Poisoned`].
+    pub fn next_record(&mut self) -> Result<Option<Record>, WireError> {
+        if self.poisoned {
+            return Err(WireError::Poisoned);
+        }
+        if self.header.is_none() {
+            match self.read_header() {
+                Ok(Some(())) => {}
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    self.poisoned = true;
+                    return Err(e);
+                }
+            }
+        }
+        loop {
+            let rest = &self.buf[self.pos..];
+            if rest.len() < FRAME_HEADER_LEN {
+                return Ok(None);
+            }
+            let t = rest[0];
+            let len = u32::from_le_bytes([rest[1], rest[2], rest[3], rest[4]]);
+            if len > MAX_FRAME {
+                self.poisoned = true;
+                return Err(WireError::FrameTooLarge { tag: t, len });
+            }
+            let total = FRAME_HEADER_LEN + len as usize;
+            if rest.len() < total {
+                return Ok(None);
+            }
+            let start = self.pos + FRAME_HEADER_LEN;
+            self.pos += total;
+            // Copy the range out of `self.buf` so `parse` may update the name table.
+            let (a, b) = (start, start + len as usize);
+            let result = {
+                let payload = &self.buf[a..b];
+                parse(t, payload, &self.names)
+            };
+            match result {
+                Parsed::Record(r) => return Ok(Some(r)),
+                Parsed::Name(id, text) => self.define(id, text)?,
+                Parsed::Error(e) => return Err(e),
+            }
+        }
+    }
+
+    fn read_header(&mut self) -> Result<Option<()>, WireError> {
+        let rest = &self.buf[self.pos..];
+        if rest.len() < 12 {
+            // Reject a wrong magic as soon as its bytes are in.
+            if !MAGIC.starts_with(&rest[..rest.len().min(8)]) {
+                let mut found = [0; 8];
+                found[..rest.len().min(8)].copy_from_slice(&rest[..rest.len().min(8)]);
+                return Err(WireError::BadMagic { found });
+            }
+            return Ok(None);
+        }
+        let mut c = Cursor::new(rest);
+        let mut magic = [0u8; 8];
+        for m in &mut magic {
+            *m = c.u8().unwrap_or(0);
+        }
+        if magic != MAGIC {
+            return Err(WireError::BadMagic { found: magic });
+        }
+        let version = c.u16().unwrap_or(0);
+        let header_len = c.u16().unwrap_or(0);
+        if version != VERSION {
+            return Err(WireError::UnsupportedVersion { version });
+        }
+        if usize::from(header_len) < HEADER_LEN {
+            return Err(WireError::BadHeaderLength { len: header_len });
+        }
+        if rest.len() < usize::from(header_len) {
+            return Ok(None);
+        }
+        let pid = c.u32().unwrap_or(0);
+        let vendor_version = c.u32().unwrap_or(0);
+        let clock = TimestampClock::from_code(c.u32().unwrap_or(0));
+        self.header = Some(StreamHeader {
+            version,
+            pid,
+            vendor_version,
+            clock,
+        });
+        self.pos += usize::from(header_len);
+        Ok(Some(()))
+    }
+
+    fn define(&mut self, id: u32, text: Arc<str>) -> Result<(), WireError> {
+        if id == 0 || self.names.contains_key(&id) {
+            return Err(WireError::BadNameId { id });
+        }
+        if self.names.len() >= MAX_NAMES || self.name_bytes + text.len() > MAX_NAME_BYTES {
+            return Err(WireError::NameTableFull { id });
+        }
+        self.name_bytes += text.len();
+        self.names.insert(id, text);
+        Ok(())
+    }
+}
+
+enum Parsed {
+    Record(Record),
+    Name(u32, Arc<str>),
+    Error(WireError),
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Decodes one payload. `None` from the cursor cannot happen after the length check, but is still an error,
+/// never a panic.
+fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
+    let Some(need) = min_payload(t) else {
+        return Parsed::Error(WireError::UnknownFrame {
+            tag: t,
+            len: payload.len() as u32,
+        });
+    };
+    let short = || WireError::ShortFrame {
+        tag: t,
+        need,
+        have: payload.len(),
+    };
+    if payload.len() < need {
+        return Parsed::Error(short());
+    }
+    let mut c = Cursor::new(payload);
+    let name = |id: u32| -> Result<Arc<str>, WireError> {
+        if id == 0 {
+            return Ok(Arc::from(""));
+        }
+        names
+            .get(&id)
+            .cloned()
+            .ok_or(WireError::UndefinedName { tag: t, id })
+    };
+    let result = (|| -> Option<Result<Parsed, WireError>> {
+        Some(Ok(match t {
+            tag::NAME => {
+                let id = c.u32()?;
+                Parsed::Name(id, Arc::from(String::from_utf8_lossy(c.rest()).as_ref()))
+            }
+            tag::KERNEL => {
+                let (start, end, grid_id) = (c.u64()?, c.u64()?, c.u64()?);
+                let (device, context, stream, correlation) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let name_id = c.u32()?;
+                let grid = [c.u32()?, c.u32()?, c.u32()?];
+                let block = [c.u32()?, c.u32()?, c.u32()?];
+                let (static_shared, dynamic_shared, graph_id) = (c.u32()?, c.u32()?, c.u32()?);
+                let registers = c.u16()?;
+                let name = match name(name_id) {
+                    Ok(n) => n,
+                    Err(e) => return Some(Err(e)),
+                };
+                Parsed::Record(Record::Kernel(KernelRecord {
+                    start,
+                    end,
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    grid_id,
+                    grid,
+                    block,
+                    static_shared,
+                    dynamic_shared,
+                    registers,
+                    graph_id,
+                    name,
+                }))
+            }
+            tag::MEMCPY => {
+                let (start, end, bytes) = (c.u64()?, c.u64()?, c.u64()?);
+                let (device, context, stream, correlation) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let (kind, src, dst, flags) = (c.u8()?, c.u8()?, c.u8()?, c.u8()?);
+                Parsed::Record(Record::Memcpy(MemcpyRecord {
+                    start,
+                    end,
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    bytes,
+                    kind: CopyKind::from_code(kind),
+                    src: MemoryKind::from_code(src),
+                    dst: MemoryKind::from_code(dst),
+                    is_async: flags & 1 != 0,
+                }))
+            }
+            tag::MEMSET => {
+                let (start, end, bytes) = (c.u64()?, c.u64()?, c.u64()?);
+                let (device, context, stream, correlation) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let value = c.u32()?;
+                let (memory, flags) = (c.u8()?, c.u8()?);
+                Parsed::Record(Record::Memset(MemsetRecord {
+                    start,
+                    end,
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    bytes,
+                    value,
+                    memory: MemoryKind::from_code(memory),
+                    is_async: flags & 1 != 0,
+                }))
+            }
+            tag::API => {
+                let (start, end) = (c.u64()?, c.u64()?);
+                let domain = ApiDomain::from_code(c.u8()?);
+                c.skip(3)?;
+                let (cbid, name_id, correlation) = (c.u32()?, c.u32()?, c.u32()?);
+                let (process, thread, return_value) = (c.u32()?, c.u32()?, c.u32()?);
+                let name = match name(name_id) {
+                    Ok(n) => n,
+                    Err(e) => return Some(Err(e)),
+                };
+                Parsed::Record(Record::Api(ApiRecord {
+                    start,
+                    end,
+                    domain,
+                    cbid,
+                    name,
+                    correlation,
+                    process,
+                    thread,
+                    return_value,
+                }))
+            }
+            tag::SYNC => {
+                let (start, end) = (c.u64()?, c.u64()?);
+                let (context, stream, event, correlation) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let kind = SyncKind::from_code(c.u8()?);
+                Parsed::Record(Record::Synchronization(SyncRecord {
+                    start,
+                    end,
+                    kind,
+                    context,
+                    stream,
+                    event,
+                    correlation,
+                }))
+            }
+            tag::OVERHEAD => {
+                let (start, end, object_id) = (c.u64()?, c.u64()?, c.u64()?);
+                let (kind, object_kind) = (c.u32()?, c.u32()?);
+                Parsed::Record(Record::Overhead(OverheadRecord {
+                    start,
+                    end,
+                    kind,
+                    object_kind,
+                    object_id,
+                }))
+            }
+            tag::DROPPED => {
+                let count = c.u64()?;
+                let (context, stream) = (c.u32()?, c.u32()?);
+                Parsed::Record(Record::Dropped(DroppedRecords {
+                    context,
+                    stream,
+                    count,
+                }))
+            }
+            tag::PROCESS_START => {
+                let time = c.u64()?;
+                let (pid, parent_pid) = (c.u32()?, c.u32()?);
+                Parsed::Record(Record::ProcessStart(ProcessStart {
+                    pid,
+                    parent_pid,
+                    time,
+                    command: text(c.rest()),
+                }))
+            }
+            tag::PROCESS_END => {
+                let (time, records, dropped, skipped, callback_panics) =
+                    (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+                let reason = EndReason::from_code(c.u8()?);
+                Parsed::Record(Record::ProcessEnd(ProcessEnd {
+                    time,
+                    reason,
+                    records,
+                    dropped,
+                    skipped,
+                    callback_panics,
+                }))
+            }
+            tag::NOTICE => {
+                let level = NoticeLevel::from_code(c.u8()?);
+                Parsed::Record(Record::Notice(Notice {
+                    level,
+                    text: text(c.rest()),
+                }))
+            }
+            _ => return None,
+        }))
+    })();
+    match result {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => Parsed::Error(e),
+        None => Parsed::Error(short()),
+    }
+}
+
+/// Reads records from a byte source (a file, a socket) until its end.
+///
+/// Yields every record and every per-frame error in order; a fatal error (including an incomplete last frame,
+/// [`WireError::TruncatedStream`]) is yielded once and ends the iteration.
+#[derive(Debug)]
+pub struct StreamReader<R> {
+    source: R,
+    decoder: Decoder,
+    done: bool,
+    chunk: Vec<u8>,
+}
+
+impl<R: Read> StreamReader<R> {
+    /// Reads from `source`.
+    pub fn new(source: R) -> Self {
+        StreamReader {
+            source,
+            decoder: Decoder::new(),
+            done: false,
+            chunk: vec![0; 64 << 10],
+        }
+    }
+
+    /// The stream header, once read.
+    pub fn header(&self) -> Option<&StreamHeader> {
+        self.decoder.header()
+    }
+}
+
+impl<R: Read> Iterator for StreamReader<R> {
+    type Item = Result<Record, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.decoder.next_record() {
+                Ok(Some(r)) => return Some(Ok(r)),
+                Ok(None) => {}
+                Err(e) => {
+                    if e.is_fatal() {
+                        self.done = true;
+                    }
+                    return Some(Err(e));
+                }
+            }
+            match self.source.read(&mut self.chunk) {
+                Ok(0) => {
+                    self.done = true;
+                    return self.decoder.finish().err().map(Err);
+                }
+                Ok(n) => self.decoder.feed(&self.chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(WireError::Io(e.to_string())));
+                }
+            }
+        }
+    }
+}

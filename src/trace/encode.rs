@@ -1,0 +1,200 @@
+//! Writing records as a stream ([`wire`](super::wire) describes the layout).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::record::Record;
+use super::wire::{FRAME_HEADER_LEN, MAX_NAME, StreamHeader, tag};
+
+/// Encodes records into frames, defining each name once per stream.
+///
+/// The encoder appends to an internal buffer; the owner sends [`bytes`](Encoder::bytes) and then
+/// [`clear`](Encoder::clear)s it. The stream header is the first thing in the buffer after [`Encoder::new`]. Names
+/// stay defined across `clear`, as they are for the receiving [`Decoder`](super::Decoder).
+#[derive(Debug)]
+pub struct Encoder {
+    buf: Vec<u8>,
+    names: HashMap<Arc<str>, u32>,
+    records: u64,
+}
+
+impl Encoder {
+    /// A stream that starts with `header`.
+    pub fn new(header: &StreamHeader) -> Self {
+        let mut buf = Vec::with_capacity(64 << 10);
+        header.write(&mut buf);
+        Encoder {
+            buf,
+            names: HashMap::new(),
+            records: 0,
+        }
+    }
+
+    /// The bytes encoded since the last [`clear`](Encoder::clear).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Forgets the encoded bytes (after they were sent), keeping the capacity and the defined names.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
+    /// Records encoded so far (names not counted).
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Appends one record (and a name frame first for a name not sent before).
+    pub fn push(&mut self, record: &Record) {
+        self.records += 1;
+        match record {
+            Record::Kernel(k) => {
+                let name = self.name_id(&k.name);
+                self.frame(tag::KERNEL, |b| {
+                    put64(b, k.start);
+                    put64(b, k.end);
+                    put64(b, k.grid_id);
+                    put32(b, k.device);
+                    put32(b, k.context);
+                    put32(b, k.stream);
+                    put32(b, k.correlation);
+                    put32(b, name);
+                    for v in k.grid.iter().chain(k.block.iter()) {
+                        put32(b, *v);
+                    }
+                    put32(b, k.static_shared);
+                    put32(b, k.dynamic_shared);
+                    put32(b, k.graph_id);
+                    b.extend_from_slice(&k.registers.to_le_bytes());
+                });
+            }
+            Record::Memcpy(m) => self.frame(tag::MEMCPY, |b| {
+                put64(b, m.start);
+                put64(b, m.end);
+                put64(b, m.bytes);
+                put32(b, m.device);
+                put32(b, m.context);
+                put32(b, m.stream);
+                put32(b, m.correlation);
+                b.extend_from_slice(&[
+                    m.kind.code(),
+                    m.src.code(),
+                    m.dst.code(),
+                    u8::from(m.is_async),
+                ]);
+            }),
+            Record::Memset(m) => self.frame(tag::MEMSET, |b| {
+                put64(b, m.start);
+                put64(b, m.end);
+                put64(b, m.bytes);
+                put32(b, m.device);
+                put32(b, m.context);
+                put32(b, m.stream);
+                put32(b, m.correlation);
+                put32(b, m.value);
+                b.extend_from_slice(&[m.memory.code(), u8::from(m.is_async)]);
+            }),
+            Record::Api(a) => {
+                let name = self.name_id(&a.name);
+                self.frame(tag::API, |b| {
+                    put64(b, a.start);
+                    put64(b, a.end);
+                    b.extend_from_slice(&[a.domain.code(), 0, 0, 0]);
+                    put32(b, a.cbid);
+                    put32(b, name);
+                    put32(b, a.correlation);
+                    put32(b, a.process);
+                    put32(b, a.thread);
+                    put32(b, a.return_value);
+                });
+            }
+            Record::Synchronization(s) => self.frame(tag::SYNC, |b| {
+                put64(b, s.start);
+                put64(b, s.end);
+                put32(b, s.context);
+                put32(b, s.stream);
+                put32(b, s.event);
+                put32(b, s.correlation);
+                b.push(s.kind.code());
+            }),
+            Record::Overhead(o) => self.frame(tag::OVERHEAD, |b| {
+                put64(b, o.start);
+                put64(b, o.end);
+                put64(b, o.object_id);
+                put32(b, o.kind);
+                put32(b, o.object_kind);
+            }),
+            Record::Dropped(d) => self.frame(tag::DROPPED, |b| {
+                put64(b, d.count);
+                put32(b, d.context);
+                put32(b, d.stream);
+            }),
+            Record::ProcessStart(p) => self.frame(tag::PROCESS_START, |b| {
+                put64(b, p.time);
+                put32(b, p.pid);
+                put32(b, p.parent_pid);
+                b.extend_from_slice(cut(&p.command, 4096).as_bytes());
+            }),
+            Record::ProcessEnd(p) => self.frame(tag::PROCESS_END, |b| {
+                put64(b, p.time);
+                put64(b, p.records);
+                put64(b, p.dropped);
+                put64(b, p.skipped);
+                put64(b, p.callback_panics);
+                b.push(p.reason.code());
+            }),
+            Record::Notice(n) => self.frame(tag::NOTICE, |b| {
+                b.push(n.level.code());
+                b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
+            }),
+        }
+    }
+
+    /// The id of `name`, sending a name frame the first time. The empty name is id 0 and never sent.
+    fn name_id(&mut self, name: &Arc<str>) -> u32 {
+        if name.is_empty() {
+            return 0;
+        }
+        if let Some(&id) = self.names.get(&**name) {
+            return id;
+        }
+        let id = u32::try_from(self.names.len() + 1).unwrap_or(u32::MAX);
+        self.names.insert(Arc::clone(name), id);
+        self.frame(tag::NAME, |b| {
+            put32(b, id);
+            b.extend_from_slice(cut(name, MAX_NAME).as_bytes());
+        });
+        id
+    }
+
+    /// Appends a frame whose payload `fill` writes, then patches its length in.
+    fn frame(&mut self, tag: u8, fill: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.buf.len();
+        self.buf.push(tag);
+        self.buf.extend_from_slice(&[0; 4]);
+        fill(&mut self.buf);
+        let len = (self.buf.len() - at - FRAME_HEADER_LEN) as u32;
+        self.buf[at + 1..at + FRAME_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+    }
+}
+
+fn put32(b: &mut Vec<u8>, v: u32) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put64(b: &mut Vec<u8>, v: u64) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

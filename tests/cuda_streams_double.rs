@@ -1,0 +1,51 @@
+//! `cuda::Stream` and `PinnedBuffer` against the CUDA driver double (its streams run work at once): ids, async
+//! copies in both directions, a set, and the errors of a driver without the calls.
+#![cfg(feature = "cupti")]
+
+#[path = "common/checkpoint.rs"]
+mod common;
+
+use gpu_tools::cuda::{Context, PinnedBuffer, Stream};
+
+fn context() -> Context {
+    common::load_doubles();
+    Context::create(0).expect("double context")
+}
+
+#[test]
+fn stream_and_pinned_types_are_send_and_sync() {
+    fn both<T: Send + Sync>() {}
+    both::<Stream<'static>>();
+    both::<PinnedBuffer<'static>>();
+}
+
+#[test]
+fn copies_and_sets_on_a_stream_move_the_bytes() {
+    let ctx = context();
+    let a = ctx.create_stream().expect("stream");
+    let b = ctx.create_stream().expect("second stream");
+    assert_ne!(a.id().unwrap(), b.id().unwrap(), "stream ids are unique");
+    assert_eq!(ctx.id().unwrap(), ctx.id().unwrap());
+    let dev = ctx.alloc(4096).unwrap();
+    let mut up = ctx.alloc_pinned(1000).unwrap();
+    assert!(
+        up.as_slice().iter().all(|&x| x == 0),
+        "pinned memory starts zeroed"
+    );
+    for (i, x) in up.as_mut_slice().iter_mut().enumerate() {
+        *x = i as u8;
+    }
+    let down = ctx.alloc_pinned(8192).unwrap();
+    // SAFETY: the double runs each call at once; all buffers outlive the synchronize.
+    unsafe {
+        a.set_bytes(&dev, 0x5a, usize::MAX).unwrap();
+        a.copy_to_device(&dev, &up).unwrap();
+        a.copy_to_host(&down, &dev).unwrap();
+    }
+    a.synchronize().unwrap();
+    // 1000 bytes came from `up`, the rest of the 4096-byte buffer is the set value, and only 4096 bytes moved.
+    let got = down.as_slice();
+    assert_eq!(&got[..1000], up.as_slice());
+    assert!(got[1000..4096].iter().all(|&x| x == 0x5a));
+    assert!(got[4096..].iter().all(|&x| x == 0));
+}
