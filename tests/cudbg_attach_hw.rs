@@ -624,3 +624,77 @@ fn two_gpus_attached_warps_and_memory_belong_to_their_device() {
     assert_eq!(code, 0, "{rest:?}");
     assert!(rest.iter().any(|l| l == "ok two-gpus"), "{rest:?}");
 }
+
+/// Runs `cuda_trace --backend debugger --attach PID` with its output on a channel.
+fn cuda_trace_attached(pid: u32) -> (Child, mpsc::Receiver<String>) {
+    let mut trace = Command::new(example("cuda_trace"))
+        .args(["--attach", &pid.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run cuda_trace");
+    let out = trace.stdout.take().expect("pipe");
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            eprintln!("cuda_trace> {line}");
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (trace, lines)
+}
+
+#[test]
+fn cuda_trace_attach_prints_launches_and_detaches_on_ctrl_c() {
+    if !isolated("cuda_trace_attach_prints_launches_and_detaches_on_ctrl_c") {
+        return;
+    }
+    let debuggee = Debuggee::start(&["loop", "300", "20"]);
+    debuggee.line_starting("ITER 10 ", Duration::from_secs(60));
+    let (mut trace, lines) = cuda_trace_attached(debuggee.pid);
+    let mut launches = 0;
+    while launches < 5 {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("cuda_trace prints launches");
+        launches += usize::from(line.starts_with("launch grid") && line.contains("add_one"));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &trace.id().to_string()])
+        .status();
+    let status = trace.wait().expect("cuda_trace ends");
+    let rest: Vec<String> = lines.iter().collect();
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.starts_with("--- summary")),
+        "{rest:?}"
+    );
+    assert!(rest.iter().any(|l| l.contains("add_one")), "{rest:?}");
+    assert_eq!(tracer_of(debuggee.pid), 0, "detached");
+    let (code, out) = debuggee.finish();
+    assert_eq!(code, 0, "{out:?}");
+    assert!(out.iter().any(|l| l.starts_with("ok 300 ")), "{out:?}");
+}
+
+#[test]
+fn cuda_trace_attach_ends_with_the_process_and_its_exit_code() {
+    if !isolated("cuda_trace_attach_ends_with_the_process_and_its_exit_code") {
+        return;
+    }
+    let debuggee = Debuggee::start(&["loop", "150", "20"]);
+    debuggee.line_starting("ITER 10 ", Duration::from_secs(60));
+    let (mut trace, lines) = cuda_trace_attached(debuggee.pid);
+    let status = trace.wait().expect("cuda_trace ends");
+    let all: Vec<String> = lines.iter().collect();
+    assert_eq!(status.code(), Some(0), "{all:?}");
+    let launched = all
+        .iter()
+        .filter(|l| l.starts_with("launch grid") && l.contains("add_one"))
+        .count();
+    eprintln!("{launched} launches traced after the attach");
+    assert!(launched > 0 && launched < 150, "{all:?}");
+    assert!(all.iter().any(|l| l.starts_with("--- summary")), "{all:?}");
+    let (code, out) = debuggee.finish();
+    assert_eq!(code, 0, "{out:?}");
+}
