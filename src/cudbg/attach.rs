@@ -627,17 +627,27 @@ impl PtraceHandshake {
         });
         let mut vars = Vec::new();
         for &name in REPORTED {
-            vars.push((name, self.read(name)?));
+            match self.read(name) {
+                Ok(v) => vars.push((name, v)),
+                // A variable this driver does not have is left out of the report.
+                Err(AttachError::Unsupported(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         let value = |n: &str| vars.iter().find(|(v, _)| *v == n).map_or(0, |(_, x)| *x);
-        let (initialized, client) = (
-            value("cudbgDebuggerInitialized"),
-            value("cudbgApiClientPid"),
-        );
+        let flagged = value("cudbgDebuggerInitialized") != 0 || value("cudbgIpcFlag") != 0;
+        let recorded = u32::try_from(value("cudbgApiClientPid")).unwrap_or(0);
         self.step(AttachStep::Variables(vars));
-        // A client that is gone left the flag behind; one that is alive still debugs the process.
-        let client = u32::try_from(client).unwrap_or(0);
-        if initialized != 0 && client != 0 && client != me && procfs::exists(client) {
+        // A program started under a debugger through the environment (route 2) names its client there.
+        let from_env =
+            procfs::environment_variable(pid, "CUDBG_GET_SESSION_FROM_ENV").as_deref() == Some("1");
+        let env_client = procfs::environment_variable(pid, "CUDBG_APICLIENT_PID")
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        let client = if recorded != 0 { recorded } else { env_client };
+        // A client that is gone left its marks behind; one that is alive still debugs the process.
+        let alive = client != 0 && client != me && procfs::exists(client);
+        if alive && (flagged || from_env) {
             return Err(AttachError::AlreadyDebugged { pid, client });
         }
         self.checked = Some(pid);

@@ -83,6 +83,19 @@ pub(crate) fn command_line(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// The value of environment variable `name` that process `pid` started with (`None` when unset or not readable).
+pub(crate) fn environment_variable(pid: u32, name: &str) -> Option<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    parse_environment(&bytes, name)
+}
+
+fn parse_environment(bytes: &[u8], name: &str) -> Option<String> {
+    bytes.split(|&c| c == 0).find_map(|entry| {
+        let rest = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        Some(String::from_utf8_lossy(rest).into_owned())
+    })
+}
+
 /// Paths of the files process `pid` maps whose name is `file_name` (for example `libcuda.so.1`).
 pub(crate) fn mapped_files(pid: u32, file_name: &str) -> io::Result<Vec<PathBuf>> {
     Ok(parse_mapped(&read(pid, "maps")?, file_name))
@@ -130,6 +143,22 @@ mod tests {
         assert!(!opened_nvidia_control(me).unwrap());
         assert!(!exists(u32::MAX / 2));
         assert_eq!(tracer_of(u32::MAX / 2), None);
+    }
+
+    #[test]
+    fn environment_variables_by_exact_name() {
+        let env = b"A=1\0CUDBG_APICLIENT_PID=42\0CUDBG_APICLIENT_PID2=7\0EMPTY=\0";
+        assert_eq!(
+            parse_environment(env, "CUDBG_APICLIENT_PID").as_deref(),
+            Some("42")
+        );
+        assert_eq!(parse_environment(env, "EMPTY").as_deref(), Some(""));
+        assert_eq!(parse_environment(env, "CUDBG"), None);
+        assert_eq!(parse_environment(b"", "A"), None);
+        assert!(
+            environment_variable(std::process::id(), "PATH").is_some()
+                || std::env::var_os("PATH").is_none()
+        );
     }
 
     #[test]

@@ -894,7 +894,9 @@ mod tests {
         while Instant::now() < deadline {
             let loaded = std::fs::read_to_string(format!("/proc/{pid}/maps"))
                 .is_ok_and(|m| m.contains("libc.so"));
-            if procfs::command_line(pid) == script.replace('\'', "") && loaded {
+            // The program may be found through a wrapper that execs the real one: compare the arguments.
+            let args = |c: &str| c.split_once(' ').map(|(_, a)| a.to_owned());
+            if args(&procfs::command_line(pid)) == args(&script.replace('\'', "")) && loaded {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -945,6 +947,26 @@ mod tests {
         drop(tracer);
         // Released to its real parent, which sees the same status.
         assert_eq!(shell.wait().unwrap().code(), Some(7));
+    }
+
+    #[test]
+    fn threads_started_while_traced_run_and_the_exit_is_seen() {
+        if !ptrace_allowed() || Command::new("python3").arg("-V").output().is_err() {
+            return;
+        }
+        let (mut shell, pid) = grandchild(
+            "python3 -c 'import threading,time,sys;time.sleep(1);ts=[threading.Thread(target=time.sleep,args=(0.2,)) for _ in range(4)];[t.start() for t in ts];[t.join() for t in ts];sys.exit(5)'",
+        );
+        let (tracer, _) = Tracer::attach(pid).expect("attach");
+        tracer.resume().unwrap();
+        let watch = tracer.watch();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while watch.state() == ChildState::Running && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(watch.state(), ChildState::Exited(5));
+        drop(tracer);
+        assert_eq!(shell.wait().unwrap().code(), Some(5));
     }
 
     #[test]
