@@ -293,10 +293,12 @@ impl DebuggeeLink for Linked<'_> {
 
 /// A CUDA program running under the debugger API.
 ///
-/// Created with [`DebugSession::builder`]. Events come in [`EventBatch`]es from [`DebugSession::next_batch`]; the
-/// debuggee threads that raised synchronous events stay blocked until the batch is acknowledged (explicitly, or
-/// when it is dropped). Dropping the session finalises the API, kills or detaches the debuggee as chosen with
-/// [`SessionBuilder::on_drop`], reaps it and removes what the driver left for it under `/tmp/cuda-dbg/`.
+/// Created with [`DebugSession::builder`] (the session starts the program) or [`DebugSession::attach`] (a
+/// process that already runs). Events come in [`EventBatch`]es from [`DebugSession::next_batch`]; the debuggee
+/// threads that raised synchronous events stay blocked until the batch is acknowledged (explicitly, or when it is
+/// dropped). Dropping the session finalises the API, kills or detaches a program it started as chosen with
+/// [`SessionBuilder::on_drop`], reaps it and removes what the driver left for it under `/tmp/cuda-dbg/`; a process
+/// it attached to is always detached and runs on.
 ///
 /// One session per process ([`SessionError::AlreadyActive`]). `Send` (it may move to another thread) but not
 /// `Sync`: API calls of one session are issued from one thread at a time.

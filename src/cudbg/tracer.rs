@@ -25,8 +25,11 @@ use super::procfs;
 use super::wait::{WALL, WEXITED, WNOHANG, WNOWAIT, WSTOPPED, Waited, wait_id};
 use super::watch::{ChildState, EndPublisher, ExitWatch};
 
-/// How long the worker sleeps between polls when nothing happened.
-const IDLE_POLL: Duration = Duration::from_millis(2);
+/// How long the worker sleeps between polls right after something happened; each quiet poll doubles it, up to
+/// [`IDLE_POLL_MAX`]. A thread that stopped for a signal waits at most that long to get it back.
+const IDLE_POLL_MIN: Duration = Duration::from_millis(1);
+/// The longest sleep between polls (each poll is two `waitid` calls per traced thread).
+const IDLE_POLL_MAX: Duration = Duration::from_millis(8);
 /// How long stopping every thread may take.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -295,6 +298,7 @@ impl Worker {
                 return;
             }
         }
+        let mut idle = IDLE_POLL_MIN;
         loop {
             let busy = match self.poll() {
                 Ok(busy) => busy,
@@ -306,9 +310,11 @@ impl Worker {
             let wait = if self.end.is_some() {
                 Duration::from_secs(3600)
             } else if busy {
+                idle = IDLE_POLL_MIN;
                 Duration::ZERO
             } else {
-                IDLE_POLL
+                idle = (idle * 2).min(IDLE_POLL_MAX);
+                idle
             };
             match requests.recv_timeout(wait) {
                 Ok(Request::Detach(reply)) => {
