@@ -186,7 +186,8 @@ pub enum NoCudaReason {
     /// It maps another `libcuda.so.1` file than this process (another driver install, or a container's copy),
     /// so the driver's variables cannot be found in it.
     OtherLibcuda(PathBuf),
-    /// Its driver is loaded but not initialised (`cuInit` not called: `/dev/nvidiactl` is not open).
+    /// Its driver is loaded but not initialised (`cuInit` not called: neither `/dev/nvidiactl` nor, under WSL,
+    /// `/dev/dxg` is open).
     DriverNotInitialised,
 }
 

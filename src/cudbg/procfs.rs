@@ -112,12 +112,19 @@ fn parse_mapped(maps: &str, file_name: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Whether process `pid` holds the NVIDIA control device open, which its CUDA driver does from `cuInit` on.
+/// Devices a CUDA driver holds open from `cuInit` on: the NVIDIA control device, or WSL's GPU device.
+const DRIVER_DEVICES: &[&str] = &["/dev/nvidiactl", "/dev/dxg"];
+
+/// Whether process `pid` holds a GPU driver device open, which its CUDA driver does from `cuInit` on.
 pub(crate) fn opened_nvidia_control(pid: u32) -> io::Result<bool> {
     for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
         let Ok(entry) = entry else { continue };
-        if std::fs::read_link(entry.path())
-            .is_ok_and(|t| t == std::path::Path::new("/dev/nvidiactl"))
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if DRIVER_DEVICES
+            .iter()
+            .any(|d| target == std::path::Path::new(d))
         {
             return Ok(true);
         }
