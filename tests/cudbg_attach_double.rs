@@ -335,5 +335,67 @@ fn attach_and_detach_through_the_double() {
     for what in ["attached", "detached"] {
         let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
     }
+
+    // A debuggee killed while stopped, before the attach call: a typed error with its status; nothing had
+    // connected, so the driver's debugger side stays usable.
+    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    let (err, code) = attach_and_kill(doomed, |s| matches!(s, AttachStep::Stopped { .. }));
+    assert!(exited_by_sigkill(&err), "{err}");
+    assert_eq!(code, Some(128 + 9));
+    // Killed after the driver accepted: the session makes no further driver call, and none later.
+    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    let (err, code) = attach_and_kill(doomed, |s| {
+        matches!(
+            s,
+            AttachStep::AttachCalled {
+                internal_error: 0,
+                ..
+            }
+        )
+    });
+    assert!(exited_by_sigkill(&err), "{err}");
+    assert_eq!(code, Some(128 + 9));
+    let next = Target::start(&lib, None).expect("a namespace was made before");
+    assert!(matches!(
+        DebugSession::attach(next.pid),
+        Err(gpu_tools::Error::Session(SessionError::DebuggerUnusable))
+    ));
+    assert_eq!(next.finish().1, Some(0), "left alone");
+    for what in ["attached", "detached"] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
+    }
     let _ = std::fs::remove_dir_all(lib.parent().unwrap());
+}
+
+fn exited_by_sigkill(e: &gpu_tools::Error) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(
+        e,
+        gpu_tools::Error::Session(SessionError::Attach(AttachError::Exited { status: Some(s), .. }))
+            if s.signal() == Some(9)
+    )
+}
+
+/// Attaches to `target` and kills it with SIGKILL at the first step `when` accepts; returns the attach error and
+/// the exit code its shell reported.
+fn attach_and_kill(
+    target: Target,
+    when: fn(&AttachStep) -> bool,
+) -> (gpu_tools::Error, Option<i32>) {
+    let pid = target.pid;
+    let err = DebugSession::attach_builder(pid)
+        .progress(move |s| {
+            eprintln!("attach step: {s}");
+            if when(s) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        })
+        .start()
+        .map(|_| ())
+        .expect_err("the debuggee died during the attach");
+    eprintln!("attach error: {err}");
+    let mut shell = target.shell;
+    (err, shell.wait().unwrap().code())
 }

@@ -460,8 +460,18 @@ impl PtraceHandshake {
 
     fn remote(&self, local: *const u32) -> Result<u64, AttachError> {
         let pid = self.pid;
+        let ended = || {
+            procfs::is_zombie(pid)
+                || !procfs::exists(pid)
+                || self
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.watch().state() != ChildState::Running)
+        };
         match inject::remote_address(pid, local) {
             Ok(Some(addr)) => Ok(addr),
+            // A process that ended maps nothing any more.
+            Ok(None) if ended() => Err(self.gone()),
             Ok(None) => Err(AttachError::NoCuda {
                 pid,
                 why: NoCudaReason::LibcudaNotMapped,
