@@ -976,6 +976,49 @@ mod tests {
     }
 
     #[test]
+    fn a_job_control_stop_stays_a_stop_until_sigcont() {
+        if !ptrace_allowed() {
+            return;
+        }
+        let (mut shell, pid) = grandchild("sleep 1");
+        let (tracer, _) = Tracer::attach(pid).expect("attach");
+        tracer.resume().unwrap();
+        let state = || {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix("State:").map(|v| v.trim().to_owned()))
+                .unwrap_or_default()
+        };
+        let _ = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status();
+        // Stopped, and held there (not resumed by the tracer) well past the sleep's own second.
+        std::thread::sleep(Duration::from_millis(1500));
+        let stopped = state();
+        assert!(
+            stopped.starts_with('T') || stopped.starts_with('t'),
+            "{stopped}"
+        );
+        assert_eq!(tracer.watch().state(), ChildState::Running);
+        let _ = Command::new("kill")
+            .args(["-CONT", &pid.to_string()])
+            .status();
+        let watch = tracer.watch();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while watch.state() == ChildState::Running && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            watch.state(),
+            ChildState::Exited(0),
+            "it went on after SIGCONT"
+        );
+        drop(tracer);
+        assert_eq!(shell.wait().unwrap().code(), Some(0));
+    }
+
+    #[test]
     fn a_fatal_signal_is_forwarded_and_published() {
         if !ptrace_allowed() {
             return;
