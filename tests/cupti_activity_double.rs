@@ -869,5 +869,33 @@ fn send_and_sync_are_decided() {
     assert_send_sync::<ApiCall<'static>>();
     assert_send_sync::<Synchronization<'static>>();
     assert_send_sync::<Overhead<'static>>();
+    assert_send_sync::<PeerCopy<'static>>();
+    assert_send_sync::<ContextRecord<'static>>();
+    assert_send_sync::<StreamRecord<'static>>();
+    assert_send_sync::<DeviceRecord<'static>>();
+    assert_send_sync::<NameRecord<'static>>();
+    assert_send_sync::<Marker<'static>>();
+    assert_send_sync::<ExternalCorrelation<'static>>();
+    assert_send_sync::<MemoryRecord<'static>>();
+    // Plain values.
+    assert_send_sync::<ActivityKind>();
+    assert_send_sync::<RecordLayout>();
+    assert_send_sync::<LayoutMatch>();
+    assert_send_sync::<FlushMode>();
+    assert_send_sync::<TimeRange>();
+    assert_send_sync::<Dim3>();
+    assert_send_sync::<ActivityObject>();
+    assert_send_sync::<CopyKind>();
+    assert_send_sync::<MemoryKind>();
+    assert_send_sync::<SyncType>();
+    assert_send_sync::<OverheadKind>();
+    assert_send_sync::<LaunchType>();
+    assert_send_sync::<StreamFlag>();
+    assert_send_sync::<MemoryOperation>();
+    assert_send_sync::<gpu_tools::cupti::DriverCbid>();
+    assert_send_sync::<gpu_tools::cupti::RuntimeCbid>();
+    assert_send_sync::<gpu_tools::cupti::ApiCbid>();
+    assert_send_sync::<gpu_tools::cupti::CuptiLibrary>();
+    assert_send_sync::<gpu_tools::cupti::TracingSymbols>();
     // ActivityBatch and Records are neither (compile_fail doctests on ActivityBatch show it).
 }

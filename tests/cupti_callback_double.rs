@@ -502,4 +502,9 @@ fn send_and_sync_are_decided() {
     assert_send_sync::<gpu_tools::cupti::callback::SubscriberBuilder>();
     assert_send_sync::<CallbackDomain>();
     assert_send_sync::<ApiCbid>();
+    assert_send_sync::<ApiSite>();
+    assert_send_sync::<ResourceKind>();
+    assert_send_sync::<gpu_tools::cupti::callback::ModuleInfo<'static>>();
+    // CallbackEvent, ApiEvent, ResourceEvent and SyncEvent hold CUPTI's handles and are neither Send nor Sync
+    // (compile_fail doctest on CallbackEvent).
 }

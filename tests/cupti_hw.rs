@@ -544,3 +544,169 @@ fn cuda_trace_shows_the_workload() {
     assert_eq!(kernels, 101);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[path = "common/checkpoint.rs"]
+mod kernels;
+
+/// The library's own layer on the device, in this process: an `ActivityTracer` and a `Subscriber` at once. The
+/// subscriber's launch callbacks, the driver API records and the kernel records agree on correlation ids; kernel
+/// times lie on `Clock::Monotonic` between readings taken before and after; resource callbacks name the module and
+/// the streams; the one-tracer and one-subscriber rules hold against the real CUPTI.
+#[test]
+fn in_process_tracer_and_subscriber_tie_api_calls_to_kernels() {
+    use std::ffi::c_void;
+    use std::sync::{Arc, Mutex};
+
+    use gpu_tools::cuda::Context;
+    use gpu_tools::cupti::activity::{Activity, ActivityKinds, ActivityTracer, Clock, FlushMode};
+    use gpu_tools::cupti::callback::{
+        ApiSite, CallbackDomain, CallbackEvent, ResourceKind, Subscriber,
+    };
+    use gpu_tools::cupti::{DriverCbid, TracingError};
+
+    const N: u64 = 100;
+    let launches: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let resources: Arc<Mutex<Vec<(ResourceKind, usize)>>> = Arc::default();
+    let (l, r) = (Arc::clone(&launches), Arc::clone(&resources));
+    let sub = Subscriber::builder()
+        .name("gpu-tools cupti_hw")
+        .subscribe(move |event| match event {
+            CallbackEvent::Api(call) if call.site() == ApiSite::Enter => {
+                l.lock().unwrap().push(call.correlation_id());
+            }
+            CallbackEvent::Resource(res) => {
+                let cubin = res.module().map_or(0, |m| m.cubin.len());
+                r.lock().unwrap().push((res.kind(), cubin));
+            }
+            _ => {}
+        })
+        .expect("subscribe");
+    sub.enable_driver(DriverCbid::LAUNCH_KERNEL)
+        .expect("enable cuLaunchKernel");
+    sub.enable_domain(CallbackDomain::Resource)
+        .expect("enable resources");
+    let second = Subscriber::new(|_| {});
+    println!("second subscriber: {:?}", second.as_ref().err());
+    assert!(matches!(
+        second,
+        Err(gpu_tools::Error::Tracing(
+            TracingError::AlreadySubscribed { .. }
+        ))
+    ));
+
+    // (kind, correlation, start, end, name or API function)
+    type Seen = (&'static str, u32, u64, u64, String);
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let s = Arc::clone(&seen);
+    let before = Clock::Monotonic.now_ns();
+    let tracer = ActivityTracer::builder()
+        .kinds(ActivityKinds::CONCURRENT_KERNEL | ActivityKinds::DRIVER | ActivityKinds::MEMCPY)
+        .clock(Clock::Monotonic)
+        .start(move |batch| {
+            let mut s = s.lock().unwrap();
+            for record in batch.records().flatten() {
+                match record {
+                    Activity::Kernel(k) => s.push((
+                        "kernel",
+                        k.correlation_id(),
+                        k.time().start,
+                        k.time().end,
+                        k.name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                    )),
+                    Activity::Api(a) => s.push((
+                        "api",
+                        a.correlation_id(),
+                        a.time().start,
+                        a.time().end,
+                        a.function_name().unwrap_or("?").to_string(),
+                    )),
+                    Activity::Memcpy(m) => s.push((
+                        "memcpy",
+                        m.correlation_id(),
+                        m.time().start,
+                        m.time().end,
+                        m.bytes().to_string(),
+                    )),
+                    _ => {}
+                }
+            }
+        })
+        .expect("tracer starts");
+    assert!(matches!(
+        ActivityTracer::builder().start(|_| {}),
+        Err(gpu_tools::Error::Tracing(TracingError::TracerActive))
+    ));
+    println!("tracer: {tracer:?}");
+
+    let ctx = Context::primary(0).expect("context");
+    let module = ctx.load_module(kernels::STEP_PTX).expect("module");
+    let step = module.function(c"step").expect("step");
+    let stream = ctx.create_stream().expect("stream");
+    let words: u64 = 1 << 12;
+    let buf = ctx.alloc((words * 4) as usize).expect("buffer");
+    let mut ptr = buf.device_ptr();
+    let mut n = words;
+    let mut params = [
+        (&raw mut ptr).cast::<c_void>(),
+        (&raw mut n).cast::<c_void>(),
+    ];
+    for _ in 0..N {
+        // SAFETY: step takes (u32*, u64 n) and the buffer holds n words; it outlives the synchronize below.
+        unsafe { stream.launch(&step, (4, 1, 1), (128, 1, 1), &mut params) }.expect("launch");
+    }
+    stream.synchronize().expect("synchronize");
+    let mut host = vec![0u8; 4096];
+    buf.copy_to_host(&mut host).expect("copy");
+    drop(stream);
+    let after = Clock::Monotonic.now_ns();
+    tracer.flush_all(FlushMode::Forced).expect("flush");
+    let report = tracer.stop().expect("stop");
+    println!("tracer report: {report:?}");
+    assert!(report.dropped.is_empty() && report.panic.is_none());
+    sub.unsubscribe().expect("unsubscribe");
+
+    let seen = seen.lock().unwrap();
+    let kernels: Vec<&Seen> = seen.iter().filter(|r| r.0 == "kernel").collect();
+    let apis: Vec<&Seen> = seen.iter().filter(|r| r.0 == "api").collect();
+    println!(
+        "records: {} kernels, {} API calls, {} memcpys; window {before}..{after}",
+        kernels.len(),
+        apis.len(),
+        seen.iter().filter(|r| r.0 == "memcpy").count()
+    );
+    assert_eq!(kernels.len() as u64, N);
+    assert!(kernels.iter().all(|k| k.4 == "step"));
+    let launched = launches.lock().unwrap();
+    let api_corr: HashMap<u32, &str> = apis.iter().map(|a| (a.1, a.4.as_str())).collect();
+    for k in &kernels {
+        assert!(
+            launched.contains(&k.1),
+            "kernel correlation {} not seen by the subscriber",
+            k.1
+        );
+        assert_eq!(
+            api_corr.get(&k.1).copied(),
+            Some("cuLaunchKernel"),
+            "API record of correlation {}",
+            k.1
+        );
+        assert!(
+            k.2 >= before && k.3 <= after && k.3 > k.2,
+            "kernel {}..{} outside {before}..{after}",
+            k.2,
+            k.3
+        );
+    }
+    assert!(seen.iter().any(|r| r.0 == "memcpy" && r.4 == "4096"));
+    let res = resources.lock().unwrap();
+    println!("resource callbacks: {res:?}");
+    // The module's cubin size is printed above; for a PTX module it is what the driver compiled.
+    assert!(res.iter().any(|(k, _)| *k == ResourceKind::ModuleLoaded));
+    assert!(res.iter().any(|(k, _)| *k == ResourceKind::StreamCreated));
+    assert!(
+        res.iter()
+            .any(|(k, _)| *k == ResourceKind::StreamDestroyStarting)
+    );
+}

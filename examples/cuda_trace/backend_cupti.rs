@@ -8,9 +8,9 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpu_tools::trace::{
@@ -84,7 +84,7 @@ pub fn run(cli: &Cli, demangler: &mut Demangler) -> Result<Outcome, Failure> {
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let stop = Arc::new(AtomicBool::new(false));
-    let accepted = Arc::new(Mutex::new(0usize));
+    let accepted = Arc::new(AtomicUsize::new(0));
     {
         let (tx, stop, accepted) = (tx.clone(), Arc::clone(&stop), Arc::clone(&accepted));
         std::thread::spawn(move || accept_loop(listener, tx, stop, accepted));
@@ -118,7 +118,7 @@ pub fn run(cli: &Cli, demangler: &mut Demangler) -> Result<Outcome, Failure> {
             }
         }
         if let Some(t) = exited_at {
-            let connections = *accepted.lock().unwrap_or_else(|p| p.into_inner());
+            let connections = accepted.load(Ordering::SeqCst);
             let all_known = connections == collector.streams.len();
             if t.elapsed() >= LATE_CONNECT && all_known && collector.all_finished() {
                 break;
@@ -175,7 +175,7 @@ fn accept_loop(
     listener: UnixListener,
     tx: mpsc::Sender<Msg>,
     stop: Arc<AtomicBool>,
-    accepted: Arc<Mutex<usize>>,
+    accepted: Arc<AtomicUsize>,
 ) {
     let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
@@ -183,7 +183,7 @@ fn accept_loop(
             Ok((stream, _)) => {
                 let id = next;
                 next += 1;
-                *accepted.lock().unwrap_or_else(|p| p.into_inner()) = next;
+                accepted.store(next, Ordering::SeqCst);
                 let tx = tx.clone();
                 std::thread::spawn(move || read_stream(id, stream, tx));
             }

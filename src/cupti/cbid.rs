@@ -45,22 +45,26 @@ macro_rules! cbid_type {
 
         impl $Name {
             /// The id with this value (any value: ids newer than the crate's header have no name).
+            #[inline]
             pub const fn new(id: u32) -> Self {
                 $Name(id)
             }
 
             /// The numeric id.
+            #[inline]
             pub const fn id(self) -> u32 {
                 self.0
             }
 
             /// The API the id belongs to.
+            #[inline]
             pub const fn domain(self) -> ApiDomain {
                 $domain
             }
 
             #[doc = concat!("The header's name without the `", $prefix, "` prefix; `None` for an id the CUPTI 13.0")]
             /// header does not define.
+            #[inline]
             pub fn name(self) -> Option<&'static str> {
                 $table
                     .get(self.0 as usize)
@@ -69,6 +73,7 @@ macro_rules! cbid_type {
             }
 
             #[doc = concat!("The id whose header name is `name` (without the `", $prefix, "` prefix).")]
+            #[inline]
             pub fn from_name(name: &str) -> Option<Self> {
                 $table
                     .iter()
@@ -77,6 +82,7 @@ macro_rules! cbid_type {
             }
 
             /// Every id the header names, in id order.
+            #[inline]
             pub fn all() -> impl Iterator<Item = Self> {
                 $table
                     .iter()
@@ -137,6 +143,7 @@ impl DriverCbid {
     pub const MEMCPY_DTOH: Self = DriverCbid(sys::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2);
 
     /// The driver function the id stands for: the header name, which is the exported symbol (`cuMemAlloc_v2`).
+    #[inline]
     pub fn function_name(self) -> Option<&'static str> {
         self.name()
     }
@@ -154,6 +161,7 @@ impl RuntimeCbid {
 
     /// The runtime function the id stands for: the header name without the CUDA version it appeared in
     /// (`cudaLaunchKernel_v7000` is `cudaLaunchKernel`, `cudaMemcpyAsync_ptsz_v7000` is `cudaMemcpyAsync_ptsz`).
+    #[inline]
     pub fn function_name(self) -> Option<&'static str> {
         self.name().map(strip_version)
     }
@@ -170,6 +178,7 @@ pub enum ApiCbid {
 
 impl ApiCbid {
     /// The API.
+    #[inline]
     pub fn domain(self) -> ApiDomain {
         match self {
             ApiCbid::Driver(_) => ApiDomain::Driver,
@@ -178,6 +187,7 @@ impl ApiCbid {
     }
 
     /// The numeric id.
+    #[inline]
     pub fn id(self) -> u32 {
         match self {
             ApiCbid::Driver(c) => c.id(),
@@ -186,6 +196,7 @@ impl ApiCbid {
     }
 
     /// The header name (see [`DriverCbid::name`], [`RuntimeCbid::name`]).
+    #[inline]
     pub fn name(self) -> Option<&'static str> {
         match self {
             ApiCbid::Driver(c) => c.name(),
@@ -194,6 +205,7 @@ impl ApiCbid {
     }
 
     /// The function name (see [`DriverCbid::function_name`], [`RuntimeCbid::function_name`]).
+    #[inline]
     pub fn function_name(self) -> Option<&'static str> {
         match self {
             ApiCbid::Driver(c) => c.function_name(),

@@ -6,6 +6,8 @@ use crate::cupti::activity::{
     PeerCopy, SyncType, Synchronization,
 };
 use crate::cupti::cbid::ApiDomain;
+use std::sync::Arc;
+
 use crate::trace::{self, NameTable, Record};
 
 /// Converts activity records into [`Record`]s, sharing one allocation per distinct name (kernel and function
@@ -13,6 +15,8 @@ use crate::trace::{self, NameTable, Record};
 #[derive(Debug, Default)]
 pub struct TraceConverter {
     names: NameTable,
+    /// API function names by (domain, callback id), so an API record needs no string lookup.
+    functions: Vec<Option<Arc<str>>>,
 }
 
 impl TraceConverter {
@@ -70,12 +74,33 @@ impl TraceConverter {
                 ApiDomain::Runtime => trace::ApiDomain::Runtime,
             },
             cbid: a.cbid().id(),
-            name: self.names.intern(a.function_name().unwrap_or("")),
+            name: self.function(a),
             correlation: a.correlation_id(),
             process: a.process_id(),
             thread: a.thread_id(),
             return_value: a.return_value(),
         }
+    }
+}
+
+impl TraceConverter {
+    /// The shared name of an API record's function, cached by callback id.
+    fn function(&mut self, a: &ApiCall<'_>) -> Arc<str> {
+        let cbid = a.cbid().id() as usize;
+        // Driver ids at even slots, runtime ids at odd ones; ids past the table are looked up each time.
+        let slot = cbid * 2 + usize::from(a.domain() == ApiDomain::Runtime);
+        if slot >= 1 << 14 {
+            return self.names.intern(a.function_name().unwrap_or(""));
+        }
+        if slot >= self.functions.len() {
+            self.functions.resize(slot + 1, None);
+        }
+        if let Some(n) = &self.functions[slot] {
+            return Arc::clone(n);
+        }
+        let n = self.names.intern(a.function_name().unwrap_or(""));
+        self.functions[slot] = Some(Arc::clone(&n));
+        n
     }
 }
 

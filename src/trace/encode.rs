@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::names::FastBuild;
 use super::record::Record;
 use super::wire::{FRAME_HEADER_LEN, MAX_NAME, StreamHeader, tag};
 
@@ -11,12 +12,20 @@ use super::wire::{FRAME_HEADER_LEN, MAX_NAME, StreamHeader, tag};
 /// The encoder appends to an internal buffer; the owner sends [`bytes`](Encoder::bytes) and then
 /// [`clear`](Encoder::clear)s it. The stream header is the first thing in the buffer after [`Encoder::new`]. Names
 /// stay defined across `clear`, as they are for the receiving [`Decoder`](super::Decoder).
+///
+/// A name is looked up first by the address of its `Arc` (records from one [`NameTable`](super::NameTable) share
+/// it, so a repeated name costs one integer lookup), then by its text; the encoder keeps every `Arc` it saw, so an
+/// address cannot be reused for other text while it is a key.
 #[derive(Debug)]
 pub struct Encoder {
     buf: Vec<u8>,
-    names: HashMap<Arc<str>, u32>,
+    by_text: HashMap<Arc<str>, u32, FastBuild>,
+    by_address: HashMap<usize, (Arc<str>, u32), FastBuild>,
     records: u64,
 }
+
+/// Most `Arc` addresses remembered; past it the address map starts over (names stay defined by text).
+const MAX_ADDRESSES: usize = 1 << 16;
 
 impl Encoder {
     /// A stream that starts with `header`.
@@ -25,7 +34,8 @@ impl Encoder {
         header.write(&mut buf);
         Encoder {
             buf,
-            names: HashMap::new(),
+            by_text: HashMap::default(),
+            by_address: HashMap::default(),
             records: 0,
         }
     }
@@ -156,15 +166,26 @@ impl Encoder {
         if name.is_empty() {
             return 0;
         }
-        if let Some(&id) = self.names.get(&**name) {
-            return id;
+        let address = Arc::as_ptr(name).cast::<u8>() as usize;
+        if let Some((_, id)) = self.by_address.get(&address) {
+            return *id;
         }
-        let id = u32::try_from(self.names.len() + 1).unwrap_or(u32::MAX);
-        self.names.insert(Arc::clone(name), id);
-        self.frame(tag::NAME, |b| {
-            put32(b, id);
-            b.extend_from_slice(cut(name, MAX_NAME).as_bytes());
-        });
+        let id = match self.by_text.get(&**name) {
+            Some(&id) => id,
+            None => {
+                let id = u32::try_from(self.by_text.len() + 1).unwrap_or(u32::MAX);
+                self.by_text.insert(Arc::clone(name), id);
+                self.frame(tag::NAME, |b| {
+                    put32(b, id);
+                    b.extend_from_slice(cut(name, MAX_NAME).as_bytes());
+                });
+                id
+            }
+        };
+        if self.by_address.len() >= MAX_ADDRESSES {
+            self.by_address.clear();
+        }
+        self.by_address.insert(address, (Arc::clone(name), id));
         id
     }
 

@@ -190,7 +190,7 @@ impl Double {
     }
 
     /// A memcpy of `bytes` with `copy_kind` (1 HtoD, 2 DtoH, 8 DtoD), async flag, on (device 0, ctx 1, stream).
-    #[allow(clippy::too_many_arguments)] // one argument per field of the record it builds
+    #[allow(clippy::too_many_arguments)]
     pub fn memcpy(
         &self,
         copy_kind: u8,

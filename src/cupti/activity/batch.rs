@@ -162,21 +162,25 @@ impl<'a> ActivityBatch<'a> {
     }
 
     /// The layout the records are read with.
+    #[inline]
     pub fn layout(&self) -> RecordLayout {
         self.layout
     }
 
     /// Valid bytes in the batch.
+    #[inline]
     pub fn len_bytes(&self) -> usize {
         self.len
     }
 
     /// Whether the batch holds no byte.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The valid bytes, for recording or forwarding the buffer as it is.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         if self.len == 0 {
             return &[];
@@ -187,20 +191,26 @@ impl<'a> ActivityBatch<'a> {
 
     /// Records CUPTI reported dropped (`cuptiActivityGetNumDroppedRecords`) when it completed this buffer, since
     /// the previous buffer: records lost because no buffer was available. 0 for batches not from a tracer.
+    #[inline]
     pub fn dropped_records(&self) -> u64 {
         self.dropped
     }
 
     /// The records, decoded in order.
+    #[inline]
     pub fn records(&self) -> Records<'a> {
         Records {
             begin: self.begin,
             len: self.len,
             offset: 0,
             layout: self.layout,
+            sizes: self.layout.size_table(),
+            // Records are multiples of 8 bytes long, so an aligned start keeps every record aligned.
+            misaligned: self.len > 0 && self.begin as usize % 8 != 0,
             follow: self.follow,
             vendor_step: self.vendor_step,
             done: false,
+            fast: self.vendor_step.is_none() && self.begin as usize % 8 == 0,
             _buffer: PhantomData,
         }
     }
@@ -249,15 +259,20 @@ pub struct Records<'a> {
     len: usize,
     offset: usize,
     layout: RecordLayout,
+    /// `layout`'s record sizes by kind.
+    sizes: &'static [u16; 64],
+    misaligned: bool,
     follow: bool,
     vendor_step: Option<NextRecordFn>,
     done: bool,
+    /// Neither done, nor misaligned, nor stepped by the vendor: the short path of `next` applies.
+    fast: bool,
     _buffer: PhantomData<&'a [u8]>,
 }
 
 impl<'a> Records<'a> {
     /// Finds the next record and moves past it.
-    #[inline]
+    #[inline(always)]
     fn step(&mut self) -> Option<Step> {
         if self.done {
             return None;
@@ -266,15 +281,18 @@ impl<'a> Records<'a> {
         let remaining = self.len - offset;
         if remaining == 0 {
             self.done = true;
+            self.fast = false;
             return None;
         }
         let at = self.begin.wrapping_add(offset);
-        if at as usize % 8 != 0 {
+        if self.misaligned {
             self.done = true;
+            self.fast = false;
             return Some(Step::Error(RecordError::Misaligned { offset }));
         }
         if remaining < 4 {
             self.done = true;
+            self.fast = false;
             return Some(Step::Error(RecordError::Truncated {
                 offset,
                 kind: None,
@@ -284,7 +302,10 @@ impl<'a> Records<'a> {
         }
         // SAFETY: 4 readable, aligned bytes at `at` inside the batch.
         let kind = unsafe { at.cast::<u32>().read() };
-        let expected = self.layout.record_size(kind);
+        let expected = match self.sizes.get(kind as usize) {
+            Some(&size) if size != 0 => Some(usize::from(size)),
+            _ => None,
+        };
         let Some(step) = self.vendor_step else {
             return Some(match expected {
                 Some(size) if size <= remaining => {
@@ -293,6 +314,7 @@ impl<'a> Records<'a> {
                 }
                 Some(size) => {
                     self.done = true;
+                    self.fast = false;
                     Step::Error(RecordError::Truncated {
                         offset,
                         kind: Some(ActivityKind(kind)),
@@ -303,6 +325,7 @@ impl<'a> Records<'a> {
                 None => {
                     // Nothing tells where this record ends: hand over the rest and stop.
                     self.done = true;
+                    self.fast = false;
                     Step::Unsized {
                         offset,
                         kind,
@@ -315,6 +338,7 @@ impl<'a> Records<'a> {
             Ok(size) => size,
             Err(error) => {
                 self.done = true;
+                self.fast = false;
                 return Some(Step::Error(RecordError::VendorWalk { offset, error }));
             }
         };
@@ -349,13 +373,14 @@ impl<'a> Records<'a> {
         CuptiError::check(code).map_err(Some)?;
         let next = record as usize;
         let here = at as usize;
-        if next <= here || next - here > remaining {
+        // A step that is not a whole number of 8-byte words would misalign every record after it.
+        if next <= here || next - here > remaining || (next - here) % 8 != 0 {
             return Err(None);
         }
         Ok(next - here)
     }
 
-    #[inline]
+    #[inline(always)]
     fn decode(&self, offset: usize, kind: u32, size: usize) -> Activity<'a> {
         let at = self.begin.wrapping_add(offset);
         let (layout, follow) = (self.layout, self.follow);
@@ -397,8 +422,22 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Activity<'a>, RecordError>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
+        // The common case, kept short: a whole record of a sized kind, stepped by the layout.
+        if self.fast {
+            let offset = self.offset;
+            let remaining = self.len - offset;
+            if remaining >= 4 {
+                // SAFETY: 4 readable, 8-aligned bytes at the offset inside the batch.
+                let kind = unsafe { self.begin.add(offset).cast::<u32>().read() };
+                let size = self.sizes.get(kind as usize).map_or(0, |s| usize::from(*s));
+                if size != 0 && size <= remaining {
+                    self.offset += size;
+                    return Some(Ok(self.decode(offset, kind, size)));
+                }
+            }
+        }
         Some(match self.step()? {
             Step::Record { offset, kind, size } => Ok(self.decode(offset, kind, size)),
             Step::Unsized { offset, kind, size } => Ok(Activity::Unknown {

@@ -18,6 +18,7 @@ macro_rules! kinds {
             )*
 
             /// The header's name without the `CUPTI_ACTIVITY_KIND_` prefix, for kinds [`ActivityKinds`] names.
+            #[inline]
             pub fn name(self) -> Option<&'static str> {
                 match self.0 {
                     $( sys::$code => Some(stringify!($Name)), )*
@@ -82,6 +83,7 @@ kinds! {
 
 impl ActivityKinds {
     /// The set holding only `kind` (empty for a value of 64 or more, which no 13.0 kind has).
+    #[inline]
     pub fn from_kind(kind: ActivityKind) -> Self {
         1u64.checked_shl(kind.0)
             .map(Self::from_bits_retain)
@@ -89,12 +91,14 @@ impl ActivityKinds {
     }
 
     /// Whether `kind` is in the set.
+    #[inline]
     pub fn has(self, kind: ActivityKind) -> bool {
         let one = Self::from_kind(kind);
         !one.is_empty() && self.contains(one)
     }
 
     /// The kinds in the set, in value order.
+    #[inline]
     pub fn kinds(self) -> impl Iterator<Item = ActivityKind> {
         let bits = self.bits();
         (0..64u32)
@@ -104,6 +108,7 @@ impl ActivityKinds {
 
     /// The kinds a trace of GPU work usually needs: kernels (concurrent), copies (also peer-to-peer), sets,
     /// synchronisation, driver and runtime calls, overhead.
+    #[inline]
     pub fn gpu_trace() -> Self {
         Self::CONCURRENT_KERNEL
             | Self::MEMCPY

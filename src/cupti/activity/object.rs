@@ -16,6 +16,7 @@ pub struct ContextRecord<'a> {
 impl<'a> ContextRecord<'a> {
     /// # Safety
     /// `at` must be 8-aligned with a `CUpti_ActivityContext3` readable for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8) -> Self {
         ContextRecord {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -24,36 +25,43 @@ impl<'a> ContextRecord<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityContext3 {
         self.raw
     }
 
     /// The context id other records carry.
+    #[inline]
     pub fn context_id(&self) -> u32 {
         self.raw.contextId
     }
 
     /// The device id.
+    #[inline]
     pub fn device_id(&self) -> u32 {
         self.raw.deviceId
     }
 
     /// The id of the context's NULL stream.
+    #[inline]
     pub fn null_stream_id(&self) -> u16 {
         self.raw.nullStreamId
     }
 
     /// Whether it is a green context.
+    #[inline]
     pub fn is_green_context(&self) -> bool {
         self.raw.isGreenContext != 0
     }
 
     /// For a green context, the context it was made from.
+    #[inline]
     pub fn parent_context_id(&self) -> u32 {
         self.raw.parentContextId
     }
 
     /// Multiprocessors the context may use.
+    #[inline]
     pub fn multiprocessors(&self) -> u16 {
         self.raw.numMultiprocessors
     }
@@ -90,6 +98,7 @@ pub struct StreamRecord<'a> {
 impl<'a> StreamRecord<'a> {
     /// # Safety
     /// `at` must be 8-aligned with a `CUpti_ActivityStream` readable for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8) -> Self {
         StreamRecord {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -98,31 +107,37 @@ impl<'a> StreamRecord<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityStream {
         self.raw
     }
 
     /// The context id.
+    #[inline]
     pub fn context_id(&self) -> u32 {
         self.raw.contextId
     }
 
     /// The stream id other records carry.
+    #[inline]
     pub fn stream_id(&self) -> u32 {
         self.raw.streamId
     }
 
     /// The stream's priority.
+    #[inline]
     pub fn priority(&self) -> u32 {
         self.raw.priority
     }
 
     /// How it was created.
+    #[inline]
     pub fn flag(&self) -> StreamFlag {
         StreamFlag::from_raw(self.raw.flag)
     }
 
     /// The correlation id of the call that created it.
+    #[inline]
     pub fn correlation_id(&self) -> u32 {
         self.raw.correlationId
     }
@@ -155,6 +170,7 @@ impl<'a> DeviceRecord<'a> {
     /// # Safety
     /// `at` must be 8-aligned with a `CUpti_ActivityDevice5` readable for `'a`; with `follow`, its name pointer
     /// must be null or valid for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8, follow: bool) -> Self {
         DeviceRecord {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -164,23 +180,27 @@ impl<'a> DeviceRecord<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityDevice5 {
         self.raw
     }
 
     /// The device id other records carry.
+    #[inline]
     pub fn id(&self) -> u32 {
         self.raw.id
     }
 
     /// The device's name (for example `NVIDIA H100 80GB HBM3`); `None` where the batch does not follow
     /// pointers.
+    #[inline]
     pub fn name(&self) -> Option<&'a CStr> {
         // SAFETY: `follow` only for batches whose pointers are valid for 'a (`new`'s contract).
         unsafe { record_str(self.raw.name, self.follow) }
     }
 
     /// Compute capability, major and minor.
+    #[inline]
     pub fn compute_capability(&self) -> (u32, u32) {
         (
             self.raw.computeCapabilityMajor,
@@ -189,16 +209,19 @@ impl<'a> DeviceRecord<'a> {
     }
 
     /// Global memory, bytes.
+    #[inline]
     pub fn global_memory_size(&self) -> u64 {
         self.raw.globalMemorySize
     }
 
     /// Multiprocessors.
+    #[inline]
     pub fn multiprocessors(&self) -> u32 {
         self.raw.numMultiprocessors
     }
 
     /// The device's UUID.
+    #[inline]
     pub fn uuid(&self) -> [u8; 16] {
         self.raw.uuid.bytes.map(|b| b as u8)
     }
@@ -229,6 +252,7 @@ unsafe impl Sync for NameRecord<'_> {}
 impl<'a> NameRecord<'a> {
     /// # Safety
     /// As for [`DeviceRecord::new`], for a `CUpti_ActivityName`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8, follow: bool) -> Self {
         NameRecord {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -238,16 +262,19 @@ impl<'a> NameRecord<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityName {
         self.raw
     }
 
     /// The named object.
+    #[inline]
     pub fn object(&self) -> ActivityObject {
         ActivityObject::new(self.raw.objectKind, self.raw.objectId)
     }
 
     /// The name; `None` where the batch does not follow pointers.
+    #[inline]
     pub fn name(&self) -> Option<&'a CStr> {
         // SAFETY: `follow` only for batches whose pointers are valid for 'a (`new`'s contract).
         unsafe { record_str(self.raw.name, self.follow) }
@@ -278,6 +305,7 @@ unsafe impl Sync for Marker<'_> {}
 impl<'a> Marker<'a> {
     /// # Safety
     /// As for [`DeviceRecord::new`], for a `CUpti_ActivityMarker2` (name and domain pointers).
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8, follow: bool) -> Self {
         Marker {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -287,47 +315,56 @@ impl<'a> Marker<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityMarker2 {
         self.raw
     }
 
     /// When.
+    #[inline]
     pub fn timestamp(&self) -> u64 {
         self.raw.timestamp
     }
 
     /// The marker id; a range's start and end share it.
+    #[inline]
     pub fn id(&self) -> u32 {
         self.raw.id
     }
 
     /// Whether this is an instantaneous marker.
+    #[inline]
     pub fn is_instantaneous(&self) -> bool {
         self.raw.flags & sys::CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS != 0
     }
 
     /// Whether this starts a range.
+    #[inline]
     pub fn is_start(&self) -> bool {
         self.raw.flags & sys::CUPTI_ACTIVITY_FLAG_MARKER_START != 0
     }
 
     /// Whether this ends a range.
+    #[inline]
     pub fn is_end(&self) -> bool {
         self.raw.flags & sys::CUPTI_ACTIVITY_FLAG_MARKER_END != 0
     }
 
     /// The thread or other object it was recorded on.
+    #[inline]
     pub fn object(&self) -> ActivityObject {
         ActivityObject::new(self.raw.objectKind, self.raw.objectId)
     }
 
     /// The marker's name (none for a range's end, or where the batch does not follow pointers).
+    #[inline]
     pub fn name(&self) -> Option<&'a CStr> {
         // SAFETY: `follow` only for batches whose pointers are valid for 'a (`new`'s contract).
         unsafe { record_str(self.raw.name, self.follow) }
     }
 
     /// The NVTX domain (none for the default domain).
+    #[inline]
     pub fn domain(&self) -> Option<&'a CStr> {
         // SAFETY: as for `name`.
         unsafe { record_str(self.raw.domain, self.follow) }
@@ -354,6 +391,7 @@ pub struct ExternalCorrelation<'a> {
 impl<'a> ExternalCorrelation<'a> {
     /// # Safety
     /// `at` must be 8-aligned with a `CUpti_ActivityExternalCorrelation` readable for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8) -> Self {
         ExternalCorrelation {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -362,21 +400,25 @@ impl<'a> ExternalCorrelation<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityExternalCorrelation {
         self.raw
     }
 
     /// The kind of external id (`CUpti_ExternalCorrelationKind`).
+    #[inline]
     pub fn external_kind(&self) -> u32 {
         self.raw.externalKind
     }
 
     /// The external id.
+    #[inline]
     pub fn external_id(&self) -> u64 {
         self.raw.externalId
     }
 
     /// The CUPTI correlation id it maps to.
+    #[inline]
     pub fn correlation_id(&self) -> u32 {
         self.raw.correlationId
     }
@@ -417,6 +459,7 @@ unsafe impl Sync for MemoryRecord<'_> {}
 impl<'a> MemoryRecord<'a> {
     /// # Safety
     /// As for [`DeviceRecord::new`], for a `CUpti_ActivityMemory4` (name and source pointers).
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8, follow: bool) -> Self {
         MemoryRecord {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -426,72 +469,86 @@ impl<'a> MemoryRecord<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityMemory4 {
         self.raw
     }
 
     /// Allocation or release.
+    #[inline]
     pub fn operation(&self) -> MemoryOperation {
         MemoryOperation::from_raw(self.raw.memoryOperationType)
     }
 
     /// The kind of memory.
+    #[inline]
     pub fn memory_kind(&self) -> MemoryKind {
         MemoryKind::from_raw(u16::try_from(self.raw.memoryKind).unwrap_or(u16::MAX))
     }
 
     /// Device address.
+    #[inline]
     pub fn address(&self) -> u64 {
         self.raw.address
     }
 
     /// Bytes.
+    #[inline]
     pub fn bytes(&self) -> u64 {
         self.raw.bytes
     }
 
     /// When.
+    #[inline]
     pub fn timestamp(&self) -> u64 {
         self.raw.timestamp
     }
 
     /// The program counter of the call (0 unless enabled with `cuptiActivityEnableAllocationSource`).
+    #[inline]
     pub fn pc(&self) -> u64 {
         self.raw.PC
     }
 
     /// The process.
+    #[inline]
     pub fn process_id(&self) -> u32 {
         self.raw.processId
     }
 
     /// The device id.
+    #[inline]
     pub fn device_id(&self) -> u32 {
         self.raw.deviceId
     }
 
     /// The context id.
+    #[inline]
     pub fn context_id(&self) -> u32 {
         self.raw.contextId
     }
 
     /// The stream id, for stream-ordered allocations.
+    #[inline]
     pub fn stream_id(&self) -> u32 {
         self.raw.streamId
     }
 
     /// The correlation id of the API call.
+    #[inline]
     pub fn correlation_id(&self) -> u32 {
         self.raw.correlationId
     }
 
     /// Whether it was a stream-ordered (asynchronous) operation.
+    #[inline]
     pub fn is_async(&self) -> bool {
         self.raw.isAsync != 0
     }
 
     /// The variable's name, for static allocations; `None` otherwise or where the batch does not follow
     /// pointers.
+    #[inline]
     pub fn name(&self) -> Option<&'a CStr> {
         // SAFETY: `follow` only for batches whose pointers are valid for 'a (`new`'s contract).
         unsafe { record_str(self.raw.name, self.follow) }

@@ -43,6 +43,7 @@ unsafe impl Sync for Overhead<'_> {}
 impl<'a> Overhead<'a> {
     /// # Safety
     /// `at` must be 8-aligned with a `CUpti_ActivityOverhead3` readable for `'a`.
+    #[inline]
     pub(crate) unsafe fn new(at: *const u8) -> Self {
         Overhead {
             // SAFETY: the caller's contract; any bits are valid for the plain C struct.
@@ -51,21 +52,25 @@ impl<'a> Overhead<'a> {
     }
 
     /// The record as the header declares it.
+    #[inline]
     pub fn raw(&self) -> &'a sys::CUpti_ActivityOverhead3 {
         self.raw
     }
 
     /// What the overhead was.
+    #[inline]
     pub fn overhead_kind(&self) -> OverheadKind {
         OverheadKind::from_raw(self.raw.overheadKind)
     }
 
     /// The process, thread, device, context or stream that bore it.
+    #[inline]
     pub fn object(&self) -> ActivityObject {
         ActivityObject::new(self.raw.objectKind, self.raw.objectId)
     }
 
     /// Start and end.
+    #[inline]
     pub fn time(&self) -> TimeRange {
         TimeRange {
             start: self.raw.start,
@@ -74,6 +79,7 @@ impl<'a> Overhead<'a> {
     }
 
     /// The correlation id of the API call it happened in (0 if none).
+    #[inline]
     pub fn correlation_id(&self) -> u32 {
         self.raw.correlationId
     }

@@ -56,6 +56,7 @@ pub enum Activity<'a> {
 
 impl Activity<'_> {
     /// The record's kind.
+    #[inline]
     pub fn kind(&self) -> ActivityKind {
         match self {
             Activity::Kernel(r) => r.kind(),
@@ -78,6 +79,7 @@ impl Activity<'_> {
 
     /// The correlation id tying the record to the API call that caused it, where the record has one (0 in a
     /// record means "none" to CUPTI and is returned as is).
+    #[inline]
     pub fn correlation_id(&self) -> Option<u32> {
         Some(match self {
             Activity::Kernel(r) => r.correlation_id(),
@@ -95,6 +97,7 @@ impl Activity<'_> {
     }
 
     /// Start and end, for records that span time.
+    #[inline]
     pub fn time(&self) -> Option<TimeRange> {
         Some(match self {
             Activity::Kernel(r) => r.time(),
@@ -121,11 +124,13 @@ pub struct TimeRange {
 
 impl TimeRange {
     /// `end - start`, 0 where the end is missing or before the start.
+    #[inline]
     pub fn duration_ns(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
 
     /// Whether both ends were measured and the end is not before the start.
+    #[inline]
     pub fn is_complete(&self) -> bool {
         self.start != 0 && self.end >= self.start
     }
@@ -144,13 +149,16 @@ pub struct Dim3 {
 
 impl Dim3 {
     /// `x * y * z`.
+    #[inline]
     pub fn count(&self) -> u64 {
         u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
     }
 
     /// From the signed fields some records use; negative values (never written by CUPTI) become 0.
+    #[inline]
     pub(crate) fn from_signed(x: i32, y: i32, z: i32) -> Self {
-        let u = |v: i32| u32::try_from(v).unwrap_or(0);
+        // Branch-free: a negative value becomes 0.
+        let u = |v: i32| v.max(0) as u32;
         Dim3 {
             x: u(x),
             y: u(y),
@@ -201,6 +209,7 @@ pub enum ActivityObject {
 }
 
 impl ActivityObject {
+    #[inline]
     pub(crate) fn new(
         kind: sys::CUpti_ActivityObjectKind,
         id: sys::CUpti_ActivityObjectKindId,
@@ -248,6 +257,7 @@ macro_rules! open_enum {
 
         impl $Name {
             /// The enum value of a vendor code.
+            #[inline]
             pub fn from_raw(code: $repr) -> Self {
                 match u32::from(code) {
                     $( c if c == crate::sys::cupti::$code => $Name::$Variant, )*

@@ -49,7 +49,24 @@ pub enum ApiSite {
     Exit,
 }
 
-/// One callback, typed by domain.
+/// One callback, typed by domain, borrowing CUPTI's data for the duration of the call. It holds CUPTI's handles
+/// and pointers, so it is neither `Send` nor `Sync`, and cannot outlive the call:
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<gpu_tools::cupti::callback::CallbackEvent<'static>>();
+/// ```
+///
+/// ```compile_fail
+/// # use gpu_tools::cupti::callback::{CallbackEvent, Subscriber};
+/// # use std::ffi::CStr;
+/// let kept: std::sync::Mutex<Vec<&'static CStr>> = std::sync::Mutex::new(Vec::new());
+/// let _ = Subscriber::new(move |event| {
+///     if let CallbackEvent::Api(call) = event {
+///         kept.lock().unwrap().extend(call.symbol_name()); // error: the name borrows the call
+///     }
+/// });
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum CallbackEvent<'a> {
