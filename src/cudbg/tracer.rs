@@ -394,28 +394,28 @@ impl Worker {
     }
 
     /// Looks once at every traced thread; true when something was reported.
+    ///
+    /// One `waitid` per thread for stops and exits together: for a tracee, a wait for exits alone reports (and
+    /// consumes) its stops as well.
     fn poll(&mut self) -> Result<bool, TraceError> {
         let mut any = false;
         let tids: Vec<u32> = self.threads.keys().copied().collect();
         for tid in tids {
-            match wait_id(tid, WSTOPPED | WNOHANG | WALL) {
+            // A child of this process is left for its `Child` to reap: its end is only looked at.
+            let peek = tid == self.pid && self.own_child;
+            let keep = if peek { WNOWAIT } else { 0 };
+            match wait_id(tid, WEXITED | WSTOPPED | WNOHANG | WALL | keep) {
                 Ok(Some(Waited::Stopped { signal, event })) => {
+                    if peek {
+                        // Consume the stop that was only looked at.
+                        let _ = wait_id(tid, WSTOPPED | WNOHANG | WALL);
+                    }
                     any = true;
                     self.on_stop(tid, signal, event);
                 }
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {}
-                Err(e) => return Err(TraceError::System(format!("waitid({tid}): {e}"))),
-            }
-            let keep = if tid == self.pid && self.own_child {
-                WNOWAIT
-            } else {
-                0
-            };
-            match wait_id(tid, WEXITED | WNOHANG | WALL | keep) {
-                Ok(Some(w)) => {
+                Ok(Some(end)) => {
                     any = true;
-                    self.on_exit(tid, w);
+                    self.on_exit(tid, end);
                 }
                 Ok(None) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {

@@ -1,7 +1,8 @@
 //! `waitid(2)` for one process or thread, decoded: exits, signal deaths and ptrace stops.
 //!
 //! `waitid` is used rather than `waitpid` because it can leave an exit unconsumed (`WNOWAIT`) and can wait for
-//! stops without also consuming an exit; its status is decoded here rather than through a crate because
+//! stops without also consuming an exit (the reverse does not hold: for a tracee, `WEXITED` alone still reports
+//! its ptrace stops); its status is decoded here rather than through a crate because
 //! real-time signals (glibc's own among them) must survive the decoding.
 
 use std::io;
