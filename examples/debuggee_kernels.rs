@@ -13,8 +13,17 @@
 //!   16-word array in its local memory; then only thread THREAD of block BLOCK does a misaligned 4-byte store,
 //!   while the others wait 2 s on the global timer (so that they are still resident when the fault is caught).
 //! - `abort`: runs `add_one` once, then aborts (SIGABRT) with its context alive.
-//! - `nocuda`: exits without touching CUDA.
+//! - `nocuda [SECONDS]`: never touches CUDA (sleeps that long first, for attach refusals).
+//! - `loaded SECONDS`: loads the driver library but never initialises it (`cuInit`), then sleeps.
 //! - `wait SECONDS`: sleeps, then runs one launch (for handshake timeouts).
+//! - `loop N PAUSE_MS`: N rounds of (print `ITER i VALUE v ADDR a`, launch `add_one`, synchronize, sleep), where v is
+//!   the value the buffer's first word holds before that launch; then checks the whole buffer and prints
+//!   `ok N RESULT r`, or exits 1. For attaching to a program mid-loop.
+//! - `spin SECONDS`: prints `SPIN FLAG a`, then runs `spin_wait` (grid 2, block 64; its name is the mangled
+//!   `_Z9spin_waitPjy`), which spins until the flag word is set or SECONDS pass: a hung job.
+//! - `two-gpus SECONDS`: on devices 0 and 1 at once (a thread and a context each) fills a buffer with a
+//!   per-device pattern, prints `DEV d ADDR a PATTERN p`, runs `spin_wait` for SECONDS, then checks the buffer
+//!   and prints `DEV d ok`; with fewer than two devices prints `needs 2 GPUs, found N` and exits 3.
 //! - `streams N`: the tracer workload. Two threads, each with its own stream, each: one memset of the whole device
 //!   buffer, then N times (copy host to device, `add_one`, copy device to host), all asynchronous from pinned
 //!   memory, with sizes that differ per thread; then, on the main thread, one `final_step` kernel and one
@@ -56,6 +65,27 @@ const PTX: &std::ffi::CStr = c"
     add.s32 %r7, %r6, 1;
     st.global.u32 [%rd2], %r7;
 DONE:
+    ret;
+}
+
+.visible .entry _Z9spin_waitPjy(.param .u64 flag, .param .u64 limit)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<7>;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [limit];
+    cvta.to.global.u64 %rd3, %rd1;
+    mov.u64 %rd4, %globaltimer;
+SPIN:
+    ld.volatile.global.u32 %r1, [%rd3];
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra OUT;
+    mov.u64 %rd5, %globaltimer;
+    sub.u64 %rd6, %rd5, %rd4;
+    setp.lt.u64 %p2, %rd6, %rd2;
+    @%p2 bra SPIN;
+OUT:
     ret;
 }
 
@@ -160,11 +190,12 @@ struct Args {
     /// What to run.
     #[arg(default_value = "launch", value_parser = clap::builder::PossibleValuesParser::new([
         "launch", "launch-raw", "memory", "fault", "fault-at", "abort", "nocuda", "wait", "streams", "fork", "fork-exec",
-        "crash",
+        "crash", "loaded", "loop", "spin", "two-gpus",
     ]))]
     mode: String,
-    /// The mode's numbers: launches (`launch`, `launch-raw`, `streams`, `fork`, `fork-exec`, `crash`), seconds
-    /// (`wait`), then the pause in ms (`crash`); the faulting block and thread (`fault-at`).
+    /// The mode's numbers: launches (`launch`, `launch-raw`, `streams`, `fork`, `fork-exec`, `crash`) or rounds
+    /// (`loop`), seconds (`wait`, `nocuda`, `loaded`, `spin`, `two-gpus`), then the pause in ms (`crash`, `loop`);
+    /// the faulting block and thread (`fault-at`).
     numbers: Vec<u64>,
 }
 
@@ -186,8 +217,19 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     match mode {
         "nocuda" => {
             println!("no cuda");
+            std::io::stdout().flush()?;
+            std::thread::sleep(Duration::from_secs(number(1, 0)));
             return Ok(());
         }
+        "loaded" => {
+            let driver = gpu_tools::cuda::Driver::load()?;
+            let path = driver.path().map(|p| p.display().to_string());
+            println!("loaded {}", path.unwrap_or_default());
+            std::io::stdout().flush()?;
+            std::thread::sleep(Duration::from_secs(number(1, 30)));
+            return Ok(());
+        }
+        "two-gpus" => return two_gpus(Duration::from_secs(number(1, 10))),
         "wait" => std::thread::sleep(Duration::from_secs(number(1, 30))),
         _ => {}
     }
@@ -287,6 +329,47 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             let v = read_back(&buf)?;
             let text: Vec<String> = v.iter().map(|x| format!("{x:#x}")).collect();
             println!("RESULT {}", text.join(" "));
+        }
+        "loop" => {
+            let rounds = number(1, 100);
+            let pause = Duration::from_millis(number(2, 50));
+            for i in 0..rounds {
+                println!(
+                    "ITER {i} VALUE {:#x} ADDR {:#x}",
+                    0x1000 + i,
+                    buf.device_ptr()
+                );
+                std::io::stdout().flush()?;
+                // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
+                unsafe { add_one.launch((2, 1, 1), (32, 1, 1), &mut params) }?;
+                ctx.synchronize()?;
+                std::thread::sleep(pause);
+            }
+            let v = read_back(&buf)?;
+            let want: Vec<u32> = (0..WORDS as u32)
+                .map(|w| 0x1000 + w + rounds as u32)
+                .collect();
+            if v != want {
+                return Err(format!("buffer {v:x?}, expected {want:x?}").into());
+            }
+            println!("ok {rounds} RESULT {:#x}", v[0]);
+        }
+        "spin" => {
+            let spin = module.function(c"_Z9spin_waitPjy")?;
+            let mut flag = ctx.alloc(4)?;
+            flag.copy_from_host(&[0; 4])?;
+            println!("SPIN FLAG {:#x}", flag.device_ptr());
+            std::io::stdout().flush()?;
+            let mut flag_ptr = flag.device_ptr();
+            let mut limit = Duration::from_secs(number(1, 20)).as_nanos() as u64;
+            let mut args = [
+                (&raw mut flag_ptr).cast::<c_void>(),
+                (&raw mut limit).cast::<c_void>(),
+            ];
+            // SAFETY: spin_wait takes (u32*, u64); the flag buffer holds one word.
+            unsafe { spin.launch((2, 1, 1), (64, 1, 1), &mut args) }?;
+            ctx.synchronize()?;
+            println!("ok spin");
         }
         "abort" => {
             // SAFETY: add_one takes (u32*, u32); the buffer holds n words.
@@ -399,6 +482,79 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             println!("ok {launches} loop_ms {ms:.2}");
         }
     }
+    Ok(())
+}
+
+/// The `two-gpus` mode: a long kernel on each of two devices at once, one thread and one context each.
+fn two_gpus(spin_for: Duration) -> Result<(), Box<dyn std::error::Error>> {
+    let found = gpu_tools::cuda::Driver::load()?.device_count()?;
+    if found < 2 {
+        println!("needs 2 GPUs, found {found}");
+        std::process::exit(3);
+    }
+    let out = std::sync::Mutex::new(());
+    let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2usize)
+            .map(|dev| {
+                let out = &out;
+                scope.spawn(move || {
+                    one_gpu(dev, spin_for, out).map_err(|e| format!("device {dev}: {e}"))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect()
+    });
+    for r in results {
+        r?;
+    }
+    println!("ok two-gpus");
+    Ok(())
+}
+
+/// Device `dev`'s half of `two-gpus`.
+fn one_gpu(
+    dev: usize,
+    spin_for: Duration,
+    out: &std::sync::Mutex<()>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = Context::primary(dev)?;
+    let module = ctx.load_module(PTX)?;
+    let spin = module.function(c"_Z9spin_waitPjy")?;
+    let pattern = (dev as u32 + 1) << 24;
+    let mut buf = ctx.alloc(WORDS * 4)?;
+    let words: Vec<u8> = (0..WORDS as u32)
+        .flat_map(|i| (pattern | i).to_le_bytes())
+        .collect();
+    buf.copy_from_host(&words)?;
+    let mut flag = ctx.alloc(4)?;
+    flag.copy_from_host(&[0; 4])?;
+    {
+        let _line = out.lock().unwrap_or_else(|p| p.into_inner());
+        println!(
+            "DEV {dev} ADDR {:#x} PATTERN {pattern:#x}",
+            buf.device_ptr()
+        );
+        std::io::stdout().flush()?;
+    }
+    let mut flag_ptr = flag.device_ptr();
+    let mut limit = spin_for.as_nanos() as u64;
+    let mut args = [
+        (&raw mut flag_ptr).cast::<c_void>(),
+        (&raw mut limit).cast::<c_void>(),
+    ];
+    // SAFETY: spin_wait takes (u32*, u64); the flag buffer holds one word.
+    unsafe { spin.launch((2, 1, 1), (64, 1, 1), &mut args) }?;
+    ctx.synchronize()?;
+    let mut back = vec![0u8; WORDS * 4];
+    buf.copy_to_host(&mut back)?;
+    if back != words {
+        return Err("the buffer changed".into());
+    }
+    let _line = out.lock().unwrap_or_else(|p| p.into_inner());
+    println!("DEV {dev} ok");
     Ok(())
 }
 

@@ -1,12 +1,15 @@
-//! The debugger backend: runs the program under a [`DebugSession`] and records its launches (kernel names from
-//! the module's ELF symbols). It sees no copies or sets; kernels get times only with `--blocking-launches`
-//! (ready to finished as the session saw them: the kernel plus the driver's round trips, an upper bound).
+//! The debugger backend: runs the program under a [`DebugSession`] (or, with `--attach PID`, attaches to a running
+//! one) and records its launches (kernel names from the module's ELF symbols). It sees no copies or sets; kernels
+//! get times only with `--blocking-launches` (ready to finished as the session saw them: the kernel plus the
+//! driver's round trips, an upper bound). An attached process is traced until it exits or the user presses
+//! Ctrl-C; the session then detaches and the process runs on.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use gpu_tools::cudbg::elf::{self, FunctionSymbol};
 use gpu_tools::cudbg::{DebugSession, Event, KernelType, SessionError};
@@ -15,31 +18,58 @@ use super::cli::Cli;
 use super::model::{Demangler, Kernel, Process, Trace};
 use super::{Failure, Outcome};
 
-pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result<Outcome, Failure> {
-    let mut cmd = Command::new(&cli.program[0]);
-    cmd.args(&cli.program[1..]);
-    let t0 = Instant::now();
-    let mut builder = DebugSession::builder(cmd);
+/// Set by Ctrl-C while an attached process is traced.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Attaches to `pid`; Ctrl-C from then on ends the trace (the session detaches) instead of this program.
+fn attach(cli: &Cli, pid: u32) -> Result<DebugSession, Failure> {
+    let mut builder = DebugSession::attach_builder(pid);
     if let Some(us) = cli.spin_us {
-        builder = builder.spin(std::time::Duration::from_micros(us));
+        builder = builder.spin(Duration::from_micros(us));
     }
     if !cli.push_pop {
         builder = builder.capabilities(
             gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
         );
     }
-    let mut session = builder
+    let session = builder
         .blocking_launches(cli.blocking_launches)
         .start()
-        .map_err(|e| match e {
-            gpu_tools::Error::Session(SessionError::Spawn { ref source, .. }) => {
-                Failure::spawn(&cli.program[0], source)
-            }
-            gpu_tools::Error::Session(SessionError::NoCuda { .. }) => {
-                Failure::new(1, format!("{} is not a CUDA program: {e}", cli.program[0]))
-            }
-            e => Failure::new(1, e.to_string()),
-        })?;
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as *const () as libc::sighandler_t,
+        )
+    };
+    eprintln!("cuda_trace: attached to process {pid}; Ctrl-C detaches");
+    Ok(session)
+}
+
+/// The command line of process `pid`, for the summary.
+fn command_of(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| format!("process {pid}"))
+}
+
+pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result<Outcome, Failure> {
+    let t0 = Instant::now();
+    let (mut session, command) = match cli.attach {
+        Some(pid) => (attach(cli, pid)?, command_of(pid)),
+        None => (launch(cli)?, cli.program.join(" ")),
+    };
     let pid = session.pid();
     if cli.defer_launches {
         session.set_launch_events(false).map_err(Failure::other)?;
@@ -53,7 +83,19 @@ pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result
     };
     let mut open: HashMap<u64, usize> = HashMap::new();
     let now = || t0.elapsed().as_nanos() as u64;
-    while let Some(mut batch) = session.next_batch(None).map_err(Failure::other)? {
+    // An attached process is watched for Ctrl-C between batches; a launched one runs to its end.
+    let wait = cli.attach.map(|_| Duration::from_millis(200));
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            eprintln!("cuda_trace: interrupted; detaching");
+            break;
+        }
+        let mut batch = match session.next_batch(wait) {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(gpu_tools::Error::Session(SessionError::Timeout(_))) => continue,
+            Err(e) => return Err(Failure::other(e)),
+        };
         let at = now();
         // Only a user module's image is read while the program is held; otherwise let it go on at once.
         if !batch
@@ -135,6 +177,9 @@ pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result
         }
     }
     let closed = session.close().map_err(Failure::other)?;
+    if cli.attach.is_some() && closed.exit.is_none() {
+        eprintln!("cuda_trace: detached from process {pid}; it runs on");
+    }
     // Events still queued at the end: kernel ends among them still count.
     for (_, event) in &closed.events {
         *counts.entry(event.name()).or_default() += 1;
@@ -151,7 +196,7 @@ pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result
     writeln!(out, "--- events: {}", counts.join(", ")).map_err(Failure::output)?;
     trace.processes.push(Process {
         pid,
-        command: cli.program.join(" "),
+        command,
         ended: true,
         ..Process::default()
     });
@@ -162,4 +207,31 @@ pub fn run(cli: &Cli, demangler: &mut Demangler, out: &mut impl Write) -> Result
         ));
     }
     Ok(Outcome { trace, status })
+}
+
+/// Starts the program under a session.
+fn launch(cli: &Cli) -> Result<DebugSession, Failure> {
+    let mut cmd = Command::new(&cli.program[0]);
+    cmd.args(&cli.program[1..]);
+    let mut builder = DebugSession::builder(cmd);
+    if let Some(us) = cli.spin_us {
+        builder = builder.spin(Duration::from_micros(us));
+    }
+    if !cli.push_pop {
+        builder = builder.capabilities(
+            gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS,
+        );
+    }
+    builder
+        .blocking_launches(cli.blocking_launches)
+        .start()
+        .map_err(|e| match e {
+            gpu_tools::Error::Session(SessionError::Spawn { ref source, .. }) => {
+                Failure::spawn(&cli.program[0], source)
+            }
+            gpu_tools::Error::Session(SessionError::NoCuda { .. }) => {
+                Failure::new(1, format!("{} is not a CUDA program: {e}", cli.program[0]))
+            }
+            e => Failure::new(1, e.to_string()),
+        })
 }

@@ -82,9 +82,22 @@ pub struct Cli {
     /// saw them: an upper bound).
     #[arg(long, help_heading = "debugger backend")]
     pub blocking_launches: bool,
+    /// debugger: attach to the running CUDA process PID instead of starting a program; trace its launches until
+    /// it exits or Ctrl-C, then detach (it runs on).
+    #[arg(
+        long,
+        value_name = "PID",
+        conflicts_with = "program",
+        help_heading = "debugger backend"
+    )]
+    pub attach: Option<u32>,
 
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
+    /// The program and its arguments (not with --attach).
+    #[arg(
+        required_unless_present = "attach",
+        trailing_var_arg = true,
+        value_name = "PROGRAM ARGS"
+    )]
     pub program: Vec<String>,
 }
 
@@ -154,6 +167,7 @@ impl Cli {
             (self.push_pop, "--push-pop"),
             (self.defer_launches, "--defer-launches"),
             (self.blocking_launches, "--blocking-launches"),
+            (self.attach.is_some(), "--attach"),
         ];
         let cupti = [
             (self.inject_lib.is_some(), "--inject-lib"),

@@ -96,6 +96,10 @@ fn main() -> ExitCode {
 
 /// The backend asked for, or the default: cupti where libcupti loads.
 fn choose_backend(cli: &Cli) -> Backend {
+    // Only the debugger backend attaches to a running process.
+    if cli.attach.is_some() && cli.backend.is_none() {
+        return Backend::Debugger;
+    }
     cli.backend
         .unwrap_or_else(|| match gpu_tools::cupti::CuptiLibrary::load() {
             Ok(_) => Backend::Cupti,
@@ -141,7 +145,9 @@ fn check_program(program: &str) -> Result<(), Failure> {
 }
 
 fn run(cli: &Cli) -> Result<u8, Failure> {
-    check_program(&cli.program[0])?;
+    if let Some(program) = cli.program.first() {
+        check_program(program)?;
+    }
     let backend = choose_backend(cli);
     if let Some(option) = cli.misplaced_option(backend) {
         let name = match backend {
@@ -215,8 +221,10 @@ fn run(cli: &Cli) -> Result<u8, Failure> {
             .processes
             .iter()
             .any(|p| !p.ended || p.stream_errors > 0);
-    // The program's own exit code; 128 + N when signal N ended it, as shells report it.
+    // The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that
+    // was left running has none: the trace ended as asked.
     let code = match outcome.status {
+        None if cli.attach.is_some() => 0,
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => u8::try_from(code).unwrap_or(1),
             (None, Some(signal)) => {

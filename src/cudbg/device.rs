@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use super::api::api_call;
-use super::event::{Dim3, ElfImage};
+use super::event::{Dim3, ElfImage, KernelOrigin, KernelType};
 use super::{DebugSession, SessionError};
 use crate::sys::cudbg as sys;
 
@@ -100,6 +100,37 @@ impl Exception {
     }
 }
 
+/// What the driver knows of a grid (`getGridInfo`): where it runs and what it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GridInfo {
+    /// Device index.
+    pub dev: u32,
+    /// 64-bit grid id.
+    pub grid_id: u64,
+    /// Host thread (LWP) id of the launching thread.
+    pub tid: u32,
+    /// Context handle.
+    pub context: u64,
+    /// Module handle (matches [`ElfImage::module`]).
+    pub module: u64,
+    /// Function handle.
+    pub function: u64,
+    /// Device address of the kernel's first instruction.
+    pub function_entry: u64,
+    /// Grid dimensions.
+    pub grid_dim: Dim3,
+    /// Block dimensions.
+    pub block_dim: Dim3,
+    /// Cluster dimensions.
+    pub cluster_dim: Dim3,
+    /// System or application kernel.
+    pub kernel_type: KernelType,
+    /// Grid id of the parent grid (device launches).
+    pub parent_grid_id: u64,
+    /// Host or device launch.
+    pub origin: KernelOrigin,
+}
+
 /// One valid warp of a suspended device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WarpInfo {
@@ -142,6 +173,12 @@ impl DebugSession {
     fn check_device(&self, dev: u32) -> Result<(), crate::Error> {
         check_index("device", dev, self.device_count()?)?;
         Ok(())
+    }
+
+    /// Every device the debugger API sees, with its properties (index order). A process that uses several GPUs
+    /// has its kernels, warps and events attributed by these indices.
+    pub fn devices(&self) -> Result<Vec<DeviceProperties>, crate::Error> {
+        (0..self.device_count()?).map(|d| self.device(d)).collect()
     }
 
     /// Name, types and counts of device `dev`.
@@ -467,6 +504,34 @@ impl Suspended<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// What the driver knows of grid `grid_id` running on this device (for example a grid that
+    /// [`warps`](Self::warps) shows and whose launch the session did not see, as after an attach).
+    pub fn grid(&self, grid_id: u64) -> Result<GridInfo, crate::Error> {
+        let mut g = sys::CUDBGGridInfo::default();
+        // SAFETY: a suspended device, a writable grid-info struct of the 13.0 layout.
+        api_call!(
+            *self.session.live_api()?,
+            getGridInfo(self.dev(), grid_id, &mut g)
+        )?;
+        // Copy fields out of the packed struct by value.
+        let (grid_dim, block_dim, cluster_dim) = (g.gridDim, g.blockDim, g.clusterDim);
+        Ok(GridInfo {
+            dev: g.dev,
+            grid_id: g.gridId64,
+            tid: g.tid,
+            context: g.context,
+            module: g.module,
+            function: g.function,
+            function_entry: g.functionEntry,
+            grid_dim: grid_dim.into(),
+            block_dim: block_dim.into(),
+            cluster_dim: cluster_dim.into(),
+            kernel_type: KernelType::from_raw(g.type_),
+            parent_grid_id: g.parentGridId,
+            origin: KernelOrigin::from_raw(g.origin),
+        })
     }
 
     /// Bit per SM with an exception (`readDeviceExceptionState`), one `u64` per 64 SMs.

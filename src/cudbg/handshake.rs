@@ -3,14 +3,17 @@
 //! The debugger side is the same for every route: before `initialize`, this process's own `libcuda.so.1` gets the
 //! client variables (`cudbgApiClientPid`, `cudbgApiClientRevision`, `cudbgSessionId`); without them `initialize`
 //! fails with `CUDBG_ERROR_INITIALIZATION_FAILURE`. The debuggee side differs per route and sits behind
-//! [`Handshake`], so the documented ptrace route (write the variables into the stopped debuggee's libcuda) can be
-//! added beside [`EnvHandshake`].
+//! [`Handshake`]: [`EnvHandshake`] connects a program the session starts (route 2, environment variables), and
+//! [`PtraceHandshake`](super::PtraceHandshake) a process that already runs (route 1, ptrace and the driver's
+//! attach entry point, as cuda-gdb does).
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use super::event::Event;
 use super::inject;
 use super::notify::NOTIFIER;
+use super::watch::EndWatch;
 
 use super::{DebuggerLibrary, SessionError};
 
@@ -25,15 +28,60 @@ pub struct ClientInfo {
     pub revision: u32,
     /// `CUDBGCapabilityFlags` the debugger announces.
     pub capabilities: u32,
+    /// Whether the debuggee's kernel launches should block (`cudbgEnableLaunchBlocking`).
+    pub blocking_launches: bool,
+}
+
+/// The session as a route sees it while it connects or disconnects the debuggee: the debugger API is initialised,
+/// the event callback registered.
+pub trait DebuggeeLink {
+    /// Process id of the debuggee.
+    fn pid(&self) -> u32;
+    /// The debuggee as a child of this process, when the session spawned it.
+    fn child(&mut self) -> Option<&mut Child>;
+    /// Drains the driver's events into the session (they are handed out later by
+    /// [`DebugSession::next_batch`](super::DebugSession::next_batch)), acknowledging synchronous ones so the
+    /// debuggee goes on, until an event matches `until` (true), or the debuggee ends or `timeout` passes (false).
+    fn await_event(
+        &mut self,
+        until: &dyn Fn(&Event) -> bool,
+        timeout: Duration,
+    ) -> Result<bool, crate::Error>;
+    /// The driver's side of a detach: asks it to clean up (`requestCleanupOnDetach` with the debuggee's
+    /// `cudbgResumeForAttachDetach`) and waits for `DETACH_COMPLETE`.
+    fn clean_up_on_detach(&mut self) -> Result<(), crate::Error>;
+    /// Marks the debuggee's side as connected: from now on the session treats it as debugged (a death by signal
+    /// then leaves the driver's debugger side unusable, and the session detaches it at its end).
+    fn mark_connected(&mut self);
+    /// Gives the session the watch of how the debuggee ends (for a debuggee that is not a child of this process).
+    fn watch_end(&mut self, watch: EndWatch);
 }
 
 /// The debuggee side of a connection route.
+///
+/// A launch route ([`attaches`](Handshake::attaches) false) adjusts the command in [`prepare`](Handshake::prepare)
+/// and finishes in [`connect`](Handshake::connect) right after the spawn; the session then waits for the driver's
+/// first event. An attach route connects a running process in [`connect`](Handshake::connect) and must have marked
+/// it connected when it returns. The session keeps the route until it ends and calls
+/// [`disconnect`](Handshake::disconnect) when it lets a still-running debuggee go; the route is dropped after the
+/// API is finalised.
 pub trait Handshake: Send + std::fmt::Debug {
-    /// Adjusts the debuggee's command before it is spawned.
-    fn prepare(&self, command: &mut Command, info: &ClientInfo);
-    /// Runs right after the spawn (a ptrace route would stop the child at `cuInit` here).
-    fn after_spawn(&self, _child: &mut Child, _info: &ClientInfo) -> Result<(), SessionError> {
-        Ok(())
+    /// Whether this route connects a process that already runs rather than one the session starts.
+    fn attaches(&self) -> bool {
+        false
+    }
+    /// Adjusts the debuggee's command before it is spawned (launch routes only).
+    fn prepare(&self, _command: &mut Command, _info: &ClientInfo) {}
+    /// Connects the debuggee: a launch route right after the spawn, an attach route to the running process.
+    fn connect(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), crate::Error>;
+    /// Lets the debuggee go on without this debugger, before the API is finalised. The default is the driver's
+    /// side only ([`DebuggeeLink::clean_up_on_detach`]).
+    fn disconnect(&mut self, link: &mut dyn DebuggeeLink) -> Result<(), crate::Error> {
+        link.clean_up_on_detach()
     }
 }
 
@@ -57,7 +105,11 @@ impl Handshake for EnvHandshake {
             .env("CUDBG_APICLIENT_REVISION", info.revision.to_string());
     }
 
-    fn after_spawn(&self, child: &mut Child, info: &ClientInfo) -> Result<(), SessionError> {
+    fn connect(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), crate::Error> {
         if info.capabilities == 0 {
             return Ok(());
         }
@@ -68,15 +120,18 @@ impl Handshake for EnvHandshake {
             return Ok(());
         };
         let local = client_variable(lib, "cudbgDebuggerCapabilities")?;
+        let pid = link.pid();
         let seen = NOTIFIER.seen();
         let deadline = Instant::now() + Duration::from_secs(10);
         while NOTIFIER.seen() == seen && Instant::now() < deadline {
-            if child.try_wait().map_err(SessionError::Process)?.is_some() {
-                break;
+            if let Some(child) = link.child() {
+                if child.try_wait().map_err(SessionError::Process)?.is_some() {
+                    break;
+                }
             }
-            if let Ok(Some(addr)) = inject::remote_address(child.id(), local.cast_const()) {
+            if let Ok(Some(addr)) = inject::remote_address(pid, local.cast_const()) {
                 // Fails until the page is mapped; the next round tries again.
-                let _ = inject::write_u32(child.id(), addr, info.capabilities);
+                let _ = inject::write_u32(pid, addr, info.capabilities);
             }
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -108,7 +163,10 @@ pub(crate) fn set_client_variables(
 
 /// The address of the `uint32_t` libcuda variable `name` in this process (the same variable of a debuggee lies
 /// at the same offset in its copy of the library).
-fn client_variable(lib: &DebuggerLibrary, name: &'static str) -> Result<*mut u32, SessionError> {
+pub(crate) fn client_variable(
+    lib: &DebuggerLibrary,
+    name: &'static str,
+) -> Result<*mut u32, SessionError> {
     let mut symbol = name.as_bytes().to_vec();
     symbol.push(0);
     // SAFETY: a look-up of a data symbol that cudadebugger.h declares as `uint32_t`; only its address is taken,
@@ -179,6 +237,7 @@ mod tests {
             session_id: 99,
             revision: 163,
             capabilities: 8,
+            blocking_launches: false,
         };
         EnvHandshake.prepare(&mut cmd, &info);
         let envs: std::collections::HashMap<_, _> = cmd

@@ -99,15 +99,26 @@ pub(crate) fn remote_address(pid: u32, local: *const u32) -> std::io::Result<Opt
 
 /// Reads the `u32` at `addr` in process `pid`.
 pub(crate) fn read_u32(pid: u32, addr: u64) -> std::io::Result<u32> {
-    let mut v = 0u32;
+    let mut v = [0u8; 4];
     transfer(pid, addr, &mut v, Direction::Read)?;
-    Ok(v)
+    Ok(u32::from_ne_bytes(v))
+}
+
+/// Reads the `u64` at `addr` in process `pid`.
+pub(crate) fn read_u64(pid: u32, addr: u64) -> std::io::Result<u64> {
+    let mut v = [0u8; 8];
+    transfer(pid, addr, &mut v, Direction::Read)?;
+    Ok(u64::from_ne_bytes(v))
 }
 
 /// Writes `value` at `addr` in process `pid`.
 pub(crate) fn write_u32(pid: u32, addr: u64, value: u32) -> std::io::Result<()> {
-    let mut v = value;
-    transfer(pid, addr, &mut v, Direction::Write)
+    transfer(pid, addr, &mut value.to_ne_bytes(), Direction::Write)
+}
+
+/// Writes `value` at `addr` in process `pid`.
+pub(crate) fn write_u64(pid: u32, addr: u64, value: u64) -> std::io::Result<()> {
+    transfer(pid, addr, &mut value.to_ne_bytes(), Direction::Write)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -116,28 +127,28 @@ enum Direction {
     Write,
 }
 
-/// Copies one `u32` between `v` and `addr` in process `pid`, in either direction.
-fn transfer(pid: u32, addr: u64, v: &mut u32, direction: Direction) -> std::io::Result<()> {
+/// Copies `bytes.len()` bytes between `bytes` and `addr` in process `pid`, in either direction.
+fn transfer(pid: u32, addr: u64, bytes: &mut [u8], direction: Direction) -> std::io::Result<()> {
     let local = IoVec {
-        base: std::ptr::from_mut(v).cast(),
-        len: 4,
+        base: bytes.as_mut_ptr().cast(),
+        len: bytes.len(),
     };
     let remote = IoVec {
         base: addr as *mut c_void,
-        len: 4,
+        len: bytes.len(),
     };
     let pid =
         i32::try_from(pid).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     let n = match direction {
-        // SAFETY: one local iovec over a live u32 and one remote iovec; the kernel checks the remote range and
-        // writes only into `v`.
+        // SAFETY: one local iovec over the live buffer and one remote iovec; the kernel checks the remote range and
+        // writes only into `bytes`.
         Direction::Read => unsafe { process_vm_readv(pid, &local, 1, &remote, 1, 0) },
-        // SAFETY: as above; the kernel also checks our permission to write there, and reads only `v` here.
+        // SAFETY: as above; the kernel also checks our permission to write there, and reads only `bytes` here.
         Direction::Write => unsafe { process_vm_writev(pid, &local, 1, &remote, 1, 0) },
     };
     match n {
-        4 => Ok(()),
         n if n < 0 => Err(std::io::Error::last_os_error()),
+        n if n as usize == bytes.len() => Ok(()),
         _ if direction == Direction::Read => {
             Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
         }
@@ -184,6 +195,13 @@ mod tests {
             Ok(()) => {
                 assert_eq!(unsafe { ptr.read_volatile() }, 0xfeed);
                 assert_eq!(read_u32(std::process::id(), ptr as u64).unwrap(), 0xfeed);
+                let mut wide = Box::new(0u64);
+                let wptr = &raw mut *wide;
+                write_u64(std::process::id(), wptr as u64, 0x1122_3344_5566_7788).unwrap();
+                assert_eq!(
+                    read_u64(std::process::id(), wptr as u64).unwrap(),
+                    0x1122_3344_5566_7788
+                );
             }
             // Some sandboxes forbid the system call; the error is reported, not hidden.
             Err(e) => assert_eq!(e.raw_os_error(), Some(1), "{e}"),

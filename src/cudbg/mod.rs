@@ -1,6 +1,7 @@
 //! NVIDIA CUDA Debugger API: drive a CUDA program as a debugger does.
 
 pub mod api;
+mod attach;
 mod batch;
 pub mod coredump;
 mod device;
@@ -12,18 +13,23 @@ pub mod handshake;
 mod inject;
 mod library;
 mod notify;
+mod procfs;
 mod session;
+mod tracer;
+mod wait;
 mod watch;
 
+pub use attach::{AttachError, AttachStep, NoCudaReason, PtraceHandshake};
 pub use batch::{BatchTiming, EventBatch};
-pub use device::{DeviceProperties, Exception, Suspended, WarpInfo};
+pub use device::{DeviceProperties, Exception, GridInfo, Suspended, WarpInfo};
 pub use error::CudbgError;
 pub use event::{
     ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,
     Queue, RAW_EVENT_SIZE,
 };
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
-pub use session::{Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder};
+pub use session::{AttachBuilder, Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder};
+pub use watch::EndWatch;
 
 /// A debug session could not do what was asked (reported by the crate, not the driver).
 #[derive(Debug, thiserror::Error)]
@@ -127,4 +133,22 @@ pub enum SessionError {
     /// Waiting for or signalling the debuggee failed.
     #[error("debuggee process: {0}")]
     Process(#[source] std::io::Error),
+    /// Attaching to a running process failed or was refused.
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+    /// The chosen connection route cannot do what was asked (a launch route given a running process, or the
+    /// reverse).
+    #[error("the {route} route cannot {what}")]
+    WrongRoute {
+        /// The route, as its `Debug` names it.
+        route: String,
+        /// What it was asked to do.
+        what: &'static str,
+    },
+}
+
+impl From<AttachError> for crate::Error {
+    fn from(e: AttachError) -> Self {
+        crate::Error::Session(SessionError::Attach(e))
+    }
 }

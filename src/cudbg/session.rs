@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::api::{Api, api_call};
+use super::attach::{AttachStep, PtraceHandshake};
 use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
-use super::handshake::{self, ClientInfo, EnvHandshake, Handshake};
+use super::handshake::{self, ClientInfo, DebuggeeLink, EnvHandshake, Handshake};
 use super::notify::{NOTIFIER, epoch, on_new_event, on_new_event_cuda12};
-use super::watch::{ChildState, ExitWatch};
-use super::{CudbgError, DebuggerLibrary, SessionError};
+use super::watch::{ChildState, EndWatch, ExitWatch};
+use super::{CudbgError, DebuggerLibrary, SessionError, procfs};
 use crate::sys::cudbg as sys;
 
 unsafe extern "C" {
@@ -135,46 +136,23 @@ impl SessionBuilder {
 
     /// Loads the driver, initialises the API, starts the debuggee and waits until the driver opened its session.
     pub fn start(self) -> Result<DebugSession, crate::Error> {
-        let claim = Claim::take()?;
-        // Fixes the reference point of notification times before the driver's thread first reads it.
-        let _ = epoch();
-        let lib = DebuggerLibrary::load()?;
-        let api = Api::load(lib)?;
-        let info = ClientInfo {
-            debugger_pid: std::process::id(),
-            session_id: handshake::new_session_id(),
-            revision: api.version().revision,
-            capabilities: self.capabilities,
-        };
-        handshake::set_client_variables(lib, &info)?;
-        // SAFETY: no arguments; the client variables are set, as initialize requires.
-        if let Err(e) = api_call!(api, initialize()) {
-            // initialize creates the driver's folder for this process even when it fails.
-            remove_driver_dir(info.debugger_pid);
-            return Err(e);
+        let mut handshake = self.handshake;
+        if handshake.attaches() {
+            return Err(SessionError::WrongRoute {
+                route: format!("{handshake:?}"),
+                what: "start a program (it attaches to running processes)",
+            }
+            .into());
         }
-        let mut session = DebugSession {
-            api,
-            child: RefCell::new(None),
-            pid: 0,
-            exit: Cell::new(None),
-            watch: None,
-            killed_here: Cell::new(false),
-            opened: false,
-            on_drop: self.on_drop,
-            pending: VecDeque::new(),
-            breakpoints: RefCell::new(BTreeSet::new()),
-            suspended: Cell::new(0),
-            spin: self.spin,
-            async_at: Instant::now(),
-            finalized: false,
-            _claim: claim,
-            _not_sync: PhantomData,
-        };
-        // The callbacks are plain functions that only touch a static, and catch unwinds.
-        api.register_event_callback(on_new_event, on_new_event_cuda12)?;
+        let (mut session, info) = DebugSession::open(
+            Claim::take()?,
+            self.capabilities,
+            self.blocking_launches,
+            self.spin,
+            self.on_drop,
+        )?;
         let mut command = self.command;
-        self.handshake.prepare(&mut command, &info);
+        handshake.prepare(&mut command, &info);
         let program = command.get_program().to_string_lossy().into_owned();
         let seen = NOTIFIER.seen();
         let child = command
@@ -184,11 +162,9 @@ impl SessionBuilder {
         let watch = ExitWatch::spawn(session.pid).map_err(SessionError::Process);
         session.child = RefCell::new(Some(child));
         session.watch = Some(watch?);
-        let after = match session.child.get_mut() {
-            Some(child) => self.handshake.after_spawn(child, &info),
-            None => Ok(()),
-        };
-        after?;
+        let connected = handshake.connect(&mut Linked(&mut session), &info);
+        session.handshake = Some(handshake);
+        connected?;
         session.await_open(seen, self.handshake_timeout)?;
         // The first event (the context's creation) holds the debuggee until it is acknowledged, so this lands
         // before any launch.
@@ -199,12 +175,130 @@ impl SessionBuilder {
     }
 }
 
+/// Options for attaching a [`DebugSession`] to a CUDA process that already runs ([`DebugSession::attach_builder`]).
+#[derive(Debug)]
+pub struct AttachBuilder {
+    pid: u32,
+    ptrace: PtraceHandshake,
+    handshake: Option<Box<dyn Handshake>>,
+    capabilities: u32,
+    spin: Duration,
+    blocking_launches: bool,
+}
+
+impl AttachBuilder {
+    /// As [`SessionBuilder::spin`].
+    pub fn spin(mut self, window: Duration) -> Self {
+        self.spin = window;
+        self
+    }
+
+    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits); written into the process's
+    /// `cudbgDebuggerCapabilities` before the driver's attach entry point runs, as cuda-gdb does. Default: none.
+    pub fn capabilities(mut self, flags: u32) -> Self {
+        self.capabilities = flags;
+        self
+    }
+
+    /// Makes the process's kernel launches blocking from the attach on (see
+    /// [`DebugSession::set_blocking_launches`]). Default: off.
+    pub fn blocking_launches(mut self, on: bool) -> Self {
+        self.blocking_launches = on;
+        self
+    }
+
+    /// Reports each step of the attach and of the later detach (see [`PtraceHandshake::progress`]).
+    pub fn progress(mut self, report: impl FnMut(&AttachStep) + Send + 'static) -> Self {
+        self.ptrace = self.ptrace.progress(report);
+        self
+    }
+
+    /// Connects the process another way than [`PtraceHandshake`] (the route must attach).
+    pub fn handshake(mut self, handshake: impl Handshake + 'static) -> Self {
+        self.handshake = Some(Box::new(handshake));
+        self
+    }
+
+    /// Loads the driver, initialises the API and attaches: when this returns, the driver has reported the
+    /// process's contexts, modules and running kernels as events (handed out by
+    /// [`DebugSession::next_batch`]) and the process runs on under the session.
+    pub fn start(mut self) -> Result<DebugSession, crate::Error> {
+        let claim = Claim::take()?;
+        if self.handshake.is_none() {
+            // Refusals that need no debugger API come before this process initialises it; those that need no
+            // driver library at all, before it is loaded.
+            self.ptrace.check_process(self.pid)?;
+            DebuggerLibrary::load()?;
+            self.ptrace.check(self.pid)?;
+        }
+        let mut handshake = self
+            .handshake
+            .unwrap_or_else(|| Box::new(self.ptrace) as Box<dyn Handshake>);
+        if !handshake.attaches() {
+            return Err(SessionError::WrongRoute {
+                route: format!("{handshake:?}"),
+                what: "attach to a running process (it starts programs)",
+            }
+            .into());
+        }
+        let (mut session, info) = DebugSession::open(
+            claim,
+            self.capabilities,
+            self.blocking_launches,
+            self.spin,
+            OnDrop::Detach,
+        )?;
+        session.pid = self.pid;
+        session.attached = true;
+        let connected = handshake.connect(&mut Linked(&mut session), &info);
+        session.handshake = Some(handshake);
+        // On failure the session is dropped here: its teardown detaches what was connected and finalises.
+        connected?;
+        Ok(session)
+    }
+}
+
+/// The session as a [`Handshake`] sees it while connecting or disconnecting.
+struct Linked<'s>(&'s mut DebugSession);
+
+impl DebuggeeLink for Linked<'_> {
+    fn pid(&self) -> u32 {
+        self.0.pid
+    }
+
+    fn child(&mut self) -> Option<&mut Child> {
+        self.0.child.get_mut().as_mut()
+    }
+
+    fn await_event(
+        &mut self,
+        until: &dyn Fn(&Event) -> bool,
+        timeout: Duration,
+    ) -> Result<bool, crate::Error> {
+        self.0.await_event(until, timeout)
+    }
+
+    fn clean_up_on_detach(&mut self) -> Result<(), crate::Error> {
+        self.0.clean_up_on_detach()
+    }
+
+    fn mark_connected(&mut self) {
+        self.0.opened = true;
+    }
+
+    fn watch_end(&mut self, watch: EndWatch) {
+        self.0.watch = Some(watch.0);
+    }
+}
+
 /// A CUDA program running under the debugger API.
 ///
-/// Created with [`DebugSession::builder`]. Events come in [`EventBatch`]es from [`DebugSession::next_batch`]; the
-/// debuggee threads that raised synchronous events stay blocked until the batch is acknowledged (explicitly, or
-/// when it is dropped). Dropping the session finalises the API, kills or detaches the debuggee as chosen with
-/// [`SessionBuilder::on_drop`], reaps it and removes what the driver left for it under `/tmp/cuda-dbg/`.
+/// Created with [`DebugSession::builder`] (the session starts the program) or [`DebugSession::attach`] (a
+/// process that already runs). Events come in [`EventBatch`]es from [`DebugSession::next_batch`]; the debuggee
+/// threads that raised synchronous events stay blocked until the batch is acknowledged (explicitly, or when it is
+/// dropped). Dropping the session finalises the API, kills or detaches a program it started as chosen with
+/// [`SessionBuilder::on_drop`], reaps it and removes what the driver left for it under `/tmp/cuda-dbg/`; a process
+/// it attached to is always detached and runs on.
 ///
 /// One session per process ([`SessionError::AlreadyActive`]). `Send` (it may move to another thread) but not
 /// `Sync`: API calls of one session are issued from one thread at a time.
@@ -242,6 +336,12 @@ pub struct DebugSession {
     /// When the async queue was last drained.
     async_at: Instant,
     finalized: bool,
+    /// The connection route, kept until the API is finalised (an attach route holds the process under ptrace).
+    handshake: Option<Box<dyn Handshake>>,
+    /// Whether the session attached to a running process (never killed by the session).
+    attached: bool,
+    /// Whether synchronous events drained into `pending` still hold the debuggee.
+    unacknowledged: Cell<bool>,
     _claim: Claim,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -274,6 +374,90 @@ impl DebugSession {
         Self::builder(command).start()
     }
 
+    /// Starts building a session that attaches to the running CUDA process `pid` (route 1: ptrace and the
+    /// driver's attach entry point, see [`PtraceHandshake`]).
+    pub fn attach_builder(pid: u32) -> AttachBuilder {
+        AttachBuilder {
+            pid,
+            ptrace: PtraceHandshake::new(),
+            handshake: None,
+            capabilities: 0,
+            spin: DEFAULT_SPIN,
+            blocking_launches: false,
+        }
+    }
+
+    /// Attaches to the running CUDA process `pid` with the default options.
+    ///
+    /// Refused, with the process left as it was, when it does not exist, is this process or its child, does not
+    /// run CUDA, is traced by another process, already has a CUDA debugger, or may not be traced by this user
+    /// ([`super::AttachError`]). When the session ends ([`DebugSession::close`] or drop) it detaches: breakpoints
+    /// are removed, the driver's attach is undone inside the process, and the process runs on; it is never
+    /// killed.
+    pub fn attach(pid: u32) -> Result<Self, crate::Error> {
+        Self::attach_builder(pid).start()
+    }
+
+    /// The part of starting a session that is the same for every route: the claim, the driver, the client
+    /// variables, `initialize` and the event callback.
+    fn open(
+        claim: Claim,
+        capabilities: u32,
+        blocking_launches: bool,
+        spin: Duration,
+        on_drop: OnDrop,
+    ) -> Result<(Self, ClientInfo), crate::Error> {
+        // Fixes the reference point of notification times before the driver's thread first reads it.
+        let _ = epoch();
+        let lib = DebuggerLibrary::load()?;
+        let api = Api::load(lib)?;
+        let info = ClientInfo {
+            debugger_pid: std::process::id(),
+            session_id: handshake::new_session_id(),
+            revision: api.version().revision,
+            capabilities,
+            blocking_launches,
+        };
+        handshake::set_client_variables(lib, &info)?;
+        // SAFETY: no arguments; the client variables are set, as initialize requires.
+        if let Err(e) = api_call!(api, initialize()) {
+            // initialize creates the driver's folder for this process even when it fails.
+            remove_driver_dir(info.debugger_pid);
+            return Err(e);
+        }
+        let session = DebugSession {
+            api,
+            child: RefCell::new(None),
+            pid: 0,
+            exit: Cell::new(None),
+            watch: None,
+            killed_here: Cell::new(false),
+            opened: false,
+            on_drop,
+            pending: VecDeque::new(),
+            breakpoints: RefCell::new(BTreeSet::new()),
+            suspended: Cell::new(0),
+            spin,
+            async_at: Instant::now(),
+            finalized: false,
+            handshake: None,
+            attached: false,
+            unacknowledged: Cell::new(false),
+            _claim: claim,
+            _not_sync: PhantomData,
+        };
+        // The callbacks are plain functions that only touch a static, and catch unwinds.
+        session
+            .api
+            .register_event_callback(on_new_event, on_new_event_cuda12)?;
+        Ok((session, info))
+    }
+
+    /// Whether the session attached to a process that was already running (rather than starting it).
+    pub fn is_attached(&self) -> bool {
+        self.attached
+    }
+
     /// The negotiated API version.
     pub fn api_version(&self) -> super::ApiVersion {
         self.api.version()
@@ -284,12 +468,15 @@ impl DebugSession {
         self.pid
     }
 
-    /// The debuggee's exit status, once it has exited (checks without blocking).
+    /// The debuggee's exit status, once it has exited (checks without blocking). For an attached process it is
+    /// what its tracer saw: the exit code, or the signal that ended it.
     pub fn exit_status(&self) -> Result<Option<ExitStatus>, SessionError> {
         if self.exit.get().is_none() {
             if let Some(child) = self.child.borrow_mut().as_mut() {
                 self.exit
                     .set(child.try_wait().map_err(SessionError::Process)?);
+            } else if let Some(raw) = self.watch.as_ref().and_then(|w| w.state().raw_status()) {
+                self.exit.set(Some(ExitStatus::from_raw(raw)));
             }
         }
         Ok(self.exit.get())
@@ -338,7 +525,35 @@ impl DebugSession {
                 }
             }
         }
+        if had_sync {
+            self.unacknowledged.set(true);
+        }
         Ok(had_sync)
+    }
+
+    /// Drains events into `pending`, acknowledging synchronous ones, until one matches `until` (true), or the
+    /// debuggee ends or `timeout` passes (false).
+    fn await_event(
+        &mut self,
+        until: &dyn Fn(&Event) -> bool,
+        timeout: Duration,
+    ) -> Result<bool, crate::Error> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut seen = NOTIFIER.seen();
+        loop {
+            let before = self.pending.len();
+            if self.drain(true)? {
+                self.acknowledge()?;
+            }
+            // Each new event is shown to `until` once.
+            if self.pending.iter().skip(before).any(|(_, e)| until(e)) {
+                return Ok(true);
+            }
+            if self.exit_status()?.is_some() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(false);
+            }
+            seen = NOTIFIER.wait_past(seen, Duration::ZERO, Duration::from_millis(5));
+        }
     }
 
     fn await_open(&mut self, mut seen: u64, timeout: Duration) -> Result<(), crate::Error> {
@@ -396,8 +611,8 @@ impl DebugSession {
             let had_sync = self.drain(false)?;
             if !self.pending.is_empty() {
                 let events: Vec<_> = self.pending.drain(..).collect();
-                // Pending sync events from the handshake also wait for an acknowledgement.
-                let needs_ack = had_sync || events.iter().any(|(q, _)| *q == Queue::Sync);
+                // Sync events drained earlier (while waiting for the handshake) may still hold the debuggee.
+                let needs_ack = had_sync || self.unacknowledged.get();
                 return Ok(Some(EventBatch {
                     session: self,
                     events,
@@ -475,6 +690,7 @@ impl DebugSession {
         if self.death_signal().is_some() {
             return Ok(());
         }
+        self.unacknowledged.set(false);
         // SAFETY: no arguments.
         api_call!(self.api, acknowledgeSyncEvents())
     }
@@ -539,9 +755,9 @@ impl DebugSession {
         }
     }
 
-    /// Lets the debuggee go on without a debugger: breakpoints removed, the driver asked to clean up, and events
-    /// acknowledged until the driver reports `DETACH_COMPLETE` (finalising earlier leaves the debuggee's driver
-    /// waiting for a debugger that is gone). Events drained meanwhile stay in `pending`.
+    /// Lets the debuggee go on without a debugger: breakpoints removed, then the route disconnects it (by default
+    /// [`Self::clean_up_on_detach`]; an attached process also has the driver's attach undone inside it). Events
+    /// drained meanwhile stay in `pending`.
     fn detach(&mut self) -> Result<(), crate::Error> {
         let bps: Vec<_> = self.breakpoints.borrow_mut().iter().copied().collect();
         for (dev, addr) in bps {
@@ -549,30 +765,24 @@ impl DebugSession {
             api_call!(*self.live_api()?, unsetBreakpoint(dev, addr))?;
         }
         self.breakpoints.borrow_mut().clear();
+        match self.handshake.take() {
+            Some(mut route) => {
+                let r = route.disconnect(&mut Linked(self));
+                self.handshake = Some(route);
+                r
+            }
+            None => self.clean_up_on_detach(),
+        }
+    }
+
+    /// The driver's side of a detach: asks it to clean up, then acknowledges events until it reports
+    /// `DETACH_COMPLETE` (finalising earlier leaves the debuggee's driver waiting for a debugger that is gone).
+    fn clean_up_on_detach(&mut self) -> Result<(), crate::Error> {
         let resume = handshake::resume_flag(self.pid);
         // SAFETY: plain flag argument: the debuggee's `cudbgResumeForAttachDetach`, as the header asks.
         api_call!(*self.live_api()?, requestCleanupOnDetach(resume))?;
-        let deadline = Instant::now() + DETACH_WAIT;
-        let mut seen = NOTIFIER.seen();
-        loop {
-            let before = self.pending.len();
-            let had_sync = self.drain(true)?;
-            if had_sync {
-                self.acknowledge()?;
-            }
-            if self
-                .pending
-                .iter()
-                .skip(before)
-                .any(|(_, e)| matches!(e, Event::DetachComplete))
-            {
-                return Ok(());
-            }
-            if self.exit_status()?.is_some() || Instant::now() >= deadline {
-                return Ok(());
-            }
-            seen = NOTIFIER.wait_past(seen, Duration::ZERO, Duration::from_millis(5));
-        }
+        self.await_event(&|e| matches!(e, Event::DetachComplete), DETACH_WAIT)?;
+        Ok(())
     }
 
     fn teardown(&mut self) -> Result<(), crate::Error> {
@@ -580,11 +790,13 @@ impl DebugSession {
             return Ok(());
         }
         self.finalized = true;
-        let running = self.child.get_mut().is_some() && matches!(self.exit_status(), Ok(None));
+        let running = (self.child.get_mut().is_some() || self.attached)
+            && matches!(self.exit_status(), Ok(None));
         // Only a debuggee the driver opened a session for can be detached; one that never got that far would
-        // stay blocked in `cuInit`, so it is killed whatever `on_drop` says.
-        let detach = self.on_drop == OnDrop::Detach && running && self.opened;
-        let kill = running && !detach;
+        // stay blocked in `cuInit`, so it is killed whatever `on_drop` says. A process the session attached to is
+        // never killed.
+        let detach = running && self.opened && (self.attached || self.on_drop == OnDrop::Detach);
+        let kill = running && !detach && !self.attached;
         let mut first_err: Option<crate::Error> = None;
         let mut keep = |r: Result<(), crate::Error>| {
             if let Err(e) = r {
@@ -622,6 +834,8 @@ impl DebugSession {
                 keep(fin);
             }
         }
+        // After finalize: an attach route lets go of the process here (ptrace detach).
+        self.handshake = None;
         if self.exit.get().is_none() {
             if let Some(mut child) = self.child.get_mut().take() {
                 // Detached and still running: reap it when it ends, so it never lingers as a zombie.
@@ -630,8 +844,9 @@ impl DebugSession {
                     .spawn(move || child.wait());
             }
         }
-        // The driver's FIFOs for the debuggee and for this process's client side.
-        if self.pid != 0 {
+        // The driver's FIFOs for the debuggee (unless it is an attached process that runs on) and for this
+        // process's client side.
+        if self.pid != 0 && (!self.attached || !procfs::exists(self.pid)) {
             remove_driver_dir(self.pid);
         }
         remove_driver_dir(std::process::id());

@@ -2,11 +2,14 @@
 //!
 //! On driver 580.159.04, once a debuggee has died from a signal (killed, or crashed) the driver's debugger side in
 //! this process is left broken: `getNextEvent` then segfaulted in every trial, and `finalize` in most. So every call
-//! that reaches the debuggee first looks at this watch. A thread per session waits for the child with
-//! `waitid(WNOWAIT)`, which leaves it to be reaped by [`std::process::Child`], and publishes how it ended.
+//! that reaches the debuggee first looks at this watch. For a child, a thread per session waits with
+//! `waitid(WNOWAIT)`, which leaves it to be reaped by [`std::process::Child`], and publishes how it ended; for an
+//! attached process, the thread that traces it publishes its end ([`ExitWatch::published`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::wait::{WEXITED, WNOWAIT, Waited, wait_id};
 
 /// How the debuggee stands, as far as the watch has seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,57 +49,13 @@ fn decode(raw: u64) -> ChildState {
     }
 }
 
-/// `siginfo_t` of Linux, as far as `waitid` fills it for a child (the same on x86-64 and aarch64).
-#[repr(C)]
-struct SigInfo {
-    signo: i32,
-    errno: i32,
-    code: i32,
-    _pad: i32,
-    pid: i32,
-    uid: u32,
-    status: i32,
-    _rest: [u8; 100],
-}
-
-unsafe extern "C" {
-    /// glibc's wrapper of the `waitid` system call.
-    fn waitid(idtype: u32, id: u32, info: *mut SigInfo, options: i32) -> i32;
-}
-
-const P_PID: u32 = 1;
-const WEXITED: i32 = 4;
-const WNOWAIT: i32 = 0x0100_0000;
-const CLD_EXITED: i32 = 1;
-const CLD_KILLED: i32 = 2;
-const CLD_DUMPED: i32 = 3;
-
 /// Blocks until child `pid` has ended, without reaping it.
 fn wait_for_end(pid: u32) -> ChildState {
-    loop {
-        let mut info = SigInfo {
-            signo: 0,
-            errno: 0,
-            code: 0,
-            _pad: 0,
-            pid: 0,
-            uid: 0,
-            status: 0,
-            _rest: [0; 100],
-        };
-        // SAFETY: `info` is a writable siginfo_t-sized buffer; WNOWAIT leaves the child for `Child::wait`.
-        let rc = unsafe { waitid(P_PID, pid, &mut info, WEXITED | WNOWAIT) };
-        if rc == 0 {
-            return match info.code {
-                CLD_EXITED => ChildState::Exited(info.status),
-                CLD_KILLED | CLD_DUMPED => ChildState::Signaled(info.status),
-                _ => ChildState::Unknown,
-            };
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            // ECHILD: reaped already, through the session's `Child`, which then knows the status itself.
-            return ChildState::Unknown;
-        }
+    // ECHILD (or any failure): reaped already, through the session's `Child`, which then knows the status itself.
+    match wait_id(pid, WEXITED | WNOWAIT) {
+        Ok(Some(Waited::Exited(code))) => ChildState::Exited(code),
+        Ok(Some(Waited::Signaled(signal))) => ChildState::Signaled(signal),
+        _ => ChildState::Unknown,
     }
 }
 
@@ -120,9 +79,49 @@ impl ExitWatch {
         Ok(Self { state })
     }
 
+    /// A watch that whoever holds the returned [`EndPublisher`] sets (the tracer of an attached process).
+    pub(crate) fn published() -> (Self, EndPublisher) {
+        let state = Arc::new(AtomicU64::new(encode(ChildState::Running)));
+        (
+            Self {
+                state: Arc::clone(&state),
+            },
+            EndPublisher { state },
+        )
+    }
+
     /// What the watch has seen so far (one atomic load).
     pub(crate) fn state(&self) -> ChildState {
         decode(self.state.load(Ordering::Acquire))
+    }
+}
+
+/// How a debuggee that is not a child of this process ends, as a connection route sees it
+/// ([`DebuggeeLink::watch_end`](super::handshake::DebuggeeLink::watch_end)). Only the crate's own routes make one.
+#[derive(Debug, Clone)]
+pub struct EndWatch(pub(crate) ExitWatch);
+
+/// The writing end of an [`ExitWatch::published`] watch.
+#[derive(Debug)]
+pub(crate) struct EndPublisher {
+    state: Arc<AtomicU64>,
+}
+
+impl EndPublisher {
+    /// Publishes how the process ended.
+    pub(crate) fn publish(&self, end: ChildState) {
+        self.state.store(encode(end), Ordering::Release);
+    }
+}
+
+impl ChildState {
+    /// The `waitpid` status of an end (`None` while running or unknown).
+    pub(crate) fn raw_status(self) -> Option<i32> {
+        match self {
+            ChildState::Exited(code) => Waited::Exited(code).raw_status(),
+            ChildState::Signaled(signal) => Waited::Signaled(signal).raw_status(),
+            ChildState::Running | ChildState::Unknown => None,
+        }
     }
 }
 
@@ -160,6 +159,18 @@ mod tests {
         assert_eq!(settle(&watch), ChildState::Exited(7));
         // Not reaped by the watch: the Child still gets the status.
         assert_eq!(child.wait().unwrap().code(), Some(7));
+    }
+
+    #[test]
+    fn a_published_end_is_seen_with_its_status() {
+        let (watch, publisher) = ExitWatch::published();
+        assert_eq!(watch.state(), ChildState::Running);
+        assert_eq!(watch.state().raw_status(), None);
+        publisher.publish(ChildState::Signaled(6));
+        assert_eq!(watch.state(), ChildState::Signaled(6));
+        assert_eq!(watch.state().raw_status(), Some(6));
+        publisher.publish(ChildState::Exited(3));
+        assert_eq!(watch.state().raw_status(), Some(3 << 8));
     }
 
     #[test]

@@ -59,7 +59,13 @@ pub fn isolated(name: &str) -> bool {
     }
     let exe = std::env::current_exe().expect("test binary path");
     let out = Command::new(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            name,
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+            "--include-ignored",
+        ])
         .env(CHILD_VAR, name)
         .stdin(std::process::Stdio::null())
         .output()

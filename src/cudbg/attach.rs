@@ -1,0 +1,978 @@
+//! Route 1 of the driver: attaching to a CUDA process that already runs, as cuda-gdb does.
+//!
+//! The steps, in the order cuda-gdb 13 takes them (`gdb/cuda/cuda-linux-nat.c`, `cuda_nat_attach`, and
+//! `gdb/cuda/cuda-tdep.c`, `cuda_initialize_target`): stop every thread under ptrace; write this client into the
+//! process's libcuda (`cudbgApiClientPid`, `cudbgApiClientRevision`, `cudbgSessionId`, `cudbgRpcEnabled`,
+//! `cudbgEnableLaunchBlocking`, `cudbgDebuggerCapabilities`); call `cudbgApiAttach()` inside the process; read
+//! `cudbgReportedDriverInternalErrorCode` (`CUDBG_ERROR_ATTACH_NOT_POSSIBLE` there means "busy, let it run and
+//! try again", for up to 5 s); then, if `cudbgResumeForAttachDetach` is set, let the process run until the
+//! driver reports `ATTACH_COMPLETE` (its replay of contexts and modules comes first), otherwise set
+//! `cudbgIpcFlag`. Detaching (`cuda_do_detach`): call `cudbgApiDetach()` inside the process, ask the driver to
+//! clean up with `cudbgResumeForAttachDetach`, clear `cudbgDebuggerCapabilities` and `cudbgDebuggerInitialized`,
+//! let the process run until `DETACH_COMPLETE`, clear `cudbgIpcFlag`.
+//!
+//! Everything that can refuse the attach is checked from `/proc` and with reads of the process's memory before
+//! anything in it changes; a failure after the first change puts the variables back and lets the process go.
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use super::event::Event;
+use super::handshake::{ClientInfo, DebuggeeLink, Handshake, client_variable};
+use super::library::DebuggerLibrary;
+use super::tracer::{TraceError, Tracer};
+use super::watch::{ChildState, EndWatch};
+use super::{inject, procfs};
+
+/// `CUDBG_ERROR_ATTACH_NOT_POSSIBLE`: reported in `cudbgReportedDriverInternalErrorCode` when the driver's critical
+/// section is taken (attaching then would deadlock); cuda-gdb lets the process run 100 ms and tries again.
+const ATTACH_NOT_POSSIBLE: u64 = 0x28;
+/// How long retries after `ATTACH_NOT_POSSIBLE` go on (cuda-gdb's `app_init_timeout`).
+const RETRY_FOR: Duration = Duration::from_secs(5);
+/// How long the process runs between two tries.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Why a session could not attach to a running process. Every refusal before the first change leaves the process
+/// exactly as it was; a failure later puts back what was changed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttachError {
+    /// No such process (or it has already ended).
+    #[error("no process {0}")]
+    NoSuchProcess(u32),
+    /// A session cannot debug the process it runs in.
+    #[error("a session cannot attach to its own process")]
+    OwnProcess,
+    /// The process is a child of this one: while attached, this process's own waits for the child would take the
+    /// ptrace stops meant for the session. Start it under the session instead ([`super::DebugSession::builder`]).
+    #[error(
+        "process {0} is a child of this process; start it with DebugSession::builder instead of attaching to it"
+    )]
+    OwnChild(u32),
+    /// The process does not run CUDA (yet).
+    #[error("process {pid} does not use CUDA: {why}")]
+    NoCuda {
+        /// The process.
+        pid: u32,
+        /// What is missing.
+        why: NoCudaReason,
+    },
+    /// Another process traces it (a debugger, strace, or another session).
+    #[error("process {pid} is already traced by process {tracer}")]
+    AlreadyTraced {
+        /// The process.
+        pid: u32,
+        /// Its tracer.
+        tracer: u32,
+    },
+    /// Its CUDA driver already serves a debugger client (a program started under cuda-gdb or under a session).
+    #[error("process {pid} already has a CUDA debugger client (process {client})")]
+    AlreadyDebugged {
+        /// The process.
+        pid: u32,
+        /// The client's process id, as the process's driver records it.
+        client: u32,
+    },
+    /// The system refused to let this process trace or read it: another user's process, or
+    /// `kernel.yama.ptrace_scope` limits tracing to descendants.
+    #[error("not permitted to debug process {pid}: {detail}")]
+    PermissionDenied {
+        /// The process.
+        pid: u32,
+        /// What was refused, and why it may have been.
+        detail: String,
+    },
+    /// The process ended while the session attached.
+    #[error("process {pid} ended during the attach ({})", describe_end(.status))]
+    Exited {
+        /// The process.
+        pid: u32,
+        /// How it ended, when known.
+        status: Option<ExitStatus>,
+    },
+    /// The process's driver refused: the code it left in `cudbgReportedDriverInternalErrorCode`.
+    #[error(
+        "the CUDA driver in process {pid} refused the attach (cudbgReportedDriverInternalErrorCode {code:#x}: {})",
+        super::CudbgError::from_code(*code as u32)
+    )]
+    DriverRefused {
+        /// The process.
+        pid: u32,
+        /// The driver's code (a `CUDBGResult`).
+        code: u64,
+    },
+    /// The driver kept answering `CUDBG_ERROR_ATTACH_NOT_POSSIBLE` (software preemption on, or the MPS server
+    /// running, according to cuda-gdb).
+    #[error(
+        "attaching to process {pid} is not possible: its driver refused {attempts} times in {waited:?} \
+         (CUDBG_ERROR_ATTACH_NOT_POSSIBLE; software preemption on, or nvidia-cuda-mps-server running?)"
+    )]
+    NotPossible {
+        /// The process.
+        pid: u32,
+        /// Tries made.
+        attempts: u32,
+        /// Over how long.
+        waited: Duration,
+    },
+    /// A step did not finish in time.
+    #[error("attaching to process {pid}: {what} did not finish within {waited:?}")]
+    Timeout {
+        /// The process.
+        pid: u32,
+        /// The step.
+        what: &'static str,
+        /// How long it was given.
+        waited: Duration,
+    },
+    /// This driver or platform cannot attach (a missing libcuda symbol, or a CPU other than x86-64).
+    #[error("attaching is not supported here: {0}")]
+    Unsupported(String),
+    /// Tracing the process failed in a way the other variants do not name.
+    #[error("tracing process {pid}: {detail}")]
+    Trace {
+        /// The process.
+        pid: u32,
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// The likely reasons this process may not trace `pid`, from what `/proc` shows.
+fn why_not_traceable(pid: u32) -> String {
+    let theirs = procfs::uid_of(pid);
+    let ours = procfs::uid_of(std::process::id());
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    let mut why = Vec::new();
+    if theirs.is_some() && theirs != ours && ours != Some(0) {
+        why.push(format!(
+            "it belongs to uid {}, this process runs as uid {}",
+            theirs.unwrap_or(0),
+            ours.unwrap_or(0)
+        ));
+    }
+    match scope.as_deref() {
+        Some("0") | None => {}
+        Some(s) => why.push(format!(
+            "kernel.yama.ptrace_scope is {s} (1: only descendants may be traced without CAP_SYS_PTRACE; 3: none)"
+        )),
+    }
+    if why.is_empty() {
+        why.push(
+            "it may not be traced (for example a set-uid program, or a security module forbids it)"
+                .into(),
+        );
+    }
+    why.join("; ")
+}
+
+fn describe_end(status: &Option<ExitStatus>) -> String {
+    match status {
+        Some(s) => s.to_string(),
+        None => "how is not known".into(),
+    }
+}
+
+/// What shows that a process does not run CUDA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoCudaReason {
+    /// It does not map `libcuda.so.1`.
+    LibcudaNotMapped,
+    /// It maps another `libcuda.so.1` file than this process (another driver install, or a container's copy),
+    /// so the driver's variables cannot be found in it.
+    OtherLibcuda(PathBuf),
+    /// Its driver is loaded but not initialised (`cuInit` not called: neither `/dev/nvidiactl` nor, under WSL,
+    /// `/dev/dxg` is open).
+    DriverNotInitialised,
+}
+
+impl std::fmt::Display for NoCudaReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoCudaReason::LibcudaNotMapped => write!(f, "it does not load libcuda.so.1"),
+            NoCudaReason::OtherLibcuda(p) => write!(
+                f,
+                "it loads {}, another libcuda.so.1 file than this process does",
+                p.display()
+            ),
+            NoCudaReason::DriverNotInitialised => {
+                write!(
+                    f,
+                    "its CUDA driver is loaded but not initialised (no cuInit)"
+                )
+            }
+        }
+    }
+}
+
+/// One step of an attach or detach, as [`PtraceHandshake::progress`] reports it (and the `log` facade at debug
+/// level).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AttachStep {
+    /// The process found, before anything was changed.
+    Target {
+        /// Its id.
+        pid: u32,
+        /// Its command line.
+        command: String,
+        /// The `libcuda.so.1` it maps.
+        libcuda: PathBuf,
+    },
+    /// The driver's variables in the process, as read (name, value).
+    Variables(Vec<(&'static str, u64)>),
+    /// Every thread of the process is stopped.
+    Stopped {
+        /// How many threads it has.
+        threads: usize,
+    },
+    /// A driver variable in the process was written.
+    Wrote {
+        /// The variable.
+        name: &'static str,
+        /// Its value before.
+        old: u64,
+        /// The value written.
+        new: u64,
+    },
+    /// `cudbgApiAttach()` ran in the process; `cudbgReportedDriverInternalErrorCode` after it.
+    AttachCalled {
+        /// The try (from 1).
+        attempt: u32,
+        /// The driver's code (0: none).
+        internal_error: u64,
+    },
+    /// The driver's critical section was busy: the process runs for a moment before the next try.
+    Retrying {
+        /// The try that was refused.
+        attempt: u32,
+    },
+    /// `cudbgResumeForAttachDetach` after the attach call: set when the driver reports its state first.
+    ResumeFlag(u64),
+    /// The process runs again.
+    Resumed,
+    /// Events the driver reported while the attach completed.
+    Events(Vec<Event>),
+    /// Attached.
+    Attached {
+        /// Time from the first check to here.
+        elapsed: Duration,
+    },
+    /// `cudbgApiDetach()` ran in the process.
+    DetachCalled {
+        /// `cudbgReportedDriverInternalErrorCode` after it.
+        internal_error: u64,
+        /// `cudbgResumeForAttachDetach` after it.
+        resume_flag: u64,
+    },
+    /// Detached: the process runs on without a debugger.
+    Detached,
+    /// A failed attach put the variables it had written back.
+    Undone {
+        /// How many.
+        variables: usize,
+    },
+}
+
+impl std::fmt::Display for AttachStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttachStep::Target {
+                pid,
+                command,
+                libcuda,
+            } => write!(f, "process {pid} ({command}) maps {}", libcuda.display()),
+            AttachStep::Variables(vars) => {
+                write!(f, "read")?;
+                for (name, value) in vars {
+                    write!(f, " {name}={value:#x}")?;
+                }
+                Ok(())
+            }
+            AttachStep::Stopped { threads } => write!(f, "stopped {threads} threads"),
+            AttachStep::Wrote { name, old, new } => write!(f, "wrote {name}: {old:#x} -> {new:#x}"),
+            AttachStep::AttachCalled {
+                attempt,
+                internal_error,
+            } => write!(
+                f,
+                "called cudbgApiAttach() (try {attempt}): cudbgReportedDriverInternalErrorCode={internal_error:#x}"
+            ),
+            AttachStep::Retrying { attempt } => write!(
+                f,
+                "try {attempt}: CUDBG_ERROR_ATTACH_NOT_POSSIBLE, running the process {RETRY_DELAY:?} before the next"
+            ),
+            AttachStep::ResumeFlag(v) => write!(f, "cudbgResumeForAttachDetach={v:#x}"),
+            AttachStep::Resumed => write!(f, "resumed every thread"),
+            AttachStep::Events(events) => {
+                write!(f, "{} events during the attach:", events.len())?;
+                for e in events {
+                    write!(f, " {}", e.name())?;
+                }
+                Ok(())
+            }
+            AttachStep::Attached { elapsed } => write!(f, "attached in {elapsed:?}"),
+            AttachStep::DetachCalled {
+                internal_error,
+                resume_flag,
+            } => write!(
+                f,
+                "called cudbgApiDetach(): cudbgReportedDriverInternalErrorCode={internal_error:#x} \
+                 cudbgResumeForAttachDetach={resume_flag:#x}"
+            ),
+            AttachStep::Detached => write!(f, "detached; the process runs on"),
+            AttachStep::Undone { variables } => {
+                write!(f, "attach failed: put {variables} variables back")
+            }
+        }
+    }
+}
+
+/// Variables read for the report, in this order.
+const REPORTED: &[&str] = &[
+    "cudbgAttachHandlerAvailable",
+    "cudbgDebuggerInitialized",
+    "cudbgIpcFlag",
+    "cudbgRpcEnabled",
+    "cudbgApiClientPid",
+    "cudbgApiClientRevision",
+    "cudbgSessionId",
+    "cudbgDebuggerCapabilities",
+    "cudbgEnableLaunchBlocking",
+    "cudbgResumeForAttachDetach",
+    "cudbgReportedDriverInternalErrorCode",
+];
+
+/// The one 64-bit variable among those the crate touches.
+const WIDE: &str = "cudbgReportedDriverInternalErrorCode";
+
+type Progress = Box<dyn FnMut(&AttachStep) + Send>;
+
+/// The documented route (route 1): ptrace the running process and call the driver's attach entry point in it, as
+/// cuda-gdb does. Used by [`DebugSession::attach`](super::DebugSession::attach).
+///
+/// The process stays traced while the session lasts: its signals are handed back to it at once, other tracers are
+/// kept out, and its exit status (including death by a signal) is seen exactly. Detaching calls
+/// `cudbgApiDetach()` in it and lets it run on; the session never kills a process it attached to. Only x86-64
+/// processes can be attached to.
+pub struct PtraceHandshake {
+    tracer: Option<Tracer>,
+    progress: Option<Progress>,
+    call_timeout: Duration,
+    complete_timeout: Duration,
+    /// Variables written into the process and their values before, to put back if the attach fails.
+    written: Vec<(&'static str, u64)>,
+    connected: bool,
+    pid: u32,
+    /// The process [`Self::check`] last passed.
+    checked: Option<u32>,
+}
+
+impl std::fmt::Debug for PtraceHandshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PtraceHandshake")
+            .field("pid", &self.pid)
+            .field("traced", &self.tracer.is_some())
+            .field("connected", &self.connected)
+            .field("call_timeout", &self.call_timeout)
+            .field("complete_timeout", &self.complete_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for PtraceHandshake {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PtraceHandshake {
+    /// The route with default timeouts (30 s for the attach call, 30 s for the driver's `ATTACH_COMPLETE`).
+    pub fn new() -> Self {
+        PtraceHandshake {
+            tracer: None,
+            progress: None,
+            call_timeout: Duration::from_secs(30),
+            complete_timeout: Duration::from_secs(30),
+            written: Vec::new(),
+            connected: false,
+            pid: 0,
+            checked: None,
+        }
+    }
+
+    /// Calls `report` with each step of the attach and of the detach (variables read and written, calls made,
+    /// events seen), for tools that show what attaching did.
+    pub fn progress(mut self, report: impl FnMut(&AttachStep) + Send + 'static) -> Self {
+        self.progress = Some(Box::new(report));
+        self
+    }
+
+    /// How long `cudbgApiAttach()` and `cudbgApiDetach()` may take inside the process.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for the driver's `ATTACH_COMPLETE` once the process runs again.
+    pub fn complete_timeout(mut self, timeout: Duration) -> Self {
+        self.complete_timeout = timeout;
+        self
+    }
+
+    fn step(&mut self, step: AttachStep) {
+        log::debug!("attach {}: {step}", self.pid);
+        if let Some(report) = self.progress.as_mut() {
+            report(&step);
+        }
+    }
+
+    fn lib() -> Result<&'static DebuggerLibrary, AttachError> {
+        DebuggerLibrary::get()
+            .ok_or_else(|| AttachError::Unsupported("libcuda.so.1 is not loaded".into()))
+    }
+
+    /// Where this process's libcuda variable `name` lies in the process.
+    fn address(&self, name: &'static str) -> Result<u64, AttachError> {
+        let local = client_variable(Self::lib()?, name).map_err(|_| {
+            AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`"))
+        })?;
+        self.remote(local.cast_const().cast())
+    }
+
+    /// Where this process's libcuda function `name` lies in the process.
+    fn function(&self, name: &'static str) -> Result<u64, AttachError> {
+        let mut symbol = name.as_bytes().to_vec();
+        symbol.push(0);
+        // SAFETY: only the symbol's address is taken; the function is never called in this process.
+        let local = unsafe { Self::lib()?.lib.get::<*const c_void>(&symbol) }
+            .map(|s| *s)
+            .map_err(|_| {
+                AttachError::Unsupported(format!("libcuda.so.1 does not export `{name}`"))
+            })?;
+        self.remote(local.cast())
+    }
+
+    fn remote(&self, local: *const u32) -> Result<u64, AttachError> {
+        let pid = self.pid;
+        let ended = || {
+            procfs::is_zombie(pid)
+                || !procfs::exists(pid)
+                || self
+                    .tracer
+                    .as_ref()
+                    .is_some_and(|t| t.watch().state() != ChildState::Running)
+        };
+        match inject::remote_address(pid, local) {
+            Ok(Some(addr)) => Ok(addr),
+            // A process that ended maps nothing any more.
+            Ok(None) if ended() => Err(self.gone()),
+            Ok(None) => Err(AttachError::NoCuda {
+                pid,
+                why: NoCudaReason::LibcudaNotMapped,
+            }),
+            Err(e) => Err(self.io_error("read its memory map", e)),
+        }
+    }
+
+    fn io_error(&self, what: &str, e: std::io::Error) -> AttachError {
+        let pid = self.pid;
+        match e.raw_os_error() {
+            Some(nix::libc::EPERM | nix::libc::EACCES) => AttachError::PermissionDenied {
+                pid,
+                detail: format!("cannot {what}: {e}"),
+            },
+            Some(nix::libc::ESRCH | nix::libc::ENOENT) => self.gone(),
+            _ => AttachError::Trace {
+                pid,
+                detail: format!("cannot {what}: {e}"),
+            },
+        }
+    }
+
+    /// The error for a process that is no longer there, with its status when the tracer saw it end.
+    fn gone(&self) -> AttachError {
+        // The tracer publishes the end within a poll or two of it.
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let status = loop {
+            let status = self
+                .tracer
+                .as_ref()
+                .and_then(|t| t.watch().state().raw_status());
+            if status.is_some() || self.tracer.is_none() || Instant::now() >= deadline {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        .map(std::os::unix::process::ExitStatusExt::from_raw);
+        if self.tracer.is_some() || status.is_some() {
+            AttachError::Exited {
+                pid: self.pid,
+                status,
+            }
+        } else {
+            AttachError::NoSuchProcess(self.pid)
+        }
+    }
+
+    fn read(&self, name: &'static str) -> Result<u64, AttachError> {
+        let addr = self.address(name)?;
+        let r = if name == WIDE {
+            inject::read_u64(self.pid, addr)
+        } else {
+            inject::read_u32(self.pid, addr).map(u64::from)
+        };
+        r.map_err(|e| self.io_error(&format!("read {name}"), e))
+    }
+
+    fn write(&mut self, name: &'static str, value: u64) -> Result<(), AttachError> {
+        let old = self.read(name)?;
+        let addr = self.address(name)?;
+        let r = if name == WIDE {
+            inject::write_u64(self.pid, addr, value)
+        } else {
+            inject::write_u32(self.pid, addr, value as u32)
+        };
+        r.map_err(|e| self.io_error(&format!("write {name}"), e))?;
+        if !self.written.iter().any(|(n, _)| *n == name) {
+            self.written.push((name, old));
+        }
+        self.step(AttachStep::Wrote {
+            name,
+            old,
+            new: value,
+        });
+        Ok(())
+    }
+
+    fn trace_error(&self, e: TraceError) -> AttachError {
+        let pid = self.pid;
+        match e {
+            TraceError::Ended(_) => self.gone(),
+            TraceError::Ptrace {
+                call: "PTRACE_SEIZE",
+                errno: errno @ nix::errno::Errno::EPERM,
+                ..
+            } => AttachError::PermissionDenied {
+                pid,
+                detail: format!("ptrace refused ({errno}): {}", why_not_traceable(pid)),
+            },
+            TraceError::Ptrace {
+                errno: nix::errno::Errno::ESRCH,
+                ..
+            } => self.gone(),
+            TraceError::Timeout { what, waited } => AttachError::Timeout { pid, what, waited },
+            TraceError::Unsupported => AttachError::Unsupported(e.to_string()),
+            other => AttachError::Trace {
+                pid,
+                detail: other.to_string(),
+            },
+        }
+    }
+
+    /// The checks that need neither the target's memory nor this process's driver library: the process exists,
+    /// is another one and not a child, is not traced, and maps a `libcuda.so.1`. Returns that file.
+    pub(crate) fn check_process(&mut self, pid: u32) -> Result<PathBuf, AttachError> {
+        self.pid = pid;
+        let me = std::process::id();
+        if pid == me {
+            return Err(AttachError::OwnProcess);
+        }
+        if !procfs::exists(pid) || procfs::is_zombie(pid) {
+            return Err(AttachError::NoSuchProcess(pid));
+        }
+        if procfs::parent_of(pid) == Some(me) {
+            return Err(AttachError::OwnChild(pid));
+        }
+        if let Some(tracer) = procfs::tracer_of(pid).filter(|&t| t != 0) {
+            return Err(AttachError::AlreadyTraced { pid, tracer });
+        }
+        if !cfg!(target_arch = "x86_64") {
+            return Err(AttachError::Unsupported(
+                "calling the driver's attach entry point is implemented for x86-64 only".into(),
+            ));
+        }
+        let mapped = procfs::mapped_files(pid, "libcuda.so.1")
+            .map_err(|e| self.io_error("read its memory map", e))?;
+        mapped.first().cloned().ok_or(AttachError::NoCuda {
+            pid,
+            why: NoCudaReason::LibcudaNotMapped,
+        })
+    }
+
+    /// Checks everything that can be checked without changing the process (once per process: a session checks
+    /// before it initialises the debugger API, and `connect` then skips it).
+    pub(crate) fn check(&mut self, pid: u32) -> Result<(), AttachError> {
+        if self.checked == Some(pid) {
+            return Ok(());
+        }
+        let libcuda = self.check_process(pid)?;
+        let me = std::process::id();
+        // The variables are found by their offset in this process's libcuda: the file must be the same.
+        if let Err(AttachError::NoCuda { .. }) = self.address("cudbgIpcFlag") {
+            return Err(AttachError::NoCuda {
+                pid,
+                why: NoCudaReason::OtherLibcuda(libcuda),
+            });
+        }
+        self.function("cudbgApiAttach")?;
+        self.function("cudbgApiDetach")?;
+        if !procfs::opened_nvidia_control(pid)
+            .map_err(|e| self.io_error("list its open files", e))?
+        {
+            return Err(AttachError::NoCuda {
+                pid,
+                why: NoCudaReason::DriverNotInitialised,
+            });
+        }
+        let command = procfs::command_line(pid);
+        self.step(AttachStep::Target {
+            pid,
+            command,
+            libcuda,
+        });
+        let mut vars = Vec::new();
+        for &name in REPORTED {
+            match self.read(name) {
+                Ok(v) => vars.push((name, v)),
+                // A variable this driver does not have is left out of the report.
+                Err(AttachError::Unsupported(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let value = |n: &str| vars.iter().find(|(v, _)| *v == n).map_or(0, |(_, x)| *x);
+        let flagged = value("cudbgDebuggerInitialized") != 0 || value("cudbgIpcFlag") != 0;
+        let recorded = u32::try_from(value("cudbgApiClientPid")).unwrap_or(0);
+        self.step(AttachStep::Variables(vars));
+        // A program started under a debugger through the environment (route 2) names its client there.
+        let from_env =
+            procfs::environment_variable(pid, "CUDBG_GET_SESSION_FROM_ENV").as_deref() == Some("1");
+        let env_client = procfs::environment_variable(pid, "CUDBG_APICLIENT_PID")
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        let client = if recorded != 0 { recorded } else { env_client };
+        // A client that is gone left its marks behind; one that is alive still debugs the process.
+        let alive = client != 0 && client != me && procfs::exists(client);
+        if alive && (flagged || from_env) {
+            return Err(AttachError::AlreadyDebugged { pid, client });
+        }
+        self.checked = Some(pid);
+        Ok(())
+    }
+
+    /// Puts back what was written and lets the process go (before it was connected).
+    fn undo(&mut self) {
+        let written = std::mem::take(&mut self.written);
+        let n = written.len();
+        for (name, old) in written.into_iter().rev() {
+            if let Ok(addr) = self.address(name) {
+                let _ = if name == WIDE {
+                    inject::write_u64(self.pid, addr, old)
+                } else {
+                    inject::write_u32(self.pid, addr, old as u32)
+                };
+            }
+        }
+        if n > 0 {
+            self.step(AttachStep::Undone { variables: n });
+        }
+        if let Some(tracer) = self.tracer.take() {
+            let _ = tracer.detach();
+        }
+    }
+
+    /// Calls `cudbgApiAttach()` until the driver accepts (retrying while it answers "not possible").
+    fn call_attach(&mut self) -> Result<(), AttachError> {
+        let entry = self.function("cudbgApiAttach")?;
+        let start = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.write(WIDE, 0)?;
+            let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+            tracer
+                .call(entry, [0; 6], self.call_timeout)
+                .map_err(|e| self.trace_error(e))?;
+            let code = self.read(WIDE)?;
+            self.step(AttachStep::AttachCalled {
+                attempt,
+                internal_error: code,
+            });
+            match code {
+                0 => return Ok(()),
+                ATTACH_NOT_POSSIBLE if start.elapsed() < RETRY_FOR => {
+                    self.step(AttachStep::Retrying { attempt });
+                    let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+                    tracer.resume().map_err(|e| self.trace_error(e))?;
+                    std::thread::sleep(RETRY_DELAY);
+                    let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+                    tracer.stop().map_err(|e| self.trace_error(e))?;
+                }
+                ATTACH_NOT_POSSIBLE => {
+                    return Err(AttachError::NotPossible {
+                        pid: self.pid,
+                        attempts: attempt,
+                        waited: start.elapsed(),
+                    });
+                }
+                code => {
+                    return Err(AttachError::DriverRefused {
+                        pid: self.pid,
+                        code,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The steps up to the attach call; on failure the caller undoes them.
+    fn prepare_and_call(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), AttachError> {
+        let (tracer, threads) = Tracer::attach(self.pid).map_err(|e| self.trace_error(e))?;
+        link.watch_end(EndWatch(tracer.watch()));
+        self.tracer = Some(tracer);
+        self.step(AttachStep::Stopped { threads });
+        self.write("cudbgApiClientPid", u64::from(info.debugger_pid))?;
+        self.write("cudbgApiClientRevision", u64::from(info.revision))?;
+        self.write("cudbgSessionId", u64::from(info.session_id))?;
+        self.write("cudbgRpcEnabled", 1)?;
+        self.write(
+            "cudbgEnableLaunchBlocking",
+            u64::from(info.blocking_launches),
+        )?;
+        self.write("cudbgDebuggerCapabilities", u64::from(info.capabilities))?;
+        self.call_attach()
+    }
+
+    /// The steps after the driver accepted: the process runs again and the driver reports its state.
+    fn complete(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), AttachError> {
+        // cuda-gdb writes the capabilities once more after the call.
+        self.write("cudbgDebuggerCapabilities", u64::from(info.capabilities))?;
+        let resume = self.read("cudbgResumeForAttachDetach")?;
+        self.step(AttachStep::ResumeFlag(resume));
+        let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+        tracer.resume().map_err(|e| self.trace_error(e))?;
+        self.step(AttachStep::Resumed);
+        if resume == 0 {
+            // No state to report first: switch the driver's callbacks on directly.
+            return self.write("cudbgIpcFlag", 1);
+        }
+        let seen = std::cell::RefCell::new(Vec::new());
+        let found = link
+            .await_event(
+                &|e| {
+                    seen.borrow_mut().push(*e);
+                    matches!(e, Event::AttachComplete)
+                },
+                self.complete_timeout,
+            )
+            .map_err(|e| AttachError::Trace {
+                pid: self.pid,
+                detail: format!("while waiting for ATTACH_COMPLETE: {e}"),
+            })?;
+        self.step(AttachStep::Events(seen.into_inner()));
+        if found {
+            Ok(())
+        } else if self
+            .tracer
+            .as_ref()
+            .is_some_and(|t| t.watch().state() != ChildState::Running)
+        {
+            Err(self.gone())
+        } else {
+            Err(AttachError::Timeout {
+                pid: self.pid,
+                what: "the driver's ATTACH_COMPLETE event",
+                waited: self.complete_timeout,
+            })
+        }
+    }
+}
+
+impl Handshake for PtraceHandshake {
+    fn attaches(&self) -> bool {
+        true
+    }
+
+    fn connect(
+        &mut self,
+        link: &mut dyn DebuggeeLink,
+        info: &ClientInfo,
+    ) -> Result<(), crate::Error> {
+        let start = Instant::now();
+        self.check(link.pid())?;
+        if let Err(e) = self.prepare_and_call(link, info) {
+            self.undo();
+            return Err(e.into());
+        }
+        // The process's side of the driver now talks to this session: from here a failure is undone by the
+        // session's detach.
+        self.connected = true;
+        link.mark_connected();
+        self.complete(link, info)?;
+        self.step(AttachStep::Attached {
+            elapsed: start.elapsed(),
+        });
+        Ok(())
+    }
+
+    fn disconnect(&mut self, link: &mut dyn DebuggeeLink) -> Result<(), crate::Error> {
+        if !self.connected {
+            return Ok(());
+        }
+        self.connected = false;
+        let Some(tracer) = self.tracer.as_ref() else {
+            return Ok(());
+        };
+        match tracer.stop() {
+            // Gone already: nothing to detach from.
+            Err(TraceError::Ended(_)) => return Ok(()),
+            r => r.map_err(|e| self.trace_error(e))?,
+        }
+        let entry = self.function("cudbgApiDetach")?;
+        self.write(WIDE, 0)?;
+        let called = self
+            .tracer
+            .as_ref()
+            .ok_or_else(|| self.gone())?
+            .call(entry, [0; 6], self.call_timeout)
+            .map_err(|e| self.trace_error(e));
+        let internal_error = self.read(WIDE).unwrap_or(u64::MAX);
+        let resume_flag = self.read("cudbgResumeForAttachDetach").unwrap_or(u64::MAX);
+        self.step(AttachStep::DetachCalled {
+            internal_error,
+            resume_flag,
+        });
+        // Whatever the call did, the process must run on, and the driver's side must be told.
+        let wrote = self
+            .write("cudbgDebuggerCapabilities", 0)
+            .and_then(|()| self.write("cudbgDebuggerInitialized", 0));
+        let resumed = self
+            .tracer
+            .as_ref()
+            .ok_or_else(|| self.gone())
+            .and_then(|t| t.resume().map_err(|e| self.trace_error(e)));
+        // As cuda-gdb: the driver is asked to clean up, and the process run until it reports DETACH_COMPLETE,
+        // only when it set the flag.
+        let cleaned = if resume_flag != 0 && resume_flag != u64::MAX {
+            link.clean_up_on_detach()
+        } else {
+            Ok(())
+        };
+        let cleared = self.write("cudbgIpcFlag", 0);
+        self.written.clear();
+        called?;
+        wrote?;
+        resumed?;
+        cleaned?;
+        cleared?;
+        self.step(AttachStep::Detached);
+        Ok(())
+    }
+}
+
+impl Drop for PtraceHandshake {
+    fn drop(&mut self) {
+        if !self.connected && !self.written.is_empty() {
+            self.undo();
+        }
+        // Dropping the tracer detaches from every thread.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_before_any_change() {
+        let mut h = PtraceHandshake::new();
+        assert!(matches!(
+            h.check(std::process::id()),
+            Err(AttachError::OwnProcess)
+        ));
+        assert!(matches!(
+            h.check(u32::MAX / 2),
+            Err(AttachError::NoSuchProcess(_))
+        ));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let r = h.check(child.id());
+        assert!(
+            matches!(r, Err(AttachError::OwnChild(p)) if p == child.id()),
+            "{r:?}"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_process_without_cuda_is_refused_unchanged() {
+        // A grandchild (not our child), which maps no libcuda.
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & echo $!; wait $!"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(shell.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid: u32 = line.trim().parse().unwrap();
+        let r = PtraceHandshake::new().check(pid);
+        if cfg!(target_arch = "x86_64") {
+            assert!(
+                matches!(
+                    r,
+                    Err(AttachError::NoCuda {
+                        why: NoCudaReason::LibcudaNotMapped,
+                        ..
+                    })
+                ),
+                "{r:?}"
+            );
+        }
+        assert_eq!(procfs::tracer_of(pid), Some(0), "never traced");
+        let _ = std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status();
+        let _ = shell.wait();
+    }
+
+    #[test]
+    fn steps_and_errors_read_well() {
+        let s = AttachStep::Wrote {
+            name: "cudbgIpcFlag",
+            old: 0,
+            new: 1,
+        };
+        assert_eq!(s.to_string(), "wrote cudbgIpcFlag: 0x0 -> 0x1");
+        let e = AttachError::DriverRefused { pid: 7, code: 0x28 };
+        assert!(e.to_string().contains("0x28"), "{e}");
+        assert!(e.to_string().contains("ATTACH_NOT_POSSIBLE"), "{e}");
+        let e = AttachError::NoCuda {
+            pid: 7,
+            why: NoCudaReason::DriverNotInitialised,
+        };
+        assert_eq!(
+            e.to_string(),
+            "process 7 does not use CUDA: its CUDA driver is loaded but not initialised (no cuInit)"
+        );
+    }
+}

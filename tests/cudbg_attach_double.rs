@@ -1,0 +1,401 @@
+//! The attach route end to end without a GPU: the session attaches to a real process (ptrace, the variables, the
+//! call of `cudbgApiAttach` inside it) whose `libcuda.so.1` is the C double `tests/doubles/cudbg_attach.c`, which
+//! also plays the driver's debugger side in this process. The debuggee is this test binary run again; its
+//! `/dev/nvidiactl` is a file on a tmpfs in a mount namespace of its own (`unshare`), since the attach requires the
+//! driver's control device to be open. Skipped, with a message, where `unshare` or ptrace is not permitted.
+#![cfg(feature = "cudbg")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gpu_tools::cudbg::{
+    AttachError, AttachStep, DebugSession, DebuggerLibrary, Event, SessionError,
+};
+use gpu_tools::sys::cudbg::CUDBGAPI_st;
+
+const TARGET: &str = "GPU_TOOLS_ATTACH_DOUBLE_TARGET";
+
+fn double_copy() -> PathBuf {
+    // The attach finds libcuda by its file name: the double is copied under that name.
+    let dir = std::env::temp_dir().join(format!("gpu-tools-attach-double-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("libcuda.so.1");
+    if !copy.exists() {
+        let built = PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")).join("libcudbg_attach.so");
+        std::fs::copy(&built, &copy).unwrap_or_else(|e| panic!("{}: {e}", built.display()));
+    }
+    copy
+}
+
+fn release_file(pid: u32) -> PathBuf {
+    std::env::temp_dir().join(format!("gpu-tools-attach-double-release.{pid}"))
+}
+
+/// The debuggee: loads the double, holds a "control device" open, says READY, waits to be released, then prints
+/// the double's variables as they ended up.
+fn be_the_target(lib: &str) {
+    // SAFETY: the double has no initialisers; its symbols are read as the plain integers it defines.
+    let lib = unsafe { libloading::Library::new(lib) }.expect("load the double");
+    let _ctl = std::fs::File::open("/dev/nvidiactl").expect("the namespace's control device");
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    let release = release_file(std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !release.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_file(&release);
+    let var = |name: &str| -> u64 {
+        let mut symbol = name.as_bytes().to_vec();
+        symbol.push(0);
+        // SAFETY: the double defines these as uint32_t (the error code as uint64_t).
+        unsafe {
+            let p = *lib.get::<*const u32>(&symbol).expect(name);
+            if name == "cudbgReportedDriverInternalErrorCode" {
+                p.cast::<u64>().read_volatile()
+            } else {
+                u64::from(p.read_volatile())
+            }
+        }
+    };
+    let names = [
+        "cudbgApiClientPid",
+        "cudbgApiClientRevision",
+        "cudbgSessionId",
+        "cudbgRpcEnabled",
+        "cudbgIpcFlag",
+        "cudbgDebuggerInitialized",
+        "cudbgDebuggerCapabilities",
+        "cudbgReportedDriverInternalErrorCode",
+    ];
+    let vars: Vec<String> = names.iter().map(|n| format!("{n}={}", var(n))).collect();
+    println!("VARS {}", vars.join(" "));
+}
+
+struct Target {
+    shell: Child,
+    pid: u32,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Target {
+    /// This test binary as the debuggee, in a mount namespace of its own, as a grandchild (not a child).
+    fn start(lib: &Path, refuse: Option<&str>) -> Option<Self> {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "sh", "-c"])
+            .arg(
+                r#"mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && : > /dev/nvidiactl && { "$0" "$@" & echo "PID $!"; wait $!; }"#,
+            )
+            .arg(exe)
+            .args(["the_target", "--exact", "--nocapture", "--test-threads=1"])
+            .env(TARGET, lib)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(code) = refuse {
+            cmd.env("DBL_CUDBG_REFUSE", code);
+        }
+        let mut shell = cmd.spawn().ok()?;
+        let out = shell.stdout.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                eprintln!("target> {line}");
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = lines.recv_timeout(Duration::from_secs(30)).ok();
+        let Some(pid) = first
+            .as_deref()
+            .and_then(|l| l.strip_prefix("PID "))
+            .and_then(|p| p.parse().ok())
+        else {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(shell.stderr.as_mut().unwrap(), &mut err);
+            eprintln!("cannot make a mount namespace here ({first:?}, {err}); skipping");
+            let _ = shell.kill();
+            let _ = shell.wait();
+            return None;
+        };
+        let target = Target { shell, pid, lines };
+        target.line_starting("READY");
+        Some(target)
+    }
+
+    fn line_starting(&self, prefix: &str) -> String {
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("no {prefix} line: {e}"));
+            // The test harness may have printed "test the_target ... " on the same line.
+            if let Some(at) = l.find(prefix) {
+                return l[at..].to_owned();
+            }
+        }
+    }
+
+    /// Lets the debuggee end and returns its variables and exit code.
+    fn finish(mut self) -> (String, Option<i32>) {
+        std::fs::write(release_file(self.pid), b"").unwrap();
+        let vars = self.line_starting("VARS");
+        let status = self.shell.wait().unwrap();
+        (vars, status.code())
+    }
+}
+
+fn tracer_of(pid: u32) -> u32 {
+    let field = |id: u32, name: &str| -> Option<u32> {
+        std::fs::read_to_string(format!("/proc/{id}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
+            .trim()
+            .parse()
+            .ok()
+    };
+    match field(pid, "TracerPid") {
+        Some(0) | None => 0,
+        Some(thread) => field(thread, "Tgid").unwrap_or(thread),
+    }
+}
+
+#[test]
+fn the_target() {
+    // Only the re-run debuggee does anything here.
+    if let Ok(lib) = std::env::var(TARGET) {
+        be_the_target(&lib);
+    }
+}
+
+#[test]
+fn attach_and_detach_through_the_double() {
+    if std::env::var_os(TARGET).is_some() {
+        return;
+    }
+    let lib = double_copy();
+    DebuggerLibrary::load_from(&lib).expect("the double loads as the driver");
+    // The double's debugger table: the slots the session uses, by their offset in the 13.0 layout.
+    let slots: [u64; 7] = [
+        std::mem::offset_of!(CUDBGAPI_st, initialize),
+        std::mem::offset_of!(CUDBGAPI_st, finalize),
+        std::mem::offset_of!(CUDBGAPI_st, setNotifyNewEventCallback),
+        std::mem::offset_of!(CUDBGAPI_st, getNextEvent),
+        std::mem::offset_of!(CUDBGAPI_st, acknowledgeSyncEvents),
+        std::mem::offset_of!(CUDBGAPI_st, requestCleanupOnDetach),
+        std::mem::offset_of!(CUDBGAPI_st, getNumDevices),
+    ]
+    .map(|o| (o / 8) as u64);
+    // SAFETY: the same file the crate loaded (dlopen returns that copy); `dbl_cudbg_install` reads 7 integers.
+    unsafe {
+        let handle = libloading::Library::new(&lib).unwrap();
+        let install = handle
+            .get::<unsafe extern "C" fn(*const u64)>(b"dbl_cudbg_install\0")
+            .unwrap();
+        install(slots.as_ptr());
+        std::mem::forget(handle);
+    }
+    let me = std::process::id();
+    for what in ["attached", "detached"] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
+    }
+
+    // The driver refuses: the error names its code, and the variables written are put back.
+    let Some(refused) = Target::start(&lib, Some("0x29")) else {
+        return;
+    };
+    match DebugSession::attach(refused.pid) {
+        Err(gpu_tools::Error::Session(SessionError::Attach(AttachError::DriverRefused {
+            code,
+            ..
+        }))) => assert_eq!(code, 0x29),
+        Err(gpu_tools::Error::Session(SessionError::Attach(AttachError::PermissionDenied {
+            detail,
+            ..
+        }))) => {
+            eprintln!("ptrace is not permitted here ({detail}); skipping");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("the refusing double was attached"),
+    }
+    assert_eq!(tracer_of(refused.pid), 0, "let go");
+    let (vars, code) = refused.finish();
+    assert_eq!(code, Some(0), "{vars}");
+    assert!(
+        vars.contains("cudbgApiClientPid=0 ") && vars.contains("cudbgRpcEnabled=0 "),
+        "put back: {vars}"
+    );
+    // Every variable the attach wrote is back, the driver's error code (41 after the call) included.
+    assert!(
+        vars.contains("cudbgReportedDriverInternalErrorCode=0"),
+        "{vars}"
+    );
+
+    // The driver accepts.
+    let target = Target::start(&lib, None).expect("a namespace was made before");
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&steps);
+    let mut session = DebugSession::attach_builder(target.pid)
+        .capabilities(8)
+        .progress(move |s| {
+            eprintln!("attach step: {s}");
+            record.lock().unwrap().push(s.clone());
+        })
+        .start()
+        .expect("attach");
+    assert!(session.is_attached());
+    assert_eq!(session.pid(), target.pid);
+    assert_eq!(tracer_of(target.pid), me, "traced while attached");
+    assert_eq!(session.device_count().unwrap(), 1);
+    {
+        let steps = steps.lock().unwrap();
+        let has = |f: &dyn Fn(&AttachStep) -> bool| steps.iter().any(f);
+        assert!(has(
+            &|s| matches!(s, AttachStep::Stopped { threads } if *threads >= 1)
+        ));
+        assert!(has(
+            &|s| matches!(s, AttachStep::Wrote { name: "cudbgApiClientPid", new, .. } if *new == u64::from(me))
+        ));
+        assert!(has(&|s| matches!(
+            s,
+            AttachStep::AttachCalled {
+                attempt: 1,
+                internal_error: 0
+            }
+        )));
+        assert!(has(&|s| matches!(s, AttachStep::ResumeFlag(1))));
+        assert!(has(
+            &|s| matches!(s, AttachStep::Events(e) if e == &vec![Event::AttachComplete])
+        ));
+        assert!(
+            matches!(steps.last(), Some(AttachStep::Attached { .. })),
+            "{steps:?}"
+        );
+    }
+    // The event that completed the attach is handed out like any other.
+    let batch = session
+        .next_batch(Some(Duration::from_secs(5)))
+        .expect("events")
+        .expect("running");
+    assert_eq!(batch.events().len(), 1);
+    assert_eq!(batch.events()[0].1, Event::AttachComplete);
+    drop(batch);
+    // What the debuggee's cudbgApiAttach saw: this client, as written before the call.
+    let seen = std::fs::read_to_string(Path::new("/tmp").join(format!("attached.{me}"))).unwrap();
+    eprintln!("the debuggee's cudbgApiAttach saw: {seen}");
+    assert!(
+        seen.contains("revision 163") && seen.contains("capabilities 8") && seen.contains("rpc 1"),
+        "{seen}"
+    );
+
+    // A second session in this process is refused.
+    assert!(matches!(
+        DebugSession::attach(target.pid),
+        Err(gpu_tools::Error::Session(SessionError::AlreadyActive))
+    ));
+
+    let closed = session.close().expect("detach");
+    assert!(closed.exit.is_none(), "still running");
+    {
+        let steps = steps.lock().unwrap();
+        assert!(
+            steps.iter().any(|s| matches!(
+                s,
+                AttachStep::DetachCalled {
+                    internal_error: 0,
+                    resume_flag: 1
+                }
+            )),
+            "{steps:?}"
+        );
+        assert!(
+            matches!(steps.last(), Some(AttachStep::Detached)),
+            "{steps:?}"
+        );
+    }
+    assert!(Path::new("/tmp").join(format!("detached.{me}")).exists());
+    assert_eq!(tracer_of(target.pid), 0, "let go");
+    let (vars, code) = target.finish();
+    assert_eq!(code, Some(0), "{vars}");
+    assert!(vars.contains(&format!("cudbgApiClientPid={me} ")), "{vars}");
+    assert!(
+        vars.contains("cudbgIpcFlag=0 ") && vars.contains("cudbgDebuggerInitialized=0 "),
+        "{vars}"
+    );
+    assert!(
+        vars.contains("cudbgDebuggerCapabilities=0 ") && vars.contains("cudbgRpcEnabled=1 "),
+        "{vars}"
+    );
+    for what in ["attached", "detached"] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
+    }
+
+    // A debuggee killed while stopped, before the attach call: a typed error with its status; nothing had
+    // connected, so the driver's debugger side stays usable.
+    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    let (err, code) = attach_and_kill(doomed, |s| matches!(s, AttachStep::Stopped { .. }));
+    assert!(exited_by_sigkill(&err), "{err}");
+    assert_eq!(code, Some(128 + 9));
+    // Killed after the driver accepted: the session makes no further driver call, and none later.
+    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    let (err, code) = attach_and_kill(doomed, |s| {
+        matches!(
+            s,
+            AttachStep::AttachCalled {
+                internal_error: 0,
+                ..
+            }
+        )
+    });
+    assert!(exited_by_sigkill(&err), "{err}");
+    assert_eq!(code, Some(128 + 9));
+    let next = Target::start(&lib, None).expect("a namespace was made before");
+    assert!(matches!(
+        DebugSession::attach(next.pid),
+        Err(gpu_tools::Error::Session(SessionError::DebuggerUnusable))
+    ));
+    assert_eq!(next.finish().1, Some(0), "left alone");
+    for what in ["attached", "detached"] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
+    }
+    let _ = std::fs::remove_dir_all(lib.parent().unwrap());
+}
+
+fn exited_by_sigkill(e: &gpu_tools::Error) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(
+        e,
+        gpu_tools::Error::Session(SessionError::Attach(AttachError::Exited { status: Some(s), .. }))
+            if s.signal() == Some(9)
+    )
+}
+
+/// Attaches to `target` and kills it with SIGKILL at the first step `when` accepts; returns the attach error and
+/// the exit code its shell reported.
+fn attach_and_kill(
+    target: Target,
+    when: fn(&AttachStep) -> bool,
+) -> (gpu_tools::Error, Option<i32>) {
+    let pid = target.pid;
+    let err = DebugSession::attach_builder(pid)
+        .progress(move |s| {
+            eprintln!("attach step: {s}");
+            if when(s) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        })
+        .start()
+        .map(|_| ())
+        .expect_err("the debuggee died during the attach");
+    eprintln!("attach error: {err}");
+    let mut shell = target.shell;
+    (err, shell.wait().unwrap().code())
+}
