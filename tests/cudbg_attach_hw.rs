@@ -78,9 +78,22 @@ impl Debuggee {
         self.lines.try_iter().collect()
     }
 
-    /// Waits for the debuggee to end (the shell reports its status: 128 + N for signal N).
+    /// Waits for the debuggee to end (the shell reports its status: 128 + N for signal N), at most 2 minutes: a
+    /// test that went wrong must not wait for a long loop to run out (the debuggee is then killed, and the test
+    /// fails).
     fn finish(mut self) -> (i32, Vec<String>) {
-        let status = self.shell.wait().expect("wait for sh");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let status = loop {
+            if let Some(status) = self.shell.try_wait().expect("wait for sh") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "debuggee {} still runs after 2 minutes",
+                self.pid
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let rest: Vec<String> = self.lines.iter().collect();
         (status.code().unwrap_or(-1), rest)
     }
@@ -439,6 +452,11 @@ fn attach_and_kill_at(step: fn(&AttachStep) -> bool) -> (gpu_tools::Error, i32) 
         .map(|_| ())
         .expect_err("the process died during the attach");
     eprintln!("attach error: {err}");
+    // Killed at the step, it has ended; if the attach failed before that step, it still runs: end it (the
+    // caller's assertions on the error and the exit status then fail and say why).
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
     let (code, _) = debuggee.finish();
     (err, code)
 }

@@ -2,8 +2,10 @@
 //!
 //! The steps, in the order cuda-gdb 13 takes them (`gdb/cuda/cuda-linux-nat.c`, `cuda_nat_attach`, and
 //! `gdb/cuda/cuda-tdep.c`, `cuda_initialize_target`): stop every thread under ptrace; write this client into the
-//! process's libcuda (`cudbgApiClientPid`, `cudbgApiClientRevision`, `cudbgSessionId`, `cudbgRpcEnabled`,
-//! `cudbgEnableLaunchBlocking`, `cudbgDebuggerCapabilities`); call `cudbgApiAttach()` inside the process; read
+//! process's libcuda (`cudbgApiClientPid`, `cudbgApiClientRevision`, `cudbgSessionId`,
+//! `cudbgEnableLaunchBlocking`, `cudbgDebuggerCapabilities`, which must include
+//! [`ATTACH_CAPABILITIES`](super::ATTACH_CAPABILITIES); cuda-gdb also sets `cudbgRpcEnabled`, which this crate
+//! leaves at 0: see `prepare_and_call`); call `cudbgApiAttach()` inside the process; read
 //! `cudbgReportedDriverInternalErrorCode` (`CUDBG_ERROR_ATTACH_NOT_POSSIBLE` there means "busy, let it run and
 //! try again", for up to 5 s); then, if `cudbgResumeForAttachDetach` is set, let the process run until the
 //! driver reports `ATTACH_COMPLETE` (its replay of contexts and modules comes first), otherwise set
@@ -597,8 +599,8 @@ impl PtraceHandshake {
                 "calling the driver's attach entry point is implemented for x86-64 only".into(),
             ));
         }
-        let mapped = procfs::mapped_files(pid, "libcuda.so.1")
-            .map_err(|e| self.io_error("read its memory map", e))?;
+        let mapped =
+            procfs::mapped_libcuda(pid).map_err(|e| self.io_error("read its memory map", e))?;
         mapped.first().cloned().ok_or(AttachError::NoCuda {
             pid,
             why: NoCudaReason::LibcudaNotMapped,
@@ -743,7 +745,9 @@ impl PtraceHandshake {
         self.write("cudbgApiClientPid", u64::from(info.debugger_pid))?;
         self.write("cudbgApiClientRevision", u64::from(info.revision))?;
         self.write("cudbgSessionId", u64::from(info.session_id))?;
-        self.write("cudbgRpcEnabled", 1)?;
+        // cuda-gdb also sets `cudbgRpcEnabled`; this crate's debugger side is not an RPC client, and with the flag
+        // set driver 580 accepted the attach but never reported its completion (seen on an H100). The session then
+        // runs as a launched one does, whose debuggee has the flag at 0.
         self.write(
             "cudbgEnableLaunchBlocking",
             u64::from(info.blocking_launches),

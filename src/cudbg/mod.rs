@@ -28,7 +28,9 @@ pub use event::{
     Queue, RAW_EVENT_SIZE,
 };
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
-pub use session::{AttachBuilder, Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder};
+pub use session::{
+    ATTACH_CAPABILITIES, AttachBuilder, Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder,
+};
 pub use watch::EndWatch;
 
 /// A debug session could not do what was asked (reported by the crate, not the driver).

@@ -96,17 +96,31 @@ fn parse_environment(bytes: &[u8], name: &str) -> Option<String> {
     })
 }
 
-/// Paths of the files process `pid` maps whose name is `file_name` (for example `libcuda.so.1`).
-pub(crate) fn mapped_files(pid: u32, file_name: &str) -> io::Result<Vec<PathBuf>> {
-    Ok(parse_mapped(&read(pid, "maps")?, file_name))
+/// Paths of the CUDA driver libraries process `pid` maps. The maps name the file the link resolved to: a driver
+/// install's `libcuda.so.1` is a link to `libcuda.so.<driver version>` (`libcuda.so.580.159.04`), which is what
+/// the maps show.
+pub(crate) fn mapped_libcuda(pid: u32) -> io::Result<Vec<PathBuf>> {
+    Ok(parse_mapped(&read(pid, "maps")?, is_libcuda))
 }
 
-fn parse_mapped(maps: &str, file_name: &str) -> Vec<PathBuf> {
+/// `libcuda.so`, `libcuda.so.1`, `libcuda.so.580.159.04`: not `libcudart.so.13`, `libcudadebugger.so.1` nor
+/// `libcuda.so.1.bak`.
+fn is_libcuda(file_name: &std::ffi::OsStr) -> bool {
+    let name = file_name.to_string_lossy();
+    name == "libcuda.so"
+        || name.strip_prefix("libcuda.so.").is_some_and(|v| {
+            !v.is_empty()
+                && v.split('.')
+                    .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+fn parse_mapped(maps: &str, wanted: fn(&std::ffi::OsStr) -> bool) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = maps
         .lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .map(PathBuf::from)
-        .filter(|p| p.file_name().is_some_and(|n| n == file_name))
+        .filter(|p| p.file_name().is_some_and(wanted))
         .collect();
     out.dedup();
     out
@@ -176,17 +190,28 @@ mod tests {
     }
 
     #[test]
-    fn finds_mapped_files_by_name() {
+    fn finds_the_mapped_driver_library_by_name() {
         let maps = "\
 7f00-7f10 r--p 00000000 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.1
 7f10-7f20 r-xp 00010000 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.1
 7f20-7f30 rw-p 00000000 00:00 0
 7f30-7f40 r--p 00000000 08:01 43 /opt/other/libcuda.so.1.bak
+7f40-7f50 r--p 00000000 08:01 44 /usr/lib/libcudart.so.13.0.96
+7f50-7f60 r--p 00000000 08:01 45 /usr/lib/libcudadebugger.so.1
 ";
         assert_eq!(
-            parse_mapped(maps, "libcuda.so.1"),
+            parse_mapped(maps, is_libcuda),
             vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")]
         );
-        assert!(parse_mapped(maps, "libc.so.6").is_empty());
+        // What a driver install's maps show: the file the libcuda.so.1 link resolves to.
+        let installed =
+            "7f00-7f10 r--p 00000000 fd:01 7 /usr/local/nvidia/lib64/libcuda.so.580.159.04\n";
+        assert_eq!(
+            parse_mapped(installed, is_libcuda),
+            vec![PathBuf::from(
+                "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+            )]
+        );
+        assert!(parse_mapped("7f00-7f10 r--p 0 08:01 1 /lib/libc.so.6\n", is_libcuda).is_empty());
     }
 }

@@ -15,7 +15,7 @@ use super::event::{Event, Queue};
 use super::handshake::{self, ClientInfo, DebuggeeLink, EnvHandshake, Handshake};
 use super::notify::{NOTIFIER, epoch, on_new_event, on_new_event_cuda12};
 use super::watch::{ChildState, EndWatch, ExitWatch};
-use super::{CudbgError, DebuggerLibrary, SessionError, procfs};
+use super::{CudbgError, DebuggerLibrary, SessionError, procfs, wait};
 use crate::sys::cudbg as sys;
 
 unsafe extern "C" {
@@ -25,6 +25,12 @@ unsafe extern "C" {
 
 /// `SIGSTOP` on Linux.
 const SIGSTOP: i32 = 19;
+
+/// The capabilities every attach announces: without lazy function loading, driver 580's attach entry point
+/// refused the attach (`CUDBG_ERROR_NOT_SUPPORTED`, seen on an H100); cuda-gdb announces these two (and no
+/// context push/pop events).
+pub const ATTACH_CAPABILITIES: u32 = sys::CUDBG_DEBUGGER_CAPABILITY_LAZY_FUNCTION_LOADING
+    | sys::CUDBG_DEBUGGER_CAPABILITY_REPORT_EXCEPTIONS_IN_EXITED_WARPS;
 
 /// The driver serves one debugger client per process.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -193,8 +199,9 @@ impl AttachBuilder {
         self
     }
 
-    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits); written into the process's
-    /// `cudbgDebuggerCapabilities` before the driver's attach entry point runs, as cuda-gdb does. Default: none.
+    /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits) besides [`ATTACH_CAPABILITIES`], which an
+    /// attach always announces; written into the process's `cudbgDebuggerCapabilities` before the driver's attach
+    /// entry point runs, as cuda-gdb does. Default: none besides those.
     pub fn capabilities(mut self, flags: u32) -> Self {
         self.capabilities = flags;
         self
@@ -243,7 +250,7 @@ impl AttachBuilder {
         }
         let (mut session, info) = DebugSession::open(
             claim,
-            self.capabilities,
+            self.capabilities | ATTACH_CAPABILITIES,
             self.blocking_launches,
             self.spin,
             OnDrop::Detach,
@@ -696,7 +703,10 @@ impl DebugSession {
     }
 
     /// The signal the debuggee died from, if it did: from its reaped status, or else from the exit watch (one
-    /// atomic load, no system call).
+    /// atomic load), and for a launched child that the watch still sees running, from a non-blocking `waitid`
+    /// that leaves the child waitable: the watch thread publishes a death only once it is scheduled, and a driver
+    /// call in that gap crashed this process (driver 580), so the kernel is asked directly (a system call of about
+    /// a microsecond, against a driver round trip of ten or more).
     fn death_signal(&self) -> Option<i32> {
         if let Some(status) = self.exit.get() {
             return status.signal();
@@ -705,6 +715,12 @@ impl DebugSession {
             Some(ChildState::Signaled(signal)) => Some(signal),
             // Reaped before the watch looked (for example by a handshake's `try_wait`): `Child` kept the status.
             Some(ChildState::Unknown) => self.exit_status().ok().flatten().and_then(|s| s.signal()),
+            Some(ChildState::Running) if !self.attached && self.pid != 0 => {
+                match wait::wait_id(self.pid, wait::WEXITED | wait::WNOHANG | wait::WNOWAIT) {
+                    Ok(Some(wait::Waited::Signaled(signal))) => Some(signal),
+                    _ => None,
+                }
+            }
             _ => None,
         }
     }
