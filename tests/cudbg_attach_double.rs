@@ -181,7 +181,7 @@ fn attach_and_detach_through_the_double() {
     let lib = double_copy();
     DebuggerLibrary::load_from(&lib).expect("the double loads as the driver");
     // The double's debugger table: the slots the session uses, by their offset in the 13.0 layout.
-    let slots: [u64; 7] = [
+    let slots: [u64; 8] = [
         std::mem::offset_of!(CUDBGAPI_st, initialize),
         std::mem::offset_of!(CUDBGAPI_st, finalize),
         std::mem::offset_of!(CUDBGAPI_st, setNotifyNewEventCallback),
@@ -189,9 +189,10 @@ fn attach_and_detach_through_the_double() {
         std::mem::offset_of!(CUDBGAPI_st, acknowledgeSyncEvents),
         std::mem::offset_of!(CUDBGAPI_st, requestCleanupOnDetach),
         std::mem::offset_of!(CUDBGAPI_st, getNumDevices),
+        std::mem::offset_of!(CUDBGAPI_st, clearAttachState),
     ]
     .map(|o| (o / 8) as u64);
-    // SAFETY: the same file the crate loaded (dlopen returns that copy); `dbl_cudbg_install` reads 7 integers.
+    // SAFETY: the same file the crate loaded (dlopen returns that copy); `dbl_cudbg_install` reads 8 integers.
     unsafe {
         let handle = libloading::Library::new(&lib).unwrap();
         let install = handle
@@ -304,6 +305,18 @@ fn attach_and_detach_through_the_double() {
 
     let closed = session.close().expect("detach");
     assert!(closed.exit.is_none(), "still running");
+    // The debugger side was told once that a detach begins (`clearAttachState`, as cuda-gdb does).
+    // SAFETY: the double the crate loaded; the function takes nothing and returns a counter.
+    let cleared = unsafe {
+        let handle = libloading::Library::new(&lib).unwrap();
+        let f = handle
+            .get::<unsafe extern "C" fn() -> i32>(b"dbl_cudbg_attach_state_cleared\0")
+            .unwrap();
+        let n = f();
+        std::mem::forget(handle);
+        n
+    };
+    assert_eq!(cleared, 1);
     {
         let steps = steps.lock().unwrap();
         assert!(

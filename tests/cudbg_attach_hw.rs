@@ -280,10 +280,21 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
                 .expect("set breakpoint");
             breakpoint = Some(k);
             drop(batch);
-            let stopped = s
+            let Some(stopped) = s
                 .wait_for_stop(k.dev, Duration::from_secs(30))
                 .expect("poll")
-                .expect("a warp stops at the breakpoint");
+            else {
+                // Say what the driver reported instead, and where the warps stand.
+                let later: Vec<_> = match s.next_batch(Some(Duration::from_secs(3))) {
+                    Ok(Some(b)) => b.events().iter().map(|(_, e)| e.name()).collect(),
+                    other => vec![if other.is_ok() { "ended" } else { "no event" }],
+                };
+                let warps = s.suspend(k.dev).and_then(|d| d.warps());
+                panic!(
+                    "no warp stopped at the breakpoint at {:#x} within 30 s; events since: {later:?}; warps: {warps:?}",
+                    k.function_entry
+                );
+            };
             let warps = stopped.warps().expect("warps");
             eprintln!("stopped warps: {warps:?}");
             let broken: Vec<_> = warps.iter().filter(|w| w.broken).collect();

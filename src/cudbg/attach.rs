@@ -840,6 +840,10 @@ impl Handshake for PtraceHandshake {
         let Some(tracer) = self.tracer.as_ref() else {
             return Ok(());
         };
+        // The order is cuda-gdb's (`cuda_do_detach`); the session removed its breakpoints before this. Taken out
+        // of order (the process resumed before the driver was asked to clean up, no `clearAttachState`), driver
+        // 580 let the process run on but it died from SIGSEGV at its exit (seen on an H100).
+        let state_cleared = link.clear_attach_state();
         match tracer.stop() {
             // Gone already: nothing to detach from.
             Err(TraceError::Ended(_)) => return Ok(()),
@@ -859,28 +863,50 @@ impl Handshake for PtraceHandshake {
             internal_error,
             resume_flag,
         });
-        // Whatever the call did, the process must run on, and the driver's side must be told.
+        let cleanup = resume_flag != 0 && resume_flag != u64::MAX;
+        // While the process is still stopped: the driver's side is asked to clean up, then the process's side is
+        // told that no debugger is there any more.
+        let requested = if cleanup {
+            link.request_cleanup_on_detach(u32::try_from(resume_flag).unwrap_or(u32::MAX))
+        } else {
+            Ok(())
+        };
         let wrote = self
             .write("cudbgDebuggerCapabilities", 0)
             .and_then(|()| self.write("cudbgDebuggerInitialized", 0));
+        // Whatever the call did, the process must run on; with a clean-up under way, until the driver reports
+        // DETACH_COMPLETE.
         let resumed = self
             .tracer
             .as_ref()
             .ok_or_else(|| self.gone())
             .and_then(|t| t.resume().map_err(|e| self.trace_error(e)));
-        // As cuda-gdb: the driver is asked to clean up, and the process run until it reports DETACH_COMPLETE,
-        // only when it set the flag.
-        let cleaned = if resume_flag != 0 && resume_flag != u64::MAX {
-            link.clean_up_on_detach()
+        let completed = if cleanup && requested.is_ok() {
+            match link.await_event(
+                &|e| matches!(e, Event::DetachComplete),
+                self.complete_timeout,
+            ) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(crate::Error::from(super::SessionError::Attach(
+                    AttachError::Timeout {
+                        pid: self.pid,
+                        what: "the driver's DETACH_COMPLETE event",
+                        waited: self.complete_timeout,
+                    },
+                ))),
+                Err(e) => Err(e),
+            }
         } else {
             Ok(())
         };
         let cleared = self.write("cudbgIpcFlag", 0);
         self.written.clear();
+        state_cleared?;
         called?;
+        requested?;
         wrote?;
         resumed?;
-        cleaned?;
+        completed?;
         cleared?;
         self.step(AttachStep::Detached);
         Ok(())

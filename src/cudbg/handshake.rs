@@ -50,6 +50,12 @@ pub trait DebuggeeLink {
     /// The driver's side of a detach: asks it to clean up (`requestCleanupOnDetach` with the debuggee's
     /// `cudbgResumeForAttachDetach`) and waits for `DETACH_COMPLETE`.
     fn clean_up_on_detach(&mut self) -> Result<(), crate::Error>;
+    /// Tells the driver's debugger side that a detach begins (`clearAttachState`), as cuda-gdb does before it calls
+    /// the debuggee's `cudbgApiDetach`.
+    fn clear_attach_state(&mut self) -> Result<(), crate::Error>;
+    /// Asks the driver's debugger side to clean up on detach (`requestCleanupOnDetach`) with the debuggee's
+    /// `cudbgResumeForAttachDetach` value `resume_flag`, without waiting for `DETACH_COMPLETE`.
+    fn request_cleanup_on_detach(&mut self, resume_flag: u32) -> Result<(), crate::Error>;
     /// Marks the debuggee's side as connected: from now on the session treats it as debugged (a death by signal
     /// then leaves the driver's debugger side unusable, and the session detaches it at its end).
     fn mark_connected(&mut self);

@@ -289,6 +289,16 @@ impl DebuggeeLink for Linked<'_> {
         self.0.clean_up_on_detach()
     }
 
+    fn clear_attach_state(&mut self) -> Result<(), crate::Error> {
+        // SAFETY: no arguments.
+        api_call!(*self.0.live_api()?, clearAttachState())
+    }
+
+    fn request_cleanup_on_detach(&mut self, resume_flag: u32) -> Result<(), crate::Error> {
+        // SAFETY: plain flag argument: the debuggee's `cudbgResumeForAttachDetach`, as the header asks.
+        api_call!(*self.0.live_api()?, requestCleanupOnDetach(resume_flag))
+    }
+
     fn mark_connected(&mut self) {
         self.0.opened = true;
     }

@@ -69,7 +69,12 @@ static int exists(const char *what) {
     return access(path, F_OK) == 0;
 }
 
+static int attach_state_cleared;
 static int initialize(void) { return 0; }
+static int clear_attach_state(void) {
+    attach_state_cleared++;
+    return 0;
+}
 static int finalize(void) { return 0; }
 static int set_callback(callback_t f, void *data) {
     (void)data;
@@ -106,16 +111,19 @@ static int next_event(uint32_t queue, void *event) {
 }
 
 /* Slot indices (offset / 8) of: initialize, finalize, setNotifyNewEventCallback, getNextEvent,
-   acknowledgeSyncEvents, requestCleanupOnDetach, getNumDevices. */
+   acknowledgeSyncEvents, requestCleanupOnDetach, getNumDevices, clearAttachState. */
 void dbl_cudbg_install(const uint64_t *slots) {
-    void *fns[7] = {(void *)initialize, (void *)finalize,    (void *)set_callback,   (void *)next_event,
-                    (void *)acknowledge, (void *)request_cleanup, (void *)num_devices};
-    for (int i = 0; i < 7; i++)
+    void *fns[8] = {(void *)initialize,  (void *)finalize,        (void *)set_callback, (void *)next_event,
+                    (void *)acknowledge, (void *)request_cleanup, (void *)num_devices,  (void *)clear_attach_state};
+    for (int i = 0; i < 8; i++)
         if (slots[i] < 512)
             table[slots[i]] = fns[i];
 }
 
 int dbl_cudbg_acknowledged(void) { return acknowledged; }
+
+/* How often the debugger side was told that a detach begins. */
+int dbl_cudbg_attach_state_cleared(void) { return attach_state_cleared; }
 
 int cudbgGetAPIVersion(uint32_t *major, uint32_t *minor, uint32_t *revision) {
     *major = 13;
