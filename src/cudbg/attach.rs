@@ -472,12 +472,22 @@ impl PtraceHandshake {
         };
         match inject::remote_address(pid, local) {
             Ok(Some(addr)) => Ok(addr),
-            // A process that ended maps nothing any more.
-            Ok(None) if ended() => Err(self.gone()),
-            Ok(None) => Err(AttachError::NoCuda {
-                pid,
-                why: NoCudaReason::LibcudaNotMapped,
-            }),
+            // A process that ended maps nothing any more. One killed during the attach has an empty memory map
+            // for a moment before it is seen to have ended (seen on an H100): give it that moment.
+            Ok(None) => {
+                let deadline = Instant::now() + Duration::from_secs(1);
+                while !ended() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                if ended() {
+                    Err(self.gone())
+                } else {
+                    Err(AttachError::NoCuda {
+                        pid,
+                        why: NoCudaReason::LibcudaNotMapped,
+                    })
+                }
+            }
             Err(e) => Err(self.io_error("read its memory map", e)),
         }
     }
