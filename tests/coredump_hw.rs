@@ -69,8 +69,9 @@ fn live_faults(args: &[&str]) -> (String, HashSet<Fault>) {
         k.grid_id, k.function_entry, k.grid_dim, k.block_dim
     );
     let stopped = s
-        .wait_for_stop(k.dev, Duration::from_secs(60))
+        .wait_for_stop(k.dev, Duration::from_secs(60), |_| {})
         .expect("poll the device")
+        .stopped()
         .expect("a warp stops with the exception");
     let mut faults = HashSet::new();
     for (sm, warp, lane, e) in stopped.exceptions().expect("read the exceptions") {

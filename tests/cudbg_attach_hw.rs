@@ -163,6 +163,32 @@ fn tracer_of(pid: u32) -> u32 {
     }
 }
 
+/// Each thread of `pid`: its state letter and where in the kernel it waits (for a failure's message).
+fn thread_states(pid: u32) -> Vec<String> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec!["gone".into()];
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+            let stat = read("stat");
+            let state = stat
+                .rsplit(") ")
+                .next()
+                .and_then(|r| r.split(' ').next())
+                .unwrap_or("?");
+            format!(
+                "{}:{}:{}:{}",
+                t.file_name().to_string_lossy(),
+                read("comm").trim(),
+                state,
+                read("wchan")
+            )
+        })
+        .collect()
+}
+
 fn cuda_where(pid: u32) -> (i32, String, String) {
     let out = Command::new(example("cuda_where"))
         .args([&pid.to_string(), "--verbose"])
@@ -248,7 +274,11 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
             .expect("events")
             .expect("the debuggee runs");
         all.extend(batch.events().iter().copied());
-        let Some(k) = batch.events().iter().find_map(|(_, e)| app_kernel(e)) else {
+        let Some((queue, k)) = batch
+            .events()
+            .iter()
+            .find_map(|(q, e)| app_kernel(e).map(|k| (*q, k)))
+        else {
             continue;
         };
         launches.push(k);
@@ -280,9 +310,13 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
                 .expect("set breakpoint");
             breakpoint = Some(k);
             drop(batch);
+            // Events before the stop (the launch's context pop) are taken and acknowledged as they come.
             let Some(stopped) = s
-                .wait_for_stop(k.dev, Duration::from_secs(30))
+                .wait_for_stop(k.dev, Duration::from_secs(30), |b| {
+                    all.extend(b.events().iter().copied())
+                })
                 .expect("poll")
+                .stopped()
             else {
                 // Say what the driver reported instead, and where the warps stand.
                 let later: Vec<_> = match s.next_batch(Some(Duration::from_secs(3))) {
@@ -291,19 +325,29 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
                 };
                 let warps = s.suspend(k.dev).and_then(|d| d.warps());
                 panic!(
-                    "no warp stopped at the breakpoint at {:#x} within 30 s; events since: {later:?}; warps: {warps:?}",
-                    k.function_entry
+                    "no warp stopped at the breakpoint at {:#x} within 30 s; events since: {later:?}; warps: {warps:?}; \
+                     threads: {:?}; last line: {:?}",
+                    k.function_entry,
+                    thread_states(pid),
+                    debuggee.lines_so_far().last()
                 );
             };
             let warps = stopped.warps().expect("warps");
             eprintln!("stopped warps: {warps:?}");
             let broken: Vec<_> = warps.iter().filter(|w| w.broken).collect();
             assert!(!broken.is_empty(), "{warps:?}");
+            // In an attached session driver 580 applied the breakpoint from the launch after the held one (its
+            // KERNEL_READY came on the sync queue; seen on an H100 and an H200), where a launched session's
+            // breakpoint stops the held launch itself.
+            eprintln!(
+                "breakpoint set at the KERNEL_READY of grid {} ({queue:?} queue)",
+                k.grid_id
+            );
             for w in &broken {
                 assert_eq!(w.pc, k.function_entry);
-                assert_eq!(w.grid_id, k.grid_id);
+                assert!((k.grid_id..=k.grid_id + 1).contains(&w.grid_id), "{w:?}");
             }
-            let info = stopped.grid(k.grid_id).expect("grid info");
+            let info = stopped.grid(broken[0].grid_id).expect("grid info");
             eprintln!("grid info: {info:?}");
             assert_eq!((info.dev, info.function_entry), (k.dev, k.function_entry));
             stopped

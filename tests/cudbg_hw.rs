@@ -218,8 +218,9 @@ fn breakpoint_at_kernel_entry_is_hit_and_released() {
     let k = entry.unwrap();
     {
         let stopped = s
-            .wait_for_stop(k.dev, Duration::from_secs(30))
+            .wait_for_stop(k.dev, Duration::from_secs(30), |_| {})
             .expect("poll")
+            .stopped()
             .expect("a warp stops");
         let warps = stopped.warps().expect("warps");
         eprintln!("stopped warps: {warps:?}");
@@ -265,8 +266,9 @@ fn out_of_bounds_kernel_reports_its_exception() {
             .map(|k| k.dev);
     }
     let stopped = s
-        .wait_for_stop(dev.unwrap(), Duration::from_secs(30))
+        .wait_for_stop(dev.unwrap(), Duration::from_secs(30), |_| {})
         .expect("poll")
+        .stopped()
         .expect("a warp stops");
     let exceptions = stopped.exceptions().expect("exceptions");
     eprintln!("exceptions: {exceptions:?}");

@@ -8,6 +8,7 @@ use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use super::api::api_call;
+use super::batch::EventBatch;
 use super::event::{Dim3, ElfImage, KernelOrigin, KernelType};
 use super::{DebugSession, SessionError};
 use crate::sys::cudbg as sys;
@@ -268,6 +269,10 @@ impl DebugSession {
     }
 
     /// Sets a breakpoint at device code address `addr` (for example [`super::KernelReady::function_entry`]).
+    ///
+    /// Set while a launch is held at its `KernelReady`, it stops that launch's warps in a session that started
+    /// the program; in one that attached to a running process, driver 580 applied it from the next launch on
+    /// (seen on an H100 and an H200).
     pub fn set_breakpoint(&self, dev: u32, addr: u64) -> Result<(), crate::Error> {
         self.check_device(dev)?;
         // SAFETY: a valid device; the driver validates the address.
@@ -293,28 +298,74 @@ impl DebugSession {
     }
 
     /// Polls device `dev` until a warp is at a breakpoint or has hit an exception, and returns the device
-    /// suspended right there (it is not resumed between the check and the return). `Ok(None)` when `timeout`
-    /// passes first or the debuggee exits. Events that arrive meanwhile stay queued.
+    /// suspended right there (it is not resumed between the check and the return).
+    ///
+    /// Events the driver reports meanwhile are handed to `on_events` as a batch, acknowledged when the closure
+    /// returns, and the wait goes on. They cannot wait until after the stop: a synchronous event holds the
+    /// debuggee until it is acknowledged, and a kernel launched behind it never reaches its breakpoint (with
+    /// context push/pop events on, a launch's `ContextPop` follows its `KernelReady`). Events already fetched by
+    /// the session go to `on_events` first.
     pub fn wait_for_stop(
-        &self,
+        &mut self,
         dev: u32,
         timeout: Duration,
-    ) -> Result<Option<Suspended<'_>>, crate::Error> {
+        mut on_events: impl FnMut(EventBatch<'_>),
+    ) -> Result<StopWait<'_>, crate::Error> {
+        self.check_device(dev)?;
         // A timeout too large for an `Instant` never passes.
         let deadline = Instant::now().checked_add(timeout);
-        loop {
+        let props = loop {
             if self.exit_status()?.is_some() {
-                return Ok(None);
+                return Ok(StopWait::Ended);
+            }
+            if !self.has_events() {
+                self.drain(true)?;
+            }
+            if self.has_events() {
+                // `next_batch` hands out what is pending at once.
+                match self.next_batch(Some(Duration::from_secs(1)))? {
+                    Some(batch) => on_events(batch),
+                    None => return Ok(StopWait::Ended),
+                }
+                continue;
             }
             let s = self.suspend(dev)?;
             if s.exception_sms()?.iter().any(|&w| w != 0) || s.warps()?.iter().any(|w| w.broken) {
-                return Ok(Some(s));
+                break s.into_props();
             }
             s.resume()?;
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
+                return Ok(StopWait::TimedOut);
             }
             std::thread::sleep(Duration::from_millis(2));
+        };
+        // The device is still suspended: a new guard for it, borrowing the session for the caller.
+        Ok(StopWait::Stopped(Suspended {
+            session: self,
+            props,
+            resumed: false,
+        }))
+    }
+}
+
+/// What [`DebugSession::wait_for_stop`] saw first.
+#[derive(Debug)]
+#[must_use = "a stopped device stays suspended until the guard is dropped or resumed"]
+pub enum StopWait<'s> {
+    /// A warp is at a breakpoint or has hit an exception; the device is suspended right there.
+    Stopped(Suspended<'s>),
+    /// The debuggee ended.
+    Ended,
+    /// The timeout passed.
+    TimedOut,
+}
+
+impl<'s> StopWait<'s> {
+    /// The suspended device, if a warp stopped.
+    pub fn stopped(self) -> Option<Suspended<'s>> {
+        match self {
+            StopWait::Stopped(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -340,6 +391,12 @@ impl Suspended<'_> {
 
     fn dev(&self) -> u32 {
         self.props.index
+    }
+
+    /// Gives up the guard without resuming the device (another guard takes it over).
+    fn into_props(mut self) -> DeviceProperties {
+        self.resumed = true;
+        self.props.clone()
     }
 
     fn check_warp(&self, sm: u32, warp: u32) -> Result<(), SessionError> {

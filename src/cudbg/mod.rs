@@ -21,7 +21,7 @@ mod watch;
 
 pub use attach::{AttachError, AttachStep, NoCudaReason, PtraceHandshake};
 pub use batch::{BatchTiming, EventBatch};
-pub use device::{DeviceProperties, Exception, GridInfo, Suspended, WarpInfo};
+pub use device::{DeviceProperties, Exception, GridInfo, StopWait, Suspended, WarpInfo};
 pub use error::CudbgError;
 pub use event::{
     ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,

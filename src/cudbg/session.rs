@@ -509,10 +509,15 @@ impl DebugSession {
         self.child.get_mut().as_mut().and_then(|c| c.stderr.take())
     }
 
+    /// Whether events were fetched but not handed out, or handed out but not acknowledged.
+    pub(super) fn has_events(&self) -> bool {
+        !self.pending.is_empty() || self.unacknowledged.get()
+    }
+
     /// Moves the events now in the driver's queues into `pending`; true when the sync queue had any. Without
     /// `full`, the async queue is skipped when the sync queue had events and was looked at less than
     /// [`ASYNC_EVERY`] ago.
-    fn drain(&mut self, full: bool) -> Result<bool, crate::Error> {
+    pub(super) fn drain(&mut self, full: bool) -> Result<bool, crate::Error> {
         let mut had_sync = false;
         // After a death from a signal nothing more can be fetched (see `live_api`).
         if self.death_signal().is_some() {
