@@ -33,6 +33,8 @@
 //!   CUDA, then N more launches.
 //! - `fork-exec N`: N launches, then this program run again as a child (`launch N`), then N more launches.
 //! - `crash N MS`: N launches, a pause of MS milliseconds, then an abort (SIGABRT).
+//!
+//! Dying from SIGSEGV, it first writes where to stderr (`support/segv_report.rs`).
 
 use std::ffi::c_void;
 use std::io::Write;
@@ -199,8 +201,13 @@ struct Args {
     numbers: Vec<u64>,
 }
 
+#[path = "support/segv_report.rs"]
+mod segv_report;
+
 fn main() -> std::process::ExitCode {
     let args = <Args as clap::Parser>::parse();
+    // A crash where no debugger watches (at exit, after a detach) still says where it happened.
+    segv_report::install();
     match run(&args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
