@@ -181,7 +181,7 @@ fn attach_and_detach_through_the_double() {
     let lib = double_copy();
     DebuggerLibrary::load_from(&lib).expect("the double loads as the driver");
     // The double's debugger table: the slots the session uses, by their offset in the 13.0 layout.
-    let slots: [u64; 8] = [
+    let slots: [u64; 9] = [
         std::mem::offset_of!(CUDBGAPI_st, initialize),
         std::mem::offset_of!(CUDBGAPI_st, finalize),
         std::mem::offset_of!(CUDBGAPI_st, setNotifyNewEventCallback),
@@ -190,9 +190,10 @@ fn attach_and_detach_through_the_double() {
         std::mem::offset_of!(CUDBGAPI_st, requestCleanupOnDetach),
         std::mem::offset_of!(CUDBGAPI_st, getNumDevices),
         std::mem::offset_of!(CUDBGAPI_st, clearAttachState),
+        std::mem::offset_of!(CUDBGAPI_st, setKernelLaunchNotificationMode),
     ]
     .map(|o| (o / 8) as u64);
-    // SAFETY: the same file the crate loaded (dlopen returns that copy); `dbl_cudbg_install` reads 8 integers.
+    // SAFETY: the same file the crate loaded (dlopen returns that copy); `dbl_cudbg_install` reads 9 integers.
     unsafe {
         let handle = libloading::Library::new(&lib).unwrap();
         let install = handle
@@ -306,17 +307,21 @@ fn attach_and_detach_through_the_double() {
     let closed = session.close().expect("detach");
     assert!(closed.exit.is_none(), "still running");
     // The debugger side was told once that a detach begins (`clearAttachState`, as cuda-gdb does).
-    // SAFETY: the double the crate loaded; the function takes nothing and returns a counter.
-    let cleared = unsafe {
+    // SAFETY: the double the crate loaded; the functions take nothing and return a counter.
+    let counter = |name: &[u8]| unsafe {
         let handle = libloading::Library::new(&lib).unwrap();
-        let f = handle
-            .get::<unsafe extern "C" fn() -> i32>(b"dbl_cudbg_attach_state_cleared\0")
-            .unwrap();
+        let f = handle.get::<unsafe extern "C" fn() -> i32>(name).unwrap();
         let n = f();
         std::mem::forget(handle);
         n
     };
-    assert_eq!(cleared, 1);
+    assert_eq!(counter(b"dbl_cudbg_attach_state_cleared\0"), 1);
+    // Before the detach, launches stopped raising events (CUDBG_KNL_LAUNCH_NOTIFY_DEFER), so that no launch holds
+    // the process in the driver while it detaches.
+    assert_eq!(
+        counter(b"dbl_cudbg_launch_mode\0"),
+        gpu_tools::sys::cudbg::CUDBG_KNL_LAUNCH_NOTIFY_DEFER as i32
+    );
     {
         let steps = steps.lock().unwrap();
         assert!(

@@ -796,6 +796,17 @@ impl DebugSession {
             api_call!(*self.live_api()?, unsetBreakpoint(dev, addr))?;
         }
         self.breakpoints.borrow_mut().clear();
+        if self.attached {
+            // Nothing may hold the process inside the driver while `cudbgApiDetach()` runs in it: with a launch
+            // still waiting for its KERNEL_READY to be acknowledged, driver 580 never reported DETACH_COMPLETE and
+            // the process later died from SIGSEGV (seen on an H100). New launches raise no event from here on;
+            // the events already queued are fetched (they stay for the caller) and acknowledged.
+            self.set_launch_events(false)?;
+            self.drain(true)?;
+            if self.unacknowledged.get() {
+                self.acknowledge()?;
+            }
+        }
         match self.handshake.take() {
             Some(mut route) => {
                 let r = route.disconnect(&mut Linked(self));

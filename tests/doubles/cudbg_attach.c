@@ -76,6 +76,12 @@ static int clear_attach_state(void) {
     return 0;
 }
 static int finalize(void) { return 0; }
+/* The kernel launch notification mode last set (-1: never). */
+static int launch_mode = -1;
+static int set_launch_mode(uint32_t mode) {
+    launch_mode = (int)mode;
+    return 0;
+}
 static int set_callback(callback_t f, void *data) {
     (void)data;
     callback = f;
@@ -111,16 +117,21 @@ static int next_event(uint32_t queue, void *event) {
 }
 
 /* Slot indices (offset / 8) of: initialize, finalize, setNotifyNewEventCallback, getNextEvent,
-   acknowledgeSyncEvents, requestCleanupOnDetach, getNumDevices, clearAttachState. */
+   acknowledgeSyncEvents, requestCleanupOnDetach, getNumDevices, clearAttachState,
+   setKernelLaunchNotificationMode. */
 void dbl_cudbg_install(const uint64_t *slots) {
-    void *fns[8] = {(void *)initialize,  (void *)finalize,        (void *)set_callback, (void *)next_event,
-                    (void *)acknowledge, (void *)request_cleanup, (void *)num_devices,  (void *)clear_attach_state};
-    for (int i = 0; i < 8; i++)
+    void *fns[9] = {(void *)initialize,  (void *)finalize,        (void *)set_callback, (void *)next_event,
+                    (void *)acknowledge, (void *)request_cleanup, (void *)num_devices,  (void *)clear_attach_state,
+                    (void *)set_launch_mode};
+    for (int i = 0; i < 9; i++)
         if (slots[i] < 512)
             table[slots[i]] = fns[i];
 }
 
 int dbl_cudbg_acknowledged(void) { return acknowledged; }
+
+/* The kernel launch notification mode last set (-1: never). */
+int dbl_cudbg_launch_mode(void) { return launch_mode; }
 
 /* How often the debugger side was told that a detach begins. */
 int dbl_cudbg_attach_state_cleared(void) { return attach_state_cleared; }
