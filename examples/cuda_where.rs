@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use gpu_tools::cudbg::elf::{self, FunctionSymbol};
@@ -54,10 +54,16 @@ fn run(args: &Args) -> Result<(), gpu_tools::Error> {
         builder = builder.progress(|step| eprintln!("attach: {step}"));
     }
     let mut session = builder.start()?;
-    // The driver reports the modules already loaded while it attaches; their symbols name the kernels.
+    // The driver reports the modules already loaded while it attaches; their symbols name the kernels. A process
+    // that keeps launching never goes quiet, so the events are taken for a bounded time only.
     let mut symbols: HashMap<u64, Vec<FunctionSymbol>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_millis(300);
     loop {
-        let batch = match session.next_batch(Some(Duration::from_millis(300))) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let batch = match session.next_batch(Some(left)) {
             Ok(Some(batch)) => batch,
             Ok(None) => break,
             Err(gpu_tools::Error::Session(SessionError::Timeout(_))) => break,

@@ -34,7 +34,9 @@
 //! - `fork-exec N`: N launches, then this program run again as a child (`launch N`), then N more launches.
 //! - `crash N MS`: N launches, a pause of MS milliseconds, then an abort (SIGABRT).
 //!
-//! Dying from SIGSEGV, it first writes where to stderr (`support/segv_report.rs`).
+//! With `GPU_TOOLS_DEBUGGEE_SEGV_REPORT` set, dying from SIGSEGV it first writes where to stderr
+//! (`support/segv_report.rs`); with `GPU_TOOLS_DEBUGGEE_STATE` set, `loop` ends with a `DEBUGGER STATE` line (the
+//! driver's debugger variables as the program sees them).
 
 use std::ffi::c_void;
 use std::io::Write;
@@ -206,8 +208,12 @@ mod segv_report;
 
 fn main() -> std::process::ExitCode {
     let args = <Args as clap::Parser>::parse();
-    // A crash where no debugger watches (at exit, after a detach) still says where it happened.
-    segv_report::install();
+    // A crash where no debugger watches (at exit, after a detach) can say where it happened. Only on request: the
+    // driver's debugger back end may take faults of its own that a handler here would turn into a crash (a
+    // detach of a launched program died in it with the handler installed, on an H100).
+    if std::env::var_os("GPU_TOOLS_DEBUGGEE_SEGV_REPORT").is_some() {
+        segv_report::install();
+    }
     match run(&args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -360,6 +366,9 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 return Err(format!("buffer {v:x?}, expected {want:x?}").into());
             }
             println!("ok {rounds} RESULT {:#x}", v[0]);
+            if std::env::var_os("GPU_TOOLS_DEBUGGEE_STATE").is_some() {
+                print_debugger_state();
+            }
         }
         "spin" => {
             let spin = module.function(c"_Z9spin_waitPjy")?;
@@ -667,4 +676,45 @@ fn context_switches() -> Option<(u64, u64)> {
         field("voluntary_ctxt_switches:")?,
         field("nonvoluntary_ctxt_switches:")?,
     ))
+}
+
+/// The driver's debugger variables as this process sees them, and whether the debugger back end is mapped (a
+/// diagnostic line for attach tests: `DEBUGGER STATE name=value ...`).
+fn print_debugger_state() {
+    let mut line = String::from("DEBUGGER STATE");
+    // SAFETY: dlopen with RTLD_NOLOAD only finds a library that is already loaded; the handle is not closed
+    // while in use.
+    let handle = unsafe {
+        libc::dlopen(
+            c"libcuda.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD,
+        )
+    };
+    for name in [
+        c"cudbgIpcFlag",
+        c"cudbgDebuggerInitialized",
+        c"cudbgResumeForAttachDetach",
+        c"cudbgApiClientPid",
+        c"cudbgSessionId",
+        c"cudbgDebuggerCapabilities",
+        c"cudbgAttachHandlerAvailable",
+    ] {
+        let value = if handle.is_null() {
+            None
+        } else {
+            // SAFETY: a symbol lookup in a loaded library; the variables are 4-byte integers.
+            unsafe {
+                let p = libc::dlsym(handle, name.as_ptr()) as *const u32;
+                (!p.is_null()).then(|| std::ptr::read_volatile(p))
+            }
+        };
+        line.push_str(&format!(" {}={value:?}", name.to_string_lossy()));
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    line.push_str(&format!(
+        " backend_mapped={}",
+        maps.contains("libcudadebugger")
+    ));
+    println!("{line}");
+    let _ = std::io::stdout().flush();
 }
