@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use gpu_tools::cudbg::elf::{self, FunctionSymbol};
-use gpu_tools::cudbg::{DebugSession, Event, SessionError, WarpInfo};
+use gpu_tools::cudbg::{AttachProtocol, DebugSession, Event, SessionError, WarpInfo};
 
 /// Print where the warps of a running CUDA process are, then let it go on.
 #[derive(Parser, Debug)]
@@ -25,6 +25,27 @@ struct Args {
     /// Warps to print per kernel (the rest are counted).
     #[arg(long, default_value_t = 8)]
     max_warps: usize,
+    /// How the process's driver is asked to start its debugger back end: `auto` (the driver's attach
+    /// descriptor where it has one, CUDA 13.1 on), `call` (call cudbgApiAttach in the process), `descriptor`.
+    #[arg(long, value_enum, default_value_t = Protocol::Auto)]
+    protocol: Protocol,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Protocol {
+    Auto,
+    Call,
+    Descriptor,
+}
+
+impl From<Protocol> for AttachProtocol {
+    fn from(p: Protocol) -> Self {
+        match p {
+            Protocol::Auto => AttachProtocol::Auto,
+            Protocol::Call => AttachProtocol::InferiorCall,
+            Protocol::Descriptor => AttachProtocol::Descriptor,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -49,6 +70,7 @@ fn demangle(name: &str) -> String {
 
 fn run(args: &Args) -> Result<(), gpu_tools::Error> {
     let mut builder = DebugSession::attach_builder(args.pid)
+        .protocol(args.protocol.into())
         .capabilities(gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS);
     if args.verbose {
         builder = builder.progress(|step| eprintln!("attach: {step}"));

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpu_tools::cudbg::{
-    AttachError, AttachStep, DebugSession, DebuggerLibrary, Event, SessionError,
+    AttachError, AttachProtocol, AttachStep, DebugSession, DebuggerLibrary, Event, NoCudaReason,
+    SessionError,
 };
 use gpu_tools::sys::cudbg::CUDBGAPI_st;
 
@@ -83,7 +84,8 @@ struct Target {
 
 impl Target {
     /// This test binary as the debuggee, in a mount namespace of its own, as a grandchild (not a child).
-    fn start(lib: &Path, refuse: Option<&str>) -> Option<Self> {
+    /// `env`: variables for the double in the debuggee (`DBL_CUDBG_REFUSE`, `DBL_CUDBG_FD_ATTACH`).
+    fn start(lib: &Path, env: &[(&str, &str)]) -> Option<Self> {
         let exe = std::env::current_exe().unwrap();
         let mut cmd = Command::new("unshare");
         cmd.args(["--mount", "sh", "-c"])
@@ -95,9 +97,7 @@ impl Target {
             .env(TARGET, lib)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(code) = refuse {
-            cmd.env("DBL_CUDBG_REFUSE", code);
-        }
+        cmd.envs(env.iter().copied());
         let mut shell = cmd.spawn().ok()?;
         let out = shell.stdout.take().unwrap();
         let (send, lines) = std::sync::mpsc::channel();
@@ -208,10 +208,15 @@ fn attach_and_detach_through_the_double() {
     }
 
     // The driver refuses: the error names its code, and the variables written are put back.
-    let Some(refused) = Target::start(&lib, Some("0x29")) else {
+    let Some(refused) = Target::start(&lib, &[("DBL_CUDBG_REFUSE", "0x29")]) else {
         return;
     };
-    match DebugSession::attach(refused.pid) {
+    // The double publishes no attach-procedure descriptor here (-1, as a driver that is not initialised yet
+    // does): the inferior call is asked for explicitly.
+    match DebugSession::attach_builder(refused.pid)
+        .protocol(AttachProtocol::InferiorCall)
+        .start()
+    {
         Err(gpu_tools::Error::Session(SessionError::Attach(AttachError::DriverRefused {
             code,
             ..
@@ -240,10 +245,11 @@ fn attach_and_detach_through_the_double() {
     );
 
     // The driver accepts.
-    let target = Target::start(&lib, None).expect("a namespace was made before");
+    let target = Target::start(&lib, &[]).expect("a namespace was made before");
     let steps = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&steps);
     let mut session = DebugSession::attach_builder(target.pid)
+        .protocol(AttachProtocol::InferiorCall)
         .capabilities(8)
         .progress(move |s| {
             eprintln!("attach step: {s}");
@@ -294,9 +300,66 @@ fn attach_and_detach_through_the_double() {
     assert!(
         // The capabilities asked for (8: no push/pop events) and those every attach announces (1 and 4); the RPC
         // flag left at 0 (driver 580 accepted an attach with these and completed it).
-        seen.contains("revision 163") && seen.contains("capabilities 13") && seen.contains("rpc 0"),
+        seen.contains("revision 163")
+            && seen.contains("capabilities 13")
+            && seen.contains("rpc 0")
+            && seen.contains("via call"),
         "{seen}"
     );
+
+    // An acknowledgement that fails leaves the event unacknowledged (the debuggee stays held), and the next wait
+    // acknowledges it again before it waits for more, once.
+    // SAFETY: the double the crate loaded; these take and return plain integers.
+    let (acks, fail_acks, queue_event) = unsafe {
+        let handle = libloading::Library::new(&lib).unwrap();
+        let f = (
+            *handle
+                .get::<unsafe extern "C" fn() -> i32>(b"dbl_cudbg_acknowledged\0")
+                .unwrap(),
+            *handle
+                .get::<unsafe extern "C" fn(i32)>(b"dbl_cudbg_fail_acks\0")
+                .unwrap(),
+            *handle
+                .get::<unsafe extern "C" fn(u32)>(b"dbl_cudbg_queue_event\0")
+                .unwrap(),
+        );
+        std::mem::forget(handle);
+        f
+    };
+    let count = || {
+        // SAFETY: a function of the double, which stays loaded (its handle was forgotten); it takes nothing.
+        unsafe { acks() }
+    };
+    let before = count();
+    // SAFETY: functions of the double, which stays loaded; they take plain integers.
+    unsafe {
+        fail_acks(1);
+        queue_event(gpu_tools::sys::cudbg::CUDBG_EVENT_KERNEL_READY);
+    }
+    let batch = session
+        .next_batch(Some(Duration::from_secs(5)))
+        .expect("events")
+        .expect("running");
+    assert!(
+        matches!(batch.events()[..], [(_, Event::KernelReady(_))]),
+        "{:?}",
+        batch.events()
+    );
+    drop(batch);
+    assert_eq!(count(), before, "the acknowledgement failed");
+    let r = session
+        .next_batch(Some(Duration::from_millis(100)))
+        .map(|b| b.map(|b| b.events().to_vec()));
+    assert!(
+        matches!(r, Err(gpu_tools::Error::Session(SessionError::Timeout(_)))),
+        "{r:?}"
+    );
+    assert_eq!(count(), before + 1, "acknowledged again");
+    let r = session
+        .next_batch(Some(Duration::from_millis(100)))
+        .map(|b| b.is_some());
+    assert!(r.is_err(), "nothing new: {r:?}");
+    assert_eq!(count(), before + 1, "and only once");
 
     // A second session in this process is refused.
     assert!(matches!(
@@ -358,12 +421,14 @@ fn attach_and_detach_through_the_double() {
 
     // A debuggee killed while stopped, before the attach call: a typed error with its status; nothing had
     // connected, so the driver's debugger side stays usable.
-    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    descriptor_route(&lib);
+
+    let doomed = Target::start(&lib, &[]).expect("a namespace was made before");
     let (err, code) = attach_and_kill(doomed, |s| matches!(s, AttachStep::Stopped { .. }));
     assert!(exited_by_sigkill(&err), "{err}");
     assert_eq!(code, Some(128 + 9));
     // Killed after the driver accepted: the session makes no further driver call, and none later.
-    let doomed = Target::start(&lib, None).expect("a namespace was made before");
+    let doomed = Target::start(&lib, &[]).expect("a namespace was made before");
     let (err, code) = attach_and_kill(doomed, |s| {
         matches!(
             s,
@@ -375,7 +440,7 @@ fn attach_and_detach_through_the_double() {
     });
     assert!(exited_by_sigkill(&err), "{err}");
     assert_eq!(code, Some(128 + 9));
-    let next = Target::start(&lib, None).expect("a namespace was made before");
+    let next = Target::start(&lib, &[]).expect("a namespace was made before");
     assert!(matches!(
         DebugSession::attach(next.pid),
         Err(gpu_tools::Error::Session(SessionError::DebuggerUnusable))
@@ -404,6 +469,7 @@ fn attach_and_kill(
 ) -> (gpu_tools::Error, Option<i32>) {
     let pid = target.pid;
     let err = DebugSession::attach_builder(pid)
+        .protocol(AttachProtocol::InferiorCall)
         .progress(move |s| {
             eprintln!("attach step: {s}");
             if when(s) {
@@ -418,4 +484,112 @@ fn attach_and_kill(
     eprintln!("attach error: {err}");
     let mut shell = target.shell;
     (err, shell.wait().unwrap().code())
+}
+
+fn remove_markers() {
+    let me = std::process::id();
+    for what in ["attached", "detached"] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
+    }
+}
+
+/// Attaches with `protocol` and records the steps.
+fn attach_recording(
+    pid: u32,
+    protocol: AttachProtocol,
+) -> (Result<DebugSession, gpu_tools::Error>, Vec<AttachStep>) {
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&steps);
+    let r = DebugSession::attach_builder(pid)
+        .protocol(protocol)
+        .progress(move |s| {
+            eprintln!("attach step: {s}");
+            record.lock().unwrap().push(s.clone());
+        })
+        .start();
+    let steps = steps.lock().unwrap().clone();
+    (r, steps)
+}
+
+/// The attach procedure of drivers from CUDA 13.1: a byte to the driver's descriptor, the process runs until the
+/// driver calls `cudbgReportAttachProcedureFinished`, and no function is called inside the process.
+fn descriptor_route(lib: &Path) {
+    let me = std::process::id();
+    remove_markers();
+    let target =
+        Target::start(lib, &[("DBL_CUDBG_FD_ATTACH", "1")]).expect("a namespace was made before");
+    let (session, steps) = attach_recording(target.pid, AttachProtocol::Auto);
+    let session = session.expect("attach through the descriptor");
+    let fd = steps.iter().find_map(|s| match s {
+        AttachStep::AttachRequested { fd } => Some(*fd),
+        _ => None,
+    });
+    assert!(fd.is_some_and(|fd| fd >= 0), "{steps:?}");
+    assert!(
+        steps.iter().any(|s| matches!(
+            s,
+            AttachStep::AttachProcedureFinished { internal_error: 0, thread, .. } if *thread != target.pid
+        )),
+        "the double's listening thread reported the end: {steps:?}"
+    );
+    assert!(
+        !steps
+            .iter()
+            .any(|s| matches!(s, AttachStep::AttachCalled { .. })),
+        "cudbgApiAttach was not called: {steps:?}"
+    );
+    assert!(steps.iter().any(|s| matches!(s, AttachStep::ResumeFlag(1))));
+    let seen = std::fs::read_to_string(Path::new("/tmp").join(format!("attached.{me}"))).unwrap();
+    assert!(
+        seen.contains("via fd") && seen.contains("capabilities 5"),
+        "{seen}"
+    );
+    assert_eq!(tracer_of(target.pid), me, "traced while attached");
+    let closed = session.close().expect("detach");
+    assert!(closed.exit.is_none(), "still running");
+    assert_eq!(tracer_of(target.pid), 0, "let go");
+    // The breakpoint left no trace: the listening thread and the program go on and end normally.
+    let (vars, code) = target.finish();
+    assert_eq!(code, Some(0), "{vars}");
+    assert!(vars.contains("cudbgDebuggerInitialized=0 "), "{vars}");
+    remove_markers();
+
+    // A driver that publishes its descriptor late (after 1 s): the process runs until it has.
+    let late = Target::start(lib, &[("DBL_CUDBG_FD_ATTACH", "late")])
+        .expect("a namespace was made before");
+    let (session, steps) = attach_recording(late.pid, AttachProtocol::Descriptor);
+    let session = session.expect("attach once the descriptor is there");
+    assert!(
+        steps
+            .iter()
+            .any(|s| matches!(s, AttachStep::AttachRequested { fd } if *fd >= 0)),
+        "{steps:?}"
+    );
+    drop(session);
+    assert_eq!(late.finish().1, Some(0));
+    remove_markers();
+
+    // One that never does: a typed error after 5 s, and the process is left as it was.
+    let never = Target::start(lib, &[("DBL_CUDBG_FD_ATTACH", "never")])
+        .expect("a namespace was made before");
+    let started = Instant::now();
+    let (r, steps) = attach_recording(never.pid, AttachProtocol::Descriptor);
+    match r {
+        Err(gpu_tools::Error::Session(SessionError::Attach(AttachError::NoCuda {
+            why: NoCudaReason::DriverNotInitialised,
+            ..
+        }))) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("attached without the driver's descriptor"),
+    }
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    assert!(
+        !steps.iter().any(|s| matches!(s, AttachStep::Wrote { .. })),
+        "nothing was written: {steps:?}"
+    );
+    assert_eq!(tracer_of(never.pid), 0, "let go");
+    let (vars, code) = never.finish();
+    assert_eq!(code, Some(0), "{vars}");
+    assert!(vars.contains("cudbgApiClientPid=0 "), "{vars}");
+    remove_markers();
 }

@@ -9,7 +9,10 @@
 //! `cudbgReportedDriverInternalErrorCode` (`CUDBG_ERROR_ATTACH_NOT_POSSIBLE` there means "busy, let it run and
 //! try again", for up to 5 s); then, if `cudbgResumeForAttachDetach` is set, let the process run until the
 //! driver reports `ATTACH_COMPLETE` (its replay of contexts and modules comes first), otherwise set
-//! `cudbgIpcFlag`. Detaching (`cuda_do_detach`): call `cudbgApiDetach()` inside the process, ask the driver to
+//! `cudbgIpcFlag`. Drivers from CUDA 13.1 on offer a safer start of their debugger back end than the call: a file
+//! descriptor in `cudbgInitiateDebuggerAttachProcedureFd` to write one byte to, after which the driver starts the
+//! back end itself and calls `cudbgReportAttachProcedureFinished()`, where the session holds the process again
+//! ([`AttachProtocol`]). Detaching (`cuda_do_detach`): call `cudbgApiDetach()` inside the process, ask the driver to
 //! clean up with `cudbgResumeForAttachDetach`, clear `cudbgDebuggerCapabilities` and `cudbgDebuggerInitialized`,
 //! let the process run until `DETACH_COMPLETE`, clear `cudbgIpcFlag`.
 //!
@@ -35,6 +38,29 @@ const ATTACH_NOT_POSSIBLE: u64 = 0x28;
 const RETRY_FOR: Duration = Duration::from_secs(5);
 /// How long the process runs between two tries.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The process's file descriptor that starts the driver's attach procedure (-1 until the driver is initialised).
+const ATTACH_FD: &str = "cudbgInitiateDebuggerAttachProcedureFd";
+/// The function the driver calls when the attach procedure has finished.
+const ATTACH_FINISHED: &str = "cudbgReportAttachProcedureFinished";
+
+/// How a session asks the driver inside a running process to start its debugger back end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AttachProtocol {
+    /// [`Descriptor`](Self::Descriptor) where the process's driver offers it, else
+    /// [`InferiorCall`](Self::InferiorCall).
+    #[default]
+    Auto,
+    /// Call `cudbgApiAttach()` on a thread of the stopped process, retrying while the driver answers
+    /// `CUDBG_ERROR_ATTACH_NOT_POSSIBLE`. Every driver that can be attached to has it; NVIDIA's documentation
+    /// calls it the legacy initialisation, since the call can land where the driver is not ready for it.
+    InferiorCall,
+    /// Write one byte to the file descriptor named by the process's `cudbgInitiateDebuggerAttachProcedureFd`, let
+    /// the process run, and hold it again when its driver calls `cudbgReportAttachProcedureFinished()`: the
+    /// driver starts its back end itself, where it knows that to be safe. Drivers of CUDA 13.1 and later; with an
+    /// older one the attach fails with [`AttachError::Unsupported`].
+    Descriptor,
+}
 
 /// Why a session could not attach to a running process. Every refusal before the first change leaves the process
 /// exactly as it was; a failure later puts back what was changed.
@@ -254,6 +280,22 @@ pub enum AttachStep {
         /// The try that was refused.
         attempt: u32,
     },
+    /// The driver's attach procedure was asked for through its file descriptor ([`AttachProtocol::Descriptor`]).
+    AttachRequested {
+        /// The descriptor, in the process.
+        fd: i32,
+    },
+    /// The driver called `cudbgReportAttachProcedureFinished()`: its debugger back end runs.
+    AttachProcedureFinished {
+        /// The thread that called it.
+        thread: u32,
+        /// How long after the request.
+        waited: Duration,
+        /// `cudbgReportedDriverInternalErrorCode` then (0: none).
+        internal_error: u64,
+    },
+    /// The driver's debugger back end was already started in the process: nothing to ask for.
+    BackEndRunning,
     /// `cudbgResumeForAttachDetach` after the attach call: set when the driver reports its state first.
     ResumeFlag(u64),
     /// The process runs again.
@@ -309,6 +351,27 @@ impl std::fmt::Display for AttachStep {
                 f,
                 "try {attempt}: CUDBG_ERROR_ATTACH_NOT_POSSIBLE, running the process {RETRY_DELAY:?} before the next"
             ),
+            AttachStep::AttachRequested { fd } => {
+                write!(
+                    f,
+                    "wrote a byte to {ATTACH_FD} (fd {fd}) to start the attach procedure"
+                )
+            }
+            AttachStep::AttachProcedureFinished {
+                thread,
+                waited,
+                internal_error,
+            } => write!(
+                f,
+                "thread {thread} reached {ATTACH_FINISHED}() after {waited:?}: \
+                 cudbgReportedDriverInternalErrorCode={internal_error:#x}"
+            ),
+            AttachStep::BackEndRunning => {
+                write!(
+                    f,
+                    "the driver's debugger back end already runs (cudbgDebuggerInitialized)"
+                )
+            }
             AttachStep::ResumeFlag(v) => write!(f, "cudbgResumeForAttachDetach={v:#x}"),
             AttachStep::Resumed => write!(f, "resumed every thread"),
             AttachStep::Events(events) => {
@@ -348,6 +411,7 @@ const REPORTED: &[&str] = &[
     "cudbgEnableLaunchBlocking",
     "cudbgResumeForAttachDetach",
     "cudbgReportedDriverInternalErrorCode",
+    ATTACH_FD,
 ];
 
 /// The one 64-bit variable among those the crate touches.
@@ -367,6 +431,7 @@ pub struct PtraceHandshake {
     progress: Option<Progress>,
     call_timeout: Duration,
     complete_timeout: Duration,
+    protocol: AttachProtocol,
     /// Variables written into the process and their values before, to put back if the attach fails.
     written: Vec<(&'static str, u64)>,
     connected: bool,
@@ -383,6 +448,7 @@ impl std::fmt::Debug for PtraceHandshake {
             .field("connected", &self.connected)
             .field("call_timeout", &self.call_timeout)
             .field("complete_timeout", &self.complete_timeout)
+            .field("protocol", &self.protocol)
             .finish_non_exhaustive()
     }
 }
@@ -401,6 +467,7 @@ impl PtraceHandshake {
             progress: None,
             call_timeout: Duration::from_secs(30),
             complete_timeout: Duration::from_secs(30),
+            protocol: AttachProtocol::Auto,
             written: Vec::new(),
             connected: false,
             pid: 0,
@@ -415,9 +482,16 @@ impl PtraceHandshake {
         self
     }
 
-    /// How long `cudbgApiAttach()` and `cudbgApiDetach()` may take inside the process.
+    /// How long `cudbgApiAttach()` and `cudbgApiDetach()` may take inside the process, and how long the driver's
+    /// attach procedure may take with [`AttachProtocol::Descriptor`].
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// How the driver is asked to start its debugger back end. Default: [`AttachProtocol::Auto`].
+    pub fn protocol(mut self, protocol: AttachProtocol) -> Self {
+        self.protocol = protocol;
         self
     }
 
@@ -752,6 +826,7 @@ impl PtraceHandshake {
         link.watch_end(EndWatch(tracer.watch()));
         self.tracer = Some(tracer);
         self.step(AttachStep::Stopped { threads });
+        let descriptor = self.attach_descriptor()?;
         self.write("cudbgApiClientPid", u64::from(info.debugger_pid))?;
         self.write("cudbgApiClientRevision", u64::from(info.revision))?;
         self.write("cudbgSessionId", u64::from(info.session_id))?;
@@ -763,7 +838,101 @@ impl PtraceHandshake {
             u64::from(info.blocking_launches),
         )?;
         self.write("cudbgDebuggerCapabilities", u64::from(info.capabilities))?;
-        self.call_attach()
+        match descriptor {
+            Some(fd) => self.request_attach(fd),
+            None => self.call_attach(),
+        }
+    }
+
+    /// The driver's attach-procedure descriptor, if the protocol is to use it (`None`: call `cudbgApiAttach()`).
+    /// A driver that offers it but has not set it up yet (-1) is let run until it has, for up to [`RETRY_FOR`].
+    fn attach_descriptor(&mut self) -> Result<Option<i32>, AttachError> {
+        if self.protocol == AttachProtocol::InferiorCall {
+            return Ok(None);
+        }
+        let fd = match self.read(ATTACH_FD) {
+            Ok(v) => v as u32 as i32,
+            Err(AttachError::Unsupported(_)) if self.protocol == AttachProtocol::Auto => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        if fd >= 0 {
+            return Ok(Some(fd));
+        }
+        let start = Instant::now();
+        let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+        tracer.resume().map_err(|e| self.trace_error(e))?;
+        let fd = loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let fd = self.read(ATTACH_FD)? as u32 as i32;
+            if fd >= 0 || start.elapsed() >= RETRY_FOR {
+                break fd;
+            }
+        };
+        let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+        tracer.stop().map_err(|e| self.trace_error(e))?;
+        if fd < 0 {
+            return Err(AttachError::NoCuda {
+                pid: self.pid,
+                why: NoCudaReason::DriverNotInitialised,
+            });
+        }
+        Ok(Some(fd))
+    }
+
+    /// Starts the driver's attach procedure through its descriptor `fd` and runs the process until the driver
+    /// reports it finished.
+    fn request_attach(&mut self, fd: i32) -> Result<(), AttachError> {
+        let finished = self.function(ATTACH_FINISHED)?;
+        if self.read("cudbgDebuggerInitialized")? != 0 {
+            self.step(AttachStep::BackEndRunning);
+            return Ok(());
+        }
+        self.write(WIDE, 0)?;
+        let path = format!("/proc/{}/fd/{fd}", self.pid);
+        let sent = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &[0]));
+        if let Err(e) = sent {
+            return Err(match e.raw_os_error() {
+                Some(nix::libc::EPERM | nix::libc::EACCES) => AttachError::PermissionDenied {
+                    pid: self.pid,
+                    detail: format!("cannot write to {path}: {e}"),
+                },
+                _ => AttachError::Trace {
+                    pid: self.pid,
+                    detail: format!("cannot write to {path} ({ATTACH_FD}): {e}"),
+                },
+            });
+        }
+        self.step(AttachStep::AttachRequested { fd });
+        let start = Instant::now();
+        let tracer = self.tracer.as_ref().ok_or_else(|| self.gone())?;
+        let thread = tracer
+            .run_to(finished, self.call_timeout)
+            .map_err(|e| match e {
+                TraceError::Timeout { .. } => AttachError::Timeout {
+                    pid: self.pid,
+                    what: "the driver's attach procedure (cudbgReportAttachProcedureFinished)",
+                    waited: self.call_timeout,
+                },
+                e => self.trace_error(e),
+            })?;
+        let code = self.read(WIDE)?;
+        self.step(AttachStep::AttachProcedureFinished {
+            thread,
+            waited: start.elapsed(),
+            internal_error: code,
+        });
+        if code != 0 {
+            return Err(AttachError::DriverRefused {
+                pid: self.pid,
+                code,
+            });
+        }
+        Ok(())
     }
 
     /// The steps after the driver accepted: the process runs again and the driver reports its state.

@@ -318,6 +318,7 @@ impl DebugSession {
             if self.exit_status()?.is_some() {
                 return Ok(StopWait::Ended);
             }
+            self.settle()?;
             if !self.has_events() {
                 self.drain(true)?;
             }

@@ -19,7 +19,7 @@ mod tracer;
 mod wait;
 mod watch;
 
-pub use attach::{AttachError, AttachStep, NoCudaReason, PtraceHandshake};
+pub use attach::{AttachError, AttachProtocol, AttachStep, NoCudaReason, PtraceHandshake};
 pub use batch::{BatchTiming, EventBatch};
 pub use device::{DeviceProperties, Exception, GridInfo, StopWait, Suspended, WarpInfo};
 pub use error::CudbgError;

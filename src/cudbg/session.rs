@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::api::{Api, api_call};
-use super::attach::{AttachStep, PtraceHandshake};
+use super::attach::{AttachProtocol, AttachStep, PtraceHandshake};
 use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
 use super::handshake::{self, ClientInfo, DebuggeeLink, EnvHandshake, Handshake};
@@ -211,6 +211,13 @@ impl AttachBuilder {
     /// [`DebugSession::set_blocking_launches`]). Default: off.
     pub fn blocking_launches(mut self, on: bool) -> Self {
         self.blocking_launches = on;
+        self
+    }
+
+    /// How the process's driver is asked to start its debugger back end (see [`AttachProtocol`]). Default:
+    /// [`AttachProtocol::Auto`].
+    pub fn protocol(mut self, protocol: AttachProtocol) -> Self {
+        self.ptrace = self.ptrace.protocol(protocol);
         self
     }
 
@@ -629,6 +636,7 @@ impl DebugSession {
                     return Ok(None);
                 }
             }
+            self.settle()?;
             let notified = NOTIFIER.last_notified();
             let had_sync = self.drain(false)?;
             if !self.pending.is_empty() {
@@ -712,9 +720,23 @@ impl DebugSession {
         if self.death_signal().is_some() {
             return Ok(());
         }
-        self.unacknowledged.set(false);
         // SAFETY: no arguments.
-        api_call!(self.api, acknowledgeSyncEvents())
+        let r = api_call!(self.api, acknowledgeSyncEvents());
+        // A failed acknowledgement leaves the debuggee held: the flag stays, and the next wait tries again.
+        if r.is_ok() {
+            self.unacknowledged.set(false);
+        }
+        r
+    }
+
+    /// Acknowledges again when events already handed out are still unacknowledged (their acknowledgement failed,
+    /// or their batch was forgotten): they hold the debuggee, so nothing new would come while waiting.
+    pub(super) fn settle(&self) -> Result<(), crate::Error> {
+        if self.pending.is_empty() && self.unacknowledged.get() {
+            self.acknowledge()
+        } else {
+            Ok(())
+        }
     }
 
     /// The signal the debuggee died from, if it did: from its reaped status, or else from the exit watch (one

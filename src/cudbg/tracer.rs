@@ -10,6 +10,9 @@
 //! While the process runs, every signal it receives stops the receiving thread and is handed back to it at once;
 //! a job-control stop (SIGSTOP, SIGTSTP) is kept as such (`PTRACE_LISTEN`). Threads it creates are traced as they
 //! appear. When the process ends, its status (exit code or signal) is published through an [`ExitWatch`].
+//!
+//! [`Tracer::run_to`] lets the process run until one of its threads reaches an address: a software breakpoint
+//! (`int3`) that exists only while the process runs to it; its trap never reaches the process.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -96,6 +99,11 @@ enum Request {
         timeout: Duration,
         reply: Reply<u64>,
     },
+    RunTo {
+        addr: u64,
+        timeout: Duration,
+        reply: Reply<u32>,
+    },
     Detach(Reply<()>),
 }
 
@@ -176,6 +184,19 @@ impl Tracer {
         })
     }
 
+    /// Lets every thread of the stopped process run until one reaches the instruction at `addr` (which must be
+    /// the start of an instruction in executable memory), then stops them all, that thread right before the
+    /// instruction, and returns its id. The breakpoint is removed before this returns, also on failure; its traps
+    /// never reach the process. After `timeout` every thread is stopped again and [`TraceError::Timeout`]
+    /// returned.
+    pub(crate) fn run_to(&self, addr: u64, timeout: Duration) -> Result<u32, TraceError> {
+        self.ask(|reply| Request::RunTo {
+            addr,
+            timeout,
+            reply,
+        })
+    }
+
     /// Detaches from every thread now (they run on), reporting a failure.
     pub(crate) fn detach(mut self) -> Result<(), TraceError> {
         let r = self.ask(Request::Detach);
@@ -220,6 +241,16 @@ struct Call {
     timing_out: bool,
 }
 
+/// A software breakpoint while [`Tracer::run_to`] runs the process.
+#[derive(Debug)]
+struct Breakpoint {
+    addr: u64,
+    /// The first thread that reached it.
+    hit: Option<u32>,
+    /// A failure to put a thread that reached it back before the instruction.
+    failed: Option<TraceError>,
+}
+
 struct Worker {
     pid: u32,
     threads: BTreeMap<u32, Thread>,
@@ -230,6 +261,7 @@ struct Worker {
     /// A child of this process: its exit is left for its `Child` to reap.
     own_child: bool,
     call: Option<Call>,
+    breakpoint: Option<Breakpoint>,
 }
 
 fn is_stop_signal(signal: i32) -> bool {
@@ -280,6 +312,7 @@ impl Worker {
             publisher,
             own_child: procfs::parent_of(pid) == Some(std::process::id()),
             call: None,
+            breakpoint: None,
         }
     }
 
@@ -347,6 +380,13 @@ impl Worker {
                 reply,
             } => {
                 let _ = reply.send(self.call(entry, args, timeout));
+            }
+            Request::RunTo {
+                addr,
+                timeout,
+                reply,
+            } => {
+                let _ = reply.send(self.run_to(addr, timeout));
             }
             Request::Detach(reply) => {
                 let _ = reply.send(self.detach_all());
@@ -457,6 +497,9 @@ impl Worker {
             self.on_call_stop(tid, signal, event);
             return;
         }
+        if event == 0 && signal == libc::SIGTRAP && self.at_breakpoint(tid) {
+            return;
+        }
         let (signal, at_signal, group) = match event {
             EVENT_CLONE => {
                 self.adopt_new_thread(tid);
@@ -485,6 +528,106 @@ impl Worker {
         if !self.hold {
             self.release(tid);
         }
+    }
+
+    /// Whether thread `tid`, stopped by SIGTRAP, trapped at the armed breakpoint. If so it is held there, put back
+    /// before the instruction, and the trap is not handed to it.
+    fn at_breakpoint(&mut self, tid: u32) -> bool {
+        let Some(bp) = self.breakpoint.as_mut() else {
+            return false;
+        };
+        let pid = Pid::from_raw(tid as i32);
+        let Ok(mut regs) = ptrace::getregs(pid) else {
+            return false;
+        };
+        if pc_of(regs) != bp.addr.wrapping_add(1) {
+            return false;
+        }
+        set_pc(&mut regs, bp.addr);
+        if let Err(errno) = ptrace::setregs(pid, regs) {
+            bp.failed.get_or_insert(TraceError::Ptrace {
+                call: "PTRACE_SETREGS",
+                tid,
+                errno,
+            });
+        }
+        bp.hit.get_or_insert(tid);
+        let t = self.threads.entry(tid).or_default();
+        t.stopped = true;
+        t.signal = 0;
+        t.at_signal = false;
+        true
+    }
+
+    /// See [`Tracer::run_to`].
+    fn run_to(&mut self, addr: u64, timeout: Duration) -> Result<u32, TraceError> {
+        // The breakpoint instruction and the pc's rewind are x86's.
+        if !cfg!(target_arch = "x86_64") {
+            return Err(TraceError::Unsupported);
+        }
+        self.stop_all()?;
+        let tid = if self.threads.contains_key(&self.pid) {
+            self.pid
+        } else {
+            *self.threads.keys().next().ok_or(TraceError::Gone)?
+        };
+        let failed = |call: &'static str| move |errno| TraceError::Ptrace { call, tid, errno };
+        let at = addr as ptrace::AddressType;
+        let original =
+            ptrace::read(Pid::from_raw(tid as i32), at).map_err(failed("PTRACE_PEEKTEXT"))?;
+        // The instruction's first byte becomes `int3` (0xcc); the word's other bytes stay as they are.
+        let armed = (original & !0xff) | 0xcc;
+        ptrace::write(Pid::from_raw(tid as i32), at, armed).map_err(failed("PTRACE_POKETEXT"))?;
+        self.breakpoint = Some(Breakpoint {
+            addr,
+            hit: None,
+            failed: None,
+        });
+        let deadline = Instant::now().checked_add(timeout);
+        let ran = self.resume_all().and_then(|()| {
+            loop {
+                // A thread that reached the breakpoint stays stopped; the others are stopped next.
+                if let Some(hit) = self.breakpoint.as_ref().and_then(|b| b.hit) {
+                    break Ok(hit);
+                }
+                self.ended()?;
+                if !self.poll()? {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        break Err(TraceError::Timeout {
+                            what: "running to the breakpoint",
+                            waited: timeout,
+                        });
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        if self.end.is_some() {
+            self.breakpoint = None;
+            return ran;
+        }
+        // Every thread stops before the instruction is put back: one that traps meanwhile is put back before it.
+        let stopped = self.stop_all();
+        let holder = self
+            .threads
+            .iter()
+            .find(|(_, t)| t.stopped)
+            .map(|(&t, _)| t)
+            .unwrap_or(tid);
+        let restored = ptrace::write(Pid::from_raw(holder as i32), at, original).map_err(|errno| {
+            TraceError::Ptrace {
+                call: "PTRACE_POKETEXT",
+                tid: holder,
+                errno,
+            }
+        });
+        let bp = self.breakpoint.take();
+        restored?;
+        stopped?;
+        if let Some(e) = bp.and_then(|b| b.failed) {
+            return Err(e);
+        }
+        ran
     }
 
     fn adopt_new_thread(&mut self, parent: u32) {
@@ -814,6 +957,14 @@ fn return_value(regs: libc::user_regs_struct) -> u64 {
     regs.rax
 }
 
+#[cfg(target_arch = "x86_64")]
+fn set_pc(regs: &mut libc::user_regs_struct, pc: u64) {
+    regs.rip = pc;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn set_pc(_regs: &mut libc::user_regs_struct, _pc: u64) {}
+
 #[cfg(not(target_arch = "x86_64"))]
 fn pc_of(_regs: libc::user_regs_struct) -> u64 {
     u64::MAX
@@ -1089,6 +1240,73 @@ mod tests {
         );
         drop(tracer);
         assert_eq!(shell.wait().unwrap().code(), Some(0), "it was put back");
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn runs_to_a_breakpoint_whose_trap_never_reaches_the_process() {
+        if !ptrace_allowed() {
+            return;
+        }
+        if Command::new("python3").arg("-V").output().is_err() {
+            eprintln!("no python3 here; skipping");
+            return;
+        }
+        // A program that calls libc's `getppid` every few milliseconds, then exits 0.
+        let (mut shell, pid) = grandchild(
+            "python3 -c 'import os,time;[(os.getppid(),time.sleep(0.002)) for _ in range(1000)]'",
+        );
+        let local = libc::getppid as *const () as *const u32;
+        let entry = super::super::inject::remote_address(pid, local)
+            .unwrap()
+            .expect("the process maps our libc");
+        let (tracer, _) = Tracer::attach(pid).expect("attach");
+        let first = tracer
+            .run_to(entry, Duration::from_secs(10))
+            .expect("reached");
+        assert_eq!(first, pid, "python calls getppid on its main thread");
+        // Stopped right before the instruction, with the code intact: a second run gets there again.
+        let second = tracer
+            .run_to(entry, Duration::from_secs(10))
+            .expect("reached again");
+        assert_eq!(second, pid);
+        tracer.detach().expect("detach");
+        let status = shell.wait().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "no trap reached the program: {status}"
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_breakpoint_never_reached_times_out_and_is_removed() {
+        if !ptrace_allowed() {
+            return;
+        }
+        let (mut shell, pid) = grandchild("sleep 1");
+        let local = libc::getppid as *const () as *const u32;
+        let entry = super::super::inject::remote_address(pid, local)
+            .unwrap()
+            .expect("the process maps our libc");
+        let (tracer, _) = Tracer::attach(pid).expect("attach");
+        let code = super::super::inject::read_u64(pid, entry).expect("read the code");
+        let started = Instant::now();
+        let r = tracer.run_to(entry, Duration::from_millis(300));
+        assert!(
+            matches!(r, Err(TraceError::Timeout { .. })),
+            "{r:?} after {:?}",
+            started.elapsed()
+        );
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert_eq!(
+            super::super::inject::read_u64(pid, entry).expect("read the code again"),
+            code,
+            "the breakpoint was removed"
+        );
+        drop(tracer);
+        assert_eq!(shell.wait().unwrap().code(), Some(0));
     }
 
     #[test]

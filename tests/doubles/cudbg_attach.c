@@ -6,7 +6,14 @@
  * filled slots (the test installs them by offset) report ATTACH_COMPLETE once the debuggee's cudbgApiAttach has
  * run for this debugger, and DETACH_COMPLETE once its cudbgApiDetach has run and cleanup was requested. The two
  * sides meet through marker files in $DBL_CUDBG_DIR named after the client pid the debuggee was given.
+ *
+ * With DBL_CUDBG_FD_ATTACH set in the debuggee, it also offers the attach procedure of drivers from CUDA 13.1: a
+ * pipe whose read end is published in cudbgInitiateDebuggerAttachProcedureFd, read by a thread that, for each
+ * byte, does what cudbgApiAttach does and then calls cudbgReportAttachProcedureFinished. The value `late`
+ * publishes the descriptor only after 1 s (until then -1: "driver not initialised yet"), `never` never does.
+ * Without it the variable stays -1.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +26,7 @@ uint32_t cudbgIpcFlag, cudbgRpcEnabled, cudbgApiClientPid, cudbgDebuggerInitiali
     cudbgResumeForAttachDetach, cudbgReportDriverApiErrorFlags, cudbgDebuggerCapabilities,
     cudbgDetachSuspendedDevicesMask, cudbgEnableIntegratedMemcheck;
 uint64_t cudbgReportedDriverInternalErrorCode;
+int32_t cudbgInitiateDebuggerAttachProcedureFd = -1;
 
 /* Where the marker file `what` for client `client` lives. */
 static void marker(char *path, size_t size, const char *what, uint32_t client) {
@@ -28,7 +36,8 @@ static void marker(char *path, size_t size, const char *what, uint32_t client) {
 
 /* --- the debuggee side --- */
 
-void cudbgApiAttach(void) {
+/* What the driver does when asked to attach, by either route (`via` says which). */
+static void attach_back_end(const char *via) {
     const char *refuse = getenv("DBL_CUDBG_REFUSE");
     if (refuse) {
         cudbgReportedDriverInternalErrorCode = strtoull(refuse, NULL, 0);
@@ -40,10 +49,40 @@ void cudbgApiAttach(void) {
     marker(path, sizeof path, "attached", cudbgApiClientPid);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "pid %d session %u revision %u capabilities %u rpc %u\n", (int)getpid(), cudbgSessionId,
-                cudbgApiClientRevision, cudbgDebuggerCapabilities, cudbgRpcEnabled);
+        fprintf(f, "pid %d session %u revision %u capabilities %u rpc %u via %s\n", (int)getpid(), cudbgSessionId,
+                cudbgApiClientRevision, cudbgDebuggerCapabilities, cudbgRpcEnabled, via);
         fclose(f);
     }
+}
+
+void cudbgApiAttach(void) { attach_back_end("call"); }
+
+/* Where a debugger holds the process once the attach procedure has finished; must not be inlined or elided. */
+__attribute__((noinline, used)) void cudbgReportAttachProcedureFinished(void) { __asm__ volatile("nop"); }
+
+static void *attach_listener(void *arg) {
+    const char *mode = (const char *)arg;
+    if (strcmp(mode, "never") == 0)
+        return NULL;
+    if (strcmp(mode, "late") == 0)
+        usleep(1000 * 1000);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return NULL;
+    cudbgInitiateDebuggerAttachProcedureFd = fds[0];
+    char byte;
+    while (read(fds[0], &byte, 1) == 1) {
+        attach_back_end("fd");
+        cudbgReportAttachProcedureFinished();
+    }
+    return NULL;
+}
+
+__attribute__((constructor)) static void offer_the_attach_procedure(void) {
+    const char *mode = getenv("DBL_CUDBG_FD_ATTACH");
+    pthread_t thread;
+    if (mode && pthread_create(&thread, NULL, attach_listener, (void *)mode) == 0)
+        pthread_detach(thread);
 }
 
 void cudbgApiDetach(void) {
@@ -70,7 +109,11 @@ static int exists(const char *what) {
 }
 
 static int attach_state_cleared;
-static int initialize(void) { return 0; }
+/* Each session starts afresh. */
+static int initialize(void) {
+    attach_reported = detach_reported = cleanup_requested = 0;
+    return 0;
+}
 static int clear_attach_state(void) {
     attach_state_cleared++;
     return 0;
@@ -87,10 +130,18 @@ static int set_callback(callback_t f, void *data) {
     callback = f;
     return 0;
 }
+/* Acknowledgements still to refuse (CUDBG_ERROR_COMMUNICATION_FAILURE); a refused one is not counted. */
+static int acks_to_fail;
 static int acknowledge(void) {
+    if (acks_to_fail > 0) {
+        acks_to_fail--;
+        return 0x1c;
+    }
     acknowledged++;
     return 0;
 }
+/* A synchronous event of this kind to report once (0: none). */
+static uint32_t queued_kind;
 static int request_cleanup(uint32_t resume) {
     cleanup_requested = resume != 0;
     return 0;
@@ -108,6 +159,9 @@ static int next_event(uint32_t queue, void *event) {
     } else if (queue == 0 && cleanup_requested && !detach_reported && exists("detached")) {
         detach_reported = 1;
         kind = 0xb; /* CUDBG_EVENT_DETACH_COMPLETE */
+    } else if (queue == 0 && queued_kind) {
+        kind = queued_kind;
+        queued_kind = 0;
     } else {
         return 0x16; /* CUDBG_ERROR_NO_EVENT_AVAILABLE */
     }
@@ -129,6 +183,12 @@ void dbl_cudbg_install(const uint64_t *slots) {
 }
 
 int dbl_cudbg_acknowledged(void) { return acknowledged; }
+
+/* Reports one synchronous event of `kind` at the next getNextEvent. */
+void dbl_cudbg_queue_event(uint32_t kind) { queued_kind = kind; }
+
+/* Makes the next `n` acknowledgeSyncEvents calls fail. */
+void dbl_cudbg_fail_acks(int n) { acks_to_fail = n; }
 
 /* The kernel launch notification mode last set (-1: never). */
 int dbl_cudbg_launch_mode(void) { return launch_mode; }
