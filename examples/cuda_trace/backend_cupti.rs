@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpu_tools::trace::{
-    ApiDomain, NoticeLevel, Record, StreamHeader, StreamReader, WireError, env,
+    ApiDomain, NoticeLevel, Record, StreamHeader, StreamReader, WireError, env, env::TraceKind,
 };
 
 use super::cli::Cli;
@@ -155,11 +155,11 @@ fn configure(cmd: &mut Command, cli: &Cli, lib: &Path, socket: &Path) {
             );
         }
     }
-    let kinds: Vec<&str> = cli.effective_kinds().iter().map(|k| k.name()).collect();
+    let kinds = TraceKind::list_value(&cli.effective_kinds());
     cmd.env(env::CUDA_INJECTION, lib)
         .env(env::SOCKET, socket)
         .env_remove(env::FILE)
-        .env(env::KINDS, kinds.join(","));
+        .env(env::KINDS, kinds);
     if let Some(v) = &cli.buffer_size {
         cmd.env(env::BUFFER_SIZE, v);
     }
@@ -239,12 +239,12 @@ struct Collector<'d> {
 }
 
 impl<'d> Collector<'d> {
-    fn new(demangler: &'d mut Demangler, kinds: Vec<super::cli::Kind>) -> Self {
-        use super::cli::Kind;
+    fn new(demangler: &'d mut Demangler, kinds: Vec<TraceKind>) -> Self {
         let trace = Trace {
             kernel_times: true,
-            sees_transfers: kinds.contains(&Kind::Memcpy) || kinds.contains(&Kind::Memset),
-            sees_api: kinds.contains(&Kind::Driver) || kinds.contains(&Kind::Runtime),
+            sees_transfers: kinds.contains(&TraceKind::Memcpy)
+                || kinds.contains(&TraceKind::Memset),
+            sees_api: kinds.iter().any(|k| k.is_api()),
             ..Trace::default()
         };
         Collector {

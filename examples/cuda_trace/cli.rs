@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use gpu_tools::trace::env::TraceKind;
 
 /// Traces a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
 ///
@@ -41,7 +42,7 @@ pub struct Cli {
         value_delimiter = ',',
         help_heading = "cupti backend"
     )]
-    pub kinds: Vec<Kind>,
+    pub kinds: Vec<KindArg>,
 
     /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API).
     #[arg(long, help_heading = "cupti backend")]
@@ -110,51 +111,43 @@ pub enum Backend {
     Debugger,
 }
 
-/// A record kind of the cupti backend (the injection library's names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Kind {
-    Kernel,
-    Memcpy,
-    Memset,
-    Sync,
-    Driver,
-    Runtime,
-    Overhead,
-}
+/// A record kind of the cupti backend, as an argument: the crate's [`TraceKind`] under its own names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindArg(pub TraceKind);
 
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Kernel => "kernel",
-            Kind::Memcpy => "memcpy",
-            Kind::Memset => "memset",
-            Kind::Sync => "sync",
-            Kind::Driver => "driver",
-            Kind::Runtime => "runtime",
-            Kind::Overhead => "overhead",
-        }
+/// Every kind, as arguments.
+const KIND_ARGS: [KindArg; TraceKind::ALL.len()] = {
+    let mut args = [KindArg(TraceKind::Kernel); TraceKind::ALL.len()];
+    let mut i = 0;
+    while i < args.len() {
+        args[i] = KindArg(TraceKind::ALL[i]);
+        i += 1;
+    }
+    args
+};
+
+impl ValueEnum for KindArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KIND_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name()))
     }
 }
 
 impl Cli {
     /// Kinds to collect, defaults and `--no-api` applied.
-    pub fn effective_kinds(&self) -> Vec<Kind> {
-        let given: &[Kind] = if self.kinds.is_empty() {
-            &[
-                Kind::Kernel,
-                Kind::Memcpy,
-                Kind::Memset,
-                Kind::Driver,
-                Kind::Runtime,
-            ]
+    pub fn effective_kinds(&self) -> Vec<TraceKind> {
+        let given: Vec<TraceKind> = if self.kinds.is_empty() {
+            TraceKind::DEFAULT.to_vec()
         } else {
-            &self.kinds
+            self.kinds.iter().map(|k| k.0).collect()
         };
-        let mut kinds: Vec<Kind> = Vec::new();
+        let mut kinds: Vec<TraceKind> = Vec::new();
         for k in given {
-            let left_out = self.no_api && matches!(k, Kind::Driver | Kind::Runtime);
-            if !(kinds.contains(k) || left_out) {
-                kinds.push(*k);
+            if !(kinds.contains(&k) || (self.no_api && k.is_api())) {
+                kinds.push(k);
             }
         }
         kinds

@@ -15,48 +15,8 @@ pub enum Output {
     File(PathBuf),
 }
 
-/// A kind of record to collect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// Kernels (concurrent kernel records).
-    Kernel,
-    /// Memory copies.
-    Memcpy,
-    /// Memory sets.
-    Memset,
-    /// Synchronizations.
-    Sync,
-    /// Driver API calls.
-    Driver,
-    /// Runtime API calls.
-    Runtime,
-    /// CUPTI's own overhead.
-    Overhead,
-}
-
-impl Kind {
-    const ALL: [Kind; 7] = [
-        Kind::Kernel,
-        Kind::Memcpy,
-        Kind::Memset,
-        Kind::Sync,
-        Kind::Driver,
-        Kind::Runtime,
-        Kind::Overhead,
-    ];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Kernel => "kernel",
-            Kind::Memcpy => "memcpy",
-            Kind::Memset => "memset",
-            Kind::Sync => "sync",
-            Kind::Driver => "driver",
-            Kind::Runtime => "runtime",
-            Kind::Overhead => "overhead",
-        }
-    }
-}
+/// A kind of record to collect (the names of `GPU_TOOLS_TRACE_KINDS`, shared with the tracer).
+pub use gpu_tools::trace::env::TraceKind as Kind;
 
 /// What the library does in a traced process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,13 +36,7 @@ pub struct Config {
 }
 
 /// Default kinds: what `cuda_trace` shows.
-pub const DEFAULT_KINDS: [Kind; 5] = [
-    Kind::Kernel,
-    Kind::Memcpy,
-    Kind::Memset,
-    Kind::Driver,
-    Kind::Runtime,
-];
+pub const DEFAULT_KINDS: [Kind; 5] = Kind::DEFAULT;
 const DEFAULT_BUFFER_SIZE: usize = 4 << 20;
 const DEFAULT_MAX_BUFFERS: usize = 64;
 const DEFAULT_FLUSH_MS: u64 = 200;
@@ -160,7 +114,7 @@ impl Config {
         };
         let kinds = match text(env::KINDS)? {
             None => DEFAULT_KINDS.to_vec(),
-            Some(v) => parse_kinds(&v).map_err(|r| err(env::KINDS, &v, &r))?,
+            Some(v) => Kind::parse_list(&v).map_err(|r| err(env::KINDS, &v, &r))?,
         };
         let buffer_size = match text(env::BUFFER_SIZE)? {
             None => DEFAULT_BUFFER_SIZE,
@@ -220,34 +174,6 @@ impl Config {
 }
 
 /// `kernel,memcpy,...` or `all`.
-fn parse_kinds(v: &str) -> Result<Vec<Kind>, String> {
-    let mut out = Vec::new();
-    for word in v.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-        if word == "all" {
-            for k in Kind::ALL {
-                if !out.contains(&k) {
-                    out.push(k);
-                }
-            }
-            continue;
-        }
-        let k = Kind::ALL
-            .into_iter()
-            .find(|k| k.name() == word)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown kind {word:?}; known: {}, all", names.join(", "))
-            })?;
-        if !out.contains(&k) {
-            out.push(k);
-        }
-    }
-    if out.is_empty() {
-        return Err("no kind named".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
