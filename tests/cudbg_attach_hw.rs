@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use common::{example, isolated, one_session};
 use gpu_tools::cudbg::{
-    AttachError, AttachStep, DebugSession, Event, KernelReady, KernelType, NoCudaReason,
-    SessionError,
+    AttachError, AttachProtocol, AttachStep, DebugSession, Event, KernelReady, KernelType,
+    NoCudaReason, SessionError,
 };
 
 /// A debuggee started by `sh`, its stdout lines arriving on a channel.
@@ -227,10 +227,14 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
     assert_eq!(tracer_of(pid), std::process::id(), "traced by this process");
     {
         let steps = steps.lock().unwrap();
+        // The inferior call on drivers without the attach descriptor (580), the descriptor on those with it.
         assert!(
             steps.iter().any(|s| matches!(
                 s,
                 AttachStep::AttachCalled {
+                    internal_error: 0,
+                    ..
+                } | AttachStep::AttachProcedureFinished {
                     internal_error: 0,
                     ..
                 }
@@ -599,6 +603,66 @@ fn cuda_where_shows_a_hung_kernel_and_leaves_it_running() {
     let (code, rest) = debuggee.finish();
     assert_eq!(code, 0, "{rest:?}");
     assert!(rest.iter().any(|l| l == "ok spin"), "{rest:?}");
+}
+
+/// The driver's attach descriptor (drivers of CUDA 13.1 on). Without it: a typed `Unsupported` before anything in
+/// the process changed, and the process runs on. With it: attached without a call into the process, and after
+/// the detach the program finishes with exit code 0.
+#[test]
+fn the_drivers_attach_descriptor_where_it_has_one() {
+    if !isolated("the_drivers_attach_descriptor_where_it_has_one") {
+        return;
+    }
+    let _one = one_session();
+    let debuggee = Debuggee::start(&["loop", "200", "20"]);
+    let pid = debuggee.pid;
+    debuggee.line_starting("ITER 10 ", Duration::from_secs(60));
+    let (steps, record) = recorder();
+    let attached = DebugSession::attach_builder(pid)
+        .protocol(AttachProtocol::Descriptor)
+        .progress(record)
+        .start();
+    let steps = steps.lock().unwrap().clone();
+    match attached {
+        Err(gpu_tools::Error::Session(SessionError::Attach(AttachError::Unsupported(why)))) => {
+            eprintln!("this driver has no attach descriptor: {why}");
+            assert!(
+                !steps.iter().any(|s| matches!(s, AttachStep::Wrote { .. })),
+                "nothing written: {steps:?}"
+            );
+            assert_eq!(tracer_of(pid), 0, "let go");
+        }
+        Err(e) => panic!("attach to {pid} by the descriptor: {e}"),
+        Ok(mut s) => {
+            assert!(
+                steps.iter().any(|s| matches!(
+                    s,
+                    AttachStep::AttachProcedureFinished {
+                        internal_error: 0,
+                        ..
+                    }
+                )),
+                "{steps:?}"
+            );
+            assert!(
+                !steps
+                    .iter()
+                    .any(|s| matches!(s, AttachStep::AttachCalled { .. })),
+                "{steps:?}"
+            );
+            let batch = s
+                .next_batch(Some(Duration::from_secs(10)))
+                .expect("events")
+                .expect("running");
+            eprintln!("{} events after the attach", batch.events().len());
+            drop(batch);
+            let closed = s.close().expect("detach");
+            assert!(closed.exit.is_none(), "still running");
+        }
+    }
+    let (code, rest) = debuggee.finish();
+    assert_eq!(code, 0, "{rest:?}");
+    assert!(rest.iter().any(|l| l.starts_with("ok ")), "{rest:?}");
 }
 
 fn need_two_gpus() {
