@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use gpu_tools::cudbg::elf::{self, FunctionSymbol};
 use gpu_tools::cudbg::{AttachProtocol, DebugSession, Event, SessionError, WarpInfo};
 
@@ -27,25 +28,13 @@ struct Args {
     max_warps: usize,
     /// How the process's driver is asked to start its debugger back end: `auto` (the driver's attach
     /// descriptor where it has one, CUDA 13.1 on), `call` (call cudbgApiAttach in the process), `descriptor`.
-    #[arg(long, value_enum, default_value_t = Protocol::Auto)]
-    protocol: Protocol,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum Protocol {
-    Auto,
-    Call,
-    Descriptor,
-}
-
-impl From<Protocol> for AttachProtocol {
-    fn from(p: Protocol) -> Self {
-        match p {
-            Protocol::Auto => AttachProtocol::Auto,
-            Protocol::Call => AttachProtocol::InferiorCall,
-            Protocol::Descriptor => AttachProtocol::Descriptor,
-        }
-    }
+    #[arg(
+        long,
+        default_value = "auto",
+        value_parser = PossibleValuesParser::new(AttachProtocol::NAMES)
+            .map(|s| s.parse::<AttachProtocol>().unwrap_or_default())
+    )]
+    protocol: AttachProtocol,
 }
 
 fn main() -> ExitCode {
@@ -70,7 +59,7 @@ fn demangle(name: &str) -> String {
 
 fn run(args: &Args) -> Result<(), gpu_tools::Error> {
     let mut builder = DebugSession::attach_builder(args.pid)
-        .protocol(args.protocol.into())
+        .protocol(args.protocol)
         .capabilities(gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS);
     if args.verbose {
         builder = builder.progress(|step| eprintln!("attach: {step}"));

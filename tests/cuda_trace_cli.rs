@@ -480,3 +480,27 @@ fn options_of_the_other_backend_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--no-api does not apply to the debugger backend"));
 }
+
+#[test]
+fn an_attach_protocol_without_attach_is_a_usage_error() {
+    let out = Command::new(cuda_trace())
+        .args(["--attach-protocol", "call", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--attach-protocol applies only with --attach PID"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = Command::new(cuda_trace())
+        .args(["--attach", "1", "--attach-protocol", "fd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("[possible values: auto, call, descriptor]"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -28,6 +28,9 @@ extern "C" fn on_interrupt(_signal: libc::c_int) {
 /// Attaches to `pid`; Ctrl-C from then on ends the trace (the session detaches) instead of this program.
 fn attach(cli: &Cli, pid: u32) -> Result<DebugSession, Failure> {
     let mut builder = DebugSession::attach_builder(pid);
+    if let Some(protocol) = cli.attach_protocol {
+        builder = builder.protocol(protocol);
+    }
     if let Some(us) = cli.spin_us {
         builder = builder.spin(Duration::from_micros(us));
     }

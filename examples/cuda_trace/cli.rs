@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, ValueEnum};
+use gpu_tools::cudbg::AttachProtocol;
 use gpu_tools::trace::env::TraceKind;
 
 /// Traces a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
@@ -93,6 +95,17 @@ pub struct Cli {
     )]
     pub attach: Option<u32>,
 
+    /// debugger: how the attached process's driver is asked to start its debugger back end: `auto` (its attach
+    /// descriptor where it has one, CUDA 13.1 on), `call` (call cudbgApiAttach in the process), `descriptor`.
+    #[arg(
+        long,
+        value_name = "PROTOCOL",
+        value_parser = PossibleValuesParser::new(AttachProtocol::NAMES)
+            .map(|s| s.parse::<AttachProtocol>().unwrap_or_default()),
+        help_heading = "debugger backend"
+    )]
+    pub attach_protocol: Option<AttachProtocol>,
+
     /// The program and its arguments (not with --attach).
     #[arg(
         required_unless_present = "attach",
@@ -161,6 +174,7 @@ impl Cli {
             (self.defer_launches, "--defer-launches"),
             (self.blocking_launches, "--blocking-launches"),
             (self.attach.is_some(), "--attach"),
+            (self.attach_protocol.is_some(), "--attach-protocol"),
         ];
         let cupti = [
             (self.inject_lib.is_some(), "--inject-lib"),

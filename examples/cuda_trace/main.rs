@@ -148,6 +148,15 @@ fn run(cli: &Cli) -> Result<u8, Failure> {
     if let Some(program) = cli.program.first() {
         check_program(program)?;
     }
+    // Checked here: clap skips `requires` on an option whose requirement conflicts with the program given.
+    if cli.attach_protocol.is_some() && cli.attach.is_none() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--attach-protocol applies only with --attach PID",
+            )
+            .exit();
+    }
     let backend = choose_backend(cli);
     if let Some(option) = cli.misplaced_option(backend) {
         let name = match backend {

@@ -62,6 +62,46 @@ pub enum AttachProtocol {
     Descriptor,
 }
 
+impl AttachProtocol {
+    /// The names [`FromStr`](std::str::FromStr) takes and [`Display`](std::fmt::Display) writes, for command
+    /// lines and configuration: `auto`, `call`, `descriptor`.
+    pub const NAMES: [&'static str; 3] = ["auto", "call", "descriptor"];
+
+    /// The protocol's name (one of [`Self::NAMES`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttachProtocol::Auto => "auto",
+            AttachProtocol::InferiorCall => "call",
+            AttachProtocol::Descriptor => "descriptor",
+        }
+    }
+}
+
+impl std::fmt::Display for AttachProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AttachProtocol {
+    type Err = String;
+    fn from_str(name: &str) -> Result<Self, String> {
+        [
+            AttachProtocol::Auto,
+            AttachProtocol::InferiorCall,
+            AttachProtocol::Descriptor,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| {
+            format!(
+                "unknown attach protocol {name:?}; known: {}",
+                Self::NAMES.join(", ")
+            )
+        })
+    }
+}
+
 /// Why a session could not attach to a running process. Every refusal before the first change leaves the process
 /// exactly as it was; a failure later puts back what was changed.
 #[derive(Debug, thiserror::Error)]
@@ -1162,6 +1202,21 @@ mod tests {
             .arg(pid.to_string())
             .status();
         let _ = shell.wait();
+    }
+
+    #[test]
+    fn protocols_have_names() {
+        for name in AttachProtocol::NAMES {
+            let p: AttachProtocol = name.parse().unwrap();
+            assert_eq!(p.to_string(), name);
+        }
+        assert_eq!("call".parse(), Ok(AttachProtocol::InferiorCall));
+        assert!(
+            "fd".parse::<AttachProtocol>()
+                .unwrap_err()
+                .contains("auto, call, descriptor")
+        );
+        assert_eq!(AttachProtocol::default(), AttachProtocol::Auto);
     }
 
     #[test]
