@@ -203,9 +203,7 @@ fn attach_and_detach_through_the_double() {
         std::mem::forget(handle);
     }
     let me = std::process::id();
-    for what in ["attached", "detached"] {
-        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
-    }
+    remove_markers();
 
     // The driver refuses: the error names its code, and the variables written are put back.
     let Some(refused) = Target::start(&lib, &[("DBL_CUDBG_REFUSE", "0x29")]) else {
@@ -415,9 +413,7 @@ fn attach_and_detach_through_the_double() {
         vars.contains("cudbgDebuggerCapabilities=0 ") && vars.contains("cudbgRpcEnabled=0 "),
         "{vars}"
     );
-    for what in ["attached", "detached"] {
-        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
-    }
+    remove_markers();
 
     // A debuggee killed while stopped, before the attach call: a typed error with its status; nothing had
     // connected, so the driver's debugger side stays usable.
@@ -446,9 +442,7 @@ fn attach_and_detach_through_the_double() {
         Err(gpu_tools::Error::Session(SessionError::DebuggerUnusable))
     ));
     assert_eq!(next.finish().1, Some(0), "left alone");
-    for what in ["attached", "detached"] {
-        let _ = std::fs::remove_file(Path::new("/tmp").join(format!("{what}.{me}")));
-    }
+    remove_markers();
     let _ = std::fs::remove_dir_all(lib.parent().unwrap());
 }
 

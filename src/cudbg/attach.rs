@@ -937,14 +937,12 @@ impl PtraceHandshake {
             .and_then(|mut f| std::io::Write::write_all(&mut f, &[0]));
         if let Err(e) = sent {
             return Err(match e.raw_os_error() {
-                Some(nix::libc::EPERM | nix::libc::EACCES) => AttachError::PermissionDenied {
-                    pid: self.pid,
-                    detail: format!("cannot write to {path}: {e}"),
-                },
-                _ => AttachError::Trace {
+                // A descriptor the process does not have, while the process itself is still there.
+                Some(nix::libc::ENOENT) if procfs::exists(self.pid) => AttachError::Trace {
                     pid: self.pid,
                     detail: format!("cannot write to {path} ({ATTACH_FD}): {e}"),
                 },
+                _ => self.io_error(&format!("write to {path}"), e),
             });
         }
         self.step(AttachStep::AttachRequested { fd });

@@ -530,6 +530,15 @@ impl Worker {
         }
     }
 
+    /// The thread calls and code patches go through: the main thread, else any traced one.
+    fn main_thread(&self) -> Result<u32, TraceError> {
+        if self.threads.contains_key(&self.pid) {
+            Ok(self.pid)
+        } else {
+            self.threads.keys().next().copied().ok_or(TraceError::Gone)
+        }
+    }
+
     /// Whether thread `tid`, stopped by SIGTRAP, trapped at the armed breakpoint. If so it is held there, put back
     /// before the instruction, and the trap is not handed to it.
     fn at_breakpoint(&mut self, tid: u32) -> bool {
@@ -566,11 +575,7 @@ impl Worker {
             return Err(TraceError::Unsupported);
         }
         self.stop_all()?;
-        let tid = if self.threads.contains_key(&self.pid) {
-            self.pid
-        } else {
-            *self.threads.keys().next().ok_or(TraceError::Gone)?
-        };
+        let tid = self.main_thread()?;
         let failed = |call: &'static str| move |errno| TraceError::Ptrace { call, tid, errno };
         let at = addr as ptrace::AddressType;
         let original =
@@ -814,11 +819,7 @@ impl Worker {
     #[cfg(target_arch = "x86_64")]
     fn call(&mut self, entry: u64, args: [u64; 6], timeout: Duration) -> Result<u64, TraceError> {
         self.stop_all()?;
-        let tid = if self.threads.contains_key(&self.pid) {
-            self.pid
-        } else {
-            *self.threads.keys().next().ok_or(TraceError::Gone)?
-        };
+        let tid = self.main_thread()?;
         let pid = Pid::from_raw(tid as i32);
         let failed = |call: &'static str| move |errno| TraceError::Ptrace { call, tid, errno };
         let saved = ptrace::getregs(pid).map_err(failed("PTRACE_GETREGS"))?;
