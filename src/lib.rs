@@ -96,6 +96,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+pub mod counters;
 #[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 mod delivery;
 pub mod loader;

@@ -1,0 +1,154 @@
+//! Device counters sampled over time, whichever vendor reads them.
+//!
+//! A device-wide gauge (SM activity, DRAM bandwidth, ...) is read the same way on every vendor: choose a device and
+//! some counters, then collect samples, each an interval of GPU time with one value per counter. NVIDIA's PM
+//! sampling, rocprofiler v2's device profiling session and rocprofiler-sdk's device counting service each
+//! implement [`DeviceCounters`], so a tool such as a live `top` view reads any of them through one
+//! `Box<dyn DeviceCounters>`.
+//!
+//! Vendor-neutral, like [`trace`](crate::trace): the vendor folders depend on this module, never the reverse.
+
+use std::time::Duration;
+
+/// The device a sampler reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CounterDevice {
+    /// The vendor's index of the device (CUDA device ordinal, HSA GPU agent index).
+    pub index: u32,
+    /// The device's marketing name, as the vendor reports it.
+    pub name: String,
+}
+
+/// One counter a sampler reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CounterInfo {
+    /// The name the user asked for (a metric or counter name of the vendor).
+    pub name: String,
+    /// Its unit as the vendor states it (`"%"`, `"byte/second"`, ...), empty where the vendor gives none.
+    pub unit: String,
+}
+
+/// One sample: an interval of GPU time and the value of each counter over it.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct DeviceSample {
+    /// Start of the interval, in nanoseconds on the sampler's clock ([`DeviceCounters::clock`]).
+    pub start_ns: u64,
+    /// End of the interval, same clock.
+    pub end_ns: u64,
+    /// One value per counter, in the order of [`DeviceCounters::counters`]; `NaN` where the device gave none.
+    pub values: Vec<f64>,
+}
+
+impl DeviceSample {
+    /// The length of the interval (zero where the clock went backwards).
+    pub fn duration(&self) -> Duration {
+        Duration::from_nanos(self.end_ns.saturating_sub(self.start_ns))
+    }
+}
+
+/// The clock a sampler's timestamps are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum SampleClock {
+    /// The GPU's global timer, in nanoseconds (NVIDIA PM sampling).
+    GpuGlobalTimer,
+    /// The host's `CLOCK_MONOTONIC`, in nanoseconds (samplers that poll from the host).
+    HostMonotonic,
+    /// The vendor's own timestamp clock, in nanoseconds (rocprofiler).
+    Vendor,
+}
+
+/// What a [`DeviceCounters::read`] reports besides the samples it appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ReadStatus {
+    /// Samples appended by this read.
+    pub samples: usize,
+    /// Samples the device or the sampler lost since the previous read (a hardware buffer that overflowed, a
+    /// decode that fell behind). Never silent: a non-zero count here is the only place such a loss shows.
+    pub dropped: u64,
+}
+
+/// Device counters sampled over time: the shape every vendor's device-wide sampler takes.
+///
+/// A sampler is created and started by its vendor's constructor; this trait only reads it. Dropping the sampler
+/// stops it and releases the counters.
+pub trait DeviceCounters {
+    /// The device sampled.
+    fn device(&self) -> &CounterDevice;
+
+    /// The counters sampled, in the order of [`DeviceSample::values`].
+    fn counters(&self) -> &[CounterInfo];
+
+    /// The clock of [`DeviceSample::start_ns`] and [`DeviceSample::end_ns`].
+    fn clock(&self) -> SampleClock;
+
+    /// Waits up to `timeout` for at least one new sample, appends every sample available now to `out` (oldest
+    /// first), and says how many it appended and how many were lost. Returns with `samples == 0` when none came in
+    /// time.
+    fn read(&mut self, timeout: Duration, out: &mut Vec<DeviceSample>)
+    -> crate::Result<ReadStatus>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampler that is only data: what a tool sees through the trait object.
+    struct Fixed {
+        device: CounterDevice,
+        counters: Vec<CounterInfo>,
+        left: Vec<DeviceSample>,
+    }
+
+    impl DeviceCounters for Fixed {
+        fn device(&self) -> &CounterDevice {
+            &self.device
+        }
+        fn counters(&self) -> &[CounterInfo] {
+            &self.counters
+        }
+        fn clock(&self) -> SampleClock {
+            SampleClock::HostMonotonic
+        }
+        fn read(&mut self, _: Duration, out: &mut Vec<DeviceSample>) -> crate::Result<ReadStatus> {
+            let samples = self.left.len();
+            out.append(&mut self.left);
+            Ok(ReadStatus {
+                samples,
+                dropped: 0,
+            })
+        }
+    }
+
+    #[test]
+    fn a_sampler_reads_through_the_trait_object() {
+        let mut sampler: Box<dyn DeviceCounters> = Box::new(Fixed {
+            device: CounterDevice {
+                index: 0,
+                name: "test".into(),
+            },
+            counters: vec![CounterInfo {
+                name: "busy".into(),
+                unit: "%".into(),
+            }],
+            left: vec![DeviceSample {
+                start_ns: 10,
+                end_ns: 30,
+                values: vec![50.0],
+            }],
+        });
+        let mut out = Vec::new();
+        let status = sampler.read(Duration::ZERO, &mut out).unwrap();
+        assert_eq!(status.samples, 1);
+        assert_eq!(out[0].duration(), Duration::from_nanos(20));
+        assert_eq!(sampler.counters()[0].name, "busy");
+        let again = sampler.read(Duration::ZERO, &mut out).unwrap();
+        assert_eq!(again.samples, 0);
+        assert_eq!(out.len(), 1);
+    }
+}
