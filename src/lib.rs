@@ -99,6 +99,7 @@
 pub mod counters;
 #[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 mod delivery;
+pub mod linux;
 pub mod loader;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;

@@ -20,16 +20,17 @@
 //! anything in it changes; a failure after the first change puts the variables back and lets the process go.
 
 use std::ffi::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use super::event::Event;
-use super::handshake::{ClientInfo, DebuggeeLink, Handshake, client_variable};
+use super::handshake::{ClientInfo, DebuggeeLink, EndWatch, Handshake, client_variable};
 use super::library::DebuggerLibrary;
-use super::tracer::{TraceError, Tracer};
-use super::watch::{ChildState, EndWatch};
-use super::{inject, procfs};
+use crate::linux::exit_watch::ChildState;
+use crate::linux::memory;
+use crate::linux::procfs::{Mapping, Process};
+use crate::linux::ptrace::{TraceError, Tracer};
 
 /// `CUDBG_ERROR_ATTACH_NOT_POSSIBLE`: reported in `cudbgReportedDriverInternalErrorCode` when the driver's critical
 /// section is taken (attaching then would deadlock); cuda-gdb lets the process run 100 ms and tries again.
@@ -210,8 +211,8 @@ pub enum AttachError {
 
 /// The likely reasons this process may not trace `pid`, from what `/proc` shows.
 fn why_not_traceable(pid: u32) -> String {
-    let theirs = procfs::uid_of(pid);
-    let ours = procfs::uid_of(std::process::id());
+    let theirs = Process::new(pid).uid().ok();
+    let ours = Process::current().uid().ok();
     let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .ok()
         .map(|s| s.trim().to_owned());
@@ -236,6 +237,39 @@ fn why_not_traceable(pid: u32) -> String {
         );
     }
     why.join("; ")
+}
+
+/// Whether process `pid` exists and has not ended (a zombie has).
+fn is_running(pid: u32) -> bool {
+    let p = Process::new(pid);
+    p.exists() && !p.stat().is_ok_and(|s| s.has_ended())
+}
+
+/// Devices a CUDA driver holds open from `cuInit` on: the NVIDIA control device, or WSL's GPU device.
+const DRIVER_DEVICES: &[&str] = &["/dev/nvidiactl", "/dev/dxg"];
+
+/// The CUDA driver libraries a memory map shows. The maps name the file the link resolved to: a driver install's
+/// `libcuda.so.1` is a link to `libcuda.so.<driver version>` (`libcuda.so.580.159.04`), which is what they show.
+fn libcuda_paths(maps: &[Mapping]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = maps
+        .iter()
+        .filter(|m| m.file_name().is_some_and(is_libcuda))
+        .filter_map(|m| m.path().map(Path::to_path_buf))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// `libcuda.so`, `libcuda.so.1`, `libcuda.so.580.159.04`: not `libcudart.so.13`, `libcudadebugger.so.1` nor
+/// `libcuda.so.1.bak`.
+fn is_libcuda(file_name: &std::ffi::OsStr) -> bool {
+    let name = file_name.to_string_lossy();
+    name == "libcuda.so"
+        || name.strip_prefix("libcuda.so.").is_some_and(|v| {
+            !v.is_empty()
+                && v.split('.')
+                    .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        })
 }
 
 fn describe_end(status: &Option<ExitStatus>) -> String {
@@ -577,14 +611,13 @@ impl PtraceHandshake {
     fn remote(&self, local: *const u32) -> Result<u64, AttachError> {
         let pid = self.pid;
         let ended = || {
-            procfs::is_zombie(pid)
-                || !procfs::exists(pid)
+            !is_running(pid)
                 || self
                     .tracer
                     .as_ref()
                     .is_some_and(|t| t.watch().state() != ChildState::Running)
         };
-        match inject::remote_address(pid, local) {
+        match memory::remote_address(pid, local) {
             Ok(Some(addr)) => Ok(addr),
             // A process that ended maps nothing any more. One killed during the attach has an empty memory map
             // for a moment before it is seen to have ended (seen on an H100): give it that moment.
@@ -609,11 +642,11 @@ impl PtraceHandshake {
     fn io_error(&self, what: &str, e: std::io::Error) -> AttachError {
         let pid = self.pid;
         match e.raw_os_error() {
-            Some(nix::libc::EPERM | nix::libc::EACCES) => AttachError::PermissionDenied {
+            Some(libc::EPERM | libc::EACCES) => AttachError::PermissionDenied {
                 pid,
                 detail: format!("cannot {what}: {e}"),
             },
-            Some(nix::libc::ESRCH | nix::libc::ENOENT) => self.gone(),
+            Some(libc::ESRCH | libc::ENOENT) => self.gone(),
             _ => AttachError::Trace {
                 pid,
                 detail: format!("cannot {what}: {e}"),
@@ -649,9 +682,9 @@ impl PtraceHandshake {
     fn read(&self, name: &'static str) -> Result<u64, AttachError> {
         let addr = self.address(name)?;
         let r = if name == WIDE {
-            inject::read_u64(self.pid, addr)
+            memory::read_u64(self.pid, addr)
         } else {
-            inject::read_u32(self.pid, addr).map(u64::from)
+            memory::read_u32(self.pid, addr).map(u64::from)
         };
         r.map_err(|e| self.io_error(&format!("read {name}"), e))
     }
@@ -660,9 +693,9 @@ impl PtraceHandshake {
         let old = self.read(name)?;
         let addr = self.address(name)?;
         let r = if name == WIDE {
-            inject::write_u64(self.pid, addr, value)
+            memory::write_u64(self.pid, addr, value)
         } else {
-            inject::write_u32(self.pid, addr, value as u32)
+            memory::write_u32(self.pid, addr, value as u32)
         };
         r.map_err(|e| self.io_error(&format!("write {name}"), e))?;
         if !self.written.iter().any(|(n, _)| *n == name) {
@@ -709,13 +742,14 @@ impl PtraceHandshake {
         if pid == me {
             return Err(AttachError::OwnProcess);
         }
-        if !procfs::exists(pid) || procfs::is_zombie(pid) {
+        let target = Process::new(pid);
+        if !is_running(pid) {
             return Err(AttachError::NoSuchProcess(pid));
         }
-        if procfs::parent_of(pid) == Some(me) {
+        if target.stat().is_ok_and(|s| s.parent == me) {
             return Err(AttachError::OwnChild(pid));
         }
-        if let Some(tracer) = procfs::tracer_of(pid).filter(|&t| t != 0) {
+        if let Ok(Some(tracer)) = target.tracer() {
             return Err(AttachError::AlreadyTraced { pid, tracer });
         }
         if !cfg!(target_arch = "x86_64") {
@@ -723,12 +757,16 @@ impl PtraceHandshake {
                 "calling the driver's attach entry point is implemented for x86-64 only".into(),
             ));
         }
-        let mapped =
-            procfs::mapped_libcuda(pid).map_err(|e| self.io_error("read its memory map", e))?;
-        mapped.first().cloned().ok_or(AttachError::NoCuda {
-            pid,
-            why: NoCudaReason::LibcudaNotMapped,
-        })
+        let maps = target
+            .maps()
+            .map_err(|e| self.io_error("read its memory map", e))?;
+        libcuda_paths(&maps)
+            .first()
+            .cloned()
+            .ok_or(AttachError::NoCuda {
+                pid,
+                why: NoCudaReason::LibcudaNotMapped,
+            })
     }
 
     /// Checks everything that can be checked without changing the process (once per process: a session checks
@@ -748,15 +786,19 @@ impl PtraceHandshake {
         }
         self.function("cudbgApiAttach")?;
         self.function("cudbgApiDetach")?;
-        if !procfs::opened_nvidia_control(pid)
-            .map_err(|e| self.io_error("list its open files", e))?
+        let open = Process::new(pid)
+            .open_files()
+            .map_err(|e| self.io_error("list its open files", e))?;
+        if !open
+            .iter()
+            .any(|f| DRIVER_DEVICES.iter().any(|d| f == Path::new(d)))
         {
             return Err(AttachError::NoCuda {
                 pid,
                 why: NoCudaReason::DriverNotInitialised,
             });
         }
-        let command = procfs::command_line(pid);
+        let command = Process::new(pid).command_line_text().unwrap_or_default();
         self.step(AttachStep::Target {
             pid,
             command,
@@ -776,14 +818,14 @@ impl PtraceHandshake {
         let recorded = u32::try_from(value("cudbgApiClientPid")).unwrap_or(0);
         self.step(AttachStep::Variables(vars));
         // A program started under a debugger through the environment (route 2) names its client there.
-        let from_env =
-            procfs::environment_variable(pid, "CUDBG_GET_SESSION_FROM_ENV").as_deref() == Some("1");
-        let env_client = procfs::environment_variable(pid, "CUDBG_APICLIENT_PID")
-            .and_then(|v| v.trim().parse::<u32>().ok())
+        let env = |name| Process::new(pid).environment_variable(name).ok().flatten();
+        let from_env = env("CUDBG_GET_SESSION_FROM_ENV").is_some_and(|v| v == "1");
+        let env_client = env("CUDBG_APICLIENT_PID")
+            .and_then(|v| v.to_str()?.trim().parse::<u32>().ok())
             .unwrap_or(0);
         let client = if recorded != 0 { recorded } else { env_client };
         // A client that is gone left its marks behind; one that is alive still debugs the process.
-        let alive = client != 0 && client != me && procfs::exists(client);
+        let alive = client != 0 && client != me && Process::new(client).exists();
         if alive && (flagged || from_env) {
             return Err(AttachError::AlreadyDebugged { pid, client });
         }
@@ -798,9 +840,9 @@ impl PtraceHandshake {
         for (name, old) in written.into_iter().rev() {
             if let Ok(addr) = self.address(name) {
                 let _ = if name == WIDE {
-                    inject::write_u64(self.pid, addr, old)
+                    memory::write_u64(self.pid, addr, old)
                 } else {
-                    inject::write_u32(self.pid, addr, old as u32)
+                    memory::write_u32(self.pid, addr, old as u32)
                 };
             }
         }
@@ -938,7 +980,7 @@ impl PtraceHandshake {
         if let Err(e) = sent {
             return Err(match e.raw_os_error() {
                 // A descriptor the process does not have, while the process itself is still there.
-                Some(nix::libc::ENOENT) if procfs::exists(self.pid) => AttachError::Trace {
+                Some(libc::ENOENT) if Process::new(self.pid).exists() => AttachError::Trace {
                     pid: self.pid,
                     detail: format!("cannot write to {path} ({ATTACH_FD}): {e}"),
                 },
@@ -1195,11 +1237,44 @@ mod tests {
                 "{r:?}"
             );
         }
-        assert_eq!(procfs::tracer_of(pid), Some(0), "never traced");
+        assert_eq!(Process::new(pid).tracer().unwrap(), None, "never traced");
         let _ = std::process::Command::new("kill")
             .arg(pid.to_string())
             .status();
         let _ = shell.wait();
+    }
+
+    #[test]
+    fn finds_the_mapped_driver_library_by_name() {
+        let maps = b"\
+7f00-7f10 r--p 00000000 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.1
+7f10-7f20 r-xp 00010000 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.1
+7f20-7f30 rw-p 00000000 00:00 0
+7f30-7f40 r--p 00000000 08:01 43 /opt/other/libcuda.so.1.bak
+7f40-7f50 r--p 00000000 08:01 44 /usr/lib/libcudart.so.13.0.96
+7f50-7f60 r--p 00000000 08:01 45 /usr/lib/libcudadebugger.so.1
+";
+        let parse =
+            |b: &[u8]| libcuda_paths(&crate::linux::procfs::parse_maps(b).collect::<Vec<_>>());
+        assert_eq!(
+            parse(maps),
+            vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")]
+        );
+        // What a driver install's maps show: the file the libcuda.so.1 link resolves to.
+        let installed =
+            b"7f00-7f10 r--p 00000000 fd:01 7 /usr/local/nvidia/lib64/libcuda.so.580.159.04\n";
+        assert_eq!(
+            parse(installed),
+            vec![PathBuf::from(
+                "/usr/local/nvidia/lib64/libcuda.so.580.159.04"
+            )]
+        );
+        assert!(parse(b"7f00-7f10 r--p 0 08:01 1 /lib/libc.so.6\n").is_empty());
+        // A driver folder whose name holds a space.
+        assert_eq!(
+            parse(b"7f00-7f10 r--p 0 08:01 1 /opt/my driver/libcuda.so.1\n"),
+            vec![PathBuf::from("/opt/my driver/libcuda.so.1")]
+        );
     }
 
     #[test]

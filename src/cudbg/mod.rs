@@ -10,14 +10,9 @@ mod error;
 mod event;
 mod exception_name;
 pub mod handshake;
-mod inject;
 mod library;
 mod notify;
-mod procfs;
 mod session;
-mod tracer;
-mod wait;
-mod watch;
 
 pub use attach::{AttachError, AttachProtocol, AttachStep, NoCudaReason, PtraceHandshake};
 pub use batch::{BatchTiming, EventBatch};
@@ -27,11 +22,11 @@ pub use event::{
     ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,
     Queue, RAW_EVENT_SIZE,
 };
+pub use handshake::EndWatch;
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
 pub use session::{
     ATTACH_CAPABILITIES, AttachBuilder, Closed, DEFAULT_SPIN, DebugSession, OnDrop, SessionBuilder,
 };
-pub use watch::EndWatch;
 
 /// A debug session could not do what was asked (reported by the crate, not the driver).
 #[derive(Debug, thiserror::Error)]

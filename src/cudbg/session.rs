@@ -12,19 +12,14 @@ use super::api::{Api, api_call};
 use super::attach::{AttachProtocol, AttachStep, PtraceHandshake};
 use super::batch::{BatchTiming, EventBatch};
 use super::event::{Event, Queue};
+use super::handshake::EndWatch;
 use super::handshake::{self, ClientInfo, DebuggeeLink, EnvHandshake, Handshake};
 use super::notify::{NOTIFIER, epoch, on_new_event, on_new_event_cuda12};
-use super::watch::{ChildState, EndWatch, ExitWatch};
-use super::{CudbgError, DebuggerLibrary, SessionError, procfs, wait};
+use super::{CudbgError, DebuggerLibrary, SessionError};
+use crate::linux::exit_watch::{ChildState, ExitWatch};
+use crate::linux::procfs::Process;
+use crate::linux::wait;
 use crate::sys::cudbg as sys;
-
-unsafe extern "C" {
-    /// libc's `kill(2)`.
-    fn kill(pid: i32, signal: i32) -> i32;
-}
-
-/// `SIGSTOP` on Linux.
-const SIGSTOP: i32 = 19;
 
 /// The capabilities every attach announces: without lazy function loading, driver 580's attach entry point
 /// refused the attach (`CUDBG_ERROR_NOT_SUPPORTED`, seen on an H100); cuda-gdb announces these two (and no
@@ -795,7 +790,7 @@ impl DebugSession {
             return;
         };
         // SAFETY: plain system call; the pid is our unreaped child, so it cannot name another process.
-        unsafe { kill(pid, SIGSTOP) };
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
     }
 
     fn kill_and_reap(&mut self) {
@@ -910,7 +905,7 @@ impl DebugSession {
         }
         // The driver's FIFOs for the debuggee (unless it is an attached process that runs on) and for this
         // process's client side.
-        if self.pid != 0 && (!self.attached || !procfs::exists(self.pid)) {
+        if self.pid != 0 && (!self.attached || !Process::new(self.pid).exists()) {
             remove_driver_dir(self.pid);
         }
         remove_driver_dir(std::process::id());
