@@ -8,8 +8,8 @@ use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use super::api::api_call;
-use super::batch::EventBatch;
 use super::event::{Dim3, ElfImage, KernelOrigin, KernelType};
+use super::session::EventBatch;
 use super::{DebugSession, SessionError};
 use crate::sys::cudbg as sys;
 
