@@ -96,16 +96,24 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+mod bytes;
 pub mod counters;
 #[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 mod delivery;
 pub mod linux;
 pub mod loader;
-#[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "cudbg",
+    feature = "coredump",
+    feature = "rocprofiler"
+))]
 mod status;
 pub mod sys;
 pub mod trace;
 
+#[cfg(feature = "coredump")]
+pub mod coredump;
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda;
 #[cfg(feature = "cudbg")]

@@ -2,24 +2,24 @@
 
 pub mod api;
 mod attach;
-pub mod coredump;
 mod device;
-pub mod elf;
-mod error;
 mod event;
-mod exception_name;
 pub mod handshake;
 mod library;
 mod notify;
 mod session;
 
+/// CUDA core dumps, read offline: [`crate::coredump`], under its older path.
+#[doc(no_inline)]
+pub use crate::coredump;
+/// ELF images of CUDA modules and their function symbols: [`crate::coredump::elf`], under its older path.
+#[doc(no_inline)]
+pub use crate::coredump::elf;
+#[doc(inline)]
+pub use crate::coredump::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
 pub use attach::{AttachError, AttachProtocol, AttachStep, NoCudaReason, PtraceHandshake};
-pub use device::{DeviceProperties, Exception, GridInfo, StopWait, Suspended, WarpInfo};
-pub use error::CudbgError;
-pub use event::{
-    ContextInfo, Dim3, ElfImage, Event, KernelFinished, KernelOrigin, KernelReady, KernelType,
-    Queue, RAW_EVENT_SIZE,
-};
+pub use device::{DeviceProperties, GridInfo, StopWait, Suspended, WarpInfo};
+pub use event::{ContextInfo, ElfImage, Event, KernelFinished, KernelReady, Queue, RAW_EVENT_SIZE};
 pub use handshake::EndWatch;
 pub use library::{ApiVersion, DebuggerLibrary, GetApiFn, GetApiVersionFn};
 pub use session::{

@@ -9,7 +9,7 @@
 //! format's relationships; anything that does not fit is a [`CoreDumpError`], never a panic.
 //!
 //! ```no_run
-//! use gpu_tools::cudbg::coredump::CoreDump;
+//! use gpu_tools::coredump::CoreDump;
 //!
 //! let dump = CoreDump::open("core.cudacore")?;
 //! for l in dump.faulting_lanes() {
@@ -22,30 +22,36 @@
 //!         l.lane.thread_idx,
 //!     );
 //! }
-//! # Ok::<(), gpu_tools::cudbg::coredump::CoreDumpError>(())
+//! # Ok::<(), gpu_tools::coredump::CoreDumpError>(())
 //! ```
 
 mod assemble;
-mod elf_file;
+mod container;
+mod cudbg_status;
+pub mod elf;
 mod error;
+mod exception;
+mod kernel;
 mod layout;
 mod model;
 
 use std::path::Path;
 use std::sync::Arc;
 
+pub use cudbg_status::CudbgError;
+pub use elf::{FunctionSymbol, SymbolTable};
 pub use error::{CoreDumpError, SectionId};
+pub use exception::Exception;
+pub use kernel::{Dim3, KernelOrigin, KernelType};
 pub use model::{
     Block, CbuLanes, ConstBank, Context, Device, Frame, GenerationFlags, Grid, GridStatus, Lane,
     Metadata, Module, Region, Sm, Warp,
 };
 
-use crate::cudbg::Exception;
-use crate::cudbg::elf::FunctionSymbol;
-
-/// A CUDA core dump, read into memory and checked.
+/// A CUDA core dump, read and checked.
 ///
-/// It owns the file's bytes; the memory sections ([`Region`]) share them.
+/// It holds the dump's bytes ([`CoreDump::open`] reads the file into memory; [`CoreDump::from_bytes`] takes them
+/// as the caller holds them); the memory sections ([`Region`]) share them.
 #[derive(Debug, Clone)]
 pub struct CoreDump {
     abi_version: u8,
@@ -66,10 +72,20 @@ impl CoreDump {
         Self::from_bytes(bytes)
     }
 
-    /// Checks and reads a dump held in memory.
-    pub fn from_bytes(bytes: Vec<u8>) -> Result<Self, CoreDumpError> {
-        let data = Arc::new(bytes);
-        let parts = assemble::assemble(&data)?;
+    /// Checks and reads a dump held in memory: a `Vec<u8>`, a `&'static [u8]`, a `Box<[u8]>`, a memory map (for
+    /// example `memmap2::Mmap`), anything that holds the bytes and can be shared between threads. The dump keeps
+    /// them, unchanged, and its [`Region`]s share them without copying. Bytes borrowed for less than `'static` are
+    /// copied first (`CoreDump::from_bytes(slice.to_vec())`).
+    ///
+    /// The bytes must not change while the dump lives (a memory map of a file that another process truncates or
+    /// writes breaks that promise). Every range was checked when the dump was read; a region whose bytes have since
+    /// shrunk reads as empty, never out of bounds.
+    pub fn from_bytes<B>(bytes: B) -> Result<Self, CoreDumpError>
+    where
+        B: AsRef<[u8]> + Send + Sync + 'static,
+    {
+        let source: model::Source = Arc::new(bytes);
+        let parts = assemble::assemble(&source)?;
         Ok(CoreDump {
             abi_version: parts.abi_version,
             metadata: parts.metadata,

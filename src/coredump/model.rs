@@ -7,20 +7,24 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::cudbg::elf::FunctionSymbol;
-use crate::cudbg::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
+use super::elf::{FunctionSymbol, SymbolTable};
+use super::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
+
+/// The bytes a dump was read from, shared by the dump and its regions: a `Vec<u8>`, a memory map, anything that
+/// holds bytes.
+pub(super) type Source = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// Bytes of one section of the dump, with the address the dump gives them (a device address for memory; 0 for
 /// ELF images). Cheap to clone: it shares the dump's bytes.
 #[derive(Clone)]
 pub struct Region {
     address: u64,
-    data: Arc<Vec<u8>>,
+    data: Source,
     range: Range<usize>,
 }
 
 impl Region {
-    pub(super) fn new(address: u64, data: Arc<Vec<u8>>, range: Range<usize>) -> Self {
+    pub(super) fn new(address: u64, data: Source, range: Range<usize>) -> Self {
         Region {
             address,
             data,
@@ -45,8 +49,8 @@ impl Region {
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        // The range was checked against the file when the dump was read.
-        self.data.get(self.range.clone()).unwrap_or(&[])
+        // The range was checked against the bytes when the dump was read.
+        (*self.data).as_ref().get(self.range.clone()).unwrap_or(&[])
     }
 
     /// `len` bytes at device address `addr`, if the region holds all of them.
@@ -210,18 +214,15 @@ pub struct Module {
     pub relocated_image: Option<Region>,
     /// The ELF image before relocation (absent when the dump skips non-relocated images).
     pub unrelocated_image: Option<Region>,
-    /// Function symbols of the relocated image.
-    pub functions: Vec<FunctionSymbol>,
+    /// Function symbols of the relocated image, sorted by address.
+    pub functions: SymbolTable,
 }
 
 impl Module {
-    /// The function whose symbol starts at, or covers, device address `pc`.
+    /// The function whose symbol starts at, or covers, device address `pc` (a binary search; see
+    /// [`SymbolTable::function_at`]).
     pub fn function_at(&self, pc: u64) -> Option<&FunctionSymbol> {
-        self.functions.iter().find(|s| s.value == pc).or_else(|| {
-            self.functions
-                .iter()
-                .find(|s| s.size > 0 && pc >= s.value && pc - s.value < s.size)
-        })
+        self.functions.function_at(pc)
     }
 }
 
