@@ -140,10 +140,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Cupti(#[from] cupti::CuptiError),
-    /// A debugger API call failed.
-    #[cfg(feature = "cudbg")]
+    /// A debugger API call failed (or a core dump's device status, where a caller makes it an error).
+    #[cfg(feature = "coredump")]
     #[error(transparent)]
-    Cudbg(#[from] cudbg::CudbgError),
+    Cudbg(#[from] coredump::CudbgError),
     /// A rocprofiler call failed.
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
@@ -168,6 +168,25 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Profiler(#[from] rocprofiler::ProfilerError),
+    /// A file could not be read as a CUDA core dump.
+    #[cfg(feature = "coredump")]
+    #[error(transparent)]
+    CoreDump(#[from] coredump::CoreDumpError),
+    /// A trace stream could not be read.
+    #[error(transparent)]
+    Wire(#[from] trace::WireError),
+    /// A CUPTI activity record could not be decoded.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    ActivityRecord(#[from] cupti::activity::RecordError),
+    /// A rocprofiler record could not be decoded.
+    #[cfg(feature = "rocprofiler")]
+    #[error(transparent)]
+    RocprofilerRecord(#[from] rocprofiler::RecordError),
+    /// The machine has no usable AMD GPU driver.
+    #[cfg(feature = "rocprofiler")]
+    #[error(transparent)]
+    NoAmdDriver(#[from] rocprofiler::NoAmdDriver),
 }
 
 /// `Result` with the crate's [`Error`].
