@@ -6,6 +6,7 @@
 use crate::sys::cudbg as sys;
 
 /// A lane's hardware exception (`CUDBGException_t`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[allow(missing_docs)] // each variant is the header's name of the same code

@@ -4,6 +4,7 @@
 use crate::sys::cudbg as sys;
 
 /// Grid, block or cluster dimensions (`CuDim3`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Dim3 {
     /// x extent.
@@ -39,6 +40,7 @@ impl std::fmt::Display for Dim3 {
 }
 
 /// `CUDBGKernelType`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelType {
     /// `CUDBG_KNL_TYPE_UNKNOWN`.
@@ -63,6 +65,7 @@ impl KernelType {
 }
 
 /// `CUDBGKernelOrigin`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelOrigin {
     /// Launched from the host.

@@ -34,6 +34,8 @@ mod exception;
 mod kernel;
 mod layout;
 mod model;
+#[cfg(feature = "serde")]
+mod serialize;
 
 use std::path::Path;
 use std::sync::Arc;

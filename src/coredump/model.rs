@@ -98,6 +98,7 @@ bitflags::bitflags! {
 }
 
 /// The dump's metadata section (driver r565 and later).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metadata {
@@ -114,6 +115,7 @@ pub struct Metadata {
 }
 
 /// A CUDA device at the time of the dump.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Device {
@@ -185,6 +187,7 @@ impl Device {
 }
 
 /// A CUDA context.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Context {
@@ -205,6 +208,7 @@ pub struct Context {
 }
 
 /// A loaded module (cubin).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Module {
@@ -227,6 +231,7 @@ impl Module {
 }
 
 /// `CUDBGGridStatus`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GridStatus {
@@ -262,6 +267,7 @@ impl GridStatus {
 }
 
 /// A constant bank of a grid (r550).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConstBank {
@@ -274,6 +280,7 @@ pub struct ConstBank {
 }
 
 /// A grid (kernel launch) on a device.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Grid {
@@ -321,6 +328,7 @@ pub struct Grid {
 }
 
 /// An SM with the blocks resident on it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Sm {
@@ -339,6 +347,7 @@ pub struct Sm {
 }
 
 /// A block (CTA) resident on an SM.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Block {
@@ -357,6 +366,7 @@ pub struct Block {
 }
 
 /// Masks the convergence barrier unit keeps per warp (r575).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CbuLanes {
@@ -369,6 +379,7 @@ pub struct CbuLanes {
 }
 
 /// A warp.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Warp {
@@ -413,6 +424,7 @@ impl Warp {
 }
 
 /// A frame of a lane's call stack.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Frame {
@@ -425,6 +437,7 @@ pub struct Frame {
 }
 
 /// A lane (thread).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Lane {
