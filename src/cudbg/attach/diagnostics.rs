@@ -185,7 +185,7 @@ impl std::fmt::Display for NoCudaReason {
     }
 }
 
-/// One step of an attach or detach, as [`PtraceHandshake::progress`] reports it (and the `log` facade at debug
+/// One step of an attach or detach, as [`PtraceHandshake::progress`](super::PtraceHandshake::progress) reports it (and the `log` facade at debug
 /// level).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -227,7 +227,7 @@ pub enum AttachStep {
         /// The try that was refused.
         attempt: u32,
     },
-    /// The driver's attach procedure was asked for through its file descriptor ([`AttachProtocol::Descriptor`]).
+    /// The driver's attach procedure was asked for through its file descriptor ([`AttachProtocol::Descriptor`](super::AttachProtocol::Descriptor)).
     AttachRequested {
         /// The descriptor, in the process.
         fd: i32,

@@ -15,7 +15,7 @@ pub enum AttachProtocol {
     /// Write one byte to the file descriptor named by the process's `cudbgInitiateDebuggerAttachProcedureFd`, let
     /// the process run, and hold it again when its driver calls `cudbgReportAttachProcedureFinished()`: the
     /// driver starts its back end itself, where it knows that to be safe. Drivers of CUDA 13.1 and later; with an
-    /// older one the attach fails with [`AttachError::Unsupported`].
+    /// older one the attach fails with [`AttachError::Unsupported`](super::AttachError::Unsupported).
     Descriptor,
 }
 

@@ -58,7 +58,7 @@ impl SessionBuilder {
 
     /// Debugger capabilities to announce (`CUDBGCapabilityFlags` bits), before the API is initialised. Default:
     /// none. They are written into this process's libcuda and handed to the [`Handshake`]; whether the debuggee's
-    /// driver honours them depends on the route (see [`EnvHandshake`]).
+    /// driver honours them depends on the route (see [`EnvHandshake`](crate::cudbg::handshake::EnvHandshake)).
     pub fn capabilities(mut self, flags: u32) -> Self {
         self.capabilities = flags;
         self
@@ -84,7 +84,7 @@ impl SessionBuilder {
         self
     }
 
-    /// Connects the debuggee another way than [`EnvHandshake`].
+    /// Connects the debuggee another way than [`EnvHandshake`](crate::cudbg::handshake::EnvHandshake).
     pub fn handshake(mut self, handshake: impl Handshake + 'static) -> Self {
         self.handshake = Box::new(handshake);
         self

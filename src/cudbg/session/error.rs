@@ -6,7 +6,7 @@ use crate::cudbg::AttachError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
-    /// Another [`DebugSession`] is alive in this process; the driver serves one debugger client per process.
+    /// Another [`DebugSession`](crate::cudbg::DebugSession) is alive in this process; the driver serves one debugger client per process.
     #[error("a debug session is already active in this process")]
     AlreadyActive,
     /// The negotiated API revision does not have this table slot.

@@ -115,7 +115,7 @@ impl DebugSession {
     /// event is left (or it died from a signal: see [`DebugSession`]). `timeout` bounds the wait (`None`: until
     /// events come or the debuggee exits).
     ///
-    /// The wait spins for the builder's [`SessionBuilder::spin`] window, then sleeps until the driver's callback
+    /// The wait spins for the builder's [`SessionBuilder::spin`](super::SessionBuilder::spin) window, then sleeps until the driver's callback
     /// wakes it. Whether the debuggee has exited is checked only when a wait passed without a notification, so
     /// its exit is noticed within about 20 ms.
     pub fn next_batch(
