@@ -5,11 +5,16 @@
 //! | API | feature | start with | what it does |
 //! |---|---|---|---|
 //! | CUPTI Checkpoint | `cupti` | [`cupti::Checkpoint`] | saves a CUDA context's device memory and restores it before each replay |
-//! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API: typed events, device state, memory, breakpoints |
+//! | CUPTI activity tracing | `cupti` | [`cupti::activity::ActivityTracer`] | kernels, copies, sets, API calls and synchronisations of this process, as typed records, with drops reported |
+//! | CUPTI callbacks | `cupti` | [`cupti::callback::Subscriber`] | a closure on entry to and exit from each CUDA API call, and on resource events |
+//! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API, or attaches to a running one: typed events, device state, memory, breakpoints |
+//! | CUDA core dumps | `coredump` (in `cudbg`) | [`coredump::CoreDump`] | reads the dump a faulting kernel leaves: devices, grids, warps, lanes, registers, memory; no driver needed |
 //! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
+//! | device counters | always | [`counters`] | the vendor-neutral face of counters sampled over time |
+//! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
@@ -91,8 +96,8 @@
 //! }
 //! ```
 //!
-//! The raw bindings are in [`sys`]. The README has the details: measured costs, what was seen on real hardware,
-//! and the CUDA and ROCm versions the crate was tried with.
+//! Each module's documentation has its API in depth; the raw bindings are in [`sys`]. The README has measured
+//! costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 

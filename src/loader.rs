@@ -1,15 +1,34 @@
 //! Finding and opening vendor libraries at run time.
 //!
-//! Search order, for every library (README.md, "Where libraries are looked for"):
-//! 1. an explicit path given in code (`load_from`): only that path is tried;
-//! 2. the library's environment variable (for example `GPU_TOOLS_CHECKPOINT_LIB`): only that path is tried;
-//! 3. under each root variable that is set (`CUDA_HOME`, `CUDA_PATH`, or `ROCM_PATH`), the library's sub-folders;
-//! 4. the standard install folders (`/usr/local/cuda/...`, `/opt/rocm/lib`, the driver folders);
-//! 5. the NVIDIA Python wheel folders of the machine's `python3` (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib`);
-//! 6. the system loader (`dlopen` of the bare file name: `LD_LIBRARY_PATH`, the ld.so cache).
+//! Every library is looked for in this order; the first candidate that opens and exports every symbol the crate
+//! requires wins, and the rest are not tried:
 //!
-//! A candidate that opens but lacks a required symbol is closed again and the search goes on; the final
-//! [`LoadError`] lists every candidate and why it was rejected.
+//! 1. **An explicit path given in code** (`load_from`: `CheckpointLibrary::load_from(path)`,
+//!    `Driver::load_from(path)`, ...): only that path is tried.
+//! 2. **The library's environment variable**: only that path is tried.
+//!
+//!    | library | variable |
+//!    |---|---|
+//!    | `libcheckpoint.so` (CUPTI checkpoint) | `GPU_TOOLS_CHECKPOINT_LIB` |
+//!    | `libcupti.so.13`, `.12` (CUPTI) | `GPU_TOOLS_CUPTI_LIB` |
+//!    | `libcuda.so.1` (CUDA driver, debugger API) | `GPU_TOOLS_CUDA_DRIVER_LIB` |
+//!    | `librocprofiler64.so.2` (rocprofiler v2) | `GPU_TOOLS_ROCPROFILER_LIB` |
+//!
+//! 3. **Root variables**: under `$CUDA_HOME` and `$CUDA_PATH`: `extras/CUPTI/lib64`, `targets/x86_64-linux/lib`,
+//!    `lib64` (CUPTI); under `$ROCM_PATH`: `lib`, `lib64`. The driver is not looked for under toolkit roots: they
+//!    hold only `lib64/stubs` (every call fails) and `compat` (a forward-compatibility driver that fails next to a
+//!    newer system driver).
+//! 4. **Standard install folders**: `/usr/local/cuda/extras/CUPTI/lib64`, `/usr/local/cuda/targets/x86_64-linux/lib`,
+//!    `/usr/local/cuda/lib64` (CUPTI); `/usr/local/nvidia/lib64`, `/usr/lib/x86_64-linux-gnu`, `/usr/lib64`,
+//!    `/usr/lib/wsl/lib` (driver); `/opt/rocm/lib`, `/opt/rocm/lib64` (rocprofiler).
+//! 5. **NVIDIA Python wheels** of the machine's `python3` (or of `$GPU_TOOLS_PYTHON`): `nvidia/cu13/lib` and
+//!    `nvidia/cuda_cupti/lib` in each of its site-packages folders (CUPTI libraries only).
+//! 6. **The system loader**: `dlopen` of the bare file name (`LD_LIBRARY_PATH`, the `ld.so` cache).
+//!
+//! A candidate that opens but lacks a required symbol (the wrong library, or one too old) is closed again and the
+//! search goes on; the final [`LoadError`] lists every candidate and why it was rejected (`{:#}` prints them one
+//! per line). A library is loaded at most once per process and shared by all threads; asking for it again from
+//! another explicit path is [`LoadError::AlreadyLoaded`], naming both paths.
 //!
 //! Trust: a file found this way, or named by `load_from` or an environment variable, is taken to be the vendor
 //! library. Opening it runs its initialisers, and its symbols are called with the signatures of the vendor

@@ -1,29 +1,86 @@
-//! A reader of CUDA core dumps (the format `cudacoredump.h` documents), in safe Rust, with no NVIDIA library.
+//! CUDA core dumps, read offline: the format `cudacoredump.h` documents, in safe Rust, with no NVIDIA library (no
+//! libcudacore, no driver) and no process control, so it runs anywhere (feature `coredump`, without the debugger
+//! API; `cudbg` includes it and names this module `cudbg::coredump` too).
 //!
 //! The driver writes a dump when a kernel faults and the program runs with `CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1`
 //! (`CUDA_COREDUMP_FILE` names the file; `CUDA_COREDUMP_GENERATION_FLAGS` leaves parts out). The file is an ELF
 //! file with `ELFOSABI_CUDA`; its sections describe the devices, contexts, loaded modules, grids, SMs, blocks,
 //! warps and lanes at the moment of the fault, and optionally global, shared, local and parameter memory.
 //!
-//! [`CoreDump::open`] reads a file (only reads it) and checks every table against the file's bounds and the
-//! format's relationships; anything that does not fit is a [`CoreDumpError`], never a panic.
+//! ```no_run
+//! use gpu_tools::coredump::CoreDump;
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let dump = CoreDump::open("core.cudacore")?; // only reads the file
+//!     for l in dump.faulting_lanes() {
+//!         let kernel = l.grid().and_then(|g| g.kernel_name.as_deref()).unwrap_or("?");
+//!         println!(
+//!             "{} in {kernel} at {:#x} (+{:#x}), block {} thread {}, device {} sm {} warp {} lane {}",
+//!             l.lane.exception.description(),
+//!             l.lane.pc,
+//!             l.lane.function_offset,
+//!             l.block.block_idx,
+//!             l.lane.thread_idx,
+//!             l.device.index,
+//!             l.sm.id,
+//!             l.warp.id,
+//!             l.lane.id
+//!         );
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Reading
+//!
+//! [`CoreDump::open`] reads a file into memory (and only reads it); [`CoreDump::from_bytes`] takes the bytes as the
+//! caller holds them: a `Vec<u8>`, a `&'static [u8]`, or a memory map, which the dump and its [`Region`]s then
+//! share without copying:
 //!
 //! ```no_run
 //! use gpu_tools::coredump::CoreDump;
 //!
-//! let dump = CoreDump::open("core.cudacore")?;
-//! for l in dump.faulting_lanes() {
-//!     println!(
-//!         "{:?} at {:#x} in {} block {} thread {}",
-//!         l.lane.exception,
-//!         l.lane.pc,
-//!         l.grid().and_then(|g| g.kernel_name.as_deref()).unwrap_or("?"),
-//!         l.block.block_idx,
-//!         l.lane.thread_idx,
-//!     );
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     // A memory map (for example `memmap2::Mmap`) goes in the same way, and is not copied either.
+//!     let bytes: Box<[u8]> = std::fs::read("core.cudacore")?.into_boxed_slice();
+//!     let dump = CoreDump::from_bytes(bytes)?;
+//!     println!("{} devices", dump.devices().len());
+//!     Ok(())
 //! }
-//! # Ok::<(), gpu_tools::coredump::CoreDumpError>(())
 //! ```
+//!
+//! Every table is checked against the bytes' bounds and the format's relationships first; anything that does not
+//! fit is a [`CoreDumpError`] naming the section (never a panic): not ELF, another ELF file (a host core file, a
+//! cubin), another ABI version, a structure outside the file (truncation), a bad link or index, two sections for
+//! one place, an entry size below the oldest layout, a string index outside the string table. `?` turns it into
+//! a [`crate::Error`].
+//!
+//! # What a dump gives
+//!
+//! - [`Metadata`]: driver and CUDA versions, [`GenerationFlags`].
+//! - [`Device`]s: name, type, SM type, SM, warp, lane, register and predicate counts, PCI ids, status.
+//! - [`Context`]s and their [`Module`]s, with the relocated and unrelocated ELF images and their function symbols
+//!   (a [`SymbolTable`]: sorted once, each lookup by address a binary search).
+//! - [`Grid`]s: the kernel's entry and its name (found in its module's symbols), grid and block dimensions,
+//!   status, parameters, constant banks, clusters.
+//! - [`Sm`]s (with the exception an exited warp left), [`Block`]s (indices, shared memory), [`Warp`]s (valid,
+//!   active and CBU masks, error PC, uniform registers and predicates, convergence barriers) and [`Lane`]s (PC, PC
+//!   offset in its function, thread index, [`Exception`], call stack, registers, predicates, local memory).
+//! - Global and managed memory, with [`CoreDump::read_global`].
+//! - [`LaneView`] joins a lane to its device, SM, block, warp, grid and function; [`CoreDump::lanes`] and
+//!   [`CoreDump::faulting_lanes`] walk them.
+//!
+//! With the `serde` feature every part serialises (memory regions as address and length).
+//!
+//! # Format
+//!
+//! An ELF64 little-endian file with OS/ABI `ELFOSABI_CUDA` (0x33), ABI version 7, `ET_CORE`, `EM_CUDA` (0xbe), read
+//! with the `object` crate; extended section numbering is followed (dumps of busy GPUs have more than 0xff00
+//! sections). Tables are tied together as `cudacoredump.h` documents: a child section's `sh_link` is its parent
+//! table's section index and its `sh_info` its entry's index; section names are not relied on. Entry layouts are
+//! written down as offsets and checked at compile time against bindgen's view of `cudacoredump.h`
+//! ([`crate::sys::cudacoredump`]). Drivers add fields at the end of entries, so each entry is read with the table's
+//! own `sh_entsize`: it must be at least the oldest (r346) layout, and fields past it read as `None`.
 
 mod assemble;
 mod container;
