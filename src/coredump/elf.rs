@@ -314,6 +314,13 @@ mod tests {
     }
 
     #[test]
+    fn symbol_tables_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<SymbolTable>();
+        send_sync::<FunctionSymbol>();
+    }
+
+    #[test]
     fn malformed_images_give_nothing() {
         assert!(function_symbols(b"not an elf").is_empty());
         let mut img = tiny_elf(&[("k", 0x12, 1, 1)]);

@@ -480,6 +480,14 @@ not a line
     }
 
     #[test]
+    fn handles_and_parsed_lines_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Process>();
+        send_sync::<Stat>();
+        send_sync::<Mapping>();
+    }
+
+    #[test]
     fn this_process_maps_libc() {
         let maps = Process::current().maps().unwrap();
         let libc = maps
