@@ -5,11 +5,16 @@
 //! | API | feature | start with | what it does |
 //! |---|---|---|---|
 //! | CUPTI Checkpoint | `cupti` | [`cupti::Checkpoint`] | saves a CUDA context's device memory and restores it before each replay |
-//! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API: typed events, device state, memory, breakpoints |
+//! | CUPTI activity tracing | `cupti` | [`cupti::activity::ActivityTracer`] | kernels, copies, sets, API calls and synchronisations of this process, as typed records, with drops reported |
+//! | CUPTI callbacks | `cupti` | [`cupti::callback::Subscriber`] | a closure on entry to and exit from each CUDA API call, and on resource events |
+//! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API, or attaches to a running one: typed events, device state, memory, breakpoints |
+//! | CUDA core dumps | `coredump` (in `cudbg`) | [`coredump::CoreDump`] | reads the dump a faulting kernel leaves: devices, grids, warps, lanes, registers, memory; no driver needed |
 //! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
+//! | device counters | always | [`counters`] | the vendor-neutral face of counters sampled over time |
+//! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
@@ -91,20 +96,29 @@
 //! }
 //! ```
 //!
-//! The raw bindings are in [`sys`]. The README has the details: measured costs, what was seen on real hardware,
-//! and the CUDA and ROCm versions the crate was tried with.
+//! Each module's documentation has its API in depth; the raw bindings are in [`sys`]. The README has measured
+//! costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+mod bytes;
 pub mod counters;
 #[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 mod delivery;
+pub mod linux;
 pub mod loader;
-#[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "cudbg",
+    feature = "coredump",
+    feature = "rocprofiler"
+))]
 mod status;
 pub mod sys;
 pub mod trace;
 
+#[cfg(feature = "coredump")]
+pub mod coredump;
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda;
 #[cfg(feature = "cudbg")]
@@ -131,10 +145,10 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Cupti(#[from] cupti::CuptiError),
-    /// A debugger API call failed.
-    #[cfg(feature = "cudbg")]
+    /// A debugger API call failed (or a core dump's device status, where a caller makes it an error).
+    #[cfg(feature = "coredump")]
     #[error(transparent)]
-    Cudbg(#[from] cudbg::CudbgError),
+    Cudbg(#[from] coredump::CudbgError),
     /// A rocprofiler call failed.
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
@@ -159,6 +173,25 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Profiler(#[from] rocprofiler::ProfilerError),
+    /// A file could not be read as a CUDA core dump.
+    #[cfg(feature = "coredump")]
+    #[error(transparent)]
+    CoreDump(#[from] coredump::CoreDumpError),
+    /// A trace stream could not be read.
+    #[error(transparent)]
+    Wire(#[from] trace::WireError),
+    /// A CUPTI activity record could not be decoded.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    ActivityRecord(#[from] cupti::activity::RecordError),
+    /// A rocprofiler record could not be decoded.
+    #[cfg(feature = "rocprofiler")]
+    #[error(transparent)]
+    RocprofilerRecord(#[from] rocprofiler::RecordError),
+    /// The machine has no usable AMD GPU driver.
+    #[cfg(feature = "rocprofiler")]
+    #[error(transparent)]
+    NoAmdDriver(#[from] rocprofiler::NoAmdDriver),
 }
 
 /// `Result` with the crate's [`Error`].

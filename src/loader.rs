@@ -1,15 +1,34 @@
 //! Finding and opening vendor libraries at run time.
 //!
-//! Search order, for every library (README.md, "Where libraries are looked for"):
-//! 1. an explicit path given in code (`load_from`): only that path is tried;
-//! 2. the library's environment variable (for example `GPU_TOOLS_CHECKPOINT_LIB`): only that path is tried;
-//! 3. under each root variable that is set (`CUDA_HOME`, `CUDA_PATH`, or `ROCM_PATH`), the library's sub-folders;
-//! 4. the standard install folders (`/usr/local/cuda/...`, `/opt/rocm/lib`, the driver folders);
-//! 5. the NVIDIA Python wheel folders of the machine's `python3` (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib`);
-//! 6. the system loader (`dlopen` of the bare file name: `LD_LIBRARY_PATH`, the ld.so cache).
+//! Every library is looked for in this order; the first candidate that opens and exports every symbol the crate
+//! requires wins, and the rest are not tried:
 //!
-//! A candidate that opens but lacks a required symbol is closed again and the search goes on; the final
-//! [`LoadError`] lists every candidate and why it was rejected.
+//! 1. **An explicit path given in code** (`load_from`: `CheckpointLibrary::load_from(path)`,
+//!    `Driver::load_from(path)`, ...): only that path is tried.
+//! 2. **The library's environment variable**: only that path is tried.
+//!
+//!    | library | variable |
+//!    |---|---|
+//!    | `libcheckpoint.so` (CUPTI checkpoint) | `GPU_TOOLS_CHECKPOINT_LIB` |
+//!    | `libcupti.so.13`, `.12` (CUPTI) | `GPU_TOOLS_CUPTI_LIB` |
+//!    | `libcuda.so.1` (CUDA driver, debugger API) | `GPU_TOOLS_CUDA_DRIVER_LIB` |
+//!    | `librocprofiler64.so.2` (rocprofiler v2) | `GPU_TOOLS_ROCPROFILER_LIB` |
+//!
+//! 3. **Root variables**: under `$CUDA_HOME` and `$CUDA_PATH`: `extras/CUPTI/lib64`, `targets/x86_64-linux/lib`,
+//!    `lib64` (CUPTI); under `$ROCM_PATH`: `lib`, `lib64`. The driver is not looked for under toolkit roots: they
+//!    hold only `lib64/stubs` (every call fails) and `compat` (a forward-compatibility driver that fails next to a
+//!    newer system driver).
+//! 4. **Standard install folders**: `/usr/local/cuda/extras/CUPTI/lib64`, `/usr/local/cuda/targets/x86_64-linux/lib`,
+//!    `/usr/local/cuda/lib64` (CUPTI); `/usr/local/nvidia/lib64`, `/usr/lib/x86_64-linux-gnu`, `/usr/lib64`,
+//!    `/usr/lib/wsl/lib` (driver); `/opt/rocm/lib`, `/opt/rocm/lib64` (rocprofiler).
+//! 5. **NVIDIA Python wheels** of the machine's `python3` (or of `$GPU_TOOLS_PYTHON`): `nvidia/cu13/lib` and
+//!    `nvidia/cuda_cupti/lib` in each of its site-packages folders (CUPTI libraries only).
+//! 6. **The system loader**: `dlopen` of the bare file name (`LD_LIBRARY_PATH`, the `ld.so` cache).
+//!
+//! A candidate that opens but lacks a required symbol (the wrong library, or one too old) is closed again and the
+//! search goes on; the final [`LoadError`] lists every candidate and why it was rejected (`{:#}` prints them one
+//! per line). A library is loaded at most once per process and shared by all threads; asking for it again from
+//! another explicit path is [`LoadError::AlreadyLoaded`], naming both paths.
 //!
 //! Trust: a file found this way, or named by `load_from` or an environment variable, is taken to be the vendor
 //! library. Opening it runs its initialisers, and its symbols are called with the signatures of the vendor
@@ -88,11 +107,23 @@ pub struct Attempt {
 }
 
 /// A vendor library could not be loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// `Display` is a short summary: the library, how many candidates were tried, where the missing ones were looked
+/// for, and the first candidate that was found but refused (the one that usually explains the failure). The
+/// alternate form (`{:#}`, also through [`crate::Error`]) lists every candidate, one per line, in search order;
+/// so does [`LoadError::attempts`].
+///
+/// ```
+/// # use gpu_tools::LoadError;
+/// # fn report(e: &LoadError) {
+/// eprintln!("{e}"); // one line
+/// eprintln!("{e:#}"); // every candidate, one per line
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LoadError {
     /// Every candidate failed; each is listed with its reason.
-    #[error("{library} not loaded; tried {}", AttemptList(.attempts))]
     NotFound {
         /// Human name of the library, for example `"CUPTI checkpoint (libcheckpoint.so)"`.
         library: &'static str,
@@ -100,7 +131,6 @@ pub enum LoadError {
         attempts: Vec<Attempt>,
     },
     /// The library is already loaded in this process from another path; a process holds one copy.
-    #[error("{library} is already loaded from {}; cannot also load {}", .loaded.display(), .requested.display())]
     AlreadyLoaded {
         /// Human name of the library.
         library: &'static str,
@@ -121,25 +151,94 @@ impl LoadError {
     }
 }
 
-struct AttemptList<'a>(&'a [Attempt]);
+impl std::error::Error for LoadError {}
 
-impl fmt::Display for AttemptList<'_> {
+impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("no candidates");
-        }
-        for (i, a) in self.0.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "; " };
-            write!(
+        match self {
+            LoadError::AlreadyLoaded {
+                library,
+                loaded,
+                requested,
+            } => write!(
                 f,
-                "{sep}{} ({}): {}",
-                a.path.display(),
-                a.origin,
-                a.rejection
-            )?;
+                "{library} is already loaded from {}; cannot also load {}",
+                loaded.display(),
+                requested.display()
+            ),
+            LoadError::NotFound { library, attempts } => {
+                write!(f, "{library} not loaded; ")?;
+                if f.alternate() {
+                    list_attempts(f, attempts)
+                } else {
+                    summarize_attempts(f, attempts)
+                }
+            }
         }
-        Ok(())
     }
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): {}",
+            self.path.display(),
+            self.origin,
+            self.rejection
+        )
+    }
+}
+
+/// Every candidate, one per line.
+fn list_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::Result {
+    match attempts {
+        [] => f.write_str("no candidates"),
+        [one] => write!(f, "tried {one}"),
+        many => {
+            write!(f, "tried {} candidates, in search order:", many.len())?;
+            for a in many {
+                write!(f, "\n  {a}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One line: how many candidates, where the missing ones were looked for, and the first one that was found but
+/// refused.
+fn summarize_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::Result {
+    match attempts {
+        [] => return f.write_str("no candidates"),
+        [one] => return write!(f, "tried {one}"),
+        _ => {}
+    }
+    let (missing, refused): (Vec<&Attempt>, Vec<&Attempt>) = attempts
+        .iter()
+        .partition(|a| a.rejection == Rejection::NotFound);
+    write!(f, "tried {} candidates", attempts.len())?;
+    let mut sep = ": ";
+    if !missing.is_empty() {
+        // The places, each named once, in search order.
+        let mut places: Vec<String> = Vec::new();
+        for a in &missing {
+            let place = a.origin.to_string();
+            if !places.contains(&place) {
+                places.push(place);
+            }
+        }
+        write!(
+            f,
+            "{sep}{} not found ({})",
+            missing.len(),
+            places.join(", ")
+        )?;
+        sep = "; ";
+    }
+    if let Some(first) = refused.first() {
+        write!(f, "{sep}{} found but refused, first {first}", refused.len())?;
+    }
+    Ok(())
 }
 
 /// How to find one vendor library.
@@ -432,11 +531,117 @@ mod tests {
         assert_eq!(last.origin, Origin::SystemLoader);
         assert_eq!(last.path, PathBuf::from("libnothing.so.1"));
         assert_eq!(last.rejection, Rejection::MissingSymbol("x"));
-        let text = err.to_string();
+        let full = format!("{err:#}");
         assert!(
-            text.contains("/nonexistent/gpu-tools/libnothing.so.1 (standard folder): no such file"),
-            "{text}"
+            full.contains(
+                "\n  /nonexistent/gpu-tools/libnothing.so.1 (standard folder): no such file\n"
+            ),
+            "{full}"
         );
+        assert_eq!(full.lines().count(), 1 + attempts.len(), "{full}");
+        let summary = err.to_string();
+        assert!(!summary.contains('\n'), "{summary}");
+        assert!(
+            summary.starts_with(&format!(
+                "test library not loaded; tried {} candidates: ",
+                attempts.len()
+            )),
+            "{summary}"
+        );
+        assert!(
+            summary.ends_with(
+                "1 found but refused, first libnothing.so.1 (system loader): missing required symbol `x`"
+            ),
+            "{summary}"
+        );
+    }
+
+    fn attempt(path: &str, origin: Origin, rejection: Rejection) -> Attempt {
+        Attempt {
+            path: PathBuf::from(path),
+            origin,
+            rejection,
+        }
+    }
+
+    #[test]
+    fn the_summary_is_short_and_the_alternate_form_lists_everything() {
+        let attempts: Vec<Attempt> = (0..40)
+            .map(|i| {
+                attempt(
+                    &format!("/opt/folder{i}/libx.so.1"),
+                    Origin::StandardFolder,
+                    Rejection::NotFound,
+                )
+            })
+            .chain([
+                attempt(
+                    "/venv/nvidia/lib/libx.so.1",
+                    Origin::PythonWheel,
+                    Rejection::MissingSymbol("xInit"),
+                ),
+                attempt(
+                    "libx.so.1",
+                    Origin::SystemLoader,
+                    Rejection::OpenFailed("libx.so.1: cannot open".into()),
+                ),
+            ])
+            .collect();
+        let err = LoadError::NotFound {
+            library: "X (libx.so.1)",
+            attempts,
+        };
+        assert_eq!(
+            err.to_string(),
+            "X (libx.so.1) not loaded; tried 42 candidates: 40 not found (standard folder); 2 found but refused, \
+             first /venv/nvidia/lib/libx.so.1 (Python wheel): missing required symbol `xInit`"
+        );
+        let full = format!("{err:#}");
+        assert_eq!(full.lines().count(), 43, "{full}");
+        assert!(
+            full.starts_with(
+                "X (libx.so.1) not loaded; tried 42 candidates, in search order:\n  /opt/folder0/"
+            ),
+            "{full}"
+        );
+        assert!(
+            full.ends_with(
+                "\n  libx.so.1 (system loader): cannot be opened: libx.so.1: cannot open"
+            ),
+            "{full}"
+        );
+        // Through the crate's error, both forms survive.
+        let e = crate::Error::from(err.clone());
+        assert_eq!(e.to_string(), err.to_string());
+        assert_eq!(format!("{e:#}"), full);
+        // Only missing files: where they were looked for.
+        let missing = LoadError::NotFound {
+            library: "Y",
+            attempts: vec![
+                attempt("/a/liby.so", Origin::Root("CUDA_HOME"), Rejection::NotFound),
+                attempt("/b/liby.so", Origin::StandardFolder, Rejection::NotFound),
+                attempt("/c/liby.so", Origin::StandardFolder, Rejection::NotFound),
+            ],
+        };
+        assert_eq!(
+            missing.to_string(),
+            "Y not loaded; tried 3 candidates: 3 not found (under $CUDA_HOME, standard folder)"
+        );
+        // One candidate: the same in both forms.
+        let one = LoadError::NotFound {
+            library: "Z",
+            attempts: vec![attempt("/z/libz.so", Origin::Explicit, Rejection::NotAFile)],
+        };
+        assert_eq!(
+            one.to_string(),
+            "Z not loaded; tried /z/libz.so (explicit path): not a file"
+        );
+        assert_eq!(format!("{one:#}"), one.to_string());
+        let none = LoadError::NotFound {
+            library: "W",
+            attempts: vec![],
+        };
+        assert_eq!(none.to_string(), "W not loaded; no candidates");
     }
 
     #[test]

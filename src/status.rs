@@ -14,6 +14,7 @@ macro_rules! status_enum {
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize))]
         #[non_exhaustive]
         $vis enum $Name {
             $(

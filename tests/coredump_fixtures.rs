@@ -4,7 +4,7 @@
 //! on a GPU host from this crate's `debuggee_kernels` by `make.sh` there, each `NAME.cudacore` with
 //! `NAME.cuda-gdb.txt`, cuda-gdb's `info cuda devices/kernels/lanes/warps` of it. `MANIFEST` lists the files; once
 //! it exists, a listed file that is missing fails these tests.
-#![cfg(feature = "cudbg")]
+#![cfg(feature = "coredump")]
 
 #[path = "common/cuda_gdb_view.rs"]
 mod cuda_gdb_view;
@@ -14,8 +14,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 
 use cuda_gdb_view::View;
-use gpu_tools::cudbg::coredump::{CoreDump, Device};
-use gpu_tools::cudbg::{Dim3, Exception};
+use gpu_tools::coredump::{CoreDump, Device, Dim3, Exception};
 
 fn fixture_dir() -> PathBuf {
     std::env::var_os("GPU_TOOLS_COREDUMP_FIXTURES")

@@ -6,7 +6,7 @@
 //! The dumps mutated are the committed fixtures (`tests/fixtures/coredump`, see `coredump_fixtures.rs`), any dump
 //! named by `GPU_TOOLS_COREDUMP_FUZZ_SEED`, and the writer's sample in both layouts. `GPU_TOOLS_FUZZ_CASES` sets
 //! the number of cases per property (default 1000).
-#![cfg(feature = "cudbg")]
+#![cfg(feature = "coredump")]
 
 #[path = "common/coredump_writer.rs"]
 mod writer;
@@ -14,7 +14,7 @@ mod writer;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use gpu_tools::cudbg::coredump::CoreDump;
+use gpu_tools::coredump::CoreDump;
 use proptest::prelude::*;
 use proptest::sample::Index;
 

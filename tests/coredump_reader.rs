@@ -1,13 +1,14 @@
 //! The core-dump reader against dumps written by `common/coredump_writer.rs` in the documented layout: every
 //! field lands where it belongs, older (shorter) entries read as absent fields, and every kind of bad file is a
 //! typed error.
-#![cfg(feature = "cudbg")]
+#![cfg(feature = "coredump")]
 
 #[path = "common/coredump_writer.rs"]
 mod writer;
 
-use gpu_tools::cudbg::coredump::{CoreDump, CoreDumpError, GenerationFlags, GridStatus};
-use gpu_tools::cudbg::{Dim3, Exception, KernelOrigin, KernelType};
+use gpu_tools::coredump::{
+    CoreDump, CoreDumpError, Dim3, Exception, GenerationFlags, GridStatus, KernelOrigin, KernelType,
+};
 use writer::{Builder, Fields, Layout, expect::*};
 
 fn dim(x: u32, y: u32, z: u32) -> Dim3 {
@@ -606,8 +607,8 @@ fn open_reads_a_file_and_leaves_it_unchanged() {
 fn dumps_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<CoreDump>();
-    send_sync::<gpu_tools::cudbg::coredump::Region>();
-    send_sync::<gpu_tools::cudbg::coredump::LaneView<'static>>();
+    send_sync::<gpu_tools::coredump::Region>();
+    send_sync::<gpu_tools::coredump::LaneView<'static>>();
     send_sync::<CoreDumpError>();
     // A dump read on one thread is used on another.
     let dump = read(writer::sample(Layout::Current)).unwrap();

@@ -2,7 +2,7 @@
 //! of a dump that was read stays in bounds.
 #![no_main]
 
-use gpu_tools::cudbg::coredump::CoreDump;
+use gpu_tools::coredump::CoreDump;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

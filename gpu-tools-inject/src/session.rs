@@ -91,14 +91,8 @@ fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
 
 /// The program's command line from `/proc/self/cmdline`, arguments joined by spaces.
 fn command_line() -> String {
-    std::fs::read("/proc/self/cmdline")
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|a| !a.is_empty())
-                .map(String::from_utf8_lossy)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
+    gpu_tools::linux::procfs::Process::current()
+        .command_line_text()
         .unwrap_or_default()
 }
 

@@ -30,6 +30,14 @@ impl fmt::Display for GpuUuid {
     }
 }
 
+/// Serialised as its `Display` text (`GPU-xxxxxxxx-...`), as `nvidia-smi` and NVML name GPUs.
+#[cfg(feature = "serde")]
+impl serde::Serialize for GpuUuid {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 impl Driver {
     /// The UUID of device `ordinal` (`cuDeviceGetUuid_v2`; initialises the driver).
     pub fn device_uuid(&self, ordinal: usize) -> Result<GpuUuid, CudaError> {

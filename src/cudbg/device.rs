@@ -8,9 +8,10 @@ use std::ffi::c_char;
 use std::time::{Duration, Instant};
 
 use super::api::api_call;
-use super::batch::EventBatch;
-use super::event::{Dim3, ElfImage, KernelOrigin, KernelType};
+use super::event::ElfImage;
+use super::session::EventBatch;
 use super::{DebugSession, SessionError};
+use crate::coredump::{Dim3, Exception, KernelOrigin, KernelType};
 use crate::sys::cudbg as sys;
 
 /// What the debugger API reports about a device.
@@ -32,73 +33,6 @@ pub struct DeviceProperties {
     pub lanes_per_warp: u32,
     /// Registers per lane.
     pub registers_per_lane: u32,
-}
-
-/// A lane's hardware exception (`CUDBGException_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant is the header's name of the same code
-pub enum Exception {
-    None,
-    Unknown,
-    LaneIllegalAddress,
-    LaneUserStackOverflow,
-    DeviceHardwareStackOverflow,
-    WarpIllegalInstruction,
-    WarpOutOfRangeAddress,
-    WarpMisalignedAddress,
-    WarpInvalidAddressSpace,
-    WarpInvalidPc,
-    WarpHardwareStackOverflow,
-    DeviceIllegalAddress,
-    LaneMisalignedAddress,
-    WarpAssert,
-    LaneSyscallError,
-    WarpIllegalAddress,
-    LaneNonmigratableAtomsys,
-    LaneInvalidAtomsys,
-    ClusterOutOfRangeAddress,
-    ClusterBlockNotPresent,
-    WarpStackCanary,
-    WarpTmemAccessCheck,
-    WarpTmemLeak,
-    WarpCallRequiresNewerDriver,
-    /// A code this crate does not know.
-    Other(u32),
-}
-
-impl Exception {
-    /// The typed value of a raw `CUDBGException_t`.
-    pub fn from_raw(v: u32) -> Self {
-        use Exception::*;
-        match v {
-            sys::CUDBG_EXCEPTION_NONE => None,
-            sys::CUDBG_EXCEPTION_UNKNOWN => Unknown,
-            sys::CUDBG_EXCEPTION_LANE_ILLEGAL_ADDRESS => LaneIllegalAddress,
-            sys::CUDBG_EXCEPTION_LANE_USER_STACK_OVERFLOW => LaneUserStackOverflow,
-            sys::CUDBG_EXCEPTION_DEVICE_HARDWARE_STACK_OVERFLOW => DeviceHardwareStackOverflow,
-            sys::CUDBG_EXCEPTION_WARP_ILLEGAL_INSTRUCTION => WarpIllegalInstruction,
-            sys::CUDBG_EXCEPTION_WARP_OUT_OF_RANGE_ADDRESS => WarpOutOfRangeAddress,
-            sys::CUDBG_EXCEPTION_WARP_MISALIGNED_ADDRESS => WarpMisalignedAddress,
-            sys::CUDBG_EXCEPTION_WARP_INVALID_ADDRESS_SPACE => WarpInvalidAddressSpace,
-            sys::CUDBG_EXCEPTION_WARP_INVALID_PC => WarpInvalidPc,
-            sys::CUDBG_EXCEPTION_WARP_HARDWARE_STACK_OVERFLOW => WarpHardwareStackOverflow,
-            sys::CUDBG_EXCEPTION_DEVICE_ILLEGAL_ADDRESS => DeviceIllegalAddress,
-            sys::CUDBG_EXCEPTION_LANE_MISALIGNED_ADDRESS => LaneMisalignedAddress,
-            sys::CUDBG_EXCEPTION_WARP_ASSERT => WarpAssert,
-            sys::CUDBG_EXCEPTION_LANE_SYSCALL_ERROR => LaneSyscallError,
-            sys::CUDBG_EXCEPTION_WARP_ILLEGAL_ADDRESS => WarpIllegalAddress,
-            sys::CUDBG_EXCEPTION_LANE_NONMIGRATABLE_ATOMSYS => LaneNonmigratableAtomsys,
-            sys::CUDBG_EXCEPTION_LANE_INVALID_ATOMSYS => LaneInvalidAtomsys,
-            sys::CUDBG_EXCEPTION_CLUSTER_OUT_OF_RANGE_ADDRESS => ClusterOutOfRangeAddress,
-            sys::CUDBG_EXCEPTION_CLUSTER_BLOCK_NOT_PRESENT => ClusterBlockNotPresent,
-            sys::CUDBG_EXCEPTION_WARP_STACK_CANARY => WarpStackCanary,
-            sys::CUDBG_EXCEPTION_WARP_TMEM_ACCESS_CHECK => WarpTmemAccessCheck,
-            sys::CUDBG_EXCEPTION_WARP_TMEM_LEAK => WarpTmemLeak,
-            sys::CUDBG_EXCEPTION_WARP_CALL_REQUIRES_NEWER_DRIVER => WarpCallRequiresNewerDriver,
-            other => Other(other),
-        }
-    }
 }
 
 /// What the driver knows of a grid (`getGridInfo`): where it runs and what it runs.

@@ -11,11 +11,16 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use super::event::Event;
-use super::inject;
 use super::notify::NOTIFIER;
-use super::watch::EndWatch;
+use crate::linux::exit_watch::ExitWatch;
+use crate::linux::memory;
 
 use super::{DebuggerLibrary, SessionError};
+
+/// How a debuggee that is not a child of this process ends, as a connection route sees it
+/// ([`DebuggeeLink::watch_end`]). Only the crate's own routes make one.
+#[derive(Debug, Clone)]
+pub struct EndWatch(pub(crate) ExitWatch);
 
 /// What both sides of a handshake agree on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,9 +140,9 @@ impl Handshake for EnvHandshake {
                     break;
                 }
             }
-            if let Ok(Some(addr)) = inject::remote_address(pid, local.cast_const()) {
+            if let Ok(Some(addr)) = memory::remote_address(pid, local.cast_const()) {
                 // Fails until the page is mapped; the next round tries again.
-                let _ = inject::write_u32(pid, addr, info.capabilities);
+                let _ = memory::write_u32(pid, addr, info.capabilities);
             }
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -196,7 +201,7 @@ pub(crate) fn write_debuggee_variable(
     let lib = DebuggerLibrary::get().ok_or(SessionError::MissingClientVariable(name))?;
     let local = client_variable(lib, name)?;
     let failed = |source| SessionError::DebuggeeVariable { name, source };
-    let addr = inject::remote_address(pid, local.cast_const())
+    let addr = memory::remote_address(pid, local.cast_const())
         .map_err(failed)?
         .ok_or_else(|| {
             failed(std::io::Error::new(
@@ -204,7 +209,7 @@ pub(crate) fn write_debuggee_variable(
                 "the debuggee does not map the libcuda.so.1 file this process uses",
             ))
         })?;
-    inject::write_u32(pid, addr, value).map_err(failed)
+    memory::write_u32(pid, addr, value).map_err(failed)
 }
 
 /// The debuggee's `cudbgResumeForAttachDetach`, which `requestCleanupOnDetach` takes; 0 when it cannot be read
@@ -216,8 +221,8 @@ pub(crate) fn resume_flag(pid: u32) -> u32 {
     let Ok(local) = client_variable(lib, "cudbgResumeForAttachDetach") else {
         return 0;
     };
-    match inject::remote_address(pid, local.cast_const()) {
-        Ok(Some(addr)) => inject::read_u32(pid, addr).unwrap_or(0),
+    match memory::remote_address(pid, local.cast_const()) {
+        Ok(Some(addr)) => memory::read_u32(pid, addr).unwrap_or(0),
         _ => 0,
     }
 }

@@ -30,6 +30,21 @@
 //! session.terminate()?;
 //! # Ok(()) }
 //! ```
+//!
+//! # Rules
+//!
+//! - **Load before HIP**: `librocprofiler64.so.2` is an HSA tool, so it must be mapped before the HSA runtime
+//!   starts. Call [`RocprofilerLibrary::load`] first thing in `main`, or start the program with
+//!   `HSA_TOOLS_LIB=/opt/rocm/lib/librocprofiler64.so.2`.
+//! - **The driver is checked first**: [`Rocprofiler::initialize`] looks for `/dev/kfd` and a GPU node in the KFD
+//!   topology ([`amd_gpus`]) and returns [`NoAmdDriver`] instead of calling the vendor's `rocprofiler_initialize`,
+//!   which aborts the process on a machine without one.
+//! - **Records live only during the callback**: a [`Batch`] and its [`Record`]s borrow the buffer half the vendor
+//!   hands over, so they cannot be kept; copy what is needed. Every read of a record is bounds-checked, and a record
+//!   that does not fit is a [`RecordError`].
+//! - **One active session per process**: a second [`start`](ProfilingSession::start) is
+//!   [`ProfilerError::SessionAlreadyActive`]. [`ProfilingSession::terminate`] returns once every record has reached
+//!   its callback.
 
 mod batch;
 mod buffer;

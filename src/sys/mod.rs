@@ -19,10 +19,10 @@
 #[cfg(any(feature = "cupti", feature = "cudbg"))]
 pub mod cuda_driver;
 /// CUDA core-dump table entries (`cudacoredump.h`, driver r580 format); the reader checks its layouts against them.
-#[cfg(feature = "cudbg")]
+#[cfg(feature = "coredump")]
 pub mod cudacoredump;
-/// CUDA debugger API (`cudadebugger.h`, API 13.0.163).
-#[cfg(feature = "cudbg")]
+/// CUDA debugger API (`cudadebugger.h`, API 13.0.163); core dumps share its status and exception codes.
+#[cfg(feature = "coredump")]
 pub mod cudbg;
 /// CUPTI 13: checkpoint, result codes, the Activity and Callback APIs (`cupti_checkpoint.h`, `cupti_result.h`,
 /// `cupti_activity.h` with its deprecated record versions, `cupti_callbacks.h`, the callback-id headers).

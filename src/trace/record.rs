@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 /// One traced event.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "record", rename_all = "snake_case"))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Record {
@@ -45,6 +47,7 @@ impl Record {
 }
 
 /// A kernel execution.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelRecord {
     /// Start on the device, ns.
@@ -85,6 +88,7 @@ impl KernelRecord {
 }
 
 /// Direction of a memory copy.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum CopyKind {
@@ -171,6 +175,7 @@ impl CopyKind {
 }
 
 /// Kind of memory at one end of a copy or set.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum MemoryKind {
@@ -242,6 +247,7 @@ impl MemoryKind {
 }
 
 /// A memory copy.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemcpyRecord {
     /// Start, ns.
@@ -276,6 +282,7 @@ impl MemcpyRecord {
 }
 
 /// A memory set.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemsetRecord {
     /// Start, ns.
@@ -308,6 +315,7 @@ impl MemsetRecord {
 }
 
 /// Which host API a call belongs to.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum ApiDomain {
@@ -349,6 +357,7 @@ impl ApiDomain {
 }
 
 /// A host API call.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiRecord {
     /// Entry, ns.
@@ -372,6 +381,7 @@ pub struct ApiRecord {
 }
 
 /// Kind of a synchronization.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum SyncKind {
@@ -428,6 +438,7 @@ impl SyncKind {
 }
 
 /// A synchronization.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncRecord {
     /// Start, ns.
@@ -447,6 +458,7 @@ pub struct SyncRecord {
 }
 
 /// Time the vendor's tool layer spent.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverheadRecord {
     /// Start, ns.
@@ -462,6 +474,7 @@ pub struct OverheadRecord {
 }
 
 /// Records the vendor dropped.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedRecords {
     /// Context id (`u32::MAX` when not tied to one).
@@ -473,6 +486,7 @@ pub struct DroppedRecords {
 }
 
 /// Severity of a [`Notice`].
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum NoticeLevel {
@@ -509,6 +523,7 @@ impl NoticeLevel {
 }
 
 /// A message from the tracing side.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     /// Severity.
@@ -518,6 +533,7 @@ pub struct Notice {
 }
 
 /// First record of a stream.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessStart {
     /// Process id.
@@ -531,6 +547,7 @@ pub struct ProcessStart {
 }
 
 /// Why a stream ended.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum EndReason {
@@ -563,6 +580,7 @@ impl EndReason {
 }
 
 /// Last record of a stream: what the sending side counted, so the receiver can check it got everything.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessEnd {
     /// When the stream ended, ns.

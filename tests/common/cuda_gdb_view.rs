@@ -2,7 +2,7 @@
 //! and `warps`), so that tests can compare the reader with what cuda-gdb saw in the same file.
 #![allow(dead_code)]
 
-use gpu_tools::cudbg::Dim3;
+use gpu_tools::coredump::Dim3;
 
 /// `[Current focus set to CUDA kernel K, grid G, block B, thread T, device D, sm S, warp W, lane L]`.
 #[derive(Debug, Clone, PartialEq, Eq)]

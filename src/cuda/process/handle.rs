@@ -51,6 +51,7 @@ impl Stage for Checkpointed {
 }
 
 /// How a checkpointed GPU maps onto the GPU to restore it on (`CUcheckpointGpuPair`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GpuPair {
     /// The GPU the process used when it was checkpointed.

@@ -5,6 +5,7 @@ use std::fmt;
 use crate::sys::cuda_driver as sys;
 
 /// Where the driver says a process stands in the checkpoint cycle (`CUprocessState`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProcessState {
     /// `CU_PROCESS_STATE_RUNNING`: the default; CUDA calls run.

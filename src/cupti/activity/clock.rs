@@ -6,7 +6,6 @@
 //! with. The callback stays registered for the process (CUPTI cannot unregister it); which clock it reads is a
 //! process-wide setting that each tracer sets when it starts.
 
-use std::ffi::{c_int, c_long};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The clock timestamps are on.
@@ -20,33 +19,19 @@ pub enum Clock {
     Realtime,
 }
 
-#[repr(C)]
-struct Timespec {
-    tv_sec: c_long,
-    tv_nsec: c_long,
-}
-
-unsafe extern "C" {
-    /// POSIX `clock_gettime` (glibc and musl export it; `time_t` is `long` on Linux).
-    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
-}
-
-const CLOCK_REALTIME: c_int = 0;
-const CLOCK_MONOTONIC: c_int = 1;
-
 impl Clock {
     /// The clock's current time in nanoseconds.
     pub fn now_ns(self) -> u64 {
         let id = match self {
-            Clock::Monotonic => CLOCK_MONOTONIC,
-            Clock::Realtime => CLOCK_REALTIME,
+            Clock::Monotonic => libc::CLOCK_MONOTONIC,
+            Clock::Realtime => libc::CLOCK_REALTIME,
         };
-        let mut ts = Timespec {
+        let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: a valid clock id and out-pointer; clock_gettime writes the struct and nothing else.
-        if unsafe { clock_gettime(id, &mut ts) } != 0 {
+        if unsafe { libc::clock_gettime(id, &mut ts) } != 0 {
             return 0;
         }
         let secs = u64::try_from(ts.tv_sec).unwrap_or(0);

@@ -8,16 +8,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::elf_file::{self, ElfFile, SectionHeader, le_u32, section_data, string_at};
+use super::container::{self, ElfFile, SectionHeader, section_data, string_at};
+use super::elf::SymbolTable;
 use super::error::{CoreDumpError, SectionId};
 use super::layout::{
     Entry, WORD, cbank, cta, ctx, dev, frame, grid, lane, meta, module, sht, sm, warp,
 };
+use super::model::Source;
 use super::model::{
     Block, CbuLanes, ConstBank, Context, Device, Frame, GenerationFlags, Grid, GridStatus, Lane,
     Metadata, Module, Region, Sm, Warp,
 };
-use crate::cudbg::{CudbgError, Exception, KernelOrigin, KernelType, elf};
+use super::{CudbgError, Exception, KernelOrigin, KernelType};
+use crate::bytes::le_u32;
 
 /// Everything read from a dump.
 pub(super) struct Parts {
@@ -36,16 +39,19 @@ struct Slot {
 }
 
 struct Reader<'a> {
-    data: &'a Arc<Vec<u8>>,
-    sections: &'a [SectionHeader],
+    /// The dump's bytes, shared with the regions cut from them.
+    source: &'a Source,
+    /// The same bytes, borrowed once.
+    bytes: &'a [u8],
+    sections: &'a [SectionHeader<'a>],
     strings: &'a [u8],
-    strings_section: Option<&'a SectionHeader>,
+    strings_section: Option<&'a SectionHeader<'a>>,
     claims: HashMap<Slot, usize>,
 }
 
 impl<'a> Reader<'a> {
     fn bytes(&self) -> &'a [u8] {
-        self.data.as_slice()
+        self.bytes
     }
 
     /// The entries of a table section; entries shorter than `baseline` or a size that is not a whole number of
@@ -111,7 +117,7 @@ impl<'a> Reader<'a> {
         } else {
             start..start + d.len()
         };
-        Ok(Region::new(s.addr, Arc::clone(self.data), range))
+        Ok(Region::new(s.addr, Arc::clone(self.source), range))
     }
 
     fn string(&self, s: &SectionHeader, index: u64) -> Result<String, CoreDumpError> {
@@ -186,12 +192,14 @@ fn flag(v: u32) -> bool {
     v != 0
 }
 
-/// Reads every section of `data` (already checked to be a CUDA core dump by [`elf_file::parse`]).
-pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
+/// Reads every section of the dump in `source` (checked to be a CUDA core dump by [`container::parse`] first).
+pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
+    // Borrowed once: every range is checked against these bytes, and regions later cut the same ranges.
+    let bytes: &[u8] = (**source).as_ref();
     let ElfFile {
         abi_version,
         sections,
-    } = elf_file::parse(data)?;
+    } = container::parse(bytes)?;
     let mut by_kind: HashMap<u32, Vec<&SectionHeader>> = HashMap::new();
     for s in &sections {
         by_kind.entry(s.kind).or_default().push(s);
@@ -204,11 +212,12 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
         .iter()
         .find(|s| s.kind == SHT_STRTAB && s.name == ".strtab");
     let strings = match strings_section {
-        Some(s) => section_data(data, s)?,
+        Some(s) => section_data(bytes, s)?,
         None => &[],
     };
     let mut r = Reader {
-        data,
+        source,
+        bytes,
         sections: &sections,
         strings,
         strings_section,
@@ -296,7 +305,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
                 handle: e.u64(module::HANDLE),
                 relocated_image: None,
                 unrelocated_image: None,
-                functions: Vec::new(),
+                functions: SymbolTable::default(),
             });
         }
         mod_tables.insert(s.index, (d, c));
@@ -309,7 +318,7 @@ pub(super) fn assemble(data: &Arc<Vec<u8>>) -> Result<Parts, CoreDumpError> {
             let image = r.region(s)?;
             let module = &mut devices[d].contexts[c].modules[m];
             if kind == sht::RELF_IMG {
-                module.functions = elf::function_symbols(image.bytes());
+                module.functions = SymbolTable::from_image(image.bytes());
                 module.relocated_image = Some(image);
             } else {
                 module.unrelocated_image = Some(image);

@@ -7,41 +7,16 @@
 
 use std::io;
 
-/// `siginfo_t` of Linux as far as `waitid` fills it for a child (the same layout on x86-64 and aarch64).
-#[repr(C)]
-struct SigInfo {
-    signo: i32,
-    errno: i32,
-    code: i32,
-    _pad: i32,
-    pid: i32,
-    uid: u32,
-    status: i32,
-    _rest: [u8; 100],
-}
-
-unsafe extern "C" {
-    /// glibc's wrapper of the `waitid` system call.
-    fn waitid(idtype: u32, id: u32, info: *mut SigInfo, options: i32) -> i32;
-}
-
-const P_PID: u32 = 1;
 /// Report exits.
-pub(crate) const WEXITED: i32 = 4;
+pub(crate) const WEXITED: i32 = libc::WEXITED;
 /// Report stops (for a tracee: every ptrace-stop).
-pub(crate) const WSTOPPED: i32 = 2;
+pub(crate) const WSTOPPED: i32 = libc::WSTOPPED;
 /// Leave the reported child waitable.
-pub(crate) const WNOWAIT: i32 = 0x0100_0000;
+pub(crate) const WNOWAIT: i32 = libc::WNOWAIT;
 /// Return at once when nothing is to be reported.
-pub(crate) const WNOHANG: i32 = 1;
+pub(crate) const WNOHANG: i32 = libc::WNOHANG;
 /// Threads as well as processes.
-pub(crate) const WALL: i32 = 0x4000_0000;
-
-const CLD_EXITED: i32 = 1;
-const CLD_KILLED: i32 = 2;
-const CLD_DUMPED: i32 = 3;
-const CLD_TRAPPED: i32 = 4;
-const CLD_STOPPED: i32 = 5;
+pub(crate) const WALL: i32 = libc::__WALL;
 
 /// What `waitid` reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,18 +50,10 @@ impl Waited {
 /// nothing.
 pub(crate) fn wait_id(id: u32, options: i32) -> io::Result<Option<Waited>> {
     loop {
-        let mut info = SigInfo {
-            signo: 0,
-            errno: 0,
-            code: 0,
-            _pad: 0,
-            pid: 0,
-            uid: 0,
-            status: 0,
-            _rest: [0; 100],
-        };
-        // SAFETY: `info` is a writable siginfo_t-sized buffer; the call writes only into it.
-        let rc = unsafe { waitid(P_PID, id, &mut info, options) };
+        // SAFETY: siginfo_t is plain data, for which all zero bytes is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a writable siginfo_t; the call writes only into it.
+        let rc = unsafe { libc::waitid(libc::P_PID, id, &mut info, options) };
         if rc != 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -94,16 +61,19 @@ pub(crate) fn wait_id(id: u32, options: i32) -> io::Result<Option<Waited>> {
             }
             return Err(e);
         }
-        if info.pid == 0 {
+        // SAFETY: for waitid the kernel fills the child fields of the union (si_pid, si_status), or leaves them
+        // zero when WNOHANG found nothing; both are read as the plain integers they are.
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
             return Ok(None);
         }
-        return Ok(Some(match info.code {
-            CLD_EXITED => Waited::Exited(info.status),
-            CLD_KILLED | CLD_DUMPED => Waited::Signaled(info.status),
+        return Ok(Some(match info.si_code {
+            libc::CLD_EXITED => Waited::Exited(status),
+            libc::CLD_KILLED | libc::CLD_DUMPED => Waited::Signaled(status),
             // For a ptrace-stop the status holds the signal in its low byte and the event above it.
-            CLD_TRAPPED | CLD_STOPPED => Waited::Stopped {
-                signal: info.status & 0xff,
-                event: (info.status >> 8) & 0xff,
+            libc::CLD_TRAPPED | libc::CLD_STOPPED => Waited::Stopped {
+                signal: status & 0xff,
+                event: (status >> 8) & 0xff,
             },
             other => {
                 return Err(io::Error::other(format!(

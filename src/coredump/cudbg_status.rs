@@ -1,9 +1,10 @@
-//! `CUDBGResult` as a typed error.
+//! `CUDBGResult` as a typed error: the status of a debugger API call, and of a device in a core dump.
 
 use crate::status::status_enum;
 
 status_enum! {
-    /// A CUDA debugger API call failed. `Display` gives the vendor's name for the code and the header's description.
+    /// A CUDA debugger status (`CUDBGResult`) other than success: why a debugger API call failed, or a device's
+    /// status in a core dump. `Display` gives the vendor's name for the code.
     pub enum CudbgError: u32, from crate::sys::cudbg, success CUDBG_SUCCESS, display describe {
         Unknown = CUDBG_ERROR_UNKNOWN,
         BufferTooSmall = CUDBG_ERROR_BUFFER_TOO_SMALL,

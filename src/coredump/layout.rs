@@ -4,7 +4,8 @@
 //! is at least the oldest layout (its *baseline*, driver r346) and fields past the file's entry size are absent.
 //! The offsets below are asserted at compile time against bindgen's view of the header (`sys::cudacoredump`).
 
-use super::elf_file::{le_u32, le_u64};
+use super::Dim3;
+use crate::bytes::{le_u32, le_u64};
 
 /// Section types (`CudbgSectionHeaderTypes`).
 pub(super) mod sht {
@@ -223,15 +224,15 @@ impl Entry<'_> {
         self.opt_u64(at).unwrap_or(0)
     }
     /// Three consecutive `u32` (x, y, z), if all are inside the entry.
-    pub fn opt_dim3(self, at: usize) -> Option<crate::cudbg::Dim3> {
-        Some(crate::cudbg::Dim3 {
+    pub fn opt_dim3(self, at: usize) -> Option<Dim3> {
+        Some(Dim3 {
             x: self.opt_u32(at)?,
             y: self.opt_u32(at + 4)?,
             z: self.opt_u32(at + 8)?,
         })
     }
     /// A baseline `Dim3`.
-    pub fn dim3(self, at: usize) -> crate::cudbg::Dim3 {
+    pub fn dim3(self, at: usize) -> Dim3 {
         self.opt_dim3(at).unwrap_or_default()
     }
 }

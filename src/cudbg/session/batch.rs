@@ -2,8 +2,8 @@
 
 use std::time::Instant;
 
-use super::event::{Event, Queue};
-use super::session::DebugSession;
+use super::DebugSession;
+use crate::cudbg::event::{Event, Queue};
 
 /// When a batch's events were signalled, noticed and drained: the session's share of a synchronous round trip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,17 +1,16 @@
-//! Knowing, without a system call, whether the debuggee has ended and how.
+//! Knowing, without a system call, whether a process has ended and how: one atomic load.
 //!
-//! On driver 580.159.04, once a debuggee has died from a signal (killed, or crashed) the driver's debugger side in
-//! this process is left broken: `getNextEvent` then segfaulted in every trial, and `finalize` in most. So every call
-//! that reaches the debuggee first looks at this watch. For a child, a thread per session waits with
-//! `waitid(WNOWAIT)`, which leaves it to be reaped by [`std::process::Child`], and publishes how it ended; for an
-//! attached process, the thread that traces it publishes its end ([`ExitWatch::published`]).
+//! The debugger API needs this before every call that reaches its debuggee (on driver 580.159.04, a call after the
+//! debuggee died from a signal crashed the debugger; see `cudbg::session`). For a child, a thread waits with
+//! `waitid(WNOWAIT)`, which leaves it to be reaped by [`std::process::Child`], and publishes how it ended; for a
+//! traced process, the thread that traces it publishes its end ([`ExitWatch::published`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::wait::{WEXITED, WNOWAIT, Waited, wait_id};
 
-/// How the debuggee stands, as far as the watch has seen.
+/// How the process stands, as far as the watch has seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChildState {
     /// Running (or not yet seen to end).
@@ -95,11 +94,6 @@ impl ExitWatch {
         decode(self.state.load(Ordering::Acquire))
     }
 }
-
-/// How a debuggee that is not a child of this process ends, as a connection route sees it
-/// ([`DebuggeeLink::watch_end`](super::handshake::DebuggeeLink::watch_end)). Only the crate's own routes make one.
-#[derive(Debug, Clone)]
-pub struct EndWatch(pub(crate) ExitWatch);
 
 /// The writing end of an [`ExitWatch::published`] watch.
 #[derive(Debug)]

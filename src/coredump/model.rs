@@ -7,20 +7,24 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::cudbg::elf::FunctionSymbol;
-use crate::cudbg::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
+use super::elf::{FunctionSymbol, SymbolTable};
+use super::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
+
+/// The bytes a dump was read from, shared by the dump and its regions: a `Vec<u8>`, a memory map, anything that
+/// holds bytes.
+pub(super) type Source = Arc<dyn AsRef<[u8]> + Send + Sync>;
 
 /// Bytes of one section of the dump, with the address the dump gives them (a device address for memory; 0 for
 /// ELF images). Cheap to clone: it shares the dump's bytes.
 #[derive(Clone)]
 pub struct Region {
     address: u64,
-    data: Arc<Vec<u8>>,
+    data: Source,
     range: Range<usize>,
 }
 
 impl Region {
-    pub(super) fn new(address: u64, data: Arc<Vec<u8>>, range: Range<usize>) -> Self {
+    pub(super) fn new(address: u64, data: Source, range: Range<usize>) -> Self {
         Region {
             address,
             data,
@@ -45,8 +49,8 @@ impl Region {
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        // The range was checked against the file when the dump was read.
-        self.data.get(self.range.clone()).unwrap_or(&[])
+        // The range was checked against the bytes when the dump was read.
+        (*self.data).as_ref().get(self.range.clone()).unwrap_or(&[])
     }
 
     /// `len` bytes at device address `addr`, if the region holds all of them.
@@ -94,6 +98,7 @@ bitflags::bitflags! {
 }
 
 /// The dump's metadata section (driver r565 and later).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metadata {
@@ -110,6 +115,7 @@ pub struct Metadata {
 }
 
 /// A CUDA device at the time of the dump.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Device {
@@ -181,6 +187,7 @@ impl Device {
 }
 
 /// A CUDA context.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Context {
@@ -201,6 +208,7 @@ pub struct Context {
 }
 
 /// A loaded module (cubin).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Module {
@@ -210,22 +218,20 @@ pub struct Module {
     pub relocated_image: Option<Region>,
     /// The ELF image before relocation (absent when the dump skips non-relocated images).
     pub unrelocated_image: Option<Region>,
-    /// Function symbols of the relocated image.
-    pub functions: Vec<FunctionSymbol>,
+    /// Function symbols of the relocated image, sorted by address.
+    pub functions: SymbolTable,
 }
 
 impl Module {
-    /// The function whose symbol starts at, or covers, device address `pc`.
+    /// The function whose symbol starts at, or covers, device address `pc` (a binary search; see
+    /// [`SymbolTable::function_at`]).
     pub fn function_at(&self, pc: u64) -> Option<&FunctionSymbol> {
-        self.functions.iter().find(|s| s.value == pc).or_else(|| {
-            self.functions
-                .iter()
-                .find(|s| s.size > 0 && pc >= s.value && pc - s.value < s.size)
-        })
+        self.functions.function_at(pc)
     }
 }
 
 /// `CUDBGGridStatus`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GridStatus {
@@ -261,6 +267,7 @@ impl GridStatus {
 }
 
 /// A constant bank of a grid (r550).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConstBank {
@@ -273,6 +280,7 @@ pub struct ConstBank {
 }
 
 /// A grid (kernel launch) on a device.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Grid {
@@ -320,6 +328,7 @@ pub struct Grid {
 }
 
 /// An SM with the blocks resident on it.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Sm {
@@ -338,6 +347,7 @@ pub struct Sm {
 }
 
 /// A block (CTA) resident on an SM.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Block {
@@ -356,6 +366,7 @@ pub struct Block {
 }
 
 /// Masks the convergence barrier unit keeps per warp (r575).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CbuLanes {
@@ -368,6 +379,7 @@ pub struct CbuLanes {
 }
 
 /// A warp.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Warp {
@@ -412,6 +424,7 @@ impl Warp {
 }
 
 /// A frame of a lane's call stack.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Frame {
@@ -424,6 +437,7 @@ pub struct Frame {
 }
 
 /// A lane (thread).
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Lane {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// A section of the dump, named for error messages: its index in the section table and, where the name could be
 /// read, its name.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SectionId {
     /// Index in the section header table.

@@ -1,0 +1,167 @@
+//! Another process's memory, read and written with `process_vm_readv`/`process_vm_writev` (no ptrace stop
+//! needed; the kernel checks this process may trace the other), and the place a variable of a shared library lies
+//! at in another process that maps the same file.
+//!
+//! Both processes map the same library file, so a variable lies at the same distance from the library's lowest
+//! mapping in each. The other process's copy is found through its memory map (same device and inode).
+
+use super::procfs::{Mapping, Process};
+
+/// The file mapped at `addr` in `maps` and that file's lowest mapped address. An address in the anonymous
+/// mapping right after a file's last mapping (its `.bss`) belongs to that file.
+fn file_at(maps: &[Mapping], addr: u64) -> Option<(&Mapping, u64)> {
+    let at = maps.iter().position(|m| m.contains(addr))?;
+    let hit = &maps[at];
+    let file = match (hit.inode, at.checked_sub(1).map(|p| &maps[p])) {
+        (0, Some(prev)) if prev.end == hit.start && prev.inode != 0 => prev,
+        (0, _) => return None,
+        _ => hit,
+    };
+    Some((file, lowest(maps, file)?))
+}
+
+/// The lowest address at which `file`'s file (device, inode) is mapped in `maps`.
+fn lowest(maps: &[Mapping], file: &Mapping) -> Option<u64> {
+    maps.iter()
+        .filter(|m| m.same_file(file))
+        .map(|m| m.start)
+        .min()
+}
+
+/// Where this process's variable at `local` lies in process `pid`, if `pid` maps the same library file yet.
+pub(crate) fn remote_address(pid: u32, local: *const u32) -> std::io::Result<Option<u64>> {
+    let own = Process::current().maps()?;
+    let Some((file, base)) = file_at(&own, local as u64) else {
+        return Ok(None);
+    };
+    let theirs = Process::new(pid).maps()?;
+    Ok(lowest(&theirs, file).map(|remote| remote + (local as u64 - base)))
+}
+
+/// Reads the `u32` at `addr` in process `pid`.
+pub(crate) fn read_u32(pid: u32, addr: u64) -> std::io::Result<u32> {
+    let mut v = [0u8; 4];
+    transfer(pid, addr, &mut v, Direction::Read)?;
+    Ok(u32::from_ne_bytes(v))
+}
+
+/// Reads the `u64` at `addr` in process `pid`.
+pub(crate) fn read_u64(pid: u32, addr: u64) -> std::io::Result<u64> {
+    let mut v = [0u8; 8];
+    transfer(pid, addr, &mut v, Direction::Read)?;
+    Ok(u64::from_ne_bytes(v))
+}
+
+/// Writes `value` at `addr` in process `pid`.
+pub(crate) fn write_u32(pid: u32, addr: u64, value: u32) -> std::io::Result<()> {
+    transfer(pid, addr, &mut value.to_ne_bytes(), Direction::Write)
+}
+
+/// Writes `value` at `addr` in process `pid`.
+pub(crate) fn write_u64(pid: u32, addr: u64, value: u64) -> std::io::Result<()> {
+    transfer(pid, addr, &mut value.to_ne_bytes(), Direction::Write)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// Copies `bytes.len()` bytes between `bytes` and `addr` in process `pid`, in either direction.
+fn transfer(pid: u32, addr: u64, bytes: &mut [u8], direction: Direction) -> std::io::Result<()> {
+    let local = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let n = match direction {
+        // SAFETY: one local iovec over the live buffer and one remote iovec; the kernel checks the remote range and
+        // writes only into `bytes`.
+        Direction::Read => unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) },
+        // SAFETY: as above; the kernel also checks our permission to write there, and reads only `bytes` here.
+        Direction::Write => unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) },
+    };
+    match n {
+        n if n < 0 => Err(std::io::Error::last_os_error()),
+        n if n as usize == bytes.len() => Ok(()),
+        _ if direction == Direction::Read => {
+            Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        }
+        _ => Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAPS: &[u8] = b"\
+55d0a0000000-55d0a0001000 r--p 00000000 08:01 100 /usr/bin/x
+7f0000000000-7f0000100000 r--p 00000000 08:01 4242 /usr/lib/libcuda.so.1
+7f0000100000-7f0000200000 r-xp 00100000 08:01 4242 /usr/lib/libcuda.so.1
+7f0000200000-7f0000210000 rw-p 00200000 08:01 4242 /usr/lib/libcuda.so.1
+7f0000210000-7f0000220000 rw-p 00000000 00:00 0
+7f0000300000-7f0000310000 r--p 00000000 08:02 4242 /mnt/other/libcuda.so.1
+";
+
+    #[test]
+    fn finds_the_file_and_its_base() {
+        let maps: Vec<Mapping> = crate::linux::procfs::parse_maps(MAPS).collect();
+        let found = |addr| file_at(&maps, addr).map(|(m, base)| (m.device, m.inode, base));
+        assert_eq!(found(0x7f0000200010), Some(((8, 1), 4242, 0x7f0000000000)));
+        assert_eq!(
+            found(0x7f0000210010),
+            Some(((8, 1), 4242, 0x7f0000000000)),
+            "the library's .bss right after its last file mapping"
+        );
+        assert_eq!(found(0x55d0a0000010).map(|f| f.1), Some(100));
+        assert_eq!(found(0x10), None, "unmapped");
+        assert_eq!(
+            found(0x7f0000300010),
+            Some(((8, 2), 4242, 0x7f0000300000)),
+            "the same inode on another device is another file"
+        );
+    }
+
+    #[test]
+    fn writes_into_a_process() {
+        // Our own address space stands in for the debuggee: a write to self through the same system call.
+        let mut target = Box::new(0u32);
+        let ptr = &raw mut *target;
+        match write_u32(std::process::id(), ptr as u64, 0xfeed) {
+            // SAFETY: `ptr` points to the live box; volatile because the kernel, not Rust, wrote it.
+            Ok(()) => {
+                assert_eq!(unsafe { ptr.read_volatile() }, 0xfeed);
+                assert_eq!(read_u32(std::process::id(), ptr as u64).unwrap(), 0xfeed);
+                let mut wide = Box::new(0u64);
+                let wptr = &raw mut *wide;
+                write_u64(std::process::id(), wptr as u64, 0x1122_3344_5566_7788).unwrap();
+                assert_eq!(
+                    read_u64(std::process::id(), wptr as u64).unwrap(),
+                    0x1122_3344_5566_7788
+                );
+            }
+            // Some sandboxes forbid the system call; the error is reported, not hidden.
+            Err(e) => assert_eq!(e.raw_os_error(), Some(1), "{e}"),
+        }
+    }
+
+    #[test]
+    fn own_library_maps_to_itself() {
+        let v = Box::new(7u32);
+        // A heap address is in no file mapping.
+        assert_eq!(remote_address(std::process::id(), &*v).unwrap(), None);
+        // An address inside a shared library (libc's code here) lies at the same place in the same process.
+        let in_libc = libc::process_vm_readv as *const u32;
+        assert_eq!(
+            remote_address(std::process::id(), in_libc).unwrap(),
+            Some(in_libc as u64)
+        );
+    }
+}

@@ -1,0 +1,503 @@
+//! Reading `/proc`: what the kernel says about a process (its state, parent, tracer, threads, command line,
+//! environment, memory map and open files). Pure `std`: nothing here needs a vendor library or a system call beyond
+//! reading files, and nothing changes the process.
+//!
+//! Everything is read as bytes, so a command name or a mapped path that is not UTF-8, or that holds spaces and
+//! parentheses, is kept as it is. A process that is gone, or not readable by this user, is an [`io::Error`] from the
+//! reader (`NotFound`, `PermissionDenied`); the parsers ([`parse_maps`], [`parse_stat`]) work on bytes read by
+//! anyone, for example a copy saved earlier.
+//!
+//! ```
+//! use gpu_tools::linux::procfs::Process;
+//!
+//! let me = Process::current();
+//! let libc = me
+//!     .maps()?
+//!     .into_iter()
+//!     .find(|m| m.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libc.so")));
+//! println!("libc mapped from {:?}", libc.and_then(|m| m.path().map(|p| p.to_owned())));
+//! assert_eq!(me.stat()?.state, 'R');
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// One process as `/proc` shows it: `/proc/<pid>`, or `/proc/self` for the calling process.
+///
+/// A handle names the folder only; each method reads the file it needs when called, so a process that ends
+/// between two calls is seen as ended by the second.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Process {
+    dir: PathBuf,
+}
+
+impl Process {
+    /// Process (or thread) `pid`: `/proc/<pid>`.
+    pub fn new(pid: u32) -> Self {
+        Process {
+            dir: PathBuf::from(format!("/proc/{pid}")),
+        }
+    }
+
+    /// The calling process: `/proc/self`, which stays right in a process whose pid namespace differs from the
+    /// one `/proc` was mounted for.
+    pub fn current() -> Self {
+        Process {
+            dir: PathBuf::from("/proc/self"),
+        }
+    }
+
+    /// The process's folder under `/proc`.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn read(&self, file: &str) -> io::Result<Vec<u8>> {
+        std::fs::read(self.dir.join(file))
+    }
+
+    /// Whether the process exists. A zombie (ended, not yet reaped) still exists.
+    pub fn exists(&self) -> bool {
+        self.dir.exists()
+    }
+
+    /// `/proc/<pid>/stat`, parsed.
+    pub fn stat(&self) -> io::Result<Stat> {
+        parse_stat(&self.read("stat")?).ok_or_else(|| invalid("stat", &self.dir))
+    }
+
+    /// The value of field `name` of `/proc/<pid>/status` (`"TracerPid"`, `"Uid"`, ...), trimmed; `Ok(None)` when the
+    /// kernel has no such field.
+    pub fn status_field(&self, name: &str) -> io::Result<Option<String>> {
+        let text = self.read("status")?;
+        Ok(parse_status_field(&text, name))
+    }
+
+    /// The process tracing this one, `Ok(None)` when none does. The kernel names the tracing thread; this is the
+    /// process (thread group) it belongs to, or the thread itself when that has ended meanwhile.
+    pub fn tracer(&self) -> io::Result<Option<u32>> {
+        let thread = self.number_field("TracerPid")?;
+        if thread == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Process::new(thread).thread_group().unwrap_or(thread)))
+    }
+
+    /// The process (thread group) this process or thread belongs to (`Tgid`).
+    pub fn thread_group(&self) -> io::Result<u32> {
+        self.number_field("Tgid")
+    }
+
+    /// The real user id (the first value of `Uid`).
+    pub fn uid(&self) -> io::Result<u32> {
+        self.number_field("Uid")
+    }
+
+    /// The owner of the process's folder: its effective user id as `/proc` presents it (what the kernel checks
+    /// access against).
+    pub fn owner(&self) -> io::Result<u32> {
+        Ok(std::fs::metadata(&self.dir)?.uid())
+    }
+
+    fn number_field(&self, name: &str) -> io::Result<u32> {
+        self.status_field(name)?
+            .as_deref()
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| invalid(name, &self.dir))
+    }
+
+    /// The ids of the process's threads (`/proc/<pid>/task`), in the order the kernel lists them.
+    pub fn thread_ids(&self) -> io::Result<Vec<u32>> {
+        Ok(std::fs::read_dir(self.dir.join("task"))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect())
+    }
+
+    /// The arguments the process was started with (`/proc/<pid>/cmdline`); empty for a kernel thread or a zombie.
+    pub fn command_line(&self) -> io::Result<Vec<OsString>> {
+        Ok(split_nul(&self.read("cmdline")?)
+            .map(|a| OsStr::from_bytes(a).to_owned())
+            .collect())
+    }
+
+    /// The command line as one text, arguments joined by spaces (bytes that are not UTF-8 replaced), for messages.
+    pub fn command_line_text(&self) -> io::Result<String> {
+        Ok(split_nul(&self.read("cmdline")?)
+            .map(String::from_utf8_lossy)
+            .collect::<Vec<_>>()
+            .join(" "))
+    }
+
+    /// The value environment variable `name` had when the process started (`/proc/<pid>/environ`; a process's later
+    /// changes to its own environment are not seen). `Ok(None)` when it was not set.
+    pub fn environment_variable(&self, name: &str) -> io::Result<Option<OsString>> {
+        Ok(parse_environment(&self.read("environ")?, name.as_bytes())
+            .map(|v| OsStr::from_bytes(v).to_owned()))
+    }
+
+    /// The process's memory map (`/proc/<pid>/maps`), in address order.
+    pub fn maps(&self) -> io::Result<Vec<Mapping>> {
+        Ok(parse_maps(&self.read("maps")?).collect())
+    }
+
+    /// What the process's open file descriptors point to (`/proc/<pid>/fd`), as the links read; descriptors closed
+    /// while the folder is read are left out.
+    pub fn open_files(&self) -> io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(self.dir.join("fd"))? {
+            let Ok(entry) = entry else { continue };
+            if let Ok(target) = std::fs::read_link(entry.path()) {
+                out.push(target);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn invalid(what: &str, dir: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: unexpected {what}", dir.display()),
+    )
+}
+
+/// The non-empty NUL-separated parts of `bytes`.
+fn split_nul(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|&c| c == 0).filter(|a| !a.is_empty())
+}
+
+fn parse_status_field(text: &[u8], name: &str) -> Option<String> {
+    text.split(|&c| c == b'\n').find_map(|line| {
+        let value = line.strip_prefix(name.as_bytes())?.strip_prefix(b":")?;
+        Some(String::from_utf8_lossy(value).trim().to_owned())
+    })
+}
+
+fn parse_environment<'a>(bytes: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    bytes
+        .split(|&c| c == 0)
+        .find_map(|entry| entry.strip_prefix(name)?.strip_prefix(b"="))
+}
+
+/// The fields of `/proc/<pid>/stat` that the crate uses (see `proc(5)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stat {
+    /// The process id (field 1).
+    pub pid: u32,
+    /// The command name (field 2, without its parentheses): chosen by the process (`prctl(PR_SET_NAME)`), so any
+    /// bytes, spaces and parentheses included.
+    pub command: OsString,
+    /// The state (field 3): `R` running, `S` sleeping, `D` waiting on a disk, `T` stopped, `t` stopped by a
+    /// tracer, `Z` zombie, `X` dead, ...
+    pub state: char,
+    /// The parent's process id (field 4).
+    pub parent: u32,
+    /// The number of threads (field 20).
+    pub threads: u64,
+    /// The start time in clock ticks after boot (field 22): with the pid it names one process, so a pid reused
+    /// by a new process is told apart from an earlier one.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Whether the process has ended and waits to be reaped (state `Z`, or `X`/`x` while it is torn down).
+    pub fn has_ended(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parses a `/proc/<pid>/stat` line. The command name may hold spaces and parentheses, so it ends at the last `)`;
+/// `None` for anything that is not such a line.
+pub fn parse_stat(line: &[u8]) -> Option<Stat> {
+    let open = line.iter().position(|&c| c == b'(')?;
+    let close = line.iter().rposition(|&c| c == b')')?;
+    let pid = std::str::from_utf8(line.get(..open)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let command = OsStr::from_bytes(line.get(open + 1..close)?).to_owned();
+    let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some(Stat {
+        pid,
+        command,
+        state: fields.first()?.chars().next()?,
+        parent: number(1)?.try_into().ok()?,
+        threads: number(17)?,
+        start_time: number(19)?,
+    })
+}
+
+/// One line of `/proc/<pid>/maps`: a range of the address space and what is mapped there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Permissions as the kernel writes them: `r`/`-`, `w`/`-`, `x`/`-`, then `p` (private) or `s` (shared).
+    pub permissions: [u8; 4],
+    /// Offset of `start` in the mapped file (0 for anonymous memory).
+    pub offset: u64,
+    /// Device of the mapped file (major, minor); (0, 0) for anonymous memory.
+    pub device: (u32, u32),
+    /// Inode of the mapped file; 0 for anonymous memory.
+    pub inode: u64,
+    /// What the kernel names the mapping by: a file's path (spaces and all; a newline in it is written `\012`,
+    /// and ` (deleted)` follows a file deleted since it was mapped), a pseudo-name such as `[heap]` or `[stack]`,
+    /// or empty for anonymous memory.
+    pub pathname: OsString,
+}
+
+impl Mapping {
+    /// The mapped file's path, when the mapping names one (an absolute path).
+    pub fn path(&self) -> Option<&Path> {
+        self.pathname
+            .as_bytes()
+            .starts_with(b"/")
+            .then(|| Path::new(&self.pathname))
+    }
+
+    /// The mapped file's name (the last part of its path).
+    pub fn file_name(&self) -> Option<&OsStr> {
+        self.path()?.file_name()
+    }
+
+    /// Whether `addr` lies inside the mapping.
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
+    /// Whether the same file is mapped (device and inode); never true for anonymous memory.
+    pub fn same_file(&self, other: &Mapping) -> bool {
+        self.inode != 0 && self.inode == other.inode && self.device == other.device
+    }
+
+    /// Whether the mapping may be executed.
+    pub fn is_executable(&self) -> bool {
+        self.permissions[2] == b'x'
+    }
+}
+
+/// Parses the lines of a `/proc/<pid>/maps` file; lines that do not parse are skipped.
+///
+/// A line is `start-end perms offset major:minor inode`, then, after padding, the pathname up to the end of the
+/// line: a path keeps its spaces.
+pub fn parse_maps(text: &[u8]) -> impl Iterator<Item = Mapping> + '_ {
+    text.split(|&c| c == b'\n').filter_map(parse_maps_line)
+}
+
+fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
+    let mut rest = line;
+    let mut field = || -> Option<&str> {
+        let start = rest.iter().position(|&c| c != b' ' && c != b'\t')?;
+        let tail = &rest[start..];
+        let len = tail
+            .iter()
+            .position(|&c| c == b' ' || c == b'\t')
+            .unwrap_or(tail.len());
+        rest = &tail[len..];
+        std::str::from_utf8(&tail[..len]).ok()
+    };
+    let (range, perms, offset, device, inode) = (field()?, field()?, field()?, field()?, field()?);
+    let (start, end) = range.split_once('-')?;
+    let (major, minor) = device.split_once(':')?;
+    let permissions: [u8; 4] = perms.as_bytes().try_into().ok()?;
+    let pathname = match rest.iter().position(|&c| c != b' ' && c != b'\t') {
+        Some(at) => OsStr::from_bytes(&rest[at..]).to_owned(),
+        None => OsString::new(),
+    };
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        permissions,
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        device: (
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        ),
+        inode: inode.parse().ok()?,
+        pathname,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let me = Process::new(std::process::id());
+        assert!(me.exists());
+        assert_eq!(me.tracer().unwrap(), None);
+        assert_eq!(me.thread_group().unwrap(), std::process::id());
+        let stat = me.stat().unwrap();
+        assert_eq!(stat.pid, std::process::id());
+        assert_eq!(stat.parent, std::os::unix::process::parent_id());
+        assert!(!stat.has_ended());
+        assert!(stat.threads >= 1);
+        assert!(me.thread_ids().unwrap().contains(&std::process::id()));
+        assert!(!me.command_line().unwrap().is_empty());
+        assert!(!me.command_line_text().unwrap().is_empty());
+        assert!(me.uid().is_ok());
+        assert_eq!(me.owner().unwrap(), Process::current().owner().unwrap());
+        assert!(!me.open_files().unwrap().is_empty());
+        let gone = Process::new(u32::MAX / 2);
+        assert!(!gone.exists());
+        assert_eq!(gone.tracer().unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert_eq!(gone.stat().unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn environment_variables_by_exact_name() {
+        let env = b"A=1\0CUDBG_APICLIENT_PID=42\0CUDBG_APICLIENT_PID2=7\0EMPTY=\0";
+        assert_eq!(
+            parse_environment(env, b"CUDBG_APICLIENT_PID"),
+            Some(b"42".as_slice())
+        );
+        assert_eq!(parse_environment(env, b"EMPTY"), Some(b"".as_slice()));
+        assert_eq!(parse_environment(env, b"CUDBG"), None);
+        assert_eq!(parse_environment(b"", b"A"), None);
+        assert_eq!(
+            Process::current()
+                .environment_variable("PATH")
+                .unwrap()
+                .is_some(),
+            std::env::var_os("PATH").is_some()
+        );
+    }
+
+    #[test]
+    fn status_fields_by_exact_name() {
+        let text = b"Name:\tx\nTgid:\t42\nTracerPid:\t0\nUid:\t1000\t1000\t1000\t1000\n";
+        assert_eq!(parse_status_field(text, "Tgid").as_deref(), Some("42"));
+        assert_eq!(
+            parse_status_field(text, "Uid").as_deref(),
+            Some("1000\t1000\t1000\t1000")
+        );
+        assert_eq!(parse_status_field(text, "Tg"), None);
+    }
+
+    #[test]
+    fn stat_survives_odd_command_names() {
+        let line = b"42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 98765 1000 10";
+        let s = parse_stat(line).unwrap();
+        assert_eq!((s.pid, s.state, s.parent), (42, 'S', 1));
+        assert_eq!(s.command, "a (b) c");
+        assert_eq!((s.threads, s.start_time), (3, 98765));
+        let zombie = b"7 (\xff x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0";
+        let z = parse_stat(zombie).unwrap();
+        assert!(z.has_ended());
+        assert_eq!(z.command.as_bytes(), b"\xff x");
+        assert_eq!(parse_stat(b"garbage"), None);
+        assert_eq!(parse_stat(b"42 (x) R 1 2"), None, "too few fields");
+    }
+
+    /// The command name in a stat line is chosen by the process: spaces, parentheses and any bytes. Random lines
+    /// built from such pieces never make the parser panic, and a line it accepts has the fields after the last `)`.
+    #[test]
+    fn arbitrary_stat_lines_parse_without_panicking() {
+        let pieces: [&[u8]; 13] = [
+            b"(",
+            b")",
+            b" ",
+            b"S",
+            b"Z",
+            b"42",
+            "\u{e9}".as_bytes(),
+            b"x)y",
+            b"\n",
+            b"",
+            b"(a b)",
+            b"18446744073709551616",
+            b"\xff",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200_000 {
+            let mut line = Vec::new();
+            for _ in 0..(seed % 40) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                line.extend_from_slice(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            if let Some(s) = parse_stat(&line) {
+                let close = line.iter().rposition(|&c| c == b')').unwrap();
+                let tail = std::str::from_utf8(&line[close + 1..]).unwrap();
+                let first = tail.split_ascii_whitespace().next().unwrap();
+                assert!(first.starts_with(s.state));
+            }
+        }
+    }
+
+    #[test]
+    fn maps_lines_keep_paths_with_spaces() {
+        let maps = b"\
+7f0000000000-7f0000001000 r--p 00000000 08:01 123   /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0000001000-7f0000002000 r-xp 00001000 08:01 456   /opt/py/site-packages/nvidia/cu13/lib/libcupti.so.13
+7f0000002000-7f0000003000 rw-p 00000000 00:00 0
+7f0000003000-7f0000004000 r--p 00000000 fd:01 789   /usr/lib/my libcuda dir/libcuda.so.1
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]
+7f0000005000-7f0000006000 r--p 00000000 08:01 42 /tmp/gone (deleted)
+not a line
+";
+        let m: Vec<Mapping> = parse_maps(maps).collect();
+        assert_eq!(m.len(), 6);
+        assert_eq!(
+            m[1],
+            Mapping {
+                start: 0x7f00_0000_1000,
+                end: 0x7f00_0000_2000,
+                permissions: *b"r-xp",
+                offset: 0x1000,
+                device: (8, 1),
+                inode: 456,
+                pathname: "/opt/py/site-packages/nvidia/cu13/lib/libcupti.so.13".into(),
+            }
+        );
+        assert!(m[1].is_executable() && !m[0].is_executable());
+        assert_eq!(m[2].pathname, "");
+        assert_eq!(m[2].path(), None);
+        assert_eq!(
+            m[3].path(),
+            Some(Path::new("/usr/lib/my libcuda dir/libcuda.so.1"))
+        );
+        assert_eq!(m[3].device, (0xfd, 1));
+        assert_eq!(m[3].file_name(), Some(OsStr::new("libcuda.so.1")));
+        assert_eq!(m[4].pathname, "[stack]");
+        assert_eq!(m[4].path(), None);
+        assert_eq!(m[5].pathname, "/tmp/gone (deleted)");
+        assert!(m[0].contains(0x7f00_0000_0fff) && !m[0].contains(0x7f00_0000_1000));
+        assert!(m[0].same_file(&m[0]) && !m[0].same_file(&m[1]) && !m[2].same_file(&m[2]));
+    }
+
+    #[test]
+    fn handles_and_parsed_lines_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Process>();
+        send_sync::<Stat>();
+        send_sync::<Mapping>();
+    }
+
+    #[test]
+    fn this_process_maps_libc() {
+        let maps = Process::current().maps().unwrap();
+        let libc = maps
+            .iter()
+            .find(|m| {
+                m.file_name()
+                    .is_some_and(|n| n.as_bytes().starts_with(b"libc.so"))
+            })
+            .expect("libc is mapped");
+        assert!(libc.path().unwrap().exists());
+        assert!(maps.windows(2).all(|w| w[0].start < w[1].start));
+    }
+}
