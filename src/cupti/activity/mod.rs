@@ -7,6 +7,7 @@
 mod api;
 mod batch;
 mod clock;
+mod graph;
 mod kernel;
 mod kind;
 mod layout;
@@ -20,6 +21,7 @@ mod transfer;
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RecordError, Records};
 pub use clock::Clock;
+pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use kernel::{Kernel, LaunchType};
 pub use kind::{ActivityKind, ActivityKinds};
 pub use layout::{LayoutMatch, RecordLayout};
