@@ -554,6 +554,8 @@ pub enum EndReason {
     Exit,
     /// Tracing was stopped before the process ended.
     Stopped,
+    /// A fatal signal (its number) was about to end the process: the records were flushed in its handler.
+    Signal(u8),
     /// A code newer than this crate.
     Other(u8),
 }
@@ -564,6 +566,7 @@ impl EndReason {
         match self {
             EndReason::Exit => 1,
             EndReason::Stopped => 2,
+            EndReason::Signal(n) => 0x80 | (n & 0x7f),
             EndReason::Other(c) => c,
         }
     }
@@ -573,6 +576,7 @@ impl EndReason {
         match code {
             1 => EndReason::Exit,
             2 => EndReason::Stopped,
+            c if c & 0x80 != 0 => EndReason::Signal(c & 0x7f),
             c => EndReason::Other(c),
         }
     }

@@ -29,7 +29,7 @@
 //! | 7 | overhead | start u64, end u64, object id u64, kind u32, object kind u32 |
 //! | 8 | dropped | count u64, context u32, stream u32 |
 //! | 9 | process start | time u64, pid u32, parent pid u32, command (UTF-8, rest) |
-//! | 10 | process end | time u64, records u64, dropped u64, skipped u64, callback panics u64, reason u8 |
+//! | 10 | process end | time u64, records u64, dropped u64, skipped u64, callback panics u64, reason u8 (1 exit, 2 stopped, 0x80 + N signal N) |
 //! | 11 | notice | level u8, text (UTF-8, rest) |
 //! | 12 | graph launch | start u64, end u64, device u32, context u32, stream u32, correlation u32, graph id u32, end device u32, end context u32 |
 //! | 13 | graph | time u64, graph id u32, exec id u32, node count u32 |
