@@ -300,7 +300,10 @@ fn a_context_destruction_flushes_before_the_exit() {
 
 #[test]
 fn the_periodic_flush_keeps_records_of_a_program_that_crashes() {
-    let r = run("periodic", &[], |got| !kernels(got).is_empty());
+    // Without the signal handlers: only the periodic flush can have delivered the kernel.
+    let r = run("periodic", &[(env::SIGNALS, "0".into())], |got| {
+        !kernels(got).is_empty()
+    });
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&r.status),
         Some(6),
@@ -313,6 +316,23 @@ fn the_periodic_flush_keeps_records_of_a_program_that_crashes() {
         "the flushed kernel arrived"
     );
     assert!(end(&r.records).is_none(), "no exit handler ran");
+}
+
+#[test]
+fn an_abort_flushes_everything_ends_the_stream_and_still_kills_the_program() {
+    // The same crash with the signal handlers (the default): the program still dies of SIGABRT, and the kernel
+    // launched after the last periodic flush arrives, followed by the end record naming the signal.
+    let r = run("periodic", &[(env::FLUSH_MS, "0".into())], |_| true);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(6),
+        "the program's SIGABRT goes on to the default action"
+    );
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, [1, 2], "both kernels, with no periodic flush at all");
+    let e = end(&r.records).expect("the handler sent the end record");
+    assert_eq!(e.reason, EndReason::Signal(6));
+    assert_eq!(e.records + 1, r.records.len() as u64, "nothing lost");
 }
 
 #[test]
