@@ -152,7 +152,40 @@ fn is_function(a: &libc::sigaction) -> bool {
     a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN
 }
 
-/// The signal handler: async-signal-safe calls only (atomics, write, poll, read, sigaction, raise, getpid).
+/// Waits until `fd` is readable or `ms` milliseconds have passed, through interruptions by other signals.
+/// Async-signal-safe: poll and clock_gettime only.
+fn wait_readable(fd: c_int, ms: i64) {
+    let now_ms = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime is async-signal-safe and writes the local timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec * 1000 + ts.tv_nsec / 1_000_000
+    };
+    let deadline = now_ms() + ms;
+    loop {
+        let left = deadline - now_ms();
+        if left <= 0 {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll is async-signal-safe; `pfd` is a valid local.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.min(c_int::MAX as i64) as c_int) };
+        // SAFETY: reads this thread's errno.
+        if n != -1 || unsafe { *libc::__errno_location() } != libc::EINTR {
+            return;
+        }
+    }
+}
+
+/// The signal handler: async-signal-safe calls only (atomics, write, poll, read, clock_gettime,
+/// sigaction, raise, getpid); errno is saved and restored around them.
 extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     let Some(old) = OLD.get() else { return };
     let Some(i) = SIGNALS.iter().position(|&s| s == sig) else {
@@ -166,26 +199,37 @@ extern "C" fn handler(sig: c_int, info: *mut libc::siginfo_t, context: *mut libc
         sig,
         libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGABRT
     );
-    if owner && !(ignored && !fault) && !BUSY.swap(true, Ordering::SeqCst) {
+    if owner && (!ignored || fault) && !BUSY.swap(true, Ordering::SeqCst) {
         let fatal = fault || old.sa_sigaction == libc::SIG_DFL;
         let byte = [(sig as u8 & 0x7f) | if fatal { 0x80 } else { 0 }];
         let (req, ans) = (
             REQUEST.load(Ordering::SeqCst),
             ANSWER.load(Ordering::SeqCst),
         );
-        // SAFETY: write, poll and read are async-signal-safe; the buffers are on this stack.
+        // SAFETY: __errno_location returns this thread's errno; the calls below change it, and the interrupted
+        // code must find it as it left it.
+        let saved_errno = unsafe { *libc::__errno_location() };
+        // SAFETY: write, poll, read and clock_gettime are async-signal-safe; the buffers are on this stack.
         unsafe {
+            // An answer left over from an earlier signal whose wait ran out must not answer this one.
+            let mut stale = [0u8; 8];
+            let mut pfd = libc::pollfd {
+                fd: ans,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            while libc::poll(&mut pfd, 1, 0) == 1
+                && libc::read(ans, stale.as_mut_ptr().cast(), 8) > 0
+            {}
             if libc::write(req, byte.as_ptr().cast(), 1) == 1 {
-                let mut pfd = libc::pollfd {
-                    fd: ans,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                if libc::poll(&mut pfd, 1, WAIT.as_millis() as c_int) == 1 {
-                    let mut b = [0u8; 1];
+                wait_readable(ans, WAIT.as_millis() as i64);
+                let mut b = [0u8; 1];
+                pfd.revents = 0;
+                if libc::poll(&mut pfd, 1, 0) == 1 {
                     libc::read(ans, b.as_mut_ptr().cast(), 1);
                 }
             }
+            *libc::__errno_location() = saved_errno;
         }
         if !fatal {
             BUSY.store(false, Ordering::SeqCst);

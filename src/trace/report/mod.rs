@@ -574,7 +574,9 @@ impl Analysis {
     /// from the start of the first operation to the end of the last (the projection), and how many.
     pub fn nvtx_gpu_proj_sum(&self) -> Table {
         // Per stream and thread: device operations by the start of the call that launched them.
-        let mut launched: HashMap<(StreamKey, u32), Vec<(u64, u64, u64)>> = HashMap::new();
+        // (call start, operation start, operation end) per (stream, thread).
+        type Launches = Vec<(u64, u64, u64)>;
+        let mut launched: HashMap<(StreamKey, u32), Launches> = HashMap::new();
         let mut unattributed = 0u64;
         let has_ranges = self.streams.values().any(|s| !s.ranges.is_empty());
         if has_ranges {
