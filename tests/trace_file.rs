@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use gpu_tools::trace::file::{
-    FILE_HEADER_LEN, TraceFileError, TraceFileWriter, TraceItem, TraceReader,
+    FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem, TraceReader,
 };
 use gpu_tools::trace::report::{Analysis, Cell, Table};
 use gpu_tools::trace::*;
@@ -185,11 +185,18 @@ fn bad_inputs_give_their_precise_errors() {
         }]
     );
     let mut newer = two_stream_file(64);
-    newer[8..10].copy_from_slice(&2u16.to_le_bytes());
-    assert_eq!(
-        read_all(&newer).1,
-        vec![TraceFileError::UnsupportedVersion { version: 2 }]
-    );
+    for version in [0u16, 1, FILE_VERSION + 1] {
+        newer[8..10].copy_from_slice(&version.to_le_bytes());
+        let errors = read_all(&newer).1;
+        assert_eq!(errors, vec![TraceFileError::UnsupportedVersion { version }]);
+        let text = errors[0].to_string();
+        let want = if version > FILE_VERSION {
+            "newer"
+        } else {
+            "older"
+        };
+        assert!(text.contains(want), "{text}");
+    }
     let mut short = two_stream_file(64);
     short[10..12].copy_from_slice(&16u16.to_le_bytes());
     assert_eq!(
@@ -496,7 +503,7 @@ fn two_hosts_are_aligned_on_the_wall_clock_within_the_anchor_uncertainty() {
 
 /// Names as PyTorch's launch loop produces them: one kernel and seven API calls per launch.
 #[test]
-fn a_200k_launch_trace_takes_at_most_900_bytes_per_launch() {
+fn a_200k_launch_trace_takes_at_most_a_tenth_of_the_chrome_json() {
     const LAUNCHES: u32 = 200_000;
     let kernels = [
         "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
@@ -551,7 +558,8 @@ fn a_200k_launch_trace_takes_at_most_900_bytes_per_launch() {
         "200000 launches (1 kernel + 7 API records each): {bytes} bytes, {per_launch:.1} bytes per launch, {:.1} per record",
         per_launch / 8.0
     );
-    assert!(per_launch <= 900.0, "{per_launch} bytes per launch");
+    // A tenth of the 354 MB of Chrome JSON the same 200k launches took: 177 bytes per launch.
+    assert!(per_launch <= 177.0, "{per_launch} bytes per launch");
     // And it reads back whole.
     let file = w.into_inner().unwrap();
     let mut records = 0u64;

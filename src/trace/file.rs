@@ -5,33 +5,39 @@
 //! into a chunk naming its stream. [`TraceReader`] reads such a file back, and also a single stream written
 //! directly (the injection library's `GPU_TOOLS_TRACE_FILE`), so either can be given to the reports.
 //!
-//! **File header** (32 bytes in version 1; `header_len` says how many):
+//! **File header** (32 bytes; `header_len` says how many):
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `GPUTFILE` |
-//! | 8 | 2 | file format version (1) |
+//! | 8 | 2 | file format version (2) |
 //! | 10 | 2 | header_len (32) |
 //! | 12 | 4 | flags (0) |
 //! | 16 | 8 | `CLOCK_REALTIME` when the file was created, ns |
 //! | 24 | 8 | reserved (0) |
 //!
 //! **Chunk**: kind (u8), stream number (u32), payload length (u32), payload. Kind 1: bytes of the stream, in order;
-//! kind 2: the stream's connection closed (empty payload). Chunk kinds this crate does not know are skipped. A
-//! payload above [`MAX_CHUNK`] means the file is corrupt from there on.
+//! kind 2: the stream's connection closed (empty payload); kind 3: whole frames of the stream in their packed form
+//! (the `packed` module: per-tag differences as varints, about a third of the wire size), which the reader expands
+//! back into the stream's bytes. The writer sends a stream's header, and anything that does not parse as frames, as
+//! kind 1. Chunk kinds this crate does not know are skipped. A payload above [`MAX_CHUNK`] means the file is
+//! corrupt from there on.
+//!
+//! Version 1 files (no packed chunks) are refused with [`TraceFileError::UnsupportedVersion`], like newer ones.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 
 use super::decode::{Decoder, WireError};
+use super::packed::{History, pack, unpack};
 use super::record::Record;
 use super::wire::{MAGIC as STREAM_MAGIC, StreamHeader};
 
 /// The first 8 bytes of a trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"GPUTFILE";
 /// The file format version this crate writes and reads.
-pub const FILE_VERSION: u16 = 1;
-/// Length of the version 1 file header.
+pub const FILE_VERSION: u16 = 2;
+/// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 32;
 /// Largest chunk payload written or accepted.
 pub const MAX_CHUNK: u32 = 1 << 24;
@@ -41,6 +47,17 @@ const CHUNK_HEADER_LEN: usize = 9;
 mod chunk {
     pub const DATA: u8 = 1;
     pub const CLOSED: u8 = 2;
+    pub const PACKED: u8 = 3;
+}
+
+/// What the writer keeps of one stream: the bytes of a frame not complete yet, and the packing history.
+#[derive(Debug, Default)]
+struct Packer {
+    pending: Vec<u8>,
+    header_done: bool,
+    /// The bytes did not parse as a stream: the rest goes as it is.
+    raw: bool,
+    history: History,
 }
 
 /// Writes the streams of several traced processes into one trace file, as their bytes arrive.
@@ -51,6 +68,8 @@ mod chunk {
 #[derive(Debug)]
 pub struct TraceFileWriter<W: Write> {
     out: W,
+    packers: BTreeMap<u32, Packer>,
+    packed: Vec<u8>,
     next_stream: u32,
     bytes: u64,
 }
@@ -68,6 +87,8 @@ impl<W: Write> TraceFileWriter<W> {
         out.write_all(&h)?;
         Ok(TraceFileWriter {
             out,
+            packers: BTreeMap::new(),
+            packed: Vec::new(),
             next_stream: 0,
             bytes: FILE_HEADER_LEN as u64,
         })
@@ -80,16 +101,90 @@ impl<W: Write> TraceFileWriter<W> {
         s
     }
 
-    /// Appends bytes of `stream` (any split: chunk boundaries need not match frames).
+    /// Appends bytes of `stream` (any split: chunk boundaries need not match frames). Whole frames are written
+    /// packed right away; the bytes of a frame not complete yet wait for the next call (or [`close`](Self::close)).
     pub fn write(&mut self, stream: u32, bytes: &[u8]) -> io::Result<()> {
+        let mut p = self.packers.remove(&stream).unwrap_or_default();
+        let r = self.write_packed(stream, &mut p, bytes);
+        self.packers.insert(stream, p);
+        r
+    }
+
+    fn write_raw(&mut self, stream: u32, bytes: &[u8]) -> io::Result<()> {
         for piece in bytes.chunks(MAX_CHUNK as usize) {
             self.chunk(chunk::DATA, stream, piece)?;
         }
         Ok(())
     }
 
-    /// Notes that `stream`'s connection closed.
+    fn write_packed(&mut self, stream: u32, p: &mut Packer, bytes: &[u8]) -> io::Result<()> {
+        if p.raw {
+            return self.write_raw(stream, bytes);
+        }
+        p.pending.extend_from_slice(bytes);
+        let mut at = 0;
+        if !p.header_done {
+            if p.pending.len() < 12 {
+                return Ok(());
+            }
+            let len = usize::from(u16::from_le_bytes([p.pending[10], p.pending[11]]));
+            if p.pending[..8] != STREAM_MAGIC || len < 12 {
+                // Not a stream this writer understands: kept as it came, for the reader to judge.
+                p.raw = true;
+                let rest = std::mem::take(&mut p.pending);
+                return self.write_raw(stream, &rest);
+            }
+            if p.pending.len() < len {
+                return Ok(());
+            }
+            self.write_raw(stream, &p.pending[..len].to_vec())?;
+            p.header_done = true;
+            at = len;
+        }
+        self.packed.clear();
+        while p.pending.len() - at >= super::wire::FRAME_HEADER_LEN {
+            let h = &p.pending[at..];
+            let len = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
+            if len > super::wire::MAX_FRAME {
+                p.raw = true;
+                break;
+            }
+            let end = at + super::wire::FRAME_HEADER_LEN + len as usize;
+            if p.pending.len() < end {
+                break;
+            }
+            pack(
+                &mut p.history,
+                h[0],
+                &p.pending[at + super::wire::FRAME_HEADER_LEN..end],
+                &mut self.packed,
+            );
+            at = end;
+            if self.packed.len() >= MAX_CHUNK as usize / 2 {
+                let packed = std::mem::take(&mut self.packed);
+                self.chunk(chunk::PACKED, stream, &packed)?;
+                self.packed = packed;
+                self.packed.clear();
+            }
+        }
+        if !self.packed.is_empty() {
+            let packed = std::mem::take(&mut self.packed);
+            self.chunk(chunk::PACKED, stream, &packed)?;
+            self.packed = packed;
+        }
+        p.pending.drain(..at);
+        if p.raw {
+            let rest = std::mem::take(&mut p.pending);
+            self.write_raw(stream, &rest)?;
+        }
+        Ok(())
+    }
+
+    /// Notes that `stream`'s connection closed (after the bytes of an incomplete last frame, as they came).
     pub fn close(&mut self, stream: u32) -> io::Result<()> {
+        if let Some(p) = self.packers.remove(&stream) {
+            self.write_raw(stream, &p.pending)?;
+        }
         self.chunk(chunk::CLOSED, stream, &[])
     }
 
@@ -136,9 +231,11 @@ pub enum TraceFileError {
         /// Its first bytes (fewer than 8 where the input is shorter).
         found: Vec<u8>,
     },
-    /// The file was written by a newer format version.
+    /// The file was written by another format version: a newer one (use a newer gpu-tools), or an older one
+    /// (version 1, from before frames were packed; 0 is no version at all).
     #[error(
-        "trace file format version {version} is newer than this build reads ({FILE_VERSION}); use a newer gpu-tools"
+        "trace file format version {version} is not the one this build reads ({FILE_VERSION}): {}",
+        if *version > FILE_VERSION { "it is newer, use a newer gpu-tools" } else { "it is older, read it with the gpu-tools that wrote it" }
     )]
     UnsupportedVersion {
         /// The version found.
@@ -183,12 +280,28 @@ pub enum TraceFileError {
     /// Reading failed.
     #[error("reading the trace failed: {0}")]
     Io(String),
+    /// A packed chunk of one stream could not be expanded: that stream is corrupt from `offset` on and the rest
+    /// of it is skipped; the file's other streams go on.
+    #[error(
+        "stream {stream}: the packed chunk at byte {offset} is corrupt ({detail}); the rest of the stream is skipped"
+    )]
+    BadPackedChunk {
+        /// The stream's number in the file.
+        stream: u32,
+        /// Offset of the chunk.
+        offset: u64,
+        /// What is wrong with it.
+        detail: &'static str,
+    },
 }
 
 impl TraceFileError {
     /// True when nothing more of the input can be read; false for an error that concerns one frame or one stream.
     pub fn is_fatal(&self) -> bool {
-        !matches!(self, TraceFileError::Stream { .. })
+        !matches!(
+            self,
+            TraceFileError::Stream { .. } | TraceFileError::BadPackedChunk { .. }
+        )
     }
 }
 
@@ -230,6 +343,8 @@ struct StreamState {
     header_sent: bool,
     /// A fatal stream error was reported: the rest of the stream is skipped.
     dead: bool,
+    /// Packing history, for packed chunks.
+    history: History,
 }
 
 impl StreamState {
@@ -238,6 +353,7 @@ impl StreamState {
             decoder: Decoder::new(),
             header_sent: false,
             dead: false,
+            history: History::default(),
         }
     }
 }
@@ -489,6 +605,24 @@ impl<R: Read> TraceReader<R> {
                 self.pos += total;
                 match kind {
                     chunk::DATA => self.feed(stream, &payload),
+                    chunk::PACKED => {
+                        let offset = self.offset() - total as u64;
+                        let s = self.streams.entry(stream).or_insert_with(StreamState::new);
+                        if !s.dead {
+                            let mut wire = Vec::with_capacity(payload.len() * 3);
+                            match unpack(&mut s.history, &payload, &mut wire) {
+                                Ok(()) => self.feed(stream, &wire),
+                                Err(detail) => {
+                                    s.dead = true;
+                                    self.pending.push_back(Err(TraceFileError::BadPackedChunk {
+                                        stream,
+                                        offset,
+                                        detail,
+                                    }));
+                                }
+                            }
+                        }
+                    }
                     chunk::CLOSED => {
                         self.streams.entry(stream).or_insert_with(StreamState::new);
                         self.pending.push_back(Ok(TraceItem::Closed { stream }));

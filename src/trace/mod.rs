@@ -15,6 +15,7 @@ pub mod env;
 pub mod export;
 pub mod file;
 mod names;
+mod packed;
 mod record;
 pub mod report;
 pub mod wire;
