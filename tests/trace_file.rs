@@ -215,6 +215,37 @@ fn bad_inputs_give_their_precise_errors() {
     );
 }
 
+#[test]
+fn a_corrupt_packed_chunk_ends_only_its_stream_with_its_offset() {
+    let mut file = two_stream_file(1 << 20);
+    let chunks = chunk_offsets(&file);
+    // The first packed chunk (kind 3) of stream 0: its last byte cut off inside the length stays a valid file,
+    // so the damage is a last frame that ends inside one of its numbers.
+    let at = *chunks
+        .iter()
+        .find(|&&o| file[o] == 3 && file[o + 1..o + 5] == [0, 0, 0, 0])
+        .expect("a packed chunk");
+    let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap());
+    file[at + 5..at + 9].copy_from_slice(&(len - 1).to_le_bytes());
+    file.remove(at + 9 + len as usize - 1);
+    let (items, errors) = read_all(&file);
+    assert_eq!(
+        errors,
+        vec![TraceFileError::BadPackedChunk {
+            stream: 0,
+            offset: at as u64,
+            detail: "it ends inside a number"
+        }]
+    );
+    assert!(!errors[0].is_fatal());
+    assert_eq!(
+        records_of(&items, 0),
+        vec![],
+        "stream 0 stops at the damage"
+    );
+    assert_eq!(records_of(&items, 1), stream_b(), "stream 1 is whole");
+}
+
 /// Offsets of the chunks of a well-formed file.
 fn chunk_offsets(file: &[u8]) -> Vec<usize> {
     let mut at = FILE_HEADER_LEN;

@@ -137,7 +137,7 @@ impl<W: Write> TraceFileWriter<W> {
             if p.pending.len() < len {
                 return Ok(());
             }
-            self.write_raw(stream, &p.pending[..len].to_vec())?;
+            self.write_raw(stream, &p.pending[..len])?;
             p.header_done = true;
             at = len;
         }
