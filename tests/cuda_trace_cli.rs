@@ -85,6 +85,7 @@ fn kernel(name: &str, start: u64, stream: u32, correlation: u32) -> Record {
         dynamic_shared: 0,
         registers: 16,
         graph_id: 0,
+        graph_node_id: 0,
         name: Arc::from(name),
     })
 }

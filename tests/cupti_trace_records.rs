@@ -121,6 +121,7 @@ fn every_record_kind_the_trace_carries_survives_conversion_and_the_wire() {
             dynamic_shared: kernels[0].dynamic_shared,
             registers: kernels[0].registers,
             graph_id: 0,
+            graph_node_id: 0,
             name: Arc::from("_Z6kernelPfi"),
         }
     );

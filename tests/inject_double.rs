@@ -30,7 +30,23 @@ fn library() -> PathBuf {
         .into_iter()
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .max()
-        .map(|(_, p)| p)
+        .map(|(built, p)| {
+            // `cargo test --test inject_double` does not rebuild the library: a copy older than its sources tests
+            // old code (an old stream format reads as no records at all), so it is refused by name.
+            let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("gpu-tools-inject/src");
+            for entry in std::fs::read_dir(&src).expect("gpu-tools-inject/src") {
+                let entry = entry.expect("a source file");
+                let changed = entry.metadata().and_then(|m| m.modified()).expect("mtime");
+                assert!(
+                    changed <= built,
+                    "{} is older than {}: run `cargo build --release -p gpu-tools-inject` (or `cargo build -p \
+                     gpu-tools-inject` for a debug test run) first",
+                    p.display(),
+                    entry.path().display()
+                );
+            }
+            p
+        })
         .unwrap_or_else(|| {
             panic!(
                 "libgpu_tools_inject.so is not built under {}: run `cargo test --workspace` or `cargo build -p \
@@ -51,6 +67,8 @@ struct Run {
 /// Runs the child scenario with the library's environment and collects its stream. `talk` gets the child's
 /// stdin and the records read so far whenever the child prints a line `WAIT`, and answers it.
 fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool) -> Run {
+    // Refuses a missing or stale library here, with its message, rather than as a child that never connects.
+    library();
     let dir = std::env::temp_dir().join(format!("inject_double-{scenario}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -232,6 +250,25 @@ fn child() {
             // A crash now: no exit handler; the second kernel may be lost, the first is not.
             std::process::abort();
         }
+        "segv" => {
+            assert_eq!(kernel(1000, 1), 1);
+            assert_eq!(kernel(2000, 2), 1);
+            // A real fault right after the last launch (no flush since): a read of a page with no access.
+            // SAFETY: maps one inaccessible page; reading it faults, which is the point of this scenario.
+            unsafe {
+                let page = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(page, libc::MAP_FAILED);
+                std::ptr::read_volatile(page.cast::<u8>());
+            }
+            unreachable!("the read faults");
+        }
         "fork" => {
             assert_eq!(kernel(1000, 1), 1);
             // SAFETY: the child only exits (running the exit handlers, as a forked child of a traced program would).
@@ -300,7 +337,10 @@ fn a_context_destruction_flushes_before_the_exit() {
 
 #[test]
 fn the_periodic_flush_keeps_records_of_a_program_that_crashes() {
-    let r = run("periodic", &[], |got| !kernels(got).is_empty());
+    // Without the signal handlers: only the periodic flush can have delivered the kernel.
+    let r = run("periodic", &[(env::SIGNALS, "0".into())], |got| {
+        !kernels(got).is_empty()
+    });
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&r.status),
         Some(6),
@@ -313,6 +353,40 @@ fn the_periodic_flush_keeps_records_of_a_program_that_crashes() {
         "the flushed kernel arrived"
     );
     assert!(end(&r.records).is_none(), "no exit handler ran");
+}
+
+#[test]
+fn an_abort_flushes_everything_ends_the_stream_and_still_kills_the_program() {
+    // The same crash with the signal handlers (the default): the program still dies of SIGABRT, and the kernel
+    // launched after the last periodic flush arrives, followed by the end record naming the signal.
+    let r = run("periodic", &[(env::FLUSH_MS, "0".into())], |_| true);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(6),
+        "the program's SIGABRT goes on to the default action"
+    );
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, [1, 2], "both kernels, with no periodic flush at all");
+    let e = end(&r.records).expect("the handler sent the end record");
+    assert_eq!(e.reason, EndReason::Signal(6));
+    assert_eq!(e.records + 1, r.records.len() as u64, "nothing lost");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+}
+
+#[test]
+fn a_segfault_right_after_the_launches_keeps_all_kernels_and_still_kills_the_program() {
+    let r = run("segv", &[(env::FLUSH_MS, "0".into())], |_| true);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(libc::SIGSEGV),
+        "the fault goes on to the default action"
+    );
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, [1, 2], "both kernels, with no periodic flush at all");
+    let e = end(&r.records).expect("the handler sent the end record");
+    assert_eq!(e.reason, EndReason::Signal(libc::SIGSEGV as u8));
+    assert_eq!(e.records + 1, r.records.len() as u64, "nothing lost");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
 }
 
 #[test]

@@ -20,6 +20,7 @@ fn a_trace_record_is_tagged_with_its_kind() {
         dynamic_shared: 1024,
         registers: 32,
         graph_id: 0,
+        graph_node_id: 0,
         name: "_Z6kernelPf".into(),
     });
     let v = serde_json::to_value(&record).unwrap();

@@ -26,6 +26,7 @@ fn kernel(name: &str, start: u64) -> Record {
         dynamic_shared: 128,
         registers: 16,
         graph_id: 0,
+        graph_node_id: 0,
         name: Arc::from(name),
     })
 }
@@ -446,6 +447,7 @@ fn arb_record() -> impl Strategy<Value = Record> {
                         dynamic_shared: ds,
                         registers: reg,
                         graph_id: g,
+                        graph_node_id: u64::from(g) * 3,
                         name,
                     })
                 }
@@ -553,6 +555,80 @@ fn arb_record() -> impl Strategy<Value = Record> {
             level: NoticeLevel::from_code(l),
             text
         })),
+        (span, place, any::<(u32, u32, u32)>()).prop_map(
+            |(
+                (start, end),
+                (device, context, stream, correlation),
+                (graph_id, end_device, end_context),
+            )| {
+                Record::GraphLaunch(GraphLaunchRecord {
+                    start,
+                    end,
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    graph_id,
+                    end_device,
+                    end_context,
+                })
+            }
+        ),
+        any::<(u64, u32, u32, u32)>().prop_map(|(time, graph_id, exec_id, node_count)| {
+            Record::Graph(GraphInfo {
+                time,
+                graph_id,
+                exec_id,
+                node_count,
+            })
+        }),
+        (any::<(u64, u8, u32, u32, u32)>(), arb_name(), ".{0,30}").prop_map(
+            |((time, kind, id, process, thread), domain, name)| {
+                Record::Marker(MarkerRecord {
+                    time,
+                    kind: MarkerKind::from_code(kind),
+                    id,
+                    process,
+                    thread,
+                    domain,
+                    name,
+                })
+            }
+        ),
+        (any::<(u32, Option<u32>, u32, u8, u64)>(), -1e12f64..1e12).prop_map(
+            |((id, color, category, kind, bits), f)| {
+                let payload = match kind % 5 {
+                    0 => MarkerPayload::None,
+                    1 => MarkerPayload::Unsigned(bits),
+                    2 => MarkerPayload::Signed(bits as i64),
+                    3 => MarkerPayload::Float(f),
+                    _ => MarkerPayload::Other(4 + kind % 200, bits),
+                };
+                Record::MarkerData(MarkerData {
+                    id,
+                    color,
+                    category,
+                    payload,
+                })
+            }
+        ),
+        any::<(u64, u64, u32)>().prop_map(|(monotonic, realtime, uncertainty)| {
+            Record::ClockAnchor(ClockAnchor {
+                monotonic,
+                realtime,
+                uncertainty,
+            })
+        }),
+        (
+            ".{0,20}",
+            "[0-9a-f-]{0,36}",
+            proptest::collection::vec(("[A-Z_]{1,12}", ".{0,8}"), 0..4)
+        )
+            .prop_map(|(host, boot_id, labels)| Record::ProcessInfo(ProcessInfo {
+                host,
+                boot_id,
+                labels
+            })),
     ]
 }
 

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gpu_tools::trace::env;
+use gpu_tools::trace::env::{self, ApiMode, GraphMode, Stage};
 
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +33,18 @@ pub struct Config {
     pub flush_interval: Option<Duration>,
     /// Level of diagnostics on stderr; `None`: silent.
     pub log: Option<log::LevelFilter>,
+    /// NVTX markers and ranges (the `nvtx` kind, or `NVTX_INJECTION64_PATH` set).
+    pub nvtx: bool,
+    /// How CUDA graphs are traced.
+    pub graph: GraphMode,
+    /// Which API calls are recorded.
+    pub api: ApiMode,
+    /// API functions never recorded.
+    pub api_skip: Vec<String>,
+    /// How far records travel (measurement).
+    pub stage: Stage,
+    /// Flush and end the stream on fatal signals.
+    pub signals: bool,
 }
 
 /// Default kinds: what `cuda_trace` shows.
@@ -162,6 +174,42 @@ impl Config {
                 )
             })?),
         };
+        let parsed = |var: &'static str| -> Result<Option<String>, ConfigError> {
+            Ok(text(var)?.filter(|v| !v.trim().is_empty()))
+        };
+        let graph = match parsed(env::CUDA_GRAPH)? {
+            None => GraphMode::default(),
+            Some(v) => v
+                .parse()
+                .map_err(|r: String| err(env::CUDA_GRAPH, &v, &r))?,
+        };
+        let api = match parsed(env::API)? {
+            None => ApiMode::default(),
+            Some(v) => v.parse().map_err(|r: String| err(env::API, &v, &r))?,
+        };
+        let stage = match parsed(env::STAGE)? {
+            None => Stage::default(),
+            Some(v) => v.parse().map_err(|r: String| err(env::STAGE, &v, &r))?,
+        };
+        let api_skip = parsed(env::API_SKIP)?
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let signals = match parsed(env::SIGNALS)? {
+            None => true,
+            Some(v) => match v.trim() {
+                "1" | "on" | "yes" => true,
+                "0" | "off" | "no" => false,
+                _ => return Err(err(env::SIGNALS, &v, "not 0 or 1")),
+            },
+        };
+        let nvtx =
+            kinds.contains(&Kind::Nvtx) || get(env::NVTX_INJECTION).is_some_and(|v| !v.is_empty());
         Ok(Config {
             output,
             kinds,
@@ -169,6 +217,12 @@ impl Config {
             max_buffers,
             flush_interval,
             log,
+            nvtx,
+            graph,
+            api,
+            api_skip,
+            stage,
+            signals,
         })
     }
 }
@@ -196,6 +250,45 @@ mod tests {
         assert_eq!(c.max_buffers, 64);
         assert_eq!(c.flush_interval, Some(Duration::from_millis(200)));
         assert_eq!(c.log, None);
+        assert_eq!(
+            (c.graph, c.api, c.stage, c.signals, c.nvtx),
+            (GraphMode::Node, ApiMode::All, Stage::Full, true, false)
+        );
+        assert!(c.api_skip.is_empty());
+    }
+
+    #[test]
+    fn graph_api_stage_and_nvtx_settings_are_read() {
+        let c = with(&[
+            (env::SOCKET, "s"),
+            (env::CUDA_GRAPH, "graph"),
+            (env::API, "launches"),
+            (env::API_SKIP, "cudaGetLastError, cuKernelGetName,"),
+            (env::STAGE, "no-encode"),
+            (env::SIGNALS, "0"),
+            (env::NVTX_INJECTION, "/lib/inject.so"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.graph, c.api, c.stage, c.signals, c.nvtx),
+            (
+                GraphMode::Graph,
+                ApiMode::Launches,
+                Stage::NoEncode,
+                false,
+                true
+            )
+        );
+        assert_eq!(c.api_skip, ["cudaGetLastError", "cuKernelGetName"]);
+        let e = with(&[(env::SOCKET, "s"), (env::CUDA_GRAPH, "graphs")]).unwrap_err();
+        assert_eq!(e.var, env::CUDA_GRAPH);
+        assert!(e.to_string().contains("node, graph"), "{e}");
+        assert_eq!(
+            with(&[(env::SOCKET, "s"), (env::SIGNALS, "maybe")])
+                .unwrap_err()
+                .var,
+            env::SIGNALS
+        );
     }
 
     #[test]

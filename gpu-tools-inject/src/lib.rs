@@ -6,7 +6,9 @@
 //!
 //! It flushes periodically (so a crash loses at most the last interval), when a context is destroyed, and at
 //! process exit (so nothing is lost at a normal exit). A forked child does not write into its parent's stream; an
-//! exec'd child that uses CUDA connects anew. Nothing is printed to the program's stdout; diagnostics go to
+//! exec'd child that uses CUDA connects anew. On a fatal signal it flushes and ends the stream before the
+//! program's own handling runs (see `signals`). Named by `NVTX_INJECTION64_PATH` too, it hands the program's NVTX
+//! calls to CUPTI, which records them as markers and ranges. Nothing is printed to the program's stdout; diagnostics go to
 //! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
 
 use std::ffi::c_int;
@@ -14,9 +16,13 @@ use std::ffi::c_int;
 mod config;
 mod logger;
 mod maps;
+mod nvtx;
 mod session;
+mod signals;
 mod sink;
 mod writer;
+
+pub use nvtx::{InitializeInjectionNvtx2, InitializeInjectionNvtxExtension};
 
 /// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`
 /// itself). Returns 1 when tracing runs, 0 when it does not (the reason is logged, and sent to the tracer where

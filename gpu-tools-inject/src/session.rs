@@ -6,17 +6,19 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::cupti::activity::{ActivityKinds, ActivityTracer, Clock, FlushMode};
+use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds, ActivityTracer, Clock, FlushMode};
 use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
+use gpu_tools::cupti::{ApiCbid, CuptiLibrary, DriverCbid, RuntimeCbid, TracingError};
+use gpu_tools::trace::env::{ApiMode, GraphMode};
 use gpu_tools::trace::{
-    EndReason, NoticeLevel, ProcessStart, Record, StreamHeader, TimestampClock,
+    ApiDomain, ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record,
+    StreamHeader, TimestampClock,
 };
 
 use crate::config::{Config, Kind, Output};
 use crate::maps::mapped_library;
 use crate::sink::Sink;
-use crate::writer::{EndCounts, Writer};
+use crate::writer::{EndCounts, Filter, Writer};
 
 /// Set once `InitializeInjection` ran in this process.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -44,6 +46,7 @@ impl Flusher {
         let thread = std::thread::Builder::new()
             .name("gpu-tools-flush".into())
             .spawn(move || {
+                crate::signals::block_in_this_thread();
                 let (lock, cv) = &*s;
                 let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
@@ -85,8 +88,81 @@ fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
             Kind::Driver => ActivityKinds::DRIVER,
             Kind::Runtime => ActivityKinds::RUNTIME,
             Kind::Overhead => ActivityKinds::OVERHEAD,
+            Kind::Nvtx => ActivityKinds::MARKER | ActivityKinds::MARKER_DATA,
         })
         .fold(ActivityKinds::empty(), |a, b| a | b)
+}
+
+/// Every kind the session enables: the record kinds, NVTX, graph-level records, and, for API records of launches
+/// only, no whole API kind (single functions are enabled after the start).
+fn session_kinds(config: &Config, graph: GraphMode) -> ActivityKinds {
+    let mut kinds = activity_kinds(&config.kinds);
+    if config.nvtx {
+        kinds |= ActivityKinds::MARKER | ActivityKinds::MARKER_DATA;
+    }
+    if graph == GraphMode::Graph {
+        kinds |= ActivityKinds::GRAPH_TRACE;
+    }
+    if config.api == ApiMode::Launches {
+        kinds -= ActivityKinds::DRIVER | ActivityKinds::RUNTIME;
+    }
+    kinds
+}
+
+/// The callback ids of the skipped function names (by function or header name).
+fn skipped_cbids(names: &[String]) -> Vec<ApiCbid> {
+    let all = DriverCbid::all()
+        .map(ApiCbid::Driver)
+        .chain(RuntimeCbid::all().map(ApiCbid::Runtime));
+    all.filter(|c| {
+        names
+            .iter()
+            .any(|n| c.function_name() == Some(n.as_str()) || c.name() == Some(n.as_str()))
+    })
+    .collect()
+}
+
+/// Sets up per-function API records: launches-only mode enables single functions, the skip list disables some.
+/// Returns the functions the writer must leave out itself (where CUPTI could not).
+fn api_records(config: &Config, tracer: &ActivityTracer, writer: &Writer) -> Filter {
+    let mut filter = Filter::default();
+    let wants = |c: &ApiCbid| match c {
+        ApiCbid::Driver(_) => config.kinds.contains(&Kind::Driver),
+        ApiCbid::Runtime(_) => config.kinds.contains(&Kind::Runtime),
+    };
+    let skip = skipped_cbids(&config.api_skip);
+    if config.api == ApiMode::Launches {
+        let launches = DriverCbid::all()
+            .map(ApiCbid::Driver)
+            .chain(RuntimeCbid::all().map(ApiCbid::Runtime))
+            .filter(|c| wants(c) && c.launches_or_moves_data() && !skip.contains(c));
+        let mut failed = None;
+        for c in launches {
+            if let Err(e) = tracer.set_api_records(c, true) {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed {
+            writer.notice(
+                NoticeLevel::Warning,
+                format!("API records of launches only could not be set up ({e}): some launch calls are missing"),
+            );
+        }
+    }
+    for c in skip {
+        if config.api == ApiMode::Launches || !wants(&c) {
+            continue;
+        }
+        if let Err(e) = tracer.set_api_records(c, false) {
+            log::debug!("CUPTI cannot leave out {c}: {e}; the writer does");
+            let domain = match c {
+                ApiCbid::Driver(_) => ApiDomain::Driver,
+                ApiCbid::Runtime(_) => ApiDomain::Runtime,
+            };
+            filter.skip.insert((domain.code(), c.id()));
+        }
+    }
+    filter
 }
 
 /// The program's command line from `/proc/self/cmdline`, arguments joined by spaces.
@@ -98,7 +174,7 @@ fn command_line() -> String {
 
 /// Uses the CUDA driver and the CUPTI library the program has mapped already, so the process holds one copy of
 /// each; otherwise the crate's search finds them.
-fn use_mapped_libraries() {
+pub fn use_mapped_libraries() {
     if let Some(path) = mapped_library("libcuda.so") {
         match gpu_tools::cuda::Driver::load_from(&path) {
             Ok(_) => log::debug!("CUDA driver: {} (mapped by the program)", path.display()),
@@ -186,6 +262,11 @@ pub fn initialize() -> bool {
     let writer = Arc::new(Writer::new(
         sink,
         &StreamHeader::new(pid, version, TimestampClock::Monotonic),
+        Filter {
+            drop_graph_nodes: config.graph == GraphMode::Graph,
+            skip: Default::default(),
+            stage: config.stage,
+        },
     ));
     writer.push(&Record::ProcessStart(ProcessStart {
         pid,
@@ -194,13 +275,33 @@ pub fn initialize() -> bool {
         time: Clock::Monotonic.now_ns(),
         command: command_line(),
     }));
-    let w = Arc::clone(&writer);
-    let started = ActivityTracer::builder()
-        .kinds(activity_kinds(&config.kinds))
-        .buffer_size(config.buffer_size & !7)
-        .max_buffers(config.max_buffers)
-        .clock(Clock::Monotonic)
-        .start(move |batch| w.write_batch(batch));
+    writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    let start = |graph: GraphMode| {
+        let w = Arc::clone(&writer);
+        ActivityTracer::builder()
+            .kinds(session_kinds(&config, graph))
+            .buffer_size(config.buffer_size & !7)
+            .max_buffers(config.max_buffers)
+            .clock(Clock::Monotonic)
+            .start(move |batch| w.write_batch(batch))
+    };
+    let mut started = start(config.graph);
+    if config.graph == GraphMode::Graph {
+        if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) = &started {
+            if *kind == ActivityKind::GRAPH_TRACE {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node by \
+                         node instead"
+                    ),
+                );
+                writer.set_drop_graph_nodes(false);
+                started = start(GraphMode::Node);
+            }
+        }
+    }
     let tracer = match started {
         Ok(t) => Arc::new(t),
         Err(e) => {
@@ -216,6 +317,10 @@ pub fn initialize() -> bool {
             return false;
         }
     };
+    let filter = api_records(&config, &tracer, &writer);
+    if !filter.skip.is_empty() {
+        writer.set_skip(filter.skip);
+    }
     log::info!(
         "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?}",
         tracer.layout(),
@@ -247,6 +352,16 @@ pub fn initialize() -> bool {
         },
         None => None,
     };
+    if config.signals {
+        if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
+            writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "no flush at fatal signals (a crash loses the records not flushed yet): {e}"
+                ),
+            );
+        }
+    }
     *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(Session {
         writer,
         tracer,
@@ -334,6 +449,10 @@ impl Session {
                 log::warn!("unsubscribe: {e}");
             }
         }
+        if self.writer.has_ended() {
+            // A fatal signal ended the stream already.
+            return;
+        }
         let counts = match Arc::try_unwrap(self.tracer) {
             Ok(tracer) => match tracer.stop() {
                 Ok(report) => {
@@ -366,6 +485,7 @@ impl Session {
                 }
             }
         };
+        self.writer.push(&Record::ClockAnchor(ClockAnchor::now()));
         self.writer.end(reason, counts, Clock::Monotonic.now_ns());
     }
 }

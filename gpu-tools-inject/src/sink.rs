@@ -95,9 +95,13 @@ impl Sink {
         ))
     }
 
-    /// Creates (or truncates) a file; `%p` in the path becomes this process's id.
+    /// Creates (or truncates) a file; `%p` in the path becomes this process's id, `%h` the host name.
     pub fn create_file(template: &Path) -> io::Result<Sink> {
-        let path = expand_pid(template, std::process::id());
+        let path = PathBuf::from(gpu_tools::trace::file::expand_output_name(
+            &template.to_string_lossy(),
+            &gpu_tools::trace::host_name(),
+            std::process::id(),
+        ));
         let f = File::create(&path)?;
         let fd = f.as_raw_fd();
         Ok(Sink::new(
@@ -189,16 +193,6 @@ fn send_all(fd: RawFd, mut bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// `template` with every `%p` replaced by `pid`.
-pub fn expand_pid(template: &Path, pid: u32) -> PathBuf {
-    let text = template.to_string_lossy();
-    if text.contains("%p") {
-        PathBuf::from(text.replace("%p", &pid.to_string()))
-    } else {
-        template.to_path_buf()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,15 +237,6 @@ mod tests {
                 let _ = std::fs::remove_dir_all(&self.0);
             }
         }
-    }
-
-    #[test]
-    fn pid_template_expands() {
-        assert_eq!(
-            expand_pid(Path::new("/t/x-%p.bin"), 42),
-            Path::new("/t/x-42.bin")
-        );
-        assert_eq!(expand_pid(Path::new("/t/x.bin"), 42), Path::new("/t/x.bin"));
     }
 
     #[test]

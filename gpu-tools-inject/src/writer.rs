@@ -1,12 +1,16 @@
 //! Turns CUPTI batches into the trace stream and sends it: one lock around the converter, the encoder and the
 //! sink, so that a name frame always precedes its first use in the bytes sent.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::TraceConverter;
-use gpu_tools::cupti::activity::ActivityBatch;
+use gpu_tools::cupti::activity::{Activity, ActivityBatch};
+use gpu_tools::trace::env::Stage;
 use gpu_tools::trace::{
-    DroppedRecords, Encoder, EndReason, Notice, NoticeLevel, ProcessEnd, Record, StreamHeader,
+    ApiDomain, DroppedRecords, Encoder, EndReason, Notice, NoticeLevel, ProcessEnd, Record,
+    StreamHeader,
 };
 
 use crate::sink::{SendError, Sink};
@@ -20,12 +24,34 @@ struct State {
     dropped_sent: u64,
     /// The stream failed: nothing more is sent.
     failed: bool,
+    /// Graph mode: kernels of graphs are left out (CUPTI may still deliver them).
+    drop_graph_nodes: bool,
+    /// Graph-node kernels left out in graph mode.
+    graph_nodes_dropped: u64,
+    /// API functions left out here, by (domain code, callback id), where CUPTI could not filter them.
+    skip: HashSet<(u8, u32)>,
+    /// API records left out by `skip`.
+    skipped_api: u64,
+    stage: Stage,
+}
+
+/// What the writer leaves out, and how far records travel.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Leave out kernels that ran as graph nodes (graph mode).
+    pub drop_graph_nodes: bool,
+    /// API functions to leave out, by (domain code, callback id).
+    pub skip: HashSet<(u8, u32)>,
+    /// How far records travel.
+    pub stage: Stage,
 }
 
 /// The stream of one traced process.
 pub struct Writer {
     sink: Sink,
     state: Mutex<State>,
+    /// The end record was sent (by the exit handler or a fatal signal): nothing more is.
+    ended: AtomicBool,
 }
 
 /// What the stream's end record says, from the tracer's final report.
@@ -39,7 +65,7 @@ pub struct EndCounts {
 
 impl Writer {
     /// A stream to `sink` starting with `header` (sent with the first record).
-    pub fn new(sink: Sink, header: &StreamHeader) -> Writer {
+    pub fn new(sink: Sink, header: &StreamHeader, filter: Filter) -> Writer {
         Writer {
             sink,
             state: Mutex::new(State {
@@ -48,8 +74,33 @@ impl Writer {
                 skipped: 0,
                 dropped_sent: 0,
                 failed: false,
+                drop_graph_nodes: filter.drop_graph_nodes,
+                graph_nodes_dropped: 0,
+                skip: filter.skip,
+                skipped_api: 0,
+                stage: filter.stage,
             }),
+            ended: AtomicBool::new(false),
         }
+    }
+
+    /// Graph mode on or off (off when CUPTI lacks graph-level tracing).
+    pub fn set_drop_graph_nodes(&self, on: bool) {
+        if let Some(mut st) = self.lock() {
+            st.drop_graph_nodes = on;
+        }
+    }
+
+    /// API functions the writer leaves out.
+    pub fn set_skip(&self, skip: HashSet<(u8, u32)>) {
+        if let Some(mut st) = self.lock() {
+            st.skip = skip;
+        }
+    }
+
+    /// Whether the end record was sent.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
     }
 
     /// The state, or `None` in a forked child: it must not touch a lock another thread of its parent may have
@@ -65,15 +116,46 @@ impl Writer {
     pub fn write_batch(&self, batch: &ActivityBatch<'_>) {
         let Some(mut st) = self.lock() else { return };
         let st = &mut *st;
-        for record in batch.records() {
-            match record {
-                Ok(activity) => match st.converter.convert(&activity) {
-                    Some(r) => st.encoder.push(&r),
-                    None => st.skipped += 1,
-                },
-                Err(e) => {
-                    st.skipped += 1;
-                    log::debug!("activity record skipped: {e}");
+        match st.stage {
+            Stage::NoDecode => {}
+            Stage::NoConvert => {
+                let walked = batch.records().filter(Result::is_ok).count();
+                std::hint::black_box(walked);
+            }
+            _ => {
+                for record in batch.records() {
+                    match record {
+                        Ok(activity) => {
+                            if let Activity::Api(a) = &activity {
+                                if !st.skip.is_empty() {
+                                    let domain = match a.domain() {
+                                        gpu_tools::cupti::ApiDomain::Driver => ApiDomain::Driver,
+                                        gpu_tools::cupti::ApiDomain::Runtime => ApiDomain::Runtime,
+                                    };
+                                    if st.skip.contains(&(domain.code(), a.cbid().id())) {
+                                        st.skipped_api += 1;
+                                        continue;
+                                    }
+                                }
+                            }
+                            match st.converter.convert(&activity) {
+                                Some(Record::Kernel(k))
+                                    if st.drop_graph_nodes && k.graph_id != 0 =>
+                                {
+                                    st.graph_nodes_dropped += 1;
+                                }
+                                Some(r) if st.stage == Stage::NoEncode => {
+                                    std::hint::black_box(r);
+                                }
+                                Some(r) => st.encoder.push(&r),
+                                None => st.skipped += 1,
+                            }
+                        }
+                        Err(e) => {
+                            st.skipped += 1;
+                            log::debug!("activity record skipped: {e}");
+                        }
+                    }
                 }
             }
         }
@@ -86,6 +168,11 @@ impl Writer {
                 stream: 0,
                 count: dropped,
             }));
+        }
+        if st.stage == Stage::NoSend {
+            // Measurement: encoded, not written (the stream's own start, notices and end still are).
+            st.encoder.clear();
+            return;
         }
         self.send(st);
     }
@@ -107,9 +194,27 @@ impl Writer {
         self.push(&Record::Notice(Notice { level, text }));
     }
 
-    /// Sends the end record with the counts, and ends the stream.
+    /// Sends the end record with the counts, and ends the stream; once (a later call does nothing).
     pub fn end(&self, reason: EndReason, counts: EndCounts, time: u64) {
         let Some(mut st) = self.lock() else { return };
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);
+        if nodes > 0 {
+            st.encoder.push(&Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "graph mode: CUPTI delivered {nodes} kernel records of graph nodes, left out"
+                ),
+            }));
+        }
+        if api > 0 {
+            st.encoder.push(&Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!("{api} API records of skipped functions left out"),
+            }));
+        }
         // Drops CUPTI reported after the last batch (its final count at stop).
         let late = counts.dropped.saturating_sub(st.dropped_sent);
         if late > 0 {

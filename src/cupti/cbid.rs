@@ -212,6 +212,26 @@ impl ApiCbid {
             ApiCbid::Runtime(c) => c.function_name(),
         }
     }
+
+    /// Whether the function launches device work or moves data: kernel and graph launches, copies and sets
+    /// (`cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`, `cuMemset*` and their runtime counterparts).
+    pub fn launches_or_moves_data(self) -> bool {
+        let Some(name) = self.function_name() else {
+            return false;
+        };
+        [
+            "cuLaunch",
+            "cuGraphLaunch",
+            "cuMemcpy",
+            "cuMemset",
+            "cudaLaunch",
+            "cudaGraphLaunch",
+            "cudaMemcpy",
+            "cudaMemset",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+    }
 }
 
 impl fmt::Display for ApiCbid {

@@ -133,6 +133,9 @@ pub(crate) struct ActivityFns {
     pub get_timestamp: Option<unsafe extern "C" fn(*mut u64) -> Status>,
     pub flush_period: Option<unsafe extern "C" fn(u32) -> Status>,
     pub get_context_id: Option<unsafe extern "C" fn(sys::CUcontext, *mut u32) -> Status>,
+    /// CUPTI 12.? and later: API records per callback id.
+    pub enable_driver_api: Option<unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> Status>,
+    pub enable_runtime_api: Option<unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> Status>,
 }
 
 /// `cuptiActivityGetNextRecord`.
@@ -351,6 +354,16 @@ fn bind_activity(
         symbols,
     );
     let get_context_id = want(&t.cuptiGetContextId, "cuptiGetContextId", symbols);
+    let enable_driver_api = want(
+        &t.cuptiActivityEnableDriverApi,
+        "cuptiActivityEnableDriverApi",
+        symbols,
+    );
+    let enable_runtime_api = want(
+        &t.cuptiActivityEnableRuntimeApi,
+        "cuptiActivityEnableRuntimeApi",
+        symbols,
+    );
     Ok(ActivityFns {
         enable: enable?,
         disable: disable?,
@@ -362,6 +375,8 @@ fn bind_activity(
         get_timestamp,
         flush_period,
         get_context_id,
+        enable_driver_api,
+        enable_runtime_api,
     })
 }
 

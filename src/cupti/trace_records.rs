@@ -2,8 +2,8 @@
 //! keeps after the callback or streams to another process.
 
 use crate::cupti::activity::{
-    Activity, ActivityObject, ApiCall, CopyKind, Kernel, Memcpy, MemoryKind, Memset, Overhead,
-    PeerCopy, SyncType, Synchronization,
+    Activity, ActivityObject, ApiCall, CopyKind, GraphTrace, Kernel, Marker, MarkerData,
+    MarkerPayloadValue, Memcpy, MemoryKind, Memset, Overhead, PeerCopy, SyncType, Synchronization,
 };
 use crate::cupti::cbid::ApiDomain;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ impl TraceConverter {
     }
 
     /// The owned record of `activity`, or `None` for kinds the trace format does not carry (contexts, streams,
-    /// devices, names, markers, external correlation, memory, and unknown kinds).
+    /// devices, names, external correlation, memory, and unknown kinds).
     pub fn convert(&mut self, activity: &Activity<'_>) -> Option<Record> {
         Some(match activity {
             Activity::Kernel(k) => Record::Kernel(self.kernel(k)),
@@ -36,6 +36,9 @@ impl TraceConverter {
             Activity::Api(a) => Record::Api(self.api(a)),
             Activity::Synchronization(s) => Record::Synchronization(synchronization(s)),
             Activity::Overhead(o) => Record::Overhead(overhead(o)),
+            Activity::GraphTrace(g) => Record::GraphLaunch(graph_launch(g)),
+            Activity::Marker(m) => Record::Marker(self.marker(m)),
+            Activity::MarkerData(d) => Record::MarkerData(marker_data(d)),
             _ => return None,
         })
     }
@@ -57,6 +60,7 @@ impl TraceConverter {
             dynamic_shared: k.dynamic_shared_memory(),
             registers: k.registers_per_thread(),
             graph_id: k.graph_id(),
+            graph_node_id: k.graph_node_id(),
             name: match k.name() {
                 Some(n) => self.names.intern_bytes(n.to_bytes()),
                 None => self.names.intern(""),
@@ -84,6 +88,39 @@ impl TraceConverter {
 }
 
 impl TraceConverter {
+    fn marker(&mut self, m: &Marker<'_>) -> trace::MarkerRecord {
+        use trace::MarkerKind as K;
+        let kind = if m.is_start() {
+            K::Start
+        } else if m.is_end() {
+            K::End
+        } else if m.is_instantaneous() {
+            K::Instant
+        } else {
+            K::Other(u8::try_from(m.raw().flags).unwrap_or(u8::MAX))
+        };
+        let (process, thread) = match m.object() {
+            ActivityObject::Thread { pid, tid } => (pid, tid),
+            ActivityObject::Process { pid } => (pid, 0),
+            _ => (0, 0),
+        };
+        trace::MarkerRecord {
+            time: m.timestamp(),
+            kind,
+            id: m.id(),
+            process,
+            thread,
+            domain: match m.domain() {
+                Some(d) => self.names.intern_bytes(d.to_bytes()),
+                None => self.names.intern(""),
+            },
+            name: m
+                .name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
     /// The shared name of an API record's function, cached by callback id.
     fn function(&mut self, a: &ApiCall<'_>) -> Arc<str> {
         let cbid = a.cbid().id() as usize;
@@ -101,6 +138,39 @@ impl TraceConverter {
         let n = self.names.intern(a.function_name().unwrap_or(""));
         self.functions[slot] = Some(Arc::clone(&n));
         n
+    }
+}
+
+fn graph_launch(g: &GraphTrace<'_>) -> trace::GraphLaunchRecord {
+    let t = g.time();
+    trace::GraphLaunchRecord {
+        start: t.start,
+        end: t.end,
+        device: g.device_id(),
+        context: g.context_id(),
+        stream: g.stream_id(),
+        correlation: g.correlation_id(),
+        graph_id: g.graph_id(),
+        end_device: g.end_device_id(),
+        end_context: g.end_context_id(),
+    }
+}
+
+fn marker_data(d: &MarkerData<'_>) -> trace::MarkerData {
+    use trace::MarkerPayload as P;
+    trace::MarkerData {
+        id: d.id(),
+        color: d.color(),
+        category: d.category(),
+        payload: match d.payload() {
+            MarkerPayloadValue::Unsigned(v) => P::Unsigned(v),
+            MarkerPayloadValue::Signed(v) => P::Signed(v),
+            MarkerPayloadValue::Double(v) => P::Float(v),
+            // An NVTX extended payload, or a kind this crate does not know: kept raw.
+            MarkerPayloadValue::Other(k, bits) => {
+                P::Other(u8::try_from(k).unwrap_or(u8::MAX), bits)
+            }
+        },
     }
 }
 

@@ -280,6 +280,12 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A string preceded by its u16 length.
+fn text16(c: &mut Cursor<'_>) -> Option<String> {
+    let len = usize::from(c.u16()?);
+    c.bytes(len).map(text)
+}
+
 /// Decodes one payload. `None` from the cursor cannot happen after the length check, but is still an error,
 /// never a panic.
 fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
@@ -322,6 +328,8 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 let block = [c.u32()?, c.u32()?, c.u32()?];
                 let (static_shared, dynamic_shared, graph_id) = (c.u32()?, c.u32()?, c.u32()?);
                 let registers = c.u16()?;
+                // Optional: absent from frames written before graph node ids were carried.
+                let graph_node_id = c.u64().unwrap_or(0);
                 let name = match name(name_id) {
                     Ok(n) => n,
                     Err(e) => return Some(Err(e)),
@@ -340,6 +348,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                     dynamic_shared,
                     registers,
                     graph_id,
+                    graph_node_id,
                     name,
                 }))
             }
@@ -466,6 +475,83 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 Parsed::Record(Record::Notice(Notice {
                     level,
                     text: text(c.rest()),
+                }))
+            }
+            tag::GRAPH_LAUNCH => {
+                let (start, end) = (c.u64()?, c.u64()?);
+                let (device, context, stream, correlation) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let (graph_id, end_device, end_context) = (c.u32()?, c.u32()?, c.u32()?);
+                Parsed::Record(Record::GraphLaunch(GraphLaunchRecord {
+                    start,
+                    end,
+                    device,
+                    context,
+                    stream,
+                    correlation,
+                    graph_id,
+                    end_device,
+                    end_context,
+                }))
+            }
+            tag::GRAPH => {
+                let time = c.u64()?;
+                let (graph_id, exec_id, node_count) = (c.u32()?, c.u32()?, c.u32()?);
+                Parsed::Record(Record::Graph(GraphInfo {
+                    time,
+                    graph_id,
+                    exec_id,
+                    node_count,
+                }))
+            }
+            tag::MARKER => {
+                let time = c.u64()?;
+                let (id, process, thread, domain_id) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let kind = MarkerKind::from_code(c.u8()?);
+                let domain = match name(domain_id) {
+                    Ok(n) => n,
+                    Err(e) => return Some(Err(e)),
+                };
+                Parsed::Record(Record::Marker(MarkerRecord {
+                    time,
+                    kind,
+                    id,
+                    process,
+                    thread,
+                    domain,
+                    name: text(c.rest()),
+                }))
+            }
+            tag::MARKER_DATA => {
+                let (id, color, category, bits) = (c.u32()?, c.u32()?, c.u32()?, c.u64()?);
+                let (flags, kind) = (c.u8()?, c.u8()?);
+                Parsed::Record(Record::MarkerData(MarkerData {
+                    id,
+                    color: (flags & 1 != 0).then_some(color),
+                    category,
+                    payload: MarkerPayload::from_wire(kind, bits),
+                }))
+            }
+            tag::CLOCK_ANCHOR => {
+                let (monotonic, realtime, uncertainty) = (c.u64()?, c.u64()?, c.u32()?);
+                Parsed::Record(Record::ClockAnchor(ClockAnchor {
+                    monotonic,
+                    realtime,
+                    uncertainty,
+                }))
+            }
+            tag::PROCESS_INFO => {
+                let host = text16(&mut c)?;
+                let boot_id = text16(&mut c)?;
+                let count = c.u16()?;
+                let mut labels = Vec::with_capacity(usize::from(count).min(256));
+                for _ in 0..count {
+                    labels.push((text16(&mut c)?, text16(&mut c)?));
+                }
+                Parsed::Record(Record::ProcessInfo(ProcessInfo {
+                    host,
+                    boot_id,
+                    labels,
                 }))
             }
             _ => return None,

@@ -77,6 +77,7 @@ impl Encoder {
                     put32(b, k.dynamic_shared);
                     put32(b, k.graph_id);
                     b.extend_from_slice(&k.registers.to_le_bytes());
+                    put64(b, k.graph_node_id);
                 });
             }
             Record::Memcpy(m) => self.frame(tag::MEMCPY, |b| {
@@ -158,6 +159,63 @@ impl Encoder {
                 b.push(n.level.code());
                 b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
             }),
+            Record::GraphLaunch(g) => self.frame(tag::GRAPH_LAUNCH, |b| {
+                put64(b, g.start);
+                put64(b, g.end);
+                for v in [
+                    g.device,
+                    g.context,
+                    g.stream,
+                    g.correlation,
+                    g.graph_id,
+                    g.end_device,
+                    g.end_context,
+                ] {
+                    put32(b, v);
+                }
+            }),
+            Record::Graph(g) => self.frame(tag::GRAPH, |b| {
+                put64(b, g.time);
+                put32(b, g.graph_id);
+                put32(b, g.exec_id);
+                put32(b, g.node_count);
+            }),
+            Record::Marker(m) => {
+                let domain = self.name_id(&m.domain);
+                self.frame(tag::MARKER, |b| {
+                    put64(b, m.time);
+                    put32(b, m.id);
+                    put32(b, m.process);
+                    put32(b, m.thread);
+                    put32(b, domain);
+                    b.push(m.kind.code());
+                    b.extend_from_slice(cut(&m.name, MAX_NAME).as_bytes());
+                });
+            }
+            Record::MarkerData(d) => self.frame(tag::MARKER_DATA, |b| {
+                let (kind, bits) = d.payload.to_wire();
+                put32(b, d.id);
+                put32(b, d.color.unwrap_or(0));
+                put32(b, d.category);
+                put64(b, bits);
+                b.push(u8::from(d.color.is_some()));
+                b.push(kind);
+            }),
+            Record::ClockAnchor(a) => self.frame(tag::CLOCK_ANCHOR, |b| {
+                put64(b, a.monotonic);
+                put64(b, a.realtime);
+                put32(b, a.uncertainty);
+            }),
+            Record::ProcessInfo(p) => self.frame(tag::PROCESS_INFO, |b| {
+                put_text16(b, &p.host);
+                put_text16(b, &p.boot_id);
+                let labels = &p.labels[..p.labels.len().min(256)];
+                b.extend_from_slice(&(labels.len() as u16).to_le_bytes());
+                for (k, v) in labels {
+                    put_text16(b, k);
+                    put_text16(b, v);
+                }
+            }),
         }
     }
 
@@ -206,6 +264,13 @@ fn put32(b: &mut Vec<u8>, v: u32) {
 
 fn put64(b: &mut Vec<u8>, v: u64) {
     b.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A string cut to 4 KiB, preceded by its length as u16.
+fn put_text16(b: &mut Vec<u8>, s: &str) {
+    let s = cut(s, 4096);
+    b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+    b.extend_from_slice(s.as_bytes());
 }
 
 /// `s` cut to at most `max` bytes at a character boundary.

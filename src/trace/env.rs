@@ -3,7 +3,7 @@
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
-/// File to write the stream to instead of a socket; `%p` in it becomes the process id.
+/// File to write the stream to instead of a socket; `%p` in it becomes the process id, `%h` the host name.
 pub const FILE: &str = "GPU_TOOLS_TRACE_FILE";
 /// Which records to collect: a comma-separated list of `kernel`, `memcpy`, `memset`, `sync`, `driver`, `runtime`,
 /// `overhead`, or `all` ([`TraceKind`]). Default: `kernel,memcpy,memset,driver,runtime` ([`TraceKind::DEFAULT`]).
@@ -19,6 +19,29 @@ pub const FLUSH_MS: &str = "GPU_TOOLS_TRACE_FLUSH_MS";
 pub const LOG: &str = "GPU_TOOLS_TRACE_LOG";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
+/// The variable NVTX reads at a program's first NVTX call to load the library that implements NVTX (an absolute
+/// path). Pointing it at the injection library routes NVTX to CUPTI, which records markers and ranges; the
+/// injection library enables NVTX records when it is set. A program that makes no NVTX call never loads it.
+pub const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
+/// How CUDA graphs are traced: `node` (every kernel of a graph, with graph and node id; the default) or `graph`
+/// (one record per graph launch, CUPTI's graph-level tracing; kernels of graphs are then not recorded). A CUPTI
+/// without graph-level tracing falls back to `node` and says so in a notice.
+pub const CUDA_GRAPH: &str = "GPU_TOOLS_TRACE_CUDA_GRAPH";
+/// Which API calls are recorded when `driver` or `runtime` is among the kinds: `all` (default) or `launches`
+/// (only calls that launch device work or move data: `cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`, `cuMemset*` and
+/// their runtime counterparts). `launches` is filtered by CUPTI itself (per-function API records), so the calls
+/// left out cost nothing beyond CUPTI's callback dispatch.
+pub const API: &str = "GPU_TOOLS_TRACE_API";
+/// API functions never recorded, comma-separated (`cudaGetLastError,cuDevicePrimaryCtxGetState`): noisy calls
+/// of a framework. Filtered by CUPTI where it can (per-function API records), otherwise when records are converted.
+pub const API_SKIP: &str = "GPU_TOOLS_TRACE_API_SKIP";
+/// For measuring where tracing time goes: how far records travel. `full` (default), `no-send` (encoded, not
+/// written), `no-encode` (converted, not encoded), `no-convert` (walked, not converted), `no-decode` (buffers handed
+/// back unread). Anything but `full` produces a trace without records, only its start and end.
+pub const STAGE: &str = "GPU_TOOLS_TRACE_STAGE";
+/// `0` leaves the program's fatal signals alone; by default (`1`) the library flushes and ends its stream on
+/// SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGTERM and SIGINT before the program's own handling runs.
+pub const SIGNALS: &str = "GPU_TOOLS_TRACE_SIGNALS";
 
 /// A kind of record the injection library collects: the names [`KINDS`] takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,11 +60,13 @@ pub enum TraceKind {
     Runtime,
     /// CUPTI's own overhead.
     Overhead,
+    /// NVTX markers and ranges (also enabled whenever [`NVTX_INJECTION`] is set).
+    Nvtx,
 }
 
 impl TraceKind {
     /// Every kind, in the order `all` stands for.
-    pub const ALL: [TraceKind; 7] = [
+    pub const ALL: [TraceKind; 8] = [
         TraceKind::Kernel,
         TraceKind::Memcpy,
         TraceKind::Memset,
@@ -49,6 +74,7 @@ impl TraceKind {
         TraceKind::Driver,
         TraceKind::Runtime,
         TraceKind::Overhead,
+        TraceKind::Nvtx,
     ];
 
     /// The kinds collected when [`KINDS`] is not set.
@@ -70,6 +96,7 @@ impl TraceKind {
             TraceKind::Driver => "driver",
             TraceKind::Runtime => "runtime",
             TraceKind::Overhead => "overhead",
+            TraceKind::Nvtx => "nvtx",
         }
     }
 
@@ -126,6 +153,258 @@ impl std::str::FromStr for TraceKind {
     }
 }
 
+/// How CUDA graphs are traced ([`CUDA_GRAPH`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum GraphMode {
+    /// Every node of a graph as its own record, carrying graph and node id.
+    #[default]
+    Node,
+    /// One record per graph launch (CUPTI's `GRAPH_TRACE`); the graph's kernels are not recorded.
+    Graph,
+}
+
+/// Which API calls are recorded ([`API`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ApiMode {
+    /// Every call.
+    #[default]
+    All,
+    /// Only calls that launch device work or move data.
+    Launches,
+}
+
+/// How far records travel in the injection library ([`STAGE`]), for measuring what each step costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Stage {
+    /// Everything: walked, converted, encoded, written.
+    #[default]
+    Full,
+    /// Encoded, not written.
+    NoSend,
+    /// Converted, not encoded.
+    NoEncode,
+    /// Walked, not converted.
+    NoConvert,
+    /// Buffers handed back unread.
+    NoDecode,
+}
+
+macro_rules! named {
+    ($T:ty, $var:expr, [$($v:ident = $n:literal),*]) => {
+        impl $T {
+            /// The names the variable takes.
+            pub const NAMES: &'static [&'static str] = &[$($n),*];
+
+            /// The value's name.
+            pub fn name(self) -> &'static str {
+                match self { $(Self::$v => $n),* }
+            }
+        }
+
+        impl std::str::FromStr for $T {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.trim() {
+                    $($n => Ok(Self::$v),)*
+                    other => Err(format!("{other:?} is not one of {}", Self::NAMES.join(", "))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $T {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+named!(GraphMode, CUDA_GRAPH, [Node = "node", Graph = "graph"]);
+named!(ApiMode, API, [All = "all", Launches = "launches"]);
+named!(
+    Stage,
+    STAGE,
+    [
+        Full = "full",
+        NoSend = "no-send",
+        NoEncode = "no-encode",
+        NoConvert = "no-convert",
+        NoDecode = "no-decode"
+    ]
+);
+
+/// Where the injection library sends its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// A Unix socket the tracer listens on.
+    Socket(std::path::PathBuf),
+    /// A file per process (`%p`: process id, `%h`: host name).
+    File(String),
+}
+
+/// The environment a tracer gives a program so that the injection library traces it: what
+/// `gpu-tools trace` sets. [`vars`](Self::vars) lists the variables to set, [`REMOVED`](Self::REMOVED) those to
+/// remove (so that a tracer's own environment does not leak into the program's configuration).
+///
+/// ```
+/// use gpu_tools::trace::env::{Destination, GraphMode, InjectionEnv};
+/// let env = InjectionEnv::new("/opt/gpu-tools/libgpu_tools_inject.so", Destination::Socket("/tmp/t/s".into()))
+///     .graph_mode(GraphMode::Graph);
+/// let mut cmd = std::process::Command::new("python3");
+/// for var in InjectionEnv::REMOVED {
+///     cmd.env_remove(var);
+/// }
+/// cmd.envs(env.vars());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectionEnv {
+    library: std::path::PathBuf,
+    destination: Destination,
+    kinds: Vec<TraceKind>,
+    nvtx: bool,
+    graph: GraphMode,
+    api: ApiMode,
+    api_skip: Vec<String>,
+    buffer_size: Option<String>,
+    max_buffers: Option<u32>,
+    flush_ms: Option<u64>,
+    signals: bool,
+    log: Option<String>,
+}
+
+impl InjectionEnv {
+    /// Variables a tracer removes from the program's environment before setting its own.
+    pub const REMOVED: [&'static str; 13] = [
+        SOCKET,
+        FILE,
+        KINDS,
+        BUFFER_SIZE,
+        MAX_BUFFERS,
+        FLUSH_MS,
+        CUDA_GRAPH,
+        API,
+        API_SKIP,
+        STAGE,
+        SIGNALS,
+        NVTX_INJECTION,
+        CUDA_INJECTION,
+    ];
+
+    /// The library at `library` (an absolute path: CUDA and NVTX need one), sending to `destination`, with the
+    /// default kinds ([`TraceKind::DEFAULT`]), NVTX on, graphs traced by node.
+    pub fn new(library: impl Into<std::path::PathBuf>, destination: Destination) -> Self {
+        InjectionEnv {
+            library: library.into(),
+            destination,
+            kinds: TraceKind::DEFAULT.to_vec(),
+            nvtx: true,
+            graph: GraphMode::Node,
+            api: ApiMode::All,
+            api_skip: Vec::new(),
+            buffer_size: None,
+            max_buffers: None,
+            flush_ms: None,
+            signals: true,
+            log: None,
+        }
+    }
+
+    /// The record kinds.
+    pub fn kinds(mut self, kinds: &[TraceKind]) -> Self {
+        self.kinds = kinds.to_vec();
+        self
+    }
+
+    /// NVTX through CUPTI (sets [`NVTX_INJECTION`] to the library); on by default, free for programs that make no
+    /// NVTX call.
+    pub fn nvtx(mut self, on: bool) -> Self {
+        self.nvtx = on;
+        self
+    }
+
+    /// How CUDA graphs are traced.
+    pub fn graph_mode(mut self, mode: GraphMode) -> Self {
+        self.graph = mode;
+        self
+    }
+
+    /// Which API calls are recorded.
+    pub fn api_mode(mut self, mode: ApiMode) -> Self {
+        self.api = mode;
+        self
+    }
+
+    /// API functions never recorded.
+    pub fn api_skip(mut self, names: &[&str]) -> Self {
+        self.api_skip = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// Bytes of each CUPTI buffer ([`BUFFER_SIZE`]'s syntax).
+    pub fn buffer_size(mut self, size: impl Into<String>) -> Self {
+        self.buffer_size = Some(size.into());
+        self
+    }
+
+    /// Most CUPTI buffers at once.
+    pub fn max_buffers(mut self, n: u32) -> Self {
+        self.max_buffers = Some(n);
+        self
+    }
+
+    /// The flush period in ms: what a SIGKILL loses at most (0: none, records then arrive at exit only).
+    pub fn flush_ms(mut self, ms: u64) -> Self {
+        self.flush_ms = Some(ms);
+        self
+    }
+
+    /// Whether fatal signals flush and end the stream (on by default).
+    pub fn signals(mut self, on: bool) -> Self {
+        self.signals = on;
+        self
+    }
+
+    /// The injection library's log level on stderr.
+    pub fn log(mut self, level: impl Into<String>) -> Self {
+        self.log = Some(level.into());
+        self
+    }
+
+    /// The variables to set.
+    pub fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        use std::ffi::OsString;
+        let mut v: Vec<(&'static str, OsString)> =
+            vec![(CUDA_INJECTION, self.library.clone().into_os_string())];
+        if self.nvtx {
+            v.push((NVTX_INJECTION, self.library.clone().into_os_string()));
+        }
+        match &self.destination {
+            Destination::Socket(p) => v.push((SOCKET, p.clone().into_os_string())),
+            Destination::File(t) => v.push((FILE, t.into())),
+        }
+        v.push((KINDS, TraceKind::list_value(&self.kinds).into()));
+        v.push((CUDA_GRAPH, self.graph.name().into()));
+        v.push((API, self.api.name().into()));
+        if !self.api_skip.is_empty() {
+            v.push((API_SKIP, self.api_skip.join(",").into()));
+        }
+        if let Some(s) = &self.buffer_size {
+            v.push((BUFFER_SIZE, s.into()));
+        }
+        if let Some(n) = self.max_buffers {
+            v.push((MAX_BUFFERS, n.to_string().into()));
+        }
+        if let Some(ms) = self.flush_ms {
+            v.push((FLUSH_MS, ms.to_string().into()));
+        }
+        v.push((SIGNALS, if self.signals { "1" } else { "0" }.into()));
+        if let Some(l) = &self.log {
+            v.push((LOG, l.into()));
+        }
+        v
+    }
+}
+
 /// Reads a byte count as [`BUFFER_SIZE`] takes it: digits with an optional `k`/`K` (KiB), `m`/`M` (MiB) or
 /// `g`/`G` (GiB) suffix.
 pub fn parse_size(value: &str) -> Result<usize, String> {
@@ -171,14 +450,12 @@ mod tests {
                 TraceKind::Memset,
                 TraceKind::Driver,
                 TraceKind::Runtime,
-                TraceKind::Overhead
+                TraceKind::Overhead,
+                TraceKind::Nvtx
             ])
         );
         let e = TraceKind::parse_list("kernel,bogus").unwrap_err();
-        assert!(
-            e.contains("\"bogus\"") && e.contains("overhead, all"),
-            "{e}"
-        );
+        assert!(e.contains("\"bogus\"") && e.contains("nvtx, all"), "{e}");
         assert!(TraceKind::parse_list(" , ").is_err());
         let value = TraceKind::list_value(&TraceKind::DEFAULT);
         assert_eq!(value, "kernel,memcpy,memset,driver,runtime");
@@ -191,6 +468,53 @@ mod tests {
         }
         assert!(TraceKind::Driver.is_api() && !TraceKind::Kernel.is_api());
     }
+    #[test]
+    fn the_injection_environment_names_every_setting() {
+        use super::*;
+        let env = InjectionEnv::new(
+            "/lib/inject.so",
+            Destination::File("/t/%h-%p.gputrace".into()),
+        )
+        .graph_mode(GraphMode::Graph)
+        .api_mode(ApiMode::Launches)
+        .api_skip(&["cudaGetLastError", "cuKernelGetName"])
+        .flush_ms(50);
+        let vars: std::collections::HashMap<&str, String> = env
+            .vars()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(vars[CUDA_INJECTION], "/lib/inject.so");
+        assert_eq!(vars[NVTX_INJECTION], "/lib/inject.so");
+        assert_eq!(vars[FILE], "/t/%h-%p.gputrace");
+        assert_eq!(vars[CUDA_GRAPH], "graph");
+        assert_eq!(vars[API], "launches");
+        assert_eq!(vars[API_SKIP], "cudaGetLastError,cuKernelGetName");
+        assert_eq!(vars[FLUSH_MS], "50");
+        assert_eq!(vars[SIGNALS], "1");
+        for (k, _) in env.vars() {
+            assert!(
+                InjectionEnv::REMOVED.contains(&k) || k == LOG,
+                "{k} is not removed first"
+            );
+        }
+        assert!(
+            !InjectionEnv::new("/l", Destination::Socket("/s".into()))
+                .nvtx(false)
+                .vars()
+                .iter()
+                .any(|(k, _)| *k == NVTX_INJECTION)
+        );
+        assert_eq!("graph".parse::<GraphMode>(), Ok(GraphMode::Graph));
+        assert!(
+            "graphs"
+                .parse::<GraphMode>()
+                .unwrap_err()
+                .contains("node, graph")
+        );
+        assert_eq!("no-send".parse::<Stage>(), Ok(Stage::NoSend));
+    }
+
     #[test]
     fn sizes_take_binary_suffixes() {
         assert_eq!(super::parse_size("4096"), Ok(4096));

@@ -12,16 +12,21 @@
 mod decode;
 mod encode;
 pub mod env;
+pub mod export;
+pub mod file;
 mod names;
+mod packed;
 mod record;
+pub mod report;
 pub mod wire;
 
 pub use decode::{Decoder, StreamReader, WireError};
 pub use encode::Encoder;
 pub use names::NameTable;
 pub use record::{
-    ApiDomain, ApiRecord, CopyKind, DroppedRecords, EndReason, KernelRecord, MemcpyRecord,
-    MemoryKind, MemsetRecord, Notice, NoticeLevel, OverheadRecord, ProcessEnd, ProcessStart,
-    Record, SyncKind, SyncRecord,
+    ApiDomain, ApiRecord, ClockAnchor, CopyKind, DroppedRecords, EndReason, GraphInfo,
+    GraphLaunchRecord, KernelRecord, MarkerData, MarkerKind, MarkerPayload, MarkerRecord,
+    MemcpyRecord, MemoryKind, MemsetRecord, Notice, NoticeLevel, OverheadRecord, ProcessEnd,
+    ProcessInfo, ProcessStart, RANK_VARIABLES, Record, SyncKind, SyncRecord, host_name,
 };
 pub use wire::{StreamHeader, TimestampClock};

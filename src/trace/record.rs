@@ -29,6 +29,18 @@ pub enum Record {
     Notice(Notice),
     /// A traced process finished sending (last record of a stream), with its counts.
     ProcessEnd(ProcessEnd),
+    /// A CUDA graph launch traced as one event (graph-level tracing).
+    GraphLaunch(GraphLaunchRecord),
+    /// A CUDA graph was instantiated: its ids and node count.
+    Graph(GraphInfo),
+    /// An NVTX mark, or the start or end of an NVTX range.
+    Marker(MarkerRecord),
+    /// The colour, category and payload of an NVTX marker.
+    MarkerData(MarkerData),
+    /// A reading of the stream's clock and of the wall clock, taken together (aligns hosts).
+    ClockAnchor(ClockAnchor),
+    /// The host and the job labels (ranks) of the traced process.
+    ProcessInfo(ProcessInfo),
 }
 
 impl Record {
@@ -41,6 +53,7 @@ impl Record {
             Record::Api(r) => Some((r.start, r.end)),
             Record::Synchronization(r) => Some((r.start, r.end)),
             Record::Overhead(r) => Some((r.start, r.end)),
+            Record::GraphLaunch(r) => Some((r.start, r.end)),
             _ => None,
         }
     }
@@ -76,6 +89,9 @@ pub struct KernelRecord {
     pub registers: u16,
     /// Graph id when launched from a graph, else 0.
     pub graph_id: u32,
+    /// Graph node id when launched from a graph, else 0 (carried since the graph tracing modes; 0 in streams
+    /// written before).
+    pub graph_node_id: u64,
     /// The kernel's name as the vendor reports it (mangled for C++ kernels).
     pub name: Arc<str>,
 }
@@ -555,6 +571,8 @@ pub enum EndReason {
     Exit,
     /// Tracing was stopped before the process ended.
     Stopped,
+    /// A fatal signal (its number) was about to end the process: the records were flushed in its handler.
+    Signal(u8),
     /// A code newer than this crate.
     Other(u8),
 }
@@ -565,6 +583,7 @@ impl EndReason {
         match self {
             EndReason::Exit => 1,
             EndReason::Stopped => 2,
+            EndReason::Signal(n) => 0x80 | (n & 0x7f),
             EndReason::Other(c) => c,
         }
     }
@@ -574,6 +593,7 @@ impl EndReason {
         match code {
             1 => EndReason::Exit,
             2 => EndReason::Stopped,
+            c if c & 0x80 != 0 => EndReason::Signal(c & 0x7f),
             c => EndReason::Other(c),
         }
     }
@@ -595,4 +615,365 @@ pub struct ProcessEnd {
     pub skipped: u64,
     /// Calls of the record callback that panicked (their batch was lost).
     pub callback_panics: u64,
+}
+
+/// A CUDA graph launch, traced as one event (CUPTI's `GRAPH_TRACE` records): the kernels, copies and sets of the
+/// graph are not traced one by one in this mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GraphLaunchRecord {
+    /// Start of the graph's first node on the device, ns.
+    pub start: u64,
+    /// End of its last node, ns.
+    pub end: u64,
+    /// Device the graph started on.
+    pub device: u32,
+    /// Context id it started in.
+    pub context: u32,
+    /// Stream id it was launched into.
+    pub stream: u32,
+    /// Correlation id: the [`ApiRecord`] of the launch call carries the same.
+    pub correlation: u32,
+    /// The graph's id (as kernel records of node mode carry it).
+    pub graph_id: u32,
+    /// Device the graph ended on (multi-device graphs).
+    pub end_device: u32,
+    /// Context id it ended in.
+    pub end_context: u32,
+}
+
+impl GraphLaunchRecord {
+    /// `end - start`, 0 when the vendor reported an end before the start.
+    pub fn duration(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// A CUDA graph was instantiated into an executable graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GraphInfo {
+    /// When, ns.
+    pub time: u64,
+    /// The id of the graph it was instantiated from (0 where unknown).
+    pub graph_id: u32,
+    /// The id of the executable graph (0 where unknown).
+    pub exec_id: u32,
+    /// Nodes in the graph (`u32::MAX` where unknown).
+    pub node_count: u32,
+}
+
+/// What an NVTX marker record marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum MarkerKind {
+    /// An instantaneous mark (`nvtxMark`).
+    Instant,
+    /// A range starts (`nvtxRangePush`, `nvtxRangeStart`).
+    Start,
+    /// A range ends (`nvtxRangePop`, `nvtxRangeEnd`); its name is empty.
+    End,
+    /// A code newer than this crate.
+    Other(u8),
+}
+
+impl MarkerKind {
+    /// Wire code.
+    pub fn code(self) -> u8 {
+        match self {
+            MarkerKind::Instant => 1,
+            MarkerKind::Start => 2,
+            MarkerKind::End => 3,
+            MarkerKind::Other(c) => c,
+        }
+    }
+
+    /// From the wire code.
+    pub fn from_code(code: u8) -> Self {
+        match code {
+            1 => MarkerKind::Instant,
+            2 => MarkerKind::Start,
+            3 => MarkerKind::End,
+            c => MarkerKind::Other(c),
+        }
+    }
+}
+
+/// An NVTX mark, or one end of an NVTX range, on a host thread. A range's start and end share `id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct MarkerRecord {
+    /// When, ns.
+    pub time: u64,
+    /// Mark, start or end.
+    pub kind: MarkerKind,
+    /// The marker id: a range's start and end carry the same; the [`MarkerData`] of the marker too.
+    pub id: u32,
+    /// Process id.
+    pub process: u32,
+    /// Thread id (0 where the vendor tied the marker to the process only).
+    pub thread: u32,
+    /// The NVTX domain (empty for the default domain).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_arc"))]
+    pub domain: Arc<str>,
+    /// The message (empty for a range's end).
+    pub name: String,
+}
+
+/// The payload of an NVTX marker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub enum MarkerPayload {
+    /// No payload.
+    None,
+    /// An unsigned integer.
+    Unsigned(u64),
+    /// A signed integer.
+    Signed(i64),
+    /// A floating-point number.
+    Float(f64),
+    /// A kind this crate does not know, with its code and raw 64 bits.
+    Other(u8, u64),
+}
+
+impl Eq for MarkerPayload {}
+
+impl MarkerPayload {
+    /// Wire code and 64 bits.
+    pub fn to_wire(self) -> (u8, u64) {
+        match self {
+            MarkerPayload::None => (0, 0),
+            MarkerPayload::Unsigned(v) => (1, v),
+            MarkerPayload::Signed(v) => (2, v as u64),
+            MarkerPayload::Float(v) => (3, v.to_bits()),
+            MarkerPayload::Other(c, v) => (c, v),
+        }
+    }
+
+    /// From the wire code and 64 bits.
+    pub fn from_wire(code: u8, bits: u64) -> Self {
+        match code {
+            0 => MarkerPayload::None,
+            1 => MarkerPayload::Unsigned(bits),
+            2 => MarkerPayload::Signed(bits as i64),
+            3 => MarkerPayload::Float(f64::from_bits(bits)),
+            c => MarkerPayload::Other(c, bits),
+        }
+    }
+}
+
+impl std::fmt::Display for MarkerPayload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MarkerPayload::None => Ok(()),
+            MarkerPayload::Unsigned(v) => write!(f, "{v}"),
+            MarkerPayload::Signed(v) => write!(f, "{v}"),
+            MarkerPayload::Float(v) => write!(f, "{v}"),
+            MarkerPayload::Other(c, v) => write!(f, "kind {c}: {v:#x}"),
+        }
+    }
+}
+
+/// The colour, category and payload given to an NVTX marker (`nvtxEventAttributes_t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct MarkerData {
+    /// The marker's id ([`MarkerRecord::id`]).
+    pub id: u32,
+    /// ARGB colour, `None` where none was given.
+    pub color: Option<u32>,
+    /// Category (0: none).
+    pub category: u32,
+    /// Payload.
+    pub payload: MarkerPayload,
+}
+
+/// The stream's clock and the wall clock read together, so that streams of several hosts can be put on one
+/// timeline. `monotonic` is on the stream's clock; `realtime` is `CLOCK_REALTIME` nanoseconds since the Unix epoch,
+/// read between two readings of the stream's clock that lie `uncertainty` ns apart (`monotonic` is their midpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ClockAnchor {
+    /// The stream's clock, ns.
+    pub monotonic: u64,
+    /// `CLOCK_REALTIME`, ns since the epoch.
+    pub realtime: u64,
+    /// Distance between the two readings of the stream's clock around the wall-clock reading, ns.
+    pub uncertainty: u32,
+}
+
+impl ClockAnchor {
+    /// Reads both clocks now (`CLOCK_MONOTONIC` and `CLOCK_REALTIME`), taking the tightest of a few tries.
+    pub fn now() -> ClockAnchor {
+        let mut best: Option<ClockAnchor> = None;
+        for _ in 0..5 {
+            let a = monotonic_ns();
+            let r = realtime_ns();
+            let b = monotonic_ns();
+            let anchor = ClockAnchor {
+                monotonic: a + (b.saturating_sub(a)) / 2,
+                realtime: r,
+                uncertainty: u32::try_from(b.saturating_sub(a)).unwrap_or(u32::MAX),
+            };
+            if best.is_none_or(|x| anchor.uncertainty < x.uncertainty) {
+                best = Some(anchor);
+            }
+        }
+        best.unwrap_or(ClockAnchor {
+            monotonic: 0,
+            realtime: 0,
+            uncertainty: u32::MAX,
+        })
+    }
+
+    /// `realtime - monotonic`: what to add to a stream timestamp to put it on the wall clock.
+    pub fn offset(&self) -> i128 {
+        i128::from(self.realtime) - i128::from(self.monotonic)
+    }
+}
+
+fn read_clock(id: libc_clock::ClockId) -> u64 {
+    libc_clock::now_ns(id)
+}
+
+fn monotonic_ns() -> u64 {
+    read_clock(libc_clock::ClockId::Monotonic)
+}
+
+fn realtime_ns() -> u64 {
+    read_clock(libc_clock::ClockId::Realtime)
+}
+
+/// The two clocks without a dependency: `Instant` is `CLOCK_MONOTONIC` on Linux, but its value is opaque, so the
+/// vDSO `clock_gettime` is called directly.
+mod libc_clock {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+
+    #[derive(Clone, Copy)]
+    pub(super) enum ClockId {
+        Realtime = 0,
+        Monotonic = 1,
+    }
+
+    pub(super) fn now_ns(id: ClockId) -> u64 {
+        let mut ts = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer; CLOCK_REALTIME (0) and CLOCK_MONOTONIC (1) exist on every Linux.
+        if unsafe { clock_gettime(id as i32, &mut ts) } != 0 {
+            return 0;
+        }
+        (ts.tv_sec.max(0) as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec.max(0) as u64)
+    }
+}
+
+/// The job labels of a process: its host and the rank variables set for it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ProcessInfo {
+    /// Host name.
+    pub host: String,
+    /// The host's boot id (`/proc/sys/kernel/random/boot_id`): processes with the same host and boot id share one
+    /// `CLOCK_MONOTONIC`. Empty where unknown.
+    pub boot_id: String,
+    /// Rank variables as `(name, value)`: `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `OMPI_COMM_WORLD_RANK`, `PMI_RANK`,
+    /// ..., those set, in [`RANK_VARIABLES`] order.
+    pub labels: Vec<(String, String)>,
+}
+
+/// The environment variables launchers set to number the processes of a job, read into [`ProcessInfo::labels`].
+pub const RANK_VARIABLES: [&str; 8] = [
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+];
+
+impl ProcessInfo {
+    /// This process's host name and the rank variables of its environment.
+    pub fn current() -> ProcessInfo {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        ProcessInfo::from_lookup(host_name(), boot_id, |k| std::env::var(k).ok())
+    }
+
+    /// From a host name, a boot id and a variable lookup (for tests).
+    pub fn from_lookup(
+        host: String,
+        boot_id: String,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> ProcessInfo {
+        let labels = RANK_VARIABLES
+            .iter()
+            .filter_map(|k| get(k).map(|v| (k.to_string(), v)))
+            .collect();
+        ProcessInfo {
+            host,
+            boot_id,
+            labels,
+        }
+    }
+
+    /// The process's rank as its launcher numbered it: `RANK`, else `OMPI_COMM_WORLD_RANK`, `PMI_RANK`,
+    /// `SLURM_PROCID`.
+    pub fn rank(&self) -> Option<u32> {
+        ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
+            .iter()
+            .find_map(|k| self.label(k))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The value of one label.
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `rank 3 (local 1)`-style text, empty where no rank variable is set.
+    pub fn rank_label(&self) -> String {
+        let local = ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"]
+            .iter()
+            .find_map(|k| self.label(k));
+        match (self.rank(), local) {
+            (Some(r), Some(l)) => format!("rank {r} (local {l})"),
+            (Some(r), None) => format!("rank {r}"),
+            (None, Some(l)) => format!("local rank {l}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `localhost`).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(feature = "serde")]
+pub(crate) fn ser_arc<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v)
 }

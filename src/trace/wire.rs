@@ -21,7 +21,7 @@
 //! | tag | frame | payload |
 //! |---|---|---|
 //! | 1 | name | id u32, UTF-8 text (rest of the payload) |
-//! | 2 | kernel | start u64, end u64, grid_id u64, device u32, context u32, stream u32, correlation u32, name id u32, grid 3×u32, block 3×u32, static shared u32, dynamic shared u32, graph id u32, registers u16 |
+//! | 2 | kernel | start u64, end u64, grid_id u64, device u32, context u32, stream u32, correlation u32, name id u32, grid 3×u32, block 3×u32, static shared u32, dynamic shared u32, graph id u32, registers u16; then, optional, graph node id u64 |
 //! | 3 | memcpy | start u64, end u64, bytes u64, device u32, context u32, stream u32, correlation u32, copy kind u8, src kind u8, dst kind u8, flags u8 (bit 0: async) |
 //! | 4 | memset | start u64, end u64, bytes u64, device u32, context u32, stream u32, correlation u32, value u32, memory kind u8, flags u8 (bit 0: async) |
 //! | 5 | API call | start u64, end u64, domain u8, pad u8×3, cbid u32, name id u32, correlation u32, process u32, thread u32, return value u32 |
@@ -29,8 +29,21 @@
 //! | 7 | overhead | start u64, end u64, object id u64, kind u32, object kind u32 |
 //! | 8 | dropped | count u64, context u32, stream u32 |
 //! | 9 | process start | time u64, pid u32, parent pid u32, command (UTF-8, rest) |
-//! | 10 | process end | time u64, records u64, dropped u64, skipped u64, callback panics u64, reason u8 |
+//! | 10 | process end | time u64, records u64, dropped u64, skipped u64, callback panics u64, reason u8 (1 exit, 2 stopped, 0x80 + N signal N) |
 //! | 11 | notice | level u8, text (UTF-8, rest) |
+//! | 12 | graph launch | start u64, end u64, device u32, context u32, stream u32, correlation u32, graph id u32, end device u32, end context u32 |
+//! | 13 | graph | time u64, graph id u32, exec id u32, node count u32 |
+//! | 14 | NVTX marker | time u64, id u32, process u32, thread u32, domain name id u32, kind u8, message (UTF-8, rest) |
+//! | 15 | NVTX marker data | id u32, colour u32, category u32, payload u64, flags u8 (bit 0: has colour), payload kind u8 |
+//! | 16 | clock anchor | monotonic u64, realtime u64, uncertainty u32 |
+//! | 17 | process info | host, boot id (each u16 length, UTF-8), label count u16, then per label name and value (each u16 length, UTF-8) |
+//!
+//! Tags 12–19 are this format's; 20–23 are kept for per-kernel metrics and PC samples, 24–27 for records of
+//! rocprofiler-sdk. A field marked optional may be missing from a frame written before it existed: the reader then
+//! gives it its "none" value (0). A reader that does not know a tag skips its frame ([`WireError::UnknownFrame`],
+//! not fatal), so streams with newer record kinds stay readable.
+//!
+//! [`WireError::UnknownFrame`]: super::WireError::UnknownFrame
 //!
 //! Names (kernel names, API function names) are sent once per stream in a name frame and then referred to by id;
 //! id 0 is the empty name. A name frame precedes the first frame that uses its id.
@@ -65,6 +78,12 @@ pub(crate) mod tag {
     pub const PROCESS_START: u8 = 9;
     pub const PROCESS_END: u8 = 10;
     pub const NOTICE: u8 = 11;
+    pub const GRAPH_LAUNCH: u8 = 12;
+    pub const GRAPH: u8 = 13;
+    pub const MARKER: u8 = 14;
+    pub const MARKER_DATA: u8 = 15;
+    pub const CLOCK_ANCHOR: u8 = 16;
+    pub const PROCESS_INFO: u8 = 17;
 }
 
 /// Minimum payload length of each known tag (version 1 layout).
@@ -81,6 +100,12 @@ pub(crate) fn min_payload(tag: u8) -> Option<usize> {
         tag::PROCESS_START => 16,
         tag::PROCESS_END => 40 + 1,
         tag::NOTICE => 1,
+        tag::GRAPH_LAUNCH => 16 + 4 * 7,
+        tag::GRAPH => 8 + 12,
+        tag::MARKER => 8 + 16 + 1,
+        tag::MARKER_DATA => 12 + 8 + 2,
+        tag::CLOCK_ANCHOR => 16 + 4,
+        tag::PROCESS_INFO => 6,
         _ => return None,
     })
 }
@@ -192,6 +217,14 @@ impl<'a> Cursor<'a> {
         }
         self.pos = end;
         Some(())
+    }
+
+    /// The next `n` bytes.
+    pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let out = self.bytes.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
     }
 
     /// The rest of the payload.

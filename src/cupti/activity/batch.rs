@@ -12,8 +12,9 @@ use super::kind::ActivityKind;
 use super::layout::RecordLayout;
 use super::record::Activity;
 use super::{
-    ApiCall, ContextRecord, DeviceRecord, ExternalCorrelation, Kernel, Marker, Memcpy,
-    MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord, Synchronization,
+    ApiCall, ContextRecord, DeviceRecord, ExternalCorrelation, GraphTrace, Kernel, Marker,
+    MarkerData, Memcpy, MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord,
+    Synchronization,
 };
 use crate::cupti::CuptiError;
 use crate::cupti::library::NextRecordFn;
@@ -410,6 +411,8 @@ impl<'a> Records<'a> {
                     Activity::ExternalCorrelation(ExternalCorrelation::new(at))
                 }
                 sys::CUPTI_ACTIVITY_KIND_MEMORY2 => Activity::Memory(MemoryRecord::new(at, follow)),
+                sys::CUPTI_ACTIVITY_KIND_GRAPH_TRACE => Activity::GraphTrace(GraphTrace::new(at)),
+                sys::CUPTI_ACTIVITY_KIND_MARKER_DATA => Activity::MarkerData(MarkerData::new(at)),
                 _ => Activity::Unknown {
                     kind: ActivityKind(kind),
                     bytes: std::slice::from_raw_parts(at, size),

@@ -65,6 +65,10 @@ kinds! {
     NAME = CUPTI_ACTIVITY_KIND_NAME,
     /// NVTX markers and ranges ([`Marker`](super::Marker)).
     MARKER = CUPTI_ACTIVITY_KIND_MARKER,
+    /// Colour, category and payload of NVTX markers ([`MarkerData`](super::MarkerData)); needs `MARKER` too.
+    MARKER_DATA = CUPTI_ACTIVITY_KIND_MARKER_DATA,
+    /// CUDA graph launches as one record each, instead of one per node ([`GraphTrace`](super::GraphTrace)).
+    GRAPH_TRACE = CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
     /// Time CUPTI and the driver spent on their own work ([`Overhead`](super::Overhead)).
     OVERHEAD = CUPTI_ACTIVITY_KIND_OVERHEAD,
     /// Peer-to-peer memory copies between devices ([`PeerCopy`](super::PeerCopy)).

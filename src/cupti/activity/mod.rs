@@ -113,6 +113,7 @@
 mod api;
 mod batch;
 mod clock;
+mod graph;
 mod kernel;
 mod kind;
 mod layout;
@@ -126,6 +127,7 @@ mod transfer;
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RecordError, Records};
 pub use clock::Clock;
+pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use kernel::{Kernel, LaunchType};
 pub use kind::{ActivityKind, ActivityKinds};
 pub use layout::{LayoutMatch, RecordLayout};

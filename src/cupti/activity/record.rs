@@ -4,8 +4,9 @@ use std::ffi::{CStr, c_char};
 
 use super::kind::ActivityKind;
 use super::{
-    ApiCall, ContextRecord, DeviceRecord, ExternalCorrelation, Kernel, Marker, Memcpy,
-    MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord, Synchronization,
+    ApiCall, ContextRecord, DeviceRecord, ExternalCorrelation, GraphTrace, Kernel, Marker,
+    MarkerData, Memcpy, MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord,
+    Synchronization,
 };
 use crate::sys::cupti as sys;
 
@@ -44,6 +45,10 @@ pub enum Activity<'a> {
     ExternalCorrelation(ExternalCorrelation<'a>),
     /// A device memory allocation or release (`MEMORY2`).
     Memory(MemoryRecord<'a>),
+    /// A CUDA graph launch as a whole (`GRAPH_TRACE`).
+    GraphTrace(GraphTrace<'a>),
+    /// The colour, category and payload of an NVTX marker (`MARKER_DATA`).
+    MarkerData(MarkerData<'a>),
     /// A record of a kind the crate does not decode, with its bytes (from its `kind` field on).
     Unknown {
         /// The record's kind.
@@ -73,6 +78,8 @@ impl Activity<'_> {
             Activity::Marker(_) => ActivityKind::MARKER,
             Activity::ExternalCorrelation(_) => ActivityKind::EXTERNAL_CORRELATION,
             Activity::Memory(_) => ActivityKind::MEMORY2,
+            Activity::GraphTrace(_) => ActivityKind::GRAPH_TRACE,
+            Activity::MarkerData(_) => ActivityKind::MARKER_DATA,
             Activity::Unknown { kind, .. } => *kind,
         }
     }
@@ -92,6 +99,7 @@ impl Activity<'_> {
             Activity::Stream(r) => r.correlation_id(),
             Activity::ExternalCorrelation(r) => r.correlation_id(),
             Activity::Memory(r) => r.correlation_id(),
+            Activity::GraphTrace(r) => r.correlation_id(),
             _ => return None,
         })
     }
@@ -107,6 +115,7 @@ impl Activity<'_> {
             Activity::Api(r) => r.time(),
             Activity::Synchronization(r) => r.time(),
             Activity::Overhead(r) => r.time(),
+            Activity::GraphTrace(r) => r.time(),
             _ => return None,
         })
     }

@@ -527,6 +527,28 @@ impl ActivityTracer {
         })
     }
 
+    /// Turns API records of one function on or off (`cuptiActivityEnableDriverApi` /
+    /// `cuptiActivityEnableRuntimeApi`), so that CUPTI does not even record calls nobody wants. With the
+    /// `DRIVER`/`RUNTIME` kind enabled this removes single functions; without it, it adds single functions (the
+    /// cheap way to record only launches and copies). Enabling the kind again later overrides these settings.
+    pub fn set_api_records(&self, cbid: crate::cupti::ApiCbid, enable: bool) -> crate::Result<()> {
+        use crate::cupti::ApiCbid;
+        let (f, name) = match cbid {
+            ApiCbid::Driver(_) => (
+                self.shared.fns.enable_driver_api,
+                "cuptiActivityEnableDriverApi",
+            ),
+            ApiCbid::Runtime(_) => (
+                self.shared.fns.enable_runtime_api,
+                "cuptiActivityEnableRuntimeApi",
+            ),
+        };
+        let f = f.ok_or(TracingError::MissingSymbol(name))?;
+        // SAFETY: a plain setting; CUPTI checks the id.
+        vendor(name, unsafe { f(cbid.id(), u8::from(enable)) })?;
+        Ok(())
+    }
+
     /// Drops CUPTI reported so far, per context and stream.
     pub fn dropped(&self) -> Vec<DroppedRecords> {
         self.shared

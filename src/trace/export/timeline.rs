@@ -1,0 +1,645 @@
+//! From records to tracks and slices, for any timeline format.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read};
+
+use crate::trace::file::{TraceFileError, TraceItem, TraceReader};
+use crate::trace::record::*;
+use crate::trace::report::Alignment;
+
+/// The process a track stands for (its group in the viewer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackProcess {
+    /// A process number unique in the export (the real pid for the first file; see [`Track`]).
+    pub pid: u32,
+    /// The group's name.
+    pub name: String,
+}
+
+/// A track: a row of slices, possibly under a parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Track {
+    /// Unique id (never 0).
+    pub id: u64,
+    /// The parent track.
+    pub parent: Option<u64>,
+    /// Name.
+    pub name: String,
+    /// For a group: the process it stands for. A GPU group has a pseudo process number above every real pid.
+    pub process: Option<TrackProcess>,
+    /// Place among its siblings.
+    pub sort: i64,
+}
+
+/// A value of a slice's arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    /// Unsigned number.
+    U(u64),
+    /// Signed number.
+    I(i64),
+    /// Text.
+    S(String),
+    /// Float.
+    F(f64),
+}
+
+/// A slice (or, with `start == end` and `instant`, an instant) on a track.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slice<'a> {
+    /// The track ([`Track::id`]).
+    pub track: u64,
+    /// Name.
+    pub name: &'a str,
+    /// Category, as torch.profiler names them (`kernel`, `gpu_memcpy`, `cuda_runtime`, ...).
+    pub category: &'static str,
+    /// Start, ns, on the common timeline.
+    pub start: u64,
+    /// End, ns.
+    pub end: u64,
+    /// An instant event (no duration).
+    pub instant: bool,
+    /// Arguments.
+    pub args: Vec<(&'static str, Arg)>,
+    /// A flow starts here (from an API call).
+    pub flow_out: Option<u64>,
+    /// A flow ends here (at device work).
+    pub flow_in: Option<u64>,
+    /// ARGB colour, where the record gave one (NVTX).
+    pub color: Option<u32>,
+}
+
+/// What a timeline is written to.
+pub trait TimelineSink {
+    /// A new track (called before its first slice, parents before children).
+    fn track(&mut self, track: &Track) -> io::Result<()>;
+    /// A slice or instant.
+    fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()>;
+    /// The end of the export.
+    fn finish(&mut self) -> io::Result<()>;
+}
+
+/// Rows of a process's host threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Row {
+    Runtime,
+    Driver,
+    OtherApi,
+    Nvtx,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Gpu(u32),
+    Stream(u32, u32),
+    Thread(u32, Row),
+    Sync,
+    Overhead,
+}
+
+/// Lanes of one row: the end of the last slice of each.
+#[derive(Debug, Default)]
+struct Lanes {
+    ends: Vec<u64>,
+    ids: Vec<u64>,
+}
+
+/// Most lanes of one row; past it slices go to the last lane (and may nest wrongly there).
+const MAX_LANES: usize = 32;
+/// Most open NVTX ranges and pending marker data kept per stream.
+const MAX_OPEN: usize = 1 << 16;
+
+#[derive(Debug, Default)]
+struct StreamState {
+    pid: u32,
+    command: String,
+    info: Option<ProcessInfo>,
+    process_track: Option<u64>,
+    rows: HashMap<Key, Lanes>,
+    groups: HashMap<Key, u64>,
+    /// Correlation ids of launch and copy calls whose flow has started and not yet ended.
+    flows: HashSet<u32>,
+    open: HashMap<u32, (u32, u64, String, String)>,
+    data: HashMap<u32, MarkerData>,
+}
+
+/// Turns the records of one or more traces into tracks and slices for a [`TimelineSink`], streaming.
+pub struct Timeline<S: TimelineSink> {
+    sink: S,
+    streams: HashMap<(u32, u32), StreamState>,
+    alignment: Alignment,
+    next_track: u64,
+    misnested: u64,
+}
+
+impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timeline")
+            .field("streams", &self.streams.len())
+            .field("tracks", &self.next_track)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether an API function issues device work (its calls get flow arrows).
+fn issues_work(name: &str) -> bool {
+    ["Launch", "Memcpy", "Memset", "memcpy", "memset"]
+        .iter()
+        .any(|w| name.contains(w))
+}
+
+fn flow_id(key: (u32, u32), correlation: u32) -> u64 {
+    (u64::from(key.0 & 0xffff) << 48) | (u64::from(key.1 & 0xffff) << 32) | u64::from(correlation)
+}
+
+impl<S: TimelineSink> Timeline<S> {
+    /// A timeline written to `sink`.
+    pub fn new(sink: S) -> Self {
+        Timeline {
+            sink,
+            streams: HashMap::new(),
+            alignment: Alignment::new(),
+            next_track: 1,
+            misnested: 0,
+        }
+    }
+
+    /// Reads a whole trace file or stream as file number `file` (numbers keep the streams of several files apart)
+    /// and returns the reading errors met; an error of the sink ends the export.
+    pub fn read(&mut self, file: u32, source: impl Read) -> io::Result<Vec<TraceFileError>> {
+        let mut errors = Vec::new();
+        for item in TraceReader::new(source) {
+            match item {
+                Ok(TraceItem::Record { stream, record }) => self.add((file, stream), &record)?,
+                Ok(TraceItem::Header { stream, header }) => {
+                    self.streams.entry((file, stream)).or_default().pid = header.pid;
+                }
+                Ok(_) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        Ok(errors)
+    }
+
+    /// Slices that had to go to an overfull track's last lane (they may nest wrongly there).
+    pub fn misnested(&self) -> u64 {
+        self.misnested
+    }
+
+    /// Ends the export and returns the sink.
+    pub fn finish(mut self) -> io::Result<S> {
+        self.sink.finish()?;
+        Ok(self.sink)
+    }
+
+    fn new_track(&mut self) -> u64 {
+        let id = self.next_track;
+        self.next_track += 1;
+        id
+    }
+
+    /// The process group of a stream, made on first use.
+    fn process_track(&mut self, key: (u32, u32)) -> io::Result<u64> {
+        if let Some(t) = self.streams.get(&key).and_then(|s| s.process_track) {
+            return Ok(t);
+        }
+        let id = self.new_track();
+        let s = self.streams.entry(key).or_default();
+        s.process_track = Some(id);
+        let pid = s.pid | (key.0 << 22);
+        let mut name = format!("process {}", s.pid);
+        if !s.command.is_empty() {
+            name.push(' ');
+            name.push_str(&s.command.chars().take(120).collect::<String>());
+        }
+        if let Some(info) = &s.info {
+            let rank = info.rank_label();
+            name.push_str(&format!(" [{}", info.host));
+            if !rank.is_empty() {
+                name.push_str(&format!(", {rank}"));
+            }
+            name.push(']');
+        }
+        self.sink.track(&Track {
+            id,
+            parent: None,
+            name: name.clone(),
+            process: Some(TrackProcess { pid, name }),
+            sort: i64::from(pid),
+        })?;
+        Ok(id)
+    }
+
+    /// The group track of `group` (a GPU), made on first use.
+    fn group_track(&mut self, key: (u32, u32), group: Key) -> io::Result<u64> {
+        if let Some(&t) = self.streams.get(&key).and_then(|s| s.groups.get(&group)) {
+            return Ok(t);
+        }
+        let id = self.new_track();
+        let pid = self.streams.get(&key).map_or(0, |s| s.pid);
+        let Key::Gpu(device) = group else {
+            return Ok(id);
+        };
+        // GPU groups sort after every process; their pseudo process numbers lie above any real pid.
+        let pseudo = (1 << 30) | (key.0 << 22) | ((pid & 0xffff) << 6) | (device & 0x3f);
+        self.sink.track(&Track {
+            id,
+            parent: None,
+            name: format!("GPU {device} (pid {pid})"),
+            process: Some(TrackProcess {
+                pid: pseudo,
+                name: format!("GPU {device} (pid {pid})"),
+            }),
+            sort: i64::from(pseudo),
+        })?;
+        self.streams
+            .entry(key)
+            .or_default()
+            .groups
+            .insert(group, id);
+        Ok(id)
+    }
+
+    /// The lane of row `row` of a stream that can take a slice `[start, end]`, made on first use.
+    fn lane(&mut self, key: (u32, u32), row: Key, start: u64, end: u64) -> io::Result<u64> {
+        let lanes = self
+            .streams
+            .entry(key)
+            .or_default()
+            .rows
+            .entry(row.clone())
+            .or_default();
+        if let Some(i) = lanes.ends.iter().position(|&e| e <= start) {
+            lanes.ends[i] = end;
+            return Ok(lanes.ids[i]);
+        }
+        if lanes.ends.len() >= MAX_LANES {
+            self.misnested += 1;
+            let last = lanes.ends.len() - 1;
+            lanes.ends[last] = lanes.ends[last].max(end);
+            return Ok(lanes.ids[last]);
+        }
+        let n = lanes.ends.len();
+        let parent = match row {
+            Key::Stream(device, _) => self.group_track(key, Key::Gpu(device))?,
+            _ => self.process_track(key)?,
+        };
+        let (name, sort) = match &row {
+            Key::Stream(_, stream) => (format!("stream {stream}"), i64::from(*stream)),
+            Key::Thread(thread, r) => {
+                let what = match r {
+                    Row::Runtime => "CUDA runtime",
+                    Row::Driver => "CUDA driver",
+                    Row::OtherApi => "API",
+                    Row::Nvtx => "NVTX",
+                };
+                let order = match r {
+                    Row::Nvtx => 0,
+                    Row::Runtime => 1,
+                    Row::Driver => 2,
+                    Row::OtherApi => 3,
+                };
+                (
+                    format!("thread {thread} {what}"),
+                    (i64::from(*thread) << 3) | order,
+                )
+            }
+            Key::Sync => ("synchronization".to_string(), i64::MAX - 1),
+            Key::Overhead => ("CUPTI overhead".to_string(), i64::MAX),
+            Key::Gpu(_) => (String::new(), 0),
+        };
+        let name = if n == 0 {
+            name
+        } else {
+            format!("{name} ({})", n + 1)
+        };
+        let id = self.new_track();
+        self.sink.track(&Track {
+            id,
+            parent: Some(parent),
+            name,
+            process: None,
+            sort: sort.saturating_mul(64).saturating_add(n as i64),
+        })?;
+        let lanes = self
+            .streams
+            .entry(key)
+            .or_default()
+            .rows
+            .entry(row)
+            .or_default();
+        lanes.ends.push(end);
+        lanes.ids.push(id);
+        Ok(id)
+    }
+
+    /// Takes one record of stream `key` (file number, stream number).
+    pub fn add(&mut self, key: (u32, u32), record: &Record) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        match record {
+            Record::ProcessStart(p) => {
+                let s = self.streams.entry(key).or_default();
+                s.pid = p.pid;
+                s.command = p.command.clone();
+            }
+            Record::ProcessInfo(i) => {
+                self.alignment.process_info(key.0, key.1, i);
+                self.streams.entry(key).or_default().info = Some(i.clone());
+            }
+            Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
+            Record::Kernel(k) => {
+                let (start, end) = (
+                    shift(&self.alignment, k.start),
+                    shift(&self.alignment, k.end),
+                );
+                let track = self.lane(key, Key::Stream(k.device, k.stream), start, end)?;
+                let flow_in = self.take_flow(key, k.correlation);
+                let mut args = vec![
+                    ("correlation", Arg::U(u64::from(k.correlation))),
+                    (
+                        "grid",
+                        Arg::S(format!("{},{},{}", k.grid[0], k.grid[1], k.grid[2])),
+                    ),
+                    (
+                        "block",
+                        Arg::S(format!("{},{},{}", k.block[0], k.block[1], k.block[2])),
+                    ),
+                    ("registers per thread", Arg::U(u64::from(k.registers))),
+                    (
+                        "shared memory",
+                        Arg::U(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
+                    ),
+                ];
+                if k.graph_id != 0 {
+                    args.push(("graph", Arg::U(u64::from(k.graph_id))));
+                    args.push(("graph node", Arg::U(k.graph_node_id)));
+                }
+                self.sink.slice(&Slice {
+                    track,
+                    name: &k.name,
+                    category: "kernel",
+                    start,
+                    end,
+                    instant: false,
+                    args,
+                    flow_out: None,
+                    flow_in,
+                    color: None,
+                })?;
+            }
+            Record::Memcpy(m) => {
+                let (start, end) = (
+                    shift(&self.alignment, m.start),
+                    shift(&self.alignment, m.end),
+                );
+                let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
+                let flow_in = self.take_flow(key, m.correlation);
+                let name = format!(
+                    "Memcpy {} ({} -> {})",
+                    m.kind.name(),
+                    m.src.name(),
+                    m.dst.name()
+                );
+                self.sink.slice(&Slice {
+                    track,
+                    name: &name,
+                    category: "gpu_memcpy",
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![
+                        ("bytes", Arg::U(m.bytes)),
+                        ("correlation", Arg::U(u64::from(m.correlation))),
+                    ],
+                    flow_out: None,
+                    flow_in,
+                    color: None,
+                })?;
+            }
+            Record::Memset(m) => {
+                let (start, end) = (
+                    shift(&self.alignment, m.start),
+                    shift(&self.alignment, m.end),
+                );
+                let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
+                let flow_in = self.take_flow(key, m.correlation);
+                self.sink.slice(&Slice {
+                    track,
+                    name: "Memset",
+                    category: "gpu_memset",
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![
+                        ("bytes", Arg::U(m.bytes)),
+                        ("value", Arg::U(u64::from(m.value))),
+                        ("correlation", Arg::U(u64::from(m.correlation))),
+                    ],
+                    flow_out: None,
+                    flow_in,
+                    color: None,
+                })?;
+            }
+            Record::GraphLaunch(g) => {
+                let (start, end) = (
+                    shift(&self.alignment, g.start),
+                    shift(&self.alignment, g.end),
+                );
+                let track = self.lane(key, Key::Stream(g.device, g.stream), start, end)?;
+                let flow_in = self.take_flow(key, g.correlation);
+                let name = format!("CUDA graph {}", g.graph_id);
+                self.sink.slice(&Slice {
+                    track,
+                    name: &name,
+                    category: "cuda_graph",
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![
+                        ("graph", Arg::U(u64::from(g.graph_id))),
+                        ("correlation", Arg::U(u64::from(g.correlation))),
+                    ],
+                    flow_out: None,
+                    flow_in,
+                    color: None,
+                })?;
+            }
+            Record::Api(a) => {
+                let (start, end) = (
+                    shift(&self.alignment, a.start),
+                    shift(&self.alignment, a.end),
+                );
+                let row = match a.domain {
+                    ApiDomain::Runtime => Row::Runtime,
+                    ApiDomain::Driver => Row::Driver,
+                    _ => Row::OtherApi,
+                };
+                let track = self.lane(key, Key::Thread(a.thread, row), start, end)?;
+                let unnamed;
+                let name: &str = if a.name.is_empty() {
+                    unnamed = format!("{} cbid {}", a.domain.name(), a.cbid);
+                    &unnamed
+                } else {
+                    &a.name
+                };
+                let flow_out = (a.correlation != 0 && issues_work(name)).then(|| {
+                    let s = self.streams.entry(key).or_default();
+                    if s.flows.len() < MAX_OPEN {
+                        s.flows.insert(a.correlation);
+                    }
+                    flow_id(key, a.correlation)
+                });
+                self.sink.slice(&Slice {
+                    track,
+                    name,
+                    category: match row {
+                        Row::Runtime => "cuda_runtime",
+                        _ => "cuda_driver",
+                    },
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![("correlation", Arg::U(u64::from(a.correlation)))],
+                    flow_out,
+                    flow_in: None,
+                    color: None,
+                })?;
+            }
+            Record::Synchronization(y) => {
+                let (start, end) = (
+                    shift(&self.alignment, y.start),
+                    shift(&self.alignment, y.end),
+                );
+                let track = self.lane(key, Key::Sync, start, end)?;
+                self.sink.slice(&Slice {
+                    track,
+                    name: y.kind.name(),
+                    category: "cuda_sync",
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![
+                        ("stream", Arg::U(u64::from(y.stream))),
+                        ("correlation", Arg::U(u64::from(y.correlation))),
+                    ],
+                    flow_out: None,
+                    flow_in: None,
+                    color: None,
+                })?;
+            }
+            Record::Overhead(o) => {
+                let (start, end) = (
+                    shift(&self.alignment, o.start),
+                    shift(&self.alignment, o.end),
+                );
+                let track = self.lane(key, Key::Overhead, start, end)?;
+                self.sink.slice(&Slice {
+                    track,
+                    name: "CUPTI overhead",
+                    category: "overhead",
+                    start,
+                    end,
+                    instant: false,
+                    args: vec![("kind", Arg::U(u64::from(o.kind)))],
+                    flow_out: None,
+                    flow_in: None,
+                    color: None,
+                })?;
+            }
+            Record::MarkerData(d) => {
+                let s = self.streams.entry(key).or_default();
+                if s.data.len() < MAX_OPEN {
+                    s.data.insert(d.id, d.clone());
+                }
+            }
+            Record::Marker(m) => self.marker(key, m)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The flow id ending at device work of `correlation`, if its call started one.
+    fn take_flow(&mut self, key: (u32, u32), correlation: u32) -> Option<u64> {
+        let s = self.streams.get_mut(&key)?;
+        s.flows
+            .remove(&correlation)
+            .then(|| flow_id(key, correlation))
+    }
+
+    fn marker(&mut self, key: (u32, u32), m: &MarkerRecord) -> io::Result<()> {
+        let time = self.alignment.apply(key.0, key.1, m.time);
+        let s = self.streams.entry(key).or_default();
+        match m.kind {
+            MarkerKind::Start => {
+                if s.open.len() < MAX_OPEN {
+                    s.open
+                        .insert(m.id, (m.thread, time, m.domain.to_string(), m.name.clone()));
+                }
+                Ok(())
+            }
+            MarkerKind::End => {
+                let Some((thread, start, domain, name)) = s.open.remove(&m.id) else {
+                    return Ok(());
+                };
+                let data = s.data.remove(&m.id);
+                let track = self.lane(key, Key::Thread(thread, Row::Nvtx), start, time)?;
+                self.nvtx_slice(track, &domain, &name, start, time, false, data)
+            }
+            MarkerKind::Instant => {
+                let data = s.data.remove(&m.id);
+                let track = self.lane(key, Key::Thread(m.thread, Row::Nvtx), time, time)?;
+                let domain = m.domain.to_string();
+                self.nvtx_slice(track, &domain, &m.name, time, time, true, data)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn nvtx_slice(
+        &mut self,
+        track: u64,
+        domain: &str,
+        name: &str,
+        start: u64,
+        end: u64,
+        instant: bool,
+        data: Option<MarkerData>,
+    ) -> io::Result<()> {
+        let mut args = Vec::new();
+        if !domain.is_empty() {
+            args.push(("domain", Arg::S(domain.to_string())));
+        }
+        let mut color = None;
+        if let Some(d) = data {
+            color = d.color;
+            if d.category != 0 {
+                args.push(("category", Arg::U(u64::from(d.category))));
+            }
+            match d.payload {
+                MarkerPayload::Unsigned(v) => args.push(("payload", Arg::U(v))),
+                MarkerPayload::Signed(v) => args.push(("payload", Arg::I(v))),
+                MarkerPayload::Float(v) => args.push(("payload", Arg::F(v))),
+                MarkerPayload::Other(k, v) => {
+                    args.push(("payload", Arg::S(format!("kind {k}: {v:#x}"))))
+                }
+                _ => {}
+            }
+            if let Some(c) = d.color {
+                args.push(("color", Arg::S(format!("#{:06x}", c & 0xff_ffff))));
+            }
+        }
+        self.sink.slice(&Slice {
+            track,
+            name,
+            category: "nvtx",
+            start,
+            end,
+            instant,
+            args,
+            flow_out: None,
+            flow_in: None,
+            color,
+        })
+    }
+}

@@ -1,0 +1,270 @@
+//! The exports checked by reading them back: Perfetto's protobuf decoded with message types declared here with the
+//! field numbers of Perfetto's published `.proto` files (`protos/perfetto/trace/`), Chrome JSON parsed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gpu_tools::trace::export::{ChromeWriter, PerfettoWriter, Timeline};
+use gpu_tools::trace::*;
+
+/// `perfetto.protos.Trace` and the parts of `TracePacket` the export writes.
+mod pb {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Trace {
+        #[prost(message, repeated, tag = "1")]
+        pub packet: Vec<TracePacket>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TracePacket {
+        #[prost(uint64, optional, tag = "8")]
+        pub timestamp: Option<u64>,
+        #[prost(uint32, optional, tag = "10")]
+        pub trusted_packet_sequence_id: Option<u32>,
+        #[prost(message, optional, tag = "11")]
+        pub track_event: Option<TrackEvent>,
+        #[prost(message, optional, tag = "12")]
+        pub interned_data: Option<InternedData>,
+        #[prost(uint32, optional, tag = "13")]
+        pub sequence_flags: Option<u32>,
+        #[prost(message, optional, tag = "60")]
+        pub track_descriptor: Option<TrackDescriptor>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TrackDescriptor {
+        #[prost(uint64, optional, tag = "1")]
+        pub uuid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
+        #[prost(message, optional, tag = "3")]
+        pub process: Option<ProcessDescriptor>,
+        #[prost(uint64, optional, tag = "5")]
+        pub parent_uuid: Option<u64>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProcessDescriptor {
+        #[prost(int32, optional, tag = "1")]
+        pub pid: Option<i32>,
+        #[prost(string, optional, tag = "6")]
+        pub process_name: Option<String>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TrackEvent {
+        #[prost(uint64, repeated, packed = "false", tag = "3")]
+        pub category_iids: Vec<u64>,
+        #[prost(message, repeated, tag = "4")]
+        pub debug_annotations: Vec<DebugAnnotation>,
+        #[prost(int32, optional, tag = "9")]
+        pub r#type: Option<i32>,
+        #[prost(uint64, optional, tag = "10")]
+        pub name_iid: Option<u64>,
+        #[prost(uint64, optional, tag = "11")]
+        pub track_uuid: Option<u64>,
+        #[prost(fixed64, repeated, packed = "false", tag = "47")]
+        pub flow_ids: Vec<u64>,
+        #[prost(fixed64, repeated, packed = "false", tag = "48")]
+        pub terminating_flow_ids: Vec<u64>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DebugAnnotation {
+        #[prost(string, optional, tag = "10")]
+        pub name: Option<String>,
+        #[prost(uint64, optional, tag = "3")]
+        pub uint_value: Option<u64>,
+        #[prost(int64, optional, tag = "4")]
+        pub int_value: Option<i64>,
+        #[prost(double, optional, tag = "5")]
+        pub double_value: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        pub string_value: Option<String>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct InternedData {
+        #[prost(message, repeated, tag = "1")]
+        pub event_categories: Vec<Interned>,
+        #[prost(message, repeated, tag = "2")]
+        pub event_names: Vec<Interned>,
+    }
+    /// `EventCategory` and `EventName` (same fields).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Interned {
+        #[prost(uint64, optional, tag = "1")]
+        pub iid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
+    }
+}
+
+const SLICE_BEGIN: i32 = 1;
+const SLICE_END: i32 = 2;
+
+fn run() -> Vec<u8> {
+    let header = StreamHeader::new(100, 130001, TimestampClock::Monotonic);
+    let mut e = Encoder::new(&header);
+    let records = [
+        Record::Marker(MarkerRecord {
+            time: 1_000,
+            kind: MarkerKind::Start,
+            id: 1,
+            process: 100,
+            thread: 11,
+            domain: Arc::from(""),
+            name: "step".into(),
+        }),
+        Record::Api(ApiRecord {
+            start: 1_100,
+            end: 1_200,
+            domain: ApiDomain::Runtime,
+            cbid: 211,
+            name: Arc::from("cudaLaunchKernel"),
+            correlation: 1,
+            process: 100,
+            thread: 11,
+            return_value: 0,
+        }),
+        Record::Marker(MarkerRecord {
+            time: 2_000,
+            kind: MarkerKind::End,
+            id: 1,
+            process: 100,
+            thread: 11,
+            domain: Arc::from(""),
+            name: String::new(),
+        }),
+        Record::Kernel(KernelRecord {
+            start: 1_500,
+            end: 2_500,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation: 1,
+            grid_id: 1,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            static_shared: 0,
+            dynamic_shared: 0,
+            registers: 8,
+            graph_id: 0,
+            graph_node_id: 0,
+            name: Arc::from("gemm"),
+        }),
+    ];
+    for r in &records {
+        e.push(r);
+    }
+    e.bytes().to_vec()
+}
+
+#[test]
+fn perfetto_output_decodes_with_perfettos_field_numbers() {
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &run()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let trace =
+        <pb::Trace as prost::Message>::decode(&bytes[..]).expect("a valid perfetto.protos.Trace");
+    assert!(!trace.packet.is_empty());
+
+    let mut tracks: HashMap<u64, pb::TrackDescriptor> = HashMap::new();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    // (name, type, timestamp, track name)
+    let mut events: Vec<(String, i32, u64, String)> = Vec::new();
+    for p in &trace.packet {
+        if let Some(d) = &p.track_descriptor {
+            let uuid = d.uuid.expect("a track has a uuid");
+            if let Some(parent) = d.parent_uuid {
+                assert!(
+                    tracks.contains_key(&parent),
+                    "parent track {parent} described first"
+                );
+            }
+            tracks.insert(uuid, d.clone());
+        }
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert(n.iid.unwrap(), n.name.clone().unwrap());
+            }
+        }
+        if let Some(ev) = &p.track_event {
+            assert_eq!(p.trusted_packet_sequence_id, Some(1));
+            let track = ev.track_uuid.expect("an event names its track");
+            let track_name = tracks
+                .get(&track)
+                .expect("the track is described before its events");
+            let name = match ev.name_iid {
+                Some(iid) => names
+                    .get(&iid)
+                    .expect("the name is interned before use")
+                    .clone(),
+                None => String::new(),
+            };
+            events.push((
+                name,
+                ev.r#type.unwrap(),
+                p.timestamp.unwrap(),
+                track_name.name.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    let find = |name: &str, kind: i32| -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e.0 == name && e.1 == kind)
+            .map(|e| e.2)
+            .collect()
+    };
+    assert_eq!(find("gemm", SLICE_BEGIN), vec![1_500]);
+    assert_eq!(find("step", SLICE_BEGIN), vec![1_000]);
+    assert_eq!(find("cudaLaunchKernel", SLICE_BEGIN), vec![1_100]);
+    // Every begin has its end on the same track, and the ends come at the records' end times.
+    let begins = events.iter().filter(|e| e.1 == SLICE_BEGIN).count();
+    let ends: Vec<u64> = events
+        .iter()
+        .filter(|e| e.1 == SLICE_END)
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(begins, ends.len());
+    for end in [2_500, 2_000, 1_200] {
+        assert!(ends.contains(&end), "an end at {end} in {ends:?}");
+    }
+    // The kernel and the range are on different tracks; the process has a descriptor with its pid.
+    let track_of = |name: &str| {
+        events
+            .iter()
+            .find(|e| e.0 == name)
+            .map(|e| e.3.clone())
+            .unwrap()
+    };
+    assert_ne!(track_of("gemm"), track_of("step"));
+    assert!(
+        tracks
+            .values()
+            .any(|d| d.process.as_ref().and_then(|p| p.pid) == Some(100))
+    );
+}
+
+#[test]
+fn chrome_output_is_json_with_the_slices() {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &run()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let x = |name: &str| -> Vec<(f64, f64)> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == name)
+            .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+            .collect()
+    };
+    // Chrome's timestamps are microseconds.
+    assert_eq!(x("gemm"), vec![(1.5, 1.0)]);
+    assert_eq!(x("step"), vec![(1.0, 1.0)]);
+    assert_eq!(x("cudaLaunchKernel"), vec![(1.1, 0.1)]);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == 100)
+    );
+    // The launch is tied to its kernel by a flow.
+    assert_eq!(events.iter().filter(|e| e["ph"] == "s").count(), 1);
+    assert_eq!(events.iter().filter(|e| e["ph"] == "f").count(), 1);
+}
