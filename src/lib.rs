@@ -6,7 +6,8 @@
 //! |---|---|---|---|
 //! | CUPTI Checkpoint | `cupti` | [`cupti::Checkpoint`] | saves a CUDA context's device memory and restores it before each replay |
 //! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API: typed events, device state, memory, breakpoints |
-//! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
+//! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects (ROCm ≤ 7.2) |
+//! | rocprofiler-sdk | `rocprofiler-sdk` | [`rocprofiler_sdk::Tool`] | AMD tools of ROCm 7.0+: kernel, copy and API traces, code objects, dispatch and device counters |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
@@ -97,10 +98,15 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
 pub mod counters;
-#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+#[cfg(any(feature = "cupti", feature = "rocprofiler", feature = "rocprofiler-sdk"))]
 mod delivery;
 pub mod loader;
-#[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "cudbg",
+    feature = "rocprofiler",
+    feature = "rocprofiler-sdk"
+))]
 mod status;
 pub mod sys;
 pub mod trace;
@@ -113,6 +119,8 @@ pub mod cudbg;
 pub mod cupti;
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;
+#[cfg(feature = "rocprofiler-sdk")]
+pub mod rocprofiler_sdk;
 
 pub use loader::LoadError;
 
@@ -159,6 +167,14 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Profiler(#[from] rocprofiler::ProfilerError),
+    /// A rocprofiler-sdk call failed.
+    #[cfg(feature = "rocprofiler-sdk")]
+    #[error(transparent)]
+    RocprofilerSdk(#[from] rocprofiler_sdk::SdkStatus),
+    /// rocprofiler-sdk was misused (reported before any vendor call).
+    #[cfg(feature = "rocprofiler-sdk")]
+    #[error(transparent)]
+    Sdk(#[from] rocprofiler_sdk::SdkError),
 }
 
 /// `Result` with the crate's [`Error`].
