@@ -288,6 +288,10 @@ pub struct DeviceSampler {
     records: Vec<sys::rocprofiler_counter_record_t>,
 }
 
+// SAFETY: the record vector is scratch space the SDK writes during a sample; the pointer in each record's user
+// data is never followed; the rest is plain data and a context handle.
+unsafe impl Send for DeviceSampler {}
+
 impl std::fmt::Debug for DeviceSampler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceSampler")
