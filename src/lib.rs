@@ -98,7 +98,11 @@
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
 pub mod counters;
-#[cfg(any(feature = "cupti", feature = "rocprofiler", feature = "rocprofiler-sdk"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "rocprofiler",
+    feature = "rocprofiler-sdk"
+))]
 mod delivery;
 pub mod loader;
 #[cfg(any(

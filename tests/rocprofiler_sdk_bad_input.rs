@@ -21,7 +21,10 @@ fn missing_unsupported_and_late_are_typed_errors() {
     match SdkLibrary::load_from("/nonexistent/librocprofiler-sdk.so.1") {
         Err(gpu_tools::Error::Load(e)) => {
             assert_eq!(e.attempts()[0].rejection, Rejection::NotFound);
-            assert!(e.to_string().contains("/nonexistent/librocprofiler-sdk.so.1 (explicit path): no such file"));
+            assert!(
+                e.to_string()
+                    .contains("/nonexistent/librocprofiler-sdk.so.1 (explicit path): no such file")
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -29,7 +32,11 @@ fn missing_unsupported_and_late_are_typed_errors() {
     // SAFETY: no other thread reads the environment here.
     unsafe { std::env::set_var("RPSDK_DOUBLE_MAJOR", "0") };
     match SdkLibrary::load_from(common::path()) {
-        Err(gpu_tools::Error::Sdk(SdkError::UnsupportedVersion { found, supported, path })) => {
+        Err(gpu_tools::Error::Sdk(SdkError::UnsupportedVersion {
+            found,
+            supported,
+            path,
+        })) => {
             assert_eq!((found.as_str(), supported), ("0.0.0", 1));
             assert!(path.ends_with("librocprofiler_sdk.so"), "{path}");
         }

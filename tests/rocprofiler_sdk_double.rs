@@ -12,23 +12,56 @@ use std::time::Duration;
 use common::double;
 use gpu_tools::counters::{DeviceCounters, SampleClock};
 use gpu_tools::rocprofiler_sdk::{
-    ApiKind, Batch, Buffer, BufferOptions, BufferPolicy, CallbackEvent, Context, CopyDirection, DeviceSampler,
-    MIN_BUFFER_SIZE, Payload, Record, RecordError, SdkError, Setup, Tool, TraceKind, force_configure,
+    ApiKind, Batch, Buffer, BufferOptions, BufferPolicy, CallbackEvent, Context, CopyDirection,
+    DeviceSampler, MIN_BUFFER_SIZE, Payload, Record, RecordError, SdkError, Setup, Tool, TraceKind,
+    force_configure,
 };
 use gpu_tools::sys::rocprofiler_sdk as sys;
 
 /// A record as a test keeps it.
 #[derive(Debug, Clone, PartialEq)]
 enum Seen {
-    Kernel { dispatch: u64, kernel: u64, agent: u64, correlation: u64, workgroups: [u32; 3], duration: u64 },
-    Copy { direction: CopyDirection, bytes: u64, correlation: u64 },
-    Api { api: Option<ApiKind>, operation: i32, name: Option<String>, correlation: u64 },
-    Allocation { size: u64 },
-    Scratch { operation: u32 },
-    Retired { correlation: u64 },
-    DispatchHeader { dispatch: u64, values: u64 },
-    Counter { counter: u64, value: f64, dispatch: u64 },
-    Unknown { category: u32, kind: u32 },
+    Kernel {
+        dispatch: u64,
+        kernel: u64,
+        agent: u64,
+        correlation: u64,
+        workgroups: [u32; 3],
+        duration: u64,
+    },
+    Copy {
+        direction: CopyDirection,
+        bytes: u64,
+        correlation: u64,
+    },
+    Api {
+        api: Option<ApiKind>,
+        operation: i32,
+        name: Option<String>,
+        correlation: u64,
+    },
+    Allocation {
+        size: u64,
+    },
+    Scratch {
+        operation: u32,
+    },
+    Retired {
+        correlation: u64,
+    },
+    DispatchHeader {
+        dispatch: u64,
+        values: u64,
+    },
+    Counter {
+        counter: u64,
+        value: f64,
+        dispatch: u64,
+    },
+    Unknown {
+        category: u32,
+        kind: u32,
+    },
     Error(RecordError),
 }
 
@@ -56,10 +89,19 @@ fn own(batch: &Batch<'_>) -> Vec<Seen> {
                 name: lib.operation_name(a.kind(), a.operation()),
                 correlation: a.correlation_id(),
             },
-            Ok(Record::MemoryAllocation(m)) => Seen::Allocation { size: m.allocation_size() },
-            Ok(Record::ScratchMemory(s)) => Seen::Scratch { operation: s.operation() },
-            Ok(Record::CorrelationRetired(c)) => Seen::Retired { correlation: c.correlation_id() },
-            Ok(Record::DispatchCounters(d)) => Seen::DispatchHeader { dispatch: d.dispatch_id(), values: d.values() },
+            Ok(Record::MemoryAllocation(m)) => Seen::Allocation {
+                size: m.allocation_size(),
+            },
+            Ok(Record::ScratchMemory(s)) => Seen::Scratch {
+                operation: s.operation(),
+            },
+            Ok(Record::CorrelationRetired(c)) => Seen::Retired {
+                correlation: c.correlation_id(),
+            },
+            Ok(Record::DispatchCounters(d)) => Seen::DispatchHeader {
+                dispatch: d.dispatch_id(),
+                values: d.values(),
+            },
             Ok(Record::CounterValue(v)) => Seen::Counter {
                 counter: lib.counter_of_instance(v.instance_id()).unwrap(),
                 value: v.value(),
@@ -119,10 +161,15 @@ impl Tool for TestTool {
         *received() = Some(Received::default());
         let mut setup_errors = Vec::new();
         let main_ctx = setup.create_context()?;
-        let main = Arc::new(setup.create_buffer(&main_ctx, BufferOptions::new(4096), |b| {
-            let seen = own(b);
-            received().get_or_insert_with(Default::default).main.extend(seen);
-        })?);
+        let main = Arc::new(
+            setup.create_buffer(&main_ctx, BufferOptions::new(4096), |b| {
+                let seen = own(b);
+                received()
+                    .get_or_insert_with(Default::default)
+                    .main
+                    .extend(seen);
+            })?,
+        );
         setup.trace(
             &main_ctx,
             &[
@@ -140,18 +187,34 @@ impl Tool for TestTool {
             let text = match e.payload() {
                 Payload::CodeObjectLoad(c) => format!("load {} {:?}", c.id(), c.uri().unwrap()),
                 Payload::KernelSymbol(k) => {
-                    format!("kernel {} {}", k.kernel_id(), k.name().unwrap().to_string_lossy())
+                    format!(
+                        "kernel {} {}",
+                        k.kernel_id(),
+                        k.name().unwrap().to_string_lossy()
+                    )
                 }
                 other => format!("{other:?}"),
             };
-            received().get_or_insert_with(Default::default).code_objects.push(text);
+            received()
+                .get_or_insert_with(Default::default)
+                .code_objects
+                .push(text);
         })?;
-        let counting = Arc::new(setup.create_buffer(&main_ctx, BufferOptions::new(8192), |b| {
-            let seen = own(b);
-            received().get_or_insert_with(Default::default).counting.extend(seen);
-        })?);
+        let counting = Arc::new(
+            setup.create_buffer(&main_ctx, BufferOptions::new(8192), |b| {
+                let seen = own(b);
+                received()
+                    .get_or_insert_with(Default::default)
+                    .counting
+                    .extend(seen);
+            })?,
+        );
         let agents = setup.agents()?;
-        let gpu = agents.iter().find(|a| a.is_gpu()).expect("a GPU agent").clone();
+        let gpu = agents
+            .iter()
+            .find(|a| a.is_gpu())
+            .expect("a GPU agent")
+            .clone();
         let config = setup.counter_config(&gpu, &["SQ_WAVES", "GRBM_COUNT"])?;
         setup.count_dispatches(&main_ctx, &counting, vec![config])?;
         // Bad input during configuration.
@@ -169,32 +232,48 @@ impl Tool for TestTool {
         }
         // A small buffer that discards when full, its consumer held back by GATE.
         let discard_ctx = setup.create_context()?;
-        let discard = Arc::new(setup.create_buffer(
-            &discard_ctx,
-            BufferOptions::new(1024).watermark(1024).policy(BufferPolicy::Discard),
-            |b| {
-                let _held = GATE.lock().unwrap_or_else(|p| p.into_inner());
-                let seen = own(b);
-                let mut r = received();
-                let r = r.get_or_insert_with(Default::default);
-                r.discard.extend(seen);
-                r.discard_drops += b.dropped_records();
-            },
-        )?);
+        let discard = Arc::new(
+            setup.create_buffer(
+                &discard_ctx,
+                BufferOptions::new(1024)
+                    .watermark(1024)
+                    .policy(BufferPolicy::Discard),
+                |b| {
+                    let _held = GATE.lock().unwrap_or_else(|p| p.into_inner());
+                    let seen = own(b);
+                    let mut r = received();
+                    let r = r.get_or_insert_with(Default::default);
+                    r.discard.extend(seen);
+                    r.discard_drops += b.dropped_records();
+                },
+            )?,
+        );
         setup.trace(&discard_ctx, &[TraceKind::ScratchMemory], &discard)?;
         let panicky_ctx = setup.create_context()?;
-        let panicky = Arc::new(setup.create_buffer(&panicky_ctx, BufferOptions::new(4096), |b| {
-            PANICKY_BATCHES.fetch_add(1, Ordering::Relaxed);
-            if PANIC_NEXT.swap(false, Ordering::Relaxed) {
-                panic!("a closure bug, {} records", b.len());
-            }
-        })?);
-        setup.trace(&panicky_ctx, &[TraceKind::Raw(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API)], &panicky)?;
+        let panicky =
+            Arc::new(
+                setup.create_buffer(&panicky_ctx, BufferOptions::new(4096), |b| {
+                    PANICKY_BATCHES.fetch_add(1, Ordering::Relaxed);
+                    if PANIC_NEXT.swap(false, Ordering::Relaxed) {
+                        panic!("a closure bug, {} records", b.len());
+                    }
+                })?,
+            );
+        setup.trace(
+            &panicky_ctx,
+            &[TraceKind::Raw(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API)],
+            &panicky,
+        )?;
         let sampler = setup.device_counting_unchecked(&gpu, &["GRBM_COUNT", "SQ_WAVES"])?;
         for c in [&main_ctx, &discard_ctx, &panicky_ctx] {
             c.start()?;
         }
-        let buffers = vec![Arc::clone(&main), Arc::clone(&counting), Arc::clone(&discard), Arc::clone(&panicky)];
+        let buffers = vec![
+            Arc::clone(&main),
+            Arc::clone(&counting),
+            Arc::clone(&discard),
+            Arc::clone(&panicky),
+        ];
         let _ = HANDLES.set(Handles {
             main,
             counting,
@@ -221,7 +300,11 @@ fn handles() -> (MutexGuard<'static, ()>, &'static Handles) {
     (guard, HANDLES.get().expect("initialize ran"))
 }
 
-fn api(kind: u32, operation: i32, correlation: u64) -> sys::rocprofiler_buffer_tracing_hip_api_record_t {
+fn api(
+    kind: u32,
+    operation: i32,
+    correlation: u64,
+) -> sys::rocprofiler_buffer_tracing_hip_api_record_t {
     let mut r = sys::rocprofiler_buffer_tracing_hip_api_record_t::default();
     r.size = size_of_val(&r) as u64;
     r.kind = kind;
@@ -237,51 +320,144 @@ fn every_category_decodes_and_unknown_kinds_are_kept() {
     take();
     // SAFETY: the double's controls take plain values.
     unsafe {
-        assert_eq!((d.emit_api)(sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API, 3, 10, 100, 200), 1);
+        assert_eq!(
+            (d.emit_api)(
+                sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API,
+                3,
+                10,
+                100,
+                200
+            ),
+            1
+        );
         assert_eq!((d.emit_kernel)(1, 2, 0x1001, 10, 300, 900), 1);
-        assert_eq!((d.emit_copy)(sys::ROCPROFILER_MEMORY_COPY_DEVICE_TO_HOST, 4096, 11, 1000, 2000), 1);
-        assert_eq!((d.emit_api)(sys::ROCPROFILER_BUFFER_TRACING_HSA_CORE_API, 1, 12, 0, 1), 1);
-        assert_eq!((d.emit_api)(sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_API, 1, 13, 0, 1), 1);
+        assert_eq!(
+            (d.emit_copy)(
+                sys::ROCPROFILER_MEMORY_COPY_DEVICE_TO_HOST,
+                4096,
+                11,
+                1000,
+                2000
+            ),
+            1
+        );
+        assert_eq!(
+            (d.emit_api)(sys::ROCPROFILER_BUFFER_TRACING_HSA_CORE_API, 1, 12, 0, 1),
+            1
+        );
+        assert_eq!(
+            (d.emit_api)(sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_API, 1, 13, 0, 1),
+            1
+        );
     }
     let mut alloc = sys::rocprofiler_buffer_tracing_memory_allocation_record_t::default();
     alloc.size = size_of_val(&alloc) as u64;
     alloc.kind = sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION;
     alloc.allocation_size = 1 << 30;
-    assert_eq!(d.emit(sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION, &alloc), 1);
+    assert_eq!(
+        d.emit(sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION, &alloc),
+        1
+    );
     let mut retired = sys::rocprofiler_buffer_tracing_correlation_id_retirement_record_t::default();
     retired.size = size_of_val(&retired) as u64;
     retired.internal_correlation_id = 10;
-    assert_eq!(d.emit(sys::ROCPROFILER_BUFFER_TRACING_CORRELATION_ID_RETIREMENT, &retired), 1);
+    assert_eq!(
+        d.emit(
+            sys::ROCPROFILER_BUFFER_TRACING_CORRELATION_ID_RETIREMENT,
+            &retired
+        ),
+        1
+    );
     // Kinds and categories newer than the bindings, and a record smaller than its layout.
     let main = h.main.id();
     let newer = [64u64, 0, 0, 0, 0, 0, 0, 0];
     assert_eq!(d.emit_to(main, 1, 999, &newer), 0);
     assert_eq!(d.emit_to(main, 7, 1, &newer), 0);
-    assert_eq!(d.emit_to(main, sys::ROCPROFILER_BUFFER_CATEGORY_PC_SAMPLING, 1, &newer), 0);
+    assert_eq!(
+        d.emit_to(
+            main,
+            sys::ROCPROFILER_BUFFER_CATEGORY_PC_SAMPLING,
+            1,
+            &newer
+        ),
+        0
+    );
     let mut short = api(sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API, 1, 14);
     short.size = 40;
-    assert_eq!(d.emit_to(main, 1, sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API, &short), 0);
+    assert_eq!(
+        d.emit_to(
+            main,
+            1,
+            sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API,
+            &short
+        ),
+        0
+    );
     h.main.flush().unwrap();
     let got = take().main;
     let hip = Some(ApiKind::Hip);
     assert_eq!(
         got,
         vec![
-            Seen::Api { api: hip, operation: 3, name: Some("hipLaunchKernel".into()), correlation: 10 },
-            Seen::Kernel { dispatch: 1, kernel: 2, agent: 0x1001, correlation: 10, workgroups: [4096, 1, 1], duration: 600 },
-            Seen::Copy { direction: CopyDirection::DeviceToHost, bytes: 4096, correlation: 11 },
-            Seen::Api { api: Some(ApiKind::Hsa), operation: 1, name: Some("hsa_queue_create".into()), correlation: 12 },
-            Seen::Api { api: Some(ApiKind::Marker), operation: 1, name: Some("roctxRangePushA".into()), correlation: 13 },
+            Seen::Api {
+                api: hip,
+                operation: 3,
+                name: Some("hipLaunchKernel".into()),
+                correlation: 10
+            },
+            Seen::Kernel {
+                dispatch: 1,
+                kernel: 2,
+                agent: 0x1001,
+                correlation: 10,
+                workgroups: [4096, 1, 1],
+                duration: 600
+            },
+            Seen::Copy {
+                direction: CopyDirection::DeviceToHost,
+                bytes: 4096,
+                correlation: 11
+            },
+            Seen::Api {
+                api: Some(ApiKind::Hsa),
+                operation: 1,
+                name: Some("hsa_queue_create".into()),
+                correlation: 12
+            },
+            Seen::Api {
+                api: Some(ApiKind::Marker),
+                operation: 1,
+                name: Some("roctxRangePushA".into()),
+                correlation: 13
+            },
             Seen::Allocation { size: 1 << 30 },
             Seen::Retired { correlation: 10 },
-            Seen::Unknown { category: 1, kind: 999 },
-            Seen::Unknown { category: 7, kind: 1 },
-            Seen::Unknown { category: 2, kind: 1 },
-            Seen::Error(RecordError::TooSmall { index: 10, category: 1, kind: 5, size: 40, need: 64 }),
+            Seen::Unknown {
+                category: 1,
+                kind: 999
+            },
+            Seen::Unknown {
+                category: 7,
+                kind: 1
+            },
+            Seen::Unknown {
+                category: 2,
+                kind: 1
+            },
+            Seen::Error(RecordError::TooSmall {
+                index: 10,
+                category: 1,
+                kind: 5,
+                size: 40,
+                need: 64
+            }),
         ]
     );
     let stats = h.main.stats();
-    assert!(stats.records >= 11 && stats.batches >= 1 && stats.callback_panics == 0, "{stats:?}");
+    assert!(
+        stats.records >= 11 && stats.batches >= 1 && stats.callback_panics == 0,
+        "{stats:?}"
+    );
 }
 
 #[test]
@@ -299,11 +475,30 @@ fn dispatch_counting_writes_a_header_then_every_instance() {
     assert_eq!(
         got,
         vec![
-            Seen::DispatchHeader { dispatch: 7, values: 4 },
-            Seen::Counter { counter: 3, value: 70.0, dispatch: 7 },
-            Seen::Counter { counter: 3, value: 70.0, dispatch: 7 },
-            Seen::Counter { counter: 1, value: 71.0, dispatch: 7 },
-            Seen::Counter { counter: 1, value: 71.0, dispatch: 7 },
+            Seen::DispatchHeader {
+                dispatch: 7,
+                values: 4
+            },
+            Seen::Counter {
+                counter: 3,
+                value: 70.0,
+                dispatch: 7
+            },
+            Seen::Counter {
+                counter: 3,
+                value: 70.0,
+                dispatch: 7
+            },
+            Seen::Counter {
+                counter: 1,
+                value: 71.0,
+                dispatch: 7
+            },
+            Seen::Counter {
+                counter: 1,
+                value: 71.0,
+                dispatch: 7
+            },
         ]
     );
 }
@@ -361,12 +556,20 @@ fn a_panicking_closure_is_reported_and_delivery_goes_on() {
     let rec = api(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API, 0, 1);
     PANIC_NEXT.store(true, Ordering::Relaxed);
     let before = PANICKY_BATCHES.load(Ordering::Relaxed);
-    assert_eq!(double().emit(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API, &rec), 1);
+    assert_eq!(
+        double().emit(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API, &rec),
+        1
+    );
     match h.panicky.flush() {
-        Err(gpu_tools::Error::Sdk(SdkError::CallbackPanicked(m))) => assert!(m.contains("a closure bug, 1 records"), "{m}"),
+        Err(gpu_tools::Error::Sdk(SdkError::CallbackPanicked(m))) => {
+            assert!(m.contains("a closure bug, 1 records"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
-    assert_eq!(double().emit(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API, &rec), 1);
+    assert_eq!(
+        double().emit(sys::ROCPROFILER_BUFFER_TRACING_RCCL_API, &rec),
+        1
+    );
     h.panicky.flush().unwrap();
     assert_eq!(PANICKY_BATCHES.load(Ordering::Relaxed) - before, 2);
     assert_eq!(h.panicky.stats().callback_panics, 1);
@@ -394,7 +597,10 @@ fn the_device_sampler_reads_through_the_vendor_neutral_trait() {
     // Sample k of the double reads k * 100 + position * 10 + instance; each value is the sum of two instances.
     let values: Vec<Vec<f64>> = out.iter().map(|s| s.values.clone()).collect();
     assert_eq!(values, [vec![201.0, 221.0], vec![401.0, 421.0]]);
-    assert!(out[0].end_ns > out[0].start_ns && out[1].start_ns == out[0].end_ns, "{out:?}");
+    assert!(
+        out[0].end_ns > out[0].start_ns && out[1].start_ns == out[0].end_ns,
+        "{out:?}"
+    );
     assert!(out[1].duration() >= Duration::from_millis(2));
 }
 
@@ -413,7 +619,10 @@ fn bad_input_during_setup_is_typed() {
     if std::path::Path::new("/dev/kfd").exists() {
         assert!(!errors[2].contains("no AMD GPU driver"), "{errors:?}");
     } else {
-        assert!(errors[2].starts_with("no AMD GPU driver: /dev/kfd"), "{errors:?}");
+        assert!(
+            errors[2].starts_with("no AMD GPU driver: /dev/kfd"),
+            "{errors:?}"
+        );
     }
     // A second registration is refused.
     match force_configure::<TestTool>(double().lib) {
@@ -430,10 +639,19 @@ fn agents_are_listed_with_their_properties() {
     assert!(!agents[0].is_gpu());
     let gpu = &agents[1];
     assert_eq!(
-        (gpu.name.as_str(), gpu.product_name.as_str(), gpu.gfx_target_version, gpu.cu_count, gpu.num_xcc),
+        (
+            gpu.name.as_str(),
+            gpu.product_name.as_str(),
+            gpu.gfx_target_version,
+            gpu.cu_count,
+            gpu.num_xcc
+        ),
         ("gfx942", "AMD Instinct MI300X", 90402, 304, 8)
     );
-    assert_eq!((gpu.logical_node_type_id, gpu.pci_id), (0, (0x1002, 0x74a1)));
+    assert_eq!(
+        (gpu.logical_node_type_id, gpu.pci_id),
+        (0, (0x1002, 0x74a1))
+    );
     let counters = gpu_tools::rocprofiler_sdk::counters(lib, gpu.id).unwrap();
     assert_eq!(counters.len(), 5);
     assert_eq!(counters[0].name, "GRBM_COUNT");

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::double;
-use gpu_tools::rocprofiler_sdk::{Batch, Buffer, BufferOptions, Context, Record, Setup, Tool, TraceKind};
+use gpu_tools::rocprofiler_sdk::{
+    Batch, Buffer, BufferOptions, Context, Record, Setup, Tool, TraceKind,
+};
 use gpu_tools::sys::rocprofiler_sdk as sys;
 
 const THREADS: u64 = 4;
@@ -37,7 +39,11 @@ impl Tracker {
             if a.time().start != id ^ 0x5555 || a.operation() != (id % 7) as i32 {
                 self.corrupt += 1;
             }
-            let Some(word) = self.seen.get_mut(thread as usize).and_then(|v| v.get_mut((seq / 64) as usize)) else {
+            let Some(word) = self
+                .seen
+                .get_mut(thread as usize)
+                .and_then(|v| v.get_mut((seq / 64) as usize))
+            else {
                 self.errors += 1;
                 continue;
             };
@@ -64,15 +70,21 @@ impl Tool for LossTool {
     const NAME: &'static str = "loss test";
     fn initialize(setup: &mut Setup<'_>) -> gpu_tools::Result<Self> {
         let context = setup.create_context()?;
-        let buffer = Arc::new(setup.create_buffer(&context, BufferOptions::new(64 << 10), |b| {
-            if let Some(t) = TRACKER.lock().unwrap().as_mut() {
-                t.take(b)
-            }
-        })?);
+        let buffer =
+            Arc::new(
+                setup.create_buffer(&context, BufferOptions::new(64 << 10), |b| {
+                    if let Some(t) = TRACKER.lock().unwrap().as_mut() {
+                        t.take(b)
+                    }
+                })?,
+            );
         setup.trace(&context, &[TraceKind::HipRuntimeApi], &buffer)?;
         context.start()?;
         let _ = BUFFER.set(Arc::clone(&buffer));
-        Ok(LossTool { _context: context, _buffer: buffer })
+        Ok(LossTool {
+            _context: context,
+            _buffer: buffer,
+        })
     }
     fn finalize(&mut self) {
         FINALIZED.store(true, Ordering::SeqCst);
@@ -81,15 +93,28 @@ impl Tool for LossTool {
 
 fn emit(id: u64) -> i32 {
     // SAFETY: the double's control takes plain values.
-    unsafe { (double().emit_api)(sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API, (id % 7) as i32, id, id ^ 0x5555, id) }
+    unsafe {
+        (double().emit_api)(
+            sys::ROCPROFILER_BUFFER_TRACING_HIP_RUNTIME_API,
+            (id % 7) as i32,
+            id,
+            id ^ 0x5555,
+            id,
+        )
+    }
 }
 
 #[test]
 fn every_record_is_delivered_exactly_once_also_at_finalisation() {
-    let total: u64 = std::env::var("GPU_TOOLS_SDK_LOSS_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let total: u64 = std::env::var("GPU_TOOLS_SDK_LOSS_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     let per_thread = total / THREADS;
     *TRACKER.lock().unwrap() = Some(Tracker {
-        seen: (0..THREADS).map(|_| vec![0u64; per_thread.div_ceil(64) as usize + 1]).collect(),
+        seen: (0..THREADS)
+            .map(|_| vec![0u64; per_thread.div_ceil(64) as usize + 1])
+            .collect(),
         delivered: 0,
         duplicates: 0,
         corrupt: 0,

@@ -144,7 +144,10 @@ unsafe extern "C" fn collect(
 
 /// Every agent the SDK sees (`rocprofiler_query_available_agents`), in the SDK's order.
 pub fn agents(lib: &SdkLibrary) -> crate::Result<Vec<Agent>> {
-    let f = sym(&lib.t.rocprofiler_query_available_agents, "rocprofiler_query_available_agents")?;
+    let f = sym(
+        &lib.t.rocprofiler_query_available_agents,
+        "rocprofiler_query_available_agents",
+    )?;
     let mut out: Vec<Agent> = Vec::new();
     // SAFETY: `collect` reads version-0 agents into the Vec behind `user_data`, which outlives the call.
     check("rocprofiler_query_available_agents", unsafe {

@@ -25,13 +25,23 @@ const _: () = {
     assert!(offset_of!(sys::rocprofiler_record_header_t, payload) == 8);
     assert!(size_of::<sys::rocprofiler_kernel_dispatch_info_t>() == 128);
     assert!(LARGEST_RECORD == 184);
-    assert!(offset_of!(sys::rocprofiler_buffer_tracing_kernel_dispatch_record_t, dispatch_info) == 56);
+    assert!(
+        offset_of!(
+            sys::rocprofiler_buffer_tracing_kernel_dispatch_record_t,
+            dispatch_info
+        ) == 56
+    );
     assert!(size_of::<sys::rocprofiler_buffer_tracing_hip_api_record_t>() == 64);
     assert!(size_of::<sys::rocprofiler_buffer_tracing_hsa_api_record_t>() == 64);
     assert!(size_of::<sys::rocprofiler_buffer_tracing_marker_api_record_t>() == 64);
     assert!(size_of::<sys::rocprofiler_buffer_tracing_rccl_api_record_t>() == 64);
     assert!(size_of::<sys::rocprofiler_buffer_tracing_rocjpeg_api_record_t>() == 64);
-    assert!(offset_of!(sys::rocprofiler_buffer_tracing_hip_api_record_t, start_timestamp) == 40);
+    assert!(
+        offset_of!(
+            sys::rocprofiler_buffer_tracing_hip_api_record_t,
+            start_timestamp
+        ) == 40
+    );
     assert!(size_of::<sys::rocprofiler_buffer_tracing_memory_copy_record_t>() == 96);
     assert!(offset_of!(sys::rocprofiler_buffer_tracing_memory_copy_record_t, bytes) == 72);
     assert!(size_of::<sys::rocprofiler_buffer_tracing_memory_allocation_record_t>() == 88);
@@ -73,7 +83,9 @@ pub enum RecordError {
         kind: u32,
     },
     /// The payload's `size` field is below the layout of the bindings (a library older than the bindings).
-    #[error("record {index} (category {category}, kind {kind}) is {size} bytes; its layout needs {need}")]
+    #[error(
+        "record {index} (category {category}, kind {kind}) is {size} bytes; its layout needs {need}"
+    )]
     TooSmall {
         /// Position in the batch.
         index: usize,
@@ -265,21 +277,29 @@ impl<'a> Records<'a> {
         }
         Ok(match (category, kind) {
             (sys::ROCPROFILER_BUFFER_CATEGORY_TRACING, k) => match k {
-                sys::ROCPROFILER_BUFFER_TRACING_KERNEL_DISPATCH => Record::KernelDispatch(KernelDispatch {
-                    raw: sized!(sys::rocprofiler_buffer_tracing_kernel_dispatch_record_t),
-                }),
+                sys::ROCPROFILER_BUFFER_TRACING_KERNEL_DISPATCH => {
+                    Record::KernelDispatch(KernelDispatch {
+                        raw: sized!(sys::rocprofiler_buffer_tracing_kernel_dispatch_record_t),
+                    })
+                }
                 sys::ROCPROFILER_BUFFER_TRACING_MEMORY_COPY => Record::MemoryCopy(MemoryCopy {
                     raw: sized!(sys::rocprofiler_buffer_tracing_memory_copy_record_t),
                 }),
-                sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION => Record::MemoryAllocation(MemoryAllocation {
-                    raw: sized!(sys::rocprofiler_buffer_tracing_memory_allocation_record_t),
-                }),
-                sys::ROCPROFILER_BUFFER_TRACING_SCRATCH_MEMORY => Record::ScratchMemory(ScratchMemory {
-                    raw: sized!(sys::rocprofiler_buffer_tracing_scratch_memory_record_t),
-                }),
+                sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION => {
+                    Record::MemoryAllocation(MemoryAllocation {
+                        raw: sized!(sys::rocprofiler_buffer_tracing_memory_allocation_record_t),
+                    })
+                }
+                sys::ROCPROFILER_BUFFER_TRACING_SCRATCH_MEMORY => {
+                    Record::ScratchMemory(ScratchMemory {
+                        raw: sized!(sys::rocprofiler_buffer_tracing_scratch_memory_record_t),
+                    })
+                }
                 sys::ROCPROFILER_BUFFER_TRACING_CORRELATION_ID_RETIREMENT => {
                     Record::CorrelationRetired(CorrelationRetired {
-                        raw: sized!(sys::rocprofiler_buffer_tracing_correlation_id_retirement_record_t),
+                        raw: sized!(
+                            sys::rocprofiler_buffer_tracing_correlation_id_retirement_record_t
+                        ),
                     })
                 }
                 // Every API kind shares one layout (the HIP one); rocDecode's only names its operation with an

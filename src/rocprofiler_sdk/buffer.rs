@@ -177,7 +177,10 @@ impl Buffer {
         callback: Box<BatchFn>,
     ) -> crate::Result<Buffer> {
         options.check()?;
-        let f = sym(&lib.t.rocprofiler_create_buffer, "rocprofiler_create_buffer")?;
+        let f = sym(
+            &lib.t.rocprofiler_create_buffer,
+            "rocprofiler_create_buffer",
+        )?;
         let shared = Arc::into_raw(Arc::new(Shared {
             delivery: Delivery::new(callback),
             dropped: AtomicU64::new(0),
@@ -278,7 +281,10 @@ impl Drop for Buffer {
         self.destroyed = true;
         if delivery::in_callback() {
             // Destroying would wait for the callback this code runs in: the buffer stays, and so does its closure.
-            log::warn!("rocprofiler-sdk buffer {} dropped inside a callback: left alive", self.id);
+            log::warn!(
+                "rocprofiler-sdk buffer {} dropped inside a callback: left alive",
+                self.id
+            );
             return;
         }
         let finalized = self.lib.is_finalized().unwrap_or(false);
@@ -287,7 +293,10 @@ impl Drop for Buffer {
                 log::warn!("flushing rocprofiler-sdk buffer {}: {e}", self.id);
             }
         }
-        let destroyed = match sym(&self.lib.t.rocprofiler_destroy_buffer, "rocprofiler_destroy_buffer") {
+        let destroyed = match sym(
+            &self.lib.t.rocprofiler_destroy_buffer,
+            "rocprofiler_destroy_buffer",
+        ) {
             // SAFETY: the buffer exists and is destroyed once, here, by the thread that owns it.
             Ok(f) => check("rocprofiler_destroy_buffer", unsafe { f(self.raw()) }).is_ok(),
             Err(_) => false,
@@ -299,7 +308,10 @@ impl Drop for Buffer {
             drop(unsafe { Arc::from_raw(self.shared) });
         } else {
             // The SDK may still call back with the pointer: the state stays alive for the process.
-            log::debug!("rocprofiler-sdk buffer {} not destroyed; its state is kept", self.id);
+            log::debug!(
+                "rocprofiler-sdk buffer {} not destroyed; its state is kept",
+                self.id
+            );
         }
     }
 }

@@ -95,7 +95,9 @@ pub struct KernelSymbol<'a> {
 
 impl<'a> KernelSymbol<'a> {
     /// The raw payload.
-    pub fn raw(&self) -> &'a sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t {
+    pub fn raw(
+        &self,
+    ) -> &'a sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t {
         self.raw
     }
     /// The kernel's id, as kernel dispatch records carry it.
@@ -122,7 +124,11 @@ impl<'a> KernelSymbol<'a> {
     }
     /// Scalar, architectural vector and accumulation vector registers.
     pub fn registers(&self) -> (u32, u32, u32) {
-        (self.raw.sgpr_count, self.raw.arch_vgpr_count, self.raw.accum_vgpr_count)
+        (
+            self.raw.sgpr_count,
+            self.raw.arch_vgpr_count,
+            self.raw.accum_vgpr_count,
+        )
     }
 }
 
@@ -231,7 +237,9 @@ unsafe fn sized<'a, T>(payload: *const c_void) -> Result<Option<&'a T>, (u64, us
     Ok(Some(unsafe { &*payload.cast::<T>() }))
 }
 
-pub(crate) fn decode<'a>(record: &'a sys::rocprofiler_callback_tracing_record_t) -> CallbackEvent<'a> {
+pub(crate) fn decode<'a>(
+    record: &'a sys::rocprofiler_callback_tracing_record_t,
+) -> CallbackEvent<'a> {
     let payload = if record.kind == sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT {
         let op = record.operation as u32;
         let p = record.payload.cast_const();
@@ -244,7 +252,9 @@ pub(crate) fn decode<'a>(record: &'a sys::rocprofiler_callback_tracing_record_t)
             sys::ROCPROFILER_CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER => {
                 // SAFETY: the SDK's payload for a kernel symbol registration, valid for the callback.
                 unsafe {
-                    sized::<sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t>(p)
+                    sized::<
+                        sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t,
+                    >(p)
                 }
                 .map(|r| r.map(|raw| Payload::KernelSymbol(KernelSymbol { raw })))
             }
@@ -278,9 +288,14 @@ pub(crate) unsafe extern "C" fn on_callback(
         let state = unsafe { &*data.cast::<CallbackState>() };
         let event = decode(&record);
         let _scope = delivery::CallbackScope::enter();
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.callback)(&event))) {
+        if let Err(payload) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (state.callback)(&event)))
+        {
             state.panics.fetch_add(1, Ordering::Relaxed);
-            log::error!("rocprofiler-sdk callback panicked: {}", delivery::panic_message(&*payload));
+            log::error!(
+                "rocprofiler-sdk callback panicked: {}",
+                delivery::panic_message(&*payload)
+            );
             std::mem::forget(payload);
         }
     });

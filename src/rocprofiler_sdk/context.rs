@@ -23,7 +23,10 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub(crate) fn create(lib: &'static SdkLibrary) -> crate::Result<Context> {
-        let f = sym(&lib.t.rocprofiler_create_context, "rocprofiler_create_context")?;
+        let f = sym(
+            &lib.t.rocprofiler_create_context,
+            "rocprofiler_create_context",
+        )?;
         // The SDK requires the id it writes to start at zero (CONTEXT_ID_NOT_ZERO otherwise).
         let mut id = sys::rocprofiler_context_id_t { handle: 0 };
         // SAFETY: a valid out-pointer, zeroed as the SDK requires.
@@ -43,7 +46,10 @@ impl Context {
 
     /// `rocprofiler_start_context`: its services begin to deliver.
     pub fn start(&self) -> crate::Result<()> {
-        let f = sym(&self.lib.t.rocprofiler_start_context, "rocprofiler_start_context")?;
+        let f = sym(
+            &self.lib.t.rocprofiler_start_context,
+            "rocprofiler_start_context",
+        )?;
         // SAFETY: a context the SDK created.
         check("rocprofiler_start_context", unsafe { f(self.raw()) })?;
         Ok(())
@@ -56,12 +62,18 @@ impl Context {
 
     /// `rocprofiler_context_is_active`.
     pub fn is_active(&self) -> bool {
-        let Ok(f) = sym(&self.lib.t.rocprofiler_context_is_active, "rocprofiler_context_is_active") else {
+        let Ok(f) = sym(
+            &self.lib.t.rocprofiler_context_is_active,
+            "rocprofiler_context_is_active",
+        ) else {
             return false;
         };
         let mut status = 0;
         // SAFETY: a context the SDK created; a valid out-pointer.
-        let ok = check("rocprofiler_context_is_active", unsafe { f(self.raw(), &mut status) }).is_ok();
+        let ok = check("rocprofiler_context_is_active", unsafe {
+            f(self.raw(), &mut status)
+        })
+        .is_ok();
         ok && status != 0
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use super::agent::Agent;
 use super::library::sym;
 use super::{Context, SdkError, SdkLibrary, check};
-use crate::counters::{CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock};
+use crate::counters::{
+    CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
+};
 use crate::sys::rocprofiler_sdk as sys;
 
 /// A counter an agent offers.
@@ -63,7 +65,10 @@ pub fn counters(lib: &SdkLibrary, agent: u64) -> crate::Result<Vec<Counter>> {
         &lib.t.rocprofiler_iterate_agent_supported_counters,
         "rocprofiler_iterate_agent_supported_counters",
     )?;
-    let info = sym(&lib.t.rocprofiler_query_counter_info, "rocprofiler_query_counter_info")?;
+    let info = sym(
+        &lib.t.rocprofiler_query_counter_info,
+        "rocprofiler_query_counter_info",
+    )?;
     let mut ids: Vec<u64> = Vec::new();
     // SAFETY: `collect_ids` appends to the Vec behind `user_data`, which outlives the call.
     check("rocprofiler_iterate_agent_supported_counters", unsafe {
@@ -100,15 +105,25 @@ pub(crate) fn close_names(name: &str, known: &[Counter]) -> Vec<String> {
     let upper = name.to_ascii_uppercase();
     let mut scored: Vec<(usize, &str)> = known
         .iter()
-        .map(|c| (distance(&upper, &c.name.to_ascii_uppercase()), c.name.as_str()))
+        .map(|c| {
+            (
+                distance(&upper, &c.name.to_ascii_uppercase()),
+                c.name.as_str(),
+            )
+        })
         .filter(|(d, n)| {
             *d <= 3.max(upper.len() / 3)
-                || n.to_ascii_uppercase().starts_with(upper.split('_').next().unwrap_or(""))
+                || n.to_ascii_uppercase()
+                    .starts_with(upper.split('_').next().unwrap_or(""))
         })
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(5).map(|(_, n)| n.to_string()).collect()
+    scored
+        .into_iter()
+        .take(5)
+        .map(|(_, n)| n.to_string())
+        .collect()
 }
 
 /// Levenshtein distance.
@@ -168,9 +183,16 @@ pub struct CounterConfig {
 impl CounterConfig {
     /// A configuration of `names` on `agent`. An unknown name is [`SdkError::UnknownCounter`], listing the
     /// agent's counters closest to it.
-    pub fn new(lib: &'static SdkLibrary, agent: &Agent, names: &[&str]) -> crate::Result<CounterConfig> {
+    pub fn new(
+        lib: &'static SdkLibrary,
+        agent: &Agent,
+        names: &[&str],
+    ) -> crate::Result<CounterConfig> {
         let counters = resolve(lib, agent, names)?;
-        let f = sym(&lib.t.rocprofiler_create_counter_config, "rocprofiler_create_counter_config")?;
+        let f = sym(
+            &lib.t.rocprofiler_create_counter_config,
+            "rocprofiler_create_counter_config",
+        )?;
         let mut ids: Vec<sys::rocprofiler_counter_id_t> = counters
             .iter()
             .map(|c| sys::rocprofiler_counter_id_t { handle: c.id })
@@ -210,9 +232,14 @@ impl CounterConfig {
 
 impl Drop for CounterConfig {
     fn drop(&mut self) {
-        if let Ok(f) = sym(&self.lib.t.rocprofiler_destroy_counter_config, "rocprofiler_destroy_counter_config") {
+        if let Ok(f) = sym(
+            &self.lib.t.rocprofiler_destroy_counter_config,
+            "rocprofiler_destroy_counter_config",
+        ) {
             // SAFETY: a configuration the SDK created, destroyed once.
-            let _ = check("rocprofiler_destroy_counter_config", unsafe { f(self.raw()) });
+            let _ = check("rocprofiler_destroy_counter_config", unsafe {
+                f(self.raw())
+            });
         }
     }
 }
@@ -237,7 +264,10 @@ pub(crate) unsafe extern "C" fn choose_config(
         }
         // SAFETY: the leaked `DispatchConfigs` the service was configured with.
         let configs = unsafe { &*data.cast::<DispatchConfigs>() };
-        if let Some(c) = configs.by_agent.get(&dispatch.dispatch_info.agent_id.handle) {
+        if let Some(c) = configs
+            .by_agent
+            .get(&dispatch.dispatch_info.agent_id.handle)
+        {
             // SAFETY: the SDK's out-pointer for this dispatch.
             unsafe { *config = c.raw() };
         }
@@ -331,7 +361,11 @@ impl DeviceSampler {
                     unit: String::new(),
                 })
                 .collect(),
-            index: counters.iter().enumerate().map(|(i, c)| (c.id, i)).collect(),
+            index: counters
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.id, i))
+                .collect(),
             last: None,
             records: Vec::new(),
         }
@@ -359,11 +393,15 @@ impl DeviceSampler {
             &self.lib.t.rocprofiler_sample_device_counting_service,
             "rocprofiler_sample_device_counting_service",
         )?;
-        let query = sym(&self.lib.t.rocprofiler_query_record_counter_id, "rocprofiler_query_record_counter_id")?;
+        let query = sym(
+            &self.lib.t.rocprofiler_query_record_counter_id,
+            "rocprofiler_query_record_counter_id",
+        )?;
         let mut capacity = self.records.capacity().max(64 * self.info.len().max(1));
         loop {
             self.records.clear();
-            self.records.resize(capacity, sys::rocprofiler_counter_record_t::default());
+            self.records
+                .resize(capacity, sys::rocprofiler_counter_record_t::default());
             let mut count = capacity;
             // SAFETY: the context has a device counting service; `records` holds `count` writable records, the
             // count the SDK may fill, and `count` is a valid in/out pointer.
@@ -390,12 +428,20 @@ impl DeviceSampler {
         for r in &self.records {
             let mut counter = sys::rocprofiler_counter_id_t { handle: 0 };
             // SAFETY: an instance id the SDK wrote; a valid out-pointer.
-            if check("rocprofiler_query_record_counter_id", unsafe { query(r.id, &mut counter) }).is_err() {
+            if check("rocprofiler_query_record_counter_id", unsafe {
+                query(r.id, &mut counter)
+            })
+            .is_err()
+            {
                 continue;
             }
             if let Some(&i) = self.index.get(&counter.handle) {
                 let v = &mut values[i];
-                *v = if v.is_nan() { r.counter_value } else { *v + r.counter_value };
+                *v = if v.is_nan() {
+                    r.counter_value
+                } else {
+                    *v + r.counter_value
+                };
             }
         }
         Ok(DeviceSample {
@@ -421,7 +467,11 @@ impl DeviceCounters for DeviceSampler {
 
     /// Samples once; waits first until `timeout` has passed since the previous sample, so that a loop of reads
     /// samples at that interval.
-    fn read(&mut self, timeout: Duration, out: &mut Vec<DeviceSample>) -> crate::Result<ReadStatus> {
+    fn read(
+        &mut self,
+        timeout: Duration,
+        out: &mut Vec<DeviceSample>,
+    ) -> crate::Result<ReadStatus> {
         let Some(last) = self.last else {
             return Err(SdkError::NotStarted.into());
         };
@@ -454,15 +504,24 @@ mod tests {
 
     #[test]
     fn close_names_find_typos_and_the_same_block() {
-        let known: Vec<Counter> = ["GRBM_COUNT", "GRBM_GUI_ACTIVE", "SQ_WAVES", "SQ_INSTS_VALU", "TCC_HIT"]
-            .iter()
-            .map(|n| counter(n))
-            .collect();
+        let known: Vec<Counter> = [
+            "GRBM_COUNT",
+            "GRBM_GUI_ACTIVE",
+            "SQ_WAVES",
+            "SQ_INSTS_VALU",
+            "TCC_HIT",
+        ]
+        .iter()
+        .map(|n| counter(n))
+        .collect();
         let close = close_names("GRBM_CONT", &known);
         assert_eq!(close.first().map(String::as_str), Some("GRBM_COUNT"));
         assert!(close.contains(&"GRBM_GUI_ACTIVE".to_string()), "{close:?}");
         assert!(!close.contains(&"TCC_HIT".to_string()), "{close:?}");
-        assert_eq!(close_names("sq_wave", &known).first().map(String::as_str), Some("SQ_WAVES"));
+        assert_eq!(
+            close_names("sq_wave", &known).first().map(String::as_str),
+            Some("SQ_WAVES")
+        );
         assert!(close_names("ZZZZZZZZZZZZ", &known).is_empty());
     }
 }

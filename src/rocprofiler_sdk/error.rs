@@ -86,7 +86,9 @@ pub enum SdkError {
     )]
     TooLate,
     /// Services, contexts and buffers are configured only inside the tool's `initialize`.
-    #[error("rocprofiler-sdk is configured only inside the tool's initialize (the SDK locks configuration after it)")]
+    #[error(
+        "rocprofiler-sdk is configured only inside the tool's initialize (the SDK locks configuration after it)"
+    )]
     ConfigurationLocked,
     /// A buffer too small to hold one record of every kind it may receive.
     #[error("buffer size {size} is below the smallest the crate accepts ({min} bytes)")]
@@ -124,7 +126,9 @@ pub enum SdkError {
     #[error("the callback panicked: {0}")]
     CallbackPanicked(String),
     /// The call would deadlock: it was made from inside a buffer callback.
-    #[error("this call is not allowed inside a buffer callback (it would wait for the callback itself)")]
+    #[error(
+        "this call is not allowed inside a buffer callback (it would wait for the callback itself)"
+    )]
     InsideCallback,
     /// The device counting service was not started.
     #[error("the device counting service is not started")]

@@ -55,7 +55,10 @@ fn spec() -> &'static LibrarySpec {
 }
 
 fn leak(v: Vec<String>) -> &'static [&'static str] {
-    let strs: Vec<&'static str> = v.into_iter().map(|s| &*Box::leak(s.into_boxed_str())).collect();
+    let strs: Vec<&'static str> = v
+        .into_iter()
+        .map(|s| &*Box::leak(s.into_boxed_str()))
+        .collect();
     Box::leak(strs.into_boxed_slice())
 }
 
@@ -69,8 +72,14 @@ pub(crate) fn versioned_rocm_dirs(opt: &Path) -> Vec<String> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let version = name.strip_prefix("rocm-")?;
-            let key: Vec<u32> = version.split(['.', '-']).map(|p| p.parse().unwrap_or(0)).collect();
-            Some((key, opt.join(&name).join("lib").to_string_lossy().into_owned()))
+            let key: Vec<u32> = version
+                .split(['.', '-'])
+                .map(|p| p.parse().unwrap_or(0))
+                .collect();
+            Some((
+                key,
+                opt.join(&name).join("lib").to_string_lossy().into_owned(),
+            ))
         })
         .collect();
     found.sort_by(|a, b| b.0.cmp(&a.0));
@@ -199,12 +208,20 @@ impl SdkLibrary {
             return None;
         }
         // SAFETY: non-null NUL-terminated static string.
-        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().trim().to_string())
+        Some(
+            unsafe { CStr::from_ptr(p) }
+                .to_string_lossy()
+                .trim()
+                .to_string(),
+        )
     }
 
     /// `rocprofiler_get_timestamp`: the clock of every record's timestamps, in nanoseconds.
     pub fn timestamp(&self) -> crate::Result<u64> {
-        let f = sym(&self.t.rocprofiler_get_timestamp, "rocprofiler_get_timestamp")?;
+        let f = sym(
+            &self.t.rocprofiler_get_timestamp,
+            "rocprofiler_get_timestamp",
+        )?;
         let mut ts = 0u64;
         // SAFETY: a valid out-pointer.
         super::check("rocprofiler_get_timestamp", unsafe { f(&mut ts) })?;
@@ -214,7 +231,10 @@ impl SdkLibrary {
     /// `rocprofiler_is_initialized`: whether the SDK has initialised (its tools are configured and the runtimes
     /// may be running); from then on no tool can register.
     pub fn is_initialized(&self) -> crate::Result<bool> {
-        let f = sym(&self.t.rocprofiler_is_initialized, "rocprofiler_is_initialized")?;
+        let f = sym(
+            &self.t.rocprofiler_is_initialized,
+            "rocprofiler_is_initialized",
+        )?;
         let mut status = 0;
         // SAFETY: a valid out-pointer.
         super::check("rocprofiler_is_initialized", unsafe { f(&mut status) })?;
@@ -252,15 +272,22 @@ fn bind(path: &Path) -> Result<SdkLibrary, Rejection> {
     // SAFETY: only looks the symbol up and copies its address out; nothing is called yet.
     let get_version: sys::RocprofilerSdkFns = unsafe { sys::RocprofilerSdkFns::from_library(lib) }
         .map_err(|e| Rejection::OpenFailed(e.to_string()))?;
-    let version_fn = loader::required(&get_version.rocprofiler_get_version, "rocprofiler_get_version")?;
+    let version_fn = loader::required(
+        &get_version.rocprofiler_get_version,
+        "rocprofiler_get_version",
+    )?;
     let (mut major, mut minor, mut patch) = (0u32, 0u32, 0u32);
     // SAFETY: three valid out-pointers; the call only reports constants and works before initialisation.
     let status = unsafe { version_fn(&mut major, &mut minor, &mut patch) };
     if status != sys::ROCPROFILER_STATUS_SUCCESS {
-        return Err(Rejection::OpenFailed(format!("rocprofiler_get_version failed ({status})")));
+        return Err(Rejection::OpenFailed(format!(
+            "rocprofiler_get_version failed ({status})"
+        )));
     }
     if major != SUPPORTED_MAJOR {
-        return Err(Rejection::UnsupportedVersion(format!("{major}.{minor}.{patch}")));
+        return Err(Rejection::UnsupportedVersion(format!(
+            "{major}.{minor}.{patch}"
+        )));
     }
     for name in REQUIRED {
         if symbol_missing(&get_version, name) {

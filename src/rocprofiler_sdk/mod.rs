@@ -89,10 +89,12 @@ pub use counting::{Counter, CounterConfig, DeviceSampler, counters};
 pub use error::{SdkError, SdkStatus};
 pub use library::{ENV_VAR, SUPPORTED_MAJOR, SdkLibrary};
 pub use record::{
-    ApiCall, ApiKind, CopyDirection, CorrelationRetired, CounterValue, DispatchCounters, KernelDispatch,
-    MemoryAllocation, MemoryCopy, Record, ScratchMemory, TimeRange,
+    ApiCall, ApiKind, CopyDirection, CorrelationRetired, CounterValue, DispatchCounters,
+    KernelDispatch, MemoryAllocation, MemoryCopy, Record, ScratchMemory, TimeRange,
 };
-pub use registration::{Setup, Tool, TraceKind, configure, finalize, force_configure, is_registered};
+pub use registration::{
+    Setup, Tool, TraceKind, configure, finalize, force_configure, is_registered,
+};
 
 use library::sym;
 use std::ffi::{CStr, c_char};
@@ -147,7 +149,9 @@ impl SdkLibrary {
         )?;
         let mut id = crate::sys::rocprofiler_sdk::rocprofiler_counter_id_t { handle: 0 };
         // SAFETY: any instance id is accepted; a valid out-pointer.
-        check("rocprofiler_query_record_counter_id", unsafe { f(instance, &mut id) })?;
+        check("rocprofiler_query_record_counter_id", unsafe {
+            f(instance, &mut id)
+        })?;
         Ok(id.handle)
     }
 }
@@ -156,11 +160,17 @@ impl SdkLibrary {
 fn name_query(query: impl FnOnce(*mut *const c_char, *mut u64) -> u32) -> Option<String> {
     let mut name: *const c_char = std::ptr::null();
     let mut len = 0u64;
-    if query(&mut name, &mut len) != crate::sys::rocprofiler_sdk::ROCPROFILER_STATUS_SUCCESS || name.is_null() {
+    if query(&mut name, &mut len) != crate::sys::rocprofiler_sdk::ROCPROFILER_STATUS_SUCCESS
+        || name.is_null()
+    {
         return None;
     }
     // SAFETY: on success the SDK hands out a static NUL-terminated string.
-    Some(unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// Exports `rocprofiler_configure` for the rocprofiler-sdk tool `$tool` (a type implementing
@@ -192,7 +202,12 @@ macro_rules! rocprofiler_sdk_tool {
         ) -> *mut $crate::sys::rocprofiler_sdk::rocprofiler_tool_configure_result_t {
             // SAFETY: forwarded unchanged from the SDK, which is this function's only caller.
             unsafe {
-                $crate::rocprofiler_sdk::configure::<$tool>(version, runtime_version, priority, client_id)
+                $crate::rocprofiler_sdk::configure::<$tool>(
+                    version,
+                    runtime_version,
+                    priority,
+                    client_id,
+                )
             }
         }
     };

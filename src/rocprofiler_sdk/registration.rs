@@ -111,16 +111,24 @@ pub unsafe extern "C" fn configure<T: Tool>(
 ) -> *mut sys::rocprofiler_tool_configure_result_t {
     delivery::vendor_callback(std::ptr::null_mut(), || {
         if REGISTERED.swap(true, Ordering::AcqRel) {
-            log::warn!("{}: a rocprofiler-sdk tool is already registered in this process; left out", T::NAME);
+            log::warn!(
+                "{}: a rocprofiler-sdk tool is already registered in this process; left out",
+                T::NAME
+            );
             return std::ptr::null_mut();
         }
         let runtime = if runtime_version.is_null() {
             String::new()
         } else {
             // SAFETY: the SDK's NUL-terminated version string, valid for the call.
-            unsafe { std::ffi::CStr::from_ptr(runtime_version) }.to_string_lossy().into_owned()
+            unsafe { std::ffi::CStr::from_ptr(runtime_version) }
+                .to_string_lossy()
+                .into_owned()
         };
-        log::debug!("{}: configured by rocprofiler-sdk {runtime} (version {version}, priority {priority})", T::NAME);
+        log::debug!(
+            "{}: configured by rocprofiler-sdk {runtime} (version {version}, priority {priority})",
+            T::NAME
+        );
         // SAFETY: the SDK's client id, valid for the call; the tool names itself there.
         if let Some(client) = unsafe { client_id.as_mut() } {
             static NAMES: Mutex<Vec<CString>> = Mutex::new(Vec::new());
@@ -170,7 +178,10 @@ unsafe extern "C" fn tool_initialize<T: Tool>(
                 -1
             }
             Err(payload) => {
-                fail(T::NAME, format!("panicked: {}", delivery::panic_message(&*payload)));
+                fail(
+                    T::NAME,
+                    format!("panicked: {}", delivery::panic_message(&*payload)),
+                );
                 std::mem::forget(payload);
                 -1
             }
@@ -204,11 +215,18 @@ fn finish() {
         }
     }
     if let Some(mut tool) = tool {
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.finalize())) {
-            log::error!("the tool's finalize panicked: {}", delivery::panic_message(&*payload));
+        if let Err(payload) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.finalize()))
+        {
+            log::error!(
+                "the tool's finalize panicked: {}",
+                delivery::panic_message(&*payload)
+            );
             std::mem::forget(payload);
         }
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(tool))) {
+        if let Err(payload) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(tool)))
+        {
             std::mem::forget(payload);
         }
     }
@@ -230,7 +248,10 @@ pub fn force_configure<T: Tool>(lib: &'static SdkLibrary) -> crate::Result<()> {
     if lib.is_initialized()? {
         return Err(SdkError::TooLate.into());
     }
-    let f = sym(&lib.t.rocprofiler_force_configure, "rocprofiler_force_configure")?;
+    let f = sym(
+        &lib.t.rocprofiler_force_configure,
+        "rocprofiler_force_configure",
+    )?;
     // SAFETY: `configure::<T>` has the signature the SDK calls, and stays valid for the process.
     let status = unsafe { f(Some(configure::<T>)) };
     match check("rocprofiler_force_configure", status) {
@@ -322,7 +343,9 @@ impl TraceKind {
 
     /// The API a kind traces, if it is an API.
     pub fn api(self) -> Option<ApiKind> {
-        self.raw_kinds().first().and_then(|k| ApiKind::of_buffer_kind(*k))
+        self.raw_kinds()
+            .first()
+            .and_then(|k| ApiKind::of_buffer_kind(*k))
     }
 }
 
@@ -357,7 +380,12 @@ impl Setup<'_> {
 
     /// A buffer of `context` whose batches go to `callback` (on the SDK's buffer thread, or the thread that
     /// flushes). A size below [`MIN_BUFFER_SIZE`](super::MIN_BUFFER_SIZE) is [`SdkError::BufferTooSmall`].
-    pub fn create_buffer<F>(&mut self, context: &Context, options: BufferOptions, callback: F) -> crate::Result<Buffer>
+    pub fn create_buffer<F>(
+        &mut self,
+        context: &Context,
+        options: BufferOptions,
+        callback: F,
+    ) -> crate::Result<Buffer>
     where
         F: for<'b> FnMut(&Batch<'b>) + Send + 'static,
     {
@@ -365,7 +393,12 @@ impl Setup<'_> {
     }
 
     /// Traces `kinds` of `context` into `buffer`.
-    pub fn trace(&mut self, context: &Context, kinds: &[TraceKind], buffer: &Buffer) -> crate::Result<()> {
+    pub fn trace(
+        &mut self,
+        context: &Context,
+        kinds: &[TraceKind],
+        buffer: &Buffer,
+    ) -> crate::Result<()> {
         if kinds.is_empty() {
             return Err(SdkError::EmptyList("trace kinds").into());
         }
@@ -385,7 +418,12 @@ impl Setup<'_> {
 
     /// Calls `callback` on the traced thread for every event of `kinds` (raw `rocprofiler_callback_tracing_kind_t`
     /// values) in `context`. The closure is kept for the process: the SDK cannot be told to forget it.
-    pub fn trace_callbacks<F>(&mut self, context: &Context, kinds: &[u32], callback: F) -> crate::Result<()>
+    pub fn trace_callbacks<F>(
+        &mut self,
+        context: &Context,
+        kinds: &[u32],
+        callback: F,
+    ) -> crate::Result<()>
     where
         F: for<'e> Fn(&CallbackEvent<'e>) + Send + Sync + 'static,
     {
@@ -423,7 +461,11 @@ impl Setup<'_> {
     where
         F: for<'e> Fn(&CallbackEvent<'e>) + Send + Sync + 'static,
     {
-        self.trace_callbacks(context, &[sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT], callback)
+        self.trace_callbacks(
+            context,
+            &[sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT],
+            callback,
+        )
     }
 
     /// The dispatch counting service of `context`: each kernel dispatched on an agent of `configs` is counted
@@ -442,41 +484,59 @@ impl Setup<'_> {
             return Err(SdkError::EmptyList("counter configurations").into());
         }
         let f = sym(
-            &self.lib.t.rocprofiler_configure_buffer_dispatch_counting_service,
+            &self
+                .lib
+                .t
+                .rocprofiler_configure_buffer_dispatch_counting_service,
             "rocprofiler_configure_buffer_dispatch_counting_service",
         )?;
         let configs: &'static DispatchConfigs = Box::leak(Box::new(DispatchConfigs {
             by_agent: configs.into_iter().map(|c| (c.agent_id(), c)).collect(),
         }));
         // SAFETY: context and buffer exist; `choose_config` and `configs` live for the process.
-        check("rocprofiler_configure_buffer_dispatch_counting_service", unsafe {
-            f(
-                context.raw(),
-                buffer.raw(),
-                Some(counting::choose_config),
-                (configs as *const DispatchConfigs).cast_mut().cast(),
-            )
-        })
+        check(
+            "rocprofiler_configure_buffer_dispatch_counting_service",
+            unsafe {
+                f(
+                    context.raw(),
+                    buffer.raw(),
+                    Some(counting::choose_config),
+                    (configs as *const DispatchConfigs).cast_mut().cast(),
+                )
+            },
+        )
         .map_err(super::locked_or)?;
         Ok(())
     }
 
     /// A counter configuration of `names` on `agent` (for [`count_dispatches`](Self::count_dispatches)).
-    pub fn counter_config(&mut self, agent: &Agent, names: &[&str]) -> crate::Result<CounterConfig> {
+    pub fn counter_config(
+        &mut self,
+        agent: &Agent,
+        names: &[&str],
+    ) -> crate::Result<CounterConfig> {
         CounterConfig::new(self.lib, agent, names)
     }
 
     /// Counters `names` of the GPU `agent`, sampled on demand (the device counting service, in a context of its
     /// own). Checks first that the AMD GPU driver is there (`/dev/kfd`, [`SdkError::NoAmdDriver`]); an unknown
     /// counter name is [`SdkError::UnknownCounter`], listing the agent's closest names.
-    pub fn device_counting(&mut self, agent: &Agent, names: &[&str]) -> crate::Result<DeviceSampler> {
+    pub fn device_counting(
+        &mut self,
+        agent: &Agent,
+        names: &[&str],
+    ) -> crate::Result<DeviceSampler> {
         crate::rocprofiler::amd_gpus().map_err(|e| SdkError::NoAmdDriver(e.reason))?;
         self.device_counting_unchecked(agent, names)
     }
 
     /// [`device_counting`](Self::device_counting) without the driver check, for an SDK that needs no driver (a
     /// test double). Not unsafe: the real SDK reports a missing GPU with its own status.
-    pub fn device_counting_unchecked(&mut self, agent: &Agent, names: &[&str]) -> crate::Result<DeviceSampler> {
+    pub fn device_counting_unchecked(
+        &mut self,
+        agent: &Agent,
+        names: &[&str],
+    ) -> crate::Result<DeviceSampler> {
         if !agent.is_gpu() {
             return Err(SdkError::NoSuchAgent(format!("{} is not a GPU agent", agent.id)).into());
         }

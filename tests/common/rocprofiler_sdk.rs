@@ -94,7 +94,15 @@ impl Double {
     /// Writes `record` (a plain C struct) into buffer `buffer` as (category, kind).
     pub fn emit_to<R>(&self, buffer: u64, category: u32, kind: u32, record: &R) -> i32 {
         // SAFETY: `record` is plain data of its size.
-        unsafe { (self.emit_to)(buffer, category, kind, (record as *const R).cast(), size_of::<R>()) }
+        unsafe {
+            (self.emit_to)(
+                buffer,
+                category,
+                kind,
+                (record as *const R).cast(),
+                size_of::<R>(),
+            )
+        }
     }
 
     /// Writes `record` to every buffer tracing `kind`.
