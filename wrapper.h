@@ -33,3 +33,11 @@
 /* rocprofiler v2, ROCm 6.1+ ABI. */
 #include <rocprofiler/v2/rocprofiler.h>
 #endif
+
+#if defined(GPU_TOOLS_BIND_ROCPROFILER_SDK)
+/* rocprofiler-sdk 1.x (ROCm 7.0+): the whole public API, parsed as C. Its headers include the HSA, hsakmt and HIP
+ * headers of the same ROCm; the types that depend on HIP or HSA versions (API argument unions, API id enums) are
+ * left out of the bindings (see xtask), so only their presence matters here. */
+#include <rocprofiler-sdk/rocprofiler.h>
+#include <rocprofiler-sdk/registration.h>
+#endif

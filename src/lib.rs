@@ -9,7 +9,8 @@
 //! | CUPTI callbacks | `cupti` | [`cupti::callback::Subscriber`] | a closure on entry to and exit from each CUDA API call, and on resource events |
 //! | CUDA Debugger API | `cudbg` | [`cudbg::DebugSession`] | runs a CUDA program under the debugger API, or attaches to a running one: typed events, device state, memory, breakpoints |
 //! | CUDA core dumps | `coredump` (in `cudbg`) | [`coredump::CoreDump`] | reads the dump a faulting kernel leaves: devices, grids, warps, lanes, registers, memory; no driver needed |
-//! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects |
+//! | rocprofiler v2 | `rocprofiler` | [`rocprofiler::ProfilingSession`] | AMD kernel dispatch timestamps, API traces, counters, code objects (ROCm ≤ 7.2) |
+//! | rocprofiler-sdk | `rocprofiler-sdk` | [`rocprofiler_sdk::Tool`] | AMD tools of ROCm 7.0+: kernel, copy and API traces, code objects, dispatch and device counters |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
@@ -103,7 +104,11 @@
 
 mod bytes;
 pub mod counters;
-#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "rocprofiler",
+    feature = "rocprofiler-sdk"
+))]
 mod delivery;
 pub mod linux;
 pub mod loader;
@@ -111,7 +116,8 @@ pub mod loader;
     feature = "cupti",
     feature = "cudbg",
     feature = "coredump",
-    feature = "rocprofiler"
+    feature = "rocprofiler",
+    feature = "rocprofiler-sdk"
 ))]
 mod status;
 pub mod sys;
@@ -127,6 +133,8 @@ pub mod cudbg;
 pub mod cupti;
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;
+#[cfg(feature = "rocprofiler-sdk")]
+pub mod rocprofiler_sdk;
 
 pub use loader::LoadError;
 
@@ -192,6 +200,14 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     NoAmdDriver(#[from] rocprofiler::NoAmdDriver),
+    /// A rocprofiler-sdk call failed.
+    #[cfg(feature = "rocprofiler-sdk")]
+    #[error(transparent)]
+    RocprofilerSdk(#[from] rocprofiler_sdk::SdkStatus),
+    /// rocprofiler-sdk was misused (reported before any vendor call).
+    #[cfg(feature = "rocprofiler-sdk")]
+    #[error(transparent)]
+    Sdk(#[from] rocprofiler_sdk::SdkError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -37,7 +37,12 @@
 
 // Without a vendor feature nothing loads a library: only the public error types remain in use.
 #![cfg_attr(
-    not(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler")),
+    not(any(
+        feature = "cupti",
+        feature = "cudbg",
+        feature = "rocprofiler",
+        feature = "rocprofiler-sdk"
+    )),
     allow(dead_code)
 )]
 
@@ -93,6 +98,9 @@ pub enum Rejection {
     /// It opened but does not export a symbol the crate requires: the wrong library, or one too old.
     #[error("missing required symbol `{0}`")]
     MissingSymbol(&'static str),
+    /// It opened but reports a version the crate does not bind (the text says which).
+    #[error("unsupported version {0}")]
+    UnsupportedVersion(String),
 }
 
 /// One candidate that was tried.
@@ -387,7 +395,7 @@ pub(crate) fn optional<F: Copy>(field: &Result<F, libloading::Error>) -> Option<
 
 /// `python3`'s site-packages folders (system, user, virtualenv), asked once per process. Empty when there is no
 /// `python3` or it fails; `GPU_TOOLS_PYTHON` names another interpreter.
-fn python_site_packages() -> &'static [PathBuf] {
+pub(crate) fn python_site_packages() -> &'static [PathBuf] {
     static SITES: OnceLock<Vec<PathBuf>> = OnceLock::new();
     SITES.get_or_init(|| {
         let python: OsString = std::env::var_os("GPU_TOOLS_PYTHON").unwrap_or_else(|| "python3".into());

@@ -133,7 +133,11 @@ pub(crate) fn log_failure(
 
 /// `Display` text of a vendor status: its name, then the vendor's message where it adds something (not empty,
 /// not a repeat of the name, trailing newlines dropped).
-#[cfg(any(feature = "cupti", feature = "rocprofiler"))]
+#[cfg(any(
+    feature = "cupti",
+    feature = "rocprofiler",
+    feature = "rocprofiler-sdk"
+))]
 pub(crate) fn with_message(name: String, message: Option<String>) -> String {
     match message {
         Some(msg) => {

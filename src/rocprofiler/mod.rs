@@ -1,5 +1,11 @@
 //! AMD rocprofiler v2: profiling sessions, filters, record buffers, device counters, code-object capture.
 //!
+//! **Which ROCm has it.** `librocprofiler64.so.2` ships with ROCm 6.x and 7.0–7.2; AMD deprecated it from 6.3.3 and
+//! ends its support in 2026 Q2, and ROCm 7.9 and later (TheRock) do not build it. On ROCm 7.0 and later use
+//! [`rocprofiler_sdk`](crate::rocprofiler_sdk) (`librocprofiler-sdk.so.1`), which both layers' concepts map to:
+//! a [`ProfilingSession`] with filters becomes a context with services, [`DeviceProfilingSession`] the device
+//! counting service, [`CodeObjectCapture`] the code-object callbacks.
+//!
 //! # Order of use
 //!
 //! 1. [`RocprofilerLibrary::load`] maps `librocprofiler64.so.2`. The library is itself an HSA tool, so it must be

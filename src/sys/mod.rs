@@ -35,3 +35,8 @@ pub mod cupti_cbid_names;
 /// rocprofiler v2 (`rocprofiler/v2/rocprofiler.h`, ROCm 6.1+ ABI).
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;
+/// rocprofiler-sdk 1.0 (`rocprofiler-sdk/rocprofiler.h` and `registration.h`, ROCm 7.0). The argument unions and API
+/// id enums of the traced libraries (HIP, HSA, ROCTx, RCCL, rocDecode, rocJPEG, OpenMP) are left out: they follow
+/// those libraries' releases; operations are named through the library's own queries.
+#[cfg(feature = "rocprofiler-sdk")]
+pub mod rocprofiler_sdk;

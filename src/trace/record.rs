@@ -339,6 +339,12 @@ pub enum ApiDomain {
     Driver,
     /// The CUDA runtime API (`cuda*`).
     Runtime,
+    /// The HIP runtime API (`hip*`).
+    Hip,
+    /// The HSA runtime API (`hsa_*`).
+    Hsa,
+    /// Markers and ranges (ROCTx).
+    Marker,
     /// A code newer than this crate.
     Other(u8),
 }
@@ -349,6 +355,9 @@ impl ApiDomain {
         match self {
             ApiDomain::Driver => 1,
             ApiDomain::Runtime => 2,
+            ApiDomain::Hip => 3,
+            ApiDomain::Hsa => 4,
+            ApiDomain::Marker => 5,
             ApiDomain::Other(c) => c,
         }
     }
@@ -358,15 +367,21 @@ impl ApiDomain {
         match code {
             1 => ApiDomain::Driver,
             2 => ApiDomain::Runtime,
+            3 => ApiDomain::Hip,
+            4 => ApiDomain::Hsa,
+            5 => ApiDomain::Marker,
             c => ApiDomain::Other(c),
         }
     }
 
-    /// `driver`, `runtime` or `other`.
+    /// `driver`, `runtime`, `hip`, `hsa`, `marker` or `other`.
     pub fn name(self) -> &'static str {
         match self {
             ApiDomain::Driver => "driver",
             ApiDomain::Runtime => "runtime",
+            ApiDomain::Hip => "hip",
+            ApiDomain::Hsa => "hsa",
+            ApiDomain::Marker => "marker",
             ApiDomain::Other(_) => "other",
         }
     }

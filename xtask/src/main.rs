@@ -6,7 +6,11 @@
 //!   `GPU_TOOLS_CUDA_INCLUDE`: folder with `cuda.h` (both needed for the CUPTI and driver bindings);
 //! - `GPU_TOOLS_CUDBG_INCLUDE`: folder with `cudadebugger.h` and `cuda_stdint.h`;
 //!   and `cudacoredump.h` (the core-dump format, used only to check the reader's layouts);
-//! - `GPU_TOOLS_ROCM_INCLUDE`: folder with `rocprofiler/v2/rocprofiler.h`.
+//! - `GPU_TOOLS_ROCM_INCLUDE`: folder with `rocprofiler/v2/rocprofiler.h`;
+//! - `GPU_TOOLS_ROCPROFILER_SDK_INCLUDE`: an include folder as ROCm installs it (`/opt/rocm-7.0.0/include`), with
+//!   `rocprofiler-sdk/`, `rocprofiler-sdk-roctx/`, `hsa/`, `hsakmt/` and `hip/`. Without a ROCm install,
+//!   `cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR` assembles one from source checkouts (see
+//!   [`stage_sdk_headers`]).
 //!
 //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
 //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
@@ -23,14 +27,21 @@ fn main() {
     let mut args = env::args().skip(1);
     match args.next().as_deref() {
         Some("bindings") if args.next().is_none() => bindings(),
-        _ => {
-            eprintln!(
-                "usage: cargo run -p xtask -- bindings\n\nRegenerates src/sys/*.rs from the vendor headers \
-                 named by GPU_TOOLS_*_INCLUDE (see xtask/src/main.rs)."
-            );
-            std::process::exit(2);
-        }
+        Some("stage-rocprofiler-sdk-headers") => match (args.next(), args.next()) {
+            (Some(dir), None) => stage_sdk_headers(Path::new(&dir)),
+            _ => usage(),
+        },
+        _ => usage(),
     }
+}
+
+fn usage() {
+    eprintln!(
+        "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n\n\
+         Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, or assembles the \
+         rocprofiler-sdk include folder from source checkouts (see xtask/src/main.rs)."
+    );
+    std::process::exit(2);
 }
 
 /// The repository root: the xtask member sits one folder below it.
@@ -64,9 +75,14 @@ fn bindings() {
         rocprofiler_bindings(&rocm, &out);
         generated += 1;
     }
+    if let Some(sdk) = var("GPU_TOOLS_ROCPROFILER_SDK_INCLUDE") {
+        rocprofiler_sdk_bindings(&sdk, &out);
+        generated += 1;
+    }
     if generated == 0 {
         eprintln!(
-            "no header folder given: set GPU_TOOLS_CUPTI_INCLUDE and GPU_TOOLS_CUDA_INCLUDE, GPU_TOOLS_CUDBG_INCLUDE or GPU_TOOLS_ROCM_INCLUDE"
+            "no header folder given: set GPU_TOOLS_CUPTI_INCLUDE and GPU_TOOLS_CUDA_INCLUDE, GPU_TOOLS_CUDBG_INCLUDE, \
+             GPU_TOOLS_ROCM_INCLUDE or GPU_TOOLS_ROCPROFILER_SDK_INCLUDE"
         );
         std::process::exit(2);
     }
@@ -340,4 +356,226 @@ fn rocprofiler_bindings(rocm: &Path, out: &Path) {
         define(&header, "ROCPROFILER_VERSION_MINOR")
     );
     write(bindings, out, "rocprofiler.rs", provenance);
+}
+
+/// Types of rocprofiler-sdk left out: the argument and return-value unions of the traced APIs and the API id
+/// enums. They mirror the HIP, HSA, ROCTx, RCCL, rocDecode, rocJPEG and OpenMP headers of one ROCm release, so
+/// their layout and values change with those libraries; the crate names operations through the library's own
+/// name queries instead. Records and callback payloads that embed them are left out too.
+const SDK_VERSIONED_TYPES: &str = "(rocprofiler_[a-z_]*_api_args_t|rocprofiler_[a-z_]*_api_retval_t\
+    |rocprofiler_[a-z_]*_api_id_t|rocprofiler_[a-z_]*_api_no_args|rocprofiler_callback_tracing_[a-z_]*_api_data_t\
+    |rocprofiler_buffer_tracing_[a-z_]*_api_ext_record_t|rocprofiler_ompt_.*|rocprofiler_callback_tracing_ompt_data_t\
+    |rocprofiler_[a-z_]*_api_table_t|rocprofiler_hsa_api_table_t|rocprofiler_buffer_tracing_rocdecode_api_record_t)\
+    (__bindgen_.*)?";
+
+/// Header files whose declarations stay out of the SDK bindings (see [`SDK_VERSIONED_TYPES`]).
+const SDK_FOREIGN_FILES: &str = ".*/hip/[^/]*\\.hp?p?|.*/hip/amd_detail/.*|.*/ompt/.*\
+    |.*rocprofiler-sdk/(rccl|rocdecode|rocjpeg|ompt)/.*|.*rocprofiler-sdk/(hsa|marker)/api_(args|id)\\.h\
+    |.*rocprofiler-sdk/(hsa|marker)/[a-z_]*_api_id\\.h|.*rocprofiler-sdk-roctx/.*";
+
+fn rocprofiler_sdk_bindings(include: &Path, out: &Path) {
+    let version = include.join("rocprofiler-sdk/version.h");
+    let bindings = base("GPU_TOOLS_BIND_ROCPROFILER_SDK")
+        .clang_arg(format!("-I{}", include.display()))
+        // The HIP headers the SDK's include need the platform named; nothing of HIP is kept.
+        .clang_arg("-D__HIP_PLATFORM_AMD__")
+        .allowlist_function("rocprofiler_.*")
+        .allowlist_type("rocprofiler_.*")
+        .allowlist_var("ROCPROFILER_.*")
+        .blocklist_type(SDK_VERSIONED_TYPES)
+        // What the HIP, OpenMP-tools, rocDecode and rocJPEG headers declare, and the SDK's mirrors of their API
+        // ids and arguments: none of it is kept.
+        .blocklist_file(SDK_FOREIGN_FILES)
+        // The tool defines `rocprofiler_configure` (a Rust tool through `gpu_tools::rocprofiler_sdk`); the
+        // library only calls it. Its type, `rocprofiler_configure_func_t`, stays. The OpenMP tool entry takes
+        // OpenMP's own types.
+        .blocklist_function("rocprofiler_configure|rocprofiler_ompt_.*")
+        .dynamic_library_name("RocprofilerSdkFns")
+        .dynamic_link_require_all(false)
+        .generate()
+        .expect("bindgen: rocprofiler-sdk/rocprofiler.h");
+    let provenance = format!(
+        "rocprofiler-sdk/rocprofiler.h and registration.h (ROCPROFILER_SDK_VERSION {}.{}.{})",
+        define(&version, "ROCPROFILER_SDK_VERSION_MAJOR"),
+        define(&version, "ROCPROFILER_SDK_VERSION_MINOR"),
+        define(&version, "ROCPROFILER_SDK_VERSION_PATCH")
+    );
+    write(bindings, out, "rocprofiler_sdk.rs", provenance);
+}
+
+/// Assembles, in `dir`, the include folder `GPU_TOOLS_ROCPROFILER_SDK_INCLUDE` names, from source checkouts, where
+/// no ROCm is installed (no package registry ships these headers):
+/// - `GPU_TOOLS_ROCM_SYSTEMS_SRC`: a checkout of `ROCm/rocm-systems` (the committed bindings: the
+///   `release/rocm-rel-7.0` branch at 64cf36def2c94b82e17a0fcf492b7cf7d22fc6a3, rocprofiler-sdk 1.0.0). Gives
+///   `rocprofiler-sdk/`, `rocprofiler-sdk-roctx/` (from `projects/rocprofiler-sdk/source/include`), `hsa/` and
+///   `hsakmt/` (from `projects/rocr-runtime`).
+/// - `GPU_TOOLS_HIP_SRC` and `GPU_TOOLS_CLR_SRC`: checkouts of `ROCm/HIP` and `ROCm/clr` (their `include/hip` and
+///   `hipamd/include/hip`). Only parsed: no HIP type reaches the bindings, so any HIP 6.2 or later does.
+///
+/// The headers CMake would configure are written the way the projects' CMake files write them:
+/// `rocprofiler-sdk/version.h`, `rocprofiler-sdk-roctx/version.h` (from the SDK's `VERSION`),
+/// `rocprofiler-sdk/ext_version.h` (from `hsa_api_trace_version.h`) and `hip/hip_version.h` (from HIP's `VERSION`).
+fn stage_sdk_headers(dir: &Path) {
+    let src = |name: &str| -> PathBuf {
+        env::var_os(name).map(PathBuf::from).unwrap_or_else(|| {
+            panic!("{name} is not set (see xtask/src/main.rs, stage_sdk_headers)")
+        })
+    };
+    let (systems, hip, clr) = (
+        src("GPU_TOOLS_ROCM_SYSTEMS_SRC"),
+        src("GPU_TOOLS_HIP_SRC"),
+        src("GPU_TOOLS_CLR_SRC"),
+    );
+    let sdk = systems.join("projects/rocprofiler-sdk");
+    let rocr = systems.join("projects/rocr-runtime");
+    copy_tree(
+        &sdk.join("source/include/rocprofiler-sdk"),
+        &dir.join("rocprofiler-sdk"),
+    );
+    copy_tree(
+        &sdk.join("source/include/rocprofiler-sdk-roctx"),
+        &dir.join("rocprofiler-sdk-roctx"),
+    );
+    copy_tree(&rocr.join("runtime/hsa-runtime/inc"), &dir.join("hsa"));
+    copy_tree(&rocr.join("libhsakmt/include/hsakmt"), &dir.join("hsakmt"));
+    copy_tree(&hip.join("include/hip"), &dir.join("hip"));
+    copy_tree(&clr.join("hipamd/include/hip"), &dir.join("hip"));
+
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+    };
+    let numbers = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .flat_map(|l| l.split('.').map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    };
+    let sdk_version = numbers(&read(&sdk.join("VERSION")));
+    let [major, minor, patch] =
+        [0, 1, 2].map(|i| sdk_version.get(i).cloned().unwrap_or_else(|| "0".into()));
+    let full = format!("{major}.{minor}.{patch}");
+    let configure = |template: &Path, extra: &dyn Fn(&str) -> String| {
+        let text = read(template)
+            .replace("@PROJECT_VERSION_MAJOR@", &major)
+            .replace("@PROJECT_VERSION_MINOR@", &minor)
+            .replace("@PROJECT_VERSION_PATCH@", &patch)
+            .replace("@FULL_VERSION_STRING@", &full);
+        let text = extra(&text);
+        // Build-machine descriptions (git revision, compiler, system): empty, as in a build without them.
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find('@') {
+            let tail = &rest[at + 1..];
+            match tail.find('@') {
+                Some(end)
+                    if tail[..end]
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c == '_')
+                        && end > 0 =>
+                {
+                    out.push_str(&rest[..at]);
+                    rest = &tail[end + 1..];
+                }
+                _ => {
+                    out.push_str(&rest[..=at]);
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        let target = template.with_extension("");
+        let name = target.file_name().expect("template name");
+        let parent = template
+            .parent()
+            .and_then(|p| p.file_name())
+            .expect("template folder");
+        let path = dir.join(parent).join(name);
+        std::fs::write(&path, out).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    };
+    let none = |t: &str| t.to_string();
+    configure(&dir.join("rocprofiler-sdk/version.h.in"), &none);
+    configure(&dir.join("rocprofiler-sdk-roctx/version.h.in"), &none);
+    // ext_version.h: `#cmakedefine NAME @NAME@` takes the value of the HSA header's NAME without the prefix.
+    let trace_version = read(&dir.join("hsa/hsa_api_trace_version.h"));
+    let hsa_define = |name: &str| -> Option<u64> {
+        trace_version.lines().find_map(|l| {
+            let mut it = l.trim().strip_prefix("#define ")?.split_whitespace();
+            (it.next()? == name)
+                .then(|| it.next())
+                .flatten()
+                .and_then(|v| {
+                    v.strip_prefix("0x")
+                        .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+                })
+        })
+    };
+    // The runtime's version, as its CMakeLists.txt states it: `get_version("1.18.0")`.
+    let rocr_cmake = read(&rocr.join("CMakeLists.txt"));
+    let rocr_version: Vec<String> = rocr_cmake
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("get_version(\""))
+        .and_then(|rest| rest.split('"').next())
+        .map(|v| v.split('.').map(str::to_string).collect())
+        .unwrap_or_default();
+    let ext = |text: &str| -> String {
+        text.lines()
+            .map(|l| match l.trim().strip_prefix("#cmakedefine ") {
+                Some(rest) => {
+                    let name = rest.split_whitespace().next().unwrap_or("");
+                    match hsa_define(name.trim_start_matches("ROCPROFILER_")) {
+                        Some(v) => format!("#define {name} {v}"),
+                        None => format!("/* #undef {name} */"),
+                    }
+                }
+                None => l
+                    .replace(
+                        "@HSA_RUNTIME_VERSION_MAJOR@",
+                        rocr_version.first().map_or("1", |s| s),
+                    )
+                    .replace(
+                        "@HSA_RUNTIME_VERSION_MINOR@",
+                        rocr_version.get(1).map_or("0", |s| s),
+                    ),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    configure(&dir.join("rocprofiler-sdk/ext_version.h.in"), &ext);
+    let hip_version = numbers(&read(&hip.join("VERSION")));
+    let hip_part = |i: usize| hip_version.get(i).cloned().unwrap_or_else(|| "0".into());
+    let hip_h = format!(
+        "// Auto-generated by cmake\n\n#ifndef HIP_VERSION_H\n#define HIP_VERSION_H\n\n#define HIP_VERSION_MAJOR {}\n\
+         #define HIP_VERSION_MINOR {}\n#define HIP_VERSION_PATCH {}\n#define HIP_VERSION_GITHASH \"\"\n\
+         #define HIP_VERSION_BUILD_ID 0\n#define HIP_VERSION_BUILD_NAME \"\"\n\
+         #define HIP_VERSION    (HIP_VERSION_MAJOR * 10000000 + HIP_VERSION_MINOR * 100000 + HIP_VERSION_PATCH)\n\n\
+         #define __HIP_HAS_GET_PCH 0\n\n#endif\n",
+        hip_part(0),
+        hip_part(1),
+        hip_part(2)
+    );
+    let path = dir.join("hip/hip_version.h");
+    std::fs::write(&path, hip_h).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    println!(
+        "{}: rocprofiler-sdk {full} headers staged; now GPU_TOOLS_ROCPROFILER_SDK_INCLUDE={}",
+        dir.display(),
+        dir.display()
+    );
+}
+
+/// Copies the files of `from` (recursively) into `to`, keeping files already there from another tree.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target)
+                .unwrap_or_else(|e| panic!("copy {} to {}: {e}", path.display(), target.display()));
+        }
+    }
 }

@@ -1,0 +1,141 @@
+//! The SDK's buffer records as the crate's owned trace records.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use gpu_tools::rocprofiler_sdk::{Agent, ApiKind, CopyDirection, Record, SdkLibrary};
+use gpu_tools::trace::{self, ApiDomain, CopyKind, MemoryKind, NameTable};
+
+/// Names and numbering kept across batches.
+pub struct Converter {
+    lib: &'static SdkLibrary,
+    names: NameTable,
+    kernels: HashMap<u64, Arc<str>>,
+    operations: HashMap<(u32, i32), Arc<str>>,
+    /// Agent id → the GPU's index (its HIP device ordinal).
+    devices: HashMap<u64, u32>,
+    /// Queue handle → small stream number, in order of first use.
+    queues: HashMap<u64, u32>,
+    pid: u32,
+}
+
+impl Converter {
+    pub fn new(lib: &'static SdkLibrary, agents: &[Agent]) -> Converter {
+        Converter {
+            lib,
+            names: NameTable::new(),
+            kernels: HashMap::new(),
+            operations: HashMap::new(),
+            devices: agents
+                .iter()
+                .filter(|a| a.is_gpu())
+                .map(|a| (a.id, u32::try_from(a.logical_node_type_id).unwrap_or(0)))
+                .collect(),
+            queues: HashMap::new(),
+            pid: std::process::id(),
+        }
+    }
+
+    /// A kernel's name, as registered (the `.kd` suffix of its descriptor removed).
+    pub fn kernel_symbol(&mut self, id: u64, name: &str) {
+        let name = name.strip_suffix(".kd").unwrap_or(name);
+        let name = self.names.intern(name);
+        self.kernels.insert(id, name);
+    }
+
+    fn device(&self, agent: u64) -> u32 {
+        self.devices.get(&agent).copied().unwrap_or(u32::MAX)
+    }
+
+    /// The trace record for `record`, `None` for kinds the format does not carry.
+    pub fn convert(&mut self, record: &Record<'_>) -> Option<trace::Record> {
+        Some(match record {
+            Record::KernelDispatch(k) => {
+                let next = self.queues.len() as u32;
+                let stream = *self.queues.entry(k.queue_id()).or_insert(next);
+                let name = match self.kernels.get(&k.kernel_id()) {
+                    Some(n) => Arc::clone(n),
+                    None => self.names.intern(&format!("kernel {}", k.kernel_id())),
+                };
+                trace::Record::Kernel(trace::KernelRecord {
+                    start: k.time().start,
+                    end: k.time().end,
+                    device: self.device(k.agent_id()),
+                    context: 0,
+                    stream,
+                    correlation: k.correlation_id() as u32,
+                    grid_id: k.dispatch_id(),
+                    grid: k.workgroups(),
+                    block: k.workgroup_size(),
+                    static_shared: k.group_segment_size(),
+                    dynamic_shared: 0,
+                    registers: 0,
+                    graph_id: 0,
+                    graph_node_id: 0,
+                    name,
+                })
+            }
+            Record::MemoryCopy(c) => {
+                let (kind, src, dst) = match c.direction() {
+                    CopyDirection::HostToDevice => {
+                        (CopyKind::HtoD, MemoryKind::Unknown, MemoryKind::Device)
+                    }
+                    CopyDirection::DeviceToHost => {
+                        (CopyKind::DtoH, MemoryKind::Device, MemoryKind::Unknown)
+                    }
+                    CopyDirection::DeviceToDevice => {
+                        (CopyKind::DtoD, MemoryKind::Device, MemoryKind::Device)
+                    }
+                    CopyDirection::HostToHost => {
+                        (CopyKind::HtoH, MemoryKind::Unknown, MemoryKind::Unknown)
+                    }
+                    _ => (CopyKind::Unknown, MemoryKind::Unknown, MemoryKind::Unknown),
+                };
+                let (src_agent, dst_agent) = c.agents();
+                let device = match kind {
+                    CopyKind::DtoH => self.device(src_agent),
+                    _ => self.device(dst_agent),
+                };
+                trace::Record::Memcpy(trace::MemcpyRecord {
+                    start: c.time().start,
+                    end: c.time().end,
+                    device,
+                    context: 0,
+                    stream: 0,
+                    correlation: c.correlation_id() as u32,
+                    bytes: c.bytes(),
+                    kind,
+                    src,
+                    dst,
+                    is_async: false,
+                })
+            }
+            Record::Api(a) => {
+                let domain = match a.api()? {
+                    ApiKind::Hip => ApiDomain::Hip,
+                    ApiKind::Hsa => ApiDomain::Hsa,
+                    ApiKind::Marker => ApiDomain::Marker,
+                    _ => return None,
+                };
+                let key = (a.kind(), a.operation());
+                let lib = self.lib;
+                let names = &mut self.names;
+                let name = Arc::clone(self.operations.entry(key).or_insert_with(|| {
+                    names.intern(&lib.operation_name(key.0, key.1).unwrap_or_default())
+                }));
+                trace::Record::Api(trace::ApiRecord {
+                    start: a.time().start,
+                    end: a.time().end,
+                    domain,
+                    cbid: a.operation() as u32,
+                    name,
+                    correlation: a.correlation_id() as u32,
+                    process: self.pid,
+                    thread: a.thread_id() as u32,
+                    return_value: 0,
+                })
+            }
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! The gpu-tools rocprofiler-sdk tool library. The SDK loads it into a HIP program named in `ROCP_TOOL_LIBRARIES`
+//! and calls its `rocprofiler_configure`; it then traces the program's kernel dispatches, memory copies, HIP API
+//! calls and ROCTx markers, and streams them, in the format of `gpu_tools::trace`, to the tracer named by the
+//! environment (`gpu_tools::trace::env`: a Unix socket, or a file), as the CUDA injection library does.
+//!
+//! Kernel names come from the code-object callbacks as the code object has them (mangled; the `.kd` suffix of
+//! kernel descriptors removed): the tracer demangles. Every record is delivered at the SDK's finalisation (process
+//! exit), then the stream ends with its counts. Nothing is printed to the program's stdout; no panic crosses into
+//! the SDK.
+
+mod convert;
+mod stream;
+
+use std::sync::Arc;
+
+use gpu_tools::rocprofiler_sdk::{
+    Buffer, BufferOptions, Context, Payload, Setup, Tool, TraceKind as SdkKind,
+};
+use gpu_tools::trace::env::{self, TraceKind};
+
+use stream::Stream;
+
+/// The tool: one context tracing into one buffer, and the stream.
+pub struct RocmTrace {
+    _context: Context,
+    buffer: Buffer,
+    stream: Arc<Stream>,
+}
+
+/// SDK buffer tracing kinds for the configured record kinds.
+fn sdk_kinds(kinds: &[TraceKind]) -> Vec<SdkKind> {
+    let mut out = Vec::new();
+    for k in kinds {
+        let add: &[SdkKind] = match k {
+            TraceKind::Kernel => &[SdkKind::KernelDispatch],
+            TraceKind::Memcpy => &[SdkKind::MemoryCopy],
+            TraceKind::Runtime | TraceKind::Driver => &[SdkKind::HipRuntimeApi, SdkKind::MarkerApi],
+            // No memset, synchronization or overhead records in the SDK's buffer tracing.
+            _ => &[],
+        };
+        for a in add {
+            if !out.contains(a) {
+                out.push(*a);
+            }
+        }
+    }
+    out
+}
+
+impl Tool for RocmTrace {
+    const NAME: &'static str = "gpu-tools-inject-rocm";
+
+    fn initialize(setup: &mut Setup<'_>) -> gpu_tools::Result<Self> {
+        let kinds = match std::env::var(env::KINDS) {
+            Ok(v) => TraceKind::parse_list(&v).unwrap_or_else(|e| {
+                log::warn!("{}={v:?}: {e}; default kinds", env::KINDS);
+                TraceKind::DEFAULT.to_vec()
+            }),
+            Err(_) => TraceKind::DEFAULT.to_vec(),
+        };
+        let size = std::env::var(env::BUFFER_SIZE)
+            .ok()
+            .and_then(|v| env::parse_size(&v).ok())
+            .unwrap_or(4 << 20);
+        let lib = setup.library();
+        let stream = Arc::new(
+            Stream::open(lib, setup.agents().unwrap_or_default()).map_err(|e| {
+                gpu_tools::rocprofiler_sdk::SdkError::ToolInitializeFailed(format!(
+                    "no trace output: {e}"
+                ))
+            })?,
+        );
+        let context = setup.create_context()?;
+        let s = Arc::clone(&stream);
+        let buffer = setup.create_buffer(&context, BufferOptions::new(size), move |batch| {
+            s.write_batch(batch)
+        })?;
+        setup.trace(&context, &sdk_kinds(&kinds), &buffer)?;
+        let s = Arc::clone(&stream);
+        setup.trace_code_objects(&context, move |event| {
+            if let Payload::KernelSymbol(k) = event.payload() {
+                if let Some(name) = k.name() {
+                    s.kernel_symbol(k.kernel_id(), &name.to_string_lossy());
+                }
+            }
+        })?;
+        context.start()?;
+        Ok(RocmTrace {
+            _context: context,
+            buffer,
+            stream,
+        })
+    }
+
+    fn finalize(&mut self) {
+        // Every buffer was flushed before this runs.
+        let stats = self.buffer.stats();
+        self.stream
+            .end(stats.dropped_records, stats.callback_panics);
+    }
+}
+
+gpu_tools::rocprofiler_sdk_tool!(RocmTrace);

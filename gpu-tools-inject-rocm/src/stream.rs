@@ -1,0 +1,212 @@
+//! The trace stream of one process: a Unix socket or a file named by `gpu_tools::trace::env`, written only by the
+//! process that opened it (a forked child writes nothing).
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::Mutex;
+
+use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
+use gpu_tools::trace::{
+    DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader,
+    TimestampClock, env,
+};
+
+use crate::convert::Converter;
+
+enum Sink {
+    Socket(UnixStream),
+    File(File),
+}
+
+struct State {
+    encoder: Encoder,
+    converter: Converter,
+    sink: Sink,
+    skipped: u64,
+    dropped: u64,
+    failed: bool,
+    ended: bool,
+}
+
+/// The stream, shared by the buffer callback, the code-object callback and the finalisation.
+pub struct Stream {
+    lib: &'static SdkLibrary,
+    owner: u32,
+    state: Mutex<State>,
+}
+
+impl Stream {
+    /// Opens the output the environment names and writes the stream's start.
+    pub fn open(lib: &'static SdkLibrary, agents: Vec<Agent>) -> std::io::Result<Stream> {
+        let pid = std::process::id();
+        let sink = match (std::env::var_os(env::SOCKET), std::env::var_os(env::FILE)) {
+            (Some(s), _) if !s.is_empty() => Sink::Socket(UnixStream::connect(s)?),
+            (_, Some(f)) if !f.is_empty() => {
+                let path = f.to_string_lossy().replace("%p", &pid.to_string());
+                Sink::File(File::create(path)?)
+            }
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "neither {} nor {} is set",
+                    env::SOCKET,
+                    env::FILE
+                )));
+            }
+        };
+        let (major, minor, patch) = lib.version();
+        // The SDK's timestamps are on its own clock (`rocprofiler_get_timestamp`).
+        let header = StreamHeader::new(
+            pid,
+            major * 10000 + minor * 100 + patch,
+            TimestampClock::Unspecified,
+        );
+        let stream = Stream {
+            lib,
+            owner: pid,
+            state: Mutex::new(State {
+                encoder: Encoder::new(&header),
+                converter: Converter::new(lib, &agents),
+                sink,
+                skipped: 0,
+                dropped: 0,
+                failed: false,
+                ended: false,
+            }),
+        };
+        let command = std::fs::read("/proc/self/cmdline")
+            .map(|b| {
+                b.split(|&c| c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(String::from_utf8_lossy)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        stream.push(&Record::ProcessStart(ProcessStart {
+            pid,
+            parent_pid: 0,
+            time: lib.timestamp().unwrap_or(0),
+            command,
+        }));
+        Ok(stream)
+    }
+
+    fn lock(&self) -> Option<std::sync::MutexGuard<'_, State>> {
+        // A forked child must not touch a lock its parent's threads may have held at the fork.
+        (std::process::id() == self.owner)
+            .then(|| self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn push(&self, record: &Record) {
+        let Some(mut st) = self.lock() else { return };
+        st.encoder.push(record);
+        send(&mut st);
+    }
+
+    /// Remembers a kernel's name.
+    pub fn kernel_symbol(&self, id: u64, name: &str) {
+        if let Some(mut st) = self.lock() {
+            st.converter.kernel_symbol(id, name);
+        }
+    }
+
+    /// Converts and sends one batch.
+    pub fn write_batch(&self, batch: &Batch<'_>) {
+        let Some(mut st) = self.lock() else { return };
+        let st = &mut *st;
+        for record in batch.records() {
+            match record.ok().and_then(|r| st.converter.convert(&r)) {
+                Some(r) => st.encoder.push(&r),
+                None => st.skipped += 1,
+            }
+        }
+        if batch.dropped_records() > 0 {
+            st.dropped += batch.dropped_records();
+            st.encoder.push(&Record::Dropped(DroppedRecords {
+                context: u32::MAX,
+                stream: u32::MAX,
+                count: batch.dropped_records(),
+            }));
+        }
+        send(st);
+    }
+
+    /// Ends the stream with its counts (once).
+    pub fn end(&self, dropped: u64, callback_panics: u64) {
+        let time = self.lib.timestamp().unwrap_or(0);
+        let Some(mut st) = self.lock() else { return };
+        if st.ended {
+            return;
+        }
+        st.ended = true;
+        let late = dropped.saturating_sub(st.dropped);
+        if late > 0 {
+            st.dropped += late;
+            st.encoder.push(&Record::Dropped(DroppedRecords {
+                context: u32::MAX,
+                stream: u32::MAX,
+                count: late,
+            }));
+        }
+        let end = ProcessEnd {
+            time,
+            reason: EndReason::Exit,
+            records: st.encoder.records(),
+            dropped: st.dropped,
+            skipped: st.skipped,
+            callback_panics,
+        };
+        st.encoder.push(&Record::ProcessEnd(end));
+        send(&mut st);
+        match &mut st.sink {
+            Sink::Socket(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            Sink::File(f) => {
+                let _ = f.flush();
+            }
+        }
+    }
+}
+
+fn send(st: &mut State) {
+    if !st.failed && !st.encoder.bytes().is_empty() {
+        let bytes = st.encoder.bytes();
+        let result = match &mut st.sink {
+            Sink::Socket(s) => send_all(s, bytes),
+            Sink::File(f) => f.write_all(bytes),
+        };
+        if let Err(e) = result {
+            st.failed = true;
+            log::error!("writing the trace failed, nothing more is sent: {e}");
+        }
+    }
+    st.encoder.clear();
+}
+
+/// Writes to the socket without SIGPIPE: a tracer that went away is an error here, never a signal that kills the
+/// traced program.
+fn send_all(s: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    while !bytes.is_empty() {
+        // SAFETY: the pointer and length describe `bytes`; the descriptor is the stream's open socket.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = bytes.get(n as usize..).unwrap_or(&[]);
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! The tool library end to end: a fake HIP program (a separate `python3` process that loads the rocprofiler-sdk
+//! double and runs its fake program: the runtime starts, a code object loads, kernels run, copies, API calls,
+//! markers, records of kinds newer than the bindings, exit) with this library named in `ROCP_TOOL_LIBRARIES`,
+//! streaming to this test over a Unix socket; the stream is decoded and printed as a tracer lists it.
+
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpu_tools::trace::{ApiDomain, Record, StreamReader, TimestampClock, env};
+
+/// This library, built next to the test's folder (target/<profile>/deps/..).
+fn tool_library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("libgpu_tools_inject_rocm.so")
+}
+
+/// The double as the library crate's build script built it (`GPU_TOOLS_DOUBLES_DIR` names it elsewhere).
+fn double() -> PathBuf {
+    if let Some(d) = std::env::var_os("GPU_TOOLS_DOUBLES_DIR") {
+        return PathBuf::from(d).join("librocprofiler_sdk.so");
+    }
+    let build = tool_library().parent().unwrap().join("build");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&build)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("out/doubles/librocprofiler_sdk.so"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    found
+        .pop()
+        .expect("the double is built (cargo builds gpu-tools' build script first)")
+}
+
+fn demangle(name: &str) -> String {
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        .unwrap_or_else(|| name.to_string())
+}
+
+#[test]
+fn a_fake_hip_program_is_traced_through_the_double() {
+    let dir = std::env::temp_dir().join(format!("gpu-tools-rocm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("trace.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let double = double();
+    let program = format!(
+        "import ctypes\nd = ctypes.CDLL({:?}, mode=ctypes.RTLD_GLOBAL)\nd.rpsdk_fake_hip_program(6)\nprint('fake HIP program done')",
+        double.display().to_string()
+    );
+    let mut child = Command::new("python3")
+        .args(["-c", &program])
+        .env("ROCP_TOOL_LIBRARIES", tool_library())
+        .env(gpu_tools::rocprofiler_sdk::ENV_VAR, &double)
+        .env(env::SOCKET, &socket)
+        .env(env::KINDS, "kernel,memcpy,runtime")
+        .spawn()
+        .expect("python3 runs");
+    let (conn, _) = listener.accept().unwrap();
+    let mut reader = StreamReader::new(conn);
+    let mut records = Vec::new();
+    for item in reader.by_ref() {
+        records.push(item.expect("the stream decodes"));
+    }
+    let header = *reader.header().unwrap();
+    assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    println!(
+        "stream of pid {}: rocprofiler-sdk {}, clock {:?}",
+        header.pid, header.vendor_version, header.clock
+    );
+    assert_eq!(
+        (header.vendor_version, header.clock),
+        (10000, TimestampClock::Unspecified)
+    );
+    let mut kernels: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let (mut apis, mut copies) = (Vec::new(), 0);
+    for r in &records {
+        match r {
+            Record::Kernel(k) => {
+                let name = demangle(&k.name);
+                println!(
+                    "  kernel  {:>8} ns  device {} stream {} corr {:>2}  grid {:?} block {:?}  {name}",
+                    k.duration(),
+                    k.device,
+                    k.stream,
+                    k.correlation,
+                    k.grid,
+                    k.block
+                );
+                let e = kernels.entry(name).or_default();
+                e.0 += 1;
+                e.1 += k.duration();
+            }
+            Record::Memcpy(m) => {
+                copies += 1;
+                println!(
+                    "  memcpy  {:>8} ns  {} {} bytes corr {}",
+                    m.duration(),
+                    m.kind.name(),
+                    m.bytes,
+                    m.correlation
+                );
+            }
+            Record::Api(a) => {
+                println!(
+                    "  {:<6}  {:>8} ns  {} corr {}",
+                    a.domain.name(),
+                    a.end - a.start,
+                    a.name,
+                    a.correlation
+                );
+                apis.push((a.domain, a.name.to_string()));
+            }
+            Record::ProcessEnd(e) => println!(
+                "  end: {} records sent, {} dropped, {} skipped (kinds not carried), {} callback panics",
+                e.records, e.dropped, e.skipped, e.callback_panics
+            ),
+            other => println!("  {other:?}"),
+        }
+    }
+    println!("summary:");
+    for (name, (count, total)) in &kernels {
+        println!(
+            "  {count:>3} × {name}: total {total} ns, mean {} ns",
+            total / count
+        );
+    }
+    assert_eq!(
+        kernels.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["kernel1(float*, int)", "kernel2(float*, int)"]
+    );
+    assert_eq!(kernels.values().map(|v| v.0).sum::<u64>(), 6);
+    assert_eq!(copies, 2);
+    assert_eq!(
+        apis.iter()
+            .filter(|(d, n)| *d == ApiDomain::Hip && n == "hipLaunchKernel")
+            .count(),
+        6
+    );
+    assert_eq!(
+        apis.iter().filter(|(d, _)| *d == ApiDomain::Marker).count(),
+        1
+    );
+    let Some(Record::ProcessEnd(end)) = records.last() else {
+        panic!("the stream ends with its end record")
+    };
+    // Everything sent arrived (the end record itself is not counted); the newer kinds were skipped, not lost.
+    assert_eq!(end.records + 1, records.len() as u64);
+    assert_eq!((end.dropped, end.skipped, end.callback_panics), (0, 2, 0));
+}
