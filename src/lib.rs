@@ -159,6 +159,10 @@ pub enum Error {
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
     Profiler(#[from] rocprofiler::ProfilerError),
+    /// A CUPTI counter API (metric catalogue, PM sampling, range profiler, PC sampling) could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Profiling(#[from] cupti::ProfilingError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -1,9 +1,15 @@
 //! NVIDIA CUPTI: Checkpoint (save a CUDA context's device memory, run kernels, restore it), the Activity API
 //! ([`activity`]: what the GPU and the CUDA APIs did, in buffers of records) and the Callback API ([`callback`]:
-//! a closure called on entry to and exit from CUDA API functions and on resource events).
+//! a closure called on entry to and exit from CUDA API functions and on resource events), and the counter APIs:
+//! [`profiler`] (the metric catalogue, no GPU needed), [`pm_sampling`] (device-wide counters over time),
+//! [`range_profiler`] (counters per kernel or per range of one context) and [`pc_sampling`] (where warps stall).
 
 pub mod activity;
 pub mod callback;
+pub mod pc_sampling;
+pub mod pm_sampling;
+pub mod profiler;
+pub mod range_profiler;
 mod cbid;
 mod checkpoint;
 mod error;
@@ -17,6 +23,7 @@ pub use cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 pub use error::CuptiError;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion, TracingSymbols};
 pub use trace_records::TraceConverter;
+pub use profiler::ProfilingError;
 pub use tracing_error::TracingError;
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.
