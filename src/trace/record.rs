@@ -27,6 +27,12 @@ pub enum Record {
     Notice(Notice),
     /// A traced process finished sending (last record of a stream), with its counts.
     ProcessEnd(ProcessEnd),
+    /// Metric values of one kernel launch.
+    KernelMetrics(super::KernelMetricsRecord),
+    /// PC-sampling samples of one PC, per stall reason.
+    Stall(super::StallRecord),
+    /// Profiling data the traced process lost.
+    ProfileLoss(super::ProfileLoss),
 }
 
 impl Record {

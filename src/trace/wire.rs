@@ -31,6 +31,9 @@
 //! | 9 | process start | time u64, pid u32, parent pid u32, command (UTF-8, rest) |
 //! | 10 | process end | time u64, records u64, dropped u64, skipped u64, callback panics u64, reason u8 |
 //! | 11 | notice | level u8, text (UTF-8, rest) |
+//! | 20 | kernel metrics | device u32, context u32, correlation u32, launch u32, kernel name id u32, count u16, count × (metric name id u32, value f64) |
+//! | 21 | stall | context u32, function name id u32, PC offset u64, count u16, count × (reason name id u32, samples u32) |
+//! | 22 | profile loss | count u64, context u32, kind u8 (1 ranges, 2 PC samples) |
 //!
 //! Names (kernel names, API function names) are sent once per stream in a name frame and then referred to by id;
 //! id 0 is the empty name. A name frame precedes the first frame that uses its id.
@@ -65,6 +68,9 @@ pub(crate) mod tag {
     pub const PROCESS_START: u8 = 9;
     pub const PROCESS_END: u8 = 10;
     pub const NOTICE: u8 = 11;
+    pub const KERNEL_METRICS: u8 = 20;
+    pub const STALL: u8 = 21;
+    pub const PROFILE_LOSS: u8 = 22;
 }
 
 /// Minimum payload length of each known tag (version 1 layout).
@@ -81,6 +87,9 @@ pub(crate) fn min_payload(tag: u8) -> Option<usize> {
         tag::PROCESS_START => 16,
         tag::PROCESS_END => 40 + 1,
         tag::NOTICE => 1,
+        tag::KERNEL_METRICS => 4 * 5 + 2,
+        tag::STALL => 4 + 4 + 8 + 2,
+        tag::PROFILE_LOSS => 8 + 4 + 1,
         _ => return None,
     })
 }
