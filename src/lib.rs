@@ -10,6 +10,9 @@
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
+//! | CUPTI counters | `cupti` | [`cupti::profiler`], [`cupti::pm_sampling::PmSampler`], [`cupti::range_profiler::RangeProfiler`], [`cupti::pc_sampling::PcSampler`] | the metric catalogue (no GPU needed), device-wide counters over time, counters per kernel or range, stall reasons per PC |
+//! | device counters | always | [`counters`] | one trait for device-wide counters sampled over time, whichever vendor reads them |
+//! | per-kernel profiles | always | [`profile`] | running a program with per-kernel metrics and PC sampling, and its reports |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
@@ -100,6 +103,7 @@ pub mod counters;
 #[cfg(any(feature = "cupti", feature = "rocprofiler"))]
 mod delivery;
 pub mod loader;
+pub mod profile;
 #[cfg(any(feature = "cupti", feature = "cudbg", feature = "rocprofiler"))]
 mod status;
 pub mod sys;
@@ -163,6 +167,9 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     Profiling(#[from] cupti::ProfilingError),
+    /// A profiled program could not be run, or gave nothing to report.
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
 }
 
 /// `Result` with the crate's [`Error`].
