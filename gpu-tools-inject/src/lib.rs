@@ -8,12 +8,16 @@
 //! process exit (so nothing is lost at a normal exit). A forked child does not write into its parent's stream; an
 //! exec'd child that uses CUDA connects anew. Nothing is printed to the program's stdout; diagnostics go to
 //! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
+//!
+//! With `GPU_TOOLS_PROFILE_METRICS` (and `GPU_TOOLS_PROFILE_PC_SAMPLING`) it also collects per-kernel metrics with
+//! CUPTI's range profiler (and PC samples) and sends them as counter records (`profiling` module).
 
 use std::ffi::c_int;
 
 mod config;
 mod logger;
 mod maps;
+mod profiling;
 mod session;
 mod sink;
 mod writer;

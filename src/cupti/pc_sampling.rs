@@ -322,8 +322,19 @@ impl<'c> PcSampler<'c> {
     /// Settings for a context: CUPTI's default period, scratch and hardware buffers, continuous mode, every stall
     /// reason.
     pub fn builder(ctx: &'c Context) -> PcSamplerBuilder<'c> {
+        // SAFETY: the builder borrows the context, which outlives the sampler.
+        let b = unsafe { PcSampler::builder_for_raw(ctx.as_raw()) };
+        PcSamplerBuilder { _ctx: PhantomData, ..b }
+    }
+
+    /// Settings for a context the caller keeps alive (a context seen in a CUPTI callback, for example).
+    ///
+    /// # Safety
+    /// `ctx` must be a live context of the driver this crate loaded, and stay alive until the sampler started from
+    /// these settings is dropped or finished.
+    pub unsafe fn builder_for_raw(ctx: RawContext) -> PcSamplerBuilder<'static> {
         PcSamplerBuilder {
-            ctx: ctx.as_raw(),
+            ctx,
             period: None,
             scratch_buffer: None,
             hardware_buffer: None,
