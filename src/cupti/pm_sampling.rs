@@ -81,6 +81,7 @@ pub struct PmSamplerBuilder {
     decode_period: Duration,
     samples_per_decode: Option<usize>,
     queue_limit: usize,
+    keep_counter_data: bool,
 }
 
 /// Sizes the sampler chose (for diagnostics and the bench).
@@ -163,6 +164,7 @@ pub struct PmBatch<'a> {
     metrics: usize,
     dropped: u64,
     overflow: bool,
+    counter_data: Option<(&'a [u8], usize)>,
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
@@ -176,7 +178,22 @@ impl<'a> PmBatch<'a> {
         dropped: u64,
         overflow: bool,
     ) -> Self {
-        PmBatch { starts, ends, values, metrics, dropped, overflow, _not_send: std::marker::PhantomData }
+        PmBatch {
+            starts,
+            ends,
+            values,
+            metrics,
+            dropped,
+            overflow,
+            counter_data: None,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// The counter-data image these samples were evaluated from, and the image index of the batch's first sample
+    /// (with [`PmSamplerBuilder::keep_counter_data`]); to save it as recorded data.
+    pub fn counter_data(&self) -> Option<(&'a [u8], usize)> {
+        self.counter_data
     }
 
     /// Samples in the batch.
@@ -347,6 +364,7 @@ impl PmSampler {
             decode_period: DEFAULT_DECODE_PERIOD,
             samples_per_decode: None,
             queue_limit: DEFAULT_QUEUE_LIMIT,
+            keep_counter_data: false,
         }
     }
 
@@ -534,6 +552,12 @@ impl PmSamplerBuilder {
         self
     }
 
+    /// Hands each batch's counter-data image to the callback too ([`PmBatch::counter_data`]), to save it.
+    pub fn keep_counter_data(mut self, keep: bool) -> Self {
+        self.keep_counter_data = keep;
+        self
+    }
+
     /// Starts sampling; read the samples with [`PmSampler::read`] or [`PmSampler::samples`].
     pub fn start(self) -> crate::Result<PmSampler> {
         let limit = self.queue_limit;
@@ -695,6 +719,7 @@ impl PmSamplerBuilder {
             host,
             metrics: metrics.clone(),
             image,
+            keep: self.keep_counter_data,
             evaluated: 0,
             last_end: None,
             starts: Vec::new(),
@@ -814,6 +839,7 @@ struct Decoder {
     host: Host,
     metrics: MetricNames,
     image: Vec<u8>,
+    keep: bool,
     /// Samples of the current image already evaluated and delivered.
     evaluated: usize,
     last_end: Option<u64>,
@@ -880,11 +906,12 @@ impl Decoder {
                 shared.overflows.fetch_add(1, Ordering::Relaxed);
                 log::warn!("PM sampling: the hardware buffer overflowed; samples were lost");
             }
+            let first = self.evaluated;
             let dropped = self.evaluate_new()?;
             shared.samples.fetch_add(self.starts.len() as u64, Ordering::Relaxed);
             shared.dropped.fetch_add(dropped, Ordering::Relaxed);
             if !self.starts.is_empty() || outcome.overflow || dropped > 0 {
-                let batch = PmBatch::new(
+                let mut batch = PmBatch::new(
                     &self.starts,
                     &self.ends,
                     &self.values,
@@ -892,6 +919,9 @@ impl Decoder {
                     dropped,
                     outcome.overflow,
                 );
+                if self.keep {
+                    batch.counter_data = Some((&self.image, first));
+                }
                 shared.deliver(&batch);
             }
             if !outcome.full {

@@ -197,6 +197,61 @@ impl CounterDataFile {
     }
 }
 
+/// One range or sample of an evaluated file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvaluatedRecord {
+    /// The range's name (empty for samples).
+    pub name: String,
+    /// Start timestamp (samples; 0 where neither CUPTI nor the file knows it).
+    pub start: u64,
+    /// End timestamp, same clock.
+    pub end: u64,
+    /// One value per metric of the file.
+    pub values: Vec<f64>,
+}
+
+impl CounterDataFile {
+    /// Evaluates every range or sample of the image with the metric host for the file's chip (no GPU needed).
+    /// Sample timestamps come from CUPTI where it gives them for an image without its sampler, else from the
+    /// file's records.
+    ///
+    /// # Safety
+    /// The image must be one CUPTI wrote (for example read back from a file this crate wrote, whose hash
+    /// matched): CUPTI parses it without checking it against its length.
+    pub unsafe fn evaluate(&self) -> crate::Result<Vec<EvaluatedRecord>> {
+        use super::api::{Api, Needs};
+        let api = Api::load(Needs::Metrics)?;
+        let host = super::host::Host::create(api, &self.chip, self.method, None)?;
+        let metrics = super::host::MetricNames::new(&self.metrics)?;
+        let image = &self.image;
+        let mut out = Vec::new();
+        match self.method {
+            Method::RangeProfiler => {
+                // SAFETY: the caller's contract.
+                for r in unsafe { crate::cupti::range_profiler::evaluate_ranges(api, &host, image, &metrics) }? {
+                    out.push(EvaluatedRecord { name: r.name, start: 0, end: 0, values: r.values });
+                }
+            }
+            Method::PmSampling => {
+                // SAFETY: the caller's contract.
+                let n = unsafe { crate::cupti::pm_sampling::completed_samples(api, image) }?;
+                for i in 0..n {
+                    // SAFETY: as above; `i` is below the completed count; no sampler object.
+                    let times = unsafe { crate::cupti::pm_sampling::sample_times(api, std::ptr::null_mut(), image, i) };
+                    let (start, end) = times
+                        .ok()
+                        .or_else(|| self.records.get(i).map(|r| (r.start, r.end)))
+                        .unwrap_or((0, 0));
+                    // SAFETY: as above.
+                    let values = unsafe { host.evaluate(image, i, &metrics) }?;
+                    out.push(EvaluatedRecord { name: String::new(), start, end, values });
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn limit(what: &'static str, value: u64, limit: u64) -> Result<(), ImageFileError> {
     if value > limit {
         Err(ImageFileError::TooLarge { what, value, limit })
