@@ -10,6 +10,7 @@ pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod profiler;
 pub mod range_profiler;
+pub mod top;
 mod cbid;
 mod checkpoint;
 mod error;
