@@ -41,6 +41,9 @@ struct Cli {
     /// Show kernel names as recorded (mangled).
     #[arg(long)]
     mangled: bool,
+    /// Write the report to this file instead of stdout (where the program's own output goes too).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
     /// The injection library (default: $GPU_TOOLS_INJECT_LIB, then next to this program and its parent folder).
     #[arg(long)]
     inject_lib: Option<PathBuf>,
@@ -117,7 +120,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
     cmd.args(&cli.program[1..]);
     let run = profile::run(cmd, &lib, &request)?;
     let name = |n: &str| if cli.mangled { n.to_string() } else { demangle(n) };
-    let mut out = std::io::stdout().lock();
+    let mut out: Box<dyn Write> = match &cli.output {
+        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| profile::ProfileError::Io(format!("{}: {e}", p.display())))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
     let table = KernelTable::from_records(&run.metrics);
     let written = if cli.json {
         table.write_json(&mut out, name)
