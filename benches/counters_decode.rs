@@ -27,7 +27,10 @@ fn metrics_record(i: u32) -> Record {
         correlation: i,
         launch: i,
         kernel: Arc::from(["_Z4copyPKfPfm", "_Z5scalePfm", "ampere_bf16_gemm"][i as usize % 3]),
-        metrics: BASIC_SET.iter().map(|m| (Arc::from(*m), f64::from(i) * 1.5)).collect(),
+        metrics: BASIC_SET
+            .iter()
+            .map(|m| (Arc::from(*m), f64::from(i) * 1.5))
+            .collect(),
     })
 }
 
@@ -78,10 +81,18 @@ fn main() {
     assert_eq!(decode_all(&m_bytes), N as usize);
     let mut g = c.benchmark_group("trace stream, 10 000 records");
     g.throughput(Throughput::Elements(u64::from(N)));
-    g.bench_function("encode kernel records (baseline)", |b| b.iter(|| black_box(stream(&kernels))));
-    g.bench_function("encode kernel-metrics records", |b| b.iter(|| black_box(stream(&metrics))));
-    g.bench_function("decode kernel records (baseline)", |b| b.iter(|| decode_all(&k_bytes)));
-    g.bench_function("decode kernel-metrics records", |b| b.iter(|| decode_all(&m_bytes)));
+    g.bench_function("encode kernel records (baseline)", |b| {
+        b.iter(|| black_box(stream(&kernels)))
+    });
+    g.bench_function("encode kernel-metrics records", |b| {
+        b.iter(|| black_box(stream(&metrics)))
+    });
+    g.bench_function("decode kernel records (baseline)", |b| {
+        b.iter(|| decode_all(&k_bytes))
+    });
+    g.bench_function("decode kernel-metrics records", |b| {
+        b.iter(|| decode_all(&m_bytes))
+    });
     g.finish();
 
     let many: Vec<KernelMetricsRecord> = (0..100_000)
@@ -95,7 +106,9 @@ fn main() {
     g.bench_function("sum one metric (baseline)", |b| {
         b.iter(|| black_box(many.iter().map(|k| k.metrics[0].1).sum::<f64>()))
     });
-    g.bench_function("per-kernel table", |b| b.iter(|| black_box(KernelTable::from_records(&many))));
+    g.bench_function("per-kernel table", |b| {
+        b.iter(|| black_box(KernelTable::from_records(&many)))
+    });
     g.finish();
 
     let file = CounterDataFile {
@@ -108,8 +121,12 @@ fn main() {
     let bytes = file.to_bytes();
     let mut g = c.benchmark_group("saved counter data, 16 MiB");
     g.throughput(Throughput::Bytes(bytes.len() as u64));
-    g.bench_function("copy the bytes (baseline)", |b| b.iter(|| black_box(bytes.to_vec())));
-    g.bench_function("parse and check", |b| b.iter(|| black_box(CounterDataFile::parse(&bytes).map(|f| f.image.len()))));
+    g.bench_function("copy the bytes (baseline)", |b| {
+        b.iter(|| black_box(bytes.to_vec()))
+    });
+    g.bench_function("parse and check", |b| {
+        b.iter(|| black_box(CounterDataFile::parse(&bytes).map(|f| f.image.len())))
+    });
     g.finish();
 
     evaluation(&mut c);
@@ -121,23 +138,32 @@ fn evaluation(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cupti-counters");
     let wheel = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB");
     let file = std::fs::read_dir(&root).ok().and_then(|dirs| {
-        dirs.filter_map(|d| d.ok()).find_map(|d| std::fs::read(d.path().join("pm-0.gtc")).ok())
+        dirs.filter_map(|d| d.ok())
+            .find_map(|d| std::fs::read(d.path().join("pm-0.gtc")).ok())
     });
     let (Some(lib), Some(bytes)) = (wheel, file) else {
-        eprintln!("evaluation: left out (needs a recorded PM image under {} and GPU_TOOLS_CUPTI_WHEEL_LIB)", root.display());
+        eprintln!(
+            "evaluation: left out (needs a recorded PM image under {} and GPU_TOOLS_CUPTI_WHEEL_LIB)",
+            root.display()
+        );
         return;
     };
-    gpu_tools::cupti::CuptiLibrary::load_from(Path::new(&lib).join("libcupti.so.13")).expect("the wheel's CUPTI");
+    gpu_tools::cupti::CuptiLibrary::load_from(Path::new(&lib).join("libcupti.so.13"))
+        .expect("the wheel's CUPTI");
     let file = CounterDataFile::parse(&bytes).expect("a recorded file");
     let host = Host::new(&file.chip, Method::PmSampling).expect("host");
     let names = MetricNames::new(&file.metrics).expect("names");
     let mut out = vec![0.0; names.len()];
     let mut g = c.benchmark_group("evaluation of a recorded PM sample");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("copy the values (baseline)", |b| b.iter(|| black_box(out.clone())));
+    g.bench_function("copy the values (baseline)", |b| {
+        b.iter(|| black_box(out.clone()))
+    });
     g.bench_function("cuptiProfilerHostEvaluateToGpuValues", |b| {
         // SAFETY: an image CUPTI wrote on the GPU host, read back with its hash checked.
-        b.iter(|| unsafe { host.evaluate_into(&file.image, 0, &names, &mut out) }.expect("evaluate"))
+        b.iter(|| {
+            unsafe { host.evaluate_into(&file.image, 0, &names, &mut out) }.expect("evaluate")
+        })
     });
     g.finish();
 }

@@ -33,13 +33,19 @@ fn example(name: &str) -> PathBuf {
         return d.join(format!("example-{name}"));
     }
     let exe = std::env::current_exe().expect("bench path");
-    exe.parent().and_then(|d| d.parent()).expect("target/<profile>").join("examples").join(name)
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .join("examples")
+        .join(name)
 }
 
 fn script(name: &str) -> PathBuf {
     match stage_dir() {
         Some(d) => d.join("../python").join(name),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/python").join(name),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/python")
+            .join(name),
     }
 }
 
@@ -51,7 +57,10 @@ fn inject_lib() -> PathBuf {
         return d.join("libgpu_tools_inject.so");
     }
     let exe = std::env::current_exe().expect("bench path");
-    exe.parent().and_then(|d| d.parent()).expect("target/<profile>").join("libgpu_tools_inject.so")
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .join("libgpu_tools_inject.so")
 }
 
 /// The number after `key` in a program's output (`elapsed_ms 12.5`).
@@ -68,7 +77,11 @@ fn field(text: &str, key: &str) -> Option<f64> {
 fn run_timed(cmd: &mut Command, key: &str) -> f64 {
     let out = cmd.output().expect("run the workload");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{cmd:?} failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     field(&text, key).unwrap_or_else(|| panic!("no {key} in {text}"))
 }
 
@@ -79,7 +92,10 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn sampler(interval: Duration) -> PmSampler {
     PmSampler::builder(0)
-        .metrics(["sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum.per_second"])
+        .metrics([
+            "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "dram__bytes_read.sum.per_second",
+        ])
         .interval(Interval::Time(interval))
         .start()
         .expect("PM sampler")
@@ -104,13 +120,22 @@ fn drain_while(s: &mut PmSampler, work: impl FnOnce() -> f64 + Send) -> f64 {
 }
 
 fn cost(rounds: usize) {
-    println!("== PM sampling cost: the sampled program's time (median of {rounds} interleaved rounds)");
-    let workloads: Vec<(&str, Box<dyn Fn() -> Command + Sync>, &str)> = vec![
+    println!(
+        "== PM sampling cost: the sampled program's time (median of {rounds} interleaved rounds)"
+    );
+    type MakeCommand = Box<dyn Fn() -> Command + Sync>;
+    let workloads: Vec<(&str, MakeCommand, &str)> = vec![
         (
             "copy 256 MiB x 8000",
             Box::new(|| {
                 let mut c = Command::new(example("counter_kernels"));
-                c.args(["copy", "--bytes", &(256u64 << 20).to_string(), "--repeat", "8000"]);
+                c.args([
+                    "copy",
+                    "--bytes",
+                    &(256u64 << 20).to_string(),
+                    "--repeat",
+                    "8000",
+                ]);
                 c
             }),
             "elapsed_ms",
@@ -128,8 +153,14 @@ fn cost(rounds: usize) {
     for (name, make, key) in &workloads {
         let mut times: HashMap<&str, Vec<f64>> = HashMap::new();
         for _ in 0..rounds {
-            times.entry("none").or_default().push(run_timed(&mut make(), key));
-            for (label, interval) in [("10 ms", Duration::from_millis(10)), ("1 ms", Duration::from_millis(1))] {
+            times
+                .entry("none")
+                .or_default()
+                .push(run_timed(&mut make(), key));
+            for (label, interval) in [
+                ("10 ms", Duration::from_millis(10)),
+                ("1 ms", Duration::from_millis(1)),
+            ] {
                 let mut s = sampler(interval);
                 let t = drain_while(&mut s, || run_timed(&mut make(), key));
                 let r = s.stop().expect("stop");
@@ -142,7 +173,10 @@ fn cost(rounds: usize) {
         for label in ["10 ms", "1 ms"] {
             let m = median(times.get_mut(label).expect("runs"));
             let pct = (m / base - 1.0) * 100.0;
-            println!("{name}: PM sampling at {label}: {m:.1} ms ({pct:+.2}%, bar <= 1%) {}", if pct <= 1.0 { "PASS" } else { "OVER" });
+            println!(
+                "{name}: PM sampling at {label}: {m:.1} ms ({pct:+.2}%, bar <= 1%) {}",
+                if pct <= 1.0 { "PASS" } else { "OVER" }
+            );
         }
     }
 }
@@ -156,7 +190,10 @@ fn sustained(seconds: u64) {
         .spawn()
         .expect("load");
     let mut lines = BufReader::new(load.stdout.take().expect("piped")).lines();
-    assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some("bf16_matmul ready"));
+    assert_eq!(
+        lines.next().and_then(Result::ok).as_deref(),
+        Some("bf16_matmul ready")
+    );
     let mut s = sampler(Duration::from_millis(1));
     println!("layout: {:?}", s.layout());
     let t0 = Instant::now();
@@ -180,7 +217,8 @@ fn sustained(seconds: u64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
     // SAFETY: filled above (zeroed if the call failed).
     let u = unsafe { usage.assume_init() };
-    let cpu = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e6;
+    let cpu = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) as f64
+        + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) as f64 / 1e6;
     println!(
         "{got} samples in {elapsed:.1} s ({:.0}/s), mean SM active {:.1}%, lost {lost}; {:?}; process CPU {cpu:.1} s ({:.1}% of one core)",
         got as f64 / elapsed,
@@ -188,8 +226,17 @@ fn sustained(seconds: u64) {
         report.stats,
         100.0 * cpu / elapsed
     );
-    let ok = report.stats.overflows == 0 && report.stats.dropped == 0 && got as f64 >= 0.95 * elapsed * 1000.0;
-    println!("sustained decode: {}", if ok { "PASS (no overflow, no loss)" } else { "FAIL" });
+    let ok = report.stats.overflows == 0
+        && report.stats.dropped == 0
+        && got as f64 >= 0.95 * elapsed * 1000.0;
+    println!(
+        "sustained decode: {}",
+        if ok {
+            "PASS (no overflow, no loss)"
+        } else {
+            "FAIL"
+        }
+    );
 }
 
 /// ncu's per-kernel rows: (mangled name, metric -> value in base units).
@@ -197,9 +244,15 @@ fn ncu_rows(text: &str) -> Vec<(String, HashMap<String, f64>)> {
     let rows: Vec<Vec<String>> = text
         .lines()
         .filter(|l| l.starts_with('"'))
-        .map(|l| l.split("\",\"").map(|c| c.trim_matches('"').to_string()).collect())
+        .map(|l| {
+            l.split("\",\"")
+                .map(|c| c.trim_matches('"').to_string())
+                .collect()
+        })
         .collect();
-    let Some(header) = rows.first() else { return Vec::new() };
+    let Some(header) = rows.first() else {
+        return Vec::new();
+    };
     let name = header.iter().position(|h| h == "Kernel Name");
     rows.iter()
         .skip(2)
@@ -208,15 +261,26 @@ fn ncu_rows(text: &str) -> Vec<(String, HashMap<String, f64>)> {
                 .iter()
                 .zip(r)
                 .filter(|(h, _)| h.contains("__"))
-                .filter_map(|(h, v)| v.replace(',', "").parse::<f64>().ok().map(|v| (h.clone(), v)))
+                .filter_map(|(h, v)| {
+                    v.replace(',', "")
+                        .parse::<f64>()
+                        .ok()
+                        .map(|v| (h.clone(), v))
+                })
                 .collect();
-            (name.and_then(|i| r.get(i)).cloned().unwrap_or_default(), values)
+            (
+                name.and_then(|i| r.get(i)).cloned().unwrap_or_default(),
+                values,
+            )
         })
         .collect()
 }
 
 fn torch() {
-    println!("== per-kernel profile vs ncu --metrics on torch_train.py --steps 5 ({})", BASIC_SET.join(","));
+    println!(
+        "== per-kernel profile vs ncu --metrics on torch_train.py --steps 5 ({})",
+        BASIC_SET.join(",")
+    );
     let py = |c: &mut Command| {
         c.arg(script("torch_train.py")).args(["--steps", "5"]);
     };
@@ -224,13 +288,20 @@ fn torch() {
     let mut native = Command::new("python3");
     py(&mut native);
     let native_ms = run_timed(&mut native, "cuda_ms");
-    println!("native: cuda_ms {native_ms:.1} (wall {:.1} s)", t0.elapsed().as_secs_f64());
+    println!(
+        "native: cuda_ms {native_ms:.1} (wall {:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
 
     let t0 = Instant::now();
     // profile::run inherits stdio; the program's cuda_ms is captured through a wrapper shell.
     let mut wrapped = Command::new("sh");
     let out_file = std::env::temp_dir().join(format!("torch-profile-{}.txt", std::process::id()));
-    wrapped.arg("-c").arg(format!("python3 {} --steps 5 > {}", script("torch_train.py").display(), out_file.display()));
+    wrapped.arg("-c").arg(format!(
+        "python3 {} --steps 5 > {}",
+        script("torch_train.py").display(),
+        out_file.display()
+    ));
     let request = ProfileRequest::new(BASIC_SET.iter().map(|s| s.to_string()).collect());
     let run = profile::run(wrapped, &inject_lib(), &request).expect("profiled run");
     let text = std::fs::read_to_string(&out_file).unwrap_or_default();
@@ -250,7 +321,15 @@ fn torch() {
 
     let t0 = Instant::now();
     let ncu = Command::new("ncu")
-        .args(["--metrics", &BASIC_SET.join(","), "--csv", "--page", "raw", "--print-units", "base"])
+        .args([
+            "--metrics",
+            &BASIC_SET.join(","),
+            "--csv",
+            "--page",
+            "raw",
+            "--print-units",
+            "base",
+        ])
         .args(["--print-kernel-base", "mangled", "python3"])
         .arg(script("torch_train.py"))
         .args(["--steps", "5"])
@@ -269,8 +348,10 @@ fn torch() {
     let mut names_match = 0;
     for metric in BASIC_SET {
         let (mut worst, mut worst_at, mut worst_big) = (0.0f64, 0usize, 0.0f64);
-        for i in 0..n {
-            let (Some(a), Some(b)) = (run.metrics[i].value(metric), rows[i].1.get(metric).copied()) else { continue };
+        for (i, (ours, theirs)) in run.metrics.iter().zip(&rows).enumerate() {
+            let (Some(a), Some(b)) = (ours.value(metric), theirs.1.get(metric).copied()) else {
+                continue;
+            };
             let rel = (a - b).abs() / b.abs().max(1e-12);
             if rel > worst {
                 (worst, worst_at) = (rel, i);
@@ -291,14 +372,21 @@ fn torch() {
             worst_big * 100.0
         );
     }
-    for i in 0..n {
-        names_match += usize::from(*run.metrics[i].kernel == *rows[i].0);
+    for (ours, theirs) in run.metrics.iter().zip(&rows) {
+        names_match += usize::from(*ours.kernel == *theirs.0);
     }
-    println!("kernels compared by launch order: {n} (ours {}, ncu {}), names equal for {names_match}", run.metrics.len(), rows.len());
+    println!(
+        "kernels compared by launch order: {n} (ours {}, ncu {}), names equal for {names_match}",
+        run.metrics.len(),
+        rows.len()
+    );
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut rounds = 3;
     let mut seconds = 60;
     let mut what = Vec::new();

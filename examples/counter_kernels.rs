@@ -56,7 +56,8 @@ fn main() -> ExitCode {
 }
 
 fn ptx() -> &'static CStr {
-    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/counters.ptx"), "\0").as_bytes()) {
+    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/counters.ptx"), "\0").as_bytes())
+    {
         Ok(c) => c,
         Err(_) => c"",
     }
@@ -85,11 +86,19 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
                 unsafe { f.launch((1024, 1, 1), (256, 1, 1), &mut params) }?;
             }
             ctx.synchronize()?;
-            println!("counter_kernels copy bytes {bytes} repeat {repeat} elapsed_ms {:.3}", t0.elapsed().as_secs_f64() * 1e3);
+            println!(
+                "counter_kernels copy bytes {bytes} repeat {repeat} elapsed_ms {:.3}",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
         }
-        What::Chase { steps, threads, mib } => {
+        What::Chase {
+            steps,
+            threads,
+            mib,
+        } => {
             let n = (mib << 20) / 4;
-            let n32 = u32::try_from(n).map_err(|_| gpu_tools::profile::ProfileError::Request("--mib too large".into()))?;
+            let n32 = u32::try_from(n)
+                .map_err(|_| gpu_tools::profile::ProfileError::Request("--mib too large".into()))?;
             // A single random cycle (Sattolo's shuffle), so every chase wanders the whole buffer.
             let mut next: Vec<u32> = (0..n32).collect();
             let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -104,7 +113,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
             let mut dev_next = ctx.alloc(bytes.len())?;
             dev_next.copy_from_host(&bytes)?;
             if threads == 0 || u64::from(threads.div_ceil(256) * 256) > n {
-                return Err(gpu_tools::profile::ProfileError::Request("--threads must be 1 to the chain's length".into()).into());
+                return Err(gpu_tools::profile::ProfileError::Request(
+                    "--threads must be 1 to the chain's length".into(),
+                )
+                .into());
             }
             // One u32 per launched thread: the grid rounds the threads up to whole blocks.
             let out = ctx.alloc(threads.div_ceil(256) as usize * 256 * 4)?;
@@ -116,7 +128,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
             // holds one u32 per launched thread.
             unsafe { f.launch((threads.div_ceil(256), 1, 1), (256, 1, 1), &mut params) }?;
             ctx.synchronize()?;
-            println!("counter_kernels chase steps {steps} threads {threads} elapsed_ms {:.3}", t0.elapsed().as_secs_f64() * 1e3);
+            println!(
+                "counter_kernels chase steps {steps} threads {threads} elapsed_ms {:.3}",
+                t0.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
     Ok(())

@@ -30,11 +30,21 @@ struct Cli {
     device: usize,
 }
 
-const RANGE_METRICS: [&str; 3] = ["dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"];
-const PM_METRICS: [&str; 3] =
-    ["sm__cycles_active.avg", "dram__bytes_read.sum", "dram__bytes_write.sum.per_second"];
+const RANGE_METRICS: [&str; 3] = [
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "gpu__time_duration.sum",
+];
+const PM_METRICS: [&str; 3] = [
+    "sm__cycles_active.avg",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum.per_second",
+];
 /// Copy sizes, bytes read (and written) per launch: all larger than an H100's 50 MiB L2.
 const COPIES: [u64; 3] = [64 << 20, 128 << 20, 256 << 20];
+
+/// A decode's counter-data image, the image index of its first sample, and its samples (start, end, values).
+type SavedBatch = (Vec<u8>, usize, Vec<(u64, u64, Vec<f64>)>);
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -48,7 +58,8 @@ fn main() -> ExitCode {
 }
 
 fn ptx() -> &'static CStr {
-    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/counters.ptx"), "\0").as_bytes()) {
+    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/counters.ptx"), "\0").as_bytes())
+    {
         Ok(c) => c,
         Err(_) => c"",
     }
@@ -77,8 +88,11 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     let mut manifest = Vec::new();
 
     // Range profiler: one range per copy.
-    let mut profiler =
-        RangeProfiler::builder(&ctx).metrics(RANGE_METRICS).keep_counter_data(true).max_ranges(16).start()?;
+    let mut profiler = RangeProfiler::builder(&ctx)
+        .metrics(RANGE_METRICS)
+        .keep_counter_data(true)
+        .max_ranges(16)
+        .start()?;
     println!(
         "range profiler: chip {}, {} passes, counter data {} bytes for {} ranges",
         profiler.chip(),
@@ -91,9 +105,16 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     }
     ctx.synchronize()?;
     let results = profiler.results()?;
-    println!("range profiler: {} ranges, {} dropped", results.ranges.len(), results.dropped);
+    println!(
+        "range profiler: {} ranges, {} dropped",
+        results.ranges.len(),
+        results.dropped
+    );
     for (r, bytes) in results.ranges.iter().zip(COPIES) {
-        println!("  range {:?}: {:?} (copied {bytes} bytes each way)", r.name, r.values);
+        println!(
+            "  range {:?}: {:?} (copied {bytes} bytes each way)",
+            r.name, r.values
+        );
     }
     let chip = profiler.chip().to_string();
     drop(profiler);
@@ -101,7 +122,15 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
         method: Method::RangeProfiler,
         chip: chip.clone(),
         metrics: results.metrics.clone(),
-        records: results.ranges.iter().map(|r| RecordInfo { name: r.name.clone(), start: 0, end: 0 }).collect(),
+        records: results
+            .ranges
+            .iter()
+            .map(|r| RecordInfo {
+                name: r.name.clone(),
+                start: 0,
+                end: 0,
+            })
+            .collect(),
         image: results.counter_data.clone().unwrap_or_default(),
     };
     let path = cli.out.join("range-copies.gtc");
@@ -116,7 +145,7 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     }));
 
     // PM sampling at 1 ms while the copies run again, for about 300 ms.
-    let batches: Arc<Mutex<Vec<(Vec<u8>, usize, Vec<(u64, u64, Vec<f64>)>)>>> = Arc::default();
+    let batches: Arc<Mutex<Vec<SavedBatch>>> = Arc::default();
     let sink = Arc::clone(&batches);
     let sampler = PmSampler::builder(cli.device)
         .metrics(PM_METRICS)
@@ -124,7 +153,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
         .keep_counter_data(true)
         .start_with(move |b| {
             if let Some((image, first)) = b.counter_data() {
-                let samples = b.iter().map(|s| (s.start_ns, s.end_ns, s.values.to_vec())).collect::<Vec<_>>();
+                let samples = b
+                    .iter()
+                    .map(|s| (s.start_ns, s.end_ns, s.values.to_vec()))
+                    .collect::<Vec<_>>();
                 if !samples.is_empty() {
                     if let Ok(mut v) = sink.lock() {
                         if v.len() < 3 {
@@ -175,8 +207,13 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
         "files": manifest,
     });
     let path = cli.out.join("manifest.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&m).unwrap_or_default()).map_err(|e| io(&path, e))?;
-    println!("wrote {} files and manifest.json to {}", batches.len() + 1, cli.out.display());
+    std::fs::write(&path, serde_json::to_string_pretty(&m).unwrap_or_default())
+        .map_err(|e| io(&path, e))?;
+    println!(
+        "wrote {} files and manifest.json to {}",
+        batches.len() + 1,
+        cli.out.display()
+    );
     Ok(())
 }
 

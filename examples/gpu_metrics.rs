@@ -78,7 +78,14 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     let mut shown = 0usize;
     // A closed pipe (`| head`) ends the listing quietly.
     let mut out = std::io::stdout().lock();
-    if !cli.json && writeln!(out, "{:<56} {:<10} {:<12} {:<8} DESCRIPTION", "METRIC", "KIND", "UNIT", "METHODS").is_err() {
+    if !cli.json
+        && writeln!(
+            out,
+            "{:<56} {:<10} {:<12} {:<8} DESCRIPTION",
+            "METRIC", "KIND", "UNIT", "METHODS"
+        )
+        .is_err()
+    {
         return Ok(());
     }
     for m in catalog.filter(cli.method, filter) {
@@ -103,8 +110,22 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
                 subs_json.join(",")
             )
         } else {
-            writeln!(out, "{:<56} {:<10} {:<12} {:<8} {}", m.name, m.kind.name(), m.unit, m.methods.names(), m.description)
-                .and_then(|()| if subs.is_empty() { Ok(()) } else { writeln!(out, "    {}", subs.join(" ")) })
+            writeln!(
+                out,
+                "{:<56} {:<10} {:<12} {:<8} {}",
+                m.name,
+                m.kind.name(),
+                m.unit,
+                m.methods.names(),
+                m.description
+            )
+            .and_then(|()| {
+                if subs.is_empty() {
+                    Ok(())
+                } else {
+                    writeln!(out, "    {}", subs.join(" "))
+                }
+            })
         };
         if written.is_err() {
             return Ok(());
@@ -113,9 +134,22 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     if !cli.json {
         let kinds: Vec<String> = MetricKind::ALL
             .iter()
-            .map(|k| format!("{} {}", catalog.filter(cli.method, filter).filter(|m| m.kind == *k).count(), k.name()))
+            .map(|k| {
+                format!(
+                    "{} {}",
+                    catalog
+                        .filter(cli.method, filter)
+                        .filter(|m| m.kind == *k)
+                        .count(),
+                    k.name()
+                )
+            })
             .collect();
-        eprintln!("{}: {shown} base metrics ({}); a name to collect adds a submetric, e.g. .sum", catalog.chip(), kinds.join(", "));
+        eprintln!(
+            "{}: {shown} base metrics ({}); a name to collect adds a submetric, e.g. .sum",
+            catalog.chip(),
+            kinds.join(", ")
+        );
     }
     Ok(())
 }

@@ -18,7 +18,9 @@ use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
 
 #[derive(Parser, Debug)]
-#[command(about = "Per-kernel metrics of a CUDA program (CUPTI range profiler, inside the program)")]
+#[command(
+    about = "Per-kernel metrics of a CUDA program (CUPTI range profiler, inside the program)"
+)]
 struct Cli {
     /// Metrics, full names separated by commas (`dram__bytes_read.sum,...`).
     #[arg(long, conflicts_with = "set")]
@@ -83,11 +85,17 @@ fn inject_lib(explicit: Option<&Path>) -> Result<PathBuf, String> {
         }
         tried.push(p.display().to_string());
     }
-    Err(format!("the injection library {FILE} was not found (tried {}); build it with `cargo build --release -p gpu-tools-inject` or name it with --inject-lib", tried.join(", ")))
+    Err(format!(
+        "the injection library {FILE} was not found (tried {}); build it with `cargo build --release -p gpu-tools-inject` or name it with --inject-lib",
+        tried.join(", ")
+    ))
 }
 
 fn demangle(name: &str) -> String {
-    cpp_demangle::Symbol::new(name).ok().and_then(|s| s.demangle().ok()).unwrap_or_else(|| name.to_owned())
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        .unwrap_or_else(|| name.to_owned())
 }
 
 fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
@@ -95,7 +103,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
         (Some(m), _) => m.clone(),
         (None, Some(s)) => {
             if profile::named_set(s).is_none() {
-                return Err(profile::ProfileError::Request(format!("unknown set {s:?}; known: basic")).into());
+                return Err(profile::ProfileError::Request(format!(
+                    "unknown set {s:?}; known: basic"
+                ))
+                .into());
             }
             s.clone()
         }
@@ -109,19 +120,36 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
                 catalog.resolve_all(&metrics, Method::RangeProfiler)?;
             }
             // No driver or no device here: the program's own attempt reports why.
-            Err(gpu_tools::Error::Load(e)) => eprintln!("gpu_profile: metric names not checked: {e}"),
-            Err(gpu_tools::Error::Cuda(e)) => eprintln!("gpu_profile: metric names not checked: {e}"),
+            Err(gpu_tools::Error::Load(e)) => {
+                eprintln!("gpu_profile: metric names not checked: {e}")
+            }
+            Err(gpu_tools::Error::Cuda(e)) => {
+                eprintln!("gpu_profile: metric names not checked: {e}")
+            }
             Err(e) => return Err(e),
         }
     }
-    let request = ProfileRequest { metrics, pc_sampling: cli.pc_sampling, max_ranges: cli.max_ranges };
+    let request = ProfileRequest {
+        metrics,
+        pc_sampling: cli.pc_sampling,
+        max_ranges: cli.max_ranges,
+    };
     let lib = inject_lib(cli.inject_lib.as_deref()).map_err(profile::ProfileError::Request)?;
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..]);
     let run = profile::run(cmd, &lib, &request)?;
-    let name = |n: &str| if cli.mangled { n.to_string() } else { demangle(n) };
+    let name = |n: &str| {
+        if cli.mangled {
+            n.to_string()
+        } else {
+            demangle(n)
+        }
+    };
     let mut out: Box<dyn Write> = match &cli.output {
-        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| profile::ProfileError::Io(format!("{}: {e}", p.display())))?),
+        Some(p) => Box::new(
+            std::fs::File::create(p)
+                .map_err(|e| profile::ProfileError::Io(format!("{}: {e}", p.display())))?,
+        ),
         None => Box::new(std::io::stdout().lock()),
     };
     let table = KernelTable::from_records(&run.metrics);
@@ -136,7 +164,9 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
     if cli.pc_sampling && !cli.json && !cli.csv {
         let stalls = StallTable::from_records(&run.stalls);
         let _ = writeln!(out, "\nPC sampling: top stall reasons per function");
-        stalls.write_text(&mut out, name, 3).map_err(|e| profile::ProfileError::Io(e.to_string()))?;
+        stalls
+            .write_text(&mut out, name, 3)
+            .map_err(|e| profile::ProfileError::Io(e.to_string()))?;
     }
     let mut failed = false;
     for n in &run.notices {
@@ -144,7 +174,10 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
         eprintln!("gpu_profile: {}", n.text);
     }
     for l in &run.losses {
-        eprintln!("gpu_profile: context {}: {} {:?} lost", l.context, l.count, l.kind);
+        eprintln!(
+            "gpu_profile: context {}: {} {:?} lost",
+            l.context, l.count, l.kind
+        );
     }
     eprintln!(
         "gpu_profile: {} processes, {} kernel launches profiled ({} kernel records), {} stall records, {} unreadable frames",
@@ -158,5 +191,9 @@ fn run(cli: &Cli) -> gpu_tools::Result<ExitCode> {
     if status != 0 {
         return Ok(ExitCode::from(u8::try_from(status).unwrap_or(1)));
     }
-    Ok(if failed && run.metrics.is_empty() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed && run.metrics.is_empty() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

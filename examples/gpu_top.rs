@@ -12,7 +12,9 @@ use clap::Parser;
 use gpu_tools::cupti::top::{Top, TopRow};
 
 #[derive(Parser, Debug)]
-#[command(about = "Live per-GPU counters from PM sampling (SM, tensor pipe, DRAM bandwidth, occupancy)")]
+#[command(
+    about = "Live per-GPU counters from PM sampling (SM, tensor pipe, DRAM bandwidth, occupancy)"
+)]
 struct Cli {
     /// CUDA devices to watch.
     #[arg(long, value_delimiter = ',', default_value = "0")]
@@ -48,7 +50,9 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     // Without a handler the counters would still be released by the driver at exit; with it the report is printed.
     let _ = ctrlc::set_handler(move || s.store(true, Ordering::SeqCst));
     let mut top = Top::start(&cli.devices, Duration::from_millis(cli.sample_ms.max(1)))?;
-    let end = cli.duration.map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
+    let end = cli
+        .duration
+        .map(|d| Instant::now() + Duration::from_secs_f64(d.max(0.0)));
     let every = Duration::from_millis(cli.every_ms.max(1));
     if !cli.json {
         println!("{}", TopRow::text_header());

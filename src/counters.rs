@@ -107,7 +107,10 @@ pub fn host_monotonic_ns() -> u64 {
         fn clock_gettime(clock: std::ffi::c_int, ts: *mut Timespec) -> std::ffi::c_int;
     }
     const CLOCK_MONOTONIC: std::ffi::c_int = 1;
-    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid clock id and out-pointer; clock_gettime writes the struct and nothing else.
     if unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) } != 0 {
         return 0;
@@ -164,8 +167,15 @@ mod tests {
 
     #[test]
     fn means_skip_missing_values() {
-        let s = |v: Vec<f64>| DeviceSample { start_ns: 0, end_ns: 1, values: v };
-        let m = mean_values(&[s(vec![1.0, f64::NAN]), s(vec![3.0, f64::NAN]), s(vec![5.0])], 2);
+        let s = |v: Vec<f64>| DeviceSample {
+            start_ns: 0,
+            end_ns: 1,
+            values: v,
+        };
+        let m = mean_values(
+            &[s(vec![1.0, f64::NAN]), s(vec![3.0, f64::NAN]), s(vec![5.0])],
+            2,
+        );
         assert_eq!(m[0], 3.0);
         assert!(m[1].is_nan());
         assert!(mean_values(&[], 1)[0].is_nan());

@@ -486,9 +486,15 @@ mod tests {
         let c = SPEC.candidates_in(None, &[(PathBuf::from("/opt/x"), "libx.so")]);
         assert_eq!(
             c.first(),
-            Some(&(PathBuf::from("/opt/x/libnothing.so.1"), Origin::BesideLibrary("libx.so")))
+            Some(&(
+                PathBuf::from("/opt/x/libnothing.so.1"),
+                Origin::BesideLibrary("libx.so")
+            ))
         );
-        assert_eq!(Origin::BesideLibrary("libx.so").to_string(), "beside libx.so");
+        assert_eq!(
+            Origin::BesideLibrary("libx.so").to_string(),
+            "beside libx.so"
+        );
     }
 
     #[test]

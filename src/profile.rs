@@ -65,7 +65,11 @@ pub struct ProfileRequest {
 impl ProfileRequest {
     /// Metrics, no PC sampling, the default decode interval.
     pub fn new(metrics: Vec<String>) -> Self {
-        ProfileRequest { metrics, pc_sampling: false, max_ranges: DEFAULT_MAX_RANGES }
+        ProfileRequest {
+            metrics,
+            pc_sampling: false,
+            max_ranges: DEFAULT_MAX_RANGES,
+        }
     }
 
     /// Reads a metric list: names separated by commas, set names (`basic`) expanded; each name once.
@@ -75,7 +79,11 @@ impl ProfileRequest {
             let names: Vec<&str> = match named_set(word) {
                 Some(set) => set.to_vec(),
                 None if word.contains("__") => vec![word],
-                None => return Err(format!("{word:?} is neither a metric name (unit__counter.rollup) nor a set (basic)")),
+                None => {
+                    return Err(format!(
+                        "{word:?} is neither a metric name (unit__counter.rollup) nor a set (basic)"
+                    ));
+                }
             };
             for n in names {
                 if !out.iter().any(|o| o == n) {
@@ -89,7 +97,9 @@ impl ProfileRequest {
     /// Reads the request from variables looked up through `get` (unset: nothing asked for).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<ProfileRequest, String> {
         let metrics = match get(env::PROFILE_METRICS) {
-            Some(v) => Self::parse_metrics(&v).map_err(|e| format!("{}: {e}", env::PROFILE_METRICS))?,
+            Some(v) => {
+                Self::parse_metrics(&v).map_err(|e| format!("{}: {e}", env::PROFILE_METRICS))?
+            }
             None => Vec::new(),
         };
         let pc_sampling = match get(env::PROFILE_PC_SAMPLING).as_deref().map(str::trim) {
@@ -101,10 +111,20 @@ impl ProfileRequest {
             None => DEFAULT_MAX_RANGES,
             Some(v) => match v.trim().parse::<usize>() {
                 Ok(n) if (1..=1 << 20).contains(&n) => n,
-                _ => return Err(format!("{}={v:?}: a count from 1 to {}", env::PROFILE_MAX_RANGES, 1 << 20)),
+                _ => {
+                    return Err(format!(
+                        "{}={v:?}: a count from 1 to {}",
+                        env::PROFILE_MAX_RANGES,
+                        1 << 20
+                    ));
+                }
             },
         };
-        Ok(ProfileRequest { metrics, pc_sampling, max_ranges })
+        Ok(ProfileRequest {
+            metrics,
+            pc_sampling,
+            max_ranges,
+        })
     }
 
     /// Reads the process environment.
@@ -121,7 +141,10 @@ impl ProfileRequest {
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
             (env::PROFILE_METRICS, self.metrics.join(",")),
-            (env::PROFILE_PC_SAMPLING, if self.pc_sampling { "1" } else { "0" }.to_string()),
+            (
+                env::PROFILE_PC_SAMPLING,
+                if self.pc_sampling { "1" } else { "0" }.to_string(),
+            ),
             (env::PROFILE_MAX_RANGES, self.max_ranges.to_string()),
         ]
     }
@@ -185,11 +208,16 @@ pub struct ProfileRun {
 /// Runs `command` with the injection library and `request`, waits for it, and collects what each of its CUDA
 /// processes sent (through files in a private temporary folder). Kernel records are collected too, for their
 /// durations.
-pub fn run(mut command: Command, inject_lib: &Path, request: &ProfileRequest) -> crate::Result<ProfileRun> {
+pub fn run(
+    mut command: Command,
+    inject_lib: &Path,
+    request: &ProfileRequest,
+) -> crate::Result<ProfileRun> {
     if !inject_lib.is_file() {
         return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()).into());
     }
-    let inject_lib = std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
+    let inject_lib =
+        std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
     let dir = TempDir::new().map_err(|e| ProfileError::Io(format!("a temporary folder: {e}")))?;
     command
         .env(env::CUDA_INJECTION, &inject_lib)
@@ -200,10 +228,14 @@ pub fn run(mut command: Command, inject_lib: &Path, request: &ProfileRequest) ->
         command.env(k, v);
     }
     let program = command.get_program().to_string_lossy().into_owned();
-    let status = command
-        .status()
-        .map_err(|e| ProfileError::Spawn { program: program.clone(), error: e.to_string() })?;
-    let mut out = ProfileRun { status: Some(status), ..ProfileRun::default() };
+    let status = command.status().map_err(|e| ProfileError::Spawn {
+        program: program.clone(),
+        error: e.to_string(),
+    })?;
+    let mut out = ProfileRun {
+        status: Some(status),
+        ..ProfileRun::default()
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir.0)
         .map_err(|e| ProfileError::Io(e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -213,7 +245,8 @@ pub fn run(mut command: Command, inject_lib: &Path, request: &ProfileRequest) ->
         return Err(ProfileError::NeverUsedCuda { program, status }.into());
     }
     for f in files {
-        let file = std::fs::File::open(&f).map_err(|e| ProfileError::Io(format!("{}: {e}", f.display())))?;
+        let file = std::fs::File::open(&f)
+            .map_err(|e| ProfileError::Io(format!("{}: {e}", f.display())))?;
         out.processes += 1;
         collect(StreamReader::new(io::BufReader::new(file)), &mut out);
     }
@@ -245,7 +278,8 @@ impl TempDir {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let path = std::env::temp_dir().join(format!("gpu-tools-profile-{}-{nanos}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("gpu-tools-profile-{}-{nanos}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(TempDir(path))
     }
@@ -272,7 +306,12 @@ pub struct MetricStats {
 
 impl Default for MetricStats {
     fn default() -> Self {
-        MetricStats { count: 0, sum: 0.0, min: f64::INFINITY, max: f64::NEG_INFINITY }
+        MetricStats {
+            count: 0,
+            sum: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
     }
 }
 
@@ -289,7 +328,11 @@ impl MetricStats {
 
     /// The mean (`NaN` without values).
     pub fn mean(&self) -> f64 {
-        if self.count == 0 { f64::NAN } else { self.sum / self.count as f64 }
+        if self.count == 0 {
+            f64::NAN
+        } else {
+            self.sum / self.count as f64
+        }
     }
 }
 
@@ -321,7 +364,11 @@ impl KernelTable {
         let mut by_name: HashMap<Arc<str>, usize> = HashMap::new();
         for r in records {
             let row = *by_name.entry(Arc::clone(&r.kernel)).or_insert_with(|| {
-                rows.push(KernelRow { kernel: Arc::clone(&r.kernel), launches: 0, metrics: Vec::new() });
+                rows.push(KernelRow {
+                    kernel: Arc::clone(&r.kernel),
+                    launches: 0,
+                    metrics: Vec::new(),
+                });
                 rows.len() - 1
             });
             rows[row].launches += 1;
@@ -345,26 +392,44 @@ impl KernelTable {
         }
         rows.sort_by(|a, b| {
             let key = |r: &KernelRow| r.metrics.first().map_or(0.0, |m| m.sum);
-            key(b).total_cmp(&key(a)).then_with(|| a.kernel.cmp(&b.kernel))
+            key(b)
+                .total_cmp(&key(a))
+                .then_with(|| a.kernel.cmp(&b.kernel))
         });
         KernelTable { metrics, rows }
     }
 
     /// A text table: kernel, launches, and mean / min / max of each metric. `name` turns a recorded name into the
     /// one shown (a demangler; the library does not demangle).
-    pub fn write_text(&self, out: &mut impl Write, name: impl Fn(&str) -> String) -> io::Result<()> {
+    pub fn write_text(
+        &self,
+        out: &mut impl Write,
+        name: impl Fn(&str) -> String,
+    ) -> io::Result<()> {
         for (i, m) in self.metrics.iter().enumerate() {
             writeln!(out, "[{}] {m}", i + 1)?;
         }
         write!(out, "{:>8}", "launches")?;
         for i in 0..self.metrics.len() {
-            write!(out, " {:>12} {:>12} {:>12}", format!("[{}] mean", i + 1), "min", "max")?;
+            write!(
+                out,
+                " {:>12} {:>12} {:>12}",
+                format!("[{}] mean", i + 1),
+                "min",
+                "max"
+            )?;
         }
         writeln!(out, "  kernel")?;
         for r in &self.rows {
             write!(out, "{:>8}", r.launches)?;
             for m in &r.metrics {
-                write!(out, " {:>12} {:>12} {:>12}", num(m.mean()), num(m.min), num(m.max))?;
+                write!(
+                    out,
+                    " {:>12} {:>12} {:>12}",
+                    num(m.mean()),
+                    num(m.min),
+                    num(m.max)
+                )?;
             }
             writeln!(out, "  {}", name(&r.kernel))?;
         }
@@ -376,7 +441,16 @@ impl KernelTable {
         writeln!(out, "kernel,launches,metric,mean,min,max")?;
         for r in &self.rows {
             for (m, s) in self.metrics.iter().zip(&r.metrics) {
-                writeln!(out, "{},{},{},{},{},{}", csv(&name(&r.kernel)), r.launches, csv(m), s.mean(), s.min, s.max)?;
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{}",
+                    csv(&name(&r.kernel)),
+                    r.launches,
+                    csv(m),
+                    s.mean(),
+                    s.min,
+                    s.max
+                )?;
             }
         }
         Ok(())
@@ -384,13 +458,22 @@ impl KernelTable {
 
     /// JSON: an array of `{"kernel", "launches", "metrics": {name: {"mean", "min", "max"}}}` (`null` for a metric
     /// without values).
-    pub fn write_json(&self, out: &mut impl Write, name: impl Fn(&str) -> String) -> io::Result<()> {
+    pub fn write_json(
+        &self,
+        out: &mut impl Write,
+        name: impl Fn(&str) -> String,
+    ) -> io::Result<()> {
         write!(out, "[")?;
         for (i, r) in self.rows.iter().enumerate() {
             if i > 0 {
                 write!(out, ",")?;
             }
-            write!(out, "{{\"kernel\":{},\"launches\":{},\"metrics\":{{", json_str(&name(&r.kernel)), r.launches)?;
+            write!(
+                out,
+                "{{\"kernel\":{},\"launches\":{},\"metrics\":{{",
+                json_str(&name(&r.kernel)),
+                r.launches
+            )?;
             for (j, (m, s)) in self.metrics.iter().zip(&r.metrics).enumerate() {
                 if j > 0 {
                     write!(out, ",")?;
@@ -433,7 +516,11 @@ pub struct StallTable {
 impl StallTable {
     /// Aggregates stall records.
     pub fn from_records<'a>(records: impl IntoIterator<Item = &'a StallRecord>) -> Self {
-        type Acc = (u64, HashMap<Arc<str>, u64>, HashMap<u64, (u64, HashMap<Arc<str>, u64>)>);
+        type Acc = (
+            u64,
+            HashMap<Arc<str>, u64>,
+            HashMap<u64, (u64, HashMap<Arc<str>, u64>)>,
+        );
         let mut by: HashMap<Arc<str>, Acc> = HashMap::new();
         for r in records {
             let e = by.entry(Arc::clone(&r.function)).or_default();
@@ -456,19 +543,42 @@ impl StallTable {
             .map(|(function, (samples, reasons, pcs))| {
                 let mut hot: Vec<(u64, u64, Arc<str>)> = pcs
                     .into_iter()
-                    .map(|(pc, (n, r))| (pc, n, top(r).into_iter().next().map_or_else(|| Arc::from(""), |x| x.0)))
+                    .map(|(pc, (n, r))| {
+                        (
+                            pc,
+                            n,
+                            top(r)
+                                .into_iter()
+                                .next()
+                                .map_or_else(|| Arc::from(""), |x| x.0),
+                        )
+                    })
                     .collect();
                 hot.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 hot.truncate(5);
-                StallRow { function, samples, reasons: top(reasons), hot_pcs: hot }
+                StallRow {
+                    function,
+                    samples,
+                    reasons: top(reasons),
+                    hot_pcs: hot,
+                }
             })
             .collect();
-        rows.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.function.cmp(&b.function)));
+        rows.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| a.function.cmp(&b.function))
+        });
         StallTable { rows }
     }
 
     /// A text report: per function, its samples, its top stall reasons, and its hottest PCs.
-    pub fn write_text(&self, out: &mut impl Write, name: impl Fn(&str) -> String, reasons: usize) -> io::Result<()> {
+    pub fn write_text(
+        &self,
+        out: &mut impl Write,
+        name: impl Fn(&str) -> String,
+        reasons: usize,
+    ) -> io::Result<()> {
         for r in &self.rows {
             writeln!(out, "{:>10} samples  {}", r.samples, name(&r.function))?;
             for (reason, n) in r.reasons.iter().take(reasons) {
@@ -522,7 +632,11 @@ pub fn json_str(s: &str) -> String {
 
 /// A JSON number (`null` for NaN and infinities, which JSON lacks).
 pub fn json_num(v: f64) -> String {
-    if v.is_finite() { format!("{v}") } else { "null".into() }
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".into()
+    }
 }
 
 #[cfg(test)]
@@ -542,25 +656,44 @@ mod tests {
 
     #[test]
     fn metric_lists_expand_sets_and_refuse_junk() {
-        assert_eq!(ProfileRequest::parse_metrics("basic").unwrap(), BASIC_SET.to_vec());
         assert_eq!(
-            ProfileRequest::parse_metrics("dram__bytes_read.sum, basic").unwrap().len(),
+            ProfileRequest::parse_metrics("basic").unwrap(),
+            BASIC_SET.to_vec()
+        );
+        assert_eq!(
+            ProfileRequest::parse_metrics("dram__bytes_read.sum, basic")
+                .unwrap()
+                .len(),
             4,
             "a name of the set is not repeated"
         );
-        assert!(ProfileRequest::parse_metrics("fast").unwrap_err().contains("basic"));
+        assert!(
+            ProfileRequest::parse_metrics("fast")
+                .unwrap_err()
+                .contains("basic")
+        );
         assert!(ProfileRequest::parse_metrics("").unwrap().is_empty());
     }
 
     #[test]
     fn requests_travel_through_the_environment() {
-        let r = ProfileRequest { metrics: vec!["a__b.sum".into()], pc_sampling: true, max_ranges: 16 };
+        let r = ProfileRequest {
+            metrics: vec!["a__b.sum".into()],
+            pc_sampling: true,
+            max_ranges: 16,
+        };
         let vars: HashMap<&str, String> = r.env().into_iter().collect();
         let back = ProfileRequest::from_lookup(|k| vars.get(k).cloned()).unwrap();
         assert_eq!(back, r);
         assert!(ProfileRequest::from_lookup(|_| None).unwrap().is_empty());
-        assert!(ProfileRequest::from_lookup(|k| (k == env::PROFILE_PC_SAMPLING).then(|| "yes".into())).is_err());
-        assert!(ProfileRequest::from_lookup(|k| (k == env::PROFILE_MAX_RANGES).then(|| "0".into())).is_err());
+        assert!(
+            ProfileRequest::from_lookup(|k| (k == env::PROFILE_PC_SAMPLING).then(|| "yes".into()))
+                .is_err()
+        );
+        assert!(
+            ProfileRequest::from_lookup(|k| (k == env::PROFILE_MAX_RANGES).then(|| "0".into()))
+                .is_err()
+        );
     }
 
     #[test]
@@ -570,21 +703,34 @@ mod tests {
             rec("big", &[("t", 5.0), ("b", f64::NAN)]),
             rec("big", &[("t", 7.0), ("b", 4.0)]),
         ]);
-        assert_eq!(&*t.rows[0].kernel, "big", "sorted by the first metric's total");
+        assert_eq!(
+            &*t.rows[0].kernel, "big",
+            "sorted by the first metric's total"
+        );
         assert_eq!(t.rows[0].launches, 2);
         assert_eq!(t.rows[0].metrics[0].mean(), 6.0);
-        assert_eq!((t.rows[0].metrics[1].count, t.rows[0].metrics[1].min), (1, 4.0));
+        assert_eq!(
+            (t.rows[0].metrics[1].count, t.rows[0].metrics[1].min),
+            (1, 4.0)
+        );
         let mut text = Vec::new();
         t.write_text(&mut text, |n| n.to_uppercase()).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("BIG") && text.contains("[2] b"), "{text}");
         let mut csv_out = Vec::new();
         t.write_csv(&mut csv_out, |n| n.to_string()).unwrap();
-        assert!(String::from_utf8(csv_out).unwrap().contains("big,2,t,6,5,7"));
+        assert!(
+            String::from_utf8(csv_out)
+                .unwrap()
+                .contains("big,2,t,6,5,7")
+        );
         let mut json = Vec::new();
         t.write_json(&mut json, |n| n.to_string()).unwrap();
         let json = String::from_utf8(json).unwrap();
-        assert!(json.starts_with("[{\"kernel\":\"big\",\"launches\":2,\"metrics\":{\"t\":{\"mean\":6,"), "{json}");
+        assert!(
+            json.starts_with("[{\"kernel\":\"big\",\"launches\":2,\"metrics\":{\"t\":{\"mean\":6,"),
+            "{json}"
+        );
     }
 
     #[test]
@@ -606,7 +752,11 @@ mod tests {
         assert_eq!(t.rows[0].hot_pcs[0].0, 0x40);
         let mut out = Vec::new();
         t.write_text(&mut out, |n| n.to_string(), 3).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains(" 98  98.0%  long_scoreboard"));
+        assert!(
+            String::from_utf8(out)
+                .unwrap()
+                .contains(" 98  98.0%  long_scoreboard")
+        );
     }
 
     #[test]

@@ -42,15 +42,21 @@ fn close(a: f64, b: f64) -> bool {
 
 /// Checks one fixture folder; returns the records compared.
 fn check_folder(dir: &Path) -> usize {
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json")).expect("JSON");
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("manifest.json")).expect("manifest.json"),
+    )
+    .expect("JSON");
     let mut compared = 0;
     for f in manifest["files"].as_array().expect("files") {
         let name = f["file"].as_str().expect("file name");
         let bytes = std::fs::read(dir.join(name)).expect("counter-data file");
         let file = CounterDataFile::parse(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(file.chip, f["chip"].as_str().expect("chip"), "{name}");
-        let method = if f["method"] == "pm" { Method::PmSampling } else { Method::RangeProfiler };
+        let method = if f["method"] == "pm" {
+            Method::PmSampling
+        } else {
+            Method::RangeProfiler
+        };
         assert_eq!(file.method, method, "{name}");
         // SAFETY: an image CUPTI wrote on the GPU host, read back with its length and hash checked.
         let evaluated = unsafe { file.evaluate() }.unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -59,10 +65,18 @@ fn check_folder(dir: &Path) -> usize {
         assert!(!expected.is_empty(), "{name}: no records");
         for (k, want) in expected.iter().enumerate() {
             let got = &evaluated[first + k];
-            let values: Vec<f64> = want["values"].as_array().expect("values").iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect();
+            let values: Vec<f64> = want["values"]
+                .as_array()
+                .expect("values")
+                .iter()
+                .map(|v| v.as_f64().unwrap_or(f64::NAN))
+                .collect();
             assert_eq!(got.values.len(), values.len(), "{name} record {k}");
             for (g, w) in got.values.iter().zip(&values) {
-                assert!(close(*g, *w), "{name} record {k}: {g} here, {w} on the GPU host");
+                assert!(
+                    close(*g, *w),
+                    "{name} record {k}: {g} here, {w} on the GPU host"
+                );
             }
             if let Some(n) = want["name"].as_str() {
                 assert_eq!(got.name, n, "{name} record {k}");
@@ -80,7 +94,10 @@ fn check_folder(dir: &Path) -> usize {
             for (k, bytes) in copies.iter().enumerate() {
                 let bytes = bytes.as_f64().expect("bytes");
                 let read = evaluated[k].values[0];
-                assert!((read - bytes).abs() <= 0.02 * bytes, "{name} copy {k}: read {read} for {bytes}");
+                assert!(
+                    (read - bytes).abs() <= 0.02 * bytes,
+                    "{name} copy {k}: read {read} for {bytes}"
+                );
             }
         }
     }
@@ -91,7 +108,9 @@ fn check_folder(dir: &Path) -> usize {
 #[ignore = "no recorded counter data yet: record it with examples/cupti_profile_record.rs on a GPU host, commit it \
             under tests/fixtures/cupti-counters/, then set FIXTURES_COMMITTED and remove this attribute"]
 fn recorded_counter_data_decodes_to_the_values_seen_on_the_gpu() {
-    let Some(lib) = wheel::CUDA13.dir() else { return };
+    let Some(lib) = wheel::CUDA13.dir() else {
+        return;
+    };
     CuptiLibrary::load_from(lib.join("libcupti.so.13")).expect("the wheel's CUPTI");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root())
         .expect("fixture folder")
@@ -99,10 +118,17 @@ fn recorded_counter_data_decodes_to_the_values_seen_on_the_gpu() {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    assert!(!dirs.is_empty(), "{} holds no fixture folder", root().display());
+    assert!(
+        !dirs.is_empty(),
+        "{} holds no fixture folder",
+        root().display()
+    );
     for d in dirs {
         let n = check_folder(&d);
-        eprintln!("{}: {n} ranges and samples match the GPU host's values", d.display());
+        eprintln!(
+            "{}: {n} ranges and samples match the GPU host's values",
+            d.display()
+        );
         assert!(n > 0);
     }
 }

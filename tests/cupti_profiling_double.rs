@@ -52,7 +52,11 @@ macro_rules! control {
 
 impl Double {
     fn fail(&self, function: &'static CStr, code: i32) {
-        let f = control!(self.controls, unsafe extern "C" fn(*const c_char, i32), b"cp_fail\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(*const c_char, i32),
+            b"cp_fail\0"
+        );
         // SAFETY: the double copies the name.
         unsafe { f(function.as_ptr(), code) }
     }
@@ -60,7 +64,11 @@ impl Double {
         self.fail(c"", 0);
     }
     fn push_sample(&self, start: u64, end: u64, base: f64) {
-        let f = control!(self.controls, unsafe extern "C" fn(u64, u64, f64) -> i32, b"cp_push_sample\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(u64, u64, f64) -> i32,
+            b"cp_push_sample\0"
+        );
         // SAFETY: a plain control.
         assert_eq!(unsafe { f(start, end, base) }, 0);
     }
@@ -75,27 +83,47 @@ impl Double {
         unsafe { f(i32::from(busy)) }
     }
     fn set_support(&self, arch: i32, vgpu: i32) {
-        let f = control!(self.controls, unsafe extern "C" fn(i32, i32), b"cp_set_support\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(i32, i32),
+            b"cp_set_support\0"
+        );
         // SAFETY: a plain control.
         unsafe { f(arch, vgpu) }
     }
     fn set_capability(&self, major: i32, minor: i32) {
-        let f = control!(self.driver, unsafe extern "C" fn(i32, i32), b"dbl_set_capability\0");
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(i32, i32),
+            b"dbl_set_capability\0"
+        );
         // SAFETY: a plain control.
         unsafe { f(major, minor) }
     }
     fn launch(&self, name: &'static CStr) {
-        let f = control!(self.controls, unsafe extern "C" fn(*const c_char) -> i32, b"cp_launch\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(*const c_char) -> i32,
+            b"cp_launch\0"
+        );
         // SAFETY: the double copies the name.
         assert_eq!(unsafe { f(name.as_ptr()) }, 0, "no auto range running");
     }
     fn pc(&self, function: &'static CStr, offset: u64, reason: u32, samples: u32) {
-        let f = control!(self.controls, unsafe extern "C" fn(*const c_char, u64, u32, u32) -> i32, b"cp_pc\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(*const c_char, u64, u32, u32) -> i32,
+            b"cp_pc\0"
+        );
         // SAFETY: a static name the double keeps a pointer to.
         assert_eq!(unsafe { f(function.as_ptr(), offset, reason, samples) }, 0);
     }
     fn counts(&self) -> Counts {
-        let f = control!(self.controls, unsafe extern "C" fn(*mut Counts), b"cp_counts\0");
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(*mut Counts),
+            b"cp_counts\0"
+        );
         let mut c = Counts::default();
         // SAFETY: the double writes a struct of this layout.
         unsafe { f(&mut c) };
@@ -108,12 +136,16 @@ fn double() -> &'static Double {
     D.get_or_init(|| {
         let dir = doubles_dir();
         gpu_tools::cuda::Driver::load_from(dir.join("libcuda_driver.so")).expect("driver double");
-        CuptiLibrary::load_from(dir.join("libcupti_profiling.so")).expect("profiling double as CUPTI");
-        NvperfHost::load_from(dir.join("libcupti_profiling.so")).expect("the double as libnvperf_host.so");
+        CuptiLibrary::load_from(dir.join("libcupti_profiling.so"))
+            .expect("profiling double as CUPTI");
+        NvperfHost::load_from(dir.join("libcupti_profiling.so"))
+            .expect("the double as libnvperf_host.so");
         // SAFETY: the same files the crate opened: the loader hands back the same handles.
-        let controls = unsafe { libloading::Library::new(dir.join("libcupti_profiling.so")) }.expect("controls");
+        let controls = unsafe { libloading::Library::new(dir.join("libcupti_profiling.so")) }
+            .expect("controls");
         // SAFETY: as above.
-        let driver = unsafe { libloading::Library::new(dir.join("libcuda_driver.so")) }.expect("driver controls");
+        let driver = unsafe { libloading::Library::new(dir.join("libcuda_driver.so")) }
+            .expect("driver controls");
         Double { controls, driver }
     })
 }
@@ -145,19 +177,47 @@ const DRAM: &str = "dram__bytes_read.sum";
 #[test]
 fn the_catalogue_lists_metrics_with_their_methods() {
     let (_g, _d) = serial();
-    assert_eq!(profiler::host::supported_chips().unwrap(), vec!["GH100", "TU102"]);
+    assert_eq!(
+        profiler::host::supported_chips().unwrap(),
+        vec!["GH100", "TU102"]
+    );
     let c = Catalog::for_chip("GH100").unwrap();
     assert_eq!(c.chip(), "GH100");
     assert_eq!(c.metrics().len(), 7);
     let dram = c.get("dram__bytes_read").unwrap();
     assert_eq!(dram.methods, Methods::RANGE_PROFILER | Methods::PM_SAMPLING);
     assert_eq!(dram.unit, "byte");
-    assert_eq!(c.get("gpu__time_duration").unwrap().methods, Methods::RANGE_PROFILER);
-    let pm: Vec<&str> = c.filter(Some(Method::PmSampling), "").map(|m| m.name.as_str()).collect();
-    assert_eq!(pm, vec!["dram__bytes_read", "dram__bytes_write", "sm__cycles_active", "sm__throughput"]);
+    assert_eq!(
+        c.get("gpu__time_duration").unwrap().methods,
+        Methods::RANGE_PROFILER
+    );
+    let pm: Vec<&str> = c
+        .filter(Some(Method::PmSampling), "")
+        .map(|m| m.name.as_str())
+        .collect();
+    assert_eq!(
+        pm,
+        vec![
+            "dram__bytes_read",
+            "dram__bytes_write",
+            "sm__cycles_active",
+            "sm__throughput"
+        ]
+    );
     assert_eq!(c.filter(None, "DRAM").count(), 2);
-    assert!(c.submetrics("dram__bytes_read", Method::RangeProfiler).unwrap().contains(&".sum".to_string()));
-    assert_eq!(c.resolve("TPC.TriageCompute.sm__cycles_active.avg", Method::RangeProfiler).unwrap(), "TPC.TriageCompute.sm__cycles_active.avg");
+    assert!(
+        c.submetrics("dram__bytes_read", Method::RangeProfiler)
+            .unwrap()
+            .contains(&".sum".to_string())
+    );
+    assert_eq!(
+        c.resolve(
+            "TPC.TriageCompute.sm__cycles_active.avg",
+            Method::RangeProfiler
+        )
+        .unwrap(),
+        "TPC.TriageCompute.sm__cycles_active.avg"
+    );
 }
 
 #[test]
@@ -165,11 +225,15 @@ fn bad_metric_names_get_typed_errors() {
     let (_g, _d) = serial();
     let c = Catalog::for_chip("GH100").unwrap();
     match c.resolve("dram__bytes_reed.sum", Method::RangeProfiler) {
-        Err(ProfilingError::UnknownMetric { close, .. }) => assert_eq!(close[0], "dram__bytes_read.sum"),
+        Err(ProfilingError::UnknownMetric { close, .. }) => {
+            assert_eq!(close[0], "dram__bytes_read.sum")
+        }
         other => panic!("{other:?}"),
     }
     match c.resolve("gpu__time_duration.sum", Method::PmSampling) {
-        Err(ProfilingError::NotSupportedByMethod { other, .. }) => assert_eq!(other, Some(Method::RangeProfiler)),
+        Err(ProfilingError::NotSupportedByMethod { other, .. }) => {
+            assert_eq!(other, Some(Method::RangeProfiler))
+        }
         other => panic!("{other:?}"),
     }
     match c.resolve("dram__bytes_read", Method::RangeProfiler) {
@@ -179,8 +243,14 @@ fn bad_metric_names_get_typed_errors() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(c.resolve("dram__bytes_read.bogus", Method::RangeProfiler), Err(ProfilingError::BadSubmetric { .. })));
-    let text = c.resolve("dram__bytes_reed.sum", Method::RangeProfiler).unwrap_err().to_string();
+    assert!(matches!(
+        c.resolve("dram__bytes_read.bogus", Method::RangeProfiler),
+        Err(ProfilingError::BadSubmetric { .. })
+    ));
+    let text = c
+        .resolve("dram__bytes_reed.sum", Method::RangeProfiler)
+        .unwrap_err()
+        .to_string();
     assert!(text.contains("close names: dram__bytes_read.sum"), "{text}");
     match Catalog::for_chip("XX100").map_err(profiling) {
         Err(ProfilingError::UnknownChip { known, .. }) => assert_eq!(known, vec!["GH100", "TU102"]),
@@ -195,8 +265,18 @@ fn configuration_images_say_their_passes() {
     let one = c.resolve_all(&[DRAM, SM], Method::RangeProfiler).unwrap();
     let image = ConfigImage::build("GH100", Method::RangeProfiler, None, &one).unwrap();
     assert_eq!((image.bytes().len(), image.passes()), (12, 1));
-    let tp = c.resolve_all(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"], Method::PmSampling).unwrap();
-    assert_eq!(ConfigImage::build("GH100", Method::PmSampling, None, &tp).unwrap().passes(), 3);
+    let tp = c
+        .resolve_all(
+            &["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+            Method::PmSampling,
+        )
+        .unwrap();
+    assert_eq!(
+        ConfigImage::build("GH100", Method::PmSampling, None, &tp)
+            .unwrap()
+            .passes(),
+        3
+    );
     // Every host object made is gone again.
     drop(c);
     assert_eq!(double().counts().hosts_live, 0);
@@ -238,9 +318,19 @@ fn pm_samples_carry_timestamps_and_one_value_per_metric() {
     assert_eq!((got[3].start_ns, got[3].end_ns), (1300, 1400));
     assert_eq!(got[3].values, vec![3.0, 4.0]);
     let report = s.stop().unwrap();
-    assert_eq!((report.stats.samples, report.stats.dropped, report.stats.overflows), (10, 0, 0));
+    assert_eq!(
+        (
+            report.stats.samples,
+            report.stats.dropped,
+            report.stats.overflows
+        ),
+        (10, 0, 0)
+    );
     let c = d.counts();
-    assert_eq!((c.pm_enabled, c.pm_enables, c.pm_disables), (0, c.pm_disables, c.pm_enables));
+    assert_eq!(
+        (c.pm_enabled, c.pm_enables, c.pm_disables),
+        (0, c.pm_disables, c.pm_enables)
+    );
 }
 
 #[test]
@@ -251,7 +341,10 @@ fn a_full_image_is_decoded_again_and_nothing_is_lost() {
         d.push_sample(i * 10, i * 10 + 10, i as f64);
     }
     let got = read_until(&mut s, 11);
-    assert_eq!(got.iter().map(|x| x.values[0]).collect::<Vec<_>>(), (0..11).map(|i| i as f64).collect::<Vec<_>>());
+    assert_eq!(
+        got.iter().map(|x| x.values[0]).collect::<Vec<_>>(),
+        (0..11).map(|i| i as f64).collect::<Vec<_>>()
+    );
     let st = s.stop().unwrap().stats;
     assert!(st.image_full >= 3, "{st:?}");
     assert_eq!(st.samples, 11);
@@ -270,7 +363,10 @@ fn overflow_and_gaps_are_reported() {
     let mut dropped = 0;
     let deadline = Instant::now() + Duration::from_secs(10);
     while out.len() < 3 && Instant::now() < deadline {
-        dropped += s.read(Duration::from_millis(100), &mut out).unwrap().dropped;
+        dropped += s
+            .read(Duration::from_millis(100), &mut out)
+            .unwrap()
+            .dropped;
     }
     assert_eq!(dropped, 3);
     let st = s.stop().unwrap().stats;
@@ -296,7 +392,10 @@ fn one_pm_client_per_gpu_and_drop_releases_it() {
     again.stop().unwrap();
     // Another tool holding the counters.
     d.set_busy(true);
-    assert!(matches!(pm(&[SM]).start().map_err(profiling), Err(ProfilingError::CountersBusy { .. })));
+    assert!(matches!(
+        pm(&[SM]).start().map_err(profiling),
+        Err(ProfilingError::CountersBusy { .. })
+    ));
 }
 
 #[test]
@@ -309,34 +408,66 @@ fn privileges_and_bad_settings_are_typed_and_leave_the_device_alone() {
     assert!(e.to_string().contains("CAP_PERFMON"), "{e}");
     d.clear_failure();
     assert!(matches!(
-        pm(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"]).start().map_err(profiling),
+        pm(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
+            .start()
+            .map_err(profiling),
         Err(ProfilingError::TooManyPasses { passes: 3, .. })
     ));
-    assert!(matches!(pm(&["gpu__time_duration.sum"]).start().map_err(profiling), Err(ProfilingError::NotSupportedByMethod { .. })));
-    assert!(matches!(pm(&[]).start().map_err(profiling), Err(ProfilingError::NoMetrics)));
     assert!(matches!(
-        pm(&[SM]).hardware_buffer(10).start().map_err(profiling),
-        Err(ProfilingError::BufferTooSmall { what: "hardware buffer", bytes: 10, .. })
+        pm(&["gpu__time_duration.sum"]).start().map_err(profiling),
+        Err(ProfilingError::NotSupportedByMethod { .. })
     ));
     assert!(matches!(
-        PmSampler::builder(3).metrics([SM]).start().map_err(profiling),
+        pm(&[]).start().map_err(profiling),
+        Err(ProfilingError::NoMetrics)
+    ));
+    assert!(matches!(
+        pm(&[SM]).hardware_buffer(10).start().map_err(profiling),
+        Err(ProfilingError::BufferTooSmall {
+            what: "hardware buffer",
+            bytes: 10,
+            ..
+        })
+    ));
+    assert!(matches!(
+        PmSampler::builder(3)
+            .metrics([SM])
+            .start()
+            .map_err(profiling),
         Err(ProfilingError::NoSuchDevice { index: 3, count: 1 })
     ));
     d.set_capability(7, 0);
-    assert!(matches!(pm(&[SM]).start().map_err(profiling), Err(ProfilingError::DeviceTooOld { capability: (7, 0), .. })));
+    assert!(matches!(
+        pm(&[SM]).start().map_err(profiling),
+        Err(ProfilingError::DeviceTooOld {
+            capability: (7, 0),
+            ..
+        })
+    ));
     d.set_capability(7, 5);
     // Turing: no time-based interval.
-    assert!(matches!(pm(&[SM]).start().map_err(profiling), Err(ProfilingError::InvalidSetting { what: "interval", .. })));
+    assert!(matches!(
+        pm(&[SM]).start().map_err(profiling),
+        Err(ProfilingError::InvalidSetting {
+            what: "interval",
+            ..
+        })
+    ));
     d.set_capability(9, 0);
     d.set_support(3, 2);
     match pm(&[SM]).start().map_err(profiling) {
-        Err(ProfilingError::DeviceUnsupported { reasons, .. }) => assert!(reasons[0].contains("vGPU"), "{reasons:?}"),
+        Err(ProfilingError::DeviceUnsupported { reasons, .. }) => {
+            assert!(reasons[0].contains("vGPU"), "{reasons:?}")
+        }
         other => panic!("{other:?}"),
     }
     let after = d.counts();
     // Only the buffer check enables (to ask the sample size), and disables again.
     assert_eq!(after.pm_enabled, 0);
-    assert_eq!(after.pm_enables - before.pm_enables, after.pm_disables - before.pm_disables);
+    assert_eq!(
+        after.pm_enables - before.pm_enables,
+        after.pm_disables - before.pm_disables
+    );
     assert_eq!(after.profiler_initialized, 0);
 }
 
@@ -378,8 +509,14 @@ fn a_failing_decode_ends_the_sampler_with_its_error() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert!(!s.is_running());
-    let e = s.read(Duration::ZERO, &mut Vec::new()).map_err(profiling).unwrap_err();
-    assert!(matches!(e, ProfilingError::DecodeThread(ref t) if t.contains("cuptiPmSamplingDecodeData")), "{e}");
+    let e = s
+        .read(Duration::ZERO, &mut Vec::new())
+        .map_err(profiling)
+        .unwrap_err();
+    assert!(
+        matches!(e, ProfilingError::DecodeThread(ref t) if t.contains("cuptiPmSamplingDecodeData")),
+        "{e}"
+    );
     d.clear_failure();
     assert!(s.stop().is_err());
     assert_eq!(d.counts().pm_enabled, 0, "the counters are released");
@@ -405,7 +542,10 @@ fn the_sample_iterator_ends_at_its_deadline() {
     let mut s = pm(&[SM]).start().unwrap();
     d.push_sample(0, 10, 1.0);
     d.push_sample(10, 20, 2.0);
-    let got: Vec<f64> = s.samples(Instant::now() + Duration::from_millis(300)).map(|x| x.values[0]).collect();
+    let got: Vec<f64> = s
+        .samples(Instant::now() + Duration::from_millis(300))
+        .map(|x| x.values[0])
+        .collect();
     assert_eq!(got, vec![1.0, 2.0]);
 }
 
@@ -415,12 +555,18 @@ fn the_sample_iterator_ends_at_its_deadline() {
 fn auto_ranges_give_one_range_per_kernel() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    let mut p = RangeProfiler::builder(&ctx).metrics([DRAM, "dram__bytes_write.sum"]).start().unwrap();
+    let mut p = RangeProfiler::builder(&ctx)
+        .metrics([DRAM, "dram__bytes_write.sum"])
+        .start()
+        .unwrap();
     assert_eq!((p.chip(), p.passes_needed()), ("GH100", 1));
     d.launch(c"copy");
     d.launch(c"scale");
     let r = p.results().unwrap();
-    assert_eq!(r.ranges.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), vec!["copy", "scale"]);
+    assert_eq!(
+        r.ranges.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(),
+        vec!["copy", "scale"]
+    );
     assert_eq!(r.value(1, "dram__bytes_write.sum"), Some(201.0));
     assert_eq!(r.dropped, 0);
     assert!(p.push_range("x").is_err(), "no user ranges in auto mode");
@@ -455,21 +601,32 @@ fn user_ranges_replay_until_every_pass_is_in() {
     let r = p.results().unwrap();
     let names: Vec<&str> = r.iter().map(|(n, _, _)| n).collect();
     assert_eq!(names, vec!["step/inner", "step"]);
-    assert!(matches!(p.pop_range().map_err(profiling), Err(ProfilingError::State(_))));
+    assert!(matches!(
+        p.pop_range().map_err(profiling),
+        Err(ProfilingError::State(_))
+    ));
 }
 
 #[test]
 fn ranges_beyond_the_image_are_counted() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    let mut p = RangeProfiler::builder(&ctx).metrics([DRAM]).max_ranges(2).start().unwrap();
+    let mut p = RangeProfiler::builder(&ctx)
+        .metrics([DRAM])
+        .max_ranges(2)
+        .start()
+        .unwrap();
     for _ in 0..5 {
         d.launch(c"k");
     }
     let r = p.results().unwrap();
     assert_eq!((r.ranges.len(), r.dropped), (2, 3));
     assert!(matches!(
-        RangeProfiler::builder(&ctx).metrics([DRAM]).max_ranges(0).start().map_err(profiling),
+        RangeProfiler::builder(&ctx)
+            .metrics([DRAM])
+            .max_ranges(0)
+            .start()
+            .map_err(profiling),
         Err(ProfilingError::BufferTooSmall { .. })
     ));
 }
@@ -480,9 +637,16 @@ fn ranges_beyond_the_image_are_counted() {
 fn pc_samples_come_per_function_pc_and_reason() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    let mut s = PcSampler::builder(&ctx).period(10).pcs_per_read(2).start().unwrap();
+    let mut s = PcSampler::builder(&ctx)
+        .period(10)
+        .pcs_per_read(2)
+        .start()
+        .unwrap();
     assert_eq!(s.stall_reasons().len(), 3);
-    assert_eq!(s.stall_reasons()[0].name, "smsp__pcsamp_warps_issue_stalled_long_scoreboard");
+    assert_eq!(
+        s.stall_reasons()[0].name,
+        "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+    );
     d.pc(c"chase", 0x40, 4, 90);
     d.pc(c"chase", 0x50, 4, 10);
     d.pc(c"chase", 0x40, 17, 3);
@@ -493,7 +657,10 @@ fn pc_samples_come_per_function_pc_and_reason() {
     let f = all.functions();
     assert_eq!(&*f[0].name, "chase");
     assert_eq!(f[0].samples, 103);
-    assert_eq!(all.reason_name(f[0].top_stall().unwrap().0), "smsp__pcsamp_warps_issue_stalled_long_scoreboard");
+    assert_eq!(
+        all.reason_name(f[0].top_stall().unwrap().0),
+        "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+    );
     assert_eq!(f[0].hot_pcs[0], (0x40, 93));
     assert_eq!(d.counts().pc_enabled, 0);
 }
@@ -502,14 +669,33 @@ fn pc_samples_come_per_function_pc_and_reason() {
 fn pc_sampling_settings_are_checked() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    assert!(matches!(PcSampler::builder(&ctx).period(40).start().map_err(profiling), Err(ProfilingError::InvalidSetting { what: "period", .. })));
     assert!(matches!(
-        PcSampler::builder(&ctx).stall_reasons(["no_such_reason"]).start().map_err(profiling),
-        Err(ProfilingError::InvalidSetting { what: "stall reasons", .. })
+        PcSampler::builder(&ctx)
+            .period(40)
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::InvalidSetting { what: "period", .. })
     ));
-    assert_eq!(d.counts().pc_enabled, 0, "a refused configuration disables again");
     assert!(matches!(
-        PcSampler::builder(&ctx).pcs_per_read(0).start().map_err(profiling),
+        PcSampler::builder(&ctx)
+            .stall_reasons(["no_such_reason"])
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::InvalidSetting {
+            what: "stall reasons",
+            ..
+        })
+    ));
+    assert_eq!(
+        d.counts().pc_enabled,
+        0,
+        "a refused configuration disables again"
+    );
+    assert!(matches!(
+        PcSampler::builder(&ctx)
+            .pcs_per_read(0)
+            .start()
+            .map_err(profiling),
         Err(ProfilingError::BufferTooSmall { .. })
     ));
 }
@@ -522,7 +708,11 @@ use gpu_tools::cupti::profiler::image::{CounterDataFile, RecordInfo};
 fn saved_range_counter_data_evaluates_to_the_same_values() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    let mut p = RangeProfiler::builder(&ctx).metrics([DRAM, SM]).keep_counter_data(true).start().unwrap();
+    let mut p = RangeProfiler::builder(&ctx)
+        .metrics([DRAM, SM])
+        .keep_counter_data(true)
+        .start()
+        .unwrap();
     d.launch(c"copy");
     d.launch(c"copy");
     let r = p.results().unwrap();
@@ -530,7 +720,15 @@ fn saved_range_counter_data_evaluates_to_the_same_values() {
         method: Method::RangeProfiler,
         chip: p.chip().to_string(),
         metrics: r.metrics.clone(),
-        records: r.ranges.iter().map(|x| RecordInfo { name: x.name.clone(), start: 0, end: 0 }).collect(),
+        records: r
+            .ranges
+            .iter()
+            .map(|x| RecordInfo {
+                name: x.name.clone(),
+                start: 0,
+                end: 0,
+            })
+            .collect(),
         image: r.counter_data.clone().expect("kept"),
     };
     let back = CounterDataFile::parse(&file.to_bytes()).unwrap();
@@ -560,12 +758,23 @@ fn saved_pm_counter_data_evaluates_to_the_same_values() {
         d.push_sample(100 * i, 100 * i + 100, i as f64 * 10.0);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while saved.lock().unwrap().iter().map(|x| x.2.len()).sum::<usize>() < 3 && Instant::now() < deadline {
+    while saved
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|x| x.2.len())
+        .sum::<usize>()
+        < 3
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     s.stop().unwrap();
     let saved = saved.lock().unwrap();
-    let (image, first, samples) = saved.iter().find(|x| !x.2.is_empty()).expect("a batch with samples");
+    let (image, first, samples) = saved
+        .iter()
+        .find(|x| !x.2.is_empty())
+        .expect("a batch with samples");
     let file = CounterDataFile {
         method: Method::PmSampling,
         chip: "GH100".into(),
@@ -574,9 +783,13 @@ fn saved_pm_counter_data_evaluates_to_the_same_values() {
         image: image.clone(),
     };
     // SAFETY: as above.
-    let evaluated = unsafe { CounterDataFile::parse(&file.to_bytes()).unwrap().evaluate() }.unwrap();
+    let evaluated =
+        unsafe { CounterDataFile::parse(&file.to_bytes()).unwrap().evaluate() }.unwrap();
     for (k, s) in samples.iter().enumerate() {
         let e = &evaluated[first + k];
-        assert_eq!((e.start, e.end, &e.values), (s.start_ns, s.end_ns, &s.values));
+        assert_eq!(
+            (e.start, e.end, &e.values),
+            (s.start_ns, s.end_ns, &s.values)
+        );
     }
 }

@@ -6,14 +6,19 @@
 #[path = "common/wheel.rs"]
 mod wheel;
 
-use gpu_tools::{Error, LoadError};
 use gpu_tools::cupti::CuptiLibrary;
 use gpu_tools::cupti::profiler::host::Catalog;
+use gpu_tools::{Error, LoadError};
 
 #[test]
 fn a_missing_nvperf_host_is_a_load_error() {
     // SAFETY: the only test of this binary; no other thread reads the environment yet.
-    unsafe { std::env::set_var("GPU_TOOLS_NVPERF_HOST_LIB", "/nonexistent/gpu-tools/libnvperf_host.so") };
+    unsafe {
+        std::env::set_var(
+            "GPU_TOOLS_NVPERF_HOST_LIB",
+            "/nonexistent/gpu-tools/libnvperf_host.so",
+        )
+    };
     if let Some(dir) = wheel::CUDA13.dir() {
         CuptiLibrary::load_from(dir.join("libcupti.so.13")).expect("the wheel's CUPTI loads");
     }
@@ -23,7 +28,10 @@ fn a_missing_nvperf_host_is_a_load_error() {
             if wheel::CUDA13.dir().is_some() {
                 assert!(library.contains("libnvperf_host.so"), "{library}");
                 assert_eq!(attempts.len(), 1);
-                assert_eq!(attempts[0].path, std::path::Path::new("/nonexistent/gpu-tools/libnvperf_host.so"));
+                assert_eq!(
+                    attempts[0].path,
+                    std::path::Path::new("/nonexistent/gpu-tools/libnvperf_host.so")
+                );
             }
         }
         other => panic!("expected a load error, got {other:?}"),

@@ -32,17 +32,34 @@ fn the_real_catalogue_of_gh100() {
     let c = Catalog::for_chip("GH100").expect("GH100 catalogue");
     let range = c.filter(Some(Method::RangeProfiler), "").count();
     let pm = c.filter(Some(Method::PmSampling), "").count();
-    println!("GH100: {} base metrics, {range} for the range profiler, {pm} for PM sampling", c.metrics().len());
+    println!(
+        "GH100: {} base metrics, {range} for the range profiler, {pm} for PM sampling",
+        c.metrics().len()
+    );
     assert_eq!((range, pm), (3650, 1279));
     for kind in MetricKind::ALL {
-        println!("  {}: {}", kind.name(), c.metrics().iter().filter(|m| m.kind == kind).count());
+        println!(
+            "  {}: {}",
+            kind.name(),
+            c.metrics().iter().filter(|m| m.kind == kind).count()
+        );
     }
     let dram = c.get("dram__bytes_read").expect("dram__bytes_read");
-    assert_eq!((dram.unit.as_str(), dram.hw_unit.as_str(), dram.kind), ("byte", "dram", MetricKind::Counter));
+    assert_eq!(
+        (dram.unit.as_str(), dram.hw_unit.as_str(), dram.kind),
+        ("byte", "dram", MetricKind::Counter)
+    );
     assert_eq!(dram.methods, Methods::RANGE_PROFILER | Methods::PM_SAMPLING);
     println!("gpu-tools metrics --chip GH100 --method pm dram__bytes:");
     for m in c.filter(Some(Method::PmSampling), "dram__bytes") {
-        println!("  {:32} {:10} {:10} {:8} {}", m.name, m.kind.name(), m.unit, m.methods.names(), m.description);
+        println!(
+            "  {:32} {:10} {:10} {:8} {}",
+            m.name,
+            m.kind.name(),
+            m.unit,
+            m.methods.names(),
+            m.description
+        );
     }
     assert!(c.filter(Some(Method::PmSampling), "dram__bytes").count() >= 3);
 }
@@ -53,12 +70,22 @@ fn real_names_are_checked_with_typed_errors() {
         return;
     }
     let c = Catalog::for_chip("GH100").expect("catalogue");
-    let e = c.resolve("dram__bytes_reed.sum", Method::RangeProfiler).unwrap_err();
+    let e = c
+        .resolve("dram__bytes_reed.sum", Method::RangeProfiler)
+        .unwrap_err();
     println!("{e}");
-    assert!(matches!(&e, ProfilingError::UnknownMetric { close, .. } if close[0] == "dram__bytes_read.sum"), "{e}");
-    let e = c.resolve("dram__bytes_read", Method::RangeProfiler).unwrap_err();
+    assert!(
+        matches!(&e, ProfilingError::UnknownMetric { close, .. } if close[0] == "dram__bytes_read.sum"),
+        "{e}"
+    );
+    let e = c
+        .resolve("dram__bytes_read", Method::RangeProfiler)
+        .unwrap_err();
     println!("{e}");
-    assert!(matches!(&e, ProfilingError::BadSubmetric { valid, .. } if valid.len() == 44), "{e}");
+    assert!(
+        matches!(&e, ProfilingError::BadSubmetric { valid, .. } if valid.len() == 44),
+        "{e}"
+    );
     // A metric the range profiler has and PM sampling lacks.
     let range_only = c
         .metrics()
@@ -68,7 +95,13 @@ fn real_names_are_checked_with_typed_errors() {
     let name = format!("{}.sum", range_only.name);
     let e = c.resolve(&name, Method::PmSampling).unwrap_err();
     println!("{e}");
-    assert!(matches!(e, ProfilingError::NotSupportedByMethod { other: Some(Method::RangeProfiler), .. }));
+    assert!(matches!(
+        e,
+        ProfilingError::NotSupportedByMethod {
+            other: Some(Method::RangeProfiler),
+            ..
+        }
+    ));
     let e = Catalog::for_chip("XX100").unwrap_err();
     println!("{e}");
     assert!(e.to_string().contains("GH100"));
@@ -81,13 +114,34 @@ fn real_configuration_images() {
     }
     let c = Catalog::for_chip("GH100").expect("catalogue");
     let two = c
-        .resolve_all(&["dram__bytes_read.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"], Method::RangeProfiler)
+        .resolve_all(
+            &[
+                "dram__bytes_read.sum",
+                "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            ],
+            Method::RangeProfiler,
+        )
         .expect("known names");
     let image = ConfigImage::build("GH100", Method::RangeProfiler, None, &two).expect("config");
-    println!("range profiler, {:?}: {} bytes, {} passes", two.names(), image.bytes().len(), image.passes());
+    println!(
+        "range profiler, {:?}: {} bytes, {} passes",
+        two.names(),
+        image.bytes().len(),
+        image.passes()
+    );
     assert_eq!(image.bytes().len(), 10448);
-    let dram = c.resolve_all(&["dram__bytes_read.sum", "dram__bytes_write.sum"], Method::RangeProfiler).expect("names");
-    assert_eq!(ConfigImage::build("GH100", Method::RangeProfiler, None, &dram).expect("config").passes(), 1);
+    let dram = c
+        .resolve_all(
+            &["dram__bytes_read.sum", "dram__bytes_write.sum"],
+            Method::RangeProfiler,
+        )
+        .expect("names");
+    assert_eq!(
+        ConfigImage::build("GH100", Method::RangeProfiler, None, &dram)
+            .expect("config")
+            .passes(),
+        1
+    );
     let top = [
         "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
         "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
@@ -95,12 +149,25 @@ fn real_configuration_images() {
         "dram__bytes_write.sum.per_second",
         "sm__warps_active.avg.pct_of_peak_sustained_active",
     ];
-    let top = c.resolve_all(&top, Method::PmSampling).expect("the top view's metrics");
+    let top = c
+        .resolve_all(&top, Method::PmSampling)
+        .expect("the top view's metrics");
     let image = ConfigImage::build("GH100", Method::PmSampling, None, &top).expect("config");
-    println!("PM sampling, the top view's 5 metrics: {} bytes, {} pass", image.bytes().len(), image.passes());
+    println!(
+        "PM sampling, the top view's 5 metrics: {} bytes, {} pass",
+        image.bytes().len(),
+        image.passes()
+    );
     assert_eq!(image.passes(), 1, "PM sampling collects in one pass");
-    let tp = c.resolve_all(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"], Method::PmSampling).expect("name");
-    let passes = ConfigImage::build("GH100", Method::PmSampling, None, &tp).expect("config").passes();
+    let tp = c
+        .resolve_all(
+            &["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+            Method::PmSampling,
+        )
+        .expect("name");
+    let passes = ConfigImage::build("GH100", Method::PmSampling, None, &tp)
+        .expect("config")
+        .passes();
     println!("PM sampling, sm__throughput.avg.pct_of_peak_sustained_elapsed: {passes} passes");
     assert!(passes > 1);
 }

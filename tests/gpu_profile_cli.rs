@@ -15,8 +15,16 @@ const COPY: &str = "_Z4copyPKfPfm";
 
 fn gpu_profile() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let p = exe.parent().and_then(|d| d.parent()).expect("target/<profile>").join("examples/gpu_profile");
-    assert!(p.exists(), "{} missing: build the examples (cargo test builds them)", p.display());
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .join("examples/gpu_profile");
+    assert!(
+        p.exists(),
+        "{} missing: build the examples (cargo test builds them)",
+        p.display()
+    );
     p
 }
 
@@ -44,15 +52,28 @@ fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
 }
 
 fn standin_program() -> Vec<String> {
-    let me = std::env::current_exe().unwrap().to_string_lossy().into_owned();
-    vec![me, "standin".into(), "--exact".into(), "--ignored".into(), "--test-threads=1".into()]
+    let me = std::env::current_exe()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    vec![
+        me,
+        "standin".into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--test-threads=1".into(),
+    ]
 }
 
 /// Runs the stand-in under `gpu_profile ARGS --output FILE`; returns the run and the report.
 fn run_standin(args: &[&str]) -> (Output, String) {
     let p = standin_program();
     let p: Vec<&str> = p.iter().map(String::as_str).collect();
-    let report = std::env::temp_dir().join(format!("gpu_profile_cli-{}-{}.txt", std::process::id(), args.join("_")));
+    let report = std::env::temp_dir().join(format!(
+        "gpu_profile_cli-{}-{}.txt",
+        std::process::id(),
+        args.join("_")
+    ));
     let report_arg = report.to_string_lossy().into_owned();
     let mut all = args.to_vec();
     all.extend(["--output", &report_arg]);
@@ -76,7 +97,9 @@ fn standin() {
         "the request travels in the environment"
     );
     let pc = std::env::var(env::PROFILE_PC_SAMPLING).unwrap() == "1";
-    let file = std::env::var(env::FILE).unwrap().replace("%p", &std::process::id().to_string());
+    let file = std::env::var(env::FILE)
+        .unwrap()
+        .replace("%p", &std::process::id().to_string());
     let m = |launch: u32, kernel: &str, t: f64, read: f64| {
         Record::KernelMetrics(KernelMetricsRecord {
             device: 0,
@@ -88,24 +111,42 @@ fn standin() {
                 (Arc::from("gpu__time_duration.sum"), t),
                 (Arc::from("dram__bytes_read.sum"), read),
                 (Arc::from("dram__bytes_write.sum"), read),
-                (Arc::from("sm__throughput.avg.pct_of_peak_sustained_elapsed"), 12.5),
+                (
+                    Arc::from("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                    12.5,
+                ),
             ],
         })
     };
     let mut records = vec![
-        Record::ProcessStart(ProcessStart { pid: std::process::id(), parent_pid: 1, time: 1, command: "standin".into() }),
+        Record::ProcessStart(ProcessStart {
+            pid: std::process::id(),
+            parent_pid: 1,
+            time: 1,
+            command: "standin".into(),
+        }),
         m(0, COPY, 1000.0, 1e9),
         m(1, "scale", 50.0, 1e6),
         m(2, COPY, 3000.0, 3e9),
-        Record::ProfileLoss(ProfileLoss { kind: ProfileLossKind::Ranges, count: 2, context: 1 }),
-        Record::Notice(Notice { level: NoticeLevel::Warning, text: "a warning from inside".into() }),
+        Record::ProfileLoss(ProfileLoss {
+            kind: ProfileLossKind::Ranges,
+            count: 2,
+            context: 1,
+        }),
+        Record::Notice(Notice {
+            level: NoticeLevel::Warning,
+            text: "a warning from inside".into(),
+        }),
     ];
     if pc {
         records.push(Record::Stall(StallRecord {
             context: 1,
             function: Arc::from(COPY),
             pc_offset: 0x80,
-            stalls: vec![(Arc::from("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), 90)],
+            stalls: vec![(
+                Arc::from("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+                90,
+            )],
         }));
     }
     records.push(Record::ProcessEnd(ProcessEnd {
@@ -116,7 +157,11 @@ fn standin() {
         skipped: 0,
         callback_panics: 0,
     }));
-    let mut e = Encoder::new(&StreamHeader::new(std::process::id(), 130001, TimestampClock::Monotonic));
+    let mut e = Encoder::new(&StreamHeader::new(
+        std::process::id(),
+        130001,
+        TimestampClock::Monotonic,
+    ));
     for r in &records {
         e.push(r);
     }
@@ -127,12 +172,22 @@ fn standin() {
 fn kernels_are_tabled_per_name_with_demangled_names() {
     let (out, text) = run_standin(&["--set", "basic"]);
     assert!(out.status.success());
-    let copy = text.lines().find(|l| l.contains("copy(float const*, float*, unsigned long)")).expect("the copy row");
+    let copy = text
+        .lines()
+        .find(|l| l.contains("copy(float const*, float*, unsigned long)"))
+        .expect("the copy row");
     let cells: Vec<&str> = copy.split_whitespace().collect();
-    assert_eq!(&cells[..4], &["2", "2000.00", "1000.00", "3000.00"], "{copy}");
+    assert_eq!(
+        &cells[..4],
+        &["2", "2000.00", "1000.00", "3000.00"],
+        "{copy}"
+    );
     assert!(text.contains("[1] gpu__time_duration.sum"));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("a warning from inside") && err.contains("2 Ranges lost"), "{err}");
+    assert!(
+        err.contains("a warning from inside") && err.contains("2 Ranges lost"),
+        "{err}"
+    );
     assert!(err.contains("3 kernel launches profiled"), "{err}");
 }
 
@@ -140,7 +195,12 @@ fn kernels_are_tabled_per_name_with_demangled_names() {
 fn csv_and_json_carry_every_kernel_and_metric() {
     let (_, csv) = run_standin(&["--set", "basic", "--csv", "--mangled"]);
     assert!(csv.starts_with("kernel,launches,metric,mean,min,max\n"));
-    assert!(csv.contains(&format!("{COPY},2,dram__bytes_read.sum,2000000000,1000000000,3000000000")), "{csv}");
+    assert!(
+        csv.contains(&format!(
+            "{COPY},2,dram__bytes_read.sum,2000000000,1000000000,3000000000"
+        )),
+        "{csv}"
+    );
     assert_eq!(csv.lines().count(), 1 + 2 * 4);
     let (_, json) = run_standin(&["--set", "basic", "--json"]);
     let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
@@ -153,7 +213,10 @@ fn csv_and_json_carry_every_kernel_and_metric() {
 fn pc_sampling_adds_the_stall_report() {
     let (_, text) = run_standin(&["--set", "basic", "--pc-sampling"]);
     assert!(text.contains("top stall reasons per function"), "{text}");
-    assert!(text.contains("100.0%  smsp__pcsamp_warps_issue_stalled_long_scoreboard"), "{text}");
+    assert!(
+        text.contains("100.0%  smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+        "{text}"
+    );
     assert!(text.contains("pc +0x0080"), "{text}");
 }
 

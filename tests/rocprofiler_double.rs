@@ -899,6 +899,9 @@ fn device_profiling_reads_through_the_vendor_neutral_trait() {
     assert_eq!(out[0].values[0], 1000.0);
     assert!(out[0].values[1].is_nan(), "an unknown counter reads NaN");
     assert_eq!(out[1].start_ns, out[0].end_ns, "samples tile the time");
-    assert!(out[1].duration() >= std::time::Duration::from_millis(20), "each read waits out its interval");
+    assert!(
+        out[1].duration() >= std::time::Duration::from_millis(20),
+        "each read waits out its interval"
+    );
     dev.stop().unwrap();
 }

@@ -53,21 +53,43 @@ fn metrics(launch: u32, values: &[(&str, f64)]) -> Record {
 #[test]
 fn counter_records_round_trip() {
     let records = vec![
-        metrics(0, &[("dram__bytes_read.sum", 1.5e9), ("gpu__time_duration.sum", f64::NAN)]),
+        metrics(
+            0,
+            &[
+                ("dram__bytes_read.sum", 1.5e9),
+                ("gpu__time_duration.sum", f64::NAN),
+            ],
+        ),
         metrics(1, &[("dram__bytes_read.sum", 0.0)]),
         Record::Stall(StallRecord {
             context: 1,
             function: Arc::from("_Z5chasePj"),
             pc_offset: 0x1f0,
-            stalls: vec![(Arc::from("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), 900), (Arc::from("selected"), 3)],
+            stalls: vec![
+                (
+                    Arc::from("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+                    900,
+                ),
+                (Arc::from("selected"), 3),
+            ],
         }),
-        Record::ProfileLoss(ProfileLoss { kind: ProfileLossKind::Ranges, count: 12, context: 1 }),
-        Record::ProfileLoss(ProfileLoss { kind: ProfileLossKind::Other(9), count: 1, context: 0 }),
+        Record::ProfileLoss(ProfileLoss {
+            kind: ProfileLossKind::Ranges,
+            count: 12,
+            context: 1,
+        }),
+        Record::ProfileLoss(ProfileLoss {
+            kind: ProfileLossKind::Other(9),
+            count: 1,
+            context: 0,
+        }),
     ];
     let (back, errors) = decode(&encode(&records));
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(back, records, "NaN values compare by their bits");
-    let Record::KernelMetrics(k) = &back[0] else { panic!() };
+    let Record::KernelMetrics(k) = &back[0] else {
+        panic!()
+    };
     assert_eq!(k.value("dram__bytes_read.sum"), Some(1.5e9));
     assert_eq!(k.value("nothing"), None);
 }
@@ -75,7 +97,10 @@ fn counter_records_round_trip() {
 #[test]
 fn names_are_sent_once_per_stream() {
     let one = encode(&[metrics(0, &[("dram__bytes_read.sum", 1.0)])]);
-    let two = encode(&[metrics(0, &[("dram__bytes_read.sum", 1.0)]), metrics(1, &[("dram__bytes_read.sum", 2.0)])]);
+    let two = encode(&[
+        metrics(0, &[("dram__bytes_read.sum", 1.0)]),
+        metrics(1, &[("dram__bytes_read.sum", 2.0)]),
+    ]);
     // The second record adds only its own frame: 5 header bytes and 22 + 12 payload bytes.
     assert_eq!(two.len() - one.len(), 5 + 22 + 12);
 }
@@ -103,13 +128,20 @@ fn short_frames_and_undefined_names_are_per_frame_errors() {
     bytes.push(21);
     bytes.extend_from_slice(&(stall.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&stall);
-    let loss = Record::ProfileLoss(ProfileLoss { kind: ProfileLossKind::PcSamples, count: 5, context: 2 });
+    let loss = Record::ProfileLoss(ProfileLoss {
+        kind: ProfileLossKind::PcSamples,
+        count: 5,
+        context: 2,
+    });
     let mut e = Encoder::new(&header());
     e.push(&loss);
     bytes.extend_from_slice(&e.bytes()[wire::HEADER_LEN..]);
     let (records, errors) = decode(&bytes);
     assert_eq!(records, vec![loss]);
-    assert!(matches!(errors[0], WireError::ShortFrame { tag: 20, .. }), "{errors:?}");
+    assert!(
+        matches!(errors[0], WireError::ShortFrame { tag: 20, .. }),
+        "{errors:?}"
+    );
     assert_eq!(errors[1], WireError::UndefinedName { tag: 21, id: 99 });
 }
 
@@ -119,19 +151,44 @@ fn name() -> impl Strategy<Value = Arc<str>> {
 
 fn record() -> impl Strategy<Value = Record> {
     prop_oneof![
-        (any::<(u32, u32, u32, u32)>(), name(), proptest::collection::vec((name(), any::<f64>()), 0..6)).prop_map(
-            |((device, context, correlation, launch), kernel, metrics)| {
-                Record::KernelMetrics(KernelMetricsRecord { device, context, correlation, launch, kernel, metrics })
-            }
-        ),
-        (any::<u32>(), name(), any::<u64>(), proptest::collection::vec((name(), any::<u32>()), 0..6)).prop_map(
-            |(context, function, pc_offset, stalls)| Record::Stall(StallRecord { context, function, pc_offset, stalls })
-        ),
-        (any::<u8>(), any::<u64>(), any::<u32>()).prop_map(|(k, count, context)| Record::ProfileLoss(ProfileLoss {
-            kind: ProfileLossKind::from_code(k),
-            count,
-            context
-        })),
+        (
+            any::<(u32, u32, u32, u32)>(),
+            name(),
+            proptest::collection::vec((name(), any::<f64>()), 0..6)
+        )
+            .prop_map(
+                |((device, context, correlation, launch), kernel, metrics)| {
+                    Record::KernelMetrics(KernelMetricsRecord {
+                        device,
+                        context,
+                        correlation,
+                        launch,
+                        kernel,
+                        metrics,
+                    })
+                }
+            ),
+        (
+            any::<u32>(),
+            name(),
+            any::<u64>(),
+            proptest::collection::vec((name(), any::<u32>()), 0..6)
+        )
+            .prop_map(|(context, function, pc_offset, stalls)| Record::Stall(
+                StallRecord {
+                    context,
+                    function,
+                    pc_offset,
+                    stalls
+                }
+            )),
+        (any::<u8>(), any::<u64>(), any::<u32>()).prop_map(|(k, count, context)| {
+            Record::ProfileLoss(ProfileLoss {
+                kind: ProfileLossKind::from_code(k),
+                count,
+                context,
+            })
+        }),
     ]
 }
 

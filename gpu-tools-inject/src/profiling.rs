@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use gpu_tools::cupti::DriverCbid;
-use gpu_tools::cupti::callback::{CallbackEvent, CallbackDomain, ResourceKind, Subscriber};
+use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::cupti::range_profiler::RangeProfiler;
 use gpu_tools::profile::ProfileRequest;
@@ -73,8 +73,16 @@ pub fn start(writer: &Arc<Writer>) -> bool {
     if request.is_empty() {
         return false;
     }
-    log::info!("profiling kernels: metrics {:?}, PC sampling {}", request.metrics, request.pc_sampling);
-    let metric_names = request.metrics.iter().map(|m| Arc::from(m.as_str())).collect();
+    log::info!(
+        "profiling kernels: metrics {:?}, PC sampling {}",
+        request.metrics,
+        request.pc_sampling
+    );
+    let metric_names = request
+        .metrics
+        .iter()
+        .map(|m| Arc::from(m.as_str()))
+        .collect();
     *STATE.lock().unwrap_or_else(|p| p.into_inner()) = Some(State {
         writer: Arc::clone(writer),
         request,
@@ -110,7 +118,9 @@ pub fn on_event(event: &CallbackEvent<'_>) {
     BUSY.with(|b| b.set(true));
     match event {
         CallbackEvent::Resource(r) => match r.kind() {
-            ResourceKind::ContextCreated => state.context_created(r.context() as usize, r.context_id().unwrap_or(0)),
+            ResourceKind::ContextCreated => {
+                state.context_created(r.context() as usize, r.context_id().unwrap_or(0))
+            }
             ResourceKind::ContextDestroyStarting => state.context_ending(r.context() as usize),
             _ => {}
         },
@@ -118,7 +128,10 @@ pub fn on_event(event: &CallbackEvent<'_>) {
             let is_launch = matches!(a.cbid(), gpu_tools::cupti::ApiCbid::Driver(_))
                 && a.cbid().name().is_some_and(|n| LAUNCHES.contains(&n));
             if is_launch {
-                let name = a.symbol_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = a
+                    .symbol_name()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 state.launch(a.context() as usize, a.correlation_id(), &name);
             }
         }
@@ -131,7 +144,9 @@ pub fn on_event(event: &CallbackEvent<'_>) {
 /// stream's end record.
 pub fn finish() {
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(mut state) = guard.take() else { return };
+    let Some(mut state) = guard.take() else {
+        return;
+    };
     BUSY.with(|b| b.set(true));
     let raws: Vec<usize> = state.contexts.iter().map(|c| c.raw).collect();
     for raw in raws {
@@ -179,7 +194,10 @@ impl State {
                     Some(p)
                 }
                 Err(e) => {
-                    self.writer.notice(NoticeLevel::Error, format!("context {id}: no kernel metrics: {e}"));
+                    self.writer.notice(
+                        NoticeLevel::Error,
+                        format!("context {id}: no kernel metrics: {e}"),
+                    );
                     None
                 }
             }
@@ -189,7 +207,10 @@ impl State {
             match unsafe { PcSampler::builder_for_raw(ctx) }.start() {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    self.writer.notice(NoticeLevel::Error, format!("context {id}: no PC sampling: {e}"));
+                    self.writer.notice(
+                        NoticeLevel::Error,
+                        format!("context {id}: no PC sampling: {e}"),
+                    );
                     None
                 }
             }
@@ -197,13 +218,26 @@ impl State {
             None
         };
         let device = device_of(ctx);
-        self.contexts.push(ContextProfile { raw, id, device, profiler, pc, pending: Vec::new(), decoded: 0 });
+        self.contexts.push(ContextProfile {
+            raw,
+            id,
+            device,
+            profiler,
+            pc,
+            pending: Vec::new(),
+            decoded: 0,
+        });
     }
 
     fn launch(&mut self, raw: usize, correlation: u32, kernel: &str) {
         let name = self.name(kernel);
-        let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else { return };
-        let full = self.contexts[i].profiler.as_ref().is_some_and(|p| self.contexts[i].pending.len() >= p.max_ranges());
+        let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else {
+            return;
+        };
+        let full = self.contexts[i]
+            .profiler
+            .as_ref()
+            .is_some_and(|p| self.contexts[i].pending.len() >= p.max_ranges());
         if full {
             self.decode(i, true);
         }
@@ -213,7 +247,9 @@ impl State {
     }
 
     fn context_ending(&mut self, raw: usize) {
-        let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else { return };
+        let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else {
+            return;
+        };
         self.decode(i, false);
         self.pc_samples(i);
         self.contexts.remove(i);
@@ -222,11 +258,16 @@ impl State {
     /// Decodes a context's ranges into kernel-metrics records; resumes profiling when asked.
     fn decode(&mut self, i: usize, resume: bool) {
         let (id, device) = (self.contexts[i].id, self.contexts[i].device);
-        let Some(profiler) = self.contexts[i].profiler.as_mut() else { return };
+        let Some(profiler) = self.contexts[i].profiler.as_mut() else {
+            return;
+        };
         let results = match profiler.results() {
             Ok(r) => r,
             Err(e) => {
-                self.writer.notice(NoticeLevel::Error, format!("context {id}: decoding kernel metrics: {e}"));
+                self.writer.notice(
+                    NoticeLevel::Error,
+                    format!("context {id}: decoding kernel metrics: {e}"),
+                );
                 self.contexts[i].profiler = None;
                 return;
             }
@@ -243,7 +284,13 @@ impl State {
         }
         let base = self.contexts[i].decoded;
         let fallback: Vec<Arc<str>> = results.ranges.iter().map(|r| self.name(&r.name)).collect();
-        for record in kernel_records(&results, &pending, &fallback, &self.metric_names, (device, id, base)) {
+        for record in kernel_records(
+            &results,
+            &pending,
+            &fallback,
+            &self.metric_names,
+            (device, id, base),
+        ) {
             self.writer.push(&record);
         }
         self.contexts[i].decoded = base + pending.len() as u32;
@@ -255,7 +302,10 @@ impl State {
             }));
         }
         if let Err(e) = resumed {
-            self.writer.notice(NoticeLevel::Error, format!("context {id}: kernel metrics stop here: {e}"));
+            self.writer.notice(
+                NoticeLevel::Error,
+                format!("context {id}: kernel metrics stop here: {e}"),
+            );
             self.contexts[i].profiler = None;
         }
     }
@@ -263,23 +313,39 @@ impl State {
     /// Finishes a context's PC sampling and sends its records.
     fn pc_samples(&mut self, i: usize) {
         let id = self.contexts[i].id;
-        let Some(sampler) = self.contexts[i].pc.take() else { return };
+        let Some(sampler) = self.contexts[i].pc.take() else {
+            return;
+        };
         let samples = match sampler.finish() {
             Ok(s) => s,
             Err(e) => {
-                self.writer.notice(NoticeLevel::Error, format!("context {id}: PC sampling: {e}"));
+                self.writer.notice(
+                    NoticeLevel::Error,
+                    format!("context {id}: PC sampling: {e}"),
+                );
                 return;
             }
         };
-        let reasons: HashMap<u32, Arc<str>> =
-            samples.reasons.iter().map(|r| (r.index, Arc::from(r.name.as_str()))).collect();
+        let reasons: HashMap<u32, Arc<str>> = samples
+            .reasons
+            .iter()
+            .map(|r| (r.index, Arc::from(r.name.as_str())))
+            .collect();
         let unknown: Arc<str> = Arc::from("?");
         for r in &samples.records {
             let stalls = r
                 .stalls
                 .iter()
                 .filter(|(_, n)| *n > 0)
-                .map(|(reason, n)| (reasons.get(reason).cloned().unwrap_or_else(|| Arc::clone(&unknown)), *n))
+                .map(|(reason, n)| {
+                    (
+                        reasons
+                            .get(reason)
+                            .cloned()
+                            .unwrap_or_else(|| Arc::clone(&unknown)),
+                        *n,
+                    )
+                })
                 .collect();
             self.writer.push(&Record::Stall(StallRecord {
                 context: id,
@@ -322,7 +388,11 @@ fn kernel_records(
                 correlation,
                 launch: base + k as u32,
                 kernel,
-                metrics: metrics.iter().cloned().zip(range.values.iter().copied()).collect(),
+                metrics: metrics
+                    .iter()
+                    .cloned()
+                    .zip(range.values.iter().copied())
+                    .collect(),
             })
         })
         .collect()
@@ -330,7 +400,9 @@ fn kernel_records(
 
 /// The device ordinal of a context (0 when it cannot be asked).
 fn device_of(ctx: gpu_tools::cuda::RawContext) -> u32 {
-    let Some(driver) = gpu_tools::cuda::Driver::get() else { return 0 };
+    let Some(driver) = gpu_tools::cuda::Driver::get() else {
+        return 0;
+    };
     let api = driver.api();
     // SAFETY: a live context CUPTI just reported; pushed and popped around one query on this thread.
     if unsafe { (api.cu_ctx_push_current)(ctx) } != 0 {
@@ -342,7 +414,11 @@ fn device_of(ctx: gpu_tools::cuda::RawContext) -> u32 {
     let mut popped = std::ptr::null_mut();
     // SAFETY: balances the push above.
     let _ = unsafe { (api.cu_ctx_pop_current)(&mut popped) };
-    if ok { u32::try_from(dev).unwrap_or(0) } else { 0 }
+    if ok {
+        u32::try_from(dev).unwrap_or(0)
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -355,27 +431,49 @@ mod tests {
         let results = RangeResults {
             metrics: vec!["a.sum".into()],
             ranges: vec![
-                RangeValues { name: "0".into(), values: vec![1.0] },
-                RangeValues { name: "1".into(), values: vec![2.0] },
-                RangeValues { name: "orphan".into(), values: vec![3.0] },
+                RangeValues {
+                    name: "0".into(),
+                    values: vec![1.0],
+                },
+                RangeValues {
+                    name: "1".into(),
+                    values: vec![2.0],
+                },
+                RangeValues {
+                    name: "orphan".into(),
+                    values: vec![3.0],
+                },
             ],
             dropped: 0,
             counter_data: None,
         };
         let pending = vec![(11, Arc::from("copy")), (12, Arc::from("scale"))];
-        let fallback: Vec<Arc<str>> = results.ranges.iter().map(|r| Arc::from(r.name.as_str())).collect();
+        let fallback: Vec<Arc<str>> = results
+            .ranges
+            .iter()
+            .map(|r| Arc::from(r.name.as_str()))
+            .collect();
         let metrics = vec![Arc::from("a.sum")];
         let records = kernel_records(&results, &pending, &fallback, &metrics, (0, 5, 10));
         let got: Vec<(u32, u32, String, f64)> = records
             .iter()
             .map(|r| match r {
-                Record::KernelMetrics(k) => (k.correlation, k.launch, k.kernel.to_string(), k.metrics[0].1),
+                Record::KernelMetrics(k) => (
+                    k.correlation,
+                    k.launch,
+                    k.kernel.to_string(),
+                    k.metrics[0].1,
+                ),
                 _ => unreachable!(),
             })
             .collect();
         assert_eq!(
             got,
-            vec![(11, 10, "copy".into(), 1.0), (12, 11, "scale".into(), 2.0), (0, 12, "orphan".into(), 3.0)]
+            vec![
+                (11, 10, "copy".into(), 1.0),
+                (12, 11, "scale".into(), 2.0),
+                (0, 12, "orphan".into(), 3.0)
+            ]
         );
     }
 }

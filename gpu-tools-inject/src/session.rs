@@ -276,7 +276,7 @@ fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Re
         .name("gpu-tools-inject")
         .subscribe(move |event| {
             if profiling {
-                crate::profiling::on_event(&event);
+                crate::profiling::on_event(event);
             }
             if let CallbackEvent::Resource(r) = event {
                 if r.kind() == ResourceKind::ContextDestroyStarting {

@@ -6,15 +6,15 @@
 
 pub mod activity;
 pub mod callback;
+mod cbid;
+mod checkpoint;
+mod error;
+mod library;
 pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod profiler;
 pub mod range_profiler;
 pub mod top;
-mod cbid;
-mod checkpoint;
-mod error;
-mod library;
 mod trace_records;
 mod tracing_error;
 
@@ -23,8 +23,8 @@ pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizat
 pub use cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 pub use error::CuptiError;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion, TracingSymbols};
-pub use trace_records::TraceConverter;
 pub use profiler::ProfilingError;
+pub use trace_records::TraceConverter;
 pub use tracing_error::TracingError;
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.

@@ -118,12 +118,17 @@ pub struct PcSamples {
 impl PcSamples {
     /// The name of a stall reason index (`"?"` for one the device did not list).
     pub fn reason_name(&self, index: u32) -> &str {
-        self.reasons.iter().find(|r| r.index == index).map_or("?", |r| r.name.as_str())
+        self.reasons
+            .iter()
+            .find(|r| r.index == index)
+            .map_or("?", |r| r.name.as_str())
     }
 
     /// Samples per function, most first.
     pub fn functions(&self) -> Vec<FunctionSamples> {
-        let mut by: HashMap<&str, (Arc<str>, u64, HashMap<u32, u64>, HashMap<u64, u64>)> = HashMap::new();
+        /// Name, samples, samples per reason, samples per PC.
+        type Acc = (Arc<str>, u64, HashMap<u32, u64>, HashMap<u64, u64>);
+        let mut by: HashMap<&str, Acc> = HashMap::new();
         for r in &self.records {
             let e = by
                 .entry(&r.function)
@@ -142,7 +147,12 @@ impl PcSamples {
                 let mut hot_pcs: Vec<(u64, u64)> = pcs.into_iter().collect();
                 hot_pcs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 hot_pcs.truncate(16);
-                FunctionSamples { name, samples, stalls, hot_pcs }
+                FunctionSamples {
+                    name,
+                    samples,
+                    stalls,
+                    hot_pcs,
+                }
             })
             .collect();
         out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
@@ -231,7 +241,10 @@ impl PcDataBuffer {
                 cubin_crc: pc.cubinCrc,
                 pc_offset: pc.pcOffset,
                 correlation: pc.correlationId,
-                stalls: stalls.iter().map(|s| (s.pcSamplingStallReasonIndex, s.samples)).collect(),
+                stalls: stalls
+                    .iter()
+                    .map(|s| (s.pcSamplingStallReasonIndex, s.samples))
+                    .collect(),
             });
         }
         self.reset();
@@ -244,7 +257,12 @@ impl PcDataBuffer {
     }
 
     #[cfg(test)]
-    fn raw(&mut self) -> (&mut sys::CUpti_PCSamplingData, &mut [sys::CUpti_PCSamplingPCData]) {
+    fn raw(
+        &mut self,
+    ) -> (
+        &mut sys::CUpti_PCSamplingData,
+        &mut [sys::CUpti_PCSamplingPCData],
+    ) {
         (&mut self.data, &mut self.pcs)
     }
 }
@@ -324,7 +342,10 @@ impl<'c> PcSampler<'c> {
     pub fn builder(ctx: &'c Context) -> PcSamplerBuilder<'c> {
         // SAFETY: the builder borrows the context, which outlives the sampler.
         let b = unsafe { PcSampler::builder_for_raw(ctx.as_raw()) };
-        PcSamplerBuilder { _ctx: PhantomData, ..b }
+        PcSamplerBuilder {
+            _ctx: PhantomData,
+            ..b
+        }
     }
 
     /// Settings for a context the caller keeps alive (a context seen in a CUPTI callback, for example).
@@ -354,10 +375,16 @@ impl<'c> PcSampler<'c> {
     /// Starts sampling (with [`PcSamplerBuilder::start_stop`]; otherwise sampling runs from start).
     pub fn resume(&mut self) -> crate::Result<()> {
         if !self.start_stop {
-            return Err(ProfilingError::State("resume needs PcSamplerBuilder::start_stop(true)").into());
+            return Err(
+                ProfilingError::State("resume needs PcSamplerBuilder::start_stop(true)").into(),
+            );
         }
         let f = sym!(self.api, cuptiPCSamplingStart)?;
-        let mut p = sys::CUpti_PCSamplingStartParams { size: SIZE_START, ctx: self.ctx, ..Default::default() };
+        let mut p = sys::CUpti_PCSamplingStartParams {
+            size: SIZE_START,
+            ctx: self.ctx,
+            ..Default::default()
+        };
         // SAFETY: an enabled context.
         check("cuptiPCSamplingStart", unsafe { f(&mut p) })?;
         self.running = true;
@@ -370,7 +397,11 @@ impl<'c> PcSampler<'c> {
             return Err(ProfilingError::State("pause while not sampling").into());
         }
         let f = sym!(self.api, cuptiPCSamplingStop)?;
-        let mut p = sys::CUpti_PCSamplingStopParams { size: SIZE_STOP, ctx: self.ctx, ..Default::default() };
+        let mut p = sys::CUpti_PCSamplingStopParams {
+            size: SIZE_STOP,
+            ctx: self.ctx,
+            ..Default::default()
+        };
         // SAFETY: an enabled, started context.
         check("cuptiPCSamplingStop", unsafe { f(&mut p) })?;
         self.running = false;
@@ -429,7 +460,11 @@ impl<'c> PcSampler<'c> {
         }
         self.enabled = false;
         let f = sym!(self.api, cuptiPCSamplingDisable)?;
-        let mut p = sys::CUpti_PCSamplingDisableParams { size: SIZE_DISABLE, ctx: self.ctx, ..Default::default() };
+        let mut p = sys::CUpti_PCSamplingDisableParams {
+            size: SIZE_DISABLE,
+            ctx: self.ctx,
+            ..Default::default()
+        };
         // SAFETY: an enabled context; the configured buffer is still owned by the sampler.
         check("cuptiPCSamplingDisable", unsafe { f(&mut p) })
     }
@@ -441,20 +476,28 @@ impl Drop for PcSampler<'_> {
     }
 }
 
-const SIZE_ENABLE: usize = crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingEnableParams, ctx);
-const SIZE_DISABLE: usize = crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingDisableParams, ctx);
-const SIZE_START: usize = crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStartParams, ctx);
-const SIZE_STOP: usize = crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStopParams, ctx);
+const SIZE_ENABLE: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingEnableParams, ctx);
+const SIZE_DISABLE: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingDisableParams, ctx);
+const SIZE_START: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStartParams, ctx);
+const SIZE_STOP: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStopParams, ctx);
 const SIZE_GET_DATA: usize =
     crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingGetDataParams, pcSamplingData);
 const SIZE_CONFIG: usize = crate::cupti::profiler::api::struct_size!(
     sys::CUpti_PCSamplingConfigurationInfoParams,
     pPCSamplingConfigurationInfo
 );
-const SIZE_NUM_REASONS: usize =
-    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingGetNumStallReasonsParams, numStallReasons);
-const SIZE_REASONS: usize =
-    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingGetStallReasonsParams, stallReasons);
+const SIZE_NUM_REASONS: usize = crate::cupti::profiler::api::struct_size!(
+    sys::CUpti_PCSamplingGetNumStallReasonsParams,
+    numStallReasons
+);
+const SIZE_REASONS: usize = crate::cupti::profiler::api::struct_size!(
+    sys::CUpti_PCSamplingGetStallReasonsParams,
+    stallReasons
+);
 
 impl<'c> PcSamplerBuilder<'c> {
     /// Sampling period: a sample every 2^`exponent` cycles per SM, 5 to 31 (default: CUPTI's, by SM count).
@@ -513,21 +556,40 @@ impl<'c> PcSamplerBuilder<'c> {
             .into());
         }
         if self.pcs_per_read == 0 {
-            return Err(ProfilingError::BufferTooSmall { what: "PC read buffer", bytes: 0, needed: 1 }.into());
+            return Err(ProfilingError::BufferTooSmall {
+                what: "PC read buffer",
+                bytes: 0,
+                needed: 1,
+            }
+            .into());
         }
         // About 16 bytes per PC and reason, and some fixed room (the header's sizing note).
         if let Some(b) = self.scratch_buffer.filter(|&b| b < 64) {
-            return Err(ProfilingError::BufferTooSmall { what: "scratch buffer", bytes: b, needed: 64 }.into());
+            return Err(ProfilingError::BufferTooSmall {
+                what: "scratch buffer",
+                bytes: b,
+                needed: 64,
+            }
+            .into());
         }
         if let Some(b) = self.hardware_buffer.filter(|&b| b < 64) {
-            return Err(ProfilingError::BufferTooSmall { what: "hardware buffer", bytes: b, needed: 64 }.into());
+            return Err(ProfilingError::BufferTooSmall {
+                what: "hardware buffer",
+                bytes: b,
+                needed: 64,
+            }
+            .into());
         }
         let api = Api::load(Needs::CuptiOnly)?;
         let driver = crate::cuda::Driver::load()?;
         let device = context_device(driver, self.ctx)?;
         profiler::check_device(api, device, ProfilerApi::PcSampling)?;
         let enable = sym!(api, cuptiPCSamplingEnable)?;
-        let mut p = sys::CUpti_PCSamplingEnableParams { size: SIZE_ENABLE, ctx: self.ctx, ..Default::default() };
+        let mut p = sys::CUpti_PCSamplingEnableParams {
+            size: SIZE_ENABLE,
+            ctx: self.ctx,
+            ..Default::default()
+        };
         // SAFETY: a live context (the builder borrows it).
         check("cuptiPCSamplingEnable", unsafe { enable(&mut p) })?;
         let mut sampler = PcSampler {
@@ -549,69 +611,93 @@ impl<'c> PcSamplerBuilder<'c> {
             Some(names) => names
                 .iter()
                 .map(|n| {
-                    sampler.reasons.iter().find(|r| &r.name == n).map(|r| r.index).ok_or_else(|| {
-                        ProfilingError::InvalidSetting {
+                    sampler
+                        .reasons
+                        .iter()
+                        .find(|r| &r.name == n)
+                        .map(|r| r.index)
+                        .ok_or_else(|| ProfilingError::InvalidSetting {
                             what: "stall reasons",
                             reason: format!(
                                 "{n:?} is not one of the device's: {}",
-                                sampler.reasons.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+                                sampler
+                                    .reasons
+                                    .iter()
+                                    .map(|r| r.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             ),
-                        }
-                    })
+                        })
                 })
                 .collect::<Result<_, _>>()?,
         };
         sampler.buffer = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
         let mut attrs: Vec<sys::CUpti_PCSamplingConfigurationInfo> = Vec::new();
-        let mut attr = |kind: sys::CUpti_PCSamplingConfigurationAttributeType,
-                        fill: &dyn Fn(&mut sys::CUpti_PCSamplingConfigurationInfo__bindgen_ty_1)| {
-            let mut a = sys::CUpti_PCSamplingConfigurationInfo {
-                attributeType: kind,
-                attributeStatus: 0,
-                attributeData: Default::default(),
+        let mut attr =
+            |kind: sys::CUpti_PCSamplingConfigurationAttributeType,
+             fill: &dyn Fn(&mut sys::CUpti_PCSamplingConfigurationInfo__bindgen_ty_1)| {
+                let mut a = sys::CUpti_PCSamplingConfigurationInfo {
+                    attributeType: kind,
+                    attributeStatus: 0,
+                    attributeData: Default::default(),
+                };
+                fill(&mut a.attributeData);
+                attrs.push(a);
             };
-            fill(&mut a.attributeData);
-            attrs.push(a);
-        };
         if let Some(period) = self.period {
-            attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD, &|d| {
-                d.samplingPeriodData.samplingPeriod = period
-            });
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD,
+                &|d| d.samplingPeriodData.samplingPeriod = period,
+            );
         }
         let count = chosen.len();
         let reasons_ptr = chosen.as_mut_ptr();
-        attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON, &|d| {
-            d.stallReasonData.stallReasonCount = count;
-            d.stallReasonData.pStallReasonIndex = reasons_ptr;
-        });
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON,
+            &|d| {
+                d.stallReasonData.stallReasonCount = count;
+                d.stallReasonData.pStallReasonIndex = reasons_ptr;
+            },
+        );
         if let Some(b) = self.scratch_buffer {
-            attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE, &|d| {
-                d.scratchBufferSizeData.scratchBufferSize = b
-            });
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE,
+                &|d| d.scratchBufferSizeData.scratchBufferSize = b,
+            );
         }
         if let Some(b) = self.hardware_buffer {
-            attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE, &|d| {
-                d.hardwareBufferSizeData.hardwareBufferSize = b
-            });
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE,
+                &|d| d.hardwareBufferSizeData.hardwareBufferSize = b,
+            );
         }
         let mode = match self.mode {
             CollectionMode::Continuous => sys::CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS,
-            CollectionMode::KernelSerialized => sys::CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED,
+            CollectionMode::KernelSerialized => {
+                sys::CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED
+            }
         };
-        attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE, &|d| {
-            d.collectionModeData.collectionMode = mode
-        });
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE,
+            &|d| d.collectionModeData.collectionMode = mode,
+        );
         let start_stop = u32::from(self.start_stop);
-        attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL, &|d| {
-            d.enableStartStopControlData.enableStartStopControl = start_stop
-        });
-        attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT, &|d| {
-            d.outputDataFormatData.outputDataFormat = sys::CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED
-        });
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL,
+            &|d| d.enableStartStopControlData.enableStartStopControl = start_stop,
+        );
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT,
+            &|d| {
+                d.outputDataFormatData.outputDataFormat =
+                    sys::CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED
+            },
+        );
         let data = sampler.buffer.as_mut_ptr().cast();
-        attr(sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER, &|d| {
-            d.samplingDataBufferData.samplingDataBuffer = data
-        });
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER,
+            &|d| d.samplingDataBufferData.samplingDataBuffer = data,
+        );
         let set = sym!(api, cuptiPCSamplingSetConfigurationAttribute)?;
         let mut p = sys::CUpti_PCSamplingConfigurationInfoParams {
             size: SIZE_CONFIG,
@@ -626,7 +712,11 @@ impl<'c> PcSamplerBuilder<'c> {
         if code != crate::sys::cupti::CUPTI_SUCCESS {
             for a in &attrs {
                 if a.attributeStatus != crate::sys::cupti::CUPTI_SUCCESS {
-                    log::debug!("PC sampling attribute {} refused with {}", a.attributeType, a.attributeStatus);
+                    log::debug!(
+                        "PC sampling attribute {} refused with {}",
+                        a.attributeType,
+                        a.attributeStatus
+                    );
                 }
             }
         }
@@ -642,10 +732,14 @@ impl<'c> PcSamplerBuilder<'c> {
 fn context_device(driver: &crate::cuda::Driver, ctx: RawContext) -> crate::Result<usize> {
     driver.init()?;
     // SAFETY: the builder's context is live; pushed and popped around one query on this thread.
-    driver.check_call("cuCtxPushCurrent_v2", unsafe { (driver.api().cu_ctx_push_current)(ctx) })?;
+    driver.check_call("cuCtxPushCurrent_v2", unsafe {
+        (driver.api().cu_ctx_push_current)(ctx)
+    })?;
     let mut dev = 0;
     // SAFETY: the context is current; a valid out-pointer.
-    let got = driver.check_call("cuCtxGetDevice", unsafe { (driver.api().cu_ctx_get_device)(&mut dev) });
+    let got = driver.check_call("cuCtxGetDevice", unsafe {
+        (driver.api().cu_ctx_get_device)(&mut dev)
+    });
     let mut popped = std::ptr::null_mut();
     // SAFETY: balances the push above.
     let _ = unsafe { (driver.api().cu_ctx_pop_current)(&mut popped) };
@@ -683,8 +777,15 @@ fn stall_reasons(api: Api, ctx: RawContext) -> Result<Vec<StallReason>, Profilin
     Ok((0..n)
         .map(|i| {
             let field = &names[i * size..(i + 1) * size];
-            let bytes: Vec<u8> = field.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-            StallReason { index: indices[i], name: String::from_utf8_lossy(&bytes).into_owned() }
+            let bytes: Vec<u8> = field
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            StallReason {
+                index: indices[i],
+                name: String::from_utf8_lossy(&bytes).into_owned(),
+            }
         })
         .collect())
 }
@@ -708,7 +809,10 @@ mod tests {
     #[test]
     fn samples_sum_per_function_and_reason() {
         let s = PcSamples {
-            reasons: vec![StallReason { index: 3, name: "long_scoreboard".into() }],
+            reasons: vec![StallReason {
+                index: 3,
+                name: "long_scoreboard".into(),
+            }],
             records: vec![
                 record("chase", 0x40, &[(3, 90), (1, 5)]),
                 record("chase", 0x50, &[(3, 10)]),

@@ -35,7 +35,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::counters::{CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock};
+use crate::counters::{
+    CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
+};
 use crate::cupti::profiler::api::{Api, Needs, params, sym};
 use crate::cupti::profiler::host::{Catalog, ConfigImage, Host, MetricNames};
 use crate::cupti::profiler::{self, Method, ProfilerApi, ProfilerInit, ProfilingError, check};
@@ -146,7 +148,11 @@ pub struct SampleRef<'a> {
 impl SampleRef<'_> {
     /// An owned copy.
     pub fn to_owned(&self) -> DeviceSample {
-        DeviceSample { start_ns: self.start_ns, end_ns: self.end_ns, values: self.values.to_vec() }
+        DeviceSample {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            values: self.values.to_vec(),
+        }
     }
 }
 
@@ -218,8 +224,14 @@ impl<'a> PmBatch<'a> {
 
     /// One sample.
     pub fn get(&self, i: usize) -> Option<SampleRef<'a>> {
-        let values = self.values.get(i.checked_mul(self.metrics)?..(i + 1).checked_mul(self.metrics)?)?;
-        Some(SampleRef { start_ns: *self.starts.get(i)?, end_ns: *self.ends.get(i)?, values })
+        let values = self
+            .values
+            .get(i.checked_mul(self.metrics)?..(i + 1).checked_mul(self.metrics)?)?;
+        Some(SampleRef {
+            start_ns: *self.starts.get(i)?,
+            end_ns: *self.ends.get(i)?,
+            values,
+        })
     }
 
     /// The samples, oldest first.
@@ -241,7 +253,11 @@ struct Queue {
 
 /// Where the decode thread puts samples.
 enum Sink {
-    Queue { queue: Mutex<Queue>, ready: Condvar, limit: usize },
+    Queue {
+        queue: Mutex<Queue>,
+        ready: Condvar,
+        limit: usize,
+    },
     Callback(Delivery<BatchFn>),
 }
 
@@ -278,7 +294,11 @@ impl Shared {
     fn deliver(&self, batch: &PmBatch<'_>) {
         match &self.sink {
             Sink::Callback(d) => d.deliver(batch.len() as u64, 0, |f| f(batch)),
-            Sink::Queue { queue, ready, limit } => {
+            Sink::Queue {
+                queue,
+                ready,
+                limit,
+            } => {
                 let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
                 q.dropped_unread += batch.dropped();
                 for s in batch.iter() {
@@ -396,7 +416,11 @@ impl PmSampler {
     /// The samples that arrive until `deadline` (or until the sampler ends), oldest first; for a sampler started
     /// with [`start`](PmSamplerBuilder::start).
     pub fn samples(&mut self, deadline: Instant) -> Samples<'_> {
-        Samples { sampler: self, deadline, buffer: VecDeque::new() }
+        Samples {
+            sampler: self,
+            deadline,
+            buffer: VecDeque::new(),
+        }
     }
 
     /// Stops sampling, decodes and delivers what the hardware buffer still holds, and releases the counters.
@@ -406,7 +430,10 @@ impl PmSampler {
 
     fn shutdown(&mut self) -> crate::Result<PmReport> {
         if delivery::in_callback() {
-            return Err(ProfilingError::State("a PM sampler cannot be stopped from its own callback").into());
+            return Err(ProfilingError::State(
+                "a PM sampler cannot be stopped from its own callback",
+            )
+            .into());
         }
         *self.shared.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.shared.wake.notify_all();
@@ -421,10 +448,19 @@ impl PmSampler {
             Sink::Callback(d) => d.take_panic(),
             Sink::Queue { .. } => None,
         };
-        if let Some(e) = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(e) = self
+            .shared
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             return Err(ProfilingError::DecodeThread(e).into());
         }
-        Ok(PmReport { stats: self.shared.stats(), panic })
+        Ok(PmReport {
+            stats: self.shared.stats(),
+            panic,
+        })
     }
 }
 
@@ -449,9 +485,16 @@ impl DeviceCounters for PmSampler {
         SampleClock::GpuGlobalTimer
     }
 
-    fn read(&mut self, timeout: Duration, out: &mut Vec<DeviceSample>) -> crate::Result<ReadStatus> {
+    fn read(
+        &mut self,
+        timeout: Duration,
+        out: &mut Vec<DeviceSample>,
+    ) -> crate::Result<ReadStatus> {
         let Sink::Queue { queue, ready, .. } = &self.shared.sink else {
-            return Err(ProfilingError::State("this sampler hands its samples to its callback; read has none").into());
+            return Err(ProfilingError::State(
+                "this sampler hands its samples to its callback; read has none",
+            )
+            .into());
         };
         let deadline = Instant::now() + timeout;
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -460,7 +503,10 @@ impl DeviceCounters for PmSampler {
             if left.is_zero() {
                 break;
             }
-            q = ready.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
+            q = ready
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         let samples = q.samples.len();
         out.extend(q.samples.drain(..));
@@ -468,7 +514,13 @@ impl DeviceCounters for PmSampler {
         let ended = q.ended;
         drop(q);
         if samples == 0 && ended {
-            if let Some(e) = self.shared.failed.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            if let Some(e) = self
+                .shared
+                .failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
                 return Err(ProfilingError::DecodeThread(e).into());
             }
         }
@@ -512,7 +564,10 @@ impl PmSamplerBuilder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.metrics = metrics.into_iter().map(|s| s.as_ref().to_string()).collect();
+        self.metrics = metrics
+            .into_iter()
+            .map(|s| s.as_ref().to_string())
+            .collect();
         self
     }
 
@@ -561,7 +616,11 @@ impl PmSamplerBuilder {
     /// Starts sampling; read the samples with [`PmSampler::read`] or [`PmSampler::samples`].
     pub fn start(self) -> crate::Result<PmSampler> {
         let limit = self.queue_limit;
-        self.start_into(Sink::Queue { queue: Mutex::new(Queue::default()), ready: Condvar::new(), limit })
+        self.start_into(Sink::Queue {
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+            limit,
+        })
     }
 
     /// Starts sampling and hands each decode's samples to `callback` on the decode thread. A panic in it is
@@ -623,13 +682,24 @@ impl PmSamplerBuilder {
             });
         }
         if self.decode_period.is_zero() {
-            return Err(ProfilingError::InvalidSetting { what: "decode period", reason: "must be above zero".into() });
+            return Err(ProfilingError::InvalidSetting {
+                what: "decode period",
+                reason: "must be above zero".into(),
+            });
         }
         if self.samples_for() == 0 {
-            return Err(ProfilingError::BufferTooSmall { what: "counter-data image", bytes: 0, needed: 1 });
+            return Err(ProfilingError::BufferTooSmall {
+                what: "counter-data image",
+                bytes: 0,
+                needed: 1,
+            });
         }
         if self.hardware_buffer == 0 {
-            return Err(ProfilingError::BufferTooSmall { what: "hardware buffer", bytes: 0, needed: 1 });
+            return Err(ProfilingError::BufferTooSmall {
+                what: "hardware buffer",
+                bytes: 0,
+                needed: 1,
+            });
         }
         Ok(())
     }
@@ -652,13 +722,22 @@ impl PmSamplerBuilder {
             .map(|n| {
                 let base = n.split('.').next().unwrap_or(n);
                 let unit = unit_of(n, catalog.get(base).map(|m| m.unit.as_str()).unwrap_or(""));
-                CounterInfo { name: n.clone(), unit }
+                CounterInfo {
+                    name: n.clone(),
+                    unit,
+                }
             })
             .collect();
         drop(catalog);
         // Where another client holds the counters, this answers CUPTI_ERROR_HARDWARE_BUSY.
         let availability = profiler::pm_availability(api, self.device)?;
-        let config = ConfigImage::create(api, &chip, Method::PmSampling, Some(&availability), &metrics)?;
+        let config = ConfigImage::create(
+            api,
+            &chip,
+            Method::PmSampling,
+            Some(&availability),
+            &metrics,
+        )?;
         if config.passes() > 1 {
             return Err(ProfilingError::TooManyPasses {
                 method: Method::PmSampling,
@@ -681,10 +760,11 @@ impl PmSamplerBuilder {
             }
             .into());
         }
-        let samples_u32 = u32::try_from(samples_per_decode).map_err(|_| ProfilingError::InvalidSetting {
-            what: "samples per decode",
-            reason: format!("{samples_per_decode} is above {}", u32::MAX),
-        })?;
+        let samples_u32 =
+            u32::try_from(samples_per_decode).map_err(|_| ProfilingError::InvalidSetting {
+                what: "samples per decode",
+                reason: format!("{samples_per_decode} is above {}", u32::MAX),
+            })?;
         let image_bytes = counter_data_size(api, &enabled, &metrics, samples_u32)?;
         let mut image = vec![0u8; image_bytes];
         initialize_image(api, &enabled, &mut image)?;
@@ -735,7 +815,10 @@ impl PmSamplerBuilder {
         Ok(PmSampler {
             shared,
             thread: Some(thread),
-            device: CounterDevice { index: self.device as u32, name: info.name },
+            device: CounterDevice {
+                index: self.device as u32,
+                name: info.name,
+            },
             counters,
             metrics,
             layout,
@@ -764,12 +847,22 @@ fn enable(api: Api, device: usize) -> Result<Enabled, ProfilingError> {
     // SAFETY: a parameter struct of the header's layout; CUPTI writes the object.
     check("cuptiPmSamplingEnable", unsafe { f(&mut p) })?;
     if p.pPmSamplingObject.is_null() {
-        return Err(ProfilingError::State("cuptiPmSamplingEnable returned no object"));
+        return Err(ProfilingError::State(
+            "cuptiPmSamplingEnable returned no object",
+        ));
     }
-    Ok(Enabled { api, obj: Object(p.pPmSamplingObject) })
+    Ok(Enabled {
+        api,
+        obj: Object(p.pPmSamplingObject),
+    })
 }
 
-fn counter_data_size(api: Api, e: &Enabled, metrics: &MetricNames, samples: u32) -> Result<usize, ProfilingError> {
+fn counter_data_size(
+    api: Api,
+    e: &Enabled,
+    metrics: &MetricNames,
+    samples: u32,
+) -> Result<usize, ProfilingError> {
     let f = sym!(api, cuptiPmSamplingGetCounterDataSize)?;
     let mut names = metrics.pointers();
     let mut p = params!(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
@@ -784,15 +877,25 @@ fn counter_data_size(api: Api, e: &Enabled, metrics: &MetricNames, samples: u32)
 
 fn initialize_image(api: Api, e: &Enabled, image: &mut [u8]) -> Result<(), ProfilingError> {
     let f = sym!(api, cuptiPmSamplingCounterDataImageInitialize)?;
-    let mut p = params!(CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData);
+    let mut p = params!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params,
+        pCounterData
+    );
     p.pPmSamplingObject = e.obj.0;
     p.counterDataSize = image.len();
     p.pCounterData = image.as_mut_ptr();
     // SAFETY: a live object and a buffer of the size CUPTI asked for.
-    check("cuptiPmSamplingCounterDataImageInitialize", unsafe { f(&mut p) })
+    check("cuptiPmSamplingCounterDataImageInitialize", unsafe {
+        f(&mut p)
+    })
 }
 
-fn set_config(api: Api, e: &Enabled, config: &ConfigImage, b: &PmSamplerBuilder) -> Result<(), ProfilingError> {
+fn set_config(
+    api: Api,
+    e: &Enabled,
+    config: &ConfigImage,
+    b: &PmSamplerBuilder,
+) -> Result<(), ProfilingError> {
     let f = sym!(api, cuptiPmSamplingSetConfig)?;
     let mut p = params!(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
     p.pPmSamplingObject = e.obj.0;
@@ -850,7 +953,9 @@ struct Decoder {
 
 impl Decoder {
     fn run(mut self, shared: &Shared, period: Duration) {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_loop(shared, period)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_loop(shared, period)
+        }));
         let error = match outcome {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -908,7 +1013,9 @@ impl Decoder {
             }
             let first = self.evaluated;
             let dropped = self.evaluate_new()?;
-            shared.samples.fetch_add(self.starts.len() as u64, Ordering::Relaxed);
+            shared
+                .samples
+                .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
             shared.dropped.fetch_add(dropped, Ordering::Relaxed);
             if !self.starts.is_empty() || outcome.overflow || dropped > 0 {
                 let mut batch = PmBatch::new(
@@ -943,7 +1050,10 @@ impl Decoder {
         let code = unsafe { f(&mut p) };
         // "CUPTI_ERROR_OUT_OF_MEMORY if there is record overflow in the hardware buffer".
         if code == crate::sys::cupti::CUPTI_ERROR_OUT_OF_MEMORY {
-            return Ok(DecodeOutcome { full: false, overflow: true });
+            return Ok(DecodeOutcome {
+                full: false,
+                overflow: true,
+            });
         }
         check("cuptiPmSamplingDecodeData", code)?;
         Ok(DecodeOutcome {
@@ -963,11 +1073,15 @@ impl Decoder {
         let mut dropped = 0;
         for i in self.evaluated..completed {
             // SAFETY: as above; `i` is below the completed count.
-            let (start, end) = unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
+            let (start, end) =
+                unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
             let at = self.values.len();
             self.values.resize(at + self.metrics.len(), f64::NAN);
             // SAFETY: as above.
-            unsafe { self.host.evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..]) }?;
+            unsafe {
+                self.host
+                    .evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..])
+            }?;
             dropped += gap_samples(self.last_end, start, end);
             self.last_end = Some(end);
             self.starts.push(start);
@@ -998,7 +1112,10 @@ pub(crate) fn gap_samples(last_end: Option<u64>, start: u64, end: u64) -> u64 {
 /// `image` is a PM sampling counter-data image CUPTI wrote.
 pub(crate) unsafe fn completed_samples(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
     let f = sym!(api, cuptiPmSamplingGetCounterDataInfo)?;
-    let mut p = params!(CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
+    let mut p = params!(
+        CUpti_PmSampling_GetCounterDataInfo_Params,
+        numCompletedSamples
+    );
     p.pCounterDataImage = image.as_ptr();
     p.counterDataImageSize = image.len();
     // SAFETY: the caller's contract.
@@ -1018,13 +1135,18 @@ pub(crate) unsafe fn sample_times(
     index: usize,
 ) -> Result<(u64, u64), ProfilingError> {
     let f = sym!(api, cuptiPmSamplingCounterDataGetSampleInfo)?;
-    let mut p = params!(CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
+    let mut p = params!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params,
+        endTimestamp
+    );
     p.pPmSamplingObject = obj;
     p.pCounterDataImage = image.as_ptr();
     p.counterDataImageSize = image.len();
     p.sampleIndex = index;
     // SAFETY: the caller's contract.
-    check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe { f(&mut p) })?;
+    check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe {
+        f(&mut p)
+    })?;
     Ok((p.startTimestamp, p.endTimestamp))
 }
 
@@ -1038,8 +1160,16 @@ mod tests {
         assert_eq!(gap_samples(Some(100), 100, 110), 0);
         assert_eq!(gap_samples(Some(100), 114, 124), 0, "under 1.5 lengths");
         assert_eq!(gap_samples(Some(100), 130, 140), 3);
-        assert_eq!(gap_samples(Some(100), 200, 200), 0, "a zero-length sample says nothing");
-        assert_eq!(gap_samples(Some(500), 100, 110), 0, "a clock going back says nothing");
+        assert_eq!(
+            gap_samples(Some(100), 200, 200),
+            0,
+            "a zero-length sample says nothing"
+        );
+        assert_eq!(
+            gap_samples(Some(500), 100, 110),
+            0,
+            "a clock going back says nothing"
+        );
     }
 
     #[test]
@@ -1061,8 +1191,17 @@ mod tests {
 
     #[test]
     fn units_follow_the_suffix() {
-        assert_eq!(unit_of("dram__bytes_read.sum.per_second", "byte"), "byte/second");
-        assert_eq!(unit_of("sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "cycle"), "%");
+        assert_eq!(
+            unit_of("dram__bytes_read.sum.per_second", "byte"),
+            "byte/second"
+        );
+        assert_eq!(
+            unit_of(
+                "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+                "cycle"
+            ),
+            "%"
+        );
         assert_eq!(unit_of("sm__cycles_active.avg", "cycle"), "cycle");
         assert_eq!(unit_of("x.avg.per_cycle_elapsed", "inst"), "inst/cycle");
     }
@@ -1079,21 +1218,40 @@ mod tests {
     #[test]
     fn settings_are_checked_before_the_device_is_touched() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::ZERO));
-        assert!(matches!(b.check_settings((9, 0)), Err(ProfilingError::InvalidSetting { what: "interval", .. })));
+        assert!(matches!(
+            b.check_settings((9, 0)),
+            Err(ProfilingError::InvalidSetting {
+                what: "interval",
+                ..
+            })
+        ));
         let turing = PmSampler::builder(0);
         let e = turing.check_settings((7, 5)).unwrap_err();
         assert!(e.to_string().contains("Interval::Clocks"), "{e}");
-        assert!(PmSampler::builder(0).interval(Interval::Clocks(1000)).check_settings((7, 5)).is_ok());
+        assert!(
+            PmSampler::builder(0)
+                .interval(Interval::Clocks(1000))
+                .check_settings((7, 5))
+                .is_ok()
+        );
         assert!(PmSampler::builder(0).check_settings((8, 6)).is_ok());
         assert!(PmSampler::builder(0).check_settings((9, 0)).is_ok());
         let ga100 = PmSampler::builder(0).check_settings((8, 0));
         assert!(ga100.is_err());
-        let latest = PmSampler::builder(0).interval(Interval::Clocks(1)).append_mode(AppendMode::KeepLatest);
+        let latest = PmSampler::builder(0)
+            .interval(Interval::Clocks(1))
+            .append_mode(AppendMode::KeepLatest);
         assert!(latest.check_settings((7, 5)).is_err());
         let none = PmSampler::builder(0).hardware_buffer(0);
-        assert!(matches!(none.check_settings((9, 0)), Err(ProfilingError::BufferTooSmall { .. })));
+        assert!(matches!(
+            none.check_settings((9, 0)),
+            Err(ProfilingError::BufferTooSmall { .. })
+        ));
         let zero = PmSampler::builder(0).samples_per_decode(0);
-        assert!(matches!(zero.check_settings((9, 0)), Err(ProfilingError::BufferTooSmall { .. })));
+        assert!(matches!(
+            zero.check_settings((9, 0)),
+            Err(ProfilingError::BufferTooSmall { .. })
+        ));
     }
 
     fn send_sync<T: Send + Sync>() {}

@@ -107,7 +107,10 @@ impl RangeResults {
     /// Every (range name, metric, value).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, f64)> + '_ {
         self.ranges.iter().flat_map(move |r| {
-            self.metrics.iter().zip(&r.values).map(move |(m, v)| (r.name.as_str(), m.as_str(), *v))
+            self.metrics
+                .iter()
+                .zip(&r.values)
+                .map(move |(m, v)| (r.name.as_str(), m.as_str(), *v))
         })
     }
 
@@ -230,7 +233,9 @@ impl<'c> RangeProfiler<'c> {
             return Err(ProfilingError::State("push_range needs RangeMode::User").into());
         }
         if self.state != State::Running {
-            return Err(ProfilingError::State("push_range outside a pass (call begin_pass first)").into());
+            return Err(
+                ProfilingError::State("push_range outside a pass (call begin_pass first)").into(),
+            );
         }
         let c = CString::new(name).map_err(|_| ProfilingError::NulInName(name.to_string()))?;
         let f = sym!(self.api, cuptiRangeProfilerPushRange)?;
@@ -260,7 +265,9 @@ impl<'c> RangeProfiler<'c> {
     /// Ends the running pass (`cuptiRangeProfilerStop`); true once every pass of the configuration was submitted.
     pub fn end_pass(&mut self) -> crate::Result<bool> {
         if self.depth != 0 {
-            return Err(ProfilingError::State("end_pass with a range still open (pop it first)").into());
+            return Err(
+                ProfilingError::State("end_pass with a range still open (pop it first)").into(),
+            );
         }
         match self.state {
             State::Running => {}
@@ -273,7 +280,11 @@ impl<'c> RangeProfiler<'c> {
         check("cuptiRangeProfilerStop", unsafe { f(&mut p) })?;
         self.passes += 1;
         let all = p.isAllPassSubmitted != 0;
-        log::debug!("range profiler: pass {} ended, next pass {}, all submitted: {all}", self.passes, p.passIndex);
+        log::debug!(
+            "range profiler: pass {} ended, next pass {}, all submitted: {all}",
+            self.passes,
+            p.passIndex
+        );
         self.state = State::Stopped { all };
         Ok(all)
     }
@@ -282,7 +293,9 @@ impl<'c> RangeProfiler<'c> {
     pub fn begin_pass(&mut self) -> crate::Result<()> {
         match self.state {
             State::Running => Err(ProfilingError::State("a pass is already running").into()),
-            State::Stopped { .. } => Ok(start(self.api, &self.enabled).map(|()| self.state = State::Running)?),
+            State::Stopped { .. } => {
+                Ok(start(self.api, &self.enabled).map(|()| self.state = State::Running)?)
+            }
         }
     }
 
@@ -304,7 +317,10 @@ impl<'c> RangeProfiler<'c> {
             }
             // A configuration never needs more passes than it said, plus the one that reports completion.
             if runs > self.config.passes() + 1 {
-                return Err(ProfilingError::State("CUPTI asked for more passes than the configuration needs").into());
+                return Err(ProfilingError::State(
+                    "CUPTI asked for more passes than the configuration needs",
+                )
+                .into());
             }
         }
     }
@@ -313,7 +329,9 @@ impl<'c> RangeProfiler<'c> {
     /// ([`resume`](Self::resume) starts again).
     pub fn results(&mut self) -> crate::Result<RangeResults> {
         if self.depth != 0 {
-            return Err(ProfilingError::State("results with a range still open (pop it first)").into());
+            return Err(
+                ProfilingError::State("results with a range still open (pop it first)").into(),
+            );
         }
         self.end_pass()?;
         let f = sym!(self.api, cuptiRangeProfilerDecodeData)?;
@@ -323,14 +341,22 @@ impl<'c> RangeProfiler<'c> {
         check("cuptiRangeProfilerDecodeData", unsafe { f(&mut p) })?;
         let dropped = p.numOfRangeDropped as u64;
         if dropped > 0 {
-            log::warn!("range profiler: {dropped} ranges dropped (the counter-data image holds {})", self.max_ranges);
+            log::warn!(
+                "range profiler: {dropped} ranges dropped (the counter-data image holds {})",
+                self.max_ranges
+            );
         }
         // SAFETY: the image CUPTI just decoded into.
         let ranges = unsafe { evaluate_ranges(self.api, &self.host, &self.image, &self.metrics) }?;
         let counter_data = self.keep_counter_data.then(|| self.image.clone());
         initialize_image(self.api, &self.enabled, &mut self.image)?;
         set_config(self, 0)?;
-        Ok(RangeResults { metrics: self.metrics.names().to_vec(), ranges, dropped, counter_data })
+        Ok(RangeResults {
+            metrics: self.metrics.names().to_vec(),
+            ranges,
+            dropped,
+            counter_data,
+        })
     }
 
     /// Starts profiling again after [`results`](Self::results).
@@ -369,7 +395,10 @@ impl<'c> RangeProfilerBuilder<'c> {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.metrics = metrics.into_iter().map(|s| s.as_ref().to_string()).collect();
+        self.metrics = metrics
+            .into_iter()
+            .map(|s| s.as_ref().to_string())
+            .collect();
         self
     }
 
@@ -411,14 +440,24 @@ impl<'c> RangeProfilerBuilder<'c> {
             return Err(ProfilingError::NoMetrics.into());
         }
         if self.max_ranges == 0 {
-            return Err(ProfilingError::BufferTooSmall { what: "counter-data image", bytes: 0, needed: 1 }.into());
+            return Err(ProfilingError::BufferTooSmall {
+                what: "counter-data image",
+                bytes: 0,
+                needed: 1,
+            }
+            .into());
         }
-        let u32_ranges = u32::try_from(self.max_ranges).map_err(|_| ProfilingError::InvalidSetting {
-            what: "max ranges",
-            reason: format!("{} is above {}", self.max_ranges, u32::MAX),
-        })?;
+        let u32_ranges =
+            u32::try_from(self.max_ranges).map_err(|_| ProfilingError::InvalidSetting {
+                what: "max ranges",
+                reason: format!("{} is above {}", self.max_ranges, u32::MAX),
+            })?;
         if self.nesting_levels == 0 || self.min_nesting_level == 0 {
-            return Err(ProfilingError::InvalidSetting { what: "nesting", reason: "levels start at 1".into() }.into());
+            return Err(ProfilingError::InvalidSetting {
+                what: "nesting",
+                reason: "levels start at 1".into(),
+            }
+            .into());
         }
         let (levels, min_level) = match self.range {
             RangeMode::Auto => (1, 1),
@@ -434,7 +473,13 @@ impl<'c> RangeProfilerBuilder<'c> {
         let metrics = catalog.resolve_all(&self.metrics, Method::RangeProfiler)?;
         drop(catalog);
         let availability = profiler::context_availability(api, self.ctx)?;
-        let config = ConfigImage::create(api, &chip, Method::RangeProfiler, Some(&availability), &metrics)?;
+        let config = ConfigImage::create(
+            api,
+            &chip,
+            Method::RangeProfiler,
+            Some(&availability),
+            &metrics,
+        )?;
         if self.range == RangeMode::Auto && self.replay == Replay::User && config.passes() > 1 {
             return Err(ProfilingError::InvalidSetting {
                 what: "replay",
@@ -486,10 +531,14 @@ impl<'c> RangeProfilerBuilder<'c> {
 fn device_of(driver: &Driver, ctx: RawContext) -> crate::Result<usize> {
     driver.init()?;
     // SAFETY: the caller's context is live; pushed and popped around one query on this thread.
-    driver.check_call("cuCtxPushCurrent_v2", unsafe { (driver.api().cu_ctx_push_current)(ctx) })?;
+    driver.check_call("cuCtxPushCurrent_v2", unsafe {
+        (driver.api().cu_ctx_push_current)(ctx)
+    })?;
     let mut dev = 0;
     // SAFETY: the context is current; a valid out-pointer.
-    let got = driver.check_call("cuCtxGetDevice", unsafe { (driver.api().cu_ctx_get_device)(&mut dev) });
+    let got = driver.check_call("cuCtxGetDevice", unsafe {
+        (driver.api().cu_ctx_get_device)(&mut dev)
+    });
     let mut popped = std::ptr::null_mut();
     // SAFETY: balances the push above.
     let _ = unsafe { (driver.api().cu_ctx_pop_current)(&mut popped) };
@@ -504,15 +553,28 @@ fn enable(api: Api, ctx: RawContext) -> Result<Enabled, ProfilingError> {
     // SAFETY: a live context (the builder's contract); CUPTI writes the object.
     check("cuptiRangeProfilerEnable", unsafe { f(&mut p) })?;
     if p.pRangeProfilerObject.is_null() {
-        return Err(ProfilingError::State("cuptiRangeProfilerEnable returned no object"));
+        return Err(ProfilingError::State(
+            "cuptiRangeProfilerEnable returned no object",
+        ));
     }
-    Ok(Enabled { api, obj: p.pRangeProfilerObject })
+    Ok(Enabled {
+        api,
+        obj: p.pRangeProfilerObject,
+    })
 }
 
-fn counter_data_size(api: Api, e: &Enabled, metrics: &MetricNames, ranges: u32) -> Result<usize, ProfilingError> {
+fn counter_data_size(
+    api: Api,
+    e: &Enabled,
+    metrics: &MetricNames,
+    ranges: u32,
+) -> Result<usize, ProfilingError> {
     let f = sym!(api, cuptiRangeProfilerGetCounterDataSize)?;
     let mut names = metrics.pointers();
-    let mut p = params!(CUpti_RangeProfiler_GetCounterDataSize_Params, counterDataSize);
+    let mut p = params!(
+        CUpti_RangeProfiler_GetCounterDataSize_Params,
+        counterDataSize
+    );
     p.pRangeProfilerObject = e.obj;
     p.pMetricNames = names.as_mut_ptr();
     p.numMetrics = names.len();
@@ -525,12 +587,17 @@ fn counter_data_size(api: Api, e: &Enabled, metrics: &MetricNames, ranges: u32) 
 
 fn initialize_image(api: Api, e: &Enabled, image: &mut [u8]) -> Result<(), ProfilingError> {
     let f = sym!(api, cuptiRangeProfilerCounterDataImageInitialize)?;
-    let mut p = params!(CUpti_RangeProfiler_CounterDataImage_Initialize_Params, pCounterData);
+    let mut p = params!(
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params,
+        pCounterData
+    );
     p.pRangeProfilerObject = e.obj;
     p.counterDataSize = image.len();
     p.pCounterData = image.as_mut_ptr();
     // SAFETY: a live object and a buffer of the size CUPTI asked for.
-    check("cuptiRangeProfilerCounterDataImageInitialize", unsafe { f(&mut p) })
+    check("cuptiRangeProfilerCounterDataImageInitialize", unsafe {
+        f(&mut p)
+    })
 }
 
 fn set_config(p: &mut RangeProfiler<'_>, pass_index: usize) -> Result<(), ProfilingError> {
@@ -575,7 +642,10 @@ fn start(api: Api, e: &Enabled) -> Result<(), ProfilingError> {
 /// `image` is a range-profiler counter-data image CUPTI wrote.
 pub(crate) unsafe fn range_count(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
     let f = sym!(api, cuptiRangeProfilerGetCounterDataInfo)?;
-    let mut p = params!(CUpti_RangeProfiler_GetCounterDataInfo_Params, numTotalRanges);
+    let mut p = params!(
+        CUpti_RangeProfiler_GetCounterDataInfo_Params,
+        numTotalRanges
+    );
     p.pCounterDataImage = image.as_ptr();
     p.counterDataImageSize = image.len();
     // SAFETY: the caller's contract.
@@ -587,20 +657,31 @@ pub(crate) unsafe fn range_count(api: Api, image: &[u8]) -> Result<usize, Profil
 ///
 /// # Safety
 /// As [`range_count`].
-pub(crate) unsafe fn range_name(api: Api, image: &[u8], index: usize) -> Result<String, ProfilingError> {
+pub(crate) unsafe fn range_name(
+    api: Api,
+    image: &[u8],
+    index: usize,
+) -> Result<String, ProfilingError> {
     let f = sym!(api, cuptiRangeProfilerCounterDataGetRangeInfo)?;
-    let mut p = params!(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params, rangeName);
+    let mut p = params!(
+        CUpti_RangeProfiler_CounterData_GetRangeInfo_Params,
+        rangeName
+    );
     p.pCounterDataImage = image.as_ptr();
     p.counterDataImageSize = image.len();
     p.rangeIndex = index;
     p.rangeDelimiter = c"/".as_ptr();
     // SAFETY: the caller's contract; the delimiter is a static string.
-    check("cuptiRangeProfilerCounterDataGetRangeInfo", unsafe { f(&mut p) })?;
+    check("cuptiRangeProfilerCounterDataGetRangeInfo", unsafe {
+        f(&mut p)
+    })?;
     if p.rangeName.is_null() {
         return Ok(String::new());
     }
     // SAFETY: on success a NUL-terminated name. Who owns it is not documented: it is copied and left alone.
-    Ok(unsafe { CStr::from_ptr(p.rangeName) }.to_string_lossy().into_owned())
+    Ok(unsafe { CStr::from_ptr(p.rangeName) }
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// Every range of an image, named and evaluated.
@@ -635,14 +716,28 @@ mod tests {
         let r = RangeResults {
             metrics: vec!["a.sum".into(), "b.sum".into()],
             ranges: vec![
-                RangeValues { name: "one".into(), values: vec![1.0, 2.0] },
-                RangeValues { name: "two".into(), values: vec![3.0, 4.0] },
+                RangeValues {
+                    name: "one".into(),
+                    values: vec![1.0, 2.0],
+                },
+                RangeValues {
+                    name: "two".into(),
+                    values: vec![3.0, 4.0],
+                },
             ],
             dropped: 0,
             counter_data: None,
         };
         let all: Vec<(&str, &str, f64)> = r.iter().collect();
-        assert_eq!(all, vec![("one", "a.sum", 1.0), ("one", "b.sum", 2.0), ("two", "a.sum", 3.0), ("two", "b.sum", 4.0)]);
+        assert_eq!(
+            all,
+            vec![
+                ("one", "a.sum", 1.0),
+                ("one", "b.sum", 2.0),
+                ("two", "a.sum", 3.0),
+                ("two", "b.sum", 4.0)
+            ]
+        );
         assert_eq!(r.value(1, "b.sum"), Some(4.0));
         assert_eq!(r.value(2, "b.sum"), None);
         assert_eq!(r.value(0, "c.sum"), None);

@@ -39,14 +39,26 @@ pub struct TopMetric {
 
 /// The view's columns (all single-pass PM-sampling metrics on Hopper; GH100 builds them into one configuration).
 pub const TOP_METRICS: [TopMetric; 5] = [
-    TopMetric { key: "sm_active_pct", header: "SM%", metric: "sm__cycles_active.avg.pct_of_peak_sustained_elapsed" },
+    TopMetric {
+        key: "sm_active_pct",
+        header: "SM%",
+        metric: "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    },
     TopMetric {
         key: "tensor_active_pct",
         header: "TENSOR%",
         metric: "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
     },
-    TopMetric { key: "dram_read_bytes_per_s", header: "DRAM-RD", metric: "dram__bytes_read.sum.per_second" },
-    TopMetric { key: "dram_write_bytes_per_s", header: "DRAM-WR", metric: "dram__bytes_write.sum.per_second" },
+    TopMetric {
+        key: "dram_read_bytes_per_s",
+        header: "DRAM-RD",
+        metric: "dram__bytes_read.sum.per_second",
+    },
+    TopMetric {
+        key: "dram_write_bytes_per_s",
+        header: "DRAM-WR",
+        metric: "dram__bytes_write.sum.per_second",
+    },
     TopMetric {
         key: "achieved_occupancy_pct",
         header: "OCCUP%",
@@ -151,17 +163,26 @@ impl Top {
         let driver = crate::cuda::Driver::load()?;
         let mut samplers = Vec::new();
         for &d in devices {
-            let cc = driver.device_info(d).map(|i| i.compute_capability).unwrap_or((0, 0));
+            let cc = driver
+                .device_info(d)
+                .map(|i| i.compute_capability)
+                .unwrap_or((0, 0));
             let interval = if cc >= (8, 6) {
                 Interval::Time(sample)
             } else {
                 Interval::Clocks(u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX).max(1))
             };
             samplers.push(
-                PmSampler::builder(d).metrics(TOP_METRICS.iter().map(|m| m.metric)).interval(interval).start()?,
+                PmSampler::builder(d)
+                    .metrics(TOP_METRICS.iter().map(|m| m.metric))
+                    .interval(interval)
+                    .start()?,
             );
         }
-        Ok(Top { samplers, next: Instant::now() })
+        Ok(Top {
+            samplers,
+            next: Instant::now(),
+        })
     }
 
     /// Waits for the end of the next refresh of length `every`, then averages each GPU's samples of it.
@@ -179,7 +200,12 @@ impl Top {
             let mut samples = Vec::new();
             let status = s.read(Duration::ZERO, &mut samples)?;
             let device = s.device().clone();
-            rows.push(TopRow::from_samples(device.index, &device.name, &samples, status.dropped));
+            rows.push(TopRow::from_samples(
+                device.index,
+                &device.name,
+                &samples,
+                status.dropped,
+            ));
         }
         Ok(rows)
     }
@@ -196,16 +222,32 @@ mod tests {
 
     #[test]
     fn rows_average_their_samples_and_print() {
-        let s = |v: f64| DeviceSample { start_ns: 0, end_ns: 10, values: vec![v, 0.0, 2e9, 1e9, 50.0] };
+        let s = |v: f64| DeviceSample {
+            start_ns: 0,
+            end_ns: 10,
+            values: vec![v, 0.0, 2e9, 1e9, 50.0],
+        };
         let row = TopRow::from_samples(0, "NVIDIA H100 80GB HBM3", &[s(90.0), s(100.0)], 0);
         assert_eq!(row.values[0], 95.0);
         let text = row.to_text();
-        assert!(text.contains("95.0") && text.contains("2.0G") && text.ends_with("NVIDIA H100 80GB HBM3"), "{text}");
+        assert!(
+            text.contains("95.0")
+                && text.contains("2.0G")
+                && text.ends_with("NVIDIA H100 80GB HBM3"),
+            "{text}"
+        );
         let json = row.to_json();
-        assert!(json.contains("\"sm_active_pct\":95,") && json.contains("\"dram_read_bytes_per_s\":2000000000"), "{json}");
+        assert!(
+            json.contains("\"sm_active_pct\":95,")
+                && json.contains("\"dram_read_bytes_per_s\":2000000000"),
+            "{json}"
+        );
         let empty = TopRow::from_samples(1, "x", &[], 3);
         assert!(empty.to_json().contains("\"sm_active_pct\":null"));
         assert!(empty.to_text().contains("(dropped 3)"));
-        assert_eq!(TopRow::text_header().split_whitespace().count(), 2 + TOP_METRICS.len() + 1);
+        assert_eq!(
+            TopRow::text_header().split_whitespace().count(),
+            2 + TOP_METRICS.len() + 1
+        );
     }
 }

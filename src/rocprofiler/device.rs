@@ -4,9 +4,11 @@ use std::ffi::{CStr, CString, c_char};
 use std::marker::PhantomData;
 
 use super::library::sym;
-use crate::counters::{CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock};
 use super::{ProfilerError, Rocprofiler, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
+use crate::counters::{
+    CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
+};
 use crate::sys::rocprofiler as sys;
 
 /// The vendor copies each name with `strcpy` into a 64-byte field.
@@ -210,11 +212,17 @@ impl DeviceCounters for DeviceProfilingSession<'_> {
         SampleClock::HostMonotonic
     }
 
-    fn read(&mut self, timeout: std::time::Duration, out: &mut Vec<DeviceSample>) -> Result<ReadStatus> {
+    fn read(
+        &mut self,
+        timeout: std::time::Duration,
+        out: &mut Vec<DeviceSample>,
+    ) -> Result<ReadStatus> {
         if !self.started {
             return Err(ProfilerError::NotStarted.into());
         }
-        let due = self.last_poll.saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
+        let due = self
+            .last_poll
+            .saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
         let now = crate::counters::host_monotonic_ns();
         if due > now {
             std::thread::sleep(std::time::Duration::from_nanos(due - now));

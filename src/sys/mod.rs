@@ -28,15 +28,15 @@ pub mod cudbg;
 /// `cupti_activity.h` with its deprecated record versions, `cupti_callbacks.h`, the callback-id headers).
 #[cfg(feature = "cupti")]
 pub mod cupti;
+/// Names of the driver and runtime API callback ids, generated from `cupti_driver_cbid.h` and
+/// `cupti_runtime_cbid.h` (CUPTI 13.0).
+#[cfg(feature = "cupti")]
+pub mod cupti_cbid_names;
 /// CUPTI 13 profiling: chip names, the profiler host and target, the range profiler, PM sampling, PC sampling and SASS
 /// metrics (`cupti_target.h`, `cupti_profiler_target.h`, `cupti_profiler_host.h`, `cupti_range_profiler.h`,
 /// `cupti_pmsampling.h`, `cupti_pcsampling.h`, `cupti_sass_metrics.h`), a table of its own on the same `libcupti`.
 #[cfg(feature = "cupti")]
 pub mod cupti_profiling;
-/// Names of the driver and runtime API callback ids, generated from `cupti_driver_cbid.h` and
-/// `cupti_runtime_cbid.h` (CUPTI 13.0).
-#[cfg(feature = "cupti")]
-pub mod cupti_cbid_names;
 /// rocprofiler v2 (`rocprofiler/v2/rocprofiler.h`, ROCm 6.1+ ABI).
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;

@@ -469,7 +469,8 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::KERNEL_METRICS => {
-                let (device, context, correlation, launch) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let (device, context, correlation, launch) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let kernel_id = c.u32()?;
                 let count = usize::from(c.u16()?);
                 let mut ids = Vec::with_capacity(count);
@@ -477,7 +478,10 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                     ids.push((c.u32()?, f64::from_bits(c.u64()?)));
                 }
                 let named = (|| -> Result<Record, WireError> {
-                    let metrics = ids.into_iter().map(|(id, v)| Ok((name(id)?, v))).collect::<Result<_, _>>()?;
+                    let metrics = ids
+                        .into_iter()
+                        .map(|(id, v)| Ok((name(id)?, v)))
+                        .collect::<Result<_, _>>()?;
                     Ok(Record::KernelMetrics(super::KernelMetricsRecord {
                         device,
                         context,
@@ -500,8 +504,16 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                     ids.push((c.u32()?, c.u32()?));
                 }
                 let named = (|| -> Result<Record, WireError> {
-                    let stalls = ids.into_iter().map(|(id, n)| Ok((name(id)?, n))).collect::<Result<_, _>>()?;
-                    Ok(Record::Stall(super::StallRecord { context, function: name(function_id)?, pc_offset, stalls }))
+                    let stalls = ids
+                        .into_iter()
+                        .map(|(id, n)| Ok((name(id)?, n)))
+                        .collect::<Result<_, _>>()?;
+                    Ok(Record::Stall(super::StallRecord {
+                        context,
+                        function: name(function_id)?,
+                        pc_offset,
+                        stalls,
+                    }))
                 })();
                 match named {
                     Ok(r) => Parsed::Record(r),
@@ -511,7 +523,11 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
             tag::PROFILE_LOSS => {
                 let (count, context) = (c.u64()?, c.u32()?);
                 let kind = super::ProfileLossKind::from_code(c.u8()?);
-                Parsed::Record(Record::ProfileLoss(super::ProfileLoss { kind, count, context }))
+                Parsed::Record(Record::ProfileLoss(super::ProfileLoss {
+                    kind,
+                    count,
+                    context,
+                }))
             }
             _ => return None,
         }))

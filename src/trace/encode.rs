@@ -161,8 +161,12 @@ impl Encoder {
             Record::KernelMetrics(k) => {
                 let kernel = self.name_id(&k.kernel);
                 // A frame holds at most u16::MAX pairs; more are not sent.
-                let ids: Vec<(u32, f64)> =
-                    k.metrics.iter().take(usize::from(u16::MAX)).map(|(m, v)| (self.name_id(m), *v)).collect();
+                let ids: Vec<(u32, f64)> = k
+                    .metrics
+                    .iter()
+                    .take(usize::from(u16::MAX))
+                    .map(|(m, v)| (self.name_id(m), *v))
+                    .collect();
                 self.frame(tag::KERNEL_METRICS, |b| {
                     put32(b, k.device);
                     put32(b, k.context);
@@ -178,8 +182,12 @@ impl Encoder {
             }
             Record::Stall(s) => {
                 let function = self.name_id(&s.function);
-                let ids: Vec<(u32, u32)> =
-                    s.stalls.iter().take(usize::from(u16::MAX)).map(|(r, n)| (self.name_id(r), *n)).collect();
+                let ids: Vec<(u32, u32)> = s
+                    .stalls
+                    .iter()
+                    .take(usize::from(u16::MAX))
+                    .map(|(r, n)| (self.name_id(r), *n))
+                    .collect();
                 self.frame(tag::STALL, |b| {
                     put32(b, s.context);
                     put32(b, function);

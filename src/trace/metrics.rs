@@ -25,10 +25,15 @@ pub struct KernelMetricsRecord {
 /// Equal when every field is, values compared by their bits (so a `NaN` equals itself).
 impl PartialEq for KernelMetricsRecord {
     fn eq(&self, o: &Self) -> bool {
-        (self.device, self.context, self.correlation, self.launch) == (o.device, o.context, o.correlation, o.launch)
+        (self.device, self.context, self.correlation, self.launch)
+            == (o.device, o.context, o.correlation, o.launch)
             && self.kernel == o.kernel
             && self.metrics.len() == o.metrics.len()
-            && self.metrics.iter().zip(&o.metrics).all(|(a, b)| a.0 == b.0 && a.1.to_bits() == b.1.to_bits())
+            && self
+                .metrics
+                .iter()
+                .zip(&o.metrics)
+                .all(|(a, b)| a.0 == b.0 && a.1.to_bits() == b.1.to_bits())
     }
 }
 
@@ -37,7 +42,10 @@ impl Eq for KernelMetricsRecord {}
 impl KernelMetricsRecord {
     /// The value of one metric.
     pub fn value(&self, metric: &str) -> Option<f64> {
-        self.metrics.iter().find(|(m, _)| &**m == metric).map(|(_, v)| *v)
+        self.metrics
+            .iter()
+            .find(|(m, _)| &**m == metric)
+            .map(|(_, v)| *v)
     }
 }
 

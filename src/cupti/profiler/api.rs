@@ -13,7 +13,9 @@ pub(crate) struct Api {
 
 impl std::fmt::Debug for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Api").field("cupti", &self.lib.path()).finish()
+        f.debug_struct("Api")
+            .field("cupti", &self.lib.path())
+            .finish()
     }
 }
 
@@ -80,10 +82,8 @@ pub(crate) const fn pointee_size<T>(_: *const T) -> usize {
 macro_rules! params {
     ($t:ident, $last:ident) => {{
         let mut p = $crate::sys::cupti_profiling::$t::default();
-        p.structSize = $crate::cupti::profiler::api::struct_size!(
-            $crate::sys::cupti_profiling::$t,
-            $last
-        );
+        p.structSize =
+            $crate::cupti::profiler::api::struct_size!($crate::sys::cupti_profiling::$t, $last);
         p
     }};
 }
@@ -96,8 +96,17 @@ mod tests {
     #[test]
     fn struct_sizes_end_at_the_last_field() {
         // 7 pointers and a 4-byte enum: 60, where size_of is 64.
-        assert_eq!(struct_size!(sys::CUpti_Profiler_Host_GetMetricProperties_Params, metricType), 60);
-        assert_eq!(std::mem::size_of::<sys::CUpti_Profiler_Host_GetMetricProperties_Params>(), 64);
+        assert_eq!(
+            struct_size!(
+                sys::CUpti_Profiler_Host_GetMetricProperties_Params,
+                metricType
+            ),
+            60
+        );
+        assert_eq!(
+            std::mem::size_of::<sys::CUpti_Profiler_Host_GetMetricProperties_Params>(),
+            64
+        );
         assert_eq!(
             struct_size!(sys::CUpti_PmSampling_DecodeData_Params, overflow),
             std::mem::offset_of!(sys::CUpti_PmSampling_DecodeData_Params, overflow) + 1

@@ -21,7 +21,9 @@ pub const PRIVILEGES_FIX: &str = "the driver restricts GPU performance counters 
 pub enum ProfilingError {
     /// The loaded `libcupti` has no such entry point (a release older than the API: PM sampling came with CUDA
     /// 12.6, the range profiler and the profiler host with 12.8).
-    #[error("the loaded CUPTI library has no `{0}` (PM sampling needs CUPTI 12.6+, the range profiler 12.8+)")]
+    #[error(
+        "the loaded CUPTI library has no `{0}` (PM sampling needs CUPTI 12.6+, the range profiler 12.8+)"
+    )]
     MissingSymbol(&'static str),
     /// The chip name is not one the loaded CUPTI knows.
     #[error("chip {chip:?} is not known to this CUPTI; known chips: {}", .known.join(", "))]
@@ -214,11 +216,21 @@ mod tests {
         let busy = ProfilingError::vendor("cuptiPmSamplingEnable", CuptiError::HardwareBusy);
         assert!(matches!(busy, ProfilingError::CountersBusy { .. }));
         let text = busy.to_string();
-        assert!(text.contains("ncu") && text.contains("DCGM") && text.contains("Nsight Systems"), "{text}");
+        assert!(
+            text.contains("ncu") && text.contains("DCGM") && text.contains("Nsight Systems"),
+            "{text}"
+        );
         assert_eq!(busy.vendor_code(), Some(CuptiError::HardwareBusy));
-        let denied = ProfilingError::vendor("cuptiPmSamplingEnable", CuptiError::InsufficientPrivileges);
+        let denied =
+            ProfilingError::vendor("cuptiPmSamplingEnable", CuptiError::InsufficientPrivileges);
         assert!(denied.to_string().contains("CAP_PERFMON"), "{denied}");
         let other = ProfilingError::vendor("cuptiPmSamplingStart", CuptiError::InvalidOperation);
-        assert!(matches!(other, ProfilingError::Vendor { call: "cuptiPmSamplingStart", .. }));
+        assert!(matches!(
+            other,
+            ProfilingError::Vendor {
+                call: "cuptiPmSamplingStart",
+                ..
+            }
+        ));
     }
 }

@@ -163,7 +163,11 @@ impl Host {
 
     /// A host object that also knows which counters the device can give now (a counter-availability image from
     /// the device, which lets CUPTI schedule metrics around counters in use).
-    pub fn with_availability(chip: &str, method: Method, availability: Option<&[u8]>) -> crate::Result<Host> {
+    pub fn with_availability(
+        chip: &str,
+        method: Method,
+        availability: Option<&[u8]>,
+    ) -> crate::Result<Host> {
         let api = Api::load(Needs::Metrics)?;
         Ok(Host::create(api, chip, method, availability)?)
     }
@@ -190,7 +194,9 @@ impl Host {
         }
         check("cuptiProfilerHostInitialize", code)?;
         if p.pHostObject.is_null() {
-            return Err(ProfilingError::State("cuptiProfilerHostInitialize returned no host object"));
+            return Err(ProfilingError::State(
+                "cuptiProfilerHostInitialize returned no host object",
+            ));
         }
         Ok(Host {
             api,
@@ -271,11 +277,16 @@ impl Host {
         out: &mut [f64],
     ) -> Result<(), ProfilingError> {
         if out.len() != metrics.len() {
-            return Err(ProfilingError::State("one output value per metric is needed"));
+            return Err(ProfilingError::State(
+                "one output value per metric is needed",
+            ));
         }
         let f = sym!(self.api, cuptiProfilerHostEvaluateToGpuValues)?;
         let mut ptrs = metrics.pointers();
-        let mut p = params!(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues);
+        let mut p = params!(
+            CUpti_Profiler_Host_EvaluateToGpuValues_Params,
+            pMetricValues
+        );
         p.pHostObject = self.obj;
         p.pCounterDataImage = image.as_ptr();
         p.counterDataImageSize = image.len();
@@ -318,17 +329,24 @@ impl Host {
     fn config_bytes(&self) -> Result<Vec<u8>, ProfilingError> {
         let size_f = sym!(self.api, cuptiProfilerHostGetConfigImageSize)?;
         let image_f = sym!(self.api, cuptiProfilerHostGetConfigImage)?;
-        let mut s = params!(CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize);
+        let mut s = params!(
+            CUpti_Profiler_Host_GetConfigImageSize_Params,
+            configImageSize
+        );
         s.pHostObject = self.obj;
         // SAFETY: a live host object; CUPTI writes the size.
-        check("cuptiProfilerHostGetConfigImageSize", unsafe { size_f(&mut s) })?;
+        check("cuptiProfilerHostGetConfigImageSize", unsafe {
+            size_f(&mut s)
+        })?;
         let mut bytes = vec![0u8; s.configImageSize];
         let mut p = params!(CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage);
         p.pHostObject = self.obj;
         p.configImageSize = bytes.len();
         p.pConfigImage = bytes.as_mut_ptr();
         // SAFETY: the buffer holds the size CUPTI asked for.
-        check("cuptiProfilerHostGetConfigImage", unsafe { image_f(&mut p) })?;
+        check("cuptiProfilerHostGetConfigImage", unsafe {
+            image_f(&mut p)
+        })?;
         Ok(bytes)
     }
 }
@@ -410,7 +428,13 @@ impl ConfigImage {
         metrics: &MetricNames,
     ) -> crate::Result<ConfigImage> {
         let api = Api::load(Needs::Metrics)?;
-        Ok(ConfigImage::create(api, chip, method, availability, metrics)?)
+        Ok(ConfigImage::create(
+            api,
+            chip,
+            method,
+            availability,
+            metrics,
+        )?)
     }
 
     pub(crate) fn create(
@@ -513,7 +537,11 @@ impl Catalog {
         let mut order: Vec<usize> = (0..metrics.len()).collect();
         order.sort_by(|&a, &b| metrics[a].name.cmp(&metrics[b].name));
         let metrics: Vec<MetricInfo> = order.into_iter().map(|i| metrics[i].clone()).collect();
-        let index = metrics.iter().enumerate().map(|(i, m)| (m.name.clone(), i)).collect();
+        let index = metrics
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name.clone(), i))
+            .collect();
         Ok(Catalog {
             chip: chip.to_string(),
             metrics,
@@ -586,7 +614,11 @@ impl Catalog {
     }
 
     /// [`resolve`](Self::resolve) for each name, as [`MetricNames`].
-    pub fn resolve_all<S: AsRef<str>>(&self, names: &[S], method: Method) -> Result<MetricNames, ProfilingError> {
+    pub fn resolve_all<S: AsRef<str>>(
+        &self,
+        names: &[S],
+        method: Method,
+    ) -> Result<MetricNames, ProfilingError> {
         let mut checked = Vec::with_capacity(names.len());
         for n in names {
             checked.push(self.resolve(n.as_ref(), method)?);
@@ -625,15 +657,24 @@ mod tests {
         let a = CString::new("GH100").unwrap();
         let table = [a.as_ptr(), ptr::null()];
         // SAFETY: two entries, one a string, one null.
-        assert_eq!(unsafe { c_strings(table.as_ptr(), 2) }, vec!["GH100".to_string()]);
+        assert_eq!(
+            unsafe { c_strings(table.as_ptr(), 2) },
+            vec!["GH100".to_string()]
+        );
         // SAFETY: a null table.
         assert!(unsafe { c_strings(ptr::null(), 5) }.is_empty());
     }
 
     #[test]
     fn metric_names_refuse_nul_and_emptiness() {
-        assert_eq!(MetricNames::new(Vec::<String>::new()), Err(ProfilingError::NoMetrics));
-        assert!(matches!(MetricNames::new(["a\0b"]), Err(ProfilingError::NulInName(_))));
+        assert_eq!(
+            MetricNames::new(Vec::<String>::new()),
+            Err(ProfilingError::NoMetrics)
+        );
+        assert!(matches!(
+            MetricNames::new(["a\0b"]),
+            Err(ProfilingError::NulInName(_))
+        ));
         let m = MetricNames::new(["x.sum", "y.avg"]).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m.pointers().len(), 2);
@@ -641,7 +682,10 @@ mod tests {
 
     #[test]
     fn methods_print_their_names() {
-        assert_eq!((Methods::RANGE_PROFILER | Methods::PM_SAMPLING).names(), "range,pm");
+        assert_eq!(
+            (Methods::RANGE_PROFILER | Methods::PM_SAMPLING).names(),
+            "range,pm"
+        );
         assert_eq!(Methods::of(Method::PmSampling).names(), "pm");
     }
 

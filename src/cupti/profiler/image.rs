@@ -110,7 +110,9 @@ pub struct CounterDataFile {
 
 /// FNV-1a, 64 bits.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn method_code(m: Method) -> u8 {
@@ -185,7 +187,9 @@ impl CounterDataFile {
         let len = u64::from_le_bytes(r.array("image length")?);
         limit("image length", len, MAX_IMAGE)?;
         let stored = u64::from_le_bytes(r.array("image hash")?);
-        let image = r.take(usize::try_from(len).unwrap_or(usize::MAX), "image")?.to_vec();
+        let image = r
+            .take(usize::try_from(len).unwrap_or(usize::MAX), "image")?
+            .to_vec();
         if r.left() != 0 {
             return Err(ImageFileError::TrailingBytes(r.left()));
         }
@@ -193,7 +197,13 @@ impl CounterDataFile {
         if found != stored {
             return Err(ImageFileError::HashMismatch { found, stored });
         }
-        Ok(CounterDataFile { method, chip, metrics, records, image })
+        Ok(CounterDataFile {
+            method,
+            chip,
+            metrics,
+            records,
+            image,
+        })
     }
 }
 
@@ -228,8 +238,15 @@ impl CounterDataFile {
         match self.method {
             Method::RangeProfiler => {
                 // SAFETY: the caller's contract.
-                for r in unsafe { crate::cupti::range_profiler::evaluate_ranges(api, &host, image, &metrics) }? {
-                    out.push(EvaluatedRecord { name: r.name, start: 0, end: 0, values: r.values });
+                for r in unsafe {
+                    crate::cupti::range_profiler::evaluate_ranges(api, &host, image, &metrics)
+                }? {
+                    out.push(EvaluatedRecord {
+                        name: r.name,
+                        start: 0,
+                        end: 0,
+                        values: r.values,
+                    });
                 }
             }
             Method::PmSampling => {
@@ -237,14 +254,21 @@ impl CounterDataFile {
                 let n = unsafe { crate::cupti::pm_sampling::completed_samples(api, image) }?;
                 for i in 0..n {
                     // SAFETY: as above; `i` is below the completed count; no sampler object.
-                    let times = unsafe { crate::cupti::pm_sampling::sample_times(api, std::ptr::null_mut(), image, i) };
+                    let times = unsafe {
+                        crate::cupti::pm_sampling::sample_times(api, std::ptr::null_mut(), image, i)
+                    };
                     let (start, end) = times
                         .ok()
                         .or_else(|| self.records.get(i).map(|r| (r.start, r.end)))
                         .unwrap_or((0, 0));
                     // SAFETY: as above.
                     let values = unsafe { host.evaluate(image, i, &metrics) }?;
-                    out.push(EvaluatedRecord { name: String::new(), start, end, values });
+                    out.push(EvaluatedRecord {
+                        name: String::new(),
+                        start,
+                        end,
+                        values,
+                    });
                 }
             }
         }
@@ -298,7 +322,9 @@ impl<'a> Reader<'a> {
         let len = usize::from(u16::from_le_bytes(self.array(what)?));
         limit(what, len as u64, MAX_NAME as u64)?;
         let bytes = self.take(len, what)?;
-        std::str::from_utf8(bytes).map(str::to_string).map_err(|_| ImageFileError::NotUtf8(what))
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|_| ImageFileError::NotUtf8(what))
     }
 }
 
@@ -310,8 +336,15 @@ mod tests {
         CounterDataFile {
             method: Method::PmSampling,
             chip: "GH100".into(),
-            metrics: vec!["sm__cycles_active.avg".into(), "dram__bytes_read.sum.per_second".into()],
-            records: vec![RecordInfo { name: String::new(), start: 10, end: 20 }],
+            metrics: vec![
+                "sm__cycles_active.avg".into(),
+                "dram__bytes_read.sum.per_second".into(),
+            ],
+            records: vec![RecordInfo {
+                name: String::new(),
+                start: 10,
+                end: 20,
+            }],
             image: (0..=255u8).collect(),
         }
     }
@@ -322,11 +355,17 @@ mod tests {
         let bytes = f.to_bytes();
         assert_eq!(CounterDataFile::parse(&bytes), Ok(f));
         for cut in 0..bytes.len() {
-            assert!(CounterDataFile::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                CounterDataFile::parse(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert_eq!(CounterDataFile::parse(&longer), Err(ImageFileError::TrailingBytes(1)));
+        assert_eq!(
+            CounterDataFile::parse(&longer),
+            Err(ImageFileError::TrailingBytes(1))
+        );
     }
 
     #[test]
@@ -334,20 +373,32 @@ mod tests {
         let mut bytes = sample().to_bytes();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert!(matches!(CounterDataFile::parse(&bytes), Err(ImageFileError::HashMismatch { .. })));
+        assert!(matches!(
+            CounterDataFile::parse(&bytes),
+            Err(ImageFileError::HashMismatch { .. })
+        ));
     }
 
     #[test]
     fn header_errors_are_typed() {
         let mut bytes = sample().to_bytes();
         bytes[0] = b'X';
-        assert!(matches!(CounterDataFile::parse(&bytes), Err(ImageFileError::BadMagic(_))));
+        assert!(matches!(
+            CounterDataFile::parse(&bytes),
+            Err(ImageFileError::BadMagic(_))
+        ));
         let mut bytes = sample().to_bytes();
         bytes[8] = 9;
-        assert_eq!(CounterDataFile::parse(&bytes), Err(ImageFileError::Version(9)));
+        assert_eq!(
+            CounterDataFile::parse(&bytes),
+            Err(ImageFileError::Version(9))
+        );
         let mut bytes = sample().to_bytes();
         bytes[10] = 7;
-        assert_eq!(CounterDataFile::parse(&bytes), Err(ImageFileError::Method(7)));
+        assert_eq!(
+            CounterDataFile::parse(&bytes),
+            Err(ImageFileError::Method(7))
+        );
     }
 
     #[test]

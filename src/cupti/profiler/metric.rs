@@ -55,7 +55,11 @@ pub(crate) fn distance(a: &str, b: &str) -> usize {
 
 /// Up to `max` base names close to `name` (by edit distance of the base part, or containing it), best first, each
 /// with `name`'s suffix.
-pub(crate) fn close_names<'a>(name: &str, bases: impl Iterator<Item = &'a str>, max: usize) -> Vec<String> {
+pub(crate) fn close_names<'a>(
+    name: &str,
+    bases: impl Iterator<Item = &'a str>,
+    max: usize,
+) -> Vec<String> {
     let (base, suffix) = guessed_base(name);
     if base.is_empty() {
         return Vec::new();
@@ -100,11 +104,23 @@ mod tests {
     #[test]
     fn names_split_after_their_base() {
         let p = MetricName::parse("dram__bytes_read.sum.per_second", known);
-        assert_eq!(p.base_and_suffix(), Some(("dram__bytes_read", ".sum.per_second")));
+        assert_eq!(
+            p.base_and_suffix(),
+            Some(("dram__bytes_read", ".sum.per_second"))
+        );
         let p = MetricName::parse("TPC.TriageCompute.sm__cycles_active.avg", known);
-        assert_eq!(p.base_and_suffix(), Some(("TPC.TriageCompute.sm__cycles_active", ".avg")));
-        assert_eq!(MetricName::parse("dram__bytes_read", known).base_and_suffix(), Some(("dram__bytes_read", "")));
-        assert_eq!(MetricName::parse("dram__bytes_reed.sum", known).base_and_suffix(), None);
+        assert_eq!(
+            p.base_and_suffix(),
+            Some(("TPC.TriageCompute.sm__cycles_active", ".avg"))
+        );
+        assert_eq!(
+            MetricName::parse("dram__bytes_read", known).base_and_suffix(),
+            Some(("dram__bytes_read", ""))
+        );
+        assert_eq!(
+            MetricName::parse("dram__bytes_reed.sum", known).base_and_suffix(),
+            None
+        );
         assert_eq!(MetricName::parse("", known).base_and_suffix(), None);
         assert_eq!(MetricName::parse(".sum", known).base_and_suffix(), None);
     }
@@ -113,11 +129,17 @@ mod tests {
     fn misspelt_names_get_close_ones_with_their_suffix() {
         let close = close_names("dram__bytes_reed.sum", BASES.into_iter(), 3);
         assert_eq!(close[0], "dram__bytes_read.sum");
-        assert!(close.contains(&"dram__bytes_write.sum".to_string()), "{close:?}");
+        assert!(
+            close.contains(&"dram__bytes_write.sum".to_string()),
+            "{close:?}"
+        );
         assert!(close_names("zzzzzzzzzzzz.sum", BASES.into_iter(), 3).is_empty());
         // A fragment finds the names containing it.
         let close = close_names("cycles_active", BASES.into_iter(), 3);
-        assert!(close.contains(&"sm__cycles_active".to_string()), "{close:?}");
+        assert!(
+            close.contains(&"sm__cycles_active".to_string()),
+            "{close:?}"
+        );
     }
 
     #[test]

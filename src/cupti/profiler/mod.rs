@@ -30,8 +30,8 @@ use std::ffi::CStr;
 use std::sync::Mutex;
 
 use api::{Api, Needs, params, sym};
-pub use error::{LIKELY_HOLDERS, PRIVILEGES_FIX, ProfilingError};
 pub(crate) use error::check;
+pub use error::{LIKELY_HOLDERS, PRIVILEGES_FIX, ProfilingError};
 pub use nvperf::NvperfHost;
 
 use crate::cuda::{DeviceInfo, Driver};
@@ -104,7 +104,11 @@ pub enum MetricKind {
 
 impl MetricKind {
     /// The three kinds CUPTI lists metrics by.
-    pub const ALL: [MetricKind; 3] = [MetricKind::Counter, MetricKind::Ratio, MetricKind::Throughput];
+    pub const ALL: [MetricKind; 3] = [
+        MetricKind::Counter,
+        MetricKind::Ratio,
+        MetricKind::Throughput,
+    ];
 
     pub(crate) fn code(self) -> sys::CUpti_MetricType {
         match self {
@@ -235,7 +239,12 @@ impl DeviceSupport {
                 _ => {}
             }
         }
-        if out.is_empty() && matches!(self.overall, SupportLevel::Unsupported | SupportLevel::Disabled) {
+        if out.is_empty()
+            && matches!(
+                self.overall,
+                SupportLevel::Unsupported | SupportLevel::Disabled
+            )
+        {
             out.push("CUPTI reports the device unsupported".to_string());
         }
         out
@@ -250,7 +259,11 @@ pub fn device_support(index: usize, which: ProfilerApi) -> crate::Result<DeviceS
     Ok(support(api, dev, which)?)
 }
 
-fn support(api: Api, dev: crate::sys::cuda_driver::CUdevice, which: ProfilerApi) -> Result<DeviceSupport, ProfilingError> {
+fn support(
+    api: Api,
+    dev: crate::sys::cuda_driver::CUdevice,
+    which: ProfilerApi,
+) -> Result<DeviceSupport, ProfilingError> {
     let f = sym!(api, cuptiProfilerDeviceSupported)?;
     let mut p = params!(CUpti_Profiler_DeviceSupported_Params, api);
     p.cuDevice = dev;
@@ -283,10 +296,14 @@ pub(crate) fn chip(api: Api, index: usize) -> Result<String, ProfilingError> {
     // SAFETY: a parameter struct of the header's layout; CUPTI writes a pointer to a static name.
     check("cuptiDeviceGetChipName", unsafe { f(&mut p) })?;
     if p.pChipName.is_null() {
-        return Err(ProfilingError::State("cuptiDeviceGetChipName returned no name"));
+        return Err(ProfilingError::State(
+            "cuptiDeviceGetChipName returned no name",
+        ));
     }
     // SAFETY: on success a NUL-terminated name CUPTI keeps.
-    Ok(unsafe { CStr::from_ptr(p.pChipName) }.to_string_lossy().into_owned())
+    Ok(unsafe { CStr::from_ptr(p.pChipName) }
+        .to_string_lossy()
+        .into_owned())
 }
 
 /// The device exists (the driver is loaded and initialised first).
@@ -301,7 +318,11 @@ fn check_index(index: usize) -> crate::Result<&'static Driver> {
 
 /// Checks, before any counter call, that device `index` exists, is recent enough for `which`, and that CUPTI
 /// supports profiling it in this configuration.
-pub(crate) fn check_device(api: Api, index: usize, which: ProfilerApi) -> crate::Result<DeviceInfo> {
+pub(crate) fn check_device(
+    api: Api,
+    index: usize,
+    which: ProfilerApi,
+) -> crate::Result<DeviceInfo> {
     let driver = check_index(index)?;
     let info = driver.device_info(index)?;
     let needed = which.oldest_capability();
@@ -381,7 +402,10 @@ fn availability(
 pub(crate) fn pm_availability(api: Api, index: usize) -> Result<Vec<u8>, ProfilingError> {
     let f = sym!(api, cuptiPmSamplingGetCounterAvailability)?;
     availability("cuptiPmSamplingGetCounterAvailability", |size, buf| {
-        let mut p = params!(CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage);
+        let mut p = params!(
+            CUpti_PmSampling_GetCounterAvailability_Params,
+            pCounterAvailabilityImage
+        );
         p.deviceIndex = index;
         p.counterAvailabilityImageSize = *size;
         p.pCounterAvailabilityImage = buf;
@@ -394,10 +418,16 @@ pub(crate) fn pm_availability(api: Api, index: usize) -> Result<Vec<u8>, Profili
 
 /// The counter-availability image of a context's device for the range profiler
 /// (`cuptiProfilerGetCounterAvailability`).
-pub(crate) fn context_availability(api: Api, ctx: crate::cuda::RawContext) -> Result<Vec<u8>, ProfilingError> {
+pub(crate) fn context_availability(
+    api: Api,
+    ctx: crate::cuda::RawContext,
+) -> Result<Vec<u8>, ProfilingError> {
     let f = sym!(api, cuptiProfilerGetCounterAvailability)?;
     availability("cuptiProfilerGetCounterAvailability", |size, buf| {
-        let mut p = params!(CUpti_Profiler_GetCounterAvailability_Params, pCounterAvailabilityImage);
+        let mut p = params!(
+            CUpti_Profiler_GetCounterAvailability_Params,
+            pCounterAvailabilityImage
+        );
         p.ctx = ctx;
         p.counterAvailabilityImageSize = *size;
         p.pCounterAvailabilityImage = buf;
@@ -443,9 +473,19 @@ mod tests {
             wsl: SupportLevel::Supported,
         };
         assert!(ok.reasons().is_empty());
-        let vgpu = DeviceSupport { overall: SupportLevel::Unsupported, vgpu: SupportLevel::Disabled, ..ok };
-        assert_eq!(vgpu.reasons(), vec!["profiling is not enabled on this vGPU (disabled by the system)"]);
-        let bare = DeviceSupport { overall: SupportLevel::Unsupported, ..ok };
+        let vgpu = DeviceSupport {
+            overall: SupportLevel::Unsupported,
+            vgpu: SupportLevel::Disabled,
+            ..ok
+        };
+        assert_eq!(
+            vgpu.reasons(),
+            vec!["profiling is not enabled on this vGPU (disabled by the system)"]
+        );
+        let bare = DeviceSupport {
+            overall: SupportLevel::Unsupported,
+            ..ok
+        };
         assert_eq!(bare.reasons().len(), 1);
     }
 }

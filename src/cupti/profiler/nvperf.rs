@@ -76,7 +76,8 @@ fn cupti_folder(path: &Path) -> Option<PathBuf> {
         // address perms offset dev inode path: the path is the sixth field and may contain spaces.
         let file = Path::new(line.splitn(6, char::is_whitespace).nth(5)?.trim_start());
         let name = file.file_name()?.to_str()?;
-        (file.is_absolute() && name.starts_with("libcupti.so")).then(|| file.parent().map(Path::to_path_buf))?
+        (file.is_absolute() && name.starts_with("libcupti.so"))
+            .then(|| file.parent().map(Path::to_path_buf))?
     })
 }
 
@@ -101,13 +102,24 @@ mod tests {
         let c = SPEC.candidates_in(None, &[(dir.clone(), "the loaded libcupti")]);
         assert_eq!(
             c[0],
-            (dir.join("libnvperf_host.so"), Origin::BesideLibrary("the loaded libcupti"))
+            (
+                dir.join("libnvperf_host.so"),
+                Origin::BesideLibrary("the loaded libcupti")
+            )
         );
         let err = SPEC
-            .open_in(None, &[(dir, "x")], |_| Err::<(), _>(Rejection::MissingSymbol("NVPW_InitializeHost")))
+            .open_in(None, &[(dir, "x")], |_| {
+                Err::<(), _>(Rejection::MissingSymbol("NVPW_InitializeHost"))
+            })
             .unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("NVIDIA PerfWorks host (libnvperf_host.so"), "{text}");
-        assert!(text.contains("/nonexistent/cupti/lib/libnvperf_host.so (beside x): no such file"), "{text}");
+        assert!(
+            text.starts_with("NVIDIA PerfWorks host (libnvperf_host.so"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/nonexistent/cupti/lib/libnvperf_host.so (beside x): no such file"),
+            "{text}"
+        );
     }
 }
