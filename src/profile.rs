@@ -16,7 +16,9 @@
 //!     cmd.args(["train.py", "--steps", "5"]);
 //!     let run = profile::run(cmd, "/path/to/libgpu_tools_inject.so".as_ref(), &request)?;
 //!     let table = KernelTable::from_records(&run.metrics);
-//!     table.write_text(&mut std::io::stdout(), |name| name.to_string())?;
+//!     table
+//!         .write_text(&mut std::io::stdout(), |name| name.to_string())
+//!         .map_err(|e| profile::ProfileError::Io(e.to_string()))?;
 //!     Ok(())
 //! }
 //! ```
