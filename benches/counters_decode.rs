@@ -20,16 +20,30 @@ use gpu_tools::cupti::profiler::image::CounterDataFile;
 use gpu_tools::profile::{BASIC_SET, KernelTable};
 use gpu_tools::trace::*;
 
-fn metrics_record(i: u32) -> Record {
+/// Names shared by every record, as the injection library shares them.
+struct Names {
+    kernels: [Arc<str>; 3],
+    metrics: Vec<Arc<str>>,
+}
+
+fn names() -> Names {
+    Names {
+        kernels: ["_Z4copyPKfPfm", "_Z5scalePfm", "ampere_bf16_gemm"].map(Arc::from),
+        metrics: BASIC_SET.iter().map(|m| Arc::from(*m)).collect(),
+    }
+}
+
+fn metrics_record(n: &Names, i: u32) -> Record {
     Record::KernelMetrics(KernelMetricsRecord {
         device: 0,
         context: 1,
         correlation: i,
         launch: i,
-        kernel: Arc::from(["_Z4copyPKfPfm", "_Z5scalePfm", "ampere_bf16_gemm"][i as usize % 3]),
-        metrics: BASIC_SET
+        kernel: Arc::clone(&n.kernels[i as usize % 3]),
+        metrics: n
+            .metrics
             .iter()
-            .map(|m| (Arc::from(*m), f64::from(i) * 1.5))
+            .map(|m| (Arc::clone(m), f64::from(i) * 1.5))
             .collect(),
     })
 }
@@ -75,7 +89,8 @@ fn decode_all(bytes: &[u8]) -> usize {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     const N: u32 = 10_000;
-    let metrics: Vec<Record> = (0..N).map(metrics_record).collect();
+    let n = names();
+    let metrics: Vec<Record> = (0..N).map(|i| metrics_record(&n, i)).collect();
     let kernels: Vec<Record> = (0..N).map(kernel_record).collect();
     let (m_bytes, k_bytes) = (stream(&metrics), stream(&kernels));
     assert_eq!(decode_all(&m_bytes), N as usize);
@@ -96,7 +111,7 @@ fn main() {
     g.finish();
 
     let many: Vec<KernelMetricsRecord> = (0..100_000)
-        .map(|i| match metrics_record(i) {
+        .map(|i| match metrics_record(&n, i) {
             Record::KernelMetrics(k) => k,
             _ => unreachable!(),
         })

@@ -336,12 +336,26 @@ pub(crate) fn check_device(
         }
         .into());
     }
-    // Releases without the query (older than 12.x) are left to fail at the call itself.
+    // Releases without the query are left to fail at the call itself; so is a query that fails (the check is
+    // advisory: only a definite "unsupported" stops here).
     if api.t.cuptiProfilerDeviceSupported.is_ok() {
-        let support = support(api, driver.device(index)?, which)?;
-        let reasons = support.reasons();
-        if !reasons.is_empty() {
-            return Err(ProfilingError::DeviceUnsupported { index, reasons }.into());
+        let dev = driver.device(index)?;
+        let answer = match support(api, dev, which) {
+            // Some releases want the profiler initialised first.
+            Err(ProfilingError::Vendor {
+                error: crate::cupti::CuptiError::NotInitialized,
+                ..
+            }) => ProfilerInit::acquire(api).and_then(|_init| support(api, dev, which)),
+            other => other,
+        };
+        match answer {
+            Ok(support) => {
+                let reasons = support.reasons();
+                if !reasons.is_empty() {
+                    return Err(ProfilingError::DeviceUnsupported { index, reasons }.into());
+                }
+            }
+            Err(e) => log::debug!("device {index}: support query failed ({e}); going on"),
         }
     }
     Ok(info)
