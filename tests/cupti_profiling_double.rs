@@ -793,3 +793,29 @@ fn saved_pm_counter_data_evaluates_to_the_same_values() {
         );
     }
 }
+
+#[test]
+fn results_survive_a_profiler_that_cannot_be_configured_again() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let mut p = RangeProfiler::builder(&ctx)
+        .metrics([DRAM])
+        .start()
+        .unwrap();
+    d.launch(c"copy");
+    d.fail(c"cuptiRangeProfilerSetConfig", 7);
+    let r = p.results().expect("the decoded ranges are returned");
+    assert_eq!(r.ranges.len(), 1);
+    let e = p.resume().map_err(profiling).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProfilingError::Vendor {
+                call: "cuptiRangeProfilerSetConfig",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    d.clear_failure();
+}

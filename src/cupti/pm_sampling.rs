@@ -749,16 +749,45 @@ impl PmSamplerBuilder {
         let host = Host::create(api, &chip, Method::PmSampling, Some(&availability))?;
         let enabled = enable(api, self.device)?;
         let samples_per_decode = self.samples_for();
-        let one = counter_data_size(api, &enabled, &metrics, 1)?;
-        let two = counter_data_size(api, &enabled, &metrics, 2)?;
-        let sample_bytes = two.saturating_sub(one).max(1);
-        if self.hardware_buffer < sample_bytes {
-            return Err(ProfilingError::BufferTooSmall {
-                what: "hardware buffer",
-                bytes: self.hardware_buffer,
-                needed: sample_bytes,
+        // What one sample adds to the counter-data image, an estimate of what it takes in the hardware buffer.
+        // Asked before the configuration so that a buffer too small is refused before it is set; where CUPTI wants
+        // the configuration first, asked again after it.
+        let per_sample = |e: &Enabled| -> Result<usize, ProfilingError> {
+            let one = counter_data_size(api, e, &metrics, 1)?;
+            let two = counter_data_size(api, e, &metrics, 2)?;
+            Ok(two.saturating_sub(one).max(1))
+        };
+        let early = per_sample(&enabled);
+        let too_small = |needed: usize| ProfilingError::BufferTooSmall {
+            what: "hardware buffer",
+            bytes: self.hardware_buffer,
+            needed,
+        };
+        if let Ok(needed) = early {
+            if self.hardware_buffer < needed {
+                return Err(too_small(needed).into());
+            }
+        }
+        if let Err(e) = set_config(api, &enabled, &config, &self) {
+            // A buffer CUPTI finds too small is reported as such where the estimate says so.
+            return Err(match (e, early) {
+                (
+                    ProfilingError::Vendor {
+                        error: crate::cupti::CuptiError::InvalidParameter,
+                        ..
+                    },
+                    Ok(needed),
+                ) if self.hardware_buffer < 4 * needed => too_small(4 * needed),
+                (e, _) => e,
             }
             .into());
+        }
+        let sample_bytes = match early {
+            Ok(n) => n,
+            Err(_) => per_sample(&enabled)?,
+        };
+        if self.hardware_buffer < sample_bytes {
+            return Err(too_small(sample_bytes).into());
         }
         let samples_u32 =
             u32::try_from(samples_per_decode).map_err(|_| ProfilingError::InvalidSetting {
@@ -768,7 +797,6 @@ impl PmSamplerBuilder {
         let image_bytes = counter_data_size(api, &enabled, &metrics, samples_u32)?;
         let mut image = vec![0u8; image_bytes];
         initialize_image(api, &enabled, &mut image)?;
-        set_config(api, &enabled, &config, &self)?;
         start(api, &enabled)?;
         let layout = PmLayout {
             chip,

@@ -169,6 +169,8 @@ pub struct RangeProfiler<'c> {
     depth: usize,
     passes: usize,
     chip: String,
+    /// Why the profiler could not be made ready again after the last results (reported by the next pass).
+    not_ready: Option<ProfilingError>,
     _ctx: PhantomData<&'c Context>,
 }
 
@@ -291,6 +293,9 @@ impl<'c> RangeProfiler<'c> {
 
     /// Starts the next pass (user replay), after [`end_pass`](Self::end_pass) returned false.
     pub fn begin_pass(&mut self) -> crate::Result<()> {
+        if let Some(e) = &self.not_ready {
+            return Err(e.clone().into());
+        }
         match self.state {
             State::Running => Err(ProfilingError::State("a pass is already running").into()),
             State::Stopped { .. } => {
@@ -349,8 +354,13 @@ impl<'c> RangeProfiler<'c> {
         // SAFETY: the image CUPTI just decoded into.
         let ranges = unsafe { evaluate_ranges(self.api, &self.host, &self.image, &self.metrics) }?;
         let counter_data = self.keep_counter_data.then(|| self.image.clone());
-        initialize_image(self.api, &self.enabled, &mut self.image)?;
-        set_config(self, 0)?;
+        // The results are kept whatever happens next; a failure to get ready again is reported by the next pass.
+        self.not_ready = initialize_image(self.api, &self.enabled, &mut self.image)
+            .and_then(|()| set_config(self, 0))
+            .err();
+        if let Some(e) = &self.not_ready {
+            log::warn!("range profiler: not ready for more ranges: {e}");
+        }
         Ok(RangeResults {
             metrics: self.metrics.names().to_vec(),
             ranges,
@@ -513,6 +523,7 @@ impl<'c> RangeProfilerBuilder<'c> {
             depth: 0,
             passes: 0,
             chip,
+            not_ready: None,
             _ctx: PhantomData,
         };
         set_config(&mut profiler, 0)?;
