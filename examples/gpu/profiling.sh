@@ -18,6 +18,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin="$here/bin"
 out="${OUT:-$here/out}"
 run() { bash "$here/run.sh" "$@"; }
+# What .gpu/run.sh sets for the binaries it starts, for those started directly below.
+export GPU_STAGE_BIN="$bin"
+[ -f "$bin/libgpu_tools_inject.so" ] && export GPU_TOOLS_INJECT_LIB="$bin/libgpu_tools_inject.so"
+for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
 part() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 parts=("$@")
