@@ -14,6 +14,19 @@
 #include <cupti_runtime_cbid.h>
 #endif
 
+#if defined(GPU_TOOLS_BIND_CUPTI_PROFILING)
+/* CUPTI 13.x profiling: chip names, the profiler host (metric catalogue, configuration, evaluation; C++, it
+ * includes <string>), the profiler target (initialisation, device support, counter availability), the range
+ * profiler, PM sampling, PC sampling and SASS metrics. */
+#include <cupti_target.h>
+#include <cupti_profiler_target.h>
+#include <cupti_profiler_host.h>
+#include <cupti_range_profiler.h>
+#include <cupti_pmsampling.h>
+#include <cupti_pcsampling.h>
+#include <cupti_sass_metrics.h>
+#endif
+
 #if defined(GPU_TOOLS_BIND_CUDA_DRIVER)
 /* The CUDA driver calls the safe layer needs to check preconditions and to drive tests and examples. */
 #include <cuda.h>

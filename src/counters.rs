@@ -94,6 +94,46 @@ pub trait DeviceCounters {
     -> crate::Result<ReadStatus>;
 }
 
+/// The host's `CLOCK_MONOTONIC` now, in nanoseconds ([`SampleClock::HostMonotonic`]); 0 if the clock cannot be
+/// read.
+pub fn host_monotonic_ns() -> u64 {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: std::ffi::c_long,
+        tv_nsec: std::ffi::c_long,
+    }
+    unsafe extern "C" {
+        /// POSIX `clock_gettime` (glibc and musl export it; `time_t` is `long` on Linux).
+        fn clock_gettime(clock: std::ffi::c_int, ts: *mut Timespec) -> std::ffi::c_int;
+    }
+    const CLOCK_MONOTONIC: std::ffi::c_int = 1;
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and out-pointer; clock_gettime writes the struct and nothing else.
+    if unsafe { clock_gettime(CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return 0;
+    }
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// The mean of each counter over samples (`NaN` values skipped; `NaN` where a counter has none), for a view that
+/// refreshes less often than it samples.
+pub fn mean_values(samples: &[DeviceSample], counters: usize) -> Vec<f64> {
+    (0..counters)
+        .map(|i| {
+            let (sum, n) = samples
+                .iter()
+                .filter_map(|s| s.values.get(i).copied().filter(|v| !v.is_nan()))
+                .fold((0.0, 0u32), |(sum, n), v| (sum + v, n + 1));
+            if n == 0 { f64::NAN } else { sum / f64::from(n) }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +163,24 @@ mod tests {
                 dropped: 0,
             })
         }
+    }
+
+    #[test]
+    fn means_skip_missing_values() {
+        let s = |v: Vec<f64>| DeviceSample {
+            start_ns: 0,
+            end_ns: 1,
+            values: v,
+        };
+        let m = mean_values(
+            &[s(vec![1.0, f64::NAN]), s(vec![3.0, f64::NAN]), s(vec![5.0])],
+            2,
+        );
+        assert_eq!(m[0], 3.0);
+        assert!(m[1].is_nan());
+        assert!(mean_values(&[], 1)[0].is_nan());
+        let a = host_monotonic_ns();
+        assert!(a > 0 && host_monotonic_ns() >= a);
     }
 
     #[test]

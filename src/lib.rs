@@ -15,7 +15,9 @@
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
 //! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
 //! | device counters | always | [`counters`] | the vendor-neutral face of counters sampled over time |
+//! | CUPTI counters | `cupti` | [`cupti::profiler`], [`cupti::pm_sampling::PmSampler`], [`cupti::range_profiler::RangeProfiler`], [`cupti::pc_sampling::PcSampler`] | the metric catalogue (no GPU needed), device-wide counters over time, counters per kernel or range, stall reasons per PC |
 //! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
+//! | per-kernel profiles | always | [`profile`] | running a program with per-kernel metrics and PC sampling, and its reports |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
@@ -112,6 +114,7 @@ pub mod counters;
 mod delivery;
 pub mod linux;
 pub mod loader;
+pub mod profile;
 #[cfg(any(
     feature = "cupti",
     feature = "cudbg",
@@ -208,6 +211,13 @@ pub enum Error {
     #[cfg(feature = "rocprofiler-sdk")]
     #[error(transparent)]
     Sdk(#[from] rocprofiler_sdk::SdkError),
+    /// A CUPTI counter API (metric catalogue, PM sampling, range profiler, PC sampling) could not do what was asked.
+    #[cfg(feature = "cupti")]
+    #[error(transparent)]
+    Profiling(#[from] cupti::ProfilingError),
+    /// A profiled program could not be run, or gave nothing to report.
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -67,6 +67,9 @@ pub enum Origin {
     PythonWheel,
     /// The system loader's own search (bare file name).
     SystemLoader,
+    /// The folder of another library already loaded, which opens this one itself (for example the folder of
+    /// `libcupti`, for the `libnvperf_host.so` CUPTI's profiling APIs open).
+    BesideLibrary(&'static str),
 }
 
 impl fmt::Display for Origin {
@@ -78,6 +81,7 @@ impl fmt::Display for Origin {
             Origin::StandardFolder => f.write_str("standard folder"),
             Origin::PythonWheel => f.write_str("Python wheel"),
             Origin::SystemLoader => f.write_str("system loader"),
+            Origin::BesideLibrary(lib) => write!(f, "beside {lib}"),
         }
     }
 }
@@ -270,7 +274,18 @@ pub(crate) struct LibrarySpec {
 impl LibrarySpec {
     /// Candidates in search order, without touching the file system (except to ask `python3` once per process
     /// for its site-packages folders when the spec has wheel folders).
+    #[allow(dead_code)] // kept for callers without early folders
     pub(crate) fn candidates(&self, explicit: Option<&Path>) -> Vec<(PathBuf, Origin)> {
+        self.candidates_in(explicit, &[])
+    }
+
+    /// [`candidates`](Self::candidates), with the folders of `first` (each with the library it is the folder of)
+    /// tried after the environment variable and before everything else.
+    pub(crate) fn candidates_in(
+        &self,
+        explicit: Option<&Path>,
+        first: &[(PathBuf, &'static str)],
+    ) -> Vec<(PathBuf, Origin)> {
         if let Some(p) = explicit {
             return vec![(p.to_path_buf(), Origin::Explicit)];
         }
@@ -283,6 +298,11 @@ impl LibrarySpec {
                 out.push((path, origin));
             }
         };
+        for (dir, lib) in first {
+            for name in self.file_names {
+                push(dir.join(name), Origin::BesideLibrary(lib));
+            }
+        }
         for root in self.roots {
             if let Some(base) = std::env::var_os(root).filter(|v| !v.is_empty()) {
                 for sub in self.root_subdirs {
@@ -314,9 +334,20 @@ impl LibrarySpec {
 
     /// Tries each candidate in order; `bind` resolves the symbols the crate needs from an opened library and
     /// names the first missing one. A rejected library is closed before the next candidate is tried.
+    #[allow(dead_code)] // kept for callers without early folders
     pub(crate) fn open<T>(
         &self,
         explicit: Option<&Path>,
+        bind: impl FnMut(&Path) -> Result<T, Rejection>,
+    ) -> Result<(T, PathBuf), LoadError> {
+        self.open_in(explicit, &[], bind)
+    }
+
+    /// [`open`](Self::open) over [`candidates_in`](Self::candidates_in).
+    pub(crate) fn open_in<T>(
+        &self,
+        explicit: Option<&Path>,
+        first: &[(PathBuf, &'static str)],
         mut bind: impl FnMut(&Path) -> Result<T, Rejection>,
     ) -> Result<(T, PathBuf), LoadError> {
         let mut attempts = Vec::new();
@@ -332,7 +363,7 @@ impl LibrarySpec {
                 rejection,
             });
         };
-        for (path, origin) in self.candidates(explicit) {
+        for (path, origin) in self.candidates_in(explicit, first) {
             let bare = origin == Origin::SystemLoader;
             if !bare {
                 match std::fs::metadata(&path) {
@@ -462,6 +493,17 @@ impl<T: 'static> Slot<T> {
         explicit: Option<&Path>,
         bind: impl FnMut(&Path) -> Result<T, Rejection>,
     ) -> Result<&'static T, LoadError> {
+        self.load_in(spec, explicit, &[], bind)
+    }
+
+    /// [`load`](Self::load), searching the folders of `first` early ([`LibrarySpec::candidates_in`]).
+    pub(crate) fn load_in(
+        &'static self,
+        spec: &LibrarySpec,
+        explicit: Option<&Path>,
+        first: &[(PathBuf, &'static str)],
+        bind: impl FnMut(&Path) -> Result<T, Rejection>,
+    ) -> Result<&'static T, LoadError> {
         if let Some((t, loaded)) = self.cell.get() {
             return check_same(spec, loaded, explicit).map(|()| t);
         }
@@ -470,7 +512,7 @@ impl<T: 'static> Slot<T> {
         if let Some((t, loaded)) = self.cell.get() {
             return check_same(spec, loaded, explicit).map(|()| t);
         }
-        let loaded = spec.open(explicit, bind)?;
+        let loaded = spec.open_in(explicit, first, bind)?;
         let (t, _) = self.cell.get_or_init(|| loaded);
         Ok(t)
     }
@@ -650,6 +692,22 @@ mod tests {
             attempts: vec![],
         };
         assert_eq!(none.to_string(), "W not loaded; no candidates");
+    }
+
+    #[test]
+    fn folders_of_loaded_libraries_come_first() {
+        let c = SPEC.candidates_in(None, &[(PathBuf::from("/opt/x"), "libx.so")]);
+        assert_eq!(
+            c.first(),
+            Some(&(
+                PathBuf::from("/opt/x/libnothing.so.1"),
+                Origin::BesideLibrary("libx.so")
+            ))
+        );
+        assert_eq!(
+            Origin::BesideLibrary("libx.so").to_string(),
+            "beside libx.so"
+        );
     }
 
     #[test]

@@ -872,3 +872,36 @@ fn counters_are_listed_and_timestamps_advance() {
         RocprofilerError::NotInitialized
     );
 }
+
+#[test]
+fn device_profiling_reads_through_the_vendor_neutral_trait() {
+    use gpu_tools::counters::{DeviceCounters, SampleClock};
+    let _s = serial();
+    let rp = init();
+    let mut dev = DeviceProfilingSession::new(&rp, ["SQ_WAVES", "NO_SUCH_COUNTER"], 0, 0).unwrap();
+    let mut out = Vec::new();
+    assert_eq!(
+        profiler_error(dev.read(std::time::Duration::ZERO, &mut out).unwrap_err()),
+        ProfilerError::NotStarted
+    );
+    dev.start().unwrap();
+    {
+        let sampler: &mut dyn DeviceCounters = &mut dev;
+        assert_eq!(sampler.clock(), SampleClock::HostMonotonic);
+        assert_eq!(sampler.counters()[1].name, "NO_SUCH_COUNTER");
+        assert_eq!(sampler.device().index, 0);
+        let interval = std::time::Duration::from_millis(20);
+        let status = sampler.read(interval, &mut out).unwrap();
+        assert_eq!((status.samples, status.dropped), (1, 0));
+        sampler.read(interval, &mut out).unwrap();
+    }
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].values[0], 1000.0);
+    assert!(out[0].values[1].is_nan(), "an unknown counter reads NaN");
+    assert_eq!(out[1].start_ns, out[0].end_ns, "samples tile the time");
+    assert!(
+        out[1].duration() >= std::time::Duration::from_millis(20),
+        "each read waits out its interval"
+    );
+    dev.stop().unwrap();
+}

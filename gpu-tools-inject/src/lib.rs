@@ -10,6 +10,9 @@
 //! program's own handling runs (see `signals`). Named by `NVTX_INJECTION64_PATH` too, it hands the program's NVTX
 //! calls to CUPTI, which records them as markers and ranges. Nothing is printed to the program's stdout; diagnostics go to
 //! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
+//!
+//! With `GPU_TOOLS_PROFILE_METRICS` (and `GPU_TOOLS_PROFILE_PC_SAMPLING`) it also collects per-kernel metrics with
+//! CUPTI's range profiler (and PC samples) and sends them as counter records (`profiling` module).
 
 use std::ffi::c_int;
 
@@ -17,6 +20,7 @@ mod config;
 mod logger;
 mod maps;
 mod nvtx;
+mod profiling;
 mod session;
 mod signals;
 mod sink;

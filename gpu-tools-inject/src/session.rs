@@ -327,7 +327,8 @@ pub fn initialize() -> bool {
         tracer.kinds(),
         config.output
     );
-    let subscriber = match context_flush(&tracer) {
+    let profiling = crate::profiling::start(&writer);
+    let subscriber = match context_flush(&tracer, profiling) {
         Ok(s) => Some(s),
         Err(e) => {
             writer.notice(
@@ -378,11 +379,14 @@ pub fn initialize() -> bool {
 /// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
 /// then; the exit handler forces out the rest). It takes CUPTI's one subscriber slot: a profiler inside the
 /// program (torch.profiler) cannot subscribe while the library traces.
-fn context_flush(tracer: &Arc<ActivityTracer>) -> gpu_tools::Result<Subscriber> {
+fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Result<Subscriber> {
     let weak = Arc::downgrade(tracer);
     let subscriber = Subscriber::builder()
         .name("gpu-tools-inject")
         .subscribe(move |event| {
+            if profiling {
+                crate::profiling::on_event(event);
+            }
             if let CallbackEvent::Resource(r) = event {
                 if r.kind() == ResourceKind::ContextDestroyStarting {
                     if let Some(t) = weak.upgrade() {
@@ -394,6 +398,9 @@ fn context_flush(tracer: &Arc<ActivityTracer>) -> gpu_tools::Result<Subscriber> 
             }
         })?;
     subscriber.enable_domain(CallbackDomain::Resource)?;
+    if profiling {
+        crate::profiling::enable_callbacks(&subscriber)?;
+    }
     Ok(subscriber)
 }
 
@@ -443,6 +450,8 @@ impl Session {
         if let Some(f) = self.flusher {
             f.stop();
         }
+        // Counter records go out before the tracer stops and the stream ends.
+        crate::profiling::finish();
         // No callback may flush while the tracer stops.
         if let Some(s) = self.subscriber {
             if let Err(e) = s.unsubscribe() {

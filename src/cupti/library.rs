@@ -200,6 +200,8 @@ pub struct CuptiLibrary {
     /// The Callback API, or the first required symbol it lacks.
     pub(crate) callback: Result<CallbackFns, &'static str>,
     symbols: TracingSymbols,
+    /// The profiling APIs' entry points, each optional (`None` where the table could not be made at all).
+    pub(crate) profiling: Option<crate::sys::cupti_profiling::CuptiProfilingFns>,
     _table: sys::CuptiFns,
 }
 
@@ -281,6 +283,12 @@ fn bind_cupti(path: &Path) -> Result<CuptiLibrary, Rejection> {
     let mut symbols = TracingSymbols::default();
     let activity = bind_activity(&t, &mut symbols);
     let callback = bind_callback(&t, &mut symbols);
+    // The profiling entry points are a table of their own on the same file: opening it again returns the handle
+    // just made. Every entry point is optional (older releases lack the newer APIs).
+    let profiling = loader::dlopen(path).ok().and_then(|lib| {
+        // SAFETY: as above, for the profiling headers' signatures.
+        unsafe { crate::sys::cupti_profiling::CuptiProfilingFns::from_library(lib) }.ok()
+    });
     Ok(CuptiLibrary {
         get_version: loader::required(&t.cuptiGetVersion, "cuptiGetVersion")?,
         get_result_string: loader::required(&t.cuptiGetResultString, "cuptiGetResultString")?,
@@ -288,6 +296,7 @@ fn bind_cupti(path: &Path) -> Result<CuptiLibrary, Rejection> {
         activity,
         callback,
         symbols,
+        profiling,
         _table: t,
     })
 }

@@ -1,6 +1,8 @@
 //! NVIDIA CUPTI: Checkpoint (save a CUDA context's device memory, run kernels, restore it), the Activity API
 //! ([`activity`]: what the GPU and the CUDA APIs did, in buffers of records) and the Callback API ([`callback`]:
-//! a closure called on entry to and exit from CUDA API functions and on resource events).
+//! a closure called on entry to and exit from CUDA API functions and on resource events), and the counter APIs:
+//! [`profiler`] (the metric catalogue, no GPU needed), [`pm_sampling`] (device-wide counters over time),
+//! [`range_profiler`] (counters per kernel or per range of one context) and [`pc_sampling`] (where warps stall).
 //!
 //! The libraries are loaded at run time: [`CheckpointLibrary`] (`libcheckpoint.so`) and [`CuptiLibrary`]
 //! (`libcupti.so.13` or `.12`), found as [`crate::loader`] describes. [`TraceConverter`] turns activity records into
@@ -65,6 +67,11 @@ mod cbid;
 mod checkpoint;
 mod error;
 mod library;
+pub mod pc_sampling;
+pub mod pm_sampling;
+pub mod profiler;
+pub mod range_profiler;
+pub mod top;
 mod trace_records;
 mod tracing_error;
 
@@ -73,6 +80,7 @@ pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizat
 pub use cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 pub use error::CuptiError;
 pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion, TracingSymbols};
+pub use profiler::ProfilingError;
 pub use trace_records::TraceConverter;
 pub use tracing_error::TracingError;
 

@@ -6,6 +6,9 @@ use std::marker::PhantomData;
 use super::library::sym;
 use super::{ProfilerError, Rocprofiler, RocprofilerError, RocprofilerLibrary};
 use crate::Result;
+use crate::counters::{
+    CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
+};
 use crate::sys::rocprofiler as sys;
 
 /// The vendor copies each name with `strcpy` into a 64-byte field.
@@ -36,6 +39,10 @@ pub struct DeviceProfilingSession<'g> {
     handle: u64,
     names: Vec<CString>,
     started: bool,
+    device: CounterDevice,
+    counters: Vec<CounterInfo>,
+    /// When the last [`DeviceCounters::read`] polled (host `CLOCK_MONOTONIC` ns), or the session started.
+    last_poll: u64,
     _rocprofiler: PhantomData<&'g Rocprofiler>,
 }
 
@@ -93,11 +100,24 @@ impl<'g> DeviceProfilingSession<'g> {
         RocprofilerError::check(unsafe {
             f(ptrs.as_mut_ptr(), ptrs.len() as u64, &mut id, cpu, gpu)
         })?;
+        let counters = names
+            .iter()
+            .map(|n| CounterInfo {
+                name: n.to_string_lossy().into_owned(),
+                unit: String::new(),
+            })
+            .collect();
         Ok(DeviceProfilingSession {
             lib,
             handle: id.handle,
             names,
             started: false,
+            device: CounterDevice {
+                index: gpu_index,
+                name: format!("GPU agent {gpu_index}"),
+            },
+            counters,
+            last_poll: 0,
             _rocprofiler: PhantomData,
         })
     }
@@ -120,6 +140,7 @@ impl<'g> DeviceProfilingSession<'g> {
         // SAFETY: the session exists.
         RocprofilerError::check(unsafe { f(self.sid()) })?;
         self.started = true;
+        self.last_poll = crate::counters::host_monotonic_ns();
         Ok(())
     }
 
@@ -172,6 +193,58 @@ impl<'g> DeviceProfilingSession<'g> {
         RocprofilerError::check(unsafe { f(self.sid()) })?;
         self.started = false;
         Ok(())
+    }
+}
+
+/// Poll-based: each [`read`](DeviceCounters::read) waits until `timeout` has passed since the previous read (or the
+/// start), then polls once, giving one sample over that interval on the host's clock. Counters the GPU does not
+/// know read `NaN`.
+impl DeviceCounters for DeviceProfilingSession<'_> {
+    fn device(&self) -> &CounterDevice {
+        &self.device
+    }
+
+    fn counters(&self) -> &[CounterInfo] {
+        &self.counters
+    }
+
+    fn clock(&self) -> SampleClock {
+        SampleClock::HostMonotonic
+    }
+
+    fn read(
+        &mut self,
+        timeout: std::time::Duration,
+        out: &mut Vec<DeviceSample>,
+    ) -> Result<ReadStatus> {
+        if !self.started {
+            return Err(ProfilerError::NotStarted.into());
+        }
+        let due = self
+            .last_poll
+            .saturating_add(u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX));
+        let now = crate::counters::host_monotonic_ns();
+        if due > now {
+            std::thread::sleep(std::time::Duration::from_nanos(due - now));
+        }
+        let readings = self.poll()?;
+        let end = crate::counters::host_monotonic_ns();
+        out.push(DeviceSample {
+            start_ns: self.last_poll,
+            end_ns: end,
+            values: readings
+                .iter()
+                .map(|r| match r.reading {
+                    CounterReading::Value(v) => v,
+                    CounterReading::Unknown => f64::NAN,
+                })
+                .collect(),
+        });
+        self.last_poll = end;
+        Ok(ReadStatus {
+            samples: 1,
+            dropped: 0,
+        })
     }
 }
 

@@ -32,6 +32,11 @@ pub mod cupti;
 /// `cupti_runtime_cbid.h` (CUPTI 13.0).
 #[cfg(feature = "cupti")]
 pub mod cupti_cbid_names;
+/// CUPTI 13 profiling: chip names, the profiler host and target, the range profiler, PM sampling, PC sampling and SASS
+/// metrics (`cupti_target.h`, `cupti_profiler_target.h`, `cupti_profiler_host.h`, `cupti_range_profiler.h`,
+/// `cupti_pmsampling.h`, `cupti_pcsampling.h`, `cupti_sass_metrics.h`), a table of its own on the same `libcupti`.
+#[cfg(feature = "cupti")]
+pub mod cupti_profiling;
 /// rocprofiler v2 (`rocprofiler/v2/rocprofiler.h`, ROCm 6.1+ ABI).
 #[cfg(feature = "rocprofiler")]
 pub mod rocprofiler;

@@ -554,6 +554,67 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                     labels,
                 }))
             }
+            tag::KERNEL_METRICS => {
+                let (device, context, correlation, launch) =
+                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+                let kernel_id = c.u32()?;
+                let count = usize::from(c.u16()?);
+                let mut ids = Vec::with_capacity(count);
+                for _ in 0..count {
+                    ids.push((c.u32()?, f64::from_bits(c.u64()?)));
+                }
+                let named = (|| -> Result<Record, WireError> {
+                    let metrics = ids
+                        .into_iter()
+                        .map(|(id, v)| Ok((name(id)?, v)))
+                        .collect::<Result<_, _>>()?;
+                    Ok(Record::KernelMetrics(super::KernelMetricsRecord {
+                        device,
+                        context,
+                        correlation,
+                        launch,
+                        kernel: name(kernel_id)?,
+                        metrics,
+                    }))
+                })();
+                match named {
+                    Ok(r) => Parsed::Record(r),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            tag::STALL => {
+                let (context, function_id, pc_offset) = (c.u32()?, c.u32()?, c.u64()?);
+                let count = usize::from(c.u16()?);
+                let mut ids = Vec::with_capacity(count);
+                for _ in 0..count {
+                    ids.push((c.u32()?, c.u32()?));
+                }
+                let named = (|| -> Result<Record, WireError> {
+                    let stalls = ids
+                        .into_iter()
+                        .map(|(id, n)| Ok((name(id)?, n)))
+                        .collect::<Result<_, _>>()?;
+                    Ok(Record::Stall(super::StallRecord {
+                        context,
+                        function: name(function_id)?,
+                        pc_offset,
+                        stalls,
+                    }))
+                })();
+                match named {
+                    Ok(r) => Parsed::Record(r),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            tag::PROFILE_LOSS => {
+                let (count, context) = (c.u64()?, c.u32()?);
+                let kind = super::ProfileLossKind::from_code(c.u8()?);
+                Parsed::Record(Record::ProfileLoss(super::ProfileLoss {
+                    kind,
+                    count,
+                    context,
+                }))
+            }
             _ => return None,
         }))
     })();

@@ -216,6 +216,52 @@ impl Encoder {
                     put_text16(b, v);
                 }
             }),
+            Record::KernelMetrics(k) => {
+                let kernel = self.name_id(&k.kernel);
+                // A frame holds at most u16::MAX pairs; more are not sent.
+                let ids: Vec<(u32, f64)> = k
+                    .metrics
+                    .iter()
+                    .take(usize::from(u16::MAX))
+                    .map(|(m, v)| (self.name_id(m), *v))
+                    .collect();
+                self.frame(tag::KERNEL_METRICS, |b| {
+                    put32(b, k.device);
+                    put32(b, k.context);
+                    put32(b, k.correlation);
+                    put32(b, k.launch);
+                    put32(b, kernel);
+                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+                    for (id, v) in ids {
+                        put32(b, id);
+                        put64(b, v.to_bits());
+                    }
+                });
+            }
+            Record::Stall(s) => {
+                let function = self.name_id(&s.function);
+                let ids: Vec<(u32, u32)> = s
+                    .stalls
+                    .iter()
+                    .take(usize::from(u16::MAX))
+                    .map(|(r, n)| (self.name_id(r), *n))
+                    .collect();
+                self.frame(tag::STALL, |b| {
+                    put32(b, s.context);
+                    put32(b, function);
+                    put64(b, s.pc_offset);
+                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+                    for (id, n) in ids {
+                        put32(b, id);
+                        put32(b, n);
+                    }
+                });
+            }
+            Record::ProfileLoss(l) => self.frame(tag::PROFILE_LOSS, |b| {
+                put64(b, l.count);
+                put32(b, l.context);
+                b.push(l.kind.code());
+            }),
         }
     }
 

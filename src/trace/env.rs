@@ -17,6 +17,15 @@ pub const FLUSH_MS: &str = "GPU_TOOLS_TRACE_FLUSH_MS";
 /// Log level of the injection library's diagnostics on stderr (`error`, `warn`, `info`, `debug`, `trace`).
 /// Unset: it prints nothing.
 pub const LOG: &str = "GPU_TOOLS_TRACE_LOG";
+/// Metrics to collect per kernel launch with CUPTI's range profiler (one range per kernel, kernel replay): full
+/// metric names separated by commas, or a set name (`basic`; see `gpu_tools::profile`). Unset or empty: none. Each
+/// launch then yields a kernel-metrics record.
+pub const PROFILE_METRICS: &str = "GPU_TOOLS_PROFILE_METRICS";
+/// `1`: also sample PCs and stall reasons (CUPTI's PC sampling), reported per function and PC offset when a context
+/// ends or the program exits.
+pub const PROFILE_PC_SAMPLING: &str = "GPU_TOOLS_PROFILE_PC_SAMPLING";
+/// Kernel launches profiled between two decodes of the range profiler's counter data (default 2048).
+pub const PROFILE_MAX_RANGES: &str = "GPU_TOOLS_PROFILE_MAX_RANGES";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 /// The variable NVTX reads at a program's first NVTX call to load the library that implements NVTX (an absolute

@@ -41,6 +41,12 @@ pub enum Record {
     ClockAnchor(ClockAnchor),
     /// The host and the job labels (ranks) of the traced process.
     ProcessInfo(ProcessInfo),
+    /// Metric values of one kernel launch.
+    KernelMetrics(super::KernelMetricsRecord),
+    /// PC-sampling samples of one PC, per stall reason.
+    Stall(super::StallRecord),
+    /// Profiling data the traced process lost.
+    ProfileLoss(super::ProfileLoss),
 }
 
 impl Record {

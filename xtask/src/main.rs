@@ -2,7 +2,9 @@
 //!
 //! `cargo run -p xtask -- bindings` regenerates `src/sys/*.rs` from vendor headers, with any of these set:
 //! - `GPU_TOOLS_CUPTI_INCLUDE`: folder with `cupti_checkpoint.h`, `cupti_result.h`, `cupti_version.h`,
-//!   `cupti_activity.h`, `cupti_callbacks.h` and the headers they include;
+//!   `cupti_activity.h`, `cupti_callbacks.h`, the profiling headers (`cupti_target.h`, `cupti_profiler_target.h`,
+//!   `cupti_profiler_host.h`, `cupti_range_profiler.h`, `cupti_pmsampling.h`, `cupti_pcsampling.h`,
+//!   `cupti_sass_metrics.h`) and the headers they include;
 //!   `GPU_TOOLS_CUDA_INCLUDE`: folder with `cuda.h` (both needed for the CUPTI and driver bindings);
 //! - `GPU_TOOLS_CUDBG_INCLUDE`: folder with `cudadebugger.h` and `cuda_stdint.h`;
 //!   and `cudacoredump.h` (the core-dump format, used only to check the reader's layouts);
@@ -63,6 +65,7 @@ fn bindings() {
         var("GPU_TOOLS_CUDA_INCLUDE"),
     ) {
         cupti_bindings(&cupti, &cuda, &out);
+        cupti_profiling_bindings(&cupti, &cuda, &out);
         driver_bindings(&cuda, &out);
         generated += 1;
     }
@@ -196,6 +199,45 @@ fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
     );
     write(bindings, out, "cupti.rs", provenance);
     cbid_names(cupti, out, &version);
+}
+
+/// The CUPTI profiling functions: chip names, the profiler host and target, the range profiler, PM sampling, PC
+/// sampling and SASS metrics.
+const CUPTI_PROFILING_FUNCTIONS: &str = "cuptiDeviceGetChipName|cuptiProfiler[A-Za-z]*|cuptiRangeProfiler[A-Za-z]*\
+    |cuptiPmSampling[A-Za-z]*|cuptiPCSampling[A-Za-z]*|cuptiSassMetrics[A-Za-z]*|cuptiGetSassToSourceCorrelation\
+    |cuptiGetCubinCrc|cuptiRegisterComputeCrcCallback";
+
+/// Their parameter structs and enums.
+const CUPTI_PROFILING_TYPES: &str = "CUpti_Device_GetChipName_Params|CUpti_Profiler.*|CUpti_RangeProfiler.*\
+    |CUpti_PmSampling.*|CUpti_PCSampling.*|CUpti_SassMetrics.*|CUpti_MetricType|CUpti_ProfilerType\
+    |CUpti_ProfilerRange|CUpti_ProfilerReplayMode|CUpti_GetSassToSourceCorrelationParams|CUpti_GetCubinCrcParams\
+    |CUpti_ComputeCrcCallbackFunc";
+
+/// `src/sys/cupti_profiling.rs`: the profiling headers, as a table of their own (`CuptiProfilingFns`) opened on
+/// the same `libcupti`. Result codes and driver handles come from the CUPTI and driver bindings.
+fn cupti_profiling_bindings(cupti: &Path, cuda: &Path, out: &Path) {
+    let bindings = base("GPU_TOOLS_BIND_CUPTI_PROFILING")
+        // cupti_profiler_host.h includes <string>.
+        .clang_args(["-x", "c++", "-std=c++14"])
+        .clang_arg(format!("-I{}", cupti.display()))
+        .clang_arg(format!("-I{}", cuda.display()))
+        .allowlist_function(CUPTI_PROFILING_FUNCTIONS)
+        .allowlist_type(CUPTI_PROFILING_TYPES)
+        .allowlist_var("CUPTI_STALL_REASON_STRING_SIZE")
+        .blocklist_type("CUptiResult|CUctx_st|CUcontext|CUdevice|CUdevice_v1|CUfunc_st|CUfunction|CUmod_st|CUmodule")
+        .raw_line("pub use super::cuda_driver::{CUcontext, CUdevice};")
+        .raw_line("pub use super::cupti::CUptiResult;")
+        .dynamic_library_name("CuptiProfilingFns")
+        .dynamic_link_require_all(false)
+        .generate()
+        .expect("bindgen: CUPTI profiling");
+    let version = define(&cupti.join("cupti_version.h"), "CUPTI_API_VERSION");
+    let provenance = format!(
+        "cupti_target.h, cupti_profiler_target.h, cupti_profiler_host.h, cupti_range_profiler.h, \
+         cupti_pmsampling.h, cupti_pcsampling.h, cupti_sass_metrics.h (CUPTI_API_VERSION {version}, CUDA_VERSION {})",
+        define(&cuda.join("cuda.h"), "CUDA_VERSION")
+    );
+    write(bindings, out, "cupti_profiling.rs", provenance);
 }
 
 /// `(name, value)` of each enumerator `PREFIX<name> = <value>,` in a header, in header order.

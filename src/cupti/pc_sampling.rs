@@ -1,0 +1,877 @@
+//! [`PcSampler`]: where a context's warps stall (CUPTI's PC sampling). Each SM samples a warp's program counter
+//! every 2^period cycles with the reason it was not issuing; CUPTI aggregates the samples per (function, PC offset)
+//! and stall reason. The reason names come from the device.
+//!
+//! ```no_run
+//! use gpu_tools::cuda::Context;
+//! use gpu_tools::cupti::pc_sampling::PcSampler;
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let ctx = Context::primary(0)?;
+//!     let mut sampler = PcSampler::builder(&ctx).period(12).start()?;
+//!     // ... launch kernels in `ctx`, synchronise ...
+//!     let samples = sampler.finish()?;
+//!     for f in samples.functions().iter().take(3) {
+//!         let (reason, n) = f.top_stall().unwrap_or((0, 0));
+//!         println!("{}: {} samples, mostly {}", f.name, f.samples, samples.reason_name(reason));
+//!     }
+//!     Ok(())
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::cuda::{Context, RawContext};
+use crate::cupti::profiler::api::{Api, Needs, sym};
+use crate::cupti::profiler::{self, ProfilerApi, ProfilingError, check};
+use crate::sys::cupti_profiling as sys;
+
+/// How kernels run while sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CollectionMode {
+    /// Kernels run concurrently as usual; samples carry no correlation id.
+    #[default]
+    Continuous,
+    /// Kernels are serialised; each sample carries its launch's correlation id.
+    KernelSerialized,
+}
+
+/// A stall reason the device reports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct StallReason {
+    /// CUPTI's index for it.
+    pub index: u32,
+    /// Its name (`smsp__pcsamp_warps_issue_stalled_long_scoreboard`, ...).
+    pub name: String,
+}
+
+/// The samples of one PC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PcRecord {
+    /// The function's (mangled) name.
+    pub function: Arc<str>,
+    /// The function's index in its module.
+    pub function_index: u32,
+    /// The CRC of its cubin (CUPTI's module id).
+    pub cubin_crc: u64,
+    /// The PC's offset in the function.
+    pub pc_offset: u64,
+    /// The launch's correlation id (kernel-serialised mode; 0 otherwise).
+    pub correlation: u32,
+    /// (stall reason index, samples) pairs.
+    pub stalls: Vec<(u32, u32)>,
+}
+
+impl PcRecord {
+    /// Samples of this PC, all reasons.
+    pub fn samples(&self) -> u64 {
+        self.stalls.iter().map(|(_, n)| u64::from(*n)).sum()
+    }
+}
+
+/// One function's samples, summed over its PCs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct FunctionSamples {
+    /// The function's (mangled) name.
+    pub name: Arc<str>,
+    /// Samples, all PCs and reasons.
+    pub samples: u64,
+    /// Samples per stall reason index, most first.
+    pub stalls: Vec<(u32, u64)>,
+    /// (PC offset, samples) of its hottest PCs, most first (at most 16).
+    pub hot_pcs: Vec<(u64, u64)>,
+}
+
+impl FunctionSamples {
+    /// The stall reason with the most samples.
+    pub fn top_stall(&self) -> Option<(u32, u64)> {
+        self.stalls.first().copied()
+    }
+}
+
+/// What a sampler collected.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PcSamples {
+    /// The device's stall reasons.
+    pub reasons: Vec<StallReason>,
+    /// One record per (function, PC), in the order CUPTI gave them (a PC read twice appears twice).
+    pub records: Vec<PcRecord>,
+    /// Samples CUPTI counted, all kernels and reasons (also those it gives no record for).
+    pub total_samples: u64,
+    /// Samples the hardware dropped (back-pressure or a full buffer).
+    pub dropped_samples: u64,
+    /// Samples in kernels that are not the program's (no records).
+    pub non_user_samples: u64,
+    /// Reads during which the hardware buffer was full (CUPTI then lost data).
+    pub buffer_full: u64,
+    /// PCs CUPTI had but the sampler's read buffer could not take in one read (read again later).
+    pub truncated_pcs: u64,
+}
+
+impl PcSamples {
+    /// The name of a stall reason index (`"?"` for one the device did not list).
+    pub fn reason_name(&self, index: u32) -> &str {
+        self.reasons
+            .iter()
+            .find(|r| r.index == index)
+            .map_or("?", |r| r.name.as_str())
+    }
+
+    /// Samples per function, most first.
+    pub fn functions(&self) -> Vec<FunctionSamples> {
+        /// Name, samples, samples per reason, samples per PC.
+        type Acc = (Arc<str>, u64, HashMap<u32, u64>, HashMap<u64, u64>);
+        let mut by: HashMap<&str, Acc> = HashMap::new();
+        for r in &self.records {
+            let e = by
+                .entry(&r.function)
+                .or_insert_with(|| (Arc::clone(&r.function), 0, HashMap::new(), HashMap::new()));
+            for &(reason, n) in &r.stalls {
+                e.1 += u64::from(n);
+                *e.2.entry(reason).or_default() += u64::from(n);
+                *e.3.entry(r.pc_offset).or_default() += u64::from(n);
+            }
+        }
+        let mut out: Vec<FunctionSamples> = by
+            .into_values()
+            .map(|(name, samples, stalls, pcs)| {
+                let mut stalls: Vec<(u32, u64)> = stalls.into_iter().collect();
+                stalls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                let mut hot_pcs: Vec<(u64, u64)> = pcs.into_iter().collect();
+                hot_pcs.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                hot_pcs.truncate(16);
+                FunctionSamples {
+                    name,
+                    samples,
+                    stalls,
+                    hot_pcs,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+        out
+    }
+
+    fn merge(&mut self, other: PcSamples) {
+        self.records.extend(other.records);
+        self.total_samples += other.total_samples;
+        self.dropped_samples += other.dropped_samples;
+        self.non_user_samples += other.non_user_samples;
+        self.buffer_full += other.buffer_full;
+        self.truncated_pcs += other.truncated_pcs;
+    }
+}
+
+/// The memory CUPTI writes parsed PC data into: a `CUpti_PCSamplingData` with room for `pcs` PCs of `reasons`
+/// stall reasons each. Owned, boxed so its address stays put while CUPTI holds it.
+pub(crate) struct PcDataBuffer {
+    data: Box<sys::CUpti_PCSamplingData>,
+    pcs: Vec<sys::CUpti_PCSamplingPCData>,
+    stalls: Vec<sys::CUpti_PCSamplingStallReason>,
+    reasons: usize,
+}
+
+impl PcDataBuffer {
+    pub(crate) fn new(pcs: usize, reasons: usize) -> PcDataBuffer {
+        let mut b = PcDataBuffer {
+            data: Box::default(),
+            pcs: vec![sys::CUpti_PCSamplingPCData::default(); pcs],
+            stalls: vec![sys::CUpti_PCSamplingStallReason::default(); pcs.saturating_mul(reasons)],
+            reasons,
+        };
+        b.reset();
+        b
+    }
+
+    /// Points every PC at its slice of stall-reason slots and clears the counts, ready for CUPTI to fill.
+    fn reset(&mut self) {
+        let stalls = self.stalls.as_mut_ptr();
+        for (i, pc) in self.pcs.iter_mut().enumerate() {
+            *pc = sys::CUpti_PCSamplingPCData {
+                size: std::mem::size_of::<sys::CUpti_PCSamplingPCData>(),
+                // SAFETY: `i * reasons` is within the stall slots (pcs * reasons of them).
+                stallReason: unsafe { stalls.add(i * self.reasons) },
+                ..Default::default()
+            };
+        }
+        *self.data = sys::CUpti_PCSamplingData {
+            size: std::mem::size_of::<sys::CUpti_PCSamplingData>(),
+            collectNumPcs: self.pcs.len(),
+            pPcData: self.pcs.as_mut_ptr(),
+            ..Default::default()
+        };
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut sys::CUpti_PCSamplingData {
+        &mut *self.data
+    }
+
+    /// Copies out what CUPTI wrote, trusting no count beyond the buffer's capacity, then clears it.
+    ///
+    /// # Safety
+    /// Each of the first `totalNumPcs` (at most capacity) PCs' `functionName` is null or a NUL-terminated string
+    /// (CUPTI writes them so).
+    pub(crate) unsafe fn take(&mut self, names: &mut NameCache) -> PcSamples {
+        let d = *self.data;
+        let written = d.totalNumPcs.min(self.pcs.len());
+        let mut out = PcSamples {
+            total_samples: d.totalSamples,
+            dropped_samples: d.droppedSamples,
+            non_user_samples: d.nonUsrKernelsTotalSamples,
+            buffer_full: u64::from(d.hardwareBufferFull != 0),
+            truncated_pcs: d.totalNumPcs.saturating_sub(written) as u64,
+            ..PcSamples::default()
+        };
+        for (i, pc) in self.pcs[..written].iter().enumerate() {
+            let pc = *pc;
+            let n = pc.stallReasonCount.min(self.reasons);
+            let stalls = &self.stalls[i * self.reasons..i * self.reasons + n];
+            // SAFETY: the caller's contract.
+            let function = unsafe { names.get(pc.functionName) };
+            out.records.push(PcRecord {
+                function,
+                function_index: pc.functionIndex,
+                cubin_crc: pc.cubinCrc,
+                pc_offset: pc.pcOffset,
+                correlation: pc.correlationId,
+                stalls: stalls
+                    .iter()
+                    .map(|s| (s.pcSamplingStallReasonIndex, s.samples))
+                    .collect(),
+            });
+        }
+        self.reset();
+        out
+    }
+
+    /// More PCs waiting in CUPTI after the last read.
+    fn remaining(&self) -> usize {
+        self.data.remainingNumPcs
+    }
+
+    #[cfg(test)]
+    fn raw(
+        &mut self,
+    ) -> (
+        &mut sys::CUpti_PCSamplingData,
+        &mut [sys::CUpti_PCSamplingPCData],
+    ) {
+        (&mut self.data, &mut self.pcs)
+    }
+}
+
+/// Function names CUPTI hands out, interned by address (the same pointer recurs for every PC of a function).
+/// CUPTI says the strings are shared with other records and the client frees them when done; they are copied and
+/// never freed here, so no string is freed twice.
+#[derive(Debug, Default)]
+pub(crate) struct NameCache {
+    by_address: HashMap<usize, Arc<str>>,
+}
+
+impl NameCache {
+    /// # Safety
+    /// `p` is null or a NUL-terminated string.
+    unsafe fn get(&mut self, p: *const c_char) -> Arc<str> {
+        if p.is_null() {
+            return Arc::from("");
+        }
+        self.by_address
+            .entry(p as usize)
+            // SAFETY: the caller's contract.
+            .or_insert_with(|| Arc::from(unsafe { CStr::from_ptr(p) }.to_string_lossy().as_ref()))
+            .clone()
+    }
+}
+
+/// Settings of a [`PcSampler`].
+#[derive(Debug, Clone)]
+pub struct PcSamplerBuilder<'c> {
+    ctx: RawContext,
+    period: Option<u32>,
+    scratch_buffer: Option<usize>,
+    hardware_buffer: Option<usize>,
+    mode: CollectionMode,
+    pcs_per_read: usize,
+    reasons: Option<Vec<String>>,
+    start_stop: bool,
+    _ctx: PhantomData<&'c Context>,
+}
+
+/// Default PCs taken per read.
+pub const DEFAULT_PCS_PER_READ: usize = 4096;
+
+/// A PC sampler on one context. Disabled on drop (what CUPTI still holds is then lost: call
+/// [`finish`](Self::finish) to keep it).
+///
+/// `Send`, not `Sync`.
+pub struct PcSampler<'c> {
+    api: Api,
+    ctx: RawContext,
+    reasons: Vec<StallReason>,
+    buffer: PcDataBuffer,
+    names: NameCache,
+    collected: PcSamples,
+    enabled: bool,
+    start_stop: bool,
+    running: bool,
+    _ctx: PhantomData<&'c Context>,
+}
+
+// SAFETY: the context handle is process-wide; the buffers are owned; every call takes `&mut self`.
+unsafe impl Send for PcSampler<'_> {}
+
+impl std::fmt::Debug for PcSampler<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PcSampler")
+            .field("reasons", &self.reasons.len())
+            .field("records", &self.collected.records.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'c> PcSampler<'c> {
+    /// Settings for a context: CUPTI's default period, scratch and hardware buffers, continuous mode, every stall
+    /// reason.
+    pub fn builder(ctx: &'c Context) -> PcSamplerBuilder<'c> {
+        // SAFETY: the builder borrows the context, which outlives the sampler.
+        let b = unsafe { PcSampler::builder_for_raw(ctx.as_raw()) };
+        PcSamplerBuilder {
+            _ctx: PhantomData,
+            ..b
+        }
+    }
+
+    /// Settings for a context the caller keeps alive (a context seen in a CUPTI callback, for example).
+    ///
+    /// # Safety
+    /// `ctx` must be a live context of the driver this crate loaded, and stay alive until the sampler started from
+    /// these settings is dropped or finished.
+    pub unsafe fn builder_for_raw(ctx: RawContext) -> PcSamplerBuilder<'static> {
+        PcSamplerBuilder {
+            ctx,
+            period: None,
+            scratch_buffer: None,
+            hardware_buffer: None,
+            mode: CollectionMode::Continuous,
+            pcs_per_read: DEFAULT_PCS_PER_READ,
+            reasons: None,
+            start_stop: false,
+            _ctx: PhantomData,
+        }
+    }
+
+    /// The device's stall reasons.
+    pub fn stall_reasons(&self) -> &[StallReason] {
+        &self.reasons
+    }
+
+    /// Starts sampling (with [`PcSamplerBuilder::start_stop`]; otherwise sampling runs from start).
+    pub fn resume(&mut self) -> crate::Result<()> {
+        if !self.start_stop {
+            return Err(
+                ProfilingError::State("resume needs PcSamplerBuilder::start_stop(true)").into(),
+            );
+        }
+        let f = sym!(self.api, cuptiPCSamplingStart)?;
+        let mut p = sys::CUpti_PCSamplingStartParams {
+            size: SIZE_START,
+            ctx: self.ctx,
+            ..Default::default()
+        };
+        // SAFETY: an enabled context.
+        check("cuptiPCSamplingStart", unsafe { f(&mut p) })?;
+        self.running = true;
+        Ok(())
+    }
+
+    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]).
+    pub fn pause(&mut self) -> crate::Result<()> {
+        if !self.running {
+            return Err(ProfilingError::State("pause while not sampling").into());
+        }
+        let f = sym!(self.api, cuptiPCSamplingStop)?;
+        let mut p = sys::CUpti_PCSamplingStopParams {
+            size: SIZE_STOP,
+            ctx: self.ctx,
+            ..Default::default()
+        };
+        // SAFETY: an enabled, started context.
+        check("cuptiPCSamplingStop", unsafe { f(&mut p) })?;
+        self.running = false;
+        Ok(())
+    }
+
+    /// Reads what CUPTI has now (`cuptiPCSamplingGetData`, which never synchronises the device) into the
+    /// sampler's collection.
+    pub fn read(&mut self) -> crate::Result<()> {
+        let f = sym!(self.api, cuptiPCSamplingGetData)?;
+        loop {
+            let mut p = sys::CUpti_PCSamplingGetDataParams {
+                size: SIZE_GET_DATA,
+                ctx: self.ctx,
+                pcSamplingData: self.buffer.as_mut_ptr().cast(),
+                ..Default::default()
+            };
+            // SAFETY: an enabled context and a buffer laid out as the header says, owned by the sampler.
+            let code = unsafe { f(&mut p) };
+            // "CUPTI_ERROR_OUT_OF_MEMORY indicates that the HW buffer is full": data was lost; what came is kept.
+            let full = code == crate::sys::cupti::CUPTI_ERROR_OUT_OF_MEMORY;
+            if !full {
+                check("cuptiPCSamplingGetData", code)?;
+            }
+            // SAFETY: CUPTI filled the buffer (function names are its strings).
+            let mut got = unsafe { self.buffer.take(&mut self.names) };
+            got.buffer_full += u64::from(full);
+            let more = self.buffer.remaining() > 0 && !got.records.is_empty();
+            self.collected.merge(got);
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Samples collected so far.
+    pub fn collected(&self) -> &PcSamples {
+        &self.collected
+    }
+
+    /// Disables sampling, which makes CUPTI hand over everything it still holds, and returns all samples.
+    pub fn finish(mut self) -> crate::Result<PcSamples> {
+        self.read()?;
+        self.disable()?;
+        // SAFETY: Disable copies CUPTI's last records into the configured buffer.
+        let last = unsafe { self.buffer.take(&mut self.names) };
+        self.collected.merge(last);
+        let mut out = std::mem::take(&mut self.collected);
+        out.reasons = self.reasons.clone();
+        Ok(out)
+    }
+
+    fn disable(&mut self) -> Result<(), ProfilingError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        self.enabled = false;
+        let f = sym!(self.api, cuptiPCSamplingDisable)?;
+        let mut p = sys::CUpti_PCSamplingDisableParams {
+            size: SIZE_DISABLE,
+            ctx: self.ctx,
+            ..Default::default()
+        };
+        // SAFETY: an enabled context; the configured buffer is still owned by the sampler.
+        check("cuptiPCSamplingDisable", unsafe { f(&mut p) })
+    }
+}
+
+impl Drop for PcSampler<'_> {
+    fn drop(&mut self) {
+        let _ = self.disable();
+    }
+}
+
+const SIZE_ENABLE: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingEnableParams, ctx);
+const SIZE_DISABLE: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingDisableParams, ctx);
+const SIZE_START: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStartParams, ctx);
+const SIZE_STOP: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingStopParams, ctx);
+const SIZE_GET_DATA: usize =
+    crate::cupti::profiler::api::struct_size!(sys::CUpti_PCSamplingGetDataParams, pcSamplingData);
+const SIZE_CONFIG: usize = crate::cupti::profiler::api::struct_size!(
+    sys::CUpti_PCSamplingConfigurationInfoParams,
+    pPCSamplingConfigurationInfo
+);
+const SIZE_NUM_REASONS: usize = crate::cupti::profiler::api::struct_size!(
+    sys::CUpti_PCSamplingGetNumStallReasonsParams,
+    numStallReasons
+);
+const SIZE_REASONS: usize = crate::cupti::profiler::api::struct_size!(
+    sys::CUpti_PCSamplingGetStallReasonsParams,
+    stallReasons
+);
+
+impl<'c> PcSamplerBuilder<'c> {
+    /// Sampling period: a sample every 2^`exponent` cycles per SM, 5 to 31 (default: CUPTI's, by SM count).
+    pub fn period(mut self, exponent: u32) -> Self {
+        self.period = Some(exponent);
+        self
+    }
+
+    /// Bytes of CUPTI's buffer for PC records between reads (default 1 MiB, about 5500 PCs).
+    pub fn scratch_buffer(mut self, bytes: usize) -> Self {
+        self.scratch_buffer = Some(bytes);
+        self
+    }
+
+    /// Bytes of the hardware buffer (default 512 MiB).
+    pub fn hardware_buffer(mut self, bytes: usize) -> Self {
+        self.hardware_buffer = Some(bytes);
+        self
+    }
+
+    /// Continuous or kernel-serialised (default continuous).
+    pub fn mode(mut self, mode: CollectionMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// PCs the sampler's read buffer takes at once (default 4096); a read repeats while CUPTI has more.
+    pub fn pcs_per_read(mut self, pcs: usize) -> Self {
+        self.pcs_per_read = pcs;
+        self
+    }
+
+    /// Only these stall reasons (names as the device lists them; default all).
+    pub fn stall_reasons<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.reasons = Some(names.into_iter().map(|s| s.as_ref().to_string()).collect());
+        self
+    }
+
+    /// Sample only between [`PcSampler::resume`] and [`PcSampler::pause`] (default: always).
+    pub fn start_stop(mut self, on: bool) -> Self {
+        self.start_stop = on;
+        self
+    }
+
+    /// Enables PC sampling on the context and configures it.
+    pub fn start(self) -> crate::Result<PcSampler<'c>> {
+        if let Some(p) = self.period.filter(|p| !(5..=31).contains(p)) {
+            return Err(ProfilingError::InvalidSetting {
+                what: "period",
+                reason: format!("2^{p} cycles: the exponent must be 5 to 31"),
+            }
+            .into());
+        }
+        if self.pcs_per_read == 0 {
+            return Err(ProfilingError::BufferTooSmall {
+                what: "PC read buffer",
+                bytes: 0,
+                needed: 1,
+            }
+            .into());
+        }
+        // About 16 bytes per PC and reason, and some fixed room (the header's sizing note).
+        if let Some(b) = self.scratch_buffer.filter(|&b| b < 64) {
+            return Err(ProfilingError::BufferTooSmall {
+                what: "scratch buffer",
+                bytes: b,
+                needed: 64,
+            }
+            .into());
+        }
+        if let Some(b) = self.hardware_buffer.filter(|&b| b < 64) {
+            return Err(ProfilingError::BufferTooSmall {
+                what: "hardware buffer",
+                bytes: b,
+                needed: 64,
+            }
+            .into());
+        }
+        let api = Api::load(Needs::CuptiOnly)?;
+        let driver = crate::cuda::Driver::load()?;
+        let device = context_device(driver, self.ctx)?;
+        profiler::check_device(api, device, ProfilerApi::PcSampling)?;
+        let enable = sym!(api, cuptiPCSamplingEnable)?;
+        let mut p = sys::CUpti_PCSamplingEnableParams {
+            size: SIZE_ENABLE,
+            ctx: self.ctx,
+            ..Default::default()
+        };
+        // SAFETY: a live context (the builder borrows it).
+        check("cuptiPCSamplingEnable", unsafe { enable(&mut p) })?;
+        let mut sampler = PcSampler {
+            api,
+            ctx: self.ctx,
+            reasons: Vec::new(),
+            buffer: PcDataBuffer::new(0, 0),
+            names: NameCache::default(),
+            collected: PcSamples::default(),
+            enabled: true,
+            start_stop: self.start_stop,
+            running: !self.start_stop,
+            _ctx: PhantomData,
+        };
+        // From here the sampler disables on an error.
+        sampler.reasons = stall_reasons(api, self.ctx)?;
+        let mut chosen: Vec<u32> = match &self.reasons {
+            None => sampler.reasons.iter().map(|r| r.index).collect(),
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    sampler
+                        .reasons
+                        .iter()
+                        .find(|r| &r.name == n)
+                        .map(|r| r.index)
+                        .ok_or_else(|| ProfilingError::InvalidSetting {
+                            what: "stall reasons",
+                            reason: format!(
+                                "{n:?} is not one of the device's: {}",
+                                sampler
+                                    .reasons
+                                    .iter()
+                                    .map(|r| r.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        sampler.buffer = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        let mut attrs: Vec<sys::CUpti_PCSamplingConfigurationInfo> = Vec::new();
+        let mut attr =
+            |kind: sys::CUpti_PCSamplingConfigurationAttributeType,
+             fill: &dyn Fn(&mut sys::CUpti_PCSamplingConfigurationInfo__bindgen_ty_1)| {
+                let mut a = sys::CUpti_PCSamplingConfigurationInfo {
+                    attributeType: kind,
+                    attributeStatus: 0,
+                    attributeData: Default::default(),
+                };
+                fill(&mut a.attributeData);
+                attrs.push(a);
+            };
+        if let Some(period) = self.period {
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD,
+                &|d| d.samplingPeriodData.samplingPeriod = period,
+            );
+        }
+        let count = chosen.len();
+        let reasons_ptr = chosen.as_mut_ptr();
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON,
+            &|d| {
+                d.stallReasonData.stallReasonCount = count;
+                d.stallReasonData.pStallReasonIndex = reasons_ptr;
+            },
+        );
+        if let Some(b) = self.scratch_buffer {
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE,
+                &|d| d.scratchBufferSizeData.scratchBufferSize = b,
+            );
+        }
+        if let Some(b) = self.hardware_buffer {
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE,
+                &|d| d.hardwareBufferSizeData.hardwareBufferSize = b,
+            );
+        }
+        let mode = match self.mode {
+            CollectionMode::Continuous => sys::CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS,
+            CollectionMode::KernelSerialized => {
+                sys::CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED
+            }
+        };
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE,
+            &|d| d.collectionModeData.collectionMode = mode,
+        );
+        let start_stop = u32::from(self.start_stop);
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL,
+            &|d| d.enableStartStopControlData.enableStartStopControl = start_stop,
+        );
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT,
+            &|d| {
+                d.outputDataFormatData.outputDataFormat =
+                    sys::CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED
+            },
+        );
+        let data = sampler.buffer.as_mut_ptr().cast();
+        attr(
+            sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER,
+            &|d| d.samplingDataBufferData.samplingDataBuffer = data,
+        );
+        let set = sym!(api, cuptiPCSamplingSetConfigurationAttribute)?;
+        let mut p = sys::CUpti_PCSamplingConfigurationInfoParams {
+            size: SIZE_CONFIG,
+            ctx: sampler.ctx,
+            numAttributes: attrs.len(),
+            pPCSamplingConfigurationInfo: attrs.as_mut_ptr(),
+            ..Default::default()
+        };
+        // SAFETY: an enabled context; the attributes, the chosen reasons and the data buffer outlive the call, and
+        // the data buffer (boxed, owned by the sampler) outlives the sampling.
+        let code = unsafe { set(&mut p) };
+        if code != crate::sys::cupti::CUPTI_SUCCESS {
+            for a in &attrs {
+                if a.attributeStatus != crate::sys::cupti::CUPTI_SUCCESS {
+                    log::debug!(
+                        "PC sampling attribute {} refused with {}",
+                        a.attributeType,
+                        a.attributeStatus
+                    );
+                }
+            }
+        }
+        check("cuptiPCSamplingSetConfigurationAttribute", code)?;
+        if self.start_stop {
+            // Configured, but not sampling until resume().
+            sampler.running = false;
+        }
+        Ok(sampler)
+    }
+}
+
+fn context_device(driver: &crate::cuda::Driver, ctx: RawContext) -> crate::Result<usize> {
+    driver.init()?;
+    // SAFETY: the builder's context is live; pushed and popped around one query on this thread.
+    driver.check_call("cuCtxPushCurrent_v2", unsafe {
+        (driver.api().cu_ctx_push_current)(ctx)
+    })?;
+    let mut dev = 0;
+    // SAFETY: the context is current; a valid out-pointer.
+    let got = driver.check_call("cuCtxGetDevice", unsafe {
+        (driver.api().cu_ctx_get_device)(&mut dev)
+    });
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: balances the push above.
+    let _ = unsafe { (driver.api().cu_ctx_pop_current)(&mut popped) };
+    got?;
+    Ok(usize::try_from(dev).unwrap_or(0))
+}
+
+/// The device's stall reasons (`cuptiPCSamplingGetNumStallReasons`, `cuptiPCSamplingGetStallReasons`).
+fn stall_reasons(api: Api, ctx: RawContext) -> Result<Vec<StallReason>, ProfilingError> {
+    let num = sym!(api, cuptiPCSamplingGetNumStallReasons)?;
+    let get = sym!(api, cuptiPCSamplingGetStallReasons)?;
+    let mut n = 0usize;
+    let mut p = sys::CUpti_PCSamplingGetNumStallReasonsParams {
+        size: SIZE_NUM_REASONS,
+        ctx,
+        numStallReasons: &mut n,
+        ..Default::default()
+    };
+    // SAFETY: an enabled context and a valid out-pointer.
+    check("cuptiPCSamplingGetNumStallReasons", unsafe { num(&mut p) })?;
+    let size = sys::CUPTI_STALL_REASON_STRING_SIZE as usize;
+    let mut names = vec![0 as c_char; n * size];
+    let mut name_ptrs: Vec<*mut c_char> = (0..n).map(|i| names[i * size..].as_mut_ptr()).collect();
+    let mut indices = vec![0u32; n];
+    let mut p = sys::CUpti_PCSamplingGetStallReasonsParams {
+        size: SIZE_REASONS,
+        ctx,
+        numStallReasons: n,
+        stallReasonIndex: indices.as_mut_ptr(),
+        stallReasons: name_ptrs.as_mut_ptr(),
+        ..Default::default()
+    };
+    // SAFETY: `n` index slots and `n` name buffers of CUPTI_STALL_REASON_STRING_SIZE bytes, as the header asks.
+    check("cuptiPCSamplingGetStallReasons", unsafe { get(&mut p) })?;
+    Ok((0..n)
+        .map(|i| {
+            let field = &names[i * size..(i + 1) * size];
+            let bytes: Vec<u8> = field
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            StallReason {
+                index: indices[i],
+                name: String::from_utf8_lossy(&bytes).into_owned(),
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn record(function: &str, pc: u64, stalls: &[(u32, u32)]) -> PcRecord {
+        PcRecord {
+            function: Arc::from(function),
+            function_index: 0,
+            cubin_crc: 1,
+            pc_offset: pc,
+            correlation: 0,
+            stalls: stalls.to_vec(),
+        }
+    }
+
+    #[test]
+    fn samples_sum_per_function_and_reason() {
+        let s = PcSamples {
+            reasons: vec![StallReason {
+                index: 3,
+                name: "long_scoreboard".into(),
+            }],
+            records: vec![
+                record("chase", 0x40, &[(3, 90), (1, 5)]),
+                record("chase", 0x50, &[(3, 10)]),
+                record("other", 0x10, &[(1, 20)]),
+            ],
+            ..PcSamples::default()
+        };
+        let f = s.functions();
+        assert_eq!(&*f[0].name, "chase");
+        assert_eq!(f[0].samples, 105);
+        assert_eq!(f[0].top_stall(), Some((3, 100)));
+        assert_eq!(f[0].hot_pcs[0], (0x40, 95));
+        assert_eq!(s.reason_name(3), "long_scoreboard");
+        assert_eq!(s.reason_name(9), "?");
+        assert_eq!(record("x", 0, &[(1, 2), (2, 3)]).samples(), 5);
+    }
+
+    proptest! {
+        /// Whatever counts CUPTI writes, the copy reads only the buffer's own slots.
+        #[test]
+        fn taking_trusts_no_count(
+            pcs in 0usize..8,
+            reasons in 1usize..5,
+            total in 0usize..20,
+            counts in proptest::collection::vec(0usize..10, 8),
+            samples in any::<u64>(),
+        ) {
+            let mut b = PcDataBuffer::new(pcs, reasons);
+            let name = c"kernel";
+            {
+                let (data, list) = b.raw();
+                data.totalNumPcs = total;
+                data.totalSamples = samples;
+                for (i, pc) in list.iter_mut().enumerate() {
+                    pc.stallReasonCount = counts[i];
+                    pc.pcOffset = i as u64;
+                    pc.functionName = name.as_ptr().cast_mut();
+                }
+            }
+            let mut names = NameCache::default();
+            // SAFETY: every function name is a static C string.
+            let got = unsafe { b.take(&mut names) };
+            prop_assert_eq!(got.records.len(), total.min(pcs));
+            prop_assert_eq!(got.truncated_pcs as usize, total.saturating_sub(pcs));
+            prop_assert_eq!(got.total_samples, samples);
+            for (i, r) in got.records.iter().enumerate() {
+                prop_assert_eq!(r.stalls.len(), counts[i].min(reasons));
+                prop_assert_eq!(&*r.function, "kernel");
+            }
+            // The buffer is ready again.
+            let again = unsafe { b.take(&mut names) };
+            prop_assert!(again.records.is_empty());
+        }
+    }
+
+    fn send<T: Send>() {}
+
+    #[test]
+    fn samplers_move_between_threads() {
+        send::<PcSampler<'static>>();
+    }
+}

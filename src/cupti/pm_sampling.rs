@@ -1,0 +1,1291 @@
+//! [`PmSampler`]: device-wide performance counters sampled at an interval (CUPTI's PM sampling). It sees every
+//! process on the GPU, needs no context of its own, and is the NVIDIA side of [`DeviceCounters`].
+//!
+//! A thread owned by the sampler decodes the hardware buffer into samples (start and end on the GPU's global
+//! timer, one value per metric) and hands them over either as borrowed batches to a closure
+//! ([`PmSamplerBuilder::start_with`]) or through [`PmSampler::read`] / [`PmSampler::samples`]. Overflow of the
+//! hardware buffer and samples lost to it are counted ([`PmStats`]), never silent. One PM client per GPU: a second
+//! one, or ncu, DCGM or Nsight Systems' GPU metrics, makes [`start`](PmSamplerBuilder::start) fail with
+//! [`ProfilingError::CountersBusy`]. Stopping or dropping the sampler releases the counters.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use gpu_tools::cupti::pm_sampling::{Interval, PmSampler};
+//! use gpu_tools::counters::DeviceCounters;
+//!
+//! fn main() -> gpu_tools::Result<()> {
+//!     let mut sampler = PmSampler::builder(0)
+//!         .metrics(["sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum.per_second"])
+//!         .interval(Interval::Time(Duration::from_millis(10)))
+//!         .start()?;
+//!     let mut samples = Vec::new();
+//!     sampler.read(Duration::from_secs(1), &mut samples)?;
+//!     for s in &samples {
+//!         println!("{} ns: SM active {:.1}%, DRAM read {:.3e} B/s", s.start_ns, s.values[0], s.values[1]);
+//!     }
+//!     let report = sampler.stop()?; // releases the counters
+//!     println!("{} samples, {} lost to overflow", report.stats.samples, report.stats.dropped);
+//!     Ok(())
+//! }
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::counters::{
+    CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
+};
+use crate::cupti::profiler::api::{Api, Needs, params, sym};
+use crate::cupti::profiler::host::{Catalog, ConfigImage, Host, MetricNames};
+use crate::cupti::profiler::{self, Method, ProfilerApi, ProfilerInit, ProfilingError, check};
+use crate::delivery::{self, Delivery};
+use crate::sys::cupti_profiling as sys;
+
+/// How often a sample is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Interval {
+    /// A fixed period of time (`CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL`): Ampere GA10x and later, not
+    /// Turing or GA100.
+    Time(Duration),
+    /// A number of cycles of the GPU's SYS clock, whose frequency may vary
+    /// (`CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL`): every architecture.
+    Clocks(u64),
+}
+
+/// What the hardware buffer does when full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AppendMode {
+    /// Keep the oldest records; new ones are lost and the decode reports an overflow.
+    #[default]
+    KeepOldest,
+    /// Overwrite the oldest records (Ampere and later).
+    KeepLatest,
+}
+
+/// Default decode period: the decode thread wakes this often.
+pub const DEFAULT_DECODE_PERIOD: Duration = Duration::from_millis(50);
+/// Default hardware buffer size.
+pub const DEFAULT_HARDWARE_BUFFER: usize = 256 << 20;
+/// Default most samples queued for [`PmSampler::read`] before the oldest are dropped (and counted).
+pub const DEFAULT_QUEUE_LIMIT: usize = 1 << 20;
+
+/// Settings of a [`PmSampler`].
+#[derive(Debug, Clone)]
+pub struct PmSamplerBuilder {
+    device: usize,
+    metrics: Vec<String>,
+    interval: Interval,
+    hardware_buffer: usize,
+    append: AppendMode,
+    decode_period: Duration,
+    samples_per_decode: Option<usize>,
+    queue_limit: usize,
+    keep_counter_data: bool,
+}
+
+/// Sizes the sampler chose (for diagnostics and the bench).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PmLayout {
+    /// The device's chip (`GH100`).
+    pub chip: String,
+    /// Bytes of the configuration image.
+    pub config_bytes: usize,
+    /// Bytes of the counter-availability image.
+    pub availability_bytes: usize,
+    /// Samples one decode can take before the counter-data image is full.
+    pub samples_per_decode: usize,
+    /// Bytes of the counter-data image.
+    pub counter_data_bytes: usize,
+    /// Bytes one sample adds to the counter-data image.
+    pub sample_bytes: usize,
+    /// Bytes of the hardware buffer.
+    pub hardware_buffer: usize,
+}
+
+/// What a sampler delivered so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PmStats {
+    /// Calls of `cuptiPmSamplingDecodeData`.
+    pub decodes: u64,
+    /// Samples decoded.
+    pub samples: u64,
+    /// Decodes that reported a hardware-buffer overflow.
+    pub overflows: u64,
+    /// Samples lost: estimated from gaps between consecutive samples (more than 1.5 sample lengths), and samples
+    /// dropped from a full read queue.
+    pub dropped: u64,
+    /// Decodes that stopped because the counter-data image was full (the thread decodes again at once).
+    pub image_full: u64,
+    /// Calls of the closure that panicked.
+    pub callback_panics: u64,
+}
+
+/// What [`PmSampler::stop`] reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PmReport {
+    /// Final counts.
+    pub stats: PmStats,
+    /// The first panic of the closure.
+    pub panic: Option<String>,
+}
+
+/// One sample of a batch, borrowed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleRef<'a> {
+    /// Start, ns on the GPU's global timer.
+    pub start_ns: u64,
+    /// End, same clock.
+    pub end_ns: u64,
+    /// One value per metric, in the sampler's order.
+    pub values: &'a [f64],
+}
+
+impl SampleRef<'_> {
+    /// An owned copy.
+    pub fn to_owned(&self) -> DeviceSample {
+        DeviceSample {
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            values: self.values.to_vec(),
+        }
+    }
+}
+
+/// The samples of one decode, borrowed for the duration of the callback.
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<gpu_tools::cupti::pm_sampling::PmBatch<'static>>();
+/// ```
+#[derive(Debug)]
+pub struct PmBatch<'a> {
+    starts: &'a [u64],
+    ends: &'a [u64],
+    values: &'a [f64],
+    metrics: usize,
+    dropped: u64,
+    overflow: bool,
+    counter_data: Option<(&'a [u8], usize)>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl<'a> PmBatch<'a> {
+    /// A batch over decoded columns (`values` holds `metrics` values per sample).
+    pub(crate) fn new(
+        starts: &'a [u64],
+        ends: &'a [u64],
+        values: &'a [f64],
+        metrics: usize,
+        dropped: u64,
+        overflow: bool,
+    ) -> Self {
+        PmBatch {
+            starts,
+            ends,
+            values,
+            metrics,
+            dropped,
+            overflow,
+            counter_data: None,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// The counter-data image these samples were evaluated from, and the image index of the batch's first sample
+    /// (with [`PmSamplerBuilder::keep_counter_data`]); to save it as recorded data.
+    pub fn counter_data(&self) -> Option<(&'a [u8], usize)> {
+        self.counter_data
+    }
+
+    /// Samples in the batch.
+    pub fn len(&self) -> usize {
+        self.starts.len().min(self.ends.len())
+    }
+
+    /// True when it holds none (a batch that only reports an overflow).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Samples lost just before this batch (estimated from the gap, see [`PmStats::dropped`]).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Whether this decode reported a hardware-buffer overflow.
+    pub fn overflow(&self) -> bool {
+        self.overflow
+    }
+
+    /// One sample.
+    pub fn get(&self, i: usize) -> Option<SampleRef<'a>> {
+        let values = self
+            .values
+            .get(i.checked_mul(self.metrics)?..(i + 1).checked_mul(self.metrics)?)?;
+        Some(SampleRef {
+            start_ns: *self.starts.get(i)?,
+            end_ns: *self.ends.get(i)?,
+            values,
+        })
+    }
+
+    /// The samples, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = SampleRef<'a>> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+/// The closure batches go to.
+type BatchFn = dyn for<'b> FnMut(&PmBatch<'b>) + Send;
+
+/// Samples waiting for [`PmSampler::read`].
+#[derive(Default)]
+struct Queue {
+    samples: VecDeque<DeviceSample>,
+    dropped_unread: u64,
+    ended: bool,
+}
+
+/// Where the decode thread puts samples.
+enum Sink {
+    Queue {
+        queue: Mutex<Queue>,
+        ready: Condvar,
+        limit: usize,
+    },
+    Callback(Delivery<BatchFn>),
+}
+
+/// State shared by the sampler and its decode thread.
+struct Shared {
+    sink: Sink,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    decodes: AtomicU64,
+    samples: AtomicU64,
+    overflows: AtomicU64,
+    dropped: AtomicU64,
+    image_full: AtomicU64,
+    failed: Mutex<Option<String>>,
+    running: AtomicBool,
+}
+
+impl Shared {
+    fn stats(&self) -> PmStats {
+        let callback_panics = match &self.sink {
+            Sink::Callback(d) => d.counts().panics,
+            Sink::Queue { .. } => 0,
+        };
+        PmStats {
+            decodes: self.decodes.load(Ordering::Relaxed),
+            samples: self.samples.load(Ordering::Relaxed),
+            overflows: self.overflows.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            image_full: self.image_full.load(Ordering::Relaxed),
+            callback_panics,
+        }
+    }
+
+    fn deliver(&self, batch: &PmBatch<'_>) {
+        match &self.sink {
+            Sink::Callback(d) => d.deliver(batch.len() as u64, 0, |f| f(batch)),
+            Sink::Queue {
+                queue,
+                ready,
+                limit,
+            } => {
+                let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+                q.dropped_unread += batch.dropped();
+                for s in batch.iter() {
+                    if q.samples.len() >= *limit {
+                        q.samples.pop_front();
+                        q.dropped_unread += 1;
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    q.samples.push_back(s.to_owned());
+                }
+                ready.notify_all();
+            }
+        }
+    }
+
+    fn end(&self) {
+        self.running.store(false, Ordering::Release);
+        if let Sink::Queue { queue, ready, .. } = &self.sink {
+            queue.lock().unwrap_or_else(|p| p.into_inner()).ended = true;
+            ready.notify_all();
+        }
+    }
+}
+
+/// The CUPTI PM sampling object, moved to the decode thread.
+struct Object(*mut sys::CUpti_PmSampling_Object);
+
+// SAFETY: a device-level object CUPTI does not tie to a thread; after `start` only the decode thread uses it.
+unsafe impl Send for Object {}
+
+/// Disables PM sampling on drop (the object is made by `cuptiPmSamplingEnable`).
+struct Enabled {
+    api: Api,
+    obj: Object,
+}
+
+impl Drop for Enabled {
+    fn drop(&mut self) {
+        if let Ok(f) = sym!(self.api, cuptiPmSamplingDisable) {
+            let mut p = params!(CUpti_PmSampling_Disable_Params, pPmSamplingObject);
+            p.pPmSamplingObject = self.obj.0;
+            // SAFETY: the object is live and disabled once, here; this releases the counters.
+            let _ = unsafe { f(&mut p) };
+        }
+    }
+}
+
+/// A device-wide PM sampler: started by [`PmSamplerBuilder::start`] or [`start_with`](PmSamplerBuilder::start_with);
+/// stopped, with every sample decoded and delivered, by [`stop`](Self::stop) or on drop.
+///
+/// `Send` and `Sync`: the decode thread owns the CUPTI object; the handle holds only shared counters and the read
+/// queue.
+pub struct PmSampler {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    device: CounterDevice,
+    counters: Vec<CounterInfo>,
+    metrics: MetricNames,
+    layout: PmLayout,
+    interval: Interval,
+}
+
+impl std::fmt::Debug for PmSampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmSampler")
+            .field("device", &self.device)
+            .field("metrics", &self.metrics.names())
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PmSampler {
+    /// Settings for device `index` (a CUDA device ordinal): no metric yet, 10 ms interval, 256 MiB hardware buffer,
+    /// oldest records kept.
+    pub fn builder(device: usize) -> PmSamplerBuilder {
+        PmSamplerBuilder {
+            device,
+            metrics: Vec::new(),
+            interval: Interval::Time(Duration::from_millis(10)),
+            hardware_buffer: DEFAULT_HARDWARE_BUFFER,
+            append: AppendMode::KeepOldest,
+            decode_period: DEFAULT_DECODE_PERIOD,
+            samples_per_decode: None,
+            queue_limit: DEFAULT_QUEUE_LIMIT,
+            keep_counter_data: false,
+        }
+    }
+
+    /// The metrics, in the order of each sample's values.
+    pub fn metrics(&self) -> &[String] {
+        self.metrics.names()
+    }
+
+    /// The interval.
+    pub fn interval(&self) -> Interval {
+        self.interval
+    }
+
+    /// The sizes chosen.
+    pub fn layout(&self) -> &PmLayout {
+        &self.layout
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> PmStats {
+        self.shared.stats()
+    }
+
+    /// Whether the decode thread still runs (it ends at [`stop`](Self::stop) or on a decode error).
+    pub fn is_running(&self) -> bool {
+        self.shared.running.load(Ordering::Acquire)
+    }
+
+    /// The samples that arrive until `deadline` (or until the sampler ends), oldest first; for a sampler started
+    /// with [`start`](PmSamplerBuilder::start).
+    pub fn samples(&mut self, deadline: Instant) -> Samples<'_> {
+        Samples {
+            sampler: self,
+            deadline,
+            buffer: VecDeque::new(),
+        }
+    }
+
+    /// Stops sampling, decodes and delivers what the hardware buffer still holds, and releases the counters.
+    pub fn stop(mut self) -> crate::Result<PmReport> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> crate::Result<PmReport> {
+        if delivery::in_callback() {
+            return Err(ProfilingError::State(
+                "a PM sampler cannot be stopped from its own callback",
+            )
+            .into());
+        }
+        *self.shared.stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            if let Err(payload) = t.join() {
+                let msg = delivery::panic_message(&*payload);
+                std::mem::forget(payload);
+                return Err(ProfilingError::DecodeThread(format!("panicked: {msg}")).into());
+            }
+        }
+        let panic = match &self.shared.sink {
+            Sink::Callback(d) => d.take_panic(),
+            Sink::Queue { .. } => None,
+        };
+        if let Some(e) = self
+            .shared
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            return Err(ProfilingError::DecodeThread(e).into());
+        }
+        Ok(PmReport {
+            stats: self.shared.stats(),
+            panic,
+        })
+    }
+}
+
+impl Drop for PmSampler {
+    fn drop(&mut self) {
+        if self.thread.is_some() && !delivery::in_callback() {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+impl DeviceCounters for PmSampler {
+    fn device(&self) -> &CounterDevice {
+        &self.device
+    }
+
+    fn counters(&self) -> &[CounterInfo] {
+        &self.counters
+    }
+
+    fn clock(&self) -> SampleClock {
+        SampleClock::GpuGlobalTimer
+    }
+
+    fn read(
+        &mut self,
+        timeout: Duration,
+        out: &mut Vec<DeviceSample>,
+    ) -> crate::Result<ReadStatus> {
+        let Sink::Queue { queue, ready, .. } = &self.shared.sink else {
+            return Err(ProfilingError::State(
+                "this sampler hands its samples to its callback; read has none",
+            )
+            .into());
+        };
+        let deadline = Instant::now() + timeout;
+        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        while q.samples.is_empty() && !q.ended {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            q = ready
+                .wait_timeout(q, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        let samples = q.samples.len();
+        out.extend(q.samples.drain(..));
+        let dropped = std::mem::take(&mut q.dropped_unread);
+        let ended = q.ended;
+        drop(q);
+        if samples == 0 && ended {
+            if let Some(e) = self
+                .shared
+                .failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+            {
+                return Err(ProfilingError::DecodeThread(e).into());
+            }
+        }
+        Ok(ReadStatus { samples, dropped })
+    }
+}
+
+/// The iterator of [`PmSampler::samples`].
+pub struct Samples<'s> {
+    sampler: &'s mut PmSampler,
+    deadline: Instant,
+    buffer: VecDeque<DeviceSample>,
+}
+
+impl Iterator for Samples<'_> {
+    type Item = DeviceSample;
+    fn next(&mut self) -> Option<DeviceSample> {
+        loop {
+            if let Some(s) = self.buffer.pop_front() {
+                return Some(s);
+            }
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let mut got = Vec::new();
+            match self.sampler.read(left, &mut got) {
+                Ok(r) if r.samples > 0 => self.buffer.extend(got),
+                Ok(_) if self.sampler.is_running() => {}
+                _ => return None,
+            }
+        }
+    }
+}
+
+impl PmSamplerBuilder {
+    /// The metrics, full names (`sm__cycles_active.avg.pct_of_peak_sustained_elapsed`); checked against the
+    /// device's catalogue at start.
+    pub fn metrics<I, S>(mut self, metrics: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.metrics = metrics
+            .into_iter()
+            .map(|s| s.as_ref().to_string())
+            .collect();
+        self
+    }
+
+    /// The sampling interval (default 10 ms).
+    pub fn interval(mut self, interval: Interval) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Bytes of the hardware buffer the GPU writes samples into (default 256 MiB).
+    pub fn hardware_buffer(mut self, bytes: usize) -> Self {
+        self.hardware_buffer = bytes;
+        self
+    }
+
+    /// What the hardware buffer does when full (default [`AppendMode::KeepOldest`]).
+    pub fn append_mode(mut self, mode: AppendMode) -> Self {
+        self.append = mode;
+        self
+    }
+
+    /// How often the decode thread decodes (default 50 ms).
+    pub fn decode_period(mut self, period: Duration) -> Self {
+        self.decode_period = period;
+        self
+    }
+
+    /// Samples the counter-data image holds per decode (default: four decode periods' worth, at least 64).
+    pub fn samples_per_decode(mut self, samples: usize) -> Self {
+        self.samples_per_decode = Some(samples);
+        self
+    }
+
+    /// Most samples kept for [`PmSampler::read`] before the oldest are dropped and counted (default 2^20).
+    pub fn queue_limit(mut self, samples: usize) -> Self {
+        self.queue_limit = samples.max(1);
+        self
+    }
+
+    /// Hands each batch's counter-data image to the callback too ([`PmBatch::counter_data`]), to save it.
+    pub fn keep_counter_data(mut self, keep: bool) -> Self {
+        self.keep_counter_data = keep;
+        self
+    }
+
+    /// Starts sampling; read the samples with [`PmSampler::read`] or [`PmSampler::samples`].
+    pub fn start(self) -> crate::Result<PmSampler> {
+        let limit = self.queue_limit;
+        self.start_into(Sink::Queue {
+            queue: Mutex::new(Queue::default()),
+            ready: Condvar::new(),
+            limit,
+        })
+    }
+
+    /// Starts sampling and hands each decode's samples to `callback` on the decode thread. A panic in it is
+    /// caught, counted and reported by [`PmSampler::stop`].
+    pub fn start_with<F>(self, callback: F) -> crate::Result<PmSampler>
+    where
+        F: for<'b> FnMut(&PmBatch<'b>) + Send + 'static,
+    {
+        self.start_into(Sink::Callback(Delivery::new(Box::new(callback))))
+    }
+
+    fn samples_for(&self) -> usize {
+        if let Some(n) = self.samples_per_decode {
+            return n;
+        }
+        let per_period = match self.interval {
+            Interval::Time(d) if !d.is_zero() => {
+                (self.decode_period.as_nanos() / d.as_nanos()).min(1 << 20) as usize
+            }
+            // A SYS clock near 1 GHz; the image is refilled as often as needed anyway.
+            Interval::Clocks(c) if c > 0 => {
+                (self.decode_period.as_nanos() / u128::from(c)).min(1 << 20) as usize
+            }
+            _ => 0,
+        };
+        per_period.saturating_mul(4).max(64)
+    }
+
+    fn check_settings(&self, capability: (i32, i32)) -> Result<(), ProfilingError> {
+        match self.interval {
+            Interval::Time(d) if d.is_zero() || d.as_nanos() > u128::from(u64::MAX) => {
+                return Err(ProfilingError::InvalidSetting {
+                    what: "interval",
+                    reason: format!("{d:?} is not a sampling interval"),
+                });
+            }
+            // Turing (7.5) and GA100 (8.0) lack the fixed-frequency trigger; GA10x is 8.6 and up.
+            Interval::Time(_) if capability < (8, 6) => {
+                return Err(ProfilingError::InvalidSetting {
+                    what: "interval",
+                    reason: format!(
+                        "time-based intervals need Ampere GA10x or later (this device is compute capability {}.{}); use Interval::Clocks",
+                        capability.0, capability.1
+                    ),
+                });
+            }
+            Interval::Clocks(0) => {
+                return Err(ProfilingError::InvalidSetting {
+                    what: "interval",
+                    reason: "0 clocks is not a sampling interval".into(),
+                });
+            }
+            _ => {}
+        }
+        if self.append == AppendMode::KeepLatest && capability < (8, 0) {
+            return Err(ProfilingError::InvalidSetting {
+                what: "append mode",
+                reason: "keeping the latest records needs Ampere or later".into(),
+            });
+        }
+        if self.decode_period.is_zero() {
+            return Err(ProfilingError::InvalidSetting {
+                what: "decode period",
+                reason: "must be above zero".into(),
+            });
+        }
+        if self.samples_for() == 0 {
+            return Err(ProfilingError::BufferTooSmall {
+                what: "counter-data image",
+                bytes: 0,
+                needed: 1,
+            });
+        }
+        if self.hardware_buffer == 0 {
+            return Err(ProfilingError::BufferTooSmall {
+                what: "hardware buffer",
+                bytes: 0,
+                needed: 1,
+            });
+        }
+        Ok(())
+    }
+
+    fn start_into(self, sink: Sink) -> crate::Result<PmSampler> {
+        let api = Api::load(Needs::Metrics)?;
+        let info = profiler::check_device(api, self.device, ProfilerApi::PmSampling)?;
+        self.check_settings(info.compute_capability)?;
+        if self.metrics.is_empty() {
+            return Err(ProfilingError::NoMetrics.into());
+        }
+        let init = ProfilerInit::acquire(api)?;
+        let chip = profiler::chip(api, self.device)?;
+        // Checked against the catalogue before anything is enabled on the device.
+        let catalog = Catalog::create(api, &chip)?;
+        let metrics = catalog.resolve_all(&self.metrics, Method::PmSampling)?;
+        let counters: Vec<CounterInfo> = metrics
+            .names()
+            .iter()
+            .map(|n| {
+                let base = n.split('.').next().unwrap_or(n);
+                let unit = unit_of(n, catalog.get(base).map(|m| m.unit.as_str()).unwrap_or(""));
+                CounterInfo {
+                    name: n.clone(),
+                    unit,
+                }
+            })
+            .collect();
+        drop(catalog);
+        // Where another client holds the counters, this answers CUPTI_ERROR_HARDWARE_BUSY.
+        let availability = profiler::pm_availability(api, self.device)?;
+        let config = ConfigImage::create(
+            api,
+            &chip,
+            Method::PmSampling,
+            Some(&availability),
+            &metrics,
+        )?;
+        if config.passes() > 1 {
+            return Err(ProfilingError::TooManyPasses {
+                method: Method::PmSampling,
+                passes: config.passes(),
+                metrics: metrics.names().to_vec(),
+            }
+            .into());
+        }
+        let host = Host::create(api, &chip, Method::PmSampling, Some(&availability))?;
+        let enabled = enable(api, self.device)?;
+        let samples_per_decode = self.samples_for();
+        // What one sample adds to the counter-data image, an estimate of what it takes in the hardware buffer.
+        // Asked before the configuration so that a buffer too small is refused before it is set; where CUPTI wants
+        // the configuration first, asked again after it.
+        let per_sample = |e: &Enabled| -> Result<usize, ProfilingError> {
+            let one = counter_data_size(api, e, &metrics, 1)?;
+            let two = counter_data_size(api, e, &metrics, 2)?;
+            Ok(two.saturating_sub(one).max(1))
+        };
+        let early = per_sample(&enabled);
+        let too_small = |needed: usize| ProfilingError::BufferTooSmall {
+            what: "hardware buffer",
+            bytes: self.hardware_buffer,
+            needed,
+        };
+        if let Ok(needed) = early {
+            if self.hardware_buffer < needed {
+                return Err(too_small(needed).into());
+            }
+        }
+        if let Err(e) = set_config(api, &enabled, &config, &self) {
+            // A buffer CUPTI finds too small is reported as such where the estimate says so.
+            return Err(match (e, early) {
+                (
+                    ProfilingError::Vendor {
+                        error: crate::cupti::CuptiError::InvalidParameter,
+                        ..
+                    },
+                    Ok(needed),
+                ) if self.hardware_buffer < 4 * needed => too_small(4 * needed),
+                (e, _) => e,
+            }
+            .into());
+        }
+        let sample_bytes = match early {
+            Ok(n) => n,
+            Err(_) => per_sample(&enabled)?,
+        };
+        if self.hardware_buffer < sample_bytes {
+            return Err(too_small(sample_bytes).into());
+        }
+        let samples_u32 =
+            u32::try_from(samples_per_decode).map_err(|_| ProfilingError::InvalidSetting {
+                what: "samples per decode",
+                reason: format!("{samples_per_decode} is above {}", u32::MAX),
+            })?;
+        let image_bytes = counter_data_size(api, &enabled, &metrics, samples_u32)?;
+        let mut image = vec![0u8; image_bytes];
+        initialize_image(api, &enabled, &mut image)?;
+        start(api, &enabled)?;
+        let layout = PmLayout {
+            chip,
+            config_bytes: config.bytes().len(),
+            availability_bytes: availability.len(),
+            samples_per_decode,
+            counter_data_bytes: image.len(),
+            sample_bytes,
+            hardware_buffer: self.hardware_buffer,
+        };
+        log::debug!("PM sampling on device {}: {layout:?}", self.device);
+        let shared = Arc::new(Shared {
+            sink,
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            decodes: AtomicU64::new(0),
+            samples: AtomicU64::new(0),
+            overflows: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            image_full: AtomicU64::new(0),
+            failed: Mutex::new(None),
+            running: AtomicBool::new(true),
+        });
+        let decoder = Decoder {
+            api,
+            enabled,
+            _init: init,
+            host,
+            metrics: metrics.clone(),
+            image,
+            keep: self.keep_counter_data,
+            evaluated: 0,
+            last_end: None,
+            starts: Vec::new(),
+            ends: Vec::new(),
+            values: Vec::new(),
+        };
+        let s = Arc::clone(&shared);
+        let period = self.decode_period;
+        let thread = std::thread::Builder::new()
+            .name("gpu-tools-pm-decode".into())
+            .spawn(move || decoder.run(&s, period))
+            .map_err(|e| ProfilingError::DecodeThread(format!("cannot start: {e}")))?;
+        Ok(PmSampler {
+            shared,
+            thread: Some(thread),
+            device: CounterDevice {
+                index: self.device as u32,
+                name: info.name,
+            },
+            counters,
+            metrics,
+            layout,
+            interval: self.interval,
+        })
+    }
+}
+
+/// The unit of a full metric name: the base's unit, turned into a rate or a percentage by the suffix.
+pub(crate) fn unit_of(name: &str, base_unit: &str) -> String {
+    if name.contains(".pct") {
+        "%".to_string()
+    } else if name.ends_with(".per_second") {
+        format!("{base_unit}/second")
+    } else if name.contains(".per_cycle") {
+        format!("{base_unit}/cycle")
+    } else {
+        base_unit.to_string()
+    }
+}
+
+fn enable(api: Api, device: usize) -> Result<Enabled, ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingEnable)?;
+    let mut p = params!(CUpti_PmSampling_Enable_Params, pPmSamplingObject);
+    p.deviceIndex = device;
+    // SAFETY: a parameter struct of the header's layout; CUPTI writes the object.
+    check("cuptiPmSamplingEnable", unsafe { f(&mut p) })?;
+    if p.pPmSamplingObject.is_null() {
+        return Err(ProfilingError::State(
+            "cuptiPmSamplingEnable returned no object",
+        ));
+    }
+    Ok(Enabled {
+        api,
+        obj: Object(p.pPmSamplingObject),
+    })
+}
+
+fn counter_data_size(
+    api: Api,
+    e: &Enabled,
+    metrics: &MetricNames,
+    samples: u32,
+) -> Result<usize, ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingGetCounterDataSize)?;
+    let mut names = metrics.pointers();
+    let mut p = params!(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
+    p.pPmSamplingObject = e.obj.0;
+    p.pMetricNames = names.as_mut_ptr();
+    p.numMetrics = names.len();
+    p.maxSamples = samples;
+    // SAFETY: a live object; the names outlive the call.
+    check("cuptiPmSamplingGetCounterDataSize", unsafe { f(&mut p) })?;
+    Ok(p.counterDataSize)
+}
+
+fn initialize_image(api: Api, e: &Enabled, image: &mut [u8]) -> Result<(), ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingCounterDataImageInitialize)?;
+    let mut p = params!(
+        CUpti_PmSampling_CounterDataImage_Initialize_Params,
+        pCounterData
+    );
+    p.pPmSamplingObject = e.obj.0;
+    p.counterDataSize = image.len();
+    p.pCounterData = image.as_mut_ptr();
+    // SAFETY: a live object and a buffer of the size CUPTI asked for.
+    check("cuptiPmSamplingCounterDataImageInitialize", unsafe {
+        f(&mut p)
+    })
+}
+
+fn set_config(
+    api: Api,
+    e: &Enabled,
+    config: &ConfigImage,
+    b: &PmSamplerBuilder,
+) -> Result<(), ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingSetConfig)?;
+    let mut p = params!(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
+    p.pPmSamplingObject = e.obj.0;
+    p.configSize = config.bytes().len();
+    p.pConfig = config.bytes().as_ptr();
+    p.hardwareBufferSize = b.hardware_buffer;
+    (p.triggerMode, p.samplingInterval) = match b.interval {
+        Interval::Time(d) => (
+            sys::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        ),
+        Interval::Clocks(c) => (sys::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL, c),
+    };
+    p.hwBufferAppendMode = match b.append {
+        AppendMode::KeepOldest => sys::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST,
+        AppendMode::KeepLatest => sys::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST,
+    };
+    // SAFETY: a live object; the configuration image outlives the call (CUPTI copies it).
+    check("cuptiPmSamplingSetConfig", unsafe { f(&mut p) })
+}
+
+fn start(api: Api, e: &Enabled) -> Result<(), ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingStart)?;
+    let mut p = params!(CUpti_PmSampling_Start_Params, pPmSamplingObject);
+    p.pPmSamplingObject = e.obj.0;
+    // SAFETY: a live, configured object.
+    check("cuptiPmSamplingStart", unsafe { f(&mut p) })
+}
+
+/// What one `cuptiPmSamplingDecodeData` reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DecodeOutcome {
+    /// The counter-data image is full: decode again after evaluating it.
+    pub full: bool,
+    /// The hardware buffer overflowed.
+    pub overflow: bool,
+}
+
+/// The decode thread's state: the only user of the CUPTI object after start.
+struct Decoder {
+    api: Api,
+    enabled: Enabled,
+    _init: ProfilerInit,
+    host: Host,
+    metrics: MetricNames,
+    image: Vec<u8>,
+    keep: bool,
+    /// Samples of the current image already evaluated and delivered.
+    evaluated: usize,
+    last_end: Option<u64>,
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    values: Vec<f64>,
+}
+
+impl Decoder {
+    fn run(mut self, shared: &Shared, period: Duration) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_loop(shared, period)
+        }));
+        let error = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(payload) => {
+                let msg = delivery::panic_message(&*payload);
+                std::mem::forget(payload);
+                Some(format!("panicked: {msg}"))
+            }
+        };
+        if let Some(e) = error {
+            log::warn!("PM sampling decode thread: {e}");
+            *shared.failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+        }
+        // Disable (releasing the counters) before telling readers the sampler ended.
+        drop(self);
+        shared.end();
+    }
+
+    fn run_loop(&mut self, shared: &Shared, period: Duration) -> Result<(), ProfilingError> {
+        loop {
+            let stopping = {
+                let stop = shared.stop.lock().unwrap_or_else(|p| p.into_inner());
+                let (stop, _) = shared
+                    .wake
+                    .wait_timeout_while(stop, period, |s| !*s)
+                    .unwrap_or_else(|p| p.into_inner());
+                *stop
+            };
+            if stopping {
+                self.stop_sampling()?;
+            }
+            self.drain(shared)?;
+            if stopping {
+                return Ok(());
+            }
+        }
+    }
+
+    fn stop_sampling(&self) -> Result<(), ProfilingError> {
+        let f = sym!(self.api, cuptiPmSamplingStop)?;
+        let mut p = params!(CUpti_PmSampling_Stop_Params, pPmSamplingObject);
+        p.pPmSamplingObject = self.enabled.obj.0;
+        // SAFETY: a live, started object.
+        check("cuptiPmSamplingStop", unsafe { f(&mut p) })
+    }
+
+    /// Decodes until the hardware buffer is empty, delivering each image's new samples.
+    fn drain(&mut self, shared: &Shared) -> Result<(), ProfilingError> {
+        loop {
+            let outcome = self.decode()?;
+            shared.decodes.fetch_add(1, Ordering::Relaxed);
+            if outcome.overflow {
+                shared.overflows.fetch_add(1, Ordering::Relaxed);
+                log::warn!("PM sampling: the hardware buffer overflowed; samples were lost");
+            }
+            let first = self.evaluated;
+            let dropped = self.evaluate_new()?;
+            shared
+                .samples
+                .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
+            shared.dropped.fetch_add(dropped, Ordering::Relaxed);
+            if !self.starts.is_empty() || outcome.overflow || dropped > 0 {
+                let mut batch = PmBatch::new(
+                    &self.starts,
+                    &self.ends,
+                    &self.values,
+                    self.metrics.len(),
+                    dropped,
+                    outcome.overflow,
+                );
+                if self.keep {
+                    batch.counter_data = Some((&self.image, first));
+                }
+                shared.deliver(&batch);
+            }
+            if !outcome.full {
+                return Ok(());
+            }
+            shared.image_full.fetch_add(1, Ordering::Relaxed);
+            initialize_image(self.api, &self.enabled, &mut self.image)?;
+            self.evaluated = 0;
+        }
+    }
+
+    fn decode(&mut self) -> Result<DecodeOutcome, ProfilingError> {
+        let f = sym!(self.api, cuptiPmSamplingDecodeData)?;
+        let mut p = params!(CUpti_PmSampling_DecodeData_Params, overflow);
+        p.pPmSamplingObject = self.enabled.obj.0;
+        p.pCounterDataImage = self.image.as_mut_ptr();
+        p.counterDataImageSize = self.image.len();
+        // SAFETY: a live object and the image initialised for it.
+        let code = unsafe { f(&mut p) };
+        // "CUPTI_ERROR_OUT_OF_MEMORY if there is record overflow in the hardware buffer".
+        if code == crate::sys::cupti::CUPTI_ERROR_OUT_OF_MEMORY {
+            return Ok(DecodeOutcome {
+                full: false,
+                overflow: true,
+            });
+        }
+        check("cuptiPmSamplingDecodeData", code)?;
+        Ok(DecodeOutcome {
+            full: p.decodeStopReason == sys::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL,
+            overflow: p.overflow != 0,
+        })
+    }
+
+    /// Evaluates the image's samples completed since the last call into the column buffers; returns the samples
+    /// estimated lost before them.
+    fn evaluate_new(&mut self) -> Result<u64, ProfilingError> {
+        self.starts.clear();
+        self.ends.clear();
+        self.values.clear();
+        // SAFETY: the image is the one CUPTI decodes into.
+        let completed = unsafe { completed_samples(self.api, &self.image) }?;
+        let mut dropped = 0;
+        for i in self.evaluated..completed {
+            // SAFETY: as above; `i` is below the completed count.
+            let (start, end) =
+                unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
+            let at = self.values.len();
+            self.values.resize(at + self.metrics.len(), f64::NAN);
+            // SAFETY: as above.
+            unsafe {
+                self.host
+                    .evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..])
+            }?;
+            dropped += gap_samples(self.last_end, start, end);
+            self.last_end = Some(end);
+            self.starts.push(start);
+            self.ends.push(end);
+        }
+        self.evaluated = self.evaluated.max(completed);
+        Ok(dropped)
+    }
+}
+
+/// Samples missing between a sample ending at `last_end` and the next one over `[start, end]`: a gap of more
+/// than 1.5 sample lengths counts as `gap / length` lost samples.
+pub(crate) fn gap_samples(last_end: Option<u64>, start: u64, end: u64) -> u64 {
+    let (Some(prev), Some(len)) = (last_end, end.checked_sub(start).filter(|&l| l > 0)) else {
+        return 0;
+    };
+    let gap = start.saturating_sub(prev);
+    if gap.saturating_mul(2) > len.saturating_mul(3) {
+        (gap + len / 2) / len
+    } else {
+        0
+    }
+}
+
+/// Completed samples of a PM counter-data image (`cuptiPmSamplingGetCounterDataInfo`, no object needed).
+///
+/// # Safety
+/// `image` is a PM sampling counter-data image CUPTI wrote.
+pub(crate) unsafe fn completed_samples(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingGetCounterDataInfo)?;
+    let mut p = params!(
+        CUpti_PmSampling_GetCounterDataInfo_Params,
+        numCompletedSamples
+    );
+    p.pCounterDataImage = image.as_ptr();
+    p.counterDataImageSize = image.len();
+    // SAFETY: the caller's contract.
+    check("cuptiPmSamplingGetCounterDataInfo", unsafe { f(&mut p) })?;
+    Ok(p.numCompletedSamples)
+}
+
+/// Start and end of sample `index` (`cuptiPmSamplingCounterDataGetSampleInfo`). `obj` may be null for an image
+/// read back from a file (whether CUPTI accepts that is its own affair; it then answers an error).
+///
+/// # Safety
+/// `image` is a PM sampling counter-data image CUPTI wrote; `obj` is null or the live object that wrote it.
+pub(crate) unsafe fn sample_times(
+    api: Api,
+    obj: *mut sys::CUpti_PmSampling_Object,
+    image: &[u8],
+    index: usize,
+) -> Result<(u64, u64), ProfilingError> {
+    let f = sym!(api, cuptiPmSamplingCounterDataGetSampleInfo)?;
+    let mut p = params!(
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params,
+        endTimestamp
+    );
+    p.pPmSamplingObject = obj;
+    p.pCounterDataImage = image.as_ptr();
+    p.counterDataImageSize = image.len();
+    p.sampleIndex = index;
+    // SAFETY: the caller's contract.
+    check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe {
+        f(&mut p)
+    })?;
+    Ok((p.startTimestamp, p.endTimestamp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_count_lost_samples() {
+        assert_eq!(gap_samples(None, 100, 110), 0);
+        assert_eq!(gap_samples(Some(100), 100, 110), 0);
+        assert_eq!(gap_samples(Some(100), 114, 124), 0, "under 1.5 lengths");
+        assert_eq!(gap_samples(Some(100), 130, 140), 3);
+        assert_eq!(
+            gap_samples(Some(100), 200, 200),
+            0,
+            "a zero-length sample says nothing"
+        );
+        assert_eq!(
+            gap_samples(Some(500), 100, 110),
+            0,
+            "a clock going back says nothing"
+        );
+    }
+
+    #[test]
+    fn batches_slice_their_columns() {
+        let starts = [1, 3];
+        let ends = [2, 4];
+        let values = [10.0, 11.0, 20.0, 21.0];
+        let b = PmBatch::new(&starts, &ends, &values, 2, 5, true);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.get(1).unwrap().values, &[20.0, 21.0]);
+        assert!(b.get(2).is_none());
+        assert_eq!(b.iter().map(|s| s.start_ns).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(b.get(0).unwrap().to_owned().values, vec![10.0, 11.0]);
+        assert!(b.overflow() && b.dropped() == 5);
+        // Uneven columns never index out of bounds.
+        let short = PmBatch::new(&starts, &ends, &values[..3], 2, 0, false);
+        assert!(short.get(1).is_none());
+    }
+
+    #[test]
+    fn units_follow_the_suffix() {
+        assert_eq!(
+            unit_of("dram__bytes_read.sum.per_second", "byte"),
+            "byte/second"
+        );
+        assert_eq!(
+            unit_of(
+                "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+                "cycle"
+            ),
+            "%"
+        );
+        assert_eq!(unit_of("sm__cycles_active.avg", "cycle"), "cycle");
+        assert_eq!(unit_of("x.avg.per_cycle_elapsed", "inst"), "inst/cycle");
+    }
+
+    #[test]
+    fn default_image_holds_four_periods() {
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
+        assert_eq!(b.samples_for(), 200);
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
+        assert_eq!(b.samples_for(), 64);
+        assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
+    }
+
+    #[test]
+    fn settings_are_checked_before_the_device_is_touched() {
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::ZERO));
+        assert!(matches!(
+            b.check_settings((9, 0)),
+            Err(ProfilingError::InvalidSetting {
+                what: "interval",
+                ..
+            })
+        ));
+        let turing = PmSampler::builder(0);
+        let e = turing.check_settings((7, 5)).unwrap_err();
+        assert!(e.to_string().contains("Interval::Clocks"), "{e}");
+        assert!(
+            PmSampler::builder(0)
+                .interval(Interval::Clocks(1000))
+                .check_settings((7, 5))
+                .is_ok()
+        );
+        assert!(PmSampler::builder(0).check_settings((8, 6)).is_ok());
+        assert!(PmSampler::builder(0).check_settings((9, 0)).is_ok());
+        let ga100 = PmSampler::builder(0).check_settings((8, 0));
+        assert!(ga100.is_err());
+        let latest = PmSampler::builder(0)
+            .interval(Interval::Clocks(1))
+            .append_mode(AppendMode::KeepLatest);
+        assert!(latest.check_settings((7, 5)).is_err());
+        let none = PmSampler::builder(0).hardware_buffer(0);
+        assert!(matches!(
+            none.check_settings((9, 0)),
+            Err(ProfilingError::BufferTooSmall { .. })
+        ));
+        let zero = PmSampler::builder(0).samples_per_decode(0);
+        assert!(matches!(
+            zero.check_settings((9, 0)),
+            Err(ProfilingError::BufferTooSmall { .. })
+        ));
+    }
+
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn samplers_are_send_and_sync() {
+        send_sync::<PmSampler>();
+    }
+}

@@ -1,0 +1,39 @@
+//! Without `libnvperf_host.so` CUPTI's counter APIs fail with `CUPTI_ERROR_NOT_INITIALIZED`; the crate looks for
+//! it first and reports a typed `LoadError` naming where it looked, before any counter call. Here the variable
+//! `GPU_TOOLS_NVPERF_HOST_LIB` names a file that does not exist, so it is the only place searched.
+#![cfg(feature = "cupti")]
+
+#[path = "common/wheel.rs"]
+mod wheel;
+
+use gpu_tools::cupti::CuptiLibrary;
+use gpu_tools::cupti::profiler::host::Catalog;
+use gpu_tools::{Error, LoadError};
+
+#[test]
+fn a_missing_nvperf_host_is_a_load_error() {
+    // SAFETY: the only test of this binary; no other thread reads the environment yet.
+    unsafe {
+        std::env::set_var(
+            "GPU_TOOLS_NVPERF_HOST_LIB",
+            "/nonexistent/gpu-tools/libnvperf_host.so",
+        )
+    };
+    if let Some(dir) = wheel::CUDA13.dir() {
+        CuptiLibrary::load_from(dir.join("libcupti.so.13")).expect("the wheel's CUPTI loads");
+    }
+    // With the wheel's CUPTI loaded, or with no CUPTI at all: the error names the library and the path tried.
+    match Catalog::for_chip("GH100") {
+        Err(Error::Load(LoadError::NotFound { library, attempts })) => {
+            if wheel::CUDA13.dir().is_some() {
+                assert!(library.contains("libnvperf_host.so"), "{library}");
+                assert_eq!(attempts.len(), 1);
+                assert_eq!(
+                    attempts[0].path,
+                    std::path::Path::new("/nonexistent/gpu-tools/libnvperf_host.so")
+                );
+            }
+        }
+        other => panic!("expected a load error, got {other:?}"),
+    }
+}

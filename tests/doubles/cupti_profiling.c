@@ -1,0 +1,1156 @@
+/* A CUPTI double for the counter APIs: the profiler host (a small catalogue for chips GH100 and TU102), the
+ * profiler target, PM sampling, the range profiler and PC sampling, written from the headers' documentation; no
+ * vendor header is included. It also exports NVPW_InitializeHost, so that it stands in for libnvperf_host.so.
+ *
+ * Its counter-data images have a layout of its own (a header, then one entry per sample or range); the values
+ * of metric i in an entry are `base + i`. Samples, kernel launches and PCs are fed by `cp_*` test controls;
+ * `cp_fail` makes a named function fail with a code. */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUptiResult;
+
+enum {
+    SUCCESS = 0,
+    INVALID_PARAMETER = 1,
+    INVALID_OPERATION = 7,
+    OUT_OF_MEMORY = 8,
+    NOT_SUPPORTED = 27,
+    INVALID_METRIC_NAME = 17,
+    HARDWARE_BUSY = 26,
+    INSUFFICIENT_PRIVILEGES = 35,
+    INVALID_CHIP_NAME = 46,
+    UNKNOWN = 999,
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&g_lock)
+#define UNLOCK() pthread_mutex_unlock(&g_lock)
+
+/* ---------------------------------------------------------------- failures injected by the tests */
+
+static char g_fail_fn[128];
+static int g_fail_code;
+
+void cp_fail(const char *fn, int code) {
+    LOCK();
+    snprintf(g_fail_fn, sizeof g_fail_fn, "%s", fn ? fn : "");
+    g_fail_code = code;
+    UNLOCK();
+}
+
+static int failing(const char *fn) {
+    LOCK();
+    int code = (g_fail_code && strcmp(fn, g_fail_fn) == 0) ? g_fail_code : 0;
+    UNLOCK();
+    return code;
+}
+
+#define FAIL_IF_ASKED() \
+    do { \
+        int c_ = failing(__func__); \
+        if (c_) return c_; \
+    } while (0)
+
+/* ---------------------------------------------------------------- basics */
+
+CUptiResult cuptiGetVersion(uint32_t *v) {
+    if (!v) return INVALID_PARAMETER;
+    *v = 130001;
+    return SUCCESS;
+}
+
+CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
+    if (!s) return INVALID_PARAMETER;
+    switch (r) {
+    case SUCCESS: *s = "CUPTI_SUCCESS"; break;
+    case INVALID_PARAMETER: *s = "CUPTI_ERROR_INVALID_PARAMETER"; break;
+    case INVALID_OPERATION: *s = "CUPTI_ERROR_INVALID_OPERATION"; break;
+    case HARDWARE_BUSY: *s = "CUPTI_ERROR_HARDWARE_BUSY"; break;
+    case INSUFFICIENT_PRIVILEGES: *s = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"; break;
+    default: *s = "CUPTI_ERROR_UNKNOWN"; break;
+    }
+    return SUCCESS;
+}
+
+/* Stands in for libnvperf_host.so. */
+int NVPW_InitializeHost(void *p) {
+    (void)p;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the catalogue */
+
+enum { COUNTER = 0, RATIO = 1, THROUGHPUT = 2 };
+enum { RANGE = 1, PM = 2 };
+
+struct metric {
+    const char *name;
+    int kind;
+    int methods;
+    const char *unit;
+};
+
+static const struct metric METRICS[] = {
+    {"dram__bytes_read", COUNTER, RANGE | PM, "byte"},
+    {"dram__bytes_write", COUNTER, RANGE | PM, "byte"},
+    {"gpu__time_duration", COUNTER, RANGE, "nanosecond"},
+    {"sm__cycles_active", COUNTER, RANGE | PM, "cycle"},
+    {"TPC.TriageCompute.sm__cycles_active", COUNTER, RANGE, "cycle"},
+    {"lts__t_sector_hit_rate", RATIO, RANGE, "percent"},
+    {"sm__throughput", THROUGHPUT, RANGE | PM, "percent"},
+};
+#define N_METRICS (sizeof METRICS / sizeof METRICS[0])
+
+static const char *COUNTER_SUBS[] = {".sum", ".avg", ".max", ".min", ".sum.per_second",
+                                     ".avg.pct_of_peak_sustained_elapsed"};
+static const char *RATIO_SUBS[] = {".ratio", ".pct", ".max_rate"};
+static const char *THROUGHPUT_SUBS[] = {".avg.pct_of_peak_sustained_elapsed", ".max.pct_of_peak_sustained_elapsed"};
+
+static const char *CHIPS[] = {"GH100", "TU102"};
+
+struct host {
+    int method;
+    int added[N_METRICS];
+    const char *names[N_METRICS];
+    int live;
+};
+
+static int g_hosts_live;
+
+static int method_of(int profiler_type) { return profiler_type == 0 ? RANGE : PM; }
+
+static const struct metric *find_base(const char *name, size_t len) {
+    for (size_t i = 0; i < N_METRICS; i++)
+        if (strlen(METRICS[i].name) == len && strncmp(METRICS[i].name, name, len) == 0) return &METRICS[i];
+    return NULL;
+}
+
+static void subs_of(int kind, const char ***subs, size_t *n) {
+    if (kind == COUNTER) *subs = COUNTER_SUBS, *n = sizeof COUNTER_SUBS / sizeof *COUNTER_SUBS;
+    else if (kind == RATIO) *subs = RATIO_SUBS, *n = sizeof RATIO_SUBS / sizeof *RATIO_SUBS;
+    else *subs = THROUGHPUT_SUBS, *n = sizeof THROUGHPUT_SUBS / sizeof *THROUGHPUT_SUBS;
+}
+
+/* The metric of a full name (`base` + a submetric of its kind) for a method, or NULL. */
+static const struct metric *full_metric(const char *name, int method) {
+    for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.')) {
+        const struct metric *m = find_base(name, (size_t)(dot - name));
+        if (!m) continue;
+        if (!(m->methods & method)) return NULL;
+        const char **subs;
+        size_t n;
+        subs_of(m->kind, &subs, &n);
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(dot, subs[i]) == 0) return m;
+        return NULL;
+    }
+    return NULL;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    int profilerType;
+    const char *pChipName;
+    const uint8_t *pCounterAvailabilityImage;
+    struct host *pHostObject;
+} HostInit;
+
+CUptiResult cuptiProfilerHostInitialize(HostInit *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->structSize != offsetof(HostInit, pHostObject) + sizeof(void *) || !p->pChipName)
+        return INVALID_PARAMETER;
+    int known = 0;
+    for (size_t i = 0; i < 2; i++) known |= strcmp(p->pChipName, CHIPS[i]) == 0;
+    if (!known) return INVALID_CHIP_NAME;
+    struct host *h = calloc(1, sizeof *h);
+    if (!h) return OUT_OF_MEMORY;
+    h->method = method_of(p->profilerType);
+    h->live = 1;
+    LOCK();
+    g_hosts_live++;
+    UNLOCK();
+    p->pHostObject = h;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+} HostDeinit;
+
+CUptiResult cuptiProfilerHostDeinitialize(HostDeinit *p) {
+    if (!p || !p->pHostObject || !p->pHostObject->live) return INVALID_PARAMETER;
+    p->pHostObject->live = 0;
+    free(p->pHostObject);
+    LOCK();
+    g_hosts_live--;
+    UNLOCK();
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    size_t numChips;
+    const char *const *ppChipNames;
+} Chips;
+
+CUptiResult cuptiProfilerHostGetSupportedChips(Chips *p) {
+    if (!p) return INVALID_PARAMETER;
+    p->numChips = 2;
+    p->ppChipNames = CHIPS;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    int metricType;
+    const char **ppMetricNames;
+    size_t numMetrics;
+} BaseMetrics;
+
+CUptiResult cuptiProfilerHostGetBaseMetrics(BaseMetrics *p) {
+    if (!p || !p->pHostObject) return INVALID_PARAMETER;
+    struct host *h = p->pHostObject;
+    size_t n = 0;
+    for (size_t i = 0; i < N_METRICS; i++)
+        if (METRICS[i].kind == p->metricType && (METRICS[i].methods & h->method)) h->names[n++] = METRICS[i].name;
+    p->ppMetricNames = h->names;
+    p->numMetrics = n;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    int metricType;
+    const char *pMetricName;
+    size_t numOfSubmetrics;
+    const char **ppSubMetrics;
+} SubMetrics;
+
+CUptiResult cuptiProfilerHostGetSubMetrics(SubMetrics *p) {
+    if (!p || !p->pHostObject || !p->pMetricName) return INVALID_PARAMETER;
+    const struct metric *m = find_base(p->pMetricName, strlen(p->pMetricName));
+    if (!m || m->kind != p->metricType) return INVALID_METRIC_NAME;
+    subs_of(m->kind, &p->ppSubMetrics, &p->numOfSubmetrics);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    const char *pMetricName;
+    const char *pDescription;
+    const char *pHwUnit;
+    const char *pDimUnit;
+    int metricType;
+} Properties;
+
+CUptiResult cuptiProfilerHostGetMetricProperties(Properties *p) {
+    /* CUPTI checks the header's struct size (up to the last field), not sizeof. */
+    if (!p || p->structSize != offsetof(Properties, metricType) + sizeof(int) || !p->pMetricName)
+        return INVALID_PARAMETER;
+    const char *dot = strchr(p->pMetricName, '.');
+    const char *end = p->pMetricName + strlen(p->pMetricName);
+    const struct metric *m = NULL;
+    for (const char *d = dot; !m && d; d = strchr(d + 1, '.')) m = find_base(p->pMetricName, (size_t)(d - p->pMetricName));
+    if (!m) m = find_base(p->pMetricName, (size_t)(end - p->pMetricName));
+    if (!m) return INVALID_METRIC_NAME;
+    p->pDescription = "a metric of the double";
+    p->pHwUnit = "unit";
+    p->pDimUnit = m->unit;
+    p->metricType = m->kind;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    const char **ppMetricNames;
+    size_t numMetrics;
+} AddMetrics;
+
+CUptiResult cuptiProfilerHostConfigAddMetrics(AddMetrics *p) {
+    if (!p || !p->pHostObject || !p->ppMetricNames) return INVALID_PARAMETER;
+    for (size_t i = 0; i < p->numMetrics; i++) {
+        const struct metric *m = full_metric(p->ppMetricNames[i], p->pHostObject->method);
+        if (!m) return INVALID_PARAMETER;
+        p->pHostObject->added[m - METRICS] = 1;
+    }
+    return SUCCESS;
+}
+
+/* Config image: "CFG1", passes (u32), metrics (u32). sm__throughput needs 2 passes in the range profiler and 3
+ * in PM sampling. */
+#define CONFIG_SIZE 12
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    size_t configImageSize;
+} ConfigSize;
+
+CUptiResult cuptiProfilerHostGetConfigImageSize(ConfigSize *p) {
+    if (!p || !p->pHostObject) return INVALID_PARAMETER;
+    p->configImageSize = CONFIG_SIZE;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    size_t configImageSize;
+    uint8_t *pConfigImage;
+} ConfigImage;
+
+CUptiResult cuptiProfilerHostGetConfigImage(ConfigImage *p) {
+    if (!p || !p->pHostObject || !p->pConfigImage || p->configImageSize < CONFIG_SIZE) return INVALID_PARAMETER;
+    struct host *h = p->pHostObject;
+    uint32_t passes = 1, count = 0;
+    for (size_t i = 0; i < N_METRICS; i++) {
+        if (!h->added[i]) continue;
+        count++;
+        if (strcmp(METRICS[i].name, "sm__throughput") == 0) passes = h->method == RANGE ? 2 : 3;
+    }
+    memcpy(p->pConfigImage, "CFG1", 4);
+    memcpy(p->pConfigImage + 4, &passes, 4);
+    memcpy(p->pConfigImage + 8, &count, 4);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    size_t configImageSize;
+    uint8_t *pConfigImage;
+    size_t numOfPasses;
+} Passes;
+
+static uint32_t config_passes(const uint8_t *image, size_t size) {
+    uint32_t passes = 0;
+    if (image && size >= CONFIG_SIZE && memcmp(image, "CFG1", 4) == 0) memcpy(&passes, image + 4, 4);
+    return passes;
+}
+
+CUptiResult cuptiProfilerHostGetNumOfPasses(Passes *p) {
+    if (!p) return INVALID_PARAMETER;
+    uint32_t passes = config_passes(p->pConfigImage, p->configImageSize);
+    if (!passes) return INVALID_PARAMETER;
+    p->numOfPasses = passes;
+    return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- counter-data images of the double */
+
+#define IMAGE_MAGIC 0x49445043u /* "CPDI" */
+enum { IMG_PM = 1, IMG_RANGE = 2 };
+
+struct image_header {
+    uint32_t magic, kind, capacity, count;
+};
+
+struct entry {
+    uint64_t start, end;
+    char name[32];
+    double base;
+};
+
+static size_t image_size(size_t capacity) { return sizeof(struct image_header) + capacity * sizeof(struct entry); }
+
+static struct image_header *image_of(uint8_t *p, size_t size, uint32_t kind) {
+    if (!p || size < sizeof(struct image_header) || ((uintptr_t)p & 7)) return NULL;
+    struct image_header *h = (struct image_header *)p;
+    if (h->magic != IMAGE_MAGIC || h->kind != kind || image_size(h->capacity) > size || h->count > h->capacity)
+        return NULL;
+    return h;
+}
+
+static struct entry *entries(struct image_header *h) { return (struct entry *)(h + 1); }
+
+static void image_init(uint8_t *p, size_t capacity, uint32_t kind) {
+    memset(p, 0, image_size(capacity));
+    struct image_header *h = (struct image_header *)p;
+    h->magic = IMAGE_MAGIC;
+    h->kind = kind;
+    h->capacity = (uint32_t)capacity;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct host *pHostObject;
+    const uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    size_t rangeIndex;
+    const char **ppMetricNames;
+    size_t numMetrics;
+    double *pMetricValues;
+} Evaluate;
+
+CUptiResult cuptiProfilerHostEvaluateToGpuValues(Evaluate *p) {
+    if (!p || !p->pHostObject || !p->pMetricValues || !p->ppMetricNames) return INVALID_PARAMETER;
+    uint8_t *img = (uint8_t *)p->pCounterDataImage;
+    struct image_header *h = image_of(img, p->counterDataImageSize, IMG_PM);
+    if (!h) h = image_of(img, p->counterDataImageSize, IMG_RANGE);
+    if (!h || p->rangeIndex >= h->count) return INVALID_PARAMETER;
+    for (size_t i = 0; i < p->numMetrics; i++) {
+        if (!full_metric(p->ppMetricNames[i], p->pHostObject->method)) return INVALID_PARAMETER;
+        p->pMetricValues[i] = entries(h)[p->rangeIndex].base + (double)i;
+    }
+    return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- profiler target */
+
+static int g_initialized;
+static int g_support_arch = 3, g_support_vgpu = 3; /* CUPTI_PROFILER_CONFIGURATION_SUPPORTED */
+static const char *g_chip = "GH100";
+
+void cp_set_support(int arch, int vgpu) {
+    g_support_arch = arch;
+    g_support_vgpu = vgpu;
+}
+
+void cp_set_chip(const char *chip) { g_chip = chip; }
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+} Init;
+
+CUptiResult cuptiProfilerInitialize(Init *p) {
+    FAIL_IF_ASKED();
+    if (!p) return INVALID_PARAMETER;
+    LOCK();
+    g_initialized++;
+    UNLOCK();
+    return SUCCESS;
+}
+
+CUptiResult cuptiProfilerDeInitialize(Init *p) {
+    if (!p) return INVALID_PARAMETER;
+    LOCK();
+    g_initialized--;
+    UNLOCK();
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    int cuDevice;
+    int isSupported, architecture, sli, vGpu, confidentialCompute, cmp, wsl;
+    int api;
+} DeviceSupported;
+
+CUptiResult cuptiProfilerDeviceSupported(DeviceSupported *p) {
+    if (!p || p->structSize != offsetof(DeviceSupported, api) + sizeof(int)) return INVALID_PARAMETER;
+    p->architecture = g_support_arch;
+    p->vGpu = g_support_vgpu;
+    p->sli = p->confidentialCompute = p->cmp = p->wsl = 3;
+    p->isSupported = (g_support_arch == 3 && g_support_vgpu == 3) ? 3 : 1;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    size_t deviceIndex;
+    const char *pChipName;
+} ChipName;
+
+CUptiResult cuptiDeviceGetChipName(ChipName *p) {
+    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
+    p->pChipName = g_chip;
+    return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- PM sampling */
+
+#define MAX_QUEUE 4096
+
+struct pm {
+    size_t hw_buffer;
+    uint64_t interval;
+    int trigger, started, configured;
+};
+
+static struct pm *g_pm;         /* the enabled PM object */
+static int g_busy_elsewhere;    /* another client holds the counters */
+static struct entry g_queue[MAX_QUEUE];
+static size_t g_queue_len;
+static int g_overflow_next;
+static int g_pm_enables, g_pm_disables, g_pm_decodes;
+
+void cp_set_busy(int busy) { g_busy_elsewhere = busy; }
+
+/* A sample the hardware took: its metric i evaluates to base + i. */
+int cp_push_sample(uint64_t start, uint64_t end, double base) {
+    LOCK();
+    int ok = g_queue_len < MAX_QUEUE;
+    if (ok) {
+        struct entry e = {start, end, {0}, base};
+        g_queue[g_queue_len++] = e;
+    }
+    UNLOCK();
+    return ok ? 0 : -1;
+}
+
+void cp_overflow_next(void) { g_overflow_next = 1; }
+
+struct cp_counts {
+    int pm_enables, pm_disables, pm_decodes, pm_enabled, hosts_live, profiler_initialized;
+    int range_enabled, pc_enabled;
+};
+
+static int g_range_enabled, g_pc_enabled;
+
+void cp_counts(struct cp_counts *out) {
+    LOCK();
+    out->pm_enables = g_pm_enables;
+    out->pm_disables = g_pm_disables;
+    out->pm_decodes = g_pm_decodes;
+    out->pm_enabled = g_pm != NULL;
+    out->hosts_live = g_hosts_live;
+    out->profiler_initialized = g_initialized;
+    out->range_enabled = g_range_enabled;
+    out->pc_enabled = g_pc_enabled;
+    UNLOCK();
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    size_t deviceIndex;
+    size_t counterAvailabilityImageSize;
+    uint8_t *pCounterAvailabilityImage;
+} PmAvailability;
+
+CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvailability *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
+    if (g_pm || g_busy_elsewhere) return HARDWARE_BUSY;
+    if (!p->pCounterAvailabilityImage) {
+        p->counterAvailabilityImageSize = 64;
+        return SUCCESS;
+    }
+    if (p->counterAvailabilityImageSize < 64) return INVALID_PARAMETER;
+    memset(p->pCounterAvailabilityImage, 0xA5, 64);
+    p->counterAvailabilityImageSize = 64;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    size_t deviceIndex;
+    struct pm *pPmSamplingObject;
+} PmEnable;
+
+CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
+    LOCK();
+    if (g_pm) {
+        UNLOCK();
+        return INVALID_OPERATION;
+    }
+    g_pm = calloc(1, sizeof *g_pm);
+    g_pm_enables++;
+    g_queue_len = 0;
+    p->pPmSamplingObject = g_pm;
+    UNLOCK();
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+} PmObjectOnly;
+
+CUptiResult cuptiPmSamplingDisable(PmObjectOnly *p) {
+    if (!p || !p->pPmSamplingObject || p->pPmSamplingObject != g_pm) return INVALID_PARAMETER;
+    LOCK();
+    free(g_pm);
+    g_pm = NULL;
+    g_pm_disables++;
+    UNLOCK();
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+    size_t configSize;
+    const uint8_t *pConfig;
+    size_t hardwareBufferSize;
+    uint64_t samplingInterval;
+    int triggerMode;
+    int hwBufferAppendMode;
+} PmSetConfig;
+
+CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm) return INVALID_PARAMETER;
+    if (p->structSize != offsetof(PmSetConfig, hwBufferAppendMode) + sizeof(int)) return INVALID_PARAMETER;
+    if (config_passes(p->pConfig, p->configSize) != 1) return NOT_SUPPORTED;
+    if (p->hardwareBufferSize < sizeof(struct entry) || p->samplingInterval == 0) return INVALID_PARAMETER;
+    g_pm->hw_buffer = p->hardwareBufferSize;
+    g_pm->interval = p->samplingInterval;
+    g_pm->trigger = p->triggerMode;
+    g_pm->configured = 1;
+    return SUCCESS;
+}
+
+CUptiResult cuptiPmSamplingStart(PmObjectOnly *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !g_pm->configured || g_pm->started) return INVALID_OPERATION;
+    g_pm->started = 1;
+    return SUCCESS;
+}
+
+CUptiResult cuptiPmSamplingStop(PmObjectOnly *p) {
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !g_pm->started) return INVALID_OPERATION;
+    g_pm->started = 0;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+    const char **pMetricNames;
+    size_t numMetrics;
+    uint32_t maxSamples;
+    size_t counterDataSize;
+} PmDataSize;
+
+CUptiResult cuptiPmSamplingGetCounterDataSize(PmDataSize *p) {
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !p->numMetrics) return INVALID_PARAMETER;
+    p->counterDataSize = image_size(p->maxSamples);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+    size_t counterDataSize;
+    uint8_t *pCounterData;
+} PmImageInit;
+
+CUptiResult cuptiPmSamplingCounterDataImageInitialize(PmImageInit *p) {
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !p->pCounterData) return INVALID_PARAMETER;
+    if (p->counterDataSize < sizeof(struct image_header)) return INVALID_PARAMETER;
+    image_init(p->pCounterData, (p->counterDataSize - sizeof(struct image_header)) / sizeof(struct entry), IMG_PM);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+    uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    int decodeStopReason;
+    uint8_t overflow;
+} PmDecode;
+
+CUptiResult cuptiPmSamplingDecodeData(PmDecode *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->pPmSamplingObject != g_pm || !g_pm) return INVALID_OPERATION;
+    struct image_header *h = image_of(p->pCounterDataImage, p->counterDataImageSize, IMG_PM);
+    if (!h) return INVALID_PARAMETER;
+    LOCK();
+    g_pm_decodes++;
+    size_t moved = 0;
+    while (moved < g_queue_len && h->count < h->capacity) entries(h)[h->count++] = g_queue[moved++];
+    memmove(g_queue, g_queue + moved, (g_queue_len - moved) * sizeof *g_queue);
+    g_queue_len -= moved;
+    p->decodeStopReason = g_queue_len ? 1 /* COUNTER_DATA_FULL */ : 2 /* END_OF_RECORDS */;
+    p->overflow = (uint8_t)g_overflow_next;
+    g_overflow_next = 0;
+    UNLOCK();
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    const uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    size_t numTotalSamples, numPopulatedSamples, numCompletedSamples;
+} PmDataInfo;
+
+CUptiResult cuptiPmSamplingGetCounterDataInfo(PmDataInfo *p) {
+    if (!p) return INVALID_PARAMETER;
+    struct image_header *h = image_of((uint8_t *)p->pCounterDataImage, p->counterDataImageSize, IMG_PM);
+    if (!h) return INVALID_PARAMETER;
+    p->numTotalSamples = h->capacity;
+    p->numPopulatedSamples = p->numCompletedSamples = h->count;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct pm *pPmSamplingObject;
+    const uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    size_t sampleIndex;
+    uint64_t startTimestamp, endTimestamp;
+} PmSampleInfo;
+
+CUptiResult cuptiPmSamplingCounterDataGetSampleInfo(PmSampleInfo *p) {
+    if (!p) return INVALID_PARAMETER;
+    struct image_header *h = image_of((uint8_t *)p->pCounterDataImage, p->counterDataImageSize, IMG_PM);
+    if (!h || p->sampleIndex >= h->count) return INVALID_PARAMETER;
+    p->startTimestamp = entries(h)[p->sampleIndex].start;
+    p->endTimestamp = entries(h)[p->sampleIndex].end;
+    return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- range profiler */
+
+struct range {
+    void *ctx;
+    uint8_t *image;
+    size_t image_size;
+    int mode, replay, started, passes, pass;
+    size_t max_ranges;
+    char stack[4][32];
+    int depth;
+    uint64_t dropped;
+};
+
+static struct range *g_range;
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    void *ctx;
+    size_t counterAvailabilityImageSize;
+    uint8_t *pCounterAvailabilityImage;
+} CtxAvailability;
+
+CUptiResult cuptiProfilerGetCounterAvailability(CtxAvailability *p) {
+    FAIL_IF_ASKED();
+    if (!p) return INVALID_PARAMETER;
+    if (g_busy_elsewhere) return HARDWARE_BUSY;
+    if (!p->pCounterAvailabilityImage) {
+        p->counterAvailabilityImageSize = 32;
+        return SUCCESS;
+    }
+    memset(p->pCounterAvailabilityImage, 0x5A, 32);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    void *ctx;
+    struct range *pRangeProfilerObject;
+} RangeEnable;
+
+CUptiResult cuptiRangeProfilerEnable(RangeEnable *p) {
+    FAIL_IF_ASKED();
+    if (!p || !p->ctx) return INVALID_PARAMETER;
+    if (g_range) return INVALID_OPERATION;
+    g_range = calloc(1, sizeof *g_range);
+    g_range->ctx = p->ctx;
+    g_range_enabled = 1;
+    p->pRangeProfilerObject = g_range;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+} RangeObjectOnly;
+
+CUptiResult cuptiRangeProfilerDisable(RangeObjectOnly *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range) return INVALID_PARAMETER;
+    free(g_range);
+    g_range = NULL;
+    g_range_enabled = 0;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    const char **pMetricNames;
+    size_t numMetrics;
+    size_t maxNumOfRanges;
+    uint32_t maxNumRangeTreeNodes;
+    size_t counterDataSize;
+} RangeDataSize;
+
+CUptiResult cuptiRangeProfilerGetCounterDataSize(RangeDataSize *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range) return INVALID_PARAMETER;
+    p->counterDataSize = image_size(p->maxNumOfRanges);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    size_t counterDataSize;
+    uint8_t *pCounterData;
+} RangeImageInit;
+
+CUptiResult cuptiRangeProfilerCounterDataImageInitialize(RangeImageInit *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || !p->pCounterData) return INVALID_PARAMETER;
+    image_init(p->pCounterData, (p->counterDataSize - sizeof(struct image_header)) / sizeof(struct entry), IMG_RANGE);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    size_t configSize;
+    const uint8_t *pConfig;
+    size_t counterDataImageSize;
+    uint8_t *pCounterDataImage;
+    int range;
+    int replayMode;
+    size_t maxRangesPerPass;
+    uint16_t numNestingLevels, minNestingLevel;
+    size_t passIndex;
+    uint16_t targetNestingLevel;
+} RangeSetConfig;
+
+CUptiResult cuptiRangeProfilerSetConfig(RangeSetConfig *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->pRangeProfilerObject != g_range || !g_range) return INVALID_PARAMETER;
+    if (!image_of(p->pCounterDataImage, p->counterDataImageSize, IMG_RANGE)) return INVALID_PARAMETER;
+    g_range->image = p->pCounterDataImage;
+    g_range->image_size = p->counterDataImageSize;
+    g_range->mode = p->range;
+    g_range->replay = p->replayMode;
+    g_range->passes = (int)config_passes(p->pConfig, p->configSize);
+    g_range->pass = 0;
+    g_range->max_ranges = p->maxRangesPerPass;
+    return g_range->passes ? SUCCESS : INVALID_PARAMETER;
+}
+
+CUptiResult cuptiRangeProfilerStart(RangeObjectOnly *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || g_range->started) return INVALID_OPERATION;
+    g_range->started = 1;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    size_t passIndex;
+    size_t targetNestingLevel;
+    uint8_t isAllPassSubmitted;
+} RangeStop;
+
+CUptiResult cuptiRangeProfilerStop(RangeStop *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || !g_range->started) return INVALID_OPERATION;
+    g_range->started = 0;
+    g_range->pass++;
+    /* Kernel replay collects every pass inside each launch. */
+    int all = g_range->replay == 2 /* KernelReplay */ || g_range->pass >= g_range->passes;
+    p->passIndex = (size_t)g_range->pass;
+    p->isAllPassSubmitted = (uint8_t)all;
+    return SUCCESS;
+}
+
+/* Records a range in the image during the first pass (later passes fill the same ranges). */
+static void record_range(const char *name) {
+    struct image_header *h = image_of(g_range->image, g_range->image_size, IMG_RANGE);
+    if (!h || g_range->pass > 0) return;
+    if (h->count >= h->capacity) {
+        g_range->dropped++;
+        return;
+    }
+    struct entry *e = &entries(h)[h->count];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->base = (double)(h->count + 1) * 100.0;
+    h->count++;
+}
+
+/* A kernel launch in the profiled context: one auto range. */
+int cp_launch(const char *name) {
+    if (!g_range || !g_range->started || g_range->mode != 1 /* AutoRange */) return -1;
+    record_range(name);
+    return 0;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    const char *pRangeName;
+} RangePush;
+
+CUptiResult cuptiRangeProfilerPushRange(RangePush *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || !g_range->started || g_range->mode != 2)
+        return INVALID_OPERATION;
+    if (g_range->depth >= 4 || !p->pRangeName) return INVALID_PARAMETER;
+    snprintf(g_range->stack[g_range->depth++], 32, "%s", p->pRangeName);
+    return SUCCESS;
+}
+
+CUptiResult cuptiRangeProfilerPopRange(RangeObjectOnly *p) {
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || g_range->depth == 0) return INVALID_OPERATION;
+    char name[32] = {0};
+    for (int i = 0; i < g_range->depth; i++) {
+        if (i) strncat(name, "/", sizeof name - strlen(name) - 1);
+        strncat(name, g_range->stack[i], sizeof name - strlen(name) - 1);
+    }
+    record_range(name);
+    g_range->depth--;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    struct range *pRangeProfilerObject;
+    size_t numOfRangeDropped;
+} RangeDecode;
+
+CUptiResult cuptiRangeProfilerDecodeData(RangeDecode *p) {
+    FAIL_IF_ASKED();
+    if (!p || p->pRangeProfilerObject != g_range || !g_range || g_range->started) return INVALID_OPERATION;
+    p->numOfRangeDropped = (size_t)g_range->dropped;
+    g_range->dropped = 0;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    const uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    size_t numTotalRanges;
+} RangeDataInfo;
+
+CUptiResult cuptiRangeProfilerGetCounterDataInfo(RangeDataInfo *p) {
+    if (!p) return INVALID_PARAMETER;
+    struct image_header *h = image_of((uint8_t *)p->pCounterDataImage, p->counterDataImageSize, IMG_RANGE);
+    if (!h) return INVALID_PARAMETER;
+    p->numTotalRanges = h->count;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t structSize;
+    void *pPriv;
+    const uint8_t *pCounterDataImage;
+    size_t counterDataImageSize;
+    size_t rangeIndex;
+    const char *rangeDelimiter;
+    const char *rangeName;
+} RangeInfo;
+
+CUptiResult cuptiRangeProfilerCounterDataGetRangeInfo(RangeInfo *p) {
+    if (!p) return INVALID_PARAMETER;
+    struct image_header *h = image_of((uint8_t *)p->pCounterDataImage, p->counterDataImageSize, IMG_RANGE);
+    if (!h || p->rangeIndex >= h->count) return INVALID_PARAMETER;
+    p->rangeName = entries(h)[p->rangeIndex].name;
+    return SUCCESS;
+}
+
+/* ---------------------------------------------------------------- PC sampling */
+
+#define PACKED __attribute__((packed, aligned(8)))
+
+struct PACKED stall {
+    uint32_t index, samples;
+};
+
+struct PACKED pc_data {
+    size_t size;
+    uint64_t cubin_crc, pc_offset;
+    uint32_t function_index, pad;
+    char *function_name;
+    size_t stall_count;
+    struct stall *stalls;
+    uint32_t correlation;
+};
+
+struct PACKED sampling_data {
+    size_t size, collect_pcs;
+    uint64_t total_samples, dropped_samples;
+    size_t total_pcs, remaining_pcs;
+    uint64_t range_id;
+    struct pc_data *pcs;
+    uint64_t non_user_samples;
+    uint8_t hardware_buffer_full;
+};
+
+static const char *REASONS[] = {"smsp__pcsamp_warps_issue_stalled_long_scoreboard",
+                                "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle",
+                                "smsp__pcsamp_warps_issue_stalled_selected"};
+static const uint32_t REASON_INDEX[] = {4, 9, 17};
+
+struct pc_pending {
+    const char *function;
+    uint64_t offset;
+    uint32_t reason, samples;
+};
+
+static struct pc_pending g_pcs[256];
+static size_t g_pcs_len;
+static struct sampling_data *g_pc_buffer;
+static uint64_t g_pc_dropped;
+
+int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t samples) {
+    if (g_pcs_len >= 256) return -1;
+    struct pc_pending p = {function, offset, reason, samples};
+    g_pcs[g_pcs_len++] = p;
+    return 0;
+}
+
+void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
+
+typedef struct {
+    size_t size;
+    void *pPriv;
+    void *ctx;
+} PcCtxOnly;
+
+CUptiResult cuptiPCSamplingEnable(PcCtxOnly *p) {
+    FAIL_IF_ASKED();
+    if (!p || !p->ctx || g_pc_enabled) return INVALID_OPERATION;
+    g_pc_enabled = 1;
+    g_pcs_len = 0;
+    g_pc_buffer = NULL;
+    return SUCCESS;
+}
+
+/* Moves pending PCs into a buffer, as many as it takes; the rest stay for the next read. */
+static void fill(struct sampling_data *d) {
+    if (!d) return;
+    size_t n = g_pcs_len < d->collect_pcs ? g_pcs_len : d->collect_pcs;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct pc_data *pc = &d->pcs[i];
+        pc->cubin_crc = 0xC0FFEE;
+        pc->pc_offset = g_pcs[i].offset;
+        pc->function_index = 1;
+        pc->function_name = (char *)g_pcs[i].function;
+        pc->stall_count = 1;
+        pc->stalls[0].index = g_pcs[i].reason;
+        pc->stalls[0].samples = g_pcs[i].samples;
+        total += g_pcs[i].samples;
+    }
+    memmove(g_pcs, g_pcs + n, (g_pcs_len - n) * sizeof *g_pcs);
+    g_pcs_len -= n;
+    d->total_pcs = n;
+    d->remaining_pcs = g_pcs_len;
+    d->total_samples = total + g_pc_dropped;
+    d->dropped_samples = g_pc_dropped;
+    g_pc_dropped = 0;
+}
+
+CUptiResult cuptiPCSamplingDisable(PcCtxOnly *p) {
+    if (!p || !g_pc_enabled) return INVALID_OPERATION;
+    fill(g_pc_buffer);
+    g_pc_enabled = 0;
+    return SUCCESS;
+}
+
+CUptiResult cuptiPCSamplingStart(PcCtxOnly *p) { return (p && g_pc_enabled) ? SUCCESS : INVALID_OPERATION; }
+CUptiResult cuptiPCSamplingStop(PcCtxOnly *p) { return (p && g_pc_enabled) ? SUCCESS : INVALID_OPERATION; }
+
+typedef struct {
+    size_t size;
+    void *pPriv;
+    void *ctx;
+    void *pcSamplingData;
+} PcGetData;
+
+CUptiResult cuptiPCSamplingGetData(PcGetData *p) {
+    if (!p || !g_pc_enabled || !p->pcSamplingData) return INVALID_OPERATION;
+    fill(p->pcSamplingData);
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t size;
+    void *pPriv;
+    void *ctx;
+    size_t *numStallReasons;
+} PcNumReasons;
+
+CUptiResult cuptiPCSamplingGetNumStallReasons(PcNumReasons *p) {
+    if (!p || !g_pc_enabled || !p->numStallReasons) return INVALID_OPERATION;
+    *p->numStallReasons = 3;
+    return SUCCESS;
+}
+
+typedef struct {
+    size_t size;
+    void *pPriv;
+    void *ctx;
+    size_t numStallReasons;
+    uint32_t *stallReasonIndex;
+    char **stallReasons;
+} PcReasons;
+
+CUptiResult cuptiPCSamplingGetStallReasons(PcReasons *p) {
+    if (!p || !g_pc_enabled || p->numStallReasons != 3) return INVALID_PARAMETER;
+    for (int i = 0; i < 3; i++) {
+        p->stallReasonIndex[i] = REASON_INDEX[i];
+        snprintf(p->stallReasons[i], 128, "%s", REASONS[i]);
+    }
+    return SUCCESS;
+}
+
+struct config_info {
+    int type;
+    CUptiResult status;
+    union {
+        uint64_t data[3];
+        uint32_t period;
+        void *buffer;
+    } u;
+};
+
+typedef struct {
+    size_t size;
+    void *pPriv;
+    void *ctx;
+    size_t numAttributes;
+    struct config_info *info;
+} PcConfig;
+
+CUptiResult cuptiPCSamplingSetConfigurationAttribute(PcConfig *p) {
+    if (!p || !g_pc_enabled || !p->info) return INVALID_OPERATION;
+    CUptiResult r = SUCCESS;
+    for (size_t i = 0; i < p->numAttributes; i++) {
+        struct config_info *a = &p->info[i];
+        a->status = SUCCESS;
+        if (a->type == 1 && (a->u.period < 5 || a->u.period > 31)) a->status = r = INVALID_PARAMETER;
+        if (a->type == 8) g_pc_buffer = a->u.buffer;
+    }
+    return r;
+}

@@ -1,0 +1,238 @@
+//! The `gpu_profile` example (what `gpu-tools profile` does) end to end without a GPU: this test binary stands in
+//! for the profiled program and writes, to the stream file the injection library would write, the counter records
+//! it would send. Checks the request the program receives, the per-kernel table (text, CSV, JSON) with demangled
+//! names, the stall report, losses and notices, and the errors: a program that never uses CUDA, an unknown set.
+#![cfg(feature = "cupti")]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use gpu_tools::trace::*;
+
+const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
+const COPY: &str = "_Z4copyPKfPfm";
+
+fn gpu_profile() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .join("examples/gpu_profile");
+    assert!(
+        p.exists(),
+        "{} missing: build the examples (cargo test builds them)",
+        p.display()
+    );
+    p
+}
+
+/// Runs `gpu_profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
+/// nothing here initialises CUDA).
+fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
+    let me = std::env::current_exe().unwrap();
+    let out = Command::new(gpu_profile())
+        .arg("--inject-lib")
+        .arg(&me)
+        .arg("--no-check")
+        .args(args)
+        .arg("--")
+        .args(program)
+        .env(STANDIN, scenario)
+        .output()
+        .expect("run gpu_profile");
+    println!(
+        "{args:?} {program:?}: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn standin_program() -> Vec<String> {
+    let me = std::env::current_exe()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    vec![
+        me,
+        "standin".into(),
+        "--exact".into(),
+        "--ignored".into(),
+        "--test-threads=1".into(),
+    ]
+}
+
+/// Runs the stand-in under `gpu_profile ARGS --output FILE`; returns the run and the report.
+fn run_standin(args: &[&str]) -> (Output, String) {
+    let p = standin_program();
+    let p: Vec<&str> = p.iter().map(String::as_str).collect();
+    let report = std::env::temp_dir().join(format!(
+        "gpu_profile_cli-{}-{}.txt",
+        std::process::id(),
+        args.join("_")
+    ));
+    let report_arg = report.to_string_lossy().into_owned();
+    let mut all = args.to_vec();
+    all.extend(["--output", &report_arg]);
+    let out = profile(&all, &p, "profile");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    println!("--- report\n{text}");
+    (out, text)
+}
+
+/// The stand-in: what the injection library sends for two copy launches and a scale launch.
+#[test]
+#[ignore = "run by the tests below as the profiled program"]
+fn standin() {
+    if std::env::var(STANDIN).as_deref() != Ok("profile") {
+        return;
+    }
+    assert_eq!(
+        std::env::var(env::PROFILE_METRICS).unwrap(),
+        gpu_tools::profile::BASIC_SET.join(","),
+        "the request travels in the environment"
+    );
+    let pc = std::env::var(env::PROFILE_PC_SAMPLING).unwrap() == "1";
+    let file = std::env::var(env::FILE)
+        .unwrap()
+        .replace("%p", &std::process::id().to_string());
+    let m = |launch: u32, kernel: &str, t: f64, read: f64| {
+        Record::KernelMetrics(KernelMetricsRecord {
+            device: 0,
+            context: 1,
+            correlation: 10 + launch,
+            launch,
+            kernel: Arc::from(kernel),
+            metrics: vec![
+                (Arc::from("gpu__time_duration.sum"), t),
+                (Arc::from("dram__bytes_read.sum"), read),
+                (Arc::from("dram__bytes_write.sum"), read),
+                (
+                    Arc::from("sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                    12.5,
+                ),
+            ],
+        })
+    };
+    let mut records = vec![
+        Record::ProcessStart(ProcessStart {
+            pid: std::process::id(),
+            parent_pid: 1,
+            time: 1,
+            command: "standin".into(),
+        }),
+        m(0, COPY, 1000.0, 1e9),
+        m(1, "scale", 50.0, 1e6),
+        m(2, COPY, 3000.0, 3e9),
+        Record::ProfileLoss(ProfileLoss {
+            kind: ProfileLossKind::Ranges,
+            count: 2,
+            context: 1,
+        }),
+        Record::Notice(Notice {
+            level: NoticeLevel::Warning,
+            text: "a warning from inside".into(),
+        }),
+    ];
+    if pc {
+        records.push(Record::Stall(StallRecord {
+            context: 1,
+            function: Arc::from(COPY),
+            pc_offset: 0x80,
+            stalls: vec![(
+                Arc::from("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+                90,
+            )],
+        }));
+    }
+    records.push(Record::ProcessEnd(ProcessEnd {
+        time: 2,
+        reason: EndReason::Exit,
+        records: 4,
+        dropped: 0,
+        skipped: 0,
+        callback_panics: 0,
+    }));
+    let mut e = Encoder::new(&StreamHeader::new(
+        std::process::id(),
+        130001,
+        TimestampClock::Monotonic,
+    ));
+    for r in &records {
+        e.push(r);
+    }
+    std::fs::write(file, e.bytes()).unwrap();
+}
+
+#[test]
+fn kernels_are_tabled_per_name_with_demangled_names() {
+    let (out, text) = run_standin(&["--set", "basic"]);
+    assert!(out.status.success());
+    let copy = text
+        .lines()
+        .find(|l| l.contains("copy(float const*, float*, unsigned long)"))
+        .expect("the copy row");
+    let cells: Vec<&str> = copy.split_whitespace().collect();
+    assert_eq!(
+        &cells[..4],
+        &["2", "2000.00", "1000.00", "3000.00"],
+        "{copy}"
+    );
+    assert!(text.contains("[1] gpu__time_duration.sum"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a warning from inside") && err.contains("2 Ranges lost"),
+        "{err}"
+    );
+    assert!(err.contains("3 kernel launches profiled"), "{err}");
+}
+
+#[test]
+fn csv_and_json_carry_every_kernel_and_metric() {
+    let (_, csv) = run_standin(&["--set", "basic", "--csv", "--mangled"]);
+    assert!(csv.starts_with("kernel,launches,metric,mean,min,max\n"));
+    assert!(
+        csv.contains(&format!(
+            "{COPY},2,dram__bytes_read.sum,2000000000,1000000000,3000000000"
+        )),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 1 + 2 * 4);
+    let (_, json) = run_standin(&["--set", "basic", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(json.as_array().unwrap().len(), 2);
+    assert_eq!(json[0]["launches"], 2);
+    assert_eq!(json[0]["metrics"]["gpu__time_duration.sum"]["max"], 3000.0);
+}
+
+#[test]
+fn pc_sampling_adds_the_stall_report() {
+    let (_, text) = run_standin(&["--set", "basic", "--pc-sampling"]);
+    assert!(text.contains("top stall reasons per function"), "{text}");
+    assert!(
+        text.contains("100.0%  smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+        "{text}"
+    );
+    assert!(text.contains("pc +0x0080"), "{text}");
+}
+
+#[test]
+fn a_program_that_never_uses_cuda_is_an_error() {
+    let out = profile(&["--set", "basic"], &["true"], "none");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never initialised CUDA"));
+}
+
+#[test]
+fn bad_requests_are_refused_before_running() {
+    let out = profile(&["--set", "fast"], &["true"], "none");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown set \"fast\""));
+    let out = profile(&["--metrics", "nonsense"], &["true"], "none");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a metric name"));
+}
