@@ -43,15 +43,16 @@ pub struct Args {
     #[arg(long, value_name = "PATH", help_heading = "cupti backend")]
     pub inject_lib: Option<PathBuf>,
 
-    /// cupti: record kinds to collect, comma-separated, or `all` [default: kernel,memcpy,memset,driver,runtime]
-    /// [possible values: kernel, memcpy, memset, sync, driver, runtime, overhead, all].
+    /// cupti: record kinds to collect, comma-separated; `all` for every kind [default:
+    /// kernel,memcpy,memset,driver,runtime].
     #[arg(
         long,
         value_name = "KINDS",
-        value_parser = parse_kinds,
+        value_enum,
+        value_delimiter = ',',
         help_heading = "cupti backend"
     )]
-    pub kinds: Option<Kinds>,
+    pub kinds: Vec<KindArg>,
 
     /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API).
     #[arg(long, help_heading = "cupti backend")]
@@ -141,21 +142,52 @@ impl Backend {
     }
 }
 
-/// `--kinds`: record kinds in the crate's list syntax (`kernel,memcpy`, `all`), as `GPU_TOOLS_TRACE_KINDS` takes
-/// them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Kinds(pub Vec<TraceKind>);
+/// A value of `--kinds`: a record kind under the crate's name for it ([`TraceKind::name`]), or `all`, as
+/// `GPU_TOOLS_TRACE_KINDS` takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindArg {
+    Kind(TraceKind),
+    All,
+}
 
-fn parse_kinds(value: &str) -> Result<Kinds, String> {
-    TraceKind::parse_list(value).map(Kinds)
+/// Every value: each kind, then `all`.
+const KIND_ARGS: [KindArg; TraceKind::ALL.len() + 1] = {
+    let mut args = [KindArg::All; TraceKind::ALL.len() + 1];
+    let mut i = 0;
+    while i < TraceKind::ALL.len() {
+        args[i] = KindArg::Kind(TraceKind::ALL[i]);
+        i += 1;
+    }
+    args
+};
+
+impl ValueEnum for KindArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KIND_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            KindArg::Kind(k) => k.name(),
+            KindArg::All => "all",
+        }))
+    }
 }
 
 impl Args {
     /// Kinds to collect, defaults and `--no-api` applied.
     pub fn effective_kinds(&self) -> Vec<TraceKind> {
-        let given: Vec<TraceKind> = match &self.kinds {
-            Some(kinds) => kinds.0.clone(),
-            None => TraceKind::DEFAULT.to_vec(),
+        let given: Vec<TraceKind> = if self.kinds.is_empty() {
+            TraceKind::DEFAULT.to_vec()
+        } else {
+            self.kinds
+                .iter()
+                .flat_map(|k| match k {
+                    KindArg::Kind(k) => std::slice::from_ref(k),
+                    KindArg::All => &TraceKind::ALL[..],
+                })
+                .copied()
+                .collect()
         };
         let mut kinds: Vec<TraceKind> = Vec::new();
         for k in given {
@@ -178,7 +210,7 @@ impl Args {
         ];
         let cupti = [
             (self.inject_lib.is_some(), "--inject-lib"),
-            (self.kinds.is_some(), "--kinds"),
+            (!self.kinds.is_empty(), "--kinds"),
             (self.no_api, "--no-api"),
             (self.buffer_size.is_some(), "--buffer-size"),
             (self.max_buffers.is_some(), "--max-buffers"),
@@ -199,14 +231,37 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn kinds(value: &str) -> Vec<TraceKind> {
+        Cli::try_parse_from(["trace", "--kinds", value, "--", "true"])
+            .unwrap()
+            .args
+            .effective_kinds()
+    }
 
     #[test]
     fn kinds_take_a_list_or_all() {
         assert_eq!(
-            parse_kinds("kernel,memcpy").unwrap().0,
+            kinds("kernel,memcpy"),
             [TraceKind::Kernel, TraceKind::Memcpy]
         );
-        assert_eq!(parse_kinds("all").unwrap().0, TraceKind::ALL);
-        assert!(parse_kinds("kernels").is_err());
+        assert_eq!(kinds("all"), TraceKind::ALL);
+        assert_eq!(kinds("memcpy,all"), {
+            let mut v = vec![TraceKind::Memcpy];
+            v.extend(TraceKind::ALL.iter().filter(|k| **k != TraceKind::Memcpy));
+            v
+        });
+        assert!(Cli::try_parse_from(["trace", "--kinds", "kernels", "--", "true"]).is_err());
+        // Every kind of the crate can be named.
+        for k in TraceKind::ALL {
+            assert_eq!(kinds(k.name()), [k]);
+        }
     }
 }
