@@ -6,8 +6,9 @@
 //! - Otherwise this script builds the `gpu-tools-inject` crate, release profile, for the same target, with a
 //!   nested `cargo build` into a target folder of its own (beside the outer one, so that every profile of the outer
 //!   build shares it). Its sources are those of the `gpu-tools-inject` dependency, found through its `links`
-//!   metadata (`DEP_GPU_TOOLS_INJECT_ROOT`): this workspace's, or a registry's copy. The nested build runs offline:
-//!   the outer build has fetched every crate it needs.
+//!   metadata (`DEP_GPU_TOOLS_INJECT_ROOT`): this workspace's, or a registry's copy. In this workspace it uses the
+//!   workspace's `Cargo.lock`; cargo reaches the network only for a crate of that lock it has not downloaded yet
+//!   (`cargo install --path` resolves afresh unless given `--locked`).
 //! - On docs.rs (`DOCS_RS`) nothing is embedded; `trace` then asks for `--inject-lib`.
 //!
 //! The crate reads the file through `GPU_TOOLS_INJECT_EMBEDDED` and its SHA-256 through `GPU_TOOLS_INJECT_SHA256`.
@@ -73,7 +74,7 @@ fn build_inject_library(out: &Path) -> PathBuf {
     cmd.arg("build")
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
-        .args(["--lib", "--release", "--offline", "--target", &target])
+        .args(["--lib", "--release", "--target", &target])
         .arg("--target-dir")
         .arg(&target_dir);
     // The outer build's settings that must not reach the nested one: its target folder, and clippy (which runs
