@@ -200,7 +200,7 @@ fn cuda_where(pid: u32) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     eprintln!(
-        "cuda_where {pid} exited {:?}\n--- stdout\n{stdout}--- stderr\n{stderr}---",
+        "gpu-tools where {pid} exited {:?}\n--- stdout\n{stdout}--- stderr\n{stderr}---",
         out.status
     );
     (out.status.code().unwrap_or(-1), stdout, stderr)
