@@ -11,9 +11,6 @@
 //! Run with `--bench` (`bash .gpu/run.sh bench process_checkpoint --bench`); the debuggee is found next to the
 //! bench (`$GPU_STAGE_BIN/example-debuggee_memory`, or `target/release/examples/debuggee_memory`).
 
-#[path = "../tests/common/process.rs"]
-mod process;
-
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -21,22 +18,14 @@ use criterion::Criterion;
 use gpu_tools::cuda::process::ProcessCheckpoint;
 use gpu_tools::cuda::{Context, Driver, DriverApi};
 use gpu_tools::sys::cuda_driver as sys;
-use process::Debuggee;
+use gpu_tools_testing::process::Debuggee;
 
 const GIB: f64 = (1u64 << 30) as f64;
 const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 const PAIRS: usize = 200;
 
 fn debuggee_path() -> PathBuf {
-    if let Some(dir) = std::env::var_os("GPU_STAGE_BIN") {
-        return PathBuf::from(dir).join("example-debuggee_memory");
-    }
-    let exe = std::env::current_exe().expect("bench path");
-    let profile = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    profile.join("examples").join("debuggee_memory")
+    gpu_tools_testing::example("debuggee_memory")
 }
 
 fn env_list(name: &str, default: &str) -> Vec<f64> {

@@ -165,7 +165,7 @@ fn measure(
 }
 
 fn main() {
-    let path = doubles_dir().join("librocprofiler_double.so");
+    let path = gpu_tools_testing::double_path("rocprofiler_double");
     let lib = RocprofilerLibrary::load_from(&path).expect("load the double");
     // SAFETY: the same file; symbol types as in the C double.
     let controls = unsafe { libloading::Library::new(&path) }.expect("open the double");
@@ -285,12 +285,4 @@ fn main() {
 fn as_bytes<T: Copy>(v: &T) -> Vec<u8> {
     // SAFETY: a plain C struct viewed as its bytes (padding bytes were zeroed by Default).
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
-}
-
-/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for binaries
-/// copied to another machine).
-fn doubles_dir() -> std::path::PathBuf {
-    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }

@@ -1,5 +1,5 @@
 //! A CUDA program that holds device memory and keeps checking it: the target of the process-checkpoint tests,
-//! benchmark and `cuda_freeze`.
+//! benchmark and `gpu-tools freeze`.
 //!
 //! It fills `--gib` GiB on each of `--devices` with a position-dependent pattern (a kernel), proves its checker
 //! finds a planted difference, prints `ready`, then checks every word on the GPU every `--interval-ms` and

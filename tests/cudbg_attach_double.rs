@@ -25,7 +25,7 @@ fn double_copy() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join("libcuda.so.1");
     if !copy.exists() {
-        let built = PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")).join("libcudbg_attach.so");
+        let built = gpu_tools_testing::double_path("cudbg_attach");
         std::fs::copy(&built, &copy).unwrap_or_else(|e| panic!("{}: {e}", built.display()));
     }
     copy

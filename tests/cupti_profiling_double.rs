@@ -20,9 +20,7 @@ use gpu_tools::cupti::range_profiler::{RangeMode, RangeProfiler, Replay};
 use gpu_tools::cupti::{CuptiError, CuptiLibrary};
 
 fn doubles_dir() -> PathBuf {
-    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
+    gpu_tools_testing::doubles_dir()
 }
 
 #[repr(C)]

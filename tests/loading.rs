@@ -1,5 +1,10 @@
 //! Bad input to the loader: each case is a typed error naming the path and the reason, and nothing panics.
 //! No test in this binary loads a library successfully into a process-wide slot, so every case sees the search.
+// Each vendor's checks need its feature; with fewer features some imports and helpers go unused.
+#![cfg_attr(
+    not(all(feature = "cupti", feature = "cudbg", feature = "rocprofiler")),
+    allow(unused)
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -62,31 +67,6 @@ fn a_library_of_another_vendor() {
     assert!(err.to_string().contains(
         "libz.so.1 (explicit path): missing required symbol `rocprofiler_version_major`"
     ));
-}
-
-#[cfg(feature = "cupti")]
-#[test]
-fn a_library_missing_a_required_symbol() {
-    // The CUPTI wheels' libcupti exports the result strings but not the checkpoint API (CUDA 13 and CUDA 12).
-    let mut checked = 0;
-    for (var, file) in [
-        ("GPU_TOOLS_CUPTI_WHEEL_LIB", "libcupti.so.13"),
-        ("GPU_TOOLS_CUPTI12_WHEEL_LIB", "libcupti.so.12"),
-    ] {
-        let Some(dir) = std::env::var_os(var) else {
-            eprintln!("{var} is unset: wrong-NVIDIA-library check of {file} not run");
-            continue;
-        };
-        let err =
-            gpu_tools::cupti::CheckpointLibrary::load_from(Path::new(&dir).join(file)).unwrap_err();
-        assert_eq!(
-            *single_attempt(&err).2,
-            Rejection::MissingSymbol("cuptiCheckpointSave"),
-            "{file}"
-        );
-        checked += 1;
-    }
-    eprintln!("{checked} CUPTI libraries rejected for the missing checkpoint API");
 }
 
 #[cfg(feature = "cupti")]

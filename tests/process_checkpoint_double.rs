@@ -1,6 +1,7 @@
 //! `cuda::process::ProcessCheckpoint` against the driver double with the process-checkpoint calls
 //! (`tests/doubles/cuda_driver_checkpointing.c`). The targets are real child processes (`sleep`), registered in
 //! the double, so that what the crate reads in `/proc` agrees with what the double answers.
+#![cfg(feature = "cupti")]
 
 #[path = "common/checkpoint.rs"]
 mod checkpoint_common;

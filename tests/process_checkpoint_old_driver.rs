@@ -1,6 +1,7 @@
 //! `ProcessCheckpoint` with a driver that predates the process-checkpoint calls (the plain driver double,
 //! `tests/doubles/cuda_driver.c`, lacks them as drivers before CUDA 12.8 do): the driver loads, and every entry
 //! point answers `Unsupported` naming the missing call.
+#![cfg(feature = "cupti")]
 
 #[path = "common/checkpoint.rs"]
 mod checkpoint_common;

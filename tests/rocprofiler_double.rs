@@ -1,4 +1,5 @@
 //! The rocprofiler safe layer against the C double of the library (`tests/doubles/rocprofiler_double.c`).
+#![cfg(feature = "rocprofiler")]
 
 #[path = "common/rocprofiler.rs"]
 mod common;

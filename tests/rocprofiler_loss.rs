@@ -2,6 +2,7 @@
 //! with explicit and interval flushes, then a session dropped while producers are still writing.
 //!
 //! `GPU_TOOLS_LOSS_RECORDS` sets the records of the first phase (default 10,000,000; run with `--release`).
+#![cfg(feature = "rocprofiler")]
 
 #[path = "common/rocprofiler.rs"]
 mod common;

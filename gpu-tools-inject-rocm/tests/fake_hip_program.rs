@@ -5,36 +5,19 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use gpu_tools::trace::{ApiDomain, Record, StreamReader, TimestampClock, env};
 
-/// This library, built next to the test's folder (target/<profile>/deps/..).
+/// This library, as the workspace built it.
 fn tool_library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("libgpu_tools_inject_rocm.so")
+    gpu_tools_testing::inject_rocm_lib()
 }
 
-/// The double as the library crate's build script built it (`GPU_TOOLS_DOUBLES_DIR` names it elsewhere).
+/// The rocprofiler-sdk double (`tests/doubles/rocprofiler_sdk.c`).
 fn double() -> PathBuf {
-    if let Some(d) = std::env::var_os("GPU_TOOLS_DOUBLES_DIR") {
-        return PathBuf::from(d).join("librocprofiler_sdk.so");
-    }
-    let build = tool_library().parent().unwrap().join("build");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&build)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("out/doubles/librocprofiler_sdk.so"))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    found
-        .pop()
-        .expect("the double is built (cargo builds gpu-tools' build script first)")
+    gpu_tools_testing::double_path("rocprofiler_sdk")
 }
 
 fn demangle(name: &str) -> String {
@@ -63,7 +46,26 @@ fn a_fake_hip_program_is_traced_through_the_double() {
         .env(env::KINDS, "kernel,memcpy,runtime")
         .spawn()
         .expect("python3 runs");
-    let (conn, _) = listener.accept().unwrap();
+    // A program that never connects (its tool library not loaded) fails the test instead of hanging it.
+    listener.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let conn = loop {
+        match listener.accept() {
+            Ok((conn, _)) => break conn,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("the fake HIP program ended ({status}) without connecting");
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no connection in 60 s"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    conn.set_nonblocking(false).unwrap();
     let mut reader = StreamReader::new(conn);
     let mut records = Vec::new();
     for item in reader.by_ref() {

@@ -1,25 +1,11 @@
 //! The built library is what CUDA can load: a shared object that exports `InitializeInjection` with C linkage.
 //! (Building this test also makes cargo build the shared object, in `target/<profile>/deps/`; `cargo build`
-//! copies it up to `target/<profile>/`. The crate's `inject_double` test loads it too.)
+//! copies it up to `target/<profile>/`. The `inject_double` test loads it too.)
 
 use std::path::PathBuf;
 
 fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    // The newer of the uplifted copy and the one in deps/.
-    [
-        profile.join("libgpu_tools_inject.so"),
-        profile.join("deps/libgpu_tools_inject.so"),
-    ]
-    .into_iter()
-    .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-    .max()
-    .map(|(_, p)| p)
-    .unwrap_or_else(|| profile.join("libgpu_tools_inject.so"))
+    gpu_tools_testing::inject_lib()
 }
 
 #[test]

@@ -8,7 +8,7 @@ use gpu_tools::cuda::{Context, DeviceBuffer};
 
 /// Path of a compiled test double, `lib<name>.so`.
 pub fn double_path(name: &str) -> PathBuf {
-    doubles_dir().join(format!("lib{name}.so"))
+    gpu_tools_testing::double_path(name)
 }
 
 /// Loads the driver and checkpoint doubles into this process's library slots (idempotent).
@@ -114,7 +114,7 @@ pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 /// `step(u32* buf, u64 n)`: every word `x[i] = x[i] * 1664525 + 1013904223 + i`, in place (it reads and writes
 /// the same buffer), grid-stride loop with 64-bit indices. PTX text JIT-compiled by the driver for sm_80 and later.
 pub const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
-    concat!(include_str!("../../examples/kernels/step.ptx"), "\0").as_bytes(),
+    concat!(include_str!("../../gpu-tools-cli/kernels/step.ptx"), "\0").as_bytes(),
 ) {
     Ok(ptx) => ptx,
     Err(_) => panic!("step.ptx holds a NUL byte"),
@@ -143,12 +143,4 @@ pub fn run_step(ctx: &Context, step: &gpu_tools::cuda::Function<'_>, buf: &mut D
     // SAFETY: `step` takes (u64 device pointer, u64 word count); the pointer addresses `n` words of `buf`.
     unsafe { step.launch((1024, 1, 1), (256, 1, 1), &mut params) }.expect("launch step");
     ctx.synchronize().expect("synchronize after step");
-}
-
-/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for binaries
-/// copied to another machine).
-fn doubles_dir() -> std::path::PathBuf {
-    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }

@@ -1,27 +1,44 @@
 //! The real `libcheckpoint.so` of one wheel (`super::WHEEL`) on a machine without a CUDA driver: called directly
 //! it crashes the process (SIGSEGV, vendor-facts.md), while every route through the crate stops at the driver
 //! with a typed error. On a GPU host the same test saves and restores through the crate with that library.
-//! Included by `tests/checkpoint_no_driver.rs` (CUDA 13) and `tests/checkpoint_no_driver12.rs` (CUDA 12).
+//! Included by `tests/checkpoint_no_driver.rs` (CUDA 13) and `tests/checkpoint_no_driver12.rs` (CUDA 12), whose
+//! harness (`common/wheel.rs`) runs `CHECKS`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::{Checkpoint, CheckpointLibrary};
 use gpu_tools::{Error, LoadError};
 
 use super::WHEEL;
+use super::wheel::{Check, Child};
 
-const CHILD_VAR: &str = "GPU_TOOLS_CHECKPOINT_RAW_CHILD";
+/// The checks, in the order they are listed.
+pub const CHECKS: &[Check] = &[
+    Check {
+        name: "checkpoint_through_the_crate_is_a_typed_error_or_works",
+        run: checkpoint_through_the_crate_is_a_typed_error_or_works,
+        without_driver: false,
+    },
+    Check {
+        name: "raw_vendor_call_without_a_driver_kills_the_process",
+        run: raw_vendor_call_without_a_driver_kills_the_process,
+        without_driver: true,
+    },
+];
 
-fn wheel_checkpoint() -> Option<PathBuf> {
-    Some(WHEEL.dir()?.join("libcheckpoint.so"))
+/// The helper run in a child process of its own.
+pub const CHILDREN: &[Child] = &[Child {
+    name: "raw_save",
+    run: raw_save_in_child,
+}];
+
+fn wheel_checkpoint(dir: &Path) -> PathBuf {
+    dir.join("libcheckpoint.so")
 }
 
-#[test]
-fn checkpoint_through_the_crate_is_a_typed_error_or_works() {
-    let Some(path) = wheel_checkpoint() else {
-        return;
-    };
+fn checkpoint_through_the_crate_is_a_typed_error_or_works(dir: &Path) {
+    let path = wheel_checkpoint(dir);
     CheckpointLibrary::load_from(&path).expect("the wheel's libcheckpoint.so loads");
     match Driver::load() {
         Err(e) => {
@@ -73,27 +90,10 @@ fn checkpoint_through_the_crate_is_a_typed_error_or_works() {
 }
 
 /// Why the crate checks first: the raw call, made in a child process, kills it.
-#[test]
-fn raw_vendor_call_without_a_driver_kills_the_process() {
+fn raw_vendor_call_without_a_driver_kills_the_process(dir: &Path) {
     use std::os::unix::process::ExitStatusExt;
-    let Some(path) = wheel_checkpoint() else {
-        return;
-    };
-    if Driver::load().is_ok() {
-        eprintln!("a CUDA driver is present: the crash without one cannot be shown here");
-        return;
-    }
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "checks::raw_save_in_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_VAR, &path)
-        .output()
-        .expect("run child");
+    let path = wheel_checkpoint(dir);
+    let out = super::wheel::run_child(&WHEEL, "raw_save", dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("calling cuptiCheckpointSave"),
@@ -111,11 +111,9 @@ fn raw_vendor_call_without_a_driver_kills_the_process() {
     );
 }
 
-#[test]
-#[ignore = "run in a child process by raw_vendor_call_without_a_driver_kills_the_process"]
-fn raw_save_in_child() {
-    let path = std::env::var_os(CHILD_VAR).expect("started by the parent test");
-    let lib = CheckpointLibrary::load_from(PathBuf::from(path)).expect("load");
+/// In a child process: the raw `cuptiCheckpointSave` without a driver.
+fn raw_save_in_child(dir: &Path) {
+    let lib = CheckpointLibrary::load_from(wheel_checkpoint(dir)).expect("load");
     let mut raw = gpu_tools::sys::cupti::NV_Cupti_Checkpoint_CUpti_Checkpoint {
         structSize: 48,
         ..Default::default()

@@ -13,18 +13,10 @@ pub fn one_session() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Path of an example binary built by this crate: `$GPU_STAGE_BIN/example-<name>` on the GPU host, otherwise
+/// Path of an example binary: `$GPU_STAGE_BIN/example-<name>` on the GPU host, otherwise
 /// `target/<profile>/examples/<name>` next to the test binary.
 pub fn example(name: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os("GPU_STAGE_BIN") {
-        return PathBuf::from(dir).join(format!("example-{name}"));
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>");
-    profile_dir.join("examples").join(name)
+    gpu_tools_testing::example(name)
 }
 
 /// A command for the debuggee example in `mode`.

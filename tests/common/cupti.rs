@@ -60,7 +60,7 @@ pub struct Double {
 }
 
 pub fn double_path(name: &str) -> PathBuf {
-    doubles_dir().join(format!("lib{name}.so"))
+    gpu_tools_testing::double_path(name)
 }
 
 /// Loads the driver double and the CUPTI double into this process's slots, once.
@@ -367,11 +367,4 @@ impl Double {
         // SAFETY: a static string or null; the double copies it.
         unsafe { f(name.map_or(std::ptr::null(), CStr::as_ptr)) }
     }
-}
-
-/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it.
-fn doubles_dir() -> PathBuf {
-    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }

@@ -1,20 +1,83 @@
 //! Checks of the real CUPTI libraries of one wheel (`super::WHEEL`), loaded through the crate's loader on a
 //! machine without a GPU. Included by `tests/cupti_wheel.rs` (CUDA 13) and `tests/cupti_wheel12.rs` (CUDA 12),
-//! beside `common/cupti_tracing.rs` (as `super::tracing`).
+//! beside `common/cupti_tracing.rs` (as `super::tracing`), whose harness (`common/wheel.rs`) runs `CHECKS`: a new
+//! check is a function here taking the wheel's library folder, listed in `CHECKS` (not a `#[test]`).
+
+use std::path::Path;
 
 use gpu_tools::cupti::{CheckpointLibrary, CuptiError, CuptiLibrary, CuptiVersion};
 
 use super::WHEEL;
+use super::wheel::{Check, Child};
 
-fn cupti() -> Option<&'static CuptiLibrary> {
-    let dir = WHEEL.dir()?;
-    let path = dir.join(WHEEL.cupti_file);
-    Some(CuptiLibrary::load_from(&path).unwrap_or_else(|e| panic!("the wheel's CUPTI loads: {e}")))
+/// The checks, in the order they are listed.
+pub const CHECKS: &[Check] = &[
+    check(
+        "checkpoint_library_resolves_every_symbol",
+        checkpoint_library_resolves_every_symbol,
+    ),
+    check(
+        "cupti_is_not_a_checkpoint_library",
+        cupti_is_not_a_checkpoint_library,
+    ),
+    check(
+        "cupti_version_is_decoded_for_its_cuda_release",
+        cupti_version_is_decoded_for_its_cuda_release,
+    ),
+    check(
+        "every_result_name_matches_cupti_get_result_string",
+        every_result_name_matches_cupti_get_result_string,
+    ),
+    check(
+        "display_has_name_and_vendor_message",
+        display_has_name_and_vendor_message,
+    ),
+    check(
+        "every_tracing_symbol_resolves",
+        every_tracing_symbol_resolves,
+    ),
+    check(
+        "the_layout_sizes_agree_with_the_vendors_record_walk",
+        the_layout_sizes_agree_with_the_vendors_record_walk,
+    ),
+    Check {
+        name: "tracing_without_a_driver_is_a_typed_error",
+        run: tracing_without_a_driver_is_a_typed_error,
+        without_driver: true,
+    },
+    Check {
+        name: "raw_tracing_calls_without_a_driver_fail_with_a_vendor_code",
+        run: raw_tracing_calls_without_a_driver_fail_with_a_vendor_code,
+        without_driver: true,
+    },
+];
+
+/// The helpers run in a child process of their own.
+pub const CHILDREN: &[Child] = &[
+    Child {
+        name: "raw_calls",
+        run: raw_calls_child,
+    },
+    Child {
+        name: "cupti_as_checkpoint",
+        run: cupti_as_checkpoint_child,
+    },
+];
+
+const fn check(name: &'static str, run: fn(&Path)) -> Check {
+    Check {
+        name,
+        run,
+        without_driver: false,
+    }
 }
 
-#[test]
-fn checkpoint_library_resolves_every_symbol() {
-    let Some(dir) = WHEEL.dir() else { return };
+fn cupti(dir: &Path) -> &'static CuptiLibrary {
+    CuptiLibrary::load_from(WHEEL.cupti(dir))
+        .unwrap_or_else(|e| panic!("the wheel's CUPTI loads: {e}"))
+}
+
+fn checkpoint_library_resolves_every_symbol(dir: &Path) {
     let path = dir.join("libcheckpoint.so");
     let lib = CheckpointLibrary::load_from(&path)
         .unwrap_or_else(|e| panic!("the wheel's libcheckpoint.so loads: {e}"));
@@ -26,9 +89,8 @@ fn checkpoint_library_resolves_every_symbol() {
     assert_ne!(lib.restore as usize, lib.free as usize);
 }
 
-#[test]
-fn cupti_version_is_decoded_for_its_cuda_release() {
-    let Some(lib) = cupti() else { return };
+fn cupti_version_is_decoded_for_its_cuda_release(dir: &Path) {
+    let lib = cupti(dir);
     let raw = lib.version().expect("cuptiGetVersion");
     let v = lib.api_version().expect("cuptiGetVersion");
     eprintln!("{}: {v}", WHEEL.cupti_file);
@@ -43,9 +105,8 @@ fn cupti_version_is_decoded_for_its_cuda_release() {
     }
 }
 
-#[test]
-fn every_result_name_matches_cupti_get_result_string() {
-    let Some(lib) = cupti() else { return };
+fn every_result_name_matches_cupti_get_result_string(dir: &Path) {
+    let lib = cupti(dir);
     assert!(
         CuptiError::ALL.len() >= 47,
         "{} codes",
@@ -85,9 +146,8 @@ fn every_result_name_matches_cupti_get_result_string() {
     );
 }
 
-#[test]
-fn display_has_name_and_vendor_message() {
-    let Some(lib) = cupti() else { return };
+fn display_has_name_and_vendor_message(dir: &Path) {
+    let lib = cupti(dir);
     // Where CUPTI has a description, Display adds it, without the trailing newline.
     let msg = lib
         .error_message(CuptiError::InvalidDevice.code())
@@ -123,9 +183,8 @@ fn display_has_name_and_vendor_message() {
     );
 }
 
-#[test]
-fn every_tracing_symbol_resolves() {
-    let Some(lib) = cupti() else { return };
+fn every_tracing_symbol_resolves(dir: &Path) {
+    let lib = cupti(dir);
     let symbols = lib.tracing_symbols();
     assert!(symbols.missing_required.is_empty(), "{symbols:?}");
     let mut expected = vec![
@@ -153,13 +212,11 @@ fn every_tracing_symbol_resolves() {
     }
 }
 
-#[test]
-fn the_layout_sizes_agree_with_the_vendors_record_walk() {
-    let Some(dir) = WHEEL.dir() else { return };
-    let Some(lib) = cupti() else { return };
+fn the_layout_sizes_agree_with_the_vendors_record_walk(dir: &Path) {
+    let lib = cupti(dir);
     let layout = super::tracing::exact_layout(lib);
     assert_eq!(layout, WHEEL.layout);
-    let path = dir.join(WHEEL.cupti_file);
+    let path = WHEEL.cupti(dir);
     let (agreed, vendor_only) = super::tracing::layout_matches_vendor(&path, layout);
     eprintln!("{agreed} kinds agree; sized by the vendor only: {vendor_only:?}");
     // Every kind this release still writes: the crate's table and the vendor's walk agree on all of them.
@@ -172,23 +229,15 @@ fn the_layout_sizes_agree_with_the_vendors_record_walk() {
     );
 }
 
-#[test]
-fn tracing_without_a_driver_is_a_typed_error() {
-    let Some(dir) = WHEEL.dir() else { return };
-    cupti();
-    super::tracing::tracing_without_a_driver_is_a_typed_error(&dir.join(WHEEL.cupti_file));
+fn tracing_without_a_driver_is_a_typed_error(dir: &Path) {
+    cupti(dir);
+    super::tracing::tracing_without_a_driver_is_a_typed_error(&WHEEL.cupti(dir));
 }
 
 /// What the crate's driver check spares the caller: the raw calls without a driver fail with vendor codes (13.0:
 /// `CUPTI_ERROR_UNKNOWN`, 12.9: `CUPTI_ERROR_NOT_INITIALIZED`), without crashing or hanging.
-#[test]
-fn raw_tracing_calls_without_a_driver_fail_with_a_vendor_code() {
-    let Some(dir) = WHEEL.dir() else { return };
-    if gpu_tools::cuda::Driver::load().is_ok() {
-        eprintln!("a CUDA driver is present: the no-driver codes cannot be shown here");
-        return;
-    }
-    let codes = super::tracing::raw_calls_in_child("checks::raw_calls_child", WHEEL.var, &dir);
+fn raw_tracing_calls_without_a_driver_fail_with_a_vendor_code(dir: &Path) {
+    let codes = super::tracing::raw_call_codes(&super::wheel::run_child(&WHEEL, "raw_calls", dir));
     eprintln!("{} without a driver: {codes:?}", WHEEL.cupti_file);
     let code = |name: &str| codes.iter().find(|(n, _)| n == name).map(|(_, c)| *c);
     assert_eq!(code("cuptiActivityRegisterCallbacks"), Some(0));
@@ -207,10 +256,42 @@ fn raw_tracing_calls_without_a_driver_fail_with_a_vendor_code() {
     }
 }
 
-#[test]
-#[ignore = "run in a child process by raw_tracing_calls_without_a_driver_fail_with_a_vendor_code"]
-fn raw_calls_child() {
-    let dir =
-        std::path::PathBuf::from(std::env::var_os(WHEEL.var).expect("started by the parent test"));
-    super::tracing::raw_calls(&dir.join(WHEEL.cupti_file));
+/// In a child process: the raw Activity and Callback calls (`tracing::raw_calls`).
+fn raw_calls_child(dir: &Path) {
+    super::tracing::raw_calls(&WHEEL.cupti(dir));
+}
+
+/// The CUPTI library of the wheel exports the result strings but not the checkpoint API: loaded as the checkpoint
+/// library it is rejected for the first missing symbol. In a child process: a process holds one checkpoint
+/// library, which the other checks load.
+fn cupti_is_not_a_checkpoint_library(dir: &Path) {
+    let out = super::wheel::run_child(&WHEEL, "cupti_as_checkpoint", dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("(explicit path): missing required symbol `cuptiCheckpointSave`"),
+        "{stdout}"
+    );
+    eprintln!(
+        "{} rejected as a checkpoint library: {}",
+        WHEEL.cupti_file,
+        stdout.trim()
+    );
+}
+
+fn cupti_as_checkpoint_child(dir: &Path) {
+    let err =
+        CheckpointLibrary::load_from(WHEEL.cupti(dir)).expect_err("libcupti is not libcheckpoint");
+    let attempts = err.attempts();
+    assert_eq!(attempts.len(), 1, "{err}");
+    assert_eq!(
+        attempts[0].rejection,
+        gpu_tools::loader::Rejection::MissingSymbol("cuptiCheckpointSave")
+    );
+    println!("{err}");
 }

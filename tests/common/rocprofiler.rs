@@ -37,7 +37,7 @@ pub struct Stats {
 }
 
 pub fn path() -> std::path::PathBuf {
-    doubles_dir().join("librocprofiler_double.so")
+    gpu_tools_testing::double_path("rocprofiler_double")
 }
 
 pub fn double() -> &'static Double {
@@ -179,12 +179,4 @@ pub fn profiler_record(
         bytes.extend_from_slice(&v.to_ne_bytes());
     }
     (rec, bytes)
-}
-
-/// Where `build.rs` put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for binaries
-/// copied to another machine).
-fn doubles_dir() -> std::path::PathBuf {
-    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }

@@ -36,10 +36,7 @@ pub struct Stats {
 }
 
 pub fn path() -> PathBuf {
-    let dir = std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")));
-    dir.join("librocprofiler_sdk.so")
+    gpu_tools_testing::double_path("rocprofiler_sdk")
 }
 
 /// Opens the controls (the crate's copy of the double is loaded separately, by the test).

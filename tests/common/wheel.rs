@@ -1,8 +1,9 @@
-//! The real CUPTI libraries of NVIDIA's PyPI wheels, for the tests that run against them without a GPU. A
-//! process loads one CUPTI, so each CUDA major version has its own test binaries (`*12.rs` for CUDA 12).
+//! The real CUPTI libraries of NVIDIA's PyPI wheels, for the tests that run against them without a GPU, and the
+//! harness of those tests (`harness = false`): a check whose wheel is not installed is reported as ignored, not as
+//! passed. A process loads one CUPTI, so each CUDA major version has its own test binaries (`*12.rs` for CUDA 12).
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One wheel's library folder and what is known about the CUPTI in it.
 pub struct Wheel {
@@ -62,20 +63,10 @@ pub const CUDA12: Wheel = Wheel {
 };
 
 impl Wheel {
-    /// The wheel's library folder. Unset variable: a notice, and `None` (the caller checks nothing), except under
-    /// CI (`CI` set), whose script sets it, so its absence fails. Set, but without the wheel's libraries: the test
-    /// fails.
+    /// The wheel's library folder, from its variable; `None` when the variable is unset. A set variable naming a
+    /// folder without the wheel's libraries panics.
     pub fn dir(&self) -> Option<PathBuf> {
-        let Some(dir) = std::env::var_os(self.var) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{} is unset under CI: .ci/run installs the wheel and sets it",
-                self.var
-            );
-            eprintln!("{} is unset: real-library checks not run", self.var);
-            return None;
-        };
-        let dir = PathBuf::from(dir);
+        let dir = PathBuf::from(std::env::var_os(self.var)?);
         for file in ["libcheckpoint.so", self.cupti_file] {
             assert!(
                 dir.join(file).is_file(),
@@ -86,4 +77,126 @@ impl Wheel {
         }
         Some(dir)
     }
+
+    /// The wheel's CUPTI library file.
+    pub fn cupti(&self, dir: &Path) -> PathBuf {
+        dir.join(self.cupti_file)
+    }
+}
+
+/// One check of a wheel's real libraries.
+pub struct Check {
+    /// The test's name.
+    pub name: &'static str,
+    /// The check, given the wheel's library folder.
+    pub run: fn(&Path),
+    /// It shows what happens without a CUDA driver: ignored where one loads.
+    pub without_driver: bool,
+}
+
+/// A helper run in a child process of the test binary (for calls that may kill the process), selected by
+/// [`CHILD`] = its name; it gets the wheel's library folder.
+pub struct Child {
+    pub name: &'static str,
+    pub run: fn(&Path),
+}
+
+/// Variable that makes the test binary run one [`Child`] instead of its tests.
+pub const CHILD: &str = "GPU_TOOLS_WHEEL_CHILD";
+
+/// Variables that make an unset wheel variable a failure instead of an ignored test: CI's.
+const REQUIRED_BY: [&str; 2] = ["CI", "GPU_TOOLS_REQUIRE_WHEELS"];
+
+/// The test binary's `main`: runs `checks` with libtest's command line and output. Without the wheel (its
+/// variable unset) each check is reported as ignored, with the reason on stderr, unless `CI` or
+/// `GPU_TOOLS_REQUIRE_WHEELS` is set, where they fail; a check that needs the absence of a driver is ignored on a
+/// machine with one. `source` is the checks' file: a `#[test]` function in it would never run under this
+/// harness, so one is a failure.
+pub fn main(wheel: &Wheel, checks: &'static [Check], children: &[Child], source: &'static str) {
+    if let Ok(name) = std::env::var(CHILD) {
+        let child = children
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no child helper named {name}"));
+        let dir = wheel
+            .dir()
+            .expect("the parent test sets the wheel's variable");
+        (child.run)(&dir);
+        return;
+    }
+    let args = libtest_mimic::Arguments::from_args();
+    let dir = wheel.dir();
+    let required = REQUIRED_BY.iter().find(|v| std::env::var_os(v).is_some());
+    let driver = gpu_tools::cuda::Driver::load().is_ok();
+    if dir.is_none() {
+        match required {
+            Some(v) => eprintln!(
+                "{} is unset although {v} is set: the real-library checks fail",
+                wheel.var
+            ),
+            None => eprintln!(
+                "{} is unset: the real-library checks are ignored (docs/testing.md says how to install the wheel)",
+                wheel.var
+            ),
+        }
+    }
+    let mut trials = vec![libtest_mimic::Trial::test(
+        "every_check_is_listed",
+        move || {
+            if source
+                .lines()
+                .any(|l| l.trim_start().starts_with("#[test]"))
+            {
+                return Err(
+                    "a #[test] function in the checks' file would never run: list it in CHECKS"
+                        .into(),
+                );
+            }
+            for c in checks {
+                if !source.contains(&format!("fn {}(", c.name)) {
+                    return Err(
+                        format!("CHECKS names {}, which the file does not define", c.name).into(),
+                    );
+                }
+            }
+            Ok(())
+        },
+    )];
+    for check in checks {
+        let run = check.run;
+        let name = check.name;
+        let (trial, ignored) = match (&dir, required) {
+            (Some(dir), _) => {
+                let dir = dir.clone();
+                let trial = libtest_mimic::Trial::test(name, move || {
+                    run(&dir);
+                    Ok(())
+                });
+                (trial, check.without_driver && driver)
+            }
+            (None, Some(v)) => {
+                let message = format!("{} is unset under {v}", wheel.var);
+                (
+                    libtest_mimic::Trial::test(name, move || Err(message.into())),
+                    false,
+                )
+            }
+            (None, None) => (libtest_mimic::Trial::test(name, || Ok(())), true),
+        };
+        trials.push(trial.with_ignored_flag(ignored));
+    }
+    if driver && checks.iter().any(|c| c.without_driver) {
+        eprintln!("a CUDA driver loads here: the checks of what happens without one are ignored");
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// Runs the [`Child`] `name` in a child process of the test binary with the wheel's variable set to `dir`, and
+/// returns its output.
+pub fn run_child(wheel: &Wheel, name: &str, dir: &Path) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .env(CHILD, name)
+        .env(wheel.var, dir)
+        .output()
+        .expect("run the child helper")
 }

@@ -1,0 +1,82 @@
+//! The subcommands, one module each. A module has an `Args` struct (`clap::Args`; its doc comment is the
+//! subcommand's `--help`) and `pub fn run(args: Args) -> Outcome`.
+//!
+//! To add a subcommand: write its module here (the library does the work; the module parses, checks arguments
+//! before it acts, and prints), then add a variant to [`Command`] and an arm to [`Command::run`] and
+//! [`Command::name`]; its tests go in `tests/<name>.rs` and run the `gpu-tools` binary.
+
+mod coredump;
+mod doctor;
+mod freeze;
+mod record;
+mod replay;
+mod rocprof;
+mod trace;
+mod r#where;
+
+use clap::Subcommand;
+
+use crate::failure::Outcome;
+
+/// A subcommand and its arguments.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Doctor(doctor::Args),
+    Trace(trace::Args),
+    Where(r#where::Args),
+    Coredump(coredump::Args),
+    Freeze(freeze::Args),
+    Replay(replay::Args),
+    Record(record::Args),
+    Rocprof(rocprof::Args),
+}
+
+/// The tools' former names, each the name of an executable that ran what a subcommand runs now: `gpu-tools`
+/// called by such a name (a link to it) runs that subcommand.
+pub const ALIASES: [(&str, &str); 7] = [
+    ("cuda_trace", "trace"),
+    ("cuda_where", "where"),
+    ("cuda_coredump", "coredump"),
+    ("cuda_freeze", "freeze"),
+    ("checkpoint_replay", "replay"),
+    ("cupti_record", "record"),
+    ("rocprof_trace", "rocprof"),
+];
+
+impl Command {
+    /// Runs the subcommand.
+    pub fn run(self) -> Outcome {
+        match self {
+            Command::Doctor(args) => doctor::run(args),
+            Command::Trace(args) => trace::run(args),
+            Command::Where(args) => r#where::run(args),
+            Command::Coredump(args) => coredump::run(args),
+            Command::Freeze(args) => freeze::run(args),
+            Command::Replay(args) => replay::run(args),
+            Command::Record(args) => record::run(args),
+            Command::Rocprof(args) => rocprof::run(args),
+        }
+    }
+
+    /// The subcommand's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Doctor(_) => "doctor",
+            Command::Trace(_) => "trace",
+            Command::Where(_) => "where",
+            Command::Coredump(_) => "coredump",
+            Command::Freeze(_) => "freeze",
+            Command::Replay(_) => "replay",
+            Command::Record(_) => "record",
+            Command::Rocprof(_) => "rocprof",
+        }
+    }
+}
+
+/// The clap command of subcommand `name`, for usage errors found after parsing.
+pub fn clap_command(name: &str) -> clap::Command {
+    use clap::CommandFactory;
+    let mut cli = crate::Cli::command();
+    cli.build();
+    cli.find_subcommand(name).cloned().unwrap_or(cli)
+}

@@ -1,0 +1,267 @@
+//! The command line: the same for both backends, with each backend's own options checked against the choice.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use gpu_tools::cudbg::AttachProtocol;
+use gpu_tools::trace::env::TraceKind;
+
+/// Trace a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
+///
+/// `gpu-tools trace [OPTIONS] -- PROGRAM ARGS...` runs PROGRAM, lists every kernel, copy and set, then prints a
+/// summary per kernel (count, total, mean, min, max time). `--backend cupti` (the default where libcupti is
+/// found) runs the program with the injection library that this executable carries; `--backend debugger` uses the
+/// CUDA debugger API (launches only; it can also attach to a running process with `--attach PID`).
+///
+/// Exit code: the program's own; 128 + N when signal N ended it; 127 when the program is not found, 126 when it
+/// cannot be run; 3 when the program succeeded but the trace is incomplete (records dropped or lost); 1 when
+/// nothing could be traced (no driver, a program that never uses CUDA); 2 for a usage error.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How to trace: `cupti` (the program runs with an injected CUPTI library; default where libcupti is found) or
+    /// `debugger` (the CUDA debugger API; launches only, slower).
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+
+    /// Also write a Chrome trace (JSON) to FILE: one track per device and stream, and one per host thread; opens
+    /// in Perfetto (https://ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    pub chrome_trace: Option<PathBuf>,
+
+    /// Print only the summary, not every kernel, copy and set.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// Keep kernel names as the driver reports them (mangled C++ names).
+    #[arg(long)]
+    pub raw_names: bool,
+
+    // cupti backend
+    /// cupti: the injection library (libgpu_tools_inject.so). Default: $GPU_TOOLS_INJECT_LIB, then the one
+    /// embedded in this executable (written once to ~/.cache/gpu-tools/).
+    #[arg(long, value_name = "PATH", help_heading = "cupti backend")]
+    pub inject_lib: Option<PathBuf>,
+
+    /// cupti: record kinds to collect, comma-separated; `all` for every kind [default:
+    /// kernel,memcpy,memset,driver,runtime].
+    #[arg(
+        long,
+        value_name = "KINDS",
+        value_enum,
+        value_delimiter = ',',
+        help_heading = "cupti backend"
+    )]
+    pub kinds: Vec<KindArg>,
+
+    /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API).
+    #[arg(long, help_heading = "cupti backend")]
+    pub no_api: bool,
+
+    /// cupti: bytes of each CUPTI record buffer, suffix k or M allowed [default: 4M].
+    #[arg(long, value_name = "BYTES", help_heading = "cupti backend")]
+    pub buffer_size: Option<String>,
+
+    /// cupti: most CUPTI buffers in use at once; past it CUPTI drops records, which are reported [default: 64].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "cupti backend")]
+    pub max_buffers: Option<u32>,
+
+    /// cupti: milliseconds between flushes of completed buffers; a crash loses at most this much [default: 200].
+    #[arg(long, value_name = "MS", help_heading = "cupti backend")]
+    pub flush_ms: Option<u64>,
+
+    /// cupti: after the program exits, how long to wait for traced processes to finish their streams
+    /// [default: 5000].
+    #[arg(long, value_name = "MS", help_heading = "cupti backend")]
+    pub drain_timeout_ms: Option<u64>,
+
+    // debugger backend
+    /// debugger: how long the session busy-waits for events before it sleeps.
+    #[arg(long, value_name = "US", help_heading = "debugger backend")]
+    pub spin_us: Option<u64>,
+
+    /// debugger: keep context push/pop events (a program that pushes and pops its context per call stops twice
+    /// more per call).
+    #[arg(long, help_heading = "debugger backend")]
+    pub push_pop: bool,
+
+    /// debugger: turn launch events off (the driver then reports no launches; for measuring what events cost).
+    #[arg(long, help_heading = "debugger backend")]
+    pub defer_launches: bool,
+
+    /// debugger: make each launch wait for its kernel, so kernels get durations (ready to finished, as the session
+    /// saw them: an upper bound).
+    #[arg(long, help_heading = "debugger backend")]
+    pub blocking_launches: bool,
+    /// debugger: attach to the running CUDA process PID instead of starting a program; trace its launches until
+    /// it exits or Ctrl-C, then detach (it runs on).
+    #[arg(
+        long,
+        value_name = "PID",
+        conflicts_with = "program",
+        help_heading = "debugger backend"
+    )]
+    pub attach: Option<u32>,
+
+    /// debugger: how the attached process's driver is asked to start its debugger back end: `auto` (its attach
+    /// descriptor where it has one, CUDA 13.1 on), `call` (call cudbgApiAttach in the process), `descriptor`.
+    #[arg(
+        long,
+        value_name = "PROTOCOL",
+        value_parser = PossibleValuesParser::new(AttachProtocol::NAMES)
+            .map(|s| s.parse::<AttachProtocol>().unwrap_or_default()),
+        help_heading = "debugger backend"
+    )]
+    pub attach_protocol: Option<AttachProtocol>,
+
+    /// The program and its arguments (not with --attach).
+    #[arg(
+        required_unless_present = "attach",
+        trailing_var_arg = true,
+        value_name = "PROGRAM ARGS"
+    )]
+    pub program: Vec<String>,
+}
+
+/// A tracing backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// CUPTI activity records from an injected library.
+    Cupti,
+    /// The CUDA debugger API.
+    Debugger,
+}
+
+impl Backend {
+    /// Its name on the command line and in the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cupti => "cupti",
+            Backend::Debugger => "debugger",
+        }
+    }
+}
+
+/// A value of `--kinds`: a record kind under the crate's name for it ([`TraceKind::name`]), or `all`, as
+/// `GPU_TOOLS_TRACE_KINDS` takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindArg {
+    Kind(TraceKind),
+    All,
+}
+
+/// Every value: each kind, then `all`.
+const KIND_ARGS: [KindArg; TraceKind::ALL.len() + 1] = {
+    let mut args = [KindArg::All; TraceKind::ALL.len() + 1];
+    let mut i = 0;
+    while i < TraceKind::ALL.len() {
+        args[i] = KindArg::Kind(TraceKind::ALL[i]);
+        i += 1;
+    }
+    args
+};
+
+impl ValueEnum for KindArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KIND_ARGS
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            KindArg::Kind(k) => k.name(),
+            KindArg::All => "all",
+        }))
+    }
+}
+
+impl Args {
+    /// Kinds to collect, defaults and `--no-api` applied.
+    pub fn effective_kinds(&self) -> Vec<TraceKind> {
+        let given: Vec<TraceKind> = if self.kinds.is_empty() {
+            TraceKind::DEFAULT.to_vec()
+        } else {
+            self.kinds
+                .iter()
+                .flat_map(|k| match k {
+                    KindArg::Kind(k) => std::slice::from_ref(k),
+                    KindArg::All => &TraceKind::ALL[..],
+                })
+                .copied()
+                .collect()
+        };
+        let mut kinds: Vec<TraceKind> = Vec::new();
+        for k in given {
+            if !(kinds.contains(&k) || (self.no_api && k.is_api())) {
+                kinds.push(k);
+            }
+        }
+        kinds
+    }
+
+    /// An option of the other backend, if one was given (a usage error).
+    pub fn misplaced_option(&self, backend: Backend) -> Option<&'static str> {
+        let debugger = [
+            (self.spin_us.is_some(), "--spin-us"),
+            (self.push_pop, "--push-pop"),
+            (self.defer_launches, "--defer-launches"),
+            (self.blocking_launches, "--blocking-launches"),
+            (self.attach.is_some(), "--attach"),
+            (self.attach_protocol.is_some(), "--attach-protocol"),
+        ];
+        let cupti = [
+            (self.inject_lib.is_some(), "--inject-lib"),
+            (!self.kinds.is_empty(), "--kinds"),
+            (self.no_api, "--no-api"),
+            (self.buffer_size.is_some(), "--buffer-size"),
+            (self.max_buffers.is_some(), "--max-buffers"),
+            (self.flush_ms.is_some(), "--flush-ms"),
+            (self.drain_timeout_ms.is_some(), "--drain-timeout-ms"),
+        ];
+        let wrong: &[(bool, &'static str)] = match backend {
+            Backend::Cupti => &debugger,
+            Backend::Debugger => &cupti,
+        };
+        wrong
+            .iter()
+            .find(|(given, _)| *given)
+            .map(|(_, name)| *name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn kinds(value: &str) -> Vec<TraceKind> {
+        Cli::try_parse_from(["trace", "--kinds", value, "--", "true"])
+            .unwrap()
+            .args
+            .effective_kinds()
+    }
+
+    #[test]
+    fn kinds_take_a_list_or_all() {
+        assert_eq!(
+            kinds("kernel,memcpy"),
+            [TraceKind::Kernel, TraceKind::Memcpy]
+        );
+        assert_eq!(kinds("all"), TraceKind::ALL);
+        assert_eq!(kinds("memcpy,all"), {
+            let mut v = vec![TraceKind::Memcpy];
+            v.extend(TraceKind::ALL.iter().filter(|k| **k != TraceKind::Memcpy));
+            v
+        });
+        assert!(Cli::try_parse_from(["trace", "--kinds", "kernels", "--", "true"]).is_err());
+        // Every kind of the crate can be named.
+        for k in TraceKind::ALL {
+            assert_eq!(kinds(k.name()), [k]);
+        }
+    }
+}

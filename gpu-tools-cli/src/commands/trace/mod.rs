@@ -1,0 +1,215 @@
+//! `gpu-tools trace [OPTIONS] -- PROGRAM ARGS...`: traces a CUDA program's kernels, memory copies and sets, and
+//! the API calls they came from, then prints a summary per kernel (count, total, mean, min, max time).
+//!
+//! Two backends take the same command line and print the same summary:
+//! - `--backend cupti` (the default where libcupti is found): the program runs with the injection library
+//!   (`libgpu_tools_inject.so`, loaded by CUDA through `CUDA_INJECTION64_PATH`; see `crate::inject_lib`), which
+//!   streams CUPTI activity records back over a Unix socket. Kernels with start, end, device, context, stream and
+//!   the API call each came from; copies and sets with bytes, direction and duration.
+//! - `--backend debugger`: the CUDA debugger API, as cuda-gdb uses it. Launches only (kernel names from the
+//!   modules' ELF symbols); times only with `--blocking-launches`; every launch costs tens of microseconds.
+//!
+//! Kernel names are demangled (`void at::native::...`). `--chrome-trace FILE` writes a trace that Perfetto opens,
+//! one track per device and stream. Bad input (a program that does not exist, one that never uses CUDA, a trace
+//! file that cannot be written, no CUDA driver) is a message and a non-zero exit before the program runs where it
+//! can be known then; a program that crashes still has what was received before the crash written out.
+
+mod backend_cupti;
+mod backend_debugger;
+mod chrome;
+mod cli;
+mod model;
+mod report;
+
+use std::io::{BufWriter, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use clap::error::ErrorKind;
+
+pub use cli::Args;
+use cli::Backend;
+use model::{Demangler, Trace};
+
+use super::clap_command;
+use crate::failure::{Failure, INCOMPLETE, Outcome};
+use crate::output::OutputFile;
+
+/// What a backend produced.
+pub struct Traced {
+    pub trace: Trace,
+    /// The program's exit status, where known.
+    pub status: Option<ExitStatus>,
+}
+
+/// A program that could not be started: 127 when it does not exist, 126 when it cannot be run (as shells).
+fn spawn_failure(program: &str, e: &std::io::Error) -> Failure {
+    let code = match e.kind() {
+        std::io::ErrorKind::NotFound => 127,
+        _ => 126,
+    };
+    Failure::new(code, format!("cannot start {program}: {e}"))
+}
+
+/// A usage error of `trace`.
+fn usage(kind: ErrorKind, message: impl std::fmt::Display) -> Failure {
+    Failure::usage(clap_command("trace"), kind, message)
+}
+
+/// The backend asked for, or the default: cupti where libcupti loads.
+fn choose_backend(args: &Args) -> Backend {
+    // Only the debugger backend attaches to a running process.
+    if args.attach.is_some() && args.backend.is_none() {
+        return Backend::Debugger;
+    }
+    args.backend
+        .unwrap_or_else(|| match gpu_tools::cupti::CuptiLibrary::load() {
+            Ok(_) => Backend::Cupti,
+            Err(e) => {
+                log::info!("no CUPTI, using the debugger backend: {e}");
+                Backend::Debugger
+            }
+        })
+}
+
+/// The program must exist and be executable (127 and 126 otherwise, as shells), checked before any backend starts.
+/// Returns the file that will run.
+fn check_program(program: &str) -> Result<PathBuf, Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    if !program.contains('/') {
+        return which::which(program)
+            .map_err(|_| Failure::new(127, format!("cannot start {program}: not found in PATH")));
+    }
+    let path = Path::new(program);
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            Failure::new(127, format!("cannot start {program}: not found"))
+        }
+        _ => spawn_failure(program, &e),
+    })?;
+    if meta.is_dir() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(Failure::new(
+            126,
+            format!("cannot start {program}: not an executable file"),
+        ));
+    }
+    Ok(path.to_path_buf())
+}
+
+/// The cupti backend needs the CUDA driver: without one the injection library is never loaded and no record can
+/// come, whatever the program does.
+fn check_driver() -> Result<(), Failure> {
+    gpu_tools::cuda::Driver::load().map(drop).map_err(|e| {
+        Failure::new(
+            1,
+            format!(
+                "the CUDA driver is not installed here, and the cupti backend needs it (the program was not run): \
+                 {e}"
+            ),
+        )
+    })
+}
+
+pub fn run(args: Args) -> Outcome {
+    // Checked here: clap skips `requires` on an option whose requirement conflicts with the program given.
+    if args.attach_protocol.is_some() && args.attach.is_none() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--attach-protocol applies only with --attach PID",
+        ));
+    }
+    if let Some(program) = args.program.first() {
+        check_program(program)?;
+    }
+    if let Some(pid) = args.attach {
+        crate::pid::check(pid)?;
+    }
+    let backend = choose_backend(&args);
+    if let Some(option) = args.misplaced_option(backend) {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            format!("{option} does not apply to the {} backend", backend.name()),
+        ));
+    }
+    if let Some(size) = &args.buffer_size {
+        gpu_tools::trace::env::parse_size(size).map_err(|e| {
+            usage(
+                ErrorKind::ValueValidation,
+                format!("invalid value '{size}' for '--buffer-size <BYTES>': {e}"),
+            )
+        })?;
+    }
+    if backend == Backend::Cupti {
+        check_driver()?;
+    }
+    // Fail before the program runs if the trace cannot be written; nothing is written if no trace comes.
+    let chrome_file = args
+        .chrome_trace
+        .as_deref()
+        .map(|path| OutputFile::create(path, "the Chrome trace"))
+        .transpose()?;
+    let mut demangler = Demangler::new(args.raw_names);
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = match backend {
+        Backend::Cupti => backend_cupti::run(&args, &mut demangler),
+        Backend::Debugger => backend_debugger::run(&args, &mut demangler, &mut out),
+    };
+    let traced = match result {
+        Ok(t) => t,
+        Err(f) => {
+            let _ = out.flush();
+            return Err(f);
+        }
+    };
+    let trace = &traced.trace;
+    if !args.quiet && backend == Backend::Cupti {
+        report::listing(trace, &mut out).map_err(Failure::stdout)?;
+    }
+    report::summary(trace, backend.name(), &mut out).map_err(Failure::stdout)?;
+    out.flush().map_err(Failure::stdout)?;
+    drop(out);
+    // A run in which no process was traced failed: it leaves no trace file.
+    if let Some(file) = chrome_file.filter(|_| !trace.processes.is_empty()) {
+        let document = chrome::build(trace);
+        file.write_with(|w| document.write_to(w))?;
+    }
+    for w in &trace.warnings {
+        eprintln!("gpu-tools trace: {w}");
+    }
+    let dropped = trace.dropped_total();
+    if dropped > 0 {
+        eprintln!(
+            "gpu-tools trace: {dropped} activity records were dropped (CUPTI's buffers were full); raise \
+             --buffer-size or --max-buffers"
+        );
+    }
+    let incomplete = dropped > 0
+        || trace.processes.is_empty()
+        || trace
+            .processes
+            .iter()
+            .any(|p| !p.ended || p.stream_errors > 0);
+    // The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that
+    // was left running has none: the trace ended as asked.
+    let code = match traced.status {
+        None if args.attach.is_some() => 0,
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => u8::try_from(code).unwrap_or(1),
+            (None, Some(signal)) => {
+                eprintln!("gpu-tools trace: the program was ended by signal {signal}");
+                u8::try_from(128 + signal).unwrap_or(1)
+            }
+            (None, None) => 1,
+        },
+        None => 1,
+    };
+    if code == 0 && incomplete {
+        if trace.processes.is_empty() {
+            return Ok(1);
+        }
+        return Ok(INCOMPLETE);
+    }
+    Ok(code)
+}

@@ -1,0 +1,65 @@
+//! How a subcommand fails: a message for the user and an exit code, or a usage error that clap prints with the
+//! subcommand's usage line.
+//!
+//! Exit codes across the tool (README.md, "Exit codes"): 0 success; 1 the job could not be done (the message says
+//! why); 2 a usage error; 3 the job ran but its result is incomplete or a check failed (`trace`: records lost;
+//! `replay`: the replays differed); `trace` also exits with the traced program's own code, 126 and 127 when the
+//! program cannot be run or is not found (as shells), and 128 + N when signal N ended it.
+
+use std::fmt::Display;
+
+/// A subcommand's failure.
+#[derive(Debug)]
+pub enum Failure {
+    /// A message and an exit code.
+    Message { code: u8, message: String },
+    /// A usage error found after parsing (options that conflict in a way clap cannot express), printed by clap.
+    Usage(clap::Error),
+}
+
+/// Exit code of a job that ran but whose result is incomplete, or whose check failed.
+pub const INCOMPLETE: u8 = 3;
+
+impl Failure {
+    /// A failure with exit code `code`.
+    pub fn new(code: u8, message: impl Into<String>) -> Self {
+        Failure::Message {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The job could not be done (exit code 1); the message is the error's `Display` text.
+    pub fn error(e: impl Display) -> Self {
+        Failure::new(1, e.to_string())
+    }
+
+    /// A usage error of subcommand `command` (exit code 2, with its usage line).
+    pub fn usage(
+        mut command: clap::Command,
+        kind: clap::error::ErrorKind,
+        message: impl Display,
+    ) -> Self {
+        Failure::Usage(command.error(kind, message))
+    }
+
+    /// Writing to standard output failed.
+    pub fn stdout(e: std::io::Error) -> Self {
+        Failure::new(1, format!("cannot write the output: {e}"))
+    }
+}
+
+impl From<gpu_tools::Error> for Failure {
+    fn from(e: gpu_tools::Error) -> Self {
+        Failure::error(e)
+    }
+}
+
+impl From<gpu_tools::LoadError> for Failure {
+    fn from(e: gpu_tools::LoadError) -> Self {
+        Failure::error(e)
+    }
+}
+
+/// What a subcommand returns: its exit code, or why it failed.
+pub type Outcome = Result<u8, Failure>;

@@ -1,0 +1,176 @@
+//! The command line as a whole: every subcommand describes itself and exits 2 on a bad argument, the tools'
+//! former names still run their subcommand, and errors are the `Display` text of the library's errors.
+
+use std::process::{Command, Output};
+
+const SUBCOMMANDS: [&str; 8] = [
+    "doctor", "trace", "where", "coredump", "freeze", "replay", "record", "rocprof",
+];
+
+fn gpu_tools(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(args)
+        .output()
+        .expect("run gpu-tools")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn the_top_level_help_lists_every_subcommand() {
+    let out = gpu_tools(&["--help"]);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for sub in SUBCOMMANDS {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{sub} "))),
+            "{sub} is not listed:\n{help}"
+        );
+    }
+    let none = gpu_tools(&[]);
+    assert_eq!(none.status.code(), Some(2), "a subcommand is required");
+}
+
+#[test]
+fn every_subcommand_describes_itself() {
+    let description = "GPU tools on the command line";
+    let mut abouts = Vec::new();
+    for sub in SUBCOMMANDS {
+        let out = gpu_tools(&[sub, "--help"]);
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{sub}: {}", text(&out.stderr));
+        assert!(
+            help.contains(&format!("Usage: gpu-tools {sub}")),
+            "{sub}: {help}"
+        );
+        let about = help.lines().next().unwrap_or_default().to_string();
+        assert!(
+            !about.is_empty() && !about.starts_with(description) && !about.starts_with("Usage"),
+            "{sub} opens with {about:?}"
+        );
+        abouts.push(about);
+    }
+    abouts.sort();
+    abouts.dedup();
+    assert_eq!(abouts.len(), SUBCOMMANDS.len(), "each its own: {abouts:?}");
+}
+
+#[test]
+fn a_bad_argument_exits_2_with_the_subcommands_usage() {
+    for sub in SUBCOMMANDS {
+        let out = gpu_tools(&[sub, "--no-such-option"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sub}: {stderr}");
+        assert!(
+            stderr.contains(&format!("Usage: gpu-tools {sub}")),
+            "{sub}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_former_names_run_their_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sub) in [
+        ("cuda_trace", "trace"),
+        ("cuda_where", "where"),
+        ("cuda_coredump", "coredump"),
+        ("cuda_freeze", "freeze"),
+        ("checkpoint_replay", "replay"),
+        ("cupti_record", "record"),
+        ("rocprof_trace", "rocprof"),
+    ] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gpu-tools"), &link).unwrap();
+        let out = Command::new(&link).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{name}");
+        assert!(
+            text(&out.stdout).contains(&format!("Usage: gpu-tools {sub}")),
+            "{name}: {}",
+            text(&out.stdout)
+        );
+    }
+    // Under its own name, or any other, it is the whole tool.
+    let other = dir.path().join("my-gpu-tools");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gpu-tools"), &other).unwrap();
+    let out = Command::new(&other).arg("--help").output().unwrap();
+    assert!(text(&out.stdout).contains("Usage: gpu-tools <COMMAND>"));
+}
+
+#[test]
+fn doctor_reports_every_api_and_exits_0_without_a_gpu() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["doctor", "--json"])
+        .env("XDG_CACHE_HOME", cache.path())
+        .env_remove("GPU_TOOLS_INJECT_LIB")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let apis: Vec<&str> = report["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["api"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        apis,
+        [
+            "CUPTI checkpoint",
+            "CUPTI",
+            "CUDA debugger API",
+            "CUDA driver",
+            "rocprofiler v2"
+        ]
+    );
+    // The injection library `trace` would use: the embedded one, written to the cache.
+    let injection = &report["injection_library"];
+    assert_eq!(injection["found"], true, "{injection}");
+    let detail = injection["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(&cache.path().join("gpu-tools").display().to_string())
+            && detail.ends_with("(embedded in gpu-tools)"),
+        "{detail}"
+    );
+    let table = gpu_tools(&["doctor", "--verbose"]);
+    assert!(table.status.success());
+    assert!(text(&table.stdout).contains("Injection library (trace --backend cupti): "));
+}
+
+#[test]
+fn commands_that_need_a_gpu_fail_readably_without_one() {
+    // The library's load errors, as text: the library and every place searched, never Rust's Debug form.
+    let dir = tempfile::tempdir().unwrap();
+    let trace_file = dir.path().join("t.json");
+    let replay_file = dir.path().join("r.json");
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["rocprof", "--output", trace_file.to_str().unwrap()],
+            "gpu-tools rocprof: rocprofiler v2 (librocprofiler64.so.2) not loaded; tried ",
+        ),
+        (
+            &["replay", "--json", replay_file.to_str().unwrap()],
+            "gpu-tools replay: CUDA driver (libcuda.so.1) not loaded; tried ",
+        ),
+    ];
+    for (args, start) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(args)
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.starts_with(start), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("NotFound {"),
+            "Display, not Debug: {stderr}"
+        );
+    }
+    // Nothing half-written: a run that failed leaves no file, not even an empty one.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -1,0 +1,702 @@
+//! `gpu-tools trace --backend cupti` end to end without a GPU: the traced program is this test binary run again as
+//! a stand-in for a CUDA program with the injection library. It connects to the socket `gpu-tools trace` names in
+//! `GPU_TOOLS_TRACE_SOCKET` and streams records in the crate's format, as the library does, for each scenario of
+//! the `STANDIN` variable: a normal run, dropped records, a crash, a program that never uses CUDA, two processes, a
+//! forked child that keeps the connection open, a corrupt stream. Checks the listing, the summary, the Chrome trace
+//! and the exit code of each; then the checks made before the program runs (the program, the driver, the trace
+//! file, the options) and the embedded injection library.
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpu_tools::trace::*;
+
+const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
+
+const FILL: &str = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_";
+const FILL_DEMANGLED: &str = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, \
+                              std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+
+/// `gpu-tools trace` with the CUDA driver double, so that the cupti backend's driver check passes here.
+fn gpu_tools_trace() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-tools"));
+    c.arg("trace")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            gpu_tools_testing::double_path("cuda_driver"),
+        )
+        .env_remove("GPU_TOOLS_INJECT_LIB");
+    c
+}
+
+/// Runs `gpu-tools trace ARGS -- <this binary as stand-in> SCENARIO`.
+fn trace(scenario: &str, args: &[&str]) -> Output {
+    let me = std::env::current_exe().unwrap();
+    let t0 = Instant::now();
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--inject-lib"])
+        .arg(&me)
+        .args(args)
+        .arg("--")
+        .arg(&me)
+        .args([
+            "standin",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(STANDIN, scenario)
+        .output()
+        .expect("run gpu-tools trace");
+    println!(
+        "scenario {scenario}: {} in {:.2} s\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        t0.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn kernel(name: &str, start: u64, stream: u32, correlation: u32) -> Record {
+    Record::Kernel(KernelRecord {
+        start,
+        end: start + 2_000,
+        device: 0,
+        context: 1,
+        stream,
+        correlation,
+        grid_id: u64::from(correlation),
+        grid: [2, 1, 1],
+        block: [32, 1, 1],
+        static_shared: 0,
+        dynamic_shared: 0,
+        registers: 16,
+        graph_id: 0,
+        graph_node_id: 0,
+        name: Arc::from(name),
+    })
+}
+
+fn api(name: &str, domain: ApiDomain, start: u64, correlation: u32) -> Record {
+    Record::Api(ApiRecord {
+        start,
+        end: start + 500,
+        domain,
+        cbid: 1,
+        name: Arc::from(name),
+        correlation,
+        process: std::process::id(),
+        thread: 77,
+        return_value: 0,
+    })
+}
+
+/// What a traced process sends in the normal scenario: 3 kernels of 2 names on 2 streams, a copy, a set, the API
+/// calls of all of them.
+fn workload(base: u64) -> Vec<Record> {
+    vec![
+        api("cudaLaunchKernel", ApiDomain::Runtime, base, 1),
+        api("cuLaunchKernel", ApiDomain::Driver, base + 100, 1),
+        kernel(FILL, base + 1_000, 7, 1),
+        api("cudaLaunchKernel", ApiDomain::Runtime, base + 200, 2),
+        kernel(FILL, base + 4_000, 7, 2),
+        api("cuLaunchKernel", ApiDomain::Driver, base + 300, 3),
+        kernel("add_one", base + 5_000, 13, 3),
+        api("cudaMemcpyAsync", ApiDomain::Runtime, base + 400, 4),
+        Record::Memcpy(MemcpyRecord {
+            start: base + 9_000,
+            end: base + 10_000,
+            device: 0,
+            context: 1,
+            stream: 13,
+            correlation: 4,
+            bytes: 65536,
+            kind: CopyKind::HtoD,
+            src: MemoryKind::Pinned,
+            dst: MemoryKind::Device,
+            is_async: true,
+        }),
+        Record::Memset(MemsetRecord {
+            start: base + 11_000,
+            end: base + 11_500,
+            device: 0,
+            context: 1,
+            stream: 13,
+            correlation: 5,
+            bytes: 1 << 20,
+            value: 0x5a,
+            memory: MemoryKind::Device,
+            is_async: true,
+        }),
+    ]
+}
+
+/// A stand-in traced process: one connection, records, and (unless it crashes) the end record.
+struct Sender {
+    sock: UnixStream,
+    enc: Encoder,
+}
+
+impl Sender {
+    fn connect() -> Sender {
+        let path = std::env::var_os(env::SOCKET).expect("gpu-tools trace sets the socket");
+        assert!(
+            std::env::var_os(env::CUDA_INJECTION).is_some(),
+            "gpu-tools trace sets CUDA_INJECTION64_PATH"
+        );
+        assert_eq!(
+            std::env::var(env::KINDS).as_deref(),
+            Ok("kernel,memcpy,memset,driver,runtime"),
+            "default kinds"
+        );
+        let sock = UnixStream::connect(path).expect("connect");
+        let pid = std::process::id();
+        let mut enc = Encoder::new(&StreamHeader::new(pid, 130001, TimestampClock::Monotonic));
+        enc.push(&Record::ProcessStart(ProcessStart {
+            pid,
+            parent_pid: 1,
+            time: 0,
+            command: "standin".into(),
+        }));
+        Sender { sock, enc }
+    }
+
+    fn send(&mut self, records: &[Record]) {
+        for r in records {
+            self.enc.push(r);
+        }
+        self.sock.write_all(self.enc.bytes()).expect("send");
+        self.enc.clear();
+    }
+
+    fn end(mut self) {
+        let records = self.enc.records();
+        self.send(&[Record::ProcessEnd(ProcessEnd {
+            time: 99_000_000,
+            reason: EndReason::Exit,
+            records,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        })]);
+    }
+}
+
+/// The stand-in program (run only by the tests below, through `gpu-tools trace`).
+#[test]
+#[ignore = "a stand-in traced program, run by the other tests"]
+fn standin() {
+    let Ok(scenario) = std::env::var(STANDIN) else {
+        return;
+    };
+    match scenario.as_str() {
+        "normal" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            s.end();
+        }
+        "dropped" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            s.send(&[Record::Dropped(DroppedRecords {
+                context: 1,
+                stream: 7,
+                count: 42,
+            })]);
+            s.end();
+        }
+        "crash" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            std::process::abort();
+        }
+        "nocuda" => println!("not using CUDA"),
+        // What the tracer set, on stdout, for the tests of its options; then no CUDA.
+        "environment" => {
+            for var in [env::KINDS, env::CUDA_INJECTION] {
+                println!("{var}={}", std::env::var(var).unwrap_or_default());
+            }
+        }
+        "two" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            let me = std::env::current_exe().unwrap();
+            let status = Command::new(me)
+                .args(["standin", "--exact", "--ignored", "--test-threads=1"])
+                .env(STANDIN, "normal")
+                .status()
+                .unwrap();
+            assert!(status.success());
+            s.end();
+        }
+        "lingering-child" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            // A child that keeps a copy of the connection open after this process is gone (10 s), and never sends
+            // an end record: the tracer must not wait for it past its drain timeout.
+            // SAFETY: the child only sleeps and exits without running exit handlers.
+            if unsafe { libc::fork() } == 0 {
+                // Not the test's output pipes, only the trace connection stays open.
+                // SAFETY: closes this child's copies of stdout and stderr.
+                unsafe {
+                    libc::close(1);
+                    libc::close(2);
+                }
+                std::thread::sleep(Duration::from_secs(10));
+                // SAFETY: leaves the child at once.
+                unsafe { libc::_exit(0) };
+            }
+            // The parent dies without its end record (as a crash would).
+            // SAFETY: leaves at once.
+            unsafe { libc::_exit(0) };
+        }
+        "garbage" => {
+            let path = std::env::var_os(env::SOCKET).unwrap();
+            let mut sock = UnixStream::connect(path).unwrap();
+            sock.write_all(b"NOTATRACE-STREAM").unwrap();
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+#[test]
+fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let chrome = dir.path().join("trace.json");
+    let out = trace("normal", &["--chrome-trace", chrome.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "exit code");
+    // Listing: demangled names, ids, the API call of each (runtime wins over the driver call it made).
+    let kernels: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("kernel  "))
+        .collect();
+    assert_eq!(kernels.len(), 3, "{stdout}");
+    assert!(
+        kernels[0].contains(FILL_DEMANGLED) && kernels[0].contains("stream 7"),
+        "{}",
+        kernels[0]
+    );
+    assert!(
+        kernels[0].ends_with("from cudaLaunchKernel"),
+        "{}",
+        kernels[0]
+    );
+    assert!(kernels[0].contains("dur 2.000 us"), "{}", kernels[0]);
+    assert!(
+        kernels[2].contains("add_one") && kernels[2].ends_with("from cuLaunchKernel"),
+        "{}",
+        kernels[2]
+    );
+    assert!(
+        stdout.contains("memcpy  HtoD  65536 bytes")
+            && stdout.contains("pinned -> device async  from cudaMemcpyAsync"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("memset  1048576 bytes") && stdout.contains("value 0x5a"),
+        "{stdout}"
+    );
+    // Summary: counts, and per kernel count, total, mean, min, max.
+    assert!(
+        stdout.contains(
+            "--- summary (backend cupti): 1 process, 3 kernels, 1 memcpys, 1 memsets, 5 API calls, 0 dropped records"
+        ),
+        "{stdout}"
+    );
+    let fill_row = stdout
+        .lines()
+        .find(|l| l.ends_with(FILL_DEMANGLED) && !l.starts_with("kernel"))
+        .expect("summary row of the fill kernel");
+    let cols: Vec<&str> = fill_row.split_whitespace().take(5).collect();
+    assert_eq!(
+        cols,
+        ["2", "4.000", "2.000", "2.000", "2.000"],
+        "{fill_row}"
+    );
+    // The Chrome trace: valid JSON with GPU and stream tracks, kernel/copy/set/API categories and flows.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&chrome).unwrap()).expect("valid JSON");
+    let events = json["traceEvents"].as_array().expect("traceEvents");
+    let named = |what: &str, name: &str| {
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["name"] == what && e["args"]["name"] == name)
+    };
+    assert!(named("process_name", "GPU 0"));
+    assert!(named("thread_name", "stream 7") && named("thread_name", "stream 13"));
+    let count = |cat: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat)
+            .count()
+    };
+    assert_eq!(
+        (
+            count("kernel"),
+            count("gpu_memcpy"),
+            count("gpu_memset"),
+            count("cuda_runtime"),
+            count("cuda_driver")
+        ),
+        (3, 1, 1, 3, 2)
+    );
+    let k = events
+        .iter()
+        .find(|e| e["cat"] == "kernel" && e["name"] == FILL_DEMANGLED)
+        .expect("kernel event");
+    assert_eq!(k["dur"], 2.0);
+    assert_eq!(k["args"]["api"], "cudaLaunchKernel");
+    let flows = events.iter().filter(|e| e["ph"] == "s").count();
+    assert_eq!(
+        flows, 4,
+        "one arrow per kernel, copy and set with a known API call (not the set)"
+    );
+    assert_eq!(
+        entries(dir.path()),
+        ["trace.json"],
+        "no temporary file left"
+    );
+}
+
+/// The names in a folder, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn dropped_records_are_reported_with_a_nonzero_exit() {
+    let out = trace("dropped", &["--quiet"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stdout).contains("42 dropped records"));
+    assert!(text(&out.stderr).contains("42 activity records were dropped"));
+}
+
+#[test]
+fn a_crash_keeps_what_came_before_and_exits_with_the_signal() {
+    let out = trace("crash", &["--quiet"]);
+    assert_eq!(out.status.code(), Some(128 + 6), "SIGABRT");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("3 kernels, 1 memcpys, 1 memsets"),
+        "{stdout}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("ended without finishing its stream"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ended by signal 6"), "{stderr}");
+}
+
+#[test]
+fn a_program_that_never_uses_cuda_is_a_clear_error_and_writes_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let chrome = dir.path().join("trace.json");
+    let out = trace(
+        "nocuda",
+        &["--quiet", "--chrome-trace", chrome.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no traced process connected"));
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+#[test]
+fn every_process_that_uses_cuda_is_traced() {
+    let out = trace("two", &["--quiet"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("2 processes, 6 kernels"));
+}
+
+#[test]
+fn a_stream_kept_open_by_a_child_does_not_hang_the_tracer() {
+    let t0 = Instant::now();
+    let out = trace("lingering-child", &["--quiet", "--drain-timeout-ms", "700"]);
+    assert!(t0.elapsed() < Duration::from_secs(20), "bounded wait");
+    assert_eq!(out.status.code(), Some(3), "incomplete trace");
+    assert!(text(&out.stdout).contains("3 kernels"));
+    assert!(text(&out.stderr).contains("had not finished its stream"));
+}
+
+#[test]
+fn a_corrupt_stream_is_reported() {
+    let out = trace("garbage", &["--quiet"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        text(&out.stderr).contains("not a gpu-tools trace stream"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn an_unwritable_trace_file_fails_before_the_program_runs() {
+    for (path, why) in [
+        ("/nonexistent-dir/trace.json", "No such file or directory"),
+        ("/", "it is a folder"),
+    ] {
+        let out = trace("normal", &["--chrome-trace", path]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "gpu-tools trace: cannot write the Chrome trace {path}: "
+            )) && stderr.contains(why),
+            "{stderr}"
+        );
+        assert!(
+            !text(&out.stdout).contains("--- summary"),
+            "the program did not run"
+        );
+    }
+}
+
+#[test]
+fn a_missing_or_unrunnable_program_is_a_clear_error() {
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stderr).contains("cannot start /nonexistent/program: not found"));
+    let out = gpu_tools_trace()
+        .args(["--", "no-such-program-in-path"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        text(&out.stderr).contains("cannot start no-such-program-in-path: not found in PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, b"#!/bin/sh\n").unwrap();
+    for program in [plain.as_path(), dir.path()] {
+        let out = gpu_tools_trace().arg("--").arg(program).output().unwrap();
+        assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("not an executable file"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn without_a_driver_the_cupti_backend_says_so_and_does_not_run_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["trace", "--backend", "cupti", "--", "touch"])
+        .arg(&marker)
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpu-tools trace: the CUDA driver is not installed here, and the cupti backend needs it (the program \
+             was not run): CUDA driver (libcuda.so.1) not loaded; tried "
+        ),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program did not run");
+}
+
+#[test]
+fn a_missing_injection_library_is_named() {
+    let out = gpu_tools_trace()
+        .args([
+            "--backend",
+            "cupti",
+            "--inject-lib",
+            "/nonexistent/libgpu_tools_inject.so",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("the injection library /nonexistent/libgpu_tools_inject.so does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--", "true"])
+        .env("GPU_TOOLS_INJECT_LIB", "/nonexistent/lib.so")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("$GPU_TOOLS_INJECT_LIB names /nonexistent/lib.so, which does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// With nothing named, the library embedded in `gpu-tools` is written to the user's cache folder once and handed
+/// to the program.
+#[test]
+fn the_embedded_injection_library_is_written_to_the_cache_and_used() {
+    let cache = tempfile::tempdir().unwrap();
+    let me = std::env::current_exe().unwrap();
+    let run = || {
+        let out = gpu_tools_trace()
+            .args(["--backend", "cupti", "--"])
+            .arg(&me)
+            .args([
+                "standin",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(STANDIN, "environment")
+            .env("XDG_CACHE_HOME", cache.path())
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{}=", env::CUDA_INJECTION)))
+            .unwrap_or_else(|| panic!("the program saw no injection library: {stdout}"))
+            .to_string();
+        PathBuf::from(line)
+    };
+    let lib = run();
+    assert!(
+        lib.starts_with(cache.path().join("gpu-tools")),
+        "{}",
+        lib.display()
+    );
+    let bytes = std::fs::read(&lib).unwrap();
+    assert!(bytes.starts_with(b"\x7fELF"), "a shared object");
+    // A damaged copy is replaced before use; an intact one is used as it is.
+    std::fs::write(&lib, b"damaged").unwrap();
+    assert_eq!(run(), lib);
+    assert_eq!(std::fs::read(&lib).unwrap(), bytes);
+    assert_eq!(entries(&cache.path().join("gpu-tools")).len(), 1);
+}
+
+#[test]
+fn kinds_take_all() {
+    let me = std::env::current_exe().unwrap();
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--kinds", "all", "--inject-lib"])
+        .arg(&me)
+        .arg("--")
+        .arg(&me)
+        .args([
+            "standin",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(STANDIN, "environment")
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "{}=kernel,memcpy,memset,sync,driver,runtime,overhead",
+            env::KINDS
+        )),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--kinds", "kernels", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid value 'kernels' for '--kinds <KINDS>'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn options_of_the_other_backend_are_usage_errors() {
+    let out = gpu_tools_trace()
+        .args(["--backend", "debugger", "--no-api", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--no-api does not apply to the debugger backend"));
+    assert!(
+        text(&out.stderr).contains("Usage: gpu-tools trace"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--buffer-size", "lots", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid value 'lots' for '--buffer-size <BYTES>'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn an_attach_protocol_without_attach_is_a_usage_error() {
+    let out = gpu_tools_trace()
+        .args(["--attach-protocol", "call", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--attach-protocol applies only with --attach PID"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = gpu_tools_trace()
+        .args(["--attach", "1", "--attach-protocol", "fd"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("[possible values: auto, call, descriptor]"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn attaching_to_a_missing_process_is_a_clear_error() {
+    let gone = gpu_tools_testing::process::vanished_pid();
+    let out = gpu_tools_trace()
+        .args(["--attach", &gone.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!("gpu-tools trace: no process {gone}\n")
+    );
+}

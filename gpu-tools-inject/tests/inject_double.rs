@@ -1,0 +1,444 @@
+//! The injection library (`libgpu_tools_inject.so`) end to end without a GPU: a child process (this test binary
+//! run again) opens the library, calls its `InitializeInjection` as CUDA would, with the CUDA driver and CUPTI
+//! doubles named by `GPU_TOOLS_CUDA_DRIVER_LIB` / `GPU_TOOLS_CUPTI_LIB`, makes the CUPTI double write records, and
+//! exits; the test listens on the socket the child's environment names and checks the stream: every record, the
+//! flush at context destruction, the flush at exit, a forked child that writes nothing, the refusal without a
+//! driver. Building this test builds the library too (the crate's `rlib` type makes cargo build its `cdylib`).
+
+#[path = "../../tests/common/cupti.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use gpu_tools::trace::*;
+
+const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
+const CONCURRENT_KERNEL: u32 = 10;
+
+fn library() -> PathBuf {
+    gpu_tools_testing::inject_lib()
+}
+
+/// What the parent got from one child run.
+struct Run {
+    records: Vec<Record>,
+    errors: Vec<WireError>,
+    status: std::process::ExitStatus,
+    stdout: String,
+}
+
+/// Runs the child scenario with the library's environment and collects its stream. `talk` gets the child's
+/// stdin and the records read so far whenever the child prints a line `WAIT`, and answers it.
+fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool) -> Run {
+    // Refuses a missing or stale library here, with its message, rather than as a child that never connects.
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-{scenario}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(SCENARIO, scenario)
+    .env(env::SOCKET, &socket)
+    .env(env::FLUSH_MS, "50")
+    .env(env::LOG, "debug")
+    .env(
+        "GPU_TOOLS_CUDA_DRIVER_LIB",
+        common::double_path("cuda_driver"),
+    )
+    .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The child connects from InitializeInjection; the stream is read on a thread into a shared list.
+    let records = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new())));
+    let r = std::sync::Arc::clone(&records);
+    listener.set_nonblocking(true).unwrap();
+    let reader = std::thread::spawn(move || {
+        // Bounded waits: a child that never connects, or never ends its stream, fails the test instead of
+        // hanging it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let conn = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(_) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => panic!("the library did not connect: {e}"),
+            }
+        };
+        conn.set_nonblocking(false).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        for item in StreamReader::new(conn) {
+            let mut g = r.lock().unwrap();
+            match item {
+                Ok(rec) => g.0.push(rec),
+                Err(e) => g.1.push(e),
+            }
+        }
+    });
+    let mut out = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if line == "WAIT" {
+            // Give the stream a moment to arrive, then let the child go on.
+            let mut ok = false;
+            for _ in 0..100 {
+                if talk(&records.lock().unwrap().0) {
+                    ok = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            writeln!(stdin, "{}", if ok { "seen" } else { "not seen" }).unwrap();
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (records, errors) = std::mem::take(&mut *records.lock().unwrap());
+    println!("scenario {scenario}: {status}\n{out}records {records:#?}\nerrors {errors:?}");
+    Run {
+        records,
+        errors,
+        status,
+        stdout: out,
+    }
+}
+
+fn kernels(records: &[Record]) -> Vec<&KernelRecord> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Kernel(k) => Some(k),
+            _ => None,
+        })
+        .collect()
+}
+
+fn end(records: &[Record]) -> Option<&ProcessEnd> {
+    records.iter().find_map(|r| match r {
+        Record::ProcessEnd(e) => Some(e),
+        _ => None,
+    })
+}
+
+/// Waits for the parent's answer to a `WAIT` line.
+fn wait_for_parent() -> String {
+    println!("WAIT");
+    std::io::stdout().flush().unwrap();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).unwrap();
+    answer.trim().to_string()
+}
+
+/// The child side: a stand-in CUDA program with the library injected.
+#[test]
+#[ignore = "the child process of the other tests"]
+fn child() {
+    let Ok(scenario) = std::env::var(SCENARIO) else {
+        return;
+    };
+    let lib_path = library();
+    // SAFETY: the library's initialisers only set up Rust statics.
+    let lib = unsafe { libloading::Library::new(&lib_path) }.expect("dlopen the library");
+    // SAFETY: `int InitializeInjection(void)`, as CUDA calls it.
+    let init =
+        unsafe { lib.get::<unsafe extern "C" fn() -> i32>(b"InitializeInjection\0") }.unwrap();
+    // SAFETY: no arguments; CUDA would call it from cuInit.
+    let rc = unsafe { init() };
+    println!("InitializeInjection returned {rc}");
+    if scenario == "no-driver" {
+        return;
+    }
+    assert_eq!(rc, 1);
+    let d = common::double();
+    let kernel = |start: u64, corr: u32| {
+        d.kernel(
+            CONCURRENT_KERNEL,
+            start,
+            start + 100,
+            (0, 1, 7),
+            corr,
+            c"_Z4stepv",
+            (1, 1, 1),
+            (32, 1, 1),
+        )
+    };
+    match scenario.as_str() {
+        "exit" => {
+            for i in 0..50u32 {
+                assert_eq!(kernel(1000 + u64::from(i) * 200, i + 1), 1);
+            }
+            assert_eq!(d.memcpy(1, true, 4096, 20_000, 20_100, 7, 100), 1);
+            assert_eq!(d.memset(0x5a, 1 << 20, 20_200, 20_300, 7, 101), 1);
+            // Nothing flushed by hand: the exit handler must deliver all of it.
+        }
+        "context-destroy" => {
+            assert_eq!(kernel(1000, 1), 1);
+            // The library flushes completed buffers when a context is about to be destroyed.
+            let fired = d.resource(
+                gpu_tools::sys::cupti::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
+                0x1000,
+                0,
+                None,
+            );
+            assert!(fired, "the library subscribed to resource callbacks");
+            assert_eq!(wait_for_parent(), "seen", "the kernel arrived before exit");
+        }
+        "periodic" => {
+            assert_eq!(kernel(1000, 1), 1);
+            // Only the periodic flush (50 ms) can deliver it while this process waits.
+            assert_eq!(
+                wait_for_parent(),
+                "seen",
+                "the periodic flush delivered the kernel"
+            );
+            assert_eq!(kernel(2000, 2), 1);
+            // A crash now: no exit handler; the second kernel may be lost, the first is not.
+            std::process::abort();
+        }
+        "segv" => {
+            assert_eq!(kernel(1000, 1), 1);
+            assert_eq!(kernel(2000, 2), 1);
+            // A real fault right after the last launch (no flush since): a read of a page with no access.
+            // SAFETY: maps one inaccessible page; reading it faults, which is the point of this scenario.
+            unsafe {
+                let page = libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(page, libc::MAP_FAILED);
+                std::ptr::read_volatile(page.cast::<u8>());
+            }
+            unreachable!("the read faults");
+        }
+        "fork" => {
+            assert_eq!(kernel(1000, 1), 1);
+            // SAFETY: the child only exits (running the exit handlers, as a forked child of a traced program would).
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: exit runs the atexit handlers, the library's among them; they must do nothing here.
+                unsafe { libc::exit(0) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child forked above.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            println!("forked child exited with {status}");
+            assert_eq!(kernel(2000, 2), 1);
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+#[test]
+fn records_reach_the_tracer_at_exit_with_a_complete_count() {
+    let r = run("exit", &[], |_| true);
+    assert!(r.status.success(), "child failed");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert!(
+        matches!(r.records.first(), Some(Record::ProcessStart(_))),
+        "the stream starts with the process"
+    );
+    let k = kernels(&r.records);
+    assert_eq!(k.len(), 50);
+    assert!(k.iter().all(|k| &*k.name == "_Z4stepv" && k.stream == 7));
+    let corr: Vec<u32> = k.iter().map(|k| k.correlation).collect();
+    assert_eq!(
+        corr,
+        (1..=50).collect::<Vec<_>>(),
+        "each record once, in order"
+    );
+    assert!(
+        r.records
+            .iter()
+            .any(|r| matches!(r, Record::Memcpy(m) if m.bytes == 4096))
+    );
+    assert!(
+        r.records
+            .iter()
+            .any(|r| matches!(r, Record::Memset(m) if m.value == 0x5a))
+    );
+    let e = end(&r.records).expect("end record");
+    assert_eq!(e.reason, EndReason::Exit);
+    assert_eq!(
+        e.records + 1,
+        r.records.len() as u64,
+        "every record sent arrived"
+    );
+    assert_eq!((e.dropped, e.callback_panics, e.skipped), (0, 0, 0));
+}
+
+#[test]
+fn a_context_destruction_flushes_before_the_exit() {
+    let r = run("context-destroy", &[(env::FLUSH_MS, "0".into())], |got| {
+        !kernels(got).is_empty()
+    });
+    assert!(r.status.success(), "{}", r.stdout);
+    assert_eq!(kernels(&r.records).len(), 1);
+    assert!(end(&r.records).is_some());
+}
+
+#[test]
+fn the_periodic_flush_keeps_records_of_a_program_that_crashes() {
+    // Without the signal handlers: only the periodic flush can have delivered the kernel.
+    let r = run("periodic", &[(env::SIGNALS, "0".into())], |got| {
+        !kernels(got).is_empty()
+    });
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(6),
+        "the child aborts"
+    );
+    assert!(r.stdout.contains("WAIT"));
+    let k = kernels(&r.records);
+    assert!(
+        k.iter().any(|k| k.correlation == 1),
+        "the flushed kernel arrived"
+    );
+    assert!(end(&r.records).is_none(), "no exit handler ran");
+}
+
+#[test]
+fn an_abort_flushes_everything_ends_the_stream_and_still_kills_the_program() {
+    // The same crash with the signal handlers (the default): the program still dies of SIGABRT, and the kernel
+    // launched after the last periodic flush arrives, followed by the end record naming the signal.
+    let r = run("periodic", &[(env::FLUSH_MS, "0".into())], |_| true);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(6),
+        "the program's SIGABRT goes on to the default action"
+    );
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, [1, 2], "both kernels, with no periodic flush at all");
+    let e = end(&r.records).expect("the handler sent the end record");
+    assert_eq!(e.reason, EndReason::Signal(6));
+    assert_eq!(e.records + 1, r.records.len() as u64, "nothing lost");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+}
+
+#[test]
+fn a_segfault_right_after_the_launches_keeps_all_kernels_and_still_kills_the_program() {
+    let r = run("segv", &[(env::FLUSH_MS, "0".into())], |_| true);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&r.status),
+        Some(libc::SIGSEGV),
+        "the fault goes on to the default action"
+    );
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, [1, 2], "both kernels, with no periodic flush at all");
+    let e = end(&r.records).expect("the handler sent the end record");
+    assert_eq!(e.reason, EndReason::Signal(libc::SIGSEGV as u8));
+    assert_eq!(e.records + 1, r.records.len() as u64, "nothing lost");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+}
+
+#[test]
+fn a_forked_child_does_not_write_into_the_stream() {
+    let r = run("fork", &[], |_| true);
+    assert!(r.status.success(), "{}", r.stdout);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(
+        corr,
+        [1, 2],
+        "the parent's records, once each, and nothing from the child"
+    );
+    let ends = r
+        .records
+        .iter()
+        .filter(|r| matches!(r, Record::ProcessEnd(_)))
+        .count();
+    assert_eq!(ends, 1, "only the parent ends the stream");
+    let e = end(&r.records).unwrap();
+    assert_eq!(e.records + 1, r.records.len() as u64);
+}
+
+#[test]
+fn without_a_driver_tracing_is_refused_with_a_notice() {
+    let r = run(
+        "no-driver",
+        &[(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            "/nonexistent/libcuda.so.1".into(),
+        )],
+        |_| true,
+    );
+    assert!(r.status.success());
+    assert!(
+        r.stdout.contains("InitializeInjection returned 0"),
+        "{}",
+        r.stdout
+    );
+    let notice = r
+        .records
+        .iter()
+        .find_map(|r| match r {
+            Record::Notice(n) => Some(n),
+            _ => None,
+        })
+        .expect("a notice says why");
+    assert_eq!(notice.level, NoticeLevel::Error);
+    assert!(
+        notice.text.contains("CUPTI tracing could not start")
+            && notice.text.contains("/nonexistent/libcuda.so.1"),
+        "{}",
+        notice.text
+    );
+    assert_eq!(end(&r.records).map(|e| e.reason), Some(EndReason::Stopped));
+}
+
+#[test]
+fn the_library_leaves_the_program_alone_when_nothing_is_configured() {
+    // No socket or file named: InitializeInjection refuses quietly and the program runs on.
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, "no-driver")
+        .env_remove(env::SOCKET)
+        .env_remove(env::FILE)
+        .env_remove(env::LOG)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("InitializeInjection returned 0"),
+        "{stdout}"
+    );
+    let mut stderr = String::new();
+    (&out.stderr[..]).read_to_string(&mut stderr).unwrap();
+    assert!(
+        !stderr.contains("gpu-tools-inject"),
+        "silent unless asked: {stderr}"
+    );
+}

@@ -1,0 +1,104 @@
+//! Test support for the gpu-tools repository; never published.
+//!
+//! - The C doubles of the vendor libraries (`tests/doubles/*.c` at the repository root), built by this crate's
+//!   build script: [`doubles_dir`], [`double_path`]. Only this repository's tests build them, never a crate that
+//!   depends on gpu-tools.
+//! - Where the repository's executables are, on this machine or staged on a GPU host: [`example`],
+//!   [`gpu_tools_cli`], [`inject_lib`].
+//! - The helpers of `tests/common/` that need no library feature: [`process`] (child processes that are killed
+//!   when a test ends) and [`coredump_writer`] (small CUDA core dumps). Helpers that call feature-gated library
+//!   APIs stay in `tests/common/` and are included by the tests that use them (`#[path]`), so that they compile
+//!   under the including test's features.
+//! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
+//!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
+
+use std::path::PathBuf;
+
+#[path = "../../tests/common/coredump_writer.rs"]
+pub mod coredump_writer;
+#[cfg(feature = "nvidia-hw-tests")]
+pub mod gpu_memory;
+#[path = "../../tests/common/process.rs"]
+pub mod process;
+
+/// Variable that names the folder of staged binaries on a GPU host (`example-NAME`, `bin-NAME`, the cdylibs).
+pub const STAGE_BIN: &str = "GPU_STAGE_BIN";
+
+/// Where the build script put the C test doubles; `GPU_TOOLS_DOUBLES_DIR` at run time overrides it (for test
+/// binaries copied to another machine).
+pub fn doubles_dir() -> PathBuf {
+    std::env::var_os("GPU_TOOLS_DOUBLES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
+}
+
+/// Path of a compiled test double, `lib<name>.so` for `tests/doubles/<name>.c`.
+pub fn double_path(name: &str) -> PathBuf {
+    doubles_dir().join(format!("lib{name}.so"))
+}
+
+/// `target/<profile>/` of the running test or bench binary (which lives in `target/<profile>/deps/`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test binary>")
+        .to_path_buf()
+}
+
+/// An example of any workspace member: `$GPU_STAGE_BIN/example-NAME` on a GPU host, otherwise
+/// `target/<profile>/examples/NAME` (built by `cargo test --workspace`, or `cargo build --examples`).
+pub fn example(name: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os(STAGE_BIN) {
+        return PathBuf::from(dir).join(format!("example-{name}"));
+    }
+    profile_dir().join("examples").join(name)
+}
+
+/// The `gpu-tools` command-line tool: `$GPU_STAGE_BIN/bin-gpu-tools` on a GPU host, otherwise
+/// `target/<profile>/gpu-tools` (built by `cargo test --workspace`, or `cargo build -p gpu-tools-cli`). The CLI's
+/// own tests use `CARGO_BIN_EXE_gpu-tools` instead.
+pub fn gpu_tools_cli() -> PathBuf {
+    if let Some(dir) = std::env::var_os(STAGE_BIN) {
+        return PathBuf::from(dir).join("bin-gpu-tools");
+    }
+    profile_dir().join("gpu-tools")
+}
+
+/// The injection library, absolute (as `CUDA_INJECTION64_PATH` needs): `$GPU_STAGE_BIN/libgpu_tools_inject.so`
+/// on a GPU host, otherwise the newer of `target/<profile>/libgpu_tools_inject.so` and the copy in `deps/`
+/// (`cargo build -p gpu-tools-inject`). Panics, naming the command that builds it, when it is absent.
+pub fn inject_lib() -> PathBuf {
+    workspace_cdylib("libgpu_tools_inject.so", "gpu-tools-inject")
+}
+
+/// The rocprofiler-sdk tool library (`ROCP_TOOL_LIBRARIES` needs it absolute), found as [`inject_lib`] finds the
+/// CUDA one.
+pub fn inject_rocm_lib() -> PathBuf {
+    workspace_cdylib("libgpu_tools_inject_rocm.so", "gpu-tools-inject-rocm")
+}
+
+/// A shared library built by a member of the workspace, absolute: `$GPU_STAGE_BIN/FILE` on a GPU host, otherwise
+/// the newer of `target/<profile>/FILE` and `target/<profile>/deps/FILE`. Panics, naming the command that builds
+/// it, when it is absent.
+fn workspace_cdylib(file: &str, package: &str) -> PathBuf {
+    let candidates = match std::env::var_os(STAGE_BIN) {
+        Some(dir) => vec![PathBuf::from(dir).join(file)],
+        None => vec![
+            profile_dir().join(file),
+            profile_dir().join("deps").join(file),
+        ],
+    };
+    let newest = candidates
+        .iter()
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p.clone());
+    let Some(found) = newest else {
+        panic!(
+            "{file} is not built (looked for {candidates:?}): run `cargo test --workspace`, or `cargo build -p \
+             {package}` with this test's profile"
+        );
+    };
+    std::fs::canonicalize(&found).expect("absolute path of a workspace library")
+}
