@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gpu_tools::cudbg::{
-    AttachError, AttachProtocol, AttachStep, DebugSession, DebuggerLibrary, Event, NoCudaReason,
-    SessionError,
+    AttachError, AttachProtocol, AttachStep, DebugSession, DebuggerLibrary, DetachProcedure, Event,
+    NoCudaReason, SessionError,
 };
 use gpu_tools::sys::cudbg::CUDBGAPI_st;
 
@@ -385,14 +385,17 @@ fn attach_and_detach_through_the_double() {
     );
     {
         let steps = steps.lock().unwrap();
+        // By default the detach leaves out the call of cudbgApiDetach() in the process (DetachProcedure).
         assert!(
-            steps.iter().any(|s| matches!(
-                s,
-                AttachStep::DetachCalled {
-                    internal_error: 0,
-                    resume_flag: 1
-                }
-            )),
+            steps
+                .iter()
+                .any(|s| matches!(s, AttachStep::DetachCallLeftOut { resume_flag: 1 })),
+            "{steps:?}"
+        );
+        assert!(
+            !steps
+                .iter()
+                .any(|s| matches!(s, AttachStep::DetachCalled { .. })),
             "{steps:?}"
         );
         assert!(
@@ -400,7 +403,10 @@ fn attach_and_detach_through_the_double() {
             "{steps:?}"
         );
     }
-    assert!(Path::new("/tmp").join(format!("detached.{me}")).exists());
+    assert!(
+        !Path::new("/tmp").join(format!("detached.{me}")).exists(),
+        "cudbgApiDetach() did not run in the process"
+    );
     assert_eq!(tracer_of(target.pid), 0, "let go");
     let (vars, code) = target.finish();
     assert_eq!(code, Some(0), "{vars}");
@@ -418,6 +424,7 @@ fn attach_and_detach_through_the_double() {
     // A debuggee killed while stopped, before the attach call: a typed error with its status; nothing had
     // connected, so the driver's debugger side stays usable.
     descriptor_route(&lib);
+    documented_detach(&lib);
 
     let doomed = Target::start(&lib, &[]).expect("a namespace was made before");
     let (err, code) = attach_and_kill(doomed, |s| matches!(s, AttachStep::Stopped { .. }));
@@ -444,6 +451,55 @@ fn attach_and_detach_through_the_double() {
     assert_eq!(next.finish().1, Some(0), "left alone");
     remove_markers();
     let _ = std::fs::remove_dir_all(lib.parent().unwrap());
+}
+
+/// NVIDIA's documented detach: `cudbgApiDetach()` runs inside the process, then the clean-up.
+fn documented_detach(lib: &Path) {
+    let me = std::process::id();
+    remove_markers();
+    let target = Target::start(lib, &[]).expect("a namespace was made before");
+    let steps = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&steps);
+    let session = DebugSession::attach_builder(target.pid)
+        .protocol(AttachProtocol::InferiorCall)
+        .detach_procedure(DetachProcedure::Documented)
+        .progress(move |s| {
+            eprintln!("attach step: {s}");
+            record.lock().unwrap().push(s.clone());
+        })
+        .start()
+        .expect("attach");
+    let closed = session.close().expect("detach");
+    assert!(closed.exit.is_none(), "still running");
+    let steps = steps.lock().unwrap().clone();
+    assert!(
+        steps.iter().any(|s| matches!(
+            s,
+            AttachStep::DetachCalled {
+                internal_error: 0,
+                resume_flag: 1
+            }
+        )),
+        "{steps:?}"
+    );
+    assert!(
+        !steps
+            .iter()
+            .any(|s| matches!(s, AttachStep::DetachCallLeftOut { .. })),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(steps.last(), Some(AttachStep::Detached)),
+        "{steps:?}"
+    );
+    assert!(
+        Path::new("/tmp").join(format!("detached.{me}")).exists(),
+        "cudbgApiDetach() ran in the process"
+    );
+    assert_eq!(tracer_of(target.pid), 0, "let go");
+    let (vars, code) = target.finish();
+    assert_eq!(code, Some(0), "{vars}");
+    remove_markers();
 }
 
 fn exited_by_sigkill(e: &gpu_tools::Error) -> bool {

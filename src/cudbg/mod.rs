@@ -119,15 +119,17 @@
 //! failure after the first change puts the variables back and lets the process go; one after the driver accepted
 //! detaches it.
 //!
-//! **Detach** (`close`, or dropping the session; an attached process is never killed), in cuda-gdb's order:
-//! breakpoints are removed; launches stop raising events and the events already queued are fetched (kept for the
-//! caller) and acknowledged, so that no launch holds the process inside the driver; the debugger side is told a
-//! detach begins (`clearAttachState`); the process is stopped and `cudbgApiDetach()` is called inside it; while it
-//! is still stopped the driver is asked to clean up and `cudbgDebuggerCapabilities` and `cudbgDebuggerInitialized`
-//! are cleared; the process runs again and the session waits for `DETACH_COMPLETE`; `cudbgIpcFlag` is cleared, the
-//! API finalised, and only then are the threads released from ptrace, each with the signal it was about to
-//! receive. Known problem on driver 580.159.04: a process detached this way (or by cuda-gdb) ran on and finished
-//! its work, but some died from SIGSEGV in the driver's debugger back end at their exit.
+//! **Detach** (`close`, or dropping the session; an attached process is never killed), in cuda-gdb's order less one
+//! step: breakpoints are removed; launches stop raising events and the events already queued are fetched (kept for
+//! the caller) and acknowledged, so that no launch holds the process inside the driver; the debugger side is told a
+//! detach begins (`clearAttachState`); the process is stopped; while it is stopped the driver is asked to clean up
+//! (`requestCleanupOnDetach` with the process's `cudbgResumeForAttachDetach`) and `cudbgDebuggerCapabilities` and
+//! `cudbgDebuggerInitialized` are cleared; the process runs again and the session waits for `DETACH_COMPLETE`;
+//! `cudbgIpcFlag` is cleared, the API finalised, and only then are the threads released from ptrace, each with the
+//! signal it was about to receive. The documented procedure also calls `cudbgApiDetach()` inside the stopped
+//! process; on driver 580 that call makes a process that destroys its last CUDA context before exiting die from
+//! SIGSEGV at its exit (cuda-gdb's detach too), so it is left out unless [`AttachBuilder::detach_procedure`] asks
+//! for [`DetachProcedure::Documented`].
 //!
 //! **Waiting for a breakpoint**: [`DebugSession::wait_for_stop`] hands events that come first to a closure and
 //! acknowledges them: a synchronous event left pending holds the process, and a kernel launched behind it never
@@ -161,7 +163,9 @@ pub use crate::coredump;
 pub use crate::coredump::elf;
 #[doc(inline)]
 pub use crate::coredump::{CudbgError, Dim3, Exception, KernelOrigin, KernelType};
-pub use attach::{AttachError, AttachProtocol, AttachStep, NoCudaReason, PtraceHandshake};
+pub use attach::{
+    AttachError, AttachProtocol, AttachStep, DetachProcedure, NoCudaReason, PtraceHandshake,
+};
 pub use device::{DeviceProperties, GridInfo, StopWait, Suspended, WarpInfo};
 pub use event::{ContextInfo, ElfImage, Event, KernelFinished, KernelReady, Queue, RAW_EVENT_SIZE};
 pub use handshake::EndWatch;

@@ -4,8 +4,8 @@
  * The same library plays both processes, as libcuda.so.1 does: in the debuggee it holds the driver's variables
  * and the attach entry points (cudbgApiAttach, cudbgApiDetach); in the debugger it hands out a table whose few
  * filled slots (the test installs them by offset) report ATTACH_COMPLETE once the debuggee's cudbgApiAttach has
- * run for this debugger, and DETACH_COMPLETE once its cudbgApiDetach has run and cleanup was requested. The two
- * sides meet through marker files in $DBL_CUDBG_DIR named after the client pid the debuggee was given.
+ * run for this debugger, and DETACH_COMPLETE once cleanup was requested (the debuggee's cudbgApiDetach, when
+ * called, leaves a marker of its own). The two sides meet through marker files in $DBL_CUDBG_DIR named after the client pid the debuggee was given.
  *
  * With DBL_CUDBG_FD_ATTACH set in the debuggee, it also offers the attach procedure of drivers from CUDA 13.1: a
  * pipe whose read end is published in cudbgInitiateDebuggerAttachProcedureFd, read by a thread that, for each
@@ -156,7 +156,7 @@ static int next_event(uint32_t queue, void *event) {
     if (queue == 0 && !attach_reported && exists("attached")) {
         attach_reported = 1;
         kind = 0xa; /* CUDBG_EVENT_ATTACH_COMPLETE */
-    } else if (queue == 0 && cleanup_requested && !detach_reported && exists("detached")) {
+    } else if (queue == 0 && cleanup_requested && !detach_reported) {
         detach_reported = 1;
         kind = 0xb; /* CUDBG_EVENT_DETACH_COMPLETE */
     } else if (queue == 0 && queued_kind) {

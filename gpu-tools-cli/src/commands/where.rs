@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use gpu_tools::cudbg::elf::{self, FunctionSymbol};
-use gpu_tools::cudbg::{AttachProtocol, DebugSession, Event, SessionError, WarpInfo};
+use gpu_tools::cudbg::{
+    AttachProtocol, DebugSession, DetachProcedure, Event, SessionError, WarpInfo,
+};
 
 use crate::demangle::readable as demangle;
 use crate::failure::Outcome;
@@ -36,6 +38,16 @@ pub struct Args {
             .map(|s| s.parse::<AttachProtocol>().unwrap_or_default())
     )]
     protocol: AttachProtocol,
+    /// How the process is let go: `default` (the documented steps without calling cudbgApiDetach in the process:
+    /// with that call, driver 580 crashes at exit a process that destroyed its last CUDA context first) or
+    /// `documented` (NVIDIA's procedure as written).
+    #[arg(
+        long,
+        default_value = "default",
+        value_parser = PossibleValuesParser::new(DetachProcedure::NAMES)
+            .map(|s| s.parse::<DetachProcedure>().unwrap_or_default())
+    )]
+    detach: DetachProcedure,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -47,6 +59,7 @@ pub fn run(args: Args) -> Outcome {
 fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
     let mut builder = DebugSession::attach_builder(args.pid)
         .protocol(args.protocol)
+        .detach_procedure(args.detach)
         .capabilities(gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS);
     if args.verbose {
         builder = builder.progress(|step| eprintln!("attach: {step}"));

@@ -261,6 +261,13 @@ pub enum AttachStep {
         /// `cudbgResumeForAttachDetach` after it.
         resume_flag: u64,
     },
+    /// The detach left out the call of `cudbgApiDetach()` ([`DetachProcedure::WithoutInProcessCall`]).
+    ///
+    /// [`DetachProcedure::WithoutInProcessCall`]: super::DetachProcedure::WithoutInProcessCall
+    DetachCallLeftOut {
+        /// `cudbgResumeForAttachDetach`, which the clean-up request takes.
+        resume_flag: u64,
+    },
     /// Detached: the process runs on without a debugger.
     Detached,
     /// A failed attach put the variables it had written back.
@@ -335,6 +342,11 @@ impl std::fmt::Display for AttachStep {
             } => write!(
                 f,
                 "called cudbgApiDetach(): cudbgReportedDriverInternalErrorCode={internal_error:#x} \
+                 cudbgResumeForAttachDetach={resume_flag:#x}"
+            ),
+            AttachStep::DetachCallLeftOut { resume_flag } => write!(
+                f,
+                "left out the call of cudbgApiDetach() (driver 580 crashes processes at exit after it): \
                  cudbgResumeForAttachDetach={resume_flag:#x}"
             ),
             AttachStep::Detached => write!(f, "detached; the process runs on"),

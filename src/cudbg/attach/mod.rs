@@ -14,7 +14,9 @@
 //! back end itself and calls `cudbgReportAttachProcedureFinished()`, where the session holds the process again
 //! ([`AttachProtocol`]). Detaching (`cuda_do_detach`): call `cudbgApiDetach()` inside the process, ask the driver to
 //! clean up with `cudbgResumeForAttachDetach`, clear `cudbgDebuggerCapabilities` and `cudbgDebuggerInitialized`,
-//! let the process run until `DETACH_COMPLETE`, clear `cudbgIpcFlag`.
+//! let the process run until `DETACH_COMPLETE`, clear `cudbgIpcFlag`. By default the call of `cudbgApiDetach()` is
+//! left out ([`DetachProcedure`]): with it, driver 580 crashes processes that destroy their last context before
+//! exiting.
 //!
 //! Everything that can refuse the attach is checked from `/proc` and with reads of the process's memory before
 //! anything in it changes; a failure after the first change puts the variables back and lets the process go.
@@ -33,7 +35,7 @@ mod variables;
 use std::time::Duration;
 
 pub use diagnostics::{AttachError, AttachStep, NoCudaReason};
-pub use protocol::AttachProtocol;
+pub use protocol::{AttachProtocol, DetachProcedure};
 pub use route::PtraceHandshake;
 
 /// `CUDBG_ERROR_ATTACH_NOT_POSSIBLE`: reported in `cudbgReportedDriverInternalErrorCode` when the driver's critical

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::diagnostics::{AttachError, AttachStep, NoCudaReason};
-use super::protocol::AttachProtocol;
+use super::protocol::{AttachProtocol, DetachProcedure};
 use super::target::{DRIVER_DEVICES, is_running, libcuda_paths};
 use super::{REPORTED, WIDE};
 use crate::cudbg::event::Event;
@@ -19,8 +19,8 @@ type Progress = Box<dyn FnMut(&AttachStep) + Send>;
 /// cuda-gdb does. Used by [`DebugSession::attach`](crate::cudbg::DebugSession::attach).
 ///
 /// The process stays traced while the session lasts: its signals are handed back to it at once, other tracers are
-/// kept out, and its exit status (including death by a signal) is seen exactly. Detaching calls
-/// `cudbgApiDetach()` in it and lets it run on; the session never kills a process it attached to. Only x86-64
+/// kept out, and its exit status (including death by a signal) is seen exactly. Detaching asks the driver to clean
+/// up and lets the process run on ([`DetachProcedure`]); the session never kills a process it attached to. Only x86-64
 /// processes can be attached to.
 pub struct PtraceHandshake {
     pub(super) tracer: Option<Tracer>,
@@ -28,6 +28,7 @@ pub struct PtraceHandshake {
     pub(super) call_timeout: Duration,
     pub(super) complete_timeout: Duration,
     pub(super) protocol: AttachProtocol,
+    pub(super) detach: DetachProcedure,
     /// Variables written into the process and their values before, to put back if the attach fails.
     pub(super) written: Vec<(&'static str, u64)>,
     pub(super) connected: bool,
@@ -45,6 +46,7 @@ impl std::fmt::Debug for PtraceHandshake {
             .field("call_timeout", &self.call_timeout)
             .field("complete_timeout", &self.complete_timeout)
             .field("protocol", &self.protocol)
+            .field("detach", &self.detach)
             .finish_non_exhaustive()
     }
 }
@@ -64,6 +66,7 @@ impl PtraceHandshake {
             call_timeout: Duration::from_secs(30),
             complete_timeout: Duration::from_secs(30),
             protocol: AttachProtocol::Auto,
+            detach: DetachProcedure::default(),
             written: Vec::new(),
             connected: false,
             pid: 0,
@@ -88,6 +91,12 @@ impl PtraceHandshake {
     /// How the driver is asked to start its debugger back end. Default: [`AttachProtocol::Auto`].
     pub fn protocol(mut self, protocol: AttachProtocol) -> Self {
         self.protocol = protocol;
+        self
+    }
+
+    /// How the session lets the process go when it detaches. Default: [`DetachProcedure::WithoutInProcessCall`].
+    pub fn detach_procedure(mut self, procedure: DetachProcedure) -> Self {
+        self.detach = procedure;
         self
     }
 
@@ -241,20 +250,33 @@ impl Handshake for PtraceHandshake {
             Err(TraceError::Ended(_)) => return Ok(()),
             r => r.map_err(|e| self.trace_error(e))?,
         }
-        let entry = self.function("cudbgApiDetach")?;
-        self.write(WIDE, 0)?;
-        let called = self
-            .tracer
-            .as_ref()
-            .ok_or_else(|| self.gone())?
-            .call(entry, [0; 6], self.call_timeout)
-            .map_err(|e| self.trace_error(e));
-        let internal_error = self.read(WIDE).unwrap_or(u64::MAX);
-        let resume_flag = self.read("cudbgResumeForAttachDetach").unwrap_or(u64::MAX);
-        self.step(AttachStep::DetachCalled {
-            internal_error,
-            resume_flag,
-        });
+        let (called, resume_flag) = match self.detach {
+            DetachProcedure::Documented => {
+                let entry = self.function("cudbgApiDetach")?;
+                self.write(WIDE, 0)?;
+                let called = self
+                    .tracer
+                    .as_ref()
+                    .ok_or_else(|| self.gone())?
+                    .call(entry, [0; 6], self.call_timeout)
+                    .map(|_| ())
+                    .map_err(|e| self.trace_error(e));
+                let internal_error = self.read(WIDE).unwrap_or(u64::MAX);
+                let resume_flag = self.read("cudbgResumeForAttachDetach").unwrap_or(u64::MAX);
+                self.step(AttachStep::DetachCalled {
+                    internal_error,
+                    resume_flag,
+                });
+                (called, resume_flag)
+            }
+            // With the call, driver 580 crashes at exit a process that destroyed its last context first
+            // (`DetachProcedure`); the clean-up below does not need it.
+            DetachProcedure::WithoutInProcessCall => {
+                let resume_flag = self.read("cudbgResumeForAttachDetach").unwrap_or(u64::MAX);
+                self.step(AttachStep::DetachCallLeftOut { resume_flag });
+                (Ok(()), resume_flag)
+            }
+        };
         let cleanup = resume_flag != 0 && resume_flag != u64::MAX;
         // While the process is still stopped: the driver's side is asked to clean up, then the process's side is
         // told that no debugger is there any more.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::link::Linked;
 use super::{Claim, DebugSession};
-use crate::cudbg::attach::{AttachProtocol, AttachStep, PtraceHandshake};
+use crate::cudbg::attach::{AttachProtocol, AttachStep, DetachProcedure, PtraceHandshake};
 use crate::cudbg::handshake::Handshake;
 use crate::cudbg::notify::NOTIFIER;
 use crate::cudbg::{DebuggerLibrary, SessionError};
@@ -168,6 +168,13 @@ impl AttachBuilder {
     /// [`AttachProtocol::Auto`].
     pub fn protocol(mut self, protocol: AttachProtocol) -> Self {
         self.ptrace = self.ptrace.protocol(protocol);
+        self
+    }
+
+    /// How the session lets the process go when it detaches (see [`DetachProcedure`]). Default:
+    /// [`DetachProcedure::WithoutInProcessCall`].
+    pub fn detach_procedure(mut self, procedure: DetachProcedure) -> Self {
+        self.ptrace = self.ptrace.detach_procedure(procedure);
         self
     }
 

@@ -60,7 +60,7 @@ impl DebugSession {
         }
         self.breakpoints.borrow_mut().clear();
         if self.attached {
-            // Nothing may hold the process inside the driver while `cudbgApiDetach()` runs in it: with a launch
+            // Nothing may hold the process inside the driver while it detaches: with a launch
             // still waiting for its KERNEL_READY to be acknowledged, driver 580 never reported DETACH_COMPLETE and
             // the process later died from SIGSEGV (seen on an H100). New launches raise no event from here on;
             // the events already queued are fetched (they stay for the caller) and acknowledged.
