@@ -379,10 +379,12 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
     assert!(closed.exit.is_none(), "still running after the detach");
     {
         let steps = steps.lock().unwrap();
+        // The default detach leaves out the in-process cudbgApiDetach() call (driver 580 crashes a process at
+        // exit after it when the process released its last context, as this debuggee does).
         assert!(
             steps
                 .iter()
-                .any(|s| matches!(s, AttachStep::DetachCalled { .. })),
+                .any(|s| matches!(s, AttachStep::DetachCallLeftOut { .. })),
             "{steps:?}"
         );
         assert!(
