@@ -863,6 +863,7 @@ mod tests {
                 prop_assert_eq!(&*r.function, "kernel");
             }
             // The buffer is ready again.
+            // SAFETY: as above; the buffer now holds no record.
             let again = unsafe { b.take(&mut names) };
             prop_assert!(again.records.is_empty());
         }
