@@ -383,7 +383,12 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             Msg::Header(id, h) => {
                 let s = self.streams.entry(id).or_default();
                 s.process.pid = h.pid;
-                if h.clock != gpu_tools::trace::TimestampClock::Monotonic {
+                // rocprofiler-sdk's streams say Unspecified: their clock is the SDK's, consistent within the run.
+                if !matches!(
+                    h.clock,
+                    gpu_tools::trace::TimestampClock::Monotonic
+                        | gpu_tools::trace::TimestampClock::Unspecified
+                ) {
                     self.trace.warnings.push(format!(
                         "process {}: timestamps are on the vendor's clock ({:?}), not CLOCK_MONOTONIC",
                         h.pid, h.clock
@@ -524,7 +529,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 }
                 if e.skipped > 0 {
                     t.warnings.push(format!(
-                        "process {pid}: {} CUPTI records could not be decoded or are of a kind not shown",
+                        "process {pid}: {} vendor records could not be decoded or are of a kind not shown",
                         e.skipped
                     ));
                 }
