@@ -270,53 +270,44 @@ impl Args {
 
     /// An option of the other backend, if one was given (a usage error).
     pub fn misplaced_option(&self, backend: Backend) -> Option<&'static str> {
-        let debugger = [
-            (self.spin_us.is_some(), "--spin-us"),
-            (self.push_pop, "--push-pop"),
-            (self.defer_launches, "--defer-launches"),
-            (self.blocking_launches, "--blocking-launches"),
-            (self.attach.is_some(), "--attach"),
-            (self.attach_protocol.is_some(), "--attach-protocol"),
+        use Backend::{Cupti, Debugger, Rocm};
+        // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
+        // size and the socket; the record stream's options apply where there is one).
+        let options: [(bool, &'static str, &[Backend]); 17] = [
+            (self.spin_us.is_some(), "--spin-us", &[Debugger]),
+            (self.push_pop, "--push-pop", &[Debugger]),
+            (self.defer_launches, "--defer-launches", &[Debugger]),
+            (self.blocking_launches, "--blocking-launches", &[Debugger]),
+            (self.attach.is_some(), "--attach", &[Debugger]),
+            (
+                self.attach_protocol.is_some(),
+                "--attach-protocol",
+                &[Debugger],
+            ),
+            (self.output.is_some(), "--output", &[Cupti, Rocm]),
+            (self.inject_lib.is_some(), "--inject-lib", &[Cupti, Rocm]),
+            (!self.kinds.is_empty(), "--kinds", &[Cupti, Rocm]),
+            (self.no_api, "--no-api", &[Cupti, Rocm]),
+            (self.api.is_some(), "--api", &[Cupti]),
+            (!self.api_skip.is_empty(), "--api-skip", &[Cupti]),
+            (
+                self.cuda_graph_trace.is_some(),
+                "--cuda-graph-trace",
+                &[Cupti],
+            ),
+            (self.buffer_size.is_some(), "--buffer-size", &[Cupti, Rocm]),
+            (self.max_buffers.is_some(), "--max-buffers", &[Cupti]),
+            (self.flush_ms.is_some(), "--flush-ms", &[Cupti]),
+            (
+                self.drain_timeout_ms.is_some(),
+                "--drain-timeout-ms",
+                &[Cupti, Rocm],
+            ),
         ];
-        let cupti = [
-            (self.inject_lib.is_some(), "--inject-lib"),
-            (!self.kinds.is_empty(), "--kinds"),
-            (self.no_api, "--no-api"),
-            (self.api.is_some(), "--api"),
-            (!self.api_skip.is_empty(), "--api-skip"),
-            (self.cuda_graph_trace.is_some(), "--cuda-graph-trace"),
-            (self.buffer_size.is_some(), "--buffer-size"),
-            (self.max_buffers.is_some(), "--max-buffers"),
-            (self.flush_ms.is_some(), "--flush-ms"),
-            (self.drain_timeout_ms.is_some(), "--drain-timeout-ms"),
-        ];
-        let debugger_and_output = {
-            let mut v = debugger.to_vec();
-            v.push((self.output.is_some(), "--output"));
-            v
-        };
-        let rocm: Vec<(bool, &'static str)> = debugger
+        options
             .iter()
-            .chain(
-                cupti
-                    .iter()
-                    .filter(|(_, n)| *n != "--inject-lib" && *n != "--drain-timeout-ms"),
-            )
-            .copied()
-            .collect();
-        let wrong: &[(bool, &'static str)] = match backend {
-            Backend::Cupti => &debugger,
-            Backend::Debugger => {
-                let mut v = cupti.to_vec();
-                v.extend(&debugger_and_output[debugger.len()..]);
-                return v.iter().find(|(given, _)| *given).map(|(_, name)| *name);
-            }
-            Backend::Rocm => &rocm,
-        };
-        wrong
-            .iter()
-            .find(|(given, _)| *given)
-            .map(|(_, name)| *name)
+            .find(|(given, _, applies)| *given && !applies.contains(&backend))
+            .map(|(_, name, _)| *name)
     }
 }
 
