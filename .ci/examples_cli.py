@@ -24,7 +24,10 @@ BAD_ARGUMENT = "--no-such-option-for-any-example"
 # Rust's Debug form of a struct or tuple variant, e.g. `NotFound { library: "...", attempts: [Attempt {`.
 DEBUG_FORM = re.compile(r"\b[A-Z][A-Za-z0-9]*(?: \{ [a-z_]+: |\(\")")
 # Commands that run without a GPU argument and must stop at a missing vendor library here (no GPU, no ROCm).
-NO_DEVICE_RUNS = {("gpu-tools", "rocprof"), ("gpu-tools", "replay")}
+NO_DEVICE_RUNS = {("gpu-tools", "rocprof"), ("gpu-tools", "replay"), ("gpu-tools", "top")}
+# Commands that read saved traces: given a file that is not a trace, each must fail (exit 1) with a message naming
+# it, and write nothing (the arguments after the input file; OUT is a path in the run's folder).
+BAD_TRACE_RUNS = {("gpu-tools", "stats"): [], ("gpu-tools", "export"): ["--chrome", "OUT.json.gz"]}
 TIMEOUT_S = 120
 
 failures = []
@@ -110,6 +113,16 @@ def main():
             check(name, "without a GPU: fails with the load error's Display text", readable,
                   f"exit {code}; output: {text[:600]!r}")
             check(name, "without a GPU: leaves no file behind", not left, f"left: {left}")
+        extra = BAD_TRACE_RUNS.get(tuple(name.split(" ", 1)))
+        if extra is not None:
+            with tempfile.TemporaryDirectory() as cwd:
+                with open(os.path.join(cwd, "notes.txt"), "w") as f:
+                    f.write("not a trace\n")
+                code, out, err = run(argv + ["notes.txt"] + extra, cwd=cwd)
+                left = sorted(os.listdir(cwd))
+            check(name, "a file that is not a trace: exit 1 naming it", code == 1 and "notes.txt" in err,
+                  f"exit {code}; stderr: {err[:400]!r}")
+            check(name, "a file that is not a trace: nothing written", left == ["notes.txt"], f"left: {left}")
     if failures:
         print(f"\n{len(failures)} checks failed:")
         for f in failures:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The counter APIs on a GPU host (CUDA 13, Python with PyTorch, Nsight Compute). Stage first, here:
 #
-#   STAGE_ONLY='cupti_profiling_hw|cupti_counters_gpu|gpu_metrics|gpu_top|gpu_profile|counter_kernels|cupti_profile_record' \
+#   STAGE_ONLY='cupti_profiling_hw|cupti_counters_gpu|gpu-tools|counter_kernels|cupti_profile_record' \
 #     /work/shared/gpu/stage --features nvidia-hw-tests
 #   mkdir -p .gpu/python && cp examples/python/*.py .gpu/python/ && cp examples/gpu/profiling.sh .gpu/
 #
@@ -9,14 +9,15 @@
 #   info     devices, driver, the counter permission setting, the catalogue of device 0
 #   hw       the hardware tests (tests/cupti_profiling_hw.rs), with the library's debug log
 #   record   counter-data fixtures into $OUT/cupti-counters/h100-cuda13 (for tests/fixtures/cupti-counters/)
-#   top      gpu_top --json, idle and with a bf16 matmul in another process
-#   profile  gpu_profile on the copy and chase kernels next to ncu's numbers, and on torch_train.py
+#   top      gpu-tools top --json, idle and with a bf16 matmul in another process
+#   profile  gpu-tools profile on the copy and chase kernels next to ncu's numbers, and on torch_train.py
 #   bad      bad input: unknown metric, wrong method, missing device, busy counters, no CUDA, small buffer
 #   cost | sustained | torch    the benchmark's parts (bench-cupti_counters_gpu); slow: run them on their own
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 bin="$here/bin"
 out="${OUT:-$here/out}"
+gt="$bin/bin-gpu-tools"
 run() { bash "$here/run.sh" "$@"; }
 # What .gpu/run.sh sets for the binaries it starts, for those started directly below.
 export GPU_STAGE_BIN="$bin"
@@ -36,8 +37,8 @@ for p in "${parts[@]}"; do
     nvidia-smi --query-gpu=index,name,driver_version,memory.used,utilization.gpu --format=csv
     grep -i -E "RmProfilingAdminOnly|RestrictProfiling" /proc/driver/nvidia/params || true
     ls /usr/local/cuda/extras/CUPTI/lib64/ | grep -E "cupti|nvperf" || true
-    run example gpu_metrics --device 0 --method pm sm__cycles_active | head -5
-    run example gpu_metrics --device 0 --check sm__cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second,dram__bytes_write.sum.per_second,sm__warps_active.avg.pct_of_peak_sustained_active --method pm
+    timeout 60 "$gt" metrics --device 0 --method pm sm__cycles_active | head -5
+    timeout 60 "$gt" metrics --device 0 --check sm__cycles_active.avg.pct_of_peak_sustained_elapsed,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum.per_second,dram__bytes_write.sum.per_second,sm__warps_active.avg.pct_of_peak_sustained_active --method pm
     ;;
   hw)
     part "hardware tests"
@@ -50,42 +51,42 @@ for p in "${parts[@]}"; do
     ls -l "$out/cupti-counters/h100-cuda13"
     ;;
   top)
-    part "gpu_top, idle"
-    timeout 30 "$bin/example-gpu_top" --json --duration 3
-    part "gpu_top, bf16 matmul in another process"
+    part "gpu-tools top, idle"
+    timeout 30 "$gt" top --json --duration 3
+    part "gpu-tools top, bf16 matmul in another process"
     python3 "$here/python/bf16_matmul.py" --seconds 10 >/dev/null &
     load=$!
     sleep 4
-    timeout 30 "$bin/example-gpu_top" --json --duration 3
-    timeout 30 "$bin/example-gpu_top" --duration 2
+    timeout 30 "$gt" top --json --duration 3
+    timeout 30 "$gt" top --duration 2
     kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
     ;;
   profile)
-    part "gpu_profile and ncu on a 512 MiB copy"
-    timeout 120 "$bin/example-gpu_profile" --set basic -- "$bin/example-counter_kernels" copy --bytes 536870912
+    part "gpu-tools profile and ncu on a 512 MiB copy"
+    timeout 120 "$gt" profile --set basic -- "$bin/example-counter_kernels" copy --bytes 536870912
     timeout 180 "$ncu_bin" --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
       --print-units base "$bin/example-counter_kernels" copy --bytes 536870912 | tail -n 12
-    part "gpu_profile --pc-sampling on the pointer chase"
-    GPU_TOOLS_TRACE_LOG=info timeout 120 "$bin/example-gpu_profile" --pc-sampling --metrics dram__bytes_read.sum -- \
+    part "gpu-tools profile --pc-sampling on the pointer chase"
+    GPU_TOOLS_TRACE_LOG=info timeout 120 "$gt" profile --pc-sampling --metrics dram__bytes_read.sum -- \
       "$bin/example-counter_kernels" chase --steps 2048 --threads 65536 --mib 256
-    part "gpu_profile on torch_train.py --steps 5"
-    GPU_TOOLS_TRACE_LOG=info timeout 300 "$bin/example-gpu_profile" --set basic -- python3 "$here/python/torch_train.py" --steps 5 | tail -n 30
+    part "gpu-tools profile on torch_train.py --steps 5"
+    GPU_TOOLS_TRACE_LOG=info timeout 300 "$gt" profile --set basic -- python3 "$here/python/torch_train.py" --steps 5 | tail -n 30
     ;;
   bad)
     part "bad input (each must fail with a clear message and a non-zero exit)"
     for cmd in \
-      "example-gpu_profile --metrics dram__bytes_reed.sum -- $bin/example-counter_kernels copy" \
-      "example-gpu_metrics --device 0 --method pm --check gpu__time_duration.sum" \
-      "example-gpu_top --devices 7 --duration 1" \
-      "example-gpu_profile --set basic -- /bin/true"; do
+      "bin-gpu-tools profile --metrics dram__bytes_reed.sum -- $bin/example-counter_kernels copy" \
+      "bin-gpu-tools metrics --device 0 --method pm --check gpu__time_duration.sum" \
+      "bin-gpu-tools top --device 7 --duration 1" \
+      "bin-gpu-tools profile --set basic -- /bin/true"; do
       echo "\$ $cmd"; timeout 60 "$bin"/$cmd; echo "exit $?"
     done
-    echo "\$ gpu_top while another gpu_top holds the counters"
-    timeout 20 "$bin/example-gpu_top" --duration 6 >/dev/null &
+    echo "\$ gpu-tools top while another gpu-tools top holds the counters"
+    timeout 20 "$gt" top --duration 6 >/dev/null &
     first=$!
     sleep 2
-    timeout 20 "$bin/example-gpu_top" --duration 1; echo "exit $?"
-    echo "\$ ncu while gpu_top holds the counters"
+    timeout 20 "$gt" top --duration 1; echo "exit $?"
+    echo "\$ ncu while gpu-tools top holds the counters"
     timeout 60 "$ncu_bin" --metrics dram__bytes_read.sum "$bin/example-counter_kernels" copy --bytes 16777216 2>&1 | tail -n 4
     wait "$first"
     ;;

@@ -1,4 +1,4 @@
-"""One line of figures from `trace_file stats --format json` output (read on stdin) for the GPU-host table:
+"""One line of figures from `gpu-tools stats --format json` output (read on stdin) for the GPU-host table:
 kernels, API records, graph launches, NVTX ranges, ranges with a GPU projection, and the notes that matter."""
 import json
 import sys

@@ -128,49 +128,6 @@ impl ChromeTrace {
         self.events.push(e);
     }
 
-    /// An instant event (`"ph": "i"`, thread scope), for something without a duration.
-    pub fn instant(
-        &mut self,
-        track: Track,
-        name: &str,
-        category: &'static str,
-        at_ns: u64,
-        args: Map<String, Value>,
-    ) {
-        let mut e = Event::new(name, "i", track.pid);
-        e.tid = Some(track.tid);
-        e.cat = Some(category);
-        e.ts = Some(self.rel(at_ns));
-        e.s = Some("t");
-        e.args = args;
-        self.events.push(e);
-    }
-
-    /// A flow arrow `id` from the event on `from` at `from_ns` to the event on `to` that encloses `to_ns`.
-    pub fn flow(
-        &mut self,
-        id: u64,
-        category: &'static str,
-        from: Track,
-        from_ns: u64,
-        to: Track,
-        to_ns: u64,
-    ) {
-        let mut s = Event::new(category, "s", from.pid);
-        s.tid = Some(from.tid);
-        s.cat = Some(category);
-        s.ts = Some(self.rel(from_ns));
-        s.id = Some(id);
-        self.events.push(s);
-        let mut f = Event::new(category, "f", to.pid);
-        f.tid = Some(to.tid);
-        f.cat = Some(category);
-        f.ts = Some(self.rel(to_ns));
-        f.id = Some(id);
-        f.bp = Some("e");
-        self.events.push(f);
-    }
-
     /// Writes `{"traceEvents": [...], "displayTimeUnit": "ns"}`.
     pub fn write_to(&self, out: impl Write) -> std::io::Result<()> {
         #[derive(Serialize)]
@@ -191,9 +148,4 @@ impl ChromeTrace {
         out.write_all(b"\n")?;
         out.flush()
     }
-}
-
-/// `args` of an event from key-value pairs.
-pub fn args<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }

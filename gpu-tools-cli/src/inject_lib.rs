@@ -68,6 +68,41 @@ pub fn find(explicit: Option<&Path>) -> Result<(PathBuf, Origin), String> {
     extract().map(|p| (p, Origin::Embedded))
 }
 
+/// Environment variable naming the AMD tool library.
+pub const ROCM_ENV_VAR: &str = "GPU_TOOLS_INJECT_ROCM_LIB";
+
+/// The AMD tool library (`libgpu_tools_inject_rocm.so`, the `gpu-tools-inject-rocm` crate) that `trace --backend
+/// rocm` names in `ROCP_TOOL_LIBRARIES`, absolute: `--inject-lib PATH`, then `$GPU_TOOLS_INJECT_ROCM_LIB`, then
+/// beside this executable or in its parent folder (where cargo builds it, and where a staged or installed copy
+/// sits). It is not embedded yet.
+pub fn find_rocm(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    const FILE: &str = "libgpu_tools_inject_rocm.so";
+    let absolute = |p: &Path| {
+        std::fs::canonicalize(p).map_err(|e| format!("the AMD tool library {}: {e}", p.display()))
+    };
+    if let Some(p) = explicit {
+        return absolute(p);
+    }
+    if let Some(p) = std::env::var_os(ROCM_ENV_VAR) {
+        return absolute(Path::new(&p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let mut tried = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        for candidate in [dir.join(FILE), dir.join("deps").join(FILE)] {
+            if candidate.is_file() {
+                return absolute(&candidate);
+            }
+            tried.push(candidate.display().to_string());
+        }
+    }
+    Err(format!(
+        "the AMD tool library {FILE} was not found (tried {}); build it with `cargo build --release -p \
+         gpu-tools-inject-rocm`, or name it with --inject-lib or ${ROCM_ENV_VAR}",
+        tried.join(", ")
+    ))
+}
+
 /// The embedded library, written to the cache if it is not there yet.
 fn extract() -> Result<PathBuf, String> {
     if EMBEDDED.is_empty() {

@@ -3,8 +3,9 @@
 
 use std::process::{Command, Output};
 
-const SUBCOMMANDS: [&str; 8] = [
-    "doctor", "trace", "where", "coredump", "freeze", "replay", "record", "rocprof",
+const SUBCOMMANDS: [&str; 13] = [
+    "doctor", "trace", "where", "coredump", "freeze", "replay", "record", "rocprof", "metrics",
+    "top", "profile", "stats", "export",
 ];
 
 fn gpu_tools(args: &[&str]) -> Output {

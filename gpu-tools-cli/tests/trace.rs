@@ -156,7 +156,7 @@ impl Sender {
         );
         assert_eq!(
             std::env::var(env::KINDS).as_deref(),
-            Ok("kernel,memcpy,memset,driver,runtime"),
+            Ok("kernel,memcpy,memset,driver,runtime,nvtx"),
             "default kinds"
         );
         let sock = UnixStream::connect(path).expect("connect");
@@ -223,7 +223,14 @@ fn standin() {
         "nocuda" => println!("not using CUDA"),
         // What the tracer set, on stdout, for the tests of its options; then no CUDA.
         "environment" => {
-            for var in [env::KINDS, env::CUDA_INJECTION] {
+            for var in [
+                env::KINDS,
+                env::CUDA_INJECTION,
+                env::NVTX_INJECTION,
+                env::CUDA_GRAPH,
+                env::API,
+                env::API_SKIP,
+            ] {
                 println!("{var}={}", std::env::var(var).unwrap_or_default());
             }
         }
@@ -333,7 +340,13 @@ fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
             .iter()
             .any(|e| e["ph"] == "M" && e["name"] == what && e["args"]["name"] == name)
     };
-    assert!(named("process_name", "GPU 0"));
+    assert!(events.iter().any(|e| {
+        e["ph"] == "M"
+            && e["name"] == "process_name"
+            && e["args"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("GPU 0"))
+    }));
     assert!(named("thread_name", "stream 7") && named("thread_name", "stream 13"));
     let count = |cat: &str| {
         events
@@ -356,11 +369,11 @@ fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
         .find(|e| e["cat"] == "kernel" && e["name"] == FILL_DEMANGLED)
         .expect("kernel event");
     assert_eq!(k["dur"], 2.0);
-    assert_eq!(k["args"]["api"], "cudaLaunchKernel");
-    let flows = events.iter().filter(|e| e["ph"] == "s").count();
+    assert_eq!(k["args"]["correlation"], 1);
+    let flows = events.iter().filter(|e| e["ph"] == "f").count();
     assert_eq!(
         flows, 4,
-        "one arrow per kernel, copy and set with a known API call (not the set)"
+        "one arrow into each kernel and copy from its API call (the set has none)"
     );
     assert_eq!(
         entries(dir.path()),
@@ -699,4 +712,136 @@ fn attaching_to_a_missing_process_is_a_clear_error() {
         text(&out.stderr),
         format!("gpu-tools trace: no process {gone}\n")
     );
+}
+
+/// Runs `gpu-tools trace ARGS` on the stand-in's "environment" scenario and returns what it saw.
+fn environment(args: &[&str]) -> String {
+    let me = std::env::current_exe().unwrap();
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--inject-lib"])
+        .arg(&me)
+        .args(args)
+        .arg("--")
+        .arg(&me)
+        .args([
+            "standin",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(STANDIN, "environment")
+        .output()
+        .unwrap();
+    text(&out.stdout)
+}
+
+#[test]
+fn graph_api_and_nvtx_options_reach_the_injection_library() {
+    let me = std::env::current_exe().unwrap();
+    let me = me.to_str().unwrap();
+    // Defaults: graphs by node, every API call, NVTX on (the nvtx kind is on by default).
+    let seen = environment(&[]);
+    assert!(
+        seen.contains(&format!("{}=node\n", env::CUDA_GRAPH)),
+        "{seen}"
+    );
+    assert!(seen.contains(&format!("{}=all\n", env::API)), "{seen}");
+    assert!(
+        seen.contains(&format!("{}={me}\n", env::NVTX_INJECTION)),
+        "{seen}"
+    );
+    assert!(seen.contains(&format!("{}=\n", env::API_SKIP)), "{seen}");
+    let seen = environment(&[
+        "--cuda-graph-trace",
+        "graph",
+        "--api",
+        "launches",
+        "--api-skip",
+        "cudaGetLastError,cuKernelGetName",
+        "--kinds",
+        "kernel,runtime",
+    ]);
+    assert!(
+        seen.contains(&format!("{}=graph\n", env::CUDA_GRAPH)),
+        "{seen}"
+    );
+    assert!(seen.contains(&format!("{}=launches\n", env::API)), "{seen}");
+    assert!(
+        seen.contains(&format!(
+            "{}=cudaGetLastError,cuKernelGetName\n",
+            env::API_SKIP
+        )),
+        "{seen}"
+    );
+    // Without the nvtx kind, NVTX is not injected.
+    assert!(
+        seen.contains(&format!("{}=\n", env::NVTX_INJECTION)),
+        "{seen}"
+    );
+    let seen = environment(&["--api", "none"]);
+    assert!(
+        seen.contains(&format!("{}=kernel,memcpy,memset,nvtx\n", env::KINDS)),
+        "{seen}"
+    );
+    // Usage errors: a bad value, or the option for the other backend.
+    let out = gpu_tools_trace()
+        .args([
+            "--backend",
+            "cupti",
+            "--cuda-graph-trace",
+            "kernel",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = gpu_tools_trace()
+        .args(["--backend", "debugger", "--api", "launches", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--api does not apply to the debugger backend"));
+}
+
+#[test]
+fn the_trace_file_is_streamed_and_read_back_by_stats_and_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("run-%p.gputrace");
+    let out = trace("normal", &["-q", "-o", template.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let files = entries(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].starts_with("run-") && !files[0].contains("%p"),
+        "{files:?}"
+    );
+    let file = dir.path().join(&files[0]);
+    let stats = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["stats", "--format", "csv", "--report", "cuda_gpu_kern_sum"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(stats.status.code(), Some(0), "{}", text(&stats.stderr));
+    let csv = text(&stats.stdout);
+    assert!(csv.contains("add_one") && csv.contains(FILL), "{csv}");
+    let json = dir.path().join("t.json");
+    let export = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("export")
+        .arg(&file)
+        .arg("--chrome")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(export.status.code(), Some(0), "{}", text(&export.stderr));
+    // A run that traced nothing writes no trace file.
+    let empty = dir.path().join("none");
+    std::fs::create_dir(&empty).unwrap();
+    let out = trace(
+        "nocuda",
+        &["-o", empty.join("t.gputrace").to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(entries(&empty).is_empty());
 }

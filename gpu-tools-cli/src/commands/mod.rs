@@ -7,11 +7,17 @@
 
 mod coredump;
 mod doctor;
+mod export;
 mod freeze;
+mod metrics;
+mod profile;
 mod record;
 mod replay;
 mod rocprof;
+mod stats;
+mod top;
 mod trace;
+mod trace_input;
 mod r#where;
 
 use clap::Subcommand;
@@ -29,6 +35,11 @@ pub enum Command {
     Replay(replay::Args),
     Record(record::Args),
     Rocprof(rocprof::Args),
+    Metrics(metrics::Args),
+    Top(top::Args),
+    Profile(profile::Args),
+    Stats(stats::Args),
+    Export(export::Args),
 }
 
 /// The tools' former names, each the name of an executable that ran what a subcommand runs now: `gpu-tools`
@@ -55,6 +66,11 @@ impl Command {
             Command::Replay(args) => replay::run(args),
             Command::Record(args) => record::run(args),
             Command::Rocprof(args) => rocprof::run(args),
+            Command::Metrics(args) => metrics::run(args),
+            Command::Top(args) => top::run(args),
+            Command::Profile(args) => profile::run(args),
+            Command::Stats(args) => stats::run(args),
+            Command::Export(args) => export::run(args),
         }
     }
 
@@ -69,6 +85,11 @@ impl Command {
             Command::Replay(_) => "replay",
             Command::Record(_) => "record",
             Command::Rocprof(_) => "rocprof",
+            Command::Metrics(_) => "metrics",
+            Command::Top(_) => "top",
+            Command::Profile(_) => "profile",
+            Command::Stats(_) => "stats",
+            Command::Export(_) => "export",
         }
     }
 }

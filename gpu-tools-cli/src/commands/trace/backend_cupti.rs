@@ -1,9 +1,11 @@
-//! The cupti backend: runs the program with the injection library (`CUDA_INJECTION64_PATH`), which streams the
-//! program's CUPTI activity records over a Unix socket to this process. Every process of the program that uses
-//! CUDA (an exec'd child too) connects on its own; each connection is read by its own thread.
+//! The cupti and rocm backends: run the program with a tool library that streams the crate's trace records over a
+//! Unix socket to this process: the CUDA injection library (`CUDA_INJECTION64_PATH`, CUPTI activity records) or
+//! the AMD tool library (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads
+//! it (an exec'd child too) connects on its own; each connection is read by its own thread. What arrives is also
+//! streamed, as it arrives, into the trace file (`-o`) and the Chrome trace (`--chrome-trace`).
 
 use std::collections::HashMap;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,15 +14,17 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gpu_tools::trace::env::{Destination, InjectionEnv, TraceKind};
+use gpu_tools::trace::export::{ChromeWriter, Timeline};
+use gpu_tools::trace::file::TraceFileWriter;
 use gpu_tools::trace::{
-    ApiDomain, NoticeLevel, Record, StreamHeader, StreamReader, WireError, env, env::TraceKind,
+    ApiDomain, NoticeLevel, Record, StreamHeader, StreamReader, WireError, env,
 };
 
 use super::cli::Args;
 use super::model::{ApiCall, Demangler, Kernel, Process, Trace, Transfer, TransferKind};
 use super::{Traced, spawn_failure};
 use crate::failure::Failure;
-use crate::inject_lib;
 
 /// Grace period after the program's exit for connections still in the listen queue.
 const LATE_CONNECT: Duration = Duration::from_millis(150);
@@ -28,15 +32,37 @@ const LATE_CONNECT: Duration = Duration::from_millis(150);
 const MAX_ERROR_MESSAGES: usize = 10;
 
 enum Msg {
+    /// Bytes of a stream as they were read (for the trace file).
+    Bytes(usize, Vec<u8>),
     Header(usize, StreamHeader),
     Item(usize, Result<Record, WireError>),
     Closed(usize),
 }
 
-pub fn run(cli: &Args, demangler: &mut Demangler) -> Result<Traced, Failure> {
-    let (lib, origin) =
-        inject_lib::find(cli.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
-    log::debug!("injection library {} ({origin})", lib.display());
+/// The tool library the program runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// The CUDA injection library.
+    Cuda,
+    /// The rocprofiler-sdk tool library.
+    Rocm,
+}
+
+/// Where records go besides the listing, as they arrive.
+pub struct Sinks<'a> {
+    /// The compact trace file (`-o`).
+    pub file: Option<TraceFileWriter<Box<dyn Write + 'a>>>,
+    /// The Chrome trace (`--chrome-trace`).
+    pub chrome: Option<Timeline<ChromeWriter<Box<dyn Write + 'a>>>>,
+}
+
+pub fn run(
+    cli: &Args,
+    demangler: &mut Demangler,
+    tool: Tool,
+    lib: &Path,
+    sinks: &mut Sinks<'_>,
+) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
     let dir = tempfile::Builder::new()
         .prefix("gpu-tools-trace-")
@@ -49,7 +75,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler) -> Result<Traced, Failure> {
 
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..]).stdin(Stdio::inherit());
-    configure(&mut cmd, cli, &lib, &socket);
+    configure(&mut cmd, cli, tool, lib, &socket);
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
     // child gets the default back before exec (ignored signals would stay ignored across exec).
@@ -69,11 +95,12 @@ pub fn run(cli: &Args, demangler: &mut Demangler) -> Result<Traced, Failure> {
     let accepted = Arc::new(AtomicUsize::new(0));
     {
         let (tx, stop, accepted) = (tx.clone(), Arc::clone(&stop), Arc::clone(&accepted));
-        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted));
+        let tee = sinks.file.is_some();
+        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee));
     }
     drop(tx);
 
-    let mut collector = Collector::new(demangler, cli.effective_kinds());
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
     let drain = Duration::from_millis(cli.drain_timeout_ms.unwrap_or(5000));
     let mut status = None;
     let mut exited_at: Option<Instant> = None;
@@ -112,7 +139,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler) -> Result<Traced, Failure> {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let mut trace = collector.finish();
+    let mut trace = collector.finish()?;
     if trace.processes.is_empty() {
         trace.warnings.push(format!(
             "no traced process connected: {} did not initialise CUDA, or CUDA could not load {} (set {}=debug to \
@@ -125,8 +152,22 @@ pub fn run(cli: &Args, demangler: &mut Demangler) -> Result<Traced, Failure> {
     Ok(Traced { trace, status })
 }
 
-/// The child's environment: the injection library and what it should collect, and where to send it.
-fn configure(cmd: &mut Command, cli: &Args, lib: &Path, socket: &Path) {
+/// The child's environment: the tool library and what it should collect, and where to send it.
+fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Path) {
+    // The tracer's own settings do not leak into the program's.
+    for var in InjectionEnv::REMOVED {
+        cmd.env_remove(var);
+    }
+    let kinds = cli.effective_kinds();
+    if tool == Tool::Rocm {
+        cmd.env(ROCP_TOOL_LIBRARIES, lib)
+            .env(env::SOCKET, socket)
+            .env(env::KINDS, TraceKind::list_value(&kinds));
+        if let Some(v) = &cli.buffer_size {
+            cmd.env(env::BUFFER_SIZE, v);
+        }
+        return;
+    }
     if let Some(old) = std::env::var_os(env::CUDA_INJECTION) {
         if Path::new(&old) != lib {
             eprintln!(
@@ -137,27 +178,37 @@ fn configure(cmd: &mut Command, cli: &Args, lib: &Path, socket: &Path) {
             );
         }
     }
-    let kinds = TraceKind::list_value(&cli.effective_kinds());
-    cmd.env(env::CUDA_INJECTION, lib)
-        .env(env::SOCKET, socket)
-        .env_remove(env::FILE)
-        .env(env::KINDS, kinds);
+    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
+    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
+        .nvtx(kinds.contains(&TraceKind::Nvtx))
+        .kinds(&kinds)
+        .graph_mode(
+            cli.cuda_graph_trace
+                .map_or_else(Default::default, |g| g.mode()),
+        )
+        .api_mode(cli.api_mode())
+        .api_skip(&skip);
     if let Some(v) = &cli.buffer_size {
-        cmd.env(env::BUFFER_SIZE, v);
+        injection = injection.buffer_size(v.clone());
     }
     if let Some(v) = cli.max_buffers {
-        cmd.env(env::MAX_BUFFERS, v.to_string());
+        injection = injection.max_buffers(v);
     }
     if let Some(v) = cli.flush_ms {
-        cmd.env(env::FLUSH_MS, v.to_string());
+        injection = injection.flush_ms(v);
     }
+    cmd.envs(injection.vars());
 }
+
+/// The variable naming the rocprofiler-sdk tool libraries a program loads.
+const ROCP_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
 
 fn accept_loop(
     listener: UnixListener,
     tx: mpsc::Sender<Msg>,
     stop: Arc<AtomicBool>,
     accepted: Arc<AtomicUsize>,
+    tee: bool,
 ) {
     let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
@@ -167,7 +218,7 @@ fn accept_loop(
                 next += 1;
                 accepted.store(next, Ordering::SeqCst);
                 let tx = tx.clone();
-                std::thread::spawn(move || read_stream(id, stream, tx));
+                std::thread::spawn(move || read_stream(id, stream, tx, tee));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(5))
@@ -181,10 +232,33 @@ fn accept_loop(
     }
 }
 
-fn read_stream(id: usize, stream: UnixStream, tx: mpsc::Sender<Msg>) {
+/// A connection whose bytes are also handed on, as read, for the trace file.
+struct Tee {
+    stream: UnixStream,
+    id: usize,
+    tx: Option<mpsc::Sender<Msg>>,
+}
+
+impl Read for Tee {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        if let Some(tx) = &self.tx {
+            if n > 0 && tx.send(Msg::Bytes(self.id, buf[..n].to_vec())).is_err() {
+                self.tx = None;
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn read_stream(id: usize, stream: UnixStream, tx: mpsc::Sender<Msg>, tee: bool) {
     // The listener is non-blocking; the accepted stream must block.
     let _ = stream.set_nonblocking(false);
-    let mut reader = StreamReader::new(stream);
+    let mut reader = StreamReader::new(Tee {
+        stream,
+        id,
+        tx: tee.then(|| tx.clone()),
+    });
     let mut header_sent = false;
     while let Some(item) = reader.next() {
         if !header_sent {
@@ -214,14 +288,19 @@ struct StreamState {
     errors: usize,
 }
 
-struct Collector<'d> {
+struct Collector<'d, 's, 'a> {
     demangler: &'d mut Demangler,
     streams: HashMap<usize, StreamState>,
     trace: Trace,
+    sinks: &'s mut Sinks<'a>,
+    /// The trace file's stream number of each connection.
+    file_streams: HashMap<usize, u32>,
+    /// The first error writing the trace file or the Chrome trace; they are not written to after it.
+    sink_error: Option<String>,
 }
 
-impl<'d> Collector<'d> {
-    fn new(demangler: &'d mut Demangler, kinds: Vec<TraceKind>) -> Self {
+impl<'d, 's, 'a> Collector<'d, 's, 'a> {
+    fn new(demangler: &'d mut Demangler, kinds: Vec<TraceKind>, sinks: &'s mut Sinks<'a>) -> Self {
         let trace = Trace {
             kernel_times: true,
             sees_transfers: kinds.contains(&TraceKind::Memcpy)
@@ -233,6 +312,53 @@ impl<'d> Collector<'d> {
             demangler,
             streams: HashMap::new(),
             trace,
+            sinks,
+            file_streams: HashMap::new(),
+            sink_error: None,
+        }
+    }
+
+    /// Bytes of connection `id` into the trace file.
+    fn bytes(&mut self, id: usize, bytes: &[u8]) {
+        let Some(file) = self
+            .sinks
+            .file
+            .as_mut()
+            .filter(|_| self.sink_error.is_none())
+        else {
+            return;
+        };
+        let stream = *self
+            .file_streams
+            .entry(id)
+            .or_insert_with(|| file.add_stream());
+        if let Err(e) = file.write(stream, bytes) {
+            self.sink_error = Some(format!("cannot write the trace file: {e}"));
+        }
+    }
+
+    /// A record of connection `id` into the Chrome trace.
+    fn timeline(&mut self, id: usize, record: &Record) {
+        let Some(timeline) = self
+            .sinks
+            .chrome
+            .as_mut()
+            .filter(|_| self.sink_error.is_none())
+        else {
+            return;
+        };
+        let key = (0, u32::try_from(id).unwrap_or(u32::MAX));
+        // Kernel names as the listing shows them (demangled unless --raw-names).
+        let written = match record {
+            Record::Kernel(k) => {
+                let mut k = k.clone();
+                k.name = self.demangler.name(&k.name);
+                timeline.add(key, &Record::Kernel(k))
+            }
+            _ => timeline.add(key, record),
+        };
+        if let Err(e) = written {
+            self.sink_error = Some(format!("cannot write the Chrome trace: {e}"));
         }
     }
 
@@ -257,19 +383,38 @@ impl<'d> Collector<'d> {
             Msg::Header(id, h) => {
                 let s = self.streams.entry(id).or_default();
                 s.process.pid = h.pid;
-                if h.clock != gpu_tools::trace::TimestampClock::Monotonic {
+                // rocprofiler-sdk's streams say Unspecified: their clock is the SDK's, consistent within the run.
+                if !matches!(
+                    h.clock,
+                    gpu_tools::trace::TimestampClock::Monotonic
+                        | gpu_tools::trace::TimestampClock::Unspecified
+                ) {
                     self.trace.warnings.push(format!(
                         "process {}: timestamps are on the vendor's clock ({:?}), not CLOCK_MONOTONIC",
                         h.pid, h.clock
                     ));
                 }
             }
-            Msg::Closed(id) => self.streams.entry(id).or_default().closed = true,
+            Msg::Bytes(id, bytes) => self.bytes(id, &bytes),
+            Msg::Closed(id) => {
+                self.streams.entry(id).or_default().closed = true;
+                if let (Some(file), Some(&stream)) =
+                    (self.sinks.file.as_mut(), self.file_streams.get(&id))
+                {
+                    if let Err(e) = file.close(stream) {
+                        self.sink_error
+                            .get_or_insert(format!("cannot write the trace file: {e}"));
+                    }
+                }
+            }
             Msg::Item(id, item) => self.item(id, item),
         }
     }
 
     fn item(&mut self, id: usize, item: Result<Record, WireError>) {
+        if let Ok(record) = &item {
+            self.timeline(id, record);
+        }
         let s = self.streams.entry(id).or_default();
         let pid = s.process.pid;
         let record = match item {
@@ -293,6 +438,7 @@ impl<'d> Collector<'d> {
                 s.process.pid = p.pid;
                 s.process.command = p.command;
             }
+            Record::ProcessInfo(i) => s.process.label = i.rank_label(),
             Record::Kernel(k) => t.kernels.push(Kernel {
                 pid,
                 name: d.name(&k.name),
@@ -301,7 +447,6 @@ impl<'d> Collector<'d> {
                 device: k.device,
                 context: u64::from(k.context),
                 stream: Some(u64::from(k.stream)),
-                thread: None,
                 grid: k.grid,
                 block: k.block,
                 correlation: Some(k.correlation),
@@ -344,7 +489,6 @@ impl<'d> Collector<'d> {
             }),
             Record::Api(a) => t.api.push(ApiCall {
                 pid,
-                thread: a.thread,
                 name: if a.name.is_empty() {
                     Arc::from(format!("{} cbid {}", a.domain.name(), a.cbid))
                 } else {
@@ -352,12 +496,15 @@ impl<'d> Collector<'d> {
                 },
                 category: match a.domain {
                     ApiDomain::Runtime => "cuda_runtime",
-                    _ => "cuda_driver",
+                    ApiDomain::Driver => "cuda_driver",
+                    ApiDomain::Hip => "hip_api",
+                    ApiDomain::Hsa => "hsa_api",
+                    ApiDomain::Marker => "marker",
+                    _ => "api",
                 },
                 start: a.start,
                 end: a.end,
                 correlation: a.correlation,
-                return_value: a.return_value,
             }),
             Record::Dropped(r) => t.dropped.push((pid, r.context, r.stream, r.count)),
             Record::Notice(n) => {
@@ -382,7 +529,7 @@ impl<'d> Collector<'d> {
                 }
                 if e.skipped > 0 {
                     t.warnings.push(format!(
-                        "process {pid}: {} CUPTI records could not be decoded or are of a kind not shown",
+                        "process {pid}: {} vendor records could not be decoded or are of a kind not shown",
                         e.skipped
                     ));
                 }
@@ -392,7 +539,10 @@ impl<'d> Collector<'d> {
         }
     }
 
-    fn finish(mut self) -> Trace {
+    fn finish(mut self) -> Result<Trace, Failure> {
+        if let Some(e) = self.sink_error.take() {
+            return Err(Failure::new(1, e));
+        }
         let mut streams: Vec<(usize, StreamState)> = self.streams.into_iter().collect();
         streams.sort_by_key(|(id, _)| *id);
         for (_, s) in streams {
@@ -415,6 +565,6 @@ impl<'d> Collector<'d> {
             }
             self.trace.processes.push(p);
         }
-        self.trace
+        Ok(self.trace)
     }
 }

@@ -162,7 +162,6 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                         device: k.dev,
                         context: k.context,
                         stream: None,
-                        thread: Some(k.tid),
                         grid: [k.grid_dim.x, k.grid_dim.y, k.grid_dim.z],
                         block: [k.block_dim.x, k.block_dim.y, k.block_dim.z],
                         correlation: None,

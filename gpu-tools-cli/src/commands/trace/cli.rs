@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use gpu_tools::cudbg::AttachProtocol;
-use gpu_tools::trace::env::TraceKind;
+use gpu_tools::trace::env::{ApiMode, GraphMode, TraceKind};
 
 /// Trace a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
 ///
@@ -29,6 +29,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub chrome_trace: Option<PathBuf>,
 
+    /// cupti, rocm: also save the trace to FILE in the crate's compact trace format, streamed as records arrive
+    /// (`%h` becomes the host name, `%p` the tracer's process id); read it later with `gpu-tools stats` and
+    /// `gpu-tools export`. Written whole when the run ends (also when the program fails).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<String>,
+
     /// Print only the summary, not every kernel, copy and set.
     #[arg(long, short)]
     pub quiet: bool,
@@ -44,7 +50,8 @@ pub struct Args {
     pub inject_lib: Option<PathBuf>,
 
     /// cupti: record kinds to collect, comma-separated; `all` for every kind [default:
-    /// kernel,memcpy,memset,driver,runtime].
+    /// kernel,memcpy,memset,driver,runtime,nvtx]. With `nvtx` the program's NVTX ranges and marks are traced
+    /// (free for a program that makes no NVTX call).
     #[arg(
         long,
         value_name = "KINDS",
@@ -54,9 +61,29 @@ pub struct Args {
     )]
     pub kinds: Vec<KindArg>,
 
-    /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API).
-    #[arg(long, help_heading = "cupti backend")]
+    /// cupti: leave out driver and runtime API records (cheaper; kernels then show no calling API); the same as
+    /// `--api none`.
+    #[arg(long, conflicts_with = "api", help_heading = "cupti backend")]
     pub no_api: bool,
+
+    /// cupti: which API calls are recorded: `all`, `launches` (only calls that launch work or move data: far
+    /// fewer records on launch-bound programs), `none` [default: all].
+    #[arg(long, value_enum, value_name = "WHICH", help_heading = "cupti backend")]
+    pub api: Option<ApiArg>,
+
+    /// cupti: API functions never recorded, comma-separated (`cudaGetLastError,cuKernelGetName`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        help_heading = "cupti backend"
+    )]
+    pub api_skip: Vec<String>,
+
+    /// cupti: how CUDA graphs are traced: `node` (each node's kernel, with graph and node id) or `graph` (one
+    /// event per graph launch, cheapest) [default: node; the default will be chosen by measurement].
+    #[arg(long, value_enum, value_name = "LEVEL", help_heading = "cupti backend")]
+    pub cuda_graph_trace: Option<GraphArg>,
 
     /// cupti: bytes of each CUPTI record buffer, suffix k or M allowed [default: 4M].
     #[arg(long, value_name = "BYTES", help_heading = "cupti backend")]
@@ -130,6 +157,33 @@ pub enum Backend {
     Cupti,
     /// The CUDA debugger API.
     Debugger,
+    /// rocprofiler-sdk records from an AMD tool library (`ROCP_TOOL_LIBRARIES`): HIP programs.
+    Rocm,
+}
+
+/// A value of `--api`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApiArg {
+    All,
+    Launches,
+    None,
+}
+
+/// A value of `--cuda-graph-trace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphArg {
+    Node,
+    Graph,
+}
+
+impl GraphArg {
+    /// The library's mode.
+    pub fn mode(self) -> GraphMode {
+        match self {
+            GraphArg::Node => GraphMode::Node,
+            GraphArg::Graph => GraphMode::Graph,
+        }
+    }
 }
 
 impl Backend {
@@ -138,6 +192,7 @@ impl Backend {
         match self {
             Backend::Cupti => "cupti",
             Backend::Debugger => "debugger",
+            Backend::Rocm => "rocm",
         }
     }
 }
@@ -175,10 +230,25 @@ impl ValueEnum for KindArg {
 }
 
 impl Args {
+    /// Whether API records are left out (`--no-api`, `--api none`).
+    fn no_api_records(&self) -> bool {
+        self.no_api || self.api == Some(ApiArg::None)
+    }
+
+    /// Which API calls are recorded, for the injection library.
+    pub fn api_mode(&self) -> ApiMode {
+        match self.api {
+            Some(ApiArg::Launches) => ApiMode::Launches,
+            _ => ApiMode::All,
+        }
+    }
+
     /// Kinds to collect, defaults and `--no-api` applied.
     pub fn effective_kinds(&self) -> Vec<TraceKind> {
         let given: Vec<TraceKind> = if self.kinds.is_empty() {
-            TraceKind::DEFAULT.to_vec()
+            let mut kinds = TraceKind::DEFAULT.to_vec();
+            kinds.push(TraceKind::Nvtx);
+            kinds
         } else {
             self.kinds
                 .iter()
@@ -191,7 +261,7 @@ impl Args {
         };
         let mut kinds: Vec<TraceKind> = Vec::new();
         for k in given {
-            if !(kinds.contains(&k) || (self.no_api && k.is_api())) {
+            if !(kinds.contains(&k) || (self.no_api_records() && k.is_api())) {
                 kinds.push(k);
             }
         }
@@ -200,31 +270,44 @@ impl Args {
 
     /// An option of the other backend, if one was given (a usage error).
     pub fn misplaced_option(&self, backend: Backend) -> Option<&'static str> {
-        let debugger = [
-            (self.spin_us.is_some(), "--spin-us"),
-            (self.push_pop, "--push-pop"),
-            (self.defer_launches, "--defer-launches"),
-            (self.blocking_launches, "--blocking-launches"),
-            (self.attach.is_some(), "--attach"),
-            (self.attach_protocol.is_some(), "--attach-protocol"),
+        use Backend::{Cupti, Debugger, Rocm};
+        // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
+        // size and the socket; the record stream's options apply where there is one).
+        let options: [(bool, &'static str, &[Backend]); 17] = [
+            (self.spin_us.is_some(), "--spin-us", &[Debugger]),
+            (self.push_pop, "--push-pop", &[Debugger]),
+            (self.defer_launches, "--defer-launches", &[Debugger]),
+            (self.blocking_launches, "--blocking-launches", &[Debugger]),
+            (self.attach.is_some(), "--attach", &[Debugger]),
+            (
+                self.attach_protocol.is_some(),
+                "--attach-protocol",
+                &[Debugger],
+            ),
+            (self.output.is_some(), "--output", &[Cupti, Rocm]),
+            (self.inject_lib.is_some(), "--inject-lib", &[Cupti, Rocm]),
+            (!self.kinds.is_empty(), "--kinds", &[Cupti, Rocm]),
+            (self.no_api, "--no-api", &[Cupti, Rocm]),
+            (self.api.is_some(), "--api", &[Cupti]),
+            (!self.api_skip.is_empty(), "--api-skip", &[Cupti]),
+            (
+                self.cuda_graph_trace.is_some(),
+                "--cuda-graph-trace",
+                &[Cupti],
+            ),
+            (self.buffer_size.is_some(), "--buffer-size", &[Cupti, Rocm]),
+            (self.max_buffers.is_some(), "--max-buffers", &[Cupti]),
+            (self.flush_ms.is_some(), "--flush-ms", &[Cupti]),
+            (
+                self.drain_timeout_ms.is_some(),
+                "--drain-timeout-ms",
+                &[Cupti, Rocm],
+            ),
         ];
-        let cupti = [
-            (self.inject_lib.is_some(), "--inject-lib"),
-            (!self.kinds.is_empty(), "--kinds"),
-            (self.no_api, "--no-api"),
-            (self.buffer_size.is_some(), "--buffer-size"),
-            (self.max_buffers.is_some(), "--max-buffers"),
-            (self.flush_ms.is_some(), "--flush-ms"),
-            (self.drain_timeout_ms.is_some(), "--drain-timeout-ms"),
-        ];
-        let wrong: &[(bool, &'static str)] = match backend {
-            Backend::Cupti => &debugger,
-            Backend::Debugger => &cupti,
-        };
-        wrong
+        options
             .iter()
-            .find(|(given, _)| *given)
-            .map(|(_, name)| *name)
+            .find(|(given, _, applies)| *given && !applies.contains(&backend))
+            .map(|(_, name, _)| *name)
     }
 }
 
@@ -253,6 +336,17 @@ mod tests {
             [TraceKind::Kernel, TraceKind::Memcpy]
         );
         assert_eq!(kinds("all"), TraceKind::ALL);
+        // The default adds NVTX (free without NVTX calls); --api none leaves the API kinds out.
+        let default = Cli::try_parse_from(["trace", "--", "true"])
+            .unwrap()
+            .args
+            .effective_kinds();
+        assert!(default.contains(&TraceKind::Nvtx) && default.contains(&TraceKind::Runtime));
+        let none = Cli::try_parse_from(["trace", "--api", "none", "--", "true"])
+            .unwrap()
+            .args
+            .effective_kinds();
+        assert!(!none.iter().any(|k| k.is_api()), "{none:?}");
         assert_eq!(kinds("memcpy,all"), {
             let mut v = vec![TraceKind::Memcpy];
             v.extend(TraceKind::ALL.iter().filter(|k| **k != TraceKind::Memcpy));

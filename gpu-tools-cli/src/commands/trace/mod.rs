@@ -16,7 +16,6 @@
 
 mod backend_cupti;
 mod backend_debugger;
-mod chrome;
 mod cli;
 mod model;
 mod report;
@@ -25,8 +24,12 @@ use std::io::{BufWriter, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::sync::Arc;
 
 use clap::error::ErrorKind;
+use gpu_tools::trace::export::{ChromeWriter, Timeline};
+use gpu_tools::trace::file::{TraceFileWriter, expand_output_name};
+use gpu_tools::trace::{KernelRecord, ProcessStart, Record};
 
 pub use cli::Args;
 use cli::Backend;
@@ -34,7 +37,9 @@ use model::{Demangler, Trace};
 
 use super::clap_command;
 use crate::failure::{Failure, INCOMPLETE, Outcome};
+use crate::inject_lib;
 use crate::output::OutputFile;
+use backend_cupti::{Sinks, Tool};
 
 /// What a backend produced.
 pub struct Traced {
@@ -52,16 +57,111 @@ fn spawn_failure(program: &str, e: &std::io::Error) -> Failure {
     Failure::new(code, format!("cannot start {program}: {e}"))
 }
 
+/// This host's name, for `%h` in `-o`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// The debugger backend's processes and timed launches as records of a timeline (it has no record stream).
+fn timeline_of<S: gpu_tools::trace::export::TimelineSink>(
+    trace: &Trace,
+    timeline: &mut Timeline<S>,
+) -> std::io::Result<()> {
+    let stream_of = |pid: u32| {
+        u32::try_from(
+            trace
+                .processes
+                .iter()
+                .position(|p| p.pid == pid)
+                .unwrap_or(0),
+        )
+        .unwrap_or(0)
+    };
+    for p in &trace.processes {
+        let start = ProcessStart {
+            pid: p.pid,
+            parent_pid: 0,
+            time: 0,
+            command: p.command.clone(),
+        };
+        timeline.add((0, stream_of(p.pid)), &Record::ProcessStart(start))?;
+    }
+    for k in &trace.kernels {
+        let (Some(start), Some(end)) = (k.start, k.end) else {
+            continue;
+        };
+        let record = KernelRecord {
+            start,
+            end,
+            device: k.device,
+            context: u32::try_from(k.context).unwrap_or(u32::MAX),
+            stream: k.stream.map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX)),
+            correlation: k.correlation.unwrap_or(0),
+            grid_id: 0,
+            grid: k.grid,
+            block: k.block,
+            static_shared: k.shared_memory.unwrap_or(0),
+            dynamic_shared: 0,
+            registers: k.registers.unwrap_or(0),
+            graph_id: 0,
+            graph_node_id: 0,
+            name: Arc::clone(&k.name),
+        };
+        timeline.add((0, stream_of(k.pid)), &Record::Kernel(record))?;
+    }
+    Ok(())
+}
+
 /// A usage error of `trace`.
 fn usage(kind: ErrorKind, message: impl std::fmt::Display) -> Failure {
     Failure::usage(clap_command("trace"), kind, message)
 }
 
-/// The backend asked for, or the default: cupti where libcupti loads.
-fn choose_backend(args: &Args) -> Backend {
+/// Whether the executable `path` links the HIP runtime (`libamdhip64` among its ELF `DT_NEEDED` entries).
+fn links_hip(path: &Path) -> bool {
+    use object::read::elf::{Dyn, ElfFile64, FileHeader, SectionHeader};
+    let Ok(data) = std::fs::read(path) else {
+        return false;
+    };
+    let Ok(elf) = ElfFile64::<object::Endianness>::parse(&*data) else {
+        return false;
+    };
+    let endian = elf.endian();
+    let Ok(sections) = elf.elf_header().sections(endian, &*data) else {
+        return false;
+    };
+    for section in sections.iter() {
+        let Ok(Some((entries, link))) = section.dynamic(endian, &*data) else {
+            continue;
+        };
+        let Ok(strings) = sections.strings(endian, &*data, link) else {
+            continue;
+        };
+        for entry in entries {
+            if entry.tag(endian) == object::elf::DT_NEEDED {
+                if let Ok(name) = entry.string(endian, strings) {
+                    if name.starts_with(b"libamdhip64") {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+/// The backend asked for, or the default: rocm for a program that links the HIP runtime, else cupti where
+/// libcupti loads, else the debugger.
+fn choose_backend(args: &Args, program: Option<&Path>) -> Backend {
     // Only the debugger backend attaches to a running process.
     if args.attach.is_some() && args.backend.is_none() {
         return Backend::Debugger;
+    }
+    if args.backend.is_none() && program.is_some_and(links_hip) {
+        log::info!("the program links libamdhip64: using the rocm backend");
+        return Backend::Rocm;
     }
     args.backend
         .unwrap_or_else(|| match gpu_tools::cupti::CuptiLibrary::load() {
@@ -119,13 +219,11 @@ pub fn run(args: Args) -> Outcome {
             "--attach-protocol applies only with --attach PID",
         ));
     }
-    if let Some(program) = args.program.first() {
-        check_program(program)?;
-    }
+    let program = args.program.first().map(|p| check_program(p)).transpose()?;
     if let Some(pid) = args.attach {
         crate::pid::check(pid)?;
     }
-    let backend = choose_backend(&args);
+    let backend = choose_backend(&args, program.as_deref());
     if let Some(option) = args.misplaced_option(backend) {
         return Err(usage(
             ErrorKind::ArgumentConflict,
@@ -143,37 +241,107 @@ pub fn run(args: Args) -> Outcome {
     if backend == Backend::Cupti {
         check_driver()?;
     }
-    // Fail before the program runs if the trace cannot be written; nothing is written if no trace comes.
+    // The tool library, found before the program runs.
+    let tool = match backend {
+        Backend::Cupti => Some(Tool::Cuda),
+        Backend::Rocm => Some(Tool::Rocm),
+        Backend::Debugger => None,
+    };
+    let lib = match tool {
+        Some(Tool::Cuda) => {
+            let (lib, origin) =
+                inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
+            log::debug!("injection library {} ({origin})", lib.display());
+            Some(lib)
+        }
+        Some(Tool::Rocm) => Some(
+            inject_lib::find_rocm(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?,
+        ),
+        None => None,
+    };
+    // Fail before the program runs if a trace cannot be written; nothing is written if no trace comes.
     let chrome_file = args
         .chrome_trace
         .as_deref()
         .map(|path| OutputFile::create(path, "the Chrome trace"))
         .transpose()?;
+    let trace_file = args
+        .output
+        .as_deref()
+        .map(|template| {
+            let path = expand_output_name(template, &host_name(), std::process::id());
+            OutputFile::create(Path::new(&path), "the trace file")
+        })
+        .transpose()?;
     let mut demangler = Demangler::new(args.raw_names);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let result = match backend {
-        Backend::Cupti => backend_cupti::run(&args, &mut demangler),
-        Backend::Debugger => backend_debugger::run(&args, &mut demangler, &mut out),
-    };
-    let traced = match result {
-        Ok(t) => t,
-        Err(f) => {
-            let _ = out.flush();
-            return Err(f);
+    let written =
+        |e: std::io::Error, what: &str| Failure::new(1, format!("cannot write {what}: {e}"));
+    let traced = {
+        let mut sinks = Sinks {
+            file: trace_file
+                .as_ref()
+                .map(|f| TraceFileWriter::new(Box::new(f.writer()) as Box<dyn Write + '_>))
+                .transpose()
+                .map_err(|e| written(e, "the trace file"))?,
+            chrome: chrome_file.as_ref().map(|f| {
+                Timeline::new(ChromeWriter::new(
+                    Box::new(f.writer()) as Box<dyn Write + '_>
+                ))
+            }),
+        };
+        let result = match (tool, &lib) {
+            (Some(tool), Some(lib)) => {
+                backend_cupti::run(&args, &mut demangler, tool, lib, &mut sinks)
+            }
+            _ => backend_debugger::run(&args, &mut demangler, &mut out),
+        };
+        let traced = match result {
+            Ok(t) => t,
+            Err(f) => {
+                let _ = out.flush();
+                return Err(f);
+            }
+        };
+        let trace = &traced.trace;
+        if !args.quiet && backend != Backend::Debugger {
+            report::listing(trace, &mut out).map_err(Failure::stdout)?;
         }
+        report::summary(trace, backend.name(), &mut out).map_err(Failure::stdout)?;
+        out.flush().map_err(Failure::stdout)?;
+        if backend == Backend::Debugger {
+            // The debugger backend's launches, as records, for the Chrome trace.
+            if let Some(timeline) = sinks.chrome.as_mut() {
+                timeline_of(trace, timeline).map_err(|e| written(e, "the Chrome trace"))?;
+            }
+        }
+        let Sinks { file, chrome } = sinks;
+        if let Some(file) = file {
+            file.into_inner()
+                .and_then(|mut w| w.flush())
+                .map_err(|e| written(e, "the trace file"))?;
+        }
+        if let Some(timeline) = chrome {
+            timeline
+                .finish()
+                .and_then(|sink| sink.into_inner())
+                .and_then(|mut w| w.flush())
+                .map_err(|e| written(e, "the Chrome trace"))?;
+        }
+        traced
     };
-    let trace = &traced.trace;
-    if !args.quiet && backend == Backend::Cupti {
-        report::listing(trace, &mut out).map_err(Failure::stdout)?;
-    }
-    report::summary(trace, backend.name(), &mut out).map_err(Failure::stdout)?;
-    out.flush().map_err(Failure::stdout)?;
     drop(out);
+    let trace = &traced.trace;
     // A run in which no process was traced failed: it leaves no trace file.
-    if let Some(file) = chrome_file.filter(|_| !trace.processes.is_empty()) {
-        let document = chrome::build(trace);
-        file.write_with(|w| document.write_to(w))?;
+    if !trace.processes.is_empty() {
+        for file in [chrome_file, trace_file].into_iter().flatten() {
+            let path = file.path().display().to_string();
+            file.commit()?;
+            if args.output.is_some() {
+                log::info!("wrote {path}");
+            }
+        }
     }
     for w in &trace.warnings {
         eprintln!("gpu-tools trace: {w}");

@@ -17,8 +17,6 @@ pub struct Kernel {
     pub context: u64,
     /// Stream id; `None` where the backend does not know it (the debugger backend).
     pub stream: Option<u64>,
-    /// The launching host thread, where known.
-    pub thread: Option<u32>,
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub correlation: Option<u32>,
@@ -69,14 +67,12 @@ impl Transfer {
 #[derive(Debug, Clone)]
 pub struct ApiCall {
     pub pid: u32,
-    pub thread: u32,
     pub name: Arc<str>,
-    /// `cuda_runtime` or `cuda_driver`.
+    /// `cuda_runtime`, `cuda_driver`, `hip_api`, `hsa_api` or `marker`.
     pub category: &'static str,
     pub start: u64,
     pub end: u64,
     pub correlation: u32,
-    pub return_value: u32,
 }
 
 /// A traced process.
@@ -84,6 +80,8 @@ pub struct ApiCall {
 pub struct Process {
     pub pid: u32,
     pub command: String,
+    /// Its job labels (`rank 3 (local 1)`), empty where its launcher set none.
+    pub label: String,
     /// The process's stream ended with its end record (a normal exit): everything it sent arrived.
     pub ended: bool,
     /// Records the process said it sent, and records that arrived.

@@ -161,6 +161,13 @@ pub fn summary(trace: &Trace, backend: &str, out: &mut impl Write) -> io::Result
         },
         trace.dropped_total()
     )?;
+    // Each process's job labels (its rank), where its launcher set them.
+    if trace.processes.iter().any(|p| !p.label.is_empty()) {
+        for p in &trace.processes {
+            let label = if p.label.is_empty() { "-" } else { &p.label };
+            writeln!(out, "    process {} ({}): {label}", p.pid, p.command)?;
+        }
+    }
     let mut by_name: BTreeMap<&str, Times> = BTreeMap::new();
     for k in &trace.kernels {
         by_name.entry(&k.name).or_default().add(k.duration(), 0);

@@ -1,10 +1,8 @@
-//! The `gpu_profile` example (what `gpu-tools profile` does) end to end without a GPU: this test binary stands in
+//! `gpu-tools profile` end to end without a GPU: this test binary stands in
 //! for the profiled program and writes, to the stream file the injection library would write, the counter records
 //! it would send. Checks the request the program receives, the per-kernel table (text, CSV, JSON) with demangled
 //! names, the stall report, losses and notices, and the errors: a program that never uses CUDA, an unknown set.
-#![cfg(feature = "cupti")]
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -13,26 +11,12 @@ use gpu_tools::trace::*;
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 const COPY: &str = "_Z4copyPKfPfm";
 
-fn gpu_profile() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let p = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target/<profile>")
-        .join("examples/gpu_profile");
-    assert!(
-        p.exists(),
-        "{} missing: build the examples (cargo test builds them)",
-        p.display()
-    );
-    p
-}
-
-/// Runs `gpu_profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
+/// Runs `gpu-tools profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
 /// nothing here initialises CUDA).
 fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
     let me = std::env::current_exe().unwrap();
-    let out = Command::new(gpu_profile())
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("profile")
         .arg("--inject-lib")
         .arg(&me)
         .arg("--no-check")
@@ -41,7 +25,7 @@ fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
         .args(program)
         .env(STANDIN, scenario)
         .output()
-        .expect("run gpu_profile");
+        .expect("run gpu-tools profile");
     println!(
         "{args:?} {program:?}: {}\n--- stdout\n{}--- stderr\n{}",
         out.status,
@@ -65,12 +49,12 @@ fn standin_program() -> Vec<String> {
     ]
 }
 
-/// Runs the stand-in under `gpu_profile ARGS --output FILE`; returns the run and the report.
+/// Runs the stand-in under `gpu-tools profile ARGS --output FILE`; returns the run and the report.
 fn run_standin(args: &[&str]) -> (Output, String) {
     let p = standin_program();
     let p: Vec<&str> = p.iter().map(String::as_str).collect();
     let report = std::env::temp_dir().join(format!(
-        "gpu_profile_cli-{}-{}.txt",
+        "gpu-tools-profile-{}-{}.txt",
         std::process::id(),
         args.join("_")
     ));

@@ -1,0 +1,90 @@
+//! `gpu-tools export FILE... (--perfetto OUT | --chrome OUT[.gz])`: saved traces as a timeline that Perfetto and
+//! chrome://tracing open, streamed through [`gpu_tools::trace::export`] (no event is held in memory).
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use gpu_tools::trace::export::{ChromeWriter, PerfettoWriter, Timeline, TimelineSink};
+
+use super::trace_input::{Reading, open_all};
+use crate::failure::{Failure, Outcome};
+use crate::output::OutputFile;
+
+/// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (gzip-compressed when
+/// OUT ends with `.gz`).
+///
+/// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
+/// to the work they issued; open it at https://ui.perfetto.dev. Several files are merged on one timeline. OUT is
+/// written whole, and only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1
+/// when a file cannot be read at all (not a trace, another format version) or OUT cannot be written; 3 when an
+/// input was cut short or is corrupt part-way (OUT then holds what was read before); 2 for a usage error.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("out").required(true))]
+pub struct Args {
+    /// The trace files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Write a Perfetto trace (protobuf) to OUT.
+    #[arg(long, value_name = "OUT", group = "out")]
+    perfetto: Option<PathBuf>,
+    /// Write a Chrome trace (JSON) to OUT; gzip-compressed when OUT ends with `.gz`.
+    #[arg(long, value_name = "OUT", group = "out")]
+    chrome: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Outcome {
+    let (path, what) = match (&args.perfetto, &args.chrome) {
+        (Some(p), _) => (p, "the Perfetto trace"),
+        (None, Some(c)) => (c, "the Chrome trace"),
+        (None, None) => unreachable!("clap requires one of --perfetto and --chrome"),
+    };
+    // Checked before any work; nothing appears at OUT unless the export succeeds.
+    let output = OutputFile::create(path, what)?;
+    let inputs = open_all(&args.files)?;
+    let mut reading = Reading::default();
+    let written = {
+        let w = output.writer();
+        if args.perfetto.is_some() {
+            export(PerfettoWriter::new(w), &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.into_inner()?.flush())
+        } else if is_gzip(path) {
+            let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            export(ChromeWriter::new(gz), &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.into_inner()?.finish()?.flush())
+        } else {
+            export(ChromeWriter::new(w), &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.into_inner()?.flush())
+        }
+    };
+    reading.check()?;
+    written.map_err(|e| Failure::new(1, format!("cannot write {what} {}: {e}", path.display())))?;
+    output.commit()?;
+    Ok(reading.code())
+}
+
+/// Whether OUT names a gzip file.
+fn is_gzip(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+fn export<S: TimelineSink>(
+    sink: S,
+    paths: &[PathBuf],
+    inputs: Vec<impl BufRead>,
+    reading: &mut Reading,
+) -> std::io::Result<S> {
+    let mut timeline = Timeline::new(sink);
+    for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
+        let file = u32::try_from(i).unwrap_or(u32::MAX);
+        let errors = timeline.read(file, input)?;
+        reading.take("export", path, &errors);
+    }
+    let misnested = timeline.misnested();
+    if misnested > 0 {
+        eprintln!(
+            "gpu-tools export: {misnested} slices went to an overfull track's last lane and may nest wrongly there"
+        );
+    }
+    timeline.finish()
+}

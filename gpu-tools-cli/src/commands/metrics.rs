@@ -1,0 +1,161 @@
+//! `gpu-tools metrics`: the metric catalogue of an NVIDIA chip (CUPTI's profiler host). Needs no GPU for a named
+//! chip: `libcupti` and `libnvperf_host.so` answer (the PyPI wheel `nvidia-cuda-cupti` has both).
+
+use std::io::Write;
+
+use gpu_tools::cupti::profiler::host::{Catalog, Methods, supported_chips};
+use gpu_tools::cupti::profiler::{Method, MetricKind};
+use gpu_tools::profile::json_str;
+
+use crate::failure::{Failure, Outcome};
+
+/// List an NVIDIA chip's metrics: name, kind, unit, which collection method supports it, description.
+///
+/// `gpu-tools metrics --chip GH100 [--method pm|range] [FILTER]` needs no GPU (CUPTI's profiler host reads the
+/// catalogue from libcupti and libnvperf_host.so); `--device N` reads the chip of a CUDA device (needs the driver).
+/// `--chips` lists the chips this CUPTI knows; `--check a,b` checks full metric names for the method and
+/// suggests close names for unknown ones. Exit code: 0; 1 when the catalogue cannot be read or a name is
+/// unknown; 2 for a usage error.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The chip (`GH100`, `GA100`, ...; see --chips) [default: the chip of device 0].
+    #[arg(long, conflicts_with = "device")]
+    chip: Option<String>,
+    /// The chip of this CUDA device instead (needs the CUDA driver).
+    #[arg(long, value_name = "N")]
+    device: Option<usize>,
+    /// Only metrics this method collects: `pm` (PM sampling, as `top` uses) or `range` (the range profiler, as
+    /// `profile` uses).
+    #[arg(long, value_name = "METHOD", value_parser = parse_method)]
+    method: Option<Method>,
+    /// Also list each metric's submetric suffixes (for --method, else the range profiler's).
+    #[arg(long)]
+    submetrics: bool,
+    /// One JSON object per metric and line instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// List the chips this CUPTI supports and exit.
+    #[arg(long, conflicts_with_all = ["chip", "device", "check", "filter"])]
+    chips: bool,
+    /// Check full metric names (comma-separated) for the method [default method: range] and exit.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    check: Vec<String>,
+    /// Only metrics whose name or description contains this text (any case).
+    filter: Option<String>,
+}
+
+fn parse_method(s: &str) -> Result<Method, String> {
+    s.parse()
+}
+
+pub fn run(args: Args) -> Outcome {
+    if args.chips {
+        let chips = supported_chips()?;
+        let mut out = std::io::stdout().lock();
+        for c in chips {
+            if writeln!(out, "{c}").is_err() {
+                break;
+            }
+        }
+        return Ok(0);
+    }
+    let catalog = match (&args.chip, args.device) {
+        (Some(chip), _) => Catalog::for_chip(chip)?,
+        (None, d) => Catalog::for_device(d.unwrap_or(0))?,
+    };
+    if !args.check.is_empty() {
+        let method = args.method.unwrap_or(Method::RangeProfiler);
+        for name in &args.check {
+            catalog.resolve(name, method).map_err(Failure::error)?;
+            println!("{name}: collectable by the {method} on {}", catalog.chip());
+        }
+        return Ok(0);
+    }
+    // A closed pipe (`| head`) ends the listing quietly.
+    match list(&args, &catalog) {
+        Ok(()) => Ok(0),
+        Err(Listing::Closed) => Ok(0),
+        Err(Listing::Library(e)) => Err(Failure::from(e)),
+    }
+}
+
+enum Listing {
+    Closed,
+    Library(gpu_tools::Error),
+}
+
+impl From<std::io::Error> for Listing {
+    fn from(_: std::io::Error) -> Self {
+        Listing::Closed
+    }
+}
+
+fn list(args: &Args, catalog: &Catalog) -> Result<(), Listing> {
+    let filter = args.filter.as_deref().unwrap_or("");
+    let sub_method = args.method.unwrap_or(Method::RangeProfiler);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if !args.json {
+        writeln!(
+            out,
+            "{:<56} {:<10} {:<12} {:<8} DESCRIPTION",
+            "METRIC", "KIND", "UNIT", "METHODS"
+        )?;
+    }
+    let mut shown = 0usize;
+    let mut kinds = [0usize; MetricKind::ALL.len()];
+    for m in catalog.filter(args.method, filter) {
+        shown += 1;
+        if let Some(i) = MetricKind::ALL.iter().position(|k| *k == m.kind) {
+            kinds[i] += 1;
+        }
+        let subs = if args.submetrics && m.methods.contains(Methods::of(sub_method)) {
+            catalog
+                .submetrics(&m.name, sub_method)
+                .map_err(|e| Listing::Library(e.into()))?
+        } else {
+            Vec::new()
+        };
+        if args.json {
+            let subs: Vec<String> = subs.iter().map(|s| json_str(s)).collect();
+            writeln!(
+                out,
+                "{{\"chip\":{},\"name\":{},\"kind\":{},\"unit\":{},\"hw_unit\":{},\"methods\":{},\"description\":{},\"submetrics\":[{}]}}",
+                json_str(catalog.chip()),
+                json_str(&m.name),
+                json_str(m.kind.name()),
+                json_str(&m.unit),
+                json_str(&m.hw_unit),
+                json_str(&m.methods.names()),
+                json_str(&m.description),
+                subs.join(",")
+            )?;
+        } else {
+            writeln!(
+                out,
+                "{:<56} {:<10} {:<12} {:<8} {}",
+                m.name,
+                m.kind.name(),
+                m.unit,
+                m.methods.names(),
+                m.description
+            )?;
+            if !subs.is_empty() {
+                writeln!(out, "    {}", subs.join(" "))?;
+            }
+        }
+    }
+    out.flush()?;
+    if !args.json {
+        let kinds: Vec<String> = MetricKind::ALL
+            .iter()
+            .zip(kinds)
+            .map(|(k, n)| format!("{n} {}", k.name()))
+            .collect();
+        eprintln!(
+            "{}: {shown} base metrics ({}); a name to collect adds a submetric, e.g. .sum",
+            catalog.chip(),
+            kinds.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! `gpu-tools profile -- PROGRAM`: per-kernel metrics of a CUDA program, collected inside it by the injection
+//! library (CUPTI's range profiler, one range per kernel, kernel replay; [`gpu_tools::profile`]), printed as a row
+//! per kernel name with the launch count and each metric's mean, minimum and maximum. With `--pc-sampling`, the
+//! top stall reasons per function with their PC offsets.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+use gpu_tools::cupti::profiler::Method;
+use gpu_tools::cupti::profiler::host::Catalog;
+use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
+use gpu_tools::trace::NoticeLevel;
+
+use crate::demangle::readable;
+use crate::failure::{Failure, Outcome};
+use crate::inject_lib;
+use crate::output::OutputFile;
+
+/// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
+/// them.
+///
+/// `gpu-tools profile [--metrics a,b,c | --set basic] [--pc-sampling] [--csv|--json] -- PROGRAM ARGS...` runs
+/// PROGRAM with the injection library this executable carries; each kernel is replayed until every metric is
+/// collected, so the program runs slower (as under ncu). Metric names are checked against device 0's catalogue
+/// before the program starts (unknown names get close ones; `gpu-tools metrics --method range` lists them).
+/// Exit code: the program's own; 1 when nothing could be profiled or a request is refused; 2 for a usage error.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Metrics, full names separated by commas (`dram__bytes_read.sum,...`).
+    #[arg(long, conflicts_with = "set", value_name = "NAMES")]
+    metrics: Option<String>,
+    /// A named set of metrics: `basic` (time, DRAM read and write bytes, SM throughput) [default: basic].
+    #[arg(long, value_name = "NAME")]
+    set: Option<String>,
+    /// Also sample PCs: top stall reasons per function, with PC offsets.
+    #[arg(long)]
+    pc_sampling: bool,
+    /// Kernel launches between two decodes of the counter data.
+    #[arg(long, default_value_t = profile::DEFAULT_MAX_RANGES, value_name = "N")]
+    max_ranges: usize,
+    /// CSV instead of a table.
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Show kernel names as recorded (mangled).
+    #[arg(long)]
+    mangled: bool,
+    /// Write the report to FILE (whole, when the run succeeds) instead of standard output, where the program's
+    /// own output goes too.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The injection library (libgpu_tools_inject.so). Default: $GPU_TOOLS_INJECT_LIB, then the one embedded in
+    /// this executable.
+    #[arg(long, value_name = "PATH")]
+    inject_lib: Option<PathBuf>,
+    /// Skip the check of metric names against device 0's catalogue.
+    #[arg(long)]
+    no_check: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    program: Vec<String>,
+}
+
+pub fn run(args: Args) -> Outcome {
+    let spec = match (&args.metrics, &args.set) {
+        (Some(m), _) => m.clone(),
+        (None, Some(s)) => {
+            if profile::named_set(s).is_none() {
+                return Err(Failure::new(1, format!("unknown set {s:?}; known: basic")));
+            }
+            s.clone()
+        }
+        (None, None) if args.pc_sampling => String::new(),
+        (None, None) => "basic".to_string(),
+    };
+    let metrics = ProfileRequest::parse_metrics(&spec).map_err(|m| Failure::new(1, m))?;
+    if !metrics.is_empty() && !args.no_check {
+        match Catalog::for_device(0) {
+            Ok(catalog) => {
+                catalog
+                    .resolve_all(&metrics, Method::RangeProfiler)
+                    .map_err(Failure::error)?;
+            }
+            // No driver or no device here: the program's own attempt reports why.
+            Err(e @ (gpu_tools::Error::Load(_) | gpu_tools::Error::Cuda(_))) => {
+                eprintln!("gpu-tools profile: metric names not checked: {e}")
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Checked before the program runs: nothing is written when the run fails.
+    let output = args
+        .output
+        .as_deref()
+        .map(|p| OutputFile::create(p, "the report"))
+        .transpose()?;
+    let request = ProfileRequest {
+        metrics,
+        pc_sampling: args.pc_sampling,
+        max_ranges: args.max_ranges,
+    };
+    let (lib, _) = inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
+    let mut cmd = Command::new(&args.program[0]);
+    cmd.args(&args.program[1..]);
+    let run = profile::run(cmd, &lib, &request)?;
+    let mut failed = false;
+    for n in &run.notices {
+        failed |= n.level == NoticeLevel::Error;
+        eprintln!("gpu-tools profile: {}", n.text);
+    }
+    for l in &run.losses {
+        eprintln!(
+            "gpu-tools profile: context {}: {} {:?} lost",
+            l.context, l.count, l.kind
+        );
+    }
+    eprintln!(
+        "gpu-tools profile: {} processes, {} kernel launches profiled ({} kernel records), {} stall records, {} \
+         unreadable frames",
+        run.processes,
+        run.metrics.len(),
+        run.kernels.len(),
+        run.stalls.len(),
+        run.wire_errors
+    );
+    let write = |out: &mut dyn Write| -> std::io::Result<()> { report(&args, &run, out) };
+    match output {
+        Some(file) => file.write_with(|w| write(w))?,
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .map_err(Failure::stdout)?;
+        }
+    }
+    let status = run.status.and_then(|s| s.code()).unwrap_or(1);
+    if status != 0 {
+        return Ok(u8::try_from(status).unwrap_or(1));
+    }
+    Ok(if failed && run.metrics.is_empty() {
+        1
+    } else {
+        0
+    })
+}
+
+fn report(args: &Args, run: &profile::ProfileRun, mut out: &mut dyn Write) -> std::io::Result<()> {
+    let name = |n: &str| {
+        if args.mangled {
+            n.to_string()
+        } else {
+            readable(n)
+        }
+    };
+    let table = KernelTable::from_records(&run.metrics);
+    if args.json {
+        table.write_json(&mut out, name)
+    } else if args.csv {
+        table.write_csv(&mut out, name)
+    } else {
+        table.write_text(&mut out, name)?;
+        if args.pc_sampling {
+            writeln!(out, "\nPC sampling: top stall reasons per function")?;
+            StallTable::from_records(&run.stalls).write_text(&mut out, name, 3)?;
+        }
+        Ok(())
+    }
+}

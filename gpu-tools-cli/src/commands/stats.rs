@@ -1,0 +1,62 @@
+//! `gpu-tools stats FILE...`: the summary reports of saved traces ([`gpu_tools::trace::report`]), as Nsight
+//! Systems' `nsys stats` prints them.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use gpu_tools::trace::report::{Analysis, Format, Table, write_tables};
+
+use super::trace_input::{Reading, open_all};
+use crate::failure::{Failure, Outcome};
+
+/// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes.
+///
+/// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
+/// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
+/// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Exit code: 0; 1
+/// when a file cannot be read at all (not a trace, another format version); 3 when one was cut short or is
+/// corrupt part-way (the reports then cover what was read before); 2 for a usage error.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The trace files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// How the reports are written.
+    #[arg(long, default_value = "text", value_parser = PossibleValuesParser::new(Format::NAMES))]
+    format: String,
+    /// Only these reports, comma-separated or repeated [default: every report].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAME",
+        value_parser = PossibleValuesParser::new(Analysis::REPORT_NAMES)
+    )]
+    report: Vec<String>,
+}
+
+pub fn run(args: Args) -> Outcome {
+    let format: Format = args
+        .format
+        .parse()
+        .map_err(|m: String| Failure::new(2, m))?;
+    let inputs = open_all(&args.files)?;
+    let mut analysis = Analysis::new();
+    let mut reading = Reading::default();
+    for (i, (path, input)) in args.files.iter().zip(inputs).enumerate() {
+        let file = u32::try_from(i).unwrap_or(u32::MAX);
+        let errors = analysis.read(file, input);
+        reading.take("stats", path, &errors);
+    }
+    reading.check()?;
+    let tables: Vec<Table> = analysis
+        .reports()
+        .into_iter()
+        .filter(|t| args.report.is_empty() || args.report.iter().any(|r| r == t.name))
+        .collect();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    write_tables(&tables, format, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(Failure::stdout)?;
+    Ok(reading.code())
+}

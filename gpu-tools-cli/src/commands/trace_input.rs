@@ -1,0 +1,74 @@
+//! Saved traces given to `stats` and `export`: opened before any work, and their reading errors sorted into those
+//! that make a file unreadable as a whole (not a trace, another format version) and those that cut it short
+//! (truncated, corrupt part-way), after which what was read before still counts.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use gpu_tools::trace::file::TraceFileError;
+
+use crate::failure::{Failure, INCOMPLETE};
+
+/// The input files, each opened.
+pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
+    paths
+        .iter()
+        .map(|p| {
+            if p.is_dir() {
+                return Err(Failure::new(1, format!("{}: is a folder", p.display())));
+            }
+            File::open(p)
+                .map(BufReader::new)
+                .map_err(|e| Failure::new(1, format!("cannot read {}: {e}", p.display())))
+        })
+        .collect()
+}
+
+/// Whether an error makes the whole input unreadable (nothing of it was read).
+fn refuses_input(e: &TraceFileError) -> bool {
+    matches!(
+        e,
+        TraceFileError::Empty
+            | TraceFileError::NotATrace { .. }
+            | TraceFileError::UnsupportedVersion { .. }
+            | TraceFileError::BadHeaderLength { .. }
+    )
+}
+
+/// What reading the inputs gave, summed over files.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// The first input that is not a readable trace at all, with why.
+    refused: Option<String>,
+    /// An input was cut short or part of it was unreadable.
+    partial: bool,
+}
+
+impl Reading {
+    /// Takes the errors of reading `path` (printing each), as `command` met them.
+    pub fn take(&mut self, command: &str, path: &Path, errors: &[TraceFileError]) {
+        for e in errors {
+            if refuses_input(e) {
+                self.refused
+                    .get_or_insert_with(|| format!("{}: {e}", path.display()));
+            } else {
+                eprintln!("gpu-tools {command}: {}: {e}", path.display());
+                self.partial = true;
+            }
+        }
+    }
+
+    /// A failure when an input could not be read at all (nothing is then written).
+    pub fn check(&self) -> Result<(), Failure> {
+        match &self.refused {
+            Some(why) => Err(Failure::new(1, why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// The exit code once the output is written: [`INCOMPLETE`] when part of an input could not be read.
+    pub fn code(&self) -> u8 {
+        if self.partial { INCOMPLETE } else { 0 }
+    }
+}

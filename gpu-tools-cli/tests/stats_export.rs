@@ -1,0 +1,290 @@
+//! `gpu-tools stats` and `gpu-tools export` on trace files written here: the reports in each format and by name,
+//! Perfetto and Chrome output (gzip too), and bad input: a truncated file (what was read still counts, exit 3), a
+//! file that is not a trace or of a newer version (exit 1, an existing output left as it was), an output that
+//! cannot be written (exit 1 before anything is read), and nothing left behind on failure.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use gpu_tools::trace::file::{FILE_VERSION, TraceFileWriter};
+use gpu_tools::trace::*;
+
+fn gpu_tools(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(args)
+        .output()
+        .expect("run gpu-tools");
+    println!(
+        "{args:?}: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
+    Record::Kernel(KernelRecord {
+        start,
+        end,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation,
+        grid_id: u64::from(correlation),
+        grid: [128, 1, 1],
+        block: [256, 1, 1],
+        static_shared: 0,
+        dynamic_shared: 0,
+        registers: 32,
+        graph_id: 0,
+        graph_node_id: 0,
+        name: Arc::from(name),
+    })
+}
+
+fn launch(start: u64, end: u64, correlation: u32) -> Record {
+    Record::Api(ApiRecord {
+        start,
+        end,
+        domain: ApiDomain::Runtime,
+        cbid: 211,
+        name: Arc::from("cudaLaunchKernel"),
+        correlation,
+        process: 100,
+        thread: 1,
+        return_value: 0,
+    })
+}
+
+/// A trace file of one process: three launches of two kernels.
+fn trace_file(dir: &Path) -> PathBuf {
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    e.push(&Record::ProcessStart(ProcessStart {
+        pid: 100,
+        parent_pid: 1,
+        time: 1_000,
+        command: "app".into(),
+    }));
+    for (i, (name, t)) in [
+        ("_Z4copyPKfPfm", 10_000u64),
+        ("scale", 20_000),
+        ("_Z4copyPKfPfm", 30_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = u32::try_from(i).unwrap() + 1;
+        e.push(&launch(t, t + 500, c));
+        e.push(&kernel(
+            name,
+            t + 1_000,
+            t + 1_000 + 2_000 * u64::from(c),
+            c,
+        ));
+    }
+    e.push(&Record::ProcessEnd(ProcessEnd {
+        time: 90_000,
+        reason: EndReason::Exit,
+        records: 8,
+        dropped: 0,
+        skipped: 0,
+        callback_panics: 0,
+    }));
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let s = w.add_stream();
+    w.write(s, e.bytes()).unwrap();
+    w.close(s).unwrap();
+    let path = dir.join("run.gputrace");
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn stats_prints_every_report_and_one_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let out = gpu_tools(&["stats", s(&file)]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cuda_gpu_kern_sum") && text.contains("cuda_api_sum"),
+        "{text}"
+    );
+    assert!(
+        text.contains("copy(float const*, float*, unsigned long)")
+            || text.contains("_Z4copyPKfPfm")
+    );
+
+    let out = gpu_tools(&[
+        "stats",
+        "--format",
+        "json",
+        "--report",
+        "cuda_gpu_kern_sum",
+        s(&file),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let values = doc.as_array().expect("an array of reports");
+    let names: Vec<&str> = values.iter().filter_map(|v| v["name"].as_str()).collect();
+    assert_eq!(names, ["cuda_gpu_kern_sum"], "{text}");
+    assert_eq!(
+        values[0]["rows"].as_array().unwrap().len(),
+        2,
+        "two kernel names"
+    );
+
+    let out = gpu_tools(&[
+        "stats",
+        "--format",
+        "csv",
+        "--report",
+        "cuda_api_sum",
+        s(&file),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cudaLaunchKernel"));
+
+    let out = gpu_tools(&["stats", "--report", "no_such_report", s(&file)]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = gpu_tools(&["stats", "--format", "xml", s(&file)]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn export_writes_perfetto_chrome_and_gzip() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let pb = dir.path().join("t.pb");
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&pb)])
+            .status
+            .code(),
+        Some(0)
+    );
+    assert!(std::fs::metadata(&pb).unwrap().len() > 0);
+
+    let json = dir.path().join("t.json");
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--chrome", s(&json)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let plain = std::fs::read_to_string(&json).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&plain).expect("Chrome JSON");
+    assert!(plain.contains("scale"), "{doc}");
+
+    let gz = dir.path().join("t.json.gz");
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--chrome", s(&gz)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let mut unzipped = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+        .read_to_string(&mut unzipped)
+        .unwrap();
+    assert_eq!(unzipped, plain, "the gzip file holds the same document");
+    assert!(std::fs::metadata(&gz).unwrap().len() < plain.len() as u64);
+
+    // One output exactly.
+    assert_eq!(gpu_tools(&["export", s(&file)]).status.code(), Some(2));
+    assert_eq!(
+        gpu_tools(&[
+            "export",
+            s(&file),
+            "--chrome",
+            s(&json),
+            "--perfetto",
+            s(&pb)
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn a_truncated_file_keeps_what_was_read_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = dir.path().join("cut.gputrace");
+    std::fs::write(&cut, &bytes[..bytes.len() - 7]).unwrap();
+    let out = gpu_tools(&["stats", s(&cut)]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    let json = dir.path().join("cut.json");
+    let out = gpu_tools(&["export", s(&cut), "--chrome", s(&json)]);
+    assert_eq!(out.status.code(), Some(3));
+    serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&json).unwrap())
+        .expect("a whole document of what was read");
+}
+
+#[test]
+fn unreadable_input_is_refused_and_leaves_the_output_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = trace_file(dir.path());
+    let not_trace = dir.path().join("notes.txt");
+    std::fs::write(&not_trace, "hello, this is not a trace\n").unwrap();
+    let mut newer = std::fs::read(&good).unwrap();
+    newer[8..10].copy_from_slice(&(FILE_VERSION + 1).to_le_bytes());
+    let newer_path = dir.path().join("newer.gputrace");
+    std::fs::write(&newer_path, newer).unwrap();
+    let out_path = dir.path().join("keep.json");
+    std::fs::write(&out_path, "previous").unwrap();
+
+    for (input, says) in [
+        (&not_trace, "not a gpu-tools trace"),
+        (&newer_path, "newer"),
+    ] {
+        let out = gpu_tools(&["stats", s(&good), s(input)]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("gpu-tools stats: ") && err.contains(says),
+            "{err}"
+        );
+        let out = gpu_tools(&["export", s(&good), s(input), "--chrome", s(&out_path)]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says));
+        assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "previous");
+    }
+    let missing = dir.path().join("missing.gputrace");
+    let out = gpu_tools(&["stats", s(&missing)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
+    // An output that cannot be written fails first, naming it.
+    let out = gpu_tools(&[
+        "export",
+        s(&good),
+        "--perfetto",
+        s(&dir.path().join("no/dir/t.pb")),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write the Perfetto trace"));
+    // Nothing left behind: no partial files.
+    assert_eq!(
+        names_in(dir.path()),
+        ["keep.json", "newer.gputrace", "notes.txt", "run.gputrace"]
+    );
+}

@@ -1,0 +1,89 @@
+//! `gpu-tools trace --backend rocm` on a fake HIP program: `python3` loading the rocprofiler-sdk double and
+//! running its fake program (the runtime starts, a code object loads, kernels run, copies, HIP API calls, markers)
+//! with the AMD tool library named in `ROCP_TOOL_LIBRARIES`, streaming to the tracer. The listing and the summary
+//! are those of a CUDA run: demangled kernel names, copies, HIP API calls.
+
+use std::process::{Command, Output};
+
+fn hip_program() -> String {
+    format!(
+        "import ctypes\nd = ctypes.CDLL({:?}, mode=ctypes.RTLD_GLOBAL)\nd.rpsdk_fake_hip_program(6)\nprint('fake HIP program done')",
+        gpu_tools_testing::double_path("rocprofiler_sdk")
+            .display()
+            .to_string()
+    )
+}
+
+fn trace_rocm(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["trace", "--backend", "rocm", "--inject-lib"])
+        .arg(gpu_tools_testing::inject_rocm_lib())
+        .args(args)
+        .args(["--", "python3", "-c", &hip_program()])
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
+        .output()
+        .expect("run gpu-tools trace");
+    println!(
+        "{}\n--- stdout\n{}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn a_fake_hip_program_is_listed_and_summarised() {
+    let dir = tempfile::tempdir().unwrap();
+    let chrome = dir.path().join("hip.json");
+    let file = dir.path().join("hip.gputrace");
+    let out = trace_rocm(&[
+        "--chrome-trace",
+        chrome.to_str().unwrap(),
+        "-o",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("fake HIP program done"), "{stdout}");
+    let kernels: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("kernel  "))
+        .collect();
+    assert!(!kernels.is_empty(), "{stdout}");
+    assert!(
+        kernels.iter().any(|l| l.contains("from hip")),
+        "kernels carry the HIP call that launched them: {stdout}"
+    );
+    assert!(
+        stdout.contains("--- summary (backend rocm): 1 process"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("memcpy"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&chrome).unwrap()).expect("Chrome JSON");
+    let events = doc["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["cat"] == "kernel"));
+    assert!(std::fs::metadata(&file).unwrap().len() > 0);
+}
+
+#[test]
+fn cupti_options_do_not_apply_to_the_rocm_backend() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args([
+            "trace",
+            "--backend",
+            "rocm",
+            "--cuda-graph-trace",
+            "graph",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not apply to the rocm backend"));
+}
