@@ -84,6 +84,13 @@ timeout 120 "$gt" trace -q -o "$out/cli-%p.gputrace" --chrome-trace "$out/cli.js
   --api launches -- $L --graph-replays $R > "$logs/cli-trace.log" 2>&1
 row cli-trace "rc=$? wall=$((($(date +%s%N) - t0) / 1000000))ms file=$(cat "$out"/cli-*.gputrace | wc -c)B chrome=$(wc -c < "$out/cli.json")B $("$gt" stats --format json "$out"/cli-*.gputrace | $py "$here/trace_summary.py")"
 tail -n 8 "$logs/cli-trace.log"
+echo "== gpu-tools trace -o on the $N-launch loop: the compact file's bytes per launch, against the Chrome JSON"
+t0=$(date +%s%N)
+timeout 120 "$gt" trace -q -o "$out/cli200k-%p.gputrace" -- $L --launches $N > "$logs/cli200k.log" 2>&1
+rc=$?; wall=$((($(date +%s%N) - t0) / 1000000)); bytes=$(cat "$out"/cli200k-*.gputrace | wc -c)
+"$gt" export "$out"/cli200k-*.gputrace --chrome "$out/cli200k.json" > "$logs/cli200k-export.log" 2>&1
+json=$(wc -c < "$out/cli200k.json"); rm -f "$out/cli200k.json"
+row cli-200k "rc=$rc wall=${wall}ms file=${bytes}B ($((bytes / N)) B/launch) chrome-json=${json}B ($((json / N)) B/launch) $("$gt" stats --format json "$out"/cli200k-*.gputrace | $py "$here/trace_summary.py")"
 echo "== training loop and launch loop (trace_bench, the existing comparison)"
 timeout 150 "$bin/example-trace_bench" --runs 3 --torch-script "$here/torch_train.py" > "$logs/trace_bench.log" 2>&1
 row trace_bench "rc=$? (table in logs/trace_bench.log; last lines below)"
