@@ -154,13 +154,26 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
 fn one_pm_client_per_gpu_and_a_dropped_sampler_frees_it() {
     let _s = serial();
     let first = sampler();
+    // In this process: refused before any vendor call.
     let second = PmSampler::builder(0).metrics([SM_ACTIVE]).start();
     match second {
-        Err(Error::Profiling(e @ ProfilingError::CountersBusy { .. })) => {
-            println!("second sampler: {e}")
+        Err(Error::Profiling(e @ ProfilingError::AlreadySampling { device: 0 })) => {
+            println!("second sampler of this process: {e}")
         }
-        other => panic!("a second sampler must be refused as busy, got {other:?}"),
+        other => panic!("a second sampler must be refused, got {other:?}"),
     }
+    // In another process (`gpu-tools top`): CUPTI finds the counters busy.
+    let other = std::process::Command::new(gpu_tools_testing::gpu_tools_cli())
+        .args(["top", "--duration", "1"])
+        .output()
+        .expect("gpu-tools runs");
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    println!(
+        "gpu-tools top while this process samples: {:?}: {stderr}",
+        other.status
+    );
+    assert_eq!(other.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
     drop(first);
     let mut again = sampler();
     let got = sample_for(&mut again, Duration::from_millis(300));
@@ -191,8 +204,9 @@ fn bad_input_is_refused_before_the_device_is_touched() {
         e,
         Error::Profiling(ProfilingError::NoSuchDevice { index: 99, .. })
     ));
+    // A metric of the range profiler only.
     let e = PmSampler::builder(0)
-        .metrics(["gpu__time_duration.sum"])
+        .metrics(["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"])
         .start()
         .unwrap_err();
     println!("{e}");

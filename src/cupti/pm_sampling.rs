@@ -706,13 +706,15 @@ impl PmSamplerBuilder {
 
     fn start_into(self, sink: Sink) -> crate::Result<PmSampler> {
         let api = Api::load(Needs::Metrics)?;
+        // Before any vendor call: CUPTI answers a second PM client of the same process with CUPTI_ERROR_UNKNOWN.
+        let claim = DeviceClaim::take(self.device)?;
         let info = profiler::check_device(api, self.device, ProfilerApi::PmSampling)?;
         self.check_settings(info.compute_capability)?;
         if self.metrics.is_empty() {
             return Err(ProfilingError::NoMetrics.into());
         }
         let init = ProfilerInit::acquire(api)?;
-        let chip = profiler::chip(api, self.device)?;
+        let chip = profiler::chip(api, &init, self.device)?;
         // Checked against the catalogue before anything is enabled on the device.
         let catalog = Catalog::create(api, &chip)?;
         let metrics = catalog.resolve_all(&self.metrics, Method::PmSampling)?;
@@ -827,12 +829,14 @@ impl PmSamplerBuilder {
             host,
             metrics: metrics.clone(),
             image,
+            capacity: samples_per_decode,
             keep: self.keep_counter_data,
             evaluated: 0,
             last_end: None,
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
+            _claim: claim,
         };
         let s = Arc::clone(&shared);
         let period = self.decode_period;
@@ -970,6 +974,8 @@ struct Decoder {
     host: Host,
     metrics: MetricNames,
     image: Vec<u8>,
+    /// Samples the image holds.
+    capacity: usize,
     keep: bool,
     /// Samples of the current image already evaluated and delivered.
     evaluated: usize,
@@ -977,6 +983,34 @@ struct Decoder {
     starts: Vec<u64>,
     ends: Vec<u64>,
     values: Vec<f64>,
+    /// Last, so that the device is released after the sampling was disabled.
+    _claim: DeviceClaim,
+}
+
+/// Devices a PM sampler of this process samples.
+static SAMPLED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A device claimed for this process's one PM sampler of it; released on drop.
+struct DeviceClaim(usize);
+
+impl DeviceClaim {
+    fn take(device: usize) -> Result<DeviceClaim, ProfilingError> {
+        let mut sampled = SAMPLED.lock().unwrap_or_else(|p| p.into_inner());
+        if sampled.contains(&device) {
+            return Err(ProfilingError::AlreadySampling { device });
+        }
+        sampled.push(device);
+        Ok(DeviceClaim(device))
+    }
+}
+
+impl Drop for DeviceClaim {
+    fn drop(&mut self) {
+        SAMPLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|&d| d != self.0);
+    }
 }
 
 impl Decoder {
@@ -1060,6 +1094,13 @@ impl Decoder {
                 shared.deliver(&batch);
             }
             if !outcome.full {
+                // The hardware buffer is empty now. An image that fills during a decode costs the samples
+                // decoded when it filled (about a dozen at 1 ms, seen on an H100), so it is started afresh
+                // while there is room for more than another period's samples.
+                if self.evaluated.saturating_mul(2) >= self.capacity {
+                    initialize_image(self.api, &self.enabled, &mut self.image)?;
+                    self.evaluated = 0;
+                }
                 return Ok(());
             }
             shared.image_full.fetch_add(1, Ordering::Relaxed);

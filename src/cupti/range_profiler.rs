@@ -478,7 +478,7 @@ impl<'c> RangeProfilerBuilder<'c> {
         let device = device_of(driver, self.ctx)?;
         profiler::check_device(api, device, ProfilerApi::RangeProfiler)?;
         let init = ProfilerInit::acquire(api)?;
-        let chip = profiler::chip(api, device)?;
+        let chip = profiler::chip(api, &init, device)?;
         let catalog = Catalog::create(api, &chip)?;
         let metrics = catalog.resolve_all(&self.metrics, Method::RangeProfiler)?;
         drop(catalog);

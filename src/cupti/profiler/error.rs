@@ -118,6 +118,25 @@ pub enum ProfilingError {
         /// The call that found them busy.
         call: &'static str,
     },
+    /// A [`PmSampler`](crate::cupti::pm_sampling::PmSampler) of this process already samples the device: the GPU
+    /// has one PM client (checked before any vendor call; a second one in the same process would otherwise get an
+    /// unexplained `CUPTI_ERROR_UNKNOWN`).
+    #[error(
+        "device {device} is already sampled by a PM sampler of this process (one PM client per GPU): drop it first"
+    )]
+    AlreadySampling {
+        /// The device.
+        device: usize,
+    },
+    /// CUPTI's profiler is taken in this process by another client (`CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`).
+    #[error(
+        "{call}: another CUPTI client in this process holds the profiler (a debugger such as cuda-gdb, or another \
+         profiling tool loaded into the program)"
+    )]
+    ProfilerTaken {
+        /// The call that was refused.
+        call: &'static str,
+    },
     /// The driver refuses counter access to this user (`CUPTI_ERROR_INSUFFICIENT_PRIVILEGES`).
     #[error("{call}: no permission for GPU performance counters: {PRIVILEGES_FIX}")]
     InsufficientPrivileges {
@@ -166,6 +185,7 @@ impl ProfilingError {
     pub(crate) fn vendor(call: &'static str, error: CuptiError) -> Self {
         match error {
             CuptiError::HardwareBusy => ProfilingError::CountersBusy { call },
+            CuptiError::MultipleSubscribersNotSupported => ProfilingError::ProfilerTaken { call },
             CuptiError::InsufficientPrivileges
             | CuptiError::VirtualizedDeviceInsufficientPrivileges => {
                 ProfilingError::InsufficientPrivileges { call }
@@ -178,6 +198,9 @@ impl ProfilingError {
     pub fn vendor_code(&self) -> Option<CuptiError> {
         match self {
             ProfilingError::CountersBusy { .. } => Some(CuptiError::HardwareBusy),
+            ProfilingError::ProfilerTaken { .. } => {
+                Some(CuptiError::MultipleSubscribersNotSupported)
+            }
             ProfilingError::InsufficientPrivileges { .. } => {
                 Some(CuptiError::InsufficientPrivileges)
             }

@@ -286,10 +286,13 @@ fn support(
 pub fn chip_name(index: usize) -> crate::Result<String> {
     let api = Api::load(Needs::CuptiOnly)?;
     check_index(index)?;
-    Ok(chip(api, index)?)
+    let init = ProfilerInit::acquire(api)?;
+    Ok(chip(api, &init, index)?)
 }
 
-pub(crate) fn chip(api: Api, index: usize) -> Result<String, ProfilingError> {
+/// The chip of device `index`. `cuptiDeviceGetChipName` crashes the process (SIGSEGV in libcupti, driver 580,
+/// CUPTI 13.0) unless the profiler is initialised, hence the `ProfilerInit` it takes.
+pub(crate) fn chip(api: Api, _init: &ProfilerInit, index: usize) -> Result<String, ProfilingError> {
     let f = sym!(api, cuptiDeviceGetChipName)?;
     let mut p = params!(CUpti_Device_GetChipName_Params, pChipName);
     p.deviceIndex = index;
