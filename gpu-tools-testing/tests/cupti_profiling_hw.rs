@@ -25,7 +25,11 @@ use gpu_tools::cupti::profiler::ProfilingError;
 use gpu_tools::cupti::range_profiler::RangeProfiler;
 
 const SM_ACTIVE: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
-const TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// The tensor-pipe metric read beside SM activity; `GPU_TOOLS_TEST_TENSOR_METRIC` names another.
+fn tensor_metric() -> String {
+    std::env::var("GPU_TOOLS_TEST_TENSOR_METRIC")
+        .unwrap_or_else(|_| gpu_tools::cupti::top::TOP_METRICS[1].metric.to_string())
+}
 const COPY_BYTES: u64 = 512 << 20;
 
 fn serial() -> MutexGuard<'static, ()> {
@@ -67,7 +71,7 @@ fn sample_for(sampler: &mut PmSampler, how_long: Duration) -> Vec<DeviceSample> 
 
 fn sampler() -> PmSampler {
     let s = PmSampler::builder(0)
-        .metrics([SM_ACTIVE, TENSOR])
+        .metrics([SM_ACTIVE.to_string(), tensor_metric()])
         .interval(Interval::Time(Duration::from_millis(10)))
         .start()
         .expect("PM sampler on device 0");

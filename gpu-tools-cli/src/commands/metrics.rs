@@ -91,7 +91,12 @@ impl From<std::io::Error> for Listing {
 }
 
 fn list(args: &Args, catalog: &Catalog) -> Result<(), Listing> {
-    let filter = args.filter.as_deref().unwrap_or("");
+    // A full name (`sm__cycles_active.avg.pct_of_peak_sustained_elapsed`) finds its base metric: the catalogue
+    // lists base names, and a submetric is what a name to collect adds.
+    let filter = args
+        .filter
+        .as_deref()
+        .map_or("", |f| f.split('.').next().unwrap_or(f));
     let sub_method = args.method.unwrap_or(Method::RangeProfiler);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if !args.json {

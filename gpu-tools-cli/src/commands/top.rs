@@ -51,6 +51,10 @@ pub struct Args {
     /// `cupti`, `rocprofiler`.
     #[arg(long, value_enum, default_value_t = Source::Auto)]
     source: Source,
+    /// NVIDIA: the metrics to show instead of the default columns, comma-separated full names that PM sampling
+    /// collects (see `gpu-tools metrics --method pm`).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    metrics: Vec<String>,
     /// rocprofiler: the counters to read, comma-separated.
     #[arg(
         long,
@@ -99,8 +103,13 @@ fn nvidia(args: &Args) -> Result<Vec<Box<dyn DeviceCounters>>, Failure> {
         } else {
             Interval::Clocks(u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX).max(1))
         };
+        let metrics: Vec<&str> = if args.metrics.is_empty() {
+            TOP_METRICS.iter().map(|m| m.metric).collect()
+        } else {
+            args.metrics.iter().map(String::as_str).collect()
+        };
         let sampler = PmSampler::builder(d)
-            .metrics(TOP_METRICS.iter().map(|m| m.metric))
+            .metrics(metrics)
             .interval(interval)
             .start()?;
         sources.push(Box::new(sampler));
@@ -137,14 +146,25 @@ pub fn run(args: Args) -> Outcome {
     };
     let rocprofiler;
     let (sources, columns) = if use_nvidia {
-        let columns: Vec<Column> = TOP_METRICS
-            .iter()
-            .map(|m| Column {
-                key: m.key.to_string(),
-                header: m.header.to_string(),
-                bandwidth: m.key.ends_with("bytes_per_s"),
-            })
-            .collect();
+        let columns: Vec<Column> = if args.metrics.is_empty() {
+            TOP_METRICS
+                .iter()
+                .map(|m| Column {
+                    key: m.key.to_string(),
+                    header: m.header.to_string(),
+                    bandwidth: m.key.ends_with("bytes_per_s"),
+                })
+                .collect()
+        } else {
+            args.metrics
+                .iter()
+                .map(|m| Column {
+                    key: m.clone(),
+                    header: m.split('.').next().unwrap_or(m).chars().take(10).collect(),
+                    bandwidth: m.ends_with(".per_second") && m.contains("bytes"),
+                })
+                .collect()
+        };
         (nvidia(&args)?, columns)
     } else {
         rocprofiler = Rocprofiler::initialize(RocprofilerLibrary::load()?)?;

@@ -118,6 +118,16 @@ pub enum ProfilingError {
         /// The call that found them busy.
         call: &'static str,
     },
+    /// CUPTI's profiler host knows the chip but lists no metric for it (a `libnvperf_host.so` of another CUPTI
+    /// release, or a profiler that could not be initialised).
+    #[error(
+        "CUPTI lists no metric for {chip}: is libnvperf_host.so the one of the loaded CUPTI (see `gpu-tools doctor \
+         --verbose`)?"
+    )]
+    EmptyCatalog {
+        /// The chip.
+        chip: String,
+    },
     /// A [`PmSampler`](crate::cupti::pm_sampling::PmSampler) of this process already samples the device: the GPU
     /// has one PM client (checked before any vendor call; a second one in the same process would otherwise get an
     /// unexplained `CUPTI_ERROR_UNKNOWN`).

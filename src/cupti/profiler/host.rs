@@ -534,6 +534,11 @@ impl Catalog {
             }
             hosts.push(host);
         }
+        if metrics.is_empty() {
+            return Err(ProfilingError::EmptyCatalog {
+                chip: chip.to_string(),
+            });
+        }
         let mut order: Vec<usize> = (0..metrics.len()).collect();
         order.sort_by(|&a, &b| metrics[a].name.cmp(&metrics[b].name));
         let metrics: Vec<MetricInfo> = order.into_iter().map(|i| metrics[i].clone()).collect();
