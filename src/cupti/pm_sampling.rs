@@ -636,17 +636,20 @@ impl PmSamplerBuilder {
         if let Some(n) = self.samples_per_decode {
             return n;
         }
-        let per_period = match self.interval {
+        // Samples in `span` at this interval (a SYS clock near 1 GHz for clock intervals).
+        let within = |span: Duration| match self.interval {
             Interval::Time(d) if !d.is_zero() => {
-                (self.decode_period.as_nanos() / d.as_nanos()).min(1 << 20) as usize
+                (span.as_nanos() / d.as_nanos()).min(1 << 20) as usize
             }
-            // A SYS clock near 1 GHz; the image is refilled as often as needed anyway.
-            Interval::Clocks(c) if c > 0 => {
-                (self.decode_period.as_nanos() / u128::from(c)).min(1 << 20) as usize
-            }
+            Interval::Clocks(c) if c > 0 => (span.as_nanos() / u128::from(c)).min(1 << 20) as usize,
             _ => 0,
         };
-        per_period.saturating_mul(4).max(64)
+        // Each time the image fills, CUPTI loses about a dozen samples (seen at 1 ms on an H100): an image of
+        // up to a second of samples fills at most once a second.
+        within(self.decode_period)
+            .saturating_mul(4)
+            .max(within(Duration::from_secs(1)).min(1000))
+            .max(64)
     }
 
     fn check_settings(&self, capability: (i32, i32)) -> Result<(), ProfilingError> {
@@ -829,7 +832,6 @@ impl PmSamplerBuilder {
             host,
             metrics: metrics.clone(),
             image,
-            capacity: samples_per_decode,
             keep: self.keep_counter_data,
             evaluated: 0,
             last_end: None,
@@ -974,8 +976,6 @@ struct Decoder {
     host: Host,
     metrics: MetricNames,
     image: Vec<u8>,
-    /// Samples the image holds.
-    capacity: usize,
     keep: bool,
     /// Samples of the current image already evaluated and delivered.
     evaluated: usize,
@@ -1093,14 +1093,9 @@ impl Decoder {
                 }
                 shared.deliver(&batch);
             }
+            // The image is started afresh only once CUPTI reports it full: initialising it earlier, between two
+            // decodes, crashed the process inside CUPTI (H100, CUPTI 13.0).
             if !outcome.full {
-                // The hardware buffer is empty now. An image that fills during a decode costs the samples
-                // decoded when it filled (about a dozen at 1 ms, seen on an H100), so it is started afresh
-                // while there is room for more than another period's samples.
-                if self.evaluated.saturating_mul(2) >= self.capacity {
-                    initialize_image(self.api, &self.enabled, &mut self.image)?;
-                    self.evaluated = 0;
-                }
                 return Ok(());
             }
             shared.image_full.fetch_add(1, Ordering::Relaxed);
@@ -1276,9 +1271,17 @@ mod tests {
     }
 
     #[test]
-    fn default_image_holds_four_periods() {
+    fn default_image_holds_a_second_or_four_periods() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
-        assert_eq!(b.samples_for(), 200);
+        assert_eq!(b.samples_for(), 1000, "a second at 1 ms");
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(10)));
+        assert_eq!(b.samples_for(), 100, "a second at 10 ms");
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_micros(100)));
+        assert_eq!(
+            b.samples_for(),
+            2000,
+            "four periods, above the second's cap"
+        );
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
         assert_eq!(b.samples_for(), 64);
         assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
