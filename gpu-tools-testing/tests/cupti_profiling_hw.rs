@@ -335,6 +335,8 @@ fn range_profiler_counts_the_bytes_a_copy_moves_as_ncu_does() {
     assert_eq!((r.ranges.len(), r.dropped), (1, 0));
     let (read, write) = (r.ranges[0].values[0], r.ranges[0].values[1]);
     let bytes = COPY_BYTES as f64;
+    // ncu needs the counters this process holds while the profiler lives.
+    drop(p);
     let (ncu_read, ncu_write) = ncu_copy(COPY_BYTES);
     println!(
         "copy of {bytes} bytes: read {read} (ncu {ncu_read}), write {write} (ncu {ncu_write})"
