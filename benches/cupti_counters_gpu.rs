@@ -123,6 +123,13 @@ fn cost(rounds: usize) {
     println!(
         "== PM sampling cost: the sampled program's time (median of {rounds} interleaved rounds)"
     );
+    // GPU_TOOLS_BENCH_PM_INTERVALS=10,1 (milliseconds) names the sampling intervals.
+    let intervals: Vec<(String, Duration)> = std::env::var("GPU_TOOLS_BENCH_PM_INTERVALS")
+        .unwrap_or_else(|_| "10,1".into())
+        .split(',')
+        .filter_map(|ms| ms.trim().parse::<u64>().ok())
+        .map(|ms| (format!("{ms} ms"), Duration::from_millis(ms)))
+        .collect();
     type MakeCommand = Box<dyn Fn() -> Command + Sync>;
     let workloads: Vec<(&str, MakeCommand, &str)> = vec![
         (
@@ -157,21 +164,18 @@ fn cost(rounds: usize) {
                 .entry("none")
                 .or_default()
                 .push(run_timed(&mut make(), key));
-            for (label, interval) in [
-                ("10 ms", Duration::from_millis(10)),
-                ("1 ms", Duration::from_millis(1)),
-            ] {
+            for &(ref label, interval) in &intervals {
                 let mut s = sampler(interval);
                 let t = drain_while(&mut s, || run_timed(&mut make(), key));
                 let r = s.stop().expect("stop");
                 assert_eq!(r.stats.overflows, 0, "{name} at {label}: overflow");
-                times.entry(label).or_default().push(t);
+                times.entry(label.as_str()).or_default().push(t);
             }
         }
         let base = median(times.get_mut("none").expect("baseline"));
         println!("{name}: no sampler {base:.1} ms");
-        for label in ["10 ms", "1 ms"] {
-            let m = median(times.get_mut(label).expect("runs"));
+        for (label, _) in &intervals {
+            let m = median(times.get_mut(label.as_str()).expect("runs"));
             let pct = (m / base - 1.0) * 100.0;
             println!(
                 "{name}: PM sampling at {label}: {m:.1} ms ({pct:+.2}%, bar <= 1%) {}",

@@ -72,7 +72,7 @@ fn sample_for(sampler: &mut PmSampler, how_long: Duration) -> Vec<DeviceSample> 
 fn sampler() -> PmSampler {
     let s = PmSampler::builder(0)
         .metrics([SM_ACTIVE.to_string(), tensor_metric()])
-        .interval(Interval::Time(Duration::from_millis(10)))
+        .interval(Interval::Time(Duration::from_millis(1)))
         .start()
         .expect("PM sampler on device 0");
     println!("PM sampler: {:?}", s.layout());
@@ -119,7 +119,7 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
         idle_mean[0],
         idle_mean[1]
     );
-    assert!(idle.len() >= 50, "{} samples in 1 s at 10 ms", idle.len());
+    assert!(idle.len() >= 500, "{} samples in 1 s at 1 ms", idle.len());
     assert!(
         idle_mean[0] <= 2.0,
         "idle GPU: SM active {:.2}%",
@@ -247,8 +247,14 @@ fn ncu_copy(bytes: u64) -> (f64, f64) {
                 .is_ok_and(|o| o.status.success())
         })
         .expect("ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin");
+    // As the range profiler measures: no cache flush before the kernel (ncu's default flushes the dirty lines
+    // an earlier fill left in L2, which the kernel would otherwise write back), no clock lock.
     let out = Command::new(ncu)
         .args([
+            "--cache-control",
+            "none",
+            "--clock-control",
+            "none",
             "--metrics",
             "dram__bytes_read.sum,dram__bytes_write.sum",
             "--csv",
