@@ -752,6 +752,7 @@ impl PmSamplerBuilder {
             .into());
         }
         let host = Host::create(api, &chip, Method::PmSampling, Some(&availability))?;
+        host.add_metrics(&metrics)?;
         let enabled = enable(api, self.device)?;
         let samples_per_decode = self.samples_for();
         // What one sample adds to the counter-data image, an estimate of what it takes in the hardware buffer.

@@ -501,6 +501,7 @@ impl<'c> RangeProfilerBuilder<'c> {
             .into());
         }
         let host = Host::create(api, &chip, Method::RangeProfiler, Some(&availability))?;
+        host.add_metrics(&metrics)?;
         let enabled = enable(api, self.ctx)?;
         let size = counter_data_size(api, &enabled, &metrics, u32_ranges)?;
         let mut image = vec![0u8; size];

@@ -315,7 +315,9 @@ impl Host {
         Ok(out)
     }
 
-    fn add_metrics(&self, metrics: &MetricNames) -> Result<(), ProfilingError> {
+    /// Adds `metrics` to the host object's configuration. Evaluation goes through a host object configured so,
+    /// as NVIDIA's samples do: evaluating derived metrics on an unconfigured one crashed inside CUPTI (H100).
+    pub(crate) fn add_metrics(&self, metrics: &MetricNames) -> Result<(), ProfilingError> {
         let f = sym!(self.api, cuptiProfilerHostConfigAddMetrics)?;
         let mut ptrs = metrics.pointers();
         let mut p = params!(CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics);
