@@ -636,20 +636,19 @@ impl PmSamplerBuilder {
         if let Some(n) = self.samples_per_decode {
             return n;
         }
-        // Samples in `span` at this interval (a SYS clock near 1 GHz for clock intervals).
-        let within = |span: Duration| match self.interval {
+        // Four decode periods of samples: the image fills every fourth decode or so. (Images of a second of
+        // samples at 1 ms, and of 64 to 100 samples at 10 ms, went with crashes inside CUPTI's evaluation on an
+        // H100; four periods at 1 ms ran 60 s.)
+        let per_period = match self.interval {
             Interval::Time(d) if !d.is_zero() => {
-                (span.as_nanos() / d.as_nanos()).min(1 << 20) as usize
+                (self.decode_period.as_nanos() / d.as_nanos()).min(1 << 20) as usize
             }
-            Interval::Clocks(c) if c > 0 => (span.as_nanos() / u128::from(c)).min(1 << 20) as usize,
+            Interval::Clocks(c) if c > 0 => {
+                (self.decode_period.as_nanos() / u128::from(c)).min(1 << 20) as usize
+            }
             _ => 0,
         };
-        // Each time the image fills, CUPTI loses about a dozen samples (seen at 1 ms on an H100): an image of
-        // up to a second of samples fills at most once a second.
-        within(self.decode_period)
-            .saturating_mul(4)
-            .max(within(Duration::from_secs(1)).min(1000))
-            .max(64)
+        per_period.saturating_mul(4).max(64)
     }
 
     fn check_settings(&self, capability: (i32, i32)) -> Result<(), ProfilingError> {
@@ -1272,17 +1271,9 @@ mod tests {
     }
 
     #[test]
-    fn default_image_holds_a_second_or_four_periods() {
+    fn default_image_holds_four_periods() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
-        assert_eq!(b.samples_for(), 1000, "a second at 1 ms");
-        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(10)));
-        assert_eq!(b.samples_for(), 100, "a second at 10 ms");
-        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_micros(100)));
-        assert_eq!(
-            b.samples_for(),
-            2000,
-            "four periods, above the second's cap"
-        );
+        assert_eq!(b.samples_for(), 200);
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
         assert_eq!(b.samples_for(), 64);
         assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
