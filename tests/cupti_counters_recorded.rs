@@ -2,11 +2,10 @@
 //! `tests/fixtures/cupti-counters/<name>/` (not `tests/fixtures/cupti/`, whose every folder is an activity-buffer
 //! fixture): each saved image is read back (length and hash checked), evaluated with the CUPTI 13.0 wheel's metric
 //! host (no GPU), and compared with the values the GPU host evaluated, range names and sample timestamps included.
+//! `GPU_TOOLS_CUPTI_WHEEL_LIB` names the wheel's library folder; unset, the check is reported as ignored.
 //!
 //! Recording, on the GPU host: `bash .gpu/run.sh example cupti_profile_record --out DIR`; copy `DIR` to
-//! `tests/fixtures/cupti-counters/h100-cuda13`, set [`FIXTURES_COMMITTED`] and remove the `ignore` attribute. Until
-//! then the decode test is reported as ignored, and a guard test fails if fixtures appear without the switch.
-#![cfg(feature = "cupti")]
+//! `tests/fixtures/cupti-counters/<gpu>-<cuda>/`.
 
 #[path = "common/wheel.rs"]
 mod wheel;
@@ -18,22 +17,21 @@ use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::image::CounterDataFile;
 use serde_json::Value;
 
-/// Whether fixtures are committed (then the decode test runs).
-const FIXTURES_COMMITTED: bool = false;
+fn main() {
+    wheel::main(
+        &wheel::CUDA13,
+        &[wheel::Check {
+            name: "recorded_counter_data_decodes_to_the_values_seen_on_the_gpu",
+            run: recorded_counter_data_decodes_to_the_values_seen_on_the_gpu,
+            without_driver: false,
+        }],
+        &[],
+        include_str!("cupti_counters_recorded.rs"),
+    );
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cupti-counters")
-}
-
-#[test]
-fn the_fixture_switch_matches_the_folder() {
-    assert_eq!(
-        root().is_dir(),
-        FIXTURES_COMMITTED,
-        "{} exists: {}; set FIXTURES_COMMITTED to match and (un)ignore the decode test",
-        root().display(),
-        root().is_dir()
-    );
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -104,13 +102,7 @@ fn check_folder(dir: &Path) -> usize {
     compared
 }
 
-#[test]
-#[ignore = "no recorded counter data yet: record it with examples/cupti_profile_record.rs on a GPU host, commit it \
-            under tests/fixtures/cupti-counters/, then set FIXTURES_COMMITTED and remove this attribute"]
-fn recorded_counter_data_decodes_to_the_values_seen_on_the_gpu() {
-    let Some(lib) = wheel::CUDA13.dir() else {
-        return;
-    };
+fn recorded_counter_data_decodes_to_the_values_seen_on_the_gpu(lib: &Path) {
     CuptiLibrary::load_from(lib.join("libcupti.so.13")).expect("the wheel's CUPTI");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root())
         .expect("fixture folder")
