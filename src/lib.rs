@@ -99,8 +99,8 @@
 //! }
 //! ```
 //!
-//! Each module's documentation has its API in depth; the raw bindings are in [`sys`]. The README has measured
-//! costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
+//! Each module's documentation has its API in depth; the raw bindings are in [`sys`]. The repository's `docs/`
+//! has measured costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 

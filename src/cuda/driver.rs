@@ -171,7 +171,7 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
-    /// Loads `libcuda.so.1` with the crate's search order (README.md), once per process.
+    /// Loads `libcuda.so.1` with the crate's search order (the `loader` module), once per process.
     pub fn load() -> Result<&'static Driver, LoadError> {
         DRIVER.load(&SPEC, None, bind)
     }

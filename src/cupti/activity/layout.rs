@@ -225,8 +225,8 @@ impl RecordLayout {
     }
 }
 
-// The sizes the decoder relies on, as clang laid the C structs out (bindgen's layout tests, see README.md,
-// "Regenerating the sys layer"); a binding regenerated from another header fails here rather than misreading.
+// The sizes the decoder relies on, as clang laid the C structs out (bindgen's layout tests, see
+// docs/development.md, "Regenerating the sys layer"); a binding regenerated from another header fails here rather than misreading.
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(size_of::<sys::CUpti_ActivityKernel10>() == 216);
