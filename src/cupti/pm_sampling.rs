@@ -838,6 +838,7 @@ impl PmSamplerBuilder {
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
+            _config: config,
             _claim: claim,
         };
         let s = Arc::clone(&shared);
@@ -947,7 +948,8 @@ fn set_config(
         AppendMode::KeepOldest => sys::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST,
         AppendMode::KeepLatest => sys::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST,
     };
-    // SAFETY: a live object; the configuration image outlives the call (CUPTI copies it).
+    // SAFETY: a live object; the configuration image outlives the call, and the decode thread keeps it until the
+    // object is disabled.
     check("cuptiPmSamplingSetConfig", unsafe { f(&mut p) })
 }
 
@@ -983,6 +985,9 @@ struct Decoder {
     starts: Vec<u64>,
     ends: Vec<u64>,
     values: Vec<f64>,
+    /// The configuration CUPTI was given (`cuptiPmSamplingSetConfig`), kept until the sampling is disabled: the
+    /// header does not say that CUPTI copies it.
+    _config: ConfigImage,
     /// Last, so that the device is released after the sampling was disabled.
     _claim: DeviceClaim,
 }

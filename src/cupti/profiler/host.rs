@@ -141,6 +141,11 @@ pub struct Host {
     obj: *mut sys::CUpti_Profiler_Host_Object,
     chip: String,
     method: Method,
+    // What the object was initialised with, kept at the same address until it is deinitialised: the header does
+    // not say that CUPTI copies them, and PM sampling evaluated through an object whose availability image was
+    // freed crashed inside libnvperf_host.
+    _c_chip: CString,
+    _availability: Option<Box<[u8]>>,
 }
 
 // SAFETY: the host object is host memory owned by this value and used by one thread at a time (not Sync).
@@ -180,11 +185,13 @@ impl Host {
     ) -> Result<Host, ProfilingError> {
         let f = sym!(api, cuptiProfilerHostInitialize)?;
         let c_chip = CString::new(chip).map_err(|_| ProfilingError::NulInName(chip.to_string()))?;
+        let availability: Option<Box<[u8]>> = availability.map(Box::from);
         let mut p = params!(CUpti_Profiler_Host_Initialize_Params, pHostObject);
         p.profilerType = method.profiler_type();
         p.pChipName = c_chip.as_ptr();
-        p.pCounterAvailabilityImage = availability.map_or(ptr::null(), <[u8]>::as_ptr);
-        // SAFETY: the chip name and the availability image outlive the call; CUPTI copies what it keeps.
+        p.pCounterAvailabilityImage = availability.as_deref().map_or(ptr::null(), <[u8]>::as_ptr);
+        // SAFETY: the chip name and the availability image are owned by the returned `Host` (heap memory that
+        // does not move) and outlive the object, which is deinitialised in its `Drop` before they are freed.
         let code = unsafe { f(&mut p) };
         if code == crate::sys::cupti::CUPTI_ERROR_INVALID_CHIP_NAME {
             return Err(ProfilingError::UnknownChip {
@@ -203,6 +210,8 @@ impl Host {
             obj: p.pHostObject,
             chip: chip.to_string(),
             method,
+            _c_chip: c_chip,
+            _availability: availability,
         })
     }
 
