@@ -28,6 +28,8 @@ const SM_ACTIVE: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
 /// The tensor-pipe metric read beside SM activity; `GPU_TOOLS_TEST_TENSOR_METRIC` names another.
 fn tensor_metric() -> String {
     std::env::var("GPU_TOOLS_TEST_TENSOR_METRIC")
+        .ok()
+        .filter(|m| !m.is_empty())
         .unwrap_or_else(|_| gpu_tools::cupti::top::TOP_METRICS[1].metric.to_string())
 }
 const COPY_BYTES: u64 = 512 << 20;

@@ -834,6 +834,11 @@ impl PmSamplerBuilder {
             image,
             keep: self.keep_counter_data,
             evaluated: 0,
+            period_ns: match self.interval {
+                Interval::Time(d) => u64::try_from(d.as_nanos()).ok().filter(|&n| n > 0),
+                Interval::Clocks(_) => None,
+            },
+            last_start: None,
             last_end: None,
             starts: Vec::new(),
             ends: Vec::new(),
@@ -981,6 +986,9 @@ struct Decoder {
     keep: bool,
     /// Samples of the current image already evaluated and delivered.
     evaluated: usize,
+    /// The sampling period in GPU nanoseconds, where the interval is one of time.
+    period_ns: Option<u64>,
+    last_start: Option<u64>,
     last_end: Option<u64>,
     starts: Vec<u64>,
     ends: Vec<u64>,
@@ -1151,7 +1159,11 @@ impl Decoder {
                 self.host
                     .evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..])
             }?;
-            dropped += gap_samples(self.last_end, start, end);
+            dropped += match self.period_ns {
+                Some(period) => missed_periods(self.last_start, start, period),
+                None => gap_samples(self.last_end, start, end),
+            };
+            self.last_start = Some(start);
             self.last_end = Some(end);
             self.starts.push(start);
             self.ends.push(end);
@@ -1161,8 +1173,21 @@ impl Decoder {
     }
 }
 
-/// Samples missing between a sample ending at `last_end` and the next one over `[start, end]`: a gap of more
-/// than 1.5 sample lengths counts as `gap / length` lost samples.
+/// Samples missing between two samples starting at `last_start` and `start`, with samples due every `period`
+/// nanoseconds: the periods between them, rounded, less one. (A sample can be much shorter than the period: on an
+/// H100 under load samples at 1 ms lasted a fraction of it, so their length says nothing of the gaps.)
+pub(crate) fn missed_periods(last_start: Option<u64>, start: u64, period: u64) -> u64 {
+    let Some(prev) = last_start else { return 0 };
+    if period == 0 {
+        return 0;
+    }
+    let step = start.saturating_sub(prev);
+    (step.saturating_add(period / 2) / period).saturating_sub(1)
+}
+
+/// Samples missing between a sample ending at `last_end` and the next one over `[start, end]`, where the period
+/// is a number of clocks (its length in time is unknown): a gap of more than 1.5 sample lengths counts as
+/// `gap / length` lost samples.
 pub(crate) fn gap_samples(last_end: Option<u64>, start: u64, end: u64) -> u64 {
     let (Some(prev), Some(len)) = (last_end, end.checked_sub(start).filter(|&l| l > 0)) else {
         return 0;
@@ -1222,6 +1247,23 @@ pub(crate) unsafe fn sample_times(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missed_periods_count_lost_samples() {
+        let ms = 1_000_000;
+        assert_eq!(missed_periods(None, 5 * ms, ms), 0);
+        assert_eq!(missed_periods(Some(0), ms, ms), 0, "the next sample");
+        assert_eq!(missed_periods(Some(0), ms + ms / 3, ms), 0, "a late one");
+        assert_eq!(missed_periods(Some(0), 4 * ms, ms), 3);
+        assert_eq!(missed_periods(Some(0), 4 * ms - ms / 3, ms), 3, "rounded");
+        assert_eq!(
+            missed_periods(Some(5 * ms), ms, ms),
+            0,
+            "a clock going back"
+        );
+        assert_eq!(missed_periods(Some(0), u64::MAX, ms), u64::MAX / ms - 1);
+        assert_eq!(missed_periods(Some(0), 10, 0), 0, "no period");
+    }
 
     #[test]
     fn gaps_count_lost_samples() {
