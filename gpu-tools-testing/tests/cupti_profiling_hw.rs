@@ -30,7 +30,7 @@ fn tensor_metric() -> String {
     std::env::var("GPU_TOOLS_TEST_TENSOR_METRIC")
         .ok()
         .filter(|m| !m.is_empty())
-        .unwrap_or_else(|_| gpu_tools::cupti::top::TOP_METRICS[1].metric.to_string())
+        .unwrap_or_else(|| gpu_tools::cupti::top::TOP_METRICS[1].metric.to_string())
 }
 const COPY_BYTES: u64 = 512 << 20;
 

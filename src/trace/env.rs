@@ -32,8 +32,8 @@ pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 /// path). Pointing it at the injection library routes NVTX to CUPTI, which records markers and ranges; the
 /// injection library enables NVTX records when it is set. A program that makes no NVTX call never loads it.
 pub const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
-/// How CUDA graphs are traced: `node` (every kernel of a graph, with graph and node id; the default) or `graph`
-/// (one record per graph launch, CUPTI's graph-level tracing; kernels of graphs are then not recorded). A CUPTI
+/// How CUDA graphs are traced: `graph` (one record per graph launch, CUPTI's graph-level tracing; kernels of
+/// graphs are then not recorded; the default) or `node` (every kernel of a graph, with graph and node id). A CUPTI
 /// without graph-level tracing falls back to `node` and says so in a notice.
 pub const CUDA_GRAPH: &str = "GPU_TOOLS_TRACE_CUDA_GRAPH";
 /// Which API calls are recorded when `driver` or `runtime` is among the kinds: `all` (default) or `launches`
