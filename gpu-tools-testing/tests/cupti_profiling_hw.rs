@@ -129,6 +129,10 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
     );
     let load = Load::start(8);
     std::thread::sleep(Duration::from_millis(500));
+    // What was queued while the load started (Python and PyTorch take seconds) is not the busy GPU.
+    let mut backlog = Vec::new();
+    s.read(Duration::ZERO, &mut backlog).expect("read");
+    println!("before the load was ready: {} samples", backlog.len());
     let busy = sample_for(&mut s, Duration::from_secs(2));
     drop(load);
     let busy_mean = mean_values(&busy, 2);
@@ -140,6 +144,23 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
     );
     let report = s.stop().expect("stop");
     println!("report: {:?}", report.stats);
+    // Where consecutive samples do not tile the time, what the sampler gave (the first few).
+    let mut shown = 0;
+    for (i, w) in busy.windows(2).enumerate() {
+        if w[1].start_ns != w[0].end_ns && shown < 12 {
+            shown += 1;
+            println!(
+                "samples {i}, {}: [{}, {}] then [{}, {}] (start - previous end {} ns, length {} ns)",
+                i + 1,
+                w[0].start_ns,
+                w[0].end_ns,
+                w[1].start_ns,
+                w[1].end_ns,
+                w[1].start_ns as i128 - w[0].end_ns as i128,
+                w[1].end_ns as i128 - w[1].start_ns as i128
+            );
+        }
+    }
     assert!(
         busy_mean[0] >= 80.0,
         "bf16 matmul in another process: SM active {:.2}%",
@@ -150,9 +171,14 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
         "the tensor pipe is busier under matmul"
     );
     assert_eq!((report.stats.overflows, report.stats.dropped), (0, 0));
-    // Timestamps rise and tile the time.
+    // Timestamps rise and tile the time (within 0.1 ms: retimed samples take whole periods).
     for w in busy.windows(2) {
-        assert!(w[1].start_ns >= w[0].start_ns, "{:?} then {:?}", w[0], w[1]);
+        assert!(
+            w[1].start_ns >= w[0].start_ns && w[1].start_ns.abs_diff(w[0].end_ns) < 100_000,
+            "{:?} then {:?}",
+            w[0],
+            w[1]
+        );
     }
 }
 

@@ -116,9 +116,14 @@ pub struct PmStats {
     pub samples: u64,
     /// Decodes that reported a hardware-buffer overflow.
     pub overflows: u64,
-    /// Samples lost: estimated from gaps between consecutive samples (more than 1.5 sample lengths), and samples
-    /// dropped from a full read queue.
+    /// Samples lost: estimated from gaps between consecutive samples (the sampling periods between them, or, for
+    /// an interval of clocks, gaps of more than 1.5 sample lengths), and samples dropped from a full read queue.
     pub dropped: u64,
+    /// Samples whose time span CUPTI gave as stale or empty, given the next period after the sample before them
+    /// instead. (CUPTI 13.0 on an H100 did so for runs of samples after each counter-data image was started
+    /// afresh: zero length, a start seconds in the past; their values were sound, and the retimed runs tiled the
+    /// time up to the next timed sample exactly.)
+    pub retimed: u64,
     /// Decodes that stopped because the counter-data image was full (the thread decodes again at once).
     pub image_full: u64,
     /// Calls of the closure that panicked.
@@ -270,6 +275,7 @@ struct Shared {
     samples: AtomicU64,
     overflows: AtomicU64,
     dropped: AtomicU64,
+    retimed: AtomicU64,
     image_full: AtomicU64,
     failed: Mutex<Option<String>>,
     running: AtomicBool,
@@ -286,6 +292,7 @@ impl Shared {
             samples: self.samples.load(Ordering::Relaxed),
             overflows: self.overflows.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
+            retimed: self.retimed.load(Ordering::Relaxed),
             image_full: self.image_full.load(Ordering::Relaxed),
             callback_panics,
         }
@@ -821,6 +828,7 @@ impl PmSamplerBuilder {
             samples: AtomicU64::new(0),
             overflows: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            retimed: AtomicU64::new(0),
             image_full: AtomicU64::new(0),
             failed: Mutex::new(None),
             running: AtomicBool::new(true),
@@ -840,6 +848,7 @@ impl PmSamplerBuilder {
             },
             last_start: None,
             last_end: None,
+            last_len: None,
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
@@ -990,6 +999,8 @@ struct Decoder {
     period_ns: Option<u64>,
     last_start: Option<u64>,
     last_end: Option<u64>,
+    /// The length of the last sample with a time span.
+    last_len: Option<u64>,
     starts: Vec<u64>,
     ends: Vec<u64>,
     values: Vec<f64>,
@@ -1087,7 +1098,8 @@ impl Decoder {
                 log::warn!("PM sampling: the hardware buffer overflowed; samples were lost");
             }
             let first = self.evaluated;
-            let dropped = self.evaluate_new()?;
+            let (dropped, retimed) = self.evaluate_new()?;
+            shared.retimed.fetch_add(retimed, Ordering::Relaxed);
             shared
                 .samples
                 .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
@@ -1140,18 +1152,26 @@ impl Decoder {
     }
 
     /// Evaluates the image's samples completed since the last call into the column buffers; returns the samples
-    /// estimated lost before them.
-    fn evaluate_new(&mut self) -> Result<u64, ProfilingError> {
+    /// estimated lost before them, and those retimed.
+    fn evaluate_new(&mut self) -> Result<(u64, u64), ProfilingError> {
         self.starts.clear();
         self.ends.clear();
         self.values.clear();
         // SAFETY: the image is the one CUPTI decodes into.
         let completed = unsafe { completed_samples(self.api, &self.image) }?;
-        let mut dropped = 0;
+        let (mut dropped, mut retimed) = (0, 0);
         for i in self.evaluated..completed {
             // SAFETY: as above; `i` is below the completed count.
             let (start, end) =
                 unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
+            let (start, end) =
+                match retime(self.last_end, start, end, self.period_ns.or(self.last_len)) {
+                    Some(span) => {
+                        retimed += 1;
+                        span
+                    }
+                    None => (start, end),
+                };
             let at = self.values.len();
             self.values.resize(at + self.metrics.len(), f64::NAN);
             // SAFETY: as above.
@@ -1165,12 +1185,30 @@ impl Decoder {
             };
             self.last_start = Some(start);
             self.last_end = Some(end);
+            self.last_len = end.checked_sub(start).filter(|&l| l > 0).or(self.last_len);
             self.starts.push(start);
             self.ends.push(end);
         }
         self.evaluated = self.evaluated.max(completed);
-        Ok(dropped)
+        Ok((dropped, retimed))
     }
+}
+
+/// The time span of a sample whose span CUPTI gave as empty or ending before the previous sample's end (at
+/// `last_end`): the next `period` after the previous sample. `None` where the span is sound, or nothing is known
+/// to place it by.
+pub(crate) fn retime(
+    last_end: Option<u64>,
+    start: u64,
+    end: u64,
+    period: Option<u64>,
+) -> Option<(u64, u64)> {
+    let prev = last_end?;
+    if end > start && end > prev {
+        return None;
+    }
+    let period = period.filter(|&p| p > 0)?;
+    Some((prev, prev.saturating_add(period)))
 }
 
 /// Samples missing between two samples starting at `last_start` and `start`, with samples due every `period`
@@ -1247,6 +1285,33 @@ pub(crate) unsafe fn sample_times(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_or_empty_spans_are_retimed() {
+        let ms = 1_000_000;
+        assert_eq!(retime(None, 5, 5, Some(ms)), None, "nothing to place it by");
+        assert_eq!(
+            retime(Some(10 * ms), 10 * ms, 11 * ms, Some(ms)),
+            None,
+            "sound"
+        );
+        assert_eq!(
+            retime(Some(10 * ms), 10 * ms - 3, 11 * ms, Some(ms)),
+            None,
+            "a start a little early, an end later: kept"
+        );
+        // As CUPTI gave them on an H100: zero length, seconds in the past.
+        assert_eq!(
+            retime(Some(10_000 * ms), 4 * ms, 4 * ms, Some(ms)),
+            Some((10_000 * ms, 10_001 * ms))
+        );
+        assert_eq!(
+            retime(Some(10 * ms), 12 * ms, 12 * ms, Some(ms)),
+            Some((10 * ms, 11 * ms)),
+            "empty"
+        );
+        assert_eq!(retime(Some(10 * ms), 4, 4, None), None, "no period known");
+    }
 
     #[test]
     fn missed_periods_count_lost_samples() {
