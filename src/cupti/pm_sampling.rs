@@ -602,7 +602,7 @@ impl PmSamplerBuilder {
         self
     }
 
-    /// Samples the counter-data image holds per decode (default: four decode periods' worth, at least 64).
+    /// Samples the counter-data image holds (default: twenty decode periods' worth, 64 to 2000).
     pub fn samples_per_decode(mut self, samples: usize) -> Self {
         self.samples_per_decode = Some(samples);
         self
@@ -643,9 +643,10 @@ impl PmSamplerBuilder {
         if let Some(n) = self.samples_per_decode {
             return n;
         }
-        // Four decode periods of samples: the image fills every fourth decode or so. (Images of a second of
-        // samples at 1 ms, and of 64 to 100 samples at 10 ms, went with crashes inside CUPTI's evaluation on an
-        // H100; four periods at 1 ms ran 60 s.)
+        // Twenty decode periods of samples (a second at the default period), at most 2000: CUPTI loses about ten
+        // samples each time the image fills and is started afresh (H100, CUPTI 13.0), so a larger image loses
+        // fewer. (Larger images went with crashes inside CUPTI while the sampler freed its configuration image
+        // after starting; it keeps it now.)
         let per_period = match self.interval {
             Interval::Time(d) if !d.is_zero() => {
                 (self.decode_period.as_nanos() / d.as_nanos()).min(1 << 20) as usize
@@ -655,7 +656,7 @@ impl PmSamplerBuilder {
             }
             _ => 0,
         };
-        per_period.saturating_mul(4).max(64)
+        per_period.saturating_mul(20).clamp(64, 2000)
     }
 
     fn check_settings(&self, capability: (i32, i32)) -> Result<(), ProfilingError> {
@@ -846,7 +847,6 @@ impl PmSamplerBuilder {
                 Interval::Time(d) => u64::try_from(d.as_nanos()).ok().filter(|&n| n > 0),
                 Interval::Clocks(_) => None,
             },
-            last_start: None,
             last_end: None,
             last_len: None,
             starts: Vec::new(),
@@ -997,7 +997,6 @@ struct Decoder {
     evaluated: usize,
     /// The sampling period in GPU nanoseconds, where the interval is one of time.
     period_ns: Option<u64>,
-    last_start: Option<u64>,
     last_end: Option<u64>,
     /// The length of the last sample with a time span.
     last_len: Option<u64>,
@@ -1180,10 +1179,9 @@ impl Decoder {
                     .evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..])
             }?;
             dropped += match self.period_ns {
-                Some(period) => missed_periods(self.last_start, start, period),
+                Some(period) => missed_periods(self.last_end, end, period),
                 None => gap_samples(self.last_end, start, end),
             };
-            self.last_start = Some(start);
             self.last_end = Some(end);
             self.last_len = end.checked_sub(start).filter(|&l| l > 0).or(self.last_len);
             self.starts.push(start);
@@ -1211,15 +1209,15 @@ pub(crate) fn retime(
     Some((prev, prev.saturating_add(period)))
 }
 
-/// Samples missing between two samples starting at `last_start` and `start`, with samples due every `period`
-/// nanoseconds: the periods between them, rounded, less one. (A sample can be much shorter than the period: on an
-/// H100 under load samples at 1 ms lasted a fraction of it, so their length says nothing of the gaps.)
-pub(crate) fn missed_periods(last_start: Option<u64>, start: u64, period: u64) -> u64 {
-    let Some(prev) = last_start else { return 0 };
+/// Samples missing between two samples ending at `last_end` and `end`, with samples due every `period`
+/// nanoseconds: the periods between them, rounded, less one. Ends, not starts: the first sample of a sampler can
+/// start long before it (seconds on an H100), and a sample's length says nothing of the gaps.
+pub(crate) fn missed_periods(last_end: Option<u64>, end: u64, period: u64) -> u64 {
+    let Some(prev) = last_end else { return 0 };
     if period == 0 {
         return 0;
     }
-    let step = start.saturating_sub(prev);
+    let step = end.saturating_sub(prev);
     (step.saturating_add(period / 2) / period).saturating_sub(1)
 }
 
@@ -1383,9 +1381,11 @@ mod tests {
     }
 
     #[test]
-    fn default_image_holds_four_periods() {
+    fn default_image_holds_twenty_periods() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
-        assert_eq!(b.samples_for(), 200);
+        assert_eq!(b.samples_for(), 1000);
+        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_micros(100)));
+        assert_eq!(b.samples_for(), 2000, "at most 2000");
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
         assert_eq!(b.samples_for(), 64);
         assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
