@@ -602,7 +602,7 @@ impl PmSamplerBuilder {
         self
     }
 
-    /// Samples the counter-data image holds (default: twenty decode periods' worth, 64 to 2000).
+    /// Samples the counter-data image holds per decode (default: four decode periods' worth, at least 64).
     pub fn samples_per_decode(mut self, samples: usize) -> Self {
         self.samples_per_decode = Some(samples);
         self
@@ -643,10 +643,10 @@ impl PmSamplerBuilder {
         if let Some(n) = self.samples_per_decode {
             return n;
         }
-        // Twenty decode periods of samples (a second at the default period), at most 2000: CUPTI loses about ten
-        // samples each time the image fills and is started afresh (H100, CUPTI 13.0), so a larger image loses
-        // fewer. (Larger images went with crashes inside CUPTI while the sampler freed its configuration image
-        // after starting; it keeps it now.)
+        // Four decode periods of samples, at least 64: the size that ran 60 s at 1 ms on an H100 (CUPTI 13.0).
+        // CUPTI loses about ten samples each time the image fills and is started afresh, so a larger image would
+        // lose fewer; larger ones went with crashes inside CUPTI while the sampler freed its configuration image
+        // after starting, and have not been tried since it keeps it. `samples_per_decode` sets another size.
         let per_period = match self.interval {
             Interval::Time(d) if !d.is_zero() => {
                 (self.decode_period.as_nanos() / d.as_nanos()).min(1 << 20) as usize
@@ -656,7 +656,7 @@ impl PmSamplerBuilder {
             }
             _ => 0,
         };
-        per_period.saturating_mul(20).clamp(64, 2000)
+        per_period.saturating_mul(4).max(64)
     }
 
     fn check_settings(&self, capability: (i32, i32)) -> Result<(), ProfilingError> {
@@ -1381,11 +1381,9 @@ mod tests {
     }
 
     #[test]
-    fn default_image_holds_twenty_periods() {
+    fn default_image_holds_four_periods() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
-        assert_eq!(b.samples_for(), 1000);
-        let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_micros(100)));
-        assert_eq!(b.samples_for(), 2000, "at most 2000");
+        assert_eq!(b.samples_for(), 200);
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
         assert_eq!(b.samples_for(), 64);
         assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
