@@ -352,10 +352,11 @@ fn a_full_image_is_decoded_again_and_nothing_is_lost() {
 fn overflow_and_gaps_are_reported() {
     let (_g, d) = serial();
     let mut s = pm(&[SM]).start().unwrap();
-    d.push_sample(0, 10, 0.0);
-    d.push_sample(10, 20, 1.0);
+    // Samples every 100 us, the sampler's interval.
+    d.push_sample(0, 100_000, 0.0);
+    d.push_sample(100_000, 200_000, 1.0);
     // Three samples missing.
-    d.push_sample(50, 60, 2.0);
+    d.push_sample(500_000, 600_000, 2.0);
     d.overflow_next();
     let mut out = Vec::new();
     let mut dropped = 0;
@@ -369,6 +370,35 @@ fn overflow_and_gaps_are_reported() {
     assert_eq!(dropped, 3);
     let st = s.stop().unwrap().stats;
     assert_eq!((st.dropped, st.overflows), (3, 1));
+}
+
+#[test]
+fn stale_or_empty_sample_spans_are_retimed_and_counted() {
+    let (_g, d) = serial();
+    let mut s = pm(&[SM]).start().unwrap();
+    // A first sample that starts long before the rest, then samples every 100 us, two of them with the span
+    // CUPTI gave on an H100 after an image restart: zero length, far in the past.
+    d.push_sample(0, 5_000_000, 0.0);
+    d.push_sample(5_000_000, 5_100_000, 1.0);
+    d.push_sample(7, 7, 2.0);
+    d.push_sample(7, 7, 3.0);
+    d.push_sample(5_300_000, 5_400_000, 4.0);
+    let out = read_until(&mut s, 5);
+    let spans: Vec<(u64, u64)> = out.iter().map(|x| (x.start_ns, x.end_ns)).collect();
+    assert_eq!(
+        spans,
+        [
+            (0, 5_000_000),
+            (5_000_000, 5_100_000),
+            (5_100_000, 5_200_000),
+            (5_200_000, 5_300_000),
+            (5_300_000, 5_400_000)
+        ]
+    );
+    let values: Vec<f64> = out.iter().map(|x| x.values[0]).collect();
+    assert_eq!(values.len(), 5);
+    let st = s.stop().unwrap().stats;
+    assert_eq!((st.retimed, st.dropped), (2, 0), "{st:?}");
 }
 
 #[test]
