@@ -60,6 +60,15 @@ impl Methods {
     }
 }
 
+/// CUPTI's profiler host calls, one at a time in the process: two threads initialising host objects at once made
+/// `cuptiProfilerHostInitialize` fail with `CUPTI_ERROR_UNKNOWN` (CUPTI 13.0's wheel, no GPU), and the header
+/// does not say which host calls may run concurrently.
+static HOST_CALLS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn host_calls() -> std::sync::MutexGuard<'static, ()> {
+    HOST_CALLS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The chips the loaded CUPTI has metrics for (`cuptiProfilerHostGetSupportedChips`), for example `GH100`.
 pub fn supported_chips() -> crate::Result<Vec<String>> {
     let api = Api::load(Needs::Metrics)?;
@@ -69,6 +78,7 @@ pub fn supported_chips() -> crate::Result<Vec<String>> {
 fn chips(api: Api) -> Result<Vec<String>, ProfilingError> {
     let f = sym!(api, cuptiProfilerHostGetSupportedChips)?;
     let mut p = params!(CUpti_Profiler_Host_GetSupportedChips_Params, ppChipNames);
+    let _lock = host_calls();
     // SAFETY: a parameter struct of the header's layout with its size set; CUPTI fills the count and a pointer
     // to its own table of names.
     check("cuptiProfilerHostGetSupportedChips", unsafe { f(&mut p) })?;
@@ -190,9 +200,12 @@ impl Host {
         p.profilerType = method.profiler_type();
         p.pChipName = c_chip.as_ptr();
         p.pCounterAvailabilityImage = availability.as_deref().map_or(ptr::null(), <[u8]>::as_ptr);
-        // SAFETY: the chip name and the availability image are owned by the returned `Host` (heap memory that
-        // does not move) and outlive the object, which is deinitialised in its `Drop` before they are freed.
-        let code = unsafe { f(&mut p) };
+        let code = {
+            let _lock = host_calls();
+            // SAFETY: the chip name and the availability image are owned by the returned `Host` (heap memory that
+            // does not move) and outlive the object, which is deinitialised in its `Drop` before they are freed.
+            unsafe { f(&mut p) }
+        };
         if code == crate::sys::cupti::CUPTI_ERROR_INVALID_CHIP_NAME {
             return Err(ProfilingError::UnknownChip {
                 chip: chip.to_string(),
@@ -231,6 +244,7 @@ impl Host {
         let mut p = params!(CUpti_Profiler_Host_GetBaseMetrics_Params, numMetrics);
         p.pHostObject = self.obj;
         p.metricType = kind.code();
+        let _lock = host_calls();
         // SAFETY: a live host object; CUPTI fills a count and a pointer to its own table.
         check("cuptiProfilerHostGetBaseMetrics", unsafe { f(&mut p) })?;
         // SAFETY: on success the table holds `numMetrics` names owned by the host object.
@@ -245,6 +259,7 @@ impl Host {
         p.pHostObject = self.obj;
         p.metricType = kind.code();
         p.pMetricName = c.as_ptr();
+        let _lock = host_calls();
         // SAFETY: a live host object and a NUL-terminated name that outlives the call.
         check("cuptiProfilerHostGetSubMetrics", unsafe { f(&mut p) })?;
         // SAFETY: on success the table holds `numOfSubmetrics` strings owned by the host object.
@@ -258,6 +273,7 @@ impl Host {
         let mut p = params!(CUpti_Profiler_Host_GetMetricProperties_Params, metricType);
         p.pHostObject = self.obj;
         p.pMetricName = c.as_ptr();
+        let _lock = host_calls();
         // SAFETY: a live host object and a NUL-terminated name that outlives the call.
         check("cuptiProfilerHostGetMetricProperties", unsafe { f(&mut p) })?;
         Ok(MetricInfo {
@@ -303,6 +319,7 @@ impl Host {
         p.ppMetricNames = ptrs.as_mut_ptr();
         p.numMetrics = ptrs.len();
         p.pMetricValues = out.as_mut_ptr();
+        let _lock = host_calls();
         // SAFETY: a live host object; the names and `out` (one value per name) outlive the call; the image is
         // CUPTI's own (the caller's contract).
         check("cuptiProfilerHostEvaluateToGpuValues", unsafe { f(&mut p) })
@@ -333,6 +350,7 @@ impl Host {
         p.pHostObject = self.obj;
         p.ppMetricNames = ptrs.as_mut_ptr();
         p.numMetrics = ptrs.len();
+        let _lock = host_calls();
         // SAFETY: a live host object; the names outlive the call.
         check("cuptiProfilerHostConfigAddMetrics", unsafe { f(&mut p) })
     }
@@ -345,6 +363,7 @@ impl Host {
             configImageSize
         );
         s.pHostObject = self.obj;
+        let _lock = host_calls();
         // SAFETY: a live host object; CUPTI writes the size.
         check("cuptiProfilerHostGetConfigImageSize", unsafe {
             size_f(&mut s)
@@ -367,6 +386,7 @@ impl Drop for Host {
         if let Ok(f) = sym!(self.api, cuptiProfilerHostDeinitialize) {
             let mut p = params!(CUpti_Profiler_Host_Deinitialize_Params, pHostObject);
             p.pHostObject = self.obj;
+            let _lock = host_calls();
             // SAFETY: the object was made by cuptiProfilerHostInitialize and is deinitialised once, here.
             let _ = unsafe { f(&mut p) };
         }
@@ -463,6 +483,7 @@ impl ConfigImage {
         let mut scratch = bytes.clone();
         p.configImageSize = scratch.len();
         p.pConfigImage = scratch.as_mut_ptr();
+        let _lock = host_calls();
         // SAFETY: an image CUPTI just built, in a buffer of its size.
         check("cuptiProfilerHostGetNumOfPasses", unsafe { f(&mut p) })?;
         Ok(ConfigImage {
