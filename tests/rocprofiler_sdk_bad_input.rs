@@ -1,5 +1,6 @@
 //! Bad input to the rocprofiler-sdk layer, each a typed error: no SDK installed, an SDK of an unsupported major
 //! version, registration after the SDK initialised. One test: registration state is per process.
+#![cfg(feature = "rocprofiler-sdk")]
 
 #[path = "common/rocprofiler_sdk.rs"]
 mod common;

@@ -1,6 +1,7 @@
 //! The rocprofiler-sdk layer against the C double of the library (`tests/doubles/rocprofiler_sdk.c`): one tool,
 //! registered in-process with `force_configure`, configures every service the tests use; each test then drives the
 //! double and checks what the tool's closures received.
+#![cfg(feature = "rocprofiler-sdk")]
 
 #[path = "common/rocprofiler_sdk.rs"]
 mod common;

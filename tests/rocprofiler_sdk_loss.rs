@@ -2,6 +2,7 @@
 //! with explicit flushes from another thread, then the rest delivered by the tool's finalisation alone.
 //!
 //! `GPU_TOOLS_SDK_LOSS_RECORDS` sets the records (default 1,000,000; CI runs 10,000,000 with `--release`).
+#![cfg(feature = "rocprofiler-sdk")]
 
 #[path = "common/rocprofiler_sdk.rs"]
 mod common;

@@ -1,7 +1,7 @@
 //! The `serde` feature: the data types tools emit serialise to the JSON a report would want (one of each kind).
 #![cfg(feature = "serde")]
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[test]
 fn a_trace_record_is_tagged_with_its_kind() {
@@ -111,7 +111,7 @@ fn process_checkpoint_states_serialise() {
         checkpointed: GpuUuid([0x11; 16]),
         restore_on: GpuUuid([0xab; 16]),
     };
-    let v: Value = serde_json::to_value(pair).unwrap();
+    let v: serde_json::Value = serde_json::to_value(pair).unwrap();
     assert_eq!(
         v["checkpointed"],
         "GPU-11111111-1111-1111-1111-111111111111"
