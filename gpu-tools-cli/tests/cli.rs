@@ -123,8 +123,10 @@ fn doctor_reports_every_api_and_exits_0_without_a_gpu() {
         [
             "CUPTI checkpoint",
             "CUPTI",
+            "CUPTI counters",
             "CUDA debugger API",
             "CUDA driver",
+            "rocprofiler-sdk",
             "rocprofiler v2"
         ]
     );

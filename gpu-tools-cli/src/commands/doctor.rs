@@ -25,7 +25,32 @@ pub struct Args {
 struct Row {
     api: &'static str,
     library: &'static str,
-    outcome: Result<(Option<&'static Path>, String), LoadError>,
+    outcome: Result<(Option<&'static Path>, String), Missing>,
+}
+
+/// Why a row's library cannot be used: the loader's error, or a library found that the crate cannot use (an SDK of
+/// another major version).
+enum Missing {
+    Load(LoadError),
+    Unusable(String),
+}
+
+impl Missing {
+    fn attempts(&self) -> &[gpu_tools::loader::Attempt] {
+        match self {
+            Missing::Load(e) => e.attempts(),
+            Missing::Unusable(_) => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Load(e) => e.fmt(f),
+            Missing::Unusable(why) => f.write_str(why),
+        }
+    }
 }
 
 /// One row of the JSON report.
@@ -144,6 +169,9 @@ fn print_table(rows: &[Row], gpus: &[String], injection: &(bool, String), verbos
                 version.clone(),
                 path.map(|p| p.display().to_string()).unwrap_or_default(),
             ),
+            Err(Missing::Unusable(why)) => {
+                ("no", "-".to_string(), format!("found, not usable: {why}"))
+            }
             Err(e) => (
                 "no",
                 "-".to_string(),
@@ -197,19 +225,31 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
         rows.push(Row {
             api: "CUPTI checkpoint",
             library: "libcheckpoint.so",
-            outcome: CheckpointLibrary::load().map(|l| (l.path(), "(no version call)".to_string())),
+            outcome: CheckpointLibrary::load()
+                .map(|l| (l.path(), "(no version call)".to_string()))
+                .map_err(Missing::Load),
         });
         rows.push(Row {
             api: "CUPTI",
             library: "libcupti.so.13/.12",
-            outcome: CuptiLibrary::load().map(|l| {
-                let v = match l.api_version() {
-                    // CUDA 12 and 13 number the CUPTI API differently; CuptiVersion decodes both.
-                    Ok(v) => v.to_string(),
-                    Err(e) => format!("error: {e}"),
-                };
-                (l.path(), v)
-            }),
+            outcome: CuptiLibrary::load()
+                .map(|l| {
+                    let v = match l.api_version() {
+                        // CUDA 12 and 13 number the CUPTI API differently; CuptiVersion decodes both.
+                        Ok(v) => v.to_string(),
+                        Err(e) => format!("error: {e}"),
+                    };
+                    (l.path(), v)
+                })
+                .map_err(Missing::Load),
+        });
+        // Opened beside the CUPTI just loaded, as the counter APIs open it.
+        rows.push(Row {
+            api: "CUPTI counters",
+            library: "libnvperf_host.so",
+            outcome: gpu_tools::cupti::profiler::NvperfHost::load()
+                .map(|l| (l.path(), "(no version call)".to_string()))
+                .map_err(Missing::Load),
         });
     }
     {
@@ -217,28 +257,33 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
         rows.push(Row {
             api: "CUDA debugger API",
             library: "libcuda.so.1",
-            outcome: DebuggerLibrary::load().map(|l| {
-                // The driver's version, and the one the crate negotiates (cudbgGetAPI needs no debuggee).
-                let v = match (l.api_version(), Api::load(l)) {
-                    (Ok(driver), Ok(api)) => format!("{driver} (uses {})", api.version()),
-                    (Ok(driver), Err(e)) => format!("{driver} (not usable: {e})"),
-                    (Err(e), _) => format!("error: {e}"),
-                };
-                (l.path(), v)
-            }),
+            outcome: DebuggerLibrary::load()
+                .map(|l| {
+                    // The driver's version, and the one the crate negotiates (cudbgGetAPI needs no debuggee).
+                    let v = match (l.api_version(), Api::load(l)) {
+                        (Ok(driver), Ok(api)) => format!("{driver} (uses {})", api.version()),
+                        (Ok(driver), Err(e)) => format!("{driver} (not usable: {e})"),
+                        (Err(e), _) => format!("error: {e}"),
+                    };
+                    (l.path(), v)
+                })
+                .map_err(Missing::Load),
         });
     }
     let driver = Driver::load();
     rows.push(Row {
         api: "CUDA driver",
         library: "libcuda.so.1",
-        outcome: driver.as_ref().map_err(Clone::clone).map(|d| {
-            let v = match d.version() {
-                Ok(v) => format!("CUDA {}.{}", v / 1000, v % 1000 / 10),
-                Err(e) => format!("error: {e}"),
-            };
-            (d.path(), v)
-        }),
+        outcome: driver
+            .as_ref()
+            .map_err(|e| Missing::Load(e.clone()))
+            .map(|d| {
+                let v = match d.version() {
+                    Ok(v) => format!("CUDA {}.{}", v / 1000, v % 1000 / 10),
+                    Err(e) => format!("error: {e}"),
+                };
+                (d.path(), v)
+            }),
     });
     let Ok(driver) = driver else {
         gpus.push("NVIDIA: no CUDA driver (libcuda.so.1 not found)".to_string());
@@ -267,14 +312,30 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
 
 fn amd(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
     use gpu_tools::rocprofiler::RocprofilerLibrary;
+    use gpu_tools::rocprofiler_sdk::SdkLibrary;
+    // Loading runs only the library's constructors; nothing is registered with the SDK.
+    rows.push(Row {
+        api: "rocprofiler-sdk",
+        library: "librocprofiler-sdk.so.1",
+        outcome: match SdkLibrary::load() {
+            Ok(l) => {
+                let (major, minor, patch) = l.version();
+                Ok((l.path(), format!("{major}.{minor}.{patch}")))
+            }
+            Err(gpu_tools::Error::Load(e)) => Err(Missing::Load(e)),
+            Err(e) => Err(Missing::Unusable(e.to_string())),
+        },
+    });
     // Only version_* here: rocprofiler_initialize aborts the process on a machine without an AMD driver.
     rows.push(Row {
         api: "rocprofiler v2",
         library: "librocprofiler64.so.2",
-        outcome: RocprofilerLibrary::load().map(|l| {
-            let (major, minor) = l.version();
-            (l.path(), format!("{major}.{minor}"))
-        }),
+        outcome: RocprofilerLibrary::load()
+            .map(|l| {
+                let (major, minor) = l.version();
+                (l.path(), format!("{major}.{minor}"))
+            })
+            .map_err(Missing::Load),
     });
     match gpu_tools::rocprofiler::amd_gpus() {
         Ok(list) => {
