@@ -1,6 +1,5 @@
 //! Device memory seen from outside a process, through NVML: what each GPU has in use and what one process holds
-//! on it, for `freeze`. (The process-checkpoint hardware tests read the same figures with a copy of this in
-//! `gpu-tools-testing`.)
+//! on it, for `freeze`. The process-checkpoint hardware tests use this file too (`gpu-tools-testing` includes it).
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -25,6 +24,9 @@ pub struct DeviceMemory {
     pub uuid: String,
     pub name: String,
     pub used: u64,
+    /// Read by the hardware tests, not by `freeze`.
+    #[allow(dead_code)]
+    pub total: u64,
     /// The process asked about.
     pub process: ProcessMemory,
 }
@@ -86,6 +88,7 @@ impl GpuMemory {
                     uuid: dev.uuid().unwrap_or_default(),
                     name: dev.name().unwrap_or_default(),
                     used: mem.used,
+                    total: mem.total,
                     process,
                 })
             })

@@ -74,14 +74,8 @@ impl Stream {
                 ended: false,
             }),
         };
-        let command = std::fs::read("/proc/self/cmdline")
-            .map(|b| {
-                b.split(|&c| c == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(String::from_utf8_lossy)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
+        let command = gpu_tools::linux::procfs::Process::current()
+            .command_line_text()
             .unwrap_or_default();
         stream.push(&Record::ProcessStart(ProcessStart {
             pid,

@@ -17,6 +17,7 @@ use std::path::PathBuf;
 #[path = "../../tests/common/coredump_writer.rs"]
 pub mod coredump_writer;
 #[cfg(feature = "nvidia-hw-tests")]
+#[path = "../../gpu-tools-cli/src/gpu_memory.rs"]
 pub mod gpu_memory;
 #[path = "../../tests/common/process.rs"]
 pub mod process;

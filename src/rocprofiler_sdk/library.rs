@@ -359,13 +359,15 @@ pub(crate) fn sym<F: Copy>(
 
 /// The path of the first mapped file whose name starts with `prefix`, from `/proc/self/maps`.
 fn mapped_library(prefix: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        // address perms offset dev inode path: the path is the sixth field and may contain spaces.
-        let path = line.splitn(6, char::is_whitespace).nth(5)?.trim_start();
-        let name = path.rsplit('/').next()?;
-        (path.starts_with('/') && name.starts_with(prefix)).then(|| PathBuf::from(path))
-    })
+    crate::linux::procfs::Process::current()
+        .maps()
+        .ok()?
+        .into_iter()
+        .find_map(|m| {
+            let name = m.file_name()?.to_str()?;
+            name.starts_with(prefix)
+                .then(|| m.path().map(Path::to_path_buf))?
+        })
 }
 
 #[cfg(test)]

@@ -71,14 +71,15 @@ fn cupti_folder(path: &Path) -> Option<PathBuf> {
         return path.parent().map(Path::to_path_buf);
     }
     // Found by the system loader: where it is mapped.
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        // address perms offset dev inode path: the path is the sixth field and may contain spaces.
-        let file = Path::new(line.splitn(6, char::is_whitespace).nth(5)?.trim_start());
-        let name = file.file_name()?.to_str()?;
-        (file.is_absolute() && name.starts_with("libcupti.so"))
-            .then(|| file.parent().map(Path::to_path_buf))?
-    })
+    crate::linux::procfs::Process::current()
+        .maps()
+        .ok()?
+        .into_iter()
+        .find_map(|m| {
+            let name = m.file_name()?.to_str()?;
+            name.starts_with("libcupti.so")
+                .then(|| m.path()?.parent().map(Path::to_path_buf))?
+        })
 }
 
 fn bind(path: &Path) -> Result<NvperfHost, Rejection> {

@@ -55,17 +55,10 @@ fn attach(cli: &Args, pid: u32) -> Result<DebugSession, Failure> {
     Ok(session)
 }
 
-/// The command line of process `pid`, for the summary. (This reads `/proc` itself; the library's process-control
-/// module is to offer it.)
+/// The command line of process `pid`, for the summary.
 fn command_of(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|&c| c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
+    gpu_tools::linux::procfs::Process::new(pid)
+        .command_line_text()
         .unwrap_or_else(|_| format!("process {pid}"))
 }
 
