@@ -1,5 +1,7 @@
-//! The Chrome trace (JSON) writer of `trace` and `rocprof`. The output opens in Perfetto
-//! (<https://ui.perfetto.dev>) and `chrome://tracing`.
+//! The Chrome trace (JSON) writer of `rocprof`, which times its own HIP workload with rocprofiler v2 and holds
+//! those few events in memory. (`trace` and `export` stream theirs through the library's
+//! `gpu_tools::trace::export::ChromeWriter`.) The output opens in Perfetto (<https://ui.perfetto.dev>) and
+//! `chrome://tracing`.
 //!
 //! The format: `{"traceEvents": [...]}` with complete events (`"ph": "X"`, `ts` and `dur` in microseconds),
 //! metadata events (`"ph": "M"`) that name processes and threads (the tracks) and set their order, and flow events
