@@ -62,6 +62,11 @@ pub enum Replay {
 /// Default ranges the counter-data image holds between two [`RangeProfiler::results`].
 pub const DEFAULT_MAX_RANGES: usize = 1024;
 
+/// Default ceiling on the counter-data image's size (64 MiB). A range of metrics that need many passes takes
+/// hundreds of KiB (the `basic` set of `gpu_tools::profile` on an H100: about 650 KB), so 1024 ranges of it would
+/// take 650 MB of the profiled program's memory and seconds to set up.
+pub const DEFAULT_COUNTER_DATA_LIMIT: usize = 64 << 20;
+
 /// Settings of a [`RangeProfiler`].
 #[derive(Debug, Clone)]
 pub struct RangeProfilerBuilder<'c> {
@@ -70,6 +75,7 @@ pub struct RangeProfilerBuilder<'c> {
     range: RangeMode,
     replay: Replay,
     max_ranges: usize,
+    counter_data_limit: Option<usize>,
     nesting_levels: u16,
     min_nesting_level: u16,
     keep_counter_data: bool,
@@ -392,6 +398,7 @@ impl<'c> RangeProfilerBuilder<'c> {
             range: RangeMode::Auto,
             replay: Replay::Kernel,
             max_ranges: DEFAULT_MAX_RANGES,
+            counter_data_limit: Some(DEFAULT_COUNTER_DATA_LIMIT),
             nesting_levels: 1,
             min_nesting_level: 1,
             keep_counter_data: false,
@@ -425,9 +432,18 @@ impl<'c> RangeProfilerBuilder<'c> {
     }
 
     /// Ranges the counter-data image holds between two [`RangeProfiler::results`] (default 1024); more are
-    /// dropped and counted.
+    /// dropped and counted. Lowered, when the image would be larger than the
+    /// [counter-data limit](Self::counter_data_limit), to what fits; [`RangeProfiler::max_ranges`] says what was
+    /// kept.
     pub fn max_ranges(mut self, ranges: usize) -> Self {
         self.max_ranges = ranges;
+        self
+    }
+
+    /// The most bytes the counter-data image may take (default [`DEFAULT_COUNTER_DATA_LIMIT`]); `None`: as many as
+    /// [`max_ranges`](Self::max_ranges) need. At least one range is always kept, whatever it takes.
+    pub fn counter_data_limit(mut self, bytes: Option<usize>) -> Self {
+        self.counter_data_limit = bytes;
         self
     }
 
@@ -473,16 +489,22 @@ impl<'c> RangeProfilerBuilder<'c> {
             RangeMode::Auto => (1, 1),
             RangeMode::User => (self.nesting_levels, self.min_nesting_level),
         };
+        // Where set-up time goes (it runs at context creation, in the program's way): logged at debug level.
+        let mut steps = SetUpSteps::new();
         let api = Api::load(Needs::Metrics)?;
         let driver = Driver::load()?;
         let device = device_of(driver, self.ctx)?;
         profiler::check_device(api, device, ProfilerApi::RangeProfiler)?;
+        steps.done("device check");
         let init = ProfilerInit::acquire(api)?;
+        steps.done("profiler initialize");
         let chip = profiler::chip(api, &init, device)?;
         let catalog = Catalog::create(api, &chip)?;
         let metrics = catalog.resolve_all(&self.metrics, Method::RangeProfiler)?;
         drop(catalog);
+        steps.done("metric names");
         let availability = profiler::context_availability(api, self.ctx)?;
+        steps.done("counter availability");
         let config = ConfigImage::create(
             api,
             &chip,
@@ -500,12 +522,26 @@ impl<'c> RangeProfilerBuilder<'c> {
             }
             .into());
         }
+        steps.done("configuration image");
         let host = Host::create(api, &chip, Method::RangeProfiler, Some(&availability))?;
         host.add_metrics(&metrics)?;
+        steps.done("evaluation host");
         let enabled = enable(api, self.ctx)?;
-        let size = counter_data_size(api, &enabled, &metrics, u32_ranges)?;
+        steps.done("enable");
+        let (max_ranges, size) = fit_ranges(u32_ranges, self.counter_data_limit, |n| {
+            counter_data_size(api, &enabled, &metrics, n)
+        })?;
+        let max_ranges = max_ranges as usize;
+        if max_ranges < self.max_ranges {
+            log::info!(
+                "range profiler: {max_ranges} ranges per decode, not {} (their counter data would exceed {} bytes)",
+                self.max_ranges,
+                self.counter_data_limit.unwrap_or(0)
+            );
+        }
         let mut image = vec![0u8; size];
         initialize_image(api, &enabled, &mut image)?;
+        steps.done("counter-data image");
         let mut profiler = RangeProfiler {
             api,
             enabled,
@@ -516,7 +552,7 @@ impl<'c> RangeProfilerBuilder<'c> {
             metrics,
             range: self.range,
             replay: self.replay,
-            max_ranges: self.max_ranges,
+            max_ranges,
             nesting_levels: levels,
             min_nesting_level: min_level,
             keep_counter_data: self.keep_counter_data,
@@ -529,6 +565,8 @@ impl<'c> RangeProfilerBuilder<'c> {
         };
         set_config(&mut profiler, 0)?;
         profiler.begin_pass()?;
+        steps.done("configure and start");
+        log::debug!("range profiler set-up: {steps}");
         log::debug!(
             "range profiler on device {device}: {} passes, counter data {} bytes for {} ranges",
             profiler.config.passes(),
@@ -536,6 +574,37 @@ impl<'c> RangeProfilerBuilder<'c> {
             profiler.max_ranges
         );
         Ok(profiler)
+    }
+}
+
+/// Milliseconds per set-up step.
+struct SetUpSteps {
+    last: std::time::Instant,
+    steps: Vec<(&'static str, f64)>,
+}
+
+impl SetUpSteps {
+    fn new() -> Self {
+        SetUpSteps {
+            last: std::time::Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn done(&mut self, step: &'static str) {
+        let now = std::time::Instant::now();
+        self.steps
+            .push((step, (now - self.last).as_secs_f64() * 1e3));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for SetUpSteps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (step, ms)) in self.steps.iter().enumerate() {
+            write!(f, "{}{step} {ms:.1} ms", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
     }
 }
 
@@ -595,6 +664,37 @@ fn counter_data_size(
     // SAFETY: a live object; the names outlive the call.
     check("cuptiRangeProfilerGetCounterDataSize", unsafe { f(&mut p) })?;
     Ok(p.counterDataSize)
+}
+
+/// The most ranges, up to `wanted`, whose counter data fits in `limit` bytes (at least one), with that size. The
+/// size grows with the ranges by a fixed amount per range: two sizes give it.
+fn fit_ranges(
+    wanted: u32,
+    limit: Option<usize>,
+    size_of: impl Fn(u32) -> Result<usize, ProfilingError>,
+) -> Result<(u32, usize), ProfilingError> {
+    let full = size_of(wanted)?;
+    let Some(limit) = limit else {
+        return Ok((wanted, full));
+    };
+    if full <= limit || wanted == 1 {
+        return Ok((wanted, full));
+    }
+    let one = size_of(1)?;
+    if one >= limit {
+        return Ok((1, one));
+    }
+    let per_range = (full.saturating_sub(one) / (wanted as usize - 1)).max(1);
+    let mut n = u32::try_from(1 + (limit - one) / per_range)
+        .unwrap_or(wanted)
+        .clamp(1, wanted);
+    let mut size = size_of(n)?;
+    // The slope is an estimate: step down until the image fits.
+    while size > limit && n > 1 {
+        n -= n.div_ceil(16);
+        size = size_of(n)?;
+    }
+    Ok((n, size))
 }
 
 fn initialize_image(api: Api, e: &Enabled, image: &mut [u8]) -> Result<(), ProfilingError> {
@@ -760,5 +860,29 @@ mod tests {
     #[test]
     fn profilers_move_between_threads() {
         send::<RangeProfiler<'static>>();
+    }
+
+    #[test]
+    fn the_counter_data_limit_lowers_the_ranges_to_what_fits() {
+        // About what an H100 asked for the basic set: 650 KB a range over a fixed part.
+        let size = |n: u32| Ok(200_000 + 652_000 * n as usize);
+        let (n, bytes) = fit_ranges(2048, Some(64 << 20), size).unwrap();
+        assert!(bytes <= 64 << 20, "{bytes}");
+        assert_eq!(n, 102, "the most that fit");
+        assert_eq!(fit_ranges(2048, None, size).unwrap().0, 2048);
+        assert_eq!(
+            fit_ranges(8, Some(64 << 20), size).unwrap(),
+            (8, 200_000 + 652_000 * 8)
+        );
+        assert_eq!(
+            fit_ranges(2048, Some(1000), size).unwrap().0,
+            1,
+            "one range whatever it takes"
+        );
+        // A size that is not affine: the first estimate does not fit, and the ranges step down until they do.
+        let convex = |n: u32| Ok(1000 * (n as usize) * (n as usize));
+        let (n, bytes) = fit_ranges(1000, Some(1_000_000), convex).unwrap();
+        assert!(bytes <= 1_000_000 && n >= 1, "{n} {bytes}");
+        assert!(fit_ranges(10, Some(5), |_| Err(ProfilingError::NoMetrics)).is_err());
     }
 }
