@@ -7,6 +7,10 @@
 //! The counter data is decoded into kernel-metrics records when it is full (before the launch that would not fit),
 //! when the context is destroyed, and at exit. PC samples are read at the same moments. Anything lost is sent as a
 //! profile-loss record; anything that fails is sent as a notice, and the program runs on.
+//!
+//! With a per-kernel limit (`GPU_TOOLS_PROFILE_LAUNCHES_PER_KERNEL`), the profiler is stopped at the first launch
+//! past its name's limit and started again at the next launch to profile: stopped, it neither replays nor counts,
+//! and the ranges of the launches profiled before stay in the counter data until the next decode.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -43,6 +47,12 @@ struct ContextProfile {
     pending: Vec<(u32, Arc<str>)>,
     /// Launches decoded before the pending ones.
     decoded: u32,
+    /// Launches of each kernel name seen (with a per-kernel limit).
+    launches: HashMap<Arc<str>, u32>,
+    /// Launches left unprofiled by the per-kernel limit.
+    skipped: u64,
+    /// The profiler is stopped while launches past the limit run.
+    paused: bool,
 }
 
 struct State {
@@ -72,6 +82,14 @@ pub fn start(writer: &Arc<Writer>) -> bool {
     };
     if request.is_empty() {
         return false;
+    }
+    if request.pc_sampling && !request.metrics.is_empty() {
+        writer.notice(
+            NoticeLevel::Warning,
+            "PC sampling with kernel metrics in one run: CUPTI gives no PC samples while the range profiler is \
+             on (gpu_tools::profile::run runs the program twice instead)"
+                .into(),
+        );
     }
     log::info!(
         "profiling kernels: metrics {:?}, PC sampling {}",
@@ -177,6 +195,7 @@ impl State {
         let profiler = if self.request.metrics.is_empty() {
             None
         } else {
+            let t0 = std::time::Instant::now();
             // SAFETY: CUPTI reports a context it just created; the profiler is dropped when the context's
             // destruction starts, or at exit.
             let started = unsafe { RangeProfiler::builder_for_raw(ctx) }
@@ -186,10 +205,11 @@ impl State {
             match started {
                 Ok(p) => {
                     log::info!(
-                        "context {id}: range profiler on {}, {} passes, {} bytes of counter data",
+                        "context {id}: range profiler on {}, {} passes, {} bytes of counter data, set up in {:.1} ms",
                         p.chip(),
                         p.passes_needed(),
-                        p.counter_data_bytes()
+                        p.counter_data_bytes(),
+                        t0.elapsed().as_secs_f64() * 1e3
                     );
                     Some(p)
                 }
@@ -226,6 +246,9 @@ impl State {
             pc,
             pending: Vec::new(),
             decoded: 0,
+            launches: HashMap::new(),
+            skipped: 0,
+            paused: false,
         });
     }
 
@@ -234,12 +257,48 @@ impl State {
         let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else {
             return;
         };
-        let full = self.contexts[i]
+        let limit = self.request.launches_per_kernel;
+        let c = &mut self.contexts[i];
+        if c.profiler.is_none() {
+            return;
+        }
+        if let Some(limit) = limit {
+            let seen = c.launches.entry(Arc::clone(&name)).or_insert(0);
+            *seen = seen.saturating_add(1);
+            if *seen > limit {
+                c.skipped += 1;
+                if !c.paused {
+                    // Stopped, the profiler neither replays nor counts the launches that follow.
+                    c.paused = true;
+                    if let Some(Err(e)) = c.profiler.as_mut().map(|p| p.end_pass()) {
+                        let id = c.id;
+                        c.profiler = None;
+                        self.writer.notice(
+                            NoticeLevel::Error,
+                            format!("context {id}: kernel metrics stop here: {e}"),
+                        );
+                    }
+                }
+                return;
+            }
+        }
+        let full = c
             .profiler
             .as_ref()
-            .is_some_and(|p| self.contexts[i].pending.len() >= p.max_ranges());
+            .is_some_and(|p| c.pending.len() >= p.max_ranges());
         if full {
+            // Decoding starts the profiler again.
             self.decode(i, true);
+            self.contexts[i].paused = false;
+        } else if c.paused {
+            c.paused = false;
+            if let Some(Err(e)) = c.profiler.as_mut().map(|p| p.begin_pass()) {
+                log::warn!(
+                    "context {}: restarting the range profiler: {e}; decoding first",
+                    c.id
+                );
+                self.decode(i, true);
+            }
         }
         if self.contexts[i].profiler.is_some() {
             self.contexts[i].pending.push((correlation, name));
@@ -252,11 +311,24 @@ impl State {
         };
         self.decode(i, false);
         self.pc_samples(i);
-        self.contexts.remove(i);
+        let c = self.contexts.remove(i);
+        if c.skipped > 0 {
+            self.writer.notice(
+                NoticeLevel::Info,
+                format!(
+                    "context {}: {} launches profiled, {} more ran unprofiled (at most {} per kernel name)",
+                    c.id,
+                    c.decoded,
+                    c.skipped,
+                    self.request.launches_per_kernel.unwrap_or(0)
+                ),
+            );
+        }
     }
 
     /// Decodes a context's ranges into kernel-metrics records; resumes profiling when asked.
     fn decode(&mut self, i: usize, resume: bool) {
+        let t0 = std::time::Instant::now();
         let (id, device) = (self.contexts[i].id, self.contexts[i].device);
         let Some(profiler) = self.contexts[i].profiler.as_mut() else {
             return;
@@ -274,6 +346,12 @@ impl State {
         };
         let resumed = if resume { profiler.resume() } else { Ok(()) };
         let pending = std::mem::take(&mut self.contexts[i].pending);
+        log::info!(
+            "context {id}: {} ranges decoded for {} launches in {:.1} ms",
+            results.ranges.len(),
+            pending.len(),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
         if results.ranges.len() + results.dropped as usize != pending.len() {
             log::warn!(
                 "context {id}: {} ranges and {} dropped for {} launches",
@@ -326,6 +404,15 @@ impl State {
                 return;
             }
         };
+        log::info!(
+            "context {id}: PC sampling: {} records, {} samples, {} dropped, {} outside the program's kernels, \
+             {} reads with a full buffer",
+            samples.records.len(),
+            samples.total_samples,
+            samples.dropped_samples,
+            samples.non_user_samples,
+            samples.buffer_full
+        );
         let reasons: HashMap<u32, Arc<str>> = samples
             .reasons
             .iter()

@@ -26,6 +26,9 @@ pub const PROFILE_METRICS: &str = "GPU_TOOLS_PROFILE_METRICS";
 pub const PROFILE_PC_SAMPLING: &str = "GPU_TOOLS_PROFILE_PC_SAMPLING";
 /// Kernel launches profiled between two decodes of the range profiler's counter data (default 2048).
 pub const PROFILE_MAX_RANGES: &str = "GPU_TOOLS_PROFILE_MAX_RANGES";
+/// Profile at most this many launches of each kernel name in a context; later launches of that name run
+/// unprofiled, without replay (unset or `0`: every launch).
+pub const PROFILE_LAUNCHES_PER_KERNEL: &str = "GPU_TOOLS_PROFILE_LAUNCHES_PER_KERNEL";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 /// The variable NVTX reads at a program's first NVTX call to load the library that implements NVTX (an absolute

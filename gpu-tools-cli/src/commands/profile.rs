@@ -33,12 +33,18 @@ pub struct Args {
     /// A named set of metrics: `basic` (time, DRAM read and write bytes, SM throughput) [default: basic].
     #[arg(long, value_name = "NAME")]
     set: Option<String>,
-    /// Also sample PCs: top stall reasons per function, with PC offsets.
+    /// Also sample PCs: top stall reasons per function, with PC offsets. With metrics, the program runs a second
+    /// time for it (CUPTI gives no PC samples while the range profiler is on).
     #[arg(long)]
     pc_sampling: bool,
     /// Kernel launches between two decodes of the counter data.
     #[arg(long, default_value_t = profile::DEFAULT_MAX_RANGES, value_name = "N")]
     max_ranges: usize,
+    /// Profile at most N launches of each kernel name (per context); later launches run unprofiled, without
+    /// replay, so a loop that repeats its kernels costs little more than its first iterations [default: every
+    /// launch].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    launches_per_kernel: Option<u32>,
     /// CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     csv: bool,
@@ -101,11 +107,18 @@ pub fn run(args: Args) -> Outcome {
         metrics,
         pc_sampling: args.pc_sampling,
         max_ranges: args.max_ranges,
+        launches_per_kernel: args.launches_per_kernel,
     };
     let (lib, _) = inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let run = profile::run(cmd, &lib, &request)?;
+    if run.runs > 1 {
+        eprintln!(
+            "gpu-tools profile: PC sampling ran in a second run of the program (CUPTI gives no PC samples while \
+             kernel metrics are collected)"
+        );
+    }
     let mut failed = false;
     for n in &run.notices {
         failed |= n.level == NoticeLevel::Error;
@@ -115,6 +128,12 @@ pub fn run(args: Args) -> Outcome {
         eprintln!(
             "gpu-tools profile: context {}: {} {:?} lost",
             l.context, l.count, l.kind
+        );
+    }
+    if run.dropped_records > 0 {
+        eprintln!(
+            "gpu-tools profile: CUPTI dropped {} kernel records (their durations; the metrics are whole)",
+            run.dropped_records
         );
     }
     eprintln!(
