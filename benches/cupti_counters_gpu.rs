@@ -5,9 +5,10 @@
 //!   DRAM-bound copy loop and a bf16 matmul loop), interleaved rounds, medians. Bar: at most 1% slower.
 //! - `sustained`: PM sampling at 1 ms for 60 s under a matmul load: every sample decoded, no overflow, no loss.
 //! - `torch`: `examples/python/torch_train.py --steps 5` natively, under the injection library's per-kernel
-//!   profile (the four metrics of the `basic` set) and under `ncu --metrics` with the same four; the program's CUDA
-//!   part (its `cuda_ms`) of each, and the largest relative difference from ncu's per-kernel values. Bar: at most
-//!   2x native.
+//!   profile (three single-pass metrics; the four metrics of the `basic` set with each kernel name profiled once;
+//!   the `basic` set on every launch), interleaved rounds, medians; then `ncu --metrics` with the same four once;
+//!   the program's CUDA part (its `cuda_ms`) of each, and the relative differences from ncu's per-kernel values.
+//!   Bar: at most 2x native.
 //!
 //!     bench-cupti_counters_gpu [cost] [sustained] [torch] [--rounds N] [--seconds S]
 //!
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use gpu_tools::counters::DeviceCounters;
 use gpu_tools::cupti::pm_sampling::{Interval, PmSampler};
 use gpu_tools::profile::{self, BASIC_SET, ProfileRequest};
+use gpu_tools::trace::KernelMetricsRecord;
 
 fn stage_dir() -> Option<PathBuf> {
     std::env::var_os("GPU_STAGE_BIN").map(PathBuf::from)
@@ -280,25 +282,17 @@ fn ncu_rows(text: &str) -> Vec<(String, HashMap<String, f64>)> {
         .collect()
 }
 
-fn torch() {
+fn torch(rounds: usize) {
     println!(
-        "== per-kernel profile vs ncu --metrics on torch_train.py --steps 5 ({})",
+        "== per-kernel profile vs ncu --metrics on torch_train.py --steps 5 ({}), {rounds} interleaved rounds",
         BASIC_SET.join(",")
     );
-    let py = |c: &mut Command| {
+    let native = || {
+        let mut c = Command::new("python3");
         c.arg(script("torch_train.py")).args(["--steps", "5"]);
+        run_timed(&mut c, "cuda_ms")
     };
-    let t0 = Instant::now();
-    let mut native = Command::new("python3");
-    py(&mut native);
-    let native_ms = run_timed(&mut native, "cuda_ms");
-    println!(
-        "native: cuda_ms {native_ms:.1} (wall {:.1} s)",
-        t0.elapsed().as_secs_f64()
-    );
-
-    let profiled = |metrics: &[&str]| {
-        let t0 = Instant::now();
+    let profiled = |metrics: &[&str], per_kernel: Option<u32>| {
         // profile::run inherits stdio; the program's cuda_ms is captured through a wrapper shell.
         let mut wrapped = Command::new("sh");
         let out_file =
@@ -308,28 +302,61 @@ fn torch() {
             script("torch_train.py").display(),
             out_file.display()
         ));
-        let request = ProfileRequest::new(metrics.iter().map(|s| s.to_string()).collect());
+        let mut request = ProfileRequest::new(metrics.iter().map(|s| s.to_string()).collect());
+        request.launches_per_kernel = per_kernel;
         let run = profile::run(wrapped, &inject_lib(), &request).expect("profiled run");
         let text = std::fs::read_to_string(&out_file).unwrap_or_default();
         let _ = std::fs::remove_file(&out_file);
-        let ours_ms = field(&text, "cuda_ms").unwrap_or(f64::NAN);
+        let ms = field(&text, "cuda_ms").unwrap_or(f64::NAN);
         println!(
-            "gpu-tools profile {}: cuda_ms {ours_ms:.1} ({:.2}x native; bar <= 2x) (wall {:.1} s), {} kernels profiled, {} notices, {} losses",
-            metrics.join(","),
-            ours_ms / native_ms,
-            t0.elapsed().as_secs_f64(),
+            "  {}{}: cuda_ms {ms:.1}, {} launches profiled, {} kernel records, {} losses{}",
+            if metrics.len() == BASIC_SET.len() {
+                "basic".to_string()
+            } else {
+                metrics.join(",")
+            },
+            per_kernel.map_or(String::new(), |n| format!(" --launches-per-kernel {n}")),
             run.metrics.len(),
-            run.notices.len(),
-            run.losses.len()
+            run.kernels.len(),
+            run.losses.len(),
+            run.notices
+                .iter()
+                .map(|n| format!("; notice: {}", n.text))
+                .collect::<String>()
         );
-        for n in &run.notices {
-            println!("  notice: {}", n.text);
-        }
-        run
+        (ms, run)
     };
-    // The three single-pass metrics alone: sm__throughput needs several replay passes per kernel.
-    let _single = profiled(&BASIC_SET[..3]);
-    let run = profiled(&BASIC_SET);
+    // Native; the three single-pass metrics (sm__throughput needs several replay passes per kernel); the basic
+    // set with each kernel name profiled once (later steps repeat the first one's kernels and run unreplayed);
+    // the basic set on every launch.
+    let mut times: [Vec<f64>; 4] = Default::default();
+    let mut last = None;
+    for round in 1..=rounds {
+        println!("round {round}");
+        let ms = native();
+        println!("  native: cuda_ms {ms:.1}");
+        times[0].push(ms);
+        times[1].push(profiled(&BASIC_SET[..3], None).0);
+        let (ms, first) = profiled(&BASIC_SET, Some(1));
+        times[2].push(ms);
+        let (ms, every) = profiled(&BASIC_SET, None);
+        times[3].push(ms);
+        last = Some((first, every));
+    }
+    let Some((first, run)) = last else { return };
+    let [mut native_times, single, first_only, every] = times;
+    let native_ms = median(&mut native_times);
+    for (label, mut t) in [
+        ("three single-pass metrics", single),
+        ("basic, --launches-per-kernel 1", first_only),
+        ("basic, every launch", every),
+    ] {
+        let m = median(&mut t);
+        println!(
+            "median: gpu-tools profile {label}: cuda_ms {m:.1} against native {native_ms:.1}: {:.2}x (bar <= 2x)",
+            m / native_ms
+        );
+    }
 
     let t0 = Instant::now();
     let ncu = Command::new("ncu")
@@ -357,23 +384,63 @@ fn torch() {
     let ncu_ms = field(&ncu_text, "cuda_ms").unwrap_or(f64::NAN);
     let rows = ncu_rows(&ncu_text);
     println!(
-        "ncu: cuda_ms {ncu_ms:.1} ({:.2}x native) (wall {:.1} s), {} kernels",
+        "ncu: cuda_ms {ncu_ms:.1} ({:.2}x the native median) (wall {:.1} s), {} kernels",
         ncu_ms / native_ms,
         t0.elapsed().as_secs_f64(),
         rows.len()
     );
-    let n = rows.len().min(run.metrics.len());
+    // Full run: record k is launch k. Limited run: a record's launch is its correlation id's place among the
+    // kernel records' (every launch has one).
+    let all: Vec<(usize, &KernelMetricsRecord)> = run.metrics.iter().enumerate().collect();
+    compare_with_ncu("every launch", &all, &rows);
+    let mut order: Vec<u32> = first.kernels.iter().map(|k| k.correlation).collect();
+    order.sort_unstable();
+    let placed: Vec<(usize, &KernelMetricsRecord)> = first
+        .metrics
+        .iter()
+        .filter_map(|m| order.binary_search(&m.correlation).ok().map(|i| (i, m)))
+        .collect();
+    println!(
+        "--launches-per-kernel 1: {} of {} records placed among {} kernel records",
+        placed.len(),
+        first.metrics.len(),
+        order.len()
+    );
+    compare_with_ncu("--launches-per-kernel 1", &placed, &rows);
     let mut names_match = 0;
+    for (ours, theirs) in run.metrics.iter().zip(&rows) {
+        names_match += usize::from(*ours.kernel == *theirs.0);
+    }
+    println!(
+        "kernels compared by launch order: {} (ours {}, ncu {}), names equal for {names_match}",
+        rows.len().min(run.metrics.len()),
+        run.metrics.len(),
+        rows.len()
+    );
+}
+
+/// Prints, per metric, the largest and median relative difference from ncu's value for the same launch.
+fn compare_with_ncu(
+    label: &str,
+    ours: &[(usize, &KernelMetricsRecord)],
+    rows: &[(String, HashMap<String, f64>)],
+) {
     for metric in BASIC_SET {
         let (mut worst, mut worst_at, mut worst_big) = (0.0f64, 0usize, 0.0f64);
         let mut big_rel = Vec::new();
-        for (i, (ours, theirs)) in run.metrics.iter().zip(&rows).enumerate() {
-            let (Some(a), Some(b)) = (ours.value(metric), theirs.1.get(metric).copied()) else {
+        let mut names_differ = 0;
+        for (i, record) in ours {
+            let Some(theirs) = rows.get(*i) else { continue };
+            if *record.kernel != *theirs.0 {
+                names_differ += 1;
+                continue;
+            }
+            let (Some(a), Some(b)) = (record.value(metric), theirs.1.get(metric).copied()) else {
                 continue;
             };
             let rel = (a - b).abs() / b.abs().max(1e-12);
             if rel > worst {
-                (worst, worst_at) = (rel, i);
+                (worst, worst_at) = (rel, *i);
             }
             let big = match metric {
                 "gpu__time_duration.sum" => b >= 10_000.0,
@@ -388,22 +455,19 @@ fn torch() {
         big_rel.sort_by(f64::total_cmp);
         let median_big = big_rel.get(big_rel.len() / 2).copied().unwrap_or(f64::NAN);
         println!(
-            "{metric}: largest relative difference from ncu {:.2}% (kernel {worst_at}: {}); over the {} kernels with large values: largest {:.2}%, median {:.2}%",
+            "{label}: {metric}: largest relative difference from ncu {:.2}% (launch {worst_at}: {}); over the {} launches with large values: largest {:.2}%, median {:.2}%{}",
             worst * 100.0,
             rows.get(worst_at).map_or("", |r| r.0.as_str()),
             big_rel.len(),
             worst_big * 100.0,
-            median_big * 100.0
+            median_big * 100.0,
+            if names_differ > 0 {
+                format!("; {names_differ} launches left out: kernel names differ from ncu's")
+            } else {
+                String::new()
+            }
         );
     }
-    for (ours, theirs) in run.metrics.iter().zip(&rows) {
-        names_match += usize::from(*ours.kernel == *theirs.0);
-    }
-    println!(
-        "kernels compared by launch order: {n} (ours {}, ncu {}), names equal for {names_match}",
-        run.metrics.len(),
-        rows.len()
-    );
 }
 
 fn main() {
@@ -429,7 +493,7 @@ fn main() {
         match w.as_str() {
             "cost" => cost(rounds),
             "sustained" => sustained(seconds),
-            "torch" => torch(),
+            "torch" => torch(rounds),
             other => eprintln!("unknown part {other:?}: cost, sustained, torch"),
         }
     }

@@ -12,6 +12,12 @@
 #   top      gpu-tools top --json, idle and with a bf16 matmul in another process
 #   profile  gpu-tools profile on the copy and chase kernels next to ncu's numbers, and on torch_train.py
 #   bad      bad input: unknown metric, wrong method, missing device, busy counters, no CUDA, small buffer
+#   pc       gpu-tools profile --pc-sampling on the pointer chase, alone and with a metric
+#   replay   what kernel replay costs a launch: copies of 1 MiB and 256 MiB natively, with a one-pass metric, with
+#            sm__throughput (8 passes), and with --launches-per-kernel 1
+#   eager    torch_train.py natively with lazy and with eager module loading
+#   torchcost  where profiling torch_train.py spends its time: natively, traced, one metric, the basic set with
+#            --launches-per-kernel 1 (timestamped injection log)
 #   cost | sustained | torch    the benchmark's parts (bench-cupti_counters_gpu); slow: run them on their own
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -90,9 +96,56 @@ for p in "${parts[@]}"; do
     timeout 60 "$ncu_bin" --metrics dram__bytes_read.sum "$bin/example-counter_kernels" copy --bytes 16777216 2>&1 | tail -n 4
     wait "$first"
     ;;
+  pc)
+    part "gpu-tools profile --pc-sampling on the pointer chase, alone"
+    GPU_TOOLS_TRACE_LOG=info timeout 120 "$gt" profile --pc-sampling -- \
+      "$bin/example-counter_kernels" chase --steps 2048 --threads 65536 --mib 256 2>&1 | tail -n 25
+    part "gpu-tools profile --pc-sampling with dram__bytes_read.sum"
+    GPU_TOOLS_TRACE_LOG=info timeout 120 "$gt" profile --pc-sampling --metrics dram__bytes_read.sum -- \
+      "$bin/example-counter_kernels" chase --steps 2048 --threads 65536 --mib 256 2>&1 | tail -n 25
+    ;;
+  replay)
+    part "kernel replay: the copy program's elapsed_ms per launch count and size"
+    for spec in "1048576 200" "268435456 20"; do
+      set -- $spec
+      echo "copy --bytes $1 --repeat $2"
+      echo "  native: $("$bin/example-counter_kernels" copy --bytes "$1" --repeat "$2" | grep -o 'elapsed_ms.*')"
+      for m in gpu__time_duration.sum sm__throughput.avg.pct_of_peak_sustained_elapsed; do
+        echo "  $m: $("$gt" profile --metrics "$m" --csv -- "$bin/example-counter_kernels" copy --bytes "$1" --repeat "$2" 2>/dev/null | grep -o 'elapsed_ms [0-9.]*')"
+      done
+      echo "  sm__throughput, --launches-per-kernel 1: $("$gt" profile --launches-per-kernel 1 --metrics sm__throughput.avg.pct_of_peak_sustained_elapsed --csv -- "$bin/example-counter_kernels" copy --bytes "$1" --repeat "$2" 2>&1 | grep -E -o 'elapsed_ms [0-9.]*|[0-9]+ launches profiled.*' | tr '\n' ' ')"
+    done
+    ;;
+  eager)
+    part "torch_train.py natively, lazy and eager module loading"
+    for i in 1 2; do
+      echo "lazy:  $(python3 "$here/python/torch_train.py" --steps 5)"
+      echo "eager: $(CUDA_MODULE_LOADING=EAGER python3 "$here/python/torch_train.py" --steps 5)"
+    done
+    ;;
+  torchcost)
+    stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%3N)" "$l"; done; }
+    py=(python3 "$here/python/torch_train.py" --steps 5)
+    part "torch_train.py: native, traced (kernels), one metric, basic with --launches-per-kernel 1"
+    for i in 1 2; do
+      echo "native: $("${py[@]}" | grep -o 'cuda_ms [0-9.]*')"
+      echo "traced: $(CUDA_INJECTION64_PATH="$bin/libgpu_tools_inject.so" GPU_TOOLS_TRACE_KINDS=kernel \
+        GPU_TOOLS_TRACE_FILE=/tmp/torchcost-%p.trace "${py[@]}" | grep -o 'cuda_ms [0-9.]*')"
+    done
+    echo "one metric, every launch:"
+    GPU_TOOLS_TRACE_LOG=debug "$gt" profile --metrics gpu__time_duration.sum --csv -- "${py[@]}" 2>&1 | stamp | \
+      grep -E "cuda_ms|set.up|decoded|ranges per decode|launches profiled|profiling kernels|tracing with" | cut -c1-400
+    echo "basic, --launches-per-kernel 1:"
+    GPU_TOOLS_TRACE_LOG=debug "$gt" profile --set basic --launches-per-kernel 1 --csv -- "${py[@]}" 2>&1 | stamp | \
+      grep -E "cuda_ms|set.up|decoded|ranges per decode|launches profiled|pass [0-9]+ ended|profiling kernels|tracing with|WARN|ERROR" | \
+      cut -c1-400 | tail -n 60
+    echo "basic, every launch:"
+    GPU_TOOLS_TRACE_LOG=debug "$gt" profile --set basic --csv -- "${py[@]}" 2>&1 | stamp | \
+      grep -E "cuda_ms|set.up|decoded|ranges per decode|launches profiled|WARN|ERROR" | cut -c1-400 | tail -n 30
+    ;;
   cost | sustained | torch)
     part "benchmark: $p"
-    timeout 590 "$bin/bench-cupti_counters_gpu" "$p" 2>&1 | tail -n 60
+    timeout 590 "$bin/bench-cupti_counters_gpu" "$p" --rounds "${ROUNDS:-3}" 2>&1 | tail -n 80
     ;;
   *) echo "unknown part $p" ;;
   esac
