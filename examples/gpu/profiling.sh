@@ -70,7 +70,8 @@ for p in "${parts[@]}"; do
   profile)
     part "gpu-tools profile and ncu on a 512 MiB copy"
     timeout 120 "$gt" profile --set basic -- "$bin/example-counter_kernels" copy --bytes 536870912
-    timeout 180 "$ncu_bin" --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+    # Like the range profiler: no cache flush and no clock lock (ncu's defaults do both).
+    timeout 180 "$ncu_bin" --cache-control none --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed \
       --print-units base "$bin/example-counter_kernels" copy --bytes 536870912 | tail -n 12
     part "gpu-tools profile --pc-sampling on the pointer chase"
     GPU_TOOLS_TRACE_LOG=info timeout 120 "$gt" profile --pc-sampling --metrics dram__bytes_read.sum -- \
