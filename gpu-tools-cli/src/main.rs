@@ -4,7 +4,6 @@
 //! The tools' former names still work where the executable is called by them (a link named `cuda_trace` to
 //! `gpu-tools` runs `gpu-tools trace`): see [`commands::ALIASES`].
 
-mod chrome_trace;
 mod commands;
 mod demangle;
 mod failure;

@@ -8,7 +8,8 @@ use gpu_tools::rocprofiler::{
     Batch, Filter, Phase, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary, TraceDomain,
 };
 
-use crate::chrome_trace::{ChromeTrace, Track};
+use gpu_tools::trace::export::{ChromeWriter, Slice, TimelineSink, Track, TrackProcess};
+
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputFile;
 
@@ -117,17 +118,19 @@ fn hip_check(what: &str, status: i32) -> Result<(), Box<dyn std::error::Error>> 
 pub fn run(args: Args) -> Outcome {
     // Fail before profiling if the trace cannot be written; write nothing if profiling fails.
     let file = OutputFile::create(&args.output, "the Chrome trace")?;
-    let (trace, events, kernels) = profile(&args).map_err(Failure::error)?;
-    file.write_with(|w| trace.write_to(w))?;
+    let events = profile(&args).map_err(Failure::error)?;
+    file.write_with(|w| write_chrome(&events, std::process::id(), w))?;
+    let kernels = events.iter().filter(|e| e.category == "kernel").count();
     println!(
-        "{events} events ({kernels} kernel dispatches) written to {}",
+        "{} events ({kernels} kernel dispatches) written to {}",
+        events.len(),
         args.output.display()
     );
     Ok(0)
 }
 
-/// Profiles the workload; returns the trace, its number of events and of kernel dispatches.
-fn profile(args: &Args) -> Result<(ChromeTrace, usize, usize), Box<dyn std::error::Error>> {
+/// Profiles the workload; returns its events.
+fn profile(args: &Args) -> Result<Vec<Event>, Box<dyn std::error::Error>> {
     let iterations = args.iterations;
 
     // 1. rocprofiler first: it must be mapped before the HIP runtime starts.
@@ -158,33 +161,100 @@ fn profile(args: &Args) -> Result<(ChromeTrace, usize, usize), Box<dyn std::erro
         }
         session.terminate()?; // flushes: every record has been collected
     }
+    let mut events = std::mem::take(&mut *events.lock().unwrap_or_else(|p| p.into_inner()));
+    events.sort_by_key(|e| e.begin_ns);
+    Ok(events)
+}
 
-    // 3. Chrome trace: one track per queue for dispatches, one per thread for HIP calls.
-    let events = events.lock().unwrap_or_else(|p| p.into_inner());
+/// The Chrome trace, through the library's writer: one group for the process, one track per queue for dispatches
+/// and one per thread for HIP calls (threads first); times from the first event.
+fn write_chrome(events: &[Event], pid: u32, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut chrome = ChromeWriter::new(std::io::BufWriter::new(out));
+    chrome.track(&Track {
+        id: 1,
+        parent: None,
+        name: "gpu-tools rocprof".into(),
+        process: Some(TrackProcess {
+            pid,
+            name: "gpu-tools rocprof".into(),
+        }),
+        sort: 0,
+    })?;
     let t0 = events.iter().map(|e| e.begin_ns).min().unwrap_or(0);
-    let mut trace = ChromeTrace::new(t0);
-    let pid = u64::from(std::process::id());
-    trace.name_process(pid, "gpu-tools rocprof", 0);
     let mut named = std::collections::BTreeSet::new();
-    for e in events.iter() {
-        let track = Track { pid, tid: e.tid };
-        if named.insert(e.tid) {
-            let label = if e.category == "kernel" {
+    for e in events {
+        // Track 1 is the group; a thread or queue id of 1 moves up by one (ids are unique, never 0).
+        let id = e.tid.max(1) + 1;
+        if named.insert(id) {
+            let name = if e.category == "kernel" {
                 format!("queue {}", e.tid - QUEUE_TRACKS)
             } else {
                 format!("thread {}", e.tid)
             };
-            trace.name_track(track, &label, i64::from(e.category != "kernel"));
+            chrome.track(&Track {
+                id,
+                parent: Some(1),
+                name,
+                process: None,
+                sort: i64::from(e.category == "kernel"),
+            })?;
         }
-        trace.complete(
-            track,
-            &e.name,
-            e.category,
-            e.begin_ns,
-            e.end_ns,
-            Default::default(),
-        );
+        chrome.slice(&Slice {
+            track: id,
+            name: &e.name,
+            category: e.category,
+            start: e.begin_ns.saturating_sub(t0),
+            end: e.end_ns.saturating_sub(t0),
+            instant: false,
+            args: Vec::new(),
+            flow_out: None,
+            flow_in: None,
+            color: None,
+        })?;
     }
-    let kernels = events.iter().filter(|e| e.category == "kernel").count();
-    Ok((trace, events.len(), kernels))
+    chrome.finish()?;
+    chrome.into_inner()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trace_has_a_track_per_thread_and_queue_and_relative_times() {
+        let events = vec![
+            Event {
+                name: "hipMemset".into(),
+                category: "hip_runtime",
+                begin_ns: 1_000_000,
+                end_ns: 1_002_500,
+                tid: 77,
+            },
+            Event {
+                name: "kernel 0x10".into(),
+                category: "kernel",
+                begin_ns: 1_003_000,
+                end_ns: 1_010_000,
+                tid: QUEUE_TRACKS + 2,
+            },
+        ];
+        let mut out = Vec::new();
+        write_chrome(&events, 4242, &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
+        let all = doc["traceEvents"].as_array().unwrap();
+        let names: Vec<&str> = all
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["thread 77", "queue 2"]);
+        let slices: Vec<&serde_json::Value> = all.iter().filter(|e| e["ph"] == "X").collect();
+        assert_eq!(slices.len(), 2);
+        assert_eq!(slices[0]["pid"], 4242);
+        assert_eq!(slices[0]["ts"].as_f64(), Some(0.0));
+        assert_eq!(slices[0]["dur"].as_f64(), Some(2.5));
+        assert_eq!(slices[1]["ts"].as_f64(), Some(3.0));
+        assert_eq!(slices[1]["cat"], "kernel");
+    }
 }
