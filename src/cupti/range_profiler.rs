@@ -305,7 +305,14 @@ impl<'c> RangeProfiler<'c> {
         match self.state {
             State::Running => Err(ProfilingError::State("a pass is already running").into()),
             State::Stopped { .. } => {
-                Ok(start(self.api, &self.enabled).map(|()| self.state = State::Running)?)
+                let t0 = std::time::Instant::now();
+                start(self.api, &self.enabled)?;
+                self.state = State::Running;
+                log::debug!(
+                    "range profiler: started in {:.1} ms",
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+                Ok(())
             }
         }
     }
@@ -564,8 +571,9 @@ impl<'c> RangeProfilerBuilder<'c> {
             _ctx: PhantomData,
         };
         set_config(&mut profiler, 0)?;
+        steps.done("configure");
         profiler.begin_pass()?;
-        steps.done("configure and start");
+        steps.done("start");
         log::debug!("range profiler set-up: {steps}");
         log::debug!(
             "range profiler on device {device}: {} passes, counter data {} bytes for {} ranges",
