@@ -144,6 +144,16 @@ impl Process {
         Ok(parse_maps(&self.read("maps")?).collect())
     }
 
+    /// The path of the first mapped file whose name starts with `prefix` (`"libcupti.so"`): where the loader found
+    /// a library opened by bare name. `None` when none is mapped or the map cannot be read.
+    pub fn mapped_library(&self, prefix: &str) -> Option<PathBuf> {
+        self.maps().ok()?.into_iter().find_map(|m| {
+            let name = m.file_name()?.to_str()?;
+            name.starts_with(prefix)
+                .then(|| m.path().map(Path::to_path_buf))?
+        })
+    }
+
     /// What the process's open file descriptors point to (`/proc/<pid>/fd`), as the links read; descriptors closed
     /// while the folder is read are left out.
     pub fn open_files(&self) -> io::Result<Vec<PathBuf>> {
@@ -436,6 +446,14 @@ mod tests {
                 assert!(first.starts_with(s.state));
             }
         }
+    }
+
+    #[test]
+    fn a_mapped_library_is_found_by_its_name_prefix() {
+        let me = Process::current();
+        let libc = me.mapped_library("libc.so").expect("this test links libc");
+        assert!(libc.is_absolute(), "{}", libc.display());
+        assert!(me.mapped_library("libno-such-library.so").is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! loader. `.so.0` (SDK 0.x, ROCm 6.2–6.4) is found and refused with [`SdkError::UnsupportedVersion`].
 
 use std::ffi::CStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use super::SdkError;
@@ -169,7 +169,7 @@ impl SdkLibrary {
         let mapped = if env_set {
             None
         } else {
-            mapped_library(MAPPED_PREFIX)
+            crate::linux::procfs::Process::current().mapped_library(MAPPED_PREFIX)
         };
         let result = match &mapped {
             Some(path) => SDK.load(spec(), Some(path), bind),
@@ -355,19 +355,6 @@ pub(crate) fn sym<F: Copy>(
             rejection,
         }],
     })
-}
-
-/// The path of the first mapped file whose name starts with `prefix`, from `/proc/self/maps`.
-fn mapped_library(prefix: &str) -> Option<PathBuf> {
-    crate::linux::procfs::Process::current()
-        .maps()
-        .ok()?
-        .into_iter()
-        .find_map(|m| {
-            let name = m.file_name()?.to_str()?;
-            name.starts_with(prefix)
-                .then(|| m.path().map(Path::to_path_buf))?
-        })
 }
 
 #[cfg(test)]

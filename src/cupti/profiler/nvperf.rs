@@ -72,14 +72,9 @@ fn cupti_folder(path: &Path) -> Option<PathBuf> {
     }
     // Found by the system loader: where it is mapped.
     crate::linux::procfs::Process::current()
-        .maps()
-        .ok()?
-        .into_iter()
-        .find_map(|m| {
-            let name = m.file_name()?.to_str()?;
-            name.starts_with("libcupti.so")
-                .then(|| m.path()?.parent().map(Path::to_path_buf))?
-        })
+        .mapped_library("libcupti.so")?
+        .parent()
+        .map(Path::to_path_buf)
 }
 
 fn bind(path: &Path) -> Result<NvperfHost, Rejection> {
