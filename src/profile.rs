@@ -242,7 +242,8 @@ pub struct ProfileRun {
 ///
 /// Metrics and PC sampling together take two runs of the program: the first collects the metrics, the second
 /// (started only when the first exited with success) samples PCs, with the same program, arguments, environment
-/// changes and working folder. CUPTI hands over no PC samples while a context's range profiler is enabled (on an
+/// changes and working folder (a cleared environment and the command's standard-stream settings are not carried
+/// over: `Command` does not tell them). CUPTI hands over no PC samples while a context's range profiler is enabled (on an
 /// H100 with CUPTI 13.0: none, against some 470,000 for the same kernel sampled alone). The kernel records and
 /// process counts are the first run's; stalls, losses and notices come from both ([`ProfileRun::runs`] says how
 /// many ran).
