@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The counter APIs on a GPU host (CUDA 13, Python with PyTorch, Nsight Compute). Stage first, here:
+# The counter APIs on a GPU host (CUDA 13, Python with PyTorch, Nsight Compute). Stage first, on the build machine:
 #
 #   STAGE_ONLY='cupti_profiling_hw|cupti_counters_gpu|gpu-tools|counter_kernels|cupti_profile_record' \
-#     /work/shared/gpu/stage --features nvidia-hw-tests
-#   mkdir -p .gpu/python && cp examples/python/*.py .gpu/python/ && cp examples/gpu/profiling.sh .gpu/
+#     scripts/gpu-stage --features nvidia-hw-tests
 #
-# then on the GPU host:   bash .gpu/profiling.sh [PART...]   (default: info hw record top profile bad)
+# then on the GPU host, in the repository checkout that goes with .gpu/:
+#   bash examples/gpu/profiling.sh [PART...]   (default: info hw record top profile bad)
 #   info     devices, driver, the counter permission setting, the catalogue of device 0
 #   hw       the hardware tests (tests/cupti_profiling_hw.rs), with the library's debug log
 #   record   counter-data fixtures into $OUT/cupti-counters/h100-cuda13 (for tests/fixtures/cupti-counters/)
@@ -20,11 +20,13 @@
 #            --launches-per-kernel 1 (timestamped injection log)
 #   cost | sustained | torch    the benchmark's parts (bench-cupti_counters_gpu); slow: run them on their own
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-bin="$here/bin"
-out="${OUT:-$here/out}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+stage="$root/.gpu"
+bin="$stage/bin"
+pydir="$root/examples/python"
+out="${OUT:-$stage/out}"
 gt="$bin/bin-gpu-tools"
-run() { bash "$here/run.sh" "$@"; }
+run() { bash "$stage/run.sh" "$@"; }
 # What .gpu/run.sh sets for the binaries it starts, for those started directly below.
 export GPU_STAGE_BIN="$bin"
 [ -f "$bin/libgpu_tools_inject.so" ] && export GPU_TOOLS_INJECT_LIB="$bin/libgpu_tools_inject.so"
@@ -60,7 +62,7 @@ for p in "${parts[@]}"; do
     part "gpu-tools top, idle"
     timeout 30 "$gt" top --json --duration 3
     part "gpu-tools top, bf16 matmul in another process"
-    python3 "$here/python/bf16_matmul.py" --seconds 10 >/dev/null &
+    python3 "$pydir/bf16_matmul.py" --seconds 10 >/dev/null &
     load=$!
     sleep 4
     timeout 30 "$gt" top --json --duration 3
@@ -77,7 +79,7 @@ for p in "${parts[@]}"; do
     GPU_TOOLS_TRACE_LOG=info timeout 120 "$gt" profile --pc-sampling --metrics dram__bytes_read.sum -- \
       "$bin/example-counter_kernels" chase --steps 2048 --threads 65536 --mib 256
     part "gpu-tools profile on torch_train.py --steps 5"
-    GPU_TOOLS_TRACE_LOG=info timeout 300 "$gt" profile --set basic -- python3 "$here/python/torch_train.py" --steps 5 | tail -n 30
+    GPU_TOOLS_TRACE_LOG=info timeout 300 "$gt" profile --set basic -- python3 "$pydir/torch_train.py" --steps 5 | tail -n 30
     ;;
   bad)
     part "bad input (each must fail with a clear message and a non-zero exit)"
@@ -120,13 +122,13 @@ for p in "${parts[@]}"; do
   eager)
     part "torch_train.py natively, lazy and eager module loading"
     for i in 1 2; do
-      echo "lazy:  $(python3 "$here/python/torch_train.py" --steps 5)"
-      echo "eager: $(CUDA_MODULE_LOADING=EAGER python3 "$here/python/torch_train.py" --steps 5)"
+      echo "lazy:  $(python3 "$pydir/torch_train.py" --steps 5)"
+      echo "eager: $(CUDA_MODULE_LOADING=EAGER python3 "$pydir/torch_train.py" --steps 5)"
     done
     ;;
   torchcost)
     stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%3N)" "$l"; done; }
-    py=(python3 "$here/python/torch_train.py" --steps 5)
+    py=(python3 "$pydir/torch_train.py" --steps 5)
     part "torch_train.py: native, traced (kernels), one metric, basic with --launches-per-kernel 1"
     for i in 1 2; do
       echo "native: $("${py[@]}" | grep -o 'cuda_ms [0-9.]*')"
