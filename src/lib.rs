@@ -17,6 +17,7 @@
 //! | device counters | always | [`counters`] | the vendor-neutral face of counters sampled over time |
 //! | CUPTI counters | `cupti` | [`cupti::profiler`], [`cupti::pm_sampling::PmSampler`], [`cupti::range_profiler::RangeProfiler`], [`cupti::pc_sampling::PcSampler`] | the metric catalogue (no GPU needed), device-wide counters over time, counters per kernel or range, stall reasons per PC |
 //! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
+//! | Injection | `inject` | [`linux::inject::Injection`] | loads a library into a running process and calls its entry point, then leaves the process as it was |
 //! | per-kernel profiles | always | [`profile`] | running a program with per-kernel metrics and PC sampling, and its reports |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
@@ -180,6 +181,10 @@ pub enum Error {
     #[cfg(feature = "cudbg")]
     #[error(transparent)]
     Session(#[from] cudbg::SessionError),
+    /// A library could not be loaded into a running process ([`linux::inject`]).
+    #[cfg(feature = "inject")]
+    #[error(transparent)]
+    Inject(#[from] linux::inject::InjectError),
     /// rocprofiler was misused (reported before any vendor call).
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]

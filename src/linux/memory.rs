@@ -62,6 +62,38 @@ pub(crate) fn write_u64(pid: u32, addr: u64, value: u64) -> std::io::Result<()> 
     transfer(pid, addr, &mut value.to_ne_bytes(), Direction::Write)
 }
 
+/// Reads `bytes.len()` bytes at `addr` in process `pid`.
+pub(crate) fn read_bytes(pid: u32, addr: u64, bytes: &mut [u8]) -> std::io::Result<()> {
+    transfer(pid, addr, bytes, Direction::Read)
+}
+
+/// Writes `bytes` at `addr` in process `pid`.
+pub(crate) fn write_bytes(pid: u32, addr: u64, bytes: &[u8]) -> std::io::Result<()> {
+    let mut copy = bytes.to_vec();
+    transfer(pid, addr, &mut copy, Direction::Write)
+}
+
+/// Reads the NUL-terminated string at `addr` in process `pid`, at most `limit` bytes of it (a string cut there is
+/// returned cut). Reads in small pieces so that a string near the end of a mapping is still read.
+pub(crate) fn read_c_string(pid: u32, addr: u64, limit: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    while out.len() < limit {
+        // Up to the next 256-byte boundary: never across a page boundary the string does not reach.
+        let at = addr + out.len() as u64;
+        let piece = (256 - (at % 256) as usize).min(limit - out.len());
+        let mut buf = vec![0u8; piece];
+        transfer(pid, at, &mut buf, Direction::Read)?;
+        match buf.iter().position(|&c| c == 0) {
+            Some(end) => {
+                out.extend_from_slice(&buf[..end]);
+                return Ok(out);
+            }
+            None => out.extend_from_slice(&buf),
+        }
+    }
+    Ok(out)
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
     Read,

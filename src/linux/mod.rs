@@ -4,16 +4,19 @@
 //! (`waitid`), reading and writing another process's memory, watching how a process ends, and holding it under
 //! ptrace (stopping, resuming, calling a function in it, running it to an address).
 //!
-//! Only [`procfs`] is public: the rest (built with the `cudbg` feature) serves the crate's own launch and attach
-//! routes, whose safe face is `cudbg::DebugSession`.
+//! [`procfs`] is public and always built. [`inject`] (the `inject` feature) loads a library into a running process
+//! and calls it, through the same ptrace machinery that serves the debugger's launch and attach routes
+//! (`cudbg::DebugSession`); that machinery itself stays private.
 
 pub mod procfs;
 
-#[cfg(feature = "cudbg")]
+#[cfg(feature = "inject")]
 pub(crate) mod exit_watch;
-#[cfg(feature = "cudbg")]
+#[cfg(feature = "inject")]
+pub mod inject;
+#[cfg(feature = "inject")]
 pub(crate) mod memory;
-#[cfg(feature = "cudbg")]
+#[cfg(feature = "inject")]
 pub(crate) mod ptrace;
-#[cfg(feature = "cudbg")]
+#[cfg(feature = "inject")]
 pub(crate) mod wait;

@@ -268,6 +268,20 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// A file mapped from offset 0 at address 0: where an unloaded library's symbols lie relative to its base.
+    #[cfg(feature = "inject")]
+    pub(crate) fn file_at_zero() -> Self {
+        Mapping {
+            start: 0,
+            end: u64::MAX,
+            permissions: *b"r-xp",
+            offset: 0,
+            device: (0, 0),
+            inode: 1,
+            pathname: OsString::from("/"),
+        }
+    }
+
     /// The mapped file's path, when the mapping names one (an absolute path).
     pub fn path(&self) -> Option<&Path> {
         self.pathname

@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
-use super::TraceError;
 use super::regs::{pc_of, return_value};
 #[cfg(target_arch = "x86_64")]
 use super::regs::{restore_vector_state, save_vector_state};
 use super::worker::{EVENT_CLONE, EVENT_STOP, Worker, is_stop_signal, raw_ptrace, tgkill};
+use super::{Arg, CallSpec, TraceError};
+#[cfg(target_arch = "x86_64")]
+use crate::linux::memory;
 
 /// Where a called function returns to: nothing is mapped at 0, so the return faults (SIGSEGV at pc 0), which the
 /// worker intercepts before the process sees it.
@@ -103,30 +105,51 @@ impl Worker {
     }
 
     #[cfg(target_arch = "x86_64")]
-    pub(super) fn call(
-        &mut self,
-        entry: u64,
-        args: [u64; 6],
-        timeout: Duration,
-    ) -> Result<u64, TraceError> {
+    pub(super) fn call(&mut self, spec: CallSpec) -> Result<u64, TraceError> {
         self.stop_all()?;
-        let tid = self.main_thread()?;
+        let tid = match spec.thread {
+            Some(t) if self.threads.contains_key(&t) => t,
+            Some(t) => {
+                return Err(TraceError::System(format!(
+                    "thread {t} is not a traced thread of process {}",
+                    self.pid
+                )));
+            }
+            None => self.main_thread()?,
+        };
+        if spec.args.len() > 6 {
+            return Err(TraceError::System(format!(
+                "{} arguments: at most six can be passed in registers",
+                spec.args.len()
+            )));
+        }
         let pid = Pid::from_raw(tid as i32);
         let failed = |call: &'static str| move |errno| TraceError::Ptrace { call, tid, errno };
         let saved = ptrace::getregs(pid).map_err(failed("PTRACE_GETREGS"))?;
         let vector_state = save_vector_state(tid).map_err(failed("PTRACE_GETREGSET"))?;
+        // Below the red zone: the call's data (16-byte aligned), then the return address, placed so that at the
+        // entry rsp + 8 is 16-byte aligned, as the System V ABI requires. Nothing of the thread's lives there.
+        let below_red_zone = saved.rsp.wrapping_sub(256) & !0xf;
+        let data_at = below_red_zone.wrapping_sub(spec.data.len() as u64) & !0xf;
+        let sp = data_at.wrapping_sub(8);
+        // What the data and the return address overwrite is put back after the call.
+        let mut overwritten = vec![0u8; (below_red_zone - sp) as usize];
+        memory::read_bytes(self.pid, sp, &mut overwritten)
+            .map_err(|e| TraceError::System(format!("reading the stack of thread {tid}: {e}")))?;
+        let mut frame = RETURN_ADDRESS.to_ne_bytes().to_vec();
+        frame.extend_from_slice(&spec.data);
+        memory::write_bytes(self.pid, sp, &frame)
+            .map_err(|e| TraceError::System(format!("writing the stack of thread {tid}: {e}")))?;
+        let mut args = [0u64; 6];
+        for (slot, arg) in args.iter_mut().zip(&spec.args) {
+            *slot = match *arg {
+                Arg::Int(v) => v,
+                Arg::Data(offset) => data_at + offset as u64,
+            };
+        }
         let mut regs = saved;
-        // Below the red zone, 16-byte aligned, then the return address: at the entry rsp + 8 is 16-byte aligned,
-        // as the System V ABI requires.
-        let sp = (saved.rsp.wrapping_sub(256) & !0xf).wrapping_sub(8);
-        ptrace::write(
-            pid,
-            sp as ptrace::AddressType,
-            RETURN_ADDRESS as libc::c_long,
-        )
-        .map_err(failed("PTRACE_POKEDATA"))?;
         regs.rsp = sp;
-        regs.rip = entry;
+        regs.rip = spec.entry;
         regs.rax = 0;
         // Not inside a system call any more: the kernel must not restart the one it was in at the new pc.
         regs.orig_rax = u64::MAX;
@@ -138,7 +161,10 @@ impl Worker {
         regs.r9 = args[5];
         // The direction flag must be clear at a function's entry.
         regs.eflags &= !0x400;
-        ptrace::setregs(pid, regs).map_err(failed("PTRACE_SETREGS"))?;
+        if let Err(errno) = ptrace::setregs(pid, regs) {
+            let _ = memory::write_bytes(self.pid, sp, &overwritten);
+            return Err(failed("PTRACE_SETREGS")(errno));
+        }
         let own = self.threads.get(&tid).copied().unwrap_or_default();
         self.call = Some(Call {
             tid,
@@ -162,7 +188,7 @@ impl Worker {
                 tid,
                 errno,
             }),
-            Ok(()) => self.await_call(tid, timeout),
+            Ok(()) => self.await_call(tid, spec.timeout),
         };
         let call = self.call.take();
         if self.end.is_some() {
@@ -173,6 +199,11 @@ impl Worker {
             .map_err(failed("PTRACE_SETREGS"))
             .and_then(|()| {
                 restore_vector_state(tid, &vector_state).map_err(failed("PTRACE_SETREGSET"))
+            })
+            .and_then(|()| {
+                memory::write_bytes(self.pid, sp, &overwritten).map_err(|e| {
+                    TraceError::System(format!("restoring the stack of thread {tid}: {e}"))
+                })
             });
         if let Some(t) = self.threads.get_mut(&tid) {
             t.stopped = true;
@@ -196,12 +227,7 @@ impl Worker {
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    pub(super) fn call(
-        &mut self,
-        _entry: u64,
-        _args: [u64; 6],
-        _timeout: Duration,
-    ) -> Result<u64, TraceError> {
+    pub(super) fn call(&mut self, _spec: CallSpec) -> Result<u64, TraceError> {
         Err(TraceError::Unsupported)
     }
 

@@ -80,13 +80,50 @@ pub(crate) enum TraceError {
 
 type Reply<T> = mpsc::SyncSender<Result<T, TraceError>>;
 
+/// An integer argument of a called function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arg {
+    /// This value.
+    Int(u64),
+    /// The address of this offset in the call's data ([`CallSpec::data`]).
+    Data(usize),
+}
+
+/// A function to call inside the traced process ([`Tracer::call_with`]).
+#[derive(Debug, Clone)]
+pub(crate) struct CallSpec {
+    /// The function's address in the process.
+    pub(crate) entry: u64,
+    /// Up to six integer arguments; missing ones are 0.
+    pub(crate) args: Vec<Arg>,
+    /// Bytes placed on the calling thread's stack, below its red zone, for the call's duration (strings the
+    /// function reads). The bytes that were there are put back afterwards.
+    pub(crate) data: Vec<u8>,
+    /// The thread that makes the call; `None`: the main thread.
+    pub(crate) thread: Option<u32>,
+    /// How long the function may run.
+    pub(crate) timeout: Duration,
+}
+
+/// A stopped thread's program counter and stack pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ThreadRegisters {
+    /// The thread.
+    pub(crate) tid: u32,
+    /// Its program counter.
+    pub(crate) pc: u64,
+    /// Its stack pointer.
+    pub(crate) sp: u64,
+    /// The system call it is stopped in (`orig_rax`), or `None` when it is not in one.
+    pub(crate) syscall: Option<u64>,
+}
+
 enum Request {
     Stop(Reply<()>),
     Resume(Reply<()>),
+    Threads(Reply<Vec<ThreadRegisters>>),
     Call {
-        entry: u64,
-        args: [u64; 6],
-        timeout: Duration,
+        spec: CallSpec,
         reply: Reply<u64>,
     },
     RunTo {
@@ -166,12 +203,23 @@ impl Tracer {
         args: [u64; 6],
         timeout: Duration,
     ) -> Result<u64, TraceError> {
-        self.ask(|reply| Request::Call {
+        self.call_with(CallSpec {
             entry,
-            args,
+            args: args.iter().map(|&v| Arg::Int(v)).collect(),
+            data: Vec::new(),
+            thread: None,
             timeout,
-            reply,
         })
+    }
+
+    /// [`Tracer::call`] on a chosen thread, with data on its stack that arguments may point to.
+    pub(crate) fn call_with(&self, spec: CallSpec) -> Result<u64, TraceError> {
+        self.ask(|reply| Request::Call { spec, reply })
+    }
+
+    /// The registers of every thread (all stopped), main thread first.
+    pub(crate) fn threads(&self) -> Result<Vec<ThreadRegisters>, TraceError> {
+        self.ask(Request::Threads)
     }
 
     /// Lets every thread of the stopped process run until one reaches the instruction at `addr` (which must be

@@ -19,6 +19,27 @@ pub(super) fn return_value(regs: libc::user_regs_struct) -> u64 {
 }
 
 #[cfg(target_arch = "x86_64")]
+pub(super) fn sp_of(regs: libc::user_regs_struct) -> u64 {
+    regs.rsp
+}
+
+/// The system call a thread is stopped in: `orig_rax` holds its number there, and -1 outside one.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn syscall_of(regs: libc::user_regs_struct) -> Option<u64> {
+    (regs.orig_rax as i64 >= 0).then_some(regs.orig_rax)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn sp_of(_regs: libc::user_regs_struct) -> u64 {
+    u64::MAX
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn syscall_of(_regs: libc::user_regs_struct) -> Option<u64> {
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
 pub(super) fn set_pc(regs: &mut libc::user_regs_struct, pc: u64) {
     regs.rip = pc;
 }

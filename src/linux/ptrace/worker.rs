@@ -11,7 +11,8 @@ use nix::unistd::Pid;
 
 use super::breakpoint::Breakpoint;
 use super::call::Call;
-use super::{Request, TraceError};
+use super::regs::{pc_of, sp_of, syscall_of};
+use super::{Request, ThreadRegisters, TraceError};
 use crate::linux::exit_watch::{ChildState, EndPublisher};
 use crate::linux::procfs::Process;
 use crate::linux::wait::{WALL, WEXITED, WNOHANG, WNOWAIT, WSTOPPED, Waited, wait_id};
@@ -172,13 +173,11 @@ impl Worker {
             Request::Resume(reply) => {
                 let _ = reply.send(self.resume_all());
             }
-            Request::Call {
-                entry,
-                args,
-                timeout,
-                reply,
-            } => {
-                let _ = reply.send(self.call(entry, args, timeout));
+            Request::Threads(reply) => {
+                let _ = reply.send(self.thread_registers());
+            }
+            Request::Call { spec, reply } => {
+                let _ = reply.send(self.call(spec));
             }
             Request::RunTo {
                 addr,
@@ -336,6 +335,35 @@ impl Worker {
         } else {
             self.threads.keys().next().copied().ok_or(TraceError::Gone)
         }
+    }
+
+    /// The registers of every thread, after stopping them all; the main thread first.
+    pub(super) fn thread_registers(&mut self) -> Result<Vec<ThreadRegisters>, TraceError> {
+        self.stop_all()?;
+        let main = self.main_thread()?;
+        let mut tids: Vec<u32> = self.threads.keys().copied().collect();
+        tids.sort_by_key(|&t| (t != main, t));
+        let mut out = Vec::with_capacity(tids.len());
+        for tid in tids {
+            match ptrace::getregs(Pid::from_raw(tid as i32)) {
+                Ok(regs) => out.push(ThreadRegisters {
+                    tid,
+                    pc: pc_of(regs),
+                    sp: sp_of(regs),
+                    syscall: syscall_of(regs),
+                }),
+                // A thread that is exiting; it is no candidate for anything.
+                Err(Errno::ESRCH) => {}
+                Err(errno) => {
+                    return Err(TraceError::Ptrace {
+                        call: "PTRACE_GETREGS",
+                        tid,
+                        errno,
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn adopt_new_thread(&mut self, parent: u32) {
