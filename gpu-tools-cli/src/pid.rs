@@ -25,6 +25,41 @@ pub fn check(pid: u32) -> Result<(), Failure> {
     }
 }
 
+/// Process `root` and every process below it (children, their children, ...), `root` first, from the parent ids in
+/// `/proc/*/stat`. Processes that end while `/proc` is read are left out.
+pub fn tree(root: u32) -> Vec<u32> {
+    use gpu_tools::linux::procfs::Process;
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Ok(stat) = Process::new(pid).stat() {
+                parent_of.push((pid, stat.parent));
+            }
+        }
+    }
+    let mut out = vec![root];
+    let mut at = 0;
+    while at < out.len() {
+        let p = out[at];
+        let mut children: Vec<u32> = parent_of
+            .iter()
+            .filter(|(_, parent)| *parent == p)
+            .map(|(c, _)| *c)
+            .collect();
+        children.sort_unstable();
+        out.extend(children);
+        at += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,6 +69,29 @@ mod tests {
             Err(Failure::Message { code: 1, message }) => message,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_tree_holds_its_descendants() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        // The grandchild appears once the shell has forked it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = Vec::new();
+        while std::time::Instant::now() < deadline {
+            found = tree(std::process::id());
+            if found.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(found[0], std::process::id());
+        assert!(found.contains(&child.id()), "{found:?}");
+        assert!(found.len() >= 3, "the shell's sleep too: {found:?}");
     }
 
     #[test]

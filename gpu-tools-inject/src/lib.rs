@@ -11,14 +11,18 @@
 //! calls to CUPTI, which records them as markers and ranges. Nothing is printed to the program's stdout; diagnostics go to
 //! stderr only when `GPU_TOOLS_TRACE_LOG` asks for them. No panic crosses into the program.
 //!
+//! Loaded into a program that already runs (`gpu-tools trace --pid`, through `gpu_tools::linux::inject`), its
+//! [`gpu_tools_inject_attach`] entry point starts the same tracing from a thread of its own and stops it when the
+//! tracer says so (`attach` module).
+//!
 //! With `GPU_TOOLS_PROFILE_METRICS` (and `GPU_TOOLS_PROFILE_PC_SAMPLING`) it also collects per-kernel metrics with
 //! CUPTI's range profiler (and PC samples) and sends them as counter records (`profiling` module).
 
 use std::ffi::c_int;
 
+mod attach;
 mod config;
 mod logger;
-mod maps;
 mod nvtx;
 mod profiling;
 mod session;
@@ -26,6 +30,7 @@ mod signals;
 mod sink;
 mod writer;
 
+pub use attach::gpu_tools_inject_attach;
 pub use nvtx::{InitializeInjectionNvtx2, InitializeInjectionNvtxExtension};
 
 /// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`

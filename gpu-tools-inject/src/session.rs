@@ -16,7 +16,6 @@ use gpu_tools::trace::{
 };
 
 use crate::config::{Config, Kind, Output};
-use crate::maps::mapped_library;
 use crate::sink::Sink;
 use crate::writer::{EndCounts, Filter, Writer};
 
@@ -26,7 +25,8 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 static OWNER: AtomicU32 = AtomicU32::new(0);
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 
-struct Session {
+/// One process's tracing: the stream, the tracer and what keeps it flushed.
+pub struct Session {
     writer: Arc<Writer>,
     tracer: Arc<ActivityTracer>,
     subscriber: Option<Subscriber>,
@@ -175,7 +175,8 @@ fn command_line() -> String {
 /// Uses the CUDA driver and the CUPTI library the program has mapped already, so the process holds one copy of
 /// each; otherwise the crate's search finds them.
 pub fn use_mapped_libraries() {
-    if let Some(path) = mapped_library("libcuda.so") {
+    let me = gpu_tools::linux::procfs::Process::current();
+    if let Some(path) = me.mapped_library("libcuda.so") {
         match gpu_tools::cuda::Driver::load_from(&path) {
             Ok(_) => log::debug!("CUDA driver: {} (mapped by the program)", path.display()),
             Err(e) => log::warn!(
@@ -184,7 +185,7 @@ pub fn use_mapped_libraries() {
             ),
         }
     }
-    if let Some(path) = mapped_library("libcupti.so") {
+    if let Some(path) = me.mapped_library("libcupti.so") {
         match CuptiLibrary::load_from(&path) {
             Ok(_) => log::debug!("CUPTI: {} (mapped by the program)", path.display()),
             Err(e) => log::warn!("the program's CUPTI {} did not load: {e}", path.display()),
@@ -195,7 +196,7 @@ pub fn use_mapped_libraries() {
 /// Keeps this library mapped until the process ends: its exit handler, its flush thread and CUPTI's callbacks
 /// point into it, and a `dlclose` would also run the exit handler under the loader's lock, where the thread it
 /// starts could never begin. CUDA itself never unloads an injection library; this makes it so for anyone.
-fn pin_this_library() {
+pub fn pin_this_library() {
     let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
     // SAFETY: dladdr only reads the address (a function of this library) and fills `info`.
     let found = unsafe { libc::dladdr(pin_this_library as *const libc::c_void, info.as_mut_ptr()) };
@@ -216,6 +217,16 @@ fn pin_this_library() {
     if handle.is_null() {
         log::warn!("could not pin this library in memory");
     }
+}
+
+/// How a session began: with the program (`InitializeInjection`), or attached to a running program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Started from the program's first `cuInit`.
+    Launched,
+    /// Loaded into a program that already ran: no callback subscriber (the program's own profiler may hold the one
+    /// CUPTI 13.0 allows), no signal handlers (the program's are left as they are).
+    Attached,
 }
 
 /// `InitializeInjection`'s work: true when tracing runs.
@@ -241,139 +252,209 @@ pub fn initialize() -> bool {
     if let Some(level) = config.log {
         crate::logger::init(level);
     }
+    let Some(sink) = open_sink(&config) else {
+        return false;
+    };
+    OWNER.store(std::process::id(), Ordering::SeqCst);
+    use_mapped_libraries();
+    let Some(session) = Session::start(&config, sink, Mode::Launched) else {
+        return false;
+    };
+    *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(session);
+    register_exit_handler();
+    true
+}
+
+/// Opens the configured output; a failure is logged.
+pub fn open_sink(config: &Config) -> Option<Sink> {
     let sink = match &config.output {
         Output::Socket(path) => Sink::connect(path),
         Output::File(path) => Sink::create_file(path),
     };
-    let sink = match sink {
-        Ok(s) => s,
-        Err(e) => {
-            log::error!("not tracing: cannot open {:?}: {e}", config.output);
-            return false;
-        }
-    };
-    let pid = std::process::id();
-    OWNER.store(pid, Ordering::SeqCst);
-    use_mapped_libraries();
-    let version = CuptiLibrary::load()
-        .ok()
-        .and_then(|l| l.version().ok())
-        .unwrap_or(0);
-    let writer = Arc::new(Writer::new(
-        sink,
-        &StreamHeader::new(pid, version, TimestampClock::Monotonic),
-        Filter {
-            drop_graph_nodes: config.graph == GraphMode::Graph,
-            skip: Default::default(),
-            stage: config.stage,
-        },
-    ));
-    writer.push(&Record::ProcessStart(ProcessStart {
-        pid,
-        // SAFETY: getppid has no preconditions and cannot fail.
-        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
-        time: Clock::Monotonic.now_ns(),
-        command: command_line(),
-    }));
-    writer.push(&Record::ProcessInfo(ProcessInfo::current()));
-    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
-    let start = |graph: GraphMode| {
-        let w = Arc::clone(&writer);
-        ActivityTracer::builder()
-            .kinds(session_kinds(&config, graph))
-            .buffer_size(config.buffer_size & !7)
-            .max_buffers(config.max_buffers)
-            .clock(Clock::Monotonic)
-            .start(move |batch| w.write_batch(batch))
-    };
-    let mut started = start(config.graph);
-    if config.graph == GraphMode::Graph {
-        if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) = &started {
-            if *kind == ActivityKind::GRAPH_TRACE {
-                writer.notice(
-                    NoticeLevel::Warning,
-                    format!(
-                        "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node by \
-                         node instead"
-                    ),
-                );
-                writer.set_drop_graph_nodes(false);
-                started = start(GraphMode::Node);
-            }
-        }
-    }
-    let tracer = match started {
-        Ok(t) => Arc::new(t),
-        Err(e) => {
-            writer.notice(
-                NoticeLevel::Error,
-                format!("CUPTI tracing could not start: {e}"),
-            );
-            writer.end(
-                EndReason::Stopped,
-                EndCounts::default(),
-                Clock::Monotonic.now_ns(),
-            );
-            return false;
-        }
-    };
-    let filter = api_records(&config, &tracer, &writer);
-    if !filter.skip.is_empty() {
-        writer.set_skip(filter.skip);
-    }
-    log::info!(
-        "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?}",
-        tracer.layout(),
-        tracer.kinds(),
-        config.output
-    );
-    let profiling = crate::profiling::start(&writer);
-    let subscriber = match context_flush(&tracer, profiling) {
+    match sink {
         Ok(s) => Some(s),
         Err(e) => {
-            writer.notice(
-                NoticeLevel::Warning,
-                format!(
-                    "no flush at context destruction (records still reach the exit handler): {e}"
-                ),
-            );
+            log::error!("not tracing: cannot open {:?}: {e}", config.output);
             None
         }
-    };
-    let flusher = match config.flush_interval {
-        Some(every) => match Flusher::start(Arc::clone(&tracer), every) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                writer.notice(
-                    NoticeLevel::Warning,
-                    format!("no periodic flush (a crash loses every record not flushed yet): {e}"),
-                );
-                None
-            }
-        },
-        None => None,
-    };
-    if config.signals {
-        if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
-            writer.notice(
-                NoticeLevel::Warning,
-                format!(
-                    "no flush at fatal signals (a crash loses the records not flushed yet): {e}"
-                ),
-            );
-        }
     }
-    *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(Session {
-        writer,
-        tracer,
-        subscriber,
-        flusher,
-    });
+}
+
+/// Registers the exit handler, once per process (an attached library registers it at its first attach and keeps
+/// it: a dormant handler does nothing).
+pub fn register_exit_handler() {
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    if REGISTERED.swap(true, Ordering::SeqCst) {
+        return;
+    }
     // SAFETY: registers a function that stays valid for the process and catches every panic.
     if unsafe { libc::atexit(at_exit) } != 0 {
         log::warn!("atexit failed: records not flushed before exit are lost");
     }
-    true
+}
+
+/// Whether a session runs in this process now.
+pub fn is_running() -> bool {
+    SESSION.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+}
+
+/// Makes `session` the process's session, unless one runs already (then it is handed back).
+pub fn install(session: Session) -> Result<(), Session> {
+    let mut slot = SESSION.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.is_some() {
+        return Err(session);
+    }
+    OWNER.store(std::process::id(), Ordering::SeqCst);
+    *slot = Some(session);
+    Ok(())
+}
+
+/// Ends the process's session, if one runs: every record CUPTI holds is delivered, then the stream ends.
+pub fn finish_running(reason: EndReason) -> bool {
+    let session = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match session {
+        Some(s) => {
+            s.finish(reason);
+            true
+        }
+        None => false,
+    }
+}
+
+impl Session {
+    /// Starts tracing into `sink` as `config` says. `None` when CUPTI could not start (said in the stream).
+    pub fn start(config: &Config, sink: Sink, mode: Mode) -> Option<Session> {
+        let pid = std::process::id();
+        let version = CuptiLibrary::load()
+            .ok()
+            .and_then(|l| l.version().ok())
+            .unwrap_or(0);
+        let writer = Arc::new(Writer::new(
+            sink,
+            &StreamHeader::new(pid, version, TimestampClock::Monotonic),
+            Filter {
+                drop_graph_nodes: config.graph == GraphMode::Graph,
+                skip: Default::default(),
+                stage: config.stage,
+            },
+        ));
+        writer.push(&Record::ProcessStart(ProcessStart {
+            pid,
+            // SAFETY: getppid has no preconditions and cannot fail.
+            parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+            time: Clock::Monotonic.now_ns(),
+            command: command_line(),
+        }));
+        writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+        writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+        let start = |graph: GraphMode| {
+            let w = Arc::clone(&writer);
+            ActivityTracer::builder()
+                .kinds(session_kinds(config, graph))
+                .buffer_size(config.buffer_size & !7)
+                .max_buffers(config.max_buffers)
+                .clock(Clock::Monotonic)
+                .start(move |batch| w.write_batch(batch))
+        };
+        let mut started = start(config.graph);
+        if config.graph == GraphMode::Graph {
+            if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) =
+                &started
+            {
+                if *kind == ActivityKind::GRAPH_TRACE {
+                    writer.notice(
+                        NoticeLevel::Warning,
+                        format!(
+                            "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node \
+                             by node instead"
+                        ),
+                    );
+                    writer.set_drop_graph_nodes(false);
+                    started = start(GraphMode::Node);
+                }
+            }
+        }
+        let tracer = match started {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                writer.notice(
+                    NoticeLevel::Error,
+                    format!("CUPTI tracing could not start: {e}"),
+                );
+                writer.end(
+                    EndReason::Stopped,
+                    EndCounts::default(),
+                    Clock::Monotonic.now_ns(),
+                );
+                return None;
+            }
+        };
+        let filter = api_records(config, &tracer, &writer);
+        if !filter.skip.is_empty() {
+            writer.set_skip(filter.skip);
+        }
+        log::info!(
+            "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?} ({mode:?})",
+            tracer.layout(),
+            tracer.kinds(),
+            config.output
+        );
+        let subscriber = match mode {
+            Mode::Launched => {
+                let profiling = crate::profiling::start(&writer);
+                match context_flush(&tracer, profiling) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        writer.notice(
+                            NoticeLevel::Warning,
+                            format!(
+                                "no flush at context destruction (records still reach the exit handler): {e}"
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            // Activity records need no subscriber; the program's own profiler may hold the only one.
+            Mode::Attached => None,
+        };
+        let flusher = match config.flush_interval {
+            Some(every) => match Flusher::start(Arc::clone(&tracer), every) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    writer.notice(
+                        NoticeLevel::Warning,
+                        format!(
+                            "no periodic flush (a crash loses every record not flushed yet): {e}"
+                        ),
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        if config.signals && mode == Mode::Launched {
+            if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "no flush at fatal signals (a crash loses the records not flushed yet): {e}"
+                    ),
+                );
+            }
+        }
+        Some(Session {
+            writer,
+            tracer,
+            subscriber,
+            flusher,
+        })
+    }
+
+    /// Sends a notice into the session's stream.
+    pub fn notice(&self, level: NoticeLevel, text: String) {
+        self.writer.notice(level, text);
+    }
 }
 
 /// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
@@ -446,7 +527,8 @@ extern "C" fn at_exit() {
 }
 
 impl Session {
-    fn finish(self, reason: EndReason) {
+    /// Stops tracing: every record CUPTI holds is delivered, then the stream ends with `reason`.
+    pub fn finish(self, reason: EndReason) {
         if let Some(f) = self.flusher {
             f.stop();
         }

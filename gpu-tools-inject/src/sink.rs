@@ -121,6 +121,14 @@ impl Sink {
         }
     }
 
+    /// A second handle on the socket, for reading what the tracer sends back (`None` for a file).
+    pub fn control_stream(&self) -> Option<UnixStream> {
+        match &self.target {
+            Target::Socket(s) => s.try_clone().ok(),
+            Target::File(_) => None,
+        }
+    }
+
     /// Where the sink writes, for messages.
     pub fn describe(&self) -> &str {
         &self.describe

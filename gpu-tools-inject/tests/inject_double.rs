@@ -442,3 +442,201 @@ fn the_library_leaves_the_program_alone_when_nothing_is_configured() {
         "silent unless asked: {stderr}"
     );
 }
+
+/// The child of the attach test: a stand-in CUDA program that never loaded the library. Its CUPTI subscriber slot is
+/// held by "another profiler", as torch.profiler holds it. It waits for lines on stdin: `kernels A B` makes the
+/// CUPTI double emit kernels with correlation ids A..=B and prints how many CUPTI recorded; `subscriber` prints
+/// the subscriber CUPTI names and how often anyone subscribed; `exit` ends it.
+#[test]
+#[ignore = "the child process of attach_traces_a_running_program_and_leaves_it_as_it_was"]
+fn attach_child() {
+    if std::env::var(SCENARIO).as_deref() != Ok("attach") {
+        return;
+    }
+    let d = common::double();
+    d.other_subscriber(Some(c"torch.profiler"));
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    for line in std::io::stdin().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["kernels", a, b] => {
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                let recorded = (a..=b)
+                    .filter(|&c| {
+                        let start = 1000 + u64::from(c) * 200;
+                        d.kernel(
+                            CONCURRENT_KERNEL,
+                            start,
+                            start + 100,
+                            (0, 1, 7),
+                            c,
+                            c"_Z4stepv",
+                            (1, 1, 1),
+                            (32, 1, 1),
+                        ) == 1
+                    })
+                    .count();
+                println!("recorded {recorded}");
+            }
+            ["subscriber"] => {
+                let s = d.stats();
+                println!(
+                    "subscriber {:?}, {} subscribed, {} unsubscribed",
+                    d.subscriber_name(),
+                    s.subscribed,
+                    s.unsubscribes
+                )
+            }
+            ["exit"] => return,
+            other => panic!("unknown command {other:?}"),
+        }
+        std::io::stdout().flush().unwrap();
+    }
+}
+
+/// One attach: injects the library into `pid` with the attach settings, accepts its connection and reads its
+/// stream on a thread. Returns the injection's report, the connection (for the stop byte) and the reader.
+fn attach(
+    pid: u32,
+    socket: &std::path::Path,
+) -> (
+    gpu_tools::linux::inject::Injected,
+    std::os::unix::net::UnixStream,
+    std::thread::JoinHandle<Vec<Record>>,
+) {
+    let _ = std::fs::remove_file(socket);
+    let listener = UnixListener::bind(socket).unwrap();
+    let settings = env::InjectionEnv::new(library(), env::Destination::Socket(socket.into()))
+        .kinds(&[env::TraceKind::Kernel])
+        .flush_ms(50)
+        .log("debug")
+        .attach_argument(Some(&common::double_path("cupti_activity")))
+        .unwrap();
+    let done = gpu_tools::linux::inject::Injection::new(pid, library(), env::ATTACH_ENTRY)
+        .argument(settings)
+        .run()
+        .expect("inject the library");
+    listener.set_nonblocking(true).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("the attached library did not connect: {e}"),
+        }
+    };
+    conn.set_nonblocking(false).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let back = conn.try_clone().unwrap();
+    let reader = std::thread::spawn(move || StreamReader::new(conn).map(|r| r.unwrap()).collect());
+    (done, back, reader)
+}
+
+#[test]
+fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-attach-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "attach_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, "attach")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            common::double_path("cuda_driver"),
+        )
+        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            // The harness's own lines ("running 1 test", ...) are not answers.
+            if line.starts_with("recorded ") || line.starts_with("subscriber ") {
+                return line;
+            }
+        }
+    };
+    // Wait for READY (the doubles loaded).
+    assert_eq!(
+        answer("kernels 0 0"),
+        "recorded 0",
+        "nothing traces before the attach"
+    );
+
+    let (first, mut control, reader) = attach(child.id(), &socket);
+    assert_eq!(first.entry_result, 0, "the attach thread started");
+    assert!(!first.already_loaded);
+    assert_eq!(answer("kernels 1 20"), "recorded 20");
+    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    let records = reader.join().unwrap();
+    let k = kernels(&records);
+    assert_eq!(
+        k.iter().map(|k| k.correlation).collect::<Vec<_>>(),
+        (1..=20).collect::<Vec<_>>(),
+        "every kernel of the attached time, once"
+    );
+    let e = end(&records).expect("the stream ends after the stop byte");
+    assert_eq!(e.reason, EndReason::Stopped);
+    assert_eq!(
+        e.records + 1,
+        records.len() as u64,
+        "every record sent arrived"
+    );
+    assert!(
+        records.iter().any(
+            |r| matches!(r, Record::Notice(n) if n.text.contains("attached to the running process"))
+        ),
+        "{records:#?}"
+    );
+    // Detached: CUPTI records nothing any more, and the library never took (or tried to take) a callback
+    // subscriber: the program's own profiler keeps the one it holds.
+    assert_eq!(answer("kernels 21 25"), "recorded 0");
+    assert_eq!(
+        answer("subscriber"),
+        "subscriber \"\", 0 subscribed, 0 unsubscribed"
+    );
+
+    // A second attach to the same process: the library is there, dormant; a new session starts.
+    let (second, mut control, reader) = attach(child.id(), &socket);
+    assert_eq!(second.entry_result, 0);
+    assert!(second.already_loaded);
+    assert_eq!(answer("kernels 26 30"), "recorded 5");
+    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    let records = reader.join().unwrap();
+    assert_eq!(
+        kernels(&records)
+            .iter()
+            .map(|k| k.correlation)
+            .collect::<Vec<_>>(),
+        (26..=30).collect::<Vec<_>>()
+    );
+    assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
+    assert_eq!(answer("kernels 31 31"), "recorded 0");
+
+    writeln!(stdin, "exit").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -419,6 +419,55 @@ impl InjectionEnv {
     }
 }
 
+/// The injection library's entry point for a process that already runs (`gpu_tools::linux::inject` calls it with
+/// [`InjectionEnv::attach_argument`]).
+pub const ATTACH_ENTRY: &str = "gpu_tools_inject_attach";
+
+/// The byte a tracer sends on an attached process's connection to stop its tracing (closing the connection does
+/// the same).
+pub const ATTACH_STOP: u8 = b'S';
+
+/// In an attach argument: the CUPTI library to load when the process maps none (the path the tracer's own search
+/// found).
+pub const CUPTI_LIBRARY: &str = "GPU_TOOLS_CUPTI_LIB";
+
+impl InjectionEnv {
+    /// The same settings as one text for an attached process: a `NAME=value` line per variable, without the
+    /// injection paths (the library is loaded already) and with `cupti`, the CUPTI library to load where the
+    /// process maps none. `None` when a value holds a newline or a NUL, which the text cannot carry.
+    pub fn attach_argument(&self, cupti: Option<&std::path::Path>) -> Option<String> {
+        let mut vars: Vec<(&str, std::ffi::OsString)> = self
+            .vars()
+            .into_iter()
+            .filter(|(k, _)| *k != CUDA_INJECTION && *k != NVTX_INJECTION)
+            .collect();
+        if let Some(p) = cupti {
+            vars.push((CUPTI_LIBRARY, p.as_os_str().to_owned()));
+        }
+        let mut out = String::new();
+        for (k, v) in vars {
+            let v = v.into_string().ok()?;
+            if v.contains(['\n', '\0']) {
+                return None;
+            }
+            out.push_str(k);
+            out.push('=');
+            out.push_str(&v);
+            out.push('\n');
+        }
+        Some(out)
+    }
+}
+
+/// The `NAME=value` lines of an attach argument ([`InjectionEnv::attach_argument`]); lines without `=` are left
+/// out.
+pub fn parse_attach_argument(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.to_owned()))
+        .collect()
+}
+
 /// Reads a byte count as [`BUFFER_SIZE`] takes it: digits with an optional `k`/`K` (KiB), `m`/`M` (MiB) or
 /// `g`/`G` (GiB) suffix.
 pub fn parse_size(value: &str) -> Result<usize, String> {

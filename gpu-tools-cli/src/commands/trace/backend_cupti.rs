@@ -31,7 +31,7 @@ const LATE_CONNECT: Duration = Duration::from_millis(150);
 /// Per-stream error messages shown; more are only counted.
 const MAX_ERROR_MESSAGES: usize = 10;
 
-enum Msg {
+pub(super) enum Msg {
     /// Bytes of a stream as they were read (for the trace file).
     Bytes(usize, Vec<u8>),
     Header(usize, StreamHeader),
@@ -96,7 +96,7 @@ pub fn run(
     {
         let (tx, stop, accepted) = (tx.clone(), Arc::clone(&stop), Arc::clone(&accepted));
         let tee = sinks.file.is_some();
-        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee));
+        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee, None));
     }
     drop(tx);
 
@@ -203,20 +203,30 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
 /// The variable naming the rocprofiler-sdk tool libraries a program loads.
 const ROCP_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
 
-fn accept_loop(
+/// Connections accepted so far, by every listener of one trace: each gets the next stream id.
+pub(super) type Accepted = Arc<AtomicUsize>;
+
+/// Second handles on accepted connections, for writing back to the traced processes (an attached process's stop
+/// byte).
+pub(super) type Controls = Arc<std::sync::Mutex<Vec<UnixStream>>>;
+
+pub(super) fn accept_loop(
     listener: UnixListener,
     tx: mpsc::Sender<Msg>,
     stop: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
+    accepted: Accepted,
     tee: bool,
+    controls: Option<Controls>,
 ) {
-    let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let id = next;
-                next += 1;
-                accepted.store(next, Ordering::SeqCst);
+                let id = accepted.fetch_add(1, Ordering::SeqCst);
+                if let Some(c) = &controls {
+                    if let Ok(back) = stream.try_clone() {
+                        c.lock().unwrap_or_else(|p| p.into_inner()).push(back);
+                    }
+                }
                 let tx = tx.clone();
                 std::thread::spawn(move || read_stream(id, stream, tx, tee));
             }
@@ -288,10 +298,10 @@ struct StreamState {
     errors: usize,
 }
 
-struct Collector<'d, 's, 'a> {
+pub(super) struct Collector<'d, 's, 'a> {
     demangler: &'d mut Demangler,
     streams: HashMap<usize, StreamState>,
-    trace: Trace,
+    pub(super) trace: Trace,
     sinks: &'s mut Sinks<'a>,
     /// The trace file's stream number of each connection.
     file_streams: HashMap<usize, u32>,
@@ -300,7 +310,11 @@ struct Collector<'d, 's, 'a> {
 }
 
 impl<'d, 's, 'a> Collector<'d, 's, 'a> {
-    fn new(demangler: &'d mut Demangler, kinds: Vec<TraceKind>, sinks: &'s mut Sinks<'a>) -> Self {
+    pub(super) fn new(
+        demangler: &'d mut Demangler,
+        kinds: Vec<TraceKind>,
+        sinks: &'s mut Sinks<'a>,
+    ) -> Self {
         let trace = Trace {
             kernel_times: true,
             sees_transfers: kinds.contains(&TraceKind::Memcpy)
@@ -362,11 +376,11 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         }
     }
 
-    fn all_finished(&self) -> bool {
+    pub(super) fn all_finished(&self) -> bool {
         self.streams.values().all(|s| s.ended || s.closed)
     }
 
-    fn give_up(&mut self, waited: Duration) {
+    pub(super) fn give_up(&mut self, waited: Duration) {
         for s in self.streams.values_mut().filter(|s| !s.ended && !s.closed) {
             s.abandoned = true;
             self.trace.warnings.push(format!(
@@ -378,7 +392,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         }
     }
 
-    fn take(&mut self, msg: Msg) {
+    pub(super) fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Header(id, h) => {
                 let s = self.streams.entry(id).or_default();
@@ -539,7 +553,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         }
     }
 
-    fn finish(mut self) -> Result<Trace, Failure> {
+    pub(super) fn finish(mut self) -> Result<Trace, Failure> {
         if let Some(e) = self.sink_error.take() {
             return Err(Failure::new(1, e));
         }

@@ -14,6 +14,10 @@ use gpu_tools::trace::env::{ApiMode, GraphMode, TraceKind};
 /// found) runs the program with the injection library that this executable carries; `--backend debugger` uses the
 /// CUDA debugger API (launches only; it can also attach to a running process with `--attach PID`).
 ///
+/// `gpu-tools trace --pid PID[,PID...]` (or `--pid-tree PID`: every CUDA process under a launcher such as
+/// torchrun) traces processes that already run, without restarting them: the injection library is loaded into
+/// each, traces until `--duration` passes or Ctrl-C, then stops and leaves the process running as before.
+///
 /// Exit code: the program's own; 128 + N when signal N ended it; 127 when the program is not found, 126 when it
 /// cannot be run; 3 when the program succeeded but the trace is incomplete (records dropped or lost); 1 when
 /// nothing could be traced (no driver, a program that never uses CUDA); 2 for a usage error.
@@ -142,9 +146,29 @@ pub struct Args {
     )]
     pub attach_protocol: Option<AttachProtocol>,
 
-    /// The program and its arguments (not with --attach).
+    /// Trace these running processes (comma-separated PIDs) instead of starting a program: each is traced from
+    /// now until --duration, Ctrl-C or SIGTERM, then left running as it was. Uses the cupti backend (the
+    /// debugger backend's attach is `--backend debugger --pid PID`).
     #[arg(
-        required_unless_present = "attach",
+        long,
+        value_name = "PID[,PID...]",
+        value_delimiter = ',',
+        conflicts_with = "program"
+    )]
+    pub pid: Vec<u32>,
+
+    /// Trace every process under PID that uses CUDA (a launcher: torchrun, srun, mpirun), PID included.
+    #[arg(long, value_name = "PID", conflicts_with = "program")]
+    pub pid_tree: Option<u32>,
+
+    /// With --pid or --pid-tree: stop after this many seconds (default: at Ctrl-C, SIGTERM, or when every
+    /// traced process has ended).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+
+    /// The program and its arguments (not with --attach, --pid or --pid-tree).
+    #[arg(
+        required_unless_present_any = ["attach", "pid", "pid_tree"],
         trailing_var_arg = true,
         value_name = "PROGRAM ARGS"
     )]
@@ -269,12 +293,24 @@ impl Args {
         kinds
     }
 
+    /// Whether running processes are traced (`--pid`, `--pid-tree`) rather than a program started.
+    pub fn attaches_by_pid(&self) -> bool {
+        !self.pid.is_empty() || self.pid_tree.is_some()
+    }
+
     /// An option of the other backend, if one was given (a usage error).
     pub fn misplaced_option(&self, backend: Backend) -> Option<&'static str> {
         use Backend::{Cupti, Debugger, Rocm};
         // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
         // size and the socket; the record stream's options apply where there is one).
-        let options: [(bool, &'static str, &[Backend]); 17] = [
+        let attaching = !self.pid.is_empty() || self.pid_tree.is_some();
+        let options: [(bool, &'static str, &[Backend]); 19] = [
+            (self.pid_tree.is_some(), "--pid-tree", &[Cupti]),
+            (
+                self.duration.is_some() && attaching,
+                "--duration",
+                &[Cupti, Debugger],
+            ),
             (self.spin_us.is_some(), "--spin-us", &[Debugger]),
             (self.push_pop, "--push-pop", &[Debugger]),
             (self.defer_launches, "--defer-launches", &[Debugger]),

@@ -14,6 +14,7 @@
 //! file that cannot be written, no CUDA driver) is a message and a non-zero exit before the program runs where it
 //! can be known then; a program that crashes still has what was received before the crash written out.
 
+mod attach;
 mod backend_cupti;
 mod backend_debugger;
 mod cli;
@@ -155,9 +156,12 @@ fn links_hip(path: &Path) -> bool {
 /// The backend asked for, or the default: rocm for a program that links the HIP runtime, else cupti where
 /// libcupti loads, else the debugger.
 fn choose_backend(args: &Args, program: Option<&Path>) -> Backend {
-    // Only the debugger backend attaches to a running process.
+    // `--attach` is the debugger backend's; `--pid` and `--pid-tree` attach through the injection library.
     if args.attach.is_some() && args.backend.is_none() {
         return Backend::Debugger;
+    }
+    if args.attaches_by_pid() && args.backend.is_none() {
+        return Backend::Cupti;
     }
     if args.backend.is_none() && program.is_some_and(links_hip) {
         log::info!("the program links libamdhip64: using the rocm backend");
@@ -211,7 +215,7 @@ fn check_driver() -> Result<(), Failure> {
     })
 }
 
-pub fn run(args: Args) -> Outcome {
+pub fn run(mut args: Args) -> Outcome {
     // Checked here: clap skips `requires` on an option whose requirement conflicts with the program given.
     if args.attach_protocol.is_some() && args.attach.is_none() {
         return Err(usage(
@@ -219,11 +223,38 @@ pub fn run(args: Args) -> Outcome {
             "--attach-protocol applies only with --attach PID",
         ));
     }
+    if args.duration.is_some() && !args.attaches_by_pid() && args.attach.is_none() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--duration applies only with --pid or --pid-tree",
+        ));
+    }
+    if args.duration.is_some_and(|d| !(d.is_finite() && d > 0.0)) {
+        return Err(usage(
+            ErrorKind::ValueValidation,
+            "--duration must be a positive number of seconds",
+        ));
+    }
     let program = args.program.first().map(|p| check_program(p)).transpose()?;
     if let Some(pid) = args.attach {
         crate::pid::check(pid)?;
     }
     let backend = choose_backend(&args, program.as_deref());
+    // The debugger backend attaches to one process, through `--attach`.
+    if backend == Backend::Debugger && args.attaches_by_pid() {
+        if args.pid.len() != 1 || args.pid_tree.is_some() {
+            return Err(usage(
+                ErrorKind::ArgumentConflict,
+                "the debugger backend attaches to one process: --pid PID",
+            ));
+        }
+        args.attach = args.pid.pop();
+    }
+    let targets = if backend == Backend::Cupti && args.attaches_by_pid() {
+        attach::targets(&args)?
+    } else {
+        Vec::new()
+    };
     if let Some(option) = args.misplaced_option(backend) {
         return Err(usage(
             ErrorKind::ArgumentConflict,
@@ -292,6 +323,23 @@ pub fn run(args: Args) -> Outcome {
             }),
         };
         let result = match (tool, &lib) {
+            (Some(Tool::Cuda), Some(lib)) if !targets.is_empty() => {
+                // The CUPTI this tool would use, for processes that map none (loaded by bare name: where the
+                // loader found it).
+                let cupti = gpu_tools::cupti::CuptiLibrary::load().ok().and_then(|l| {
+                    l.path().map(Path::to_path_buf).or_else(|| {
+                        gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
+                    })
+                });
+                attach::run(
+                    &args,
+                    &mut demangler,
+                    lib,
+                    &mut sinks,
+                    &targets,
+                    cupti.as_deref(),
+                )
+            }
             (Some(tool), Some(lib)) => {
                 backend_cupti::run(&args, &mut demangler, tool, lib, &mut sinks)
             }
@@ -362,7 +410,7 @@ pub fn run(args: Args) -> Outcome {
     // The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that
     // was left running has none: the trace ended as asked.
     let code = match traced.status {
-        None if args.attach.is_some() => 0,
+        None if args.attach.is_some() || !targets.is_empty() => 0,
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => u8::try_from(code).unwrap_or(1),
             (None, Some(signal)) => {

@@ -1,0 +1,338 @@
+//! `gpu-tools trace --pid PID[,PID...]` and `--pid-tree PID`: tracing processes that already run. The injection
+//! library is loaded into each (`gpu_tools::linux::inject`) and its attach entry point started; each process then
+//! connects to this one and streams its records, as in a launched trace, until `--duration` passes, Ctrl-C or
+//! SIGTERM arrives, or every process has ended. Then each gets the stop byte: it disables what it enabled,
+//! delivers every record and ends its stream, and runs on as before.
+//!
+//! Ctrl-C during an injection does not cut it short: the injection finishes (a process left half-way would be
+//! left broken), and the trace then stops at once.
+
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gpu_tools::linux::inject::{InjectError, Injection, TargetFilesystem};
+use gpu_tools::linux::procfs::Process;
+use gpu_tools::trace::env::{self, Destination, InjectionEnv};
+
+use super::Traced;
+use super::backend_cupti::{Collector, Controls, Msg, Sinks, accept_loop};
+use super::cli::Args;
+use super::model::Demangler;
+use crate::failure::Failure;
+
+/// How long the attached processes get to deliver their records after the stop byte (unless
+/// `--drain-timeout-ms` says otherwise).
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// What `gpu_tools_inject_attach` returned, in words.
+fn entry_status(code: i32) -> String {
+    match code {
+        1 => "it is already traced by gpu-tools (started under `gpu-tools trace`, or another `trace --pid` is \
+              attached)"
+            .into(),
+        2 => "the injection library refused its settings".into(),
+        3 => "the injection library could not start its thread".into(),
+        4 => "the injection library failed (a panic was caught)".into(),
+        other => format!("the injection library's entry point returned {other}"),
+    }
+}
+
+/// The processes to attach to: those given, or the CUDA processes of a tree.
+pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
+    let mut pids: Vec<u32> = cli.pid.clone();
+    if let Some(root) = cli.pid_tree {
+        crate::pid::check(root)?;
+        let tree = crate::pid::tree(root);
+        let cuda: Vec<u32> = tree.iter().copied().filter(|&p| uses_cuda(p)).collect();
+        if cuda.is_empty() {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "no process of the {} in the tree of process {root} uses CUDA (yet)",
+                    tree.len()
+                ),
+            ));
+        }
+        eprintln!(
+            "gpu-tools trace: {} of the {} processes under {root} use CUDA: {}",
+            cuda.len(),
+            tree.len(),
+            cuda.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        pids.extend(cuda);
+    }
+    let mut seen = std::collections::HashSet::new();
+    pids.retain(|p| seen.insert(*p));
+    for &p in &pids {
+        crate::pid::check(p)?;
+    }
+    Ok(pids)
+}
+
+fn uses_cuda(pid: u32) -> bool {
+    Process::new(pid).mapped_library("libcuda.so").is_some()
+}
+
+/// Where one process's records arrive.
+struct Endpoint {
+    /// The socket as the process names it.
+    in_target: PathBuf,
+}
+
+pub fn run(
+    cli: &Args,
+    demangler: &mut Demangler,
+    lib: &Path,
+    sinks: &mut Sinks<'_>,
+    pids: &[u32],
+    cupti: Option<&Path>,
+) -> Result<Traced, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
+        if let Err(e) = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst)) {
+            log::warn!("no Ctrl-C handler: {e}");
+        }
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("gpu-tools-trace-")
+        .tempdir()
+        .map_err(|e| Failure::new(1, format!("cannot make a socket folder: {e}")))?;
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let accept_stop = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let controls: Controls = Arc::default();
+    let tee = sinks.file.is_some();
+    let mut cleanup: Vec<PathBuf> = Vec::new();
+    let listen = |socket_here: &Path| -> Result<(), Failure> {
+        let listener = UnixListener::bind(socket_here)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| {
+                Failure::new(
+                    1,
+                    format!("cannot listen on {}: {e}", socket_here.display()),
+                )
+            })?;
+        let (tx, stop, accepted, controls) = (
+            tx.clone(),
+            Arc::clone(&accept_stop),
+            Arc::clone(&accepted),
+            Arc::clone(&controls),
+        );
+        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee, Some(controls)));
+        Ok(())
+    };
+    // One socket for the processes that see this one's files; one in each other mount namespace's /tmp.
+    let shared_socket = dir.path().join("trace.sock");
+    let mut shared_listening = false;
+    let mut endpoints = Vec::new();
+    for &pid in pids {
+        let fs = TargetFilesystem::for_process(pid)
+            .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?;
+        if fs.is_shared() {
+            if !shared_listening {
+                listen(&shared_socket)?;
+                shared_listening = true;
+            }
+            endpoints.push(Endpoint {
+                in_target: shared_socket.clone(),
+            });
+        } else {
+            let in_target = PathBuf::from(format!(
+                "/tmp/gpu-tools-trace-{}-{pid}.sock",
+                std::process::id()
+            ));
+            let here = fs.host_path(&in_target);
+            let _ = std::fs::remove_file(&here);
+            listen(&here)?;
+            cleanup.push(here);
+            endpoints.push(Endpoint { in_target });
+        }
+    }
+    drop(tx);
+
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
+    let mut attached: Vec<u32> = Vec::new();
+    let mut failures: Vec<String> = Vec::new();
+    for (&pid, endpoint) in pids.iter().zip(&endpoints) {
+        let settings = injection_settings(cli, lib, &endpoint.in_target)
+            .attach_argument(cupti)
+            .ok_or_else(|| {
+                Failure::new(1, "a setting holds a newline, which an attach cannot carry")
+            })?;
+        let started = Instant::now();
+        let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
+            .argument(settings)
+            .require_library("libcuda.so")
+            .run();
+        match done {
+            Ok(d) if d.entry_result == 0 => {
+                log::info!(
+                    "attached to process {pid} in {:.0} ms (thread {}, {} looks{})",
+                    started.elapsed().as_secs_f64() * 1e3,
+                    d.thread,
+                    d.looks,
+                    if d.already_loaded {
+                        ", library loaded by an earlier attach"
+                    } else {
+                        ""
+                    }
+                );
+                attached.push(pid);
+            }
+            Ok(d) => failures.push(format!(
+                "process {pid}: not traced: {}",
+                entry_status(d.entry_result)
+            )),
+            Err(e) => failures.push(describe(pid, &e)),
+        }
+        // Messages that arrived meanwhile.
+        while let Ok(msg) = rx.try_recv() {
+            collector.take(msg);
+        }
+    }
+    if attached.is_empty() {
+        accept_stop.store(true, Ordering::Relaxed);
+        remove(&cleanup);
+        let message = failures.join("\n");
+        return Err(Failure::new(1, message));
+    }
+    for f in &failures {
+        eprintln!("gpu-tools trace: {f}");
+    }
+    if !cli.quiet {
+        eprintln!(
+            "gpu-tools trace: tracing {} (Ctrl-C to stop{})",
+            attached
+                .iter()
+                .map(|p| format!("process {p}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            cli.duration
+                .map(|d| format!(", or after {d} s"))
+                .unwrap_or_default()
+        );
+    }
+    let deadline = cli
+        .duration
+        .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    // Trace until asked to stop, the time is up, or every process has ended.
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(msg) => {
+                collector.take(msg);
+                while let Ok(msg) = rx.try_recv() {
+                    collector.take(msg);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if attached.iter().all(|&p| has_ended(p)) {
+            break;
+        }
+    }
+    // The stop byte to every connection; each process delivers what CUPTI holds and ends its stream.
+    for c in controls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter_mut()
+    {
+        let _ = c.write_all(&[env::ATTACH_STOP]);
+    }
+    let drain = cli.drain_timeout_ms.map_or(DRAIN, Duration::from_millis);
+    let stopped_at = Instant::now();
+    loop {
+        let connections = accepted.load(Ordering::SeqCst);
+        if connections >= attached.len() && collector.all_finished() {
+            break;
+        }
+        if stopped_at.elapsed() >= drain {
+            collector.give_up(drain);
+            break;
+        }
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(msg) => collector.take(msg),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    accept_stop.store(true, Ordering::Relaxed);
+    let connections = accepted.load(Ordering::SeqCst);
+    let mut trace = collector.finish()?;
+    remove(&cleanup);
+    if connections < attached.len() {
+        trace.warnings.push(format!(
+            "{} of the {} attached processes never connected (set {}=debug in the tracer's environment, or see \
+             the processes' stderr)",
+            attached.len() - connections,
+            attached.len(),
+            env::LOG
+        ));
+    }
+    Ok(Traced {
+        trace,
+        status: None,
+    })
+}
+
+/// The same settings a launched trace gives its program.
+fn injection_settings(cli: &Args, lib: &Path, socket: &Path) -> InjectionEnv {
+    let kinds = cli.effective_kinds();
+    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
+    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
+        .kinds(&kinds)
+        .graph_mode(
+            cli.cuda_graph_trace
+                .map_or_else(Default::default, |g| g.mode()),
+        )
+        .api_mode(cli.api_mode())
+        .api_skip(&skip)
+        .signals(false);
+    if let Some(v) = &cli.buffer_size {
+        injection = injection.buffer_size(v.clone());
+    }
+    if let Some(v) = cli.max_buffers {
+        injection = injection.max_buffers(v);
+    }
+    if let Some(v) = cli.flush_ms {
+        injection = injection.flush_ms(v);
+    }
+    if let Ok(level) = std::env::var(env::LOG) {
+        injection = injection.log(level);
+    }
+    injection
+}
+
+fn has_ended(pid: u32) -> bool {
+    let p = Process::new(pid);
+    !p.exists() || p.stat().is_ok_and(|s| s.has_ended())
+}
+
+fn remove(paths: &[PathBuf]) {
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// An injection error as the user reads it.
+fn describe(pid: u32, e: &InjectError) -> String {
+    match e {
+        InjectError::LibraryNotMapped { .. } => format!(
+            "process {pid} is not a CUDA process (it does not map libcuda.so), or has not initialised CUDA yet"
+        ),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,168 @@
+//! Tracing a program that already runs: `gpu_tools::linux::inject` loads this library into it and calls
+//! [`gpu_tools_inject_attach`] on one of its threads, at a moment where that thread holds no lock of the C library.
+//!
+//! The entry point only copies its argument and starts a thread: the thread that called it may hold a lock of the
+//! CUDA driver, which CUPTI's set-up would wait for. The attach thread connects to the tracer, starts tracing with
+//! the CUPTI library the program already maps (or the one the argument names), and then waits on the connection.
+//! When the tracer sends its stop byte, or closes the connection, it stops tracing: what it enabled is disabled,
+//! every record is delivered, and the stream ends. Nothing of the program's is changed: no signal handler, no
+//! callback subscriber (a profiler inside the program may hold CUPTI's only one), and CUPTI is never finalised.
+//!
+//! The library stays loaded afterwards, dormant (its code is pinned: CUPTI may still hold pointers into it, and
+//! the exit handler registered at the first attach must stay valid); a second attach starts a new session in it.
+//! If the program exits while attached, the exit handler ends the stream as in a launched trace.
+
+use std::ffi::{CStr, OsString, c_char, c_int};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gpu_tools::cupti::CuptiLibrary;
+use gpu_tools::trace::env::{self, parse_attach_argument};
+use gpu_tools::trace::{EndReason, NoticeLevel};
+
+use crate::config::{Config, Output};
+use crate::session::{self, Mode, Session};
+
+/// Set while an attach thread runs: a second attach meanwhile is refused.
+static ATTACHED: AtomicBool = AtomicBool::new(false);
+
+/// What the entry point returns.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachStatus {
+    /// The attach thread started.
+    Started = 0,
+    /// A session already runs in this process (a launched trace, or an attach not yet detached).
+    Busy = 1,
+    /// The argument is not a valid configuration.
+    BadArgument = 2,
+    /// No thread could be started.
+    NoThread = 3,
+    /// A panic was caught.
+    Panicked = 4,
+}
+
+/// Starts tracing this process from a thread of its own. `argument`: the configuration, one `NAME=value` line per
+/// variable of `gpu_tools::trace::env`, as `InjectionEnv::attach_argument` writes it. Returns an [`AttachStatus`].
+///
+/// # Safety
+///
+/// `argument` must be null or point to a NUL-terminated string that stays valid for the call (it is copied).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gpu_tools_inject_attach(argument: *const c_char) -> c_int {
+    let text = if argument.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the caller passes a NUL-terminated string valid for the call; it is copied at once.
+        unsafe { CStr::from_ptr(argument) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    match std::panic::catch_unwind(move || start(text)) {
+        Ok(status) => status as c_int,
+        Err(payload) => {
+            // Dropping a panic payload could panic again, here where nothing may unwind into the caller.
+            std::mem::forget(payload);
+            AttachStatus::Panicked as c_int
+        }
+    }
+}
+
+fn start(text: String) -> AttachStatus {
+    let vars = parse_attach_argument(&text);
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| OsString::from(v))
+    };
+    let config = match Config::from_lookup(lookup) {
+        Ok(c) => c,
+        Err(_) => return AttachStatus::BadArgument,
+    };
+    if !matches!(config.output, Output::Socket(_)) {
+        // The tracer's stop byte arrives on the connection: a file has none.
+        return AttachStatus::BadArgument;
+    }
+    let cupti = vars
+        .iter()
+        .find(|(k, _)| k == env::CUPTI_LIBRARY)
+        .map(|(_, v)| v.clone());
+    if session::is_running() || ATTACHED.swap(true, Ordering::SeqCst) {
+        return AttachStatus::Busy;
+    }
+    session::pin_this_library();
+    let thread = std::thread::Builder::new()
+        .name("gpu-tools-attach".into())
+        .spawn(move || {
+            crate::signals::block_in_this_thread();
+            let run = std::panic::catch_unwind(|| run(config, cupti));
+            if let Err(payload) = run {
+                std::mem::forget(payload);
+            }
+            ATTACHED.store(false, Ordering::SeqCst);
+        });
+    match thread {
+        Ok(_) => AttachStatus::Started,
+        Err(_) => {
+            ATTACHED.store(false, Ordering::SeqCst);
+            AttachStatus::NoThread
+        }
+    }
+}
+
+/// The attach thread: trace until the tracer says stop.
+fn run(config: Config, cupti: Option<String>) {
+    if let Some(level) = config.log {
+        crate::logger::init(level);
+    }
+    let Some(sink) = session::open_sink(&config) else {
+        return;
+    };
+    let control = sink.control_stream();
+    session::use_mapped_libraries();
+    // A program that maps no CUPTI gets the one the tracer found (the same search a launched trace makes).
+    let mapped = gpu_tools::linux::procfs::Process::current()
+        .mapped_library("libcupti.so")
+        .is_some();
+    if !mapped {
+        if let Some(path) = &cupti {
+            if let Err(e) = CuptiLibrary::load_from(path) {
+                log::warn!("CUPTI {path} did not load: {e}");
+            }
+        }
+    }
+    let Some(session) = Session::start(&config, sink, Mode::Attached) else {
+        return;
+    };
+    session.notice(
+        NoticeLevel::Info,
+        format!(
+            "attached to the running process: records start now; CUPTI {}",
+            if mapped {
+                "already mapped by the program"
+            } else {
+                "loaded for the trace"
+            }
+        ),
+    );
+    if let Err(session) = session::install(session) {
+        // A launched session started meanwhile (it cannot: the program already ran its cuInit); end ours.
+        session.finish(EndReason::Stopped);
+        return;
+    }
+    session::register_exit_handler();
+    // Wait for the tracer's stop byte, or the end of the connection (the tracer went away).
+    if let Some(mut control) = control {
+        let mut byte = [0u8; 1];
+        loop {
+            match control.read(&mut byte) {
+                Ok(0) => break,
+                Ok(_) if byte[0] == env::ATTACH_STOP => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    session::finish_running(EndReason::Stopped);
+}
