@@ -25,6 +25,13 @@ pub fn check(pid: u32) -> Result<(), Failure> {
     }
 }
 
+/// Whether process `pid` maps the CUDA driver (`libcuda.so`): it uses CUDA, or is about to.
+pub fn uses_cuda(pid: u32) -> bool {
+    gpu_tools::linux::procfs::Process::new(pid)
+        .mapped_library("libcuda.so")
+        .is_some()
+}
+
 /// Process `root` and every process below it (children, their children, ...), `root` first, from the parent ids in
 /// `/proc/*/stat`. Processes that end while `/proc` is read are left out.
 pub fn tree(root: u32) -> Vec<u32> {

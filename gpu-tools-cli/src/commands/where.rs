@@ -19,10 +19,29 @@ use crate::failure::Outcome;
 /// PC lies in (from the module's ELF symbols), resumes, and detaches: the process runs on as before, also when
 /// this command fails on the way. Needs the right to trace the process (its owner, or root; see
 /// /proc/sys/kernel/yama/ptrace_scope). Exits 0 when the process was examined (or had ended), 1 otherwise.
+///
+/// With several processes (`--pid A,B` or `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
+/// mpirun), each is examined at the same time by a process of its own; their reports follow one another, each
+/// headed by the process's rank, then a summary of a line per process shows a stuck collective at a glance.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Process id of the CUDA program.
-    pid: u32,
+    #[arg(required_unless_present_any = ["pids", "pid_tree"], conflicts_with_all = ["pids", "pid_tree"])]
+    pid: Option<u32>,
+    /// Several processes (comma-separated PIDs).
+    #[arg(
+        long = "pid",
+        id = "pids",
+        value_name = "PID[,PID...]",
+        value_delimiter = ','
+    )]
+    pids: Vec<u32>,
+    /// Every process under PID that uses CUDA (a launcher such as torchrun), PID included.
+    #[arg(long, value_name = "PID")]
+    pid_tree: Option<u32>,
+    /// Print one JSON summary line at the end (what a multi-process `where` reads from each of its parts).
+    #[arg(long, hide = true)]
+    summary_line: bool,
     /// Print each step of the attach and the detach.
     #[arg(long)]
     verbose: bool,
@@ -50,14 +69,175 @@ pub struct Args {
     detach: DetachProcedure,
 }
 
-pub fn run(args: Args) -> Outcome {
-    crate::pid::check(args.pid)?;
-    examine(&args)?;
-    Ok(0)
+/// The marker of the summary line a part prints with `--summary-line`.
+const SUMMARY: &str = "where-summary\t";
+
+/// What one process was seen doing: its running kernels and their resident warps.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Seen {
+    /// (kernel name, warps resident), over every device.
+    kernels: Vec<(String, usize)>,
+    /// Set when the process ended before it was examined.
+    ended: Option<String>,
 }
 
-fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
-    let mut builder = DebugSession::attach_builder(args.pid)
+pub fn run(args: Args) -> Outcome {
+    if let Some(pid) = args.pid {
+        crate::pid::check(pid)?;
+        let seen = examine(&args, pid)?;
+        if args.summary_line {
+            println!(
+                "{SUMMARY}{}",
+                serde_json::to_string(&seen).unwrap_or_default()
+            );
+        }
+        return Ok(0);
+    }
+    several(&args)
+}
+
+/// Every process given, each examined by a `gpu-tools where PID` of its own (a process holds one debugger
+/// client), all at once; their reports, then one summary line per process.
+fn several(args: &Args) -> Outcome {
+    let mut pids = args.pids.clone();
+    if let Some(root) = args.pid_tree {
+        crate::pid::check(root)?;
+        pids.extend(
+            crate::pid::tree(root)
+                .into_iter()
+                .filter(|&p| crate::pid::uses_cuda(p)),
+        );
+    }
+    let mut unique = std::collections::HashSet::new();
+    pids.retain(|p| unique.insert(*p));
+    if pids.is_empty() {
+        return Err(crate::failure::Failure::new(
+            1,
+            format!(
+                "no process under {} uses CUDA",
+                args.pid_tree.unwrap_or_default()
+            ),
+        ));
+    }
+    for &p in &pids {
+        crate::pid::check(p)?;
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| crate::failure::Failure::new(1, format!("cannot find this program: {e}")))?;
+    let started = Instant::now();
+    let parts: Vec<(u32, std::io::Result<std::process::Child>)> = pids
+        .iter()
+        .map(|&pid| {
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(["where", &pid.to_string(), "--summary-line"])
+                .args(["--max-warps", &args.max_warps.to_string()])
+                .args(["--protocol", args.protocol.name()])
+                .args(["--detach", args.detach.name()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            if args.verbose {
+                cmd.arg("--verbose");
+            }
+            (pid, cmd.spawn())
+        })
+        .collect();
+    let mut summary = Vec::new();
+    let mut failed = 0;
+    for (pid, child) in parts {
+        let rank = rank_of(pid);
+        let head = match &rank {
+            Some(r) => format!("=== process {pid} ({r})"),
+            None => format!("=== process {pid}"),
+        };
+        out_line(&head)?;
+        let output = child.and_then(|c| c.wait_with_output());
+        let (text, err, ok) = match output {
+            Ok(o) => (
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                o.status.success(),
+            ),
+            Err(e) => (String::new(), format!("cannot run: {e}"), false),
+        };
+        let mut seen = None;
+        for line in text.lines() {
+            match line.strip_prefix(SUMMARY) {
+                Some(json) => seen = serde_json::from_str::<Seen>(json).ok(),
+                None => out_line(line)?,
+            }
+        }
+        if !err.trim().is_empty() {
+            eprint!("{err}");
+        }
+        let who = rank.unwrap_or_else(|| format!("process {pid}"));
+        summary.push(match (seen, ok) {
+            (Some(s), true) => format!("{who} (pid {pid}): {}", describe(&s)),
+            _ => {
+                failed += 1;
+                format!(
+                    "{who} (pid {pid}): not examined ({})",
+                    err.lines().last().unwrap_or("failed")
+                )
+            }
+        });
+    }
+    out_line(&format!(
+        "=== summary ({} processes, {:.1} s)",
+        summary.len(),
+        started.elapsed().as_secs_f64()
+    ))?;
+    for line in summary {
+        out_line(&line)?;
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// One line on stdout; a closed pipe ends the command quietly (see `Failure::stdout`).
+fn out_line(text: &str) -> Result<(), crate::failure::Failure> {
+    use std::io::Write;
+    writeln!(std::io::stdout(), "{text}").map_err(crate::failure::Failure::stdout)
+}
+
+/// "1 kernel running (NAME, 408 warps)", "no kernel running", or how it ended.
+fn describe(seen: &Seen) -> String {
+    if let Some(how) = &seen.ended {
+        return format!("ended ({how})");
+    }
+    match seen.kernels.len() {
+        0 => "no kernel running".into(),
+        n => format!(
+            "{n} kernel{} running ({})",
+            if n == 1 { "" } else { "s" },
+            seen.kernels
+                .iter()
+                .map(|(name, warps)| format!("{}, {warps} warps", short(name)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
+}
+
+/// A kernel name without its parameter list, for the summary.
+fn short(name: &str) -> &str {
+    name.split('(').next().unwrap_or(name)
+}
+
+/// The rank a launcher gave process `pid`, from its environment.
+fn rank_of(pid: u32) -> Option<String> {
+    let proc = gpu_tools::linux::procfs::Process::new(pid);
+    let info = gpu_tools::trace::ProcessInfo::from_lookup(String::new(), String::new(), |k| {
+        proc.environment_variable(k)
+            .ok()
+            .flatten()
+            .map(|v| v.to_string_lossy().into_owned())
+    });
+    let label = info.rank_label();
+    (!label.is_empty()).then_some(label)
+}
+
+fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
+    let mut seen = Seen::default();
+    let mut builder = DebugSession::attach_builder(pid)
         .protocol(args.protocol)
         .detach_procedure(args.detach)
         .capabilities(gpu_tools::sys::cudbg::CUDBG_DEBUGGER_CAPABILITY_NO_CONTEXT_PUSH_POP_EVENTS);
@@ -88,11 +268,9 @@ fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
         }
     }
     if let Some(status) = session.exit_status()? {
-        println!(
-            "process {} ended ({status}) before it could be examined",
-            args.pid
-        );
-        return Ok(());
+        println!("process {pid} ended ({status}) before it could be examined");
+        seen.ended = Some(status.to_string());
+        return Ok(seen);
     }
     let name_at = |module: u64, pc: u64| -> String {
         symbols
@@ -102,8 +280,7 @@ fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
     };
     let devices = session.devices()?;
     println!(
-        "process {}: {} CUDA devices, {} modules",
-        args.pid,
+        "process {pid}: {} CUDA devices, {} modules",
         devices.len(),
         symbols.len()
     );
@@ -123,17 +300,23 @@ fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
         );
         for (grid, warps) in &grids {
             match dev.grid(*grid) {
-                Ok(info) => println!(
-                    "  kernel grid {grid} {} grid {} block {} ({} warps resident)",
-                    name_at(info.module, info.function_entry),
-                    info.grid_dim,
-                    info.block_dim,
-                    warps.len()
-                ),
-                Err(e) => println!(
-                    "  kernel grid {grid} (no grid info: {e}), {} warps",
-                    warps.len()
-                ),
+                Ok(info) => {
+                    let name = name_at(info.module, info.function_entry);
+                    println!(
+                        "  kernel grid {grid} {name} grid {} block {} ({} warps resident)",
+                        info.grid_dim,
+                        info.block_dim,
+                        warps.len()
+                    );
+                    seen.kernels.push((name, warps.len()));
+                }
+                Err(e) => {
+                    println!(
+                        "  kernel grid {grid} (no grid info: {e}), {} warps",
+                        warps.len()
+                    );
+                    seen.kernels.push((format!("grid {grid}"), warps.len()));
+                }
             }
             let module = dev.grid(*grid).map_or(0, |g| g.module);
             for w in warps.iter().take(args.max_warps) {
@@ -155,6 +338,6 @@ fn examine(args: &Args) -> Result<(), gpu_tools::Error> {
         dev.resume()?;
     }
     session.close()?;
-    println!("detached; process {} runs on", args.pid);
-    Ok(())
+    println!("detached; process {pid} runs on");
+    Ok(seen)
 }

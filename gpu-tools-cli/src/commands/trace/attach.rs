@@ -48,7 +48,11 @@ pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
     if let Some(root) = cli.pid_tree {
         crate::pid::check(root)?;
         let tree = crate::pid::tree(root);
-        let cuda: Vec<u32> = tree.iter().copied().filter(|&p| uses_cuda(p)).collect();
+        let cuda: Vec<u32> = tree
+            .iter()
+            .copied()
+            .filter(|&p| crate::pid::uses_cuda(p))
+            .collect();
         if cuda.is_empty() {
             return Err(Failure::new(
                 1,
@@ -75,10 +79,6 @@ pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
         crate::pid::check(p)?;
     }
     Ok(pids)
-}
-
-fn uses_cuda(pid: u32) -> bool {
-    Process::new(pid).mapped_library("libcuda.so").is_some()
 }
 
 /// Where one process's records arrive.
