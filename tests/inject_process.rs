@@ -174,9 +174,12 @@ fn refusals_leave_the_process_running() {
         .unwrap_err();
     assert!(matches!(e, InjectError::OwnProcess(_)), "{e}");
 
-    // A static binary: no loader to call.
+    // A static binary: no loader to call (said before any library requirement).
     let child = start("target-static", 300);
-    let e = Injection::new(child.id(), &lib, ENTRY).run().unwrap_err();
+    let e = Injection::new(child.id(), &lib, ENTRY)
+        .require_library("libcuda.so")
+        .run()
+        .unwrap_err();
     assert!(matches!(e, InjectError::NoDynamicLoader { .. }), "{e}");
     assert!(e.to_string().contains("statically linked"), "{e}");
     assert_eq!(finish(child), (expected_sum(300), Some(0)));
@@ -234,4 +237,55 @@ fn refusals_leave_the_process_running() {
     );
     // After every refusal the program still ends with its own result.
     assert_eq!(finish(child), (expected_sum(1200), Some(0)));
+}
+
+/// Run again as a child of `another_users_process_is_refused_with_the_fix`: drops to uid 65534, injects into the
+/// process the variable names, and prints the error.
+#[test]
+#[ignore = "the child process of another_users_process_is_refused_with_the_fix"]
+fn as_nobody() {
+    let Ok(pid) = std::env::var("GPU_TOOLS_TEST_INJECT_TARGET") else {
+        return;
+    };
+    // SAFETY: plain system calls with integer arguments; this process only prints after them.
+    unsafe {
+        assert_eq!(libc::setgid(65534), 0);
+        assert_eq!(libc::setuid(65534), 0);
+    }
+    let lib = std::env::var("GPU_TOOLS_TEST_INJECT_LIB").unwrap();
+    let e = Injection::new(pid.parse().unwrap(), lib, ENTRY)
+        .run()
+        .unwrap_err();
+    println!("ERROR {e:?}");
+    println!("TEXT {e}");
+}
+
+#[test]
+fn another_users_process_is_refused_with_the_fix() {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc::getuid() } == 0;
+    assert!(
+        root,
+        "this test drops from root to another user; run the tests as root (CI does)"
+    );
+    let child = start("target", 1000);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "as_nobody",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("GPU_TOOLS_TEST_INJECT_TARGET", child.id().to_string())
+        .env("GPU_TOOLS_TEST_INJECT_LIB", built().dir.join("libagent.so"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ERROR PermissionDenied"), "{text}");
+    assert!(
+        text.contains("belongs to uid 0") && text.contains("run as that user, or as root"),
+        "the refusal names the reason and the fix: {text}"
+    );
+    assert_eq!(finish(child), (expected_sum(1000), Some(0)));
 }

@@ -220,13 +220,14 @@ pub fn pin_this_library() {
 }
 
 /// How a session began: with the program (`InitializeInjection`), or attached to a running program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     /// Started from the program's first `cuInit`.
     Launched,
-    /// Loaded into a program that already ran: no callback subscriber (the program's own profiler may hold the one
-    /// CUPTI 13.0 allows), no signal handlers (the program's are left as they are).
-    Attached,
+    /// Loaded into a program that already ran: no signal handlers (the program's are left as they are), and no
+    /// callback subscriber (the program's own profiler may hold the one CUPTI 13.0 allows) unless kernel metrics
+    /// ask for one.
+    Attached(Option<gpu_tools::profile::ProfileRequest>),
 }
 
 /// `InitializeInjection`'s work: true when tracing runs.
@@ -399,7 +400,7 @@ impl Session {
             tracer.kinds(),
             config.output
         );
-        let subscriber = match mode {
+        let subscriber = match &mode {
             Mode::Launched => {
                 let profiling = crate::profiling::start(&writer);
                 match context_flush(&tracer, profiling) {
@@ -416,7 +417,10 @@ impl Session {
                 }
             }
             // Activity records need no subscriber; the program's own profiler may hold the only one.
-            Mode::Attached => None,
+            Mode::Attached(None) => None,
+            Mode::Attached(Some(request)) => {
+                crate::profiling::start_attached(&writer, request.clone())
+            }
         };
         let flusher = match config.flush_interval {
             Some(every) => match Flusher::start(Arc::clone(&tracer), every) {

@@ -123,6 +123,9 @@ pub struct DriverApi {
     pub cu_mem_alloc_host: Option<unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult>,
     /// `cuMemFreeHost`.
     pub cu_mem_free_host: Option<unsafe extern "C" fn(*mut c_void) -> CuResult>,
+    /// `cuDevicePrimaryCtxGetState`: whether a device's primary context is active (without creating it).
+    pub cu_device_primary_ctx_get_state:
+        Option<unsafe extern "C" fn(sys::CUdevice, *mut c_uint, *mut c_int) -> CuResult>,
     /// `cuDeviceGetUuid_v2`.
     pub cu_device_get_uuid:
         Option<unsafe extern "C" fn(*mut sys::CUuuid, sys::CUdevice) -> CuResult>,
@@ -368,6 +371,7 @@ fn bind(path: &Path) -> Result<Driver, Rejection> {
         cu_memset_d32_async: o(&table.cuMemsetD32Async),
         cu_mem_alloc_host: o(&table.cuMemAllocHost_v2),
         cu_mem_free_host: o(&table.cuMemFreeHost),
+        cu_device_primary_ctx_get_state: o(&table.cuDevicePrimaryCtxGetState),
         cu_device_get_uuid: o(&table.cuDeviceGetUuid_v2),
         cu_device_get_pci_bus_id: o(&table.cuDeviceGetPCIBusId),
         cu_checkpoint_process_get_restore_thread_id: o(&table.cuCheckpointProcessGetRestoreThreadId),

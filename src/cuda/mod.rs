@@ -104,6 +104,31 @@ impl Context {
         })
     }
 
+    /// Retains the primary context of device `ordinal` only if the process has made it active already: `None`
+    /// when it is not (retaining it then would create it, which a tool observing a program must not do). For a
+    /// tool inside a program it did not start (an attached tracer), this finds the contexts the program runs on.
+    pub fn active_primary(ordinal: usize) -> Result<Option<Self>, crate::Error> {
+        let driver = Driver::load()?;
+        let dev = driver.device(ordinal)?;
+        let Some(get_state) = driver.api().cu_device_primary_ctx_get_state else {
+            return Err(CudaError::from_code(driver, sys::CUDA_ERROR_NOT_SUPPORTED).into());
+        };
+        let (mut flags, mut active): (c_uint, std::ffi::c_int) = (0, 0);
+        // SAFETY: driver initialised by device(); valid out-pointers and device.
+        driver.check(unsafe { get_state(dev, &mut flags, &mut active) })?;
+        if active == 0 {
+            return Ok(None);
+        }
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: as above; the context is active, so retaining it only adds a reference.
+        driver.check(unsafe { (driver.api().cu_device_primary_ctx_retain)(&mut raw, dev) })?;
+        Ok(Some(Context {
+            raw,
+            driver,
+            ownership: Ownership::Primary(dev),
+        }))
+    }
+
     /// Creates a new context on device `ordinal` (`cuCtxCreate`), owned by the value and destroyed on drop.
     /// The calling thread's current context is left as it was.
     pub fn create(ordinal: usize) -> Result<Self, crate::Error> {

@@ -530,6 +530,14 @@ pub struct DriverFns {
     >,
     pub cuDevicePrimaryCtxRelease_v2:
         Result<unsafe extern "C" fn(dev: CUdevice) -> CUresult, ::libloading::Error>,
+    pub cuDevicePrimaryCtxGetState: Result<
+        unsafe extern "C" fn(
+            dev: CUdevice,
+            flags: *mut ::std::os::raw::c_uint,
+            active: *mut ::std::os::raw::c_int,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuCtxCreate_v4: Result<
         unsafe extern "C" fn(
             pctx: *mut CUcontext,
@@ -802,6 +810,9 @@ impl DriverFns {
         let cuDevicePrimaryCtxRelease_v2 = __library
             .get(b"cuDevicePrimaryCtxRelease_v2\0")
             .map(|sym| *sym);
+        let cuDevicePrimaryCtxGetState = __library
+            .get(b"cuDevicePrimaryCtxGetState\0")
+            .map(|sym| *sym);
         let cuCtxCreate_v4 = __library.get(b"cuCtxCreate_v4\0").map(|sym| *sym);
         let cuCtxDestroy_v2 = __library.get(b"cuCtxDestroy_v2\0").map(|sym| *sym);
         let cuCtxPushCurrent_v2 = __library.get(b"cuCtxPushCurrent_v2\0").map(|sym| *sym);
@@ -871,6 +882,7 @@ impl DriverFns {
             cuDeviceGetAttribute,
             cuDevicePrimaryCtxRetain,
             cuDevicePrimaryCtxRelease_v2,
+            cuDevicePrimaryCtxGetState,
             cuCtxCreate_v4,
             cuCtxDestroy_v2,
             cuCtxPushCurrent_v2,
@@ -1008,6 +1020,17 @@ impl DriverFns {
             .cuDevicePrimaryCtxRelease_v2
             .as_ref()
             .expect("Expected function, got error."))(dev)
+    }
+    pub unsafe fn cuDevicePrimaryCtxGetState(
+        &self,
+        dev: CUdevice,
+        flags: *mut ::std::os::raw::c_uint,
+        active: *mut ::std::os::raw::c_int,
+    ) -> CUresult {
+        (self
+            .cuDevicePrimaryCtxGetState
+            .as_ref()
+            .expect("Expected function, got error."))(dev, flags, active)
     }
     pub unsafe fn cuCtxCreate_v4(
         &self,

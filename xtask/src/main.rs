@@ -315,7 +315,7 @@ fn cbid_names(cupti: &Path, out: &Path, version: &str) {
 /// The driver calls the crate makes itself: initialisation, devices, contexts, memory, modules, launches.
 const DRIVER_FUNCTIONS: &str = "cuInit|cuDriverGetVersion|cuGetErrorName|cuGetErrorString\
     |cuDeviceGet|cuDeviceGetCount|cuDeviceGetName|cuDeviceTotalMem(_v2)?|cuDeviceGetAttribute\
-    |cuDevicePrimaryCtxRetain|cuDevicePrimaryCtxRelease(_v2)?\
+    |cuDevicePrimaryCtxRetain|cuDevicePrimaryCtxRelease(_v2)?|cuDevicePrimaryCtxGetState\
     |cuCtxCreate(_v[0-9])?|cuCtxDestroy(_v2)?|cuCtxGetCurrent|cuCtxSetCurrent|cuCtxPushCurrent(_v2)?\
     |cuCtxPopCurrent(_v2)?|cuCtxGetDevice|cuCtxGetApiVersion|cuCtxSynchronize\
     |cuMemAlloc(_v2)?|cuMemFree(_v2)?|cuMemGetInfo(_v2)?|cuMemcpyHtoD(_v2)?|cuMemcpyDtoH(_v2)?\

@@ -135,7 +135,7 @@ impl Injection {
         let started = Instant::now();
         let pid = self.pid;
         self.preflight()?;
-        let fs = TargetFilesystem::for_process(pid).map_err(|e| self.io_error(e))?;
+        let fs = TargetFilesystem::for_process(pid)?;
         let library_in_target = fs.place(&self.library, pid)?;
         let host_library = fs.host_path(&library_in_target);
         // The entry point must exist before the process is touched.
@@ -204,6 +204,22 @@ impl Injection {
         if maps.is_empty() {
             // A kernel thread, or a process that is exiting.
             return Err(InjectError::NoSuchProcess(pid));
+        }
+        // A static binary maps no C library: say that, rather than that it lacks a required library.
+        let has_loader = maps.iter().any(|m| {
+            m.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                ["libc.so", "libc-", "ld-musl"]
+                    .iter()
+                    .any(|p| n.starts_with(p))
+            })
+        });
+        if !has_loader {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            return Err(InjectError::NoDynamicLoader {
+                pid,
+                detail: format!("{} maps no C library", exe.display()),
+            });
         }
         for prefix in &self.require {
             let mapped = maps.iter().any(|m| {
@@ -523,10 +539,24 @@ pub struct TargetFilesystem {
 }
 
 impl TargetFilesystem {
-    /// Compares the process's mount namespace with this one's.
-    pub fn for_process(pid: u32) -> std::io::Result<Self> {
-        let ours = std::fs::read_link("/proc/self/ns/mnt")?;
-        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/mnt"))?;
+    /// Compares the process's mount namespace with this one's (reading it needs the right to trace the process).
+    pub fn for_process(pid: u32) -> Result<Self, InjectError> {
+        let fail = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => InjectError::NoSuchProcess(pid),
+            std::io::ErrorKind::PermissionDenied => InjectError::PermissionDenied {
+                pid,
+                detail: why_not_traceable(pid),
+            },
+            _ => InjectError::Trace {
+                pid,
+                detail: format!("/proc/{pid}/ns/mnt: {e}"),
+            },
+        };
+        let ours = std::fs::read_link("/proc/self/ns/mnt").map_err(|e| InjectError::Trace {
+            pid,
+            detail: format!("/proc/self/ns/mnt: {e}"),
+        })?;
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/mnt")).map_err(fail)?;
         Ok(TargetFilesystem {
             root: (ours != theirs).then(|| PathBuf::from(format!("/proc/{pid}/root"))),
         })

@@ -136,8 +136,8 @@ pub fn run(
     let mut shared_listening = false;
     let mut endpoints = Vec::new();
     for &pid in pids {
-        let fs = TargetFilesystem::for_process(pid)
-            .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?;
+        let fs =
+            TargetFilesystem::for_process(pid).map_err(|e| Failure::new(1, describe(pid, &e)))?;
         if fs.is_shared() {
             if !shared_listening {
                 listen(&shared_socket)?;

@@ -12,6 +12,8 @@ use gpu_tools::cupti::profiler::host::Catalog;
 use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
 
+mod attached;
+
 use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 use crate::inject_lib;
@@ -65,8 +67,20 @@ pub struct Args {
     /// Skip the check of metric names against device 0's catalogue.
     #[arg(long)]
     no_check: bool,
+    /// Profile the running CUDA process PID instead of starting a program (the injection library is loaded into
+    /// it, as `trace --pid` does): PC sampling for --duration seconds, or kernel metrics of the launches made
+    /// meanwhile (with --launches-per-kernel, the next N launches of each kernel). The process runs on as before.
+    #[arg(long, value_name = "PID", conflicts_with = "program")]
+    pid: Option<u32>,
+    /// With --pid: how long to profile, in seconds (default: until Ctrl-C or the process ends).
+    #[arg(long, value_name = "SECONDS", requires = "pid")]
+    duration: Option<f64>,
     /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    #[arg(
+        last = true,
+        required_unless_present = "pid",
+        value_name = "PROGRAM ARGS"
+    )]
     program: Vec<String>,
 }
 
@@ -110,9 +124,23 @@ pub fn run(args: Args) -> Outcome {
         launches_per_kernel: args.launches_per_kernel,
     };
     let (lib, _) = inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
-    let mut cmd = Command::new(&args.program[0]);
-    cmd.args(&args.program[1..]);
-    let run = profile::run(cmd, &lib, &request)?;
+    let run = match args.pid {
+        Some(pid) => {
+            if !request.metrics.is_empty() && request.pc_sampling {
+                return Err(Failure::new(
+                    1,
+                    "with --pid, ask for kernel metrics or --pc-sampling, not both: CUPTI gives no PC samples \
+                     while the range profiler is on (profile the process twice)",
+                ));
+            }
+            attached::run(pid, &lib, &request, args.duration)?
+        }
+        None => {
+            let mut cmd = Command::new(&args.program[0]);
+            cmd.args(&args.program[1..]);
+            profile::run(cmd, &lib, &request)?
+        }
+    };
     if run.runs > 1 {
         eprintln!(
             "gpu-tools profile: PC sampling ran in a second run of the program (CUPTI gives no PC samples while \
@@ -155,7 +183,11 @@ pub fn run(args: Args) -> Outcome {
                 .map_err(Failure::stdout)?;
         }
     }
-    let status = run.status.and_then(|s| s.code()).unwrap_or(1);
+    // An attached process was left running: it has no exit status of its own here.
+    let status = match args.pid {
+        Some(_) => 0,
+        None => run.status.and_then(|s| s.code()).unwrap_or(1),
+    };
     if status != 0 {
         return Ok(u8::try_from(status).unwrap_or(1));
     }
