@@ -49,3 +49,23 @@ fn copies_and_sets_on_a_stream_move_the_bytes() {
     assert!(got[1000..4096].iter().all(|&x| x == 0x5a));
     assert!(got[4096..].iter().all(|&x| x == 0));
 }
+
+#[test]
+fn looking_for_an_active_primary_context_never_creates_one() {
+    common::load_doubles();
+    assert!(
+        Context::active_primary(0).unwrap().is_none(),
+        "no primary context yet: none is made"
+    );
+    let held = Context::primary(0).unwrap();
+    let found = Context::active_primary(0)
+        .unwrap()
+        .expect("the program's primary context is found");
+    assert_eq!(found.as_raw(), held.as_raw());
+    drop(found);
+    drop(held);
+    assert!(
+        Context::active_primary(0).unwrap().is_none(),
+        "both references were released"
+    );
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU-host runs of `gpu-tools trace --pid`: every target is started by plain python3 or its own binary, with no
 # gpu-tools variable. Stage first (scripts/gpu-stage), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc]     (default: all)
+#   bash examples/gpu/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc] [profile]    (default: all)
 # Logs and traces go to $OUT (or /tmp/attach).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); bin=$root/.gpu/bin; py=${PYTHON:-python3}
@@ -10,7 +10,7 @@ gt=$bin/bin-gpu-tools
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 # The embedded injection library is the one under test (not a staged copy from another build).
 unset GPU_TOOLS_INJECT_LIB
-parts=${*:-torch c jax coexist bad ctrlc}
+parts=${*:-torch c jax coexist bad ctrlc profile}
 STEPS=${STEPS:-8000}
 
 # wait_ready LOG: waits for the target's "ready PID" line and prints the PID.
@@ -146,4 +146,13 @@ if [[ " $parts " == *" ctrlc "* ]]; then
   t=$!
   sleep 2; kill -TERM $t; wait $t; echo "trace after SIGTERM: rc=$?"; tail -3 "$out/term.txt"
   wait $job; echo "job rc=$?"; tail -1 "$out/ctrlc.log"
+fi
+
+if [[ " $parts " == *" profile "* ]]; then
+  section "profile --pid: refused before the process is touched"
+  /tmp/attach_probe 3 > "$out/profile-job.log" 2>&1 &
+  job=$!
+  pid=$(wait_ready "$out/profile-job.log")
+  "$gt" profile --pid "$pid" --pc-sampling; echo "profile --pid rc=$?"
+  wait $job; echo "job rc=$?"; tail -1 "$out/profile-job.log"
 fi

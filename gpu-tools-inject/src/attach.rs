@@ -14,7 +14,6 @@
 
 use std::ffi::{CStr, OsString, c_char, c_int};
 use std::io::Read;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
@@ -88,13 +87,6 @@ fn start(text: String) -> AttachStatus {
         .iter()
         .find(|(k, _)| k == env::CUPTI_LIBRARY)
         .map(|(_, v)| v.clone());
-    let profile = match gpu_tools::profile::ProfileRequest::from_lookup(|name| {
-        vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-    }) {
-        Ok(r) if r.is_empty() => None,
-        Ok(r) => Some(r),
-        Err(_) => return AttachStatus::BadArgument,
-    };
     if session::is_running() || ATTACHED.swap(true, Ordering::SeqCst) {
         return AttachStatus::Busy;
     }
@@ -103,7 +95,7 @@ fn start(text: String) -> AttachStatus {
         .name("gpu-tools-attach".into())
         .spawn(move || {
             crate::signals::block_in_this_thread();
-            let run = std::panic::catch_unwind(|| run(config, cupti, profile));
+            let run = std::panic::catch_unwind(|| run(config, cupti));
             if let Err(payload) = run {
                 std::mem::forget(payload);
             }
@@ -119,7 +111,7 @@ fn start(text: String) -> AttachStatus {
 }
 
 /// The attach thread: trace until the tracer says stop.
-fn run(config: Config, cupti: Option<String>, profile: Option<gpu_tools::profile::ProfileRequest>) {
+fn run(config: Config, cupti: Option<String>) {
     if let Some(level) = config.log {
         crate::logger::init(level);
     }
@@ -139,8 +131,7 @@ fn run(config: Config, cupti: Option<String>, profile: Option<gpu_tools::profile
             }
         }
     }
-    let profiling = profile.is_some();
-    let Some(session) = Session::start(&config, sink, Mode::Attached(profile)) else {
+    let Some(session) = Session::start(&config, sink, Mode::Attached) else {
         return;
     };
     session.notice(
@@ -160,21 +151,6 @@ fn run(config: Config, cupti: Option<String>, profile: Option<gpu_tools::profile
         return;
     }
     session::register_exit_handler();
-    // PC samples are drained into the sampler's totals while the session lasts.
-    let polling = Arc::new(AtomicBool::new(profiling));
-    let poller = profiling.then(|| {
-        let polling = Arc::clone(&polling);
-        std::thread::Builder::new()
-            .name("gpu-tools-pc-poll".into())
-            .spawn(move || {
-                crate::signals::block_in_this_thread();
-                while polling.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                    crate::profiling::poll();
-                }
-            })
-            .ok()
-    });
     // Wait for the tracer's stop byte, or the end of the connection (the tracer went away).
     if let Some(mut control) = control {
         let mut byte = [0u8; 1];
@@ -187,10 +163,6 @@ fn run(config: Config, cupti: Option<String>, profile: Option<gpu_tools::profile
                 Err(_) => break,
             }
         }
-    }
-    polling.store(false, Ordering::SeqCst);
-    if let Some(Some(p)) = poller {
-        let _ = p.join();
     }
     session::finish_running(EndReason::Stopped);
 }

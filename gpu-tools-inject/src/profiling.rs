@@ -56,8 +56,6 @@ struct ContextProfile {
 }
 
 struct State {
-    /// Contexts an attached session found running (retained primary contexts), released when it ends.
-    retained: Vec<gpu_tools::cuda::Context>,
     writer: Arc<Writer>,
     request: ProfileRequest,
     contexts: Vec<ContextProfile>,
@@ -82,109 +80,6 @@ pub fn start(writer: &Arc<Writer>) -> bool {
             return false;
         }
     };
-    start_with(writer, request)
-}
-
-/// Profiling in a program that already runs (an attached session): the contexts it has made active (each
-/// device's primary context) are profiled from now on. PC sampling needs nothing more. Kernel metrics need the
-/// launch callbacks, so CUPTI's callback subscriber is taken for the session and returned (to be released at its
-/// end); when the program's own profiler holds it (CUPTI 13.0 allows one), metrics are refused with a notice and
-/// PC sampling goes on alone.
-pub fn start_attached(writer: &Arc<Writer>, mut request: ProfileRequest) -> Option<Subscriber> {
-    if request.is_empty() {
-        return None;
-    }
-    let mut subscriber = None;
-    if !request.metrics.is_empty() {
-        match Subscriber::builder()
-            .name("gpu-tools-inject")
-            .subscribe(|event| on_event(event))
-        {
-            Ok(s) => subscriber = Some(s),
-            Err(e) => {
-                writer.notice(
-                    NoticeLevel::Error,
-                    format!(
-                        "no kernel metrics: they need CUPTI's callback subscriber to see launches, and it could                          not be taken ({e}); the program's own profiler may hold it"
-                    ),
-                );
-                request.metrics.clear();
-            }
-        }
-    }
-    if !start_with(writer, request) {
-        return subscriber;
-    }
-    if let Some(s) = &subscriber {
-        if let Err(e) = enable_callbacks(s) {
-            writer.notice(
-                NoticeLevel::Error,
-                format!("no kernel metrics: launch callbacks: {e}"),
-            );
-        }
-    }
-    adopt_running_contexts(writer);
-    subscriber
-}
-
-/// Profiles the primary context of every device the program has made active (retained until the end).
-fn adopt_running_contexts(writer: &Arc<Writer>) {
-    let Ok(driver) = gpu_tools::cuda::Driver::load() else {
-        writer.notice(
-            NoticeLevel::Error,
-            "profiling: the CUDA driver is not loaded in this process".into(),
-        );
-        return;
-    };
-    let count = driver.device_count().unwrap_or(0);
-    let mut adopted = 0;
-    for ordinal in 0..count {
-        let ctx = match gpu_tools::cuda::Context::active_primary(ordinal) {
-            Ok(Some(c)) => c,
-            Ok(None) => continue,
-            Err(e) => {
-                writer.notice(
-                    NoticeLevel::Warning,
-                    format!("profiling: device {ordinal}'s context: {e}"),
-                );
-                continue;
-            }
-        };
-        let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(state) = guard.as_mut() else { return };
-        BUSY.with(|b| b.set(true));
-        let id = u32::try_from(ordinal).unwrap_or(0) + 1;
-        state.context_created(ctx.as_raw() as usize, id);
-        state.retained.push(ctx);
-        BUSY.with(|b| b.set(false));
-        adopted += 1;
-    }
-    if adopted == 0 {
-        writer.notice(
-            NoticeLevel::Warning,
-            "profiling: no device's primary context is active in this process (contexts it created itself are              not found by an attach)"
-                .into(),
-        );
-    }
-}
-
-/// Reads the PC samples gathered so far into each sampler's totals, so that CUPTI's buffers do not fill during a
-/// long attached session.
-pub fn poll() {
-    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(state) = guard.as_mut() else { return };
-    BUSY.with(|b| b.set(true));
-    for c in &mut state.contexts {
-        if let Some(pc) = c.pc.as_mut() {
-            if let Err(e) = pc.read() {
-                log::warn!("context {}: reading PC samples: {e}", c.id);
-            }
-        }
-    }
-    BUSY.with(|b| b.set(false));
-}
-
-fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
     if request.is_empty() {
         return false;
     }
@@ -207,7 +102,6 @@ fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
         .map(|m| Arc::from(m.as_str()))
         .collect();
     *STATE.lock().unwrap_or_else(|p| p.into_inner()) = Some(State {
-        retained: Vec::new(),
         writer: Arc::clone(writer),
         request,
         contexts: Vec::new(),

@@ -220,14 +220,13 @@ pub fn pin_this_library() {
 }
 
 /// How a session began: with the program (`InitializeInjection`), or attached to a running program.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Started from the program's first `cuInit`.
     Launched,
-    /// Loaded into a program that already ran: no signal handlers (the program's are left as they are), and no
-    /// callback subscriber (the program's own profiler may hold the one CUPTI 13.0 allows) unless kernel metrics
-    /// ask for one.
-    Attached(Option<gpu_tools::profile::ProfileRequest>),
+    /// Loaded into a program that already ran: no callback subscriber (the program's own profiler may hold the one
+    /// CUPTI 13.0 allows), no signal handlers (the program's are left as they are).
+    Attached,
 }
 
 /// `InitializeInjection`'s work: true when tracing runs.
@@ -400,7 +399,7 @@ impl Session {
             tracer.kinds(),
             config.output
         );
-        let subscriber = match &mode {
+        let subscriber = match mode {
             Mode::Launched => {
                 let profiling = crate::profiling::start(&writer);
                 match context_flush(&tracer, profiling) {
@@ -417,10 +416,7 @@ impl Session {
                 }
             }
             // Activity records need no subscriber; the program's own profiler may hold the only one.
-            Mode::Attached(None) => None,
-            Mode::Attached(Some(request)) => {
-                crate::profiling::start_attached(&writer, request.clone())
-            }
+            Mode::Attached => None,
         };
         let flusher = match config.flush_interval {
             Some(every) => match Flusher::start(Arc::clone(&tracer), every) {

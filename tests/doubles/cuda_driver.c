@@ -154,6 +154,17 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     return ok ? OK : INVALID_CONTEXT;
 }
 
+CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+    NEED_INIT();
+    if (!flags || !active) return INVALID_VALUE;
+    if (d != 0) return INVALID_DEVICE;
+    pthread_mutex_lock(&g_lock);
+    *flags = 0;
+    *active = g_primary_refs > 0;
+    pthread_mutex_unlock(&g_lock);
+    return OK;
+}
+
 CUresult cuCtxCreate_v4(struct dbl_ctx **out, void *params, unsigned flags, CUdevice d) {
     NEED_INIT();
     (void)params;

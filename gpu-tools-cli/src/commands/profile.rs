@@ -12,12 +12,20 @@ use gpu_tools::cupti::profiler::host::Catalog;
 use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
 
-mod attached;
-
 use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 use crate::inject_lib;
 use crate::output::OutputFile;
+
+/// Why `profile --pid` refuses, before it touches the process. Seen on an H200 (driver 580.159.04, the CUPTI 13.0
+/// that PyTorch maps): PC sampling enabled from a thread of the injection library in a running PyTorch job
+/// collected, but `cuptiPCSamplingDisable` on that thread then waited for the driver's lock in write mode while
+/// the job's main thread, inside a launch, waited for a CUPTI lock the disable held: the job hung. CUPTI's
+/// profilers are safe only where the launching thread itself starts and stops them (a launched `profile`).
+const ATTACH_REFUSED: &str = "profiling a running process is refused: stopping CUPTI's PC sampling or range \
+     profiler from a thread other than the program's own deadlocked a PyTorch job against its next kernel launch \
+     (CUPTI 13.0, driver 580); `gpu-tools trace --pid` traces it safely, and `gpu-tools profile -- PROGRAM` profiles \
+     it when started";
 
 /// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
 /// them.
@@ -67,14 +75,10 @@ pub struct Args {
     /// Skip the check of metric names against device 0's catalogue.
     #[arg(long)]
     no_check: bool,
-    /// Profile the running CUDA process PID instead of starting a program (the injection library is loaded into
-    /// it, as `trace --pid` does): PC sampling for --duration seconds, or kernel metrics of the launches made
-    /// meanwhile (with --launches-per-kernel, the next N launches of each kernel). The process runs on as before.
+    /// A running process: refused, with the reason (CUPTI's profilers cannot be stopped safely from outside the
+    /// program's own launching thread); `trace --pid` traces a running process.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
-    /// With --pid: how long to profile, in seconds (default: until Ctrl-C or the process ends).
-    #[arg(long, value_name = "SECONDS", requires = "pid")]
-    duration: Option<f64>,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -124,23 +128,13 @@ pub fn run(args: Args) -> Outcome {
         launches_per_kernel: args.launches_per_kernel,
     };
     let (lib, _) = inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
-    let run = match args.pid {
-        Some(pid) => {
-            if !request.metrics.is_empty() && request.pc_sampling {
-                return Err(Failure::new(
-                    1,
-                    "with --pid, ask for kernel metrics or --pc-sampling, not both: CUPTI gives no PC samples \
-                     while the range profiler is on (profile the process twice)",
-                ));
-            }
-            attached::run(pid, &lib, &request, args.duration)?
-        }
-        None => {
-            let mut cmd = Command::new(&args.program[0]);
-            cmd.args(&args.program[1..]);
-            profile::run(cmd, &lib, &request)?
-        }
-    };
+    if let Some(pid) = args.pid {
+        crate::pid::check(pid)?;
+        return Err(Failure::new(1, ATTACH_REFUSED));
+    }
+    let mut cmd = Command::new(&args.program[0]);
+    cmd.args(&args.program[1..]);
+    let run = profile::run(cmd, &lib, &request)?;
     if run.runs > 1 {
         eprintln!(
             "gpu-tools profile: PC sampling ran in a second run of the program (CUPTI gives no PC samples while \
@@ -183,11 +177,7 @@ pub fn run(args: Args) -> Outcome {
                 .map_err(Failure::stdout)?;
         }
     }
-    // An attached process was left running: it has no exit status of its own here.
-    let status = match args.pid {
-        Some(_) => 0,
-        None => run.status.and_then(|s| s.code()).unwrap_or(1),
-    };
+    let status = run.status.and_then(|s| s.code()).unwrap_or(1);
     if status != 0 {
         return Ok(u8::try_from(status).unwrap_or(1));
     }
