@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU-host runs of `gpu-tools trace --pid`: every target is started by plain python3 or its own binary, with no
 # gpu-tools variable. Stage first (scripts/gpu-stage), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc] [profile]    (default: all)
+#   bash examples/gpu/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc] [profile] [cycles]   (default: all)
 # Logs and traces go to $OUT (or /tmp/attach).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); bin=$root/.gpu/bin; py=${PYTHON:-python3}
@@ -10,7 +10,7 @@ gt=$bin/bin-gpu-tools
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 # The embedded injection library is the one under test (not a staged copy from another build).
 unset GPU_TOOLS_INJECT_LIB
-parts=${*:-torch c jax coexist bad ctrlc profile}
+parts=${*:-torch c jax coexist bad ctrlc profile cycles}
 STEPS=${STEPS:-8000}
 
 # wait_ready LOG: waits for the target's "ready PID" line and prints the PID.
@@ -155,4 +155,20 @@ if [[ " $parts " == *" profile "* ]]; then
   pid=$(wait_ready "$out/profile-job.log")
   "$gt" profile --pid "$pid" --pc-sampling; echo "profile --pid rc=$?"
   wait $job; echo "job rc=$?"; tail -1 "$out/profile-job.log"
+fi
+
+if [[ " $parts " == *" cycles "* ]]; then
+  section "ten attach-trace-detach cycles of 0.5 s on one PyTorch job; its result against an untouched run"
+  timeout 300 $py "$root/examples/python/attach_target.py" --steps 4000 > "$out/cycles-untouched.log" 2>&1
+  grep '^result' "$out/cycles-untouched.log" | sed 's/^/untouched: /'
+  $py "$root/examples/python/attach_target.py" --steps 4000 --profile-steps 20 > "$out/cycles.log" 2>&1 &
+  job=$!
+  pid=$(wait_ready "$out/cycles.log")
+  ok=0
+  for n in $(seq 10); do
+    timeout 60 "$gt" trace --pid "$pid" --duration 0.5 -q > "$out/cycle$n.txt" 2>&1 && ok=$((ok + 1))
+    grep -m1 -- '--- summary' "$out/cycle$n.txt" | cut -c1-110
+  done
+  echo "cycles that exited 0: $ok of 10"
+  wait $job; echo "job rc=$?"; grep -E '^(result|torch_profiler)' "$out/cycles.log" | sed 's/^/attached ten times: /'
 fi
