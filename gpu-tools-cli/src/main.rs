@@ -4,6 +4,9 @@
 //! The tools' former names still work where the executable is called by them (a link named `cuda_trace` to
 //! `gpu-tools` runs `gpu-tools trace`): see [`commands::ALIASES`].
 
+// Standard output is written through `stdout::outln!`: `println!` panics when a pipe's reader has gone away.
+#![warn(clippy::print_stdout)]
+
 mod commands;
 mod demangle;
 mod failure;
@@ -11,6 +14,7 @@ mod gpu_memory;
 mod inject_lib;
 mod output;
 mod pid;
+mod stdout;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -43,6 +47,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(arguments(std::env::args_os()));
     let name = cli.command.name();
     match cli.command.run() {
+        // Standard output closed by its reader: quietly, also where the subcommand went on to finish its work.
+        Err(Failure::BrokenPipe) => ExitCode::from(failure::BROKEN_PIPE),
+        Ok(_) if stdout::closed() => ExitCode::from(failure::BROKEN_PIPE),
         Ok(code) => ExitCode::from(code),
         Err(Failure::Usage(e)) => e.exit(),
         Err(Failure::Message { code, message }) => {

@@ -8,6 +8,7 @@ use gpu_tools::cupti::profiler::{Method, MetricKind};
 use gpu_tools::profile::json_str;
 
 use crate::failure::{Failure, Outcome};
+use crate::stdout::outln;
 
 /// List an NVIDIA chip's metrics: name, kind, unit, which collection method supports it, description.
 ///
@@ -53,9 +54,7 @@ pub fn run(args: Args) -> Outcome {
         let chips = supported_chips()?;
         let mut out = std::io::stdout().lock();
         for c in chips {
-            if writeln!(out, "{c}").is_err() {
-                break;
-            }
+            writeln!(out, "{c}").map_err(Failure::stdout)?;
         }
         return Ok(0);
     }
@@ -67,26 +66,26 @@ pub fn run(args: Args) -> Outcome {
         let method = args.method.unwrap_or(Method::RangeProfiler);
         for name in &args.check {
             catalog.resolve(name, method).map_err(Failure::error)?;
-            println!("{name}: collectable by the {method} on {}", catalog.chip());
+            outln!("{name}: collectable by the {method} on {}", catalog.chip())?;
         }
         return Ok(0);
     }
-    // A closed pipe (`| head`) ends the listing quietly.
+    // A closed pipe (`| head`) ends the listing quietly (`Failure::stdout`).
     match list(&args, &catalog) {
         Ok(()) => Ok(0),
-        Err(Listing::Closed) => Ok(0),
+        Err(Listing::Output(e)) => Err(Failure::stdout(e)),
         Err(Listing::Library(e)) => Err(Failure::from(e)),
     }
 }
 
 enum Listing {
-    Closed,
+    Output(std::io::Error),
     Library(gpu_tools::Error),
 }
 
 impl From<std::io::Error> for Listing {
-    fn from(_: std::io::Error) -> Self {
-        Listing::Closed
+    fn from(e: std::io::Error) -> Self {
+        Listing::Output(e)
     }
 }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::failure::{Failure, INCOMPLETE, Outcome};
 use crate::output::OutputFile;
+use crate::stdout::outln;
 
 /// `step(u32* buf, u64 n)`: `x[i] = x[i] * 1664525 + 1013904223 + i` for every word, in place.
 const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
@@ -78,7 +79,7 @@ pub fn run(args: Args) -> Outcome {
             serde_json::to_writer_pretty(&mut *w, &report)?;
             w.write_all(b"\n")
         })?;
-        println!("results written to {}", path.display());
+        outln!("results written to {}", path.display())?;
     }
     if !identical {
         eprintln!("gpu-tools replay: the replays did not start from the saved state");
@@ -103,7 +104,7 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let bytes = usize::try_from(args.bytes).map_err(|_| ReplayError::TooLarge(args.bytes))?;
     let ctx = Context::primary(args.device)?;
     let info = ctx.driver().device_info(args.device)?;
-    println!(
+    let _ = outln!(
         "device {}: {} (sm_{}{}), state {} MiB, {} replays",
         args.device,
         info.name,
@@ -122,7 +123,7 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let t = Instant::now();
     cp.save()?;
     let save_ms = ms(t.elapsed());
-    println!("save: {save_ms:.3} ms");
+    let _ = outln!("save: {save_ms:.3} ms");
 
     let mut host = vec![0u8; bytes];
     let mut replays = Vec::with_capacity(args.replays);
@@ -141,9 +142,11 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
         };
         if args.each {
             progress.clear();
-            println!(
+            let _ = outln!(
                 "replay {i:3}: restore {:8.3} ms  kernel {:8.3} ms  checksum {}",
-                replay.restore_ms, replay.kernel_ms, replay.checksum
+                replay.restore_ms,
+                replay.kernel_ms,
+                replay.checksum
             );
         }
         replays.push(replay);
@@ -160,13 +163,13 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let kernels: Vec<f64> = replays.iter().map(|r| r.kernel_ms).collect();
     if let (Some(r), Some(k), Some(first)) = (median(&restores), median(&kernels), replays.first())
     {
-        println!(
+        let _ = outln!(
             "restore: median {r:.3} ms; kernel: median {k:.3} ms; checksum {}",
             first.checksum
         );
     }
-    println!("one more run without restore: checksum {drifted}");
-    println!("all replays identical: {identical}");
+    let _ = outln!("one more run without restore: checksum {drifted}");
+    let _ = outln!("all replays identical: {identical}");
     let ok = identical && replays.first().is_none_or(|r| r.checksum != drifted);
     let report = Report {
         device: args.device,
