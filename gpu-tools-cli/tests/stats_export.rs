@@ -61,6 +61,11 @@ fn launch(start: u64, end: u64, correlation: u32) -> Record {
 
 /// A trace file of one process: three launches of two kernels.
 fn trace_file(dir: &Path) -> PathBuf {
+    trace_file_named(dir, "run.gputrace", false)
+}
+
+/// The same, each kernel record before its launch's when `work_first` (the order of real CUPTI traces).
+fn trace_file_named(dir: &Path, name: &str, work_first: bool) -> PathBuf {
     let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
     e.push(&Record::ProcessStart(ProcessStart {
         pid: 100,
@@ -77,13 +82,15 @@ fn trace_file(dir: &Path) -> PathBuf {
     .enumerate()
     {
         let c = u32::try_from(i).unwrap() + 1;
-        e.push(&launch(t, t + 500, c));
-        e.push(&kernel(
-            name,
-            t + 1_000,
-            t + 1_000 + 2_000 * u64::from(c),
-            c,
-        ));
+        let call = launch(t, t + 500, c);
+        let work = kernel(name, t + 1_000, t + 1_000 + 2_000 * u64::from(c), c);
+        if work_first {
+            e.push(&work);
+            e.push(&call);
+        } else {
+            e.push(&call);
+            e.push(&work);
+        }
     }
     e.push(&Record::ProcessEnd(ProcessEnd {
         time: 90_000,
@@ -97,7 +104,7 @@ fn trace_file(dir: &Path) -> PathBuf {
     let s = w.add_stream();
     w.write(s, e.bytes()).unwrap();
     w.close(s).unwrap();
-    let path = dir.join("run.gputrace");
+    let path = dir.join(name);
     std::fs::write(&path, w.into_inner().unwrap()).unwrap();
     path
 }
@@ -221,6 +228,22 @@ fn export_writes_perfetto_chrome_and_gzip() {
         .code(),
         Some(2)
     );
+}
+
+#[test]
+fn export_ties_each_launch_to_its_kernel_whatever_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for work_first in [false, true] {
+        let file = trace_file_named(dir.path(), "t.gputrace", work_first);
+        let json = dir.path().join("t.json");
+        let out = gpu_tools(&["export", s(&file), "--chrome", s(&json)]);
+        assert_eq!(out.status.code(), Some(0));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+        assert_eq!((count("s"), count("f")), (3, 3), "work first: {work_first}");
+    }
 }
 
 #[test]
