@@ -311,3 +311,125 @@ fn unreadable_input_is_refused_and_leaves_the_output_as_it_was() {
         ["keep.json", "newer.gputrace", "notes.txt", "run.gputrace"]
     );
 }
+
+/// `gpu-tools ARGS` run in `dir`.
+fn gpu_tools_in(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run gpu-tools");
+    println!(
+        "{args:?} in {}: {}\n--- stderr\n{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn export_refuses_to_write_over_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let original = std::fs::read(&file).unwrap();
+    std::fs::hard_link(&file, dir.path().join("hard.gputrace")).unwrap();
+    std::os::unix::fs::symlink(&file, dir.path().join("soft.gputrace")).unwrap();
+    let other = trace_file_named(dir.path(), "other.gputrace", false);
+    let other_bytes = std::fs::read(&other).unwrap();
+    for (out_flag, out_path) in [
+        ("--perfetto", "run.gputrace"),
+        ("--chrome", "./run.gputrace"),
+        ("--chrome", "../run.gputrace"),
+        ("--perfetto", "hard.gputrace"),
+        ("--chrome", "soft.gputrace"),
+    ] {
+        // From a folder of its own, so that `../run.gputrace` is another path to the same file.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        let cwd = if out_path.starts_with("../") {
+            sub.as_path()
+        } else {
+            dir.path()
+        };
+        let input = if out_path.starts_with("../") {
+            "../other.gputrace"
+        } else {
+            "other.gputrace"
+        };
+        let out = gpu_tools_in(cwd, &["export", input, s(&file), out_flag, out_path]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{out_path}: {err}");
+        assert_eq!(
+            err,
+            format!(
+                "gpu-tools export: cannot write the {} trace {out_path}: it is the input {}, which would be \
+                 overwritten\n",
+                if out_flag == "--perfetto" {
+                    "Perfetto"
+                } else {
+                    "Chrome"
+                },
+                file.display()
+            ),
+            "{out_path}"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            original,
+            "{out_path}: untouched"
+        );
+        std::fs::remove_dir(&sub).unwrap();
+    }
+    assert_eq!(std::fs::read(&other).unwrap(), other_bytes);
+    assert_eq!(
+        names_in(dir.path()),
+        [
+            "hard.gputrace",
+            "other.gputrace",
+            "run.gputrace",
+            "soft.gputrace"
+        ],
+        "nothing left behind"
+    );
+}
+
+#[test]
+fn a_file_given_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    std::fs::hard_link(&file, dir.path().join("hard.gputrace")).unwrap();
+    for (args, says) in [
+        (
+            vec!["stats", "run.gputrace", "run.gputrace"],
+            "run.gputrace is given twice: its records would count twice",
+        ),
+        (
+            vec!["stats", "run.gputrace", "./run.gputrace"],
+            "run.gputrace and ./run.gputrace are the same file: its records would count twice",
+        ),
+        (
+            vec!["stats", "hard.gputrace", "run.gputrace"],
+            "hard.gputrace and run.gputrace are the same file: its records would count twice",
+        ),
+        (
+            vec![
+                "export",
+                "run.gputrace",
+                "run.gputrace",
+                "--chrome",
+                "t.json",
+            ],
+            "run.gputrace is given twice: its records would count twice",
+        ),
+    ] {
+        let out = gpu_tools_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("gpu-tools {}: {says}\n", args[0]),
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: no report");
+    }
+    assert_eq!(names_in(dir.path()), ["hard.gputrace", "run.gputrace"]);
+}

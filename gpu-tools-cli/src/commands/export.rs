@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use gpu_tools::trace::export::{ChromeWriter, PerfettoWriter, Timeline, TimelineSink};
 
-use super::trace_input::{Reading, open_all};
+use super::trace_input::{Reading, check_output, open_all};
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputFile;
 
@@ -16,8 +16,9 @@ use crate::output::OutputFile;
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
 /// to the work they issued; open it at https://ui.perfetto.dev. Several files are merged on one timeline. OUT is
 /// written whole, and only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version) or OUT cannot be written; 3 when an
-/// input was cut short or is corrupt part-way (OUT then holds what was read before); 2 for a usage error.
+/// when a file cannot be read at all (not a trace, another format version) or is given twice, or OUT cannot be
+/// written or is one of the inputs; 3 when an input was cut short or is corrupt part-way (OUT then holds what was
+/// read before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
@@ -39,6 +40,7 @@ pub fn run(args: Args) -> Outcome {
         (None, None) => unreachable!("clap requires one of --perfetto and --chrome"),
     };
     // Checked before any work; nothing appears at OUT unless the export succeeds.
+    check_output(path, what, &args.files)?;
     let output = OutputFile::create(path, what)?;
     let inputs = open_all(&args.files)?;
     let mut reading = Reading::default();

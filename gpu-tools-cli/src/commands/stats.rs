@@ -15,8 +15,9 @@ use crate::failure::{Failure, Outcome};
 /// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
 /// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
 /// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version); 3 when one was cut short or is
-/// corrupt part-way (the reports then cover what was read before); 2 for a usage error.
+/// when a file cannot be read at all (not a trace, another format version) or is given twice (under any path);
+/// 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2 for a usage
+/// error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files.
