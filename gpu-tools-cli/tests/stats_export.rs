@@ -433,3 +433,77 @@ fn a_file_given_twice_is_refused() {
     }
     assert_eq!(names_in(dir.path()), ["hard.gputrace", "run.gputrace"]);
 }
+
+const COPY: &str = "_Z4copyPKfPfm";
+const COPY_DEMANGLED: &str = "copy(float const*, float*, unsigned long)";
+
+#[test]
+fn kernel_names_are_demangled_unless_raw_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    for format in ["text", "csv", "json"] {
+        let args = [
+            "stats",
+            "--report",
+            "cuda_gpu_kern_sum",
+            "--format",
+            format,
+            s(&file),
+        ];
+        let out = gpu_tools(&args);
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(COPY_DEMANGLED) && !text.contains(COPY),
+            "{format}: {text}"
+        );
+        assert!(text.contains("scale"), "a C name stays: {text}");
+        let out = gpu_tools(&[&args[..], &["--raw-names"]].concat());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(COPY) && !text.contains(COPY_DEMANGLED),
+            "{format} --raw-names: {text}"
+        );
+    }
+
+    let json = dir.path().join("t.json");
+    let kernels = |raw: bool| -> Vec<String> {
+        let mut args = vec!["export", s(&file), "--chrome", s(&json)];
+        if raw {
+            args.push("--raw-names");
+        }
+        assert_eq!(gpu_tools(&args).status.code(), Some(0));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let mut names: Vec<String> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(kernels(false), [COPY_DEMANGLED, COPY_DEMANGLED, "scale"]);
+    assert_eq!(kernels(true), [COPY, COPY, "scale"]);
+
+    let pb = dir.path().join("t.pb");
+    let holds = |bytes: &[u8], name: &str| bytes.windows(name.len()).any(|w| w == name.as_bytes());
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&pb)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&pb).unwrap();
+    assert!(holds(&bytes, COPY_DEMANGLED) && !holds(&bytes, COPY));
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&pb), "--raw-names"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&pb).unwrap();
+    assert!(holds(&bytes, COPY) && !holds(&bytes, COPY_DEMANGLED));
+}

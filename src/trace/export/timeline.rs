@@ -106,6 +106,8 @@ struct Lanes {
 
 /// Most lanes of one row; past it slices go to the last lane (and may nest wrongly there).
 const MAX_LANES: usize = 32;
+/// Most characters of a command line in a process group's name.
+const MAX_COMMAND: usize = 120;
 /// Most open NVTX ranges and pending marker data kept per stream.
 const MAX_OPEN: usize = 1 << 16;
 
@@ -298,7 +300,13 @@ impl<S: TimelineSink> Timeline<S> {
         let mut name = format!("process {}", s.pid);
         if !s.command.is_empty() {
             name.push(' ');
-            name.push_str(&s.command.chars().take(120).collect::<String>());
+            // A long command line is cut, the cut marked.
+            if s.command.chars().count() > MAX_COMMAND {
+                name.extend(s.command.chars().take(MAX_COMMAND - 1));
+                name.push('…');
+            } else {
+                name.push_str(&s.command);
+            }
         }
         if let Some(info) = &s.info {
             let rank = info.rank_label();
@@ -788,16 +796,18 @@ mod tests {
 
     use super::*;
 
-    /// Counts slices and flow ends.
+    /// Counts slices and flow ends, keeps track names.
     #[derive(Default)]
     struct Count {
+        tracks: Vec<String>,
         slices: usize,
         starts: usize,
         ends: usize,
     }
 
     impl TimelineSink for Count {
-        fn track(&mut self, _: &Track) -> io::Result<()> {
+        fn track(&mut self, track: &Track) -> io::Result<()> {
+            self.tracks.push(track.name.clone());
             Ok(())
         }
         fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()> {
@@ -865,5 +875,40 @@ mod tests {
         .unwrap();
         assert_eq!(t.sink.slices, 1);
         assert_eq!(t.streams[&(0, 0)].held, 0);
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_with_an_ellipsis() {
+        let mut t = Timeline::new(Count::default());
+        for (stream, command) in [(0, "x".repeat(200)), (1, "python3 train.py".to_string())] {
+            let pid = 100 + stream;
+            let start = ProcessStart {
+                pid,
+                parent_pid: 1,
+                time: 0,
+                command,
+            };
+            // A call on a host thread makes the process's group.
+            let call = ApiRecord {
+                start: 0,
+                end: 1,
+                domain: ApiDomain::Runtime,
+                cbid: 1,
+                name: Arc::from("cudaFree"),
+                correlation: 0,
+                process: pid,
+                thread: 1,
+                return_value: 0,
+            };
+            t.add((0, stream), &Record::ProcessStart(start)).unwrap();
+            t.add((0, stream), &Record::Api(call)).unwrap();
+        }
+        let tracks = t.finish().unwrap().tracks;
+        let cut = format!("process 100 {}…", "x".repeat(MAX_COMMAND - 1));
+        assert!(tracks.contains(&cut), "{tracks:?}");
+        assert!(
+            tracks.iter().any(|t| t == "process 101 python3 train.py"),
+            "{tracks:?}"
+        );
     }
 }
