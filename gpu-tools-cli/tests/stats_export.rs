@@ -256,6 +256,10 @@ fn a_truncated_file_keeps_what_was_read_and_exits_3() {
     let out = gpu_tools(&["stats", s(&cut)]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("note: 1 error while reading (reported on stderr)\n")
+    );
     let json = dir.path().join("cut.json");
     let out = gpu_tools(&["export", s(&cut), "--chrome", s(&json)]);
     assert_eq!(out.status.code(), Some(3));
@@ -506,4 +510,31 @@ fn kernel_names_are_demangled_unless_raw_names() {
     );
     let bytes = std::fs::read(&pb).unwrap();
     assert!(holds(&bytes, COPY) && !holds(&bytes, COPY_DEMANGLED));
+}
+
+#[test]
+fn export_counts_one_misnested_slice_in_the_singular() {
+    // 33 kernels that all overlap on one stream: 32 lanes, and one slice more in the last.
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    for c in 1..=33 {
+        e.push(&kernel("k", 1_000 + u64::from(c), 100_000, c));
+    }
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let stream = w.add_stream();
+    w.write(stream, e.bytes()).unwrap();
+    w.close(stream).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lanes.gputrace");
+    std::fs::write(&file, w.into_inner().unwrap()).unwrap();
+    let out = gpu_tools(&[
+        "export",
+        s(&file),
+        "--chrome",
+        s(&dir.path().join("t.json")),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpu-tools export: 1 slice went to an overfull track's last lane and may nest wrongly there\n"
+    );
 }

@@ -141,8 +141,9 @@ fn export<S: TimelineSink>(
     }
     let misnested = timeline.misnested();
     if misnested > 0 {
+        let slices = if misnested == 1 { "slice" } else { "slices" };
         eprintln!(
-            "gpu-tools export: {misnested} slices went to an overfull track's last lane and may nest wrongly there"
+            "gpu-tools export: {misnested} {slices} went to an overfull track's last lane and may nest wrongly there"
         );
     }
     timeline.finish()
