@@ -20,7 +20,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use commands::Command;
 use failure::Failure;
@@ -44,7 +44,8 @@ struct Cli {
 
 fn main() -> ExitCode {
     env_logger::init();
-    let cli = Cli::parse_from(arguments(std::env::args_os()));
+    let matches = cli_command().get_matches_from(arguments(std::env::args_os()));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let name = cli.command.name();
     match cli.command.run() {
         // Standard output closed by its reader: quietly, also where the subcommand went on to finish its work.
@@ -57,6 +58,12 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// The command line's definition. A subcommand's `--version` names the tool (`gpu-tools 0.1.0`), not a program
+/// of its own (clap's `gpu-tools-doctor 0.1.0`).
+fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommands(|sub| sub.display_name("gpu-tools"))
 }
 
 /// The command line, with the subcommand inserted where the executable was called by one of the tools' former
@@ -81,11 +88,10 @@ fn arguments(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
+        cli_command().debug_assert();
     }
 
     #[test]

@@ -60,6 +60,19 @@ fn every_subcommand_describes_itself() {
 }
 
 #[test]
+fn the_version_is_the_tools_under_every_subcommand() {
+    let version = format!("gpu-tools {}\n", env!("CARGO_PKG_VERSION"));
+    let top = gpu_tools(&["--version"]);
+    assert!(top.status.success());
+    assert_eq!(text(&top.stdout), version);
+    for sub in SUBCOMMANDS {
+        let out = gpu_tools(&[sub, "--version"]);
+        assert!(out.status.success(), "{sub}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), version, "{sub}");
+    }
+}
+
+#[test]
 fn a_bad_argument_exits_2_with_the_subcommands_usage() {
     for sub in SUBCOMMANDS {
         let out = gpu_tools(&[sub, "--no-such-option"]);
