@@ -142,3 +142,33 @@ fn an_existing_output_is_left_as_it_was_when_the_run_fails() {
     assert_eq!(std::fs::read(&old).unwrap(), b"{\"traceEvents\": []}\n");
     assert_eq!(names(dir.path()), ["rocprof_trace.json"]);
 }
+
+/// `replay --bytes` takes a size as `trace --buffer-size` does (`4M`, `4096k`, `1G`): accepted, the run then
+/// fails here only for want of a driver.
+#[test]
+fn replay_takes_sizes_with_a_suffix() {
+    for size in ["4M", "4096k", "1G", "4", "268435456"] {
+        let out = gpu_tools(&["replay", "--bytes", size]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{size}: {err}");
+        assert!(
+            err.starts_with("gpu-tools replay: CUDA driver (libcuda.so.1) not loaded"),
+            "{size}: {err}"
+        );
+    }
+    for (size, says) in [
+        ("3", "at least 4 bytes"),
+        ("4Q", "not a byte count"),
+        ("M", "not a byte count"),
+    ] {
+        let out = gpu_tools(&["replay", "--bytes", size]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{size}: {err}");
+        assert!(
+            err.contains(&format!(
+                "invalid value '{size}' for '--bytes <BYTES>': {says}"
+            )),
+            "{size}: {err}"
+        );
+    }
+}

@@ -30,8 +30,9 @@ const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
 /// the driver).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Size of the device buffer the kernel updates in place, in bytes (at least 4).
-    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(4..))]
+    /// Size of the device buffer the kernel updates in place, in bytes (at least 4); suffix k, M or G allowed, as
+    /// `trace --buffer-size` takes it [default: 256M].
+    #[arg(long, default_value = "256M", hide_default_value = true, value_parser = parse_bytes)]
     bytes: u64,
     /// Number of restore + kernel replays.
     #[arg(long, default_value_t = 10)]
@@ -45,6 +46,16 @@ pub struct Args {
     /// Also write the results as JSON to this file (checked before the GPU is used).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+/// A byte count as `trace --buffer-size` takes it (`268435456`, `262144k`, `256M`), at least 4.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let n = gpu_tools::trace::env::parse_size(s)?;
+    let n = u64::try_from(n).map_err(|_| "too large".to_string())?;
+    if n < 4 {
+        return Err("at least 4 bytes".to_string());
+    }
+    Ok(n)
 }
 
 /// What the run measured, for `--json`.
