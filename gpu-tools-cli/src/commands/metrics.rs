@@ -19,7 +19,7 @@ use crate::stdout::outln;
 /// unknown; 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The chip (`GH100`, `GA100`, ...; see --chips) [default: the chip of device 0].
+    /// The chip (`GH100`, `GA100`, ...; any case; see --chips) [default: the chip of device 0].
     #[arg(long, conflicts_with = "device")]
     chip: Option<String>,
     /// The chip of this CUDA device instead (needs the CUDA driver).
@@ -45,6 +45,16 @@ pub struct Args {
     filter: Option<String>,
 }
 
+/// The chip `given` as CUPTI names it (`gh100` is `GH100`); as given where CUPTI knows no such chip (its error
+/// then lists those it knows).
+fn known_chip(given: &str) -> String {
+    let known = supported_chips().unwrap_or_default();
+    known
+        .into_iter()
+        .find(|c| c.eq_ignore_ascii_case(given.trim()))
+        .unwrap_or_else(|| given.to_string())
+}
+
 fn parse_method(s: &str) -> Result<Method, String> {
     s.parse()
 }
@@ -59,7 +69,7 @@ pub fn run(args: Args) -> Outcome {
         return Ok(0);
     }
     let catalog = match (&args.chip, args.device) {
-        (Some(chip), _) => Catalog::for_chip(chip)?,
+        (Some(chip), _) => Catalog::for_chip(&known_chip(chip))?,
         (None, d) => Catalog::for_device(d.unwrap_or(0))?,
     };
     if !args.check.is_empty() {
