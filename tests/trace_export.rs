@@ -431,3 +431,17 @@ fn perfetto_flows_close_when_the_work_comes_before_its_call() {
     assert_eq!(flows_of("k4"), (0, 0));
     assert_eq!(flows_of("Memcpy HtoD (pinned -> device)"), (0, 1));
 }
+
+#[test]
+fn records_are_counted_per_file() {
+    let whole = run();
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &whole[..]).unwrap(), vec![]);
+    assert!(!t.read(1, &whole[..10]).unwrap().is_empty(), "cut short");
+    assert_eq!((t.records(0), t.records(1), t.records(2)), (4, 0, 0));
+
+    let mut a = gpu_tools::trace::report::Analysis::new();
+    assert_eq!(a.read(0, &whole[..]), vec![]);
+    assert!(!a.read(1, &whole[..10]).is_empty());
+    assert_eq!((a.records(0), a.records(1), a.records(2)), (4, 0, 0));
+}

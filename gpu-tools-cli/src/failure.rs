@@ -3,7 +3,8 @@
 //!
 //! Exit codes across the tool (README.md, "Exit codes"): 0 success; 1 the job could not be done (the message says
 //! why); 2 a usage error; 3 the job ran but its result is incomplete or a check failed (`trace`: records lost;
-//! `replay`: the replays differed); `trace` also exits with the traced program's own code, 126 and 127 when the
+//! `replay`: the replays differed; `stats`, `export`: a file cut short after some of its records, which still
+//! count; one that holds no record is 1); `trace` also exits with the traced program's own code, 126 and 127 when the
 //! program cannot be run or is not found (as shells), and 128 + N when signal N ended it; 141 when standard output
 //! was closed by its reader ([`BROKEN_PIPE`]).
 

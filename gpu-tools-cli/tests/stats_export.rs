@@ -538,3 +538,34 @@ fn export_counts_one_misnested_slice_in_the_singular() {
         "gpu-tools export: 1 slice went to an overfull track's last lane and may nest wrongly there\n"
     );
 }
+
+#[test]
+fn a_file_cut_before_its_first_record_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = trace_file(dir.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let out_path = dir.path().join("keep.json");
+    std::fs::write(&out_path, "previous").unwrap();
+    // The magic and the version only; the whole file header and a piece of the first chunk.
+    for len in [10, 40] {
+        let cut = dir.path().join(format!("cut{len}.gputrace"));
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let says = format!("{} holds no records: the file is truncated", cut.display());
+        let out = gpu_tools(&["stats", s(&cut)]);
+        assert_eq!(out.status.code(), Some(1), "{len} bytes");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("gpu-tools stats: {says}")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no report");
+        let out = gpu_tools(&["export", s(&good), s(&cut), "--chrome", s(&out_path)]);
+        assert_eq!(out.status.code(), Some(1), "{len} bytes");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("gpu-tools export: {says}")),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "previous");
+    }
+}

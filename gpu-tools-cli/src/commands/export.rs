@@ -19,11 +19,11 @@ use crate::output::OutputFile;
 ///
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
 /// to the work they issued; open it at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
-/// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is
-/// written whole, and only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version) or is given twice, or OUT cannot be
-/// written or is one of the inputs; 3 when an input was cut short or is corrupt part-way (OUT then holds what was
-/// read before); 2 for a usage error.
+/// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is written whole, and
+/// only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1 when a file cannot
+/// be read at all (not a trace, another format version, cut short before its first record) or is given twice, or
+/// OUT cannot be written or is one of the inputs; 3 when an input was cut short or is corrupt part-way (OUT then
+/// holds what was read before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
@@ -137,7 +137,7 @@ fn export<S: TimelineSink>(
     for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = timeline.read(file, input)?;
-        reading.take("export", path, &errors);
+        reading.take("export", path, timeline.records(file), &errors);
     }
     let misnested = timeline.misnested();
     if misnested > 0 {

@@ -16,10 +16,10 @@ use crate::failure::{Failure, Outcome};
 /// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
 /// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
 /// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Kernel names are
-/// demangled as `trace` shows them (`--raw-names` keeps them as recorded). Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version) or is given twice (under any path);
-/// 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2 for a usage
-/// error.
+/// demangled as `trace` shows them (`--raw-names` keeps them as recorded). Exit code: 0; 1 when a file cannot be
+/// read at all (not a trace, another format version, cut short before its first record) or is given twice (under
+/// any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2
+/// for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files.
@@ -52,7 +52,7 @@ pub fn run(args: Args) -> Outcome {
     for (i, (path, input)) in args.files.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = analysis.read(file, input);
-        reading.take("stats", path, &errors);
+        reading.take("stats", path, analysis.records(file), &errors);
     }
     reading.check()?;
     let mut tables: Vec<Table> = analysis

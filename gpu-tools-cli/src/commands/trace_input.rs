@@ -88,12 +88,17 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Takes the errors of reading `path` (printing each), as `command` met them.
-    pub fn take(&mut self, command: &str, path: &Path, errors: &[TraceFileError]) {
+    /// Takes the errors of reading `path`, of which `records` records were read (printing each error), as
+    /// `command` met them. A file whose reading failed before its first record holds nothing to report: it is
+    /// refused as a whole, as a file that is not a trace is.
+    pub fn take(&mut self, command: &str, path: &Path, records: u64, errors: &[TraceFileError]) {
         for e in errors {
             if refuses_input(e) {
                 self.refused
                     .get_or_insert_with(|| format!("{}: {e}", path.display()));
+            } else if records == 0 {
+                self.refused
+                    .get_or_insert_with(|| format!("{} holds no records: {e}", path.display()));
             } else {
                 eprintln!("gpu-tools {command}: {}: {e}", path.display());
                 self.partial = true;

@@ -186,6 +186,8 @@ pub struct Timeline<S: TimelineSink> {
     alignment: Alignment,
     next_track: u64,
     misnested: u64,
+    /// Records read by [`Timeline::read`], by file number.
+    records: HashMap<u32, u64>,
 }
 
 impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
@@ -235,6 +237,7 @@ impl<S: TimelineSink> Timeline<S> {
             alignment: Alignment::new(),
             next_track: 1,
             misnested: 0,
+            records: HashMap::new(),
         }
     }
 
@@ -244,7 +247,10 @@ impl<S: TimelineSink> Timeline<S> {
         let mut errors = Vec::new();
         for item in TraceReader::new(source) {
             match item {
-                Ok(TraceItem::Record { stream, record }) => self.add((file, stream), &record)?,
+                Ok(TraceItem::Record { stream, record }) => {
+                    *self.records.entry(file).or_default() += 1;
+                    self.add((file, stream), &record)?;
+                }
                 Ok(TraceItem::Header { stream, header }) => {
                     self.streams.entry((file, stream)).or_default().pid = header.pid;
                 }
@@ -264,6 +270,12 @@ impl<S: TimelineSink> Timeline<S> {
             self.release(key)?;
         }
         Ok(errors)
+    }
+
+    /// The records [`read`](Self::read) took from file number `file`: 0 for a file that holds none (or none
+    /// before an error that ended its reading).
+    pub fn records(&self, file: u32) -> u64 {
+        self.records.get(&file).copied().unwrap_or(0)
     }
 
     /// Slices that had to go to an overfull track's last lane (they may nest wrongly there).

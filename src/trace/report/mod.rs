@@ -145,6 +145,16 @@ impl Analysis {
         errors
     }
 
+    /// The records read so far of file number `file`, over its streams: 0 for a file that holds none (or none
+    /// before an error that ended its reading).
+    pub fn records(&self, file: u32) -> u64 {
+        self.streams
+            .iter()
+            .filter(|(key, _)| key.0 == file)
+            .map(|(_, s)| s.records)
+            .sum()
+    }
+
     /// Takes one item of a [`TraceReader`] of file number `file`.
     pub fn add_item(&mut self, file: u32, item: &TraceItem) {
         match item {
