@@ -172,3 +172,53 @@ fn replay_takes_sizes_with_a_suffix() {
         );
     }
 }
+
+/// An output that cannot be written is named as given; the temporary file beside it is never mentioned.
+#[test]
+fn output_errors_name_the_path_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let chrome = missing.join("t.json");
+    let recording = missing.join("fixtures");
+    let results = missing.join("r.json");
+    let relative = "missing-folder/t.pb";
+    for (args, what) in [
+        (
+            vec!["export", "/dev/null", "--chrome", chrome.to_str().unwrap()],
+            format!("the Chrome trace {}", chrome.display()),
+        ),
+        (
+            vec!["export", "/dev/null", "--perfetto", relative],
+            format!("the Perfetto trace {relative}"),
+        ),
+        (
+            vec!["record", "--out", recording.to_str().unwrap()],
+            format!("the recording {}", recording.display()),
+        ),
+        (
+            vec!["rocprof", "--output", chrome.to_str().unwrap()],
+            format!("the Chrome trace {}", chrome.display()),
+        ),
+        (
+            vec!["replay", "--json", results.to_str().unwrap()],
+            format!("the results {}", results.display()),
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "gpu-tools {}: cannot write {what}: No such file or directory (os error 2)\n",
+                args[0]
+            ),
+            "{args:?}"
+        );
+    }
+    assert!(names(dir.path()).is_empty());
+}
