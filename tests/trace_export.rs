@@ -268,3 +268,180 @@ fn chrome_output_is_json_with_the_slices() {
     assert_eq!(events.iter().filter(|e| e["ph"] == "s").count(), 1);
     assert_eq!(events.iter().filter(|e| e["ph"] == "f").count(), 1);
 }
+
+fn launch(name: &str, start: u64, correlation: u32) -> Record {
+    Record::Api(ApiRecord {
+        start,
+        end: start + 100,
+        domain: ApiDomain::Runtime,
+        cbid: 211,
+        name: Arc::from(name),
+        correlation,
+        process: 100,
+        thread: 11,
+        return_value: 0,
+    })
+}
+
+fn gemm(name: &str, start: u64, correlation: u32) -> Record {
+    Record::Kernel(KernelRecord {
+        start,
+        end: start + 1_000,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation,
+        grid_id: u64::from(correlation),
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        static_shared: 0,
+        dynamic_shared: 0,
+        registers: 8,
+        graph_id: 0,
+        graph_node_id: 0,
+        name: Arc::from(name),
+    })
+}
+
+/// The order of real CUPTI traces: device work comes before the API call that issued it. Also a call whose work
+/// never comes, work with no call, and a call that does come first.
+fn work_first() -> Vec<u8> {
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    let records = [
+        gemm("k1", 1_500, 1),
+        launch("cudaLaunchKernel", 1_100, 1),
+        Record::Memcpy(MemcpyRecord {
+            start: 3_000,
+            end: 3_500,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation: 2,
+            bytes: 4096,
+            kind: CopyKind::HtoD,
+            src: MemoryKind::Pinned,
+            dst: MemoryKind::Device,
+            is_async: true,
+        }),
+        launch("cudaMemcpyAsync", 2_500, 2),
+        // Its kernel was never recorded.
+        launch("cudaLaunchKernel", 4_000, 3),
+        // No call recorded for it.
+        gemm("k4", 5_000, 4),
+        // The call first.
+        launch("cudaLaunchKernel", 6_000, 5),
+        gemm("k5", 6_500, 5),
+    ];
+    for r in &records {
+        e.push(r);
+    }
+    e.bytes().to_vec()
+}
+
+#[test]
+fn chrome_flows_close_when_the_work_comes_before_its_call() {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &work_first()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut ids: Vec<u64> = events
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    // Three calls with their work: three arrows, each started and ended, none left dangling.
+    assert_eq!(ids("s").len(), 3, "{v}");
+    assert_eq!(ids("s"), ids("f"));
+    // Each arrow starts at its call and ends at its work.
+    let at = |ph: &str, ts: f64| {
+        events
+            .iter()
+            .any(|e| e["ph"] == ph && e["ts"].as_f64() == Some(ts))
+    };
+    for (call, work) in [(1.1, 1.5), (2.5, 3.0), (6.0, 6.5)] {
+        assert!(at("s", call) && at("f", work), "{call} -> {work}: {v}");
+    }
+    // Every slice is written once, paired or not.
+    let mut names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "Memcpy HtoD (pinned -> device)",
+            "cudaLaunchKernel",
+            "cudaLaunchKernel",
+            "cudaLaunchKernel",
+            "cudaMemcpyAsync",
+            "k1",
+            "k4",
+            "k5"
+        ]
+    );
+}
+
+#[test]
+fn perfetto_flows_close_when_the_work_comes_before_its_call() {
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &work_first()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let trace =
+        <pb::Trace as prost::Message>::decode(&bytes[..]).expect("a valid perfetto.protos.Trace");
+    let mut names: HashMap<u64, String> = HashMap::new();
+    // (slice name, flow ids started, flow ids ended)
+    let mut begins: Vec<(String, Vec<u64>, Vec<u64>)> = Vec::new();
+    for p in &trace.packet {
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert(n.iid.unwrap(), n.name.clone().unwrap());
+            }
+        }
+        if let Some(ev) = &p.track_event {
+            if ev.r#type == Some(SLICE_BEGIN) {
+                let name = names[&ev.name_iid.unwrap()].clone();
+                begins.push((name, ev.flow_ids.clone(), ev.terminating_flow_ids.clone()));
+            }
+        }
+    }
+    assert_eq!(begins.len(), 8, "every slice once: {begins:?}");
+    let mut started: Vec<u64> = begins.iter().flat_map(|b| b.1.clone()).collect();
+    let mut ended: Vec<u64> = begins.iter().flat_map(|b| b.2.clone()).collect();
+    started.sort_unstable();
+    ended.sort_unstable();
+    assert_eq!(started.len(), 3, "{begins:?}");
+    assert_eq!(started, ended, "every flow started is ended");
+    let flows_of = |name: &str| -> (usize, usize) {
+        begins
+            .iter()
+            .filter(|b| b.0 == name)
+            .fold((0, 0), |(s, e), b| (s + b.1.len(), e + b.2.len()))
+    };
+    assert_eq!(flows_of("cudaLaunchKernel"), (2, 0));
+    assert_eq!(flows_of("cudaMemcpyAsync"), (1, 0));
+    assert_eq!(flows_of("k1"), (0, 1));
+    assert_eq!(flows_of("k5"), (0, 1));
+    assert_eq!(flows_of("k4"), (0, 0));
+    assert_eq!(flows_of("Memcpy HtoD (pinned -> device)"), (0, 1));
+}
+
+#[test]
+fn records_are_counted_per_file() {
+    let whole = run();
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &whole[..]).unwrap(), vec![]);
+    assert!(!t.read(1, &whole[..10]).unwrap().is_empty(), "cut short");
+    assert_eq!((t.records(0), t.records(1), t.records(2)), (4, 0, 0));
+
+    let mut a = gpu_tools::trace::report::Analysis::new();
+    assert_eq!(a.read(0, &whole[..]), vec![]);
+    assert!(!a.read(1, &whole[..10]).is_empty());
+    assert_eq!((a.records(0), a.records(1), a.records(2)), (4, 0, 0));
+}

@@ -3,8 +3,10 @@
 //!
 //! Exit codes across the tool (README.md, "Exit codes"): 0 success; 1 the job could not be done (the message says
 //! why); 2 a usage error; 3 the job ran but its result is incomplete or a check failed (`trace`: records lost;
-//! `replay`: the replays differed); `trace` also exits with the traced program's own code, 126 and 127 when the
-//! program cannot be run or is not found (as shells), and 128 + N when signal N ended it.
+//! `replay`: the replays differed; `stats`, `export`: a file cut short after some of its records, which still
+//! count; one that holds no record is 1); `trace` also exits with the traced program's own code, 126 and 127 when the
+//! program cannot be run or is not found (as shells), and 128 + N when signal N ended it; 141 when standard output
+//! was closed by its reader ([`BROKEN_PIPE`]).
 
 use std::fmt::Display;
 
@@ -15,10 +17,17 @@ pub enum Failure {
     Message { code: u8, message: String },
     /// A usage error found after parsing (options that conflict in a way clap cannot express), printed by clap.
     Usage(clap::Error),
+    /// Standard output was closed by its reader (`gpu-tools ... | head`): the tool exits with [`BROKEN_PIPE`],
+    /// printing nothing.
+    BrokenPipe,
 }
 
 /// Exit code of a job that ran but whose result is incomplete, or whose check failed.
 pub const INCOMPLETE: u8 = 3;
+
+/// Exit code when standard output was closed by its reader: 128 + `SIGPIPE`, what a shell reports for a tool that
+/// `SIGPIPE` ended.
+pub const BROKEN_PIPE: u8 = 128 + 13;
 
 impl Failure {
     /// A failure with exit code `code`.
@@ -43,8 +52,13 @@ impl Failure {
         Failure::Usage(command.error(kind, message))
     }
 
-    /// Writing to standard output failed.
+    /// Writing to standard output failed: [`Failure::BrokenPipe`] when its reader has gone away (remembered, see
+    /// [`crate::stdout`]), else a failure that says why.
     pub fn stdout(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            crate::stdout::mark_closed();
+            return Failure::BrokenPipe;
+        }
         Failure::new(1, format!("cannot write the output: {e}"))
     }
 }

@@ -4,6 +4,9 @@
 //! The tools' former names still work where the executable is called by them (a link named `cuda_trace` to
 //! `gpu-tools` runs `gpu-tools trace`): see [`commands::ALIASES`].
 
+// Standard output is written through `stdout::outln!`: `println!` panics when a pipe's reader has gone away.
+#![warn(clippy::print_stdout)]
+
 mod commands;
 mod demangle;
 mod failure;
@@ -11,12 +14,13 @@ mod gpu_memory;
 mod inject_lib;
 mod output;
 mod pid;
+mod stdout;
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use commands::Command;
 use failure::Failure;
@@ -40,9 +44,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     env_logger::init();
-    let cli = Cli::parse_from(arguments(std::env::args_os()));
+    let matches = cli_command().get_matches_from(arguments(std::env::args_os()));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let name = cli.command.name();
     match cli.command.run() {
+        // Standard output closed by its reader: quietly, also where the subcommand went on to finish its work.
+        Err(Failure::BrokenPipe) => ExitCode::from(failure::BROKEN_PIPE),
+        Ok(_) if stdout::closed() => ExitCode::from(failure::BROKEN_PIPE),
         Ok(code) => ExitCode::from(code),
         Err(Failure::Usage(e)) => e.exit(),
         Err(Failure::Message { code, message }) => {
@@ -50,6 +58,12 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// The command line's definition. A subcommand's `--version` names the tool (`gpu-tools 0.1.0`), not a program
+/// of its own (clap's `gpu-tools-doctor 0.1.0`).
+fn cli_command() -> clap::Command {
+    Cli::command().mut_subcommands(|sub| sub.display_name("gpu-tools"))
 }
 
 /// The command line, with the subcommand inserted where the executable was called by one of the tools' former
@@ -74,11 +88,10 @@ fn arguments(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {
-        Cli::command().debug_assert();
+        cli_command().debug_assert();
     }
 
     #[test]

@@ -20,6 +20,16 @@ fn parent_of(path: &Path) -> &Path {
     }
 }
 
+/// Why making a temporary file or folder failed, without its name (`tempfile` adds `at path "/d/.x.partial"`):
+/// messages name the destination the user gave, not the temporary file.
+fn reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.split_once(" at path ") {
+        Some((why, _)) => why.to_string(),
+        None => text,
+    }
+}
+
 /// A file that will be written to `path` when the run succeeds.
 pub struct OutputFile {
     path: PathBuf,
@@ -53,7 +63,7 @@ impl OutputFile {
             .suffix(".partial")
             .permissions(std::fs::Permissions::from_mode(0o666))
             .tempfile_in(dir)
-            .map_err(|e| cannot(e.to_string()))?;
+            .map_err(|e| cannot(reason(&e)))?;
         Ok(OutputFile {
             path: path.to_path_buf(),
             what,
@@ -141,7 +151,7 @@ impl OutputDir {
             .prefix(&format!(".{name}."))
             .suffix(".partial")
             .tempdir_in(parent_of(path))
-            .map_err(|e| cannot(e.to_string()))?;
+            .map_err(|e| cannot(reason(&e)))?;
         // A folder made by `create_dir` (0777 less the umask), not a temporary folder's 0700.
         let mode = 0o777 & !umask_of(temp.path());
         std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(mode))
@@ -224,7 +234,14 @@ mod tests {
             panic!("a missing folder is an error")
         };
         assert_eq!(code, 1);
-        assert!(message.starts_with("cannot write the trace "), "{message}");
+        // The destination is named, not the temporary file beside it.
+        assert_eq!(
+            message,
+            format!(
+                "cannot write the trace {}: No such file or directory (os error 2)",
+                dir.path().join("missing/out.json").display()
+            )
+        );
         assert!(
             OutputFile::create(dir.path(), "the trace").is_err(),
             "a folder"
@@ -245,6 +262,18 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, b"x").unwrap();
         assert!(OutputDir::create(&file, "the recording").is_err());
+        let missing = dir.path().join("missing/sub");
+        let Err(Failure::Message { message, .. }) = OutputDir::create(&missing, "the recording")
+        else {
+            panic!("a missing parent folder is an error")
+        };
+        assert_eq!(
+            message,
+            format!(
+                "cannot write the recording {}: No such file or directory (os error 2)",
+                missing.display()
+            )
+        );
         for target in [dir.path().join("absent"), {
             let empty = dir.path().join("empty");
             std::fs::create_dir(&empty).unwrap();

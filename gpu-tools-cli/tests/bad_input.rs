@@ -142,3 +142,83 @@ fn an_existing_output_is_left_as_it_was_when_the_run_fails() {
     assert_eq!(std::fs::read(&old).unwrap(), b"{\"traceEvents\": []}\n");
     assert_eq!(names(dir.path()), ["rocprof_trace.json"]);
 }
+
+/// `replay --bytes` takes a size as `trace --buffer-size` does (`4M`, `4096k`, `1G`): accepted, the run then
+/// fails here only for want of a driver.
+#[test]
+fn replay_takes_sizes_with_a_suffix() {
+    for size in ["4M", "4096k", "1G", "4", "268435456"] {
+        let out = gpu_tools(&["replay", "--bytes", size]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{size}: {err}");
+        assert!(
+            err.starts_with("gpu-tools replay: CUDA driver (libcuda.so.1) not loaded"),
+            "{size}: {err}"
+        );
+    }
+    for (size, says) in [
+        ("3", "at least 4 bytes"),
+        ("4Q", "not a byte count"),
+        ("M", "not a byte count"),
+    ] {
+        let out = gpu_tools(&["replay", "--bytes", size]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{size}: {err}");
+        assert!(
+            err.contains(&format!(
+                "invalid value '{size}' for '--bytes <BYTES>': {says}"
+            )),
+            "{size}: {err}"
+        );
+    }
+}
+
+/// An output that cannot be written is named as given; the temporary file beside it is never mentioned.
+#[test]
+fn output_errors_name_the_path_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let chrome = missing.join("t.json");
+    let recording = missing.join("fixtures");
+    let results = missing.join("r.json");
+    let relative = "missing-folder/t.pb";
+    for (args, what) in [
+        (
+            vec!["export", "/dev/null", "--chrome", chrome.to_str().unwrap()],
+            format!("the Chrome trace {}", chrome.display()),
+        ),
+        (
+            vec!["export", "/dev/null", "--perfetto", relative],
+            format!("the Perfetto trace {relative}"),
+        ),
+        (
+            vec!["record", "--out", recording.to_str().unwrap()],
+            format!("the recording {}", recording.display()),
+        ),
+        (
+            vec!["rocprof", "--output", chrome.to_str().unwrap()],
+            format!("the Chrome trace {}", chrome.display()),
+        ),
+        (
+            vec!["replay", "--json", results.to_str().unwrap()],
+            format!("the results {}", results.display()),
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(&args)
+            .current_dir(dir.path())
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            format!(
+                "gpu-tools {}: cannot write {what}: No such file or directory (os error 2)\n",
+                args[0]
+            ),
+            "{args:?}"
+        );
+    }
+    assert!(names(dir.path()).is_empty());
+}

@@ -60,6 +60,19 @@ fn every_subcommand_describes_itself() {
 }
 
 #[test]
+fn the_version_is_the_tools_under_every_subcommand() {
+    let version = format!("gpu-tools {}\n", env!("CARGO_PKG_VERSION"));
+    let top = gpu_tools(&["--version"]);
+    assert!(top.status.success());
+    assert_eq!(text(&top.stdout), version);
+    for sub in SUBCOMMANDS {
+        let out = gpu_tools(&[sub, "--version"]);
+        assert!(out.status.success(), "{sub}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), version, "{sub}");
+    }
+}
+
+#[test]
 fn a_bad_argument_exits_2_with_the_subcommands_usage() {
     for sub in SUBCOMMANDS {
         let out = gpu_tools(&[sub, "--no-such-option"]);
@@ -176,4 +189,40 @@ fn commands_that_need_a_gpu_fail_readably_without_one() {
     }
     // Nothing half-written: a run that failed leaves no file, not even an empty one.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn metrics_takes_a_chip_name_in_any_case() {
+    // The CUPTI double stands in for libcupti and libnvperf_host.so (chips GH100 and TU102).
+    let double = gpu_tools_testing::double_path("cupti_profiling");
+    let metrics = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .arg("metrics")
+            .args(args)
+            .env("GPU_TOOLS_CUPTI_LIB", &double)
+            .env("GPU_TOOLS_NVPERF_HOST_LIB", &double)
+            .output()
+            .unwrap()
+    };
+    let upper = metrics(&["--chip", "GH100", "--json"]);
+    assert!(upper.status.success(), "{}", text(&upper.stderr));
+    assert!(!upper.stdout.is_empty());
+    for chip in ["gh100", "Gh100", " gh100"] {
+        let out = metrics(&["--chip", chip, "--json"]);
+        assert!(out.status.success(), "{chip}: {}", text(&out.stderr));
+        assert_eq!(out.stdout, upper.stdout, "{chip}: the same catalogue");
+    }
+    let out = metrics(&["--chip", "tu102", "--check", "dram__bytes_read.sum"]);
+    assert_eq!(
+        text(&out.stdout),
+        "dram__bytes_read.sum: collectable by the range profiler on TU102\n"
+    );
+    let out = metrics(&["--chip", "gx100"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("chip \"gx100\" is not known to this CUPTI; known chips: GH100, TU102"),
+        "{}",
+        text(&out.stderr)
+    );
 }

@@ -61,6 +61,11 @@ fn launch(start: u64, end: u64, correlation: u32) -> Record {
 
 /// A trace file of one process: three launches of two kernels.
 fn trace_file(dir: &Path) -> PathBuf {
+    trace_file_named(dir, "run.gputrace", false)
+}
+
+/// The same, each kernel record before its launch's when `work_first` (the order of real CUPTI traces).
+fn trace_file_named(dir: &Path, name: &str, work_first: bool) -> PathBuf {
     let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
     e.push(&Record::ProcessStart(ProcessStart {
         pid: 100,
@@ -77,13 +82,15 @@ fn trace_file(dir: &Path) -> PathBuf {
     .enumerate()
     {
         let c = u32::try_from(i).unwrap() + 1;
-        e.push(&launch(t, t + 500, c));
-        e.push(&kernel(
-            name,
-            t + 1_000,
-            t + 1_000 + 2_000 * u64::from(c),
-            c,
-        ));
+        let call = launch(t, t + 500, c);
+        let work = kernel(name, t + 1_000, t + 1_000 + 2_000 * u64::from(c), c);
+        if work_first {
+            e.push(&work);
+            e.push(&call);
+        } else {
+            e.push(&call);
+            e.push(&work);
+        }
     }
     e.push(&Record::ProcessEnd(ProcessEnd {
         time: 90_000,
@@ -97,7 +104,7 @@ fn trace_file(dir: &Path) -> PathBuf {
     let s = w.add_stream();
     w.write(s, e.bytes()).unwrap();
     w.close(s).unwrap();
-    let path = dir.join("run.gputrace");
+    let path = dir.join(name);
     std::fs::write(&path, w.into_inner().unwrap()).unwrap();
     path
 }
@@ -224,6 +231,22 @@ fn export_writes_perfetto_chrome_and_gzip() {
 }
 
 #[test]
+fn export_ties_each_launch_to_its_kernel_whatever_their_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for work_first in [false, true] {
+        let file = trace_file_named(dir.path(), "t.gputrace", work_first);
+        let json = dir.path().join("t.json");
+        let out = gpu_tools(&["export", s(&file), "--chrome", s(&json)]);
+        assert_eq!(out.status.code(), Some(0));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
+        assert_eq!((count("s"), count("f")), (3, 3), "work first: {work_first}");
+    }
+}
+
+#[test]
 fn a_truncated_file_keeps_what_was_read_and_exits_3() {
     let dir = tempfile::tempdir().unwrap();
     let file = trace_file(dir.path());
@@ -233,6 +256,10 @@ fn a_truncated_file_keeps_what_was_read_and_exits_3() {
     let out = gpu_tools(&["stats", s(&cut)]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("note: 1 error while reading (reported on stderr)\n")
+    );
     let json = dir.path().join("cut.json");
     let out = gpu_tools(&["export", s(&cut), "--chrome", s(&json)]);
     assert_eq!(out.status.code(), Some(3));
@@ -287,4 +314,258 @@ fn unreadable_input_is_refused_and_leaves_the_output_as_it_was() {
         names_in(dir.path()),
         ["keep.json", "newer.gputrace", "notes.txt", "run.gputrace"]
     );
+}
+
+/// `gpu-tools ARGS` run in `dir`.
+fn gpu_tools_in(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run gpu-tools");
+    println!(
+        "{args:?} in {}: {}\n--- stderr\n{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn export_refuses_to_write_over_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let original = std::fs::read(&file).unwrap();
+    std::fs::hard_link(&file, dir.path().join("hard.gputrace")).unwrap();
+    std::os::unix::fs::symlink(&file, dir.path().join("soft.gputrace")).unwrap();
+    let other = trace_file_named(dir.path(), "other.gputrace", false);
+    let other_bytes = std::fs::read(&other).unwrap();
+    for (out_flag, out_path) in [
+        ("--perfetto", "run.gputrace"),
+        ("--chrome", "./run.gputrace"),
+        ("--chrome", "../run.gputrace"),
+        ("--perfetto", "hard.gputrace"),
+        ("--chrome", "soft.gputrace"),
+    ] {
+        // From a folder of its own, so that `../run.gputrace` is another path to the same file.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        let cwd = if out_path.starts_with("../") {
+            sub.as_path()
+        } else {
+            dir.path()
+        };
+        let input = if out_path.starts_with("../") {
+            "../other.gputrace"
+        } else {
+            "other.gputrace"
+        };
+        let out = gpu_tools_in(cwd, &["export", input, s(&file), out_flag, out_path]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{out_path}: {err}");
+        assert_eq!(
+            err,
+            format!(
+                "gpu-tools export: cannot write the {} trace {out_path}: it is the input {}, which would be \
+                 overwritten\n",
+                if out_flag == "--perfetto" {
+                    "Perfetto"
+                } else {
+                    "Chrome"
+                },
+                file.display()
+            ),
+            "{out_path}"
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            original,
+            "{out_path}: untouched"
+        );
+        std::fs::remove_dir(&sub).unwrap();
+    }
+    assert_eq!(std::fs::read(&other).unwrap(), other_bytes);
+    assert_eq!(
+        names_in(dir.path()),
+        [
+            "hard.gputrace",
+            "other.gputrace",
+            "run.gputrace",
+            "soft.gputrace"
+        ],
+        "nothing left behind"
+    );
+}
+
+#[test]
+fn a_file_given_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    std::fs::hard_link(&file, dir.path().join("hard.gputrace")).unwrap();
+    for (args, says) in [
+        (
+            vec!["stats", "run.gputrace", "run.gputrace"],
+            "run.gputrace is given twice: its records would count twice",
+        ),
+        (
+            vec!["stats", "run.gputrace", "./run.gputrace"],
+            "run.gputrace and ./run.gputrace are the same file: its records would count twice",
+        ),
+        (
+            vec!["stats", "hard.gputrace", "run.gputrace"],
+            "hard.gputrace and run.gputrace are the same file: its records would count twice",
+        ),
+        (
+            vec![
+                "export",
+                "run.gputrace",
+                "run.gputrace",
+                "--chrome",
+                "t.json",
+            ],
+            "run.gputrace is given twice: its records would count twice",
+        ),
+    ] {
+        let out = gpu_tools_in(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("gpu-tools {}: {says}\n", args[0]),
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: no report");
+    }
+    assert_eq!(names_in(dir.path()), ["hard.gputrace", "run.gputrace"]);
+}
+
+const COPY: &str = "_Z4copyPKfPfm";
+const COPY_DEMANGLED: &str = "copy(float const*, float*, unsigned long)";
+
+#[test]
+fn kernel_names_are_demangled_unless_raw_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    for format in ["text", "csv", "json"] {
+        let args = [
+            "stats",
+            "--report",
+            "cuda_gpu_kern_sum",
+            "--format",
+            format,
+            s(&file),
+        ];
+        let out = gpu_tools(&args);
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(COPY_DEMANGLED) && !text.contains(COPY),
+            "{format}: {text}"
+        );
+        assert!(text.contains("scale"), "a C name stays: {text}");
+        let out = gpu_tools(&[&args[..], &["--raw-names"]].concat());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(COPY) && !text.contains(COPY_DEMANGLED),
+            "{format} --raw-names: {text}"
+        );
+    }
+
+    let json = dir.path().join("t.json");
+    let kernels = |raw: bool| -> Vec<String> {
+        let mut args = vec!["export", s(&file), "--chrome", s(&json)];
+        if raw {
+            args.push("--raw-names");
+        }
+        assert_eq!(gpu_tools(&args).status.code(), Some(0));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let mut names: Vec<String> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(kernels(false), [COPY_DEMANGLED, COPY_DEMANGLED, "scale"]);
+    assert_eq!(kernels(true), [COPY, COPY, "scale"]);
+
+    let pb = dir.path().join("t.pb");
+    let holds = |bytes: &[u8], name: &str| bytes.windows(name.len()).any(|w| w == name.as_bytes());
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&pb)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&pb).unwrap();
+    assert!(holds(&bytes, COPY_DEMANGLED) && !holds(&bytes, COPY));
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&pb), "--raw-names"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&pb).unwrap();
+    assert!(holds(&bytes, COPY) && !holds(&bytes, COPY_DEMANGLED));
+}
+
+#[test]
+fn export_counts_one_misnested_slice_in_the_singular() {
+    // 33 kernels that all overlap on one stream: 32 lanes, and one slice more in the last.
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    for c in 1..=33 {
+        e.push(&kernel("k", 1_000 + u64::from(c), 100_000, c));
+    }
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let stream = w.add_stream();
+    w.write(stream, e.bytes()).unwrap();
+    w.close(stream).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lanes.gputrace");
+    std::fs::write(&file, w.into_inner().unwrap()).unwrap();
+    let out = gpu_tools(&[
+        "export",
+        s(&file),
+        "--chrome",
+        s(&dir.path().join("t.json")),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpu-tools export: 1 slice went to an overfull track's last lane and may nest wrongly there\n"
+    );
+}
+
+#[test]
+fn a_file_cut_before_its_first_record_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = trace_file(dir.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let out_path = dir.path().join("keep.json");
+    std::fs::write(&out_path, "previous").unwrap();
+    // The magic and the version only; the whole file header and a piece of the first chunk.
+    for len in [10, 40] {
+        let cut = dir.path().join(format!("cut{len}.gputrace"));
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let says = format!("{} holds no records: the file is truncated", cut.display());
+        let out = gpu_tools(&["stats", s(&cut)]);
+        assert_eq!(out.status.code(), Some(1), "{len} bytes");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("gpu-tools stats: {says}")),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "no report");
+        let out = gpu_tools(&["export", s(&good), s(&cut), "--chrome", s(&out_path)]);
+        assert_eq!(out.status.code(), Some(1), "{len} bytes");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with(&format!("gpu-tools export: {says}")),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "previous");
+    }
 }

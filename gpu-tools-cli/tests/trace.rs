@@ -825,7 +825,10 @@ fn the_trace_file_is_streamed_and_read_back_by_stats_and_export() {
         .unwrap();
     assert_eq!(stats.status.code(), Some(0), "{}", text(&stats.stderr));
     let csv = text(&stats.stdout);
-    assert!(csv.contains("add_one") && csv.contains(FILL), "{csv}");
+    assert!(
+        csv.contains("add_one") && csv.contains(FILL_DEMANGLED),
+        "{csv}"
+    );
     let json = dir.path().join("t.json");
     let export = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
         .arg("export")

@@ -6,6 +6,7 @@ use gpu_tools::LoadError;
 use serde::Serialize;
 
 use crate::failure::{Failure, Outcome};
+use crate::stdout::outln;
 
 /// Report which GPU tool APIs gpu-tools can load on this machine.
 ///
@@ -101,7 +102,7 @@ pub fn run(args: Args) -> Outcome {
     if args.json {
         print_json(&rows, &gpus, &injection)?;
     } else {
-        print_table(&rows, &gpus, &injection, args.verbose);
+        print_table(&rows, &gpus, &injection, args.verbose)?;
     }
     Ok(0)
 }
@@ -147,21 +148,26 @@ fn print_json(rows: &[Row], gpus: &[String], injection: &(bool, String)) -> Resu
             detail: &injection.1,
         },
     };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    serde_json::to_writer_pretty(&mut out, &report)
+    let json = serde_json::to_string_pretty(&report)
         .map_err(|e| Failure::error(format!("cannot write the report as JSON: {e}")))?;
-    use std::io::Write;
-    writeln!(out).map_err(Failure::stdout)
+    outln!("{json}")
 }
 
-fn print_table(rows: &[Row], gpus: &[String], injection: &(bool, String), verbose: bool) {
-    println!("gpu-tools {} doctor", env!("CARGO_PKG_VERSION"));
-    println!();
-    println!(
+fn print_table(
+    rows: &[Row],
+    gpus: &[String],
+    injection: &(bool, String),
+    verbose: bool,
+) -> Result<(), Failure> {
+    outln!("gpu-tools {} doctor", env!("CARGO_PKG_VERSION"))?;
+    outln!()?;
+    outln!(
         "{:<20} {:<24} {:<6} {:<28} location",
-        "API", "library", "found", "version"
-    );
+        "API",
+        "library",
+        "found",
+        "version"
+    )?;
     for row in rows {
         let (found, version, location) = match &row.outcome {
             Ok((path, version)) => (
@@ -178,43 +184,49 @@ fn print_table(rows: &[Row], gpus: &[String], injection: &(bool, String), verbos
                 format!("{} candidates tried", e.attempts().len()),
             ),
         };
-        println!(
+        outln!(
             "{:<20} {:<24} {:<6} {:<28} {}",
-            row.api, row.library, found, version, location
-        );
+            row.api,
+            row.library,
+            found,
+            version,
+            location
+        )?;
     }
-    println!();
-    println!("GPUs:");
+    outln!()?;
+    outln!("GPUs:")?;
     if gpus.is_empty() {
-        println!("  none seen");
+        outln!("  none seen")?;
     }
     for g in gpus {
-        println!("  {g}");
+        outln!("  {g}")?;
     }
-    println!();
-    println!("Injection library (trace --backend cupti): {}", injection.1);
+    outln!()?;
+    outln!("Injection library (trace --backend cupti): {}", injection.1)?;
     let missing: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_err()).collect();
     if !missing.is_empty() {
-        println!();
+        outln!()?;
         if verbose {
             for row in missing {
                 if let Err(e) = &row.outcome {
-                    println!(
+                    outln!(
                         "{} ({}): not loaded; candidates in search order:",
-                        row.api, row.library
-                    );
+                        row.api,
+                        row.library
+                    )?;
                     for a in e.attempts() {
-                        println!("  {} [{}]: {}", a.path.display(), a.origin, a.rejection);
+                        outln!("  {} [{}]: {}", a.path.display(), a.origin, a.rejection)?;
                     }
                     if e.attempts().is_empty() {
-                        println!("  {e}");
+                        outln!("  {e}")?;
                     }
                 }
             }
         } else {
-            println!("Run with --verbose to see where each missing library was looked for.");
+            outln!("Run with --verbose to see where each missing library was looked for.")?;
         }
     }
+    Ok(())
 }
 
 fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {

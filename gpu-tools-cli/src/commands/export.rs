@@ -1,12 +1,16 @@
 //! `gpu-tools export FILE... (--perfetto OUT | --chrome OUT[.gz])`: saved traces as a timeline that Perfetto and
 //! chrome://tracing open, streamed through [`gpu_tools::trace::export`] (no event is held in memory).
 
-use std::io::{BufRead, Write};
+use std::collections::HashMap;
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use gpu_tools::trace::export::{ChromeWriter, PerfettoWriter, Timeline, TimelineSink};
+use gpu_tools::trace::export::{
+    ChromeWriter, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
+};
 
-use super::trace_input::{Reading, open_all};
+use super::trace_input::{Reading, check_output, open_all};
+use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputFile;
 
@@ -14,10 +18,12 @@ use crate::output::OutputFile;
 /// OUT ends with `.gz`).
 ///
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
-/// to the work they issued; open it at https://ui.perfetto.dev. Several files are merged on one timeline. OUT is
-/// written whole, and only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version) or OUT cannot be written; 3 when an
-/// input was cut short or is corrupt part-way (OUT then holds what was read before); 2 for a usage error.
+/// to the work they issued; open it at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
+/// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is written whole, and
+/// only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1 when a file cannot
+/// be read at all (not a trace, another format version, cut short before its first record) or is given twice, or
+/// OUT cannot be written or is one of the inputs; 3 when an input was cut short or is corrupt part-way (OUT then
+/// holds what was read before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
@@ -30,6 +36,9 @@ pub struct Args {
     /// Write a Chrome trace (JSON) to OUT; gzip-compressed when OUT ends with `.gz`.
     #[arg(long, value_name = "OUT", group = "out")]
     chrome: Option<PathBuf>,
+    /// Keep kernel names as the driver reports them (mangled C++ names).
+    #[arg(long)]
+    raw_names: bool,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -39,27 +48,77 @@ pub fn run(args: Args) -> Outcome {
         (None, None) => unreachable!("clap requires one of --perfetto and --chrome"),
     };
     // Checked before any work; nothing appears at OUT unless the export succeeds.
+    check_output(path, what, &args.files)?;
     let output = OutputFile::create(path, what)?;
     let inputs = open_all(&args.files)?;
     let mut reading = Reading::default();
     let written = {
         let w = output.writer();
+        let raw = args.raw_names;
         if args.perfetto.is_some() {
-            export(PerfettoWriter::new(w), &args.files, inputs, &mut reading)
-                .and_then(|sink| sink.into_inner()?.flush())
+            let sink = KernelNames::new(PerfettoWriter::new(w), raw);
+            export(sink, &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.inner.into_inner()?.flush())
         } else if is_gzip(path) {
             let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-            export(ChromeWriter::new(gz), &args.files, inputs, &mut reading)
-                .and_then(|sink| sink.into_inner()?.finish()?.flush())
+            let sink = KernelNames::new(ChromeWriter::new(gz), raw);
+            export(sink, &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
         } else {
-            export(ChromeWriter::new(w), &args.files, inputs, &mut reading)
-                .and_then(|sink| sink.into_inner()?.flush())
+            let sink = KernelNames::new(ChromeWriter::new(w), raw);
+            export(sink, &args.files, inputs, &mut reading)
+                .and_then(|sink| sink.inner.into_inner()?.flush())
         }
     };
     reading.check()?;
     written.map_err(|e| Failure::new(1, format!("cannot write {what} {}: {e}", path.display())))?;
     output.commit()?;
     Ok(reading.code())
+}
+
+/// A sink whose kernel slices carry their demangled names, as `trace --chrome-trace` writes them (unless `raw`);
+/// each name is demangled once.
+struct KernelNames<S> {
+    inner: S,
+    raw: bool,
+    names: HashMap<String, Option<String>>,
+}
+
+impl<S: TimelineSink> KernelNames<S> {
+    fn new(inner: S, raw: bool) -> Self {
+        KernelNames {
+            inner,
+            raw,
+            names: HashMap::new(),
+        }
+    }
+}
+
+impl<S: TimelineSink> TimelineSink for KernelNames<S> {
+    fn track(&mut self, track: &Track) -> io::Result<()> {
+        self.inner.track(track)
+    }
+
+    fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()> {
+        if self.raw || slice.category != "kernel" {
+            return self.inner.slice(slice);
+        }
+        if !self.names.contains_key(slice.name) {
+            self.names
+                .insert(slice.name.to_string(), demangle(slice.name));
+        }
+        match self.names.get(slice.name) {
+            Some(Some(readable)) => self.inner.slice(&Slice {
+                name: readable,
+                ..slice.clone()
+            }),
+            _ => self.inner.slice(slice),
+        }
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.inner.finish()
+    }
 }
 
 /// Whether OUT names a gzip file.
@@ -78,12 +137,13 @@ fn export<S: TimelineSink>(
     for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = timeline.read(file, input)?;
-        reading.take("export", path, &errors);
+        reading.take("export", path, timeline.records(file), &errors);
     }
     let misnested = timeline.misnested();
     if misnested > 0 {
+        let slices = if misnested == 1 { "slice" } else { "slices" };
         eprintln!(
-            "gpu-tools export: {misnested} slices went to an overfull track's last lane and may nest wrongly there"
+            "gpu-tools export: {misnested} {slices} went to an overfull track's last lane and may nest wrongly there"
         );
     }
     timeline.finish()

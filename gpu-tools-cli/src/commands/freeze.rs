@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::failure::{Failure, Outcome};
 use crate::gpu_memory::{DeviceMemory, GpuMemory, ProcessMemory, mib};
 use crate::output::OutputFile;
+use crate::stdout::outln;
 
 /// Checkpoint a CUDA process's GPU state to host memory, wait, then restore it.
 ///
@@ -117,15 +118,18 @@ fn wait(seconds: Option<u64>, signals: mpsc::Receiver<()>) -> Wake {
     rx.recv().unwrap_or(Wake::Signal)
 }
 
+// A closed standard output does not cut a freeze or a resume short: the lines are dropped, the process is restored
+// all the same, and the exit status says that the output was cut (see `crate::stdout`).
+
 fn resume(pid: u32) -> Result<(), String> {
     let adopted = ProcessCheckpoint::adopt(pid).map_err(|e| e.to_string())?;
-    println!("process {pid} is {}", adopted.state());
+    let _ = outln!("process {pid} is {}", adopted.state());
     if let Adopted::Running(_) = adopted {
         return Ok(());
     }
     let t = Instant::now();
     adopted.finish().map_err(|e| e.to_string())?;
-    println!("process {pid} is running again ({:.1} ms)", ms(t));
+    let _ = outln!("process {pid} is running again ({:.1} ms)", ms(t));
     Ok(())
 }
 
@@ -148,11 +152,11 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
     let mut note = |s: ProcessState| report_state(&mut report.states, s);
     let first = ProcessCheckpoint::state(pid).map_err(|e| e.to_string())?;
     note(first);
-    println!("process {pid}: {first}");
+    let _ = outln!("process {pid}: {first}");
     let mem = match GpuMemory::open() {
         Ok(m) => Some(m),
         Err(e) => {
-            println!("device memory will not be measured: {e}");
+            let _ = outln!("device memory will not be measured: {e}");
             None
         }
     };
@@ -165,18 +169,18 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
         .map_err(|f| f.to_string())?;
     report.lock_ms = ms(t);
     note(ProcessState::Locked);
-    println!("locked        {:10.1} ms", report.lock_ms);
+    let _ = outln!("locked        {:10.1} ms", report.lock_ms);
     let t = Instant::now();
     let frozen = locked.checkpoint().map_err(|f| f.to_string())?;
     report.checkpoint_ms = ms(t);
     note(ProcessState::Checkpointed);
-    println!("checkpointed  {:10.1} ms", report.checkpoint_ms);
+    let _ = outln!("checkpointed  {:10.1} ms", report.checkpoint_ms);
     if let Ok(tid) = frozen.restore_thread_id() {
-        println!("restore thread {tid}");
+        let _ = outln!("restore thread {tid}");
     }
     let during = snapshot(&mem, pid);
     for (b, a) in before.iter().zip(&during) {
-        println!(
+        let _ = outln!(
             "GPU {} {} ({}): used {} -> {} MiB, freed {} MiB; process {}: {} -> {}",
             b.index,
             b.name,
@@ -189,18 +193,18 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
             listing(a.process)
         );
     }
-    match args.seconds {
-        Some(s) => println!("frozen; restoring in {s} s (or on Enter, SIGINT, SIGTERM)"),
-        None => println!("frozen; press Enter (or send SIGINT/SIGTERM) to restore"),
-    }
+    let _ = match args.seconds {
+        Some(s) => outln!("frozen; restoring in {s} s (or on Enter, SIGINT, SIGTERM)"),
+        None => outln!("frozen; press Enter (or send SIGINT/SIGTERM) to restore"),
+    };
     let frozen_at = Instant::now();
     let why = wait(args.seconds, signals);
     report.frozen_s = frozen_at.elapsed().as_secs_f64();
-    match why {
-        Wake::Key => println!("restoring"),
-        Wake::Signal => println!("signal received: restoring"),
-        Wake::Timer => println!("time is up: restoring"),
-    }
+    let _ = match why {
+        Wake::Key => outln!("restoring"),
+        Wake::Signal => outln!("signal received: restoring"),
+        Wake::Timer => outln!("time is up: restoring"),
+    };
 
     let t = Instant::now();
     let locked = match frozen.restore() {
@@ -216,12 +220,12 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
     };
     report.restore_ms = ms(t);
     note(ProcessState::Locked);
-    println!("restored      {:10.1} ms", report.restore_ms);
+    let _ = outln!("restored      {:10.1} ms", report.restore_ms);
     let t = Instant::now();
     locked.unlock().map_err(|f| f.to_string())?;
     report.unlock_ms = ms(t);
     note(ProcessState::Running);
-    println!("unlocked      {:10.1} ms", report.unlock_ms);
+    let _ = outln!("unlocked      {:10.1} ms", report.unlock_ms);
     let after = snapshot(&mem, pid);
     for ((b, d), a) in before.iter().zip(&during).zip(&after) {
         report.devices.push(DeviceReport {
@@ -237,7 +241,7 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
         });
     }
     let now = ProcessCheckpoint::state(pid).map_err(|e| e.to_string())?;
-    println!("process {pid}: {now}");
+    let _ = outln!("process {pid}: {now}");
     Ok(report)
 }
 

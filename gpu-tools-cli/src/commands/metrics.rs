@@ -8,6 +8,7 @@ use gpu_tools::cupti::profiler::{Method, MetricKind};
 use gpu_tools::profile::json_str;
 
 use crate::failure::{Failure, Outcome};
+use crate::stdout::outln;
 
 /// List an NVIDIA chip's metrics: name, kind, unit, which collection method supports it, description.
 ///
@@ -18,7 +19,7 @@ use crate::failure::{Failure, Outcome};
 /// unknown; 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The chip (`GH100`, `GA100`, ...; see --chips) [default: the chip of device 0].
+    /// The chip (`GH100`, `GA100`, ...; any case; see --chips) [default: the chip of device 0].
     #[arg(long, conflicts_with = "device")]
     chip: Option<String>,
     /// The chip of this CUDA device instead (needs the CUDA driver).
@@ -44,6 +45,16 @@ pub struct Args {
     filter: Option<String>,
 }
 
+/// The chip `given` as CUPTI names it (`gh100` is `GH100`); as given where CUPTI knows no such chip (its error
+/// then lists those it knows).
+fn known_chip(given: &str) -> String {
+    let known = supported_chips().unwrap_or_default();
+    known
+        .into_iter()
+        .find(|c| c.eq_ignore_ascii_case(given.trim()))
+        .unwrap_or_else(|| given.to_string())
+}
+
 fn parse_method(s: &str) -> Result<Method, String> {
     s.parse()
 }
@@ -53,40 +64,38 @@ pub fn run(args: Args) -> Outcome {
         let chips = supported_chips()?;
         let mut out = std::io::stdout().lock();
         for c in chips {
-            if writeln!(out, "{c}").is_err() {
-                break;
-            }
+            writeln!(out, "{c}").map_err(Failure::stdout)?;
         }
         return Ok(0);
     }
     let catalog = match (&args.chip, args.device) {
-        (Some(chip), _) => Catalog::for_chip(chip)?,
+        (Some(chip), _) => Catalog::for_chip(&known_chip(chip))?,
         (None, d) => Catalog::for_device(d.unwrap_or(0))?,
     };
     if !args.check.is_empty() {
         let method = args.method.unwrap_or(Method::RangeProfiler);
         for name in &args.check {
             catalog.resolve(name, method).map_err(Failure::error)?;
-            println!("{name}: collectable by the {method} on {}", catalog.chip());
+            outln!("{name}: collectable by the {method} on {}", catalog.chip())?;
         }
         return Ok(0);
     }
-    // A closed pipe (`| head`) ends the listing quietly.
+    // A closed pipe (`| head`) ends the listing quietly (`Failure::stdout`).
     match list(&args, &catalog) {
         Ok(()) => Ok(0),
-        Err(Listing::Closed) => Ok(0),
+        Err(Listing::Output(e)) => Err(Failure::stdout(e)),
         Err(Listing::Library(e)) => Err(Failure::from(e)),
     }
 }
 
 enum Listing {
-    Closed,
+    Output(std::io::Error),
     Library(gpu_tools::Error),
 }
 
 impl From<std::io::Error> for Listing {
-    fn from(_: std::io::Error) -> Self {
-        Listing::Closed
+    fn from(e: std::io::Error) -> Self {
+        Listing::Output(e)
     }
 }
 

@@ -96,8 +96,7 @@ impl Command {
 
 /// The clap command of subcommand `name`, for usage errors found after parsing.
 pub fn clap_command(name: &str) -> clap::Command {
-    use clap::CommandFactory;
-    let mut cli = crate::Cli::command();
+    let mut cli = crate::cli_command();
     cli.build();
     cli.find_subcommand(name).cloned().unwrap_or(cli)
 }

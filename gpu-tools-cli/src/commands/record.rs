@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputDir;
+use crate::stdout::outln;
 
 /// `step(u32* buf, u64 n)`: an in-place kernel over `n` words.
 const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
@@ -243,7 +244,7 @@ fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>
         let bin = out.file(&format!("{name}.bin"));
         std::fs::write(&bin, &c.bytes).map_err(|e| format!("write {}: {e}", bin.display()))?;
         write_json(&out.file(&format!("{name}.strings.json")), &c.strings)?;
-        println!(
+        let _ = outln!(
             "{name}: {} bytes, {} strings",
             c.bytes.len(),
             c.strings.len()
@@ -271,7 +272,7 @@ fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>
             },
         },
     )?;
-    println!(
+    let _ = outln!(
         "{device}: CUPTI {version} ({layout:?}), {} records in {} buffers, {} dropped -> {}",
         report.stats.records,
         report.stats.batches,

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::failure::{Failure, INCOMPLETE, Outcome};
 use crate::output::OutputFile;
+use crate::stdout::outln;
 
 /// `step(u32* buf, u64 n)`: `x[i] = x[i] * 1664525 + 1013904223 + i` for every word, in place.
 const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
@@ -29,8 +30,9 @@ const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
 /// the driver).
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Size of the device buffer the kernel updates in place, in bytes (at least 4).
-    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(4..))]
+    /// Size of the device buffer the kernel updates in place, in bytes (at least 4); suffix k, M or G allowed, as
+    /// `trace --buffer-size` takes it [default: 256M].
+    #[arg(long, default_value = "256M", hide_default_value = true, value_parser = parse_bytes)]
     bytes: u64,
     /// Number of restore + kernel replays.
     #[arg(long, default_value_t = 10)]
@@ -44,6 +46,16 @@ pub struct Args {
     /// Also write the results as JSON to this file (checked before the GPU is used).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+/// A byte count as `trace --buffer-size` takes it (`268435456`, `262144k`, `256M`), at least 4.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let n = gpu_tools::trace::env::parse_size(s)?;
+    let n = u64::try_from(n).map_err(|_| "too large".to_string())?;
+    if n < 4 {
+        return Err("at least 4 bytes".to_string());
+    }
+    Ok(n)
 }
 
 /// What the run measured, for `--json`.
@@ -78,7 +90,7 @@ pub fn run(args: Args) -> Outcome {
             serde_json::to_writer_pretty(&mut *w, &report)?;
             w.write_all(b"\n")
         })?;
-        println!("results written to {}", path.display());
+        outln!("results written to {}", path.display())?;
     }
     if !identical {
         eprintln!("gpu-tools replay: the replays did not start from the saved state");
@@ -103,7 +115,7 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let bytes = usize::try_from(args.bytes).map_err(|_| ReplayError::TooLarge(args.bytes))?;
     let ctx = Context::primary(args.device)?;
     let info = ctx.driver().device_info(args.device)?;
-    println!(
+    let _ = outln!(
         "device {}: {} (sm_{}{}), state {} MiB, {} replays",
         args.device,
         info.name,
@@ -122,7 +134,7 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let t = Instant::now();
     cp.save()?;
     let save_ms = ms(t.elapsed());
-    println!("save: {save_ms:.3} ms");
+    let _ = outln!("save: {save_ms:.3} ms");
 
     let mut host = vec![0u8; bytes];
     let mut replays = Vec::with_capacity(args.replays);
@@ -141,9 +153,11 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
         };
         if args.each {
             progress.clear();
-            println!(
+            let _ = outln!(
                 "replay {i:3}: restore {:8.3} ms  kernel {:8.3} ms  checksum {}",
-                replay.restore_ms, replay.kernel_ms, replay.checksum
+                replay.restore_ms,
+                replay.kernel_ms,
+                replay.checksum
             );
         }
         replays.push(replay);
@@ -160,13 +174,13 @@ fn replay(args: &Args) -> Result<(bool, Report), ReplayError> {
     let kernels: Vec<f64> = replays.iter().map(|r| r.kernel_ms).collect();
     if let (Some(r), Some(k), Some(first)) = (median(&restores), median(&kernels), replays.first())
     {
-        println!(
+        let _ = outln!(
             "restore: median {r:.3} ms; kernel: median {k:.3} ms; checksum {}",
             first.checksum
         );
     }
-    println!("one more run without restore: checksum {drifted}");
-    println!("all replays identical: {identical}");
+    let _ = outln!("one more run without restore: checksum {drifted}");
+    let _ = outln!("all replays identical: {identical}");
     let ok = identical && replays.first().is_none_or(|r| r.checksum != drifted);
     let report = Report {
         device: args.device,

@@ -12,6 +12,7 @@ use gpu_tools::trace::export::{ChromeWriter, Slice, TimelineSink, Track, TrackPr
 
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputFile;
+use crate::stdout::outln;
 
 /// Profile a small HIP workload of this process on an AMD GPU and write a Chrome trace.
 ///
@@ -121,11 +122,11 @@ pub fn run(args: Args) -> Outcome {
     let events = profile(&args).map_err(Failure::error)?;
     file.write_with(|w| write_chrome(&events, std::process::id(), w))?;
     let kernels = events.iter().filter(|e| e.category == "kernel").count();
-    println!(
+    outln!(
         "{} events ({kernels} kernel dispatches) written to {}",
         events.len(),
         args.output.display()
-    );
+    )?;
     Ok(0)
 }
 

@@ -5,18 +5,21 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use clap::builder::PossibleValuesParser;
-use gpu_tools::trace::report::{Analysis, Format, Table, write_tables};
+use gpu_tools::trace::report::{Analysis, Cell, Format, Table, write_tables};
 
 use super::trace_input::{Reading, open_all};
+use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
 
 /// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes.
 ///
 /// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
 /// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
-/// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Exit code: 0; 1
-/// when a file cannot be read at all (not a trace, another format version); 3 when one was cut short or is
-/// corrupt part-way (the reports then cover what was read before); 2 for a usage error.
+/// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Kernel names are
+/// demangled as `trace` shows them (`--raw-names` keeps them as recorded). Exit code: 0; 1 when a file cannot be
+/// read at all (not a trace, another format version, cut short before its first record) or is given twice (under
+/// any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2
+/// for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files.
@@ -33,6 +36,9 @@ pub struct Args {
         value_parser = PossibleValuesParser::new(Analysis::REPORT_NAMES)
     )]
     report: Vec<String>,
+    /// Keep kernel names as the driver reports them (mangled C++ names).
+    #[arg(long)]
+    raw_names: bool,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -46,17 +52,36 @@ pub fn run(args: Args) -> Outcome {
     for (i, (path, input)) in args.files.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = analysis.read(file, input);
-        reading.take("stats", path, &errors);
+        reading.take("stats", path, analysis.records(file), &errors);
     }
     reading.check()?;
-    let tables: Vec<Table> = analysis
+    let mut tables: Vec<Table> = analysis
         .reports()
         .into_iter()
         .filter(|t| args.report.is_empty() || args.report.iter().any(|r| r == t.name))
         .collect();
+    if !args.raw_names {
+        demangle_kernels(&mut tables);
+    }
     let mut out = BufWriter::new(std::io::stdout().lock());
     write_tables(&tables, format, &mut out)
         .and_then(|()| out.flush())
         .map_err(Failure::stdout)?;
     Ok(reading.code())
+}
+
+/// Kernel names as `trace` shows them: demangled (`copy(float const*, float*, unsigned long)`).
+fn demangle_kernels(tables: &mut [Table]) {
+    for t in tables.iter_mut().filter(|t| t.name == "cuda_gpu_kern_sum") {
+        let Some(column) = t.columns.iter().position(|c| *c == "Name") else {
+            continue;
+        };
+        for row in &mut t.rows {
+            if let Some(Cell::Text(name)) = row.get_mut(column) {
+                if let Some(readable) = demangle(name) {
+                    *name = readable;
+                }
+            }
+        }
+    }
 }

@@ -75,6 +75,21 @@ enum Source {
     Rocprofiler,
 }
 
+/// Width of a counter's column.
+const COLUMN: usize = 10;
+
+/// The column header of metric `name` (`sm__throughput.avg.pct_of_peak_sustained_elapsed`): its base name, cut to
+/// the column's width with `…` marking the cut.
+fn header(name: &str) -> String {
+    let base = name.split('.').next().unwrap_or(name);
+    if base.chars().count() <= COLUMN {
+        return base.to_string();
+    }
+    let mut cut: String = base.chars().take(COLUMN - 1).collect();
+    cut.push('…');
+    cut
+}
+
 fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -162,7 +177,7 @@ pub fn run(args: Args) -> Outcome {
                 .iter()
                 .map(|m| Column {
                     key: m.clone(),
-                    header: m.split('.').next().unwrap_or(m).chars().take(10).collect(),
+                    header: header(m),
                     bandwidth: m.ends_with(".per_second") && m.contains("bytes"),
                 })
                 .collect()
@@ -198,7 +213,7 @@ fn view(
     if !args.json {
         let mut h = format!("{:>3} {:>7}", "GPU", "SAMPLES");
         for c in columns {
-            h.push_str(&format!(" {:>10}", c.header));
+            h.push_str(&format!(" {:>COLUMN$}", c.header));
         }
         h.push_str("  NAME");
         writeln!(out, "{h}").map_err(Failure::stdout)?;
@@ -277,7 +292,7 @@ fn row(
         } else {
             format!("{v:.1}")
         };
-        t.push_str(&format!(" {cell:>10}"));
+        t.push_str(&format!(" {cell:>COLUMN$}"));
     }
     t.push_str("  ");
     t.push_str(&device.name);
@@ -285,4 +300,22 @@ fn row(
         t.push_str(&format!(" (dropped {dropped})"));
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_metric_names_are_cut_with_an_ellipsis() {
+        assert_eq!(header("sm__cycles_active.avg"), "sm__cycle…");
+        assert_eq!(
+            header("sm__throughput.avg.pct_of_peak_sustained_elapsed")
+                .chars()
+                .count(),
+            COLUMN
+        );
+        assert_eq!(header("dram__read.sum"), "dram__read");
+        assert_eq!(header("gpu__time"), "gpu__time");
+    }
 }

@@ -4,14 +4,38 @@
 
 use std::fs::File;
 use std::io::BufReader;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use gpu_tools::trace::file::TraceFileError;
 
 use crate::failure::{Failure, INCOMPLETE};
 
-/// The input files, each opened.
+/// What makes a file itself whatever the path to it (`a`, `./a`, a hard or symbolic link): its device and inode.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The input files, each opened; a file given twice (under any path) is refused: its records would count twice.
 pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
+    for (i, path) in paths.iter().enumerate() {
+        let Some(id) = identity(path) else { continue };
+        if let Some(first) = paths[..i].iter().find(|p| identity(p) == Some(id)) {
+            let message = if first == path {
+                format!(
+                    "{} is given twice: its records would count twice",
+                    path.display()
+                )
+            } else {
+                format!(
+                    "{} and {} are the same file: its records would count twice",
+                    first.display(),
+                    path.display()
+                )
+            };
+            return Err(Failure::new(1, message));
+        }
+    }
     paths
         .iter()
         .map(|p| {
@@ -23,6 +47,24 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
                 .map_err(|e| Failure::new(1, format!("cannot read {}: {e}", p.display())))
         })
         .collect()
+}
+
+/// Refuses an output (`what`, at `path`) that is one of the inputs, under any path: it would be overwritten.
+pub fn check_output(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<(), Failure> {
+    let Some(id) = identity(path) else {
+        return Ok(());
+    };
+    match inputs.iter().find(|p| identity(p) == Some(id)) {
+        Some(input) => Err(Failure::new(
+            1,
+            format!(
+                "cannot write {what} {}: it is the input {}, which would be overwritten",
+                path.display(),
+                input.display()
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Whether an error makes the whole input unreadable (nothing of it was read).
@@ -46,12 +88,17 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Takes the errors of reading `path` (printing each), as `command` met them.
-    pub fn take(&mut self, command: &str, path: &Path, errors: &[TraceFileError]) {
+    /// Takes the errors of reading `path`, of which `records` records were read (printing each error), as
+    /// `command` met them. A file whose reading failed before its first record holds nothing to report: it is
+    /// refused as a whole, as a file that is not a trace is.
+    pub fn take(&mut self, command: &str, path: &Path, records: u64, errors: &[TraceFileError]) {
         for e in errors {
             if refuses_input(e) {
                 self.refused
                     .get_or_insert_with(|| format!("{}: {e}", path.display()));
+            } else if records == 0 {
+                self.refused
+                    .get_or_insert_with(|| format!("{} holds no records: {e}", path.display()));
             } else {
                 eprintln!("gpu-tools {command}: {}: {e}", path.display());
                 self.partial = true;

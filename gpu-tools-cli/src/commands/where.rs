@@ -11,6 +11,7 @@ use gpu_tools::cudbg::{
 
 use crate::demangle::readable as demangle;
 use crate::failure::Outcome;
+use crate::stdout::outln;
 
 /// Print where the warps of a running CUDA process are, then let it go on.
 ///
@@ -86,10 +87,10 @@ pub fn run(args: Args) -> Outcome {
         crate::pid::check(pid)?;
         let seen = examine(&args, pid)?;
         if args.summary_line {
-            println!(
+            outln!(
                 "{SUMMARY}{}",
                 serde_json::to_string(&seen).unwrap_or_default()
-            );
+            )?;
         }
         return Ok(0);
     }
@@ -268,7 +269,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
         }
     }
     if let Some(status) = session.exit_status()? {
-        println!("process {pid} ended ({status}) before it could be examined");
+        let _ = outln!("process {pid} ended ({status}) before it could be examined");
         seen.ended = Some(status.to_string());
         return Ok(seen);
     }
@@ -279,7 +280,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
             .map_or_else(|| format!("?@{pc:#x}"), demangle)
     };
     let devices = session.devices()?;
-    println!(
+    let _ = outln!(
         "process {pid}: {} CUDA devices, {} modules",
         devices.len(),
         symbols.len()
@@ -290,7 +291,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
         for w in dev.warps()? {
             grids.entry(w.grid_id).or_default().push(w);
         }
-        println!(
+        let _ = outln!(
             "device {} {} ({}, {} SMs): {} kernels running",
             props.index,
             props.name,
@@ -302,7 +303,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
             match dev.grid(*grid) {
                 Ok(info) => {
                     let name = name_at(info.module, info.function_entry);
-                    println!(
+                    let _ = outln!(
                         "  kernel grid {grid} {name} grid {} block {} ({} warps resident)",
                         info.grid_dim,
                         info.block_dim,
@@ -311,7 +312,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
                     seen.kernels.push((name, warps.len()));
                 }
                 Err(e) => {
-                    println!(
+                    let _ = outln!(
                         "  kernel grid {grid} (no grid info: {e}), {} warps",
                         warps.len()
                     );
@@ -320,7 +321,7 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
             }
             let module = dev.grid(*grid).map_or(0, |g| g.module);
             for w in warps.iter().take(args.max_warps) {
-                println!(
+                let _ = outln!(
                     "    sm {:>3} warp {:>2} block {} pc {:#x} in {} lanes {:#010x}{}",
                     w.sm,
                     w.warp,
@@ -332,12 +333,12 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
                 );
             }
             if warps.len() > args.max_warps {
-                println!("    ... {} more warps", warps.len() - args.max_warps);
+                let _ = outln!("    ... {} more warps", warps.len() - args.max_warps);
             }
         }
         dev.resume()?;
     }
     session.close()?;
-    println!("detached; process {pid} runs on");
+    let _ = outln!("detached; process {pid} runs on");
     Ok(seen)
 }

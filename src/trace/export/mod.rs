@@ -7,7 +7,7 @@
 //! NVTX), a group per GPU with a track per stream, and a track for synchronisation and one for CUPTI's overhead.
 //! Slices that overlap on one track (graph nodes running concurrently on one stream, start/end NVTX ranges) go to
 //! extra lanes of that track, so that every track nests properly. Arrows (flows) lead from each launch or copy
-//! call to the device work it issued. Timestamps are put on one timeline across hosts ([`report::Alignment`]).
+//! call to the device work it issued, whichever of the two records comes first. Timestamps are put on one timeline across hosts ([`report::Alignment`]).
 //!
 //! ```no_run
 //! use gpu_tools::trace::export::{PerfettoWriter, Timeline};

@@ -1,6 +1,6 @@
 //! From records to tracks and slices, for any timeline format.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read};
 
 use crate::trace::file::{TraceFileError, TraceItem, TraceReader};
@@ -106,6 +106,8 @@ struct Lanes {
 
 /// Most lanes of one row; past it slices go to the last lane (and may nest wrongly there).
 const MAX_LANES: usize = 32;
+/// Most characters of a command line in a process group's name.
+const MAX_COMMAND: usize = 120;
 /// Most open NVTX ranges and pending marker data kept per stream.
 const MAX_OPEN: usize = 1 << 16;
 
@@ -117,19 +119,75 @@ struct StreamState {
     process_track: Option<u64>,
     rows: HashMap<Key, Lanes>,
     groups: HashMap<Key, u64>,
-    /// Correlation ids of launch and copy calls whose flow has started and not yet ended.
-    flows: HashSet<u32>,
+    /// Slices held until the other end of their flow arrives, by correlation id.
+    waiting: BTreeMap<u32, Waiting>,
+    /// Slices in `waiting`.
+    held: usize,
+    /// Correlation ids whose flow was drawn (more device work of the same call gets none).
+    paired: HashSet<u32>,
     open: HashMap<u32, (u32, u64, String, String)>,
     data: HashMap<u32, MarkerData>,
 }
 
+/// A slice kept back (its track already chosen) until its flow can be drawn.
+#[derive(Debug)]
+struct Held {
+    track: u64,
+    name: String,
+    category: &'static str,
+    start: u64,
+    end: u64,
+    args: Vec<(&'static str, Arg)>,
+}
+
+impl Held {
+    fn slice(&self, flow_out: Option<u64>, flow_in: Option<u64>) -> Slice<'_> {
+        Slice {
+            track: self.track,
+            name: &self.name,
+            category: self.category,
+            start: self.start,
+            end: self.end,
+            instant: false,
+            args: self.args.clone(),
+            flow_out,
+            flow_in,
+            color: None,
+        }
+    }
+}
+
+/// One side of a flow that waits for the other: an API call for the device work it issued, or device work for
+/// the call that issued it (CUPTI often delivers the work first).
+#[derive(Debug)]
+enum Waiting {
+    Call(Held),
+    Work(Vec<Held>),
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        match self {
+            Waiting::Call(_) => 1,
+            Waiting::Work(w) => w.len(),
+        }
+    }
+}
+
 /// Turns the records of one or more traces into tracks and slices for a [`TimelineSink`], streaming.
+///
+/// A launch or copy call and the device work it issued are tied by a flow whichever of them comes first: the
+/// first is held (per stream and correlation id, at most 65,536 slices per stream) until the other
+/// arrives, and what is still held when its stream ends, its file has been read or the export finishes is
+/// written without a flow.
 pub struct Timeline<S: TimelineSink> {
     sink: S,
     streams: HashMap<(u32, u32), StreamState>,
     alignment: Alignment,
     next_track: u64,
     misnested: u64,
+    /// Records read by [`Timeline::read`], by file number.
+    records: HashMap<u32, u64>,
 }
 
 impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
@@ -148,6 +206,24 @@ fn issues_work(name: &str) -> bool {
         .any(|w| name.contains(w))
 }
 
+/// Notes that the flow of `correlation` was drawn (a bounded set: forgotten wholesale when full).
+fn remember(paired: &mut HashSet<u32>, correlation: u32) {
+    if paired.len() >= MAX_OPEN {
+        paired.clear();
+    }
+    paired.insert(correlation);
+}
+
+/// Writes held slices without a flow.
+fn write_unpaired(sink: &mut impl TimelineSink, waiting: Waiting) -> io::Result<()> {
+    match waiting {
+        Waiting::Call(call) => sink.slice(&call.slice(None, None)),
+        Waiting::Work(work) => work
+            .iter()
+            .try_for_each(|w| sink.slice(&w.slice(None, None))),
+    }
+}
+
 fn flow_id(key: (u32, u32), correlation: u32) -> u64 {
     (u64::from(key.0 & 0xffff) << 48) | (u64::from(key.1 & 0xffff) << 32) | u64::from(correlation)
 }
@@ -161,6 +237,7 @@ impl<S: TimelineSink> Timeline<S> {
             alignment: Alignment::new(),
             next_track: 1,
             misnested: 0,
+            records: HashMap::new(),
         }
     }
 
@@ -170,7 +247,10 @@ impl<S: TimelineSink> Timeline<S> {
         let mut errors = Vec::new();
         for item in TraceReader::new(source) {
             match item {
-                Ok(TraceItem::Record { stream, record }) => self.add((file, stream), &record)?,
+                Ok(TraceItem::Record { stream, record }) => {
+                    *self.records.entry(file).or_default() += 1;
+                    self.add((file, stream), &record)?;
+                }
                 Ok(TraceItem::Header { stream, header }) => {
                     self.streams.entry((file, stream)).or_default().pid = header.pid;
                 }
@@ -178,7 +258,24 @@ impl<S: TimelineSink> Timeline<S> {
                 Err(e) => errors.push(e),
             }
         }
+        // Nothing of this file can pair with what it left waiting.
+        let mut keys: Vec<(u32, u32)> = self
+            .streams
+            .keys()
+            .filter(|k| k.0 == file)
+            .copied()
+            .collect();
+        keys.sort_unstable();
+        for key in keys {
+            self.release(key)?;
+        }
         Ok(errors)
+    }
+
+    /// The records [`read`](Self::read) took from file number `file`: 0 for a file that holds none (or none
+    /// before an error that ended its reading).
+    pub fn records(&self, file: u32) -> u64 {
+        self.records.get(&file).copied().unwrap_or(0)
     }
 
     /// Slices that had to go to an overfull track's last lane (they may nest wrongly there).
@@ -188,6 +285,11 @@ impl<S: TimelineSink> Timeline<S> {
 
     /// Ends the export and returns the sink.
     pub fn finish(mut self) -> io::Result<S> {
+        let mut keys: Vec<(u32, u32)> = self.streams.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            self.release(key)?;
+        }
         self.sink.finish()?;
         Ok(self.sink)
     }
@@ -210,7 +312,13 @@ impl<S: TimelineSink> Timeline<S> {
         let mut name = format!("process {}", s.pid);
         if !s.command.is_empty() {
             name.push(' ');
-            name.push_str(&s.command.chars().take(120).collect::<String>());
+            // A long command line is cut, the cut marked.
+            if s.command.chars().count() > MAX_COMMAND {
+                name.extend(s.command.chars().take(MAX_COMMAND - 1));
+                name.push('…');
+            } else {
+                name.push_str(&s.command);
+            }
         }
         if let Some(info) = &s.info {
             let rank = info.rank_label();
@@ -353,7 +461,6 @@ impl<S: TimelineSink> Timeline<S> {
                     shift(&self.alignment, k.end),
                 );
                 let track = self.lane(key, Key::Stream(k.device, k.stream), start, end)?;
-                let flow_in = self.take_flow(key, k.correlation);
                 let mut args = vec![
                     ("correlation", Arg::U(u64::from(k.correlation))),
                     (
@@ -374,18 +481,15 @@ impl<S: TimelineSink> Timeline<S> {
                     args.push(("graph", Arg::U(u64::from(k.graph_id))));
                     args.push(("graph node", Arg::U(k.graph_node_id)));
                 }
-                self.sink.slice(&Slice {
+                let work = Held {
                     track,
-                    name: &k.name,
+                    name: k.name.to_string(),
                     category: "kernel",
                     start,
                     end,
-                    instant: false,
                     args,
-                    flow_out: None,
-                    flow_in,
-                    color: None,
-                })?;
+                };
+                self.work(key, k.correlation, work)?;
             }
             Record::Memcpy(m) => {
                 let (start, end) = (
@@ -393,28 +497,24 @@ impl<S: TimelineSink> Timeline<S> {
                     shift(&self.alignment, m.end),
                 );
                 let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
-                let flow_in = self.take_flow(key, m.correlation);
                 let name = format!(
                     "Memcpy {} ({} -> {})",
                     m.kind.name(),
                     m.src.name(),
                     m.dst.name()
                 );
-                self.sink.slice(&Slice {
+                let work = Held {
                     track,
-                    name: &name,
+                    name,
                     category: "gpu_memcpy",
                     start,
                     end,
-                    instant: false,
                     args: vec![
                         ("bytes", Arg::U(m.bytes)),
                         ("correlation", Arg::U(u64::from(m.correlation))),
                     ],
-                    flow_out: None,
-                    flow_in,
-                    color: None,
-                })?;
+                };
+                self.work(key, m.correlation, work)?;
             }
             Record::Memset(m) => {
                 let (start, end) = (
@@ -422,23 +522,19 @@ impl<S: TimelineSink> Timeline<S> {
                     shift(&self.alignment, m.end),
                 );
                 let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
-                let flow_in = self.take_flow(key, m.correlation);
-                self.sink.slice(&Slice {
+                let work = Held {
                     track,
-                    name: "Memset",
+                    name: "Memset".to_string(),
                     category: "gpu_memset",
                     start,
                     end,
-                    instant: false,
                     args: vec![
                         ("bytes", Arg::U(m.bytes)),
                         ("value", Arg::U(u64::from(m.value))),
                         ("correlation", Arg::U(u64::from(m.correlation))),
                     ],
-                    flow_out: None,
-                    flow_in,
-                    color: None,
-                })?;
+                };
+                self.work(key, m.correlation, work)?;
             }
             Record::GraphLaunch(g) => {
                 let (start, end) = (
@@ -446,23 +542,18 @@ impl<S: TimelineSink> Timeline<S> {
                     shift(&self.alignment, g.end),
                 );
                 let track = self.lane(key, Key::Stream(g.device, g.stream), start, end)?;
-                let flow_in = self.take_flow(key, g.correlation);
-                let name = format!("CUDA graph {}", g.graph_id);
-                self.sink.slice(&Slice {
+                let work = Held {
                     track,
-                    name: &name,
+                    name: format!("CUDA graph {}", g.graph_id),
                     category: "cuda_graph",
                     start,
                     end,
-                    instant: false,
                     args: vec![
                         ("graph", Arg::U(u64::from(g.graph_id))),
                         ("correlation", Arg::U(u64::from(g.correlation))),
                     ],
-                    flow_out: None,
-                    flow_in,
-                    color: None,
-                })?;
+                };
+                self.work(key, g.correlation, work)?;
             }
             Record::Api(a) => {
                 let (start, end) = (
@@ -482,28 +573,22 @@ impl<S: TimelineSink> Timeline<S> {
                 } else {
                     &a.name
                 };
-                let flow_out = (a.correlation != 0 && issues_work(name)).then(|| {
-                    let s = self.streams.entry(key).or_default();
-                    if s.flows.len() < MAX_OPEN {
-                        s.flows.insert(a.correlation);
-                    }
-                    flow_id(key, a.correlation)
-                });
-                self.sink.slice(&Slice {
+                let call = Held {
                     track,
-                    name,
+                    name: name.to_string(),
                     category: match row {
                         Row::Runtime => "cuda_runtime",
                         _ => "cuda_driver",
                     },
                     start,
                     end,
-                    instant: false,
                     args: vec![("correlation", Arg::U(u64::from(a.correlation)))],
-                    flow_out,
-                    flow_in: None,
-                    color: None,
-                })?;
+                };
+                if a.correlation != 0 && issues_work(name) {
+                    self.call(key, a.correlation, call)?;
+                } else {
+                    self.sink.slice(&call.slice(None, None))?;
+                }
             }
             Record::Synchronization(y) => {
                 let (start, end) = (
@@ -553,17 +638,90 @@ impl<S: TimelineSink> Timeline<S> {
                 }
             }
             Record::Marker(m) => self.marker(key, m)?,
+            // The stream is complete: nothing more can pair with what it left waiting.
+            Record::ProcessEnd(_) => self.release(key)?,
             _ => {}
         }
         Ok(())
     }
 
-    /// The flow id ending at device work of `correlation`, if its call started one.
-    fn take_flow(&mut self, key: (u32, u32), correlation: u32) -> Option<u64> {
-        let s = self.streams.get_mut(&key)?;
-        s.flows
-            .remove(&correlation)
-            .then(|| flow_id(key, correlation))
+    /// A launch or copy call of `correlation`: written with the flow to its work if that came first, else held.
+    fn call(&mut self, key: (u32, u32), correlation: u32, call: Held) -> io::Result<()> {
+        let s = self.streams.entry(key).or_default();
+        match s.waiting.remove(&correlation) {
+            Some(Waiting::Work(work)) => {
+                s.held -= work.len();
+                remember(&mut s.paired, correlation);
+                let id = flow_id(key, correlation);
+                self.sink.slice(&call.slice(Some(id), None))?;
+                for (i, w) in work.iter().enumerate() {
+                    self.sink.slice(&w.slice(None, (i == 0).then_some(id)))?;
+                }
+                Ok(())
+            }
+            Some(Waiting::Call(earlier)) => {
+                // The same id twice: the earlier call will get no work.
+                s.held -= 1;
+                self.sink.slice(&earlier.slice(None, None))?;
+                self.hold(key, correlation, Waiting::Call(call))
+            }
+            None => self.hold(key, correlation, Waiting::Call(call)),
+        }
+    }
+
+    /// Device work of `correlation`: written with the flow from its call if that came first, else held.
+    fn work(&mut self, key: (u32, u32), correlation: u32, work: Held) -> io::Result<()> {
+        if correlation == 0 {
+            return self.sink.slice(&work.slice(None, None));
+        }
+        let s = self.streams.entry(key).or_default();
+        match s.waiting.remove(&correlation) {
+            Some(Waiting::Call(call)) => {
+                s.held -= 1;
+                remember(&mut s.paired, correlation);
+                let id = flow_id(key, correlation);
+                self.sink.slice(&call.slice(Some(id), None))?;
+                self.sink.slice(&work.slice(None, Some(id)))
+            }
+            Some(Waiting::Work(mut earlier)) => {
+                s.held -= earlier.len();
+                earlier.push(work);
+                self.hold(key, correlation, Waiting::Work(earlier))
+            }
+            // More work of a call whose flow is drawn (the kernels of a graph's nodes).
+            None if s.paired.contains(&correlation) => self.sink.slice(&work.slice(None, None)),
+            None => self.hold(key, correlation, Waiting::Work(vec![work])),
+        }
+    }
+
+    /// Holds `waiting` until its other side comes; past the bound, the oldest held slices are written without a
+    /// flow.
+    fn hold(&mut self, key: (u32, u32), correlation: u32, waiting: Waiting) -> io::Result<()> {
+        let s = self.streams.entry(key).or_default();
+        s.held += waiting.len();
+        s.waiting.insert(correlation, waiting);
+        while s.held > MAX_OPEN {
+            let Some((_, oldest)) = s.waiting.pop_first() else {
+                break;
+            };
+            s.held -= oldest.len();
+            write_unpaired(&mut self.sink, oldest)?;
+        }
+        Ok(())
+    }
+
+    /// Writes, without flows, every slice stream `key` holds.
+    fn release(&mut self, key: (u32, u32)) -> io::Result<()> {
+        let Some(s) = self.streams.get_mut(&key) else {
+            return Ok(());
+        };
+        let waiting = std::mem::take(&mut s.waiting);
+        s.held = 0;
+        s.paired.clear();
+        for w in waiting.into_values() {
+            write_unpaired(&mut self.sink, w)?;
+        }
+        Ok(())
     }
 
     fn marker(&mut self, key: (u32, u32), m: &MarkerRecord) -> io::Result<()> {
@@ -641,5 +799,128 @@ impl<S: TimelineSink> Timeline<S> {
             flow_in: None,
             color,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Counts slices and flow ends, keeps track names.
+    #[derive(Default)]
+    struct Count {
+        tracks: Vec<String>,
+        slices: usize,
+        starts: usize,
+        ends: usize,
+    }
+
+    impl TimelineSink for Count {
+        fn track(&mut self, track: &Track) -> io::Result<()> {
+            self.tracks.push(track.name.clone());
+            Ok(())
+        }
+        fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()> {
+            self.slices += 1;
+            self.starts += usize::from(slice.flow_out.is_some());
+            self.ends += usize::from(slice.flow_in.is_some());
+            Ok(())
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn kernel(correlation: u32) -> Record {
+        Record::Kernel(KernelRecord {
+            start: u64::from(correlation) * 10,
+            end: u64::from(correlation) * 10 + 5,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation,
+            grid_id: 0,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            static_shared: 0,
+            dynamic_shared: 0,
+            registers: 8,
+            graph_id: 0,
+            graph_node_id: 0,
+            name: Arc::from("k"),
+        })
+    }
+
+    #[test]
+    fn work_waiting_for_its_call_is_bounded_and_written_at_the_end() {
+        // Kernels whose calls were not recorded (`--api none`): each waits, the oldest go out past the bound.
+        let n = MAX_OPEN as u32 + 1000;
+        let mut t = Timeline::new(Count::default());
+        for c in 1..=n {
+            t.add((0, 0), &kernel(c)).unwrap();
+        }
+        assert_eq!(t.sink.slices, 1000, "written once past the bound");
+        assert_eq!(t.streams[&(0, 0)].held, MAX_OPEN);
+        let count = t.finish().unwrap();
+        assert_eq!(count.slices, n as usize);
+        assert_eq!((count.starts, count.ends), (0, 0));
+    }
+
+    #[test]
+    fn a_stream_that_ends_lets_go_of_what_it_held() {
+        let mut t = Timeline::new(Count::default());
+        t.add((0, 0), &kernel(1)).unwrap();
+        assert_eq!(t.sink.slices, 0, "held for its call");
+        t.add(
+            (0, 0),
+            &Record::ProcessEnd(ProcessEnd {
+                time: 100,
+                reason: EndReason::Exit,
+                records: 1,
+                dropped: 0,
+                skipped: 0,
+                callback_panics: 0,
+            }),
+        )
+        .unwrap();
+        assert_eq!(t.sink.slices, 1);
+        assert_eq!(t.streams[&(0, 0)].held, 0);
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_with_an_ellipsis() {
+        let mut t = Timeline::new(Count::default());
+        for (stream, command) in [(0, "x".repeat(200)), (1, "python3 train.py".to_string())] {
+            let pid = 100 + stream;
+            let start = ProcessStart {
+                pid,
+                parent_pid: 1,
+                time: 0,
+                command,
+            };
+            // A call on a host thread makes the process's group.
+            let call = ApiRecord {
+                start: 0,
+                end: 1,
+                domain: ApiDomain::Runtime,
+                cbid: 1,
+                name: Arc::from("cudaFree"),
+                correlation: 0,
+                process: pid,
+                thread: 1,
+                return_value: 0,
+            };
+            t.add((0, stream), &Record::ProcessStart(start)).unwrap();
+            t.add((0, stream), &Record::Api(call)).unwrap();
+        }
+        let tracks = t.finish().unwrap().tracks;
+        let cut = format!("process 100 {}…", "x".repeat(MAX_COMMAND - 1));
+        assert!(tracks.contains(&cut), "{tracks:?}");
+        assert!(
+            tracks.iter().any(|t| t == "process 101 python3 train.py"),
+            "{tracks:?}"
+        );
     }
 }

@@ -91,6 +91,11 @@ pub struct Analysis {
     errors: u64,
 }
 
+/// `n` and the noun (with its verb) that goes with it: "1 error", "2 errors".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Nsight Systems' name of a copy direction.
 fn copy_operation(kind: CopyKind) -> String {
     let what = match kind {
@@ -138,6 +143,16 @@ impl Analysis {
             }
         }
         errors
+    }
+
+    /// The records read so far of file number `file`, over its streams: 0 for a file that holds none (or none
+    /// before an error that ended its reading).
+    pub fn records(&self, file: u32) -> u64 {
+        self.streams
+            .iter()
+            .filter(|(key, _)| key.0 == file)
+            .map(|(_, s)| s.records)
+            .sum()
     }
 
     /// Takes one item of a [`TraceReader`] of file number `file`.
@@ -556,16 +571,23 @@ impl Analysis {
         });
         if open > 0 {
             t.notes.push(format!(
-                "{open} ranges were still open when their stream ended (not shown)"
+                "{} still open when {} stream ended (not shown)",
+                count(open as u64, "range was", "ranges were"),
+                if open == 1 { "its" } else { "their" }
             ));
         }
         if unpaired > 0 {
             t.notes.push(format!(
-                "{unpaired} range ends had no start in the trace (not shown)"
+                "{} no start in the trace (not shown)",
+                count(unpaired, "range end had", "range ends had")
             ));
         }
         if marks > 0 {
-            t.notes.push(format!("{marks} NVTX marks (instants)"));
+            t.notes.push(format!(
+                "{} ({})",
+                count(marks, "NVTX mark", "NVTX marks"),
+                if marks == 1 { "an instant" } else { "instants" }
+            ));
         }
         t
     }
@@ -675,7 +697,12 @@ impl Analysis {
             );
         } else if unattributed > 0 {
             t.notes.push(format!(
-                "{unattributed} device operations had no API record (left out of the projection)"
+                "{} no API record (left out of the projection)",
+                count(
+                    unattributed,
+                    "device operation had",
+                    "device operations had"
+                )
             ));
         }
         t
@@ -724,10 +751,104 @@ impl Analysis {
         }
         if self.errors > 0 {
             t.notes.push(format!(
-                "{} errors while reading (reported on stderr)",
-                self.errors
+                "{} while reading (reported on stderr)",
+                count(self.errors, "error", "errors")
             ));
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marker(kind: MarkerKind, id: u32, time: u64) -> Record {
+        Record::Marker(MarkerRecord {
+            time,
+            kind,
+            id,
+            process: 1,
+            thread: 1,
+            domain: Arc::from(""),
+            name: "step".into(),
+        })
+    }
+
+    fn kernel(correlation: u32) -> Record {
+        Record::Kernel(KernelRecord {
+            start: 10,
+            end: 20,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation,
+            grid_id: 1,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            static_shared: 0,
+            dynamic_shared: 0,
+            registers: 8,
+            graph_id: 0,
+            graph_node_id: 0,
+            name: Arc::from("k"),
+        })
+    }
+
+    fn notes_of(a: &Analysis) -> Vec<String> {
+        a.reports().into_iter().flat_map(|t| t.notes).collect()
+    }
+
+    #[test]
+    fn notes_count_one_in_the_singular() {
+        let mut a = Analysis::new();
+        a.add((0, 0), &marker(MarkerKind::Start, 1, 0));
+        a.add((0, 0), &marker(MarkerKind::End, 1, 100));
+        a.add((0, 0), &marker(MarkerKind::Start, 2, 0));
+        a.add((0, 0), &marker(MarkerKind::End, 3, 100));
+        a.add((0, 0), &marker(MarkerKind::Instant, 4, 50));
+        a.add(
+            (0, 0),
+            &Record::Api(ApiRecord {
+                start: 5,
+                end: 6,
+                domain: ApiDomain::Runtime,
+                cbid: 1,
+                name: Arc::from("cudaLaunchKernel"),
+                correlation: 1,
+                process: 1,
+                thread: 1,
+                return_value: 0,
+            }),
+        );
+        a.add((0, 0), &kernel(1));
+        a.add((0, 0), &kernel(2));
+        a.errors = 1;
+        let notes = notes_of(&a);
+        for note in [
+            "1 range was still open when its stream ended (not shown)",
+            "1 range end had no start in the trace (not shown)",
+            "1 NVTX mark (an instant)",
+            "1 device operation had no API record (left out of the projection)",
+            "1 error while reading (reported on stderr)",
+        ] {
+            assert!(notes.iter().any(|n| n == note), "{note:?} in {notes:#?}");
+        }
+
+        a.add((0, 0), &marker(MarkerKind::Start, 5, 0));
+        a.add((0, 0), &marker(MarkerKind::End, 6, 100));
+        a.add((0, 0), &marker(MarkerKind::Instant, 7, 50));
+        a.add((0, 0), &kernel(3));
+        a.errors = 2;
+        let notes = notes_of(&a);
+        for note in [
+            "2 ranges were still open when their stream ended (not shown)",
+            "2 range ends had no start in the trace (not shown)",
+            "2 NVTX marks (instants)",
+            "2 device operations had no API record (left out of the projection)",
+            "2 errors while reading (reported on stderr)",
+        ] {
+            assert!(notes.iter().any(|n| n == note), "{note:?} in {notes:#?}");
+        }
     }
 }

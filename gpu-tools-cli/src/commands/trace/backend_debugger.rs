@@ -118,7 +118,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                             img.size,
                             syms.len()
                         )
-                        .map_err(Failure::stdout)?;
+                        .or_else(crate::stdout::unless_closed)?;
                     }
                     symbols.insert(img.module, syms);
                 }
@@ -142,7 +142,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                             "launch grid {} {name} grid {} block {}",
                             k.grid_id, k.grid_dim, k.block_dim
                         )
-                        .map_err(Failure::stdout)?;
+                        .or_else(crate::stdout::unless_closed)?;
                     }
                     if cli.blocking_launches || cli.chrome_trace.is_some() {
                         open.insert(k.grid_id, trace.kernels.len());
@@ -190,7 +190,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
         }
     }
     let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    writeln!(out, "--- events: {}", counts.join(", ")).map_err(Failure::stdout)?;
+    writeln!(out, "--- events: {}", counts.join(", ")).or_else(crate::stdout::unless_closed)?;
     trace.processes.push(Process {
         pid,
         command,

@@ -354,10 +354,10 @@ pub fn run(mut args: Args) -> Outcome {
         };
         let trace = &traced.trace;
         if !args.quiet && backend != Backend::Debugger {
-            report::listing(trace, &mut out).map_err(Failure::stdout)?;
+            report::listing(trace, &mut out).or_else(crate::stdout::unless_closed)?;
         }
-        report::summary(trace, backend.name(), &mut out).map_err(Failure::stdout)?;
-        out.flush().map_err(Failure::stdout)?;
+        report::summary(trace, backend.name(), &mut out).or_else(crate::stdout::unless_closed)?;
+        out.flush().or_else(crate::stdout::unless_closed)?;
         if backend == Backend::Debugger {
             // The debugger backend's launches, as records, for the Chrome trace.
             if let Some(timeline) = sinks.chrome.as_mut() {

@@ -1,0 +1,54 @@
+//! Standard output of the subcommands: every report line goes through [`outln!`] (or a writer whose errors go
+//! through [`Failure::stdout`]), never `println!`, which panics when the reader of a pipe has gone away
+//! (`gpu-tools stats t.gputrace | head`).
+//!
+//! A closed standard output is remembered here: later writes fail at once, and the tool exits with
+//! [`BROKEN_PIPE`](crate::failure::BROKEN_PIPE), quietly, as a Unix tool killed by `SIGPIPE` is reported by the
+//! shell. Code that can stop returns the error (`outln!(...)?`); code that must first put something back (a
+//! frozen process, suspended GPUs) drops it and goes on, and the exit status still says that the output was cut.
+
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::failure::Failure;
+
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether standard output was found closed (its reader gone).
+pub fn closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Remembers that standard output is closed.
+pub fn mark_closed() {
+    CLOSED.store(true, Ordering::Relaxed);
+}
+
+/// Writes `text` to standard output; [`Failure::BrokenPipe`] once its reader is gone.
+pub fn write(text: fmt::Arguments<'_>) -> Result<(), Failure> {
+    if closed() {
+        return Err(Failure::BrokenPipe);
+    }
+    io::stdout().lock().write_fmt(text).map_err(Failure::stdout)
+}
+
+/// `println!` that returns `Result<(), Failure>` instead of panicking (see the module's documentation).
+macro_rules! outln {
+    () => {
+        $crate::stdout::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
+/// For a write to standard output whose failure must not cut the work short (files still to be written,
+/// something to put back): a closed standard output is remembered and `Ok`, any other error is returned.
+pub fn unless_closed(e: io::Error) -> Result<(), Failure> {
+    match Failure::stdout(e) {
+        Failure::BrokenPipe => Ok(()),
+        failure => Err(failure),
+    }
+}
