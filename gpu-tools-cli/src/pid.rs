@@ -25,11 +25,16 @@ pub fn check(pid: u32) -> Result<(), Failure> {
     }
 }
 
-/// Whether process `pid` maps the CUDA driver (`libcuda.so`): it uses CUDA, or is about to.
+/// Whether process `pid` uses CUDA: it maps the driver (`libcuda.so`) and has initialised it (holds
+/// `/dev/nvidiactl`, or `/dev/dxg` under WSL, open). A launcher that only imported a CUDA library is left out.
 pub fn uses_cuda(pid: u32) -> bool {
-    gpu_tools::linux::procfs::Process::new(pid)
-        .mapped_library("libcuda.so")
-        .is_some()
+    let p = gpu_tools::linux::procfs::Process::new(pid);
+    p.mapped_library("libcuda.so").is_some()
+        && p.open_files().is_ok_and(|files| {
+            files.iter().any(|f| {
+                f == std::path::Path::new("/dev/nvidiactl") || f == std::path::Path::new("/dev/dxg")
+            })
+        })
 }
 
 /// Process `root` and every process below it (children, their children, ...), `root` first, from the parent ids in

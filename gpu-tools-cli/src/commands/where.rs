@@ -98,7 +98,8 @@ pub fn run(args: Args) -> Outcome {
 }
 
 /// Every process given, each examined by a `gpu-tools where PID` of its own (a process holds one debugger
-/// client), all at once; their reports, then one summary line per process.
+/// client), one after the other (two attaches at once on a two-GPU host left one waiting 30 s for its driver's
+/// ATTACH_COMPLETE); their reports, then one summary line per process.
 fn several(args: &Args) -> Outcome {
     let mut pids = args.pids.clone();
     if let Some(root) = args.pid_tree {
@@ -126,25 +127,23 @@ fn several(args: &Args) -> Outcome {
     let exe = std::env::current_exe()
         .map_err(|e| crate::failure::Failure::new(1, format!("cannot find this program: {e}")))?;
     let started = Instant::now();
-    let parts: Vec<(u32, std::io::Result<std::process::Child>)> = pids
-        .iter()
-        .map(|&pid| {
-            let mut cmd = std::process::Command::new(&exe);
-            cmd.args(["where", &pid.to_string(), "--summary-line"])
-                .args(["--max-warps", &args.max_warps.to_string()])
-                .args(["--protocol", args.protocol.name()])
-                .args(["--detach", args.detach.name()])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            if args.verbose {
-                cmd.arg("--verbose");
-            }
-            (pid, cmd.spawn())
-        })
-        .collect();
+    let part = |pid: u32| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["where", &pid.to_string(), "--summary-line"])
+            .args(["--max-warps", &args.max_warps.to_string()])
+            .args(["--protocol", args.protocol.name()])
+            .args(["--detach", args.detach.name()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if args.verbose {
+            cmd.arg("--verbose");
+        }
+        cmd.spawn()
+    };
     let mut summary = Vec::new();
     let mut failed = 0;
-    for (pid, child) in parts {
+    for pid in pids {
+        let child = part(pid);
         let rank = rank_of(pid);
         let head = match &rank {
             Some(r) => format!("=== process {pid} ({r})"),

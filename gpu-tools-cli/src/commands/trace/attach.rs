@@ -269,6 +269,10 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    log::info!(
+        "stopped: every stream ended {:.1} ms after the stop byte",
+        stopped_at.elapsed().as_secs_f64() * 1e3
+    );
     accept_stop.store(true, Ordering::Relaxed);
     let connections = accepted.load(Ordering::SeqCst);
     let mut trace = collector.finish()?;
