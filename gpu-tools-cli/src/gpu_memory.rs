@@ -96,6 +96,30 @@ impl GpuMemory {
     }
 }
 
+impl GpuMemory {
+    /// The processes that hold a CUDA context on any GPU (NVML's compute processes), by the pids NVML reports
+    /// (the host's, in a container with a pid namespace of its own).
+    #[allow(dead_code)]
+    pub fn compute_processes(&self) -> Result<std::collections::HashSet<u32>, String> {
+        let n = self
+            .nvml
+            .device_count()
+            .map_err(|e| format!("NVML device count: {e}"))?;
+        let mut out = std::collections::HashSet::new();
+        for index in 0..n {
+            let dev = self
+                .nvml
+                .device_by_index(index)
+                .map_err(|e| format!("NVML device {index}: {e}"))?;
+            let listed = dev
+                .running_compute_processes()
+                .map_err(|e| format!("NVML processes of device {index}: {e}"))?;
+            out.extend(listed.iter().map(|p| p.pid));
+        }
+        Ok(out)
+    }
+}
+
 /// Bytes as MiB, for printing.
 pub fn mib(bytes: u64) -> u64 {
     bytes >> 20

@@ -37,6 +37,19 @@ pub fn uses_cuda(pid: u32) -> bool {
         })
 }
 
+/// The processes of `tree` that hold a CUDA context: those NVML lists as compute processes; where NVML is not
+/// there, or lists none of them (pids of another namespace), those that initialised the driver ([`uses_cuda`]).
+/// A launcher that imported CUDA libraries without running anything on a GPU is left out.
+pub fn cuda_processes(tree: &[u32]) -> Vec<u32> {
+    let listed = crate::gpu_memory::GpuMemory::open().and_then(|m| m.compute_processes());
+    match listed {
+        Ok(set) if tree.iter().any(|p| set.contains(p)) => {
+            tree.iter().copied().filter(|p| set.contains(p)).collect()
+        }
+        _ => tree.iter().copied().filter(|&p| uses_cuda(p)).collect(),
+    }
+}
+
 /// Process `root` and every process below it (children, their children, ...), `root` first, from the parent ids in
 /// `/proc/*/stat`. Processes that end while `/proc` is read are left out.
 pub fn tree(root: u32) -> Vec<u32> {

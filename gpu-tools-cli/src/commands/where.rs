@@ -104,11 +104,7 @@ fn several(args: &Args) -> Outcome {
     let mut pids = args.pids.clone();
     if let Some(root) = args.pid_tree {
         crate::pid::check(root)?;
-        pids.extend(
-            crate::pid::tree(root)
-                .into_iter()
-                .filter(|&p| crate::pid::uses_cuda(p)),
-        );
+        pids.extend(crate::pid::cuda_processes(&crate::pid::tree(root)));
     }
     let mut unique = std::collections::HashSet::new();
     pids.retain(|p| unique.insert(*p));

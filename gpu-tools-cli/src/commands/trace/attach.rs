@@ -48,11 +48,7 @@ pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
     if let Some(root) = cli.pid_tree {
         crate::pid::check(root)?;
         let tree = crate::pid::tree(root);
-        let cuda: Vec<u32> = tree
-            .iter()
-            .copied()
-            .filter(|&p| crate::pid::uses_cuda(p))
-            .collect();
+        let cuda = crate::pid::cuda_processes(&tree);
         if cuda.is_empty() {
             return Err(Failure::new(
                 1,
