@@ -405,15 +405,17 @@ impl Injection {
     fn trace_error(&self, e: TraceError, step: &str) -> InjectError {
         let pid = self.pid;
         match e {
-            TraceError::Ptrace { errno, .. } if errno == nix::errno::Errno::EPERM => {
-                InjectError::PermissionDenied {
-                    pid,
-                    detail: format!("{step}: {e}; {}", why_not_traceable(pid)),
-                }
-            }
-            TraceError::Ptrace { errno, .. } if errno == nix::errno::Errno::ESRCH => {
-                InjectError::Exited { pid }
-            }
+            TraceError::Ptrace {
+                errno: nix::errno::Errno::EPERM,
+                ..
+            } => InjectError::PermissionDenied {
+                pid,
+                detail: format!("{step}: {e}; {}", why_not_traceable(pid)),
+            },
+            TraceError::Ptrace {
+                errno: nix::errno::Errno::ESRCH,
+                ..
+            } => InjectError::Exited { pid },
             TraceError::Ended(_) => InjectError::Exited { pid },
             TraceError::Timeout { what, waited } => InjectError::Timeout {
                 pid,
