@@ -124,7 +124,7 @@ pub struct PmStats {
     /// Sampling periods without a sample where nothing reported a loss: time the samples do not cover. Estimated
     /// from consecutive sample ends (the periods between them less one, or, for an interval of clocks, gaps of
     /// more than 1.5 sample lengths). Not counted as lost: an idle H100 or H200 showed about one period in ten
-    /// so, a busy one none, and CUPTI reported no overflow (see the crate's notes on PM sampling).
+    /// so, a busy one none, and CUPTI reported no overflow (docs/driver-notes.md in the repository).
     pub gaps: u64,
     /// Of [`gaps`](Self::gaps), those found between a restart of the counter-data image and the first sample with
     /// a sound span after it (a diagnostic: whether gaps come with image restarts).
@@ -1159,6 +1159,9 @@ impl Decoder {
             // The image is started afresh only once CUPTI reports it full: initialising it earlier, between two
             // decodes, crashed the process inside CUPTI (H100, CUPTI 13.0).
             if !outcome.full {
+                // The hardware buffer is drained: an overflow it reported is placed among the samples of this
+                // drain, or before the next sample.
+                self.coverage.end_decode();
                 return Ok(());
             }
             shared.image_full.fetch_add(1, Ordering::Relaxed);
@@ -1275,7 +1278,6 @@ impl Decoder {
             self.starts.push(c.start);
             self.ends.push(c.end);
         }
-        self.coverage.end_decode();
         self.evaluated = self.evaluated.max(completed);
         Ok(counts)
     }
@@ -1301,16 +1303,16 @@ impl DecodeCounts {
     }
 }
 
-/// Where an overflow CUPTI reported stands.
+/// Where an overflow CUPTI reported stands. The hardware buffer loses a run of records when it overflows: its
+/// oldest ones (kept latest), which leaves a hole among the samples of the decode that reports it, or its newest
+/// (kept oldest), which leaves a hole before the first sample of the next decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Overflow {
     /// None waits to be placed.
     None,
-    /// The decode being evaluated reported one: a missing period among its samples is its loss (the hardware
-    /// buffer overwrote its oldest records, or dropped its newest).
+    /// The decode being evaluated reported one: every missing period among its samples is lost.
     ThisDecode,
-    /// The decode before reported one and none of its samples showed it: the next sample shows it, or at least
-    /// one sample was lost.
+    /// The decode before reported one: missing periods before the next sample are lost too.
     NextSample,
 }
 
@@ -1326,6 +1328,8 @@ pub(crate) struct Coverage {
     /// The length of the last sample with a time span.
     last_len: Option<u64>,
     overflow: Overflow,
+    /// Samples were counted lost for the overflow waiting to be placed.
+    placed: bool,
     /// The counter-data image was started afresh and no sample with a sound span has come since.
     after_restart: bool,
 }
@@ -1354,12 +1358,16 @@ impl Coverage {
             last_end: None,
             last_len: None,
             overflow: Overflow::None,
+            placed: false,
             after_restart: false,
         }
     }
 
-    /// The decode whose samples come next reported a hardware-buffer overflow.
+    /// A decode of the drain whose samples come next reported a hardware-buffer overflow.
     pub(crate) fn overflow(&mut self) {
+        if self.overflow != Overflow::ThisDecode {
+            self.placed = false;
+        }
         self.overflow = Overflow::ThisDecode;
     }
 
@@ -1379,14 +1387,19 @@ impl Coverage {
         };
         let (lost, gaps) = match self.overflow {
             Overflow::None => (0, missing),
-            _ if missing > 0 => {
-                self.overflow = Overflow::None;
+            Overflow::ThisDecode => {
+                self.placed |= missing > 0;
                 (missing, 0)
             }
-            Overflow::ThisDecode => (0, 0),
             Overflow::NextSample => {
                 self.overflow = Overflow::None;
-                (1, 0)
+                // An overflow that left no hole still lost at least one sample.
+                let lost = if missing > 0 || self.placed {
+                    missing
+                } else {
+                    1
+                };
+                (lost, 0)
             }
         };
         let at_restart = self.after_restart && gaps > 0;
@@ -1405,7 +1418,7 @@ impl Coverage {
         }
     }
 
-    /// The samples of one decode were all given.
+    /// The samples of one drain of the hardware buffer (decodes until CUPTI has no more records) were all given.
     pub(crate) fn end_decode(&mut self) {
         if self.overflow == Overflow::ThisDecode {
             self.overflow = Overflow::NextSample;
@@ -1414,7 +1427,7 @@ impl Coverage {
 
     /// No sample comes any more: samples lost to an overflow that no sample placed (one, or none).
     pub(crate) fn finish(&mut self) -> u64 {
-        let left = u64::from(self.overflow != Overflow::None);
+        let left = u64::from(self.overflow != Overflow::None && !self.placed);
         self.overflow = Overflow::None;
         left
     }
@@ -1611,7 +1624,7 @@ mod tests {
             .collect();
         assert_eq!(cover(&mut c, &idle), (0, 10, 0));
         assert_eq!(c.finish(), 0);
-        // An overflow reported by the decode whose samples hold the hole: lost.
+        // An overflow reported by the decode whose samples hold the hole (the oldest records overwritten): lost.
         let mut c = Coverage::new(Some(ms));
         cover(&mut c, &[(0, ms), (ms, 2 * ms)]);
         c.overflow();
@@ -1619,8 +1632,15 @@ mod tests {
             cover(&mut c, &[(2 * ms, 3 * ms), (7 * ms, 8 * ms)]),
             (4, 0, 0)
         );
-        // Later holes are gaps again.
-        assert_eq!(cover(&mut c, &[(9 * ms, 10 * ms)]), (0, 1, 0));
+        // A hole before the next decode's first sample is the overflow's too; later holes are gaps again.
+        assert_eq!(
+            cover(
+                &mut c,
+                &[(10 * ms, 11 * ms), (11 * ms, 12 * ms), (13 * ms, 14 * ms)]
+            ),
+            (2, 1, 0)
+        );
+        assert_eq!(c.finish(), 0);
         // An overflow whose hole shows at the first sample of the next decode (the newest records dropped).
         let mut c = Coverage::new(Some(ms));
         c.overflow();
