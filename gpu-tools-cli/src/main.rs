@@ -11,6 +11,7 @@ mod gpu_memory;
 mod inject_lib;
 mod output;
 mod pid;
+mod prometheus;
 
 use std::ffi::OsString;
 use std::path::Path;
