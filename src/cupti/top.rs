@@ -1,7 +1,7 @@
 //! The live per-GPU view behind `gpu-tools top` on NVIDIA GPUs: SM active, tensor-pipe active, DRAM read and write
 //! bandwidth and achieved occupancy of each GPU, from device-wide PM sampling (one sampler per GPU), averaged over
 //! each refresh. It sees every process on the GPU, so it works while other programs use it (and, like every PM
-//! client, fails with [`ProfilingError::CountersBusy`](super::ProfilingError::CountersBusy) while another tool
+//! client, fails with [`ProfilingError::CountersBusy`] while another tool
 //! holds the counters).
 //!
 //! The view itself is vendor-neutral, [`counters::top::Top`](crate::counters::top::Top) (re-exported here); this
