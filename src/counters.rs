@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+pub mod top;
+
 /// The device a sampler reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -71,6 +73,9 @@ pub struct ReadStatus {
     /// Samples the device or the sampler lost since the previous read (a hardware buffer that overflowed, a
     /// decode that fell behind). Never silent: a non-zero count here is the only place such a loss shows.
     pub dropped: u64,
+    /// Sampling periods since the previous read that passed without a sample while nothing reported a loss: time
+    /// the samples do not cover, which the sampler cannot call lost (samplers that poll from the host have none).
+    pub gaps: u64,
 }
 
 /// Device counters sampled over time: the shape every vendor's device-wide sampler takes.
@@ -161,6 +166,7 @@ mod tests {
             Ok(ReadStatus {
                 samples,
                 dropped: 0,
+                gaps: 0,
             })
         }
     }

@@ -70,6 +70,42 @@ impl Double {
         // SAFETY: a plain control.
         assert_eq!(unsafe { f(start, end, base) }, 0);
     }
+    fn push_sample_on(&self, device: i32, start: u64, end: u64, base: f64) {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(i32, u64, u64, f64) -> i32,
+            b"cp_push_sample_on\0"
+        );
+        // SAFETY: a plain control.
+        assert_eq!(unsafe { f(device, start, end, base) }, 0);
+    }
+    /// GPUs in both doubles: the driver's device queries and PM sampling.
+    fn set_devices(&self, n: i32) {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(i32),
+            b"cp_set_devices\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f(n) }
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(i32),
+            b"dbl_set_device_count\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f(n) }
+    }
+    /// Whether the catalogue holds the metrics of `gpu-tools top` too.
+    fn catalogue_top(&self, on: bool) {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn(i32),
+            b"cp_catalogue_top\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f(i32::from(on)) }
+    }
     fn overflow_next(&self) {
         let f = control!(self.controls, unsafe extern "C" fn(), b"cp_overflow_next\0");
         // SAFETY: a plain control.
@@ -157,6 +193,8 @@ fn serial() -> (MutexGuard<'static, ()>, &'static Double) {
     d.set_busy(false);
     d.set_support(3, 3);
     d.set_capability(9, 0);
+    d.set_devices(1);
+    d.catalogue_top(false);
     (guard, d)
 }
 
@@ -355,21 +393,109 @@ fn overflow_and_gaps_are_reported() {
     // Samples every 100 us, the sampler's interval.
     d.push_sample(0, 100_000, 0.0);
     d.push_sample(100_000, 200_000, 1.0);
-    // Three samples missing.
-    d.push_sample(500_000, 600_000, 2.0);
+    // Three samples missing, and the decode that finds the next one reports an overflow: they were lost.
     d.overflow_next();
+    d.push_sample(500_000, 600_000, 2.0);
     let mut out = Vec::new();
-    let mut dropped = 0;
+    let (mut dropped, mut gaps) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(10);
     while out.len() < 3 && Instant::now() < deadline {
-        dropped += s
-            .read(Duration::from_millis(100), &mut out)
-            .unwrap()
-            .dropped;
+        let status = s.read(Duration::from_millis(100), &mut out).unwrap();
+        dropped += status.dropped;
+        gaps += status.gaps;
     }
-    assert_eq!(dropped, 3);
+    assert_eq!((dropped, gaps), (3, 0));
     let st = s.stop().unwrap().stats;
-    assert_eq!((st.dropped, st.overflows), (3, 1));
+    assert_eq!((st.dropped, st.overflows, st.gaps), (3, 1, 0));
+}
+
+/// Reads until `n` samples came; returns them and the summed loss and gap counts of the reads.
+fn read_counting(
+    s: &mut PmSampler,
+    n: usize,
+) -> (Vec<gpu_tools::counters::DeviceSample>, u64, u64) {
+    let mut out = Vec::new();
+    let (mut dropped, mut gaps) = (0, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while out.len() < n && Instant::now() < deadline {
+        let status = s.read(Duration::from_millis(100), &mut out).unwrap();
+        dropped += status.dropped;
+        gaps += status.gaps;
+    }
+    (out, dropped, gaps)
+}
+
+#[test]
+fn periods_without_a_sample_and_no_overflow_are_gaps_not_losses() {
+    let (_g, d) = serial();
+    let mut s = pm(&[SM]).start().unwrap();
+    // Samples every 100 us with one period in ten missing and no overflow reported, as on an idle H100.
+    let mut pushed = 0;
+    for i in 0..100u64 {
+        if i % 10 != 5 {
+            d.push_sample(i * 100_000, (i + 1) * 100_000, i as f64);
+            pushed += 1;
+        }
+    }
+    let (got, dropped, gaps) = read_counting(&mut s, pushed);
+    assert_eq!((got.len(), dropped, gaps), (90, 0, 10));
+    let st = s.stop().unwrap().stats;
+    assert_eq!(
+        (st.samples, st.dropped, st.gaps, st.overflows),
+        (90, 0, 10, 0),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn an_overflow_that_no_missing_period_shows_still_counts_one_loss() {
+    let (_g, d) = serial();
+    let mut s = pm(&[SM]).start().unwrap();
+    d.push_sample(0, 100_000, 0.0);
+    let (got, _, _) = read_counting(&mut s, 1);
+    assert_eq!(got.len(), 1);
+    d.overflow_next();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.stats().overflows == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = s.stop().unwrap().stats;
+    assert_eq!((st.overflows, st.dropped, st.gaps), (1, 1, 0), "{st:?}");
+}
+
+#[test]
+fn recorded_h100_sample_spans_have_no_gap_and_no_loss() {
+    // The spans PM sampling gave on an H100 at 1 ms while copy kernels ran (tests/fixtures/cupti-counters), the
+    // first one starting 0.8 s early, as CUPTI 13.0 gives it.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/cupti-counters/h100-cuda13/manifest.json");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir).unwrap()).unwrap();
+    let mut spans = Vec::new();
+    for f in manifest["files"].as_array().unwrap() {
+        if f["method"] != "pm" {
+            continue;
+        }
+        for r in f["records"].as_array().unwrap() {
+            spans.push((r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap()));
+        }
+    }
+    assert!(spans.len() > 100, "{}", spans.len());
+    let (_g, d) = serial();
+    let mut s = PmSampler::builder(0)
+        .metrics([SM])
+        .interval(Interval::Time(Duration::from_millis(1)))
+        .decode_period(Duration::from_millis(5))
+        .hardware_buffer(1 << 20)
+        .start()
+        .unwrap();
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        d.push_sample(start, end, i as f64);
+    }
+    let (got, dropped, gaps) = read_counting(&mut s, spans.len());
+    assert_eq!((got.len(), dropped, gaps), (spans.len(), 0, 0));
+    let st = s.stop().unwrap().stats;
+    assert_eq!((st.dropped, st.gaps, st.retimed), (0, 0, 0), "{st:?}");
 }
 
 #[test]
@@ -850,5 +976,165 @@ fn results_survive_a_profiler_that_cannot_be_configured_again() {
         ),
         "{e}"
     );
+    d.clear_failure();
+}
+
+// ------------------------------------------------------------------------------------------------- top
+
+use gpu_tools::cupti::top::{Top, TopBuilder, TopRow};
+
+/// Refreshes `top` until each GPU read `n` samples (or 10 s passed); returns every row.
+fn refresh_until(top: &mut Top<'_>, n: u64) -> Vec<TopRow> {
+    let mut rows = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while top.totals().iter().any(|(_, t)| t.samples < n) && Instant::now() < deadline {
+        rows.extend(top.rows(Duration::from_millis(10)));
+    }
+    rows
+}
+
+#[test]
+fn top_watches_every_gpu_by_default_one_sampler_each() {
+    let (_g, d) = serial();
+    d.set_devices(2);
+    d.catalogue_top(true);
+    let before = d.counts();
+    let mut top = TopBuilder::new()
+        .sample(Duration::from_micros(100))
+        .start()
+        .unwrap();
+    let names: Vec<(u32, String)> = top
+        .gpus()
+        .iter()
+        .map(|g| (g.index, g.name.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (0, "gpu-tools test double".to_string()),
+            (1, "gpu-tools test double 1".to_string())
+        ]
+    );
+    assert_eq!(d.counts().pm_enabled, 2, "one PM sampler per GPU");
+    for i in 0..20u64 {
+        d.push_sample_on(0, i * 100_000, (i + 1) * 100_000, 10.0);
+        d.push_sample_on(1, i * 100_000, (i + 1) * 100_000, 60.0);
+    }
+    let rows = refresh_until(&mut top, 20);
+    let sm = |device: u32| {
+        rows.iter()
+            .find(|r| r.device == device && r.samples > 0)
+            .map(|r| r.values[0])
+    };
+    // Metric i of the double is base + i: SM% is the base of each GPU's samples.
+    assert_eq!((sm(0), sm(1)), (Some(10.0), Some(60.0)));
+    let totals = top.totals();
+    assert_eq!(
+        totals
+            .iter()
+            .map(|(_, t)| (t.samples, t.lost, t.gaps))
+            .collect::<Vec<_>>(),
+        [(20, 0, 0), (20, 0, 0)]
+    );
+    drop(top);
+    let after = d.counts();
+    assert_eq!(after.pm_enabled, 0, "the counters are released");
+    assert_eq!(
+        after.pm_enables - before.pm_enables,
+        after.pm_disables - before.pm_disables
+    );
+}
+
+#[test]
+fn top_counts_gaps_apart_from_losses() {
+    let (_g, d) = serial();
+    d.catalogue_top(true);
+    let mut top = Top::start(&[0], Duration::from_micros(100)).unwrap();
+    // An idle GPU's pattern: one period in ten without a sample, no overflow.
+    for i in 0..50u64 {
+        if i % 10 != 5 {
+            d.push_sample(i * 100_000, (i + 1) * 100_000, 0.0);
+        }
+    }
+    let rows = refresh_until(&mut top, 45);
+    assert_eq!(rows.iter().map(|r| r.gaps).sum::<u64>(), 5);
+    assert_eq!(rows.iter().map(|r| r.dropped).sum::<u64>(), 0);
+    let (_, t) = &top.totals()[0];
+    assert_eq!((t.samples, t.lost, t.gaps, t.read_errors), (45, 0, 5, 0));
+    // Then an overflow with a hole: lost.
+    d.overflow_next();
+    d.push_sample(80 * 100_000, 81 * 100_000, 0.0);
+    refresh_until(&mut top, 46);
+    let (_, t) = &top.totals()[0];
+    assert_eq!((t.samples, t.lost, t.gaps), (46, 30, 5));
+}
+
+#[test]
+fn top_leaves_out_a_gpu_it_cannot_sample_unless_it_was_named() {
+    let (_g, d) = serial();
+    d.set_devices(2);
+    d.catalogue_top(true);
+    // Another client holds device 0's counters: every GPU by default watches device 1 and says why 0 is left out.
+    let hold = pm(&[SM]).start().unwrap();
+    let top = TopBuilder::new()
+        .sample(Duration::from_micros(100))
+        .start()
+        .unwrap();
+    assert_eq!(top.gpus().iter().map(|g| g.index).collect::<Vec<_>>(), [1]);
+    assert_eq!(top.skipped().len(), 1);
+    assert!(
+        top.skipped()[0].1.contains("one PM client per GPU"),
+        "{:?}",
+        top.skipped()
+    );
+    drop(top);
+    // Named, it must start.
+    match TopBuilder::new().devices([0, 1]).start().map_err(profiling) {
+        Err(ProfilingError::AlreadySampling { device: 0 }) => {}
+        other => panic!("{other:?}"),
+    }
+    drop(hold);
+    assert_eq!(d.counts().pm_enabled, 0, "nothing left enabled");
+    // A device that does not exist, named.
+    assert!(matches!(
+        TopBuilder::new().devices([5]).start().map_err(profiling),
+        Err(ProfilingError::NoSuchDevice { index: 5, count: 2 })
+    ));
+    // No device can be sampled: the first reason.
+    d.set_busy(true);
+    assert!(matches!(
+        TopBuilder::new().start().map_err(profiling),
+        Err(ProfilingError::CountersBusy { .. })
+    ));
+}
+
+#[test]
+fn top_reports_a_gpu_whose_decode_failed_and_reads_the_others() {
+    let (_g, d) = serial();
+    d.set_devices(2);
+    d.catalogue_top(true);
+    let mut top = TopBuilder::new()
+        .sample(Duration::from_micros(100))
+        .start()
+        .unwrap();
+    d.fail(c"cuptiPmSamplingDecodeData", 999);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut failed = Vec::new();
+    while failed.len() < 2 && Instant::now() < deadline {
+        failed = top
+            .rows(Duration::from_millis(10))
+            .into_iter()
+            .filter(|r| r.error.is_some())
+            .collect();
+    }
+    assert_eq!(failed.len(), 2, "both decode threads ended");
+    assert!(
+        failed[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("cuptiPmSamplingDecodeData")
+    );
+    assert!(top.totals().iter().all(|(_, t)| t.read_errors >= 1));
     d.clear_failure();
 }

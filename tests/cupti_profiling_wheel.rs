@@ -175,6 +175,29 @@ fn real_configuration_images(dir: &Path) {
         image.passes()
     );
     assert_eq!(image.passes(), 1, "PM sampling collects in one pass");
+    // `top --prometheus` adds DCGM's DRAM-active and occupancy definitions: still one pass, on each chip
+    // generation that has time-based PM sampling.
+    let exporter: Vec<&str> = gpu_tools::cupti::top::TOP_METRICS
+        .iter()
+        .chain(&gpu_tools::cupti::top::EXPORT_METRICS)
+        .map(|m| m.metric)
+        .collect();
+    for chip in ["GH100", "GA102", "AD102", "GB100"] {
+        let catalog = Catalog::for_chip(chip).expect("catalogue");
+        let names = catalog
+            .resolve_all(&exporter, Method::PmSampling)
+            .unwrap_or_else(|e| panic!("{chip}: {e}"));
+        let image = ConfigImage::build(chip, Method::PmSampling, None, &names).expect("config");
+        assert_eq!(
+            image.passes(),
+            1,
+            "{chip}: the exporter's metrics in one pass"
+        );
+    }
+    println!(
+        "PM sampling, top --prometheus's {} metrics: 1 pass on GH100, GA102, AD102, GB100",
+        exporter.len()
+    );
     let tp = c
         .resolve_all(
             &["sm__throughput.avg.pct_of_peak_sustained_elapsed"],

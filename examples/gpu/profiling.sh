@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The counter APIs on a GPU host (CUDA 13, Python with PyTorch, Nsight Compute). Stage first, on the build machine:
 #
-#   STAGE_ONLY='cupti_profiling_hw|cupti_counters_gpu|gpu-tools|counter_kernels|cupti_profile_record' \
+#   STAGE_ONLY='cupti_profiling_hw|cupti_counters_gpu|gpu-tools|counter_kernels|cupti_profile_record|pm_gaps' \
 #     scripts/gpu-stage --features nvidia-hw-tests
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
@@ -10,6 +10,9 @@
 #   hw       the hardware tests (tests/cupti_profiling_hw.rs), with the library's debug log
 #   record   counter-data fixtures into $OUT/cupti-counters/h100-cuda13 (for tests/fixtures/cupti-counters/)
 #   top      gpu-tools top --json, idle and with a bf16 matmul in another process
+#   gaps     why an idle GPU has sampling periods without a sample: pm_gaps idle, with a larger counter-data image,
+#            with a 2 ms period, under load; then gpu-tools top's log of each gap and image restart
+#   exporter gpu-tools top --prometheus, scraped idle and under load (promtool checks it where installed)
 #   profile  gpu-tools profile on the copy and chase kernels next to ncu's numbers, and on torch_train.py
 #   bad      bad input: unknown metric, wrong method, missing device, busy counters, no CUDA, small buffer
 #   pc       gpu-tools profile --pc-sampling on the pointer chase, alone and with a metric
@@ -68,6 +71,48 @@ for p in "${parts[@]}"; do
     timeout 30 "$gt" top --json --duration 3
     timeout 30 "$gt" top --duration 2
     kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+    ;;
+  gaps)
+    mkdir -p "$out"
+    part "pm_gaps on an idle GPU"
+    timeout 60 "$bin/example-pm_gaps" --seconds 5
+    part "pm_gaps, idle, a counter-data image of 2000 samples (a tenth of the image restarts)"
+    timeout 60 "$bin/example-pm_gaps" --seconds 5 --samples-per-decode 2000
+    part "pm_gaps, idle, a 2 ms period"
+    timeout 60 "$bin/example-pm_gaps" --seconds 5 --sample-ms 2
+    part "pm_gaps under a bf16 matmul in another process"
+    python3 "$pydir/bf16_matmul.py" --seconds 12 >/dev/null &
+    load=$!
+    sleep 4
+    timeout 60 "$bin/example-pm_gaps" --seconds 5
+    kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+    part "gpu-tools top on an idle GPU, the library's log of each gap and image restart"
+    RUST_LOG=gpu_tools::cupti::pm_sampling=debug timeout 30 "$gt" top --device 0 --duration 3 >/dev/null \
+      2>"$out/top-gaps.log"
+    echo "exit $?"
+    echo "gaps logged: $(grep -c 'a gap, no loss reported' "$out/top-gaps.log"), of which after an image restart: \
+$(grep 'a gap, no loss reported' "$out/top-gaps.log" | grep -c 'after an image restart')"
+    grep 'image full' "$out/top-gaps.log" | head -n 5
+    grep -E 'stopped:|gpu-tools top: device' "$out/top-gaps.log"
+    ;;
+  exporter)
+    mkdir -p "$out"
+    scrape() { python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' "$1"; }
+    part "gpu-tools top --prometheus 9401: idle, then a bf16 matmul in another process"
+    timeout 60 "$gt" top --prometheus 9401 --duration 20 >/dev/null 2>"$out/exporter.log" &
+    exporter=$!
+    sleep 4
+    scrape http://127.0.0.1:9401/metrics >"$out/exporter-idle.prom"
+    grep -E '^(DCGM_FI_PROF|gpu_tools_(samples_lost|sampling_gaps|gpu_up))' "$out/exporter-idle.prom"
+    python3 "$pydir/bf16_matmul.py" --seconds 10 >/dev/null &
+    load=$!
+    sleep 6
+    scrape http://127.0.0.1:9401/metrics >"$out/exporter-busy.prom"
+    grep -E '^(DCGM_FI_PROF|gpu_tools_dram)' "$out/exporter-busy.prom"
+    kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
+    if command -v promtool >/dev/null; then promtool check metrics <"$out/exporter-busy.prom" && echo "promtool: ok"; fi
+    wait "$exporter"; echo "exit $?"
+    cat "$out/exporter.log"
     ;;
   profile)
     part "gpu-tools profile and ncu on a 512 MiB copy"

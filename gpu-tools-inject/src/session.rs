@@ -299,7 +299,7 @@ pub fn is_running() -> bool {
 }
 
 /// Makes `session` the process's session, unless one runs already (then it is handed back).
-// Called once per process: handing the session back whole costs nothing worth a box.
+// Handed back by value, once per attach: nothing to gain from a box.
 #[allow(clippy::result_large_err)]
 pub fn install(session: Session) -> Result<(), Session> {
     let mut slot = SESSION.lock().unwrap_or_else(|p| p.into_inner());

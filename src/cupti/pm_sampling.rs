@@ -4,7 +4,9 @@
 //! A thread owned by the sampler decodes the hardware buffer into samples (start and end on the GPU's global
 //! timer, one value per metric) and hands them over either as borrowed batches to a closure
 //! ([`PmSamplerBuilder::start_with`]) or through [`PmSampler::read`] / [`PmSampler::samples`]. Overflow of the
-//! hardware buffer and samples lost to it are counted ([`PmStats`]), never silent. One PM client per GPU: a second
+//! hardware buffer and samples lost to it are counted ([`PmStats`]), never silent; sampling periods that passed
+//! without a sample while CUPTI reported no loss are counted apart, as gaps ([`PmStats::gaps`]). One PM client per
+//! GPU: a second
 //! one, or ncu, DCGM or Nsight Systems' GPU metrics, makes [`start`](PmSamplerBuilder::start) fail with
 //! [`ProfilingError::CountersBusy`]. Stopping or dropping the sampler releases the counters.
 //!
@@ -116,9 +118,20 @@ pub struct PmStats {
     pub samples: u64,
     /// Decodes that reported a hardware-buffer overflow.
     pub overflows: u64,
-    /// Samples lost: estimated from gaps between consecutive samples (the sampling periods between them, or, for
-    /// an interval of clocks, gaps of more than 1.5 sample lengths), and samples dropped from a full read queue.
+    /// Samples lost, as CUPTI or the sampler knows them: the sampling periods missing next to a hardware-buffer
+    /// overflow CUPTI reported (at least one per overflow), and samples dropped from a full read queue.
     pub dropped: u64,
+    /// Sampling periods without a sample where nothing reported a loss: time the samples do not cover. Estimated
+    /// from consecutive sample ends (the periods between them less one, or, for an interval of clocks, gaps of
+    /// more than 1.5 sample lengths). Not counted as lost: an idle H100 or H200 showed about one period in ten
+    /// so, a busy one none, and CUPTI reported no overflow (docs/driver-notes.md in the repository).
+    pub gaps: u64,
+    /// Of [`gaps`](Self::gaps), those found between a restart of the counter-data image and the first sample with
+    /// a sound span after it (a diagnostic: whether gaps come with image restarts).
+    pub gaps_at_restart: u64,
+    /// Samples CUPTI had begun (populated) but not completed in a counter-data image when it was started afresh;
+    /// a diagnostic of what a restart may discard (`cuptiPmSamplingGetCounterDataInfo`).
+    pub incomplete_at_restart: u64,
     /// Samples whose time span CUPTI gave as stale or empty, given the next period after the sample before them
     /// instead. (CUPTI 13.0 on an H100 did so for runs of samples after each counter-data image was started
     /// afresh: zero length, a start seconds in the past; their values were sound, and the retimed runs tiled the
@@ -174,6 +187,7 @@ pub struct PmBatch<'a> {
     values: &'a [f64],
     metrics: usize,
     dropped: u64,
+    gaps: u64,
     overflow: bool,
     counter_data: Option<(&'a [u8], usize)>,
     _not_send: std::marker::PhantomData<*const ()>,
@@ -195,6 +209,7 @@ impl<'a> PmBatch<'a> {
             values,
             metrics,
             dropped,
+            gaps: 0,
             overflow,
             counter_data: None,
             _not_send: std::marker::PhantomData,
@@ -217,9 +232,15 @@ impl<'a> PmBatch<'a> {
         self.len() == 0
     }
 
-    /// Samples lost just before this batch (estimated from the gap, see [`PmStats::dropped`]).
+    /// Samples lost just before or within this batch (see [`PmStats::dropped`]).
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// Sampling periods without a sample, and no loss reported, before or within this batch (see
+    /// [`PmStats::gaps`]).
+    pub fn gaps(&self) -> u64 {
+        self.gaps
     }
 
     /// Whether this decode reported a hardware-buffer overflow.
@@ -253,6 +274,7 @@ type BatchFn = dyn for<'b> FnMut(&PmBatch<'b>) + Send;
 struct Queue {
     samples: VecDeque<DeviceSample>,
     dropped_unread: u64,
+    gaps_unread: u64,
     ended: bool,
 }
 
@@ -275,6 +297,9 @@ struct Shared {
     samples: AtomicU64,
     overflows: AtomicU64,
     dropped: AtomicU64,
+    gaps: AtomicU64,
+    gaps_at_restart: AtomicU64,
+    incomplete_at_restart: AtomicU64,
     retimed: AtomicU64,
     image_full: AtomicU64,
     failed: Mutex<Option<String>>,
@@ -292,6 +317,9 @@ impl Shared {
             samples: self.samples.load(Ordering::Relaxed),
             overflows: self.overflows.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
+            gaps: self.gaps.load(Ordering::Relaxed),
+            gaps_at_restart: self.gaps_at_restart.load(Ordering::Relaxed),
+            incomplete_at_restart: self.incomplete_at_restart.load(Ordering::Relaxed),
             retimed: self.retimed.load(Ordering::Relaxed),
             image_full: self.image_full.load(Ordering::Relaxed),
             callback_panics,
@@ -308,6 +336,7 @@ impl Shared {
             } => {
                 let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
                 q.dropped_unread += batch.dropped();
+                q.gaps_unread += batch.gaps();
                 for s in batch.iter() {
                     if q.samples.len() >= *limit {
                         q.samples.pop_front();
@@ -518,6 +547,7 @@ impl DeviceCounters for PmSampler {
         let samples = q.samples.len();
         out.extend(q.samples.drain(..));
         let dropped = std::mem::take(&mut q.dropped_unread);
+        let gaps = std::mem::take(&mut q.gaps_unread);
         let ended = q.ended;
         drop(q);
         if samples == 0 && ended {
@@ -531,7 +561,11 @@ impl DeviceCounters for PmSampler {
                 return Err(ProfilingError::DecodeThread(e).into());
             }
         }
-        Ok(ReadStatus { samples, dropped })
+        Ok(ReadStatus {
+            samples,
+            dropped,
+            gaps,
+        })
     }
 }
 
@@ -829,6 +863,9 @@ impl PmSamplerBuilder {
             samples: AtomicU64::new(0),
             overflows: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            gaps_at_restart: AtomicU64::new(0),
+            incomplete_at_restart: AtomicU64::new(0),
             retimed: AtomicU64::new(0),
             image_full: AtomicU64::new(0),
             failed: Mutex::new(None),
@@ -843,12 +880,11 @@ impl PmSamplerBuilder {
             image,
             keep: self.keep_counter_data,
             evaluated: 0,
-            period_ns: match self.interval {
+            coverage: Coverage::new(match self.interval {
                 Interval::Time(d) => u64::try_from(d.as_nanos()).ok().filter(|&n| n > 0),
                 Interval::Clocks(_) => None,
-            },
-            last_end: None,
-            last_len: None,
+            }),
+            device: self.device,
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
@@ -995,11 +1031,10 @@ struct Decoder {
     keep: bool,
     /// Samples of the current image already evaluated and delivered.
     evaluated: usize,
-    /// The sampling period in GPU nanoseconds, where the interval is one of time.
-    period_ns: Option<u64>,
-    last_end: Option<u64>,
-    /// The length of the last sample with a time span.
-    last_len: Option<u64>,
+    /// How the samples so far cover the time: spans, losses and gaps.
+    coverage: Coverage,
+    /// The CUDA device ordinal (for the log).
+    device: usize,
     starts: Vec<u64>,
     ends: Vec<u64>,
     values: Vec<f64>,
@@ -1074,6 +1109,12 @@ impl Decoder {
             }
             self.drain(shared)?;
             if stopping {
+                self.finish(shared);
+                log::debug!(
+                    "PM sampling on device {} stopped: {:?}",
+                    self.device,
+                    shared.stats()
+                );
                 return Ok(());
             }
         }
@@ -1095,23 +1136,21 @@ impl Decoder {
             if outcome.overflow {
                 shared.overflows.fetch_add(1, Ordering::Relaxed);
                 log::warn!("PM sampling: the hardware buffer overflowed; samples were lost");
+                self.coverage.overflow();
             }
             let first = self.evaluated;
-            let (dropped, retimed) = self.evaluate_new()?;
-            shared.retimed.fetch_add(retimed, Ordering::Relaxed);
-            shared
-                .samples
-                .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
-            shared.dropped.fetch_add(dropped, Ordering::Relaxed);
-            if !self.starts.is_empty() || outcome.overflow || dropped > 0 {
+            let counts = self.evaluate_new()?;
+            self.count(shared, &counts);
+            if !self.starts.is_empty() || outcome.overflow || counts.lost > 0 || counts.gaps > 0 {
                 let mut batch = PmBatch::new(
                     &self.starts,
                     &self.ends,
                     &self.values,
                     self.metrics.len(),
-                    dropped,
+                    counts.lost,
                     outcome.overflow,
                 );
+                batch.gaps = counts.gaps;
                 if self.keep {
                     batch.counter_data = Some((&self.image, first));
                 }
@@ -1120,11 +1159,56 @@ impl Decoder {
             // The image is started afresh only once CUPTI reports it full: initialising it earlier, between two
             // decodes, crashed the process inside CUPTI (H100, CUPTI 13.0).
             if !outcome.full {
+                // The hardware buffer is drained: an overflow it reported is placed among the samples of this
+                // drain, or before the next sample.
+                self.coverage.end_decode();
                 return Ok(());
             }
             shared.image_full.fetch_add(1, Ordering::Relaxed);
+            // SAFETY: the image is the one CUPTI decodes into.
+            if let Ok((populated, completed)) = unsafe { sample_counts(self.api, &self.image) } {
+                let begun = populated.saturating_sub(completed);
+                shared
+                    .incomplete_at_restart
+                    .fetch_add(begun as u64, Ordering::Relaxed);
+                log::debug!(
+                    "PM sampling on device {}: counter-data image full ({completed} samples completed, {begun} \
+                     begun but not completed); started afresh",
+                    self.device
+                );
+            }
             initialize_image(self.api, &self.enabled, &mut self.image)?;
             self.evaluated = 0;
+            self.coverage.restart();
+        }
+    }
+
+    /// Adds a decode's counts to the shared ones.
+    fn count(&self, shared: &Shared, counts: &DecodeCounts) {
+        shared.retimed.fetch_add(counts.retimed, Ordering::Relaxed);
+        shared
+            .samples
+            .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
+        shared.dropped.fetch_add(counts.lost, Ordering::Relaxed);
+        shared.gaps.fetch_add(counts.gaps, Ordering::Relaxed);
+        shared
+            .gaps_at_restart
+            .fetch_add(counts.gaps_at_restart, Ordering::Relaxed);
+    }
+
+    /// After the last decode: an overflow that no missing period showed still lost at least one sample.
+    fn finish(&mut self, shared: &Shared) {
+        let lost = self.coverage.finish();
+        if lost > 0 {
+            shared.dropped.fetch_add(lost, Ordering::Relaxed);
+            shared.deliver(&PmBatch::new(
+                &[],
+                &[],
+                &[],
+                self.metrics.len(),
+                lost,
+                false,
+            ));
         }
     }
 
@@ -1150,27 +1234,40 @@ impl Decoder {
         })
     }
 
-    /// Evaluates the image's samples completed since the last call into the column buffers; returns the samples
-    /// estimated lost before them, and those retimed.
-    fn evaluate_new(&mut self) -> Result<(u64, u64), ProfilingError> {
+    /// Evaluates the image's samples completed since the last call into the column buffers; returns what the
+    /// coverage of their time says (samples lost and gaps before and among them, spans retimed).
+    fn evaluate_new(&mut self) -> Result<DecodeCounts, ProfilingError> {
         self.starts.clear();
         self.ends.clear();
         self.values.clear();
         // SAFETY: the image is the one CUPTI decodes into.
         let completed = unsafe { completed_samples(self.api, &self.image) }?;
-        let (mut dropped, mut retimed) = (0, 0);
+        let mut counts = DecodeCounts::default();
         for i in self.evaluated..completed {
             // SAFETY: as above; `i` is below the completed count.
             let (start, end) =
                 unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
-            let (start, end) =
-                match retime(self.last_end, start, end, self.period_ns.or(self.last_len)) {
-                    Some(span) => {
-                        retimed += 1;
-                        span
+            let c = self.coverage.sample(start, end);
+            counts.add(&c);
+            if c.gaps > 0 || c.lost > 0 {
+                log::debug!(
+                    "PM sampling on device {}: {} sampling periods without a sample ({}) before the sample \
+                     ending at {} ns (image sample {i}{})",
+                    self.device,
+                    c.gaps + c.lost,
+                    if c.lost > 0 {
+                        "lost to an overflow"
+                    } else {
+                        "a gap, no loss reported"
+                    },
+                    c.end,
+                    if c.at_restart {
+                        ", after an image restart"
+                    } else {
+                        ""
                     }
-                    None => (start, end),
-                };
+                );
+            }
             let at = self.values.len();
             self.values.resize(at + self.metrics.len(), f64::NAN);
             // SAFETY: as above.
@@ -1178,17 +1275,161 @@ impl Decoder {
                 self.host
                     .evaluate_into(&self.image, i, &self.metrics, &mut self.values[at..])
             }?;
-            dropped += match self.period_ns {
-                Some(period) => missed_periods(self.last_end, end, period),
-                None => gap_samples(self.last_end, start, end),
-            };
-            self.last_end = Some(end);
-            self.last_len = end.checked_sub(start).filter(|&l| l > 0).or(self.last_len);
-            self.starts.push(start);
-            self.ends.push(end);
+            self.starts.push(c.start);
+            self.ends.push(c.end);
         }
         self.evaluated = self.evaluated.max(completed);
-        Ok((dropped, retimed))
+        Ok(counts)
+    }
+}
+
+/// What one decode's samples said about the time they cover.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DecodeCounts {
+    lost: u64,
+    gaps: u64,
+    gaps_at_restart: u64,
+    retimed: u64,
+}
+
+impl DecodeCounts {
+    fn add(&mut self, c: &Covered) {
+        self.lost += c.lost;
+        self.gaps += c.gaps;
+        if c.at_restart {
+            self.gaps_at_restart += c.gaps;
+        }
+        self.retimed += u64::from(c.retimed);
+    }
+}
+
+/// Where an overflow CUPTI reported stands. The hardware buffer loses a run of records when it overflows: its
+/// oldest ones (kept latest), which leaves a hole among the samples of the decode that reports it, or its newest
+/// (kept oldest), which leaves a hole before the first sample of the next decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    /// None waits to be placed.
+    None,
+    /// The decode being evaluated reported one: every missing period among its samples is lost.
+    ThisDecode,
+    /// The decode before reported one: missing periods before the next sample are lost too.
+    NextSample,
+}
+
+/// How the samples of a sampler cover the GPU's time: it gives each sample its span (retiming stale or empty
+/// ones), and counts the sampling periods before it that have no sample, as lost where a hardware-buffer overflow
+/// CUPTI reported explains them, else as a gap. Pure: the decode thread feeds it each sample's span as CUPTI gave
+/// it, and tells it of overflows and image restarts.
+#[derive(Debug, Clone)]
+pub(crate) struct Coverage {
+    /// The sampling period in GPU nanoseconds, where the interval is one of time.
+    period_ns: Option<u64>,
+    last_end: Option<u64>,
+    /// The length of the last sample with a time span.
+    last_len: Option<u64>,
+    overflow: Overflow,
+    /// Samples were counted lost for the overflow waiting to be placed.
+    placed: bool,
+    /// The counter-data image was started afresh and no sample with a sound span has come since.
+    after_restart: bool,
+}
+
+/// One sample as [`Coverage`] placed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Covered {
+    /// Its span (retimed where CUPTI gave a stale or empty one).
+    pub start: u64,
+    pub end: u64,
+    /// Whether it was retimed.
+    pub retimed: bool,
+    /// Sampling periods before it lost to an overflow.
+    pub lost: u64,
+    /// Sampling periods before it without a sample, no loss reported.
+    pub gaps: u64,
+    /// Whether those gaps lie between an image restart and the first sound span after it.
+    pub at_restart: bool,
+}
+
+impl Coverage {
+    /// Coverage of samples due every `period_ns` (`None`: a period of clocks, whose length in time is unknown).
+    pub(crate) fn new(period_ns: Option<u64>) -> Self {
+        Coverage {
+            period_ns,
+            last_end: None,
+            last_len: None,
+            overflow: Overflow::None,
+            placed: false,
+            after_restart: false,
+        }
+    }
+
+    /// A decode of the drain whose samples come next reported a hardware-buffer overflow.
+    pub(crate) fn overflow(&mut self) {
+        if self.overflow != Overflow::ThisDecode {
+            self.placed = false;
+        }
+        self.overflow = Overflow::ThisDecode;
+    }
+
+    /// The counter-data image was started afresh.
+    pub(crate) fn restart(&mut self) {
+        self.after_restart = true;
+    }
+
+    /// The next sample, with the span CUPTI gave it.
+    pub(crate) fn sample(&mut self, start: u64, end: u64) -> Covered {
+        let span = retime(self.last_end, start, end, self.period_ns.or(self.last_len));
+        let retimed = span.is_some();
+        let (start, end) = span.unwrap_or((start, end));
+        let missing = match self.period_ns {
+            Some(period) => missed_periods(self.last_end, end, period),
+            None => gap_samples(self.last_end, start, end),
+        };
+        let (lost, gaps) = match self.overflow {
+            Overflow::None => (0, missing),
+            Overflow::ThisDecode => {
+                self.placed |= missing > 0;
+                (missing, 0)
+            }
+            Overflow::NextSample => {
+                self.overflow = Overflow::None;
+                // An overflow that left no hole still lost at least one sample.
+                let lost = if missing > 0 || self.placed {
+                    missing
+                } else {
+                    1
+                };
+                (lost, 0)
+            }
+        };
+        let at_restart = self.after_restart && gaps > 0;
+        if !retimed {
+            self.after_restart = false;
+        }
+        self.last_end = Some(end);
+        self.last_len = end.checked_sub(start).filter(|&l| l > 0).or(self.last_len);
+        Covered {
+            start,
+            end,
+            retimed,
+            lost,
+            gaps,
+            at_restart,
+        }
+    }
+
+    /// The samples of one drain of the hardware buffer (decodes until CUPTI has no more records) were all given.
+    pub(crate) fn end_decode(&mut self) {
+        if self.overflow == Overflow::ThisDecode {
+            self.overflow = Overflow::NextSample;
+        }
+    }
+
+    /// No sample comes any more: samples lost to an overflow that no sample placed (one, or none).
+    pub(crate) fn finish(&mut self) -> u64 {
+        let left = u64::from(self.overflow != Overflow::None && !self.placed);
+        self.overflow = Overflow::None;
+        left
     }
 }
 
@@ -1241,6 +1482,18 @@ pub(crate) fn gap_samples(last_end: Option<u64>, start: u64, end: u64) -> u64 {
 /// # Safety
 /// `image` is a PM sampling counter-data image CUPTI wrote.
 pub(crate) unsafe fn completed_samples(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
+    // SAFETY: the caller's contract.
+    unsafe { sample_counts(api, image) }.map(|(_, completed)| completed)
+}
+
+/// Populated and completed samples of a PM counter-data image (`cuptiPmSamplingGetCounterDataInfo`).
+///
+/// # Safety
+/// `image` is a PM sampling counter-data image CUPTI wrote.
+pub(crate) unsafe fn sample_counts(
+    api: Api,
+    image: &[u8],
+) -> Result<(usize, usize), ProfilingError> {
     let f = sym!(api, cuptiPmSamplingGetCounterDataInfo)?;
     let mut p = params!(
         CUpti_PmSampling_GetCounterDataInfo_Params,
@@ -1250,7 +1503,7 @@ pub(crate) unsafe fn completed_samples(api: Api, image: &[u8]) -> Result<usize, 
     p.counterDataImageSize = image.len();
     // SAFETY: the caller's contract.
     check("cuptiPmSamplingGetCounterDataInfo", unsafe { f(&mut p) })?;
-    Ok(p.numCompletedSamples)
+    Ok((p.numPopulatedSamples, p.numCompletedSamples))
 }
 
 /// Start and end of sample `index` (`cuptiPmSamplingCounterDataGetSampleInfo`). `obj` may be null for an image
@@ -1344,6 +1597,94 @@ mod tests {
             0,
             "a clock going back says nothing"
         );
+    }
+
+    /// Feeds spans to a coverage as the samples of one decode; returns (lost, gaps, gaps at restart).
+    fn cover(c: &mut Coverage, spans: &[(u64, u64)]) -> (u64, u64, u64) {
+        let mut counts = DecodeCounts::default();
+        for &(start, end) in spans {
+            counts.add(&c.sample(start, end));
+        }
+        c.end_decode();
+        (counts.lost, counts.gaps, counts.gaps_at_restart)
+    }
+
+    #[test]
+    fn periods_without_a_sample_are_gaps_unless_an_overflow_explains_them() {
+        let ms = 1_000_000;
+        // Every period has its sample (as on a busy H100): nothing missing.
+        let mut c = Coverage::new(Some(ms));
+        let tiled: Vec<(u64, u64)> = (0..100).map(|i| (i * ms, (i + 1) * ms)).collect();
+        assert_eq!(cover(&mut c, &tiled), (0, 0, 0));
+        // One period in ten without a sample and no overflow (as an idle H100 showed): gaps, not losses.
+        let mut c = Coverage::new(Some(ms));
+        let idle: Vec<(u64, u64)> = (0..100)
+            .filter(|i| i % 10 != 5)
+            .map(|i| (i * ms, (i + 1) * ms))
+            .collect();
+        assert_eq!(cover(&mut c, &idle), (0, 10, 0));
+        assert_eq!(c.finish(), 0);
+        // An overflow reported by the decode whose samples hold the hole (the oldest records overwritten): lost.
+        let mut c = Coverage::new(Some(ms));
+        cover(&mut c, &[(0, ms), (ms, 2 * ms)]);
+        c.overflow();
+        assert_eq!(
+            cover(&mut c, &[(2 * ms, 3 * ms), (7 * ms, 8 * ms)]),
+            (4, 0, 0)
+        );
+        // A hole before the next decode's first sample is the overflow's too; later holes are gaps again.
+        assert_eq!(
+            cover(
+                &mut c,
+                &[(10 * ms, 11 * ms), (11 * ms, 12 * ms), (13 * ms, 14 * ms)]
+            ),
+            (2, 1, 0)
+        );
+        assert_eq!(c.finish(), 0);
+        // An overflow whose hole shows at the first sample of the next decode (the newest records dropped).
+        let mut c = Coverage::new(Some(ms));
+        c.overflow();
+        assert_eq!(cover(&mut c, &[(0, ms), (ms, 2 * ms)]), (0, 0, 0));
+        assert_eq!(cover(&mut c, &[(5 * ms, 6 * ms)]), (3, 0, 0));
+        // An overflow that no hole shows still lost a sample: at the next sample, or when sampling ends.
+        let mut c = Coverage::new(Some(ms));
+        c.overflow();
+        assert_eq!(cover(&mut c, &[(0, ms)]), (0, 0, 0));
+        assert_eq!(cover(&mut c, &[(ms, 2 * ms), (3 * ms, 4 * ms)]), (1, 1, 0));
+        c.overflow();
+        assert_eq!(cover(&mut c, &[]), (0, 0, 0));
+        assert_eq!(c.finish(), 1);
+        assert_eq!(c.finish(), 0);
+    }
+
+    #[test]
+    fn gaps_after_an_image_restart_are_told_apart() {
+        let ms = 1_000_000;
+        let mut c = Coverage::new(Some(ms));
+        assert_eq!(
+            cover(&mut c, &[(0, 10 * ms), (10 * ms, 11 * ms)]),
+            (0, 0, 0)
+        );
+        c.restart();
+        // A run of stale zero-length spans (retimed one period each), then a sound sample two periods later than
+        // the run reaches: a gap at the restart.
+        let first = c.sample(3, 3);
+        assert!(first.retimed && (first.start, first.end) == (11 * ms, 12 * ms));
+        let (lost, gaps, at_restart) = cover(&mut c, &[(3, 3), (15 * ms, 16 * ms)]);
+        assert_eq!((lost, gaps, at_restart), (0, 2, 2));
+        // Past the first sound sample, gaps are no longer the restart's.
+        assert_eq!(cover(&mut c, &[(17 * ms, 18 * ms)]), (0, 1, 0));
+    }
+
+    #[test]
+    fn gaps_of_a_clock_interval_are_measured_in_sample_lengths() {
+        let mut c = Coverage::new(None);
+        assert_eq!(
+            cover(&mut c, &[(100, 110), (110, 120), (150, 160)]),
+            (0, 3, 0)
+        );
+        c.overflow();
+        assert_eq!(cover(&mut c, &[(200, 210)]), (4, 0, 0));
     }
 
     #[test]

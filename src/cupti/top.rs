@@ -1,30 +1,37 @@
-//! The live per-GPU view behind `gpu-tools top`: SM active, tensor-pipe active, DRAM read and write bandwidth and
-//! achieved occupancy of each chosen GPU, from device-wide PM sampling, averaged over each refresh. It sees every
-//! process on the GPU, so it works while other programs use it (and, like every PM client, fails with
-//! [`ProfilingError::CountersBusy`](super::ProfilingError::CountersBusy) while another tool holds the counters).
+//! The live per-GPU view behind `gpu-tools top` on NVIDIA GPUs: SM active, tensor-pipe active, DRAM read and write
+//! bandwidth and achieved occupancy of each GPU, from device-wide PM sampling (one sampler per GPU), averaged over
+//! each refresh. It sees every process on the GPU, so it works while other programs use it (and, like every PM
+//! client, fails with [`ProfilingError::CountersBusy`] while another tool
+//! holds the counters).
+//!
+//! The view itself is vendor-neutral, [`counters::top::Top`](crate::counters::top::Top) (re-exported here); this
+//! module chooses the metrics and starts the samplers: [`TopBuilder`], or [`Top::start`].
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use gpu_tools::cupti::top::{Top, TopRow};
+//! use gpu_tools::cupti::top::{Top, TopBuilder};
 //!
 //! fn main() -> gpu_tools::Result<()> {
-//!     let mut top = Top::start(&[0], Duration::from_millis(10))?;
-//!     println!("{}", TopRow::text_header());
+//!     // Every GPU the driver reports; `.devices([0, 1])` names some.
+//!     let mut top = TopBuilder::new().sample(Duration::from_millis(1)).start()?;
+//!     println!("{}", top.text_header());
 //!     for _ in 0..5 {
-//!         for row in top.rows(Duration::from_secs(1))? {
-//!             println!("{}", row.to_text());
+//!         for row in top.rows(Duration::from_secs(1)) {
+//!             println!("{}", row.to_text(top.columns()));
 //!         }
 //!     }
-//!     top.stop()?;
-//!     Ok(())
+//!     for (gpu, totals) in top.totals() {
+//!         println!("{}: {} samples, {} lost, {} gaps", gpu.index, totals.samples, totals.lost, totals.gaps);
+//!     }
+//!     Ok(()) // dropping the view releases the counters
 //! }
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::pm_sampling::{Interval, PmReport, PmSampler};
-use crate::counters::{DeviceCounters, DeviceSample, host_monotonic_ns, mean_values};
-use crate::profile::{json_num, json_str};
+use super::ProfilingError;
+use super::pm_sampling::{Interval, PmSampler};
+pub use crate::counters::top::{Top, TopColumn, TopGpu, TopRow, TopTotals};
 
 /// One column of the view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +42,13 @@ pub struct TopMetric {
     pub header: &'static str,
     /// The PM-sampling metric behind it.
     pub metric: &'static str,
+}
+
+impl TopMetric {
+    /// The view's column of this metric.
+    pub fn column(&self) -> TopColumn {
+        TopColumn::new(self.key, self.header, self.metric)
+    }
 }
 
 /// The view's columns (all single-pass PM-sampling metrics on Hopper; GH100 builds them into one configuration).
@@ -66,153 +80,161 @@ pub const TOP_METRICS: [TopMetric; 5] = [
     },
 ];
 
-/// One GPU over one refresh.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TopRow {
-    /// Host `CLOCK_MONOTONIC` at the end of the refresh, ns.
-    pub host_ns: u64,
-    /// End of the last sample, on the GPU's clock (0 without samples).
-    pub gpu_end_ns: u64,
-    /// CUDA device ordinal.
-    pub device: u32,
-    /// Its name.
-    pub name: String,
-    /// Samples averaged.
-    pub samples: usize,
-    /// Samples lost since the previous refresh.
-    pub dropped: u64,
-    /// One mean per [`TOP_METRICS`] column (`NaN` without samples).
-    pub values: Vec<f64>,
+/// Hidden columns an exporter adds for DCGM's definitions ([`TopBuilder::exporter_metrics`]): DRAM active cycles
+/// (`DCGM_FI_PROF_DRAM_ACTIVE`) and resident warps per elapsed cycle (`DCGM_FI_PROF_SM_OCCUPANCY`; the table's
+/// occupancy is per active cycle, as Nsight Compute's achieved occupancy). With [`TOP_METRICS`] they still build
+/// one pass on GA10x, GH100, AD10x and GB100 (checked against CUPTI 13.0's catalogue).
+pub const EXPORT_METRICS: [TopMetric; 2] = [
+    TopMetric {
+        key: "dram_active_pct",
+        header: "DRAM%",
+        metric: "dram__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    },
+    TopMetric {
+        key: "sm_occupancy_pct",
+        header: "SMOCC%",
+        metric: "sm__warps_active.avg.pct_of_peak_sustained_elapsed",
+    },
+];
+
+/// Settings of an NVIDIA [`Top`]: which GPUs (every one the driver reports, unless named), which metrics, how
+/// often the hardware samples.
+#[derive(Debug, Clone)]
+pub struct TopBuilder {
+    devices: Option<Vec<usize>>,
+    sample: Duration,
+    metrics: Vec<String>,
+    exporter_metrics: bool,
 }
 
-impl TopRow {
-    /// The text table's header.
-    pub fn text_header() -> String {
-        let mut h = format!("{:>3} {:>7}", "GPU", "SAMPLES");
-        for m in TOP_METRICS {
-            h.push_str(&format!(" {:>10}", m.header));
-        }
-        h.push_str("  NAME");
-        h
-    }
-
-    /// The row as text (bandwidths in GB/s).
-    pub fn to_text(&self) -> String {
-        let mut t = format!("{:>3} {:>7}", self.device, self.samples);
-        for (m, v) in TOP_METRICS.iter().zip(&self.values) {
-            let cell = if v.is_nan() {
-                "-".to_string()
-            } else if m.key.ends_with("bytes_per_s") {
-                format!("{:.1}G", v / 1e9)
-            } else {
-                format!("{v:.1}")
-            };
-            t.push_str(&format!(" {cell:>10}"));
-        }
-        if self.dropped > 0 {
-            t.push_str(&format!("  {} (dropped {})", self.name, self.dropped));
-        } else {
-            t.push_str(&format!("  {}", self.name));
-        }
-        t
-    }
-
-    /// The row as one JSON line.
-    pub fn to_json(&self) -> String {
-        let mut j = format!(
-            "{{\"host_ns\":{},\"gpu_end_ns\":{},\"device\":{},\"name\":{},\"samples\":{},\"dropped\":{}",
-            self.host_ns,
-            self.gpu_end_ns,
-            self.device,
-            json_str(&self.name),
-            self.samples,
-            self.dropped
-        );
-        for (m, v) in TOP_METRICS.iter().zip(&self.values) {
-            j.push_str(&format!(",\"{}\":{}", m.key, json_num(*v)));
-        }
-        j.push('}');
-        j
-    }
-
-    /// A row from the samples of one refresh.
-    pub fn from_samples(device: u32, name: &str, samples: &[DeviceSample], dropped: u64) -> TopRow {
-        TopRow {
-            host_ns: host_monotonic_ns(),
-            gpu_end_ns: samples.last().map_or(0, |s| s.end_ns),
-            device,
-            name: name.to_string(),
-            samples: samples.len(),
-            dropped,
-            values: mean_values(samples, TOP_METRICS.len()),
-        }
+impl Default for TopBuilder {
+    fn default() -> Self {
+        TopBuilder::new()
     }
 }
 
-/// A PM sampler per GPU with the view's metrics.
-#[derive(Debug)]
-pub struct Top {
-    samplers: Vec<PmSampler>,
-    next: Instant,
-}
+impl TopBuilder {
+    /// Every GPU, [`TOP_METRICS`], a sample every millisecond.
+    pub fn new() -> Self {
+        TopBuilder {
+            devices: None,
+            sample: Duration::from_millis(1),
+            metrics: Vec::new(),
+            exporter_metrics: false,
+        }
+    }
 
-impl Top {
-    /// Starts sampling `devices` every `sample` (time-based where the GPU has it, Ampere GA10x and later; else
-    /// every `sample` nanoseconds' worth of SYS clock cycles at 1 GHz).
-    pub fn start(devices: &[usize], sample: Duration) -> crate::Result<Top> {
+    /// Only these CUDA devices. Each must start, or [`start`](Self::start) fails; without this, every device the
+    /// driver reports is tried, and one that cannot be sampled is skipped ([`Top::skipped`]).
+    pub fn devices(mut self, devices: impl IntoIterator<Item = usize>) -> Self {
+        self.devices = Some(devices.into_iter().collect());
+        self
+    }
+
+    /// The hardware's sampling period: time-based where the GPU has it (Ampere GA10x and later), else this many
+    /// nanoseconds' worth of SYS clock cycles at 1 GHz.
+    pub fn sample(mut self, every: Duration) -> Self {
+        self.sample = every;
+        self
+    }
+
+    /// Full PM-sampling metric names to show instead of [`TOP_METRICS`] (empty: the default columns).
+    pub fn metrics<I, S>(mut self, metrics: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.metrics = metrics
+            .into_iter()
+            .map(|m| m.as_ref().to_string())
+            .collect();
+        self
+    }
+
+    /// Also samples [`EXPORT_METRICS`], as hidden columns (with the default columns only).
+    pub fn exporter_metrics(mut self, on: bool) -> Self {
+        self.exporter_metrics = on;
+        self
+    }
+
+    /// The columns the view will have.
+    pub fn columns(&self) -> Vec<TopColumn> {
+        if !self.metrics.is_empty() {
+            return self
+                .metrics
+                .iter()
+                .map(|m| TopColumn::for_metric(m))
+                .collect();
+        }
+        let mut columns: Vec<TopColumn> = TOP_METRICS.iter().map(TopMetric::column).collect();
+        if self.exporter_metrics {
+            columns.extend(EXPORT_METRICS.iter().map(|m| m.column().hidden()));
+        }
+        columns
+    }
+
+    /// Starts one PM sampler per GPU.
+    pub fn start(&self) -> crate::Result<Top<'static>> {
         let driver = crate::cuda::Driver::load()?;
-        let mut samplers = Vec::new();
-        for &d in devices {
+        let named = self.devices.is_some();
+        let devices = match &self.devices {
+            Some(d) => d.clone(),
+            None => (0..driver.device_count()?).collect(),
+        };
+        if devices.is_empty() {
+            return Err(ProfilingError::NoSuchDevice { index: 0, count: 0 }.into());
+        }
+        let columns = self.columns();
+        let metrics: Vec<&str> = columns.iter().map(|c| c.counter.as_str()).collect();
+        let mut top = Top::new(columns.clone());
+        let mut first_error = None;
+        for d in devices {
             let cc = driver
                 .device_info(d)
                 .map(|i| i.compute_capability)
                 .unwrap_or((0, 0));
             let interval = if cc >= (8, 6) {
-                Interval::Time(sample)
+                Interval::Time(self.sample)
             } else {
-                Interval::Clocks(u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX).max(1))
+                Interval::Clocks(
+                    u64::try_from(self.sample.as_nanos())
+                        .unwrap_or(u64::MAX)
+                        .max(1),
+                )
             };
-            samplers.push(
-                PmSampler::builder(d)
-                    .metrics(TOP_METRICS.iter().map(|m| m.metric))
-                    .interval(interval)
-                    .start()?,
-            );
+            match PmSampler::builder(d)
+                .metrics(&metrics)
+                .interval(interval)
+                .start()
+            {
+                Ok(sampler) => {
+                    let uuid = driver.device_uuid(d).ok().map(|u| u.to_string());
+                    top.watch(Box::new(sampler), uuid);
+                }
+                Err(e) if !named => {
+                    log::warn!("device {d} is left out: {e}");
+                    top.skip(d as u32, e.to_string());
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(Top {
-            samplers,
-            next: Instant::now(),
-        })
+        match first_error {
+            Some(e) if top.is_empty() => Err(e),
+            _ => Ok(top),
+        }
     }
+}
 
-    /// Waits for the end of the next refresh of length `every`, then averages each GPU's samples of it.
-    pub fn rows(&mut self, every: Duration) -> crate::Result<Vec<TopRow>> {
-        self.next += every;
-        let now = Instant::now();
-        if self.next > now {
-            std::thread::sleep(self.next - now);
-        } else {
-            // Fell behind (a slow terminal): start the cadence again from now.
-            self.next = now;
+impl Top<'static> {
+    /// Starts sampling `devices` (every device the driver reports where empty) every `sample`, with
+    /// [`TOP_METRICS`]: [`TopBuilder`] with these settings.
+    pub fn start(devices: &[usize], sample: Duration) -> crate::Result<Top<'static>> {
+        let mut b = TopBuilder::new().sample(sample);
+        if !devices.is_empty() {
+            b = b.devices(devices.iter().copied());
         }
-        let mut rows = Vec::with_capacity(self.samplers.len());
-        for s in &mut self.samplers {
-            let mut samples = Vec::new();
-            let status = s.read(Duration::ZERO, &mut samples)?;
-            let device = s.device().clone();
-            rows.push(TopRow::from_samples(
-                device.index,
-                &device.name,
-                &samples,
-                status.dropped,
-            ));
-        }
-        Ok(rows)
-    }
-
-    /// Stops every sampler, releasing the counters.
-    pub fn stop(self) -> crate::Result<Vec<PmReport>> {
-        self.samplers.into_iter().map(PmSampler::stop).collect()
+        b.start()
     }
 }
 
@@ -221,32 +243,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_average_their_samples_and_print() {
-        let s = |v: f64| DeviceSample {
-            start_ns: 0,
-            end_ns: 10,
-            values: vec![v, 0.0, 2e9, 1e9, 50.0],
+    fn the_builder_chooses_the_columns() {
+        let keys = |b: &TopBuilder| -> Vec<(String, bool)> {
+            b.columns().into_iter().map(|c| (c.key, c.hidden)).collect()
         };
-        let row = TopRow::from_samples(0, "NVIDIA H100 80GB HBM3", &[s(90.0), s(100.0)], 0);
-        assert_eq!(row.values[0], 95.0);
-        let text = row.to_text();
-        assert!(
-            text.contains("95.0")
-                && text.contains("2.0G")
-                && text.ends_with("NVIDIA H100 80GB HBM3"),
-            "{text}"
-        );
-        let json = row.to_json();
-        assert!(
-            json.contains("\"sm_active_pct\":95,")
-                && json.contains("\"dram_read_bytes_per_s\":2000000000"),
-            "{json}"
-        );
-        let empty = TopRow::from_samples(1, "x", &[], 3);
-        assert!(empty.to_json().contains("\"sm_active_pct\":null"));
-        assert!(empty.to_text().contains("(dropped 3)"));
+        let plain = TopBuilder::new();
+        assert_eq!(keys(&plain).len(), 5);
+        assert!(plain.columns()[2].bandwidth && !plain.columns()[0].bandwidth);
+        let exporter = TopBuilder::new().exporter_metrics(true);
+        let k = keys(&exporter);
+        assert_eq!(k.len(), 7);
+        assert_eq!(k[5], ("dram_active_pct".to_string(), true));
+        let user = TopBuilder::new()
+            .metrics(["dram__bytes.sum.per_second"])
+            .exporter_metrics(true);
         assert_eq!(
-            TopRow::text_header().split_whitespace().count(),
+            keys(&user),
+            vec![("dram__bytes.sum.per_second".to_string(), false)]
+        );
+        assert_eq!(
+            TopRow::text_header(&exporter.columns())
+                .split_whitespace()
+                .count(),
             2 + TOP_METRICS.len() + 1
         );
     }

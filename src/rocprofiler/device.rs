@@ -244,6 +244,7 @@ impl DeviceCounters for DeviceProfilingSession<'_> {
         Ok(ReadStatus {
             samples: 1,
             dropped: 0,
+            gaps: 0,
         })
     }
 }

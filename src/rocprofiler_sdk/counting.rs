@@ -484,6 +484,7 @@ impl DeviceCounters for DeviceSampler {
         Ok(ReadStatus {
             samples: 1,
             dropped: 0,
+            gaps: 0,
         })
     }
 }

@@ -1,10 +1,13 @@
-/* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device.
+/* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device (or more for
+ * the device queries: `dbl_set_device_count`, or GPU_TOOLS_DOUBLE_DEVICES in the environment; contexts are of
+ * device 0 only).
  *
  * Contexts are `struct dbl_ctx` (dbl_ctx.h, shared with checkpoint.c): a destroyed context stays allocated and
  * marked dead, so a stale handle is detected rather than reused. Device pointers are host pointers; each
  * context records its allocations so the checkpoint double can save and restore them. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,32 +91,49 @@ CUresult cuGetErrorString(CUresult r, const char **s) {
     return OK;
 }
 
+/* Devices the queries answer for: 0 until set, then GPU_TOOLS_DOUBLE_DEVICES (1 to 8) or 1. */
+static int g_devices;
+
+void dbl_set_device_count(int n) { g_devices = n; }
+
+static int devices(void) {
+    if (g_devices == 0) {
+        const char *env = getenv("GPU_TOOLS_DOUBLE_DEVICES");
+        int n = env ? atoi(env) : 1;
+        g_devices = n >= 1 && n <= 8 ? n : 1;
+    }
+    return g_devices;
+}
+
+static int valid_device(CUdevice d) { return d >= 0 && d < devices(); }
+
 CUresult cuDeviceGet(CUdevice *d, int ordinal) {
     NEED_INIT();
     if (!d) return INVALID_VALUE;
-    if (ordinal != 0) return INVALID_DEVICE;
-    *d = 0;
+    if (!valid_device(ordinal)) return INVALID_DEVICE;
+    *d = ordinal;
     return OK;
 }
 
 CUresult cuDeviceGetCount(int *n) {
     NEED_INIT();
     if (!n) return INVALID_VALUE;
-    *n = 1;
+    *n = devices();
     return OK;
 }
 
+/* Device 0 is "gpu-tools test double", device N "gpu-tools test double N". */
 CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
     NEED_INIT();
-    if (!name || len <= 0 || d != 0) return INVALID_VALUE;
-    strncpy(name, "gpu-tools test double", (size_t)len - 1);
-    name[len - 1] = 0;
+    if (!name || len <= 0 || !valid_device(d)) return INVALID_VALUE;
+    if (d == 0) snprintf(name, (size_t)len, "gpu-tools test double");
+    else snprintf(name, (size_t)len, "gpu-tools test double %d", d);
     return OK;
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     NEED_INIT();
-    if (!bytes || d != 0) return INVALID_VALUE;
+    if (!bytes || !valid_device(d)) return INVALID_VALUE;
     *bytes = DBL_TOTAL_MEM;
     return OK;
 }
@@ -128,7 +148,7 @@ void dbl_set_capability(int major, int minor) {
 
 CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     NEED_INIT();
-    if (!v || d != 0) return INVALID_VALUE;
+    if (!v || !valid_device(d)) return INVALID_VALUE;
     *v = attr == 75 ? g_cc_major : attr == 76 ? g_cc_minor : 1;
     return OK;
 }

@@ -4,13 +4,21 @@
  *
  * Its counter-data images have a layout of its own (a header, then one entry per sample or range); the values
  * of metric i in an entry are `base + i`. Samples, kernel launches and PCs are fed by `cp_*` test controls;
- * `cp_fail` makes a named function fail with a code. */
+ * `cp_fail` makes a named function fail with a code.
+ *
+ * PM sampling serves up to 8 devices, each with its own object and queue (`cp_set_devices`, or
+ * GPU_TOOLS_DOUBLE_DEVICES, as the driver double reads it). For a program that cannot call the controls (the
+ * `gpu-tools` binary), GPU_TOOLS_DOUBLE_PM_PATTERN=PERIOD_US:PATTERN makes every started sampler take samples by
+ * itself: one per PERIOD_US of CLOCK_MONOTONIC, each character of PATTERN in turn saying what becomes of one
+ * period: `1` a sample, `0` none (a gap), `x` none, and the decode that finds it reports an overflow. The
+ * catalogue also holds the metrics of `gpu-tools top` with `cp_catalogue_top(1)` or GPU_TOOLS_DOUBLE_TOP_METRICS=1. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUptiResult;
 
@@ -103,11 +111,30 @@ static const struct metric METRICS[] = {
     {"TPC.TriageCompute.sm__cycles_active", COUNTER, RANGE, "cycle"},
     {"lts__t_sector_hit_rate", RATIO, RANGE, "percent"},
     {"sm__throughput", THROUGHPUT, RANGE | PM, "percent"},
+    /* Those of `gpu-tools top` and its exporter, listed only with cp_catalogue_top(1). */
+    {"sm__pipe_tensor_cycles_active", COUNTER, RANGE | PM, "cycle"},
+    {"sm__warps_active", COUNTER, RANGE | PM, "warp"},
+    {"dram__cycles_active", COUNTER, RANGE | PM, "cycle"},
 };
-#define N_METRICS (sizeof METRICS / sizeof METRICS[0])
+#define N_ALL_METRICS (sizeof METRICS / sizeof METRICS[0])
+#define N_TOP_METRICS 3
+
+static int g_catalogue_top = -1;
+
+void cp_catalogue_top(int on) { g_catalogue_top = on; }
+
+/* Metrics in the catalogue now: the first ones, or all. */
+static size_t n_metrics(void) {
+    if (g_catalogue_top < 0) {
+        const char *env = getenv("GPU_TOOLS_DOUBLE_TOP_METRICS");
+        g_catalogue_top = env && strcmp(env, "1") == 0;
+    }
+    return g_catalogue_top ? N_ALL_METRICS : N_ALL_METRICS - N_TOP_METRICS;
+}
+#define N_METRICS n_metrics()
 
 static const char *COUNTER_SUBS[] = {".sum", ".avg", ".max", ".min", ".sum.per_second",
-                                     ".avg.pct_of_peak_sustained_elapsed"};
+                                     ".avg.pct_of_peak_sustained_elapsed", ".avg.pct_of_peak_sustained_active"};
 static const char *RATIO_SUBS[] = {".ratio", ".pct", ".max_rate"};
 static const char *THROUGHPUT_SUBS[] = {".avg.pct_of_peak_sustained_elapsed", ".max.pct_of_peak_sustained_elapsed"};
 
@@ -115,8 +142,8 @@ static const char *CHIPS[] = {"GH100", "TU102"};
 
 struct host {
     int method;
-    int added[N_METRICS];
-    const char *names[N_METRICS];
+    int added[N_ALL_METRICS];
+    const char *names[N_ALL_METRICS];
     int live;
 };
 
@@ -474,8 +501,10 @@ typedef struct {
     const char *pChipName;
 } ChipName;
 
+static int pm_devices(void);
+
 CUptiResult cuptiDeviceGetChipName(ChipName *p) {
-    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
+    if (!p || p->deviceIndex >= (size_t)pm_devices()) return INVALID_PARAMETER;
     p->pChipName = g_chip;
     return SUCCESS;
 }
@@ -483,35 +512,117 @@ CUptiResult cuptiDeviceGetChipName(ChipName *p) {
 /* ---------------------------------------------------------------- PM sampling */
 
 #define MAX_QUEUE 4096
+#define MAX_DEVICES 8
 
 struct pm {
+    size_t device;
     size_t hw_buffer;
     uint64_t interval;
     int trigger, started, configured;
+    /* GPU_TOOLS_DOUBLE_PM_PATTERN: the start of the next period, and the pattern's next character. */
+    uint64_t auto_next;
+    size_t auto_step;
 };
 
-static struct pm *g_pm;         /* the enabled PM object */
-static int g_busy_elsewhere;    /* another client holds the counters */
-static struct entry g_queue[MAX_QUEUE];
-static size_t g_queue_len;
-static int g_overflow_next;
+/* The samples a device's hardware took and no decode has taken yet. */
+struct device_queue {
+    struct entry entries[MAX_QUEUE];
+    size_t len;
+    int overflow_next;
+};
+
+static struct pm *g_pms[MAX_DEVICES]; /* the enabled PM object of each device */
+static struct device_queue g_queues[MAX_DEVICES];
+static int g_busy_elsewhere;          /* another client holds the counters */
 static int g_pm_enables, g_pm_disables, g_pm_decodes;
+static int g_pm_devices;
 
 void cp_set_busy(int busy) { g_busy_elsewhere = busy; }
 
-/* A sample the hardware took: its metric i evaluates to base + i. */
-int cp_push_sample(uint64_t start, uint64_t end, double base) {
+/* Devices PM sampling serves: 0 until set, then GPU_TOOLS_DOUBLE_DEVICES (1 to 8) or 1. */
+void cp_set_devices(int n) { g_pm_devices = n >= 1 && n <= MAX_DEVICES ? n : 1; }
+
+static int pm_devices(void) {
+    if (g_pm_devices == 0) {
+        const char *env = getenv("GPU_TOOLS_DOUBLE_DEVICES");
+        cp_set_devices(env ? atoi(env) : 1);
+    }
+    return g_pm_devices;
+}
+
+/* Whether `o` is an enabled PM object. */
+static int is_pm(const struct pm *o) {
+    int found = 0;
     LOCK();
-    int ok = g_queue_len < MAX_QUEUE;
+    for (size_t i = 0; o && i < MAX_DEVICES; i++) found |= g_pms[i] == o;
+    UNLOCK();
+    return found;
+}
+
+/* A sample the hardware of `device` took: its metric i evaluates to base + i. */
+int cp_push_sample_on(int device, uint64_t start, uint64_t end, double base) {
+    if (device < 0 || device >= MAX_DEVICES) return -1;
+    LOCK();
+    struct device_queue *q = &g_queues[device];
+    int ok = q->len < MAX_QUEUE;
     if (ok) {
         struct entry e = {start, end, {0}, base};
-        g_queue[g_queue_len++] = e;
+        q->entries[q->len++] = e;
     }
     UNLOCK();
     return ok ? 0 : -1;
 }
 
-void cp_overflow_next(void) { g_overflow_next = 1; }
+/* A sample of device 0. */
+int cp_push_sample(uint64_t start, uint64_t end, double base) { return cp_push_sample_on(0, start, end, base); }
+
+/* The next decode of `device` reports a hardware-buffer overflow. */
+void cp_overflow_next_on(int device) {
+    if (device < 0 || device >= MAX_DEVICES) return;
+    LOCK();
+    g_queues[device].overflow_next = 1;
+    UNLOCK();
+}
+
+void cp_overflow_next(void) { cp_overflow_next_on(0); }
+
+/* ------------------------------------------------ GPU_TOOLS_DOUBLE_PM_PATTERN */
+
+static uint64_t g_auto_period_ns;
+static char g_auto_pattern[256];
+static int g_auto_loaded;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Under the lock. */
+static void auto_load(void) {
+    if (g_auto_loaded) return;
+    g_auto_loaded = 1;
+    const char *env = getenv("GPU_TOOLS_DOUBLE_PM_PATTERN");
+    unsigned long long us = 0;
+    if (!env || sscanf(env, "%llu:%255s", &us, g_auto_pattern) != 2 || !us || !g_auto_pattern[0]) return;
+    g_auto_period_ns = us * 1000ull;
+}
+
+/* Under the lock: the periods that passed on `pm`'s device since the last call, as the pattern says. */
+static void auto_samples(struct pm *pm) {
+    auto_load();
+    if (!g_auto_period_ns || !pm->started) return;
+    struct device_queue *q = &g_queues[pm->device];
+    size_t n = strlen(g_auto_pattern);
+    uint64_t now = now_ns();
+    while (pm->auto_next + g_auto_period_ns <= now && q->len < MAX_QUEUE) {
+        char c = g_auto_pattern[pm->auto_step++ % n];
+        struct entry e = {pm->auto_next, pm->auto_next + g_auto_period_ns, {0}, 40.0 + 10.0 * (double)pm->device};
+        pm->auto_next += g_auto_period_ns;
+        if (c == '1') q->entries[q->len++] = e;
+        else if (c == 'x') q->overflow_next = 1;
+    }
+}
 
 struct cp_counts {
     int pm_enables, pm_disables, pm_decodes, pm_enabled, hosts_live, profiler_initialized;
@@ -525,7 +636,8 @@ void cp_counts(struct cp_counts *out) {
     out->pm_enables = g_pm_enables;
     out->pm_disables = g_pm_disables;
     out->pm_decodes = g_pm_decodes;
-    out->pm_enabled = g_pm != NULL;
+    out->pm_enabled = 0;
+    for (size_t i = 0; i < MAX_DEVICES; i++) out->pm_enabled += g_pms[i] != NULL;
     out->hosts_live = g_hosts_live;
     out->profiler_initialized = g_initialized;
     out->range_enabled = g_range_enabled;
@@ -543,8 +655,11 @@ typedef struct {
 
 CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvailability *p) {
     FAIL_IF_ASKED();
-    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
-    if (g_pm || g_busy_elsewhere) return HARDWARE_BUSY;
+    if (!p || p->deviceIndex >= (size_t)pm_devices()) return INVALID_PARAMETER;
+    LOCK();
+    int busy = g_pms[p->deviceIndex] || g_busy_elsewhere;
+    UNLOCK();
+    if (busy) return HARDWARE_BUSY;
     if (!p->pCounterAvailabilityImage) {
         p->counterAvailabilityImageSize = 64;
         return SUCCESS;
@@ -564,16 +679,19 @@ typedef struct {
 
 CUptiResult cuptiPmSamplingEnable(PmEnable *p) {
     FAIL_IF_ASKED();
-    if (!p || p->deviceIndex != 0) return INVALID_PARAMETER;
+    if (!p || p->deviceIndex >= (size_t)pm_devices()) return INVALID_PARAMETER;
     LOCK();
-    if (g_pm) {
+    if (g_pms[p->deviceIndex]) {
         UNLOCK();
         return INVALID_OPERATION;
     }
-    g_pm = calloc(1, sizeof *g_pm);
+    struct pm *pm = calloc(1, sizeof *pm);
+    pm->device = p->deviceIndex;
+    g_pms[p->deviceIndex] = pm;
     g_pm_enables++;
-    g_queue_len = 0;
-    p->pPmSamplingObject = g_pm;
+    g_queues[p->deviceIndex].len = 0;
+    g_queues[p->deviceIndex].overflow_next = 0;
+    p->pPmSamplingObject = pm;
     UNLOCK();
     return SUCCESS;
 }
@@ -585,10 +703,10 @@ typedef struct {
 } PmObjectOnly;
 
 CUptiResult cuptiPmSamplingDisable(PmObjectOnly *p) {
-    if (!p || !p->pPmSamplingObject || p->pPmSamplingObject != g_pm) return INVALID_PARAMETER;
+    if (!p || !is_pm(p->pPmSamplingObject)) return INVALID_PARAMETER;
     LOCK();
-    free(g_pm);
-    g_pm = NULL;
+    g_pms[p->pPmSamplingObject->device] = NULL;
+    free(p->pPmSamplingObject);
     g_pm_disables++;
     UNLOCK();
     return SUCCESS;
@@ -608,27 +726,37 @@ typedef struct {
 
 CUptiResult cuptiPmSamplingSetConfig(PmSetConfig *p) {
     FAIL_IF_ASKED();
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm) return INVALID_PARAMETER;
+    if (!p || !is_pm(p->pPmSamplingObject)) return INVALID_PARAMETER;
     if (p->structSize != offsetof(PmSetConfig, hwBufferAppendMode) + sizeof(int)) return INVALID_PARAMETER;
     if (config_passes(p->pConfig, p->configSize) != 1) return NOT_SUPPORTED;
     if (p->hardwareBufferSize < sizeof(struct entry) || p->samplingInterval == 0) return INVALID_PARAMETER;
-    g_pm->hw_buffer = p->hardwareBufferSize;
-    g_pm->interval = p->samplingInterval;
-    g_pm->trigger = p->triggerMode;
-    g_pm->configured = 1;
+    struct pm *pm = p->pPmSamplingObject;
+    pm->hw_buffer = p->hardwareBufferSize;
+    pm->interval = p->samplingInterval;
+    pm->trigger = p->triggerMode;
+    pm->configured = 1;
     return SUCCESS;
 }
 
 CUptiResult cuptiPmSamplingStart(PmObjectOnly *p) {
     FAIL_IF_ASKED();
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !g_pm->configured || g_pm->started) return INVALID_OPERATION;
-    g_pm->started = 1;
+    if (!p || !is_pm(p->pPmSamplingObject)) return INVALID_OPERATION;
+    struct pm *pm = p->pPmSamplingObject;
+    if (!pm->configured || pm->started) return INVALID_OPERATION;
+    LOCK();
+    pm->started = 1;
+    pm->auto_next = now_ns();
+    pm->auto_step = 0;
+    UNLOCK();
     return SUCCESS;
 }
 
 CUptiResult cuptiPmSamplingStop(PmObjectOnly *p) {
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !g_pm->started) return INVALID_OPERATION;
-    g_pm->started = 0;
+    if (!p || !is_pm(p->pPmSamplingObject) || !p->pPmSamplingObject->started) return INVALID_OPERATION;
+    LOCK();
+    auto_samples(p->pPmSamplingObject);
+    p->pPmSamplingObject->started = 0;
+    UNLOCK();
     return SUCCESS;
 }
 
@@ -643,7 +771,7 @@ typedef struct {
 } PmDataSize;
 
 CUptiResult cuptiPmSamplingGetCounterDataSize(PmDataSize *p) {
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !p->numMetrics) return INVALID_PARAMETER;
+    if (!p || !is_pm(p->pPmSamplingObject) || !p->numMetrics) return INVALID_PARAMETER;
     p->counterDataSize = image_size(p->maxSamples);
     return SUCCESS;
 }
@@ -657,7 +785,7 @@ typedef struct {
 } PmImageInit;
 
 CUptiResult cuptiPmSamplingCounterDataImageInitialize(PmImageInit *p) {
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm || !p->pCounterData) return INVALID_PARAMETER;
+    if (!p || !is_pm(p->pPmSamplingObject) || !p->pCounterData) return INVALID_PARAMETER;
     if (p->counterDataSize < sizeof(struct image_header)) return INVALID_PARAMETER;
     image_init(p->pCounterData, (p->counterDataSize - sizeof(struct image_header)) / sizeof(struct entry), IMG_PM);
     return SUCCESS;
@@ -675,18 +803,20 @@ typedef struct {
 
 CUptiResult cuptiPmSamplingDecodeData(PmDecode *p) {
     FAIL_IF_ASKED();
-    if (!p || p->pPmSamplingObject != g_pm || !g_pm) return INVALID_OPERATION;
+    if (!p || !is_pm(p->pPmSamplingObject)) return INVALID_OPERATION;
     struct image_header *h = image_of(p->pCounterDataImage, p->counterDataImageSize, IMG_PM);
     if (!h) return INVALID_PARAMETER;
     LOCK();
     g_pm_decodes++;
+    auto_samples(p->pPmSamplingObject);
+    struct device_queue *q = &g_queues[p->pPmSamplingObject->device];
     size_t moved = 0;
-    while (moved < g_queue_len && h->count < h->capacity) entries(h)[h->count++] = g_queue[moved++];
-    memmove(g_queue, g_queue + moved, (g_queue_len - moved) * sizeof *g_queue);
-    g_queue_len -= moved;
-    p->decodeStopReason = g_queue_len ? 1 /* COUNTER_DATA_FULL */ : 2 /* END_OF_RECORDS */;
-    p->overflow = (uint8_t)g_overflow_next;
-    g_overflow_next = 0;
+    while (moved < q->len && h->count < h->capacity) entries(h)[h->count++] = q->entries[moved++];
+    memmove(q->entries, q->entries + moved, (q->len - moved) * sizeof *q->entries);
+    q->len -= moved;
+    p->decodeStopReason = q->len ? 1 /* COUNTER_DATA_FULL */ : 2 /* END_OF_RECORDS */;
+    p->overflow = (uint8_t)q->overflow_next;
+    q->overflow_next = 0;
     UNLOCK();
     return SUCCESS;
 }

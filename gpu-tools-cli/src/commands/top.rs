@@ -1,39 +1,41 @@
-//! `gpu-tools top`: a live per-GPU view of device-wide counters, read through the library's vendor-neutral
-//! [`DeviceCounters`]: NVIDIA's PM sampling (SM active, tensor pipe active, DRAM read and write bandwidth,
-//! achieved occupancy), or, where no CUDA driver is found, rocprofiler v2's device profiling session on AMD GPUs
-//! (the counters named with `--counters`). It sees every process on the GPU.
+//! `gpu-tools top`: a live per-GPU view of device-wide counters, built on the library's view
+//! ([`gpu_tools::counters::top::Top`]): NVIDIA's PM sampling (SM active, tensor pipe active, DRAM read and write
+//! bandwidth, achieved occupancy; [`gpu_tools::cupti::top`]), or, where no CUDA driver is found, rocprofiler v2's
+//! device profiling session on AMD GPUs (the counters named with `--counters`). It sees every process on the GPU.
+//! With `--prometheus`, the latest values are also served to Prometheus (`crate::prometheus`).
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::ValueEnum;
-use gpu_tools::counters::{DeviceCounters, DeviceSample, host_monotonic_ns, mean_values};
-use gpu_tools::cupti::pm_sampling::{Interval, PmSampler};
-use gpu_tools::cupti::top::TOP_METRICS;
-use gpu_tools::profile::{json_num, json_str};
+use gpu_tools::counters::top::{Top, TopColumn};
+use gpu_tools::cupti::top::TopBuilder;
 use gpu_tools::rocprofiler::{DeviceProfilingSession, Rocprofiler, RocprofilerLibrary};
 
 use crate::failure::{Failure, Outcome};
+use crate::prometheus;
 
 /// Live per-GPU counters: SM, tensor pipe, DRAM bandwidth and occupancy (NVIDIA PM sampling), or AMD device
 /// counters (rocprofiler).
 ///
-/// Prints one row per GPU every `--interval` milliseconds, each the mean of the samples taken in it, until
-/// Ctrl-C or `--duration`. Only one PM-sampling client per GPU can run at a time (another `top`, `ncu`, Nsight
-/// Systems' GPU metrics): while one does, `top` fails and says so. Exit code: 0; 1 when the counters cannot be
-/// read (no driver, counters busy or restricted to administrators); 2 for a usage error; 3 when samples were lost.
+/// Watches every GPU the driver reports (as nvidia-smi does; `--device` names some), one PM sampler each, and
+/// prints one row per GPU every `--interval` milliseconds, each the mean of the samples taken in it, until Ctrl-C
+/// or `--duration`; then a line per GPU with its samples, the samples lost and the gaps. A gap is a sampling
+/// period that passed without a sample while nothing reported a loss (an idle GPU shows some): it is not a loss.
+/// Only one PM-sampling client per GPU can run at a time (another `top`, `ncu`, DCGM, Nsight Systems' GPU
+/// metrics): a GPU another client holds is left out with a note, or, named with `--device`, makes `top` fail.
+/// `--prometheus PORT` serves the latest values at http://127.0.0.1:PORT/metrics under dcgm-exporter's names.
+/// Exit code: 0 (gaps included); 1 when the counters cannot be read (no driver, counters busy or restricted to
+/// administrators, a GPU whose reads failed) or the exporter's address cannot be bound; 2 for a usage error; 3 when
+/// samples were lost.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// GPUs to watch (CUDA device ordinals, or AMD GPU agent indices), comma-separated or repeated.
-    #[arg(
-        long,
-        short,
-        value_delimiter = ',',
-        default_value = "0",
-        value_name = "N"
-    )]
+    /// GPUs to watch (CUDA device ordinals, or AMD GPU agent indices), comma-separated or repeated [default: every
+    /// GPU].
+    #[arg(long, short, value_delimiter = ',', value_name = "N")]
     device: Vec<usize>,
     /// Refresh period, milliseconds.
     #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -65,6 +67,11 @@ pub struct Args {
         value_name = "NAMES"
     )]
     counters: Vec<String>,
+    /// Serve the latest values to Prometheus at `GET /metrics`: PORT (on 127.0.0.1) or ADDRESS:PORT
+    /// (`0.0.0.0:9400` serves other hosts). Gauges under dcgm-exporter's names (`DCGM_FI_PROF_SM_ACTIVE`, ...) as
+    /// ratios, DRAM bytes per second, and counters of samples, losses, gaps and failed reads per GPU.
+    #[arg(long, value_name = "ADDR", value_parser = prometheus::parse_listen)]
+    prometheus: Option<SocketAddr>,
 }
 
 /// Where `top` reads counters.
@@ -75,21 +82,6 @@ enum Source {
     Rocprofiler,
 }
 
-/// Width of a counter's column.
-const COLUMN: usize = 10;
-
-/// The column header of metric `name` (`sm__throughput.avg.pct_of_peak_sustained_elapsed`): its base name, cut to
-/// the column's width with `…` marking the cut.
-fn header(name: &str) -> String {
-    let base = name.split('.').next().unwrap_or(name);
-    if base.chars().count() <= COLUMN {
-        return base.to_string();
-    }
-    let mut cut: String = base.chars().take(COLUMN - 1).collect();
-    cut.push('…');
-    cut
-}
-
 fn parse_seconds(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -97,59 +89,63 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
-/// A column of the view: its JSON key, its header, whether it is a bandwidth (shown in GB/s).
-struct Column {
-    key: String,
-    header: String,
-    bandwidth: bool,
-}
-
-/// The NVIDIA sources: one PM sampler per device with the view's metrics.
-fn nvidia(args: &Args) -> Result<Vec<Box<dyn DeviceCounters>>, Failure> {
-    let driver = gpu_tools::cuda::Driver::load()?;
-    let sample = Duration::from_millis(args.sample_ms);
-    let mut sources: Vec<Box<dyn DeviceCounters>> = Vec::new();
-    for &d in &args.device {
-        let cc = driver
-            .device_info(d)
-            .map(|i| i.compute_capability)
-            .unwrap_or((0, 0));
-        // Time-based sampling from GA10x on; before it, clocks at about 1 GHz.
-        let interval = if cc >= (8, 6) {
-            Interval::Time(sample)
-        } else {
-            Interval::Clocks(u64::try_from(sample.as_nanos()).unwrap_or(u64::MAX).max(1))
-        };
-        let metrics: Vec<&str> = if args.metrics.is_empty() {
-            TOP_METRICS.iter().map(|m| m.metric).collect()
-        } else {
-            args.metrics.iter().map(String::as_str).collect()
-        };
-        let sampler = PmSampler::builder(d)
-            .metrics(metrics)
-            .interval(interval)
-            .start()?;
-        sources.push(Box::new(sampler));
+/// The NVIDIA view: one PM sampler per GPU.
+fn nvidia(args: &Args) -> Result<Top<'static>, Failure> {
+    let mut b = TopBuilder::new()
+        .sample(Duration::from_millis(args.sample_ms))
+        .metrics(&args.metrics)
+        .exporter_metrics(args.prometheus.is_some());
+    if !args.device.is_empty() {
+        b = b.devices(args.device.iter().copied());
     }
-    Ok(sources)
+    Ok(b.start()?)
 }
 
-/// The AMD sources: one rocprofiler v2 device profiling session per GPU, borrowing the initialised library.
-fn amd<'r>(
-    args: &Args,
-    rocprofiler: &'r Rocprofiler,
-) -> Result<Vec<Box<dyn DeviceCounters + 'r>>, Failure> {
-    let mut sources: Vec<Box<dyn DeviceCounters + 'r>> = Vec::new();
-    for &d in &args.device {
+/// The AMD view: one rocprofiler v2 device profiling session per GPU, borrowing the initialised library. Every
+/// GPU the driver lists unless `--device` names some; one that cannot be sampled is then left out.
+fn amd<'r>(args: &Args, rocprofiler: &'r Rocprofiler) -> Result<Top<'r>, Failure> {
+    let columns: Vec<TopColumn> = args
+        .counters
+        .iter()
+        .map(|c| TopColumn::for_counter(c))
+        .collect();
+    let mut top = Top::new(columns);
+    let named = !args.device.is_empty();
+    let devices: Vec<usize> = if named {
+        args.device.clone()
+    } else {
+        (0..gpu_tools::rocprofiler::amd_gpus()
+            .map_err(Failure::error)?
+            .len())
+            .collect()
+    };
+    let mut first_error = None;
+    for d in devices {
         let gpu = u32::try_from(d).map_err(|_| Failure::new(1, format!("no GPU {d}")))?;
-        let mut session = DeviceProfilingSession::new(rocprofiler, &args.counters, 0, gpu)?;
-        session.start()?;
-        sources.push(Box::new(session));
+        let started = DeviceProfilingSession::new(rocprofiler, &args.counters, 0, gpu)
+            .and_then(|mut s| s.start().map(|()| s));
+        match started {
+            Ok(session) => top.watch(Box::new(session), None),
+            Err(e) if !named => {
+                top.skip(gpu, e.to_string());
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
-    Ok(sources)
+    match first_error {
+        Some(e) if top.is_empty() => Err(e.into()),
+        _ => Ok(top),
+    }
 }
 
 pub fn run(args: Args) -> Outcome {
+    // The exporter's address is bound first: a port in use or an address this machine lacks ends `top` before
+    // any GPU is touched.
+    let listener = match args.prometheus {
+        Some(addr) => Some(prometheus::bind(addr)?),
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);
     // Without a handler the counters would still be released at exit; with it the last lines are printed.
@@ -162,48 +158,49 @@ pub fn run(args: Args) -> Outcome {
         }
     };
     let rocprofiler;
-    let (sources, columns) = if use_nvidia {
-        let columns: Vec<Column> = if args.metrics.is_empty() {
-            TOP_METRICS
-                .iter()
-                .map(|m| Column {
-                    key: m.key.to_string(),
-                    header: m.header.to_string(),
-                    bandwidth: m.key.ends_with("bytes_per_s"),
-                })
-                .collect()
-        } else {
-            args.metrics
-                .iter()
-                .map(|m| Column {
-                    key: m.clone(),
-                    header: header(m),
-                    bandwidth: m.ends_with(".per_second") && m.contains("bytes"),
-                })
-                .collect()
-        };
-        (nvidia(&args)?, columns)
+    let top = if use_nvidia {
+        nvidia(&args)?
     } else {
         rocprofiler = Rocprofiler::initialize(RocprofilerLibrary::load()?)?;
-        let columns: Vec<Column> = args
-            .counters
-            .iter()
-            .map(|c| Column {
-                key: c.clone(),
-                header: c.clone(),
-                bandwidth: false,
-            })
-            .collect();
-        (amd(&args, &rocprofiler)?, columns)
+        amd(&args, &rocprofiler)?
     };
-    view(&args, &stop, sources, &columns)
+    for (index, why) in top.skipped() {
+        eprintln!("gpu-tools top: device {index} is left out: {why}");
+    }
+    let exporter = match listener {
+        Some(listener) => {
+            let gpus = top.gpus().into_iter().cloned().collect();
+            // Samples reach the view every refresh (PM sampling decodes every 50 ms): a GPU without one for
+            // three refreshes, and two seconds at least, has stopped answering.
+            let stale_after =
+                Duration::from_millis(args.interval.saturating_mul(3)).max(Duration::from_secs(2));
+            let state = prometheus::State::new(
+                prometheus::hostname(),
+                top.columns().to_vec(),
+                gpus,
+                stale_after,
+            );
+            let exporter = prometheus::Exporter::start(listener, state)?;
+            eprintln!(
+                "gpu-tools top: serving Prometheus metrics on http://{}/metrics",
+                exporter.addr()
+            );
+            Some(exporter)
+        }
+        None => None,
+    };
+    let outcome = view(&args, &stop, top, exporter.as_ref());
+    if let Some(exporter) = exporter {
+        exporter.stop();
+    }
+    outcome
 }
 
 fn view(
     args: &Args,
     stop: &AtomicBool,
-    mut sources: Vec<Box<dyn DeviceCounters + '_>>,
-    columns: &[Column],
+    mut top: Top<'_>,
+    exporter: Option<&prometheus::Exporter>,
 ) -> Outcome {
     let end = args
         .duration
@@ -211,111 +208,48 @@ fn view(
     let every = Duration::from_millis(args.interval);
     let mut out = std::io::stdout().lock();
     if !args.json {
-        let mut h = format!("{:>3} {:>7}", "GPU", "SAMPLES");
-        for c in columns {
-            h.push_str(&format!(" {:>COLUMN$}", c.header));
-        }
-        h.push_str("  NAME");
-        writeln!(out, "{h}").map_err(Failure::stdout)?;
+        writeln!(out, "{}", top.text_header()).map_err(Failure::stdout)?;
     }
-    let mut totals = vec![(0usize, 0u64); sources.len()];
-    let mut next = Instant::now();
     while !stop.load(Ordering::SeqCst) && end.is_none_or(|e| Instant::now() < e) {
-        next += every;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            // Fell behind (a slow terminal): start the cadence again from now.
-            next = now;
+        let rows = top.rows(every);
+        if let Some(exporter) = exporter {
+            exporter.update(&rows, &top.totals());
         }
-        for (source, total) in sources.iter_mut().zip(&mut totals) {
-            let mut samples = Vec::new();
-            let status = source.read(Duration::ZERO, &mut samples)?;
-            total.0 += samples.len();
-            total.1 += status.dropped;
-            let line = row(
-                source.as_ref(),
-                &samples,
-                status.dropped,
-                columns,
-                args.json,
-            );
+        for row in &rows {
+            if let (Some(e), None) = (&row.error, exporter) {
+                // Without an exporter to keep serving, a GPU that cannot be read ends the view.
+                return Err(Failure::new(1, format!("device {}: {e}", row.device)));
+            }
+            let line = if args.json {
+                row.to_json(top.columns())
+            } else {
+                row.to_text(top.columns())
+            };
             writeln!(out, "{line}").map_err(Failure::stdout)?;
         }
         out.flush().map_err(Failure::stdout)?;
     }
-    let mut lost = false;
-    for (source, (samples, dropped)) in sources.iter().zip(totals) {
-        eprintln!(
-            "gpu-tools top: device {} ({}): {samples} samples, {dropped} lost",
-            source.device().index,
-            source.device().name
+    let (mut lost, mut failed) = (false, false);
+    for (gpu, t) in top.totals() {
+        let mut line = format!(
+            "gpu-tools top: device {} ({}): {} samples, {} lost, {} gaps",
+            gpu.index, gpu.name, t.samples, t.lost, t.gaps
         );
-        lost |= dropped > 0;
-    }
-    Ok(if lost { crate::failure::INCOMPLETE } else { 0 })
-}
-
-/// One GPU over one refresh, as text or a JSON line.
-fn row(
-    source: &dyn DeviceCounters,
-    samples: &[DeviceSample],
-    dropped: u64,
-    columns: &[Column],
-    json: bool,
-) -> String {
-    let device = source.device();
-    let values = mean_values(samples, columns.len());
-    if json {
-        let mut j = format!(
-            "{{\"host_ns\":{},\"gpu_end_ns\":{},\"device\":{},\"name\":{},\"samples\":{},\"dropped\":{}",
-            host_monotonic_ns(),
-            samples.last().map_or(0, |s| s.end_ns),
-            device.index,
-            json_str(&device.name),
-            samples.len(),
-            dropped
-        );
-        for (c, v) in columns.iter().zip(&values) {
-            j.push_str(&format!(",{}:{}", json_str(&c.key), json_num(*v)));
+        if t.gaps > 0 {
+            line.push_str(" (sampling periods without a sample, none reported lost)");
         }
-        j.push('}');
-        return j;
+        if t.read_errors > 0 {
+            line.push_str(&format!(", {} failed reads", t.read_errors));
+        }
+        eprintln!("{line}");
+        lost |= t.lost > 0;
+        failed |= t.read_errors > 0;
     }
-    let mut t = format!("{:>3} {:>7}", device.index, samples.len());
-    for (c, v) in columns.iter().zip(&values) {
-        let cell = if v.is_nan() {
-            "-".to_string()
-        } else if c.bandwidth {
-            format!("{:.1}G", v / 1e9)
-        } else {
-            format!("{v:.1}")
-        };
-        t.push_str(&format!(" {cell:>COLUMN$}"));
-    }
-    t.push_str("  ");
-    t.push_str(&device.name);
-    if dropped > 0 {
-        t.push_str(&format!(" (dropped {dropped})"));
-    }
-    t
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_metric_names_are_cut_with_an_ellipsis() {
-        assert_eq!(header("sm__cycles_active.avg"), "sm__cycle…");
-        assert_eq!(
-            header("sm__throughput.avg.pct_of_peak_sustained_elapsed")
-                .chars()
-                .count(),
-            COLUMN
-        );
-        assert_eq!(header("dram__read.sum"), "dram__read");
-        assert_eq!(header("gpu__time"), "gpu__time");
-    }
+    Ok(if failed {
+        1
+    } else if lost {
+        crate::failure::INCOMPLETE
+    } else {
+        0
+    })
 }
