@@ -37,7 +37,8 @@ if [[ " $parts " == *" floor "* ]]; then
   for c in $configs; do
     vals=$(grep "^$c " "$out/floor.txt" | awk '{print $3}')
     m=$(echo "$vals" | median)
-    printf '%-24s %10.1f %8.3f  %s\n' "$c" "$m" "$(echo "$m / $native" | bc -l)" "$(echo $vals | tr ' ' ',')"
+    printf '%-24s %10.1f %8.3f  %s\n' "$c" "$m" "$(awk -v a="$m" -v b="$native" 'BEGIN { print a / b }')" \
+      "$(echo $vals | tr ' ' ',')"
   done
   grep -m3 "left out\\|skipped" "$out/gt-default.err"
 fi
@@ -48,6 +49,8 @@ if [[ " $parts " == *" torch "* ]]; then
   window() { awk -v a="$2" -v b="$3" '$1=="progress" { if ($3<=a) {s0=$2; t0=$3} if ($3<=b) {s1=$2; t1=$3} }
     END { if (s1>s0) printf "%.4f", (t1-t0)*1000/(s1-s0); else print "-" }' "$1"; }
   for r in $(seq 2); do
+    # The same job untouched, for the same windows of its run (a job's step time drifts as it runs).
+    timeout 120 $py "$root/examples/python/attach_target.py" --steps 9000 > "$out/untouched$r.log" 2>&1
     $py "$root/examples/python/attach_target.py" --steps 9000 > "$out/job$r.log" 2>&1 &
     job=$!
     for _ in $(seq 600); do grep -q '^ready' "$out/job$r.log" && break; sleep 0.1; done
@@ -58,10 +61,12 @@ if [[ " $parts " == *" torch "* ]]; then
     RUST_LOG=info "$gt" trace --pid "$pid" --duration 4 -q > /dev/null 2> "$out/attach$r.err"
     a1=$(date +%s.%N)
     wait $job
-    # Seconds since the job's first step, as its progress lines count them.
-    rel() { echo "$1 - $t_start" | bc -l; }
-    b=$(rel "$a0"); e=$(rel "$a1")
-    echo "round $r: ms/step before $(window "$out/job$r.log" 1 "$b") | attached $(window "$out/job$r.log" "$(echo "$b + 0.6" | bc -l)" "$e") | after $(window "$out/job$r.log" "$(echo "$e + 0.5" | bc -l)" "$(echo "$e + 3.5" | bc -l)")"
+    # Seconds since the job's first step, as its progress lines count them (no bc on the GPU hosts: awk).
+    add() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { printf "%.3f", a - b + c }'; }
+    b=$(add "$a0" "$t_start" 0); e=$(add "$a1" "$t_start" 0)
+    for j in job untouched; do
+      echo "round $r, $j: ms/step before $(window "$out/$j$r.log" 1 "$b") | attached $(window "$out/$j$r.log" "$(add "$b" 0 0.6)" "$e") | after $(window "$out/$j$r.log" "$(add "$e" 0 0.5)" "$(add "$e" 0 3.5)") | after, later $(window "$out/$j$r.log" "$(add "$e" 0 3.5)" "$(add "$e" 0 9)")"
+    done
     grep -ho 'attached to process [0-9]* in [0-9]* ms[^)]*)\|every stream ended [0-9.]* ms after the stop byte' "$out/attach$r.err"
     "$gt" trace -q -- $py "$root/examples/python/attach_target.py" --steps 3000 > "$out/launched$r.log" 2>&1
     echo "round $r: launched under gpu-tools trace: $(grep -o 'ms_per_step [0-9.]*' "$out/launched$r.log")"
