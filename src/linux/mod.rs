@@ -10,13 +10,18 @@
 
 pub mod procfs;
 
+// Parts of the ptrace machinery serve only the debugger's routes (`cudbg`).
 #[cfg(feature = "inject")]
+#[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod exit_watch;
 #[cfg(feature = "inject")]
 pub mod inject;
 #[cfg(feature = "inject")]
+#[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod memory;
 #[cfg(feature = "inject")]
+#[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod ptrace;
 #[cfg(feature = "inject")]
+#[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod wait;
