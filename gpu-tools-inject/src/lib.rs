@@ -30,7 +30,7 @@ mod signals;
 mod sink;
 mod writer;
 
-pub use attach::gpu_tools_inject_attach;
+pub use attach::{AttachStatus, gpu_tools_inject_attach};
 pub use nvtx::{InitializeInjectionNvtx2, InitializeInjectionNvtxExtension};
 
 /// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`

@@ -533,7 +533,22 @@ fn attach(
     conn.set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let back = conn.try_clone().unwrap();
-    let reader = std::thread::spawn(move || StreamReader::new(conn).map(|r| r.unwrap()).collect());
+    // Tracing runs once the library says it attached (its tracer enabled); what the program does before that is
+    // not recorded, so the test waits for the notice before it makes the program launch.
+    let mut stream = StreamReader::new(conn);
+    let mut before = Vec::new();
+    for item in stream.by_ref() {
+        let record = item.unwrap();
+        let attached = matches!(&record, Record::Notice(n) if n.text.contains("attached to the running process"));
+        before.push(record);
+        if attached {
+            break;
+        }
+    }
+    let reader = std::thread::spawn(move || {
+        before.extend(stream.map(|r| r.unwrap()));
+        before
+    });
     (done, back, reader)
 }
 
