@@ -19,6 +19,7 @@ use gpu_tools::cupti::profiler::host::{Host, MetricNames};
 use gpu_tools::cupti::profiler::image::CounterDataFile;
 use gpu_tools::profile::{BASIC_SET, KernelTable};
 use gpu_tools::trace::*;
+use gpu_tools_testing::records;
 
 /// Names shared by every record, as the injection library shares them.
 struct Names {
@@ -50,21 +51,13 @@ fn metrics_record(n: &Names, i: u32) -> Record {
 
 fn kernel_record(i: u32) -> Record {
     Record::Kernel(KernelRecord {
-        start: u64::from(i) * 100,
-        end: u64::from(i) * 100 + 50,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: i,
-        grid_id: u64::from(i),
         grid: [1024, 1, 1],
-        block: [256, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
-        registers: 32,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from("_Z4copyPKfPfm"),
+        ..records::kernel_record(
+            "_Z4copyPKfPfm",
+            u64::from(i) * 100,
+            u64::from(i) * 100 + 50,
+            i,
+        )
     })
 }
 

@@ -1,6 +1,7 @@
-//! The one bounds-checked little-endian read path for foreign bytes: trace streams (`trace::wire`) and core-dump
-//! tables (`coredump`). Every read names where it reads and answers `None` when that lies outside the bytes
-//! (overflow included), never a panic.
+//! A bounds-checked little-endian read path for foreign bytes: trace streams (`trace::wire`), core-dump tables
+//! (`coredump`) and saved counter-data files (`cupti::profiler::image`, through a small cursor). Every read names
+//! where it reads and answers `None` when that lies outside the bytes (overflow included), never a panic. Not the
+//! only one: the packed trace-file reader (`trace::packed`) has its own cursor.
 
 // Not every feature set reads every width.
 #![allow(dead_code)]

@@ -21,6 +21,11 @@
 //! | per-kernel profiles | always | [`profile`] | running a program with per-kernel metrics and PC sampling, and its reports |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
+//! Four things here are called "profile": [`profile`] collects per-kernel metrics from a program run under the
+//! injection library; [`cupti::profiler`] is CUPTI's counter host (metric catalogue, configurations, counter-data
+//! images); [`cupti::range_profiler`] is CUPTI's range profiler (counters per kernel or range of one context);
+//! [`rocprofiler`] is AMD's rocprofiler v2.
+//!
 //! Every error is an [`Error`]; its `Display` text is meant for the user. The library logs what it does (the path
 //! of each library loaded, the negotiated debugger API version, each failed vendor call) through the
 //! [`log`](https://docs.rs/log) facade at debug level, and never prints: `RUST_LOG=gpu_tools=debug` with
@@ -100,7 +105,8 @@
 //! }
 //! ```
 //!
-//! Each module's documentation has its API in depth; the raw bindings are in [`sys`]. The repository's `docs/`
+//! Each module's documentation has its API in depth; the raw bindings are in `gpu_tools::sys`, hidden
+//! from these docs and outside the crate's semver promise (see that module). The repository's `docs/`
 //! has measured costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
@@ -124,6 +130,11 @@ pub mod profile;
     feature = "rocprofiler-sdk"
 ))]
 mod status;
+/// Raw bindgen output for the vendor headers (about 27,000 lines). **Unstable**: not part of the crate's API
+/// and not covered by semver. Regenerating it for a new header release may rename, add or remove any item in a
+/// patch release. It is public so that tests, benches and the workspace's own tools can reach raw types and
+/// constants; other code should use the safe modules, or pin the exact crate version.
+#[doc(hidden)]
 pub mod sys;
 pub mod trace;
 
@@ -185,10 +196,10 @@ pub enum Error {
     #[cfg(feature = "inject")]
     #[error(transparent)]
     Inject(#[from] linux::inject::InjectError),
-    /// rocprofiler was misused (reported before any vendor call).
+    /// rocprofiler (v2) was misused (reported before any vendor call).
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]
-    Profiler(#[from] rocprofiler::ProfilerError),
+    RocprofilerUsage(#[from] rocprofiler::ProfilerError),
     /// A file could not be read as a CUDA core dump.
     #[cfg(feature = "coredump")]
     #[error(transparent)]
@@ -219,10 +230,10 @@ pub enum Error {
     /// A CUPTI counter API (metric catalogue, PM sampling, range profiler, PC sampling) could not do what was asked.
     #[cfg(feature = "cupti")]
     #[error(transparent)]
-    Profiling(#[from] cupti::ProfilingError),
-    /// A profiled program could not be run, or gave nothing to report.
+    CuptiCounters(#[from] cupti::ProfilingError),
+    /// A program could not be profiled per kernel ([`profile`]): it could not be run, or gave nothing to report.
     #[error(transparent)]
-    Profile(#[from] profile::ProfileError),
+    ProfileRun(#[from] profile::ProfileError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -200,7 +200,7 @@ fn serial() -> (MutexGuard<'static, ()>, &'static Double) {
 
 fn profiling(e: Error) -> ProfilingError {
     match e {
-        Error::Profiling(p) => p,
+        Error::CuptiCounters(p) => p,
         other => panic!("expected a profiling error, got {other:?}"),
     }
 }

@@ -132,7 +132,7 @@ fn record_timestamps(session: &ProfilingSession<'_>, buffer: &Buffer<'_>) {
 
 fn profiler_error(e: Error) -> ProfilerError {
     match e {
-        Error::Profiler(p) => p,
+        Error::RocprofilerUsage(p) => p,
         other => panic!("expected a ProfilerError, got {other:?}"),
     }
 }

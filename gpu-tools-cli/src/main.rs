@@ -16,6 +16,7 @@ mod output;
 mod pid;
 mod prometheus;
 mod stdout;
+mod trace_input;
 
 use std::ffi::OsString;
 use std::path::Path;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use gpu_tools::trace::file::TraceFileWriter;
 use gpu_tools::trace::*;
-use gpu_tools_testing::{coredump_writer, double_path};
+use gpu_tools_testing::{coredump_writer, double_path, records};
 
 const BROKEN_PIPE: i32 = 141;
 
@@ -78,23 +78,12 @@ fn trace_file(dir: &Path) -> PathBuf {
             thread: 1,
             return_value: 0,
         }));
-        e.push(&Record::Kernel(KernelRecord {
-            start: t + 1_000,
-            end: t + 3_000,
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation: c,
-            grid_id: u64::from(c),
-            grid: [128, 1, 1],
-            block: [256, 1, 1],
-            static_shared: 0,
-            dynamic_shared: 0,
-            registers: 32,
-            graph_id: 0,
-            graph_node_id: 0,
-            name: Arc::from(format!("_Z6kernelILi{c}EEvv")),
-        }));
+        e.push(&records::kernel(
+            &format!("_Z6kernelILi{c}EEvv"),
+            t + 1_000,
+            t + 3_000,
+            c,
+        ));
     }
     let mut w = TraceFileWriter::new(Vec::new()).unwrap();
     let s = w.add_stream();
@@ -222,21 +211,11 @@ fn standin() {
         command: "standin".into(),
     }));
     enc.push(&Record::Kernel(KernelRecord {
-        start: 2_000,
-        end: 4_000,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: 1,
         grid_id: 1,
         grid: [2, 1, 1],
         block: [32, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
         registers: 16,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from("add_one"),
+        ..records::kernel_record("add_one", 2_000, 4_000, 1)
     }));
     let records = enc.records();
     enc.push(&Record::ProcessEnd(ProcessEnd {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use gpu_tools::trace::file::{FILE_VERSION, TraceFileWriter};
 use gpu_tools::trace::*;
+use gpu_tools_testing::records::kernel;
 
 fn gpu_tools(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
@@ -23,26 +24,6 @@ fn gpu_tools(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
-    Record::Kernel(KernelRecord {
-        start,
-        end,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation,
-        grid_id: u64::from(correlation),
-        grid: [128, 1, 1],
-        block: [256, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
-        registers: 32,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from(name),
-    })
 }
 
 fn launch(start: u64, end: u64, correlation: u32) -> Record {

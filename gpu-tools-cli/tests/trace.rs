@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpu_tools::trace::*;
+use gpu_tools_testing::records::kernel_record;
 
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 
@@ -69,21 +70,11 @@ fn text(b: &[u8]) -> String {
 
 fn kernel(name: &str, start: u64, stream: u32, correlation: u32) -> Record {
     Record::Kernel(KernelRecord {
-        start,
-        end: start + 2_000,
-        device: 0,
-        context: 1,
         stream,
-        correlation,
-        grid_id: u64::from(correlation),
         grid: [2, 1, 1],
         block: [32, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
         registers: 16,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from(name),
+        ..kernel_record(name, start, start + 2_000, correlation)
     })
 }
 

@@ -9,6 +9,7 @@
 //!   when a test ends) and [`coredump_writer`] (small CUDA core dumps). Helpers that call feature-gated library
 //!   APIs stay in `tests/common/` and are included by the tests that use them (`#[path]`), so that they compile
 //!   under the including test's features.
+//! - [`records`]: trace records with plain values ([`records::kernel`]) for the tests and benches.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
 //!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
 
@@ -21,6 +22,7 @@ pub mod coredump_writer;
 pub mod gpu_memory;
 #[path = "../../tests/common/process.rs"]
 pub mod process;
+pub mod records;
 
 /// Variable that names the folder of staged binaries on a GPU host (`example-NAME`, `bin-NAME`, the cdylibs).
 pub const STAGE_BIN: &str = "GPU_STAGE_BIN";

@@ -216,7 +216,7 @@ fn one_pm_client_per_gpu_and_a_dropped_sampler_frees_it() {
     // In this process: refused before any vendor call.
     let second = PmSampler::builder(0).metrics([SM_ACTIVE]).start();
     match second {
-        Err(Error::Profiling(e @ ProfilingError::AlreadySampling { device: 0 })) => {
+        Err(Error::CuptiCounters(e @ ProfilingError::AlreadySampling { device: 0 })) => {
             println!("second sampler of this process: {e}")
         }
         other => panic!("a second sampler must be refused, got {other:?}"),
@@ -252,7 +252,7 @@ fn bad_input_is_refused_before_the_device_is_touched() {
         .unwrap_err();
     println!("{e}");
     assert!(
-        matches!(e, Error::Profiling(ProfilingError::UnknownMetric { ref close, .. }) if !close.is_empty())
+        matches!(e, Error::CuptiCounters(ProfilingError::UnknownMetric { ref close, .. }) if !close.is_empty())
     );
     let e = PmSampler::builder(99)
         .metrics([SM_ACTIVE])
@@ -261,7 +261,7 @@ fn bad_input_is_refused_before_the_device_is_touched() {
     println!("{e}");
     assert!(matches!(
         e,
-        Error::Profiling(ProfilingError::NoSuchDevice { index: 99, .. })
+        Error::CuptiCounters(ProfilingError::NoSuchDevice { index: 99, .. })
     ));
     // A metric of the range profiler only.
     let e = PmSampler::builder(0)
@@ -271,7 +271,7 @@ fn bad_input_is_refused_before_the_device_is_touched() {
     println!("{e}");
     assert!(matches!(
         e,
-        Error::Profiling(
+        Error::CuptiCounters(
             ProfilingError::NotSupportedByMethod { .. } | ProfilingError::TooManyPasses { .. }
         )
     ));
@@ -283,7 +283,7 @@ fn bad_input_is_refused_before_the_device_is_touched() {
     println!("{e}");
     assert!(matches!(
         e,
-        Error::Profiling(ProfilingError::BufferTooSmall { .. } | ProfilingError::Vendor { .. })
+        Error::CuptiCounters(ProfilingError::BufferTooSmall { .. } | ProfilingError::Vendor { .. })
     ));
     // The counters are free afterwards.
     sampler()

@@ -79,7 +79,7 @@
 //! sections). Tables are tied together as `cudacoredump.h` documents: a child section's `sh_link` is its parent
 //! table's section index and its `sh_info` its entry's index; section names are not relied on. Entry layouts are
 //! written down as offsets and checked at compile time against bindgen's view of `cudacoredump.h`
-//! ([`crate::sys::cudacoredump`]). Drivers add fields at the end of entries, so each entry is read with the table's
+//! (`sys::cudacoredump`). Drivers add fields at the end of entries, so each entry is read with the table's
 //! own `sh_entsize`: it must be at least the oldest (r346) layout, and fields past it read as `None`.
 
 mod assemble;

@@ -204,7 +204,7 @@ impl Buffer {
             drop(unsafe { Arc::from_raw(shared) });
             return Err(super::locked_or(e));
         }
-        super::registration::track_buffer(id.handle);
+        super::tracked::track_buffer(id.handle);
         Ok(Buffer {
             lib,
             id: id.handle,
@@ -301,7 +301,7 @@ impl Drop for Buffer {
             Ok(f) => check("rocprofiler_destroy_buffer", unsafe { f(self.raw()) }).is_ok(),
             Err(_) => false,
         };
-        super::registration::untrack_buffer(self.id);
+        super::tracked::untrack_buffer(self.id);
         if destroyed {
             // SAFETY: no callback can come any more: the SDK destroyed the buffer. The reference made in `create`
             // is released.

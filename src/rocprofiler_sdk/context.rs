@@ -31,7 +31,7 @@ impl Context {
         let mut id = sys::rocprofiler_context_id_t { handle: 0 };
         // SAFETY: a valid out-pointer, zeroed as the SDK requires.
         check("rocprofiler_create_context", unsafe { f(&mut id) }).map_err(super::locked_or)?;
-        super::registration::track_context(id.handle);
+        super::tracked::track_context(id.handle);
         Ok(Context { lib, id: id.handle })
     }
 

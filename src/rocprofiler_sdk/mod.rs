@@ -79,6 +79,7 @@ mod error;
 mod library;
 mod record;
 mod registration;
+mod tracked;
 
 pub use agent::{Agent, AgentKind, agents};
 pub use batch::{Batch, RecordError, Records};

@@ -15,6 +15,7 @@ use super::callback::{self, CallbackEvent, CallbackState};
 use super::counting::{self, CounterConfig, DeviceConfig, DeviceSampler, DispatchConfigs};
 use super::library::sym;
 use super::record::ApiKind;
+use super::tracked;
 use super::{Batch, Context, SdkError, SdkLibrary, SdkStatus, check};
 use crate::delivery;
 use crate::sys::rocprofiler_sdk as sys;
@@ -41,8 +42,6 @@ struct State {
     tool: Option<Box<dyn Finalize>>,
     finalize_func: sys::rocprofiler_client_finalize_t,
     client: Option<sys::rocprofiler_client_id_t>,
-    buffers: Vec<u64>,
-    contexts: Vec<u64>,
     init_error: Option<String>,
 }
 
@@ -64,25 +63,11 @@ static STATE: Mutex<State> = Mutex::new(State {
     tool: None,
     finalize_func: None,
     client: None,
-    buffers: Vec::new(),
-    contexts: Vec::new(),
     init_error: None,
 });
 
 fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-pub(crate) fn track_buffer(id: u64) {
-    state().buffers.push(id);
-}
-
-pub(crate) fn untrack_buffer(id: u64) {
-    state().buffers.retain(|b| *b != id);
-}
-
-pub(crate) fn track_context(id: u64) {
-    state().contexts.push(id);
 }
 
 /// Whether a tool registered in this process (through either way).
@@ -200,10 +185,8 @@ unsafe extern "C" fn tool_finalize(_tool_data: *mut c_void) {
 
 /// Stops the tool's contexts, flushes its buffers, then runs and drops the tool.
 fn finish() {
-    let (tool, contexts, buffers) = {
-        let mut st = state();
-        (st.tool.take(), st.contexts.clone(), st.buffers.clone())
-    };
+    let tool = state().tool.take();
+    let (contexts, buffers) = tracked::contexts_and_buffers();
     if let Some(lib) = SdkLibrary::get() {
         for c in contexts {
             let _ = super::context::stop_raw(lib, c);

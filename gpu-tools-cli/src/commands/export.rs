@@ -9,10 +9,10 @@ use gpu_tools::trace::export::{
     ChromeWriter, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
 };
 
-use super::trace_input::{Reading, check_output, open_all};
 use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
 use crate::output::OutputFile;
+use crate::trace_input::{Reading, check_output, open_all};
 
 /// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (gzip-compressed when
 /// OUT ends with `.gz`).

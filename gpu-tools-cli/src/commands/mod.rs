@@ -17,7 +17,6 @@ mod rocprof;
 mod stats;
 mod top;
 mod trace;
-mod trace_input;
 mod r#where;
 
 use clap::Subcommand;

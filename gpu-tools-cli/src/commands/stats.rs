@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::builder::PossibleValuesParser;
 use gpu_tools::trace::report::{Analysis, Cell, Format, Table, write_tables};
 
-use super::trace_input::{Reading, open_all};
 use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
+use crate::trace_input::{Reading, open_all};
 
 /// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes.
 ///

@@ -179,7 +179,7 @@ pub enum ProfilingError {
     DecodeThread(String),
     /// A saved counter-data file could not be read.
     #[error(transparent)]
-    ImageFile(#[from] super::image::ImageFileError),
+    ImageFile(#[from] ImageFileError),
     /// A CUPTI call failed.
     #[error("{call} failed: {error}")]
     Vendor {
@@ -238,6 +238,53 @@ fn other_text(other: &Option<Method>) -> String {
         Some(m) => format!(" (the {m} supports it)"),
         None => String::new(),
     }
+}
+
+/// The counter-data file version this crate writes and reads ([`image::VERSION`](super::image::VERSION)).
+pub(super) const IMAGE_FILE_VERSION: u16 = 1;
+
+/// A counter-data file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageFileError {
+    /// Not a counter-data file.
+    #[error("not a gpu-tools counter-data file (magic {0:02x?})")]
+    BadMagic([u8; 8]),
+    /// A version this crate does not read.
+    #[error(
+        "counter-data file version {0} is not supported (this crate reads {IMAGE_FILE_VERSION})"
+    )]
+    Version(u16),
+    /// A method code this crate does not know.
+    #[error("counter-data file names method {0}, not one this crate knows")]
+    Method(u8),
+    /// The file ends inside a field.
+    #[error("counter-data file ends inside its {0}")]
+    Truncated(&'static str),
+    /// A length or count above the limits.
+    #[error("counter-data file: {what} of {value} is above the limit of {limit}")]
+    TooLarge {
+        /// Which field.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A name is not UTF-8.
+    #[error("counter-data file: the {0} is not UTF-8")]
+    NotUtf8(&'static str),
+    /// The image does not hash to the value stored with it.
+    #[error("counter-data file: the image is corrupt (hash {found:#018x}, stored {stored:#018x})")]
+    HashMismatch {
+        /// The hash of the bytes found.
+        found: u64,
+        /// The hash stored.
+        stored: u64,
+    },
+    /// Bytes follow the image.
+    #[error("counter-data file: {0} bytes follow the image")]
+    TrailingBytes(usize),
 }
 
 #[cfg(test)]

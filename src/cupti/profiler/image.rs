@@ -30,7 +30,7 @@ use super::Method;
 /// The first 8 bytes of a file.
 pub const MAGIC: [u8; 8] = *b"GTCNTRS1";
 /// The version written.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = super::error::IMAGE_FILE_VERSION;
 /// Longest chip name, metric name or record name accepted.
 pub const MAX_NAME: usize = 4096;
 /// Most metrics accepted.
@@ -40,47 +40,7 @@ pub const MAX_RECORDS: usize = 1 << 20;
 /// Largest image accepted.
 pub const MAX_IMAGE: u64 = 1 << 32;
 
-/// A counter-data file could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ImageFileError {
-    /// Not a counter-data file.
-    #[error("not a gpu-tools counter-data file (magic {0:02x?})")]
-    BadMagic([u8; 8]),
-    /// A version this crate does not read.
-    #[error("counter-data file version {0} is not supported (this crate reads {VERSION})")]
-    Version(u16),
-    /// A method code this crate does not know.
-    #[error("counter-data file names method {0}, not one this crate knows")]
-    Method(u8),
-    /// The file ends inside a field.
-    #[error("counter-data file ends inside its {0}")]
-    Truncated(&'static str),
-    /// A length or count above the limits.
-    #[error("counter-data file: {what} of {value} is above the limit of {limit}")]
-    TooLarge {
-        /// Which field.
-        what: &'static str,
-        /// Its value.
-        value: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// A name is not UTF-8.
-    #[error("counter-data file: the {0} is not UTF-8")]
-    NotUtf8(&'static str),
-    /// The image does not hash to the value stored with it.
-    #[error("counter-data file: the image is corrupt (hash {found:#018x}, stored {stored:#018x})")]
-    HashMismatch {
-        /// The hash of the bytes found.
-        found: u64,
-        /// The hash stored.
-        stored: u64,
-    },
-    /// Bytes follow the image.
-    #[error("counter-data file: {0} bytes follow the image")]
-    TrailingBytes(usize),
-}
+pub use super::error::ImageFileError;
 
 /// What the writer knew about one range or sample of the image (its name, and for samples the GPU timestamps).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,6 +190,7 @@ impl CounterDataFile {
     /// matched): CUPTI parses it without checking it against its length.
     pub unsafe fn evaluate(&self) -> crate::Result<Vec<EvaluatedRecord>> {
         use super::api::{Api, Needs};
+        use super::counter_data;
         let api = Api::load(Needs::Metrics)?;
         let host = super::host::Host::create(api, &self.chip, self.method, None)?;
         let metrics = super::host::MetricNames::new(&self.metrics)?;
@@ -238,25 +199,24 @@ impl CounterDataFile {
         match self.method {
             Method::RangeProfiler => {
                 // SAFETY: the caller's contract.
-                for r in unsafe {
-                    crate::cupti::range_profiler::evaluate_ranges(api, &host, image, &metrics)
-                }? {
+                for (name, values) in
+                    unsafe { counter_data::evaluate_ranges(api, &host, image, &metrics) }?
+                {
                     out.push(EvaluatedRecord {
-                        name: r.name,
+                        name,
                         start: 0,
                         end: 0,
-                        values: r.values,
+                        values,
                     });
                 }
             }
             Method::PmSampling => {
                 // SAFETY: the caller's contract.
-                let n = unsafe { crate::cupti::pm_sampling::completed_samples(api, image) }?;
+                let n = unsafe { counter_data::completed_samples(api, image) }?;
                 for i in 0..n {
                     // SAFETY: as above; `i` is below the completed count; no sampler object.
-                    let times = unsafe {
-                        crate::cupti::pm_sampling::sample_times(api, std::ptr::null_mut(), image, i)
-                    };
+                    let times =
+                        unsafe { counter_data::sample_times(api, std::ptr::null_mut(), image, i) };
                     let (start, end) = times
                         .ok()
                         .or_else(|| self.records.get(i).map(|r| (r.start, r.end)))
@@ -293,6 +253,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&s.as_bytes()[..end]);
 }
 
+/// A cursor over a file's bytes; each read goes through [`crate::bytes`], the crate's bounds-checked read path.
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -304,17 +265,16 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ImageFileError> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or(ImageFileError::Truncated(what))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
+        let out = crate::bytes::range(self.bytes, self.pos as u64, n as u64)
+            .ok_or(ImageFileError::Truncated(what))?;
+        self.pos += n;
         Ok(out)
     }
 
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ImageFileError> {
-        let s = self.take(N, what)?;
-        let mut out = [0u8; N];
-        out.copy_from_slice(s);
+        let out =
+            crate::bytes::array(self.bytes, self.pos).ok_or(ImageFileError::Truncated(what))?;
+        self.pos += N;
         Ok(out)
     }
 

@@ -1,5 +1,5 @@
-//! The ground shared by CUPTI's counter APIs ([`pm_sampling`](super::pm_sampling),
-//! [`range_profiler`](super::range_profiler), [`pc_sampling`](super::pc_sampling)): the metric catalogue and
+//! CUPTI's counter APIs ([`pm_sampling`], [`range_profiler`], [`pc_sampling`], also reachable at their old paths
+//! `cupti::pm_sampling`, ...) and the ground they share: the metric catalogue and
 //! configuration ([`host`], no GPU needed), the typed [`ProfilingError`], device checks, and the loading of
 //! `libnvperf_host.so`, which CUPTI opens by its bare name and so rarely finds on its own ([`NvperfHost`]).
 //!
@@ -20,11 +20,15 @@
 //! ```
 
 pub(crate) mod api;
+mod counter_data;
 mod error;
 pub mod host;
 pub mod image;
 mod metric;
 mod nvperf;
+pub mod pc_sampling;
+pub mod pm_sampling;
+pub mod range_profiler;
 
 use std::ffi::CStr;
 use std::sync::Mutex;

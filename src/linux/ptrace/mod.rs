@@ -15,12 +15,13 @@
 //! (`int3`) that exists only while the process runs to it; its trap never reaches the process.
 //!
 //! The module is split by concern: this file is the handle and its request channel; `worker` owns the tracee
-//! (attaching, polling, stopping, resuming, detaching, forwarding signals); `call` runs a function inside the
-//! process; `breakpoint` runs it to an address; `regs` reads and restores the x86-64 registers.
+//! (attaching, polling, stopping, resuming, detaching, forwarding signals), and its submodules `worker::call` (runs
+//! a function inside the process) and `worker::breakpoint` (runs it to an address) extend it; `regs` reads and
+//! restores the x86-64 registers; `sys` holds the raw calls (`ptrace` requests nix lacks, `tgkill`) and the event
+//! codes that all of them use.
 
-mod breakpoint;
-mod call;
 mod regs;
+mod sys;
 #[cfg(test)]
 mod tests;
 mod worker;

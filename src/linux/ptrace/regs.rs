@@ -6,7 +6,7 @@
 use nix::errno::Errno;
 
 #[cfg(target_arch = "x86_64")]
-use super::worker::raw_ptrace;
+use super::sys::raw_ptrace;
 
 #[cfg(target_arch = "x86_64")]
 pub(super) fn pc_of(regs: libc::user_regs_struct) -> u64 {

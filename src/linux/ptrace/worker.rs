@@ -9,9 +9,14 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
-use super::breakpoint::Breakpoint;
-use super::call::Call;
+mod breakpoint;
+mod call;
+
+use breakpoint::Breakpoint;
+use call::Call;
+
 use super::regs::{pc_of, sp_of, syscall_of};
+use super::sys::{EVENT_CLONE, EVENT_EXEC, EVENT_STOP, is_stop_signal, raw_ptrace};
 use super::{Request, ThreadRegisters, TraceError};
 use crate::linux::exit_watch::{ChildState, EndPublisher};
 use crate::linux::procfs::Process;
@@ -24,10 +29,6 @@ const IDLE_POLL_MIN: Duration = Duration::from_millis(1);
 const IDLE_POLL_MAX: Duration = Duration::from_millis(8);
 /// How long stopping every thread may take.
 pub(super) const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-
-pub(super) const EVENT_CLONE: i32 = 3;
-pub(super) const EVENT_EXEC: i32 = 4;
-pub(super) const EVENT_STOP: i32 = 128;
 
 /// What the worker knows of one traced thread.
 #[derive(Debug, Default, Clone, Copy)]
@@ -51,46 +52,8 @@ pub(super) struct Worker {
     pub(super) publisher: EndPublisher,
     /// A child of this process: its exit is left for its `Child` to reap.
     pub(super) own_child: bool,
-    pub(super) call: Option<Call>,
-    pub(super) breakpoint: Option<Breakpoint>,
-}
-
-pub(super) fn is_stop_signal(signal: i32) -> bool {
-    matches!(
-        signal,
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
-    )
-}
-
-pub(super) fn raw_ptrace(
-    request: libc::c_uint,
-    tid: u32,
-    addr: usize,
-    data: usize,
-) -> Result<(), Errno> {
-    // SAFETY: the requests made through here (CONT, LISTEN, DETACH, GETREGSET, SETREGSET) take plain integers, or a
-    // pointer to an iovec that the caller keeps alive for the call.
-    let rc = unsafe {
-        libc::ptrace(
-            request,
-            tid as libc::pid_t,
-            addr as *mut libc::c_void,
-            data as *mut libc::c_void,
-        )
-    };
-    if rc == -1 { Err(Errno::last()) } else { Ok(()) }
-}
-
-pub(super) fn tgkill(pid: u32, tid: u32, signal: i32) {
-    // SAFETY: a plain system call with integer arguments.
-    unsafe {
-        libc::syscall(
-            libc::SYS_tgkill,
-            pid as libc::c_long,
-            tid as libc::c_long,
-            signal,
-        )
-    };
+    call: Option<Call>,
+    breakpoint: Option<Breakpoint>,
 }
 
 /// The thread ids of process `pid`.

@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
-use super::regs::{pc_of, return_value};
-#[cfg(target_arch = "x86_64")]
-use super::regs::{restore_vector_state, save_vector_state};
-use super::worker::{EVENT_CLONE, EVENT_STOP, Worker, is_stop_signal, raw_ptrace, tgkill};
-use super::{Arg, CallSpec, TraceError};
+use super::Worker;
 #[cfg(target_arch = "x86_64")]
 use crate::linux::memory;
+use crate::linux::ptrace::regs::{pc_of, return_value};
+#[cfg(target_arch = "x86_64")]
+use crate::linux::ptrace::regs::{restore_vector_state, save_vector_state};
+use crate::linux::ptrace::sys::{EVENT_CLONE, EVENT_STOP, is_stop_signal, raw_ptrace, tgkill};
+use crate::linux::ptrace::{Arg, CallSpec, TraceError};
 
 /// Where a called function returns to: nothing is mapped at 0, so the return faults (SIGSEGV at pc 0), which the
 /// worker intercepts before the process sees it.

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
-use super::TraceError;
-use super::regs::{pc_of, set_pc};
-use super::worker::Worker;
+use super::Worker;
+use crate::linux::ptrace::TraceError;
+use crate::linux::ptrace::regs::{pc_of, set_pc};
 
 /// A software breakpoint while [`Tracer::run_to`] runs the process.
 #[derive(Debug)]

@@ -41,6 +41,7 @@ use crate::counters::{
     CounterDevice, CounterInfo, DeviceCounters, DeviceSample, ReadStatus, SampleClock,
 };
 use crate::cupti::profiler::api::{Api, Needs, params, sym};
+use crate::cupti::profiler::counter_data::{completed_samples, sample_counts, sample_times};
 use crate::cupti::profiler::host::{Catalog, ConfigImage, Host, MetricNames};
 use crate::cupti::profiler::{self, Method, ProfilerApi, ProfilerInit, ProfilingError, check};
 use crate::delivery::{self, Delivery};
@@ -1475,62 +1476,6 @@ pub(crate) fn gap_samples(last_end: Option<u64>, start: u64, end: u64) -> u64 {
     } else {
         0
     }
-}
-
-/// Completed samples of a PM counter-data image (`cuptiPmSamplingGetCounterDataInfo`, no object needed).
-///
-/// # Safety
-/// `image` is a PM sampling counter-data image CUPTI wrote.
-pub(crate) unsafe fn completed_samples(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
-    // SAFETY: the caller's contract.
-    unsafe { sample_counts(api, image) }.map(|(_, completed)| completed)
-}
-
-/// Populated and completed samples of a PM counter-data image (`cuptiPmSamplingGetCounterDataInfo`).
-///
-/// # Safety
-/// `image` is a PM sampling counter-data image CUPTI wrote.
-pub(crate) unsafe fn sample_counts(
-    api: Api,
-    image: &[u8],
-) -> Result<(usize, usize), ProfilingError> {
-    let f = sym!(api, cuptiPmSamplingGetCounterDataInfo)?;
-    let mut p = params!(
-        CUpti_PmSampling_GetCounterDataInfo_Params,
-        numCompletedSamples
-    );
-    p.pCounterDataImage = image.as_ptr();
-    p.counterDataImageSize = image.len();
-    // SAFETY: the caller's contract.
-    check("cuptiPmSamplingGetCounterDataInfo", unsafe { f(&mut p) })?;
-    Ok((p.numPopulatedSamples, p.numCompletedSamples))
-}
-
-/// Start and end of sample `index` (`cuptiPmSamplingCounterDataGetSampleInfo`). `obj` may be null for an image
-/// read back from a file (whether CUPTI accepts that is its own affair; it then answers an error).
-///
-/// # Safety
-/// `image` is a PM sampling counter-data image CUPTI wrote; `obj` is null or the live object that wrote it.
-pub(crate) unsafe fn sample_times(
-    api: Api,
-    obj: *mut sys::CUpti_PmSampling_Object,
-    image: &[u8],
-    index: usize,
-) -> Result<(u64, u64), ProfilingError> {
-    let f = sym!(api, cuptiPmSamplingCounterDataGetSampleInfo)?;
-    let mut p = params!(
-        CUpti_PmSampling_CounterData_GetSampleInfo_Params,
-        endTimestamp
-    );
-    p.pPmSamplingObject = obj;
-    p.pCounterDataImage = image.as_ptr();
-    p.counterDataImageSize = image.len();
-    p.sampleIndex = index;
-    // SAFETY: the caller's contract.
-    check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe {
-        f(&mut p)
-    })?;
-    Ok((p.startTimestamp, p.endTimestamp))
 }
 
 #[cfg(test)]

@@ -29,11 +29,12 @@
 //! }
 //! ```
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::marker::PhantomData;
 
 use crate::cuda::{Context, Driver, RawContext};
 use crate::cupti::profiler::api::{Api, Needs, params, sym};
+use crate::cupti::profiler::counter_data::evaluate_ranges;
 use crate::cupti::profiler::host::{Catalog, ConfigImage, Host, MetricNames};
 use crate::cupti::profiler::{self, Method, ProfilerApi, ProfilerInit, ProfilingError, check};
 use crate::sys::cupti_profiling as sys;
@@ -365,7 +366,10 @@ impl<'c> RangeProfiler<'c> {
             );
         }
         // SAFETY: the image CUPTI just decoded into.
-        let ranges = unsafe { evaluate_ranges(self.api, &self.host, &self.image, &self.metrics) }?;
+        let ranges = unsafe { evaluate_ranges(self.api, &self.host, &self.image, &self.metrics) }?
+            .into_iter()
+            .map(|(name, values)| RangeValues { name, values })
+            .collect();
         let counter_data = self.keep_counter_data.then(|| self.image.clone());
         // The results are kept whatever happens next; a failure to get ready again is reported by the next pass.
         self.not_ready = initialize_image(self.api, &self.enabled, &mut self.image)
@@ -754,77 +758,6 @@ fn start(api: Api, e: &Enabled) -> Result<(), ProfilingError> {
     p.pRangeProfilerObject = e.obj;
     // SAFETY: a live, configured object.
     check("cuptiRangeProfilerStart", unsafe { f(&mut p) })
-}
-
-/// Ranges in a range-profiler counter-data image (`cuptiRangeProfilerGetCounterDataInfo`, no object needed).
-///
-/// # Safety
-/// `image` is a range-profiler counter-data image CUPTI wrote.
-pub(crate) unsafe fn range_count(api: Api, image: &[u8]) -> Result<usize, ProfilingError> {
-    let f = sym!(api, cuptiRangeProfilerGetCounterDataInfo)?;
-    let mut p = params!(
-        CUpti_RangeProfiler_GetCounterDataInfo_Params,
-        numTotalRanges
-    );
-    p.pCounterDataImage = image.as_ptr();
-    p.counterDataImageSize = image.len();
-    // SAFETY: the caller's contract.
-    check("cuptiRangeProfilerGetCounterDataInfo", unsafe { f(&mut p) })?;
-    Ok(p.numTotalRanges)
-}
-
-/// The name of range `index`, nested names joined by `/` (`cuptiRangeProfilerCounterDataGetRangeInfo`).
-///
-/// # Safety
-/// As [`range_count`].
-pub(crate) unsafe fn range_name(
-    api: Api,
-    image: &[u8],
-    index: usize,
-) -> Result<String, ProfilingError> {
-    let f = sym!(api, cuptiRangeProfilerCounterDataGetRangeInfo)?;
-    let mut p = params!(
-        CUpti_RangeProfiler_CounterData_GetRangeInfo_Params,
-        rangeName
-    );
-    p.pCounterDataImage = image.as_ptr();
-    p.counterDataImageSize = image.len();
-    p.rangeIndex = index;
-    p.rangeDelimiter = c"/".as_ptr();
-    // SAFETY: the caller's contract; the delimiter is a static string.
-    check("cuptiRangeProfilerCounterDataGetRangeInfo", unsafe {
-        f(&mut p)
-    })?;
-    if p.rangeName.is_null() {
-        return Ok(String::new());
-    }
-    // SAFETY: on success a NUL-terminated name. Who owns it is not documented: it is copied and left alone.
-    Ok(unsafe { CStr::from_ptr(p.rangeName) }
-        .to_string_lossy()
-        .into_owned())
-}
-
-/// Every range of an image, named and evaluated.
-///
-/// # Safety
-/// As [`range_count`].
-pub(crate) unsafe fn evaluate_ranges(
-    api: Api,
-    host: &Host,
-    image: &[u8],
-    metrics: &MetricNames,
-) -> Result<Vec<RangeValues>, ProfilingError> {
-    // SAFETY: forwarded.
-    let n = unsafe { range_count(api, image) }?;
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
-        // SAFETY: forwarded; `i` is below the count.
-        let name = unsafe { range_name(api, image, i) }?;
-        // SAFETY: as above.
-        let values = unsafe { host.evaluate(image, i, metrics) }?;
-        out.push(RangeValues { name, values });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
