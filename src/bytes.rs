@@ -1,6 +1,6 @@
-//! The one bounds-checked little-endian read path for foreign bytes: trace streams (`trace::wire`) and core-dump
-//! tables (`coredump`). Every read names where it reads and answers `None` when that lies outside the bytes
-//! (overflow included), never a panic.
+//! The library's bounds-checked little-endian read path for foreign bytes: core-dump tables (`coredump`; trace
+//! streams have their own, in `gpu-tools-trace`'s `wire`). Every read names where it reads and answers `None`
+//! when that lies outside the bytes (overflow included), never a panic.
 
 // Not every feature set reads every width.
 #![allow(dead_code)]
