@@ -1,7 +1,7 @@
-//! A bounds-checked little-endian read path for foreign bytes: trace streams (`trace::wire`), core-dump tables
-//! (`coredump`) and saved counter-data files (`cupti::profiler::image`, through a small cursor). Every read names
-//! where it reads and answers `None` when that lies outside the bytes (overflow included), never a panic. Not the
-//! only one: the packed trace-file reader (`trace::packed`) has its own cursor.
+//! The library's bounds-checked little-endian read path for foreign bytes: core-dump tables (`coredump`) and saved
+//! counter-data files (`cupti::profiler::image`, through a small cursor). Trace streams have their own, in
+//! `gpu-tools-trace` (`wire`, and the packed file reader's cursor). Every read names where it reads and answers
+//! `None` when that lies outside the bytes (overflow included), never a panic.
 
 // Not every feature set reads every width.
 #![allow(dead_code)]

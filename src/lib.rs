@@ -13,7 +13,7 @@
 //! | rocprofiler-sdk | `rocprofiler-sdk` | [`rocprofiler_sdk::Tool`] | AMD tools of ROCm 7.0+: kernel, copy and API traces, code objects, dispatch and device counters |
 //! | Process checkpoint | `cupti` or `cudbg` | [`cuda::process::ProcessCheckpoint`] | moves another CUDA process's GPU memory to the host and back (`cuCheckpointProcess*`) |
 //! | CUDA driver | `cupti` or `cudbg` | [`cuda::Context`] | the driver, devices, contexts, memory and kernels those APIs need |
-//! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the crate's binary stream format for them |
+//! | trace records | always | [`trace`] | what tracers keep of those records, owned, and the binary stream and file format for them, with reports and exports (the vendor-neutral `gpu-tools-trace` crate) |
 //! | device counters | always | [`counters`] | the vendor-neutral face of counters sampled over time |
 //! | CUPTI counters | `cupti` | [`cupti::profiler`], [`cupti::pm_sampling::PmSampler`], [`cupti::range_profiler::RangeProfiler`], [`cupti::pc_sampling::PcSampler`] | the metric catalogue (no GPU needed), device-wide counters over time, counters per kernel or range, stall reasons per PC |
 //! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
@@ -136,7 +136,10 @@ mod status;
 /// constants; other code should use the safe modules, or pin the exact crate version.
 #[doc(hidden)]
 pub mod sys;
-pub mod trace;
+/// The trace records, their stream and file format, reports and exports: the [`gpu-tools-trace`](gpu_tools_trace)
+/// crate, which depends on no vendor code (use it alone to read and analyse traces).
+#[doc(inline)]
+pub use gpu_tools_trace as trace;
 
 #[cfg(feature = "coredump")]
 pub mod coredump;

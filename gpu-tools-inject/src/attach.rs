@@ -43,7 +43,7 @@ pub enum AttachStatus {
 }
 
 /// Starts tracing this process from a thread of its own. `argument`: the configuration, one `NAME=value` line per
-/// variable of `gpu_tools::trace::env`, as `InjectionEnv::attach_argument` writes it. Returns an [`AttachStatus`].
+/// variable of `gpu_tools::trace::env`, as `InjectionEnv::attach_argument` writes it. Returns an `AttachStatus`.
 ///
 /// # Safety
 ///

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use crate::trace::{ClockAnchor, ProcessInfo};
+use crate::{ClockAnchor, ProcessInfo};
 
 /// One clock domain: the processes of one host boot.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! call to the device work it issued, whichever of the two records comes first. Timestamps are put on one timeline across hosts ([`report::Alignment`]).
 //!
 //! ```no_run
-//! use gpu_tools::trace::export::{PerfettoWriter, Timeline};
+//! use gpu_tools_trace::export::{PerfettoWriter, Timeline};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let out = std::io::BufWriter::new(std::fs::File::create("run.perfetto-trace")?);
 //! let mut timeline = Timeline::new(PerfettoWriter::new(out));

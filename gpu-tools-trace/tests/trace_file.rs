@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use gpu_tools::trace::file::{
+use gpu_tools_trace::file::{
     FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem, TraceReader,
 };
-use gpu_tools::trace::report::{Analysis, Cell, Table};
-use gpu_tools::trace::*;
+use gpu_tools_trace::report::{Analysis, Cell, Table};
+use gpu_tools_trace::*;
 use proptest::prelude::*;
 
 fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {

@@ -5,7 +5,7 @@
 //! pass; [`Analysis::reports`] then builds the [`Table`]s, which render as text, CSV or JSON.
 //!
 //! ```no_run
-//! use gpu_tools::trace::report::{Analysis, Format, write_tables};
+//! use gpu_tools_trace::report::{Analysis, Format, write_tables};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut analysis = Analysis::new();
 //! let file = std::io::BufReader::new(std::fs::File::open("run.gputrace")?);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::timeline::{Arg, Slice, TimelineSink, Track};
-use crate::trace::report::json_string;
+use crate::report::json_string;
 
 /// Writes a Chrome trace to any `io::Write`, one event at a time (gzip it by wrapping the writer).
 #[derive(Debug)]

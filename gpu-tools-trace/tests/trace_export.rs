@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use gpu_tools::trace::export::{ChromeWriter, PerfettoWriter, Timeline};
-use gpu_tools::trace::*;
+use gpu_tools_trace::export::{ChromeWriter, PerfettoWriter, Timeline};
+use gpu_tools_trace::*;
 
 /// `perfetto.protos.Trace` and the parts of `TracePacket` the export writes.
 mod pb {
@@ -440,7 +440,7 @@ fn records_are_counted_per_file() {
     assert!(!t.read(1, &whole[..10]).unwrap().is_empty(), "cut short");
     assert_eq!((t.records(0), t.records(1), t.records(2)), (4, 0, 0));
 
-    let mut a = gpu_tools::trace::report::Analysis::new();
+    let mut a = gpu_tools_trace::report::Analysis::new();
     assert_eq!(a.read(0, &whole[..]), vec![]);
     assert!(!a.read(1, &whole[..10]).is_empty());
     assert_eq!((a.records(0), a.records(1), a.records(2)), (4, 0, 0));

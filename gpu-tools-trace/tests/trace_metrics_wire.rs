@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use gpu_tools::trace::*;
+use gpu_tools_trace::*;
 use proptest::prelude::*;
 
 fn header() -> StreamHeader {

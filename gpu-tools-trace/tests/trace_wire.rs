@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use gpu_tools::trace::wire::{HEADER_LEN, MAX_FRAME};
-use gpu_tools::trace::*;
+use gpu_tools_trace::wire::{HEADER_LEN, MAX_FRAME};
+use gpu_tools_trace::*;
 use proptest::prelude::*;
 
 fn header() -> StreamHeader {

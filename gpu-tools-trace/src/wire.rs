@@ -198,7 +198,8 @@ impl<'a> Cursor<'a> {
     }
 
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let out = crate::bytes::array(self.bytes, self.pos)?;
+        let end = self.pos.checked_add(N)?;
+        let out: [u8; N] = self.bytes.get(self.pos..end)?.try_into().ok()?;
         self.pos += N;
         Some(out)
     }

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read};
 
-use crate::trace::file::{TraceFileError, TraceItem, TraceReader};
-use crate::trace::record::*;
-use crate::trace::report::Alignment;
+use crate::file::{TraceFileError, TraceItem, TraceReader};
+use crate::record::*;
+use crate::report::Alignment;
 
 /// The process a track stands for (its group in the viewer).
 #[derive(Debug, Clone, PartialEq, Eq)]
