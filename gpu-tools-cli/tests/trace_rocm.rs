@@ -14,11 +14,15 @@ fn hip_program() -> String {
     )
 }
 
+/// `gpu-tools trace --backend rocm ARGS` with nothing beside the executable: the AMD tool library is the one
+/// embedded in it, written to a cache folder of its own.
 fn trace_rocm(args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["trace", "--backend", "rocm", "--inject-lib"])
-        .arg(gpu_tools_testing::inject_rocm_lib())
+        .args(["trace", "--backend", "rocm"])
         .args(args)
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
+        .env("XDG_CACHE_HOME", cache.path())
         .args(["--", "python3", "-c", &hip_program()])
         .env(
             gpu_tools::rocprofiler_sdk::ENV_VAR,
@@ -31,6 +35,19 @@ fn trace_rocm(args: &[&str]) -> Output {
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    // The embedded library was written to the cache and used from there.
+    let written: Vec<String> = std::fs::read_dir(cache.path().join("gpu-tools"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        written
+            .iter()
+            .any(|n| n.starts_with("libgpu_tools_inject_rocm-") && n.ends_with(".so")),
+        "the embedded AMD tool library is in the cache: {written:?}"
     );
     out
 }

@@ -285,9 +285,12 @@ pub fn run(mut args: Args) -> Outcome {
             log::debug!("injection library {} ({origin})", lib.display());
             Some(lib)
         }
-        Some(Tool::Rocm) => Some(
-            inject_lib::find_rocm(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?,
-        ),
+        Some(Tool::Rocm) => {
+            let (lib, origin) = inject_lib::find_rocm(args.inject_lib.as_deref())
+                .map_err(|m| Failure::new(1, m))?;
+            log::debug!("AMD tool library {} ({origin})", lib.display());
+            Some(lib)
+        }
         None => None,
     };
     // Fail before the program runs if a trace cannot be written; nothing is written if no trace comes.
