@@ -104,3 +104,29 @@ fn cupti_options_do_not_apply_to_the_rocm_backend() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not apply to the rocm backend"));
 }
+
+#[test]
+fn a_program_that_never_starts_hip_is_named_as_such() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args([
+            "trace",
+            "--backend",
+            "rocm",
+            "--drain-timeout-ms",
+            "200",
+            "--",
+            "true",
+        ])
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no traced process connected: true did not initialise HIP, or rocprofiler-sdk could not load"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("CUDA"), "{stderr}");
+}
