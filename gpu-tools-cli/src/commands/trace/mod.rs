@@ -180,7 +180,8 @@ fn choose_backend(args: &Args, program: Option<&Path>) -> Result<Backend, Failur
         return Err(Failure::new(
             1,
             format!(
-                "{option} needs the cupti backend, and CUPTI was not found (the program was not run): {missing}"
+                "{option} needs the cupti backend, and CUPTI was not found (the program was not run): {missing}. \
+                 (`--backend cupti` still traces a program that loads its own CUPTI, as PyTorch's wheels do.)"
             ),
         ));
     }
@@ -194,7 +195,8 @@ fn choose_backend(args: &Args, program: Option<&Path>) -> Result<Backend, Failur
     })?;
     eprintln!(
         "gpu-tools trace: CUPTI was not found, so the debugger backend is used (kernel launches only: no copies, \
-         sets or API calls, times only with --blocking-launches): {missing}"
+         sets or API calls, times only with --blocking-launches): {missing}. (`--backend cupti` traces a program \
+         that loads its own CUPTI, as PyTorch's wheels do.)"
     );
     Ok(Backend::Debugger)
 }
