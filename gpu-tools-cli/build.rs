@@ -1,17 +1,22 @@
-//! Embeds the injection library (`libgpu_tools_inject.so`) that `gpu-tools trace --backend cupti` has CUDA load
-//! into the traced program, so that an installed `gpu-tools` needs nothing else.
+//! Embeds the tool libraries that `gpu-tools trace` has the traced program load, so that an installed `gpu-tools`
+//! needs nothing else:
+//! - `libgpu_tools_inject.so` (the `gpu-tools-inject` crate), which CUDA loads (`--backend cupti`, `profile`);
+//! - `libgpu_tools_inject_rocm.so` (the `gpu-tools-inject-rocm` crate), which rocprofiler-sdk loads
+//!   (`--backend rocm`).
 //!
-//! - `GPU_TOOLS_INJECT_LIB_EMBED=/path/to/libgpu_tools_inject.so` embeds that file (a prebuilt one) and builds
-//!   nothing.
-//! - Otherwise this script builds the `gpu-tools-inject` crate, release profile, for the same target, with a
-//!   nested `cargo build` into a target folder of its own (beside the outer one, so that every profile of the outer
-//!   build shares it). Its sources are those of the `gpu-tools-inject` dependency, found through its `links`
-//!   metadata (`DEP_GPU_TOOLS_INJECT_ROOT`): this workspace's, or a registry's copy. In this workspace it uses the
+//! For each:
+//! - `GPU_TOOLS_INJECT_LIB_EMBED=/path/to/libgpu_tools_inject.so` (`GPU_TOOLS_INJECT_ROCM_LIB_EMBED` for the AMD
+//!   one) embeds that file (a prebuilt one) and builds nothing.
+//! - Otherwise this script builds the crate, release profile, for the same target, with a nested `cargo build`
+//!   into a target folder of its own (beside the outer one, so that every profile of the outer build shares it).
+//!   Its sources are those of the dependency, found through its `links` metadata (`DEP_GPU_TOOLS_INJECT_ROOT`,
+//!   `DEP_GPU_TOOLS_INJECT_ROCM_ROOT`): this workspace's, or a registry's copy. In this workspace it uses the
 //!   workspace's `Cargo.lock`; cargo reaches the network only for a crate of that lock it has not downloaded yet
 //!   (`cargo install --path` resolves afresh unless given `--locked`).
 //! - On docs.rs (`DOCS_RS`) nothing is embedded; `trace` then asks for `--inject-lib`.
 //!
-//! The crate reads the file through `GPU_TOOLS_INJECT_EMBEDDED` and its SHA-256 through `GPU_TOOLS_INJECT_SHA256`.
+//! The crate reads the files through `GPU_TOOLS_INJECT_EMBEDDED` and `GPU_TOOLS_INJECT_ROCM_EMBEDDED`, and their
+//! SHA-256 through `GPU_TOOLS_INJECT_SHA256` and `GPU_TOOLS_INJECT_ROCM_SHA256`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -19,23 +24,58 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-const FILE_NAME: &str = "libgpu_tools_inject.so";
+/// One library to embed.
+struct Embedded {
+    /// The shared object's file name.
+    file: &'static str,
+    /// The crate's library name (its dep-info file is `lib{lib_name}.d`).
+    lib_name: &'static str,
+    /// The variable naming a prebuilt file to embed instead.
+    prebuilt_var: &'static str,
+    /// The variable the dependency's build script sets to its sources (`links` metadata).
+    root_var: &'static str,
+    /// The prefix of the variables given to the crate (`{prefix}_EMBEDDED`, `{prefix}_SHA256`).
+    prefix: &'static str,
+}
+
+const LIBRARIES: [Embedded; 2] = [
+    Embedded {
+        file: "libgpu_tools_inject.so",
+        lib_name: "gpu_tools_inject",
+        prebuilt_var: "GPU_TOOLS_INJECT_LIB_EMBED",
+        root_var: "DEP_GPU_TOOLS_INJECT_ROOT",
+        prefix: "GPU_TOOLS_INJECT",
+    },
+    Embedded {
+        file: "libgpu_tools_inject_rocm.so",
+        lib_name: "gpu_tools_inject_rocm",
+        prebuilt_var: "GPU_TOOLS_INJECT_ROCM_LIB_EMBED",
+        root_var: "DEP_GPU_TOOLS_INJECT_ROCM_ROOT",
+        prefix: "GPU_TOOLS_INJECT_ROCM",
+    },
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=GPU_TOOLS_INJECT_LIB_EMBED");
     println!("cargo:rerun-if-env-changed=DOCS_RS");
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let bytes = if let Some(prebuilt) = env::var_os("GPU_TOOLS_INJECT_LIB_EMBED") {
+    for lib in &LIBRARIES {
+        embed(lib, &out);
+    }
+}
+
+fn embed(lib: &Embedded, out: &Path) {
+    println!("cargo:rerun-if-env-changed={}", lib.prebuilt_var);
+    let bytes = if let Some(prebuilt) = env::var_os(lib.prebuilt_var) {
         let prebuilt = PathBuf::from(prebuilt);
         println!("cargo:rerun-if-changed={}", prebuilt.display());
         read(&prebuilt)
     } else if env::var_os("DOCS_RS").is_some() {
         Vec::new()
     } else {
-        read(&build_inject_library(&out))
+        read(&build_library(lib, out))
     };
-    let embedded = out.join(FILE_NAME);
+    let embedded = out.join(lib.file);
     // Written only when it changed, so that the crate is not rebuilt for nothing.
     if std::fs::read(&embedded).ok().as_deref() != Some(&bytes[..]) {
         std::fs::write(&embedded, &bytes)
@@ -46,10 +86,11 @@ fn main() {
         .map(|b| format!("{b:02x}"))
         .collect();
     println!(
-        "cargo:rustc-env=GPU_TOOLS_INJECT_EMBEDDED={}",
+        "cargo:rustc-env={}_EMBEDDED={}",
+        lib.prefix,
         embedded.display()
     );
-    println!("cargo:rustc-env=GPU_TOOLS_INJECT_SHA256={digest}");
+    println!("cargo:rustc-env={}_SHA256={digest}", lib.prefix);
 }
 
 fn read(path: &Path) -> Vec<u8> {
@@ -62,11 +103,14 @@ fn read(path: &Path) -> Vec<u8> {
     bytes
 }
 
-/// Builds the injection library and returns the path of the shared object.
-fn build_inject_library(out: &Path) -> PathBuf {
-    let root = PathBuf::from(env::var_os("DEP_GPU_TOOLS_INJECT_ROOT").expect(
-        "the gpu-tools-inject dependency's build script names its sources (DEP_GPU_TOOLS_INJECT_ROOT)",
-    ));
+/// Builds the library and returns the path of the shared object.
+fn build_library(lib: &Embedded, out: &Path) -> PathBuf {
+    let root = PathBuf::from(env::var_os(lib.root_var).unwrap_or_else(|| {
+        panic!(
+            "the dependency's build script names its sources ({}) for {}",
+            lib.root_var, lib.file
+        )
+    }));
     let target = env::var("TARGET").expect("cargo sets TARGET");
     let target_dir = nested_target_dir(out);
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -88,17 +132,20 @@ fn build_inject_library(out: &Path) -> PathBuf {
     }
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo to build the injection library: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {}: {e}", lib.file));
     assert!(
         status.success(),
-        "building the injection library ({}) failed ({status}); its messages are above. Set \
-         GPU_TOOLS_INJECT_LIB_EMBED=/path/to/{FILE_NAME} to embed a prebuilt one instead",
-        root.display()
+        "building {} ({}) failed ({status}); its messages are above. Set {}=/path/to/{} to embed a prebuilt one \
+         instead",
+        lib.file,
+        root.display(),
+        lib.prebuilt_var,
+        lib.file
     );
     let built = target_dir.join(&target).join("release");
-    let library = built.join(FILE_NAME);
+    let library = built.join(lib.file);
     // Rebuild when any source of the library changes: cargo's dependency list of the shared object names them.
-    let dep_info = built.join("libgpu_tools_inject.d");
+    let dep_info = built.join(format!("lib{}.d", lib.lib_name));
     for source in dependencies(&dep_info) {
         println!("cargo:rerun-if-changed={}", source.display());
     }

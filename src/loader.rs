@@ -22,12 +22,15 @@
 //!    `/usr/local/cuda/lib64` (CUPTI); `/usr/local/nvidia/lib64`, `/usr/lib/x86_64-linux-gnu`, `/usr/lib64`,
 //!    `/usr/lib/wsl/lib` (driver); `/opt/rocm/lib`, `/opt/rocm/lib64` (rocprofiler).
 //! 5. **NVIDIA Python wheels** of the machine's `python3` (or of `$GPU_TOOLS_PYTHON`): `nvidia/cu13/lib` and
-//!    `nvidia/cuda_cupti/lib` in each of its site-packages folders (CUPTI libraries only).
+//!    `nvidia/cuda_cupti/lib` in each of its site-packages folders (CUPTI libraries only). A `$GPU_TOOLS_PYTHON`
+//!    that does not run as a Python is not ignored: it is an attempt of its own ([`Rejection::BadPython`]).
 //! 6. **The system loader**: `dlopen` of the bare file name (`LD_LIBRARY_PATH`, the `ld.so` cache).
 //!
 //! A candidate that opens but lacks a required symbol (the wrong library, or one too old) is closed again and the
 //! search goes on; the final [`LoadError`] lists every candidate and why it was rejected (`{:#}` prints them one
-//! per line). A library is loaded at most once per process and shared by all threads; asking for it again from
+//! per line). A bare name the system loader has no file for is "not found", like a missing path: only a file that
+//! was found and then rejected is "refused". Where nothing was found, the message ends with the usual fix
+//! ([`LoadError::fix`]: for CUPTI the `nvidia-cuda-cupti` wheel, `CUDA_HOME`, `GPU_TOOLS_PYTHON`). A library is loaded at most once per process and shared by all threads; asking for it again from
 //! another explicit path is [`LoadError::AlreadyLoaded`], naming both paths.
 //!
 //! Trust: a file found this way, or named by `load_from` or an environment variable, is taken to be the vendor
@@ -105,6 +108,10 @@ pub enum Rejection {
     /// It opened but reports a version the crate does not bind (the text says which).
     #[error("unsupported version {0}")]
     UnsupportedVersion(String),
+    /// `$GPU_TOOLS_PYTHON` (the attempt's path) did not run as a Python that lists its site-packages folders, so
+    /// no wheel folder could be searched (the text says why).
+    #[error("not a usable Python: {0}")]
+    BadPython(String),
 }
 
 /// One candidate that was tried.
@@ -154,6 +161,23 @@ pub enum LoadError {
 }
 
 impl LoadError {
+    /// How the library is usually installed or named, for a library that was not found at all (no candidate was
+    /// a file that opened): for CUPTI, the `nvidia-cuda-cupti` wheel, `CUDA_HOME`, `GPU_TOOLS_PYTHON` or its
+    /// variable. `None` where a candidate was found but refused (the refusal says more), or for a library this
+    /// crate has no advice for.
+    pub fn fix(&self) -> Option<String> {
+        let LoadError::NotFound { library, attempts } = self else {
+            return None;
+        };
+        let nothing_found = attempts
+            .iter()
+            .all(|a| matches!(a.rejection, Rejection::NotFound | Rejection::BadPython(_)));
+        if !nothing_found {
+            return None;
+        }
+        fix_for(library)
+    }
+
     /// Every candidate tried, in order (empty for [`LoadError::AlreadyLoaded`]).
     pub fn attempts(&self) -> &[Attempt] {
         match self {
@@ -181,9 +205,13 @@ impl fmt::Display for LoadError {
             LoadError::NotFound { library, attempts } => {
                 write!(f, "{library} not loaded; ")?;
                 if f.alternate() {
-                    list_attempts(f, attempts)
+                    list_attempts(f, attempts)?;
                 } else {
-                    summarize_attempts(f, attempts)
+                    summarize_attempts(f, attempts)?;
+                }
+                match self.fix() {
+                    Some(fix) => write!(f, ". {fix}"),
+                    None => Ok(()),
                 }
             }
         }
@@ -200,6 +228,53 @@ impl fmt::Display for Attempt {
             self.rejection
         )
     }
+}
+
+/// The usual fix for a library that was not found anywhere, by the library's name (`LibrarySpec::name`).
+fn fix_for(library: &str) -> Option<String> {
+    let python = match (std::env::var_os(PYTHON_VAR), python_problem()) {
+        (Some(_), Some((p, problem))) => format!(
+            "${PYTHON_VAR} names {}, which {problem}: name a Python with the `nvidia-cuda-cupti` wheel, or `pip \
+             install nvidia-cuda-cupti`",
+            p.display()
+        ),
+        (Some(p), None) => format!(
+            "${PYTHON_VAR} names {}, which has no `nvidia-cuda-cupti` wheel: `{} -m pip install nvidia-cuda-cupti`",
+            Path::new(&p).display(),
+            Path::new(&p).display()
+        ),
+        (None, _) => "`pip install nvidia-cuda-cupti` (in the program's virtual environment, or name its Python \
+                      with $GPU_TOOLS_PYTHON)"
+            .to_string(),
+    };
+    let cupti = |var: &str| {
+        format!(
+            "CUPTI comes with the CUDA toolkit, not the driver: {python}, or set CUDA_HOME to a CUDA toolkit, or \
+             name the file with ${var}"
+        )
+    };
+    Some(if library.contains("libcupti") {
+        cupti("GPU_TOOLS_CUPTI_LIB")
+    } else if library.contains("libcheckpoint") {
+        cupti("GPU_TOOLS_CHECKPOINT_LIB")
+    } else if library.contains("libnvperf_host") {
+        cupti("GPU_TOOLS_NVPERF_HOST_LIB")
+    } else if library.contains("libcuda.so") {
+        "The CUDA driver comes with the NVIDIA kernel driver, not the toolkit or a wheel: install the NVIDIA driver \
+         (in a container, mount the host's: the NVIDIA container toolkit), or name libcuda.so.1 with \
+         $GPU_TOOLS_CUDA_DRIVER_LIB"
+            .to_string()
+    } else if library.contains("librocprofiler-sdk") {
+        "Install ROCm 7.0 or later (its rocprofiler-sdk), set ROCM_PATH, or name the file with \
+         $GPU_TOOLS_ROCPROFILER_SDK_LIB"
+            .to_string()
+    } else if library.contains("librocprofiler64") {
+        "Install ROCm 6.1 to 7.2 (its rocprofiler v2), set ROCM_PATH, or name the file with \
+         $GPU_TOOLS_ROCPROFILER_LIB"
+            .to_string()
+    } else {
+        return None;
+    })
 }
 
 /// Every candidate, one per line.
@@ -225,9 +300,12 @@ fn summarize_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::
         [one] => return write!(f, "tried {one}"),
         _ => {}
     }
-    let (missing, refused): (Vec<&Attempt>, Vec<&Attempt>) = attempts
+    let (missing, others): (Vec<&Attempt>, Vec<&Attempt>) = attempts
         .iter()
         .partition(|a| a.rejection == Rejection::NotFound);
+    let (python, refused): (Vec<&Attempt>, Vec<&Attempt>) = others
+        .into_iter()
+        .partition(|a| matches!(a.rejection, Rejection::BadPython(_)));
     write!(f, "tried {} candidates", attempts.len())?;
     let mut sep = ": ";
     if !missing.is_empty() {
@@ -245,6 +323,10 @@ fn summarize_attempts(f: &mut fmt::Formatter<'_>, attempts: &[Attempt]) -> fmt::
             missing.len(),
             places.join(", ")
         )?;
+        sep = "; ";
+    }
+    for p in &python {
+        write!(f, "{sep}{p}")?;
         sep = "; ";
     }
     if let Some(first) = refused.first() {
@@ -363,7 +445,19 @@ impl LibrarySpec {
                 rejection,
             });
         };
-        for (path, origin) in self.candidates_in(explicit, first) {
+        let candidates = self.candidates_in(explicit, first);
+        if !self.wheel_subdirs.is_empty()
+            && candidates.iter().any(|(_, o)| *o == Origin::SystemLoader)
+        {
+            if let Some((python, problem)) = python_problem() {
+                reject(
+                    python.clone(),
+                    Origin::EnvVar(PYTHON_VAR),
+                    Rejection::BadPython(problem.clone()),
+                );
+            }
+        }
+        for (path, origin) in candidates {
             let bare = origin == Origin::SystemLoader;
             if !bare {
                 match std::fs::metadata(&path) {
@@ -383,7 +477,14 @@ impl LibrarySpec {
                     log::debug!("{}: loaded {} ({origin})", self.name, path.display());
                     return Ok((v, path));
                 }
-                Err(rejection) => reject(path, origin, rejection),
+                Err(rejection) => {
+                    let rejection = if bare && no_such_library(&path, &rejection) {
+                        Rejection::NotFound
+                    } else {
+                        rejection
+                    };
+                    reject(path, origin, rejection)
+                }
             }
         }
         log::debug!(
@@ -396,6 +497,18 @@ impl LibrarySpec {
             attempts,
         })
     }
+}
+
+/// Whether `dlopen` of the bare name `path` failed because the system loader has no file of that name (rather
+/// than one it found and refused, or a dependency of it that is missing, which glibc names first).
+fn no_such_library(path: &Path, rejection: &Rejection) -> bool {
+    let Rejection::OpenFailed(message) = rejection else {
+        return false;
+    };
+    message.starts_with(&format!(
+        "{}: cannot open shared object file: No such file or directory",
+        path.display()
+    ))
 }
 
 /// Opens a shared library, mapping a failure to a [`Rejection`].
@@ -424,41 +537,80 @@ pub(crate) fn optional<F: Copy>(field: &Result<F, libloading::Error>) -> Option<
     field.as_ref().ok().copied()
 }
 
+/// The variable naming the Python whose site-packages folders are searched for NVIDIA wheels.
+pub(crate) const PYTHON_VAR: &str = "GPU_TOOLS_PYTHON";
+
+/// What the Python asked for its site-packages folders answered: the folders, and, where `$GPU_TOOLS_PYTHON`
+/// named it, why it gave none (it does not run, fails, or lists no folder).
+struct PythonSites {
+    sites: Vec<PathBuf>,
+    problem: Option<(PathBuf, String)>,
+}
+
+fn python_sites() -> &'static PythonSites {
+    static SITES: OnceLock<PythonSites> = OnceLock::new();
+    SITES.get_or_init(|| {
+        let named = std::env::var_os(PYTHON_VAR).filter(|v| !v.is_empty());
+        let python: OsString = named.clone().unwrap_or_else(|| "python3".into());
+        let result = ask_python(&python);
+        let (sites, problem) = match result {
+            Ok(sites) if !sites.is_empty() => (sites, None),
+            Ok(_) => (
+                Vec::new(),
+                Some("lists no site-packages folder".to_string()),
+            ),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        if let Some(p) = &problem {
+            log::trace!("no Python wheel folders: {}: {p}", python.to_string_lossy());
+        }
+        PythonSites {
+            sites,
+            // Only a Python the user named is a problem to report; a machine without python3 is not.
+            problem: problem
+                .filter(|_| named.is_some())
+                .map(|p| (PathBuf::from(&python), p)),
+        }
+    })
+}
+
+/// Runs `python` to list its site-packages folders.
+fn ask_python(python: &std::ffi::OsStr) -> Result<Vec<PathBuf>, String> {
+    let script = "import site,sys\n\
+        p=[]\n\
+        try: p+=site.getsitepackages()\n\
+        except Exception: pass\n\
+        try: p.append(site.getusersitepackages())\n\
+        except Exception: pass\n\
+        p+=[x for x in sys.path if x.endswith('site-packages') or x.endswith('dist-packages')]\n\
+        print('\\n'.join(dict.fromkeys(p)))";
+    let out = std::process::Command::new(python)
+        .args(["-I", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot be run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("fails to run a Python script ({})", out.status));
+    }
+    let sites: Vec<PathBuf> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    log::trace!("site-packages of {}: {sites:?}", python.to_string_lossy());
+    Ok(sites)
+}
+
 /// `python3`'s site-packages folders (system, user, virtualenv), asked once per process. Empty when there is no
 /// `python3` or it fails; `GPU_TOOLS_PYTHON` names another interpreter.
 pub(crate) fn python_site_packages() -> &'static [PathBuf] {
-    static SITES: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    SITES.get_or_init(|| {
-        let python: OsString = std::env::var_os("GPU_TOOLS_PYTHON").unwrap_or_else(|| "python3".into());
-        let script = "import site,sys\n\
-            p=[]\n\
-            try: p+=site.getsitepackages()\n\
-            except Exception: pass\n\
-            try: p.append(site.getusersitepackages())\n\
-            except Exception: pass\n\
-            p+=[x for x in sys.path if x.endswith('site-packages') or x.endswith('dist-packages')]\n\
-            print('\\n'.join(dict.fromkeys(p)))";
-        let out = match std::process::Command::new(&python)
-            .args(["-I", "-c", script])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-        {
-            Ok(out) => out,
-            Err(e) => {
-                log::trace!("no Python wheel folders: {} not run: {e}", python.to_string_lossy());
-                return Vec::new();
-            }
-        };
-        if !out.status.success() {
-            log::trace!("no Python wheel folders: {} exited with {}", python.to_string_lossy(), out.status);
-            return Vec::new();
-        }
-        let sites: Vec<PathBuf> =
-            String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(PathBuf::from).collect();
-        log::trace!("site-packages of {}: {sites:?}", python.to_string_lossy());
-        sites
-    })
+    &python_sites().sites
+}
+
+/// `$GPU_TOOLS_PYTHON` and why it gave no site-packages folder, where it names a Python that does not work.
+pub(crate) fn python_problem() -> Option<&'static (PathBuf, String)> {
+    python_sites().problem.as_ref()
 }
 
 /// A process-wide slot for one loaded library: filled once, shared by every thread, never unloaded.
@@ -707,6 +859,111 @@ mod tests {
         assert_eq!(
             Origin::BesideLibrary("libx.so").to_string(),
             "beside libx.so"
+        );
+    }
+
+    #[test]
+    fn a_bare_name_the_system_loader_has_no_file_for_is_not_found() {
+        let err = SPEC.open(None, |p| dlopen(p).map(drop)).unwrap_err();
+        let last = err.attempts().last().unwrap();
+        assert_eq!(last.origin, Origin::SystemLoader);
+        assert_eq!(last.rejection, Rejection::NotFound, "{err:#}");
+        let summary = err.to_string();
+        assert!(!summary.contains("refused"), "{summary}");
+        assert!(
+            summary.ends_with("not found (standard folder, system loader)"),
+            "{summary}"
+        );
+        // A file the loader found and could not open is a refusal, with the loader's reason.
+        let dir = tempfile_dir();
+        let bogus = dir.join("libnothing.so.1");
+        std::fs::write(&bogus, b"not an ELF file").unwrap();
+        let err = SPEC
+            .open(Some(&bogus), |p| dlopen(p).map(drop))
+            .unwrap_err();
+        assert!(
+            matches!(&err.attempts()[0].rejection, Rejection::OpenFailed(_)),
+            "{err:#}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gpu-tools-loader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_missing_library_comes_with_its_fix_and_a_refused_one_without() {
+        let missing = |library| LoadError::NotFound {
+            library,
+            attempts: vec![
+                attempt("/a/lib.so", Origin::StandardFolder, Rejection::NotFound),
+                attempt("lib.so", Origin::SystemLoader, Rejection::NotFound),
+            ],
+        };
+        let cupti = missing("CUPTI (libcupti.so.13 or .12)");
+        let fix = cupti.fix().expect("CUPTI has a fix");
+        assert!(fix.contains("pip install nvidia-cuda-cupti"), "{fix}");
+        assert!(fix.contains("CUDA_HOME"), "{fix}");
+        assert!(fix.contains("$GPU_TOOLS_CUPTI_LIB"), "{fix}");
+        assert!(
+            cupti
+                .to_string()
+                .starts_with("CUPTI (libcupti.so.13 or .12) not loaded; tried 2 candidates: 2 not found (standard folder, system loader). CUPTI comes with the CUDA toolkit"),
+            "{cupti}"
+        );
+        let driver = missing("CUDA driver (libcuda.so.1)").fix().unwrap();
+        assert!(driver.contains("NVIDIA driver"), "{driver}");
+        assert!(driver.contains("$GPU_TOOLS_CUDA_DRIVER_LIB"), "{driver}");
+        assert!(
+            missing("rocprofiler-sdk (librocprofiler-sdk.so.1)")
+                .fix()
+                .unwrap()
+                .contains("ROCm 7.0")
+        );
+        assert!(
+            missing("rocprofiler v2 (librocprofiler64.so.2)")
+                .fix()
+                .unwrap()
+                .contains("ROCM_PATH")
+        );
+        assert_eq!(missing("X (libx.so.1)").fix(), None);
+        // Found and refused: the refusal explains it, no install advice.
+        let refused = LoadError::NotFound {
+            library: "CUPTI (libcupti.so.13 or .12)",
+            attempts: vec![attempt(
+                "/a/libcupti.so.13",
+                Origin::StandardFolder,
+                Rejection::MissingSymbol("cuptiGetVersion"),
+            )],
+        };
+        assert_eq!(refused.fix(), None);
+        assert!(!refused.to_string().contains("pip"), "{refused}");
+    }
+
+    #[test]
+    fn a_bad_python_is_listed_apart() {
+        let err = LoadError::NotFound {
+            library: "X (libx.so.1)",
+            attempts: vec![
+                attempt(
+                    "/opt/py/bin/python",
+                    Origin::EnvVar(PYTHON_VAR),
+                    Rejection::BadPython(
+                        "cannot be run: No such file or directory (os error 2)".into(),
+                    ),
+                ),
+                attempt("/a/libx.so.1", Origin::StandardFolder, Rejection::NotFound),
+                attempt("libx.so.1", Origin::SystemLoader, Rejection::NotFound),
+            ],
+        };
+        assert_eq!(
+            err.to_string(),
+            "X (libx.so.1) not loaded; tried 3 candidates: 2 not found (standard folder, system loader); \
+             /opt/py/bin/python ($GPU_TOOLS_PYTHON): not a usable Python: cannot be run: No such file or directory \
+             (os error 2)"
         );
     }
 

@@ -11,6 +11,9 @@
 //!    concurrent run never loads a partial file).
 //!
 //! So `cargo install` gives a `gpu-tools` that traces with nothing else installed.
+//!
+//! The AMD tool library (`libgpu_tools_inject_rocm.so`) of `trace --backend rocm` is embedded and found the same
+//! way ([`find_rocm`]: `--inject-lib`, `$GPU_TOOLS_INJECT_ROCM_LIB`, the embedded copy).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -23,6 +26,10 @@ pub const ENV_VAR: &str = "GPU_TOOLS_INJECT_LIB";
 static EMBEDDED: &[u8] = include_bytes!(env!("GPU_TOOLS_INJECT_EMBEDDED"));
 /// SHA-256 of [`EMBEDDED`], in hex, computed by the build script.
 const EMBEDDED_SHA256: &str = env!("GPU_TOOLS_INJECT_SHA256");
+/// The embedded AMD tool library (empty in a build that embeds none).
+static EMBEDDED_ROCM: &[u8] = include_bytes!(env!("GPU_TOOLS_INJECT_ROCM_EMBEDDED"));
+/// SHA-256 of [`EMBEDDED_ROCM`], in hex.
+const EMBEDDED_ROCM_SHA256: &str = env!("GPU_TOOLS_INJECT_ROCM_SHA256");
 
 /// Where the library came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,65 +72,90 @@ pub fn find(explicit: Option<&Path>) -> Result<(PathBuf, Origin), String> {
     if let Some(p) = std::env::var_os(ENV_VAR) {
         return absolute(Path::new(&p), Origin::Environment);
     }
-    extract().map(|p| (p, Origin::Embedded))
+    extract(&CUDA_EMBEDDED).map(|p| (p, Origin::Embedded))
 }
+
+/// An embedded library: its bytes, their hash, the file name's stem and the variable that names another.
+struct EmbeddedLibrary {
+    bytes: &'static [u8],
+    sha256: &'static str,
+    stem: &'static str,
+    what: &'static str,
+    env_var: &'static str,
+}
+
+static CUDA_EMBEDDED: EmbeddedLibrary = EmbeddedLibrary {
+    bytes: EMBEDDED,
+    sha256: EMBEDDED_SHA256,
+    stem: "libgpu_tools_inject",
+    what: "the injection library",
+    env_var: ENV_VAR,
+};
+
+static ROCM_EMBEDDED: EmbeddedLibrary = EmbeddedLibrary {
+    bytes: EMBEDDED_ROCM,
+    sha256: EMBEDDED_ROCM_SHA256,
+    stem: "libgpu_tools_inject_rocm",
+    what: "the AMD tool library",
+    env_var: ROCM_ENV_VAR,
+};
 
 /// Environment variable naming the AMD tool library.
 pub const ROCM_ENV_VAR: &str = "GPU_TOOLS_INJECT_ROCM_LIB";
 
 /// The AMD tool library (`libgpu_tools_inject_rocm.so`, the `gpu-tools-inject-rocm` crate) that `trace --backend
-/// rocm` names in `ROCP_TOOL_LIBRARIES`, absolute: `--inject-lib PATH`, then `$GPU_TOOLS_INJECT_ROCM_LIB`, then
-/// beside this executable or in its parent folder (where cargo builds it, and where a staged or installed copy
-/// sits). It is not embedded yet.
-pub fn find_rocm(explicit: Option<&Path>) -> Result<PathBuf, String> {
-    const FILE: &str = "libgpu_tools_inject_rocm.so";
-    let absolute = |p: &Path| {
-        std::fs::canonicalize(p).map_err(|e| format!("the AMD tool library {}: {e}", p.display()))
+/// rocm` names in `ROCP_TOOL_LIBRARIES`, absolute, and where it came from: `--inject-lib PATH`, then
+/// `$GPU_TOOLS_INJECT_ROCM_LIB`, then the copy embedded in this executable (written to the cache as the CUDA one
+/// is).
+pub fn find_rocm(explicit: Option<&Path>) -> Result<(PathBuf, Origin), String> {
+    let absolute = |p: &Path, origin: Origin| {
+        if !p.is_file() {
+            return Err(match origin {
+                Origin::Option => format!("the AMD tool library {} does not exist", p.display()),
+                _ => format!(
+                    "${ROCM_ENV_VAR} names {}, which does not exist",
+                    p.display()
+                ),
+            });
+        }
+        std::fs::canonicalize(p)
+            .map(|p| (p, origin))
+            .map_err(|e| format!("the AMD tool library {}: {e}", p.display()))
     };
     if let Some(p) = explicit {
-        return absolute(p);
+        return absolute(p, Origin::Option);
     }
     if let Some(p) = std::env::var_os(ROCM_ENV_VAR) {
-        return absolute(Path::new(&p));
+        return absolute(Path::new(&p), Origin::Environment);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let mut tried = Vec::new();
-    for dir in exe.ancestors().skip(1).take(2) {
-        for candidate in [dir.join(FILE), dir.join("deps").join(FILE)] {
-            if candidate.is_file() {
-                return absolute(&candidate);
-            }
-            tried.push(candidate.display().to_string());
-        }
-    }
-    Err(format!(
-        "the AMD tool library {FILE} was not found (tried {}); build it with `cargo build --release -p \
-         gpu-tools-inject-rocm`, or name it with --inject-lib or ${ROCM_ENV_VAR}",
-        tried.join(", ")
-    ))
+    extract(&ROCM_EMBEDDED).map(|p| (p, Origin::Embedded))
 }
 
 /// The embedded library, written to the cache if it is not there yet.
-fn extract() -> Result<PathBuf, String> {
-    if EMBEDDED.is_empty() {
+fn extract(lib: &EmbeddedLibrary) -> Result<PathBuf, String> {
+    if lib.bytes.is_empty() {
         return Err(format!(
-            "this gpu-tools was built without the injection library; name one with --inject-lib or ${ENV_VAR}"
+            "this gpu-tools was built without {}; name one with --inject-lib or ${}",
+            lib.what, lib.env_var
         ));
     }
     let name = format!(
-        "libgpu_tools_inject-{}.so",
-        &EMBEDDED_SHA256[..EMBEDDED_SHA256.len().min(16)]
+        "{}-{}.so",
+        lib.stem,
+        &lib.sha256[..lib.sha256.len().min(16)]
     );
     let mut tried = Vec::new();
     for dir in cache_dirs() {
-        match extract_into(&dir, &name, EMBEDDED) {
+        match extract_into(&dir, &name, lib.bytes) {
             Ok(path) => return Ok(path),
             Err(e) => tried.push(format!("{}: {e}", dir.display())),
         }
     }
     Err(format!(
-        "cannot write the embedded injection library: {}; name one with --inject-lib or ${ENV_VAR}",
-        tried.join("; ")
+        "cannot write the embedded {}: {}; name one with --inject-lib or ${}",
+        lib.what.trim_start_matches("the "),
+        tried.join("; "),
+        lib.env_var
     ))
 }
 
@@ -186,6 +218,14 @@ pub fn describe() -> (bool, String) {
     }
 }
 
+/// What `doctor` reports for the AMD tool library.
+pub fn describe_rocm() -> (bool, String) {
+    match find_rocm(None) {
+        Ok((path, origin)) => (true, format!("{} ({origin})", path.display())),
+        Err(e) => (false, e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +234,12 @@ mod tests {
     fn the_embedded_library_is_a_shared_object_with_its_hash() {
         assert!(EMBEDDED.starts_with(b"\x7fELF"), "an ELF file is embedded");
         assert_eq!(EMBEDDED_SHA256.len(), 64);
+        assert!(
+            EMBEDDED_ROCM.starts_with(b"\x7fELF"),
+            "the AMD tool library is embedded"
+        );
+        assert_eq!(EMBEDDED_ROCM_SHA256.len(), 64);
+        assert_ne!(EMBEDDED_SHA256, EMBEDDED_ROCM_SHA256);
     }
 
     #[test]

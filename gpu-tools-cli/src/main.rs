@@ -46,7 +46,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     env_logger::init();
-    let matches = cli_command().get_matches_from(arguments(std::env::args_os()));
+    let args = arguments(std::env::args_os());
+    let mut command = cli_command();
+    // The vendor libraries are looked for only when the version is asked for.
+    if asks_for_version(&args) {
+        command = command.version(&*Box::leak(version().into_boxed_str()));
+    }
+    let matches = command.get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let name = cli.command.name();
     match cli.command.run() {
@@ -66,6 +72,37 @@ fn main() -> ExitCode {
 /// of its own (clap's `gpu-tools-doctor 0.1.0`).
 fn cli_command() -> clap::Command {
     Cli::command().mut_subcommands(|sub| sub.display_name("gpu-tools"))
+}
+
+/// Whether the command line asks for the version (`--version` or `-V` before a `--`).
+fn asks_for_version(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--version" || a == "-V")
+}
+
+/// `--version`'s text: the crate's version, and the CUPTI and CUDA driver this `gpu-tools` would use (found with
+/// the library's loaders; "not found" where one is missing).
+fn version() -> String {
+    let cupti = match gpu_tools::cupti::CuptiLibrary::load() {
+        Ok(l) => match l.api_version() {
+            Ok(v) => v.to_string(),
+            Err(e) => format!("error: {e}"),
+        },
+        Err(_) => "not found".to_string(),
+    };
+    let driver = match gpu_tools::cuda::Driver::load() {
+        Ok(d) => match d.version() {
+            Ok(v) => format!("CUDA {}.{}", v / 1000, v % 1000 / 10),
+            Err(e) => format!("error: {e}"),
+        },
+        Err(_) => "not found".to_string(),
+    };
+    format!(
+        "{} (CUPTI: {cupti}; CUDA driver: {driver})",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// The command line, with the subcommand inserted where the executable was called by one of the tools' former
@@ -90,6 +127,26 @@ fn arguments(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_version_is_asked_for_before_the_program_only() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert!(asks_for_version(&args(&["gpu-tools", "--version"])));
+        assert!(asks_for_version(&args(&["gpu-tools", "-V"])));
+        assert!(asks_for_version(&args(&[
+            "gpu-tools",
+            "doctor",
+            "--version"
+        ])));
+        assert!(!asks_for_version(&args(&[
+            "gpu-tools",
+            "trace",
+            "--",
+            "app",
+            "--version"
+        ])));
+        assert!(!asks_for_version(&args(&["gpu-tools", "doctor"])));
+    }
 
     #[test]
     fn the_command_line_is_consistent() {

@@ -3,9 +3,22 @@
 
 use std::process::{Command, Output};
 
-const SUBCOMMANDS: [&str; 13] = [
-    "doctor", "trace", "where", "coredump", "freeze", "replay", "record", "rocprof", "metrics",
-    "top", "profile", "stats", "export",
+const SUBCOMMANDS: [&str; 15] = [
+    "doctor",
+    "trace",
+    "where",
+    "coredump",
+    "freeze",
+    "replay",
+    "record",
+    "rocprof",
+    "metrics",
+    "top",
+    "profile",
+    "stats",
+    "export",
+    "completions",
+    "man",
 ];
 
 fn gpu_tools(args: &[&str]) -> Output {
@@ -61,12 +74,23 @@ fn every_subcommand_describes_itself() {
 
 #[test]
 fn the_version_is_the_tools_under_every_subcommand() {
-    let version = format!("gpu-tools {}\n", env!("CARGO_PKG_VERSION"));
-    let top = gpu_tools(&["--version"]);
+    let version = format!(
+        "gpu-tools {} (CUPTI: not found; CUDA driver: not found)\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(args)
+            .env("GPU_TOOLS_CUPTI_LIB", "/nonexistent/libcupti.so.13")
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+            .output()
+            .unwrap()
+    };
+    let top = run(&["--version"]);
     assert!(top.status.success());
     assert_eq!(text(&top.stdout), version);
     for sub in SUBCOMMANDS {
-        let out = gpu_tools(&[sub, "--version"]);
+        let out = run(&[sub, "--version"]);
         assert!(out.status.success(), "{sub}: {}", text(&out.stderr));
         assert_eq!(text(&out.stdout), version, "{sub}");
     }
@@ -225,4 +249,72 @@ fn metrics_takes_a_chip_name_in_any_case() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn the_version_names_cupti_and_the_driver_or_says_they_are_missing() {
+    let version = |cupti: &std::path::Path, driver: &std::path::Path, arg: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(arg)
+            .env("GPU_TOOLS_CUPTI_LIB", cupti)
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", driver)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let nowhere = std::path::Path::new("/nonexistent/lib.so");
+    assert_eq!(
+        version(nowhere, nowhere, &["--version"]),
+        format!(
+            "gpu-tools {} (CUPTI: not found; CUDA driver: not found)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert_eq!(
+        version(nowhere, nowhere, &["doctor", "--version"]),
+        format!(
+            "gpu-tools {} (CUPTI: not found; CUDA driver: not found)\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // The doubles answer the version calls.
+    let found = version(
+        &gpu_tools_testing::double_path("cupti_profiling"),
+        &gpu_tools_testing::double_path("cuda_driver"),
+        &["-V"],
+    );
+    assert!(found.starts_with("gpu-tools "), "{found}");
+    assert!(!found.contains("not found"), "{found}");
+    assert!(found.contains("CUDA driver: CUDA "), "{found}");
+}
+
+#[test]
+fn completions_and_the_manual_page_are_generated() {
+    for (shell, mark) in [
+        ("bash", "complete -F _gpu__tools"),
+        ("zsh", "#compdef gpu-tools"),
+        ("fish", "complete -c gpu-tools"),
+    ] {
+        let out = gpu_tools(&["completions", shell]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let script = text(&out.stdout);
+        assert!(script.contains(mark), "{shell}: {script}");
+        assert!(
+            script.contains("trace"),
+            "{shell}: the subcommands are completed"
+        );
+    }
+    let out = gpu_tools(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = gpu_tools(&["man"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(
+        page.starts_with(".ie"),
+        "roff: {}",
+        &page[..page.len().min(200)]
+    );
+    assert!(page.contains(".TH gpu-tools 1"), "{page}");
+    assert!(page.contains("doctor"), "the subcommands are listed");
 }

@@ -12,11 +12,20 @@ const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 const COPY: &str = "_Z4copyPKfPfm";
 
 /// Runs `gpu-tools profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
-/// nothing here initialises CUDA).
+/// nothing here initialises CUDA), and the C doubles of the CUDA driver and CUPTI, so that the checks made before
+/// the program runs pass.
 fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
     let me = std::env::current_exe().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
         .arg("profile")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            gpu_tools_testing::double_path("cuda_driver"),
+        )
+        .env(
+            "GPU_TOOLS_CUPTI_LIB",
+            gpu_tools_testing::double_path("cupti_profiling"),
+        )
         .arg("--inject-lib")
         .arg(&me)
         .arg("--no-check")
@@ -246,4 +255,93 @@ fn bad_requests_are_refused_before_running() {
     let out = profile(&["--launches-per-kernel", "0"], &["true"], "none");
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--launches-per-kernel"));
+}
+
+/// `gpu-tools profile` with nothing of the vendor's: the driver (and, in a second run, CUPTI) named by a variable
+/// that points nowhere, so that no search finds one.
+fn profile_without(missing: &[(&str, &std::path::Path)], program: &[&str]) -> Output {
+    let me = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpu-tools"));
+    cmd.args(["profile", "--inject-lib"])
+        .arg(&me)
+        .arg("--")
+        .args(program);
+    for (var, value) in missing {
+        cmd.env(var, value);
+    }
+    let out = cmd.output().unwrap();
+    println!(
+        "{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn without_a_driver_or_cupti_the_program_is_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let program = ["sh", "-c", touch.as_str()];
+    let nowhere = dir.path().join("nothing.so");
+    // No driver.
+    let out = profile_without(&[("GPU_TOOLS_CUDA_DRIVER_LIB", &nowhere)], &program);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpu-tools profile: the CUDA driver is not installed here, and profile needs it (the program was not \
+             run): CUDA driver (libcuda.so.1) not loaded; "
+        ),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program did not run");
+    // A driver (the double), no CUPTI: named, with its fix.
+    let driver = gpu_tools_testing::double_path("cuda_driver");
+    let out = profile_without(
+        &[
+            ("GPU_TOOLS_CUDA_DRIVER_LIB", &driver),
+            ("GPU_TOOLS_CUPTI_LIB", &nowhere),
+        ],
+        &program,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpu-tools profile: CUPTI was not found, and profile needs it (the program was not run): CUPTI \
+             (libcupti.so.13 or .12) not loaded; "
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pip install nvidia-cuda-cupti"), "{stderr}");
+    assert!(!marker.exists(), "the program did not run");
+}
+
+#[test]
+fn a_program_that_is_not_there_or_not_executable_is_127_or_126() {
+    let out = profile(&[], &["/nonexistent/program"], "none");
+    assert_eq!(out.status.code(), Some(127));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("cannot start /nonexistent/program: not found")
+    );
+    let out = profile(&[], &["no-such-program-in-path"], "none");
+    assert_eq!(out.status.code(), Some(127));
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    let out = profile(&[], &[plain.to_str().unwrap()], "none");
+    assert_eq!(out.status.code(), Some(126));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
+    // Without a driver too: the program is checked first.
+    let out = profile_without(
+        &[(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            std::path::Path::new("/nonexistent/libcuda.so.1"),
+        )],
+        &["/nonexistent/program"],
+    );
+    assert_eq!(out.status.code(), Some(127));
 }

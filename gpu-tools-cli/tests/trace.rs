@@ -839,3 +839,65 @@ fn the_trace_file_is_streamed_and_read_back_by_stats_and_export() {
     assert_eq!(out.status.code(), Some(1));
     assert!(entries(&empty).is_empty());
 }
+
+/// No backend asked for and no CUPTI: options that need the cupti backend are refused with what is missing and
+/// its fix (not blamed on the debugger backend), and nothing runs.
+#[test]
+fn without_cupti_an_option_that_needs_it_names_the_missing_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let file = dir.path().join("run.gputrace");
+    let out = gpu_tools_trace()
+        .arg("-o")
+        .arg(&file)
+        .args(["--", "touch"])
+        .arg(&marker)
+        .env("GPU_TOOLS_CUPTI_LIB", "/nonexistent/libcupti.so.13")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpu-tools trace: --output needs the cupti backend, and CUPTI was not found (the program was not run): \
+             CUPTI (libcupti.so.13 or .12) not loaded; tried /nonexistent/libcupti.so.13 ($GPU_TOOLS_CUPTI_LIB): \
+             no such file. CUPTI comes with the CUDA toolkit, not the driver: "
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("pip install nvidia-cuda-cupti"), "{stderr}");
+    assert!(!stderr.contains("does not apply"), "{stderr}");
+    assert!(!marker.exists(), "the program did not run");
+    assert!(!file.exists(), "no trace file");
+}
+
+/// No backend asked for, no CUPTI and no driver: the driver is named (both backends need it), CUPTI beside it, and
+/// nothing runs; no bare loader error.
+#[test]
+fn without_cupti_or_a_driver_trace_says_both_are_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["trace", "--", "touch"])
+        .arg(&marker)
+        .env("GPU_TOOLS_CUPTI_LIB", "/nonexistent/libcupti.so.13")
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "gpu-tools trace: the CUDA driver is not installed here, and the debugger backend needs it (the \
+             program was not run): CUDA driver (libcuda.so.1) not loaded; tried /nonexistent/libcuda.so.1"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("install the NVIDIA driver"), "{stderr}");
+    assert!(
+        stderr
+            .contains("(and CUPTI was not found either: CUPTI (libcupti.so.13 or .12) not loaded;"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program did not run");
+}

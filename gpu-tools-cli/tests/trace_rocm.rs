@@ -14,11 +14,15 @@ fn hip_program() -> String {
     )
 }
 
+/// `gpu-tools trace --backend rocm ARGS` with nothing beside the executable: the AMD tool library is the one
+/// embedded in it, written to a cache folder of its own.
 fn trace_rocm(args: &[&str]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["trace", "--backend", "rocm", "--inject-lib"])
-        .arg(gpu_tools_testing::inject_rocm_lib())
+        .args(["trace", "--backend", "rocm"])
         .args(args)
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
+        .env("XDG_CACHE_HOME", cache.path())
         .args(["--", "python3", "-c", &hip_program()])
         .env(
             gpu_tools::rocprofiler_sdk::ENV_VAR,
@@ -31,6 +35,19 @@ fn trace_rocm(args: &[&str]) -> Output {
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+    // The embedded library was written to the cache and used from there.
+    let written: Vec<String> = std::fs::read_dir(cache.path().join("gpu-tools"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        written
+            .iter()
+            .any(|n| n.starts_with("libgpu_tools_inject_rocm-") && n.ends_with(".so")),
+        "the embedded AMD tool library is in the cache: {written:?}"
     );
     out
 }
@@ -86,4 +103,30 @@ fn cupti_options_do_not_apply_to_the_rocm_backend() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not apply to the rocm backend"));
+}
+
+#[test]
+fn a_program_that_never_starts_hip_is_named_as_such() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args([
+            "trace",
+            "--backend",
+            "rocm",
+            "--drain-timeout-ms",
+            "200",
+            "--",
+            "true",
+        ])
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no traced process connected: true did not initialise HIP, or rocprofiler-sdk could not load"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("CUDA"), "{stderr}");
 }

@@ -43,6 +43,13 @@ impl Missing {
             Missing::Unusable(_) => &[],
         }
     }
+
+    fn fix(&self) -> Option<String> {
+        match self {
+            Missing::Load(e) => e.fix(),
+            Missing::Unusable(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Missing {
@@ -81,6 +88,8 @@ struct JsonReport<'a> {
     libraries: Vec<JsonRow<'a>>,
     gpus: &'a [String],
     injection_library: JsonInjection<'a>,
+    /// The AMD tool library `trace --backend rocm` uses.
+    amd_tool_library: JsonInjection<'a>,
 }
 
 /// The injection library `trace --backend cupti` uses.
@@ -98,16 +107,22 @@ pub fn run(args: Args) -> Outcome {
     nvidia(&mut rows, &mut gpus);
     amd(&mut rows, &mut gpus);
     let injection = crate::inject_lib::describe();
+    let rocm_tool = crate::inject_lib::describe_rocm();
 
     if args.json {
-        print_json(&rows, &gpus, &injection)?;
+        print_json(&rows, &gpus, &injection, &rocm_tool)?;
     } else {
-        print_table(&rows, &gpus, &injection, args.verbose)?;
+        print_table(&rows, &gpus, &injection, &rocm_tool, args.verbose)?;
     }
     Ok(0)
 }
 
-fn print_json(rows: &[Row], gpus: &[String], injection: &(bool, String)) -> Result<(), Failure> {
+fn print_json(
+    rows: &[Row],
+    gpus: &[String],
+    injection: &(bool, String),
+    rocm_tool: &(bool, String),
+) -> Result<(), Failure> {
     let libraries = rows
         .iter()
         .map(|row| match &row.outcome {
@@ -147,6 +162,10 @@ fn print_json(rows: &[Row], gpus: &[String], injection: &(bool, String)) -> Resu
             found: injection.0,
             detail: &injection.1,
         },
+        amd_tool_library: JsonInjection {
+            found: rocm_tool.0,
+            detail: &rocm_tool.1,
+        },
     };
     let json = serde_json::to_string_pretty(&report)
         .map_err(|e| Failure::error(format!("cannot write the report as JSON: {e}")))?;
@@ -157,6 +176,7 @@ fn print_table(
     rows: &[Row],
     gpus: &[String],
     injection: &(bool, String),
+    rocm_tool: &(bool, String),
     verbose: bool,
 ) -> Result<(), Failure> {
     outln!("gpu-tools {} doctor", env!("CARGO_PKG_VERSION"))?;
@@ -203,6 +223,7 @@ fn print_table(
     }
     outln!()?;
     outln!("Injection library (trace --backend cupti): {}", injection.1)?;
+    outln!("AMD tool library (trace --backend rocm): {}", rocm_tool.1)?;
     let missing: Vec<&Row> = rows.iter().filter(|r| r.outcome.is_err()).collect();
     if !missing.is_empty() {
         outln!()?;
@@ -219,6 +240,9 @@ fn print_table(
                     }
                     if e.attempts().is_empty() {
                         outln!("  {e}")?;
+                    }
+                    if let Some(fix) = e.fix() {
+                        outln!("  fix: {fix}")?;
                     }
                 }
             }

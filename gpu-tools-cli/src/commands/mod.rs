@@ -5,10 +5,12 @@
 //! before it acts, and prints), then add a variant to [`Command`] and an arm to [`Command::run`] and
 //! [`Command::name`]; its tests go in `tests/<name>.rs` and run the `gpu-tools` binary.
 
+mod completions;
 mod coredump;
 mod doctor;
 mod export;
 mod freeze;
+mod man;
 mod metrics;
 mod profile;
 mod record;
@@ -39,6 +41,8 @@ pub enum Command {
     Profile(profile::Args),
     Stats(stats::Args),
     Export(export::Args),
+    Completions(completions::Args),
+    Man(man::Args),
 }
 
 /// The tools' former names, each the name of an executable that ran what a subcommand runs now: `gpu-tools`
@@ -70,6 +74,8 @@ impl Command {
             Command::Profile(args) => profile::run(args),
             Command::Stats(args) => stats::run(args),
             Command::Export(args) => export::run(args),
+            Command::Completions(args) => completions::run(args),
+            Command::Man(args) => man::run(args),
         }
     }
 
@@ -89,6 +95,8 @@ impl Command {
             Command::Profile(_) => "profile",
             Command::Stats(_) => "stats",
             Command::Export(_) => "export",
+            Command::Completions(_) => "completions",
+            Command::Man(_) => "man",
         }
     }
 }

@@ -34,7 +34,10 @@ const ATTACH_REFUSED: &str = "profiling a running process is refused: stopping C
 /// PROGRAM with the injection library this executable carries; each kernel is replayed until every metric is
 /// collected, so the program runs slower (as under ncu). Metric names are checked against device 0's catalogue
 /// before the program starts (unknown names get close ones; `gpu-tools metrics --method range` lists them).
-/// Exit code: the program's own; 1 when nothing could be profiled or a request is refused; 2 for a usage error.
+/// Before the program runs, the CUDA driver, CUPTI and the injection library are checked: one that is missing is
+/// named with its fix, and the program is not run.
+/// Exit code: the program's own; 1 when nothing could be profiled, something it needs is missing or a request is
+/// refused; 2 for a usage error; 127 when the program is not found, 126 when it cannot be run (as shells).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Metrics, full names separated by commas (`dram__bytes_read.sum,...`).
@@ -88,6 +91,27 @@ pub struct Args {
     program: Vec<String>,
 }
 
+/// What profiling needs here, checked before the program runs: the CUDA driver (the program's CUDA is what the
+/// injection library profiles), CUPTI (the range profiler and PC sampling are CUPTI's), and the injection library.
+fn check_prerequisites(explicit_lib: Option<&std::path::Path>) -> Result<PathBuf, Failure> {
+    gpu_tools::cuda::Driver::load().map_err(|e| {
+        Failure::new(
+            1,
+            format!("the CUDA driver is not installed here, and profile needs it (the program was not run): {e}"),
+        )
+    })?;
+    gpu_tools::cupti::CuptiLibrary::load().map_err(|e| {
+        Failure::new(
+            1,
+            format!("CUPTI was not found, and profile needs it (the program was not run): {e}"),
+        )
+    })?;
+    let (lib, origin) = inject_lib::find(explicit_lib)
+        .map_err(|m| Failure::new(1, format!("{m} (the program was not run)")))?;
+    log::debug!("injection library {} ({origin})", lib.display());
+    Ok(lib)
+}
+
 pub fn run(args: Args) -> Outcome {
     let spec = match (&args.metrics, &args.set) {
         (Some(m), _) => m.clone(),
@@ -101,6 +125,13 @@ pub fn run(args: Args) -> Outcome {
         (None, None) => "basic".to_string(),
     };
     let metrics = ProfileRequest::parse_metrics(&spec).map_err(|m| Failure::new(1, m))?;
+    if let Some(pid) = args.pid {
+        crate::pid::check(pid)?;
+        return Err(Failure::new(1, ATTACH_REFUSED));
+    }
+    // The program (127, 126), then what profiling needs: nothing runs when one is missing.
+    super::trace::check_program(&args.program[0])?;
+    let lib = check_prerequisites(args.inject_lib.as_deref())?;
     if !metrics.is_empty() && !args.no_check {
         match Catalog::for_device(0) {
             Ok(catalog) => {
@@ -127,11 +158,6 @@ pub fn run(args: Args) -> Outcome {
         max_ranges: args.max_ranges,
         launches_per_kernel: args.launches_per_kernel,
     };
-    let (lib, _) = inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
-    if let Some(pid) = args.pid {
-        crate::pid::check(pid)?;
-        return Err(Failure::new(1, ATTACH_REFUSED));
-    }
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let run = profile::run(cmd, &lib, &request)?;

@@ -141,9 +141,13 @@ pub fn run(
     stop.store(true, Ordering::Relaxed);
     let mut trace = collector.finish()?;
     if trace.processes.is_empty() {
+        let (runtime, loader) = match tool {
+            Tool::Cuda => ("CUDA", "CUDA"),
+            Tool::Rocm => ("HIP", "rocprofiler-sdk"),
+        };
         trace.warnings.push(format!(
-            "no traced process connected: {} did not initialise CUDA, or CUDA could not load {} (set {}=debug to \
-             see the library's messages)",
+            "no traced process connected: {} did not initialise {runtime}, or {loader} could not load {} (set {}=debug \
+             to see the library's messages)",
             cli.program[0],
             lib.display(),
             env::LOG

@@ -154,32 +154,56 @@ fn links_hip(path: &Path) -> bool {
 }
 
 /// The backend asked for, or the default: rocm for a program that links the HIP runtime, else cupti where
-/// libcupti loads, else the debugger.
-fn choose_backend(args: &Args, program: Option<&Path>) -> Backend {
+/// libcupti loads, else the debugger. Where none was asked for and CUPTI is missing, that is said before anything
+/// else: options that need the cupti backend are refused (exit 1) with what is missing and its fix, rather than
+/// blamed on the debugger backend; without such options the debugger backend is used, with a note saying why.
+fn choose_backend(args: &Args, program: Option<&Path>) -> Result<Backend, Failure> {
     // `--attach` is the debugger backend's; `--pid` and `--pid-tree` attach through the injection library.
     if args.attach.is_some() && args.backend.is_none() {
-        return Backend::Debugger;
+        return Ok(Backend::Debugger);
     }
     if args.attaches_by_pid() && args.backend.is_none() {
-        return Backend::Cupti;
+        return Ok(Backend::Cupti);
     }
     if args.backend.is_none() && program.is_some_and(links_hip) {
         log::info!("the program links libamdhip64: using the rocm backend");
-        return Backend::Rocm;
+        return Ok(Backend::Rocm);
     }
-    args.backend
-        .unwrap_or_else(|| match gpu_tools::cupti::CuptiLibrary::load() {
-            Ok(_) => Backend::Cupti,
-            Err(e) => {
-                log::info!("no CUPTI, using the debugger backend: {e}");
-                Backend::Debugger
-            }
-        })
+    if let Some(backend) = args.backend {
+        return Ok(backend);
+    }
+    let missing = match gpu_tools::cupti::CuptiLibrary::load() {
+        Ok(_) => return Ok(Backend::Cupti),
+        Err(e) => e,
+    };
+    if let Some(option) = args.misplaced_option(Backend::Debugger) {
+        return Err(Failure::new(
+            1,
+            format!(
+                "{option} needs the cupti backend, and CUPTI was not found (the program was not run): {missing}. \
+                 (`--backend cupti` still traces a program that loads its own CUPTI, as PyTorch's wheels do.)"
+            ),
+        ));
+    }
+    // Both backends need the driver: say so once, with CUPTI's absence beside it.
+    check_driver(Backend::Debugger).map_err(|f| match f {
+        Failure::Message { code, message } => Failure::Message {
+            code,
+            message: format!("{message}\n(and CUPTI was not found either: {missing})"),
+        },
+        other => other,
+    })?;
+    eprintln!(
+        "gpu-tools trace: CUPTI was not found, so the debugger backend is used (kernel launches only: no copies, \
+         sets or API calls, times only with --blocking-launches): {missing}. (`--backend cupti` traces a program \
+         that loads its own CUPTI, as PyTorch's wheels do.)"
+    );
+    Ok(Backend::Debugger)
 }
 
 /// The program must exist and be executable (127 and 126 otherwise, as shells), checked before any backend starts.
 /// Returns the file that will run.
-fn check_program(program: &str) -> Result<PathBuf, Failure> {
+pub(crate) fn check_program(program: &str) -> Result<PathBuf, Failure> {
     use std::os::unix::fs::PermissionsExt;
     if !program.contains('/') {
         return which::which(program)
@@ -201,15 +225,15 @@ fn check_program(program: &str) -> Result<PathBuf, Failure> {
     Ok(path.to_path_buf())
 }
 
-/// The cupti backend needs the CUDA driver: without one the injection library is never loaded and no record can
-/// come, whatever the program does.
-fn check_driver() -> Result<(), Failure> {
+/// The cupti and debugger backends need the CUDA driver: without one the injection library is never loaded (and
+/// the debugger API does not exist), so no record can come, whatever the program does.
+fn check_driver(backend: Backend) -> Result<(), Failure> {
     gpu_tools::cuda::Driver::load().map(drop).map_err(|e| {
         Failure::new(
             1,
             format!(
-                "the CUDA driver is not installed here, and the cupti backend needs it (the program was not run): \
-                 {e}"
+                "the CUDA driver is not installed here, and the {} backend needs it (the program was not run): {e}",
+                backend.name()
             ),
         )
     })
@@ -239,7 +263,7 @@ pub fn run(mut args: Args) -> Outcome {
     if let Some(pid) = args.attach {
         crate::pid::check(pid)?;
     }
-    let backend = choose_backend(&args, program.as_deref());
+    let backend = choose_backend(&args, program.as_deref())?;
     // The debugger backend attaches to one process, through `--attach`.
     if backend == Backend::Debugger && args.attaches_by_pid() {
         if args.pid.len() != 1 || args.pid_tree.is_some() {
@@ -269,8 +293,8 @@ pub fn run(mut args: Args) -> Outcome {
             )
         })?;
     }
-    if backend == Backend::Cupti {
-        check_driver()?;
+    if backend != Backend::Rocm {
+        check_driver(backend)?;
     }
     // The tool library, found before the program runs.
     let tool = match backend {
@@ -285,9 +309,12 @@ pub fn run(mut args: Args) -> Outcome {
             log::debug!("injection library {} ({origin})", lib.display());
             Some(lib)
         }
-        Some(Tool::Rocm) => Some(
-            inject_lib::find_rocm(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?,
-        ),
+        Some(Tool::Rocm) => {
+            let (lib, origin) = inject_lib::find_rocm(args.inject_lib.as_deref())
+                .map_err(|m| Failure::new(1, m))?;
+            log::debug!("AMD tool library {} ({origin})", lib.display());
+            Some(lib)
+        }
         None => None,
     };
     // Fail before the program runs if a trace cannot be written; nothing is written if no trace comes.
