@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::{ATTACH_FD, ATTACH_FINISHED, RETRY_DELAY};
 use crate::cudbg::event::Event;
-use crate::linux::procfs::Process;
 
 /// Why a session could not attach to a running process. Every refusal before the first change leaves the process
 /// exactly as it was; a failure later puts back what was changed.
@@ -113,36 +112,6 @@ pub enum AttachError {
         /// What failed.
         detail: String,
     },
-}
-
-/// The likely reasons this process may not trace `pid`, from what `/proc` shows.
-pub(super) fn why_not_traceable(pid: u32) -> String {
-    let theirs = Process::new(pid).uid().ok();
-    let ours = Process::current().uid().ok();
-    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
-        .ok()
-        .map(|s| s.trim().to_owned());
-    let mut why = Vec::new();
-    if theirs.is_some() && theirs != ours && ours != Some(0) {
-        why.push(format!(
-            "it belongs to uid {}, this process runs as uid {}",
-            theirs.unwrap_or(0),
-            ours.unwrap_or(0)
-        ));
-    }
-    match scope.as_deref() {
-        Some("0") | None => {}
-        Some(s) => why.push(format!(
-            "kernel.yama.ptrace_scope is {s} (1: only descendants may be traced without CAP_SYS_PTRACE; 3: none)"
-        )),
-    }
-    if why.is_empty() {
-        why.push(
-            "it may not be traced (for example a set-uid program, or a security module forbids it)"
-                .into(),
-        );
-    }
-    why.join("; ")
 }
 
 fn describe_end(status: &Option<ExitStatus>) -> String {

@@ -6,12 +6,13 @@ use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 use super::WIDE;
-use super::diagnostics::{AttachError, AttachStep, NoCudaReason, why_not_traceable};
+use super::diagnostics::{AttachError, AttachStep, NoCudaReason};
 use super::route::PtraceHandshake;
 use super::target::is_running;
 use crate::cudbg::handshake::client_variable;
 use crate::cudbg::library::DebuggerLibrary;
 use crate::linux::exit_watch::ChildState;
+use crate::linux::inject::why_not_traceable;
 use crate::linux::memory;
 use crate::linux::ptrace::TraceError;
 

@@ -152,8 +152,8 @@ fn hint_for(library: &str) -> &'static str {
     }
 }
 
-/// The likely reasons this process may not trace `pid`, and the fixes.
-pub(super) fn why_not_traceable(pid: u32) -> String {
+/// The likely reasons this process may not trace `pid`, and the fixes (for the debugger's attach too).
+pub(crate) fn why_not_traceable(pid: u32) -> String {
     use crate::linux::procfs::Process;
     let theirs = Process::new(pid).uid().ok();
     let ours = Process::current().uid().ok();

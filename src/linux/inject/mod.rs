@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use error::InjectError;
-use error::why_not_traceable;
+pub(crate) use error::why_not_traceable;
 use safe_point::{Places, Verdict, classify};
 use symbols::LoadedLibrary;
 
