@@ -606,6 +606,36 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                     Err(e) => return Some(Err(e)),
                 }
             }
+            tag::COUNTER_SAMPLE => {
+                let (start, end, device) = (c.u64()?, c.u64()?, c.u32()?);
+                let count = usize::from(c.u16()?);
+                let mut ids = Vec::with_capacity(count);
+                for _ in 0..count {
+                    ids.push((c.u32()?, f64::from_bits(c.u64()?)));
+                }
+                let values = ids
+                    .into_iter()
+                    .map(|(id, v)| Ok((name(id)?, v)))
+                    .collect::<Result<_, WireError>>();
+                match values {
+                    Ok(values) => Parsed::Record(Record::CounterSample(super::CounterSample {
+                        start,
+                        end,
+                        device,
+                        values,
+                    })),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            tag::COUNTER_GAP => {
+                let (start, end, device, samples) = (c.u64()?, c.u64()?, c.u32()?, c.u64()?);
+                Parsed::Record(Record::CounterGap(super::CounterGap {
+                    start,
+                    end,
+                    device,
+                    samples,
+                }))
+            }
             tag::PROFILE_LOSS => {
                 let (count, context) = (c.u64()?, c.u32()?);
                 let kind = super::ProfileLossKind::from_code(c.u8()?);

@@ -262,6 +262,31 @@ impl Encoder {
                 put32(b, l.context);
                 b.push(l.kind.code());
             }),
+            Record::CounterSample(s) => {
+                // A frame holds at most u16::MAX pairs; more are not sent.
+                let ids: Vec<(u32, f64)> = s
+                    .values
+                    .iter()
+                    .take(usize::from(u16::MAX))
+                    .map(|(m, v)| (self.name_id(m), *v))
+                    .collect();
+                self.frame(tag::COUNTER_SAMPLE, |b| {
+                    put64(b, s.start);
+                    put64(b, s.end);
+                    put32(b, s.device);
+                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+                    for (id, v) in ids {
+                        put32(b, id);
+                        put64(b, v.to_bits());
+                    }
+                });
+            }
+            Record::CounterGap(g) => self.frame(tag::COUNTER_GAP, |b| {
+                put64(b, g.start);
+                put64(b, g.end);
+                put32(b, g.device);
+                put64(b, g.samples);
+            }),
         }
     }
 

@@ -40,7 +40,9 @@ pub mod wire;
 
 pub use decode::{Decoder, StreamReader, WireError};
 pub use encode::Encoder;
-pub use metrics::{KernelMetricsRecord, ProfileLoss, ProfileLossKind, StallRecord};
+pub use metrics::{
+    CounterGap, CounterSample, KernelMetricsRecord, ProfileLoss, ProfileLossKind, StallRecord,
+};
 pub use names::NameTable;
 pub use record::{
     ApiDomain, ApiRecord, ClockAnchor, CopyKind, DroppedRecords, EndReason, GraphInfo,

@@ -107,3 +107,60 @@ pub struct ProfileLoss {
     /// Context id (0 when not known).
     pub context: u32,
 }
+
+/// Device-wide counter values over one sampling interval (NVIDIA PM sampling), from a sampler beside the traced
+/// processes. Times are on the stream's clock like every record's; the values cover `[start, end)`.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CounterSample {
+    /// Start of the interval, ns.
+    pub start: u64,
+    /// End of the interval, ns.
+    pub end: u64,
+    /// Device ordinal, as the traced processes' kernel records number it.
+    pub device: u32,
+    /// (metric name, value) pairs: rates and percentages as the hardware reports them over the interval, sums
+    /// (`….sum`, bytes for example) as the amount in the interval.
+    pub values: Vec<(Arc<str>, f64)>,
+}
+
+/// Equal when every field is, values compared by their bits (so a `NaN` equals itself).
+impl PartialEq for CounterSample {
+    fn eq(&self, o: &Self) -> bool {
+        (self.start, self.end, self.device) == (o.start, o.end, o.device)
+            && self.values.len() == o.values.len()
+            && self
+                .values
+                .iter()
+                .zip(&o.values)
+                .all(|(a, b)| a.0 == b.0 && a.1.to_bits() == b.1.to_bits())
+    }
+}
+
+impl Eq for CounterSample {}
+
+impl CounterSample {
+    /// The value of one metric.
+    pub fn value(&self, metric: &str) -> Option<f64> {
+        self.values
+            .iter()
+            .find(|(m, _)| &**m == metric)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Counter samples of a device that the sampler lost (`samples` > 0: the hardware or its buffer dropped them),
+/// or a span with no sample at all (`samples` 0: the sampler was not sampling, for example while its
+/// configuration restarted). Either way nothing is known of the device in `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CounterGap {
+    /// Start of the span, ns.
+    pub start: u64,
+    /// End of the span, ns.
+    pub end: u64,
+    /// Device ordinal.
+    pub device: u32,
+    /// Samples lost in the span (0 for a gap where none were taken).
+    pub samples: u64,
+}

@@ -3,7 +3,7 @@
 //! A packed frame is: tag (u8), the wire payload's length (varint), then the payload transcoded. Frames that
 //! carry text (names, process start, notices, process info) are copied as they are. Every other payload is
 //! coded against the previous payload of the same tag in the same stream: where it starts with a start and an
-//! end time (tags 2–7, 12), the start as the zigzag varint of its difference to the previous start and the end as
+//! end time (tags 2–7, 12, 18, 19), the start as the zigzag varint of its difference to the previous start and the end as
 //! the zigzag varint of its difference to the start; then each following 4-byte word as the zigzag varint of its
 //! (wrapping) difference to the word at the same offset of the previous payload (0 where that was shorter); the
 //! last `len % 4` bytes as they are. Correlation ids, name ids, cbids, streams and devices mostly repeat or step
@@ -21,7 +21,7 @@ fn is_text(tag: u8) -> bool {
 
 /// Tags whose payload starts with a start and an end time, u64 each.
 fn is_timed(tag: u8) -> bool {
-    matches!(tag, 2..=7 | 12)
+    matches!(tag, 2..=7 | 12 | 18 | 19)
 }
 
 fn zigzag(v: i64) -> u64 {

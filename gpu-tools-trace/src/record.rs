@@ -47,6 +47,10 @@ pub enum Record {
     Stall(super::StallRecord),
     /// Profiling data the traced process lost.
     ProfileLoss(super::ProfileLoss),
+    /// Device-wide counter values over one sampling interval (a counter stream's record).
+    CounterSample(super::CounterSample),
+    /// Counter samples of a device lost, or a span without samples (a counter stream's record).
+    CounterGap(super::CounterGap),
 }
 
 impl Record {
@@ -60,6 +64,8 @@ impl Record {
             Record::Synchronization(r) => Some((r.start, r.end)),
             Record::Overhead(r) => Some((r.start, r.end)),
             Record::GraphLaunch(r) => Some((r.start, r.end)),
+            Record::CounterSample(r) => Some((r.start, r.end)),
+            Record::CounterGap(r) => Some((r.start, r.end)),
             _ => None,
         }
     }

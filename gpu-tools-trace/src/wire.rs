@@ -37,6 +37,8 @@
 //! | 15 | NVTX marker data | id u32, colour u32, category u32, payload u64, flags u8 (bit 0: has colour), payload kind u8 |
 //! | 16 | clock anchor | monotonic u64, realtime u64, uncertainty u32 |
 //! | 17 | process info | host, boot id (each u16 length, UTF-8), label count u16, then per label name and value (each u16 length, UTF-8) |
+//! | 18 | counter sample | start u64, end u64, device u32, count u16, count × (metric name id u32, value f64) |
+//! | 19 | counter gap | start u64, end u64, device u32, samples lost u64 (0: a span without samples) |
 //! | 20 | kernel metrics | device u32, context u32, correlation u32, launch u32, kernel name id u32, count u16, count × (metric name id u32, value f64) |
 //! | 21 | stall | context u32, function name id u32, PC offset u64, count u16, count × (reason name id u32, samples u32) |
 //! | 22 | profile loss | count u64, context u32, kind u8 (1 ranges, 2 PC samples) |
@@ -87,6 +89,8 @@ pub(crate) mod tag {
     pub const MARKER_DATA: u8 = 15;
     pub const CLOCK_ANCHOR: u8 = 16;
     pub const PROCESS_INFO: u8 = 17;
+    pub const COUNTER_SAMPLE: u8 = 18;
+    pub const COUNTER_GAP: u8 = 19;
     pub const KERNEL_METRICS: u8 = 20;
     pub const STALL: u8 = 21;
     pub const PROFILE_LOSS: u8 = 22;
@@ -112,6 +116,8 @@ pub(crate) fn min_payload(tag: u8) -> Option<usize> {
         tag::MARKER_DATA => 12 + 8 + 2,
         tag::CLOCK_ANCHOR => 16 + 4,
         tag::PROCESS_INFO => 6,
+        tag::COUNTER_SAMPLE => 16 + 4 + 2,
+        tag::COUNTER_GAP => 16 + 4 + 8,
         tag::KERNEL_METRICS => 4 * 5 + 2,
         tag::STALL => 4 + 4 + 8 + 2,
         tag::PROFILE_LOSS => 8 + 4 + 1,

@@ -1,4 +1,5 @@
-//! The counter records of the trace stream (tags 20–22: kernel metrics, PC-sampling stalls, profile losses): round
+//! The counter records of the trace stream (tags 18–22: device counter samples and gaps, kernel metrics,
+//! PC-sampling stalls, profile losses): round
 //! trips, short frames and undefined names as per-frame errors, and property tests on arbitrary records and
 //! mutated bytes (no panic, no read past the input). `PROPTEST_CASES` raises the number of cases.
 
@@ -83,6 +84,24 @@ fn counter_records_round_trip() {
             count: 1,
             context: 0,
         }),
+        Record::CounterSample(CounterSample {
+            start: 1_000,
+            end: 1_001_000,
+            device: 1,
+            values: vec![
+                (
+                    Arc::from("sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
+                    97.5,
+                ),
+                (Arc::from("dram__bytes_read.sum"), 2.5e6),
+            ],
+        }),
+        Record::CounterGap(CounterGap {
+            start: 1_001_000,
+            end: 9_000_000,
+            device: 1,
+            samples: 0,
+        }),
     ];
     let (back, errors) = decode(&encode(&records));
     assert!(errors.is_empty(), "{errors:?}");
@@ -92,6 +111,11 @@ fn counter_records_round_trip() {
     };
     assert_eq!(k.value("dram__bytes_read.sum"), Some(1.5e9));
     assert_eq!(k.value("nothing"), None);
+    let Record::CounterSample(c) = &back[5] else {
+        panic!()
+    };
+    assert_eq!(c.value("dram__bytes_read.sum"), Some(2.5e6));
+    assert_eq!(back[5].span(), Some((1_000, 1_001_000)));
 }
 
 #[test]
