@@ -19,12 +19,14 @@
 //! | [`export`] | Chrome trace JSON and Perfetto timelines |
 //! | [`env`](mod@env) | the injection contract: the variables a tracer sets for the injection library |
 //! | [`profile`] | the per-kernel profile request, what a profiled program sent, its tables |
+//! | [`counters`] | device counters sampled beside the traced processes (`trace --counters`) |
 //!
 //! Vendor-neutral: the vendor layers of `gpu-tools` convert their borrowed activity records into these (they
 //! depend on this crate, never the reverse).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+pub mod counters;
 mod decode;
 mod encode;
 pub mod env;
