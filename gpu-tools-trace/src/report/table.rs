@@ -14,6 +14,9 @@ pub enum Cell {
     Int(u64),
     /// A number with a fraction (averages, megabytes, percentages).
     Float(f64),
+    /// A value the data does not give (a metric that was not sampled): `-` as text, an empty CSV field, JSON
+    /// `null`.
+    Missing,
 }
 
 impl Cell {
@@ -22,9 +25,11 @@ impl Cell {
             Cell::Text(s) => s.clone(),
             Cell::Int(v) => v.to_string(),
             Cell::Float(v) => format!("{v:.3}"),
+            Cell::Missing => "-".to_string(),
         }
     }
 
+    /// Numbers (and missing values, which stand in a column of numbers) are right-aligned.
     fn is_number(&self) -> bool {
         !matches!(self, Cell::Text(_))
     }
@@ -189,6 +194,7 @@ impl Table {
                     Cell::Text(s) => csv_field(s),
                     Cell::Float(v) => format!("{v}"),
                     Cell::Int(v) => v.to_string(),
+                    Cell::Missing => String::new(),
                 })
                 .collect();
             writeln!(out, "{}", fields.join(","))?;
@@ -281,7 +287,7 @@ fn json_value(c: &Cell) -> String {
         Cell::Text(s) => json_string(s),
         Cell::Int(v) => v.to_string(),
         Cell::Float(v) if v.is_finite() => format!("{v}"),
-        Cell::Float(_) => "null".to_string(),
+        Cell::Float(_) | Cell::Missing => "null".to_string(),
     }
 }
 
