@@ -406,7 +406,8 @@ impl Attribution {
             let (_, spans) = disjoint_samples(input);
             let mut shares: Vec<Vec<(usize, f64)>> = vec![Vec::new(); spans.len()];
             sweep::sweep(&input.kernels, &spans, |seg: &Segment<'_>| {
-                let (Some(j), n) = (seg.sample, seg.kernels.len()) else {
+                let n = seg.kernels.len();
+                let Some(j) = seg.sample.filter(|_| n > 0) else {
                     return;
                 };
                 let window = (spans[j].1 - spans[j].0) as f64;

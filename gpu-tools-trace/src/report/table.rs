@@ -293,3 +293,30 @@ fn json_value(c: &Cell) -> String {
 
 /// A JSON string literal: the crate's one writer of them ([`crate::profile::json_str`]).
 pub(crate) use crate::profile::json_str as json_string;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_value_is_a_dash_an_empty_field_and_null() {
+        let mut t = Table::new("t", "T", vec!["A (%)", "B (%)", "Name"]);
+        t.rows
+            .push(vec![Cell::Float(12.5), Cell::Missing, "k".into()]);
+        t.rows
+            .push(vec![Cell::Missing, Cell::Float(1.0), "long".into()]);
+        let text = |f: Format| {
+            let mut out = Vec::new();
+            t.write(f, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        // Right-aligned with the numbers of its column.
+        assert!(
+            text(Format::Text).contains("\n 12.500      -  k\n      -  1.000  long\n"),
+            "{}",
+            text(Format::Text)
+        );
+        assert_eq!(text(Format::Csv), "A (%),B (%),Name\n12.5,,k\n,1,long\n");
+        assert!(text(Format::Json).contains(r#"{"A (%)":12.5,"B (%)":null,"Name":"k"}"#));
+    }
+}
