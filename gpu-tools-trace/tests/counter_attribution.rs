@@ -620,3 +620,136 @@ proptest! {
         }
     }
 }
+
+// Real kernel timelines (the recorded fixtures of tests/fixtures/traces/) under synthetic samples: a counter
+// stream of the fixture's host, anchored as its processes are, with constant values per device.
+
+/// The fixture's records with a counter stream added as file 1: 1 ms samples over each device's kernels, SM active
+/// `sm[device]` and DRAM read `1e11 × (device + 1)` B/s. Returns the analysis and each device's kernel spans.
+fn fixture_with_samples(name: &str, sm: [f64; 2]) -> (Analysis, Vec<Vec<(u64, u64)>>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/traces")
+        .join(name);
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut an = Analysis::new();
+    let mut info: Option<ProcessInfo> = None;
+    let mut anchor: Option<ClockAnchor> = None;
+    let mut spans: Vec<Vec<(u64, u64)>> = vec![Vec::new(); 2];
+    for item in gpu_tools_trace::file::TraceReader::new(std::io::BufReader::new(file)) {
+        let item = item.expect("a whole fixture");
+        if let TraceItem::Record { record, stream } = &item {
+            match record {
+                // The first stream's: the others are of the same host and boot.
+                Record::ProcessInfo(i) if *stream == 0 => info = Some(i.clone()),
+                Record::ClockAnchor(a) if *stream == 0 && anchor.is_none() => anchor = Some(*a),
+                Record::Kernel(k) => spans[k.device as usize].push((k.start, k.end)),
+                _ => {}
+            }
+        }
+        an.add_item(0, &item);
+    }
+    let (info, anchor) = (info.expect("process info"), anchor.expect("a clock anchor"));
+    an.add_item(1, &header(0, 0));
+    an.add((1, 0), &Record::ClockAnchor(anchor));
+    an.add((1, 0), &Record::ProcessInfo(info));
+    for (device, kernels) in spans.iter().enumerate() {
+        let (Some(first), Some(last)) = (
+            kernels.iter().map(|k| k.0).min(),
+            kernels.iter().map(|k| k.1).max(),
+        ) else {
+            continue;
+        };
+        let mut t = first - first % MS;
+        while t < last {
+            let values = [
+                (SM_ACTIVE, sm[device]),
+                (DRAM_READ_PER_SECOND, 1e11 * (device + 1) as f64),
+            ];
+            an.add(
+                (1, 0),
+                &Record::CounterSample(sample(device as u32, t, t + MS, &values)),
+            );
+            t += MS;
+        }
+    }
+    (an, spans)
+}
+
+/// Total length of the union of spans.
+fn union(spans: &[(u64, u64)]) -> u64 {
+    let mut s = spans.to_vec();
+    s.sort_unstable();
+    let (mut total, mut reached) = (0, 0);
+    for (start, end) in s {
+        let start = start.max(reached);
+        if end > start {
+            total += end - start;
+            reached = end;
+        }
+    }
+    total
+}
+
+#[test]
+fn a_recorded_torch_loop_under_constant_samples_gets_their_values_everywhere() {
+    let (an, spans) = fixture_with_samples("torch_loop.gputrace", [75.0, 0.0]);
+    let r = an.counter_attribution();
+    assert!(r.kernels.len() > 10, "{} kernel names", r.kernels.len());
+    for k in &r.kernels {
+        assert_eq!(k.covered_time, k.gpu_time, "{} fully covered", k.name);
+        if k.gpu_time > 0 {
+            assert_close(k.value(SM_ACTIVE).unwrap(), 75.0);
+        }
+    }
+    // Every kernel's bytes together: the rate over the time some kernel ran, nothing more, nothing less.
+    let bytes: f64 = r
+        .kernels
+        .iter()
+        .filter_map(|k| k.value(DRAM_READ_PER_SECOND))
+        .sum();
+    assert!(
+        (bytes - 1e11 * union(&spans[0]) as f64 * 1e-9).abs() < 1.0,
+        "{bytes}"
+    );
+    let launches: u64 = r.kernels.iter().map(|k| k.launches).sum();
+    assert_eq!(launches, spans[0].len() as u64);
+    // The report: one row per name, none missing a value, and the device's line.
+    let t = an.report("cuda_gpu_kern_counters_sum").unwrap();
+    assert_eq!(t.rows.len(), r.kernels.len());
+    assert!(
+        t.notes.iter().any(|n| n.starts_with("GPU 0 on ")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
+fn a_recorded_two_rank_job_keeps_its_two_devices_apart() {
+    let (an, spans) = fixture_with_samples("ddp_2rank.gputrace", [80.0, 20.0]);
+    assert!(
+        !spans[0].is_empty() && !spans[1].is_empty(),
+        "a rank on each device"
+    );
+    let r = an.counter_attribution();
+    let sampled: Vec<u32> = r
+        .devices
+        .iter()
+        .filter(|d| d.samples > 0)
+        .map(|d| d.device.device)
+        .collect();
+    assert_eq!(sampled, [0, 1]);
+    for k in &r.kernels {
+        if let Some(v) = k.value(SM_ACTIVE) {
+            assert!((20.0 - 1e-9..=80.0 + 1e-9).contains(&v), "{}: {v}", k.name);
+        }
+    }
+    let bytes: f64 = r
+        .kernels
+        .iter()
+        .filter_map(|k| k.value(DRAM_READ_PER_SECOND))
+        .sum();
+    let want = (1e11 * union(&spans[0]) as f64 + 2e11 * union(&spans[1]) as f64) * 1e-9;
+    assert!((bytes - want).abs() < 1.0, "{bytes} against {want}");
+    // The ranks are processes; the counter stream is not.
+    assert_eq!(an.report("processes").unwrap().rows.len(), 3);
+}
