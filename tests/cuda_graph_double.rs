@@ -2,6 +2,7 @@
 //! of a graph in the order its edges give, whatever order the driver lists its nodes in, child graphs expanded,
 //! names from functions and from library kernels, parallel branches and conditional nodes said, a driver without
 //! the edge query refused, and whether a stream captures.
+#![cfg(feature = "cupti")]
 
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::{Mutex, MutexGuard, OnceLock};
