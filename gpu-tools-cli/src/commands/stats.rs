@@ -17,9 +17,9 @@ use crate::trace_input::{Reading, open_all};
 /// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
 /// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Kernel names are
 /// demangled as `trace` shows them (`--raw-names` keeps them as recorded). Exit code: 0; 1 when a file cannot be
-/// read at all (not a trace, another format version, cut short before its first record) or is given twice (under
-/// any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2
-/// for a usage error.
+/// read at all (not a trace, another format version, cut short before its first record), fails a checksum (a
+/// changed byte: the message says at which byte) or is given twice (under any path); 3 when one was cut short
+/// or is corrupt part-way (the reports then cover what was read before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files.
