@@ -586,7 +586,9 @@ fn a_changed_byte_is_refused_with_where_it_is_and_exit_1() {
         ),
         (
             at + CHUNK_HEADER_LEN + len / 2,
-            format!("corrupt at byte {at}: the chunk of stream 0 there ({len} bytes) fails its checksum"),
+            format!(
+                "corrupt at byte {at}: the chunk of stream 0 there ({len} bytes) fails its checksum"
+            ),
         ),
     ] {
         let mut changed = bytes.clone();

@@ -30,8 +30,12 @@ fn stream() -> Vec<u8> {
         ("cudaLaunchKernel", ApiDomain::Runtime),
     ];
     let kernels: [Arc<str>; 2] = [
-        Arc::from("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >"),
-        Arc::from("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >"),
+        Arc::from(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >",
+        ),
+        Arc::from(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >",
+        ),
     ];
     let names: Vec<Arc<str>> = calls.iter().map(|(n, _)| Arc::from(*n)).collect();
     let mut e = Encoder::new(&StreamHeader::new(4242, 130_001, TimestampClock::Monotonic));

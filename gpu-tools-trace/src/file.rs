@@ -73,6 +73,8 @@ pub const CHUNK_HEADER_LEN: usize = 17;
 const V2_CHUNK_HEADER_LEN: usize = 9;
 /// Where the file header's CRC32 lies (version 3).
 const HEADER_CRC_AT: usize = 24;
+/// The first version with checksums.
+const CHECKED_VERSION: u16 = 3;
 
 /// The CRC32 of a version 3 file header: of all its fixed bytes but the checksum's own four.
 fn file_header_crc(h: &[u8; FILE_HEADER_LEN]) -> u32 {
@@ -472,7 +474,7 @@ impl<R> std::fmt::Debug for TraceReader<R> {
 /// version 3 header with a damaged version field.
 fn check_file_header(h: &[u8; FILE_HEADER_LEN], version: u16) -> Result<(), TraceFileError> {
     let stored = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
-    if version == FILE_VERSION {
+    if version == CHECKED_VERSION {
         if stored != file_header_crc(h) {
             return Err(TraceFileError::BadFileHeader {
                 detail: "its checksum does not match its bytes",
@@ -481,7 +483,7 @@ fn check_file_header(h: &[u8; FILE_HEADER_LEN], version: u16) -> Result<(), Trac
         return Ok(());
     }
     let mut as_v3 = *h;
-    as_v3[8..10].copy_from_slice(&FILE_VERSION.to_le_bytes());
+    as_v3[8..10].copy_from_slice(&CHECKED_VERSION.to_le_bytes());
     if stored != 0 && stored == file_header_crc(&as_v3) {
         return Err(TraceFileError::BadFileHeader {
             detail: "the version field is damaged (the checksum holds for version 3)",
@@ -590,9 +592,12 @@ impl<R: Read> TraceReader<R> {
         }
         let version = u16::from_le_bytes([rest[8], rest[9]]);
         let header_len = u16::from_le_bytes([rest[10], rest[11]]);
-        if let Ok(h) = <[u8; FILE_HEADER_LEN]>::try_from(rest.get(..FILE_HEADER_LEN).unwrap_or(&[])) {
+        let whole = rest
+            .get(..FILE_HEADER_LEN)
+            .and_then(|h| <[u8; FILE_HEADER_LEN]>::try_from(h).ok());
+        if let Some(h) = whole {
             check_file_header(&h, version)?;
-        } else if version == FILE_VERSION {
+        } else if version == CHECKED_VERSION {
             // A version 3 header is checked whole before anything in it is trusted.
             return Err(TraceFileError::Truncated {
                 offset: 0,
@@ -689,7 +694,7 @@ impl<R: Read> TraceReader<R> {
                 Ok(false)
             }
             Shape::File => {
-                let checked = self.version >= 3;
+                let checked = self.version >= CHECKED_VERSION;
                 let header_len = if checked {
                     CHUNK_HEADER_LEN
                 } else {
@@ -715,7 +720,8 @@ impl<R: Read> TraceReader<R> {
                 let crc = if checked {
                     // The header is checked before its length is trusted: a changed length is corruption, not
                     // a file cut short.
-                    if crc32fast::hash(&h[..13]) != u32::from_le_bytes([h[13], h[14], h[15], h[16]]) {
+                    let stored = u32::from_le_bytes([h[13], h[14], h[15], h[16]]);
+                    if crc32fast::hash(&h[..13]) != stored {
                         return Err(TraceFileError::ChunkHeaderChecksum {
                             offset: self.offset(),
                         });

@@ -178,7 +178,9 @@ fn expected_error(file: &[u8], i: usize, changed: &[u8]) -> TraceFileError {
         .rfind(|c| c.at <= i)
         .unwrap();
     if i < c.at + CHUNK_HEADER_LEN {
-        TraceFileError::ChunkHeaderChecksum { offset: c.at as u64 }
+        TraceFileError::ChunkHeaderChecksum {
+            offset: c.at as u64,
+        }
     } else {
         TraceFileError::ChunkChecksum {
             offset: c.at as u64,
@@ -266,7 +268,11 @@ fn a_version_2_file_still_reads_whole() {
     let single = encode(5, &stream_b());
     let mut reader = TraceReader::new(&single[..]);
     assert_eq!(reader.by_ref().filter(Result::is_ok).count(), 3);
-    assert_eq!(reader.file_version(), None, "a single stream has no file version");
+    assert_eq!(
+        reader.file_version(),
+        None,
+        "a single stream has no file version"
+    );
 }
 
 #[test]
