@@ -401,23 +401,22 @@ impl Session {
             tracer.kinds(),
             config.output
         );
-        let profiling = mode == Mode::Launched && crate::profiling::start(&writer);
         let subscriber = match mode {
-            // Tracing alone needs no subscriber: CUPTI's one slot stays free for the program's own profiler
-            // (torch.profiler), and the exit handler flushes every record.
-            Mode::Launched if !profiling => None,
-            Mode::Launched => match context_flush(&tracer, profiling) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    writer.notice(
+            Mode::Launched => {
+                let profiling = crate::profiling::start(&writer);
+                match context_flush(&tracer, profiling) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        writer.notice(
                             NoticeLevel::Warning,
                             format!(
-                                "no callback subscriber (profiling needs one; another tool in the program may hold it): {e}"
+                                "no flush at context destruction (records still reach the exit handler): {e}"
                             ),
                         );
-                    None
+                        None
+                    }
                 }
-            },
+            }
             // Activity records need no subscriber; the program's own profiler may hold the only one.
             Mode::Attached => None,
         };
@@ -460,10 +459,9 @@ impl Session {
     }
 }
 
-/// A subscriber for profiling: it sees contexts created and launches made (the range profiler and PC sampling are
-/// set up per context), and flushes completed buffers when a context is about to be destroyed. It takes CUPTI's
-/// one subscriber slot (CUPTI 13.0): a profiler inside the program (torch.profiler) cannot subscribe while
-/// `gpu-tools profile` runs. Tracing alone does without it.
+/// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
+/// then; the exit handler forces out the rest). It takes CUPTI's one subscriber slot: a profiler inside the
+/// program (torch.profiler) cannot subscribe while the library traces.
 fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Result<Subscriber> {
     let weak = Arc::downgrade(tracer);
     let subscriber = Subscriber::builder()

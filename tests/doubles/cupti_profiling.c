@@ -9,9 +9,12 @@
  * PM sampling serves up to 8 devices, each with its own object and queue (`cp_set_devices`, or
  * GPU_TOOLS_DOUBLE_DEVICES, as the driver double reads it). For a program that cannot call the controls (the
  * `gpu-tools` binary), GPU_TOOLS_DOUBLE_PM_PATTERN=PERIOD_US:PATTERN makes every started sampler take samples by
- * itself: one per PERIOD_US of CLOCK_MONOTONIC, each character of PATTERN in turn saying what becomes of one
- * period: `1` a sample, `0` none (a gap), `x` none, and the decode that finds it reports an overflow. The
- * catalogue also holds the metrics of `gpu-tools top` with `cp_catalogue_top(1)` or GPU_TOOLS_DOUBLE_TOP_METRICS=1. */
+ * itself: one per PERIOD_US of CLOCK_REALTIME (as the hardware's samples, whose times are Unix-epoch
+ * nanoseconds), each character of PATTERN in turn saying what becomes of one period: `1` a sample, `0` none (a
+ * gap), `x` none, and the decode that finds it reports an overflow. As on an H100, the first sample starts early
+ * (2 s before its period). GPU_TOOLS_DOUBLE_PM_BUSY=0,2 says another process holds the counters of devices 0 and
+ * 2 (CUPTI_ERROR_HARDWARE_BUSY). The catalogue also holds the metrics of `gpu-tools top` with
+ * `cp_catalogue_top(1)` or GPU_TOOLS_DOUBLE_TOP_METRICS=1. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -539,6 +542,19 @@ static int g_pm_devices;
 
 void cp_set_busy(int busy) { g_busy_elsewhere = busy; }
 
+/* Whether GPU_TOOLS_DOUBLE_PM_BUSY (comma-separated device indices) names `device`. */
+static int busy_by_env(size_t device) {
+    const char *env = getenv("GPU_TOOLS_DOUBLE_PM_BUSY");
+    while (env && *env) {
+        char *end;
+        unsigned long d = strtoul(env, &end, 10);
+        if (end == env) return 0;
+        if (d == device) return 1;
+        env = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* Devices PM sampling serves: 0 until set, then GPU_TOOLS_DOUBLE_DEVICES (1 to 8) or 1. */
 void cp_set_devices(int n) { g_pm_devices = n >= 1 && n <= MAX_DEVICES ? n : 1; }
 
@@ -592,9 +608,10 @@ static uint64_t g_auto_period_ns;
 static char g_auto_pattern[256];
 static int g_auto_loaded;
 
+/* The time of the hardware's samples: Unix-epoch nanoseconds. */
 static uint64_t now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -618,6 +635,7 @@ static void auto_samples(struct pm *pm) {
     while (pm->auto_next + g_auto_period_ns <= now && q->len < MAX_QUEUE) {
         char c = g_auto_pattern[pm->auto_step++ % n];
         struct entry e = {pm->auto_next, pm->auto_next + g_auto_period_ns, {0}, 40.0 + 10.0 * (double)pm->device};
+        if (pm->auto_step == 1) e.start -= 2000000000ull; /* the first sample starts early */
         pm->auto_next += g_auto_period_ns;
         if (c == '1') q->entries[q->len++] = e;
         else if (c == 'x') q->overflow_next = 1;
@@ -657,7 +675,7 @@ CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvailability *p) {
     FAIL_IF_ASKED();
     if (!p || p->deviceIndex >= (size_t)pm_devices()) return INVALID_PARAMETER;
     LOCK();
-    int busy = g_pms[p->deviceIndex] || g_busy_elsewhere;
+    int busy = g_pms[p->deviceIndex] || g_busy_elsewhere || busy_by_env(p->deviceIndex);
     UNLOCK();
     if (busy) return HARDWARE_BUSY;
     if (!p->pCounterAvailabilityImage) {

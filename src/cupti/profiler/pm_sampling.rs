@@ -568,6 +568,12 @@ impl DeviceCounters for PmSampler {
             gaps,
         })
     }
+
+    /// Stops sampling and decodes what the hardware buffer still holds into the read queue (the counters are
+    /// released too: the decode thread disables the sampling when it ends).
+    fn finish(&mut self) -> crate::Result<()> {
+        self.shutdown().map(drop)
+    }
 }
 
 /// The iterator of [`PmSampler::samples`].
