@@ -1,11 +1,15 @@
 //! `gpu-tools stats` and `gpu-tools export` on the real traces of `tests/fixtures/traces/` (recorded on a GPU
 //! host, file format 2): the kernel report's top names (demangled, and as recorded with `--raw-names`), their
-//! launches and GPU time, in text and JSON; every kernel counted; the processes and ranks; the Chrome export's flow
-//! starts and ends; the Perfetto export written. The same numbers are counted from the decoded records in
+//! launches and GPU time, in text and JSON; every kernel counted; the processes and ranks; the Chrome
+//! and Perfetto exports' flow starts and ends. The same numbers are counted from the decoded records in
 //! `gpu-tools-trace/tests/real_traces.rs`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+/// Perfetto's messages, as gpu-tools-trace's export test declares them.
+#[path = "../../gpu-tools-trace/tests/support/perfetto.rs"]
+mod perfetto;
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -233,7 +237,6 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
         let events = doc["traceEvents"].as_array().unwrap();
         let ph = |p: &str| events.iter().filter(|ev| ev["ph"] == p).count();
         assert_eq!((ph("s"), ph("f")), (e.flows, e.flows), "{}", e.file);
-        // The Perfetto export's flows are counted from the decoded protobuf in the library's test.
         let pb = dir.path().join("t.pb");
         gpu_tools(&[
             "export",
@@ -241,6 +244,8 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
             "--perfetto",
             pb.to_str().unwrap(),
         ]);
-        assert!(std::fs::metadata(&pb).unwrap().len() > 10_000, "{}", e.file);
+        let (starts, ends) = perfetto::flows(&std::fs::read(&pb).unwrap());
+        assert_eq!((starts.len(), ends.len()), (e.flows, e.flows), "{}", e.file);
+        assert_eq!(starts, ends, "{}", e.file);
     }
 }

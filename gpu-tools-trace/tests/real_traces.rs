@@ -302,31 +302,11 @@ fn flows_in_records(items: &[TraceItem]) -> usize {
     calls.intersection(&work).count()
 }
 
-/// `perfetto.protos.Trace`, only as far as flows: `TracePacket.track_event` (11), `TrackEvent.flow_ids` (47) and
-/// `terminating_flow_ids` (48), by the field numbers of Perfetto's published `.proto` files.
-mod pb {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Trace {
-        #[prost(message, repeated, tag = "1")]
-        pub packet: Vec<TracePacket>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TracePacket {
-        #[prost(message, optional, tag = "11")]
-        pub track_event: Option<TrackEvent>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TrackEvent {
-        #[prost(fixed64, repeated, packed = "false", tag = "47")]
-        pub flow_ids: Vec<u64>,
-        #[prost(fixed64, repeated, packed = "false", tag = "48")]
-        pub terminating_flow_ids: Vec<u64>,
-    }
-}
+#[path = "support/perfetto.rs"]
+mod perfetto;
 
 #[test]
 fn the_exports_of_each_fixture_end_every_flow_they_start() {
-    use prost::Message;
     for e in &FIXTURES {
         let want = e.flows;
         let bytes = fixture(e.file);
@@ -335,21 +315,15 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
         let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
         assert_eq!(t.read(0, &bytes[..]).unwrap(), vec![]);
         let pb = t.finish().unwrap().into_inner().unwrap();
-        let trace = pb::Trace::decode(&pb[..]).unwrap();
-        let events = trace.packet.iter().filter_map(|p| p.track_event.as_ref());
-        let (starts, ends): (Vec<u64>, Vec<u64>) = events.fold((vec![], vec![]), |mut acc, ev| {
-            acc.0.extend(&ev.flow_ids);
-            acc.1.extend(&ev.terminating_flow_ids);
-            acc
-        });
-        let (mut s_sorted, mut e_sorted) = (starts.clone(), ends.clone());
-        s_sorted.sort_unstable();
-        e_sorted.sort_unstable();
+        let (starts, ends) = perfetto::flows(&pb);
         assert_eq!(
-            s_sorted, e_sorted,
+            starts, ends,
             "{}: each flow id starts once and ends once",
             e.file
         );
+        let mut unique = starts.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), starts.len(), "{}", e.file);
 
         let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
         assert_eq!(t.read(0, &bytes[..]).unwrap(), vec![]);
