@@ -608,6 +608,11 @@ fn a_changed_byte_is_refused_with_where_it_is_and_exit_1() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(&says), "byte {i}: {err}");
         assert!(out.stdout.is_empty(), "byte {i}: no report of another run");
+        // Merged with a whole file: refused all the same.
+        let out = gpu_tools(&["stats", s(&good), s(&path)]);
+        assert_eq!(out.status.code(), Some(1), "byte {i}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&says));
+        assert!(out.stdout.is_empty());
         std::fs::write(&out_path, "previous").unwrap();
         let out = gpu_tools(&["export", s(&path), "--perfetto", s(&out_path)]);
         assert_eq!(out.status.code(), Some(1), "byte {i}");
