@@ -174,7 +174,7 @@ fn the_amd_tool_library_expands_host_and_pid_in_its_file_name() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, [want.clone()]);
+    assert_eq!(names, std::slice::from_ref(&want));
     let stats = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
         .args(["stats", "--report", "processes"])
         .arg(out_dir.path().join(&want))

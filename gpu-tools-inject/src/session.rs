@@ -407,6 +407,9 @@ impl Session {
                 match context_flush(&tracer, profiling) {
                     Ok(s) => Some(s),
                     Err(e) => {
+                        if profiling {
+                            crate::profiling::no_subscriber(&e);
+                        }
                         writer.notice(
                             NoticeLevel::Warning,
                             format!(

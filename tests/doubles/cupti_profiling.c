@@ -1,4 +1,4 @@
-/* A CUPTI double for the counter APIs: the profiler host (a small catalogue for chips GH100 and TU102), the
+/* A CUPTI double for the counter APIs (alone, or with the activity double in one library: cupti_full.c): the profiler host (a small catalogue for chips GH100 and TU102), the
  * profiler target, PM sampling, the range profiler and PC sampling, written from the headers' documentation; no
  * vendor header is included. It also exports NVPW_InitializeHost, so that it stands in for libnvperf_host.so.
  *
@@ -25,38 +25,45 @@
 
 typedef int CUptiResult;
 
+/* Built alone, or inside cupti_full.c after the activity double, which has the basics (result codes, version, result
+ * strings). */
+#ifndef CUPTI_DOUBLE_FULL
 enum {
     SUCCESS = 0,
     INVALID_PARAMETER = 1,
     INVALID_OPERATION = 7,
+    UNKNOWN = 999,
+};
+#endif
+
+enum {
     OUT_OF_MEMORY = 8,
     NOT_SUPPORTED = 27,
     INVALID_METRIC_NAME = 17,
     HARDWARE_BUSY = 26,
     INSUFFICIENT_PRIVILEGES = 35,
     INVALID_CHIP_NAME = 46,
-    UNKNOWN = 999,
 };
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-#define LOCK() pthread_mutex_lock(&g_lock)
-#define UNLOCK() pthread_mutex_unlock(&g_lock)
+static pthread_mutex_t g_cp_lock = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&g_cp_lock)
+#define UNLOCK() pthread_mutex_unlock(&g_cp_lock)
 
 /* ---------------------------------------------------------------- failures injected by the tests */
 
-static char g_fail_fn[128];
-static int g_fail_code;
+static char g_cp_fail_fn[128];
+static int g_cp_fail_code;
 
 void cp_fail(const char *fn, int code) {
     LOCK();
-    snprintf(g_fail_fn, sizeof g_fail_fn, "%s", fn ? fn : "");
-    g_fail_code = code;
+    snprintf(g_cp_fail_fn, sizeof g_cp_fail_fn, "%s", fn ? fn : "");
+    g_cp_fail_code = code;
     UNLOCK();
 }
 
 static int failing(const char *fn) {
     LOCK();
-    int code = (g_fail_code && strcmp(fn, g_fail_fn) == 0) ? g_fail_code : 0;
+    int code = (g_cp_fail_code && strcmp(fn, g_cp_fail_fn) == 0) ? g_cp_fail_code : 0;
     UNLOCK();
     return code;
 }
@@ -69,6 +76,7 @@ static int failing(const char *fn) {
 
 /* ---------------------------------------------------------------- basics */
 
+#ifndef CUPTI_DOUBLE_FULL
 CUptiResult cuptiGetVersion(uint32_t *v) {
     if (!v) return INVALID_PARAMETER;
     *v = 130001;
@@ -87,6 +95,7 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     }
     return SUCCESS;
 }
+#endif
 
 /* Stands in for libnvperf_host.so. */
 int NVPW_InitializeHost(void *p) {
@@ -886,6 +895,8 @@ struct range {
     char stack[4][32];
     int depth;
     uint64_t dropped;
+    /* Auto ranges made since the profiler was enabled: CUPTI names each by its number, from 0. */
+    uint64_t launches;
 };
 
 static struct range *g_range;
@@ -1029,10 +1040,11 @@ CUptiResult cuptiRangeProfilerStop(RangeStop *p) {
     return SUCCESS;
 }
 
-/* Records a range in the image during the first pass (later passes fill the same ranges). */
+/* Records a range in the image during the first pass (later passes fill the same ranges); with kernel replay every
+ * pass is inside each launch, so a profiler stopped and started again keeps recording. */
 static void record_range(const char *name) {
     struct image_header *h = image_of(g_range->image, g_range->image_size, IMG_RANGE);
-    if (!h || g_range->pass > 0) return;
+    if (!h || (g_range->replay != 2 /* KernelReplay */ && g_range->pass > 0)) return;
     if (h->count >= h->capacity) {
         g_range->dropped++;
         return;
@@ -1043,10 +1055,13 @@ static void record_range(const char *name) {
     h->count++;
 }
 
-/* A kernel launch in the profiled context: one auto range. */
+/* A kernel launch in the profiled context: one auto range, named `name`, or with NULL by its number as CUPTI names
+ * auto ranges ("0", "1", ... since the profiler was enabled, decodes or not). */
 int cp_launch(const char *name) {
     if (!g_range || !g_range->started || g_range->mode != 1 /* AutoRange */) return -1;
-    record_range(name);
+    char number[24];
+    snprintf(number, sizeof number, "%llu", (unsigned long long)g_range->launches++);
+    record_range(name ? name : number);
     return 0;
 }
 

@@ -11,7 +11,9 @@ use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::Catalog;
 use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
+use gpu_tools::trace::env::GraphMode;
 
+use super::trace::GraphArg;
 use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 use crate::inject_lib;
@@ -58,6 +60,12 @@ pub struct Args {
     /// launch].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     launches_per_kernel: Option<u32>,
+    /// How CUDA graph launches are profiled, as ncu's `--graph-profiling`: `node`, each kernel of the graph as a
+    /// launch of its kernel (named and counted with the kernel's other launches); `graph`, one result per graph
+    /// launch, named after the graph (`graph 7 (12 kernels)`), its kernels' values combined: sums added, maxima and
+    /// minima kept, averages, rates and percentages weighted by duration [default: node].
+    #[arg(long, value_enum, value_name = "MODE")]
+    graph_profiling: Option<GraphArg>,
     /// CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     csv: bool,
@@ -157,6 +165,7 @@ pub fn run(args: Args) -> Outcome {
         pc_sampling: args.pc_sampling,
         max_ranges: args.max_ranges,
         launches_per_kernel: args.launches_per_kernel,
+        graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
@@ -184,8 +193,17 @@ pub fn run(args: Args) -> Outcome {
             run.dropped_records
         );
     }
+    let idle = if run.idle_processes > 0 {
+        format!(" ({} ran no kernel)", run.idle_processes)
+    } else {
+        String::new()
+    };
+    let launches = match request.graph_profiling {
+        GraphMode::Node => "kernel launches",
+        GraphMode::Graph => "launches (a graph launch counts once)",
+    };
     eprintln!(
-        "gpu-tools profile: {} processes, {} kernel launches profiled ({} kernel records), {} stall records, {} \
+        "gpu-tools profile: {} processes{idle}, {} {launches} profiled ({} kernel records), {} stall records, {} \
          unreadable frames",
         run.processes,
         run.metrics.len(),

@@ -36,8 +36,8 @@ use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::{TraceFileWriter, expand_output_name};
 use gpu_tools::trace::{KernelRecord, ProcessStart, Record};
 
-pub use cli::Args;
 use cli::Backend;
+pub use cli::{Args, GraphArg};
 use model::{Demangler, Trace};
 
 use super::clap_command;
