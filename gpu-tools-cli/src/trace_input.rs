@@ -1,6 +1,7 @@
 //! Saved traces given to `stats` and `export`: opened before any work, and their reading errors sorted into those
-//! that make a file unreadable as a whole (not a trace, another format version) and those that cut it short
-//! (truncated, corrupt part-way), after which what was read before still counts.
+//! that make a file unreadable as a whole (not a trace, another format version, a checksum that fails) and those
+//! that cut it short (truncated, corrupt part-way in a version 2 file), after which what was read before still
+//! counts.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -67,7 +68,9 @@ pub fn check_output(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<(), F
     }
 }
 
-/// Whether an error makes the whole input unreadable (nothing of it was read).
+/// Whether an error makes the whole input unreadable (nothing of it was read), or untrustworthy: a checksum
+/// failed, so a byte of it changed after it was written (what was read before is right, but the numbers of a
+/// report without the rest would be numbers of another run).
 fn refuses_input(e: &TraceFileError) -> bool {
     matches!(
         e,
@@ -75,6 +78,9 @@ fn refuses_input(e: &TraceFileError) -> bool {
             | TraceFileError::NotATrace { .. }
             | TraceFileError::UnsupportedVersion { .. }
             | TraceFileError::BadHeaderLength { .. }
+            | TraceFileError::BadFileHeader { .. }
+            | TraceFileError::ChunkHeaderChecksum { .. }
+            | TraceFileError::ChunkChecksum { .. }
     )
 }
 

@@ -2,7 +2,8 @@
 //! Perfetto and Chrome output (gzip too), a trace with a counter stream (counters per kernel, counter tracks), and
 //! bad input: a truncated file (what was read still counts, exit 3), a
 //! file that is not a trace or of a newer version (exit 1, an existing output left as it was), an output that
-//! cannot be written (exit 1 before anything is read), and nothing left behind on failure.
+//! cannot be written (exit 1 before anything is read), and nothing left behind on failure; a changed byte (a
+//! checksum fails: exit 1, naming where) and a file of format version 2 (read as before).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use gpu_tools::trace::counters::{
     DRAM_READ_PER_SECOND, DRAM_WRITE_PER_SECOND, OCCUPANCY, SM_ACTIVE, TENSOR_ACTIVE,
 };
-use gpu_tools::trace::file::{FILE_VERSION, TraceFileWriter};
+use gpu_tools::trace::file::{CHUNK_HEADER_LEN, FILE_HEADER_LEN, FILE_VERSION, TraceFileWriter};
 use gpu_tools::trace::*;
 use gpu_tools_testing::records::{counter_sample, kernel, stream_of_host};
 
@@ -263,7 +264,9 @@ fn unreadable_input_is_refused_and_leaves_the_output_as_it_was() {
     let not_trace = dir.path().join("notes.txt");
     std::fs::write(&not_trace, "hello, this is not a trace\n").unwrap();
     let mut newer = std::fs::read(&good).unwrap();
+    // A newer format's header: not one whose checksum holds for this version (that would be a damaged field).
     newer[8..10].copy_from_slice(&(FILE_VERSION + 1).to_le_bytes());
+    newer[24..32].fill(0);
     let newer_path = dir.path().join("newer.gputrace");
     std::fs::write(&newer_path, newer).unwrap();
     let out_path = dir.path().join("keep.json");
@@ -556,6 +559,89 @@ fn a_file_cut_before_its_first_record_is_refused() {
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "previous");
+    }
+}
+
+/// The chunks of a version 3 file: offset and payload length.
+fn chunks_v3(file: &[u8]) -> Vec<(usize, usize)> {
+    let mut at = FILE_HEADER_LEN;
+    let mut out = Vec::new();
+    while at < file.len() {
+        let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap()) as usize;
+        out.push((at, len));
+        at += CHUNK_HEADER_LEN + len;
+    }
+    assert_eq!(at, file.len());
+    out
+}
+
+#[test]
+fn a_changed_byte_is_refused_with_where_it_is_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = trace_file(dir.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let out = gpu_tools(&["stats", s(&good)]);
+    assert_eq!(out.status.code(), Some(0));
+    // The packed chunk of the records: the largest one.
+    let (at, len) = *chunks_v3(&bytes).iter().max_by_key(|c| c.1).unwrap();
+    assert!(len > 40, "{len}");
+    let out_path = dir.path().join("keep.pb");
+    for (i, says) in [
+        (20, "the file header (bytes 0 to 31) is corrupt".to_string()),
+        (
+            at + 6,
+            format!("corrupt at byte {at}: the chunk header there fails its checksum"),
+        ),
+        (
+            at + CHUNK_HEADER_LEN + len / 2,
+            format!(
+                "corrupt at byte {at}: the chunk of stream 0 there ({len} bytes) fails its checksum"
+            ),
+        ),
+    ] {
+        let mut changed = bytes.clone();
+        changed[i] ^= 0x10;
+        let path = dir.path().join("changed.gputrace");
+        std::fs::write(&path, &changed).unwrap();
+        let out = gpu_tools(&["stats", s(&path)]);
+        assert_eq!(out.status.code(), Some(1), "byte {i}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&says), "byte {i}: {err}");
+        assert!(out.stdout.is_empty(), "byte {i}: no report of another run");
+        // Merged with a whole file: refused all the same.
+        let out = gpu_tools(&["stats", s(&good), s(&path)]);
+        assert_eq!(out.status.code(), Some(1), "byte {i}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&says));
+        assert!(out.stdout.is_empty());
+        std::fs::write(&out_path, "previous").unwrap();
+        let out = gpu_tools(&["export", s(&path), "--perfetto", s(&out_path)]);
+        assert_eq!(out.status.code(), Some(1), "byte {i}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&says));
+        assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "previous");
+    }
+}
+
+#[test]
+fn a_version_2_file_reads_as_its_version_3_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let v3_path = trace_file(dir.path());
+    let v3 = std::fs::read(&v3_path).unwrap();
+    // As the version 2 writer wrote it: no checksums, zeros in the header's bytes 24 to 31.
+    let mut v2 = v3[..FILE_HEADER_LEN].to_vec();
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    v2[24..32].fill(0);
+    for (at, len) in chunks_v3(&v3) {
+        v2.extend_from_slice(&v3[at..at + 9]);
+        v2.extend_from_slice(&v3[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len]);
+    }
+    let v2_path = dir.path().join("v2.gputrace");
+    std::fs::write(&v2_path, &v2).unwrap();
+    for format in ["text", "json"] {
+        let a = gpu_tools(&["stats", "--format", format, s(&v3_path)]);
+        let b = gpu_tools(&["stats", "--format", format, s(&v2_path)]);
+        assert_eq!((a.status.code(), b.status.code()), (Some(0), Some(0)));
+        assert!(String::from_utf8_lossy(&b.stdout).contains("cuda_gpu_kern_sum"));
+        assert_eq!(a.stdout, b.stdout, "{format}");
     }
 }
 

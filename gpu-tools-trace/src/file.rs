@@ -10,20 +10,44 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `GPUTFILE` |
-//! | 8 | 2 | file format version (2) |
+//! | 8 | 2 | file format version (3) |
 //! | 10 | 2 | header_len (32) |
 //! | 12 | 4 | flags (0) |
 //! | 16 | 8 | `CLOCK_REALTIME` when the file was created, ns |
-//! | 24 | 8 | reserved (0) |
+//! | 24 | 4 | CRC32 of bytes 0–23 and 28–31 (version 2: reserved, 0) |
+//! | 28 | 4 | reserved (0) |
 //!
-//! **Chunk**: kind (u8), stream number (u32), payload length (u32), payload. Kind 1: bytes of the stream, in order;
-//! kind 2: the stream's connection closed (empty payload); kind 3: whole frames of the stream in their packed form
-//! (the `packed` module: per-tag differences as varints, about a third of the wire size), which the reader expands
-//! back into the stream's bytes. The writer sends a stream's header, and anything that does not parse as frames, as
-//! kind 1. Chunk kinds this crate does not know are skipped. A payload above [`MAX_CHUNK`] means the file is
-//! corrupt from there on.
+//! **Chunk** (version 3): a 17-byte header, then the payload.
 //!
-//! Version 1 files (no packed chunks) are refused with [`TraceFileError::UnsupportedVersion`], like newer ones.
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 1 | kind |
+//! | 1 | 4 | stream number |
+//! | 5 | 4 | payload length |
+//! | 9 | 4 | CRC32 of bytes 0–8 of this header and of the payload |
+//! | 13 | 4 | CRC32 of bytes 0–12 of this header |
+//!
+//! Kind 1: bytes of the stream, in order; kind 2: the stream's connection closed (empty payload); kind 3: whole
+//! frames of the stream in their packed form (the `packed` module: per-tag differences as varints, about a third
+//! of the wire size), which the reader expands back into the stream's bytes. The writer sends a stream's header,
+//! and anything that does not parse as frames, as kind 1. Chunk kinds this crate does not know are skipped. A
+//! payload above [`MAX_CHUNK`] means the file is corrupt from there on.
+//!
+//! **Checksums** (CRC32, IEEE polynomial, as zlib and gzip compute it). Every byte of a version 3 file is covered:
+//! a changed byte is an error that names where ([`TraceFileError::BadFileHeader`],
+//! [`TraceFileError::ChunkHeaderChecksum`], [`TraceFileError::ChunkChecksum`], each fatal), never a different
+//! number. The chunk header has a check of its own so that the reader trusts a length before it waits for the
+//! payload: a file that ends inside a chunk whose header holds (a tracer killed while writing) is
+//! [`TraceFileError::Truncated`], with everything before it read, while a changed length is a checksum error. A
+//! header whose version field is not 3 but whose checksum holds for version 3 is a damaged version field, not
+//! another format.
+//!
+//! **Versions.** Version 3 added the checksums; it is also the first version whose streams may carry the
+//! counter records (tags 18 and 19, the [`counters`](super::counters) module's counter stream). Version 2 files
+//! (the same layout without checksums: a 9-byte chunk header of kind, stream and length; the header's bytes 24–31
+//! reserved, 0) still read, with nothing to check; a version 2 header whose reserved bytes are not 0 is refused as
+//! damaged. Version 1 files (no packed chunks) are refused with [`TraceFileError::UnsupportedVersion`], like
+//! newer ones. The writer writes version 3 only.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -35,14 +59,38 @@ use super::wire::{MAGIC as STREAM_MAGIC, StreamHeader};
 
 /// The first 8 bytes of a trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"GPUTFILE";
-/// The file format version this crate writes and reads.
-pub const FILE_VERSION: u16 = 2;
+/// The file format version this crate writes (and the newest it reads).
+pub const FILE_VERSION: u16 = 3;
+/// The oldest file format version this crate reads: version 2, the same layout without checksums.
+pub const OLDEST_FILE_VERSION: u16 = 2;
 /// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 32;
 /// Largest chunk payload written or accepted.
 pub const MAX_CHUNK: u32 = 1 << 24;
-/// Chunk header: kind, stream, length.
-const CHUNK_HEADER_LEN: usize = 9;
+/// Chunk header of version 3: kind, stream, length, the chunk's CRC32, the header's CRC32.
+pub const CHUNK_HEADER_LEN: usize = 17;
+/// Chunk header of version 2: kind, stream, length.
+const V2_CHUNK_HEADER_LEN: usize = 9;
+/// Where the file header's CRC32 lies (version 3).
+const HEADER_CRC_AT: usize = 24;
+/// The first version with checksums.
+const CHECKED_VERSION: u16 = 3;
+
+/// The CRC32 of a version 3 file header: of all its fixed bytes but the checksum's own four.
+fn file_header_crc(h: &[u8; FILE_HEADER_LEN]) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(&h[..HEADER_CRC_AT]);
+    c.update(&h[HEADER_CRC_AT + 4..]);
+    c.finalize()
+}
+
+/// The CRC32 of a chunk: of its kind, stream and length (`h`, 9 bytes) and of its payload.
+fn chunk_crc(h: &[u8], payload: &[u8]) -> u32 {
+    let mut c = crc32fast::Hasher::new();
+    c.update(h);
+    c.update(payload);
+    c.finalize()
+}
 
 mod chunk {
     pub const DATA: u8 = 1;
@@ -75,15 +123,15 @@ pub struct TraceFileWriter<W: Write> {
 }
 
 impl<W: Write> TraceFileWriter<W> {
-    /// Writes the file header to `out`.
+    /// Writes the file header (version [`FILE_VERSION`]) to `out`.
     pub fn new(mut out: W) -> io::Result<Self> {
-        let mut h = Vec::with_capacity(FILE_HEADER_LEN);
-        h.extend_from_slice(&FILE_MAGIC);
-        h.extend_from_slice(&FILE_VERSION.to_le_bytes());
-        h.extend_from_slice(&(FILE_HEADER_LEN as u16).to_le_bytes());
-        h.extend_from_slice(&0u32.to_le_bytes());
-        h.extend_from_slice(&super::record::ClockAnchor::now().realtime.to_le_bytes());
-        h.extend_from_slice(&[0; 8]);
+        let mut h = [0u8; FILE_HEADER_LEN];
+        h[..8].copy_from_slice(&FILE_MAGIC);
+        h[8..10].copy_from_slice(&FILE_VERSION.to_le_bytes());
+        h[10..12].copy_from_slice(&(FILE_HEADER_LEN as u16).to_le_bytes());
+        h[16..24].copy_from_slice(&super::record::ClockAnchor::now().realtime.to_le_bytes());
+        let crc = file_header_crc(&h);
+        h[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         out.write_all(&h)?;
         Ok(TraceFileWriter {
             out,
@@ -193,6 +241,10 @@ impl<W: Write> TraceFileWriter<W> {
         h[0] = kind;
         h[1..5].copy_from_slice(&stream.to_le_bytes());
         h[5..9].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let crc = chunk_crc(&h[..9], payload);
+        h[9..13].copy_from_slice(&crc.to_le_bytes());
+        let header_crc = crc32fast::hash(&h[..13]);
+        h[13..17].copy_from_slice(&header_crc.to_le_bytes());
         self.out.write_all(&h)?;
         self.out.write_all(payload)?;
         self.bytes += (CHUNK_HEADER_LEN + payload.len()) as u64;
@@ -234,12 +286,39 @@ pub enum TraceFileError {
     /// The file was written by another format version: a newer one (use a newer gpu-tools), or an older one
     /// (version 1, from before frames were packed; 0 is no version at all).
     #[error(
-        "trace file format version {version} is not the one this build reads ({FILE_VERSION}): {}",
+        "trace file format version {version} is not one this build reads ({OLDEST_FILE_VERSION} to {FILE_VERSION}): {}",
         if *version > FILE_VERSION { "it is newer, use a newer gpu-tools" } else { "it is older, read it with the gpu-tools that wrote it" }
     )]
     UnsupportedVersion {
         /// The version found.
         version: u16,
+    },
+    /// The file header (bytes 0 to 31) was damaged: in version 3, its checksum does not match its bytes (or holds
+    /// only for version 3 where the version field says another); in version 2, its reserved bytes are not 0.
+    #[error("the file header (bytes 0 to 31) is corrupt: {detail}")]
+    BadFileHeader {
+        /// What does not match.
+        detail: &'static str,
+    },
+    /// A chunk header fails its checksum (version 3): a byte of its kind, stream or length changed, so nothing
+    /// from `offset` on can be trusted.
+    #[error("the file is corrupt at byte {offset}: the chunk header there fails its checksum")]
+    ChunkHeaderChecksum {
+        /// Offset of the chunk.
+        offset: u64,
+    },
+    /// A chunk fails its checksum (version 3): a byte of its payload (or of the checksum) changed. Nothing of
+    /// the chunk is used, and the reading ends there.
+    #[error(
+        "the file is corrupt at byte {offset}: the chunk of stream {stream} there ({len} bytes) fails its checksum"
+    )]
+    ChunkChecksum {
+        /// Offset of the chunk.
+        offset: u64,
+        /// The stream it belongs to.
+        stream: u32,
+        /// Its payload length.
+        len: u32,
     },
     /// The file header announces a length shorter than version 1's.
     #[error("trace file header length {len} is too short: the file is corrupt")]
@@ -367,6 +446,8 @@ impl StreamState {
 pub struct TraceReader<R> {
     source: R,
     shape: Shape,
+    /// The file format version (files only).
+    version: u16,
     buf: Vec<u8>,
     pos: usize,
     /// Offset in the input of `buf[0]`.
@@ -388,12 +469,41 @@ impl<R> std::fmt::Debug for TraceReader<R> {
     }
 }
 
+/// Checks a whole file header against its version's rules: a version 3 header's checksum; a version 2 header's
+/// reserved bytes (0). A header of another version whose checksum holds once the version field says 3 is a
+/// version 3 header with a damaged version field.
+fn check_file_header(h: &[u8; FILE_HEADER_LEN], version: u16) -> Result<(), TraceFileError> {
+    let stored = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
+    if version == CHECKED_VERSION {
+        if stored != file_header_crc(h) {
+            return Err(TraceFileError::BadFileHeader {
+                detail: "its checksum does not match its bytes",
+            });
+        }
+        return Ok(());
+    }
+    let mut as_v3 = *h;
+    as_v3[8..10].copy_from_slice(&CHECKED_VERSION.to_le_bytes());
+    if stored != 0 && stored == file_header_crc(&as_v3) {
+        return Err(TraceFileError::BadFileHeader {
+            detail: "the version field is damaged (the checksum holds for version 3)",
+        });
+    }
+    if version == 2 && h[24..].iter().any(|&b| b != 0) {
+        return Err(TraceFileError::BadFileHeader {
+            detail: "a version 2 header has 0 in bytes 24 to 31, this one does not",
+        });
+    }
+    Ok(())
+}
+
 impl<R: Read> TraceReader<R> {
     /// Reads from `source` (buffer it if it is a file: the reader asks for 64 KiB at a time).
     pub fn new(source: R) -> Self {
         TraceReader {
             source,
             shape: Shape::Unknown,
+            version: 0,
             buf: Vec::new(),
             pos: 0,
             base: 0,
@@ -408,6 +518,11 @@ impl<R: Read> TraceReader<R> {
     /// The header of a stream, once read.
     pub fn header(&self, stream: u32) -> Option<&StreamHeader> {
         self.streams.get(&stream)?.decoder.header()
+    }
+
+    /// The file format version of a trace file, once its header is read; `None` for a single stream or before.
+    pub fn file_version(&self) -> Option<u16> {
+        (self.shape == Shape::File).then_some(self.version)
     }
 
     /// Bytes of the input consumed so far.
@@ -477,7 +592,19 @@ impl<R: Read> TraceReader<R> {
         }
         let version = u16::from_le_bytes([rest[8], rest[9]]);
         let header_len = u16::from_le_bytes([rest[10], rest[11]]);
-        if version != FILE_VERSION {
+        let whole = rest
+            .get(..FILE_HEADER_LEN)
+            .and_then(|h| <[u8; FILE_HEADER_LEN]>::try_from(h).ok());
+        if let Some(h) = whole {
+            check_file_header(&h, version)?;
+        } else if version == CHECKED_VERSION {
+            // A version 3 header is checked whole before anything in it is trusted.
+            return Err(TraceFileError::Truncated {
+                offset: 0,
+                pending: rest.len(),
+            });
+        }
+        if !(OLDEST_FILE_VERSION..=FILE_VERSION).contains(&version) {
             return Err(TraceFileError::UnsupportedVersion { version });
         }
         if usize::from(header_len) < FILE_HEADER_LEN {
@@ -491,6 +618,7 @@ impl<R: Read> TraceReader<R> {
                 });
             }
         }
+        self.version = version;
         self.pos += usize::from(header_len);
         self.shape = Shape::File;
         Ok(true)
@@ -566,7 +694,13 @@ impl<R: Read> TraceReader<R> {
                 Ok(false)
             }
             Shape::File => {
-                while self.buf.len() - self.pos < CHUNK_HEADER_LEN {
+                let checked = self.version >= CHECKED_VERSION;
+                let header_len = if checked {
+                    CHUNK_HEADER_LEN
+                } else {
+                    V2_CHUNK_HEADER_LEN
+                };
+                while self.buf.len() - self.pos < header_len {
                     if !self.fill()? {
                         let pending = self.buf.len() - self.pos;
                         self.finish_streams();
@@ -579,10 +713,23 @@ impl<R: Read> TraceReader<R> {
                         return Ok(false);
                     }
                 }
-                let h = &self.buf[self.pos..self.pos + CHUNK_HEADER_LEN];
+                let h = &self.buf[self.pos..self.pos + header_len];
                 let kind = h[0];
                 let stream = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
                 let len = u32::from_le_bytes([h[5], h[6], h[7], h[8]]);
+                let crc = if checked {
+                    // The header is checked before its length is trusted: a changed length is corruption, not
+                    // a file cut short.
+                    let stored = u32::from_le_bytes([h[13], h[14], h[15], h[16]]);
+                    if crc32fast::hash(&h[..13]) != stored {
+                        return Err(TraceFileError::ChunkHeaderChecksum {
+                            offset: self.offset(),
+                        });
+                    }
+                    Some(u32::from_le_bytes([h[9], h[10], h[11], h[12]]))
+                } else {
+                    None
+                };
                 if len > MAX_CHUNK {
                     return Err(TraceFileError::Corrupt {
                         offset: self.offset(),
@@ -590,7 +737,7 @@ impl<R: Read> TraceReader<R> {
                         len,
                     });
                 }
-                let total = CHUNK_HEADER_LEN + len as usize;
+                let total = header_len + len as usize;
                 while self.buf.len() - self.pos < total {
                     if !self.fill()? {
                         let pending = self.buf.len() - self.pos;
@@ -600,8 +747,18 @@ impl<R: Read> TraceReader<R> {
                         return Err(TraceFileError::Truncated { offset, pending });
                     }
                 }
-                let start = self.pos + CHUNK_HEADER_LEN;
-                let payload = self.buf[start..start + len as usize].to_vec();
+                let start = self.pos + header_len;
+                let payload = &self.buf[start..start + len as usize];
+                if let Some(crc) = crc {
+                    if chunk_crc(&self.buf[self.pos..self.pos + 9], payload) != crc {
+                        return Err(TraceFileError::ChunkChecksum {
+                            offset: self.offset(),
+                            stream,
+                            len,
+                        });
+                    }
+                }
+                let payload = payload.to_vec();
                 self.pos += total;
                 match kind {
                     chunk::DATA => self.feed(stream, &payload),

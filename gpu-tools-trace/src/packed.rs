@@ -10,8 +10,6 @@
 //! by a little, so most words take one byte. The transcoding is lossless for any payload bytes, so the reader
 //! gives back exactly the stream the tracer received.
 
-use std::collections::HashMap;
-
 use super::wire::{FRAME_HEADER_LEN, MAX_FRAME};
 
 /// Tags copied as they are (their payloads are mostly text).
@@ -54,9 +52,21 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
         .unwrap_or(0)
 }
 
-/// Previous payloads by tag, of one stream.
+/// Previous payloads by tag, of one stream: a table indexed by the tag (it grows to the highest tag seen), as
+/// every frame looks its tag up here.
 #[derive(Debug, Default)]
-pub(crate) struct History(HashMap<u8, Vec<u8>>);
+pub(crate) struct History(Vec<Vec<u8>>);
+
+impl History {
+    /// The previous payload of `tag` (empty before the first).
+    fn of(&mut self, tag: u8) -> &mut Vec<u8> {
+        let i = usize::from(tag);
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, Vec::new);
+        }
+        &mut self.0[i]
+    }
+}
 
 /// Appends the packed form of one wire frame.
 pub(crate) fn pack(history: &mut History, tag: u8, payload: &[u8], out: &mut Vec<u8>) {
@@ -66,7 +76,7 @@ pub(crate) fn pack(history: &mut History, tag: u8, payload: &[u8], out: &mut Vec
         out.extend_from_slice(payload);
         return;
     }
-    let prev = history.0.entry(tag).or_default();
+    let prev = history.of(tag);
     let mut i = 0;
     if is_timed(tag) && payload.len() >= 16 {
         let (start, end) = (u64_at(payload, 0), u64_at(payload, 8));
@@ -138,7 +148,7 @@ pub(crate) fn unpack(
             out.extend_from_slice(c.bytes(len)?);
             continue;
         }
-        let prev = history.0.entry(tag).or_default();
+        let prev = history.of(tag);
         let mut i = 0;
         if is_timed(tag) && len >= 16 {
             let start = u64_at(prev, 0).wrapping_add(unzigzag(c.varint()?) as u64);

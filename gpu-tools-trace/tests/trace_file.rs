@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use gpu_tools_trace::file::{
-    FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem, TraceReader,
+    CHUNK_HEADER_LEN, FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem,
+    TraceReader,
 };
 use gpu_tools_trace::report::{Analysis, Cell, Table};
 use gpu_tools_trace::*;
@@ -186,7 +187,13 @@ fn bad_inputs_give_their_precise_errors() {
     );
     let mut newer = two_stream_file(64);
     for version in [0u16, 1, FILE_VERSION + 1] {
+        // As the writer of that version would have written it: versions 0 and 1 have zeros where version 3 has
+        // its checksum; a newer one has its own checksum.
         newer[8..10].copy_from_slice(&version.to_le_bytes());
+        newer[24..28].fill(0);
+        if version > FILE_VERSION {
+            reseal_file_header(&mut newer);
+        }
         let errors = read_all(&newer).1;
         assert_eq!(errors, vec![TraceFileError::UnsupportedVersion { version }]);
         let text = errors[0].to_string();
@@ -199,12 +206,17 @@ fn bad_inputs_give_their_precise_errors() {
     }
     let mut short = two_stream_file(64);
     short[10..12].copy_from_slice(&16u16.to_le_bytes());
+    reseal_file_header(&mut short);
     assert_eq!(
         read_all(&short).1,
         vec![TraceFileError::BadHeaderLength { len: 16 }]
     );
+    // A length above the largest chunk, with the header's checksums made to hold (a writer's bug): refused there.
     let mut corrupt = two_stream_file(64);
     corrupt[FILE_HEADER_LEN + 5..FILE_HEADER_LEN + 9].copy_from_slice(&u32::MAX.to_le_bytes());
+    let h = FILE_HEADER_LEN;
+    let header_crc = crc32fast::hash(&corrupt[h..h + 13]);
+    corrupt[h + 13..h + 17].copy_from_slice(&header_crc.to_le_bytes());
     assert_eq!(
         read_all(&corrupt).1,
         vec![TraceFileError::Corrupt {
@@ -213,6 +225,27 @@ fn bad_inputs_give_their_precise_errors() {
             len: u32::MAX
         }]
     );
+}
+
+/// Makes a version 3 file header's checksum hold again after a deliberate change.
+fn reseal_file_header(file: &mut [u8]) {
+    let mut c = crc32fast::Hasher::new();
+    c.update(&file[..24]);
+    c.update(&file[28..32]);
+    let crc = c.finalize();
+    file[24..28].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Makes the chunk at `at` hold again (both checksums) after a deliberate change of its header or payload.
+fn reseal_chunk(file: &mut [u8], at: usize) {
+    let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap()) as usize;
+    let mut c = crc32fast::Hasher::new();
+    c.update(&file[at..at + 9]);
+    c.update(&file[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len]);
+    let crc = c.finalize();
+    file[at + 9..at + 13].copy_from_slice(&crc.to_le_bytes());
+    let header_crc = crc32fast::hash(&file[at..at + 13]);
+    file[at + 13..at + 17].copy_from_slice(&header_crc.to_le_bytes());
 }
 
 #[test]
@@ -227,7 +260,9 @@ fn a_corrupt_packed_chunk_ends_only_its_stream_with_its_offset() {
         .expect("a packed chunk");
     let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap());
     file[at + 5..at + 9].copy_from_slice(&(len - 1).to_le_bytes());
-    file.remove(at + 9 + len as usize - 1);
+    file.remove(at + CHUNK_HEADER_LEN + len as usize - 1);
+    // Written so, by a writer's bug: the checksums hold, and the packed form is what is wrong.
+    reseal_chunk(&mut file, at);
     let (items, errors) = read_all(&file);
     assert_eq!(
         errors,
@@ -253,7 +288,7 @@ fn chunk_offsets(file: &[u8]) -> Vec<usize> {
     while at < file.len() {
         out.push(at);
         let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap()) as usize;
-        at += 9 + len;
+        at += CHUNK_HEADER_LEN + len;
     }
     assert_eq!(at, file.len());
     out

@@ -23,9 +23,10 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
 /// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is written whole, and
 /// only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1 when a file cannot
-/// be read at all (not a trace, another format version, cut short before its first record) or is given twice, or
-/// OUT cannot be written or is one of the inputs; 3 when an input was cut short or is corrupt part-way (OUT then
-/// holds what was read before); 2 for a usage error.
+/// be read at all (not a trace, another format version, cut short before its first record), fails a checksum (a
+/// changed byte: the message says at which byte) or is given twice, or OUT cannot be written or is one of the
+/// inputs; 3 when an input was cut short or is corrupt part-way (OUT then holds what was read before); 2 for a
+/// usage error.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {

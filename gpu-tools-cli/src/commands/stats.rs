@@ -21,10 +21,10 @@ use crate::trace_input::{Reading, open_all};
 /// samples covered, SM active, tensor active and occupancy over that time, the DRAM bytes it read and wrote there,
 /// and whether the row rests on samples shared with other kernels (statistical) or on kernels that overlapped;
 /// with a line per sampled device. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
-/// recorded). Exit code: 0; 1 when a file cannot be
-/// read at all (not a trace, another format version, cut short before its first record) or is given twice (under
-/// any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2
-/// for a usage error.
+/// recorded). Exit code: 0; 1 when a file cannot be read at all (not a trace, another format version, cut short
+/// before its first record), fails a checksum (a changed byte: the message says at which byte) or is given twice
+/// (under any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read
+/// before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files.

@@ -188,3 +188,17 @@ pub fn counters(bytes: &[u8]) -> Vec<Counter> {
         })
         .collect()
 }
+
+/// The flow ids events start (`flow_ids`) and end (`terminating_flow_ids`), each sorted.
+pub fn flows(bytes: &[u8]) -> (Vec<u64>, Vec<u64>) {
+    let trace =
+        <pb::Trace as prost::Message>::decode(bytes).expect("a valid perfetto.protos.Trace");
+    let (mut starts, mut ends) = (Vec::new(), Vec::new());
+    for e in trace.packet.iter().filter_map(|p| p.track_event.as_ref()) {
+        starts.extend(&e.flow_ids);
+        ends.extend(&e.terminating_flow_ids);
+    }
+    starts.sort_unstable();
+    ends.sort_unstable();
+    (starts, ends)
+}
