@@ -152,7 +152,11 @@ impl Sender {
         );
         let sock = UnixStream::connect(path).expect("connect");
         let pid = std::process::id();
-        let mut enc = Encoder::new(&StreamHeader::new(pid, 130001, TimestampClock::Monotonic));
+        // As the injection library's streams: thread fields hold Linux thread ids.
+        let mut enc = Encoder::new(
+            &StreamHeader::new(pid, 130001, TimestampClock::Monotonic)
+                .with_thread_ids(ThreadIds::Linux),
+        );
         enc.push(&Record::ProcessStart(ProcessStart {
             pid,
             parent_pid: 1,
@@ -339,6 +343,11 @@ fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
                 .is_some_and(|n| n.starts_with("GPU 0"))
     }));
     assert!(named("thread_name", "stream 7") && named("thread_name", "stream 13"));
+    // Host threads by the Linux thread id the stream's header says its records carry.
+    assert!(
+        named("thread_name", "TID 77 CUDA runtime") && named("thread_name", "TID 77 CUDA driver"),
+        "{events:?}"
+    );
     let count = |cat: &str| {
         events
             .iter()

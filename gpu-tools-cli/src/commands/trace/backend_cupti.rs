@@ -399,6 +399,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     pub(super) fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Header(id, h) => {
+                if let Some(timeline) = self.sinks.chrome.as_mut() {
+                    timeline.header((0, u32::try_from(id).unwrap_or(u32::MAX)), &h);
+                }
                 let s = self.streams.entry(id).or_default();
                 s.process.pid = h.pid;
                 // rocprofiler-sdk's streams say Unspecified: their clock is the SDK's, consistent within the run.
