@@ -120,6 +120,11 @@ fn a_program_that_never_starts_hip_is_named_as_such() {
         ])
         .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
         .env("XDG_CACHE_HOME", cache.path())
+        // rocprofiler-sdk is found (the double), so the program runs; it never starts HIP.
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -244,6 +244,26 @@ fn check_driver(backend: Backend, untouched: &str) -> Result<(), Failure> {
     })
 }
 
+/// The rocm backend needs the AMD GPU driver (`/dev/kfd`) and rocprofiler-sdk, which the program's HIP runtime
+/// loads and which loads the AMD tool library. Where neither is on this machine, no record can come: refused with
+/// both fixes. Where one is, the program runs (it may bring its own rocprofiler-sdk, as a CUDA program its CUPTI).
+fn check_rocm(untouched: &str) -> Result<(), Failure> {
+    let Err(driver) = gpu_tools::rocprofiler::amd_gpus() else {
+        return Ok(());
+    };
+    let sdk = match gpu_tools::rocprofiler_sdk::SdkLibrary::load() {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    Err(Failure::new(
+        1,
+        format!(
+            "the rocm backend needs the AMD GPU driver and rocprofiler-sdk, and neither is here ({untouched}): \
+             {driver} (install the amdgpu driver with ROCm); {sdk}"
+        ),
+    ))
+}
+
 pub fn run(mut args: Args) -> Outcome {
     // Checked here: clap skips `requires` on an option whose requirement conflicts with the program given.
     if args.attach_protocol.is_some() && args.attach.is_none() {
@@ -304,7 +324,9 @@ pub fn run(mut args: Args) -> Outcome {
     } else {
         "the program was not run"
     };
-    if backend != Backend::Rocm {
+    if backend == Backend::Rocm {
+        check_rocm(untouched)?;
+    } else {
         check_driver(backend, untouched)?;
     }
     // The tool library, found before the program runs.
