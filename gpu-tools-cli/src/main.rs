@@ -14,6 +14,7 @@ mod gpu_memory;
 mod inject_lib;
 mod output;
 mod pid;
+mod progress;
 mod prometheus;
 mod stdout;
 mod trace_input;

@@ -36,9 +36,18 @@ fn gpu_tools_trace() -> Command {
 
 /// Runs `gpu-tools trace ARGS -- <this binary as stand-in> SCENARIO`.
 fn trace(scenario: &str, args: &[&str]) -> Output {
+    trace_with(scenario, args, &[])
+}
+
+/// Variable that makes the stand-in wait this many milliseconds after it sent everything.
+const LINGER: &str = "GPU_TOOLS_TEST_LINGER_MS";
+
+/// [`trace`], with variables for the stand-in.
+fn trace_with(scenario: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let me = std::env::current_exe().unwrap();
     let t0 = Instant::now();
     let out = gpu_tools_trace()
+        .envs(vars.iter().copied())
         .args(["--backend", "cupti", "--inject-lib"])
         .arg(&me)
         .args(args)
@@ -199,6 +208,9 @@ fn standin() {
             let mut s = Sender::connect();
             s.send(&workload(1_000_000));
             s.end();
+            if let Ok(ms) = std::env::var(LINGER) {
+                std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
+            }
         }
         "dropped" => {
             let mut s = Sender::connect();
@@ -688,7 +700,17 @@ fn an_unwritable_cache_names_the_ways_to_give_the_library() {
     );
     assert!(!marker.exists(), "the program did not run");
     // The same for the AMD tool library.
-    let out = run(&["--backend", "rocm", "--", "touch", marker.to_str().unwrap()]);
+    let out = gpu_tools_trace()
+        .args(["--backend", "rocm", "--", "touch", marker.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
+        .output()
+        .unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -718,6 +740,46 @@ fn an_unwritable_cache_names_the_ways_to_give_the_library() {
     if !root {
         std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
+}
+
+#[test]
+fn a_progress_line_only_when_asked_or_on_a_terminal() {
+    // stderr is a pipe here: no progress line by default.
+    let out = trace("normal", &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains('\r') && !err.contains("records from"),
+        "{err:?}"
+    );
+    // --progress forces it: one line rewritten in place with the records and processes so far and the trace
+    // file's size, erased at the end.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.gputrace");
+    let out = trace_with(
+        "normal",
+        &["--progress", "-o", file.to_str().unwrap()],
+        &[(LINGER, "700")],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The last line drawn, after every record arrived (the program lingers after sending them).
+    let drawn = err
+        .rfind("\r\x1b[Kgpu-tools trace: ")
+        .unwrap_or_else(|| panic!("a progress line: {err:?}"));
+    let line = &err[drawn + 4..];
+    let line = &line[..line.find('\r').unwrap()];
+    assert!(
+        line.starts_with("gpu-tools trace: 12 records from 1 process, ")
+            && line.contains(" written, "),
+        "{line:?}"
+    );
+    assert!(err.ends_with("\r\x1b[K"), "erased at the end: {err:?}");
+    // --no-progress wins over --progress given before it; --quiet alone keeps it off.
+    let out = trace("normal", &["--progress", "--no-progress"]);
+    assert!(!text(&out.stderr).contains('\r'));
+    let out = trace("normal", &["--quiet"]);
+    assert!(!text(&out.stderr).contains('\r'));
 }
 
 #[test]

@@ -212,8 +212,13 @@ fn several(args: &Args) -> Outcome {
         });
     }
     out_line(&format!(
-        "=== summary ({} processes, {:.1} s)",
+        "=== summary ({} {}, {:.1} s)",
         summary.len(),
+        if summary.len() == 1 {
+            "process"
+        } else {
+            "processes"
+        },
         started.elapsed().as_secs_f64()
     ))?;
     for line in summary {

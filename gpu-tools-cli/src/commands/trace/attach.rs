@@ -24,6 +24,7 @@ use super::backend_cupti::{Collector, Controls, Msg, Sinks, accept_loop};
 use super::cli::Args;
 use super::model::Demangler;
 use crate::failure::Failure;
+use crate::progress::Progress;
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).
@@ -156,7 +157,8 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
+    let progress = Progress::new(cli.progress.enabled(cli.quiet));
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
     let mut attached: Vec<u32> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for (&pid, endpoint) in pids.iter().zip(&endpoints) {
@@ -233,6 +235,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        collector.show_progress();
         if stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }

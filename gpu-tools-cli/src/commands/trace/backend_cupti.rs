@@ -25,6 +25,7 @@ use super::cli::Args;
 use super::model::{ApiCall, Demangler, Kernel, Process, Trace, Transfer, TransferKind};
 use super::{Traced, spawn_failure};
 use crate::failure::Failure;
+use crate::progress::{self, Progress};
 
 /// Grace period after the program's exit for connections still in the listen queue.
 const LATE_CONNECT: Duration = Duration::from_millis(150);
@@ -100,7 +101,8 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
+    let progress = Progress::new(cli.progress.enabled(cli.quiet));
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
     let drain = Duration::from_millis(cli.drain_timeout_ms.unwrap_or(5000));
     let mut status = None;
     let mut exited_at: Option<Instant> = None;
@@ -116,6 +118,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        collector.show_progress();
         if status.is_none() {
             match child.try_wait() {
                 Ok(Some(s)) => {
@@ -311,6 +314,8 @@ pub(super) struct Collector<'d, 's, 'a> {
     file_streams: HashMap<usize, u32>,
     /// The first error writing the trace file or the Chrome trace; they are not written to after it.
     sink_error: Option<String>,
+    /// The line on stderr that counts what arrived (`--progress`).
+    progress: Progress,
 }
 
 impl<'d, 's, 'a> Collector<'d, 's, 'a> {
@@ -318,6 +323,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         demangler: &'d mut Demangler,
         kinds: Vec<TraceKind>,
         sinks: &'s mut Sinks<'a>,
+        progress: Progress,
     ) -> Self {
         let trace = Trace {
             kernel_times: true,
@@ -333,7 +339,33 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             sinks,
             file_streams: HashMap::new(),
             sink_error: None,
+            progress,
         }
+    }
+
+    /// Redraws the progress line (at most a few times a second): records and processes so far, and the size of
+    /// the trace file.
+    pub(super) fn show_progress(&mut self) {
+        let (streams, file) = (&self.streams, &self.sinks.file);
+        let elapsed = self.progress.elapsed();
+        self.progress.update(|| {
+            let records: u64 = streams.values().map(|s| s.process.received).sum();
+            let processes = streams.len();
+            let written = file
+                .as_ref()
+                .map(|f| format!(", {} written", progress::size(f.bytes_written())))
+                .unwrap_or_default();
+            format!(
+                "gpu-tools trace: {} records from {processes} {}{written}, {:.0} s",
+                progress::thousands(records),
+                if processes == 1 {
+                    "process"
+                } else {
+                    "processes"
+                },
+                elapsed.as_secs_f64()
+            )
+        });
     }
 
     /// Bytes of connection `id` into the trace file.
@@ -561,6 +593,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     }
 
     pub(super) fn finish(mut self) -> Result<Trace, Failure> {
+        self.progress.clear();
         if let Some(e) = self.sink_error.take() {
             return Err(Failure::new(1, e));
         }
