@@ -350,3 +350,36 @@ fn completions_and_the_manual_page_are_generated() {
     assert!(page.contains(".TH gpu-tools 1"), "{page}");
     assert!(page.contains("doctor"), "the subcommands are listed");
 }
+
+/// Every help that names a log setting names the same one, and it shows the library's log.
+#[test]
+fn the_helps_name_one_log_setting_and_it_works() {
+    let mut helps = vec![text(&gpu_tools(&["--help"]).stdout)];
+    for sub in SUBCOMMANDS {
+        helps.push(text(&gpu_tools(&[sub, "--help"]).stdout));
+    }
+    let settings: std::collections::BTreeSet<String> = helps
+        .iter()
+        .flat_map(|h| h.split_whitespace())
+        .filter_map(|w| {
+            w.find("RUST_LOG=")
+                .map(|i| w[i..].trim_matches(['`', '.', ',', ':', ')']).to_string())
+        })
+        .collect();
+    assert_eq!(
+        settings.into_iter().collect::<Vec<_>>(),
+        ["RUST_LOG=gpu_tools=debug"],
+        "one setting in every help"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("doctor")
+        .env("RUST_LOG", "gpu_tools=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains(" DEBUG gpu_tools::loader] "),
+        "the library's log: {}",
+        text(&out.stderr)
+    );
+}
