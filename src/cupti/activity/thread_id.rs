@@ -13,10 +13,13 @@
 //! looked for first and its absence is the loader's error. An injection library calls them from
 //! `InitializeInjection`, inside the program's first `cuInit`, where tracing starts too.
 
-use crate::cupti::CuptiLibrary;
-use crate::cupti::TracingError;
-use crate::cupti::tracing_error::vendor;
+use crate::cupti::{CuptiError, CuptiLibrary, TracingError};
 use crate::sys::cupti as sys;
+
+/// `Ok` for success, else [`TracingError::Vendor`] naming `call`.
+fn vendor(call: &'static str, code: u32) -> Result<(), TracingError> {
+    CuptiError::check(code).map_err(|error| TracingError::Vendor { call, error })
+}
 
 /// What the thread field of CUPTI's records holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
