@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+pub mod timeline;
 pub mod top;
 
 /// The device a sampler reads.
@@ -56,7 +57,9 @@ impl DeviceSample {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub enum SampleClock {
-    /// The GPU's global timer, in nanoseconds (NVIDIA PM sampling).
+    /// The GPU's global timer, in nanoseconds (NVIDIA PM sampling). On CUPTI 13.0 (H100, H200, driver 580) its
+    /// values were nanoseconds since the Unix epoch: the driver keeps the timer near the host's `CLOCK_REALTIME`
+    /// ([`timeline`] puts such samples on `CLOCK_MONOTONIC` through that).
     GpuGlobalTimer,
     /// The host's `CLOCK_MONOTONIC`, in nanoseconds (samplers that poll from the host).
     HostMonotonic,
@@ -97,6 +100,14 @@ pub trait DeviceCounters {
     /// time.
     fn read(&mut self, timeout: Duration, out: &mut Vec<DeviceSample>)
     -> crate::Result<ReadStatus>;
+
+    /// Stops sampling and collects what the device still holds, leaving it for [`read`](Self::read): after it,
+    /// reads return the last samples (and losses), then nothing. A sampler may release the counters here (NVIDIA's
+    /// does) or when dropped. Calling it again does nothing. The default, for samplers that hold nothing back,
+    /// does nothing.
+    fn finish(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
 }
 
 /// The host's `CLOCK_MONOTONIC` now, in nanoseconds ([`SampleClock::HostMonotonic`]); 0 if the clock cannot be

@@ -27,6 +27,7 @@ use std::process::{Command, ExitStatus};
 
 pub use gpu_tools_trace::profile::*;
 
+use crate::trace::env::GraphMode;
 use crate::trace::{Decoder, Record, StreamReader, env};
 
 /// A profiled program could not be run or gave nothing.
@@ -63,7 +64,7 @@ pub enum ProfileError {
 
 /// Runs `command` with the injection library and `request`, waits for it, and collects what each of its CUDA
 /// processes sent (through files in a private temporary folder). Kernel records are collected too, for their
-/// durations.
+/// durations, those of CUDA graph nodes included.
 ///
 /// Metrics and PC sampling together take two runs of the program: the first collects the metrics, the second
 /// (started only when the first exited with success) samples PCs, with the same program, arguments, environment
@@ -179,7 +180,9 @@ fn run_once(
         .env(env::CUDA_INJECTION, &inject_lib)
         .env(env::FILE, dir.0.join("profile-%p.trace"))
         .env_remove(env::SOCKET)
-        .env(env::KINDS, "kernel");
+        .env(env::KINDS, "kernel")
+        // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
+        .env(env::CUDA_GRAPH, GraphMode::Node.name());
     for (k, v) in request.env() {
         command.env(k, v);
     }

@@ -287,6 +287,129 @@ fn resource_and_synchronize_events_are_typed() {
 }
 
 #[test]
+fn graph_events_and_launch_parameters_are_typed() {
+    let _serial = serial();
+    let d = double();
+    type Got = (
+        ResourceKind,
+        Option<(usize, usize)>,
+        Option<u32>,
+        Option<u32>,
+    );
+    type Launch = (String, Option<usize>, Option<usize>);
+    let resources: Arc<Mutex<Vec<Got>>> = Arc::default();
+    let launches: Arc<Mutex<Vec<Launch>>> = Arc::default();
+    let (r, l) = (Arc::clone(&resources), Arc::clone(&launches));
+    let sub = Subscriber::new(move |event| match event {
+        CallbackEvent::Resource(e) => r.lock().unwrap().push((
+            e.kind(),
+            e.graph().map(|g| (g.graph as usize, g.graph_exec as usize)),
+            e.graph_id(),
+            e.graph_exec_id(),
+        )),
+        CallbackEvent::Api(a) if a.site() == ApiSite::Enter => l.lock().unwrap().push((
+            a.cbid().name().unwrap_or("?").to_string(),
+            a.launch_stream().map(|s| s as usize),
+            a.graph_exec().map(|g| g as usize),
+        )),
+        _ => {}
+    })
+    .unwrap();
+    sub.enable_domain(CallbackDomain::Resource).unwrap();
+    sub.enable_domain(CallbackDomain::DriverApi).unwrap();
+    d.set_graph_id(0x6000, 7);
+    assert!(d.graph_resource(18, 0x5000, 0x6000, 0x6100));
+    assert!(d.graph_resource(19, 0x5000, 0, 0x6100));
+    // A module event is no graph event.
+    assert!(d.resource(MODULE_LOADED, 0x5000, 0, Some((1, b"x"))));
+    let id = |name: &str| DriverCbid::from_name(name).unwrap().id();
+    // cuLaunchKernel_params: the stream after the function and seven 32-bit dimensions.
+    let mut kernel = [0u64; 8];
+    kernel[5] = 0x77;
+    d.api_callback_params(
+        DRIVER,
+        id("cuLaunchKernel"),
+        c"cuLaunchKernel",
+        Some(c"k"),
+        kernel.as_ptr().cast(),
+        0x5000,
+        1,
+    );
+    // cuLaunchKernelEx_params: the stream in the launch configuration (after seven 32-bit fields).
+    let mut config = [0u64; 6];
+    config[4] = 0x88;
+    let ex = [config.as_ptr() as u64, 0, 0, 0];
+    d.api_callback_params(
+        DRIVER,
+        id("cuLaunchKernelEx"),
+        c"cuLaunchKernelEx",
+        Some(c"k"),
+        ex.as_ptr().cast(),
+        0x5000,
+        2,
+    );
+    let graph = [0x6100u64, 0x99];
+    d.api_callback_params(
+        DRIVER,
+        id("cuGraphLaunch_ptsz"),
+        c"cuGraphLaunch_ptsz",
+        None,
+        graph.as_ptr().cast(),
+        0x5000,
+        3,
+    );
+    // No parameters, or a call that launches nothing: nothing read.
+    d.api_callback(
+        DRIVER,
+        id("cuLaunchKernel"),
+        c"cuLaunchKernel",
+        None,
+        0x5000,
+        1,
+        4,
+        0,
+    );
+    d.api_callback_params(
+        DRIVER,
+        id("cuCtxSynchronize"),
+        c"cuCtxSynchronize",
+        None,
+        graph.as_ptr().cast(),
+        0x5000,
+        5,
+    );
+    assert_eq!(
+        *resources.lock().unwrap(),
+        vec![
+            (
+                ResourceKind::GraphExecCreated,
+                Some((0x6000, 0x6100)),
+                Some(7),
+                Some(0x6100)
+            ),
+            (
+                ResourceKind::GraphExecDestroyStarting,
+                Some((0, 0x6100)),
+                None,
+                Some(0x6100)
+            ),
+            (ResourceKind::ModuleLoaded, None, None, None),
+        ]
+    );
+    assert_eq!(
+        *launches.lock().unwrap(),
+        vec![
+            ("cuLaunchKernel".to_string(), Some(0x77), None),
+            ("cuLaunchKernelEx".to_string(), Some(0x88), None),
+            ("cuGraphLaunch_ptsz".to_string(), Some(0x99), Some(0x6100)),
+            ("cuLaunchKernel".to_string(), None, None),
+            ("cuCtxSynchronize".to_string(), None, None),
+        ]
+    );
+    sub.unsubscribe().unwrap();
+}
+
+#[test]
 fn one_subscriber_per_process_checked_by_the_crate_and_by_cupti() {
     let _serial = serial();
     let d = double();

@@ -120,6 +120,34 @@ impl GpuMemory {
     }
 }
 
+impl GpuMemory {
+    /// The UUIDs (`GPU-...`) of the GPUs on which one of `pids` is a compute process (holds a context).
+    #[allow(dead_code)]
+    pub fn devices_of(&self, pids: &[u32]) -> Result<std::collections::HashSet<String>, String> {
+        let n = self
+            .nvml
+            .device_count()
+            .map_err(|e| format!("NVML device count: {e}"))?;
+        let mut out = std::collections::HashSet::new();
+        for index in 0..n {
+            let dev = self
+                .nvml
+                .device_by_index(index)
+                .map_err(|e| format!("NVML device {index}: {e}"))?;
+            let listed = dev
+                .running_compute_processes()
+                .map_err(|e| format!("NVML processes of device {index}: {e}"))?;
+            if listed.iter().any(|p| pids.contains(&p.pid)) {
+                out.insert(
+                    dev.uuid()
+                        .map_err(|e| format!("NVML UUID of device {index}: {e}"))?,
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Bytes as MiB, for printing.
 pub fn mib(bytes: u64) -> u64 {
     bytes >> 20

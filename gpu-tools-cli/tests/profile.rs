@@ -94,9 +94,14 @@ fn standin() {
         metrics.is_empty() || !pc,
         "metrics and PC sampling are never asked of one run"
     );
-    let file = std::env::var(env::FILE)
-        .unwrap()
-        .replace("%p", &std::process::id().to_string());
+    let graph = std::env::var(env::PROFILE_GRAPH).unwrap();
+    let pattern = std::env::var(env::FILE).unwrap();
+    assert_eq!(
+        std::env::var(env::CUDA_GRAPH).as_deref(),
+        Ok("node"),
+        "kernel records of graph nodes are asked for"
+    );
+    let file = pattern.replace("%p", &std::process::id().to_string());
     let m = |launch: u32, kernel: &str, t: f64, read: f64| {
         Record::KernelMetrics(KernelMetricsRecord {
             device: 0,
@@ -123,6 +128,10 @@ fn standin() {
     })];
     if !metrics.is_empty() {
         records.extend([
+            Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!("graphs profiled by {graph}"),
+            }),
             m(0, COPY, 1000.0, 1e9),
             m(1, "scale", 50.0, 1e6),
             m(2, COPY, 3000.0, 3e9),
@@ -170,6 +179,18 @@ fn standin() {
         e.push(r);
     }
     std::fs::write(file, e.bytes()).unwrap();
+    // A second process that loaded CUDA and ran no kernel (a compile worker): a stream with its start and end only.
+    let mut idle = Encoder::new(&StreamHeader::new(1, 130001, TimestampClock::Monotonic));
+    idle.push(&records[0]);
+    idle.push(&Record::ProcessEnd(ProcessEnd {
+        time: 2,
+        reason: EndReason::Exit,
+        records: 1,
+        dropped: 0,
+        skipped: 0,
+        callback_panics: 0,
+    }));
+    std::fs::write(pattern.replace("%p", "1"), idle.bytes()).unwrap();
     // A program that runs on after its records were written (for the progress line to see them).
     if let Ok(ms) = std::env::var("GPU_TOOLS_TEST_LINGER_MS") {
         std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
@@ -196,7 +217,14 @@ fn kernels_are_tabled_per_name_with_demangled_names() {
         err.contains("a warning from inside") && err.contains("2 Ranges lost"),
         "{err}"
     );
-    assert!(err.contains("3 kernel launches profiled"), "{err}");
+    assert!(
+        err.contains("2 processes (1 ran no kernel), 3 kernel launches profiled"),
+        "{err}"
+    );
+    assert!(
+        err.contains("graphs profiled by node"),
+        "the default: {err}"
+    );
     assert!(err.contains("CUPTI dropped 3 kernel records"), "{err}");
 }
 
@@ -239,6 +267,27 @@ fn pc_sampling_adds_the_stall_report() {
         "{text}"
     );
     assert!(text.contains("pc +0x0080"), "{text}");
+}
+
+#[test]
+fn graph_profiling_travels_to_the_program() {
+    let (out, _) = run_standin(&["--set", "basic", "--graph-profiling", "graph"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("graphs profiled by graph"), "{err}");
+    assert!(
+        err.contains("3 launches (a graph launch counts once) profiled"),
+        "{err}"
+    );
+    let p = standin_program();
+    let p: Vec<&str> = p.iter().map(String::as_str).collect();
+    let out = profile(&["--graph-profiling", "whole"], &p, "none");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--graph-profiling") && err.contains("node") && err.contains("graph"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -384,14 +433,14 @@ fn a_progress_line_only_when_asked_or_on_a_terminal() {
     assert!(out.status.success(), "{err:?}");
     assert!(
         err.contains(
-            "\r\x1b[Kgpu-tools profile: 3 kernel launches profiled (0 kernels run) in 1 process, "
+            "\r\x1b[Kgpu-tools profile: 3 kernel launches profiled (0 kernels run) in 2 processes, "
         ),
         "{err:?}"
     );
     // Erased before the summary lines.
     let erased = err.rfind("\r\x1b[K").unwrap();
     let summary = err
-        .find("gpu-tools profile: 1 process, 3 kernel launches profiled")
+        .find("gpu-tools profile: 2 processes (1 ran no kernel), 3 kernel launches profiled")
         .unwrap();
     assert!(erased < summary, "{err:?}");
     assert!(!err[summary..].contains('\r'), "{err:?}");

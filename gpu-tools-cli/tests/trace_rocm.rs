@@ -135,3 +135,62 @@ fn a_program_that_never_starts_hip_is_named_as_such() {
     );
     assert!(!stderr.contains("CUDA"), "{stderr}");
 }
+
+/// The AMD tool library writes a file of its own where `GPU_TOOLS_TRACE_FILE` names one, `%h` and `%p` expanded as
+/// the CUDA library expands them (both write through `gpu_tools::linux::trace_sink`).
+#[test]
+fn the_amd_tool_library_expands_host_and_pid_in_its_file_name() {
+    // A trace run puts the embedded library in the cache; the program then runs with it alone.
+    let cache = tempfile::tempdir().unwrap();
+    let traced = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["trace", "--backend", "rocm", "-q", "--", "true"])
+        .args(["--drain-timeout-ms", "100"])
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
+        .env("XDG_CACHE_HOME", cache.path())
+        // rocprofiler-sdk found (the double): the rocm backend's check passes on a machine without ROCm.
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
+        .output()
+        .unwrap();
+    let lib = std::fs::read_dir(cache.path().join("gpu-tools"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libgpu_tools_inject_rocm-"))
+        })
+        .unwrap_or_else(|| panic!("no AMD tool library in the cache: {traced:?}"));
+    let out_dir = tempfile::tempdir().unwrap();
+    let program = Command::new("python3")
+        .args(["-c", &hip_program()])
+        .env("ROCP_TOOL_LIBRARIES", &lib)
+        .env(
+            gpu_tools::trace::env::FILE,
+            out_dir.path().join("%h-%p.gputrace"),
+        )
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
+        .spawn()
+        .unwrap();
+    let pid = program.id();
+    let status = program.wait_with_output().unwrap().status;
+    assert!(status.success(), "{status}");
+    let want = format!("{}-{pid}.gputrace", gpu_tools::trace::host_name());
+    let names: Vec<String> = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, std::slice::from_ref(&want));
+    let stats = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["stats", "--report", "processes"])
+        .arg(out_dir.path().join(&want))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(stats.status.success(), "{text}");
+    assert!(text.contains(&pid.to_string()), "{text}");
+}

@@ -1,11 +1,10 @@
 //! The trace stream of one process: a Unix socket or a file named by `gpu_tools::trace::env`, written only by the
 //! process that opened it (a forked child writes nothing).
 
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::Mutex;
 
+use gpu_tools::linux::trace_sink::Sink;
 use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
 use gpu_tools::trace::{
     DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader, ThreadIds,
@@ -13,11 +12,6 @@ use gpu_tools::trace::{
 };
 
 use crate::convert::Converter;
-
-enum Sink {
-    Socket(UnixStream),
-    File(File),
-}
 
 struct State {
     encoder: Encoder,
@@ -41,11 +35,9 @@ impl Stream {
     pub fn open(lib: &'static SdkLibrary, agents: Vec<Agent>) -> std::io::Result<Stream> {
         let pid = std::process::id();
         let sink = match (std::env::var_os(env::SOCKET), std::env::var_os(env::FILE)) {
-            (Some(s), _) if !s.is_empty() => Sink::Socket(UnixStream::connect(s)?),
-            (_, Some(f)) if !f.is_empty() => {
-                let path = f.to_string_lossy().replace("%p", &pid.to_string());
-                Sink::File(File::create(path)?)
-            }
+            (Some(s), _) if !s.is_empty() => Sink::connect(Path::new(&s))?,
+            // `%p` and `%h` expanded as the CUDA library does: one sink for both.
+            (_, Some(f)) if !f.is_empty() => Sink::create_file(Path::new(&f))?,
             _ => {
                 return Err(std::io::Error::other(format!(
                     "neither {} nor {} is set",
@@ -155,54 +147,18 @@ impl Stream {
         };
         st.encoder.push(&Record::ProcessEnd(end));
         send(&mut st);
-        match &mut st.sink {
-            Sink::Socket(s) => {
-                let _ = s.shutdown(std::net::Shutdown::Write);
-            }
-            Sink::File(f) => {
-                let _ = f.flush();
-            }
-        }
+        st.sink.finish();
     }
 }
 
 fn send(st: &mut State) {
     if !st.failed && !st.encoder.bytes().is_empty() {
-        let bytes = st.encoder.bytes();
-        let result = match &mut st.sink {
-            Sink::Socket(s) => send_all(s, bytes),
-            Sink::File(f) => f.write_all(bytes),
-        };
-        if let Err(e) = result {
+        // The sink writes to a socket without SIGPIPE: a tracer that went away is an error, never a signal that
+        // kills the traced program.
+        if let Err(e) = st.sink.send(st.encoder.bytes()) {
             st.failed = true;
             log::error!("writing the trace failed, nothing more is sent: {e}");
         }
     }
     st.encoder.clear();
-}
-
-/// Writes to the socket without SIGPIPE: a tracer that went away is an error here, never a signal that kills the
-/// traced program.
-fn send_all(s: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    while !bytes.is_empty() {
-        // SAFETY: the pointer and length describe `bytes`; the descriptor is the stream's open socket.
-        let n = unsafe {
-            libc::send(
-                s.as_raw_fd(),
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                libc::MSG_NOSIGNAL,
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        bytes = bytes.get(n as usize..).unwrap_or(&[]);
-    }
-    Ok(())
 }

@@ -27,7 +27,7 @@ mod nvtx;
 mod profiling;
 mod session;
 mod signals;
-mod sink;
+use gpu_tools::linux::trace_sink as sink;
 mod writer;
 
 pub use attach::{AttachStatus, gpu_tools_inject_attach};

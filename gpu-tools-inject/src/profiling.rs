@@ -1,31 +1,47 @@
 //! Per-kernel metrics and PC sampling inside the traced program, when `GPU_TOOLS_PROFILE_METRICS` or
 //! `GPU_TOOLS_PROFILE_PC_SAMPLING` ask for them (`gpu_tools::profile::ProfileRequest`).
 //!
-//! Each context gets a range profiler in auto-range, kernel-replay mode when it is created. The session's callback
-//! subscriber hands over context creation and destruction and the entry of every kernel launch: a launch is noted
-//! (correlation id, kernel name), so range `i` of a decode is the context's `i`-th launch since the previous one.
-//! The counter data is decoded into kernel-metrics records when it is full (before the launch that would not fit),
-//! when the context is destroyed, and at exit. PC samples are read at the same moments. Anything lost is sent as a
-//! profile-loss record; anything that fails is sent as a notice, and the program runs on.
+//! Each context gets a range profiler in auto-range, kernel-replay mode when it is created. CUPTI names an auto
+//! range by its number only, so the session's callback subscriber tells which launch each range is (`ranges`):
+//! the entry of every kernel launch queues one expected range (correlation id, kernel name); the entry of a graph
+//! launch queues one per kernel node of the graph, in the order the graph runs them, read from the graph when its
+//! executable was made (`graphs`). A launch into a stream that is capturing runs nothing and is not queued. The
+//! counter data is decoded into kernel-metrics records when it is full (before the launch that would not fit),
+//! when the context is destroyed, and at exit; with `GPU_TOOLS_PROFILE_GRAPH=graph`, each graph launch makes one
+//! record. PC samples are read at the same moments. Anything lost is sent as a profile-loss record; anything that
+//! fails is sent as a notice, and the program runs on.
 //!
 //! With a per-kernel limit (`GPU_TOOLS_PROFILE_LAUNCHES_PER_KERNEL`), the profiler is stopped at the first launch
-//! past its name's limit and started again at the next launch to profile: stopped, it neither replays nor counts,
-//! and the ranges of the launches profiled before stay in the counter data until the next decode.
+//! past its name's limit (a graph launch counts for its graph) and started again at the next launch to profile:
+//! stopped, it neither replays nor counts, and the ranges of the launches profiled before stay in the counter data
+//! until the next decode.
+//!
+//! A process that never makes a context (a worker that loads CUDA and does nothing with it) profiles nothing and
+//! says nothing.
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use gpu_tools::cuda::Driver;
+use gpu_tools::cuda::graph::{GraphKernels, stream_is_capturing};
 use gpu_tools::cupti::DriverCbid;
-use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
+use gpu_tools::cupti::callback::{
+    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, ResourceEvent, ResourceKind, Subscriber,
+};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::cupti::range_profiler::RangeProfiler;
 use gpu_tools::profile::ProfileRequest;
-use gpu_tools::trace::{
-    KernelMetricsRecord, NoticeLevel, ProfileLoss, ProfileLossKind, Record, StallRecord,
-};
+use gpu_tools::trace::env::GraphMode;
+use gpu_tools::trace::{NoticeLevel, ProfileLoss, ProfileLossKind, Record, StallRecord};
 
 use crate::writer::Writer;
+
+mod graphs;
+mod ranges;
+
+use graphs::Graphs;
+use ranges::{Expected, Place, Tail};
 
 /// The launch calls whose entry marks a kernel (and so an auto range).
 const LAUNCHES: [&str; 6] = [
@@ -37,22 +53,29 @@ const LAUNCHES: [&str; 6] = [
     "cuLaunchCooperativeKernel_ptsz",
 ];
 
+/// The graph launch calls: one range per kernel node of the graph.
+const GRAPH_LAUNCHES: [&str; 2] = ["cuGraphLaunch", "cuGraphLaunch_ptsz"];
+
 struct ContextProfile {
     raw: usize,
     id: u32,
     device: u32,
     profiler: Option<RangeProfiler<'static>>,
     pc: Option<PcSampler<'static>>,
-    /// (correlation id, kernel name) of each launch since the last decode.
-    pending: Vec<(u32, Arc<str>)>,
-    /// Launches decoded before the pending ones.
+    /// The ranges expected since the last decode.
+    pending: Vec<Expected>,
+    /// A graph launch whose kernels are unknown ran after the pending ranges: the ranges past them are its.
+    tail: Option<Tail>,
+    /// Workloads decoded before the pending ones.
     decoded: u32,
-    /// Launches of each kernel name seen (with a per-kernel limit).
+    /// Launches of each kernel name (or graph) seen (with a per-kernel limit).
     launches: HashMap<Arc<str>, u32>,
     /// Launches left unprofiled by the per-kernel limit.
     skipped: u64,
     /// The profiler is stopped while launches past the limit run.
     paused: bool,
+    /// A decode found other than the ranges expected (said once).
+    misaligned: bool,
 }
 
 struct State {
@@ -61,7 +84,9 @@ struct State {
     contexts: Vec<ContextProfile>,
     names: HashMap<String, Arc<str>>,
     metric_names: Vec<Arc<str>>,
-    seen_context: bool,
+    graphs: Graphs,
+    /// Graph ids made up for graphs CUPTI gives none.
+    graph_ids: u32,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -92,9 +117,10 @@ pub fn start(writer: &Arc<Writer>) -> bool {
         );
     }
     log::info!(
-        "profiling kernels: metrics {:?}, PC sampling {}",
+        "profiling kernels: metrics {:?}, PC sampling {}, graphs profiled by {}",
         request.metrics,
-        request.pc_sampling
+        request.pc_sampling,
+        request.graph_profiling
     );
     let metric_names = request
         .metrics
@@ -107,9 +133,25 @@ pub fn start(writer: &Arc<Writer>) -> bool {
         contexts: Vec::new(),
         names: HashMap::new(),
         metric_names,
-        seen_context: false,
+        graphs: Graphs::default(),
+        graph_ids: 0,
     });
     true
+}
+
+/// The session could not subscribe to callbacks: nothing can be profiled (contexts are never seen). Says so and
+/// drops the request.
+pub fn no_subscriber(error: &dyn std::fmt::Display) {
+    let Some(state) = STATE.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        return;
+    };
+    state.writer.notice(
+        NoticeLevel::Error,
+        format!(
+            "nothing is profiled: kernel metrics and PC sampling need CUPTI's callback subscriber, which could \
+             not be had ({error})"
+        ),
+    );
 }
 
 /// Enables the launch callbacks on the session's subscriber (when profiling was asked for).
@@ -117,12 +159,13 @@ pub fn enable_callbacks(subscriber: &Subscriber) -> gpu_tools::Result<()> {
     if STATE.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
         return Ok(());
     }
-    for name in LAUNCHES {
+    for name in LAUNCHES.iter().chain(&GRAPH_LAUNCHES) {
         if let Some(cbid) = DriverCbid::from_name(name) {
             subscriber.enable_driver(cbid)?;
         }
     }
-    // Resource events come with the session's own domain; enabling it again does no harm.
+    // Resource events (contexts, executable graphs) come with the session's own domain; enabling it again does no
+    // harm.
     subscriber.enable_domain(CallbackDomain::Resource)
 }
 
@@ -140,22 +183,46 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 state.context_created(r.context() as usize, r.context_id().unwrap_or(0))
             }
             ResourceKind::ContextDestroyStarting => state.context_ending(r.context() as usize),
+            ResourceKind::GraphExecCreated => state.graph_exec_created(r),
+            ResourceKind::GraphExecDestroyStarting => {
+                if let Some(g) = r.graph() {
+                    state.graphs.destroyed(g.graph_exec as usize);
+                }
+            }
             _ => {}
         },
-        CallbackEvent::Api(a) if a.site() == gpu_tools::cupti::callback::ApiSite::Enter => {
-            let is_launch = matches!(a.cbid(), gpu_tools::cupti::ApiCbid::Driver(_))
-                && a.cbid().name().is_some_and(|n| LAUNCHES.contains(&n));
-            if is_launch {
-                let name = a
+        CallbackEvent::Api(a) if a.site() == ApiSite::Enter => {
+            let name = a.cbid().name();
+            if name.is_some_and(|n| LAUNCHES.contains(&n)) && !captured(a) {
+                let kernel = a
                     .symbol_name()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                state.launch(a.context() as usize, a.correlation_id(), &name);
+                state.launch(a.context() as usize, a.correlation_id(), &kernel);
+            } else if name.is_some_and(|n| GRAPH_LAUNCHES.contains(&n)) && !captured(a) {
+                if let Some(exec) = a.graph_exec() {
+                    state.graph_launch(a.context() as usize, a.correlation_id(), exec as usize);
+                }
             }
         }
         _ => {}
     }
     BUSY.with(|b| b.set(false));
+}
+
+/// Whether a launch goes to a stream that is capturing: it is recorded into a graph, not run, and makes no range.
+fn captured(a: &ApiEvent<'_>) -> bool {
+    let (Some(stream), Ok(driver)) = (a.launch_stream(), Driver::load()) else {
+        return false;
+    };
+    // SAFETY: the stream of the launch call in progress, alive during its callback.
+    match unsafe { stream_is_capturing(driver, stream) } {
+        Ok(capturing) => capturing,
+        Err(e) => {
+            log::debug!("cuStreamIsCapturing: {e}; taken as not capturing");
+            false
+        }
+    }
 }
 
 /// Decodes and sends everything still held, and disables the profilers: at the end of the session, before the
@@ -170,27 +237,15 @@ pub fn finish() {
     for raw in raws {
         state.context_ending(raw);
     }
-    if !state.seen_context {
-        state.writer.notice(
-            NoticeLevel::Warning,
-            "profiling was asked for but no CUDA context was seen (no callback subscriber?)".into(),
-        );
-    }
     BUSY.with(|b| b.set(false));
 }
 
 impl State {
     fn name(&mut self, text: &str) -> Arc<str> {
-        if let Some(n) = self.names.get(text) {
-            return Arc::clone(n);
-        }
-        let n: Arc<str> = Arc::from(text);
-        self.names.insert(text.to_string(), Arc::clone(&n));
-        n
+        intern(&mut self.names, text)
     }
 
     fn context_created(&mut self, raw: usize, id: u32) {
-        self.seen_context = true;
         let ctx = raw as gpu_tools::cuda::RawContext;
         let profiler = if self.request.metrics.is_empty() {
             None
@@ -245,25 +300,109 @@ impl State {
             profiler,
             pc,
             pending: Vec::new(),
+            tail: None,
             decoded: 0,
             launches: HashMap::new(),
             skipped: 0,
             paused: false,
+            misaligned: false,
         });
+    }
+
+    /// An executable graph was made: its kernels are read now, while its graph surely exists.
+    fn graph_exec_created(&mut self, r: &ResourceEvent<'_>) {
+        if self.request.metrics.is_empty() {
+            return;
+        }
+        let Some(info) = r.graph() else { return };
+        let id = match r.graph_id().or_else(|| r.graph_exec_id()) {
+            Some(id) => id,
+            None => {
+                self.graph_ids += 1;
+                u32::MAX - self.graph_ids
+            }
+        };
+        let read = match Driver::load() {
+            Ok(driver) if !info.graph.is_null() => {
+                // SAFETY: the graph CUPTI reports an executable made from, alive during this callback, which runs
+                // on the thread that made it.
+                unsafe { GraphKernels::of_raw(driver, info.graph) }.map_err(|e| e.to_string())
+            }
+            Ok(_) => Err("CUPTI named no graph".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Ok(g) = &read {
+            log::debug!(
+                "graph {id}: {} kernels, one chain: {}, {} conditional nodes",
+                g.kernels.len(),
+                g.ordered,
+                g.conditional_nodes
+            );
+        }
+        let names = &mut self.names;
+        let warning = self
+            .graphs
+            .created(info.graph_exec as usize, id, read, |n| intern(names, n));
+        if let Some(w) = warning {
+            // The order of parallel kernels does not matter when a graph launch makes one record.
+            if !(w.order_only && self.request.graph_profiling == GraphMode::Graph) {
+                self.writer.notice(NoticeLevel::Warning, w.text);
+            }
+        }
     }
 
     fn launch(&mut self, raw: usize, correlation: u32, kernel: &str) {
         let name = self.name(kernel);
+        let expected = vec![Expected {
+            correlation,
+            kernel: Arc::clone(&name),
+            graph: None,
+        }];
+        self.queue(raw, &name, expected, None);
+    }
+
+    fn graph_launch(&mut self, raw: usize, correlation: u32, exec: usize) {
+        if self.request.metrics.is_empty() {
+            return;
+        }
+        let plan = match self.graphs.plan(exec) {
+            Some(plan) => plan,
+            None => {
+                let (plan, warning) = self.graphs.unreported(exec);
+                self.writer.notice(NoticeLevel::Warning, warning);
+                plan
+            }
+        };
+        let run = self.graphs.run(&plan.name);
+        match &plan.kernels {
+            Some(kernels) => {
+                let expected = kernels
+                    .iter()
+                    .map(|k| Expected {
+                        correlation,
+                        kernel: Arc::clone(k),
+                        graph: Some(run.clone()),
+                    })
+                    .collect();
+                self.queue(raw, &plan.name, expected, None);
+            }
+            None => self.queue(raw, &plan.name, Vec::new(), Some(Tail { correlation, run })),
+        }
+    }
+
+    /// Queues the ranges a launch will make (`unit`: the kernel or graph counted by the per-kernel limit), or, for
+    /// a graph launch whose kernels are unknown (`tail`), isolates them: decoded before it, and after it at the
+    /// next launch.
+    fn queue(&mut self, raw: usize, unit: &Arc<str>, expected: Vec<Expected>, tail: Option<Tail>) {
         let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else {
             return;
         };
-        let limit = self.request.launches_per_kernel;
-        let c = &mut self.contexts[i];
-        if c.profiler.is_none() {
+        if self.contexts[i].profiler.is_none() || (expected.is_empty() && tail.is_none()) {
             return;
         }
-        if let Some(limit) = limit {
-            let seen = c.launches.entry(Arc::clone(&name)).or_insert(0);
+        if let Some(limit) = self.request.launches_per_kernel {
+            let c = &mut self.contexts[i];
+            let seen = c.launches.entry(Arc::clone(unit)).or_insert(0);
             *seen = seen.saturating_add(1);
             if *seen > limit {
                 c.skipped += 1;
@@ -282,15 +421,19 @@ impl State {
                 return;
             }
         }
-        let full = c
-            .profiler
-            .as_ref()
-            .is_some_and(|p| c.pending.len() >= p.max_ranges());
-        if full {
+        let c = &self.contexts[i];
+        let room = c.profiler.as_ref().map_or(0, |p| p.max_ranges());
+        // Decoded first: a full image; ranges of an unknown graph launch to close; or ranges to set apart from
+        // those of an unknown graph launch.
+        let must_decode = c.tail.is_some()
+            || (!c.pending.is_empty()
+                && (tail.is_some() || c.pending.len() + expected.len() > room));
+        if must_decode {
             // Decoding starts the profiler again.
             self.decode(i, true);
             self.contexts[i].paused = false;
         } else if c.paused {
+            let c = &mut self.contexts[i];
             c.paused = false;
             if let Some(Err(e)) = c.profiler.as_mut().map(|p| p.begin_pass()) {
                 log::warn!(
@@ -300,8 +443,10 @@ impl State {
                 self.decode(i, true);
             }
         }
-        if self.contexts[i].profiler.is_some() {
-            self.contexts[i].pending.push((correlation, name));
+        let c = &mut self.contexts[i];
+        if c.profiler.is_some() {
+            c.pending.extend(expected);
+            c.tail = tail;
         }
     }
 
@@ -345,33 +490,46 @@ impl State {
             }
         };
         let resumed = if resume { profiler.resume() } else { Ok(()) };
-        let pending = std::mem::take(&mut self.contexts[i].pending);
+        let c = &mut self.contexts[i];
+        let pending = std::mem::take(&mut c.pending);
+        let tail = c.tail.take();
         log::info!(
-            "context {id}: {} ranges decoded for {} launches in {:.1} ms",
+            "context {id}: {} ranges decoded for {} expected in {:.1} ms",
             results.ranges.len(),
             pending.len(),
             t0.elapsed().as_secs_f64() * 1e3
         );
-        if results.ranges.len() + results.dropped as usize != pending.len() {
-            log::warn!(
-                "context {id}: {} ranges and {} dropped for {} launches",
-                results.ranges.len(),
-                results.dropped,
-                pending.len()
+        let found = results.ranges.len() + results.dropped as usize;
+        let fits = found == pending.len() || (tail.is_some() && found >= pending.len());
+        if !fits && !c.misaligned {
+            c.misaligned = true;
+            self.writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "context {id}: {} ranges profiled where {} launches were expected: names of kernels \
+                     profiled in this stretch may be wrong (said once per context)",
+                    found,
+                    pending.len()
+                ),
             );
         }
-        let base = self.contexts[i].decoded;
-        let fallback: Vec<Arc<str>> = results.ranges.iter().map(|r| self.name(&r.name)).collect();
-        for record in kernel_records(
+        let place = Place {
+            device,
+            context: id,
+            first: self.contexts[i].decoded,
+        };
+        let (records, next) = ranges::kernel_records(
             &results,
             &pending,
-            &fallback,
+            tail.as_ref(),
             &self.metric_names,
-            (device, id, base),
-        ) {
-            self.writer.push(&record);
+            place,
+            self.request.graph_profiling,
+        );
+        for record in &records {
+            self.writer.push(record);
         }
-        self.contexts[i].decoded = base + pending.len() as u32;
+        self.contexts[i].decoded = next;
         if results.dropped > 0 {
             self.writer.push(&Record::ProfileLoss(ProfileLoss {
                 kind: ProfileLossKind::Ranges,
@@ -451,40 +609,6 @@ impl State {
     }
 }
 
-/// The kernel-metrics records of one decode: range `k` is the `k`-th pending launch (kernel replay serialises
-/// launches); a range without a launch keeps the name CUPTI gave it (`fallback`).
-fn kernel_records(
-    results: &gpu_tools::cupti::range_profiler::RangeResults,
-    pending: &[(u32, Arc<str>)],
-    fallback: &[Arc<str>],
-    metrics: &[Arc<str>],
-    (device, context, base): (u32, u32, u32),
-) -> Vec<Record> {
-    results
-        .ranges
-        .iter()
-        .enumerate()
-        .map(|(k, range)| {
-            let (correlation, kernel) = match pending.get(k) {
-                Some((c, n)) => (*c, Arc::clone(n)),
-                None => (0, fallback.get(k).cloned().unwrap_or_else(|| Arc::from(""))),
-            };
-            Record::KernelMetrics(KernelMetricsRecord {
-                device,
-                context,
-                correlation,
-                launch: base + k as u32,
-                kernel,
-                metrics: metrics
-                    .iter()
-                    .cloned()
-                    .zip(range.values.iter().copied())
-                    .collect(),
-            })
-        })
-        .collect()
-}
-
 /// The device ordinal of a context (0 when it cannot be asked).
 fn device_of(ctx: gpu_tools::cuda::RawContext) -> u32 {
     let Some(driver) = gpu_tools::cuda::Driver::get() else {
@@ -508,59 +632,12 @@ fn device_of(ctx: gpu_tools::cuda::RawContext) -> u32 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use gpu_tools::cupti::range_profiler::{RangeResults, RangeValues};
-
-    #[test]
-    fn ranges_map_to_launches_in_order() {
-        let results = RangeResults {
-            metrics: vec!["a.sum".into()],
-            ranges: vec![
-                RangeValues {
-                    name: "0".into(),
-                    values: vec![1.0],
-                },
-                RangeValues {
-                    name: "1".into(),
-                    values: vec![2.0],
-                },
-                RangeValues {
-                    name: "orphan".into(),
-                    values: vec![3.0],
-                },
-            ],
-            dropped: 0,
-            counter_data: None,
-        };
-        let pending = vec![(11, Arc::from("copy")), (12, Arc::from("scale"))];
-        let fallback: Vec<Arc<str>> = results
-            .ranges
-            .iter()
-            .map(|r| Arc::from(r.name.as_str()))
-            .collect();
-        let metrics = vec![Arc::from("a.sum")];
-        let records = kernel_records(&results, &pending, &fallback, &metrics, (0, 5, 10));
-        let got: Vec<(u32, u32, String, f64)> = records
-            .iter()
-            .map(|r| match r {
-                Record::KernelMetrics(k) => (
-                    k.correlation,
-                    k.launch,
-                    k.kernel.to_string(),
-                    k.metrics[0].1,
-                ),
-                _ => unreachable!(),
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                (11, 10, "copy".into(), 1.0),
-                (12, 11, "scale".into(), 2.0),
-                (0, 12, "orphan".into(), 3.0)
-            ]
-        );
+/// The one `Arc` of a name.
+fn intern(names: &mut HashMap<String, Arc<str>>, text: &str) -> Arc<str> {
+    if let Some(n) = names.get(text) {
+        return Arc::clone(n);
     }
+    let n: Arc<str> = Arc::from(text);
+    names.insert(text.to_string(), Arc::clone(&n));
+    n
 }

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use gpu_tools::trace::{KernelRecord, Record};
+use gpu_tools::trace::{
+    ClockAnchor, CounterSample, Encoder, KernelRecord, ProcessInfo, Record, StreamHeader,
+    TimestampClock,
+};
 
 /// A kernel `name` that ran from `start` to `end` (ns) with correlation id `correlation`: device 0, context 1,
 /// stream 7, grid id = correlation, grid 128×1×1 of blocks of 256×1×1, 32 registers, no shared memory, no graph.
@@ -30,4 +33,35 @@ pub fn kernel_record(name: &str, start: u64, end: u64, correlation: u32) -> Kern
 /// [`kernel_record`] as a [`Record`].
 pub fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
     Record::Kernel(kernel_record(name, start, end, correlation))
+}
+
+/// A counter sample of `device` over `[start, end)` with these (metric, value) pairs.
+pub fn counter_sample(device: u32, start: u64, end: u64, values: &[(&str, f64)]) -> Record {
+    Record::CounterSample(CounterSample {
+        start,
+        end,
+        device,
+        values: values.iter().map(|(m, v)| (Arc::from(*m), *v)).collect(),
+    })
+}
+
+/// The bytes of a stream of `host` as a tracer writes it for a process or (`pid` 0) for its device counters: the
+/// header, a clock anchor reading `monotonic` at wall-clock time 1.7e18 ns, the host's process information, then
+/// `records`.
+pub fn stream_of_host(pid: u32, host: &str, monotonic: u64, records: &[Record]) -> Vec<u8> {
+    let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
+    e.push(&Record::ClockAnchor(ClockAnchor {
+        monotonic,
+        realtime: 1_700_000_000_000_000_000,
+        uncertainty: 40,
+    }));
+    e.push(&Record::ProcessInfo(ProcessInfo {
+        host: host.into(),
+        boot_id: format!("boot-{host}"),
+        labels: vec![],
+    }));
+    for r in records {
+        e.push(r);
+    }
+    e.bytes().to_vec()
 }

@@ -180,12 +180,12 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
     let counted = (all.len() - 1) as f64 + report.stats.dropped as f64 + report.stats.gaps as f64;
     println!(
         "{} samples read, {} counted lost and {} gaps ({} at image restarts) over {periods:.0} periods; {} \
-         retimed; {} samples begun but not completed at image restarts",
+         stale (left out, their periods among the gaps); {} samples begun but not completed at image restarts",
         all.len(),
         report.stats.dropped,
         report.stats.gaps,
         report.stats.gaps_at_restart,
-        report.stats.retimed,
+        report.stats.stale,
         report.stats.incomplete_at_restart
     );
     assert!(
@@ -193,12 +193,13 @@ fn pm_sampling_reads_an_idle_gpu_and_a_busy_one() {
         "{counted} samples read, lost or missing for {periods:.0} periods"
     );
     assert_eq!(report.stats.dropped, 0, "no loss without an overflow");
+    // Gaps come with image restarts (no sample while one restarts; stale samples after it are left out).
     assert!(
-        report.stats.gaps * 10 <= report.stats.samples,
-        "more than a tenth of the periods without a sample: {:?}",
+        report.stats.gaps * 4 <= report.stats.samples,
+        "more than a quarter of the periods without a sample: {:?}",
         report.stats
     );
-    // Timestamps rise and tile the time (within 0.1 ms: retimed samples take whole periods).
+    // Timestamps rise and tile the time (within 0.1 ms) under load, where no restart leaves a gap.
     for w in busy.windows(2) {
         assert!(
             w[1].start_ns >= w[0].start_ns && w[1].start_ns.abs_diff(w[0].end_ns) < 100_000,

@@ -9,6 +9,19 @@
 //!
 //! Rates (`….per_second`) and percentages are kept as the hardware reported them over each sample's interval;
 //! amounts (bytes) follow from a rate times the time it covers.
+//!
+//! [`Attribution`] ties the samples to the kernels that ran while they were taken (its module, [`attribution`],
+//! says how and with which limits); [`MetricKind`] and [`label`] read what a metric's name says.
+
+pub mod attribution;
+mod metric;
+mod sweep;
+
+pub use attribution::{
+    Attribution, CounterAttribution, DeviceCounters, DeviceId, KernelCounters, MetricValue,
+    SampleShares,
+};
+pub use metric::{MetricKind, label};
 
 /// `sm__cycles_active`: the share of elapsed cycles in which SMs had work, in percent.
 pub const SM_ACTIVE: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
@@ -40,3 +53,8 @@ pub fn named_set(name: &str) -> Option<&'static [&'static str]> {
 
 /// The pid in the header of a counter stream.
 pub const COUNTER_STREAM_PID: u32 = 0;
+
+/// Whether a stream with this header is a counter stream (written by the tracer, not by a traced process).
+pub fn is_counter_stream(header: &super::StreamHeader) -> bool {
+    header.pid == COUNTER_STREAM_PID
+}

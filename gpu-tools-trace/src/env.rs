@@ -29,6 +29,10 @@ pub const PROFILE_MAX_RANGES: &str = "GPU_TOOLS_PROFILE_MAX_RANGES";
 /// Profile at most this many launches of each kernel name in a context; later launches of that name run
 /// unprofiled, without replay (unset or `0`: every launch).
 pub const PROFILE_LAUNCHES_PER_KERNEL: &str = "GPU_TOOLS_PROFILE_LAUNCHES_PER_KERNEL";
+/// What a CUDA graph launch yields in kernel-metrics records (as ncu's `--graph-profiling`): `node` (one per kernel
+/// node, named after its kernel; the default) or `graph` (one per graph launch, named after the graph, its kernels'
+/// values combined).
+pub const PROFILE_GRAPH: &str = "GPU_TOOLS_PROFILE_GRAPH";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 /// The variable NVTX reads at a program's first NVTX call to load the library that implements NVTX (an absolute

@@ -15,11 +15,11 @@
 //! |---|---|
 //! | [`wire`], [`Encoder`], [`Decoder`], [`StreamReader`] | the stream format |
 //! | [`file`](mod@file) | `.gputrace` files: reading, merging, the process and clock each stream came from |
-//! | [`report`] | the summary tables (`stats`), as text, CSV or JSON |
-//! | [`export`] | Chrome trace JSON and Perfetto timelines |
+//! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON |
+//! | [`export`] | Chrome trace JSON and Perfetto timelines, with counter tracks per device |
 //! | [`env`](mod@env) | the injection contract: the variables a tracer sets for the injection library |
 //! | [`profile`] | the per-kernel profile request, what a profiled program sent, its tables |
-//! | [`counters`] | device counters sampled beside the traced processes (`trace --counters`) |
+//! | [`counters`] | device counters sampled beside the traced processes (`trace --counters`), and their attribution to kernels ([`counters::Attribution`]) |
 //!
 //! Vendor-neutral: the vendor layers of `gpu-tools` convert their borrowed activity records into these (they
 //! depend on this crate, never the reverse).

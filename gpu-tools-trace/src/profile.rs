@@ -21,9 +21,14 @@ use std::io::{self, Write};
 use std::process::ExitStatus;
 use std::sync::Arc;
 
+use crate::env::GraphMode;
 use crate::{
     KernelMetricsRecord, KernelRecord, Notice, ProfileLoss, Record, StallRecord, StreamReader, env,
 };
+
+mod combine;
+
+pub use combine::{Combine, combine_values};
 
 /// The `basic` set: time, DRAM traffic and SM throughput of each kernel.
 pub const BASIC_SET: [&str; 4] = [
@@ -45,7 +50,8 @@ pub fn named_set(name: &str) -> Option<&'static [&'static str]> {
 pub const DEFAULT_MAX_RANGES: usize = 2048;
 
 /// What to collect in a profiled program; travels through the environment ([`env::PROFILE_METRICS`],
-/// [`env::PROFILE_PC_SAMPLING`], [`env::PROFILE_MAX_RANGES`]).
+/// [`env::PROFILE_PC_SAMPLING`], [`env::PROFILE_MAX_RANGES`], [`env::PROFILE_LAUNCHES_PER_KERNEL`],
+/// [`env::PROFILE_GRAPH`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileRequest {
     /// Metrics per kernel launch (full names); empty: none.
@@ -55,8 +61,13 @@ pub struct ProfileRequest {
     /// Launches between two decodes.
     pub max_ranges: usize,
     /// Profile at most this many launches of each kernel name (per context); the others run unprofiled, at native
-    /// speed. `None`: every launch.
+    /// speed. `None`: every launch. A CUDA graph launch is profiled whole or not at all: it counts as a launch of
+    /// the graph.
     pub launches_per_kernel: Option<u32>,
+    /// What a CUDA graph launch yields, as ncu's `--graph-profiling`: one record per kernel node
+    /// ([`GraphMode::Node`], the default), or one per graph launch named after the graph
+    /// ([`GraphMode::Graph`], values combined by [`combine_values`]).
+    pub graph_profiling: GraphMode,
 }
 
 impl ProfileRequest {
@@ -67,6 +78,7 @@ impl ProfileRequest {
             pc_sampling: false,
             max_ranges: DEFAULT_MAX_RANGES,
             launches_per_kernel: None,
+            graph_profiling: GraphMode::Node,
         }
     }
 
@@ -133,11 +145,18 @@ impl ProfileRequest {
                 }
             },
         };
+        let graph_profiling = match get(env::PROFILE_GRAPH).as_deref().map(str::trim) {
+            None | Some("") => GraphMode::Node,
+            Some(v) => v
+                .parse::<GraphMode>()
+                .map_err(|e| format!("{}: {e}", env::PROFILE_GRAPH))?,
+        };
         Ok(ProfileRequest {
             metrics,
             pc_sampling,
             max_ranges,
             launches_per_kernel,
+            graph_profiling,
         })
     }
 
@@ -164,6 +183,7 @@ impl ProfileRequest {
                 env::PROFILE_LAUNCHES_PER_KERNEL,
                 self.launches_per_kernel.unwrap_or(0).to_string(),
             ),
+            (env::PROFILE_GRAPH, self.graph_profiling.name().to_string()),
         ]
     }
 }
@@ -176,6 +196,9 @@ pub struct ProfileRun {
     pub status: Option<ExitStatus>,
     /// Processes that sent a stream.
     pub processes: usize,
+    /// Processes whose stream held no kernel, kernel-metrics or stall record: they loaded CUDA and ran no kernel (a
+    /// compile worker, for example).
+    pub idle_processes: usize,
     /// Kernel records (their durations, natively timed by the activity API).
     pub kernels: Vec<KernelRecord>,
     /// Per-kernel metric values, in launch order per process.
@@ -197,8 +220,10 @@ pub struct ProfileRun {
     pub dropped_records: u64,
 }
 
-/// Sorts a stream's records into `out`.
+/// Sorts a stream's records into `out`, and counts the stream as an idle process when it held no kernel,
+/// kernel-metrics or stall record.
 pub fn collect<R: io::Read>(reader: StreamReader<R>, out: &mut ProfileRun) {
+    let before = out.kernels.len() + out.metrics.len() + out.stalls.len();
     for item in reader {
         match item {
             Ok(Record::Kernel(k)) => out.kernels.push(k),
@@ -213,6 +238,9 @@ pub fn collect<R: io::Read>(reader: StreamReader<R>, out: &mut ProfileRun) {
             Ok(_) => {}
             Err(_) => out.wire_errors += 1,
         }
+    }
+    if out.kernels.len() + out.metrics.len() + out.stalls.len() == before {
+        out.idle_processes += 1;
     }
 }
 
@@ -607,6 +635,7 @@ mod tests {
             pc_sampling: true,
             max_ranges: 16,
             launches_per_kernel: Some(3),
+            graph_profiling: GraphMode::Graph,
         };
         let vars: HashMap<&str, String> = r.env().into_iter().collect();
         let back = ProfileRequest::from_lookup(|k| vars.get(k).cloned()).unwrap();
@@ -634,6 +663,17 @@ mod tests {
                 |k| (k == env::PROFILE_LAUNCHES_PER_KERNEL).then(|| "-1".into())
             )
             .is_err()
+        );
+        assert_eq!(
+            every.graph_profiling,
+            GraphMode::Node,
+            "graph launches are profiled node by node unless asked"
+        );
+        let e = ProfileRequest::from_lookup(|k| (k == env::PROFILE_GRAPH).then(|| "whole".into()))
+            .unwrap_err();
+        assert!(
+            e.contains(env::PROFILE_GRAPH) && e.contains("node, graph"),
+            "{e}"
         );
     }
 

@@ -7,92 +7,10 @@ use std::sync::Arc;
 use gpu_tools_trace::export::{ChromeWriter, PerfettoWriter, Timeline};
 use gpu_tools_trace::*;
 
-/// `perfetto.protos.Trace` and the parts of `TracePacket` the export writes.
-mod pb {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Trace {
-        #[prost(message, repeated, tag = "1")]
-        pub packet: Vec<TracePacket>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TracePacket {
-        #[prost(uint64, optional, tag = "8")]
-        pub timestamp: Option<u64>,
-        #[prost(uint32, optional, tag = "10")]
-        pub trusted_packet_sequence_id: Option<u32>,
-        #[prost(message, optional, tag = "11")]
-        pub track_event: Option<TrackEvent>,
-        #[prost(message, optional, tag = "12")]
-        pub interned_data: Option<InternedData>,
-        #[prost(uint32, optional, tag = "13")]
-        pub sequence_flags: Option<u32>,
-        #[prost(message, optional, tag = "60")]
-        pub track_descriptor: Option<TrackDescriptor>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TrackDescriptor {
-        #[prost(uint64, optional, tag = "1")]
-        pub uuid: Option<u64>,
-        #[prost(string, optional, tag = "2")]
-        pub name: Option<String>,
-        #[prost(message, optional, tag = "3")]
-        pub process: Option<ProcessDescriptor>,
-        #[prost(uint64, optional, tag = "5")]
-        pub parent_uuid: Option<u64>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ProcessDescriptor {
-        #[prost(int32, optional, tag = "1")]
-        pub pid: Option<i32>,
-        #[prost(string, optional, tag = "6")]
-        pub process_name: Option<String>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TrackEvent {
-        #[prost(uint64, repeated, packed = "false", tag = "3")]
-        pub category_iids: Vec<u64>,
-        #[prost(message, repeated, tag = "4")]
-        pub debug_annotations: Vec<DebugAnnotation>,
-        #[prost(int32, optional, tag = "9")]
-        pub r#type: Option<i32>,
-        #[prost(uint64, optional, tag = "10")]
-        pub name_iid: Option<u64>,
-        #[prost(uint64, optional, tag = "11")]
-        pub track_uuid: Option<u64>,
-        #[prost(fixed64, repeated, packed = "false", tag = "47")]
-        pub flow_ids: Vec<u64>,
-        #[prost(fixed64, repeated, packed = "false", tag = "48")]
-        pub terminating_flow_ids: Vec<u64>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct DebugAnnotation {
-        #[prost(string, optional, tag = "10")]
-        pub name: Option<String>,
-        #[prost(uint64, optional, tag = "3")]
-        pub uint_value: Option<u64>,
-        #[prost(int64, optional, tag = "4")]
-        pub int_value: Option<i64>,
-        #[prost(double, optional, tag = "5")]
-        pub double_value: Option<f64>,
-        #[prost(string, optional, tag = "6")]
-        pub string_value: Option<String>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct InternedData {
-        #[prost(message, repeated, tag = "1")]
-        pub event_categories: Vec<Interned>,
-        #[prost(message, repeated, tag = "2")]
-        pub event_names: Vec<Interned>,
-    }
-    /// `EventCategory` and `EventName` (same fields).
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Interned {
-        #[prost(uint64, optional, tag = "1")]
-        pub iid: Option<u64>,
-        #[prost(string, optional, tag = "2")]
-        pub name: Option<String>,
-    }
-}
+#[path = "support/perfetto.rs"]
+mod perfetto;
+
+use perfetto::pb;
 
 const SLICE_BEGIN: i32 = 1;
 const SLICE_END: i32 = 2;
@@ -448,6 +366,221 @@ fn records_are_counted_per_file() {
     assert_eq!(a.read(0, &whole[..]), vec![]);
     assert!(!a.read(1, &whole[..10]).is_empty());
     assert_eq!((a.records(0), a.records(1), a.records(2)), (4, 0, 0));
+}
+
+// Counter streams on the timeline: a process and its host's counter stream, and another host's counter stream
+// whose clock reads 8 ms more at the same wall-clock time.
+
+const WALL: u64 = 1_700_000_000_000_000_000;
+
+fn stream(pid: u32, host: &str, monotonic: u64, records: &[Record]) -> Vec<u8> {
+    let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
+    e.push(&Record::ClockAnchor(ClockAnchor {
+        monotonic,
+        realtime: WALL,
+        uncertainty: 40,
+    }));
+    e.push(&Record::ProcessInfo(ProcessInfo {
+        host: host.into(),
+        boot_id: format!("boot-{host}"),
+        labels: vec![("RANK".into(), "0".into())],
+    }));
+    for r in records {
+        e.push(r);
+    }
+    e.bytes().to_vec()
+}
+
+fn sample(start: u64, values: &[(&str, f64)]) -> Record {
+    Record::CounterSample(CounterSample {
+        start,
+        end: start + 100_000,
+        device: 0,
+        values: values.iter().map(|(m, v)| (Arc::from(*m), *v)).collect(),
+    })
+}
+
+fn with_counters() -> Vec<u8> {
+    use gpu_tools_trace::counters::{DRAM_READ_PER_SECOND as READ, SM_ACTIVE as SM};
+    let process = stream(
+        100,
+        "a",
+        1_000_000,
+        &[
+            Record::ProcessStart(ProcessStart {
+                pid: 100,
+                parent_pid: 1,
+                time: 1_000_000,
+                command: "app".into(),
+            }),
+            gemm("gemm", 1_500_000, 0),
+        ],
+    );
+    let counters_a = stream(
+        0,
+        "a",
+        1_000_000,
+        &[
+            sample(1_000_000, &[(SM, 50.0), (READ, 1e9)]),
+            sample(1_100_000, &[(SM, 60.0), (READ, 2e9)]),
+            Record::CounterGap(CounterGap {
+                start: 1_200_000,
+                end: 1_400_000,
+                device: 0,
+                samples: 3,
+            }),
+            // No DRAM value in this one.
+            sample(1_400_000, &[(SM, 70.0)]),
+            Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: "sampling ended".into(),
+            }),
+        ],
+    );
+    let counters_b = stream(0, "b", 9_000_000, &[sample(9_000_000, &[(SM, 10.0)])]);
+    let mut w = gpu_tools_trace::file::TraceFileWriter::new(Vec::new()).unwrap();
+    for bytes in [process, counters_a, counters_b] {
+        let s = w.add_stream();
+        w.write(s, &bytes).unwrap();
+        w.close(s).unwrap();
+    }
+    w.into_inner().unwrap()
+}
+
+#[test]
+fn perfetto_has_a_counter_track_per_device_and_metric_on_the_kernels_time_base() {
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &with_counters()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let counters = perfetto::counters(&bytes);
+    let list: Vec<(&str, &str, &str)> = counters
+        .iter()
+        .map(|c| (c.group.as_str(), c.name.as_str(), c.unit.as_str()))
+        .collect();
+    assert_eq!(
+        list,
+        [
+            ("GPU 0 counters [a]", "SM active (%)", "%"),
+            ("GPU 0 counters [a]", "DRAM read (B/s)", "B/s"),
+            ("GPU 0 counters [b]", "SM active (%)", "%"),
+        ]
+    );
+    // Each value from its sample's start; 0 from a gap's start, where a sample lacks the metric, and after the
+    // last sample.
+    assert_eq!(
+        counters[0].values,
+        [
+            (1_000_000, 50.0),
+            (1_100_000, 60.0),
+            (1_200_000, 0.0),
+            (1_400_000, 70.0),
+            (1_500_000, 0.0)
+        ]
+    );
+    assert_eq!(
+        counters[1].values,
+        [
+            (1_000_000, 1e9),
+            (1_100_000, 2e9),
+            (1_200_000, 0.0),
+            (1_400_000, 0.0),
+            (1_500_000, 0.0)
+        ]
+    );
+    // Host b's samples shifted onto host a's clock, as its processes would be.
+    assert_eq!(counters[2].values, [(1_000_000, 10.0), (1_100_000, 0.0)]);
+
+    let trace = <pb::Trace as prost::Message>::decode(&bytes[..]).unwrap();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut processes: Vec<String> = Vec::new();
+    let mut begins: Vec<(String, u64)> = Vec::new();
+    for p in &trace.packet {
+        if let Some(d) = &p.track_descriptor {
+            if let Some(name) = d.process.as_ref().and_then(|p| p.process_name.clone()) {
+                processes.push(name);
+            }
+        }
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert(n.iid.unwrap(), n.name.clone().unwrap());
+            }
+        }
+        if let Some(ev) = &p.track_event {
+            if ev.r#type == Some(SLICE_BEGIN) {
+                begins.push((names[&ev.name_iid.unwrap()].clone(), p.timestamp.unwrap()));
+            }
+        }
+    }
+    // The counter streams are no processes: groups for the process, its GPU, and the two counter groups.
+    assert_eq!(
+        processes,
+        [
+            "GPU 0 (pid 100)",
+            "GPU 0 counters [a]",
+            "GPU 0 counters [b]"
+        ],
+        "no group for a counter stream as a process"
+    );
+    assert!(begins.contains(&("gemm".to_string(), 1_500_000)));
+    assert!(begins.contains(&("3 samples lost".to_string(), 1_200_000)));
+}
+
+#[test]
+fn chrome_has_counter_events_in_their_device_group() {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &with_counters()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    let events = v["traceEvents"].as_array().unwrap();
+    let pid_of = |group: &str| {
+        events
+            .iter()
+            .find(|e| e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == group)
+            .map(|e| e["pid"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("a group {group}: {v}"))
+    };
+    let (a, b) = (pid_of("GPU 0 counters [a]"), pid_of("GPU 0 counters [b]"));
+    assert_ne!(a, b);
+    let counter = |pid: u64, name: &str| -> Vec<(f64, f64)> {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["pid"] == pid && e["name"] == name)
+            .map(|e| {
+                (
+                    e["ts"].as_f64().unwrap(),
+                    e["args"]["value"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        counter(a, "SM active (%)"),
+        [
+            (1000.0, 50.0),
+            (1100.0, 60.0),
+            (1200.0, 0.0),
+            (1400.0, 70.0),
+            (1500.0, 0.0)
+        ]
+    );
+    assert_eq!(counter(b, "SM active (%)"), [(1000.0, 10.0), (1100.0, 0.0)]);
+    assert_eq!(counter(a, "DRAM read (B/s)")[1], (1100.0, 2e9));
+    // The kernel on the same time base.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "X" && e["name"] == "gemm" && e["ts"].as_f64() == Some(1500.0))
+    );
+    let gaps: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["cat"] == "counter_gap")
+        .collect();
+    assert_eq!(gaps.len(), 1);
+    assert_eq!(
+        (gaps[0]["ts"].as_f64(), gaps[0]["dur"].as_f64()),
+        (Some(1200.0), Some(200.0))
+    );
+    assert_eq!(gaps[0]["pid"].as_u64(), Some(a));
 }
 
 /// The names of a Chrome export's tracks (`thread_name` metadata).

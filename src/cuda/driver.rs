@@ -150,6 +150,38 @@ pub struct DriverApi {
     /// `cuCheckpointProcessUnlock` (CUDA 12.8+ drivers).
     pub cu_checkpoint_process_unlock:
         Option<unsafe extern "C" fn(c_int, *mut sys::CUcheckpointUnlockArgs) -> CuResult>,
+    /// `cuStreamIsCapturing`: whether work sent to a stream is captured into a graph instead of run.
+    pub cu_stream_is_capturing:
+        Option<unsafe extern "C" fn(sys::CUstream, *mut sys::CUstreamCaptureStatus) -> CuResult>,
+    /// `cuGraphGetNodes`.
+    pub cu_graph_get_nodes:
+        Option<unsafe extern "C" fn(sys::CUgraph, *mut sys::CUgraphNode, *mut usize) -> CuResult>,
+    /// `cuGraphGetEdges_v2` (CUDA 12.3+ drivers).
+    pub cu_graph_get_edges: Option<
+        unsafe extern "C" fn(
+            sys::CUgraph,
+            *mut sys::CUgraphNode,
+            *mut sys::CUgraphNode,
+            *mut sys::CUgraphEdgeData,
+            *mut usize,
+        ) -> CuResult,
+    >,
+    /// `cuGraphNodeGetType`.
+    pub cu_graph_node_get_type:
+        Option<unsafe extern "C" fn(sys::CUgraphNode, *mut sys::CUgraphNodeType) -> CuResult>,
+    /// `cuGraphKernelNodeGetParams_v2`.
+    pub cu_graph_kernel_node_get_params: Option<
+        unsafe extern "C" fn(sys::CUgraphNode, *mut sys::CUDA_KERNEL_NODE_PARAMS) -> CuResult,
+    >,
+    /// `cuGraphChildGraphNodeGetGraph`.
+    pub cu_graph_child_graph_node_get_graph:
+        Option<unsafe extern "C" fn(sys::CUgraphNode, *mut sys::CUgraph) -> CuResult>,
+    /// `cuFuncGetName` (CUDA 12.3+ drivers).
+    pub cu_func_get_name:
+        Option<unsafe extern "C" fn(*mut *const c_char, sys::CUfunction) -> CuResult>,
+    /// `cuKernelGetName` (CUDA 12.3+ drivers).
+    pub cu_kernel_get_name:
+        Option<unsafe extern "C" fn(*mut *const c_char, sys::CUkernel) -> CuResult>,
 }
 
 /// The loaded CUDA driver. Obtain it with [`Driver::load`]; it lives for the rest of the process.
@@ -380,6 +412,14 @@ fn bind(path: &Path) -> Result<Driver, Rejection> {
         cu_checkpoint_process_checkpoint: o(&table.cuCheckpointProcessCheckpoint),
         cu_checkpoint_process_restore: o(&table.cuCheckpointProcessRestore),
         cu_checkpoint_process_unlock: o(&table.cuCheckpointProcessUnlock),
+        cu_stream_is_capturing: o(&table.cuStreamIsCapturing),
+        cu_graph_get_nodes: o(&table.cuGraphGetNodes),
+        cu_graph_get_edges: o(&table.cuGraphGetEdges_v2),
+        cu_graph_node_get_type: o(&table.cuGraphNodeGetType),
+        cu_graph_kernel_node_get_params: o(&table.cuGraphKernelNodeGetParams_v2),
+        cu_graph_child_graph_node_get_graph: o(&table.cuGraphChildGraphNodeGetGraph),
+        cu_func_get_name: o(&table.cuFuncGetName),
+        cu_kernel_get_name: o(&table.cuKernelGetName),
     };
     Ok(Driver {
         api,

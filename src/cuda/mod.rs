@@ -1,9 +1,10 @@
 //! The few CUDA driver services the crate needs: loading and initialising the driver, devices, contexts, device
 //! memory and PTX modules. They establish the preconditions of the vendor tool APIs (a driver, a live context)
 //! and let examples and tests run kernels, on several streams, without another crate. [`process`] checkpoints
-//! whole processes through the driver.
+//! whole processes through the driver; [`graph`] reads what a CUDA graph runs.
 
 mod driver;
+pub mod graph;
 pub mod process;
 mod stream;
 mod uuid;

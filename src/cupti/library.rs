@@ -179,6 +179,8 @@ pub(crate) struct CallbackFns {
     pub get_context_id: Option<unsafe extern "C" fn(sys::CUcontext, *mut u32) -> Status>,
     pub get_stream_id:
         Option<unsafe extern "C" fn(sys::CUcontext, sys::CUstream, *mut u32) -> Status>,
+    pub get_graph_id: Option<unsafe extern "C" fn(sys::CUgraph, *mut u32) -> Status>,
+    pub get_graph_exec_id: Option<unsafe extern "C" fn(sys::CUgraphExec, *mut u32) -> Status>,
 }
 
 /// Which tracing entry points a loaded `libcupti` exports.
@@ -417,6 +419,8 @@ fn bind_callback(
         enable_callback: enable_callback?,
         get_context_id,
         get_stream_id,
+        get_graph_id: loader::optional(&t.cuptiGetGraphId),
+        get_graph_exec_id: loader::optional(&t.cuptiGetGraphExecId),
     })
 }
 

@@ -62,6 +62,8 @@
 //! and resource events. The [`activity`] module shows both at work.
 
 pub mod activity;
+// Below both `activity` and `tracing_error` (whose errors name a kind): no circle between them.
+mod activity_kind;
 pub mod callback;
 mod cbid;
 mod checkpoint;

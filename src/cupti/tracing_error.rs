@@ -2,7 +2,7 @@
 //! named with the call that failed.
 
 use super::CuptiError;
-use super::activity::ActivityKind;
+use super::activity_kind::ActivityKind;
 
 /// The Activity or Callback layer could not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,11 +4,15 @@
 //! (`waitid`), reading and writing another process's memory, watching how a process ends, and holding it under
 //! ptrace (stopping, resuming, calling a function in it, running it to an address).
 //!
-//! [`procfs`] is public and always built. [`inject`] (the `inject` feature) loads a library into a running process
+//! [`procfs`] and [`threads`] (what each thread is blocked in, read without stopping it) are public and always
+//! built. [`inject`] (the `inject` feature) loads a library into a running process
 //! and calls it, through the same ptrace machinery that serves the debugger's launch and attach routes
 //! (`cudbg::DebugSession`); that machinery itself stays private.
 
 pub mod procfs;
+pub mod threads;
+#[cfg(feature = "trace-sink")]
+pub mod trace_sink;
 
 // Parts of the ptrace machinery serve only the debugger's routes (`cudbg`).
 #[cfg(feature = "inject")]

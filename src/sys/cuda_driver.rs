@@ -27,6 +27,12 @@ pub struct CUfunc_st {
 pub type CUfunction = *mut CUfunc_st;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct CUkern_st {
+    _unused: [u8; 0],
+}
+pub type CUkernel = *mut CUkern_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct CUevent_st {
     _unused: [u8; 0],
 }
@@ -55,6 +61,12 @@ pub struct CUgraphExec_st {
     _unused: [u8; 0],
 }
 pub type CUgraphExec = *mut CUgraphExec_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUgraphDeviceUpdatableNode_st {
+    _unused: [u8; 0],
+}
+pub type CUgraphDeviceNode = *mut CUgraphDeviceUpdatableNode_st;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
 pub struct CUuuid_st {
@@ -241,6 +253,259 @@ pub const CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: CUdevic
 pub const CU_DEVICE_ATTRIBUTE_MAX: CUdevice_attribute_enum = 148;
 pub type CUdevice_attribute_enum = ::std::os::raw::c_uint;
 pub use self::CUdevice_attribute_enum as CUdevice_attribute;
+pub const CU_ACCESS_PROPERTY_NORMAL: CUaccessProperty_enum = 0;
+pub const CU_ACCESS_PROPERTY_STREAMING: CUaccessProperty_enum = 1;
+pub const CU_ACCESS_PROPERTY_PERSISTING: CUaccessProperty_enum = 2;
+pub type CUaccessProperty_enum = ::std::os::raw::c_uint;
+pub use self::CUaccessProperty_enum as CUaccessProperty;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUaccessPolicyWindow_st {
+    pub base_ptr: *mut ::std::os::raw::c_void,
+    pub num_bytes: usize,
+    pub hitRatio: f32,
+    pub hitProp: CUaccessProperty,
+    pub missProp: CUaccessProperty,
+}
+impl Default for CUaccessPolicyWindow_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUaccessPolicyWindow_v1 = CUaccessPolicyWindow_st;
+pub type CUaccessPolicyWindow = CUaccessPolicyWindow_v1;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUDA_KERNEL_NODE_PARAMS_v2_st {
+    pub func: CUfunction,
+    pub gridDimX: ::std::os::raw::c_uint,
+    pub gridDimY: ::std::os::raw::c_uint,
+    pub gridDimZ: ::std::os::raw::c_uint,
+    pub blockDimX: ::std::os::raw::c_uint,
+    pub blockDimY: ::std::os::raw::c_uint,
+    pub blockDimZ: ::std::os::raw::c_uint,
+    pub sharedMemBytes: ::std::os::raw::c_uint,
+    pub kernelParams: *mut *mut ::std::os::raw::c_void,
+    pub extra: *mut *mut ::std::os::raw::c_void,
+    pub kern: CUkernel,
+    pub ctx: CUcontext,
+}
+impl Default for CUDA_KERNEL_NODE_PARAMS_v2_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUDA_KERNEL_NODE_PARAMS_v2 = CUDA_KERNEL_NODE_PARAMS_v2_st;
+pub type CUDA_KERNEL_NODE_PARAMS = CUDA_KERNEL_NODE_PARAMS_v2;
+pub const CU_GRAPH_NODE_TYPE_KERNEL: CUgraphNodeType_enum = 0;
+pub const CU_GRAPH_NODE_TYPE_MEMCPY: CUgraphNodeType_enum = 1;
+pub const CU_GRAPH_NODE_TYPE_MEMSET: CUgraphNodeType_enum = 2;
+pub const CU_GRAPH_NODE_TYPE_HOST: CUgraphNodeType_enum = 3;
+pub const CU_GRAPH_NODE_TYPE_GRAPH: CUgraphNodeType_enum = 4;
+pub const CU_GRAPH_NODE_TYPE_EMPTY: CUgraphNodeType_enum = 5;
+pub const CU_GRAPH_NODE_TYPE_WAIT_EVENT: CUgraphNodeType_enum = 6;
+pub const CU_GRAPH_NODE_TYPE_EVENT_RECORD: CUgraphNodeType_enum = 7;
+pub const CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL: CUgraphNodeType_enum = 8;
+pub const CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT: CUgraphNodeType_enum = 9;
+pub const CU_GRAPH_NODE_TYPE_MEM_ALLOC: CUgraphNodeType_enum = 10;
+pub const CU_GRAPH_NODE_TYPE_MEM_FREE: CUgraphNodeType_enum = 11;
+pub const CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: CUgraphNodeType_enum = 12;
+pub const CU_GRAPH_NODE_TYPE_CONDITIONAL: CUgraphNodeType_enum = 13;
+pub type CUgraphNodeType_enum = ::std::os::raw::c_uint;
+pub use self::CUgraphNodeType_enum as CUgraphNodeType;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUgraphEdgeData_st {
+    pub from_port: ::std::os::raw::c_uchar,
+    pub to_port: ::std::os::raw::c_uchar,
+    pub type_: ::std::os::raw::c_uchar,
+    pub reserved: [::std::os::raw::c_uchar; 5usize],
+}
+pub type CUgraphEdgeData = CUgraphEdgeData_st;
+pub const CU_SYNC_POLICY_AUTO: CUsynchronizationPolicy_enum = 1;
+pub const CU_SYNC_POLICY_SPIN: CUsynchronizationPolicy_enum = 2;
+pub const CU_SYNC_POLICY_YIELD: CUsynchronizationPolicy_enum = 3;
+pub const CU_SYNC_POLICY_BLOCKING_SYNC: CUsynchronizationPolicy_enum = 4;
+pub type CUsynchronizationPolicy_enum = ::std::os::raw::c_uint;
+pub use self::CUsynchronizationPolicy_enum as CUsynchronizationPolicy;
+pub const CU_CLUSTER_SCHEDULING_POLICY_DEFAULT: CUclusterSchedulingPolicy_enum = 0;
+pub const CU_CLUSTER_SCHEDULING_POLICY_SPREAD: CUclusterSchedulingPolicy_enum = 1;
+pub const CU_CLUSTER_SCHEDULING_POLICY_LOAD_BALANCING: CUclusterSchedulingPolicy_enum = 2;
+pub type CUclusterSchedulingPolicy_enum = ::std::os::raw::c_uint;
+pub use self::CUclusterSchedulingPolicy_enum as CUclusterSchedulingPolicy;
+pub const CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT: CUlaunchMemSyncDomain_enum = 0;
+pub const CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE: CUlaunchMemSyncDomain_enum = 1;
+pub type CUlaunchMemSyncDomain_enum = ::std::os::raw::c_uint;
+pub use self::CUlaunchMemSyncDomain_enum as CUlaunchMemSyncDomain;
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUlaunchMemSyncDomainMap_st {
+    pub default_: ::std::os::raw::c_uchar,
+    pub remote: ::std::os::raw::c_uchar,
+}
+pub type CUlaunchMemSyncDomainMap = CUlaunchMemSyncDomainMap_st;
+pub const CU_LAUNCH_ATTRIBUTE_IGNORE: CUlaunchAttributeID_enum = 0;
+pub const CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: CUlaunchAttributeID_enum = 1;
+pub const CU_LAUNCH_ATTRIBUTE_COOPERATIVE: CUlaunchAttributeID_enum = 2;
+pub const CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY: CUlaunchAttributeID_enum = 3;
+pub const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: CUlaunchAttributeID_enum = 4;
+pub const CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: CUlaunchAttributeID_enum = 5;
+pub const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: CUlaunchAttributeID_enum = 6;
+pub const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT: CUlaunchAttributeID_enum = 7;
+pub const CU_LAUNCH_ATTRIBUTE_PRIORITY: CUlaunchAttributeID_enum = 8;
+pub const CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: CUlaunchAttributeID_enum = 9;
+pub const CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: CUlaunchAttributeID_enum = 10;
+pub const CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION: CUlaunchAttributeID_enum = 11;
+pub const CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT: CUlaunchAttributeID_enum = 12;
+pub const CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE: CUlaunchAttributeID_enum = 13;
+pub const CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: CUlaunchAttributeID_enum = 14;
+pub const CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: CUlaunchAttributeID_enum = 16;
+pub type CUlaunchAttributeID_enum = ::std::os::raw::c_uint;
+pub use self::CUlaunchAttributeID_enum as CUlaunchAttributeID;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union CUlaunchAttributeValue_union {
+    pub pad: [::std::os::raw::c_char; 64usize],
+    pub accessPolicyWindow: CUaccessPolicyWindow,
+    pub cooperative: ::std::os::raw::c_int,
+    pub syncPolicy: CUsynchronizationPolicy,
+    pub clusterDim: CUlaunchAttributeValue_union__bindgen_ty_1,
+    pub clusterSchedulingPolicyPreference: CUclusterSchedulingPolicy,
+    pub programmaticStreamSerializationAllowed: ::std::os::raw::c_int,
+    pub programmaticEvent: CUlaunchAttributeValue_union__bindgen_ty_2,
+    pub launchCompletionEvent: CUlaunchAttributeValue_union__bindgen_ty_3,
+    pub priority: ::std::os::raw::c_int,
+    pub memSyncDomainMap: CUlaunchMemSyncDomainMap,
+    pub memSyncDomain: CUlaunchMemSyncDomain,
+    pub preferredClusterDim: CUlaunchAttributeValue_union__bindgen_ty_4,
+    pub deviceUpdatableKernelNode: CUlaunchAttributeValue_union__bindgen_ty_5,
+    pub sharedMemCarveout: ::std::os::raw::c_uint,
+    pub nvlinkUtilCentricScheduling: ::std::os::raw::c_uint,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUlaunchAttributeValue_union__bindgen_ty_1 {
+    pub x: ::std::os::raw::c_uint,
+    pub y: ::std::os::raw::c_uint,
+    pub z: ::std::os::raw::c_uint,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUlaunchAttributeValue_union__bindgen_ty_2 {
+    pub event: CUevent,
+    pub flags: ::std::os::raw::c_int,
+    pub triggerAtBlockStart: ::std::os::raw::c_int,
+}
+impl Default for CUlaunchAttributeValue_union__bindgen_ty_2 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUlaunchAttributeValue_union__bindgen_ty_3 {
+    pub event: CUevent,
+    pub flags: ::std::os::raw::c_int,
+}
+impl Default for CUlaunchAttributeValue_union__bindgen_ty_3 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUlaunchAttributeValue_union__bindgen_ty_4 {
+    pub x: ::std::os::raw::c_uint,
+    pub y: ::std::os::raw::c_uint,
+    pub z: ::std::os::raw::c_uint,
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUlaunchAttributeValue_union__bindgen_ty_5 {
+    pub deviceUpdatable: ::std::os::raw::c_int,
+    pub devNode: CUgraphDeviceNode,
+}
+impl Default for CUlaunchAttributeValue_union__bindgen_ty_5 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl Default for CUlaunchAttributeValue_union {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUlaunchAttributeValue = CUlaunchAttributeValue_union;
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct CUlaunchAttribute_st {
+    pub id: CUlaunchAttributeID,
+    pub pad: [::std::os::raw::c_char; 4usize],
+    pub value: CUlaunchAttributeValue,
+}
+impl Default for CUlaunchAttribute_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUlaunchAttribute = CUlaunchAttribute_st;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUlaunchConfig_st {
+    pub gridDimX: ::std::os::raw::c_uint,
+    pub gridDimY: ::std::os::raw::c_uint,
+    pub gridDimZ: ::std::os::raw::c_uint,
+    pub blockDimX: ::std::os::raw::c_uint,
+    pub blockDimY: ::std::os::raw::c_uint,
+    pub blockDimZ: ::std::os::raw::c_uint,
+    pub sharedMemBytes: ::std::os::raw::c_uint,
+    pub hStream: CUstream,
+    pub attrs: *mut CUlaunchAttribute,
+    pub numAttrs: ::std::os::raw::c_uint,
+}
+impl Default for CUlaunchConfig_st {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUlaunchConfig = CUlaunchConfig_st;
+pub const CU_STREAM_CAPTURE_STATUS_NONE: CUstreamCaptureStatus_enum = 0;
+pub const CU_STREAM_CAPTURE_STATUS_ACTIVE: CUstreamCaptureStatus_enum = 1;
+pub const CU_STREAM_CAPTURE_STATUS_INVALIDATED: CUstreamCaptureStatus_enum = 2;
+pub type CUstreamCaptureStatus_enum = ::std::os::raw::c_uint;
+pub use self::CUstreamCaptureStatus_enum as CUstreamCaptureStatus;
 pub const CU_EXEC_AFFINITY_TYPE_SM_COUNT: CUexecAffinityType_enum = 0;
 pub const CU_EXEC_AFFINITY_TYPE_MAX: CUexecAffinityType_enum = 1;
 pub type CUexecAffinityType_enum = ::std::os::raw::c_uint;
@@ -585,6 +850,10 @@ pub struct DriverFns {
         ) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuKernelGetName: Result<
+        unsafe extern "C" fn(name: *mut *const ::std::os::raw::c_char, hfunc: CUkernel) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuMemGetInfo_v2: Result<
         unsafe extern "C" fn(free: *mut usize, total: *mut usize) -> CUresult,
         ::libloading::Error,
@@ -707,6 +976,13 @@ pub struct DriverFns {
         ) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuStreamIsCapturing: Result<
+        unsafe extern "C" fn(
+            hStream: CUstream,
+            captureStatus: *mut CUstreamCaptureStatus,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuStreamSynchronize:
         Result<unsafe extern "C" fn(hStream: CUstream) -> CUresult, ::libloading::Error>,
     pub cuStreamDestroy_v2:
@@ -727,6 +1003,13 @@ pub struct DriverFns {
         unsafe extern "C" fn(pMilliseconds: *mut f32, hStart: CUevent, hEnd: CUevent) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuFuncGetName: Result<
+        unsafe extern "C" fn(
+            name: *mut *const ::std::os::raw::c_char,
+            hfunc: CUfunction,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuLaunchKernel: Result<
         unsafe extern "C" fn(
             f: CUfunction,
@@ -740,6 +1023,39 @@ pub struct DriverFns {
             hStream: CUstream,
             kernelParams: *mut *mut ::std::os::raw::c_void,
             extra: *mut *mut ::std::os::raw::c_void,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuGraphKernelNodeGetParams_v2: Result<
+        unsafe extern "C" fn(
+            hNode: CUgraphNode,
+            nodeParams: *mut CUDA_KERNEL_NODE_PARAMS,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuGraphChildGraphNodeGetGraph: Result<
+        unsafe extern "C" fn(hNode: CUgraphNode, phGraph: *mut CUgraph) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuGraphNodeGetType: Result<
+        unsafe extern "C" fn(hNode: CUgraphNode, type_: *mut CUgraphNodeType) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuGraphGetNodes: Result<
+        unsafe extern "C" fn(
+            hGraph: CUgraph,
+            nodes: *mut CUgraphNode,
+            numNodes: *mut usize,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuGraphGetEdges_v2: Result<
+        unsafe extern "C" fn(
+            hGraph: CUgraph,
+            from: *mut CUgraphNode,
+            to: *mut CUgraphNode,
+            edgeData: *mut CUgraphEdgeData,
+            numEdges: *mut usize,
         ) -> CUresult,
         ::libloading::Error,
     >,
@@ -826,6 +1142,7 @@ impl DriverFns {
         let cuModuleLoadData = __library.get(b"cuModuleLoadData\0").map(|sym| *sym);
         let cuModuleUnload = __library.get(b"cuModuleUnload\0").map(|sym| *sym);
         let cuModuleGetFunction = __library.get(b"cuModuleGetFunction\0").map(|sym| *sym);
+        let cuKernelGetName = __library.get(b"cuKernelGetName\0").map(|sym| *sym);
         let cuMemGetInfo_v2 = __library.get(b"cuMemGetInfo_v2\0").map(|sym| *sym);
         let cuMemAlloc_v2 = __library.get(b"cuMemAlloc_v2\0").map(|sym| *sym);
         let cuMemFree_v2 = __library.get(b"cuMemFree_v2\0").map(|sym| *sym);
@@ -844,6 +1161,7 @@ impl DriverFns {
         let cuMemsetD32Async = __library.get(b"cuMemsetD32Async\0").map(|sym| *sym);
         let cuStreamCreate = __library.get(b"cuStreamCreate\0").map(|sym| *sym);
         let cuStreamGetId = __library.get(b"cuStreamGetId\0").map(|sym| *sym);
+        let cuStreamIsCapturing = __library.get(b"cuStreamIsCapturing\0").map(|sym| *sym);
         let cuStreamSynchronize = __library.get(b"cuStreamSynchronize\0").map(|sym| *sym);
         let cuStreamDestroy_v2 = __library.get(b"cuStreamDestroy_v2\0").map(|sym| *sym);
         let cuEventCreate = __library.get(b"cuEventCreate\0").map(|sym| *sym);
@@ -851,7 +1169,17 @@ impl DriverFns {
         let cuEventSynchronize = __library.get(b"cuEventSynchronize\0").map(|sym| *sym);
         let cuEventDestroy_v2 = __library.get(b"cuEventDestroy_v2\0").map(|sym| *sym);
         let cuEventElapsedTime_v2 = __library.get(b"cuEventElapsedTime_v2\0").map(|sym| *sym);
+        let cuFuncGetName = __library.get(b"cuFuncGetName\0").map(|sym| *sym);
         let cuLaunchKernel = __library.get(b"cuLaunchKernel\0").map(|sym| *sym);
+        let cuGraphKernelNodeGetParams_v2 = __library
+            .get(b"cuGraphKernelNodeGetParams_v2\0")
+            .map(|sym| *sym);
+        let cuGraphChildGraphNodeGetGraph = __library
+            .get(b"cuGraphChildGraphNodeGetGraph\0")
+            .map(|sym| *sym);
+        let cuGraphNodeGetType = __library.get(b"cuGraphNodeGetType\0").map(|sym| *sym);
+        let cuGraphGetNodes = __library.get(b"cuGraphGetNodes\0").map(|sym| *sym);
+        let cuGraphGetEdges_v2 = __library.get(b"cuGraphGetEdges_v2\0").map(|sym| *sym);
         let cuCheckpointProcessGetRestoreThreadId = __library
             .get(b"cuCheckpointProcessGetRestoreThreadId\0")
             .map(|sym| *sym);
@@ -896,6 +1224,7 @@ impl DriverFns {
             cuModuleLoadData,
             cuModuleUnload,
             cuModuleGetFunction,
+            cuKernelGetName,
             cuMemGetInfo_v2,
             cuMemAlloc_v2,
             cuMemFree_v2,
@@ -914,6 +1243,7 @@ impl DriverFns {
             cuMemsetD32Async,
             cuStreamCreate,
             cuStreamGetId,
+            cuStreamIsCapturing,
             cuStreamSynchronize,
             cuStreamDestroy_v2,
             cuEventCreate,
@@ -921,7 +1251,13 @@ impl DriverFns {
             cuEventSynchronize,
             cuEventDestroy_v2,
             cuEventElapsedTime_v2,
+            cuFuncGetName,
             cuLaunchKernel,
+            cuGraphKernelNodeGetParams_v2,
+            cuGraphChildGraphNodeGetGraph,
+            cuGraphNodeGetType,
+            cuGraphGetNodes,
+            cuGraphGetEdges_v2,
             cuCheckpointProcessGetRestoreThreadId,
             cuCheckpointProcessGetState,
             cuCheckpointProcessLock,
@@ -1133,6 +1469,16 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(hfunc, hmod, name)
     }
+    pub unsafe fn cuKernelGetName(
+        &self,
+        name: *mut *const ::std::os::raw::c_char,
+        hfunc: CUkernel,
+    ) -> CUresult {
+        (self
+            .cuKernelGetName
+            .as_ref()
+            .expect("Expected function, got error."))(name, hfunc)
+    }
     pub unsafe fn cuMemGetInfo_v2(&self, free: *mut usize, total: *mut usize) -> CUresult {
         (self
             .cuMemGetInfo_v2
@@ -1315,6 +1661,16 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(hStream, streamId)
     }
+    pub unsafe fn cuStreamIsCapturing(
+        &self,
+        hStream: CUstream,
+        captureStatus: *mut CUstreamCaptureStatus,
+    ) -> CUresult {
+        (self
+            .cuStreamIsCapturing
+            .as_ref()
+            .expect("Expected function, got error."))(hStream, captureStatus)
+    }
     pub unsafe fn cuStreamSynchronize(&self, hStream: CUstream) -> CUresult {
         (self
             .cuStreamSynchronize
@@ -1366,6 +1722,16 @@ impl DriverFns {
             .as_ref()
             .expect("Expected function, got error."))(pMilliseconds, hStart, hEnd)
     }
+    pub unsafe fn cuFuncGetName(
+        &self,
+        name: *mut *const ::std::os::raw::c_char,
+        hfunc: CUfunction,
+    ) -> CUresult {
+        (self
+            .cuFuncGetName
+            .as_ref()
+            .expect("Expected function, got error."))(name, hfunc)
+    }
     pub unsafe fn cuLaunchKernel(
         &self,
         f: CUfunction,
@@ -1396,6 +1762,60 @@ impl DriverFns {
             kernelParams,
             extra,
         )
+    }
+    pub unsafe fn cuGraphKernelNodeGetParams_v2(
+        &self,
+        hNode: CUgraphNode,
+        nodeParams: *mut CUDA_KERNEL_NODE_PARAMS,
+    ) -> CUresult {
+        (self
+            .cuGraphKernelNodeGetParams_v2
+            .as_ref()
+            .expect("Expected function, got error."))(hNode, nodeParams)
+    }
+    pub unsafe fn cuGraphChildGraphNodeGetGraph(
+        &self,
+        hNode: CUgraphNode,
+        phGraph: *mut CUgraph,
+    ) -> CUresult {
+        (self
+            .cuGraphChildGraphNodeGetGraph
+            .as_ref()
+            .expect("Expected function, got error."))(hNode, phGraph)
+    }
+    pub unsafe fn cuGraphNodeGetType(
+        &self,
+        hNode: CUgraphNode,
+        type_: *mut CUgraphNodeType,
+    ) -> CUresult {
+        (self
+            .cuGraphNodeGetType
+            .as_ref()
+            .expect("Expected function, got error."))(hNode, type_)
+    }
+    pub unsafe fn cuGraphGetNodes(
+        &self,
+        hGraph: CUgraph,
+        nodes: *mut CUgraphNode,
+        numNodes: *mut usize,
+    ) -> CUresult {
+        (self
+            .cuGraphGetNodes
+            .as_ref()
+            .expect("Expected function, got error."))(hGraph, nodes, numNodes)
+    }
+    pub unsafe fn cuGraphGetEdges_v2(
+        &self,
+        hGraph: CUgraph,
+        from: *mut CUgraphNode,
+        to: *mut CUgraphNode,
+        edgeData: *mut CUgraphEdgeData,
+        numEdges: *mut usize,
+    ) -> CUresult {
+        (self
+            .cuGraphGetEdges_v2
+            .as_ref()
+            .expect("Expected function, got error."))(hGraph, from, to, edgeData, numEdges)
     }
     pub unsafe fn cuCheckpointProcessGetRestoreThreadId(
         &self,

@@ -333,6 +333,82 @@ impl Double {
         }
     }
 
+    /// Fires an API call's callbacks with `params` as its parameter struct; see [`api_callback`](Self::api_callback).
+    #[allow(clippy::too_many_arguments)]
+    pub fn api_callback_params(
+        &self,
+        domain: u32,
+        cbid: u32,
+        function: &'static CStr,
+        symbol: Option<&'static CStr>,
+        params: *const c_void,
+        context: usize,
+        corr: u32,
+    ) -> Option<u64> {
+        type F = unsafe extern "C" fn(
+            u32,
+            u32,
+            *const c_char,
+            *const c_char,
+            *const c_void,
+            *mut c_void,
+            u32,
+            u32,
+            i32,
+        ) -> u64;
+        let f = sym!(self, F, b"cd_api_callback_params\0");
+        // SAFETY: static strings; the parameter struct outlives the call; the context is an opaque value.
+        let v = unsafe {
+            f(
+                domain,
+                cbid,
+                function.as_ptr(),
+                symbol.map_or(std::ptr::null(), CStr::as_ptr),
+                params,
+                context as *mut c_void,
+                1,
+                corr,
+                0,
+            )
+        };
+        (v != u64::MAX).then_some(v)
+    }
+
+    /// Fires a graph resource callback (`CUpti_GraphData` with `graph` and `graph_exec`); true if delivered.
+    pub fn graph_resource(
+        &self,
+        cbid: u32,
+        context: usize,
+        graph: usize,
+        graph_exec: usize,
+    ) -> bool {
+        let f = sym!(
+            self,
+            unsafe extern "C" fn(u32, *mut c_void, *mut c_void, *mut c_void) -> i32,
+            b"cd_graph_resource\0"
+        );
+        // SAFETY: opaque handle values the double passes through.
+        unsafe {
+            f(
+                cbid,
+                context as *mut c_void,
+                graph as *mut c_void,
+                graph_exec as *mut c_void,
+            ) == 1
+        }
+    }
+
+    /// The id `cuptiGetGraphId` (and `cuptiGetGraphExecId`) gives a handle from now on.
+    pub fn set_graph_id(&self, handle: usize, id: u32) {
+        let f = sym!(
+            self,
+            unsafe extern "C" fn(*mut c_void, u32),
+            b"cd_graph_id\0"
+        );
+        // SAFETY: an opaque handle value.
+        unsafe { f(handle as *mut c_void, id) }
+    }
+
     /// Fires a synchronize callback; true if delivered.
     pub fn sync_callback(&self, cbid: u32, context: usize, stream: usize) -> bool {
         let f = sym!(

@@ -1,6 +1,6 @@
 /* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device (or more for
  * the device queries: `dbl_set_device_count`, or GPU_TOOLS_DOUBLE_DEVICES in the environment; contexts are of
- * device 0 only).
+ * device 0 only), and CUDA graphs the tests build for the graph queries (`dbl_graph_*`, at the end).
  *
  * Contexts are `struct dbl_ctx` (dbl_ctx.h, shared with checkpoint.c): a destroyed context stays allocated and
  * marked dead, so a stale handle is detected rather than reused. Device pointers are host pointers; each
@@ -24,6 +24,7 @@ enum {
     NOT_INITIALIZED = 3,
     INVALID_DEVICE = 101,
     INVALID_CONTEXT = 201,
+    INVALID_HANDLE = 400,
     NOT_FOUND = 500,
     NOT_SUPPORTED = 801,
 };
@@ -73,6 +74,7 @@ static const char *name_of(CUresult r) {
     case NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
     case NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
     case NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
     default: return NULL;
@@ -451,5 +453,238 @@ CUresult cuMemAllocHost_v2(void **p, size_t bytes) {
 CUresult cuMemFreeHost(void *p) {
     NEED_INIT();
     free(p);
+    return OK;
+}
+
+/* ---- CUDA graphs, for the queries a profiler makes (cuGraphGetNodes, cuGraphGetEdges_v2, cuGraphNodeGetType,
+ * cuGraphKernelNodeGetParams_v2, cuGraphChildGraphNodeGetGraph, cuFuncGetName, cuKernelGetName), built by the
+ * tests with the dbl_graph_* controls; nothing runs. Layouts from cuda.h (CUDA 13.0): CUDA_KERNEL_NODE_PARAMS_v2,
+ * CUgraphEdgeData (8 bytes), CUgraphNodeType and CUstreamCaptureStatus values. Handles point into fixed tables,
+ * checked by their magic. A kernel node holds a function (`kind` 0), a library kernel handed over as a function
+ * (1: cuFuncGetName refuses it, cuKernelGetName names it), or a library kernel in `kern` (2). */
+enum { NODE_KERNEL = 0, NODE_GRAPH = 4 };
+#define DBL_GRAPHS 32
+#define DBL_NODES 64
+#define DBL_EDGES 128
+#define DBL_GRAPH_MAGIC 0x48505247u /* "GRPH" */
+#define DBL_NODE_MAGIC 0x45444f4eu  /* "NODE" */
+#define DBL_FUNC_MAGIC 0x434e5546u  /* "FUNC" */
+
+struct dbl_func {
+    unsigned magic;
+    int library; /* a CUkernel */
+    char name[128];
+};
+
+struct dbl_node {
+    unsigned magic;
+    int type;
+    struct dbl_func func;
+    int kind;
+    struct dbl_graph *child;
+};
+
+struct dbl_graph {
+    unsigned magic;
+    int n, e;
+    struct dbl_node nodes[DBL_NODES];
+    int from[DBL_EDGES], to[DBL_EDGES];
+};
+
+struct kernel_node_params {
+    void *func;
+    unsigned grid[3], block[3], shared_mem_bytes;
+    void **kernel_params;
+    void **extra;
+    void *kern;
+    void *ctx;
+};
+_Static_assert(sizeof(struct kernel_node_params) == 72, "CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes");
+
+static struct dbl_graph g_graphs[DBL_GRAPHS];
+static int g_graph_count;
+static int g_edges_unsupported;
+
+/* A new empty graph, NULL when the table is full. */
+void *dbl_graph_create(void) {
+    pthread_mutex_lock(&g_lock);
+    struct dbl_graph *g = g_graph_count < DBL_GRAPHS ? &g_graphs[g_graph_count++] : NULL;
+    if (g) {
+        memset(g, 0, sizeof *g);
+        g->magic = DBL_GRAPH_MAGIC;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return g;
+}
+
+static struct dbl_graph *graph_of(void *h) {
+    struct dbl_graph *g = h;
+    for (int i = 0; i < DBL_GRAPHS; i++)
+        if (g == &g_graphs[i]) return g->magic == DBL_GRAPH_MAGIC ? g : NULL;
+    return NULL;
+}
+
+static struct dbl_node *add_node(void *graph, int type) {
+    struct dbl_graph *g = graph_of(graph);
+    if (!g || g->n >= DBL_NODES) return NULL;
+    struct dbl_node *n = &g->nodes[g->n++];
+    memset(n, 0, sizeof *n);
+    n->magic = DBL_NODE_MAGIC;
+    n->type = type;
+    return n;
+}
+
+static int index_of(void *graph, struct dbl_node *n) {
+    return n ? (int)(n - ((struct dbl_graph *)graph)->nodes) : -1;
+}
+
+/* Adds a kernel node (`kind` as above) named `name`; returns its index, -1 when it does not fit. */
+int dbl_graph_add_kernel(void *graph, const char *name, int kind) {
+    struct dbl_node *n = add_node(graph, NODE_KERNEL);
+    if (!n) return -1;
+    n->kind = kind;
+    n->func.magic = DBL_FUNC_MAGIC;
+    n->func.library = kind != 0;
+    snprintf(n->func.name, sizeof n->func.name, "%s", name ? name : "");
+    return index_of(graph, n);
+}
+
+/* Adds a node of another type (CUgraphNodeType: 2 memset, 5 empty, 13 conditional, ...). */
+int dbl_graph_add_node(void *graph, int type) { return index_of(graph, add_node(graph, type)); }
+
+/* Adds a child-graph node running `child`. */
+int dbl_graph_add_child(void *graph, void *child) {
+    if (!graph_of(child)) return -1;
+    struct dbl_node *n = add_node(graph, NODE_GRAPH);
+    if (!n) return -1;
+    n->child = child;
+    return index_of(graph, n);
+}
+
+/* Makes node `to` depend on node `from`. */
+int dbl_graph_add_edge(void *graph, int from, int to) {
+    struct dbl_graph *g = graph_of(graph);
+    if (!g || g->e >= DBL_EDGES || from < 0 || to < 0 || from >= g->n || to >= g->n) return -1;
+    g->from[g->e] = from;
+    g->to[g->e] = to;
+    g->e++;
+    return 0;
+}
+
+/* Makes cuGraphGetEdges_v2 answer CUDA_ERROR_NOT_SUPPORTED (as a driver older than CUDA 12.3 lacks it). */
+void dbl_graph_edges_unsupported(int on) { g_edges_unsupported = on; }
+
+static struct dbl_node *node_of(void *h) {
+    struct dbl_node *n = h;
+    for (int i = 0; i < DBL_GRAPHS; i++)
+        if (n >= g_graphs[i].nodes && n < g_graphs[i].nodes + DBL_NODES)
+            return n->magic == DBL_NODE_MAGIC ? n : NULL;
+    return NULL;
+}
+
+CUresult cuGraphGetNodes(void *graph, void **nodes, size_t *count) {
+    struct dbl_graph *g = graph_of(graph);
+    if (!g || !count) return INVALID_VALUE;
+    if (!nodes) {
+        *count = (size_t)g->n;
+        return OK;
+    }
+    size_t n = *count < (size_t)g->n ? *count : (size_t)g->n;
+    for (size_t i = 0; i < n; i++) nodes[i] = &g->nodes[i];
+    *count = n;
+    return OK;
+}
+
+CUresult cuGraphGetEdges_v2(void *graph, void **from, void **to, uint8_t *edge_data, size_t *count) {
+    if (g_edges_unsupported) return NOT_SUPPORTED;
+    struct dbl_graph *g = graph_of(graph);
+    if (!g || !count || (!from != !to)) return INVALID_VALUE;
+    if (!from) {
+        *count = (size_t)g->e;
+        return OK;
+    }
+    size_t n = *count < (size_t)g->e ? *count : (size_t)g->e;
+    for (size_t i = 0; i < n; i++) {
+        from[i] = &g->nodes[g->from[i]];
+        to[i] = &g->nodes[g->to[i]];
+        if (edge_data) memset(edge_data + 8 * i, 0, 8);
+    }
+    *count = n;
+    return OK;
+}
+
+CUresult cuGraphNodeGetType(void *node, int *type) {
+    struct dbl_node *n = node_of(node);
+    if (!n || !type) return INVALID_VALUE;
+    *type = n->type;
+    return OK;
+}
+
+CUresult cuGraphKernelNodeGetParams_v2(void *node, struct kernel_node_params *p) {
+    struct dbl_node *n = node_of(node);
+    if (!n || !p || n->type != NODE_KERNEL) return INVALID_VALUE;
+    memset(p, 0, sizeof *p);
+    p->grid[0] = p->grid[1] = p->grid[2] = 1;
+    p->block[0] = p->block[1] = p->block[2] = 32;
+    if (n->kind == 2) {
+        p->kern = &n->func;
+    } else {
+        p->func = &n->func;
+    }
+    return OK;
+}
+
+CUresult cuGraphChildGraphNodeGetGraph(void *node, void **graph) {
+    struct dbl_node *n = node_of(node);
+    if (!n || !graph || n->type != NODE_GRAPH) return INVALID_VALUE;
+    *graph = n->child;
+    return OK;
+}
+
+static struct dbl_func *func_of(void *h) {
+    struct dbl_func *f = h;
+    return (node_of((char *)h - offsetof(struct dbl_node, func)) && f->magic == DBL_FUNC_MAGIC) ? f : NULL;
+}
+
+CUresult cuFuncGetName(const char **name, void *func) {
+    struct dbl_func *f = func_of(func);
+    if (!name) return INVALID_VALUE;
+    if (!f || f->library) return INVALID_HANDLE;
+    *name = f->name;
+    return OK;
+}
+
+CUresult cuKernelGetName(const char **name, void *kernel) {
+    struct dbl_func *f = func_of(kernel);
+    if (!name) return INVALID_VALUE;
+    if (!f || !f->library) return INVALID_HANDLE;
+    *name = f->name;
+    return OK;
+}
+
+/* Streams that capture (CU_STREAM_CAPTURE_STATUS_ACTIVE), by handle value (the null stream included). */
+#define DBL_CAPTURING 8
+static void *g_capturing[DBL_CAPTURING];
+static int g_capturing_count;
+
+/* Makes `stream` capture (on) or not. */
+void dbl_set_capturing(void *stream, int on) {
+    pthread_mutex_lock(&g_lock);
+    int at = -1;
+    for (int i = 0; i < g_capturing_count; i++)
+        if (g_capturing[i] == stream) at = i;
+    if (on && at < 0 && g_capturing_count < DBL_CAPTURING) g_capturing[g_capturing_count++] = stream;
+    if (!on && at >= 0) g_capturing[at] = g_capturing[--g_capturing_count];
+    pthread_mutex_unlock(&g_lock);
+}
+
+CUresult cuStreamIsCapturing(void *stream, int *status) {
+    NEED_INIT();
+    if (!status) return INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    *status = 0;
+    for (int i = 0; i < g_capturing_count; i++)
+        if (g_capturing[i] == stream) *status = 1;
+    pthread_mutex_unlock(&g_lock);
     return OK;
 }

@@ -6,7 +6,8 @@
  * after `cd_async(1)`, as CUPTI's worker does) and a new one requested; a refused request drops the record and
  * counts it for cuptiActivityGetNumDroppedRecords. cuptiActivityFlushAll completes the current buffer on the
  * calling thread after the worker has drained. API, resource and synchronize callbacks are fired with
- * `cd_api_callback`, `cd_resource` and `cd_sync_callback` for a subscriber that enabled them. */
+ * `cd_api_callback` (`cd_api_callback_params` with a parameter struct), `cd_resource` (`cd_graph_resource` for
+ * graphs) and `cd_sync_callback` for a subscriber that enabled them. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -797,21 +798,29 @@ int cd_overhead(uint32_t overhead_kind, uint32_t object_kind, uint32_t id0, uint
     return emit(&o, sizeof o);
 }
 
-/* Fires the entry and exit callbacks of one API call; returns what the exit callback finds in the correlation
- * data (what the entry callback stored), or UINT64_MAX when the callback is not enabled. */
-uint64_t cd_api_callback(uint32_t domain, uint32_t cbid, const char *function_name, const char *symbol,
-                         void *context, uint32_t context_uid, uint32_t correlation, int32_t ret) {
+/* Fires the entry and exit callbacks of one API call, with `params` as its parameter struct (the layouts of
+ * generated_cuda_meta.h); returns what the exit callback finds in the correlation data (what the entry callback
+ * stored), or UINT64_MAX when the callback is not enabled. */
+uint64_t cd_api_callback_params(uint32_t domain, uint32_t cbid, const char *function_name, const char *symbol,
+                                const void *params, void *context, uint32_t context_uid, uint32_t correlation,
+                                int32_t ret) {
     void *userdata;
     callback_fn f = enabled(domain, cbid, &userdata);
     if (!f) return UINT64_MAX;
     uint64_t slot = 0;
     int32_t result = ret;
-    struct callback_data d = {0, function_name, NULL, NULL, symbol, context, context_uid, &slot, correlation};
+    struct callback_data d = {0, function_name, params, NULL, symbol, context, context_uid, &slot, correlation};
     f(userdata, domain, cbid, &d);
     d.callback_site = 1;
     d.function_return_value = &result;
     f(userdata, domain, cbid, &d);
     return slot;
+}
+
+/* The same without parameters. */
+uint64_t cd_api_callback(uint32_t domain, uint32_t cbid, const char *function_name, const char *symbol,
+                         void *context, uint32_t context_uid, uint32_t correlation, int32_t ret) {
+    return cd_api_callback_params(domain, cbid, function_name, symbol, NULL, context, context_uid, correlation, ret);
 }
 
 /* Fires a resource callback; `cubin` non-NULL makes it a module event. Returns 1 if delivered. */
@@ -825,6 +834,61 @@ int cd_resource(uint32_t cbid, void *context, void *stream, uint32_t module_id, 
     f(userdata, DOMAIN_RESOURCE, cbid, &r);
     return 1;
 }
+
+/* CUpti_GraphData (cupti_callbacks.h), what graph resource callbacks carry in `resourceDescriptor`. */
+struct graph_data {
+    void *graph;
+    void *original_graph;
+    void *node;
+    void *original_node;
+    uint32_t node_type;
+    void *dependency;
+    void *graph_exec;
+};
+_Static_assert(sizeof(struct graph_data) == 56, "CUpti_GraphData is 56 bytes");
+
+/* Fires a graph resource callback (GRAPHEXEC_CREATED: `graph` made into `graph_exec`). Returns 1 if delivered. */
+int cd_graph_resource(uint32_t cbid, void *context, void *graph, void *graph_exec) {
+    void *userdata;
+    callback_fn f = enabled(DOMAIN_RESOURCE, cbid, &userdata);
+    if (!f) return 0;
+    struct graph_data g = {graph, NULL, NULL, NULL, 0, NULL, graph_exec};
+    struct resource_data r = {context, NULL, &g};
+    f(userdata, DOMAIN_RESOURCE, cbid, &r);
+    return 1;
+}
+
+/* Graph ids: what cd_graph_id set for a handle, else its low 32 bits (as cuptiGetStreamId here). */
+#define GRAPH_IDS 32
+static struct {
+    void *handle;
+    uint32_t id;
+} g_graph_ids[GRAPH_IDS];
+static int g_graph_id_count;
+
+void cd_graph_id(void *handle, uint32_t id) {
+    pthread_mutex_lock(&g_lock);
+    if (g_graph_id_count < GRAPH_IDS) {
+        g_graph_ids[g_graph_id_count].handle = handle;
+        g_graph_ids[g_graph_id_count].id = id;
+        g_graph_id_count++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static CUptiResult graph_id(void *handle, uint32_t *id) {
+    if (!handle || !id) return INVALID_PARAMETER;
+    pthread_mutex_lock(&g_lock);
+    *id = (uint32_t)((uintptr_t)handle & 0xffffffffu);
+    for (int i = 0; i < g_graph_id_count; i++)
+        if (g_graph_ids[i].handle == handle) *id = g_graph_ids[i].id;
+    pthread_mutex_unlock(&g_lock);
+    return SUCCESS;
+}
+
+CUptiResult cuptiGetGraphId(void *graph, uint32_t *id) { return graph_id(graph, id); }
+
+CUptiResult cuptiGetGraphExecId(void *graph_exec, uint32_t *id) { return graph_id(graph_exec, id); }
 
 /* Fires a synchronize callback. Returns 1 if delivered. */
 int cd_sync_callback(uint32_t cbid, void *context, void *stream) {

@@ -1,4 +1,4 @@
-/* A CUPTI double for the counter APIs: the profiler host (a small catalogue for chips GH100 and TU102), the
+/* A CUPTI double for the counter APIs (alone, or with the activity double in one library: cupti_full.c): the profiler host (a small catalogue for chips GH100 and TU102), the
  * profiler target, PM sampling, the range profiler and PC sampling, written from the headers' documentation; no
  * vendor header is included. It also exports NVPW_InitializeHost, so that it stands in for libnvperf_host.so.
  *
@@ -9,9 +9,12 @@
  * PM sampling serves up to 8 devices, each with its own object and queue (`cp_set_devices`, or
  * GPU_TOOLS_DOUBLE_DEVICES, as the driver double reads it). For a program that cannot call the controls (the
  * `gpu-tools` binary), GPU_TOOLS_DOUBLE_PM_PATTERN=PERIOD_US:PATTERN makes every started sampler take samples by
- * itself: one per PERIOD_US of CLOCK_MONOTONIC, each character of PATTERN in turn saying what becomes of one
- * period: `1` a sample, `0` none (a gap), `x` none, and the decode that finds it reports an overflow. The
- * catalogue also holds the metrics of `gpu-tools top` with `cp_catalogue_top(1)` or GPU_TOOLS_DOUBLE_TOP_METRICS=1. */
+ * itself: one per PERIOD_US of CLOCK_REALTIME (as the hardware's samples, whose times are Unix-epoch
+ * nanoseconds), each character of PATTERN in turn saying what becomes of one period: `1` a sample, `0` none (a
+ * gap), `x` none, and the decode that finds it reports an overflow. As on an H100, the first sample starts early
+ * (2 s before its period). GPU_TOOLS_DOUBLE_PM_BUSY=0,2 says another process holds the counters of devices 0 and
+ * 2 (CUPTI_ERROR_HARDWARE_BUSY). The catalogue also holds the metrics of `gpu-tools top` with
+ * `cp_catalogue_top(1)` or GPU_TOOLS_DOUBLE_TOP_METRICS=1. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,38 +25,45 @@
 
 typedef int CUptiResult;
 
+/* Built alone, or inside cupti_full.c after the activity double, which has the basics (result codes, version, result
+ * strings). */
+#ifndef CUPTI_DOUBLE_FULL
 enum {
     SUCCESS = 0,
     INVALID_PARAMETER = 1,
     INVALID_OPERATION = 7,
+    UNKNOWN = 999,
+};
+#endif
+
+enum {
     OUT_OF_MEMORY = 8,
     NOT_SUPPORTED = 27,
     INVALID_METRIC_NAME = 17,
     HARDWARE_BUSY = 26,
     INSUFFICIENT_PRIVILEGES = 35,
     INVALID_CHIP_NAME = 46,
-    UNKNOWN = 999,
 };
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-#define LOCK() pthread_mutex_lock(&g_lock)
-#define UNLOCK() pthread_mutex_unlock(&g_lock)
+static pthread_mutex_t g_cp_lock = PTHREAD_MUTEX_INITIALIZER;
+#define LOCK() pthread_mutex_lock(&g_cp_lock)
+#define UNLOCK() pthread_mutex_unlock(&g_cp_lock)
 
 /* ---------------------------------------------------------------- failures injected by the tests */
 
-static char g_fail_fn[128];
-static int g_fail_code;
+static char g_cp_fail_fn[128];
+static int g_cp_fail_code;
 
 void cp_fail(const char *fn, int code) {
     LOCK();
-    snprintf(g_fail_fn, sizeof g_fail_fn, "%s", fn ? fn : "");
-    g_fail_code = code;
+    snprintf(g_cp_fail_fn, sizeof g_cp_fail_fn, "%s", fn ? fn : "");
+    g_cp_fail_code = code;
     UNLOCK();
 }
 
 static int failing(const char *fn) {
     LOCK();
-    int code = (g_fail_code && strcmp(fn, g_fail_fn) == 0) ? g_fail_code : 0;
+    int code = (g_cp_fail_code && strcmp(fn, g_cp_fail_fn) == 0) ? g_cp_fail_code : 0;
     UNLOCK();
     return code;
 }
@@ -66,6 +76,7 @@ static int failing(const char *fn) {
 
 /* ---------------------------------------------------------------- basics */
 
+#ifndef CUPTI_DOUBLE_FULL
 CUptiResult cuptiGetVersion(uint32_t *v) {
     if (!v) return INVALID_PARAMETER;
     *v = 130001;
@@ -84,6 +95,7 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     }
     return SUCCESS;
 }
+#endif
 
 /* Stands in for libnvperf_host.so. */
 int NVPW_InitializeHost(void *p) {
@@ -539,6 +551,19 @@ static int g_pm_devices;
 
 void cp_set_busy(int busy) { g_busy_elsewhere = busy; }
 
+/* Whether GPU_TOOLS_DOUBLE_PM_BUSY (comma-separated device indices) names `device`. */
+static int busy_by_env(size_t device) {
+    const char *env = getenv("GPU_TOOLS_DOUBLE_PM_BUSY");
+    while (env && *env) {
+        char *end;
+        unsigned long d = strtoul(env, &end, 10);
+        if (end == env) return 0;
+        if (d == device) return 1;
+        env = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* Devices PM sampling serves: 0 until set, then GPU_TOOLS_DOUBLE_DEVICES (1 to 8) or 1. */
 void cp_set_devices(int n) { g_pm_devices = n >= 1 && n <= MAX_DEVICES ? n : 1; }
 
@@ -592,9 +617,10 @@ static uint64_t g_auto_period_ns;
 static char g_auto_pattern[256];
 static int g_auto_loaded;
 
+/* The time of the hardware's samples: Unix-epoch nanoseconds. */
 static uint64_t now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -618,6 +644,7 @@ static void auto_samples(struct pm *pm) {
     while (pm->auto_next + g_auto_period_ns <= now && q->len < MAX_QUEUE) {
         char c = g_auto_pattern[pm->auto_step++ % n];
         struct entry e = {pm->auto_next, pm->auto_next + g_auto_period_ns, {0}, 40.0 + 10.0 * (double)pm->device};
+        if (pm->auto_step == 1) e.start -= 2000000000ull; /* the first sample starts early */
         pm->auto_next += g_auto_period_ns;
         if (c == '1') q->entries[q->len++] = e;
         else if (c == 'x') q->overflow_next = 1;
@@ -657,7 +684,7 @@ CUptiResult cuptiPmSamplingGetCounterAvailability(PmAvailability *p) {
     FAIL_IF_ASKED();
     if (!p || p->deviceIndex >= (size_t)pm_devices()) return INVALID_PARAMETER;
     LOCK();
-    int busy = g_pms[p->deviceIndex] || g_busy_elsewhere;
+    int busy = g_pms[p->deviceIndex] || g_busy_elsewhere || busy_by_env(p->deviceIndex);
     UNLOCK();
     if (busy) return HARDWARE_BUSY;
     if (!p->pCounterAvailabilityImage) {
@@ -868,6 +895,8 @@ struct range {
     char stack[4][32];
     int depth;
     uint64_t dropped;
+    /* Auto ranges made since the profiler was enabled: CUPTI names each by its number, from 0. */
+    uint64_t launches;
 };
 
 static struct range *g_range;
@@ -1011,10 +1040,11 @@ CUptiResult cuptiRangeProfilerStop(RangeStop *p) {
     return SUCCESS;
 }
 
-/* Records a range in the image during the first pass (later passes fill the same ranges). */
+/* Records a range in the image during the first pass (later passes fill the same ranges); with kernel replay every
+ * pass is inside each launch, so a profiler stopped and started again keeps recording. */
 static void record_range(const char *name) {
     struct image_header *h = image_of(g_range->image, g_range->image_size, IMG_RANGE);
-    if (!h || g_range->pass > 0) return;
+    if (!h || (g_range->replay != 2 /* KernelReplay */ && g_range->pass > 0)) return;
     if (h->count >= h->capacity) {
         g_range->dropped++;
         return;
@@ -1025,10 +1055,13 @@ static void record_range(const char *name) {
     h->count++;
 }
 
-/* A kernel launch in the profiled context: one auto range. */
+/* A kernel launch in the profiled context: one auto range, named `name`, or with NULL by its number as CUPTI names
+ * auto ranges ("0", "1", ... since the profiler was enabled, decodes or not). */
 int cp_launch(const char *name) {
     if (!g_range || !g_range->started || g_range->mode != 1 /* AutoRange */) return -1;
-    record_range(name);
+    char number[24];
+    snprintf(number, sizeof number, "%llu", (unsigned long long)g_range->launches++);
+    record_range(name ? name : number);
     return 0;
 }
 

@@ -149,14 +149,15 @@ const CUPTI_FUNCTIONS: &str = "(.*::)?(cuptiCheckpoint.*|cuptiGetResultString|cu
     |cuptiGetVersion|cuptiActivity[A-Za-z_0-9]*|cuptiGetTimestamp|cuptiGetContextId|cuptiGetStreamId(Ex)?\
     |cuptiGetDeviceId|cuptiGetThreadIdType|cuptiSetThreadIdType|cuptiFinalize|cuptiGetLastError\
     |cuptiSubscribe(_v2)?|cuptiUnsubscribe|cuptiEnableCallback|cuptiEnableDomain|cuptiEnableAllDomains\
-    |cuptiGetCallbackState|cuptiGetCallbackName|cuptiSupportedDomains)";
+    |cuptiGetCallbackState|cuptiGetCallbackName|cuptiSupportedDomains|cuptiGetGraphId|cuptiGetGraphNodeId\
+    |cuptiGetGraphExecId)";
 
 /// The CUPTI types: checkpoint, results, every activity record (current and deprecated versions, so older
 /// releases' layouts can be decoded), callback data, the callback-id enums.
 const CUPTI_TYPES: &str = "(.*::)?(CUpti_Checkpoint.*|CUptiResult|CUpti_Activity.*|CUpti_Callback.*\
     |CUpti_ApiCallbackSite|CUpti_ResourceData|CUpti_ModuleResourceData|CUpti_SynchronizeData\
     |CUpti_driver_api_trace_cbid.*|CUpti_runtime_api_trace_cbid.*|CUpti_Subscriber.*\
-    |CUpti_ExternalCorrelationKind|CUpti_Buffers.*|CUpti_TimestampCallbackFunc)";
+    |CUpti_ExternalCorrelationKind|CUpti_Buffers.*|CUpti_TimestampCallbackFunc|CUpti_GraphData)";
 
 /// Driver types that CUPTI declarations use; they come from the driver bindings so both agree.
 const SHARED_DRIVER_TYPES: &[&str] = &[
@@ -169,6 +170,8 @@ const SHARED_DRIVER_TYPES: &[&str] = &[
     "CUgraph",
     "CUgraphNode",
     "CUgraphExec",
+    "CUgraphNodeType",
+    "CUlaunchConfig",
 ];
 
 fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
@@ -184,7 +187,7 @@ fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
         .blocklist_type(
             "CUctx_st|CUcontext|CUstream_st|CUstream|CUdevice|CUdevice_v1|CUmod_st|CUmodule|CUfunc_st\
              |CUfunction|CUuuid|CUuuid_st|CUgraph_st|CUgraph|CUgraphNode_st|CUgraphNode|CUgraphExec_st\
-             |CUgraphExec",
+             |CUgraphExec|CUgraphNodeType|CUgraphNodeType_enum|CUlaunchConfig|CUlaunchConfig_st",
         )
         .raw_line(format!("pub use super::cuda_driver::{{{shared}}};"))
         .dynamic_library_name("CuptiFns")
@@ -325,11 +328,13 @@ const DRIVER_FUNCTIONS: &str = "cuInit|cuDriverGetVersion|cuGetErrorName|cuGetEr
     |cuStreamCreate|cuStreamDestroy(_v2)?|cuStreamSynchronize|cuStreamGetId|cuCtxGetId\
     |cuMemcpyHtoDAsync(_v2)?|cuMemcpyDtoHAsync(_v2)?|cuMemcpyDtoDAsync(_v2)?|cuMemsetD8Async|cuMemsetD32Async\
     |cuMemAllocHost(_v2)?|cuMemFreeHost|cuDeviceGetUuid(_v2)?|cuDeviceGetPCIBusId\
-    |cuCheckpointProcess[A-Za-z]*";
+    |cuCheckpointProcess[A-Za-z]*\
+    |cuGraphGetNodes|cuGraphGetEdges(_v2)?|cuGraphNodeGetType|cuGraphKernelNodeGetParams(_v2)?\
+    |cuGraphChildGraphNodeGetGraph|cuFuncGetName|cuKernelGetName|cuStreamIsCapturing";
 
 /// Driver types the crate names without calling a function that takes them (CUPTI records and callbacks).
 const DRIVER_TYPES: &str = "CUresult|CUdevice_attribute|CUctx_flags|CUprocessState|CUcheckpoint[A-Za-z]*Args\
-    |CUstream_flags|CUgraph|CUgraphNode|CUgraphExec|CUuuid";
+    |CUstream_flags|CUgraph|CUgraphNode|CUgraphExec|CUuuid|CUgraphNodeType|CUlaunchConfig";
 
 fn driver_bindings(cuda: &Path, out: &Path) {
     let bindings = base("GPU_TOOLS_BIND_CUDA_DRIVER")

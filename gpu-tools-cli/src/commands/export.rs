@@ -6,7 +6,7 @@ use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use gpu_tools::trace::export::{
-    ChromeWriter, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
+    ChromeWriter, CounterTrack, CounterValue, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
 };
 
 use crate::demangle::demangle;
@@ -18,7 +18,9 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// OUT ends with `.gz`).
 ///
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
-/// to the work they issued; open it at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
+/// to the work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track
+/// per metric (a track reads 0 where no sample says anything; a `counter gaps` slice marks lost samples); open it
+/// at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
 /// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is written whole, and
 /// only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1 when a file cannot
 /// be read at all (not a trace, another format version, cut short before its first record) or is given twice, or
@@ -114,6 +116,14 @@ impl<S: TimelineSink> TimelineSink for KernelNames<S> {
             }),
             _ => self.inner.slice(slice),
         }
+    }
+
+    fn counter_track(&mut self, track: &CounterTrack) -> io::Result<()> {
+        self.inner.counter_track(track)
+    }
+
+    fn counter(&mut self, value: &CounterValue) -> io::Result<()> {
+        self.inner.counter(value)
     }
 
     fn finish(&mut self) -> io::Result<()> {

@@ -11,7 +11,9 @@ use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::Catalog;
 use gpu_tools::profile::{self, KernelTable, ProfileProgress, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
+use gpu_tools::trace::env::GraphMode;
 
+use super::trace::GraphArg;
 use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 use crate::inject_lib;
@@ -59,6 +61,12 @@ pub struct Args {
     /// launch].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     launches_per_kernel: Option<u32>,
+    /// How CUDA graph launches are profiled, as ncu's `--graph-profiling`: `node`, each kernel of the graph as a
+    /// launch of its kernel (named and counted with the kernel's other launches); `graph`, one result per graph
+    /// launch, named after the graph (`graph 7 (12 kernels)`), its kernels' values combined: sums added, maxima and
+    /// minima kept, averages, rates and percentages weighted by duration [default: node].
+    #[arg(long, value_enum, value_name = "MODE")]
+    graph_profiling: Option<GraphArg>,
     /// CSV instead of a table.
     #[arg(long, conflicts_with = "json")]
     csv: bool,
@@ -162,6 +170,7 @@ pub fn run(args: Args) -> Outcome {
         pc_sampling: args.pc_sampling,
         max_ranges: args.max_ranges,
         launches_per_kernel: args.launches_per_kernel,
+        graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
@@ -197,14 +206,19 @@ pub fn run(args: Args) -> Outcome {
     }
     let count =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let idle = if run.idle_processes > 0 {
+        format!(" ({} ran no kernel)", run.idle_processes)
+    } else {
+        String::new()
+    };
+    let (one, many, graphs) = match request.graph_profiling {
+        GraphMode::Node => ("kernel launch", "kernel launches", ""),
+        GraphMode::Graph => ("launch", "launches", " (a graph launch counts once)"),
+    };
     eprintln!(
-        "gpu-tools profile: {}, {} ({}), {}, {}",
+        "gpu-tools profile: {}{idle}, {}{graphs} profiled ({}), {}, {}",
         count(run.processes, "process", "processes"),
-        count(
-            run.metrics.len(),
-            "kernel launch profiled",
-            "kernel launches profiled"
-        ),
+        count(run.metrics.len(), one, many),
         count(run.kernels.len(), "kernel record", "kernel records"),
         count(run.stalls.len(), "stall record", "stall records"),
         count(run.wire_errors, "unreadable frame", "unreadable frames"),

@@ -11,12 +11,17 @@ use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
 use crate::trace_input::{Reading, open_all};
 
-/// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes.
+/// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes,
+/// and device counters per kernel.
 ///
 /// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
 /// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
-/// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...). Kernel names are
-/// demangled as `trace` shows them (`--raw-names` keeps them as recorded). Exit code: 0; 1 when a file cannot be
+/// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...); a trace recorded
+/// with `trace --counters` also gets `cuda_gpu_kern_counters_sum`: per kernel name, the share of its time the
+/// samples covered, SM active, tensor active and occupancy over that time, the DRAM bytes it read and wrote there,
+/// and whether the row rests on samples shared with other kernels (statistical) or on kernels that overlapped;
+/// with a line per sampled device. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
+/// recorded). Exit code: 0; 1 when a file cannot be
 /// read at all (not a trace, another format version, cut short before its first record) or is given twice (under
 /// any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read before); 2
 /// for a usage error.
@@ -28,7 +33,8 @@ pub struct Args {
     /// How the reports are written.
     #[arg(long, default_value = "text", value_parser = PossibleValuesParser::new(Format::NAMES))]
     format: String,
-    /// Only these reports, comma-separated or repeated [default: every report].
+    /// Only these reports, comma-separated or repeated [default: every report; the counters per kernel where the
+    /// trace holds counter samples].
     #[arg(
         long,
         value_delimiter = ',',
@@ -55,11 +61,16 @@ pub fn run(args: Args) -> Outcome {
         reading.take("stats", path, analysis.records(file), &errors);
     }
     reading.check()?;
-    let mut tables: Vec<Table> = analysis
-        .reports()
-        .into_iter()
-        .filter(|t| args.report.is_empty() || args.report.iter().any(|r| r == t.name))
-        .collect();
+    // Every report that has something to say, or those asked for (in the usual order), whatever they hold.
+    let mut tables: Vec<Table> = if args.report.is_empty() {
+        analysis.reports()
+    } else {
+        Analysis::REPORT_NAMES
+            .iter()
+            .filter(|name| args.report.iter().any(|r| r == *name))
+            .filter_map(|name| analysis.report(name))
+            .collect()
+    };
     if !args.raw_names {
         demangle_kernels(&mut tables);
     }
@@ -70,9 +81,15 @@ pub fn run(args: Args) -> Outcome {
     Ok(reading.code())
 }
 
+/// The reports whose `Name` column holds kernel names.
+const KERNEL_TABLES: [&str; 2] = ["cuda_gpu_kern_sum", "cuda_gpu_kern_counters_sum"];
+
 /// Kernel names as `trace` shows them: demangled (`copy(float const*, float*, unsigned long)`).
 fn demangle_kernels(tables: &mut [Table]) {
-    for t in tables.iter_mut().filter(|t| t.name == "cuda_gpu_kern_sum") {
+    for t in tables
+        .iter_mut()
+        .filter(|t| KERNEL_TABLES.contains(&t.name))
+    {
         let Some(column) = t.columns.iter().position(|c| *c == "Name") else {
             continue;
         };

@@ -171,6 +171,7 @@ fn several(args: &Args) -> Outcome {
         cmd.spawn()
     };
     let mut summary = Vec::new();
+    let mut parts = Vec::new();
     let mut failed = 0;
     for pid in pids {
         let child = part(pid);
@@ -200,16 +201,43 @@ fn several(args: &Args) -> Outcome {
             eprint!("{err}");
         }
         let who = rank.unwrap_or_else(|| format!("process {pid}"));
-        summary.push(match (seen, ok) {
-            (Some(s), true) => format!("{who} (pid {pid}): {}", describe(&s)),
+        match (seen, ok) {
+            (Some(s), true) => {
+                let line = format!("{who} (pid {pid}): {}", describe(&s));
+                let collective = s
+                    .kernels
+                    .iter()
+                    .find(|(name, _)| short(name).starts_with("nccl"))
+                    .map(|(name, _)| short(name).to_string());
+                summary.push(line);
+                parts.push(Part {
+                    who,
+                    pid,
+                    collective,
+                    examined: true,
+                });
+            }
             _ => {
                 failed += 1;
-                format!(
-                    "{who} (pid {pid}): not examined ({})",
-                    err.lines().last().unwrap_or("failed")
-                )
+                // The debugger could not attach (a thread blocked in a driver call holds what the attach needs):
+                // what its threads are blocked in is still readable without stopping it.
+                let host = host_view(pid);
+                for line in &host.lines {
+                    out_line(line)?;
+                }
+                summary.push(format!(
+                    "{who} (pid {pid}): not examined ({}){}",
+                    err.lines().last().unwrap_or("failed"),
+                    host.summary.map(|s| format!("; {s}")).unwrap_or_default()
+                ));
+                parts.push(Part {
+                    who,
+                    pid,
+                    collective: None,
+                    examined: false,
+                });
             }
-        });
+        }
     }
     out_line(&format!(
         "=== summary ({} {}, {:.1} s)",
@@ -224,7 +252,116 @@ fn several(args: &Args) -> Outcome {
     for line in summary {
         out_line(&line)?;
     }
+    if let Some(line) = collective_verdict(&parts) {
+        out_line(&line)?;
+    }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// One process of a `where` over several, for the verdict.
+struct Part {
+    who: String,
+    pid: u32,
+    /// The NCCL kernel it runs, if any.
+    collective: Option<String>,
+    examined: bool,
+}
+
+/// When some processes wait in an NCCL kernel and others run none (or could not be examined), the ones outside
+/// the collective are where to look: a rank that never joined is what keeps the others waiting.
+fn collective_verdict(parts: &[Part]) -> Option<String> {
+    let inside: Vec<&Part> = parts.iter().filter(|p| p.collective.is_some()).collect();
+    let outside: Vec<&Part> = parts.iter().filter(|p| p.collective.is_none()).collect();
+    let first = inside.first()?;
+    if outside.is_empty() {
+        return None;
+    }
+    let kernel = first.collective.as_deref().unwrap_or_default();
+    let names = |ps: &[&Part]| {
+        ps.iter()
+            .map(|p| {
+                let how = if p.examined { "" } else { ", not examined" };
+                format!("{} (pid {}{how})", p.who, p.pid)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "=> {} wait{} in {kernel}; not in it: {}. A collective waits for its slowest rank: look at {} first.",
+        names(&inside),
+        if inside.len() == 1 { "s" } else { "" },
+        names(&outside),
+        if outside.len() == 1 {
+            "that one"
+        } else {
+            "those"
+        }
+    ))
+}
+
+/// What the threads of a process that could not be attached to are blocked in.
+struct HostView {
+    lines: Vec<String>,
+    summary: Option<String>,
+}
+
+fn host_view(pid: u32) -> HostView {
+    use gpu_tools::linux::threads::{SystemCall, process_threads};
+    let threads = match process_threads(pid) {
+        Ok(t) => t,
+        Err(e) => {
+            return HostView {
+                lines: vec![format!("host view: cannot read its threads: {e}")],
+                summary: None,
+            };
+        }
+    };
+    let what = |t: &gpu_tools::linux::threads::ThreadState| -> String {
+        let lib = t
+            .library
+            .as_ref()
+            .map(|l| format!(" in {}", l.to_string_lossy()))
+            .unwrap_or_default();
+        match t.system_call {
+            Some(SystemCall::Running) => "running".into(),
+            Some(c @ SystemCall::Blocked { number, .. }) => match (c.name(), number) {
+                (Some(name), _) => format!("blocked in {name}{lib}"),
+                (None, Some(n)) => format!("blocked in system call {n}{lib}"),
+                (None, None) => format!("blocked{lib}"),
+            },
+            None => format!("state {}", t.state),
+        }
+    };
+    let mut lines = vec![format!(
+        "host view ({} threads, read from /proc without stopping the process):",
+        threads.len()
+    )];
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &threads {
+        groups
+            .entry(what(t))
+            .or_default()
+            .push(format!("{} {}", t.tid, t.name.to_string_lossy()));
+    }
+    for (how, names) in &groups {
+        let shown: Vec<&str> = names.iter().take(4).map(String::as_str).collect();
+        let more = names.len().saturating_sub(shown.len());
+        lines.push(format!(
+            "  {:>3} {how}: {}{}",
+            names.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(", ... {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let summary = threads
+        .iter()
+        .find(|t| t.tid == pid)
+        .map(|main| format!("its main thread is {}", what(main)));
+    HostView { lines, summary }
 }
 
 /// One line on stdout; a closed pipe ends the command quietly (see `Failure::stdout`).
@@ -375,4 +512,48 @@ fn examine(args: &Args, pid: u32) -> Result<Seen, gpu_tools::Error> {
     session.close()?;
     let _ = outln!("detached; process {pid} runs on");
     Ok(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(who: &str, pid: u32, collective: Option<&str>, examined: bool) -> Part {
+        Part {
+            who: who.into(),
+            pid,
+            collective: collective.map(Into::into),
+            examined,
+        }
+    }
+
+    #[test]
+    fn the_rank_outside_a_collective_is_named() {
+        let kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+        let v = collective_verdict(&[
+            part("rank 0", 10, Some(kernel), true),
+            part("rank 1", 11, None, false),
+        ])
+        .unwrap();
+        assert_eq!(
+            v,
+            "=> rank 0 (pid 10) waits in ncclDevKernel_AllReduce_Sum_f32_RING_LL; not in it: rank 1 (pid 11, not \
+             examined). A collective waits for its slowest rank: look at that one first."
+        );
+        // Every rank inside, or none: nothing to say.
+        assert_eq!(
+            collective_verdict(&[
+                part("rank 0", 10, Some(kernel), true),
+                part("rank 1", 11, Some(kernel), true)
+            ]),
+            None
+        );
+        assert_eq!(
+            collective_verdict(&[
+                part("rank 0", 10, None, true),
+                part("rank 1", 11, None, true)
+            ]),
+            None
+        );
+    }
 }

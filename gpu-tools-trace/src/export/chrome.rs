@@ -1,11 +1,12 @@
 //! The Chrome trace JSON format (`{"traceEvents": [...]}`), written event by event: complete events (`"ph": "X"`,
-//! microseconds), instants (`"i"`), metadata naming processes and threads (`"M"`), and flow arrows (`"s"`/`"f"`).
+//! microseconds), instants (`"i"`), metadata naming processes and threads (`"M"`), flow arrows (`"s"`/`"f"`), and
+//! counters (`"C"`: one counter per track, named as the track, its value under `value`, in its group's process).
 //! Opens in Perfetto and `chrome://tracing`.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::timeline::{Arg, Slice, TimelineSink, Track};
+use super::timeline::{Arg, CounterTrack, CounterValue, Slice, TimelineSink, Track};
 use crate::report::json_string;
 
 /// Writes a Chrome trace to any `io::Write`, one event at a time (gzip it by wrapping the writer).
@@ -14,6 +15,8 @@ pub struct ChromeWriter<W: Write> {
     out: W,
     /// The process number of each track's group.
     pids: HashMap<u64, u32>,
+    /// The process number and JSON-quoted name of each counter track.
+    counters: HashMap<u64, (u32, String)>,
     started: bool,
     events: u64,
 }
@@ -29,6 +32,7 @@ impl<W: Write> ChromeWriter<W> {
         ChromeWriter {
             out,
             pids: HashMap::new(),
+            counters: HashMap::new(),
             started: false,
             events: 0,
         }
@@ -136,6 +140,29 @@ impl<W: Write> TimelineSink for ChromeWriter<W> {
             ))?;
         }
         Ok(())
+    }
+
+    fn counter_track(&mut self, track: &CounterTrack) -> io::Result<()> {
+        let pid = self.pids.get(&track.parent).copied().unwrap_or(0);
+        self.counters
+            .insert(track.id, (pid, json_string(&track.name)));
+        Ok(())
+    }
+
+    fn counter(&mut self, value: &CounterValue) -> io::Result<()> {
+        let Some((pid, name)) = self.counters.get(&value.track) else {
+            return Ok(());
+        };
+        let v = if value.value.is_finite() {
+            value.value
+        } else {
+            0.0
+        };
+        let body = format!(
+            "{{\"name\":{name},\"ph\":\"C\",\"pid\":{pid},\"ts\":{},\"args\":{{\"value\":{v}}}}}",
+            us(value.time)
+        );
+        self.event(&body)
     }
 
     fn finish(&mut self) -> io::Result<()> {

@@ -9,6 +9,12 @@
 //! extra lanes of that track, so that every track nests properly. Arrows (flows) lead from each launch or copy
 //! call to the device work it issued, whichever of the two records comes first. Timestamps are put on one timeline across hosts ([`report::Alignment`]).
 //!
+//! A counter stream ([`counters`](crate::counters)) becomes a group per device, `GPU N counters [host]`, with a
+//! counter track per metric (`SM active (%)`, `DRAM read (B/s)`, ...) on the kernels' time base, and a `counter
+//! gaps` track where samples were lost. Timeline formats have no "no value" for a counter: where nothing is known
+//! (a gap, after the last sample) the track reads 0 and the gap's slice says so. Perfetto gets counter track
+//! descriptors and counter events, Chrome JSON `"C"` events (one counter per metric, its value under `value`).
+//!
 //! ```no_run
 //! use gpu_tools_trace::export::{PerfettoWriter, Timeline};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,4 +36,6 @@ mod timeline;
 
 pub use chrome::ChromeWriter;
 pub use perfetto::PerfettoWriter;
-pub use timeline::{Arg, Slice, Timeline, TimelineSink, Track, TrackProcess};
+pub use timeline::{
+    Arg, CounterTrack, CounterValue, Slice, Timeline, TimelineSink, Track, TrackProcess,
+};

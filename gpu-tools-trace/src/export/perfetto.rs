@@ -4,18 +4,22 @@
 //!
 //! Field numbers, from Perfetto's `protos/perfetto/trace/`: `Trace.packet` 1; `TracePacket`: `timestamp` 8,
 //! `trusted_packet_sequence_id` 10, `track_event` 11, `interned_data` 12, `sequence_flags` 13,
-//! `track_descriptor` 60; `TrackDescriptor`: `uuid` 1, `name` 2, `process` 3, `parent_uuid` 5;
-//! `ProcessDescriptor`: `pid` 1, `process_name` 6; `TrackEvent`: `category_iids` 3, `debug_annotations` 4,
-//! `type` 9, `name_iid` 10, `track_uuid` 11, `flow_ids` 47 (fixed64), `terminating_flow_ids` 48 (fixed64);
+//! `track_descriptor` 60; `TrackDescriptor`: `uuid` 1, `name` 2, `process` 3, `parent_uuid` 5, `counter` 8;
+//! `ProcessDescriptor`: `pid` 1, `process_name` 6; `CounterDescriptor`: `unit_name` 6; `TrackEvent`:
+//! `category_iids` 3, `debug_annotations` 4, `type` 9, `name_iid` 10, `track_uuid` 11, `double_counter_value` 44
+//! (double), `flow_ids` 47 (fixed64), `terminating_flow_ids` 48 (fixed64);
 //! `DebugAnnotation`: `bool_value` 2, `uint_value` 3, `int_value` 4, `double_value` 5, `string_value` 6,
 //! `name` 10; `InternedData`: `event_categories` 1, `event_names` 2; `EventCategory` and `EventName`: `iid` 1,
-//! `name` 2. `TrackEvent.Type`: SLICE_BEGIN 1, SLICE_END 2, INSTANT 3. Sequence flags: INCREMENTAL_STATE_CLEARED 1,
-//! NEEDS_INCREMENTAL_STATE 2.
+//! `name` 2. `TrackEvent.Type`: SLICE_BEGIN 1, SLICE_END 2, INSTANT 3, COUNTER 4. Sequence flags:
+//! INCREMENTAL_STATE_CLEARED 1, NEEDS_INCREMENTAL_STATE 2.
+//!
+//! Counter tracks are `TrackDescriptor`s with a `CounterDescriptor` (its unit in `unit_name`), under their
+//! device's group; their values are `TYPE_COUNTER` events with a `double_counter_value`.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::timeline::{Arg, Slice, TimelineSink, Track};
+use super::timeline::{Arg, CounterTrack, CounterValue, Slice, TimelineSink, Track};
 
 /// The one packet sequence of the export.
 const SEQUENCE: u64 = 1;
@@ -35,6 +39,10 @@ mod field {
         pub const NAME: u32 = 2;
         pub const PROCESS: u32 = 3;
         pub const PARENT_UUID: u32 = 5;
+        pub const COUNTER: u32 = 8;
+    }
+    pub mod counter {
+        pub const UNIT_NAME: u32 = 6;
     }
     pub mod process {
         pub const PID: u32 = 1;
@@ -48,6 +56,7 @@ mod field {
         pub const TRACK_UUID: u32 = 11;
         pub const FLOW_IDS: u32 = 47;
         pub const TERMINATING_FLOW_IDS: u32 = 48;
+        pub const DOUBLE_COUNTER_VALUE: u32 = 44;
     }
     pub mod annotation {
         pub const UINT: u32 = 3;
@@ -67,6 +76,7 @@ mod field {
 const SLICE_BEGIN: u64 = 1;
 const SLICE_END: u64 = 2;
 const INSTANT: u64 = 3;
+const COUNTER: u64 = 4;
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 
@@ -271,6 +281,33 @@ impl<W: Write> TimelineSink for PerfettoWriter<W> {
         }
         self.event(slice.start, SLICE_BEGIN, slice, true)?;
         self.event(slice.end.max(slice.start), SLICE_END, slice, false)
+    }
+
+    fn counter_track(&mut self, track: &CounterTrack) -> io::Result<()> {
+        self.sequence(false);
+        put_message(&mut self.packet, field::packet::TRACK_DESCRIPTOR, |b| {
+            put_varint(b, field::track::UUID, track.id);
+            put_varint(b, field::track::PARENT_UUID, track.parent);
+            put_bytes(b, field::track::NAME, track.name.as_bytes());
+            put_message(b, field::track::COUNTER, |c| {
+                if !track.unit.is_empty() {
+                    put_bytes(c, field::counter::UNIT_NAME, track.unit.as_bytes());
+                }
+            });
+        });
+        self.emit()
+    }
+
+    fn counter(&mut self, value: &CounterValue) -> io::Result<()> {
+        self.sequence(true);
+        put_varint(&mut self.packet, field::packet::TIMESTAMP, value.time);
+        put_message(&mut self.packet, field::packet::TRACK_EVENT, |b| {
+            put_varint(b, field::event::TYPE, COUNTER);
+            put_varint(b, field::event::TRACK_UUID, value.track);
+            key(b, field::event::DOUBLE_COUNTER_VALUE, FIXED64);
+            b.extend_from_slice(&value.value.to_le_bytes());
+        });
+        self.emit()
     }
 
     fn finish(&mut self) -> io::Result<()> {

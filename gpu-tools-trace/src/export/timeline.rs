@@ -1,5 +1,7 @@
 //! From records to tracks and slices, for any timeline format.
 
+mod counters;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read};
 
@@ -70,12 +72,52 @@ pub struct Slice<'a> {
     pub color: Option<u32>,
 }
 
+/// A counter track: the values of one metric of one device over time, under the device's counter group (a
+/// [`Track`] with a process).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterTrack {
+    /// Unique id among tracks and counter tracks (never 0).
+    pub id: u64,
+    /// The group ([`Track::id`]).
+    pub parent: u64,
+    /// Name, with its unit: `SM active (%)`.
+    pub name: String,
+    /// The unit of the values (`%`, `B/s`; empty when the metric's name says none).
+    pub unit: &'static str,
+    /// The metric, as sampled.
+    pub metric: String,
+    /// Place among its siblings.
+    pub sort: i64,
+}
+
+/// A value of a counter track, from `time` until the track's next value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CounterValue {
+    /// The track ([`CounterTrack::id`]).
+    pub track: u64,
+    /// ns, on the common timeline.
+    pub time: u64,
+    /// The value (always finite).
+    pub value: f64,
+}
+
 /// What a timeline is written to.
 pub trait TimelineSink {
     /// A new track (called before its first slice, parents before children).
     fn track(&mut self, track: &Track) -> io::Result<()>;
     /// A slice or instant.
     fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()>;
+    /// A new counter track (called after its group's [`track`](Self::track), before its first value). A sink that
+    /// shows no counters leaves this and [`counter`](Self::counter) as they are: they ignore what they get.
+    fn counter_track(&mut self, track: &CounterTrack) -> io::Result<()> {
+        let _ = track;
+        Ok(())
+    }
+    /// A value of a counter track.
+    fn counter(&mut self, value: &CounterValue) -> io::Result<()> {
+        let _ = value;
+        Ok(())
+    }
     /// The end of the export.
     fn finish(&mut self) -> io::Result<()>;
 }
@@ -191,6 +233,8 @@ pub struct Timeline<S: TimelineSink> {
     misnested: u64,
     /// Records read by [`Timeline::read`], by file number.
     records: HashMap<u32, u64>,
+    /// The counter tracks of each device of each counter stream: (file, stream, device).
+    counters: HashMap<(u32, u32, u32), counters::DeviceTracks>,
 }
 
 impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
@@ -241,6 +285,7 @@ impl<S: TimelineSink> Timeline<S> {
             next_track: 1,
             misnested: 0,
             records: HashMap::new(),
+            counters: HashMap::new(),
         }
     }
 
@@ -291,6 +336,7 @@ impl<S: TimelineSink> Timeline<S> {
         for key in keys {
             self.release(key)?;
         }
+        self.end_counters()?;
         self.sink.finish()?;
         Ok(self.sink)
     }
@@ -655,6 +701,8 @@ impl<S: TimelineSink> Timeline<S> {
             Record::Marker(m) => self.marker(key, m)?,
             // The stream is complete: nothing more can pair with what it left waiting.
             Record::ProcessEnd(_) => self.release(key)?,
+            Record::CounterSample(c) => self.counter_sample(key, c)?,
+            Record::CounterGap(g) => self.counter_gap(key, g)?,
             _ => {}
         }
         Ok(())

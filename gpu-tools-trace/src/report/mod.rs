@@ -1,5 +1,7 @@
 //! Reports of a recorded trace, as Nsight Systems' `nsys stats` computes them: per-kernel, API, memory-copy time
-//! and size summaries, NVTX range summary and NVTX GPU projection, CUDA graph launches, and the processes.
+//! and size summaries, NVTX range summary and NVTX GPU projection, CUDA graph launches, and the processes; and,
+//! where the trace holds device counter samples, the counters per kernel (`cuda_gpu_kern_counters_sum`, from
+//! [`counters::attribution`](crate::counters::attribution)).
 //!
 //! [`Analysis`] takes the records of one or more trace files (each stream keyed by file and stream number) in one
 //! pass; [`Analysis::reports`] then builds the [`Table`]s, which render as text, CSV or JSON.
@@ -18,9 +20,13 @@
 //!
 //! Held in memory: a duration per kernel, copy, set, API call and NVTX range (for medians), and for the GPU
 //! projection the thread and time of every API call and the span of every device operation. About 40 bytes per
-//! record: 200,000 launches with 7 API calls each take some 60 MB.
+//! record: 200,000 launches with 7 API calls each take some 60 MB. For the counters per kernel, each kernel's span
+//! (about 40 bytes more) and every counter sample and gap are kept too.
+//!
+//! A counter stream ([`counters`](crate::counters)) is not a traced process: it has no row in `processes`.
 
 mod align;
+mod counters;
 mod stats;
 mod table;
 
@@ -35,6 +41,7 @@ pub use table::{Cell, Format, Table, write_tables};
 use self::stats::Values;
 use super::file::{TraceFileError, TraceItem, TraceReader};
 use super::record::*;
+use super::{CounterGap, CounterSample};
 
 /// A stream of the analysis: file number (order given) and stream number in that file.
 pub type StreamKey = (u32, u32);
@@ -56,10 +63,23 @@ struct Range {
     name: Arc<str>,
 }
 
+/// A kernel's span, for the counters per kernel (times as the stream has them).
+#[derive(Debug, Clone)]
+struct KernelSpan {
+    start: u64,
+    end: u64,
+    device: u32,
+    name: Arc<str>,
+}
+
 /// What is known of one stream.
 #[derive(Debug, Default)]
 struct StreamInfo {
     pid: u32,
+    /// The pid of the stream's header, where it was read.
+    header_pid: Option<u32>,
+    /// A process start was read.
+    started: bool,
     command: String,
     info: Option<ProcessInfo>,
     records: u64,
@@ -75,6 +95,20 @@ struct StreamInfo {
     unpaired_ends: u64,
     /// Why the rest of the stream could not be read (the file cut short or damaged), where that happened.
     unread: Option<&'static str>,
+    kernels: Vec<KernelSpan>,
+    samples: Vec<CounterSample>,
+    gaps: Vec<CounterGap>,
+}
+
+impl StreamInfo {
+    /// Whether the stream is a counter stream, not a traced process's: its header says so, or (read without a
+    /// header) it holds counter records and no process start.
+    fn is_counters(&self) -> bool {
+        !self.started
+            && (self.header_pid == Some(crate::counters::COUNTER_STREAM_PID)
+                || !self.samples.is_empty()
+                || !self.gaps.is_empty())
+    }
 }
 
 /// Collects the records of one or more traces and computes the reports.
@@ -188,7 +222,9 @@ impl Analysis {
     pub fn add_item(&mut self, file: u32, item: &TraceItem) {
         match item {
             TraceItem::Header { stream, header } => {
-                self.streams.entry((file, *stream)).or_default().pid = header.pid;
+                let s = self.streams.entry((file, *stream)).or_default();
+                s.pid = header.pid;
+                s.header_pid = Some(header.pid);
             }
             TraceItem::Record { stream, record } => self.add((file, *stream), record),
             TraceItem::Closed { .. } => {}
@@ -203,8 +239,11 @@ impl Analysis {
             Record::ProcessStart(p) => {
                 s.pid = p.pid;
                 s.command = p.command.clone();
+                s.started = true;
             }
             Record::ProcessEnd(e) => s.ended = Some(e.clone()),
+            Record::CounterSample(c) => s.samples.push(c.clone()),
+            Record::CounterGap(g) => s.gaps.push(*g),
             Record::ProcessInfo(i) => {
                 s.info = Some(i.clone());
                 self.alignment.process_info(key.0, key.1, i);
@@ -212,6 +251,12 @@ impl Analysis {
             Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
             Record::Dropped(d) => s.dropped += d.count,
             Record::Kernel(k) => {
+                s.kernels.push(KernelSpan {
+                    start: k.start,
+                    end: k.end,
+                    device: k.device,
+                    name: Arc::clone(&k.name),
+                });
                 s.ops.push(DeviceOp {
                     correlation: k.correlation,
                     start: k.start,
@@ -316,26 +361,40 @@ impl Analysis {
         &self.alignment
     }
 
-    /// Every report, in the order `nsys stats` prints them, then the graph and process tables.
+    /// Every report, in the order `nsys stats` prints them, then the graph and process tables; the counters per
+    /// kernel (`cuda_gpu_kern_counters_sum`) after the kernels where the trace holds counter samples.
     pub fn reports(&self) -> Vec<Table> {
-        vec![
-            self.nvtx_sum(),
-            self.nvtx_gpu_proj_sum(),
-            self.api_sum(),
-            self.kernel_sum(),
-            self.graph_sum(),
-            self.mem_time_sum(),
-            self.mem_size_sum(),
-            self.processes(),
-        ]
+        Self::REPORT_NAMES
+            .iter()
+            .filter(|name| **name != counters::REPORT || self.has_counter_samples())
+            .filter_map(|name| self.report(name))
+            .collect()
     }
 
-    /// The names of the reports [`reports`](Self::reports) returns.
-    pub const REPORT_NAMES: [&'static str; 8] = [
+    /// One report by its name (one of [`REPORT_NAMES`](Self::REPORT_NAMES)), whatever the trace holds (a report of
+    /// nothing has no rows).
+    pub fn report(&self, name: &str) -> Option<Table> {
+        Some(match name {
+            "nvtx_sum" => self.nvtx_sum(),
+            "nvtx_gpu_proj_sum" => self.nvtx_gpu_proj_sum(),
+            "cuda_api_sum" => self.api_sum(),
+            "cuda_gpu_kern_sum" => self.kernel_sum(),
+            counters::REPORT => self.kernel_counters_sum(),
+            "cuda_gpu_graph_sum" => self.graph_sum(),
+            "cuda_gpu_mem_time_sum" => self.mem_time_sum(),
+            "cuda_gpu_mem_size_sum" => self.mem_size_sum(),
+            "processes" => self.processes(),
+            _ => return None,
+        })
+    }
+
+    /// The names of the reports, in the order [`reports`](Self::reports) returns them.
+    pub const REPORT_NAMES: [&'static str; 9] = [
         "nvtx_sum",
         "nvtx_gpu_proj_sum",
         "cuda_api_sum",
         "cuda_gpu_kern_sum",
+        counters::REPORT,
         "cuda_gpu_graph_sum",
         "cuda_gpu_mem_time_sum",
         "cuda_gpu_mem_size_sum",
@@ -747,7 +806,12 @@ impl Analysis {
                 "Command",
             ],
         );
+        let mut counter_streams = 0u64;
         for (key, s) in &self.streams {
+            if s.is_counters() {
+                counter_streams += 1;
+                continue;
+            }
             let (host, rank) = s.info.as_ref().map_or((String::new(), String::new()), |i| {
                 (i.host.clone(), i.rank_label())
             });
@@ -771,6 +835,18 @@ impl Analysis {
                 Cell::Text(complete),
                 Cell::Text(s.command.clone()),
             ]);
+        }
+        if counter_streams > 0 {
+            t.notes.push(format!(
+                "{} the tracer's device counters, not {} (see {})",
+                count(counter_streams, "stream holds", "streams hold"),
+                if counter_streams == 1 {
+                    "a traced process"
+                } else {
+                    "traced processes"
+                },
+                counters::REPORT
+            ));
         }
         let domains = self.alignment.domains();
         // Processes of one host boot share one clock: only other hosts (or boots) are moved, and said so.

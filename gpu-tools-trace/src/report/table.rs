@@ -14,6 +14,9 @@ pub enum Cell {
     Int(u64),
     /// A number with a fraction (averages, megabytes, percentages).
     Float(f64),
+    /// A value the data does not give (a metric that was not sampled): `-` as text, an empty CSV field, JSON
+    /// `null`.
+    Missing,
 }
 
 impl Cell {
@@ -22,9 +25,11 @@ impl Cell {
             Cell::Text(s) => s.clone(),
             Cell::Int(v) => v.to_string(),
             Cell::Float(v) => format!("{v:.3}"),
+            Cell::Missing => "-".to_string(),
         }
     }
 
+    /// Numbers (and missing values, which stand in a column of numbers) are right-aligned.
     fn is_number(&self) -> bool {
         !matches!(self, Cell::Text(_))
     }
@@ -189,6 +194,7 @@ impl Table {
                     Cell::Text(s) => csv_field(s),
                     Cell::Float(v) => format!("{v}"),
                     Cell::Int(v) => v.to_string(),
+                    Cell::Missing => String::new(),
                 })
                 .collect();
             writeln!(out, "{}", fields.join(","))?;
@@ -281,9 +287,36 @@ fn json_value(c: &Cell) -> String {
         Cell::Text(s) => json_string(s),
         Cell::Int(v) => v.to_string(),
         Cell::Float(v) if v.is_finite() => format!("{v}"),
-        Cell::Float(_) => "null".to_string(),
+        Cell::Float(_) | Cell::Missing => "null".to_string(),
     }
 }
 
 /// A JSON string literal: the crate's one writer of them ([`crate::profile::json_str`]).
 pub(crate) use crate::profile::json_str as json_string;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_value_is_a_dash_an_empty_field_and_null() {
+        let mut t = Table::new("t", "T", vec!["A (%)", "B (%)", "Name"]);
+        t.rows
+            .push(vec![Cell::Float(12.5), Cell::Missing, "k".into()]);
+        t.rows
+            .push(vec![Cell::Missing, Cell::Float(1.0), "long".into()]);
+        let text = |f: Format| {
+            let mut out = Vec::new();
+            t.write(f, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        // Right-aligned with the numbers of its column.
+        assert!(
+            text(Format::Text).contains("\n 12.500      -  k\n      -  1.000  long\n"),
+            "{}",
+            text(Format::Text)
+        );
+        assert_eq!(text(Format::Csv), "A (%),B (%),Name\n12.5,,k\n,1,long\n");
+        assert!(text(Format::Json).contains(r#"{"A (%)":12.5,"B (%)":null,"Name":"k"}"#));
+    }
+}

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use super::kind::ActivityKind;
 use super::record::{TimeRange, open_enum};
+use crate::cupti::activity_kind::ActivityKind;
 use crate::cupti::cbid::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid};
 use crate::sys::cupti as sys;
 

@@ -8,7 +8,6 @@
 
 use std::marker::PhantomData;
 
-use super::kind::ActivityKind;
 use super::layout::RecordLayout;
 use super::record::Activity;
 use super::{
@@ -17,6 +16,7 @@ use super::{
     Synchronization,
 };
 use crate::cupti::CuptiError;
+use crate::cupti::activity_kind::ActivityKind;
 use crate::cupti::library::NextRecordFn;
 use crate::sys::cupti as sys;
 

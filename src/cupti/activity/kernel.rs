@@ -3,9 +3,9 @@
 use std::ffi::CStr;
 use std::fmt;
 
-use super::kind::ActivityKind;
 use super::layout::RecordLayout;
 use super::record::{Dim3, TimeRange, open_enum, record_str};
+use crate::cupti::activity_kind::ActivityKind;
 use crate::sys::cupti as sys;
 
 open_enum! {

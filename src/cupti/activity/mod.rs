@@ -115,7 +115,6 @@ mod batch;
 mod clock;
 mod graph;
 mod kernel;
-mod kind;
 mod layout;
 mod object;
 mod overhead;
@@ -125,12 +124,12 @@ mod thread_id;
 mod tracer;
 mod transfer;
 
+pub use super::activity_kind::{ActivityKind, ActivityKinds};
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RecordError, Records};
 pub use clock::Clock;
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use kernel::{Kernel, LaunchType};
-pub use kind::{ActivityKind, ActivityKinds};
 pub use layout::{LayoutMatch, RecordLayout};
 pub use object::{
     ContextRecord, DeviceRecord, ExternalCorrelation, Marker, MemoryOperation, MemoryRecord,

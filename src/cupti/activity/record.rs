@@ -2,12 +2,12 @@
 
 use std::ffi::{CStr, c_char};
 
-use super::kind::ActivityKind;
 use super::{
     ApiCall, ContextRecord, DeviceRecord, ExternalCorrelation, GraphTrace, Kernel, Marker,
     MarkerData, Memcpy, MemoryRecord, Memset, NameRecord, Overhead, PeerCopy, StreamRecord,
     Synchronization,
 };
+use crate::cupti::activity_kind::ActivityKind;
 use crate::sys::cupti as sys;
 
 /// One activity record, borrowed from the buffer it was decoded from.

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::batch::ActivityBatch;
 use super::clock::{self, Clock};
-use super::kind::ActivityKinds;
 use super::layout::{LayoutMatch, RecordLayout};
 use super::pool;
+use crate::cupti::activity_kind::ActivityKinds;
 use crate::cupti::library::ActivityFns;
 use crate::cupti::tracing_error::vendor;
 use crate::cupti::{CuptiLibrary, TracingError};

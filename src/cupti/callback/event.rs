@@ -4,6 +4,7 @@
 use std::ffi::{CStr, c_void};
 use std::fmt;
 
+use super::params::LaunchCall;
 use crate::cupti::cbid::{ApiCbid, DriverCbid, RuntimeCbid};
 use crate::cupti::library::CallbackFns;
 use crate::sys::cupti as sys;
@@ -176,6 +177,29 @@ impl<'a> ApiEvent<'a> {
     pub fn params(&self) -> *const c_void {
         self.raw.functionParams
     }
+
+    /// For the driver's kernel and graph launches (`cuLaunchKernel`, `cuLaunchKernelEx`,
+    /// `cuLaunchCooperativeKernel`, `cuGraphLaunch`, and their `_ptsz` forms), the stream launched into.
+    pub fn launch_stream(&self) -> Option<sys::CUstream> {
+        let (call, params) = self.launch_call()?;
+        // SAFETY: the parameter struct of this callback id, valid during the callback.
+        unsafe { call.stream(params) }
+    }
+
+    /// For a graph launch (`cuGraphLaunch`, `cuGraphLaunch_ptsz`), the executable graph it runs.
+    pub fn graph_exec(&self) -> Option<sys::CUgraphExec> {
+        let (call, params) = self.launch_call()?;
+        // SAFETY: as above.
+        unsafe { call.graph_exec(params) }
+    }
+
+    fn launch_call(&self) -> Option<(LaunchCall, *const c_void)> {
+        let ApiCbid::Driver(cbid) = self.cbid else {
+            return None;
+        };
+        let params = self.raw.functionParams;
+        (!params.is_null()).then_some((LaunchCall::of(cbid)?, params))
+    }
 }
 
 impl fmt::Debug for ApiEvent<'_> {
@@ -214,8 +238,31 @@ pub enum ResourceKind {
     ModuleLoaded,
     /// A module is about to be unloaded ([`ResourceEvent::module`]).
     ModuleUnloadStarting,
-    /// Another resource callback id (graphs, stream attributes).
+    /// An executable graph was made from a graph ([`ResourceEvent::graph`]: both).
+    GraphExecCreated,
+    /// An executable graph is about to be destroyed ([`ResourceEvent::graph`]).
+    GraphExecDestroyStarting,
+    /// Another resource callback id (other graph events, stream attributes).
     Other(u32),
+}
+
+/// What a graph resource event is about (`CUpti_GraphData`); the fields that do not apply to the event are null.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphInfo {
+    /// The graph (for an executable graph's creation: the graph it was made from).
+    pub graph: sys::CUgraph,
+    /// The graph a cloned graph was cloned from.
+    pub original_graph: sys::CUgraph,
+    /// The node.
+    pub node: sys::CUgraphNode,
+    /// The node a cloned node was cloned from.
+    pub original_node: sys::CUgraphNode,
+    /// The node's type (`CUgraphNodeType`).
+    pub node_type: u32,
+    /// The node a dependency is on.
+    pub dependency: sys::CUgraphNode,
+    /// The executable graph.
+    pub graph_exec: sys::CUgraphExec,
 }
 
 /// A module a resource event is about.
@@ -245,6 +292,10 @@ impl<'a> ResourceEvent<'a> {
             sys::CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING => ResourceKind::StreamDestroyStarting,
             sys::CUPTI_CBID_RESOURCE_MODULE_LOADED => ResourceKind::ModuleLoaded,
             sys::CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING => ResourceKind::ModuleUnloadStarting,
+            sys::CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED => ResourceKind::GraphExecCreated,
+            sys::CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING => {
+                ResourceKind::GraphExecDestroyStarting
+            }
             other => ResourceKind::Other(other),
         }
     }
@@ -281,6 +332,54 @@ impl<'a> ResourceEvent<'a> {
         let mut id = 0;
         // SAFETY: a context and stream CUPTI handed over, alive during the callback; a valid out-pointer.
         (unsafe { f(self.raw.context, stream, &mut id) } == sys::CUPTI_SUCCESS).then_some(id)
+    }
+
+    /// For graph events (graphs, graph nodes and executable graphs created, cloned, destroyed or updated), what
+    /// they are about.
+    pub fn graph(&self) -> Option<GraphInfo> {
+        let graph_event = matches!(
+            self.cbid,
+            sys::CUPTI_CBID_RESOURCE_GRAPH_CREATED
+                ..=sys::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED
+                    | sys::CUPTI_CBID_RESOURCE_GRAPH_NODE_UPDATED
+                    | sys::CUPTI_CBID_RESOURCE_GRAPH_NODE_SET_PARAMS
+        );
+        if !graph_event || self.raw.resourceDescriptor.is_null() {
+            return None;
+        }
+        // SAFETY: for graph callbacks CUPTI points the descriptor at a CUpti_GraphData, valid during the callback.
+        let g = unsafe { &*self.raw.resourceDescriptor.cast::<sys::CUpti_GraphData>() };
+        Some(GraphInfo {
+            graph: g.graph,
+            original_graph: g.originalGraph,
+            node: g.node,
+            original_node: g.originalNode,
+            node_type: g.nodeType,
+            dependency: g.dependency,
+            graph_exec: g.graphExec,
+        })
+    }
+
+    /// For graph events, the id CUPTI gives the graph (`cuptiGetGraphId`), the id its activity records carry.
+    pub fn graph_id(&self) -> Option<u32> {
+        let (f, graph) = (self.fns.get_graph_id?, self.graph()?.graph);
+        if graph.is_null() {
+            return None;
+        }
+        let mut id = 0;
+        // SAFETY: a graph CUPTI handed over, alive during the callback; a valid out-pointer.
+        (unsafe { f(graph, &mut id) } == sys::CUPTI_SUCCESS).then_some(id)
+    }
+
+    /// For graph events, the id CUPTI gives the executable graph (`cuptiGetGraphExecId`).
+    pub fn graph_exec_id(&self) -> Option<u32> {
+        let (f, exec) = (self.fns.get_graph_exec_id?, self.graph()?.graph_exec);
+        if exec.is_null() {
+            return None;
+        }
+        let mut id = 0;
+        // SAFETY: an executable graph CUPTI handed over, alive during the callback; a valid out-pointer.
+        (unsafe { f(exec, &mut id) } == sys::CUPTI_SUCCESS).then_some(id)
     }
 
     /// For module events, the module and its cubin.

@@ -7,10 +7,11 @@
 //! kernel or copy to the call that issued it.
 
 mod event;
+mod params;
 mod subscriber;
 
 pub use event::{
-    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, ModuleInfo, ResourceEvent, ResourceKind,
-    SyncEvent,
+    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, GraphInfo, ModuleInfo, ResourceEvent,
+    ResourceKind, SyncEvent,
 };
 pub use subscriber::{Subscriber, SubscriberBuilder, SubscriberStats};

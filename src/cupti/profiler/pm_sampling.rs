@@ -133,11 +133,12 @@ pub struct PmStats {
     /// Samples CUPTI had begun (populated) but not completed in a counter-data image when it was started afresh;
     /// a diagnostic of what a restart may discard (`cuptiPmSamplingGetCounterDataInfo`).
     pub incomplete_at_restart: u64,
-    /// Samples whose time span CUPTI gave as stale or empty, given the next period after the sample before them
-    /// instead. (CUPTI 13.0 on an H100 did so for runs of samples after each counter-data image was started
-    /// afresh: zero length, a start seconds in the past; their values were sound, and the retimed runs tiled the
-    /// time up to the next timed sample exactly.)
-    pub retimed: u64,
+    /// Samples whose time span CUPTI gave as stale or empty, left out: the periods they stood for count as gaps.
+    /// (CUPTI 13.0 on an H100 gave runs of them after each counter-data image was started afresh: zero length, a
+    /// start seconds in the past. Their values were not sound either: placed one period each after the sample
+    /// before them, a run read 100% SM active, 100% occupancy and no DRAM traffic both on an idle GPU and under a
+    /// copy kernel moving 1.4 TB/s, and a hole remained before the next timed sample.)
+    pub stale: u64,
     /// Decodes that stopped because the counter-data image was full (the thread decodes again at once).
     pub image_full: u64,
     /// Calls of the closure that panicked.
@@ -301,7 +302,7 @@ struct Shared {
     gaps: AtomicU64,
     gaps_at_restart: AtomicU64,
     incomplete_at_restart: AtomicU64,
-    retimed: AtomicU64,
+    stale: AtomicU64,
     image_full: AtomicU64,
     failed: Mutex<Option<String>>,
     running: AtomicBool,
@@ -321,7 +322,7 @@ impl Shared {
             gaps: self.gaps.load(Ordering::Relaxed),
             gaps_at_restart: self.gaps_at_restart.load(Ordering::Relaxed),
             incomplete_at_restart: self.incomplete_at_restart.load(Ordering::Relaxed),
-            retimed: self.retimed.load(Ordering::Relaxed),
+            stale: self.stale.load(Ordering::Relaxed),
             image_full: self.image_full.load(Ordering::Relaxed),
             callback_panics,
         }
@@ -567,6 +568,12 @@ impl DeviceCounters for PmSampler {
             dropped,
             gaps,
         })
+    }
+
+    /// Stops sampling and decodes what the hardware buffer still holds into the read queue (the counters are
+    /// released too: the decode thread disables the sampling when it ends).
+    fn finish(&mut self) -> crate::Result<()> {
+        self.shutdown().map(drop)
     }
 }
 
@@ -867,7 +874,7 @@ impl PmSamplerBuilder {
             gaps: AtomicU64::new(0),
             gaps_at_restart: AtomicU64::new(0),
             incomplete_at_restart: AtomicU64::new(0),
-            retimed: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
             image_full: AtomicU64::new(0),
             failed: Mutex::new(None),
             running: AtomicBool::new(true),
@@ -1186,7 +1193,7 @@ impl Decoder {
 
     /// Adds a decode's counts to the shared ones.
     fn count(&self, shared: &Shared, counts: &DecodeCounts) {
-        shared.retimed.fetch_add(counts.retimed, Ordering::Relaxed);
+        shared.stale.fetch_add(counts.stale, Ordering::Relaxed);
         shared
             .samples
             .fetch_add(self.starts.len() as u64, Ordering::Relaxed);
@@ -1236,7 +1243,7 @@ impl Decoder {
     }
 
     /// Evaluates the image's samples completed since the last call into the column buffers; returns what the
-    /// coverage of their time says (samples lost and gaps before and among them, spans retimed).
+    /// coverage of their time says (samples lost and gaps before and among them, stale samples left out).
     fn evaluate_new(&mut self) -> Result<DecodeCounts, ProfilingError> {
         self.starts.clear();
         self.ends.clear();
@@ -1250,6 +1257,9 @@ impl Decoder {
                 unsafe { sample_times(self.api, self.enabled.obj.0, &self.image, i) }?;
             let c = self.coverage.sample(start, end);
             counts.add(&c);
+            if c.stale {
+                continue;
+            }
             if c.gaps > 0 || c.lost > 0 {
                 log::debug!(
                     "PM sampling on device {}: {} sampling periods without a sample ({}) before the sample \
@@ -1290,7 +1300,7 @@ struct DecodeCounts {
     lost: u64,
     gaps: u64,
     gaps_at_restart: u64,
-    retimed: u64,
+    stale: u64,
 }
 
 impl DecodeCounts {
@@ -1300,7 +1310,7 @@ impl DecodeCounts {
         if c.at_restart {
             self.gaps_at_restart += c.gaps;
         }
-        self.retimed += u64::from(c.retimed);
+        self.stale += u64::from(c.stale);
     }
 }
 
@@ -1317,8 +1327,8 @@ enum Overflow {
     NextSample,
 }
 
-/// How the samples of a sampler cover the GPU's time: it gives each sample its span (retiming stale or empty
-/// ones), and counts the sampling periods before it that have no sample, as lost where a hardware-buffer overflow
+/// How the samples of a sampler cover the GPU's time: it takes each sample's span (telling stale or empty ones,
+/// which are left out), and counts the sampling periods before it that have no sample, as lost where a hardware-buffer overflow
 /// CUPTI reported explains them, else as a gap. Pure: the decode thread feeds it each sample's span as CUPTI gave
 /// it, and tells it of overflows and image restarts.
 #[derive(Debug, Clone)]
@@ -1338,11 +1348,11 @@ pub(crate) struct Coverage {
 /// One sample as [`Coverage`] placed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Covered {
-    /// Its span (retimed where CUPTI gave a stale or empty one).
+    /// Its span.
     pub start: u64,
     pub end: u64,
-    /// Whether it was retimed.
-    pub retimed: bool,
+    /// CUPTI gave it a stale or empty span: it is left out, and stands for nothing (its periods are gaps).
+    pub stale: bool,
     /// Sampling periods before it lost to an overflow.
     pub lost: u64,
     /// Sampling periods before it without a sample, no loss reported.
@@ -1379,9 +1389,16 @@ impl Coverage {
 
     /// The next sample, with the span CUPTI gave it.
     pub(crate) fn sample(&mut self, start: u64, end: u64) -> Covered {
-        let span = retime(self.last_end, start, end, self.period_ns.or(self.last_len));
-        let retimed = span.is_some();
-        let (start, end) = span.unwrap_or((start, end));
+        if is_stale(self.last_end, start, end) {
+            return Covered {
+                start,
+                end,
+                stale: true,
+                lost: 0,
+                gaps: 0,
+                at_restart: false,
+            };
+        }
         let missing = match self.period_ns {
             Some(period) => missed_periods(self.last_end, end, period),
             None => gap_samples(self.last_end, start, end),
@@ -1404,15 +1421,13 @@ impl Coverage {
             }
         };
         let at_restart = self.after_restart && gaps > 0;
-        if !retimed {
-            self.after_restart = false;
-        }
+        self.after_restart = false;
         self.last_end = Some(end);
         self.last_len = end.checked_sub(start).filter(|&l| l > 0).or(self.last_len);
         Covered {
             start,
             end,
-            retimed,
+            stale: false,
             lost,
             gaps,
             at_restart,
@@ -1434,21 +1449,10 @@ impl Coverage {
     }
 }
 
-/// The time span of a sample whose span CUPTI gave as empty or ending before the previous sample's end (at
-/// `last_end`): the next `period` after the previous sample. `None` where the span is sound, or nothing is known
-/// to place it by.
-pub(crate) fn retime(
-    last_end: Option<u64>,
-    start: u64,
-    end: u64,
-    period: Option<u64>,
-) -> Option<(u64, u64)> {
-    let prev = last_end?;
-    if end > start && end > prev {
-        return None;
-    }
-    let period = period.filter(|&p| p > 0)?;
-    Some((prev, prev.saturating_add(period)))
+/// Whether CUPTI gave a sample a span that cannot be its own: empty, or ending no later than the previous sample's
+/// end (at `last_end`).
+pub(crate) fn is_stale(last_end: Option<u64>, start: u64, end: u64) -> bool {
+    end <= start || last_end.is_some_and(|prev| end <= prev)
 }
 
 /// Samples missing between two samples ending at `last_end` and `end`, with samples due every `period`
@@ -1483,30 +1487,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stale_or_empty_spans_are_retimed() {
+    fn stale_or_empty_spans_are_told() {
         let ms = 1_000_000;
-        assert_eq!(retime(None, 5, 5, Some(ms)), None, "nothing to place it by");
-        assert_eq!(
-            retime(Some(10 * ms), 10 * ms, 11 * ms, Some(ms)),
-            None,
-            "sound"
-        );
-        assert_eq!(
-            retime(Some(10 * ms), 10 * ms - 3, 11 * ms, Some(ms)),
-            None,
+        assert!(is_stale(None, 5, 5), "empty");
+        assert!(!is_stale(None, 5, 6));
+        assert!(!is_stale(Some(10 * ms), 10 * ms, 11 * ms), "sound");
+        assert!(
+            !is_stale(Some(10 * ms), 10 * ms - 3, 11 * ms),
             "a start a little early, an end later: kept"
         );
         // As CUPTI gave them on an H100: zero length, seconds in the past.
-        assert_eq!(
-            retime(Some(10_000 * ms), 4 * ms, 4 * ms, Some(ms)),
-            Some((10_000 * ms, 10_001 * ms))
+        assert!(is_stale(Some(10_000 * ms), 4 * ms, 4 * ms));
+        assert!(is_stale(Some(10 * ms), 12 * ms, 12 * ms), "empty");
+        assert!(
+            is_stale(Some(10 * ms), 8 * ms, 9 * ms),
+            "ends before the last one"
         );
-        assert_eq!(
-            retime(Some(10 * ms), 12 * ms, 12 * ms, Some(ms)),
-            Some((10 * ms, 11 * ms)),
-            "empty"
-        );
-        assert_eq!(retime(Some(10 * ms), 4, 4, None), None, "no period known");
     }
 
     #[test]
@@ -1611,12 +1607,12 @@ mod tests {
             (0, 0, 0)
         );
         c.restart();
-        // A run of stale zero-length spans (retimed one period each), then a sound sample two periods later than
-        // the run reaches: a gap at the restart.
+        // A run of stale zero-length spans (left out), then a sound sample four periods after the last sound one:
+        // three gaps, at the restart.
         let first = c.sample(3, 3);
-        assert!(first.retimed && (first.start, first.end) == (11 * ms, 12 * ms));
+        assert!(first.stale && (first.lost, first.gaps) == (0, 0));
         let (lost, gaps, at_restart) = cover(&mut c, &[(3, 3), (15 * ms, 16 * ms)]);
-        assert_eq!((lost, gaps, at_restart), (0, 2, 2));
+        assert_eq!((lost, gaps, at_restart), (0, 4, 4));
         // Past the first sound sample, gaps are no longer the restart's.
         assert_eq!(cover(&mut c, &[(17 * ms, 18 * ms)]), (0, 1, 0));
     }

@@ -20,8 +20,9 @@ use gpu_tools::linux::procfs::Process;
 use gpu_tools::trace::env::{self, Destination, InjectionEnv};
 
 use super::Traced;
-use super::backend_cupti::{Collector, Controls, Msg, Sinks, accept_loop};
+use super::backend_cupti::{Collector, Controls, Msg, Sinks, accept_loop, end_counters};
 use super::cli::Args;
+use super::counters::{Opened, Sampling};
 use super::model::Demangler;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -91,6 +92,7 @@ pub fn run(
     sinks: &mut Sinks<'_>,
     pids: &[u32],
     cupti: Option<&Path>,
+    counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -155,6 +157,10 @@ pub fn run(
             endpoints.push(Endpoint { in_target });
         }
     }
+    // The trace's span starts here, with the counters' reading (the samplers were opened before).
+    let sampling = counters
+        .map(|c| Sampling::start(c, tx.clone()))
+        .transpose()?;
     drop(tx);
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
@@ -273,6 +279,7 @@ pub fn run(
         stopped_at.elapsed().as_secs_f64() * 1e3
     );
     accept_stop.store(true, Ordering::Relaxed);
+    end_counters(sampling, &rx, &mut collector);
     let connections = accepted.load(Ordering::SeqCst);
     let mut trace = collector.finish()?;
     remove(&cleanup);

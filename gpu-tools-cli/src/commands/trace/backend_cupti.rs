@@ -22,6 +22,7 @@ use gpu_tools::trace::{
 };
 
 use super::cli::Args;
+use super::counters::{Opened, Sampling};
 use super::model::{ApiCall, Demangler, Kernel, Process, Trace, Transfer, TransferKind};
 use super::{Traced, spawn_failure};
 use crate::failure::Failure;
@@ -38,6 +39,10 @@ pub(super) enum Msg {
     Header(usize, StreamHeader),
     Item(usize, Result<Record, WireError>),
     Closed(usize),
+    /// Bytes of the counter stream (`--counters`), and the records they hold.
+    Counters(Vec<u8>, Vec<Record>),
+    /// The counter stream ended.
+    CountersClosed,
 }
 
 /// The tool library the program runs with.
@@ -63,6 +68,7 @@ pub fn run(
     tool: Tool,
     lib: &Path,
     sinks: &mut Sinks<'_>,
+    counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
     let dir = tempfile::Builder::new()
@@ -87,11 +93,15 @@ pub fn run(
             Ok(())
         });
     }
+    let (tx, rx) = mpsc::channel::<Msg>();
+    // The trace's span starts here, with the counters' reading (the samplers were opened before).
+    let sampling = counters
+        .map(|c| Sampling::start(c, tx.clone()))
+        .transpose()?;
     let mut child = cmd
         .spawn()
         .map_err(|e| spawn_failure(&cli.program[0], &e))?;
 
-    let (tx, rx) = mpsc::channel::<Msg>();
     let stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicUsize::new(0));
     {
@@ -142,6 +152,7 @@ pub fn run(
         }
     }
     stop.store(true, Ordering::Relaxed);
+    end_counters(sampling, &rx, &mut collector);
     let mut trace = collector.finish()?;
     if trace.processes.is_empty() {
         let (runtime, loader) = match tool {
@@ -157,6 +168,24 @@ pub fn run(
         ));
     }
     Ok(Traced { trace, status })
+}
+
+/// The trace ended: stops the counter sampling, if any, and takes the counter stream's last bytes and the
+/// summary of each device.
+pub(super) fn end_counters(
+    sampling: Option<Sampling>,
+    rx: &mpsc::Receiver<Msg>,
+    collector: &mut Collector<'_, '_, '_>,
+) {
+    let Some(sampling) = sampling else {
+        return;
+    };
+    let summaries = sampling.finish();
+    // The thread has ended: everything it sent is queued.
+    while let Ok(msg) = rx.try_recv() {
+        collector.take(msg);
+    }
+    collector.trace.counters = summaries;
 }
 
 /// The child's environment: the tool library and what it should collect, and where to send it.
@@ -314,9 +343,14 @@ pub(super) struct Collector<'d, 's, 'a> {
     file_streams: HashMap<usize, u32>,
     /// The first error writing the trace file or the Chrome trace; they are not written to after it.
     sink_error: Option<String>,
+    /// The trace file's stream number of the counter stream.
+    counter_stream: Option<u32>,
     /// The line on stderr that counts what arrived (`--progress`).
     progress: Progress,
 }
+
+/// The Chrome trace's key of the counter stream: after every connection's.
+const COUNTER_KEY: usize = u32::MAX as usize;
 
 impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     pub(super) fn new(
@@ -339,6 +373,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             sinks,
             file_streams: HashMap::new(),
             sink_error: None,
+            counter_stream: None,
             progress,
         }
     }
@@ -384,6 +419,24 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             .or_insert_with(|| file.add_stream());
         if let Err(e) = file.write(stream, bytes) {
             self.sink_error = Some(format!("cannot write the trace file: {e}"));
+        }
+    }
+
+    /// Bytes and records of the counter stream into the trace file and the Chrome trace.
+    fn counters(&mut self, bytes: &[u8], records: &[Record]) {
+        if let Some(file) = self
+            .sinks
+            .file
+            .as_mut()
+            .filter(|_| self.sink_error.is_none())
+        {
+            let stream = *self.counter_stream.get_or_insert_with(|| file.add_stream());
+            if let Err(e) = file.write(stream, bytes) {
+                self.sink_error = Some(format!("cannot write the trace file: {e}"));
+            }
+        }
+        for r in records {
+            self.timeline(COUNTER_KEY, r);
         }
     }
 
@@ -461,6 +514,16 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 }
             }
             Msg::Item(id, item) => self.item(id, item),
+            Msg::Counters(bytes, records) => self.counters(&bytes, &records),
+            Msg::CountersClosed => {
+                if let (Some(file), Some(stream)) = (self.sinks.file.as_mut(), self.counter_stream)
+                {
+                    if let Err(e) = file.close(stream) {
+                        self.sink_error
+                            .get_or_insert(format!("cannot write the trace file: {e}"));
+                    }
+                }
+            }
         }
     }
 

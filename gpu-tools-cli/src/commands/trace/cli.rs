@@ -19,8 +19,9 @@ use gpu_tools::trace::env::{ApiMode, GraphMode, TraceKind};
 /// each, traces until `--duration` passes or Ctrl-C, then stops and leaves the process running as before.
 ///
 /// Exit code: the program's own; 128 + N when signal N ended it; 127 when the program is not found, 126 when it
-/// cannot be run; 3 when the program succeeded but the trace is incomplete (records dropped or lost); 1 when
-/// nothing could be traced (no driver, a program that never uses CUDA); 2 for a usage error.
+/// cannot be run; 3 when the program succeeded but the trace is incomplete (records dropped or lost, counter
+/// samples lost); 1 when nothing could be traced (no driver, a program that never uses CUDA, counters that cannot
+/// be sampled); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How to trace: `cupti` (the program runs with an injected CUPTI library; default where libcupti is found) or
@@ -111,6 +112,32 @@ pub struct Args {
     /// [default: 5000].
     #[arg(long, value_name = "MS", help_heading = "cupti backend")]
     pub drain_timeout_ms: Option<u64>,
+
+    /// cupti: also sample device counters (NVIDIA PM sampling, device-wide) on every GPU the traced processes can
+    /// use, for the whole trace, into the trace file (-o) beside the processes' streams: a set (`default`, the
+    /// set without a value: SM active, tensor pipes active, achieved occupancy, DRAM read and write bytes per
+    /// second) or PM-sampling metric names, comma-separated (`gpu-tools metrics --method pm` lists them). Write
+    /// `--counters -- PROGRAM` when no value follows. Samples name devices as the traced processes do (their
+    /// CUDA_VISIBLE_DEVICES), on CLOCK_MONOTONIC. One PM client per GPU: where another tool holds the counters
+    /// (`gpu-tools top`, ncu, DCGM, Nsight Systems' GPU metrics), trace refuses before the program runs rather
+    /// than trace without counters; so it does for an unknown metric or one PM sampling cannot collect.
+    #[arg(
+        long,
+        value_name = "SET|NAMES",
+        num_args = 0..=1,
+        default_missing_value = "default",
+        help_heading = "counters"
+    )]
+    pub counters: Option<String>,
+
+    /// cupti: the sampling period of --counters: `1ms` (default), `500us`, `0.25ms`; 100us at the shortest.
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = super::counters::parse_interval,
+        help_heading = "counters"
+    )]
+    pub counter_interval: Option<std::time::Duration>,
 
     // debugger backend
     /// debugger: how long the session busy-waits for events before it sleeps.
@@ -309,7 +336,7 @@ impl Args {
         // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
         // size and the socket; the record stream's options apply where there is one).
         let attaching = !self.pid.is_empty() || self.pid_tree.is_some();
-        let options: [(bool, &'static str, &[Backend]); 19] = [
+        let options: [(bool, &'static str, &[Backend]); 21] = [
             (self.pid_tree.is_some(), "--pid-tree", &[Cupti]),
             (
                 self.duration.is_some() && attaching,
@@ -344,6 +371,12 @@ impl Args {
                 self.drain_timeout_ms.is_some(),
                 "--drain-timeout-ms",
                 &[Cupti, Rocm],
+            ),
+            (self.counters.is_some(), "--counters", &[Cupti]),
+            (
+                self.counter_interval.is_some(),
+                "--counter-interval",
+                &[Cupti],
             ),
         ];
         options

@@ -9,6 +9,9 @@
 //! - `--backend debugger`: the CUDA debugger API, as cuda-gdb uses it. Launches only (kernel names from the
 //!   modules' ELF symbols); times only with `--blocking-launches`; every launch costs tens of microseconds.
 //!
+//! `--counters` (cupti) also samples device counters (NVIDIA PM sampling) on every GPU the traced processes can
+//! use, for the whole trace, into the trace file as a counter stream beside the processes' streams (`counters`).
+//!
 //! Kernel names are demangled (`void at::native::...`). `--chrome-trace FILE` writes a trace that Perfetto opens,
 //! one track per device and stream. Bad input (a program that does not exist, one that never uses CUDA, a trace
 //! file that cannot be written, no CUDA driver) is a message and a non-zero exit before the program runs where it
@@ -18,6 +21,7 @@ mod attach;
 mod backend_cupti;
 mod backend_debugger;
 mod cli;
+mod counters;
 mod model;
 mod report;
 
@@ -32,8 +36,8 @@ use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::{TraceFileWriter, expand_output_name};
 use gpu_tools::trace::{KernelRecord, ProcessStart, Record};
 
-pub use cli::Args;
 use cli::Backend;
+pub use cli::{Args, GraphArg};
 use model::{Demangler, Trace};
 
 use super::clap_command;
@@ -278,6 +282,29 @@ pub fn run(mut args: Args) -> Outcome {
             "--duration applies only with --pid or --pid-tree",
         ));
     }
+    if args.counter_interval.is_some() && args.counters.is_none() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--counter-interval applies only with --counters",
+        ));
+    }
+    // The counters' names are checked against the chip's catalogue when the samplers open, before anything runs.
+    let counter_request = args
+        .counters
+        .as_deref()
+        .map(|value| {
+            counters::metrics_of(value).map(|metrics| counters::Request {
+                metrics,
+                interval: args.counter_interval.unwrap_or(counters::DEFAULT_INTERVAL),
+            })
+        })
+        .transpose()
+        .map_err(|e| {
+            usage(
+                ErrorKind::ValueValidation,
+                format!("invalid value for '--counters [<SET|NAMES>]': {e}"),
+            )
+        })?;
     if args.duration.is_some_and(|d| !(d.is_finite() && d > 0.0)) {
         return Err(usage(
             ErrorKind::ValueValidation,
@@ -364,6 +391,12 @@ pub fn run(mut args: Args) -> Outcome {
             OutputFile::create(Path::new(&path), "the trace file")
         })
         .transpose()?;
+    // The counters' samplers, opened before the program is launched or attached: whatever keeps them from
+    // sampling is said before anything runs.
+    let opened = counter_request
+        .as_ref()
+        .map(|r| counters::open(r, &targets))
+        .transpose()?;
     let mut demangler = Demangler::new(args.raw_names);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -398,10 +431,11 @@ pub fn run(mut args: Args) -> Outcome {
                     &mut sinks,
                     &targets,
                     cupti.as_deref(),
+                    opened,
                 )
             }
             (Some(tool), Some(lib)) => {
-                backend_cupti::run(&args, &mut demangler, tool, lib, &mut sinks)
+                backend_cupti::run(&args, &mut demangler, tool, lib, &mut sinks, opened)
             }
             _ => backend_debugger::run(&args, &mut demangler, &mut out),
         };
@@ -454,6 +488,20 @@ pub fn run(mut args: Args) -> Outcome {
     for w in &trace.warnings {
         eprintln!("gpu-tools trace: {w}");
     }
+    let mut counters_incomplete = false;
+    for c in &trace.counters {
+        if let Some(e) = &c.error {
+            eprintln!("gpu-tools trace: {e}");
+            counters_incomplete = true;
+        }
+        if c.lost > 0 {
+            eprintln!(
+                "gpu-tools trace: {} counter samples of device {} were lost (the PM sampler's buffer overflowed)",
+                c.lost, c.device
+            );
+            counters_incomplete = true;
+        }
+    }
     let dropped = trace.dropped_total();
     if dropped > 0 {
         eprintln!(
@@ -462,6 +510,7 @@ pub fn run(mut args: Args) -> Outcome {
         );
     }
     let incomplete = dropped > 0
+        || counters_incomplete
         || trace.processes.is_empty()
         || trace
             .processes

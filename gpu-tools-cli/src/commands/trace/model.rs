@@ -93,6 +93,25 @@ pub struct Process {
     pub stream_errors: u64,
 }
 
+/// The counters of one device sampled beside the trace (`--counters`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CounterSummary {
+    /// The device as the traced processes number it.
+    pub device: u32,
+    pub name: String,
+    /// The sampling period: `1 ms`, `250 us`, `a number of clocks`.
+    pub every: String,
+    /// Samples written, within the trace's span.
+    pub samples: u64,
+    /// Samples the sampler lost.
+    pub lost: u64,
+    /// Stretches without samples where none was lost, and the time they cover.
+    pub gaps: u64,
+    pub gap_ns: u64,
+    /// Why the device's sampling stopped before the trace's end, where it did.
+    pub error: Option<String>,
+}
+
 /// Everything a run produced.
 #[derive(Debug, Default)]
 pub struct Trace {
@@ -110,6 +129,8 @@ pub struct Trace {
     pub sees_api: bool,
     /// What the backend wants the user to know (printed to stderr).
     pub warnings: Vec<String>,
+    /// The devices sampled with `--counters`, in the traced processes' order of them.
+    pub counters: Vec<CounterSummary>,
 }
 
 impl Trace {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-use super::model::{Trace, TransferKind};
+use super::model::{CounterSummary, Trace, TransferKind};
 
 /// Nanoseconds as microseconds with three decimals.
 fn us(ns: u64) -> String {
@@ -131,6 +131,24 @@ impl Times {
     }
 }
 
+/// `counters: 2950 samples on GPU 0 every 1 ms, 0 lost, 3 gaps (4.0 ms without samples)`.
+pub fn counter_line(c: &CounterSummary) -> String {
+    let mut line = format!(
+        "counters: {} samples on GPU {} every {}, {} lost, {} gaps",
+        c.samples, c.device, c.every, c.lost, c.gaps
+    );
+    if c.gaps > 0 {
+        line.push_str(&format!(
+            " ({:.1} ms without samples)",
+            c.gap_ns as f64 / 1e6
+        ));
+    }
+    if c.error.is_some() {
+        line.push_str(" (sampling failed)");
+    }
+    line
+}
+
 /// The summary: counts, then per kernel name count/total/mean/min/max, per copy direction and for sets.
 pub fn summary(trace: &Trace, backend: &str, out: &mut impl Write) -> io::Result<()> {
     let memcpys = trace
@@ -167,6 +185,9 @@ pub fn summary(trace: &Trace, backend: &str, out: &mut impl Write) -> io::Result
             let label = if p.label.is_empty() { "-" } else { &p.label };
             writeln!(out, "    process {} ({}): {label}", p.pid, p.command)?;
         }
+    }
+    for c in &trace.counters {
+        writeln!(out, "{}", counter_line(c))?;
     }
     let mut by_name: BTreeMap<&str, Times> = BTreeMap::new();
     for k in &trace.kernels {

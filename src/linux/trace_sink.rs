@@ -1,4 +1,5 @@
-//! Where the stream goes: a Unix socket or a file, written only by the process that opened it.
+//! Where an injection library's trace stream goes: the tracer's Unix socket or a file (`%p` and `%h` expanded),
+//! written only by the process that opened it. Both injection libraries (CUDA and ROCm) write through it.
 //!
 //! A program that forks copies the library's state into the child, the open descriptor included. The child must
 //! not write into its parent's stream, and must not keep the tracer's connection open after the parent is gone:
@@ -97,9 +98,9 @@ impl Sink {
 
     /// Creates (or truncates) a file; `%p` in the path becomes this process's id, `%h` the host name.
     pub fn create_file(template: &Path) -> io::Result<Sink> {
-        let path = PathBuf::from(gpu_tools::trace::file::expand_output_name(
+        let path = PathBuf::from(crate::trace::file::expand_output_name(
             &template.to_string_lossy(),
-            &gpu_tools::trace::host_name(),
+            &crate::trace::host_name(),
             std::process::id(),
         ));
         let f = File::create(&path)?;

@@ -30,8 +30,8 @@ macro_rules! kinds {
         bitflags::bitflags! {
             /// A set of activity kinds to record: bit `k` stands for the kind with value `k`.
             ///
-            /// The named kinds are the ones [`Activity`](super::Activity) decodes; others can be built with
-            /// [`ActivityKinds::from_kind`] and arrive as [`Activity::Unknown`](super::Activity::Unknown).
+            /// The named kinds are the ones [`Activity`](crate::cupti::activity::Activity) decodes; others can be built with
+            /// [`ActivityKinds::from_kind`] and arrive as [`Activity::Unknown`](crate::cupti::activity::Activity::Unknown).
             #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
             pub struct ActivityKinds: u64 {
                 $(
@@ -45,43 +45,43 @@ macro_rules! kinds {
 }
 
 kinds! {
-    /// Memory copies between host and device or within a device ([`Memcpy`](super::Memcpy)).
+    /// Memory copies between host and device or within a device ([`Memcpy`](crate::cupti::activity::Memcpy)).
     MEMCPY = CUPTI_ACTIVITY_KIND_MEMCPY,
-    /// Memory sets ([`Memset`](super::Memset)).
+    /// Memory sets ([`Memset`](crate::cupti::activity::Memset)).
     MEMSET = CUPTI_ACTIVITY_KIND_MEMSET,
     /// Kernels, serialised by CUPTI so each can be timed alone (slow); prefer `CONCURRENT_KERNEL`.
     KERNEL = CUPTI_ACTIVITY_KIND_KERNEL,
-    /// Driver API calls ([`ApiCall`](super::ApiCall)).
+    /// Driver API calls ([`ApiCall`](crate::cupti::activity::ApiCall)).
     DRIVER = CUPTI_ACTIVITY_KIND_DRIVER,
-    /// Runtime API calls ([`ApiCall`](super::ApiCall)).
+    /// Runtime API calls ([`ApiCall`](crate::cupti::activity::ApiCall)).
     RUNTIME = CUPTI_ACTIVITY_KIND_RUNTIME,
-    /// Devices, one record each ([`DeviceRecord`](super::DeviceRecord)).
+    /// Devices, one record each ([`DeviceRecord`](crate::cupti::activity::DeviceRecord)).
     DEVICE = CUPTI_ACTIVITY_KIND_DEVICE,
-    /// Contexts, one record each ([`ContextRecord`](super::ContextRecord)).
+    /// Contexts, one record each ([`ContextRecord`](crate::cupti::activity::ContextRecord)).
     CONTEXT = CUPTI_ACTIVITY_KIND_CONTEXT,
-    /// Kernels, run concurrently as the program launched them ([`Kernel`](super::Kernel)).
+    /// Kernels, run concurrently as the program launched them ([`Kernel`](crate::cupti::activity::Kernel)).
     CONCURRENT_KERNEL = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    /// Names given to threads, devices, contexts and streams, for example by NVTX ([`NameRecord`](super::NameRecord)).
+    /// Names given to threads, devices, contexts and streams, for example by NVTX ([`NameRecord`](crate::cupti::activity::NameRecord)).
     NAME = CUPTI_ACTIVITY_KIND_NAME,
-    /// NVTX markers and ranges ([`Marker`](super::Marker)).
+    /// NVTX markers and ranges ([`Marker`](crate::cupti::activity::Marker)).
     MARKER = CUPTI_ACTIVITY_KIND_MARKER,
-    /// Colour, category and payload of NVTX markers ([`MarkerData`](super::MarkerData)); needs `MARKER` too.
+    /// Colour, category and payload of NVTX markers ([`MarkerData`](crate::cupti::activity::MarkerData)); needs `MARKER` too.
     MARKER_DATA = CUPTI_ACTIVITY_KIND_MARKER_DATA,
-    /// CUDA graph launches as one record each, instead of one per node ([`GraphTrace`](super::GraphTrace)).
+    /// CUDA graph launches as one record each, instead of one per node ([`GraphTrace`](crate::cupti::activity::GraphTrace)).
     GRAPH_TRACE = CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
-    /// Time CUPTI and the driver spent on their own work ([`Overhead`](super::Overhead)).
+    /// Time CUPTI and the driver spent on their own work ([`Overhead`](crate::cupti::activity::Overhead)).
     OVERHEAD = CUPTI_ACTIVITY_KIND_OVERHEAD,
-    /// Peer-to-peer memory copies between devices ([`PeerCopy`](super::PeerCopy)).
+    /// Peer-to-peer memory copies between devices ([`PeerCopy`](crate::cupti::activity::PeerCopy)).
     MEMCPY2 = CUPTI_ACTIVITY_KIND_MEMCPY2,
-    /// Streams, one record each ([`StreamRecord`](super::StreamRecord)).
+    /// Streams, one record each ([`StreamRecord`](crate::cupti::activity::StreamRecord)).
     STREAM = CUPTI_ACTIVITY_KIND_STREAM,
-    /// Waits: event, stream and context synchronisation ([`Synchronization`](super::Synchronization)).
+    /// Waits: event, stream and context synchronisation ([`Synchronization`](crate::cupti::activity::Synchronization)).
     SYNCHRONIZATION = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    /// External correlation ids pushed by the program ([`ExternalCorrelation`](super::ExternalCorrelation)).
+    /// External correlation ids pushed by the program ([`ExternalCorrelation`](crate::cupti::activity::ExternalCorrelation)).
     EXTERNAL_CORRELATION = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    /// Launch calls the runtime makes internally ([`ApiCall`](super::ApiCall)).
+    /// Launch calls the runtime makes internally ([`ApiCall`](crate::cupti::activity::ApiCall)).
     INTERNAL_LAUNCH_API = CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API,
-    /// Allocations and frees of device memory ([`MemoryRecord`](super::MemoryRecord)).
+    /// Allocations and frees of device memory ([`MemoryRecord`](crate::cupti::activity::MemoryRecord)).
     MEMORY2 = CUPTI_ACTIVITY_KIND_MEMORY2,
 }
 

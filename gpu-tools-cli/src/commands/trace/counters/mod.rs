@@ -1,0 +1,307 @@
+//! `trace --counters [SET|NAMES]`: device counters (NVIDIA PM sampling) sampled beside the traced processes, for
+//! the duration of the trace, and saved in the trace file as a counter stream (`gpu_tools::trace::counters`).
+//!
+//! The samplers are opened before the program is launched or attached, one per GPU the program can use
+//! ([`devices`] says which, and how each is numbered). Anything that stops them is an error before the program
+//! runs: an unknown metric (with close names), one PM sampling cannot collect, counters held by another tool
+//! (`CUPTI_ERROR_HARDWARE_BUSY`: `top`, ncu, DCGM, Nsight Systems), no CUPTI in this process, too old a CUPTI or
+//! GPU. `trace --counters` refuses rather than tracing without counters: the samplers open before anything runs,
+//! so a refusal costs no run of the program, and a trace asked for with counters never silently lacks them.
+//!
+//! A thread ([`sampler`]) reads the samplers every [`READ_PERIOD`] and sends the counter stream's bytes through the
+//! receiving end's channel, which writes them into the trace file beside the processes' streams. After the last
+//! traced process's stream ended (or the attach detached), the samplers are stopped and drained, and the stream
+//! is closed.
+
+pub mod devices;
+mod sampler;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use gpu_tools::counters::DeviceCounters;
+use gpu_tools::cupti::ProfilingError;
+use gpu_tools::cupti::pm_sampling::{Interval, PmSampler};
+
+pub use sampler::Sampling;
+
+use crate::failure::Failure;
+use devices::{ProcessDevices, Visibility};
+
+/// The sampling interval without `--counter-interval`: what `top` samples at, and what ran 60 s without a loss
+/// on an H100 (docs/measurements.md in the repository).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+/// The shortest interval accepted. The hardware's own shortest sustained interval is measured by
+/// `benches/gpu/counters_accuracy.sh sweep`; below this one the sampler's decoding (a CUPTI evaluation per
+/// sample, on the host) is not expected to keep up.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
+/// The longest interval accepted.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the sampler thread reads the samplers (their decode threads wake every 50 ms).
+pub const READ_PERIOD: Duration = Duration::from_millis(50);
+
+/// `--counter-interval`: `1ms`, `500us`, `0.25ms`, `2s`, or a number of milliseconds; between [`MIN_INTERVAL`]
+/// and [`MAX_INTERVAL`].
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "s" => 1e9,
+        other => return Err(format!("unknown unit {other:?} (ms, us, ns, s)")),
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("{s:?} is not a positive duration (1ms, 500us)"))?;
+    let ns = (value * scale).round();
+    if ns < MIN_INTERVAL.as_nanos() as f64 {
+        return Err(format!(
+            "{s} is shorter than {}, the shortest sampling interval gpu-tools accepts",
+            describe_interval(MIN_INTERVAL)
+        ));
+    }
+    if ns > MAX_INTERVAL.as_nanos() as f64 {
+        return Err(format!(
+            "{s} is longer than {}",
+            describe_interval(MAX_INTERVAL)
+        ));
+    }
+    Ok(Duration::from_nanos(ns as u64))
+}
+
+/// An interval as the summary prints it: `1 ms`, `250 us`, `1.5 ms`.
+pub fn describe_interval(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns % 1_000_000 == 0 {
+        format!("{} ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 && ns < 1_000_000 {
+        format!("{} us", ns / 1_000)
+    } else {
+        format!("{} ms", ns as f64 / 1e6)
+    }
+}
+
+/// The metrics of `--counters`: each comma-separated entry a set (`default`) or a full PM-sampling metric name, in
+/// order, each once. A word that is neither (a program name taken as the option's value) is an error saying how
+/// to write it.
+pub fn metrics_of(value: &str) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |m: &str| {
+        if !out.iter().any(|o| o == m) {
+            out.push(m.to_string());
+        }
+    };
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        if let Some(set) = gpu_tools::trace::counters::named_set(entry) {
+            set.iter().for_each(|m| push(m));
+        } else if entry.contains("__") {
+            push(entry);
+        } else {
+            return Err(format!(
+                "{entry:?} is neither a counter set (default) nor a metric name (unit__counter.rollup, as `gpu-tools \
+                 metrics --method pm` lists them); to trace a program with the default set, write `--counters -- \
+                 PROGRAM`"
+            ));
+        }
+    }
+    if out.is_empty() {
+        return Err("no counter set or metric name given".into());
+    }
+    Ok(out)
+}
+
+/// What `--counters` asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub metrics: Vec<String>,
+    pub interval: Duration,
+}
+
+/// One device being sampled, not read yet.
+pub struct OpenDevice {
+    pub sampler: Box<dyn DeviceCounters + Send>,
+    /// The ordinal the traced processes give it.
+    pub trace_device: u32,
+    /// This process's ordinal.
+    pub ordinal: usize,
+    pub name: String,
+    pub uuid: Option<String>,
+    /// The sampling period in time; `None` for a period of clocks (GPUs before Ampere GA10x).
+    pub period: Option<Duration>,
+}
+
+/// The samplers of a trace, opened and sampling; [`Opened::start`] starts reading them.
+pub struct Opened {
+    pub devices: Vec<OpenDevice>,
+    /// The CUPTI version of this process (0 where unknown), for the stream's header.
+    pub vendor_version: u32,
+}
+
+/// Opens a sampler on each GPU the traced processes can use: those of a launched program (`targets` empty), or
+/// of the attached processes `targets`. Every failure is an error before the program is launched or attached.
+pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
+    let not_run = if targets.is_empty() {
+        "the program was not run"
+    } else {
+        "no process was attached"
+    };
+    let fail = |m: String| Failure::new(1, format!("--counters: {m} ({not_run})"));
+    let driver = gpu_tools::cuda::Driver::load().map_err(|e| fail(e.to_string()))?;
+    let count = driver
+        .device_count()
+        .map_err(|e| fail(format!("cannot count the CUDA devices: {e}")))?;
+    let uuids: Vec<Option<String>> = (0..count)
+        .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
+        .collect();
+    let tracer = Visibility::current();
+    let mut processes = Vec::new();
+    let mut used = None;
+    if targets.is_empty() {
+        // A launched program inherits this process's view: it numbers the devices as this process does.
+        processes.push(ProcessDevices {
+            pid: std::process::id(),
+            ordinals: (0..count).collect(),
+        });
+    } else {
+        for &pid in targets {
+            let view = Visibility::of_process(pid).map_err(fail)?;
+            let ordinals = devices::map_devices(&view, &tracer, &uuids)
+                .map_err(|e| fail(format!("cannot tell which GPUs process {pid} uses: {e}")))?;
+            processes.push(ProcessDevices { pid, ordinals });
+        }
+        // The GPUs NVML lists the processes on, as this process numbers them.
+        used = devices::used_by(targets).map(|set| {
+            uuids
+                .iter()
+                .enumerate()
+                .filter(|(_, u)| u.as_ref().is_some_and(|u| set.contains(u)))
+                .map(|(i, _)| i)
+                .collect::<HashSet<usize>>()
+        });
+    }
+    let chosen = devices::choose(&processes, used.as_ref()).map_err(fail)?;
+    if chosen.is_empty() {
+        return Err(fail(if count == 0 {
+            "the CUDA driver sees no GPU here".to_string()
+        } else {
+            "the traced processes can use no GPU that gpu-tools sees (their CUDA_VISIBLE_DEVICES)"
+                .to_string()
+        }));
+    }
+    let vendor_version = gpu_tools::cupti::CuptiLibrary::load()
+        .ok()
+        .and_then(|l| l.version().ok())
+        .unwrap_or(0);
+    let mut devices = Vec::new();
+    for (ordinal, trace_device) in chosen {
+        let info = driver.device_info(ordinal).ok();
+        let name = info
+            .as_ref()
+            .map_or_else(|| format!("device {ordinal}"), |i| i.name.clone());
+        // Time-based intervals need Ampere GA10x or later; older GPUs count clocks (as `top` does).
+        let timed = info
+            .as_ref()
+            .is_some_and(|i| i.compute_capability >= (8, 6));
+        let interval = if timed {
+            Interval::Time(request.interval)
+        } else {
+            Interval::Clocks(u64::try_from(request.interval.as_nanos()).unwrap_or(u64::MAX))
+        };
+        let sampler = PmSampler::builder(ordinal)
+            .metrics(&request.metrics)
+            .interval(interval)
+            .start()
+            .map_err(|e| fail(describe_open_error(ordinal, &name, &e)))?;
+        log::info!(
+            "counters: sampling device {ordinal} ({name}) as trace device {trace_device}: {:?}",
+            sampler.layout()
+        );
+        devices.push(OpenDevice {
+            sampler: Box::new(sampler),
+            trace_device,
+            ordinal,
+            name,
+            uuid: uuids.get(ordinal).cloned().flatten(),
+            period: timed.then_some(request.interval),
+        });
+    }
+    Ok(Opened {
+        devices,
+        vendor_version,
+    })
+}
+
+/// Why a sampler did not open, with what to do about it.
+fn describe_open_error(ordinal: usize, name: &str, e: &gpu_tools::Error) -> String {
+    match e {
+        gpu_tools::Error::CuptiCounters(ProfilingError::CountersBusy { .. }) => format!(
+            "the performance counters of device {ordinal} ({name}) are held by another tool, and `trace --counters` \
+             does not trace without them: {e}. Stop that tool, or trace without --counters"
+        ),
+        gpu_tools::Error::CuptiCounters(
+            ProfilingError::UnknownMetric { .. }
+            | ProfilingError::BadSubmetric { .. }
+            | ProfilingError::NotSupportedByMethod { .. }
+            | ProfilingError::TooManyPasses { .. },
+        ) => format!("{e} (see `gpu-tools metrics --method pm`)"),
+        gpu_tools::Error::Load(_) => format!(
+            "the PM sampler runs in gpu-tools and needs CUPTI here, whatever the program loads: {e}"
+        ),
+        _ => format!("cannot sample device {ordinal} ({name}): {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_take_units_and_the_limits_are_checked() {
+        assert_eq!(parse_interval("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_interval("1"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_interval("0.25ms"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_interval("100us"), Ok(Duration::from_micros(100)));
+        assert_eq!(parse_interval("100 µs"), Ok(Duration::from_micros(100)));
+        assert_eq!(parse_interval("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_interval("500000ns"), Ok(Duration::from_micros(500)));
+        let short = parse_interval("50us").unwrap_err();
+        assert!(short.contains("shorter than 100 us"), "{short}");
+        assert!(
+            parse_interval("11s")
+                .unwrap_err()
+                .contains("longer than 10000 ms")
+        );
+        assert!(parse_interval("1h").unwrap_err().contains("unknown unit"));
+        assert!(parse_interval("-1ms").is_err());
+        assert!(parse_interval("ms").is_err());
+        assert!(parse_interval("nan").is_err());
+        assert_eq!(describe_interval(Duration::from_millis(1)), "1 ms");
+        assert_eq!(describe_interval(Duration::from_micros(250)), "250 us");
+        assert_eq!(describe_interval(Duration::from_micros(1500)), "1.5 ms");
+    }
+
+    #[test]
+    fn sets_and_names_make_the_metrics() {
+        let default = metrics_of("default").unwrap();
+        assert_eq!(default, gpu_tools::trace::counters::DEFAULT_SET);
+        assert_eq!(
+            metrics_of("dram__bytes_read.sum, default").unwrap().len(),
+            1 + default.len()
+        );
+        assert_eq!(
+            metrics_of("a__b.sum,a__b.sum").unwrap(),
+            vec!["a__b.sum".to_string()]
+        );
+        let program = metrics_of("python3").unwrap_err();
+        assert!(program.contains("--counters -- PROGRAM"), "{program}");
+        assert!(metrics_of(" , ").is_err());
+    }
+}

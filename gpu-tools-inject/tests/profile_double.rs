@@ -1,0 +1,608 @@
+//! Kernel metrics from the injection library end to end without a GPU: a child process (this test binary run
+//! again) opens the library and calls its `InitializeInjection` as CUDA would, with the CUDA driver double and
+//! the whole CUPTI double (`cupti_full`: callbacks and range profiler in one library), then plays a program: it
+//! fires the callbacks CUPTI would (context created, launches, an executable graph made) and makes the range
+//! profiler double count one auto range per kernel that ran, named by number as CUPTI names them. The parent reads
+//! the stream file and checks the kernel-metrics records: every range named after its kernel, graph kernels
+//! included, per-name aggregation, `GPU_TOOLS_PROFILE_GRAPH=graph` (one record per graph launch), launches into a
+//! capturing stream left out, and silence for a process that never made a context.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gpu_tools::profile::{KernelTable, combine_values};
+use gpu_tools::trace::*;
+
+const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
+const METRICS: [&str; 3] = [
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+];
+/// Callback ids of cupti_callbacks.h and cupti_driver_cbid.h.
+const DOMAIN_DRIVER: u32 = 1;
+const CONTEXT_CREATED: u32 = 1;
+const GRAPHEXEC_CREATED: u32 = 18;
+const GRAPHEXEC_DESTROY_STARTING: u32 = 19;
+/// CUgraphNodeType: a memset node.
+const MEMSET_NODE: i32 = 2;
+
+fn double(name: &str) -> PathBuf {
+    gpu_tools_testing::double_path(name)
+}
+
+/// Runs a child scenario with the library's environment; returns the records of its stream and its stdout.
+fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
+    let lib = gpu_tools_testing::inject_lib();
+    assert!(lib.is_file());
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "profile_double-{scenario}-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(SCENARIO, scenario)
+    .env(env::FILE, dir.join("profile-%p.trace"))
+    .env(env::KINDS, "kernel")
+    .env(env::LOG, "debug")
+    .env(env::PROFILE_METRICS, METRICS.join(","))
+    .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
+    .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
+    .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
+    .env_remove(env::SOCKET);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!(
+        "scenario {scenario}: {}\n{stdout}--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the child failed");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "one stream: {files:?}");
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let records: Vec<Record> = StreamReader::new(&bytes[..])
+        .map(|r| r.expect("a readable stream"))
+        .collect();
+    (records, stdout)
+}
+
+fn metrics(records: &[Record]) -> Vec<&KernelMetricsRecord> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::KernelMetrics(m) => Some(m),
+            _ => None,
+        })
+        .collect()
+}
+
+fn notices(records: &[Record]) -> Vec<&Notice> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+fn names(records: &[Record]) -> Vec<String> {
+    metrics(records)
+        .iter()
+        .map(|m| m.kernel.to_string())
+        .collect()
+}
+
+/// The values of range `k` of a decode in the profiling double: `(k + 1) * 100 + metric index`.
+fn range(k: usize) -> Vec<f64> {
+    (0..METRICS.len())
+        .map(|m| ((k + 1) * 100 + m) as f64)
+        .collect()
+}
+
+/// What the test plays, decode by decode (the double numbers the ranges of each decode from 0):
+/// 1. `copy`; a launch into a capturing stream (no range); graph 7 (k_a -> memset -> k_b -> k_c -> child graph
+///    {k_x}) launched twice; `copy`;
+/// 2. graph 9, whose edges the driver cannot give (its kernels unknown): two ranges, isolated;
+/// 3. `copy`.
+const NODE_NAMES: [&str; 13] = [
+    "copy",
+    "k_a",
+    "k_b",
+    "k_c",
+    "k_x",
+    "k_a",
+    "k_b",
+    "k_c",
+    "k_x",
+    "copy",
+    "graph 9 (kernels unknown) kernel #0",
+    "graph 9 (kernels unknown) kernel #1",
+    "copy",
+];
+
+#[test]
+fn graph_kernels_are_named_after_their_kernels_and_aggregate_per_name() {
+    let (records, _) = run("graphs", &[]);
+    assert_eq!(names(&records), NODE_NAMES);
+    let m = metrics(&records);
+    // Each record keeps its range's values and its launch's correlation id and index.
+    assert_eq!(
+        m[6].metrics.iter().map(|x| x.1).collect::<Vec<_>>(),
+        range(6)
+    );
+    assert_eq!(m[11].metrics[0].1, range(1)[0], "the second decode");
+    assert_eq!(
+        m.iter().map(|r| r.correlation).collect::<Vec<_>>(),
+        vec![1, 3, 3, 3, 3, 4, 4, 4, 4, 5, 6, 6, 7]
+    );
+    assert_eq!(
+        m.iter().map(|r| r.launch).collect::<Vec<_>>(),
+        (0..13).collect::<Vec<u32>>()
+    );
+    let table = KernelTable::from_records(m.iter().copied());
+    let rows: Vec<(String, u64)> = table
+        .rows
+        .iter()
+        .map(|r| (r.kernel.to_string(), r.launches))
+        .collect();
+    for (name, launches) in [("copy", 3), ("k_a", 2), ("k_b", 2), ("k_c", 2), ("k_x", 2)] {
+        assert!(
+            rows.contains(&(name.to_string(), launches)),
+            "{name} x{launches} in {rows:?}"
+        );
+    }
+    assert!(
+        rows.iter().all(|(n, _)| n.parse::<u64>().is_err()),
+        "no range is named by its number: {rows:?}"
+    );
+    let warnings: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("graph 9: its kernels could not be read")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("where")),
+        "every decode found the ranges expected: {warnings:?}"
+    );
+}
+
+#[test]
+fn graph_profiling_makes_one_record_per_graph_launch() {
+    let (records, _) = run("graphs", &[(env::PROFILE_GRAPH, "graph")]);
+    assert_eq!(
+        names(&records),
+        vec![
+            "copy",
+            "graph 7 (4 kernels)",
+            "graph 7 (4 kernels)",
+            "copy",
+            "graph 9 (kernels unknown)",
+            "copy"
+        ]
+    );
+    let m = metrics(&records);
+    // The first launch of graph 7 is ranges 1..=4 of the first decode; the second, ranges 5..=8.
+    let first: Vec<Vec<f64>> = (1..=4).map(range).collect();
+    let rows: Vec<&[f64]> = first.iter().map(Vec::as_slice).collect();
+    let got: Vec<f64> = m[1].metrics.iter().map(|x| x.1).collect();
+    assert_eq!(got, combine_values(&METRICS, &rows));
+    assert_eq!(got[0], 200.0 + 300.0 + 400.0 + 500.0, "durations add");
+    assert_eq!(got[1], 201.0 + 301.0 + 401.0 + 501.0, "bytes add");
+    let weighted = (202.0 * 200.0 + 302.0 * 300.0 + 402.0 * 400.0 + 502.0 * 500.0) / 1400.0;
+    assert!((got[2] - weighted).abs() < 1e-9, "{} {weighted}", got[2]);
+    assert_eq!(m[2].metrics[0].1, 600.0 + 700.0 + 800.0 + 900.0);
+    assert_eq!(
+        m[4].metrics[0].1,
+        100.0 + 200.0,
+        "the unknown graph's two ranges"
+    );
+    assert_eq!(
+        m.iter()
+            .map(|r| (r.correlation, r.launch))
+            .collect::<Vec<_>>(),
+        vec![(1, 0), (3, 1), (4, 2), (5, 3), (6, 4), (7, 5)]
+    );
+    let table = KernelTable::from_records(m.iter().copied());
+    let graph = table
+        .rows
+        .iter()
+        .find(|r| &*r.kernel == "graph 7 (4 kernels)")
+        .expect("a row for graph 7");
+    assert_eq!(graph.launches, 2);
+    assert_eq!(graph.metrics[0].sum, 1400.0 + 3000.0);
+}
+
+#[test]
+fn a_process_that_never_makes_a_context_says_nothing() {
+    let (records, _) = run("no-context", &[]);
+    assert!(metrics(&records).is_empty());
+    let said: Vec<&Notice> = notices(&records)
+        .into_iter()
+        .filter(|n| n.level != NoticeLevel::Info)
+        .collect();
+    assert!(said.is_empty(), "{said:?}");
+}
+
+#[test]
+fn without_a_callback_subscriber_the_stream_says_nothing_is_profiled() {
+    let (records, _) = run("other-subscriber", &[]);
+    let texts: Vec<&str> = notices(&records)
+        .iter()
+        .filter(|n| n.level == NoticeLevel::Error)
+        .map(|n| n.text.as_str())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("nothing is profiled") && t.contains("callback subscriber")),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
+    let (records, _) = run("graphs", &[(env::PROFILE_LAUNCHES_PER_KERNEL, "1")]);
+    // One copy, one launch of each graph: the second launch of graph 7 and the later copies run unprofiled.
+    let got = names(&records);
+    assert_eq!(
+        got,
+        vec![
+            "copy",
+            "k_a",
+            "k_b",
+            "k_c",
+            "k_x",
+            "graph 9 (kernels unknown) kernel #0",
+            "graph 9 (kernels unknown) kernel #1",
+        ]
+    );
+}
+
+// ------------------------------------------------------------------------------------------------------ the child
+
+/// The doubles' controls, opened in the child (the same libraries the injection library loads).
+struct Controls {
+    cupti: libloading::Library,
+    driver: libloading::Library,
+}
+
+macro_rules! control {
+    ($lib:expr, $t:ty, $name:literal) => {
+        // SAFETY: the symbol has this signature in the double.
+        *unsafe { $lib.get::<$t>($name) }.unwrap_or_else(|e| panic!("{e}"))
+    };
+}
+
+/// `cuLaunchKernel_params` (generated_cuda_meta.h).
+#[repr(C)]
+struct LaunchParams {
+    f: *mut c_void,
+    dims: [u32; 7],
+    stream: *mut c_void,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
+
+/// `cuGraphLaunch_params`.
+#[repr(C)]
+struct GraphLaunchParams {
+    exec: *mut c_void,
+    stream: *mut c_void,
+}
+
+type ApiCallbackFn = unsafe extern "C" fn(
+    u32,
+    u32,
+    *const c_char,
+    *const c_char,
+    *const c_void,
+    *mut c_void,
+    u32,
+    u32,
+    i32,
+) -> u64;
+
+impl Controls {
+    fn open() -> Controls {
+        // SAFETY: the doubles' initialisers only set up their statics.
+        unsafe {
+            Controls {
+                cupti: libloading::Library::new(double("cupti_full")).unwrap(),
+                driver: libloading::Library::new(double("cuda_driver")).unwrap(),
+            }
+        }
+    }
+
+    fn context_created(&self, ctx: *mut c_void) {
+        let f = control!(
+            self.cupti,
+            unsafe extern "C" fn(u32, *mut c_void, *mut c_void, u32, *const c_char, usize) -> i32,
+            b"cd_resource\0"
+        );
+        // SAFETY: a live context of the driver double; no module.
+        let delivered = unsafe {
+            f(
+                CONTEXT_CREATED,
+                ctx,
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null(),
+                0,
+            )
+        };
+        assert_eq!(delivered, 1, "the library subscribed to resource callbacks");
+    }
+
+    fn api(
+        &self,
+        function: &CStr,
+        symbol: Option<&CStr>,
+        params: *const c_void,
+        ctx: *mut c_void,
+        corr: u32,
+    ) {
+        let cbid = gpu_tools::cupti::DriverCbid::from_name(function.to_str().unwrap())
+            .unwrap()
+            .id();
+        let f = control!(self.cupti, ApiCallbackFn, b"cd_api_callback_params\0");
+        // SAFETY: static strings and a parameter struct alive during the call.
+        let got = unsafe {
+            f(
+                DOMAIN_DRIVER,
+                cbid,
+                function.as_ptr(),
+                symbol.map_or(std::ptr::null(), CStr::as_ptr),
+                params,
+                ctx,
+                1,
+                corr,
+                0,
+            )
+        };
+        assert_ne!(got, u64::MAX, "{function:?} callbacks are enabled");
+    }
+
+    /// A kernel launch into `stream`: the callbacks, then (unless the stream captures) its auto range.
+    fn launch(&self, ctx: *mut c_void, stream: usize, name: &CStr, corr: u32, runs: bool) {
+        let params = LaunchParams {
+            f: std::ptr::null_mut(),
+            dims: [1, 1, 1, 32, 1, 1, 0],
+            stream: stream as *mut c_void,
+            kernel_params: std::ptr::null_mut(),
+            extra: std::ptr::null_mut(),
+        };
+        self.api(
+            c"cuLaunchKernel",
+            Some(name),
+            (&raw const params).cast(),
+            ctx,
+            corr,
+        );
+        if runs {
+            self.ranges(1);
+        }
+    }
+
+    fn graph_launch(&self, ctx: *mut c_void, exec: usize, corr: u32, kernels: usize) {
+        let params = GraphLaunchParams {
+            exec: exec as *mut c_void,
+            stream: std::ptr::null_mut(),
+        };
+        self.api(
+            c"cuGraphLaunch",
+            None,
+            (&raw const params).cast(),
+            ctx,
+            corr,
+        );
+        self.ranges(kernels);
+    }
+
+    /// `n` kernels run: auto ranges named by number, as CUPTI names them, while the profiler runs (the library
+    /// stops it for launches past a per-kernel limit).
+    fn ranges(&self, n: usize) {
+        let f = control!(
+            self.cupti,
+            unsafe extern "C" fn(*const c_char) -> i32,
+            b"cp_launch\0"
+        );
+        for _ in 0..n {
+            // SAFETY: null asks for a numbered range.
+            unsafe { f(std::ptr::null()) };
+        }
+    }
+
+    fn capturing(&self, stream: usize, on: bool) {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(*mut c_void, i32),
+            b"dbl_set_capturing\0"
+        );
+        // SAFETY: an opaque handle value.
+        unsafe { f(stream as *mut c_void, i32::from(on)) }
+    }
+
+    fn graph(&self) -> *mut c_void {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn() -> *mut c_void,
+            b"dbl_graph_create\0"
+        );
+        // SAFETY: a plain control.
+        let g = unsafe { f() };
+        assert!(!g.is_null());
+        g
+    }
+
+    fn kernel(&self, graph: *mut c_void, name: &CStr, kind: i32) -> i32 {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(*mut c_void, *const c_char, i32) -> i32,
+            b"dbl_graph_add_kernel\0"
+        );
+        // SAFETY: a graph of the double; the name is copied.
+        unsafe { f(graph, name.as_ptr(), kind) }
+    }
+
+    fn node(&self, graph: *mut c_void, ty: i32) -> i32 {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(*mut c_void, i32) -> i32,
+            b"dbl_graph_add_node\0"
+        );
+        // SAFETY: a graph of the double.
+        unsafe { f(graph, ty) }
+    }
+
+    fn child(&self, graph: *mut c_void, child: *mut c_void) -> i32 {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32,
+            b"dbl_graph_add_child\0"
+        );
+        // SAFETY: graphs of the double.
+        unsafe { f(graph, child) }
+    }
+
+    fn edge(&self, graph: *mut c_void, from: i32, to: i32) {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(*mut c_void, i32, i32) -> i32,
+            b"dbl_graph_add_edge\0"
+        );
+        // SAFETY: a graph of the double.
+        assert_eq!(unsafe { f(graph, from, to) }, 0);
+    }
+
+    fn edges_unsupported(&self, on: bool) {
+        let f = control!(
+            self.driver,
+            unsafe extern "C" fn(i32),
+            b"dbl_graph_edges_unsupported\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f(i32::from(on)) }
+    }
+
+    /// An executable graph `exec` made from `graph`, which CUPTI numbers `id`.
+    fn exec_created(&self, ctx: *mut c_void, graph: *mut c_void, exec: usize, id: u32) {
+        let set_id = control!(
+            self.cupti,
+            unsafe extern "C" fn(*mut c_void, u32),
+            b"cd_graph_id\0"
+        );
+        // SAFETY: opaque handle values.
+        unsafe { set_id(graph, id) };
+        self.graph_event(GRAPHEXEC_CREATED, ctx, graph, exec);
+    }
+
+    fn graph_event(&self, cbid: u32, ctx: *mut c_void, graph: *mut c_void, exec: usize) {
+        let f = control!(
+            self.cupti,
+            unsafe extern "C" fn(u32, *mut c_void, *mut c_void, *mut c_void) -> i32,
+            b"cd_graph_resource\0"
+        );
+        // SAFETY: handles of the doubles.
+        assert_eq!(unsafe { f(cbid, ctx, graph, exec as *mut c_void) }, 1);
+    }
+
+    fn other_subscriber(&self, name: &'static CStr) {
+        let f = control!(
+            self.cupti,
+            unsafe extern "C" fn(*const c_char),
+            b"cd_other_subscriber\0"
+        );
+        // SAFETY: a static string; the double copies it.
+        unsafe { f(name.as_ptr()) }
+    }
+}
+
+fn initialize(lib: &Path) -> libloading::Library {
+    // SAFETY: the library's initialisers only set up Rust statics.
+    let lib = unsafe { libloading::Library::new(lib) }.expect("dlopen the library");
+    // SAFETY: `int InitializeInjection(void)`, as CUDA calls it.
+    let init =
+        unsafe { lib.get::<unsafe extern "C" fn() -> i32>(b"InitializeInjection\0") }.unwrap();
+    // SAFETY: no arguments; CUDA would call it from cuInit.
+    assert_eq!(unsafe { init() }, 1, "tracing runs");
+    lib
+}
+
+/// The child side: a stand-in CUDA program with the library injected.
+#[test]
+#[ignore = "the child process of the other tests"]
+fn child() {
+    let Ok(scenario) = std::env::var(SCENARIO) else {
+        return;
+    };
+    let c = Controls::open();
+    if scenario == "other-subscriber" {
+        c.other_subscriber(c"torch.profiler");
+    }
+    let _lib = initialize(&gpu_tools_testing::inject_lib());
+    if scenario != "graphs" {
+        // A process that loads CUDA and never makes a context (a compile worker), or that could not subscribe.
+        return;
+    }
+    let ctx = gpu_tools::cuda::Context::primary(0).expect("a context of the driver double");
+    let raw = ctx.as_raw().cast::<c_void>();
+    c.context_created(raw);
+    // 1. copy; a launch that is captured; graph 7 twice; copy.
+    c.launch(raw, 0, c"copy", 1, true);
+    c.capturing(0x5, true);
+    c.launch(raw, 0x5, c"captured", 2, false);
+    c.capturing(0x5, false);
+    let g7 = c.graph();
+    let child = c.graph();
+    let x = c.kernel(child, c"k_x", 0);
+    assert_eq!(x, 0);
+    // Listed out of order: the edges decide.
+    let k_c = c.kernel(g7, c"k_c", 2);
+    let memset = c.node(g7, MEMSET_NODE);
+    let k_a = c.kernel(g7, c"k_a", 0);
+    let k_b = c.kernel(g7, c"k_b", 1);
+    let sub = c.child(g7, child);
+    c.edge(g7, k_a, memset);
+    c.edge(g7, memset, k_b);
+    c.edge(g7, k_b, k_c);
+    c.edge(g7, k_c, sub);
+    c.exec_created(raw, g7, 0xE7, 7);
+    c.graph_launch(raw, 0xE7, 3, 4);
+    c.graph_launch(raw, 0xE7, 4, 4);
+    c.launch(raw, 0, c"copy", 5, true);
+    // 2. graph 9, its edges unreadable.
+    let g9 = c.graph();
+    c.kernel(g9, c"k_y", 0);
+    c.edges_unsupported(true);
+    c.exec_created(raw, g9, 0xE9, 9);
+    c.edges_unsupported(false);
+    c.graph_launch(raw, 0xE9, 6, 2);
+    // 3. copy.
+    c.launch(raw, 0, c"copy", 7, true);
+    c.graph_event(GRAPHEXEC_DESTROY_STARTING, raw, std::ptr::null_mut(), 0xE7);
+    // The exit handler decodes the rest and ends the stream.
+    drop(ctx);
+}
