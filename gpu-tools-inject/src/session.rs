@@ -240,7 +240,10 @@ fn thread_ids(mode: Mode) -> (ThreadIds, Option<String>) {
     use gpu_tools::cupti::activity::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
     let mut note = None;
     if mode == Mode::Launched {
-        if let Err(e) = set_thread_id_kind(ThreadIdKind::System) {
+        // Without the driver or CUPTI tracing does not start either, and says so: no note for that.
+        if let Err(e @ (gpu_tools::Error::Tracing(_) | gpu_tools::Error::Cupti(_))) =
+            set_thread_id_kind(ThreadIdKind::System)
+        {
             note = Some(format!(
                 "CUPTI keeps its own thread ids ({e}): API calls are on threads numbered by pthread id, not the \
                  Linux thread id"
@@ -439,6 +442,9 @@ impl Session {
                 match context_flush(&tracer, profiling) {
                     Ok(s) => Some(s),
                     Err(e) => {
+                        if profiling {
+                            crate::profiling::no_subscriber(&e);
+                        }
                         writer.notice(
                             NoticeLevel::Warning,
                             format!(
