@@ -21,7 +21,11 @@ fn vendor(call: &'static str, code: u32) -> Result<(), TracingError> {
     CuptiError::check(code).map_err(|error| TracingError::Vendor { call, error })
 }
 
-/// What the thread field of CUPTI's records holds.
+/// What the thread field of CUPTI's records holds. The setting is the process's: a profiler inside the program
+/// that reads the same records (PyTorch's Kineto) sees a change too. Kineto keys its thread table by the
+/// POSIX-based id and shows the system id, and keeps a record's own id where the table has none, so its traces look
+/// the same under [`ThreadIdKind::System`]; another tool that matches CUPTI's thread field against `pthread_self()`
+/// would not find its threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ThreadIdKind {
@@ -69,7 +73,7 @@ pub fn thread_id_kind() -> crate::Result<ThreadIdKind> {
 }
 
 /// Makes the loaded CUPTI write `kind` into the records it writes from now on (`cuptiSetThreadIdType`), for the
-/// whole process: see the [module docs](self) for what that changes for another profiler of the process.
+/// whole process: see [`ThreadIdKind`] for what that changes for another profiler of the process.
 pub fn set_thread_id_kind(kind: ThreadIdKind) -> crate::Result<()> {
     crate::cuda::Driver::load()?;
     let lib = CuptiLibrary::load()?;
