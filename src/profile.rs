@@ -28,7 +28,7 @@ use std::process::{Command, ExitStatus};
 pub use gpu_tools_trace::profile::*;
 
 use crate::trace::env::GraphMode;
-use crate::trace::{StreamReader, env};
+use crate::trace::{Decoder, Record, StreamReader, env};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -78,15 +78,57 @@ pub fn run(
     inject_lib: &Path,
     request: &ProfileRequest,
 ) -> crate::Result<ProfileRun> {
+    run_watched(command, inject_lib, request, None)
+}
+
+/// What a profiled program has sent so far, for a progress display ([`run_with_progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProfileProgress {
+    /// Which run of the program this is: 1, or 2 for the PC-sampling run after the metrics run.
+    pub run: u32,
+    /// Its processes that have sent something.
+    pub processes: usize,
+    /// Kernel launches whose metrics have arrived.
+    pub launches_profiled: u64,
+    /// Kernel records that have arrived (kernels run so far, as CUPTI flushed them).
+    pub kernels: u64,
+}
+
+/// [`run`], calling `progress` about ten times a second while the program runs with what its processes have sent
+/// so far (read, as it is written, from the files the injection library streams to; decoded once more at the end).
+pub fn run_with_progress(
+    command: Command,
+    inject_lib: &Path,
+    request: &ProfileRequest,
+    progress: &mut dyn FnMut(&ProfileProgress),
+) -> crate::Result<ProfileRun> {
+    run_watched(command, inject_lib, request, Some(progress))
+}
+
+fn run_watched(
+    command: Command,
+    inject_lib: &Path,
+    request: &ProfileRequest,
+    mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
+) -> crate::Result<ProfileRun> {
     if request.metrics.is_empty() || !request.pc_sampling {
-        return run_once(command, inject_lib, request);
+        return run_once(command, inject_lib, request, 1, progress);
     }
     let again = same_command(&command);
     let metrics_only = ProfileRequest {
         pc_sampling: false,
         ..request.clone()
     };
-    let mut out = run_once(command, inject_lib, &metrics_only)?;
+    let mut out = run_once(
+        command,
+        inject_lib,
+        &metrics_only,
+        1,
+        progress
+            .as_mut()
+            .map(|p| &mut **p as &mut dyn FnMut(&ProfileProgress)),
+    )?;
     if !out.status.is_some_and(|s| s.success()) {
         return Ok(out);
     }
@@ -94,7 +136,7 @@ pub fn run(
         metrics: Vec::new(),
         ..request.clone()
     };
-    let second = run_once(again, inject_lib, &pc_only)?;
+    let second = run_once(again, inject_lib, &pc_only, 2, progress)?;
     out.runs += 1;
     out.status = second.status;
     out.stalls = second.stalls;
@@ -125,6 +167,8 @@ fn run_once(
     mut command: Command,
     inject_lib: &Path,
     request: &ProfileRequest,
+    run: u32,
+    progress: Option<&mut dyn FnMut(&ProfileProgress)>,
 ) -> crate::Result<ProfileRun> {
     if !inject_lib.is_file() {
         return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()).into());
@@ -143,10 +187,16 @@ fn run_once(
         command.env(k, v);
     }
     let program = command.get_program().to_string_lossy().into_owned();
-    let status = command.status().map_err(|e| ProfileError::Spawn {
+    let spawn_error = |e: io::Error| ProfileError::Spawn {
         program: program.clone(),
         error: e.to_string(),
-    })?;
+    };
+    let mut child = command.spawn().map_err(spawn_error)?;
+    let status = match progress {
+        None => child.wait(),
+        Some(report) => watch(&mut child, &dir.0, run, report),
+    }
+    .map_err(|e| ProfileError::Io(format!("waiting for {program}: {e}")))?;
     let mut out = ProfileRun {
         status: Some(status),
         runs: 1,
@@ -167,6 +217,54 @@ fn run_once(
         collect(StreamReader::new(io::BufReader::new(file)), &mut out);
     }
     Ok(out)
+}
+
+/// Waits for `child`, reporting about ten times a second what the files in `dir` (one per process) hold so far.
+fn watch(
+    child: &mut std::process::Child,
+    dir: &Path,
+    run: u32,
+    report: &mut dyn FnMut(&ProfileProgress),
+) -> io::Result<ExitStatus> {
+    use std::io::Read;
+    let mut readers: std::collections::BTreeMap<PathBuf, (std::fs::File, Decoder)> =
+        std::collections::BTreeMap::new();
+    let mut seen = ProfileProgress {
+        run,
+        ..ProfileProgress::default()
+    };
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            if let std::collections::btree_map::Entry::Vacant(slot) = readers.entry(entry.path()) {
+                if let Ok(file) = std::fs::File::open(slot.key()) {
+                    slot.insert((file, Decoder::new()));
+                }
+            }
+        }
+        for (file, decoder) in readers.values_mut() {
+            // What was appended since the last look; a frame still being written waits in the decoder.
+            while let Ok(n @ 1..) = file.read(&mut chunk) {
+                decoder.feed(&chunk[..n]);
+            }
+            loop {
+                match decoder.next_record() {
+                    Ok(Some(Record::KernelMetrics(_))) => seen.launches_profiled += 1,
+                    Ok(Some(Record::Kernel(_))) => seen.kernels += 1,
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(e) if e.is_fatal() => break,
+                    Err(_) => {}
+                }
+            }
+        }
+        seen.processes = readers.len();
+        report(&seen);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// A private temporary folder, removed on drop.

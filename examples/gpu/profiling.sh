@@ -87,7 +87,7 @@ for p in "${parts[@]}"; do
     timeout 60 "$bin/example-pm_gaps" --seconds 5
     kill "$load" 2>/dev/null; wait "$load" 2>/dev/null
     part "gpu-tools top on an idle GPU, the library's log of each gap and image restart"
-    RUST_LOG=gpu_tools::cupti::pm_sampling=debug timeout 30 "$gt" top --device 0 --duration 3 >/dev/null \
+    RUST_LOG=gpu_tools::cupti::profiler::pm_sampling=debug timeout 30 "$gt" top --device 0 --duration 3 >/dev/null \
       2>"$out/top-gaps.log"
     echo "exit $?"
     echo "gaps logged: $(grep -c 'a gap, no loss reported' "$out/top-gaps.log"), of which after an image restart: \

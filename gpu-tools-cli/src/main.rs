@@ -14,6 +14,7 @@ mod gpu_memory;
 mod inject_lib;
 mod output;
 mod pid;
+mod progress;
 mod prometheus;
 mod stdout;
 mod trace_input;
@@ -30,8 +31,8 @@ use failure::Failure;
 /// GPU tools on the command line: trace CUDA programs, see where a hung CUDA job is, read CUDA core dumps, freeze
 /// and restore a CUDA process, and check what this machine has.
 ///
-/// Run `gpu-tools doctor` first: it says which vendor libraries and GPUs this machine has. `RUST_LOG=debug` shows
-/// the library's log (each library loaded, each vendor call that failed).
+/// Run `gpu-tools doctor` first: it says which vendor libraries and GPUs this machine has. `RUST_LOG=gpu_tools=debug`
+/// shows the library's log (each library loaded, each vendor call that failed).
 #[derive(Debug, Parser)]
 #[command(
     name = "gpu-tools",

@@ -140,11 +140,18 @@ fn the_former_names_run_their_subcommand() {
 
 #[test]
 fn doctor_reports_every_api_and_exits_0_without_a_gpu() {
-    let cache = tempfile::tempdir().unwrap();
+    // Every folder doctor could write to is in here: it must stay empty (doctor is a diagnostic).
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("xdg");
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
         .args(["doctor", "--json"])
-        .env("XDG_CACHE_HOME", cache.path())
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HOME", home.path())
+        .env("TMPDIR", &tmp)
         .env_remove("GPU_TOOLS_INJECT_LIB")
+        .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -167,18 +174,43 @@ fn doctor_reports_every_api_and_exits_0_without_a_gpu() {
             "rocprofiler v2"
         ]
     );
-    // The injection library `trace` would use: the embedded one, written to the cache.
+    // The injection library `trace` would use: the embedded one, and where it would be written on first use.
     let injection = &report["injection_library"];
     assert_eq!(injection["found"], true, "{injection}");
     let detail = injection["detail"].as_str().unwrap();
+    let folder = cache.join("gpu-tools").display().to_string();
     assert!(
-        detail.starts_with(&cache.path().join("gpu-tools").display().to_string())
-            && detail.ends_with("(embedded in gpu-tools)"),
+        detail.starts_with("embedded in gpu-tools (")
+            && detail.contains(&format!("written to {folder}/libgpu_tools_inject-"))
+            && detail.ends_with(".so on first use (that folder can take it)"),
         "{detail}"
     );
-    let table = gpu_tools(&["doctor", "--verbose"]);
+    let rocm = report["amd_tool_library"]["detail"].as_str().unwrap();
+    assert!(
+        rocm.contains(&format!("written to {folder}/libgpu_tools_inject_rocm-")),
+        "{rocm}"
+    );
+    let table = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["doctor", "--verbose"])
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HOME", home.path())
+        .env("TMPDIR", &tmp)
+        .env_remove("GPU_TOOLS_INJECT_LIB")
+        .output()
+        .unwrap();
     assert!(table.status.success());
-    assert!(text(&table.stdout).contains("Injection library (trace --backend cupti): "));
+    assert!(
+        text(&table.stdout)
+            .contains("Injection library (trace --backend cupti): embedded in gpu-tools")
+    );
+    // Nothing was written anywhere: no cache folder, no file in the temporary folder.
+    let mut left: Vec<String> = std::fs::read_dir(home.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["tmp"], "doctor made nothing in HOME");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "nor in TMPDIR");
 }
 
 #[test]
@@ -317,4 +349,37 @@ fn completions_and_the_manual_page_are_generated() {
     );
     assert!(page.contains(".TH gpu-tools 1"), "{page}");
     assert!(page.contains("doctor"), "the subcommands are listed");
+}
+
+/// Every help that names a log setting names the same one, and it shows the library's log.
+#[test]
+fn the_helps_name_one_log_setting_and_it_works() {
+    let mut helps = vec![text(&gpu_tools(&["--help"]).stdout)];
+    for sub in SUBCOMMANDS {
+        helps.push(text(&gpu_tools(&[sub, "--help"]).stdout));
+    }
+    let settings: std::collections::BTreeSet<String> = helps
+        .iter()
+        .flat_map(|h| h.split_whitespace())
+        .filter_map(|w| {
+            w.find("RUST_LOG=")
+                .map(|i| w[i..].trim_matches(['`', '.', ',', ':', ')']).to_string())
+        })
+        .collect();
+    assert_eq!(
+        settings.into_iter().collect::<Vec<_>>(),
+        ["RUST_LOG=gpu_tools=debug"],
+        "one setting in every help"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("doctor")
+        .env("RUST_LOG", "gpu_tools=debug")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains(" DEBUG gpu_tools::loader] "),
+        "the library's log: {}",
+        text(&out.stderr)
+    );
 }

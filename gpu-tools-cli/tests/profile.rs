@@ -191,6 +191,10 @@ fn standin() {
         callback_panics: 0,
     }));
     std::fs::write(pattern.replace("%p", "1"), idle.bytes()).unwrap();
+    // A program that runs on after its records were written (for the progress line to see them).
+    if let Ok(ms) = std::env::var("GPU_TOOLS_TEST_LINGER_MS") {
+        std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
+    }
 }
 
 #[test]
@@ -393,4 +397,51 @@ fn a_program_that_is_not_there_or_not_executable_is_127_or_126() {
         &["/nonexistent/program"],
     );
     assert_eq!(out.status.code(), Some(127));
+}
+
+#[test]
+fn a_progress_line_only_when_asked_or_on_a_terminal() {
+    // stderr is a pipe here: no progress line by default.
+    let (out, _) = run_standin(&["--set", "basic"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success());
+    assert!(
+        !err.contains('\r') && !err.contains("kernels run)"),
+        "{err:?}"
+    );
+    // --progress forces it: one line rewritten in place, showing the launches profiled so far, then erased.
+    let me = std::env::current_exe().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("profile")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            gpu_tools_testing::double_path("cuda_driver"),
+        )
+        .env(
+            "GPU_TOOLS_CUPTI_LIB",
+            gpu_tools_testing::double_path("cupti_profiling"),
+        )
+        .arg("--inject-lib")
+        .arg(&me)
+        .args(["--no-check", "--set", "basic", "--progress", "--"])
+        .args(standin_program())
+        .env(STANDIN, "profile")
+        .env("GPU_TOOLS_TEST_LINGER_MS", "700")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err:?}");
+    assert!(
+        err.contains(
+            "\r\x1b[Kgpu-tools profile: 3 kernel launches profiled (0 kernels run) in 2 processes, "
+        ),
+        "{err:?}"
+    );
+    // Erased before the summary lines.
+    let erased = err.rfind("\r\x1b[K").unwrap();
+    let summary = err
+        .find("gpu-tools profile: 2 processes (1 ran no kernel), 3 kernel launches profiled")
+        .unwrap();
+    assert!(erased < summary, "{err:?}");
+    assert!(!err[summary..].contains('\r'), "{err:?}");
 }

@@ -550,6 +550,12 @@ fn a_file_cut_before_its_first_record_is_refused() {
             err.starts_with(&format!("gpu-tools stats: {says}")),
             "{err}"
         );
+        if len == 10 {
+            assert!(
+                err.contains("it ends inside its header (10 bytes of it present)"),
+                "{err}"
+            );
+        }
         assert!(out.stdout.is_empty(), "no report");
         let out = gpu_tools(&["export", s(&good), s(&cut), "--chrome", s(&out_path)]);
         assert_eq!(out.status.code(), Some(1), "{len} bytes");
@@ -881,4 +887,126 @@ fn export_writes_counter_tracks_per_device_on_the_kernels_time_base() {
         && e["name"] == "SM active (%)"
         && e["ts"].as_f64() == Some(50_000.0)
         && e["args"]["value"].as_f64() == Some(80.0)));
+}
+
+/// A trace of one process of `host` (boot `boot`) whose clock anchor puts monotonic `mono` at wall-clock `wall`.
+fn host_trace(dir: &Path, name: &str, host: &str, boot: &str, mono: u64, wall: u64) -> PathBuf {
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    e.push(&Record::ProcessStart(ProcessStart {
+        pid: 100,
+        parent_pid: 1,
+        time: mono,
+        command: name.into(),
+    }));
+    e.push(&Record::ProcessInfo(ProcessInfo {
+        host: host.into(),
+        boot_id: boot.into(),
+        labels: vec![],
+    }));
+    e.push(&Record::ClockAnchor(ClockAnchor {
+        monotonic: mono,
+        realtime: wall,
+        uncertainty: 200,
+    }));
+    e.push(&launch(mono + 10_000, mono + 10_500, 1));
+    e.push(&kernel("scale", mono + 11_000, mono + 13_000, 1));
+    e.push(&Record::ProcessEnd(ProcessEnd {
+        time: mono + 90_000,
+        reason: EndReason::Exit,
+        records: 6,
+        dropped: 0,
+        skipped: 0,
+        callback_panics: 0,
+    }));
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let s = w.add_stream();
+    w.write(s, e.bytes()).unwrap();
+    w.close(s).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn merged_traces_of_one_host_are_not_moved_and_other_hosts_are_said_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = "5e1c0a9f-0000-4000-8000-000000000001";
+    // Two runs on one host boot, 731 s apart: one clock, nothing to move, nothing said.
+    let a = host_trace(
+        dir.path(),
+        "a.gputrace",
+        "vm",
+        boot,
+        1_000_000_000,
+        1_700_000_000_000_000_000,
+    );
+    let b = host_trace(
+        dir.path(),
+        "b.gputrace",
+        "vm",
+        boot,
+        732_013_545_862,
+        1_700_000_731_013_545_862,
+    );
+    let out = gpu_tools(&["stats", "--report", "processes", s(&a), s(&b)]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("moved") && !text.contains("shifted"),
+        "{text}"
+    );
+    // Another host: said in words, with the error bound.
+    let c = host_trace(
+        dir.path(),
+        "c.gputrace",
+        "gpu2",
+        "0a9f5e1c-0000-4000-8000-000000000002",
+        5_000_000_000,
+        1_700_000_731_013_545_862,
+    );
+    let out = gpu_tools(&["stats", "--report", "processes", s(&a), s(&c)]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "note: host gpu2's timestamps moved by +727.0 s to align with host vm (clock anchors, ±0.4 µs, plus \
+             whatever the hosts' wall clocks disagree)"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_cut_file_does_not_blame_the_program_for_its_missing_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // The records, then the end record in a chunk of its own (as a tracer writes them as they arrive).
+    let mut e = Encoder::new(&StreamHeader::new(100, 130001, TimestampClock::Monotonic));
+    e.push(&launch(10_000, 10_500, 1));
+    e.push(&kernel("scale", 11_000, 13_000, 1));
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let stream = w.add_stream();
+    w.write(stream, e.bytes()).unwrap();
+    e.clear();
+    e.push(&Record::ProcessEnd(ProcessEnd {
+        time: 90_000,
+        reason: EndReason::Exit,
+        records: 2,
+        dropped: 0,
+        skipped: 0,
+        callback_panics: 0,
+    }));
+    w.write(stream, e.bytes()).unwrap();
+    w.close(stream).unwrap();
+    let bytes = w.into_inner().unwrap();
+    let cut = dir.path().join("cut.gputrace");
+    // Cut inside the end record's chunk (the closing chunk is 9 bytes).
+    std::fs::write(&cut, &bytes[..bytes.len() - 9 - 3]).unwrap();
+    let out = gpu_tools(&["stats", "--report", "processes", s(&cut)]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("unknown (the file is cut short: its end was not read)"),
+        "{text}"
+    );
+    assert!(!text.contains("crashed or killed"), "{text}");
 }

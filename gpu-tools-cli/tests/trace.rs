@@ -36,9 +36,18 @@ fn gpu_tools_trace() -> Command {
 
 /// Runs `gpu-tools trace ARGS -- <this binary as stand-in> SCENARIO`.
 fn trace(scenario: &str, args: &[&str]) -> Output {
+    trace_with(scenario, args, &[])
+}
+
+/// Variable that makes the stand-in wait this many milliseconds after it sent everything.
+const LINGER: &str = "GPU_TOOLS_TEST_LINGER_MS";
+
+/// [`trace`], with variables for the stand-in.
+fn trace_with(scenario: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let me = std::env::current_exe().unwrap();
     let t0 = Instant::now();
     let out = gpu_tools_trace()
+        .envs(vars.iter().copied())
         .args(["--backend", "cupti", "--inject-lib"])
         .arg(&me)
         .args(args)
@@ -152,7 +161,11 @@ impl Sender {
         );
         let sock = UnixStream::connect(path).expect("connect");
         let pid = std::process::id();
-        let mut enc = Encoder::new(&StreamHeader::new(pid, 130001, TimestampClock::Monotonic));
+        // As the injection library's streams: thread fields hold Linux thread ids.
+        let mut enc = Encoder::new(
+            &StreamHeader::new(pid, 130001, TimestampClock::Monotonic)
+                .with_thread_ids(ThreadIds::Linux),
+        );
         enc.push(&Record::ProcessStart(ProcessStart {
             pid,
             parent_pid: 1,
@@ -195,6 +208,9 @@ fn standin() {
             let mut s = Sender::connect();
             s.send(&workload(1_000_000));
             s.end();
+            if let Ok(ms) = std::env::var(LINGER) {
+                std::thread::sleep(Duration::from_millis(ms.parse().unwrap()));
+            }
         }
         "dropped" => {
             let mut s = Sender::connect();
@@ -339,6 +355,11 @@ fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
                 .is_some_and(|n| n.starts_with("GPU 0"))
     }));
     assert!(named("thread_name", "stream 7") && named("thread_name", "stream 13"));
+    // Host threads by the Linux thread id the stream's header says its records carry.
+    assert!(
+        named("thread_name", "TID 77 CUDA runtime") && named("thread_name", "TID 77 CUDA driver"),
+        "{events:?}"
+    );
     let count = |cat: &str| {
         events
             .iter()
@@ -601,6 +622,164 @@ fn the_embedded_injection_library_is_written_to_the_cache_and_used() {
     assert_eq!(run(), lib);
     assert_eq!(std::fs::read(&lib).unwrap(), bytes);
     assert_eq!(entries(&cache.path().join("gpu-tools")).len(), 1);
+}
+
+/// A `gpu-tools` whose embedded library cannot be written to any cache folder (a read-only home, a full disk) says
+/// so, names `--inject-lib` and `$GPU_TOOLS_INJECT_LIB`, and runs nothing; `doctor` says the same.
+#[test]
+fn an_unwritable_cache_names_the_ways_to_give_the_library() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    // XDG_CACHE_HOME: a read-only folder (for root, who may write anywhere, a file where the folder should be).
+    let cache = dir.path().join("cache");
+    if root {
+        std::fs::write(&cache, b"").unwrap();
+    } else {
+        std::fs::create_dir(&cache).unwrap();
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o500)).unwrap();
+    }
+    // HOME has a file where ~/.cache is; the temporary folder a file where its private folder would be.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join(".cache"), b"").unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // SAFETY: as above.
+    let uid = unsafe { libc::geteuid() };
+    std::fs::write(tmp.join(format!("gpu-tools-{uid}")), b"").unwrap();
+    let marker = dir.path().join("ran");
+    let run = |args: &[&str]| {
+        gpu_tools_trace()
+            .args(args)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("HOME", &home)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--backend",
+        "cupti",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(
+            "gpu-tools trace: the injection library embedded in gpu-tools cannot be written to a cache folder ("
+        ),
+        "{err}"
+    );
+    let why = if root {
+        format!("{} is not a folder", cache.display())
+    } else {
+        "permission denied".to_string()
+    };
+    assert!(
+        err.contains(&format!("{}/gpu-tools: {why}", cache.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{}/.cache/gpu-tools: {}/.cache is not a folder",
+            home.display(),
+            home.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "): name a copy of libgpu_tools_inject.so with --inject-lib PATH or $GPU_TOOLS_INJECT_LIB, or set \
+             XDG_CACHE_HOME to a folder this user can write (the program was not run)"
+        ),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program did not run");
+    // The same for the AMD tool library.
+    let out = gpu_tools_trace()
+        .args(["--backend", "rocm", "--", "touch", marker.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--inject-lib PATH or $GPU_TOOLS_INJECT_ROCM_LIB"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the program did not run");
+    // doctor says it too, and writes nothing.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["doctor", "--json"])
+        .env("XDG_CACHE_HOME", &cache)
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
+        .env_remove("GPU_TOOLS_INJECT_LIB")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["injection_library"]["found"], false);
+    assert!(
+        report["injection_library"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("--inject-lib PATH or $GPU_TOOLS_INJECT_LIB"),
+        "{report}"
+    );
+    if !root {
+        std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+}
+
+#[test]
+fn a_progress_line_only_when_asked_or_on_a_terminal() {
+    // stderr is a pipe here: no progress line by default.
+    let out = trace("normal", &[]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains('\r') && !err.contains("records from"),
+        "{err:?}"
+    );
+    // --progress forces it: one line rewritten in place with the records and processes so far and the trace
+    // file's size, erased at the end.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.gputrace");
+    let out = trace_with(
+        "normal",
+        &["--progress", "-o", file.to_str().unwrap()],
+        &[(LINGER, "700")],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // The last line drawn, after every record arrived (the program lingers after sending them).
+    let drawn = err
+        .rfind("\r\x1b[Kgpu-tools trace: ")
+        .unwrap_or_else(|| panic!("a progress line: {err:?}"));
+    let line = &err[drawn + 4..];
+    let line = &line[..line.find('\r').unwrap()];
+    assert!(
+        line.starts_with("gpu-tools trace: 12 records from 1 process, ")
+            && line.contains(" written, "),
+        "{line:?}"
+    );
+    assert!(err.ends_with("\r\x1b[K"), "erased at the end: {err:?}");
+    // --no-progress wins over --progress given before it; --quiet alone keeps it off.
+    let out = trace("normal", &["--progress", "--no-progress"]);
+    assert!(!text(&out.stderr).contains('\r'));
+    let out = trace("normal", &["--quiet"]);
+    assert!(!text(&out.stderr).contains('\r'));
 }
 
 #[test]

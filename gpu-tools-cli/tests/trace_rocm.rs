@@ -120,6 +120,11 @@ fn a_program_that_never_starts_hip_is_named_as_such() {
         ])
         .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
         .env("XDG_CACHE_HOME", cache.path())
+        // rocprofiler-sdk is found (the double), so the program runs; it never starts HIP.
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -142,6 +147,11 @@ fn the_amd_tool_library_expands_host_and_pid_in_its_file_name() {
         .args(["--drain-timeout-ms", "100"])
         .env_remove("GPU_TOOLS_INJECT_ROCM_LIB")
         .env("XDG_CACHE_HOME", cache.path())
+        // rocprofiler-sdk found (the double): the rocm backend's check passes on a machine without ROCm.
+        .env(
+            gpu_tools::rocprofiler_sdk::ENV_VAR,
+            gpu_tools_testing::double_path("rocprofiler_sdk"),
+        )
         .output()
         .unwrap();
     let lib = std::fs::read_dir(cache.path().join("gpu-tools"))

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use gpu_tools::linux::trace_sink::Sink;
 use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
 use gpu_tools::trace::{
-    DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader,
+    DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader, ThreadIds,
     TimestampClock, env,
 };
 
@@ -48,11 +48,13 @@ impl Stream {
         };
         let (major, minor, patch) = lib.version();
         // The SDK's timestamps are on its own clock (`rocprofiler_get_timestamp`).
+        // rocprofiler-sdk's thread ids are the kernel's (`gettid()`).
         let header = StreamHeader::new(
             pid,
             major * 10000 + minor * 100 + patch,
             TimestampClock::Unspecified,
-        );
+        )
+        .with_thread_ids(ThreadIds::Linux);
         let stream = Stream {
             lib,
             owner: pid,

@@ -12,7 +12,7 @@ use gpu_tools::cupti::{ApiCbid, CuptiLibrary, DriverCbid, RuntimeCbid, TracingEr
 use gpu_tools::trace::env::{ApiMode, GraphMode};
 use gpu_tools::trace::{
     ApiDomain, ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record,
-    StreamHeader, TimestampClock,
+    StreamHeader, ThreadIds, TimestampClock,
 };
 
 use crate::config::{Config, Kind, Output};
@@ -229,6 +229,37 @@ pub enum Mode {
     Attached,
 }
 
+/// Which thread ids the records will carry, and a note for the stream where they are not the ones asked for.
+///
+/// Launched with the program, the library has CUPTI write Linux thread ids (`gettid()`, what `top -H` and py-spy
+/// show) instead of its default, `pthread_self()` cut to 32 bits. The setting is the process's: a profiler inside
+/// the program sees Linux ids too (Kineto shows them either way, see `gpu_tools::cupti::activity::ThreadIdKind`).
+/// Attached to a running program, the program's setting is left as it is, since its own profiler may already
+/// read records with it; the stream's header says which ids it holds.
+fn thread_ids(mode: Mode) -> (ThreadIds, Option<String>) {
+    use gpu_tools::cupti::activity::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
+    let mut note = None;
+    if mode == Mode::Launched {
+        // Without the driver or CUPTI tracing does not start either, and says so: no note for that.
+        if let Err(e @ (gpu_tools::Error::Tracing(_) | gpu_tools::Error::Cupti(_))) =
+            set_thread_id_kind(ThreadIdKind::System)
+        {
+            note = Some(format!(
+                "CUPTI keeps its own thread ids ({e}): API calls are on threads numbered by pthread id, not the \
+                 Linux thread id"
+            ));
+        }
+    }
+    match thread_id_kind() {
+        Ok(ThreadIdKind::System) => (ThreadIds::Linux, note),
+        Ok(_) => (ThreadIds::Vendor, note),
+        Err(e) => {
+            log::debug!("CUPTI's thread id kind is unknown ({e}); taken as its default");
+            (ThreadIds::Vendor, note)
+        }
+    }
+}
+
 /// `InitializeInjection`'s work: true when tracing runs.
 pub fn initialize() -> bool {
     if STARTED.swap(true, Ordering::SeqCst) {
@@ -331,9 +362,10 @@ impl Session {
             .ok()
             .and_then(|l| l.version().ok())
             .unwrap_or(0);
+        let (thread_ids, thread_note) = thread_ids(mode);
         let writer = Arc::new(Writer::new(
             sink,
-            &StreamHeader::new(pid, version, TimestampClock::Monotonic),
+            &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
             Filter {
                 drop_graph_nodes: config.graph == GraphMode::Graph,
                 skip: Default::default(),
@@ -348,6 +380,9 @@ impl Session {
             command: command_line(),
         }));
         writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+        if let Some(note) = thread_note {
+            writer.notice(NoticeLevel::Warning, note);
+        }
         writer.push(&Record::ClockAnchor(ClockAnchor::now()));
         let start = |graph: GraphMode| {
             let w = Arc::clone(&writer);

@@ -25,6 +25,8 @@ fn library() -> PathBuf {
 
 /// What the parent got from one child run.
 struct Run {
+    /// The stream's header.
+    header: Option<StreamHeader>,
     records: Vec<Record>,
     errors: Vec<WireError>,
     status: std::process::ExitStatus,
@@ -67,7 +69,7 @@ fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     // The child connects from InitializeInjection; the stream is read on a thread into a shared list.
-    let records = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new())));
+    let records = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new(), None)));
     let r = std::sync::Arc::clone(&records);
     listener.set_nonblocking(true).unwrap();
     let reader = std::thread::spawn(move || {
@@ -86,8 +88,10 @@ fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool
         conn.set_nonblocking(false).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
-        for item in StreamReader::new(conn) {
+        let mut stream = StreamReader::new(conn);
+        while let Some(item) = stream.next() {
             let mut g = r.lock().unwrap();
+            g.2 = g.2.or(stream.header().copied());
             match item {
                 Ok(rec) => g.0.push(rec),
                 Err(e) => g.1.push(e),
@@ -115,9 +119,10 @@ fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool
     let status = child.wait().unwrap();
     reader.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    let (records, errors) = std::mem::take(&mut *records.lock().unwrap());
+    let (records, errors, header) = std::mem::take(&mut *records.lock().unwrap());
     println!("scenario {scenario}: {status}\n{out}records {records:#?}\nerrors {errors:?}");
     Run {
+        header,
         records,
         errors,
         status,
@@ -191,6 +196,7 @@ fn child() {
             }
             assert_eq!(d.memcpy(1, true, 4096, 20_000, 20_100, 7, 100), 1);
             assert_eq!(d.memset(0x5a, 1 << 20, 20_200, 20_300, 7, 101), 1);
+            println!("thread id type {}", d.thread_id_type());
             // Nothing flushed by hand: the exit handler must deliver all of it.
         }
         "context-destroy" => {
@@ -290,6 +296,15 @@ fn records_reach_the_tracer_at_exit_with_a_complete_count() {
         "every record sent arrived"
     );
     assert_eq!((e.dropped, e.callback_panics, e.skipped), (0, 0, 0));
+    // Launched with the program, the library has CUPTI write Linux thread ids, and the header says so.
+    assert!(r.stdout.contains("thread id type 1"), "{}", r.stdout);
+    assert_eq!(r.header.map(|h| h.thread_ids), Some(ThreadIds::Linux));
+    assert!(
+        !r.records
+            .iter()
+            .any(|r| matches!(r, Record::Notice(n) if n.text.contains("thread ids"))),
+        "no note about thread ids when CUPTI took the setting"
+    );
 }
 
 #[test]
@@ -489,6 +504,7 @@ fn attach_child() {
                     s.unsubscribes
                 )
             }
+            ["threadids"] => println!("threadids {}", d.thread_id_type()),
             ["exit"] => return,
             other => panic!("unknown command {other:?}"),
         }
@@ -505,6 +521,7 @@ fn attach(
     gpu_tools::linux::inject::Injected,
     std::os::unix::net::UnixStream,
     std::thread::JoinHandle<Vec<Record>>,
+    Option<StreamHeader>,
 ) {
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket).unwrap();
@@ -545,11 +562,12 @@ fn attach(
             break;
         }
     }
+    let header = stream.header().copied();
     let reader = std::thread::spawn(move || {
         before.extend(stream.map(|r| r.unwrap()));
         before
     });
-    (done, back, reader)
+    (done, back, reader, header)
 }
 
 #[test]
@@ -584,7 +602,10 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         loop {
             let line = lines.next().expect("the child answers").unwrap();
             // The harness's own lines ("running 1 test", ...) are not answers.
-            if line.starts_with("recorded ") || line.starts_with("subscriber ") {
+            if line.starts_with("recorded ")
+                || line.starts_with("subscriber ")
+                || line.starts_with("threadids ")
+            {
                 return line;
             }
         }
@@ -596,9 +617,13 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         "nothing traces before the attach"
     );
 
-    let (first, mut control, reader) = attach(child.id(), &socket);
+    let (first, mut control, reader, header) = attach(child.id(), &socket);
     assert_eq!(first.entry_result, 0, "the attach thread started");
     assert!(!first.already_loaded);
+    // Attached, the library leaves the program's thread id setting (its own profiler may rely on it) as it was,
+    // and the header says the records hold CUPTI's own ids.
+    assert_eq!(answer("threadids"), "threadids 0");
+    assert_eq!(header.map(|h| h.thread_ids), Some(ThreadIds::Vendor));
     assert_eq!(answer("kernels 1 20"), "recorded 20");
     control.write_all(&[env::ATTACH_STOP]).unwrap();
     let records = reader.join().unwrap();
@@ -630,7 +655,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     );
 
     // A second attach to the same process: the library is there, dormant; a new session starts.
-    let (second, mut control, reader) = attach(child.id(), &socket);
+    let (second, mut control, reader, _) = attach(child.id(), &socket);
     assert_eq!(second.entry_result, 0);
     assert!(second.already_loaded);
     assert_eq!(answer("kernels 26 30"), "recorded 5");

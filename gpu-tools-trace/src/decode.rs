@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::record::*;
 use super::wire::{
     Cursor, FRAME_HEADER_LEN, HEADER_LEN, MAGIC, MAX_FRAME, MAX_NAME_BYTES, MAX_NAMES,
-    StreamHeader, TimestampClock, VERSION, min_payload, tag,
+    StreamHeader, ThreadIds, TimestampClock, VERSION, min_payload, tag,
 };
 
 /// A stream could not be read.
@@ -247,11 +247,13 @@ impl Decoder {
         let pid = c.u32().unwrap_or(0);
         let vendor_version = c.u32().unwrap_or(0);
         let clock = TimestampClock::from_code(c.u32().unwrap_or(0));
+        let thread_ids = ThreadIds::from_code(c.u32().unwrap_or(0));
         self.header = Some(StreamHeader {
             version,
             pid,
             vendor_version,
             clock,
+            thread_ids,
         });
         self.pos += usize::from(header_len);
         Ok(Some(()))

@@ -329,10 +329,11 @@ pub enum TraceFileError {
     /// The file ends inside its header or a chunk: it was cut short (a tracer killed while writing, a copy that
     /// did not finish). Everything before `offset` was read.
     #[error(
-        "the file is truncated: it ends inside a chunk at byte {offset} ({pending} bytes of it present)"
+        "the file is truncated: it ends inside {} ({pending} bytes of it present)",
+        if *offset == 0 { "its header".to_string() } else { format!("the chunk at byte {offset}") }
     )]
     Truncated {
-        /// Offset of the incomplete chunk.
+        /// Offset of the incomplete chunk (0: the file header).
         offset: u64,
         /// Its bytes present.
         pending: usize,

@@ -52,4 +52,4 @@ pub use record::{
     MemcpyRecord, MemoryKind, MemsetRecord, Notice, NoticeLevel, OverheadRecord, ProcessEnd,
     ProcessInfo, ProcessStart, RANK_VARIABLES, Record, SyncKind, SyncRecord, host_name,
 };
-pub use wire::{StreamHeader, TimestampClock};
+pub use wire::{StreamHeader, ThreadIds, TimestampClock};

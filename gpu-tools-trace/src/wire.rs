@@ -12,7 +12,8 @@
 //! | 12 | 4 | pid of the sending process |
 //! | 16 | 4 | vendor tool version (CUPTI's `cuptiGetVersion`, 0 if none) |
 //! | 20 | 4 | clock of every timestamp ([`TimestampClock`]) |
-//! | 24 | 8 | reserved (0) |
+//! | 24 | 4 | what the thread fields of its records hold ([`ThreadIds`]; 0 in streams written before it existed) |
+//! | 28 | 4 | reserved (0) |
 //!
 //! **Frame**: tag (u8), payload length (u32), payload. A payload longer than its layout below holds fields of a
 //! later version and the rest is skipped; a shorter one is an error for that frame only, and a frame of an unknown
@@ -157,6 +158,40 @@ impl TimestampClock {
     }
 }
 
+/// What the thread fields of a stream's records hold (API calls, NVTX marks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ThreadIds {
+    /// The vendor library's own thread id: for CUPTI's default, `pthread_self()` cut to 32 bits, which no tool
+    /// outside the process shows. Streams written before the header said it have this.
+    #[default]
+    Vendor,
+    /// The kernel's thread id (`gettid()`): what `top -H`, `ps -L`, `/proc/PID/task/` and py-spy show.
+    Linux,
+    /// A code newer than this crate.
+    Other(u32),
+}
+
+impl ThreadIds {
+    /// Wire code.
+    pub fn code(self) -> u32 {
+        match self {
+            ThreadIds::Vendor => 0,
+            ThreadIds::Linux => 1,
+            ThreadIds::Other(c) => c,
+        }
+    }
+
+    /// From the wire code.
+    pub fn from_code(code: u32) -> Self {
+        match code {
+            0 => ThreadIds::Vendor,
+            1 => ThreadIds::Linux,
+            c => ThreadIds::Other(c),
+        }
+    }
+}
+
 /// The header of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamHeader {
@@ -168,6 +203,8 @@ pub struct StreamHeader {
     pub vendor_version: u32,
     /// Clock of every timestamp in the stream.
     pub clock: TimestampClock,
+    /// What the thread fields of its records hold.
+    pub thread_ids: ThreadIds,
 }
 
 impl StreamHeader {
@@ -178,6 +215,15 @@ impl StreamHeader {
             pid,
             vendor_version,
             clock,
+            thread_ids: ThreadIds::Vendor,
+        }
+    }
+
+    /// The same header, saying that the stream's thread fields hold `ids`.
+    pub fn with_thread_ids(self, ids: ThreadIds) -> Self {
+        StreamHeader {
+            thread_ids: ids,
+            ..self
         }
     }
 
@@ -188,7 +234,8 @@ impl StreamHeader {
         out.extend_from_slice(&self.pid.to_le_bytes());
         out.extend_from_slice(&self.vendor_version.to_le_bytes());
         out.extend_from_slice(&self.clock.code().to_le_bytes());
-        out.extend_from_slice(&[0; 8]);
+        out.extend_from_slice(&self.thread_ids.code().to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
     }
 }
 

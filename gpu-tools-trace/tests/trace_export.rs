@@ -16,7 +16,11 @@ const SLICE_BEGIN: i32 = 1;
 const SLICE_END: i32 = 2;
 
 fn run() -> Vec<u8> {
-    let header = StreamHeader::new(100, 130001, TimestampClock::Monotonic);
+    run_with(StreamHeader::new(100, 130001, TimestampClock::Monotonic))
+}
+
+/// The records of [`run`] after `header`.
+fn run_with(header: StreamHeader) -> Vec<u8> {
     let mut e = Encoder::new(&header);
     let records = [
         Record::Marker(MarkerRecord {
@@ -577,4 +581,59 @@ fn chrome_has_counter_events_in_their_device_group() {
         (Some(1200.0), Some(200.0))
     );
     assert_eq!(gaps[0]["pid"].as_u64(), Some(a));
+}
+
+/// The names of a Chrome export's tracks (`thread_name` metadata).
+fn chrome_track_names(trace: &[u8]) -> Vec<String> {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, trace).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    v["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .filter_map(|e| e["args"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn thread_tracks_say_the_linux_thread_id_where_the_stream_has_it() {
+    // The injection library's streams say that their thread fields are Linux thread ids (`top -H`, py-spy).
+    let linux = chrome_track_names(&run_with(
+        StreamHeader::new(100, 130001, TimestampClock::Monotonic).with_thread_ids(ThreadIds::Linux),
+    ));
+    assert!(
+        linux.iter().any(|n| n == "TID 11 CUDA runtime"),
+        "{linux:?}"
+    );
+    assert!(linux.iter().any(|n| n == "TID 11 NVTX"), "{linux:?}");
+    assert!(!linux.iter().any(|n| n.starts_with("thread ")), "{linux:?}");
+    // A stream written before the header said it (CUPTI's own pthread-based ids): labelled as before.
+    let older = chrome_track_names(&run());
+    assert!(
+        older.iter().any(|n| n == "thread 11 CUDA runtime"),
+        "{older:?}"
+    );
+    assert!(older.iter().any(|n| n == "thread 11 NVTX"), "{older:?}");
+    assert!(!older.iter().any(|n| n.starts_with("TID ")), "{older:?}");
+
+    // Perfetto names its tracks the same way.
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    let trace = run_with(
+        StreamHeader::new(100, 130001, TimestampClock::Monotonic).with_thread_ids(ThreadIds::Linux),
+    );
+    assert_eq!(t.read(0, &trace[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let trace = <pb::Trace as prost::Message>::decode(&bytes[..]).expect("a Perfetto trace");
+    let names: Vec<String> = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref()?.name.clone())
+        .collect();
+    assert!(
+        names.iter().any(|n| n == "TID 11 CUDA runtime"),
+        "{names:?}"
+    );
 }

@@ -253,6 +253,37 @@ fn a_longer_header_of_a_later_version_is_skipped() {
 }
 
 #[test]
+fn the_thread_id_kind_round_trips_and_older_streams_read_as_the_vendors() {
+    let linux = header().with_thread_ids(ThreadIds::Linux);
+    let mut e = Encoder::new(&linux);
+    e.push(&sample()[0]);
+    let mut reader = StreamReader::new(e.bytes());
+    assert!(reader.next().is_some());
+    assert_eq!(
+        reader.header().map(|h| h.thread_ids),
+        Some(ThreadIds::Linux)
+    );
+    // Bytes 24..32 of a stream written before the field existed are zero: CUPTI's own ids.
+    let bytes = encode(&sample());
+    assert_eq!(bytes[24..32], [0; 8]);
+    let mut reader = StreamReader::new(&bytes[..]);
+    assert!(reader.next().is_some());
+    assert_eq!(
+        reader.header().map(|h| h.thread_ids),
+        Some(ThreadIds::Vendor)
+    );
+    // A code this crate does not know is kept.
+    let mut other = bytes.clone();
+    other[24] = 9;
+    let mut reader = StreamReader::new(&other[..]);
+    assert!(reader.next().is_some());
+    assert_eq!(
+        reader.header().map(|h| h.thread_ids),
+        Some(ThreadIds::Other(9))
+    );
+}
+
+#[test]
 fn empty_input_has_no_header() {
     let (decoded, errors) = decode_all(&[]);
     assert!(decoded.is_empty());

@@ -136,6 +136,10 @@ pub(crate) struct ActivityFns {
     /// CUPTI 12.? and later: API records per callback id.
     pub enable_driver_api: Option<unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> Status>,
     pub enable_runtime_api: Option<unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> Status>,
+    /// Which thread id activity records carry (process-wide).
+    pub get_thread_id_type:
+        Option<unsafe extern "C" fn(*mut sys::CUpti_ActivityThreadIdType) -> Status>,
+    pub set_thread_id_type: Option<unsafe extern "C" fn(sys::CUpti_ActivityThreadIdType) -> Status>,
 }
 
 /// `cuptiActivityGetNextRecord`.
@@ -375,6 +379,8 @@ fn bind_activity(
         "cuptiActivityEnableRuntimeApi",
         symbols,
     );
+    let get_thread_id_type = want(&t.cuptiGetThreadIdType, "cuptiGetThreadIdType", symbols);
+    let set_thread_id_type = want(&t.cuptiSetThreadIdType, "cuptiSetThreadIdType", symbols);
     Ok(ActivityFns {
         enable: enable?,
         disable: disable?,
@@ -388,6 +394,8 @@ fn bind_activity(
         get_context_id,
         enable_driver_api,
         enable_runtime_api,
+        get_thread_id_type,
+        set_thread_id_type,
     })
 }
 

@@ -420,6 +420,13 @@ impl Double {
         unsafe { f(cbid, context as *mut c_void, stream as *mut c_void) == 1 }
     }
 
+    /// The thread id kind CUPTI was set to (`cuptiSetThreadIdType`: 0 default, 1 system).
+    pub fn thread_id_type(&self) -> u32 {
+        let f = sym!(self, unsafe extern "C" fn() -> u32, b"cd_thread_id_type\0");
+        // SAFETY: a plain getter.
+        unsafe { f() }
+    }
+
     /// The name the double keeps for the current subscriber.
     pub fn subscriber_name(&self) -> String {
         let f = sym!(

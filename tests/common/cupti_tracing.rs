@@ -180,6 +180,13 @@ pub fn raw_calls(path: &std::path::Path) {
         call!(U32Fn, b"cuptiActivityEnable\0", 10);
         call!(U32Fn, b"cuptiActivityFlushAll\0", 1);
         call!(U32Fn, b"cuptiActivityDisable\0", 10);
+        call!(U32Fn, b"cuptiSetThreadIdType\0", 1);
+        let mut kind = 7u32;
+        call!(
+            unsafe extern "C" fn(*mut u32) -> u32,
+            b"cuptiGetThreadIdType\0",
+            &mut kind
+        );
         let mut n = 7usize;
         call!(
             Dropped,

@@ -41,6 +41,11 @@ pub const CHECKS: &[Check] = &[
         the_layout_sizes_agree_with_the_vendors_record_walk,
     ),
     Check {
+        name: "the_thread_id_kind_without_a_driver_is_a_typed_error",
+        run: the_thread_id_kind_without_a_driver_is_a_typed_error,
+        without_driver: true,
+    },
+    Check {
         name: "tracing_without_a_driver_is_a_typed_error",
         run: tracing_without_a_driver_is_a_typed_error,
         without_driver: true,
@@ -229,6 +234,22 @@ fn the_layout_sizes_agree_with_the_vendors_record_walk(dir: &Path) {
     );
 }
 
+/// The thread id kind needs CUPTI initialised with a driver (the raw calls fail without one, see
+/// [`raw_tracing_calls_without_a_driver_fail_with_a_vendor_code`]): the crate says so with the driver's load error.
+fn the_thread_id_kind_without_a_driver_is_a_typed_error(dir: &Path) {
+    use gpu_tools::cupti::activity::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
+    cupti(dir);
+    assert!(
+        matches!(thread_id_kind(), Err(gpu_tools::Error::Load(_))),
+        "{:?}",
+        thread_id_kind()
+    );
+    assert!(matches!(
+        set_thread_id_kind(ThreadIdKind::System),
+        Err(gpu_tools::Error::Load(_))
+    ));
+}
+
 fn tracing_without_a_driver_is_a_typed_error(dir: &Path) {
     cupti(dir);
     super::tracing::tracing_without_a_driver_is_a_typed_error(&WHEEL.cupti(dir));
@@ -247,6 +268,8 @@ fn raw_tracing_calls_without_a_driver_fail_with_a_vendor_code(dir: &Path) {
         "cuptiActivityEnable",
         "cuptiActivityFlushAll",
         "cuptiSubscribe",
+        "cuptiSetThreadIdType",
+        "cuptiGetThreadIdType",
     ] {
         assert_eq!(
             code(failing),

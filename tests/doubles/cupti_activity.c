@@ -358,6 +358,26 @@ CUptiResult cuptiActivityFlushPeriod(uint32_t ms) {
     return SUCCESS;
 }
 
+/* cuptiSetThreadIdType: 0 DEFAULT (pthread_self), 1 SYSTEM (gettid); the double only keeps the setting. */
+static uint32_t g_thread_id_type;
+
+CUptiResult cuptiGetThreadIdType(uint32_t *type) {
+    if (!type) return INVALID_PARAMETER;
+    pthread_mutex_lock(&g_lock);
+    *type = g_thread_id_type;
+    pthread_mutex_unlock(&g_lock);
+    return SUCCESS;
+}
+
+CUptiResult cuptiSetThreadIdType(uint32_t type) {
+    if (type > 1) return INVALID_PARAMETER;
+    FAIL_POINT("cuptiSetThreadIdType");
+    pthread_mutex_lock(&g_lock);
+    g_thread_id_type = type;
+    pthread_mutex_unlock(&g_lock);
+    return SUCCESS;
+}
+
 CUptiResult cuptiActivityEnable(uint32_t kind) {
     if (kind == 0 || kind >= K_COUNT) return INVALID_KIND;
     FAIL_POINT("cuptiActivityEnable");
@@ -624,6 +644,13 @@ static callback_fn enabled(uint32_t domain, uint32_t cbid, void **userdata) {
 /* ---- Test controls. ---- */
 
 void cd_set_version(uint32_t v) { g_version = v; }
+
+uint32_t cd_thread_id_type(void) {
+    pthread_mutex_lock(&g_lock);
+    uint32_t t = g_thread_id_type;
+    pthread_mutex_unlock(&g_lock);
+    return t;
+}
 
 void cd_async(int on) {
     pthread_mutex_lock(&g_lock);

@@ -321,9 +321,16 @@ fn nvidia(rows: &mut Vec<Row>, gpus: &mut Vec<String>) {
                 (d.path(), v)
             }),
     });
-    let Ok(driver) = driver else {
-        gpus.push("NVIDIA: no CUDA driver (libcuda.so.1 not found)".to_string());
-        return;
+    let driver = match driver {
+        Ok(d) => d,
+        Err(e) => {
+            // What is missing, and the fix, where a wheel was installed on a machine without the driver.
+            let fix = e.fix().map(|f| format!(". {f}")).unwrap_or_default();
+            gpus.push(format!(
+                "NVIDIA: no CUDA driver (libcuda.so.1 not found){fix}"
+            ));
+            return;
+        }
     };
     match driver.device_count() {
         Ok(n) => {

@@ -21,7 +21,7 @@ use crate::stdout::outln;
 /// before this command exits; `--resume` brings back a process left locked or checkpointed by anything else.
 ///
 /// Needs a CUDA 12.8 (r570) or later driver, and the right to act on the process (root, or its owner).
-/// `RUST_LOG=debug` shows the library's log of each transition.
+/// `RUST_LOG=gpu_tools=debug` shows the library's log of each transition.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The process to freeze.

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::Catalog;
-use gpu_tools::profile::{self, KernelTable, ProfileRequest, StallTable};
+use gpu_tools::profile::{self, KernelTable, ProfileProgress, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
 use gpu_tools::trace::env::GraphMode;
 
@@ -18,6 +18,7 @@ use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 use crate::inject_lib;
 use crate::output::OutputFile;
+use crate::progress::{self, Progress};
 
 /// Why `profile --pid` refuses, before it touches the process. Seen on an H200 (driver 580.159.04, the CUPTI 13.0
 /// that PyTorch maps): PC sampling enabled from a thread of the injection library in a running PyTorch job
@@ -86,6 +87,10 @@ pub struct Args {
     /// Skip the check of metric names against device 0's catalogue.
     #[arg(long)]
     no_check: bool,
+    /// A progress line on stderr while the program runs (kernel launches profiled so far), rewritten in place and
+    /// cleared at the end.
+    #[command(flatten)]
+    progress: crate::progress::ProgressArgs,
     /// A running process: refused, with the reason (CUPTI's profilers cannot be stopped safely from outside the
     /// program's own launching thread); `trace --pid` traces a running process.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
@@ -169,7 +174,13 @@ pub fn run(args: Args) -> Outcome {
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
-    let run = profile::run(cmd, &lib, &request)?;
+    let mut line = Progress::new(args.progress.enabled(false));
+    let run = profile::run_with_progress(cmd, &lib, &request, &mut |p| {
+        let elapsed = line.elapsed();
+        line.update(|| progress_text(p, elapsed));
+    });
+    line.clear();
+    let run = run?;
     if run.runs > 1 {
         eprintln!(
             "gpu-tools profile: PC sampling ran in a second run of the program (CUPTI gives no PC samples while \
@@ -193,23 +204,24 @@ pub fn run(args: Args) -> Outcome {
             run.dropped_records
         );
     }
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let idle = if run.idle_processes > 0 {
         format!(" ({} ran no kernel)", run.idle_processes)
     } else {
         String::new()
     };
-    let launches = match request.graph_profiling {
-        GraphMode::Node => "kernel launches",
-        GraphMode::Graph => "launches (a graph launch counts once)",
+    let (one, many, graphs) = match request.graph_profiling {
+        GraphMode::Node => ("kernel launch", "kernel launches", ""),
+        GraphMode::Graph => ("launch", "launches", " (a graph launch counts once)"),
     };
     eprintln!(
-        "gpu-tools profile: {} processes{idle}, {} {launches} profiled ({} kernel records), {} stall records, {} \
-         unreadable frames",
-        run.processes,
-        run.metrics.len(),
-        run.kernels.len(),
-        run.stalls.len(),
-        run.wire_errors
+        "gpu-tools profile: {}{idle}, {}{graphs} profiled ({}), {}, {}",
+        count(run.processes, "process", "processes"),
+        count(run.metrics.len(), one, many),
+        count(run.kernels.len(), "kernel record", "kernel records"),
+        count(run.stalls.len(), "stall record", "stall records"),
+        count(run.wire_errors, "unreadable frame", "unreadable frames"),
     );
     let write = |out: &mut dyn Write| -> std::io::Result<()> { report(&args, &run, out) };
     match output {
@@ -230,6 +242,27 @@ pub fn run(args: Args) -> Outcome {
     } else {
         0
     })
+}
+
+/// `gpu-tools profile: 4,096 kernel launches profiled (4,102 kernels run) in 2 processes, 35 s`.
+fn progress_text(p: &ProfileProgress, elapsed: std::time::Duration) -> String {
+    let run = if p.run > 1 {
+        " (second run: PC sampling)"
+    } else {
+        ""
+    };
+    format!(
+        "gpu-tools profile{run}: {} kernel launches profiled ({} kernels run) in {} {}, {:.0} s",
+        progress::thousands(p.launches_profiled),
+        progress::thousands(p.kernels),
+        p.processes,
+        if p.processes == 1 {
+            "process"
+        } else {
+            "processes"
+        },
+        elapsed.as_secs_f64()
+    )
 }
 
 fn report(args: &Args, run: &profile::ProfileRun, mut out: &mut dyn Write) -> std::io::Result<()> {

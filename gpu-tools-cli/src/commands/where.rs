@@ -70,6 +70,34 @@ pub struct Args {
     detach: DetachProcedure,
 }
 
+/// A process that maps no CUDA driver, on a machine where none is installed: said with the driver's fix before
+/// anything is attempted. (A process that maps one is examined through its own driver, whatever this process can
+/// load; one whose memory map cannot be read is left to the attach, which says why.)
+fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
+    let process = gpu_tools::linux::procfs::Process::new(pid);
+    let Ok(maps) = process.maps() else {
+        return Ok(());
+    };
+    let maps_driver = maps.iter().any(|m| {
+        m.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("libcuda.so"))
+    });
+    if maps_driver {
+        return Ok(());
+    }
+    match gpu_tools::cuda::Driver::load() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(crate::failure::Failure::new(
+            1,
+            format!(
+                "process {pid} does not use CUDA, and the CUDA driver is not installed here (no process of this \
+                 machine can use it): {e}"
+            ),
+        )),
+    }
+}
+
 /// The marker of the summary line a part prints with `--summary-line`.
 const SUMMARY: &str = "where-summary\t";
 
@@ -85,6 +113,7 @@ struct Seen {
 pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
+        no_driver_here(pid)?;
         let seen = examine(&args, pid)?;
         if args.summary_line {
             outln!(
@@ -109,10 +138,15 @@ fn several(args: &Args) -> Outcome {
     let mut unique = std::collections::HashSet::new();
     pids.retain(|p| unique.insert(*p));
     if pids.is_empty() {
+        // On a machine without the driver, that is the first thing to say.
+        let driver = match gpu_tools::cuda::Driver::load() {
+            Ok(_) => String::new(),
+            Err(e) => format!(" (the CUDA driver is not installed here: {e})"),
+        };
         return Err(crate::failure::Failure::new(
             1,
             format!(
-                "no process under {} uses CUDA",
+                "no process under {} uses CUDA{driver}",
                 args.pid_tree.unwrap_or_default()
             ),
         ));
@@ -206,8 +240,13 @@ fn several(args: &Args) -> Outcome {
         }
     }
     out_line(&format!(
-        "=== summary ({} processes, {:.1} s)",
+        "=== summary ({} {}, {:.1} s)",
         summary.len(),
+        if summary.len() == 1 {
+            "process"
+        } else {
+            "processes"
+        },
         started.elapsed().as_secs_f64()
     ))?;
     for line in summary {

@@ -8,6 +8,7 @@ use std::io::{self, Read};
 use crate::file::{TraceFileError, TraceItem, TraceReader};
 use crate::record::*;
 use crate::report::Alignment;
+use crate::wire::{StreamHeader, ThreadIds};
 
 /// The process a track stands for (its group in the viewer).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +157,8 @@ const MAX_OPEN: usize = 1 << 16;
 #[derive(Debug, Default)]
 struct StreamState {
     pid: u32,
+    /// What its thread fields hold (from its header).
+    thread_ids: ThreadIds,
     command: String,
     info: Option<ProcessInfo>,
     process_track: Option<u64>,
@@ -296,9 +299,7 @@ impl<S: TimelineSink> Timeline<S> {
                     *self.records.entry(file).or_default() += 1;
                     self.add((file, stream), &record)?;
                 }
-                Ok(TraceItem::Header { stream, header }) => {
-                    self.streams.entry((file, stream)).or_default().pid = header.pid;
-                }
+                Ok(TraceItem::Header { stream, header }) => self.header((file, stream), &header),
                 Ok(_) => {}
                 Err(e) => errors.push(e),
             }
@@ -453,8 +454,13 @@ impl<S: TimelineSink> Timeline<S> {
                     Row::Driver => 2,
                     Row::OtherApi => 3,
                 };
+                let linux = self
+                    .streams
+                    .get(&key)
+                    .is_some_and(|s| s.thread_ids == ThreadIds::Linux);
+                let label = if linux { "TID" } else { "thread" };
                 (
-                    format!("thread {thread} {what}"),
+                    format!("{label} {thread} {what}"),
                     (i64::from(*thread) << 3) | order,
                 )
             }
@@ -485,6 +491,15 @@ impl<S: TimelineSink> Timeline<S> {
         lanes.ends.push(end);
         lanes.ids.push(id);
         Ok(id)
+    }
+
+    /// Takes the header of stream `key` (file number, stream number), before its records: its process id, and
+    /// whether its thread fields are Linux thread ids (their tracks are then named `TID N`; other streams' tracks,
+    /// those of traces written before the header said so included, keep `thread N`).
+    pub fn header(&mut self, key: (u32, u32), header: &StreamHeader) {
+        let s = self.streams.entry(key).or_default();
+        s.pid = header.pid;
+        s.thread_ids = header.thread_ids;
     }
 
     /// Takes one record of stream `key` (file number, stream number).

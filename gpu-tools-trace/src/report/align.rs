@@ -145,6 +145,85 @@ impl Alignment {
     }
 }
 
+impl ClockDomain {
+    /// Whether the domain's streams had a clock anchor (without one they were left as they are).
+    pub fn anchored(&self) -> bool {
+        self.uncertainty != u32::MAX
+    }
+
+    /// How this domain was put on `reference`'s clock, in words: `host b's timestamps moved by +731.0 s to align
+    /// with host a (clock anchors, ±0.4 µs, plus whatever the hosts' wall clocks disagree)`. Two boots of one host
+    /// name each by its boot id.
+    pub fn note(&self, reference: &ClockDomain) -> String {
+        let same_host = self.host == reference.host;
+        let name = |d: &ClockDomain| {
+            if !same_host {
+                return format!("host {}", d.host);
+            }
+            match d.boot_id.get(..8).filter(|_| !d.boot_id.is_empty()) {
+                Some(short) => format!("host {} (boot {short})", d.host),
+                None if d.boot_id.is_empty() => format!("host {} (boot not recorded)", d.host),
+                None => format!("host {} (boot {})", d.host, d.boot_id),
+            }
+        };
+        let (me, other) = (name(self), name(reference));
+        if !self.anchored() {
+            return format!(
+                "{me}'s timestamps were not moved: its streams have no clock anchor, so they are not aligned with \
+                 {other}'s"
+            );
+        }
+        let mut error = u64::from(self.uncertainty) + self.drift + reference.drift;
+        if reference.anchored() {
+            error += u64::from(reference.uncertainty);
+        }
+        let why = if same_host {
+            "the clock restarts at boot; aligned on the wall clock"
+        } else {
+            "clock anchors"
+        };
+        let rest = if same_host {
+            ""
+        } else {
+            ", plus whatever the hosts' wall clocks disagree"
+        };
+        format!(
+            "{me}'s timestamps moved by {} to align with {other} ({why}, ±{}{rest})",
+            signed_duration(self.shift),
+            error_bound(error)
+        )
+    }
+}
+
+/// `+731.0 s`, `-12.5 ms`, `+3.2 µs`, `+800 ns`.
+fn signed_duration(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "+" };
+    format!("{sign}{}", duration(ns.unsigned_abs()))
+}
+
+/// An error bound: microseconds below a millisecond (`0.4 µs`), else as [`duration`].
+fn error_bound(ns: u64) -> String {
+    if ns < 1_000_000 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        duration(ns)
+    }
+}
+
+/// `731.0 s`, `12.5 ms`, `3.2 µs`, `800 ns`.
+fn duration(ns: u64) -> String {
+    let f = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.1} s", f / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1} ms", f / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} µs", f / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +291,75 @@ mod tests {
         assert_eq!(a.domains()[1].drift, 100);
         // A stream of an unknown host is left as it is.
         assert_eq!(a.apply(7, 7, 42), 42);
+    }
+
+    fn domain(host: &str, boot: &str, shift: i64, uncertainty: u32, drift: u64) -> ClockDomain {
+        ClockDomain {
+            host: host.into(),
+            boot_id: boot.into(),
+            shift,
+            uncertainty,
+            drift,
+            streams: 1,
+        }
+    }
+
+    #[test]
+    fn notes_say_what_moved_in_words() {
+        let a = domain("a", "1111aaaa-0000", 0, 150, 0);
+        let b = domain("b", "2222bbbb-0000", 731_013_545_862, 200, 50);
+        assert_eq!(
+            b.note(&a),
+            "host b's timestamps moved by +731.0 s to align with host a (clock anchors, ±0.4 µs, plus whatever \
+             the hosts' wall clocks disagree)"
+        );
+        let back = domain("b", "2222bbbb-0000", -12_500_000, 200, 0);
+        assert!(
+            back.note(&a).contains("moved by -12.5 ms"),
+            "{}",
+            back.note(&a)
+        );
+        // Two boots of one host: each named by its boot id, and why a shift is needed.
+        let vm1 = domain("vm", "5e1c0a9f-1234", 0, 100, 0);
+        let vm2 = domain("vm", "0a9f5e1c-5678", 731_013_545_862, 100, 0);
+        assert_eq!(
+            vm2.note(&vm1),
+            "host vm (boot 0a9f5e1c)'s timestamps moved by +731.0 s to align with host vm (boot 5e1c0a9f) (the \
+             clock restarts at boot; aligned on the wall clock, ±0.2 µs)"
+        );
+        let unknown = domain("vm", "", 5_000, 100, 0);
+        assert!(
+            unknown
+                .note(&vm1)
+                .starts_with("host vm (boot not recorded)'s timestamps moved by +5.0 µs"),
+            "{}",
+            unknown.note(&vm1)
+        );
+        // No anchor: not moved, and said so.
+        let c = domain("c", "x", 0, u32::MAX, 0);
+        assert_eq!(
+            c.note(&a),
+            "host c's timestamps were not moved: its streams have no clock anchor, so they are not aligned with \
+             host a's"
+        );
+    }
+
+    #[test]
+    fn one_host_and_boot_is_one_domain_however_many_files() {
+        let mut a = Alignment::new();
+        for file in 0..3 {
+            a.process_info(file, 0, &info("vm", "boot-1"));
+            a.anchor(
+                file,
+                0,
+                &ClockAnchor {
+                    monotonic: 1_000 * u64::from(file + 1),
+                    realtime: 731_013_545_862 * u64::from(file + 1),
+                    uncertainty: 40,
+                },
+            );
+        }
+        assert_eq!(a.domains().len(), 1, "nothing to shift, nothing to say");
+        assert_eq!((a.shift(1, 0), a.shift(2, 0)), (0, 0));
     }
 }

@@ -93,6 +93,8 @@ struct StreamInfo {
     ranges: Vec<Range>,
     marks: u64,
     unpaired_ends: u64,
+    /// Why the rest of the stream could not be read (the file cut short or damaged), where that happened.
+    unread: Option<&'static str>,
     kernels: Vec<KernelSpan>,
     samples: Vec<CounterSample>,
     gaps: Vec<CounterGap>,
@@ -172,11 +174,38 @@ impl Analysis {
                 Ok(item) => self.add_item(file, &item),
                 Err(e) => {
                     self.errors += 1;
+                    self.note_unread(file, &e);
                     errors.push(e);
                 }
             }
         }
         errors
+    }
+
+    /// Notes which streams of file `file` an error left unread to their end: a stream without its end record is
+    /// then the file's fault, not the traced program's.
+    fn note_unread(&mut self, file: u32, e: &TraceFileError) {
+        let (stream, why) = match e {
+            TraceFileError::Truncated { .. } => (None, "the file is cut short"),
+            TraceFileError::Stream { stream, error } if error.is_fatal() => {
+                let why = match error {
+                    super::WireError::TruncatedStream { .. } => "the stream is cut short",
+                    _ => "the stream is corrupt",
+                };
+                (Some(*stream), why)
+            }
+            TraceFileError::Stream { .. } => return,
+            TraceFileError::BadPackedChunk { stream, .. } => {
+                (Some(*stream), "the stream is corrupt")
+            }
+            TraceFileError::Io(_) => (None, "reading the file failed"),
+            _ => (None, "the file is corrupt"),
+        };
+        for (key, s) in self.streams.iter_mut() {
+            if key.0 == file && stream.is_none_or(|n| n == key.1) && s.ended.is_none() {
+                s.unread.get_or_insert(why);
+            }
+        }
     }
 
     /// The records read so far of file number `file`, over its streams: 0 for a file that holds none (or none
@@ -789,7 +818,11 @@ impl Analysis {
             let complete = match &s.ended {
                 Some(e) if e.records + 1 == s.records => "yes".to_string(),
                 Some(e) => format!("{} of {} records", s.records.saturating_sub(1), e.records),
-                None => "no (no end record: crashed or killed?)".to_string(),
+                None => match s.unread {
+                    // The trace file ends early: the process may well have finished.
+                    Some(why) => format!("unknown ({why}: its end was not read)"),
+                    None => "no (no end record: crashed or killed?)".to_string(),
+                },
             };
             t.rows.push(vec![
                 Cell::Int(u64::from(key.0)),
@@ -816,13 +849,10 @@ impl Analysis {
             ));
         }
         let domains = self.alignment.domains();
-        if domains.len() > 1 {
-            for d in &domains[1..] {
-                t.notes.push(format!(
-                    "host {} shifted by {} ns onto {}'s clock (anchor read within {} ns, wall-clock drift {} ns; \
-                     plus whatever the hosts' clocks disagree)",
-                    d.host, d.shift, domains[0].host, d.uncertainty, d.drift
-                ));
+        // Processes of one host boot share one clock: only other hosts (or boots) are moved, and said so.
+        if let Some((reference, others)) = domains.split_first() {
+            for d in others {
+                t.notes.push(d.note(reference));
             }
         }
         if self.errors > 0 {

@@ -120,6 +120,7 @@ mod object;
 mod overhead;
 mod pool;
 mod record;
+mod thread_id;
 mod tracer;
 mod transfer;
 
@@ -136,6 +137,7 @@ pub use object::{
 };
 pub use overhead::{Overhead, OverheadKind};
 pub use record::{Activity, ActivityObject, CopyKind, Dim3, MemoryKind, TimeRange};
+pub use thread_id::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
 pub use tracer::{
     ActivityTracer, ActivityTracerBuilder, DroppedRecords, FlushMode, TracerReport, TracerStats,
 };

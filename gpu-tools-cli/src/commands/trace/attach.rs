@@ -25,6 +25,7 @@ use super::cli::Args;
 use super::counters::{Opened, Sampling};
 use super::model::Demangler;
 use crate::failure::Failure;
+use crate::progress::Progress;
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).
@@ -162,7 +163,8 @@ pub fn run(
         .transpose()?;
     drop(tx);
 
-    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
+    let progress = Progress::new(cli.progress.enabled(cli.quiet));
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
     let mut attached: Vec<u32> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for (&pid, endpoint) in pids.iter().zip(&endpoints) {
@@ -239,6 +241,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        collector.show_progress();
         if stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }

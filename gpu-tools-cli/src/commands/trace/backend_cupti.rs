@@ -26,6 +26,7 @@ use super::counters::{Opened, Sampling};
 use super::model::{ApiCall, Demangler, Kernel, Process, Trace, Transfer, TransferKind};
 use super::{Traced, spawn_failure};
 use crate::failure::Failure;
+use crate::progress::{self, Progress};
 
 /// Grace period after the program's exit for connections still in the listen queue.
 const LATE_CONNECT: Duration = Duration::from_millis(150);
@@ -110,7 +111,8 @@ pub fn run(
     }
     drop(tx);
 
-    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks);
+    let progress = Progress::new(cli.progress.enabled(cli.quiet));
+    let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
     let drain = Duration::from_millis(cli.drain_timeout_ms.unwrap_or(5000));
     let mut status = None;
     let mut exited_at: Option<Instant> = None;
@@ -126,6 +128,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
+        collector.show_progress();
         if status.is_none() {
             match child.try_wait() {
                 Ok(Some(s)) => {
@@ -342,6 +345,8 @@ pub(super) struct Collector<'d, 's, 'a> {
     sink_error: Option<String>,
     /// The trace file's stream number of the counter stream.
     counter_stream: Option<u32>,
+    /// The line on stderr that counts what arrived (`--progress`).
+    progress: Progress,
 }
 
 /// The Chrome trace's key of the counter stream: after every connection's.
@@ -352,6 +357,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         demangler: &'d mut Demangler,
         kinds: Vec<TraceKind>,
         sinks: &'s mut Sinks<'a>,
+        progress: Progress,
     ) -> Self {
         let trace = Trace {
             kernel_times: true,
@@ -368,7 +374,33 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             file_streams: HashMap::new(),
             sink_error: None,
             counter_stream: None,
+            progress,
         }
+    }
+
+    /// Redraws the progress line (at most a few times a second): records and processes so far, and the size of
+    /// the trace file.
+    pub(super) fn show_progress(&mut self) {
+        let (streams, file) = (&self.streams, &self.sinks.file);
+        let elapsed = self.progress.elapsed();
+        self.progress.update(|| {
+            let records: u64 = streams.values().map(|s| s.process.received).sum();
+            let processes = streams.len();
+            let written = file
+                .as_ref()
+                .map(|f| format!(", {} written", progress::size(f.bytes_written())))
+                .unwrap_or_default();
+            format!(
+                "gpu-tools trace: {} records from {processes} {}{written}, {:.0} s",
+                progress::thousands(records),
+                if processes == 1 {
+                    "process"
+                } else {
+                    "processes"
+                },
+                elapsed.as_secs_f64()
+            )
+        });
     }
 
     /// Bytes of connection `id` into the trace file.
@@ -452,6 +484,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     pub(super) fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Header(id, h) => {
+                if let Some(timeline) = self.sinks.chrome.as_mut() {
+                    timeline.header((0, u32::try_from(id).unwrap_or(u32::MAX)), &h);
+                }
                 let s = self.streams.entry(id).or_default();
                 s.process.pid = h.pid;
                 // rocprofiler-sdk's streams say Unspecified: their clock is the SDK's, consistent within the run.
@@ -621,6 +656,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     }
 
     pub(super) fn finish(mut self) -> Result<Trace, Failure> {
+        self.progress.clear();
         if let Some(e) = self.sink_error.take() {
             return Err(Failure::new(1, e));
         }

@@ -44,6 +44,11 @@ pub struct Args {
     #[arg(long, short)]
     pub quiet: bool,
 
+    /// cupti, rocm: a progress line on stderr while the program runs (records and processes so far, the trace
+    /// file's size), rewritten in place and cleared at the end.
+    #[command(flatten)]
+    pub progress: crate::progress::ProgressArgs,
+
     /// Keep kernel names as the driver reports them (mangled C++ names).
     #[arg(long)]
     pub raw_names: bool,

@@ -181,16 +181,21 @@ fn choose_backend(args: &Args, program: Option<&Path>) -> Result<Backend, Failur
         Err(e) => e,
     };
     if let Some(option) = args.misplaced_option(Backend::Debugger) {
+        // Without a driver too, both are named: installing CUPTI alone would not do.
+        let driver = match gpu_tools::cuda::Driver::load() {
+            Ok(_) => String::new(),
+            Err(e) => format!("\n(and the CUDA driver is not installed here either: {e})"),
+        };
         return Err(Failure::new(
             1,
             format!(
                 "{option} needs the cupti backend, and CUPTI was not found (the program was not run): {missing}. \
-                 (`--backend cupti` still traces a program that loads its own CUPTI, as PyTorch's wheels do.)"
+                 (`--backend cupti` still traces a program that loads its own CUPTI, as PyTorch's wheels do.){driver}"
             ),
         ));
     }
     // Both backends need the driver: say so once, with CUPTI's absence beside it.
-    check_driver(Backend::Debugger).map_err(|f| match f {
+    check_driver(Backend::Debugger, "the program was not run").map_err(|f| match f {
         Failure::Message { code, message } => Failure::Message {
             code,
             message: format!("{message}\n(and CUPTI was not found either: {missing})"),
@@ -231,16 +236,36 @@ pub(crate) fn check_program(program: &str) -> Result<PathBuf, Failure> {
 
 /// The cupti and debugger backends need the CUDA driver: without one the injection library is never loaded (and
 /// the debugger API does not exist), so no record can come, whatever the program does.
-fn check_driver(backend: Backend) -> Result<(), Failure> {
+fn check_driver(backend: Backend, untouched: &str) -> Result<(), Failure> {
     gpu_tools::cuda::Driver::load().map(drop).map_err(|e| {
         Failure::new(
             1,
             format!(
-                "the CUDA driver is not installed here, and the {} backend needs it (the program was not run): {e}",
+                "the CUDA driver is not installed here, and the {} backend needs it ({untouched}): {e}",
                 backend.name()
             ),
         )
     })
+}
+
+/// The rocm backend needs the AMD GPU driver (`/dev/kfd`) and rocprofiler-sdk, which the program's HIP runtime
+/// loads and which loads the AMD tool library. Where neither is on this machine, no record can come: refused with
+/// both fixes. Where one is, the program runs (it may bring its own rocprofiler-sdk, as a CUDA program its CUPTI).
+fn check_rocm(untouched: &str) -> Result<(), Failure> {
+    let Err(driver) = gpu_tools::rocprofiler::amd_gpus() else {
+        return Ok(());
+    };
+    let sdk = match gpu_tools::rocprofiler_sdk::SdkLibrary::load() {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    Err(Failure::new(
+        1,
+        format!(
+            "the rocm backend needs the AMD GPU driver and rocprofiler-sdk, and neither is here ({untouched}): \
+             {driver} (install the amdgpu driver with ROCm); {sdk}"
+        ),
+    ))
 }
 
 pub fn run(mut args: Args) -> Outcome {
@@ -320,8 +345,16 @@ pub fn run(mut args: Args) -> Outcome {
             )
         })?;
     }
-    if backend != Backend::Rocm {
-        check_driver(backend)?;
+    // What a refusal before the work left alone: the program, or the processes to attach to.
+    let untouched = if args.attach.is_some() || args.attaches_by_pid() {
+        "nothing was attached"
+    } else {
+        "the program was not run"
+    };
+    if backend == Backend::Rocm {
+        check_rocm(untouched)?;
+    } else {
+        check_driver(backend, untouched)?;
     }
     // The tool library, found before the program runs.
     let tool = match backend {
@@ -331,14 +364,14 @@ pub fn run(mut args: Args) -> Outcome {
     };
     let lib = match tool {
         Some(Tool::Cuda) => {
-            let (lib, origin) =
-                inject_lib::find(args.inject_lib.as_deref()).map_err(|m| Failure::new(1, m))?;
+            let (lib, origin) = inject_lib::find(args.inject_lib.as_deref())
+                .map_err(|m| Failure::new(1, format!("{m} ({untouched})")))?;
             log::debug!("injection library {} ({origin})", lib.display());
             Some(lib)
         }
         Some(Tool::Rocm) => {
             let (lib, origin) = inject_lib::find_rocm(args.inject_lib.as_deref())
-                .map_err(|m| Failure::new(1, m))?;
+                .map_err(|m| Failure::new(1, format!("{m} ({untouched})")))?;
             log::debug!("AMD tool library {} ({origin})", lib.display());
             Some(lib)
         }
