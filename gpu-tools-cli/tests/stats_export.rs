@@ -999,8 +999,8 @@ fn a_cut_file_does_not_blame_the_program_for_its_missing_end() {
     w.close(stream).unwrap();
     let bytes = w.into_inner().unwrap();
     let cut = dir.path().join("cut.gputrace");
-    // Cut inside the end record's chunk (the closing chunk is 9 bytes).
-    std::fs::write(&cut, &bytes[..bytes.len() - 9 - 3]).unwrap();
+    // Cut inside the end record's chunk (the closing chunk is a 17-byte header and no payload).
+    std::fs::write(&cut, &bytes[..bytes.len() - 17 - 3]).unwrap();
     let out = gpu_tools(&["stats", "--report", "processes", s(&cut)]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);

@@ -1672,9 +1672,13 @@ mod tests {
     }
 
     #[test]
-    fn default_image_holds_four_periods() {
+    fn default_image_holds_two_seconds_or_four_periods() {
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(1)));
-        assert_eq!(b.samples_for(), 200);
+        assert_eq!(b.samples_for(), 2000);
+        let b = PmSampler::builder(0)
+            .interval(Interval::Time(Duration::from_millis(1)))
+            .decode_period(Duration::from_secs(1));
+        assert_eq!(b.samples_for(), 4000);
         let b = PmSampler::builder(0).interval(Interval::Time(Duration::from_millis(100)));
         assert_eq!(b.samples_for(), 64);
         assert_eq!(PmSampler::builder(0).samples_per_decode(7).samples_for(), 7);
