@@ -655,7 +655,7 @@ const MS: u64 = 1_000_000;
 
 /// A trace of one process and its host's counter stream (the tracer's: pid 0): 20 samples of 1 ms of the default
 /// set; `copy` runs 10 ms alone under samples of SM active 80 and 100 GB/s read, 50 GB/s written; `scale` runs
-/// 100 µs in each of six samples of SM active 30 (a tenth of each: statistical).
+/// 100 µs in each of six samples of SM active 3 (a tenth of each: statistical; 30 while it ran).
 fn counter_trace(dir: &Path) -> PathBuf {
     let base = 50 * MS;
     let mut records = vec![Record::ProcessStart(ProcessStart {
@@ -690,7 +690,7 @@ fn counter_trace(dir: &Path) -> PathBuf {
     let process = stream_of_host(100, "gpu-host", base, &records);
     let mut samples = Vec::new();
     for i in 0..20 {
-        let sm = if i < 14 { 80.0 } else { 30.0 };
+        let sm = if i < 14 { 80.0 } else { 3.0 };
         samples.push(counter_sample(
             0,
             base + i * MS,
@@ -776,8 +776,9 @@ fn stats_shows_counters_per_kernel_when_the_trace_holds_samples() {
     assert_eq!(copy["Launches"], 1);
     assert_eq!(copy["Samples"], 11);
     assert_eq!(copy["Covered (%)"], 100.0);
-    assert_eq!(copy["SM Active (%)"], 80.0);
-    assert_eq!(copy["Tensor Active (%)"], 40.0);
+    // The half-covered samples at each end count their busy half (80 -> at most 100, 40 -> 80).
+    assert_eq!(copy["SM Active (%)"], 82.0);
+    assert_eq!(copy["Tensor Active (%)"], 44.0);
     assert_eq!(copy["Occupancy (%)"], 55.0);
     // 100 GB/s and 50 GB/s over 10 ms.
     assert_eq!(copy["DRAM Read (B)"], 1_000_000_000u64);
@@ -864,7 +865,7 @@ fn export_writes_counter_tracks_per_device_on_the_kernels_time_base() {
     // 20 values at the samples' starts, then 0 from the gap on.
     assert_eq!(sm.len(), 21);
     assert_eq!(sm[0], (50 * MS, 80.0));
-    assert_eq!(sm[14], (64 * MS, 30.0));
+    assert_eq!(sm[14], (64 * MS, 3.0));
     assert_eq!(sm[20], (70 * MS, 0.0));
 
     let json = dir.path().join("t.json");

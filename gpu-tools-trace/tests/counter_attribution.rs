@@ -82,7 +82,14 @@ fn a_long_kernel_inside_constant_samples_gets_their_values_exactly() {
         (1, 10 * MS, 10 * MS)
     );
     assert_close(k.covered(), 1.0);
-    for (metric, v) in [(SM_ACTIVE, 80.0), (TENSOR_ACTIVE, 40.0), (OCCUPANCY, 55.0)] {
+    // Shares of elapsed time (SM and tensor active) count a sample's busy part: the half-covered samples at each
+    // end read 80 and 40 over their whole window, so 160 (at most 100) and 80 over the kernel's half. A level
+    // (occupancy, per active cycle) is the samples' value.
+    for (metric, v) in [
+        (SM_ACTIVE, (9.0 * 80.0 + 100.0) / 10.0),
+        (TENSOR_ACTIVE, (9.0 * 40.0 + 80.0) / 10.0),
+        (OCCUPANCY, 55.0),
+    ] {
         assert_close(k.value(metric).unwrap(), v);
     }
     // 1e11 B/s over 10 ms, 5e10 B/s over 10 ms.
@@ -97,8 +104,8 @@ fn a_long_kernel_inside_constant_samples_gets_their_values_exactly() {
     assert_eq!(
         kinds,
         [
-            MetricKind::Level,
-            MetricKind::Level,
+            MetricKind::Share,
+            MetricKind::Share,
             MetricKind::Level,
             MetricKind::Rate,
             MetricKind::Rate
@@ -169,7 +176,7 @@ fn kernels_shorter_than_a_sample_share_it_by_overlap() {
             0,
             0,
             1_000,
-            &[(DRAM_READ_PER_SECOND, rate), (SM_ACTIVE, 60.0)],
+            &[(DRAM_READ_PER_SECOND, rate), (SM_ACTIVE, 20.0)],
         ),
     );
     let (ka, kb): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
@@ -182,7 +189,8 @@ fn kernels_shorter_than_a_sample_share_it_by_overlap() {
     assert_eq!((ra.samples, rb.samples), (1, 1));
     assert_close(ra.shared(), 0.8);
     assert!(ra.statistical() && rb.statistical());
-    assert_close(ra.value(SM_ACTIVE).unwrap(), 60.0);
+    // Kernels ran in 400 ns of the 1000: the window's 20% SM active was 50% while they ran.
+    assert_close(ra.value(SM_ACTIVE).unwrap(), 50.0);
     assert_close(ra.value(DRAM_READ_PER_SECOND).unwrap(), rate * 200e-9);
     assert_close(rb.value(DRAM_READ_PER_SECOND).unwrap(), rate * 200e-9);
     let shares = &a.sample_shares()[0];
@@ -229,11 +237,12 @@ fn kernels_shorter_than_a_sample_share_it_by_overlap() {
 #[test]
 fn statistical_attribution_over_many_launches_weighs_each_sample_by_overlap() {
     // 100 samples of 1 ms; a 100 µs kernel in each, its SM active alternating 20 and 80 with the sample; a longer
-    // stretch of the same kernel in the samples at 80.
+    // stretch of the same kernel in the samples at 80. The samples read what that is over their whole window: 2
+    // (20 over a tenth of it) and 24 (80 over three tenths).
     let mut a = Attribution::new();
     let k: Arc<str> = Arc::from("small");
     for i in 0..100u64 {
-        let sm = if i % 2 == 0 { 20.0 } else { 80.0 };
+        let sm = if i % 2 == 0 { 2.0 } else { 24.0 };
         a.add_sample("h", &sample(0, i * MS, (i + 1) * MS, &[(SM_ACTIVE, sm)]));
         let len = if i % 2 == 0 { 100_000 } else { 300_000 };
         a.add_kernel("h", 0, &k, i * MS + 10_000, i * MS + 10_000 + len);
@@ -539,7 +548,7 @@ fn attribution(t: &Timeline) -> Attribution {
                 0,
                 start,
                 end,
-                &[(SM_ACTIVE, sm), (DRAM_READ_PER_SECOND, read)],
+                &[(OCCUPANCY, sm), (DRAM_READ_PER_SECOND, read)],
             ),
         );
     }
@@ -606,7 +615,7 @@ proptest! {
                 .filter(|s| t.kernels.iter().any(|kk| kk.0 == n && kk.1.max(s.0) < kk.2.min(s.1)))
                 .map(|s| s.2)
                 .collect();
-            match k.value(SM_ACTIVE) {
+            match k.value(OCCUPANCY) {
                 Some(v) => {
                     let lo = involved.iter().copied().fold(f64::INFINITY, f64::min);
                     let hi = involved.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -662,7 +671,7 @@ fn fixture_with_samples(name: &str, sm: [f64; 2]) -> (Analysis, Vec<Vec<(u64, u6
         let mut t = first - first % MS;
         while t < last {
             let values = [
-                (SM_ACTIVE, sm[device]),
+                (OCCUPANCY, sm[device]),
                 (DRAM_READ_PER_SECOND, 1e11 * (device + 1) as f64),
             ];
             an.add(
@@ -698,7 +707,7 @@ fn a_recorded_torch_loop_under_constant_samples_gets_their_values_everywhere() {
     for k in &r.kernels {
         assert_eq!(k.covered_time, k.gpu_time, "{} fully covered", k.name);
         if k.gpu_time > 0 {
-            assert_close(k.value(SM_ACTIVE).unwrap(), 75.0);
+            assert_close(k.value(OCCUPANCY).unwrap(), 75.0);
         }
     }
     // Every kernel's bytes together: the rate over the time some kernel ran, nothing more, nothing less.
@@ -739,7 +748,7 @@ fn a_recorded_two_rank_job_keeps_its_two_devices_apart() {
         .collect();
     assert_eq!(sampled, [0, 1]);
     for k in &r.kernels {
-        if let Some(v) = k.value(SM_ACTIVE) {
+        if let Some(v) = k.value(OCCUPANCY) {
             assert!((20.0 - 1e-9..=80.0 + 1e-9).contains(&v), "{}: {v}", k.name);
         }
     }

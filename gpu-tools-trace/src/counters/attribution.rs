@@ -12,11 +12,15 @@
 //! - for a level (percentages, averages: [`MetricKind::Level`]): the sample's value with weight `t`; a kernel's
 //!   value is the time-weighted mean over its covered time, so a kernel that spans samples alone gets exactly
 //!   what they say;
+//! - for a share of elapsed time (`….pct_of_peak_sustained_elapsed`, [`MetricKind::Share`]: SM active, tensor
+//!   active): as a level, of the sample's value divided by the share `b / w` of its window `w` in which kernels ran
+//!   (`b`), at most 100. Such a counter does nothing while the device is idle, so a sample half idle reads half
+//!   of what its busy half did; a kernel that spans whole samples is unchanged;
 //! - for a rate (`….per_second`, [`MetricKind::Rate`]): the amount `value × t / n` (bytes per second into bytes);
 //! - for an amount per interval (`….sum`, [`MetricKind::Amount`]): the part `t / n` of the interval's amount.
 //!
 //! A kernel shorter than a sample shares that sample with whatever else ran in its window, other kernels and idle
-//! time: its level is the window's average, and over many launches each sample counts in proportion to the time the
+//! time: its level is the window's average (a share of elapsed time, of the window's busy part), and over many launches each sample counts in proportion to the time the
 //! kernel had in it, as sampling profilers attribute (statistical attribution). [`KernelCounters::shared`] says
 //! which part of the windows of the samples a row rests on went to other kernels or to idle time, and
 //! [`KernelCounters::statistical`] marks the rows where that is most of it.
@@ -316,6 +320,13 @@ impl Attribution {
                 acc[name].launches += 1;
                 acc[name].gpu_time += end - start;
             }
+            // The time kernels ran in each sample's window, for shares of elapsed time.
+            let mut busy = vec![0u64; spans.len()];
+            sweep::sweep(&input.kernels, &spans, |seg: &Segment<'_>| {
+                if let (Some(j), false) = (seg.sample, seg.kernels.is_empty()) {
+                    busy[j] += seg.len();
+                }
+            });
             sweep::sweep(&input.kernels, &spans, |seg: &Segment<'_>| {
                 let len = seg.len();
                 let n = seg.kernels.len();
@@ -352,6 +363,10 @@ impl Attribution {
                         let slot = &mut a.metrics[m];
                         slot.0 += match kinds[m] {
                             MetricKind::Level => v * len as f64,
+                            // `busy[j]` holds this segment: it is above zero.
+                            MetricKind::Share => {
+                                (v * window as f64 / busy[j] as f64).min(100.0) * len as f64
+                            }
                             MetricKind::Rate => v * part * 1e-9,
                             MetricKind::Amount => v * part / interval,
                         };
@@ -383,7 +398,7 @@ impl Attribution {
                         metric: Arc::clone(&self.metrics[m]),
                         kind: kinds[m],
                         value: match kinds[m] {
-                            MetricKind::Level => sum / time as f64,
+                            MetricKind::Level | MetricKind::Share => sum / time as f64,
                             MetricKind::Rate | MetricKind::Amount => sum,
                         },
                         time,

@@ -8,6 +8,11 @@ use super::{DRAM_READ_PER_SECOND, DRAM_WRITE_PER_SECOND, OCCUPANCY, SM_ACTIVE, T
 pub enum MetricKind {
     /// A level (percentages, averages, ratios): the time-weighted mean over the span.
     Level,
+    /// A share of elapsed time (`….pct_of_peak_sustained_elapsed`: SM active, tensor pipes active): nothing while
+    /// the device is idle, so a sample's value is its busy part's value diluted by its idle part. Per kernel, the
+    /// sample's value divided by the share of its window in which kernels ran (at most 100), then the
+    /// time-weighted mean as for a level.
+    Share,
     /// A rate per second (`….per_second`): integrated over the span into an amount (bytes per second into bytes).
     Rate,
     /// An amount in the interval (`….sum`): the part of each interval's amount that falls in the span.
@@ -15,9 +20,13 @@ pub enum MetricKind {
 }
 
 impl MetricKind {
-    /// What the name of `metric` says: `….per_second` is a rate, `….sum` an amount, anything else a level.
+    /// What the name of `metric` says: `….per_second` is a rate, `….sum` an amount, `….pct_of_peak_sustained_elapsed`
+    /// a share of elapsed time, anything else a level (`….pct_of_peak_sustained_active` included: it is already
+    /// per active cycle).
     pub fn of(metric: &str) -> MetricKind {
-        if metric.ends_with(".per_second") {
+        if metric.ends_with(".pct_of_peak_sustained_elapsed") {
+            MetricKind::Share
+        } else if metric.ends_with(".per_second") {
             MetricKind::Rate
         } else if metric.ends_with(".sum") {
             MetricKind::Amount
@@ -59,7 +68,9 @@ mod tests {
     fn names_say_how_values_combine() {
         assert_eq!(MetricKind::of(DRAM_READ_PER_SECOND), MetricKind::Rate);
         assert_eq!(MetricKind::of("dram__bytes_read.sum"), MetricKind::Amount);
-        assert_eq!(MetricKind::of(SM_ACTIVE), MetricKind::Level);
+        assert_eq!(MetricKind::of(SM_ACTIVE), MetricKind::Share);
+        assert_eq!(MetricKind::of(TENSOR_ACTIVE), MetricKind::Share);
+        assert_eq!(MetricKind::of(OCCUPANCY), MetricKind::Level);
         assert_eq!(label(OCCUPANCY), ("achieved occupancy".to_string(), "%"));
         assert_eq!(
             label("lts__t_bytes.sum.per_second"),

@@ -173,7 +173,8 @@ impl Analysis {
         }
         t.notes.push(
             "values are over the covered part of each name's GPU time; DRAM bytes are what the samples saw of it, \
-             not extrapolated to the rest"
+             not extrapolated to the rest; SM and tensor active count the part of each sample in which kernels ran \
+             (idle time does nothing)"
                 .into(),
         );
         if statistical {
