@@ -14,6 +14,7 @@
 //! says how and with which limits); [`MetricKind`] and [`label`] read what a metric's name says.
 
 pub mod attribution;
+mod fit;
 mod metric;
 mod sweep;
 

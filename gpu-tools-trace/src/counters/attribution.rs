@@ -25,6 +25,15 @@
 //! which part of the windows of the samples a row rests on went to other kernels or to idle time, and
 //! [`KernelCounters::statistical`] marks the rows where that is most of it.
 //!
+//! **Fitted shares.** Sharing by overlap gives every kernel in a window the window's level, so kernels much
+//! shorter than a sample all come out alike. For shares of elapsed time, [`MetricValue::fitted`] reads each sample
+//! instead as the sum of what each kernel name does while it runs, weighted by the part of the window it ran in,
+//! and fits those per-name values to every sample of the trace at once (non-negative least squares; names in at
+//! least 30 samples). Names seen in windows of different mixes are told apart; a name that always runs beside the
+//! same others cannot be told from them. On a PyTorch loop sampled every 1 ms (kernels of 2–30 µs) the fit gave an
+//! implicit-GEMM convolution 81% SM active (the range profiler: 79.5%) and the optimizer's `multi_tensor_apply`
+//! kernels about 1% (profiler: about 1%), where sharing by overlap gave every name 6–8%.
+//!
 //! **Not attributed.** Idle time (a sample's amount while no kernel ran goes to no kernel: the sum over kernels is
 //! at most the sample's amount); time in [gaps](CounterGap) or between samples (uncovered: it lowers
 //! [`KernelCounters::covered`]). Amounts are **not extrapolated** to a kernel's uncovered time: they are what the
@@ -42,6 +51,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::fit::Fit;
 use super::metric::MetricKind;
 use super::sweep::{self, Segment};
 use crate::{CounterGap, CounterSample, KernelRecord};
@@ -97,6 +107,9 @@ pub struct MetricValue {
     pub kind: MetricKind,
     /// The value.
     pub value: f64,
+    /// For a share of elapsed time, its value fitted over every sample of the kernel's devices (see the module
+    /// documentation); `None` for other kinds, and for names in fewer than 30 samples.
+    pub fitted: Option<f64>,
     /// The kernel time the value rests on, ns (covered time in samples that hold the metric).
     pub time: u64,
 }
@@ -156,6 +169,14 @@ impl KernelCounters {
             .iter()
             .find(|m| &*m.metric == metric)
             .map(|m| m.value)
+    }
+
+    /// The fitted value of one metric (a share of elapsed time, in enough samples; [`MetricValue::fitted`]).
+    pub fn fitted(&self, metric: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|m| &*m.metric == metric)
+            .and_then(|m| m.fitted)
     }
 }
 
@@ -311,6 +332,12 @@ impl Attribution {
     /// The counters per kernel name and the devices' samples.
     pub fn attribute(&self) -> CounterAttribution {
         let kinds: Vec<MetricKind> = self.metrics.iter().map(|m| MetricKind::of(m)).collect();
+        let mut fits: BTreeMap<usize, Fit> = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k == MetricKind::Share)
+            .map(|(m, _)| (m, Fit::new(self.names.len())))
+            .collect();
         let mut acc: Vec<Acc> = (0..self.names.len()).map(|_| Acc::default()).collect();
         let mut devices = Vec::with_capacity(self.devices.len());
         for (d, (id, input)) in self.devices.iter().enumerate() {
@@ -320,13 +347,37 @@ impl Attribution {
                 acc[name].launches += 1;
                 acc[name].gpu_time += end - start;
             }
-            // The time kernels ran in each sample's window, for shares of elapsed time.
+            // The time kernels ran in each sample's window, for shares of elapsed time, and each name's time in it,
+            // for their fit.
             let mut busy = vec![0u64; spans.len()];
+            let mut mix: Vec<Vec<(usize, u64)>> = vec![Vec::new(); spans.len()];
             sweep::sweep(&input.kernels, &spans, |seg: &Segment<'_>| {
                 if let (Some(j), false) = (seg.sample, seg.kernels.is_empty()) {
                     busy[j] += seg.len();
+                    for &k in seg.kernels {
+                        mix[j].push((input.names[k], seg.len()));
+                    }
                 }
             });
+            for (j, names) in mix.iter_mut().enumerate() {
+                if names.is_empty() {
+                    continue;
+                }
+                names.sort_unstable();
+                let window = (spans[j].1 - spans[j].0) as f64;
+                let mut shares: Vec<(usize, f64)> = Vec::new();
+                for &(name, len) in names.iter() {
+                    match shares.last_mut() {
+                        Some(last) if last.0 == name => last.1 += len as f64 / window,
+                        _ => shares.push((name, len as f64 / window)),
+                    }
+                }
+                for &(m, v) in &input.samples[kept[j]].values {
+                    if let Some(f) = fits.get_mut(&m) {
+                        f.add(v, &shares);
+                    }
+                }
+            }
             sweep::sweep(&input.kernels, &spans, |seg: &Segment<'_>| {
                 let len = seg.len();
                 let n = seg.kernels.len();
@@ -376,6 +427,8 @@ impl Attribution {
             });
             devices.push(dev);
         }
+        let fitted: BTreeMap<usize, Vec<Option<f64>>> =
+            fits.iter().map(|(&m, f)| (m, f.solve(100.0))).collect();
         let mut kernels: Vec<KernelCounters> = acc
             .into_iter()
             .enumerate()
@@ -401,6 +454,7 @@ impl Attribution {
                             MetricKind::Level | MetricKind::Share => sum / time as f64,
                             MetricKind::Rate | MetricKind::Amount => sum,
                         },
+                        fitted: fitted.get(&m).and_then(|f| f[i]),
                         time,
                     })
                     .collect(),

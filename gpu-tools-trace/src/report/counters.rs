@@ -136,14 +136,24 @@ impl Analysis {
         let level = |k: &crate::counters::KernelCounters, m: &str| {
             k.value(m).map_or(Cell::Missing, Cell::Float)
         };
+        // A statistical row shows the fitted share of elapsed time where there is one.
+        let share = |k: &crate::counters::KernelCounters, m: &str| {
+            let fitted = if k.statistical() { k.fitted(m) } else { None };
+            fitted
+                .or_else(|| k.value(m))
+                .map_or(Cell::Missing, Cell::Float)
+        };
         let bytes = |k: &crate::counters::KernelCounters, m: &str| {
             k.value(m)
                 .map_or(Cell::Missing, |v| Cell::Int(v.max(0.0).round() as u64))
         };
-        let (mut statistical, mut overlapped) = (false, false);
+        let (mut statistical, mut overlapped, mut fitted) = (false, false, false);
         for k in &result.kernels {
             let attribution = if k.samples == 0 {
                 "none"
+            } else if k.statistical() && k.fitted(SM_ACTIVE).is_some() {
+                fitted = true;
+                "fitted"
             } else if k.statistical() {
                 statistical = true;
                 "statistical"
@@ -156,8 +166,8 @@ impl Analysis {
                 Cell::Int(k.launches),
                 percent(k.covered()),
                 Cell::Int(k.samples),
-                level(k, SM_ACTIVE),
-                level(k, TENSOR_ACTIVE),
+                share(k, SM_ACTIVE),
+                share(k, TENSOR_ACTIVE),
                 level(k, OCCUPANCY),
                 bytes(k, DRAM_READ_PER_SECOND),
                 bytes(k, DRAM_WRITE_PER_SECOND),
@@ -177,6 +187,14 @@ impl Analysis {
              (idle time does nothing)"
                 .into(),
         );
+        if fitted {
+            t.notes.push(
+                "fitted: the row's samples went mostly to other kernels or idle time; its SM and tensor active are \
+                 fitted over every sample (each sample read as the sum of what each kernel name does while it runs, \
+                 by the part of the window it ran in); its other values are shared by overlap"
+                    .into(),
+            );
+        }
         if statistical {
             t.notes.push(
                 "statistical: most of the time of the row's samples went to other kernels or idle time; each \
