@@ -31,8 +31,9 @@
 //! and fits those per-name values to every sample of the trace at once (non-negative least squares; names in at
 //! least 30 samples). Names seen in windows of different mixes are told apart; a name that always runs beside the
 //! same others cannot be told from them. On a PyTorch loop sampled every 1 ms (kernels of 2–30 µs) the fit gave an
-//! implicit-GEMM convolution 81% SM active (the range profiler: 79.5%) and the optimizer's `multi_tensor_apply`
-//! kernels about 1% (profiler: about 1%), where sharing by overlap gave every name 6–8%.
+//! implicit-GEMM convolution 88% SM active (the range profiler: 79.5%) and the optimizer's `multi_tensor_apply`
+//! kernels 0.7–3% (profiler: about 1%), where sharing by overlap gave every name 6–8%; a layout transform came out
+//! at 88% against the profiler's 34%: the fit is an estimate.
 //!
 //! **Not attributed.** Idle time (a sample's amount while no kernel ran goes to no kernel: the sum over kernels is
 //! at most the sample's amount); time in [gaps](CounterGap) or between samples (uncovered: it lowers
