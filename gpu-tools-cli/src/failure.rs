@@ -9,6 +9,7 @@
 //! was closed by its reader ([`BROKEN_PIPE`]).
 
 use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A subcommand's failure.
 #[derive(Debug)]
@@ -56,7 +57,7 @@ impl Failure {
     /// [`crate::stdout`]), else a failure that says why.
     pub fn stdout(e: std::io::Error) -> Self {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
-            crate::stdout::mark_closed();
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
             return Failure::BrokenPipe;
         }
         Failure::new(1, format!("cannot write the output: {e}"))
@@ -77,3 +78,12 @@ impl From<gpu_tools::LoadError> for Failure {
 
 /// What a subcommand returns: its exit code, or why it failed.
 pub type Outcome = Result<u8, Failure>;
+
+/// Standard output was found closed (its reader gone): remembered here, where the failure is made, so that later
+/// writes ([`crate::stdout`]) fail at once.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Whether standard output was found closed.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}

@@ -9,20 +9,12 @@
 
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::failure::Failure;
+use crate::failure::{Failure, stdout_closed};
 
-static CLOSED: AtomicBool = AtomicBool::new(false);
-
-/// Whether standard output was found closed (its reader gone).
+/// Whether standard output was found closed (its reader gone; remembered by [`Failure::stdout`]).
 pub fn closed() -> bool {
-    CLOSED.load(Ordering::Relaxed)
-}
-
-/// Remembers that standard output is closed.
-pub fn mark_closed() {
-    CLOSED.store(true, Ordering::Relaxed);
+    stdout_closed()
 }
 
 /// Writes `text` to standard output; [`Failure::BrokenPipe`] once its reader is gone.
