@@ -22,6 +22,7 @@ use std::ffi::c_int;
 
 mod attach;
 mod config;
+pub mod convert;
 mod logger;
 mod nvtx;
 mod profiling;

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use gpu_tools::cupti::TraceConverter;
 use gpu_tools::cupti::activity::{Activity, ActivityBatch};
 use gpu_tools::trace::env::Stage;
 use gpu_tools::trace::{
@@ -13,6 +12,7 @@ use gpu_tools::trace::{
     StreamHeader,
 };
 
+use crate::convert::TraceConverter;
 use crate::sink::{SendError, Sink};
 
 struct State {

@@ -5,8 +5,7 @@
 //! [`range_profiler`] (counters per kernel or per range of one context) and [`pc_sampling`] (where warps stall).
 //!
 //! The libraries are loaded at run time: [`CheckpointLibrary`] (`libcheckpoint.so`) and [`CuptiLibrary`]
-//! (`libcupti.so.13` or `.12`), found as [`crate::loader`] describes. [`TraceConverter`] turns activity records into
-//! the crate's owned [`trace`](crate::trace) records.
+//! (`libcupti.so.13` or `.12`), found as [`crate::loader`] describes.
 //!
 //! # Checkpoint
 //!
@@ -71,7 +70,6 @@ mod error;
 mod library;
 pub mod profiler;
 pub mod top;
-mod trace_records;
 mod tracing_error;
 
 pub use checkpoint::{Checkpoint, CheckpointBuilder, CheckpointOptions, Optimizations, Reserve};
@@ -82,7 +80,6 @@ pub use library::{CheckpointFn, CheckpointLibrary, CuptiLibrary, CuptiVersion, T
 // The samplers live beside the counter APIs' shared ground; their paths here stay.
 pub use profiler::ProfilingError;
 pub use profiler::{pc_sampling, pm_sampling, range_profiler};
-pub use trace_records::TraceConverter;
 pub use tracing_error::TracingError;
 
 /// Misuse of a [`Checkpoint`] that the crate reports before calling the vendor.

@@ -20,10 +20,10 @@ use gpu_tools::linux::procfs::Process;
 use gpu_tools::trace::env::{self, Destination, InjectionEnv};
 
 use super::Traced;
-use super::backend_cupti::{Collector, Controls, Msg, Sinks, accept_loop, end_counters};
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
 use super::model::Demangler;
+use super::receiver::{Collector, Controls, Msg, Sinks, accept_loop, end_counters};
 use crate::failure::Failure;
 use crate::progress::Progress;
 

@@ -9,6 +9,11 @@
 //! - `--backend debugger`: the CUDA debugger API, as cuda-gdb uses it. Launches only (kernel names from the
 //!   modules' ELF symbols); times only with `--blocking-launches`; every launch costs tens of microseconds.
 //!
+//! A third, `--backend rocm`, runs a HIP program with the rocprofiler-sdk tool library. The cupti and rocm backends
+//! share `receiver` (launching the program with its tool library, accepting each process's stream, teeing it
+//! into the trace file, decoding it); `attach` is the cupti backend on a running process; `backend_debugger` is
+//! the debugger backend.
+//!
 //! `--counters` (cupti) also samples device counters (NVIDIA PM sampling) on every GPU the traced processes can
 //! use, for the whole trace, into the trace file as a counter stream beside the processes' streams (`counters`).
 //!
@@ -18,11 +23,11 @@
 //! can be known then; a program that crashes still has what was received before the crash written out.
 
 mod attach;
-mod backend_cupti;
 mod backend_debugger;
 mod cli;
 mod counters;
 mod model;
+mod receiver;
 mod report;
 
 use std::io::{BufWriter, Write};
@@ -44,7 +49,7 @@ use super::clap_command;
 use crate::failure::{Failure, INCOMPLETE, Outcome};
 use crate::inject_lib;
 use crate::output::OutputFile;
-use backend_cupti::{Sinks, Tool};
+use receiver::{Sinks, Tool};
 
 /// What a backend produced.
 pub struct Traced {
@@ -435,7 +440,7 @@ pub fn run(mut args: Args) -> Outcome {
                 )
             }
             (Some(tool), Some(lib)) => {
-                backend_cupti::run(&args, &mut demangler, tool, lib, &mut sinks, opened)
+                receiver::run(&args, &mut demangler, tool, lib, &mut sinks, opened)
             }
             _ => backend_debugger::run(&args, &mut demangler, &mut out),
         };

@@ -1,14 +1,15 @@
-//! From CUPTI's borrowed activity records to the crate's owned trace records ([`crate::trace`]), which a tracer
-//! keeps after the callback or streams to another process.
+//! From CUPTI's borrowed activity records to the owned trace records of `gpu_tools::trace`, which the writer
+//! encodes and streams to the tracer (the rocprofiler-sdk counterpart is `gpu-tools-inject-rocm`'s `convert`).
+//! Public in the `rlib` for the converter's test and bench; the `cdylib` exports only the entry points.
 
-use crate::cupti::activity::{
+use gpu_tools::cupti::ApiDomain;
+use gpu_tools::cupti::activity::{
     Activity, ActivityObject, ApiCall, CopyKind, GraphTrace, Kernel, Marker, MarkerData,
     MarkerPayloadValue, Memcpy, MemoryKind, Memset, Overhead, PeerCopy, SyncType, Synchronization,
 };
-use crate::cupti::cbid::ApiDomain;
 use std::sync::Arc;
 
-use crate::trace::{self, NameTable, Record};
+use gpu_tools::trace::{self, NameTable, Record};
 
 /// Converts activity records into [`Record`]s, sharing one allocation per distinct name (kernel and function
 /// names), so converting a kernel launched a million times allocates its name once.
@@ -170,6 +171,12 @@ fn marker_data(d: &MarkerData<'_>) -> trace::MarkerData {
             MarkerPayloadValue::Other(k, bits) => {
                 P::Other(u8::try_from(k).unwrap_or(u8::MAX), bits)
             }
+            // A kind the library names after this table (none today): kept raw as well.
+            _ => {
+                // SAFETY: every member of the union is 8 plain bytes; any bits are valid for each.
+                let bits = unsafe { d.raw().payload.metricValueUint64 };
+                P::Other(u8::try_from(d.raw().payloadKind).unwrap_or(u8::MAX), bits)
+            }
         },
     }
 }
@@ -189,6 +196,8 @@ fn copy_kind(k: CopyKind) -> trace::CopyKind {
         CopyKind::PtoP => T::PtoP,
         CopyKind::Unknown(0) => T::Unknown,
         CopyKind::Unknown(c) => T::Other(c),
+        // A direction the library names after this table (none today): "other", without its code.
+        _ => T::Other(u8::MAX),
     }
 }
 
@@ -205,6 +214,8 @@ fn memory_kind(k: MemoryKind) -> trace::MemoryKind {
         MemoryKind::Unknown(0) => T::Unknown,
         // The wire carries a byte; a code past it (none in 13.0) is "other" without its value.
         MemoryKind::Unknown(c) => T::Other(u8::try_from(c).unwrap_or(u8::MAX)),
+        // A kind the library names after this table (none today): "other", without its code.
+        _ => T::Other(u8::MAX),
     }
 }
 
@@ -271,6 +282,8 @@ fn synchronization(s: &Synchronization<'_>) -> trace::SyncRecord {
             SyncType::ContextSynchronize => T::ContextSynchronize,
             SyncType::Unknown(0) => T::Unknown,
             SyncType::Unknown(c) => T::Other(u8::try_from(c).unwrap_or(u8::MAX)),
+            // A type the library names after this table (none today): "other", without its code.
+            _ => T::Other(u8::MAX),
         },
         context: s.context_id(),
         stream: s.stream_id().unwrap_or(u32::MAX),
@@ -293,6 +306,8 @@ fn overhead(o: &Overhead<'_>) -> trace::OverheadRecord {
             context, stream, ..
         } => (5, (u64::from(context) << 32) | u64::from(stream)),
         ActivityObject::Unknown(k) => (k, 0),
+        // An object the library names after this table (none today): its kind, without its id.
+        _ => (o.raw().objectKind, 0),
     };
     trace::OverheadRecord {
         start: t.start,

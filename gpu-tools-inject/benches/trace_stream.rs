@@ -4,20 +4,20 @@
 //! - `raw field reads`: a hand-written walk over the bindgen structs that writes each record's fields into a frame,
 //!   as C code against the headers would (no names, no interning, no checks);
 //! - `crate decode only`: the `ActivityBatch` walk alone, reading one field per record;
-//! - `crate`: `ActivityBatch` decoding + `cupti::TraceConverter` + `trace::Encoder`, as the library runs it (it
+//! - `crate`: `ActivityBatch` decoding + `convert::TraceConverter` + `trace::Encoder`, as the library runs it (it
 //!   also interns names and sends each once, which the raw walk does not do: it writes the name's address).
 //!
 //! The buffer holds 1000 kernel records (two kernel names) and 1000 driver API records in CUPTI 13.0's layout.
-//! No GPU is needed. `cargo bench --bench trace_stream`.
+//! No GPU is needed. `cargo bench -p gpu-tools-inject --bench trace_stream`.
 
 use std::ffi::CStr;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gpu_tools::cupti::TraceConverter;
 use gpu_tools::cupti::activity::{ActivityBatch, RecordLayout};
 use gpu_tools::sys::cupti as sys;
 use gpu_tools::trace::{Encoder, StreamHeader, TimestampClock};
+use gpu_tools_inject::convert::TraceConverter;
 
 const PAIRS: usize = 1000;
 static NAMES: [&CStr; 2] = [c"_Z7add_onePji", c"_ZN2at6native18elementwise_kernelEv"];

@@ -1,17 +1,17 @@
-//! CUPTI activity records converted to the crate's owned trace records (`cupti::TraceConverter`) and streamed in
-//! the trace format, as the injection library does: the activity tracer runs against the CUPTI double, its
-//! closure converts and encodes every batch, and the decoded stream must hold every field the double wrote.
-#![cfg(feature = "cupti")]
+//! CUPTI activity records converted to owned trace records (`convert::TraceConverter`) and streamed in the trace
+//! format, as the injection library does: the activity tracer runs against the CUPTI double, its closure
+//! converts and encodes every batch, and the decoded stream must hold every field the double wrote.
 
-#[path = "common/cupti.rs"]
+#[path = "../../tests/common/cupti.rs"]
 mod common;
 
 use std::sync::{Arc, Mutex};
 
 use common::{double, serial};
 use gpu_tools::cupti::activity::{ActivityKinds, ActivityTracer};
-use gpu_tools::cupti::{DriverCbid, RuntimeCbid, TraceConverter};
+use gpu_tools::cupti::{DriverCbid, RuntimeCbid};
 use gpu_tools::trace::*;
+use gpu_tools_inject::convert::TraceConverter;
 
 const CONCURRENT_KERNEL: u32 = 10;
 const DRIVER: u32 = 4;

@@ -1,6 +1,7 @@
-//! The cupti and rocm backends: run the program with a tool library that streams the crate's trace records over a
-//! Unix socket to this process: the CUDA injection library (`CUDA_INJECTION64_PATH`, CUPTI activity records) or
-//! the AMD tool library (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads
+//! The receiving end of the injected tool libraries' streams, shared by the cupti and rocm backends (and, through
+//! `accept_loop` and `Collector`, by `attach`): run the program with a tool library that streams the crate's trace
+//! records over a Unix socket to this process: the CUDA injection library (`CUDA_INJECTION64_PATH`, CUPTI activity
+//! records) or the AMD tool library (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads
 //! it (an exec'd child too) connects on its own; each connection is read by its own thread. What arrives is also
 //! streamed, as it arrives, into the trace file (`-o`) and the Chrome trace (`--chrome-trace`).
 
