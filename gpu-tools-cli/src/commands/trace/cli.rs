@@ -134,7 +134,7 @@ pub struct Args {
     #[arg(
         long,
         value_name = "DUR",
-        value_parser = super::counters::parse_interval,
+        value_parser = super::interval::parse_interval,
         help_heading = "counters"
     )]
     pub counter_interval: Option<std::time::Duration>,

@@ -26,6 +26,8 @@ mod attach;
 mod backend_debugger;
 mod cli;
 mod counters;
+mod interval;
+mod message;
 mod model;
 mod receiver;
 mod report;
@@ -300,7 +302,7 @@ pub fn run(mut args: Args) -> Outcome {
         .map(|value| {
             counters::metrics_of(value).map(|metrics| counters::Request {
                 metrics,
-                interval: args.counter_interval.unwrap_or(counters::DEFAULT_INTERVAL),
+                interval: args.counter_interval.unwrap_or(interval::DEFAULT_INTERVAL),
             })
         })
         .transpose()

@@ -18,12 +18,11 @@ use std::time::{Duration, Instant};
 use gpu_tools::trace::env::{Destination, InjectionEnv, TraceKind};
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{
-    ApiDomain, NoticeLevel, Record, StreamHeader, StreamReader, WireError, env,
-};
+use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, StreamReader, WireError, env};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
+pub(super) use super::message::Msg;
 use super::model::{ApiCall, Demangler, Kernel, Process, Trace, Transfer, TransferKind};
 use super::{Traced, spawn_failure};
 use crate::failure::Failure;
@@ -33,18 +32,6 @@ use crate::progress::{self, Progress};
 const LATE_CONNECT: Duration = Duration::from_millis(150);
 /// Per-stream error messages shown; more are only counted.
 const MAX_ERROR_MESSAGES: usize = 10;
-
-pub(super) enum Msg {
-    /// Bytes of a stream as they were read (for the trace file).
-    Bytes(usize, Vec<u8>),
-    Header(usize, StreamHeader),
-    Item(usize, Result<Record, WireError>),
-    Closed(usize),
-    /// Bytes of the counter stream (`--counters`), and the records they hold.
-    Counters(Vec<u8>, Vec<Record>),
-    /// The counter stream ended.
-    CountersClosed,
-}
 
 /// The tool library the program runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

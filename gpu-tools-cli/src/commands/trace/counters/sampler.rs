@@ -18,8 +18,8 @@ use gpu_tools::counters::host_monotonic_ns;
 use gpu_tools::counters::timeline::{CounterTimeline, counter_stream};
 use gpu_tools::trace::{ClockAnchor, Notice, NoticeLevel, Record};
 
+use super::super::message::Msg;
 use super::super::model::CounterSummary;
-use super::super::receiver::Msg;
 use super::{OpenDevice, Opened, READ_PERIOD, describe_interval};
 use crate::failure::Failure;
 
