@@ -288,9 +288,9 @@ fn record(args: &Args, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let mut names = Vec::new();
     for (i, c) in captured.iter().enumerate() {
         let name = format!("buffer-{i:03}");
-        let bin = out.join(&format!("{name}.bin"));
+        let bin = out.join(format!("{name}.bin"));
         std::fs::write(&bin, &c.bytes).map_err(|e| format!("write {}: {e}", bin.display()))?;
-        write_json(&out.join(&format!("{name}.strings.json")), &c.strings)?;
+        write_json(&out.join(format!("{name}.strings.json")), &c.strings)?;
         println!(
             "{name}: {} bytes, {} strings",
             c.bytes.len(),
