@@ -24,7 +24,8 @@ BAD_ARGUMENT = "--no-such-option-for-any-example"
 # Rust's Debug form of a struct or tuple variant, e.g. `NotFound { library: "...", attempts: [Attempt {`.
 DEBUG_FORM = re.compile(r"\b[A-Z][A-Za-z0-9]*(?: \{ [a-z_]+: |\(\")")
 # Commands that run without a GPU argument and must stop at a missing vendor library here (no GPU, no ROCm).
-NO_DEVICE_RUNS = {("gpu-tools", "rocprof"), ("gpu-tools", "replay"), ("gpu-tools", "top")}
+NO_DEVICE_RUNS = {("rocprof_trace",), ("checkpoint_replay",), ("activity_tracer",),
+                  ("rocprofiler_sdk_tool",), ("gpu-tools", "top")}
 # Commands that read saved traces: given a file that is not a trace, each must fail (exit 1) with a message naming
 # it, and write nothing (the arguments after the input file; OUT is a path in the run's folder).
 BAD_TRACE_RUNS = {("gpu-tools", "stats"): [], ("gpu-tools", "export"): ["--chrome", "OUT.json.gz"]}

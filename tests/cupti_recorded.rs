@@ -1,4 +1,4 @@
-//! Decodes real CUPTI buffers recorded on a GPU host by `gpu-tools record` and committed under
+//! Decodes real CUPTI buffers recorded on a GPU host by `cargo xtask record` and committed under
 //! `tests/fixtures/cupti/<name>/`, and checks what they hold against the recorder's manifest: the kernel names and
 //! count, kernels ordered within their stream, every copy's and set's byte count, each kernel's launch call found
 //! by correlation id, no decoding error, no drop.
@@ -287,7 +287,7 @@ fn recorded_real_buffers_decode_to_the_workload() {
     let root = fixtures_root();
     if !root.is_dir() {
         eprintln!(
-            "{} does not exist: no recorded CUPTI buffers to decode yet (record them with `gpu-tools record` \
+            "{} does not exist: no recorded CUPTI buffers to decode yet (record them with `cargo xtask record` \
              on a GPU host)",
             root.display()
         );

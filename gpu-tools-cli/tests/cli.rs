@@ -1,17 +1,15 @@
 //! The command line as a whole: every subcommand describes itself and exits 2 on a bad argument, the tools'
-//! former names still run their subcommand, and errors are the `Display` text of the library's errors.
+//! former names still run their subcommand, the subcommands that moved out say where, and errors are the
+//! `Display` text of the library's errors.
 
 use std::process::{Command, Output};
 
-const SUBCOMMANDS: [&str; 15] = [
+const SUBCOMMANDS: [&str; 12] = [
     "doctor",
     "trace",
     "where",
     "coredump",
     "freeze",
-    "replay",
-    "record",
-    "rocprof",
     "metrics",
     "top",
     "profile",
@@ -117,9 +115,6 @@ fn the_former_names_run_their_subcommand() {
         ("cuda_where", "where"),
         ("cuda_coredump", "coredump"),
         ("cuda_freeze", "freeze"),
-        ("checkpoint_replay", "replay"),
-        ("cupti_record", "record"),
-        ("rocprof_trace", "rocprof"),
     ] {
         let link = dir.path().join(name);
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gpu-tools"), &link).unwrap();
@@ -213,37 +208,61 @@ fn doctor_reports_every_api_and_exits_0_without_a_gpu() {
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "nor in TMPDIR");
 }
 
+/// `record`, `replay` and `rocprof` left the tool for a repository task and the library's examples: their old
+/// command lines, and the former executable names that ran them, say where each went, exit 2 and do nothing.
 #[test]
-fn commands_that_need_a_gpu_fail_readably_without_one() {
-    // The library's load errors, as text: the library and every place searched, never Rust's Debug form.
+fn the_subcommands_that_moved_out_say_where() {
     let dir = tempfile::tempdir().unwrap();
-    let trace_file = dir.path().join("t.json");
-    let replay_file = dir.path().join("r.json");
-    let cases: [(&[&str], &str); 2] = [
+    let json = dir.path().join("r.json");
+    let json = json.to_str().unwrap();
+    for (args, home) in [
         (
-            &["rocprof", "--output", trace_file.to_str().unwrap()],
-            "gpu-tools rocprof: rocprofiler v2 (librocprofiler64.so.2) not loaded; tried ",
+            vec!["record", "--out", json],
+            "`cargo xtask record --out DIR`",
         ),
+        (vec!["record"], "`cargo xtask record --out DIR`"),
         (
-            &["replay", "--json", replay_file.to_str().unwrap()],
-            "gpu-tools replay: CUDA driver (libcuda.so.1) not loaded; tried ",
+            vec!["replay", "--json", json, "--bytes", "4M"],
+            "example `checkpoint_replay`",
         ),
-    ];
-    for (args, start) in cases {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-            .args(args)
-            .env("GPU_TOOLS_CUDA_DRIVER_LIB", "/nonexistent/libcuda.so.1")
-            .output()
-            .unwrap();
+        (vec!["replay", "--help"], "example `checkpoint_replay`"),
+        (vec!["rocprof", "--output", json], "example `rocprof_trace`"),
+    ] {
+        let out = gpu_tools(&args);
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.starts_with(start), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
-            !stderr.contains("NotFound {"),
-            "Display, not Debug: {stderr}"
+            stderr.starts_with(&format!("gpu-tools {}: moved out of gpu-tools: ", args[0])),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains(home), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    for (name, home) in [
+        ("checkpoint_replay", "example `checkpoint_replay`"),
+        ("cupti_record", "`cargo xtask record --out DIR`"),
+        ("rocprof_trace", "example `rocprof_trace`"),
+    ] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gpu-tools"), &link).unwrap();
+        let out = Command::new(&link).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        assert!(
+            text(&out.stderr).contains(home),
+            "{name}: {}",
+            text(&out.stderr)
+        );
+        std::fs::remove_file(&link).unwrap();
+    }
+    // Hidden: not listed, so not offered.
+    let help = text(&gpu_tools(&["--help"]).stdout);
+    for sub in ["record", "replay", "rocprof"] {
+        assert!(
+            !help.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} listed: {help}"
         );
     }
-    // Nothing half-written: a run that failed leaves no file, not even an empty one.
+    // Nothing written: the old commands do no work.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 

@@ -14,6 +14,9 @@
 //!   `cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR` assembles one from source checkouts (see
 //!   [`stage_sdk_headers`]).
 //!
+//! `cargo xtask record --out DIR` (an alias of `cargo run -p xtask --`) records real CUPTI activity buffers as
+//! test fixtures on a host with an NVIDIA GPU (see [`record`]).
+//!
 //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
 //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
 //! generated `packed(8)` records match the C layout; the committed files leave them out.
@@ -21,6 +24,8 @@
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod record;
 
 /// Pinned in xtask/Cargo.toml (`bindgen = "=0.72.1"`), named in each generated file's first line.
 const BINDGEN_VERSION: &str = "0.72.1";
@@ -33,15 +38,30 @@ fn main() {
             (Some(dir), None) => stage_sdk_headers(Path::new(&dir)),
             _ => usage(),
         },
+        Some("record") => match record::Args::parse(args) {
+            Ok(args) => {
+                if let Err(e) = record::run(&args) {
+                    eprintln!("xtask record: {e}");
+                    std::process::exit(1);
+                }
+            }
+            Err(e) => {
+                eprintln!("xtask record: {e}\nusage: {}", record::USAGE);
+                std::process::exit(2);
+            }
+        },
         _ => usage(),
     }
 }
 
 fn usage() {
     eprintln!(
-        "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n\n\
-         Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, or assembles the \
-         rocprofiler-sdk include folder from source checkouts (see xtask/src/main.rs)."
+        "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n       \
+         {}\n\n\
+         Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, assembles the \
+         rocprofiler-sdk include folder from source checkouts, or records CUPTI buffers as test fixtures (see \
+         xtask/src/main.rs).",
+        record::USAGE
     );
     std::process::exit(2);
 }

@@ -12,10 +12,8 @@ mod export;
 mod freeze;
 mod man;
 mod metrics;
+mod moved;
 mod profile;
-mod record;
-mod replay;
-mod rocprof;
 mod stats;
 mod top;
 mod trace;
@@ -33,9 +31,15 @@ pub enum Command {
     Where(r#where::Args),
     Coredump(coredump::Args),
     Freeze(freeze::Args),
-    Replay(replay::Args),
-    Record(record::Args),
-    Rocprof(rocprof::Args),
+    /// Moved: the example `checkpoint_replay` of the gpu-tools library.
+    #[command(hide = true)]
+    Replay(moved::Args),
+    /// Moved: `cargo xtask record` in the repository.
+    #[command(hide = true)]
+    Record(moved::Args),
+    /// Moved: the example `rocprof_trace` of the gpu-tools library.
+    #[command(hide = true)]
+    Rocprof(moved::Args),
     Metrics(metrics::Args),
     Top(top::Args),
     Profile(profile::Args),
@@ -46,7 +50,8 @@ pub enum Command {
 }
 
 /// The tools' former names, each the name of an executable that ran what a subcommand runs now: `gpu-tools`
-/// called by such a name (a link to it) runs that subcommand.
+/// called by such a name (a link to it) runs that subcommand. The last three name subcommands that moved out of
+/// the tool ([`moved`]): they say where.
 pub const ALIASES: [(&str, &str); 7] = [
     ("cuda_trace", "trace"),
     ("cuda_where", "where"),
@@ -66,9 +71,9 @@ impl Command {
             Command::Where(args) => r#where::run(args),
             Command::Coredump(args) => coredump::run(args),
             Command::Freeze(args) => freeze::run(args),
-            Command::Replay(args) => replay::run(args),
-            Command::Record(args) => record::run(args),
-            Command::Rocprof(args) => rocprof::run(args),
+            Command::Replay(args) => moved::run("replay", args),
+            Command::Record(args) => moved::run("record", args),
+            Command::Rocprof(args) => moved::run("rocprof", args),
             Command::Metrics(args) => metrics::run(args),
             Command::Top(args) => top::run(args),
             Command::Profile(args) => profile::run(args),

@@ -1,31 +1,35 @@
-//! `gpu-tools rocprof`: a Chrome trace of this process's own kernel dispatches on an AMD GPU, through rocprofiler
-//! v2.
+//! A Chrome trace of this process's own kernel dispatches and HIP calls on an AMD GPU, through rocprofiler v2
+//! (formerly `gpu-tools rocprof`).
+//!
+//! rocprofiler v2 is an HSA tool: it is loaded ([`RocprofilerLibrary::load`]) and a [`ProfilingSession`] started
+//! before the HIP runtime (`libamdhip64.so`), which this program opens only afterwards. The workload is
+//! `hipMemset`, which the HIP runtime runs as a fill kernel; HIP API calls are traced too, so the trace (for
+//! `chrome://tracing` or Perfetto, written with the library's [`ChromeWriter`]) shows each call and the dispatch
+//! it caused. The file is written only when the run succeeded; errors are printed and the exit status is 1.
+//!
+//! On a host with an AMD GPU and ROCm 6.1+:
+//!
+//! ```text
+//! cargo run --release --example rocprof_trace -- --output rocprof_trace.json --iterations 16
+//! ```
 
 use std::ffi::c_void;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+use clap::Parser;
 use gpu_tools::rocprofiler::{
     Batch, Filter, Phase, ProfilingSession, Record, Rocprofiler, RocprofilerLibrary, TraceDomain,
 };
-
 use gpu_tools::trace::export::{ChromeWriter, Slice, TimelineSink, Track, TrackProcess};
 
-use crate::failure::{Failure, Outcome};
-use crate::output::OutputFile;
-use crate::stdout::outln;
-
-/// Profile a small HIP workload of this process on an AMD GPU and write a Chrome trace.
-///
-/// rocprofiler v2 is an HSA tool: it is loaded before the HIP runtime (`libamdhip64.so`), which this command opens
-/// only afterwards. The workload is `hipMemset`, which the HIP runtime runs as a fill kernel; HIP API calls are
-/// traced too, so the trace (for `chrome://tracing` or Perfetto) shows each call and the dispatch it caused.
-/// Needs an AMD GPU with ROCm 6.1+. The output file is checked before anything is loaded and written only when
-/// the run succeeded.
-#[derive(Debug, clap::Args)]
-pub struct Args {
+/// Profile a small HIP workload of this process on an AMD GPU (rocprofiler v2) and write a Chrome trace.
+#[derive(Parser)]
+struct Args {
     /// Where to write the Chrome trace (JSON).
     #[arg(long, short, value_name = "FILE", default_value = "rocprof_trace.json")]
-    output: std::path::PathBuf,
+    output: PathBuf,
     /// Number of hipMemset calls (each runs one fill kernel).
     #[arg(long, default_value_t = 16)]
     iterations: usize,
@@ -116,18 +120,31 @@ fn hip_check(what: &str, status: i32) -> Result<(), Box<dyn std::error::Error>> 
     }
 }
 
-pub fn run(args: Args) -> Outcome {
-    // Fail before profiling if the trace cannot be written; write nothing if profiling fails.
-    let file = OutputFile::create(&args.output, "the Chrome trace")?;
-    let events = profile(&args).map_err(Failure::error)?;
-    file.write_with(|w| write_chrome(&events, std::process::id(), w))?;
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocprof_trace: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Profiles, then writes the trace: nothing is written when profiling fails.
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let events = profile(args)?;
+    let mut json = Vec::new();
+    write_chrome(&events, std::process::id(), &mut json)?;
+    std::fs::write(&args.output, json)
+        .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
     let kernels = events.iter().filter(|e| e.category == "kernel").count();
-    outln!(
+    println!(
         "{} events ({kernels} kernel dispatches) written to {}",
         events.len(),
         args.output.display()
-    )?;
-    Ok(0)
+    );
+    Ok(())
 }
 
 /// Profiles the workload; returns its events.
@@ -174,10 +191,10 @@ fn write_chrome(events: &[Event], pid: u32, out: &mut dyn std::io::Write) -> std
     chrome.track(&Track {
         id: 1,
         parent: None,
-        name: "gpu-tools rocprof".into(),
+        name: "rocprof_trace".into(),
         process: Some(TrackProcess {
             pid,
-            name: "gpu-tools rocprof".into(),
+            name: "rocprof_trace".into(),
         }),
         sort: 0,
     })?;
@@ -216,46 +233,4 @@ fn write_chrome(events: &[Event], pid: u32, out: &mut dyn std::io::Write) -> std
     chrome.finish()?;
     chrome.into_inner()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_trace_has_a_track_per_thread_and_queue_and_relative_times() {
-        let events = vec![
-            Event {
-                name: "hipMemset".into(),
-                category: "hip_runtime",
-                begin_ns: 1_000_000,
-                end_ns: 1_002_500,
-                tid: 77,
-            },
-            Event {
-                name: "kernel 0x10".into(),
-                category: "kernel",
-                begin_ns: 1_003_000,
-                end_ns: 1_010_000,
-                tid: QUEUE_TRACKS + 2,
-            },
-        ];
-        let mut out = Vec::new();
-        write_chrome(&events, 4242, &mut out).unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
-        let all = doc["traceEvents"].as_array().unwrap();
-        let names: Vec<&str> = all
-            .iter()
-            .filter(|e| e["name"] == "thread_name")
-            .map(|e| e["args"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["thread 77", "queue 2"]);
-        let slices: Vec<&serde_json::Value> = all.iter().filter(|e| e["ph"] == "X").collect();
-        assert_eq!(slices.len(), 2);
-        assert_eq!(slices[0]["pid"], 4242);
-        assert_eq!(slices[0]["ts"].as_f64(), Some(0.0));
-        assert_eq!(slices[0]["dur"].as_f64(), Some(2.5));
-        assert_eq!(slices[1]["ts"].as_f64(), Some(3.0));
-        assert_eq!(slices[1]["cat"], "kernel");
-    }
 }

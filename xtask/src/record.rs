@@ -1,4 +1,5 @@
-//! `gpu-tools record --out DIR`: real CUPTI activity buffers of a small workload, recorded as test fixtures.
+//! `cargo xtask record --out DIR [--kernels N] [--device N] [--buffer-size BYTES]`: real CUPTI activity buffers
+//! of a small workload, recorded as test fixtures (formerly `gpu-tools record`). Needs an NVIDIA GPU.
 
 use std::ffi::{CStr, c_void};
 use std::mem::offset_of;
@@ -10,13 +11,9 @@ use gpu_tools::cupti::activity::{Activity, ActivityBatch, ActivityKinds, Activit
 use gpu_tools::sys::cupti as sys;
 use serde::Serialize;
 
-use crate::failure::{Failure, Outcome};
-use crate::output::OutputDir;
-use crate::stdout::outln;
-
 /// `step(u32* buf, u64 n)`: an in-place kernel over `n` words.
 const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
-    concat!(include_str!("../../kernels/step.ptx"), "\0").as_bytes(),
+    concat!(include_str!("../../examples/kernels/step.ptx"), "\0").as_bytes(),
 ) {
     Ok(ptx) => ptx,
     Err(_) => panic!("step.ptx holds a NUL byte"),
@@ -35,22 +32,51 @@ const MEMSET: [usize; 2] = [1 << 20, 65_536];
 /// manifest of what was run: `buffer-NNN.bin` (the valid bytes of one buffer), `buffer-NNN.strings.json`
 /// (`[{"offset", "text"}]`: each pointer field in the buffer and the string it pointed at, so a reader can patch
 /// the pointers), and `manifest.json` (CUPTI version, device, clock, and the workload). The library's test
-/// `tests/cupti_recorded.rs` decodes such folders under `tests/fixtures/cupti/`. Needs an NVIDIA GPU.
-#[derive(Debug, clap::Args)]
+/// `tests/cupti_recorded.rs` decodes such folders under `tests/fixtures/cupti/`.
 pub struct Args {
     /// Folder to write the buffers and the manifest to: absent or empty; it appears, whole, only when the
     /// recording succeeded.
-    #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Kernels to launch.
-    #[arg(long, default_value_t = 4)]
     kernels: usize,
     /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
     device: usize,
     /// Bytes per CUPTI buffer (small buffers make small fixtures and several files).
-    #[arg(long, default_value_t = 32 * 1024)]
     buffer_size: usize,
+}
+
+pub const USAGE: &str =
+    "cargo xtask record --out DIR [--kernels N (4)] [--device N (0)] [--buffer-size BYTES (32768)]";
+
+impl Args {
+    /// `--out DIR` and the options, each followed by its value.
+    pub fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
+        let mut parsed = Args {
+            out: PathBuf::new(),
+            kernels: 4,
+            device: 0,
+            buffer_size: 32 * 1024,
+        };
+        while let Some(flag) = args.next() {
+            let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number = || {
+                value
+                    .parse::<usize>()
+                    .map_err(|e| format!("{flag} {value}: {e}"))
+            };
+            match flag.as_str() {
+                "--out" => parsed.out = PathBuf::from(&value),
+                "--kernels" => parsed.kernels = number()?,
+                "--device" => parsed.device = number()?,
+                "--buffer-size" => parsed.buffer_size = number()?,
+                _ => return Err(format!("unknown option {flag}")),
+            }
+        }
+        if parsed.out.as_os_str().is_empty() {
+            return Err("--out DIR is needed".to_string());
+        }
+        Ok(parsed)
+    }
 }
 
 #[derive(Serialize)]
@@ -197,14 +223,35 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<(), Box<dyn std::er
     Ok(())
 }
 
-pub fn run(args: Args) -> Outcome {
-    let out = OutputDir::create(&args.out, "the recording")?;
-    record(&args, &out).map_err(Failure::error)?;
-    out.commit()?;
-    Ok(0)
+/// Records into a temporary folder beside `--out`, renamed to it once everything is written.
+pub fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let out = &args.out;
+    if std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!(
+            "cannot write the recording {}: the folder is not empty",
+            out.display()
+        )
+        .into());
+    }
+    let mut partial = out.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::create_dir(&partial)
+        .map_err(|e| format!("cannot write the recording {}: {e}", out.display()))?;
+    let recorded = record(args, &partial);
+    let done = recorded.and_then(|()| {
+        // An empty folder at `out` is replaced; rename does not replace a folder.
+        let _ = std::fs::remove_dir(out);
+        std::fs::rename(&partial, out)
+            .map_err(|e| format!("move {} to {}: {e}", partial.display(), out.display()).into())
+    });
+    if done.is_err() {
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    done
 }
 
-fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>> {
+fn record(args: &Args, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let captured: Arc<Mutex<Vec<Captured>>> = Arc::default();
     let sink = Arc::clone(&captured);
     // Started before the first cuInit, as CUPTI needs.
@@ -241,10 +288,10 @@ fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>
     let mut names = Vec::new();
     for (i, c) in captured.iter().enumerate() {
         let name = format!("buffer-{i:03}");
-        let bin = out.file(&format!("{name}.bin"));
+        let bin = out.join(format!("{name}.bin"));
         std::fs::write(&bin, &c.bytes).map_err(|e| format!("write {}: {e}", bin.display()))?;
-        write_json(&out.file(&format!("{name}.strings.json")), &c.strings)?;
-        let _ = outln!(
+        write_json(&out.join(format!("{name}.strings.json")), &c.strings)?;
+        println!(
             "{name}: {} bytes, {} strings",
             c.bytes.len(),
             c.strings.len()
@@ -252,7 +299,7 @@ fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>
         names.push(name);
     }
     write_json(
-        &out.file("manifest.json"),
+        &out.join("manifest.json"),
         &Manifest {
             cupti_version: version,
             layout: format!("{layout:?}"),
@@ -272,12 +319,69 @@ fn record(args: &Args, out: &OutputDir) -> Result<(), Box<dyn std::error::Error>
             },
         },
     )?;
-    let _ = outln!(
+    println!(
         "{device}: CUPTI {version} ({layout:?}), {} records in {} buffers, {} dropped -> {}",
         report.stats.records,
         report.stats.batches,
         report.stats.dropped_records,
-        out.path().display()
+        args.out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        Args::parse(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn options_take_values_and_out_is_needed() {
+        let args = parse(&["--out", "fx", "--kernels", "2", "--buffer-size", "8192"]).unwrap();
+        assert_eq!(
+            (args.out, args.kernels, args.device, args.buffer_size),
+            (PathBuf::from("fx"), 2, 0, 8192)
+        );
+        assert_eq!(parse(&[]).err().unwrap(), "--out DIR is needed");
+        assert_eq!(parse(&["--out"]).err().unwrap(), "--out needs a value");
+        assert_eq!(
+            parse(&["--out", "fx", "--kernels", "two"]).err().unwrap(),
+            "--kernels two: invalid digit found in string"
+        );
+        assert_eq!(
+            parse(&["--out", "fx", "--bogus", "1"]).err().unwrap(),
+            "unknown option --bogus"
+        );
+    }
+
+    /// A folder that holds files is refused before any CUDA call; a recording that fails (here: no GPU, or a
+    /// missing parent folder) leaves nothing behind.
+    #[test]
+    fn nothing_is_left_when_the_recording_fails() {
+        let dir = std::env::temp_dir().join(format!("xtask-record-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("full")).unwrap();
+        std::fs::write(dir.join("full/keep.bin"), b"mine").unwrap();
+        let full = parse(&["--out", dir.join("full").to_str().unwrap()]).unwrap();
+        let err = run(&full).unwrap_err().to_string();
+        assert!(err.ends_with("the folder is not empty"), "{err}");
+        assert_eq!(std::fs::read(dir.join("full/keep.bin")).unwrap(), b"mine");
+        let orphan = parse(&["--out", dir.join("missing/fx").to_str().unwrap()]).unwrap();
+        let err = run(&orphan).unwrap_err().to_string();
+        assert!(err.starts_with("cannot write the recording"), "{err}");
+        // Fails without a CUDA driver (this machine) or succeeds on a GPU host: never half-written.
+        let fresh = parse(&["--out", dir.join("fresh").to_str().unwrap()]).unwrap();
+        let recorded = run(&fresh);
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        std::fs::remove_dir_all(&dir).unwrap();
+        match recorded {
+            Ok(()) => assert_eq!(left, ["fresh", "full"]),
+            Err(e) => assert_eq!(left, ["full"], "{e}"),
+        }
+    }
 }
