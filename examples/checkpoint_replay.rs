@@ -30,8 +30,9 @@ const STEP_PTX: &CStr =
 /// Save a context's device memory once with CUPTI Checkpoint, then replay an in-place kernel from that state.
 #[derive(Parser)]
 struct Args {
-    /// Size of the device buffer the kernel updates in place, in bytes (at least 4).
-    #[arg(long, default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(4..))]
+    /// Size of the device buffer the kernel updates in place: bytes, or with K, M or G (binary), as `gpu-tools
+    /// trace --buffer-size` takes sizes; at least 4.
+    #[arg(long, default_value = "256M", value_parser = size)]
     bytes: u64,
     /// Number of restore + kernel replays.
     #[arg(long, default_value_t = 10)]
@@ -39,6 +40,27 @@ struct Args {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
+}
+
+/// `4096`, `64K`, `4M`, `1G` (powers of 1024), at least 4 bytes.
+fn size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (4096, 64K, 4M, 1G)"))?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text} is too large"))?;
+    if bytes < 4 {
+        return Err(format!("{text} is less than 4 bytes"));
+    }
+    Ok(bytes)
 }
 
 fn main() -> ExitCode {
