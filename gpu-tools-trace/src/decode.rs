@@ -283,6 +283,24 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// A string preceded by its u16 length.
+/// (metric name id, value) pairs: count u16, then each id u32 and value f64 (kernel metrics, counter samples).
+fn value_ids(c: &mut Cursor<'_>) -> Option<Vec<(u32, f64)>> {
+    let count = usize::from(c.u16()?);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        ids.push((c.u32()?, f64::from_bits(c.u64()?)));
+    }
+    Some(ids)
+}
+
+/// The pairs with their names; an id no name frame defined is an error.
+fn named_values(
+    ids: Vec<(u32, f64)>,
+    name: &dyn Fn(u32) -> Result<Arc<str>, WireError>,
+) -> Result<Vec<(Arc<str>, f64)>, WireError> {
+    ids.into_iter().map(|(id, v)| Ok((name(id)?, v))).collect()
+}
+
 fn text16(c: &mut Cursor<'_>) -> Option<String> {
     let len = usize::from(c.u16()?);
     c.bytes(len).map(text)
@@ -560,16 +578,9 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 let (device, context, correlation, launch) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let kernel_id = c.u32()?;
-                let count = usize::from(c.u16()?);
-                let mut ids = Vec::with_capacity(count);
-                for _ in 0..count {
-                    ids.push((c.u32()?, f64::from_bits(c.u64()?)));
-                }
+                let ids = value_ids(&mut c)?;
                 let named = (|| -> Result<Record, WireError> {
-                    let metrics = ids
-                        .into_iter()
-                        .map(|(id, v)| Ok((name(id)?, v)))
-                        .collect::<Result<_, _>>()?;
+                    let metrics = named_values(ids, &name)?;
                     Ok(Record::KernelMetrics(super::KernelMetricsRecord {
                         device,
                         context,
@@ -610,16 +621,8 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
             }
             tag::COUNTER_SAMPLE => {
                 let (start, end, device) = (c.u64()?, c.u64()?, c.u32()?);
-                let count = usize::from(c.u16()?);
-                let mut ids = Vec::with_capacity(count);
-                for _ in 0..count {
-                    ids.push((c.u32()?, f64::from_bits(c.u64()?)));
-                }
-                let values = ids
-                    .into_iter()
-                    .map(|(id, v)| Ok((name(id)?, v)))
-                    .collect::<Result<_, WireError>>();
-                match values {
+                let ids = value_ids(&mut c)?;
+                match named_values(ids, &name) {
                     Ok(values) => Parsed::Record(Record::CounterSample(super::CounterSample {
                         start,
                         end,

@@ -218,24 +218,14 @@ impl Encoder {
             }),
             Record::KernelMetrics(k) => {
                 let kernel = self.name_id(&k.kernel);
-                // A frame holds at most u16::MAX pairs; more are not sent.
-                let ids: Vec<(u32, f64)> = k
-                    .metrics
-                    .iter()
-                    .take(usize::from(u16::MAX))
-                    .map(|(m, v)| (self.name_id(m), *v))
-                    .collect();
+                let ids = self.value_ids(&k.metrics);
                 self.frame(tag::KERNEL_METRICS, |b| {
                     put32(b, k.device);
                     put32(b, k.context);
                     put32(b, k.correlation);
                     put32(b, k.launch);
                     put32(b, kernel);
-                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
-                    for (id, v) in ids {
-                        put32(b, id);
-                        put64(b, v.to_bits());
-                    }
+                    put_values(b, &ids);
                 });
             }
             Record::Stall(s) => {
@@ -263,22 +253,12 @@ impl Encoder {
                 b.push(l.kind.code());
             }),
             Record::CounterSample(s) => {
-                // A frame holds at most u16::MAX pairs; more are not sent.
-                let ids: Vec<(u32, f64)> = s
-                    .values
-                    .iter()
-                    .take(usize::from(u16::MAX))
-                    .map(|(m, v)| (self.name_id(m), *v))
-                    .collect();
+                let ids = self.value_ids(&s.values);
                 self.frame(tag::COUNTER_SAMPLE, |b| {
                     put64(b, s.start);
                     put64(b, s.end);
                     put32(b, s.device);
-                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
-                    for (id, v) in ids {
-                        put32(b, id);
-                        put64(b, v.to_bits());
-                    }
+                    put_values(b, &ids);
                 });
             }
             Record::CounterGap(g) => self.frame(tag::COUNTER_GAP, |b| {
@@ -288,6 +268,16 @@ impl Encoder {
                 put64(b, g.samples);
             }),
         }
+    }
+
+    /// The name ids of (metric name, value) pairs, sending their name frames first. A frame holds at most
+    /// `u16::MAX` pairs; more are not sent.
+    fn value_ids(&mut self, values: &[(Arc<str>, f64)]) -> Vec<(u32, f64)> {
+        values
+            .iter()
+            .take(usize::from(u16::MAX))
+            .map(|(m, v)| (self.name_id(m), *v))
+            .collect()
     }
 
     /// The id of `name`, sending a name frame the first time. The empty name is id 0 and never sent.
@@ -326,6 +316,15 @@ impl Encoder {
         fill(&mut self.buf);
         let len = (self.buf.len() - at - FRAME_HEADER_LEN) as u32;
         self.buf[at + 1..at + FRAME_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+    }
+}
+
+/// (metric name id, value) pairs: count u16, then each id u32 and value f64 (as `value_ids` cut them).
+fn put_values(b: &mut Vec<u8>, ids: &[(u32, f64)]) {
+    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+    for &(id, v) in ids {
+        put32(b, id);
+        put64(b, v.to_bits());
     }
 }
 
