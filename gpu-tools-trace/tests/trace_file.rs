@@ -12,39 +12,9 @@ use gpu_tools_trace::report::{Analysis, Cell, Table};
 use gpu_tools_trace::*;
 use proptest::prelude::*;
 
-fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
-    Record::Kernel(KernelRecord {
-        start,
-        end,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation,
-        grid_id: u64::from(correlation),
-        grid: [128, 1, 1],
-        block: [256, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
-        registers: 32,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from(name),
-    })
-}
-
-fn api(name: &str, start: u64, end: u64, correlation: u32, thread: u32) -> Record {
-    Record::Api(ApiRecord {
-        start,
-        end,
-        domain: ApiDomain::Runtime,
-        cbid: 211,
-        name: Arc::from(name),
-        correlation,
-        process: 100,
-        thread,
-        return_value: 0,
-    })
-}
+#[path = "support/records.rs"]
+mod records;
+use records::{api, kernel};
 
 fn marker(time: u64, kind: MarkerKind, id: u32, thread: u32, name: &str) -> Record {
     Record::Marker(MarkerRecord {

@@ -2,8 +2,6 @@
 //! record; a file cut inside its last chunk is still "truncated" with everything before it read; version 2 files
 //! (no checksums) still read, and the same sweep over a version 2 file shows the changes it could not see.
 
-use std::sync::Arc;
-
 use gpu_tools_trace::file::{
     CHUNK_HEADER_LEN, FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem,
     TraceReader,
@@ -11,45 +9,15 @@ use gpu_tools_trace::file::{
 use gpu_tools_trace::*;
 use proptest::prelude::*;
 
-fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
-    Record::Kernel(KernelRecord {
-        start,
-        end,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation,
-        grid_id: u64::from(correlation),
-        grid: [128, 1, 1],
-        block: [256, 1, 1],
-        static_shared: 0,
-        dynamic_shared: 0,
-        registers: 32,
-        graph_id: 0,
-        graph_node_id: 0,
-        name: Arc::from(name),
-    })
-}
-
-fn api(name: &str, start: u64, end: u64, correlation: u32) -> Record {
-    Record::Api(ApiRecord {
-        start,
-        end,
-        domain: ApiDomain::Runtime,
-        cbid: 211,
-        name: Arc::from(name),
-        correlation,
-        process: 100,
-        thread: 11,
-        return_value: 0,
-    })
-}
+#[path = "support/records.rs"]
+mod records;
+use records::{api, kernel};
 
 fn stream_a() -> Vec<Record> {
     vec![
-        api("cudaLaunchKernel", 1000, 1100, 1),
+        api("cudaLaunchKernel", 1000, 1100, 1, 11),
         kernel("gemm", 1200, 2200, 1),
-        api("cudaLaunchKernel", 2300, 2400, 2),
+        api("cudaLaunchKernel", 2300, 2400, 2, 11),
         kernel("gemm", 2500, 4500, 2),
     ]
 }
