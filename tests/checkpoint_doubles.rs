@@ -6,10 +6,11 @@
 #[path = "common/checkpoint.rs"]
 mod common;
 
-use common::{download, load_doubles, pattern, stats};
+use common::{download, load_doubles, stats};
 use gpu_tools::Error;
 use gpu_tools::cuda::Context;
 use gpu_tools::cupti::{Checkpoint, CheckpointError, CuptiError, Optimizations, Reserve};
+use gpu_tools_testing::kernels::pattern;
 
 fn context() -> Context {
     load_doubles();

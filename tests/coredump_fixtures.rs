@@ -8,8 +8,7 @@
 
 #[path = "common/cuda_gdb_view.rs"]
 mod cuda_gdb_view;
-#[path = "common/coredump_writer.rs"]
-mod writer;
+use gpu_tools_testing::coredump_writer as writer;
 
 use std::path::{Path, PathBuf};
 

@@ -8,8 +8,7 @@
 //! the number of cases per property (default 1000).
 #![cfg(feature = "coredump")]
 
-#[path = "common/coredump_writer.rs"]
-mod writer;
+use gpu_tools_testing::coredump_writer as writer;
 
 use std::path::Path;
 use std::sync::OnceLock;

@@ -1,10 +1,9 @@
-//! The core-dump reader against dumps written by `common/coredump_writer.rs` in the documented layout: every
+//! The core-dump reader against dumps written by `gpu_tools_testing::coredump_writer` in the documented layout: every
 //! field lands where it belongs, older (shorter) entries read as absent fields, and every kind of bad file is a
 //! typed error.
 #![cfg(feature = "coredump")]
 
-#[path = "common/coredump_writer.rs"]
-mod writer;
+use gpu_tools_testing::coredump_writer as writer;
 
 use gpu_tools::coredump::{
     CoreDump, CoreDumpError, Dim3, Exception, GenerationFlags, GridStatus, KernelOrigin, KernelType,

@@ -326,38 +326,47 @@ fn graph_events_and_launch_parameters_are_typed() {
     // cuLaunchKernel_params: the stream after the function and seven 32-bit dimensions.
     let mut kernel = [0u64; 8];
     kernel[5] = 0x77;
-    d.api_callback_params(
-        DRIVER,
-        id("cuLaunchKernel"),
-        c"cuLaunchKernel",
-        Some(c"k"),
-        kernel.as_ptr().cast(),
-        0x5000,
-        1,
-    );
+    // SAFETY: the array lives to the end of the call and holds the words the parameter layout reads.
+    unsafe {
+        d.api_callback_params(
+            DRIVER,
+            id("cuLaunchKernel"),
+            c"cuLaunchKernel",
+            Some(c"k"),
+            kernel.as_ptr().cast(),
+            0x5000,
+            1,
+        );
+    }
     // cuLaunchKernelEx_params: the stream in the launch configuration (after seven 32-bit fields).
     let mut config = [0u64; 6];
     config[4] = 0x88;
     let ex = [config.as_ptr() as u64, 0, 0, 0];
-    d.api_callback_params(
-        DRIVER,
-        id("cuLaunchKernelEx"),
-        c"cuLaunchKernelEx",
-        Some(c"k"),
-        ex.as_ptr().cast(),
-        0x5000,
-        2,
-    );
+    // SAFETY: the array lives to the end of the call and holds the words the parameter layout reads.
+    unsafe {
+        d.api_callback_params(
+            DRIVER,
+            id("cuLaunchKernelEx"),
+            c"cuLaunchKernelEx",
+            Some(c"k"),
+            ex.as_ptr().cast(),
+            0x5000,
+            2,
+        );
+    }
     let graph = [0x6100u64, 0x99];
-    d.api_callback_params(
-        DRIVER,
-        id("cuGraphLaunch_ptsz"),
-        c"cuGraphLaunch_ptsz",
-        None,
-        graph.as_ptr().cast(),
-        0x5000,
-        3,
-    );
+    // SAFETY: the array lives to the end of the call and holds the words the parameter layout reads.
+    unsafe {
+        d.api_callback_params(
+            DRIVER,
+            id("cuGraphLaunch_ptsz"),
+            c"cuGraphLaunch_ptsz",
+            None,
+            graph.as_ptr().cast(),
+            0x5000,
+            3,
+        );
+    }
     // No parameters, or a call that launches nothing: nothing read.
     d.api_callback(
         DRIVER,
@@ -369,15 +378,18 @@ fn graph_events_and_launch_parameters_are_typed() {
         4,
         0,
     );
-    d.api_callback_params(
-        DRIVER,
-        id("cuCtxSynchronize"),
-        c"cuCtxSynchronize",
-        None,
-        graph.as_ptr().cast(),
-        0x5000,
-        5,
-    );
+    // SAFETY: the array lives to the end of the call and holds the words the parameter layout reads.
+    unsafe {
+        d.api_callback_params(
+            DRIVER,
+            id("cuCtxSynchronize"),
+            c"cuCtxSynchronize",
+            None,
+            graph.as_ptr().cast(),
+            0x5000,
+            5,
+        );
+    }
     assert_eq!(
         *resources.lock().unwrap(),
         vec![

@@ -3,10 +3,7 @@
 //! the double, so that what the crate reads in `/proc` agrees with what the double answers.
 #![cfg(feature = "cupti")]
 
-#[path = "common/checkpoint.rs"]
-mod checkpoint_common;
-#[path = "common/process.rs"]
-mod common;
+use gpu_tools_testing::process as common;
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -49,7 +46,7 @@ struct Hooks {
 fn hooks() -> &'static Hooks {
     static HOOKS: OnceLock<Hooks> = OnceLock::new();
     HOOKS.get_or_init(|| {
-        let path = checkpoint_common::double_path("cuda_driver_checkpointing");
+        let path = gpu_tools_testing::double_path("cuda_driver_checkpointing");
         Driver::load_from(&path).expect("driver double with process checkpoint loads");
         // SAFETY: the double has no initialisers; opening it again returns the copy the crate loaded, and each
         // symbol has the signature written here (cuda_driver_checkpointing.c).

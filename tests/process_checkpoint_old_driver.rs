@@ -3,17 +3,14 @@
 //! point answers `Unsupported` naming the missing call.
 #![cfg(feature = "cupti")]
 
-#[path = "common/checkpoint.rs"]
-mod checkpoint_common;
-#[path = "common/process.rs"]
-mod common;
+use gpu_tools_testing::process as common;
 
 use gpu_tools::cuda::Driver;
 use gpu_tools::cuda::process::{ProcessCheckpoint, ProcessCheckpointError as E};
 
 #[test]
 fn an_older_driver_loads_and_reports_unsupported() {
-    let driver = Driver::load_from(checkpoint_common::double_path("cuda_driver"))
+    let driver = Driver::load_from(gpu_tools_testing::double_path("cuda_driver"))
         .expect("driver double loads");
     assert!(driver.api().cu_checkpoint_process_lock.is_none());
     let t = common::Target::sleeper();

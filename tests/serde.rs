@@ -31,8 +31,7 @@ fn a_trace_record_is_tagged_with_its_kind() {
 }
 
 #[cfg(feature = "coredump")]
-#[path = "common/coredump_writer.rs"]
-mod writer;
+use gpu_tools_testing::coredump_writer as writer;
 
 #[cfg(feature = "coredump")]
 #[test]

@@ -2,7 +2,6 @@
 //! format, as the injection library does: the activity tracer runs against the CUPTI double, its closure
 //! converts and encodes every batch, and the decoded stream must hold every field the double wrote.
 
-#[path = "../../tests/common/cupti.rs"]
 mod common;
 
 use std::sync::{Arc, Mutex};

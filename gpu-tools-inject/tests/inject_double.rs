@@ -5,7 +5,6 @@
 //! flush at context destruction, the flush at exit, a forked child that writes nothing, the refusal without a
 //! driver. Building this test builds the library too (the crate's `rlib` type makes cargo build its `cdylib`).
 
-#[path = "../../tests/common/cupti.rs"]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -5,22 +5,25 @@
 //!   depends on gpu-tools.
 //! - Where the repository's executables are, on this machine or staged on a GPU host: [`example`],
 //!   [`gpu_tools_cli`], [`inject_lib`].
-//! - The helpers of `tests/common/` that need no library feature: [`process`] (child processes that are killed
-//!   when a test ends) and [`coredump_writer`] (small CUDA core dumps). Helpers that call feature-gated library
-//!   APIs stay in `tests/common/` and are included by the tests that use them (`#[path]`), so that they compile
-//!   under the including test's features.
+//! - Helpers shared by the tests of several crates: [`process`] (child processes that are killed when a test
+//!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls), [`kernels`] (the `step` kernel, patterns and checksums),
+//!   and, for the hardware tests, [`cudbg`] (debuggees and debugger sessions). Helpers that load the C doubles
+//!   through feature-gated library APIs stay in the tests of the crate that uses them (`tests/common/` of the
+//!   library), so that they compile under that crate's features: a dev-dependency cannot follow them.
 //! - [`records`]: trace records with plain values ([`records::kernel`]) for the tests and benches.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
 //!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
 
 use std::path::PathBuf;
 
-#[path = "../../tests/common/coredump_writer.rs"]
 pub mod coredump_writer;
+#[cfg(feature = "nvidia-hw-tests")]
+pub mod cudbg;
+pub mod cupti_double;
 #[cfg(feature = "nvidia-hw-tests")]
 #[path = "../../gpu-tools-cli/src/gpu_memory.rs"]
 pub mod gpu_memory;
-#[path = "../../tests/common/process.rs"]
+pub mod kernels;
 pub mod process;
 pub mod records;
 

@@ -4,8 +4,7 @@
 //! context, and the memory-accounting checks must not see another test's allocations.
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/checkpoint.rs"]
-mod common;
+use gpu_tools_testing::kernels as common;
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -7,8 +7,7 @@
 //! thread indices. With `$OUT` set, the dump and both views are copied to `$OUT/coredump_hw/`.
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/cudbg.rs"]
-mod common;
+use gpu_tools_testing::cudbg as common;
 
 use std::collections::HashSet;
 use std::path::PathBuf;

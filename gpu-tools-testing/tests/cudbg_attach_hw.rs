@@ -7,8 +7,7 @@
 //! with "needs 2 GPUs, found N".
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/cudbg.rs"]
-mod common;
+use gpu_tools_testing::cudbg as common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;

@@ -4,8 +4,7 @@
 //! all pass (the detach test failed, and the process ended during the fault test).
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/cudbg.rs"]
-mod common;
+use gpu_tools_testing::cudbg as common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;

@@ -519,8 +519,7 @@ fn cuda_trace_shows_the_workload() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[path = "../../tests/common/checkpoint.rs"]
-mod kernels;
+use gpu_tools_testing::kernels;
 
 /// The library's own layer on the device, in this process: an `ActivityTracer` and a `Subscriber` at once. The
 /// subscriber's launch callbacks, the driver API records and the kernel records agree on correlation ids; kernel

@@ -4,8 +4,7 @@
 //! The tests run one at a time (one tracer and one subscriber per process).
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/checkpoint.rs"]
-mod common;
+use gpu_tools_testing::kernels as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::c_void;

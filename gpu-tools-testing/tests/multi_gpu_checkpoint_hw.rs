@@ -5,10 +5,8 @@
 //! `--ignored --test-threads=1 --nocapture`. With fewer than two GPUs they fail, saying so.
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/checkpoint.rs"]
-mod checkpoint_common;
-#[path = "../../tests/common/cudbg.rs"]
-mod cudbg_common;
+use gpu_tools_testing::cudbg as cudbg_common;
+use gpu_tools_testing::kernels as checkpoint_common;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -5,8 +5,7 @@
 //! `GPU_TOOLS_FREEZE_GIB` sets the size of the round trip (default 2 GiB).
 #![cfg(feature = "nvidia-hw-tests")]
 
-#[path = "../../tests/common/cudbg.rs"]
-mod cudbg_common;
+use gpu_tools_testing::cudbg as cudbg_common;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -1,5 +1,4 @@
 //! Helpers for the debugger tests: where the debuggee binaries are, one session at a time, event collection.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -16,7 +15,7 @@ pub fn one_session() -> MutexGuard<'static, ()> {
 /// Path of an example binary: `$GPU_STAGE_BIN/example-<name>` on the GPU host, otherwise
 /// `target/<profile>/examples/<name>` next to the test binary.
 pub fn example(name: &str) -> PathBuf {
-    gpu_tools_testing::example(name)
+    crate::example(name)
 }
 
 /// A command for the debuggee example in `mode`.

@@ -1,6 +1,5 @@
 //! Writes small CUDA core dumps in the layout `cudacoredump.h` documents, for tests of the reader that run without
 //! a GPU: a section builder, and one dump with a known device, grid, blocks, warps and lanes.
-#![allow(dead_code)]
 
 pub const SHT_LOUSER: u32 = 0x8000_0000;
 pub const GLOBAL_MEM: u32 = SHT_LOUSER + 2;

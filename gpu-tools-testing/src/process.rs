@@ -1,5 +1,4 @@
 //! Helpers for the process-checkpoint tests: target processes that are killed and reaped when the test ends.
-#![allow(dead_code)]
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
