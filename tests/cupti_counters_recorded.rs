@@ -1,4 +1,4 @@
-//! Decodes real counter data recorded on a GPU host by `examples/cupti_profile_record.rs` and committed under
+//! Decodes real counter data recorded on a GPU host by `gpu-tools-testing/programs/cupti_profile_record.rs` and committed under
 //! `tests/fixtures/cupti-counters/<name>/` (not `tests/fixtures/cupti/`, whose every folder is an activity-buffer
 //! fixture): each saved image is read back (length and hash checked), evaluated with the CUPTI 13.0 wheel's metric
 //! host (no GPU), and compared with the values the GPU host evaluated, range names and sample timestamps included.

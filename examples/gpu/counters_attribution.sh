@@ -3,7 +3,7 @@
 # attribution of `stats` (cuda_gpu_kern_counters_sum) next to known values and to the range profiler, and the
 # counter tracks of `export`. Needs `trace --counters` (the counter collection). Stage first, on the build machine:
 #
-#   STAGE_ONLY='gpu-tools|counter_kernels' scripts/gpu-stage
+#   STAGE_ONLY='gpu-tools|counter_kernels' scripts/gpu-stage --features nvidia-hw-tests
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
 #   bash examples/gpu/counters_attribution.sh [PART...]   (default: copy matmul torch export)

@@ -32,7 +32,7 @@ const MEMSET: [usize; 2] = [1 << 20, 65_536];
 /// manifest of what was run: `buffer-NNN.bin` (the valid bytes of one buffer), `buffer-NNN.strings.json`
 /// (`[{"offset", "text"}]`: each pointer field in the buffer and the string it pointed at, so a reader can patch
 /// the pointers), and `manifest.json` (CUPTI version, device, clock, and the workload). The library's test
-/// `tests/cupti_recorded.rs` decodes such folders under `tests/fixtures/cupti/`.
+/// `tests/cupti_doubles/cupti_recorded.rs` decodes such folders under `tests/fixtures/cupti/`.
 pub struct Args {
     /// Folder to write the buffers and the manifest to: absent or empty; it appears, whole, only when the
     /// recording succeeded.

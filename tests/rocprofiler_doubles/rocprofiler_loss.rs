@@ -4,8 +4,7 @@
 //! `GPU_TOOLS_LOSS_RECORDS` sets the records of the first phase (default 10,000,000; run with `--release`).
 #![cfg(feature = "rocprofiler")]
 
-#[path = "common/rocprofiler.rs"]
-mod common;
+use crate::common;
 
 use std::mem::offset_of;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

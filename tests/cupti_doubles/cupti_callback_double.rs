@@ -3,8 +3,7 @@
 //! one-subscriber rule (the crate's own and another tool's), panics, concurrent callbacks, unsubscribe.
 #![cfg(feature = "cupti")]
 
-#[path = "common/cupti.rs"]
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -583,7 +582,7 @@ fn unsubscribing_inside_the_callback_is_refused() {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
             "--exact",
-            "unsubscribe_inside_callback_child",
+            "cupti_callback_double::unsubscribe_inside_callback_child",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

@@ -8,8 +8,7 @@
 //! CUPTI double.
 #![cfg(feature = "cupti")]
 
-#[path = "common/cupti.rs"]
-mod cupti_double;
+use crate::common as cupti_double;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;

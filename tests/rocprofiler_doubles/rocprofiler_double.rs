@@ -1,8 +1,7 @@
 //! The rocprofiler safe layer against the C double of the library (`tests/doubles/rocprofiler_double.c`).
 #![cfg(feature = "rocprofiler")]
 
-#[path = "common/rocprofiler.rs"]
-mod common;
+use crate::common;
 
 use std::mem::offset_of;
 use std::sync::{Arc, Mutex};

@@ -3,8 +3,7 @@
 //! dropped records, unknown kinds, panics in the closure, delivery at stop, the one-tracer rule, the clock.
 #![cfg(feature = "cupti")]
 
-#[path = "common/cupti.rs"]
-mod common;
+use crate::common;
 
 use std::ffi::CString;
 use std::sync::mpsc;

@@ -1,0 +1,13 @@
+//! The library's tests that load no vendor library, one module each: the core-dump reader (recorded dumps, written
+//! dumps, fuzzing), the counter-data and CUPTI record decoders' properties, the crate's docs, the error
+//! conversions, the raw layouts and serialisation. One binary: they share no process-wide state.
+
+mod coredump_fixtures;
+mod coredump_fuzz;
+mod coredump_reader;
+mod counter_data_file_props;
+mod crate_docs;
+mod cupti_decode_props;
+mod errors;
+mod layout;
+mod serde;
