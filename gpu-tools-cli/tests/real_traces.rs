@@ -8,8 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// Perfetto's messages, as gpu-tools-trace's export test declares them.
-#[path = "../../gpu-tools-trace/tests/support/perfetto.rs"]
-mod perfetto;
+use gpu_tools_testing::perfetto;
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

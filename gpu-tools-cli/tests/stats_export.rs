@@ -18,8 +18,7 @@ use gpu_tools::trace::*;
 use gpu_tools_testing::records::{counter_sample, kernel, stream_of_host};
 
 /// Perfetto's messages, as gpu-tools-trace's export test declares them.
-#[path = "../../gpu-tools-trace/tests/support/perfetto.rs"]
-mod perfetto;
+use gpu_tools_testing::perfetto;
 
 fn gpu_tools(args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))

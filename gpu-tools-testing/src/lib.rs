@@ -10,7 +10,9 @@
 //!   and, for the hardware tests, [`cudbg`] (debuggees and debugger sessions). Helpers that load the C doubles
 //!   through feature-gated library APIs stay in the tests of the crate that uses them (`tests/common/` of the
 //!   library), so that they compile under that crate's features: a dev-dependency cannot follow them.
-//! - [`records`]: trace records with plain values ([`records::kernel`]) for the tests and benches.
+//! - [`records`]: trace records with plain values ([`records::kernel`], [`records::api`]) for the tests and benches
+//!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one gpu-tools-trace);
+//!   [`perfetto`]: Perfetto's messages, to read exports back.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
 //!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
 
@@ -24,6 +26,7 @@ pub mod cupti_double;
 #[path = "../../gpu-tools-cli/src/gpu_memory.rs"]
 pub mod gpu_memory;
 pub mod kernels;
+pub mod perfetto;
 pub mod process;
 pub mod records;
 

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use gpu_tools::trace::{
-    ClockAnchor, CounterSample, Encoder, KernelRecord, ProcessInfo, Record, StreamHeader,
-    TimestampClock,
+    ApiDomain, ApiRecord, ClockAnchor, CounterSample, Encoder, KernelRecord, ProcessInfo, Record,
+    StreamHeader, TimestampClock,
 };
 
 /// A kernel `name` that ran from `start` to `end` (ns) with correlation id `correlation`: device 0, context 1,
@@ -33,6 +33,22 @@ pub fn kernel_record(name: &str, start: u64, end: u64, correlation: u32) -> Kern
 /// [`kernel_record`] as a [`Record`].
 pub fn kernel(name: &str, start: u64, end: u64, correlation: u32) -> Record {
     Record::Kernel(kernel_record(name, start, end, correlation))
+}
+
+/// A runtime API call (`cudaLaunchKernel`'s callback id, 211) `name` of process 100 on `thread`, from `start` to
+/// `end` (ns), with correlation id `correlation`, returning 0.
+pub fn api(name: &str, start: u64, end: u64, correlation: u32, thread: u32) -> Record {
+    Record::Api(ApiRecord {
+        start,
+        end,
+        domain: ApiDomain::Runtime,
+        cbid: 211,
+        name: Arc::from(name),
+        correlation,
+        process: 100,
+        thread,
+        return_value: 0,
+    })
 }
 
 /// A counter sample of `device` over `[start, end)` with these (metric, value) pairs.

@@ -302,8 +302,7 @@ fn flows_in_records(items: &[TraceItem]) -> usize {
     calls.intersection(&work).count()
 }
 
-#[path = "support/perfetto.rs"]
-mod perfetto;
+use gpu_tools_testing::perfetto;
 
 #[test]
 fn the_exports_of_each_fixture_end_every_flow_they_start() {

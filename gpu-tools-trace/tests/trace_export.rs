@@ -7,8 +7,7 @@ use std::sync::Arc;
 use gpu_tools_trace::export::{ChromeWriter, PerfettoWriter, Timeline};
 use gpu_tools_trace::*;
 
-#[path = "support/perfetto.rs"]
-mod perfetto;
+use gpu_tools_testing::perfetto;
 
 use perfetto::pb;
 

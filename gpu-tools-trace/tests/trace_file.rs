@@ -12,9 +12,7 @@ use gpu_tools_trace::report::{Analysis, Cell, Table};
 use gpu_tools_trace::*;
 use proptest::prelude::*;
 
-#[path = "support/records.rs"]
-mod records;
-use records::{api, kernel};
+use gpu_tools_testing::records::{api, kernel};
 
 fn marker(time: u64, kind: MarkerKind, id: u32, thread: u32, name: &str) -> Record {
     Record::Marker(MarkerRecord {

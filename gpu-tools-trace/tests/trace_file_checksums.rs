@@ -9,9 +9,7 @@ use gpu_tools_trace::file::{
 use gpu_tools_trace::*;
 use proptest::prelude::*;
 
-#[path = "support/records.rs"]
-mod records;
-use records::{api, kernel};
+use gpu_tools_testing::records::{api, kernel};
 
 fn stream_a() -> Vec<Record> {
     vec![

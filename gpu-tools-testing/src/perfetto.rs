@@ -1,7 +1,6 @@
 //! Perfetto's protobuf, decoded with message types declared here with the field numbers of Perfetto's published
-//! `.proto` files (`protos/perfetto/trace/`): the parts the export writes. Shared by the tests that read exports
-//! back (this crate's and the command line's).
-#![allow(dead_code)]
+//! `.proto` files (`protos/perfetto/trace/`): the parts the export writes, for the tests that read exports back
+//! (gpu-tools-trace's and the command line's).
 
 use std::collections::HashMap;
 
