@@ -1,6 +1,8 @@
 //! The library's tests that load no vendor library, one module each: the core-dump reader (recorded dumps, written
 //! dumps, fuzzing), the counter-data and CUPTI record decoders' properties, the crate's docs, the error
-//! conversions, the raw layouts and serialisation. One binary: they share no process-wide state.
+//! conversions, the loader's refusals (no library is loaded into a process-wide slot here, so every case sees the
+//! search), `linux::inject` on plain C programs, the raw layouts and serialisation. One binary: they share no
+//! process-wide state.
 
 mod coredump_fixtures;
 mod coredump_fuzz;
@@ -9,5 +11,7 @@ mod counter_data_file_props;
 mod crate_docs;
 mod cupti_decode_props;
 mod errors;
+mod inject_process;
 mod layout;
+mod loading;
 mod serde;

@@ -271,7 +271,7 @@ fn another_users_process_is_refused_with_the_fix() {
     let child = start("target", 1000);
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
-            "as_nobody",
+            "inject_process::as_nobody",
             "--exact",
             "--ignored",
             "--nocapture",

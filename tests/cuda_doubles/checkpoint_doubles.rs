@@ -3,8 +3,7 @@
 //! doubles. Each test makes its own context, so the double's per-context counters are its own.
 #![cfg(feature = "cupti")]
 
-#[path = "common/checkpoint.rs"]
-mod common;
+use crate::common;
 
 use common::{download, load_doubles, stats};
 use gpu_tools::Error;

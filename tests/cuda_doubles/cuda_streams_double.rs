@@ -2,8 +2,7 @@
 //! copies in both directions, a set, and the errors of a driver without the calls.
 #![cfg(feature = "cupti")]
 
-#[path = "common/checkpoint.rs"]
-mod common;
+use crate::common;
 
 use gpu_tools::cuda::{Context, PinnedBuffer, Stream};
 
