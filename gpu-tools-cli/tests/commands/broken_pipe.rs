@@ -249,7 +249,7 @@ fn trace_still_writes_its_trace_file() {
             "--",
             "/bin/sh",
             "-c",
-            "exec \"$0\" standin --exact --ignored --test-threads=1 >/dev/null",
+            "exec \"$0\" broken_pipe::standin --exact --ignored --test-threads=1 >/dev/null",
             me,
         ],
         &[

@@ -51,7 +51,7 @@ fn standin_program() -> Vec<String> {
         .into_owned();
     vec![
         me,
-        "standin".into(),
+        "profile::standin".into(),
         "--exact".into(),
         "--ignored".into(),
         "--test-threads=1".into(),

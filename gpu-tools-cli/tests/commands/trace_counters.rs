@@ -77,7 +77,7 @@ fn trace_standin(args: &[&str]) -> Output {
         args,
         &[
             me,
-            "standin",
+            "trace_counters::standin",
             "--exact",
             "--ignored",
             "--nocapture",
@@ -321,7 +321,13 @@ fn lost_samples_are_gaps_that_say_so_and_make_the_trace_incomplete() {
     );
     let out = trace(
         &["-q", "--counters", "-o", file.to_str().unwrap()],
-        &[me, "standin", "--exact", "--ignored", "--test-threads=1"],
+        &[
+            me,
+            "trace_counters::standin",
+            "--exact",
+            "--ignored",
+            "--test-threads=1",
+        ],
         &[
             (STANDIN, "two-devices"),
             ("GPU_TOOLS_DOUBLE_PM_PATTERN", &pattern),

@@ -54,7 +54,7 @@ fn trace_with(scenario: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
         .arg("--")
         .arg(&me)
         .args([
-            "standin",
+            "trace::standin",
             "--exact",
             "--ignored",
             "--nocapture",
@@ -246,7 +246,7 @@ fn standin() {
             s.send(&workload(1_000_000));
             let me = std::env::current_exe().unwrap();
             let status = Command::new(me)
-                .args(["standin", "--exact", "--ignored", "--test-threads=1"])
+                .args(["trace::standin", "--exact", "--ignored", "--test-threads=1"])
                 .env(STANDIN, "normal")
                 .status()
                 .unwrap();
@@ -591,7 +591,7 @@ fn the_embedded_injection_library_is_written_to_the_cache_and_used() {
             .args(["--backend", "cupti", "--"])
             .arg(&me)
             .args([
-                "standin",
+                "trace::standin",
                 "--exact",
                 "--ignored",
                 "--nocapture",
@@ -791,7 +791,7 @@ fn kinds_take_all() {
         .arg("--")
         .arg(&me)
         .args([
-            "standin",
+            "trace::standin",
             "--exact",
             "--ignored",
             "--nocapture",
@@ -894,7 +894,7 @@ fn environment(args: &[&str]) -> String {
         .arg("--")
         .arg(&me)
         .args([
-            "standin",
+            "trace::standin",
             "--exact",
             "--ignored",
             "--nocapture",
