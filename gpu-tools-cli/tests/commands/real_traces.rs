@@ -2,7 +2,7 @@
 //! host, file format 2): the kernel report's top names (demangled, and as recorded with `--raw-names`), their
 //! launches and GPU time, in text and JSON; every kernel counted; the processes and ranks; the Chrome
 //! and Perfetto exports' flow starts and ends. The same numbers are counted from the decoded records in
-//! `gpu-tools-trace/tests/real_traces.rs`.
+//! `gpu-tools-trace/tests/toolkit/real_traces.rs`.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
