@@ -433,3 +433,55 @@ impl Controls {
         unsafe { f(name.map_or(std::ptr::null(), CStr::as_ptr)) }
     }
 }
+
+/// Defines, in the calling test crate: `Double` (the library's copy of the CUPTI double, and its [`Controls`]
+/// through `Deref`), `double()` (the driver double and the CUPTI double loaded into this process's slots, once),
+/// `serial()` (one test at a time: the tracer, the subscriber and the double's state are process-wide; it resets
+/// the double's version and synchronous mode) and `double_path`. A macro, so that its calls into the library compile
+/// under the features of the crate whose tests use it: a dev-dependency cannot follow them.
+#[macro_export]
+macro_rules! cupti_double_loader {
+    () => {
+        /// The library's copy of the double, and the double's controls.
+        pub struct Double {
+            pub lib: &'static ::gpu_tools::cupti::CuptiLibrary,
+            controls: $crate::cupti_double::Controls,
+        }
+
+        impl ::std::ops::Deref for Double {
+            type Target = $crate::cupti_double::Controls;
+            fn deref(&self) -> &$crate::cupti_double::Controls {
+                &self.controls
+            }
+        }
+
+        pub fn double_path(name: &str) -> ::std::path::PathBuf {
+            $crate::double_path(name)
+        }
+
+        /// Loads the driver double and the CUPTI double into this process's slots, once.
+        pub fn double() -> &'static Double {
+            static D: ::std::sync::OnceLock<Double> = ::std::sync::OnceLock::new();
+            D.get_or_init(|| {
+                ::gpu_tools::cuda::Driver::load_from(double_path("cuda_driver"))
+                    .expect("driver double loads");
+                let lib =
+                    ::gpu_tools::cupti::CuptiLibrary::load_from(double_path("cupti_activity"))
+                        .expect("CUPTI double loads through the crate");
+                let controls = $crate::cupti_double::Controls::open(&double_path("cupti_activity"))
+                    .expect("open the double's controls");
+                Double { lib, controls }
+            })
+        }
+
+        /// One test at a time: the tracer, the subscriber and the double's state are process-wide.
+        pub fn serial() -> ::std::sync::MutexGuard<'static, ()> {
+            static LOCK: ::std::sync::Mutex<()> = ::std::sync::Mutex::new(());
+            let guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+            let d = double();
+            d.set_version(130_001);
+            d.set_async(false);
+            guard
+        }
+    };
+}
