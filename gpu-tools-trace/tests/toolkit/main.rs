@@ -1,7 +1,9 @@
-//! The trace toolkit's tests, one module each: the stream's wire format and its metric records, the trace file
-//! (round trips, checksums, cuts and mutations), reports and exports, counter attribution, and the real traces
-//! recorded on GPU hosts (`tests/fixtures/traces/`). One binary: pure functions over bytes and records.
+//! The trace toolkit's tests, one module each: the stream's wire format and its metric records, the receiving end
+//! over a socket, the trace file (round trips, checksums, cuts and mutations), reports and exports, counter
+//! attribution, and the real traces recorded on GPU hosts (`tests/fixtures/traces/`). One binary: functions over
+//! bytes and records, and sockets of their own.
 
+mod collect;
 mod counter_attribution;
 mod real_traces;
 mod trace_export;

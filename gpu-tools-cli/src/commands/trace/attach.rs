@@ -23,9 +23,10 @@ use super::Traced;
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
 use super::model::Demangler;
-use super::receiver::{Collector, Controls, Msg, Sinks, accept_loop, end_counters};
+use super::receiver::{Collector, Msg, Sinks, end_counters};
 use crate::failure::Failure;
 use crate::progress::Progress;
+use gpu_tools::trace::collect::{AcceptOptions, Controls, accept_streams};
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).
@@ -127,7 +128,11 @@ pub fn run(
             Arc::clone(&accepted),
             Arc::clone(&controls),
         );
-        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee, Some(controls)));
+        let options = AcceptOptions {
+            tee,
+            controls: Some(controls),
+        };
+        std::thread::spawn(move || accept_streams(listener, tx, stop, accepted, options));
         Ok(())
     };
     // One socket for the processes that see this one's files; one in each other mount namespace's /tmp.

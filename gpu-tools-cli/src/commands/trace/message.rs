@@ -2,17 +2,21 @@
 //! each traced process's stream, and of the counter stream (`--counters`). A module of its own, below both the
 //! receiving end and the counter sampler.
 
-use gpu_tools::trace::{Record, StreamHeader, WireError};
+use gpu_tools::trace::Record;
+use gpu_tools::trace::collect::Delivery;
 
-/// One message to the writing thread; streams are numbered by connection.
+/// One message to the writing thread.
 pub(super) enum Msg {
-    /// Bytes of a stream as they were read (for the trace file).
-    Bytes(usize, Vec<u8>),
-    Header(usize, StreamHeader),
-    Item(usize, Result<Record, WireError>),
-    Closed(usize),
+    /// From a traced process's connection (`gpu_tools::trace::collect`), numbered by connection.
+    Stream(Delivery),
     /// Bytes of the counter stream (`--counters`), and the records they hold.
     Counters(Vec<u8>, Vec<Record>),
     /// The counter stream ended.
     CountersClosed,
+}
+
+impl From<Delivery> for Msg {
+    fn from(d: Delivery) -> Msg {
+        Msg::Stream(d)
+    }
 }

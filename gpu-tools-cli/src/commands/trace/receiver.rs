@@ -1,13 +1,13 @@
 //! The receiving end of the injected tool libraries' streams, shared by the cupti and rocm backends (and, through
-//! `accept_loop` and `Collector`, by `attach`): run the program with a tool library that streams the crate's trace
+//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools::trace::collect`'s): run the program with a tool library that streams the crate's trace
 //! records over a Unix socket to this process: the CUDA injection library (`CUDA_INJECTION64_PATH`, CUPTI activity
 //! records) or the AMD tool library (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads
 //! it (an exec'd child too) connects on its own; each connection is read by its own thread. What arrives is also
 //! streamed, as it arrives, into the trace file (`-o`) and the Chrome trace (`--chrome-trace`).
 
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::Write;
+use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -15,10 +15,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use gpu_tools::trace::collect::{AcceptOptions, Delivery, accept_streams};
 use gpu_tools::trace::env::{Destination, InjectionEnv, TraceKind};
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, StreamReader, WireError, env};
+use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError, env};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
@@ -95,7 +96,11 @@ pub fn run(
     {
         let (tx, stop, accepted) = (tx.clone(), Arc::clone(&stop), Arc::clone(&accepted));
         let tee = sinks.file.is_some();
-        std::thread::spawn(move || accept_loop(listener, tx, stop, accepted, tee, None));
+        let options = AcceptOptions {
+            tee,
+            controls: None,
+        };
+        std::thread::spawn(move || accept_streams(listener, tx, stop, accepted, options));
     }
     drop(tx);
 
@@ -226,89 +231,6 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
 
 /// The variable naming the rocprofiler-sdk tool libraries a program loads.
 const ROCP_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
-
-/// Connections accepted so far, by every listener of one trace: each gets the next stream id.
-pub(super) type Accepted = Arc<AtomicUsize>;
-
-/// Second handles on accepted connections, for writing back to the traced processes (an attached process's stop
-/// byte).
-pub(super) type Controls = Arc<std::sync::Mutex<Vec<UnixStream>>>;
-
-pub(super) fn accept_loop(
-    listener: UnixListener,
-    tx: mpsc::Sender<Msg>,
-    stop: Arc<AtomicBool>,
-    accepted: Accepted,
-    tee: bool,
-    controls: Option<Controls>,
-) {
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let id = accepted.fetch_add(1, Ordering::SeqCst);
-                if let Some(c) = &controls {
-                    if let Ok(back) = stream.try_clone() {
-                        c.lock().unwrap_or_else(|p| p.into_inner()).push(back);
-                    }
-                }
-                let tx = tx.clone();
-                std::thread::spawn(move || read_stream(id, stream, tx, tee));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => {
-                log::warn!("accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-/// A connection whose bytes are also handed on, as read, for the trace file.
-struct Tee {
-    stream: UnixStream,
-    id: usize,
-    tx: Option<mpsc::Sender<Msg>>,
-}
-
-impl Read for Tee {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.stream.read(buf)?;
-        if let Some(tx) = &self.tx {
-            if n > 0 && tx.send(Msg::Bytes(self.id, buf[..n].to_vec())).is_err() {
-                self.tx = None;
-            }
-        }
-        Ok(n)
-    }
-}
-
-fn read_stream(id: usize, stream: UnixStream, tx: mpsc::Sender<Msg>, tee: bool) {
-    // The listener is non-blocking; the accepted stream must block.
-    let _ = stream.set_nonblocking(false);
-    let mut reader = StreamReader::new(Tee {
-        stream,
-        id,
-        tx: tee.then(|| tx.clone()),
-    });
-    let mut header_sent = false;
-    while let Some(item) = reader.next() {
-        if !header_sent {
-            if let Some(h) = reader.header() {
-                header_sent = true;
-                if tx.send(Msg::Header(id, *h)).is_err() {
-                    return;
-                }
-            }
-        }
-        if tx.send(Msg::Item(id, item)).is_err() {
-            return;
-        }
-    }
-    let _ = tx.send(Msg::Closed(id));
-}
 
 /// One connection's state.
 #[derive(Default)]
@@ -471,7 +393,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
 
     pub(super) fn take(&mut self, msg: Msg) {
         match msg {
-            Msg::Header(id, h) => {
+            Msg::Stream(Delivery::Header(id, h)) => {
                 if let Some(timeline) = self.sinks.chrome.as_mut() {
                     timeline.header((0, u32::try_from(id).unwrap_or(u32::MAX)), &h);
                 }
@@ -489,8 +411,8 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     ));
                 }
             }
-            Msg::Bytes(id, bytes) => self.bytes(id, &bytes),
-            Msg::Closed(id) => {
+            Msg::Stream(Delivery::Bytes(id, bytes)) => self.bytes(id, &bytes),
+            Msg::Stream(Delivery::Closed(id)) => {
                 self.streams.entry(id).or_default().closed = true;
                 if let (Some(file), Some(&stream)) =
                     (self.sinks.file.as_mut(), self.file_streams.get(&id))
@@ -501,7 +423,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     }
                 }
             }
-            Msg::Item(id, item) => self.item(id, item),
+            Msg::Stream(Delivery::Item(id, item)) => self.item(id, item),
             Msg::Counters(bytes, records) => self.counters(&bytes, &records),
             Msg::CountersClosed => {
                 if let (Some(file), Some(stream)) = (self.sinks.file.as_mut(), self.counter_stream)
