@@ -334,13 +334,19 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
             .ok_or(WireError::UndefinedName { tag: t, id })
     };
     let result = (|| -> Option<Result<Parsed, WireError>> {
+        // The header every timed record shares.
+        let (start, end) = if tag::is_timed(t) {
+            (c.u64()?, c.u64()?)
+        } else {
+            (0, 0)
+        };
         Some(Ok(match t {
             tag::NAME => {
                 let id = c.u32()?;
                 Parsed::Name(id, Arc::from(String::from_utf8_lossy(c.rest()).as_ref()))
             }
             tag::KERNEL => {
-                let (start, end, grid_id) = (c.u64()?, c.u64()?, c.u64()?);
+                let grid_id = c.u64()?;
                 let (device, context, stream, correlation) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let name_id = c.u32()?;
@@ -373,7 +379,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::MEMCPY => {
-                let (start, end, bytes) = (c.u64()?, c.u64()?, c.u64()?);
+                let bytes = c.u64()?;
                 let (device, context, stream, correlation) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let (kind, src, dst, flags) = (c.u8()?, c.u8()?, c.u8()?, c.u8()?);
@@ -392,7 +398,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::MEMSET => {
-                let (start, end, bytes) = (c.u64()?, c.u64()?, c.u64()?);
+                let bytes = c.u64()?;
                 let (device, context, stream, correlation) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let value = c.u32()?;
@@ -411,7 +417,6 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::API => {
-                let (start, end) = (c.u64()?, c.u64()?);
                 let domain = ApiDomain::from_code(c.u8()?);
                 c.skip(3)?;
                 let (cbid, name_id, correlation) = (c.u32()?, c.u32()?, c.u32()?);
@@ -433,7 +438,6 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::SYNC => {
-                let (start, end) = (c.u64()?, c.u64()?);
                 let (context, stream, event, correlation) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let kind = SyncKind::from_code(c.u8()?);
@@ -448,7 +452,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::OVERHEAD => {
-                let (start, end, object_id) = (c.u64()?, c.u64()?, c.u64()?);
+                let object_id = c.u64()?;
                 let (kind, object_kind) = (c.u32()?, c.u32()?);
                 Parsed::Record(Record::Overhead(OverheadRecord {
                     start,
@@ -498,7 +502,6 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }))
             }
             tag::GRAPH_LAUNCH => {
-                let (start, end) = (c.u64()?, c.u64()?);
                 let (device, context, stream, correlation) =
                     (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
                 let (graph_id, end_device, end_context) = (c.u32()?, c.u32()?, c.u32()?);
@@ -620,7 +623,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }
             }
             tag::COUNTER_SAMPLE => {
-                let (start, end, device) = (c.u64()?, c.u64()?, c.u32()?);
+                let device = c.u32()?;
                 let ids = value_ids(&mut c)?;
                 match named_values(ids, &name) {
                     Ok(values) => Parsed::Record(Record::CounterSample(super::CounterSample {
@@ -633,7 +636,7 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
                 }
             }
             tag::COUNTER_GAP => {
-                let (start, end, device, samples) = (c.u64()?, c.u64()?, c.u32()?, c.u64()?);
+                let (device, samples) = (c.u32()?, c.u64()?);
                 Parsed::Record(Record::CounterGap(super::CounterGap {
                     start,
                     end,

@@ -61,9 +61,7 @@ impl Encoder {
         match record {
             Record::Kernel(k) => {
                 let name = self.name_id(&k.name);
-                self.frame(tag::KERNEL, |b| {
-                    put64(b, k.start);
-                    put64(b, k.end);
+                self.timed(tag::KERNEL, (k.start, k.end), |b| {
                     put64(b, k.grid_id);
                     put32(b, k.device);
                     put32(b, k.context);
@@ -80,9 +78,7 @@ impl Encoder {
                     put64(b, k.graph_node_id);
                 });
             }
-            Record::Memcpy(m) => self.frame(tag::MEMCPY, |b| {
-                put64(b, m.start);
-                put64(b, m.end);
+            Record::Memcpy(m) => self.timed(tag::MEMCPY, (m.start, m.end), |b| {
                 put64(b, m.bytes);
                 put32(b, m.device);
                 put32(b, m.context);
@@ -95,9 +91,7 @@ impl Encoder {
                     u8::from(m.is_async),
                 ]);
             }),
-            Record::Memset(m) => self.frame(tag::MEMSET, |b| {
-                put64(b, m.start);
-                put64(b, m.end);
+            Record::Memset(m) => self.timed(tag::MEMSET, (m.start, m.end), |b| {
                 put64(b, m.bytes);
                 put32(b, m.device);
                 put32(b, m.context);
@@ -108,9 +102,7 @@ impl Encoder {
             }),
             Record::Api(a) => {
                 let name = self.name_id(&a.name);
-                self.frame(tag::API, |b| {
-                    put64(b, a.start);
-                    put64(b, a.end);
+                self.timed(tag::API, (a.start, a.end), |b| {
                     b.extend_from_slice(&[a.domain.code(), 0, 0, 0]);
                     put32(b, a.cbid);
                     put32(b, name);
@@ -120,18 +112,14 @@ impl Encoder {
                     put32(b, a.return_value);
                 });
             }
-            Record::Synchronization(s) => self.frame(tag::SYNC, |b| {
-                put64(b, s.start);
-                put64(b, s.end);
+            Record::Synchronization(s) => self.timed(tag::SYNC, (s.start, s.end), |b| {
                 put32(b, s.context);
                 put32(b, s.stream);
                 put32(b, s.event);
                 put32(b, s.correlation);
                 b.push(s.kind.code());
             }),
-            Record::Overhead(o) => self.frame(tag::OVERHEAD, |b| {
-                put64(b, o.start);
-                put64(b, o.end);
+            Record::Overhead(o) => self.timed(tag::OVERHEAD, (o.start, o.end), |b| {
                 put64(b, o.object_id);
                 put32(b, o.kind);
                 put32(b, o.object_kind);
@@ -159,9 +147,7 @@ impl Encoder {
                 b.push(n.level.code());
                 b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
             }),
-            Record::GraphLaunch(g) => self.frame(tag::GRAPH_LAUNCH, |b| {
-                put64(b, g.start);
-                put64(b, g.end);
+            Record::GraphLaunch(g) => self.timed(tag::GRAPH_LAUNCH, (g.start, g.end), |b| {
                 for v in [
                     g.device,
                     g.context,
@@ -254,16 +240,12 @@ impl Encoder {
             }),
             Record::CounterSample(s) => {
                 let ids = self.value_ids(&s.values);
-                self.frame(tag::COUNTER_SAMPLE, |b| {
-                    put64(b, s.start);
-                    put64(b, s.end);
+                self.timed(tag::COUNTER_SAMPLE, (s.start, s.end), |b| {
                     put32(b, s.device);
                     put_values(b, &ids);
                 });
             }
-            Record::CounterGap(g) => self.frame(tag::COUNTER_GAP, |b| {
-                put64(b, g.start);
-                put64(b, g.end);
+            Record::CounterGap(g) => self.timed(tag::COUNTER_GAP, (g.start, g.end), |b| {
                 put32(b, g.device);
                 put64(b, g.samples);
             }),
@@ -309,6 +291,16 @@ impl Encoder {
     }
 
     /// Appends a frame whose payload `fill` writes, then patches its length in.
+    /// A frame of a timed record: the header every timed record shares (start, end), then what `fill` writes.
+    fn timed(&mut self, tag: u8, (start, end): (u64, u64), fill: impl FnOnce(&mut Vec<u8>)) {
+        debug_assert!(tag::is_timed(tag), "tag {tag} is not a timed record's");
+        self.frame(tag, |b| {
+            put64(b, start);
+            put64(b, end);
+            fill(b);
+        });
+    }
+
     fn frame(&mut self, tag: u8, fill: impl FnOnce(&mut Vec<u8>)) {
         let at = self.buf.len();
         self.buf.push(tag);

@@ -10,16 +10,12 @@
 //! by a little, so most words take one byte. The transcoding is lossless for any payload bytes, so the reader
 //! gives back exactly the stream the tracer received.
 
+use super::wire::tag::is_timed;
 use super::wire::{FRAME_HEADER_LEN, MAX_FRAME};
 
 /// Tags copied as they are (their payloads are mostly text).
 fn is_text(tag: u8) -> bool {
     matches!(tag, 1 | 9 | 11 | 17)
-}
-
-/// Tags whose payload starts with a start and an end time, u64 each.
-fn is_timed(tag: u8) -> bool {
-    matches!(tag, 2..=7 | 12 | 18 | 19)
 }
 
 fn zigzag(v: i64) -> u64 {

@@ -19,6 +19,9 @@
 //! later version and the rest is skipped; a shorter one is an error for that frame only, and a frame of an unknown
 //! tag is skipped. Payload lengths above [`MAX_FRAME`] are refused (the stream is then out of step and ends).
 //!
+//! **Timed records** (tags 2–7, 12, 18, 19) share one header, the first 16 bytes of their payload: start u64, end
+//! u64 (the record's time span); their rows below list it first.
+//!
 //! | tag | frame | payload |
 //! |---|---|---|
 //! | 1 | name | id u32, UTF-8 text (rest of the payload) |
@@ -95,6 +98,24 @@ pub(crate) mod tag {
     pub const KERNEL_METRICS: u8 = 20;
     pub const STALL: u8 = 21;
     pub const PROFILE_LOSS: u8 = 22;
+
+    /// Whether records of `tag` are timed: their payload starts with the header every timed record shares, its
+    /// start and end times (u64 each), read and written in one place (`Encoder::timed`, the decoder, the packed
+    /// file frames).
+    pub const fn is_timed(tag: u8) -> bool {
+        matches!(
+            tag,
+            KERNEL
+                | MEMCPY
+                | MEMSET
+                | API
+                | SYNC
+                | OVERHEAD
+                | GRAPH_LAUNCH
+                | COUNTER_SAMPLE
+                | COUNTER_GAP
+        )
+    }
 }
 
 /// Minimum payload length of each known tag (version 1 layout).
