@@ -22,13 +22,18 @@
 //! ```
 
 use std::io;
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 pub use gpu_tools_trace::profile::*;
 
+use crate::trace::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
 use crate::trace::env::GraphMode;
-use crate::trace::{Decoder, Record, StreamReader, env};
+use crate::trace::{Notice, NoticeLevel, Record, StreamReader, env};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -63,7 +68,7 @@ pub enum ProfileError {
 }
 
 /// Runs `command` with the injection library and `request`, waits for it, and collects what each of its CUDA
-/// processes sent (through files in a private temporary folder). Kernel records are collected too, for their
+/// processes sent (each streams to a socket in a private temporary folder, as a trace's processes do). Kernel records are collected too, for their
 /// durations, those of CUDA graph nodes included.
 ///
 /// Metrics and PC sampling together take two runs of the program: the first collects the metrics, the second
@@ -96,7 +101,7 @@ pub struct ProfileProgress {
 }
 
 /// [`run`], calling `progress` about ten times a second while the program runs with what its processes have sent
-/// so far (read, as it is written, from the files the injection library streams to; decoded once more at the end).
+/// so far (decoded as it arrives; each process's stream is read once more, whole, at the end).
 pub fn run_with_progress(
     command: Command,
     inject_lib: &Path,
@@ -168,7 +173,7 @@ fn run_once(
     inject_lib: &Path,
     request: &ProfileRequest,
     run: u32,
-    progress: Option<&mut dyn FnMut(&ProfileProgress)>,
+    mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
 ) -> crate::Result<ProfileRun> {
     if !inject_lib.is_file() {
         return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()).into());
@@ -176,10 +181,16 @@ fn run_once(
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
     let dir = TempDir::new().map_err(|e| ProfileError::Io(format!("a temporary folder: {e}")))?;
+    // Each process of the program streams to this socket, as a trace's do (`trace::collect`).
+    let socket = dir.0.join("profile.sock");
+    let listener = UnixListener::bind(&socket)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| ProfileError::Io(format!("cannot listen on {}: {e}", socket.display())))?;
+    let receiving = Receiving::start(listener);
     command
         .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::FILE, dir.0.join("profile-%p.trace"))
-        .env_remove(env::SOCKET)
+        .env(env::SOCKET, &socket)
+        .env_remove(env::FILE)
         .env(env::KINDS, "kernel")
         // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
         .env(env::CUDA_GRAPH, GraphMode::Node.name());
@@ -191,79 +202,151 @@ fn run_once(
         program: program.clone(),
         error: e.to_string(),
     };
+    let mut streams = Streams::new(run);
     let mut child = command.spawn().map_err(spawn_error)?;
-    let status = match progress {
-        None => child.wait(),
-        Some(report) => watch(&mut child, &dir.0, run, report),
+    let status = loop {
+        streams.take(&receiving.rx, Duration::from_millis(100));
+        if let Some(report) = progress.as_mut() {
+            report(&streams.seen);
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}")).into()),
+        }
+    };
+    // A process that connected just before the program exited is accepted a moment later; then every stream
+    // closes with its process. One kept open past the drain time (a child the program left running) is counted
+    // with what it sent by then, and said.
+    let exited = Instant::now();
+    loop {
+        streams.take(&receiving.rx, Duration::from_millis(20));
+        let settled = exited.elapsed() >= LATE_CONNECT
+            && streams.closed() == receiving.accepted.load(Ordering::SeqCst);
+        if settled || exited.elapsed() >= DRAIN {
+            break;
+        }
     }
-    .map_err(|e| ProfileError::Io(format!("waiting for {program}: {e}")))?;
+    receiving.stop();
     let mut out = ProfileRun {
         status: Some(status),
         runs: 1,
         ..ProfileRun::default()
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir.0)
-        .map_err(|e| ProfileError::Io(e.to_string()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
-    if files.is_empty() {
+    if streams.bytes.is_empty() {
         return Err(ProfileError::NeverUsedCuda { program, status }.into());
     }
-    for f in files {
-        let file = std::fs::File::open(&f)
-            .map_err(|e| ProfileError::Io(format!("{}: {e}", f.display())))?;
+    for (id, bytes) in &streams.bytes {
         out.processes += 1;
-        collect(StreamReader::new(io::BufReader::new(file)), &mut out);
+        collect(StreamReader::new(&bytes[..]), &mut out);
+        if !streams.closed.contains(id) {
+            out.notices.push(Notice {
+                level: NoticeLevel::Warning,
+                text: format!(
+                    "a process of the program kept its stream open {} s after the program exited: what it sent \
+                     by then is counted",
+                    DRAIN.as_secs()
+                ),
+            });
+        }
     }
     Ok(out)
 }
 
-/// Waits for `child`, reporting about ten times a second what the files in `dir` (one per process) hold so far.
-fn watch(
-    child: &mut std::process::Child,
-    dir: &Path,
-    run: u32,
-    report: &mut dyn FnMut(&ProfileProgress),
-) -> io::Result<ExitStatus> {
-    use std::io::Read;
-    let mut readers: std::collections::BTreeMap<PathBuf, (std::fs::File, Decoder)> =
-        std::collections::BTreeMap::new();
-    let mut seen = ProfileProgress {
-        run,
-        ..ProfileProgress::default()
-    };
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
+/// How long after the program's exit a connection made just before it is waited for.
+const LATE_CONNECT: Duration = Duration::from_millis(100);
+/// How long after the program's exit its processes' streams are waited for.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// The socket's accepting thread, and what it and the reading threads deliver.
+struct Receiving {
+    rx: mpsc::Receiver<Delivery>,
+    stop: Arc<AtomicBool>,
+    accepted: Accepted,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Receiving {
+    fn start(listener: UnixListener) -> Receiving {
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted: Accepted = Arc::default();
+        let (s, a) = (Arc::clone(&stop), Arc::clone(&accepted));
+        let options = AcceptOptions {
+            tee: true,
+            controls: None,
+        };
+        let thread = std::thread::spawn(move || accept_streams(listener, tx, s, a, options));
+        Receiving {
+            rx,
+            stop,
+            accepted,
+            thread: Some(thread),
         }
-        for entry in std::fs::read_dir(dir)?.flatten() {
-            if let std::collections::btree_map::Entry::Vacant(slot) = readers.entry(entry.path()) {
-                if let Ok(file) = std::fs::File::open(slot.key()) {
-                    slot.insert((file, Decoder::new()));
+    }
+
+    fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        // On every way out (a failed spawn, a failed wait), the accepting thread ends.
+        self.halt();
+    }
+}
+
+/// Each connection's bytes (one process's stream, read again whole at the end), which have closed, and the
+/// progress counts so far.
+struct Streams {
+    bytes: std::collections::BTreeMap<usize, Vec<u8>>,
+    closed: std::collections::BTreeSet<usize>,
+    seen: ProfileProgress,
+}
+
+impl Streams {
+    fn new(run: u32) -> Streams {
+        Streams {
+            bytes: Default::default(),
+            closed: Default::default(),
+            seen: ProfileProgress {
+                run,
+                ..ProfileProgress::default()
+            },
+        }
+    }
+
+    /// Takes what arrives within `wait`, and everything queued by then.
+    fn take(&mut self, rx: &mpsc::Receiver<Delivery>, wait: Duration) {
+        let mut next = rx.recv_timeout(wait).ok();
+        while let Some(d) = next {
+            match d {
+                Delivery::Bytes(id, b) => self.bytes.entry(id).or_default().extend_from_slice(&b),
+                Delivery::Header(id, _) => {
+                    self.bytes.entry(id).or_default();
+                }
+                Delivery::Item(_, Ok(Record::KernelMetrics(_))) => self.seen.launches_profiled += 1,
+                Delivery::Item(_, Ok(Record::Kernel(_))) => self.seen.kernels += 1,
+                Delivery::Item(..) => {}
+                Delivery::Closed(id) => {
+                    self.closed.insert(id);
                 }
             }
+            next = rx.try_recv().ok();
         }
-        for (file, decoder) in readers.values_mut() {
-            // What was appended since the last look; a frame still being written waits in the decoder.
-            while let Ok(n @ 1..) = file.read(&mut chunk) {
-                decoder.feed(&chunk[..n]);
-            }
-            loop {
-                match decoder.next_record() {
-                    Ok(Some(Record::KernelMetrics(_))) => seen.launches_profiled += 1,
-                    Ok(Some(Record::Kernel(_))) => seen.kernels += 1,
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(e) if e.is_fatal() => break,
-                    Err(_) => {}
-                }
-            }
-        }
-        seen.processes = readers.len();
-        report(&seen);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        self.seen.processes = self.bytes.len();
+    }
+
+    fn closed(&self) -> usize {
+        self.closed.len()
     }
 }
 

@@ -1,5 +1,5 @@
 //! `gpu-tools profile` end to end without a GPU: this test binary stands in
-//! for the profiled program and writes, to the stream file the injection library would write, the counter records
+//! for the profiled program and sends, over the socket the injection library would stream to, the counter records
 //! it would send. Checks the request the program receives, the per-kernel table (text, CSV, JSON) with demangled
 //! names, the stall report, losses and notices, and the errors: a program that never uses CUDA, an unknown set.
 
@@ -95,13 +95,17 @@ fn standin() {
         "metrics and PC sampling are never asked of one run"
     );
     let graph = std::env::var(env::PROFILE_GRAPH).unwrap();
-    let pattern = std::env::var(env::FILE).unwrap();
+    // Each process streams to the socket `gpu-tools profile` listens on, as the injection library does.
+    let socket = std::env::var(env::SOCKET).unwrap();
+    assert!(
+        std::env::var_os(env::FILE).is_none(),
+        "one destination: the socket"
+    );
     assert_eq!(
         std::env::var(env::CUDA_GRAPH).as_deref(),
         Ok("node"),
         "kernel records of graph nodes are asked for"
     );
-    let file = pattern.replace("%p", &std::process::id().to_string());
     let m = |launch: u32, kernel: &str, t: f64, read: f64| {
         Record::KernelMetrics(KernelMetricsRecord {
             device: 0,
@@ -178,7 +182,11 @@ fn standin() {
     for r in &records {
         e.push(r);
     }
-    std::fs::write(file, e.bytes()).unwrap();
+    let send = |bytes: &[u8]| {
+        let mut c = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        std::io::Write::write_all(&mut c, bytes).unwrap();
+    };
+    send(e.bytes());
     // A second process that loaded CUDA and ran no kernel (a compile worker): a stream with its start and end only.
     let mut idle = Encoder::new(&StreamHeader::new(1, 130001, TimestampClock::Monotonic));
     idle.push(&records[0]);
@@ -190,7 +198,7 @@ fn standin() {
         skipped: 0,
         callback_panics: 0,
     }));
-    std::fs::write(pattern.replace("%p", "1"), idle.bytes()).unwrap();
+    send(idle.bytes());
     // A program that runs on after its records were written (for the progress line to see them).
     if let Ok(ms) = std::env::var("GPU_TOOLS_TEST_LINGER_MS") {
         std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
