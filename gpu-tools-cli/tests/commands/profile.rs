@@ -199,6 +199,30 @@ fn standin() {
         callback_panics: 0,
     }));
     send(idle.bytes());
+    // A third process that sends its start and then leaves a child holding its stream open past the program's
+    // end (the child sleeps 11 s): profile waits its drain time, counts what came, and says so.
+    if std::env::var_os("GPU_TOOLS_TEST_KEEP_OPEN").is_some() {
+        use std::os::fd::AsRawFd;
+        let mut kept = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        let mut e = Encoder::new(&StreamHeader::new(3, 130001, TimestampClock::Monotonic));
+        e.push(&records[0]);
+        std::io::Write::write_all(&mut kept, e.bytes()).unwrap();
+        let fd = kept.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this process owns: the child inherits the connection.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            assert!(flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == 0);
+        }
+        // Left running on purpose: the stand-in exits next, and init reaps the orphan.
+        #[allow(clippy::zombie_processes)]
+        Command::new("sleep")
+            .arg("11")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    }
     // A program that runs on after its records were written (for the progress line to see them).
     if let Ok(ms) = std::env::var("GPU_TOOLS_TEST_LINGER_MS") {
         std::thread::sleep(std::time::Duration::from_millis(ms.parse().unwrap()));
@@ -452,4 +476,49 @@ fn a_progress_line_only_when_asked_or_on_a_terminal() {
         .unwrap();
     assert!(erased < summary, "{err:?}");
     assert!(!err[summary..].contains('\r'), "{err:?}");
+}
+
+#[test]
+fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
+    let me = std::env::current_exe().unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("profile")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            gpu_tools_testing::double_path("cuda_driver"),
+        )
+        .env(
+            "GPU_TOOLS_CUPTI_LIB",
+            gpu_tools_testing::double_path("cupti_profiling"),
+        )
+        .arg("--inject-lib")
+        .arg(&me)
+        .args(["--no-check", "--set", "basic", "--"])
+        .args(standin_program())
+        .env(STANDIN, "profile")
+        .env("GPU_TOOLS_TEST_KEEP_OPEN", "1")
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{waited:?}\n--- stdout\n{text}--- stderr\n{err}");
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "kept its stream open 10 s after the program exited: what it sent by then is counted"
+        ),
+        "{err}"
+    );
+    // The other processes' records are all there, and the wait was the drain time, not the child's life.
+    assert!(text.contains(COPY) || text.contains("copy("), "{text}");
+    assert!(
+        err.contains("3 processes (2 ran no kernel), 3 kernel launches profiled"),
+        "{err}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_secs(10) && waited < std::time::Duration::from_secs(11),
+        "{waited:?}"
+    );
 }
