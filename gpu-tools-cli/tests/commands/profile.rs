@@ -11,13 +11,11 @@ use gpu_tools::trace::*;
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 const COPY: &str = "_Z4copyPKfPfm";
 
-/// Runs `gpu-tools profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
-/// nothing here initialises CUDA), and the C doubles of the CUDA driver and CUPTI, so that the checks made before
-/// the program runs pass.
-fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
-    let me = std::env::current_exe().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .arg("profile")
+/// `gpu-tools profile --inject-lib <this test binary> --no-check ARGS -- PROGRAM`, with the CUDA driver and CUPTI
+/// doubles for the checks made before the program runs.
+fn profile_command<S: AsRef<std::ffi::OsStr>>(args: &[&str], program: &[S]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-tools"));
+    c.arg("profile")
         .env(
             "GPU_TOOLS_CUDA_DRIVER_LIB",
             gpu_tools_testing::double_path("cuda_driver"),
@@ -27,11 +25,19 @@ fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
             gpu_tools_testing::double_path("cupti_profiling"),
         )
         .arg("--inject-lib")
-        .arg(&me)
+        .arg(std::env::current_exe().unwrap())
         .arg("--no-check")
         .args(args)
         .arg("--")
-        .args(program)
+        .args(program);
+    c
+}
+
+/// Runs `gpu-tools profile ARGS -- PROGRAM...` with this binary named as the injection library (it is never loaded:
+/// nothing here initialises CUDA), and the C doubles of the CUDA driver and CUPTI, so that the checks made before
+/// the program runs pass.
+fn profile(args: &[&str], program: &[&str], scenario: &str) -> Output {
+    let out = profile_command(args, program)
         .env(STANDIN, scenario)
         .output()
         .expect("run gpu-tools profile");
@@ -442,21 +448,7 @@ fn a_progress_line_only_when_asked_or_on_a_terminal() {
         "{err:?}"
     );
     // --progress forces it: one line rewritten in place, showing the launches profiled so far, then erased.
-    let me = std::env::current_exe().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .arg("profile")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            gpu_tools_testing::double_path("cuda_driver"),
-        )
-        .env(
-            "GPU_TOOLS_CUPTI_LIB",
-            gpu_tools_testing::double_path("cupti_profiling"),
-        )
-        .arg("--inject-lib")
-        .arg(&me)
-        .args(["--no-check", "--set", "basic", "--progress", "--"])
-        .args(standin_program())
+    let out = profile_command(&["--set", "basic", "--progress"], &standin_program())
         .env(STANDIN, "profile")
         .env("GPU_TOOLS_TEST_LINGER_MS", "700")
         .output()
@@ -480,22 +472,8 @@ fn a_progress_line_only_when_asked_or_on_a_terminal() {
 
 #[test]
 fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
-    let me = std::env::current_exe().unwrap();
     let started = std::time::Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .arg("profile")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            gpu_tools_testing::double_path("cuda_driver"),
-        )
-        .env(
-            "GPU_TOOLS_CUPTI_LIB",
-            gpu_tools_testing::double_path("cupti_profiling"),
-        )
-        .arg("--inject-lib")
-        .arg(&me)
-        .args(["--no-check", "--set", "basic", "--"])
-        .args(standin_program())
+    let out = profile_command(&["--set", "basic"], &standin_program())
         .env(STANDIN, "profile")
         .env("GPU_TOOLS_TEST_KEEP_OPEN", "1")
         .output()
