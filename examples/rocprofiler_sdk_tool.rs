@@ -83,36 +83,44 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let rocm = std::env::var("ROCM_PATH").unwrap_or_else(|_| "/opt/rocm".into());
     // SAFETY: opening the HIP runtime runs its initialisers; the SDK is registered, as it must be first.
     let hip = unsafe { libloading::Library::new(format!("{rocm}/lib/libamdhip64.so")) }
-        .or_else(|_| unsafe { libloading::Library::new("libamdhip64.so") })
+        .or_else(|_| {
+            // SAFETY: the same library found by the system loader instead; the SDK is registered already.
+            unsafe { libloading::Library::new("libamdhip64.so") }
+        })
         .map_err(|e| format!("no HIP runtime: {e}"))?;
     type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
     type Memset = unsafe extern "C" fn(*mut c_void, i32, usize) -> i32;
     type NoArgs = unsafe extern "C" fn() -> i32;
     type Free = unsafe extern "C" fn(*mut c_void) -> i32;
+    // SAFETY: each symbol has this C signature in the HIP runtime (hip_runtime_api.h); `hip` outlives them.
+    let (malloc, memset, synchronize, free) = unsafe {
+        (
+            hip.get::<Malloc>(b"hipMalloc\0")?,
+            hip.get::<Memset>(b"hipMemset\0")?,
+            hip.get::<NoArgs>(b"hipDeviceSynchronize\0")?,
+            hip.get::<Free>(b"hipFree\0")?,
+        )
+    };
     let check = |what: &str, status: i32| match status {
         0 => Ok(()),
         s => Err(format!("{what} failed with hipError {s}")),
     };
-    // SAFETY: the HIP runtime's C functions, with their C signatures, called with valid arguments; `dev` is
-    // allocated before use and freed once.
-    unsafe {
-        let mut dev: *mut c_void = std::ptr::null_mut();
-        check(
-            "hipMalloc",
-            hip.get::<Malloc>(b"hipMalloc\0")?(&mut dev, 1 << 20),
-        )?;
+    let mut dev: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `dev` is a valid place for the new allocation's address.
+    check("hipMalloc", unsafe { malloc(&mut dev, 1 << 20) })?;
+    let work = || -> Result<(), String> {
         for i in 0..args.iterations {
-            check(
-                "hipMemset",
-                hip.get::<Memset>(b"hipMemset\0")?(dev, i as i32, 1 << 20),
-            )?;
+            // SAFETY: `dev` holds 1 MiB allocated above and not yet freed.
+            check("hipMemset", unsafe { memset(dev, i as i32, 1 << 20) })?;
         }
-        check(
-            "hipDeviceSynchronize",
-            hip.get::<NoArgs>(b"hipDeviceSynchronize\0")?(),
-        )?;
-        check("hipFree", hip.get::<Free>(b"hipFree\0")?(dev))?;
-    }
+        // SAFETY: no arguments.
+        check("hipDeviceSynchronize", unsafe { synchronize() })
+    };
+    let worked = work();
+    // SAFETY: `dev` was allocated above and is freed once, on every path.
+    let freed = check("hipFree", unsafe { free(dev) });
+    worked?;
+    freed?;
     finalize()?; // flushes the buffer: every record has reached the closure
     println!("{} kernel dispatches", KERNELS.load(Ordering::Relaxed));
     Ok(())
