@@ -8,12 +8,16 @@
 //! and the `x_k` are fitted to every sample at once by non-negative least squares. Names that occur in samples of
 //! different mixes are told apart; a name that always runs with the same neighbours cannot be told from them.
 
+use std::collections::HashMap;
+
 /// Accumulates the normal equations of the fit of one metric: `Q = Σ a aᵀ`, `b = Σ a y`, over samples whose `a`
 /// (each name's share of the window) is sparse.
 #[derive(Debug, Clone)]
 pub(super) struct Fit {
     n: usize,
-    q: Vec<f64>,
+    /// `Q` by (row, column), only where two names shared a sample: a dense `n × n` matrix would take gigabytes for
+    /// a trace of some ten thousand kernel names (as generated kernels give).
+    q: HashMap<(usize, usize), f64>,
     b: Vec<f64>,
     /// Samples in which each name ran.
     samples: Vec<u64>,
@@ -26,7 +30,7 @@ impl Fit {
     pub(super) fn new(names: usize) -> Self {
         Fit {
             n: names,
-            q: vec![0.0; names * names],
+            q: HashMap::new(),
             b: vec![0.0; names],
             samples: vec![0; names],
         }
@@ -41,7 +45,7 @@ impl Fit {
             self.b[i] += ai * value;
             self.samples[i] += 1;
             for &(j, aj) in shares {
-                self.q[i * self.n + j] += ai * aj;
+                *self.q.entry((i, j)).or_insert(0.0) += ai * aj;
             }
         }
     }
@@ -52,13 +56,20 @@ impl Fit {
         let n = self.n;
         // Only the names seen in samples take part; more than MAX_NAMES of them are not fitted (the work grows
         // with their square).
-        let active: Vec<usize> = (0..n).filter(|&i| self.q[i * n + i] > 0.0).collect();
+        let diagonal = |i: usize| self.q.get(&(i, i)).copied().unwrap_or(0.0);
+        let active: Vec<usize> = (0..n).filter(|&i| diagonal(i) > 0.0).collect();
         let mut out = vec![None; n];
         if active.is_empty() || active.len() > MAX_NAMES {
             return out;
         }
         let m = active.len();
-        let q = |a: usize, b: usize| self.q[active[a] * n + active[b]];
+        let dense: Vec<f64> = (0..m * m)
+            .map(|k| {
+                let (a, b) = (active[k / m], active[k % m]);
+                self.q.get(&(a, b)).copied().unwrap_or(0.0)
+            })
+            .collect();
+        let q = |a: usize, b: usize| dense[a * m + b];
         let mut x = vec![0.0f64; m];
         // The gradient Qx - b, kept up to date as x moves.
         let mut grad: Vec<f64> = active.iter().map(|&i| -self.b[i]).collect();
@@ -129,5 +140,22 @@ mod tests {
         assert_eq!(x[0], Some(100.0));
         assert!(x[1].is_some_and(|v| (0.0..1e-6).contains(&v)), "{x:?}");
         assert_eq!(x[2], None);
+    }
+
+    #[test]
+    fn many_names_cost_what_their_samples_hold() {
+        // A dense matrix of a million names would take 8 TB.
+        let mut f = Fit::new(1_000_000);
+        for i in 0..40 {
+            let s = 0.1 + 0.01 * f64::from(i % 5);
+            f.add(s * 50.0, &[(999_999, s)]);
+        }
+        let x = f.solve(100.0);
+        assert!(
+            (x[999_999].unwrap() - 50.0).abs() < 1e-9,
+            "{:?}",
+            x[999_999]
+        );
+        assert!(x[0].is_none());
     }
 }
