@@ -68,8 +68,8 @@ pub enum ProfileError {
 }
 
 /// Runs `command` with the injection library and `request`, waits for it, and collects what each of its CUDA
-/// processes sent (each streams to a socket in a private temporary folder, as a trace's processes do). Kernel records are collected too, for their
-/// durations, those of CUDA graph nodes included.
+/// processes sent (each streams to a socket in a private temporary folder, as a trace's processes do). Kernel
+/// records are collected too, for their durations, those of CUDA graph nodes included.
 ///
 /// Metrics and PC sampling together take two runs of the program: the first collects the metrics, the second
 /// (started only when the first exited with success) samples PCs, with the same program, arguments, environment

@@ -1,7 +1,8 @@
-//! Decodes real counter data recorded on a GPU host by `gpu-tools-testing/programs/cupti_profile_record.rs` and committed under
-//! `tests/fixtures/cupti-counters/<name>/` (not `tests/fixtures/cupti/`, whose every folder is an activity-buffer
-//! fixture): each saved image is read back (length and hash checked), evaluated with the CUPTI 13.0 wheel's metric
-//! host (no GPU), and compared with the values the GPU host evaluated, range names and sample timestamps included.
+//! Decodes real counter data recorded on a GPU host by `gpu-tools-testing/programs/cupti_profile_record.rs` and
+//! committed under `tests/fixtures/cupti-counters/<name>/` (not `tests/fixtures/cupti/`, whose every folder is an
+//! activity-buffer fixture): each saved image is read back (length and hash checked), evaluated with the CUPTI 13.0
+//! wheel's metric host (no GPU), and compared with the values the GPU host evaluated, range names and sample
+//! timestamps included.
 //! `GPU_TOOLS_CUPTI_WHEEL_LIB` names the wheel's library folder; unset, the check is reported as ignored.
 //!
 //! Recording, on the GPU host: `bash .gpu/run.sh example cupti_profile_record --out DIR`; copy `DIR` to

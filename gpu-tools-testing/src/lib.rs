@@ -6,14 +6,15 @@
 //! - Where the repository's executables are, on this machine or staged on a GPU host: [`example`],
 //!   [`gpu_tools_cli`], [`inject_lib`].
 //! - Helpers shared by the tests of several crates: [`process`] (child processes that are killed when a test
-//!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls), [`kernels`] (the `step` kernel, patterns and checksums),
-//!   and, for the hardware tests, [`cudbg`] (debuggees and debugger sessions). A helper that loads a C double
-//!   through feature-gated library APIs must compile under the features of the crate whose tests use it (a
-//!   dev-dependency cannot follow them): it is a macro expanded there ([`cupti_double_loader!`]), or it stays in
-//!   that crate's tests (`tests/common/` of the library) when no other crate needs it.
+//!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls),
+//!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, [`cudbg`] (debuggees
+//!   and debugger sessions). A helper that loads a C double through feature-gated library APIs must compile
+//!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
+//!   expanded there ([`cupti_double_loader!`]), or it stays in that crate's tests (`tests/common/` of the library)
+//!   when no other crate needs it.
 //! - [`records`]: trace records with plain values ([`records::kernel`], [`records::api`]) for the tests and benches
-//!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one gpu-tools-trace);
-//!   [`perfetto`]: Perfetto's messages, to read exports back.
+//!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
+//!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
 //!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
 

@@ -18,7 +18,7 @@
 //! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON |
 //! | [`export`] | Chrome trace JSON and Perfetto timelines, with counter tracks per device |
 //! | [`env`](mod@env) | the injection contract: the variables a tracer sets for the injection library |
-//! | [`collect`] | the receiving end: a socket the injected libraries stream to, each connection read and decoded on its own thread |
+//! | [`collect`] | the receiving end: a socket the injected libraries stream to, a thread per connection |
 //! | [`profile`] | the per-kernel profile request, what a profiled program sent, its tables |
 //! | [`counters`] | device counters sampled beside the traced processes (`trace --counters`), and their attribution to kernels ([`counters::Attribution`]) |
 //!

@@ -1,9 +1,10 @@
 //! The receiving end of the injected tool libraries' streams, shared by the cupti and rocm backends (and, through
-//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools::trace::collect`'s): run the program with a tool library that streams the crate's trace
-//! records over a Unix socket to this process: the CUDA injection library (`CUDA_INJECTION64_PATH`, CUPTI activity
-//! records) or the AMD tool library (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads
-//! it (an exec'd child too) connects on its own; each connection is read by its own thread. What arrives is also
-//! streamed, as it arrives, into the trace file (`-o`) and the Chrome trace (`--chrome-trace`).
+//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools::trace::collect`'s): run the program
+//! with a tool library that streams the crate's trace records over a Unix socket to this process: the CUDA
+//! injection library (`CUDA_INJECTION64_PATH`, CUPTI activity records) or the AMD tool library
+//! (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads it (an exec'd child
+//! too) connects on its own; each connection is read by its own thread. What arrives is also streamed, as it
+//! arrives, into the trace file (`-o`) and the Chrome trace (`--chrome-trace`).
 
 use std::collections::HashMap;
 use std::io::Write;
