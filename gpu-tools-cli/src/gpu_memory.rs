@@ -1,5 +1,5 @@
 //! Device memory seen from outside a process, through NVML: what each GPU has in use and what one process holds
-//! on it, for `freeze`. The process-checkpoint hardware tests use this file too (`gpu-tools-testing` includes it).
+//! on it, for `freeze`.
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -24,9 +24,6 @@ pub struct DeviceMemory {
     pub uuid: String,
     pub name: String,
     pub used: u64,
-    /// Read by the hardware tests, not by `freeze`.
-    #[allow(dead_code)]
-    pub total: u64,
     /// The process asked about.
     pub process: ProcessMemory,
 }
@@ -88,7 +85,6 @@ impl GpuMemory {
                     uuid: dev.uuid().unwrap_or_default(),
                     name: dev.name().unwrap_or_default(),
                     used: mem.used,
-                    total: mem.total,
                     process,
                 })
             })
@@ -99,7 +95,6 @@ impl GpuMemory {
 impl GpuMemory {
     /// The processes that hold a CUDA context on any GPU (NVML's compute processes), by the pids NVML reports
     /// (the host's, in a container with a pid namespace of its own).
-    #[allow(dead_code)]
     pub fn compute_processes(&self) -> Result<std::collections::HashSet<u32>, String> {
         let n = self
             .nvml
@@ -122,7 +117,6 @@ impl GpuMemory {
 
 impl GpuMemory {
     /// The UUIDs (`GPU-...`) of the GPUs on which one of `pids` is a compute process (holds a context).
-    #[allow(dead_code)]
     pub fn devices_of(&self, pids: &[u32]) -> Result<std::collections::HashSet<String>, String> {
         let n = self
             .nvml

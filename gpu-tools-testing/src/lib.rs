@@ -16,7 +16,8 @@
 //!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
 //!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
-//!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (NVML) is theirs.
+//!   `amd-hw-tests`, so that the library has no test features; [`gpu_memory`] (device memory as `nvidia-smi`
+//!   reports it) is theirs.
 
 use std::path::PathBuf;
 
@@ -25,7 +26,6 @@ pub mod coredump_writer;
 pub mod cudbg;
 pub mod cupti_double;
 #[cfg(feature = "nvidia-hw-tests")]
-#[path = "../../gpu-tools-cli/src/gpu_memory.rs"]
 pub mod gpu_memory;
 pub mod kernels;
 pub mod perfetto;

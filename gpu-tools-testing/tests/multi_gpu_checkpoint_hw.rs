@@ -129,16 +129,16 @@ fn start_two_device_debuggee(gib: &str) -> Debuggee {
     )
 }
 
-/// The target's memory on CUDA devices 0 and 1 (NVML entries matched by UUID).
+/// The target's memory on CUDA devices 0 and 1 (nvidia-smi's entries matched by UUID).
 fn held_on_both(mem: &GpuMemory, pid: u32, label: &str) -> [(u64, ProcessMemory); 2] {
-    let s = mem.snapshot(pid).expect("NVML snapshot");
+    let s = mem.snapshot(pid).expect("nvidia-smi snapshot");
     let driver = Driver::load().unwrap();
     [0, 1].map(|ordinal| {
         let uuid = driver.device_uuid(ordinal).unwrap().to_string();
         let d = s
             .iter()
             .find(|d| d.uuid.eq_ignore_ascii_case(&uuid))
-            .unwrap_or_else(|| panic!("no NVML device with {uuid}"));
+            .unwrap_or_else(|| panic!("nvidia-smi lists no device with {uuid}"));
         eprintln!(
             "  memory {label}: device {ordinal} used {} of {} MiB; process {pid}: {:?}",
             mib(d.used),

@@ -1,5 +1,5 @@
 //! `cuda::process::ProcessCheckpoint` on a real GPU (feature `nvidia-hw-tests`; one GPU, CUDA 12.8+ driver).
-//! The targets are the `debuggee_memory` example; memory is measured from outside through NVML.
+//! The targets are the `debuggee_memory` example; memory is measured from outside, by `nvidia-smi`.
 //!
 //! Run with `--test-threads=1 --nocapture` to see the states, times and memory figures each test prints.
 //! `GPU_TOOLS_FREEZE_GIB` sets the size of the round trip (default 2 GiB).
@@ -38,11 +38,11 @@ fn gib() -> f64 {
 }
 
 fn nvml() -> GpuMemory {
-    GpuMemory::open().unwrap_or_else(|e| panic!("device memory is measured through NVML: {e}"))
+    GpuMemory::open().unwrap_or_else(|e| panic!("device memory is measured by nvidia-smi: {e}"))
 }
 
 fn snapshot(mem: &GpuMemory, pid: u32, label: &str) -> Vec<DeviceMemory> {
-    let s = mem.snapshot(pid).expect("NVML snapshot");
+    let s = mem.snapshot(pid).expect("nvidia-smi snapshot");
     for d in &s {
         eprintln!(
             "  memory {label}: GPU {} ({}) used {} of {} MiB; process {pid}: {}",
@@ -60,7 +60,7 @@ fn snapshot(mem: &GpuMemory, pid: u32, label: &str) -> Vec<DeviceMemory> {
     s
 }
 
-/// The NVML entry of CUDA device `ordinal`, matched by UUID.
+/// nvidia-smi's entry of CUDA device `ordinal`, matched by UUID.
 fn nvml_entry(s: &[DeviceMemory], ordinal: usize) -> &DeviceMemory {
     let uuid = Driver::load()
         .expect("driver")
@@ -69,7 +69,7 @@ fn nvml_entry(s: &[DeviceMemory], ordinal: usize) -> &DeviceMemory {
         .to_string();
     s.iter()
         .find(|d| d.uuid.eq_ignore_ascii_case(&uuid))
-        .unwrap_or_else(|| panic!("no NVML device with {uuid}"))
+        .unwrap_or_else(|| panic!("nvidia-smi lists no device with {uuid}"))
 }
 
 /// A driver state read from outside, printed for the note.
@@ -159,7 +159,7 @@ fn round_trip_releases_device_memory_and_keeps_every_byte() {
     let before = snapshot(&mem, pid, "running");
     let held_before = match nvml_entry(&before, 0).process {
         ProcessMemory::Used(b) => b,
-        other => panic!("NVML lists the target on device 0 before the checkpoint: {other:?}"),
+        other => panic!("nvidia-smi lists the target on device 0 before the checkpoint: {other:?}"),
     };
     assert!(
         held_before >= bytes,
@@ -224,7 +224,7 @@ fn round_trip_releases_device_memory_and_keeps_every_byte() {
     let restored = snapshot(&mem, pid, "restored");
     let held_after = match nvml_entry(&restored, 0).process {
         ProcessMemory::Used(b) => b,
-        other => panic!("NVML lists the restored target on device 0: {other:?}"),
+        other => panic!("nvidia-smi lists the restored target on device 0: {other:?}"),
     };
     assert!(
         held_after >= bytes,
