@@ -3,7 +3,9 @@
 
 use std::io::Write;
 
-use gpu_tools::cupti::profiler::host::{Catalog, Methods, supported_chips};
+use gpu_tools::cupti::profiler::host::{
+    Catalog, ConfigImage, Methods, MetricNames, supported_chips,
+};
 use gpu_tools::cupti::profiler::{Method, MetricKind};
 use gpu_tools::profile::json_str;
 
@@ -38,7 +40,8 @@ pub struct Args {
     /// List the chips this CUPTI supports and exit.
     #[arg(long, conflicts_with_all = ["chip", "device", "check", "filter"])]
     chips: bool,
-    /// Check full metric names (comma-separated) for the method [default method: range] and exit.
+    /// Check full metric names (comma-separated) for the method [default method: range], say how many passes
+    /// they take together, and exit.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     check: Vec<String>,
     /// Only metrics whose name or description contains this text (any case).
@@ -78,6 +81,15 @@ pub fn run(args: Args) -> Outcome {
             catalog.resolve(name, method).map_err(Failure::error)?;
             outln!("{name}: collectable by the {method} on {}", catalog.chip())?;
         }
+        // Together: how many passes over the work they take (PM sampling collects in one).
+        let names = MetricNames::new(&args.check).map_err(gpu_tools::Error::from)?;
+        let config = ConfigImage::build(catalog.chip(), method, None, &names)?;
+        outln!(
+            "together: {} pass{} on {}",
+            config.passes(),
+            if config.passes() == 1 { "" } else { "es" },
+            catalog.chip()
+        )?;
         return Ok(0);
     }
     // A closed pipe (`| head`) ends the listing quietly (`Failure::stdout`).

@@ -290,7 +290,7 @@ fn metrics_takes_a_chip_name_in_any_case() {
     let out = metrics(&["--chip", "tu102", "--check", "dram__bytes_read.sum"]);
     assert_eq!(
         text(&out.stdout),
-        "dram__bytes_read.sum: collectable by the range profiler on TU102\n"
+        "dram__bytes_read.sum: collectable by the range profiler on TU102\ntogether: 1 pass on TU102\n"
     );
     let out = metrics(&["--chip", "gx100"]);
     assert_eq!(out.status.code(), Some(1));
