@@ -21,14 +21,18 @@ use crate::output::OutputFile;
 use crate::progress::{self, Progress};
 
 /// Why `profile --pid` refuses, before it touches the process. Seen on an H200 (driver 580.159.04, the CUPTI 13.0
-/// that PyTorch maps): PC sampling enabled from a thread of the injection library in a running PyTorch job
-/// collected, but `cuptiPCSamplingDisable` on that thread then waited for the driver's lock in write mode while
-/// the job's main thread, inside a launch, waited for a CUPTI lock the disable held: the job hung. CUPTI's
-/// profilers are safe only where the launching thread itself starts and stops them (a launched `profile`).
-const ATTACH_REFUSED: &str = "profiling a running process is refused: stopping CUPTI's PC sampling or range \
-     profiler from a thread other than the program's own deadlocked a PyTorch job against its next kernel launch \
-     (CUPTI 13.0, driver 580); `gpu-tools trace --pid` traces it safely, and `gpu-tools profile -- PROGRAM` profiles \
-     it when started";
+/// that PyTorch maps), three times, each a hung PyTorch job (`docs/driver-notes.md` has the stacks): CUPTI's PC
+/// sampling calls (`cuptiPCSamplingDisable`, then `cuptiPCSamplingStart` after an enable with start/stop control)
+/// hold a CUPTI mutex and take the driver's lock in write mode (through `libnvperf_host`), while a thread of the
+/// job inside a launch holds that lock for reading and waits for the CUPTI mutex. Made from the injection
+/// library's thread, they deadlock whenever the job launches from any thread at that moment; holding the job's
+/// threads at the entry of their driver calls (a callback gate) did not help, since the driver takes its lock
+/// before the callbacks run. A launched `profile` makes them on the launching thread, when the context is made and
+/// at exit. The range profiler starts and stops through the same paths, and replays kernels inside the job.
+const ATTACH_REFUSED: &str = "profiling a running process is refused: CUPTI's PC sampling and range profiler, \
+     started or stopped from a thread other than the program's own while it launches kernels, deadlocked a \
+     PyTorch job three times (CUPTI 13.0, driver 580); `gpu-tools trace --pid` (with --counters for device \
+     counters per kernel) traces it safely, and `gpu-tools profile -- PROGRAM` profiles it when started";
 
 /// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
 /// them.
