@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Export thread tracks named by the Linux thread id: a launched trace has CUPTI write `gettid()` ids (tracks
 # `TID N ...`, the ids the program printed); an attached trace leaves the program's setting as it is (tracks
-# `thread N ...`, CUPTI's default pthread ids); torch.profiler under a launched trace still files its CUDA runtime
-# events under the printed ids. Stage first (STAGE_ONLY='gpu-tools' scripts/gpu-stage), then, in the checkout that
-# goes with .gpu/:
+# `thread N ...`, CUPTI's default pthread ids); torch.profiler's own ids for the same threads are printed beside them.
+# Stage first (STAGE_ONLY='gpu-tools' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash examples/gpu/thread_ids.sh            (logs and traces in $OUT, default /tmp/thread_ids)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
@@ -34,15 +33,12 @@ for tid in $(awk '/^tid /{print $3}' "$out/launched.txt"); do
     || { echo "FAIL: no track for TID $tid"; fail=1; }
 done
 
-echo "=== launched with torch.profiler (Kineto) inside: its runtime events keep the printed ids"
-timeout 300 "$gt" trace -q -o "$out/kineto.gputrace" -- $py "$target" --profile "$out/kineto-torch.json" \
-  > "$out/kineto.txt" 2>&1
-echo "trace rc=$?"
-grep -E '^(tid|kineto_tids|sum)' "$out/kineto.txt"
-want=$(awk '/^tid /{print $3}' "$out/kineto.txt" | sort -n | paste -sd,)
-got=$(awk '/^kineto_tids /{print $2}' "$out/kineto.txt")
-[ -n "$want" ] && [ "$want" = "$got" ] && echo "ok: Kineto's tids $got" \
-  || { echo "FAIL: Kineto's tids '$got', printed '$want'"; fail=1; }
+echo "=== torch.profiler (Kineto) alone, for comparison: the ids it gives the same threads (not checked)"
+# Under a launched trace Kineto gets no CUPTI (CUPTI 13.0 has one subscriber, and the trace holds it), so it runs
+# alone here. Kineto names threads by ids of its own choosing (for some threads not the Linux id).
+timeout 300 $py "$target" --profile "$out/kineto-torch.json" > "$out/kineto.txt" 2>&1
+echo "python rc=$?"
+grep -E '^(tid|kineto_tids)' "$out/kineto.txt"
 
 echo "=== attached: the program's setting is left alone (tracks by CUPTI's own ids, labelled as before)"
 $py "$target" --steps 2000000 > "$out/attached.log" 2>&1 &

@@ -5,10 +5,10 @@
 
 The main thread and a worker thread each launch --steps small kernels and print `tid NAME TID` (the id `top -H` and
 py-spy show, `threading.get_native_id()`). With --profile the work runs under torch.profiler (Kineto) and its
-Chrome trace goes to FILE.json; `kineto_tids A,B` then lists the thread ids of its `cuda_runtime` events, which
-must be the printed ones whatever id CUPTI writes into its records.
+Chrome trace goes to FILE.json; `kineto_tids A,B` then lists the thread ids of its `cuda_runtime` events.
 """
 import argparse
+import sys
 import threading
 
 
@@ -24,7 +24,9 @@ def main() -> int:
     torch.cuda.synchronize()
 
     def work(name, t):
-        print(f"tid {name} {threading.get_native_id()}", flush=True)
+        # One write per line: two threads printing at once must not run their lines together.
+        sys.stdout.write(f"tid {name} {threading.get_native_id()}\n")
+        sys.stdout.flush()
         for _ in range(a.steps):
             t.add_(1)
         torch.cuda.synchronize()
