@@ -440,7 +440,12 @@ impl Session {
             Mode::Launched => {
                 let profiling = crate::profiling::start(&writer);
                 match context_flush(&tracer, profiling) {
-                    Ok(s) => Some(s),
+                    Ok(s) => {
+                        if let Some(note) = profiler_note(PYTORCH_LIBRARY) {
+                            writer.notice(NoticeLevel::Info, note);
+                        }
+                        Some(s)
+                    }
                     Err(e) => {
                         if profiling {
                             crate::profiling::no_subscriber(&e);
@@ -495,6 +500,29 @@ impl Session {
     pub fn notice(&self, level: NoticeLevel, text: String) {
         self.writer.notice(level, text);
     }
+}
+
+/// The library whose mapping says that the program is a PyTorch program (and can open `torch.profiler`).
+const PYTORCH_LIBRARY: &str = "libtorch_cuda";
+
+/// What a launched trace tells a program that maps `library` (PyTorch's): its own profiler gets no CUDA activity
+/// while the trace holds CUPTI's callback subscriber. Measured on an H200 (driver 580): Kineto's `cuptiSubscribe`
+/// fails with `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED` beside a subscriber taken before it, with CUPTI
+/// 13.0 and with CUPTI 13.5 even when that subscriber was taken with `cuptiSubscribe_v2` and
+/// `allowMultipleSubscribers` (Kineto subscribes with the single-subscriber call); without the subscriber,
+/// Kineto's buffers and the trace's take each other's records. The trace stays whole, and says so.
+fn profiler_note(library: &str) -> Option<String> {
+    gpu_tools::linux::procfs::Process::current()
+        .mapped_library(library)
+        .map(|path| {
+            format!(
+                "this program maps {}: a torch.profiler session in it records no CUDA activity while gpu-tools \
+                 traces it (CUPTI lets one tool subscribe, and this trace holds the subscription); `gpu-tools \
+                 trace --pid` attaches without taking it",
+                path.file_name()
+                    .map_or_else(|| library.into(), |n| n.to_string_lossy())
+            )
+        })
 }
 
 /// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
@@ -641,6 +669,18 @@ mod tests {
             ActivityKinds::SYNCHRONIZATION
         );
         assert_eq!(activity_kinds(&[Kind::Overhead]), ActivityKinds::OVERHEAD);
+    }
+
+    #[test]
+    fn a_program_that_maps_pytorch_is_told_about_its_profiler() {
+        // This test binary maps the C library, not PyTorch: the lookup is the same.
+        let note = profiler_note("libc.so").expect("the C library is mapped");
+        assert!(note.starts_with("this program maps libc.so"), "{note}");
+        assert!(
+            note.contains("torch.profiler") && note.contains("trace --pid"),
+            "{note}"
+        );
+        assert_eq!(profiler_note(PYTORCH_LIBRARY), None);
     }
 
     #[test]
