@@ -17,6 +17,9 @@ tool's subscriber saw (callbacks; with v2-act, kernel records).
 import ctypes
 import sys
 
+if len(sys.argv) != 3 or sys.argv[2] not in ("none", "v1", "v2", "v2-act"):
+    print(__doc__, file=sys.stderr)
+    raise SystemExit(2)
 lib_path, mode = sys.argv[1], sys.argv[2]
 cupti = ctypes.CDLL(lib_path, mode=ctypes.RTLD_GLOBAL)
 ver = ctypes.c_uint32(0)
