@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A PyTorch training job to attach to: deterministic, so that its result can be compared with an untouched run.
 
-    python3 attach_target.py [--steps 6000] [--profile-steps 20]
+    python3 attach_target.py [--steps 6000] [--profile-steps 20 [--profile-at STEP]]
 
 Trains an MLP with Adam on fixed random data for --steps steps. Prints `ready PID` when the first step is done,
 `progress STEPS SECONDS` about every half second, then `result LOSS CHECKSUM` (the last loss and the sum of every
 parameter, with enough digits to see any difference). With --profile-steps K it then runs K more steps under
-torch.profiler and prints `torch_profiler kernels N`: the kernels the job's own profiler recorded.
+torch.profiler and prints `torch_profiler kernels N`: the kernels the job's own profiler recorded. With
+--profile-at STEP those K steps run under torch.profiler at that step of the loop instead, and the loop goes on.
 """
 import argparse
 import os
@@ -21,6 +22,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=6000)
     p.add_argument("--profile-steps", type=int, default=0)
+    p.add_argument("--profile-at", type=int, default=0)
     p.add_argument("--width", type=int, default=1024)
     args = p.parse_args()
 
@@ -46,12 +48,24 @@ def main() -> int:
         opt.step()
         return loss
 
+    def profiled(k):
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(k):
+                step()
+            torch.cuda.synchronize()
+        kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        print(f"torch_profiler kernels {kernels}", flush=True)
+
     loss = step()
     torch.cuda.synchronize()
     print(f"ready {os.getpid()}", flush=True)
     start = time.perf_counter()
     last = start
     for i in range(1, args.steps):
+        if args.profile_steps and args.profile_at == i:
+            profiled(args.profile_steps)
         loss = step()
         if i % 50 == 0:
             torch.cuda.synchronize()
@@ -65,15 +79,8 @@ def main() -> int:
     print(f"steps {args.steps} seconds {elapsed:.3f} ms_per_step {elapsed * 1e3 / max(args.steps - 1, 1):.4f}")
     print(f"result {loss.item():.10f} {checksum:.10f}", flush=True)
 
-    if args.profile_steps:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(args.profile_steps):
-                step()
-            torch.cuda.synchronize()
-        kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-        print(f"torch_profiler kernels {kernels}", flush=True)
+    if args.profile_steps and not args.profile_at:
+        profiled(args.profile_steps)
     return 0
 
 

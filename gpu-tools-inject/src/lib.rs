@@ -21,6 +21,7 @@
 use std::ffi::c_int;
 
 mod attach;
+mod coexist;
 mod config;
 pub mod convert;
 mod logger;

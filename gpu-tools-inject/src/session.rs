@@ -30,6 +30,8 @@ pub struct Session {
     writer: Arc<Writer>,
     tracer: Arc<ActivityTracer>,
     subscriber: Option<Subscriber>,
+    /// The subscriber serves the range profiler: it cannot be given up to the program's profiler.
+    profiling: bool,
     flusher: Option<Flusher>,
 }
 
@@ -391,7 +393,11 @@ impl Session {
                 .buffer_size(config.buffer_size & !7)
                 .max_buffers(config.max_buffers)
                 .clock(Clock::Monotonic)
-                .start(move |batch| w.write_batch(batch))
+                .start(move |batch| {
+                    // The program's own profiler first: it gets its copies before the writer reads the batch.
+                    crate::coexist::dispatch(batch);
+                    w.write_batch(batch)
+                })
         };
         let mut started = start(config.graph);
         if config.graph == GraphMode::Graph {
@@ -436,16 +442,13 @@ impl Session {
             tracer.kinds(),
             config.output
         );
+        share_cupti(&tracer, &writer);
+        let mut profiling = false;
         let subscriber = match mode {
             Mode::Launched => {
-                let profiling = crate::profiling::start(&writer);
+                profiling = crate::profiling::start(&writer);
                 match context_flush(&tracer, profiling) {
-                    Ok(s) => {
-                        if let Some(note) = profiler_note(PYTORCH_LIBRARY) {
-                            writer.notice(NoticeLevel::Info, note);
-                        }
-                        Some(s)
-                    }
+                    Ok(s) => Some(s),
                     Err(e) => {
                         if profiling {
                             crate::profiling::no_subscriber(&e);
@@ -492,6 +495,7 @@ impl Session {
             writer,
             tracer,
             subscriber,
+            profiling,
             flusher,
         })
     }
@@ -502,27 +506,84 @@ impl Session {
     }
 }
 
-/// The library whose mapping says that the program is a PyTorch program (and can open `torch.profiler`).
-const PYTORCH_LIBRARY: &str = "libtorch_cuda";
-
-/// What a launched trace tells a program that maps `library` (PyTorch's): its own profiler gets no CUDA activity
-/// while the trace holds CUPTI's callback subscriber. Measured on an H200 (driver 580): Kineto's `cuptiSubscribe`
-/// fails with `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED` beside a subscriber taken before it, with CUPTI
-/// 13.0 and with CUPTI 13.5 even when that subscriber was taken with `cuptiSubscribe_v2` and
-/// `allowMultipleSubscribers` (Kineto subscribes with the single-subscriber call); without the subscriber,
-/// Kineto's buffers and the trace's take each other's records. The trace stays whole, and says so.
-fn profiler_note(library: &str) -> Option<String> {
-    gpu_tools::linux::procfs::Process::current()
-        .mapped_library(library)
-        .map(|path| {
+/// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI.
+fn share_cupti(tracer: &ActivityTracer, writer: &Writer) {
+    match crate::coexist::install(tracer.kinds()) {
+        Ok(installed) if installed.slots > 0 => writer.notice(
+            NoticeLevel::Info,
             format!(
-                "this program maps {}: a torch.profiler session in it records no CUDA activity while gpu-tools \
-                 traces it (CUPTI lets one tool subscribe, and this trace holds the subscription); `gpu-tools \
-                 trace --pid` attaches without taking it",
-                path.file_name()
-                    .map_or_else(|| library.into(), |n| n.to_string_lossy())
-            )
-        })
+                "CUPTI is shared with the program's own profiler: its activity calls from {} go through the \
+                 trace, so that both get their records",
+                installed.objects.join(", ")
+            ),
+        ),
+        Ok(_) => {}
+        Err(e) => writer.notice(
+            NoticeLevel::Warning,
+            format!(
+                "CUPTI is not shared with a profiler inside the program ({e}): one that starts during the trace \
+                 takes its records"
+            ),
+        ),
+    }
+}
+
+/// The end of the sharing, after the tracer stopped: what the program's own profiler got.
+fn unshare_cupti(writer: &Writer) {
+    let Some(u) = crate::coexist::uninstall() else {
+        return;
+    };
+    if u.registered || u.handed.records > 0 {
+        writer.notice(
+            if u.handed.lost > 0 {
+                NoticeLevel::Warning
+            } else {
+                NoticeLevel::Info
+            },
+            format!(
+                "the program's own profiler recorded during the trace: {} of its records handed to it in {} \
+                 buffers, {} lost for want of a buffer of its own; its callbacks{} given back to CUPTI",
+                u.handed.records,
+                u.handed.buffers,
+                u.handed.lost,
+                if u.enabled.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and kinds {:?}", u.enabled)
+                }
+            ),
+        );
+    }
+}
+
+/// Gives CUPTI's callback subscriber up to the program's own profiler, which asked for it (`coexist`): true when
+/// the session held it and could do without it (it only flushes at context destruction; the range profiler
+/// cannot do without it).
+pub fn step_aside_subscriber() -> bool {
+    let (subscriber, writer) = {
+        let mut guard = SESSION.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(session) = guard.as_mut() else {
+            return false;
+        };
+        if session.profiling || session.subscriber.is_none() {
+            return false;
+        }
+        (session.subscriber.take(), Arc::clone(&session.writer))
+    };
+    if let Some(s) = subscriber {
+        if let Err(e) = s.unsubscribe() {
+            log::warn!("unsubscribe for the program's profiler: {e}");
+            return false;
+        }
+    }
+    writer.notice(
+        NoticeLevel::Info,
+        "the program's own profiler asked for CUPTI's callback subscriber, which this CUPTI gives to one: the \
+         trace gave it up (its records are unaffected; buffers are no longer flushed when a context is \
+         destroyed, only periodically and at exit)"
+            .into(),
+    );
+    true
 }
 
 /// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
@@ -644,6 +705,7 @@ impl Session {
                 }
             }
         };
+        unshare_cupti(&self.writer);
         self.writer.push(&Record::ClockAnchor(ClockAnchor::now()));
         self.writer.end(reason, counts, Clock::Monotonic.now_ns());
     }
@@ -669,18 +731,6 @@ mod tests {
             ActivityKinds::SYNCHRONIZATION
         );
         assert_eq!(activity_kinds(&[Kind::Overhead]), ActivityKinds::OVERHEAD);
-    }
-
-    #[test]
-    fn a_program_that_maps_pytorch_is_told_about_its_profiler() {
-        // This test binary maps the C library, not PyTorch: the lookup is the same.
-        let note = profiler_note("libc.so").expect("the C library is mapped");
-        assert!(note.starts_with("this program maps libc.so"), "{note}");
-        assert!(
-            note.contains("torch.profiler") && note.contains("trace --pid"),
-            "{note}"
-        );
-        assert_eq!(profiler_note(PYTORCH_LIBRARY), None);
     }
 
     #[test]

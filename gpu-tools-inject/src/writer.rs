@@ -123,9 +123,16 @@ impl Writer {
                 std::hint::black_box(walked);
             }
             _ => {
+                // Kinds enabled for the program's own profiler alone (`coexist`) are not the trace's.
+                let foreign = crate::coexist::foreign_kinds();
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
+                            if foreign != 0
+                                && 1u64.checked_shl(activity.kind().0).unwrap_or(0) & foreign != 0
+                            {
+                                continue;
+                            }
                             if let Activity::Api(a) = &activity {
                                 if !st.skip.is_empty() {
                                     let domain = match a.domain() {

@@ -163,6 +163,7 @@ fn child() {
         return;
     };
     let lib_path = library();
+    let profiler = (scenario == "coexist").then(program_profiler);
     // SAFETY: the library's initialisers only set up Rust statics.
     let lib = unsafe { libloading::Library::new(&lib_path) }.expect("dlopen the library");
     // SAFETY: `int InitializeInjection(void)`, as CUDA calls it.
@@ -255,8 +256,125 @@ fn child() {
             println!("forked child exited with {status}");
             assert_eq!(kernel(2000, 2), 1);
         }
+        "coexist" => {
+            let p = profiler.expect("loaded above");
+            let memset = |start: u64| d.memset(0x5a, 4096, start, start + 50, 7, 200);
+            // Before the program's own profiler starts: the trace's only.
+            for i in 0..3u32 {
+                assert_eq!(kernel(1000 + u64::from(i) * 200, i + 1), 1);
+            }
+            // Its session: kernels, which the trace records too, and sets, which only it wants.
+            let both = [CONCURRENT_KERNEL, MEMSET];
+            assert_eq!(p.start(&both), 0);
+            for i in 3..8u32 {
+                assert_eq!(kernel(1000 + u64::from(i) * 200, i + 1), 1);
+            }
+            assert_eq!(memset(5000), 1);
+            assert_eq!(memset(5100), 1);
+            assert_eq!(p.stop(&both), 0);
+            println!(
+                "program kernels {} memsets {}",
+                p.count(CONCURRENT_KERNEL),
+                p.count(MEMSET)
+            );
+            // After it: kernels still traced; sets off in CUPTI again.
+            for i in 8..10u32 {
+                assert_eq!(kernel(1000 + u64::from(i) * 200, i + 1), 1);
+            }
+            println!("memset after its session {}", memset(6000));
+            println!("enabled mask {:#x}", d.stats().enabled_mask);
+            // It subscribes: the trace holds CUPTI's one subscriber, and gives it up.
+            println!("subscribe {}", p.subscribe());
+            // A second session of its own.
+            assert_eq!(p.start(&both[..1]), 0);
+            assert_eq!(kernel(4000, 11), 1);
+            assert_eq!(p.stop(&both[..1]), 0);
+            println!(
+                "program kernels {} memsets {} buffers {}",
+                p.count(CONCURRENT_KERNEL),
+                p.count(MEMSET),
+                p.buffers()
+            );
+        }
         other => panic!("unknown scenario {other}"),
     }
+}
+
+const MEMSET: u32 = 2;
+
+/// The stand-in profiler inside the program (`tests/doubles/program_profiler.c`), loaded before the library
+/// starts, as PyTorch is loaded before its first `cuInit`.
+struct ProgramProfiler {
+    lib: libloading::Library,
+}
+
+impl ProgramProfiler {
+    fn start(&self, kinds: &[u32]) -> i32 {
+        // SAFETY: `int pp_start(const uint32_t *kinds, int n)`, with a live slice.
+        unsafe {
+            let f = self
+                .lib
+                .get::<unsafe extern "C" fn(*const u32, i32) -> i32>(b"pp_start\0")
+                .unwrap();
+            f(kinds.as_ptr(), kinds.len() as i32)
+        }
+    }
+
+    fn stop(&self, kinds: &[u32]) -> i32 {
+        // SAFETY: `int pp_stop(const uint32_t *kinds, int n)`, with a live slice.
+        unsafe {
+            let f = self
+                .lib
+                .get::<unsafe extern "C" fn(*const u32, i32) -> i32>(b"pp_stop\0")
+                .unwrap();
+            f(kinds.as_ptr(), kinds.len() as i32)
+        }
+    }
+
+    fn subscribe(&self) -> i32 {
+        // SAFETY: `int pp_subscribe(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> i32>(b"pp_subscribe\0")
+                .unwrap()()
+        }
+    }
+
+    fn count(&self, kind: u32) -> u64 {
+        // SAFETY: `uint64_t pp_count(uint32_t kind)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(u32) -> u64>(b"pp_count\0")
+                .unwrap()(kind)
+        }
+    }
+
+    fn buffers(&self) -> u64 {
+        // SAFETY: `uint64_t pp_buffers(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> u64>(b"pp_buffers\0")
+                .unwrap()()
+        }
+    }
+}
+
+/// Loads the CUPTI double into the global scope, then the profiler, whose CUPTI imports bind to it.
+fn program_profiler() -> ProgramProfiler {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: the double's initialisers set up its own state only; kept loaded for the process.
+    let cupti = unsafe {
+        Library::open(
+            Some(common::double_path("cupti_activity")),
+            RTLD_NOW | RTLD_GLOBAL,
+        )
+    }
+    .expect("the CUPTI double");
+    std::mem::forget(cupti);
+    // SAFETY: the profiler has no initialisers.
+    let lib = unsafe { Library::open(Some(common::double_path("program_profiler")), RTLD_NOW) }
+        .expect("the program profiler double");
+    ProgramProfiler { lib: lib.into() }
 }
 
 #[test]
@@ -304,6 +422,67 @@ fn records_reach_the_tracer_at_exit_with_a_complete_count() {
             .any(|r| matches!(r, Record::Notice(n) if n.text.contains("thread ids"))),
         "no note about thread ids when CUPTI took the setting"
     );
+}
+
+#[test]
+fn a_profiler_inside_the_program_gets_its_records_beside_the_trace() {
+    let r = run("coexist", &[(env::KINDS, "kernel".into())], |_| true);
+    assert!(r.status.success(), "{}", r.stdout);
+    // Its first session: the 5 kernels and 2 sets made during it, none from before.
+    assert!(
+        r.stdout.contains("program kernels 5 memsets 2\n"),
+        "{}",
+        r.stdout
+    );
+    // Its kind alone was enabled for it, and disabled with its session; the trace's kernels stayed on.
+    assert!(
+        r.stdout.contains("memset after its session -1"),
+        "{}",
+        r.stdout
+    );
+    let mask = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("enabled mask 0x"))
+        .and_then(|m| u64::from_str_radix(m, 16).ok())
+        .expect("the mask printed");
+    assert_eq!(
+        (mask >> CONCURRENT_KERNEL & 1, mask >> MEMSET & 1),
+        (1, 0),
+        "{mask:#x}"
+    );
+    // CUPTI's one subscriber went to it.
+    assert!(r.stdout.contains("subscribe 0"), "{}", r.stdout);
+    // Its second session: one kernel more.
+    assert!(
+        r.stdout.contains("program kernels 6 memsets 2 buffers"),
+        "{}",
+        r.stdout
+    );
+    // The trace: every kernel, once, in order; none of the program's sets.
+    let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
+    assert_eq!(corr, (1..=11).collect::<Vec<_>>());
+    assert!(!r.records.iter().any(|r| matches!(r, Record::Memset(_))));
+    let notices: Vec<&str> = r
+        .records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    for said in [
+        "CUPTI is shared with the program's own profiler",
+        "the trace gave it up",
+        "the program's own profiler recorded during the trace: 8 of its records",
+    ] {
+        assert!(
+            notices.iter().any(|n| n.contains(said)),
+            "{said:?} in {notices:#?}"
+        );
+    }
+    let e = end(&r.records).expect("end record");
+    assert_eq!((e.dropped, e.callback_panics), (0, 0));
 }
 
 #[test]

@@ -111,6 +111,28 @@ fn walk(bytes: &[u8], layout: RecordLayout) -> (usize, Vec<RecordError>) {
         ok + errors.len(),
         "count() walks as records() does"
     );
+    // The undecoded walk: whole records, back to back from the start, inside the bytes, the kinds the decoding
+    // walk gives; where it does not stop early it covers every byte.
+    let mut raw = batch.raw_records();
+    let mut next = 0;
+    let mut kinds = Vec::new();
+    for r in raw.by_ref() {
+        assert_eq!(r.offset, next, "records are back to back");
+        assert!(!r.bytes.is_empty() && r.bytes.len() % 8 == 0);
+        let inner = r.bytes.as_ptr_range();
+        assert!(inner.start >= range.start && inner.end <= range.end);
+        next += r.bytes.len();
+        kinds.push(r.kind.0);
+    }
+    let decoded: Vec<u32> = batch
+        .records()
+        .map_while(|r| r.ok().map(|a| a.kind().0))
+        .collect();
+    assert!(decoded.starts_with(&kinds), "{kinds:?} against {decoded:?}");
+    match raw.stopped_at() {
+        Some(at) => assert_eq!(at, next, "it stops where the last whole record ends"),
+        None => assert_eq!(next, batch.len_bytes(), "it reaches the end"),
+    }
     (ok, errors)
 }
 

@@ -68,6 +68,18 @@ pub enum RecordError {
     },
 }
 
+impl RecordError {
+    /// Where in the batch the record starts.
+    pub fn offset(&self) -> usize {
+        match self {
+            RecordError::Truncated { offset, .. }
+            | RecordError::Misaligned { offset }
+            | RecordError::UnexpectedSize { offset, .. }
+            | RecordError::VendorWalk { offset, .. } => *offset,
+        }
+    }
+}
+
 /// The records CUPTI handed over in one completed buffer, borrowed for the duration of the callback.
 ///
 /// The buffer goes back to the tracer's pool when the callback returns, so a batch and every record decoded
@@ -213,6 +225,16 @@ impl<'a> ActivityBatch<'a> {
             done: false,
             fast: self.vendor_step.is_none() && self.begin as usize % 8 == 0,
             _buffer: PhantomData,
+        }
+    }
+
+    /// The records as the vendor wrote them, undecoded: each one's kind and bytes, in order, for a consumer that
+    /// hands records on (a profiler inside the traced program gets copies of its own kinds). The walk stops at
+    /// the first record it cannot size or read; [`RawRecords::stopped_at`] tells where.
+    pub fn raw_records(&self) -> RawRecords<'a> {
+        RawRecords {
+            walk: self.records(),
+            stopped_at: None,
         }
     }
 
@@ -454,6 +476,61 @@ impl<'a> Iterator for Records<'a> {
 }
 
 impl std::iter::FusedIterator for Records<'_> {}
+
+/// One record as the vendor wrote it: see [`ActivityBatch::raw_records`].
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    /// Where it starts in the batch.
+    pub offset: usize,
+    /// Its kind.
+    pub kind: ActivityKind,
+    /// Its bytes, a multiple of 8 long (the vendor's record alignment).
+    pub bytes: &'a [u8],
+}
+
+/// Iterator over the records of a batch, undecoded.
+#[derive(Debug)]
+pub struct RawRecords<'a> {
+    walk: Records<'a>,
+    stopped_at: Option<usize>,
+}
+
+impl RawRecords<'_> {
+    /// Where the walk stopped before the batch's end (a record it could not size, or a damaged one), once it
+    /// did; `None` while it runs and when it reached the end.
+    pub fn stopped_at(&self) -> Option<usize> {
+        self.stopped_at
+    }
+}
+
+impl<'a> Iterator for RawRecords<'a> {
+    type Item = RawRecord<'a>;
+
+    fn next(&mut self) -> Option<RawRecord<'a>> {
+        if self.stopped_at.is_some() {
+            return None;
+        }
+        match self.walk.step()? {
+            Step::Record { offset, kind, size } => Some(RawRecord {
+                offset,
+                kind: ActivityKind(kind),
+                // SAFETY: `size` bytes from `offset` lie inside the batch (checked by `step`), readable for 'a.
+                bytes: unsafe {
+                    std::slice::from_raw_parts(self.walk.begin.wrapping_add(offset), size)
+                },
+            }),
+            // An unsized kind's extent is a guess (to the batch's end) and a damaged record has none.
+            Step::Unsized { offset, .. } => {
+                self.stopped_at = Some(offset);
+                None
+            }
+            Step::Error(e) => {
+                self.stopped_at = Some(e.offset());
+                None
+            }
+        }
+    }
+}
 
 impl std::fmt::Debug for Records<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

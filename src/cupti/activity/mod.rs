@@ -126,7 +126,7 @@ mod transfer;
 
 pub use super::activity_kind::{ActivityKind, ActivityKinds};
 pub use api::{ApiCall, SyncType, Synchronization};
-pub use batch::{ActivityBatch, RecordError, Records};
+pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::Clock;
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use kernel::{Kernel, LaunchType};

@@ -1,0 +1,199 @@
+//! The functions the program's redirected CUPTI calls reach. Each keeps the C signature of the call it stands
+//! for, never unwinds, and calls CUPTI itself when no session shares it (a slot read just before the session
+//! ended).
+
+use std::ffi::c_void;
+
+use gpu_tools::sys::cupti as sys;
+
+use super::{REAL, Real, bit, with_mux};
+
+/// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
+/// program.
+fn guarded(body: impl FnOnce(&Real) -> sys::CUptiResult) -> sys::CUptiResult {
+    let Some(real) = REAL.get() else {
+        return sys::CUPTI_ERROR_UNKNOWN;
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(real))) {
+        Ok(code) => code,
+        Err(payload) => {
+            std::mem::forget(payload);
+            sys::CUPTI_ERROR_UNKNOWN
+        }
+    }
+}
+
+/// `cuptiActivityRegisterCallbacks`.
+pub(super) unsafe extern "C" fn register_callbacks(
+    request: sys::CUpti_BuffersCallbackRequestFunc,
+    complete: sys::CUpti_BuffersCallbackCompleteFunc,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        if with_mux(|_| ()).is_none() {
+            // SAFETY: the real function with the program's arguments.
+            return unsafe { (real.register_callbacks)(request, complete) };
+        }
+        // The records made so far are not the program's: they go out before it starts a session.
+        // SAFETY: the real flush, outside the state's lock (the completion callback takes it).
+        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        let kept = with_mux(|m| {
+            m.program.request = request;
+            m.program.complete = complete;
+            m.program.registered = true;
+            m.program.draining = 0;
+        });
+        match kept {
+            Some(()) => sys::CUPTI_SUCCESS,
+            // SAFETY: as above; the session ended meanwhile.
+            None => unsafe { (real.register_callbacks)(request, complete) },
+        }
+    })
+}
+
+/// What a hook decided under the state's lock.
+enum Decision {
+    Done(sys::CUptiResult),
+    CallCupti,
+}
+
+/// `cuptiActivityEnable`.
+pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+    guarded(|real| {
+        let b = bit(kind);
+        let decision = with_mux(|m| {
+            if b != 0 && m.session_kinds & b != 0 {
+                m.program.enabled |= b;
+                m.program.draining &= !b;
+                Decision::Done(sys::CUPTI_SUCCESS)
+            } else {
+                Decision::CallCupti
+            }
+        });
+        match decision {
+            Some(Decision::Done(code)) => code,
+            Some(Decision::CallCupti) => {
+                // SAFETY: the real function with the program's kind.
+                let code = unsafe { (real.enable)(kind) };
+                if code == sys::CUPTI_SUCCESS {
+                    with_mux(|m| {
+                        m.program.enabled |= b;
+                        m.program.draining &= !b;
+                        m.program.only_program |= b;
+                    });
+                }
+                code
+            }
+            // SAFETY: as above.
+            None => unsafe { (real.enable)(kind) },
+        }
+    })
+}
+
+/// `cuptiActivityDisable`.
+pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+    guarded(|real| {
+        let b = bit(kind);
+        let decision = with_mux(|m| {
+            if m.program.enabled & b != 0 {
+                m.program.enabled &= !b;
+                m.program.draining |= b;
+            }
+            if b != 0 && m.session_kinds & b != 0 {
+                Decision::Done(sys::CUPTI_SUCCESS)
+            } else {
+                Decision::CallCupti
+            }
+        });
+        match decision {
+            Some(Decision::Done(code)) => code,
+            // SAFETY: the real function with the program's kind.
+            Some(Decision::CallCupti) | None => unsafe { (real.disable)(kind) },
+        }
+    })
+}
+
+/// `cuptiActivityFlushAll`.
+pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
+    guarded(|real| {
+        // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
+        let code = unsafe { (real.flush_all)(flag) };
+        if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {
+            // Everything of the kinds it disabled has reached it now.
+            with_mux(|m| {
+                let drained = m.program.draining;
+                m.program.draining = 0;
+                m.program.only_program &= !drained | m.program.enabled;
+            });
+        }
+        code
+    })
+}
+
+/// `cuptiActivityEnableRuntimeApi` and `cuptiActivityEnableDriverApi`: the program's choice filters its copies.
+fn api_choice(
+    runtime: bool,
+    cbid: sys::CUpti_CallbackId,
+    enable: u8,
+    real: &Real,
+) -> sys::CUptiResult {
+    let kept = with_mux(|m| {
+        let list = if runtime {
+            &mut m.program.skip_runtime
+        } else {
+            &mut m.program.skip_driver
+        };
+        list.retain(|&c| c != cbid);
+        if enable == 0 {
+            list.push(cbid);
+        }
+    });
+    let f = if runtime {
+        real.enable_runtime_api
+    } else {
+        real.enable_driver_api
+    };
+    match (kept, f) {
+        (Some(()), _) => sys::CUPTI_SUCCESS,
+        // SAFETY: the real function with the program's arguments.
+        (None, Some(f)) => unsafe { f(cbid, enable) },
+        (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
+    }
+}
+
+/// `cuptiActivityEnableRuntimeApi`.
+pub(super) unsafe extern "C" fn enable_runtime_api(
+    cbid: sys::CUpti_CallbackId,
+    enable: u8,
+) -> sys::CUptiResult {
+    guarded(|real| api_choice(true, cbid, enable, real))
+}
+
+/// `cuptiActivityEnableDriverApi`.
+pub(super) unsafe extern "C" fn enable_driver_api(
+    cbid: sys::CUpti_CallbackId,
+    enable: u8,
+) -> sys::CUptiResult {
+    guarded(|real| api_choice(false, cbid, enable, real))
+}
+
+/// `cuptiSubscribe`: where the trace holds CUPTI's one subscriber and can do without it, it lets go first.
+pub(super) unsafe extern "C" fn subscribe(
+    subscriber: *mut sys::CUpti_SubscriberHandle,
+    callback: sys::CUpti_CallbackFunc,
+    userdata: *mut c_void,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        // SAFETY: the real function with the program's arguments.
+        let code = unsafe { (real.subscribe)(subscriber, callback, userdata) };
+        if code != sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || with_mux(|_| ()).is_none()
+        {
+            return code;
+        }
+        if crate::session::step_aside_subscriber() {
+            // SAFETY: as above.
+            unsafe { (real.subscribe)(subscriber, callback, userdata) }
+        } else {
+            code
+        }
+    })
+}

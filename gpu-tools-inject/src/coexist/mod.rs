@@ -1,0 +1,482 @@
+//! Sharing CUPTI with a profiler inside the traced program (PyTorch's Kineto behind `torch.profiler`).
+//!
+//! CUPTI's activity API is the process's, not a subscriber's: one pair of buffer callbacks, one set of enabled
+//! kinds. Without care, whoever registers last takes every record: a `torch.profiler` session that starts while
+//! the trace runs takes the trace's records (and loses the ones in buffers the trace lent), and when it stops it
+//! disables the kinds the trace still records. So while a session runs, the program's own calls of the activity
+//! API come here instead of to CUPTI (their import slots are redirected, see `imports`), and the trace shares:
+//!
+//! - `cuptiActivityRegisterCallbacks`: the program's callbacks are kept; CUPTI keeps the trace's. Records made
+//!   before are delivered first (a forced flush), so the program gets none from before its session.
+//! - `cuptiActivityEnable`/`Disable`: a kind the trace records stays enabled in CUPTI; one only the program wants is
+//!   enabled and disabled for it (the trace leaves its records out). A kind the program disables still reaches it
+//!   until its next forced flush, which is how Kineto collects the end of its session.
+//! - `cuptiActivityEnableRuntimeApi`/`DriverApi`: the program's choices filter its copies only.
+//! - `cuptiActivityFlushAll`: CUPTI flushes; the program's records reach it before the call returns, as without
+//!   the trace.
+//! - `cuptiSubscribe` (CUPTI 13.0 allows one subscriber): when the trace holds it and can do without it (a trace,
+//!   not a range profile), the trace lets go of it and the program subscribes; the stream says so.
+//!
+//! Every completed buffer of the trace is walked once more: the records of the program's kinds are copied, as
+//! CUPTI wrote them, into buffers that the program's own request callback gives, and handed to its completion
+//! callback. When the session ends, the program's registration and kinds go back to CUPTI and the import slots
+//! are restored: the program is left calling CUPTI directly, as before.
+//!
+//! Calls made through `dlsym` pointers (a profiler that loads CUPTI itself) are not seen; nor are objects loaded
+//! after the session started. Attached while the program's profiler records, the records that profiler had in
+//! CUPTI's buffers at that moment are lost to it (its callbacks were registered before and cannot be found).
+
+mod hooks;
+mod imports;
+
+use std::ffi::{CString, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use gpu_tools::cupti::activity::{ActivityBatch, ActivityKinds};
+use gpu_tools::sys::cupti as sys;
+
+type RegisterFn = unsafe extern "C" fn(
+    sys::CUpti_BuffersCallbackRequestFunc,
+    sys::CUpti_BuffersCallbackCompleteFunc,
+) -> sys::CUptiResult;
+type KindFn = unsafe extern "C" fn(sys::CUpti_ActivityKind) -> sys::CUptiResult;
+type FlushFn = unsafe extern "C" fn(u32) -> sys::CUptiResult;
+type ApiChoiceFn = unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> sys::CUptiResult;
+type SubscribeFn = unsafe extern "C" fn(
+    *mut sys::CUpti_SubscriberHandle,
+    sys::CUpti_CallbackFunc,
+    *mut c_void,
+) -> sys::CUptiResult;
+
+/// The real CUPTI functions, resolved in the CUPTI the tracer uses (never through an import slot).
+#[derive(Clone, Copy)]
+struct Real {
+    register_callbacks: RegisterFn,
+    enable: KindFn,
+    disable: KindFn,
+    flush_all: FlushFn,
+    /// Not in every release (CUDA 12.5+).
+    enable_runtime_api: Option<ApiChoiceFn>,
+    enable_driver_api: Option<ApiChoiceFn>,
+    subscribe: SubscribeFn,
+}
+
+/// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
+/// session ended may still call a hook, which then calls CUPTI directly.
+static REAL: OnceLock<Real> = OnceLock::new();
+
+/// What the program asked of the activity API during the session.
+#[derive(Debug, Default)]
+struct Program {
+    request: sys::CUpti_BuffersCallbackRequestFunc,
+    complete: sys::CUpti_BuffersCallbackCompleteFunc,
+    /// It registered callbacks during the session (they go back to CUPTI at its end).
+    registered: bool,
+    /// Kinds it has enabled now.
+    enabled: u64,
+    /// Kinds it disabled whose records still reach it, until its next forced flush.
+    draining: u64,
+    /// Kinds enabled for it alone: the trace leaves their records out.
+    only_program: u64,
+    /// API records it asked CUPTI to leave out, per domain.
+    skip_runtime: Vec<u32>,
+    skip_driver: Vec<u32>,
+}
+
+impl Program {
+    /// Kinds whose records it gets.
+    fn receives(&self) -> u64 {
+        self.enabled | self.draining
+    }
+}
+
+/// Counts for the end of the session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Handed {
+    /// Records copied to the program.
+    pub records: u64,
+    /// Its buffers filled and handed back.
+    pub buffers: u64,
+    /// Records it should have had but did not get (its request callback gave no buffer, or one too small).
+    pub lost: u64,
+}
+
+struct Mux {
+    /// Kinds the session's tracer enabled.
+    session_kinds: u64,
+    program: Program,
+    redirects: Vec<imports::Redirect>,
+    handed: Handed,
+}
+
+static MUX: Mutex<Option<Mux>> = Mutex::new(None);
+/// The program receives some kind: batches are walked for it.
+static DISPATCHING: AtomicBool = AtomicBool::new(false);
+/// Kinds enabled for the program alone, which the trace's writer leaves out.
+static FOREIGN: AtomicU64 = AtomicU64::new(0);
+
+fn lock() -> MutexGuard<'static, Option<Mux>> {
+    MUX.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on the session's state, if a session shares CUPTI now.
+fn with_mux<T>(f: impl FnOnce(&mut Mux) -> T) -> Option<T> {
+    let mut guard = lock();
+    let mux = guard.as_mut()?;
+    let out = f(mux);
+    DISPATCHING.store(mux.program.receives() != 0, Ordering::Release);
+    FOREIGN.store(mux.program.only_program, Ordering::Release);
+    Some(out)
+}
+
+fn bit(kind: u32) -> u64 {
+    1u64.checked_shl(kind).unwrap_or(0)
+}
+
+/// Kinds the trace's writer leaves out: enabled for the program alone.
+pub fn foreign_kinds() -> u64 {
+    FOREIGN.load(Ordering::Acquire)
+}
+
+/// The CUPTI functions redirected, with their hooks.
+fn wanted() -> [(&'static str, usize); 7] {
+    [
+        (
+            "cuptiActivityRegisterCallbacks",
+            hooks::register_callbacks as *const () as usize,
+        ),
+        ("cuptiActivityEnable", hooks::enable as *const () as usize),
+        ("cuptiActivityDisable", hooks::disable as *const () as usize),
+        (
+            "cuptiActivityFlushAll",
+            hooks::flush_all as *const () as usize,
+        ),
+        (
+            "cuptiActivityEnableRuntimeApi",
+            hooks::enable_runtime_api as *const () as usize,
+        ),
+        (
+            "cuptiActivityEnableDriverApi",
+            hooks::enable_driver_api as *const () as usize,
+        ),
+        ("cuptiSubscribe", hooks::subscribe as *const () as usize),
+    ]
+}
+
+/// Resolves the real functions in the CUPTI the program maps.
+fn resolve() -> Result<Real, String> {
+    if let Some(r) = REAL.get() {
+        return Ok(*r);
+    }
+    // The CUPTI the tracer uses, which is the one the program maps (or the one loaded for the trace).
+    let path = gpu_tools::cupti::CuptiLibrary::get()
+        .and_then(|l| l.path())
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
+        .ok_or("no CUPTI is loaded")?;
+    let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path; RTLD_NOLOAD only finds the library already mapped (no constructor runs).
+    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return Err(format!("{} is not loaded", path.display()));
+    }
+    let symbol = |name: &str| -> Result<usize, String> {
+        let c = CString::new(name).map_err(|e| e.to_string())?;
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
+        if p.is_null() {
+            Err(format!("{} has no {name}", path.display()))
+        } else {
+            Ok(p as usize)
+        }
+    };
+    // SAFETY (each transmute): the address of the named CUPTI function, whose C signature (cupti_activity.h,
+    // cupti_callbacks.h) the type states.
+    let real = unsafe {
+        Real {
+            register_callbacks: std::mem::transmute::<usize, RegisterFn>(symbol(
+                "cuptiActivityRegisterCallbacks",
+            )?),
+            enable: std::mem::transmute::<usize, KindFn>(symbol("cuptiActivityEnable")?),
+            disable: std::mem::transmute::<usize, KindFn>(symbol("cuptiActivityDisable")?),
+            flush_all: std::mem::transmute::<usize, FlushFn>(symbol("cuptiActivityFlushAll")?),
+            enable_runtime_api: symbol("cuptiActivityEnableRuntimeApi")
+                .ok()
+                .map(|p| std::mem::transmute::<usize, ApiChoiceFn>(p)),
+            enable_driver_api: symbol("cuptiActivityEnableDriverApi")
+                .ok()
+                .map(|p| std::mem::transmute::<usize, ApiChoiceFn>(p)),
+            subscribe: std::mem::transmute::<usize, SubscribeFn>(symbol("cuptiSubscribe")?),
+        }
+    };
+    Ok(*REAL.get_or_init(|| real))
+}
+
+/// The file this library was loaded from, as the loader names it.
+fn own_object() -> Option<String> {
+    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
+    // SAFETY: any address inside this library, and a valid out-structure.
+    let found = unsafe { libc::dladdr(own_object as *const () as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: the loader's NUL-terminated file name.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+fn unsafe_zeroed_dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}
+
+/// What [`install`] did.
+#[derive(Debug)]
+pub struct Installed {
+    /// The objects whose CUPTI calls come here now (each once).
+    pub objects: Vec<String>,
+    /// Import slots redirected.
+    pub slots: usize,
+}
+
+/// Starts sharing CUPTI with the program: called once the session's tracer runs with `session_kinds`.
+pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
+    let mut guard = lock();
+    if guard.is_some() {
+        return Err("CUPTI is shared already".into());
+    }
+    resolve()?;
+    let own = own_object();
+    let skip = move |object: &str| {
+        let name = std::path::Path::new(object)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        name.starts_with("libcupti")
+            || name.starts_with("libnvperf")
+            || name.starts_with("libcuda.so")
+            || name.starts_with("linux-vdso")
+            || own
+                .as_deref()
+                .is_some_and(|o| imports::same_object(object, std::path::Path::new(o)))
+    };
+    let wanted = wanted();
+    // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
+    // process's life (the library is pinned).
+    let redirects = unsafe { imports::redirect(&wanted, &skip) };
+    let mut objects: Vec<String> = redirects.iter().map(|r| r.object().to_owned()).collect();
+    objects.dedup();
+    let installed = Installed {
+        objects,
+        slots: redirects.len(),
+    };
+    for r in &redirects {
+        log::debug!("{} in {} comes to the trace", r.symbol(), r.object());
+    }
+    *guard = Some(Mux {
+        session_kinds: session_kinds.bits(),
+        program: Program::default(),
+        redirects,
+        handed: Handed::default(),
+    });
+    Ok(installed)
+}
+
+/// What [`uninstall`] reports.
+#[derive(Debug, Default)]
+pub struct Uninstalled {
+    /// What the program was given.
+    pub handed: Handed,
+    /// It registered buffer callbacks during the session (given back to CUPTI now).
+    pub registered: bool,
+    /// Kinds it had enabled at the end (enabled in CUPTI again for it).
+    pub enabled: ActivityKinds,
+}
+
+/// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
+/// its import slots are restored. `None` when nothing was shared.
+pub fn uninstall() -> Option<Uninstalled> {
+    let mux = {
+        let mut guard = lock();
+        let mux = guard.take()?;
+        DISPATCHING.store(false, Ordering::Release);
+        FOREIGN.store(0, Ordering::Release);
+        mux
+    };
+    imports::restore(mux.redirects);
+    let program = mux.program;
+    if let Some(real) = REAL.get() {
+        // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
+        unsafe {
+            if program.registered {
+                // First, so that buffers for the kinds enabled next come from the program.
+                (real.register_callbacks)(program.request, program.complete);
+            }
+            for kind in ActivityKinds::from_bits_retain(program.enabled).kinds() {
+                (real.enable)(kind.0);
+            }
+            if let Some(f) = real.enable_runtime_api {
+                for &cbid in &program.skip_runtime {
+                    f(cbid, 0);
+                }
+            }
+            if let Some(f) = real.enable_driver_api {
+                for &cbid in &program.skip_driver {
+                    f(cbid, 0);
+                }
+            }
+        }
+    }
+    Some(Uninstalled {
+        handed: mux.handed,
+        registered: program.registered,
+        enabled: ActivityKinds::from_bits_retain(program.enabled),
+    })
+}
+
+/// The API record's callback id (`CUpti_ActivityAPI`: kind, then cbid, as 32-bit words).
+fn api_cbid(bytes: &[u8]) -> Option<u32> {
+    bytes
+        .get(4..8)
+        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Hands the program the records of its kinds in `batch` (one of the trace's, on CUPTI's thread or the one that
+/// flushes), before the trace's writer reads it.
+pub fn dispatch(batch: &ActivityBatch<'_>) {
+    if !DISPATCHING.load(Ordering::Acquire) {
+        return;
+    }
+    let Some((kinds, request, complete, skip_runtime, skip_driver)) = with_mux(|m| {
+        (
+            m.program.receives(),
+            m.program.request,
+            m.program.complete,
+            m.program.skip_runtime.clone(),
+            m.program.skip_driver.clone(),
+        )
+    }) else {
+        return;
+    };
+    let (Some(request), Some(complete)) = (request, complete) else {
+        return;
+    };
+    let mut out = ProgramBuffer::new(request, complete);
+    for r in batch.raw_records() {
+        if kinds & bit(r.kind.0) == 0 {
+            continue;
+        }
+        let skip = match r.kind.0 {
+            sys::CUPTI_ACTIVITY_KIND_RUNTIME => &skip_runtime,
+            sys::CUPTI_ACTIVITY_KIND_DRIVER => &skip_driver,
+            _ => &Vec::new(),
+        };
+        if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
+            continue;
+        }
+        out.push(r.bytes);
+    }
+    let handed = out.finish();
+    with_mux(|m| {
+        m.handed.records += handed.records;
+        m.handed.buffers += handed.buffers;
+        m.handed.lost += handed.lost;
+    });
+}
+
+/// The program's buffer being filled.
+struct ProgramBuffer {
+    request: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
+    complete: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
+    current: Option<(*mut u8, usize, usize)>,
+    /// The program's limit of records per buffer (0: none), and the records in the current one.
+    max_records: usize,
+    records_in: usize,
+    handed: Handed,
+}
+
+impl ProgramBuffer {
+    fn new(
+        request: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
+        complete: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
+    ) -> Self {
+        ProgramBuffer {
+            request,
+            complete,
+            current: None,
+            max_records: 0,
+            records_in: 0,
+            handed: Handed::default(),
+        }
+    }
+
+    /// Copies one record (a multiple of 8 bytes) into the program's buffer, asking for another when it is full.
+    fn push(&mut self, record: &[u8]) {
+        let full = match self.current {
+            Some((_, size, used)) => {
+                size - used < record.len()
+                    || (self.max_records != 0 && self.records_in >= self.max_records)
+            }
+            None => true,
+        };
+        if full {
+            self.hand_back();
+            self.take_new(record.len());
+        }
+        let Some((buffer, _, used)) = self.current.as_mut() else {
+            self.handed.lost += 1;
+            return;
+        };
+        // SAFETY: the program's buffer has room for the record at `used` (checked when it was taken or above);
+        // the record's bytes are the trace's, a distinct allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(record.as_ptr(), buffer.add(*used), record.len());
+        }
+        *used += record.len();
+        self.records_in += 1;
+        self.handed.records += 1;
+    }
+
+    fn take_new(&mut self, needed: usize) {
+        let (mut buffer, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
+        // SAFETY: the program's request callback, called as CUPTI calls it, with valid out-pointers.
+        unsafe { (self.request)(&mut buffer, &mut size, &mut max) };
+        if buffer.is_null() {
+            return;
+        }
+        if size < needed || buffer as usize % 8 != 0 {
+            // Unusable (CUPTI needs 8-byte aligned buffers): given back empty.
+            // SAFETY: the program's completion callback with its own buffer and no valid bytes.
+            unsafe { (self.complete)(std::ptr::null_mut(), 0, buffer, size, 0) };
+            return;
+        }
+        self.current = Some((buffer, size, 0));
+        self.max_records = max;
+        self.records_in = 0;
+    }
+
+    fn hand_back(&mut self) {
+        if let Some((buffer, size, used)) = self.current.take() {
+            // SAFETY: the program's completion callback with its own buffer and the bytes written in it; the
+            // context is NULL and the stream 0, as CUPTI reports its global queue since CUDA 6.0.
+            unsafe { (self.complete)(std::ptr::null_mut(), 0, buffer, size, used) };
+            self.handed.buffers += 1;
+        }
+    }
+
+    fn finish(mut self) -> Handed {
+        self.hand_back();
+        self.handed
+    }
+}
+
+#[cfg(test)]
+mod tests;

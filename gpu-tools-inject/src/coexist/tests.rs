@@ -1,0 +1,220 @@
+use std::sync::Mutex;
+
+use gpu_tools::cupti::activity::{ActivityBatch, RecordLayout};
+
+use super::*;
+
+/// The tests below share the process's one sharing state.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+extern "C" fn fake_getppid() -> libc::pid_t {
+    4242
+}
+
+#[test]
+fn an_import_slot_is_redirected_and_restored() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: getppid has no preconditions.
+    let before = unsafe { libc::getppid() };
+    assert_ne!(before, 4242);
+    // The C library defines it; every other object (this test binary first) imports it.
+    let skip = |object: &str| object.contains("libc.so");
+    // SAFETY: the replacement has getppid's signature and lives as long as the process.
+    let redirects =
+        unsafe { imports::redirect(&[("getppid", fake_getppid as *const () as usize)], &skip) };
+    assert!(
+        !redirects.is_empty(),
+        "this test binary imports getppid through a slot"
+    );
+    assert!(redirects.iter().all(|r| r.symbol() == "getppid"));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::getppid() }, 4242, "the call comes to us");
+    imports::restore(redirects);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::getppid() }, before, "and goes back");
+}
+
+#[test]
+fn a_skipped_object_keeps_its_slots() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: as above; nothing is rewritten.
+    let redirects = unsafe {
+        imports::redirect(&[("getppid", fake_getppid as *const () as usize)], &|_| {
+            true
+        })
+    };
+    assert!(redirects.is_empty());
+    // SAFETY: getppid has no preconditions.
+    assert_ne!(unsafe { libc::getppid() }, 4242);
+}
+
+/// What the stand-in program profiler was handed: each buffer's valid bytes.
+static HANDED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// Its buffers hold this many bytes, and at most `MAX_RECORDS` records.
+static BUFFER_BYTES: Mutex<(usize, usize)> = Mutex::new((0, 0));
+
+unsafe extern "C" fn program_request(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let (bytes, max_records) = *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner());
+    let layout = std::alloc::Layout::from_size_align(bytes, 8).expect("a valid layout");
+    // SAFETY: a non-zero size; the out-pointers are valid (the caller's contract).
+    unsafe {
+        *buffer = std::alloc::alloc(layout);
+        *size = bytes;
+        *max = max_records;
+    }
+}
+
+unsafe extern "C" fn program_complete(
+    _ctx: sys::CUcontext,
+    _stream: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+) {
+    // SAFETY: a buffer of `size` bytes from `program_request`, `valid` of them written.
+    let bytes = unsafe { std::slice::from_raw_parts(buffer, valid) }.to_vec();
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
+    let layout = std::alloc::Layout::from_size_align(size, 8).expect("a valid layout");
+    // SAFETY: allocated by `program_request` with this layout.
+    unsafe { std::alloc::dealloc(buffer, layout) };
+}
+
+/// A record of `kind` as CUPTI 13.0 sizes it, with `tag` in its second word (the API records' callback id).
+fn record(kind: u32, tag: u32) -> Vec<u8> {
+    let size = RecordLayout::Cupti13_0
+        .record_size(kind)
+        .expect("a sized kind");
+    let mut r = vec![0u8; size];
+    r[0..4].copy_from_slice(&kind.to_ne_bytes());
+    r[4..8].copy_from_slice(&tag.to_ne_bytes());
+    r
+}
+
+/// 8-aligned storage for a batch.
+fn aligned(bytes: &[u8]) -> Vec<u64> {
+    let mut v = vec![0u64; bytes.len().div_ceil(8)];
+    // SAFETY: `v` has at least `bytes.len()` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len())
+    };
+    v
+}
+
+fn share(program: Program) {
+    *lock() = Some(Mux {
+        session_kinds: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+        program,
+        redirects: Vec::new(),
+        handed: Handed::default(),
+    });
+    with_mux(|_| ());
+}
+
+#[test]
+fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let runtime = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+    let memset = sys::CUPTI_ACTIVITY_KIND_MEMSET;
+    let records = [
+        record(kernel, 1),
+        record(memset, 2),
+        record(runtime, 77),
+        record(kernel, 3),
+        record(runtime, 78),
+        record(kernel, 4),
+    ];
+    let bytes: Vec<u8> = records.concat();
+    let storage = aligned(&bytes);
+    // SAFETY: the storage holds `bytes.len()` bytes.
+    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    // Room for two kernel records per buffer: three buffers for the three kernels and one API call.
+    let kernel_size = records[0].len();
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (2 * kernel_size, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(kernel) | bit(runtime),
+        only_program: bit(runtime),
+        // It asked CUPTI to leave callback id 78 out.
+        skip_runtime: vec![78],
+        ..Program::default()
+    });
+    assert_eq!(
+        foreign_kinds(),
+        bit(runtime),
+        "the writer leaves its kind out"
+    );
+    dispatch(&batch);
+    let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let got: Vec<u8> = handed.concat();
+    let want: Vec<u8> = [&records[0], &records[2], &records[3], &records[5]]
+        .iter()
+        .flat_map(|r| r.iter().copied())
+        .collect();
+    assert_eq!(
+        got, want,
+        "its kinds, byte for byte, in order, without id 78"
+    );
+    assert!(handed.iter().all(|b| b.len() <= 2 * kernel_size));
+    let state = uninstall().expect("shared");
+    assert_eq!(state.handed.records, 4);
+    assert_eq!(state.handed.buffers, handed.len() as u64);
+    assert_eq!(state.handed.lost, 0);
+    assert_eq!(foreign_kinds(), 0);
+}
+
+#[test]
+fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reaches_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let records: Vec<Vec<u8>> = (0..5).map(|i| record(kernel, i)).collect();
+    let bytes = records.concat();
+    let storage = aligned(&bytes);
+    // SAFETY: the storage holds `bytes.len()` bytes.
+    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 2);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // Disabled, not flushed yet: its records still go to it.
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        draining: bit(kernel),
+        ..Program::default()
+    });
+    dispatch(&batch);
+    let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(
+        handed.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![2 * records[0].len(), 2 * records[0].len(), records[0].len()],
+        "two records a buffer, as it asked"
+    );
+    assert_eq!(handed.concat(), bytes);
+    uninstall();
+}
+
+#[test]
+fn nothing_is_handed_without_a_program_session() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let bytes = record(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 1);
+    let storage = aligned(&bytes);
+    // SAFETY: the storage holds `bytes.len()` bytes.
+    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // Kinds enabled but no callbacks registered (as before its first session): nothing to hand them to.
+    share(Program {
+        enabled: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+        ..Program::default()
+    });
+    dispatch(&batch);
+    uninstall();
+    // And nothing shared at all.
+    dispatch(&batch);
+    assert!(HANDED.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
+}

@@ -1,0 +1,93 @@
+/* A profiler inside a traced program, using CUPTI as PyTorch's Kineto does: at the start of each session it
+ * registers its own buffer callbacks and enables its kinds; at the end it disables them and forces a flush; it
+ * counts the records handed to it, by kind. Its CUPTI calls are imports, left undefined here and bound by the
+ * loader to the CUPTI loaded before it (load that one with RTLD_GLOBAL first): they go through its import slots,
+ * as a program's calls do. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <pthread.h>
+
+typedef uint32_t CUptiResult;
+typedef void (*request_fn)(uint8_t **, size_t *, size_t *);
+typedef void (*complete_fn)(void *, uint32_t, uint8_t *, size_t, size_t);
+typedef void (*callback_fn)(void *, uint32_t, uint32_t, const void *);
+
+CUptiResult cuptiActivityRegisterCallbacks(request_fn request, complete_fn complete);
+CUptiResult cuptiActivityEnable(uint32_t kind);
+CUptiResult cuptiActivityDisable(uint32_t kind);
+CUptiResult cuptiActivityFlushAll(uint32_t flag);
+CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, void **record);
+CUptiResult cuptiSubscribe(void **handle, callback_fn cb, void *userdata);
+
+#define BUFFER_BYTES 4096
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_counts[64];
+static uint64_t g_buffers;
+static uint64_t g_callbacks;
+static void *g_subscriber;
+
+static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = aligned_alloc(8, BUFFER_BYTES);
+    *size = *buffer ? BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    void *record = NULL;
+    pthread_mutex_lock(&g_lock);
+    g_buffers++;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == 0) {
+        uint32_t kind = *(const uint32_t *)record;
+        if (kind < 64) g_counts[kind]++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(buffer);
+}
+
+static void on_callback(void *userdata, uint32_t domain, uint32_t cbid, const void *data) {
+    (void)userdata;
+    (void)domain;
+    (void)cbid;
+    (void)data;
+    __atomic_add_fetch(&g_callbacks, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Starts a session: registers, then enables the `n` kinds. Returns the first failing code, or 0. */
+int pp_start(const uint32_t *kinds, int n) {
+    CUptiResult r = cuptiActivityRegisterCallbacks(on_request, on_complete);
+    if (r) return (int)r;
+    for (int i = 0; i < n; i++) {
+        r = cuptiActivityEnable(kinds[i]);
+        if (r) return (int)r;
+    }
+    return 0;
+}
+
+/* Ends a session: disables the kinds, then forces a flush, as Kineto collects the end of its session. */
+int pp_stop(const uint32_t *kinds, int n) {
+    for (int i = 0; i < n; i++) {
+        CUptiResult r = cuptiActivityDisable(kinds[i]);
+        if (r) return (int)r;
+    }
+    return (int)cuptiActivityFlushAll(1);
+}
+
+int pp_subscribe(void) { return (int)cuptiSubscribe(&g_subscriber, on_callback, NULL); }
+
+uint64_t pp_count(uint32_t kind) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = kind < 64 ? g_counts[kind] : 0;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+uint64_t pp_buffers(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_buffers;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
