@@ -364,6 +364,8 @@ impl Session {
             .ok()
             .and_then(|l| l.version().ok())
             .unwrap_or(0);
+        // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
+        crate::coexist::read_clock_before_trace();
         let (thread_ids, thread_note) = thread_ids(mode);
         let writer = Arc::new(Writer::new(
             sink,
@@ -552,6 +554,14 @@ fn unshare_cupti(writer: &Writer) {
                     format!(" and kinds {:?}", u.enabled)
                 }
             ),
+        );
+    }
+    if u.clock.is_none() {
+        writer.notice(
+            NoticeLevel::Warning,
+            "CUPTI's clock before the trace was not recognised: CUPTI stays on the trace's clock (CLOCK_MONOTONIC), \
+             and a profiler inside the program that reads CUPTI timestamps gets that clock from now on"
+                .into(),
         );
     }
 }

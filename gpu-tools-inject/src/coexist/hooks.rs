@@ -6,7 +6,8 @@ use std::ffi::c_void;
 
 use gpu_tools::sys::cupti as sys;
 
-use super::{REAL, Real, bit, with_mux};
+use super::clock::{ClockMap, ProgramClock};
+use super::{REAL, Real, bit, handover, with_mux};
 
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
@@ -36,6 +37,8 @@ pub(super) unsafe extern "C" fn register_callbacks(
         // The records made so far are not the program's: they go out before it starts a session.
         // SAFETY: the real flush, outside the state's lock (the completion callback takes it).
         unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        // Its open buffer goes back to the callbacks it came from.
+        handover::close();
         let kept = with_mux(|m| {
             m.program.request = request;
             m.program.complete = complete;
@@ -118,8 +121,11 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
         // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
         let code = unsafe { (real.flush_all)(flag) };
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {
+            // As CUPTI's forced flush does, the partly filled buffer goes back too.
+            let last = handover::close();
             // Everything of the kinds it disabled has reached it now.
             with_mux(|m| {
+                m.handed.buffers += last.buffers;
                 let drained = m.program.draining;
                 m.program.draining = 0;
                 m.program.only_program &= !drained | m.program.enabled;
@@ -194,6 +200,24 @@ pub(super) unsafe extern "C" fn subscribe(
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
         } else {
             code
+        }
+    })
+}
+
+/// `cuptiActivityRegisterTimestampCallback`: CUPTI keeps the trace's clock; the program's copies get its own.
+pub(super) unsafe extern "C" fn register_timestamp(
+    source: sys::CUpti_TimestampCallbackFunc,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        let kept = with_mux(|m| {
+            m.program.timestamp = source;
+            m.clock = ClockMap::new(source.map_or(m.clock_before, ProgramClock::Callback));
+        });
+        match (kept, real.register_timestamp) {
+            (Some(()), _) => sys::CUPTI_SUCCESS,
+            // SAFETY: the real function with the program's argument.
+            (None, Some(f)) => unsafe { f(source) },
+            (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
 }

@@ -26,14 +26,18 @@
 //! after the session started. Attached while the program's profiler records, the records that profiler had in
 //! CUPTI's buffers at that moment are lost to it (its callbacks were registered before and cannot be found).
 
+mod clock;
+mod handover;
 mod hooks;
 mod imports;
+
+pub use handover::dispatch;
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use gpu_tools::cupti::activity::{ActivityBatch, ActivityKinds};
+use gpu_tools::cupti::activity::ActivityKinds;
 use gpu_tools::sys::cupti as sys;
 
 type RegisterFn = unsafe extern "C" fn(
@@ -43,6 +47,9 @@ type RegisterFn = unsafe extern "C" fn(
 type KindFn = unsafe extern "C" fn(sys::CUpti_ActivityKind) -> sys::CUptiResult;
 type FlushFn = unsafe extern "C" fn(u32) -> sys::CUptiResult;
 type ApiChoiceFn = unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> sys::CUptiResult;
+type RegisterTimestampFn =
+    unsafe extern "C" fn(sys::CUpti_TimestampCallbackFunc) -> sys::CUptiResult;
+type GetTimestampFn = unsafe extern "C" fn(*mut u64) -> sys::CUptiResult;
 type SubscribeFn = unsafe extern "C" fn(
     *mut sys::CUpti_SubscriberHandle,
     sys::CUpti_CallbackFunc,
@@ -60,6 +67,8 @@ struct Real {
     enable_runtime_api: Option<ApiChoiceFn>,
     enable_driver_api: Option<ApiChoiceFn>,
     subscribe: SubscribeFn,
+    register_timestamp: Option<RegisterTimestampFn>,
+    get_timestamp: Option<GetTimestampFn>,
 }
 
 /// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
@@ -82,6 +91,8 @@ struct Program {
     /// API records it asked CUPTI to leave out, per domain.
     skip_runtime: Vec<u32>,
     skip_driver: Vec<u32>,
+    /// The timestamp source it registered during the session.
+    timestamp: Option<clock::TimestampFn>,
 }
 
 impl Program {
@@ -106,6 +117,10 @@ struct Mux {
     /// Kinds the session's tracer enabled.
     session_kinds: u64,
     program: Program,
+    /// From the trace's clock to the one the program expects.
+    clock: clock::ClockMap,
+    /// The clock CUPTI was on when the session began, if recognised.
+    clock_before: clock::ProgramClock,
     redirects: Vec<imports::Redirect>,
     handed: Handed,
 }
@@ -140,7 +155,7 @@ pub fn foreign_kinds() -> u64 {
 }
 
 /// The CUPTI functions redirected, with their hooks.
-fn wanted() -> [(&'static str, usize); 7] {
+fn wanted() -> [(&'static str, usize); 8] {
     [
         (
             "cuptiActivityRegisterCallbacks",
@@ -161,6 +176,10 @@ fn wanted() -> [(&'static str, usize); 7] {
             hooks::enable_driver_api as *const () as usize,
         ),
         ("cuptiSubscribe", hooks::subscribe as *const () as usize),
+        (
+            "cuptiActivityRegisterTimestampCallback",
+            hooks::register_timestamp as *const () as usize,
+        ),
     ]
 }
 
@@ -208,9 +227,35 @@ fn resolve() -> Result<Real, String> {
                 .ok()
                 .map(|p| std::mem::transmute::<usize, ApiChoiceFn>(p)),
             subscribe: std::mem::transmute::<usize, SubscribeFn>(symbol("cuptiSubscribe")?),
+            register_timestamp: symbol("cuptiActivityRegisterTimestampCallback")
+                .ok()
+                .map(|p| std::mem::transmute::<usize, RegisterTimestampFn>(p)),
+            get_timestamp: symbol("cuptiGetTimestamp")
+                .ok()
+                .map(|p| std::mem::transmute::<usize, GetTimestampFn>(p)),
         }
     };
     Ok(*REAL.get_or_init(|| real))
+}
+
+/// The clock CUPTI is on before the trace registers its own, read by [`read_clock_before_trace`].
+static CLOCK_BEFORE: Mutex<Option<clock::ProgramClock>> = Mutex::new(None);
+
+/// Reads which clock CUPTI is on now: call it before the session's tracer registers the trace's clock, so that
+/// the program's copies, and CUPTI at the session's end, get the program's clock.
+pub fn read_clock_before_trace() {
+    let recognised = resolve()
+        .ok()
+        .and_then(|real| real.get_timestamp)
+        .and_then(|get| {
+            let mut t = 0u64;
+            // SAFETY: the real cuptiGetTimestamp with a valid out-pointer.
+            (unsafe { get(&mut t) } == sys::CUPTI_SUCCESS).then_some(t)
+        })
+        .map(clock::ProgramClock::recognise)
+        .unwrap_or(clock::ProgramClock::Unknown);
+    log::debug!("CUPTI's clock before the trace: {recognised:?}");
+    *CLOCK_BEFORE.lock().unwrap_or_else(|p| p.into_inner()) = Some(recognised);
 }
 
 /// The file this library was loaded from, as the loader names it.
@@ -281,9 +326,16 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     for r in &redirects {
         log::debug!("{} in {} comes to the trace", r.symbol(), r.object());
     }
+    let clock_before = CLOCK_BEFORE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .unwrap_or(clock::ProgramClock::Unknown);
     *guard = Some(Mux {
         session_kinds: session_kinds.bits(),
         program: Program::default(),
+        clock: clock::ClockMap::new(clock_before),
+        clock_before,
         redirects,
         handed: Handed::default(),
     });
@@ -299,6 +351,8 @@ pub struct Uninstalled {
     pub registered: bool,
     /// Kinds it had enabled at the end (enabled in CUPTI again for it).
     pub enabled: ActivityKinds,
+    /// The timestamp source given back to CUPTI; `None` where the one before the session was not recognised.
+    pub clock: Option<clock::ProgramClock>,
 }
 
 /// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
@@ -312,10 +366,25 @@ pub fn uninstall() -> Option<Uninstalled> {
         mux
     };
     imports::restore(mux.redirects);
+    let mut handed = mux.handed;
+    let last = handover::close();
+    handed.buffers += last.buffers;
     let program = mux.program;
+    // The program's clock back in CUPTI: its own callback, or the one recognised at the start.
+    let clock = program
+        .timestamp
+        .map(clock::ProgramClock::Callback)
+        .unwrap_or(mux.clock_before);
+    let mut clock_restored = clock.source().is_some();
     if let Some(real) = REAL.get() {
         // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
         unsafe {
+            match (real.register_timestamp, clock.source()) {
+                (Some(register), Some(source)) => {
+                    clock_restored = register(Some(source)) == sys::CUPTI_SUCCESS;
+                }
+                _ => clock_restored = false,
+            }
             if program.registered {
                 // First, so that buffers for the kinds enabled next come from the program.
                 (real.register_callbacks)(program.request, program.complete);
@@ -336,146 +405,11 @@ pub fn uninstall() -> Option<Uninstalled> {
         }
     }
     Some(Uninstalled {
-        handed: mux.handed,
+        clock: clock_restored.then_some(clock),
+        handed,
         registered: program.registered,
         enabled: ActivityKinds::from_bits_retain(program.enabled),
     })
-}
-
-/// The API record's callback id (`CUpti_ActivityAPI`: kind, then cbid, as 32-bit words).
-fn api_cbid(bytes: &[u8]) -> Option<u32> {
-    bytes
-        .get(4..8)
-        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-/// Hands the program the records of its kinds in `batch` (one of the trace's, on CUPTI's thread or the one that
-/// flushes), before the trace's writer reads it.
-pub fn dispatch(batch: &ActivityBatch<'_>) {
-    if !DISPATCHING.load(Ordering::Acquire) {
-        return;
-    }
-    let Some((kinds, request, complete, skip_runtime, skip_driver)) = with_mux(|m| {
-        (
-            m.program.receives(),
-            m.program.request,
-            m.program.complete,
-            m.program.skip_runtime.clone(),
-            m.program.skip_driver.clone(),
-        )
-    }) else {
-        return;
-    };
-    let (Some(request), Some(complete)) = (request, complete) else {
-        return;
-    };
-    let mut out = ProgramBuffer::new(request, complete);
-    for r in batch.raw_records() {
-        if kinds & bit(r.kind.0) == 0 {
-            continue;
-        }
-        let skip = match r.kind.0 {
-            sys::CUPTI_ACTIVITY_KIND_RUNTIME => &skip_runtime,
-            sys::CUPTI_ACTIVITY_KIND_DRIVER => &skip_driver,
-            _ => &Vec::new(),
-        };
-        if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
-            continue;
-        }
-        out.push(r.bytes);
-    }
-    let handed = out.finish();
-    with_mux(|m| {
-        m.handed.records += handed.records;
-        m.handed.buffers += handed.buffers;
-        m.handed.lost += handed.lost;
-    });
-}
-
-/// The program's buffer being filled.
-struct ProgramBuffer {
-    request: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
-    complete: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
-    current: Option<(*mut u8, usize, usize)>,
-    /// The program's limit of records per buffer (0: none), and the records in the current one.
-    max_records: usize,
-    records_in: usize,
-    handed: Handed,
-}
-
-impl ProgramBuffer {
-    fn new(
-        request: unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize),
-        complete: unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize),
-    ) -> Self {
-        ProgramBuffer {
-            request,
-            complete,
-            current: None,
-            max_records: 0,
-            records_in: 0,
-            handed: Handed::default(),
-        }
-    }
-
-    /// Copies one record (a multiple of 8 bytes) into the program's buffer, asking for another when it is full.
-    fn push(&mut self, record: &[u8]) {
-        let full = match self.current {
-            Some((_, size, used)) => {
-                size - used < record.len()
-                    || (self.max_records != 0 && self.records_in >= self.max_records)
-            }
-            None => true,
-        };
-        if full {
-            self.hand_back();
-            self.take_new(record.len());
-        }
-        let Some((buffer, _, used)) = self.current.as_mut() else {
-            self.handed.lost += 1;
-            return;
-        };
-        // SAFETY: the program's buffer has room for the record at `used` (checked when it was taken or above);
-        // the record's bytes are the trace's, a distinct allocation.
-        unsafe {
-            std::ptr::copy_nonoverlapping(record.as_ptr(), buffer.add(*used), record.len());
-        }
-        *used += record.len();
-        self.records_in += 1;
-        self.handed.records += 1;
-    }
-
-    fn take_new(&mut self, needed: usize) {
-        let (mut buffer, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
-        // SAFETY: the program's request callback, called as CUPTI calls it, with valid out-pointers.
-        unsafe { (self.request)(&mut buffer, &mut size, &mut max) };
-        if buffer.is_null() {
-            return;
-        }
-        if size < needed || buffer as usize % 8 != 0 {
-            // Unusable (CUPTI needs 8-byte aligned buffers): given back empty.
-            // SAFETY: the program's completion callback with its own buffer and no valid bytes.
-            unsafe { (self.complete)(std::ptr::null_mut(), 0, buffer, size, 0) };
-            return;
-        }
-        self.current = Some((buffer, size, 0));
-        self.max_records = max;
-        self.records_in = 0;
-    }
-
-    fn hand_back(&mut self) {
-        if let Some((buffer, size, used)) = self.current.take() {
-            // SAFETY: the program's completion callback with its own buffer and the bytes written in it; the
-            // context is NULL and the stream 0, as CUPTI reports its global queue since CUDA 6.0.
-            unsafe { (self.complete)(std::ptr::null_mut(), 0, buffer, size, used) };
-            self.handed.buffers += 1;
-        }
-    }
-
-    fn finish(mut self) -> Handed {
-        self.hand_back();
-        self.handed
-    }
 }
 
 #[cfg(test)]

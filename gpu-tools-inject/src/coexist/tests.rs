@@ -104,6 +104,9 @@ fn share(program: Program) {
     *lock() = Some(Mux {
         session_kinds: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
         program,
+        // Records of these tests carry no timestamps: the clock is left alone.
+        clock: clock::ClockMap::new(clock::ProgramClock::Unknown),
+        clock_before: clock::ProgramClock::Unknown,
         redirects: Vec::new(),
         handed: Handed::default(),
     });
@@ -149,7 +152,15 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
         "the writer leaves its kind out"
     );
     dispatch(&batch);
+    // As CUPTI does, the last buffer stays open until a forced flush or the end.
+    let open = HANDED.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let state = uninstall().expect("shared");
     let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(
+        handed.len(),
+        open + 1,
+        "the open buffer went back at the end"
+    );
     let got: Vec<u8> = handed.concat();
     let want: Vec<u8> = [&records[0], &records[2], &records[3], &records[5]]
         .iter()
@@ -160,7 +171,6 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
         "its kinds, byte for byte, in order, without id 78"
     );
     assert!(handed.iter().all(|b| b.len() <= 2 * kernel_size));
-    let state = uninstall().expect("shared");
     assert_eq!(state.handed.records, 4);
     assert_eq!(state.handed.buffers, handed.len() as u64);
     assert_eq!(state.handed.lost, 0);
@@ -188,6 +198,7 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
         ..Program::default()
     });
     dispatch(&batch);
+    uninstall();
     let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(
         handed.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -195,7 +206,6 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
         "two records a buffer, as it asked"
     );
     assert_eq!(handed.concat(), bytes);
-    uninstall();
 }
 
 #[test]
@@ -217,4 +227,79 @@ fn nothing_is_handed_without_a_program_session() {
     // And nothing shared at all.
     dispatch(&batch);
     assert!(HANDED.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
+}
+
+/// A counter at two ticks a nanosecond of the trace's clock, from an arbitrary origin.
+unsafe extern "C" fn double_speed_clock() -> u64 {
+    clock::monotonic_ns() * 2 + 12_345
+}
+
+#[test]
+fn copies_get_the_program_clock() {
+    // CUPTI's default, the realtime clock: an offset.
+    let map = clock::ClockMap::new(clock::ProgramClock::Realtime);
+    assert!(map.converts());
+    let now = clock::monotonic_ns();
+    // SAFETY: no preconditions.
+    let real = unsafe { clock::realtime_source() };
+    assert!(map.convert(now).abs_diff(real) < 5_000_000, "within 5 ms");
+    // A counter of its own: its rate comes from two readings at least a millisecond apart.
+    let mut map = clock::ClockMap::new(clock::ProgramClock::Callback(double_speed_clock));
+    assert!(!map.converts(), "no rate from one reading");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    map.read();
+    assert!(map.converts());
+    let t = clock::monotonic_ns();
+    // SAFETY: the test's clock.
+    let want = unsafe { double_speed_clock() };
+    assert!(
+        map.convert(t).abs_diff(want) < 1_000_000,
+        "{} against {want}",
+        map.convert(t)
+    );
+    // In a kernel record: start and end converted, an uncollected field (0) left alone.
+    let kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let mut r = record(kind, 1);
+    let [start, end, completed, ..] = clock::timestamp_offsets(kind) else {
+        panic!("kernel records have timestamps");
+    };
+    r[*start..*start + 8].copy_from_slice(&t.to_ne_bytes());
+    r[*end..*end + 8].copy_from_slice(&(t + 1000).to_ne_bytes());
+    clock::convert_record(&mut r, kind, &map);
+    let read = |at: usize| u64::from_ne_bytes(r[at..at + 8].try_into().expect("8 bytes"));
+    assert_eq!(read(*start), map.convert(t));
+    assert_eq!(
+        read(*end) - read(*start),
+        2000,
+        "durations scale with the rate"
+    );
+    assert_eq!(read(*completed), 0);
+}
+
+#[test]
+fn cupti_clocks_are_recognised() {
+    // SAFETY: no preconditions.
+    let (real, tsc, mono) = unsafe {
+        (
+            clock::realtime_source(),
+            clock::tsc_source(),
+            clock::monotonic_source(),
+        )
+    };
+    assert!(matches!(
+        clock::ProgramClock::recognise(real),
+        clock::ProgramClock::Realtime
+    ));
+    assert!(matches!(
+        clock::ProgramClock::recognise(mono),
+        clock::ProgramClock::Monotonic
+    ));
+    assert!(matches!(
+        clock::ProgramClock::recognise(tsc),
+        clock::ProgramClock::Tsc
+    ));
+    assert!(matches!(
+        clock::ProgramClock::recognise(7),
+        clock::ProgramClock::Unknown
+    ));
 }

@@ -1,0 +1,166 @@
+//! Handing the program copies of its records, in buffers of its own, as CUPTI would.
+//!
+//! As CUPTI does, one of the program's buffers stays open between batches: it is handed back when full, at the
+//! program's forced flush, when the program registers other callbacks and at the session's end. That matters:
+//! Kineto flushes only while CUPTI holds a buffer of its (`CuptiActivityApi::activityBuffers`), so buffers
+//! handed back at once would never be read.
+
+use std::sync::{Mutex, MutexGuard};
+
+use gpu_tools::cupti::activity::ActivityBatch;
+use gpu_tools::sys::cupti as sys;
+
+use super::clock::convert_record;
+use super::{DISPATCHING, Handed, bit, with_mux};
+
+type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type CompleteFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
+
+/// The program's buffer being filled.
+struct OpenBuffer {
+    buffer: *mut u8,
+    size: usize,
+    used: usize,
+    /// Its limit of records (0: none), and the records in it.
+    max_records: usize,
+    records: usize,
+    /// Where it goes back to (the callbacks it came from).
+    complete: CompleteFn,
+}
+
+// SAFETY: the buffer is the program's, lent to whoever holds this value (behind `OPEN`'s lock).
+unsafe impl Send for OpenBuffer {}
+
+/// Held while a batch is handed over, and while the open buffer goes back.
+static OPEN: Mutex<Option<OpenBuffer>> = Mutex::new(None);
+
+fn open() -> MutexGuard<'static, Option<OpenBuffer>> {
+    OPEN.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Hands the open buffer back to the program, with what it holds.
+fn hand_back(slot: &mut Option<OpenBuffer>) -> u64 {
+    match slot.take() {
+        Some(b) => {
+            // SAFETY: the program's completion callback with its own buffer and the bytes written in it; the
+            // context is NULL and the stream 0, as CUPTI reports its global queue since CUDA 6.0.
+            unsafe { (b.complete)(std::ptr::null_mut(), 0, b.buffer, b.size, b.used) };
+            1
+        }
+        None => 0,
+    }
+}
+
+/// Hands the open buffer back (the program's forced flush, a new registration, the session's end).
+pub(super) fn close() -> Handed {
+    Handed {
+        buffers: hand_back(&mut open()),
+        ..Handed::default()
+    }
+}
+
+/// The API record's callback id (`CUpti_ActivityAPI`: kind, then cbid, as 32-bit words).
+fn api_cbid(bytes: &[u8]) -> Option<u32> {
+    bytes
+        .get(4..8)
+        .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Hands the program the records of its kinds in `batch` (one of the trace's, on CUPTI's thread or the one that
+/// flushes), before the trace's writer reads it.
+pub fn dispatch(batch: &ActivityBatch<'_>) {
+    if !DISPATCHING.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
+    let Some((kinds, request, complete, skip_runtime, skip_driver, map)) = with_mux(|m| {
+        m.clock.read();
+        (
+            m.program.receives(),
+            m.program.request,
+            m.program.complete,
+            m.program.skip_runtime.clone(),
+            m.program.skip_driver.clone(),
+            m.clock,
+        )
+    }) else {
+        return;
+    };
+    let (Some(request), Some(complete)) = (request, complete) else {
+        return;
+    };
+    let convert = map.converts();
+    let mut slot = open();
+    let mut handed = Handed::default();
+    for r in batch.raw_records() {
+        let kind = r.kind.0;
+        if kinds & bit(kind) == 0 {
+            continue;
+        }
+        let skip = match kind {
+            sys::CUPTI_ACTIVITY_KIND_RUNTIME => &skip_runtime,
+            sys::CUPTI_ACTIVITY_KIND_DRIVER => &skip_driver,
+            _ => &Vec::new(),
+        };
+        if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
+            continue;
+        }
+        let full = match &*slot {
+            Some(b) => {
+                b.size - b.used < r.bytes.len()
+                    || (b.max_records != 0 && b.records >= b.max_records)
+            }
+            None => true,
+        };
+        if full {
+            handed.buffers += hand_back(&mut slot);
+            *slot = take_new(request, complete, r.bytes.len());
+        }
+        let Some(b) = slot.as_mut() else {
+            handed.lost += 1;
+            continue;
+        };
+        // SAFETY: the program's buffer has room for the record at `used` (checked above); the record's bytes are
+        // the trace's, a distinct allocation.
+        let copy = unsafe {
+            let at = b.buffer.add(b.used);
+            std::ptr::copy_nonoverlapping(r.bytes.as_ptr(), at, r.bytes.len());
+            std::slice::from_raw_parts_mut(at, r.bytes.len())
+        };
+        if convert {
+            convert_record(copy, kind, &map);
+        }
+        b.used += r.bytes.len();
+        b.records += 1;
+        handed.records += 1;
+    }
+    drop(slot);
+    with_mux(|m| {
+        m.handed.records += handed.records;
+        m.handed.buffers += handed.buffers;
+        m.handed.lost += handed.lost;
+    });
+}
+
+/// A new buffer from the program, big enough for a record of `needed` bytes.
+fn take_new(request: RequestFn, complete: CompleteFn, needed: usize) -> Option<OpenBuffer> {
+    let (mut buffer, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
+    // SAFETY: the program's request callback, called as CUPTI calls it, with valid out-pointers.
+    unsafe { request(&mut buffer, &mut size, &mut max) };
+    if buffer.is_null() {
+        return None;
+    }
+    if size < needed || buffer as usize % 8 != 0 {
+        // Unusable (CUPTI needs 8-byte aligned buffers): given back empty.
+        // SAFETY: the program's completion callback with its own buffer and no valid bytes.
+        unsafe { complete(std::ptr::null_mut(), 0, buffer, size, 0) };
+        return None;
+    }
+    Some(OpenBuffer {
+        buffer,
+        size,
+        used: 0,
+        max_records: max,
+        records: 0,
+        complete,
+    })
+}
