@@ -531,8 +531,8 @@ fn share_cupti(tracer: &ActivityTracer, writer: &Writer) {
 }
 
 /// The end of the sharing, after the tracer stopped: what the program's own profiler got.
-fn unshare_cupti(writer: &Writer) {
-    let Some(u) = crate::coexist::uninstall() else {
+fn unshare_cupti(writer: &Writer, reason: EndReason) {
+    let Some(u) = crate::coexist::uninstall(reason != EndReason::Stopped) else {
         return;
     };
     if u.registered || u.handed.records > 0 {
@@ -556,7 +556,7 @@ fn unshare_cupti(writer: &Writer) {
             ),
         );
     }
-    if u.clock.is_none() {
+    if u.clock.is_none() && !u.exiting {
         writer.notice(
             NoticeLevel::Warning,
             "CUPTI's clock before the trace was not recognised: CUPTI stays on the trace's clock (CLOCK_MONOTONIC), \
@@ -715,7 +715,7 @@ impl Session {
                 }
             }
         };
-        unshare_cupti(&self.writer);
+        unshare_cupti(&self.writer, reason);
         self.writer.push(&Record::ClockAnchor(ClockAnchor::now()));
         self.writer.end(reason, counts, Clock::Monotonic.now_ns());
     }

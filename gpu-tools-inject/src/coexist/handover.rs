@@ -51,6 +51,11 @@ fn hand_back(slot: &mut Option<OpenBuffer>) -> u64 {
     }
 }
 
+/// Drops the open buffer without calling the program (its process is exiting).
+pub(super) fn forget() {
+    open().take();
+}
+
 /// Hands the open buffer back (the program's forced flush, a new registration, the session's end).
 pub(super) fn close() -> Handed {
     Handed {
@@ -134,6 +139,10 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         handed.records += 1;
     }
     drop(slot);
+    log::debug!(
+        "handed {} records to the program (kinds {kinds:#x}, clock converted: {convert})",
+        handed.records
+    );
     with_mux(|m| {
         m.handed.records += handed.records;
         m.handed.buffers += handed.buffers;

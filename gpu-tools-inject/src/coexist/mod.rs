@@ -353,11 +353,15 @@ pub struct Uninstalled {
     pub enabled: ActivityKinds,
     /// The timestamp source given back to CUPTI; `None` where the one before the session was not recognised.
     pub clock: Option<clock::ProgramClock>,
+    /// The process was exiting: nothing was given back.
+    pub exiting: bool,
 }
 
 /// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
-/// its import slots are restored. `None` when nothing was shared.
-pub fn uninstall() -> Option<Uninstalled> {
+/// its import slots are restored. `None` when nothing was shared. At the process's exit (`exiting`) nothing of the
+/// program's is called: its profiler may be destroyed already (C++ statics made after the library's exit handler
+/// was registered go before it), and CUPTI is not touched for a program that is going away.
+pub fn uninstall(exiting: bool) -> Option<Uninstalled> {
     let mux = {
         let mut guard = lock();
         let mux = guard.take()?;
@@ -367,6 +371,16 @@ pub fn uninstall() -> Option<Uninstalled> {
     };
     imports::restore(mux.redirects);
     let mut handed = mux.handed;
+    if exiting {
+        handover::forget();
+        return Some(Uninstalled {
+            handed,
+            registered: mux.program.registered,
+            enabled: ActivityKinds::from_bits_retain(mux.program.enabled),
+            clock: None,
+            exiting: true,
+        });
+    }
     let last = handover::close();
     handed.buffers += last.buffers;
     let program = mux.program;
@@ -405,6 +419,7 @@ pub fn uninstall() -> Option<Uninstalled> {
         }
     }
     Some(Uninstalled {
+        exiting: false,
         clock: clock_restored.then_some(clock),
         handed,
         registered: program.registered,
