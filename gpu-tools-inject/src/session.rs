@@ -566,6 +566,18 @@ fn unshare_cupti(writer: &Writer, reason: EndReason) {
     }
 }
 
+/// Sends a notice into the running session's stream, if one runs.
+pub fn notice_running(text: String) {
+    let writer = SESSION
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|s| Arc::clone(&s.writer));
+    if let Some(w) = writer {
+        w.notice(NoticeLevel::Info, text);
+    }
+}
+
 /// Gives CUPTI's callback subscriber up to the program's own profiler, which asked for it (`coexist`): true when
 /// the session held it and could do without it (it only flushes at context destruction; the range profiler
 /// cannot do without it).
@@ -604,6 +616,8 @@ fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Re
     let subscriber = Subscriber::builder()
         .name("gpu-tools-inject")
         .subscribe(move |event| {
+            // A profiler of the program's that shares this subscriber gets its callbacks first (`coexist`).
+            crate::coexist::forward(event);
             if profiling {
                 crate::profiling::on_event(event);
             }
@@ -620,6 +634,8 @@ fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Re
     subscriber.enable_domain(CallbackDomain::Resource)?;
     if profiling {
         crate::profiling::enable_callbacks(&subscriber)?;
+        // The range profiler cannot give it up: a profiler of the program's shares it instead.
+        crate::coexist::set_session_subscriber(Some(subscriber.as_raw()));
     }
     Ok(subscriber)
 }
@@ -674,6 +690,7 @@ impl Session {
         // Counter records go out before the tracer stops and the stream ends.
         crate::profiling::finish();
         // No callback may flush while the tracer stops.
+        crate::coexist::set_session_subscriber(None);
         if let Some(s) = self.subscriber {
             if let Err(e) = s.unsubscribe() {
                 log::warn!("unsubscribe: {e}");

@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use gpu_tools::cupti::activity::ActivityBatch;
 use gpu_tools::sys::cupti as sys;
 
-use super::clock::convert_record;
+use super::clock::{convert_record, timestamp_offsets};
 use super::{DISPATCHING, Handed, bit, with_mux};
 
 type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -51,6 +51,28 @@ fn hand_back(slot: &mut Option<OpenBuffer>) -> u64 {
     }
 }
 
+/// Opens a buffer of the program's if none is open and it has registered callbacks.
+pub(super) fn ensure_open() {
+    let Some((Some(request), Some(complete))) =
+        with_mux(|m| (m.program.request, m.program.complete))
+    else {
+        return;
+    };
+    let mut slot = open();
+    if slot.is_none() {
+        *slot = take_new(request, complete, 0);
+    }
+}
+
+/// The start of a record of `kind` (the trace's clock), where it has one.
+fn start_of(bytes: &[u8], kind: u32) -> Option<u64> {
+    let at = *timestamp_offsets(kind).first()?;
+    let field = bytes.get(at..at + 8)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(field);
+    Some(u64::from_ne_bytes(word))
+}
+
 /// Drops the open buffer without calling the program (its process is exiting).
 pub(super) fn forget() {
     open().take();
@@ -77,17 +99,20 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     if !DISPATCHING.load(std::sync::atomic::Ordering::Acquire) {
         return;
     }
-    let Some((kinds, request, complete, skip_runtime, skip_driver, map)) = with_mux(|m| {
-        m.clock.read();
-        (
-            m.program.receives(),
-            m.program.request,
-            m.program.complete,
-            m.program.skip_runtime.clone(),
-            m.program.skip_driver.clone(),
-            m.clock,
-        )
-    }) else {
+    let Some((kinds, request, complete, skip_runtime, skip_driver, map, disabled_at)) =
+        with_mux(|m| {
+            m.clock.read();
+            (
+                m.program.receives(),
+                m.program.request,
+                m.program.complete,
+                m.program.skip_runtime.clone(),
+                m.program.skip_driver.clone(),
+                m.clock,
+                m.program.disabled_at.clone(),
+            )
+        })
+    else {
         return;
     };
     let (Some(request), Some(complete)) = (request, complete) else {
@@ -108,6 +133,12 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         };
         if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
             continue;
+        }
+        // A kind it disabled: only what started before that (CUPTI made no more for it).
+        if let Some(&(_, at)) = disabled_at.iter().find(|(k, _)| *k == kind) {
+            if start_of(r.bytes, kind).is_some_and(|start| start > at) {
+                continue;
+            }
         }
         let full = match &*slot {
             Some(b) => {

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use gpu_tools::sys::cupti as sys;
 
 use super::clock::{ClockMap, ProgramClock};
-use super::{REAL, Real, bit, handover, with_mux};
+use super::{REAL, Real, bit, handover, subscriber, with_mux};
 
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
@@ -45,6 +45,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
             m.program.complete = complete;
             m.program.registered = true;
             m.program.draining = 0;
+            m.program.disabled_at.clear();
         });
         match kept {
             Some(()) => sys::CUPTI_SUCCESS,
@@ -74,7 +75,7 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
                 Decision::CallCupti
             }
         });
-        match decision {
+        let code = match decision {
             Some(Decision::Done(code)) => code,
             Some(Decision::CallCupti) => {
                 // SAFETY: the real function with the program's kind.
@@ -89,8 +90,11 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
                 code
             }
             // SAFETY: as above.
-            None => unsafe { (real.enable)(kind) },
-        }
+            None => return unsafe { (real.enable)(kind) },
+        };
+        // CUPTI holds a buffer of the program's while it records for it: Kineto flushes only then.
+        handover::ensure_open();
+        code
     })
 }
 
@@ -103,6 +107,10 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
             if m.program.enabled & b != 0 {
                 m.program.enabled &= !b;
                 m.program.draining |= b;
+                m.program.disabled_at.retain(|&(k, _)| k != kind);
+                m.program
+                    .disabled_at
+                    .push((kind, super::clock::monotonic_ns()));
             }
             if b != 0 && m.session_kinds & b != 0 {
                 Decision::Done(sys::CUPTI_SUCCESS)
@@ -132,6 +140,7 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
                 m.handed.buffers += last.buffers;
                 let drained = m.program.draining;
                 m.program.draining = 0;
+                m.program.disabled_at.clear();
                 m.program.only_program &= !drained | m.program.enabled;
             });
         }
@@ -202,6 +211,13 @@ pub(super) unsafe extern "C" fn subscribe(
         if crate::session::step_aside_subscriber() {
             // SAFETY: as above.
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
+        } else if subscriber::serve(subscriber, callback, userdata) {
+            crate::session::notice_running(
+                "the program's own profiler subscribed to CUPTI while the range profiler holds its one \
+                 subscriber: it shares it (its callbacks are handed on to it)"
+                    .into(),
+            );
+            sys::CUPTI_SUCCESS
         } else {
             code
         }
@@ -223,6 +239,98 @@ pub(super) unsafe extern "C" fn register_timestamp(
             // SAFETY: the real function with the program's argument.
             (None, Some(f)) => unsafe { f(source) },
             (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
+        }
+    })
+}
+
+/// `cuptiUnsubscribe`.
+pub(super) unsafe extern "C" fn unsubscribe(
+    handle: sys::CUpti_SubscriberHandle,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        if subscriber::is_ours(handle) {
+            return subscriber::unsubscribe();
+        }
+        match real.subscriber {
+            // SAFETY: the real function with the program's handle.
+            Some(f) => unsafe { (f.unsubscribe)(handle) },
+            None => sys::CUPTI_ERROR_NOT_SUPPORTED,
+        }
+    })
+}
+
+/// `cuptiEnableCallback`.
+pub(super) unsafe extern "C" fn enable_callback(
+    enable: u32,
+    handle: sys::CUpti_SubscriberHandle,
+    domain: u32,
+    cbid: u32,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        let Some(f) = real.subscriber else {
+            return sys::CUPTI_ERROR_NOT_SUPPORTED;
+        };
+        if subscriber::is_ours(handle) {
+            subscriber::enable(&f, enable, Some(domain), Some(cbid))
+        } else {
+            // SAFETY: the real function with the program's arguments.
+            unsafe { (f.enable_callback)(enable, handle, domain, cbid) }
+        }
+    })
+}
+
+/// `cuptiEnableDomain`.
+pub(super) unsafe extern "C" fn enable_domain(
+    enable: u32,
+    handle: sys::CUpti_SubscriberHandle,
+    domain: u32,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        let Some(f) = real.subscriber else {
+            return sys::CUPTI_ERROR_NOT_SUPPORTED;
+        };
+        if subscriber::is_ours(handle) {
+            subscriber::enable(&f, enable, Some(domain), None)
+        } else {
+            // SAFETY: the real function with the program's arguments.
+            unsafe { (f.enable_domain)(enable, handle, domain) }
+        }
+    })
+}
+
+/// `cuptiEnableAllDomains`.
+pub(super) unsafe extern "C" fn enable_all_domains(
+    enable: u32,
+    handle: sys::CUpti_SubscriberHandle,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        let Some(f) = real.subscriber else {
+            return sys::CUPTI_ERROR_NOT_SUPPORTED;
+        };
+        if subscriber::is_ours(handle) {
+            subscriber::enable(&f, enable, None, None)
+        } else {
+            // SAFETY: the real function with the program's arguments.
+            unsafe { (f.enable_all)(enable, handle) }
+        }
+    })
+}
+
+/// `cuptiGetCallbackState`.
+pub(super) unsafe extern "C" fn get_callback_state(
+    enable: *mut u32,
+    handle: sys::CUpti_SubscriberHandle,
+    domain: u32,
+    cbid: u32,
+) -> sys::CUptiResult {
+    guarded(|real| {
+        if subscriber::is_ours(handle) {
+            return subscriber::state(enable, domain, cbid);
+        }
+        match real.subscriber {
+            // SAFETY: the real function with the program's arguments.
+            Some(f) => unsafe { (f.get_state)(enable, handle, domain, cbid) },
+            None => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
 }

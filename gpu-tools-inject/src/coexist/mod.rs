@@ -30,8 +30,10 @@ mod clock;
 mod handover;
 mod hooks;
 mod imports;
+mod subscriber;
 
 pub use handover::dispatch;
+pub use subscriber::{forward, set_session as set_session_subscriber};
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,6 +71,7 @@ struct Real {
     subscribe: SubscribeFn,
     register_timestamp: Option<RegisterTimestampFn>,
     get_timestamp: Option<GetTimestampFn>,
+    subscriber: Option<subscriber::SubscriberFns>,
 }
 
 /// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
@@ -86,6 +89,8 @@ struct Program {
     enabled: u64,
     /// Kinds it disabled whose records still reach it, until its next forced flush.
     draining: u64,
+    /// When it disabled each draining kind (the trace's clock): records that start later are not its.
+    disabled_at: Vec<(u32, u64)>,
     /// Kinds enabled for it alone: the trace leaves their records out.
     only_program: u64,
     /// API records it asked CUPTI to leave out, per domain.
@@ -155,7 +160,7 @@ pub fn foreign_kinds() -> u64 {
 }
 
 /// The CUPTI functions redirected, with their hooks.
-fn wanted() -> [(&'static str, usize); 8] {
+fn wanted() -> [(&'static str, usize); 13] {
     [
         (
             "cuptiActivityRegisterCallbacks",
@@ -179,6 +184,23 @@ fn wanted() -> [(&'static str, usize); 8] {
         (
             "cuptiActivityRegisterTimestampCallback",
             hooks::register_timestamp as *const () as usize,
+        ),
+        ("cuptiUnsubscribe", hooks::unsubscribe as *const () as usize),
+        (
+            "cuptiEnableCallback",
+            hooks::enable_callback as *const () as usize,
+        ),
+        (
+            "cuptiEnableDomain",
+            hooks::enable_domain as *const () as usize,
+        ),
+        (
+            "cuptiEnableAllDomains",
+            hooks::enable_all_domains as *const () as usize,
+        ),
+        (
+            "cuptiGetCallbackState",
+            hooks::get_callback_state as *const () as usize,
         ),
     ]
 }
@@ -233,6 +255,22 @@ fn resolve() -> Result<Real, String> {
             get_timestamp: symbol("cuptiGetTimestamp")
                 .ok()
                 .map(|p| std::mem::transmute::<usize, GetTimestampFn>(p)),
+            subscriber: match (
+                symbol("cuptiUnsubscribe"),
+                symbol("cuptiEnableCallback"),
+                symbol("cuptiEnableDomain"),
+                symbol("cuptiEnableAllDomains"),
+                symbol("cuptiGetCallbackState"),
+            ) {
+                (Ok(u), Ok(c), Ok(d), Ok(a), Ok(g)) => Some(subscriber::SubscriberFns {
+                    unsubscribe: std::mem::transmute::<usize, subscriber::UnsubscribeFn>(u),
+                    enable_callback: std::mem::transmute::<usize, subscriber::EnableCallbackFn>(c),
+                    enable_domain: std::mem::transmute::<usize, subscriber::EnableDomainFn>(d),
+                    enable_all: std::mem::transmute::<usize, subscriber::EnableAllFn>(a),
+                    get_state: std::mem::transmute::<usize, subscriber::GetStateFn>(g),
+                }),
+                _ => None,
+            },
         }
     };
     Ok(*REAL.get_or_init(|| real))
