@@ -616,8 +616,6 @@ fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Re
     let subscriber = Subscriber::builder()
         .name("gpu-tools-inject")
         .subscribe(move |event| {
-            // A profiler of the program's that shares this subscriber gets its callbacks first (`coexist`).
-            crate::coexist::forward(event);
             if profiling {
                 crate::profiling::on_event(event);
             }
@@ -634,8 +632,6 @@ fn context_flush(tracer: &Arc<ActivityTracer>, profiling: bool) -> gpu_tools::Re
     subscriber.enable_domain(CallbackDomain::Resource)?;
     if profiling {
         crate::profiling::enable_callbacks(&subscriber)?;
-        // The range profiler cannot give it up: a profiler of the program's shares it instead.
-        crate::coexist::set_session_subscriber(Some(subscriber.as_raw()));
     }
     Ok(subscriber)
 }
@@ -690,7 +686,6 @@ impl Session {
         // Counter records go out before the tracer stops and the stream ends.
         crate::profiling::finish();
         // No callback may flush while the tracer stops.
-        crate::coexist::set_session_subscriber(None);
         if let Some(s) = self.subscriber {
             if let Err(e) = s.unsubscribe() {
                 log::warn!("unsubscribe: {e}");

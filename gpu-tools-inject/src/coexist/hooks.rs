@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use gpu_tools::sys::cupti as sys;
 
 use super::clock::{ClockMap, ProgramClock};
-use super::{REAL, Real, bit, handover, subscriber, with_mux};
+use super::{REAL, Real, bit, handover, with_mux};
 
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
@@ -211,14 +211,13 @@ pub(super) unsafe extern "C" fn subscribe(
         if crate::session::step_aside_subscriber() {
             // SAFETY: as above.
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
-        } else if subscriber::serve(subscriber, callback, userdata) {
+        } else {
             crate::session::notice_running(
-                "the program's own profiler subscribed to CUPTI while the range profiler holds its one \
-                 subscriber: it shares it (its callbacks are handed on to it)"
+                "the program's own profiler asked for CUPTI's callback subscriber, which the range profiler holds \
+                 and this CUPTI gives to one: it got none, and records no CUDA activity (`gpu-tools trace` gives \
+                 it up instead)"
                     .into(),
             );
-            sys::CUPTI_SUCCESS
-        } else {
             code
         }
     })
@@ -239,98 +238,6 @@ pub(super) unsafe extern "C" fn register_timestamp(
             // SAFETY: the real function with the program's argument.
             (None, Some(f)) => unsafe { f(source) },
             (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
-        }
-    })
-}
-
-/// `cuptiUnsubscribe`.
-pub(super) unsafe extern "C" fn unsubscribe(
-    handle: sys::CUpti_SubscriberHandle,
-) -> sys::CUptiResult {
-    guarded(|real| {
-        if subscriber::is_ours(handle) {
-            return subscriber::unsubscribe();
-        }
-        match real.subscriber {
-            // SAFETY: the real function with the program's handle.
-            Some(f) => unsafe { (f.unsubscribe)(handle) },
-            None => sys::CUPTI_ERROR_NOT_SUPPORTED,
-        }
-    })
-}
-
-/// `cuptiEnableCallback`.
-pub(super) unsafe extern "C" fn enable_callback(
-    enable: u32,
-    handle: sys::CUpti_SubscriberHandle,
-    domain: u32,
-    cbid: u32,
-) -> sys::CUptiResult {
-    guarded(|real| {
-        let Some(f) = real.subscriber else {
-            return sys::CUPTI_ERROR_NOT_SUPPORTED;
-        };
-        if subscriber::is_ours(handle) {
-            subscriber::enable(&f, enable, Some(domain), Some(cbid))
-        } else {
-            // SAFETY: the real function with the program's arguments.
-            unsafe { (f.enable_callback)(enable, handle, domain, cbid) }
-        }
-    })
-}
-
-/// `cuptiEnableDomain`.
-pub(super) unsafe extern "C" fn enable_domain(
-    enable: u32,
-    handle: sys::CUpti_SubscriberHandle,
-    domain: u32,
-) -> sys::CUptiResult {
-    guarded(|real| {
-        let Some(f) = real.subscriber else {
-            return sys::CUPTI_ERROR_NOT_SUPPORTED;
-        };
-        if subscriber::is_ours(handle) {
-            subscriber::enable(&f, enable, Some(domain), None)
-        } else {
-            // SAFETY: the real function with the program's arguments.
-            unsafe { (f.enable_domain)(enable, handle, domain) }
-        }
-    })
-}
-
-/// `cuptiEnableAllDomains`.
-pub(super) unsafe extern "C" fn enable_all_domains(
-    enable: u32,
-    handle: sys::CUpti_SubscriberHandle,
-) -> sys::CUptiResult {
-    guarded(|real| {
-        let Some(f) = real.subscriber else {
-            return sys::CUPTI_ERROR_NOT_SUPPORTED;
-        };
-        if subscriber::is_ours(handle) {
-            subscriber::enable(&f, enable, None, None)
-        } else {
-            // SAFETY: the real function with the program's arguments.
-            unsafe { (f.enable_all)(enable, handle) }
-        }
-    })
-}
-
-/// `cuptiGetCallbackState`.
-pub(super) unsafe extern "C" fn get_callback_state(
-    enable: *mut u32,
-    handle: sys::CUpti_SubscriberHandle,
-    domain: u32,
-    cbid: u32,
-) -> sys::CUptiResult {
-    guarded(|real| {
-        if subscriber::is_ours(handle) {
-            return subscriber::state(enable, domain, cbid);
-        }
-        match real.subscriber {
-            // SAFETY: the real function with the program's arguments.
-            Some(f) => unsafe { (f.get_state)(enable, handle, domain, cbid) },
-            None => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
 }

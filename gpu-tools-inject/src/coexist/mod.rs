@@ -15,7 +15,13 @@
 //! - `cuptiActivityFlushAll`: CUPTI flushes; the program's records reach it before the call returns, as without
 //!   the trace.
 //! - `cuptiSubscribe` (CUPTI 13.0 allows one subscriber): when the trace holds it and can do without it (a trace,
-//!   not a range profile), the trace lets go of it and the program subscribes; the stream says so.
+//!   not a range profile), the trace lets go of it and the program subscribes; the stream says so. The range
+//!   profiler cannot let go (it sees launches and contexts through it): the program gets CUPTI's refusal, and the
+//!   stream says that too. (Handing the session's callbacks on to the program's subscriber crashed a PyTorch
+//!   program under the range profiler on an H200 — `free(): invalid pointer` at its first launch — and is not
+//!   done.)
+//! - `cuptiActivityRegisterTimestampCallback`: CUPTI keeps the trace's clock; the program's copies are converted
+//!   to its own (`clock`).
 //!
 //! Every completed buffer of the trace is walked once more: the records of the program's kinds are copied, as
 //! CUPTI wrote them, into buffers that the program's own request callback gives, and handed to its completion
@@ -30,10 +36,8 @@ mod clock;
 mod handover;
 mod hooks;
 mod imports;
-mod subscriber;
 
 pub use handover::dispatch;
-pub use subscriber::{forward, set_session as set_session_subscriber};
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -71,7 +75,6 @@ struct Real {
     subscribe: SubscribeFn,
     register_timestamp: Option<RegisterTimestampFn>,
     get_timestamp: Option<GetTimestampFn>,
-    subscriber: Option<subscriber::SubscriberFns>,
 }
 
 /// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
@@ -160,7 +163,7 @@ pub fn foreign_kinds() -> u64 {
 }
 
 /// The CUPTI functions redirected, with their hooks.
-fn wanted() -> [(&'static str, usize); 13] {
+fn wanted() -> [(&'static str, usize); 8] {
     [
         (
             "cuptiActivityRegisterCallbacks",
@@ -184,23 +187,6 @@ fn wanted() -> [(&'static str, usize); 13] {
         (
             "cuptiActivityRegisterTimestampCallback",
             hooks::register_timestamp as *const () as usize,
-        ),
-        ("cuptiUnsubscribe", hooks::unsubscribe as *const () as usize),
-        (
-            "cuptiEnableCallback",
-            hooks::enable_callback as *const () as usize,
-        ),
-        (
-            "cuptiEnableDomain",
-            hooks::enable_domain as *const () as usize,
-        ),
-        (
-            "cuptiEnableAllDomains",
-            hooks::enable_all_domains as *const () as usize,
-        ),
-        (
-            "cuptiGetCallbackState",
-            hooks::get_callback_state as *const () as usize,
         ),
     ]
 }
@@ -255,22 +241,6 @@ fn resolve() -> Result<Real, String> {
             get_timestamp: symbol("cuptiGetTimestamp")
                 .ok()
                 .map(|p| std::mem::transmute::<usize, GetTimestampFn>(p)),
-            subscriber: match (
-                symbol("cuptiUnsubscribe"),
-                symbol("cuptiEnableCallback"),
-                symbol("cuptiEnableDomain"),
-                symbol("cuptiEnableAllDomains"),
-                symbol("cuptiGetCallbackState"),
-            ) {
-                (Ok(u), Ok(c), Ok(d), Ok(a), Ok(g)) => Some(subscriber::SubscriberFns {
-                    unsubscribe: std::mem::transmute::<usize, subscriber::UnsubscribeFn>(u),
-                    enable_callback: std::mem::transmute::<usize, subscriber::EnableCallbackFn>(c),
-                    enable_domain: std::mem::transmute::<usize, subscriber::EnableDomainFn>(d),
-                    enable_all: std::mem::transmute::<usize, subscriber::EnableAllFn>(a),
-                    get_state: std::mem::transmute::<usize, subscriber::GetStateFn>(g),
-                }),
-                _ => None,
-            },
         }
     };
     Ok(*REAL.get_or_init(|| real))

@@ -430,38 +430,6 @@ pub struct SyncEvent {
     pub context: sys::CUcontext,
     /// The stream, null for a context.
     pub stream: sys::CUstream,
-    /// The vendor's data, for [`CallbackEvent::vendor_parts`].
-    raw: *const sys::CUpti_SynchronizeData,
-}
-
-impl CallbackEvent<'_> {
-    /// The vendor's domain, callback id and data, as CUPTI passed them: for handing the callback on to a
-    /// subscriber of the program's own that shares this one (the data is valid during the call only).
-    pub fn vendor_parts(&self) -> (u32, u32, *const c_void) {
-        match self {
-            CallbackEvent::Api(a) => {
-                let domain = match a.cbid {
-                    ApiCbid::Driver(_) => sys::CUPTI_CB_DOMAIN_DRIVER_API,
-                    ApiCbid::Runtime(_) => sys::CUPTI_CB_DOMAIN_RUNTIME_API,
-                };
-                (domain, a.cbid.id(), std::ptr::from_ref(a.raw).cast())
-            }
-            CallbackEvent::Resource(r) => (
-                sys::CUPTI_CB_DOMAIN_RESOURCE,
-                r.cbid,
-                std::ptr::from_ref(r.raw).cast(),
-            ),
-            CallbackEvent::Synchronize(s) => {
-                let cbid = if s.stream_synchronized {
-                    sys::CUPTI_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED
-                } else {
-                    sys::CUPTI_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED
-                };
-                (sys::CUPTI_CB_DOMAIN_SYNCHRONIZE, cbid, s.raw.cast())
-            }
-            CallbackEvent::Other { domain, cbid, data } => (*domain, *cbid, *data),
-        }
-    }
 }
 
 impl<'a> CallbackEvent<'a> {
@@ -504,7 +472,6 @@ impl<'a> CallbackEvent<'a> {
                     stream_synchronized: cbid == sys::CUPTI_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED,
                     context: raw.context,
                     stream: raw.stream,
-                    raw,
                 })
             }
             _ => CallbackEvent::Other { domain, cbid, data },

@@ -1,0 +1,302 @@
+//! `gpu-tools profile --pid PID --pc-sampling [--duration S]`: stall reasons per function of a running process.
+//!
+//! The injection library is loaded into the process (as `trace --pid` does) and waits. CUPTI 13.0's PC-sampling
+//! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
+//! start and finish goes the same way: every thread of the process is stopped but the library's and the driver's
+//! own (`gpu_tools::linux::quiesce`); if one of them is inside the driver, CUPTI or the profiler host library (a
+//! return address on its stack), they are let go for a moment and stopped again; when none is, the library is
+//! told to make its calls, and the threads go on once it has answered. A target that keeps a thread in the driver
+//! (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread named.
+
+use std::io::Write;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use gpu_tools::linux::inject::Injection;
+use gpu_tools::linux::quiesce::{self, StoppedThreads};
+use gpu_tools::trace::env::{self, InjectionEnv};
+use gpu_tools::trace::{NoticeLevel, Record, StallRecord, StreamReader};
+
+use crate::failure::Failure;
+
+/// How long one stop may take, and how long the search for a moment with no thread in the vendor libraries goes
+/// on before it gives up.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
+const SEARCH_LIMIT: Duration = Duration::from_secs(20);
+/// How long the library may take to start or finish sampling while the program is stopped.
+const CALL_LIMIT: Duration = Duration::from_secs(30);
+/// The libraries no stopped thread may be inside when the library makes its calls.
+const VENDOR: [&str; 3] = ["libcuda.so", "libcupti.so", "libnvperf"];
+
+/// What the run collected.
+pub struct Collected {
+    pub stalls: Vec<StallRecord>,
+    pub notices: Vec<(NoticeLevel, String)>,
+    /// Tries until a moment with no thread inside the vendor libraries, at start and at finish.
+    pub tries: (u32, u32),
+    pub sampled: Duration,
+}
+
+/// Threads left running while the program is stopped: the library's own, the driver's.
+fn spared(_tid: u32, name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    name.starts_with("gpu-tools") || name.starts_with("cuda-")
+}
+
+/// The records of the library's stream, as they arrive.
+fn read_stream(stream: UnixStream, tx: mpsc::Sender<Record>) {
+    let mut reader = StreamReader::new(stream);
+    for record in reader.by_ref().flatten() {
+        if tx.send(record).is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits for a notice whose text starts with one of `prefixes`; keeps what arrives meanwhile.
+fn wait_for(
+    rx: &mpsc::Receiver<Record>,
+    out: &mut Collected,
+    prefixes: &[&str],
+    limit: Duration,
+) -> Option<String> {
+    let until = Instant::now() + limit;
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(record) => {
+                if let Some(text) = keep(record, out) {
+                    if prefixes.iter().any(|p| text.starts_with(p)) {
+                        return Some(text);
+                    }
+                }
+            }
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Keeps a record; returns a notice's text.
+fn keep(record: Record, out: &mut Collected) -> Option<String> {
+    match record {
+        Record::Stall(s) => {
+            out.stalls.push(s);
+            None
+        }
+        Record::Notice(n) => {
+            let text = n.text.to_string();
+            out.notices.push((n.level, text.clone()));
+            Some(text)
+        }
+        _ => None,
+    }
+}
+
+/// Stops the program where no thread is inside the vendor libraries; tries until `SEARCH_LIMIT`.
+fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32), Failure> {
+    let started = Instant::now();
+    let mut tries = 0;
+    let mut last = String::new();
+    while started.elapsed() < SEARCH_LIMIT {
+        tries += 1;
+        let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(Failure::error)?;
+        let stopped = StoppedThreads::stop(pid, &spared, STOP_LIMIT).map_err(Failure::error)?;
+        match stopped.find_inside(&ranges) {
+            None => return Ok((stopped, tries)),
+            Some(inside) => {
+                last = format!("{inside:?}");
+                drop(stopped);
+                // Let it run a moment: a launch takes microseconds, a synchronise longer.
+                std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
+            }
+        }
+    }
+    Err(Failure::new(
+        1,
+        format!(
+            "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} tries; \
+             the last: {last}); the process was left as it was",
+            SEARCH_LIMIT.as_secs()
+        ),
+    ))
+}
+
+/// Sends `byte` to the library while the program is stopped at a quiet moment, and waits for its answer.
+fn call_stopped(
+    pid: u32,
+    control: &mut UnixStream,
+    byte: u8,
+    answer: &str,
+    rx: &mpsc::Receiver<Record>,
+    out: &mut Collected,
+) -> Result<(String, u32), Failure> {
+    let (stopped, tries) = quiet_moment(pid)?;
+    control
+        .write_all(&[byte])
+        .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
+    let got = wait_for(rx, out, &[answer], CALL_LIMIT);
+    // The program goes on whatever the answer.
+    stopped.resume().map_err(Failure::error)?;
+    match got {
+        Some(text) => Ok((text, tries)),
+        None => Err(Failure::new(
+            1,
+            format!(
+                "process {pid}: the injection library did not answer within {} s",
+                CALL_LIMIT.as_secs()
+            ),
+        )),
+    }
+}
+
+/// Samples PCs of process `pid` for `duration` (or until Ctrl-C).
+pub fn run(
+    pid: u32,
+    lib: &Path,
+    cupti: Option<&Path>,
+    duration: Option<f64>,
+) -> Result<Collected, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        if let Err(e) = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst)) {
+            log::warn!("no Ctrl-C handler: {e}");
+        }
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("gpu-tools-profile-")
+        .tempdir()
+        .map_err(|e| Failure::new(1, format!("cannot make a socket folder: {e}")))?;
+    let socket = dir.path().join("profile.sock");
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| Failure::new(1, format!("cannot listen on {}: {e}", socket.display())))?;
+    let settings = InjectionEnv::new(lib, env::Destination::Socket(socket.clone()))
+        .signals(false)
+        .attach_argument(cupti)
+        .ok_or_else(|| Failure::new(1, "a setting holds a newline, which an attach cannot carry"))?;
+    let settings = format!("{settings}{}=1\n", env::PROFILE_PC_SAMPLING);
+    let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
+        .argument(settings)
+        .require_library("libcuda.so")
+        .run()
+        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?;
+    if done.entry_result != 0 {
+        return Err(Failure::new(
+            1,
+            format!(
+                "process {pid}: the injection library refused to start ({})",
+                done.entry_result
+            ),
+        ));
+    }
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    let connected = Instant::now();
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(_) if connected.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => {
+                return Err(Failure::new(
+                    1,
+                    format!("process {pid}: the injection library never connected: {e}"),
+                ));
+            }
+        }
+    };
+    stream
+        .set_nonblocking(false)
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    let mut control = stream
+        .try_clone()
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || read_stream(stream, tx));
+    let mut out = Collected {
+        stalls: Vec::new(),
+        notices: Vec::new(),
+        tries: (0, 0),
+        sampled: Duration::ZERO,
+    };
+    let ready = wait_for(&rx, &mut out, &[env::PC_READY, env::PC_FAILED], CALL_LIMIT);
+    match ready {
+        Some(t) if t.starts_with(env::PC_READY) => {}
+        Some(t) => return Err(Failure::new(1, format!("process {pid}: {t}"))),
+        None => {
+            return Err(Failure::new(
+                1,
+                format!("process {pid}: the injection library did not get ready"),
+            ));
+        }
+    }
+    let (started, tries) = call_stopped(
+        pid,
+        &mut control,
+        env::ATTACH_PC_START,
+        env::PC_STARTED,
+        &rx,
+        &mut out,
+    )?;
+    out.tries.0 = tries;
+    log::info!("{started} ({tries} tries)");
+    eprintln!(
+        "gpu-tools profile: sampling PCs of process {pid} (Ctrl-C to stop{})",
+        duration
+            .map(|d| format!(", or after {d} s"))
+            .unwrap_or_default()
+    );
+    let from = Instant::now();
+    let until = duration.map(|s| from + Duration::from_secs_f64(s.max(0.0)));
+    while !stop.load(Ordering::SeqCst) && until.is_none_or(|u| Instant::now() < u) {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        while let Ok(record) = rx.try_recv() {
+            keep(record, &mut out);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    out.sampled = from.elapsed();
+    let finished = if Path::new(&format!("/proc/{pid}")).exists() {
+        let (text, tries) = call_stopped(
+            pid,
+            &mut control,
+            env::ATTACH_PC_FINISH,
+            env::PC_FINISHED,
+            &rx,
+            &mut out,
+        )?;
+        out.tries.1 = tries;
+        Some(text)
+    } else {
+        None
+    };
+    log::info!("{finished:?}");
+    let _ = control.write_all(&[env::ATTACH_STOP]);
+    let _ = control.shutdown(std::net::Shutdown::Write);
+    // The rest of the stream, until the library ends it.
+    let ending = Instant::now();
+    while ending.elapsed() < Duration::from_secs(10) {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(record) => {
+                let end = matches!(record, Record::ProcessEnd(_));
+                keep(record, &mut out);
+                if end {
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    drop(rx);
+    let _ = reader.join();
+    Ok(out)
+}

@@ -1,0 +1,210 @@
+//! PC sampling of a program that already runs (`gpu-tools profile --pid`), started and finished on the tracer's
+//! word.
+//!
+//! CUPTI 13.0's PC-sampling calls hold a CUPTI mutex and take the driver's lock in write mode; a program thread
+//! inside a launch holds that lock for reading and waits for the same mutex. Made from this library's thread while
+//! the program launches, they deadlock it (seen three times on a PyTorch job). So this thread makes them only when
+//! the tracer says: the tracer first stops every thread of the program but this one and the driver's own, checks
+//! that none of them is inside the driver, CUPTI or the profiler host library (every live frame's return address
+//! is on the stack), and sends the byte that starts (or finishes) sampling; this thread answers with a notice when
+//! it is done, and the tracer lets the program go on. Nothing else of the program's is touched: no activity
+//! records, no callback subscriber, no signal handler; the primary contexts sampled are retained for the session
+//! and released at its end.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use gpu_tools::cuda::Driver;
+use gpu_tools::cupti::profiler::PcSampler;
+use gpu_tools::trace::env::{self, ATTACH_PC_FINISH, ATTACH_PC_START, ATTACH_STOP};
+use gpu_tools::trace::{
+    ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
+    ThreadIds, TimestampClock,
+};
+
+use crate::config::Config;
+use crate::writer::{EndCounts, Filter, Writer};
+
+/// A primary context of the program, retained for the session.
+struct Sampled {
+    device: i32,
+    ctx: gpu_tools::cuda::RawContext,
+    id: u32,
+    sampler: Option<PcSampler<'static>>,
+}
+
+/// The attach thread's work in PC-sampling mode.
+pub fn run(config: &Config) {
+    let Some(sink) = crate::session::open_sink(config) else {
+        return;
+    };
+    let Some(mut control) = sink.control_stream() else {
+        return;
+    };
+    let pid = std::process::id();
+    let writer = Arc::new(Writer::new(
+        sink,
+        &StreamHeader::new(pid, 0, TimestampClock::Monotonic).with_thread_ids(ThreadIds::Vendor),
+        Filter::default(),
+    ));
+    writer.push(&Record::ProcessStart(ProcessStart {
+        pid,
+        // SAFETY: getppid has no preconditions and cannot fail.
+        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        time: gpu_tools::cupti::activity::Clock::Monotonic.now_ns(),
+        command: String::new(),
+    }));
+    writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    let mut contexts = match primary_contexts() {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            writer.notice(
+                NoticeLevel::Error,
+                format!("{}: no device has an active context in this process", env::PC_FAILED),
+            );
+            return end(&writer);
+        }
+        Err(e) => {
+            writer.notice(NoticeLevel::Error, format!("{}: {e}", env::PC_FAILED));
+            return end(&writer);
+        }
+    };
+    writer.notice(
+        NoticeLevel::Info,
+        format!(
+            "{}: {} context(s), this thread is {}",
+            env::PC_READY,
+            contexts.len(),
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        ),
+    );
+    let mut byte = [0u8; 1];
+    loop {
+        match control.read(&mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == ATTACH_PC_START => start(&writer, &mut contexts),
+            Ok(_) if byte[0] == ATTACH_PC_FINISH => finish(&writer, &mut contexts),
+            Ok(_) if byte[0] == ATTACH_STOP => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let running = contexts.iter().filter(|c| c.sampler.is_some()).count();
+    if running > 0 {
+        // The tracer went away between start and finish: stopping now could deadlock the program, so the
+        // samplers are left as they are (said, for whoever reads the stream).
+        writer.notice(
+            NoticeLevel::Warning,
+            format!("PC sampling left on in {running} context(s): the tracer ended before finishing it"),
+        );
+        for c in &mut contexts {
+            std::mem::forget(c.sampler.take());
+        }
+    }
+    release(&contexts);
+    end(&writer);
+}
+
+fn end(writer: &Writer) {
+    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    writer.end(
+        EndReason::Stopped,
+        EndCounts::default(),
+        gpu_tools::cupti::activity::Clock::Monotonic.now_ns(),
+    );
+}
+
+/// The active primary contexts, retained (plain driver calls: no CUPTI lock is involved).
+fn primary_contexts() -> Result<Vec<Sampled>, String> {
+    let driver = Driver::load().map_err(|e| e.to_string())?;
+    let api = driver.api();
+    let count = driver.device_count().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for ordinal in 0..count {
+        let mut dev = 0;
+        // SAFETY: a valid out-pointer and an ordinal below the device count.
+        if unsafe { (api.cu_device_get)(&mut dev, ordinal as i32) } != 0 {
+            continue;
+        }
+        let (mut flags, mut active) = (0u32, 0i32);
+        let Some(get_state) = api.cu_device_primary_ctx_get_state else {
+            return Err("the driver has no cuDevicePrimaryCtxGetState".into());
+        };
+        // SAFETY: valid out-pointers and a device handle from cuDeviceGet.
+        if unsafe { get_state(dev, &mut flags, &mut active) } != 0 || active == 0 {
+            continue;
+        }
+        let mut ctx: gpu_tools::cuda::RawContext = std::ptr::null_mut();
+        // SAFETY: as above; the context is released in `release`.
+        if unsafe { (api.cu_device_primary_ctx_retain)(&mut ctx, dev) } != 0 || ctx.is_null() {
+            continue;
+        }
+        let mut id = 0u64;
+        if let Some(get_id) = api.cu_ctx_get_id {
+            // SAFETY: a context retained above and a valid out-pointer.
+            unsafe { get_id(ctx, &mut id) };
+        }
+        out.push(Sampled {
+            device: dev,
+            ctx,
+            id: u32::try_from(id).unwrap_or(u32::MAX),
+            sampler: None,
+        });
+    }
+    Ok(out)
+}
+
+fn release(contexts: &[Sampled]) {
+    let Ok(driver) = Driver::load() else { return };
+    for c in contexts {
+        // SAFETY: each device's primary context was retained once in `primary_contexts`.
+        unsafe { (driver.api().cu_device_primary_ctx_release)(c.device) };
+    }
+}
+
+/// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
+fn start(writer: &Writer, contexts: &mut [Sampled]) {
+    let mut started = 0;
+    for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
+        // SAFETY: a primary context retained for the session; the sampler is finished before it is released.
+        match unsafe { PcSampler::builder_for_raw(c.ctx) }.start() {
+            Ok(s) => {
+                c.sampler = Some(s);
+                started += 1;
+            }
+            Err(e) => writer.notice(
+                NoticeLevel::Error,
+                format!("context {}: no PC sampling: {e}", c.id),
+            ),
+        }
+    }
+    writer.notice(
+        NoticeLevel::Info,
+        format!("{}: {started} context(s)", env::PC_STARTED),
+    );
+}
+
+/// Finishes sampling and sends what was sampled (every other thread of the program is stopped outside the
+/// driver now).
+fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
+    let mut records = 0;
+    for c in contexts.iter_mut() {
+        let Some(sampler) = c.sampler.take() else {
+            continue;
+        };
+        match sampler.finish() {
+            Ok(samples) => records += crate::profiling::send_pc_samples(writer, c.id, &samples),
+            Err(e) => writer.notice(
+                NoticeLevel::Error,
+                format!("context {}: PC sampling: {e}", c.id),
+            ),
+        }
+    }
+    writer.notice(
+        NoticeLevel::Info,
+        format!("{}: {records} stall records", env::PC_FINISHED),
+    );
+}
