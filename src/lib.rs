@@ -199,6 +199,10 @@ pub enum Error {
     #[cfg(feature = "inject")]
     #[error(transparent)]
     Inject(#[from] linux::inject::InjectError),
+    /// The threads of a running process could not be stopped ([`linux::quiesce`]).
+    #[cfg(feature = "inject")]
+    #[error(transparent)]
+    Quiesce(#[from] linux::quiesce::QuiesceError),
     /// rocprofiler (v2) was misused (reported before any vendor call).
     #[cfg(feature = "rocprofiler")]
     #[error(transparent)]

@@ -7,7 +7,8 @@
 //! [`procfs`] and [`threads`] (what each thread is blocked in, read without stopping it) are public and always
 //! built. [`inject`] (the `inject` feature) loads a library into a running process
 //! and calls it, through the same ptrace machinery that serves the debugger's launch and attach routes
-//! (`cudbg::DebugSession`); that machinery itself stays private.
+//! (`cudbg::DebugSession`); that machinery itself stays private. [`quiesce`] (the `inject` feature too) stops every
+//! thread of a running process but a few and tells whether a stopped thread is inside given libraries.
 
 pub mod procfs;
 pub mod threads;
@@ -26,6 +27,8 @@ pub(crate) mod memory;
 #[cfg(feature = "inject")]
 #[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod ptrace;
+#[cfg(feature = "inject")]
+pub mod quiesce;
 #[cfg(feature = "inject")]
 #[cfg_attr(not(feature = "cudbg"), allow(dead_code))]
 pub(crate) mod wait;

@@ -22,7 +22,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -48,6 +48,14 @@ impl Process {
     pub fn current() -> Self {
         Process {
             dir: PathBuf::from("/proc/self"),
+        }
+    }
+
+    /// Thread `tid` of this process: `/proc/<pid>/task/<tid>`, whose files ([`Process::stat`],
+    /// [`Process::status_field`], [`Process::tracer`], [`Process::name`]) describe that one thread.
+    pub fn thread(&self, tid: u32) -> Self {
+        Process {
+            dir: self.dir.join("task").join(tid.to_string()),
         }
     }
 
@@ -108,6 +116,16 @@ impl Process {
             .as_deref()
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .ok_or_else(|| invalid(name, &self.dir))
+    }
+
+    /// The command name (`comm`, without its newline): the executable's name cut to 15 bytes, or what the process
+    /// or thread chose (`prctl(PR_SET_NAME)`, `pthread_setname_np`), any bytes.
+    pub fn name(&self) -> io::Result<OsString> {
+        let mut bytes = self.read("comm")?;
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        Ok(OsString::from_vec(bytes))
     }
 
     /// The ids of the process's threads (`/proc/<pid>/task`), in the order the kernel lists them.
@@ -369,6 +387,10 @@ mod tests {
         assert!(!stat.has_ended());
         assert!(stat.threads >= 1);
         assert!(me.thread_ids().unwrap().contains(&std::process::id()));
+        let main = me.thread(std::process::id());
+        assert_eq!(main.stat().unwrap().pid, std::process::id());
+        assert_eq!(main.tracer().unwrap(), None);
+        assert_eq!(main.name().unwrap(), stat.command);
         assert!(!me.command_line().unwrap().is_empty());
         assert!(!me.command_line_text().unwrap().is_empty());
         assert!(me.uid().is_ok());

@@ -33,6 +33,8 @@ fn every_public_error_type_converts() {
         converts::<gpu_tools::cupti::TracingError>();
         converts::<gpu_tools::cupti::activity::RecordError>();
     }
+    #[cfg(feature = "inject")]
+    converts::<gpu_tools::linux::quiesce::QuiesceError>();
     #[cfg(feature = "rocprofiler")]
     {
         converts::<gpu_tools::rocprofiler::RocprofilerError>();

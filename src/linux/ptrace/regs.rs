@@ -9,7 +9,7 @@ use nix::errno::Errno;
 use super::sys::raw_ptrace;
 
 #[cfg(target_arch = "x86_64")]
-pub(super) fn pc_of(regs: libc::user_regs_struct) -> u64 {
+pub(crate) fn pc_of(regs: libc::user_regs_struct) -> u64 {
     regs.rip
 }
 
@@ -19,7 +19,7 @@ pub(super) fn return_value(regs: libc::user_regs_struct) -> u64 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) fn sp_of(regs: libc::user_regs_struct) -> u64 {
+pub(crate) fn sp_of(regs: libc::user_regs_struct) -> u64 {
     regs.rsp
 }
 
@@ -30,7 +30,7 @@ pub(super) fn syscall_of(regs: libc::user_regs_struct) -> Option<u64> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) fn sp_of(_regs: libc::user_regs_struct) -> u64 {
+pub(crate) fn sp_of(_regs: libc::user_regs_struct) -> u64 {
     u64::MAX
 }
 
@@ -48,7 +48,7 @@ pub(super) fn set_pc(regs: &mut libc::user_regs_struct, pc: u64) {
 pub(super) fn set_pc(_regs: &mut libc::user_regs_struct, _pc: u64) {}
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) fn pc_of(_regs: libc::user_regs_struct) -> u64 {
+pub(crate) fn pc_of(_regs: libc::user_regs_struct) -> u64 {
     u64::MAX
 }
 

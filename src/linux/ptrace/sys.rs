@@ -19,7 +19,7 @@ pub(super) fn is_stop_signal(signal: i32) -> bool {
 }
 
 /// A `ptrace` request that nix does not wrap (or wraps with other argument types).
-pub(super) fn raw_ptrace(
+pub(crate) fn raw_ptrace(
     request: libc::c_uint,
     tid: u32,
     addr: usize,

@@ -1,0 +1,371 @@
+//! The thread that holds the stopped threads under ptrace: it seizes and interrupts them, waits for their stops,
+//! reads their registers, and detaches them.
+//!
+//! ptrace ties a tracee to the thread that seized it, so one thread of this process makes every request, and
+//! [`Holder`] sends it work. That thread also ends when the threads are let go: a thread that was seized but never
+//! stopped (one blocked where no stop request reaches it) cannot be detached, and the kernel detaches every
+//! tracee of a tracing thread that exits.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::unistd::Pid;
+
+use super::{QuiesceError, StoppedThread};
+use crate::linux::inject::why_not_traceable;
+use crate::linux::procfs::Process;
+use crate::linux::ptrace::{pc_of, raw_ptrace, sp_of};
+use crate::linux::wait::{WALL, WEXITED, WNOHANG, WNOWAIT, WSTOPPED, Waited, wait_id};
+
+/// The first pause between looks at threads not yet stopped; each quiet look doubles it, up to [`POLL_MAX`].
+const POLL_MIN: Duration = Duration::from_micros(50);
+/// The longest pause between looks.
+const POLL_MAX: Duration = Duration::from_millis(2);
+/// How long letting go waits for the kernel to show threads it detached as untraced.
+const UNTRACED_WAIT: Duration = Duration::from_secs(1);
+
+/// A pause between seizing and interrupting each thread of one process, which tests set so that a signal lands
+/// in between.
+#[cfg(test)]
+pub(super) static SEIZE_PAUSE: std::sync::Mutex<Option<(u32, Duration)>> =
+    std::sync::Mutex::new(None);
+
+type Reply<T> = mpsc::SyncSender<T>;
+
+enum Request {
+    /// Seize and stop these threads (id and name) by `deadline`; `waited` is the whole time given, for the error.
+    Stop {
+        threads: Vec<(u32, OsString)>,
+        deadline: Instant,
+        waited: Duration,
+        reply: Reply<Result<Vec<StoppedThread>, QuiesceError>>,
+    },
+    /// Detach every thread and end: the first failure, and the threads seized but never stopped.
+    Release(Reply<(Result<(), QuiesceError>, Vec<u32>)>),
+}
+
+/// The handle on the holding thread.
+#[derive(Debug)]
+pub(super) struct Holder {
+    pid: u32,
+    requests: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Holder {
+    /// Starts the holding thread for process `pid`.
+    pub(super) fn start(pid: u32) -> Result<Self, QuiesceError> {
+        let (requests, incoming) = mpsc::channel();
+        let worker = Worker {
+            pid,
+            own_child: Process::new(pid)
+                .stat()
+                .is_ok_and(|s| s.parent == std::process::id()),
+            held: BTreeMap::new(),
+            running: BTreeSet::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("gpu-tools-quiesce".into())
+            .spawn(move || worker.run(incoming))
+            .map_err(|e| QuiesceError::Trace {
+                pid,
+                detail: format!("cannot start the stopping thread: {e}"),
+            })?;
+        Ok(Holder {
+            pid,
+            requests: Some(requests),
+            thread: Some(thread),
+        })
+    }
+
+    fn gone(&self) -> QuiesceError {
+        QuiesceError::Trace {
+            pid: self.pid,
+            detail: "the stopping thread is gone".into(),
+        }
+    }
+
+    /// Seizes and stops `threads`; returns those that stopped (the others ended meanwhile).
+    pub(super) fn stop(
+        &self,
+        threads: Vec<(u32, OsString)>,
+        deadline: Instant,
+        waited: Duration,
+    ) -> Result<Vec<StoppedThread>, QuiesceError> {
+        if threads.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests
+            .as_ref()
+            .ok_or_else(|| self.gone())?
+            .send(Request::Stop {
+                threads,
+                deadline,
+                waited,
+                reply,
+            })
+            .map_err(|_| self.gone())?;
+        answer.recv().map_err(|_| self.gone())?
+    }
+
+    /// Lets every thread go (with the signals they were about to receive) and ends the holding thread. Returns
+    /// once the kernel shows them untraced, or after [`UNTRACED_WAIT`].
+    pub(super) fn release(&mut self) -> Result<(), QuiesceError> {
+        let Some(requests) = self.requests.take() else {
+            return Ok(());
+        };
+        let (reply, answer) = mpsc::sync_channel(1);
+        let answered = requests
+            .send(Request::Release(reply))
+            .ok()
+            .and_then(|()| answer.recv().ok());
+        drop(requests);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                log::warn!("quiesce {}: the stopping thread panicked", self.pid);
+            }
+        }
+        let Some((result, unstopped)) = answered else {
+            return Err(self.gone());
+        };
+        // Those were detached by the kernel as the holding thread ended, a moment after `join` returned.
+        let deadline = Instant::now() + UNTRACED_WAIT;
+        let process = Process::new(self.pid);
+        for tid in unstopped {
+            while process.thread(tid).tracer().is_ok_and(|t| t.is_some())
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(POLL_MAX);
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::warn!("quiesce {}: letting the threads go: {e}", self.pid);
+        }
+    }
+}
+
+/// What the holding thread holds.
+struct Worker {
+    pid: u32,
+    /// A child of this process: its end is left for its `Child` to reap.
+    own_child: bool,
+    /// The stopped threads and the signal each is to be given when it goes on (0: none).
+    held: BTreeMap<u32, i32>,
+    /// Seized threads that have not stopped (yet).
+    running: BTreeSet<u32>,
+}
+
+impl Worker {
+    fn run(mut self, requests: mpsc::Receiver<Request>) {
+        for request in requests.iter() {
+            match request {
+                Request::Stop {
+                    threads,
+                    deadline,
+                    waited,
+                    reply,
+                } => {
+                    let _ = reply.send(self.stop(threads, deadline, waited));
+                }
+                Request::Release(reply) => {
+                    let _ = reply.send(self.release());
+                    return;
+                }
+            }
+        }
+        // The handle is gone without a word: let go all the same.
+        if let (Err(e), _) = self.release() {
+            log::warn!("quiesce {}: letting the threads go: {e}", self.pid);
+        }
+    }
+
+    fn trace_error(&self, what: String) -> QuiesceError {
+        QuiesceError::Trace {
+            pid: self.pid,
+            detail: what,
+        }
+    }
+
+    /// Whether thread `tid` has ended (gone, or a zombie: it never stops again).
+    fn ended(&self, tid: u32) -> bool {
+        match Process::new(self.pid).thread(tid).stat() {
+            Ok(stat) => stat.has_ended(),
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+    }
+
+    /// Why seizing `tid` was refused: another tracer, or the system's rules.
+    fn refused(&self, tid: u32) -> QuiesceError {
+        match Process::new(self.pid).thread(tid).tracer() {
+            Ok(Some(tracer)) => QuiesceError::AlreadyTraced {
+                pid: self.pid,
+                tid,
+                tracer,
+            },
+            _ => QuiesceError::PermissionDenied {
+                pid: self.pid,
+                tid,
+                detail: why_not_traceable(self.pid),
+            },
+        }
+    }
+
+    fn stop(
+        &mut self,
+        threads: Vec<(u32, OsString)>,
+        deadline: Instant,
+        waited: Duration,
+    ) -> Result<Vec<StoppedThread>, QuiesceError> {
+        let mut pending = BTreeMap::new();
+        for (tid, name) in threads {
+            if self.ended(tid) {
+                continue;
+            }
+            let id = Pid::from_raw(tid as i32);
+            match ptrace::seize(id, ptrace::Options::empty()) {
+                Ok(()) => {}
+                // It ended meanwhile.
+                Err(Errno::ESRCH) => continue,
+                Err(Errno::EPERM) => return Err(self.refused(tid)),
+                Err(errno) => {
+                    return Err(self.trace_error(format!("PTRACE_SEIZE of thread {tid}: {errno}")));
+                }
+            }
+            self.running.insert(tid);
+            #[cfg(test)]
+            if let Some((_, pause)) = SEIZE_PAUSE
+                .lock()
+                .ok()
+                .and_then(|p| *p)
+                .filter(|&(p, _)| p == self.pid)
+            {
+                std::thread::sleep(pause);
+            }
+            match ptrace::interrupt(id) {
+                // ESRCH: it is ending; its end is reported below.
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(errno) => {
+                    return Err(
+                        self.trace_error(format!("PTRACE_INTERRUPT of thread {tid}: {errno}"))
+                    );
+                }
+            }
+            pending.insert(tid, name);
+        }
+        let mut stopped = Vec::with_capacity(pending.len());
+        let mut pause = POLL_MIN;
+        while !pending.is_empty() {
+            let mut any = false;
+            let tids: Vec<u32> = pending.keys().copied().collect();
+            for tid in tids {
+                // A child of this process is left for its `Child` to reap: its end is only looked at.
+                let peek = tid == self.pid && self.own_child;
+                let keep = if peek { WNOWAIT } else { 0 };
+                match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL | keep) {
+                    Ok(Some(Waited::Stopped { signal, event })) => {
+                        if peek {
+                            // Consume the stop that was only looked at.
+                            let _ = wait_id(tid, WSTOPPED | WNOHANG | WALL);
+                        }
+                        any = true;
+                        self.running.remove(&tid);
+                        let name = pending.remove(&tid).unwrap_or_default();
+                        // Event 0 is a signal-delivery stop: a signal came before the interrupt. Any ptrace-stop
+                        // answers a pending PTRACE_INTERRUPT (the kernel clears it on entering one), so the thread
+                        // stays in this one, and PTRACE_DETACH hands it the signal (with its original siginfo), as
+                        // it does only from this kind of stop.
+                        let signal = if event == 0 { signal } else { 0 };
+                        self.held.insert(tid, signal);
+                        match ptrace::getregs(Pid::from_raw(tid as i32)) {
+                            Ok(regs) => stopped.push(StoppedThread {
+                                tid,
+                                name,
+                                pc: pc_of(regs),
+                                sp: sp_of(regs),
+                                pending_signal: (signal != 0).then_some(signal),
+                            }),
+                            // Killed while stopped.
+                            Err(Errno::ESRCH) => {}
+                            Err(errno) => {
+                                return Err(self.trace_error(format!(
+                                    "PTRACE_GETREGS of thread {tid}: {errno}"
+                                )));
+                            }
+                        }
+                    }
+                    Ok(Some(_end)) => {
+                        any = true;
+                        pending.remove(&tid);
+                        self.running.remove(&tid);
+                        if tid == self.pid {
+                            return Err(QuiesceError::Ended { pid: self.pid });
+                        }
+                    }
+                    Ok(None) => {}
+                    // Reaped elsewhere: no longer ours.
+                    Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                        pending.remove(&tid);
+                        self.running.remove(&tid);
+                    }
+                    Err(e) => return Err(self.trace_error(format!("waitid({tid}): {e}"))),
+                }
+            }
+            if any {
+                pause = POLL_MIN;
+                continue;
+            }
+            // A thread that became a zombie after it was seized (a main thread that called pthread_exit) never
+            // stops; it stays in `running`, released when this thread ends.
+            pending.retain(|&tid, _| !self.ended(tid));
+            if pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(QuiesceError::Timeout {
+                    pid: self.pid,
+                    waited,
+                    threads: pending.keys().copied().collect(),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(POLL_MAX);
+        }
+        Ok(stopped)
+    }
+
+    /// Detaches every stopped thread, handing back its signal. Returns the first failure and the threads seized
+    /// but never stopped (the kernel detaches those when this thread ends).
+    fn release(&mut self) -> (Result<(), QuiesceError>, Vec<u32>) {
+        let mut first = None;
+        for (tid, signal) in std::mem::take(&mut self.held) {
+            match raw_ptrace(libc::PTRACE_DETACH, tid, 0, signal as usize) {
+                Ok(()) => {}
+                // Killed meanwhile; ending this thread releases what is left of it.
+                Err(Errno::ESRCH) => {}
+                Err(errno) => {
+                    log::debug!(
+                        "quiesce {}: PTRACE_DETACH of thread {tid}: {errno}",
+                        self.pid
+                    );
+                    first.get_or_insert_with(|| {
+                        self.trace_error(format!("PTRACE_DETACH of thread {tid}: {errno}"))
+                    });
+                }
+            }
+        }
+        let unstopped = std::mem::take(&mut self.running).into_iter().collect();
+        (first.map_or(Ok(()), Err), unstopped)
+    }
+}
