@@ -91,11 +91,25 @@ fn start(text: String) -> AttachStatus {
         return AttachStatus::Busy;
     }
     session::pin_this_library();
+    // PC sampling of the running process (`gpu-tools profile --pid`) instead of a trace.
+    let pc_sampling = gpu_tools::profile::ProfileRequest::from_lookup(|k| {
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    })
+    .is_ok_and(|r| r.pc_sampling);
     let thread = std::thread::Builder::new()
         .name("gpu-tools-attach".into())
         .spawn(move || {
             crate::signals::block_in_this_thread();
-            let run = std::panic::catch_unwind(|| run(config, cupti));
+            let run = std::panic::catch_unwind(|| {
+                if pc_sampling {
+                    if let Some(level) = config.log {
+                        crate::logger::init(level);
+                    }
+                    crate::pc_attach::run(&config, cupti.as_deref());
+                } else {
+                    run(config, cupti)
+                }
+            });
             if let Err(payload) = run {
                 std::mem::forget(payload);
             }

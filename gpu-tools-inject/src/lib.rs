@@ -26,6 +26,7 @@ mod config;
 pub mod convert;
 mod logger;
 mod nvtx;
+mod pc_attach;
 mod profiling;
 mod session;
 mod signals;

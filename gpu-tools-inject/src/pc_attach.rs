@@ -15,7 +15,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use gpu_tools::cuda::Driver;
-use gpu_tools::cupti::profiler::PcSampler;
+use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::trace::env::{self, ATTACH_PC_FINISH, ATTACH_PC_START, ATTACH_STOP};
 use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
@@ -33,11 +33,20 @@ struct Sampled {
     sampler: Option<PcSampler<'static>>,
 }
 
-/// The attach thread's work in PC-sampling mode.
-pub fn run(config: &Config) {
+/// The attach thread's work in PC-sampling mode. `cupti`: the CUPTI to load where the program maps none.
+pub fn run(config: &Config, cupti: Option<&str>) {
     let Some(sink) = crate::session::open_sink(config) else {
         return;
     };
+    crate::session::use_mapped_libraries();
+    let mapped = gpu_tools::linux::procfs::Process::current()
+        .mapped_library("libcupti.so")
+        .is_some();
+    if let (false, Some(path)) = (mapped, cupti) {
+        if let Err(e) = gpu_tools::cupti::CuptiLibrary::load_from(path) {
+            log::warn!("CUPTI {path} did not load: {e}");
+        }
+    }
     let Some(mut control) = sink.control_stream() else {
         return;
     };
@@ -61,7 +70,10 @@ pub fn run(config: &Config) {
         Ok(_) => {
             writer.notice(
                 NoticeLevel::Error,
-                format!("{}: no device has an active context in this process", env::PC_FAILED),
+                format!(
+                    "{}: no device has an active context in this process",
+                    env::PC_FAILED
+                ),
             );
             return end(&writer);
         }
@@ -98,7 +110,9 @@ pub fn run(config: &Config) {
         // samplers are left as they are (said, for whoever reads the stream).
         writer.notice(
             NoticeLevel::Warning,
-            format!("PC sampling left on in {running} context(s): the tracer ended before finishing it"),
+            format!(
+                "PC sampling left on in {running} context(s): the tracer ended before finishing it"
+            ),
         );
         for c in &mut contexts {
             std::mem::forget(c.sampler.take());

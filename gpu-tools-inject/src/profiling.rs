@@ -29,7 +29,7 @@ use gpu_tools::cupti::DriverCbid;
 use gpu_tools::cupti::callback::{
     ApiEvent, ApiSite, CallbackDomain, CallbackEvent, ResourceEvent, ResourceKind, Subscriber,
 };
-use gpu_tools::cupti::pc_sampling::PcSampler;
+use gpu_tools::cupti::pc_sampling::{PcSampler, PcSamples};
 use gpu_tools::cupti::range_profiler::RangeProfiler;
 use gpu_tools::profile::ProfileRequest;
 use gpu_tools::trace::env::GraphMode;
@@ -562,51 +562,57 @@ impl State {
                 return;
             }
         };
-        log::info!(
-            "context {id}: PC sampling: {} records, {} samples, {} dropped, {} outside the program's kernels, \
-             {} reads with a full buffer",
-            samples.records.len(),
-            samples.total_samples,
-            samples.dropped_samples,
-            samples.non_user_samples,
-            samples.buffer_full
-        );
-        let reasons: HashMap<u32, Arc<str>> = samples
-            .reasons
-            .iter()
-            .map(|r| (r.index, Arc::from(r.name.as_str())))
-            .collect();
-        let unknown: Arc<str> = Arc::from("?");
-        for r in &samples.records {
-            let stalls = r
-                .stalls
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(reason, n)| {
-                    (
-                        reasons
-                            .get(reason)
-                            .cloned()
-                            .unwrap_or_else(|| Arc::clone(&unknown)),
-                        *n,
-                    )
-                })
-                .collect();
-            self.writer.push(&Record::Stall(StallRecord {
-                context: id,
-                function: Arc::clone(&r.function),
-                pc_offset: r.pc_offset,
-                stalls,
-            }));
-        }
-        if samples.dropped_samples > 0 {
-            self.writer.push(&Record::ProfileLoss(ProfileLoss {
-                kind: ProfileLossKind::PcSamples,
-                count: samples.dropped_samples,
-                context: id,
-            }));
-        }
+        send_pc_samples(&self.writer, id, &samples);
     }
+}
+
+/// Sends the stall records of one context's PC samples (and their losses); returns how many records.
+pub fn send_pc_samples(writer: &Writer, id: u32, samples: &PcSamples) -> usize {
+    log::info!(
+        "context {id}: PC sampling: {} records, {} samples, {} dropped, {} outside the program's kernels, \
+     {} reads with a full buffer",
+        samples.records.len(),
+        samples.total_samples,
+        samples.dropped_samples,
+        samples.non_user_samples,
+        samples.buffer_full
+    );
+    let reasons: HashMap<u32, Arc<str>> = samples
+        .reasons
+        .iter()
+        .map(|r| (r.index, Arc::from(r.name.as_str())))
+        .collect();
+    let unknown: Arc<str> = Arc::from("?");
+    for r in &samples.records {
+        let stalls = r
+            .stalls
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(reason, n)| {
+                (
+                    reasons
+                        .get(reason)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::clone(&unknown)),
+                    *n,
+                )
+            })
+            .collect();
+        writer.push(&Record::Stall(StallRecord {
+            context: id,
+            function: Arc::clone(&r.function),
+            pc_offset: r.pc_offset,
+            stalls,
+        }));
+    }
+    if samples.dropped_samples > 0 {
+        writer.push(&Record::ProfileLoss(ProfileLoss {
+            kind: ProfileLossKind::PcSamples,
+            count: samples.dropped_samples,
+            context: id,
+        }));
+    }
+    samples.records.len()
 }
 
 /// The device ordinal of a context (0 when it cannot be asked).

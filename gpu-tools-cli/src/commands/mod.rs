@@ -14,6 +14,7 @@ mod man;
 mod metrics;
 mod moved;
 mod profile;
+mod profile_attach;
 mod stats;
 mod top;
 mod trace;

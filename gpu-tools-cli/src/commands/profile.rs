@@ -20,19 +20,17 @@ use crate::inject_lib;
 use crate::output::OutputFile;
 use crate::progress::{self, Progress};
 
-/// Why `profile --pid` refuses, before it touches the process. Seen on an H200 (driver 580.159.04, the CUPTI 13.0
-/// that PyTorch maps), three times, each a hung PyTorch job (`docs/driver-notes.md` has the stacks): CUPTI's PC
-/// sampling calls (`cuptiPCSamplingDisable`, then `cuptiPCSamplingStart` after an enable with start/stop control)
-/// hold a CUPTI mutex and take the driver's lock in write mode (through `libnvperf_host`), while a thread of the
-/// job inside a launch holds that lock for reading and waits for the CUPTI mutex. Made from the injection
-/// library's thread, they deadlock whenever the job launches from any thread at that moment; holding the job's
-/// threads at the entry of their driver calls (a callback gate) did not help, since the driver takes its lock
-/// before the callbacks run. A launched `profile` makes them on the launching thread, when the context is made and
-/// at exit. The range profiler starts and stops through the same paths, and replays kernels inside the job.
-const ATTACH_REFUSED: &str = "profiling a running process is refused: CUPTI's PC sampling and range profiler, \
-     started or stopped from a thread other than the program's own while it launches kernels, deadlocked a \
-     PyTorch job three times (CUPTI 13.0, driver 580); `gpu-tools trace --pid` (with --counters for device \
-     counters per kernel) traces it safely, and `gpu-tools profile -- PROGRAM` profiles it when started";
+/// Why `profile --pid` refuses kernel metrics, before it touches the process. The range profiler starts and stops
+/// through the same CUPTI paths as PC sampling (which deadlocked a PyTorch job three times when called from
+/// another thread while it launched: CUPTI 13.0, driver 580, `docs/driver-notes.md`), and it replays each kernel
+/// from inside the launch call on the program's own thread: a profiler attached from outside has no such call to
+/// work in. PC sampling is made safe by stopping the program at a moment where no thread is in the driver
+/// (`profile_attach`); kernel replay cannot be.
+const METRICS_ATTACH_REFUSED: &str = "kernel metrics of a running process are refused: CUPTI's range profiler \
+     replays each kernel inside the program's own launch call, which a profiler attached from outside cannot do; \
+     `gpu-tools profile --pid PID --pc-sampling` gives stall reasons per function of a running process, \
+     `gpu-tools trace --pid PID --counters` device counters per kernel, and `gpu-tools profile -- PROGRAM` \
+     metrics of a program it starts";
 
 /// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
 /// them.
@@ -95,10 +93,14 @@ pub struct Args {
     /// cleared at the end.
     #[command(flatten)]
     progress: crate::progress::ProgressArgs,
-    /// A running process: refused, with the reason (CUPTI's profilers cannot be stopped safely from outside the
-    /// program's own launching thread); `trace --pid` traces a running process.
+    /// A running process: its PCs are sampled (with --pc-sampling; kernel metrics are refused, with the reason)
+    /// for --duration seconds or until Ctrl-C, and it is left as it was. It is stopped twice, for milliseconds,
+    /// at moments where none of its threads is inside the CUDA driver or CUPTI.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
+    /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
+    #[arg(long, value_name = "S", requires = "pid")]
+    duration: Option<f64>,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -144,7 +146,10 @@ pub fn run(args: Args) -> Outcome {
     let metrics = ProfileRequest::parse_metrics(&spec).map_err(|m| Failure::new(1, m))?;
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
-        return Err(Failure::new(1, ATTACH_REFUSED));
+        if !args.pc_sampling || args.metrics.is_some() || args.set.is_some() {
+            return Err(Failure::new(1, METRICS_ATTACH_REFUSED));
+        }
+        return attached(&args, pid);
     }
     // The program (127, 126), then what profiling needs: nothing runs when one is missing.
     super::trace::check_program(&args.program[0])?;
@@ -246,6 +251,58 @@ pub fn run(args: Args) -> Outcome {
     } else {
         0
     })
+}
+
+/// `profile --pid PID --pc-sampling`: stall reasons per function of a running process.
+fn attached(args: &Args, pid: u32) -> Outcome {
+    if !crate::pid::uses_cuda(pid) {
+        return Err(Failure::new(
+            1,
+            format!("process {pid} does not use CUDA (it has not initialised the CUDA driver)"),
+        ));
+    }
+    let lib = check_prerequisites(args.inject_lib.as_deref())?;
+    let output = args
+        .output
+        .as_deref()
+        .map(|p| OutputFile::create(p, "the report"))
+        .transpose()?;
+    let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
+    let got = super::profile_attach::run(pid, &lib, cupti, args.duration)?;
+    let mut failed = false;
+    for (level, text) in &got.notices {
+        failed |= *level == NoticeLevel::Error;
+        eprintln!("gpu-tools profile: process {pid}: {text}");
+    }
+    eprintln!(
+        "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; the process was stopped \
+         twice (found quiet after {} and {} tries) and runs on",
+        got.stalls.len(),
+        got.sampled.as_secs_f64(),
+        got.tries.0,
+        got.tries.1
+    );
+    let name = |n: &str| {
+        if args.mangled {
+            n.to_string()
+        } else {
+            readable(n)
+        }
+    };
+    let write = |mut out: &mut dyn Write| -> std::io::Result<()> {
+        writeln!(out, "PC sampling: top stall reasons per function")?;
+        StallTable::from_records(&got.stalls).write_text(&mut out, name, 3)
+    };
+    match output {
+        Some(file) => file.write_with(|w| write(w))?,
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .map_err(Failure::stdout)?;
+        }
+    }
+    Ok(if failed && got.stalls.is_empty() { 1 } else { 0 })
 }
 
 /// `gpu-tools profile: 4,096 kernel launches profiled (4,102 kernels run) in 2 processes, 35 s`.

@@ -505,24 +505,36 @@ fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
 fn a_running_process_is_refused_before_it_is_touched() {
     let mut target = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = target.id().to_string();
+    let untouched = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+        assert_eq!(state, 'S', "{stat}");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(status.contains("TracerPid:\t0"), "{status}");
+    };
+    // Kernel metrics: the range profiler cannot be run from outside.
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["profile", "--pid", &pid, "--pc-sampling"])
+        .args(["profile", "--pid", &pid])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("profiling a running process is refused")
-            && err.contains("deadlocked a PyTorch job three times")
+        err.contains("kernel metrics of a running process are refused")
+            && err.contains("--pc-sampling")
             && err.contains("gpu-tools trace --pid"),
         "{err}"
     );
-    // Untouched: still running, not stopped, not traced.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
-    assert_eq!(state, 'S', "{stat}");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    assert!(status.contains("TracerPid:\t0"), "{status}");
+    untouched();
+    // PC sampling of a process that does not use CUDA.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["profile", "--pid", &pid, "--pc-sampling", "--duration", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not use CUDA"), "{err}");
+    untouched();
     assert!(target.try_wait().unwrap().is_none());
     target.kill().unwrap();
     target.wait().unwrap();
