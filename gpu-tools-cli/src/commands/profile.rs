@@ -302,7 +302,11 @@ fn attached(args: &Args, pid: u32) -> Outcome {
                 .map_err(Failure::stdout)?;
         }
     }
-    Ok(if failed && got.stalls.is_empty() { 1 } else { 0 })
+    Ok(if failed && got.stalls.is_empty() {
+        1
+    } else {
+        0
+    })
 }
 
 /// `gpu-tools profile: 4,096 kernel launches profiled (4,102 kernels run) in 2 processes, 35 s`.

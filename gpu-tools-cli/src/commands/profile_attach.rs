@@ -44,7 +44,7 @@ pub struct Collected {
 /// Threads left running while the program is stopped: the library's own, the driver's.
 fn spared(_tid: u32, name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
-    name.starts_with("gpu-tools") || name.starts_with("cuda-")
+    name.starts_with("gpu-tools") || name.starts_with("cuda")
 }
 
 /// The records of the library's stream, as they arrive.
@@ -100,27 +100,61 @@ fn keep(record: Record, out: &mut Collected) -> Option<String> {
 fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32), Failure> {
     let started = Instant::now();
     let mut tries = 0;
-    let mut last = String::new();
+    // What kept it busy: thread, and where (program counter, or a stack word and its depth), by count.
+    let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     while started.elapsed() < SEARCH_LIMIT {
         tries += 1;
-        let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(Failure::error)?;
-        let stopped = StoppedThreads::stop(pid, &spared, STOP_LIMIT).map_err(Failure::error)?;
-        match stopped.find_inside(&ranges) {
-            None => return Ok((stopped, tries)),
-            Some(inside) => {
-                last = format!("{inside:?}");
-                drop(stopped);
-                // Let it run a moment: a launch takes microseconds, a synchronise longer.
-                std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
-            }
+        let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
+        let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
+        let stopped = match StoppedThreads::stop(pid, &spared, STOP_LIMIT) {
+            Ok(s) => s,
+            Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
+            Err(e) => return Err(Failure::error(e)),
+        };
+        let inside = stopped.all_inside(&ranges);
+        if inside.is_empty() {
+            log::info!("quiet after {tries} tries: {seen:?}");
+            return Ok((stopped, tries));
         }
+        drop(stopped);
+        for i in inside {
+            let lib = |p: &Path| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            };
+            let at = match &i.evidence {
+                quiesce::Evidence::ProgramCounter { library, .. } => {
+                    format!("running in {}", lib(library))
+                }
+                quiesce::Evidence::StackWord {
+                    offset, library, ..
+                } => {
+                    format!("{} on its stack at {} KiB", lib(library), offset / 1024)
+                }
+                other => format!("{other:?}"),
+            };
+            *seen
+                .entry(format!("{} ({at})", i.name.to_string_lossy()))
+                .or_default() += 1;
+        }
+        // Let it run a moment: a launch takes microseconds, a synchronise longer.
+        std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
     }
+    let mut common: Vec<(String, u32)> = seen.into_iter().collect();
+    common.sort_by_key(|c| std::cmp::Reverse(c.1));
+    let common: Vec<String> = common
+        .iter()
+        .take(6)
+        .map(|(k, n)| format!("{k} {n} times"))
+        .collect();
     Err(Failure::new(
         1,
         format!(
-            "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} tries; \
-             the last: {last}); the process was left as it was",
-            SEARCH_LIMIT.as_secs()
+            "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} tries: \
+             {}); the process was left as it was",
+            SEARCH_LIMIT.as_secs(),
+            common.join(", ")
         ),
     ))
 }
@@ -177,7 +211,9 @@ pub fn run(
     let settings = InjectionEnv::new(lib, env::Destination::Socket(socket.clone()))
         .signals(false)
         .attach_argument(cupti)
-        .ok_or_else(|| Failure::new(1, "a setting holds a newline, which an attach cannot carry"))?;
+        .ok_or_else(|| {
+            Failure::new(1, "a setting holds a newline, which an attach cannot carry")
+        })?;
     let settings = format!("{settings}{}=1\n", env::PROFILE_PC_SAMPLING);
     let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
         .argument(settings)
