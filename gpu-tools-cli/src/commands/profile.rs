@@ -275,12 +275,15 @@ fn attached(args: &Args, pid: u32) -> Outcome {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
     eprintln!(
-        "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; the process was stopped \
-         twice (found quiet after {} and {} tries) and runs on",
+        "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, the \
+         process was stopped where no thread was inside the CUDA driver or CUPTI (after {} and {} stops, with {} \
+         and {} runs of a thread alone to leave them) and runs on",
         got.stalls.len(),
         got.sampled.as_secs_f64(),
-        got.tries.0,
-        got.tries.1
+        got.tries[0].0,
+        got.tries[1].0,
+        got.tries[0].1,
+        got.tries[1].1
     );
     let name = |n: &str| {
         if args.mangled {

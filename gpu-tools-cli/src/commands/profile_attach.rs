@@ -27,6 +27,9 @@ use crate::failure::Failure;
 /// on before it gives up.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
 const SEARCH_LIMIT: Duration = Duration::from_secs(20);
+/// How long, in one stop, the threads found inside the vendor libraries run alone, in turn, to leave them (the
+/// others stay stopped meanwhile).
+const DRAIN_LIMIT: Duration = Duration::from_millis(200);
 /// How long the library may take to start or finish sampling while the program is stopped.
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// The libraries no stopped thread may be inside when the library makes its calls.
@@ -36,8 +39,9 @@ const VENDOR: [&str; 3] = ["libcuda.so", "libcupti.so", "libnvperf"];
 pub struct Collected {
     pub stalls: Vec<StallRecord>,
     pub notices: Vec<(NoticeLevel, String)>,
-    /// Tries until a moment with no thread inside the vendor libraries, at start and at finish.
-    pub tries: (u32, u32),
+    /// Stops until a moment with no thread inside the vendor libraries, and the times a thread ran alone to leave
+    /// them, at start and at finish.
+    pub tries: [(u32, u32); 2],
     pub sampled: Duration,
 }
 
@@ -96,26 +100,48 @@ fn keep(record: Record, out: &mut Collected) -> Option<String> {
     }
 }
 
-/// Stops the program where no thread is inside the vendor libraries; tries until `SEARCH_LIMIT`.
-fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32), Failure> {
+/// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
+/// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
+/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. Returns the stopped program, the stops
+/// and the times a thread ran alone.
+fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
     let started = Instant::now();
     let mut tries = 0;
+    let mut nudges = 0;
     // What kept it busy: thread, and where (program counter, or a stack word and its depth), by count.
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     while started.elapsed() < SEARCH_LIMIT {
         tries += 1;
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
-        let stopped = match StoppedThreads::stop(pid, &spared, STOP_LIMIT) {
+        let mut stopped = match StoppedThreads::stop(pid, &spared, STOP_LIMIT) {
             Ok(s) => s,
             Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
             Err(e) => return Err(Failure::error(e)),
         };
-        let inside = stopped.all_inside(&ranges);
-        if inside.is_empty() {
-            log::info!("quiet after {tries} tries: {seen:?}");
-            return Ok((stopped, tries));
-        }
+        let draining = Instant::now();
+        let inside = loop {
+            let inside = stopped.all_inside(&ranges);
+            if inside.is_empty() {
+                log::info!("quiet after {tries} stops and {nudges} runs alone: {seen:?}");
+                return Ok((stopped, tries, nudges));
+            }
+            if draining.elapsed() >= DRAIN_LIMIT {
+                break inside;
+            }
+            let mut tids: Vec<u32> = inside.iter().map(|i| i.tid).collect();
+            tids.dedup();
+            let mut stuck = false;
+            for tid in tids {
+                nudges += 1;
+                if stopped.nudge(tid, Duration::ZERO).is_err() {
+                    stuck = true;
+                }
+            }
+            if stuck {
+                break inside;
+            }
+        };
         drop(stopped);
         for i in inside {
             let lib = |p: &Path| {
@@ -151,8 +177,8 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32), Failure> {
     Err(Failure::new(
         1,
         format!(
-            "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} tries: \
-             {}); the process was left as it was",
+            "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} stops, \
+             {nudges} runs alone; still inside at the end of a stop: {}); the process was left as it was",
             SEARCH_LIMIT.as_secs(),
             common.join(", ")
         ),
@@ -167,8 +193,8 @@ fn call_stopped(
     answer: &str,
     rx: &mpsc::Receiver<Record>,
     out: &mut Collected,
-) -> Result<(String, u32), Failure> {
-    let (stopped, tries) = quiet_moment(pid)?;
+) -> Result<(String, (u32, u32)), Failure> {
+    let (stopped, tries, nudges) = quiet_moment(pid)?;
     control
         .write_all(&[byte])
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
@@ -176,7 +202,7 @@ fn call_stopped(
     // The program goes on whatever the answer.
     stopped.resume().map_err(Failure::error)?;
     match got {
-        Some(text) => Ok((text, tries)),
+        Some(text) => Ok((text, (tries, nudges))),
         None => Err(Failure::new(
             1,
             format!(
@@ -258,7 +284,7 @@ pub fn run(
     let mut out = Collected {
         stalls: Vec::new(),
         notices: Vec::new(),
-        tries: (0, 0),
+        tries: [(0, 0); 2],
         sampled: Duration::ZERO,
     };
     let ready = wait_for(&rx, &mut out, &[env::PC_READY, env::PC_FAILED], CALL_LIMIT);
@@ -280,8 +306,8 @@ pub fn run(
         &rx,
         &mut out,
     )?;
-    out.tries.0 = tries;
-    log::info!("{started} ({tries} tries)");
+    out.tries[0] = tries;
+    log::info!("{started} ({tries:?} stops and runs alone)");
     eprintln!(
         "gpu-tools profile: sampling PCs of process {pid} (Ctrl-C to stop{})",
         duration
@@ -309,7 +335,7 @@ pub fn run(
             &rx,
             &mut out,
         )?;
-        out.tries.1 = tries;
+        out.tries[1] = tries;
         Some(text)
     } else {
         None

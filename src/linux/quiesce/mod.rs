@@ -240,6 +240,26 @@ impl StoppedThreads {
             .map_err(|e| format!("/proc/{}/maps: {e}", self.pid))
     }
 
+    /// Lets stopped thread `tid` run alone for `run_for` (zero: as long as stopping it again takes, some
+    /// microseconds), the others staying stopped, and stops it again: for a thread found inside code that must be
+    /// left before the process is looked at once more. Returns false when the thread ended meanwhile (it is then
+    /// gone from [`Self::threads`]). A thread with a signal pending is not run alone (an error says so).
+    pub fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<bool, QuiesceError> {
+        match self.holder.nudge(tid, run_for)? {
+            Some((pc, sp)) => {
+                if let Some(t) = self.threads.iter_mut().find(|t| t.tid == tid) {
+                    t.pc = pc;
+                    t.sp = sp;
+                }
+                Ok(true)
+            }
+            None => {
+                self.threads.retain(|t| t.tid != tid);
+                Ok(false)
+            }
+        }
+    }
+
     /// Lets every stopped thread go on, with any signal it was about to receive, reporting a failure (dropping
     /// does the same and logs it).
     pub fn resume(mut self) -> Result<(), QuiesceError> {

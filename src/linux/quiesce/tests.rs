@@ -190,7 +190,7 @@ fn stops_every_thread_and_finds_those_inside_the_library() {
         return;
     }
     let t = Target::start(&[]);
-    let stopped =
+    let mut stopped =
         StoppedThreads::stop(t.pid, &|_, _| false, Duration::from_secs(10)).expect("stop");
     let tids: BTreeSet<u32> = stopped.threads().iter().map(|s| s.tid).collect();
     assert_eq!(
@@ -255,6 +255,24 @@ fn stops_every_thread_and_finds_those_inside_the_library() {
     assert_eq!(stopped.find_inside(&idle), None);
     assert!(stopped.all_inside(&idle).is_empty());
     assert_eq!(stopped.find_inside(&[]), None);
+
+    // Run alone a moment: the spinner spins, the others stay stopped, and it is stopped again after.
+    let spins = t.read(t.spins);
+    assert!(
+        stopped
+            .nudge(t.spinner, Duration::from_millis(20))
+            .expect("nudge")
+    );
+    let after = t.read(t.spins);
+    assert!(after > spins, "it ran: {spins} -> {after}");
+    for tid in [t.pid, t.spinner, t.blocker, t.worker] {
+        assert_eq!(t.state(tid), 't', "thread {tid} stopped after the nudge");
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(t.read(t.spins), after, "and stopped again");
+    let spinner = stopped.threads().iter().find(|s| s.tid == t.spinner);
+    assert!(spinner.is_some_and(|s| busy.iter().any(|r| r.contains(s.pc))));
+    let spins = after;
 
     drop(stopped);
     for tid in [t.pid, t.spinner, t.blocker, t.worker] {

@@ -47,6 +47,13 @@ enum Request {
     },
     /// Detach every thread and end: the first failure, and the threads seized but never stopped.
     Release(Reply<(Result<(), QuiesceError>, Vec<u32>)>),
+    /// Let one stopped thread run alone for `run_for`, then stop it again: its registers then, or `None` when it
+    /// ended meanwhile.
+    Nudge {
+        tid: u32,
+        run_for: Duration,
+        reply: Reply<Result<Option<(u64, u64)>, QuiesceError>>,
+    },
 }
 
 /// The handle on the holding thread.
@@ -108,6 +115,26 @@ impl Holder {
                 threads,
                 deadline,
                 waited,
+                reply,
+            })
+            .map_err(|_| self.gone())?;
+        answer.recv().map_err(|_| self.gone())?
+    }
+
+    /// Lets stopped thread `tid` run alone for `run_for` and stops it again: its program counter and stack pointer
+    /// then, or `None` when it ended meanwhile.
+    pub(super) fn nudge(
+        &self,
+        tid: u32,
+        run_for: Duration,
+    ) -> Result<Option<(u64, u64)>, QuiesceError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests
+            .as_ref()
+            .ok_or_else(|| self.gone())?
+            .send(Request::Nudge {
+                tid,
+                run_for,
                 reply,
             })
             .map_err(|_| self.gone())?;
@@ -182,6 +209,13 @@ impl Worker {
                 Request::Release(reply) => {
                     let _ = reply.send(self.release());
                     return;
+                }
+                Request::Nudge {
+                    tid,
+                    run_for,
+                    reply,
+                } => {
+                    let _ = reply.send(self.nudge(tid, run_for));
                 }
             }
         }
@@ -343,6 +377,78 @@ impl Worker {
             pause = (pause * 2).min(POLL_MAX);
         }
         Ok(stopped)
+    }
+
+    /// Continues thread `tid` alone, then interrupts it and waits for it to stop again.
+    fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<Option<(u64, u64)>, QuiesceError> {
+        match self.held.get(&tid) {
+            Some(0) => {}
+            // A signal waits for it: continuing would have to deliver or drop it, so it is left as it is.
+            Some(_) => {
+                return Err(
+                    self.trace_error(format!("thread {tid} has a signal pending: not run alone"))
+                );
+            }
+            None => return Err(self.trace_error(format!("thread {tid} is not stopped"))),
+        }
+        let id = Pid::from_raw(tid as i32);
+        match raw_ptrace(libc::PTRACE_CONT, tid, 0, 0) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => {
+                self.held.remove(&tid);
+                return Ok(None);
+            }
+            Err(errno) => {
+                return Err(self.trace_error(format!("PTRACE_CONT of thread {tid}: {errno}")));
+            }
+        }
+        self.held.remove(&tid);
+        self.running.insert(tid);
+        if !run_for.is_zero() {
+            std::thread::sleep(run_for);
+        }
+        match ptrace::interrupt(id) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(errno) => {
+                return Err(self.trace_error(format!("PTRACE_INTERRUPT of thread {tid}: {errno}")));
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL) {
+                Ok(Some(Waited::Stopped { signal, event })) => {
+                    self.running.remove(&tid);
+                    let signal = if event == 0 { signal } else { 0 };
+                    self.held.insert(tid, signal);
+                    return match ptrace::getregs(id) {
+                        Ok(regs) => Ok(Some((pc_of(regs), sp_of(regs)))),
+                        Err(Errno::ESRCH) => Ok(None),
+                        Err(errno) => {
+                            Err(self
+                                .trace_error(format!("PTRACE_GETREGS of thread {tid}: {errno}")))
+                        }
+                    };
+                }
+                Ok(Some(_end)) => {
+                    self.running.remove(&tid);
+                    return Ok(None);
+                }
+                Ok(None) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                    self.running.remove(&tid);
+                    return Ok(None);
+                }
+                Err(e) => return Err(self.trace_error(format!("waitid({tid}): {e}"))),
+            }
+            if Instant::now() >= deadline {
+                return Err(QuiesceError::Timeout {
+                    pid: self.pid,
+                    waited: Duration::from_secs(5),
+                    threads: vec![tid],
+                });
+            }
+            std::thread::sleep(POLL_MIN);
+        }
     }
 
     /// Detaches every stopped thread, handing back its signal. Returns the first failure and the threads seized
