@@ -36,7 +36,7 @@ use super::exit_watch::{ChildState, ExitWatch};
 use worker::Worker;
 
 // For `linux::quiesce`, which stops threads under ptrace without this module's worker.
-pub(crate) use regs::{pc_of, sp_of};
+pub(crate) use regs::{bp_of, pc_of, sp_of};
 pub(crate) use sys::raw_ptrace;
 
 /// A ptrace request or wait that failed, or a traced process that went away.

@@ -23,6 +23,16 @@ pub(crate) fn sp_of(regs: libc::user_regs_struct) -> u64 {
     regs.rsp
 }
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn bp_of(regs: libc::user_regs_struct) -> u64 {
+    regs.rbp
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn bp_of(_regs: libc::user_regs_struct) -> u64 {
+    u64::MAX
+}
+
 /// The system call a thread is stopped in: `orig_rax` holds its number there, and -1 outside one.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn syscall_of(regs: libc::user_regs_struct) -> Option<u64> {

@@ -72,6 +72,7 @@ mod error;
 mod stack;
 #[cfg(test)]
 mod tests;
+mod unwind;
 mod worker;
 
 use std::collections::BTreeSet;
@@ -81,6 +82,7 @@ use std::time::{Duration, Instant};
 pub use error::QuiesceError;
 pub use stack::{CodeRange, Evidence, Inside, STACK_SCAN_LIMIT, code_ranges, library_code_ranges};
 use stack::{Ranges, pc_inside, stack_inside};
+pub use unwind::{Unwinder, WalkEnd};
 use worker::Holder;
 
 use crate::linux::procfs::Process;
@@ -97,6 +99,8 @@ pub struct StoppedThread {
     pub pc: u64,
     /// Its stack pointer (`u64::MAX` where registers are not read).
     pub sp: u64,
+    /// Its frame pointer (`rbp`; `u64::MAX` where registers are not read), where unwinding starts.
+    pub bp: u64,
     /// A signal that reached it before the interrupt did; it gets the signal when it is let go.
     pub pending_signal: Option<i32>,
 }
@@ -234,6 +238,65 @@ impl StoppedThreads {
             .collect()
     }
 
+    /// Every stopped thread inside `ranges` by its live frames: its program counter, or a return address of a
+    /// frame unwound by the code's call-frame information (`unwind`), which stale words on the stack do not
+    /// fool. Where a walk stops before the outermost frame, the rest of that stack is scanned word by word, as
+    /// [`Self::all_inside`] does (so a frame the walk could not reach is never missed). `unwinder` keeps the
+    /// modules it read, for the next call.
+    pub fn frames_inside(&self, ranges: &[CodeRange], unwinder: &mut Unwinder) -> Vec<Inside> {
+        let table = Ranges::new(ranges);
+        let maps = self.maps();
+        let Ok(mapping) = &maps else {
+            return self.all_inside(ranges);
+        };
+        let read = |addr: u64| {
+            let mut word = [0u8; 8];
+            stack::read_memory(self.pid, addr, &mut word)
+                .ok()
+                .map(|()| u64::from_ne_bytes(word))
+        };
+        self.threads
+            .iter()
+            .filter_map(|t| {
+                let evidence = pc_inside(t, &table).or_else(|| {
+                    let (pcs, end) = unwinder.frames(self.pid, mapping, (t.pc, t.sp, t.bp), &read);
+                    if let Some((depth, &pc)) = pcs
+                        .iter()
+                        .enumerate()
+                        .skip(1)
+                        .find(|(_, pc)| table.find(**pc).is_some())
+                    {
+                        let library = table.find(pc).map(|r| r.path.clone()).unwrap_or_default();
+                        return Some(Evidence::Frame { depth, pc, library });
+                    }
+                    match end {
+                        WalkEnd::Complete => None,
+                        WalkEnd::Stopped { sp, .. } => {
+                            let rest = StoppedThread { sp, ..t.clone() };
+                            stack_inside(self.pid, &rest, &maps, &table).map(|e| match e {
+                                Evidence::StackWord {
+                                    offset,
+                                    value,
+                                    library,
+                                } => Evidence::StackWord {
+                                    offset: offset + (sp - t.sp),
+                                    value,
+                                    library,
+                                },
+                                other => other,
+                            })
+                        }
+                    }
+                })?;
+                Some(Inside {
+                    tid: t.tid,
+                    name: t.name.clone(),
+                    evidence,
+                })
+            })
+            .collect()
+    }
+
     fn maps(&self) -> Result<Vec<crate::linux::procfs::Mapping>, String> {
         Process::new(self.pid)
             .maps()
@@ -246,10 +309,11 @@ impl StoppedThreads {
     /// gone from [`Self::threads`]). A thread with a signal pending is not run alone (an error says so).
     pub fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<bool, QuiesceError> {
         match self.holder.nudge(tid, run_for)? {
-            Some((pc, sp)) => {
+            Some((pc, sp, bp)) => {
                 if let Some(t) = self.threads.iter_mut().find(|t| t.tid == tid) {
                     t.pc = pc;
                     t.sp = sp;
+                    t.bp = bp;
                 }
                 Ok(true)
             }

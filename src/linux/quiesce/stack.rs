@@ -112,6 +112,15 @@ pub enum Evidence {
         /// Why.
         detail: String,
     },
+    /// A live frame, found by unwinding, returns into the code.
+    Frame {
+        /// How many frames out from the innermost (1: its caller).
+        depth: usize,
+        /// The return address.
+        pc: u64,
+        /// The file it points into.
+        library: PathBuf,
+    },
     /// Its live stack is deeper than [`STACK_SCAN_LIMIT`]; no word of the part scanned points into the code, but
     /// the rest was not looked at.
     StackTooDeep {
@@ -138,7 +147,7 @@ impl<'a> Ranges<'a> {
         }
     }
 
-    fn find(&self, addr: u64) -> Option<&'a CodeRange> {
+    pub(super) fn find(&self, addr: u64) -> Option<&'a CodeRange> {
         if addr < self.low || addr >= self.high {
             return None;
         }
@@ -218,7 +227,7 @@ pub(super) fn stack_inside(
 
 /// Reads `bytes.len()` bytes at `addr` of process `pid`: `process_vm_readv`, else `/proc/<pid>/mem` (which
 /// container seccomp profiles that forbid the former still let a tracer read).
-fn read_memory(pid: u32, addr: u64, bytes: &mut [u8]) -> std::io::Result<()> {
+pub(super) fn read_memory(pid: u32, addr: u64, bytes: &mut [u8]) -> std::io::Result<()> {
     match memory::read_bytes(pid, addr, bytes) {
         Ok(()) => Ok(()),
         Err(first) => {

@@ -256,6 +256,26 @@ fn stops_every_thread_and_finds_those_inside_the_library() {
     assert!(stopped.all_inside(&idle).is_empty());
     assert_eq!(stopped.find_inside(&[]), None);
 
+    // By the live frames: the same two, the blocker by its frame in the library (a return address its read()
+    // returns to), and no one else, the main thread included (stale words on its stack do not count here).
+    let mut unwinder = Unwinder::default();
+    let framed = stopped.frames_inside(&busy, &mut unwinder);
+    let by_frame = |tid| framed.iter().find(|i| i.tid == tid).map(|i| &i.evidence);
+    assert!(
+        matches!(by_frame(t.spinner), Some(Evidence::ProgramCounter { .. })),
+        "{framed:?}"
+    );
+    match by_frame(t.blocker) {
+        Some(Evidence::Frame { depth, pc, library }) => {
+            assert!(*depth >= 1, "{framed:?}");
+            assert!(busy.iter().any(|r| r.contains(*pc)), "{framed:?}");
+            assert!(library.ends_with("libquiesce_busy.so"));
+        }
+        other => panic!("{other:?} in {framed:?}"),
+    }
+    assert_eq!(framed.len(), 2, "{framed:?}");
+    assert!(stopped.frames_inside(&idle, &mut unwinder).is_empty());
+
     // Run alone a moment: the spinner spins, the others stay stopped, and it is stopped again after.
     let spins = t.read(t.spins);
     assert!(

@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use super::{QuiesceError, StoppedThread};
 use crate::linux::inject::why_not_traceable;
 use crate::linux::procfs::Process;
-use crate::linux::ptrace::{pc_of, raw_ptrace, sp_of};
+use crate::linux::ptrace::{bp_of, pc_of, raw_ptrace, sp_of};
 use crate::linux::wait::{WALL, WEXITED, WNOHANG, WNOWAIT, WSTOPPED, Waited, wait_id};
 
 /// The first pause between looks at threads not yet stopped; each quiet look doubles it, up to [`POLL_MAX`].
@@ -36,6 +36,8 @@ pub(super) static SEIZE_PAUSE: std::sync::Mutex<Option<(u32, Duration)>> =
     std::sync::Mutex::new(None);
 
 type Reply<T> = mpsc::SyncSender<T>;
+/// A thread's program counter, stack pointer and frame pointer.
+type Registers = (u64, u64, u64);
 
 enum Request {
     /// Seize and stop these threads (id and name) by `deadline`; `waited` is the whole time given, for the error.
@@ -52,7 +54,7 @@ enum Request {
     Nudge {
         tid: u32,
         run_for: Duration,
-        reply: Reply<Result<Option<(u64, u64)>, QuiesceError>>,
+        reply: Reply<Result<Option<Registers>, QuiesceError>>,
     },
 }
 
@@ -127,7 +129,7 @@ impl Holder {
         &self,
         tid: u32,
         run_for: Duration,
-    ) -> Result<Option<(u64, u64)>, QuiesceError> {
+    ) -> Result<Option<Registers>, QuiesceError> {
         let (reply, answer) = mpsc::sync_channel(1);
         self.requests
             .as_ref()
@@ -328,6 +330,7 @@ impl Worker {
                                 name,
                                 pc: pc_of(regs),
                                 sp: sp_of(regs),
+                                bp: bp_of(regs),
                                 pending_signal: (signal != 0).then_some(signal),
                             }),
                             // Killed while stopped.
@@ -380,7 +383,7 @@ impl Worker {
     }
 
     /// Continues thread `tid` alone, then interrupts it and waits for it to stop again.
-    fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<Option<(u64, u64)>, QuiesceError> {
+    fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<Option<Registers>, QuiesceError> {
         match self.held.get(&tid) {
             Some(0) => {}
             // A signal waits for it: continuing would have to deliver or drop it, so it is left as it is.
@@ -421,7 +424,7 @@ impl Worker {
                     let signal = if event == 0 { signal } else { 0 };
                     self.held.insert(tid, signal);
                     return match ptrace::getregs(id) {
-                        Ok(regs) => Ok(Some((pc_of(regs), sp_of(regs)))),
+                        Ok(regs) => Ok(Some((pc_of(regs), sp_of(regs), bp_of(regs)))),
                         Err(Errno::ESRCH) => Ok(None),
                         Err(errno) => {
                             Err(self
