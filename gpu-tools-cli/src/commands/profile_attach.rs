@@ -3,9 +3,10 @@
 //! The injection library is loaded into the process (as `trace --pid` does) and waits. CUPTI 13.0's PC-sampling
 //! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
 //! start and finish goes the same way: every thread of the process is stopped but the library's and the driver's
-//! own (`gpu_tools::linux::quiesce`); if one of them is inside the driver, CUPTI or the profiler host library (a
-//! return address on its stack), they are let go for a moment and stopped again; when none is, the library is
-//! told to make its calls, and the threads go on once it has answered. A target that keeps a thread in the driver
+//! own (`gpu_tools::linux::quiesce`); a thread inside the driver, CUPTI or the profiler host library (its program
+//! counter, or a live frame found by unwinding its stack with the code's call-frame information) runs alone, in
+//! turn, until it has left them; when none is inside, the library is told to make its calls, and the threads go
+//! on once it has answered. A target that keeps a thread in the driver
 //! (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread named.
 
 use std::io::Write;
@@ -108,6 +109,8 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
     let started = Instant::now();
     let mut tries = 0;
     let mut nudges = 0;
+    // The modules' call-frame information, read once: the live frames are walked, not every stack word.
+    let mut unwinder = quiesce::Unwinder::default();
     // What kept it busy: thread, and where (program counter, or a stack word and its depth), by count.
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     while started.elapsed() < SEARCH_LIMIT {
@@ -121,7 +124,7 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
         };
         let draining = Instant::now();
         let inside = loop {
-            let inside = stopped.all_inside(&ranges);
+            let inside = stopped.frames_inside(&ranges, &mut unwinder);
             if inside.is_empty() {
                 log::info!("quiet after {tries} stops and {nudges} runs alone: {seen:?}");
                 return Ok((stopped, tries, nudges));
@@ -157,6 +160,9 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
                     offset, library, ..
                 } => {
                     format!("{} on its stack at {} KiB", lib(library), offset / 1024)
+                }
+                quiesce::Evidence::Frame { depth, library, .. } => {
+                    format!("{} in its frame {depth}", lib(library))
                 }
                 other => format!("{other:?}"),
             };
