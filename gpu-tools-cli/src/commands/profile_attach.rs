@@ -29,8 +29,9 @@ use crate::failure::Failure;
 const STOP_LIMIT: Duration = Duration::from_secs(5);
 const SEARCH_LIMIT: Duration = Duration::from_secs(20);
 /// How long, in one stop, the threads found inside the vendor libraries run alone, in turn, to leave them (the
-/// others stay stopped meanwhile).
-const DRAIN_LIMIT: Duration = Duration::from_millis(200);
+/// others stay stopped meanwhile), and how long one such run may take.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+const RUN_OUT_LIMIT: Duration = Duration::from_millis(500);
 /// How long the library may take to start or finish sampling while the program is stopped.
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// The libraries no stopped thread may be inside when the library makes its calls.
@@ -137,7 +138,19 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
             let mut stuck = false;
             for tid in tids {
                 nudges += 1;
-                if stopped.nudge(tid, Duration::ZERO).is_err() {
+                // Out of the outermost frame it has in the vendor code: run it to that frame's return address.
+                let out = stopped.frames(tid, &mut unwinder).and_then(|(pcs, _)| {
+                    let outer = pcs
+                        .iter()
+                        .rposition(|pc| ranges.iter().any(|r| r.contains(*pc)))?;
+                    pcs.get(outer + 1).copied()
+                });
+                let ran = match out {
+                    Some(address) => stopped.run_to(tid, address, RUN_OUT_LIMIT).map(|_| ()),
+                    None => stopped.nudge(tid, Duration::ZERO).map(|_| ()),
+                };
+                if let Err(e) = ran {
+                    log::debug!("thread {tid} did not leave the vendor code: {e}");
                     stuck = true;
                 }
             }

@@ -324,6 +324,47 @@ impl StoppedThreads {
         }
     }
 
+    /// Lets stopped thread `tid` run alone, the others staying stopped, until it reaches `address` (where a
+    /// breakpoint is set for that run only, and taken out again on every path), within `limit`: to let a thread
+    /// leave code, run it to the return address of the outermost frame it has there ([`Self::frames`]). Returns
+    /// false when the thread ended meanwhile. A timeout, or a signal on the way, is an error; the thread is then
+    /// stopped again where it was, with the signal kept for it.
+    pub fn run_to(
+        &mut self,
+        tid: u32,
+        address: u64,
+        limit: Duration,
+    ) -> Result<bool, QuiesceError> {
+        match self.holder.run_to(tid, address, limit)? {
+            Some((pc, sp, bp)) => {
+                if let Some(t) = self.threads.iter_mut().find(|t| t.tid == tid) {
+                    t.pc = pc;
+                    t.sp = sp;
+                    t.bp = bp;
+                }
+                Ok(true)
+            }
+            None => {
+                self.threads.retain(|t| t.tid != tid);
+                Ok(false)
+            }
+        }
+    }
+
+    /// The live frames of stopped thread `tid` (its program counter, then each return address, innermost first)
+    /// and where the walk ended; `None` for a thread that is not stopped here.
+    pub fn frames(&self, tid: u32, unwinder: &mut Unwinder) -> Option<(Vec<u64>, WalkEnd)> {
+        let t = self.threads.iter().find(|t| t.tid == tid)?;
+        let maps = self.maps().ok()?;
+        let read = |addr: u64| {
+            let mut word = [0u8; 8];
+            stack::read_memory(self.pid, addr, &mut word)
+                .ok()
+                .map(|()| u64::from_ne_bytes(word))
+        };
+        Some(unwinder.frames(self.pid, &maps, (t.pc, t.sp, t.bp), &read))
+    }
+
     /// Lets every stopped thread go on, with any signal it was about to receive, reporting a failure (dropping
     /// does the same and logs it).
     pub fn resume(mut self) -> Result<(), QuiesceError> {

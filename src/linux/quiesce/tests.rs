@@ -276,6 +276,49 @@ fn stops_every_thread_and_finds_those_inside_the_library() {
     assert_eq!(framed.len(), 2, "{framed:?}");
     assert!(stopped.frames_inside(&idle, &mut unwinder).is_empty());
 
+    // Run to an address: the spinner to where it is (it traps at once), the blocker to the return address of its
+    // frame in the library, which it cannot reach while it waits in read(): a timeout. Each time the code is put
+    // back as it was and the thread is stopped again.
+    let word_at = |addr: u64| {
+        let mut w = [0u8; 8];
+        memory::read_bytes(t.pid, addr, &mut w).expect("read code");
+        u64::from_ne_bytes(w)
+    };
+    let at = stopped
+        .threads()
+        .iter()
+        .find(|s| s.tid == t.spinner)
+        .map(|s| s.pc)
+        .expect("spinner");
+    let code = word_at(at);
+    assert!(
+        stopped
+            .run_to(t.spinner, at, Duration::from_secs(2))
+            .expect("run to")
+    );
+    assert_eq!(word_at(at), code, "the breakpoint taken out");
+    assert_eq!(t.state(t.spinner), 't');
+    let (frames, _) = stopped
+        .frames(t.blocker, &mut unwinder)
+        .expect("the blocker's frames");
+    let outer = frames
+        .iter()
+        .rposition(|pc| busy.iter().any(|r| r.contains(*pc)))
+        .expect("a library frame");
+    let back = *frames.get(outer + 1).expect("its caller");
+    let code = word_at(back);
+    let timed_out = stopped.run_to(t.blocker, back, Duration::from_millis(100));
+    assert!(
+        matches!(timed_out, Err(QuiesceError::Timeout { .. })),
+        "{timed_out:?}"
+    );
+    assert_eq!(
+        word_at(back),
+        code,
+        "the breakpoint taken out after the timeout"
+    );
+    assert_eq!(t.state(t.blocker), 't');
+
     // Run alone a moment: the spinner spins, the others stay stopped, and it is stopped again after.
     let spins = t.read(t.spins);
     assert!(

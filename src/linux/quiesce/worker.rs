@@ -56,6 +56,14 @@ enum Request {
         run_for: Duration,
         reply: Reply<Result<Option<Registers>, QuiesceError>>,
     },
+    /// Let one stopped thread run alone until it reaches `address` (a breakpoint there, taken out again), within
+    /// `limit`: its registers then, or `None` when it ended meanwhile.
+    RunTo {
+        tid: u32,
+        address: u64,
+        limit: Duration,
+        reply: Reply<Result<Option<Registers>, QuiesceError>>,
+    },
 }
 
 /// The handle on the holding thread.
@@ -143,6 +151,27 @@ impl Holder {
         answer.recv().map_err(|_| self.gone())?
     }
 
+    /// Lets stopped thread `tid` run alone until it reaches `address`, within `limit`.
+    pub(super) fn run_to(
+        &self,
+        tid: u32,
+        address: u64,
+        limit: Duration,
+    ) -> Result<Option<Registers>, QuiesceError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests
+            .as_ref()
+            .ok_or_else(|| self.gone())?
+            .send(Request::RunTo {
+                tid,
+                address,
+                limit,
+                reply,
+            })
+            .map_err(|_| self.gone())?;
+        answer.recv().map_err(|_| self.gone())?
+    }
+
     /// Lets every thread go (with the signals they were about to receive) and ends the holding thread. Returns
     /// once the kernel shows them untraced, or after [`UNTRACED_WAIT`].
     pub(super) fn release(&mut self) -> Result<(), QuiesceError> {
@@ -218,6 +247,14 @@ impl Worker {
                     reply,
                 } => {
                     let _ = reply.send(self.nudge(tid, run_for));
+                }
+                Request::RunTo {
+                    tid,
+                    address,
+                    limit,
+                    reply,
+                } => {
+                    let _ = reply.send(self.run_to(tid, address, limit));
                 }
             }
         }
@@ -452,6 +489,143 @@ impl Worker {
             }
             std::thread::sleep(POLL_MIN);
         }
+    }
+
+    /// Runs thread `tid` alone to `address`: an `int3` written there (the other threads are stopped, so only this
+    /// one can reach it), the thread continued until it traps there, the byte put back and the program counter
+    /// set back to `address`. On a timeout, a signal, or any failure, the byte is put back before returning, and
+    /// the thread is stopped again.
+    #[cfg(target_arch = "x86_64")]
+    fn run_to(
+        &mut self,
+        tid: u32,
+        address: u64,
+        limit: Duration,
+    ) -> Result<Option<Registers>, QuiesceError> {
+        if self.held.get(&tid) != Some(&0) {
+            return Err(self.trace_error(format!(
+                "thread {tid} is not stopped without a signal: not run alone"
+            )));
+        }
+        let id = Pid::from_raw(tid as i32);
+        let at = address as ptrace::AddressType;
+        let original = ptrace::read(id, at)
+            .map_err(|e| self.trace_error(format!("reading {address:#x}: {e}")))?;
+        let patched = (original & !0xff) | 0xcc;
+        ptrace::write(id, at, patched)
+            .map_err(|e| self.trace_error(format!("writing a breakpoint at {address:#x}: {e}")))?;
+        let outcome = self.run_to_trap(tid, address, limit);
+        // The byte goes back whatever happened (through any stopped thread of the process).
+        let restorer = if self.held.contains_key(&tid) {
+            Some(id)
+        } else {
+            self.held.keys().next().map(|&t| Pid::from_raw(t as i32))
+        };
+        if let Some(r) = restorer {
+            if let Err(e) = ptrace::write(r, at, original) {
+                log::warn!(
+                    "quiesce {}: the byte at {address:#x} not put back: {e}",
+                    self.pid
+                );
+            }
+        }
+        outcome
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn run_to_trap(
+        &mut self,
+        tid: u32,
+        address: u64,
+        limit: Duration,
+    ) -> Result<Option<Registers>, QuiesceError> {
+        let id = Pid::from_raw(tid as i32);
+        let deadline = Instant::now() + limit;
+        let mut interrupted = false;
+        loop {
+            match raw_ptrace(libc::PTRACE_CONT, tid, 0, 0) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => {
+                    self.held.remove(&tid);
+                    return Ok(None);
+                }
+                Err(errno) => {
+                    return Err(self.trace_error(format!("PTRACE_CONT of thread {tid}: {errno}")));
+                }
+            }
+            self.held.remove(&tid);
+            self.running.insert(tid);
+            loop {
+                match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL) {
+                    Ok(Some(Waited::Stopped { signal, event })) => {
+                        self.running.remove(&tid);
+                        let regs = match ptrace::getregs(id) {
+                            Ok(r) => r,
+                            Err(Errno::ESRCH) => return Ok(None),
+                            Err(errno) => {
+                                self.held.insert(tid, 0);
+                                return Err(self.trace_error(format!(
+                                    "PTRACE_GETREGS of thread {tid}: {errno}"
+                                )));
+                            }
+                        };
+                        if event == 0 && signal == libc::SIGTRAP && pc_of(regs) == address + 1 {
+                            let mut back = regs;
+                            back.rip = address;
+                            self.held.insert(tid, 0);
+                            ptrace::setregs(id, back).map_err(|e| {
+                                self.trace_error(format!("PTRACE_SETREGS of thread {tid}: {e}"))
+                            })?;
+                            return Ok(Some((address, sp_of(back), bp_of(back))));
+                        }
+                        if event == 0 {
+                            // A signal for the thread: it keeps it, and the run ends here.
+                            self.held.insert(tid, signal);
+                            return Err(self.trace_error(format!(
+                                "thread {tid} got signal {signal} on its way to {address:#x}"
+                            )));
+                        }
+                        if interrupted {
+                            self.held.insert(tid, 0);
+                            return Err(QuiesceError::Timeout {
+                                pid: self.pid,
+                                waited: limit,
+                                threads: vec![tid],
+                            });
+                        }
+                        // Another kind of stop (a group stop): on again.
+                        self.held.insert(tid, 0);
+                        break;
+                    }
+                    Ok(Some(_end)) => {
+                        self.running.remove(&tid);
+                        return Ok(None);
+                    }
+                    Ok(None) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                        self.running.remove(&tid);
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(self.trace_error(format!("waitid({tid}): {e}"))),
+                }
+                if !interrupted && Instant::now() >= deadline {
+                    interrupted = true;
+                    let _ = ptrace::interrupt(id);
+                }
+                std::thread::sleep(POLL_MIN);
+            }
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn run_to(
+        &mut self,
+        _tid: u32,
+        _address: u64,
+        _limit: Duration,
+    ) -> Result<Option<Registers>, QuiesceError> {
+        Err(self
+            .trace_error("running a thread to an address is implemented for x86-64 only".into()))
     }
 
     /// Detaches every stopped thread, handing back its signal. Returns the first failure and the threads seized
