@@ -9,6 +9,7 @@
 //! on once it has answered. A target that keeps a thread in the driver
 //! (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread named.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -47,10 +48,15 @@ pub struct Collected {
     pub sampled: Duration,
 }
 
-/// Threads left running while the program is stopped: the library's own, the driver's.
-fn spared(_tid: u32, name: &std::ffi::OsStr) -> bool {
+/// Threads left running while the program is stopped: the library's own (and those its calls start, which take
+/// its name), the driver's, and, at the finish, every thread that was not there at the start: CUPTI's PC-sampling
+/// threads, which a launching thread waits for (seen on an H100: three new threads named after the thread that
+/// launched, one of them always running; stopped, the launching thread never left CUPTI).
+fn spared(tid: u32, name: &std::ffi::OsStr, before: Option<&BTreeSet<u32>>) -> bool {
     let name = name.to_string_lossy();
-    name.starts_with("gpu-tools") || name.starts_with("cuda")
+    name.starts_with("gpu-tools")
+        || name.starts_with("cuda")
+        || before.is_some_and(|b| !b.contains(&tid))
 }
 
 /// The records of the library's stream, as they arrive.
@@ -106,7 +112,10 @@ fn keep(record: Record, out: &mut Collected) -> Option<String> {
 /// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
 /// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. Returns the stopped program, the stops
 /// and the times a thread ran alone.
-fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
+fn quiet_moment(
+    pid: u32,
+    before: Option<&BTreeSet<u32>>,
+) -> Result<(StoppedThreads, u32, u32), Failure> {
     let started = Instant::now();
     let mut tries = 0;
     let mut nudges = 0;
@@ -118,7 +127,8 @@ fn quiet_moment(pid: u32) -> Result<(StoppedThreads, u32, u32), Failure> {
         tries += 1;
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
-        let mut stopped = match StoppedThreads::stop(pid, &spared, STOP_LIMIT) {
+        let spare = |tid: u32, name: &std::ffi::OsStr| spared(tid, name, before);
+        let mut stopped = match StoppedThreads::stop(pid, &spare, STOP_LIMIT) {
             Ok(s) => s,
             Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
             Err(e) => return Err(Failure::error(e)),
@@ -212,8 +222,9 @@ fn call_stopped(
     answer: &str,
     rx: &mpsc::Receiver<Record>,
     out: &mut Collected,
+    before: Option<&BTreeSet<u32>>,
 ) -> Result<(String, (u32, u32)), Failure> {
-    let (stopped, tries, nudges) = quiet_moment(pid)?;
+    let (stopped, tries, nudges) = quiet_moment(pid, before)?;
     control
         .write_all(&[byte])
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
@@ -317,6 +328,12 @@ pub fn run(
             ));
         }
     }
+    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
+    let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
+        .thread_ids()
+        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
+        .into_iter()
+        .collect();
     let (started, tries) = call_stopped(
         pid,
         &mut control,
@@ -324,6 +341,7 @@ pub fn run(
         env::PC_STARTED,
         &rx,
         &mut out,
+        None,
     )?;
     out.tries[0] = tries;
     log::info!("{started} ({tries:?} stops and runs alone)");
@@ -353,6 +371,7 @@ pub fn run(
             env::PC_FINISHED,
             &rx,
             &mut out,
+            Some(&before),
         )?;
         out.tries[1] = tries;
         Some(text)
