@@ -34,7 +34,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
             // SAFETY: the real function with the program's arguments.
             return unsafe { (real.register_callbacks)(request, complete) };
         }
-        log::info!("the program registers its buffer callbacks");
+        log::debug!("the program registers its buffer callbacks");
         // The records made so far are not the program's: they go out before it starts a session.
         // SAFETY: the real flush, outside the state's lock (the completion callback takes it).
         unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
@@ -64,7 +64,7 @@ enum Decision {
 /// `cuptiActivityEnable`.
 pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     guarded(|real| {
-        log::info!("the program enables kind {kind}");
+        log::debug!("the program enables kind {kind}");
         let b = bit(kind);
         let decision = with_mux(|m| {
             if b != 0 && m.session_kinds & b != 0 {
@@ -101,7 +101,7 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
 /// `cuptiActivityDisable`.
 pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     guarded(|real| {
-        log::info!("the program disables kind {kind}");
+        log::debug!("the program disables kind {kind}");
         let b = bit(kind);
         let decision = with_mux(|m| {
             if m.program.enabled & b != 0 {
@@ -129,7 +129,7 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
 /// `cuptiActivityFlushAll`.
 pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
     guarded(|real| {
-        log::info!("the program flushes (flag {flag})");
+        log::debug!("the program flushes (flag {flag})");
         // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
         let code = unsafe { (real.flush_all)(flag) };
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {
@@ -228,7 +228,7 @@ pub(super) unsafe extern "C" fn register_timestamp(
     source: sys::CUpti_TimestampCallbackFunc,
 ) -> sys::CUptiResult {
     guarded(|real| {
-        log::info!("the program registers a timestamp source");
+        log::debug!("the program registers a timestamp source");
         let kept = with_mux(|m| {
             m.program.timestamp = source;
             m.clock = ClockMap::new(source.map_or(m.clock_before, ProgramClock::Callback));
