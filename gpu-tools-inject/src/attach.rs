@@ -92,20 +92,26 @@ fn start(text: String) -> AttachStatus {
     }
     session::pin_this_library();
     // PC sampling of the running process (`gpu-tools profile --pid`) instead of a trace.
-    let pc_sampling = gpu_tools::profile::ProfileRequest::from_lookup(|k| {
+    let profile = gpu_tools::profile::ProfileRequest::from_lookup(|k| {
         vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     })
-    .is_ok_and(|r| r.pc_sampling);
+    .ok()
+    .filter(|r| r.pc_sampling || !r.metrics.is_empty());
     let thread = std::thread::Builder::new()
         .name("gpu-tools-attach".into())
         .spawn(move || {
             crate::signals::block_in_this_thread();
             let run = std::panic::catch_unwind(|| {
-                if pc_sampling {
+                if let Some(request) = &profile {
                     if let Some(level) = config.log {
                         crate::logger::init(level);
                     }
-                    crate::pc_attach::run(&config, cupti.as_deref());
+                    let metrics: &[String] = if request.pc_sampling {
+                        &[]
+                    } else {
+                        &request.metrics
+                    };
+                    crate::pc_attach::run(&config, cupti.as_deref(), metrics);
                 } else {
                     run(config, cupti)
                 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use gpu_tools::cuda::Driver;
 use gpu_tools::cupti::pc_sampling::PcSampler;
+use gpu_tools::cupti::profiler::range_profiler::RangeProfiler;
 use gpu_tools::trace::env::{self, ATTACH_PC_FINISH, ATTACH_PC_START, ATTACH_STOP};
 use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
@@ -25,16 +26,26 @@ use gpu_tools::trace::{
 use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};
 
+/// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay).
+enum Collector {
+    Pc(PcSampler<'static>),
+    Metrics(RangeProfiler<'static>),
+}
+
 /// A primary context of the program, retained for the session.
 struct Sampled {
     device: i32,
     ctx: gpu_tools::cuda::RawContext,
     id: u32,
-    sampler: Option<PcSampler<'static>>,
+    sampler: Option<Collector>,
 }
 
-/// The attach thread's work in PC-sampling mode. `cupti`: the CUPTI to load where the program maps none.
-pub fn run(config: &Config, cupti: Option<&str>) {
+/// The most ranges whose values are sent in notices (the rest are counted).
+const RANGES_SHOWN: usize = 40;
+
+/// The attach thread's work in PC-sampling mode, or, with `metrics`, with the range profiler instead. `cupti`: the
+/// CUPTI to load where the program maps none.
+pub fn run(config: &Config, cupti: Option<&str>, metrics: &[String]) {
     let Some(sink) = crate::session::open_sink(config) else {
         return;
     };
@@ -96,7 +107,7 @@ pub fn run(config: &Config, cupti: Option<&str>) {
     loop {
         match control.read(&mut byte) {
             Ok(0) => break,
-            Ok(_) if byte[0] == ATTACH_PC_START => start(&writer, &mut contexts),
+            Ok(_) if byte[0] == ATTACH_PC_START => start(&writer, &mut contexts, metrics),
             Ok(_) if byte[0] == ATTACH_PC_FINISH => finish(&writer, &mut contexts),
             Ok(_) if byte[0] == ATTACH_STOP => break,
             Ok(_) => {}
@@ -180,11 +191,22 @@ fn release(contexts: &[Sampled]) {
 }
 
 /// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
-fn start(writer: &Writer, contexts: &mut [Sampled]) {
+fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
-        // SAFETY: a primary context retained for the session; the sampler is finished before it is released.
-        match unsafe { PcSampler::builder_for_raw(c.ctx) }.start() {
+        // SAFETY (both): a primary context retained for the session; the collector is finished before it is
+        // released.
+        let made = if metrics.is_empty() {
+            unsafe { PcSampler::builder_for_raw(c.ctx) }
+                .start()
+                .map(Collector::Pc)
+        } else {
+            unsafe { RangeProfiler::builder_for_raw(c.ctx) }
+                .metrics(metrics)
+                .start()
+                .map(Collector::Metrics)
+        };
+        match made {
             Ok(s) => {
                 c.sampler = Some(s);
                 started += 1;
@@ -209,16 +231,53 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
         let Some(sampler) = c.sampler.take() else {
             continue;
         };
-        match sampler.finish() {
-            Ok(samples) => records += crate::profiling::send_pc_samples(writer, c.id, &samples),
-            Err(e) => writer.notice(
-                NoticeLevel::Error,
-                format!("context {}: PC sampling: {e}", c.id),
-            ),
+        match sampler {
+            Collector::Pc(sampler) => match sampler.finish() {
+                Ok(samples) => records += crate::profiling::send_pc_samples(writer, c.id, &samples),
+                Err(e) => writer.notice(
+                    NoticeLevel::Error,
+                    format!("context {}: PC sampling: {e}", c.id),
+                ),
+            },
+            Collector::Metrics(mut profiler) => {
+                match profiler.results() {
+                    Ok(results) => {
+                        records += results.ranges.len();
+                        for r in results.ranges.iter().take(RANGES_SHOWN) {
+                            let values: Vec<String> = results
+                                .metrics
+                                .iter()
+                                .zip(&r.values)
+                                .map(|(m, v)| format!("{m}={v}"))
+                                .collect();
+                            writer.notice(
+                                NoticeLevel::Info,
+                                format!("context {}: range {}: {}", c.id, r.name, values.join(" ")),
+                            );
+                        }
+                        writer.notice(
+                            NoticeLevel::Info,
+                            format!(
+                                "context {}: {} ranges ({} shown), {} dropped",
+                                c.id,
+                                results.ranges.len(),
+                                results.ranges.len().min(RANGES_SHOWN),
+                                results.dropped
+                            ),
+                        );
+                    }
+                    Err(e) => writer.notice(
+                        NoticeLevel::Error,
+                        format!("context {}: range profiler: {e}", c.id),
+                    ),
+                }
+                // Ended here, while the program is stopped.
+                drop(profiler);
+            }
         }
     }
     writer.notice(
         NoticeLevel::Info,
-        format!("{}: {records} stall records", env::PC_FINISHED),
+        format!("{}: {records} stall records or ranges", env::PC_FINISHED),
     );
 }

@@ -20,18 +20,6 @@ use crate::inject_lib;
 use crate::output::OutputFile;
 use crate::progress::{self, Progress};
 
-/// Why `profile --pid` refuses kernel metrics, before it touches the process. The range profiler starts and stops
-/// through the same CUPTI paths as PC sampling (which deadlocked a PyTorch job three times when called from
-/// another thread while it launched: CUPTI 13.0, driver 580, `docs/driver-notes.md`), and it replays each kernel
-/// from inside the launch call on the program's own thread: a profiler attached from outside has no such call to
-/// work in. PC sampling is made safe by stopping the program at a moment where no thread is in the driver
-/// (`profile_attach`); kernel replay cannot be.
-const METRICS_ATTACH_REFUSED: &str = "kernel metrics of a running process are refused: CUPTI's range profiler \
-     replays each kernel inside the program's own launch call, which a profiler attached from outside cannot do; \
-     `gpu-tools profile --pid PID --pc-sampling` gives stall reasons per function of a running process, \
-     `gpu-tools trace --pid PID --counters` device counters per kernel, and `gpu-tools profile -- PROGRAM` \
-     metrics of a program it starts";
-
 /// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
 /// them.
 ///
@@ -93,9 +81,9 @@ pub struct Args {
     /// cleared at the end.
     #[command(flatten)]
     progress: crate::progress::ProgressArgs,
-    /// A running process: its PCs are sampled (with --pc-sampling; kernel metrics are refused, with the reason)
-    /// for --duration seconds or until Ctrl-C, and it is left as it was. It is stopped twice, for milliseconds,
-    /// at moments where none of its threads is inside the CUDA driver or CUPTI.
+    /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
+    /// (auto ranges, kernel replay; the ranges are listed as notices), for --duration seconds or until Ctrl-C. It
+    /// is stopped twice, for milliseconds, at moments where none of its threads is inside the CUDA driver or CUPTI.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
@@ -146,10 +134,14 @@ pub fn run(args: Args) -> Outcome {
     let metrics = ProfileRequest::parse_metrics(&spec).map_err(|m| Failure::new(1, m))?;
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
-        if !args.pc_sampling || args.metrics.is_some() || args.set.is_some() {
-            return Err(Failure::new(1, METRICS_ATTACH_REFUSED));
+        if args.pc_sampling && !metrics.is_empty() {
+            return Err(Failure::new(
+                1,
+                "a running process gets PC sampling or kernel metrics, one at a time (CUPTI gives no PC samples \
+                 while the range profiler is on)",
+            ));
         }
-        return attached(&args, pid);
+        return attached(&args, pid, &metrics);
     }
     // The program (127, 126), then what profiling needs: nothing runs when one is missing.
     super::trace::check_program(&args.program[0])?;
@@ -254,7 +246,7 @@ pub fn run(args: Args) -> Outcome {
 }
 
 /// `profile --pid PID --pc-sampling`: stall reasons per function of a running process.
-fn attached(args: &Args, pid: u32) -> Outcome {
+fn attached(args: &Args, pid: u32, metrics: &[String]) -> Outcome {
     if !crate::pid::uses_cuda(pid) {
         return Err(Failure::new(
             1,
@@ -268,11 +260,15 @@ fn attached(args: &Args, pid: u32) -> Outcome {
         .map(|p| OutputFile::create(p, "the report"))
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
-    let got = super::profile_attach::run(pid, &lib, cupti, args.duration)?;
+    let got = super::profile_attach::run(pid, &lib, cupti, args.duration, metrics)?;
     let mut failed = false;
     for (level, text) in &got.notices {
         failed |= *level == NoticeLevel::Error;
         eprintln!("gpu-tools profile: process {pid}: {text}");
+    }
+    if !metrics.is_empty() {
+        // The ranges came as notices, printed above.
+        return Ok(if failed { 1 } else { 0 });
     }
     eprintln!(
         "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, the \

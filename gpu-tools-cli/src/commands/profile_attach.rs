@@ -243,12 +243,14 @@ fn call_stopped(
     }
 }
 
-/// Samples PCs of process `pid` for `duration` (or until Ctrl-C).
+/// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with `metrics`, runs CUPTI's range profiler on
+/// its contexts instead (auto ranges, kernel replay).
 pub fn run(
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
     duration: Option<f64>,
+    metrics: &[String],
 ) -> Result<Collected, Failure> {
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -270,7 +272,11 @@ pub fn run(
         .ok_or_else(|| {
             Failure::new(1, "a setting holds a newline, which an attach cannot carry")
         })?;
-    let settings = format!("{settings}{}=1\n", env::PROFILE_PC_SAMPLING);
+    let settings = if metrics.is_empty() {
+        format!("{settings}{}=1\n", env::PROFILE_PC_SAMPLING)
+    } else {
+        format!("{settings}{}={}\n", env::PROFILE_METRICS, metrics.join(","))
+    };
     let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
         .argument(settings)
         .require_library("libcuda.so")
@@ -346,7 +352,12 @@ pub fn run(
     out.tries[0] = tries;
     log::info!("{started} ({tries:?} stops and runs alone)");
     eprintln!(
-        "gpu-tools profile: sampling PCs of process {pid} (Ctrl-C to stop{})",
+        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
+        if metrics.is_empty() {
+            "sampling PCs of"
+        } else {
+            "profiling the kernels of"
+        },
         duration
             .map(|d| format!(", or after {d} s"))
             .unwrap_or_default()

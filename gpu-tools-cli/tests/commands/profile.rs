@@ -512,19 +512,23 @@ fn a_running_process_is_refused_before_it_is_touched() {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(status.contains("TracerPid:\t0"), "{status}");
     };
-    // Kernel metrics: the range profiler cannot be run from outside.
+    // Both at once: refused before anything else.
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["profile", "--pid", &pid])
+        .args(["profile", "--pid", &pid, "--pc-sampling", "--set", "basic"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("kernel metrics of a running process are refused")
-            && err.contains("--pc-sampling")
-            && err.contains("gpu-tools trace --pid"),
-        "{err}"
-    );
+    assert!(err.contains("one at a time"), "{err}");
+    untouched();
+    // Kernel metrics of a process that does not use CUDA.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["profile", "--pid", &pid, "--duration", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("does not use CUDA"), "{err}");
     untouched();
     // PC sampling of a process that does not use CUDA.
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
