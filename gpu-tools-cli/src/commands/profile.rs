@@ -224,16 +224,7 @@ pub fn run(args: Args) -> Outcome {
         count(run.stalls.len(), "stall record", "stall records"),
         count(run.wire_errors, "unreadable frame", "unreadable frames"),
     );
-    let write = |out: &mut dyn Write| -> std::io::Result<()> { report(&args, &run, out) };
-    match output {
-        Some(file) => file.write_with(|w| write(w))?,
-        None => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            write(&mut out)
-                .and_then(|()| out.flush())
-                .map_err(Failure::stdout)?;
-        }
-    }
+    emit(output, |out| report(&args, &run, out))?;
     let status = run.status.and_then(|s| s.code()).unwrap_or(1);
     if status != 0 {
         return Ok(u8::try_from(status).unwrap_or(1));
@@ -243,6 +234,23 @@ pub fn run(args: Args) -> Outcome {
     } else {
         0
     })
+}
+
+/// Writes the report to `output` (whole, when it succeeds), or to standard output.
+fn emit(
+    output: Option<OutputFile>,
+    write: impl Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    match output {
+        Some(file) => file.write_with(|w| write(w))?,
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            write(&mut out)
+                .and_then(|()| out.flush())
+                .map_err(Failure::stdout)?;
+        }
+    }
+    Ok(())
 }
 
 /// `profile --pid PID --pc-sampling`: stall reasons per function of a running process.
@@ -288,19 +296,10 @@ fn attached(args: &Args, pid: u32, metrics: &[String]) -> Outcome {
             readable(n)
         }
     };
-    let write = |mut out: &mut dyn Write| -> std::io::Result<()> {
+    emit(output, |mut out| {
         writeln!(out, "PC sampling: top stall reasons per function")?;
         StallTable::from_records(&got.stalls).write_text(&mut out, name, 3)
-    };
-    match output {
-        Some(file) => file.write_with(|w| write(w))?,
-        None => {
-            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            write(&mut out)
-                .and_then(|()| out.flush())
-                .map_err(Failure::stdout)?;
-        }
-    }
+    })?;
     Ok(if failed && got.stalls.is_empty() {
         1
     } else {

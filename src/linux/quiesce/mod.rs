@@ -308,20 +308,8 @@ impl StoppedThreads {
     /// left before the process is looked at once more. Returns false when the thread ended meanwhile (it is then
     /// gone from [`Self::threads`]). A thread with a signal pending is not run alone (an error says so).
     pub fn nudge(&mut self, tid: u32, run_for: Duration) -> Result<bool, QuiesceError> {
-        match self.holder.nudge(tid, run_for)? {
-            Some((pc, sp, bp)) => {
-                if let Some(t) = self.threads.iter_mut().find(|t| t.tid == tid) {
-                    t.pc = pc;
-                    t.sp = sp;
-                    t.bp = bp;
-                }
-                Ok(true)
-            }
-            None => {
-                self.threads.retain(|t| t.tid != tid);
-                Ok(false)
-            }
-        }
+        let registers = self.holder.nudge(tid, run_for)?;
+        Ok(self.ran(tid, registers))
     }
 
     /// Lets stopped thread `tid` run alone, the others staying stopped, until it reaches `address` (where a
@@ -335,18 +323,24 @@ impl StoppedThreads {
         address: u64,
         limit: Duration,
     ) -> Result<bool, QuiesceError> {
-        match self.holder.run_to(tid, address, limit)? {
+        let registers = self.holder.run_to(tid, address, limit)?;
+        Ok(self.ran(tid, registers))
+    }
+
+    /// Records where thread `tid` stopped after running alone, or that it ended: whether it is still here.
+    fn ran(&mut self, tid: u32, registers: Option<(u64, u64, u64)>) -> bool {
+        match registers {
             Some((pc, sp, bp)) => {
                 if let Some(t) = self.threads.iter_mut().find(|t| t.tid == tid) {
                     t.pc = pc;
                     t.sp = sp;
                     t.bp = bp;
                 }
-                Ok(true)
+                true
             }
             None => {
                 self.threads.retain(|t| t.tid != tid);
-                Ok(false)
+                false
             }
         }
     }

@@ -107,6 +107,20 @@ impl Holder {
         }
     }
 
+    /// Sends the request `make` builds around a reply channel, and waits for the holding thread's answer.
+    fn ask<T>(
+        &self,
+        make: impl FnOnce(Reply<Result<T, QuiesceError>>) -> Request,
+    ) -> Result<T, QuiesceError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.requests
+            .as_ref()
+            .ok_or_else(|| self.gone())?
+            .send(make(reply))
+            .map_err(|_| self.gone())?;
+        answer.recv().map_err(|_| self.gone())?
+    }
+
     /// Seizes and stops `threads`; returns those that stopped (the others ended meanwhile).
     pub(super) fn stop(
         &self,
@@ -117,38 +131,26 @@ impl Holder {
         if threads.is_empty() {
             return Ok(Vec::new());
         }
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.requests
-            .as_ref()
-            .ok_or_else(|| self.gone())?
-            .send(Request::Stop {
-                threads,
-                deadline,
-                waited,
-                reply,
-            })
-            .map_err(|_| self.gone())?;
-        answer.recv().map_err(|_| self.gone())?
+        self.ask(|reply| Request::Stop {
+            threads,
+            deadline,
+            waited,
+            reply,
+        })
     }
 
-    /// Lets stopped thread `tid` run alone for `run_for` and stops it again: its program counter and stack pointer
-    /// then, or `None` when it ended meanwhile.
+    /// Lets stopped thread `tid` run alone for `run_for` and stops it again: its registers then, or `None` when it
+    /// ended meanwhile.
     pub(super) fn nudge(
         &self,
         tid: u32,
         run_for: Duration,
     ) -> Result<Option<Registers>, QuiesceError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.requests
-            .as_ref()
-            .ok_or_else(|| self.gone())?
-            .send(Request::Nudge {
-                tid,
-                run_for,
-                reply,
-            })
-            .map_err(|_| self.gone())?;
-        answer.recv().map_err(|_| self.gone())?
+        self.ask(|reply| Request::Nudge {
+            tid,
+            run_for,
+            reply,
+        })
     }
 
     /// Lets stopped thread `tid` run alone until it reaches `address`, within `limit`.
@@ -158,18 +160,12 @@ impl Holder {
         address: u64,
         limit: Duration,
     ) -> Result<Option<Registers>, QuiesceError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.requests
-            .as_ref()
-            .ok_or_else(|| self.gone())?
-            .send(Request::RunTo {
-                tid,
-                address,
-                limit,
-                reply,
-            })
-            .map_err(|_| self.gone())?;
-        answer.recv().map_err(|_| self.gone())?
+        self.ask(|reply| Request::RunTo {
+            tid,
+            address,
+            limit,
+            reply,
+        })
     }
 
     /// Lets every thread go (with the signals they were about to receive) and ends the holding thread. Returns
