@@ -14,7 +14,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use gpu_tools::cuda::Driver;
+use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::cupti::profiler::range_profiler::RangeProfiler;
 use gpu_tools::trace::env::{self, ATTACH_PC_FINISH, ATTACH_PC_START, ATTACH_STOP};
@@ -32,12 +32,12 @@ enum Collector {
     Metrics(RangeProfiler<'static>),
 }
 
-/// A primary context of the program, retained for the session.
+/// A primary context of the program, retained for the session (released when dropped, after its collector: the
+/// fields drop in order).
 struct Sampled {
-    device: i32,
-    ctx: gpu_tools::cuda::RawContext,
-    id: u32,
     sampler: Option<Collector>,
+    id: u32,
+    ctx: Context,
 }
 
 /// The most ranges whose values are sent in notices (the rest are counted).
@@ -129,7 +129,8 @@ pub fn run(config: &Config, cupti: Option<&str>, metrics: &[String]) {
             std::mem::forget(c.sampler.take());
         }
     }
-    release(&contexts);
+    // The contexts are released as they drop.
+    drop(contexts);
     end(&writer);
 }
 
@@ -145,63 +146,41 @@ fn end(writer: &Writer) {
 /// The active primary contexts, retained (plain driver calls: no CUPTI lock is involved).
 fn primary_contexts() -> Result<Vec<Sampled>, String> {
     let driver = Driver::load().map_err(|e| e.to_string())?;
-    let api = driver.api();
     let count = driver.device_count().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for ordinal in 0..count {
-        let mut dev = 0;
-        // SAFETY: a valid out-pointer and an ordinal below the device count.
-        if unsafe { (api.cu_device_get)(&mut dev, ordinal as i32) } != 0 {
-            continue;
-        }
-        let (mut flags, mut active) = (0u32, 0i32);
-        let Some(get_state) = api.cu_device_primary_ctx_get_state else {
-            return Err("the driver has no cuDevicePrimaryCtxGetState".into());
+        let ctx = match Context::active_primary(ordinal) {
+            Ok(Some(ctx)) => ctx,
+            Ok(None) => continue,
+            Err(e) => return Err(format!("device {ordinal}: {e}")),
         };
-        // SAFETY: valid out-pointers and a device handle from cuDeviceGet.
-        if unsafe { get_state(dev, &mut flags, &mut active) } != 0 || active == 0 {
-            continue;
-        }
-        let mut ctx: gpu_tools::cuda::RawContext = std::ptr::null_mut();
-        // SAFETY: as above; the context is released in `release`.
-        if unsafe { (api.cu_device_primary_ctx_retain)(&mut ctx, dev) } != 0 || ctx.is_null() {
-            continue;
-        }
         let mut id = 0u64;
-        if let Some(get_id) = api.cu_ctx_get_id {
-            // SAFETY: a context retained above and a valid out-pointer.
-            unsafe { get_id(ctx, &mut id) };
+        if let Some(get_id) = driver.api().cu_ctx_get_id {
+            // SAFETY: a context retained just above, and a valid out-pointer.
+            unsafe { get_id(ctx.as_raw(), &mut id) };
         }
         out.push(Sampled {
-            device: dev,
-            ctx,
-            id: u32::try_from(id).unwrap_or(u32::MAX),
             sampler: None,
+            id: u32::try_from(id).unwrap_or(u32::MAX),
+            ctx,
         });
     }
     Ok(out)
-}
-
-fn release(contexts: &[Sampled]) {
-    let Ok(driver) = Driver::load() else { return };
-    for c in contexts {
-        // SAFETY: each device's primary context was retained once in `primary_contexts`.
-        unsafe { (driver.api().cu_device_primary_ctx_release)(c.device) };
-    }
 }
 
 /// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
 fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
-        // SAFETY (both): a primary context retained for the session; the collector is finished before it is
-        // released.
         let made = if metrics.is_empty() {
-            unsafe { PcSampler::builder_for_raw(c.ctx) }
+            // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before
+            // it is released (`Sampled`'s field order).
+            unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }
                 .start()
                 .map(Collector::Pc)
         } else {
-            unsafe { RangeProfiler::builder_for_raw(c.ctx) }
+            // SAFETY: as above, for the range profiler.
+            unsafe { RangeProfiler::builder_for_raw(c.ctx.as_raw()) }
                 .metrics(metrics)
                 .start()
                 .map(Collector::Metrics)

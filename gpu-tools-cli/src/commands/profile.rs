@@ -236,6 +236,15 @@ pub fn run(args: Args) -> Outcome {
     })
 }
 
+/// A kernel name as the report shows it: demangled, unless `--mangled`.
+fn kernel_name(args: &Args, name: &str) -> String {
+    if args.mangled {
+        name.to_string()
+    } else {
+        readable(name)
+    }
+}
+
 /// Writes the report to `output` (whole, when it succeeds), or to standard output.
 fn emit(
     output: Option<OutputFile>,
@@ -289,13 +298,7 @@ fn attached(args: &Args, pid: u32, metrics: &[String]) -> Outcome {
         got.tries[0].1,
         got.tries[1].1
     );
-    let name = |n: &str| {
-        if args.mangled {
-            n.to_string()
-        } else {
-            readable(n)
-        }
-    };
+    let name = |n: &str| kernel_name(args, n);
     emit(output, |mut out| {
         writeln!(out, "PC sampling: top stall reasons per function")?;
         StallTable::from_records(&got.stalls).write_text(&mut out, name, 3)
@@ -329,13 +332,7 @@ fn progress_text(p: &ProfileProgress, elapsed: std::time::Duration) -> String {
 }
 
 fn report(args: &Args, run: &profile::ProfileRun, mut out: &mut dyn Write) -> std::io::Result<()> {
-    let name = |n: &str| {
-        if args.mangled {
-            n.to_string()
-        } else {
-            readable(n)
-        }
-    };
+    let name = |n: &str| kernel_name(args, n);
     let table = KernelTable::from_records(&run.metrics);
     if args.json {
         table.write_json(&mut out, name)

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+use gpu_tools::cupti::activity::Clock;
 use gpu_tools::sys::cupti as sys;
 
 /// A timestamp callback as CUPTI takes it.
@@ -33,21 +34,14 @@ pub enum ProgramClock {
     Unknown,
 }
 
-fn clock_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer; the clocks used here always exist on Linux.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
 /// The trace's clock.
 pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    Clock::Monotonic.now_ns()
+}
+
+/// CUPTI's default clock on Linux.
+fn realtime_ns() -> u64 {
+    Clock::Realtime.now_ns()
 }
 
 fn tsc() -> u64 {
@@ -64,7 +58,7 @@ fn tsc() -> u64 {
 
 /// Timestamp callbacks that give a recognised clock back to CUPTI at the end of a session.
 pub unsafe extern "C" fn realtime_source() -> u64 {
-    clock_ns(libc::CLOCK_REALTIME)
+    realtime_ns()
 }
 
 pub unsafe extern "C" fn tsc_source() -> u64 {
@@ -79,7 +73,7 @@ impl ProgramClock {
     /// Now, on this clock.
     fn now(self) -> Option<u64> {
         match self {
-            ProgramClock::Realtime => Some(clock_ns(libc::CLOCK_REALTIME)),
+            ProgramClock::Realtime => Some(realtime_ns()),
             ProgramClock::Tsc => Some(tsc()),
             ProgramClock::Monotonic => Some(monotonic_ns()),
             // SAFETY: the program's timestamp callback, which CUPTI would call from any thread.
@@ -92,7 +86,7 @@ impl ProgramClock {
     pub fn recognise(cupti_now: u64) -> ProgramClock {
         let near = |a: u64, b: u64, within: u64| a.abs_diff(b) <= within;
         let second = Duration::from_secs(1).as_nanos() as u64;
-        if near(cupti_now, clock_ns(libc::CLOCK_REALTIME), second) {
+        if near(cupti_now, realtime_ns(), second) {
             ProgramClock::Realtime
         } else if near(cupti_now, monotonic_ns(), second) {
             ProgramClock::Monotonic
@@ -159,7 +153,7 @@ impl ClockMap {
         // they are far enough apart to give it.
         let rate = match self.clock {
             ProgramClock::Realtime | ProgramClock::Monotonic => 1.0,
-            _ if m1.saturating_sub(m0) >= 1_000_000 => (p1 - p0) as f64 / (m1 - m0) as f64,
+            _ if m1.saturating_sub(m0) >= 1_000_000 => (p1 as f64 - p0 as f64) / (m1 - m0) as f64,
             _ => return t,
         };
         let delta = t as i128 - m1 as i128;
