@@ -91,7 +91,7 @@ fn start(text: String) -> AttachStatus {
         return AttachStatus::Busy;
     }
     session::pin_this_library();
-    // PC sampling of the running process (`gpu-tools profile --pid`) instead of a trace.
+    // PC sampling or kernel metrics of the running process (`gpu-tools profile --pid`) instead of a trace.
     let profile = gpu_tools::profile::ProfileRequest::from_lookup(|k| {
         vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     })
@@ -106,12 +106,7 @@ fn start(text: String) -> AttachStatus {
                     if let Some(level) = config.log {
                         crate::logger::init(level);
                     }
-                    let metrics: &[String] = if request.pc_sampling {
-                        &[]
-                    } else {
-                        &request.metrics
-                    };
-                    crate::pc_attach::run(&config, cupti.as_deref(), metrics);
+                    crate::pc_attach::run(&config, cupti.as_deref(), request);
                 } else {
                     run(config, cupti)
                 }

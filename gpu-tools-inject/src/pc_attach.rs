@@ -7,17 +7,24 @@
 //! the tracer says: the tracer first stops every thread of the program but this one and the driver's own, checks
 //! that none of them is inside the driver, CUPTI or the profiler host library (every live frame's return address
 //! is on the stack), and sends the byte that starts (or finishes) sampling; this thread answers with a notice when
-//! it is done, and the tracer lets the program go on. Nothing else of the program's is touched: no activity
-//! records, no callback subscriber, no signal handler; the primary contexts sampled are retained for the session
-//! and released at its end.
+//! it is done, and the tracer lets the program go on. The primary contexts sampled are retained for the session
+//! and released at its end; no activity record and no signal handler of the program's is touched.
+//!
+//! Kernel metrics (CUPTI's range profiler, auto ranges, kernel replay) go through `profiling`, as in a launched
+//! profile: a callback subscriber, held from the start to the finish, names each range after its launch and
+//! keeps the per-kernel limit, and the ranges are sent as kernel-metrics records. Where the subscriber cannot be
+//! had (CUPTI 13.0 gives one, and a profiler inside the program, such as Kineto once `torch.profiler` has run,
+//! keeps it), the ranges are numbered in launch order instead, sent as notices, and the stream says why.
 
 use std::io::Read;
 use std::sync::Arc;
 
 use gpu_tools::cuda::{Context, Driver};
+use gpu_tools::cupti::callback::{CallbackDomain, Subscriber};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::cupti::profiler::range_profiler::RangeProfiler;
-use gpu_tools::trace::env::{self, ATTACH_PC_FINISH, ATTACH_PC_START, ATTACH_STOP};
+use gpu_tools::profile::ProfileRequest;
+use gpu_tools::trace::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
 use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
     ThreadIds, TimestampClock,
@@ -26,7 +33,8 @@ use gpu_tools::trace::{
 use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};
 
-/// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay).
+/// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay)
+/// with ranges numbered, not named.
 enum Collector {
     Pc(PcSampler<'static>),
     Metrics(RangeProfiler<'static>),
@@ -43,9 +51,9 @@ struct Sampled {
 /// The most ranges whose values are sent in notices (the rest are counted).
 const RANGES_SHOWN: usize = 40;
 
-/// The attach thread's work in PC-sampling mode, or, with `metrics`, with the range profiler instead. `cupti`: the
-/// CUPTI to load where the program maps none.
-pub fn run(config: &Config, cupti: Option<&str>, metrics: &[String]) {
+/// The attach thread's work: PC sampling, or kernel metrics when `request` asks for metrics and not for PC
+/// sampling. `cupti`: the CUPTI to load where the program maps none.
+pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
     let Some(sink) = crate::session::open_sink(config) else {
         return;
     };
@@ -83,13 +91,13 @@ pub fn run(config: &Config, cupti: Option<&str>, metrics: &[String]) {
                 NoticeLevel::Error,
                 format!(
                     "{}: no device has an active context in this process",
-                    env::PC_FAILED
+                    env::PROFILE_FAILED
                 ),
             );
             return end(&writer);
         }
         Err(e) => {
-            writer.notice(NoticeLevel::Error, format!("{}: {e}", env::PC_FAILED));
+            writer.notice(NoticeLevel::Error, format!("{}: {e}", env::PROFILE_FAILED));
             return end(&writer);
         }
     };
@@ -97,23 +105,63 @@ pub fn run(config: &Config, cupti: Option<&str>, metrics: &[String]) {
         NoticeLevel::Info,
         format!(
             "{}: {} context(s), this thread is {}",
-            env::PC_READY,
+            env::PROFILE_READY,
             contexts.len(),
             // SAFETY: gettid has no preconditions.
             unsafe { libc::gettid() }
         ),
     );
+    let metrics: &[String] = if request.pc_sampling {
+        &[]
+    } else {
+        &request.metrics
+    };
+    // Kernel metrics with named ranges: the subscriber, from start to finish.
+    let mut named: Option<Subscriber> = None;
     let mut byte = [0u8; 1];
     loop {
         match control.read(&mut byte) {
             Ok(0) => break,
-            Ok(_) if byte[0] == ATTACH_PC_START => start(&writer, &mut contexts, metrics),
-            Ok(_) if byte[0] == ATTACH_PC_FINISH => finish(&writer, &mut contexts),
+            Ok(_) if byte[0] == ATTACH_PROFILE_START => {
+                if named.is_some() || contexts.iter().any(|c| c.sampler.is_some()) {
+                    continue;
+                }
+                if metrics.is_empty() {
+                    start(&writer, &mut contexts, metrics);
+                } else {
+                    match start_named(&writer, &contexts, request) {
+                        Ok(s) => named = Some(s),
+                        Err(why) => {
+                            writer.notice(
+                                NoticeLevel::Warning,
+                                format!(
+                                    "kernel names unknown: {why}; the ranges are numbered in launch order instead"
+                                ),
+                            );
+                            start(&writer, &mut contexts, metrics)
+                        }
+                    }
+                }
+            }
+            Ok(_) if byte[0] == ATTACH_PROFILE_FINISH => match named.take() {
+                Some(subscriber) => finish_named(&writer, subscriber),
+                None => finish(&writer, &mut contexts),
+            },
             Ok(_) if byte[0] == ATTACH_STOP => break,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => break,
         }
+    }
+    if let Some(subscriber) = named.take() {
+        // The tracer went away between start and finish: the program's next launch ends the profiling (on its
+        // own thread, where CUPTI's calls are safe); the subscriber stays, its callbacks idle.
+        crate::profiling::finish_at_next_launch();
+        std::mem::forget(subscriber);
+        writer.notice(
+            NoticeLevel::Warning,
+            "kernel metrics end at the program's next launch: the tracer ended before finishing them".into(),
+        );
     }
     let running = contexts.iter().filter(|c| c.sampler.is_some()).count();
     if running > 0 {
@@ -192,13 +240,65 @@ fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
             }
             Err(e) => writer.notice(
                 NoticeLevel::Error,
-                format!("context {}: no PC sampling: {e}", c.id),
+                format!("context {}: not profiled: {e}", c.id),
             ),
         }
     }
     writer.notice(
         NoticeLevel::Info,
-        format!("{}: {started} context(s)", env::PC_STARTED),
+        format!("{}: {started} context(s)", env::PROFILE_STARTED),
+    );
+}
+
+/// Starts kernel metrics with named ranges (every other thread of the program is stopped outside the driver
+/// now): subscribes, gives `profiling` the program's contexts, and enables the launch callbacks. On failure nothing
+/// is left subscribed or profiling.
+fn start_named(
+    writer: &Arc<Writer>,
+    contexts: &[Sampled],
+    request: &ProfileRequest,
+) -> Result<Subscriber, String> {
+    let subscriber = Subscriber::builder()
+        .name("gpu-tools-profile")
+        .subscribe(crate::profiling::on_event)
+        .map_err(|e| format!("CUPTI's callback subscriber could not be had ({e})"))?;
+    let mut request = request.clone();
+    request.pc_sampling = false;
+    crate::profiling::start_with(writer, request);
+    let profiled = contexts
+        .iter()
+        .filter(|c| crate::profiling::adopt_context(c.ctx.as_raw(), c.id))
+        .count();
+    let enabled = subscriber
+        .enable_domain(CallbackDomain::Resource)
+        .and_then(|()| crate::profiling::enable_callbacks(&subscriber));
+    if let Err(e) = enabled {
+        crate::profiling::finish();
+        if let Err(e) = subscriber.unsubscribe() {
+            log::warn!("unsubscribe: {e}");
+        }
+        return Err(format!("the launch callbacks could not be enabled ({e})"));
+    }
+    writer.notice(
+        NoticeLevel::Info,
+        format!(
+            "{}: {profiled} context(s), ranges named",
+            env::PROFILE_STARTED
+        ),
+    );
+    Ok(subscriber)
+}
+
+/// Decodes and sends the named ranges, stops the profilers and unsubscribes (every other thread of the program is
+/// stopped outside the driver now).
+fn finish_named(writer: &Writer, subscriber: Subscriber) {
+    let profiled = crate::profiling::finish();
+    if let Err(e) = subscriber.unsubscribe() {
+        writer.notice(NoticeLevel::Warning, format!("unsubscribe: {e}"));
+    }
+    writer.notice(
+        NoticeLevel::Info,
+        format!("{}: {profiled} launches profiled", env::PROFILE_FINISHED),
     );
 }
 
@@ -257,6 +357,9 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
     }
     writer.notice(
         NoticeLevel::Info,
-        format!("{}: {records} stall records or ranges", env::PC_FINISHED),
+        format!(
+            "{}: {records} stall records or ranges",
+            env::PROFILE_FINISHED
+        ),
     );
 }

@@ -21,6 +21,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gpu_tools::cuda::Driver;
@@ -105,9 +106,16 @@ pub fn start(writer: &Arc<Writer>) -> bool {
             return false;
         }
     };
+    start_with(writer, request)
+}
+
+/// Starts profiling for `request` (from the environment, or from an attach's argument). Returns whether anything
+/// was asked for.
+pub fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
     if request.is_empty() {
         return false;
     }
+    FINISH_AT_NEXT_LAUNCH.store(false, Ordering::SeqCst);
     if request.pc_sampling && !request.metrics.is_empty() {
         writer.notice(
             NoticeLevel::Warning,
@@ -154,6 +162,23 @@ pub fn no_subscriber(error: &dyn std::fmt::Display) {
     );
 }
 
+/// Profiles a context that existed before profiling started (an attach), as if it had just been made; returns
+/// whether a range profiler runs in it. Called while no other thread of the program is inside the driver or
+/// CUPTI.
+pub fn adopt_context(raw: gpu_tools::cuda::RawContext, id: u32) -> bool {
+    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(state) = guard.as_mut() else {
+        return false;
+    };
+    BUSY.with(|b| b.set(true));
+    state.context_created(raw as usize, id);
+    BUSY.with(|b| b.set(false));
+    state
+        .contexts
+        .iter()
+        .any(|c| c.raw == raw as usize && (c.profiler.is_some() || c.pc.is_some()))
+}
+
 /// Enables the launch callbacks on the session's subscriber (when profiling was asked for).
 pub fn enable_callbacks(subscriber: &Subscriber) -> gpu_tools::Result<()> {
     if STATE.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
@@ -175,6 +200,15 @@ pub fn on_event(event: &CallbackEvent<'_>) {
         return;
     }
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
+    if FINISH_AT_NEXT_LAUNCH.load(Ordering::SeqCst) && matches!(event, CallbackEvent::Api(_)) {
+        FINISH_AT_NEXT_LAUNCH.store(false, Ordering::SeqCst);
+        if let Some(state) = guard.take() {
+            drop(guard);
+            let profiled = finish_state(state);
+            log::info!("profiling ended at a launch: {profiled} launches profiled");
+        }
+        return;
+    }
     let Some(state) = guard.as_mut() else { return };
     BUSY.with(|b| b.set(true));
     match event {
@@ -182,7 +216,9 @@ pub fn on_event(event: &CallbackEvent<'_>) {
             ResourceKind::ContextCreated => {
                 state.context_created(r.context() as usize, r.context_id().unwrap_or(0))
             }
-            ResourceKind::ContextDestroyStarting => state.context_ending(r.context() as usize),
+            ResourceKind::ContextDestroyStarting => {
+                state.context_ending(r.context() as usize);
+            }
             ResourceKind::GraphExecCreated => state.graph_exec_created(r),
             ResourceKind::GraphExecDestroyStarting => {
                 if let Some(g) = r.graph() {
@@ -226,18 +262,32 @@ fn captured(a: &ApiEvent<'_>) -> bool {
 }
 
 /// Decodes and sends everything still held, and disables the profilers: at the end of the session, before the
-/// stream's end record.
-pub fn finish() {
-    let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(mut state) = guard.take() else {
-        return;
+/// stream's end record. Returns how many launches were profiled.
+pub fn finish() -> u64 {
+    let Some(state) = STATE.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+        return 0;
     };
+    finish_state(state)
+}
+
+fn finish_state(mut state: State) -> u64 {
     BUSY.with(|b| b.set(true));
     let raws: Vec<usize> = state.contexts.iter().map(|c| c.raw).collect();
+    let mut profiled = 0;
     for raw in raws {
-        state.context_ending(raw);
+        profiled += u64::from(state.context_ending(raw));
     }
     BUSY.with(|b| b.set(false));
+    profiled
+}
+
+/// Set when the profiling must end but the caller cannot end it safely itself (an attach whose tracer went away
+/// while the program ran): the next launch ends it, on the launching thread, where CUPTI's calls are safe.
+static FINISH_AT_NEXT_LAUNCH: AtomicBool = AtomicBool::new(false);
+
+/// Ends the profiling at the program's next kernel launch (its profilers stop replaying from then on).
+pub fn finish_at_next_launch() {
+    FINISH_AT_NEXT_LAUNCH.store(true, Ordering::SeqCst);
 }
 
 impl State {
@@ -450,9 +500,10 @@ impl State {
         }
     }
 
-    fn context_ending(&mut self, raw: usize) {
+    /// Decodes what a context still holds and stops profiling it; returns how many of its launches were profiled.
+    fn context_ending(&mut self, raw: usize) -> u32 {
         let Some(i) = self.contexts.iter().position(|c| c.raw == raw) else {
-            return;
+            return 0;
         };
         self.decode(i, false);
         self.pc_samples(i);
@@ -469,6 +520,7 @@ impl State {
                 ),
             );
         }
+        c.decoded
     }
 
     /// Decodes a context's ranges into kernel-metrics records; resumes profiling when asked.

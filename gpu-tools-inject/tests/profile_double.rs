@@ -281,6 +281,207 @@ fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
     );
 }
 
+/// `profile --pid`'s side of a running program: the library is injected into a child that already made its
+/// context (as `gpu-tools profile --pid` does, without the stops, which the doubles do not need), starts on the
+/// start byte, and finishes on the finish byte. Returns the stream's records and what the child printed after the
+/// finish (`after`: its launches once profiling ended).
+fn run_attached(scenario: &str, limit: u32) -> (Vec<Record>, String) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixListener;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let lib = gpu_tools_testing::inject_lib();
+    let dir = std::env::temp_dir().join(format!(
+        "profile_double-attach-{scenario}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, scenario)
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
+        .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
+        .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
+        .env_remove(env::SOCKET)
+        .env_remove(env::FILE)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            // The harness's own words may start the first line ("test child ... ").
+            if let Some((_, rest)) = line.split_once("done ") {
+                return rest.to_string();
+            }
+        }
+    };
+    assert_eq!(answer("ready"), "ready", "the child made its context");
+
+    let listener = UnixListener::bind(&socket).unwrap();
+    let mut request = gpu_tools::profile::ProfileRequest::new(METRICS.map(String::from).to_vec());
+    request.launches_per_kernel = Some(limit);
+    let settings: String = std::iter::once(
+        env::InjectionEnv::new(&lib, env::Destination::Socket(socket.clone()))
+            .log("debug")
+            .attach_argument(Some(&double("cupti_full")))
+            .unwrap(),
+    )
+    .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
+    .collect();
+    let done = gpu_tools::linux::inject::Injection::new(child.id(), &lib, env::ATTACH_ENTRY)
+        .argument(settings)
+        .run()
+        .expect("inject the library");
+    assert_eq!(done.entry_result, 0, "the attach thread started");
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("the attached library did not connect: {e}"),
+        }
+    };
+    conn.set_nonblocking(false).unwrap();
+    let mut control = conn.try_clone().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for r in StreamReader::new(conn) {
+            if tx.send(r.expect("a readable stream")).is_err() {
+                return;
+            }
+        }
+    });
+    let mut records = Vec::new();
+    let wait_for = |prefix: &str, records: &mut Vec<Record>| {
+        loop {
+            let r = rx
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}; got {records:#?}"));
+            let hit = matches!(&r, Record::Notice(n) if n.text.starts_with(prefix));
+            let end = matches!(&r, Record::ProcessEnd(_));
+            records.push(r);
+            if hit || end {
+                return;
+            }
+        }
+    };
+    wait_for(env::PROFILE_READY, &mut records);
+    // Launches before the start are not profiled.
+    assert_eq!(answer("launch copy 1"), "launched");
+    control.write_all(&[env::ATTACH_PROFILE_START]).unwrap();
+    wait_for(env::PROFILE_STARTED, &mut records);
+    // copy three times, gemm once, copy again: with a limit of 2, the third and fourth copies run unprofiled.
+    for (name, corr) in [
+        ("copy", 2),
+        ("copy", 3),
+        ("gemm", 4),
+        ("copy", 5),
+        ("copy", 6),
+    ] {
+        assert_eq!(answer(&format!("launch {name} {corr}")), "launched");
+    }
+    control.write_all(&[env::ATTACH_PROFILE_FINISH]).unwrap();
+    wait_for(env::PROFILE_FINISHED, &mut records);
+    let after = answer("after");
+    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    wait_for("no notice ends the stream", &mut records);
+    drop(rx);
+    let _ = reader.join();
+    assert_eq!(answer("exit"), "exit");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    (records, after)
+}
+
+#[test]
+fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel() {
+    let (records, after) = run_attached("attach", 2);
+    assert_eq!(names(&records), vec!["copy", "copy", "gemm"]);
+    let m = metrics(&records);
+    assert_eq!(
+        m.iter().map(|r| r.correlation).collect::<Vec<_>>(),
+        vec![2, 3, 4],
+        "the launches after the start, each once"
+    );
+    assert_eq!(
+        m[2].metrics.iter().map(|x| x.1).collect::<Vec<_>>(),
+        range(2)
+    );
+    let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts.iter().any(
+            |t| t.starts_with(env::PROFILE_STARTED) && t.contains("1 context(s), ranges named")
+        ),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t
+            .contains("3 launches profiled, 2 more ran unprofiled (at most 2 per kernel name)")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| *t == format!("{}: 3 launches profiled", env::PROFILE_FINISHED)),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.contains("where")),
+        "every range was expected: {texts:?}"
+    );
+    // Finished: the subscriber is gone (no launch callback is delivered), the profiler counts nothing.
+    assert_eq!(after, "callbacks 0, ranges 0");
+}
+
+#[test]
+fn attached_kernel_metrics_are_numbered_where_the_program_holds_the_subscriber() {
+    let (records, after) = run_attached("attach-other-subscriber", 2);
+    assert!(metrics(&records).is_empty(), "no range can be named");
+    let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t
+            .starts_with("kernel names unknown: CUPTI's callback subscriber could not be had")
+            && t.ends_with("the ranges are numbered in launch order instead")),
+        "{texts:?}"
+    );
+    // Without the launch callbacks there is no per-kernel limit: all five launches are ranges 0..=4.
+    for k in 0..5 {
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains(&format!(": range {k}: gpu__time_duration.sum="))),
+            "range {k} in {texts:?}"
+        );
+    }
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("5 ranges (5 shown), 0 dropped")),
+        "{texts:?}"
+    );
+    assert_eq!(after, "callbacks 0, ranges 0");
+}
+
 // ------------------------------------------------------------------------------------------------------ the child
 
 /// The doubles' controls, opened in the child (the same libraries the injection library loads).
@@ -404,6 +605,44 @@ impl Controls {
         if runs {
             self.ranges(1);
         }
+    }
+
+    /// A kernel launch of a program that may or may not be watched: the callbacks if any are enabled, then its
+    /// auto range. Returns whether the callbacks were delivered, and whether a range profiler counted the kernel.
+    fn launch_maybe_watched(&self, ctx: *mut c_void, name: &CStr, corr: u32) -> (bool, bool) {
+        let params = LaunchParams {
+            f: std::ptr::null_mut(),
+            dims: [1, 1, 1, 32, 1, 1, 0],
+            stream: std::ptr::null_mut(),
+            kernel_params: std::ptr::null_mut(),
+            extra: std::ptr::null_mut(),
+        };
+        let cbid = gpu_tools::cupti::DriverCbid::from_name("cuLaunchKernel")
+            .unwrap()
+            .id();
+        let f = control!(self.cupti, ApiCallbackFn, b"cd_api_callback_params\0");
+        // SAFETY: static strings and a parameter struct alive during the call.
+        let got = unsafe {
+            f(
+                DOMAIN_DRIVER,
+                cbid,
+                c"cuLaunchKernel".as_ptr(),
+                name.as_ptr(),
+                (&raw const params).cast(),
+                ctx,
+                1,
+                corr,
+                0,
+            )
+        };
+        let run = control!(
+            self.cupti,
+            unsafe extern "C" fn(*const c_char) -> i32,
+            b"cp_launch\0"
+        );
+        // SAFETY: null asks for a numbered range.
+        let counted = unsafe { run(std::ptr::null()) } == 0;
+        (got != u64::MAX, counted)
     }
 
     fn graph_launch(&self, ctx: *mut c_void, exec: usize, corr: u32, kernels: usize) {
@@ -559,8 +798,11 @@ fn child() {
         return;
     };
     let c = Controls::open();
-    if scenario == "other-subscriber" {
+    if scenario == "other-subscriber" || scenario == "attach-other-subscriber" {
         c.other_subscriber(c"torch.profiler");
+    }
+    if scenario.starts_with("attach") {
+        return attached_child(&c);
     }
     let _lib = initialize(&gpu_tools_testing::inject_lib());
     if scenario != "graphs" {
@@ -605,4 +847,40 @@ fn child() {
     c.graph_event(GRAPHEXEC_DESTROY_STARTING, raw, std::ptr::null_mut(), 0xE7);
     // The exit handler decodes the rest and ends the stream.
     drop(ctx);
+}
+
+/// The child of the attach tests: a program that made its context before any library was injected; it answers
+/// lines on stdin with `done ...`: `launch NAME CORR` fires the launch callbacks (if any are enabled) and runs the
+/// kernel; `after` launches once more and says whether its callbacks were delivered and its range counted.
+fn attached_child(c: &Controls) {
+    use std::io::Write;
+    let ctx = gpu_tools::cuda::Context::primary(0).expect("a context of the driver double");
+    let raw = ctx.as_raw().cast::<c_void>();
+    for line in std::io::stdin().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply = match words.as_slice() {
+            ["ready"] => "ready".to_string(),
+            ["launch", name, corr] => {
+                let name = std::ffi::CString::new(*name).unwrap();
+                c.launch_maybe_watched(raw, &name, corr.parse().unwrap());
+                "launched".to_string()
+            }
+            ["after"] => {
+                let (delivered, counted) = c.launch_maybe_watched(raw, c"late", 99);
+                format!(
+                    "callbacks {}, ranges {}",
+                    u32::from(delivered),
+                    u32::from(counted)
+                )
+            }
+            ["exit"] => {
+                println!("done exit");
+                return;
+            }
+            other => panic!("unknown command {other:?}"),
+        };
+        println!("done {reply}");
+        std::io::stdout().flush().unwrap();
+    }
 }

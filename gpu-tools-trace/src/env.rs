@@ -431,20 +431,20 @@ pub const ATTACH_ENTRY: &str = "gpu_tools_inject_attach";
 /// the same).
 pub const ATTACH_STOP: u8 = b'S';
 
-/// The byte a profiler sends to an attached process in PC-sampling mode to start sampling, once every other thread
-/// of the process is stopped outside the CUDA driver and CUPTI (`gpu-tools profile --pid`); the library answers
-/// with a notice that starts with [`PC_STARTED`].
-pub const ATTACH_PC_START: u8 = b'P';
-/// The same, to finish sampling and send the samples; answered with [`PC_FINISHED`].
-pub const ATTACH_PC_FINISH: u8 = b'F';
-/// The first words of the PC-sampling attach's notice: ready for [`ATTACH_PC_START`] (its contexts found).
-pub const PC_READY: &str = "PC sampling ready";
-/// ... sampling started.
-pub const PC_STARTED: &str = "PC sampling started";
-/// ... sampling finished: the stall records were sent before it.
-pub const PC_FINISHED: &str = "PC sampling finished";
-/// ... nothing to sample: the stream ends.
-pub const PC_FAILED: &str = "PC sampling not possible";
+/// The byte a profiler sends to an attached process in profiling mode (PC sampling or kernel metrics) to start,
+/// once every other thread of the process is stopped outside the CUDA driver and CUPTI (`gpu-tools profile
+/// --pid`); the library answers with a notice that starts with [`PROFILE_STARTED`].
+pub const ATTACH_PROFILE_START: u8 = b'P';
+/// The same, to finish and send what was collected; answered with [`PROFILE_FINISHED`].
+pub const ATTACH_PROFILE_FINISH: u8 = b'F';
+/// The first words of the profiling attach's notice: ready for [`ATTACH_PROFILE_START`] (its contexts found).
+pub const PROFILE_READY: &str = "profiling ready";
+/// ... profiling started.
+pub const PROFILE_STARTED: &str = "profiling started";
+/// ... profiling finished: the stall or kernel-metrics records were sent before it.
+pub const PROFILE_FINISHED: &str = "profiling finished";
+/// ... nothing to profile: the stream ends.
+pub const PROFILE_FAILED: &str = "profiling not possible";
 
 /// In an attach argument: the CUPTI library to load when the process maps none (the path the tracer's own search
 /// found).

@@ -48,7 +48,7 @@ pub struct Args {
     max_ranges: usize,
     /// Profile at most N launches of each kernel name (per context); later launches run unprofiled, without
     /// replay, so a loop that repeats its kernels costs little more than its first iterations [default: every
-    /// launch].
+    /// launch; with --pid, the next 10 launches of each kernel].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     launches_per_kernel: Option<u32>,
     /// How CUDA graph launches are profiled, as ncu's `--graph-profiling`: `node`, each kernel of the graph as a
@@ -82,8 +82,9 @@ pub struct Args {
     #[command(flatten)]
     progress: crate::progress::ProgressArgs,
     /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
-    /// (auto ranges, kernel replay; the ranges are listed as notices), for --duration seconds or until Ctrl-C. It
-    /// is stopped twice, for milliseconds, at moments where none of its threads is inside the CUDA driver or CUPTI.
+    /// (auto ranges, kernel replay; the next --launches-per-kernel launches of each kernel, reported as for a
+    /// launched program), for --duration seconds or until Ctrl-C. It is stopped twice, for milliseconds, at moments
+    /// where none of its threads is inside the CUDA driver or CUPTI.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
@@ -141,7 +142,17 @@ pub fn run(args: Args) -> Outcome {
                  while the range profiler is on)",
             ));
         }
-        return attached(&args, pid, &metrics);
+        let request = ProfileRequest {
+            metrics,
+            pc_sampling: args.pc_sampling,
+            max_ranges: args.max_ranges,
+            launches_per_kernel: Some(
+                args.launches_per_kernel
+                    .unwrap_or(ATTACHED_LAUNCHES_PER_KERNEL),
+            ),
+            graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+        };
+        return attached(&args, pid, &request);
     }
     // The program (127, 126), then what profiling needs: nothing runs when one is missing.
     super::trace::check_program(&args.program[0])?;
@@ -262,8 +273,12 @@ fn emit(
     Ok(())
 }
 
-/// `profile --pid PID --pc-sampling`: stall reasons per function of a running process.
-fn attached(args: &Args, pid: u32, metrics: &[String]) -> Outcome {
+/// Launches of each kernel profiled in a running process unless `--launches-per-kernel` says otherwise: a live
+/// job's kernels repeat, and each profiled launch is replayed once per pass.
+const ATTACHED_LAUNCHES_PER_KERNEL: u32 = 10;
+
+/// `profile --pid PID`: stall reasons per function, or per-kernel metrics, of a running process.
+fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     if !crate::pid::uses_cuda(pid) {
         return Err(Failure::new(
             1,
@@ -277,15 +292,36 @@ fn attached(args: &Args, pid: u32, metrics: &[String]) -> Outcome {
         .map(|p| OutputFile::create(p, "the report"))
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
-    let got = super::profile_attach::run(pid, &lib, cupti, args.duration, metrics)?;
+    let got = super::profile_attach::run(pid, &lib, cupti, args.duration, request)?;
     let mut failed = false;
     for (level, text) in &got.notices {
         failed |= *level == NoticeLevel::Error;
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
-    if !metrics.is_empty() {
-        // The ranges came as notices, printed above.
-        return Ok(if failed { 1 } else { 0 });
+    for l in &got.losses {
+        eprintln!(
+            "gpu-tools profile: process {pid}: context {}: {} {:?} lost",
+            l.context, l.count, l.kind
+        );
+    }
+    if !request.pc_sampling {
+        if got.metrics.is_empty() {
+            // Nothing named: the numbered ranges, if any, came as notices, printed above.
+            return Ok(if failed { 1 } else { 0 });
+        }
+        eprintln!(
+            "gpu-tools profile: process {pid}: {} kernel launches profiled in {:.1} s (at most {} per kernel); to \
+             start and to finish, the process was stopped where no thread was inside the CUDA driver or CUPTI \
+             (after {} and {} stops) and runs on",
+            got.metrics.len(),
+            got.sampled.as_secs_f64(),
+            request.launches_per_kernel.unwrap_or(0),
+            got.tries[0].0,
+            got.tries[1].0,
+        );
+        let table = KernelTable::from_records(&got.metrics);
+        emit(output, |out| write_kernels(args, &table, out))?;
+        return Ok(0);
     }
     eprintln!(
         "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, the \
@@ -332,18 +368,22 @@ fn progress_text(p: &ProfileProgress, elapsed: std::time::Duration) -> String {
 }
 
 fn report(args: &Args, run: &profile::ProfileRun, mut out: &mut dyn Write) -> std::io::Result<()> {
+    write_kernels(args, &KernelTable::from_records(&run.metrics), out)?;
+    if args.pc_sampling && !args.json && !args.csv {
+        writeln!(out, "\nPC sampling: top stall reasons per function")?;
+        StallTable::from_records(&run.stalls).write_text(&mut out, |n| kernel_name(args, n), 3)?;
+    }
+    Ok(())
+}
+
+/// The per-kernel table as text, CSV or JSON.
+fn write_kernels(args: &Args, table: &KernelTable, mut out: &mut dyn Write) -> std::io::Result<()> {
     let name = |n: &str| kernel_name(args, n);
-    let table = KernelTable::from_records(&run.metrics);
     if args.json {
         table.write_json(&mut out, name)
     } else if args.csv {
         table.write_csv(&mut out, name)
     } else {
-        table.write_text(&mut out, name)?;
-        if args.pc_sampling {
-            writeln!(out, "\nPC sampling: top stall reasons per function")?;
-            StallTable::from_records(&run.stalls).write_text(&mut out, name, 3)?;
-        }
-        Ok(())
+        table.write_text(&mut out, name)
     }
 }

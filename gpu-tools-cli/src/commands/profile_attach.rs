@@ -1,4 +1,5 @@
-//! `gpu-tools profile --pid PID --pc-sampling [--duration S]`: stall reasons per function of a running process.
+//! `gpu-tools profile --pid PID [--pc-sampling | --metrics ... | --set basic] [--duration S]`: stall reasons per
+//! function, or per-kernel metrics, of a running process.
 //!
 //! The injection library is loaded into the process (as `trace --pid` does) and waits. CUPTI 13.0's PC-sampling
 //! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
@@ -20,8 +21,11 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::linux::inject::Injection;
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
+use gpu_tools::profile::ProfileRequest;
 use gpu_tools::trace::env::{self, InjectionEnv};
-use gpu_tools::trace::{NoticeLevel, Record, StallRecord, StreamReader};
+use gpu_tools::trace::{
+    KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord, StreamReader,
+};
 
 use crate::failure::Failure;
 
@@ -41,6 +45,9 @@ const VENDOR: [&str; 3] = ["libcuda.so", "libcupti.so", "libnvperf"];
 /// What the run collected.
 pub struct Collected {
     pub stalls: Vec<StallRecord>,
+    /// Kernel-metrics records (ranges named after their launches).
+    pub metrics: Vec<KernelMetricsRecord>,
+    pub losses: Vec<ProfileLoss>,
     pub notices: Vec<(NoticeLevel, String)>,
     /// Stops until a moment with no thread inside the vendor libraries, and the times a thread ran alone to leave
     /// them, at start and at finish.
@@ -97,6 +104,14 @@ fn keep(record: Record, out: &mut Collected) -> Option<String> {
     match record {
         Record::Stall(s) => {
             out.stalls.push(s);
+            None
+        }
+        Record::KernelMetrics(m) => {
+            out.metrics.push(m);
+            None
+        }
+        Record::ProfileLoss(l) => {
+            out.losses.push(l);
             None
         }
         Record::Notice(n) => {
@@ -243,15 +258,20 @@ fn call_stopped(
     }
 }
 
-/// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with `metrics`, runs CUPTI's range profiler on
-/// its contexts instead (auto ranges, kernel replay).
+/// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
+/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay).
 pub fn run(
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
     duration: Option<f64>,
-    metrics: &[String],
+    request: &ProfileRequest,
 ) -> Result<Collected, Failure> {
+    let metrics: &[String] = if request.pc_sampling {
+        &[]
+    } else {
+        &request.metrics
+    };
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
@@ -272,11 +292,9 @@ pub fn run(
         .ok_or_else(|| {
             Failure::new(1, "a setting holds a newline, which an attach cannot carry")
         })?;
-    let settings = if metrics.is_empty() {
-        format!("{settings}{}=1\n", env::PROFILE_PC_SAMPLING)
-    } else {
-        format!("{settings}{}={}\n", env::PROFILE_METRICS, metrics.join(","))
-    };
+    let settings: String = std::iter::once(settings)
+        .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
+        .collect();
     let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
         .argument(settings)
         .require_library("libcuda.so")
@@ -319,13 +337,20 @@ pub fn run(
     let reader = std::thread::spawn(move || read_stream(stream, tx));
     let mut out = Collected {
         stalls: Vec::new(),
+        metrics: Vec::new(),
+        losses: Vec::new(),
         notices: Vec::new(),
         tries: [(0, 0); 2],
         sampled: Duration::ZERO,
     };
-    let ready = wait_for(&rx, &mut out, &[env::PC_READY, env::PC_FAILED], CALL_LIMIT);
+    let ready = wait_for(
+        &rx,
+        &mut out,
+        &[env::PROFILE_READY, env::PROFILE_FAILED],
+        CALL_LIMIT,
+    );
     match ready {
-        Some(t) if t.starts_with(env::PC_READY) => {}
+        Some(t) if t.starts_with(env::PROFILE_READY) => {}
         Some(t) => return Err(Failure::new(1, format!("process {pid}: {t}"))),
         None => {
             return Err(Failure::new(
@@ -343,8 +368,8 @@ pub fn run(
     let (started, tries) = call_stopped(
         pid,
         &mut control,
-        env::ATTACH_PC_START,
-        env::PC_STARTED,
+        env::ATTACH_PROFILE_START,
+        env::PROFILE_STARTED,
         &rx,
         &mut out,
         None,
@@ -378,8 +403,8 @@ pub fn run(
         let (text, tries) = call_stopped(
             pid,
             &mut control,
-            env::ATTACH_PC_FINISH,
-            env::PC_FINISHED,
+            env::ATTACH_PROFILE_FINISH,
+            env::PROFILE_FINISHED,
             &rx,
             &mut out,
             Some(&before),
