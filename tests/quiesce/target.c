@@ -8,7 +8,8 @@
  * `handled` (real-time signals queue: none is merged with another, so a lost one shows).
  *
  * With argv[2] "vfork", a fifth thread "vforker" waits in vfork() for a child that sleeps argv[3] milliseconds:
- * a thread no stop request reaches meanwhile. */
+ * a thread no stop request reaches meanwhile. With argv[2] "libthread", a fifth thread starts in
+ * libquiesce_busy.so (`busy_thread`), and its id ends the ready line. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -23,6 +24,8 @@
 extern volatile unsigned long busy_spins;
 void busy_spin(volatile int *release, volatile int *entered);
 void busy_block(int fd, volatile int *entered);
+void *busy_thread(void *release);
+extern volatile long busy_thread_tid;
 
 static volatile int release_all, spin_entered, block_entered, work_started, vfork_started;
 static volatile long spinner_tid, blocker_tid, worker_tid, vforker_tid;
@@ -107,6 +110,7 @@ int main(int argc, char **argv) {
     }
     idle_path = argv[1];
     int with_vfork = argc >= 4 && strcmp(argv[2], "vfork") == 0;
+    int with_libthread = argc >= 3 && strcmp(argv[2], "libthread") == 0;
     if (with_vfork)
         vfork_ms = atol(argv[3]);
     if (pipe(block_pipe) != 0)
@@ -116,15 +120,18 @@ int main(int argc, char **argv) {
     action.sa_handler = on_signal;
     action.sa_flags = SA_RESTART;
     sigaction(SIGRTMIN + 1, &action, NULL);
-    pthread_t w, s, b, v, l;
+    pthread_t w, s, b, v, l, lt;
     pthread_create(&w, NULL, worker, NULL);
     pthread_create(&s, NULL, spinner, NULL);
     pthread_create(&b, NULL, blocker, NULL);
     if (with_vfork)
         pthread_create(&v, NULL, vforker, NULL);
+    if (with_libthread)
+        pthread_create(&lt, NULL, busy_thread, (void *)&release_all);
     /* In place: the blocker asleep in its read(), the vforker asleep in vfork(). */
     while (!(work_started && spin_entered && block_entered && state_of(blocker_tid) == 'S' &&
-             (!with_vfork || (vfork_started && state_of(vforker_tid) == 'D'))))
+             (!with_vfork || (vfork_started && state_of(vforker_tid) == 'D')) &&
+             (!with_libthread || busy_thread_tid != 0)))
         usleep(1000);
     void *handle = NULL;
     pthread_create(&l, NULL, loader, NULL);
@@ -133,8 +140,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dlopen %s: %s\n", idle_path, dlerror());
         return 4;
     }
-    printf("ready %d %ld %ld %ld %lx %lx %lx\n", getpid(), spinner_tid, blocker_tid, worker_tid,
+    printf("ready %d %ld %ld %ld %lx %lx %lx", getpid(), spinner_tid, blocker_tid, worker_tid,
            (unsigned long)&progress, (unsigned long)&busy_spins, (unsigned long)&handled);
+    if (with_libthread)
+        printf(" %ld", busy_thread_tid);
+    printf("\n");
     fflush(stdout);
     char line[16];
     if (!fgets(line, sizeof line, stdin))
@@ -147,6 +157,8 @@ int main(int argc, char **argv) {
     pthread_join(b, NULL);
     if (with_vfork)
         pthread_join(v, NULL);
+    if (with_libthread)
+        pthread_join(lt, NULL);
     printf("done\n");
     return 0;
 }

@@ -297,6 +297,38 @@ impl StoppedThreads {
             .collect()
     }
 
+    /// The stopped threads that code in `ranges` started: the walk of each one's live frames reaches its outermost
+    /// frame, and the outermost frame above the C library's (the thread start) is in `ranges`. A vendor library's
+    /// worker threads carry no name of their own (CUPTI's take the name of the program thread that enabled them);
+    /// this tells them apart by where they began. `unwinder` keeps the modules it read, for the next call.
+    pub fn started_in(&self, ranges: &[CodeRange], unwinder: &mut Unwinder) -> Vec<u32> {
+        let table = Ranges::new(ranges);
+        let (Ok(mapping), Ok(libc)) = (self.maps(), library_code_ranges(self.pid, &["libc.so"]))
+        else {
+            return Vec::new();
+        };
+        let libc = Ranges::new(&libc);
+        let read = |addr: u64| {
+            let mut word = [0u8; 8];
+            stack::read_memory(self.pid, addr, &mut word)
+                .ok()
+                .map(|()| u64::from_ne_bytes(word))
+        };
+        self.threads
+            .iter()
+            .filter(|t| {
+                let (pcs, end) = unwinder.frames(self.pid, &mapping, (t.pc, t.sp, t.bp), &read);
+                end == WalkEnd::Complete
+                    && pcs
+                        .iter()
+                        .rev()
+                        .find(|pc| libc.find(**pc).is_none())
+                        .is_some_and(|pc| table.find(*pc).is_some())
+            })
+            .map(|t| t.tid)
+            .collect()
+    }
+
     fn maps(&self) -> Result<Vec<crate::linux::procfs::Mapping>, String> {
         Process::new(self.pid)
             .maps()
