@@ -3,12 +3,13 @@
 //!
 //! The injection library is loaded into the process (as `trace --pid` does) and waits. CUPTI 13.0's PC-sampling
 //! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
-//! start and finish goes the same way: every thread of the process is stopped but the library's and the driver's
-//! own (`gpu_tools::linux::quiesce`); a thread inside the driver, CUPTI or the profiler host library (its program
-//! counter, or a live frame found by unwinding its stack with the code's call-frame information) runs alone, in
-//! turn, until it has left them; when none is inside, the library is told to make its calls, and the threads go
-//! on once it has answered. A target that keeps a thread in the driver
-//! (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread named.
+//! start and finish goes the same way: every thread of the process is stopped (`gpu_tools::linux::quiesce`) but
+//! the library's, the driver's, and those the driver or CUPTI started (told by where their stacks begin: CUPTI's
+//! workers bear the names of program threads); a thread inside the driver, CUPTI or the profiler host library (its
+//! program counter, or a live frame found by unwinding its stack with the code's call-frame information) runs
+//! alone, in turn, until it has left them; when none is inside, the library is told to make its calls, and the
+//! threads go on once it has answered. A target that keeps a thread in the driver (a blocking synchronise) is tried
+//! for a bounded time, then left as it was, with the thread named.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -36,7 +37,7 @@ const SEARCH_LIMIT: Duration = Duration::from_secs(20);
 /// How long, in one stop, the threads found inside the vendor libraries run alone, in turn, to leave them (the
 /// others stay stopped meanwhile), and how long one such run may take.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
-const RUN_OUT_LIMIT: Duration = Duration::from_millis(500);
+const RUN_OUT_LIMIT: Duration = Duration::from_millis(200);
 /// How long the library may take to start or finish sampling while the program is stopped.
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// The libraries no stopped thread may be inside when the library makes its calls.
@@ -138,16 +139,32 @@ fn quiet_moment(
     let mut unwinder = quiesce::Unwinder::default();
     // What kept it busy: thread, and where (program counter, or a stack word and its depth), by count.
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    // Threads the vendor libraries started, found at a stop: left running from the next stop on.
+    let mut vendor_owned: BTreeSet<u32> = BTreeSet::new();
     while started.elapsed() < SEARCH_LIMIT {
         tries += 1;
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
-        let spare = |tid: u32, name: &std::ffi::OsStr| spared(tid, name, before);
+        let spare = |tid: u32, name: &std::ffi::OsStr| {
+            spared(tid, name, before) || vendor_owned.contains(&tid)
+        };
         let mut stopped = match StoppedThreads::stop(pid, &spare, STOP_LIMIT) {
             Ok(s) => s,
             Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
             Err(e) => return Err(Failure::error(e)),
         };
+        // CUPTI's workers (a `torch.profiler` session leaves some behind, named after the program's thread):
+        // stopped, one may hold a lock in CUPTI that a program thread waits for, which then never leaves CUPTI.
+        let new: Vec<u32> = stopped
+            .started_in(&ranges, &mut unwinder)
+            .into_iter()
+            .filter(|tid| vendor_owned.insert(*tid))
+            .collect();
+        if !new.is_empty() {
+            log::info!("threads started by the driver or CUPTI, left running from now on: {new:?}");
+            drop(stopped);
+            continue;
+        }
         let draining = Instant::now();
         let inside = loop {
             let inside = stopped.frames_inside(&ranges, &mut unwinder);
@@ -158,10 +175,19 @@ fn quiet_moment(
             if draining.elapsed() >= DRAIN_LIMIT {
                 break inside;
             }
-            let mut tids: Vec<u32> = inside.iter().map(|i| i.tid).collect();
-            tids.dedup();
-            let mut stuck = false;
-            for tid in tids {
+            // A thread running in the vendor code first: it may hold a lock that one deeper inside waits for
+            // (seen with Kineto's callbacks on: the main thread waited in CUPTI for the autograd thread).
+            let mut tids: Vec<(bool, u32)> = inside
+                .iter()
+                .map(|i| {
+                    let running = matches!(i.evidence, quiesce::Evidence::ProgramCounter { .. });
+                    (!running, i.tid)
+                })
+                .collect();
+            tids.sort_unstable();
+            let mut seen = BTreeSet::new();
+            tids.retain(|t| seen.insert(t.1));
+            for (_, tid) in tids {
                 nudges += 1;
                 // Out of the outermost frame it has in the vendor code: run it to that frame's return address.
                 let out = stopped.frames(tid, &mut unwinder).and_then(|(pcs, _)| {
@@ -174,13 +200,11 @@ fn quiet_moment(
                     Some(address) => stopped.run_to(tid, address, RUN_OUT_LIMIT).map(|_| ()),
                     None => stopped.nudge(tid, Duration::ZERO).map(|_| ()),
                 };
+                // One that could not leave stays stopped where it was; it is tried again once the others left
+                // (it may have waited for one of them), until the drain's time is up.
                 if let Err(e) = ran {
                     log::debug!("thread {tid} did not leave the vendor code: {e}");
-                    stuck = true;
                 }
-            }
-            if stuck {
-                break inside;
             }
         };
         drop(stopped);
