@@ -283,9 +283,9 @@ fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
 
 /// `profile --pid`'s side of a running program: the library is injected into a child that already made its
 /// context (as `gpu-tools profile --pid` does, without the stops, which the doubles do not need), starts on the
-/// start byte, and finishes on the finish byte. Returns the stream's records and what the child printed after the
-/// finish (`after`: its launches once profiling ended).
-fn run_attached(scenario: &str, limit: u32) -> (Vec<Record>, String) {
+/// start byte, and finishes on the finish byte (with `vanish`, the connection ends instead). Returns the stream's
+/// records and what the child printed after the finish (`after`: its launch once profiling ended).
+fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, String) {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
     use std::process::Stdio;
@@ -396,11 +396,19 @@ fn run_attached(scenario: &str, limit: u32) -> (Vec<Record>, String) {
     ] {
         assert_eq!(answer(&format!("launch {name} {corr}")), "launched");
     }
-    control.write_all(&[env::ATTACH_PROFILE_FINISH]).unwrap();
-    wait_for(env::PROFILE_FINISHED, &mut records);
-    let after = answer("after");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
-    wait_for("no notice ends the stream", &mut records);
+    let after = if vanish {
+        // The profiler goes away without finishing: the library sees its connection end.
+        control.shutdown(std::net::Shutdown::Write).unwrap();
+        wait_for("no notice ends the stream", &mut records);
+        answer("after")
+    } else {
+        control.write_all(&[env::ATTACH_PROFILE_FINISH]).unwrap();
+        wait_for(env::PROFILE_FINISHED, &mut records);
+        let after = answer("after");
+        control.write_all(&[env::ATTACH_STOP]).unwrap();
+        wait_for("no notice ends the stream", &mut records);
+        after
+    };
     drop(rx);
     let _ = reader.join();
     assert_eq!(answer("exit"), "exit");
@@ -415,7 +423,7 @@ fn run_attached(scenario: &str, limit: u32) -> (Vec<Record>, String) {
 
 #[test]
 fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel() {
-    let (records, after) = run_attached("attach", 2);
+    let (records, after) = run_attached("attach", 2, false);
     assert_eq!(names(&records), vec!["copy", "copy", "gemm"]);
     let m = metrics(&records);
     assert_eq!(
@@ -454,8 +462,28 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
 }
 
 #[test]
+fn attached_kernel_metrics_end_at_the_next_launch_when_the_profiler_goes_away() {
+    let (records, after) = run_attached("attach", 2, true);
+    let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts.contains(
+            &"kernel metrics end at the program's next launch: the tracer ended before finishing them"
+        ),
+        "{texts:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, Record::ProcessEnd(e) if e.reason == EndReason::Stopped)),
+        "the stream ends: {records:#?}"
+    );
+    // The subscriber stays (its callbacks idle); the launch ended the profiler, so nothing is replayed or counted.
+    assert_eq!(after, "callbacks 1, ranges 0");
+}
+
+#[test]
 fn attached_kernel_metrics_are_numbered_where_the_program_holds_the_subscriber() {
-    let (records, after) = run_attached("attach-other-subscriber", 2);
+    let (records, after) = run_attached("attach-other-subscriber", 2, false);
     assert!(metrics(&records).is_empty(), "no range can be named");
     let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
     assert!(
