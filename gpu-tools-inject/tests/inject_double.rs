@@ -70,23 +70,11 @@ fn run(scenario: &str, vars: &[(&str, String)], talk: impl Fn(&[Record]) -> bool
     // The child connects from InitializeInjection; the stream is read on a thread into a shared list.
     let records = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), Vec::new(), None)));
     let r = std::sync::Arc::clone(&records);
-    listener.set_nonblocking(true).unwrap();
     let reader = std::thread::spawn(move || {
         // Bounded waits: a child that never connects, or never ends its stream, fails the test instead of
         // hanging it.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let conn = loop {
-            match listener.accept() {
-                Ok((c, _)) => break c,
-                Err(_) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("the library did not connect: {e}"),
-            }
-        };
-        conn.set_nonblocking(false).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
+        let conn =
+            gpu_tools_testing::accept_within(&listener, Duration::from_secs(30), "the library");
         let mut stream = StreamReader::new(conn);
         while let Some(item) = stream.next() {
             let mut g = r.lock().unwrap();
@@ -713,20 +701,11 @@ fn attach(
         .argument(settings)
         .run()
         .expect("inject the library");
-    listener.set_nonblocking(true).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let conn = loop {
-        match listener.accept() {
-            Ok((c, _)) => break c,
-            Err(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => panic!("the attached library did not connect: {e}"),
-        }
-    };
-    conn.set_nonblocking(false).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    let conn = gpu_tools_testing::accept_within(
+        &listener,
+        Duration::from_secs(30),
+        "the attached library",
+    );
     let back = conn.try_clone().unwrap();
     // Tracing runs once the library says it attached (its tracer enabled); what the program does before that is
     // not recorded, so the test waits for the notice before it makes the program launch.

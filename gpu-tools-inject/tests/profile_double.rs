@@ -289,7 +289,7 @@ fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, Strin
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
     use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let lib = gpu_tools_testing::inject_lib();
     let dir = std::env::temp_dir().join(format!(
@@ -348,16 +348,11 @@ fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, Strin
         .run()
         .expect("inject the library");
     assert_eq!(done.entry_result, 0, "the attach thread started");
-    listener.set_nonblocking(true).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let conn = loop {
-        match listener.accept() {
-            Ok((c, _)) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => panic!("the attached library did not connect: {e}"),
-        }
-    };
-    conn.set_nonblocking(false).unwrap();
+    let conn = gpu_tools_testing::accept_within(
+        &listener,
+        Duration::from_secs(30),
+        "the attached library",
+    );
     let mut control = conn.try_clone().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -585,14 +580,15 @@ impl Controls {
         assert_eq!(delivered, 1, "the library subscribed to resource callbacks");
     }
 
-    fn api(
+    /// Fires the callbacks of a driver call; returns whether they were delivered (enabled for a subscriber).
+    fn api_delivered(
         &self,
         function: &CStr,
         symbol: Option<&CStr>,
         params: *const c_void,
         ctx: *mut c_void,
         corr: u32,
-    ) {
+    ) -> bool {
         let cbid = gpu_tools::cupti::DriverCbid::from_name(function.to_str().unwrap())
             .unwrap()
             .id();
@@ -611,7 +607,21 @@ impl Controls {
                 0,
             )
         };
-        assert_ne!(got, u64::MAX, "{function:?} callbacks are enabled");
+        got != u64::MAX
+    }
+
+    fn api(
+        &self,
+        function: &CStr,
+        symbol: Option<&CStr>,
+        params: *const c_void,
+        ctx: *mut c_void,
+        corr: u32,
+    ) {
+        assert!(
+            self.api_delivered(function, symbol, params, ctx, corr),
+            "{function:?} callbacks are enabled"
+        );
     }
 
     /// A kernel launch into `stream`: the callbacks, then (unless the stream captures) its auto range.
@@ -645,24 +655,13 @@ impl Controls {
             kernel_params: std::ptr::null_mut(),
             extra: std::ptr::null_mut(),
         };
-        let cbid = gpu_tools::cupti::DriverCbid::from_name("cuLaunchKernel")
-            .unwrap()
-            .id();
-        let f = control!(self.cupti, ApiCallbackFn, b"cd_api_callback_params\0");
-        // SAFETY: static strings and a parameter struct alive during the call.
-        let got = unsafe {
-            f(
-                DOMAIN_DRIVER,
-                cbid,
-                c"cuLaunchKernel".as_ptr(),
-                name.as_ptr(),
-                (&raw const params).cast(),
-                ctx,
-                1,
-                corr,
-                0,
-            )
-        };
+        let delivered = self.api_delivered(
+            c"cuLaunchKernel",
+            Some(name),
+            (&raw const params).cast(),
+            ctx,
+            corr,
+        );
         let run = control!(
             self.cupti,
             unsafe extern "C" fn(*const c_char) -> i32,
@@ -670,7 +669,7 @@ impl Controls {
         );
         // SAFETY: null asks for a numbered range.
         let counted = unsafe { run(std::ptr::null()) } == 0;
-        (got != u64::MAX, counted)
+        (delivered, counted)
     }
 
     fn graph_launch(&self, ctx: *mut c_void, exec: usize, corr: u32, kernels: usize) {

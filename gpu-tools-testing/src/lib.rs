@@ -113,3 +113,28 @@ fn workspace_cdylib(file: &str, package: &str) -> PathBuf {
     };
     std::fs::canonicalize(&found).expect("absolute path of a workspace library")
 }
+
+/// The first connection to `listener` within `limit` (a library that never connects fails the test instead of
+/// hanging it), blocking and with reads bounded by `limit` too. `who` names the connecting side in the panic.
+pub fn accept_within(
+    listener: &std::os::unix::net::UnixListener,
+    limit: std::time::Duration,
+    who: &str,
+) -> std::os::unix::net::UnixStream {
+    listener
+        .set_nonblocking(true)
+        .expect("a non-blocking listener");
+    let deadline = std::time::Instant::now() + limit;
+    let conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("{who} did not connect within {limit:?}: {e}"),
+        }
+    };
+    conn.set_nonblocking(false).expect("a blocking connection");
+    conn.set_read_timeout(Some(limit)).expect("a read timeout");
+    conn
+}

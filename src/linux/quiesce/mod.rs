@@ -249,12 +249,7 @@ impl StoppedThreads {
         let Ok(mapping) = &maps else {
             return self.all_inside(ranges);
         };
-        let read = |addr: u64| {
-            let mut word = [0u8; 8];
-            stack::read_memory(self.pid, addr, &mut word)
-                .ok()
-                .map(|()| u64::from_ne_bytes(word))
-        };
+        let read = |addr: u64| self.word_at(addr);
         self.threads
             .iter()
             .filter_map(|t| {
@@ -308,12 +303,7 @@ impl StoppedThreads {
             return Vec::new();
         };
         let libc = Ranges::new(&libc);
-        let read = |addr: u64| {
-            let mut word = [0u8; 8];
-            stack::read_memory(self.pid, addr, &mut word)
-                .ok()
-                .map(|()| u64::from_ne_bytes(word))
-        };
+        let read = |addr: u64| self.word_at(addr);
         self.threads
             .iter()
             .filter(|t| {
@@ -327,6 +317,14 @@ impl StoppedThreads {
             })
             .map(|t| t.tid)
             .collect()
+    }
+
+    /// The word at `addr` in the process's memory, for the unwinder.
+    fn word_at(&self, addr: u64) -> Option<u64> {
+        let mut word = [0u8; 8];
+        stack::read_memory(self.pid, addr, &mut word)
+            .ok()
+            .map(|()| u64::from_ne_bytes(word))
     }
 
     fn maps(&self) -> Result<Vec<crate::linux::procfs::Mapping>, String> {
@@ -382,12 +380,7 @@ impl StoppedThreads {
     pub fn frames(&self, tid: u32, unwinder: &mut Unwinder) -> Option<(Vec<u64>, WalkEnd)> {
         let t = self.threads.iter().find(|t| t.tid == tid)?;
         let maps = self.maps().ok()?;
-        let read = |addr: u64| {
-            let mut word = [0u8; 8];
-            stack::read_memory(self.pid, addr, &mut word)
-                .ok()
-                .map(|()| u64::from_ne_bytes(word))
-        };
+        let read = |addr: u64| self.word_at(addr);
         Some(unwinder.frames(self.pid, &maps, (t.pc, t.sp, t.bp), &read))
     }
 
