@@ -29,6 +29,9 @@ const GRAPHEXEC_DESTROY_STARTING: u32 = 19;
 /// CUgraphNodeType: a memset node.
 const MEMSET_NODE: i32 = 2;
 
+/// Runs of child scenarios so far in this test binary: each gets a folder of its own.
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
 fn double(name: &str) -> PathBuf {
     gpu_tools_testing::double_path(name)
 }
@@ -37,7 +40,6 @@ fn double(name: &str) -> PathBuf {
 fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
     let lib = gpu_tools_testing::inject_lib();
     assert!(lib.is_file());
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "profile_double-{scenario}-{}-{}",
         std::process::id(),
@@ -292,9 +294,11 @@ fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, Strin
     use std::time::Duration;
 
     let lib = gpu_tools_testing::inject_lib();
+    // A folder of its own: the tests run in parallel, two of them with one scenario.
     let dir = std::env::temp_dir().join(format!(
-        "profile_double-attach-{scenario}-{}",
-        std::process::id()
+        "profile_double-attach-{scenario}-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::SeqCst)
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
