@@ -12,10 +12,12 @@ mod demangle;
 mod failure;
 mod gpu_memory;
 mod inject_lib;
+mod interrupt;
 mod output;
 mod pid;
 mod progress;
 mod prometheus;
+mod socket_folder;
 mod stdout;
 mod trace_input;
 

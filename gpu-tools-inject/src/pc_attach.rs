@@ -202,11 +202,8 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
             Ok(None) => continue,
             Err(e) => return Err(format!("device {ordinal}: {e}")),
         };
-        let mut id = 0u64;
-        if let Some(get_id) = driver.api().cu_ctx_get_id {
-            // SAFETY: a context retained just above, and a valid out-pointer.
-            unsafe { get_id(ctx.as_raw(), &mut id) };
-        }
+        // CUPTI's id of the context (0 where the driver cannot say).
+        let id = ctx.id().unwrap_or(0);
         out.push(Sampled {
             sampler: None,
             id: u32::try_from(id).unwrap_or(u32::MAX),

@@ -138,3 +138,28 @@ pub fn accept_within(
     conn.set_read_timeout(Some(limit)).expect("a read timeout");
     conn
 }
+
+/// Runs the system's C compiler `cc` with `args`; a failure fails the test with the compiler's words.
+pub fn cc(args: &[&str]) {
+    let out = std::process::Command::new("cc")
+        .args(args)
+        .output()
+        .expect("the system C compiler `cc` runs");
+    assert!(
+        out.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// For a test the sandbox cannot run (no ptrace, no mount namespace): says why and lets the test stop, except
+/// under CI (`CI` or `GPU_TOOLS_REQUIRE_WHEELS` set), whose machine can, where it fails.
+pub fn skip_unless_ci(why: &str) {
+    if let Some(v) = ["CI", "GPU_TOOLS_REQUIRE_WHEELS"]
+        .iter()
+        .find(|v| std::env::var_os(v).is_some())
+    {
+        panic!("{why}; {v} is set, so this is a failure");
+    }
+    eprintln!("{why}; skipping");
+}

@@ -13,23 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use gpu_tools::linux::inject::{InjectError, Injection};
+use gpu_tools_testing::cc;
 
 const ENTRY: &str = "test_agent_entry";
 
 struct Built {
     dir: PathBuf,
-}
-
-fn cc(args: &[&str]) {
-    let out = Command::new("cc")
-        .args(args)
-        .output()
-        .expect("the system C compiler `cc` runs");
-    assert!(
-        out.status.success(),
-        "cc {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Compiles the C programs and libraries once per test binary.

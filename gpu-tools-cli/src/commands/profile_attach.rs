@@ -15,8 +15,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -296,17 +295,8 @@ pub fn run(
     } else {
         &request.metrics
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        if let Err(e) = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst)) {
-            log::warn!("no Ctrl-C handler: {e}");
-        }
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("gpu-tools-profile-")
-        .tempdir()
-        .map_err(|e| Failure::new(1, format!("cannot make a socket folder: {e}")))?;
+    let stop = crate::interrupt::stop_flag();
+    let dir = crate::socket_folder::private("gpu-tools-profile-")?;
     let socket = dir.path().join("profile.sock");
     let listener = UnixListener::bind(&socket)
         .map_err(|e| Failure::new(1, format!("cannot listen on {}: {e}", socket.display())))?;

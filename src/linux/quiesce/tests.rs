@@ -6,6 +6,7 @@
 use super::*;
 use crate::linux::memory;
 use crate::linux::wait::{WALL, WEXITED, wait_id};
+use gpu_tools_testing::{cc, skip_unless_ci};
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
@@ -13,18 +14,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
-
-fn cc(args: &[&str]) {
-    let out = Command::new("cc")
-        .args(args)
-        .output()
-        .expect("the system C compiler `cc` runs");
-    assert!(
-        out.status.success(),
-        "cc {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Compiles the program and its libraries once per test binary; returns their folder.
 fn built() -> &'static Path {
@@ -65,17 +54,6 @@ fn built() -> &'static Path {
         cc(&args);
         dir
     })
-}
-
-/// Fails under `CI` (or `GPU_TOOLS_REQUIRE_WHEELS`), else says why the test stops here.
-fn skip_unless_ci(why: &str) {
-    if let Some(v) = ["CI", "GPU_TOOLS_REQUIRE_WHEELS"]
-        .iter()
-        .find(|v| std::env::var_os(v).is_some())
-    {
-        panic!("{why}; {v} is set, so this is a failure");
-    }
-    eprintln!("{why}; skipping");
 }
 
 fn ptrace_allowed() -> bool {

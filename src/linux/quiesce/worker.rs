@@ -24,6 +24,16 @@ use crate::linux::wait::{WALL, WEXITED, WNOHANG, WNOWAIT, WSTOPPED, Waited, wait
 
 /// The first pause between looks at threads not yet stopped; each quiet look doubles it, up to [`POLL_MAX`].
 const POLL_MIN: Duration = Duration::from_micros(50);
+
+/// What one look at a thread that runs alone found.
+enum Poll {
+    /// Stopped again: the signal and the ptrace event of the stop.
+    Stopped { signal: i32, event: i32 },
+    /// Ended, or no longer this tracer's.
+    Gone,
+    /// Still running.
+    Running,
+}
 /// The longest pause between looks.
 const POLL_MAX: Duration = Duration::from_millis(2);
 /// How long letting go waits for the kernel to show threads it detached as untraced.
@@ -260,6 +270,44 @@ impl Worker {
         }
     }
 
+    /// Continues stopped thread `tid` (the others stay stopped); false when it is gone.
+    fn continue_alone(&mut self, tid: u32) -> Result<bool, QuiesceError> {
+        match raw_ptrace(libc::PTRACE_CONT, tid, 0, 0) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => {
+                self.held.remove(&tid);
+                return Ok(false);
+            }
+            Err(errno) => {
+                return Err(self.trace_error(format!("PTRACE_CONT of thread {tid}: {errno}")));
+            }
+        }
+        self.held.remove(&tid);
+        self.running.insert(tid);
+        Ok(true)
+    }
+
+    /// One look at thread `tid`, continued alone: stopped again (no longer counted as running), gone, or still
+    /// running.
+    fn poll_one(&mut self, tid: u32) -> Result<Poll, QuiesceError> {
+        match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL) {
+            Ok(Some(Waited::Stopped { signal, event })) => {
+                self.running.remove(&tid);
+                Ok(Poll::Stopped { signal, event })
+            }
+            Ok(Some(_end)) => {
+                self.running.remove(&tid);
+                Ok(Poll::Gone)
+            }
+            Ok(None) => Ok(Poll::Running),
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                self.running.remove(&tid);
+                Ok(Poll::Gone)
+            }
+            Err(e) => Err(self.trace_error(format!("waitid({tid}): {e}"))),
+        }
+    }
+
     fn trace_error(&self, what: String) -> QuiesceError {
         QuiesceError::Trace {
             pid: self.pid,
@@ -428,18 +476,9 @@ impl Worker {
             None => return Err(self.trace_error(format!("thread {tid} is not stopped"))),
         }
         let id = Pid::from_raw(tid as i32);
-        match raw_ptrace(libc::PTRACE_CONT, tid, 0, 0) {
-            Ok(()) => {}
-            Err(Errno::ESRCH) => {
-                self.held.remove(&tid);
-                return Ok(None);
-            }
-            Err(errno) => {
-                return Err(self.trace_error(format!("PTRACE_CONT of thread {tid}: {errno}")));
-            }
+        if !self.continue_alone(tid)? {
+            return Ok(None);
         }
-        self.held.remove(&tid);
-        self.running.insert(tid);
         if !run_for.is_zero() {
             std::thread::sleep(run_for);
         }
@@ -451,9 +490,8 @@ impl Worker {
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL) {
-                Ok(Some(Waited::Stopped { signal, event })) => {
-                    self.running.remove(&tid);
+            match self.poll_one(tid)? {
+                Poll::Stopped { signal, event } => {
                     let signal = if event == 0 { signal } else { 0 };
                     self.held.insert(tid, signal);
                     return match ptrace::getregs(id) {
@@ -465,16 +503,8 @@ impl Worker {
                         }
                     };
                 }
-                Ok(Some(_end)) => {
-                    self.running.remove(&tid);
-                    return Ok(None);
-                }
-                Ok(None) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                    self.running.remove(&tid);
-                    return Ok(None);
-                }
-                Err(e) => return Err(self.trace_error(format!("waitid({tid}): {e}"))),
+                Poll::Gone => return Ok(None),
+                Poll::Running => {}
             }
             if Instant::now() >= deadline {
                 return Err(QuiesceError::Timeout {
@@ -539,22 +569,12 @@ impl Worker {
         let deadline = Instant::now() + limit;
         let mut interrupted = false;
         loop {
-            match raw_ptrace(libc::PTRACE_CONT, tid, 0, 0) {
-                Ok(()) => {}
-                Err(Errno::ESRCH) => {
-                    self.held.remove(&tid);
-                    return Ok(None);
-                }
-                Err(errno) => {
-                    return Err(self.trace_error(format!("PTRACE_CONT of thread {tid}: {errno}")));
-                }
+            if !self.continue_alone(tid)? {
+                return Ok(None);
             }
-            self.held.remove(&tid);
-            self.running.insert(tid);
             loop {
-                match wait_id(tid, WSTOPPED | WEXITED | WNOHANG | WALL) {
-                    Ok(Some(Waited::Stopped { signal, event })) => {
-                        self.running.remove(&tid);
+                match self.poll_one(tid)? {
+                    Poll::Stopped { signal, event } => {
                         let regs = match ptrace::getregs(id) {
                             Ok(r) => r,
                             Err(Errno::ESRCH) => return Ok(None),
@@ -593,16 +613,8 @@ impl Worker {
                         self.held.insert(tid, 0);
                         break;
                     }
-                    Ok(Some(_end)) => {
-                        self.running.remove(&tid);
-                        return Ok(None);
-                    }
-                    Ok(None) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                        self.running.remove(&tid);
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(self.trace_error(format!("waitid({tid}): {e}"))),
+                    Poll::Gone => return Ok(None),
+                    Poll::Running => {}
                 }
                 if !interrupted && Instant::now() >= deadline {
                     interrupted = true;

@@ -95,18 +95,9 @@ pub fn run(
     cupti: Option<&Path>,
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
-        if let Err(e) = ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst)) {
-            log::warn!("no Ctrl-C handler: {e}");
-        }
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("gpu-tools-trace-")
-        .tempdir()
-        .map_err(|e| Failure::new(1, format!("cannot make a socket folder: {e}")))?;
+    // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
+    let stop = crate::interrupt::stop_flag();
+    let dir = crate::socket_folder::private("gpu-tools-trace-")?;
     let (tx, rx) = mpsc::channel::<Msg>();
     let accept_stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicUsize::new(0));

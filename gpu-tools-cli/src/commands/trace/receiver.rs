@@ -61,10 +61,7 @@ pub fn run(
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
-    let dir = tempfile::Builder::new()
-        .prefix("gpu-tools-trace-")
-        .tempdir()
-        .map_err(|e| Failure::new(1, format!("cannot make a socket folder: {e}")))?;
+    let dir = crate::socket_folder::private("gpu-tools-trace-")?;
     let socket = dir.path().join("trace.sock");
     let listener = UnixListener::bind(&socket)
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
