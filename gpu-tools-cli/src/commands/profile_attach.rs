@@ -5,7 +5,7 @@
 //! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
 //! start and finish goes the same way: every thread of the process is stopped (`gpu_tools::linux::quiesce`) but
 //! the library's, the driver's, and those the driver or CUPTI started (told by where their stacks begin: CUPTI's
-//! workers bear the names of program threads); a thread inside the driver, CUPTI or the profiler host library (its
+//! workers need not have names of their own); a thread inside the driver, CUPTI or the profiler host library (its
 //! program counter, or a live frame found by unwinding its stack with the code's call-frame information) runs
 //! alone, in turn, until it has left them; when none is inside, the library is told to make its calls, and the
 //! threads go on once it has answered. A target that keeps a thread in the driver (a blocking synchronise) is tried
@@ -152,8 +152,8 @@ fn quiet_moment(
             Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
             Err(e) => return Err(Failure::error(e)),
         };
-        // CUPTI's workers (a `torch.profiler` session leaves some behind, named after the program's thread):
-        // stopped, one may hold a lock in CUPTI that a program thread waits for, which then never leaves CUPTI.
+        // CUPTI's workers (a `torch.profiler` session leaves some behind, and the rule by name does not spare
+        // them): stopped, they are inside CUPTI for good, or hold what a program thread there waits for.
         let new: Vec<u32> = stopped
             .started_in(&ranges, &mut unwinder)
             .into_iter()

@@ -294,8 +294,8 @@ impl StoppedThreads {
 
     /// The stopped threads that code in `ranges` started: the walk of each one's live frames reaches its outermost
     /// frame, and the outermost frame above the C library's (the thread start) is in `ranges`. A vendor library's
-    /// worker threads carry no name of their own (CUPTI's take the name of the program thread that enabled them);
-    /// this tells them apart by where they began. `unwinder` keeps the modules it read, for the next call.
+    /// worker threads need not carry a name of their own (CUPTI's PC-sampling threads take the name of the program
+    /// thread that enabled them); this tells them apart by where they began. `unwinder` keeps the modules it read, for the next call.
     pub fn started_in(&self, ranges: &[CodeRange], unwinder: &mut Unwinder) -> Vec<u32> {
         let table = Ranges::new(ranges);
         let (Ok(mapping), Ok(libc)) = (self.maps(), library_code_ranges(self.pid, &["libc.so"]))
