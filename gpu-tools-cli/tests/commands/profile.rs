@@ -514,33 +514,30 @@ fn a_running_process_is_refused_before_it_is_touched() {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(status.contains("TracerPid:\t0"), "{status}");
     };
+    // `gpu-tools profile ARGS` exits 1 with `words` in its message, and leaves the process as it was.
+    let refused = |args: &[&str], words: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .arg("profile")
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(words), "{err}");
+        untouched();
+    };
     // Both at once: refused before anything else.
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["profile", "--pid", &pid, "--pc-sampling", "--set", "basic"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("one at a time"), "{err}");
-    untouched();
+    refused(
+        &["--pid", &pid, "--pc-sampling", "--set", "basic"],
+        "one at a time",
+    );
     // Kernel metrics of a process that does not use CUDA.
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["profile", "--pid", &pid, "--duration", "1"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("does not use CUDA"), "{err}");
-    untouched();
+    refused(&["--pid", &pid, "--duration", "1"], "does not use CUDA");
     // PC sampling of a process that does not use CUDA.
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["profile", "--pid", &pid, "--pc-sampling", "--duration", "1"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("does not use CUDA"), "{err}");
-    untouched();
+    refused(
+        &["--pid", &pid, "--pc-sampling", "--duration", "1"],
+        "does not use CUDA",
+    );
     assert!(target.try_wait().unwrap().is_none());
     target.kill().unwrap();
     target.wait().unwrap();
