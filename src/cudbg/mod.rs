@@ -110,6 +110,7 @@
 //! | this process | [`OwnProcess`](AttachError::OwnProcess) |
 //! | a child of this process (its waits would take the ptrace stops; start it with [`DebugSession::builder`]) | [`OwnChild`](AttachError::OwnChild) |
 //! | traced by another process | [`AlreadyTraced`](AttachError::AlreadyTraced) |
+//! | stopped by a signal (state T: continue it first) | [`Stopped`](AttachError::Stopped) |
 //! | no `libcuda.so.1` mapped, another `libcuda.so.1` file than this process's, or the driver loaded but never initialised | [`NoCuda`](AttachError::NoCuda) with a [`NoCudaReason`] |
 //! | its driver already serves a debugger client that is alive | [`AlreadyDebugged`](AttachError::AlreadyDebugged) |
 //! | ptrace or `/proc` refused (another user, `kernel.yama.ptrace_scope`) | [`PermissionDenied`](AttachError::PermissionDenied) |

@@ -1,7 +1,8 @@
 //! `linux::inject` against plain C programs, no GPU: a library is loaded into a running program and its entry point
 //! called, twice; the program runs on and ends with its own result. And each refusal that can be made to happen
-//! here: no such process, a static binary, a process another tracer holds, a required library not mapped, an entry
-//! point the library lacks, a library the process cannot load.
+//! here: no such process, a static binary, a process another tracer holds, a stopped process, a zombie, another
+//! user's process, a required library not mapped, an entry point the library lacks, a library the process cannot
+//! load.
 //!
 //! The C sources are in `tests/inject/`; they are compiled with the system's `cc` into Cargo's test scratch folder.
 
@@ -226,6 +227,86 @@ fn refusals_leave_the_process_running() {
     );
     // After every refusal the program still ends with its own result.
     assert_eq!(finish(child), (expected_sum(1200), Some(0)));
+}
+
+#[test]
+fn a_stopped_process_and_a_zombie_are_refused_at_once_and_left_as_they_were() {
+    let lib = built().dir.join("libagent.so");
+    let child = start("target", 1500);
+    let pid = child.id();
+    let signal = |sig: libc::c_int| {
+        // SAFETY: kill with a pid of this test's own child and a plain signal number.
+        assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
+    };
+    signal(libc::SIGSTOP);
+    // The stop is seen in /proc once the kernel has delivered it.
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().chars().next())
+            })
+            .flatten()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while state() != Some('T') && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(state(), Some('T'));
+    let asked = std::time::Instant::now();
+    let e = Injection::new(pid, &lib, ENTRY)
+        .require_library("libc.so")
+        .run()
+        .unwrap_err();
+    let took = asked.elapsed();
+    assert!(matches!(e, InjectError::Stopped(p) if p == pid), "{e}");
+    assert!(
+        e.to_string().contains(&format!(
+            "continue it with SIGCONT first (kill -CONT {pid})"
+        )),
+        "{e}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "refused in {took:?}"
+    );
+    // Still stopped, untraced and without the library: nothing was done to it.
+    assert_eq!(state(), Some('T'));
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("TracerPid:\t0"), "{status}");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(!maps.contains("libagent.so"), "{maps}");
+    signal(libc::SIGCONT);
+    assert_eq!(finish(child), (expected_sum(1500), Some(0)));
+
+    // A zombie: a child of this process that ended and was not reaped yet.
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let zpid = zombie.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let zstate = || {
+        std::fs::read_to_string(format!("/proc/{zpid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().chars().next())
+            })
+            .flatten()
+    };
+    while zstate() != Some('Z') && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let asked = std::time::Instant::now();
+    let e = Injection::new(zpid, &lib, ENTRY).run().unwrap_err();
+    assert!(asked.elapsed() < std::time::Duration::from_secs(1));
+    match &e {
+        InjectError::Zombie { pid, parent } => {
+            assert_eq!((*pid, *parent), (zpid, std::process::id()));
+        }
+        other => panic!("expected Zombie, got {other}"),
+    }
+    assert!(e.to_string().contains("is a zombie"), "{e}");
+    zombie.wait().unwrap();
 }
 
 /// Run again as a child of `another_users_process_is_refused_with_the_fix`: drops to uid 65534, injects into the

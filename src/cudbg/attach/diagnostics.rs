@@ -16,6 +16,11 @@ pub enum AttachError {
     /// No such process (or it has already ended).
     #[error("no process {0}")]
     NoSuchProcess(u32),
+    /// The process is stopped (`SIGSTOP`, a job-control stop): it would not answer the attach until continued.
+    #[error(
+        "process {0} is stopped (state T): continue it with SIGCONT first (kill -CONT {0}), or attach when it runs"
+    )]
+    Stopped(u32),
     /// A session cannot debug the process it runs in.
     #[error("a session cannot attach to its own process")]
     OwnProcess,

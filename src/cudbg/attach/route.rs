@@ -124,6 +124,9 @@ impl PtraceHandshake {
         if let Ok(Some(tracer)) = target.tracer() {
             return Err(AttachError::AlreadyTraced { pid, tracer });
         }
+        if target.stat().is_ok_and(|s| s.state == 'T') {
+            return Err(AttachError::Stopped(pid));
+        }
         if !cfg!(target_arch = "x86_64") {
             return Err(AttachError::Unsupported(
                 "calling the driver's attach entry point is implemented for x86-64 only".into(),

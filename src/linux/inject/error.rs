@@ -12,6 +12,24 @@ pub enum InjectError {
     /// No such process (or it has already ended).
     #[error("no process {0}")]
     NoSuchProcess(u32),
+    /// The process is stopped (`SIGSTOP`, `SIGTSTP`, a job-control stop): it would run none of the injected code
+    /// until continued, so the injection would wait for nothing.
+    #[error(
+        "process {0} is stopped (state T): continue it with SIGCONT first (kill -CONT {0}), or attach when it \
+         runs"
+    )]
+    Stopped(u32),
+    /// The process has ended and waits for its parent to collect its exit status.
+    #[error(
+        "process {pid} has ended: it is a zombie, waiting for its parent (process {parent}) to collect its exit \
+         status; nothing of it is left to attach to"
+    )]
+    Zombie {
+        /// The process.
+        pid: u32,
+        /// Its parent.
+        parent: u32,
+    },
     /// A process cannot inject into itself: its own threads would be stopped.
     #[error(
         "cannot inject into this process itself (pid {0}); load the library with dlopen instead"
@@ -162,9 +180,10 @@ pub(crate) fn why_not_traceable(pid: u32) -> String {
         .map(|s| s.trim().to_owned());
     let mut why = Vec::new();
     if let (Some(t), Some(o)) = (theirs, ours) {
-        if t != o && o != 0 {
+        if t != o && !has_sys_ptrace() {
             why.push(format!(
-                "it belongs to uid {t} and this process runs as uid {o} (run as that user, or as root)"
+                "it belongs to uid {t} and this process runs as uid {o} without CAP_SYS_PTRACE (run as that user, \
+                 or as root, or with CAP_SYS_PTRACE: in a container, --cap-add=SYS_PTRACE)"
             ));
         }
     }
@@ -190,4 +209,36 @@ pub(crate) fn why_not_traceable(pid: u32) -> String {
         );
     }
     why.join("; ")
+}
+
+/// Whether this process holds `CAP_SYS_PTRACE` in its effective set (`CapEff` of `/proc/self/status`).
+pub(crate) fn has_sys_ptrace() -> bool {
+    const CAP_SYS_PTRACE: u32 = 19;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps >> CAP_SYS_PTRACE & 1 == 1)
+}
+
+/// A refusal that needs no ptrace: another user's process without the rights, or a `ptrace_scope` that forbids
+/// every attach (3), or every attach without `CAP_SYS_PTRACE` (2). Scope 1 is left to the attach itself: the target
+/// may have named this process its tracer (`PR_SET_PTRACER`), which cannot be read.
+pub(crate) fn permission_refusal(pid: u32) -> Option<String> {
+    use crate::linux::procfs::Process;
+    let cap = has_sys_ptrace();
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    match scope.as_deref() {
+        Some("3") => return Some(why_not_traceable(pid)),
+        Some("2") if !cap => return Some(why_not_traceable(pid)),
+        _ => {}
+    }
+    let theirs = Process::new(pid).uid().ok()?;
+    let ours = Process::current().uid().ok()?;
+    (theirs != ours && !cap).then(|| why_not_traceable(pid))
 }

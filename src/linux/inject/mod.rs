@@ -184,8 +184,20 @@ impl Injection {
         if pid == std::process::id() {
             return Err(InjectError::OwnProcess(pid));
         }
-        if pid == 0 || !process.exists() || process.stat().is_ok_and(|s| s.has_ended()) {
+        if pid == 0 || !process.exists() {
             return Err(InjectError::NoSuchProcess(pid));
+        }
+        match process.stat() {
+            Ok(s) if s.state == 'Z' => {
+                return Err(InjectError::Zombie {
+                    pid,
+                    parent: s.parent,
+                });
+            }
+            Ok(s) if s.has_ended() => return Err(InjectError::NoSuchProcess(pid)),
+            // Stopped by a signal ('T'); 't' (stopped by a tracer) is refused below, naming the tracer.
+            Ok(s) if s.state == 'T' => return Err(InjectError::Stopped(pid)),
+            _ => {}
         }
         // A thread id is not a process: the caller means the process it belongs to.
         if process.thread_group().is_ok_and(|g| g != pid) {
@@ -199,6 +211,9 @@ impl Injection {
                     .command_line_text()
                     .unwrap_or_else(|_| "?".into()),
             });
+        }
+        if let Some(detail) = error::permission_refusal(pid) {
+            return Err(InjectError::PermissionDenied { pid, detail });
         }
         let maps = process.maps().map_err(|e| self.io_error(e))?;
         if maps.is_empty() {
