@@ -140,5 +140,6 @@ pub use record::{Activity, ActivityObject, CopyKind, Dim3, MemoryKind, TimeRange
 pub use thread_id::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
 pub use tracer::{
     ActivityTracer, ActivityTracerBuilder, DroppedRecords, FlushMode, TracerReport, TracerStats,
+    UnlentBufferFn, set_unlent_buffer_handler,
 };
 pub use transfer::{Memcpy, Memset, PeerCopy};

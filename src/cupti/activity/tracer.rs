@@ -1,7 +1,7 @@
 //! [`ActivityTracer`]: the process's one consumer of CUPTI activity buffers.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -201,18 +201,49 @@ unsafe extern "C" fn on_buffer_requested(
     });
 }
 
+/// Where a buffer the tracer did not lend goes: CUPTI completes every buffer to the callbacks registered *now*, so a
+/// buffer another consumer (a profiler inside the program) was given before the tracer registered comes here.
+pub type UnlentBufferFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
+
+/// The handler of unlent buffers, as a function address (0: none; such buffers are left alone).
+static UNLENT: AtomicUsize = AtomicUsize::new(0);
+
+/// Hands buffers that CUPTI completes to the tracer but that the tracer did not lend to `handler`, which then owns
+/// them (`None`: they are left alone and logged, the default). A tool attached to a running program gives the
+/// program's own completion callback here, so that a buffer CUPTI took from the program before the tracer started
+/// still reaches it.
+///
+/// # Safety
+///
+/// `handler` must be safe to call from any thread, with CUPTI's completion arguments, for as long as it is set, and
+/// must not unwind.
+pub unsafe fn set_unlent_buffer_handler(handler: Option<UnlentBufferFn>) {
+    UNLENT.store(handler.map_or(0, |f| f as usize), Ordering::Release);
+}
+
 /// The buffer-completed callback, on a CUPTI worker thread or the thread that flushes.
 unsafe extern "C" fn on_buffer_completed(
     ctx: sys::CUcontext,
     stream_id: u32,
     buffer: *mut u8,
-    _size: usize,
+    size: usize,
     valid: usize,
 ) {
     delivery::vendor_callback((), || {
         // Only buffers the pool lent are read, and never past their real size.
         let Some(len) = pool::lent_size(buffer) else {
-            log::warn!("CUPTI completed a buffer the tracer did not lend; left alone");
+            let handler = UNLENT.load(Ordering::Acquire);
+            if handler == 0 {
+                log::warn!("CUPTI completed a buffer the tracer did not lend; left alone");
+            } else {
+                log::debug!("CUPTI completed a buffer the tracer did not lend: handed on");
+                // SAFETY: a handler set through `set_unlent_buffer_handler`, whose contract makes it callable here
+                // with CUPTI's own arguments; the address was stored from a function of that type.
+                unsafe {
+                    let f = std::mem::transmute::<usize, UnlentBufferFn>(handler);
+                    f(ctx, stream_id, buffer, size, valid);
+                }
+            }
             return;
         };
         let valid = valid.min(len);
