@@ -97,13 +97,20 @@ fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
 
 /// Every kind the session enables: the record kinds, NVTX, graph-level records, and, for API records of launches
 /// only, no whole API kind (single functions are enabled after the start).
-fn session_kinds(config: &Config, graph: GraphMode) -> ActivityKinds {
+///
+/// Attached to a running program, graph-level records are never enabled: its graphs may have been instantiated
+/// before CUPTI started, and CUPTI 13.0 then crashes their next launch (SIGSEGV, seen on driver 580). Graph mode
+/// builds the launches from the kernels' records instead (`graph_fold`), which needs kernel records on.
+fn session_kinds(config: &Config, graph: GraphMode, mode: Mode) -> ActivityKinds {
     let mut kinds = activity_kinds(&config.kinds);
     if config.nvtx {
         kinds |= ActivityKinds::MARKER | ActivityKinds::MARKER_DATA;
     }
     if graph == GraphMode::Graph {
-        kinds |= ActivityKinds::GRAPH_TRACE;
+        match mode {
+            Mode::Launched => kinds |= ActivityKinds::GRAPH_TRACE,
+            Mode::Attached => kinds |= ActivityKinds::CONCURRENT_KERNEL,
+        }
     }
     if config.api == ApiMode::Launches {
         kinds -= ActivityKinds::DRIVER | ActivityKinds::RUNTIME;
@@ -367,13 +374,20 @@ impl Session {
         // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
         crate::coexist::read_clock_before_trace();
         let (thread_ids, thread_note) = thread_ids(mode);
+        let graph_mode = config.graph == GraphMode::Graph;
+        let attached = mode == Mode::Attached;
         let writer = Arc::new(Writer::new(
             sink,
             &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
             Filter {
-                drop_graph_nodes: config.graph == GraphMode::Graph,
+                drop_graph_nodes: graph_mode && !attached,
+                fold_graphs: graph_mode && attached,
+                drop_plain_kernels: graph_mode && attached && !config.kinds.contains(&Kind::Kernel),
                 skip: Default::default(),
                 stage: config.stage,
+                // The window starts now: CUPTI may deliver records of earlier work late (seen: kernels of the
+                // program's first seconds, in the first attach to it).
+                window_start: attached.then(|| Clock::Monotonic.now_ns()),
             },
         ));
         writer.push(&Record::ProcessStart(ProcessStart {
@@ -388,10 +402,13 @@ impl Session {
             writer.notice(NoticeLevel::Warning, note);
         }
         writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+        if attached {
+            probe_program(&writer);
+        }
         let start = |graph: GraphMode| {
             let w = Arc::clone(&writer);
             ActivityTracer::builder()
-                .kinds(session_kinds(config, graph))
+                .kinds(session_kinds(config, graph, mode))
                 .buffer_size(config.buffer_size & !7)
                 .max_buffers(config.max_buffers)
                 .clock(Clock::Monotonic)
@@ -505,6 +522,42 @@ impl Session {
     /// Sends a notice into the session's stream.
     pub fn notice(&self, level: NoticeLevel, text: String) {
         self.writer.notice(level, text);
+    }
+}
+
+/// Attached: finds a profiler inside the program that records now, before the tracer takes CUPTI's callbacks, so
+/// that it keeps its records (`coexist::probe_program`); says what was found.
+fn probe_program(writer: &Writer) {
+    use crate::coexist::ProgramProfiler;
+    match crate::coexist::probe_program() {
+        Ok(ProgramProfiler::None) => {}
+        Ok(ProgramProfiler::Idle { asked }) => writer.notice(
+            NoticeLevel::Info,
+            format!(
+                "a profiler inside the program had registered CUPTI's buffer callbacks and recorded nothing while \
+                 they were watched (its session had ended, or nothing ran{}): they go back to CUPTI when the trace \
+                 ends",
+                if asked {
+                    "; CUPTI asked it for a buffer, so a kind of its that recorded nothing may be enabled"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Ok(ProgramProfiler::Recording(kinds)) => writer.notice(
+            NoticeLevel::Info,
+            format!(
+                "the program's own profiler is recording (kinds {kinds:?}): it keeps getting its records during \
+                 the trace, and its callbacks and kinds go back to CUPTI when the trace ends"
+            ),
+        ),
+        Err(e) => writer.notice(
+            NoticeLevel::Warning,
+            format!(
+                "a profiler inside the program that records now could not be found ({e}): if one does, the trace \
+                 takes its records, and it records nothing after the trace"
+            ),
+        ),
     }
 }
 

@@ -13,6 +13,7 @@ use gpu_tools::trace::{
 };
 
 use crate::convert::TraceConverter;
+use crate::graph_fold::GraphFold;
 use crate::sink::{SendError, Sink};
 
 struct State {
@@ -33,6 +34,14 @@ struct State {
     /// API records left out by `skip`.
     skipped_api: u64,
     stage: Stage,
+    /// Attached: records of work that ended before this instant (the trace's clock) are not the window's.
+    window_start: Option<u64>,
+    /// Records left out by `window_start`.
+    before_window: u64,
+    /// Attached in graph mode: graph launches built from their kernels (`graph_fold`).
+    fold: Option<GraphFold>,
+    /// Kernels outside graphs were enabled only to fold graphs: not the trace's.
+    drop_plain_kernels: bool,
 }
 
 /// What the writer leaves out, and how far records travel.
@@ -44,6 +53,13 @@ pub struct Filter {
     pub skip: HashSet<(u8, u32)>,
     /// How far records travel.
     pub stage: Stage,
+    /// Leave out records of work that ended before this instant, on the trace's clock (an attached trace's start).
+    pub window_start: Option<u64>,
+    /// Build graph launches from the kernels of graph nodes (an attached trace in graph mode, where CUPTI's
+    /// graph-level records are not enabled).
+    pub fold_graphs: bool,
+    /// Leave out kernels that ran outside graphs (their kind is on only for `fold_graphs`).
+    pub drop_plain_kernels: bool,
 }
 
 /// The stream of one traced process.
@@ -79,6 +95,10 @@ impl Writer {
                 skip: filter.skip,
                 skipped_api: 0,
                 stage: filter.stage,
+                window_start: filter.window_start,
+                before_window: 0,
+                fold: filter.fold_graphs.then(GraphFold::default),
+                drop_plain_kernels: filter.drop_plain_kernels,
             }),
             ended: AtomicBool::new(false),
         }
@@ -145,7 +165,22 @@ impl Writer {
                                     }
                                 }
                             }
-                            match st.converter.convert(&activity) {
+                            let converted = st.converter.convert(&activity);
+                            if let (Some(start), Some((_, end))) =
+                                (st.window_start, converted.as_ref().and_then(Record::span))
+                            {
+                                if end < start {
+                                    st.before_window += 1;
+                                    continue;
+                                }
+                            }
+                            match converted {
+                                Some(Record::Kernel(k)) if k.graph_id != 0 && st.fold.is_some() => {
+                                    if let Some(fold) = st.fold.as_mut() {
+                                        fold.add(&k);
+                                    }
+                                }
+                                Some(Record::Kernel(_)) if st.drop_plain_kernels => {}
                                 Some(Record::Kernel(k))
                                     if st.drop_graph_nodes && k.graph_id != 0 =>
                                 {
@@ -162,6 +197,11 @@ impl Writer {
                             st.skipped += 1;
                             log::debug!("activity record skipped: {e}");
                         }
+                    }
+                }
+                if let Some(fold) = st.fold.as_mut() {
+                    for launch in fold.end_batch() {
+                        st.encoder.push(&Record::GraphLaunch(launch));
                     }
                 }
             }
@@ -206,6 +246,32 @@ impl Writer {
         let Some(mut st) = self.lock() else { return };
         if self.ended.swap(true, Ordering::SeqCst) {
             return;
+        }
+        if let Some(mut fold) = st.fold.take() {
+            for launch in fold.finish() {
+                st.encoder.push(&Record::GraphLaunch(launch));
+            }
+            let (kernels, launches) = fold.counts();
+            if kernels > 0 {
+                st.encoder.push(&Record::Notice(Notice {
+                    level: NoticeLevel::Info,
+                    text: format!(
+                        "graph mode, attached: {launches} graph launches built from the records of their {kernels} \
+                         kernels (graph id and launch correlation); CUPTI's graph-level records are not enabled in \
+                         a running program, whose graphs may predate CUPTI (enabling them there crashes the next \
+                         launch of such a graph with CUPTI 13.0)"
+                    ),
+                }));
+            }
+        }
+        if st.before_window > 0 {
+            let n = st.before_window;
+            st.encoder.push(&Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{n} records of work that ended before the attach left out (CUPTI delivered them late)"
+                ),
+            }));
         }
         let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);
         if nodes > 0 {

@@ -29,19 +29,23 @@
 //! are restored: the program is left calling CUPTI directly, as before.
 //!
 //! Calls made through `dlsym` pointers (a profiler that loads CUPTI itself) are not seen; nor are objects loaded
-//! after the session started. Attached while the program's profiler records, the records that profiler had in
-//! CUPTI's buffers at that moment are lost to it (its callbacks were registered before and cannot be found).
+//! after the session started. Attached while the program's profiler records (its session open across the attach),
+//! its callbacks are found where CUPTI keeps them and the kinds it records are watched for a moment (`probe`); it is
+//! then shared with as if it had registered and enabled them during the trace. A kind of its that recorded nothing
+//! in that moment cannot be seen: it is not given back at the end.
 
 mod clock;
 mod handover;
 mod hooks;
 mod imports;
+mod probe;
 
 pub use handover::dispatch;
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use gpu_tools::cupti::activity::ActivityKinds;
 use gpu_tools::sys::cupti as sys;
@@ -56,6 +60,8 @@ type ApiChoiceFn = unsafe extern "C" fn(sys::CUpti_CallbackId, u8) -> sys::CUpti
 type RegisterTimestampFn =
     unsafe extern "C" fn(sys::CUpti_TimestampCallbackFunc) -> sys::CUptiResult;
 type GetTimestampFn = unsafe extern "C" fn(*mut u64) -> sys::CUptiResult;
+type NextRecordFn =
+    unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
 type SubscribeFn = unsafe extern "C" fn(
     *mut sys::CUpti_SubscriberHandle,
     sys::CUpti_CallbackFunc,
@@ -75,6 +81,7 @@ struct Real {
     subscribe: SubscribeFn,
     register_timestamp: Option<RegisterTimestampFn>,
     get_timestamp: Option<GetTimestampFn>,
+    get_next_record: Option<NextRecordFn>,
 }
 
 /// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
@@ -202,6 +209,12 @@ fn resolve() -> Result<Real, String> {
         .map(std::path::Path::to_path_buf)
         .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
         .ok_or("no CUPTI is loaded")?;
+    let real = real_in(&path)?;
+    Ok(*REAL.get_or_init(|| real))
+}
+
+/// The CUPTI functions of the library at `path`, which must be loaded already.
+fn real_in(path: &std::path::Path) -> Result<Real, String> {
     let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: a NUL-terminated path; RTLD_NOLOAD only finds the library already mapped (no constructor runs).
     let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
@@ -241,9 +254,12 @@ fn resolve() -> Result<Real, String> {
             get_timestamp: symbol("cuptiGetTimestamp")
                 .ok()
                 .map(|p| std::mem::transmute::<usize, GetTimestampFn>(p)),
+            get_next_record: symbol("cuptiActivityGetNextRecord")
+                .ok()
+                .map(|p| std::mem::transmute::<usize, NextRecordFn>(p)),
         }
     };
-    Ok(*REAL.get_or_init(|| real))
+    Ok(real)
 }
 
 /// The clock CUPTI is on before the trace registers its own, read by [`read_clock_before_trace`].
@@ -264,6 +280,53 @@ pub fn read_clock_before_trace() {
         .unwrap_or(clock::ProgramClock::Unknown);
     log::debug!("CUPTI's clock before the trace: {recognised:?}");
     *CLOCK_BEFORE.lock().unwrap_or_else(|p| p.into_inner()) = Some(recognised);
+}
+
+/// What [`probe_program`] found of a profiler inside the program, for [`install`].
+static FOUND: Mutex<Option<probe::Found>> = Mutex::new(None);
+
+/// How long the program's buffers are watched for the kinds its profiler records.
+const WATCH: Duration = Duration::from_millis(200);
+
+/// What the program's own profiler was doing when the trace attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramProfiler {
+    /// It had never registered buffer callbacks.
+    None,
+    /// Its callbacks were registered; nothing recorded while they were watched (a session that ended, or a
+    /// program that launched nothing meanwhile). `asked`: CUPTI asked it for a buffer all the same.
+    Idle { asked: bool },
+    /// It records these kinds.
+    Recording(ActivityKinds),
+}
+
+/// Before an attached trace's tracer starts: finds a profiler inside the program that records now, so that it
+/// keeps its records ([`probe`]). Its records made so far are flushed to it either way. `Err`: it could not be
+/// found, and the trace takes CUPTI's callbacks from it (said in the stream).
+pub fn probe_program() -> Result<ProgramProfiler, String> {
+    let real = resolve()?;
+    let path = gpu_tools::cupti::CuptiLibrary::get()
+        .and_then(|l| l.path())
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
+        .ok_or("no CUPTI is loaded")?;
+    let found = probe::probe(&real, &path, WATCH)?;
+    let answer = match &found {
+        None => ProgramProfiler::None,
+        Some(f) if f.kinds == 0 => ProgramProfiler::Idle { asked: f.asked },
+        Some(f) => ProgramProfiler::Recording(ActivityKinds::from_bits_retain(f.kinds)),
+    };
+    if found.is_some() {
+        // Buffers CUPTI took from the program before the tracer registered come back to the tracer: they go on to
+        // the program.
+        // SAFETY: `hand_to_program` may be called from any thread with CUPTI's completion arguments, never
+        // unwinds, and lives as long as the process (the library is pinned).
+        unsafe {
+            gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(probe::hand_to_program))
+        };
+    }
+    *FOUND.lock().unwrap_or_else(|p| p.into_inner()) = found;
+    Ok(answer)
 }
 
 /// The file this library was loaded from, as the loader names it.
@@ -339,14 +402,31 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
         .unwrap_or_else(|p| p.into_inner())
         .take()
         .unwrap_or(clock::ProgramClock::Unknown);
+    // A profiler found recording at the attach is shared with as one that registered and enabled its kinds now.
+    let mut program = Program::default();
+    if let Some(found) = FOUND.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        program.request = Some(found.request);
+        program.complete = Some(found.complete);
+        program.registered = true;
+        program.enabled = found.kinds;
+        program.only_program = found.kinds & !session_kinds.bits();
+    }
+    let receiving = program.receives() != 0;
+    DISPATCHING.store(receiving, Ordering::Release);
+    FOREIGN.store(program.only_program, Ordering::Release);
     *guard = Some(Mux {
         session_kinds: session_kinds.bits(),
-        program: Program::default(),
+        program,
         clock: clock::ClockMap::new(clock_before),
         clock_before,
         redirects,
         handed: Handed::default(),
     });
+    drop(guard);
+    if receiving {
+        // CUPTI holds a buffer of the program's while it records for it (Kineto flushes only then).
+        handover::ensure_open();
+    }
     Ok(installed)
 }
 
@@ -378,6 +458,8 @@ pub fn uninstall(exiting: bool) -> Option<Uninstalled> {
         mux
     };
     imports::restore(mux.redirects);
+    // SAFETY: clearing the handler has no precondition.
+    unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(None) };
     let mut handed = mux.handed;
     if exiting {
         handover::forget();

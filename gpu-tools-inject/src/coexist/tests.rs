@@ -5,7 +5,7 @@ use gpu_tools::cupti::activity::{ActivityBatch, RecordLayout};
 use super::*;
 
 /// The tests below share the process's one sharing state.
-static SERIAL: Mutex<()> = Mutex::new(());
+pub(super) static SERIAL: Mutex<()> = Mutex::new(());
 
 extern "C" fn fake_getppid() -> libc::pid_t {
     4242

@@ -1,0 +1,433 @@
+//! Finding a profiler inside the program that was recording already when the trace attached.
+//!
+//! CUPTI keeps one pair of buffer callbacks and has no call that returns them. A trace that registers its own
+//! while the program's profiler records (a `torch.profiler` session open across the attach) would take every
+//! record of that session, and at its end leave the profiler's kinds disabled and its callbacks gone. CUPTI 12.9
+//! and 13.0 keep the pair in their own writable data, side by side (request, then completion; seen with the
+//! wheels' libraries). So before the trace starts: CUPTI's writable memory is copied, probe callbacks are
+//! registered, and the two words that now hold the probe's functions held the program's before. The probe
+//! callbacks pass everything on to the program's for a moment, while they note which kinds its buffers hold: those
+//! are the kinds its session records. The sharing (`coexist`) then treats the program as a profiler that
+//! registered and enabled them during the trace: it gets its records throughout, and its callbacks and kinds go
+//! back to CUPTI at the end.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use gpu_tools::linux::procfs::{Mapping, Process};
+use gpu_tools::sys::cupti as sys;
+
+use super::{Real, bit};
+
+type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type CompleteFn = unsafe extern "C" fn(sys::CUcontext, u32, *mut u8, usize, usize);
+
+/// The program's callbacks, as addresses (0: none found).
+static PROGRAM_REQUEST: AtomicUsize = AtomicUsize::new(0);
+static PROGRAM_COMPLETE: AtomicUsize = AtomicUsize::new(0);
+/// CUPTI asked the program for a buffer during the probe: a kind of its is enabled and records.
+static ASKED: AtomicBool = AtomicBool::new(false);
+/// The kinds of the records in the program's buffers during the probe.
+static KINDS_SEEN: AtomicU64 = AtomicU64::new(0);
+/// `cuptiActivityGetNextRecord`, as an address (0: not resolved).
+static NEXT_RECORD: AtomicUsize = AtomicUsize::new(0);
+
+/// A profiler inside the program whose callbacks were registered when the trace attached.
+#[derive(Debug, Clone, Copy)]
+pub struct Found {
+    pub request: RequestFn,
+    pub complete: CompleteFn,
+    /// The kinds its buffers held during the probe: what its session records now (none: it is not recording, or
+    /// its program launched nothing meanwhile).
+    pub kinds: u64,
+    /// CUPTI asked it for a buffer during the probe.
+    pub asked: bool,
+}
+
+/// Where the probe's pair was found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Located {
+    /// At one place, which held this pair before.
+    Before(usize, usize),
+    /// Nowhere.
+    Nowhere,
+    /// At several places: which one is CUPTI's cannot be told.
+    Several(usize),
+}
+
+/// Finds the 8-byte-aligned place in `now` (copies of CUPTI's writable ranges) that holds `pair` side by side, and
+/// returns what the same place held in `before`.
+pub(super) fn locate(before: &[Vec<u8>], now: &[Vec<u8>], pair: (usize, usize)) -> Located {
+    let word = |bytes: &[u8], at: usize| -> Option<usize> {
+        let b: [u8; 8] = bytes.get(at..at + 8)?.try_into().ok()?;
+        Some(usize::from_ne_bytes(b))
+    };
+    let mut found = Vec::new();
+    for (old, new) in before.iter().zip(now) {
+        let mut at = 0;
+        while at + 16 <= new.len().min(old.len()) {
+            if word(new, at) == Some(pair.0) && word(new, at + 8) == Some(pair.1) {
+                found.push((word(old, at).unwrap_or(0), word(old, at + 8).unwrap_or(0)));
+            }
+            at += 8;
+        }
+    }
+    match found.as_slice() {
+        [] => Located::Nowhere,
+        [(request, complete)] => Located::Before(*request, *complete),
+        more => Located::Several(more.len()),
+    }
+}
+
+/// CUPTI's writable ranges: the writable mappings of its file, and the anonymous mapping right after the last of
+/// them (its zero-initialised data).
+pub(super) fn writable_ranges(maps: &[Mapping], library: &Path) -> Vec<(u64, u64)> {
+    let mut ranges = Vec::new();
+    let mut last_of_library: Option<u64> = None;
+    for m in maps {
+        let ours = m.path().is_some_and(|p| p == library);
+        let writable = m.permissions[0] == b'r' && m.permissions[1] == b'w';
+        if ours {
+            last_of_library = Some(m.end);
+            if writable {
+                ranges.push((m.start, m.end));
+            }
+        } else if m.path().is_none() && writable && last_of_library == Some(m.start) {
+            ranges.push((m.start, m.end));
+            last_of_library = None;
+        } else {
+            last_of_library = None;
+        }
+    }
+    ranges
+}
+
+/// Copies of `ranges` of this process's memory.
+fn snapshot(ranges: &[(u64, u64)]) -> Vec<Vec<u8>> {
+    ranges
+        .iter()
+        .map(|&(start, end)| {
+            let len = usize::try_from(end.saturating_sub(start)).unwrap_or(0);
+            // SAFETY: a readable and writable mapping of this process, from its memory map, which CUPTI (loaded and
+            // pinned) does not unmap; reading it races with nothing that frees it.
+            unsafe { std::slice::from_raw_parts(start as usize as *const u8, len) }.to_vec()
+        })
+        .collect()
+}
+
+/// Whether `address` lies in this library (the injection library, which holds the crate's tracer).
+fn in_this_library(address: usize) -> bool {
+    let base = |a: usize| -> Option<usize> {
+        let mut info = libc::Dl_info {
+            dli_fname: std::ptr::null(),
+            dli_fbase: std::ptr::null_mut(),
+            dli_sname: std::ptr::null(),
+            dli_saddr: std::ptr::null_mut(),
+        };
+        // SAFETY: dladdr only reads the address and fills the out-structure.
+        let found = unsafe { libc::dladdr(a as *const libc::c_void, &mut info) };
+        (found != 0 && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
+    };
+    let own = base(in_this_library as *const () as usize);
+    own.is_some() && base(address) == own
+}
+
+fn is_code(maps: &[Mapping], address: usize) -> bool {
+    maps.iter()
+        .any(|m| m.is_executable() && m.contains(address as u64))
+}
+
+/// The probe's request callback: the program's buffer, noting that CUPTI asked for one.
+unsafe extern "C" fn probe_request(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let run = std::panic::catch_unwind(|| {
+        ASKED.store(true, Ordering::Release);
+        let f = PROGRAM_REQUEST.load(Ordering::Acquire);
+        if f == 0 {
+            // SAFETY: CUPTI's out-pointers; no buffer means CUPTI drops the records and counts them.
+            unsafe {
+                *buffer = std::ptr::null_mut();
+                *size = 0;
+                *max = 0;
+            }
+            return;
+        }
+        // SAFETY: the program's own request callback (checked to be code), called as CUPTI calls it.
+        unsafe { std::mem::transmute::<usize, RequestFn>(f)(buffer, size, max) }
+    });
+    if let Err(payload) = run {
+        std::mem::forget(payload);
+    }
+}
+
+/// The probe's completion callback: notes the kinds in the buffer, then gives it to the program.
+unsafe extern "C" fn probe_complete(
+    context: sys::CUcontext,
+    stream: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+) {
+    let run = std::panic::catch_unwind(|| {
+        KINDS_SEEN.fetch_or(kinds_in(buffer, valid), Ordering::AcqRel);
+        // SAFETY: the program's completion callback, with the buffer its request callback gave.
+        unsafe { hand_to_program(context, stream, buffer, size, valid) }
+    });
+    if let Err(payload) = run {
+        std::mem::forget(payload);
+    }
+}
+
+/// Gives a buffer that came from the program's request callback back to its completion callback; also the
+/// tracer's handler of buffers it did not lend (CUPTI completes them to whoever registered last).
+///
+/// # Safety
+///
+/// `buffer` came from the program's request callback and holds `valid` bytes of records.
+pub(super) unsafe extern "C" fn hand_to_program(
+    context: sys::CUcontext,
+    stream: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid: usize,
+) {
+    let f = PROGRAM_COMPLETE.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: the program's own completion callback (checked to be code), called as CUPTI calls it.
+        unsafe { std::mem::transmute::<usize, CompleteFn>(f)(context, stream, buffer, size, valid) }
+    }
+}
+
+/// The kinds of the records in a buffer, walked with CUPTI's own `cuptiActivityGetNextRecord`.
+fn kinds_in(buffer: *mut u8, valid: usize) -> u64 {
+    let next = NEXT_RECORD.load(Ordering::Acquire);
+    if next == 0 || buffer.is_null() {
+        return 0;
+    }
+    type NextFn =
+        unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
+    // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states.
+    let next = unsafe { std::mem::transmute::<usize, NextFn>(next) };
+    let mut kinds = 0u64;
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes; each record starts with its kind.
+    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
+        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
+        kinds |= bit(unsafe { (*record).kind });
+    }
+    kinds
+}
+
+/// Looks for the program's callbacks and, where found, watches its buffers for `watch`. Call it before the
+/// trace's tracer registers its own callbacks. `Ok(None)`: none were registered. `Err`: they could not be found,
+/// and the probe's callbacks stand in CUPTI in their place (the trace's replace them next: as without the probe).
+pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Option<Found>, String> {
+    let maps = Process::current()
+        .maps()
+        .map_err(|e| format!("cannot read this process's memory map: {e}"))?;
+    // The memory map names files by their real path.
+    let library = std::fs::canonicalize(library).unwrap_or_else(|_| library.to_path_buf());
+    let ranges = writable_ranges(&maps, &library);
+    if ranges.is_empty() {
+        return Err(format!("no writable mapping of {}", library.display()));
+    }
+    if let Some(next) = real.get_next_record {
+        NEXT_RECORD.store(next as usize, Ordering::Release);
+    }
+    // Everything the program's profiler recorded so far reaches it now, as at its own flush.
+    // SAFETY: the real flush; it calls the callbacks registered now, the program's if any.
+    let flushed = unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    if flushed == sys::CUPTI_ERROR_INVALID_OPERATION {
+        // CUPTI says so itself: no callbacks were ever registered.
+        return Ok(None);
+    }
+    let before = snapshot(&ranges);
+    ASKED.store(false, Ordering::Release);
+    KINDS_SEEN.store(0, Ordering::Release);
+    PROGRAM_REQUEST.store(0, Ordering::Release);
+    PROGRAM_COMPLETE.store(0, Ordering::Release);
+    // SAFETY: the real registration with two functions of this (pinned) library that have CUPTI's signatures.
+    let code = unsafe { (real.register_callbacks)(Some(probe_request), Some(probe_complete)) };
+    if code != sys::CUPTI_SUCCESS {
+        return Err(format!("registering the probe's callbacks returned {code}"));
+    }
+    let now = snapshot(&ranges);
+    let pair = (
+        probe_request as *const () as usize,
+        probe_complete as *const () as usize,
+    );
+    let (request, complete) = match locate(&before, &now, pair) {
+        Located::Before(0, 0) => return Ok(None),
+        // This library's own tracer, from an earlier attach (CUPTI keeps the callbacks of the last registration):
+        // not a profiler of the program's.
+        Located::Before(r, c) if in_this_library(r) || in_this_library(c) => return Ok(None),
+        Located::Before(r, c) if is_code(&maps, r) && is_code(&maps, c) => (r, c),
+        Located::Before(r, c) => {
+            // Not functions: put back what was there, and leave it alone.
+            // SAFETY: CUPTI stores the two words as they were; it calls neither unless a kind records.
+            unsafe {
+                (real.register_callbacks)(
+                    std::mem::transmute::<usize, sys::CUpti_BuffersCallbackRequestFunc>(r),
+                    std::mem::transmute::<usize, sys::CUpti_BuffersCallbackCompleteFunc>(c),
+                )
+            };
+            return Err(format!(
+                "CUPTI held {r:#x} and {c:#x} as its callbacks, which are not code"
+            ));
+        }
+        Located::Nowhere => {
+            return Err("the registered callbacks were not found in CUPTI's memory".into());
+        }
+        Located::Several(n) => {
+            return Err(format!(
+                "the registered callbacks were found at {n} places in CUPTI's memory"
+            ));
+        }
+    };
+    PROGRAM_REQUEST.store(request, Ordering::Release);
+    PROGRAM_COMPLETE.store(complete, Ordering::Release);
+    std::thread::sleep(watch);
+    // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
+    // SAFETY: the real flush.
+    unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    // SAFETY (both): addresses checked to be code in this process, found where CUPTI keeps its callbacks.
+    let (request, complete) = unsafe {
+        (
+            std::mem::transmute::<usize, RequestFn>(request),
+            std::mem::transmute::<usize, CompleteFn>(complete),
+        )
+    };
+    Ok(Some(Found {
+        request,
+        complete,
+        kinds: KINDS_SEEN.load(Ordering::Acquire),
+        asked: ASKED.load(Ordering::Acquire),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn program_request(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+        // SAFETY: CUPTI's out-pointers (never called here: no kind is enabled).
+        unsafe {
+            *buffer = std::ptr::null_mut();
+            *size = 0;
+            *max = 0;
+        }
+    }
+
+    unsafe extern "C" fn program_complete(
+        _: sys::CUcontext,
+        _: u32,
+        _: *mut u8,
+        _: usize,
+        _: usize,
+    ) {
+    }
+
+    /// With the real CUPTI of the wheel (no driver needed to register callbacks): the callbacks a program
+    /// registered are found, and registering them again puts them back where they were.
+    #[test]
+    fn the_programs_callbacks_are_found_in_the_real_cupti() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(dir) = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") else {
+            gpu_tools_testing::skip_unless_ci(
+                "GPU_TOOLS_CUPTI_WHEEL_LIB (the nvidia-cuda-cupti wheel's library folder) is not set",
+            );
+            return;
+        };
+        let path = std::fs::canonicalize(Path::new(&dir).join("libcupti.so.13"))
+            .expect("the wheel's libcupti.so.13");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path of a real CUPTI library; the handle is kept for the process's life.
+        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "the wheel's CUPTI loads");
+        let real = super::super::real_in(&path).expect("CUPTI's functions");
+        // SAFETY: two functions of this test with CUPTI's callback signatures, valid for the process.
+        let code =
+            unsafe { (real.register_callbacks)(Some(program_request), Some(program_complete)) };
+        assert_eq!(code, sys::CUPTI_SUCCESS);
+
+        let found = probe(&real, &path, Duration::from_millis(10))
+            .expect("the callbacks are found")
+            .expect("the program's callbacks were registered");
+        assert_eq!(
+            found.request as usize,
+            program_request as *const () as usize
+        );
+        assert_eq!(
+            found.complete as usize,
+            program_complete as *const () as usize
+        );
+        assert_eq!((found.kinds, found.asked), (0, false), "nothing recorded");
+
+        // CUPTI holds the probe's pair now; the program's goes back where it was.
+        let maps = Process::current().maps().unwrap();
+        let ranges = writable_ranges(&maps, &path);
+        let now = snapshot(&ranges);
+        let probe_pair = (
+            probe_request as *const () as usize,
+            probe_complete as *const () as usize,
+        );
+        assert!(matches!(
+            locate(&now, &now, probe_pair),
+            Located::Before(..)
+        ));
+        // SAFETY: as above.
+        let code = unsafe { (real.register_callbacks)(Some(found.request), Some(found.complete)) };
+        assert_eq!(code, sys::CUPTI_SUCCESS);
+        let now = snapshot(&ranges);
+        let program_pair = (
+            program_request as *const () as usize,
+            program_complete as *const () as usize,
+        );
+        assert_eq!(
+            locate(&now, &now, program_pair),
+            Located::Before(program_pair.0, program_pair.1)
+        );
+    }
+
+    fn words(w: &[usize]) -> Vec<u8> {
+        w.iter().flat_map(|v| v.to_ne_bytes()).collect()
+    }
+
+    #[test]
+    fn this_librarys_own_functions_are_told_from_anothers() {
+        assert!(in_this_library(probe_request as *const () as usize));
+        assert!(in_this_library(hand_to_program as *const () as usize));
+        assert!(!in_this_library(libc::getpid as *const () as usize));
+        assert!(!in_this_library(0));
+    }
+
+    #[test]
+    fn the_pair_is_found_where_it_replaced_the_old_one() {
+        let before = vec![words(&[1, 2, 0x100, 0x200, 5]), words(&[9, 9])];
+        let now = vec![words(&[1, 2, 0xaa, 0xbb, 5]), words(&[9, 9])];
+        assert_eq!(
+            locate(&before, &now, (0xaa, 0xbb)),
+            Located::Before(0x100, 0x200)
+        );
+        // Nothing registered before: zeros.
+        let before = vec![words(&[0, 0, 7])];
+        let now = vec![words(&[0xaa, 0xbb, 7])];
+        assert_eq!(locate(&before, &now, (0xaa, 0xbb)), Located::Before(0, 0));
+    }
+
+    #[test]
+    fn a_pair_found_nowhere_or_twice_is_said() {
+        let before = vec![words(&[1, 2, 3, 4])];
+        assert_eq!(
+            locate(&before, &before.clone(), (0xaa, 0xbb)),
+            Located::Nowhere
+        );
+        // Only side by side, in order.
+        let now = vec![words(&[0xbb, 0xaa, 3, 4])];
+        assert_eq!(locate(&before, &now, (0xaa, 0xbb)), Located::Nowhere);
+        let now = vec![words(&[0xaa, 0xbb, 0xaa, 0xbb])];
+        assert_eq!(locate(&before, &now, (0xaa, 0xbb)), Located::Several(2));
+    }
+}
