@@ -98,6 +98,31 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
     }
 }
 
+/// The driver's refusal of the debugger, with its likely cause where the process has run CUPTI for gpu-tools: in
+/// the survival matrix (driver 580, H200s), every process that an earlier `trace --pid` or `profile --pid` had
+/// attached to refused the debugger's attach with CUDBG_ERROR_INITIALIZATION_FAILURE, while the same jobs untouched
+/// by CUPTI were examined.
+fn refused_after_cupti(pid: u32, e: gpu_tools::Error) -> crate::failure::Failure {
+    use gpu_tools::cudbg::{AttachError, SessionError};
+    let refused = matches!(
+        &e,
+        gpu_tools::Error::Session(SessionError::Attach(AttachError::DriverRefused { .. }))
+    );
+    let injected = gpu_tools::linux::procfs::Process::new(pid)
+        .mapped_library("libgpu_tools_inject")
+        .is_some();
+    if refused && injected {
+        return crate::failure::Failure::new(
+            1,
+            format!(
+                "{e}. The process has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid`; driver \
+                 580 was seen to refuse the debugger in every such process (the process runs on as it was)"
+            ),
+        );
+    }
+    e.into()
+}
+
 /// The marker of the summary line a part prints with `--summary-line`.
 const SUMMARY: &str = "where-summary\t";
 
@@ -114,7 +139,7 @@ pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
         no_driver_here(pid)?;
-        let seen = examine(&args, pid)?;
+        let seen = examine(&args, pid).map_err(|e| refused_after_cupti(pid, e))?;
         if args.summary_line {
             outln!(
                 "{SUMMARY}{}",

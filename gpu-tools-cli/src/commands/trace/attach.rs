@@ -162,6 +162,9 @@ pub fn run(
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
     let mut attached: Vec<u32> = Vec::new();
+    // When each attach returned, and the CPU time the process had used by then: a window that got no record of a
+    // process that ran is an error, not an empty trace.
+    let mut windows: Vec<Window> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     for (&pid, endpoint) in pids.iter().zip(&endpoints) {
         let settings = injection_settings(cli, lib, &endpoint.in_target)
@@ -188,6 +191,11 @@ pub fn run(
                     }
                 );
                 attached.push(pid);
+                windows.push(Window {
+                    pid,
+                    attached_at: Instant::now(),
+                    cpu_at_attach: cpu_time(pid),
+                });
             }
             Ok(d) => failures.push(format!(
                 "process {pid}: not traced: {}",
@@ -245,6 +253,8 @@ pub fn run(
             break;
         }
     }
+    let window_end = Instant::now();
+    let cpu_at_end: Vec<Option<Duration>> = windows.iter().map(|w| cpu_time(w.pid)).collect();
     // The stop byte to every connection; each process delivers what CUPTI holds and ends its stream.
     for c in controls
         .lock()
@@ -279,6 +289,29 @@ pub fn run(
     let connections = accepted.load(Ordering::SeqCst);
     let mut trace = collector.finish()?;
     remove(&cleanup);
+    let mut empty = Vec::new();
+    for (w, cpu_end) in windows.iter().zip(&cpu_at_end) {
+        let Some(p) = trace.processes.iter().find(|p| p.pid == w.pid) else {
+            continue;
+        };
+        match p.first_activity {
+            Some(first) => log::info!(
+                "process {}: first record {:.1} ms after the attach; {} records of work in the window",
+                w.pid,
+                first.saturating_duration_since(w.attached_at).as_secs_f64() * 1e3,
+                p.activity
+            ),
+            None => log::info!("process {}: no record of work in the window", w.pid),
+        }
+        let window = window_end.saturating_duration_since(w.attached_at);
+        let ran = match (w.cpu_at_attach, cpu_end) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => Duration::ZERO,
+        };
+        if let Some(message) = empty_window(w.pid, p, window, ran, &cli.effective_kinds()) {
+            empty.push(message);
+        }
+    }
     if connections < attached.len() {
         trace.warnings.push(format!(
             "{} of the {} attached processes never connected (set {}=debug in the tracer's environment, or see \
@@ -291,7 +324,129 @@ pub fn run(
     Ok(Traced {
         trace,
         status: None,
+        empty_windows: empty,
     })
+}
+
+/// One attached process's window.
+struct Window {
+    pid: u32,
+    /// When its attach entry returned: its records start then.
+    attached_at: Instant,
+    /// The CPU time its threads had used by then.
+    cpu_at_attach: Option<Duration>,
+}
+
+/// The CPU time (user and system) process `pid`'s threads have used, from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let line = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    cpu_time_of_stat(&line)
+}
+
+/// Fields 14 and 15 (`utime`, `stime`, in clock ticks) of a `/proc/PID/stat` line; the command name before them may
+/// hold spaces and parentheses, so fields are counted after its last `)`.
+fn cpu_time_of_stat(line: &[u8]) -> Option<Duration> {
+    let close = line.iter().rposition(|&c| c == b')')?;
+    let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
+    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the name: state is field 3, so field N is at index N - 3.
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|&t| t > 0)?;
+    Some(Duration::from_nanos(
+        ticks.saturating_mul(1_000_000_000) / per_second,
+    ))
+}
+
+/// CPU time within a window above which the process counts as having run (a process that waits for work uses
+/// next to none; one that launches GPU work spends most of the window on a core).
+const RAN_FRACTION: f64 = 0.05;
+
+/// The error for a window without a record of work from a process that ran meanwhile; `None` when records came,
+/// or the process did not run (an idle server has nothing to record).
+fn empty_window(
+    pid: u32,
+    p: &super::model::Process,
+    window: Duration,
+    ran: Duration,
+    kinds: &[env::TraceKind],
+) -> Option<String> {
+    if p.activity > 0 || ran.as_secs_f64() < window.as_secs_f64() * RAN_FRACTION {
+        return None;
+    }
+    Some(format!(
+        "process {pid}: no record of work arrived in the {:.1} s window, although the process ran ({:.0} ms of \
+         CPU time in it): enabled {}; seen {} records in all ({}). The trace is not empty for want of work: the \
+         records did not reach it (a process that waits the whole window on one long kernel is the exception: \
+         try a longer --duration). Set {}=debug to see the injected library's log in the process's stderr",
+        window.as_secs_f64(),
+        ran.as_secs_f64() * 1e3,
+        kinds
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        p.received,
+        if p.ended {
+            "its stream ended normally"
+        } else {
+            "its stream did not end"
+        },
+        env::LOG
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_after_the_last_parenthesis() {
+        // A command name with spaces and a parenthesis; utime 150 and stime 50 ticks.
+        let line = b"42 (a b) c) S 1 42 42 0 -1 4194304 100 0 0 0 150 50 0 0 20 0 3 0 12345 0 0";
+        // SAFETY: sysconf has no preconditions.
+        let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
+        assert_eq!(
+            cpu_time_of_stat(line),
+            Some(Duration::from_nanos(200 * 1_000_000_000 / per_second))
+        );
+        assert_eq!(cpu_time_of_stat(b"42 (x) S 1"), None);
+        assert!(cpu_time(std::process::id()).is_some());
+    }
+
+    #[test]
+    fn an_empty_window_is_an_error_only_when_the_process_ran() {
+        let kinds = [env::TraceKind::Kernel, env::TraceKind::Runtime];
+        let mut p = super::super::model::Process {
+            pid: 7,
+            received: 5,
+            ended: true,
+            ..Default::default()
+        };
+        let window = Duration::from_secs(3);
+        let message = empty_window(7, &p, window, Duration::from_millis(2900), &kinds)
+            .expect("a busy process with no record is an error");
+        assert!(
+            message.contains("no record of work arrived in the 3.0 s window"),
+            "{message}"
+        );
+        assert!(message.contains("2900 ms of CPU time"), "{message}");
+        assert!(message.contains("enabled kernel, runtime"), "{message}");
+        assert!(message.contains("seen 5 records in all"), "{message}");
+        // An idle process: nothing to record, no error.
+        assert_eq!(
+            empty_window(7, &p, window, Duration::from_millis(20), &kinds),
+            None
+        );
+        // One record of work is enough.
+        p.activity = 1;
+        assert_eq!(
+            empty_window(7, &p, window, Duration::from_millis(2900), &kinds),
+            None
+        );
+    }
 }
 
 /// The same settings a launched trace gives its program.

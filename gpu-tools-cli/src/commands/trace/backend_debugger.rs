@@ -203,7 +203,11 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
             "the program was ended by signal {signal}; events the driver still held are lost"
         ));
     }
-    Ok(Traced { trace, status })
+    Ok(Traced {
+        trace,
+        status,
+        empty_windows: Vec::new(),
+    })
 }
 
 /// Starts the program under a session.

@@ -58,6 +58,8 @@ pub struct Traced {
     pub trace: Trace,
     /// The program's exit status, where known.
     pub status: Option<ExitStatus>,
+    /// Attached processes whose window got no record although they ran: said last, and the exit code is 1.
+    pub empty_windows: Vec<String>,
 }
 
 /// A program that could not be started: 127 when it does not exist, 126 when it cannot be run (as shells).
@@ -537,6 +539,12 @@ pub fn run(mut args: Args) -> Outcome {
         },
         None => 1,
     };
+    if !traced.empty_windows.is_empty() {
+        for e in &traced.empty_windows {
+            eprintln!("gpu-tools trace: {e}");
+        }
+        return Ok(1);
+    }
     if code == 0 && incomplete {
         if trace.processes.is_empty() {
             return Ok(1);

@@ -91,6 +91,11 @@ pub struct Process {
     pub dropped: u64,
     /// Records of the stream that could not be read.
     pub stream_errors: u64,
+    /// Records of work (kernels, copies, sets, graph launches, API calls, synchronizations, NVTX): what a window
+    /// that saw the process launch anything holds.
+    pub activity: u64,
+    /// When the first of them arrived.
+    pub first_activity: Option<std::time::Instant>,
 }
 
 /// The counters of one device sampled beside the trace (`--counters`).
@@ -121,6 +126,8 @@ pub struct Trace {
     pub api: Vec<ApiCall>,
     /// Dropped records per (pid, context, stream).
     pub dropped: Vec<(u32, u32, u32, u64)>,
+    /// CUDA graph launches recorded as a whole (graph mode): their kernels are not in `kernels`.
+    pub graph_launches: u64,
     /// Whether kernels carry start and end.
     pub kernel_times: bool,
     /// Whether the backend sees copies and sets at all.

@@ -158,7 +158,11 @@ pub fn run(
             env::LOG
         ));
     }
-    Ok(Traced { trace, status })
+    Ok(Traced {
+        trace,
+        status,
+        empty_windows: Vec::new(),
+    })
 }
 
 /// The trace ended: stops the counter sampling, if any, and takes the counter stream's last bytes and the
@@ -455,6 +459,21 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         if !s.ended {
             s.process.received += 1;
         }
+        if matches!(
+            record,
+            Record::Kernel(_)
+                | Record::Memcpy(_)
+                | Record::Memset(_)
+                | Record::Api(_)
+                | Record::GraphLaunch(_)
+                | Record::Synchronization(_)
+                | Record::Marker(_)
+        ) {
+            s.process.activity += 1;
+            s.process
+                .first_activity
+                .get_or_insert_with(std::time::Instant::now);
+        }
         let d = &mut *self.demangler;
         let t = &mut self.trace;
         match record {
@@ -531,6 +550,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 correlation: a.correlation,
             }),
             Record::Dropped(r) => t.dropped.push((pid, r.context, r.stream, r.count)),
+            Record::GraphLaunch(_) => t.graph_launches += 1,
             Record::Notice(n) => {
                 let level = match n.level {
                     NoticeLevel::Error => "error",

@@ -179,6 +179,14 @@ pub fn summary(trace: &Trace, backend: &str, out: &mut impl Write) -> io::Result
         },
         trace.dropped_total()
     )?;
+    if trace.graph_launches > 0 {
+        writeln!(
+            out,
+            "    {} CUDA graph launches, each recorded as a whole (their kernels are not counted above; \
+             --cuda-graph-trace node lists them)",
+            trace.graph_launches
+        )?;
+    }
     // Each process's job labels (its rank), where its launcher set them.
     if trace.processes.iter().any(|p| !p.label.is_empty()) {
         for p in &trace.processes {
