@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::failure::{Failure, stdout_closed};
 
@@ -17,8 +18,22 @@ pub fn closed() -> bool {
     stdout_closed()
 }
 
-/// Writes `text` to standard output; [`Failure::BrokenPipe`] once its reader is gone.
+/// Set where standard output carries an output file (`--json -`): the lines of [`outln!`] go to stderr instead.
+static TO_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Sends the lines of [`outln!`] to stderr from now on: standard output carries an output file (an output option
+/// given `-`), which they must not break into.
+pub fn to_stderr() {
+    TO_STDERR.store(true, Ordering::Relaxed);
+}
+
+/// Writes `text` to standard output (stderr after [`to_stderr`]); [`Failure::BrokenPipe`] once standard output's
+/// reader is gone.
 pub fn write(text: fmt::Arguments<'_>) -> Result<(), Failure> {
+    if TO_STDERR.load(Ordering::Relaxed) {
+        let _ = io::stderr().lock().write_fmt(text);
+        return Ok(());
+    }
     if closed() {
         return Err(Failure::BrokenPipe);
     }

@@ -51,7 +51,11 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
 }
 
 /// Refuses an output (`what`, at `path`) that is one of the inputs, under any path: it would be overwritten.
+/// (Standard output, `-`, is not a file of its own.)
 pub fn check_output(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<(), Failure> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
     let Some(id) = identity(path) else {
         return Ok(());
     };

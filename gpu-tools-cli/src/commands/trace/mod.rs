@@ -404,11 +404,33 @@ pub fn run(mut args: Args) -> Outcome {
         .as_ref()
         .map(|r| counters::open(r, &targets))
         .transpose()?;
+    if chrome_file.as_ref().is_some_and(OutputFile::is_stdout)
+        && trace_file.as_ref().is_some_and(OutputFile::is_stdout)
+    {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--chrome-trace and --output cannot both be standard output",
+        ));
+    }
     let mut demangler = Demangler::new(args.raw_names);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let written =
-        |e: std::io::Error, what: &str| Failure::new(1, format!("cannot write {what}: {e}"));
+    // The listing and the summary go to standard output, unless a trace goes there (`-o -`): then to stderr.
+    let to_stderr = [&chrome_file, &trace_file]
+        .into_iter()
+        .flatten()
+        .any(OutputFile::is_stdout);
+    let mut out = BufWriter::new(if to_stderr {
+        Box::new(std::io::stderr().lock()) as Box<dyn Write>
+    } else {
+        Box::new(std::io::stdout().lock())
+    });
+    // A trace on a standard output whose reader went away ends the run as any closed standard output does.
+    let written = |e: std::io::Error, what: &str| {
+        if to_stderr && e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::stdout(e)
+        } else {
+            Failure::new(1, format!("cannot write {what}: {e}"))
+        }
+    };
     let traced = {
         let mut sinks = Sinks {
             file: trace_file
