@@ -14,8 +14,8 @@ use crate::failure::Outcome;
 use crate::output::OutputFile;
 use crate::trace_input::{Reading, check_output, open_all};
 
-/// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (gzip-compressed when
-/// OUT ends with `.gz`).
+/// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (either
+/// gzip-compressed when OUT ends with `.gz`).
 ///
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls to the
 /// work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track per metric
@@ -33,7 +33,8 @@ pub struct Args {
     /// The trace files.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Write a Perfetto trace (protobuf) to OUT; `-` is standard output.
+    /// Write a Perfetto trace (protobuf) to OUT; gzip-compressed when OUT ends with `.gz`; `-` is standard
+    /// output.
     #[arg(long, value_name = "OUT", group = "out")]
     perfetto: Option<PathBuf>,
     /// Write a Chrome trace (JSON) to OUT; gzip-compressed when OUT ends with `.gz`; `-` is standard output.
@@ -58,15 +59,22 @@ pub fn run(args: Args) -> Outcome {
     let written = {
         let w = output.writer();
         let raw = args.raw_names;
-        if args.perfetto.is_some() {
+        // gzip for either format when OUT ends with `.gz`.
+        if is_gzip(path) {
+            let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            if args.perfetto.is_some() {
+                let sink = KernelNames::new(PerfettoWriter::new(gz), raw);
+                export(sink, &args.files, inputs, &mut reading)
+                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+            } else {
+                let sink = KernelNames::new(ChromeWriter::new(gz), raw);
+                export(sink, &args.files, inputs, &mut reading)
+                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+            }
+        } else if args.perfetto.is_some() {
             let sink = KernelNames::new(PerfettoWriter::new(w), raw);
             export(sink, &args.files, inputs, &mut reading)
                 .and_then(|sink| sink.inner.into_inner()?.flush())
-        } else if is_gzip(path) {
-            let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-            let sink = KernelNames::new(ChromeWriter::new(gz), raw);
-            export(sink, &args.files, inputs, &mut reading)
-                .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
         } else {
             let sink = KernelNames::new(ChromeWriter::new(w), raw);
             export(sink, &args.files, inputs, &mut reading)

@@ -1010,3 +1010,26 @@ fn a_cut_file_does_not_blame_the_program_for_its_missing_end() {
     );
     assert!(!text.contains("crashed or killed"), "{text}");
 }
+
+/// `--perfetto OUT.gz` is gzip-compressed, as `--chrome OUT.gz` is.
+#[test]
+fn a_perfetto_export_to_gz_is_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let gz = dir.path().join("t.pb.gz");
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&gz)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&gz).unwrap();
+    assert_eq!(&bytes[..2], b"\x1f\x8b", "gzip's magic");
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    let (starts, ends) = perfetto::flows(&plain);
+    assert_eq!(starts.len(), 3, "a flow per launch");
+    assert_eq!(starts, ends);
+}
