@@ -21,7 +21,7 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track per metric
 /// (a track reads 0 where no sample says anything; a `counter gaps` slice marks lost samples); open it at
 /// https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
-/// Several files are merged on one timeline. OUT is written whole, and only when the export
+/// Several files are merged on one timeline; FILE `-` is standard input. OUT is written whole, and only when the export
 /// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
 /// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
 /// trace, another format version, cut short before its first record), fails a checksum (a changed byte: the message
@@ -30,7 +30,7 @@ use crate::trace_input::{Reading, check_output, open_all};
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
-    /// The trace files.
+    /// The trace files; `-` is standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Write a Perfetto trace (protobuf) to OUT; gzip-compressed when OUT ends with `.gz`; `-` is standard
