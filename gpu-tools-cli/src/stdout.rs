@@ -27,6 +27,24 @@ pub fn to_stderr() {
     TO_STDERR.store(true, Ordering::Relaxed);
 }
 
+/// Whether [`to_stderr`] was called: standard output carries an output file. A program that `trace` launches then
+/// gets stderr as its standard output too.
+pub fn carries_a_file() -> bool {
+    TO_STDERR.load(Ordering::Relaxed)
+}
+
+/// Standard output for a child process: stderr where standard output carries an output file
+/// ([`carries_a_file`]), else standard output itself.
+pub fn for_child() -> std::process::Stdio {
+    use std::os::fd::AsFd;
+    if carries_a_file() {
+        if let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() {
+            return std::process::Stdio::from(fd);
+        }
+    }
+    std::process::Stdio::inherit()
+}
+
 /// Writes `text` to standard output (stderr after [`to_stderr`]); [`Failure::BrokenPipe`] once standard output's
 /// reader is gone.
 pub fn write(text: fmt::Arguments<'_>) -> Result<(), Failure> {

@@ -1080,3 +1080,42 @@ fn without_cupti_or_a_driver_trace_says_both_are_missing() {
     );
     assert!(!marker.exists(), "the program did not run");
 }
+
+/// `-o -` is standard output: the trace goes there (`gpu-tools stats -` reads it back), and the listing, the
+/// summary and the program's own output go to stderr; both traces on standard output are refused.
+#[test]
+fn a_dash_writes_the_trace_to_standard_output() {
+    let out = trace("normal", &["-o", "-"]);
+    assert_eq!(out.status.code(), Some(0), "exit code");
+    let err = text(&out.stderr);
+    assert!(err.contains("kernel  "), "the listing on stderr: {err}");
+    assert!(
+        err.contains("running 1 test"),
+        "the program's output on stderr: {err}"
+    );
+    let mut stats = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args([
+            "stats",
+            "--report",
+            "cuda_gpu_kern_sum",
+            "--format",
+            "csv",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    stats.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let read = stats.wait_with_output().unwrap();
+    assert_eq!(read.status.code(), Some(0));
+    assert!(
+        text(&read.stdout).contains("FillFunctor"),
+        "{}",
+        text(&read.stdout)
+    );
+
+    let both = trace("normal", &["-o", "-", "--chrome-trace", "-"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(text(&both.stderr).contains("cannot both be standard output"));
+}

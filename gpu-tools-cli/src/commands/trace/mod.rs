@@ -418,6 +418,10 @@ pub fn run(mut args: Args) -> Outcome {
         .into_iter()
         .flatten()
         .any(OutputFile::is_stdout);
+    if to_stderr {
+        // The program's own output too.
+        crate::stdout::to_stderr();
+    }
     let mut out = BufWriter::new(if to_stderr {
         Box::new(std::io::stderr().lock()) as Box<dyn Write>
     } else {
