@@ -319,8 +319,10 @@ pub fn run(mut args: Args) -> Outcome {
         ));
     }
     let program = args.program.first().map(|p| check_program(p)).transpose()?;
-    if let Some(pid) = args.attach {
-        crate::pid::check(pid)?;
+    // Every process named is checked before the backend (and the driver it needs) is looked for: a PID that names
+    // no process is said as such, whatever this machine has.
+    for pid in args.attach.iter().chain(&args.pid).chain(&args.pid_tree) {
+        crate::pid::check(*pid)?;
     }
     let backend = choose_backend(&args, program.as_deref())?;
     // The debugger backend attaches to one process, through `--attach`.
