@@ -402,3 +402,11 @@ fn the_helps_name_one_log_setting_and_it_works() {
         text(&out.stderr)
     );
 }
+
+/// `where --help` says what the code does: several processes are examined one after the other.
+#[test]
+fn where_says_several_processes_are_examined_in_turn() {
+    let help = text(&gpu_tools(&["where", "--help"]).stdout);
+    assert!(!help.contains("at the same time"), "{help}");
+    assert!(help.contains("one after the other"), "{help}");
+}
