@@ -403,14 +403,6 @@ fn the_helps_name_one_log_setting_and_it_works() {
     );
 }
 
-/// `where --help` says what the code does: several processes are examined one after the other.
-#[test]
-fn where_says_several_processes_are_examined_in_turn() {
-    let help = text(&gpu_tools(&["where", "--help"]).stdout);
-    assert!(!help.contains("at the same time"), "{help}");
-    assert!(help.contains("one after the other"), "{help}");
-}
-
 /// Whether `shell` can be run here; where it cannot, the test says so (it is never counted as run).
 fn have(shell: &str) -> bool {
     let found = Command::new(shell)
@@ -561,4 +553,38 @@ fn the_zsh_script_parses_and_offers_each_subcommands_options() {
             "{moved} is not offered"
         );
     }
+}
+
+/// The manual page: no moved-out subcommand, a SEE ALSO of pages that exist, and the exit statuses.
+#[test]
+fn the_manual_page_names_what_exists() {
+    let out = gpu_tools(&["man"]);
+    assert!(out.status.success());
+    let page = text(&out.stdout);
+    for moved in MOVED {
+        assert!(!page.contains(&format!("tools {moved}")), "{moved}: {page}");
+        assert!(
+            !page.contains(&format!("tools\\-{moved}")),
+            "{moved}: {page}"
+        );
+    }
+    assert!(page.contains("\\fBgpu\\-tools stats\\fR"), "{page}");
+    // No page is named that is not installed: none of gpu-tools-SUBCOMMAND(1).
+    assert!(!page.contains("(1)"), "{page}");
+    assert!(page.contains(".SH \"SEE ALSO\""), "{page}");
+    let exit = page
+        .split(".SH \"EXIT STATUS\"")
+        .nth(1)
+        .expect("an EXIT STATUS section");
+    for code in ["0", "1", "2", "3", "126, 127", "141"] {
+        assert!(exit.contains(&format!("\\fB{code}\\fR")), "{code}: {exit}");
+    }
+}
+
+/// `where --help` says what the code does: several processes are examined one after the other.
+#[test]
+fn where_says_several_processes_are_examined_in_turn() {
+    let help = text(&gpu_tools(&["where", "--help"]).stdout);
+    assert!(!help.contains("at the same time"), "{help}");
+    assert!(help.contains("one after the other"), "{help}");
 }
