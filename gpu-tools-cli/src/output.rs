@@ -263,9 +263,11 @@ fn direct(
     st: &libc::stat,
 ) -> std::io::Result<Found> {
     if let Some(fd) = standard_stream(st) {
+        // A device (a terminal, `/dev/null`) is written through the same descriptor, but is not taken for standard
+        // output: `--chrome-trace /dev/null` where standard output is `/dev/null` too leaves the listing there.
         return Ok(Found::Direct {
             file: duplicate(fd)?,
-            stdout: fd == 1,
+            stdout: fd == 1 && kind(st) != libc::S_IFCHR,
         });
     }
     let file = if kind(st) == libc::S_IFSOCK {

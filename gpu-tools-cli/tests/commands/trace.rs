@@ -1119,3 +1119,26 @@ fn a_dash_writes_the_trace_to_standard_output() {
     assert_eq!(both.status.code(), Some(2));
     assert!(text(&both.stderr).contains("cannot both be standard output"));
 }
+
+/// A device that is also standard output (`/dev/null` for both) is written, but not taken for standard output: the
+/// listing stays there and does not move to stderr.
+#[test]
+fn a_device_that_is_standard_output_too_keeps_the_listing_there() {
+    let me = std::env::current_exe().unwrap();
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--inject-lib"])
+        .arg(&me)
+        .args(["--chrome-trace", "/dev/null", "--"])
+        .arg(&me)
+        .args(["trace::standin", "--exact", "--ignored", "--test-threads=1"])
+        .env(STANDIN, "normal")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("kernel  "),
+        "the listing is not on stderr: {err}"
+    );
+}
