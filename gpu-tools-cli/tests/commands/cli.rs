@@ -467,6 +467,50 @@ fn fish_completes(script: &std::path::Path, line: &str) -> Vec<String> {
         .collect()
 }
 
+/// Drives an interactive zsh in a pseudo-terminal (`zpty`): loads compinit and the script, has `compadd` print what
+/// it is given (`HITS:` lines), types `$2` and a TAB, then clears the line and waits for a marker.
+const ZSH_DRIVER: &str = r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'PS1=""; PROMPT_EOL_MARK=""; autoload -U compinit; compinit -u -D'
+zpty -w z "source ${1}"
+zpty -w z 'compadd () { builtin compadd -O __hits "$@"; print -r -- "HITS:${(j: :)__hits}"; builtin compadd "$@" }'
+zpty -w -n z "${2}"$'\t'
+sleep 1
+zpty -w z $'\C-a\C-k'
+zpty -w z 'echo DO""NE'
+zpty -r z out '*DONE*'
+print -r -- "$out" | tr -d '\r' | grep -ao 'HITS:[^[:cntrl:]]*'
+zpty -d z
+"#;
+
+/// What zsh's completion of `gpu-tools` offers for `line` (each candidate once), through [`ZSH_DRIVER`].
+fn zsh_completes(script: &std::path::Path, line: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("driver.zsh");
+    std::fs::write(&driver, ZSH_DRIVER).unwrap();
+    let out = Command::new("timeout")
+        .args(["60", "zsh", "-f"])
+        .arg(&driver)
+        .arg(script)
+        .arg(line)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "zsh: {}", text(&out.stderr));
+    let mut words: Vec<String> = Vec::new();
+    for hits in text(&out.stdout).lines() {
+        // The echo of compadd's definition is not a completion.
+        if hits.contains("__hits") {
+            continue;
+        }
+        for w in hits.trim_start_matches("HITS:").split_whitespace() {
+            if !words.iter().any(|x| x == w) {
+                words.push(w.to_owned());
+            }
+        }
+    }
+    words
+}
+
 const MOVED: [&str; 3] = ["record", "replay", "rocprof"];
 
 #[test]
@@ -533,13 +577,30 @@ fn fish_completes_a_subcommands_options() {
 }
 
 #[test]
-fn the_zsh_script_parses_and_offers_each_subcommands_options() {
+fn zsh_completes_a_subcommands_options() {
     if !have("zsh") {
         return;
     }
     let (_dir, script) = completion_script("zsh");
     let parsed = Command::new("zsh").arg("-n").arg(&script).output().unwrap();
     assert!(parsed.status.success(), "zsh -n: {}", text(&parsed.stderr));
+    assert_eq!(
+        zsh_completes(&script, "gpu-tools stats --rep"),
+        ["--report"]
+    );
+    let subcommands = zsh_completes(&script, "gpu-tools ");
+    for sub in SUBCOMMANDS {
+        assert!(
+            subcommands.iter().any(|s| s == sub),
+            "{sub}: {subcommands:?}"
+        );
+    }
+    for moved in MOVED {
+        assert!(
+            !subcommands.iter().any(|s| s == moved),
+            "{moved}: {subcommands:?}"
+        );
+    }
     let text = std::fs::read_to_string(&script).unwrap();
     let stats = text
         .split("(stats)")
