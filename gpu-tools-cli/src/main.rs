@@ -55,19 +55,36 @@ fn main() -> ExitCode {
     if asks_for_version(&args) {
         command = command.version(&*Box::leak(version().into_boxed_str()));
     }
-    let matches = command.get_matches_from(args);
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = match command.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => return clap_exit(&e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     let name = cli.command.name();
     match cli.command.run() {
         // Standard output closed by its reader: quietly, also where the subcommand went on to finish its work.
         Err(Failure::BrokenPipe) => ExitCode::from(failure::BROKEN_PIPE),
         Ok(_) if stdout::closed() => ExitCode::from(failure::BROKEN_PIPE),
         Ok(code) => ExitCode::from(code),
-        Err(Failure::Usage(e)) => e.exit(),
+        Err(Failure::Usage(e)) => clap_exit(&e),
         Err(Failure::Message { code, message }) => {
             eprintln!("gpu-tools {name}: {message}");
             ExitCode::from(code)
         }
+    }
+}
+
+/// What clap stops at: a usage error (on stderr, exit 2), or `--help` and `--version` (on standard output, exit 0;
+/// 141 where standard output was closed by its reader, as for every report: clap's own `exit` says 0 then).
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    match e.print() {
+        Err(written) if !e.use_stderr() && written.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::from(failure::BROKEN_PIPE)
+        }
+        _ => ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2)),
     }
 }
 

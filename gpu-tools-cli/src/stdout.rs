@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::failure::{Failure, stdout_closed};
 
@@ -17,8 +18,40 @@ pub fn closed() -> bool {
     stdout_closed()
 }
 
-/// Writes `text` to standard output; [`Failure::BrokenPipe`] once its reader is gone.
+/// Set where standard output carries an output file (`--json -`): the lines of [`outln!`] go to stderr instead.
+static TO_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Sends the lines of [`outln!`] to stderr from now on: standard output carries an output file (an output option
+/// given `-`), which they must not break into.
+pub fn to_stderr() {
+    TO_STDERR.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`to_stderr`] was called: standard output carries an output file. A program that `trace` launches then
+/// gets stderr as its standard output too.
+pub fn carries_a_file() -> bool {
+    TO_STDERR.load(Ordering::Relaxed)
+}
+
+/// Standard output for a child process: stderr where standard output carries an output file
+/// ([`carries_a_file`]), else standard output itself.
+pub fn for_child() -> std::process::Stdio {
+    use std::os::fd::AsFd;
+    if carries_a_file() {
+        if let Ok(fd) = io::stderr().as_fd().try_clone_to_owned() {
+            return std::process::Stdio::from(fd);
+        }
+    }
+    std::process::Stdio::inherit()
+}
+
+/// Writes `text` to standard output (stderr after [`to_stderr`]); [`Failure::BrokenPipe`] once standard output's
+/// reader is gone.
 pub fn write(text: fmt::Arguments<'_>) -> Result<(), Failure> {
+    if TO_STDERR.load(Ordering::Relaxed) {
+        let _ = io::stderr().lock().write_fmt(text);
+        return Ok(());
+    }
     if closed() {
         return Err(Failure::BrokenPipe);
     }

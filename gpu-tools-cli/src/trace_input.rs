@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -12,12 +13,29 @@ use gpu_tools::trace::file::TraceFileError;
 
 use crate::failure::{Failure, INCOMPLETE};
 
-/// What makes a file itself whatever the path to it (`a`, `./a`, a hard or symbolic link): its device and inode.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+/// The name of standard input among the files: `-`.
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
 }
 
-/// The input files, each opened; a file given twice (under any path) is refused: its records would count twice.
+/// Standard input, as a file of its own (a duplicate of its descriptor).
+fn stdin_file() -> std::io::Result<File> {
+    Ok(File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
+}
+
+/// What makes a file itself whatever the path to it (`a`, `./a`, a hard or symbolic link, `-` for standard input
+/// where that is the file): its device and inode.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    let meta = if is_stdin(path) {
+        stdin_file().and_then(|f| f.metadata())
+    } else {
+        std::fs::metadata(path)
+    };
+    meta.ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// The input files, each opened (`-` is standard input); a file given twice (under any path) is refused: its records
+/// would count twice.
 pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
     for (i, path) in paths.iter().enumerate() {
         let Some(id) = identity(path) else { continue };
@@ -40,6 +58,11 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
     paths
         .iter()
         .map(|p| {
+            if is_stdin(p) {
+                return stdin_file()
+                    .map(BufReader::new)
+                    .map_err(|e| Failure::new(1, format!("cannot read standard input: {e}")));
+            }
             if p.is_dir() {
                 return Err(Failure::new(1, format!("{}: is a folder", p.display())));
             }
@@ -51,7 +74,11 @@ pub fn open_all(paths: &[PathBuf]) -> Result<Vec<BufReader<File>>, Failure> {
 }
 
 /// Refuses an output (`what`, at `path`) that is one of the inputs, under any path: it would be overwritten.
+/// (Standard output, `-`, is not a file of its own.)
 pub fn check_output(path: &Path, what: &str, inputs: &[PathBuf]) -> Result<(), Failure> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
     let Some(id) = identity(path) else {
         return Ok(());
     };

@@ -1,6 +1,6 @@
 //! The `step` kernel (PTX) and its host reference, and the byte patterns, checksums and comparisons that the
-//! checkpoint tests check device memory with. [`download`] and [`run_step`] drive a real context (feature
-//! `nvidia-hw-tests`).
+//! checkpoint tests check device memory with. `download` and `run_step` drive a real context (feature
+//! `nvidia-hw-tests`; named without links, which a build without the feature could not resolve).
 
 use std::ffi::CStr;
 #[cfg(feature = "nvidia-hw-tests")]

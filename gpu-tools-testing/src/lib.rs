@@ -7,7 +7,7 @@
 //!   [`gpu_tools_cli`], [`inject_lib`].
 //! - Helpers shared by the tests of several crates: [`process`] (child processes that are killed when a test
 //!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls),
-//!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, [`cudbg`] (debuggees
+//!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, `cudbg` (debuggees
 //!   and debugger sessions). A helper that loads a C double through feature-gated library APIs must compile
 //!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
 //!   expanded there ([`cupti_double_loader!`]), or it stays in that crate's tests (`tests/common/` of the library)
@@ -16,8 +16,9 @@
 //!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
 //!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
 //! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
-//!   `amd-hw-tests`, so that the library has no test features; [`gpu_memory`] (device memory as `nvidia-smi`
-//!   reports it) is theirs.
+//!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (device memory as `nvidia-smi`
+//!   reports it) is theirs. (`cudbg` and `gpu_memory` exist only with `nvidia-hw-tests`: named here without links,
+//!   which a build without the feature could not resolve.)
 
 use std::path::PathBuf;
 

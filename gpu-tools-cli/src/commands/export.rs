@@ -10,33 +10,34 @@ use gpu_tools::trace::export::{
 };
 
 use crate::demangle::demangle;
-use crate::failure::{Failure, Outcome};
+use crate::failure::Outcome;
 use crate::output::OutputFile;
 use crate::trace_input::{Reading, check_output, open_all};
 
-/// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (gzip-compressed when
-/// OUT ends with `.gz`).
+/// Convert saved traces into a timeline: Perfetto's protobuf trace, or Chrome's JSON trace (either
+/// gzip-compressed when OUT ends with `.gz`).
 ///
-/// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls
-/// to the work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track
-/// per metric (a track reads 0 where no sample says anything; a `counter gaps` slice marks lost samples); open it
-/// at https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them
-/// (`--raw-names` keeps them as recorded). Several files are merged on one timeline. OUT is written whole, and
-/// only when the export succeeds: an existing OUT is left as it was otherwise. Exit code: 0; 1 when a file cannot
-/// be read at all (not a trace, another format version, cut short before its first record), fails a checksum (a
-/// changed byte: the message says at which byte) or is given twice, or OUT cannot be written or is one of the
-/// inputs; 3 when an input was cut short or is corrupt part-way (OUT then holds what was read before); 2 for a
-/// usage error.
+/// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls to the
+/// work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track per metric
+/// (a track reads 0 where no sample says anything; a `counter gaps` slice marks lost samples); open it at
+/// https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
+/// Several files are merged on one timeline; FILE `-` is standard input. OUT is written whole, and only when the export
+/// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
+/// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
+/// trace, another format version, cut short before its first record), fails a checksum (a changed byte: the message
+/// says at which byte) or is given twice, or OUT cannot be written or is one of the inputs; 3 when an input was cut
+/// short or is corrupt part-way (OUT then holds what was read before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
-    /// The trace files.
+    /// The trace files; `-` is standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Write a Perfetto trace (protobuf) to OUT.
+    /// Write a Perfetto trace (protobuf) to OUT; gzip-compressed when OUT ends with `.gz`; `-` is standard
+    /// output.
     #[arg(long, value_name = "OUT", group = "out")]
     perfetto: Option<PathBuf>,
-    /// Write a Chrome trace (JSON) to OUT; gzip-compressed when OUT ends with `.gz`.
+    /// Write a Chrome trace (JSON) to OUT; gzip-compressed when OUT ends with `.gz`; `-` is standard output.
     #[arg(long, value_name = "OUT", group = "out")]
     chrome: Option<PathBuf>,
     /// Keep kernel names as the driver reports them (mangled C++ names).
@@ -58,15 +59,22 @@ pub fn run(args: Args) -> Outcome {
     let written = {
         let w = output.writer();
         let raw = args.raw_names;
-        if args.perfetto.is_some() {
+        // gzip for either format when OUT ends with `.gz`.
+        if is_gzip(path) {
+            let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            if args.perfetto.is_some() {
+                let sink = KernelNames::new(PerfettoWriter::new(gz), raw);
+                export(sink, &args.files, inputs, &mut reading)
+                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+            } else {
+                let sink = KernelNames::new(ChromeWriter::new(gz), raw);
+                export(sink, &args.files, inputs, &mut reading)
+                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+            }
+        } else if args.perfetto.is_some() {
             let sink = KernelNames::new(PerfettoWriter::new(w), raw);
             export(sink, &args.files, inputs, &mut reading)
                 .and_then(|sink| sink.inner.into_inner()?.flush())
-        } else if is_gzip(path) {
-            let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-            let sink = KernelNames::new(ChromeWriter::new(gz), raw);
-            export(sink, &args.files, inputs, &mut reading)
-                .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
         } else {
             let sink = KernelNames::new(ChromeWriter::new(w), raw);
             export(sink, &args.files, inputs, &mut reading)
@@ -74,7 +82,7 @@ pub fn run(args: Args) -> Outcome {
         }
     };
     reading.check()?;
-    written.map_err(|e| Failure::new(1, format!("cannot write {what} {}: {e}", path.display())))?;
+    written.map_err(|e| output.error(e))?;
     output.commit()?;
     Ok(reading.code())
 }

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long)]
     resume: bool,
     /// Also write the figures to this file as JSON (checked before the process is touched; written only when
-    /// the freeze and the restore succeeded).
+    /// the freeze and the restore succeeded); `-` is standard output (the steps then go to stderr).
     #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     json: Option<PathBuf>,
 }
@@ -261,6 +261,10 @@ pub fn run(args: Args) -> Outcome {
         .as_deref()
         .map(|path| OutputFile::create(path, "the report"))
         .transpose()?;
+    if json.as_ref().is_some_and(OutputFile::is_stdout) {
+        // The report has standard output: the steps go to stderr.
+        crate::stdout::to_stderr();
+    }
     // From here on SIGINT and SIGTERM end the wait instead of the process, so a frozen target is always
     // restored.
     let (tx, signals) = mpsc::channel();

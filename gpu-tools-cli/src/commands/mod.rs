@@ -107,6 +107,30 @@ impl Command {
     }
 }
 
+/// The command line as completions and the manual page offer it: without the hidden subcommands (those that moved
+/// out, [`moved`]), which still answer when typed but are offered nowhere. (clap has no way to remove a
+/// subcommand: the command is made again with the others.)
+pub fn shown_command() -> clap::Command {
+    let full = crate::cli_command();
+    let mut shown = clap::Command::new("gpu-tools")
+        .bin_name("gpu-tools")
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .subcommand_required(full.is_subcommand_required_set())
+        .subcommands(
+            full.get_subcommands()
+                .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+                .cloned(),
+        );
+    if let Some(about) = full.get_about() {
+        shown = shown.about(about.clone());
+    }
+    if let Some(long) = full.get_long_about() {
+        shown = shown.long_about(long.clone());
+    }
+    shown
+}
+
 /// The clap command of subcommand `name`, for usage errors found after parsing.
 pub fn clap_command(name: &str) -> clap::Command {
     let mut cli = crate::cli_command();

@@ -63,11 +63,14 @@ pub struct Args {
     /// JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Show kernel names as recorded (mangled).
-    #[arg(long)]
-    mangled: bool,
+    /// Keep kernel names as the driver reports them (mangled C++ names).
+    #[arg(long, alias = "mangled")]
+    raw_names: bool,
+    /// Print the report and what went wrong only: no progress line, no summary of the run on stderr.
+    #[arg(long, short)]
+    quiet: bool,
     /// Write the report to FILE (whole, when the run succeeds) instead of standard output, where the program's
-    /// own output goes too.
+    /// own output goes too; `-` is standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     /// The injection library (libgpu_tools_inject.so). Default: $GPU_TOOLS_INJECT_LIB, then the one embedded in
@@ -88,7 +91,7 @@ pub struct Args {
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
-    #[arg(long, value_name = "S", requires = "pid")]
+    #[arg(long, value_name = "S")]
     duration: Option<f64>,
     /// The program and its arguments.
     #[arg(
@@ -121,6 +124,15 @@ fn check_prerequisites(explicit_lib: Option<&std::path::Path>) -> Result<PathBuf
 }
 
 pub fn run(args: Args) -> Outcome {
+    // Checked here, as `trace` does: clap skips `requires` on an option whose requirement conflicts with the
+    // program given.
+    if args.duration.is_some() && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--duration applies only with --pid",
+        ));
+    }
     let spec = match (&args.metrics, &args.set) {
         (Some(m), _) => m.clone(),
         (None, Some(s)) => {
@@ -186,14 +198,14 @@ pub fn run(args: Args) -> Outcome {
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
-    let mut line = Progress::new(args.progress.enabled(false));
+    let mut line = Progress::new(args.progress.enabled(args.quiet));
     let run = profile::run_with_progress(cmd, &lib, &request, &mut |p| {
         let elapsed = line.elapsed();
         line.update(|| progress_text(p, elapsed));
     });
     line.clear();
     let run = run?;
-    if run.runs > 1 {
+    if run.runs > 1 && !args.quiet {
         eprintln!(
             "gpu-tools profile: PC sampling ran in a second run of the program (CUPTI gives no PC samples while \
              kernel metrics are collected)"
@@ -227,14 +239,16 @@ pub fn run(args: Args) -> Outcome {
         GraphMode::Node => ("kernel launch", "kernel launches", ""),
         GraphMode::Graph => ("launch", "launches", " (a graph launch counts once)"),
     };
-    eprintln!(
-        "gpu-tools profile: {}{idle}, {}{graphs} profiled ({}), {}, {}",
-        count(run.processes, "process", "processes"),
-        count(run.metrics.len(), one, many),
-        count(run.kernels.len(), "kernel record", "kernel records"),
-        count(run.stalls.len(), "stall record", "stall records"),
-        count(run.wire_errors, "unreadable frame", "unreadable frames"),
-    );
+    if !args.quiet {
+        eprintln!(
+            "gpu-tools profile: {}{idle}, {}{graphs} profiled ({}), {}, {}",
+            count(run.processes, "process", "processes"),
+            count(run.metrics.len(), one, many),
+            count(run.kernels.len(), "kernel record", "kernel records"),
+            count(run.stalls.len(), "stall record", "stall records"),
+            count(run.wire_errors, "unreadable frame", "unreadable frames"),
+        );
+    }
     emit(output, |out| report(&args, &run, out))?;
     let status = run.status.and_then(|s| s.code()).unwrap_or(1);
     if status != 0 {
@@ -247,9 +261,9 @@ pub fn run(args: Args) -> Outcome {
     })
 }
 
-/// A kernel name as the report shows it: demangled, unless `--mangled`.
+/// A kernel name as the report shows it: demangled, unless `--raw-names`.
 fn kernel_name(args: &Args, name: &str) -> String {
-    if args.mangled {
+    if args.raw_names {
         name.to_string()
     } else {
         readable(name)
@@ -309,31 +323,35 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             // Nothing named: the numbered ranges, if any, came as notices, printed above.
             return Ok(if failed { 1 } else { 0 });
         }
-        eprintln!(
-            "gpu-tools profile: process {pid}: {} kernel launches profiled in {:.1} s (at most {} per kernel); to \
-             start and to finish, the process was stopped where no thread was inside the CUDA driver or CUPTI \
-             (after {} and {} stops) and runs on",
-            got.metrics.len(),
-            got.sampled.as_secs_f64(),
-            request.launches_per_kernel.unwrap_or(0),
-            got.tries[0].0,
-            got.tries[1].0,
-        );
+        if !args.quiet {
+            eprintln!(
+                "gpu-tools profile: process {pid}: {} kernel launches profiled in {:.1} s (at most {} per kernel); \
+                 to start and to finish, the process was stopped where no thread was inside the CUDA driver or \
+                 CUPTI (after {} and {} stops) and runs on",
+                got.metrics.len(),
+                got.sampled.as_secs_f64(),
+                request.launches_per_kernel.unwrap_or(0),
+                got.tries[0].0,
+                got.tries[1].0,
+            );
+        }
         let table = KernelTable::from_records(&got.metrics);
         emit(output, |out| write_kernels(args, &table, out))?;
         return Ok(0);
     }
-    eprintln!(
-        "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, the \
-         process was stopped where no thread was inside the CUDA driver or CUPTI (after {} and {} stops, with {} \
-         and {} runs of a thread alone to leave them) and runs on",
-        got.stalls.len(),
-        got.sampled.as_secs_f64(),
-        got.tries[0].0,
-        got.tries[1].0,
-        got.tries[0].1,
-        got.tries[1].1
-    );
+    if !args.quiet {
+        eprintln!(
+            "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, \
+             the process was stopped where no thread was inside the CUDA driver or CUPTI (after {} and {} stops, \
+             with {} and {} runs of a thread alone to leave them) and runs on",
+            got.stalls.len(),
+            got.sampled.as_secs_f64(),
+            got.tries[0].0,
+            got.tries[1].0,
+            got.tries[0].1,
+            got.tries[1].1
+        );
+    }
     let name = |n: &str| kernel_name(args, n);
     emit(output, |mut out| {
         writeln!(out, "PC sampling: top stall reasons per function")?;

@@ -14,8 +14,9 @@ use crate::trace_input::{Reading, open_all};
 /// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes,
 /// and device counters per kernel.
 ///
-/// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`). Several
-/// files are merged on one timeline, hosts aligned on their wall clocks. The reports are those of `nsys stats`,
+/// FILE is what `gpu-tools trace -o FILE` wrote (or the injection library with `GPU_TOOLS_TRACE_FILE`); `-` is
+/// standard input (`gpu-tools trace -o - ... | gpu-tools stats -`). Several files are merged on one timeline, hosts
+/// aligned on their wall clocks. The reports are those of `nsys stats`,
 /// under its names (`cuda_gpu_kern_sum`, `cuda_api_sum`, `nvtx_sum`, `nvtx_gpu_proj_sum`, ...); a trace recorded
 /// with `trace --counters` also gets `cuda_gpu_kern_counters_sum`: per kernel name, the share of its time the
 /// samples covered, SM active, tensor active and occupancy over that time, the DRAM bytes it read and wrote there,
@@ -27,7 +28,7 @@ use crate::trace_input::{Reading, open_all};
 /// before); 2 for a usage error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The trace files.
+    /// The trace files; `-` is standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// How the reports are written.

@@ -22,8 +22,9 @@ use crate::stdout::outln;
 /// /proc/sys/kernel/yama/ptrace_scope). Exits 0 when the process was examined (or had ended), 1 otherwise.
 ///
 /// With several processes (`--pid A,B` or `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
-/// mpirun), each is examined at the same time by a process of its own; their reports follow one another, each
-/// headed by the process's rank, then a summary of a line per process shows a stuck collective at a glance.
+/// mpirun), each is examined by a process of its own, one after the other (two attaches at once can leave one
+/// waiting for its driver); their reports follow one another, each headed by the process's rank, then a summary of
+/// a line per process shows a stuck collective at a glance.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Process id of the CUDA program.

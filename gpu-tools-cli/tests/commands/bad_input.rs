@@ -102,3 +102,22 @@ fn output_errors_name_the_path_given() {
     }
     assert!(names(dir.path()).is_empty());
 }
+
+/// `trace --pid` names a process that does not exist before it looks for a driver, whichever the backend.
+#[test]
+fn trace_checks_the_process_before_the_driver() {
+    let gone = process::vanished_pid();
+    let pid = gone.to_string();
+    for args in [
+        vec!["trace", "--backend", "debugger", "--pid", &pid],
+        vec!["trace", "--backend", "cupti", "--pid", &pid],
+    ] {
+        let out = gpu_tools(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            format!("gpu-tools trace: no process {gone}\n"),
+            "{args:?}"
+        );
+    }
+}

@@ -269,3 +269,19 @@ fn trace_still_writes_its_trace_file() {
     assert_eq!(stats.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&stats.stdout).contains("add_one"));
 }
+
+/// Help and version go to standard output too: into a closed pipe they exit 141, as the reports do.
+#[test]
+fn help_and_version_stop_quietly() {
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["--version"],
+        &["-V"],
+        &["stats", "--help"],
+        &["trace", "--version"],
+        &["help", "export"],
+    ] {
+        assert_quiet_141(args, &[]);
+    }
+}

@@ -402,3 +402,250 @@ fn the_helps_name_one_log_setting_and_it_works() {
         text(&out.stderr)
     );
 }
+
+/// Whether `shell` can be run here; where it cannot, the test says so (it is never counted as run).
+fn have(shell: &str) -> bool {
+    let found = Command::new(shell)
+        .args(["-c", "exit 0"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("SKIPPED for {shell}: {shell} is not installed here");
+    }
+    found
+}
+
+/// The completion script of `shell`, in a file.
+fn completion_script(shell: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let out = gpu_tools(&["completions", shell]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("gpu-tools.{shell}"));
+    std::fs::write(&path, &out.stdout).unwrap();
+    (dir, path)
+}
+
+/// What bash's completion of `gpu-tools` offers for the command line `words` (the last word is completed), as
+/// bash calls the registered function: `COMP_WORDS`, `COMP_CWORD`, then `COMPREPLY`.
+fn bash_completes(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        r#"source "$1" || exit 9
+f=$(complete -p gpu-tools | sed -E 's/.* -F ([^ ]+) .*/\1/')
+[ -n "$f" ] || exit 8
+COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"; COMP_POINT=${{#COMP_LINE}}
+"$f" gpu-tools "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#,
+        words = quoted.join(" ")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &program, "bash"])
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bash: {}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// What fish's completion of `gpu-tools` offers for `line` (`complete -C`), the words without descriptions.
+fn fish_completes(script: &std::path::Path, line: &str) -> Vec<String> {
+    let out = Command::new("fish")
+        .args(["--no-config", "-c", "source $argv[1]; complete -C $argv[2]"])
+        .arg(script)
+        .arg(line)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fish: {}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Drives an interactive zsh in a pseudo-terminal (`zpty`): loads compinit and the script, has `compadd` print what
+/// it is given (`HITS:` lines), types `$2` and a TAB, then clears the line and waits for a marker.
+const ZSH_DRIVER: &str = r#"zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'PS1=""; PROMPT_EOL_MARK=""; autoload -U compinit; compinit -u -D'
+zpty -w z "source ${1}"
+zpty -w z 'compadd () { builtin compadd -O __hits "$@"; print -r -- "HITS:${(j: :)__hits}"; builtin compadd "$@" }'
+zpty -w -n z "${2}"$'\t'
+sleep 1
+zpty -w z $'\C-a\C-k'
+zpty -w z 'echo DO""NE'
+zpty -r z out '*DONE*'
+print -r -- "$out" | tr -d '\r' | grep -ao 'HITS:[^[:cntrl:]]*'
+zpty -d z
+"#;
+
+/// What zsh's completion of `gpu-tools` offers for `line` (each candidate once), through [`ZSH_DRIVER`].
+fn zsh_completes(script: &std::path::Path, line: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let driver = dir.path().join("driver.zsh");
+    std::fs::write(&driver, ZSH_DRIVER).unwrap();
+    let out = Command::new("timeout")
+        .args(["60", "zsh", "-f"])
+        .arg(&driver)
+        .arg(script)
+        .arg(line)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "zsh: {}", text(&out.stderr));
+    let mut words: Vec<String> = Vec::new();
+    for hits in text(&out.stdout).lines() {
+        // The echo of compadd's definition is not a completion.
+        if hits.contains("__hits") {
+            continue;
+        }
+        for w in hits.trim_start_matches("HITS:").split_whitespace() {
+            if !words.iter().any(|x| x == w) {
+                words.push(w.to_owned());
+            }
+        }
+    }
+    words
+}
+
+const MOVED: [&str; 3] = ["record", "replay", "rocprof"];
+
+#[test]
+fn bash_completes_a_subcommands_options() {
+    if !have("bash") {
+        return;
+    }
+    let (_dir, script) = completion_script("bash");
+    assert_eq!(
+        bash_completes(&script, &["gpu-tools", "stats", "--rep"]),
+        ["--report"]
+    );
+    assert_eq!(
+        bash_completes(&script, &["gpu-tools", "export", "--perf"]),
+        ["--perfetto"]
+    );
+    let subcommands = bash_completes(&script, &["gpu-tools", ""]);
+    for sub in SUBCOMMANDS {
+        assert!(
+            subcommands.iter().any(|s| s == sub),
+            "{sub}: {subcommands:?}"
+        );
+    }
+    for moved in MOVED {
+        assert!(
+            !subcommands.iter().any(|s| s == moved),
+            "{moved}: {subcommands:?}"
+        );
+    }
+    // A value of an option is still completed: `stats --format <TAB>`.
+    let formats = bash_completes(&script, &["gpu-tools", "stats", "--format", ""]);
+    assert!(formats.iter().any(|f| f == "csv"), "{formats:?}");
+}
+
+#[test]
+fn fish_completes_a_subcommands_options() {
+    if !have("fish") {
+        return;
+    }
+    let (_dir, script) = completion_script("fish");
+    let no_errors = Command::new("fish")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(no_errors.status.success(), "{}", text(&no_errors.stderr));
+    assert_eq!(
+        fish_completes(&script, "gpu-tools stats --rep"),
+        ["--report"]
+    );
+    let subcommands = fish_completes(&script, "gpu-tools ");
+    for sub in SUBCOMMANDS {
+        assert!(
+            subcommands.iter().any(|s| s == sub),
+            "{sub}: {subcommands:?}"
+        );
+    }
+    for moved in MOVED {
+        assert!(
+            !subcommands.iter().any(|s| s == moved),
+            "{moved}: {subcommands:?}"
+        );
+    }
+}
+
+#[test]
+fn zsh_completes_a_subcommands_options() {
+    if !have("zsh") {
+        return;
+    }
+    let (_dir, script) = completion_script("zsh");
+    let parsed = Command::new("zsh").arg("-n").arg(&script).output().unwrap();
+    assert!(parsed.status.success(), "zsh -n: {}", text(&parsed.stderr));
+    assert_eq!(
+        zsh_completes(&script, "gpu-tools stats --rep"),
+        ["--report"]
+    );
+    let subcommands = zsh_completes(&script, "gpu-tools ");
+    for sub in SUBCOMMANDS {
+        assert!(
+            subcommands.iter().any(|s| s == sub),
+            "{sub}: {subcommands:?}"
+        );
+    }
+    for moved in MOVED {
+        assert!(
+            !subcommands.iter().any(|s| s == moved),
+            "{moved}: {subcommands:?}"
+        );
+    }
+    let text = std::fs::read_to_string(&script).unwrap();
+    let stats = text
+        .split("(stats)")
+        .nth(1)
+        .and_then(|s| s.split(";;").next())
+        .expect("an arm for stats");
+    assert!(stats.contains("--report=["), "stats' --report: {stats}");
+    for moved in MOVED {
+        assert!(
+            !text.contains(&format!("'{moved}:")),
+            "{moved} is not offered"
+        );
+    }
+}
+
+/// The manual page: no moved-out subcommand, a SEE ALSO of pages that exist, and the exit statuses.
+#[test]
+fn the_manual_page_names_what_exists() {
+    let out = gpu_tools(&["man"]);
+    assert!(out.status.success());
+    let page = text(&out.stdout);
+    for moved in MOVED {
+        assert!(!page.contains(&format!("tools {moved}")), "{moved}: {page}");
+        assert!(
+            !page.contains(&format!("tools\\-{moved}")),
+            "{moved}: {page}"
+        );
+    }
+    assert!(page.contains("\\fBgpu\\-tools stats\\fR"), "{page}");
+    // No page is named that is not installed: none of gpu-tools-SUBCOMMAND(1).
+    assert!(!page.contains("(1)"), "{page}");
+    assert!(page.contains(".SH \"SEE ALSO\""), "{page}");
+    let exit = page
+        .split(".SH \"EXIT STATUS\"")
+        .nth(1)
+        .expect("an EXIT STATUS section");
+    for code in ["0", "1", "2", "3", "126, 127", "141"] {
+        assert!(exit.contains(&format!("\\fB{code}\\fR")), "{code}: {exit}");
+    }
+}
+
+/// `where --help` says what the code does: several processes are examined one after the other.
+#[test]
+fn where_says_several_processes_are_examined_in_turn() {
+    let help = text(&gpu_tools(&["where", "--help"]).stdout);
+    assert!(!help.contains("at the same time"), "{help}");
+    assert!(help.contains("one after the other"), "{help}");
+}

@@ -167,3 +167,22 @@ fn a_failed_freeze_writes_no_report() {
         "nothing left"
     );
 }
+
+/// `--json -`: the report is standard output, whole and alone (valid JSON); the steps go to stderr.
+#[test]
+fn a_dash_writes_the_report_alone_to_standard_output() {
+    let t = process::Target::sleeper();
+    let out = freeze(t.pid(), &["--seconds", "0", "--json", "-"])
+        .output()
+        .expect("run gpu-tools freeze");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stderr}");
+    assert!(out.status.success(), "{}", out.status);
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("standard output is the JSON report alone");
+    assert_eq!(report["pid"], t.pid());
+    assert!(
+        stderr.lines().any(|l| l.starts_with("checkpointed")),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,7 @@ mod cli;
 mod coredump;
 mod freeze;
 mod no_driver;
+mod outputs;
 mod profile;
 mod real_traces;
 mod stats_export;

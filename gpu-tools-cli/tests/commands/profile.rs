@@ -553,3 +553,74 @@ fn a_running_process_is_refused_before_it_is_touched() {
             .contains("no process 2147483646")
     );
 }
+
+/// `--quiet` (`-q`), which the help promises: no progress line and no summary of the run on stderr; the report,
+/// and what went wrong, are still there.
+#[test]
+fn quiet_leaves_out_the_summary_of_the_run() {
+    for quiet in ["--quiet", "-q"] {
+        let (out, text) = run_standin(&["--set", "basic", quiet]);
+        assert!(out.status.success(), "{quiet}");
+        assert!(
+            text.contains("copy(float const*, float*, unsigned long)"),
+            "{text}"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains("2 processes (1 ran no kernel)"),
+            "{quiet}: {err}"
+        );
+        assert!(err.contains("a warning from inside"), "{quiet}: {err}");
+        assert!(err.contains("2 Ranges lost"), "{quiet}: {err}");
+    }
+}
+
+/// `--raw-names`, as `trace`, `stats` and `export` call it; `--mangled` still works.
+#[test]
+fn raw_names_keeps_kernel_names_as_recorded() {
+    for flag in ["--raw-names", "--mangled"] {
+        let (out, text) = run_standin(&["--set", "basic", flag]);
+        assert!(out.status.success(), "{flag}");
+        assert!(text.contains(COPY), "{flag}: {text}");
+        assert!(!text.contains("copy(float const*"), "{flag}: {text}");
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["profile", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--raw-names"), "{help}");
+    assert!(!help.contains("--mangled"), "a hidden alias: {help}");
+}
+
+/// `-o -` is standard output, as for every output option.
+#[test]
+fn a_dash_writes_the_report_to_standard_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = standin_program();
+    let out = profile_command(&["--set", "basic", "-o", "-"], &p)
+        .current_dir(dir.path())
+        .env(STANDIN, "profile")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("copy(float const*, float*, unsigned long)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file named -"
+    );
+}
+
+/// `--duration` without `--pid` is refused as `trace` refuses it: a usage error, before anything runs.
+#[test]
+fn duration_needs_a_process() {
+    let out = profile(&["--duration", "2"], &["/bin/true"], "none");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--duration"), "{err}");
+}

@@ -1010,3 +1010,64 @@ fn a_cut_file_does_not_blame_the_program_for_its_missing_end() {
     );
     assert!(!text.contains("crashed or killed"), "{text}");
 }
+
+/// `stats -` reads the trace from standard input (once: `- -` is the same file twice).
+#[test]
+fn stats_reads_standard_input_for_a_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(args)
+            .stdin(std::fs::File::open(&file).unwrap())
+            .output()
+            .unwrap();
+        println!(
+            "{args:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let out = run(&[
+        "stats",
+        "--report",
+        "cuda_gpu_kern_sum",
+        "--format",
+        "csv",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("scale"), "{text}");
+    let out = run(&["stats", "-", "-"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("given twice"));
+    // Standard input and the same file by name: counted once.
+    let out = run(&["stats", "-", s(&file)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the same file"));
+}
+
+/// `--perfetto OUT.gz` is gzip-compressed, as `--chrome OUT.gz` is.
+#[test]
+fn a_perfetto_export_to_gz_is_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let gz = dir.path().join("t.pb.gz");
+    assert_eq!(
+        gpu_tools(&["export", s(&file), "--perfetto", s(&gz)])
+            .status
+            .code(),
+        Some(0)
+    );
+    let bytes = std::fs::read(&gz).unwrap();
+    assert_eq!(&bytes[..2], b"\x1f\x8b", "gzip's magic");
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    let (starts, ends) = perfetto::flows(&plain);
+    assert_eq!(starts.len(), 3, "a flow per launch");
+    assert_eq!(starts, ends);
+}

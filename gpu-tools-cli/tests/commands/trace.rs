@@ -1080,3 +1080,65 @@ fn without_cupti_or_a_driver_trace_says_both_are_missing() {
     );
     assert!(!marker.exists(), "the program did not run");
 }
+
+/// `-o -` is standard output: the trace goes there (`gpu-tools stats -` reads it back), and the listing, the
+/// summary and the program's own output go to stderr; both traces on standard output are refused.
+#[test]
+fn a_dash_writes_the_trace_to_standard_output() {
+    let out = trace("normal", &["-o", "-"]);
+    assert_eq!(out.status.code(), Some(0), "exit code");
+    let err = text(&out.stderr);
+    assert!(err.contains("kernel  "), "the listing on stderr: {err}");
+    assert!(
+        err.contains("running 1 test"),
+        "the program's output on stderr: {err}"
+    );
+    let mut stats = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args([
+            "stats",
+            "--report",
+            "cuda_gpu_kern_sum",
+            "--format",
+            "csv",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    stats.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let read = stats.wait_with_output().unwrap();
+    assert_eq!(read.status.code(), Some(0));
+    assert!(
+        text(&read.stdout).contains("FillFunctor"),
+        "{}",
+        text(&read.stdout)
+    );
+
+    let both = trace("normal", &["-o", "-", "--chrome-trace", "-"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(text(&both.stderr).contains("cannot both be standard output"));
+}
+
+/// A device that is also standard output (`/dev/null` for both) is written, but not taken for standard output: the
+/// listing stays there and does not move to stderr.
+#[test]
+fn a_device_that_is_standard_output_too_keeps_the_listing_there() {
+    let me = std::env::current_exe().unwrap();
+    let out = gpu_tools_trace()
+        .args(["--backend", "cupti", "--inject-lib"])
+        .arg(&me)
+        .args(["--chrome-trace", "/dev/null", "--"])
+        .arg(&me)
+        .args(["trace::standin", "--exact", "--ignored", "--test-threads=1"])
+        .env(STANDIN, "normal")
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("kernel  "),
+        "the listing is not on stderr: {err}"
+    );
+}

@@ -213,7 +213,8 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
 /// Starts the program under a session.
 fn launch(cli: &Args) -> Result<DebugSession, Failure> {
     let mut cmd = Command::new(&cli.program[0]);
-    cmd.args(&cli.program[1..]);
+    cmd.args(&cli.program[1..])
+        .stdout(crate::stdout::for_child());
     let mut builder = DebugSession::builder(cmd);
     if let Some(us) = cli.spin_us {
         builder = builder.spin(Duration::from_micros(us));

@@ -30,13 +30,15 @@ pub struct Args {
     pub backend: Option<Backend>,
 
     /// Also write a Chrome trace (JSON) to FILE: one track per device and stream, and one per host thread; opens
-    /// in Perfetto (https://ui.perfetto.dev).
+    /// in Perfetto (https://ui.perfetto.dev). `-` is standard output (the listing and summary, and the program's own
+    /// standard output, then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub chrome_trace: Option<PathBuf>,
 
     /// cupti, rocm: also save the trace to FILE in the crate's compact trace format, streamed as records arrive
     /// (`%h` becomes the host name, `%p` the tracer's process id); read it later with `gpu-tools stats` and
-    /// `gpu-tools export`. Written whole when the run ends (also when the program fails).
+    /// `gpu-tools export`. Written whole when the run ends (also when the program fails); `-` is standard output
+    /// (the listing and summary, and the program's own standard output, then go to stderr).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<String>,
 

@@ -321,8 +321,10 @@ pub fn run(mut args: Args) -> Outcome {
         ));
     }
     let program = args.program.first().map(|p| check_program(p)).transpose()?;
-    if let Some(pid) = args.attach {
-        crate::pid::check(pid)?;
+    // Every process named is checked before the backend (and the driver it needs) is looked for: a PID that names
+    // no process is said as such, whatever this machine has.
+    for pid in args.attach.iter().chain(&args.pid).chain(&args.pid_tree) {
+        crate::pid::check(*pid)?;
     }
     let backend = choose_backend(&args, program.as_deref())?;
     // The debugger backend attaches to one process, through `--attach`.
@@ -406,11 +408,37 @@ pub fn run(mut args: Args) -> Outcome {
         .as_ref()
         .map(|r| counters::open(r, &targets))
         .transpose()?;
+    if chrome_file.as_ref().is_some_and(OutputFile::is_stdout)
+        && trace_file.as_ref().is_some_and(OutputFile::is_stdout)
+    {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--chrome-trace and --output cannot both be standard output",
+        ));
+    }
     let mut demangler = Demangler::new(args.raw_names);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let written =
-        |e: std::io::Error, what: &str| Failure::new(1, format!("cannot write {what}: {e}"));
+    // The listing and the summary go to standard output, unless a trace goes there (`-o -`): then to stderr.
+    let to_stderr = [&chrome_file, &trace_file]
+        .into_iter()
+        .flatten()
+        .any(OutputFile::is_stdout);
+    if to_stderr {
+        // The program's own output too.
+        crate::stdout::to_stderr();
+    }
+    let mut out = BufWriter::new(if to_stderr {
+        Box::new(std::io::stderr().lock()) as Box<dyn Write>
+    } else {
+        Box::new(std::io::stdout().lock())
+    });
+    // A trace on a standard output whose reader went away ends the run as any closed standard output does.
+    let written = |e: std::io::Error, what: &str| {
+        if to_stderr && e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::stdout(e)
+        } else {
+            Failure::new(1, format!("cannot write {what}: {e}"))
+        }
+    };
     let traced = {
         let mut sinks = Sinks {
             file: trace_file

@@ -68,7 +68,9 @@ pub fn run(
         .map_err(|e| Failure::new(1, format!("cannot listen on {}: {e}", socket.display())))?;
 
     let mut cmd = Command::new(&cli.program[0]);
-    cmd.args(&cli.program[1..]).stdin(Stdio::inherit());
+    cmd.args(&cli.program[1..])
+        .stdin(Stdio::inherit())
+        .stdout(crate::stdout::for_child());
     configure(&mut cmd, cli, tool, lib, &socket);
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
