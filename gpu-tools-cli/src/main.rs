@@ -108,7 +108,10 @@ fn version() -> String {
     let cupti = match gpu_tools::cupti::CuptiLibrary::load() {
         Ok(l) => match l.api_version() {
             Ok(v) => v.to_string(),
-            Err(e) => format!("error: {e}"),
+            Err(e) => match driverless_cupti() {
+                Some(hint) => format!("error: {e}: {hint}"),
+                None => format!("error: {e}"),
+            },
         },
         Err(_) => "not found".to_string(),
     };
@@ -123,6 +126,18 @@ fn version() -> String {
         "{} (CUPTI: {cupti}; CUDA driver: {driver})",
         env!("CARGO_PKG_VERSION")
     )
+}
+
+/// Why CUPTI failed, where the likely reason is a CUPTI that needs the driver on a machine without one.
+const DRIVERLESS_CUPTI: &str = "this CUPTI answers no call without the NVIDIA driver, which is not found here: \
+     CUPTI 13.2 and later need it even for cuptiGetVersion; nvidia-cuda-cupti 13.0 and 13.1 run without one";
+
+/// [`DRIVERLESS_CUPTI`] when the loaded CUPTI cannot even tell its version and no CUDA driver is found (CUPTI 13.3
+/// to 13.5 answer `CUPTI_ERROR_UNKNOWN` to every call then; docs/driver-notes.md). `None` where no CUPTI is loaded.
+fn driverless_cupti() -> Option<&'static str> {
+    let cupti = gpu_tools::cupti::CuptiLibrary::get()?;
+    (cupti.version().is_err() && gpu_tools::cuda::Driver::load().is_err())
+        .then_some(DRIVERLESS_CUPTI)
 }
 
 /// The command line, with the subcommand inserted where the executable was called by one of the tools' former

@@ -63,6 +63,21 @@ fn parse_method(s: &str) -> Result<Method, String> {
 }
 
 pub fn run(args: Args) -> Outcome {
+    catalogue(args).map_err(|f| with_hint(f, crate::driverless_cupti()))
+}
+
+/// A failure's message with the hint appended.
+fn with_hint(failure: Failure, hint: Option<&str>) -> Failure {
+    match (failure, hint) {
+        (Failure::Message { code, message }, Some(hint)) => Failure::Message {
+            code,
+            message: format!("{message} ({hint})"),
+        },
+        (failure, _) => failure,
+    }
+}
+
+fn catalogue(args: Args) -> Outcome {
     if args.chips {
         let chips = supported_chips()?;
         let mut out = std::io::stdout().lock();
@@ -184,4 +199,30 @@ fn list(args: &Args, catalog: &Catalog) -> Result<(), Listing> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hint_is_appended_to_a_message_only() {
+        let hinted = with_hint(
+            Failure::new(1, "cuptiProfilerHostInitialize failed"),
+            Some("why"),
+        );
+        assert!(
+            matches!(&hinted, Failure::Message { code: 1, message } if message == "cuptiProfilerHostInitialize failed (why)"),
+            "{hinted:?}"
+        );
+        let plain = with_hint(Failure::new(1, "no such chip"), None);
+        assert!(
+            matches!(&plain, Failure::Message { message, .. } if message == "no such chip"),
+            "{plain:?}"
+        );
+        assert!(matches!(
+            with_hint(Failure::BrokenPipe, Some("why")),
+            Failure::BrokenPipe
+        ));
+    }
 }

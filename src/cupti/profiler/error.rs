@@ -11,7 +11,8 @@ pub const LIKELY_HOLDERS: &str = "another gpu-tools sampler or profiler, Nsight 
 /// How to get access to the counters when the driver restricts them to administrators.
 pub const PRIVILEGES_FIX: &str = "the driver restricts GPU performance counters to administrators \
      (NVreg_RestrictProfilingToAdminUsers=1): run as root, or give the program CAP_PERFMON (driver R565 and later; \
-     `sudo setcap cap_perfmon+ep PROGRAM`), or allow every user with `options nvidia \
+     not as a file capability: NVIDIA notes that CAP_PERFMON does not work in secure-execution mode outside a \
+     container), or allow every user with `options nvidia \
      NVreg_RestrictProfilingToAdminUsers=0` in /etc/modprobe.d and a driver reload \
      (https://developer.nvidia.com/ERR_NVGPUCTRPERM)";
 
