@@ -377,7 +377,7 @@ fn rewrite(items: &[TraceItem]) -> Vec<u8> {
             _ => {}
         }
     }
-    w.into_inner().unwrap()
+    w.finish().unwrap()
 }
 
 #[test]
