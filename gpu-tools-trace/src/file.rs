@@ -87,11 +87,11 @@ pub const OLDEST_FILE_VERSION: u16 = 2;
 pub const FILE_HEADER_LEN: usize = 32;
 /// Largest chunk payload written or accepted.
 pub const MAX_CHUNK: u32 = 1 << 24;
-/// Chunk header of version 3: kind, stream, length, the chunk's CRC32, the header's CRC32.
+/// Chunk header of versions 3 and 4: kind, stream, length, the chunk's CRC32, the header's CRC32.
 pub const CHUNK_HEADER_LEN: usize = 17;
 /// Chunk header of version 2: kind, stream, length.
 const V2_CHUNK_HEADER_LEN: usize = 9;
-/// Where the file header's CRC32 lies (version 3).
+/// Where the file header's CRC32 lies (versions 3 and 4).
 const HEADER_CRC_AT: usize = 24;
 /// The first version with checksums.
 const CHECKED_VERSION: u16 = 3;
@@ -121,7 +121,7 @@ pub fn format_limits(version: u16) -> Option<&'static str> {
     }
 }
 
-/// The CRC32 of a version 3 file header: of all its fixed bytes but the checksum's own four.
+/// The CRC32 of a version 3 or 4 file header: of all its fixed bytes but the checksum's own four.
 fn file_header_crc(h: &[u8; FILE_HEADER_LEN]) -> u32 {
     let mut c = crc32fast::Hasher::new();
     c.update(&h[..HEADER_CRC_AT]);
@@ -792,8 +792,8 @@ impl<R: Read> TraceReader<R> {
             .and_then(|h| <[u8; FILE_HEADER_LEN]>::try_from(h).ok());
         if let Some(h) = whole {
             check_file_header(&h, version)?;
-        } else if version == CHECKED_VERSION {
-            // A version 3 header is checked whole before anything in it is trusted.
+        } else if (CHECKED_VERSION..=FILE_VERSION).contains(&version) {
+            // A version 3 or 4 header is checked whole before anything in it is trusted.
             return Err(TraceFileError::Truncated {
                 offset: 0,
                 pending: rest.len(),
