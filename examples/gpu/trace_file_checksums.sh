@@ -2,7 +2,7 @@
 # Trace file format 3 on a GPU host (CUDA 13, Python with PyTorch): a real trace written by `gpu-tools trace -o`
 # is format 3; `stats` reads it (exit 0); 200 copies with one byte changed each (random offsets, random XOR) are
 # all refused with exit 1 and a message naming where (format 2: 9 of 100 read with exit 0, 8 with other numbers);
-# copies cut inside the last chunk are "truncated", exit 3; the format 2 fixtures still read. Stage first, on the
+# copies cut inside the last chunk are "truncated", exit 3; the committed fixtures read. Stage first, on the
 # build machine:
 #
 #   STAGE_ONLY='gpu-tools' scripts/gpu-stage
@@ -59,7 +59,7 @@ for cut in 5 40 300; do
   echo "cut $cut bytes: rc=$? $(head -c 160 "$out/cut.err")"
 done
 
-printf '=== format 2 fixtures (%s)\n' "$(date +%T)"
+printf '=== committed fixtures, the current format and one of format 2 (%s)\n' "$(date +%T)"
 for f in "$root"/tests/fixtures/traces/*.gputrace; do
   "$gt" stats --report processes "$f" >/dev/null
   echo "$(basename "$f"): rc=$?"

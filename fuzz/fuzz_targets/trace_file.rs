@@ -1,7 +1,8 @@
 //! libFuzzer target: trace files. Any bytes given to the reader give items and errors, never a panic, with at most
-//! one fatal error and that one last. And a version 3 file whose bytes the input changes (each 3 bytes of input:
-//! an offset of two bytes and a value to XOR there) reads either as written or with an error: never with a record
-//! that differs from what was written.
+//! one fatal error and that one last. A file of the current version whose bytes the input changes (each 3 bytes of
+//! input: an offset of two bytes and a value to XOR there) reads either as written or with an error: never with a
+//! record that differs from what was written. And the same file cut short (where the input's length says) reads
+//! with an error, never as whole, with no record that was not written.
 #![no_main]
 
 use std::sync::Arc;
@@ -72,7 +73,7 @@ fn file() -> Vec<u8> {
         }
         let _ = w.close(s);
     }
-    w.into_inner().unwrap_or_default()
+    w.finish().unwrap_or_default()
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -80,6 +81,10 @@ fuzz_target!(|data: &[u8]| {
     let original = file();
     let (whole, errors) = read(&original);
     assert!(errors.is_empty());
+    let cut = data.len() % original.len();
+    let (items, errors) = read(&original[..cut]);
+    assert!(!errors.is_empty(), "a file cut to {cut} bytes read clean");
+    assert_eq!(items[..], whole[..items.len()], "a cut file read as other records");
     let mut changed = original.clone();
     for edit in data.chunks_exact(3) {
         let at = usize::from(u16::from_le_bytes([edit[0], edit[1]])) % changed.len();

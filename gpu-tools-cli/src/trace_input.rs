@@ -1,7 +1,8 @@
 //! Saved traces given to `stats` and `export`: opened before any work, and their reading errors sorted into those
-//! that make a file unreadable as a whole (not a trace, another format version, a checksum that fails) and those
-//! that cut it short (truncated, corrupt part-way in a version 2 file), after which what was read before still
-//! counts.
+//! that make a file unreadable as a whole (not a trace, another format version, a checksum that fails, a final
+//! chunk that disagrees with what was read) and those that cut it short (truncated, not finished by its writer,
+//! corrupt part-way in a version 2 file), after which what was read before still counts. A file of an older
+//! format, which cannot show all of that, is said once.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -9,7 +10,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use gpu_tools::trace::file::TraceFileError;
+use gpu_tools::trace::file::{TraceFileError, format_limits};
 
 use crate::failure::{Failure, INCOMPLETE};
 
@@ -108,6 +109,7 @@ fn refuses_input(e: &TraceFileError) -> bool {
             | TraceFileError::BadFileHeader { .. }
             | TraceFileError::ChunkHeaderChecksum { .. }
             | TraceFileError::ChunkChecksum { .. }
+            | TraceFileError::FinalChunkMismatch { .. }
     )
 }
 
@@ -121,10 +123,21 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Takes the errors of reading `path`, of which `records` records were read (printing each error), as
-    /// `command` met them. A file whose reading failed before its first record holds nothing to report: it is
-    /// refused as a whole, as a file that is not a trace is.
-    pub fn take(&mut self, command: &str, path: &Path, records: u64, errors: &[TraceFileError]) {
+    /// Takes the errors of reading `path` (of file format `version`, `None` for a single stream), of which
+    /// `records` records were read (printing each error), as `command` met them. A file whose reading failed
+    /// before its first record holds nothing to report: it is refused as a whole, as a file that is not a trace
+    /// is. A file of an older format is said once: what it cannot show.
+    pub fn take(
+        &mut self,
+        command: &str,
+        path: &Path,
+        version: Option<u16>,
+        records: u64,
+        errors: &[TraceFileError],
+    ) {
+        if let Some(limits) = version.and_then(format_limits) {
+            eprintln!("gpu-tools {command}: {}: {limits}", path.display());
+        }
         for e in errors {
             if refuses_input(e) {
                 self.refused

@@ -10,14 +10,14 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `GPUTFILE` |
-//! | 8 | 2 | file format version (3) |
+//! | 8 | 2 | file format version (4) |
 //! | 10 | 2 | header_len (32) |
 //! | 12 | 4 | flags (0) |
 //! | 16 | 8 | `CLOCK_REALTIME` when the file was created, ns |
 //! | 24 | 4 | CRC32 of bytes 0–23 and 28–31 (version 2: reserved, 0) |
 //! | 28 | 4 | reserved (0) |
 //!
-//! **Chunk** (version 3): a 17-byte header, then the payload.
+//! **Chunk** (versions 3 and 4): a 17-byte header, then the payload.
 //!
 //! | offset | size | field |
 //! |---|---|---|
@@ -29,25 +29,45 @@
 //!
 //! Kind 1: bytes of the stream, in order; kind 2: the stream's connection closed (empty payload); kind 3: whole
 //! frames of the stream in their packed form (the `packed` module: per-tag differences as varints, about a third
-//! of the wire size), which the reader expands back into the stream's bytes. The writer sends a stream's header,
-//! and anything that does not parse as frames, as kind 1. Chunk kinds this crate does not know are skipped. A
-//! payload above [`MAX_CHUNK`] means the file is corrupt from there on.
+//! of the wire size), which the reader expands back into the stream's bytes; kind 4: the final chunk (below). The
+//! writer sends a stream's header, and anything that does not parse as frames, as kind 1. Chunk kinds this crate
+//! does not know are skipped. A payload above [`MAX_CHUNK`] means the file is corrupt from there on.
 //!
-//! **Checksums** (CRC32, IEEE polynomial, as zlib and gzip compute it). Every byte of a version 3 file is covered:
-//! a changed byte is an error that names where ([`TraceFileError::BadFileHeader`],
+//! **Final chunk** (version 4): the writer ends every file with a chunk of kind 4 (stream number `0xffffffff`)
+//! that says what it wrote before it; nothing follows it. Its payload, little-endian:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | `CLOCK_REALTIME` when the writer finished, ns |
+//! | 8 | 8 | bytes of the file before this chunk (its offset) |
+//! | 16 | 8 | chunks before this one |
+//! | 24 | 4 | streams: n, the streams that have a chunk |
+//! | 28 | 12 × n | per stream, in increasing number: stream number (4), frames written packed (8) |
+//!
+//! A version 4 file that ends without it was not finished by its writer (cut short, or the tracer was killed):
+//! [`TraceFileError::Unfinished`], or [`TraceFileError::Truncated`] where it ends inside a chunk, with everything
+//! before read. A traced program that crashed is another thing: its stream has no end record (and its connection
+//! closed), but the file has its final chunk. A final chunk whose counts disagree with what was read (chunks left
+//! out, repeated or moved between files, each whole) is [`TraceFileError::FinalChunkMismatch`], which says what
+//! differs; bytes after it are [`TraceFileError::AfterFinalChunk`].
+//!
+//! **Checksums** (CRC32, IEEE polynomial, as zlib and gzip compute it). Every byte of a version 3 or 4 file is
+//! covered: a changed byte is an error that names where ([`TraceFileError::BadFileHeader`],
 //! [`TraceFileError::ChunkHeaderChecksum`], [`TraceFileError::ChunkChecksum`], each fatal), never a different
 //! number. The chunk header has a check of its own so that the reader trusts a length before it waits for the
 //! payload: a file that ends inside a chunk whose header holds (a tracer killed while writing) is
 //! [`TraceFileError::Truncated`], with everything before it read, while a changed length is a checksum error. A
-//! header whose version field is not 3 but whose checksum holds for version 3 is a damaged version field, not
-//! another format.
+//! header whose version field says another version than the one its checksum holds for is a damaged version
+//! field, not another format.
 //!
-//! **Versions.** Version 3 added the checksums; it is also the first version whose streams may carry the
-//! counter records (tags 18 and 19, the [`counters`](super::counters) module's counter stream). Version 2 files
-//! (the same layout without checksums: a 9-byte chunk header of kind, stream and length; the header's bytes 24–31
-//! reserved, 0) still read, with nothing to check; a version 2 header whose reserved bytes are not 0 is refused as
-//! damaged. Version 1 files (no packed chunks) are refused with [`TraceFileError::UnsupportedVersion`], like
-//! newer ones. The writer writes version 3 only.
+//! **Versions.** Version 4 added the final chunk. Version 3 added the checksums; it is also the first version
+//! whose streams may carry the counter records (tags 18 and 19, the [`counters`](super::counters) module's counter
+//! stream). Version 3 files (no final chunk) still read as they did: a file of them cut at a chunk boundary reads
+//! as complete. Version 2 files (the same layout without checksums: a 9-byte chunk header of kind, stream and
+//! length; the header's bytes 24–31 reserved, 0) still read, with nothing to check; a version 2 header whose
+//! reserved bytes are not 0 is refused as damaged. [`format_limits`] says what a file of an older version cannot
+//! show. Version 1 files (no packed chunks) are refused with [`TraceFileError::UnsupportedVersion`], like newer
+//! ones. The writer writes version 4 only; [`rewrite`] copies a file of an older version into version 4.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -60,23 +80,48 @@ use super::wire::{MAGIC as STREAM_MAGIC, StreamHeader};
 /// The first 8 bytes of a trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"GPUTFILE";
 /// The file format version this crate writes (and the newest it reads).
-pub const FILE_VERSION: u16 = 3;
+pub const FILE_VERSION: u16 = 4;
 /// The oldest file format version this crate reads: version 2, the same layout without checksums.
 pub const OLDEST_FILE_VERSION: u16 = 2;
 /// Length of the file header.
 pub const FILE_HEADER_LEN: usize = 32;
 /// Largest chunk payload written or accepted.
 pub const MAX_CHUNK: u32 = 1 << 24;
-/// Chunk header of version 3: kind, stream, length, the chunk's CRC32, the header's CRC32.
+/// Chunk header of versions 3 and 4: kind, stream, length, the chunk's CRC32, the header's CRC32.
 pub const CHUNK_HEADER_LEN: usize = 17;
 /// Chunk header of version 2: kind, stream, length.
 const V2_CHUNK_HEADER_LEN: usize = 9;
-/// Where the file header's CRC32 lies (version 3).
+/// Where the file header's CRC32 lies (versions 3 and 4).
 const HEADER_CRC_AT: usize = 24;
 /// The first version with checksums.
 const CHECKED_VERSION: u16 = 3;
+/// The first version whose files end with a final chunk.
+const FINAL_CHUNK_VERSION: u16 = 4;
+/// The stream number in the final chunk's header (it belongs to no stream).
+const FINAL_STREAM: u32 = u32::MAX;
+/// The final chunk's fixed fields: end time, bytes before it, chunks before it, streams.
+const FINAL_FIXED_LEN: usize = 28;
+/// One stream's entry in the final chunk: stream number, frames.
+const FINAL_ENTRY_LEN: usize = 12;
 
-/// The CRC32 of a version 3 file header: of all its fixed bytes but the checksum's own four.
+/// What a file of format `version` cannot show, as a note for whoever reads it: `None` for the current format,
+/// where a changed byte and a file cut short are each an error; for version 3 (no final chunk), that a file cut
+/// at a chunk boundary reads as complete; for version 2, that and that a changed byte may read as another number.
+pub fn format_limits(version: u16) -> Option<&'static str> {
+    match version {
+        2 => Some(
+            "trace file format 2 has no checksums and no final chunk: a changed byte, or a file cut short, cannot \
+             be told from what was written (rewrite it in the current format to check it from now on)",
+        ),
+        3 => Some(
+            "trace file format 3 has no final chunk: the file cannot be checked for completeness (one cut short \
+             at a chunk boundary reads as whole)",
+        ),
+        _ => None,
+    }
+}
+
+/// The CRC32 of a version 3 or 4 file header: of all its fixed bytes but the checksum's own four.
 fn file_header_crc(h: &[u8; FILE_HEADER_LEN]) -> u32 {
     let mut c = crc32fast::Hasher::new();
     c.update(&h[..HEADER_CRC_AT]);
@@ -96,6 +141,7 @@ mod chunk {
     pub const DATA: u8 = 1;
     pub const CLOSED: u8 = 2;
     pub const PACKED: u8 = 3;
+    pub const FINAL: u8 = 4;
 }
 
 /// What the writer keeps of one stream: the bytes of a frame not complete yet, and the packing history.
@@ -112,7 +158,8 @@ struct Packer {
 ///
 /// Nothing is decoded or held: each [`write`](Self::write) becomes one or more chunks right away (through the
 /// writer given, which the caller may buffer). A tracer calls [`add_stream`](Self::add_stream) for each
-/// connection, `write` with what it read from it, and [`close`](Self::close) when it ends.
+/// connection, `write` with what it read from it, [`close`](Self::close) when it ends, and
+/// [`finish`](Self::finish) at the end: a file without its final chunk reads as not finished by its writer.
 #[derive(Debug)]
 pub struct TraceFileWriter<W: Write> {
     out: W,
@@ -120,16 +167,28 @@ pub struct TraceFileWriter<W: Write> {
     packed: Vec<u8>,
     next_stream: u32,
     bytes: u64,
+    /// Chunks written.
+    chunks: u64,
+    /// Per stream with a chunk: the frames written packed.
+    frames: BTreeMap<u32, u64>,
+    /// A write failed: what reached the file is unknown, and it is not finished.
+    failed: bool,
 }
 
 impl<W: Write> TraceFileWriter<W> {
-    /// Writes the file header (version [`FILE_VERSION`]) to `out`.
-    pub fn new(mut out: W) -> io::Result<Self> {
+    /// Writes the file header (version [`FILE_VERSION`]) to `out`, created now.
+    pub fn new(out: W) -> io::Result<Self> {
+        Self::created_at(out, super::record::ClockAnchor::now().realtime)
+    }
+
+    /// Writes the file header (version [`FILE_VERSION`]) to `out`, saying it was created at `realtime`
+    /// (`CLOCK_REALTIME`, ns): for a copy of an older file ([`rewrite`]), which keeps the time of the original.
+    pub fn created_at(mut out: W, realtime: u64) -> io::Result<Self> {
         let mut h = [0u8; FILE_HEADER_LEN];
         h[..8].copy_from_slice(&FILE_MAGIC);
         h[8..10].copy_from_slice(&FILE_VERSION.to_le_bytes());
         h[10..12].copy_from_slice(&(FILE_HEADER_LEN as u16).to_le_bytes());
-        h[16..24].copy_from_slice(&super::record::ClockAnchor::now().realtime.to_le_bytes());
+        h[16..24].copy_from_slice(&realtime.to_le_bytes());
         let crc = file_header_crc(&h);
         h[HEADER_CRC_AT..HEADER_CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
         out.write_all(&h)?;
@@ -139,6 +198,9 @@ impl<W: Write> TraceFileWriter<W> {
             packed: Vec::new(),
             next_stream: 0,
             bytes: FILE_HEADER_LEN as u64,
+            chunks: 0,
+            frames: BTreeMap::new(),
+            failed: false,
         })
     }
 
@@ -190,6 +252,7 @@ impl<W: Write> TraceFileWriter<W> {
             at = len;
         }
         self.packed.clear();
+        let mut frames = 0u64;
         while p.pending.len() - at >= super::wire::FRAME_HEADER_LEN {
             let h = &p.pending[at..];
             let len = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
@@ -207,17 +270,18 @@ impl<W: Write> TraceFileWriter<W> {
                 &p.pending[at + super::wire::FRAME_HEADER_LEN..end],
                 &mut self.packed,
             );
+            frames += 1;
             at = end;
             if self.packed.len() >= MAX_CHUNK as usize / 2 {
                 let packed = std::mem::take(&mut self.packed);
-                self.chunk(chunk::PACKED, stream, &packed)?;
+                self.packed_chunk(stream, &packed, std::mem::take(&mut frames))?;
                 self.packed = packed;
                 self.packed.clear();
             }
         }
         if !self.packed.is_empty() {
             let packed = std::mem::take(&mut self.packed);
-            self.chunk(chunk::PACKED, stream, &packed)?;
+            self.packed_chunk(stream, &packed, frames)?;
             self.packed = packed;
         }
         p.pending.drain(..at);
@@ -236,7 +300,26 @@ impl<W: Write> TraceFileWriter<W> {
         self.chunk(chunk::CLOSED, stream, &[])
     }
 
+    /// A packed chunk of `frames` whole frames of `stream`.
+    fn packed_chunk(&mut self, stream: u32, payload: &[u8], frames: u64) -> io::Result<()> {
+        self.chunk(chunk::PACKED, stream, payload)?;
+        *self.frames.entry(stream).or_default() += frames;
+        Ok(())
+    }
+
     fn chunk(&mut self, kind: u8, stream: u32, payload: &[u8]) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other(
+                "an earlier write of the trace file failed",
+            ));
+        }
+        self.frames.entry(stream).or_default();
+        self.put_chunk(kind, stream, payload)?;
+        self.chunks += 1;
+        Ok(())
+    }
+
+    fn put_chunk(&mut self, kind: u8, stream: u32, payload: &[u8]) -> io::Result<()> {
         let mut h = [0u8; CHUNK_HEADER_LEN];
         h[0] = kind;
         h[1..5].copy_from_slice(&stream.to_le_bytes());
@@ -245,8 +328,14 @@ impl<W: Write> TraceFileWriter<W> {
         h[9..13].copy_from_slice(&crc.to_le_bytes());
         let header_crc = crc32fast::hash(&h[..13]);
         h[13..17].copy_from_slice(&header_crc.to_le_bytes());
-        self.out.write_all(&h)?;
-        self.out.write_all(payload)?;
+        let written = self
+            .out
+            .write_all(&h)
+            .and_then(|()| self.out.write_all(payload));
+        if written.is_err() {
+            self.failed = true;
+        }
+        written?;
         self.bytes += (CHUNK_HEADER_LEN + payload.len()) as u64;
         Ok(())
     }
@@ -261,8 +350,44 @@ impl<W: Write> TraceFileWriter<W> {
         self.out.flush()
     }
 
-    /// Flushes and returns the writer given.
-    pub fn into_inner(mut self) -> io::Result<W> {
+    /// Ends the file: writes its final chunk (the time now, the bytes and chunks before it, each stream's frames),
+    /// flushes, and returns the writer given. Refused after a failed write (what reached the file is not known):
+    /// the file is then left without its final chunk, and reads as not finished.
+    pub fn finish(self) -> io::Result<W> {
+        let end = super::record::ClockAnchor::now().realtime;
+        self.finish_at(end)
+    }
+
+    /// [`finish`](Self::finish), with the end time given (`CLOCK_REALTIME`, ns).
+    pub fn finish_at(mut self, realtime: u64) -> io::Result<W> {
+        if self.failed {
+            return Err(io::Error::other(
+                "an earlier write of the trace file failed: it is left unfinished",
+            ));
+        }
+        let n = self.frames.len();
+        let len = n
+            .checked_mul(FINAL_ENTRY_LEN)
+            .and_then(|l| l.checked_add(FINAL_FIXED_LEN))
+            .filter(|&l| l <= MAX_CHUNK as usize)
+            .ok_or_else(|| io::Error::other(format!("{n} streams do not fit a final chunk")))?;
+        let mut payload = Vec::with_capacity(len);
+        payload.extend_from_slice(&realtime.to_le_bytes());
+        payload.extend_from_slice(&self.bytes.to_le_bytes());
+        payload.extend_from_slice(&self.chunks.to_le_bytes());
+        payload.extend_from_slice(&(n as u32).to_le_bytes());
+        for (stream, frames) in &self.frames {
+            payload.extend_from_slice(&stream.to_le_bytes());
+            payload.extend_from_slice(&frames.to_le_bytes());
+        }
+        self.put_chunk(chunk::FINAL, FINAL_STREAM, &payload)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    /// Flushes and returns the writer given without the final chunk: the file then reads as not finished by its
+    /// writer, as one whose tracer was killed at this point does.
+    pub fn into_unfinished(mut self) -> io::Result<W> {
         self.out.flush()?;
         Ok(self.out)
     }
@@ -293,21 +418,21 @@ pub enum TraceFileError {
         /// The version found.
         version: u16,
     },
-    /// The file header (bytes 0 to 31) was damaged: in version 3, its checksum does not match its bytes (or holds
-    /// only for version 3 where the version field says another); in version 2, its reserved bytes are not 0.
+    /// The file header (bytes 0 to 31) was damaged: in version 3 or 4, its checksum does not match its bytes (or
+    /// holds only for another version than the version field says); in version 2, its reserved bytes are not 0.
     #[error("the file header (bytes 0 to 31) is corrupt: {detail}")]
     BadFileHeader {
         /// What does not match.
         detail: &'static str,
     },
-    /// A chunk header fails its checksum (version 3): a byte of its kind, stream or length changed, so nothing
+    /// A chunk header fails its checksum (version 3 or 4): a byte of its kind, stream or length changed, so nothing
     /// from `offset` on can be trusted.
     #[error("the file is corrupt at byte {offset}: the chunk header there fails its checksum")]
     ChunkHeaderChecksum {
         /// Offset of the chunk.
         offset: u64,
     },
-    /// A chunk fails its checksum (version 3): a byte of its payload (or of the checksum) changed. Nothing of
+    /// A chunk fails its checksum (version 3 or 4): a byte of its payload (or of the checksum) changed. Nothing of
     /// the chunk is used, and the reading ends there.
     #[error(
         "the file is corrupt at byte {offset}: the chunk of stream {stream} there ({len} bytes) fails its checksum"
@@ -337,6 +462,32 @@ pub enum TraceFileError {
         offset: u64,
         /// Its bytes present.
         pending: usize,
+    },
+    /// A version 4 file ends after a whole chunk, without its final chunk: its writer did not finish it (the file
+    /// was cut short at a chunk boundary, or the tracer was killed). Everything before `offset` was read.
+    #[error(
+        "the file was not finished by its writer (cut short, or the tracer was killed): it ends at byte {offset} \
+         without its final chunk"
+    )]
+    Unfinished {
+        /// Where the file ends.
+        offset: u64,
+    },
+    /// The final chunk (at `offset`) disagrees with what was read before it: whole chunks were left out, repeated
+    /// or put in from elsewhere. What was read is not the file that was written.
+    #[error("the file is corrupt: its final chunk (at byte {offset}) {detail}")]
+    FinalChunkMismatch {
+        /// Offset of the final chunk.
+        offset: u64,
+        /// What differs, and in which stream.
+        detail: String,
+    },
+    /// Bytes follow the final chunk (at `offset`): something was appended to a finished file. Everything up to the
+    /// final chunk was read and checked; what follows it is not read.
+    #[error("the file goes on after its final chunk (at byte {offset}): what follows is not read")]
+    AfterFinalChunk {
+        /// Offset of the final chunk.
+        offset: u64,
     },
     /// A chunk header makes no sense (a length above [`MAX_CHUNK`]): the file is corrupt from `offset` on.
     #[error("the file is corrupt at byte {offset}: a chunk of kind {kind} announces {len} bytes")]
@@ -425,6 +576,10 @@ struct StreamState {
     dead: bool,
     /// Packing history, for packed chunks.
     history: History,
+    /// A packed chunk could not be expanded: the history is lost, the rest of the stream is not read.
+    unpack_failed: bool,
+    /// Frames expanded from packed chunks (files only), for the final chunk's check.
+    frames: u64,
 }
 
 impl StreamState {
@@ -434,6 +589,8 @@ impl StreamState {
             header_sent: false,
             dead: false,
             history: History::default(),
+            unpack_failed: false,
+            frames: 0,
         }
     }
 }
@@ -458,6 +615,22 @@ pub struct TraceReader<R> {
     streams: BTreeMap<u32, StreamState>,
     pending: std::collections::VecDeque<Result<TraceItem, TraceFileError>>,
     chunk: Vec<u8>,
+    /// The file header's creation time (files only).
+    created: u64,
+    /// Chunks read before the final chunk (files only).
+    chunks: u64,
+    /// The final chunk, once read: its offset and the writer's end time.
+    finished: Option<(u64, u64)>,
+    /// Each stream's bytes as read (expanded where packed), and its closing, in file order: what [`rewrite`]
+    /// copies. `None` unless asked for.
+    tap: Option<Vec<Tapped>>,
+}
+
+/// What [`TraceReader`] passes on to [`rewrite`]: bytes of a stream, or its closing.
+#[derive(Debug)]
+enum Tapped {
+    Bytes(u32, Vec<u8>),
+    Closed(u32),
 }
 
 impl<R> std::fmt::Debug for TraceReader<R> {
@@ -470,24 +643,31 @@ impl<R> std::fmt::Debug for TraceReader<R> {
     }
 }
 
-/// Checks a whole file header against its version's rules: a version 3 header's checksum; a version 2 header's
-/// reserved bytes (0). A header of another version whose checksum holds once the version field says 3 is a
-/// version 3 header with a damaged version field.
+/// Checks a whole file header against its version's rules: a version 3 or 4 header's checksum; a version 2
+/// header's reserved bytes (0). A header whose checksum holds only once the version field says another checked
+/// version is a header of that version with a damaged version field.
 fn check_file_header(h: &[u8; FILE_HEADER_LEN], version: u16) -> Result<(), TraceFileError> {
     let stored = u32::from_le_bytes([h[24], h[25], h[26], h[27]]);
-    if version == CHECKED_VERSION {
-        if stored != file_header_crc(h) {
-            return Err(TraceFileError::BadFileHeader {
-                detail: "its checksum does not match its bytes",
-            });
-        }
+    let checked = (CHECKED_VERSION..=FILE_VERSION).contains(&version);
+    if checked && stored == file_header_crc(h) {
         return Ok(());
     }
-    let mut as_v3 = *h;
-    as_v3[8..10].copy_from_slice(&CHECKED_VERSION.to_le_bytes());
-    if stored != 0 && stored == file_header_crc(&as_v3) {
+    for other in (CHECKED_VERSION..=FILE_VERSION).filter(|&v| v != version) {
+        let mut as_other = *h;
+        as_other[8..10].copy_from_slice(&other.to_le_bytes());
+        if stored != 0 && stored == file_header_crc(&as_other) {
+            return Err(TraceFileError::BadFileHeader {
+                detail: if other == CHECKED_VERSION {
+                    "the version field is damaged (the checksum holds for version 3)"
+                } else {
+                    "the version field is damaged (the checksum holds for version 4)"
+                },
+            });
+        }
+    }
+    if checked {
         return Err(TraceFileError::BadFileHeader {
-            detail: "the version field is damaged (the checksum holds for version 3)",
+            detail: "its checksum does not match its bytes",
         });
     }
     if version == 2 && h[24..].iter().any(|&b| b != 0) {
@@ -513,7 +693,21 @@ impl<R: Read> TraceReader<R> {
             streams: BTreeMap::new(),
             pending: Default::default(),
             chunk: vec![0; 64 << 10],
+            created: 0,
+            chunks: 0,
+            finished: None,
+            tap: None,
         }
+    }
+
+    /// When the file was created (`CLOCK_REALTIME`, ns), once its header is read; `None` for a single stream.
+    pub fn created(&self) -> Option<u64> {
+        (self.shape == Shape::File).then_some(self.created)
+    }
+
+    /// When the writer finished the file (`CLOCK_REALTIME`, ns), once its final chunk is read (version 4).
+    pub fn finished(&self) -> Option<u64> {
+        self.finished.map(|(_, end)| end)
     }
 
     /// The header of a stream, once read.
@@ -598,8 +792,8 @@ impl<R: Read> TraceReader<R> {
             .and_then(|h| <[u8; FILE_HEADER_LEN]>::try_from(h).ok());
         if let Some(h) = whole {
             check_file_header(&h, version)?;
-        } else if version == CHECKED_VERSION {
-            // A version 3 header is checked whole before anything in it is trusted.
+        } else if (CHECKED_VERSION..=FILE_VERSION).contains(&version) {
+            // A version 3 or 4 header is checked whole before anything in it is trusted.
             return Err(TraceFileError::Truncated {
                 offset: 0,
                 pending: rest.len(),
@@ -620,6 +814,11 @@ impl<R: Read> TraceReader<R> {
             }
         }
         self.version = version;
+        self.created = self
+            .buf
+            .get(self.pos + 16..self.pos + 24)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_le_bytes);
         self.pos += usize::from(header_len);
         self.shape = Shape::File;
         Ok(true)
@@ -685,6 +884,9 @@ impl<R: Read> TraceReader<R> {
                     let bytes = std::mem::take(&mut self.buf);
                     self.base += bytes.len() as u64;
                     self.pos = 0;
+                    if let Some(tap) = self.tap.as_mut() {
+                        tap.push(Tapped::Bytes(0, bytes.clone()));
+                    }
                     self.feed(0, &bytes[..]);
                     return Ok(true);
                 }
@@ -694,102 +896,219 @@ impl<R: Read> TraceReader<R> {
                 self.finish_streams();
                 Ok(false)
             }
-            Shape::File => {
-                let checked = self.version >= CHECKED_VERSION;
-                let header_len = if checked {
-                    CHUNK_HEADER_LEN
-                } else {
-                    V2_CHUNK_HEADER_LEN
-                };
-                while self.buf.len() - self.pos < header_len {
-                    if !self.fill()? {
-                        let pending = self.buf.len() - self.pos;
-                        self.finish_streams();
-                        if pending > 0 {
-                            return Err(TraceFileError::Truncated {
-                                offset: self.offset(),
-                                pending,
-                            });
-                        }
-                        return Ok(false);
-                    }
+            Shape::File => self.step_file(),
+        }
+    }
+
+    /// Reads the next chunk of a file; false at its end.
+    fn step_file(&mut self) -> Result<bool, TraceFileError> {
+        if let Some((offset, _)) = self.finished {
+            // Nothing may follow the final chunk.
+            while self.pos == self.buf.len() {
+                if !self.fill()? {
+                    self.finish_streams();
+                    return Ok(false);
                 }
-                let h = &self.buf[self.pos..self.pos + header_len];
-                let kind = h[0];
-                let stream = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
-                let len = u32::from_le_bytes([h[5], h[6], h[7], h[8]]);
-                let crc = if checked {
-                    // The header is checked before its length is trusted: a changed length is corruption, not
-                    // a file cut short.
-                    let stored = u32::from_le_bytes([h[13], h[14], h[15], h[16]]);
-                    if crc32fast::hash(&h[..13]) != stored {
-                        return Err(TraceFileError::ChunkHeaderChecksum {
-                            offset: self.offset(),
-                        });
-                    }
-                    Some(u32::from_le_bytes([h[9], h[10], h[11], h[12]]))
-                } else {
-                    None
-                };
-                if len > MAX_CHUNK {
-                    return Err(TraceFileError::Corrupt {
+            }
+            self.finish_streams();
+            return Err(TraceFileError::AfterFinalChunk { offset });
+        }
+        let checked = self.version >= CHECKED_VERSION;
+        let header_len = if checked {
+            CHUNK_HEADER_LEN
+        } else {
+            V2_CHUNK_HEADER_LEN
+        };
+        while self.buf.len() - self.pos < header_len {
+            if !self.fill()? {
+                let pending = self.buf.len() - self.pos;
+                self.finish_streams();
+                if pending > 0 {
+                    return Err(TraceFileError::Truncated {
                         offset: self.offset(),
-                        kind,
-                        len,
+                        pending,
                     });
                 }
-                let total = header_len + len as usize;
-                while self.buf.len() - self.pos < total {
-                    if !self.fill()? {
-                        let pending = self.buf.len() - self.pos;
-                        let offset = self.offset();
-                        // What the streams received before the cut is still decoded.
-                        self.finish_streams();
-                        return Err(TraceFileError::Truncated { offset, pending });
-                    }
+                if self.version >= FINAL_CHUNK_VERSION {
+                    return Err(TraceFileError::Unfinished {
+                        offset: self.offset(),
+                    });
                 }
-                let start = self.pos + header_len;
-                let payload = &self.buf[start..start + len as usize];
-                if let Some(crc) = crc {
-                    if chunk_crc(&self.buf[self.pos..self.pos + 9], payload) != crc {
-                        return Err(TraceFileError::ChunkChecksum {
-                            offset: self.offset(),
-                            stream,
-                            len,
-                        });
-                    }
-                }
-                let payload = payload.to_vec();
-                self.pos += total;
-                match kind {
-                    chunk::DATA => self.feed(stream, &payload),
-                    chunk::PACKED => {
-                        let offset = self.offset() - total as u64;
-                        let s = self.streams.entry(stream).or_insert_with(StreamState::new);
-                        if !s.dead {
-                            let mut wire = Vec::with_capacity(payload.len() * 3);
-                            match unpack(&mut s.history, &payload, &mut wire) {
-                                Ok(()) => self.feed(stream, &wire),
-                                Err(detail) => {
-                                    s.dead = true;
-                                    self.pending.push_back(Err(TraceFileError::BadPackedChunk {
-                                        stream,
-                                        offset,
-                                        detail,
-                                    }));
-                                }
-                            }
-                        }
-                    }
-                    chunk::CLOSED => {
-                        self.streams.entry(stream).or_insert_with(StreamState::new);
-                        self.pending.push_back(Ok(TraceItem::Closed { stream }));
-                    }
-                    _ => log::debug!("trace file chunk of unknown kind {kind} skipped"),
-                }
-                Ok(true)
+                return Ok(false);
             }
         }
+        let h = &self.buf[self.pos..self.pos + header_len];
+        let kind = h[0];
+        let stream = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
+        let len = u32::from_le_bytes([h[5], h[6], h[7], h[8]]);
+        let crc = if checked {
+            // The header is checked before its length is trusted: a changed length is corruption, not a file cut
+            // short.
+            let stored = u32::from_le_bytes([h[13], h[14], h[15], h[16]]);
+            if crc32fast::hash(&h[..13]) != stored {
+                return Err(TraceFileError::ChunkHeaderChecksum {
+                    offset: self.offset(),
+                });
+            }
+            Some(u32::from_le_bytes([h[9], h[10], h[11], h[12]]))
+        } else {
+            None
+        };
+        if len > MAX_CHUNK {
+            return Err(TraceFileError::Corrupt {
+                offset: self.offset(),
+                kind,
+                len,
+            });
+        }
+        let total = header_len + len as usize;
+        while self.buf.len() - self.pos < total {
+            if !self.fill()? {
+                let pending = self.buf.len() - self.pos;
+                let offset = self.offset();
+                // What the streams received before the cut is still decoded.
+                self.finish_streams();
+                return Err(TraceFileError::Truncated { offset, pending });
+            }
+        }
+        let start = self.pos + header_len;
+        let payload = &self.buf[start..start + len as usize];
+        if let Some(crc) = crc {
+            if chunk_crc(&self.buf[self.pos..self.pos + 9], payload) != crc {
+                return Err(TraceFileError::ChunkChecksum {
+                    offset: self.offset(),
+                    stream,
+                    len,
+                });
+            }
+        }
+        let payload = payload.to_vec();
+        let offset = self.offset();
+        self.pos += total;
+        if kind == chunk::FINAL && self.version >= FINAL_CHUNK_VERSION {
+            let end = self.check_final(offset, &payload)?;
+            self.finished = Some((offset, end));
+            return Ok(true);
+        }
+        self.chunks += 1;
+        match kind {
+            chunk::DATA => {
+                if let Some(tap) = self.tap.as_mut() {
+                    tap.push(Tapped::Bytes(stream, payload.clone()));
+                }
+                self.feed(stream, &payload)
+            }
+            chunk::PACKED => {
+                let s = self.streams.entry(stream).or_insert_with(StreamState::new);
+                // A stream whose decoding failed is still expanded (its history holds), so that its frames are
+                // counted; one whose expansion failed is not.
+                if !s.unpack_failed {
+                    let mut wire = Vec::with_capacity(payload.len() * 3);
+                    match unpack(&mut s.history, &payload, &mut wire) {
+                        Ok(frames) => {
+                            s.frames += frames;
+                            if let Some(tap) = self.tap.as_mut() {
+                                tap.push(Tapped::Bytes(stream, wire.clone()));
+                            }
+                            self.feed(stream, &wire)
+                        }
+                        Err(detail) => {
+                            s.unpack_failed = true;
+                            s.dead = true;
+                            self.pending.push_back(Err(TraceFileError::BadPackedChunk {
+                                stream,
+                                offset,
+                                detail,
+                            }));
+                        }
+                    }
+                }
+            }
+            chunk::CLOSED => {
+                self.streams.entry(stream).or_insert_with(StreamState::new);
+                if let Some(tap) = self.tap.as_mut() {
+                    tap.push(Tapped::Closed(stream));
+                }
+                self.pending.push_back(Ok(TraceItem::Closed { stream }));
+            }
+            _ => log::debug!("trace file chunk of unknown kind {kind} skipped"),
+        }
+        Ok(true)
+    }
+
+    /// Checks the final chunk (at `offset`) against what was read before it; returns the writer's end time.
+    fn check_final(&self, offset: u64, p: &[u8]) -> Result<u64, TraceFileError> {
+        let mismatch = |detail: String| TraceFileError::FinalChunkMismatch { offset, detail };
+        let u64_at = |at: usize| {
+            p.get(at..at + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes)
+        };
+        let u32_at = |at: usize| {
+            p.get(at..at + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_le_bytes)
+        };
+        let (Some(end), Some(bytes), Some(chunks), Some(n)) =
+            (u64_at(0), u64_at(8), u64_at(16), u32_at(24))
+        else {
+            return Err(mismatch(format!(
+                "has {} bytes, fewer than its {FINAL_FIXED_LEN} fixed ones",
+                p.len()
+            )));
+        };
+        let want_len = (n as usize)
+            .checked_mul(FINAL_ENTRY_LEN)
+            .and_then(|l| l.checked_add(FINAL_FIXED_LEN));
+        if want_len != Some(p.len()) {
+            return Err(mismatch(format!(
+                "lists {n} streams in {} bytes",
+                p.len() - FINAL_FIXED_LEN
+            )));
+        }
+        if bytes != offset {
+            return Err(mismatch(format!(
+                "says {bytes} bytes come before it, but it is at byte {offset}"
+            )));
+        }
+        if chunks != self.chunks {
+            return Err(mismatch(format!(
+                "says {chunks} chunks come before it, {} were read",
+                self.chunks
+            )));
+        }
+        let mut listed = BTreeMap::new();
+        for i in 0..n as usize {
+            let at = FINAL_FIXED_LEN + i * FINAL_ENTRY_LEN;
+            if let (Some(stream), Some(frames)) = (u32_at(at), u64_at(at + 4)) {
+                listed.insert(stream, frames);
+            }
+        }
+        if listed.len() != n as usize {
+            return Err(mismatch(format!("lists a stream twice among its {n}")));
+        }
+        for (&stream, &frames) in &listed {
+            match self.streams.get(&stream) {
+                None => {
+                    return Err(mismatch(format!(
+                        "lists stream {stream}, of which no chunk was read"
+                    )));
+                }
+                Some(s) if !s.unpack_failed && s.frames != frames => {
+                    return Err(mismatch(format!(
+                        "says stream {stream} has {frames} frames, {} were read",
+                        s.frames
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(stream) = self.streams.keys().find(|s| !listed.contains_key(s)) {
+            return Err(mismatch(format!(
+                "does not list stream {stream}, of which chunks were read"
+            )));
+        }
+        Ok(end)
     }
 }
 
@@ -813,6 +1132,55 @@ impl<R: Read> Iterator for TraceReader<R> {
                 }
             }
         }
+    }
+}
+
+/// Copies a trace file of any version this crate reads (or a single stream, as stream 0) into a file of the
+/// current version written to `out`, which is returned: each stream's bytes as they were (expanded, then packed
+/// anew), under the same stream numbers and in the same order, closed where they were closed, with the creation
+/// time of the original and a final chunk of its own. The reports of the copy are those of the original.
+///
+/// Any reading error refuses the copy, whatever was written to `out` by then (an [`io::Error`] of kind
+/// [`InvalidData`](io::ErrorKind::InvalidData) whose inner error is the [`TraceFileError`]): a damaged file is not
+/// given checksums that would vouch for it. A file of version 2 or 3 cannot show that it was cut short at a chunk
+/// boundary; its copy's final chunk vouches for what was read, so copy only files known whole (their processes
+/// ended: `stats` says so).
+pub fn rewrite<R: Read, W: Write>(source: R, out: W) -> io::Result<W> {
+    let mut reader = TraceReader::new(source);
+    reader.tap = Some(Vec::new());
+    let mut out = Some(out);
+    let mut writer = None;
+    loop {
+        let item = reader.next();
+        if let Some(Err(e)) = item {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+        }
+        if writer.is_none() && reader.shape != Shape::Unknown {
+            let created = reader
+                .created()
+                .unwrap_or_else(|| super::record::ClockAnchor::now().realtime);
+            if let Some(out) = out.take() {
+                writer = Some(TraceFileWriter::created_at(out, created)?);
+            }
+        }
+        if let (Some(w), Some(tap)) = (writer.as_mut(), reader.tap.as_mut()) {
+            for t in tap.drain(..) {
+                match t {
+                    Tapped::Bytes(stream, bytes) => w.write(stream, &bytes)?,
+                    Tapped::Closed(stream) => w.close(stream)?,
+                }
+            }
+        }
+        if item.is_none() {
+            break;
+        }
+    }
+    match writer {
+        Some(w) => w.finish(),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            TraceFileError::Empty,
+        )),
     }
 }
 

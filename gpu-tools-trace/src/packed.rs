@@ -122,14 +122,16 @@ impl Cursor<'_> {
     }
 }
 
-/// Expands a packed chunk back into wire frames, appended to `out`.
+/// Expands a packed chunk back into wire frames, appended to `out`; returns how many.
 pub(crate) fn unpack(
     history: &mut History,
     chunk: &[u8],
     out: &mut Vec<u8>,
-) -> Result<(), UnpackError> {
+) -> Result<u64, UnpackError> {
     let mut c = Cursor { b: chunk, at: 0 };
+    let mut frames = 0;
     while c.at < chunk.len() {
+        frames += 1;
         let tag = c.bytes(1)?[0];
         let len = c.varint()?;
         if len > u64::from(MAX_FRAME) {
@@ -163,7 +165,7 @@ pub(crate) fn unpack(
         prev.clear();
         prev.extend_from_slice(&out[base..]);
     }
-    Ok(())
+    Ok(frames)
 }
 
 #[cfg(test)]
@@ -189,7 +191,10 @@ mod tests {
             wire.extend_from_slice(p);
         }
         let mut back = Vec::new();
-        unpack(&mut History::default(), &packed, &mut back).unwrap();
+        assert_eq!(
+            unpack(&mut History::default(), &packed, &mut back),
+            Ok(frames.len() as u64)
+        );
         assert_eq!(back, wire);
         for cut in 0..packed.len() {
             let mut b = Vec::new();

@@ -17,6 +17,9 @@
 //! `cargo xtask record --out DIR` (an alias of `cargo run -p xtask --`) records real CUPTI activity buffers as
 //! test fixtures on a host with an NVIDIA GPU (see [`record`]).
 //!
+//! `cargo run -p xtask -- rewrite-trace IN OUT` writes a trace file of an older format in the current one, and
+//! checks that both read to the same records and reports (see [`rewrite_trace`]).
+//!
 //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
 //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
 //! generated `packed(8)` records match the C layout; the committed files leave them out.
@@ -26,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod record;
+mod rewrite_trace;
 
 /// Pinned in xtask/Cargo.toml (`bindgen = "=0.72.1"`), named in each generated file's first line.
 const BINDGEN_VERSION: &str = "0.72.1";
@@ -50,6 +54,15 @@ fn main() {
                 std::process::exit(2);
             }
         },
+        Some("rewrite-trace") => match (args.next(), args.next(), args.next()) {
+            (Some(input), Some(output), None) => {
+                if let Err(e) = rewrite_trace::run(Path::new(&input), Path::new(&output)) {
+                    eprintln!("xtask rewrite-trace: {e}");
+                    std::process::exit(1);
+                }
+            }
+            _ => usage(),
+        },
         _ => usage(),
     }
 }
@@ -57,11 +70,12 @@ fn main() {
 fn usage() {
     eprintln!(
         "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n       \
-         {}\n\n\
+         {}\n       {}\n\n\
          Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, assembles the \
-         rocprofiler-sdk include folder from source checkouts, or records CUPTI buffers as test fixtures (see \
-         xtask/src/main.rs).",
-        record::USAGE
+         rocprofiler-sdk include folder from source checkouts, records CUPTI buffers as test fixtures, or writes \
+         a trace file of an older format in the current one (see xtask/src/main.rs).",
+        record::USAGE,
+        rewrite_trace::USAGE
     );
     std::process::exit(2);
 }

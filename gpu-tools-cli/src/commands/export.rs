@@ -25,8 +25,10 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
 /// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
 /// trace, another format version, cut short before its first record), fails a checksum (a changed byte: the message
-/// says at which byte) or is given twice, or OUT cannot be written or is one of the inputs; 3 when an input was cut
-/// short or is corrupt part-way (OUT then holds what was read before); 2 for a usage error.
+/// says at which byte), has a final chunk that disagrees with what was read or is given twice, or OUT cannot be
+/// written or is one of the inputs; 3 when an input was cut short, was not finished by its writer (the tracer killed)
+/// or is corrupt part-way (OUT then holds what was read before); 2 for a usage error. A file of format 2 or 3 is
+/// read, with a line on stderr saying what it cannot show.
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("out").required(true))]
 pub struct Args {
@@ -156,7 +158,13 @@ fn export<S: TimelineSink>(
     for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = timeline.read(file, input)?;
-        reading.take("export", path, timeline.records(file), &errors);
+        reading.take(
+            "export",
+            path,
+            timeline.file_version(file),
+            timeline.records(file),
+            &errors,
+        );
     }
     let misnested = timeline.misnested();
     if misnested > 0 {

@@ -23,9 +23,11 @@ use crate::trace_input::{Reading, open_all};
 /// and whether the row rests on samples shared with other kernels (statistical) or on kernels that overlapped;
 /// with a line per sampled device. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
 /// recorded). Exit code: 0; 1 when a file cannot be read at all (not a trace, another format version, cut short
-/// before its first record), fails a checksum (a changed byte: the message says at which byte) or is given twice
-/// (under any path); 3 when one was cut short or is corrupt part-way (the reports then cover what was read
-/// before); 2 for a usage error.
+/// before its first record), fails a checksum (a changed byte: the message says at which byte), has a final chunk
+/// that disagrees with what was read (whole chunks left out or repeated) or is given twice (under any path); 3
+/// when one was cut short, was not finished by its writer (the tracer killed) or is corrupt part-way (the reports
+/// then cover what was read before); 2 for a usage error. A file of format 2 or 3 is read, with a line on stderr
+/// saying what it cannot show (format 2: a changed byte or a cut; format 3: a cut at a chunk boundary).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The trace files; `-` is standard input.
@@ -59,7 +61,13 @@ pub fn run(args: Args) -> Outcome {
     for (i, (path, input)) in args.files.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = analysis.read(file, input);
-        reading.take("stats", path, analysis.records(file), &errors);
+        reading.take(
+            "stats",
+            path,
+            analysis.file_version(file),
+            analysis.records(file),
+            &errors,
+        );
     }
     reading.check()?;
     // Every report that has something to say, or those asked for (in the usual order), whatever they hold.

@@ -90,7 +90,7 @@ fn trace_file(dir: &Path) -> PathBuf {
     w.write(s, e.bytes()).unwrap();
     w.close(s).unwrap();
     let path = dir.join("run.gputrace");
-    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
     path
 }
 

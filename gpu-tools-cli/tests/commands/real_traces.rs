@@ -1,8 +1,9 @@
 //! `gpu-tools stats` and `gpu-tools export` on the real traces of `tests/fixtures/traces/` (recorded on a GPU
-//! host, file format 2): the kernel report's top names (demangled, and as recorded with `--raw-names`), their
-//! launches and GPU time, in text and JSON; every kernel counted; the processes and ranks; the Chrome
-//! and Perfetto exports' flow starts and ends. The same numbers are counted from the decoded records in
-//! `gpu-tools-trace/tests/toolkit/real_traces.rs`.
+//! host in file format 2, rewritten in the current format): the kernel report's top names (demangled, and as
+//! recorded with `--raw-names`), their launches and GPU time, in text and JSON; every kernel counted; the
+//! processes and ranks; the Chrome and Perfetto exports' flow starts and ends. The same numbers are counted from
+//! the decoded records in `gpu-tools-trace/tests/toolkit/real_traces.rs`. The format 2 recording kept reports the
+//! same and says once that it cannot be checked; cut and changed copies of a current one do not exit 0.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -246,5 +247,93 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
         let (starts, ends) = perfetto::flows(&std::fs::read(&pb).unwrap());
         assert_eq!((starts.len(), ends.len()), (e.flows, e.flows), "{}", e.file);
         assert_eq!(starts, ends, "{}", e.file);
+    }
+}
+
+/// `gpu-tools ARGS` as it ran, whatever its exit.
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(args)
+        .output()
+        .expect("run gpu-tools")
+}
+
+#[test]
+fn the_format_2_recording_reports_as_its_rewrite_and_says_once_that_it_cannot_be_checked() {
+    let v2 = fixture("torch_compile.format2.gputrace");
+    let says = format!(
+        "gpu-tools stats: {v2}: trace file format 2 has no checksums and no final chunk: a changed byte, or a \
+         file cut short, cannot be told from what was written"
+    );
+    for format in ["text", "json"] {
+        let old = run(&["stats", "--format", format, &v2]);
+        let new = gpu_tools(&[
+            "stats",
+            "--format",
+            format,
+            &fixture("torch_compile.gputrace"),
+        ]);
+        assert_eq!(old.status.code(), Some(0));
+        assert_eq!(old.stdout, new.stdout, "{format}");
+        let err = String::from_utf8_lossy(&old.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&says), "{err}");
+    }
+}
+
+/// A few cuts and changed bytes of a committed trace, through the binary: none exits 0, and none reports.
+#[test]
+fn cut_or_changed_copies_of_a_fixture_do_not_exit_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(fixture("torch_loop.gputrace")).unwrap();
+    // The chunks' offsets: header chunk, packed records, ..., the final chunk last.
+    let mut chunks = Vec::new();
+    let mut at = 32;
+    while at < bytes.len() {
+        chunks.push(at);
+        at += 17 + u32::from_le_bytes(bytes[at + 5..at + 9].try_into().unwrap()) as usize;
+    }
+    let last = *chunks.last().unwrap();
+    let mid = chunks[chunks.len() / 2];
+    let path = dir.path().join("t.gputrace");
+    let cuts: [(usize, i32, &str); 4] = [
+        (
+            32,
+            1,
+            "holds no records: the file was not finished by its writer",
+        ),
+        (
+            mid,
+            3,
+            "the file was not finished by its writer (cut short, or the tracer was killed)",
+        ),
+        (
+            last,
+            3,
+            &format!("it ends at byte {last} without its final chunk"),
+        ),
+        (last + 20, 3, "the file is truncated"),
+    ];
+    for (cut, code, says) in cuts {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let out = run(&["stats", "--report", "processes", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "cut {cut}: {err}");
+        assert!(err.contains(says), "cut {cut}: {err}");
+    }
+    for (i, x) in [
+        (20, 0x01),
+        (chunks[1] + 3, 0x80),
+        (mid + 100, 0x10),
+        (last + 30, 0x04),
+    ] {
+        let mut changed = bytes.clone();
+        changed[i] ^= x;
+        std::fs::write(&path, &changed).unwrap();
+        let out = run(&["stats", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "byte {i}: {err}");
+        assert!(err.contains("corrupt"), "byte {i}: {err}");
+        assert!(out.stdout.is_empty(), "byte {i}: no report");
     }
 }

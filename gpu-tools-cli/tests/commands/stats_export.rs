@@ -1,9 +1,10 @@
 //! `gpu-tools stats` and `gpu-tools export` on trace files written here: the reports in each format and by name,
 //! Perfetto and Chrome output (gzip too), a trace with a counter stream (counters per kernel, counter tracks), and
-//! bad input: a truncated file (what was read still counts, exit 3), a
-//! file that is not a trace or of a newer version (exit 1, an existing output left as it was), an output that
-//! cannot be written (exit 1 before anything is read), and nothing left behind on failure; a changed byte (a
-//! checksum fails: exit 1, naming where) and a file of format version 2 (read as before).
+//! bad input: a truncated file and one cut between chunks, not finished by its writer (what was read still counts,
+//! exit 3), a file that is not a trace or of a newer version (exit 1, an existing output left as it was), an
+//! output that cannot be written (exit 1 before anything is read), and nothing left behind on failure; a changed
+//! byte (a checksum fails: exit 1, naming where), a final chunk that disagrees with what was read (exit 1), and
+//! files of format versions 2 and 3 (read as before, with a line saying what they cannot show).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -94,7 +95,7 @@ fn trace_file_named(dir: &Path, name: &str, work_first: bool) -> PathBuf {
     w.write(s, e.bytes()).unwrap();
     w.close(s).unwrap();
     let path = dir.join(name);
-    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
     path
 }
 
@@ -516,7 +517,7 @@ fn export_counts_one_misnested_slice_in_the_singular() {
     w.close(stream).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lanes.gputrace");
-    std::fs::write(&file, w.into_inner().unwrap()).unwrap();
+    std::fs::write(&file, w.finish().unwrap()).unwrap();
     let out = gpu_tools(&[
         "export",
         s(&file),
@@ -567,7 +568,7 @@ fn a_file_cut_before_its_first_record_is_refused() {
     }
 }
 
-/// The chunks of a version 3 file: offset and payload length.
+/// The chunks of a file of the current version (or 3): offset and payload length.
 fn chunks_v3(file: &[u8]) -> Vec<(usize, usize)> {
     let mut at = FILE_HEADER_LEN;
     let mut out = Vec::new();
@@ -626,28 +627,166 @@ fn a_changed_byte_is_refused_with_where_it_is_and_exit_1() {
     }
 }
 
+/// Whether `path` is said on `stderr` to be of an older format (`limits`, the start of what is said), once, on a
+/// line of its own.
+fn said_once(stderr: &[u8], command: &str, path: &Path, limits: &str) -> bool {
+    let line = format!("gpu-tools {command}: {}: {limits}", path.display());
+    let err = String::from_utf8_lossy(stderr);
+    err.lines().filter(|l| l.starts_with(&line)).count() == 1 && err.matches(limits).count() == 1
+}
+
 #[test]
-fn a_version_2_file_reads_as_its_version_3_form() {
+fn files_of_versions_2_and_3_read_as_their_current_form_and_say_once_what_they_cannot_show() {
     let dir = tempfile::tempdir().unwrap();
-    let v3_path = trace_file(dir.path());
-    let v3 = std::fs::read(&v3_path).unwrap();
-    // As the version 2 writer wrote it: no checksums, zeros in the header's bytes 24 to 31.
-    let mut v2 = v3[..FILE_HEADER_LEN].to_vec();
+    let v4_path = trace_file(dir.path());
+    let v4 = std::fs::read(&v4_path).unwrap();
+    let kept: Vec<(usize, usize)> = chunks_v3(&v4)
+        .into_iter()
+        .filter(|&(at, _)| v4[at] != 4)
+        .collect();
+    assert_eq!(kept.len() + 1, chunks_v3(&v4).len(), "one final chunk");
+    // As the version 2 writer wrote it: no checksums, zeros in the header's bytes 24 to 31, no final chunk.
+    let mut v2 = v4[..FILE_HEADER_LEN].to_vec();
     v2[8..10].copy_from_slice(&2u16.to_le_bytes());
     v2[24..32].fill(0);
-    for (at, len) in chunks_v3(&v3) {
-        v2.extend_from_slice(&v3[at..at + 9]);
-        v2.extend_from_slice(&v3[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len]);
+    for &(at, len) in &kept {
+        v2.extend_from_slice(&v4[at..at + 9]);
+        v2.extend_from_slice(&v4[at + CHUNK_HEADER_LEN..at + CHUNK_HEADER_LEN + len]);
     }
+    // As the version 3 writer wrote it: checksums, no final chunk.
+    let mut v3 = v4[..kept
+        .last()
+        .map_or(0, |&(at, len)| at + CHUNK_HEADER_LEN + len)]
+        .to_vec();
+    v3[8..10].copy_from_slice(&3u16.to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&v3[..24]);
+    crc.update(&v3[28..32]);
+    let crc = crc.finalize();
+    v3[24..28].copy_from_slice(&crc.to_le_bytes());
     let v2_path = dir.path().join("v2.gputrace");
+    let v3_path = dir.path().join("v3.gputrace");
     std::fs::write(&v2_path, &v2).unwrap();
+    std::fs::write(&v3_path, &v3).unwrap();
+    let limits = [
+        (
+            &v2_path,
+            "trace file format 2 has no checksums and no final chunk",
+        ),
+        (
+            &v3_path,
+            "trace file format 3 has no final chunk: the file cannot be checked for completeness",
+        ),
+    ];
     for format in ["text", "json"] {
-        let a = gpu_tools(&["stats", "--format", format, s(&v3_path)]);
-        let b = gpu_tools(&["stats", "--format", format, s(&v2_path)]);
-        assert_eq!((a.status.code(), b.status.code()), (Some(0), Some(0)));
-        assert!(String::from_utf8_lossy(&b.stdout).contains("cuda_gpu_kern_sum"));
-        assert_eq!(a.stdout, b.stdout, "{format}");
+        let a = gpu_tools(&["stats", "--format", format, s(&v4_path)]);
+        assert_eq!(a.status.code(), Some(0));
+        assert!(a.stderr.is_empty(), "the current format: nothing to say");
+        for (path, says) in limits {
+            let b = gpu_tools(&["stats", "--format", format, s(path)]);
+            assert_eq!(b.status.code(), Some(0));
+            assert!(String::from_utf8_lossy(&b.stdout).contains("cuda_gpu_kern_sum"));
+            assert_eq!(a.stdout, b.stdout, "{format}");
+            assert!(
+                said_once(&b.stderr, "stats", path, says),
+                "{}",
+                String::from_utf8_lossy(&b.stderr)
+            );
+        }
     }
+    // Each file of an older format is said once, whatever else is read with it.
+    let out_path = dir.path().join("t.json");
+    let out = gpu_tools(&["export", s(&v2_path), s(&v3_path), "--chrome", s(&out_path)]);
+    assert_eq!(out.status.code(), Some(0));
+    for (path, says) in limits {
+        assert!(
+            said_once(&out.stderr, "export", path, says),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The defect of format 3: a file cut where a chunk ends read as whole. Now it is not finished by its writer.
+#[test]
+fn a_file_cut_between_chunks_was_not_finished_by_its_writer_and_exits_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(trace_file(dir.path())).unwrap();
+    let chunks = chunks_v3(&bytes);
+    // After the records and after the closing: everything but the final chunk (before the records, nothing would
+    // be left to report: that is below).
+    assert_eq!(
+        chunks.iter().map(|c| bytes[c.0]).collect::<Vec<u8>>(),
+        [1, 3, 2, 4]
+    );
+    for &(at, _) in &chunks[2..] {
+        let cut = dir.path().join(format!("cut{at}.gputrace"));
+        std::fs::write(&cut, &bytes[..at]).unwrap();
+        let says = format!(
+            "gpu-tools stats: {}: the file was not finished by its writer (cut short, or the tracer was \
+             killed): it ends at byte {at} without its final chunk",
+            cut.display()
+        );
+        let out = gpu_tools(&["stats", s(&cut)]);
+        assert_eq!(out.status.code(), Some(3), "cut {at}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&says),
+            "cut {at}"
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("cuda_gpu_kern_sum"),
+            "what was read is reported"
+        );
+        assert!(text.contains("note: 1 error while reading (reported on stderr)\n"));
+        let json = dir.path().join("cut.json");
+        let out = gpu_tools(&["export", s(&cut), "--chrome", s(&json)]);
+        assert_eq!(out.status.code(), Some(3), "cut {at}");
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&json).unwrap())
+            .expect("a whole document of what was read");
+    }
+    // Cut to its header (the tracer killed before any process wrote): nothing to report, refused.
+    let cut = dir.path().join("header.gputrace");
+    std::fs::write(&cut, &bytes[..FILE_HEADER_LEN]).unwrap();
+    for args in [
+        vec!["stats", s(&cut)],
+        vec!["export", s(&cut), "--perfetto", "/dev/null"],
+    ] {
+        let out = gpu_tools(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "{} holds no records: the file was not finished by its writer",
+                cut.display()
+            )),
+            "{args:?}"
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_final_chunk_that_disagrees_with_what_was_read_is_refused_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(trace_file(dir.path())).unwrap();
+    let chunks = chunks_v3(&bytes);
+    // The closing chunk (17 bytes, no payload) left out: every chunk's checksum holds.
+    let (closing, len) = chunks[chunks.len() - 2];
+    assert_eq!((bytes[closing], len), (2, 0));
+    let mut out_of = bytes[..closing].to_vec();
+    out_of.extend_from_slice(&bytes[closing + CHUNK_HEADER_LEN..]);
+    let path = dir.path().join("less.gputrace");
+    std::fs::write(&path, &out_of).unwrap();
+    let out = gpu_tools(&["stats", s(&path)]);
+    assert_eq!(out.status.code(), Some(1));
+    let says = format!(
+        "gpu-tools stats: {}: the file is corrupt: its final chunk (at byte {closing}) says {} bytes come before \
+         it, but it is at byte {closing}",
+        path.display(),
+        closing + CHUNK_HEADER_LEN
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&says));
+    assert!(out.stdout.is_empty(), "no report of another run");
 }
 
 const MS: u64 = 1_000_000;
@@ -717,7 +856,7 @@ fn counter_trace(dir: &Path) -> PathBuf {
         w.close(s).unwrap();
     }
     let path = dir.join("counters.gputrace");
-    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
     path
 }
 
@@ -923,7 +1062,7 @@ fn host_trace(dir: &Path, name: &str, host: &str, boot: &str, mono: u64, wall: u
     w.write(s, e.bytes()).unwrap();
     w.close(s).unwrap();
     let path = dir.join(name);
-    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+    std::fs::write(&path, w.finish().unwrap()).unwrap();
     path
 }
 
@@ -997,10 +1136,11 @@ fn a_cut_file_does_not_blame_the_program_for_its_missing_end() {
     }));
     w.write(stream, e.bytes()).unwrap();
     w.close(stream).unwrap();
-    let bytes = w.into_inner().unwrap();
+    let bytes = w.finish().unwrap();
     let cut = dir.path().join("cut.gputrace");
-    // Cut inside the end record's chunk (the closing chunk is a 17-byte header and no payload).
-    std::fs::write(&cut, &bytes[..bytes.len() - 17 - 3]).unwrap();
+    // Cut inside the end record's chunk (the closing chunk is a 17-byte header and no payload, the final chunk
+    // 17 bytes and 28 + 12 for its one stream).
+    std::fs::write(&cut, &bytes[..bytes.len() - (17 + 40) - 17 - 3]).unwrap();
     let out = gpu_tools(&["stats", "--report", "processes", s(&cut)]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);

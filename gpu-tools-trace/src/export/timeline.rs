@@ -233,6 +233,8 @@ pub struct Timeline<S: TimelineSink> {
     misnested: u64,
     /// Records read by [`Timeline::read`], by file number.
     records: HashMap<u32, u64>,
+    /// The format version of each file read (not of a single stream).
+    versions: HashMap<u32, u16>,
     /// The counter tracks of each device of each counter stream: (file, stream, device).
     counters: HashMap<(u32, u32, u32), counters::DeviceTracks>,
 }
@@ -285,6 +287,7 @@ impl<S: TimelineSink> Timeline<S> {
             next_track: 1,
             misnested: 0,
             records: HashMap::new(),
+            versions: HashMap::new(),
             counters: HashMap::new(),
         }
     }
@@ -293,7 +296,8 @@ impl<S: TimelineSink> Timeline<S> {
     /// and returns the reading errors met; an error of the sink ends the export.
     pub fn read(&mut self, file: u32, source: impl Read) -> io::Result<Vec<TraceFileError>> {
         let mut errors = Vec::new();
-        for item in TraceReader::new(source) {
+        let mut reader = TraceReader::new(source);
+        for item in reader.by_ref() {
             match item {
                 Ok(TraceItem::Record { stream, record }) => {
                     *self.records.entry(file).or_default() += 1;
@@ -303,6 +307,9 @@ impl<S: TimelineSink> Timeline<S> {
                 Ok(_) => {}
                 Err(e) => errors.push(e),
             }
+        }
+        if let Some(version) = reader.file_version() {
+            self.versions.insert(file, version);
         }
         // Nothing of this file can pair with what it left waiting.
         let mut keys: Vec<(u32, u32)> = self
@@ -322,6 +329,12 @@ impl<S: TimelineSink> Timeline<S> {
     /// before an error that ended its reading).
     pub fn records(&self, file: u32) -> u64 {
         self.records.get(&file).copied().unwrap_or(0)
+    }
+
+    /// The format version of file number `file`, once read; `None` for a single stream (or an input whose header
+    /// could not be read). [`format_limits`](crate::file::format_limits) says what an older version cannot show.
+    pub fn file_version(&self, file: u32) -> Option<u16> {
+        self.versions.get(&file).copied()
     }
 
     /// Slices that had to go to an overfull track's last lane (they may nest wrongly there).

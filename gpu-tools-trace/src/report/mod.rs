@@ -95,6 +95,8 @@ struct StreamInfo {
     unpaired_ends: u64,
     /// Why the rest of the stream could not be read (the file cut short or damaged), where that happened.
     unread: Option<&'static str>,
+    /// The file says the stream's connection closed: all of it was read.
+    closed: bool,
     kernels: Vec<KernelSpan>,
     samples: Vec<CounterSample>,
     gaps: Vec<CounterGap>,
@@ -125,6 +127,8 @@ pub struct Analysis {
     names: HashMap<String, Arc<str>>,
     alignment: Alignment,
     errors: u64,
+    /// The format version of each file read (not of a single stream).
+    versions: BTreeMap<u32, u16>,
 }
 
 /// `n` and the noun (with its verb) that goes with it: "1 error", "2 errors".
@@ -169,7 +173,8 @@ impl Analysis {
     /// error ends the reading of that input; the records before it are kept.
     pub fn read(&mut self, file: u32, source: impl Read) -> Vec<TraceFileError> {
         let mut errors = Vec::new();
-        for item in TraceReader::new(source) {
+        let mut reader = TraceReader::new(source);
+        for item in reader.by_ref() {
             match item {
                 Ok(item) => self.add_item(file, &item),
                 Err(e) => {
@@ -179,7 +184,16 @@ impl Analysis {
                 }
             }
         }
+        if let Some(version) = reader.file_version() {
+            self.versions.insert(file, version);
+        }
         errors
+    }
+
+    /// The format version of file number `file`, once read; `None` for a single stream (or an input whose header
+    /// could not be read). [`format_limits`](crate::file::format_limits) says what an older version cannot show.
+    pub fn file_version(&self, file: u32) -> Option<u16> {
+        self.versions.get(&file).copied()
     }
 
     /// Notes which streams of file `file` an error left unread to their end: a stream without its end record is
@@ -187,6 +201,9 @@ impl Analysis {
     fn note_unread(&mut self, file: u32, e: &TraceFileError) {
         let (stream, why) = match e {
             TraceFileError::Truncated { .. } => (None, "the file is cut short"),
+            TraceFileError::Unfinished { .. } => (None, "the file was not finished by its writer"),
+            // Everything up to the final chunk was read.
+            TraceFileError::AfterFinalChunk { .. } => return,
             TraceFileError::Stream { stream, error } if error.is_fatal() => {
                 let why = match error {
                     super::WireError::TruncatedStream { .. } => "the stream is cut short",
@@ -202,7 +219,9 @@ impl Analysis {
             _ => (None, "the file is corrupt"),
         };
         for (key, s) in self.streams.iter_mut() {
-            if key.0 == file && stream.is_none_or(|n| n == key.1) && s.ended.is_none() {
+            // A stream the file says was closed was read to its end, unless its own bytes were damaged.
+            let whole = s.closed && stream.is_none();
+            if key.0 == file && stream.is_none_or(|n| n == key.1) && s.ended.is_none() && !whole {
                 s.unread.get_or_insert(why);
             }
         }
@@ -227,7 +246,9 @@ impl Analysis {
                 s.header_pid = Some(header.pid);
             }
             TraceItem::Record { stream, record } => self.add((file, *stream), record),
-            TraceItem::Closed { .. } => {}
+            TraceItem::Closed { stream } => {
+                self.streams.entry((file, *stream)).or_default().closed = true
+            }
         }
     }
 

@@ -9,5 +9,6 @@ mod real_traces;
 mod trace_export;
 mod trace_file;
 mod trace_file_checksums;
+mod trace_file_final;
 mod trace_metrics_wire;
 mod trace_wire;

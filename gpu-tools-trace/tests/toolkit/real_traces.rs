@@ -1,16 +1,21 @@
-//! The real traces of `tests/fixtures/traces/` (recorded on a GPU host in file format 2): they read as version 2
-//! with no error; the kernel report's counts and GPU times of the top names, the processes and the ranks have the
-//! exact values of those recordings, counted twice (by the report and, independently, from the decoded kernel
-//! records); the Perfetto and Chrome exports close every flow they start; and a rewrite in the current format
-//! (version 3, checksums) reads back to the same records and the same reports.
+//! The real traces of `tests/fixtures/traces/` (recorded on a GPU host in file format 2, rewritten in the current
+//! format by `cargo xtask rewrite-trace`; `torch_compile.format2.gputrace` is the recording as it was): they read
+//! in the current version with no error; the kernel report's counts and GPU times of the top names, the processes
+//! and the ranks have the exact values of those recordings, counted twice (by the report and, independently, from
+//! the decoded kernel records); the Perfetto and Chrome exports close every flow they start; the format 2
+//! recording and its rewrite read to the same records and the same reports; and no strict prefix and no one-byte
+//! change of a current file reads without an error.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use gpu_tools_trace::Record;
 use gpu_tools_trace::export::{ChromeWriter, PerfettoWriter, Timeline};
-use gpu_tools_trace::file::{FILE_VERSION, TraceFileWriter, TraceItem, TraceReader};
+use gpu_tools_trace::file::{
+    CHUNK_HEADER_LEN, FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceItem, TraceReader,
+    rewrite,
+};
 use gpu_tools_trace::report::{Analysis, Cell, Format, Table, write_tables};
-use gpu_tools_trace::{Encoder, Record};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -215,11 +220,11 @@ const FIXTURES: [Expected; 3] = [
 ];
 
 #[test]
-fn each_fixture_reads_as_version_2_with_its_exact_counts_twice_counted() {
+fn each_fixture_reads_in_the_current_version_with_its_exact_counts_twice_counted() {
     for e in &FIXTURES {
         let bytes = fixture(e.file);
         let c = count(&bytes);
-        assert_eq!(c.version, Some(2), "{}", e.file);
+        assert_eq!(c.version, Some(FILE_VERSION), "{}", e.file);
         // From the decoded records alone.
         let launches: u64 = c.kernels.values().map(|v| v.0).sum();
         let ns: u64 = c.kernels.values().map(|v| v.1).sum();
@@ -349,52 +354,171 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
     }
 }
 
-/// The fixture written again in the current format (each stream's records encoded anew, in the order read, into
-/// a version 3 file), as a tool that converts old files would.
-fn rewrite(items: &[TraceItem]) -> Vec<u8> {
-    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
-    let mut encoders: BTreeMap<u32, (u32, Encoder)> = BTreeMap::new();
-    for item in items {
-        match item {
-            TraceItem::Header { stream, header } => {
-                let n = w.add_stream();
-                assert_eq!(n, *stream, "streams are numbered as they first appear");
-                let mut e = Encoder::new(header);
-                w.write(n, e.bytes()).unwrap();
-                e.clear();
-                encoders.insert(*stream, (n, e));
-            }
-            TraceItem::Record { stream, record } => {
-                let (n, e) = encoders.get_mut(stream).unwrap();
-                e.push(record);
-                w.write(*n, e.bytes()).unwrap();
-                e.clear();
-            }
-            TraceItem::Closed { stream } => {
-                let (n, _) = encoders[stream];
-                w.close(n).unwrap();
-            }
-            _ => {}
-        }
+/// The format 2 recording kept as it was, and the fixture that is its rewrite.
+const FORMAT_2: &str = "torch_compile.format2.gputrace";
+const FORMAT_2_REWRITTEN: &str = "torch_compile.gputrace";
+
+/// The offsets of the chunks of a file of the current version.
+fn chunk_offsets(file: &[u8]) -> Vec<usize> {
+    let mut at = FILE_HEADER_LEN;
+    let mut out = Vec::new();
+    while at < file.len() {
+        out.push(at);
+        at += CHUNK_HEADER_LEN
+            + u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap()) as usize;
     }
-    w.into_inner().unwrap()
+    assert_eq!(at, file.len());
+    out
 }
 
 #[test]
-fn a_rewrite_in_format_3_reads_back_to_the_same_records_and_reports() {
+fn the_format_2_recording_and_its_rewrite_read_to_the_same_records_and_reports() {
+    let v2 = fixture(FORMAT_2);
+    let committed = fixture(FORMAT_2_REWRITTEN);
+    let read = count(&v2);
+    assert_eq!(read.version, Some(2));
+    let again = count(&committed);
+    assert_eq!(again.version, Some(FILE_VERSION));
+    assert_eq!(again.items, read.items);
+    for format in [Format::Text, Format::Json] {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        write_tables(&reports(&v2), format, &mut a).unwrap();
+        write_tables(&reports(&committed), format, &mut b).unwrap();
+        assert!(a.len() > 1000);
+        assert_eq!(a, b, "{format:?}");
+    }
+    // The committed file is what the rewrite writes: the same bytes but the final chunk's end time (and so its
+    // checksums).
+    let fresh = rewrite(&v2[..], Vec::new()).unwrap();
+    assert_eq!(fresh.len(), committed.len());
+    let last = *chunk_offsets(&committed).last().unwrap();
+    assert_eq!(committed[last], 4, "the final chunk");
+    assert_eq!(fresh[..last + 9], committed[..last + 9]);
+    assert_eq!(
+        fresh[last + CHUNK_HEADER_LEN + 8..],
+        committed[last + CHUNK_HEADER_LEN + 8..]
+    );
+}
+
+/// Reads `bytes`, and says whether it read with no error at all.
+fn reads_clean(bytes: &[u8]) -> bool {
+    TraceReader::new(bytes).all(|item| item.is_ok())
+}
+
+/// Every chunk of the two small fixtures is cut; of the large one (187 chunks, 2.8 MB: each cut reads what comes
+/// before it), one chunk in `DDP_STRIDE` and the first and last two.
+const DDP_STRIDE: usize = 37;
+
+#[test]
+fn no_strict_prefix_of_a_fixture_reads_without_an_error() {
+    let mut cuts = 0;
     for e in &FIXTURES {
-        let v2 = fixture(e.file);
-        let read = count(&v2);
-        let v3 = rewrite(&read.items);
-        let again = count(&v3);
-        assert_eq!(again.version, Some(FILE_VERSION), "{}", e.file);
-        assert_eq!(again.items, read.items, "{}", e.file);
-        for format in [Format::Text, Format::Json] {
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            write_tables(&reports(&v2), format, &mut a).unwrap();
-            write_tables(&reports(&v3), format, &mut b).unwrap();
-            assert!(a.len() > 1000);
-            assert_eq!(a, b, "{}", e.file);
+        let file = fixture(e.file);
+        assert!(reads_clean(&file), "{}", e.file);
+        let chunks = chunk_offsets(&file);
+        let n = chunks.len();
+        let stride = if file.len() > 1 << 20 { DDP_STRIDE } else { 1 };
+        // Every chunk boundary (the final chunk's own offset included), points inside each chunk (its first byte,
+        // inside its header, its first payload byte, its middle, its last byte) and inside the file header.
+        let mut at: Vec<usize> = vec![0, 1, 8, 12, FILE_HEADER_LEN - 1];
+        for (i, &o) in chunks.iter().enumerate() {
+            if i % stride != 0 && i > 1 && i + 2 < n {
+                continue;
+            }
+            let end = chunks.get(i + 1).copied().unwrap_or(file.len());
+            at.extend([
+                o,
+                o + 1,
+                o + 9,
+                o + CHUNK_HEADER_LEN,
+                (o + end) / 2,
+                end - 1,
+            ]);
+        }
+        at.sort_unstable();
+        at.dedup();
+        for cut in at {
+            let mut errors = TraceReader::new(&file[..cut]).filter_map(Result::err);
+            let fatal = errors.find(TraceFileError::is_fatal);
+            let boundary = chunks.binary_search(&cut).is_ok();
+            match fatal {
+                Some(TraceFileError::Unfinished { offset }) if boundary => {
+                    assert_eq!(offset, cut as u64, "{}", e.file)
+                }
+                Some(TraceFileError::Truncated { .. } | TraceFileError::Empty) if !boundary => {}
+                other => panic!("{} cut at {cut}: {other:?}", e.file),
+            }
+            cuts += 1;
+        }
+        println!("{}: {} chunks", e.file, chunks.len());
+    }
+    println!("{cuts} cuts, each an error");
+}
+
+/// Bytes of `file` to change: every byte of the file header and of the first two chunk headers, one in `stride` of
+/// the rest, and, where `ends`, every byte of the final chunk (each of those changes reads the whole file first).
+fn positions(file: &[u8], stride: usize, ends: bool) -> Vec<usize> {
+    let chunks = chunk_offsets(file);
+    let last = *chunks.last().unwrap();
+    let mut at: Vec<usize> = (0..FILE_HEADER_LEN).collect();
+    for &o in chunks.iter().take(2) {
+        at.extend(o..o + CHUNK_HEADER_LEN);
+    }
+    if ends {
+        at.extend(last..file.len());
+    } else {
+        at.extend([
+            last,
+            last + 5,
+            last + 13,
+            last + CHUNK_HEADER_LEN + 9,
+            file.len() - 1,
+        ]);
+    }
+    at.extend((0..file.len()).step_by(stride));
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
+#[test]
+fn no_one_byte_change_of_a_fixture_reads_without_an_error_or_with_other_records() {
+    let mut tried = 0;
+    // torch_loop: 300 KB, every 1499th byte; torch_compile: 106 KB, every 211th; ddp_2rank: 2.8 MB, every 300007th.
+    for (e, (stride, ends)) in FIXTURES
+        .iter()
+        .zip([(1499, true), (211, true), (300_007, false)])
+    {
+        let file = fixture(e.file);
+        let whole = count(&file).items;
+        for (n, i) in positions(&file, stride, ends).into_iter().enumerate() {
+            let mut changed = file.clone();
+            // Each single bit in turn, and all eight.
+            changed[i] ^= [1, 2, 4, 8, 16, 32, 64, 128, 0xff][n % 9];
+            let (mut items, mut fatal) = (Vec::new(), Vec::new());
+            for item in TraceReader::new(&changed[..]) {
+                match item {
+                    Ok(item) => items.push(item),
+                    Err(err) if err.is_fatal() => fatal.push(err),
+                    Err(err) => panic!("{} byte {i}: a checksum error comes first: {err}", e.file),
+                }
+            }
+            assert_eq!(fatal.len(), 1, "{} byte {i}: {fatal:?}", e.file);
+            assert!(
+                matches!(
+                    fatal[0],
+                    TraceFileError::NotATrace { .. }
+                        | TraceFileError::BadFileHeader { .. }
+                        | TraceFileError::ChunkHeaderChecksum { .. }
+                        | TraceFileError::ChunkChecksum { .. }
+                ),
+                "{} byte {i}: {:?}",
+                e.file,
+                fatal[0]
+            );
+            assert_eq!(items[..], whole[..items.len()], "{} byte {i}", e.file);
+            tried += 1;
         }
     }
+    println!("{tried} one-byte changes, each an error");
 }

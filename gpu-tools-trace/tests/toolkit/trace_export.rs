@@ -443,7 +443,7 @@ fn with_counters() -> Vec<u8> {
         w.write(s, &bytes).unwrap();
         w.close(s).unwrap();
     }
-    w.into_inner().unwrap()
+    w.finish().unwrap()
 }
 
 #[test]

@@ -108,8 +108,12 @@ fn two_stream_file(piece: usize) -> Vec<u8> {
     w.close(sa).unwrap();
     w.close(sb).unwrap();
     let written = w.bytes_written();
-    let out = w.into_inner().unwrap();
-    assert_eq!(written, out.len() as u64);
+    let out = w.finish().unwrap();
+    // The final chunk follows: the end time, the bytes and chunks before it, two streams of 12 bytes each.
+    assert_eq!(
+        written + (CHUNK_HEADER_LEN + 28 + 2 * 12) as u64,
+        out.len() as u64
+    );
     out
 }
 
@@ -229,8 +233,13 @@ fn a_corrupt_packed_chunk_ends_only_its_stream_with_its_offset() {
     let len = u32::from_le_bytes(file[at + 5..at + 9].try_into().unwrap());
     file[at + 5..at + 9].copy_from_slice(&(len - 1).to_le_bytes());
     file.remove(at + CHUNK_HEADER_LEN + len as usize - 1);
-    // Written so, by a writer's bug: the checksums hold, and the packed form is what is wrong.
+    // Written so, by a writer's bug: the checksums hold, the final chunk counts the bytes written, and the packed
+    // form is what is wrong.
     reseal_chunk(&mut file, at);
+    let last = *chunk_offsets(&file).last().unwrap();
+    file[last + CHUNK_HEADER_LEN + 8..last + CHUNK_HEADER_LEN + 16]
+        .copy_from_slice(&(last as u64).to_le_bytes());
+    reseal_chunk(&mut file, last);
     let (items, errors) = read_all(&file);
     assert_eq!(
         errors,
@@ -262,10 +271,13 @@ fn chunk_offsets(file: &[u8]) -> Vec<usize> {
     out
 }
 
+/// Every strict prefix of a file is an error: inside a chunk, truncated at that chunk; between two chunks, not
+/// finished by its writer.
 #[test]
 fn a_file_cut_anywhere_says_where_and_keeps_every_whole_chunk() {
     let file = two_stream_file(16);
     let chunks = chunk_offsets(&file);
+    assert_eq!(read_all(&file).1, vec![]);
     for cut in 0..file.len() {
         let (items, errors) = read_all(&file[..cut]);
         if cut == 0 {
@@ -298,7 +310,11 @@ fn a_file_cut_anywhere_says_where_and_keeps_every_whole_chunk() {
                 }],
                 "cut {cut}"
             ),
-            None => assert_eq!(fatal, Vec::<&TraceFileError>::new(), "cut {cut}"),
+            None => assert_eq!(
+                fatal,
+                vec![&TraceFileError::Unfinished { offset: cut as u64 }],
+                "cut {cut}"
+            ),
         }
         // Whatever was decoded is a prefix of what was written.
         let a = records_of(&items, 0);
@@ -343,11 +359,13 @@ proptest! {
     fn truncation_is_reported_at_the_chunk_it_cuts(piece in 1usize..80, cut in any::<prop::sample::Index>()) {
         let file = two_stream_file(piece);
         let chunks = chunk_offsets(&file);
-        let cut = FILE_HEADER_LEN + 1 + cut.index(file.len() - FILE_HEADER_LEN - 1);
+        let cut = FILE_HEADER_LEN + 1 + cut.index(file.len() - FILE_HEADER_LEN);
         let (_, errors) = read_all(&file[..cut]);
         let fatal: Vec<_> = errors.into_iter().filter(|e| e.is_fatal()).collect();
-        if chunks.binary_search(&cut).is_ok() {
+        if cut == file.len() {
             prop_assert_eq!(fatal, vec![]);
+        } else if chunks.binary_search(&cut).is_ok() {
+            prop_assert_eq!(fatal, vec![TraceFileError::Unfinished { offset: cut as u64 }]);
         } else {
             let o = *chunks.iter().rev().find(|&&o| o < cut).unwrap();
             prop_assert_eq!(fatal, vec![TraceFileError::Truncated { offset: o as u64, pending: cut - o }]);
@@ -475,7 +493,7 @@ fn file_of(streams: &[Vec<u8>]) -> Vec<u8> {
         w.write(n, s).unwrap();
         w.close(n).unwrap();
     }
-    w.into_inner().unwrap()
+    w.finish().unwrap()
 }
 
 #[test]
@@ -595,7 +613,7 @@ fn a_200k_launch_trace_takes_at_most_a_tenth_of_the_chrome_json() {
     // A tenth of the 354 MB of Chrome JSON the same 200k launches took: 177 bytes per launch.
     assert!(per_launch <= 177.0, "{per_launch} bytes per launch");
     // And it reads back whole.
-    let file = w.into_inner().unwrap();
+    let file = w.finish().unwrap();
     let mut records = 0u64;
     for item in TraceReader::new(&file[..]) {
         if let TraceItem::Record { .. } = item.unwrap() {

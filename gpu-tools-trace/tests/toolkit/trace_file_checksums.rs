@@ -1,6 +1,7 @@
-//! Trace file format 3's checksums: every changed byte of a file is an error that names where, never a different
-//! record; a file cut inside its last chunk is still "truncated" with everything before it read; version 2 files
-//! (no checksums) still read, and the same sweep over a version 2 file shows the changes it could not see.
+//! Trace file checksums (format 3 and later): every changed byte of a file, its final chunk's included, is an
+//! error that names where, never a different record; a file cut inside its last chunk is still "truncated" with
+//! everything before it read; version 2 files (no checksums) still read, and the same sweep over a version 2 file
+//! shows the changes it could not see.
 
 use gpu_tools_trace::file::{
     CHUNK_HEADER_LEN, FILE_HEADER_LEN, FILE_VERSION, TraceFileError, TraceFileWriter, TraceItem,
@@ -40,7 +41,8 @@ fn encode(pid: u32, records: &[Record]) -> Vec<u8> {
     e.bytes().to_vec()
 }
 
-/// A small version 3 file: two streams written in pieces of 48 bytes (header chunks, packed chunks, the ends).
+/// A small file of the current version: two streams written in pieces of 48 bytes (header chunks, packed chunks,
+/// the ends, the final chunk).
 fn small_file() -> Vec<u8> {
     let (a, b) = (encode(100, &stream_a()), encode(200, &stream_b()));
     let mut w = TraceFileWriter::new(Vec::new()).unwrap();
@@ -56,7 +58,7 @@ fn small_file() -> Vec<u8> {
     }
     w.close(sa).unwrap();
     w.close(sb).unwrap();
-    w.into_inner().unwrap()
+    w.finish().unwrap()
 }
 
 fn read_all(bytes: &[u8]) -> (Vec<TraceItem>, Vec<TraceFileError>) {
@@ -107,13 +109,16 @@ fn chunks(file: &[u8], header: usize) -> Vec<Chunk> {
     out
 }
 
-/// The version 2 form of a version 3 file, as the version 2 writer wrote it: the header's bytes 24 to 31 zero,
-/// chunk headers of kind, stream and length only.
+/// The version 2 form of a current file, as the version 2 writer wrote it: the header's bytes 24 to 31 zero,
+/// chunk headers of kind, stream and length only, no final chunk.
 fn to_v2(file: &[u8]) -> Vec<u8> {
     let mut out = file[..FILE_HEADER_LEN].to_vec();
     out[8..10].copy_from_slice(&2u16.to_le_bytes());
     out[24..32].fill(0);
-    for c in chunks(file, CHUNK_HEADER_LEN) {
+    for c in chunks(file, CHUNK_HEADER_LEN)
+        .iter()
+        .filter(|c| file[c.at] != 4)
+    {
         out.extend_from_slice(&file[c.at..c.at + 9]);
         out.extend_from_slice(&file[c.at + CHUNK_HEADER_LEN..c.at + CHUNK_HEADER_LEN + c.len]);
     }
@@ -135,7 +140,7 @@ fn expected_error(file: &[u8], i: usize, changed: &[u8]) -> TraceFileError {
         let detail = if version == FILE_VERSION {
             "its checksum does not match its bytes"
         } else {
-            "the version field is damaged (the checksum holds for version 3)"
+            "the version field is damaged (the checksum holds for version 4)"
         };
         return TraceFileError::BadFileHeader { detail };
     }
@@ -157,7 +162,7 @@ fn expected_error(file: &[u8], i: usize, changed: &[u8]) -> TraceFileError {
 }
 
 #[test]
-fn every_changed_byte_of_a_version_3_file_is_an_error_that_says_where() {
+fn every_changed_byte_of_a_current_file_is_an_error_that_says_where() {
     let file = small_file();
     let cs = chunks(&file, CHUNK_HEADER_LEN);
     assert!(

@@ -497,7 +497,8 @@ pub fn run(mut args: Args) -> Outcome {
         }
         let Sinks { file, chrome } = sinks;
         if let Some(file) = file {
-            file.into_inner()
+            // The final chunk: without it the file reads as not finished by its writer.
+            file.finish()
                 .and_then(|mut w| w.flush())
                 .map_err(|e| written(e, "the trace file"))?;
         }
