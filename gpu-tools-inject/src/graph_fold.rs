@@ -128,7 +128,7 @@ mod tests {
             dynamic_shared: 0,
             registers: 16,
             graph_id: graph,
-            graph_node_id: u64::from(start),
+            graph_node_id: start,
             name: Arc::from("k"),
         }
     }
