@@ -398,6 +398,55 @@ fn empty_window(
     ))
 }
 
+/// The same settings a launched trace gives its program.
+fn injection_settings(cli: &Args, lib: &Path, socket: &Path) -> InjectionEnv {
+    let kinds = cli.effective_kinds();
+    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
+    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
+        .kinds(&kinds)
+        .graph_mode(
+            cli.cuda_graph_trace
+                .map_or_else(Default::default, |g| g.mode()),
+        )
+        .api_mode(cli.api_mode())
+        .api_skip(&skip)
+        .signals(false);
+    if let Some(v) = &cli.buffer_size {
+        injection = injection.buffer_size(v.clone());
+    }
+    if let Some(v) = cli.max_buffers {
+        injection = injection.max_buffers(v);
+    }
+    if let Some(v) = cli.flush_ms {
+        injection = injection.flush_ms(v);
+    }
+    if let Ok(level) = std::env::var(env::LOG) {
+        injection = injection.log(level);
+    }
+    injection
+}
+
+fn has_ended(pid: u32) -> bool {
+    let p = Process::new(pid);
+    !p.exists() || p.stat().is_ok_and(|s| s.has_ended())
+}
+
+fn remove(paths: &[PathBuf]) {
+    for p in paths {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// An injection error as the user reads it.
+fn describe(pid: u32, e: &InjectError) -> String {
+    match e {
+        InjectError::LibraryNotMapped { .. } => format!(
+            "process {pid} is not a CUDA process (it does not map libcuda.so), or has not initialised CUDA yet"
+        ),
+        other => other.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,54 +495,5 @@ mod tests {
             empty_window(7, &p, window, Duration::from_millis(2900), &kinds),
             None
         );
-    }
-}
-
-/// The same settings a launched trace gives its program.
-fn injection_settings(cli: &Args, lib: &Path, socket: &Path) -> InjectionEnv {
-    let kinds = cli.effective_kinds();
-    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
-        .kinds(&kinds)
-        .graph_mode(
-            cli.cuda_graph_trace
-                .map_or_else(Default::default, |g| g.mode()),
-        )
-        .api_mode(cli.api_mode())
-        .api_skip(&skip)
-        .signals(false);
-    if let Some(v) = &cli.buffer_size {
-        injection = injection.buffer_size(v.clone());
-    }
-    if let Some(v) = cli.max_buffers {
-        injection = injection.max_buffers(v);
-    }
-    if let Some(v) = cli.flush_ms {
-        injection = injection.flush_ms(v);
-    }
-    if let Ok(level) = std::env::var(env::LOG) {
-        injection = injection.log(level);
-    }
-    injection
-}
-
-fn has_ended(pid: u32) -> bool {
-    let p = Process::new(pid);
-    !p.exists() || p.stat().is_ok_and(|s| s.has_ended())
-}
-
-fn remove(paths: &[PathBuf]) {
-    for p in paths {
-        let _ = std::fs::remove_file(p);
-    }
-}
-
-/// An injection error as the user reads it.
-fn describe(pid: u32, e: &InjectError) -> String {
-    match e {
-        InjectError::LibraryNotMapped { .. } => format!(
-            "process {pid} is not a CUDA process (it does not map libcuda.so), or has not initialised CUDA yet"
-        ),
-        other => other.to_string(),
     }
 }
