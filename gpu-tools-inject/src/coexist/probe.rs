@@ -309,24 +309,6 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
 mod tests {
     use super::*;
 
-    unsafe extern "C" fn program_request(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
-        // SAFETY: CUPTI's out-pointers (never called here: no kind is enabled).
-        unsafe {
-            *buffer = std::ptr::null_mut();
-            *size = 0;
-            *max = 0;
-        }
-    }
-
-    unsafe extern "C" fn program_complete(
-        _: sys::CUcontext,
-        _: u32,
-        _: *mut u8,
-        _: usize,
-        _: usize,
-    ) {
-    }
-
     /// With the real CUPTI of the wheel (no driver needed to register callbacks): the callbacks a program
     /// registered are found, and registering them again puts them back where they were.
     #[test]
@@ -347,22 +329,29 @@ mod tests {
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!handle.is_null(), "the wheel's CUPTI loads");
         let real = super::super::real_in(&path).expect("CUPTI's functions");
-        // SAFETY: two functions of this test with CUPTI's callback signatures, valid for the process.
-        let code =
-            unsafe { (real.register_callbacks)(Some(program_request), Some(program_complete)) };
+        // The program's callbacks stand for code of another object than this one (a test's own functions are in the
+        // same object as the probe, which takes them for its own tracer's): two functions of the C library, never
+        // called here (no kind is enabled, and there is no driver).
+        let program_request = libc::malloc as *const () as usize;
+        let program_complete = libc::free as *const () as usize;
+        // SAFETY: CUPTI only stores the two addresses; it would call them only for records, and none are made.
+        let code = unsafe {
+            (real.register_callbacks)(
+                std::mem::transmute::<usize, sys::CUpti_BuffersCallbackRequestFunc>(
+                    program_request,
+                ),
+                std::mem::transmute::<usize, sys::CUpti_BuffersCallbackCompleteFunc>(
+                    program_complete,
+                ),
+            )
+        };
         assert_eq!(code, sys::CUPTI_SUCCESS);
 
         let found = probe(&real, &path, Duration::from_millis(10))
             .expect("the callbacks are found")
             .expect("the program's callbacks were registered");
-        assert_eq!(
-            found.request as usize,
-            program_request as *const () as usize
-        );
-        assert_eq!(
-            found.complete as usize,
-            program_complete as *const () as usize
-        );
+        assert_eq!(found.request as usize, program_request);
+        assert_eq!(found.complete as usize, program_complete);
         assert_eq!((found.kinds, found.asked), (0, false), "nothing recorded");
 
         // CUPTI holds the probe's pair now; the program's goes back where it was.
@@ -381,10 +370,7 @@ mod tests {
         let code = unsafe { (real.register_callbacks)(Some(found.request), Some(found.complete)) };
         assert_eq!(code, sys::CUPTI_SUCCESS);
         let now = snapshot(&ranges);
-        let program_pair = (
-            program_request as *const () as usize,
-            program_complete as *const () as usize,
-        );
+        let program_pair = (program_request, program_complete);
         assert_eq!(
             locate(&now, &now, program_pair),
             Located::Before(program_pair.0, program_pair.1)
