@@ -626,7 +626,8 @@ fn the_library_leaves_the_program_alone_when_nothing_is_configured() {
 
 /// The child of the attach test: a stand-in CUDA program that never loaded the library. Its CUPTI subscriber slot is
 /// held by "another profiler", as torch.profiler holds it. It waits for lines on stdin: `kernels A B` makes the
-/// CUPTI double emit kernels with correlation ids A..=B and prints how many CUPTI recorded; `subscriber` prints
+/// CUPTI double emit kernels with correlation ids A..=B, timed now, and prints how many CUPTI recorded (`old A B`:
+/// the same, timed long before any attach); `subscriber` prints
 /// the subscriber CUPTI names and how often anyone subscribed; `exit` ends it.
 #[test]
 #[ignore = "the child process of attach_traces_a_running_program_and_leaves_it_as_it_was"]
@@ -642,11 +643,13 @@ fn attach_child() {
         let line = line.unwrap();
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
-            ["kernels", a, b] => {
+            [what @ ("kernels" | "old"), a, b] => {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                // Kernels of now, on CUPTI's clock (the tracer's once it runs), or of long before the attach.
+                let base = if *what == "old" { 1000 } else { d.now() };
                 let recorded = (a..=b)
                     .filter(|&c| {
-                        let start = 1000 + u64::from(c) * 200;
+                        let start = base + u64::from(c) * 200;
                         d.kernel(
                             CONCURRENT_KERNEL,
                             start,
@@ -659,6 +662,33 @@ fn attach_child() {
                         ) == 1
                     })
                     .count();
+                println!("recorded {recorded}");
+            }
+            ["graph", a, b, g] => {
+                // Launches A..=B of graph G, three kernel nodes each (one correlation id per launch).
+                let (a, b, g): (u32, u32, u32) =
+                    (a.parse().unwrap(), b.parse().unwrap(), g.parse().unwrap());
+                d.set_kernel_graph(g, 1);
+                let base = d.now();
+                let mut recorded = 0;
+                for c in a..=b {
+                    for node in 0..3u64 {
+                        let start = base + u64::from(c - a) * 1000 + node * 300;
+                        recorded += usize::from(
+                            d.kernel(
+                                CONCURRENT_KERNEL,
+                                start,
+                                start + 200,
+                                (0, 1, 7),
+                                c,
+                                c"_Z4nodev",
+                                (1, 1, 1),
+                                (32, 1, 1),
+                            ) == 1,
+                        );
+                    }
+                }
+                d.set_kernel_graph(0, 0);
                 println!("recorded {recorded}");
             }
             ["subscriber"] => {
@@ -782,13 +812,42 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(answer("threadids"), "threadids 0");
     assert_eq!(header.map(|h| h.thread_ids), Some(ThreadIds::Vendor));
     assert_eq!(answer("kernels 1 20"), "recorded 20");
+    // Records CUPTI delivers late, of work that ended before the attach, are not the window's.
+    assert_eq!(answer("old 900 902"), "recorded 3");
+    // Graph mode (the default), attached: three launches of graph 7, each from its three kernels' records.
+    assert_eq!(answer("graph 100 102 7"), "recorded 9");
     control.write_all(&[env::ATTACH_STOP]).unwrap();
     let records = reader.join().unwrap();
     let k = kernels(&records);
     assert_eq!(
         k.iter().map(|k| k.correlation).collect::<Vec<_>>(),
         (1..=20).collect::<Vec<_>>(),
-        "every kernel of the attached time, once"
+        "every kernel of the attached time, once, and none from before it"
+    );
+    assert!(
+        records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.starts_with("3 records of work that ended before the attach left out"))),
+        "{records:#?}"
+    );
+    let launches: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::GraphLaunch(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        launches
+            .iter()
+            .map(|g| (g.graph_id, g.correlation, g.end - g.start))
+            .collect::<Vec<_>>(),
+        vec![(7, 100, 800), (7, 101, 800), (7, 102, 800)],
+        "one launch record each, from its first node's start to its last node's end"
+    );
+    assert!(
+        records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.starts_with("graph mode, attached: 3 graph launches built from the records of their 9 kernels"))),
+        "{records:#?}"
     );
     let e = end(&records).expect("the stream ends after the stop byte");
     assert_eq!(e.reason, EndReason::Stopped);

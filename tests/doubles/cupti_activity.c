@@ -681,6 +681,16 @@ void cd_stats(struct cd_stats *out) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* The graph the next kernels ran in (cd_set_kernel_graph; 0: none), and their node ids, counted up. */
+static uint32_t g_kernel_graph_id;
+static uint64_t g_kernel_graph_node_id;
+
+/* Kernels emitted from now on ran as nodes of graph `graph_id` (0: outside any graph), nodes from `first_node` on. */
+void cd_set_kernel_graph(uint32_t graph_id, uint64_t first_node) {
+    g_kernel_graph_id = graph_id;
+    g_kernel_graph_node_id = graph_id ? first_node : 0;
+}
+
 uint64_t cd_now(void) {
     uint64_t t;
     cuptiGetTimestamp(&t);
@@ -713,7 +723,8 @@ int cd_kernel(uint32_t kind, uint64_t start, uint64_t end, uint32_t device, uint
     k.grid_id = correlation;
     k.name = name;
     k.launch_type = 0;
-    k.graph_id = 0;
+    k.graph_id = g_kernel_graph_id;
+    k.graph_node_id = g_kernel_graph_node_id++;
     k.cluster_x = k.cluster_y = k.cluster_z = 1;
     k.is_device_launched = 1;
     return emit(&k, kernel_size());
