@@ -288,6 +288,17 @@ fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
 /// start byte, and finishes on the finish byte (with `vanish`, the connection ends instead). Returns the stream's
 /// records and what the child printed after the finish (`after`: its launch once profiling ended).
 fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, String) {
+    run_attached_with(scenario, limit, vanish, None)
+}
+
+/// [`run_attached`], with a CUDA graph launched (correlation 10, two kernels) before the launch at `graph_before`
+/// in the list.
+fn run_attached_with(
+    scenario: &str,
+    limit: u32,
+    vanish: bool,
+    graph_before: Option<usize>,
+) -> (Vec<Record>, String) {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
     use std::process::Stdio;
@@ -386,13 +397,19 @@ fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, Strin
     control.write_all(&[env::ATTACH_PROFILE_START]).unwrap();
     wait_for(env::PROFILE_STARTED, &mut records);
     // copy three times, gemm once, copy again: with a limit of 2, the third and fourth copies run unprofiled.
-    for (name, corr) in [
+    for (i, (name, corr)) in [
         ("copy", 2),
         ("copy", 3),
         ("gemm", 4),
         ("copy", 5),
         ("copy", 6),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if graph_before == Some(i) {
+            assert_eq!(answer("graph 10"), "launched");
+        }
         assert_eq!(answer(&format!("launch {name} {corr}")), "launched");
     }
     let after = if vanish {
@@ -457,6 +474,31 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
         "every range was expected: {texts:?}"
     );
     // Finished: the subscriber is gone (no launch callback is delivered), the profiler counts nothing.
+    assert_eq!(after, "callbacks 0, ranges 0");
+}
+
+#[test]
+fn attached_kernel_metrics_end_before_the_programs_first_graph_launch() {
+    // In a running program, graph launches made while the range profiler was on lost their work (H200, driver
+    // 580): the profiling ends before the first one is made, and nothing after it is profiled.
+    let (records, after) = run_attached_with("attach", 2, false, Some(2));
+    assert_eq!(
+        names(&records),
+        vec!["copy", "copy"],
+        "only the launches before the graph"
+    );
+    let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t.starts_with(
+            "kernel metrics end at the program's first CUDA graph launch: in a running program"
+        )),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.contains("graph exec")),
+        "the graph's launch made no range: {texts:?}"
+    );
+    // Ended: no launch callback is delivered any more and the profiler counts nothing.
     assert_eq!(after, "callbacks 0, ranges 0");
 }
 
@@ -895,6 +937,11 @@ fn attached_child(c: &Controls) {
             ["launch", name, corr] => {
                 let name = std::ffi::CString::new(*name).unwrap();
                 c.launch_maybe_watched(raw, &name, corr.parse().unwrap());
+                "launched".to_string()
+            }
+            ["graph", corr] => {
+                // A graph the program instantiated before the attach, of two kernels.
+                c.graph_launch(raw, 0x6000, corr.parse().unwrap(), 2);
                 "launched".to_string()
             }
             ["after"] => {
