@@ -75,7 +75,7 @@ attach() {
   *) [ "$rc" -eq 0 ] || ok=FAIL ;;
   esac
   # The job ended between the last window and this one: no window, nothing to judge.
-  if [ "$ok" = FAIL ] && grep -q "no process $6\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
+  if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
   # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too).
   [ -n "${KEEP_TRACES:-}" ] || rm -f "$f.gputrace"
   echo "attach $n $tool ${w}s rc=$rc ms=$((($(date +%s%N) - t0) / 1000000)) records=$records $ok"
