@@ -378,9 +378,10 @@ fn empty_window(
     }
     Some(format!(
         "process {pid}: no record of work arrived in the {:.1} s window, although the process ran ({:.0} ms of \
-         CPU time in it): enabled {}; seen {} records in all ({}). The trace is not empty for want of work: the \
-         records did not reach it (a process that waits the whole window on one long kernel is the exception: \
-         try a longer --duration). Set {}=debug to see the injected library's log in the process's stderr",
+         CPU time in it): enabled {}; seen {} records in all ({}). Most likely the records did not reach the \
+         trace (unless the process waited the whole window on one long kernel, or worked on the \
+         CPU alone in it: try a longer --duration). Set {}=debug to see the injected library's log in the \
+         process's stderr",
         window.as_secs_f64(),
         ran.as_secs_f64() * 1e3,
         kinds
