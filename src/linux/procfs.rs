@@ -225,6 +225,10 @@ pub struct Stat {
     pub state: char,
     /// The parent's process id (field 4).
     pub parent: u32,
+    /// CPU time its threads spent in user mode, in clock ticks (field 14; `sysconf`'s `_SC_CLK_TCK` a second).
+    pub user_ticks: u64,
+    /// CPU time its threads spent in the kernel, in clock ticks (field 15).
+    pub system_ticks: u64,
     /// The number of threads (field 20).
     pub threads: u64,
     /// The start time in clock ticks after boot (field 22): with the pid it names one process, so a pid reused
@@ -258,6 +262,8 @@ pub fn parse_stat(line: &[u8]) -> Option<Stat> {
         command,
         state: fields.first()?.chars().next()?,
         parent: number(1)?.try_into().ok()?,
+        user_ticks: number(11)?,
+        system_ticks: number(12)?,
         threads: number(17)?,
         start_time: number(19)?,
     })
@@ -439,6 +445,7 @@ mod tests {
         assert_eq!((s.pid, s.state, s.parent), (42, 'S', 1));
         assert_eq!(s.command, "a (b) c");
         assert_eq!((s.threads, s.start_time), (3, 98765));
+        assert_eq!((s.user_ticks, s.system_ticks), (1, 2));
         let zombie = b"7 (\xff x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0";
         let z = parse_stat(zombie).unwrap();
         assert!(z.has_ended());

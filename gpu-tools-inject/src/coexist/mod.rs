@@ -203,14 +203,17 @@ fn resolve() -> Result<Real, String> {
     if let Some(r) = REAL.get() {
         return Ok(*r);
     }
-    // The CUPTI the tracer uses, which is the one the program maps (or the one loaded for the trace).
-    let path = gpu_tools::cupti::CuptiLibrary::get()
+    let real = real_in(&cupti_path()?)?;
+    Ok(*REAL.get_or_init(|| real))
+}
+
+/// The CUPTI the tracer uses, which is the one the program maps (or the one loaded for the trace).
+fn cupti_path() -> Result<std::path::PathBuf, String> {
+    gpu_tools::cupti::CuptiLibrary::get()
         .and_then(|l| l.path())
         .map(std::path::Path::to_path_buf)
         .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
-        .ok_or("no CUPTI is loaded")?;
-    let real = real_in(&path)?;
-    Ok(*REAL.get_or_init(|| real))
+        .ok_or_else(|| "no CUPTI is loaded".to_string())
 }
 
 /// The CUPTI functions of the library at `path`, which must be loaded already.
@@ -305,12 +308,7 @@ pub enum ProgramProfiler {
 /// found, and the trace takes CUPTI's callbacks from it (said in the stream).
 pub fn probe_program() -> Result<ProgramProfiler, String> {
     let real = resolve()?;
-    let path = gpu_tools::cupti::CuptiLibrary::get()
-        .and_then(|l| l.path())
-        .map(std::path::Path::to_path_buf)
-        .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
-        .ok_or("no CUPTI is loaded")?;
-    let found = probe::probe(&real, &path, WATCH)?;
+    let found = probe::probe(&real, &cupti_path()?, WATCH)?;
     let answer = match &found {
         None => ProgramProfiler::None,
         Some(f) if f.kinds == 0 => ProgramProfiler::Idle { asked: f.asked },

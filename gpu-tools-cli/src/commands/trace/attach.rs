@@ -339,18 +339,12 @@ struct Window {
 
 /// The CPU time (user and system) process `pid`'s threads have used, from `/proc/PID/stat`.
 fn cpu_time(pid: u32) -> Option<Duration> {
-    let line = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    cpu_time_of_stat(&line)
+    let stat = Process::new(pid).stat().ok()?;
+    ticks_to_time(stat.user_ticks.saturating_add(stat.system_ticks))
 }
 
-/// Fields 14 and 15 (`utime`, `stime`, in clock ticks) of a `/proc/PID/stat` line; the command name before them may
-/// hold spaces and parentheses, so fields are counted after its last `)`.
-fn cpu_time_of_stat(line: &[u8]) -> Option<Duration> {
-    let close = line.iter().rposition(|&c| c == b')')?;
-    let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // After the name: state is field 3, so field N is at index N - 3.
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+/// Clock ticks (`/proc`'s unit of CPU time) as a duration.
+fn ticks_to_time(ticks: u64) -> Option<Duration> {
     // SAFETY: sysconf has no preconditions.
     let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
         .ok()
@@ -453,17 +447,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_time_is_read_after_the_last_parenthesis() {
-        // A command name with spaces and a parenthesis; utime 150 and stime 50 ticks.
-        let line = b"42 (a b) c) S 1 42 42 0 -1 4194304 100 0 0 0 150 50 0 0 20 0 3 0 12345 0 0";
+    fn cpu_time_is_the_processs_ticks_as_a_duration() {
         // SAFETY: sysconf has no preconditions.
         let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
         assert_eq!(
-            cpu_time_of_stat(line),
+            ticks_to_time(200),
             Some(Duration::from_nanos(200 * 1_000_000_000 / per_second))
         );
-        assert_eq!(cpu_time_of_stat(b"42 (x) S 1"), None);
         assert!(cpu_time(std::process::id()).is_some());
+        assert_eq!(cpu_time(u32::MAX), None, "no such process");
     }
 
     #[test]
