@@ -1,6 +1,6 @@
 //! Attaching the debugger API to running CUDA processes, on a real GPU (feature `nvidia-hw-tests`). Debuggees are
 //! this crate's `debuggee_kernels` example, started through `sh` so that they are not children of the test (an
-//! attached process usually is not). Each test runs in a child process of its own (`common::isolated`), and
+//! attached process usually is not). Each test runs in a child process of its own (`gpu_tools_testing::own_process`), and
 //! prints every attach step, event and value it looks at, so one run on the GPU host tells what happened.
 //!
 //! The two-GPU tests are `#[ignore]`d: run them on a host with two GPUs with `--ignored`. On fewer GPUs they fail
@@ -8,6 +8,7 @@
 #![cfg(feature = "nvidia-hw-tests")]
 
 use gpu_tools_testing::cudbg as common;
+use gpu_tools_testing::own_process;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
@@ -16,7 +17,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{example, isolated, one_session};
+use common::{example, one_session};
 use gpu_tools::cudbg::{
     AttachError, AttachProtocol, AttachStep, DebugSession, Event, KernelReady, KernelType,
     NoCudaReason, SessionError,
@@ -207,7 +208,7 @@ fn cuda_where(pid: u32) -> (i32, String, String) {
 
 #[test]
 fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
-    if !isolated("attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -403,7 +404,7 @@ fn attach_mid_loop_sees_launches_reads_memory_sets_a_breakpoint_and_detaches() {
 
 #[test]
 fn refused_attaches_leave_the_process_as_it_was() {
-    if !isolated("refused_attaches_leave_the_process_as_it_was") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -524,9 +525,7 @@ fn attach_and_kill_at(step: fn(&AttachStep) -> bool) -> (gpu_tools::Error, i32) 
 
 #[test]
 fn a_process_killed_before_the_attach_call_is_a_typed_error_and_the_driver_stays_usable() {
-    if !isolated(
-        "a_process_killed_before_the_attach_call_is_a_typed_error_and_the_driver_stays_usable",
-    ) {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -550,9 +549,7 @@ fn a_process_killed_before_the_attach_call_is_a_typed_error_and_the_driver_stays
 
 #[test]
 fn a_process_killed_after_the_attach_call_is_a_typed_error_without_further_driver_calls() {
-    if !isolated(
-        "a_process_killed_after_the_attach_call_is_a_typed_error_without_further_driver_calls",
-    ) {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -579,7 +576,7 @@ fn a_process_killed_after_the_attach_call_is_a_typed_error_without_further_drive
 
 #[test]
 fn cuda_where_shows_a_hung_kernel_and_leaves_it_running() {
-    if !isolated("cuda_where_shows_a_hung_kernel_and_leaves_it_running") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -612,7 +609,7 @@ fn cuda_where_shows_a_hung_kernel_and_leaves_it_running() {
 /// the detach the program finishes with exit code 0.
 #[test]
 fn the_drivers_attach_descriptor_where_it_has_one() {
-    if !isolated("the_drivers_attach_descriptor_where_it_has_one") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -678,7 +675,7 @@ fn need_two_gpus() {
 #[test]
 #[ignore = "needs 2 GPUs: run with --ignored on a two-GPU host"]
 fn two_gpus_launch_events_carry_their_device() {
-    if !isolated("two_gpus_launch_events_carry_their_device") {
+    if !own_process() {
         return;
     }
     need_two_gpus();
@@ -699,7 +696,7 @@ fn two_gpus_launch_events_carry_their_device() {
 #[test]
 #[ignore = "needs 2 GPUs: run with --ignored on a two-GPU host"]
 fn two_gpus_attached_warps_and_memory_belong_to_their_device() {
-    if !isolated("two_gpus_attached_warps_and_memory_belong_to_their_device") {
+    if !own_process() {
         return;
     }
     need_two_gpus();
@@ -786,7 +783,7 @@ fn cuda_trace_attached(pid: u32) -> (Child, mpsc::Receiver<String>) {
 
 #[test]
 fn cuda_trace_attach_prints_launches_and_detaches_on_ctrl_c() {
-    if !isolated("cuda_trace_attach_prints_launches_and_detaches_on_ctrl_c") {
+    if !own_process() {
         return;
     }
     let debuggee = Debuggee::start(&["loop", "300", "20"]);
@@ -818,7 +815,7 @@ fn cuda_trace_attach_prints_launches_and_detaches_on_ctrl_c() {
 
 #[test]
 fn cuda_trace_attach_ends_with_the_process_and_its_exit_code() {
-    if !isolated("cuda_trace_attach_ends_with_the_process_and_its_exit_code") {
+    if !own_process() {
         return;
     }
     let debuggee = Debuggee::start(&["loop", "150", "20"]);

@@ -53,6 +53,9 @@ fn assert_same(actual: &[u8], expected: &[u8], what: &str) {
 #[test]
 #[ignore = "needs two GPUs: run with --ignored on a two-GPU host"]
 fn cupti_checkpoints_on_two_devices_are_independent() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     two_gpus();
     let (ctx0, ctx1) = (Context::create(0).unwrap(), Context::create(1).unwrap());
@@ -152,6 +155,9 @@ fn held_on_both(mem: &GpuMemory, pid: u32, label: &str) -> [(u64, ProcessMemory)
 #[test]
 #[ignore = "needs two GPUs: run with --ignored on a two-GPU host"]
 fn process_checkpoint_of_a_target_on_two_devices() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     two_gpus();
     let mem = GpuMemory::open().unwrap_or_else(|e| panic!("{e}"));
@@ -211,6 +217,9 @@ fn process_checkpoint_of_a_target_on_two_devices() {
 #[test]
 #[ignore = "needs two GPUs: run with --ignored on a two-GPU host"]
 fn restore_onto_swapped_gpus() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     two_gpus();
     let driver = Driver::load().unwrap();

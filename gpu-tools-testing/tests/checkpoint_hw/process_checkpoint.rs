@@ -148,6 +148,9 @@ fn code(e: &E) -> Option<u32> {
 
 #[test]
 fn round_trip_releases_device_memory_and_keeps_every_byte() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let gib = gib();
     let bytes = (gib * GIB as f64) as u64;
@@ -257,6 +260,9 @@ fn round_trip_releases_device_memory_and_keeps_every_byte() {
 
 #[test]
 fn lock_times_out_while_the_target_is_inside_a_long_cuda_call() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mut d = debuggee(&["--gib", "0.25", "--hold-ms", "8000"]);
     let pid = d.pid();
@@ -300,6 +306,9 @@ fn lock_times_out_while_the_target_is_inside_a_long_cuda_call() {
 
 #[test]
 fn second_lock_and_second_checkpoint_are_refused_and_the_target_left_running() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let other = OtherActor::new();
     let mut d = debuggee(&["--gib", "0.5"]);
@@ -351,6 +360,9 @@ fn second_lock_and_second_checkpoint_are_refused_and_the_target_left_running() {
 
 #[test]
 fn restore_of_a_process_that_is_not_checkpointed_is_refused() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let other = OtherActor::new();
     let mut d = debuggee(&["--gib", "0.5"]);
@@ -388,6 +400,9 @@ fn restore_of_a_process_that_is_not_checkpointed_is_refused() {
 
 #[test]
 fn bad_pids_are_typed_errors_and_the_target_keeps_running() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mut plain = Target::sleeper();
     for e in [
@@ -445,6 +460,10 @@ fn another_users_process_is_refused() {
         }
         return;
     }
+    // The copy run as another user (above) runs this body directly; this process runs it alone.
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let own = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
@@ -465,7 +484,7 @@ fn another_users_process_is_refused() {
     use std::os::unix::process::CommandExt;
     let out = std::process::Command::new(&exe)
         .args([
-            "another_users_process_is_refused",
+            "process_checkpoint::another_users_process_is_refused",
             "--exact",
             "--nocapture",
             "--test-threads=1",
@@ -494,6 +513,9 @@ fn another_users_process_is_refused() {
 
 #[test]
 fn a_target_that_exits_by_itself_while_locked() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mut d = debuggee(&["--gib", "0.25", "--exit-after-ms", "1500"]);
     let pid = d.pid();
@@ -535,6 +557,9 @@ fn a_target_that_exits_by_itself_while_locked() {
 
 #[test]
 fn a_target_killed_while_locked_or_checkpointed() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mem = nvml();
     for checkpointed in [false, true] {
@@ -588,6 +613,9 @@ fn a_target_killed_while_locked_or_checkpointed() {
 
 #[test]
 fn dropping_a_checkpointed_handle_restores_the_target() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mut d = debuggee(&["--gib", "1"]);
     let pid = d.pid();
@@ -608,6 +636,9 @@ fn dropping_a_checkpointed_handle_restores_the_target() {
 
 #[test]
 fn restore_onto_the_same_gpu_by_uuid() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
     let _s = serial();
     let mut d = debuggee(&["--gib", "0.5"]);
     let uuid = Driver::load().unwrap().device_uuid(0).unwrap();

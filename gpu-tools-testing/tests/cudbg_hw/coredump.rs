@@ -8,13 +8,14 @@
 #![cfg(feature = "nvidia-hw-tests")]
 
 use gpu_tools_testing::cudbg as common;
+use gpu_tools_testing::own_process;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{debuggee, isolated, one_session};
+use common::{debuggee, one_session};
 use gpu_tools::cudbg::coredump::CoreDump;
 use gpu_tools::cudbg::{DebugSession, Dim3, Event, Exception, KernelType, elf};
 
@@ -204,7 +205,7 @@ fn compare(args: &[&str], tag: &str, kernel: &str) {
 
 #[test]
 fn fresh_dump_of_fault_at_matches_the_live_session() {
-    if !isolated("fresh_dump_of_fault_at_matches_the_live_session") {
+    if !own_process() {
         return;
     }
     compare(&["fault-at", "2", "37"], "fault_at", "fault_at");
@@ -212,7 +213,7 @@ fn fresh_dump_of_fault_at_matches_the_live_session() {
 
 #[test]
 fn fresh_dump_of_fault_matches_the_live_session() {
-    if !isolated("fresh_dump_of_fault_matches_the_live_session") {
+    if !own_process() {
         return;
     }
     compare(&["fault"], "fault", "fault");

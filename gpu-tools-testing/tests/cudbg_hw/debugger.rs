@@ -1,17 +1,18 @@
 //! The debugger API on a real GPU (feature `nvidia-hw-tests`): debuggees are this crate's `debuggee_kernels`
-//! example. Each test runs its body in a child process of its own (`common::isolated`): the driver serves one
+//! example. Each test runs its body in a child process of its own (`gpu_tools_testing::own_process`): the driver serves one
 //! debugger client per process, and on driver 580.159.04 sessions run one after another in one process did not
 //! all pass (the detach test failed, and the process ended during the fault test).
 #![cfg(feature = "nvidia-hw-tests")]
 
 use gpu_tools_testing::cudbg as common;
+use gpu_tools_testing::own_process;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{collect_all, debuggee, isolated, one_session};
+use common::{collect_all, debuggee, one_session};
 use gpu_tools::cudbg::{
     DebugSession, Dim3, Event, Exception, KernelReady, KernelType, OnDrop, Queue, SessionError, elf,
 };
@@ -25,7 +26,7 @@ fn app_kernel(e: &Event) -> Option<KernelReady> {
 
 #[test]
 fn events_arrive_in_order_with_dimensions_and_elf_images() {
-    if !isolated("events_arrive_in_order_with_dimensions_and_elf_images") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -111,7 +112,7 @@ fn events_arrive_in_order_with_dimensions_and_elf_images() {
 
 #[test]
 fn device_properties() {
-    if !isolated("device_properties") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -135,7 +136,7 @@ fn device_properties() {
 
 #[test]
 fn memory_read_and_write_while_suspended() {
-    if !isolated("memory_read_and_write_while_suspended") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -193,7 +194,7 @@ fn memory_read_and_write_while_suspended() {
 
 #[test]
 fn breakpoint_at_kernel_entry_is_hit_and_released() {
-    if !isolated("breakpoint_at_kernel_entry_is_hit_and_released") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -245,7 +246,7 @@ fn breakpoint_at_kernel_entry_is_hit_and_released() {
 
 #[test]
 fn out_of_bounds_kernel_reports_its_exception() {
-    if !isolated("out_of_bounds_kernel_reports_its_exception") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -283,7 +284,7 @@ fn out_of_bounds_kernel_reports_its_exception() {
 
 #[test]
 fn debuggee_exit_ends_the_session_and_cleans_up() {
-    if !isolated("debuggee_exit_ends_the_session_and_cleans_up") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -307,7 +308,7 @@ fn debuggee_exit_ends_the_session_and_cleans_up() {
 
 #[test]
 fn second_session_is_refused_while_one_is_active() {
-    if !isolated("second_session_is_refused_while_one_is_active") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -322,7 +323,7 @@ fn second_session_is_refused_while_one_is_active() {
 
 #[test]
 fn drop_kills_a_running_debuggee() {
-    if !isolated("drop_kills_a_running_debuggee") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -338,7 +339,7 @@ fn drop_kills_a_running_debuggee() {
 
 #[test]
 fn detach_lets_the_debuggee_run_to_its_end() {
-    if !isolated("detach_lets_the_debuggee_run_to_its_end") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -361,7 +362,7 @@ fn detach_lets_the_debuggee_run_to_its_end() {
 
 #[test]
 fn missing_program_is_a_typed_error() {
-    if !isolated("missing_program_is_a_typed_error") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -375,7 +376,7 @@ fn missing_program_is_a_typed_error() {
 
 #[test]
 fn program_without_cuda_is_a_typed_error() {
-    if !isolated("program_without_cuda_is_a_typed_error") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -388,7 +389,7 @@ fn program_without_cuda_is_a_typed_error() {
 
 #[test]
 fn handshake_timeout_kills_the_debuggee() {
-    if !isolated("handshake_timeout_kills_the_debuggee") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -409,7 +410,7 @@ fn handshake_timeout_kills_the_debuggee() {
 
 #[test]
 fn no_push_pop_capability_removes_context_push_and_pop_events() {
-    if !isolated("no_push_pop_capability_removes_context_push_and_pop_events") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -435,7 +436,7 @@ fn no_push_pop_capability_removes_context_push_and_pop_events() {
 
 #[test]
 fn blocking_launches_report_each_kernels_end() {
-    if !isolated("blocking_launches_report_each_kernels_end") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -480,7 +481,7 @@ fn blocking_launches_report_each_kernels_end() {
 
 #[test]
 fn launch_blocking_can_be_switched_on_while_running() {
-    if !isolated("launch_blocking_can_be_switched_on_while_running") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -509,7 +510,7 @@ fn launch_blocking_can_be_switched_on_while_running() {
 
 #[test]
 fn close_stops_then_kills_a_running_debuggee() {
-    if !isolated("close_stops_then_kills_a_running_debuggee") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -524,7 +525,7 @@ fn close_stops_then_kills_a_running_debuggee() {
 
 #[test]
 fn a_debuggee_that_dies_from_a_signal_ends_the_session_without_driver_calls() {
-    if !isolated("a_debuggee_that_dies_from_a_signal_ends_the_session_without_driver_calls") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
@@ -566,7 +567,7 @@ fn a_debuggee_that_dies_from_a_signal_ends_the_session_without_driver_calls() {
 
 #[test]
 fn a_debuggee_killed_from_outside_ends_the_session() {
-    if !isolated("a_debuggee_killed_from_outside_ends_the_session") {
+    if !own_process() {
         return;
     }
     let _one = one_session();
