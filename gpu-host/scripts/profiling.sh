@@ -5,7 +5,7 @@
 #     scripts/gpu-stage --features nvidia-hw-tests
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
-#   bash examples/gpu/profiling.sh [PART...]   (default: info hw record top profile bad)
+#   bash gpu-host/scripts/profiling.sh [PART...]   (default: info hw record top profile bad)
 #   info     devices, driver, the counter permission setting, the catalogue of device 0
 #   hw       the hardware tests (tests/cupti_profiling_hw.rs), with the library's debug log
 #   record   counter-data fixtures into $OUT/cupti-counters/h100-cuda13 (for tests/fixtures/cupti-counters/)
@@ -26,7 +26,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage="$root/.gpu"
 bin="$stage/bin"
-pydir="$root/examples/python"
+pydir="$root/gpu-host/python"
 out="${OUT:-$stage/out}"
 gt="$bin/bin-gpu-tools"
 run() { bash "$stage/run.sh" "$@"; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU-host runs of `gpu-tools trace --counters`: device counters (PM sampling) beside the trace. Stage first
 # (scripts/gpu-stage; STAGE_ONLY='gpu-tools' is enough), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/counters.sh [train] [attach] [busy] [bad] [devices]   (default: all)
-#   train    trace --counters on examples/python/torch_train.py: the summary's counters line, the trace file's
+#   bash gpu-host/scripts/counters.sh [train] [attach] [busy] [bad] [devices]   (default: all)
+#   train    trace --counters on gpu-host/python/torch_train.py: the summary's counters line, the trace file's
 #            size, `gpu-tools stats` (every report; the counters per kernel where the build has them), and the size
 #            of a Perfetto export
 #   attach   trace --pid --counters --duration 3 on a running PyTorch job (attach_target.py)
@@ -35,7 +35,7 @@ wait_ready() {
 if [[ " $parts " == *" train "* ]]; then
   section "torch_train.py --steps $STEPS under trace --counters"
   file=$out/train.gputrace
-  timeout 600 "$gt" trace -q --counters -o "$file" -- $py "$root/examples/python/torch_train.py" --steps "$STEPS" \
+  timeout 600 "$gt" trace -q --counters -o "$file" -- $py "$root/gpu-host/python/torch_train.py" --steps "$STEPS" \
     > "$out/train.txt" 2> "$out/train.err"
   echo "rc=$?"
   grep -E '^(torch_train|--- summary|counters:)' "$out/train.txt"; head -c 2000 "$out/train.err"
@@ -48,14 +48,14 @@ if [[ " $parts " == *" train "* ]]; then
   "$gt" export --perfetto "$out/train.pftrace" "$file"; echo "export rc=$?"
   ls -l "$out/train.pftrace"
   section "the same run, trace without counters, for the size"
-  timeout 600 "$gt" trace -q -o "$out/train-plain.gputrace" -- $py "$root/examples/python/torch_train.py" \
+  timeout 600 "$gt" trace -q -o "$out/train-plain.gputrace" -- $py "$root/gpu-host/python/torch_train.py" \
     --steps "$STEPS" > /dev/null 2>&1
   ls -l "$out/train-plain.gputrace"
 fi
 
 if [[ " $parts " == *" attach "* ]]; then
   section "trace --pid --counters --duration 3 on a running PyTorch job"
-  $py "$root/examples/python/attach_target.py" --steps 6000 > "$out/attach-job.log" 2>&1 &
+  $py "$root/gpu-host/python/attach_target.py" --steps 6000 > "$out/attach-job.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/attach-job.log")
   sleep 1
@@ -75,7 +75,7 @@ if [[ " $parts " == *" busy "* ]]; then
   "$gt" trace -q --counters -- $py -c 'print("the program ran")'; echo "rc=$?"
   wait $top; echo "top rc=$?"
   section "and trace --counters first, then top (top leaves the GPU out, or fails with --device)"
-  "$gt" trace -q --counters -- $py "$root/examples/python/bf16_matmul.py" --seconds 8 > "$out/busy-trace.txt" 2>&1 &
+  "$gt" trace -q --counters -- $py "$root/gpu-host/python/bf16_matmul.py" --seconds 8 > "$out/busy-trace.txt" 2>&1 &
   t=$!
   sleep 4
   "$gt" top --duration 1 --device 0; echo "top --device 0 rc=$?"
@@ -96,10 +96,10 @@ if [[ " $parts " == *" devices "* ]]; then
   if [ "$n" -ge 2 ]; then
     section "CUDA_VISIBLE_DEVICES=1: the program's GPU 0 is the host's GPU 1; samples say device 0"
     CUDA_VISIBLE_DEVICES=1 timeout 120 "$gt" trace -q --counters -o "$out/devices.gputrace" -- \
-      $py "$root/examples/python/bf16_matmul.py" --seconds 3 > "$out/devices.txt" 2>&1
+      $py "$root/gpu-host/python/bf16_matmul.py" --seconds 3 > "$out/devices.txt" 2>&1
     echo "rc=$?"; grep '^counters:' "$out/devices.txt"
     section "attached: a job on the host's GPU 1, seen as its device 0; gpu-tools sees every GPU"
-    CUDA_VISIBLE_DEVICES=1 $py "$root/examples/python/attach_target.py" --steps 6000 > "$out/devices-job.log" 2>&1 &
+    CUDA_VISIBLE_DEVICES=1 $py "$root/gpu-host/python/attach_target.py" --steps 6000 > "$out/devices-job.log" 2>&1 &
     job=$!
     pid=$(wait_ready "$out/devices-job.log")
     RUST_LOG=info timeout 60 "$gt" trace --pid "$pid" --counters --duration 2 -q > "$out/devices-attach.txt" \
@@ -107,8 +107,8 @@ if [[ " $parts " == *" devices "* ]]; then
     echo "rc=$?"; grep '^counters:' "$out/devices-attach.txt"; grep -o 'counters: sampling device.*' "$out/devices-attach.err"
     wait $job
     section "two bf16 matmuls, one per GPU, under one trace: a counters line per GPU"
-    timeout 120 "$gt" trace -q --counters -- bash -c "$py $root/examples/python/bf16_matmul.py --seconds 4 --device 0 & \
-      $py $root/examples/python/bf16_matmul.py --seconds 4 --device 1; wait" > "$out/devices-two.txt" 2>&1
+    timeout 120 "$gt" trace -q --counters -- bash -c "$py $root/gpu-host/python/bf16_matmul.py --seconds 4 --device 0 & \
+      $py $root/gpu-host/python/bf16_matmul.py --seconds 4 --device 1; wait" > "$out/devices-two.txt" 2>&1
     echo "rc=$?"; grep '^counters:' "$out/devices-two.txt"
   else
     section "devices: one GPU here, skipped"

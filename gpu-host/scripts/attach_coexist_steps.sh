@@ -3,10 +3,10 @@
 # trace between them: which command leaves CUPTI's activity records broken for the job's own profiler and the next
 # trace? Prints each step's exit code, the trace's summary line and the stream's notes, then the job's own kernel
 # count against an untouched run's. Stage first; run from the checkout:
-#   bash examples/gpu/attach_coexist_steps.sh [STEP...]   (default: trace pc-sampling trace where trace metrics trace)
+#   bash gpu-host/scripts/attach_coexist_steps.sh [STEP...]   (default: trace pc-sampling trace where trace metrics trace)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
-job=$root/examples/python/survival_job.py; out=${OUT:-/tmp/coexist_steps}; mkdir -p "$out"
+job=$root/gpu-host/python/survival_job.py; out=${OUT:-/tmp/coexist_steps}; mkdir -p "$out"
 unset GPU_TOOLS_INJECT_LIB
 $py "$job" profiler-open --seconds "${JOB_SECONDS:-40}" > "$out/job.log" 2>&1 & j=$!
 for _ in $(seq 600); do pid=$(grep -m1 -o '^ready [0-9]*' "$out/job.log" | cut -d' ' -f2); [ -n "$pid" ] && break; sleep 0.1; done

@@ -9,7 +9,7 @@
 # untouched one's, and every window gave what it should (exit 0; a trace window holds records of work).
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
+#   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps the windows' trace files), PARALLEL (rows at once, default 4), ATTACHES (default 10),
 # JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event).
@@ -18,7 +18,7 @@
 # attaches never hold them at the same time; traces and where do not.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
-job=$root/examples/python/survival_job.py
+job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/attach_matrix}; mkdir -p "$out"
 parallel=${PARALLEL:-4}; attaches=${ATTACHES:-10}; seconds=${JOB_SECONDS:-60}
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
@@ -94,14 +94,14 @@ row() {
   fi
   case $name in
   threads)
-    nvcc -O2 -std=c++17 -o "$d/threads" "$root/examples/gpu/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
+    nvcc -O2 -std=c++17 -o "$d/threads" "$root/gpu-host/scripts/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
       || { echo "ROW $name FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
     CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
   ddp)
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29511 \
-      "$root/examples/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
+      "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29512 \
-      "$root/examples/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
+      "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
   profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --seconds "$((seconds / 2))" > "$d/attached.log" 2>&1 &
     attached=$! ;;
   *) CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The jobs of the attach survival matrix (examples/gpu/attach_matrix.sh): each deterministic, so that an attached
+"""The jobs of the attach survival matrix (gpu-host/scripts/attach_matrix.sh): each deterministic, so that an attached
 run's result can be compared with an untouched one's.
 
     python3 survival_job.py KIND (--seconds S | --steps N)

@@ -6,9 +6,9 @@
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
 #
-#   bash examples/gpu/profile_graphs.sh [STEPS]      (default 20)
+#   bash gpu-host/scripts/profile_graphs.sh [STEPS]      (default 20)
 #
-# The program is examples/python/compiled_graphs.py (torch.compile(mode="reduce-overhead"): Triton kernels
+# The program is gpu-host/python/compiled_graphs.py (torch.compile(mode="reduce-overhead"): Triton kernels
 # replayed through CUDA graphs, an eager optimizer step). It runs once natively to fill Inductor's caches (a run
 # that compiles also benchmarks kernels, which would change the counts), then under:
 #   gpu-tools profile --graph-profiling node     and   ncu --graph-profiling node
@@ -25,7 +25,7 @@ steps="${1:-20}"
 out="${OUT:-$stage/out}/graphs"
 gt="$bin/bin-gpu-tools"
 ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-py=(python3 "$root/examples/python/compiled_graphs.py" --steps "$steps")
+py=(python3 "$root/gpu-host/python/compiled_graphs.py" --steps "$steps")
 mkdir -p "$out"
 [ -f "$bin/libgpu_tools_inject.so" ] && export GPU_TOOLS_INJECT_LIB="$bin/libgpu_tools_inject.so"
 for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib64; do

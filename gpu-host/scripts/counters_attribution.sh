@@ -6,7 +6,7 @@
 #   STAGE_ONLY='gpu-tools|counter_kernels' scripts/gpu-stage --features nvidia-hw-tests
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
-#   bash examples/gpu/counters_attribution.sh [PART...]   (default: copy matmul torch export)
+#   bash gpu-host/scripts/counters_attribution.sh [PART...]   (default: copy matmul torch export)
 #   copy     a copy kernel of known bytes lasting many sample periods: its DRAM bytes read and written next to
 #            the bytes it moved over the part of its time the samples covered (the bar: within 5%)
 #   matmul   a bf16 matmul: SM active and tensor active per kernel, next to `gpu-tools profile` on the same kernel
@@ -19,7 +19,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 stage="$root/.gpu"
 bin="$stage/bin"
-pydir="$root/examples/python"
+pydir="$root/gpu-host/python"
 out="${OUT:-$stage/out}/counters"
 gt="$bin/bin-gpu-tools"
 export GPU_STAGE_BIN="$bin"

@@ -3,13 +3,13 @@
 # `TID N ...`, the ids the program printed); an attached trace leaves the program's setting as it is (tracks
 # `thread N ...`, CUPTI's default pthread ids); torch.profiler's own ids for the same threads are printed beside them.
 # Stage first (STAGE_ONLY='gpu-tools' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/thread_ids.sh            (logs and traces in $OUT, default /tmp/thread_ids)
+#   bash gpu-host/scripts/thread_ids.sh            (logs and traces in $OUT, default /tmp/thread_ids)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/thread_ids}; mkdir -p "$out"
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 unset GPU_TOOLS_INJECT_LIB
-target=$root/examples/python/thread_tids.py
+target=$root/gpu-host/python/thread_tids.py
 fail=0
 
 # tracks FILE.json: the host-thread track names of a Chrome export.

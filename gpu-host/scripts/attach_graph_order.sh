@@ -2,10 +2,10 @@
 # Which attaching command loses CUDA graph launches? One CuPy graph job per command (its result counts every
 # launch exactly), each attached ATTACHES times with that command alone, then compared with an untouched run of
 # the same steps: `lost` is the number of launches whose effect is missing. Stage first; run from the checkout.
-#   bash examples/gpu/attach_graph_order.sh [TOOL...]   (trace trace-node counters metrics pc-sampling where)
+#   bash gpu-host/scripts/attach_graph_order.sh [TOOL...]   (trace trace-node counters metrics pc-sampling where)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
-job=$root/examples/python/survival_job.py; out=${OUT:-/tmp/graph_order}; mkdir -p "$out"
+job=$root/gpu-host/python/survival_job.py; out=${OUT:-/tmp/graph_order}; mkdir -p "$out"
 attaches=${ATTACHES:-3}; seconds=${JOB_SECONDS:-20}
 unset GPU_TOOLS_INJECT_LIB
 one() {

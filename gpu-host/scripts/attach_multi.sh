@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two-GPU runs of live attach: `trace --pid-tree` on a 2-rank DDP job under torchrun, and `where --pid-tree` on a
 # hung 2-rank NCCL job. Stage first (scripts/gpu-stage), then, on a host with two GPUs:
-#   bash examples/gpu/attach_multi.sh [ddp] [hang]
+#   bash gpu-host/scripts/attach_multi.sh [ddp] [hang]
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/attach_multi}; mkdir -p "$out"
@@ -15,7 +15,7 @@ wait_line() { # FILE PATTERN: waits up to 120 s for a line matching PATTERN
 
 if [[ " $parts " == *" ddp "* ]]; then
   echo "=== trace --pid-tree of torchrun (2-rank DDP)"
-  $torchrun --nproc-per-node 2 "$root/examples/python/ddp_job.py" --steps 6000 > "$out/ddp.log" 2>&1 &
+  $torchrun --nproc-per-node 2 "$root/gpu-host/python/ddp_job.py" --steps 6000 > "$out/ddp.log" 2>&1 &
   launcher=$!
   wait_line "$out/ddp.log" "ready .* rank 1" && wait_line "$out/ddp.log" "ready .* rank 0"
   sleep 1
@@ -29,7 +29,7 @@ fi
 
 if [[ " $parts " == *" hang "* ]]; then
   echo "=== where --pid-tree on a hung 2-rank NCCL job (rank 1 skips an all_reduce)"
-  $torchrun --nproc-per-node 2 "$root/examples/python/ddp_job.py" --steps 100000 --hang-rank 1 --hang-at 50 > "$out/hang.log" 2>&1 &
+  $torchrun --nproc-per-node 2 "$root/gpu-host/python/ddp_job.py" --steps 100000 --hang-rank 1 --hang-at 50 > "$out/hang.log" 2>&1 &
   launcher=$!
   wait_line "$out/hang.log" "skipped an all_reduce"
   sleep 3

@@ -2,10 +2,10 @@
 # GPU-host runs of the tracing bars, printed as one table (logs and traces under $OUT, or /tmp/trace_gpu).
 # Stage: STAGE_ONLY='gpu-tools|trace_bench|debuggee_kernels' scripts/gpu-stage --features nvidia-hw-tests
 # (the injection cdylib comes with it), then on the GPU host, in the repository checkout that goes with .gpu/:
-# bash examples/support/trace_gpu.sh
+# bash gpu-host/support/trace_gpu.sh
 # Every run has a time limit; the whole script stays under 8 minutes on an H100.
 set -u
-root=$(cd "$(dirname "$0")/../.." && pwd); bin=$root/.gpu/bin; pydir=$root/examples/python; py=${PYTHON:-python3}
+root=$(cd "$(dirname "$0")/../.." && pwd); bin=$root/.gpu/bin; pydir=$root/gpu-host/python; py=${PYTHON:-python3}
 out=${OUT:-/tmp/trace_gpu}; logs=$out/logs; mkdir -p "$logs"
 lib=$bin/libgpu_tools_inject.so
 gt=$bin/bin-gpu-tools

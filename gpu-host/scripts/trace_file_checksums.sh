@@ -8,7 +8,7 @@
 #   STAGE_ONLY='gpu-tools' scripts/gpu-stage
 #
 # then on the GPU host, in the repository checkout that goes with .gpu/:
-#   bash examples/gpu/trace_file_checksums.sh
+#   bash gpu-host/scripts/trace_file_checksums.sh
 # It prints a summary line per check and the exit codes counted; nothing is left outside $OUT (default .gpu/out).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,7 +25,7 @@ mkdir -p "$out"
 trace="$out/torch.gputrace"
 
 printf '=== record (%s)\n' "$(date +%T)"
-"$gt" trace -q -o "$trace" -- python3 "$root/examples/python/torch_train.py" --steps 20
+"$gt" trace -q -o "$trace" -- python3 "$root/gpu-host/python/torch_train.py" --steps 20
 echo "trace rc=$? size=$(stat -c %s "$trace") version=$(od -An -tu2 -j8 -N2 "$trace" | tr -d ' ')"
 "$gt" stats --report cuda_gpu_kern_sum --format json "$trace" >"$out/good.json"
 echo "stats rc=$?"

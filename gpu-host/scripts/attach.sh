@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU-host runs of `gpu-tools trace --pid`: every target is started by plain python3 or its own binary, with no
 # gpu-tools variable. Stage first (scripts/gpu-stage), then, in the checkout that goes with .gpu/:
-#   bash examples/gpu/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc] [profile] [cycles]   (default: all)
+#   bash gpu-host/scripts/attach.sh [torch] [c] [jax] [coexist] [bad] [ctrlc] [profile] [cycles]   (default: all)
 # Logs and traces go to $OUT (or /tmp/attach).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); bin=$root/.gpu/bin; py=${PYTHON:-python3}
@@ -27,10 +27,10 @@ section() { printf '\n=== %s\n' "$*"; }
 
 if [[ " $parts " == *" torch "* ]]; then
   section "torch: untouched reference run ($STEPS steps)"
-  timeout 300 $py "$root/examples/python/attach_target.py" --steps "$STEPS" --profile-steps 20 > "$out/torch-untouched.log" 2>&1
+  timeout 300 $py "$root/gpu-host/python/attach_target.py" --steps "$STEPS" --profile-steps 20 > "$out/torch-untouched.log" 2>&1
   echo "rc=$?"; grep -E '^(steps|result|torch_profiler)' "$out/torch-untouched.log"
   section "torch: the same job, traced with --pid for 3 s twice"
-  $py "$root/examples/python/attach_target.py" --steps "$STEPS" --profile-steps 20 > "$out/torch-attached.log" 2>&1 &
+  $py "$root/gpu-host/python/attach_target.py" --steps "$STEPS" --profile-steps 20 > "$out/torch-attached.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/torch-attached.log")
   sleep 1
@@ -45,13 +45,13 @@ if [[ " $parts " == *" torch "* ]]; then
   wait $job; echo "job rc=$?"
   grep -E '^(steps|result|torch_profiler)' "$out/torch-attached.log"
   section "torch: launched trace of 2000 steps, for kernels per step"
-  timeout 300 "$gt" trace -q -o "$out/torch-launched.gputrace" -- $py "$root/examples/python/attach_target.py" --steps 2000 > "$out/torch-launched.txt" 2>&1
+  timeout 300 "$gt" trace -q -o "$out/torch-launched.gputrace" -- $py "$root/gpu-host/python/attach_target.py" --steps 2000 > "$out/torch-launched.txt" 2>&1
   echo "rc=$?"; grep -E -- '^(steps|--- summary)' "$out/torch-launched.txt"
 fi
 
 if [[ " $parts " == *" c "* ]]; then
   section "C program without CUPTI, traced with --pid"
-  nvcc -O2 -gencode arch=compute_90,code=sm_90 -o /tmp/attach_probe "$root/examples/gpu/attach_probe.cu" || exit 1
+  nvcc -O2 -gencode arch=compute_90,code=sm_90 -o /tmp/attach_probe "$root/gpu-host/scripts/attach_probe.cu" || exit 1
   /tmp/attach_probe 8 > "$out/c.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/c.log")
@@ -64,7 +64,7 @@ fi
 
 if [[ " $parts " == *" jax "* ]]; then
   section "JAX, traced with --pid"
-  $py "$root/examples/python/attach_jax.py" --seconds 12 > "$out/jax.log" 2>&1 &
+  $py "$root/gpu-host/python/attach_jax.py" --seconds 12 > "$out/jax.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/jax.log")
   sleep 1
@@ -75,11 +75,11 @@ fi
 
 if [[ " $parts " == *" coexist "* ]]; then
   section "coexistence: torch.profiler's kernel count alone, under a launched trace, after an attach"
-  timeout 300 $py "$root/examples/python/attach_target.py" --steps 300 --profile-steps 20 2>&1 | grep torch_profiler | sed 's/^/alone: /'
-  timeout 300 "$gt" trace -q -- $py "$root/examples/python/attach_target.py" --steps 300 --profile-steps 20 > "$out/coexist-launched.txt" 2>&1
+  timeout 300 $py "$root/gpu-host/python/attach_target.py" --steps 300 --profile-steps 20 2>&1 | grep torch_profiler | sed 's/^/alone: /'
+  timeout 300 "$gt" trace -q -- $py "$root/gpu-host/python/attach_target.py" --steps 300 --profile-steps 20 > "$out/coexist-launched.txt" 2>&1
   grep torch_profiler "$out/coexist-launched.txt" | sed 's/^/launched under gpu-tools trace: /'
   grep -i "subscriber\|missing" "$out/coexist-launched.txt" | head -3
-  $py "$root/examples/python/attach_target.py" --steps 6000 --profile-steps 20 > "$out/coexist-attached.log" 2>&1 &
+  $py "$root/gpu-host/python/attach_target.py" --steps 6000 --profile-steps 20 > "$out/coexist-attached.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/coexist-attached.log")
   timeout 60 "$gt" trace --pid "$pid" --duration 1 -q > /dev/null 2>&1; echo "attach rc=$?"
@@ -159,9 +159,9 @@ fi
 
 if [[ " $parts " == *" cycles "* ]]; then
   section "ten attach-trace-detach cycles of 0.5 s on one PyTorch job; its result against an untouched run"
-  timeout 300 $py "$root/examples/python/attach_target.py" --steps 4000 > "$out/cycles-untouched.log" 2>&1
+  timeout 300 $py "$root/gpu-host/python/attach_target.py" --steps 4000 > "$out/cycles-untouched.log" 2>&1
   grep '^result' "$out/cycles-untouched.log" | sed 's/^/untouched: /'
-  $py "$root/examples/python/attach_target.py" --steps 4000 --profile-steps 20 > "$out/cycles.log" 2>&1 &
+  $py "$root/gpu-host/python/attach_target.py" --steps 4000 --profile-steps 20 > "$out/cycles.log" 2>&1 &
   job=$!
   pid=$(wait_ready "$out/cycles.log")
   ok=0
