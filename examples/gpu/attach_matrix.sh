@@ -8,7 +8,8 @@
 # run's, its own torch.profiler count (profiler-open) is within 1% of the
 # untouched one's, and every window gave what it should (exit 0; a trace window holds records of work, and a kernel
 # record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
-# (`refused-after-cupti`, said by where): counted apart, not as a failure; the first attach of every row is a where.
+# (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
+# `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash examples/gpu/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
@@ -30,7 +31,7 @@ unset GPU_TOOLS_INJECT_LIB
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
 rows=${*:-eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp}
 windows=(0.5 1 2 3)
-read -r -a tools <<< "${TOOLS:-where trace trace-node counters metrics trace pc-sampling where trace-node trace counters metrics}"
+read -r -a tools <<< "${TOOLS:-trace trace-node counters metrics trace pc-sampling where trace-node trace counters metrics where}"
 
 wait_ready() { # LOG JOB: prints the pid of the first `ready PID` line, waiting up to 300 s while JOB lives
   local line
