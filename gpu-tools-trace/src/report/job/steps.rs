@@ -90,20 +90,31 @@ fn alike(a: u64, b: u64) -> bool {
     a.abs_diff(b) <= (a.max(b) / 4).max(2_000)
 }
 
-/// The smallest period of a sequence of collectives: the number `p` such that, for nine in ten positions, the
-/// collective `p` later has the same name and the gap after it is alike; at least three whole periods are needed.
+/// The period of a sequence of collectives: of the numbers `p` such that, for nine in ten positions, the collective
+/// `p` later has the same name (at least three whole periods seen), the smallest whose gaps repeat nearly as well as
+/// the best's (the share of gaps alike to the gap `p` later at least 90% of the best share). Names alone cannot
+/// tell three buckets of one name a step from three steps; the gaps (a long one before the first bucket) can,
+/// while a real job's uneven steps still give the smallest period.
 pub(super) fn period(order: &[(u32, u64)]) -> Option<usize> {
     let n = order.len();
     let gaps: Vec<u64> = order.windows(2).map(|w| w[1].1 - w[0].1).collect();
-    (1..=64.min(n / 3)).find(|&p| {
-        let checks = n - p;
-        let names = (0..checks)
-            .filter(|&i| order[i].0 == order[i + p].0)
-            .count();
-        let pairs = gaps.len().saturating_sub(p);
-        let timing = (0..pairs).filter(|&i| alike(gaps[i], gaps[i + p])).count();
-        names * 10 >= checks * 9 && timing * 10 >= pairs * 9
-    })
+    let candidates: Vec<(usize, f64)> = (1..=64.min(n / 3))
+        .filter(|&p| {
+            let checks = n - p;
+            let names = (0..checks).filter(|&i| order[i].0 == order[i + p].0).count();
+            names * 10 >= checks * 9
+        })
+        .map(|p| {
+            let pairs = gaps.len().saturating_sub(p);
+            let timing = (0..pairs).filter(|&i| alike(gaps[i], gaps[i + p])).count();
+            (p, timing as f64 / pairs.max(1) as f64)
+        })
+        .collect();
+    let best = candidates.iter().map(|c| c.1).fold(0.0, f64::max);
+    candidates
+        .iter()
+        .find(|c| c.1 >= 0.9 * best)
+        .map(|c| c.0)
 }
 
 /// The steps of a rank from every `period`-th collective: from one to the next.
