@@ -79,8 +79,7 @@ pub(super) fn p90(v: &mut [u64]) -> u64 {
     v[i]
 }
 
-/// Whether a collective's name says which hosts it is of: `h7`, `h7 (boot 1a2b3c4d)` where one host name has two
-/// boots.
+/// A host as the notes name it: `h7`, or `h7 (boot 1a2b3c4d)` where one host name has two boots.
 fn host_label(hosts: &[(String, String)], d: usize) -> String {
     let (host, boot) = &hosts[d];
     let twice = hosts.iter().filter(|(h, _)| h == host).count() > 1;
@@ -441,17 +440,20 @@ pub(super) fn align(
     )
 }
 
+/// How far outside the other rank's span an end may lie and still have a partner there, for a sequence of one
+/// collective (no interval between two to go by).
+const SINGLE_REACH_NS: i64 = 1_000_000_000;
+
 /// Where `mine` (ends in time order) lies in `theirs`: the lag `j - i` that most of its ends' nearest ends in
-/// `theirs` agree on, where more than half do; `None` otherwise (or where the spans do not overlap).
+/// `theirs` agree on, where more than half do; `None` otherwise (or where the spans do not overlap: an end more
+/// than half the median interval between two of `theirs` outside their span has no partner there).
 fn place(mine: &[i64], theirs: &[i64]) -> Option<i64> {
-    let (first, last) = (*theirs.first()?, *theirs.last()?);
-    if *mine.last()? < first || *mine.first()? > last {
-        return None;
-    }
+    let mut gaps: Vec<i64> = theirs.windows(2).map(|w| w[1] - w[0]).collect();
+    let reach = median_i64(&mut gaps).map_or(SINGLE_REACH_NS, |g| g / 2);
+    let (first, last) = (theirs.first()? - reach, theirs.last()? + reach);
     let mut votes: HashMap<i64, usize> = HashMap::new();
     let mut voters = 0usize;
     for (i, &e) in mine.iter().enumerate() {
-        // Ends outside the other's span have no partner there.
         if e < first || e > last {
             continue;
         }
@@ -490,6 +492,9 @@ mod tests {
         // Disjoint spans.
         let later: Vec<i64> = (0..5).map(|i| 100_000 + i).collect();
         assert_eq!(place(&later, &theirs), None);
+        // One collective each, apart by less than a second: partners.
+        assert_eq!(place(&[5_000_000], &[5_030_000]), Some(0));
+        assert_eq!(place(&[5_000_000], &[2_000_000_000]), None);
     }
 
     #[test]

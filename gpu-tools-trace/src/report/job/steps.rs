@@ -101,7 +101,9 @@ pub(super) fn period(order: &[(u32, u64)]) -> Option<usize> {
     let candidates: Vec<(usize, f64)> = (1..=64.min(n / 3))
         .filter(|&p| {
             let checks = n - p;
-            let names = (0..checks).filter(|&i| order[i].0 == order[i + p].0).count();
+            let names = (0..checks)
+                .filter(|&i| order[i].0 == order[i + p].0)
+                .count();
             names * 10 >= checks * 9
         })
         .map(|p| {
@@ -111,10 +113,7 @@ pub(super) fn period(order: &[(u32, u64)]) -> Option<usize> {
         })
         .collect();
     let best = candidates.iter().map(|c| c.1).fold(0.0, f64::max);
-    candidates
-        .iter()
-        .find(|c| c.1 >= 0.9 * best)
-        .map(|c| c.0)
+    candidates.iter().find(|c| c.1 >= 0.9 * best).map(|c| c.0)
 }
 
 /// The steps of a rank from every `period`-th collective: from one to the next.

@@ -11,6 +11,10 @@ use super::{Job, STRAGGLERS};
 use crate::report::align::duration;
 use crate::report::{Cell, Table};
 
+/// How much more device time outside collectives a rank's steps must take than the median rank's for the rank
+/// that enters collectives last to be named a straggler.
+const SLOWER: f64 = 1.1;
+
 /// What one rank's row is made of.
 #[derive(Debug, Default)]
 struct Row {
@@ -297,25 +301,15 @@ impl Job {
                 rank.rank
             );
         }
-        let mut sentence = format!(
-            "rank {}{at} enters collectives last ({share:.0}% of them)",
-            rank.rank
-        );
         let works: Vec<u64> = rows
             .iter()
             .filter_map(|r| median_u64(&r.work))
             .map(|w| w as u64)
             .collect();
-        if let (Some(mine), Some(typical)) = (median_u64(&rows[slow].work), median_u64(&works)) {
-            if typical > 0.0 {
-                sentence.push_str(&format!(
-                    ": its steps take {:.1}× the median rank's device time outside collectives ({} against {})",
-                    mine / typical,
-                    duration(mine as u64),
-                    duration(typical as u64)
-                ));
-            }
-        }
+        let ratio = match (median_u64(&rows[slow].work), median_u64(&works)) {
+            (Some(mine), Some(typical)) if typical > 0.0 => Some((mine, typical, mine / typical)),
+            _ => None,
+        };
         // Where the others wait most, and how much of their time.
         let mut by_name: HashMap<u32, u64> = HashMap::new();
         let mut window = 0u64;
@@ -328,21 +322,48 @@ impl Job {
                 *by_name.entry(*name).or_default() += w;
             }
         }
-        if let Some((name, waited)) = by_name
+        let others = rows.len() - 1;
+        let waiting = by_name
             .into_iter()
             .max_by_key(|(n, w)| (*w, std::cmp::Reverse(*n)))
-        {
-            let others = rows.len() - 1;
-            sentence.push_str(&format!(
-                "; the other {others} {} for it in {}, {:.0}% of their time",
-                if others == 1 {
-                    "rank waits"
+            .map(|(name, waited)| {
+                let (who, their) = if others == 1 {
+                    ("the other rank waits".to_string(), "its")
                 } else {
-                    "ranks wait"
-                },
-                self.names.get(name),
-                pct(waited, window)
+                    (format!("the other {others} ranks wait"), "their")
+                };
+                format!(
+                    "{who} for it in {}, {:.0}% of {their} time",
+                    self.names.get(name),
+                    pct(waited, window)
+                )
+            });
+        // Entering last without more work of its own is no straggler: its host or launch path may be late, or
+        // nobody is (two ranks alternate).
+        if let Some((mine, typical, ratio)) = ratio.filter(|r| r.2 < SLOWER) {
+            return format!(
+                "no straggler by its work: rank {}{at} enters collectives last most often ({share:.0}% of them), \
+                 but its steps' device time outside collectives is {ratio:.1}× the median rank's ({} against {}){}",
+                rank.rank,
+                duration(mine as u64),
+                duration(typical as u64),
+                waiting.map_or_else(String::new, |w| format!("; {w}"))
+            );
+        }
+        let mut sentence = format!(
+            "rank {}{at} enters collectives last ({share:.0}% of them)",
+            rank.rank
+        );
+        if let Some((mine, typical, ratio)) = ratio {
+            sentence.push_str(&format!(
+                ": its steps take {ratio:.1}× the median rank's device time outside collectives ({} against {})",
+                duration(mine as u64),
+                duration(typical as u64)
             ));
+        }
+        if let Some(w) = waiting {
+            sentence.push_str("; ");
+            sentence.push_str(&w);
         }
         sentence
     }
