@@ -58,7 +58,10 @@ fn child(mode: &str, dir: &Path) {
     } else {
         let mut a = Analysis::for_reports(&[STRAGGLERS]);
         for (i, f) in files.iter().enumerate() {
-            let errors = a.read(i as u32, BufReader::new(std::fs::File::open(f).expect("open")));
+            let errors = a.read(
+                i as u32,
+                BufReader::new(std::fs::File::open(f).expect("open")),
+            );
             assert!(errors.is_empty(), "{errors:?}");
             records += a.records(i as u32);
         }
@@ -66,12 +69,16 @@ fn child(mode: &str, dir: &Path) {
         assert!(t.notes[0].starts_with("rank "), "{}", t.notes[0]);
         std::hint::black_box(t);
     }
-    println!("{records} {:.3} {}", started.elapsed().as_secs_f64(), peak_kib());
+    println!(
+        "{records} {:.3} {}",
+        started.elapsed().as_secs_f64(),
+        peak_kib()
+    );
 }
 
 fn main() {
     if let Ok(mode) = std::env::var(CHILD) {
-        let dir = std::env::args().last().expect("folder");
+        let dir = std::env::args().next_back().expect("folder");
         child(&mode, Path::new(&dir));
         return;
     }
@@ -82,7 +89,10 @@ fn main() {
     let me = std::env::current_exe().expect("own path");
     for ranks in [64u32, 512] {
         let spec = JobSpec::large(ranks, seconds);
-        let dir = std::env::temp_dir().join(format!("gpu-tools-job-bench-{ranks}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "gpu-tools-job-bench-{ranks}-{}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).expect("bench folder");
         let written = Instant::now();
         let mut bytes = 0u64;
@@ -105,7 +115,11 @@ fn main() {
                 .arg(&dir)
                 .output()
                 .expect("run the measurement");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let line = String::from_utf8_lossy(&out.stdout);
             let v: Vec<&str> = line.split_whitespace().collect();
             println!(

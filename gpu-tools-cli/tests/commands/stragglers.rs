@@ -22,7 +22,9 @@ fn gpu_tools(args: &[&str]) -> Output {
 
 fn fixture(host: u32) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../tests/fixtures/traces/job-8rank/h{host}.gputrace"))
+        .join(format!(
+            "../tests/fixtures/traces/job-8rank/h{host}.gputrace"
+        ))
         .display()
         .to_string()
 }
@@ -64,7 +66,14 @@ fn a_rank_in_two_files_is_refused() {
     std::fs::copy(fixture(0), &copy).unwrap();
     let copy = copy.display().to_string();
     let first = fixture(0);
-    let out = gpu_tools(&["stats", "--report", "stragglers", &first, &fixture(1), &copy]);
+    let out = gpu_tools(&[
+        "stats",
+        "--report",
+        "stragglers",
+        &first,
+        &fixture(1),
+        &copy,
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert_eq!(

@@ -24,6 +24,11 @@
 //! (about 40 bytes more) and every counter sample and gap are kept too.
 //!
 //! A counter stream ([`counters`](crate::counters)) is not a traced process: it has no row in `processes`.
+//!
+//! The job-wide report `stragglers` ([`Job`]: per rank its steps, NCCL time and waits, and the rank the others wait
+//! for, on hosts aligned by their NCCL collectives) is made only when asked for, with
+//! [`Analysis::for_reports`]; asked alone, it holds a summary of each rank rather than the records' durations, so
+//! that a job of hundreds of ranks fits in memory.
 
 mod align;
 mod counters;
@@ -445,8 +450,9 @@ impl Analysis {
         &self.alignment
     }
 
-    /// Every report, in the order `nsys stats` prints them, then the graph and process tables; the counters per
-    /// kernel (`cuda_gpu_kern_counters_sum`) after the kernels where the trace holds counter samples.
+    /// Every report collected, in the order `nsys stats` prints them, then the graph and process tables; the
+    /// counters per kernel (`cuda_gpu_kern_counters_sum`) after the kernels where the trace holds counter samples;
+    /// `stragglers` last where [`for_reports`](Self::for_reports) asked for it.
     pub fn reports(&self) -> Vec<Table> {
         Self::REPORT_NAMES
             .iter()
@@ -456,7 +462,9 @@ impl Analysis {
     }
 
     /// One report by its name (one of [`REPORT_NAMES`](Self::REPORT_NAMES)), whatever the trace holds (a report of
-    /// nothing has no rows).
+    /// nothing has no rows); `None` for a name not known, or a report this analysis did not collect
+    /// ([`for_reports`](Self::for_reports): `stragglers` only when asked for, the others not when it was asked
+    /// for alone).
     pub fn report(&self, name: &str) -> Option<Table> {
         if name == STRAGGLERS {
             return self.job.as_ref().map(Job::stragglers);

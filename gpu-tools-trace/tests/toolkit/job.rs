@@ -342,7 +342,9 @@ fn the_real_ddp_recording_has_two_ranks_on_one_host_and_their_steps() {
     assert!(t.rows.iter().all(|r| int(&r[steps]) >= 199), "{:?}", t.rows);
     // The ranks take turns entering last, with the same work: nobody is named a straggler.
     assert!(
-        t.notes[0].starts_with("no straggler by its work: rank 1 on vm enters collectives last most often"),
+        t.notes[0].starts_with(
+            "no straggler by its work: rank 1 on vm enters collectives last most often"
+        ),
         "{}",
         t.notes[0]
     );
