@@ -14,6 +14,8 @@
 //!   (`tests/NAME/common.rs`) when no other crate needs it.
 //! - [`own_process`]: a test that needs a process of its own, run alone in a child process of its test binary,
 //!   so that tests of process-wide state share a binary with others.
+//! - [`job`]: a synthetic multi-host training job as trace files (the committed multi-rank fixture, the job
+//!   benchmark).
 //! - [`records`]: trace records with plain values ([`records::kernel`], [`records::api`]) for the tests and benches
 //!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
 //!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
@@ -30,6 +32,7 @@ pub mod cudbg;
 pub mod cupti_double;
 #[cfg(feature = "nvidia-hw-tests")]
 pub mod gpu_memory;
+pub mod job;
 pub mod kernels;
 mod own_process;
 pub mod perfetto;
