@@ -205,7 +205,7 @@ struct subscriber_params {
 enum { DOMAIN_DRIVER = 1, DOMAIN_RUNTIME = 2, DOMAIN_RESOURCE = 3, DOMAIN_SYNCHRONIZE = 4, DOMAIN_COUNT = 7 };
 #define MAX_CBID 1024
 
-/* What the double counted (layout mirrored in tests/common/cupti.rs). */
+/* What the double counted (layout mirrored in gpu-tools-testing/src/cupti_double.rs). */
 struct cd_stats {
     uint64_t requests;
     uint64_t refused;
