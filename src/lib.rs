@@ -130,12 +130,13 @@ pub mod profile;
     feature = "rocprofiler-sdk"
 ))]
 mod status;
-/// Raw bindgen output for the vendor headers (about 27,000 lines). **Unstable**: not part of the crate's API
-/// and not covered by semver. Regenerating it for a new header release may rename, add or remove any item in a
-/// patch release. It is public so that tests, benches and the workspace's own tools can reach raw types and
-/// constants; other code should use the safe modules, or pin the exact crate version.
+/// Raw bindgen output for the vendor headers (about 27,000 lines): the [`gpu-tools-sys`](gpu_tools_sys) crate,
+/// versioned with this one. **Unstable**: not part of the crate's API and not covered by semver. Regenerating it
+/// for a new header release may rename, add or remove any item in a patch release. It is public so that tests,
+/// benches and the workspace's own tools can reach raw types and constants; other code should use the safe
+/// modules, or depend on `gpu-tools-sys` at the exact version.
 #[doc(hidden)]
-pub mod sys;
+pub use gpu_tools_sys as sys;
 /// The trace records, their stream and file format, reports and exports: the [`gpu-tools-trace`](gpu_tools_trace)
 /// crate, which depends on no vendor code (use it alone to read and analyse traces).
 #[doc(inline)]

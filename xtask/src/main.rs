@@ -1,6 +1,6 @@
 //! The repository's task runner (kept out of the published crate).
 //!
-//! `cargo run -p xtask -- bindings` regenerates `src/sys/*.rs` from vendor headers, with any of these set:
+//! `cargo run -p xtask -- bindings` regenerates `gpu-tools-sys/src/*.rs` from vendor headers, with any of these set:
 //! - `GPU_TOOLS_CUPTI_INCLUDE`: folder with `cupti_checkpoint.h`, `cupti_result.h`, `cupti_version.h`,
 //!   `cupti_activity.h`, `cupti_callbacks.h`, the profiling headers (`cupti_target.h`, `cupti_profiler_target.h`,
 //!   `cupti_profiler_host.h`, `cupti_range_profiler.h`, `cupti_pmsampling.h`, `cupti_pcsampling.h`,
@@ -23,7 +23,7 @@
 //! `cargo run -p xtask -- job-trace DIR` writes the synthetic 8-rank job of the test support as one trace file per
 //! host: the committed fixture `tests/fixtures/traces/job-8rank/` (see [`job_trace`]).
 //!
-//! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
+//! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `gpu-tools-sys/src`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
 //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
 //! generated `packed(8)` records match the C layout; the committed files leave them out.
 
@@ -84,7 +84,7 @@ fn usage() {
     eprintln!(
         "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n       \
          {}\n       {}\n       {}\n\n\
-         Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, assembles the \
+         Regenerates gpu-tools-sys/src/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, assembles the \
          rocprofiler-sdk include folder from source checkouts, records CUPTI buffers as test fixtures, or writes \
          a trace file of an older format in the current one, or writes the synthetic multi-rank job fixture (see \
          xtask/src/main.rs).",
@@ -106,7 +106,7 @@ fn root() -> PathBuf {
 fn bindings() {
     let out = env::var("GPU_TOOLS_BINDINGS_OUT")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("src/sys"));
+        .unwrap_or_else(|_| root().join("gpu-tools-sys/src"));
     let mut generated = 0;
     let var = |name: &str| env::var(name).ok().map(PathBuf::from);
     if let (Some(cupti), Some(cuda)) = (
@@ -155,7 +155,7 @@ fn define(header: &Path, name: &str) -> String {
 
 fn base(define_macro: &str) -> bindgen::Builder {
     bindgen::Builder::default()
-        .header(root().join("wrapper.h").to_string_lossy())
+        .header(root().join("gpu-tools-sys/wrapper.h").to_string_lossy())
         .clang_arg(format!("-D{define_macro}"))
         .generate_comments(false)
         .layout_tests(std::env::var_os("GPU_TOOLS_LAYOUT_TESTS").is_some())
@@ -208,8 +208,11 @@ const CUPTI_TYPES: &str = "(.*::)?(CUpti_Checkpoint.*|CUptiResult|CUpti_Activity
     |CUpti_driver_api_trace_cbid.*|CUpti_runtime_api_trace_cbid.*|CUpti_Subscriber.*\
     |CUpti_ExternalCorrelationKind|CUpti_Buffers.*|CUpti_TimestampCallbackFunc|CUpti_GraphData)";
 
-/// Driver types that CUPTI declarations use; they come from the driver bindings so both agree.
+/// Driver types that CUPTI declarations use; they come from the driver bindings so both agree, and each is
+/// generated once (`cuda_driver.rs`): the CUPTI bindings block them (with the structs, enums and typedefs behind
+/// them, [`SHARED_DRIVER_BLOCKLIST`]) and re-export these names.
 const SHARED_DRIVER_TYPES: &[&str] = &[
+    "CUaccessPolicyWindow",
     "CUcontext",
     "CUstream",
     "CUdevice",
@@ -221,7 +224,41 @@ const SHARED_DRIVER_TYPES: &[&str] = &[
     "CUgraphExec",
     "CUgraphNodeType",
     "CUlaunchConfig",
+    "CUdevice_attribute",
 ];
+
+/// The driver items the CUPTI bindings leave to `cuda_driver.rs`: [`SHARED_DRIVER_TYPES`] and what they are made of.
+const SHARED_DRIVER_BLOCKLIST: &str = "CUctx_st|CUcontext|CUstream_st|CUstream|CUdevice|CUdevice_v1|CUmod_st\
+    |CUmodule|CUfunc_st|CUfunction|CUuuid|CUuuid_st|CUgraph_st|CUgraph|CUgraphNode_st|CUgraphNode|CUgraphExec_st\
+    |CUgraphExec|CUgraphNodeType|CUgraphNodeType_enum|CUlaunchConfig|CUlaunchConfig_st|CUaccessPolicyWindow\
+    |CUaccessPolicyWindow_v1|CUaccessPolicyWindow_st|CUaccessProperty|CUaccessProperty_enum|CUdevice_attribute\
+    |CUdevice_attribute_enum";
+
+/// Plain C data among the shared driver types (an enum, and a struct of a pointer, sizes and enums), which bindgen
+/// cannot see once they are blocked: declared `Copy`, so that the CUPTI records holding them derive what they did
+/// when the types were generated beside them (the device-attribute record's union stays a Rust union).
+#[derive(Debug)]
+struct SharedDriverTypes;
+
+impl bindgen::callbacks::ParseCallbacks for SharedDriverTypes {
+    fn blocklisted_type_implements_trait(
+        &self,
+        name: &str,
+        derive: bindgen::callbacks::DeriveTrait,
+    ) -> Option<bindgen::callbacks::ImplementsTrait> {
+        const PLAIN: &[&str] = &[
+            "CUdevice_attribute",
+            "CUdevice_attribute_enum",
+            "CUaccessProperty",
+            "CUaccessProperty_enum",
+            "CUaccessPolicyWindow",
+            "CUaccessPolicyWindow_v1",
+            "CUaccessPolicyWindow_st",
+        ];
+        (matches!(derive, bindgen::callbacks::DeriveTrait::Copy) && PLAIN.contains(&name))
+            .then_some(bindgen::callbacks::ImplementsTrait::Yes)
+    }
+}
 
 fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
     let shared = SHARED_DRIVER_TYPES.join(", ");
@@ -233,11 +270,8 @@ fn cupti_bindings(cupti: &Path, cuda: &Path, out: &Path) {
         .allowlist_function(CUPTI_FUNCTIONS)
         .allowlist_type(CUPTI_TYPES)
         .allowlist_var("CUPTI_API_VERSION")
-        .blocklist_type(
-            "CUctx_st|CUcontext|CUstream_st|CUstream|CUdevice|CUdevice_v1|CUmod_st|CUmodule|CUfunc_st\
-             |CUfunction|CUuuid|CUuuid_st|CUgraph_st|CUgraph|CUgraphNode_st|CUgraphNode|CUgraphExec_st\
-             |CUgraphExec|CUgraphNodeType|CUgraphNodeType_enum|CUlaunchConfig|CUlaunchConfig_st",
-        )
+        .blocklist_type(SHARED_DRIVER_BLOCKLIST)
+        .parse_callbacks(Box::new(SharedDriverTypes))
         .raw_line(format!("pub use super::cuda_driver::{{{shared}}};"))
         .dynamic_library_name("CuptiFns")
         .dynamic_link_require_all(false)
@@ -265,7 +299,7 @@ const CUPTI_PROFILING_TYPES: &str = "CUpti_Device_GetChipName_Params|CUpti_Profi
     |CUpti_ProfilerRange|CUpti_ProfilerReplayMode|CUpti_GetSassToSourceCorrelationParams|CUpti_GetCubinCrcParams\
     |CUpti_ComputeCrcCallbackFunc";
 
-/// `src/sys/cupti_profiling.rs`: the profiling headers, as a table of their own (`CuptiProfilingFns`) opened on
+/// `gpu-tools-sys/src/cupti_profiling.rs`: the profiling headers, as a table of their own (`CuptiProfilingFns`) opened on
 /// the same `libcupti`. Result codes and driver handles come from the CUPTI and driver bindings.
 fn cupti_profiling_bindings(cupti: &Path, cuda: &Path, out: &Path) {
     let bindings = base("GPU_TOOLS_BIND_CUPTI_PROFILING")
@@ -311,7 +345,7 @@ fn enumerators(header: &Path, prefix: &str) -> Vec<(String, u32)> {
         .collect()
 }
 
-/// `src/sys/cupti_cbid_names.rs`: the name of every driver and runtime callback id, from the headers, as
+/// `gpu-tools-sys/src/cupti_cbid_names.rs`: the name of every driver and runtime callback id, from the headers, as
 /// arrays indexed by id (empty where the header has no enumerator). `INVALID`, `SIZE` and `FORCE_INT` are
 /// not names.
 fn cbid_names(cupti: &Path, out: &Path, version: &str) {

@@ -1,4 +1,4 @@
-/* Vendor headers the sys layer (src/sys/) is generated from. `cargo run -p xtask -- bindings` (xtask/src/main.rs)
+/* Vendor headers the sys layer (gpu-tools-sys/src/) is generated from. `cargo run -p xtask -- bindings` (xtask/src/main.rs)
  * parses this file once per API with one of the GPU_TOOLS_BIND_* macros defined; the library has no build script.
  * See docs/development.md, "Regenerating the sys layer". */
 
