@@ -12,6 +12,7 @@ mod outputs;
 mod profile;
 mod real_traces;
 mod stats_export;
+mod stats_export_counters;
 mod stragglers;
 mod top;
 mod trace;
