@@ -1,5 +1,6 @@
-/* Vendor headers the sys layer is generated from. build.rs (feature `regenerate-bindings`) parses this file once
- * per API with one of the GPU_TOOLS_BIND_* macros defined; see README.md, "Regenerating the sys layer". */
+/* Vendor headers the sys layer (src/sys/) is generated from. `cargo run -p xtask -- bindings` (xtask/src/main.rs)
+ * parses this file once per API with one of the GPU_TOOLS_BIND_* macros defined; the library has no build script.
+ * See docs/development.md, "Regenerating the sys layer". */
 
 #if defined(GPU_TOOLS_BIND_CUPTI)
 /* CUPTI 13.x: parsed as C++ (namespaces and nullptr in cupti_checkpoint.h). */

@@ -4,7 +4,7 @@
 //! - `cost`: the sampled program's time with no sampler, with PM sampling at 10 ms and at 1 ms (another process: a
 //!   DRAM-bound copy loop and a bf16 matmul loop), interleaved rounds, medians. Bar: at most 1% slower.
 //! - `sustained`: PM sampling at 1 ms for 60 s under a matmul load: every sample decoded, no overflow, no loss.
-//! - `torch`: `examples/python/torch_train.py --steps 5` natively, under the injection library's per-kernel
+//! - `torch`: `gpu-host/python/torch_train.py --steps 5` natively, under the injection library's per-kernel
 //!   profile (three single-pass metrics; the four metrics of the `basic` set with each kernel name profiled once;
 //!   the `basic` set on every launch), interleaved rounds, medians; then `ncu --metrics` with the same four once;
 //!   the program's CUDA part (its `cuda_ms`) of each, and the relative differences from ncu's per-kernel values.
@@ -13,7 +13,7 @@
 //!     bench-cupti_counters_gpu [cost] [sustained] [torch] [--rounds N] [--seconds S]
 //!
 //! Finds `counter_kernels` and the injection library as the tests do (`$GPU_STAGE_BIN`, else `target/release`),
-//! and the Python scripts in `$GPU_STAGE_BIN/../python` or `examples/python`.
+//! and the Python scripts in `$GPU_STAGE_BIN/../python` or `gpu-host/python`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -46,7 +46,7 @@ fn script(name: &str) -> PathBuf {
     match stage_dir() {
         Some(d) => d.join("../python").join(name),
         None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("examples/python")
+            .join("gpu-host/python")
             .join(name),
     }
 }

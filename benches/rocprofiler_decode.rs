@@ -1,6 +1,6 @@
 //! Decoding a full buffer half in Rust (one pass over the record headers) against stepping through it with the
 //! vendor's `rocprofiler_next_record`, one call per record, both on the same half in the same callback, against
-//! the C double (`tests/doubles/rocprofiler_double.c`, whose `next_record` takes the library lock per call as
+//! the C double (`gpu-tools-testing/doubles/rocprofiler_double.c`, whose `next_record` takes the library lock per call as
 //! the vendor's does).
 //!
 //! `cargo bench --bench rocprofiler_decode`: criterion reports each side; a summary table follows with the

@@ -21,11 +21,12 @@ use gpu_tools::cuda::{Context, DeviceBuffer, Function};
 use gpu_tools::cupti::Checkpoint;
 
 /// `step(u32* buf, u64 n)`: `x[i] = x[i] * 1664525 + 1013904223 + i` for every word, in place.
-const STEP_PTX: &CStr =
-    match CStr::from_bytes_with_nul(concat!(include_str!("kernels/step.ptx"), "\0").as_bytes()) {
-        Ok(ptx) => ptx,
-        Err(_) => panic!("step.ptx holds a NUL byte"),
-    };
+const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
+    concat!(include_str!("../gpu-host/kernels/step.ptx"), "\0").as_bytes(),
+) {
+    Ok(ptx) => ptx,
+    Err(_) => panic!("step.ptx holds a NUL byte"),
+};
 
 /// Save a context's device memory once with CUPTI Checkpoint, then replay an in-place kernel from that state.
 #[derive(Parser)]

@@ -1,4 +1,4 @@
-//! Builds the C test doubles of the vendor libraries, `tests/doubles/*.c` at the repository root, into shared
+//! Builds the C test doubles of the vendor libraries, `doubles/*.c` of this crate, into shared
 //! libraries in OUT_DIR, and tells the crate where they are through `GPU_TOOLS_DOUBLES_DIR` (read by
 //! `gpu_tools_testing::doubles_dir`).
 //!
@@ -13,7 +13,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let manifest =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let src = manifest.join("../tests/doubles");
+    let src = manifest.join("doubles");
     println!("cargo:rerun-if-changed={}", src.display());
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("doubles");
     std::fs::create_dir_all(&out).expect("create OUT_DIR/doubles");

@@ -50,8 +50,8 @@ if [[ " $parts " == *" torch "* ]]; then
     END { if (s1>s0) printf "%.4f", (t1-t0)*1000/(s1-s0); else print "-" }' "$1"; }
   for r in $(seq 2); do
     # The same job untouched, for the same windows of its run (a job's step time drifts as it runs).
-    timeout 120 $py "$root/examples/python/attach_target.py" --steps 9000 > "$out/untouched$r.log" 2>&1
-    $py "$root/examples/python/attach_target.py" --steps 9000 > "$out/job$r.log" 2>&1 &
+    timeout 120 $py "$root/gpu-host/python/attach_target.py" --steps 9000 > "$out/untouched$r.log" 2>&1
+    $py "$root/gpu-host/python/attach_target.py" --steps 9000 > "$out/job$r.log" 2>&1 &
     job=$!
     for _ in $(seq 600); do grep -q '^ready' "$out/job$r.log" && break; sleep 0.1; done
     pid=$(grep '^ready' "$out/job$r.log" | cut -d' ' -f2)
@@ -68,7 +68,7 @@ if [[ " $parts " == *" torch "* ]]; then
       echo "round $r, $j: ms/step before $(window "$out/$j$r.log" 1 "$b") | attached $(window "$out/$j$r.log" "$(add "$b" 0 0.6)" "$e") | after $(window "$out/$j$r.log" "$(add "$e" 0 0.5)" "$(add "$e" 0 3.5)") | after, later $(window "$out/$j$r.log" "$(add "$e" 0 3.5)" "$(add "$e" 0 9)")"
     done
     grep -ho 'attached to process [0-9]* in [0-9]* ms[^)]*)\|every stream ended [0-9.]* ms after the stop byte' "$out/attach$r.err"
-    "$gt" trace -q -- $py "$root/examples/python/attach_target.py" --steps 3000 > "$out/launched$r.log" 2>&1
+    "$gt" trace -q -- $py "$root/gpu-host/python/attach_target.py" --steps 3000 > "$out/launched$r.log" 2>&1
     echo "round $r: launched under gpu-tools trace: $(grep -o 'ms_per_step [0-9.]*' "$out/launched$r.log")"
   done
 fi

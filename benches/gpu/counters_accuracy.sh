@@ -3,9 +3,9 @@
 # come to the range profiler's (`gpu-tools profile`, kernel replay) and to what is known, on the GPU host:
 #   copy    benches/gpu/counters_copy.cu: a copy kernel of known DRAM bytes, each launch lasting tens of sampling
 #           periods: DRAM bytes read and written per launch against the known bytes and profile's (bar: 5%)
-#   matmul  examples/python/bf16_matmul.py --size 16384 (about 12 ms a matmul on an H100): SM active and tensor
+#   matmul  gpu-host/python/bf16_matmul.py --size 16384 (about 12 ms a matmul on an H100): SM active and tensor
 #           active against profile's (bar: 5 points)
-#   torch   examples/python/torch_train.py: every kernel name with at least MIN_SAMPLES samples, next to profile's
+#   torch   gpu-host/python/torch_train.py: every kernel name with at least MIN_SAMPLES samples, next to profile's
 #   sweep   trace --counters at 1 ms, 0.5 ms, 0.25 ms, 0.1 ms on a busy GPU (bf16_matmul.py) and an idle one:
 #           samples, lost, gaps, gpu-tools' CPU time: the shortest interval sustained without loss
 # Stage first (scripts/gpu-stage; STAGE_ONLY='gpu-tools' is enough), then in the checkout that goes with .gpu/:
@@ -162,13 +162,13 @@ fi
 
 if [[ " $parts " == *" matmul "* ]]; then
   section "bf16 matmul 16384 ($INTERVAL samples)"
-  measure matmul $py "$root/examples/python/bf16_matmul.py" --size 16384 --iters 30
+  measure matmul $py "$root/gpu-host/python/bf16_matmul.py" --size 16384 --iters 30
   compare matmul matmul
 fi
 
 if [[ " $parts " == *" torch "* ]]; then
   section "torch_train.py: names with at least $MIN_SAMPLES samples"
-  measure torch $py "$root/examples/python/torch_train.py" --steps "${STEPS:-300}"
+  measure torch $py "$root/gpu-host/python/torch_train.py" --steps "${STEPS:-300}"
   compare torch torch
 fi
 
@@ -179,7 +179,7 @@ if [[ " $parts " == *" sweep "* ]]; then
   for load in busy idle; do
     for i in ${INTERVALS:-1ms 0.5ms 0.25ms 0.1ms}; do
       case $load in
-        busy) prog=("$py" "$root/examples/python/bf16_matmul.py" --seconds 10) ;;
+        busy) prog=("$py" "$root/gpu-host/python/bf16_matmul.py" --seconds 10) ;;
         idle) prog=(sleep 10) ;;
       esac
       log=$out/sweep-$load-$i.txt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `trace --counters` costs a PyTorch training loop (examples/python/torch_train.py), against `trace` alone and
+# What `trace --counters` costs a PyTorch training loop (gpu-host/python/torch_train.py), against `trace` alone and
 # the loop run natively: ROUNDS interleaved rounds of the three (native, trace, trace --counters), each the same
 # STEPS steps; medians of the loop's own time (torch_train's cuda_ms: the whole CUDA part) and of the wall time;
 # and the CPU time of the gpu-tools process itself (its threads: the receiving end, the PM decode threads, the
@@ -12,7 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=$
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 out=${OUT:-/tmp/counters_cost}; mkdir -p "$out"; rm -f "$out/results.txt"; unset GPU_TOOLS_INJECT_LIB
 ROUNDS=${ROUNDS:-5}; STEPS=${STEPS:-1000}; INTERVAL=${INTERVAL:-1ms}
-train=("$py" "$root/examples/python/torch_train.py" --steps "$STEPS")
+train=("$py" "$root/gpu-host/python/torch_train.py" --steps "$STEPS")
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2); else print "-"}'; }
 tck=$(getconf CLK_TCK)
 

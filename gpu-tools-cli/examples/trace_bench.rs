@@ -42,7 +42,7 @@ struct Args {
     /// Python with PyTorch.
     #[arg(long, default_value = "python3")]
     python: String,
-    /// The training script (default: `examples/python/torch_train.py` of this checkout, or next to this program).
+    /// The training script (default: `gpu-host/python/torch_train.py` of this checkout, or next to this program).
     #[arg(long)]
     torch_script: Option<PathBuf>,
     /// Training steps.
@@ -294,8 +294,8 @@ fn torch_script(args: &Args) -> PathBuf {
         return p.clone();
     }
     let candidates = [
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/python/torch_train.py"),
-        PathBuf::from("examples/python/torch_train.py"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../gpu-host/python/torch_train.py"),
+        PathBuf::from("gpu-host/python/torch_train.py"),
         sibling("torch_train.py"),
     ];
     candidates

@@ -15,7 +15,7 @@ fn tool_library() -> PathBuf {
     gpu_tools_testing::inject_rocm_lib()
 }
 
-/// The rocprofiler-sdk double (`tests/doubles/rocprofiler_sdk.c`).
+/// The rocprofiler-sdk double (`gpu-tools-testing/doubles/rocprofiler_sdk.c`).
 fn double() -> PathBuf {
     gpu_tools_testing::double_path("rocprofiler_sdk")
 }

@@ -290,7 +290,7 @@ fn child() {
 
 const MEMSET: u32 = 2;
 
-/// The stand-in profiler inside the program (`tests/doubles/program_profiler.c`), loaded before the library
+/// The stand-in profiler inside the program (`gpu-tools-testing/doubles/program_profiler.c`), loaded before the library
 /// starts, as PyTorch is loaded before its first `cuInit`.
 struct ProgramProfiler {
     lib: libloading::Library,

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
 
 fn ptx() -> &'static CStr {
     match CStr::from_bytes_with_nul(
-        concat!(include_str!("../../examples/kernels/counters.ptx"), "\0").as_bytes(),
+        concat!(include_str!("../../gpu-host/kernels/counters.ptx"), "\0").as_bytes(),
     ) {
         Ok(c) => c,
         Err(_) => c"",

@@ -1,4 +1,4 @@
-//! Records real counter data on a GPU host, for `tests/cupti_counters_recorded.rs` to decode without a GPU: a range
+//! Records real counter data on a GPU host, for `tests/wheels/cupti_counters_recorded.rs` to decode without a GPU: a range
 //! profiler run (auto ranges, kernel replay) over copy kernels of known sizes, and PM sampling while they run. Each
 //! counter-data image is saved in the crate's container (`*.gtc`), with `manifest.json` naming the chip, metrics
 //! and the values the GPU host evaluated; it also prints what it saw (sizes, statuses, first samples).
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
 
 fn ptx() -> &'static CStr {
     match CStr::from_bytes_with_nul(
-        concat!(include_str!("../../examples/kernels/counters.ptx"), "\0").as_bytes(),
+        concat!(include_str!("../../gpu-host/kernels/counters.ptx"), "\0").as_bytes(),
     ) {
         Ok(c) => c,
         Err(_) => c"",

@@ -22,7 +22,7 @@ use clap::Parser;
 use gpu_tools::cuda::{Context, DeviceBuffer, Function, Module};
 
 const PTX: &CStr = match CStr::from_bytes_with_nul(
-    concat!(include_str!("../../examples/kernels/pattern.ptx"), "\0").as_bytes(),
+    concat!(include_str!("../../gpu-host/kernels/pattern.ptx"), "\0").as_bytes(),
 ) {
     Ok(ptx) => ptx,
     Err(_) => panic!("pattern.ptx holds a NUL byte"),

@@ -49,7 +49,7 @@ pub fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
 /// `step(u32* buf, u64 n)`: every word `x[i] = x[i] * 1664525 + 1013904223 + i`, in place (it reads and writes
 /// the same buffer), grid-stride loop with 64-bit indices. PTX text JIT-compiled by the driver for sm_80 and later.
 pub const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
-    concat!(include_str!("../../examples/kernels/step.ptx"), "\0").as_bytes(),
+    concat!(include_str!("../../gpu-host/kernels/step.ptx"), "\0").as_bytes(),
 ) {
     Ok(ptx) => ptx,
     Err(_) => panic!("step.ptx holds a NUL byte"),

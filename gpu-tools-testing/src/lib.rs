@@ -1,6 +1,6 @@
 //! Test support for the gpu-tools repository; never published.
 //!
-//! - The C doubles of the vendor libraries (`tests/doubles/*.c` at the repository root), built by this crate's
+//! - The C doubles of the vendor libraries (`doubles/*.c`), built by this crate's
 //!   build script: [`doubles_dir`], [`double_path`]. Only this repository's tests build them, never a crate that
 //!   depends on gpu-tools.
 //! - Where the repository's executables are, on this machine or staged on a GPU host: [`example`],
@@ -10,16 +10,18 @@
 //!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, `cudbg` (debuggees
 //!   and debugger sessions). A helper that loads a C double through feature-gated library APIs must compile
 //!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
-//!   expanded there ([`cupti_double_loader!`]), or it stays in that crate's tests (`tests/common/` of the library)
-//!   when no other crate needs it.
+//!   expanded there ([`cupti_double_loader!`]), or it stays in the one test binary of the library that uses it
+//!   (`tests/NAME/common.rs`) when no other crate needs it.
+//! - [`own_process`]: a test that needs a process of its own, run alone in a child process of its test binary,
+//!   so that tests of process-wide state share a binary with others.
 //! - [`job`]: a synthetic multi-host training job as trace files (the committed multi-rank fixture, the job
 //!   benchmark).
 //! - [`records`]: trace records with plain values ([`records::kernel`], [`records::api`]) for the tests and benches
 //!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
 //!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
-//! - The hardware tests (`tests/*_hw.rs` of this crate), behind this crate's features `nvidia-hw-tests` and
-//!   `amd-hw-tests`, so that the library has no test features; `gpu_memory` (device memory as `nvidia-smi`
-//!   reports it) is theirs. (`cudbg` and `gpu_memory` exist only with `nvidia-hw-tests`: named here without links,
+//! - The hardware tests (`tests/*_hw/` of this crate: `checkpoint_hw`, `cupti_hw`, `cudbg_hw`, `amd_hw`), behind
+//!   this crate's features `nvidia-hw-tests` and `amd-hw-tests`, so that the library has no test features;
+//!   `gpu_memory` (device memory as `nvidia-smi` reports it) is theirs. (`cudbg` and `gpu_memory` exist only with `nvidia-hw-tests`: named here without links,
 //!   which a build without the feature could not resolve.)
 
 use std::path::PathBuf;
@@ -32,9 +34,12 @@ pub mod cupti_double;
 pub mod gpu_memory;
 pub mod job;
 pub mod kernels;
+mod own_process;
 pub mod perfetto;
 pub mod process;
 pub mod records;
+
+pub use own_process::own_process;
 
 /// Variable that names the folder of staged binaries on a GPU host (`example-NAME`, `bin-NAME`, the cdylibs).
 pub const STAGE_BIN: &str = "GPU_STAGE_BIN";
@@ -47,7 +52,7 @@ pub fn doubles_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("GPU_TOOLS_DOUBLES_DIR")))
 }
 
-/// Path of a compiled test double, `lib<name>.so` for `tests/doubles/<name>.c`.
+/// Path of a compiled test double, `lib<name>.so` for `doubles/<name>.c`.
 pub fn double_path(name: &str) -> PathBuf {
     doubles_dir().join(format!("lib{name}.so"))
 }

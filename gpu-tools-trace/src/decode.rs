@@ -323,344 +323,405 @@ fn parse(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> Parsed {
     if payload.len() < need {
         return Parsed::Error(short());
     }
-    let mut c = Cursor::new(payload);
-    let name = |id: u32| -> Result<Arc<str>, WireError> {
-        if id == 0 {
-            return Ok(Arc::from(""));
-        }
-        names
-            .get(&id)
-            .cloned()
-            .ok_or(WireError::UndefinedName { tag: t, id })
-    };
-    let result = (|| -> Option<Result<Parsed, WireError>> {
-        // The header every timed record shares.
-        let (start, end) = if tag::is_timed(t) {
-            (c.u64()?, c.u64()?)
-        } else {
-            (0, 0)
-        };
-        Some(Ok(match t {
-            tag::NAME => {
-                let id = c.u32()?;
-                Parsed::Name(id, Arc::from(String::from_utf8_lossy(c.rest()).as_ref()))
-            }
-            tag::KERNEL => {
-                let grid_id = c.u64()?;
-                let (device, context, stream, correlation) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let name_id = c.u32()?;
-                let grid = [c.u32()?, c.u32()?, c.u32()?];
-                let block = [c.u32()?, c.u32()?, c.u32()?];
-                let (static_shared, dynamic_shared, graph_id) = (c.u32()?, c.u32()?, c.u32()?);
-                let registers = c.u16()?;
-                // Optional: absent from frames written before graph node ids were carried.
-                let graph_node_id = c.u64().unwrap_or(0);
-                let name = match name(name_id) {
-                    Ok(n) => n,
-                    Err(e) => return Some(Err(e)),
-                };
-                Parsed::Record(Record::Kernel(KernelRecord {
-                    start,
-                    end,
-                    device,
-                    context,
-                    stream,
-                    correlation,
-                    grid_id,
-                    grid,
-                    block,
-                    static_shared,
-                    dynamic_shared,
-                    registers,
-                    graph_id,
-                    graph_node_id,
-                    name,
-                }))
-            }
-            tag::MEMCPY => {
-                let bytes = c.u64()?;
-                let (device, context, stream, correlation) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let (kind, src, dst, flags) = (c.u8()?, c.u8()?, c.u8()?, c.u8()?);
-                Parsed::Record(Record::Memcpy(MemcpyRecord {
-                    start,
-                    end,
-                    device,
-                    context,
-                    stream,
-                    correlation,
-                    bytes,
-                    kind: CopyKind::from_code(kind),
-                    src: MemoryKind::from_code(src),
-                    dst: MemoryKind::from_code(dst),
-                    is_async: flags & 1 != 0,
-                }))
-            }
-            tag::MEMSET => {
-                let bytes = c.u64()?;
-                let (device, context, stream, correlation) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let value = c.u32()?;
-                let (memory, flags) = (c.u8()?, c.u8()?);
-                Parsed::Record(Record::Memset(MemsetRecord {
-                    start,
-                    end,
-                    device,
-                    context,
-                    stream,
-                    correlation,
-                    bytes,
-                    value,
-                    memory: MemoryKind::from_code(memory),
-                    is_async: flags & 1 != 0,
-                }))
-            }
-            tag::API => {
-                let domain = ApiDomain::from_code(c.u8()?);
-                c.skip(3)?;
-                let (cbid, name_id, correlation) = (c.u32()?, c.u32()?, c.u32()?);
-                let (process, thread, return_value) = (c.u32()?, c.u32()?, c.u32()?);
-                let name = match name(name_id) {
-                    Ok(n) => n,
-                    Err(e) => return Some(Err(e)),
-                };
-                Parsed::Record(Record::Api(ApiRecord {
-                    start,
-                    end,
-                    domain,
-                    cbid,
-                    name,
-                    correlation,
-                    process,
-                    thread,
-                    return_value,
-                }))
-            }
-            tag::SYNC => {
-                let (context, stream, event, correlation) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let kind = SyncKind::from_code(c.u8()?);
-                Parsed::Record(Record::Synchronization(SyncRecord {
-                    start,
-                    end,
-                    kind,
-                    context,
-                    stream,
-                    event,
-                    correlation,
-                }))
-            }
-            tag::OVERHEAD => {
-                let object_id = c.u64()?;
-                let (kind, object_kind) = (c.u32()?, c.u32()?);
-                Parsed::Record(Record::Overhead(OverheadRecord {
-                    start,
-                    end,
-                    kind,
-                    object_kind,
-                    object_id,
-                }))
-            }
-            tag::DROPPED => {
-                let count = c.u64()?;
-                let (context, stream) = (c.u32()?, c.u32()?);
-                Parsed::Record(Record::Dropped(DroppedRecords {
-                    context,
-                    stream,
-                    count,
-                }))
-            }
-            tag::PROCESS_START => {
-                let time = c.u64()?;
-                let (pid, parent_pid) = (c.u32()?, c.u32()?);
-                Parsed::Record(Record::ProcessStart(ProcessStart {
-                    pid,
-                    parent_pid,
-                    time,
-                    command: text(c.rest()),
-                }))
-            }
-            tag::PROCESS_END => {
-                let (time, records, dropped, skipped, callback_panics) =
-                    (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
-                let reason = EndReason::from_code(c.u8()?);
-                Parsed::Record(Record::ProcessEnd(ProcessEnd {
-                    time,
-                    reason,
-                    records,
-                    dropped,
-                    skipped,
-                    callback_panics,
-                }))
-            }
-            tag::NOTICE => {
-                let level = NoticeLevel::from_code(c.u8()?);
-                Parsed::Record(Record::Notice(Notice {
-                    level,
-                    text: text(c.rest()),
-                }))
-            }
-            tag::GRAPH_LAUNCH => {
-                let (device, context, stream, correlation) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let (graph_id, end_device, end_context) = (c.u32()?, c.u32()?, c.u32()?);
-                Parsed::Record(Record::GraphLaunch(GraphLaunchRecord {
-                    start,
-                    end,
-                    device,
-                    context,
-                    stream,
-                    correlation,
-                    graph_id,
-                    end_device,
-                    end_context,
-                }))
-            }
-            tag::GRAPH => {
-                let time = c.u64()?;
-                let (graph_id, exec_id, node_count) = (c.u32()?, c.u32()?, c.u32()?);
-                Parsed::Record(Record::Graph(GraphInfo {
-                    time,
-                    graph_id,
-                    exec_id,
-                    node_count,
-                }))
-            }
-            tag::MARKER => {
-                let time = c.u64()?;
-                let (id, process, thread, domain_id) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let kind = MarkerKind::from_code(c.u8()?);
-                let domain = match name(domain_id) {
-                    Ok(n) => n,
-                    Err(e) => return Some(Err(e)),
-                };
-                Parsed::Record(Record::Marker(MarkerRecord {
-                    time,
-                    kind,
-                    id,
-                    process,
-                    thread,
-                    domain,
-                    name: text(c.rest()),
-                }))
-            }
-            tag::MARKER_DATA => {
-                let (id, color, category, bits) = (c.u32()?, c.u32()?, c.u32()?, c.u64()?);
-                let (flags, kind) = (c.u8()?, c.u8()?);
-                Parsed::Record(Record::MarkerData(MarkerData {
-                    id,
-                    color: (flags & 1 != 0).then_some(color),
-                    category,
-                    payload: MarkerPayload::from_wire(kind, bits),
-                }))
-            }
-            tag::CLOCK_ANCHOR => {
-                let (monotonic, realtime, uncertainty) = (c.u64()?, c.u64()?, c.u32()?);
-                Parsed::Record(Record::ClockAnchor(ClockAnchor {
-                    monotonic,
-                    realtime,
-                    uncertainty,
-                }))
-            }
-            tag::PROCESS_INFO => {
-                let host = text16(&mut c)?;
-                let boot_id = text16(&mut c)?;
-                let count = c.u16()?;
-                let mut labels = Vec::with_capacity(usize::from(count).min(256));
-                for _ in 0..count {
-                    labels.push((text16(&mut c)?, text16(&mut c)?));
-                }
-                Parsed::Record(Record::ProcessInfo(ProcessInfo {
-                    host,
-                    boot_id,
-                    labels,
-                }))
-            }
-            tag::KERNEL_METRICS => {
-                let (device, context, correlation, launch) =
-                    (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-                let kernel_id = c.u32()?;
-                let ids = value_ids(&mut c)?;
-                let named = (|| -> Result<Record, WireError> {
-                    let metrics = named_values(ids, &name)?;
-                    Ok(Record::KernelMetrics(super::KernelMetricsRecord {
-                        device,
-                        context,
-                        correlation,
-                        launch,
-                        kernel: name(kernel_id)?,
-                        metrics,
-                    }))
-                })();
-                match named {
-                    Ok(r) => Parsed::Record(r),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            tag::STALL => {
-                let (context, function_id, pc_offset) = (c.u32()?, c.u32()?, c.u64()?);
-                let count = usize::from(c.u16()?);
-                let mut ids = Vec::with_capacity(count);
-                for _ in 0..count {
-                    ids.push((c.u32()?, c.u32()?));
-                }
-                let named = (|| -> Result<Record, WireError> {
-                    let stalls = ids
-                        .into_iter()
-                        .map(|(id, n)| Ok((name(id)?, n)))
-                        .collect::<Result<_, _>>()?;
-                    Ok(Record::Stall(super::StallRecord {
-                        context,
-                        function: name(function_id)?,
-                        pc_offset,
-                        stalls,
-                    }))
-                })();
-                match named {
-                    Ok(r) => Parsed::Record(r),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            tag::COUNTER_SAMPLE => {
-                let device = c.u32()?;
-                let ids = value_ids(&mut c)?;
-                match named_values(ids, &name) {
-                    Ok(values) => Parsed::Record(Record::CounterSample(super::CounterSample {
-                        start,
-                        end,
-                        device,
-                        values,
-                    })),
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            tag::COUNTER_GAP => {
-                let (device, samples) = (c.u32()?, c.u64()?);
-                Parsed::Record(Record::CounterGap(super::CounterGap {
-                    start,
-                    end,
-                    device,
-                    samples,
-                }))
-            }
-            tag::PROFILE_LOSS => {
-                let (count, context) = (c.u64()?, c.u32()?);
-                let kind = super::ProfileLossKind::from_code(c.u8()?);
-                Parsed::Record(Record::ProfileLoss(super::ProfileLoss {
-                    kind,
-                    count,
-                    context,
-                }))
-            }
-            _ => return None,
-        }))
-    })();
-    match result {
+    match read_frame(t, payload, names) {
         Some(Ok(p)) => p,
         Some(Err(e)) => Parsed::Error(e),
         None => Parsed::Error(short()),
     }
+}
+
+/// What reading a frame's fields gives: `None` where the payload ends early, an error where a field names an id
+/// no name frame defined.
+type ReadOutcome<T> = Option<Result<T, WireError>>;
+
+/// A payload being read: its cursor (past the timed header), the span of that header (0 for untimed frames) and
+/// the names defined so far.
+struct Fields<'p> {
+    c: Cursor<'p>,
+    tag: u8,
+    start: u64,
+    end: u64,
+    names: &'p HashMap<u32, Arc<str>>,
+}
+
+impl Fields<'_> {
+    /// The name of `id` (0: the empty name); an id no name frame defined is an error.
+    fn name(&self, id: u32) -> Result<Arc<str>, WireError> {
+        if id == 0 {
+            return Ok(Arc::from(""));
+        }
+        self.names
+            .get(&id)
+            .cloned()
+            .ok_or(WireError::UndefinedName { tag: self.tag, id })
+    }
+}
+
+/// The frame of tag `t`: a name definition or one record, each kind read by the function named after it.
+fn read_frame(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> ReadOutcome<Parsed> {
+    let mut c = Cursor::new(payload);
+    // The header every timed record shares.
+    let (start, end) = if tag::is_timed(t) {
+        (c.u64()?, c.u64()?)
+    } else {
+        (0, 0)
+    };
+    if t == tag::NAME {
+        let id = c.u32()?;
+        return Some(Ok(Parsed::Name(
+            id,
+            Arc::from(String::from_utf8_lossy(c.rest()).as_ref()),
+        )));
+    }
+    let mut f = Fields {
+        c,
+        tag: t,
+        start,
+        end,
+        names,
+    };
+    let record = match t {
+        tag::KERNEL => kernel(&mut f),
+        tag::MEMCPY => memcpy(&mut f),
+        tag::MEMSET => memset(&mut f),
+        tag::API => api(&mut f),
+        tag::SYNC => sync(&mut f),
+        tag::OVERHEAD => overhead(&mut f),
+        tag::DROPPED => dropped(&mut f),
+        tag::PROCESS_START => process_start(&mut f),
+        tag::PROCESS_END => process_end(&mut f),
+        tag::NOTICE => notice(&mut f),
+        tag::GRAPH_LAUNCH => graph_launch(&mut f),
+        tag::GRAPH => graph(&mut f),
+        tag::MARKER => marker(&mut f),
+        tag::MARKER_DATA => marker_data(&mut f),
+        tag::CLOCK_ANCHOR => clock_anchor(&mut f),
+        tag::PROCESS_INFO => process_info(&mut f),
+        tag::KERNEL_METRICS => kernel_metrics(&mut f),
+        tag::STALL => stall(&mut f),
+        tag::COUNTER_SAMPLE => counter_sample(&mut f),
+        tag::COUNTER_GAP => counter_gap(&mut f),
+        tag::PROFILE_LOSS => profile_loss(&mut f),
+        _ => return None,
+    };
+    Some(record?.map(Parsed::Record))
+}
+
+fn kernel(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let grid_id = f.c.u64()?;
+    let (device, context, stream, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let name_id = f.c.u32()?;
+    let grid = [f.c.u32()?, f.c.u32()?, f.c.u32()?];
+    let block = [f.c.u32()?, f.c.u32()?, f.c.u32()?];
+    let (static_shared, dynamic_shared, graph_id) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let registers = f.c.u16()?;
+    // Optional: absent from frames written before graph node ids were carried.
+    let graph_node_id = f.c.u64().unwrap_or(0);
+    let name = match f.name(name_id) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(Record::Kernel(KernelRecord {
+        start: f.start,
+        end: f.end,
+        device,
+        context,
+        stream,
+        correlation,
+        grid_id,
+        grid,
+        block,
+        static_shared,
+        dynamic_shared,
+        registers,
+        graph_id,
+        graph_node_id,
+        name,
+    })))
+}
+
+fn memcpy(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let bytes = f.c.u64()?;
+    let (device, context, stream, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let (kind, src, dst, flags) = (f.c.u8()?, f.c.u8()?, f.c.u8()?, f.c.u8()?);
+    Some(Ok(Record::Memcpy(MemcpyRecord {
+        start: f.start,
+        end: f.end,
+        device,
+        context,
+        stream,
+        correlation,
+        bytes,
+        kind: CopyKind::from_code(kind),
+        src: MemoryKind::from_code(src),
+        dst: MemoryKind::from_code(dst),
+        is_async: flags & 1 != 0,
+    })))
+}
+
+fn memset(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let bytes = f.c.u64()?;
+    let (device, context, stream, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let value = f.c.u32()?;
+    let (memory, flags) = (f.c.u8()?, f.c.u8()?);
+    Some(Ok(Record::Memset(MemsetRecord {
+        start: f.start,
+        end: f.end,
+        device,
+        context,
+        stream,
+        correlation,
+        bytes,
+        value,
+        memory: MemoryKind::from_code(memory),
+        is_async: flags & 1 != 0,
+    })))
+}
+
+fn api(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let domain = ApiDomain::from_code(f.c.u8()?);
+    f.c.skip(3)?;
+    let (cbid, name_id, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let (process, thread, return_value) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let name = match f.name(name_id) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(Record::Api(ApiRecord {
+        start: f.start,
+        end: f.end,
+        domain,
+        cbid,
+        name,
+        correlation,
+        process,
+        thread,
+        return_value,
+    })))
+}
+
+fn sync(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (context, stream, event, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let kind = SyncKind::from_code(f.c.u8()?);
+    Some(Ok(Record::Synchronization(SyncRecord {
+        start: f.start,
+        end: f.end,
+        kind,
+        context,
+        stream,
+        event,
+        correlation,
+    })))
+}
+
+fn overhead(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let object_id = f.c.u64()?;
+    let (kind, object_kind) = (f.c.u32()?, f.c.u32()?);
+    Some(Ok(Record::Overhead(OverheadRecord {
+        start: f.start,
+        end: f.end,
+        kind,
+        object_kind,
+        object_id,
+    })))
+}
+
+fn dropped(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let count = f.c.u64()?;
+    let (context, stream) = (f.c.u32()?, f.c.u32()?);
+    Some(Ok(Record::Dropped(DroppedRecords {
+        context,
+        stream,
+        count,
+    })))
+}
+
+fn process_start(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let time = f.c.u64()?;
+    let (pid, parent_pid) = (f.c.u32()?, f.c.u32()?);
+    Some(Ok(Record::ProcessStart(ProcessStart {
+        pid,
+        parent_pid,
+        time,
+        command: text(f.c.rest()),
+    })))
+}
+
+fn process_end(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (time, records, dropped, skipped, callback_panics) =
+        (f.c.u64()?, f.c.u64()?, f.c.u64()?, f.c.u64()?, f.c.u64()?);
+    let reason = EndReason::from_code(f.c.u8()?);
+    Some(Ok(Record::ProcessEnd(ProcessEnd {
+        time,
+        reason,
+        records,
+        dropped,
+        skipped,
+        callback_panics,
+    })))
+}
+
+fn notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let level = NoticeLevel::from_code(f.c.u8()?);
+    Some(Ok(Record::Notice(Notice {
+        level,
+        text: text(f.c.rest()),
+    })))
+}
+
+fn graph_launch(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (device, context, stream, correlation) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let (graph_id, end_device, end_context) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    Some(Ok(Record::GraphLaunch(GraphLaunchRecord {
+        start: f.start,
+        end: f.end,
+        device,
+        context,
+        stream,
+        correlation,
+        graph_id,
+        end_device,
+        end_context,
+    })))
+}
+
+fn graph(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let time = f.c.u64()?;
+    let (graph_id, exec_id, node_count) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    Some(Ok(Record::Graph(GraphInfo {
+        time,
+        graph_id,
+        exec_id,
+        node_count,
+    })))
+}
+
+fn marker(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let time = f.c.u64()?;
+    let (id, process, thread, domain_id) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let kind = MarkerKind::from_code(f.c.u8()?);
+    let domain = match f.name(domain_id) {
+        Ok(n) => n,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(Record::Marker(MarkerRecord {
+        time,
+        kind,
+        id,
+        process,
+        thread,
+        domain,
+        name: text(f.c.rest()),
+    })))
+}
+
+fn marker_data(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (id, color, category, bits) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u64()?);
+    let (flags, kind) = (f.c.u8()?, f.c.u8()?);
+    Some(Ok(Record::MarkerData(MarkerData {
+        id,
+        color: (flags & 1 != 0).then_some(color),
+        category,
+        payload: MarkerPayload::from_wire(kind, bits),
+    })))
+}
+
+fn clock_anchor(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (monotonic, realtime, uncertainty) = (f.c.u64()?, f.c.u64()?, f.c.u32()?);
+    Some(Ok(Record::ClockAnchor(ClockAnchor {
+        monotonic,
+        realtime,
+        uncertainty,
+    })))
+}
+
+fn process_info(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let host = text16(&mut f.c)?;
+    let boot_id = text16(&mut f.c)?;
+    let count = f.c.u16()?;
+    let mut labels = Vec::with_capacity(usize::from(count).min(256));
+    for _ in 0..count {
+        labels.push((text16(&mut f.c)?, text16(&mut f.c)?));
+    }
+    Some(Ok(Record::ProcessInfo(ProcessInfo {
+        host,
+        boot_id,
+        labels,
+    })))
+}
+
+fn kernel_metrics(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (device, context, correlation, launch) = (f.c.u32()?, f.c.u32()?, f.c.u32()?, f.c.u32()?);
+    let kernel_id = f.c.u32()?;
+    let ids = value_ids(&mut f.c)?;
+    let named = || -> Result<Record, WireError> {
+        let metrics = named_values(ids, &|id| f.name(id))?;
+        Ok(Record::KernelMetrics(super::KernelMetricsRecord {
+            device,
+            context,
+            correlation,
+            launch,
+            kernel: f.name(kernel_id)?,
+            metrics,
+        }))
+    };
+    Some(named())
+}
+
+fn stall(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (context, function_id, pc_offset) = (f.c.u32()?, f.c.u32()?, f.c.u64()?);
+    let count = usize::from(f.c.u16()?);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        ids.push((f.c.u32()?, f.c.u32()?));
+    }
+    let named = || -> Result<Record, WireError> {
+        let stalls = ids
+            .into_iter()
+            .map(|(id, n)| Ok((f.name(id)?, n)))
+            .collect::<Result<_, _>>()?;
+        Ok(Record::Stall(super::StallRecord {
+            context,
+            function: f.name(function_id)?,
+            pc_offset,
+            stalls,
+        }))
+    };
+    Some(named())
+}
+
+fn counter_sample(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let device = f.c.u32()?;
+    let ids = value_ids(&mut f.c)?;
+    let values = named_values(ids, &|id| f.name(id));
+    Some(values.map(|values| {
+        Record::CounterSample(super::CounterSample {
+            start: f.start,
+            end: f.end,
+            device,
+            values,
+        })
+    }))
+}
+
+fn counter_gap(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (device, samples) = (f.c.u32()?, f.c.u64()?);
+    Some(Ok(Record::CounterGap(super::CounterGap {
+        start: f.start,
+        end: f.end,
+        device,
+        samples,
+    })))
+}
+
+fn profile_loss(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let (count, context) = (f.c.u64()?, f.c.u32()?);
+    let kind = super::ProfileLossKind::from_code(f.c.u8()?);
+    Some(Ok(Record::ProfileLoss(super::ProfileLoss {
+        kind,
+        count,
+        context,
+    })))
 }
 
 /// Reads records from a byte source (a file, a socket) until its end.

@@ -45,11 +45,44 @@ struct Reader<'a> {
     bytes: &'a [u8],
     sections: &'a [SectionHeader<'a>],
     strings: &'a [u8],
-    strings_section: Option<&'a SectionHeader<'a>>,
     claims: HashMap<Slot, usize>,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `sections`, with the string table (`.strtab`) that entries point into (device names,
+    /// metadata); `.shstrtab` holds the section names.
+    fn new(
+        source: &'a Source,
+        bytes: &'a [u8],
+        sections: &'a [SectionHeader<'a>],
+    ) -> Result<Reader<'a>, CoreDumpError> {
+        const SHT_STRTAB: u32 = 3;
+        let strings_section = sections
+            .iter()
+            .find(|s| s.kind == SHT_STRTAB && s.name == ".strtab");
+        let strings = match strings_section {
+            Some(s) => section_data(bytes, s)?,
+            None => &[],
+        };
+        log::debug!(
+            "core dump: {} sections, string table {}",
+            sections.len(),
+            strings_section.map_or("absent".into(), |s| s.id().to_string())
+        );
+        Ok(Reader {
+            source,
+            bytes,
+            sections,
+            strings,
+            claims: HashMap::new(),
+        })
+    }
+
+    /// Byte sections, each as a [`Region`] at its `sh_addr`.
+    fn regions(&self, sections: &[&SectionHeader]) -> Result<Vec<Region>, CoreDumpError> {
+        sections.iter().map(|s| self.region(s)).collect()
+    }
+
     fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -192,7 +225,8 @@ fn flag(v: u32) -> bool {
     v != 0
 }
 
-/// Reads every section of the dump in `source` (checked to be a CUDA core dump by [`container::parse`] first).
+/// Reads every section of the dump in `source` (checked to be a CUDA core dump by [`container::parse`] first):
+/// the device table, then each kind of child section, parents before children.
 pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
     // Borrowed once: every range is checked against these bytes, and regions later cut the same ranges.
     let bytes: &[u8] = (**source).as_ref();
@@ -200,38 +234,55 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         abi_version,
         sections,
     } = container::parse(bytes)?;
-    let mut by_kind: HashMap<u32, Vec<&SectionHeader>> = HashMap::new();
-    for s in &sections {
-        by_kind.entry(s.kind).or_default().push(s);
+    let kinds = Kinds::new(&sections);
+    let mut r = Reader::new(source, bytes, &sections)?;
+    let (mut devices, device_table) = read_devices(&mut r, &kinds)?;
+    let metadata = read_metadata(&mut r, &kinds.of(sht::META_DATA))?;
+    read_contexts(&mut r, &kinds, &device_table, &mut devices)?;
+    read_grids(&mut r, &kinds, &device_table, &mut devices)?;
+    let blocks = read_sms_and_blocks(&mut r, &kinds, &device_table, &mut devices)?;
+    let warps = read_warps(&mut r, &kinds, &blocks, &mut devices)?;
+    read_lanes(&mut r, &kinds, &warps, &mut devices)?;
+    let global_memory = r.regions(&kinds.of(sht::GLOBAL_MEM))?;
+    let managed_memory = r.regions(&kinds.of(sht::MANAGED_MEM))?;
+    name_kernels(&mut devices);
+    Ok(Parts {
+        abi_version,
+        metadata,
+        devices,
+        global_memory,
+        managed_memory,
+    })
+}
+
+/// The dump's sections by kind (`sh_type`), in file order.
+struct Kinds<'s>(HashMap<u32, Vec<&'s SectionHeader<'s>>>);
+
+impl<'s> Kinds<'s> {
+    fn new(sections: &'s [SectionHeader<'s>]) -> Kinds<'s> {
+        let mut by_kind: HashMap<u32, Vec<&SectionHeader>> = HashMap::new();
+        for s in sections {
+            by_kind.entry(s.kind).or_default().push(s);
+        }
+        Kinds(by_kind)
     }
-    let of = |kind: u32| by_kind.get(&kind).cloned().unwrap_or_default();
 
-    // `.strtab` holds the strings table entries point into (device names, metadata); `.shstrtab` holds names.
-    const SHT_STRTAB: u32 = 3;
-    let strings_section = sections
-        .iter()
-        .find(|s| s.kind == SHT_STRTAB && s.name == ".strtab");
-    let strings = match strings_section {
-        Some(s) => section_data(bytes, s)?,
-        None => &[],
-    };
-    let mut r = Reader {
-        source,
-        bytes,
-        sections: &sections,
-        strings,
-        strings_section,
-        claims: HashMap::new(),
-    };
-    log::debug!(
-        "core dump: {} sections, string table {}",
-        sections.len(),
-        r.strings_section
-            .map_or("absent".into(), |s| s.id().to_string())
-    );
+    /// The sections of `kind`, in file order.
+    fn of(&self, kind: u32) -> Vec<&'s SectionHeader<'s>> {
+        self.0.get(&kind).cloned().unwrap_or_default()
+    }
+}
 
+/// The parent tables read so far: a table section's index -> where its entries went (device, context, ... indices).
+type Tables<T> = HashMap<usize, T>;
+
+/// The device table (exactly one) and its entries; the table's index, as the parent of the per-device tables.
+fn read_devices(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+) -> Result<(Vec<Device>, Tables<()>), CoreDumpError> {
     // Devices: one table.
-    let dev_tables = of(sht::DEV_TABLE);
+    let dev_tables = kinds.of(sht::DEV_TABLE);
     let devtbl = match dev_tables.as_slice() {
         [] => return Err(CoreDumpError::MissingDeviceTable),
         [one] => *one,
@@ -272,14 +323,19 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             sms: Vec::new(),
         });
     }
-    let device_parent: HashMap<usize, ()> = HashMap::from([(devtbl.index, ())]);
+    Ok((devices, Tables::from([(devtbl.index, ())])))
+}
 
-    let metadata = read_metadata(&mut r, &of(sht::META_DATA))?;
-
-    // Contexts, their modules and the modules' images.
+/// Contexts (children of the device table), their modules and the modules' images.
+fn read_contexts(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+    device_table: &Tables<()>,
+    devices: &mut [Device],
+) -> Result<(), CoreDumpError> {
     let mut ctx_tables = HashMap::new();
-    for s in of(sht::CTX_TABLE) {
-        parent(s, &device_parent, "device table")?;
+    for s in kinds.of(sht::CTX_TABLE) {
+        parent(s, device_table, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::CTX_TABLE, [d, 0, 0, 0, 0])?;
         for e in r.table(s, (ctx::BASELINE, ctx::SIZE), false)? {
@@ -296,7 +352,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         ctx_tables.insert(s.index, d);
     }
     let mut mod_tables = HashMap::new();
-    for s in of(sht::MOD_TABLE) {
+    for s in kinds.of(sht::MOD_TABLE) {
         let d = parent(s, &ctx_tables, "context table")?;
         let c = child_index(s, devices[d].contexts.len())?;
         r.claim(s, sht::MOD_TABLE, [d, c, 0, 0, 0])?;
@@ -311,7 +367,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         mod_tables.insert(s.index, (d, c));
     }
     for kind in [sht::RELF_IMG, sht::ELF_IMG] {
-        for s in of(kind) {
+        for s in kinds.of(kind) {
             let (d, c) = parent(s, &mod_tables, "module table")?;
             let m = child_index(s, devices[d].contexts[c].modules.len())?;
             r.claim(s, kind, [d, c, m, 0, 0])?;
@@ -325,11 +381,19 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             }
         }
     }
+    Ok(())
+}
 
-    // Grids, their parameters and constant banks.
+/// Grids (children of the device table), their parameters and constant banks.
+fn read_grids(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+    device_table: &Tables<()>,
+    devices: &mut [Device],
+) -> Result<(), CoreDumpError> {
     let mut grid_tables = HashMap::new();
-    for s in of(sht::GRID_TABLE) {
-        parent(s, &device_parent, "device table")?;
+    for s in kinds.of(sht::GRID_TABLE) {
+        parent(s, device_table, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::GRID_TABLE, [d, 0, 0, 0, 0])?;
         for e in r.table(s, (grid::BASELINE, grid::SIZE), false)? {
@@ -358,13 +422,13 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         }
         grid_tables.insert(s.index, d);
     }
-    for s in of(sht::PARAM_MEM) {
+    for s in kinds.of(sht::PARAM_MEM) {
         let d = parent(s, &grid_tables, "grid table")?;
         let g = child_index(s, devices[d].grids.len())?;
         r.claim(s, sht::PARAM_MEM, [d, g, 0, 0, 0])?;
         devices[d].grids[g].params = Some(r.region(s)?);
     }
-    for s in of(sht::CB_TABLE) {
+    for s in kinds.of(sht::CB_TABLE) {
         let d = parent(s, &grid_tables, "grid table")?;
         let g = child_index(s, devices[d].grids.len())?;
         r.claim(s, sht::CB_TABLE, [d, g, 0, 0, 0])?;
@@ -378,11 +442,20 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             })
             .collect();
     }
+    Ok(())
+}
 
-    // SMs, blocks, warps, lanes, and what hangs off each.
+/// SMs (children of the device table), their blocks and the blocks' shared memory; the block tables, parents of
+/// the warp tables.
+fn read_sms_and_blocks(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+    device_table: &Tables<()>,
+    devices: &mut [Device],
+) -> Result<Tables<(usize, usize)>, CoreDumpError> {
     let mut sm_tables = HashMap::new();
-    for s in of(sht::SM_TABLE) {
-        parent(s, &device_parent, "device table")?;
+    for s in kinds.of(sht::SM_TABLE) {
+        parent(s, device_table, "device table")?;
         let d = child_index(s, devices.len())?;
         r.claim(s, sht::SM_TABLE, [d, 0, 0, 0, 0])?;
         for e in r.table(s, (sm::BASELINE, sm::SIZE), false)? {
@@ -408,7 +481,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         sm_tables.insert(s.index, d);
     }
     let mut cta_tables = HashMap::new();
-    for s in of(sht::CTA_TABLE) {
+    for s in kinds.of(sht::CTA_TABLE) {
         let d = parent(s, &sm_tables, "SM table")?;
         let m = child_index(s, devices[d].sms.len())?;
         r.claim(s, sht::CTA_TABLE, [d, m, 0, 0, 0])?;
@@ -424,15 +497,26 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         }
         cta_tables.insert(s.index, (d, m));
     }
-    for s in of(sht::SHARED_MEM) {
+    for s in kinds.of(sht::SHARED_MEM) {
         let (d, m) = parent(s, &cta_tables, "block table")?;
         let b = child_index(s, devices[d].sms[m].blocks.len())?;
         r.claim(s, sht::SHARED_MEM, [d, m, b, 0, 0])?;
         devices[d].sms[m].blocks[b].shared_memory = Some(r.region(s)?);
     }
+    Ok(cta_tables)
+}
+
+/// Warps (children of the block tables) and their uniform registers, uniform predicates and convergence barriers;
+/// the warp tables, parents of the lane tables.
+fn read_warps(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+    cta_tables: &Tables<(usize, usize)>,
+    devices: &mut [Device],
+) -> Result<Tables<(usize, usize, usize)>, CoreDumpError> {
     let mut warp_tables = HashMap::new();
-    for s in of(sht::WP_TABLE) {
-        let (d, m) = parent(s, &cta_tables, "block table")?;
+    for s in kinds.of(sht::WP_TABLE) {
+        let (d, m) = parent(s, cta_tables, "block table")?;
         let b = child_index(s, devices[d].sms[m].blocks.len())?;
         r.claim(s, sht::WP_TABLE, [d, m, b, 0, 0])?;
         for e in r.table(s, (warp::BASELINE, warp::SIZE), false)? {
@@ -467,7 +551,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         warp_tables.insert(s.index, (d, m, b));
     }
     for kind in [sht::DEV_UREGS, sht::DEV_UPRED, sht::CBU_BAR] {
-        for s in of(kind) {
+        for s in kinds.of(kind) {
             let (d, m, b) = parent(s, &warp_tables, "warp table")?;
             let w = child_index(s, devices[d].sms[m].blocks[b].warps.len())?;
             r.claim(s, kind, [d, m, b, w, 0])?;
@@ -482,9 +566,19 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             }
         }
     }
+    Ok(warp_tables)
+}
+
+/// Lanes (children of the warp tables) and their registers, predicates, backtraces and local memory.
+fn read_lanes(
+    r: &mut Reader<'_>,
+    kinds: &Kinds<'_>,
+    warp_tables: &Tables<(usize, usize, usize)>,
+    devices: &mut [Device],
+) -> Result<(), CoreDumpError> {
     let mut lane_tables = HashMap::new();
-    for s in of(sht::LN_TABLE) {
-        let (d, m, b) = parent(s, &warp_tables, "warp table")?;
+    for s in kinds.of(sht::LN_TABLE) {
+        let (d, m, b) = parent(s, warp_tables, "warp table")?;
         let w = child_index(s, devices[d].sms[m].blocks[b].warps.len())?;
         r.claim(s, sht::LN_TABLE, [d, m, b, w, 0])?;
         for e in r.table(s, (lane::BASELINE, lane::SIZE), false)? {
@@ -507,7 +601,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
         lane_tables.insert(s.index, (d, m, b, w));
     }
     for kind in [sht::DEV_REGS, sht::DEV_PRED, sht::BT, sht::LOCAL_MEM] {
-        for s in of(kind) {
+        for s in kinds.of(kind) {
             let (d, m, b, w) = parent(s, &lane_tables, "lane table")?;
             let l = child_index(s, devices[d].sms[m].blocks[b].warps[w].lanes.len())?;
             r.claim(s, kind, [d, m, b, w, l])?;
@@ -533,18 +627,12 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             }
         }
     }
+    Ok(())
+}
 
-    let global_memory = of(sht::GLOBAL_MEM)
-        .into_iter()
-        .map(|s| r.region(s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let managed_memory = of(sht::MANAGED_MEM)
-        .into_iter()
-        .map(|s| r.region(s))
-        .collect::<Result<Vec<_>, _>>()?;
-
-    // Kernel names: the function symbol at each grid's entry, in the module the grid names.
-    for device in &mut devices {
+/// Kernel names: the function symbol at each grid's entry, in the module the grid names.
+fn name_kernels(devices: &mut [Device]) {
+    for device in devices {
         let names: Vec<Option<String>> = device
             .grids
             .iter()
@@ -560,14 +648,6 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
             g.kernel_name = name;
         }
     }
-
-    Ok(Parts {
-        abi_version,
-        metadata,
-        devices,
-        global_memory,
-        managed_memory,
-    })
 }
 
 fn read_metadata(

@@ -1,4 +1,4 @@
-//! The activity tracer against the CUPTI double (`tests/doubles/cupti_activity.c`), whose records are written
+//! The activity tracer against the CUPTI double (`gpu-tools-testing/doubles/cupti_activity.c`), whose records are written
 //! from the header's layouts by C code: decoding of every kind the double writes, both layouts, the buffer pool,
 //! dropped records, unknown kinds, panics in the closure, delivery at stop, the one-tracer rule, the clock.
 #![cfg(feature = "cupti")]

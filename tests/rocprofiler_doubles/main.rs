@@ -1,8 +1,7 @@
-//! rocprofiler v2 against its double (`tests/doubles/rocprofiler_double.c`), one module each: the safe layer, and
+//! rocprofiler v2 against its double (`gpu-tools-testing/doubles/rocprofiler_double.c`), one module each: the safe layer, and
 //! every record delivered exactly once under load. Every test that touches the double takes `common::serial()`.
 
 #[cfg(feature = "rocprofiler")]
-#[path = "../common/rocprofiler.rs"]
 mod common;
 
 mod rocprofiler_double;

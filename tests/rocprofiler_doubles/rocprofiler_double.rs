@@ -1,4 +1,4 @@
-//! The rocprofiler safe layer against the C double of the library (`tests/doubles/rocprofiler_double.c`).
+//! The rocprofiler safe layer against the C double of the library (`gpu-tools-testing/doubles/rocprofiler_double.c`).
 #![cfg(feature = "rocprofiler")]
 
 use crate::common;

@@ -6,7 +6,6 @@
 //! it exists, a listed file that is missing fails these tests.
 #![cfg(feature = "coredump")]
 
-#[path = "../common/cuda_gdb_view.rs"]
 mod cuda_gdb_view;
 use gpu_tools_testing::coredump_writer as writer;
 

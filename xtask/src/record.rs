@@ -13,7 +13,7 @@ use serde::Serialize;
 
 /// `step(u32* buf, u64 n)`: an in-place kernel over `n` words.
 const STEP_PTX: &CStr = match CStr::from_bytes_with_nul(
-    concat!(include_str!("../../examples/kernels/step.ptx"), "\0").as_bytes(),
+    concat!(include_str!("../../gpu-host/kernels/step.ptx"), "\0").as_bytes(),
 ) {
     Ok(ptx) => ptx,
     Err(_) => panic!("step.ptx holds a NUL byte"),

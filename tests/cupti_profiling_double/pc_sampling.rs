@@ -1,0 +1,70 @@
+//! PC sampling: samples per function, PC and reason; settings checked.
+
+use super::*;
+
+#[test]
+fn pc_samples_come_per_function_pc_and_reason() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let mut s = PcSampler::builder(&ctx)
+        .period(10)
+        .pcs_per_read(2)
+        .start()
+        .unwrap();
+    assert_eq!(s.stall_reasons().len(), 3);
+    assert_eq!(
+        s.stall_reasons()[0].name,
+        "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+    );
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"chase", 0x50, 4, 10);
+    d.pc(c"chase", 0x40, 17, 3);
+    d.pc(c"other", 0x10, 9, 5);
+    s.read().unwrap();
+    let all = s.finish().unwrap();
+    assert_eq!(all.records.len(), 4);
+    let f = all.functions();
+    assert_eq!(&*f[0].name, "chase");
+    assert_eq!(f[0].samples, 103);
+    assert_eq!(
+        all.reason_name(f[0].top_stall().unwrap().0),
+        "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+    );
+    assert_eq!(f[0].hot_pcs[0], (0x40, 93));
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
+fn pc_sampling_settings_are_checked() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    assert!(matches!(
+        PcSampler::builder(&ctx)
+            .period(40)
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::InvalidSetting { what: "period", .. })
+    ));
+    assert!(matches!(
+        PcSampler::builder(&ctx)
+            .stall_reasons(["no_such_reason"])
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::InvalidSetting {
+            what: "stall reasons",
+            ..
+        })
+    ));
+    assert_eq!(
+        d.counts().pc_enabled,
+        0,
+        "a refused configuration disables again"
+    );
+    assert!(matches!(
+        PcSampler::builder(&ctx)
+            .pcs_per_read(0)
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::BufferTooSmall { .. })
+    ));
+}
