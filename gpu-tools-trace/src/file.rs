@@ -1185,7 +1185,19 @@ pub fn rewrite<R: Read, W: Write>(source: R, out: W) -> io::Result<W> {
 }
 
 /// The name of an output file from a template: `%h` becomes the host name, `%p` the process id, `%%` a `%`.
+/// `%r` (the rank, [`expand_output_name_with_rank`]) is kept as it is, as any other `%` sequence.
 pub fn expand_output_name(template: &str, host: &str, pid: u32) -> String {
+    expand_output_name_with_rank(template, host, pid, None)
+}
+
+/// [`expand_output_name`], and `%r` becomes `rank` (the rank of the traced process, as its launcher numbered it;
+/// several, as the caller writes them); kept as `%r` where `rank` is `None`.
+pub fn expand_output_name_with_rank(
+    template: &str,
+    host: &str,
+    pid: u32,
+    rank: Option<&str>,
+) -> String {
     let mut out = String::with_capacity(template.len() + 16);
     let mut chars = template.chars();
     while let Some(c) = chars.next() {
@@ -1196,6 +1208,7 @@ pub fn expand_output_name(template: &str, host: &str, pid: u32) -> String {
         match chars.next() {
             Some('h') => out.push_str(host),
             Some('p') => out.push_str(&pid.to_string()),
+            Some('r') if rank.is_some() => out.push_str(rank.unwrap_or_default()),
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');
@@ -1218,5 +1231,19 @@ mod tests {
             "t-node7-42.gputrace"
         );
         assert_eq!(expand_output_name("100%%-%x%", "h", 1), "100%-%x%");
+        assert_eq!(expand_output_name("t-%r", "h", 1), "t-%r");
+    }
+
+    #[test]
+    fn output_names_expand_the_rank_where_known() {
+        assert_eq!(
+            expand_output_name_with_rank("run-%h-%r.gputrace", "node7", 42, Some("13")),
+            "run-node7-13.gputrace"
+        );
+        assert_eq!(
+            expand_output_name_with_rank("%%r-%r", "h", 1, Some("0-3")),
+            "%r-0-3"
+        );
+        assert_eq!(expand_output_name_with_rank("t-%r", "h", 1, None), "t-%r");
     }
 }
