@@ -522,7 +522,9 @@ mod tests {
         assert_eq!(parse_environment(b"").count(), 0);
         let mine = Process::current().environment().unwrap();
         assert_eq!(
-            mine.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()),
+            mine.iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
             // The environment this process started with; the test harness does not change PATH.
             std::env::var_os("PATH")
         );
