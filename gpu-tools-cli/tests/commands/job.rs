@@ -182,3 +182,54 @@ fn a_rank_in_the_output_name_needs_a_rank() {
         "no file written"
     );
 }
+
+#[test]
+fn the_trace_waits_for_its_start_and_leaves_out_what_ended_meanwhile() {
+    let cache = tempfile::tempdir().unwrap();
+    let mut target = Target::sleeper();
+    let pid = target.pid().to_string();
+    let started = std::time::Instant::now();
+    let tracer = std::thread::spawn(move || {
+        Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args([
+                "trace",
+                "--pid",
+                &pid,
+                "--start-at",
+                "+1.5",
+                "--duration",
+                "1",
+            ])
+            .env(
+                "GPU_TOOLS_CUDA_DRIVER_LIB",
+                gpu_tools_testing::double_path("cuda_driver"),
+            )
+            .env("XDG_CACHE_HOME", cache.path())
+            .env_remove("GPU_TOOLS_INJECT_LIB")
+            .output()
+            .expect("run gpu-tools")
+    });
+    // The process ends while the tracer waits for its start.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    target.kill();
+    let out = tracer.join().unwrap();
+    let waited = started.elapsed();
+    let said = stderr(&out);
+    println!("{said}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "process {} ended before --start-at +1.5: not traced",
+            target.pid()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("every process selected ended before --start-at +1.5: nothing was attached"),
+        "{said}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(1400),
+        "the tracer waited for its start: {waited:?}"
+    );
+}

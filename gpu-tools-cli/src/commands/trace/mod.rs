@@ -540,16 +540,39 @@ pub fn run(mut args: Args) -> Outcome {
                         gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
                     })
                 });
-                // Every host of the job starts its window at the same instant.
+                // Every host of the job starts its window at the same instant; a process that ended meanwhile is
+                // said and left out.
+                let mut live = targets.clone();
                 if let Some(start) = &args.start_at {
                     crate::start_at::wait(start, &crate::interrupt::stop_flag(), "trace")?;
+                    live.retain(|&pid| {
+                        let running = gpu_tools::linux::procfs::Process::new(pid)
+                            .stat()
+                            .is_ok_and(|s| !s.has_ended());
+                        if !running {
+                            eprintln!(
+                                "gpu-tools trace: process {pid} ended before --start-at {}: not traced",
+                                start.given
+                            );
+                        }
+                        running
+                    });
+                    if live.is_empty() {
+                        return Err(Failure::new(
+                            1,
+                            format!(
+                                "every process selected ended before --start-at {}: nothing was attached",
+                                start.given
+                            ),
+                        ));
+                    }
                 }
                 attach::run(
                     &args,
                     &mut demangler,
                     lib,
                     &mut sinks,
-                    &targets,
+                    &live,
                     cupti.as_deref(),
                     opened,
                 )
