@@ -476,6 +476,10 @@ cri-containerd-5d1e3f0c9b8a7d6e5f4c3b2a1d0e9f8c7b6a5d4e3f2c1b0a9d8e7f6c5b4a3d2e.
             // Another pod whose UID begins the same way is another pod.
             assert!(!selector("k8s:0f3c2a1e-8b7d-4e5f-9a6b-c7d8e9f0123").matches(&p));
         }
+        // Seen from a container with a cgroup namespace of its own: the path is relative to that container's group.
+        let relative = b"0::/../../kubepods-besteffort-pod0f3c2a1e_8b7d_4e5f_9a6b_c7d8e9f01234.slice/cri-containerd-5d1e.scope\n";
+        let p = Observed::from_text(12, b"", relative, b"python\0serve.py\0");
+        assert!(selector(&format!("k8s:{POD}")).matches(&p));
         // A Slurm task is in no pod.
         assert!(!selector(&format!("k8s:{POD}")).matches(&slurm_task()));
     }
