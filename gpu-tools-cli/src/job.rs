@@ -52,10 +52,11 @@ impl FromStr for Selector {
         }
         match kind {
             "slurm" => {
-                // A job id, or an array job's `JOBID_TASK` (the environment holds the job's own id).
+                // The job's own id: an array job's task has one of its own (`squeue -r -o %A`), which is what
+                // its processes' SLURM_JOB_ID holds.
                 if !value.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(format!(
-                        "'{value}' is not a Slurm job id (digits, as `squeue` shows it in JOBID)"
+                        "'{value}' is not a Slurm job id (digits; for a task of an array job, its own id:                          `squeue -r -o %A`)"
                     ));
                 }
                 Ok(Selector::Slurm(value.to_string()))
