@@ -6,13 +6,17 @@
 # follows (the threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached
 # one on the same GPUs). A row passes when the attached job's exit code and printed result equal the untouched
 # run's, its own torch.profiler count (profiler-open) is within 1% of the
-# untouched one's, and every window gave what it should (exit 0; a trace window holds records of work).
+# untouched one's, and every window gave what it should (exit 0; a trace window holds records of work, and a kernel
+# record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
+# (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
+# `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash examples/gpu/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps the windows' trace files), PARALLEL (rows at once, default 4), ATTACHES (default 10),
-# JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event).
+# JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event),
+# TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where).
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
 # The device-wide tools (counters, the range profiler, PC sampling) take their GPU's lock, so that the rows'
 # attaches never hold them at the same time; traces and where do not.
@@ -27,7 +31,7 @@ unset GPU_TOOLS_INJECT_LIB
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
 rows=${*:-eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp}
 windows=(0.5 1 2 3)
-tools=(trace trace-node counters metrics trace pc-sampling where trace-node trace counters metrics where)
+read -r -a tools <<< "${TOOLS:-trace trace-node counters metrics trace pc-sampling where trace-node trace counters metrics where}"
 
 wait_ready() { # LOG JOB: prints the pid of the first `ready PID` line, waiting up to 300 s while JOB lives
   local line
@@ -71,7 +75,18 @@ attach() {
                    /CUDA graph launches, each recorded/ { g = $1 } END { print (k + 0) + (g + 0) }' "$f.txt")
     # Exit 3 with records: CUPTI dropped some and the trace said so (the window is not whole, the job unharmed).
     if [ "${records:-0}" -gt 0 ] && [ "$rc" -eq 3 ]; then ok=ok-said-incomplete
-    elif [ "$rc" -ne 0 ] || [ "${records:-0}" -eq 0 ]; then ok=FAIL; fi ;;
+    elif [ "$rc" -ne 0 ] || [ "${records:-0}" -eq 0 ]; then ok=FAIL; fi
+    # Every kernel launch of the window has its kernel record (trace_launch_coverage.py; a few at the edges may not).
+    if [ "$ok" != FAIL ] && [ -f "$f.gputrace" ] && "$gt" export "$f.gputrace" --chrome "$f.json" > /dev/null 2>&1; then
+      $py "$root/examples/python/trace_launch_coverage.py" --check 100 "$f.json" > "$f.coverage.txt" 2>&1 \
+        || { ok=FAIL; records="$records,launches-without-kernels:$(grep -o '[0-9]* without a GPU record' "$f.coverage.txt" | cut -d' ' -f1)"; }
+      rm -f "$f.json"
+    fi ;;
+  # The driver refuses the debugger in a process where CUPTI has run (driver 580; where says so): not a failure of
+  # this attach, but the rule it reports. Counted apart.
+  where) if [ "$rc" -eq 0 ]; then :
+         elif grep -q 'refuses the debugger in any process where CUPTI has' "$f.txt"; then ok=refused-after-cupti
+         else ok=FAIL; fi ;;
   *) [ "$rc" -eq 0 ] || ok=FAIL ;;
   esac
   # The job ended between the last window and this one: no window, nothing to judge.
@@ -136,6 +151,8 @@ row() {
      else rc_u=-1; echo "no step count in the attached run's result" > "$d/untouched.log"; fi ;;
   esac
   fails=$(grep -c ' FAIL$' "$d/attaches.txt")
+  local refused; refused=$(grep -c ' refused-after-cupti$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused where refused after CUPTI (driver 580);"
   local res_u res_a
   res_u=$(grep -E '^result' "$d/untouched.log" | tr '\n' ' ')
   res_a=$(grep -E '^result' "$d/attached.log" | tr '\n' ' ')

@@ -27,6 +27,12 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 # JAX takes 75% of the GPU's memory at its start unless told not to: the matrix runs other jobs on the same GPU.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# XLA picks each GEMM's algorithm by timing the candidates at compile time (autotuning): with other jobs on the GPU
+# the timings, and so the algorithm and the result's last digits, can differ between two runs. Three untouched runs
+# alone on an H200 agreed to the last digit; the matrix runs jobs side by side, so autotuning is off for the
+# comparison to mean something.
+if "--xla_gpu_autotune_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
 
 KINDS = ["eager", "amp", "graph", "compile", "compile-ro", "profiler-open", "capture-late", "fork-child", "jax",
          "cupy-graph"]

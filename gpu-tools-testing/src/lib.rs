@@ -12,6 +12,8 @@
 //!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
 //!   expanded there ([`cupti_double_loader!`]), or it stays in that crate's tests (`tests/common/` of the library)
 //!   when no other crate needs it.
+//! - [`job`]: a synthetic multi-host training job as trace files (the committed multi-rank fixture, the job
+//!   benchmark).
 //! - [`records`]: trace records with plain values ([`records::kernel`], [`records::api`]) for the tests and benches
 //!   of every crate, gpu-tools-trace's included (a dev-dependency: its tests and this crate link one
 //!   gpu-tools-trace); [`perfetto`]: Perfetto's messages, to read exports back.
@@ -28,6 +30,7 @@ pub mod cudbg;
 pub mod cupti_double;
 #[cfg(feature = "nvidia-hw-tests")]
 pub mod gpu_memory;
+pub mod job;
 pub mod kernels;
 pub mod perfetto;
 pub mod process;

@@ -15,7 +15,7 @@
 //! |---|---|
 //! | [`wire`], [`Encoder`], [`Decoder`], [`StreamReader`] | the stream format |
 //! | [`file`](mod@file) | `.gputrace` files: reading, merging, the process and clock each stream came from |
-//! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON |
+//! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON; a multi-host job's ranks (`stragglers`) and its hosts aligned on their NCCL collectives ([`report::Job`]) |
 //! | [`export`] | Chrome trace JSON and Perfetto timelines, with counter tracks per device |
 //! | [`env`](mod@env) | the injection contract: the variables a tracer sets for the injection library |
 //! | [`collect`] | the receiving end: a socket the injected libraries stream to, a thread per connection |

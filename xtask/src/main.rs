@@ -20,6 +20,9 @@
 //! `cargo run -p xtask -- rewrite-trace IN OUT` writes a trace file of an older format in the current one, and
 //! checks that both read to the same records and reports (see [`rewrite_trace`]).
 //!
+//! `cargo run -p xtask -- job-trace DIR` writes the synthetic 8-rank job of the test support as one trace file per
+//! host: the committed fixture `tests/fixtures/traces/job-8rank/` (see [`job_trace`]).
+//!
 //! Output goes to `GPU_TOOLS_BINDINGS_OUT` (default `src/sys`). `GPU_TOOLS_LAYOUT_TESTS=1` adds bindgen's
 //! layout assertions (clang's size, alignment and offset of every struct) to the output, to check that the
 //! generated `packed(8)` records match the C layout; the committed files leave them out.
@@ -28,6 +31,7 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod job_trace;
 mod record;
 mod rewrite_trace;
 
@@ -63,6 +67,15 @@ fn main() {
             }
             _ => usage(),
         },
+        Some("job-trace") => match (args.next(), args.next()) {
+            (Some(dir), None) => {
+                if let Err(e) = job_trace::run(Path::new(&dir)) {
+                    eprintln!("xtask job-trace: {e}");
+                    std::process::exit(1);
+                }
+            }
+            _ => usage(),
+        },
         _ => usage(),
     }
 }
@@ -70,12 +83,14 @@ fn main() {
 fn usage() {
     eprintln!(
         "usage: cargo run -p xtask -- bindings\n       cargo run -p xtask -- stage-rocprofiler-sdk-headers DIR\n       \
-         {}\n       {}\n\n\
+         {}\n       {}\n       {}\n\n\
          Regenerates src/sys/*.rs from the vendor headers named by GPU_TOOLS_*_INCLUDE, assembles the \
          rocprofiler-sdk include folder from source checkouts, records CUPTI buffers as test fixtures, or writes \
-         a trace file of an older format in the current one (see xtask/src/main.rs).",
+         a trace file of an older format in the current one, or writes the synthetic multi-rank job fixture (see \
+         xtask/src/main.rs).",
         record::USAGE,
-        rewrite_trace::USAGE
+        rewrite_trace::USAGE,
+        job_trace::USAGE
     );
     std::process::exit(2);
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use gpu_tools::trace::export::{
     ChromeWriter, CounterTrack, CounterValue, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
 };
+use gpu_tools::trace::report::{HostAlignment, Job};
 
 use crate::demangle::demangle;
 use crate::failure::Outcome;
@@ -20,7 +21,10 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// One track per device and stream, one per host thread (runtime, driver, NVTX rows), flow arrows from API calls to the
 /// work they issued; for a trace recorded with `trace --counters`, a group per device with a counter track per metric
 /// (a track reads 0 where no sample says anything; a `counter gaps` slice marks lost samples); open it at
-/// https://ui.perfetto.dev. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
+/// https://ui.perfetto.dev. Several files are merged on one timeline: the hosts on their clock anchors, then on the
+/// job's NCCL collectives (a first reading of the files finds each host's move, said on stderr); a rank's groups are
+/// named with its host and rank (`h7 rank 13 (local 5): process 4242 python train.py`, `GPU 5 (h7 rank 13, pid
+/// 4242)`) and sort in rank order. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
 /// Several files are merged on one timeline; FILE `-` is standard input. OUT is written whole, and only when the export
 /// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
 /// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
@@ -148,6 +152,36 @@ fn is_gzip(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
+/// Each host's move on the job's collectives, from a first reading of the files (said on stderr), where there are
+/// several files and none is standard input (which cannot be read twice: then the clock anchors alone, said).
+fn collective_moves(paths: &[PathBuf]) -> Vec<HostAlignment> {
+    if paths.len() < 2 {
+        return Vec::new();
+    }
+    if paths.iter().any(|p| p.as_os_str() == "-") {
+        eprintln!(
+            "gpu-tools export: standard input is read once: hosts aligned on their clock anchors only, not on \
+             their collectives"
+        );
+        return Vec::new();
+    }
+    // Reading errors are said by the export's own reading.
+    let Ok(inputs) = open_all(paths) else {
+        return Vec::new();
+    };
+    let mut job = Job::new();
+    for (i, input) in inputs.into_iter().enumerate() {
+        job.read(u32::try_from(i).unwrap_or(u32::MAX), input);
+    }
+    let alignment = job.collective_alignment();
+    if alignment.hosts.len() > 1 {
+        for note in &alignment.notes {
+            eprintln!("gpu-tools export: {note}");
+        }
+    }
+    alignment.hosts
+}
+
 fn export<S: TimelineSink>(
     sink: S,
     paths: &[PathBuf],
@@ -155,6 +189,9 @@ fn export<S: TimelineSink>(
     reading: &mut Reading,
 ) -> std::io::Result<S> {
     let mut timeline = Timeline::new(sink);
+    for host in collective_moves(paths) {
+        timeline.correct(&host.host, &host.boot_id, host.correction);
+    }
     for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = timeline.read(file, input)?;

@@ -21,10 +21,17 @@ use crate::trace_input::{Reading, open_all};
 /// with `trace --counters` also gets `cuda_gpu_kern_counters_sum`: per kernel name, the share of its time the
 /// samples covered, SM active, tensor active and occupancy over that time, the DRAM bytes it read and wrote there,
 /// and whether the row rests on samples shared with other kernels (statistical) or on kernels that overlapped;
-/// with a line per sampled device. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
+/// with a line per sampled device. `--report stragglers` is the job-wide report of a multi-rank job (all ranks'
+/// files given together, `run-*.gputrace`): a row per rank (host, pid, steps with their median and 90th
+/// percentile, the device time of a step's own work, time in NCCL kernels and waiting there, GPU idle, how often it
+/// enters collectives last) and, first, the rank the others wait for, named with its host; hosts are aligned on
+/// their clock anchors, then on the job's NCCL collectives (each host's move and the residual are said), and
+/// missing ranks and hosts whose windows do not overlap are named. It holds only a summary of each rank, so it is
+/// best asked for alone on large jobs. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
 /// recorded). Exit code: 0; 1 when a file cannot be read at all (not a trace, another format version, cut short
 /// before its first record), fails a checksum (a changed byte: the message says at which byte), has a final chunk
-/// that disagrees with what was read (whole chunks left out or repeated) or is given twice (under any path); 3
+/// that disagrees with what was read (whole chunks left out or repeated) or is given twice (under any path), or,
+/// for `stragglers`, when one rank is in two streams (a rank traced twice); 3
 /// when one was cut short, was not finished by its writer (the tracer killed) or is corrupt part-way (the reports
 /// then cover what was read before); 2 for a usage error. A file of format 2 or 3 is read, with a line on stderr
 /// saying what it cannot show (format 2: a changed byte or a cut; format 3: a cut at a chunk boundary).
@@ -56,7 +63,12 @@ pub fn run(args: Args) -> Outcome {
         .parse()
         .map_err(|m: String| Failure::new(2, m))?;
     let inputs = open_all(&args.files)?;
-    let mut analysis = Analysis::new();
+    // What the reports asked for need, only: a job-wide report of 512 ranks holds a summary of each.
+    let mut analysis = if args.report.is_empty() {
+        Analysis::new()
+    } else {
+        Analysis::for_reports(&args.report)
+    };
     let mut reading = Reading::default();
     for (i, (path, input)) in args.files.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
@@ -70,6 +82,24 @@ pub fn run(args: Args) -> Outcome {
         );
     }
     reading.check()?;
+    if let Some(Err(twice)) = analysis.job().map(|j| j.check()) {
+        let place = |(key, pid, host): &((u32, u32), u32, String)| {
+            let path = args
+                .files
+                .get(key.0 as usize)
+                .map_or_else(String::new, |p| p.display().to_string());
+            format!("{path} (stream {}, pid {pid}, host {host})", key.1)
+        };
+        return Err(Failure::new(
+            1,
+            format!(
+                "rank {} is traced twice: in {} and in {}; its time would count twice (give each rank's trace once)",
+                twice.rank,
+                place(&twice.first),
+                place(&twice.second)
+            ),
+        ));
+    }
     // Every report that has something to say, or those asked for (in the usual order), whatever they hold.
     let mut tables: Vec<Table> = if args.report.is_empty() {
         analysis.reports()

@@ -111,10 +111,12 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
     }
 }
 
-/// The driver's refusal of the debugger, with its likely cause where the process has run CUPTI for gpu-tools: in
-/// the survival matrix (driver 580, H200s), every process that an earlier `trace --pid` or `profile --pid` had
-/// attached to refused the debugger's attach with CUDBG_ERROR_INITIALIZATION_FAILURE, while the same jobs untouched
-/// by CUPTI were examined.
+/// The driver's refusal of the debugger, with its cause where the process has run CUPTI: driver 580 refuses the
+/// debugger's attach (CUDBG_ERROR_INITIALIZATION_FAILURE) in every process in which CUPTI has had a callback
+/// subscriber or activity records, for the rest of the process's life. A C program (`where_after_cupti_probe.cu`,
+/// H200) was examined after loading CUPTI alone, and refused after a subscribe and unsubscribe, after activity records
+/// turned on and off, and after `cuptiFinalize` too. So an earlier `trace --pid` or `profile --pid`, or the program's
+/// own profiler, rules the debugger out; the refusal leaves the process as it was.
 fn refused_after_cupti(pid: u32, e: gpu_tools::Error) -> crate::failure::Failure {
     use gpu_tools::cudbg::{AttachError, SessionError};
     let refused = matches!(
@@ -128,8 +130,10 @@ fn refused_after_cupti(pid: u32, e: gpu_tools::Error) -> crate::failure::Failure
         return crate::failure::Failure::new(
             1,
             format!(
-                "{e}. The process has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid`; driver \
-                 580 was seen to refuse the debugger in every such process (the process runs on as it was)"
+                "{e}. The process has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid`: the \
+                 CUDA driver (580) refuses the debugger in any process where CUPTI has subscribed or recorded, for \
+                 the rest of its life, even after CUPTI is finalized. The process runs on as it was; run `where` \
+                 before tracing a job, or use `trace --pid` to see what it launches"
             ),
         );
     }

@@ -13,6 +13,7 @@ mod outputs;
 mod profile;
 mod real_traces;
 mod stats_export;
+mod stragglers;
 mod top;
 mod trace;
 mod trace_counters;

@@ -151,6 +151,8 @@ struct Lanes {
 const MAX_LANES: usize = 32;
 /// Most characters of a command line in a process group's name.
 const MAX_COMMAND: usize = 120;
+/// Where the groups of ranks sort: before every process numbered by its pid.
+const RANK_SORT: i64 = -(1 << 40);
 /// Most open NVTX ranges and pending marker data kept per stream.
 const MAX_OPEN: usize = 1 << 16;
 
@@ -292,6 +294,14 @@ impl<S: TimelineSink> Timeline<S> {
         }
     }
 
+    /// Moves the streams of a host (and boot) by `ns` beyond what their clock anchors say, before they are read:
+    /// the [`HostAlignment::correction`](crate::report::HostAlignment::correction) that
+    /// [`Job::collective_alignment`](crate::report::Job::collective_alignment) found for it on a first reading of
+    /// the same files, in the same order.
+    pub fn correct(&mut self, host: &str, boot_id: &str, ns: i64) {
+        self.alignment.correct(host, boot_id, ns);
+    }
+
     /// Reads a whole trace file or stream as file number `file` (numbers keep the streams of several files apart)
     /// and returns the reading errors met; an error of the sink ends the export.
     pub fn read(&mut self, file: u32, source: impl Read) -> io::Result<Vec<TraceFileError>> {
@@ -369,7 +379,13 @@ impl<S: TimelineSink> Timeline<S> {
         let s = self.streams.entry(key).or_default();
         s.process_track = Some(id);
         let pid = s.pid | (key.0 << 22);
-        let mut name = format!("process {}", s.pid);
+        // A rank's group leads with its host and rank, so that a job's groups read (and sort) as its ranks.
+        let ranked = s
+            .info
+            .as_ref()
+            .filter(|i| i.rank().is_some())
+            .map(|i| format!("{} {}: ", i.host, i.rank_label()));
+        let mut name = format!("{}process {}", ranked.as_deref().unwrap_or(""), s.pid);
         if !s.command.is_empty() {
             name.push(' ');
             // A long command line is cut, the cut marked.
@@ -380,7 +396,7 @@ impl<S: TimelineSink> Timeline<S> {
                 name.push_str(&s.command);
             }
         }
-        if let Some(info) = &s.info {
+        if let (Some(info), None) = (&s.info, &ranked) {
             let rank = info.rank_label();
             name.push_str(&format!(" [{}", info.host));
             if !rank.is_empty() {
@@ -388,12 +404,17 @@ impl<S: TimelineSink> Timeline<S> {
             }
             name.push(']');
         }
+        // Ranks first, in rank order, each followed by its GPUs ([`Self::group_track`]); other processes by pid.
+        let sort = match s.info.as_ref().and_then(ProcessInfo::rank) {
+            Some(rank) => RANK_SORT + i64::from(rank) * 64,
+            None => i64::from(pid),
+        };
         self.sink.track(&Track {
             id,
             parent: None,
             name: name.clone(),
             process: Some(TrackProcess { pid, name }),
-            sort: i64::from(pid),
+            sort,
         })?;
         Ok(id)
     }
@@ -408,17 +429,23 @@ impl<S: TimelineSink> Timeline<S> {
         let Key::Gpu(device) = group else {
             return Ok(id);
         };
-        // GPU groups sort after every process; their pseudo process numbers lie above any real pid.
+        // GPU groups sort after every process; their pseudo process numbers lie above any real pid. A rank's sort
+        // right after its process group, named with its host and rank.
         let pseudo = (1 << 30) | (key.0 << 22) | ((pid & 0xffff) << 6) | (device & 0x3f);
+        let info = self.streams.get(&key).and_then(|s| s.info.as_ref());
+        let (name, sort) = match info.and_then(|i| Some((i, i.rank()?))) {
+            Some((i, rank)) => (
+                format!("GPU {device} ({} rank {rank}, pid {pid})", i.host),
+                RANK_SORT + i64::from(rank) * 64 + 1 + i64::from(device & 0x3f).min(62),
+            ),
+            None => (format!("GPU {device} (pid {pid})"), i64::from(pseudo)),
+        };
         self.sink.track(&Track {
             id,
             parent: None,
-            name: format!("GPU {device} (pid {pid})"),
-            process: Some(TrackProcess {
-                pid: pseudo,
-                name: format!("GPU {device} (pid {pid})"),
-            }),
-            sort: i64::from(pseudo),
+            name: name.clone(),
+            process: Some(TrackProcess { pid: pseudo, name }),
+            sort,
         })?;
         self.streams
             .entry(key)

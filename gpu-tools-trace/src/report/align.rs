@@ -45,6 +45,10 @@ pub struct Alignment {
     by_key: HashMap<(String, String), usize>,
     stream_domain: HashMap<(u32, u32), usize>,
     first_anchor: HashMap<(u32, u32), ClockAnchor>,
+    /// Moves beyond the anchors, by host and boot id ([`Alignment::correct`]).
+    corrections: HashMap<(String, String), i64>,
+    /// The correction of each domain, as `corrections` gives it.
+    domain_correction: Vec<i64>,
 }
 
 impl Alignment {
@@ -68,6 +72,8 @@ impl Alignment {
                     streams: 0,
                 });
                 self.offsets.push(None);
+                self.domain_correction
+                    .push(self.corrections.get(&key).copied().unwrap_or(0));
                 self.by_key.insert(key, self.domains.len() - 1);
                 self.domains.len() - 1
             }
@@ -121,12 +127,25 @@ impl Alignment {
             i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX });
     }
 
+    /// Moves the streams of a host (and boot) by `ns` beyond what their clock anchors say: the correction
+    /// [`Job::collective_alignment`](super::Job::collective_alignment) found on the job's collectives. Given before
+    /// or after the host's streams are read; a second call for one host replaces the first.
+    pub fn correct(&mut self, host: &str, boot_id: &str, ns: i64) {
+        let key = (host.to_string(), boot_id.to_string());
+        if let Some(&d) = self.by_key.get(&key) {
+            self.domain_correction[d] = ns;
+        }
+        self.corrections.insert(key, ns);
+    }
+
     /// What to add to the timestamps of a stream (0 for a stream of the reference domain, or one whose host is
-    /// not known).
+    /// not known), with the host's correction.
     pub fn shift(&self, file: u32, stream: u32) -> i64 {
-        self.stream_domain
-            .get(&(file, stream))
-            .map_or(0, |&d| self.domains[d].shift)
+        self.stream_domain.get(&(file, stream)).map_or(0, |&d| {
+            self.domains[d]
+                .shift
+                .saturating_add(self.domain_correction[d])
+        })
     }
 
     /// `t` of a stream on the common timeline (saturating at 0 and `u64::MAX`).
@@ -196,7 +215,7 @@ impl ClockDomain {
 }
 
 /// `+731.0 s`, `-12.5 ms`, `+3.2 µs`, `+800 ns`.
-fn signed_duration(ns: i64) -> String {
+pub(super) fn signed_duration(ns: i64) -> String {
     let sign = if ns < 0 { "-" } else { "+" };
     format!("{sign}{}", duration(ns.unsigned_abs()))
 }
@@ -211,7 +230,7 @@ fn error_bound(ns: u64) -> String {
 }
 
 /// `731.0 s`, `12.5 ms`, `3.2 µs`, `800 ns`.
-fn duration(ns: u64) -> String {
+pub(super) fn duration(ns: u64) -> String {
     let f = ns as f64;
     if ns >= 1_000_000_000 {
         format!("{:.1} s", f / 1e9)

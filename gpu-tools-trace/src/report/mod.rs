@@ -24,9 +24,15 @@
 //! (about 40 bytes more) and every counter sample and gap are kept too.
 //!
 //! A counter stream ([`counters`](crate::counters)) is not a traced process: it has no row in `processes`.
+//!
+//! The job-wide report `stragglers` ([`Job`]: per rank its steps, NCCL time and waits, and the rank the others wait
+//! for, on hosts aligned by their NCCL collectives) is made only when asked for, with
+//! [`Analysis::for_reports`]; asked alone, it holds a summary of each rank rather than the records' durations, so
+//! that a job of hundreds of ranks fits in memory.
 
 mod align;
 mod counters;
+mod job;
 mod stats;
 mod table;
 
@@ -35,6 +41,9 @@ use std::io::Read;
 use std::sync::Arc;
 
 pub use align::{Alignment, ClockDomain};
+pub use job::{
+    CollectiveAlignment, DuplicateRank, HostAlignment, Job, STRAGGLERS, collective_name,
+};
 pub(crate) use table::json_string;
 pub use table::{Cell, Format, Table, write_tables};
 
@@ -100,6 +109,8 @@ struct StreamInfo {
     kernels: Vec<KernelSpan>,
     samples: Vec<CounterSample>,
     gaps: Vec<CounterGap>,
+    /// It holds counter records (kept in `samples` and `gaps` unless only job-wide reports are collected).
+    counter_records: bool,
 }
 
 impl StreamInfo {
@@ -108,8 +119,7 @@ impl StreamInfo {
     fn is_counters(&self) -> bool {
         !self.started
             && (self.header_pid == Some(crate::counters::COUNTER_STREAM_PID)
-                || !self.samples.is_empty()
-                || !self.gaps.is_empty())
+                || self.counter_records)
     }
 }
 
@@ -129,6 +139,10 @@ pub struct Analysis {
     errors: u64,
     /// The format version of each file read (not of a single stream).
     versions: BTreeMap<u32, u16>,
+    /// The job-wide collector, where a job-wide report was asked for.
+    job: Option<Job>,
+    /// Only the job-wide reports (and `processes`) were asked for: nothing else of a record is kept.
+    job_only: bool,
 }
 
 /// `n` and the noun (with its verb) that goes with it: "1 error", "2 errors".
@@ -155,9 +169,31 @@ fn copy_operation(kind: CopyKind) -> String {
 }
 
 impl Analysis {
-    /// Nothing read yet.
+    /// Nothing read yet; collects what every report of [`reports`](Self::reports) needs (not the job-wide
+    /// [`STRAGGLERS`], which only [`for_reports`](Self::for_reports) collects).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Nothing read yet; collects only what the reports named (of [`REPORT_NAMES`](Self::REPORT_NAMES)) need, so
+    /// that a job-wide report of many ranks holds no more than its own summary of each (see [`Job`]). Every other
+    /// report is then `None` from [`report`](Self::report), but `processes`, which is always kept.
+    pub fn for_reports<S: AsRef<str>>(names: &[S]) -> Self {
+        let job = names.iter().any(|n| n.as_ref() == STRAGGLERS);
+        let others = names
+            .iter()
+            .any(|n| n.as_ref() != STRAGGLERS && n.as_ref() != "processes");
+        Analysis {
+            job: job.then(Job::new),
+            job_only: !others,
+            ..Self::default()
+        }
+    }
+
+    /// The job-wide collector, where [`for_reports`](Self::for_reports) asked for a job-wide report: check it
+    /// ([`Job::check`]) before its report.
+    pub fn job(&self) -> Option<&Job> {
+        self.job.as_ref()
     }
 
     fn intern(&mut self, s: &str) -> Arc<str> {
@@ -241,6 +277,9 @@ impl Analysis {
     pub fn add_item(&mut self, file: u32, item: &TraceItem) {
         match item {
             TraceItem::Header { stream, header } => {
+                if let Some(job) = &mut self.job {
+                    job.add_item(file, item);
+                }
                 let s = self.streams.entry((file, *stream)).or_default();
                 s.pid = header.pid;
                 s.header_pid = Some(header.pid);
@@ -254,8 +293,31 @@ impl Analysis {
 
     /// Takes one record of stream `key`.
     pub fn add(&mut self, key: StreamKey, record: &Record) {
+        if let Some(job) = &mut self.job {
+            job.add(key, record);
+        }
         let s = self.streams.entry(key).or_default();
         s.records += 1;
+        if self.job_only {
+            // What `processes` needs alone.
+            match record {
+                Record::ProcessStart(p) => {
+                    s.pid = p.pid;
+                    s.command = p.command.clone();
+                    s.started = true;
+                }
+                Record::ProcessEnd(e) => s.ended = Some(e.clone()),
+                Record::CounterSample(_) | Record::CounterGap(_) => s.counter_records = true,
+                Record::ProcessInfo(i) => {
+                    s.info = Some(i.clone());
+                    self.alignment.process_info(key.0, key.1, i);
+                }
+                Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
+                Record::Dropped(d) => s.dropped += d.count,
+                _ => {}
+            }
+            return;
+        }
         match record {
             Record::ProcessStart(p) => {
                 s.pid = p.pid;
@@ -263,8 +325,14 @@ impl Analysis {
                 s.started = true;
             }
             Record::ProcessEnd(e) => s.ended = Some(e.clone()),
-            Record::CounterSample(c) => s.samples.push(c.clone()),
-            Record::CounterGap(g) => s.gaps.push(*g),
+            Record::CounterSample(c) => {
+                s.counter_records = true;
+                s.samples.push(c.clone())
+            }
+            Record::CounterGap(g) => {
+                s.counter_records = true;
+                s.gaps.push(*g)
+            }
             Record::ProcessInfo(i) => {
                 s.info = Some(i.clone());
                 self.alignment.process_info(key.0, key.1, i);
@@ -382,8 +450,9 @@ impl Analysis {
         &self.alignment
     }
 
-    /// Every report, in the order `nsys stats` prints them, then the graph and process tables; the counters per
-    /// kernel (`cuda_gpu_kern_counters_sum`) after the kernels where the trace holds counter samples.
+    /// Every report collected, in the order `nsys stats` prints them, then the graph and process tables; the
+    /// counters per kernel (`cuda_gpu_kern_counters_sum`) after the kernels where the trace holds counter samples;
+    /// `stragglers` last where [`for_reports`](Self::for_reports) asked for it.
     pub fn reports(&self) -> Vec<Table> {
         Self::REPORT_NAMES
             .iter()
@@ -393,8 +462,16 @@ impl Analysis {
     }
 
     /// One report by its name (one of [`REPORT_NAMES`](Self::REPORT_NAMES)), whatever the trace holds (a report of
-    /// nothing has no rows).
+    /// nothing has no rows); `None` for a name not known, or a report this analysis did not collect
+    /// ([`for_reports`](Self::for_reports): `stragglers` only when asked for, the others not when it was asked
+    /// for alone).
     pub fn report(&self, name: &str) -> Option<Table> {
+        if name == STRAGGLERS {
+            return self.job.as_ref().map(Job::stragglers);
+        }
+        if self.job_only && name != "processes" {
+            return None;
+        }
         Some(match name {
             "nvtx_sum" => self.nvtx_sum(),
             "nvtx_gpu_proj_sum" => self.nvtx_gpu_proj_sum(),
@@ -410,7 +487,7 @@ impl Analysis {
     }
 
     /// The names of the reports, in the order [`reports`](Self::reports) returns them.
-    pub const REPORT_NAMES: [&'static str; 9] = [
+    pub const REPORT_NAMES: [&'static str; 10] = [
         "nvtx_sum",
         "nvtx_gpu_proj_sum",
         "cuda_api_sum",
@@ -420,6 +497,7 @@ impl Analysis {
         "cuda_gpu_mem_time_sum",
         "cuda_gpu_mem_size_sum",
         "processes",
+        STRAGGLERS,
     ];
 
     /// `Time (%)` and the time columns of a summary by name, rows sorted by total time.

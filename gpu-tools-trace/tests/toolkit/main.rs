@@ -5,6 +5,7 @@
 
 mod collect;
 mod counter_attribution;
+mod job;
 mod real_traces;
 mod trace_export;
 mod trace_file;

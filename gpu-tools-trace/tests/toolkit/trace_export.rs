@@ -510,11 +510,12 @@ fn perfetto_has_a_counter_track_per_device_and_metric_on_the_kernels_time_base()
             }
         }
     }
-    // The counter streams are no processes: groups for the process, its GPU, and the two counter groups.
+    // The counter streams are no processes: groups for the process, its GPU (named with its host and rank), and the
+    // two counter groups.
     assert_eq!(
         processes,
         [
-            "GPU 0 (pid 100)",
+            "GPU 0 (a rank 0, pid 100)",
             "GPU 0 counters [a]",
             "GPU 0 counters [b]"
         ],

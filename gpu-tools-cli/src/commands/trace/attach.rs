@@ -217,6 +217,9 @@ pub fn run(
     for f in &failures {
         eprintln!("gpu-tools trace: {f}");
     }
+    if let Some(note) = copy_kinds_note(cli) {
+        eprintln!("gpu-tools trace: {note}");
+    }
     if !cli.quiet {
         eprintln!(
             "gpu-tools trace: tracing {} (Ctrl-C to stop{})",
@@ -419,6 +422,28 @@ fn injection_settings(cli: &Args, lib: &Path, socket: &Path) -> InjectionEnv {
         injection = injection.log(level);
     }
     injection
+}
+
+/// What an attach says of copy and set records ([`super::cli::COPY_KINDS`]): left out by default (said unless
+/// `--quiet`), or asked for (always said: it may cost later attaches their kernels).
+fn copy_kinds_note(cli: &Args) -> Option<String> {
+    if cli.attach_records_copies() {
+        Some(
+            "warning: copy and set records asked for in an attach: with CUPTI 13.0, turning them on and off in a \
+             running process was seen to stop kernel records of later attaches to it (the process runs on; its \
+             own profiler loses them too)"
+                .into(),
+        )
+    } else if cli.kinds.is_empty() && !cli.quiet {
+        Some(
+            "note: an attach records kernels, API calls and NVTX, not copies and sets (turning those on and off in \
+             a running process was seen to stop later attaches' kernel records; `--kinds` with memcpy or memset \
+             records them anyway)"
+                .into(),
+        )
+    } else {
+        None
+    }
 }
 
 fn has_ended(pid: u32) -> bool {

@@ -7,6 +7,15 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use gpu_tools::cudbg::AttachProtocol;
 use gpu_tools::trace::env::{ApiMode, GraphMode, TraceKind};
 
+/// The kinds an attach leaves out unless asked for by name. With CUPTI 13.0 (driver 580, H200), turning copy or
+/// set records on and off in a running process, as each attached trace does, stopped CUPTI's kernel records for
+/// every `cudaLaunchKernel` of the process in a later attach (a C program launching in a loop, 9 attaches each:
+/// with `--kinds kernel,runtime,memcpy` every window from the 3rd held 0 kernels for 67,423 to 110,500 launches;
+/// with `memset` from the 6th; with kernel and runtime alone, driver or NVTX, none), and a PyTorch job lost about
+/// half of its kernels in later windows, its own torch.profiler with them. The job runs on unharmed; only the
+/// records are lost, so an attach does not turn these kinds on unless told to.
+pub const COPY_KINDS: [TraceKind; 2] = [TraceKind::Memcpy, TraceKind::Memset];
+
 /// Trace a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
 ///
 /// `gpu-tools trace [OPTIONS] -- PROGRAM ARGS...` runs PROGRAM, lists every kernel, copy and set, then prints a
@@ -324,6 +333,9 @@ impl Args {
         let given: Vec<TraceKind> = if self.kinds.is_empty() {
             let mut kinds = TraceKind::DEFAULT.to_vec();
             kinds.push(TraceKind::Nvtx);
+            if self.attaches_by_pid() {
+                kinds.retain(|k| !COPY_KINDS.contains(k));
+            }
             kinds
         } else {
             self.kinds
@@ -342,6 +354,17 @@ impl Args {
             }
         }
         kinds
+    }
+
+    /// Attached with copy or set records asked for by name (`--kinds memcpy` or `memset`, or `all`): these are
+    /// left out of an attach by default ([`COPY_KINDS`]).
+    pub fn attach_records_copies(&self) -> bool {
+        self.attaches_by_pid()
+            && !self.kinds.is_empty()
+            && self
+                .effective_kinds()
+                .iter()
+                .any(|k| COPY_KINDS.contains(k))
     }
 
     /// Whether running processes are traced (`--pid`, `--pid-tree`, `--job`) rather than a program started.
@@ -453,5 +476,24 @@ mod tests {
         for k in TraceKind::ALL {
             assert_eq!(kinds(k.name()), [k]);
         }
+    }
+
+    #[test]
+    fn an_attach_leaves_copies_and_sets_out_unless_named() {
+        let args = |argv: &[&str]| Cli::try_parse_from(argv).unwrap().args;
+        let launched = args(&["trace", "--", "true"]);
+        assert!(launched.effective_kinds().contains(&TraceKind::Memcpy));
+        assert!(!launched.attach_records_copies());
+        let attached = args(&["trace", "--pid", "1"]);
+        let kinds = attached.effective_kinds();
+        assert!(!kinds.iter().any(|k| COPY_KINDS.contains(k)), "{kinds:?}");
+        assert!(kinds.contains(&TraceKind::Kernel) && kinds.contains(&TraceKind::Runtime));
+        assert!(!attached.attach_records_copies());
+        let named = args(&["trace", "--pid", "1", "--kinds", "kernel,memset"]);
+        assert_eq!(
+            named.effective_kinds(),
+            [TraceKind::Kernel, TraceKind::Memset]
+        );
+        assert!(named.attach_records_copies());
     }
 }

@@ -1,0 +1,414 @@
+//! The `stragglers` report: per rank, its steps, the time in NCCL kernels and waiting there, GPU idle, how often
+//! it enters collectives last; and, in words, the rank the others wait for.
+
+use std::collections::HashMap;
+
+use super::collectives::{Entry, align, median_i64, on_clock, p90, rank_list};
+use super::steps::{
+    StepSource, collective_order, nvtx_step_name, nvtx_steps, pattern_steps, period,
+};
+use super::{Job, STRAGGLERS};
+use crate::report::align::duration;
+use crate::report::{Cell, Table};
+
+/// How much more device time outside collectives a rank's steps must take than the median rank's for the rank
+/// that enters collectives last to be named a straggler.
+const SLOWER: f64 = 1.1;
+
+/// What one rank's row is made of.
+#[derive(Debug, Default)]
+struct Row {
+    steps: Vec<u64>,
+    /// Per step, the device time of its own work (operations other than collectives).
+    work: Vec<u64>,
+    /// Per collective (by its index among the rank's), the time it waited in it for the last rank to enter.
+    waits: Vec<u64>,
+    /// Waits by collective name.
+    wait_by_name: HashMap<u32, u64>,
+    /// Collectives shared with at least one other rank, and those it entered last.
+    shared: u64,
+    last: u64,
+    window: u64,
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn median_u64(v: &[u64]) -> Option<f64> {
+    let mut v: Vec<i64> = v
+        .iter()
+        .map(|x| i64::try_from(*x).unwrap_or(i64::MAX))
+        .collect();
+    let n = v.len();
+    let lower = median_i64(&mut v)?;
+    // The exact mean of the middle two for an even count.
+    Some(if n % 2 == 0 {
+        (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
+    } else {
+        lower as f64
+    })
+}
+
+impl Job {
+    /// `stragglers`: a row per rank (see the module docs); the notes say how the hosts were aligned, where the
+    /// ranks and steps came from, which ranks are missing, which hosts' windows do not overlap, and first, which
+    /// rank the others wait for. A rank traced twice ([`Job::check`]) gives a table without rows saying so.
+    pub fn stragglers(&self) -> Table {
+        let mut t = Table::new(
+            STRAGGLERS,
+            "Stragglers: per rank, steps, NCCL time and waits",
+            vec![
+                "Rank",
+                "Host",
+                "PID",
+                "Steps",
+                "Step Med (ns)",
+                "Step P90 (ns)",
+                "Work/Step Med (ns)",
+                "NCCL (%)",
+                "Wait (%)",
+                "GPU Idle (%)",
+                "Last In (%)",
+                "Collectives",
+            ],
+        );
+        if let Err(e) = self.check() {
+            t.notes.push(format!("no report: {e}"));
+            return t;
+        }
+        let p = self.prepare();
+        if p.ranks.is_empty() {
+            t.notes
+                .push("no traced process ran device work: no rank to report".into());
+            return t;
+        }
+        let (alignment, entries) = align(&p.ranks, &p.hosts, &p.anchor_shifts, &self.names);
+        let shift = |r: usize| {
+            let correction = p.ranks[r]
+                .domain
+                .map_or(0, |d| alignment.hosts[d].correction);
+            p.anchor_shifts[r].saturating_add(correction)
+        };
+        let mut rows: Vec<Row> = p
+            .ranks
+            .iter()
+            .map(|r| Row {
+                waits: vec![0; r.stream.collectives.len()],
+                window: r.stream.last.saturating_sub(r.stream.first),
+                ..Row::default()
+            })
+            .collect();
+
+        // Who enters each collective last, and how long the others wait for it there.
+        let correction_of = |e: &Entry| {
+            p.ranks[e.rank as usize]
+                .domain
+                .map_or(0, |d| alignment.hosts[d].correction)
+        };
+        for group in entries.chunk_by(|a, b| (a.seq, a.index) == (b.seq, b.index)) {
+            if group.len() < 2 {
+                continue;
+            }
+            let start = |e: &Entry| e.start.saturating_add(correction_of(e));
+            let Some(last) = group
+                .iter()
+                .max_by_key(|e| (start(e), std::cmp::Reverse(e.rank)))
+            else {
+                continue;
+            };
+            let latest = start(last);
+            for e in group {
+                let row = &mut rows[e.rank as usize];
+                row.shared += 1;
+                if e.rank == last.rank {
+                    row.last += 1;
+                    continue;
+                }
+                let length = e.end.saturating_sub(e.start).max(0).unsigned_abs();
+                let wait = latest
+                    .saturating_sub(start(e))
+                    .max(0)
+                    .unsigned_abs()
+                    .min(length);
+                row.waits[e.local as usize] = wait;
+                let c = p.ranks[e.rank as usize].stream.collectives[e.local as usize];
+                *row.wait_by_name.entry(c.name).or_default() += wait;
+            }
+        }
+
+        // Steps.
+        let nvtx = nvtx_step_name(&p.ranks, &self.names);
+        let orders: Vec<Vec<(u32, u64)>> = p.ranks.iter().map(collective_order).collect();
+        let source = match nvtx {
+            Some(name) => StepSource::Nvtx(name),
+            None => {
+                let mut tally: HashMap<usize, usize> = HashMap::new();
+                for o in &orders {
+                    if let Some(period) = period(o) {
+                        *tally.entry(period).or_default() += 1;
+                    }
+                }
+                match tally
+                    .into_iter()
+                    .max_by_key(|(p, n)| (*n, std::cmp::Reverse(*p)))
+                {
+                    Some((period, _)) => StepSource::Collectives { period },
+                    None => StepSource::None,
+                }
+            }
+        };
+        for (r, rank) in p.ranks.iter().enumerate() {
+            let steps = match source {
+                StepSource::Nvtx(name) => nvtx_steps(rank, name),
+                StepSource::Collectives { period } => pattern_steps(&orders[r], period),
+                StepSource::None => Vec::new(),
+            };
+            let row = &mut rows[r];
+            row.work = rank.stream.work.within(&steps);
+            row.steps = steps.iter().map(|(s, e)| e - s).collect();
+        }
+
+        // The rows.
+        let mut order: Vec<usize> = (0..p.ranks.len()).collect();
+        order.sort_by_key(|&r| (p.ranks[r].rank, p.ranks[r].key));
+        for &r in &order {
+            let (rank, row) = (&p.ranks[r], &rows[r]);
+            let s = rank.stream;
+            let waited: u64 = row.waits.iter().sum();
+            let idle = row.window.saturating_sub(s.busy.covered());
+            let mut steps = row.steps.clone();
+            let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::Float);
+            t.rows.push(vec![
+                Cell::Int(u64::from(rank.rank)),
+                Cell::Text(rank.host.clone()),
+                Cell::Int(u64::from(s.pid)),
+                Cell::Int(row.steps.len() as u64),
+                number(median_u64(&row.steps)),
+                if steps.is_empty() {
+                    Cell::Missing
+                } else {
+                    Cell::Int(p90(&mut steps))
+                },
+                number(median_u64(&row.work)),
+                Cell::Float(pct(s.nccl_time, row.window)),
+                Cell::Float(pct(waited, row.window)),
+                Cell::Float(pct(idle, row.window)),
+                if row.shared == 0 {
+                    Cell::Missing
+                } else {
+                    Cell::Float(pct(row.last, row.shared))
+                },
+                Cell::Int(s.collectives.len() as u64),
+            ]);
+        }
+
+        // The answer first, then how it was reached.
+        t.notes.push(self.verdict(&p, &rows));
+        match source {
+            StepSource::Nvtx(name) => t.notes.push(format!(
+                "steps: the NVTX range {:?}, each from its start to the next one's",
+                self.names.get(name)
+            )),
+            StepSource::Collectives { period } => t.notes.push(format!(
+                "steps: no NVTX range repeats on every rank; a step is the pattern of {period} {} that repeats, \
+                 from one to the next at the same place in it",
+                if period == 1 { "collective" } else { "collectives" }
+            )),
+            StepSource::None => t.notes.push(
+                "steps: none found (no NVTX range repeats on every rank, and the collectives repeat no pattern)"
+                    .into(),
+            ),
+        }
+        t.notes.push(
+            "Work/Step: the device time of a step's own work (kernels, copies and sets other than collectives); \
+             Wait: the time in collectives before the last rank entered them; Wait, NCCL and GPU Idle: shares of \
+             the rank's window (its first device operation to its last)"
+                .into(),
+        );
+        if p.from_labels {
+            t.notes
+                .push("ranks: the processes' RANK variables (or OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)".into());
+        } else if p.unlabelled > 0 {
+            t.notes.push(format!(
+                "ranks: numbered in the order of the files and streams given, since {} of {} processes have no \
+                 rank variable",
+                p.unlabelled,
+                p.ranks.len()
+            ));
+        } else {
+            t.notes.push(
+                "ranks: numbered in the order of the files and streams given (the processes have no rank variable)"
+                    .into(),
+            );
+        }
+        if p.from_labels {
+            let present: Vec<u32> = p.ranks.iter().map(|r| r.rank).collect();
+            let top = present.iter().max().copied().unwrap_or(0);
+            let size = p.world.unwrap_or(top + 1).max(top + 1);
+            let missing: Vec<u32> = (0..size).filter(|r| !present.contains(r)).collect();
+            if !missing.is_empty() {
+                let world = match p.world {
+                    Some(w) => format!("WORLD_SIZE {w}"),
+                    None => format!("the largest rank traced is {top}"),
+                };
+                t.notes.push(format!(
+                    "missing: {} {} of 0-{} {} no trace ({world}); the report covers the {} traced",
+                    if missing.len() == 1 { "rank" } else { "ranks" },
+                    rank_list(&missing),
+                    size - 1,
+                    if missing.len() == 1 { "has" } else { "have" },
+                    p.ranks.len()
+                ));
+            }
+        }
+        t.notes.extend(self.windows(&p, &shift));
+        t.notes.extend(alignment.notes);
+        t
+    }
+
+    /// The rank the others wait for, in words; or why none is named.
+    fn verdict(&self, p: &super::Prepared<'_>, rows: &[Row]) -> String {
+        let shared: u64 = rows.iter().map(|r| r.shared).max().unwrap_or(0);
+        if p.ranks.len() < 2 || shared == 0 {
+            return if p.ranks.iter().all(|r| r.stream.collectives.is_empty()) {
+                "no NCCL collective kernels in the trace: no rank can be seen waiting for another"
+                    .into()
+            } else {
+                "no collective shared by two ranks: no rank can be seen waiting for another".into()
+            };
+        }
+        let Some(slow) =
+            (0..rows.len()).max_by_key(|&r| (rows[r].last, std::cmp::Reverse(p.ranks[r].rank)))
+        else {
+            return String::new();
+        };
+        let rank = &p.ranks[slow];
+        let share = pct(rows[slow].last, rows[slow].shared);
+        let at = if rank.host.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", rank.host)
+        };
+        if share < 50.0 {
+            return format!(
+                "no single straggler: no rank enters most collectives last (most often rank {}{at}, {share:.0}% of \
+                 its collectives)",
+                rank.rank
+            );
+        }
+        let works: Vec<u64> = rows
+            .iter()
+            .filter_map(|r| median_u64(&r.work))
+            .map(|w| w as u64)
+            .collect();
+        let ratio = match (median_u64(&rows[slow].work), median_u64(&works)) {
+            (Some(mine), Some(typical)) if typical > 0.0 => Some((mine, typical, mine / typical)),
+            _ => None,
+        };
+        // Where the others wait most, and how much of their time.
+        let mut by_name: HashMap<u32, u64> = HashMap::new();
+        let mut window = 0u64;
+        for (r, row) in rows.iter().enumerate() {
+            if r == slow {
+                continue;
+            }
+            window = window.saturating_add(row.window);
+            for (name, w) in &row.wait_by_name {
+                *by_name.entry(*name).or_default() += w;
+            }
+        }
+        let others = rows.len() - 1;
+        let waiting = by_name
+            .into_iter()
+            .max_by_key(|(n, w)| (*w, std::cmp::Reverse(*n)))
+            .map(|(name, waited)| {
+                let (who, their) = if others == 1 {
+                    ("the other rank waits".to_string(), "its")
+                } else {
+                    (format!("the other {others} ranks wait"), "their")
+                };
+                format!(
+                    "{who} for it in {}, {:.0}% of {their} time",
+                    self.names.get(name),
+                    pct(waited, window)
+                )
+            });
+        // Entering last without more work of its own is no straggler: its host or launch path may be late, or
+        // nobody is (two ranks alternate).
+        if let Some((mine, typical, ratio)) = ratio.filter(|r| r.2 < SLOWER) {
+            return format!(
+                "no straggler by its work: rank {}{at} enters collectives last most often ({share:.0}% of them), \
+                 but its steps' device time outside collectives is {ratio:.1}× the median rank's ({} against {}){}",
+                rank.rank,
+                duration(mine as u64),
+                duration(typical as u64),
+                waiting.map_or_else(String::new, |w| format!("; {w}"))
+            );
+        }
+        let mut sentence = format!(
+            "rank {}{at} enters collectives last ({share:.0}% of them)",
+            rank.rank
+        );
+        if let Some((mine, typical, ratio)) = ratio {
+            sentence.push_str(&format!(
+                ": its steps take {ratio:.1}× the median rank's device time outside collectives ({} against {})",
+                duration(mine as u64),
+                duration(typical as u64)
+            ));
+        }
+        if let Some(w) = waiting {
+            sentence.push_str("; ");
+            sentence.push_str(&w);
+        }
+        sentence
+    }
+
+    /// Hosts whose windows (on the common clock) do not overlap another's, each said.
+    fn windows(&self, p: &super::Prepared<'_>, shift: &dyn Fn(usize) -> i64) -> Vec<String> {
+        let mut spans: Vec<Option<(i64, i64)>> = vec![None; p.hosts.len()];
+        for (r, rank) in p.ranks.iter().enumerate() {
+            let Some(d) = rank.domain else { continue };
+            let (a, b) = (
+                on_clock(rank.stream.first, shift(r)),
+                on_clock(rank.stream.last, shift(r)),
+            );
+            spans[d] = Some(match spans[d] {
+                Some((x, y)) => (x.min(a), y.max(b)),
+                None => (a, b),
+            });
+        }
+        let Some(origin) = spans.iter().flatten().map(|s| s.0).min() else {
+            return Vec::new();
+        };
+        let at = |t: i64| format!("+{:.3} s", (t - origin) as f64 / 1e9);
+        let mut notes = Vec::new();
+        for (d, span) in spans.iter().enumerate() {
+            let Some((a, b)) = span else { continue };
+            let apart: Vec<String> = spans
+                .iter()
+                .enumerate()
+                .filter(|(o, s)| *o != d && s.is_some_and(|(x, y)| y < *a || x > *b))
+                .filter_map(|(o, s)| {
+                    let (x, y) = (*s)?;
+                    Some(format!("{}'s ({} to {})", p.hosts[o].0, at(x), at(y)))
+                })
+                .collect();
+            if !apart.is_empty() {
+                notes.push(format!(
+                    "host {}'s window ({} to {}) does not overlap host {}: their ranks were not traced at the same \
+                     time, and what they wait for cannot be compared",
+                    p.hosts[d].0,
+                    at(*a),
+                    at(*b),
+                    apart.join(", ")
+                ));
+            }
+        }
+        notes
+    }
+}
