@@ -3,7 +3,8 @@
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
-/// File to write the stream to instead of a socket; `%p` in it becomes the process id, `%h` the host name.
+/// File to write the stream to instead of a socket; `%p` in it becomes the process id, `%h` the host name, `%r`
+/// the process's rank (where its launcher set one).
 pub const FILE: &str = "GPU_TOOLS_TRACE_FILE";
 /// Which records to collect: a comma-separated list of `kernel`, `memcpy`, `memset`, `sync`, `driver`, `runtime`,
 /// `overhead`, or `all` ([`TraceKind`]). Default: `kernel,memcpy,memset,driver,runtime` ([`TraceKind::DEFAULT`]).
@@ -256,7 +257,7 @@ named!(
 pub enum Destination {
     /// A Unix socket the tracer listens on.
     Socket(std::path::PathBuf),
-    /// A file per process (`%p`: process id, `%h`: host name).
+    /// A file per process (`%p`: process id, `%h`: host name, `%r`: rank).
     File(String),
 }
 
