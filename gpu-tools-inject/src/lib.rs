@@ -24,6 +24,7 @@ mod attach;
 mod coexist;
 mod config;
 pub mod convert;
+mod foreign_kinds;
 mod graph_fold;
 mod logger;
 mod nvtx;
