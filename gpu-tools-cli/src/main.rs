@@ -13,11 +13,13 @@ mod failure;
 mod gpu_memory;
 mod inject_lib;
 mod interrupt;
+mod job;
 mod output;
 mod pid;
 mod progress;
 mod prometheus;
 mod socket_folder;
+mod start_at;
 mod stdout;
 mod trace_input;
 

@@ -17,7 +17,7 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::trace::env::{self, parse_attach_argument};
+use gpu_tools::trace::env::{self, AttachStatus, parse_attach_argument};
 use gpu_tools::trace::{EndReason, NoticeLevel};
 
 use crate::config::{Config, Output};
@@ -25,22 +25,6 @@ use crate::session::{self, Mode, Session};
 
 /// Set while an attach thread runs: a second attach meanwhile is refused.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
-
-/// What the entry point returns.
-#[repr(i32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttachStatus {
-    /// The attach thread started.
-    Started = 0,
-    /// A session already runs in this process (a launched trace, or an attach not yet detached).
-    Busy = 1,
-    /// The argument is not a valid configuration.
-    BadArgument = 2,
-    /// No thread could be started.
-    NoThread = 3,
-    /// A panic was caught.
-    Panicked = 4,
-}
 
 /// Starts tracing this process from a thread of its own. `argument`: the configuration, one `NAME=value` line per
 /// variable of `gpu_tools::trace::env`, as `InjectionEnv::attach_argument` writes it. Returns an `AttachStatus`.
@@ -59,11 +43,11 @@ pub unsafe extern "C" fn gpu_tools_inject_attach(argument: *const c_char) -> c_i
             .into_owned()
     };
     match std::panic::catch_unwind(move || start(text)) {
-        Ok(status) => status as c_int,
+        Ok(status) => status.code() as c_int,
         Err(payload) => {
             // Dropping a panic payload could panic again, here where nothing may unwind into the caller.
             std::mem::forget(payload);
-            AttachStatus::Panicked as c_int
+            AttachStatus::Panicked.code() as c_int
         }
     }
 }

@@ -24,6 +24,7 @@ mod attach;
 mod coexist;
 mod config;
 pub mod convert;
+mod foreign_kinds;
 mod graph_fold;
 mod logger;
 mod nvtx;
@@ -34,7 +35,8 @@ mod signals;
 use gpu_tools::linux::trace_sink as sink;
 mod writer;
 
-pub use attach::{AttachStatus, gpu_tools_inject_attach};
+pub use attach::gpu_tools_inject_attach;
+pub use gpu_tools::trace::env::AttachStatus;
 pub use nvtx::{InitializeInjectionNvtx2, InitializeInjectionNvtxExtension};
 
 /// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`

@@ -563,6 +563,10 @@ fn probe_program(writer: &Writer) {
 
 /// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI.
 fn share_cupti(tracer: &ActivityTracer, writer: &Writer) {
+    crate::coexist::set_session_hooks(crate::coexist::SessionHooks {
+        step_aside_subscriber,
+        notice: notice_running,
+    });
     match crate::coexist::install(tracer.kinds()) {
         Ok(installed) if installed.slots > 0 => writer.notice(
             NoticeLevel::Info,

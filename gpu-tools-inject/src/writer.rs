@@ -144,13 +144,11 @@ impl Writer {
             }
             _ => {
                 // Kinds enabled for the program's own profiler alone (`coexist`) are not the trace's.
-                let foreign = crate::coexist::foreign_kinds();
+                let foreign = crate::foreign_kinds::get();
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
-                            if foreign != 0
-                                && 1u64.checked_shl(activity.kind().0).unwrap_or(0) & foreign != 0
-                            {
+                            if crate::foreign_kinds::is_foreign(foreign, activity.kind().0) {
                                 continue;
                             }
                             if let Activity::Api(a) = &activity {

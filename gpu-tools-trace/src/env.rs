@@ -3,7 +3,8 @@
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
-/// File to write the stream to instead of a socket; `%p` in it becomes the process id, `%h` the host name.
+/// File to write the stream to instead of a socket; `%p` in it becomes the process id, `%h` the host name, `%r`
+/// the process's rank (where its launcher set one).
 pub const FILE: &str = "GPU_TOOLS_TRACE_FILE";
 /// Which records to collect: a comma-separated list of `kernel`, `memcpy`, `memset`, `sync`, `driver`, `runtime`,
 /// `overhead`, or `all` ([`TraceKind`]). Default: `kernel,memcpy,memset,driver,runtime` ([`TraceKind::DEFAULT`]).
@@ -256,7 +257,7 @@ named!(
 pub enum Destination {
     /// A Unix socket the tracer listens on.
     Socket(std::path::PathBuf),
-    /// A file per process (`%p`: process id, `%h`: host name).
+    /// A file per process (`%p`: process id, `%h`: host name, `%r`: rank).
     File(String),
 }
 
@@ -427,6 +428,67 @@ impl InjectionEnv {
 /// [`InjectionEnv::attach_argument`]).
 pub const ATTACH_ENTRY: &str = "gpu_tools_inject_attach";
 
+/// What [`ATTACH_ENTRY`] returns: the injection library returns [`AttachStatus::code`], the tracer reads it back
+/// with [`AttachStatus::from_code`]. One type for both sides, so that a code cannot mean two things.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachStatus {
+    /// The attach thread started.
+    Started = 0,
+    /// A session already runs in this process (a launched trace, or an attach not yet detached).
+    Busy = 1,
+    /// The argument is not a valid configuration.
+    BadArgument = 2,
+    /// No thread could be started.
+    NoThread = 3,
+    /// A panic was caught.
+    Panicked = 4,
+}
+
+impl AttachStatus {
+    /// Every status, in code order.
+    pub const ALL: [AttachStatus; 5] = [
+        AttachStatus::Started,
+        AttachStatus::Busy,
+        AttachStatus::BadArgument,
+        AttachStatus::NoThread,
+        AttachStatus::Panicked,
+    ];
+
+    /// The code the entry point returns.
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The status of a code the entry point returned (`None`: a code this crate does not know, from another
+    /// version of the library).
+    pub fn from_code(code: i32) -> Option<AttachStatus> {
+        Self::ALL.into_iter().find(|s| s.code() == code)
+    }
+
+    /// What the status means for whoever attached, in words.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            AttachStatus::Started => "the injection library started tracing",
+            AttachStatus::Busy => {
+                "it is already traced by gpu-tools (started under `gpu-tools trace`, or another `trace --pid` is \
+                 attached)"
+            }
+            AttachStatus::BadArgument => "the injection library refused its settings",
+            AttachStatus::NoThread => "the injection library could not start its thread",
+            AttachStatus::Panicked => "the injection library failed (a panic was caught)",
+        }
+    }
+}
+
+/// [`AttachStatus::meaning`] of a code the entry point returned, or the code itself where it is unknown.
+pub fn attach_status_meaning(code: i32) -> String {
+    match AttachStatus::from_code(code) {
+        Some(s) => s.meaning().into(),
+        None => format!("the injection library's entry point returned {code}"),
+    }
+}
+
 /// The byte a tracer sends on an attached process's connection to stop its tracing (closing the connection does
 /// the same).
 pub const ATTACH_STOP: u8 = b'S';
@@ -507,7 +569,21 @@ pub fn parse_size(value: &str) -> Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::TraceKind;
+    use super::{AttachStatus, TraceKind, attach_status_meaning};
+
+    #[test]
+    fn attach_status_codes_read_back_and_unknown_ones_are_named() {
+        for s in AttachStatus::ALL {
+            assert_eq!(AttachStatus::from_code(s.code()), Some(s));
+        }
+        assert_eq!(AttachStatus::Busy.code(), 1);
+        assert_eq!(AttachStatus::from_code(9), None);
+        assert!(attach_status_meaning(1).contains("already traced"));
+        assert_eq!(
+            attach_status_meaning(9),
+            "the injection library's entry point returned 9"
+        );
+    }
 
     #[test]
     fn kind_lists_read_and_write_back() {

@@ -1,11 +1,11 @@
 //! Reading `/proc`: what the kernel says about a process (its state, parent, tracer, threads, command line,
-//! environment, memory map and open files). Pure `std`: nothing here needs a vendor library or a system call beyond
+//! environment, control groups, memory map and open files), and which processes there are ([`process_ids`]). Pure `std`: nothing here needs a vendor library or a system call beyond
 //! reading files, and nothing changes the process.
 //!
 //! Everything is read as bytes, so a command name or a mapped path that is not UTF-8, or that holds spaces and
 //! parentheses, is kept as it is. A process that is gone, or not readable by this user, is an [`io::Error`] from the
-//! reader (`NotFound`, `PermissionDenied`); the parsers ([`parse_maps`], [`parse_stat`]) work on bytes read by
-//! anyone, for example a copy saved earlier.
+//! reader (`NotFound`, `PermissionDenied`); the parsers ([`parse_maps`], [`parse_stat`], [`parse_environment`],
+//! [`parse_cgroups`]) work on bytes read by anyone, for example a copy saved earlier.
 //!
 //! ```
 //! use gpu_tools::linux::procfs::Process;
@@ -153,8 +153,22 @@ impl Process {
     /// The value environment variable `name` had when the process started (`/proc/<pid>/environ`; a process's later
     /// changes to its own environment are not seen). `Ok(None)` when it was not set.
     pub fn environment_variable(&self, name: &str) -> io::Result<Option<OsString>> {
-        Ok(parse_environment(&self.read("environ")?, name.as_bytes())
+        Ok(environment_value(&self.read("environ")?, name.as_bytes())
             .map(|v| OsStr::from_bytes(v).to_owned()))
+    }
+
+    /// Every variable of the environment the process started with (`/proc/<pid>/environ`), in its order, as
+    /// [`parse_environment`] reads it. Only the process's owner (or root) may read it: `PermissionDenied` otherwise.
+    pub fn environment(&self) -> io::Result<Vec<(OsString, OsString)>> {
+        Ok(parse_environment(&self.read("environ")?)
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect())
+    }
+
+    /// The control groups the process belongs to (`/proc/<pid>/cgroup`), one per hierarchy, as
+    /// [`parse_cgroups`] reads them.
+    pub fn cgroups(&self) -> io::Result<Vec<Cgroup>> {
+        Ok(parse_cgroups(&self.read("cgroup")?).collect())
     }
 
     /// The process's memory map (`/proc/<pid>/maps`), in address order.
@@ -205,10 +219,73 @@ fn parse_status_field(text: &[u8], name: &str) -> Option<String> {
     })
 }
 
-fn parse_environment<'a>(bytes: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+fn environment_value<'a>(bytes: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     bytes
         .split(|&c| c == 0)
         .find_map(|entry| entry.strip_prefix(name)?.strip_prefix(b"="))
+}
+
+/// Parses the bytes of a `/proc/<pid>/environ` file: `NAME=value` entries, each ended by a NUL, into
+/// `(name, value)`, in order. The value is everything after the first `=` (it may hold more); an entry without
+/// `=` (a process may write anything over its environment block) is left out, and so are empty entries.
+pub fn parse_environment(bytes: &[u8]) -> impl Iterator<Item = (&OsStr, &OsStr)> + '_ {
+    split_nul(bytes).filter_map(|entry| {
+        let at = entry.iter().position(|&c| c == b'=')?;
+        Some((
+            OsStr::from_bytes(&entry[..at]),
+            OsStr::from_bytes(&entry[at + 1..]),
+        ))
+    })
+}
+
+/// One line of `/proc/<pid>/cgroup`: a hierarchy and the process's group in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Cgroup {
+    /// The hierarchy's number (0 for the unified hierarchy of cgroup v2).
+    pub hierarchy: u32,
+    /// The controllers bound to the hierarchy (`cpu,cpuacct`, `name=systemd`; empty for cgroup v2).
+    pub controllers: String,
+    /// The group's path in the hierarchy, from its root (`/slurm/uid_1000/job_42/step_0`,
+    /// `/kubepods.slice/...`); relative to the reader's own group where the process lies outside its cgroup
+    /// namespace (`/../..`).
+    pub path: OsString,
+}
+
+impl Cgroup {
+    /// The path's parts, without the empty ones: `["slurm", "uid_1000", "job_42", "step_0"]`.
+    pub fn components(&self) -> impl Iterator<Item = &OsStr> + '_ {
+        self.path
+            .as_bytes()
+            .split(|&c| c == b'/')
+            .filter(|c| !c.is_empty())
+            .map(OsStr::from_bytes)
+    }
+}
+
+/// Parses the lines of a `/proc/<pid>/cgroup` file: `hierarchy:controllers:path`, the path up to the end of the
+/// line (it may hold `:`); lines that do not parse are skipped.
+pub fn parse_cgroups(text: &[u8]) -> impl Iterator<Item = Cgroup> + '_ {
+    text.split(|&c| c == b'\n').filter_map(|line| {
+        let first = line.iter().position(|&c| c == b':')?;
+        let rest = &line[first + 1..];
+        let second = rest.iter().position(|&c| c == b':')?;
+        Some(Cgroup {
+            hierarchy: std::str::from_utf8(&line[..first]).ok()?.parse().ok()?,
+            controllers: std::str::from_utf8(&rest[..second]).ok()?.to_owned(),
+            path: OsStr::from_bytes(&rest[second + 1..]).to_owned(),
+        })
+    })
+}
+
+/// The ids of the processes `/proc` lists now (its numeric folders), in increasing order. Threads are not listed
+/// (only processes, as `ps` shows them); a process started or ended while the folder is read may or may not be.
+pub fn process_ids() -> io::Result<Vec<u32>> {
+    let mut ids: Vec<u32> = std::fs::read_dir("/proc")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
 }
 
 /// The fields of `/proc/<pid>/stat` that the crate uses (see `proc(5)`).
@@ -412,12 +489,12 @@ mod tests {
     fn environment_variables_by_exact_name() {
         let env = b"A=1\0CUDBG_APICLIENT_PID=42\0CUDBG_APICLIENT_PID2=7\0EMPTY=\0";
         assert_eq!(
-            parse_environment(env, b"CUDBG_APICLIENT_PID"),
+            environment_value(env, b"CUDBG_APICLIENT_PID"),
             Some(b"42".as_slice())
         );
-        assert_eq!(parse_environment(env, b"EMPTY"), Some(b"".as_slice()));
-        assert_eq!(parse_environment(env, b"CUDBG"), None);
-        assert_eq!(parse_environment(b"", b"A"), None);
+        assert_eq!(environment_value(env, b"EMPTY"), Some(b"".as_slice()));
+        assert_eq!(environment_value(env, b"CUDBG"), None);
+        assert_eq!(environment_value(b"", b"A"), None);
         assert_eq!(
             Process::current()
                 .environment_variable("PATH")
@@ -425,6 +502,73 @@ mod tests {
                 .is_some(),
             std::env::var_os("PATH").is_some()
         );
+    }
+
+    #[test]
+    fn environment_entries_split_at_the_first_equals_sign() {
+        let env = b"SLURM_JOB_ID=42\0OPTS=a=b=c\0EMPTY=\0no-equals-sign\0\0\xffK=\xfe\0";
+        let vars: Vec<(&[u8], &[u8])> = parse_environment(env)
+            .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
+            .collect();
+        assert_eq!(
+            vars,
+            [
+                (b"SLURM_JOB_ID".as_slice(), b"42".as_slice()),
+                (b"OPTS", b"a=b=c"),
+                (b"EMPTY", b""),
+                (b"\xffK", b"\xfe"),
+            ]
+        );
+        assert_eq!(parse_environment(b"").count(), 0);
+        let mine = Process::current().environment().unwrap();
+        assert_eq!(
+            mine.iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.clone()),
+            // The environment this process started with; the test harness does not change PATH.
+            std::env::var_os("PATH")
+        );
+    }
+
+    /// `/proc/PID/cgroup` of a Slurm task under cgroup v1 (the `proctrack/cgroup` plugin's hierarchy), of one
+    /// under cgroup v2, and of a Kubernetes container under the systemd driver: paths with `:` and odd lines.
+    #[test]
+    fn cgroup_lines_keep_their_paths() {
+        let v1 = b"\
+12:freezer:/slurm/uid_1000/job_4242/step_0/task_1
+11:memory:/slurm/uid_1000/job_4242/step_0
+1:name=systemd:/system.slice/slurmd.service
+not a line
+";
+        let groups: Vec<Cgroup> = parse_cgroups(v1).collect();
+        assert_eq!(groups.len(), 3);
+        assert_eq!(groups[0].hierarchy, 12);
+        assert_eq!(groups[0].controllers, "freezer");
+        assert_eq!(groups[0].path, "/slurm/uid_1000/job_4242/step_0/task_1");
+        assert_eq!(
+            groups[0].components().collect::<Vec<_>>(),
+            ["slurm", "uid_1000", "job_4242", "step_0", "task_1"]
+        );
+        assert_eq!(groups[2].controllers, "name=systemd");
+        let v2 = b"0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n";
+        let g: Vec<Cgroup> = parse_cgroups(v2).collect();
+        assert_eq!((g[0].hierarchy, g[0].controllers.as_str()), (0, ""));
+        assert!(g[0].components().any(|c| c == "job_4242"));
+        let k8s = b"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b_3c.slice/cri-containerd-ab:cd.scope";
+        let g: Vec<Cgroup> = parse_cgroups(k8s).collect();
+        assert_eq!(
+            g[0].path,
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b_3c.slice/cri-containerd-ab:cd.scope"
+        );
+        assert_eq!(parse_cgroups(b"x::/a\n1:cpu\n").count(), 0);
+        assert!(!Process::current().cgroups().unwrap().is_empty());
+    }
+
+    #[test]
+    fn this_process_is_listed() {
+        let ids = process_ids().unwrap();
+        assert!(ids.binary_search(&std::process::id()).is_ok(), "{ids:?}");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
@@ -546,6 +690,7 @@ not a line
         send_sync::<Process>();
         send_sync::<Stat>();
         send_sync::<Mapping>();
+        send_sync::<Cgroup>();
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Where an injection library's trace stream goes: the tracer's Unix socket or a file (`%p` and `%h` expanded),
-//! written only by the process that opened it. Both injection libraries (CUDA and ROCm) write through it.
+//! Where an injection library's trace stream goes: the tracer's Unix socket or a file (`%p`, `%h` and `%r`
+//! expanded), written only by the process that opened it. Both injection libraries (CUDA and ROCm) write through it.
 //!
 //! A program that forks copies the library's state into the child, the open descriptor included. The child must
 //! not write into its parent's stream, and must not keep the tracer's connection open after the parent is gone:
@@ -96,12 +96,17 @@ impl Sink {
         ))
     }
 
-    /// Creates (or truncates) a file; `%p` in the path becomes this process's id, `%h` the host name.
+    /// Creates (or truncates) a file; `%p` in the path becomes this process's id, `%h` the host name, `%r` its
+    /// rank (`RANK`, `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `SLURM_PROCID`; kept as `%r` where none is set).
     pub fn create_file(template: &Path) -> io::Result<Sink> {
-        let path = PathBuf::from(crate::trace::file::expand_output_name(
+        let rank = crate::trace::ProcessInfo::current()
+            .rank()
+            .map(|r| r.to_string());
+        let path = PathBuf::from(crate::trace::file::expand_output_name_with_rank(
             &template.to_string_lossy(),
             &crate::trace::host_name(),
             std::process::id(),
+            rank.as_deref(),
         ));
         let f = File::create(&path)?;
         let fd = f.as_raw_fd();

@@ -28,7 +28,8 @@ use crate::failure::Outcome;
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Doctor(doctor::Args),
-    Trace(trace::Args),
+    // Boxed: the largest by far (every backend's options).
+    Trace(Box<trace::Args>),
     Where(r#where::Args),
     Coredump(coredump::Args),
     Freeze(freeze::Args),
@@ -68,7 +69,7 @@ impl Command {
     pub fn run(self) -> Outcome {
         match self {
             Command::Doctor(args) => doctor::run(args),
-            Command::Trace(args) => trace::run(args),
+            Command::Trace(args) => trace::run(*args),
             Command::Where(args) => r#where::run(args),
             Command::Coredump(args) => coredump::run(args),
             Command::Freeze(args) => freeze::run(args),

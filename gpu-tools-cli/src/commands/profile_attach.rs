@@ -314,12 +314,12 @@ pub fn run(
         .require_library("libcuda.so")
         .run()
         .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?;
-    if done.entry_result != 0 {
+    if done.entry_result != env::AttachStatus::Started.code() {
         return Err(Failure::new(
             1,
             format!(
-                "process {pid}: the injection library refused to start ({})",
-                done.entry_result
+                "process {pid}: not profiled: {}",
+                env::attach_status_meaning(done.entry_result)
             ),
         ));
     }

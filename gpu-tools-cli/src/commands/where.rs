@@ -21,14 +21,17 @@ use crate::stdout::outln;
 /// this command fails on the way. Needs the right to trace the process (its owner, or root; see
 /// /proc/sys/kernel/yama/ptrace_scope). Exits 0 when the process was examined (or had ended), 1 otherwise.
 ///
-/// With several processes (`--pid A,B` or `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
-/// mpirun), each is examined by a process of its own, one after the other (two attaches at once can leave one
+/// With several processes (`--pid A,B`, `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
+/// mpirun, or `--job slurm:JOBID`: the job's CUDA processes on this host), each is examined by a process of its own, one after the other (two attaches at once can leave one
 /// waiting for its driver); their reports follow one another, each headed by the process's rank, then a summary of
 /// a line per process shows a stuck collective at a glance.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Process id of the CUDA program.
-    #[arg(required_unless_present_any = ["pids", "pid_tree"], conflicts_with_all = ["pids", "pid_tree"])]
+    #[arg(
+        required_unless_present_any = ["pids", "pid_tree", "job"],
+        conflicts_with_all = ["pids", "pid_tree", "job"]
+    )]
     pid: Option<u32>,
     /// Several processes (comma-separated PIDs).
     #[arg(
@@ -41,6 +44,15 @@ pub struct Args {
     /// Every process under PID that uses CUDA (a launcher such as torchrun), PID included.
     #[arg(long, value_name = "PID")]
     pid_tree: Option<u32>,
+    /// The processes of a job on this host that use CUDA: `slurm:JOBID`, `torchrun:RUN_ID`, `k8s:POD_UID`,
+    /// `cmd:REGEX` (as `trace --job`); the job's other processes are named as skipped. No process of the job
+    /// here: exit 1.
+    #[arg(long, value_name = "SELECTOR")]
+    job: Option<crate::job::Selector>,
+    /// Look at this wall-clock instant, the same on every host: RFC 3339 or `+SECONDS` (as `trace
+    /// --start-at`). A time in the past is refused (exit 2).
+    #[arg(long, value_name = "TIME", value_parser = crate::start_at::parse_now)]
+    start_at: Option<crate::start_at::StartAt>,
     /// Print one JSON summary line at the end (what a multi-process `where` reads from each of its parts).
     #[arg(long, hide = true)]
     summary_line: bool,
@@ -144,6 +156,7 @@ pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
         no_driver_here(pid)?;
+        wait_for_start(&args)?;
         let seen = examine(&args, pid).map_err(|e| refused_after_cupti(pid, e))?;
         if args.summary_line {
             outln!(
@@ -156,6 +169,17 @@ pub fn run(args: Args) -> Outcome {
     several(&args)
 }
 
+/// `--start-at`: the wait, once the processes are known. Ctrl-C ends it as it ends `where` anywhere else (no
+/// handler: nothing is attached yet, and one installed here would outlive the wait).
+fn wait_for_start(args: &Args) -> Result<(), crate::failure::Failure> {
+    match &args.start_at {
+        Some(start) => {
+            crate::start_at::wait(start, &std::sync::atomic::AtomicBool::new(false), "where")
+        }
+        None => Ok(()),
+    }
+}
+
 /// Every process given, each examined by a `gpu-tools where PID` of its own (a process holds one debugger
 /// client), one after the other (two attaches at once on a two-GPU host left one waiting 30 s for its driver's
 /// ATTACH_COMPLETE); their reports, then one summary line per process.
@@ -164,6 +188,13 @@ fn several(args: &Args) -> Outcome {
     if let Some(root) = args.pid_tree {
         crate::pid::check(root)?;
         pids.extend(crate::pid::cuda_processes(&crate::pid::tree(root)));
+    }
+    if let Some(selector) = &args.job {
+        pids.extend(
+            crate::job::select("where", selector)?
+                .into_iter()
+                .map(|m| m.pid),
+        );
     }
     let mut unique = std::collections::HashSet::new();
     pids.retain(|p| unique.insert(*p));
@@ -184,6 +215,7 @@ fn several(args: &Args) -> Outcome {
     for &p in &pids {
         crate::pid::check(p)?;
     }
+    wait_for_start(args)?;
     let exe = std::env::current_exe()
         .map_err(|e| crate::failure::Failure::new(1, format!("cannot find this program: {e}")))?;
     let started = Instant::now();

@@ -7,6 +7,7 @@ mod broken_pipe;
 mod cli;
 mod coredump;
 mod freeze;
+mod job;
 mod no_driver;
 mod outputs;
 mod profile;

@@ -208,11 +208,13 @@ pub(super) unsafe extern "C" fn subscribe(
         {
             return code;
         }
-        if crate::session::step_aside_subscriber() {
+        let hooks = super::session_hooks();
+        if hooks.is_some_and(|h| (h.step_aside_subscriber)()) {
             // SAFETY: as above.
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
         } else {
-            crate::session::notice_running(
+            let notice = hooks.map_or(drop_notice as fn(String), |h| h.notice);
+            notice(
                 "the program's own profiler asked for CUPTI's callback subscriber, which the range profiler holds \
                  and this CUPTI gives to one: it got none, and records no CUDA activity (`gpu-tools trace` gives \
                  it up instead)"
@@ -240,4 +242,10 @@ pub(super) unsafe extern "C" fn register_timestamp(
             (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
+}
+
+/// Where a notice goes before the session gave its hooks (never, in practice: the session gives them before it
+/// shares CUPTI).
+fn drop_notice(text: String) {
+    log::info!("{text}");
 }

@@ -43,7 +43,7 @@ mod probe;
 pub use handover::dispatch;
 
 use std::ffi::{CString, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -143,8 +143,6 @@ struct Mux {
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
 /// The program receives some kind: batches are walked for it.
 static DISPATCHING: AtomicBool = AtomicBool::new(false);
-/// Kinds enabled for the program alone, which the trace's writer leaves out.
-static FOREIGN: AtomicU64 = AtomicU64::new(0);
 
 fn lock() -> MutexGuard<'static, Option<Mux>> {
     MUX.lock().unwrap_or_else(|p| p.into_inner())
@@ -156,7 +154,7 @@ fn with_mux<T>(f: impl FnOnce(&mut Mux) -> T) -> Option<T> {
     let mux = guard.as_mut()?;
     let out = f(mux);
     DISPATCHING.store(mux.program.receives() != 0, Ordering::Release);
-    FOREIGN.store(mux.program.only_program, Ordering::Release);
+    crate::foreign_kinds::set(mux.program.only_program);
     Some(out)
 }
 
@@ -164,9 +162,27 @@ fn bit(kind: u32) -> u64 {
     1u64.checked_shl(kind).unwrap_or(0)
 }
 
-/// Kinds the trace's writer leaves out: enabled for the program alone.
-pub fn foreign_kinds() -> u64 {
-    FOREIGN.load(Ordering::Acquire)
+/// What the sharing asks of the tracing session, given by it before [`install`]: `coexist` runs inside CUPTI calls
+/// of the program and must not depend on the session's module (which owns it).
+#[derive(Debug, Clone, Copy)]
+pub struct SessionHooks {
+    /// Gives CUPTI's callback subscriber up to the program's profiler: true when the session held it and could
+    /// do without it.
+    pub step_aside_subscriber: fn() -> bool,
+    /// Sends a notice into the running session's stream.
+    pub notice: fn(String),
+}
+
+static SESSION_HOOKS: std::sync::OnceLock<SessionHooks> = std::sync::OnceLock::new();
+
+/// Gives the sharing the session's hooks (the first call counts: the session's functions are the same each time).
+pub fn set_session_hooks(hooks: SessionHooks) {
+    let _ = SESSION_HOOKS.set(hooks);
+}
+
+/// The session's hooks, once given.
+fn session_hooks() -> Option<&'static SessionHooks> {
+    SESSION_HOOKS.get()
 }
 
 /// The CUPTI functions redirected, with their hooks.
@@ -411,7 +427,7 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     }
     let receiving = program.receives() != 0;
     DISPATCHING.store(receiving, Ordering::Release);
-    FOREIGN.store(program.only_program, Ordering::Release);
+    crate::foreign_kinds::set(program.only_program);
     *guard = Some(Mux {
         session_kinds: session_kinds.bits(),
         program,
@@ -452,7 +468,7 @@ pub fn uninstall(exiting: bool) -> Option<Uninstalled> {
         let mut guard = lock();
         let mux = guard.take()?;
         DISPATCHING.store(false, Ordering::Release);
-        FOREIGN.store(0, Ordering::Release);
+        crate::foreign_kinds::set(0);
         mux
     };
     imports::restore(mux.redirects);

@@ -147,7 +147,7 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
         ..Program::default()
     });
     assert_eq!(
-        foreign_kinds(),
+        crate::foreign_kinds::get(),
         bit(runtime),
         "the writer leaves its kind out"
     );
@@ -174,7 +174,7 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
     assert_eq!(state.handed.records, 4);
     assert_eq!(state.handed.buffers, handed.len() as u64);
     assert_eq!(state.handed.lost, 0);
-    assert_eq!(foreign_kinds(), 0);
+    assert_eq!(crate::foreign_kinds::get(), 0);
 }
 
 #[test]

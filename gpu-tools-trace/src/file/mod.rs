@@ -147,7 +147,19 @@ mod chunk {
 }
 
 /// The name of an output file from a template: `%h` becomes the host name, `%p` the process id, `%%` a `%`.
+/// `%r` (the rank, [`expand_output_name_with_rank`]) is kept as it is, as any other `%` sequence.
 pub fn expand_output_name(template: &str, host: &str, pid: u32) -> String {
+    expand_output_name_with_rank(template, host, pid, None)
+}
+
+/// [`expand_output_name`], and `%r` becomes `rank` (the rank of the traced process, as its launcher numbered it;
+/// several, as the caller writes them); kept as `%r` where `rank` is `None`.
+pub fn expand_output_name_with_rank(
+    template: &str,
+    host: &str,
+    pid: u32,
+    rank: Option<&str>,
+) -> String {
     let mut out = String::with_capacity(template.len() + 16);
     let mut chars = template.chars();
     while let Some(c) = chars.next() {
@@ -158,6 +170,7 @@ pub fn expand_output_name(template: &str, host: &str, pid: u32) -> String {
         match chars.next() {
             Some('h') => out.push_str(host),
             Some('p') => out.push_str(&pid.to_string()),
+            Some('r') if rank.is_some() => out.push_str(rank.unwrap_or_default()),
             Some('%') => out.push('%'),
             Some(other) => {
                 out.push('%');

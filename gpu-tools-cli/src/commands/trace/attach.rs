@@ -32,19 +32,6 @@ use gpu_tools::trace::collect::{AcceptOptions, Controls, accept_streams};
 /// `--drain-timeout-ms` says otherwise).
 const DRAIN: Duration = Duration::from_secs(10);
 
-/// What `gpu_tools_inject_attach` returned, in words.
-fn entry_status(code: i32) -> String {
-    match code {
-        1 => "it is already traced by gpu-tools (started under `gpu-tools trace`, or another `trace --pid` is \
-              attached)"
-            .into(),
-        2 => "the injection library refused its settings".into(),
-        3 => "the injection library could not start its thread".into(),
-        4 => "the injection library failed (a panic was caught)".into(),
-        other => format!("the injection library's entry point returned {other}"),
-    }
-}
-
 /// The processes to attach to: those given, or the CUDA processes of a tree.
 pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
     let mut pids: Vec<u32> = cli.pid.clone();
@@ -178,7 +165,7 @@ pub fn run(
             .require_library("libcuda.so")
             .run();
         match done {
-            Ok(d) if d.entry_result == 0 => {
+            Ok(d) if d.entry_result == env::AttachStatus::Started.code() => {
                 log::info!(
                     "attached to process {pid} in {:.0} ms (thread {}, {} looks{})",
                     started.elapsed().as_secs_f64() * 1e3,
@@ -199,7 +186,7 @@ pub fn run(
             }
             Ok(d) => failures.push(format!(
                 "process {pid}: not traced: {}",
-                entry_status(d.entry_result)
+                env::attach_status_meaning(d.entry_result)
             )),
             Err(e) => failures.push(describe(pid, &e)),
         }

@@ -45,7 +45,9 @@ pub struct Args {
     pub chrome_trace: Option<PathBuf>,
 
     /// cupti, rocm: also save the trace to FILE in the crate's compact trace format, streamed as records arrive
-    /// (`%h` becomes the host name, `%p` the tracer's process id); read it later with `gpu-tools stats` and
+    /// (`%h` becomes the host name, `%p` the tracer's process id, `%r` the rank: RANK, OMPI_COMM_WORLD_RANK,
+    /// PMI_RANK or SLURM_PROCID of the traced processes, `0-3` for several in a row, else of this process; `%%` a
+    /// `%`); read it later with `gpu-tools stats` and
     /// `gpu-tools export`. Written whole when the run ends (also when the program fails); `-` is standard output
     /// (the listing and summary, and the program's own standard output, then go to stderr).
     #[arg(long, short = 'o', value_name = "FILE")]
@@ -204,14 +206,29 @@ pub struct Args {
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pub pid_tree: Option<u32>,
 
-    /// With --pid or --pid-tree: stop after this many seconds (default: at Ctrl-C, SIGTERM, or when every
+    /// Trace the processes of a job on this host that use CUDA (the CUDA driver mapped, or an NVIDIA device
+    /// open); the job's other processes (launchers) are named as skipped. SELECTOR: `slurm:JOBID` (SLURM_JOB_ID in
+    /// the environment, or the job's cgroup), `torchrun:RUN_ID` (TORCHELASTIC_RUN_ID), `k8s:POD_UID` (the pod's
+    /// cgroup), `cmd:REGEX` (the command line). Run it on every host of the job through the job's launcher:
+    /// `srun --jobid=J --overlap --nodes=N --ntasks-per-node=1 gpu-tools trace --job slurm:J --start-at +5
+    /// --duration 3 -o run-%h.gputrace`. No process of the job here: exit 1.
+    #[arg(long, value_name = "SELECTOR", conflicts_with = "program")]
+    pub job: Option<crate::job::Selector>,
+
+    /// With --pid, --pid-tree or --job: start the window at this wall-clock instant, the same on every host:
+    /// RFC 3339 (`2025-06-01T12:00:05Z`, `...+02:00`) or `+SECONDS` from now. The processes are selected at
+    /// once, attached at that instant, and --duration counts from there. A time in the past is refused (exit 2).
+    #[arg(long, value_name = "TIME", value_parser = crate::start_at::parse_now)]
+    pub start_at: Option<crate::start_at::StartAt>,
+
+    /// With --pid, --pid-tree or --job: stop after this many seconds (default: at Ctrl-C, SIGTERM, or when every
     /// traced process has ended).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
 
-    /// The program and its arguments (not with --attach, --pid or --pid-tree).
+    /// The program and its arguments (not with --attach, --pid, --pid-tree or --job).
     #[arg(
-        required_unless_present_any = ["attach", "pid", "pid_tree"],
+        required_unless_present_any = ["attach", "pid", "pid_tree", "job"],
         trailing_var_arg = true,
         value_name = "PROGRAM ARGS"
     )]
@@ -350,9 +367,9 @@ impl Args {
                 .any(|k| COPY_KINDS.contains(k))
     }
 
-    /// Whether running processes are traced (`--pid`, `--pid-tree`) rather than a program started.
+    /// Whether running processes are traced (`--pid`, `--pid-tree`, `--job`) rather than a program started.
     pub fn attaches_by_pid(&self) -> bool {
-        !self.pid.is_empty() || self.pid_tree.is_some()
+        !self.pid.is_empty() || self.pid_tree.is_some() || self.job.is_some()
     }
 
     /// An option of the other backend, if one was given (a usage error).
@@ -360,9 +377,11 @@ impl Args {
         use Backend::{Cupti, Debugger, Rocm};
         // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
         // size and the socket; the record stream's options apply where there is one).
-        let attaching = !self.pid.is_empty() || self.pid_tree.is_some();
-        let options: [(bool, &'static str, &[Backend]); 21] = [
+        let attaching = self.attaches_by_pid();
+        let options: [(bool, &'static str, &[Backend]); 23] = [
             (self.pid_tree.is_some(), "--pid-tree", &[Cupti]),
+            (self.job.is_some(), "--job", &[Cupti]),
+            (self.start_at.is_some(), "--start-at", &[Cupti]),
             (
                 self.duration.is_some() && attaching,
                 "--duration",

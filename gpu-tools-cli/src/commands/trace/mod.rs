@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use clap::error::ErrorKind;
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
-use gpu_tools::trace::file::{TraceFileWriter, expand_output_name};
+use gpu_tools::trace::file::{TraceFileWriter, expand_output_name_with_rank};
 use gpu_tools::trace::{KernelRecord, ProcessStart, Record};
 
 use cli::Backend;
@@ -76,6 +76,50 @@ fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// The rank for `%r` in `-o`: of the traced processes where attaching (their environment; several as `0-3` when
+/// they follow one another, else `0,2,5`), else of this process (a launched program inherits it); where those
+/// have none, this process's (`srun ... gpu-tools trace --job`: the step's task number). `None` where none is
+/// known.
+fn ranks_for_name(targets: &[u32], attaching: bool) -> Option<String> {
+    let mut ranks: Vec<u32> = if attaching {
+        targets
+            .iter()
+            .filter_map(|&pid| {
+                let env = gpu_tools::linux::procfs::Process::new(pid)
+                    .environment()
+                    .ok();
+                crate::job::rank_in(env.as_deref())
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if ranks.is_empty() {
+        ranks.extend(gpu_tools::trace::ProcessInfo::current().rank());
+    }
+    ranks.sort_unstable();
+    ranks.dedup();
+    rank_text(&ranks)
+}
+
+/// Ranks as a file name part: `3`, `0-3` for a run, `0,2,5` otherwise; `None` for none.
+fn rank_text(ranks: &[u32]) -> Option<String> {
+    let (&first, &last) = (ranks.first()?, ranks.last()?);
+    if ranks.len() == 1 {
+        return Some(first.to_string());
+    }
+    if ranks.windows(2).all(|w| w[1] == w[0] + 1) {
+        return Some(format!("{first}-{last}"));
+    }
+    Some(
+        ranks
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 /// The debugger backend's processes and timed launches as records of a timeline (it has no record stream).
@@ -288,7 +332,13 @@ pub fn run(mut args: Args) -> Outcome {
     if args.duration.is_some() && !args.attaches_by_pid() && args.attach.is_none() {
         return Err(usage(
             ErrorKind::MissingRequiredArgument,
-            "--duration applies only with --pid or --pid-tree",
+            "--duration applies only with --pid, --pid-tree or --job",
+        ));
+    }
+    if args.start_at.is_some() && !args.attaches_by_pid() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--start-at applies only with --pid, --pid-tree or --job",
         ));
     }
     if args.counter_interval.is_some() && args.counters.is_none() {
@@ -338,7 +388,16 @@ pub fn run(mut args: Args) -> Outcome {
         args.attach = args.pid.pop();
     }
     let targets = if backend == Backend::Cupti && args.attaches_by_pid() {
-        attach::targets(&args)?
+        let mut targets = attach::targets(&args)?;
+        // The job's CUDA processes on this host, after those named by pid (exit 1 when there is none).
+        if let Some(selector) = &args.job {
+            for member in crate::job::select("trace", selector)? {
+                if !targets.contains(&member.pid) {
+                    targets.push(member.pid);
+                }
+            }
+        }
+        targets
     } else {
         Vec::new()
     };
@@ -398,7 +457,27 @@ pub fn run(mut args: Args) -> Outcome {
         .output
         .as_deref()
         .map(|template| {
-            let path = expand_output_name(template, &host_name(), std::process::id());
+            let rank = ranks_for_name(&targets, args.attaches_by_pid());
+            let host = host_name();
+            let pid = std::process::id();
+            // `%r` is used where a rank changes the name (`%%r` is a `%` and an `r`).
+            let names_rank = expand_output_name_with_rank(template, &host, pid, None)
+                != expand_output_name_with_rank(template, &host, pid, Some("0"));
+            if names_rank && rank.is_none() {
+                return Err(usage(
+                    ErrorKind::ValueValidation,
+                    format!(
+                        "--output {template}: %r stands for the rank, and {} (RANK, OMPI_COMM_WORLD_RANK, \
+                         PMI_RANK, SLURM_PROCID) in its environment",
+                        if args.attaches_by_pid() {
+                            "no traced process has a rank variable"
+                        } else {
+                            "this process has no rank variable"
+                        }
+                    ),
+                ));
+            }
+            let path = expand_output_name_with_rank(template, &host, pid, rank.as_deref());
             OutputFile::create(Path::new(&path), "the trace file")
         })
         .transpose()?;
@@ -461,12 +540,39 @@ pub fn run(mut args: Args) -> Outcome {
                         gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
                     })
                 });
+                // Every host of the job starts its window at the same instant; a process that ended meanwhile is
+                // said and left out.
+                let mut live = targets.clone();
+                if let Some(start) = &args.start_at {
+                    crate::start_at::wait(start, &crate::interrupt::stop_flag(), "trace")?;
+                    live.retain(|&pid| {
+                        let running = gpu_tools::linux::procfs::Process::new(pid)
+                            .stat()
+                            .is_ok_and(|s| !s.has_ended());
+                        if !running {
+                            eprintln!(
+                                "gpu-tools trace: process {pid} ended before --start-at {}: not traced",
+                                start.given
+                            );
+                        }
+                        running
+                    });
+                    if live.is_empty() {
+                        return Err(Failure::new(
+                            1,
+                            format!(
+                                "every process selected ended before --start-at {}: nothing was attached",
+                                start.given
+                            ),
+                        ));
+                    }
+                }
                 attach::run(
                     &args,
                     &mut demangler,
                     lib,
                     &mut sinks,
-                    &targets,
+                    &live,
                     cupti.as_deref(),
                     opened,
                 )
@@ -581,4 +687,17 @@ pub fn run(mut args: Args) -> Outcome {
         return Ok(INCOMPLETE);
     }
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_name_a_file_as_one_a_run_or_a_list() {
+        assert_eq!(rank_text(&[]), None);
+        assert_eq!(rank_text(&[3]).as_deref(), Some("3"));
+        assert_eq!(rank_text(&[0, 1, 2, 3]).as_deref(), Some("0-3"));
+        assert_eq!(rank_text(&[0, 2, 5]).as_deref(), Some("0,2,5"));
+    }
 }

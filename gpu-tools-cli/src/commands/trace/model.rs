@@ -1,6 +1,6 @@
 //! What both backends produce: one trace model, from which the listing, the summary and the Chrome trace are made.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// A kernel launch as a backend saw it.
@@ -159,6 +159,38 @@ impl Trace {
         map
     }
 
+    /// Per process, its kernel launches (runtime or driver calls that launch one kernel) and how many of them have
+    /// no kernel record of their correlation id: `(pid, launches, without)`, for processes with launch records.
+    /// Kernels of CUDA graphs carry their graph launch's id, and a launch into a stream that is being captured runs
+    /// nothing: neither is a kernel launch here, or has a record.
+    pub fn launches_without_kernels(&self) -> Vec<(u32, u64, u64)> {
+        let kernels: HashSet<(u32, u32)> = self
+            .kernels
+            .iter()
+            .filter_map(|k| Some((k.pid, k.correlation?)))
+            .collect();
+        let launches: HashSet<(u32, u32)> = self
+            .api
+            .iter()
+            .filter(|a| {
+                matches!(a.category, "cuda_runtime" | "cuda_driver") && launches_a_kernel(&a.name)
+            })
+            .map(|a| (a.pid, a.correlation))
+            .collect();
+        let mut per_pid: HashMap<u32, (u64, u64)> = HashMap::new();
+        for l in &launches {
+            let e = per_pid.entry(l.0).or_default();
+            e.0 += 1;
+            if !kernels.contains(l) {
+                e.1 += 1;
+            }
+        }
+        let mut out: Vec<(u32, u64, u64)> =
+            per_pid.into_iter().map(|(p, (n, w))| (p, n, w)).collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Earliest timestamp of the trace (0 when nothing is timed).
     pub fn origin(&self) -> u64 {
         let k = self.kernels.iter().filter_map(|k| k.start);
@@ -166,6 +198,42 @@ impl Trace {
         let a = self.api.iter().map(|a| a.start);
         k.chain(t).chain(a).min().unwrap_or(0)
     }
+}
+
+/// Whether an API function (as records name it, with or without its `_ptsz` or `_vNNNN` suffix) launches one
+/// kernel.
+pub fn launches_a_kernel(name: &str) -> bool {
+    const LAUNCHES: [&str; 6] = [
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+    ];
+    let base = name.strip_suffix("_ptsz").unwrap_or(name);
+    let base = match base.rsplit_once("_v") {
+        Some((b, v)) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => b,
+        _ => base,
+    };
+    let base = base.strip_suffix("_ptsz").unwrap_or(base);
+    LAUNCHES.contains(&base)
+}
+
+/// How many kernel launches without a kernel record a trace takes as its edges (a kernel still running when the
+/// trace stopped), before it says that records are missing: this many, or 1% of the launches.
+pub const LAUNCHES_WITHOUT_KERNELS_TOLERATED: u64 = 100;
+
+/// The warning for a process whose kernel launches lack their kernel records beyond the edges of the trace.
+pub fn missing_kernels_warning(pid: u32, launches: u64, without: u64) -> Option<String> {
+    if without <= LAUNCHES_WITHOUT_KERNELS_TOLERATED.max(launches / 100) {
+        return None;
+    }
+    Some(format!(
+        "process {pid}: {without} of its {launches} kernel launches have no kernel record: CUPTI did not record \
+         those kernels, or they were launched into a stream being captured into a CUDA graph (which runs \
+         nothing); the kernel reports are short by up to that many"
+    ))
 }
 
 /// Demangles C++ names once each, as torch.profiler prints them (`void at::native::...(...)`).
@@ -202,6 +270,85 @@ impl Demangler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_launch_calls_are_told_apart_from_others() {
+        for n in [
+            "cudaLaunchKernel",
+            "cudaLaunchKernel_v7000",
+            "cudaLaunchKernel_ptsz",
+            "cudaLaunchKernelExC_v11060",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx_ptsz",
+            "cudaLaunchCooperativeKernel",
+        ] {
+            assert!(launches_a_kernel(n), "{n}");
+        }
+        for n in [
+            "cudaLaunchHostFunc",
+            "cudaGraphLaunch",
+            "cuGraphLaunch",
+            "cudaMemsetAsync",
+            "cuLaunchKernel_vx",
+        ] {
+            assert!(!launches_a_kernel(n), "{n}");
+        }
+    }
+
+    fn api(pid: u32, name: &str, category: &'static str, correlation: u32) -> ApiCall {
+        ApiCall {
+            pid,
+            name: Arc::from(name),
+            category,
+            start: 0,
+            end: 0,
+            correlation,
+        }
+    }
+
+    fn kernel(pid: u32, correlation: u32) -> Kernel {
+        Kernel {
+            pid,
+            name: Arc::from("k"),
+            start: Some(0),
+            end: Some(1),
+            device: 0,
+            context: 1,
+            stream: Some(7),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            correlation: Some(correlation),
+            registers: None,
+            shared_memory: None,
+        }
+    }
+
+    #[test]
+    fn launches_without_their_kernel_record_are_counted_per_process() {
+        let mut t = Trace::default();
+        // Process 1: 300 launches (runtime call and its driver call share the id), 150 kernels recorded.
+        for c in 0..300 {
+            t.api.push(api(1, "cudaLaunchKernel", "cuda_runtime", c));
+            t.api.push(api(1, "cuLaunchKernel", "cuda_driver", c));
+            if c % 2 == 0 {
+                t.kernels.push(kernel(1, c));
+            }
+        }
+        // Process 2: every launch has its kernel; other calls are not launches.
+        for c in 0..50 {
+            t.api.push(api(2, "cuLaunchKernelEx", "cuda_driver", c));
+            t.api
+                .push(api(2, "cudaMemsetAsync", "cuda_runtime", 1000 + c));
+            t.kernels.push(kernel(2, c));
+        }
+        assert_eq!(t.launches_without_kernels(), [(1, 300, 150), (2, 50, 0)]);
+        let w = missing_kernels_warning(1, 300, 150).expect("150 of 300 is past the edges");
+        assert!(w.contains("150 of its 300 kernel launches"), "{w}");
+        assert_eq!(missing_kernels_warning(2, 50, 0), None);
+        // A few at the edges of a long trace are not a loss.
+        assert_eq!(missing_kernels_warning(3, 1_000_000, 5_000), None);
+        assert!(missing_kernels_warning(3, 1_000_000, 20_000).is_some());
+    }
 
     #[test]
     fn the_demangler_caches_and_can_be_turned_off() {

@@ -612,6 +612,11 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
             self.trace.processes.push(p);
         }
+        for (pid, launches, without) in self.trace.launches_without_kernels() {
+            if let Some(w) = super::model::missing_kernels_warning(pid, launches, without) {
+                self.trace.warnings.push(w);
+            }
+        }
         Ok(self.trace)
     }
 }
