@@ -2,6 +2,7 @@
 //! services through one tool registered in this process (`rocprofiler_sdk_double`), no record lost or delivered
 //! twice under load (`rocprofiler_sdk_loss`) and bad input (`rocprofiler_sdk_bad_input`). Registration is per
 //! process: each test of the last two runs in a process of its own (`gpu_tools_testing::own_process`).
+#![cfg(feature = "rocprofiler-sdk")]
 
 mod common;
 mod rocprofiler_sdk_bad_input;
