@@ -169,11 +169,19 @@ impl Trace {
             .iter()
             .filter_map(|k| Some((k.pid, k.correlation?)))
             .collect();
+        let captures = self.capture_spans();
+        let in_capture = |a: &ApiCall| {
+            captures
+                .get(&a.pid)
+                .is_some_and(|spans| spans.iter().any(|&(b, e)| b <= a.start && a.start <= e))
+        };
         let launches: HashSet<(u32, u32)> = self
             .api
             .iter()
             .filter(|a| {
-                matches!(a.category, "cuda_runtime" | "cuda_driver") && launches_a_kernel(&a.name)
+                matches!(a.category, "cuda_runtime" | "cuda_driver")
+                    && launches_a_kernel(&a.name)
+                    && !in_capture(a)
             })
             .map(|a| (a.pid, a.correlation))
             .collect();
@@ -189,6 +197,36 @@ impl Trace {
             per_pid.into_iter().map(|(p, (n, w))| (p, n, w)).collect();
         out.sort_unstable();
         out
+    }
+
+    /// Per process, the spans from each stream-capture begin call to the next end call after it: launches made then
+    /// may have gone into the capture (which runs nothing). Any thread's capture covers every thread of its process
+    /// here (the records carry no thread), so launches beside a capture are not judged either.
+    fn capture_spans(&self) -> HashMap<u32, Vec<(u64, u64)>> {
+        let is = |name: &str, what: &str| {
+            (name.starts_with("cudaStream") || name.starts_with("cuStream")) && name.contains(what)
+        };
+        let mut begins: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut ends: HashMap<u32, Vec<u64>> = HashMap::new();
+        for a in &self.api {
+            if is(&a.name, "BeginCapture") {
+                begins.entry(a.pid).or_default().push(a.start);
+            } else if is(&a.name, "EndCapture") {
+                ends.entry(a.pid).or_default().push(a.end);
+            }
+        }
+        let mut spans: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+        for (pid, mut b) in begins {
+            b.sort_unstable();
+            let mut e = ends.remove(&pid).unwrap_or_default();
+            e.sort_unstable();
+            for start in b {
+                // A capture whose end the trace did not see runs to the trace's end.
+                let end = e.iter().copied().find(|&t| t >= start).unwrap_or(u64::MAX);
+                spans.entry(pid).or_default().push((start, end));
+            }
+        }
+        spans
     }
 
     /// Earliest timestamp of the trace (0 when nothing is timed).
@@ -231,8 +269,8 @@ pub fn missing_kernels_warning(pid: u32, launches: u64, without: u64) -> Option<
     }
     Some(format!(
         "process {pid}: {without} of its {launches} kernel launches have no kernel record: CUPTI did not record \
-         those kernels, or they were launched into a stream being captured into a CUDA graph (which runs \
-         nothing); the kernel reports are short by up to that many"
+         those kernels (launches during a stream capture, which run nothing, are not counted; a capture begun \
+         before the trace would be); the kernel reports are short by up to that many"
     ))
 }
 
@@ -345,6 +383,24 @@ mod tests {
         let w = missing_kernels_warning(1, 300, 150).expect("150 of 300 is past the edges");
         assert!(w.contains("150 of its 300 kernel launches"), "{w}");
         assert_eq!(missing_kernels_warning(2, 50, 0), None);
+        // Launches inside a stream capture run nothing: they are not judged.
+        let mut c = Trace::default();
+        let mut begin = api(4, "cudaStreamBeginCapture_v10000", "cuda_runtime", 10_000);
+        begin.start = 100;
+        begin.end = 110;
+        let mut end = api(4, "cudaStreamEndCapture", "cuda_runtime", 10_001);
+        end.start = 5_000;
+        end.end = 5_010;
+        c.api.extend([begin, end]);
+        for i in 0..500u32 {
+            let mut l = api(4, "cudaLaunchKernel", "cuda_runtime", i);
+            l.start = 200 + u64::from(i);
+            c.api.push(l);
+        }
+        let mut after = api(4, "cudaLaunchKernel", "cuda_runtime", 9_000);
+        after.start = 6_000;
+        c.api.push(after);
+        assert_eq!(c.launches_without_kernels(), [(4, 1, 1)]);
         // A few at the edges of a long trace are not a loss.
         assert_eq!(missing_kernels_warning(3, 1_000_000, 5_000), None);
         assert!(missing_kernels_warning(3, 1_000_000, 20_000).is_some());
