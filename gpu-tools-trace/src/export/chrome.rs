@@ -61,6 +61,11 @@ impl<W: Write> ChromeWriter<W> {
     }
 }
 
+/// A place as the viewers read `sort_index`: a 32-bit integer (a value beyond taken as the nearest end).
+fn sort_index(sort: i64) -> i64 {
+    sort.clamp(i64::from(i32::MIN), i64::from(i32::MAX))
+}
+
 fn args_json(args: &[(&'static str, Arg)]) -> String {
     let mut s = String::from("{");
     for (i, (k, v)) in args.iter().enumerate() {
@@ -92,7 +97,8 @@ impl<W: Write> TimelineSink for ChromeWriter<W> {
             ))?;
             return self.event(&format!(
                 "{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"sort_index\":{}}}}}",
-                p.pid, track.sort
+                p.pid,
+                sort_index(track.sort)
             ));
         }
         let pid = track
@@ -107,7 +113,8 @@ impl<W: Write> TimelineSink for ChromeWriter<W> {
         ))?;
         self.event(&format!(
             "{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"sort_index\":{}}}}}",
-            track.id, track.sort
+            track.id,
+            sort_index(track.sort)
         ))
     }
 

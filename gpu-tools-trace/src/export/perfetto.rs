@@ -4,7 +4,8 @@
 //!
 //! Field numbers, from Perfetto's `protos/perfetto/trace/`: `Trace.packet` 1; `TracePacket`: `timestamp` 8,
 //! `trusted_packet_sequence_id` 10, `track_event` 11, `interned_data` 12, `sequence_flags` 13,
-//! `track_descriptor` 60; `TrackDescriptor`: `uuid` 1, `name` 2, `process` 3, `parent_uuid` 5, `counter` 8;
+//! `track_descriptor` 60; `TrackDescriptor`: `uuid` 1, `name` 2, `process` 3, `parent_uuid` 5, `counter` 8,
+//! `sibling_order_rank` 12 (int32), `process_ordering` 19 (PROCESS_ORDERING_EXPLICIT 1);
 //! `ProcessDescriptor`: `pid` 1, `process_name` 6; `CounterDescriptor`: `unit_name` 6; `TrackEvent`:
 //! `category_iids` 3, `debug_annotations` 4, `type` 9, `name_iid` 10, `track_uuid` 11, `double_counter_value` 44
 //! (double), `flow_ids` 47 (fixed64), `terminating_flow_ids` 48 (fixed64);
@@ -12,6 +13,11 @@
 //! `name` 10; `InternedData`: `event_categories` 1, `event_names` 2; `EventCategory` and `EventName`: `iid` 1,
 //! `name` 2. `TrackEvent.Type`: SLICE_BEGIN 1, SLICE_END 2, INSTANT 3, COUNTER 4. Sequence flags:
 //! INCREMENTAL_STATE_CLEARED 1, NEEDS_INCREMENTAL_STATE 2.
+//!
+//! The groups (process tracks) are ordered as the timeline orders them ([`Track::sort`], ranks by host then rank):
+//! Perfetto orders process groups by their own heuristics (most slices first) unless the root track descriptor
+//! (uuid 0, the first packet) sets `process_ordering` to explicit; then by each process track's
+//! `sibling_order_rank`, lowest first.
 //!
 //! Counter tracks are `TrackDescriptor`s with a `CounterDescriptor` (its unit in `unit_name`), under their
 //! device's group; their values are `TYPE_COUNTER` events with a `double_counter_value`.
@@ -40,6 +46,8 @@ mod field {
         pub const PROCESS: u32 = 3;
         pub const PARENT_UUID: u32 = 5;
         pub const COUNTER: u32 = 8;
+        pub const SIBLING_ORDER_RANK: u32 = 12;
+        pub const PROCESS_ORDERING: u32 = 19;
     }
     pub mod counter {
         pub const UNIT_NAME: u32 = 6;
@@ -79,6 +87,8 @@ const INSTANT: u64 = 3;
 const COUNTER: u64 = 4;
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+/// `TrackDescriptor.ProcessOrdering.PROCESS_ORDERING_EXPLICIT`.
+const PROCESS_ORDERING_EXPLICIT: u64 = 1;
 
 /// Protobuf wire types.
 const VARINT: u32 = 0;
@@ -122,6 +132,8 @@ pub struct PerfettoWriter<W: Write> {
     names: HashMap<String, u64>,
     categories: HashMap<&'static str, u64>,
     first: bool,
+    /// Whether the root track descriptor (explicit process order) was written.
+    root: bool,
     packet: Vec<u8>,
     packets: u64,
 }
@@ -134,6 +146,7 @@ impl<W: Write> PerfettoWriter<W> {
             names: HashMap::new(),
             categories: HashMap::new(),
             first: true,
+            root: false,
             packet: Vec::with_capacity(256),
             packets: 0,
         }
@@ -256,8 +269,32 @@ impl<W: Write> PerfettoWriter<W> {
     }
 }
 
+/// A place as the 32-bit `sibling_order_rank` (a value beyond taken as the nearest end), as protobuf writes an
+/// `int32`: a negative one sign-extended to 64 bits.
+fn order_rank(sort: i64) -> u64 {
+    let clamped = sort.clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+    clamped as u64
+}
+
+impl<W: Write> PerfettoWriter<W> {
+    /// The root track descriptor (uuid 0), before any other: process groups in the order of their ranks.
+    fn root(&mut self) -> io::Result<()> {
+        if self.root {
+            return Ok(());
+        }
+        self.root = true;
+        self.sequence(false);
+        put_message(&mut self.packet, field::packet::TRACK_DESCRIPTOR, |b| {
+            put_varint(b, field::track::UUID, 0);
+            put_varint(b, field::track::PROCESS_ORDERING, PROCESS_ORDERING_EXPLICIT);
+        });
+        self.emit()
+    }
+}
+
 impl<W: Write> TimelineSink for PerfettoWriter<W> {
     fn track(&mut self, track: &Track) -> io::Result<()> {
+        self.root()?;
         self.sequence(false);
         put_message(&mut self.packet, field::packet::TRACK_DESCRIPTOR, |b| {
             put_varint(b, field::track::UUID, track.id);
@@ -270,6 +307,7 @@ impl<W: Write> TimelineSink for PerfettoWriter<W> {
                     put_varint(d, field::process::PID, u64::from(p.pid));
                     put_bytes(d, field::process::NAME, p.name.as_bytes());
                 });
+                put_varint(b, field::track::SIBLING_ORDER_RANK, order_rank(track.sort));
             }
         });
         self.emit()
@@ -284,6 +322,7 @@ impl<W: Write> TimelineSink for PerfettoWriter<W> {
     }
 
     fn counter_track(&mut self, track: &CounterTrack) -> io::Result<()> {
+        self.root()?;
         self.sequence(false);
         put_message(&mut self.packet, field::packet::TRACK_DESCRIPTOR, |b| {
             put_varint(b, field::track::UUID, track.id);
@@ -327,5 +366,19 @@ mod tests {
         b.clear();
         put_varint(&mut b, 60, 1);
         assert_eq!(b, [0xe0, 0x03, 0x01]);
+    }
+
+    #[test]
+    fn order_ranks_are_int32_as_protobuf_writes_them() {
+        // -1 as int32: ten bytes, sign-extended.
+        let mut b = Vec::new();
+        varint(&mut b, order_rank(-1));
+        assert_eq!(
+            b,
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
+        assert_eq!(order_rank(-(1 << 40)) as i64, i64::from(i32::MIN));
+        assert_eq!(order_rank(1 << 40) as i64, i64::from(i32::MAX));
+        assert_eq!(order_rank(42), 42);
     }
 }

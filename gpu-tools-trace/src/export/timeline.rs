@@ -30,7 +30,10 @@ pub struct Track {
     pub name: String,
     /// For a group: the process it stands for. A GPU group has a pseudo process number above every real pid.
     pub process: Option<TrackProcess>,
-    /// Place among its siblings.
+    /// Place among its siblings; for a group, among the groups (lowest first). The groups of ranks lie in
+    /// `i32::MIN..0` (host, then rank, each rank's GPUs after it), other groups above, by process number: formats
+    /// that take a 32-bit place (Perfetto's `sibling_order_rank`, Chrome's `process_sort_index`) take a value
+    /// beyond it as the nearest end.
     pub sort: i64,
 }
 
@@ -151,8 +154,12 @@ struct Lanes {
 const MAX_LANES: usize = 32;
 /// Most characters of a command line in a process group's name.
 const MAX_COMMAND: usize = 120;
-/// Where the groups of ranks sort: before every process numbered by its pid.
-const RANK_SORT: i64 = -(1 << 40);
+/// Where the groups of ranks sort: before every process numbered by its pid, from the lowest 32-bit place up.
+const RANK_SORT: i64 = i32::MIN as i64;
+/// Places of one rank's groups: its process, then its GPUs.
+const RANK_SLOTS: i64 = 64;
+/// Most rank places: `RANK_SORT + RANK_PLACES * RANK_SLOTS` is 0.
+const RANK_PLACES: i64 = 1 << 25;
 /// Most open NVTX ranges and pending marker data kept per stream.
 const MAX_OPEN: usize = 1 << 16;
 
@@ -163,6 +170,8 @@ struct StreamState {
     thread_ids: ThreadIds,
     command: String,
     info: Option<ProcessInfo>,
+    /// Its place among the ranks ([`Timeline::rank_place`]), once its first group is made.
+    place: Option<i64>,
     process_track: Option<u64>,
     rows: HashMap<Key, Lanes>,
     groups: HashMap<Key, u64>,
@@ -239,6 +248,10 @@ pub struct Timeline<S: TimelineSink> {
     versions: HashMap<u32, u16>,
     /// The counter tracks of each device of each counter stream: (file, stream, device).
     counters: HashMap<(u32, u32, u32), counters::DeviceTracks>,
+    /// The place of each (host, rank) given to [`Timeline::order_ranks`].
+    rank_order: HashMap<(String, u32), i64>,
+    /// Hosts in the order met, for ranks not given to [`Timeline::order_ranks`].
+    hosts_met: Vec<String>,
 }
 
 impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
@@ -255,6 +268,40 @@ fn issues_work(name: &str) -> bool {
     ["Launch", "Memcpy", "Memset", "memcpy", "memset"]
         .iter()
         .any(|w| name.contains(w))
+}
+
+/// Host names in the order an operator reads them: as text, but a run of digits as its number (`h2` before `h10`,
+/// `node-9` before `node-10`); equal numbers with more leading zeros first, then as text.
+fn natural_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
+                let n = x.iter().take_while(|c| c.is_ascii_digit()).count();
+                let m = y.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (p, q) = (&x[..n], &y[..m]);
+                let strip = |s: &[u8]| -> usize { s.iter().take_while(|&&c| c == b'0').count() };
+                let (p0, q0) = (&p[strip(p)..], &q[strip(q)..]);
+                let by_value = p0.len().cmp(&q0.len()).then_with(|| p0.cmp(q0));
+                if by_value != Ordering::Equal {
+                    return by_value;
+                }
+                x = &x[n..];
+                y = &y[m..];
+            }
+            (Some(c), Some(d)) => {
+                if c != d {
+                    return c.cmp(d);
+                }
+                x = &x[1..];
+                y = &y[1..];
+            }
+        }
+    }
 }
 
 /// Notes that the flow of `correlation` was drawn (a bounded set: forgotten wholesale when full).
@@ -291,7 +338,57 @@ impl<S: TimelineSink> Timeline<S> {
             records: HashMap::new(),
             versions: HashMap::new(),
             counters: HashMap::new(),
+            rank_order: HashMap::new(),
+            hosts_met: Vec::new(),
         }
+    }
+
+    /// Orders the groups of ranks by host, then rank: `ranks` are the (host, rank) pairs of the processes about to
+    /// be read, from a first reading of the same files ([`Job::process_ranks`](crate::report::Job::process_ranks)).
+    /// Hosts sort by name, the numbers in a name as numbers (`h2` before `h10`). Without it, and for a rank not
+    /// given, ranks sort by host in the order the hosts are met, then by rank.
+    pub fn order_ranks(&mut self, ranks: impl IntoIterator<Item = (String, u32)>) {
+        let mut ranks: Vec<(String, u32)> = ranks.into_iter().collect();
+        ranks.sort_by(|a, b| natural_order(&a.0, &b.0).then(a.1.cmp(&b.1)));
+        ranks.dedup();
+        self.rank_order = ranks
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (r, i64::try_from(i).unwrap_or(i64::MAX)))
+            .collect();
+    }
+
+    /// The place of a rank among the ranks' groups: as [`order_ranks`](Self::order_ranks) gave it, else after those
+    /// given, by the host's order met (up to 512), then rank (up to 65,535).
+    fn rank_place(&mut self, host: &str, rank: u32) -> i64 {
+        if let Some(&place) = self.rank_order.get(&(host.to_string(), rank)) {
+            return place.min(RANK_PLACES - 1);
+        }
+        let h = match self.hosts_met.iter().position(|m| m == host) {
+            Some(h) => h,
+            None => {
+                self.hosts_met.push(host.to_string());
+                self.hosts_met.len() - 1
+            }
+        };
+        let met =
+            (i64::try_from(h).unwrap_or(i64::MAX).min(511) << 16) | i64::from(rank.min(65_535));
+        let given = i64::try_from(self.rank_order.len()).unwrap_or(i64::MAX);
+        given.saturating_add(met).min(RANK_PLACES - 1)
+    }
+
+    /// The place of stream `key`'s rank, where it has one (kept, so that its process and GPU groups agree).
+    fn stream_place(&mut self, key: (u32, u32)) -> Option<i64> {
+        let s = self.streams.get(&key)?;
+        if let Some(place) = s.place {
+            return Some(place);
+        }
+        let info = s.info.as_ref()?;
+        let rank = info.rank()?;
+        let host = info.host.clone();
+        let place = self.rank_place(&host, rank);
+        self.streams.entry(key).or_default().place = Some(place);
+        Some(place)
     }
 
     /// Moves the streams of a host (and boot) by `ns` beyond what their clock anchors say, before they are read:
@@ -376,6 +473,7 @@ impl<S: TimelineSink> Timeline<S> {
             return Ok(t);
         }
         let id = self.new_track();
+        let place = self.stream_place(key);
         let s = self.streams.entry(key).or_default();
         s.process_track = Some(id);
         let pid = s.pid | (key.0 << 22);
@@ -404,9 +502,10 @@ impl<S: TimelineSink> Timeline<S> {
             }
             name.push(']');
         }
-        // Ranks first, in rank order, each followed by its GPUs ([`Self::group_track`]); other processes by pid.
-        let sort = match s.info.as_ref().and_then(ProcessInfo::rank) {
-            Some(rank) => RANK_SORT + i64::from(rank) * 64,
+        // Ranks first, by host then rank, each followed by its GPUs ([`Self::group_track`]); other processes by
+        // pid.
+        let sort = match place {
+            Some(place) => RANK_SORT + place * RANK_SLOTS,
             None => i64::from(pid),
         };
         self.sink.track(&Track {
@@ -432,11 +531,12 @@ impl<S: TimelineSink> Timeline<S> {
         // GPU groups sort after every process; their pseudo process numbers lie above any real pid. A rank's sort
         // right after its process group, named with its host and rank.
         let pseudo = (1 << 30) | (key.0 << 22) | ((pid & 0xffff) << 6) | (device & 0x3f);
+        let place = self.stream_place(key);
         let info = self.streams.get(&key).and_then(|s| s.info.as_ref());
-        let (name, sort) = match info.and_then(|i| Some((i, i.rank()?))) {
-            Some((i, rank)) => (
+        let (name, sort) = match info.and_then(|i| Some((i, i.rank()?, place?))) {
+            Some((i, rank, place)) => (
                 format!("GPU {device} ({} rank {rank}, pid {pid})", i.host),
-                RANK_SORT + i64::from(rank) * 64 + 1 + i64::from(device & 0x3f).min(62),
+                RANK_SORT + place * RANK_SLOTS + 1 + i64::from(device & 0x3f).min(RANK_SLOTS - 2),
             ),
             None => (format!("GPU {device} (pid {pid})"), i64::from(pseudo)),
         };
@@ -990,6 +1090,20 @@ mod tests {
         .unwrap();
         assert_eq!(t.sink.slices, 1);
         assert_eq!(t.streams[&(0, 0)].held, 0);
+    }
+
+    #[test]
+    fn host_names_sort_with_their_numbers_as_numbers() {
+        let mut hosts = vec![
+            "h10", "h2", "node-10", "node-9", "h02", "h1a", "h1", "gpu", "h",
+        ];
+        hosts.sort_by(|a, b| natural_order(a, b));
+        assert_eq!(
+            hosts,
+            [
+                "gpu", "h", "h1", "h1a", "h02", "h2", "h10", "node-9", "node-10"
+            ]
+        );
     }
 
     #[test]

@@ -437,3 +437,92 @@ fn the_export_has_a_group_per_host_and_rank_on_the_collectives_clock() {
             .contains(&"GPU 0 (h2 rank 5, pid 1005)".to_string())
     );
 }
+
+/// A stream of `host` whose process has rank `rank` (its `RANK`), with one launch.
+fn ranked_stream(pid: u32, host: &str, rank: u32) -> Vec<u8> {
+    use gpu_tools_trace::{Encoder, ProcessInfo, Record, StreamHeader, TimestampClock};
+    let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
+    e.push(&Record::ProcessInfo(ProcessInfo {
+        host: host.into(),
+        boot_id: format!("boot-{host}"),
+        labels: vec![("RANK".into(), rank.to_string())],
+    }));
+    // A call (its host thread's track is in the process's group) and the kernel it launched (its GPU's group).
+    e.push(&gpu_tools_testing::records::api(
+        "cudaLaunchKernel",
+        900,
+        950,
+        1,
+        1,
+    ));
+    e.push(&kernel("k", 1_000, 2_000, 1));
+    e.bytes().to_vec()
+}
+
+/// Group names by their places.
+#[derive(Default)]
+struct Places(Vec<(i64, String)>);
+
+impl TimelineSink for Places {
+    fn track(&mut self, track: &Track) -> io::Result<()> {
+        if let Some(p) = &track.process {
+            self.0.push((track.sort, p.name.clone()));
+        }
+        Ok(())
+    }
+    fn slice(&mut self, _: &Slice<'_>) -> io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn group_order(files: &[Vec<u8>], ordered: bool) -> Vec<String> {
+    let mut timeline = Timeline::new(Places::default());
+    if ordered {
+        timeline.order_ranks(job(files).process_ranks());
+    }
+    for (i, f) in files.iter().enumerate() {
+        assert!(timeline.read(i as u32, &f[..]).expect("sink").is_empty());
+    }
+    let mut places = timeline.finish().expect("sink").0;
+    places.sort();
+    places.retain(|(_, n)| !n.starts_with("GPU"));
+    assert!(
+        places
+            .iter()
+            .all(|(p, _)| *p < 0 && *p >= i64::from(i32::MIN))
+    );
+    places.into_iter().map(|(_, n)| n).collect()
+}
+
+#[test]
+fn the_export_orders_ranks_by_host_then_rank_numbers_in_names_as_numbers() {
+    // Ranks dealt round-robin over the hosts (rank 0 on h10, rank 1 on h2, ...), the files in no order.
+    let files = [
+        ranked_stream(10, "h10", 0),
+        ranked_stream(21, "h2", 3),
+        ranked_stream(11, "h10", 2),
+        ranked_stream(20, "h2", 1),
+    ];
+    assert_eq!(
+        group_order(&files, true),
+        [
+            "h2 rank 1: process 20",
+            "h2 rank 3: process 21",
+            "h10 rank 0: process 10",
+            "h10 rank 2: process 11"
+        ]
+    );
+    // Without a first reading (standard input): hosts in the order met, then rank.
+    assert_eq!(
+        group_order(&files, false),
+        [
+            "h10 rank 0: process 10",
+            "h10 rank 2: process 11",
+            "h2 rank 1: process 20",
+            "h2 rank 3: process 21"
+        ]
+    );
+}

@@ -23,8 +23,9 @@
 //! **Ranks.** A rank is a traced process that ran device work (a launcher that ran none is no rank). Its number is
 //! the process's `RANK` (or `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `SLURM_PROCID`) where every rank has one, else the
 //! order of the files and streams given; the report says which. A rank traced twice (two streams of one rank
-//! number) is refused ([`Job::check`]); ranks below `WORLD_SIZE` (or the largest rank) without a trace are named as
-//! missing.
+//! number) is refused ([`Job::check`]); ranks below the job's size (`WORLD_SIZE`, or `OMPI_COMM_WORLD_SIZE`,
+//! `PMI_SIZE`, `SLURM_NTASKS` beside the launcher's rank variable; else the largest rank) without a trace are named
+//! as missing ([`Job::gaps`]).
 //!
 //! **Steps.** From an NVTX range that repeats on every rank (one whose name holds `step` or `iter`, else the
 //! repeating range that covers the most time), else from the repeating pattern of collectives: the smallest period
@@ -256,8 +257,8 @@ struct Prepared<'a> {
     from_labels: bool,
     /// Streams without a rank variable where others have one.
     unlabelled: usize,
-    /// `WORLD_SIZE`, where the processes say.
-    world: Option<u32>,
+    /// The job's size, where the processes say (`WORLD_SIZE` or another launcher's), with its variable.
+    world: Option<(&'static str, u32)>,
 }
 
 impl Job {
@@ -388,6 +389,18 @@ impl Job {
             .collect()
     }
 
+    /// The (host, rank) of every process read that has a rank variable, in stream order: what
+    /// [`Timeline::order_ranks`](crate::export::Timeline::order_ranks) orders the groups of an export by.
+    pub fn process_ranks(&self) -> Vec<(String, u32)> {
+        self.streams
+            .values()
+            .filter_map(|s| {
+                let info = s.info.as_ref()?;
+                Some((info.host.clone(), info.rank()?))
+            })
+            .collect()
+    }
+
     /// Refuses a rank traced twice (two streams of one rank number, in one file or two).
     pub fn check(&self) -> Result<(), DuplicateRank> {
         let mut seen: HashMap<u32, (StreamKey, u32, String)> = HashMap::new();
@@ -453,8 +466,8 @@ impl Job {
         }
         let world = streams
             .iter()
-            .filter_map(|(_, s)| s.info.as_ref()?.label("WORLD_SIZE")?.trim().parse().ok())
-            .max();
+            .filter_map(|(_, s)| s.info.as_ref()?.world_size_variable())
+            .max_by_key(|w| w.1);
         Prepared {
             ranks,
             hosts,
