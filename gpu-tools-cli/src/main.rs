@@ -14,6 +14,7 @@ mod gpu_memory;
 mod inject_lib;
 mod interrupt;
 mod job;
+mod job_files;
 mod output;
 mod pid;
 mod progress;

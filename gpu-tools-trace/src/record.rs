@@ -922,7 +922,7 @@ pub struct ProcessInfo {
 }
 
 /// The environment variables launchers set to number the processes of a job, read into [`ProcessInfo::labels`].
-pub const RANK_VARIABLES: [&str; 8] = [
+pub const RANK_VARIABLES: [&str; 11] = [
     "RANK",
     "LOCAL_RANK",
     "WORLD_SIZE",
@@ -931,6 +931,19 @@ pub const RANK_VARIABLES: [&str; 8] = [
     "PMI_RANK",
     "SLURM_PROCID",
     "SLURM_LOCALID",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_NTASKS",
+];
+
+/// Each launcher's rank variable and the size of the world it numbers: a rank from `SLURM_PROCID` counts among
+/// `SLURM_NTASKS` (under torchrun in a one-task-per-node step, `SLURM_NTASKS` is the nodes, `WORLD_SIZE` the
+/// ranks).
+const RANK_AND_SIZE: [(&str, &str); 4] = [
+    ("RANK", "WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ("PMI_RANK", "PMI_SIZE"),
+    ("SLURM_PROCID", "SLURM_NTASKS"),
 ];
 
 impl ProcessInfo {
@@ -962,10 +975,25 @@ impl ProcessInfo {
     /// The process's rank as its launcher numbered it: `RANK`, else `OMPI_COMM_WORLD_RANK`, `PMI_RANK`,
     /// `SLURM_PROCID`.
     pub fn rank(&self) -> Option<u32> {
-        ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"]
+        RANK_AND_SIZE
             .iter()
-            .find_map(|k| self.label(k))
+            .find_map(|(k, _)| self.label(k))
             .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The number of ranks of the job, as the launcher that gave [`rank`](Self::rank) says: `WORLD_SIZE` beside
+    /// `RANK`, `OMPI_COMM_WORLD_SIZE`, `PMI_SIZE`, `SLURM_NTASKS` beside the others; `None` where that variable
+    /// was not recorded (a trace written before it was) or is not a number.
+    pub fn world_size(&self) -> Option<u32> {
+        self.world_size_variable().map(|(_, n)| n)
+    }
+
+    /// [`world_size`](Self::world_size) with the variable that gave it.
+    pub fn world_size_variable(&self) -> Option<(&'static str, u32)> {
+        let (_, size) = RANK_AND_SIZE
+            .iter()
+            .find(|(k, _)| self.label(k).is_some())?;
+        Some((size, self.label(size)?.trim().parse().ok()?))
     }
 
     /// The value of one label.
@@ -1003,4 +1031,41 @@ pub fn host_name() -> String {
 #[cfg(feature = "serde")]
 pub(crate) fn ser_arc<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(vars: &[(&str, &str)]) -> ProcessInfo {
+        ProcessInfo::from_lookup("h".into(), String::new(), |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_world_size_is_the_one_of_the_rank_variable_used() {
+        // torchrun in a one-task-per-node srun step: RANK counts among WORLD_SIZE, not SLURM_NTASKS (the nodes).
+        let torchrun = info(&[
+            ("RANK", "5"),
+            ("WORLD_SIZE", "16"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+        ]);
+        assert_eq!(torchrun.rank(), Some(5));
+        assert_eq!(torchrun.world_size_variable(), Some(("WORLD_SIZE", 16)));
+        // srun with a task per rank.
+        let srun = info(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]);
+        assert_eq!(srun.rank(), Some(3));
+        assert_eq!(srun.world_size(), Some(4));
+        let mpi = info(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "8")]);
+        assert_eq!(mpi.world_size_variable(), Some(("OMPI_COMM_WORLD_SIZE", 8)));
+        // A rank without its size (a trace written before the size was recorded) has none.
+        assert_eq!(
+            info(&[("RANK", "1"), ("SLURM_NTASKS", "2")]).world_size(),
+            None
+        );
+    }
 }

@@ -11,7 +11,8 @@ use gpu_tools::trace::export::{
 use gpu_tools::trace::report::{HostAlignment, Job};
 
 use crate::demangle::demangle;
-use crate::failure::Outcome;
+use crate::failure::{Failure, Outcome};
+use crate::job_files::{traced_twice, warn_gaps};
 use crate::output::OutputFile;
 use crate::trace_input::{Reading, check_output, open_all};
 
@@ -24,13 +25,14 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// https://ui.perfetto.dev. Several files are merged on one timeline: the hosts on their clock anchors, then on the
 /// job's NCCL collectives (a first reading of the files finds each host's move, said on stderr); a rank's groups are
 /// named with its host and rank (`h7 rank 13 (local 5): process 4242 python train.py`, `GPU 5 (h7 rank 13, pid
-/// 4242)`) and sort in rank order. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
+/// 4242)`) and sort by host, then rank (in Perfetto too: the export asks it for that order); ranks without a trace
+/// and hosts whose windows do not overlap are warned about. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
 /// Several files are merged on one timeline; FILE `-` is standard input. OUT is written whole, and only when the export
 /// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
 /// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
 /// trace, another format version, cut short before its first record), fails a checksum (a changed byte: the message
-/// says at which byte), has a final chunk that disagrees with what was read or is given twice, or OUT cannot be
-/// written or is one of the inputs; 3 when an input was cut short, was not finished by its writer (the tracer killed)
+/// says at which byte), has a final chunk that disagrees with what was read or is given twice, a rank is traced
+/// twice (in two files or streams), or OUT cannot be written or is one of the inputs; 3 when an input was cut short, was not finished by its writer (the tracer killed)
 /// or is corrupt part-way (OUT then holds what was read before); 2 for a usage error. A file of format 2 or 3 is
 /// read, with a line on stderr saying what it cannot show.
 #[derive(Debug, clap::Args)]
@@ -59,6 +61,7 @@ pub fn run(args: Args) -> Outcome {
     };
     // Checked before any work; nothing appears at OUT unless the export succeeds.
     check_output(path, what, &args.files)?;
+    let job = first_reading(&args.files)?;
     let output = OutputFile::create(path, what)?;
     let inputs = open_all(&args.files)?;
     let mut reading = Reading::default();
@@ -70,20 +73,20 @@ pub fn run(args: Args) -> Outcome {
             let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
             if args.perfetto.is_some() {
                 let sink = KernelNames::new(PerfettoWriter::new(gz), raw);
-                export(sink, &args.files, inputs, &mut reading)
+                export(sink, &args.files, &job, inputs, &mut reading)
                     .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
             } else {
                 let sink = KernelNames::new(ChromeWriter::new(gz), raw);
-                export(sink, &args.files, inputs, &mut reading)
+                export(sink, &args.files, &job, inputs, &mut reading)
                     .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
             }
         } else if args.perfetto.is_some() {
             let sink = KernelNames::new(PerfettoWriter::new(w), raw);
-            export(sink, &args.files, inputs, &mut reading)
+            export(sink, &args.files, &job, inputs, &mut reading)
                 .and_then(|sink| sink.inner.into_inner()?.flush())
         } else {
             let sink = KernelNames::new(ChromeWriter::new(w), raw);
-            export(sink, &args.files, inputs, &mut reading)
+            export(sink, &args.files, &job, inputs, &mut reading)
                 .and_then(|sink| sink.inner.into_inner()?.flush())
         }
     };
@@ -152,46 +155,62 @@ fn is_gzip(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-/// Each host's move on the job's collectives, from a first reading of the files (said on stderr), where there are
-/// several files and none is standard input (which cannot be read twice: then the clock anchors alone, said).
-fn collective_moves(paths: &[PathBuf]) -> Vec<HostAlignment> {
+/// What a first reading of the files of a job gives the export: each host's move on the job's collectives, and the
+/// ranks by host (the order of their groups).
+#[derive(Debug, Default)]
+struct FirstReading {
+    moves: Vec<HostAlignment>,
+    ranks: Vec<(String, u32)>,
+}
+
+/// A first reading, where there are several files and none is standard input (which cannot be read twice: then
+/// the clock anchors alone, said): each host's move on the collectives and what the merge lacks (missing ranks,
+/// windows that do not overlap) said on stderr; a rank traced twice refused (exit 1), before OUT is touched.
+fn first_reading(paths: &[PathBuf]) -> Result<FirstReading, Failure> {
     if paths.len() < 2 {
-        return Vec::new();
+        return Ok(FirstReading::default());
     }
     if paths.iter().any(|p| p.as_os_str() == "-") {
         eprintln!(
             "gpu-tools export: standard input is read once: hosts aligned on their clock anchors only, not on \
              their collectives"
         );
-        return Vec::new();
+        return Ok(FirstReading::default());
     }
     // Reading errors are said by the export's own reading.
     let Ok(inputs) = open_all(paths) else {
-        return Vec::new();
+        return Ok(FirstReading::default());
     };
     let mut job = Job::new();
     for (i, input) in inputs.into_iter().enumerate() {
         job.read(u32::try_from(i).unwrap_or(u32::MAX), input);
     }
+    job.check().map_err(|twice| traced_twice(paths, &twice))?;
     let alignment = job.collective_alignment();
     if alignment.hosts.len() > 1 {
         for note in &alignment.notes {
             eprintln!("gpu-tools export: {note}");
         }
     }
-    alignment.hosts
+    warn_gaps("export", &job, &alignment);
+    Ok(FirstReading {
+        ranks: job.process_ranks(),
+        moves: alignment.hosts,
+    })
 }
 
 fn export<S: TimelineSink>(
     sink: S,
     paths: &[PathBuf],
+    first: &FirstReading,
     inputs: Vec<impl BufRead>,
     reading: &mut Reading,
 ) -> std::io::Result<S> {
     let mut timeline = Timeline::new(sink);
-    for host in collective_moves(paths) {
+    for host in &first.moves {
         timeline.correct(&host.host, &host.boot_id, host.correction);
     }
+    timeline.order_ranks(first.ranks.iter().cloned());
     for (i, (path, input)) in paths.iter().zip(inputs).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
         let errors = timeline.read(file, input)?;

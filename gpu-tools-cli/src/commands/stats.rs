@@ -9,6 +9,7 @@ use gpu_tools::trace::report::{Analysis, Cell, Format, Table, write_tables};
 
 use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
+use crate::job_files::{traced_twice, warn_gaps};
 use crate::trace_input::{Reading, open_all};
 
 /// Summary reports of saved traces: kernels, API calls, memory operations, CUDA graphs, NVTX ranges, processes,
@@ -82,23 +83,10 @@ pub fn run(args: Args) -> Outcome {
         );
     }
     reading.check()?;
-    if let Some(Err(twice)) = analysis.job().map(|j| j.check()) {
-        let place = |(key, pid, host): &((u32, u32), u32, String)| {
-            let path = args
-                .files
-                .get(key.0 as usize)
-                .map_or_else(String::new, |p| p.display().to_string());
-            format!("{path} (stream {}, pid {pid}, host {host})", key.1)
-        };
-        return Err(Failure::new(
-            1,
-            format!(
-                "rank {} is traced twice: in {} and in {}; its time would count twice (give each rank's trace once)",
-                twice.rank,
-                place(&twice.first),
-                place(&twice.second)
-            ),
-        ));
+    if let Some(job) = analysis.job() {
+        job.check()
+            .map_err(|twice| traced_twice(&args.files, &twice))?;
+        warn_gaps("stats", job, &job.collective_alignment());
     }
     // Every report that has something to say, or those asked for (in the usual order), whatever they hold.
     let mut tables: Vec<Table> = if args.report.is_empty() {

@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use super::collectives::{Entry, align, median_i64, on_clock, p90, rank_list};
+use super::collectives::{Entry, align, median_i64, on_clock, p90};
 use super::steps::{
     StepSource, collective_order, nvtx_step_name, nvtx_steps, pattern_steps, period,
 };
-use super::{Job, STRAGGLERS};
+use super::{CollectiveAlignment, Job, STRAGGLERS};
 use crate::report::align::duration;
 use crate::report::{Cell, Table};
 
@@ -52,6 +52,62 @@ fn median_u64(v: &[u64]) -> Option<f64> {
     } else {
         lower as f64
     })
+}
+
+/// The ranks without a trace, in words (`ranks 4-5 of 0-7 have no trace (WORLD_SIZE 8)`), where the ranks are
+/// numbered by their rank variables.
+fn missing(p: &super::Prepared<'_>) -> Option<String> {
+    if !p.from_labels {
+        return None;
+    }
+    let mut present: Vec<u32> = p.ranks.iter().map(|r| r.rank).collect();
+    present.sort_unstable();
+    present.dedup();
+    let top = present.last().copied().unwrap_or(0);
+    let size = p.world.map_or(top + 1, |w| w.1).max(top + 1);
+    // The gaps as ranges, without a list of every missing rank (a WORLD_SIZE may be large).
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    let mut next = 0u32;
+    for &r in present.iter().chain(std::iter::once(&size)) {
+        if r > next {
+            ranges.push((next, r - 1));
+        }
+        next = r.saturating_add(1);
+    }
+    if ranges.is_empty() {
+        return None;
+    }
+    let count: u64 = ranges.iter().map(|(a, b)| u64::from(b - a) + 1).sum();
+    let mut parts: Vec<String> = ranges
+        .iter()
+        .take(8)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    if ranges.len() > 8 {
+        parts.push(format!("{} more", ranges.len() - 8));
+    }
+    let list = match parts.len() {
+        1 => parts.remove(0),
+        n if ranges.len() > 8 => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
+        _ => parts.join(", "),
+    };
+    let world = match p.world {
+        Some((variable, w)) => format!("{variable} {w}"),
+        None => format!("the largest rank traced is {top}"),
+    };
+    Some(format!(
+        "{} {} of 0-{} {} no trace ({world})",
+        if count == 1 { "rank" } else { "ranks" },
+        list,
+        size - 1,
+        if count == 1 { "has" } else { "have" },
+    ))
 }
 
 impl Job {
@@ -246,25 +302,11 @@ impl Job {
                     .into(),
             );
         }
-        if p.from_labels {
-            let present: Vec<u32> = p.ranks.iter().map(|r| r.rank).collect();
-            let top = present.iter().max().copied().unwrap_or(0);
-            let size = p.world.unwrap_or(top + 1).max(top + 1);
-            let missing: Vec<u32> = (0..size).filter(|r| !present.contains(r)).collect();
-            if !missing.is_empty() {
-                let world = match p.world {
-                    Some(w) => format!("WORLD_SIZE {w}"),
-                    None => format!("the largest rank traced is {top}"),
-                };
-                t.notes.push(format!(
-                    "missing: {} {} of 0-{} {} no trace ({world}); the report covers the {} traced",
-                    if missing.len() == 1 { "rank" } else { "ranks" },
-                    rank_list(&missing),
-                    size - 1,
-                    if missing.len() == 1 { "has" } else { "have" },
-                    p.ranks.len()
-                ));
-            }
+        if let Some(missing) = missing(&p) {
+            t.notes.push(format!(
+                "missing: {missing}; the report covers the {} traced",
+                p.ranks.len()
+            ));
         }
         t.notes.extend(self.windows(&p, &shift));
         t.notes.extend(alignment.notes);
@@ -366,6 +408,25 @@ impl Job {
             sentence.push_str(&w);
         }
         sentence
+    }
+
+    /// What the files read lack as a job, each said in a sentence (for a warning): the ranks without a trace
+    /// (below the job's size, or the largest rank traced, where every rank has a rank variable), and the hosts
+    /// whose windows do not overlap another's on the clock of `alignment` (from
+    /// [`collective_alignment`](Self::collective_alignment) of the same reading). The `stragglers` report has them
+    /// among its notes.
+    pub fn gaps(&self, alignment: &CollectiveAlignment) -> Vec<String> {
+        let p = self.prepare();
+        let shift = |r: usize| {
+            let correction = p.ranks[r]
+                .domain
+                .and_then(|d| alignment.hosts.get(d))
+                .map_or(0, |h| h.correction);
+            p.anchor_shifts[r].saturating_add(correction)
+        };
+        let mut gaps: Vec<String> = missing(&p).into_iter().collect();
+        gaps.extend(self.windows(&p, &shift));
+        gaps
     }
 
     /// Hosts whose windows (on the common clock) do not overlap another's, each said.
