@@ -27,7 +27,7 @@ use crate::trace_input::{Reading, open_all};
 /// percentile, the device time of a step's own work, time in NCCL kernels and waiting there, GPU idle, how often it
 /// enters collectives last) and, first, the rank the others wait for, named with its host; hosts are aligned on
 /// their clock anchors, then on the job's NCCL collectives (each host's move and the residual are said), and
-/// missing ranks and hosts whose windows do not overlap are named. It holds only a summary of each rank, so it is
+/// missing ranks and hosts whose windows do not overlap are named (in its notes, and as warnings on stderr). It holds only a summary of each rank, so it is
 /// best asked for alone on large jobs. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
 /// recorded). Exit code: 0; 1 when a file cannot be read at all (not a trace, another format version, cut short
 /// before its first record), fails a checksum (a changed byte: the message says at which byte), has a final chunk
