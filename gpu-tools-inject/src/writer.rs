@@ -38,6 +38,8 @@ struct State {
     window_start: Option<u64>,
     /// Records left out by `window_start`.
     before_window: u64,
+    /// Attached: records of work that had not finished when the window closed (no end time), left out.
+    unfinished: u64,
     /// Attached in graph mode: graph launches built from their kernels (`graph_fold`).
     fold: Option<GraphFold>,
     /// Kernels outside graphs were enabled only to fold graphs: not the trace's.
@@ -101,6 +103,7 @@ impl Writer {
                 stage: filter.stage,
                 window_start: filter.window_start,
                 before_window: 0,
+                unfinished: 0,
                 fold: filter.fold_graphs.then(GraphFold::default),
                 drop_plain_kernels: filter.drop_plain_kernels,
                 received: BTreeMap::new(),
@@ -175,6 +178,12 @@ impl Writer {
                             if let (Some(start), Some((_, end))) =
                                 (st.window_start, converted.as_ref().and_then(Record::span))
                             {
+                                // CUPTI's forced flush at the window's end hands over records of work that had
+                                // not finished, with no end time (seen: as many as the launches still queued).
+                                if end == 0 {
+                                    st.unfinished += 1;
+                                    continue;
+                                }
                                 if end < start {
                                     st.before_window += 1;
                                     continue;
@@ -279,6 +288,16 @@ impl Writer {
                 ),
             }));
         }
+        if st.unfinished > 0 {
+            let n = st.unfinished;
+            st.encoder.push(&Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{n} records of work that had not finished when the window closed left out (CUPTI gave them \
+                     without an end time)"
+                ),
+            }));
+        }
         let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);
         if nodes > 0 {
             st.encoder.push(&Record::Notice(Notice {
@@ -318,12 +337,13 @@ impl Writer {
         self.sink.finish();
         log::debug!(
             "stream ended: {records} records, {} dropped, {} skipped; CUPTI delivered (kind: count) {:?}, of which \
-             {} left to the program's profiler, {} before the window, {} graph nodes left out",
+             {} left to the program's profiler, {} before the window, {} unfinished, {} graph nodes left out",
             st.dropped_sent,
             st.skipped,
             st.received,
             st.foreign_left,
             st.before_window,
+            st.unfinished,
             st.graph_nodes_dropped
         );
     }
