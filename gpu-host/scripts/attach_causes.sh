@@ -11,8 +11,9 @@
 #                   the job's own kernel count against an untouched run of the same steps.
 #
 #   bash gpu-host/scripts/attach_causes.sh [SECTION...]   (after staging .gpu/, as attach_matrix.sh)
-# Settings: OUT (default /tmp/attach_causes), N (where-together's jobs per round, default 6), GPU (the GPU of the
-# one-GPU sections, default 0).
+# Settings: OUT (default /tmp/attach_causes), N (where-together's jobs per round, default 6), HOWS (its rounds:
+# `unshared` (one job, its where in another network namespace) and `locked`; default locked), GPU (the GPU of the one-GPU sections, default 0). A job or command that
+# outlives its time is killed and reported `hung`.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 job=$root/gpu-host/python/survival_job.py; cover=$root/gpu-host/python/trace_launch_coverage.py
@@ -32,6 +33,12 @@ ready() {
   done
   return 1
 }
+# await PID SECONDS: waits for a child up to SECONDS, then kills it (SIGKILL) as hung; prints its exit code or `hung`.
+await() {
+  local t=0
+  while kill -0 "$1" 2>/dev/null && [ $t -lt $(($2 * 10)) ]; do sleep 0.1; t=$((t + 1)); done
+  if kill -0 "$1" 2>/dev/null; then kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; echo hung; else wait "$1"; echo $?; fi
+}
 # account LOG: the injected library's end-of-stream accounts in a job's log (GPU_TOOLS_TRACE_LOG=debug).
 account() { grep -o 'stream ended: .*' "$1" | cut -c1-400; }
 
@@ -39,26 +46,29 @@ for section in $sections; do
   echo "=== $section ($(date +%T))"
   case $section in
   where-together)
-    for how in unshared locked; do
-      echo "## $how: ${N:-6} jobs, one where each at once"
+    for how in ${HOWS:-locked}; do
+      n=${N:-6}; [ $how = unshared ] && n=1
+      echo "## $how: $n jobs, one where each at once"
       pids=() jobs=()
-      for i in $(seq "${N:-6}"); do
-        CUDA_VISIBLE_DEVICES=$gpu $py -X faulthandler "$job" eager --seconds 25 > "$out/w$how$i.log" 2>&1 &
+      for i in $(seq "$n"); do
+        CUDA_VISIBLE_DEVICES=$gpu $py -X faulthandler "$job" eager --seconds 20 > "$out/w$how$i.log" 2>&1 &
         jobs+=($!)
       done
-      for i in $(seq "${N:-6}"); do pids+=("$(ready "$out/w$how$i.log" "${jobs[$((i - 1))]}")"); done
+      for i in $(seq "$n"); do pids+=("$(ready "$out/w$how$i.log" "${jobs[$((i - 1))]}")"); done
       sleep 3
       ws=()
-      for i in $(seq "${N:-6}"); do
-        if [ $how = unshared ]; then unshare -n timeout 120 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 &
-        else timeout 120 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 & fi
+      for i in $(seq "$n"); do
+        if [ $how = unshared ]; then unshare -n timeout 60 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 &
+        else timeout 100 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 & fi
         ws+=($!)
       done
-      for i in $(seq "${N:-6}"); do wait "${ws[$((i - 1))]}"; echo "where $i rc=$? $(grep -m1 -E 'detached|error|refus|waiting' "$out/w$how$i.where" | cut -c1-160)"; done
-      for i in $(seq "${N:-6}"); do
-        wait "${jobs[$((i - 1))]}"; rc=$?
-        echo "job $i rc=$rc $(grep -m1 '^result' "$out/w$how$i.log")"
-        [ $rc -eq 0 ] || grep -v '^progress' "$out/w$how$i.log" | tail -25
+      for i in $(seq "$n"); do
+        echo "where $i rc=$(await "${ws[$((i - 1))]}" 110)"; grep -vE '^ +sm ' "$out/w$how$i.where" | head -8 | cut -c1-200
+      done
+      for i in $(seq "$n"); do
+        rc=$(await "${jobs[$((i - 1))]}" 40)
+        echo "job $i rc=$rc $(grep -m1 '^result' "$out/w$how$i.log") progress lines $(grep -c '^progress' "$out/w$how$i.log")"
+        [ "$rc" = 0 ] || grep -v '^progress' "$out/w$how$i.log" | tail -25
       done
     done ;;
   copies)
@@ -70,7 +80,7 @@ for section in $sections; do
       echo "-- window $n rc=$?: $(grep -m1 summary "$out/c.txt")"; grep -E 'note|warn' "$out/c.txt" | cut -c1-200
       sleep 0.3
     done
-    wait $j; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
+    echo "probe rc=$(await $j 30)"; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
   profiler-open)
     CUDA_VISIBLE_DEVICES=$gpu GPU_TOOLS_TRACE_LOG=debug $py "$job" profiler-open --seconds 30 > "$out/p.log" 2>&1 &
     j=$!; pid=$(ready "$out/p.log" $j) || continue
@@ -83,9 +93,9 @@ for section in $sections; do
       echo "-- $tool rc=$?: $(grep -m1 summary "$out/p.txt")"; grep -E 'note|warn|error|profil' "$out/p.txt" | cut -c1-260 | head -6
       sleep 0.5
     done
-    wait $j; echo "job rc=$?"; grep -E '^(result|torch_profiler)' "$out/p.log"
+    echo "job rc=$(await $j 60)"; grep -E '^(result|torch_profiler)' "$out/p.log"
     steps=$(grep -m1 '^result' "$out/p.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
-    CUDA_VISIBLE_DEVICES=$gpu $py "$job" profiler-open --steps "$steps" 2>&1 | grep -E '^(result|torch_profiler)' | sed 's/^/untouched: /'
+    CUDA_VISIBLE_DEVICES=$gpu timeout 90 $py "$job" profiler-open --steps "$steps" 2>&1 | grep -E '^(result|torch_profiler)' | sed 's/^/untouched: /'
     account "$out/p.log" ;;
   ddp)
     CUDA_VISIBLE_DEVICES=0,1 GPU_TOOLS_TRACE_LOG=debug $py -m torch.distributed.run --nproc-per-node 2 --master-port 29531 \
@@ -97,6 +107,6 @@ for section in $sections; do
       "$gt" export "$out/d.gputrace" --chrome "$out/d.json" > /dev/null 2>&1 && $py "$cover" "$out/d.json" | head -8
       rm -f "$out/d.json"; sleep 0.5
     done
-    kill $j 2>/dev/null; wait $j; account "$out/ddp.log" ;;
+    kill $j 2>/dev/null; echo "torchrun rc=$(await $j 20)"; account "$out/ddp.log" ;;
   esac
 done 2>&1 | tee "$out/causes.txt"

@@ -75,6 +75,8 @@ attach() {
                    /CUDA graph launches, each recorded/ { g = $1 } END { print (k + 0) + (g + 0) }' "$f.txt")
     # Exit 3 with records: CUPTI dropped some and the trace said so (the window is not whole, the job unharmed).
     if [ "${records:-0}" -gt 0 ] && [ "$rc" -eq 3 ]; then ok=ok-said-incomplete
+    elif [ "$rc" -eq 0 ] && [ "${records:-0}" -eq 0 ] && grep -q '(note): no record of work in the .* it was nearly idle' "$f.txt"
+    then ok=ok-idle  # the job did nothing on the GPU then (fork-child waiting for its child): said, counted apart
     elif [ "$rc" -ne 0 ] || [ "${records:-0}" -eq 0 ]; then ok=FAIL; fi
     # Every kernel launch of the window has its kernel record (trace_launch_coverage.py; a few at the edges may not).
     if [ "$ok" != FAIL ] && [ -f "$f.gputrace" ] && "$gt" export "$f.gputrace" --chrome "$f.json" > /dev/null 2>&1; then
@@ -88,6 +90,8 @@ attach() {
   # and not a failure of the job.
   metrics | pc-sampling) if [ "$rc" -eq 0 ]; then :
          elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
+         # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there.
+         elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI' "$f.txt"; then ok=refused-no-quiet-moment
          else ok=FAIL; fi ;;
   # The driver refuses the debugger in a process where CUPTI has run (driver 580; where says so): not a failure of
   # this attach, but the rule it reports. Counted apart.
@@ -160,6 +164,10 @@ row() {
   fails=$(grep -c ' FAIL$' "$d/attaches.txt")
   local refused; refused=$(grep -c ' refused-after-cupti$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused where refused after CUPTI (driver 580);"
+  refused=$(grep -c ' refused-no-quiet-moment$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused profile --pid found no moment outside the driver and left the job alone;"
+  refused=$(grep -c ' ok-idle$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused windows in which the job was idle (no record, said);"
   refused=$(grep -c ' refused-program-profiler$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
   local res_u res_a
