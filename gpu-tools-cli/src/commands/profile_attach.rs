@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::linux::inject::Injection;
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
-use gpu_tools::profile::ProfileRequest;
-use gpu_tools::trace::env::{self, InjectionEnv};
 use gpu_tools::trace::{
     KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord, StreamReader,
 };
+use gpu_tools_injection::env::{self, InjectionEnv};
+use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::failure::Failure;
 

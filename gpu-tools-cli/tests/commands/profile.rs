@@ -93,7 +93,7 @@ fn standin() {
     let metrics = std::env::var(env::PROFILE_METRICS).unwrap();
     let pc = std::env::var(env::PROFILE_PC_SAMPLING).unwrap() == "1";
     assert!(
-        metrics == gpu_tools::profile::BASIC_SET.join(",") || (metrics.is_empty() && pc),
+        metrics == gpu_tools_injection::profile::BASIC_SET.join(",") || (metrics.is_empty() && pc),
         "the request travels in the environment: {metrics:?}"
     );
     assert!(

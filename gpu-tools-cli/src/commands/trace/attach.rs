@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::linux::inject::{InjectError, Injection, TargetFilesystem};
 use gpu_tools::linux::procfs::Process;
-use gpu_tools::trace::env::{self, Destination, InjectionEnv};
+use gpu_tools_injection::env::{self, Destination, InjectionEnv};
 
 use super::Traced;
 use super::cli::Args;
@@ -26,7 +26,7 @@ use super::model::Demangler;
 use super::receiver::{Collector, Msg, Sinks, end_counters};
 use crate::failure::Failure;
 use crate::progress::Progress;
-use gpu_tools::trace::collect::{AcceptOptions, Controls, accept_streams};
+use gpu_tools_injection::collect::{AcceptOptions, Controls, accept_streams};
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).

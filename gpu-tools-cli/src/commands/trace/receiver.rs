@@ -1,5 +1,5 @@
 //! The receiving end of the injected tool libraries' streams, shared by the cupti and rocm backends (and, through
-//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools::trace::collect`'s): run the program
+//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools_injection::collect`'s): run the program
 //! with a tool library that streams the crate's trace records over a Unix socket to this process: the CUDA
 //! injection library (`CUDA_INJECTION64_PATH`, CUPTI activity records) or the AMD tool library
 //! (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads it (an exec'd child
@@ -16,11 +16,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gpu_tools::trace::collect::{AcceptOptions, Delivery, accept_streams};
-use gpu_tools::trace::env::{Destination, InjectionEnv, TraceKind};
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError, env};
+use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError};
+use gpu_tools_injection::collect::{AcceptOptions, Delivery, accept_streams};
+use gpu_tools_injection::env;
+use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};

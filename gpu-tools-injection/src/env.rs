@@ -266,7 +266,7 @@ pub enum Destination {
 /// remove (so that a tracer's own environment does not leak into the program's configuration).
 ///
 /// ```
-/// use gpu_tools_trace::env::{Destination, GraphMode, InjectionEnv};
+/// use gpu_tools_injection::env::{Destination, GraphMode, InjectionEnv};
 /// let env = InjectionEnv::new("/opt/gpu-tools/libgpu_tools_inject.so", Destination::Socket("/tmp/t/s".into()))
 ///     .graph_mode(GraphMode::Graph);
 /// let mut cmd = std::process::Command::new("python3");

@@ -1,25 +1,4 @@
-//! Running a program with per-kernel metrics and PC sampling ([`run`]). The request, the collected records and
-//! the reports (one row per kernel name with each metric's mean, minimum and maximum, [`KernelTable`]; the top
-//! stall reasons per function with their PC offsets, [`StallTable`]) are `gpu-tools-trace`'s
-//! ([`gpu_tools_trace::profile`]), re-exported here: the launcher lives beside the library's other process control,
-//! the data and tables in the crate that reads trace files without vendor code.
-//!
-//! ```no_run
-//! use std::process::Command;
-//! use gpu_tools::profile::{self, KernelTable, ProfileRequest};
-//!
-//! fn main() -> gpu_tools::Result<()> {
-//!     let request = ProfileRequest::new(ProfileRequest::parse_metrics("basic").map_err(profile::ProfileError::Request)?);
-//!     let mut cmd = Command::new("python3");
-//!     cmd.args(["train.py", "--steps", "5"]);
-//!     let run = profile::run(cmd, "/path/to/libgpu_tools_inject.so".as_ref(), &request)?;
-//!     let table = KernelTable::from_records(&run.metrics);
-//!     table
-//!         .write_text(&mut std::io::stdout(), |name| name.to_string())
-//!         .map_err(|e| profile::ProfileError::Io(e.to_string()))?;
-//!     Ok(())
-//! }
-//! ```
+//! Running a program with per-kernel metrics and PC sampling ([`run`]): the launcher of `gpu-tools profile`.
 
 use std::io;
 use std::os::unix::net::UnixListener;
@@ -29,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-pub use gpu_tools_trace::profile::*;
+use gpu_tools_trace::profile::{ProfileRun, collect};
+use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 
-use crate::trace::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
-use crate::trace::env::GraphMode;
-use crate::trace::{Notice, NoticeLevel, Record, StreamReader, env};
+use super::ProfileRequest;
+use crate::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
+use crate::env::{self, GraphMode};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +62,7 @@ pub fn run(
     command: Command,
     inject_lib: &Path,
     request: &ProfileRequest,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     run_watched(command, inject_lib, request, None)
 }
 
@@ -107,7 +87,7 @@ pub fn run_with_progress(
     inject_lib: &Path,
     request: &ProfileRequest,
     progress: &mut dyn FnMut(&ProfileProgress),
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     run_watched(command, inject_lib, request, Some(progress))
 }
 
@@ -116,7 +96,7 @@ fn run_watched(
     inject_lib: &Path,
     request: &ProfileRequest,
     mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     if request.metrics.is_empty() || !request.pc_sampling {
         return run_once(command, inject_lib, request, 1, progress);
     }
@@ -174,9 +154,9 @@ fn run_once(
     request: &ProfileRequest,
     run: u32,
     mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     if !inject_lib.is_file() {
-        return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()).into());
+        return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()));
     }
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
@@ -212,7 +192,7 @@ fn run_once(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {}
-            Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}")).into()),
+            Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}"))),
         }
     };
     // A process that connected just before the program exited is accepted a moment later; then every stream
@@ -234,7 +214,7 @@ fn run_once(
         ..ProfileRun::default()
     };
     if streams.bytes.is_empty() {
-        return Err(ProfileError::NeverUsedCuda { program, status }.into());
+        return Err(ProfileError::NeverUsedCuda { program, status });
     }
     for (id, bytes) in &streams.bytes {
         out.processes += 1;
