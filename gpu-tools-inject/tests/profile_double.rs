@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
 const METRICS: [&str; 3] = [

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 const COPY: &str = "_Z4copyPKfPfm";
