@@ -1,19 +1,17 @@
 //! Running a program with per-kernel metrics and PC sampling ([`run`]): the launcher of `gpu-tools profile`.
 
-use std::io;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpu_tools_trace::profile::{ProfileRun, collect};
 use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 
 use super::ProfileRequest;
-use crate::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
+use crate::collect::{AcceptOptions, Delivery};
 use crate::env::{self, GraphMode};
+use crate::launch::{LaunchError, Listening};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -160,16 +158,14 @@ fn run_once(
     }
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
-    let dir = TempDir::new().map_err(|e| ProfileError::Io(format!("a temporary folder: {e}")))?;
-    // Each process of the program streams to this socket, as a trace's do (`trace::collect`).
-    let socket = dir.0.join("profile.sock");
-    let listener = UnixListener::bind(&socket)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| ProfileError::Io(format!("cannot listen on {}: {e}", socket.display())))?;
-    let receiving = Receiving::start(listener);
+    // Each process of the program streams to this socket, as a trace's do (`crate::collect`).
+    let listening = Listening::new("gpu-tools-profile-").map_err(|e| match e {
+        LaunchError::Folder(e) => ProfileError::Io(format!("a temporary folder: {e}")),
+        other => ProfileError::Io(other.to_string()),
+    })?;
     command
         .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::SOCKET, &socket)
+        .env(env::SOCKET, listening.socket())
         .env_remove(env::FILE)
         .env(env::KINDS, "kernel")
         // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
@@ -178,18 +174,27 @@ fn run_once(
         command.env(k, v);
     }
     let program = command.get_program().to_string_lossy().into_owned();
-    let spawn_error = |e: io::Error| ProfileError::Spawn {
-        program: program.clone(),
-        error: e.to_string(),
-    };
     let mut streams = Streams::new(run);
-    let mut child = command.spawn().map_err(spawn_error)?;
+    let (tx, rx) = mpsc::channel();
+    let options = AcceptOptions {
+        tee: true,
+        controls: None,
+    };
+    let mut launched = listening
+        .launch(&mut command, options, tx)
+        .map_err(|e| match e {
+            LaunchError::Spawn(e) => ProfileError::Spawn {
+                program: program.clone(),
+                error: e.to_string(),
+            },
+            other => ProfileError::Io(other.to_string()),
+        })?;
     let status = loop {
-        streams.take(&receiving.rx, Duration::from_millis(100));
+        streams.take(&rx, Duration::from_millis(100));
         if let Some(report) = progress.as_mut() {
             report(&streams.seen);
         }
-        match child.try_wait() {
+        match launched.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}"))),
@@ -200,14 +205,13 @@ fn run_once(
     // with what it sent by then, and said.
     let exited = Instant::now();
     loop {
-        streams.take(&receiving.rx, Duration::from_millis(20));
-        let settled = exited.elapsed() >= LATE_CONNECT
-            && streams.closed() == receiving.accepted.load(Ordering::SeqCst);
+        streams.take(&rx, Duration::from_millis(20));
+        let settled = exited.elapsed() >= LATE_CONNECT && streams.closed() == launched.accepted();
         if settled || exited.elapsed() >= DRAIN {
             break;
         }
     }
-    receiving.stop();
+    launched.stop_accepting();
     let mut out = ProfileRun {
         status: Some(status),
         runs: 1,
@@ -237,52 +241,6 @@ fn run_once(
 const LATE_CONNECT: Duration = Duration::from_millis(100);
 /// How long after the program's exit its processes' streams are waited for.
 const DRAIN: Duration = Duration::from_secs(10);
-
-/// The socket's accepting thread, and what it and the reading threads deliver.
-struct Receiving {
-    rx: mpsc::Receiver<Delivery>,
-    stop: Arc<AtomicBool>,
-    accepted: Accepted,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiving {
-    fn start(listener: UnixListener) -> Receiving {
-        let (tx, rx) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let accepted: Accepted = Arc::default();
-        let (s, a) = (Arc::clone(&stop), Arc::clone(&accepted));
-        let options = AcceptOptions {
-            tee: true,
-            controls: None,
-        };
-        let thread = std::thread::spawn(move || accept_streams(listener, tx, s, a, options));
-        Receiving {
-            rx,
-            stop,
-            accepted,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Receiving {
-    fn drop(&mut self) {
-        // On every way out (a failed spawn, a failed wait), the accepting thread ends.
-        self.halt();
-    }
-}
 
 /// Each connection's bytes (one process's stream, read again whole at the end), which have closed, and the
 /// progress counts so far.
@@ -327,27 +285,5 @@ impl Streams {
 
     fn closed(&self) -> usize {
         self.closed.len()
-    }
-}
-
-/// A private temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> io::Result<TempDir> {
-        use std::os::unix::fs::DirBuilderExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("gpu-tools-profile-{}-{nanos}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(TempDir(path))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
