@@ -184,7 +184,7 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
     }
     let kinds = cli.effective_kinds();
     if tool == Tool::Rocm {
-        cmd.env(ROCP_TOOL_LIBRARIES, lib)
+        cmd.env(env::ROCM_TOOL_LIBRARIES, lib)
             .env(env::SOCKET, socket)
             .env(env::KINDS, TraceKind::list_value(&kinds));
         if let Some(v) = &cli.buffer_size {
@@ -223,9 +223,6 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
     }
     cmd.envs(injection.vars());
 }
-
-/// The variable naming the rocprofiler-sdk tool libraries a program loads.
-const ROCP_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
 
 /// One connection's state.
 #[derive(Default)]
