@@ -81,7 +81,14 @@ attach() {
       $py "$root/gpu-host/python/trace_launch_coverage.py" --check 100 "$f.json" > "$f.coverage.txt" 2>&1 \
         || { ok=FAIL; records="$records,launches-without-kernels:$(grep -o '[0-9]* without a GPU record' "$f.coverage.txt" | cut -d' ' -f1)"; }
       rm -f "$f.json"
-    fi ;;
+    fi
+    # The trace's own judgement of the same (launches without kernel records, queued ones and captures left out).
+    if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi ;;
+  # profile --pid does not profile beside the program's own recording profiler (it would stop its records): said,
+  # and not a failure of the job.
+  metrics | pc-sampling) if [ "$rc" -eq 0 ]; then :
+         elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
+         else ok=FAIL; fi ;;
   # The driver refuses the debugger in a process where CUPTI has run (driver 580; where says so): not a failure of
   # this attach, but the rule it reports. Counted apart.
   where) if [ "$rc" -eq 0 ]; then :
@@ -153,6 +160,8 @@ row() {
   fails=$(grep -c ' FAIL$' "$d/attaches.txt")
   local refused; refused=$(grep -c ' refused-after-cupti$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused where refused after CUPTI (driver 580);"
+  refused=$(grep -c ' refused-program-profiler$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
   local res_u res_a
   res_u=$(grep -E '^result' "$d/untouched.log" | tr '\n' ' ')
   res_a=$(grep -E '^result' "$d/attached.log" | tr '\n' ' ')

@@ -1,7 +1,7 @@
 //! Turns CUPTI batches into the trace stream and sends it: one lock around the converter, the encoder and the
 //! sink, so that a name frame always precedes its first use in the bytes sent.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -42,6 +42,10 @@ struct State {
     fold: Option<GraphFold>,
     /// Kernels outside graphs were enabled only to fold graphs: not the trace's.
     drop_plain_kernels: bool,
+    /// Records CUPTI delivered, by activity kind, before any is left out (the debug log's account at the end).
+    received: BTreeMap<u32, u64>,
+    /// Records of kinds the program's own profiler alone enabled, left to it.
+    foreign_left: u64,
 }
 
 /// What the writer leaves out, and how far records travel.
@@ -99,6 +103,8 @@ impl Writer {
                 before_window: 0,
                 fold: filter.fold_graphs.then(GraphFold::default),
                 drop_plain_kernels: filter.drop_plain_kernels,
+                received: BTreeMap::new(),
+                foreign_left: 0,
             }),
             ended: AtomicBool::new(false),
         }
@@ -148,7 +154,9 @@ impl Writer {
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
+                            *st.received.entry(activity.kind().0).or_default() += 1;
                             if crate::foreign_kinds::is_foreign(foreign, activity.kind().0) {
+                                st.foreign_left += 1;
                                 continue;
                             }
                             if let Activity::Api(a) = &activity {
@@ -309,9 +317,14 @@ impl Writer {
         self.send(&mut st);
         self.sink.finish();
         log::debug!(
-            "stream ended: {records} records, {} dropped, {} skipped",
+            "stream ended: {records} records, {} dropped, {} skipped; CUPTI delivered (kind: count) {:?}, of which \
+             {} left to the program's profiler, {} before the window, {} graph nodes left out",
             st.dropped_sent,
-            st.skipped
+            st.skipped,
+            st.received,
+            st.foreign_left,
+            st.before_window,
+            st.graph_nodes_dropped
         );
     }
 

@@ -152,11 +152,22 @@ struct Seen {
     ended: Option<String>,
 }
 
+/// How long a `where` waits for another one on this host to finish its attach.
+const LOCK_WAIT: Duration = Duration::from_secs(90);
+
 pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
         no_driver_here(pid)?;
         wait_for_start(&args)?;
+        // One debugger attach at a time on this host (`debugger_lock`): held until after the detach.
+        let _lock = crate::debugger_lock::acquire(LOCK_WAIT, || {
+            eprintln!(
+                "gpu-tools where: waiting for another gpu-tools where on this host to finish (debugger attaches are \
+                 made one at a time)"
+            )
+        })
+        .map_err(|e| crate::failure::Failure::new(1, format!("process {pid}: {e}")))?;
         let seen = examine(&args, pid).map_err(|e| refused_after_cupti(pid, e))?;
         if args.summary_line {
             outln!(

@@ -600,9 +600,12 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
             self.trace.processes.push(p);
         }
-        for (pid, launches, without) in self.trace.launches_without_kernels() {
-            if let Some(w) = super::model::missing_kernels_warning(pid, launches, without) {
+        for coverage in self.trace.launches_without_kernels() {
+            if let Some(w) = super::model::missing_kernels_warning(&coverage) {
                 self.trace.warnings.push(w);
+            }
+            if let Some(n) = super::model::queued_at_end_note(&coverage) {
+                self.trace.warnings.push(n);
             }
         }
         Ok(self.trace)
