@@ -13,6 +13,7 @@ have no record before the queue.
     python3 trace_launch_coverage.py [--check N] TRACE.json...
 """
 import json
+import re
 import sys
 
 LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
@@ -33,7 +34,14 @@ def main(args):
             print(f"{path}: no events")
             continue
         calls = [e for e in spans if e.get("cat") in ("cuda_runtime", "cuda_driver")]
-        gpu = {(e.get("pid"), e.get("args", {}).get("correlation")) for e in spans
+        # A GPU's track is a process of its own in the export, named "GPU N (..., pid P)": its records belong to P.
+        owner = {}
+        for e in events:
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                m = re.search(r"pid (\d+)\)$", e.get("args", {}).get("name", ""))
+                if m and e.get("args", {}).get("name", "").startswith("GPU"):
+                    owner[e.get("pid")] = int(m.group(1))
+        gpu = {(owner.get(e.get("pid"), e.get("pid")), e.get("args", {}).get("correlation")) for e in spans
                if e.get("cat") not in ("cuda_runtime", "cuda_driver")}
         captures = {}
         for e in sorted(calls, key=lambda e: e["ts"]):
