@@ -23,12 +23,12 @@ use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::callback::{CallbackDomain, Subscriber};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::cupti::profiler::range_profiler::RangeProfiler;
-use gpu_tools::profile::ProfileRequest;
-use gpu_tools::trace::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
 use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
     ThreadIds, TimestampClock,
 };
+use gpu_tools_injection::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
+use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::activity::{Activity, ActivityBatch};
-use gpu_tools::trace::env::Stage;
 use gpu_tools::trace::{
     ApiDomain, DroppedRecords, Encoder, EndReason, Notice, NoticeLevel, ProcessEnd, Record,
     StreamHeader,
 };
+use gpu_tools_injection::env::Stage;
 
 use crate::convert::TraceConverter;
 use crate::graph_fold::GraphFold;

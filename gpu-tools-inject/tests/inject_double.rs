@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 const CONCURRENT_KERNEL: u32 = 10;

@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gpu_tools::linux::inject::{InjectError, Injection, TargetFilesystem};
+use gpu_tools::linux::inject::{InjectError, TargetFilesystem};
 use gpu_tools::linux::procfs::Process;
-use gpu_tools::trace::env::{self, Destination, InjectionEnv};
+use gpu_tools_injection::attach::AttachError;
+use gpu_tools_injection::env::{self, Destination, InjectionEnv};
 
 use super::Traced;
 use super::cli::Args;
@@ -26,7 +27,7 @@ use super::model::Demangler;
 use super::receiver::{Collector, Msg, Sinks, end_counters};
 use crate::failure::Failure;
 use crate::progress::Progress;
-use gpu_tools::trace::collect::{AcceptOptions, Controls, accept_streams};
+use gpu_tools_injection::collect::{AcceptOptions, Controls, accept_streams};
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).
@@ -160,12 +161,8 @@ pub fn run(
                 Failure::new(1, "a setting holds a newline, which an attach cannot carry")
             })?;
         let started = Instant::now();
-        let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
-            .argument(settings)
-            .require_library("libcuda.so")
-            .run();
-        match done {
-            Ok(d) if d.entry_result == env::AttachStatus::Started.code() => {
+        match gpu_tools_injection::attach::start(pid, lib, &settings) {
+            Ok(d) => {
                 log::info!(
                     "attached to process {pid} in {:.0} ms (thread {}, {} looks{})",
                     started.elapsed().as_secs_f64() * 1e3,
@@ -184,11 +181,8 @@ pub fn run(
                     cpu_at_attach: cpu_time(pid),
                 });
             }
-            Ok(d) => failures.push(format!(
-                "process {pid}: not traced: {}",
-                env::attach_status_meaning(d.entry_result)
-            )),
-            Err(e) => failures.push(describe(pid, &e)),
+            Err(AttachError::Inject(e)) => failures.push(describe(pid, &e)),
+            Err(refused) => failures.push(format!("process {pid}: not traced: {refused}")),
         }
         // Messages that arrived meanwhile.
         while let Ok(msg) = rx.try_recv() {
