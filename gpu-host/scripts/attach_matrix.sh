@@ -102,6 +102,8 @@ attach() {
   esac
   # The job ended between the last window and this one: no window, nothing to judge.
   if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
+  # The job ended during the window (its exit code is judged with the row's, so a crash still fails the row).
+  if [ "$ok" = FAIL ] && [ "${#target[@]}" -ge 2 ] && ! alive "${target[1]}"; then ok=job-ended-in-window; fi
   # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too).
   [ -n "${KEEP_TRACES:-}" ] || rm -f "$f.gputrace"
   echo "attach $n $tool ${w}s rc=$rc ms=$((($(date +%s%N) - t0) / 1000000)) records=$records $ok"
