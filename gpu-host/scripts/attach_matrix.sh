@@ -10,6 +10,10 @@
 # record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
 # (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
 # `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
+# Also counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the
+# program's recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the
+# driver (`refused-no-quiet-moment`), a trace window in which the job was idle (`ok-idle`), and a job that ended
+# before or inside a window (`job-ended`, `job-ended-in-window`; the row's exit code is judged all the same).
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
