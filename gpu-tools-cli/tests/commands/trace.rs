@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 use gpu_tools_testing::records::kernel_record;
 
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
