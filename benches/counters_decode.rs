@@ -17,8 +17,8 @@ use criterion::{Criterion, Throughput};
 use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::{Host, MetricNames};
 use gpu_tools::cupti::profiler::image::CounterDataFile;
-use gpu_tools::profile::{BASIC_SET, KernelTable};
 use gpu_tools::trace::*;
+use gpu_tools_injection::profile::{BASIC_SET, KernelTable};
 use gpu_tools_testing::records;
 
 /// Names shared by every record, as the injection library shares them.

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::counters::DeviceCounters;
 use gpu_tools::cupti::pm_sampling::{Interval, PmSampler};
-use gpu_tools::profile::{self, BASIC_SET, ProfileRequest};
 use gpu_tools::trace::KernelMetricsRecord;
+use gpu_tools_injection::profile::{self, BASIC_SET, ProfileRequest};
 
 fn stage_dir() -> Option<PathBuf> {
     std::env::var_os("GPU_STAGE_BIN").map(PathBuf::from)

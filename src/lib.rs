@@ -18,11 +18,11 @@
 //! | CUPTI counters | `cupti` | [`cupti::profiler`], [`cupti::pm_sampling::PmSampler`], [`cupti::range_profiler::RangeProfiler`], [`cupti::pc_sampling::PcSampler`] | the metric catalogue (no GPU needed), device-wide counters over time, counters per kernel or range, stall reasons per PC |
 //! | `/proc` | always | [`linux::procfs`] | what Linux says about a process: state, threads, command line, memory map |
 //! | Injection | `inject` | [`linux::inject::Injection`] | loads a library into a running process and calls its entry point, then leaves the process as it was |
-//! | per-kernel profiles | always | [`profile`] | running a program with per-kernel metrics and PC sampling, and its reports |
+//! | per-kernel profiles | always | [`profile`] | the reports of a program profiled per kernel (running it is `gpu-tools-injection`'s) |
 //! | loading | always | [`loader`] | the search order for vendor libraries, and what was tried |
 //!
-//! Four things here are called "profile": [`profile`] collects per-kernel metrics from a program run under the
-//! injection library; [`cupti::profiler`] is CUPTI's counter host (metric catalogue, configurations, counter-data
+//! Four things here are called "profile": [`profile`] holds the tables of per-kernel metrics collected from a
+//! program run under the injection library (`gpu_tools_injection::profile` runs it); [`cupti::profiler`] is CUPTI's counter host (metric catalogue, configurations, counter-data
 //! images); [`cupti::range_profiler`] is CUPTI's range profiler (counters per kernel or range of one context);
 //! [`rocprofiler`] is AMD's rocprofiler v2.
 //!
@@ -121,7 +121,6 @@ pub mod counters;
 mod delivery;
 pub mod linux;
 pub mod loader;
-pub mod profile;
 #[cfg(any(
     feature = "cupti",
     feature = "cudbg",
@@ -141,6 +140,9 @@ pub use gpu_tools_sys as sys;
 /// crate, which depends on no vendor code (use it alone to read and analyse traces).
 #[doc(inline)]
 pub use gpu_tools_trace as trace;
+/// The per-kernel profile of a program: what it sent ([`profile::ProfileRun`]) and its kernel and stall tables
+/// (`gpu_tools_trace::profile`). The request and running a program with it are `gpu_tools_injection::profile`'s.
+pub use gpu_tools_trace::profile;
 
 #[cfg(feature = "coredump")]
 pub mod coredump;
@@ -239,9 +241,6 @@ pub enum Error {
     #[cfg(feature = "cupti")]
     #[error(transparent)]
     CuptiCounters(#[from] cupti::ProfilingError),
-    /// A program could not be profiled per kernel ([`profile`]): it could not be run, or gave nothing to report.
-    #[error(transparent)]
-    ProfileRun(#[from] profile::ProfileError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -10,6 +10,10 @@
 # record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
 # (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
 # `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
+# Also counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the
+# program's recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the
+# driver (`refused-no-quiet-moment`), a trace window in which the job was idle (`ok-idle`), and a job that ended
+# before or inside a window (`job-ended`, `job-ended-in-window`; the row's exit code is judged all the same).
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
@@ -75,13 +79,24 @@ attach() {
                    /CUDA graph launches, each recorded/ { g = $1 } END { print (k + 0) + (g + 0) }' "$f.txt")
     # Exit 3 with records: CUPTI dropped some and the trace said so (the window is not whole, the job unharmed).
     if [ "${records:-0}" -gt 0 ] && [ "$rc" -eq 3 ]; then ok=ok-said-incomplete
+    elif [ "$rc" -eq 0 ] && [ "${records:-0}" -eq 0 ] && grep -q '(note): no record of work in the .* it was nearly idle' "$f.txt"
+    then ok=ok-idle  # the job did nothing on the GPU then (fork-child waiting for its child): said, counted apart
     elif [ "$rc" -ne 0 ] || [ "${records:-0}" -eq 0 ]; then ok=FAIL; fi
     # Every kernel launch of the window has its kernel record (trace_launch_coverage.py; a few at the edges may not).
     if [ "$ok" != FAIL ] && [ -f "$f.gputrace" ] && "$gt" export "$f.gputrace" --chrome "$f.json" > /dev/null 2>&1; then
       $py "$root/gpu-host/python/trace_launch_coverage.py" --check 100 "$f.json" > "$f.coverage.txt" 2>&1 \
         || { ok=FAIL; records="$records,launches-without-kernels:$(grep -o '[0-9]* without a GPU record' "$f.coverage.txt" | cut -d' ' -f1)"; }
       rm -f "$f.json"
-    fi ;;
+    fi
+    # The trace's own judgement of the same (launches without kernel records, queued ones and captures left out).
+    if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi ;;
+  # profile --pid does not profile beside the program's own recording profiler (it would stop its records): said,
+  # and not a failure of the job.
+  metrics | pc-sampling) if [ "$rc" -eq 0 ]; then :
+         elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
+         # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there.
+         elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI' "$f.txt"; then ok=refused-no-quiet-moment
+         else ok=FAIL; fi ;;
   # The driver refuses the debugger in a process where CUPTI has run (driver 580; where says so): not a failure of
   # this attach, but the rule it reports. Counted apart.
   where) if [ "$rc" -eq 0 ]; then :
@@ -91,6 +106,8 @@ attach() {
   esac
   # The job ended between the last window and this one: no window, nothing to judge.
   if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
+  # The job ended during the window (its exit code is judged with the row's, so a crash still fails the row).
+  if [ "$ok" = FAIL ] && [ "${#target[@]}" -ge 2 ] && ! alive "${target[1]}"; then ok=job-ended-in-window; fi
   # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too).
   [ -n "${KEEP_TRACES:-}" ] || rm -f "$f.gputrace"
   echo "attach $n $tool ${w}s rc=$rc ms=$((($(date +%s%N) - t0) / 1000000)) records=$records $ok"
@@ -153,6 +170,12 @@ row() {
   fails=$(grep -c ' FAIL$' "$d/attaches.txt")
   local refused; refused=$(grep -c ' refused-after-cupti$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused where refused after CUPTI (driver 580);"
+  refused=$(grep -c ' refused-no-quiet-moment$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused profile --pid found no moment outside the driver and left the job alone;"
+  refused=$(grep -c ' ok-idle$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused windows in which the job was idle (no record, said);"
+  refused=$(grep -c ' refused-program-profiler$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
   local res_u res_a
   res_u=$(grep -E '^result' "$d/untouched.log" | tr '\n' ' ')
   res_a=$(grep -E '^result' "$d/attached.log" | tr '\n' ' ')

@@ -70,6 +70,12 @@ impl From<gpu_tools::Error> for Failure {
     }
 }
 
+impl From<gpu_tools_injection::profile::ProfileError> for Failure {
+    fn from(e: gpu_tools_injection::profile::ProfileError) -> Self {
+        Failure::error(e)
+    }
+}
+
 impl From<gpu_tools::LoadError> for Failure {
     fn from(e: gpu_tools::LoadError) -> Self {
         Failure::error(e)

@@ -8,6 +8,7 @@
 #![warn(clippy::print_stdout)]
 
 mod commands;
+mod debugger_lock;
 mod demangle;
 mod failure;
 mod gpu_memory;

@@ -1,7 +1,7 @@
 //! The gpu-tools rocprofiler-sdk tool library. The SDK loads it into a HIP program named in `ROCP_TOOL_LIBRARIES`
 //! and calls its `rocprofiler_configure`; it then traces the program's kernel dispatches, memory copies, HIP API
 //! calls and ROCTx markers, and streams them, in the format of `gpu_tools::trace`, to the tracer named by the
-//! environment (`gpu_tools::trace::env`: a Unix socket, or a file), as the CUDA injection library does.
+//! environment (`gpu_tools_injection::env`: a Unix socket, or a file), as the CUDA injection library does.
 //!
 //! Kernel names come from the code-object callbacks as the code object has them (mangled; the `.kd` suffix of
 //! kernel descriptors removed): the tracer demangles. Every record is delivered at the SDK's finalisation (process
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use gpu_tools::rocprofiler_sdk::{
     Buffer, BufferOptions, Context, Payload, Setup, Tool, TraceKind as SdkKind,
 };
-use gpu_tools::trace::env::{self, TraceKind};
+use gpu_tools_injection::env::{self, TraceKind};
 
 use stream::Stream;
 

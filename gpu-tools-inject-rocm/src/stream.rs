@@ -1,15 +1,16 @@
-//! The trace stream of one process: a Unix socket or a file named by `gpu_tools::trace::env`, written only by the
+//! The trace stream of one process: a Unix socket or a file named by `gpu_tools_injection::env`, written only by the
 //! process that opened it (a forked child writes nothing).
 
 use std::path::Path;
 use std::sync::Mutex;
 
-use gpu_tools::linux::trace_sink::Sink;
 use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
 use gpu_tools::trace::{
     DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader, ThreadIds,
-    TimestampClock, env,
+    TimestampClock,
 };
+use gpu_tools_injection::env;
+use gpu_tools_injection::sink::Sink;
 
 use crate::convert::Converter;
 

@@ -8,7 +8,8 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
 
-use gpu_tools::trace::{ApiDomain, Record, StreamReader, TimestampClock, env};
+use gpu_tools::trace::{ApiDomain, Record, StreamReader, TimestampClock};
+use gpu_tools_injection::env;
 
 /// This library, as the workspace built it.
 fn tool_library() -> PathBuf {

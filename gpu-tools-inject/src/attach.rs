@@ -17,8 +17,8 @@ use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::trace::env::{self, AttachStatus, parse_attach_argument};
 use gpu_tools::trace::{EndReason, NoticeLevel};
+use gpu_tools_injection::env::{self, AttachStatus, parse_attach_argument};
 
 use crate::config::{Config, Output};
 use crate::session::{self, Mode, Session};
@@ -27,7 +27,7 @@ use crate::session::{self, Mode, Session};
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 
 /// Starts tracing this process from a thread of its own. `argument`: the configuration, one `NAME=value` line per
-/// variable of `gpu_tools::trace::env`, as `InjectionEnv::attach_argument` writes it. Returns an `AttachStatus`.
+/// variable of `gpu_tools_injection::env`, as `InjectionEnv::attach_argument` writes it. Returns an `AttachStatus`.
 ///
 /// # Safety
 ///
@@ -76,7 +76,7 @@ fn start(text: String) -> AttachStatus {
     }
     session::pin_this_library();
     // PC sampling or kernel metrics of the running process (`gpu-tools profile --pid`) instead of a trace.
-    let profile = gpu_tools::profile::ProfileRequest::from_lookup(|k| {
+    let profile = gpu_tools_injection::profile::ProfileRequest::from_lookup(|k| {
         vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
     })
     .ok()

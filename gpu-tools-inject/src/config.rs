@@ -1,10 +1,10 @@
-//! The library's configuration, read from the environment (`gpu_tools::trace::env` names the variables).
+//! The library's configuration, read from the environment (`gpu_tools_injection::env` names the variables).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gpu_tools::trace::env::{self, ApiMode, GraphMode, Stage};
+use gpu_tools_injection::env::{self, ApiMode, GraphMode, Stage};
 
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +16,7 @@ pub enum Output {
 }
 
 /// A kind of record to collect (the names of `GPU_TOOLS_TRACE_KINDS`, shared with the tracer).
-pub use gpu_tools::trace::env::TraceKind as Kind;
+pub use gpu_tools_injection::env::TraceKind as Kind;
 
 /// What the library does in a traced process.
 #[derive(Debug, Clone, PartialEq, Eq)]

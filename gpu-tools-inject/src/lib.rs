@@ -2,7 +2,7 @@
 //! `CUDA_INJECTION64_PATH=/abs/path/libgpu_tools_inject.so` and calls its `InitializeInjection` from inside the
 //! program's first `cuInit`. It then collects the program's CUPTI activity records through gpu-tools' safe layer
 //! and streams them, in the format of `gpu_tools::trace`, to the tracer named by the environment
-//! (`gpu_tools::trace::env`): a Unix socket, or a file.
+//! (`gpu_tools_injection::env`): a Unix socket, or a file.
 //!
 //! It flushes periodically (so a crash loses at most the last interval), when a context is destroyed, and at
 //! process exit (so nothing is lost at a normal exit). A forked child does not write into its parent's stream; an
@@ -32,11 +32,11 @@ mod pc_attach;
 mod profiling;
 mod session;
 mod signals;
-use gpu_tools::linux::trace_sink as sink;
+use gpu_tools_injection::sink;
 mod writer;
 
 pub use attach::gpu_tools_inject_attach;
-pub use gpu_tools::trace::env::AttachStatus;
+pub use gpu_tools_injection::env::AttachStatus;
 pub use nvtx::{InitializeInjectionNvtx2, InitializeInjectionNvtxExtension};
 
 /// Called by CUDA once per process, from inside the program's first `cuInit` (so it never calls `cuInit`

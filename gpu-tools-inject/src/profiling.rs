@@ -1,5 +1,5 @@
 //! Per-kernel metrics and PC sampling inside the traced program, when `GPU_TOOLS_PROFILE_METRICS` or
-//! `GPU_TOOLS_PROFILE_PC_SAMPLING` ask for them (`gpu_tools::profile::ProfileRequest`).
+//! `GPU_TOOLS_PROFILE_PC_SAMPLING` ask for them (`gpu_tools_injection::profile::ProfileRequest`).
 //!
 //! Each context gets a range profiler in auto-range, kernel-replay mode when it is created. CUPTI names an auto
 //! range by its number only, so the session's callback subscriber tells which launch each range is (`ranges`):
@@ -32,9 +32,9 @@ use gpu_tools::cupti::callback::{
 };
 use gpu_tools::cupti::pc_sampling::{PcSampler, PcSamples};
 use gpu_tools::cupti::range_profiler::RangeProfiler;
-use gpu_tools::profile::ProfileRequest;
-use gpu_tools::trace::env::GraphMode;
 use gpu_tools::trace::{NoticeLevel, ProfileLoss, ProfileLossKind, Record, StallRecord};
+use gpu_tools_injection::env::GraphMode;
+use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::writer::Writer;
 
@@ -122,7 +122,7 @@ pub fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
         writer.notice(
             NoticeLevel::Warning,
             "PC sampling with kernel metrics in one run: CUPTI gives no PC samples while the range profiler is \
-             on (gpu_tools::profile::run runs the program twice instead)"
+             on (gpu_tools_injection::profile::run runs the program twice instead)"
                 .into(),
         );
     }

@@ -9,11 +9,11 @@ use std::time::Duration;
 use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds, ActivityTracer, Clock, FlushMode};
 use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
 use gpu_tools::cupti::{ApiCbid, CuptiLibrary, DriverCbid, RuntimeCbid, TracingError};
-use gpu_tools::trace::env::{ApiMode, GraphMode};
 use gpu_tools::trace::{
     ApiDomain, ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record,
     StreamHeader, ThreadIds, TimestampClock,
 };
+use gpu_tools_injection::env::{ApiMode, GraphMode};
 
 use crate::config::{Config, Kind, Output};
 use crate::sink::Sink;
@@ -279,7 +279,7 @@ pub fn initialize() -> bool {
         Ok(c) => c,
         Err(e) => {
             // Nowhere to report it but the log, which is silent unless asked for.
-            if let Some(level) = std::env::var(gpu_tools::trace::env::LOG)
+            if let Some(level) = std::env::var(gpu_tools_injection::env::LOG)
                 .ok()
                 .and_then(|v| v.parse().ok())
             {

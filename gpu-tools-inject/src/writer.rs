@@ -1,16 +1,16 @@
 //! Turns CUPTI batches into the trace stream and sends it: one lock around the converter, the encoder and the
 //! sink, so that a name frame always precedes its first use in the bytes sent.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::activity::{Activity, ActivityBatch};
-use gpu_tools::trace::env::Stage;
 use gpu_tools::trace::{
     ApiDomain, DroppedRecords, Encoder, EndReason, Notice, NoticeLevel, ProcessEnd, Record,
     StreamHeader,
 };
+use gpu_tools_injection::env::Stage;
 
 use crate::convert::TraceConverter;
 use crate::graph_fold::GraphFold;
@@ -38,10 +38,16 @@ struct State {
     window_start: Option<u64>,
     /// Records left out by `window_start`.
     before_window: u64,
+    /// Attached: records of work that had not finished when the window closed (no end time), left out.
+    unfinished: u64,
     /// Attached in graph mode: graph launches built from their kernels (`graph_fold`).
     fold: Option<GraphFold>,
     /// Kernels outside graphs were enabled only to fold graphs: not the trace's.
     drop_plain_kernels: bool,
+    /// Records CUPTI delivered, by activity kind, before any is left out (the debug log's account at the end).
+    received: BTreeMap<u32, u64>,
+    /// Records of kinds the program's own profiler alone enabled, left to it.
+    foreign_left: u64,
 }
 
 /// What the writer leaves out, and how far records travel.
@@ -97,8 +103,11 @@ impl Writer {
                 stage: filter.stage,
                 window_start: filter.window_start,
                 before_window: 0,
+                unfinished: 0,
                 fold: filter.fold_graphs.then(GraphFold::default),
                 drop_plain_kernels: filter.drop_plain_kernels,
+                received: BTreeMap::new(),
+                foreign_left: 0,
             }),
             ended: AtomicBool::new(false),
         }
@@ -148,7 +157,9 @@ impl Writer {
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
+                            *st.received.entry(activity.kind().0).or_default() += 1;
                             if crate::foreign_kinds::is_foreign(foreign, activity.kind().0) {
+                                st.foreign_left += 1;
                                 continue;
                             }
                             if let Activity::Api(a) = &activity {
@@ -167,6 +178,12 @@ impl Writer {
                             if let (Some(start), Some((_, end))) =
                                 (st.window_start, converted.as_ref().and_then(Record::span))
                             {
+                                // CUPTI's forced flush at the window's end hands over records of work that had
+                                // not finished, with no end time (seen: as many as the launches still queued).
+                                if end == 0 {
+                                    st.unfinished += 1;
+                                    continue;
+                                }
                                 if end < start {
                                     st.before_window += 1;
                                     continue;
@@ -271,6 +288,16 @@ impl Writer {
                 ),
             }));
         }
+        if st.unfinished > 0 {
+            let n = st.unfinished;
+            st.encoder.push(&Record::Notice(Notice {
+                level: NoticeLevel::Info,
+                text: format!(
+                    "{n} records of work that had not finished when the window closed left out (CUPTI gave them \
+                     without an end time)"
+                ),
+            }));
+        }
         let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);
         if nodes > 0 {
             st.encoder.push(&Record::Notice(Notice {
@@ -309,9 +336,15 @@ impl Writer {
         self.send(&mut st);
         self.sink.finish();
         log::debug!(
-            "stream ended: {records} records, {} dropped, {} skipped",
+            "stream ended: {records} records, {} dropped, {} skipped; CUPTI delivered (kind: count) {:?}, of which \
+             {} left to the program's profiler, {} before the window, {} unfinished, {} graph nodes left out",
             st.dropped_sent,
-            st.skipped
+            st.skipped,
+            st.received,
+            st.foreign_left,
+            st.before_window,
+            st.unfinished,
+            st.graph_nodes_dropped
         );
     }
 

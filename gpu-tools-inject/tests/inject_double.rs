@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 const CONCURRENT_KERNEL: u32 = 10;
@@ -664,6 +665,25 @@ fn attach_child() {
                     .count();
                 println!("recorded {recorded}");
             }
+            ["unfinished", a, b] => {
+                // Kernels still queued when a forced flush hands them over: CUPTI gives them no times.
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                let recorded = (a..=b)
+                    .filter(|&c| {
+                        d.kernel(
+                            CONCURRENT_KERNEL,
+                            0,
+                            0,
+                            (0, 1, 7),
+                            c,
+                            c"_Z4stepv",
+                            (1, 1, 1),
+                            (32, 1, 1),
+                        ) == 1
+                    })
+                    .count();
+                println!("recorded {recorded}");
+            }
             ["graph", a, b, g] => {
                 // Launches A..=B of graph G, three kernel nodes each (one correlation id per launch).
                 let (a, b, g): (u32, u32, u32) =
@@ -814,6 +834,8 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(answer("kernels 1 20"), "recorded 20");
     // Records CUPTI delivers late, of work that ended before the attach, are not the window's.
     assert_eq!(answer("old 900 902"), "recorded 3");
+    // Records of kernels that had not run when the flush came (no end time) are not the window's either.
+    assert_eq!(answer("unfinished 950 951"), "recorded 2");
     // Graph mode (the default), attached: three launches of graph 7, each from its three kernels' records.
     assert_eq!(answer("graph 100 102 7"), "recorded 9");
     control.write_all(&[env::ATTACH_STOP]).unwrap();
@@ -828,6 +850,11 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         records.iter().any(|r| matches!(r, Record::Notice(n)
             if n.text.starts_with("3 records of work that ended before the attach left out"))),
         "{records:#?}"
+    );
+    assert!(
+        records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.starts_with("2 records of work that had not finished when the window closed left out"))),
+        "the unfinished records are counted apart"
     );
     let launches: Vec<_> = records
         .iter()

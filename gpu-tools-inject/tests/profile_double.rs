@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
 const METRICS: [&str; 3] = [
@@ -348,7 +349,8 @@ fn run_attached_with(
     assert_eq!(answer("ready"), "ready", "the child made its context");
 
     let listener = UnixListener::bind(&socket).unwrap();
-    let mut request = gpu_tools::profile::ProfileRequest::new(METRICS.map(String::from).to_vec());
+    let mut request =
+        gpu_tools_injection::profile::ProfileRequest::new(METRICS.map(String::from).to_vec());
     request.launches_per_kernel = Some(limit);
     let settings: String = std::iter::once(
         env::InjectionEnv::new(&lib, env::Destination::Socket(socket.clone()))

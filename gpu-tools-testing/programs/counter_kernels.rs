@@ -68,7 +68,7 @@ fn param<T>(v: &mut T) -> *mut c_void {
     (v as *mut T).cast()
 }
 
-fn run(cli: &Cli) -> gpu_tools::Result<()> {
+fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::primary(cli.device)?;
     let module = ctx.load_module(ptx())?;
     match cli.what {
@@ -98,8 +98,7 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
             mib,
         } => {
             let n = (mib << 20) / 4;
-            let n32 = u32::try_from(n)
-                .map_err(|_| gpu_tools::profile::ProfileError::Request("--mib too large".into()))?;
+            let n32 = u32::try_from(n).map_err(|_| "--mib too large")?;
             // A single random cycle (Sattolo's shuffle), so every chase wanders the whole buffer.
             let mut next: Vec<u32> = (0..n32).collect();
             let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -114,10 +113,7 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
             let mut dev_next = ctx.alloc(bytes.len())?;
             dev_next.copy_from_host(&bytes)?;
             if threads == 0 || u64::from(threads.div_ceil(256) * 256) > n {
-                return Err(gpu_tools::profile::ProfileError::Request(
-                    "--threads must be 1 to the chain's length".into(),
-                )
-                .into());
+                return Err("--threads must be 1 to the chain's length".into());
             }
             // One u32 per launched thread: the grid rounds the threads up to whole blocks.
             let out = ctx.alloc(threads.div_ceil(256) as usize * 256 * 4)?;

@@ -66,7 +66,7 @@ fn ptx() -> &'static CStr {
     }
 }
 
-fn run(cli: &Cli) -> gpu_tools::Result<()> {
+fn run(cli: &Cli) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&cli.out).map_err(|e| io(&cli.out, e))?;
     let ctx = Context::primary(cli.device)?;
     let module = ctx.load_module(ptx())?;
@@ -218,6 +218,6 @@ fn run(cli: &Cli) -> gpu_tools::Result<()> {
     Ok(())
 }
 
-fn io(path: &std::path::Path, e: std::io::Error) -> gpu_tools::Error {
-    gpu_tools::profile::ProfileError::Io(format!("{}: {e}", path.display())).into()
+fn io(path: &std::path::Path, e: std::io::Error) -> String {
+    format!("{}: {e}", path.display())
 }

@@ -2,7 +2,7 @@
 //! `.gputrace` files it is saved as, and the reports and exports made from them. It links no vendor library and
 //! spawns no program, so a tool that only reads and analyses traces depends on this crate alone; the `gpu-tools`
 //! library, which collects traces from CUPTI and rocprofiler, re-exports it as `gpu_tools::trace` (and the profile
-//! request and tables as `gpu_tools::profile`).
+//! tables as `gpu_tools::profile`).
 //!
 //! A tracer keeps what the vendor hands over only for the duration of a callback; [`Record`] is what it keeps:
 //! kernels, copies, sets, API calls, synchronizations, overhead, dropped-record notices, the start and end of a
@@ -17,21 +17,20 @@
 //! | [`file`](mod@file) | `.gputrace` files: reading, merging, the process and clock each stream came from |
 //! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON; a multi-host job's ranks (`stragglers`) and its hosts aligned on their NCCL collectives ([`report::Job`]) |
 //! | [`export`] | Chrome trace JSON and Perfetto timelines, with counter tracks per device |
-//! | [`env`](mod@env) | the injection contract: the variables a tracer sets for the injection library |
-//! | [`collect`] | the receiving end: a socket the injected libraries stream to, a thread per connection |
-//! | [`profile`] | the per-kernel profile request, what a profiled program sent, its tables |
+//! | [`profile`] | what a profiled program sent, its per-kernel and stall tables |
 //! | [`counters`] | device counters sampled beside the traced processes (`trace --counters`), and their attribution to kernels ([`counters::Attribution`]) |
+//!
+//! No injection here: the variables a tracer sets for the injection libraries, the socket they stream to and the
+//! launching and attaching of traced programs are `gpu-tools-injection`'s.
 //!
 //! Vendor-neutral: the vendor layers of `gpu-tools` convert their borrowed activity records into these (they
 //! depend on this crate, never the reverse).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
-pub mod collect;
 pub mod counters;
 mod decode;
 mod encode;
-pub mod env;
 pub mod export;
 pub mod file;
 mod metrics;

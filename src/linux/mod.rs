@@ -12,8 +12,6 @@
 
 pub mod procfs;
 pub mod threads;
-#[cfg(feature = "trace-sink")]
-pub mod trace_sink;
 
 // Parts of the ptrace machinery serve only the debugger's routes (`cudbg`).
 #[cfg(feature = "inject")]

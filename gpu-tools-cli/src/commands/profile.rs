@@ -1,5 +1,5 @@
 //! `gpu-tools profile -- PROGRAM`: per-kernel metrics of a CUDA program, collected inside it by the injection
-//! library (CUPTI's range profiler, one range per kernel, kernel replay; [`gpu_tools::profile`]), printed as a row
+//! library (CUPTI's range profiler, one range per kernel, kernel replay; [`gpu_tools_injection::profile`]), printed as a row
 //! per kernel name with the launch count and each metric's mean, minimum and maximum. With `--pc-sampling`, the
 //! top stall reasons per function with their PC offsets.
 
@@ -9,9 +9,11 @@ use std::process::Command;
 
 use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::Catalog;
-use gpu_tools::profile::{self, KernelTable, ProfileProgress, ProfileRequest, StallTable};
 use gpu_tools::trace::NoticeLevel;
-use gpu_tools::trace::env::GraphMode;
+use gpu_tools_injection::env::GraphMode;
+use gpu_tools_injection::profile::{
+    self, KernelTable, ProfileProgress, ProfileRequest, StallTable,
+};
 
 use super::trace::GraphArg;
 use crate::demangle::readable;

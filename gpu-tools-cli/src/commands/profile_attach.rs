@@ -19,13 +19,13 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gpu_tools::linux::inject::Injection;
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
-use gpu_tools::profile::ProfileRequest;
-use gpu_tools::trace::env::{self, InjectionEnv};
 use gpu_tools::trace::{
     KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord, StreamReader,
 };
+use gpu_tools_injection::attach::AttachError;
+use gpu_tools_injection::env::{self, InjectionEnv};
+use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::failure::Failure;
 
@@ -309,19 +309,17 @@ pub fn run(
     let settings: String = std::iter::once(settings)
         .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
         .collect();
-    let done = Injection::new(pid, lib, env::ATTACH_ENTRY)
-        .argument(settings)
-        .require_library("libcuda.so")
-        .run()
-        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?;
-    if done.entry_result != env::AttachStatus::Started.code() {
-        return Err(Failure::new(
-            1,
-            format!(
-                "process {pid}: not profiled: {}",
-                env::attach_status_meaning(done.entry_result)
-            ),
-        ));
+    match gpu_tools_injection::attach::start(pid, lib, &settings) {
+        Ok(_) => {}
+        Err(AttachError::Inject(e)) => {
+            return Err(Failure::new(1, format!("process {pid}: {e}")));
+        }
+        Err(refused) => {
+            return Err(Failure::new(
+                1,
+                format!("process {pid}: not profiled: {refused}"),
+            ));
+        }
     }
     listener
         .set_nonblocking(true)

@@ -83,6 +83,29 @@ pub struct Args {
     detach: DetachProcedure,
 }
 
+/// A process in another network namespace than this one: refused before anything is attached. Seen on driver 580
+/// (H200): a `where` run under `unshare -n` against a PyTorch job timed out waiting for the driver's ATTACH_COMPLETE
+/// after 30 s, and the job never ran on (it had to be killed): the debugger's two ends did not reach each other
+/// across the namespaces. A namespace that cannot be read (another user's process) is left to the attach.
+fn other_network_namespace(pid: u32) -> Result<(), crate::failure::Failure> {
+    let ours = std::fs::read_link("/proc/self/ns/net");
+    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net"));
+    match (ours, theirs) {
+        (Ok(a), Ok(b)) if a != b => Err(crate::failure::Failure::new(
+            1,
+            format!(
+                "process {pid} is in another network namespace ({}) than this where ({}): the CUDA debugger's attach \
+                 does not complete across namespaces and leaves the process stuck (seen on driver 580), so it is not \
+                 made. Run where inside the process's namespace: `nsenter --target {pid} --net gpu-tools where {pid}`, \
+                 or from a shell in its container or pod",
+                b.display(),
+                a.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A process that maps no CUDA driver, on a machine where none is installed: said with the driver's fix before
 /// anything is attempted. (A process that maps one is examined through its own driver, whatever this process can
 /// load; one whose memory map cannot be read is left to the attach, which says why.)
@@ -152,11 +175,23 @@ struct Seen {
     ended: Option<String>,
 }
 
+/// How long a `where` waits for another one on this host to finish its attach.
+const LOCK_WAIT: Duration = Duration::from_secs(90);
+
 pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
+        other_network_namespace(pid)?;
         no_driver_here(pid)?;
         wait_for_start(&args)?;
+        // One debugger attach at a time on this host (`debugger_lock`): held until after the detach.
+        let _lock = crate::debugger_lock::acquire(LOCK_WAIT, || {
+            eprintln!(
+                "gpu-tools where: waiting for another gpu-tools where on this host to finish (debugger attaches are \
+                 made one at a time)"
+            )
+        })
+        .map_err(|e| crate::failure::Failure::new(1, format!("process {pid}: {e}")))?;
         let seen = examine(&args, pid).map_err(|e| refused_after_cupti(pid, e))?;
         if args.summary_line {
             outln!(

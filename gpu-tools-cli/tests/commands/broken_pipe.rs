@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use gpu_tools::trace::file::TraceFileWriter;
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 use gpu_tools_testing::{coredump_writer, double_path, records};
 
 const BROKEN_PIPE: i32 = 141;

@@ -19,3 +19,4 @@ mod top;
 mod trace;
 mod trace_counters;
 mod trace_rocm;
+mod where_namespace;

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";
 const COPY: &str = "_Z4copyPKfPfm";
@@ -93,7 +94,7 @@ fn standin() {
     let metrics = std::env::var(env::PROFILE_METRICS).unwrap();
     let pc = std::env::var(env::PROFILE_PC_SAMPLING).unwrap() == "1";
     assert!(
-        metrics == gpu_tools::profile::BASIC_SET.join(",") || (metrics.is_empty() && pc),
+        metrics == gpu_tools_injection::profile::BASIC_SET.join(",") || (metrics.is_empty() && pc),
         "the request travels in the environment: {metrics:?}"
     );
     assert!(

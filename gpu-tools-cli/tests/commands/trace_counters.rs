@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use gpu_tools::trace::file::{TraceItem, TraceReader};
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 use gpu_tools_testing::records::kernel_record;
 
 const STANDIN: &str = "GPU_TOOLS_TEST_STANDIN";

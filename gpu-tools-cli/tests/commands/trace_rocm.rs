@@ -137,7 +137,7 @@ fn a_program_that_never_starts_hip_is_named_as_such() {
 }
 
 /// The AMD tool library writes a file of its own where `GPU_TOOLS_TRACE_FILE` names one, `%h` and `%p` expanded as
-/// the CUDA library expands them (both write through `gpu_tools::linux::trace_sink`).
+/// the CUDA library expands them (both write through `gpu_tools_injection::sink`).
 #[test]
 fn the_amd_tool_library_expands_host_and_pid_in_its_file_name() {
     // A trace run puts the embedded library in the cache; the program then runs with it alone.
@@ -167,7 +167,7 @@ fn the_amd_tool_library_expands_host_and_pid_in_its_file_name() {
         .args(["-c", &hip_program()])
         .env("ROCP_TOOL_LIBRARIES", &lib)
         .env(
-            gpu_tools::trace::env::FILE,
+            gpu_tools_injection::env::FILE,
             out_dir.path().join("%h-%p.gputrace"),
         )
         .env(

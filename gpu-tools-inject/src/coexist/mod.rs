@@ -343,6 +343,30 @@ pub fn probe_program() -> Result<ProgramProfiler, String> {
     Ok(answer)
 }
 
+/// Before `profile --pid` profiles a running program: what its own profiler is doing now, found as
+/// [`probe_program`] finds it, after which the program's callbacks are registered again, as they were (nothing of
+/// the sharing is installed: a profile session takes no activity record). `Err`: it could not be found.
+pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
+    let real = resolve()?;
+    let found = probe::probe(&real, &cupti_path()?, WATCH)?;
+    let Some(f) = found else {
+        return Ok(ProgramProfiler::None);
+    };
+    // SAFETY: the program's own pair, found where CUPTI keeps its callbacks and checked to be code; registering it
+    // again puts CUPTI back as the program left it.
+    let code = unsafe { (real.register_callbacks)(Some(f.request), Some(f.complete)) };
+    if code != sys::CUPTI_SUCCESS {
+        return Err(format!(
+            "registering the program's callbacks again returned {code}"
+        ));
+    }
+    Ok(if f.kinds == 0 {
+        ProgramProfiler::Idle { asked: f.asked }
+    } else {
+        ProgramProfiler::Recording(ActivityKinds::from_bits_retain(f.kinds))
+    })
+}
+
 /// The file this library was loaded from, as the loader names it.
 fn own_object() -> Option<String> {
     let mut info: libc::Dl_info = unsafe_zeroed_dl_info();

@@ -411,4 +411,50 @@ mod tests {
         let now = vec![words(&[0xaa, 0xbb, 0xaa, 0xbb])];
         assert_eq!(locate(&before, &now, (0xaa, 0xbb)), Located::Several(2));
     }
+
+    /// `profile --pid`'s question with the real CUPTI of the wheel: a program that registered callbacks and records
+    /// nothing is found idle, and CUPTI holds the program's pair again afterwards (no probe left in its place).
+    #[test]
+    fn profile_asks_what_the_programs_profiler_does_and_leaves_its_callbacks() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some(dir) = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") else {
+            gpu_tools_testing::skip_unless_ci(
+                "GPU_TOOLS_CUPTI_WHEEL_LIB (the nvidia-cuda-cupti wheel's library folder) is not set",
+            );
+            return;
+        };
+        let path = std::fs::canonicalize(Path::new(&dir).join("libcupti.so.13"))
+            .expect("the wheel's libcupti.so.13");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path of a real CUPTI library; the handle is kept for the process's life.
+        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "the wheel's CUPTI loads");
+        let real = super::super::real_in(&path).expect("CUPTI's functions");
+        // Two functions of the C library stand for the program's pair (never called: no kind is enabled).
+        let program_pair = (
+            libc::calloc as *const () as usize,
+            libc::realloc as *const () as usize,
+        );
+        // SAFETY: CUPTI only stores the two addresses; it would call them only for records, and none are made.
+        let code = unsafe {
+            (real.register_callbacks)(
+                std::mem::transmute::<usize, sys::CUpti_BuffersCallbackRequestFunc>(program_pair.0),
+                std::mem::transmute::<usize, sys::CUpti_BuffersCallbackCompleteFunc>(
+                    program_pair.1,
+                ),
+            )
+        };
+        assert_eq!(code, sys::CUPTI_SUCCESS);
+        let answer = super::super::program_profiler_now().expect("the program's profiler is found");
+        assert_eq!(answer, super::super::ProgramProfiler::Idle { asked: false });
+        let maps = Process::current().maps().unwrap();
+        let now = snapshot(&writable_ranges(&maps, &path));
+        assert_eq!(
+            locate(&now, &now, program_pair),
+            Located::Before(program_pair.0, program_pair.1),
+            "CUPTI holds the program's pair again"
+        );
+    }
 }

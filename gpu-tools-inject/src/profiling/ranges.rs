@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use gpu_tools::cupti::range_profiler::RangeResults;
 use gpu_tools::profile::combine_values;
-use gpu_tools::trace::env::GraphMode;
 use gpu_tools::trace::{KernelMetricsRecord, Record};
+use gpu_tools_injection::env::GraphMode;
 
 /// One graph launch.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 use gpu_tools_testing::{example, gpu_tools_cli, inject_lib};
 
 /// A fresh folder for trace files.

@@ -1,9 +1,7 @@
-//! The trace toolkit's tests, one module each: the stream's wire format and its metric records, the receiving end
-//! over a socket, the trace file (round trips, checksums, cuts and mutations), reports and exports, counter
-//! attribution, and the real traces recorded on GPU hosts (`tests/fixtures/traces/`). One binary: functions over
-//! bytes and records, and sockets of their own.
+//! The trace toolkit's tests, one module each: the stream's wire format and its metric records, the trace file
+//! (round trips, checksums, cuts and mutations), reports and exports, counter attribution, and the real traces
+//! recorded on GPU hosts (`tests/fixtures/traces/`). One binary: functions over bytes and records.
 
-mod collect;
 mod counter_attribution;
 mod job;
 mod real_traces;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::ValueEnum;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use gpu_tools::cudbg::AttachProtocol;
-use gpu_tools::trace::env::{ApiMode, GraphMode, TraceKind};
+use gpu_tools_injection::env::{ApiMode, GraphMode, TraceKind};
 
 /// The kinds an attach leaves out unless asked for by name. With CUPTI 13.0 (driver 580, H200), turning copy or
 /// set records on and off in a running process, as each attached trace does, stopped CUPTI's kernel records for

@@ -3,11 +3,11 @@
 //! receiving end and the counter sampler.
 
 use gpu_tools::trace::Record;
-use gpu_tools::trace::collect::Delivery;
+use gpu_tools_injection::collect::Delivery;
 
 /// One message to the writing thread.
 pub(super) enum Msg {
-    /// From a traced process's connection (`gpu_tools::trace::collect`), numbered by connection.
+    /// From a traced process's connection (`gpu_tools_injection::collect`), numbered by connection.
     Stream(Delivery),
     /// Bytes of the counter stream (`--counters`), and the records they hold.
     Counters(Vec<u8>, Vec<Record>),

@@ -510,7 +510,7 @@ fn check_backend_options(args: &Args, backend: Backend) -> Result<(), Failure> {
         ));
     }
     if let Some(size) = &args.buffer_size {
-        gpu_tools::trace::env::parse_size(size).map_err(|e| {
+        gpu_tools_injection::env::parse_size(size).map_err(|e| {
             usage(
                 ErrorKind::ValueValidation,
                 format!("invalid value '{size}' for '--buffer-size <BYTES>': {e}"),

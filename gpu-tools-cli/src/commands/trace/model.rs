@@ -160,10 +160,12 @@ impl Trace {
     }
 
     /// Per process, its kernel launches (runtime or driver calls that launch one kernel) and how many of them have
-    /// no kernel record of their correlation id: `(pid, launches, without)`, for processes with launch records.
-    /// Kernels of CUDA graphs carry their graph launch's id, and a launch into a stream that is being captured runs
-    /// nothing: neither is a kernel launch here, or has a record.
-    pub fn launches_without_kernels(&self) -> Vec<(u32, u64, u64)> {
+    /// no kernel record of their correlation id, for processes with launch records. Kernels of CUDA graphs carry
+    /// their graph launch's id, and a launch into a stream that is being captured runs nothing: neither is a kernel
+    /// launch here, or has a record. Launches made after the process's last launch whose kernel has a record are
+    /// counted apart ([`LaunchCoverage::queued_at_end`]): the GPU runs a stream's kernels in order, behind the CPU,
+    /// so these had most likely not run when the window closed (a graph job's queue holds hundreds of launches).
+    pub fn launches_without_kernels(&self) -> Vec<LaunchCoverage> {
         let kernels: HashSet<(u32, u32)> = self
             .kernels
             .iter()
@@ -175,27 +177,42 @@ impl Trace {
                 .get(&a.pid)
                 .is_some_and(|spans| spans.iter().any(|&(b, e)| b <= a.start && a.start <= e))
         };
-        let launches: HashSet<(u32, u32)> = self
-            .api
-            .iter()
-            .filter(|a| {
-                matches!(a.category, "cuda_runtime" | "cuda_driver")
-                    && launches_a_kernel(&a.name)
-                    && !in_capture(a)
-            })
-            .map(|a| (a.pid, a.correlation))
-            .collect();
-        let mut per_pid: HashMap<u32, (u64, u64)> = HashMap::new();
-        for l in &launches {
-            let e = per_pid.entry(l.0).or_default();
-            e.0 += 1;
-            if !kernels.contains(l) {
-                e.1 += 1;
+        // One per correlation id (a runtime launch and the driver launch it makes share it): the earliest start.
+        let mut launches: HashMap<(u32, u32), u64> = HashMap::new();
+        for a in self.api.iter().filter(|a| {
+            matches!(a.category, "cuda_runtime" | "cuda_driver")
+                && launches_a_kernel(&a.name)
+                && !in_capture(a)
+        }) {
+            let start = launches.entry((a.pid, a.correlation)).or_insert(a.start);
+            *start = (*start).min(a.start);
+        }
+        // Per process, the start of its last launch that has its kernel record.
+        let mut last_run: HashMap<u32, u64> = HashMap::new();
+        for (&(pid, correlation), &start) in &launches {
+            if kernels.contains(&(pid, correlation)) {
+                let last = last_run.entry(pid).or_insert(start);
+                *last = (*last).max(start);
             }
         }
-        let mut out: Vec<(u32, u64, u64)> =
-            per_pid.into_iter().map(|(p, (n, w))| (p, n, w)).collect();
-        out.sort_unstable();
+        let mut per_pid: HashMap<u32, LaunchCoverage> = HashMap::new();
+        for (&(pid, correlation), &start) in &launches {
+            let e = per_pid.entry(pid).or_insert(LaunchCoverage {
+                pid,
+                ..LaunchCoverage::default()
+            });
+            e.launches += 1;
+            if kernels.contains(&(pid, correlation)) {
+                continue;
+            }
+            // A process none of whose launches has a record: a loss, not a queue.
+            match last_run.get(&pid) {
+                Some(&last) if start > last => e.queued_at_end += 1,
+                _ => e.without += 1,
+            }
+        }
+        let mut out: Vec<LaunchCoverage> = per_pid.into_values().collect();
+        out.sort_unstable_by_key(|c| c.pid);
         out
     }
 
@@ -238,6 +255,19 @@ impl Trace {
     }
 }
 
+/// A process's kernel launches against its kernel records ([`Trace::launches_without_kernels`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchCoverage {
+    pub pid: u32,
+    /// Kernel launches outside stream captures.
+    pub launches: u64,
+    /// Launches without a kernel record, made before the last launch that has one: records CUPTI did not give.
+    pub without: u64,
+    /// Launches without a kernel record after the last one that has one: most likely still queued on the GPU when
+    /// the window closed (their kernels ran after it).
+    pub queued_at_end: u64,
+}
+
 /// Whether an API function (as records name it, with or without its `_ptsz` or `_vNNNN` suffix) launches one
 /// kernel.
 pub fn launches_a_kernel(name: &str) -> bool {
@@ -263,7 +293,8 @@ pub fn launches_a_kernel(name: &str) -> bool {
 pub const LAUNCHES_WITHOUT_KERNELS_TOLERATED: u64 = 100;
 
 /// The warning for a process whose kernel launches lack their kernel records beyond the edges of the trace.
-pub fn missing_kernels_warning(pid: u32, launches: u64, without: u64) -> Option<String> {
+pub fn missing_kernels_warning(c: &LaunchCoverage) -> Option<String> {
+    let (pid, launches, without) = (c.pid, c.launches, c.without);
     if without <= LAUNCHES_WITHOUT_KERNELS_TOLERATED.max(launches / 100) {
         return None;
     }
@@ -272,6 +303,18 @@ pub fn missing_kernels_warning(pid: u32, launches: u64, without: u64) -> Option<
          those kernels (launches during a stream capture, which run nothing, are not counted; a capture begun \
          before the trace would be); the kernel reports are short by up to that many"
     ))
+}
+
+/// The note for a process whose last launches had not run when the window closed, where they are more than the
+/// edges of a trace usually hold.
+pub fn queued_at_end_note(c: &LaunchCoverage) -> Option<String> {
+    (c.queued_at_end > LAUNCHES_WITHOUT_KERNELS_TOLERATED).then(|| {
+        format!(
+            "process {} (note): the last {} of its {} kernel launches had not run on the GPU when the window closed (no \
+             later launch has a kernel record): their kernels ran after it and are not in the trace",
+            c.pid, c.queued_at_end, c.launches
+        )
+    })
 }
 
 /// Demangles C++ names once each, as torch.profiler prints them (`void at::native::...(...)`).
@@ -379,10 +422,20 @@ mod tests {
                 .push(api(2, "cudaMemsetAsync", "cuda_runtime", 1000 + c));
             t.kernels.push(kernel(2, c));
         }
-        assert_eq!(t.launches_without_kernels(), [(1, 300, 150), (2, 50, 0)]);
-        let w = missing_kernels_warning(1, 300, 150).expect("150 of 300 is past the edges");
+        let cov = |pid, launches, without, queued_at_end| LaunchCoverage {
+            pid,
+            launches,
+            without,
+            queued_at_end,
+        };
+        assert_eq!(
+            t.launches_without_kernels(),
+            [cov(1, 300, 150, 0), cov(2, 50, 0, 0)]
+        );
+        let w =
+            missing_kernels_warning(&cov(1, 300, 150, 0)).expect("150 of 300 is past the edges");
         assert!(w.contains("150 of its 300 kernel launches"), "{w}");
-        assert_eq!(missing_kernels_warning(2, 50, 0), None);
+        assert_eq!(missing_kernels_warning(&cov(2, 50, 0, 0)), None);
         // Launches inside a stream capture run nothing: they are not judged.
         let mut c = Trace::default();
         let mut begin = api(4, "cudaStreamBeginCapture_v10000", "cuda_runtime", 10_000);
@@ -400,10 +453,38 @@ mod tests {
         let mut after = api(4, "cudaLaunchKernel", "cuda_runtime", 9_000);
         after.start = 6_000;
         c.api.push(after);
-        assert_eq!(c.launches_without_kernels(), [(4, 1, 1)]);
+        // No launch of process 4 has its record: a loss, not a queue.
+        assert_eq!(c.launches_without_kernels(), [cov(4, 1, 1, 0)]);
         // A few at the edges of a long trace are not a loss.
-        assert_eq!(missing_kernels_warning(3, 1_000_000, 5_000), None);
-        assert!(missing_kernels_warning(3, 1_000_000, 20_000).is_some());
+        assert_eq!(missing_kernels_warning(&cov(3, 1_000_000, 5_000, 0)), None);
+        assert!(missing_kernels_warning(&cov(3, 1_000_000, 20_000, 0)).is_some());
+    }
+
+    #[test]
+    fn launches_after_the_last_one_that_ran_are_queued_not_lost() {
+        let mut t = Trace::default();
+        // 1000 launches 10 ns apart; kernels recorded for 0..=799 except 100..=149; 800.. had not run.
+        for c in 0..1000u32 {
+            let mut a = api(5, "cudaLaunchKernel", "cuda_runtime", c);
+            a.start = 10 * u64::from(c);
+            t.api.push(a);
+            if c < 800 && !(100..150).contains(&c) {
+                t.kernels.push(kernel(5, c));
+            }
+        }
+        let got = t.launches_without_kernels();
+        assert_eq!(
+            got,
+            [LaunchCoverage {
+                pid: 5,
+                launches: 1000,
+                without: 50,
+                queued_at_end: 200
+            }]
+        );
+        assert_eq!(missing_kernels_warning(&got[0]), None);
+        let n = queued_at_end_note(&got[0]).expect("200 queued launches are said");
+        assert!(n.contains("last 200 of its 1000"), "{n}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The receiving end of the injected tool libraries' streams, shared by the cupti and rocm backends (and, through
-//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools::trace::collect`'s): run the program
+//! `Collector`, by `attach`; the socket and the reading threads are `gpu_tools_injection::collect`'s): run the program
 //! with a tool library that streams the crate's trace records over a Unix socket to this process: the CUDA
 //! injection library (`CUDA_INJECTION64_PATH`, CUPTI activity records) or the AMD tool library
 //! (`ROCP_TOOL_LIBRARIES`, rocprofiler-sdk records). Every process of the program that loads it (an exec'd child
@@ -8,19 +8,19 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gpu_tools::trace::collect::{AcceptOptions, Delivery, accept_streams};
-use gpu_tools::trace::env::{Destination, InjectionEnv, TraceKind};
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError, env};
+use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError};
+use gpu_tools_injection::collect::{AcceptOptions, Delivery};
+use gpu_tools_injection::env;
+use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
+use gpu_tools_injection::launch::{LaunchError, Listening};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
@@ -61,17 +61,14 @@ pub fn run(
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
-    let dir = crate::socket_folder::private("gpu-tools-trace-")?;
-    let socket = dir.path().join("trace.sock");
-    let listener = UnixListener::bind(&socket)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| Failure::new(1, format!("cannot listen on {}: {e}", socket.display())))?;
+    let listening =
+        Listening::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
 
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..])
         .stdin(Stdio::inherit())
         .stdout(crate::stdout::for_child());
-    configure(&mut cmd, cli, tool, lib, &socket);
+    configure(&mut cmd, cli, tool, lib, listening.socket());
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
     // child gets the default back before exec (ignored signals would stay ignored across exec).
@@ -87,22 +84,16 @@ pub fn run(
     let sampling = counters
         .map(|c| Sampling::start(c, tx.clone()))
         .transpose()?;
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| spawn_failure(&cli.program[0], &e))?;
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    {
-        let (tx, stop, accepted) = (tx.clone(), Arc::clone(&stop), Arc::clone(&accepted));
-        let tee = sinks.file.is_some();
-        let options = AcceptOptions {
-            tee,
-            controls: None,
-        };
-        std::thread::spawn(move || accept_streams(listener, tx, stop, accepted, options));
-    }
-    drop(tx);
+    let options = AcceptOptions {
+        tee: sinks.file.is_some(),
+        controls: None,
+    };
+    let mut launched = listening
+        .launch(&mut cmd, options, tx)
+        .map_err(|e| match e {
+            LaunchError::Spawn(e) => spawn_failure(&cli.program[0], &e),
+            other => Failure::new(1, other.to_string()),
+        })?;
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
@@ -123,7 +114,7 @@ pub fn run(
         }
         collector.show_progress();
         if status.is_none() {
-            match child.try_wait() {
+            match launched.try_wait() {
                 Ok(Some(s)) => {
                     status = Some(s);
                     exited_at = Some(Instant::now());
@@ -133,7 +124,7 @@ pub fn run(
             }
         }
         if let Some(t) = exited_at {
-            let connections = accepted.load(Ordering::SeqCst);
+            let connections = launched.accepted();
             let all_known = connections == collector.streams.len();
             if t.elapsed() >= LATE_CONNECT && all_known && collector.all_finished() {
                 break;
@@ -144,7 +135,7 @@ pub fn run(
             }
         }
     }
-    stop.store(true, Ordering::Relaxed);
+    launched.stop_accepting();
     end_counters(sampling, &rx, &mut collector);
     let mut trace = collector.finish()?;
     if trace.processes.is_empty() {
@@ -193,7 +184,7 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
     }
     let kinds = cli.effective_kinds();
     if tool == Tool::Rocm {
-        cmd.env(ROCP_TOOL_LIBRARIES, lib)
+        cmd.env(env::ROCM_TOOL_LIBRARIES, lib)
             .env(env::SOCKET, socket)
             .env(env::KINDS, TraceKind::list_value(&kinds));
         if let Some(v) = &cli.buffer_size {
@@ -232,9 +223,6 @@ fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Pat
     }
     cmd.envs(injection.vars());
 }
-
-/// The variable naming the rocprofiler-sdk tool libraries a program loads.
-const ROCP_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
 
 /// One connection's state.
 #[derive(Default)]
@@ -612,9 +600,12 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
             self.trace.processes.push(p);
         }
-        for (pid, launches, without) in self.trace.launches_without_kernels() {
-            if let Some(w) = super::model::missing_kernels_warning(pid, launches, without) {
+        for coverage in self.trace.launches_without_kernels() {
+            if let Some(w) = super::model::missing_kernels_warning(&coverage) {
                 self.trace.warnings.push(w);
+            }
+            if let Some(n) = super::model::queued_at_end_note(&coverage) {
+                self.trace.warnings.push(n);
             }
         }
         Ok(self.trace)

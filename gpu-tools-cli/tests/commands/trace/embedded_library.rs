@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use gpu_tools::trace::env;
+use gpu_tools_injection::env;
 
 use super::{STANDIN, entries, gpu_tools_trace, text};
 

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::Command;
 
-use gpu_tools::trace::env;
+use gpu_tools_injection::env;
 
 use super::program::FILL_DEMANGLED;
 use super::{LINGER, STANDIN, entries, environment, gpu_tools_trace, text, trace, trace_with};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::env;
 use gpu_tools_testing::records::kernel_record;
 
 use super::{LINGER, STANDIN};

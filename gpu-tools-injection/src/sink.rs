@@ -99,12 +99,12 @@ impl Sink {
     /// Creates (or truncates) a file; `%p` in the path becomes this process's id, `%h` the host name, `%r` its
     /// rank (`RANK`, `OMPI_COMM_WORLD_RANK`, `PMI_RANK`, `SLURM_PROCID`; kept as `%r` where none is set).
     pub fn create_file(template: &Path) -> io::Result<Sink> {
-        let rank = crate::trace::ProcessInfo::current()
+        let rank = gpu_tools_trace::ProcessInfo::current()
             .rank()
             .map(|r| r.to_string());
-        let path = PathBuf::from(crate::trace::file::expand_output_name_with_rank(
+        let path = PathBuf::from(gpu_tools_trace::file::expand_output_name_with_rank(
             &template.to_string_lossy(),
-            &crate::trace::host_name(),
+            &gpu_tools_trace::host_name(),
             std::process::id(),
             rank.as_deref(),
         ));

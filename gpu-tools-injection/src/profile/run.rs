@@ -1,39 +1,17 @@
-//! Running a program with per-kernel metrics and PC sampling ([`run`]). The request, the collected records and
-//! the reports (one row per kernel name with each metric's mean, minimum and maximum, [`KernelTable`]; the top
-//! stall reasons per function with their PC offsets, [`StallTable`]) are `gpu-tools-trace`'s
-//! ([`gpu_tools_trace::profile`]), re-exported here: the launcher lives beside the library's other process control,
-//! the data and tables in the crate that reads trace files without vendor code.
-//!
-//! ```no_run
-//! use std::process::Command;
-//! use gpu_tools::profile::{self, KernelTable, ProfileRequest};
-//!
-//! fn main() -> gpu_tools::Result<()> {
-//!     let request = ProfileRequest::new(ProfileRequest::parse_metrics("basic").map_err(profile::ProfileError::Request)?);
-//!     let mut cmd = Command::new("python3");
-//!     cmd.args(["train.py", "--steps", "5"]);
-//!     let run = profile::run(cmd, "/path/to/libgpu_tools_inject.so".as_ref(), &request)?;
-//!     let table = KernelTable::from_records(&run.metrics);
-//!     table
-//!         .write_text(&mut std::io::stdout(), |name| name.to_string())
-//!         .map_err(|e| profile::ProfileError::Io(e.to_string()))?;
-//!     Ok(())
-//! }
-//! ```
+//! Running a program with per-kernel metrics and PC sampling ([`run`]): the launcher of `gpu-tools profile`.
 
-use std::io;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub use gpu_tools_trace::profile::*;
+use gpu_tools_trace::profile::{ProfileRun, collect};
+use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 
-use crate::trace::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
-use crate::trace::env::GraphMode;
-use crate::trace::{Notice, NoticeLevel, Record, StreamReader, env};
+use super::ProfileRequest;
+use crate::collect::{AcceptOptions, Delivery};
+use crate::env::{self, GraphMode};
+use crate::launch::{LaunchError, Listening};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +60,7 @@ pub fn run(
     command: Command,
     inject_lib: &Path,
     request: &ProfileRequest,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     run_watched(command, inject_lib, request, None)
 }
 
@@ -107,7 +85,7 @@ pub fn run_with_progress(
     inject_lib: &Path,
     request: &ProfileRequest,
     progress: &mut dyn FnMut(&ProfileProgress),
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     run_watched(command, inject_lib, request, Some(progress))
 }
 
@@ -116,7 +94,7 @@ fn run_watched(
     inject_lib: &Path,
     request: &ProfileRequest,
     mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     if request.metrics.is_empty() || !request.pc_sampling {
         return run_once(command, inject_lib, request, 1, progress);
     }
@@ -174,22 +152,20 @@ fn run_once(
     request: &ProfileRequest,
     run: u32,
     mut progress: Option<&mut dyn FnMut(&ProfileProgress)>,
-) -> crate::Result<ProfileRun> {
+) -> Result<ProfileRun, ProfileError> {
     if !inject_lib.is_file() {
-        return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()).into());
+        return Err(ProfileError::NoInjectionLibrary(inject_lib.to_path_buf()));
     }
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
-    let dir = TempDir::new().map_err(|e| ProfileError::Io(format!("a temporary folder: {e}")))?;
-    // Each process of the program streams to this socket, as a trace's do (`trace::collect`).
-    let socket = dir.0.join("profile.sock");
-    let listener = UnixListener::bind(&socket)
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(|e| ProfileError::Io(format!("cannot listen on {}: {e}", socket.display())))?;
-    let receiving = Receiving::start(listener);
+    // Each process of the program streams to this socket, as a trace's do (`crate::collect`).
+    let listening = Listening::new("gpu-tools-profile-").map_err(|e| match e {
+        LaunchError::Folder(e) => ProfileError::Io(format!("a temporary folder: {e}")),
+        other => ProfileError::Io(other.to_string()),
+    })?;
     command
         .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::SOCKET, &socket)
+        .env(env::SOCKET, listening.socket())
         .env_remove(env::FILE)
         .env(env::KINDS, "kernel")
         // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
@@ -198,21 +174,30 @@ fn run_once(
         command.env(k, v);
     }
     let program = command.get_program().to_string_lossy().into_owned();
-    let spawn_error = |e: io::Error| ProfileError::Spawn {
-        program: program.clone(),
-        error: e.to_string(),
-    };
     let mut streams = Streams::new(run);
-    let mut child = command.spawn().map_err(spawn_error)?;
+    let (tx, rx) = mpsc::channel();
+    let options = AcceptOptions {
+        tee: true,
+        controls: None,
+    };
+    let mut launched = listening
+        .launch(&mut command, options, tx)
+        .map_err(|e| match e {
+            LaunchError::Spawn(e) => ProfileError::Spawn {
+                program: program.clone(),
+                error: e.to_string(),
+            },
+            other => ProfileError::Io(other.to_string()),
+        })?;
     let status = loop {
-        streams.take(&receiving.rx, Duration::from_millis(100));
+        streams.take(&rx, Duration::from_millis(100));
         if let Some(report) = progress.as_mut() {
             report(&streams.seen);
         }
-        match child.try_wait() {
+        match launched.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {}
-            Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}")).into()),
+            Err(e) => return Err(ProfileError::Io(format!("waiting for {program}: {e}"))),
         }
     };
     // A process that connected just before the program exited is accepted a moment later; then every stream
@@ -220,21 +205,20 @@ fn run_once(
     // with what it sent by then, and said.
     let exited = Instant::now();
     loop {
-        streams.take(&receiving.rx, Duration::from_millis(20));
-        let settled = exited.elapsed() >= LATE_CONNECT
-            && streams.closed() == receiving.accepted.load(Ordering::SeqCst);
+        streams.take(&rx, Duration::from_millis(20));
+        let settled = exited.elapsed() >= LATE_CONNECT && streams.closed() == launched.accepted();
         if settled || exited.elapsed() >= DRAIN {
             break;
         }
     }
-    receiving.stop();
+    launched.stop_accepting();
     let mut out = ProfileRun {
         status: Some(status),
         runs: 1,
         ..ProfileRun::default()
     };
     if streams.bytes.is_empty() {
-        return Err(ProfileError::NeverUsedCuda { program, status }.into());
+        return Err(ProfileError::NeverUsedCuda { program, status });
     }
     for (id, bytes) in &streams.bytes {
         out.processes += 1;
@@ -257,52 +241,6 @@ fn run_once(
 const LATE_CONNECT: Duration = Duration::from_millis(100);
 /// How long after the program's exit its processes' streams are waited for.
 const DRAIN: Duration = Duration::from_secs(10);
-
-/// The socket's accepting thread, and what it and the reading threads deliver.
-struct Receiving {
-    rx: mpsc::Receiver<Delivery>,
-    stop: Arc<AtomicBool>,
-    accepted: Accepted,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Receiving {
-    fn start(listener: UnixListener) -> Receiving {
-        let (tx, rx) = mpsc::channel();
-        let stop = Arc::new(AtomicBool::new(false));
-        let accepted: Accepted = Arc::default();
-        let (s, a) = (Arc::clone(&stop), Arc::clone(&accepted));
-        let options = AcceptOptions {
-            tee: true,
-            controls: None,
-        };
-        let thread = std::thread::spawn(move || accept_streams(listener, tx, s, a, options));
-        Receiving {
-            rx,
-            stop,
-            accepted,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Receiving {
-    fn drop(&mut self) {
-        // On every way out (a failed spawn, a failed wait), the accepting thread ends.
-        self.halt();
-    }
-}
 
 /// Each connection's bytes (one process's stream, read again whole at the end), which have closed, and the
 /// progress counts so far.
@@ -347,27 +285,5 @@ impl Streams {
 
     fn closed(&self) -> usize {
         self.closed.len()
-    }
-}
-
-/// A private temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> io::Result<TempDir> {
-        use std::os::unix::fs::DirBuilderExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("gpu-tools-profile-{}-{nanos}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(TempDir(path))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

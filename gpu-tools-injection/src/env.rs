@@ -1,5 +1,7 @@
-//! The environment variables through which a tracer configures the injection library (`gpu-tools-inject`, loaded
-//! into a CUDA program through `CUDA_INJECTION64_PATH`). Defined once here, for both sides.
+//! The settings through which a tracer configures the injection libraries (`gpu-tools-inject`, loaded into a CUDA
+//! program through `CUDA_INJECTION64_PATH`; `gpu-tools-inject-rocm`, through `ROCP_TOOL_LIBRARIES`), and the
+//! protocol of an attached session: the attach entry's name, its argument and status, the control bytes and the
+//! profiling notices. Defined once here, for both sides.
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
@@ -36,6 +38,8 @@ pub const PROFILE_LAUNCHES_PER_KERNEL: &str = "GPU_TOOLS_PROFILE_LAUNCHES_PER_KE
 pub const PROFILE_GRAPH: &str = "GPU_TOOLS_PROFILE_GRAPH";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
+/// The variable rocprofiler-sdk reads to load tool libraries into a HIP program (`gpu-tools-inject-rocm`).
+pub const ROCM_TOOL_LIBRARIES: &str = "ROCP_TOOL_LIBRARIES";
 /// The variable NVTX reads at a program's first NVTX call to load the library that implements NVTX (an absolute
 /// path). Pointing it at the injection library routes NVTX to CUPTI, which records markers and ranges; the
 /// injection library enables NVTX records when it is set. A program that makes no NVTX call never loads it.
@@ -266,7 +270,7 @@ pub enum Destination {
 /// remove (so that a tracer's own environment does not leak into the program's configuration).
 ///
 /// ```
-/// use gpu_tools_trace::env::{Destination, GraphMode, InjectionEnv};
+/// use gpu_tools_injection::env::{Destination, GraphMode, InjectionEnv};
 /// let env = InjectionEnv::new("/opt/gpu-tools/libgpu_tools_inject.so", Destination::Socket("/tmp/t/s".into()))
 ///     .graph_mode(GraphMode::Graph);
 /// let mut cmd = std::process::Command::new("python3");

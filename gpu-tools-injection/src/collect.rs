@@ -8,7 +8,7 @@
 //! use std::os::unix::net::UnixListener;
 //! use std::sync::atomic::{AtomicBool, AtomicUsize};
 //! use std::sync::{Arc, mpsc};
-//! use gpu_tools_trace::collect::{AcceptOptions, Delivery, accept_streams};
+//! use gpu_tools_injection::collect::{AcceptOptions, Delivery, accept_streams};
 //!
 //! let listener = UnixListener::bind("/tmp/trace.sock")?;
 //! listener.set_nonblocking(true)?; // the loop checks `stop` between connections
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use crate::{Record, StreamHeader, StreamReader, WireError};
+use gpu_tools_trace::{Record, StreamHeader, StreamReader, WireError};
 
 /// What the reading threads hand on, each about one connection (numbered in the order they were accepted).
 #[derive(Debug)]
@@ -147,3 +147,6 @@ fn read_stream<M: From<Delivery>>(id: usize, stream: UnixStream, tx: mpsc::Sende
     }
     let _ = tx.send(Delivery::Closed(id).into());
 }
+
+#[cfg(test)]
+mod tests;

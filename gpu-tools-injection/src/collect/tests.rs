@@ -10,8 +10,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
 use gpu_tools_testing::records::kernel;
-use gpu_tools_trace::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
 use gpu_tools_trace::{Encoder, Record, StreamHeader, TimestampClock};
 
 struct Listening {

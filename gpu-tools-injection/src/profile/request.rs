@@ -1,0 +1,240 @@
+//! What to collect in a profiled program ([`ProfileRequest`]) and how it travels to the injection library: the
+//! variables of [`env`](crate::env) (`GPU_TOOLS_PROFILE_*`), set by the launcher or carried in an attach argument,
+//! read back by the library.
+
+use crate::env::{self, GraphMode};
+
+/// The `basic` set: time, DRAM traffic and SM throughput of each kernel.
+pub const BASIC_SET: [&str; 4] = [
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+];
+
+/// The metrics of a named set (`basic`).
+pub fn named_set(name: &str) -> Option<&'static [&'static str]> {
+    match name {
+        "basic" => Some(&BASIC_SET),
+        _ => None,
+    }
+}
+
+/// Default kernel launches between two decodes of the range profiler's counter data.
+pub const DEFAULT_MAX_RANGES: usize = 2048;
+
+/// What to collect in a profiled program; travels through the environment ([`env::PROFILE_METRICS`],
+/// [`env::PROFILE_PC_SAMPLING`], [`env::PROFILE_MAX_RANGES`], [`env::PROFILE_LAUNCHES_PER_KERNEL`],
+/// [`env::PROFILE_GRAPH`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileRequest {
+    /// Metrics per kernel launch (full names); empty: none.
+    pub metrics: Vec<String>,
+    /// Also PC sampling.
+    pub pc_sampling: bool,
+    /// Launches between two decodes.
+    pub max_ranges: usize,
+    /// Profile at most this many launches of each kernel name (per context); the others run unprofiled, at native
+    /// speed. `None`: every launch. A CUDA graph launch is profiled whole or not at all: it counts as a launch of
+    /// the graph.
+    pub launches_per_kernel: Option<u32>,
+    /// What a CUDA graph launch yields, as ncu's `--graph-profiling`: one record per kernel node
+    /// ([`GraphMode::Node`], the default), or one per graph launch named after the graph
+    /// ([`GraphMode::Graph`], values combined by [`combine_values`](gpu_tools_trace::profile::combine_values)).
+    pub graph_profiling: GraphMode,
+}
+
+impl ProfileRequest {
+    /// Metrics, no PC sampling, the default decode interval.
+    pub fn new(metrics: Vec<String>) -> Self {
+        ProfileRequest {
+            metrics,
+            pc_sampling: false,
+            max_ranges: DEFAULT_MAX_RANGES,
+            launches_per_kernel: None,
+            graph_profiling: GraphMode::Node,
+        }
+    }
+
+    /// Reads a metric list: names separated by commas, set names (`basic`) expanded; each name once.
+    pub fn parse_metrics(value: &str) -> Result<Vec<String>, String> {
+        let mut out: Vec<String> = Vec::new();
+        for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let names: Vec<&str> = match named_set(word) {
+                Some(set) => set.to_vec(),
+                None if word.contains("__") => vec![word],
+                None => {
+                    return Err(format!(
+                        "{word:?} is neither a metric name (unit__counter.rollup) nor a set (basic)"
+                    ));
+                }
+            };
+            for n in names {
+                if !out.iter().any(|o| o == n) {
+                    out.push(n.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads the request from variables looked up through `get` (unset: nothing asked for).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<ProfileRequest, String> {
+        let metrics = match get(env::PROFILE_METRICS) {
+            Some(v) => {
+                Self::parse_metrics(&v).map_err(|e| format!("{}: {e}", env::PROFILE_METRICS))?
+            }
+            None => Vec::new(),
+        };
+        let pc_sampling = match get(env::PROFILE_PC_SAMPLING).as_deref().map(str::trim) {
+            None | Some("") | Some("0") => false,
+            Some("1") => true,
+            Some(v) => return Err(format!("{}={v:?}: use 1 or 0", env::PROFILE_PC_SAMPLING)),
+        };
+        let max_ranges = match get(env::PROFILE_MAX_RANGES) {
+            None => DEFAULT_MAX_RANGES,
+            Some(v) => match v.trim().parse::<usize>() {
+                Ok(n) if (1..=1 << 20).contains(&n) => n,
+                _ => {
+                    return Err(format!(
+                        "{}={v:?}: a count from 1 to {}",
+                        env::PROFILE_MAX_RANGES,
+                        1 << 20
+                    ));
+                }
+            },
+        };
+        let launches_per_kernel = match get(env::PROFILE_LAUNCHES_PER_KERNEL)
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("") | Some("0") => None,
+            Some(v) => match v.parse::<u32>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return Err(format!(
+                        "{}={v:?}: a count of launches (0: all)",
+                        env::PROFILE_LAUNCHES_PER_KERNEL
+                    ));
+                }
+            },
+        };
+        let graph_profiling = match get(env::PROFILE_GRAPH).as_deref().map(str::trim) {
+            None | Some("") => GraphMode::Node,
+            Some(v) => v
+                .parse::<GraphMode>()
+                .map_err(|e| format!("{}: {e}", env::PROFILE_GRAPH))?,
+        };
+        Ok(ProfileRequest {
+            metrics,
+            pc_sampling,
+            max_ranges,
+            launches_per_kernel,
+            graph_profiling,
+        })
+    }
+
+    /// Reads the process environment.
+    pub fn from_env() -> Result<ProfileRequest, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Whether anything is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.metrics.is_empty() && !self.pc_sampling
+    }
+
+    /// The variables that carry the request.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (env::PROFILE_METRICS, self.metrics.join(",")),
+            (
+                env::PROFILE_PC_SAMPLING,
+                if self.pc_sampling { "1" } else { "0" }.to_string(),
+            ),
+            (env::PROFILE_MAX_RANGES, self.max_ranges.to_string()),
+            (
+                env::PROFILE_LAUNCHES_PER_KERNEL,
+                self.launches_per_kernel.unwrap_or(0).to_string(),
+            ),
+            (env::PROFILE_GRAPH, self.graph_profiling.name().to_string()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn metric_lists_expand_sets_and_refuse_junk() {
+        assert_eq!(
+            ProfileRequest::parse_metrics("basic").unwrap(),
+            BASIC_SET.to_vec()
+        );
+        assert_eq!(
+            ProfileRequest::parse_metrics("dram__bytes_read.sum, basic")
+                .unwrap()
+                .len(),
+            4,
+            "a name of the set is not repeated"
+        );
+        assert!(
+            ProfileRequest::parse_metrics("fast")
+                .unwrap_err()
+                .contains("basic")
+        );
+        assert!(ProfileRequest::parse_metrics("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn requests_travel_through_the_environment() {
+        let r = ProfileRequest {
+            metrics: vec!["a__b.sum".into()],
+            pc_sampling: true,
+            max_ranges: 16,
+            launches_per_kernel: Some(3),
+            graph_profiling: GraphMode::Graph,
+        };
+        let vars: HashMap<&str, String> = r.env().into_iter().collect();
+        let back = ProfileRequest::from_lookup(|k| vars.get(k).cloned()).unwrap();
+        assert_eq!(back, r);
+        assert!(ProfileRequest::from_lookup(|_| None).unwrap().is_empty());
+        assert!(
+            ProfileRequest::from_lookup(|k| (k == env::PROFILE_PC_SAMPLING).then(|| "yes".into()))
+                .is_err()
+        );
+        assert!(
+            ProfileRequest::from_lookup(|k| (k == env::PROFILE_MAX_RANGES).then(|| "0".into()))
+                .is_err()
+        );
+        let every = ProfileRequest::new(vec!["a__b.sum".into()]);
+        let vars: HashMap<&str, String> = every.env().into_iter().collect();
+        assert_eq!(
+            ProfileRequest::from_lookup(|k| vars.get(k).cloned())
+                .unwrap()
+                .launches_per_kernel,
+            None,
+            "0 travels as every launch"
+        );
+        assert!(
+            ProfileRequest::from_lookup(
+                |k| (k == env::PROFILE_LAUNCHES_PER_KERNEL).then(|| "-1".into())
+            )
+            .is_err()
+        );
+        assert_eq!(
+            every.graph_profiling,
+            GraphMode::Node,
+            "graph launches are profiled node by node unless asked"
+        );
+        let e = ProfileRequest::from_lookup(|k| (k == env::PROFILE_GRAPH).then(|| "whole".into()))
+            .unwrap_err();
+        assert!(
+            e.contains(env::PROFILE_GRAPH) && e.contains("node, graph"),
+            "{e}"
+        );
+    }
+}
