@@ -91,9 +91,9 @@ def main():
         sys.exit("no examples or no binaries found")
     print(f"{len(examples)} examples: " + ", ".join(name for _, name in examples))
     print(f"{len(bins)} binaries: " + ", ".join(name for _, name in bins))
-    # The release configuration .ci/run builds once for all its release steps (what scripts/gpu-stage builds): it
-    # enables every example; nothing is built again.
-    subprocess.check_call(["cargo", "build", "--release", "--workspace", "--examples", "--bins",
+    # The release configuration .ci/run builds once for all its release steps (what scripts/gpu-stage builds, less
+    # xtask): it enables every example; nothing is built again.
+    subprocess.check_call(["cargo", "build", "--release", "--workspace", "--exclude", "xtask", "--examples", "--bins",
                            "--features", "nvidia-hw-tests,amd-hw-tests", "--target-dir", target])
     release = os.path.abspath(os.path.join(target, "release"))
     commands = [(name, [os.path.join(release, "examples", name)]) for _, name in examples]

@@ -321,8 +321,109 @@ fn check_rocm(untouched: &str) -> Result<(), Failure> {
     ))
 }
 
+/// `gpu-tools trace`: every check that can be made before the work, then the backend's run, the reports, the
+/// files, and the exit code.
 pub fn run(mut args: Args) -> Outcome {
-    // Checked here: clap skips `requires` on an option whose requirement conflicts with the program given.
+    let counter_request = check_options(&args)?;
+    let program = args.program.first().map(|p| check_program(p)).transpose()?;
+    // Every process named is checked before the backend (and the driver it needs) is looked for: a PID that names
+    // no process is said as such, whatever this machine has.
+    for pid in args.attach.iter().chain(&args.pid).chain(&args.pid_tree) {
+        crate::pid::check(*pid)?;
+    }
+    let backend = choose_backend(&args, program.as_deref())?;
+    let targets = select_targets(&mut args, backend)?;
+    check_backend_options(&args, backend)?;
+    // What a refusal before the work left alone: the program, or the processes to attach to.
+    let untouched = if args.attach.is_some() || args.attaches_by_pid() {
+        "nothing was attached"
+    } else {
+        "the program was not run"
+    };
+    if backend == Backend::Rocm {
+        check_rocm(untouched)?;
+    } else {
+        check_driver(backend, untouched)?;
+    }
+    // The tool library, found before the program runs.
+    let tool = match backend {
+        Backend::Cupti => Some(Tool::Cuda),
+        Backend::Rocm => Some(Tool::Rocm),
+        Backend::Debugger => None,
+    };
+    let lib = tool
+        .map(|tool| tool_library(tool, &args, untouched))
+        .transpose()?;
+    // Fail before the program runs if a trace cannot be written; nothing is written if no trace comes.
+    let chrome_file = args
+        .chrome_trace
+        .as_deref()
+        .map(|path| OutputFile::create(path, "the Chrome trace"))
+        .transpose()?;
+    let trace_file = args
+        .output
+        .as_deref()
+        .map(|template| create_trace_file(template, &args, &targets))
+        .transpose()?;
+    // The counters' samplers, opened before the program is launched or attached: whatever keeps them from
+    // sampling is said before anything runs.
+    let opened = counter_request
+        .as_ref()
+        .map(|r| counters::open(r, &targets))
+        .transpose()?;
+    if chrome_file.as_ref().is_some_and(OutputFile::is_stdout)
+        && trace_file.as_ref().is_some_and(OutputFile::is_stdout)
+    {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--chrome-trace and --output cannot both be standard output",
+        ));
+    }
+    let run = Run {
+        args: &args,
+        backend,
+        tool,
+        lib: lib.as_deref(),
+        targets: &targets,
+    };
+    let traced = run.trace_and_report(chrome_file.as_ref(), trace_file.as_ref(), opened)?;
+    let trace = &traced.trace;
+    // A run in which no process was traced failed: it leaves no trace file.
+    if !trace.processes.is_empty() {
+        for file in [chrome_file, trace_file].into_iter().flatten() {
+            let path = file.path().display().to_string();
+            file.commit()?;
+            if args.output.is_some() {
+                log::info!("wrote {path}");
+            }
+        }
+    }
+    let losses = say_warnings_and_losses(trace);
+    let incomplete = losses
+        || trace.processes.is_empty()
+        || trace
+            .processes
+            .iter()
+            .any(|p| !p.ended || p.stream_errors > 0);
+    let code = program_exit_code(&traced, args.attach.is_some() || !targets.is_empty());
+    if !traced.empty_windows.is_empty() {
+        for e in &traced.empty_windows {
+            eprintln!("gpu-tools trace: {e}");
+        }
+        return Ok(1);
+    }
+    if code == 0 && incomplete {
+        if trace.processes.is_empty() {
+            return Ok(1);
+        }
+        return Ok(INCOMPLETE);
+    }
+    Ok(code)
+}
+
+/// The options that go together, checked before anything else (clap skips `requires` on an option whose
+/// requirement conflicts with the program given); the counters asked for, parsed.
+fn check_options(args: &Args) -> Result<Option<counters::Request>, Failure> {
     if args.attach_protocol.is_some() && args.attach.is_none() {
         return Err(usage(
             ErrorKind::MissingRequiredArgument,
@@ -370,14 +471,12 @@ pub fn run(mut args: Args) -> Outcome {
             "--duration must be a positive number of seconds",
         ));
     }
-    let program = args.program.first().map(|p| check_program(p)).transpose()?;
-    // Every process named is checked before the backend (and the driver it needs) is looked for: a PID that names
-    // no process is said as such, whatever this machine has.
-    for pid in args.attach.iter().chain(&args.pid).chain(&args.pid_tree) {
-        crate::pid::check(*pid)?;
-    }
-    let backend = choose_backend(&args, program.as_deref())?;
-    // The debugger backend attaches to one process, through `--attach`.
+    Ok(counter_request)
+}
+
+/// The processes to attach to: for the debugger backend its one `--pid` (moved to `--attach`, which it reads); for
+/// the cupti backend those named by pid, then the job's CUDA processes on this host. None when a program is run.
+fn select_targets(args: &mut Args, backend: Backend) -> Result<Vec<u32>, Failure> {
     if backend == Backend::Debugger && args.attaches_by_pid() {
         if args.pid.len() != 1 || args.pid_tree.is_some() {
             return Err(usage(
@@ -387,20 +486,23 @@ pub fn run(mut args: Args) -> Outcome {
         }
         args.attach = args.pid.pop();
     }
-    let targets = if backend == Backend::Cupti && args.attaches_by_pid() {
-        let mut targets = attach::targets(&args)?;
-        // The job's CUDA processes on this host, after those named by pid (exit 1 when there is none).
-        if let Some(selector) = &args.job {
-            for member in crate::job::select("trace", selector)? {
-                if !targets.contains(&member.pid) {
-                    targets.push(member.pid);
-                }
+    if backend != Backend::Cupti || !args.attaches_by_pid() {
+        return Ok(Vec::new());
+    }
+    let mut targets = attach::targets(args)?;
+    // The job's CUDA processes on this host, after those named by pid (exit 1 when there is none).
+    if let Some(selector) = &args.job {
+        for member in crate::job::select("trace", selector)? {
+            if !targets.contains(&member.pid) {
+                targets.push(member.pid);
             }
         }
-        targets
-    } else {
-        Vec::new()
-    };
+    }
+    Ok(targets)
+}
+
+/// The options that only the chosen backend takes, and their values.
+fn check_backend_options(args: &Args, backend: Backend) -> Result<(), Failure> {
     if let Some(option) = args.misplaced_option(backend) {
         return Err(usage(
             ErrorKind::ArgumentConflict,
@@ -415,174 +517,96 @@ pub fn run(mut args: Args) -> Outcome {
             )
         })?;
     }
-    // What a refusal before the work left alone: the program, or the processes to attach to.
-    let untouched = if args.attach.is_some() || args.attaches_by_pid() {
-        "nothing was attached"
-    } else {
-        "the program was not run"
+    Ok(())
+}
+
+/// The tool library the program or the processes will load (`--inject-lib`, the variable, or the embedded one).
+fn tool_library(tool: Tool, args: &Args, untouched: &str) -> Result<PathBuf, Failure> {
+    let explicit = args.inject_lib.as_deref();
+    let (found, what) = match tool {
+        Tool::Cuda => (inject_lib::find(explicit), "injection library"),
+        Tool::Rocm => (inject_lib::find_rocm(explicit), "AMD tool library"),
     };
-    if backend == Backend::Rocm {
-        check_rocm(untouched)?;
-    } else {
-        check_driver(backend, untouched)?;
-    }
-    // The tool library, found before the program runs.
-    let tool = match backend {
-        Backend::Cupti => Some(Tool::Cuda),
-        Backend::Rocm => Some(Tool::Rocm),
-        Backend::Debugger => None,
-    };
-    let lib = match tool {
-        Some(Tool::Cuda) => {
-            let (lib, origin) = inject_lib::find(args.inject_lib.as_deref())
-                .map_err(|m| Failure::new(1, format!("{m} ({untouched})")))?;
-            log::debug!("injection library {} ({origin})", lib.display());
-            Some(lib)
-        }
-        Some(Tool::Rocm) => {
-            let (lib, origin) = inject_lib::find_rocm(args.inject_lib.as_deref())
-                .map_err(|m| Failure::new(1, format!("{m} ({untouched})")))?;
-            log::debug!("AMD tool library {} ({origin})", lib.display());
-            Some(lib)
-        }
-        None => None,
-    };
-    // Fail before the program runs if a trace cannot be written; nothing is written if no trace comes.
-    let chrome_file = args
-        .chrome_trace
-        .as_deref()
-        .map(|path| OutputFile::create(path, "the Chrome trace"))
-        .transpose()?;
-    let trace_file = args
-        .output
-        .as_deref()
-        .map(|template| {
-            let rank = ranks_for_name(&targets, args.attaches_by_pid());
-            let host = host_name();
-            let pid = std::process::id();
-            // `%r` is used where a rank changes the name (`%%r` is a `%` and an `r`).
-            let names_rank = expand_output_name_with_rank(template, &host, pid, None)
-                != expand_output_name_with_rank(template, &host, pid, Some("0"));
-            if names_rank && rank.is_none() {
-                return Err(usage(
-                    ErrorKind::ValueValidation,
-                    format!(
-                        "--output {template}: %r stands for the rank, and {} (RANK, OMPI_COMM_WORLD_RANK, \
-                         PMI_RANK, SLURM_PROCID) in its environment",
-                        if args.attaches_by_pid() {
-                            "no traced process has a rank variable"
-                        } else {
-                            "this process has no rank variable"
-                        }
-                    ),
-                ));
-            }
-            let path = expand_output_name_with_rank(template, &host, pid, rank.as_deref());
-            OutputFile::create(Path::new(&path), "the trace file")
-        })
-        .transpose()?;
-    // The counters' samplers, opened before the program is launched or attached: whatever keeps them from
-    // sampling is said before anything runs.
-    let opened = counter_request
-        .as_ref()
-        .map(|r| counters::open(r, &targets))
-        .transpose()?;
-    if chrome_file.as_ref().is_some_and(OutputFile::is_stdout)
-        && trace_file.as_ref().is_some_and(OutputFile::is_stdout)
-    {
+    let (lib, origin) = found.map_err(|m| Failure::new(1, format!("{m} ({untouched})")))?;
+    log::debug!("{what} {} ({origin})", lib.display());
+    Ok(lib)
+}
+
+/// The trace file of `-o TEMPLATE`, created now: its name with the host, the tracer's pid and the traced ranks
+/// (`%r`, refused where no traced process has a rank).
+fn create_trace_file(template: &str, args: &Args, targets: &[u32]) -> Result<OutputFile, Failure> {
+    let rank = ranks_for_name(targets, args.attaches_by_pid());
+    let host = host_name();
+    let pid = std::process::id();
+    // `%r` is used where a rank changes the name (`%%r` is a `%` and an `r`).
+    let names_rank = expand_output_name_with_rank(template, &host, pid, None)
+        != expand_output_name_with_rank(template, &host, pid, Some("0"));
+    if names_rank && rank.is_none() {
         return Err(usage(
-            ErrorKind::ArgumentConflict,
-            "--chrome-trace and --output cannot both be standard output",
+            ErrorKind::ValueValidation,
+            format!(
+                "--output {template}: %r stands for the rank, and {} (RANK, OMPI_COMM_WORLD_RANK, \
+                 PMI_RANK, SLURM_PROCID) in its environment",
+                if args.attaches_by_pid() {
+                    "no traced process has a rank variable"
+                } else {
+                    "this process has no rank variable"
+                }
+            ),
         ));
     }
-    let mut demangler = Demangler::new(args.raw_names);
-    // The listing and the summary go to standard output, unless a trace goes there (`-o -`): then to stderr.
-    let to_stderr = [&chrome_file, &trace_file]
-        .into_iter()
-        .flatten()
-        .any(OutputFile::is_stdout);
-    if to_stderr {
-        // The program's own output too.
-        crate::stdout::to_stderr();
-    }
-    let mut out = BufWriter::new(if to_stderr {
-        Box::new(std::io::stderr().lock()) as Box<dyn Write>
-    } else {
-        Box::new(std::io::stdout().lock())
-    });
-    // A trace on a standard output whose reader went away ends the run as any closed standard output does.
-    let written = |e: std::io::Error, what: &str| {
-        if to_stderr && e.kind() == std::io::ErrorKind::BrokenPipe {
-            Failure::stdout(e)
-        } else {
-            Failure::new(1, format!("cannot write {what}: {e}"))
+    let path = expand_output_name_with_rank(template, &host, pid, rank.as_deref());
+    OutputFile::create(Path::new(&path), "the trace file")
+}
+
+/// What one trace runs with, once every check before it passed.
+struct Run<'a> {
+    args: &'a Args,
+    backend: Backend,
+    tool: Option<Tool>,
+    lib: Option<&'a Path>,
+    /// The processes to attach to; empty when a program is run.
+    targets: &'a [u32],
+}
+
+impl Run<'_> {
+    /// Runs the backend with the files as sinks, prints the listing and the summary, and finishes the files (not
+    /// yet committed).
+    fn trace_and_report(
+        &self,
+        chrome_file: Option<&OutputFile>,
+        trace_file: Option<&OutputFile>,
+        opened: Option<counters::Opened>,
+    ) -> Result<Traced, Failure> {
+        let args = self.args;
+        let mut demangler = Demangler::new(args.raw_names);
+        // The listing and the summary go to standard output, unless a trace goes there (`-o -`): then to stderr.
+        let to_stderr = [chrome_file, trace_file]
+            .into_iter()
+            .flatten()
+            .any(OutputFile::is_stdout);
+        if to_stderr {
+            // The program's own output too.
+            crate::stdout::to_stderr();
         }
-    };
-    let traced = {
+        let mut out = BufWriter::new(if to_stderr {
+            Box::new(std::io::stderr().lock()) as Box<dyn Write>
+        } else {
+            Box::new(std::io::stdout().lock())
+        });
+        let written = |e, what: &str| write_failure(to_stderr, e, what);
         let mut sinks = Sinks {
             file: trace_file
-                .as_ref()
                 .map(|f| TraceFileWriter::new(Box::new(f.writer()) as Box<dyn Write + '_>))
                 .transpose()
                 .map_err(|e| written(e, "the trace file"))?,
-            chrome: chrome_file.as_ref().map(|f| {
+            chrome: chrome_file.map(|f| {
                 Timeline::new(ChromeWriter::new(
                     Box::new(f.writer()) as Box<dyn Write + '_>
                 ))
             }),
         };
-        let result = match (tool, &lib) {
-            (Some(Tool::Cuda), Some(lib)) if !targets.is_empty() => {
-                // The CUPTI this tool would use, for processes that map none (loaded by bare name: where the
-                // loader found it).
-                let cupti = gpu_tools::cupti::CuptiLibrary::load().ok().and_then(|l| {
-                    l.path().map(Path::to_path_buf).or_else(|| {
-                        gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
-                    })
-                });
-                // Every host of the job starts its window at the same instant; a process that ended meanwhile is
-                // said and left out.
-                let mut live = targets.clone();
-                if let Some(start) = &args.start_at {
-                    crate::start_at::wait(start, &crate::interrupt::stop_flag(), "trace")?;
-                    live.retain(|&pid| {
-                        let running = gpu_tools::linux::procfs::Process::new(pid)
-                            .stat()
-                            .is_ok_and(|s| !s.has_ended());
-                        if !running {
-                            eprintln!(
-                                "gpu-tools trace: process {pid} ended before --start-at {}: not traced",
-                                start.given
-                            );
-                        }
-                        running
-                    });
-                    if live.is_empty() {
-                        return Err(Failure::new(
-                            1,
-                            format!(
-                                "every process selected ended before --start-at {}: nothing was attached",
-                                start.given
-                            ),
-                        ));
-                    }
-                }
-                attach::run(
-                    &args,
-                    &mut demangler,
-                    lib,
-                    &mut sinks,
-                    &live,
-                    cupti.as_deref(),
-                    opened,
-                )
-            }
-            (Some(tool), Some(lib)) => {
-                receiver::run(&args, &mut demangler, tool, lib, &mut sinks, opened)
-            }
-            _ => backend_debugger::run(&args, &mut demangler, &mut out),
-        };
-        let traced = match result {
+        let traced = match self.run_backend(&mut demangler, &mut sinks, opened, &mut out) {
             Ok(t) => t,
             Err(f) => {
                 let _ = out.flush();
@@ -590,12 +614,13 @@ pub fn run(mut args: Args) -> Outcome {
             }
         };
         let trace = &traced.trace;
-        if !args.quiet && backend != Backend::Debugger {
+        if !args.quiet && self.backend != Backend::Debugger {
             report::listing(trace, &mut out).or_else(crate::stdout::unless_closed)?;
         }
-        report::summary(trace, backend.name(), &mut out).or_else(crate::stdout::unless_closed)?;
+        report::summary(trace, self.backend.name(), &mut out)
+            .or_else(crate::stdout::unless_closed)?;
         out.flush().or_else(crate::stdout::unless_closed)?;
-        if backend == Backend::Debugger {
+        if self.backend == Backend::Debugger {
             // The debugger backend's launches, as records, for the Chrome trace.
             if let Some(timeline) = sinks.chrome.as_mut() {
                 timeline_of(trace, timeline).map_err(|e| written(e, "the Chrome trace"))?;
@@ -615,20 +640,82 @@ pub fn run(mut args: Args) -> Outcome {
                 .and_then(|mut w| w.flush())
                 .map_err(|e| written(e, "the Chrome trace"))?;
         }
-        traced
-    };
-    drop(out);
-    let trace = &traced.trace;
-    // A run in which no process was traced failed: it leaves no trace file.
-    if !trace.processes.is_empty() {
-        for file in [chrome_file, trace_file].into_iter().flatten() {
-            let path = file.path().display().to_string();
-            file.commit()?;
-            if args.output.is_some() {
-                log::info!("wrote {path}");
+        Ok(traced)
+    }
+
+    /// The backend's run: attaching (cupti, processes named), launching with a tool library (cupti, rocm), or the
+    /// debugger.
+    fn run_backend(
+        &self,
+        demangler: &mut Demangler,
+        sinks: &mut Sinks<'_>,
+        opened: Option<counters::Opened>,
+        out: &mut impl Write,
+    ) -> Result<Traced, Failure> {
+        let args = self.args;
+        match (self.tool, self.lib) {
+            (Some(Tool::Cuda), Some(lib)) if !self.targets.is_empty() => {
+                // The CUPTI this tool would use, for processes that map none (loaded by bare name: where the
+                // loader found it).
+                let cupti = gpu_tools::cupti::CuptiLibrary::load().ok().and_then(|l| {
+                    l.path().map(Path::to_path_buf).or_else(|| {
+                        gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
+                    })
+                });
+                let live = self.live_at_start()?;
+                attach::run(args, demangler, lib, sinks, &live, cupti.as_deref(), opened)
             }
+            (Some(tool), Some(lib)) => receiver::run(args, demangler, tool, lib, sinks, opened),
+            _ => backend_debugger::run(args, demangler, out),
         }
     }
+
+    /// The targets still running once `--start-at` comes (every host of the job starts its window at the same
+    /// instant); a process that ended meanwhile is said and left out. All of them without `--start-at`.
+    fn live_at_start(&self) -> Result<Vec<u32>, Failure> {
+        let mut live = self.targets.to_vec();
+        let Some(start) = &self.args.start_at else {
+            return Ok(live);
+        };
+        crate::start_at::wait(start, &crate::interrupt::stop_flag(), "trace")?;
+        live.retain(|&pid| {
+            let running = gpu_tools::linux::procfs::Process::new(pid)
+                .stat()
+                .is_ok_and(|s| !s.has_ended());
+            if !running {
+                eprintln!(
+                    "gpu-tools trace: process {pid} ended before --start-at {}: not traced",
+                    start.given
+                );
+            }
+            running
+        });
+        if live.is_empty() {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "every process selected ended before --start-at {}: nothing was attached",
+                    start.given
+                ),
+            ));
+        }
+        Ok(live)
+    }
+}
+
+/// A write to the trace file or the Chrome trace failed. On a standard output whose reader went away (`-o -`), the
+/// run ends as any closed standard output does.
+fn write_failure(to_stderr: bool, e: std::io::Error, what: &str) -> Failure {
+    if to_stderr && e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::stdout(e)
+    } else {
+        Failure::new(1, format!("cannot write {what}: {e}"))
+    }
+}
+
+/// Says the trace's warnings, its counters' errors and lost samples, and its dropped records; true when counters
+/// or records were lost (the trace is incomplete).
+fn say_warnings_and_losses(trace: &Trace) -> bool {
     for w in &trace.warnings {
         eprintln!("gpu-tools trace: {w}");
     }
@@ -653,17 +740,14 @@ pub fn run(mut args: Args) -> Outcome {
              --buffer-size or --max-buffers"
         );
     }
-    let incomplete = dropped > 0
-        || counters_incomplete
-        || trace.processes.is_empty()
-        || trace
-            .processes
-            .iter()
-            .any(|p| !p.ended || p.stream_errors > 0);
-    // The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that
-    // was left running has none: the trace ended as asked.
-    let code = match traced.status {
-        None if args.attach.is_some() || !targets.is_empty() => 0,
+    dropped > 0 || counters_incomplete
+}
+
+/// The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that was
+/// left running has none: the trace ended as asked (0).
+fn program_exit_code(traced: &Traced, attached: bool) -> u8 {
+    match traced.status {
+        None if attached => 0,
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => u8::try_from(code).unwrap_or(1),
             (None, Some(signal)) => {
@@ -673,20 +757,7 @@ pub fn run(mut args: Args) -> Outcome {
             (None, None) => 1,
         },
         None => 1,
-    };
-    if !traced.empty_windows.is_empty() {
-        for e in &traced.empty_windows {
-            eprintln!("gpu-tools trace: {e}");
-        }
-        return Ok(1);
     }
-    if code == 0 && incomplete {
-        if trace.processes.is_empty() {
-            return Ok(1);
-        }
-        return Ok(INCOMPLETE);
-    }
-    Ok(code)
 }
 
 #[cfg(test)]
