@@ -134,9 +134,9 @@ row() {
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29512 \
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
-  profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --seconds "$((seconds / 2))" > "$d/attached.log" 2>&1 &
+  profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$((seconds / 2))" > "$d/attached.log" 2>&1 &
     attached=$! ;;
-  *) CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
+  *) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
   esac
   if ! pid=$(wait_ready "$d/attached.log" "$attached"); then
     echo "ROW $name FAIL (the job printed no ready line: $(tail -c 300 "$d/attached.log" | tr '\n' ' '))"
@@ -192,6 +192,13 @@ row() {
       || verdict=FAIL
   fi
   echo "ROW $name exit $rc_a (untouched $rc_u) | result ${res_a:-none}| untouched ${res_u:-none}| attaches $n, failed $fails |$notes $verdict"
+  # A job that died: the end of its log (Python's faulthandler names the thread and frame of a fatal signal) and
+  # the output of the attach it died in or after.
+  if [ "$rc_a" -ne 0 ]; then
+    grep -v '^progress' "$d/attached.log" | tail -40 | sed "s/^/ROW $name log: /"
+    local last; last=$(ls -t "$d"/attach*.txt 2>/dev/null | head -1)
+    [ -n "$last" ] && tail -20 "$last" | sed "s/^/ROW $name last attach ($(basename "$last")): /"
+  fi
 }
 
 echo "=== attach survival matrix: $(date -u +%FT%TZ)"
