@@ -7,6 +7,10 @@
 #   ddp             a 2-rank DDP job (two GPUs), 1 s `trace --pid-tree` windows: launches without kernel records per
 #                   rank (trace_launch_coverage.py), and the injected library's account of what CUPTI delivered.
 #   copies          the C probe traced with copy and set records asked for, the library's account per window.
+#   fork-profile    the fork-child job (it forks and execs a CUDA child every 2000 steps) under `profile --pid`
+#                   again and again, one job per TOOL of FORK_TOOLS (default `metrics pc trace`): does the job live?
+#                   (In the matrix it died by SIGSEGV once, after a metrics attach begun while it waited for its
+#                   child.) Prints each job's exit code and, for one that died, its log's end.
 #   profiler-open   a job whose torch.profiler session is open: trace, profile --pid (metrics, PC sampling), trace;
 #                   the job's own kernel count against an untouched run of the same steps.
 #
@@ -81,6 +85,26 @@ for section in $sections; do
       sleep 0.3
     done
     echo "probe rc=$(await $j 30)"; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
+  fork-profile)
+    for tool in ${FORK_TOOLS:-metrics pc trace}; do
+      echo "## fork-child under $tool"
+      CUDA_VISIBLE_DEVICES=$gpu $py -X faulthandler "$job" fork-child --seconds 40 > "$out/f$tool.log" 2>&1 &
+      j=$!; pid=$(ready "$out/f$tool.log" $j) || continue
+      n=0
+      while kill -0 $j 2>/dev/null; do
+        n=$((n + 1))
+        case $tool in
+        metrics) timeout 90 "$gt" profile --pid "$pid" --duration 2 > "$out/f.txt" 2>&1 ;;
+        pc) timeout 90 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$out/f.txt" 2>&1 ;;
+        trace) timeout 90 "$gt" trace --pid "$pid" --duration 1 -q -o "$out/f.gputrace" > "$out/f.txt" 2>&1 ;;
+        esac
+        echo "attach $n rc=$?: $(grep -m1 -E 'profiled|summary|no moment|not possible|error' "$out/f.txt" | cut -c1-160)"
+        sleep 0.5
+      done
+      rc=$(await $j 5)
+      echo "job rc=$rc $(grep -m1 '^result' "$out/f$tool.log")"
+      [ "$rc" = 0 ] || { grep -v '^progress' "$out/f$tool.log" | tail -30; tail -15 "$out/f.txt"; }
+    done ;;
   profiler-open)
     CUDA_VISIBLE_DEVICES=$gpu GPU_TOOLS_TRACE_LOG=debug $py "$job" profiler-open --seconds 30 > "$out/p.log" 2>&1 &
     j=$!; pid=$(ready "$out/p.log" $j) || continue
