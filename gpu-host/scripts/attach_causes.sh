@@ -37,11 +37,12 @@ ready() {
   done
   return 1
 }
-# await PID SECONDS: waits for a child up to SECONDS, then kills it (SIGKILL) as hung; prints its exit code or `hung`.
+# await PID SECONDS: waits for a child up to SECONDS, then kills it (SIGKILL) as hung; sets rc to its exit code or
+# `hung`. (Not in a command substitution: a subshell cannot wait for its parent's children.)
 await() {
   local t=0
   while kill -0 "$1" 2>/dev/null && [ $t -lt $(($2 * 10)) ]; do sleep 0.1; t=$((t + 1)); done
-  if kill -0 "$1" 2>/dev/null; then kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; echo hung; else wait "$1"; echo $?; fi
+  if kill -0 "$1" 2>/dev/null; then kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; rc=hung; else wait "$1"; rc=$?; fi
 }
 # account LOG: the injected library's end-of-stream accounts in a job's log (GPU_TOOLS_TRACE_LOG=debug).
 account() { grep -o 'stream ended: .*' "$1" | cut -c1-400; }
@@ -67,10 +68,10 @@ for section in $sections; do
         ws+=($!)
       done
       for i in $(seq "$n"); do
-        echo "where $i rc=$(await "${ws[$((i - 1))]}" 110)"; grep -vE '^ +sm ' "$out/w$how$i.where" | head -8 | cut -c1-200
+        await "${ws[$((i - 1))]}" 110; echo "where $i rc=$rc"; grep -vE '^ +sm ' "$out/w$how$i.where" | head -8 | cut -c1-200
       done
       for i in $(seq "$n"); do
-        rc=$(await "${jobs[$((i - 1))]}" 40)
+        await "${jobs[$((i - 1))]}" 40
         echo "job $i rc=$rc $(grep -m1 '^result' "$out/w$how$i.log") progress lines $(grep -c '^progress' "$out/w$how$i.log")"
         [ "$rc" = 0 ] || grep -v '^progress' "$out/w$how$i.log" | tail -25
       done
@@ -84,7 +85,7 @@ for section in $sections; do
       echo "-- window $n rc=$?: $(grep -m1 summary "$out/c.txt")"; grep -E 'note|warn' "$out/c.txt" | cut -c1-200
       sleep 0.3
     done
-    echo "probe rc=$(await $j 30)"; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
+    await $j 30; echo "probe rc=$rc"; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
   fork-profile)
     for tool in ${FORK_TOOLS:-metrics pc trace}; do
       echo "## fork-child under $tool"
@@ -101,7 +102,7 @@ for section in $sections; do
         echo "attach $n rc=$?: $(grep -m1 -E 'profiled|summary|no moment|not possible|error' "$out/f.txt" | cut -c1-160)"
         sleep 0.5
       done
-      rc=$(await $j 5)
+      await $j 5
       echo "job rc=$rc $(grep -m1 '^result' "$out/f$tool.log")"
       [ "$rc" = 0 ] || { grep -v '^progress' "$out/f$tool.log" | tail -30; tail -15 "$out/f.txt"; }
     done ;;
@@ -117,7 +118,7 @@ for section in $sections; do
       echo "-- $tool rc=$?: $(grep -m1 summary "$out/p.txt")"; grep -E 'note|warn|error|profil' "$out/p.txt" | cut -c1-260 | head -6
       sleep 0.5
     done
-    echo "job rc=$(await $j 60)"; grep -E '^(result|torch_profiler)' "$out/p.log"
+    await $j 60; echo "job rc=$rc"; grep -E '^(result|torch_profiler)' "$out/p.log"
     steps=$(grep -m1 '^result' "$out/p.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
     CUDA_VISIBLE_DEVICES=$gpu timeout 90 $py "$job" profiler-open --steps "$steps" 2>&1 | grep -E '^(result|torch_profiler)' | sed 's/^/untouched: /'
     account "$out/p.log" ;;
@@ -131,6 +132,6 @@ for section in $sections; do
       "$gt" export "$out/d.gputrace" --chrome "$out/d.json" > /dev/null 2>&1 && $py "$cover" "$out/d.json" | head -8
       rm -f "$out/d.json"; sleep 0.5
     done
-    kill $j 2>/dev/null; echo "torchrun rc=$(await $j 20)"; account "$out/ddp.log" ;;
+    kill $j 2>/dev/null; await $j 20; echo "torchrun rc=$rc"; account "$out/ddp.log" ;;
   esac
 done 2>&1 | tee "$out/causes.txt"
