@@ -319,17 +319,24 @@ pub enum ProgramProfiler {
     Recording(ActivityKinds),
 }
 
+impl ProgramProfiler {
+    /// What the probe's finding says of the program's profiler.
+    fn of(found: Option<&probe::Found>) -> ProgramProfiler {
+        match found {
+            None => ProgramProfiler::None,
+            Some(f) if f.kinds == 0 => ProgramProfiler::Idle { asked: f.asked },
+            Some(f) => ProgramProfiler::Recording(ActivityKinds::from_bits_retain(f.kinds)),
+        }
+    }
+}
+
 /// Before an attached trace's tracer starts: finds a profiler inside the program that records now, so that it
 /// keeps its records ([`probe`]). Its records made so far are flushed to it either way. `Err`: it could not be
 /// found, and the trace takes CUPTI's callbacks from it (said in the stream).
 pub fn probe_program() -> Result<ProgramProfiler, String> {
     let real = resolve()?;
     let found = probe::probe(&real, &cupti_path()?, WATCH)?;
-    let answer = match &found {
-        None => ProgramProfiler::None,
-        Some(f) if f.kinds == 0 => ProgramProfiler::Idle { asked: f.asked },
-        Some(f) => ProgramProfiler::Recording(ActivityKinds::from_bits_retain(f.kinds)),
-    };
+    let answer = ProgramProfiler::of(found.as_ref());
     if found.is_some() {
         // Buffers CUPTI took from the program before the tracer registered come back to the tracer: they go on to
         // the program.
@@ -360,11 +367,7 @@ pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
             "registering the program's callbacks again returned {code}"
         ));
     }
-    Ok(if f.kinds == 0 {
-        ProgramProfiler::Idle { asked: f.asked }
-    } else {
-        ProgramProfiler::Recording(ActivityKinds::from_bits_retain(f.kinds))
-    })
+    Ok(ProgramProfiler::of(Some(&f)))
 }
 
 /// The file this library was loaded from, as the loader names it.

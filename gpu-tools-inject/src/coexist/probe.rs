@@ -304,18 +304,14 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
 mod tests {
     use super::*;
 
-    /// With the real CUPTI of the wheel (no driver needed to register callbacks): the callbacks a program
-    /// registered are found, and registering them again puts them back where they were.
-    #[test]
-    fn the_programs_callbacks_are_found_in_the_real_cupti() {
-        let _serial = super::super::tests::SERIAL
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+    /// The wheel's real CUPTI 13.0, loaded for the process's life, and its functions; `None` (said, and a failure in
+    /// CI) where the wheel's folder is not given.
+    fn wheel_cupti() -> Option<(std::path::PathBuf, super::super::Real)> {
         let Some(dir) = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") else {
             gpu_tools_testing::skip_unless_ci(
                 "GPU_TOOLS_CUPTI_WHEEL_LIB (the nvidia-cuda-cupti wheel's library folder) is not set",
             );
-            return;
+            return None;
         };
         let path = std::fs::canonicalize(Path::new(&dir).join("libcupti.so.13"))
             .expect("the wheel's libcupti.so.13");
@@ -324,6 +320,19 @@ mod tests {
         let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!handle.is_null(), "the wheel's CUPTI loads");
         let real = super::super::real_in(&path).expect("CUPTI's functions");
+        Some((path, real))
+    }
+
+    /// With the real CUPTI of the wheel (no driver needed to register callbacks): the callbacks a program
+    /// registered are found, and registering them again puts them back where they were.
+    #[test]
+    fn the_programs_callbacks_are_found_in_the_real_cupti() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Some((path, real)) = wheel_cupti() else {
+            return;
+        };
         // The program's callbacks stand for code of another object than this one (a test's own functions are in the
         // same object as the probe, which takes them for its own tracer's): two functions of the C library, never
         // called here (no kind is enabled, and there is no driver).
@@ -419,19 +428,9 @@ mod tests {
         let _serial = super::super::tests::SERIAL
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let Some(dir) = std::env::var_os("GPU_TOOLS_CUPTI_WHEEL_LIB") else {
-            gpu_tools_testing::skip_unless_ci(
-                "GPU_TOOLS_CUPTI_WHEEL_LIB (the nvidia-cuda-cupti wheel's library folder) is not set",
-            );
+        let Some((path, real)) = wheel_cupti() else {
             return;
         };
-        let path = std::fs::canonicalize(Path::new(&dir).join("libcupti.so.13"))
-            .expect("the wheel's libcupti.so.13");
-        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path of a real CUPTI library; the handle is kept for the process's life.
-        let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        assert!(!handle.is_null(), "the wheel's CUPTI loads");
-        let real = super::super::real_in(&path).expect("CUPTI's functions");
         // Two functions of the C library stand for the program's pair (never called: no kind is enabled).
         let program_pair = (
             libc::calloc as *const () as usize,
