@@ -118,20 +118,21 @@ for section in $sections; do
   profiler-open)
     CUDA_VISIBLE_DEVICES=$gpu GPU_TOOLS_TRACE_LOG=debug $py "$job" profiler-open --seconds "${PROFILER_SECONDS:-30}" > "$out/p.log" 2>&1 &
     j=$!; pid=$(ready "$out/p.log" $j) || continue
-    for tool in trace metrics trace pc $(seq -f trace "${PROFILER_TRACES:-10}"); do
+    for tool in trace metrics trace pc $(for _ in $(seq "${PROFILER_TRACES:-10}"); do echo trace; done); do
       case $tool in
       trace) GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 1 -q -o "$out/p.gputrace" > "$out/p.txt" 2>&1 ;;
       metrics) timeout 60 "$gt" profile --pid "$pid" --duration 1 > "$out/p.txt" 2>&1 ;;
       pc) timeout 60 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$out/p.txt" 2>&1 ;;
       esac
       echo "-- $tool rc=$?: $(grep -m1 summary "$out/p.txt")"; grep -E 'note|warn|error|profil' "$out/p.txt" | cut -c1-260 | head -6
-      [ $tool = trace ] && "$gt" export "$out/p.gputrace" --chrome "$out/p.json" > /dev/null 2>&1 && $py "$cover" "$out/p.json" | head -2
+      [ $tool = trace ] && "$gt" export "$out/p.gputrace" --chrome "$out/p.json" > /dev/null 2>&1 && $py "$cover" "$out/p.json" > "$out/p.cover" 2>&1; head -2 "$out/p.cover"
       rm -f "$out/p.json"
       sleep 0.5
     done
-    await $j 60; echo "job rc=$rc"; grep -E '^(result|torch_profiler)' "$out/p.log"
+    # The job's profiler builds its events at the end: a minute or more for a million kernels.
+    await $j 240; echo "job rc=$rc"; grep -E '^(result|torch_profiler)' "$out/p.log"
     steps=$(grep -m1 '^result' "$out/p.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
-    CUDA_VISIBLE_DEVICES=$gpu timeout 90 $py "$job" profiler-open --steps "$steps" 2>&1 | grep -E '^(result|torch_profiler)' | sed 's/^/untouched: /'
+    [ -n "$steps" ] && CUDA_VISIBLE_DEVICES=$gpu timeout 300 $py "$job" profiler-open --steps "$steps" 2>&1 | grep -E '^(result|torch_profiler)' | sed 's/^/untouched: /'
     account "$out/p.log" ;;
   ddp)
     CUDA_VISIBLE_DEVICES=0,1 GPU_TOOLS_TRACE_LOG=debug $py -m torch.distributed.run --nproc-per-node 2 --master-port 29531 \

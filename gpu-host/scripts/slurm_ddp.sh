@@ -4,7 +4,8 @@
 # gpu-host/python/ddp_job.py on the GPUs:
 #
 #   1. Slurm and munge: used where installed, else installed from the .deb files in .gpu/debs/ (scripts/stage-slurm-
-#      debs fetches them, on a Debian 12 machine) with `dpkg -i`; dependencies dpkg finds missing are named and the
+#      debs fetches them, on a Debian 12 machine) with `dpkg -i`, leaving out packages the host has already (in any
+#      version, or renamed with t64 as on Ubuntu 24.04); dependencies dpkg finds missing are named and the
 #      script stops. Services the packages would start are held off (policy-rc.d) while they install.
 #   2. munged on a socket of its own (own key), slurmctld, and two slurmd "hosts" (gt-h1, gt-h2), each in network,
 #      UTS, PID and mount namespaces of its own, each with one GPU (CUDA_VISIBLE_DEVICES 0 and 1), joined by a
@@ -63,7 +64,19 @@ else
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made_policy=1
   fi
-  DEBIAN_FRONTEND=noninteractive dpkg -i "$debs"/*.deb >"$out/dpkg.txt" 2>&1
+  # A package the host has already (any version, or its t64 rename, as Ubuntu 24.04's libreadline8t64) is the
+  # host's: installing Debian 12's over it would downgrade it, or conflict with it. Unless a staged package needs
+  # exactly the staged version (munge needs its own libmunge2).
+  installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+  exact=$(for deb in "$debs"/*.deb; do dpkg-deb -f "$deb" Depends; done | tr ',' '\n' | grep -o '[a-z0-9.+-]* (= ' | cut -d' ' -f1)
+  wanted=()
+  for deb in "$debs"/*.deb; do
+    pkg=$(dpkg-deb -f "$deb" Package)
+    if { installed "$pkg" || installed "${pkg}t64"; } && ! grep -qx "$pkg" <<<"$exact"; then
+      say "kept the host's own $pkg"
+    else wanted+=("$deb"); fi
+  done
+  DEBIAN_FRONTEND=noninteractive dpkg -i "${wanted[@]}" >"$out/dpkg.txt" 2>&1
   dpkg_rc=$?
   [ "$made_policy" = 1 ] && rm -f "$policy"
   cat "$out/dpkg.txt"

@@ -766,6 +766,15 @@ impl Session {
                     if let Some(p) = &report.panic {
                         log::error!("writing a batch panicked: {p}");
                     }
+                    if report.dropped_after_stop > 0 {
+                        self.writer.notice(
+                            NoticeLevel::Warning,
+                            format!(
+                                "CUPTI dropped {} records of the program's own profiler after the trace's end,                                  before its callbacks were given back (work after the window; its profiler can read                                  the count with cuptiActivityGetNumDroppedRecords)",
+                                report.dropped_after_stop
+                            ),
+                        );
+                    }
                     EndCounts {
                         dropped: report.stats.dropped_records,
                         callback_panics: report.stats.callback_panics,

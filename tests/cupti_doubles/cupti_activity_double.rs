@@ -323,6 +323,8 @@ fn stop_keeping_leaves_the_kept_kinds_enabled_and_lends_no_buffer_after_the_flus
         report.stats.buffers_in_use, 0,
         "every lent buffer came back"
     );
+    assert_eq!(report.stats.dropped_records, 0);
+    assert_eq!(report.dropped_after_stop, 0);
     assert_eq!(
         records(&sink).len(),
         1,

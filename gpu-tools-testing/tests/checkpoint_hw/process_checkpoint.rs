@@ -641,8 +641,19 @@ fn restore_onto_the_same_gpu_by_uuid() {
     }
     let _s = serial();
     let mut d = debuggee(&["--gib", "0.5"]);
-    let uuid = Driver::load().unwrap().device_uuid(0).unwrap();
-    eprintln!("  device 0: {uuid}");
+    // The driver wants a pair for every GPU it checkpointed. On two H200s a single pair for device 0, the one the
+    // debuggee works on, was refused (CUDA_ERROR_INVALID_VALUE): one pair for each GPU the process sees.
+    let driver = Driver::load().unwrap();
+    let pairs: Vec<GpuPair> = (0..driver.device_count().unwrap())
+        .map(|i| {
+            let uuid = driver.device_uuid(i).unwrap();
+            eprintln!("  device {i}: {uuid}");
+            GpuPair {
+                checkpointed: uuid,
+                restore_on: uuid,
+            }
+        })
+        .collect();
     let saved = ProcessCheckpoint::attach(d.pid())
         .or_panic("attach")
         .lock(LOCK_TIMEOUT)
@@ -650,11 +661,8 @@ fn restore_onto_the_same_gpu_by_uuid() {
         .checkpoint()
         .or_panic("checkpoint");
     let locked = saved
-        .restore_onto(&[GpuPair {
-            checkpointed: uuid,
-            restore_on: uuid,
-        }])
-        .unwrap_or_else(|f| panic!("restore onto {uuid}: {f}"));
+        .restore_onto(&pairs)
+        .unwrap_or_else(|f| panic!("restore onto the same {} GPUs: {f}", pairs.len()));
     locked.unlock().or_panic("unlock");
     d.assert_intact();
 }

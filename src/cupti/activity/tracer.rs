@@ -99,6 +99,10 @@ pub struct TracerReport {
     pub dropped: Vec<DroppedRecords>,
     /// The first panic of the closure not reported by an earlier flush.
     pub panic: Option<String>,
+    /// Records of the kinds [`ActivityTracer::stop_keeping`] left enabled that CUPTI dropped after the tracer's
+    /// pool closed (it had no buffer for them until another consumer registered its callbacks): work after the
+    /// tracer's end, not counted in `stats` or `dropped`. Zero for [`ActivityTracer::stop`].
+    pub dropped_after_stop: u64,
 }
 
 /// State shared by the tracer handle and CUPTI's callbacks.
@@ -110,6 +114,9 @@ struct Shared {
     delivery: Delivery<BatchFn>,
     dropped: Mutex<Vec<DroppedRecords>>,
     dropped_total: AtomicU64,
+    /// The pool closed while kinds stay enabled (`stop_keeping`): drops from now on are of work after the end.
+    closed_keeping: AtomicBool,
+    dropped_after_stop: AtomicU64,
 }
 
 impl Shared {
@@ -124,6 +131,11 @@ impl Shared {
             return 0;
         }
         let count = n as u64;
+        if self.closed_keeping.load(Ordering::Acquire) {
+            self.dropped_after_stop.fetch_add(count, Ordering::Relaxed);
+            log::debug!("CUPTI dropped {count} records of kept kinds after the tracer's pool closed");
+            return 0;
+        }
         let context_id = if ctx.is_null() {
             None
         } else {
@@ -403,6 +415,8 @@ impl ActivityTracerBuilder {
             delivery: Delivery::new(callback),
             dropped: Mutex::new(Vec::new()),
             dropped_total: AtomicU64::new(0),
+            closed_keeping: AtomicBool::new(false),
+            dropped_after_stop: AtomicU64::new(0),
         });
         pool::configure(self.buffer_size, self.max_buffers);
         *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
@@ -625,10 +639,11 @@ impl ActivityTracer {
     /// off and on again under another consumer's enabled kinds is what CUPTI 13.0 does not survive (it stopped
     /// kernel records for everyone in the process after a few such turns, on driver 580).
     ///
-    /// The pool closes before the final flush, so that no buffer of the tracer is lent after it: CUPTI completes a
+    /// Every record made before the call is delivered (a forced flush); then the pool closes and a second forced
+    /// flush hands over the few records made meanwhile, so that no buffer of the tracer stays lent: CUPTI completes a
     /// buffer to the callbacks registered when it completes it, which would be the other consumer's. Until that
-    /// consumer registers, CUPTI gets no buffer for the kept kinds and drops their records, which it counts for
-    /// that consumer (`cuptiActivityGetNumDroppedRecords`).
+    /// consumer registers, CUPTI gets no buffer for the kept kinds and drops their records: those drops are of work
+    /// after the tracer's end, reported apart ([`TracerReport::dropped_after_stop`]).
     pub fn stop_keeping(mut self, keep: ActivityKinds) -> crate::Result<TracerReport> {
         if delivery::in_callback() {
             return Err(TracingError::InsideCallback.into());
@@ -639,6 +654,7 @@ impl ActivityTracer {
             stats: self.stats(),
             dropped,
             panic: self.shared.delivery.take_panic(),
+            dropped_after_stop: self.shared.dropped_after_stop.load(Ordering::Relaxed),
         })
     }
 
@@ -650,10 +666,6 @@ impl ActivityTracer {
         self.stopped = true;
         let mut first: Option<TracingError> = None;
         let keep = keep & self.enabled;
-        if !keep.is_empty() {
-            // Kept kinds go on recording: no buffer of the pool may be lent from now on.
-            pool::close();
-        }
         for kind in (self.enabled - keep).kinds() {
             // SAFETY: a kind this tracer enabled.
             let code = unsafe { (self.shared.fns.disable)(kind.0) };
@@ -663,6 +675,16 @@ impl ActivityTracer {
         }
         if let Err(e) = self.flush_raw(FlushMode::Forced) {
             first.get_or_insert(e);
+        }
+        if !keep.is_empty() {
+            // Kept kinds go on recording: no buffer of the pool is lent from now on, and the one CUPTI took since
+            // the flush comes back with a second one (short: it holds only what was made meanwhile).
+            self.shared.read_dropped(std::ptr::null_mut(), 0);
+            self.shared.closed_keeping.store(true, Ordering::Release);
+            pool::close();
+            if let Err(e) = self.flush_raw(FlushMode::Forced) {
+                first.get_or_insert(e);
+            }
         }
         // Drops after the last buffer.
         self.shared.read_dropped(std::ptr::null_mut(), 0);
