@@ -22,3 +22,4 @@ pub mod env;
 pub mod launch;
 pub mod profile;
 pub mod sink;
+mod socket_folder;
