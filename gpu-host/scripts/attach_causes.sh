@@ -8,10 +8,13 @@
 #                   rank (trace_launch_coverage.py), and the injected library's account of what CUPTI delivered.
 #   copies          the C probe traced with copy and set records asked for, the library's account per window.
 #   fork-profile    the fork-child job (it forks and execs a CUDA child every 2000 steps) under `profile --pid`
-#                   again and again, one job per TOOL of FORK_TOOLS (default `metrics pc trace`): does the job live?
+#                   again and again, one job per TOOL of FORK_TOOLS (default `metrics pc trace`; `cm`: `trace
+#                   --counters` and `profile` metrics in turn, as the matrix's row did): does the job live? The job
+#                   runs FORK_SECONDS (default 40) with gpu-host/support/segv_backtrace.c preloaded.
 #                   (In the matrix it died by SIGSEGV once, after a metrics attach begun while it waited for its
 #                   child.) Prints each job's exit code and, for one that died, its log's end.
-#   profiler-open   a job whose torch.profiler session is open: trace, profile --pid (metrics, PC sampling), trace;
+#   profiler-open   a job whose torch.profiler session is open: trace, profile --pid (metrics, PC sampling), then
+#                   PROFILER_TRACES (default 10) traces, each with its launches without kernels (job: PROFILER_SECONDS, 30);
 #                   the job's own kernel count against an untouched run of the same steps.
 #
 #   bash gpu-host/scripts/attach_causes.sh [SECTION...]   (after staging .gpu/, as attach_matrix.sh)
@@ -87,35 +90,43 @@ for section in $sections; do
     done
     await $j 30; echo "probe rc=$rc"; tail -1 "$out/probe.log"; account "$out/probe.log" ;;
   fork-profile)
+    # The native stack of a fatal signal, printed into the job's log (gpu-host/support/segv_backtrace.c).
+    segv_bt=$out/segv_backtrace.so
+    gcc -shared -fPIC -O1 -o "$segv_bt" "$root/gpu-host/support/segv_backtrace.c" || segv_bt=
     for tool in ${FORK_TOOLS:-metrics pc trace}; do
       echo "## fork-child under $tool"
-      CUDA_VISIBLE_DEVICES=$gpu $py -X faulthandler "$job" fork-child --seconds 40 > "$out/f$tool.log" 2>&1 &
+      CUDA_VISIBLE_DEVICES=$gpu LD_PRELOAD=${segv_bt:-} $py -X faulthandler "$job" fork-child --seconds "${FORK_SECONDS:-40}" \
+        > "$out/f$tool.log" 2>&1 &
       j=$!; pid=$(ready "$out/f$tool.log" $j) || continue
       n=0
       while kill -0 $j 2>/dev/null; do
         n=$((n + 1))
         case $tool in
         metrics) timeout 90 "$gt" profile --pid "$pid" --duration 2 > "$out/f.txt" 2>&1 ;;
+        cm) if [ $((n % 2)) = 1 ]; then timeout 90 "$gt" trace --pid "$pid" --counters --duration 2 -q -o "$out/f.gputrace" > "$out/f.txt" 2>&1
+            else timeout 90 "$gt" profile --pid "$pid" --duration 3 > "$out/f.txt" 2>&1; fi ;;
         pc) timeout 90 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$out/f.txt" 2>&1 ;;
         trace) timeout 90 "$gt" trace --pid "$pid" --duration 1 -q -o "$out/f.gputrace" > "$out/f.txt" 2>&1 ;;
         esac
-        echo "attach $n rc=$?: $(grep -m1 -E 'profiled|summary|no moment|not possible|error' "$out/f.txt" | cut -c1-160)"
+        echo "attach $n rc=$? $(date +%T.%N | cut -c1-12): $(grep -m1 -E 'profiled|summary|no moment|not possible|error' "$out/f.txt" | cut -c1-160)"
         sleep 0.5
       done
       await $j 5
       echo "job rc=$rc $(grep -m1 '^result' "$out/f$tool.log")"
-      [ "$rc" = 0 ] || { grep -v '^progress' "$out/f$tool.log" | tail -30; tail -15 "$out/f.txt"; }
+      [ "$rc" = 0 ] || { grep -v '^progress' "$out/f$tool.log" | tail -60; tail -15 "$out/f.txt"; }
     done ;;
   profiler-open)
-    CUDA_VISIBLE_DEVICES=$gpu GPU_TOOLS_TRACE_LOG=debug $py "$job" profiler-open --seconds 30 > "$out/p.log" 2>&1 &
+    CUDA_VISIBLE_DEVICES=$gpu GPU_TOOLS_TRACE_LOG=debug $py "$job" profiler-open --seconds "${PROFILER_SECONDS:-30}" > "$out/p.log" 2>&1 &
     j=$!; pid=$(ready "$out/p.log" $j) || continue
-    for tool in trace metrics trace pc trace trace; do
+    for tool in trace metrics trace pc $(seq -f trace "${PROFILER_TRACES:-10}"); do
       case $tool in
       trace) GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 1 -q -o "$out/p.gputrace" > "$out/p.txt" 2>&1 ;;
       metrics) timeout 60 "$gt" profile --pid "$pid" --duration 1 > "$out/p.txt" 2>&1 ;;
       pc) timeout 60 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$out/p.txt" 2>&1 ;;
       esac
       echo "-- $tool rc=$?: $(grep -m1 summary "$out/p.txt")"; grep -E 'note|warn|error|profil' "$out/p.txt" | cut -c1-260 | head -6
+      [ $tool = trace ] && "$gt" export "$out/p.gputrace" --chrome "$out/p.json" > /dev/null 2>&1 && $py "$cover" "$out/p.json" | head -2
+      rm -f "$out/p.json"
       sleep 0.5
     done
     await $j 60; echo "job rc=$rc"; grep -E '^(result|torch_profiler)' "$out/p.log"

@@ -588,8 +588,8 @@ fn share_cupti(tracer: &ActivityTracer, writer: &Writer) {
 }
 
 /// The end of the sharing, after the tracer stopped: what the program's own profiler got.
-fn unshare_cupti(writer: &Writer, reason: EndReason) {
-    let Some(u) = crate::coexist::uninstall(reason != EndReason::Stopped) else {
+fn unshare_cupti(writer: &Writer, reason: EndReason, kept: ActivityKinds) {
+    let Some(u) = crate::coexist::uninstall(reason != EndReason::Stopped, kept) else {
         return;
     };
     if u.registered || u.handed.records > 0 {
@@ -752,8 +752,16 @@ impl Session {
             // A fatal signal ended the stream already.
             return;
         }
+        // The kinds the program's own profiler records stay enabled: turned off and on again under its other
+        // kinds, CUPTI stopped kernel records for everyone after a few windows (`ActivityTracer::stop_keeping`).
+        // Not at the exit: nothing of the program's is given back then.
+        let keep = if reason == EndReason::Stopped {
+            crate::coexist::program_kinds()
+        } else {
+            ActivityKinds::empty()
+        };
         let counts = match Arc::try_unwrap(self.tracer) {
-            Ok(tracer) => match tracer.stop() {
+            Ok(tracer) => match tracer.stop_keeping(keep) {
                 Ok(report) => {
                     if let Some(p) = &report.panic {
                         log::error!("writing a batch panicked: {p}");
@@ -784,7 +792,7 @@ impl Session {
                 }
             }
         };
-        unshare_cupti(&self.writer, reason);
+        unshare_cupti(&self.writer, reason, keep);
         self.writer.push(&Record::ClockAnchor(ClockAnchor::now()));
         self.writer.end(reason, counts, Clock::Monotonic.now_ns());
     }

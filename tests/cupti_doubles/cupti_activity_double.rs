@@ -311,6 +311,35 @@ fn kinds_are_enabled_and_disabled_with_the_tracer() {
 }
 
 #[test]
+fn stop_keeping_leaves_the_kept_kinds_enabled_and_lends_no_buffer_after_the_flush() {
+    let _serial = serial();
+    let d = double();
+    let kinds = ActivityKinds::CONCURRENT_KERNEL | ActivityKinds::MEMSET;
+    let (tracer, sink) = start(kinds);
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
+    let report = tracer.stop_keeping(ActivityKinds::MEMSET).unwrap();
+    assert_eq!(d.stats().enabled_mask, ActivityKinds::MEMSET.bits());
+    assert_eq!(
+        report.stats.buffers_in_use, 0,
+        "every lent buffer came back"
+    );
+    assert_eq!(
+        records(&sink).len(),
+        1,
+        "the record before the stop was delivered"
+    );
+    // The kept kind still records, but the tracer lends no buffer any more: CUPTI drops and counts.
+    let dropped_before = d.stats().dropped_total;
+    assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 0);
+    assert_eq!(d.stats().dropped_total, dropped_before + 1);
+    assert_eq!(records(&sink).len(), 1);
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
+#[test]
 fn cupti_12_9_buffers_use_kernel9_and_no_device_launch_flag() {
     let _serial = serial();
     let d = double();

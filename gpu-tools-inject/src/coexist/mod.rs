@@ -471,6 +471,13 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     Ok(installed)
 }
 
+/// The kinds the program's profiler has enabled now, which the session's tracer leaves enabled when it stops (see
+/// `ActivityTracer::stop_keeping`): empty when nothing is shared.
+pub fn program_kinds() -> ActivityKinds {
+    with_mux(|m| ActivityKinds::from_bits_retain(m.program.enabled))
+        .unwrap_or(ActivityKinds::empty())
+}
+
 /// What [`uninstall`] reports.
 #[derive(Debug, Default)]
 pub struct Uninstalled {
@@ -489,8 +496,9 @@ pub struct Uninstalled {
 /// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
 /// its import slots are restored. `None` when nothing was shared. At the process's exit (`exiting`) nothing of the
 /// program's is called: its profiler may be destroyed already (C++ statics made after the library's exit handler
-/// was registered go before it), and CUPTI is not touched for a program that is going away.
-pub fn uninstall(exiting: bool) -> Option<Uninstalled> {
+/// was registered go before it), and CUPTI is not touched for a program that is going away. `kept`: the kinds the
+/// tracer left enabled when it stopped ([`program_kinds`] then), which are not enabled again.
+pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
     let mux = {
         let mut guard = lock();
         let mux = guard.take()?;
@@ -534,7 +542,7 @@ pub fn uninstall(exiting: bool) -> Option<Uninstalled> {
                 // First, so that buffers for the kinds enabled next come from the program.
                 (real.register_callbacks)(program.request, program.complete);
             }
-            for kind in ActivityKinds::from_bits_retain(program.enabled).kinds() {
+            for kind in (ActivityKinds::from_bits_retain(program.enabled) - kept).kinds() {
                 (real.enable)(kind.0);
             }
             if let Some(f) = real.enable_runtime_api {

@@ -154,7 +154,12 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
     dispatch(&batch);
     // As CUPTI does, the last buffer stays open until a forced flush or the end.
     let open = HANDED.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let state = uninstall(false).expect("shared");
+    assert_eq!(
+        program_kinds().bits(),
+        bit(kernel) | bit(runtime),
+        "the kinds the tracer leaves enabled when it stops"
+    );
+    let state = uninstall(false, ActivityKinds::empty()).expect("shared");
     let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(
         handed.len(),
@@ -197,8 +202,12 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
         draining: bit(kernel),
         ..Program::default()
     });
+    assert!(
+        program_kinds().is_empty(),
+        "a kind it disabled is turned off at the tracer's stop"
+    );
     dispatch(&batch);
-    uninstall(false);
+    uninstall(false, ActivityKinds::empty());
     let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(
         handed.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -223,7 +232,7 @@ fn nothing_is_handed_without_a_program_session() {
         ..Program::default()
     });
     dispatch(&batch);
-    uninstall(false);
+    uninstall(false, ActivityKinds::empty());
     // And nothing shared at all.
     dispatch(&batch);
     assert!(HANDED.lock().unwrap_or_else(|p| p.into_inner()).is_empty());

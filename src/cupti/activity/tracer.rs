@@ -616,11 +616,24 @@ impl ActivityTracer {
 
     /// Disables the kinds, forces a flush so that every record reaches the closure, and reports. The first
     /// vendor error is returned after the rest of the shutdown ran.
-    pub fn stop(mut self) -> crate::Result<TracerReport> {
+    pub fn stop(self) -> crate::Result<TracerReport> {
+        self.stop_keeping(ActivityKinds::empty())
+    }
+
+    /// Stops as [`stop`](Self::stop) does, but leaves the kinds in `keep` enabled in CUPTI: for a consumer that
+    /// records them too (a profiler inside the program) and registers its own callbacks right after. Turning a kind
+    /// off and on again under another consumer's enabled kinds is what CUPTI 13.0 does not survive (it stopped
+    /// kernel records for everyone in the process after a few such turns, on driver 580).
+    ///
+    /// The pool closes before the final flush, so that no buffer of the tracer is lent after it: CUPTI completes a
+    /// buffer to the callbacks registered when it completes it, which would be the other consumer's. Until that
+    /// consumer registers, CUPTI gets no buffer for the kept kinds and drops their records, which it counts for
+    /// that consumer (`cuptiActivityGetNumDroppedRecords`).
+    pub fn stop_keeping(mut self, keep: ActivityKinds) -> crate::Result<TracerReport> {
         if delivery::in_callback() {
             return Err(TracingError::InsideCallback.into());
         }
-        self.shutdown()?;
+        self.shutdown(keep)?;
         let dropped = self.dropped();
         Ok(TracerReport {
             stats: self.stats(),
@@ -629,14 +642,19 @@ impl ActivityTracer {
         })
     }
 
-    /// Disable, flush, last drop count, unroute; once.
-    fn shutdown(&mut self) -> Result<(), TracingError> {
+    /// Disable (all but `keep`), flush, last drop count, unroute; once.
+    fn shutdown(&mut self, keep: ActivityKinds) -> Result<(), TracingError> {
         if self.stopped {
             return Ok(());
         }
         self.stopped = true;
         let mut first: Option<TracingError> = None;
-        for kind in self.enabled.kinds() {
+        let keep = keep & self.enabled;
+        if !keep.is_empty() {
+            // Kept kinds go on recording: no buffer of the pool may be lent from now on.
+            pool::close();
+        }
+        for kind in (self.enabled - keep).kinds() {
             // SAFETY: a kind this tracer enabled.
             let code = unsafe { (self.shared.fns.disable)(kind.0) };
             if let Err(e) = vendor("cuptiActivityDisable", code) {
@@ -673,7 +691,7 @@ impl Drop for ActivityTracer {
             }
             return;
         }
-        if let Err(e) = self.shutdown() {
+        if let Err(e) = self.shutdown(ActivityKinds::empty()) {
             log::warn!("activity tracer shutdown: {e}");
         }
     }
