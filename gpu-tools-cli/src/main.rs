@@ -20,7 +20,6 @@ mod output;
 mod pid;
 mod progress;
 mod prometheus;
-mod socket_folder;
 mod start_at;
 mod stdout;
 mod trace_input;

@@ -60,9 +60,13 @@ pub struct AcceptOptions {
     pub tee: bool,
     /// Keep a second handle on each connection here.
     pub controls: Option<Controls>,
+    /// Accept at most this many connections on the listener, then end (those accepted are read to their end;
+    /// later ones wait, unaccepted, while the listener stays open elsewhere): `profile --pid` reads its process's
+    /// one connection. `None`: until `stop`.
+    pub most: Option<usize>,
 }
 
-/// Accepts connections on `listener` until `stop` is set, numbering each from `accepted` and reading each on a
+/// Accepts connections on `listener` until `stop` is set (or [`AcceptOptions::most`] were accepted), numbering each from `accepted` and reading each on a
 /// thread of its own, whose deliveries go to `tx`. The listener should be non-blocking, so that `stop` is seen
 /// between connections; the reading threads end with their connections, or when `tx`'s receiver is gone.
 pub fn accept_streams<M>(
@@ -74,9 +78,11 @@ pub fn accept_streams<M>(
 ) where
     M: From<Delivery> + Send + 'static,
 {
-    while !stop.load(Ordering::Relaxed) {
+    let mut taken = 0;
+    while !stop.load(Ordering::Relaxed) && options.most.is_none_or(|most| taken < most) {
         match listener.accept() {
             Ok((stream, _)) => {
+                taken += 1;
                 let id = accepted.fetch_add(1, Ordering::SeqCst);
                 if let Some(c) = &options.controls {
                     if let Ok(back) = stream.try_clone() {

@@ -393,6 +393,18 @@ impl InjectionEnv {
         self
     }
 
+    /// Where the stream goes instead of the destination given to [`new`](Self::new) (an attach names each
+    /// process's socket).
+    pub fn destination(mut self, destination: Destination) -> Self {
+        self.destination = destination;
+        self
+    }
+
+    /// The injection library's path.
+    pub fn library(&self) -> &std::path::Path {
+        &self.library
+    }
+
     /// The variables to set.
     pub fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         use std::ffi::OsString;

@@ -35,6 +35,7 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use crate::collect::{AcceptOptions, Accepted, Delivery, accept_streams};
+use crate::socket_folder::SocketFolder;
 
 /// Why a program could not be launched.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +69,7 @@ impl Listening {
     /// A private folder in the temporary folder, named after `prefix`, and a non-blocking socket listening in it.
     pub fn new(prefix: &str) -> Result<Listening, LaunchError> {
         let folder = SocketFolder::new(prefix).map_err(LaunchError::Folder)?;
-        let socket = folder.0.join("trace.sock");
+        let socket = folder.path().join("trace.sock");
         let listener = UnixListener::bind(&socket)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
             .map_err(|error| LaunchError::Listen {
@@ -149,37 +150,6 @@ impl Drop for Launched {
     fn drop(&mut self) {
         // On every way out (a failed wait, an early return), the accepting thread ends.
         self.stop_accepting();
-    }
-}
-
-/// A private folder (mode 0700) in the temporary folder, removed on drop.
-#[derive(Debug)]
-struct SocketFolder(PathBuf);
-
-impl SocketFolder {
-    fn new(prefix: &str) -> io::Result<SocketFolder> {
-        use std::os::unix::fs::DirBuilderExt;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let base = format!("{prefix}{}-{nanos}", std::process::id());
-        // A name taken already (another tracer of this process started in the same nanosecond) gets a suffix.
-        let mut last = None;
-        for n in 0..64 {
-            let path = std::env::temp_dir().join(format!("{base}-{n}"));
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(SocketFolder(path)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::other("no free name")))
-    }
-}
-
-impl Drop for SocketFolder {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -6,12 +6,13 @@
 //! | [`env`](mod@env) | the settings: the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and their encoding ([`env::InjectionEnv`]), the attach entry's name, its argument and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
 //! | [`sink`] | the sending end: where an injected library's stream goes (the tracer's socket or a file), fork-safe | the injected library |
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
-//! | `attach` (feature `attach`) | starting the injection library in a running process: its attach entry called, its status read as an `AttachStatus` | the tool |
+//! | `attach` (feature `attach`) | attaching to running processes: the sockets, the injection library started in each (its attach entry called, its status read as an `AttachStatus`), the connections, the control bytes and the stop; one session under `trace --pid` and `profile --pid` | the tool |
 //! | [`launch`] | starting a program whose processes stream to this one: a private socket folder, the program, the accepting thread | the tool |
 //! | [`profile`] | the per-kernel profile request and running a program with it (`gpu-tools profile`) | both |
 //!
 //! The records, the stream format and the reports are `gpu-tools-trace`'s: this crate carries them, it does not
-//! define them. Loading a library into a running process is `gpu_tools::linux::inject`'s; `attach` calls it.
+//! define them. Loading a library into a running process is `gpu_tools::linux::inject`'s; `attach` calls it. This
+//! crate prints nothing and starts no program but the one `launch` is given.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
@@ -22,3 +23,4 @@ pub mod env;
 pub mod launch;
 pub mod profile;
 pub mod sink;
+mod socket_folder;

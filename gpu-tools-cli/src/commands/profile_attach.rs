@@ -1,29 +1,30 @@
 //! `gpu-tools profile --pid PID [--pc-sampling | --metrics ... | --set basic] [--duration S]`: stall reasons per
 //! function, or per-kernel metrics, of a running process.
 //!
-//! The injection library is loaded into the process (as `trace --pid` does) and waits. CUPTI 13.0's PC-sampling
-//! calls deadlock a program whose threads launch meanwhile (see `pc_attach` in the injection library), so every
-//! start and finish goes the same way: every thread of the process is stopped (`gpu_tools::linux::quiesce`) but
-//! the library's, the driver's, and those the driver or CUPTI started (told by where their stacks begin: CUPTI's
-//! workers need not have names of their own); a thread inside the driver, CUPTI or the profiler host library (its
-//! program counter, or a live frame found by unwinding its stack with the code's call-frame information) runs
-//! alone, in turn, until it has left them; when none is inside, the library is told to make its calls, and the
-//! threads go on once it has answered. A target that keeps a thread in the driver (a blocking synchronise) is tried
-//! for a bounded time, then left as it was, with the thread named.
+//! The injection library is loaded into the process and waits: the attach (the socket, the injection, the one
+//! connection, the control bytes and the stop) is `gpu_tools_injection::attach`'s, as for `trace --pid`; this file
+//! holds the profiling handshake around it. CUPTI 13.0's PC-sampling calls deadlock a program whose threads launch
+//! meanwhile (see `pc_attach` in the injection library), so every start and finish goes the same way: every thread
+//! of the process is stopped (`gpu_tools::linux::quiesce`) but the library's, the driver's, and those the driver or
+//! CUPTI started (told by where their stacks begin: CUPTI's workers need not have names of their own); a thread
+//! inside the driver, CUPTI or the profiler host library (its program counter, or a live frame found by unwinding
+//! its stack with the code's call-frame information) runs alone, in turn, until it has left them; when none is
+//! inside, the library is told to make its calls, and the threads go on once it has answered. A target that keeps a
+//! thread in the driver (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread
+//! named.
 
 use std::collections::BTreeSet;
-use std::io::Write;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
-use gpu_tools::trace::{
-    KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord, StreamReader,
+use gpu_tools::trace::{KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord};
+use gpu_tools_injection::attach::{
+    AfterStop, AttachError, Attached, Listening, Placement, Settings, Sockets,
 };
-use gpu_tools_injection::attach::AttachError;
+use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env::{self, InjectionEnv};
 use gpu_tools_injection::profile::ProfileRequest;
 
@@ -66,19 +67,44 @@ fn spared(tid: u32, name: &std::ffi::OsStr, before: Option<&BTreeSet<u32>>) -> b
         || before.is_some_and(|b| !b.contains(&tid))
 }
 
-/// The records of the library's stream, as they arrive.
-fn read_stream(stream: UnixStream, tx: mpsc::Sender<Record>) {
-    let mut reader = StreamReader::new(stream);
-    for record in reader.by_ref().flatten() {
-        if tx.send(record).is_err() {
-            return;
+/// The records of the library's stream, as they arrive: what else its connection delivers is passed over (its
+/// bytes, its header, a damaged frame), and its close ends them, as the end of the channel does.
+struct Records {
+    rx: mpsc::Receiver<Delivery>,
+    closed: bool,
+}
+
+impl Records {
+    /// The next record within `limit`.
+    fn recv_timeout(&mut self, limit: Duration) -> Result<Record, RecvTimeoutError> {
+        let until = Instant::now() + limit;
+        while !self.closed {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left)? {
+                Delivery::Item(_, Ok(record)) => return Ok(record),
+                Delivery::Closed(_) => self.closed = true,
+                _ => {}
+            }
         }
+        Err(RecvTimeoutError::Disconnected)
+    }
+
+    /// The next record already there.
+    fn try_recv(&mut self) -> Option<Record> {
+        while !self.closed {
+            match self.rx.try_recv().ok()? {
+                Delivery::Item(_, Ok(record)) => return Some(record),
+                Delivery::Closed(_) => self.closed = true,
+                _ => {}
+            }
+        }
+        None
     }
 }
 
 /// Waits for a notice whose text starts with one of `prefixes`; keeps what arrives meanwhile.
 fn wait_for(
-    rx: &mpsc::Receiver<Record>,
+    rx: &mut Records,
     out: &mut Collected,
     prefixes: &[&str],
     limit: Duration,
@@ -255,16 +281,16 @@ fn quiet_moment(
 /// Sends `byte` to the library while the program is stopped at a quiet moment, and waits for its answer.
 fn call_stopped(
     pid: u32,
-    control: &mut UnixStream,
+    session: &Attached,
     byte: u8,
     answer: &str,
-    rx: &mpsc::Receiver<Record>,
+    rx: &mut Records,
     out: &mut Collected,
     before: Option<&BTreeSet<u32>>,
 ) -> Result<(String, (u32, u32)), Failure> {
     let (stopped, tries, nudges) = quiet_moment(pid, before)?;
-    control
-        .write_all(&[byte])
+    session
+        .send(byte)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
     let got = wait_for(rx, out, &[answer], CALL_LIMIT);
     // The program goes on whatever the answer.
@@ -296,57 +322,48 @@ pub fn run(
         &request.metrics
     };
     let stop = crate::interrupt::stop_flag();
-    let dir = crate::socket_folder::private("gpu-tools-profile-")?;
-    let socket = dir.path().join("profile.sock");
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| Failure::new(1, format!("cannot listen on {}: {e}", socket.display())))?;
-    let settings = InjectionEnv::new(lib, env::Destination::Socket(socket.clone()))
-        .signals(false)
-        .attach_argument(cupti)
-        .ok_or_else(|| {
-            Failure::new(1, "a setting holds a newline, which an attach cannot carry")
-        })?;
-    let settings: String = std::iter::once(settings)
-        .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
-        .collect();
-    match gpu_tools_injection::attach::start(pid, lib, &settings) {
-        Ok(_) => {}
-        Err(AttachError::Inject(e)) => {
+    let sockets = Sockets {
+        prefix: "gpu-tools-profile-",
+        name: "profile.sock",
+        placement: Placement::PrivateFolder,
+    };
+    let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
+    let env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
+    let settings = Settings {
+        env: &env,
+        cupti,
+        profile: Some(request),
+    };
+    // The library's one connection is read; another (a forked child's) would wait unaccepted.
+    let options = AcceptOptions {
+        most: Some(1),
+        ..AcceptOptions::default()
+    };
+    let (tx, rx) = mpsc::channel::<Delivery>();
+    let session = listening
+        .attach(&settings, options, tx, |_| {})
+        .map_err(|e| Failure::new(1, e.to_string()))?;
+    match session.outcomes().first().map(|o| &o.result) {
+        Some(Ok(_)) | None => {}
+        Some(Err(AttachError::Inject(e))) => {
             return Err(Failure::new(1, format!("process {pid}: {e}")));
         }
-        Err(refused) => {
+        Some(Err(refused)) => {
             return Err(Failure::new(
                 1,
                 format!("process {pid}: not profiled: {refused}"),
             ));
         }
     }
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Failure::new(1, e.to_string()))?;
-    let connected = Instant::now();
-    let stream = loop {
-        match listener.accept() {
-            Ok((s, _)) => break s,
-            Err(_) if connected.elapsed() < Duration::from_secs(30) => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => {
-                return Err(Failure::new(
-                    1,
-                    format!("process {pid}: the injection library never connected: {e}"),
-                ));
-            }
-        }
-    };
-    stream
-        .set_nonblocking(false)
-        .map_err(|e| Failure::new(1, e.to_string()))?;
-    let mut control = stream
-        .try_clone()
-        .map_err(|e| Failure::new(1, e.to_string()))?;
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || read_stream(stream, tx));
+    session
+        .wait_for_connections(1, Duration::from_secs(30))
+        .map_err(|e| {
+            Failure::new(
+                1,
+                format!("process {pid}: the injection library never connected: {e}"),
+            )
+        })?;
+    let mut rx = Records { rx, closed: false };
     let mut out = Collected {
         stalls: Vec::new(),
         metrics: Vec::new(),
@@ -356,7 +373,7 @@ pub fn run(
         sampled: Duration::ZERO,
     };
     let ready = wait_for(
-        &rx,
+        &mut rx,
         &mut out,
         &[env::PROFILE_READY, env::PROFILE_FAILED],
         CALL_LIMIT,
@@ -379,10 +396,10 @@ pub fn run(
         .collect();
     let (started, tries) = call_stopped(
         pid,
-        &mut control,
+        &session,
         env::ATTACH_PROFILE_START,
         env::PROFILE_STARTED,
-        &rx,
+        &mut rx,
         &mut out,
         None,
     )?;
@@ -405,7 +422,7 @@ pub fn run(
         if !Path::new(&format!("/proc/{pid}")).exists() {
             break;
         }
-        while let Ok(record) = rx.try_recv() {
+        while let Some(record) = rx.try_recv() {
             keep(record, &mut out);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -414,10 +431,10 @@ pub fn run(
     let finished = if Path::new(&format!("/proc/{pid}")).exists() {
         let (text, tries) = call_stopped(
             pid,
-            &mut control,
+            &session,
             env::ATTACH_PROFILE_FINISH,
             env::PROFILE_FINISHED,
-            &rx,
+            &mut rx,
             &mut out,
             Some(&before),
         )?;
@@ -427,8 +444,8 @@ pub fn run(
         None
     };
     log::info!("{finished:?}");
-    let _ = control.write_all(&[env::ATTACH_STOP]);
-    let _ = control.shutdown(std::net::Shutdown::Write);
+    // The stop byte, then the connection's writing half closed.
+    session.stop(AfterStop::CloseWrites);
     // The rest of the stream, until the library ends it.
     let ending = Instant::now();
     while ending.elapsed() < Duration::from_secs(10) {
@@ -440,11 +457,9 @@ pub fn run(
                     break;
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    drop(rx);
-    let _ = reader.join();
     Ok(out)
 }

@@ -89,6 +89,7 @@ fn each_connection_delivers_its_header_records_and_bytes_then_closes() {
         AcceptOptions {
             tee: true,
             controls: None,
+            most: None,
         },
     );
     let sent: Vec<(u32, Vec<Record>)> = vec![
@@ -215,6 +216,7 @@ fn controls_write_back_to_the_connected_process() {
         AcceptOptions {
             tee: false,
             controls: Some(Arc::clone(&controls)),
+            most: None,
         },
     );
     let mut c = UnixStream::connect(&l.socket).unwrap();

@@ -179,6 +179,7 @@ fn run_once(
     let options = AcceptOptions {
         tee: true,
         controls: None,
+        most: None,
     };
     let mut launched = listening
         .launch(&mut command, options, tx)

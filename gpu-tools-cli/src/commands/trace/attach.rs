@@ -1,23 +1,24 @@
-//! `gpu-tools trace --pid PID[,PID...]` and `--pid-tree PID`: tracing processes that already run. The injection
-//! library is loaded into each (`gpu_tools::linux::inject`) and its attach entry point started; each process then
-//! connects to this one and streams its records, as in a launched trace, until `--duration` passes, Ctrl-C or
-//! SIGTERM arrives, or every process has ended. Then each gets the stop byte: it disables what it enabled,
-//! delivers every record and ends its stream, and runs on as before.
+//! `gpu-tools trace --pid PID[,PID...]` and `--pid-tree PID`: tracing processes that already run. The attach is
+//! `gpu_tools_injection::attach`'s (the sockets, one per mount namespace; the injection library loaded into each
+//! process and its attach entry started; the connections accepted); each process then connects to this one and
+//! streams its records, as in a launched trace, until `--duration` passes, Ctrl-C or SIGTERM arrives, or every
+//! process has ended. Then each gets the stop byte: it disables what it enabled, delivers every record and ends its
+//! stream, and runs on as before. This file holds the trace's side: the targets, the window and what it got.
 //!
 //! Ctrl-C during an injection does not cut it short: the injection finishes (a process left half-way would be
 //! left broken), and the trace then stops at once.
 
-use std::io::Write;
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use gpu_tools::linux::inject::{InjectError, TargetFilesystem};
+use gpu_tools::linux::inject::InjectError;
 use gpu_tools::linux::procfs::Process;
-use gpu_tools_injection::attach::AttachError;
+use gpu_tools_injection::attach::{
+    AfterStop, AttachError, Listening, Placement, Settings, SetupError, Sockets,
+};
+use gpu_tools_injection::collect::AcceptOptions;
 use gpu_tools_injection::env::{self, Destination, InjectionEnv};
 
 use super::Traced;
@@ -27,7 +28,6 @@ use super::model::Demangler;
 use super::receiver::{Collector, Msg, Sinks, end_counters};
 use crate::failure::Failure;
 use crate::progress::Progress;
-use gpu_tools_injection::collect::{AcceptOptions, Controls, accept_streams};
 
 /// How long the attached processes get to deliver their records after the stop byte (unless
 /// `--drain-timeout-ms` says otherwise).
@@ -68,12 +68,6 @@ pub fn targets(cli: &Args) -> Result<Vec<u32>, Failure> {
     Ok(pids)
 }
 
-/// Where one process's records arrive.
-struct Endpoint {
-    /// The socket as the process names it.
-    in_target: PathBuf,
-}
-
 pub fn run(
     cli: &Args,
     demangler: &mut Demangler,
@@ -85,113 +79,70 @@ pub fn run(
 ) -> Result<Traced, Failure> {
     // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
     let stop = crate::interrupt::stop_flag();
-    let dir = crate::socket_folder::private("gpu-tools-trace-")?;
-    let (tx, rx) = mpsc::channel::<Msg>();
-    let accept_stop = Arc::new(AtomicBool::new(false));
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let controls: Controls = Arc::default();
-    let tee = sinks.file.is_some();
-    let mut cleanup: Vec<PathBuf> = Vec::new();
-    let listen = |socket_here: &Path| -> Result<(), Failure> {
-        let listener = UnixListener::bind(socket_here)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| {
-                Failure::new(
-                    1,
-                    format!("cannot listen on {}: {e}", socket_here.display()),
-                )
-            })?;
-        let (tx, stop, accepted, controls) = (
-            tx.clone(),
-            Arc::clone(&accept_stop),
-            Arc::clone(&accepted),
-            Arc::clone(&controls),
-        );
-        let options = AcceptOptions {
-            tee,
-            controls: Some(controls),
-        };
-        std::thread::spawn(move || accept_streams(listener, tx, stop, accepted, options));
-        Ok(())
-    };
     // One socket for the processes that see this one's files; one in each other mount namespace's /tmp.
-    let shared_socket = dir.path().join("trace.sock");
-    let mut shared_listening = false;
-    let mut endpoints = Vec::new();
-    for &pid in pids {
-        let fs =
-            TargetFilesystem::for_process(pid).map_err(|e| Failure::new(1, describe(pid, &e)))?;
-        if fs.is_shared() {
-            if !shared_listening {
-                listen(&shared_socket)?;
-                shared_listening = true;
-            }
-            endpoints.push(Endpoint {
-                in_target: shared_socket.clone(),
-            });
-        } else {
-            let in_target = PathBuf::from(format!(
-                "/tmp/gpu-tools-trace-{}-{pid}.sock",
-                std::process::id()
-            ));
-            let here = fs.host_path(&in_target);
-            let _ = std::fs::remove_file(&here);
-            listen(&here)?;
-            cleanup.push(here);
-            endpoints.push(Endpoint { in_target });
-        }
-    }
+    let sockets = Sockets {
+        prefix: "gpu-tools-trace-",
+        name: "trace.sock",
+        placement: Placement::PerMountNamespace,
+    };
+    let listening = Listening::new(pids, &sockets).map_err(|e| setup_failure(&e))?;
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let options = AcceptOptions {
+        tee: sinks.file.is_some(),
+        ..AcceptOptions::default()
+    };
     // The trace's span starts here, with the counters' reading (the samplers were opened before).
     let sampling = counters
         .map(|c| Sampling::start(c, tx.clone()))
         .transpose()?;
-    drop(tx);
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
-    let mut attached: Vec<u32> = Vec::new();
     // When each attach returned, and the CPU time the process had used by then: a window that got no record of a
     // process that ran is an error, not an empty trace.
     let mut windows: Vec<Window> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
-    for (&pid, endpoint) in pids.iter().zip(&endpoints) {
-        let settings = injection_settings(cli, lib, &endpoint.in_target)
-            .attach_argument(cupti)
-            .ok_or_else(|| {
-                Failure::new(1, "a setting holds a newline, which an attach cannot carry")
-            })?;
-        let started = Instant::now();
-        match gpu_tools_injection::attach::start(pid, lib, &settings) {
-            Ok(d) => {
-                log::info!(
-                    "attached to process {pid} in {:.0} ms (thread {}, {} looks{})",
-                    started.elapsed().as_secs_f64() * 1e3,
-                    d.thread,
-                    d.looks,
-                    if d.already_loaded {
-                        ", library loaded by an earlier attach"
-                    } else {
-                        ""
-                    }
-                );
-                attached.push(pid);
-                windows.push(Window {
-                    pid,
-                    attached_at: Instant::now(),
-                    cpu_at_attach: cpu_time(pid),
-                });
+    let env = injection_settings(cli, lib);
+    let settings = Settings {
+        env: &env,
+        cupti,
+        profile: None,
+    };
+    let mut session = listening
+        .attach(&settings, options, tx, |outcome| {
+            let pid = outcome.pid;
+            match &outcome.result {
+                Ok(d) => {
+                    log::info!(
+                        "attached to process {pid} in {:.0} ms (thread {}, {} looks{})",
+                        outcome.took.as_secs_f64() * 1e3,
+                        d.thread,
+                        d.looks,
+                        if d.already_loaded {
+                            ", library loaded by an earlier attach"
+                        } else {
+                            ""
+                        }
+                    );
+                    windows.push(Window {
+                        pid,
+                        attached_at: Instant::now(),
+                        cpu_at_attach: cpu_time(pid),
+                    });
+                }
+                Err(AttachError::Inject(e)) => failures.push(describe(pid, e)),
+                Err(refused) => failures.push(format!("process {pid}: not traced: {refused}")),
             }
-            Err(AttachError::Inject(e)) => failures.push(describe(pid, &e)),
-            Err(refused) => failures.push(format!("process {pid}: not traced: {refused}")),
-        }
-        // Messages that arrived meanwhile.
-        while let Ok(msg) = rx.try_recv() {
-            collector.take(msg);
-        }
-    }
+            // Messages that arrived meanwhile.
+            while let Ok(msg) = rx.try_recv() {
+                collector.take(msg);
+            }
+        })
+        .map_err(|e| setup_failure(&e))?;
+    let attached = session.started();
     if attached.is_empty() {
-        accept_stop.store(true, Ordering::Relaxed);
-        remove(&cleanup);
+        // The session's end stops accepting and removes the sockets.
+        drop(session);
         let message = failures.join("\n");
         return Err(Failure::new(1, message));
     }
@@ -240,17 +191,11 @@ pub fn run(
     let window_end = Instant::now();
     let cpu_at_end: Vec<Option<Duration>> = windows.iter().map(|w| cpu_time(w.pid)).collect();
     // The stop byte to every connection; each process delivers what CUPTI holds and ends its stream.
-    for c in controls
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter_mut()
-    {
-        let _ = c.write_all(&[env::ATTACH_STOP]);
-    }
+    session.stop(AfterStop::KeepOpen);
     let drain = cli.drain_timeout_ms.map_or(DRAIN, Duration::from_millis);
     let stopped_at = Instant::now();
     loop {
-        let connections = accepted.load(Ordering::SeqCst);
+        let connections = session.accepted();
         if connections >= attached.len() && collector.all_finished() {
             break;
         }
@@ -268,11 +213,12 @@ pub fn run(
         "stopped: every stream ended {:.1} ms after the stop byte",
         stopped_at.elapsed().as_secs_f64() * 1e3
     );
-    accept_stop.store(true, Ordering::Relaxed);
+    session.stop_accepting();
     end_counters(sampling, &rx, &mut collector);
-    let connections = accepted.load(Ordering::SeqCst);
+    let connections = session.accepted();
     let mut trace = collector.finish()?;
-    remove(&cleanup);
+    // The sockets placed in processes' /tmp are removed.
+    drop(session);
     let mut empty = Vec::new();
     for (w, cpu_end) in windows.iter().zip(&cpu_at_end) {
         let Some(p) = trace.processes.iter().find(|p| p.pid == w.pid) else {
@@ -387,11 +333,11 @@ fn empty_window(
     ))
 }
 
-/// The same settings a launched trace gives its program.
-fn injection_settings(cli: &Args, lib: &Path, socket: &Path) -> InjectionEnv {
+/// The same settings a launched trace gives its program (the socket is each process's, named by the attach).
+fn injection_settings(cli: &Args, lib: &Path) -> InjectionEnv {
     let kinds = cli.effective_kinds();
     let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
+    let mut injection = InjectionEnv::new(lib, Destination::Socket(PathBuf::new()))
         .kinds(&kinds)
         .graph_mode(
             cli.cuda_graph_trace
@@ -442,9 +388,11 @@ fn has_ended(pid: u32) -> bool {
     !p.exists() || p.stat().is_ok_and(|s| s.has_ended())
 }
 
-fn remove(paths: &[PathBuf]) {
-    for p in paths {
-        let _ = std::fs::remove_file(p);
+/// A failure to set the attach up (nothing was injected) as the user reads it.
+fn setup_failure(e: &SetupError) -> Failure {
+    match e {
+        SetupError::Target { pid, error } => Failure::new(1, describe(*pid, error)),
+        other => Failure::new(1, other.to_string()),
     }
 }
 

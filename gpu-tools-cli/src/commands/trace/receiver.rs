@@ -86,7 +86,7 @@ pub fn run(
         .transpose()?;
     let options = AcceptOptions {
         tee: sinks.file.is_some(),
-        controls: None,
+        ..AcceptOptions::default()
     };
     let mut launched = listening
         .launch(&mut cmd, options, tx)
