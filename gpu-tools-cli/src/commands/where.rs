@@ -134,6 +134,30 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
     }
 }
 
+/// A process into which `trace --pid` or `profile --pid` loaded the injection library has run CUPTI: refused before
+/// the debugger is touched. The driver refuses the debugger's attach there anyway (below), and that refused attach is
+/// not harmless: on two H200s (driver 580), in the survival matrix, three jobs of eleven died by SIGSEGV inside
+/// CUPTI's `cuptiActivityEnable`, on the injection library's thread, in the `trace --pid` right after a `where` the
+/// driver had refused (each printed "Could not find CUDA Debugger back-end"; two had met a device fault before).
+fn ran_cupti_for_an_attach(pid: u32) -> Result<(), crate::failure::Failure> {
+    let injected = gpu_tools::linux::procfs::Process::new(pid)
+        .mapped_library("libgpu_tools_inject")
+        .is_some();
+    if !injected {
+        return Ok(());
+    }
+    Err(crate::failure::Failure::new(
+        1,
+        format!(
+            "process {pid} has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid` (the injection \
+             library is loaded in it): the CUDA driver (580) refuses the debugger in any process where CUPTI has \
+             subscribed or recorded, for the rest of its life, and a refused attach left later CUPTI sessions in the \
+             process crashing, so none is made. The process runs on as it was; run `where` before tracing a job, or \
+             use `trace --pid` to see what it launches"
+        ),
+    ))
+}
+
 /// The driver's refusal of the debugger, with its cause where the process has run CUPTI: driver 580 refuses the
 /// debugger's attach (CUDBG_ERROR_INITIALIZATION_FAILURE) in every process in which CUPTI has had a callback
 /// subscriber or activity records, for the rest of the process's life. A C program (`where_after_cupti_probe.cu`,
@@ -182,6 +206,7 @@ pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
         other_network_namespace(pid)?;
+        ran_cupti_for_an_attach(pid)?;
         no_driver_here(pid)?;
         wait_for_start(&args)?;
         // One debugger attach at a time on this host (`debugger_lock`): held until after the detach.

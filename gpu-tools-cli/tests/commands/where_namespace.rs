@@ -67,3 +67,58 @@ fn a_process_in_another_network_namespace_is_refused_untouched() {
         "refused at once"
     );
 }
+
+/// `where` refuses a process into which an earlier attach loaded the injection library (so CUPTI ran in it) before
+/// the debugger is touched: the driver refuses that attach, and after such a refused attach the next CUPTI session
+/// crashed jobs (driver 580).
+#[test]
+fn a_process_that_ran_cupti_for_an_attach_is_refused_untouched() {
+    // A sleeper that maps a library of the injection library's name (a C double, which does nothing when loaded).
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let lib = dir.path().join("libgpu_tools_inject-0123456789abcdef.so");
+    std::fs::copy(gpu_tools_testing::double_path("cupti_activity"), &lib).expect("copy a double");
+    let mut child = Command::new("sleep")
+        .arg("30")
+        .env("LD_PRELOAD", &lib)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start a sleeper");
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline
+        && !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("libgpu_tools_inject-"))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["where", &pid.to_string()])
+        .output()
+        .expect("run gpu-tools where");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    assert!(
+        status.lines().any(|l| l.starts_with("TracerPid:\t0")),
+        "{status}"
+    );
+    assert!(
+        child.try_wait().is_ok_and(|s| s.is_none()),
+        "the sleeper lives"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("has run CUPTI for an earlier `gpu-tools trace --pid`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("refuses the debugger in any process where CUPTI has"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once"
+    );
+}
