@@ -770,7 +770,9 @@ impl Session {
                         self.writer.notice(
                             NoticeLevel::Warning,
                             format!(
-                                "CUPTI dropped {} records of the program's own profiler after the trace's end,                                  before its callbacks were given back (work after the window; its profiler can read                                  the count with cuptiActivityGetNumDroppedRecords)",
+                                "CUPTI dropped {} records of the program's own profiler after the trace's end, \
+                                 before its callbacks were given back (work after the window; its profiler can read \
+                                 the count with cuptiActivityGetNumDroppedRecords)",
                                 report.dropped_after_stop
                             ),
                         );
