@@ -241,9 +241,10 @@ fn one_pm_client_per_gpu_and_a_dropped_sampler_frees_it() {
         }
         other => panic!("a second sampler must be refused, got {other:?}"),
     }
-    // In another process (`gpu-tools top`): CUPTI finds the counters busy.
+    // In another process (`gpu-tools top`, named device 0: on a host of several GPUs it would watch the others and
+    // leave this one out with a note, exit 0): CUPTI finds the counters busy.
     let other = std::process::Command::new(gpu_tools_testing::gpu_tools_cli())
-        .args(["top", "--duration", "1"])
+        .args(["top", "--device", "0", "--duration", "1"])
         .output()
         .expect("gpu-tools runs");
     let stderr = String::from_utf8_lossy(&other.stderr);
