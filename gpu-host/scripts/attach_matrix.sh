@@ -20,7 +20,8 @@
 # Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps the windows' trace files), PARALLEL (rows at once, default 4), ATTACHES (default 10),
 # JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event),
-# TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where).
+# TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
+# SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below).
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
 # The device-wide tools (counters, the range profiler, PC sampling) take their GPU's lock, so that the rows'
 # attaches never hold them at the same time; traces and where do not.
@@ -136,7 +137,8 @@ row() {
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
   profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$((seconds / 2))" > "$d/attached.log" 2>&1 &
     attached=$! ;;
-  *) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
+  *) CUDA_VISIBLE_DEVICES=$cvd LD_PRELOAD=$segv_bt $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 &
+     attached=$! ;;
   esac
   if ! pid=$(wait_ready "$d/attached.log" "$attached"); then
     echo "ROW $name FAIL (the job printed no ready line: $(tail -c 300 "$d/attached.log" | tr '\n' ' '))"
@@ -195,13 +197,20 @@ row() {
   # A job that died: the end of its log (Python's faulthandler names the thread and frame of a fatal signal) and
   # the output of the attach it died in or after.
   if [ "$rc_a" -ne 0 ]; then
-    grep -v '^progress' "$d/attached.log" | tail -40 | sed "s/^/ROW $name log: /"
+    grep -v '^progress' "$d/attached.log" | tail -70 | sed "s/^/ROW $name log: /"
     local last; last=$(ls -t "$d"/attach*.txt 2>/dev/null | head -1)
     [ -n "$last" ] && tail -20 "$last" | sed "s/^/ROW $name last attach ($(basename "$last")): /"
   fi
 }
 
 echo "=== attach survival matrix: $(date -u +%FT%TZ)"
+# SEGV_BACKTRACE=1: the Python jobs but profiler-open get gpu-host/support/segv_backtrace.c preloaded, which prints the
+# native stack of a fatal signal into the job's log (and does nothing else).
+segv_bt=
+if [ "${SEGV_BACKTRACE:-0}" = 1 ]; then
+  gcc -shared -fPIC -O1 -o "$out/segv_backtrace.so" "$root/gpu-host/support/segv_backtrace.c" && segv_bt=$out/segv_backtrace.so
+  echo "jobs preload ${segv_bt:-nothing (segv_backtrace.c did not build)}"
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /'
 $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null
 "$gt" --version 2>&1 | head -5

@@ -199,6 +199,15 @@ EOF
   fi
   echo "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 } >"$conf"
+# slurmd's cgroup/v2 plugin asks systemd over D-Bus for a scope; a GPU host without a system bus (a container) then
+# fails slurmd's start ("cannot connect to dbus system daemon ... Unable to initialize cgroup plugin", Ubuntu 24.04
+# host). IgnoreSystemd makes it create its cgroup folders itself (Slurm 22.05+), CgroupAutomount enables the
+# controllers on them; the plugins above use no cgroup.
+cat >"$scratch/cgroup.conf" <<EOF
+IgnoreSystemd=yes
+IgnoreSystemdOnFailure=yes
+CgroupAutomount=yes
+EOF
 export SLURM_CONF=$conf
 slurmctld -D -f "$conf" >"$out/log/slurmctld.out" 2>&1 &
 pids+=("$!")
