@@ -208,6 +208,11 @@ IgnoreSystemd=yes
 IgnoreSystemdOnFailure=yes
 CgroupAutomount=yes
 EOF
+# It makes its scope in system.slice, which a cgroup v2 host without systemd lacks ("unable to open
+# /sys/fs/cgroup/system.slice/cgroup.subtree_control", the second try on the GPU host): made here, empty.
+if [ -f /sys/fs/cgroup/cgroup.controllers ] && [ ! -d /sys/fs/cgroup/system.slice ]; then
+  mkdir /sys/fs/cgroup/system.slice && say "made /sys/fs/cgroup/system.slice (cgroup v2 without systemd)"
+fi
 export SLURM_CONF=$conf
 slurmctld -D -f "$conf" >"$out/log/slurmctld.out" 2>&1 &
 pids+=("$!")

@@ -133,7 +133,9 @@ impl Shared {
         let count = n as u64;
         if self.closed_keeping.load(Ordering::Acquire) {
             self.dropped_after_stop.fetch_add(count, Ordering::Relaxed);
-            log::debug!("CUPTI dropped {count} records of kept kinds after the tracer's pool closed");
+            log::debug!(
+                "CUPTI dropped {count} records of kept kinds after the tracer's pool closed"
+            );
             return 0;
         }
         let context_id = if ctx.is_null() {
