@@ -540,8 +540,9 @@ impl ProcessCheckpoint<Checkpointed> {
     }
 
     /// Restores onto other GPUs: each pair maps a GPU the process used onto one to use now (same chip, enough
-    /// memory; see [`Driver::device_uuid`]). The driver requires a pair for every GPU the process used. An empty
-    /// slice is a plain [`restore`](Self::restore).
+    /// memory; see [`Driver::device_uuid`]). The driver requires a pair for every GPU the process used, which on driver
+    /// 580 means every GPU it sees: one pair for the only GPU a process worked on, on a two-GPU host, was refused
+    /// with `CUDA_ERROR_INVALID_VALUE`. An empty slice is a plain [`restore`](Self::restore).
     pub fn restore_onto(
         mut self,
         pairs: &[GpuPair],
