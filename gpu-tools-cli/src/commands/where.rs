@@ -21,6 +21,10 @@ use crate::stdout::outln;
 /// this command fails on the way. Needs the right to trace the process (its owner, or root; see
 /// /proc/sys/kernel/yama/ptrace_scope). Exits 0 when the process was examined (or had ended), 1 otherwise.
 ///
+/// Run it before `trace --pid` or `profile --pid`, not after: the CUDA driver refuses the debugger in a process
+/// where CUPTI has run, so a process that an earlier attach traced or profiled is refused before anything is
+/// attached.
+///
 /// With several processes (`--pid A,B`, `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
 /// mpirun, or `--job slurm:JOBID`: the job's CUDA processes on this host), each is examined by a process of its own, one after the other (two attaches at once can leave one
 /// waiting for its driver); their reports follow one another, each headed by the process's rank, then a summary of
