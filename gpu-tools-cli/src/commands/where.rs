@@ -144,10 +144,7 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
 /// CUPTI's `cuptiActivityEnable`, on the injection library's thread, in the `trace --pid` right after a `where` the
 /// driver had refused (each printed "Could not find CUDA Debugger back-end"; two had met a device fault before).
 fn ran_cupti_for_an_attach(pid: u32) -> Result<(), crate::failure::Failure> {
-    let injected = gpu_tools::linux::procfs::Process::new(pid)
-        .mapped_library("libgpu_tools_inject")
-        .is_some();
-    if !injected {
+    if !injection_library_loaded(pid) {
         return Ok(());
     }
     Err(crate::failure::Failure::new(
@@ -162,6 +159,13 @@ fn ran_cupti_for_an_attach(pid: u32) -> Result<(), crate::failure::Failure> {
     ))
 }
 
+/// The CUDA injection library of `trace --pid` or `profile --pid` is loaded in the process: CUPTI has run in it.
+fn injection_library_loaded(pid: u32) -> bool {
+    gpu_tools::linux::procfs::Process::new(pid)
+        .mapped_library(crate::inject_lib::CUDA_STEM)
+        .is_some()
+}
+
 /// The driver's refusal of the debugger, with its cause where the process has run CUPTI: driver 580 refuses the
 /// debugger's attach (CUDBG_ERROR_INITIALIZATION_FAILURE) in every process in which CUPTI has had a callback
 /// subscriber or activity records, for the rest of the process's life. A C program (`where_after_cupti_probe.cu`,
@@ -174,10 +178,7 @@ fn refused_after_cupti(pid: u32, e: gpu_tools::Error) -> crate::failure::Failure
         &e,
         gpu_tools::Error::Session(SessionError::Attach(AttachError::DriverRefused { .. }))
     );
-    let injected = gpu_tools::linux::procfs::Process::new(pid)
-        .mapped_library("libgpu_tools_inject")
-        .is_some();
-    if refused && injected {
+    if refused && injection_library_loaded(pid) {
         return crate::failure::Failure::new(
             1,
             format!(

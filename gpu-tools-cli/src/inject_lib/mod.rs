@@ -99,10 +99,14 @@ struct EmbeddedLibrary {
     env_var: &'static str,
 }
 
+/// How the CUDA injection library's file names begin: the cached copy of the embedded one
+/// (`libgpu_tools_inject-HASH.so`) and the one the workspace builds (`libgpu_tools_inject.so`).
+pub const CUDA_STEM: &str = "libgpu_tools_inject";
+
 static CUDA_EMBEDDED: EmbeddedLibrary = EmbeddedLibrary {
     bytes: EMBEDDED,
     sha256: EMBEDDED_SHA256,
-    stem: "libgpu_tools_inject",
+    stem: CUDA_STEM,
     what: "the injection library",
     env_var: ENV_VAR,
 };
