@@ -38,13 +38,22 @@ fn a_process_in_another_network_namespace_is_refused_untouched() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(moved, "the sleeper reached a network namespace of its own");
+    where_refuses_untouched(
+        &mut child,
+        &["is in another network namespace", "nsenter --target"],
+    );
+}
+
+/// Runs `gpu-tools where` on the sleeper `child` and checks that it was refused at once (exit 1, naming each of
+/// `says`) with nothing attached: the sleeper is not traced, and still sleeps. Ends the sleeper.
+fn where_refuses_untouched(child: &mut std::process::Child, says: &[&str]) {
+    let pid = child.id();
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
         .args(["where", &pid.to_string()])
         .output()
         .expect("run gpu-tools where");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    // Nothing was attached: the sleeper is not traced, and still sleeps.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     assert!(
         status.lines().any(|l| l.starts_with("TracerPid:\t0")),
@@ -57,11 +66,9 @@ fn a_process_in_another_network_namespace_is_refused_untouched() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("is in another network namespace"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("nsenter --target"), "{stderr}");
+    for said in says {
+        assert!(stderr.contains(said), "{stderr}");
+    }
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "refused at once"
@@ -91,34 +98,11 @@ fn a_process_that_ran_cupti_for_an_attach_is_refused_untouched() {
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .args(["where", &pid.to_string()])
-        .output()
-        .expect("run gpu-tools where");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    assert!(
-        status.lines().any(|l| l.starts_with("TracerPid:\t0")),
-        "{status}"
-    );
-    assert!(
-        child.try_wait().is_ok_and(|s| s.is_none()),
-        "the sleeper lives"
-    );
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("has run CUPTI for an earlier `gpu-tools trace --pid`"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("refuses the debugger in any process where CUPTI has"),
-        "{stderr}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "refused at once"
+    where_refuses_untouched(
+        &mut child,
+        &[
+            "has run CUPTI for an earlier `gpu-tools trace --pid`",
+            "refuses the debugger in any process where CUPTI has",
+        ],
     );
 }

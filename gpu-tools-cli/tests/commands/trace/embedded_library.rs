@@ -18,13 +18,7 @@ fn the_embedded_injection_library_is_written_to_the_cache_and_used() {
         let out = gpu_tools_trace()
             .args(["--backend", "cupti", "--"])
             .arg(&me)
-            .args([
-                "trace::standin",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(super::STANDIN_TEST)
             .env(STANDIN, "environment")
             .env("XDG_CACHE_HOME", cache.path())
             .output()

@@ -44,6 +44,15 @@ fn trace(scenario: &str, args: &[&str]) -> Output {
 /// Variable that makes the stand-in wait this many milliseconds after it sent everything.
 const LINGER: &str = "GPU_TOOLS_TEST_LINGER_MS";
 
+/// The arguments that make this test binary run the stand-in program (`standin`, which reads [`STANDIN`]).
+const STANDIN_TEST: [&str; 5] = [
+    "trace::standin",
+    "--exact",
+    "--ignored",
+    "--nocapture",
+    "--test-threads=1",
+];
+
 /// [`trace`], with variables for the stand-in.
 fn trace_with(scenario: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let me = std::env::current_exe().unwrap();
@@ -55,13 +64,7 @@ fn trace_with(scenario: &str, args: &[&str], vars: &[(&str, &str)]) -> Output {
         .args(args)
         .arg("--")
         .arg(&me)
-        .args([
-            "trace::standin",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(STANDIN_TEST)
         .env(STANDIN, scenario)
         .output()
         .expect("run gpu-tools trace");
@@ -98,13 +101,7 @@ fn environment(args: &[&str]) -> String {
         .args(args)
         .arg("--")
         .arg(&me)
-        .args([
-            "trace::standin",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(STANDIN_TEST)
         .env(STANDIN, "environment")
         .output()
         .unwrap();

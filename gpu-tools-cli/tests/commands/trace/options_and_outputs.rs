@@ -57,13 +57,7 @@ fn kinds_take_all() {
         .arg(&me)
         .arg("--")
         .arg(&me)
-        .args([
-            "trace::standin",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(super::STANDIN_TEST)
         .env(STANDIN, "environment")
         .output()
         .unwrap();
