@@ -526,3 +526,48 @@ fn the_export_orders_ranks_by_host_then_rank_numbers_in_names_as_numbers() {
         ]
     );
 }
+
+/// A stream of a process with `RANK` and `WORLD_SIZE` labels, holding `records`.
+fn labelled_stream(
+    pid: u32,
+    host: &str,
+    rank: u32,
+    world: u32,
+    records: &[gpu_tools_trace::Record],
+) -> Vec<u8> {
+    use gpu_tools_trace::{Encoder, ProcessInfo, Record, StreamHeader, TimestampClock};
+    let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
+    e.push(&Record::ProcessInfo(ProcessInfo {
+        host: host.into(),
+        boot_id: format!("boot-{host}"),
+        labels: vec![
+            ("RANK".into(), rank.to_string()),
+            ("WORLD_SIZE".into(), world.to_string()),
+        ],
+    }));
+    for r in records {
+        e.push(r);
+    }
+    e.bytes().to_vec()
+}
+
+#[test]
+fn a_rank_traced_without_device_work_is_not_called_untraced() {
+    // Rank 0 was reached (its launch call is in the trace) but no kernel record came; rank 2 was not traced at all.
+    let launch = gpu_tools_testing::records::api("cudaLaunchKernel", 900, 950, 1, 1);
+    let r0 = labelled_stream(1398, "vm", 0, 3, &[launch]);
+    let r1 = labelled_stream(1399, "vm", 1, 3, &[allreduce(1_000, 2_000, 1)]);
+    let t = stragglers(&[r0, r1]);
+    assert!(
+        has_note(
+            &t,
+            "missing: rank 2 of 0-2 has no trace (WORLD_SIZE 3); rank 0 (pid 1398 on vm) was traced but its trace \
+             holds no device work (no kernel, copy or set record: CUPTI gave none, or it ran none in the window); \
+             the report covers the 1 traced"
+        ),
+        "{:#?}",
+        t.notes
+    );
+    // Only rank 1 has a row.
+    assert_eq!(t.rows.len(), 1);
+}

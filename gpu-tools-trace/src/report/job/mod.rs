@@ -177,11 +177,25 @@ struct RankStream {
 }
 
 impl RankStream {
-    fn is_rank(&self) -> bool {
-        let counters = !self.started
+    fn is_counters(&self) -> bool {
+        !self.started
             && (self.header_pid == Some(crate::counters::COUNTER_STREAM_PID)
-                || self.counter_records);
-        !counters && self.ops > 0
+                || self.counter_records)
+    }
+
+    fn is_rank(&self) -> bool {
+        !self.is_counters() && self.ops > 0
+    }
+
+    /// A process with a rank variable whose trace holds no device work: traced, but not a rank of the report.
+    fn idle_rank(&self) -> Option<IdleRank> {
+        let info = self.info.as_ref()?;
+        let rank = info.rank()?;
+        (!self.is_counters() && self.ops == 0).then(|| IdleRank {
+            rank,
+            pid: self.pid,
+            host: info.host.clone(),
+        })
     }
 
     fn op(&mut self, start: u64, end: u64, collective: bool) {
@@ -259,6 +273,17 @@ struct Prepared<'a> {
     unlabelled: usize,
     /// The job's size, where the processes say (`WORLD_SIZE` or another launcher's), with its variable.
     world: Option<(&'static str, u32)>,
+    /// Processes with a rank variable that were traced but recorded no device work (their kernel records missing,
+    /// or none run in the window): not "without a trace", and said apart.
+    idle: Vec<IdleRank>,
+}
+
+/// A traced process with a rank variable and no device work in its trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct IdleRank {
+    rank: u32,
+    pid: u32,
+    host: String,
 }
 
 impl Job {
@@ -479,6 +504,15 @@ impl Job {
                 0
             },
             world,
+            idle: {
+                let mut idle: Vec<IdleRank> = self
+                    .streams
+                    .values()
+                    .filter_map(RankStream::idle_rank)
+                    .collect();
+                idle.sort_unstable_by_key(|i| i.rank);
+                idle
+            },
         }
     }
 

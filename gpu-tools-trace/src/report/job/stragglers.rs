@@ -55,12 +55,50 @@ fn median_u64(v: &[u64]) -> Option<f64> {
 }
 
 /// The ranks without a trace, in words (`ranks 4-5 of 0-7 have no trace (WORLD_SIZE 8)`), where the ranks are
-/// numbered by their rank variables.
+/// numbered by their rank variables; and apart, those traced without device work (`rank 0 (pid 1398 on vm) was
+/// traced but its trace holds no device work ...`), which are not the same: the process was reached.
 fn missing(p: &super::Prepared<'_>) -> Option<String> {
     if !p.from_labels {
         return None;
     }
+    let idle: Vec<&super::IdleRank> = p
+        .idle
+        .iter()
+        .filter(|i| !p.ranks.iter().any(|r| r.rank == i.rank))
+        .collect();
+    let idle_text = (!idle.is_empty()).then(|| {
+        let list: Vec<String> = idle
+            .iter()
+            .take(8)
+            .map(|i| format!("rank {} (pid {} on {})", i.rank, i.pid, i.host))
+            .collect();
+        let more = if idle.len() > 8 {
+            format!(" and {} more", idle.len() - 8)
+        } else {
+            String::new()
+        };
+        format!(
+            "{}{more} {} traced but {} no device work (no kernel, copy or set record: CUPTI gave none, or {} ran \
+             none in the window)",
+            list.join(", "),
+            if idle.len() == 1 { "was" } else { "were" },
+            if idle.len() == 1 { "its trace holds" } else { "their traces hold" },
+            if idle.len() == 1 { "it" } else { "they" },
+        )
+    });
+    let absent = absent(p, &idle);
+    match (absent, idle_text) {
+        (None, None) => None,
+        (Some(a), None) => Some(a),
+        (None, Some(i)) => Some(i),
+        (Some(a), Some(i)) => Some(format!("{a}; {i}")),
+    }
+}
+
+/// The ranks with no stream at all, in words; `idle` ranks were traced and are not among them.
+fn absent(p: &super::Prepared<'_>, idle: &[&super::IdleRank]) -> Option<String> {
     let mut present: Vec<u32> = p.ranks.iter().map(|r| r.rank).collect();
+    present.extend(idle.iter().map(|i| i.rank));
     present.sort_unstable();
     present.dedup();
     let top = present.last().copied().unwrap_or(0);
