@@ -210,8 +210,24 @@ CgroupAutomount=yes
 EOF
 # It makes its scope in system.slice, which a cgroup v2 host without systemd lacks ("unable to open
 # /sys/fs/cgroup/system.slice/cgroup.subtree_control", the second try on the GPU host): made here, empty.
-if [ -f /sys/fs/cgroup/cgroup.controllers ] && [ ! -d /sys/fs/cgroup/system.slice ]; then
-  mkdir /sys/fs/cgroup/system.slice && say "made /sys/fs/cgroup/system.slice (cgroup v2 without systemd)"
+# It then enables cpuset, cpu and memory in system.slice, which needs them enabled in the root's subtree_control
+# ("Controller memory is not enabled!", the third try). The root of a container's cgroup namespace holds processes,
+# so the kernel refuses that (EBUSY) until they move into a leaf of their own (gt-init): done only then, and said.
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  cg=/sys/fs/cgroup
+  [ -d $cg/system.slice ] || { mkdir $cg/system.slice && say "made $cg/system.slice (cgroup v2 without systemd)"; }
+  want=$(for c in cpuset cpu memory; do grep -qw $c $cg/cgroup.controllers && printf '+%s ' $c; done)
+  if [ -n "$want" ] && ! echo "$want" >$cg/cgroup.subtree_control 2>/dev/null; then
+    mkdir -p $cg/gt-init
+    moved=0
+    while read -r p; do echo "$p" >$cg/gt-init/cgroup.procs 2>/dev/null && moved=$((moved + 1)); done <$cg/cgroup.procs
+    if echo "$want" >$cg/cgroup.subtree_control; then
+      say "enabled ${want}in $cg/cgroup.subtree_control after moving $moved processes into $cg/gt-init"
+    else
+      say "could not enable ${want}in $cg/cgroup.subtree_control; slurmd will likely refuse to start"
+    fi
+  fi
+  say "cgroup v2: root subtree_control: $(cat $cg/cgroup.subtree_control)"
 fi
 export SLURM_CONF=$conf
 slurmctld -D -f "$conf" >"$out/log/slurmctld.out" 2>&1 &
@@ -279,7 +295,8 @@ timeout 120 srun --jobid="$job" --overlap --nodes="$nodes" --ntasks-per-node=1 \
   >"$out/trace.txt" 2>&1
 code=$?
 say "srun trace exit $code in $((($(date +%s%N) - t0) / 1000000)) ms"
-grep -vE '^\s*[0-9]+\s' "$out/trace.txt" | cut -c1-300 | head -40
+# Its notes and warnings, without the record listing and the summary tables.
+grep -vE '^\s*[0-9]+\s|^(kernel|copy|set|memcpy|memset)  ' "$out/trace.txt" | cut -c1-300 | head -60
 ls -l "$out/traces"
 files=("$out"/traces/run-*.gputrace)
 [ -e "${files[0]}" ] || fail "no trace file written"
