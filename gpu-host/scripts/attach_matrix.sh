@@ -22,6 +22,8 @@
 # JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event),
 # TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
 # SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below).
+# GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
+# its own OUT, whose locks are its own) keep to GPUs of their own.
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
 # The device-wide tools (counters, the range profiler, PC sampling) take their GPU's lock, so that the rows'
 # attaches never hold them at the same time; traces and where do not.
@@ -29,7 +31,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/attach_matrix}; mkdir -p "$out"
-parallel=${PARALLEL:-4}; attaches=${ATTACHES:-10}; seconds=${JOB_SECONDS:-60}
+parallel=${PARALLEL:-4}; attaches=${ATTACHES:-10}; seconds=${JOB_SECONDS:-60}; gpu_base=${GPU_BASE:-0}
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 unset GPU_TOOLS_INJECT_LIB
@@ -217,7 +219,7 @@ $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cu
 active=0; i=0
 for r in $rows; do
   if [ "$r" = ddp ] && [ "$gpus" -lt 2 ]; then echo "ROW ddp SKIPPED (one GPU)" > "$out/$r.row"; continue; fi
-  row "$r" $((i % gpus)) > "$out/$r.row" 2>&1 &
+  row "$r" $(((i + gpu_base) % gpus)) > "$out/$r.row" 2>&1 &
   i=$((i + 1))
   active=$((active + 1))
   if [ $active -ge "$parallel" ]; then wait -n; active=$((active - 1)); fi

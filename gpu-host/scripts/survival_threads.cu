@@ -66,7 +66,17 @@ static void worker(int id, double seconds, unsigned *out, bool *ok) {
     std::vector<unsigned> h(N);
     *ok = check(cudaMemcpy(h.data(), d, N * sizeof(unsigned), cudaMemcpyDeviceToHost), "copy");
     unsigned want = (unsigned)(iterations * (exec ? 6 : 1));
-    for (int i = 0; i < N && *ok; i++) *ok = h[i] == want;
+    int wrong = 0, first = -1;
+    for (int i = 0; i < N; i++)
+        if (h[i] != want) {
+            wrong++;
+            if (first < 0) first = i;
+        }
+    // Which thread, and how far off: short by whole launches (work lost), over (work run twice), or scattered.
+    if (wrong)
+        fprintf(stderr, "thread %d (%s): %d of %d values wrong, first [%d] = %u where %u (%ld launches)\n", id,
+                exec ? "graph" : "kernels", wrong, N, first, h[first], want, iterations);
+    *ok = *ok && wrong == 0;
     *out = h[0];
     if (exec) cudaGraphExecDestroy(exec);
     cudaFree(d);
