@@ -67,15 +67,6 @@ pub(crate) fn configure(size: usize, max: usize) {
     p.refused = 0;
 }
 
-/// Doubles how many buffers may be lent at once (while serving): for the last moments of a tracer whose kinds stay
-/// enabled, when every buffer is being handed over at once and CUPTI still needs new ones.
-pub(crate) fn double_limit() {
-    let mut p = pool();
-    if p.size > 0 {
-        p.max = p.max.saturating_mul(2);
-    }
-}
-
 /// Stops serving buffers and releases the free ones; lent ones are kept until they come back.
 pub(crate) fn close() {
     let mut p = pool();

@@ -641,13 +641,11 @@ impl ActivityTracer {
     /// off and on again under another consumer's enabled kinds is what CUPTI 13.0 does not survive (it stopped
     /// kernel records for everyone in the process after a few such turns, on driver 580).
     ///
-    /// Every record made before the call is delivered (a forced flush; the pool may lend twice its number of buffers
-    /// meanwhile, so that records the kept kinds make while every buffer is handed over find room); then the pool
-    /// closes and a second forced flush hands over the few records made meanwhile, so that no buffer of the tracer
-    /// stays lent: CUPTI completes a buffer to the callbacks registered when it completes it, which would be the
-    /// other consumer's. Until that consumer registers, CUPTI gets no buffer for the kept kinds and drops their
-    /// records: those drops are of work after the tracer's end, reported apart
-    /// ([`TracerReport::dropped_after_stop`]).
+    /// Every record made before the call is delivered (a forced flush); then the pool closes and a second forced
+    /// flush hands over the few records made meanwhile, so that no buffer of the tracer stays lent: CUPTI completes a
+    /// buffer to the callbacks registered when it completes it, which would be the other consumer's. Until that
+    /// consumer registers, CUPTI gets no buffer for the kept kinds and drops their records: those drops are of work
+    /// after the tracer's end, reported apart ([`TracerReport::dropped_after_stop`]).
     pub fn stop_keeping(mut self, keep: ActivityKinds) -> crate::Result<TracerReport> {
         if delivery::in_callback() {
             return Err(TracingError::InsideCallback.into());
@@ -670,11 +668,6 @@ impl ActivityTracer {
         self.stopped = true;
         let mut first: Option<TracingError> = None;
         let keep = keep & self.enabled;
-        if !keep.is_empty() {
-            // The final flush hands every lent buffer over at once while the kept kinds go on recording: with no
-            // room left CUPTI dropped 2-13 thousand records a window, records of the other consumer's (two H200s).
-            pool::double_limit();
-        }
         for kind in (self.enabled - keep).kinds() {
             // SAFETY: a kind this tracer enabled.
             let code = unsafe { (self.shared.fns.disable)(kind.0) };
