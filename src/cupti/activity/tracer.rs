@@ -267,8 +267,16 @@ unsafe extern "C" fn on_buffer_completed(
             .as_ref()
             .map(Arc::clone);
         match shared {
-            // SAFETY: the pool's buffer of `len` bytes, which CUPTI handed back with `valid` bytes written.
-            Some(s) => unsafe { s.deliver(ctx, stream_id, buffer, valid) },
+            Some(s) => {
+                let t0 = std::time::Instant::now();
+                // SAFETY: the pool's buffer of `len` bytes, which CUPTI handed back with `valid` bytes written.
+                unsafe { s.deliver(ctx, stream_id, buffer, valid) };
+                // How long CUPTI waited on the closure: records made meanwhile may find no room (a diagnostic).
+                log::debug!(
+                    "buffer of {valid} bytes delivered in {:.2} ms",
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+            }
             None => {
                 ORPHAN_BATCHES.fetch_add(1, Ordering::Relaxed);
                 ORPHAN_BYTES.fetch_add(valid as u64, Ordering::Relaxed);
@@ -675,9 +683,15 @@ impl ActivityTracer {
                 first.get_or_insert(e);
             }
         }
+        let t0 = std::time::Instant::now();
         if let Err(e) = self.flush_raw(FlushMode::Forced) {
             first.get_or_insert(e);
         }
+        log::debug!(
+            "final forced flush in {:.2} ms ({} kinds kept enabled)",
+            t0.elapsed().as_secs_f64() * 1e3,
+            keep.kinds().count()
+        );
         if !keep.is_empty() {
             // Kept kinds go on recording: no buffer of the pool is lent from now on, and the one CUPTI took since
             // the flush comes back with a second one (short: it holds only what was made meanwhile).
