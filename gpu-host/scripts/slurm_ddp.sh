@@ -91,7 +91,9 @@ fi
 
 # --- 2. the cluster
 scratch=$out/cluster
-rm -rf "$scratch" "$out/traces"
+# Nothing of an earlier run may be read as this one's: a job's output of the same number held its ranks' "ready"
+# lines, and the trace started before this job's ranks existed (exit 1 in 64 ms, the second run on a GPU host).
+rm -rf "$scratch" "$out/traces" "$out"/job-*.out "$out/trace.txt" "$out"/stragglers.*
 mkdir -p "$scratch"/{state,spool,munge} "$out"/{log,traces}
 chmod 700 "$scratch/munge"
 hosts=(gt-h1 gt-h2)
