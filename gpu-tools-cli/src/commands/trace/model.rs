@@ -1,6 +1,6 @@
 //! What both backends produce: one trace model, from which the listing, the summary and the Chrome trace are made.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A kernel launch as a backend saw it.
@@ -166,49 +166,71 @@ impl Trace {
     /// counted apart ([`LaunchCoverage::queued_at_end`]): the GPU runs a stream's kernels in order, behind the CPU,
     /// so these had most likely not run when the window closed (a graph job's queue holds hundreds of launches).
     pub fn launches_without_kernels(&self) -> Vec<LaunchCoverage> {
-        let kernels: HashSet<(u32, u32)> = self
-            .kernels
-            .iter()
-            .filter_map(|k| Some((k.pid, k.correlation?)))
-            .collect();
+        // Kernel records per (process, correlation id).
+        let mut kernels: HashMap<(u32, u32), u64> = HashMap::new();
+        for k in &self.kernels {
+            if let Some(c) = k.correlation {
+                *kernels.entry((k.pid, c)).or_default() += 1;
+            }
+        }
         let captures = self.capture_spans();
         let in_capture = |a: &ApiCall| {
             captures
                 .get(&a.pid)
                 .is_some_and(|spans| spans.iter().any(|&(b, e)| b <= a.start && a.start <= e))
         };
-        // One per correlation id (a runtime launch and the driver launch it makes share it): the earliest start.
-        let mut launches: HashMap<(u32, u32), u64> = HashMap::new();
+        // Per correlation id, its launch calls: a runtime launch and the driver launch it makes share the id and are
+        // one launch, so the launches of an id are the larger of its runtime and its driver calls. Counted, not
+        // merged: launches that share an id (CUPTI gave several the same) are each a launch. The earliest start.
+        #[derive(Default)]
+        struct Calls {
+            runtime: u64,
+            driver: u64,
+            start: u64,
+        }
+        let mut launches: HashMap<(u32, u32), Calls> = HashMap::new();
         for a in self.api.iter().filter(|a| {
             matches!(a.category, "cuda_runtime" | "cuda_driver")
                 && launches_a_kernel(&a.name)
                 && !in_capture(a)
         }) {
-            let start = launches.entry((a.pid, a.correlation)).or_insert(a.start);
-            *start = (*start).min(a.start);
+            let calls = launches
+                .entry((a.pid, a.correlation))
+                .or_insert_with(|| Calls {
+                    start: a.start,
+                    ..Calls::default()
+                });
+            calls.start = calls.start.min(a.start);
+            if a.category == "cuda_runtime" {
+                calls.runtime += 1;
+            } else {
+                calls.driver += 1;
+            }
         }
         // Per process, the start of its last launch that has its kernel record.
         let mut last_run: HashMap<u32, u64> = HashMap::new();
-        for (&(pid, correlation), &start) in &launches {
-            if kernels.contains(&(pid, correlation)) {
-                let last = last_run.entry(pid).or_insert(start);
-                *last = (*last).max(start);
+        for (key, calls) in &launches {
+            if kernels.contains_key(key) {
+                let last = last_run.entry(key.0).or_insert(calls.start);
+                *last = (*last).max(calls.start);
             }
         }
         let mut per_pid: HashMap<u32, LaunchCoverage> = HashMap::new();
-        for (&(pid, correlation), &start) in &launches {
+        for (&(pid, correlation), calls) in &launches {
             let e = per_pid.entry(pid).or_insert(LaunchCoverage {
                 pid,
                 ..LaunchCoverage::default()
             });
-            e.launches += 1;
-            if kernels.contains(&(pid, correlation)) {
+            let n = calls.runtime.max(calls.driver);
+            e.launches += n;
+            let missing = n.saturating_sub(kernels.get(&(pid, correlation)).copied().unwrap_or(0));
+            if missing == 0 {
                 continue;
             }
             // A process none of whose launches has a record: a loss, not a queue.
             match last_run.get(&pid) {
-                Some(&last) if start > last => e.queued_at_end += 1,
-                _ => e.without += 1,
+                Some(&last) if calls.start > last => e.queued_at_end += missing,
+                _ => e.without += missing,
             }
         }
         let mut out: Vec<LaunchCoverage> = per_pid.into_values().collect();
@@ -458,6 +480,35 @@ mod tests {
         // A few at the edges of a long trace are not a loss.
         assert_eq!(missing_kernels_warning(&cov(3, 1_000_000, 5_000, 0)), None);
         assert!(missing_kernels_warning(&cov(3, 1_000_000, 20_000, 0)).is_some());
+    }
+
+    #[test]
+    fn launches_that_share_a_correlation_id_are_each_counted() {
+        // 300 runtime launches with kernels, and 3,000 whose records all carry one id and no kernel: the shared id
+        // must not make them one launch.
+        let mut t = Trace::default();
+        for c in 1..=300u32 {
+            let mut a = api(6, "cudaLaunchKernel", "cuda_runtime", c);
+            a.start = 10 * u64::from(c);
+            t.api.push(a);
+            t.kernels.push(kernel(6, c));
+        }
+        for i in 0..3_000u64 {
+            let mut a = api(6, "cudaLaunchKernel", "cuda_runtime", 0);
+            a.start = 5 + 10 * (i % 290);
+            t.api.push(a);
+        }
+        let got = t.launches_without_kernels();
+        assert_eq!(
+            got,
+            [LaunchCoverage {
+                pid: 6,
+                launches: 3_300,
+                without: 3_000,
+                queued_at_end: 0
+            }]
+        );
+        assert!(missing_kernels_warning(&got[0]).is_some());
     }
 
     #[test]
