@@ -18,7 +18,7 @@
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
-# Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps the windows' trace files), PARALLEL (rows at once, default 4), ATTACHES (default 10),
+# Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 10),
 # JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event),
 # TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
 # SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below).
@@ -111,8 +111,9 @@ attach() {
   if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
   # The job ended during the window (its exit code is judged with the row's, so a crash still fails the row).
   if [ "$ok" = FAIL ] && [ "${#target[@]}" -ge 2 ] && ! alive "${target[1]}"; then ok=job-ended-in-window; fi
-  # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too).
-  [ -n "${KEEP_TRACES:-}" ] || rm -f "$f.gputrace"
+  # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too). A failed window's trace is kept: it is
+  # what tells a missing record from a miscount (an eager window once lacked half its kernels, and was deleted).
+  [ -n "${KEEP_TRACES:-}" ] || [ "$ok" = FAIL ] || rm -f "$f.gputrace"
   echo "attach $n $tool ${w}s rc=$rc ms=$((($(date +%s%N) - t0) / 1000000)) records=$records $ok"
 }
 
