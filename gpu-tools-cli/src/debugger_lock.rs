@@ -32,7 +32,12 @@ pub struct HostLock {
 /// Takes the host's debugger-attach lock, waiting up to `wait` for another `gpu-tools where` to finish.
 /// `waiting` is called once, when the lock is found taken.
 pub fn acquire(wait: Duration, waiting: impl FnOnce()) -> Result<HostLock, String> {
-    let addr = SocketAddr::from_abstract_name(NAME)
+    acquire_named(NAME, wait, waiting)
+}
+
+/// [`acquire`] of the lock bound to `name`.
+fn acquire_named(name: &[u8], wait: Duration, waiting: impl FnOnce()) -> Result<HostLock, String> {
+    let addr = SocketAddr::from_abstract_name(name)
         .map_err(|e| format!("the debugger-attach lock's name is refused: {e}"))?;
     let deadline = Instant::now() + wait;
     let mut waiting = Some(waiting);
@@ -68,13 +73,17 @@ mod tests {
 
     #[test]
     fn a_second_holder_waits_until_the_first_lets_go() {
-        let first = acquire(Duration::ZERO, || {}).expect("the lock is free");
+        // A name of this test's own: the host's lock may be held by a `where` of another test meanwhile (a CI run
+        // once failed here for that).
+        let name = format!("gpu-tools-test/debugger-lock/{}", std::process::id());
+        let name = name.as_bytes();
+        let first = acquire_named(name, Duration::ZERO, || {}).expect("the lock is free");
         let mut said = false;
-        let second = acquire(Duration::from_millis(120), || said = true);
+        let second = acquire_named(name, Duration::from_millis(120), || said = true);
         assert!(said, "the wait is said");
         let e = second.expect_err("held by the first");
         assert!(e.contains("another gpu-tools where"), "{e}");
         drop(first);
-        acquire(Duration::ZERO, || panic!("free again")).expect("free once dropped");
+        acquire_named(name, Duration::ZERO, || panic!("free again")).expect("free once dropped");
     }
 }
