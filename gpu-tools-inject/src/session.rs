@@ -461,6 +461,18 @@ impl Session {
             tracer.kinds(),
             config.output
         );
+        if tracer.dropped_before_start() > 0 {
+            // Read as the tracer started: drops of the program's own profiler, or of an earlier attach's hand-back,
+            // which CUPTI counts until someone reads them. Not the trace's, and said apart.
+            writer.notice(
+                NoticeLevel::Info,
+                format!(
+                    "CUPTI had dropped {} records before the trace started (while the program's own profiler, or \
+                     no one, held CUPTI): not counted as the trace's",
+                    tracer.dropped_before_start()
+                ),
+            );
+        }
         share_cupti(&tracer, &writer);
         let mut profiling = false;
         let subscriber = match mode {
@@ -761,7 +773,12 @@ impl Session {
             ActivityKinds::empty()
         };
         let counts = match Arc::try_unwrap(self.tracer) {
-            Ok(tracer) => match tracer.stop_keeping(keep) {
+            // The program's callbacks go back inside the stop, as soon as the tracer holds no buffer.
+            Ok(tracer) => match if keep.is_empty() {
+                tracer.stop_keeping(keep)
+            } else {
+                tracer.stop_keeping_then(keep, crate::coexist::give_back_callbacks)
+            } {
                 Ok(report) => {
                     if let Some(p) = &report.panic {
                         log::error!("writing a batch panicked: {p}");

@@ -342,6 +342,52 @@ fn stop_keeping_leaves_the_kept_kinds_enabled_and_lends_no_buffer_after_the_flus
 }
 
 #[test]
+fn hand_back_comes_after_the_last_flush_and_drops_until_then_are_after_the_stop() {
+    let _serial = serial();
+    let d = double();
+    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
+    let mut seen_at_hand_back = None;
+    let report = tracer
+        .stop_keeping_then(ActivityKinds::MEMSET, || {
+            // Every record made before the stop is delivered by now, and no buffer is lent.
+            seen_at_hand_back = Some(records(&sink).len());
+            // A record made before the other consumer's callbacks are in finds no buffer.
+            assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 0);
+        })
+        .unwrap();
+    assert_eq!(seen_at_hand_back, Some(1), "hand_back ran after the flush");
+    assert_eq!(report.stats.buffers_in_use, 0);
+    assert_eq!(report.stats.dropped_records, 0, "not the tracer's");
+    assert_eq!(report.dropped_after_stop, 1, "counted as after the stop");
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
+#[test]
+fn drops_before_a_tracer_starts_are_not_reported_as_its_own() {
+    let _serial = serial();
+    let d = double();
+    // A first tracer stops leaving MEMSET enabled, and nobody lends CUPTI a buffer: CUPTI drops and counts.
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    tracer.stop_keeping(ActivityKinds::MEMSET).unwrap();
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 0);
+    assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 0);
+    // The next tracer reads those drops as it starts, apart from its own.
+    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    assert_eq!(tracer.dropped_before_start(), 2);
+    assert_eq!(d.memset(3, 1, 1, 2, 0, 3), 1);
+    let report = tracer.stop().unwrap();
+    assert_eq!(report.dropped_before_start, 2);
+    assert_eq!(report.stats.dropped_records, 0);
+    assert!(report.dropped.is_empty());
+    assert_eq!(records(&sink).len(), 1);
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
+#[test]
 fn cupti_12_9_buffers_use_kernel9_and_no_device_launch_flag() {
     let _serial = serial();
     let d = double();

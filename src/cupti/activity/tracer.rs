@@ -103,6 +103,9 @@ pub struct TracerReport {
     /// pool closed (it had no buffer for them until another consumer registered its callbacks): work after the
     /// tracer's end, not counted in `stats` or `dropped`. Zero for [`ActivityTracer::stop`].
     pub dropped_after_stop: u64,
+    /// Records CUPTI had dropped before the tracer started, while another consumer (or none) held CUPTI: not the
+    /// tracer's, not counted in `stats` or `dropped` ([`ActivityTracer::dropped_before_start`]).
+    pub dropped_before_start: u64,
 }
 
 /// State shared by the tracer handle and CUPTI's callbacks.
@@ -117,6 +120,7 @@ struct Shared {
     /// The pool closed while kinds stay enabled (`stop_keeping`): drops from now on are of work after the end.
     closed_keeping: AtomicBool,
     dropped_after_stop: AtomicU64,
+    dropped_before_start: u64,
 }
 
 impl Shared {
@@ -415,6 +419,23 @@ impl ActivityTracerBuilder {
             }
             None => {}
         }
+        // CUPTI's count of drops so far is read (and so reset) before the tracer's callbacks go in: drops of another
+        // consumer's, or of an earlier tracer's hand-back, must not be reported as this tracer's at its first buffer.
+        let mut before: usize = 0;
+        // SAFETY: a valid out-pointer; NULL and 0 name the global queue.
+        let dropped_before_start =
+            if unsafe { (fns.get_num_dropped)(std::ptr::null_mut(), 0, &mut before) }
+                == sys::CUPTI_SUCCESS
+            {
+                before as u64
+            } else {
+                0
+            };
+        if dropped_before_start > 0 {
+            log::debug!(
+                "CUPTI had dropped {dropped_before_start} records before the tracer started"
+            );
+        }
         let shared = Arc::new(Shared {
             fns,
             layout,
@@ -427,6 +448,7 @@ impl ActivityTracerBuilder {
             dropped_total: AtomicU64::new(0),
             closed_keeping: AtomicBool::new(false),
             dropped_after_stop: AtomicU64::new(0),
+            dropped_before_start,
         });
         pool::configure(self.buffer_size, self.max_buffers);
         *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&shared));
@@ -654,22 +676,45 @@ impl ActivityTracer {
     /// buffer to the callbacks registered when it completes it, which would be the other consumer's. Until that
     /// consumer registers, CUPTI gets no buffer for the kept kinds and drops their records: those drops are of work
     /// after the tracer's end, reported apart ([`TracerReport::dropped_after_stop`]).
-    pub fn stop_keeping(mut self, keep: ActivityKinds) -> crate::Result<TracerReport> {
+    pub fn stop_keeping(self, keep: ActivityKinds) -> crate::Result<TracerReport> {
+        self.stop_keeping_then(keep, || {})
+    }
+
+    /// Stops as [`stop_keeping`](Self::stop_keeping) does, and calls `hand_back` as soon as the tracer holds no
+    /// buffer any more (after its last flush): where the other consumer's callbacks go back to CUPTI, so that the
+    /// kept kinds find its buffers at once. The drops counted until then, `hand_back` included, are
+    /// [`TracerReport::dropped_after_stop`]. `hand_back` must not call into this tracer.
+    pub fn stop_keeping_then(
+        mut self,
+        keep: ActivityKinds,
+        hand_back: impl FnOnce(),
+    ) -> crate::Result<TracerReport> {
         if delivery::in_callback() {
             return Err(TracingError::InsideCallback.into());
         }
-        self.shutdown(keep)?;
+        self.shutdown(keep, Some(Box::new(hand_back)))?;
         let dropped = self.dropped();
         Ok(TracerReport {
             stats: self.stats(),
             dropped,
             panic: self.shared.delivery.take_panic(),
             dropped_after_stop: self.shared.dropped_after_stop.load(Ordering::Relaxed),
+            dropped_before_start: self.shared.dropped_before_start,
         })
     }
 
-    /// Disable (all but `keep`), flush, last drop count, unroute; once.
-    fn shutdown(&mut self, keep: ActivityKinds) -> Result<(), TracingError> {
+    /// Records CUPTI had dropped before this tracer started (read, and so reset, as it started): another
+    /// consumer's, or of the time before any, never this tracer's.
+    pub fn dropped_before_start(&self) -> u64 {
+        self.shared.dropped_before_start
+    }
+
+    /// Disable (all but `keep`), flush, hand back, last drop count, unroute; once.
+    fn shutdown(
+        &mut self,
+        keep: ActivityKinds,
+        hand_back: Option<Box<dyn FnOnce() + '_>>,
+    ) -> Result<(), TracingError> {
         if self.stopped {
             return Ok(());
         }
@@ -702,6 +747,10 @@ impl ActivityTracer {
                 first.get_or_insert(e);
             }
         }
+        // No buffer of the pool is lent now: the other consumer's callbacks can take over (the kept kinds).
+        if let Some(hand_back) = hand_back {
+            hand_back();
+        }
         // Drops after the last buffer.
         self.shared.read_dropped(std::ptr::null_mut(), 0);
         *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = None;
@@ -729,7 +778,7 @@ impl Drop for ActivityTracer {
             }
             return;
         }
-        if let Err(e) = self.shutdown(ActivityKinds::empty()) {
+        if let Err(e) = self.shutdown(ActivityKinds::empty(), None) {
             log::warn!("activity tracer shutdown: {e}");
         }
     }
