@@ -495,9 +495,10 @@ pub struct Uninstalled {
 
 /// Gives the program's clock and buffer callbacks back to CUPTI at once, from inside the tracer's stop
 /// (`ActivityTracer::stop_keeping_then`), after its last flush: the kinds the program records stay enabled, and
-/// until its callbacks are back CUPTI has no buffer for them and drops their records (on two H200s, 1.7-2.0
-/// thousand a window, in the milliseconds the rest of the end took before [`uninstall`] gave them back).
-/// [`uninstall`] registers them again, which changes nothing.
+/// until its callbacks are back CUPTI has no buffer for them and drops their records. On two H200s 1.7-2.0
+/// thousand drops a window were counted between one window's end and the next one's start; the milliseconds the
+/// rest of the end took before [`uninstall`] gave the callbacks back are the likely moment (not yet measured
+/// apart). [`uninstall`] registers them again, which changes nothing.
 pub fn give_back_callbacks() {
     let guard = lock();
     let Some(mux) = guard.as_ref() else { return };
