@@ -57,6 +57,23 @@ const LAUNCHES: [&str; 6] = [
 /// The graph launch calls: one range per kernel node of the graph.
 const GRAPH_LAUNCHES: [&str; 2] = ["cuGraphLaunch", "cuGraphLaunch_ptsz"];
 
+/// The calls that begin a stream capture: attached, the kernel metrics end before one (see `on_event`).
+const CAPTURE_BEGINS: [&str; 6] = [
+    "cuStreamBeginCapture",
+    "cuStreamBeginCapture_ptsz",
+    "cuStreamBeginCapture_v2",
+    "cuStreamBeginCapture_v2_ptsz",
+    "cuStreamBeginCaptureToGraph",
+    "cuStreamBeginCaptureToGraph_ptsz",
+];
+
+/// Why an attached profiling ends on the program's thread, before the call it is at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndBefore {
+    GraphLaunch,
+    CaptureBegin,
+}
+
 struct ContextProfile {
     raw: usize,
     id: u32,
@@ -188,7 +205,11 @@ pub fn enable_callbacks(subscriber: &Subscriber) -> gpu_tools::Result<()> {
     if STATE.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
         return Ok(());
     }
-    for name in LAUNCHES.iter().chain(&GRAPH_LAUNCHES) {
+    for name in LAUNCHES
+        .iter()
+        .chain(&GRAPH_LAUNCHES)
+        .chain(&CAPTURE_BEGINS)
+    {
         if let Some(cbid) = DriverCbid::from_name(name) {
             subscriber.enable_driver(cbid)?;
         }
@@ -215,7 +236,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
     }
     let Some(state) = guard.as_mut() else { return };
     BUSY.with(|b| b.set(true));
-    let mut end_before_graph = false;
+    let mut end_before = None;
     match event {
         CallbackEvent::Resource(r) => match r.kind() {
             ResourceKind::ContextCreated => {
@@ -242,30 +263,45 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 state.launch(a.context() as usize, a.correlation_id(), &kernel);
             } else if name.is_some_and(|n| GRAPH_LAUNCHES.contains(&n)) && !captured(a) {
                 if state.attached && !state.request.metrics.is_empty() {
-                    end_before_graph = true;
+                    end_before = Some(EndBefore::GraphLaunch);
                 } else if let Some(exec) = a.graph_exec() {
                     state.graph_launch(a.context() as usize, a.correlation_id(), exec as usize);
                 }
+            } else if name.is_some_and(|n| CAPTURE_BEGINS.contains(&n))
+                && state.attached
+                && !state.request.metrics.is_empty()
+            {
+                end_before = Some(EndBefore::CaptureBegin);
             }
         }
         _ => {}
     }
-    if end_before_graph {
+    if let Some(why) = end_before {
         // Attached to a running program, a CUDA graph launch made while the range profiler was on lost its work:
         // 10 of 10 launches it profiled, and 2627 of 2627 launched unprofiled while it stayed on (CUPTI 13.0, driver
-        // 580, an H200). Launches after it had stopped ran right. So the profiling ends here, on the launching thread
-        // before the launch is made (as at the next launch of an ended attach), and the launch runs without it.
+        // 580, an H200). Launches after it had stopped ran right. And a capture begun while it was on failed: a
+        // cuBLAS launch into the capturing stream failed (CUBLAS_STATUS_EXECUTION_FAILED), the capture was
+        // invalidated, and the job (capture-late of the survival matrix) died. So the profiling ends here, on the
+        // program's thread before the call is made (as at the next launch of an ended attach), and the call runs
+        // without it.
         if let Some(state) = guard.take() {
             drop(guard);
-            state.writer.notice(
-                NoticeLevel::Warning,
-                "kernel metrics end at the program's first CUDA graph launch: in a running program, graph \
-                 launches made while CUPTI's range profiler is on lose their work (seen with CUPTI 13.0 on driver \
-                 580), so it is turned off before the launch; the kernels profiled until then are reported"
-                    .into(),
-            );
+            let text = match why {
+                EndBefore::GraphLaunch => {
+                    "kernel metrics end at the program's first CUDA graph launch: in a running program, graph \
+                     launches made while CUPTI's range profiler is on lose their work (seen with CUPTI 13.0 on \
+                     driver 580), so it is turned off before the launch; the kernels profiled until then are \
+                     reported"
+                }
+                EndBefore::CaptureBegin => {
+                    "kernel metrics end at the program's first stream capture: in a running program, a capture \
+                     begun while CUPTI's range profiler is on fails (seen with CUPTI 13.0 on driver 580), so it is \
+                     turned off before the capture begins; the kernels profiled until then are reported"
+                }
+            };
+            state.writer.notice(NoticeLevel::Warning, text.into());
             let profiled = finish_state(state);
-            log::info!("profiling ended at a graph launch: {profiled} launches profiled");
+            log::info!("profiling ended before a {why:?}: {profiled} launches profiled");
         }
     }
     BUSY.with(|b| b.set(false));

@@ -292,13 +292,13 @@ fn run_attached(scenario: &str, limit: u32, vanish: bool) -> (Vec<Record>, Strin
     run_attached_with(scenario, limit, vanish, None)
 }
 
-/// [`run_attached`], with a CUDA graph launched (correlation 10, two kernels) before the launch at `graph_before`
-/// in the list.
+/// [`run_attached`], with the child's command `before.1` (`graph 10`: a CUDA graph of two kernels launched;
+/// `capture 10`: a stream capture begun) given before the launch at index `before.0` in the list.
 fn run_attached_with(
     scenario: &str,
     limit: u32,
     vanish: bool,
-    graph_before: Option<usize>,
+    before: Option<(usize, &str)>,
 ) -> (Vec<Record>, String) {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixListener;
@@ -409,8 +409,8 @@ fn run_attached_with(
     .into_iter()
     .enumerate()
     {
-        if graph_before == Some(i) {
-            assert_eq!(answer("graph 10"), "launched");
+        if let Some((_, command)) = before.filter(|b| b.0 == i) {
+            assert_eq!(answer(command), "launched");
         }
         assert_eq!(answer(&format!("launch {name} {corr}")), "launched");
     }
@@ -483,7 +483,7 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
 fn attached_kernel_metrics_end_before_the_programs_first_graph_launch() {
     // In a running program, graph launches made while the range profiler was on lost their work (H200, driver
     // 580): the profiling ends before the first one is made, and nothing after it is profiled.
-    let (records, after) = run_attached_with("attach", 2, false, Some(2));
+    let (records, after) = run_attached_with("attach", 2, false, Some((2, "graph 10")));
     assert_eq!(
         names(&records),
         vec!["copy", "copy"],
@@ -501,6 +501,27 @@ fn attached_kernel_metrics_end_before_the_programs_first_graph_launch() {
         "the graph's launch made no range: {texts:?}"
     );
     // Ended: no launch callback is delivered any more and the profiler counts nothing.
+    assert_eq!(after, "callbacks 0, ranges 0");
+}
+
+#[test]
+fn attached_kernel_metrics_end_before_the_programs_first_stream_capture() {
+    // In a running program, a capture begun while the range profiler was on failed (capture-late, H200, driver 580:
+    // a cuBLAS launch into the capturing stream failed and the capture was invalidated): the profiling ends before
+    // the capture begins, and nothing after it is profiled.
+    let (records, after) = run_attached_with("attach", 2, false, Some((2, "capture 10")));
+    assert_eq!(
+        names(&records),
+        vec!["copy", "copy"],
+        "only the launches before the capture"
+    );
+    let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t.starts_with(
+            "kernel metrics end at the program's first stream capture: in a running program"
+        )),
+        "{texts:?}"
+    );
     assert_eq!(after, "callbacks 0, ranges 0");
 }
 
@@ -944,6 +965,18 @@ fn attached_child(c: &Controls) {
             ["graph", corr] => {
                 // A graph the program instantiated before the attach, of two kernels.
                 c.graph_launch(raw, 0x6000, corr.parse().unwrap(), 2);
+                "launched".to_string()
+            }
+            ["capture", corr] => {
+                // A stream capture begins (its callbacks, when enabled).
+                let params = [0usize; 2];
+                c.api_delivered(
+                    c"cuStreamBeginCapture_v2",
+                    None,
+                    params.as_ptr().cast(),
+                    raw,
+                    corr.parse().unwrap(),
+                );
                 "launched".to_string()
             }
             ["after"] => {
