@@ -38,6 +38,7 @@ use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::writer::Writer;
 
+mod gate;
 mod graphs;
 mod ranges;
 
@@ -224,12 +225,21 @@ pub fn on_event(event: &CallbackEvent<'_>) {
     if BUSY.with(Cell::get) {
         return;
     }
+    // Every kernel launch is counted while inside the driver, before anything else (see `gate`).
+    if let CallbackEvent::Api(a) = event
+        && a.cbid().name().is_some_and(|n| LAUNCHES.contains(&n))
+    {
+        match a.site() {
+            ApiSite::Enter => gate::enter(),
+            ApiSite::Exit => gate::leave(),
+        }
+    }
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
     if FINISH_AT_NEXT_LAUNCH.load(Ordering::SeqCst) && matches!(event, CallbackEvent::Api(_)) {
         FINISH_AT_NEXT_LAUNCH.store(false, Ordering::SeqCst);
         if let Some(state) = guard.take() {
             drop(guard);
-            let profiled = finish_state(state);
+            let profiled = finish_gated(state);
             log::info!("profiling ended at a launch: {profiled} launches profiled");
         }
         return;
@@ -300,7 +310,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 }
             };
             state.writer.notice(NoticeLevel::Warning, text.into());
-            let profiled = finish_state(state);
+            let profiled = finish_gated(state);
             log::info!("profiling ended before a {why:?}: {profiled} launches profiled");
         }
     }
@@ -339,6 +349,25 @@ fn finish_state(mut state: State) -> u64 {
         profiled += u64::from(state.context_ending(raw));
     }
     BUSY.with(|b| b.set(false));
+    profiled
+}
+
+/// Ends the profiling on one of the program's threads while the others run: after every launch another thread is
+/// inside has left it, with launches that begin meanwhile held at their entry (`gate`).
+fn finish_gated(state: State) -> u64 {
+    let drained = gate::close_and_drain();
+    if !drained {
+        state.writer.notice(
+            NoticeLevel::Warning,
+            format!(
+                "kernel metrics end while a kernel launch of another thread is still inside the driver after {} s \
+                 (it did not return): the range profiler is disabled regardless",
+                gate::PATIENCE.as_secs()
+            ),
+        );
+    }
+    let profiled = finish_state(state);
+    gate::open();
     profiled
 }
 
