@@ -19,7 +19,8 @@
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 10),
-# JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event),
+# JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event;
+# threads twice: its windows are slow and its untouched run short),
 # TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
 # SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below).
 # GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
@@ -132,7 +133,9 @@ row() {
   threads)
     nvcc -O2 -std=c++17 -o "$d/threads" "$root/gpu-host/scripts/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
       || { echo "ROW $name FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
-    CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
+    # Twice the life: its windows take 8-33 s (four threads always inside the driver), and its untouched run is
+    # 3 s, so the row still ends with the others (at 90 s it had 8 attaches).
+    CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$((seconds * 2))" > "$d/attached.log" 2>&1 & attached=$! ;;
   ddp)
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29511 \
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
