@@ -133,7 +133,7 @@ row() {
   threads)
     nvcc -O2 -std=c++17 -o "$d/threads" "$root/gpu-host/scripts/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
       || { echo "ROW $name FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
-    # Twice the life: its windows take 8-33 s (four threads always inside the driver), and its untouched run is
+    # Twice the life: its attaches take up to 33 s (four threads always inside the driver), and its untouched run is
     # 3 s, so the row still ends with the others (at 90 s it had 8 attaches).
     CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$((seconds * 2))" > "$d/attached.log" 2>&1 & attached=$! ;;
   ddp)

@@ -70,12 +70,12 @@ impl Listening {
     pub fn new(prefix: &str) -> Result<Listening, LaunchError> {
         let folder = SocketFolder::new(prefix).map_err(LaunchError::Folder)?;
         let socket = folder.path().join("trace.sock");
-        let listener = UnixListener::bind(&socket)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|error| LaunchError::Listen {
+        let listener = crate::socket_folder::listen_nonblocking(&socket).map_err(|error| {
+            LaunchError::Listen {
                 socket: socket.clone(),
                 error,
-            })?;
+            }
+        })?;
         Ok(Listening {
             folder,
             socket,

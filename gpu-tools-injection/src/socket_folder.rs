@@ -35,6 +35,14 @@ impl SocketFolder {
     }
 }
 
+/// A socket listening at `socket`, non-blocking (so that an accepting thread sees its stop between connections):
+/// how a launch and an attach both listen.
+pub(crate) fn listen_nonblocking(socket: &Path) -> io::Result<std::os::unix::net::UnixListener> {
+    let listener = std::os::unix::net::UnixListener::bind(socket)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
 impl Drop for SocketFolder {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);

@@ -138,11 +138,9 @@ impl Listening {
         Ok(listening)
     }
 
-    /// A non-blocking socket listening at `socket` (so that the accepting thread sees its stop between
-    /// connections).
+    /// A non-blocking socket listening at `socket` (`listen_nonblocking`), and a handle of it kept for the stop.
     fn listen(&mut self, socket: &Path) -> Result<(), SetupError> {
-        let (listener, kept) = UnixListener::bind(socket)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        let (listener, kept) = crate::socket_folder::listen_nonblocking(socket)
             .and_then(|l| l.try_clone().map(|kept| (l, kept)))
             .map_err(|error| SetupError::Listen {
                 socket: socket.to_path_buf(),

@@ -53,6 +53,16 @@ fn session(options: AcceptOptions) -> (Attached, PathBuf, mpsc::Receiver<Deliver
     (attached, socket, rx)
 }
 
+/// [`session`], with one library connected and accepted.
+fn connected(options: AcceptOptions) -> (Attached, UnixStream, PathBuf, mpsc::Receiver<Delivery>) {
+    let (attached, socket, rx) = session(options);
+    let library = UnixStream::connect(&socket).unwrap();
+    attached
+        .wait_for_connections(1, Duration::from_secs(10))
+        .unwrap();
+    (attached, library, socket, rx)
+}
+
 #[test]
 fn the_argument_names_each_processs_socket_then_the_profile_request() {
     let env = settings_env();
@@ -178,11 +188,7 @@ fn a_refused_process_is_an_outcome_and_the_others_are_not_kept_from_it() {
 
 #[test]
 fn connections_are_read_written_to_and_stopped() {
-    let (attached, socket, rx) = session(AcceptOptions::default());
-    let mut library = UnixStream::connect(&socket).unwrap();
-    attached
-        .wait_for_connections(1, Duration::from_secs(10))
-        .unwrap();
+    let (attached, mut library, socket, rx) = connected(AcceptOptions::default());
     assert_eq!(attached.accepted(), 1);
     // What the library sends arrives as deliveries.
     let mut e = Encoder::new(&StreamHeader::new(4242, 0, TimestampClock::Monotonic));
@@ -217,11 +223,7 @@ fn connections_are_read_written_to_and_stopped() {
 
 #[test]
 fn the_stop_byte_alone_leaves_the_connection_open() {
-    let (attached, socket, _rx) = session(AcceptOptions::default());
-    let mut library = UnixStream::connect(&socket).unwrap();
-    attached
-        .wait_for_connections(1, Duration::from_secs(10))
-        .unwrap();
+    let (attached, mut library, _socket, _rx) = connected(AcceptOptions::default());
     attached.stop(AfterStop::KeepOpen);
     library
         .set_read_timeout(Some(Duration::from_millis(300)))
