@@ -111,6 +111,11 @@ struct State {
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
+/// Kernel metrics were asked for (set with `STATE`, cleared by nothing: a stale `true` costs a look at a stream
+/// or a graph that no state then uses). Read before `STATE` is locked, see [`on_event`].
+static METRICS_ASKED: AtomicBool = AtomicBool::new(false);
+/// Profiling was asked for at all (as above).
+static PROFILING_ASKED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Set while this module makes CUPTI calls: a callback they cause on this thread is ignored.
@@ -155,6 +160,10 @@ pub fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
         .iter()
         .map(|m| Arc::from(m.as_str()))
         .collect();
+    PROFILING_ASKED.store(true, Ordering::SeqCst);
+    if !request.metrics.is_empty() {
+        METRICS_ASKED.store(true, Ordering::SeqCst);
+    }
     *STATE.lock().unwrap_or_else(|p| p.into_inner()) = Some(State {
         writer: Arc::clone(writer),
         request,
@@ -234,6 +243,15 @@ pub fn on_event(event: &CallbackEvent<'_>) {
             ApiSite::Exit => gate::leave(),
         }
     }
+    // What needs the driver is asked before `STATE` is locked. A driver call made while holding it deadlocked a
+    // four-thread program (two H200s, CUPTI 13.0, driver 580): one thread held `STATE` and waited in
+    // cuStreamIsCapturing for a lock inside CUPTI, which another thread held while CUPTI called this function
+    // for it, waiting for `STATE`; the other two threads waited for CUPTI's lock in their launches.
+    let ahead = if PROFILING_ASKED.load(Ordering::SeqCst) {
+        Ahead::of(event)
+    } else {
+        Ahead::default()
+    };
     let mut guard = STATE.lock().unwrap_or_else(|p| p.into_inner());
     if FINISH_AT_NEXT_LAUNCH.load(Ordering::SeqCst) && matches!(event, CallbackEvent::Api(_)) {
         FINISH_AT_NEXT_LAUNCH.store(false, Ordering::SeqCst);
@@ -255,7 +273,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
             ResourceKind::ContextDestroyStarting => {
                 state.context_ending(r.context() as usize);
             }
-            ResourceKind::GraphExecCreated => state.graph_exec_created(r),
+            ResourceKind::GraphExecCreated => state.graph_exec_created(r, ahead.graph),
             ResourceKind::GraphExecDestroyStarting => {
                 if let Some(g) = r.graph() {
                     state.graphs.destroyed(g.graph_exec as usize);
@@ -265,13 +283,13 @@ pub fn on_event(event: &CallbackEvent<'_>) {
         },
         CallbackEvent::Api(a) if a.site() == ApiSite::Enter => {
             let name = a.cbid().name();
-            if name.is_some_and(|n| LAUNCHES.contains(&n)) && !captured(a) {
+            if name.is_some_and(|n| LAUNCHES.contains(&n)) && !ahead.captured {
                 let kernel = a
                     .symbol_name()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 state.launch(a.context() as usize, a.correlation_id(), &kernel);
-            } else if name.is_some_and(|n| GRAPH_LAUNCHES.contains(&n)) && !captured(a) {
+            } else if name.is_some_and(|n| GRAPH_LAUNCHES.contains(&n)) && !ahead.captured {
                 if state.attached && !state.request.metrics.is_empty() {
                     end_before = Some(EndBefore::GraphLaunch);
                 } else if let Some(exec) = a.graph_exec() {
@@ -315,6 +333,58 @@ pub fn on_event(event: &CallbackEvent<'_>) {
         }
     }
     BUSY.with(|b| b.set(false));
+}
+
+/// What a callback learns from the driver, before `STATE` is locked.
+#[derive(Default)]
+struct Ahead {
+    /// A launch (of a kernel or a graph) into a stream that is capturing.
+    captured: bool,
+    /// The kernels of an executable graph just made (kernel metrics only).
+    graph: Option<Result<GraphKernels, String>>,
+}
+
+impl Ahead {
+    fn of(event: &CallbackEvent<'_>) -> Ahead {
+        match event {
+            CallbackEvent::Api(a) if a.site() == ApiSite::Enter => {
+                let launch = a
+                    .cbid()
+                    .name()
+                    .is_some_and(|n| LAUNCHES.contains(&n) || GRAPH_LAUNCHES.contains(&n));
+                Ahead {
+                    captured: launch && captured(a),
+                    graph: None,
+                }
+            }
+            CallbackEvent::Resource(r)
+                if r.kind() == ResourceKind::GraphExecCreated
+                    && METRICS_ASKED.load(Ordering::SeqCst) =>
+            {
+                Ahead {
+                    captured: false,
+                    graph: Some(graph_kernels(r)),
+                }
+            }
+            _ => Ahead::default(),
+        }
+    }
+}
+
+/// The kernels of the graph an executable was made from, read while the graph surely exists.
+fn graph_kernels(r: &ResourceEvent<'_>) -> Result<GraphKernels, String> {
+    let Some(info) = r.graph() else {
+        return Err("CUPTI named no graph".to_string());
+    };
+    match Driver::load() {
+        Ok(driver) if !info.graph.is_null() => {
+            // SAFETY: the graph CUPTI reports an executable made from, alive during this callback, which runs on
+            // the thread that made it.
+            unsafe { GraphKernels::of_raw(driver, info.graph) }.map_err(|e| e.to_string())
+        }
+        Ok(_) => Err("CUPTI named no graph".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Whether a launch goes to a stream that is capturing: it is recorded into a graph, not run, and makes no range.
@@ -449,27 +519,23 @@ impl State {
         });
     }
 
-    /// An executable graph was made: its kernels are read now, while its graph surely exists.
-    fn graph_exec_created(&mut self, r: &ResourceEvent<'_>) {
+    /// An executable graph was made; `read`: its kernels, read before `STATE` was locked.
+    fn graph_exec_created(
+        &mut self,
+        r: &ResourceEvent<'_>,
+        read: Option<Result<GraphKernels, String>>,
+    ) {
         if self.request.metrics.is_empty() {
             return;
         }
         let Some(info) = r.graph() else { return };
+        let Some(read) = read else { return };
         let id = match r.graph_id().or_else(|| r.graph_exec_id()) {
             Some(id) => id,
             None => {
                 self.graph_ids += 1;
                 u32::MAX - self.graph_ids
             }
-        };
-        let read = match Driver::load() {
-            Ok(driver) if !info.graph.is_null() => {
-                // SAFETY: the graph CUPTI reports an executable made from, alive during this callback, which runs
-                // on the thread that made it.
-                unsafe { GraphKernels::of_raw(driver, info.graph) }.map_err(|e| e.to_string())
-            }
-            Ok(_) => Err("CUPTI named no graph".to_string()),
-            Err(e) => Err(e.to_string()),
         };
         if let Ok(g) = &read {
             log::debug!(
