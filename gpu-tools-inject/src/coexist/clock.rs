@@ -152,7 +152,11 @@ impl ClockMap {
         // Nanosecond clocks run at one tick a nanosecond; a counter's rate comes from the two readings, once
         // they are far enough apart to give it.
         let rate = match self.clock {
-            ProgramClock::Realtime | ProgramClock::Monotonic => 1.0,
+            // Whole nanoseconds: an f64 of CLOCK_REALTIME's size keeps only 256 ns steps.
+            ProgramClock::Realtime | ProgramClock::Monotonic => {
+                let mapped = p1 as i128 + (t as i128 - m1 as i128);
+                return u64::try_from(mapped.max(0)).unwrap_or(u64::MAX);
+            }
             _ if m1.saturating_sub(m0) >= 1_000_000 => (p1 as f64 - p0 as f64) / (m1 - m0) as f64,
             _ => return t,
         };
@@ -221,6 +225,77 @@ pub fn timestamp_offsets(kind: u32) -> &'static [usize] {
     }
 }
 
+/// How far apart the two clocks' present times must be, against the age of the records, for a timestamp to say
+/// which clock it is on (see [`ClockMap::stamped_by_trace`]).
+const APART: u64 = 4;
+
+impl ClockMap {
+    /// Whether `t`, a timestamp made since the map's first reading (less a second, for kernels that began before
+    /// and ended after), is on the trace's clock rather than the program's: nearer the trace's present than the
+    /// program's. `None` where the two presents are too close for that to be told (a clock that runs near the
+    /// trace's, such as `CLOCK_MONOTONIC` itself, whose records need no change anyway).
+    pub fn stamped_by_trace(&self, t: u64, now: u64) -> Option<bool> {
+        let (m0, _) = self.first?;
+        let age = now.saturating_sub(m0) + 1_000_000_000;
+        let theirs = self.convert(now);
+        if theirs.abs_diff(now) <= APART.saturating_mul(age) {
+            return None;
+        }
+        Some(t.abs_diff(now) < t.abs_diff(theirs))
+    }
+}
+
+/// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+pub unsafe fn convert_trace_stamped(
+    buffer: *mut u8,
+    valid: usize,
+    next: unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult,
+    map: &ClockMap,
+) -> usize {
+    if buffer.is_null() || !map.converts() {
+        return 0;
+    }
+    let now = monotonic_ns();
+    let mut converted = 0;
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI's own walk of a buffer of `valid` bytes of its records.
+    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
+        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
+        let kind = unsafe { (*record).kind };
+        let offsets = timestamp_offsets(kind);
+        let Some(&last) = offsets.iter().max() else {
+            continue;
+        };
+        let start = record as usize - buffer as usize;
+        let len = (last + 8).min(valid.saturating_sub(start));
+        // SAFETY: the record lies in the buffer; `len` stops at the buffer's valid end.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(record.cast::<u8>(), len) };
+        let Some(t) = offsets
+            .first()
+            .and_then(|&at| bytes.get(at..at + 8))
+            .map(|w| u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+        else {
+            continue;
+        };
+        if t == 0 || t == u64::MAX {
+            continue;
+        }
+        match map.stamped_by_trace(t, now) {
+            Some(true) => {
+                convert_record(bytes, kind, map);
+                converted += 1;
+            }
+            Some(false) => {}
+            None => return converted,
+        }
+    }
+    converted
+}
+
 /// Converts the timestamps of one copied record in place; 0 and `u64::MAX` (not collected) stay.
 pub fn convert_record(record: &mut [u8], kind: u32, map: &ClockMap) {
     for &at in timestamp_offsets(kind) {
@@ -234,5 +309,77 @@ pub fn convert_record(record: &mut [u8], kind: u32, map: &ClockMap) {
             continue;
         }
         field.copy_from_slice(&map.convert(t).to_ne_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_timestamp_says_its_clock_where_the_clocks_are_far_apart() {
+        let map = ClockMap::new(ProgramClock::Realtime);
+        let now = monotonic_ns();
+        // A record made half a second ago on each clock.
+        assert_eq!(map.stamped_by_trace(now - SECOND / 2, now), Some(true));
+        assert_eq!(
+            map.stamped_by_trace(realtime_ns() - SECOND / 2, now),
+            Some(false)
+        );
+        // The trace's own clock: nothing can be told, and nothing needs changing.
+        let same = ClockMap::new(ProgramClock::Monotonic);
+        assert_eq!(same.stamped_by_trace(now, monotonic_ns()), None);
+    }
+
+    /// CUPTI's walk, for a buffer of API records laid end to end.
+    unsafe extern "C" fn next_api(
+        buffer: *mut u8,
+        valid: usize,
+        record: *mut *mut sys::CUpti_Activity,
+    ) -> sys::CUptiResult {
+        let size = std::mem::size_of::<sys::CUpti_ActivityAPI>();
+        // SAFETY: the test's out-pointer and buffer.
+        unsafe {
+            let at = if (*record).is_null() {
+                0
+            } else {
+                (*record as usize - buffer as usize) + size
+            };
+            if at + size > valid {
+                return sys::CUPTI_ERROR_MAX_LIMIT_REACHED;
+            }
+            *record = buffer.add(at).cast();
+        }
+        sys::CUPTI_SUCCESS
+    }
+
+    #[test]
+    fn only_the_records_on_the_traces_clock_are_converted() {
+        let mut map = ClockMap::new(ProgramClock::Realtime);
+        map.read();
+        let api = |start: u64| sys::CUpti_ActivityAPI {
+            kind: sys::CUPTI_ACTIVITY_KIND_RUNTIME,
+            start,
+            end: start + 1000,
+            // SAFETY: a plain C structure, all zeros valid.
+            ..unsafe { std::mem::zeroed() }
+        };
+        let on_program = realtime_ns() - SECOND;
+        let on_trace = monotonic_ns() - SECOND / 4;
+        let mut records = [api(on_program), api(on_trace)];
+        let valid = std::mem::size_of_val(&records);
+        // SAFETY: two whole API records, walked by `next_api`.
+        let n =
+            unsafe { convert_trace_stamped(records.as_mut_ptr().cast(), valid, next_api, &map) };
+        assert_eq!(n, 1);
+        assert_eq!(records[0].start, on_program, "the program's record stays");
+        let converted = records[1].start;
+        assert!(
+            converted.abs_diff(realtime_ns() - SECOND / 4) < SECOND / 10,
+            "the trace's record is put on the program's clock: {converted}"
+        );
+        assert_eq!(records[1].end - records[1].start, 1000);
     }
 }
