@@ -292,10 +292,7 @@ impl Writer {
             let n = st.unfinished;
             st.encoder.push(&Record::Notice(Notice {
                 level: NoticeLevel::Info,
-                text: format!(
-                    "{n} records of work that had not finished when the window closed left out (CUPTI gave them \
-                     without an end time)"
-                ),
+                text: gpu_tools_injection::notice::unfinished_left_out(n),
             }));
         }
         let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);

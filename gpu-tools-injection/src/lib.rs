@@ -8,6 +8,7 @@
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
 //! | `attach` (feature `attach`) | attaching to running processes: the sockets, the injection library started in each (its attach entry called, its status read as an `AttachStatus`), the connections, the control bytes and the stop; one session under `trace --pid` and `profile --pid` | the tool |
 //! | [`launch`] | starting a program whose processes stream to this one: a private socket folder, the program, the accepting thread | the tool |
+//! | [`notice`] | notices whose numbers the tool reads back | both |
 //! | [`profile`] | the per-kernel profile request and running a program with it (`gpu-tools profile`) | both |
 //!
 //! The records, the stream format and the reports are `gpu-tools-trace`'s: this crate carries them, it does not
@@ -21,6 +22,7 @@ pub mod attach;
 pub mod collect;
 pub mod env;
 pub mod launch;
+pub mod notice;
 pub mod profile;
 pub mod sink;
 mod socket_folder;

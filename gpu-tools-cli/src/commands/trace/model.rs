@@ -89,6 +89,8 @@ pub struct Process {
     pub received: u64,
     /// Records the vendor dropped (full buffers), as the process reported them.
     pub dropped: u64,
+    /// Records of unfinished work its writer left out at the window's end (its notice said how many).
+    pub unfinished: u64,
     /// Records of the stream that could not be read.
     pub stream_errors: u64,
     /// Records of work (kernels, copies, sets, graph launches, API calls, synchronizations, NVTX): what a window
@@ -231,6 +233,15 @@ impl Trace {
             match last_run.get(&pid) {
                 Some(&last) if calls.start > last => e.queued_at_end += missing,
                 _ => e.without += missing,
+            }
+        }
+        // Kernels CUPTI gave without an end time at the window's last flush were left out by the writer (it said
+        // how many): their launches had work still queued or running, wherever they stand in the window.
+        for p in &self.processes {
+            if let Some(e) = per_pid.get_mut(&p.pid) {
+                let moved = p.unfinished.min(e.without);
+                e.without -= moved;
+                e.queued_at_end += moved;
             }
         }
         let mut out: Vec<LaunchCoverage> = per_pid.into_values().collect();
@@ -509,6 +520,38 @@ mod tests {
             }]
         );
         assert!(missing_kernels_warning(&got[0]).is_some());
+    }
+
+    #[test]
+    fn kernels_left_out_unfinished_are_not_taken_for_missing_records() {
+        // 1000 launches; 760 of those before the last recorded kernel have no record: the writer left 760 kernels
+        // out that CUPTI gave without an end time (its notice said so).
+        let mut t = Trace::default();
+        for c in 0..1000u32 {
+            let mut a = api(7, "cudaLaunchKernel", "cuda_runtime", c);
+            a.start = 10 * u64::from(c);
+            t.api.push(a);
+            if !(200..960).contains(&c) {
+                t.kernels.push(kernel(7, c));
+            }
+        }
+        assert!(missing_kernels_warning(&t.launches_without_kernels()[0]).is_some());
+        t.processes.push(Process {
+            pid: 7,
+            unfinished: 760,
+            ..Process::default()
+        });
+        let got = t.launches_without_kernels();
+        assert_eq!(
+            got,
+            [LaunchCoverage {
+                pid: 7,
+                launches: 1000,
+                without: 0,
+                queued_at_end: 760
+            }]
+        );
+        assert_eq!(missing_kernels_warning(&got[0]), None);
     }
 
     #[test]

@@ -547,6 +547,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     NoticeLevel::Warning => "warning",
                     _ => "note",
                 };
+                if let Some(u) = gpu_tools_injection::notice::unfinished_left_out_count(&n.text) {
+                    s.process.unfinished += u;
+                }
                 t.warnings
                     .push(format!("process {pid} ({level}): {}", n.text));
             }
