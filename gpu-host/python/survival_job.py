@@ -116,6 +116,7 @@ def run_torch(kind, steps, seconds):
 
             prof = profile(activities=[ProfilerActivity.CUDA])
             prof.__enter__()
+            entered = time.monotonic()
         loss = step()
         sync()
         ready()
@@ -127,8 +128,17 @@ def run_torch(kind, steps, seconds):
         sync()
         if prof is not None:
             prof.__exit__(None, None, None)
-            kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+            starts = [e.time_range.start for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+            kernels = len(starts)
             print(f"torch_profiler kernels {kernels} steps {loop.steps}", flush=True)
+            # Where in time the profiler's kernels lie (0.1 s buckets from the session's start, in us as torch
+            # gives them; the session began at CLOCK_MONOTONIC `entered`): a loss shows as a dip.
+            buckets = {}
+            for t in starts:
+                b = int(t // 100_000)
+                buckets[b] = buckets.get(b, 0) + 1
+            hist = " ".join(f"{b}:{buckets[b]}" for b in sorted(buckets))
+            print(f"torch_profiler_hist entered {entered:.6f} {hist}", flush=True)
         extra = f" children_ok {children}" if kind == "fork-child" else ""
         print(f"result {loss.item():.10f} {checksum(model):.10f}{extra} steps {loop.steps}", flush=True)
         return 0

@@ -22,7 +22,8 @@
 # JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event;
 # threads twice: its windows are slow and its untouched run short),
 # TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
-# SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below).
+# SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below), DEBUG_ROWS (rows attached with
+# the injection library's debug log, in the job's log), HANG_SECONDS (see the row's end).
 # GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
 # its own OUT, whose locks are its own) keep to GPUs of their own.
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
@@ -87,8 +88,12 @@ attach() {
     then ok=ok-idle  # the job did nothing on the GPU then (fork-child waiting for its child): said, counted apart
     elif [ "$rc" -ne 0 ] || [ "${records:-0}" -eq 0 ]; then ok=FAIL; fi
     # Every kernel launch of the window has its kernel record (trace_launch_coverage.py; a few at the edges may not).
+    # Kernels CUPTI gave unfinished at the last flush (no end time) were left out by the trace, which says how many:
+    # their launches are the window's edge too.
+    local unfinished
+    unfinished=$(grep -o '[0-9]* records of work that had not finished' "$f.txt" | head -1 | cut -d' ' -f1)
     if [ "$ok" != FAIL ] && [ -f "$f.gputrace" ] && "$gt" export "$f.gputrace" --chrome "$f.json" > /dev/null 2>&1; then
-      $py "$root/gpu-host/python/trace_launch_coverage.py" --check 100 "$f.json" > "$f.coverage.txt" 2>&1 \
+      $py "$root/gpu-host/python/trace_launch_coverage.py" --check $((100 + ${unfinished:-0})) "$f.json" > "$f.coverage.txt" 2>&1 \
         || { ok=FAIL; records="$records,launches-without-kernels:$(grep -o '[0-9]* without a GPU record' "$f.coverage.txt" | cut -d' ' -f1)"; }
       rm -f "$f.json"
     fi
@@ -122,6 +127,8 @@ attach() {
 row() {
   local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes=""
   mkdir -p "$d"
+  # DEBUG_ROWS: rows whose attaches run with the injection library's debug log (it lands in the job's stderr).
+  [[ " ${DEBUG_ROWS:-} " == *" $name "* ]] && export GPU_TOOLS_TRACE_LOG=debug
   # The job sees its GPU alone; the attaching commands see every GPU, as an operator's shell does.
   local cvd=$2
   if [ "$name" = ddp ]; then
@@ -165,6 +172,23 @@ row() {
     n=$((n + 1))
     sleep 0.3
   done
+  # A job still running long after its life (HANG_SECONDS past the last attach, default 120): its threads' kernel
+  # stacks and a native backtrace into hang.txt, then it is ended (the row fails), so that a hang is seen and named.
+  local deadline=$(( $(date +%s) + ${HANG_SECONDS:-120} + seconds ))
+  while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
+  if alive "$attached"; then
+    notes+=" the job hung (still running ${HANG_SECONDS:-120} s after its life; stacks in hang.txt);"
+    verdict=FAIL
+    local jp=$pid; [ "$name" = ddp ] && jp=$attached
+    { for t in /proc/"$jp"/task/*; do
+        echo "--- task ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+        cat "$t/stack" 2>/dev/null
+      done
+      dbg=$(command -v gdb || command -v cuda-gdb)
+      [ -n "$dbg" ] && timeout 60 "$dbg" -batch -p "$jp" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -300
+    } > "$d/hang.txt" 2>&1
+    kill -9 "$attached" 2>/dev/null
+  fi
   wait $attached; rc_a=$?
   # The untouched run: the same job, exactly the steps the attached one ran.
   local steps
