@@ -104,7 +104,10 @@ mod tests {
         assert!(close_and_drain(), "the launch left within the patience");
         let drained_at = t0.elapsed().as_micros() as u64;
         let left = left_at.load(Ordering::SeqCst);
-        assert!(left > 0 && drained_at >= left, "drained at {drained_at} µs, the launch left at {left} µs");
+        assert!(
+            left > 0 && drained_at >= left,
+            "drained at {drained_at} µs, the launch left at {left} µs"
+        );
         launcher.join().expect("launcher");
         release.join().expect("release");
 
