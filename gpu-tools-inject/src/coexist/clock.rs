@@ -270,7 +270,7 @@ pub unsafe fn convert_trace_stamped(
         let Some(&last) = offsets.iter().max() else {
             continue;
         };
-        let start = record as usize - buffer as usize;
+        let start = (record as usize).saturating_sub(buffer as usize);
         let len = (last + 8).min(valid.saturating_sub(start));
         // SAFETY: the record lies in the buffer; `len` stops at the buffer's valid end.
         let bytes = unsafe { std::slice::from_raw_parts_mut(record.cast::<u8>(), len) };
