@@ -312,3 +312,71 @@ fn cupti_clocks_are_recognised() {
         clock::ProgramClock::Unknown
     ));
 }
+
+/// What the fake registration saw: the callbacks it got, and whether the sharing's lock was free then.
+static REGISTERED: Mutex<Vec<(usize, bool)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn fake_register(
+    request: sys::CUpti_BuffersCallbackRequestFunc,
+    _complete: sys::CUpti_BuffersCallbackCompleteFunc,
+) -> sys::CUptiResult {
+    let free = MUX.try_lock().is_ok();
+    REGISTERED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((request.map_or(0, |f| f as usize), free));
+    sys::CUPTI_SUCCESS
+}
+
+unsafe extern "C" fn fake_kind(_: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+    sys::CUPTI_SUCCESS
+}
+
+unsafe extern "C" fn fake_flush(_: u32) -> sys::CUptiResult {
+    sys::CUPTI_SUCCESS
+}
+
+unsafe extern "C" fn fake_subscribe(
+    _: *mut sys::CUpti_SubscriberHandle,
+    _: sys::CUpti_CallbackFunc,
+    _: *mut std::ffi::c_void,
+) -> sys::CUptiResult {
+    sys::CUPTI_SUCCESS
+}
+
+#[test]
+fn the_programs_callbacks_go_back_without_the_lock_held() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let fake = Real {
+        register_callbacks: fake_register,
+        enable: fake_kind,
+        disable: fake_kind,
+        flush_all: fake_flush,
+        enable_runtime_api: None,
+        enable_driver_api: None,
+        subscribe: fake_subscribe,
+        register_timestamp: None,
+        get_timestamp: None,
+        get_next_record: None,
+    };
+    REGISTERED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        ..Program::default()
+    });
+    give_back_through(&fake);
+    // CUPTI's thread takes the lock to hand the program its records: it must be free while CUPTI is called.
+    assert_eq!(
+        *REGISTERED.lock().unwrap_or_else(|p| p.into_inner()),
+        [(program_request as *const () as usize, true)]
+    );
+    uninstall(true, ActivityKinds::empty());
+    // Nothing shared: nothing registered.
+    give_back_through(&fake);
+    assert_eq!(
+        REGISTERED.lock().unwrap_or_else(|p| p.into_inner()).len(),
+        1
+    );
+}
