@@ -540,35 +540,24 @@ pub struct Uninstalled {
 /// rest of the end took before [`uninstall`] gave the callbacks back are the likely moment (not yet measured
 /// apart). [`uninstall`] registers them again, which changes nothing.
 pub fn give_back_callbacks() {
-    if let Some(real) = REAL.get() {
-        give_back_through(real);
-    }
-}
-
-/// [`give_back_callbacks`] through `real`. The program's registration is read under the lock and CUPTI called
-/// without it: CUPTI's thread takes the lock to hand the program its records, and a CUPTI call made while holding
-/// it could wait for that thread.
-fn give_back_through(real: &Real) {
-    let Some((clock, request, complete)) = with_mux(|mux| {
-        mux.program.registered.then(|| {
-            let clock = mux
-                .program
-                .timestamp
-                .map(clock::ProgramClock::Callback)
-                .unwrap_or(mux.clock_before);
-            (clock, mux.program.request, mux.program.complete)
-        })
-    })
-    .flatten() else {
+    let guard = lock();
+    let Some(mux) = guard.as_ref() else { return };
+    if !mux.program.registered {
         return;
-    };
+    }
+    let Some(real) = REAL.get() else { return };
+    let clock = mux
+        .program
+        .timestamp
+        .map(clock::ProgramClock::Callback)
+        .unwrap_or(mux.clock_before);
     // SAFETY (each call): the real CUPTI functions, with the program's own clock and callbacks.
     unsafe {
         // The clock first, so that the records its buffers get carry it.
         if let (Some(register), Some(source)) = (real.register_timestamp, clock.source()) {
             register(Some(source));
         }
-        (real.register_callbacks)(request, complete);
+        (real.register_callbacks)(mux.program.request, mux.program.complete);
     }
 }
 
