@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Probes of the tools used together on one job (issue "the whole toolbox on one live job"), each part on its own:
+#   pc-graph   gpu-host/scripts/pc_graph_probe.cu: PC sampling's samples for plain launches and for graphs
+#              instantiated before or after the sampling was enabled (an attach's case is "before")
+#   hang       gpu-host/scripts/hang_probe.cu: what a thread of a hung program can still ask (a stream query,
+#              CUPTI's flushes) while a kernel hangs and the main thread waits in the driver
+#   schedule   a job whose own torch.profiler runs on a `schedule`, attached with four 2 s trace windows (the
+#              injection library's debug log in the job's log), and its untouched run of the same steps
+#   after-pc   a job with its torch.profiler open: trace, PC sampling, then three traces
+#   nvtx-state which modules of a PyTorch process carry NVTX v3 state (symbol table), and whether stripped
+#   host       nsys, perf, versions
+# Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage, or the CLI alone in .gpu/bin/bin-gpu-tools), then:
+#   OUT=/tmp/toolbox bash gpu-host/scripts/attach_toolbox.sh [PART...]
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
+out=${OUT:-/tmp/attach_toolbox}; mkdir -p "$out"; unset GPU_TOOLS_INJECT_LIB
+parts=${*:-host pc-graph hang nvtx-state pc-graph-tool schedule late serving after-pc}
+job=$root/gpu-host/python/survival_job.py
+cuda=${CUDA_HOME:-/usr/local/cuda}
+inc=$(dirname "$(find "$cuda/" -name cupti.h 2>/dev/null | head -1)")
+lib=$(dirname "$(find "$cuda/" -name 'libcupti.so*' 2>/dev/null | head -1)")
+build() { # NAME: nvcc of gpu-host/scripts/NAME.cu into $out/NAME
+  nvcc -O2 -std=c++17 -arch=sm_90 -I"$inc" -o "$out/$1" "$root/gpu-host/scripts/$1.cu" -L"$lib" -lcupti -lcuda \
+    -lpthread -Xlinker -rpath="$lib" > "$out/$1.nvcc.txt" 2>&1 || { echo "nvcc $1 failed: $(head -c 600 "$out/$1.nvcc.txt")"; return 1; }
+}
+wait_ready() { # LOG: the pid of its first `ready PID` line, waiting up to 60 s
+  local p
+  for _ in $(seq 600); do
+    p=$(grep -m1 -o '^ready [0-9]*' "$1" 2>/dev/null | cut -d' ' -f2)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+for part in $parts; do
+  echo "=== $part $(date -u +%T)"
+  case $part in
+  host)
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1
+    for t in nsys perf ncu cuda-gdb gdb valgrind; do echo "$t: $(command -v $t || echo none)"; done
+    nproc; free -g | head -2 ;;
+  pc-graph)
+    build pc_graph_probe || continue
+    for v in eager graph-after graph-before graph-before-upload graph-before-serial eager-then-graph-before; do
+      timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
+    done ;;
+  hang)
+    build hung_job
+    build hang_probe || continue
+    for v in query flush flush-forced ctx-sync-other; do timeout 60 "$out/hang_probe" "$v" 1500 2>&1 | tail -6; done ;;
+  nvtx-state)
+    $py - <<'PY' 2>&1 | tail -40
+import subprocess, torch
+torch.cuda.init(); torch.zeros(1, device="cuda")
+paths = sorted({l.split()[-1] for l in open("/proc/self/maps") if ".so" in l and l.split()[-1].startswith("/")})
+for p in paths:
+    try:
+        syms = subprocess.run(["readelf", "-sW", p], capture_output=True, text=True, timeout=60).stdout
+    except Exception as e:
+        print("readelf failed", p, e); continue
+    has_symtab = ".symtab" in subprocess.run(["readelf", "-SW", p], capture_output=True, text=True).stdout
+    n = [l.split()[-1] for l in syms.splitlines() if "nvtxGlobals_v3" in l or "nvtxEtiGetModuleFunctionTable_v3" in l]
+    strings = subprocess.run(["grep", "-c", "NVTX_INJECTION64_PATH", p], capture_output=True, text=True).stdout.strip()
+    if n or strings not in ("", "0"):
+        print(p.split("/")[-1], "symtab" if has_symtab else "stripped", "nvtx symbols:", " ".join(sorted(set(n))), "env string:", strings)
+PY
+    ;;
+  schedule | late)
+    kind=profiler-schedule; [ "$part" = late ] && kind=profiler-late
+    d=$out/$part; mkdir -p "$d"
+    $py -X faulthandler "$job" $kind --seconds 24 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; tail -5 "$d/job.err"; continue; }
+    sleep 3
+    for n in 1 2 3 4; do
+      GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 2 -q -o "$d/w$n.gputrace" > "$d/w$n.txt" 2>&1
+      echo "window $n rc=$? $(grep -E '^--- summary|error|warning' "$d/w$n.txt" | head -3 | tr '\n' ' ')"
+      sleep 1.5
+    done
+    wait $j; echo "job rc=$?"
+    grep -E '^(torch_profiler|result)' "$d/job.log"
+    steps=$(grep -m1 '^result' "$d/job.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
+    $py "$job" $kind --steps "$steps" 2>/dev/null | grep -E '^(torch_profiler|result)' | sed 's/^/untouched: /'
+    grep -v '^progress' "$d/job.err" | grep -iE 'gpu_tools|cupti' | cut -c1-300 | tail -60 ;;
+  pc-graph-tool)
+    d=$out/pc-graph-tool; mkdir -p "$d"
+    $py "$job" graph --seconds 12 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; continue; }
+    sleep 1
+    GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc.txt" 2>&1
+    echo "pc-sampling rc=$?"; grep -v '^ *[0-9]' "$d/pc.txt" | head -20 | cut -c1-250
+    wait $j; echo "job rc=$?" ;;
+  serving)
+    d=$out/serving; mkdir -p "$d"
+    $py "$job" serving --seconds 20 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; tail -5 "$d/job.err"; continue; }
+    sleep 1
+    GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 2 -q -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+    echo "trace rc=$? $(grep -E '^--- summary|error|warning' "$d/t.txt" | head -3 | tr '\n' ' ')"
+    GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" profile --pid "$pid" --duration 2 > "$d/m.txt" 2>&1
+    echo "metrics rc=$?"; grep -v '^ *[0-9]' "$d/m.txt" | head -12 | cut -c1-250
+    GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc.txt" 2>&1
+    echo "pc-sampling rc=$?"; grep -v '^ *[0-9]' "$d/pc.txt" | head -12 | cut -c1-250
+    wait $j; echo "job rc=$? $(grep '^result' "$d/job.log")"
+    grep -v '^progress' "$d/job.err" | grep -iE 'gpu_tools|cupti' | cut -c1-250 | tail -25 ;;
+  after-pc)
+    d=$out/after-pc; mkdir -p "$d"
+    GPU_TOOLS_TRACE_LOG=debug $py -X faulthandler "$job" profiler-open --seconds 30 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; continue; }
+    sleep 2
+    n=0
+    for tool in trace pc-sampling trace trace trace; do
+      n=$((n + 1))
+      case $tool in
+      trace) GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 2 -q -o "$d/w$n.gputrace" > "$d/w$n.txt" 2>&1 ;;
+      pc-sampling) timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/w$n.txt" 2>&1 ;;
+      esac
+      echo "window $n $tool rc=$? $(grep -E '^--- summary|error|refus|stall' "$d/w$n.txt" | head -3 | cut -c1-300 | tr '\n' ' ')"
+      sleep 1
+    done
+    wait $j; echo "job rc=$?"
+    grep -E '^(torch_profiler |result)' "$d/job.log"
+    grep -v '^progress' "$d/job.err" | grep -iE 'gpu_tools|cupti' | cut -c1-300 | tail -60 ;;
+  esac
+done

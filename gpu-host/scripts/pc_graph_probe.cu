@@ -1,0 +1,187 @@
+// Does CUPTI's PC sampling see the kernels of a CUDA graph, and does it matter when the graph was instantiated?
+// One process per variant: a kernel that spins for about SPIN_US microseconds is launched REPLAYS times, plainly or
+// as the one node of a graph; PC sampling (continuous mode, parsed data, every stall reason) is enabled on the
+// primary context before or after the graph is instantiated, as an attach to a running program would find it.
+// Variants:
+//   eager            plain launches after the enable
+//   graph-after      the graph instantiated after the enable, then replayed
+//   graph-before     the graph instantiated (and launched once) before the enable, then replayed: an attach's case
+//   graph-before-upload  as graph-before, then cudaGraphUpload again after the enable
+//   graph-before-serial  as graph-before, in kernel-serialised collection mode
+//   eager-then-graph-before  graph instantiated before the enable, eager launches and replays interleaved
+// Prints `result VARIANT samples S pcs P nonuser N dropped D full F launches L ms T`.
+//
+//   nvcc -O2 -arch=sm_90 -I$CUPTI_INC -o pc_graph_probe pc_graph_probe.cu -L$CUPTI_LIB -lcupti -lcuda
+//   ./pc_graph_probe VARIANT [REPLAYS] [SPIN_US]
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <cupti_pcsampling.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+__global__ void spin(unsigned long long cycles, unsigned long long *out) {
+    unsigned long long start = clock64(), x = threadIdx.x;
+    while (clock64() - start < cycles) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (x == 42) *out = x;
+}
+
+#define CU(call)                                                                     \
+    do {                                                                             \
+        CUptiResult r_ = (call);                                                     \
+        if (r_ != CUPTI_SUCCESS) {                                                   \
+            const char *s_ = nullptr;                                                \
+            cuptiGetResultString(r_, &s_);                                           \
+            printf("error %s -> %d %s\n", #call, (int)r_, s_ ? s_ : "");             \
+            exit(3);                                                                 \
+        }                                                                            \
+    } while (0)
+#define RT(call)                                                                     \
+    do {                                                                             \
+        cudaError_t e_ = (call);                                                     \
+        if (e_ != cudaSuccess) {                                                     \
+            printf("error %s -> %s\n", #call, cudaGetErrorString(e_));               \
+            exit(4);                                                                 \
+        }                                                                            \
+    } while (0)
+
+static CUcontext g_ctx;
+static size_t g_reasons;
+static std::vector<CUpti_PCSamplingPCData> g_pcs;
+static std::vector<std::vector<CUpti_PCSamplingStallReason>> g_stalls;
+static CUpti_PCSamplingData g_data;
+static unsigned long long g_samples, g_pcs_total, g_nonuser, g_dropped, g_full;
+
+static void prepare_buffer(size_t n) {
+    g_pcs.assign(n, CUpti_PCSamplingPCData{});
+    g_stalls.assign(n, std::vector<CUpti_PCSamplingStallReason>(g_reasons));
+    for (size_t i = 0; i < n; i++) {
+        g_pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+        g_pcs[i].stallReason = g_stalls[i].data();
+    }
+    memset(&g_data, 0, sizeof g_data);
+    g_data.size = sizeof(CUpti_PCSamplingData);
+    g_data.collectNumPcs = n;
+    g_data.pPcData = g_pcs.data();
+}
+
+static void account() {
+    g_samples += g_data.totalSamples;
+    g_pcs_total += g_data.totalNumPcs;
+    g_nonuser += g_data.nonUsrKernelsTotalSamples;
+    g_dropped += g_data.droppedSamples;
+    g_full += g_data.hardwareBufferFull;
+}
+
+static void read_data() {
+    for (int i = 0; i < 1000; i++) {
+        CUpti_PCSamplingGetDataParams p = {};
+        p.size = CUpti_PCSamplingGetDataParamsSize;
+        p.ctx = g_ctx;
+        p.pcSamplingData = &g_data;
+        CUptiResult r = cuptiPCSamplingGetData(&p);
+        if (r == CUPTI_ERROR_OUT_OF_MEMORY) g_full++;
+        else if (r != CUPTI_SUCCESS) { printf("error cuptiPCSamplingGetData -> %d\n", (int)r); return; }
+        account();
+        if (g_data.remainingNumPcs == 0 || g_data.totalNumPcs == 0) return;
+    }
+}
+
+static void enable(bool serial) {
+    CUpti_PCSamplingEnableParams e = {};
+    e.size = CUpti_PCSamplingEnableParamsSize;
+    e.ctx = g_ctx;
+    CU(cuptiPCSamplingEnable(&e));
+    CUpti_PCSamplingGetNumStallReasonsParams n = {};
+    n.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
+    n.ctx = g_ctx;
+    n.numStallReasons = &g_reasons;
+    CU(cuptiPCSamplingGetNumStallReasons(&n));
+    std::vector<uint32_t> index(g_reasons);
+    std::vector<char *> names(g_reasons);
+    for (auto &s : names) s = (char *)calloc(CUPTI_STALL_REASON_STRING_SIZE, 1);
+    CUpti_PCSamplingGetStallReasonsParams r = {};
+    r.size = CUpti_PCSamplingGetStallReasonsParamsSize;
+    r.ctx = g_ctx;
+    r.numStallReasons = g_reasons;
+    r.stallReasonIndex = index.data();
+    r.stallReasons = names.data();
+    CU(cuptiPCSamplingGetStallReasons(&r));
+    prepare_buffer(4096);
+    CUpti_PCSamplingConfigurationInfo a[4] = {};
+    a[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
+    a[0].attributeData.stallReasonData.stallReasonCount = g_reasons;
+    a[0].attributeData.stallReasonData.pStallReasonIndex = index.data();
+    a[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
+    a[1].attributeData.samplingDataBufferData.samplingDataBuffer = &g_data;
+    a[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
+    a[2].attributeData.collectionModeData.collectionMode =
+        serial ? CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED : CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+    a[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
+    a[3].attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
+    CUpti_PCSamplingConfigurationInfoParams c = {};
+    c.size = CUpti_PCSamplingConfigurationInfoParamsSize;
+    c.ctx = g_ctx;
+    c.numAttributes = 4;
+    c.pPCSamplingConfigurationInfo = a;
+    CU(cuptiPCSamplingSetConfigurationAttribute(&c));
+}
+
+static void disable() {
+    read_data();
+    CUpti_PCSamplingDisableParams d = {};
+    d.size = CUpti_PCSamplingDisableParamsSize;
+    d.ctx = g_ctx;
+    CU(cuptiPCSamplingDisable(&d));
+    account();
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s VARIANT [REPLAYS] [SPIN_US]\n", argv[0]); return 2; }
+    const char *v = argv[1];
+    int replays = argc > 2 ? atoi(argv[2]) : 400;
+    int spin_us = argc > 3 ? atoi(argv[3]) : 200;
+    unsigned long long *out;
+    RT(cudaMalloc((void **)&out, 8));
+    RT(cudaFree(0));
+    cuCtxGetCurrent(&g_ctx);
+    // About 1.98 GHz under load (H200): the spin's length need not be exact.
+    unsigned long long cycles = 1980ull * spin_us;
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    bool graph = strstr(v, "graph") != nullptr, before = strstr(v, "before") != nullptr;
+    cudaGraphExec_t exec = nullptr;
+    auto instantiate = [&]() {
+        cudaGraph_t g;
+        RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        spin<<<132, 128, 0, s>>>(cycles, out);
+        RT(cudaStreamEndCapture(s, &g));
+        RT(cudaGraphInstantiate(&exec, g, 0));
+        RT(cudaGraphLaunch(exec, s));
+        RT(cudaStreamSynchronize(s));
+    };
+    spin<<<132, 128, 0, s>>>(cycles, out);  // the module is loaded and a kernel ran before the enable
+    RT(cudaStreamSynchronize(s));
+    if (graph && before) instantiate();
+    enable(strstr(v, "serial") != nullptr);
+    if (graph && !before) instantiate();
+    if (strstr(v, "upload")) RT(cudaGraphUpload(exec, s));
+    auto t0 = std::chrono::steady_clock::now();
+    int launches = 0;
+    for (int i = 0; i < replays; i++) {
+        bool eager = !graph || (strstr(v, "eager-then") && i % 2 == 0);
+        if (eager) spin<<<132, 128, 0, s>>>(cycles, out);
+        else RT(cudaGraphLaunch(exec, s));
+        launches++;
+        if (i % 50 == 49) { RT(cudaStreamSynchronize(s)); read_data(); }
+    }
+    RT(cudaStreamSynchronize(s));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    disable();
+    printf("result %s samples %llu pcs %llu nonuser %llu dropped %llu full %llu launches %d ms %.1f\n", v, g_samples,
+           g_pcs_total, g_nonuser, g_dropped, g_full, launches, ms);
+    return 0;
+}
