@@ -9,7 +9,12 @@ compile-ro (torch.compile mode="reduce-overhead": CUDA graph trees), profiler-op
 torch.profiler session open for the whole run), capture-late (captures a new CUDA graph every 200 steps and
 replays it), fork-child (forks and execs a CUDA child every 2000 steps and checks its result), jax (a jitted
 chain of matmuls: XLA runs it as command buffers, CUDA graphs), cupy-graph (CuPy kernels captured into a graph
-on a stream, replayed).
+on a stream, replayed), profiler-schedule (eager training under a torch.profiler on a `schedule`: wait 2, warmup 1,
+active 3 steps, repeated, as training frameworks' profiler callbacks run it: CUPTI started and stopped every few
+steps), profiler-late (eager training with a torch.profiler session of 50 steps begun every 250 steps, so that
+sessions start and end inside attach windows), nvtx (eager training with NVTX ranges pushed every step through
+torch.cuda.nvtx), serving (a serving-like loop: requests of varying batch size, each an eager prefill then decode
+steps replaying the CUDA graph captured for its batch size).
 
 With --seconds the loop ends at the first step after S seconds, and the job says how many it ran; with --steps it
 runs exactly N. The result depends on the step count alone, never on the time: a run of --steps N reproduces the
@@ -17,7 +22,9 @@ result of a timed run that ran N steps (the matrix compares an attached timed ru
 
 Prints `ready PID` once the job's first step is done, `progress STEP` about every half second, then
 `result ... steps N` (values that depend on every step, with enough digits to see any difference), and for
-profiler-open `torch_profiler kernels N steps M` (the kernels the job's own profiler recorded).
+the profiler kinds `torch_profiler kernels N steps M` (the GPU records the job's own profiler gave: kernels, copies and
+sets), with profiler-schedule and profiler-late also `torch_profiler_cycles` (the count of each cycle or session, run
+lengths as COUNTxTIMES: a cycle of 0 shows a window that took the profiler's records).
 """
 import argparse
 import os
@@ -34,8 +41,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 if "--xla_gpu_autotune_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
 
-KINDS = ["eager", "amp", "graph", "compile", "compile-ro", "profiler-open", "capture-late", "fork-child", "jax",
-         "cupy-graph"]
+KINDS = ["eager", "amp", "graph", "compile", "compile-ro", "profiler-open", "profiler-schedule", "profiler-late",
+         "nvtx", "serving", "capture-late", "fork-child", "jax", "cupy-graph"]
 
 
 def ready():
@@ -95,6 +102,11 @@ def run_torch(kind, steps, seconds):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     sync = torch.cuda.synchronize
     loop = Loop(steps, seconds, sync)
+
+    if kind in ("profiler-schedule", "profiler-late", "nvtx"):
+        return run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync)
+    if kind == "serving":
+        return run_serving(model, loop, sync)
 
     if kind in ("eager", "amp", "compile", "profiler-open", "fork-child"):
         fwd = torch.compile(model) if kind == "compile" else model
@@ -189,6 +201,122 @@ def run_torch(kind, steps, seconds):
     sync()
     extra = f" captures {captures}" if kind == "capture-late" else ""
     print(f"result {acc.item():.6f}{extra} steps {loop.steps}", flush=True)
+    return 0
+
+
+def gpu_records(prof):
+    """The GPU records (kernels, copies, sets) a torch.profiler session gave."""
+    import torch
+
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def runs(counts):
+    """Run lengths, `COUNTxTIMES` each: `84x20 0x3 84x7`."""
+    out = []
+    for c in counts:
+        if out and out[-1][0] == c:
+            out[-1][1] += 1
+        else:
+            out.append([c, 1])
+    return " ".join(f"{c}x{n}" for c, n in out)
+
+
+def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
+    """profiler-schedule, profiler-late and nvtx: eager training steps with the job's own tools in use."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def step(i):
+        opt.zero_grad(set_to_none=False)
+        if kind == "nvtx":
+            torch.cuda.nvtx.range_push(f"step {i % 4}")
+            torch.cuda.nvtx.range_push("forward")
+        loss = loss_fn(model(x), y)
+        if kind == "nvtx":
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.mark("backward")
+        loss.backward()
+        opt.step()
+        if kind == "nvtx":
+            torch.cuda.nvtx.range_pop()
+        return loss
+
+    cycles = []
+    prof = None
+    if kind == "profiler-schedule":
+        # As training frameworks' profiler callbacks run it: each cycle starts and stops CUPTI's recording.
+        prof = profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=2, warmup=1, active=3),
+                       on_trace_ready=lambda p: cycles.append(gpu_records(p)))
+        prof.__enter__()
+    loss = step(0)
+    sync()
+    ready()
+    session = None
+    for i in loop:
+        if kind == "profiler-late" and i % 250 == 0:
+            session = profile(activities=[ProfilerActivity.CUDA])
+            session.__enter__()
+        loss = step(i)
+        if prof is not None:
+            prof.step()
+        if session is not None and i % 250 == 49:
+            sync()
+            session.__exit__(None, None, None)
+            cycles.append(gpu_records(session))
+            session = None
+    sync()
+    if session is not None:
+        session.__exit__(None, None, None)
+        cycles.append(gpu_records(session))
+    if prof is not None:
+        prof.__exit__(None, None, None)
+    if kind != "nvtx":
+        print(f"torch_profiler kernels {sum(cycles)} steps {loop.steps}", flush=True)
+        print(f"torch_profiler_cycles {runs(cycles)}", flush=True)
+    print(f"result {loss.item():.10f} {checksum(model):.10f} steps {loop.steps}", flush=True)
+    return 0
+
+
+def run_serving(model, loop, sync):
+    """A serving-like loop: each request has a batch size (a fixed pseudo-random sequence), an eager prefill over
+    its prompt, then decode steps that replay the CUDA graph captured at the start for that batch size."""
+    import torch
+
+    sizes = [1, 2, 4, 8, 16, 32]
+    width = 512
+    graphs = {}
+    with torch.no_grad():
+        for b in sizes:
+            static = torch.randn(b, width, device="cuda", generator=torch.Generator("cuda").manual_seed(b))
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(2):
+                    model(static)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = torch.softmax(model(static), dim=1)
+            graphs[b] = (g, static, out)
+    prompt = torch.randn(64, width, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+    acc = torch.zeros((), device="cuda", dtype=torch.float64)
+    seed = 12345
+    with torch.no_grad():
+        graphs[1][0].replay()
+        sync()
+        ready()
+        for i in loop:
+            # Every 8th step a new request: its batch size, and an eager prefill over its prompt.
+            if i % 8 == 0:
+                seed = (seed * 1103515245 + 12345) % (1 << 31)
+                b = sizes[seed % len(sizes)]
+                g, static, out = graphs[b]
+                static.copy_(torch.tanh(model(prompt)[:b].repeat(1, width // 10 + 1)[:, :width]))
+            g.replay()
+            acc += out.double().sum()
+    sync()
+    print(f"result {acc.item():.6f} steps {loop.steps}", flush=True)
     return 0
 
 
