@@ -789,6 +789,20 @@ pub fn send_pc_samples(writer: &Writer, id: u32, samples: &PcSamples) -> usize {
         samples.non_user_samples,
         samples.buffer_full
     );
+    // What CUPTI counted, said in the stream whatever came of it: a window without stall records is judged by it.
+    writer.notice(
+        NoticeLevel::Info,
+        format!(
+            "context {id}: PC sampling counted {} samples in {} PC records ({} dropped, {} outside the program's \
+             kernels, {} PCs beyond the read buffer, {} reads with a full hardware buffer)",
+            samples.total_samples,
+            samples.records.len(),
+            samples.dropped_samples,
+            samples.non_user_samples,
+            samples.truncated_pcs,
+            samples.buffer_full
+        ),
+    );
     let reasons: HashMap<u32, Arc<str>> = samples
         .reasons
         .iter()

@@ -328,7 +328,11 @@ pub fn run(
         placement: Placement::PrivateFolder,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
-    let env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
+    let mut env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
+    // The injection library's own log (to the program's standard error), as `trace --pid` passes it.
+    if let Ok(level) = std::env::var(env::LOG) {
+        env = env.log(level);
+    }
     let settings = Settings {
         env: &env,
         cupti,
