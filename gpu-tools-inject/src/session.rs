@@ -19,6 +19,10 @@ use crate::config::{Config, Kind, Output};
 use crate::sink::Sink;
 use crate::writer::{EndCounts, Filter, Writer};
 
+/// How long an attached session waits, between redirecting the program's CUPTI calls and starting its tracer, for
+/// calls already on their way to CUPTI (a thread between reading its import slot and the call).
+const IN_FLIGHT_GRACE: Duration = Duration::from_millis(20);
+
 /// Set once `InitializeInjection` ran in this process.
 static STARTED: AtomicBool = AtomicBool::new(false);
 /// The process that started the session; a forked child (another pid) leaves it alone.
@@ -405,6 +409,18 @@ impl Session {
         if attached {
             probe_program(&writer);
         }
+        // The program's own CUPTI calls come to the trace before its tracer registers: a profiler that registers
+        // its callbacks again in between (torch.profiler on a `schedule` does so every few steps) would otherwise
+        // take CUPTI's completed buffers from the tracer for the whole window. On an H200 every window beside such a
+        // job held no record, and the job's profiler lost a quarter of its cycles.
+        let expected = session_kinds(config, config.graph, mode);
+        share_cupti(expected, &writer);
+        if attached {
+            // A program thread that read an import slot just before it was redirected still calls CUPTI itself
+            // once; such calls end before the tracer enables its kinds (a disable made after the enable would stop
+            // the window's records).
+            std::thread::sleep(IN_FLIGHT_GRACE);
+        }
         let start = |graph: GraphMode| {
             let w = Arc::clone(&writer);
             ActivityTracer::builder()
@@ -439,6 +455,8 @@ impl Session {
         let tracer = match started {
             Ok(t) => Arc::new(t),
             Err(e) => {
+                // Nothing was recorded: the program's calls go back to CUPTI, its callbacks and kinds as they were.
+                let _ = crate::coexist::uninstall(false, ActivityKinds::empty());
                 writer.notice(
                     NoticeLevel::Error,
                     format!("CUPTI tracing could not start: {e}"),
@@ -473,7 +491,10 @@ impl Session {
                 ),
             );
         }
-        share_cupti(&tracer, &writer);
+        if tracer.kinds() != expected {
+            // Graph-level records were refused and the tracer runs node by node.
+            crate::coexist::set_session_kinds(tracer.kinds());
+        }
         let mut profiling = false;
         let subscriber = match mode {
             Mode::Launched => {
@@ -573,13 +594,14 @@ fn probe_program(writer: &Writer) {
     }
 }
 
-/// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI.
-fn share_cupti(tracer: &ActivityTracer, writer: &Writer) {
+/// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI: called
+/// before the tracer starts with the kinds it will enable.
+fn share_cupti(kinds: ActivityKinds, writer: &Writer) {
     crate::coexist::set_session_hooks(crate::coexist::SessionHooks {
         step_aside_subscriber,
         notice: notice_running,
     });
-    match crate::coexist::install(tracer.kinds()) {
+    match crate::coexist::install(kinds) {
         Ok(installed) if installed.slots > 0 => writer.notice(
             NoticeLevel::Info,
             format!(

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <unistd.h>
 
 typedef uint32_t CUptiResult;
 typedef void (*request_fn)(uint8_t **, size_t *, size_t *);
@@ -90,4 +91,45 @@ uint64_t pp_buffers(void) {
     uint64_t n = g_buffers;
     pthread_mutex_unlock(&g_lock);
     return n;
+}
+
+/* A profiler on a schedule (torch.profiler's `schedule`, as training frameworks run it): a thread of its own starts
+ * and stops a session over and over, registering its callbacks again each time, until pp_cycle_stop. */
+static volatile int g_cycling;
+static pthread_t g_cycler;
+static uint32_t g_cycle_kinds[8];
+static int g_cycle_n;
+static uint64_t g_cycles;
+
+static void *cycle(void *arg) {
+    (void)arg;
+    while (__atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) {
+        pp_start(g_cycle_kinds, g_cycle_n);
+        pp_stop(g_cycle_kinds, g_cycle_n);
+        __atomic_add_fetch(&g_cycles, 1, __ATOMIC_SEQ_CST);
+        /* A step between sessions, as a training loop has. */
+        usleep(20);
+    }
+    return NULL;
+}
+
+/* Starts the cycling thread over `n` kinds (at most 8). Returns 0, or -1. */
+int pp_cycle_start(const uint32_t *kinds, int n) {
+    if (n < 0 || n > 8 || __atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) return -1;
+    for (int i = 0; i < n; i++) g_cycle_kinds[i] = kinds[i];
+    g_cycle_n = n;
+    __atomic_store_n(&g_cycling, 1, __ATOMIC_SEQ_CST);
+    if (pthread_create(&g_cycler, NULL, cycle, NULL) != 0) {
+        __atomic_store_n(&g_cycling, 0, __ATOMIC_SEQ_CST);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops the cycling thread; returns how many sessions it ran. */
+uint64_t pp_cycle_stop(void) {
+    if (!__atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) return 0;
+    __atomic_store_n(&g_cycling, 0, __ATOMIC_SEQ_CST);
+    pthread_join(g_cycler, NULL);
+    return __atomic_load_n(&g_cycles, __ATOMIC_SEQ_CST);
 }

@@ -444,7 +444,9 @@ pub struct Installed {
     pub slots: usize,
 }
 
-/// Starts sharing CUPTI with the program: called once the session's tracer runs with `session_kinds`.
+/// Starts sharing CUPTI with the program: called before the session's tracer registers its callbacks, with the
+/// kinds it will enable (`session_kinds`), so that from the tracer's first buffer on, the program's calls reach
+/// CUPTI only through the sharing.
 pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     let mut guard = lock();
     if guard.is_some() {
@@ -509,6 +511,15 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
         handover::ensure_open();
     }
     Ok(installed)
+}
+
+/// The kinds the session's tracer enabled, where they differ from those [`install`] was given (graph-level records
+/// refused, the tracer started node by node).
+pub fn set_session_kinds(kinds: ActivityKinds) {
+    with_mux(|m| {
+        m.session_kinds = kinds.bits();
+        m.program.only_program = m.program.enabled & !m.session_kinds;
+    });
 }
 
 /// The kinds the program's profiler has enabled now, which the session's tracer leaves enabled when it stops (see
