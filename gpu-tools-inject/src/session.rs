@@ -773,7 +773,7 @@ impl Session {
         // slot points into CUPTI afterwards, the exit included (CUPTI's destructors run after the exit handlers,
         // while other threads may still call NVTX).
         if let Some(nvtx) = self.nvtx {
-            nvtx.unroute();
+            nvtx.unroute(reason != EndReason::Stopped);
         }
         if let Some(f) = self.flusher {
             f.stop();

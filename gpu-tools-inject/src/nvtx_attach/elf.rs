@@ -175,6 +175,7 @@ impl ProgramHeader {
 
 #[derive(Debug, Clone, Copy)]
 struct Section {
+    name: u32,
     sh_type: u32,
     flags: u64,
     offset: u64,
@@ -186,6 +187,7 @@ struct Section {
 impl Section {
     fn from_bytes(b: &[u8]) -> Section {
         Section {
+            name: u32_at(b, 0),
             sh_type: u32_at(b, 4),
             flags: u64_at(b, 8),
             offset: u64_at(b, 24),
@@ -219,6 +221,8 @@ pub(super) struct ElfFile<R> {
     bytes: R,
     program_headers: Vec<ProgramHeader>,
     sections: Vec<Section>,
+    /// The section names' string table (empty where the file has none, or one too large to be real).
+    section_names: Vec<u8>,
 }
 
 impl<R: ReadAt> ElfFile<R> {
@@ -232,10 +236,12 @@ impl<R: ReadAt> ElfFile<R> {
         }
         let program_headers = program_headers(&bytes, &header)?;
         let sections = sections(&bytes, &header)?;
+        let section_names = section_names(&bytes, &header, &sections)?;
         Ok(ElfFile {
             bytes,
             program_headers,
             sections,
+            section_names,
         })
     }
 
@@ -331,14 +337,34 @@ impl<R: ReadAt> ElfFile<R> {
         }))
     }
 
-    /// Whether the file's read-only data (its allocated sections that are neither written nor executed; without
-    /// section headers, its read-only segments) holds `needle`. More than `limit` bytes of it are not searched.
+    /// Whether the file's read-only data holds `needle`: its `.rodata` sections, else its allocated sections that
+    /// are neither written nor executed, else (without section headers) its read-only segments. More than `limit`
+    /// bytes of it are not searched.
     pub(super) fn read_only_data_contains(
         &self,
         needle: &[u8],
         limit: u64,
     ) -> Result<Search, ElfError> {
-        let regions: Vec<(u64, u64)> = if self.sections.is_empty() {
+        let read_only = |s: &&Section| {
+            s.sh_type == SHT_PROGBITS
+                && s.flags & SHF_ALLOC != 0
+                && s.flags & (SHF_WRITE | SHF_EXECINSTR) == 0
+        };
+        // Named `.rodata` where the names are known: GPU code (`.nv_fatbin`, hundreds of MiB in CUDA's libraries)
+        // is read-only data too, and never holds a host string.
+        let rodata: Vec<(u64, u64)> = self
+            .sections
+            .iter()
+            .filter(read_only)
+            .filter(|s| {
+                let name = self.section_name(s);
+                name == b".rodata" || name.starts_with(b".rodata.")
+            })
+            .map(|s| (s.offset, s.size))
+            .collect();
+        let regions: Vec<(u64, u64)> = if !rodata.is_empty() {
+            rodata
+        } else if self.sections.is_empty() {
             self.program_headers
                 .iter()
                 .filter(|p| p.p_type == PT_LOAD && p.flags & (PF_W | PF_X) == 0)
@@ -347,11 +373,7 @@ impl<R: ReadAt> ElfFile<R> {
         } else {
             self.sections
                 .iter()
-                .filter(|s| {
-                    s.sh_type == SHT_PROGBITS
-                        && s.flags & SHF_ALLOC != 0
-                        && s.flags & (SHF_WRITE | SHF_EXECINSTR) == 0
-                })
+                .filter(read_only)
                 .map(|s| (s.offset, s.size))
                 .collect()
         };
@@ -368,6 +390,15 @@ impl<R: ReadAt> ElfFile<R> {
             }
         }
         Ok(Search::Absent)
+    }
+
+    /// A section's name, empty where it cannot be read.
+    fn section_name(&self, section: &Section) -> &[u8] {
+        let names = self
+            .section_names
+            .get(section.name as usize..)
+            .unwrap_or_default();
+        names.split(|&c| c == 0).next().unwrap_or_default()
     }
 
     fn region_contains(&self, offset: u64, size: u64, needle: &[u8]) -> Result<bool, ElfError> {
@@ -439,6 +470,33 @@ fn program_headers<R: ReadAt + ?Sized>(
         .chunks_exact(PROGRAM_HEADER)
         .map(ProgramHeader::from_bytes)
         .collect())
+}
+
+/// The section names' string table (`e_shstrndx`); empty where there is none. Past 1 MiB it is not a real one.
+fn section_names<R: ReadAt + ?Sized>(
+    bytes: &R,
+    header: &[u8],
+    sections: &[Section],
+) -> Result<Vec<u8>, ElfError> {
+    const SHN_XINDEX: u16 = 0xffff;
+    let index = match u16_at(header, 62) {
+        // The index is in the first section header's link (ELF's extended numbering).
+        SHN_XINDEX => sections.first().map_or(0, |s| s.link as usize),
+        i => usize::from(i),
+    };
+    let Some(table) = sections
+        .get(index)
+        .filter(|s| index != 0 && s.sh_type == SHT_STRTAB)
+    else {
+        return Ok(Vec::new());
+    };
+    if table.size > 1 << 20 {
+        return Err(malformed(format!(
+            "a section name table of {} bytes",
+            table.size
+        )));
+    }
+    read(bytes, table.offset, table.size as usize, "section names")
 }
 
 fn sections<R: ReadAt + ?Sized>(bytes: &R, header: &[u8]) -> Result<Vec<Section>, ElfError> {

@@ -53,12 +53,13 @@
 //!    have become at its first call on its own (`state.rs` says why not FRESH). No slot points at CUPTI after
 //!    the window. The same on the exit path (the process exits while attached): the exit handler's stop puts the
 //!    slots back first, since after the exit handlers the loader runs CUPTI's destructors while other threads
-//!    may still call NVTX, and a slot left pointing into CUPTI would then call into a library torn down.
+//!    may still call NVTX, and a slot left pointing into CUPTI would then call into a library torn down; the
+//!    modules held then stay held (closing one would run its destructors on this thread during the exit).
 //!
 //! What the stream says (notices, [`Routing::notices`]): the modules whose NVTX is recorded; each module whose
 //! state was found and not routed, and why; "NVTX calls from X are not recorded (no symbol table)" for a module
 //! without a full symbol table whose read-only data holds NVTX's loader (the string `NVTX_INJECTION64_PATH`;
-//! searched up to 64 MiB of read-only data a module, beyond which it says so); and that no NVTX is recorded
+//! searched in its `.rodata`, up to 64 MiB a module, beyond which it says so); and that no NVTX is recorded
 //! where nothing was routed. Not reached: modules loaded during the window (they initialise without a tool), and
 //! NVTX handles (domains, registered strings) made before the attach, which NVTX's no-ops returned as NULL.
 
@@ -117,7 +118,7 @@ pub(crate) struct Routing {
 struct RoutedState {
     name: String,
     routed: Routed,
-    _hold: Hold,
+    hold: Option<Hold>,
 }
 
 impl Drop for RoutedState {
@@ -138,9 +139,15 @@ impl Routing {
         self.routed.len()
     }
 
-    /// Puts every routed state back as it was (see the module doc), then lets go of the modules held.
-    pub(crate) fn unroute(self) {
-        drop(self);
+    /// Puts every routed state back as it was (see the module doc), then lets go of the modules held; `exiting`
+    /// (the process is ending), keeps them: closing one the program closed meanwhile would run its destructors
+    /// on this thread while the exit runs everyone's.
+    pub(crate) fn unroute(mut self, exiting: bool) {
+        for mut state in self.routed.drain(..) {
+            if exiting {
+                std::mem::forget(state.hold.take());
+            }
+        }
     }
 }
 
@@ -305,7 +312,7 @@ fn route_state(
             routed.push(RoutedState {
                 name: name.to_string(),
                 routed: r,
-                _hold: hold,
+                hold: Some(hold),
             });
             Finding::Routed {
                 name: name.to_string(),
@@ -396,8 +403,9 @@ fn notices(findings: &[Finding]) -> Vec<(NoticeLevel, String)> {
         }
     }
     if !not_searched.is_empty() {
+        // Not known to carry NVTX: a note, not a warning.
         out.push((
-            NoticeLevel::Warning,
+            NoticeLevel::Info,
             format!(
                 "NVTX not looked for in {}: their NVTX calls, if any, are not recorded",
                 not_searched.join(", ")

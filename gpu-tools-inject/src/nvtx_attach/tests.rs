@@ -589,7 +589,7 @@ fn loaded_modules_are_routed_to_the_tool_for_the_window_and_put_back() {
             assert_eq!(m.pop(), 7);
         }
         assert_eq!(tool_calls(), calls + 6);
-        routing.unroute();
+        routing.unroute(false);
         for m in [&complete, &fresh] {
             assert_eq!((m.init_state(), m.live_slots()), (nvtx_module::COMPLETE, 0));
             assert_eq!(m.push(c"after"), nvtx_module::NO_PUSH_POP_TRACKING);
@@ -646,7 +646,7 @@ fn a_module_whose_state_is_not_nvtx_v3_is_named_and_left_untouched() {
         "still before its first call"
     );
     assert_eq!(module.push(c"x"), nvtx_module::NO_PUSH_POP_TRACKING);
-    routing.unroute();
+    routing.unroute(false);
     assert_eq!(tool_calls(), calls);
     version.store(3, Ordering::SeqCst);
     let _ = std::fs::remove_dir_all(&dir);
@@ -741,7 +741,7 @@ fn a_module_built_with_the_real_nvtx_headers_is_found_checked_routed_and_put_bac
         assert_eq!(pop_fresh(), 7);
     }
     assert_eq!(tool_calls(), before + 4);
-    routing.unroute();
+    routing.unroute(false);
     // SAFETY: as above.
     unsafe {
         assert_eq!(
