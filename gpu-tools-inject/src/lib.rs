@@ -13,7 +13,8 @@
 //!
 //! Loaded into a program that already runs (`gpu-tools trace --pid`, through `gpu_tools::linux::inject`), its
 //! [`gpu_tools_inject_attach`] entry point starts the same tracing from a thread of its own and stops it when the
-//! tracer says so (`attach` module).
+//! tracer says so (`attach` module). NVTX, which a running program initialised without a tool, is routed to CUPTI
+//! for the attached window and back (`nvtx_attach` module).
 //!
 //! With `GPU_TOOLS_PROFILE_METRICS` (and `GPU_TOOLS_PROFILE_PC_SAMPLING`) it also collects per-kernel metrics with
 //! CUPTI's range profiler (and PC samples) and sends them as counter records (`profiling` module).
@@ -28,6 +29,7 @@ mod foreign_kinds;
 mod graph_fold;
 mod logger;
 mod nvtx;
+mod nvtx_attach;
 mod pc_attach;
 mod profiling;
 mod session;

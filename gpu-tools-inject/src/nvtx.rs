@@ -2,45 +2,27 @@
 //! calls its `InitializeInjectionNvtx2`. This library forwards that call to the `libcupti` the program uses (the
 //! one it has mapped, else the crate's search), which implements NVTX and records the calls as marker activity.
 //! Pointing `NVTX_INJECTION64_PATH` at this library rather than at a `libcupti` keeps one CUPTI in the process. A
-//! program that makes no NVTX call never comes here: NVTX costs it nothing.
+//! program that makes no NVTX call never comes here: NVTX costs it nothing. A program that was started without the
+//! variable has made its NVTX calls no-ops by the time a trace attaches: `nvtx_attach` reaches those.
 
-use std::ffi::{CString, c_int, c_void};
-
-use gpu_tools::cupti::CuptiLibrary;
+use std::ffi::{c_int, c_void};
 
 /// The address of `symbol` in the loaded `libcupti`, loading it the way the tracing session does.
-fn cupti_symbol(symbol: &str) -> Option<*mut c_void> {
+fn cupti_symbol(symbol: &str) -> Result<*mut c_void, String> {
     crate::session::use_mapped_libraries();
-    let lib = match CuptiLibrary::load() {
-        Ok(l) => l,
-        Err(e) => {
-            log::warn!("NVTX is not traced: CUPTI did not load: {e}");
-            return None;
-        }
-    };
-    let path = CString::new(lib.path()?.as_os_str().as_encoded_bytes()).ok()?;
-    let name = CString::new(symbol).ok()?;
-    // SAFETY: RTLD_NOLOAD only returns the copy already mapped (the crate loaded it); the handle is kept, as the
-    // crate keeps the library for the process.
-    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return None;
-    }
-    // SAFETY: looks a symbol up in a loaded library.
-    let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    (!f.is_null()).then_some(f)
+    crate::nvtx_attach::cupti_symbol(symbol)
 }
 
 /// Runs `call` with CUPTI's function, catching every panic: nothing unwinds into NVTX.
 fn forward(symbol: &str, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         match cupti_symbol(symbol) {
-            Some(f) => {
+            Ok(f) => {
                 log::debug!("NVTX handed to CUPTI's {symbol}");
                 call(f)
             }
-            None => {
-                log::warn!("NVTX is not traced: this CUPTI has no {symbol}");
+            Err(e) => {
+                log::warn!("NVTX is not traced: {e}");
                 0
             }
         }

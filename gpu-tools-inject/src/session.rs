@@ -37,6 +37,8 @@ pub struct Session {
     /// The subscriber serves the range profiler: it cannot be given up to the program's profiler.
     profiling: bool,
     flusher: Option<Flusher>,
+    /// Attached: the program's NVTX state routed to CUPTI for the window (`nvtx_attach`).
+    nvtx: Option<crate::nvtx_attach::Routing>,
 }
 
 /// The periodic flush: a thread that flushes completed buffers every interval until stopped.
@@ -543,12 +545,14 @@ impl Session {
                 );
             }
         }
+        let nvtx = (attached && config.nvtx).then(|| route_nvtx(&writer));
         Some(Session {
             writer,
             tracer,
             subscriber,
             profiling,
             flusher,
+            nvtx,
         })
     }
 
@@ -556,6 +560,22 @@ impl Session {
     pub fn notice(&self, level: NoticeLevel, text: String) {
         self.writer.notice(level, text);
     }
+}
+
+/// Attached: the program's NVTX initialised without a tool at its first call; routed to CUPTI now that the tracer
+/// records markers, and before the attach is reported, so that calls from then on are recorded (`nvtx_attach`).
+fn route_nvtx(writer: &Writer) -> crate::nvtx_attach::Routing {
+    let began = std::time::Instant::now();
+    let routing = crate::nvtx_attach::route();
+    log::info!(
+        "NVTX: {} states routed to CUPTI in {:?}",
+        routing.routed(),
+        began.elapsed()
+    );
+    for (level, text) in routing.notices() {
+        writer.notice(*level, text.clone());
+    }
+    routing
 }
 
 /// Attached: finds a profiler inside the program that records now, before the tracer takes CUPTI's callbacks, so
@@ -771,6 +791,12 @@ extern "C" fn at_exit() {
 impl Session {
     /// Stops tracing: every record CUPTI holds is delivered, then the stream ends with `reason`.
     pub fn finish(self, reason: EndReason) {
+        // NVTX goes back first, while the tracer still records: ranges closed until now are in the trace, and no
+        // slot points into CUPTI afterwards, the exit included (CUPTI's destructors run after the exit handlers,
+        // while other threads may still call NVTX).
+        if let Some(nvtx) = self.nvtx {
+            nvtx.unroute(reason != EndReason::Stopped);
+        }
         if let Some(f) = self.flusher {
             f.stop();
         }

@@ -7,14 +7,17 @@
  * counts it for cuptiActivityGetNumDroppedRecords. cuptiActivityFlushAll completes the current buffer on the
  * calling thread after the worker has drained. API, resource and synchronize callbacks are fired with
  * `cd_api_callback` (`cd_api_callback_params` with a parameter struct), `cd_resource` (`cd_graph_resource` for
- * graphs) and `cd_sync_callback` for a subscriber that enabled them. */
+ * graphs) and `cd_sync_callback` for a subscriber that enabled them. NVTX: `InitializeInjectionNvtx2` takes a
+ * module's nvtxRangePushA, nvtxRangePop and nvtxMarkA, which write marker records while MARKER is enabled. */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUptiResult;
 
@@ -37,6 +40,7 @@ enum {
     K_DRIVER = 4,
     K_RUNTIME = 5,
     K_CONCURRENT_KERNEL = 10,
+    K_MARKER = 12,
     K_OVERHEAD = 17,
     K_STREAM = 37,
     K_SYNCHRONIZATION = 38,
@@ -140,6 +144,17 @@ struct PACKED stream_rec {
     uint32_t kind, context_id, stream_id, priority, flag, correlation_id;
 };
 
+/* CUpti_ActivityMarker2: an NVTX mark, or a range's start or end. The object is a CUpti_ActivityObjectKindId
+ * union of 12 bytes ({processId, threadId} for a thread). */
+struct PACKED marker2 {
+    uint32_t kind, flags;
+    uint64_t timestamp;
+    uint32_t id, object_kind;
+    uint32_t object_id[3];
+    uint32_t pad;
+    const char *name, *domain;
+};
+
 /* CUpti_ActivityExternalCorrelation. */
 struct PACKED external_correlation {
     uint32_t kind, external_kind;
@@ -155,6 +170,8 @@ _Static_assert(sizeof(struct memset4) == 88, "CUpti_ActivityMemset4 is 88 bytes"
 _Static_assert(sizeof(struct api) == 40, "CUpti_ActivityAPI is 40 bytes");
 _Static_assert(sizeof(struct sync2) == 56, "CUpti_ActivitySynchronization2 is 56 bytes");
 _Static_assert(sizeof(struct overhead3) == 56, "CUpti_ActivityOverhead3 is 56 bytes");
+_Static_assert(sizeof(struct marker2) == 56, "CUpti_ActivityMarker2 is 56 bytes");
+_Static_assert(offsetof(struct marker2, name) == 40, "Marker2 name at 40");
 _Static_assert(sizeof(struct stream_rec) == 24, "CUpti_ActivityStream is 24 bytes");
 _Static_assert(sizeof(struct external_correlation) == 24, "CUpti_ActivityExternalCorrelation is 24 bytes");
 
@@ -320,6 +337,7 @@ static size_t record_size(uint32_t kind) {
     case K_STREAM: return sizeof(struct stream_rec);
     case K_SYNCHRONIZATION: return sizeof(struct sync2);
     case K_EXTERNAL_CORRELATION: return sizeof(struct external_correlation);
+    case K_MARKER: return sizeof(struct marker2);
     default: return 0;
     }
 }
@@ -639,6 +657,89 @@ static callback_fn enabled(uint32_t domain, uint32_t cbid, void **userdata) {
     *userdata = g_cb_userdata;
     pthread_mutex_unlock(&g_lock);
     return f;
+}
+
+/* ---- NVTX: CUPTI implements NVTX (libcupti exports InitializeInjectionNvtx2) and records its calls as markers. ---- */
+
+/* NVTX's injection protocol (nvtxTypes.h): the module's export-table getter, its callbacks table (id 1), and the
+ * addresses of a callback module's function slots (NvtxFunctionTable). */
+typedef void (*nvtx_fn)(void);
+typedef const void *(*nvtx_get_export_table_fn)(uint32_t id);
+struct nvtx_callbacks {
+    size_t struct_size;
+    int (*get_module_function_table)(int module, nvtx_fn ***out_table, unsigned int *out_size);
+};
+enum { NVTX_ETID_CALLBACKS = 1, NVTX_MODULE_CORE = 1 };
+enum { NVTX_CBID_MARK_A = 2, NVTX_CBID_RANGE_PUSH_A = 9, NVTX_CBID_RANGE_POP = 11 };
+enum { MARKER_INSTANTANEOUS = 1, MARKER_START = 2, MARKER_END = 4, OBJECT_THREAD = 2 };
+
+static uint32_t g_marker_id;
+/* Calls of the NVTX functions the double implements, and InitializeInjectionNvtx2 calls that took a module. */
+static uint64_t g_nvtx_calls, g_nvtx_inits;
+/* This thread's open ranges (their marker ids), as CUPTI pairs a pop with its push. */
+#define NVTX_DEPTH 64
+static __thread uint32_t t_ranges[NVTX_DEPTH];
+static __thread int t_depth;
+
+/* Writes one marker record; CUPTI keeps its own copy of the name (here never freed: a double's test runs). */
+static void nvtx_marker(uint32_t flags, uint32_t id, const char *name) {
+    struct marker2 m;
+    memset(&m, 0, sizeof m);
+    m.kind = K_MARKER;
+    m.flags = flags;
+    cuptiGetTimestamp(&m.timestamp);
+    m.id = id;
+    m.object_kind = OBJECT_THREAD;
+    m.object_id[0] = (uint32_t)getpid();
+    m.object_id[1] = (uint32_t)syscall(SYS_gettid);
+    m.name = name ? strdup(name) : NULL;
+    if (emit(&m, sizeof m) != 1) free((void *)m.name);
+}
+
+static int nvtx_range_push_a(const char *message) {
+    __sync_fetch_and_add(&g_nvtx_calls, 1);
+    uint32_t id = __sync_add_and_fetch(&g_marker_id, 1);
+    int level = t_depth;
+    if (t_depth < NVTX_DEPTH) t_ranges[t_depth] = id;
+    t_depth++;
+    nvtx_marker(MARKER_START, id, message);
+    return level;
+}
+
+static int nvtx_range_pop(void) {
+    __sync_fetch_and_add(&g_nvtx_calls, 1);
+    if (t_depth == 0) return -1;
+    t_depth--;
+    nvtx_marker(MARKER_END, t_depth < NVTX_DEPTH ? t_ranges[t_depth] : 0, NULL);
+    return t_depth;
+}
+
+static void nvtx_mark_a(const char *message) {
+    __sync_fetch_and_add(&g_nvtx_calls, 1);
+    nvtx_marker(MARKER_INSTANTANEOUS, __sync_add_and_fetch(&g_marker_id, 1), message);
+}
+
+/* Takes the module's nvtxMarkA, nvtxRangePushA and nvtxRangePop: 1, or 0 where the module's tables are not NVTX's
+ * (or after cd_fail_next("InitializeInjectionNvtx2", any)). */
+int InitializeInjectionNvtx2(nvtx_get_export_table_fn get) {
+    if (!get || take_failure("InitializeInjectionNvtx2")) return 0;
+    const struct nvtx_callbacks *cb = get(NVTX_ETID_CALLBACKS);
+    if (!cb || cb->struct_size < sizeof *cb || !cb->get_module_function_table) return 0;
+    nvtx_fn **table = NULL;
+    unsigned int size = 0;
+    if (!cb->get_module_function_table(NVTX_MODULE_CORE, &table, &size) || !table || size <= NVTX_CBID_RANGE_POP)
+        return 0;
+    *table[NVTX_CBID_MARK_A] = (nvtx_fn)nvtx_mark_a;
+    *table[NVTX_CBID_RANGE_PUSH_A] = (nvtx_fn)nvtx_range_push_a;
+    *table[NVTX_CBID_RANGE_POP] = (nvtx_fn)nvtx_range_pop;
+    __sync_fetch_and_add(&g_nvtx_inits, 1);
+    return 1;
+}
+
+/* How often the double's NVTX functions were called, and how many modules InitializeInjectionNvtx2 took. */
+void cd_nvtx_counts(uint64_t *calls, uint64_t *inits) {
+    *calls = __sync_fetch_and_add(&g_nvtx_calls, 0);
+    *inits = __sync_fetch_and_add(&g_nvtx_inits, 0);
 }
 
 /* ---- Test controls. ---- */

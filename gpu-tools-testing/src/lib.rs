@@ -7,6 +7,7 @@
 //!   [`gpu_tools_cli`], [`inject_lib`].
 //! - Helpers shared by the tests of several crates: [`process`] (child processes that are killed when a test
 //!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls),
+//!   [`nvtx_module`] (a loaded copy of the double of a module with NVTX v3 compiled in),
 //!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, `cudbg` (debuggees
 //!   and debugger sessions). A helper that loads a C double through feature-gated library APIs must compile
 //!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
@@ -34,6 +35,7 @@ pub mod cupti_double;
 pub mod gpu_memory;
 pub mod job;
 pub mod kernels;
+pub mod nvtx_module;
 mod own_process;
 pub mod perfetto;
 pub mod process;
@@ -55,6 +57,13 @@ pub fn doubles_dir() -> PathBuf {
 /// Path of a compiled test double, `lib<name>.so` for `doubles/<name>.c`.
 pub fn double_path(name: &str) -> PathBuf {
     doubles_dir().join(format!("lib{name}.so"))
+}
+
+/// Path of a C double's source, `doubles/<name>.c` (for a test that builds a variant of it, such as a stripped one).
+pub fn double_source(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("doubles")
+        .join(format!("{name}.c"))
 }
 
 /// `target/<profile>/` of the running test or bench binary (which lives in `target/<profile>/deps/`).

@@ -373,9 +373,9 @@ fn copy_kinds_note(cli: &Args) -> Option<String> {
         )
     } else if cli.kinds.is_empty() && !cli.quiet {
         Some(
-            "note: an attach records kernels, API calls and NVTX, not copies and sets (turning those on and off in \
-             a running process was seen to stop later attaches' kernel records; `--kinds` with memcpy or memset \
-             records them anyway)"
+            "note: an attach records kernels, API calls and the NVTX of the modules it can reach (each process's \
+             notes name them), not copies and sets (turning those on and off in a running process was seen to stop \
+             later attaches' kernel records; `--kinds` with memcpy or memset records them anyway)"
                 .into(),
         )
     } else {
