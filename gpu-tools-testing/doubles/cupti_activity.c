@@ -342,6 +342,12 @@ static size_t record_size(uint32_t kind) {
     }
 }
 
+/* A test's hook, run after each registration of buffer callbacks (outside the lock) with the request callback
+ * registered: a profiler of the program that registers again right after someone else did. */
+static void (*volatile g_after_register)(request_fn);
+
+void cd_after_register(void (*hook)(request_fn)) { g_after_register = hook; }
+
 CUptiResult cuptiActivityRegisterCallbacks(request_fn request, complete_fn complete) {
     if (!request || !complete) return INVALID_PARAMETER;
     FAIL_POINT("cuptiActivityRegisterCallbacks");
@@ -349,6 +355,8 @@ CUptiResult cuptiActivityRegisterCallbacks(request_fn request, complete_fn compl
     g_request = request;
     g_complete = complete;
     pthread_mutex_unlock(&g_lock);
+    void (*hook)(request_fn) = g_after_register;
+    if (hook) hook(request);
     return SUCCESS;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef uint32_t CUptiResult;
@@ -94,21 +95,57 @@ uint64_t pp_buffers(void) {
 }
 
 /* A profiler on a schedule (torch.profiler's `schedule`, as training frameworks run it): a thread of its own starts
- * and stops a session over and over, registering its callbacks again each time, until pp_cycle_stop. */
+ * and stops a session every millisecond or so, registering its callbacks again each time, until pp_cycle_stop.
+ * And, the worst moment for a tracer: whenever someone else registers buffer callbacks, it registers its own
+ * again at once (the CUPTI double's cd_after_register hook; the registering thread waits for it, at most 1 s). */
+void cd_after_register(void (*hook)(request_fn));
+
 static volatile int g_cycling;
 static pthread_t g_cycler;
 static uint32_t g_cycle_kinds[8];
 static int g_cycle_n;
 static uint64_t g_cycles;
+static pthread_mutex_t g_wake_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wake = PTHREAD_COND_INITIALIZER;
+static uint64_t g_woken, g_answered;
+static __thread int t_cycler;
+
+static void after_register(request_fn request) {
+    if (request == on_request || t_cycler) return;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&g_wake_lock);
+    uint64_t mine = ++g_woken;
+    pthread_cond_broadcast(&g_wake);
+    while (g_answered < mine && __atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) {
+        if (pthread_cond_timedwait(&g_wake, &g_wake_lock, &until) != 0) break;
+    }
+    pthread_mutex_unlock(&g_wake_lock);
+}
 
 static void *cycle(void *arg) {
     (void)arg;
+    t_cycler = 1;
     while (__atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&g_wake_lock);
+        if (g_woken == g_answered) pthread_cond_timedwait(&g_wake, &g_wake_lock, &until);
+        uint64_t woken = g_woken;
+        pthread_mutex_unlock(&g_wake_lock);
         pp_start(g_cycle_kinds, g_cycle_n);
         pp_stop(g_cycle_kinds, g_cycle_n);
         __atomic_add_fetch(&g_cycles, 1, __ATOMIC_SEQ_CST);
-        /* A step between sessions, as a training loop has. */
-        usleep(20);
+        pthread_mutex_lock(&g_wake_lock);
+        g_answered = woken;
+        pthread_cond_broadcast(&g_wake);
+        pthread_mutex_unlock(&g_wake_lock);
     }
     return NULL;
 }
@@ -123,13 +160,18 @@ int pp_cycle_start(const uint32_t *kinds, int n) {
         __atomic_store_n(&g_cycling, 0, __ATOMIC_SEQ_CST);
         return -1;
     }
+    cd_after_register(after_register);
     return 0;
 }
 
 /* Stops the cycling thread; returns how many sessions it ran. */
 uint64_t pp_cycle_stop(void) {
     if (!__atomic_load_n(&g_cycling, __ATOMIC_SEQ_CST)) return 0;
+    cd_after_register(NULL);
     __atomic_store_n(&g_cycling, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&g_wake_lock);
+    pthread_cond_broadcast(&g_wake);
+    pthread_mutex_unlock(&g_wake_lock);
     pthread_join(g_cycler, NULL);
     return __atomic_load_n(&g_cycles, __ATOMIC_SEQ_CST);
 }
