@@ -4,7 +4,7 @@
 use std::ffi::{CStr, c_void};
 use std::fmt;
 
-use super::params::LaunchCall;
+use super::params::{LaunchCall, SyncCall};
 use crate::cupti::cbid::{ApiCbid, DriverCbid, RuntimeCbid};
 use crate::cupti::library::CallbackFns;
 use crate::sys::cupti as sys;
@@ -191,6 +191,20 @@ impl<'a> ApiEvent<'a> {
         let (call, params) = self.launch_call()?;
         // SAFETY: as above.
         unsafe { call.graph_exec(params) }
+    }
+
+    /// For the driver's synchronisation calls ([`SyncCall::NAMES`]), what the call waits for, asks about or
+    /// marks.
+    pub fn sync_call(&self) -> Option<SyncCall> {
+        let ApiCbid::Driver(cbid) = self.cbid else {
+            return None;
+        };
+        let params = self.raw.functionParams;
+        if params.is_null() {
+            return None;
+        }
+        // SAFETY: the parameter struct of this callback id, valid during the callback.
+        unsafe { SyncCall::of(cbid, params) }
     }
 
     fn launch_call(&self) -> Option<(LaunchCall, *const c_void)> {

@@ -14,4 +14,5 @@ pub use event::{
     ApiEvent, ApiSite, CallbackDomain, CallbackEvent, GraphInfo, ModuleInfo, ResourceEvent,
     ResourceKind, SyncEvent,
 };
+pub use params::SyncCall;
 pub use subscriber::{Subscriber, SubscriberBuilder, SubscriberStats};

@@ -111,3 +111,99 @@ impl LaunchCall {
         }
     }
 }
+
+/// `cuStreamSynchronize_params`, `cuStreamQuery_params` (and their `_ptsz` forms).
+#[repr(C)]
+struct OnStream {
+    stream: sys::CUstream,
+}
+
+/// `cuEventRecord_params`, `cuEventRecordWithFlags_params` (the flags follow; not read), and their `_ptsz` forms.
+#[repr(C)]
+struct EventRecord {
+    event: sys::CUevent,
+    stream: sys::CUstream,
+}
+
+/// `cuEventSynchronize_params`, `cuEventQuery_params`.
+#[repr(C)]
+struct OnEvent {
+    event: sys::CUevent,
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<EventRecord>() == 16);
+    assert!(std::mem::size_of::<OnStream>() == 8);
+};
+
+/// A driver call that waits for, asks about or marks the progress of a stream's work: what a program's own
+/// synchronisation says of which launches have finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncCall {
+    /// `cuStreamSynchronize`: returns once the stream's earlier work has finished.
+    StreamSynchronize(sys::CUstream),
+    /// `cuStreamQuery`: `CUDA_SUCCESS` when the stream's earlier work has finished.
+    StreamQuery(sys::CUstream),
+    /// `cuEventRecord` (and `WithFlags`): the event marks the stream's work launched so far.
+    EventRecord {
+        /// The event.
+        event: sys::CUevent,
+        /// The stream whose work it marks.
+        stream: sys::CUstream,
+    },
+    /// `cuEventSynchronize`: returns once the work the event marks has finished.
+    EventSynchronize(sys::CUevent),
+    /// `cuEventQuery`: `CUDA_SUCCESS` when the work the event marks has finished.
+    EventQuery(sys::CUevent),
+    /// `cuCtxSynchronize`: returns once all of the context's work has finished.
+    ContextSynchronize,
+}
+
+impl SyncCall {
+    /// The driver functions [`SyncCall::of`] reads.
+    pub const NAMES: [&'static str; 12] = [
+        "cuStreamSynchronize",
+        "cuStreamSynchronize_ptsz",
+        "cuStreamQuery",
+        "cuStreamQuery_ptsz",
+        "cuEventRecord",
+        "cuEventRecord_ptsz",
+        "cuEventRecordWithFlags",
+        "cuEventRecordWithFlags_ptsz",
+        "cuEventSynchronize",
+        "cuEventQuery",
+        "cuCtxSynchronize",
+        "cuCtxSynchronize_v2",
+    ];
+
+    /// The call of a driver callback, read from its parameters.
+    ///
+    /// # Safety
+    /// `params` is the non-null `functionParams` of a callback of `cbid`, valid during the call.
+    pub(super) unsafe fn of(cbid: DriverCbid, params: *const std::ffi::c_void) -> Option<SyncCall> {
+        // SAFETY (each arm): the struct CUPTI documents for this callback id, read while the callback runs.
+        let stream = || unsafe { (*params.cast::<OnStream>()).stream };
+        let event = || unsafe { (*params.cast::<OnEvent>()).event };
+        Some(match cbid.name()? {
+            "cuStreamSynchronize" | "cuStreamSynchronize_ptsz" => {
+                SyncCall::StreamSynchronize(stream())
+            }
+            "cuStreamQuery" | "cuStreamQuery_ptsz" => SyncCall::StreamQuery(stream()),
+            "cuEventRecord"
+            | "cuEventRecord_ptsz"
+            | "cuEventRecordWithFlags"
+            | "cuEventRecordWithFlags_ptsz" => {
+                // SAFETY: as above.
+                let r = unsafe { &*params.cast::<EventRecord>() };
+                SyncCall::EventRecord {
+                    event: r.event,
+                    stream: r.stream,
+                }
+            }
+            "cuEventSynchronize" => SyncCall::EventSynchronize(event()),
+            "cuEventQuery" => SyncCall::EventQuery(event()),
+            "cuCtxSynchronize" | "cuCtxSynchronize_v2" => SyncCall::ContextSynchronize,
+            _ => return None,
+        })
+    }
+}
