@@ -63,6 +63,9 @@ pub const STAGE: &str = "GPU_TOOLS_TRACE_STAGE";
 /// `0` leaves the program's fatal signals alone; by default (`1`) the library flushes and ends its stream on
 /// SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGTERM and SIGINT before the program's own handling runs.
 pub const SIGNALS: &str = "GPU_TOOLS_TRACE_SIGNALS";
+/// `0` leaves no flight recorder in an attached process; by default (`1`) an attach leaves one, which `where`
+/// reads once CUPTI has run there and the driver refuses the debugger (`flight`).
+pub const FLIGHT_RECORDER: &str = "GPU_TOOLS_FLIGHT_RECORDER";
 
 /// A kind of record the injection library collects: the names [`KINDS`] takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -292,12 +295,13 @@ pub struct InjectionEnv {
     max_buffers: Option<u32>,
     flush_ms: Option<u64>,
     signals: bool,
+    flight_recorder: bool,
     log: Option<String>,
 }
 
 impl InjectionEnv {
     /// Variables a tracer removes from the program's environment before setting its own.
-    pub const REMOVED: [&'static str; 13] = [
+    pub const REMOVED: [&'static str; 14] = [
         SOCKET,
         FILE,
         KINDS,
@@ -309,6 +313,7 @@ impl InjectionEnv {
         API_SKIP,
         STAGE,
         SIGNALS,
+        FLIGHT_RECORDER,
         NVTX_INJECTION,
         CUDA_INJECTION,
     ];
@@ -328,6 +333,7 @@ impl InjectionEnv {
             max_buffers: None,
             flush_ms: None,
             signals: true,
+            flight_recorder: true,
             log: None,
         }
     }
@@ -387,6 +393,12 @@ impl InjectionEnv {
         self
     }
 
+    /// Whether an attach leaves a flight recorder in the process (on by default).
+    pub fn flight_recorder(mut self, on: bool) -> Self {
+        self.flight_recorder = on;
+        self
+    }
+
     /// The injection library's log level on stderr.
     pub fn log(mut self, level: impl Into<String>) -> Self {
         self.log = Some(level.into());
@@ -433,6 +445,10 @@ impl InjectionEnv {
             v.push((FLUSH_MS, ms.to_string().into()));
         }
         v.push((SIGNALS, if self.signals { "1" } else { "0" }.into()));
+        v.push((
+            FLIGHT_RECORDER,
+            if self.flight_recorder { "1" } else { "0" }.into(),
+        ));
         if let Some(l) = &self.log {
             v.push((LOG, l.into()));
         }

@@ -4,6 +4,7 @@
 //! | module | what it holds | which side |
 //! |---|---|---|
 //! | [`env`](mod@env) | the settings: the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and their encoding ([`env::InjectionEnv`]), the attach entry's name, its argument and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
+//! | [`flight`] | the flight recorder's report: what `where` reads over a socket from a process an attach traced (launches not finished, per stream) | both |
 //! | [`sink`] | the sending end: where an injected library's stream goes (the tracer's socket or a file), fork-safe | the injected library |
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
 //! | `attach` (feature `attach`) | attaching to running processes: the sockets, the injection library started in each (its attach entry called, its status read as an `AttachStatus`), the connections, the control bytes and the stop; one session under `trace --pid` and `profile --pid` | the tool |
@@ -21,6 +22,7 @@
 pub mod attach;
 pub mod collect;
 pub mod env;
+pub mod flight;
 pub mod launch;
 pub mod notice;
 pub mod profile;
