@@ -130,9 +130,15 @@ fn run(config: Config, cupti: Option<String>) {
             }
         }
     }
+    // The recorder first, so that its redirect of the program's `cuptiSubscribe` is under the session's.
+    let flight = config.flight.then(crate::flight::start);
     let Some(session) = Session::start(&config, sink, Mode::Attached) else {
         return;
     };
+    if let Some(started) = flight {
+        let (level, text) = crate::flight::notice(started);
+        session.notice(level, text);
+    }
     session.notice(
         NoticeLevel::Info,
         format!(

@@ -45,6 +45,8 @@ pub struct Config {
     pub stage: Stage,
     /// Flush and end the stream on fatal signals.
     pub signals: bool,
+    /// Attached: leave a flight recorder in the process (`crate::flight`).
+    pub flight: bool,
 }
 
 /// Default kinds: what `cuda_trace` shows.
@@ -208,6 +210,14 @@ impl Config {
                 _ => return Err(err(env::SIGNALS, &v, "not 0 or 1")),
             },
         };
+        let flight = match parsed(env::FLIGHT_RECORDER)? {
+            None => true,
+            Some(v) => match v.trim() {
+                "1" | "on" | "yes" => true,
+                "0" | "off" | "no" => false,
+                _ => return Err(err(env::FLIGHT_RECORDER, &v, "not 0 or 1")),
+            },
+        };
         let nvtx =
             kinds.contains(&Kind::Nvtx) || get(env::NVTX_INJECTION).is_some_and(|v| !v.is_empty());
         Ok(Config {
@@ -223,6 +233,7 @@ impl Config {
             api_skip,
             stage,
             signals,
+            flight,
         })
     }
 }

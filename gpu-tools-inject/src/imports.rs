@@ -303,3 +303,42 @@ pub fn same_object(object: &str, path: &Path) -> bool {
     let object = Path::new(object);
     object == path || (object.file_name().is_some() && object.file_name() == path.file_name())
 }
+
+/// The objects whose CUPTI calls are never redirected: CUPTI and the libraries it calls, the driver, the vDSO,
+/// and this library. Given to [`redirect`] as its `skip`.
+pub fn not_cupti_or_this_library(object: &str) -> bool {
+    let name = Path::new(object)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.starts_with("libcupti")
+        || name.starts_with("libnvperf")
+        || name.starts_with("libcuda.so")
+        || name.starts_with("linux-vdso")
+        || own_object().is_some_and(|o| same_object(object, Path::new(&o)))
+}
+
+/// The file this library was loaded from, as the loader names it.
+fn own_object() -> Option<String> {
+    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
+    // SAFETY: any address inside this library, and a valid out-structure.
+    let found = unsafe { libc::dladdr(own_object as *const () as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: the loader's NUL-terminated file name.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+pub(crate) fn unsafe_zeroed_dl_info() -> libc::Dl_info {
+    libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    }
+}

@@ -8,7 +8,7 @@
 use std::ffi::{c_int, c_void};
 
 /// The address of `symbol` in the loaded `libcupti`, loading it the way the tracing session does.
-fn cupti_symbol(symbol: &str) -> Result<*mut c_void, String> {
+pub(crate) fn cupti_symbol(symbol: &str) -> Result<*mut c_void, String> {
     crate::session::use_mapped_libraries();
     crate::nvtx_attach::cupti_symbol(symbol)
 }

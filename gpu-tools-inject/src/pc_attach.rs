@@ -120,6 +120,12 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
             unsafe { libc::gettid() }
         ),
     );
+    // PC sampling leaves the callback subscriber free: the recorder runs beside it. Kernel metrics take the
+    // subscriber for their window (named ranges): the recorder starts after them.
+    if config.flight && request.pc_sampling {
+        let (level, text) = crate::flight::notice(crate::flight::start());
+        writer.notice(level, text);
+    }
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -138,6 +144,16 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
                 if metrics.is_empty() {
                     start(&writer, &mut contexts, metrics);
                 } else {
+                    if crate::flight::stop(
+                        "profile --pid's kernel metrics took CUPTI's callback subscriber",
+                    ) {
+                        writer.notice(
+                            NoticeLevel::Info,
+                            "the flight recorder stops for the kernel metrics' window (they need CUPTI's callback \
+                             subscriber) and starts again after it"
+                                .into(),
+                        );
+                    }
                     match start_named(&writer, &contexts, request) {
                         Ok(s) => named = Some(s),
                         Err(why) => {
@@ -188,6 +204,10 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
     }
     // The contexts are released as they drop.
     drop(contexts);
+    if config.flight && !request.pc_sampling {
+        let (level, text) = crate::flight::notice(crate::flight::start());
+        writer.notice(level, text);
+    }
     end(&writer);
 }
 

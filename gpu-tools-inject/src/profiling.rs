@@ -46,7 +46,7 @@ use graphs::Graphs;
 use ranges::{Expected, Place, Tail};
 
 /// The launch calls whose entry marks a kernel (and so an auto range).
-const LAUNCHES: [&str; 6] = [
+pub(crate) const LAUNCHES: [&str; 6] = [
     "cuLaunchKernel",
     "cuLaunchKernel_ptsz",
     "cuLaunchKernelEx",
@@ -56,7 +56,7 @@ const LAUNCHES: [&str; 6] = [
 ];
 
 /// The graph launch calls: one range per kernel node of the graph.
-const GRAPH_LAUNCHES: [&str; 2] = ["cuGraphLaunch", "cuGraphLaunch_ptsz"];
+pub(crate) const GRAPH_LAUNCHES: [&str; 2] = ["cuGraphLaunch", "cuGraphLaunch_ptsz"];
 
 /// The calls that begin a stream capture: attached, the kernel metrics end before one (see `on_event`).
 const CAPTURE_BEGINS: [&str; 6] = [
@@ -372,7 +372,7 @@ impl Ahead {
 }
 
 /// The kernels of the graph an executable was made from, read while the graph surely exists.
-fn graph_kernels(r: &ResourceEvent<'_>) -> Result<GraphKernels, String> {
+pub(crate) fn graph_kernels(r: &ResourceEvent<'_>) -> Result<GraphKernels, String> {
     let Some(info) = r.graph() else {
         return Err("CUPTI named no graph".to_string());
     };

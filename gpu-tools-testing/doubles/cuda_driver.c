@@ -405,6 +405,13 @@ CUresult cuStreamSynchronize(struct dbl_stream *s) {
     return live_stream(s) ? OK : INVALID_VALUE;
 }
 
+/* Any handle, as the flight recorder asks about the program's streams: an odd one has work left
+ * (CUDA_ERROR_NOT_READY), an even one none. */
+CUresult cuStreamQuery(void *s) {
+    NEED_INIT();
+    return ((uintptr_t)s & 1) ? 600 : OK;
+}
+
 CUresult cuStreamGetId(struct dbl_stream *s, unsigned long long *id) {
     NEED_INIT();
     if (!live_stream(s) || !id) return INVALID_VALUE;

@@ -209,7 +209,8 @@ pub(super) unsafe extern "C" fn subscribe(
             return code;
         }
         let hooks = super::session_hooks();
-        if hooks.is_some_and(|h| (h.step_aside_subscriber)()) {
+        // The session's subscriber (a launched trace's), or the flight recorder's (an attached process's).
+        if hooks.is_some_and(|h| (h.step_aside_subscriber)()) || crate::flight::step_aside() {
             // SAFETY: as above.
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
         } else {

@@ -4,7 +4,7 @@
 //! kinds. Without care, whoever registers last takes every record: a `torch.profiler` session that starts while
 //! the trace runs takes the trace's records (and loses the ones in buffers the trace lent), and when it stops it
 //! disables the kinds the trace still records. So while a session runs, the program's own calls of the activity
-//! API come here instead of to CUPTI (their import slots are redirected, see `imports`), and the trace shares:
+//! API come here instead of to CUPTI (their import slots are redirected, see `crate::imports`), and the trace shares:
 //!
 //! - `cuptiActivityRegisterCallbacks`: the program's callbacks are kept; CUPTI keeps the trace's. Records made
 //!   before are delivered first (a forced flush), so the program gets none from before its session.
@@ -37,7 +37,6 @@
 mod clock;
 mod handover;
 mod hooks;
-mod imports;
 mod probe;
 
 pub use handover::dispatch;
@@ -136,7 +135,7 @@ struct Mux {
     clock: clock::ClockMap,
     /// The clock CUPTI was on when the session began, if recognised.
     clock_before: clock::ProgramClock,
-    redirects: Vec<imports::Redirect>,
+    redirects: Vec<crate::imports::Redirect>,
     handed: Handed,
 }
 
@@ -410,31 +409,6 @@ pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
     Ok(ProgramProfiler::of(Some(&f)))
 }
 
-/// The file this library was loaded from, as the loader names it.
-fn own_object() -> Option<String> {
-    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
-    // SAFETY: any address inside this library, and a valid out-structure.
-    let found = unsafe { libc::dladdr(own_object as *const () as *const c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: the loader's NUL-terminated file name.
-    Some(
-        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned(),
-    )
-}
-
-fn unsafe_zeroed_dl_info() -> libc::Dl_info {
-    libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    }
-}
-
 /// What [`install`] did.
 #[derive(Debug)]
 pub struct Installed {
@@ -453,24 +427,11 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
         return Err("CUPTI is shared already".into());
     }
     resolve()?;
-    let own = own_object();
-    let skip = move |object: &str| {
-        let name = std::path::Path::new(object)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        name.starts_with("libcupti")
-            || name.starts_with("libnvperf")
-            || name.starts_with("libcuda.so")
-            || name.starts_with("linux-vdso")
-            || own
-                .as_deref()
-                .is_some_and(|o| imports::same_object(object, std::path::Path::new(o)))
-    };
     let wanted = wanted();
     // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
     // process's life (the library is pinned).
-    let redirects = unsafe { imports::redirect(&wanted, &skip) };
+    let redirects =
+        unsafe { crate::imports::redirect(&wanted, &crate::imports::not_cupti_or_this_library) };
     let mut objects: Vec<String> = redirects.iter().map(|r| r.object().to_owned()).collect();
     objects.dedup();
     let installed = Installed {
@@ -585,7 +546,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         crate::foreign_kinds::set(0);
         mux
     };
-    imports::restore(mux.redirects);
+    crate::imports::restore(mux.redirects);
     // SAFETY: clearing the handler has no precondition.
     unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(None) };
     let mut handed = mux.handed;

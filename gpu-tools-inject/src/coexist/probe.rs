@@ -119,7 +119,7 @@ fn snapshot(ranges: &[(u64, u64)]) -> Vec<Vec<u8>> {
 /// Whether `address` lies in this library (the injection library, which holds the crate's tracer).
 fn in_this_library(address: usize) -> bool {
     let base = |a: usize| -> Option<usize> {
-        let mut info = super::unsafe_zeroed_dl_info();
+        let mut info = crate::imports::unsafe_zeroed_dl_info();
         // SAFETY: dladdr only reads the address and fills the out-structure.
         let found = unsafe { libc::dladdr(a as *const libc::c_void, &mut info) };
         (found != 0 && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)

@@ -3,6 +3,7 @@ use std::sync::Mutex;
 use gpu_tools::cupti::activity::{ActivityBatch, RecordLayout};
 
 use super::*;
+use crate::imports;
 
 /// The tests below share the process's one sharing state.
 pub(super) static SERIAL: Mutex<()> = Mutex::new(());
