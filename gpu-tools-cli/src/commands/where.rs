@@ -9,6 +9,8 @@ use gpu_tools::cudbg::{
     AttachProtocol, DebugSession, DetachProcedure, Event, SessionError, WarpInfo,
 };
 
+mod flight;
+
 use crate::demangle::readable as demangle;
 use crate::failure::Outcome;
 use crate::stdout::outln;
@@ -21,9 +23,11 @@ use crate::stdout::outln;
 /// this command fails on the way. Needs the right to trace the process (its owner, or root; see
 /// /proc/sys/kernel/yama/ptrace_scope). Exits 0 when the process was examined (or had ended), 1 otherwise.
 ///
-/// Run it before `trace --pid` or `profile --pid`, not after: the CUDA driver refuses the debugger in a process
-/// where CUPTI has run, so a process that an earlier attach traced or profiled is refused before anything is
-/// attached.
+/// The CUDA driver refuses the debugger in a process where CUPTI has run, for the rest of its life. A process that
+/// an earlier `trace --pid` or `profile --pid` traced is therefore not attached to: the flight recorder that attach
+/// left in it answers instead (the kernels launched and not finished, per stream, since when, on which thread, and
+/// the threads waiting for them; no warps or PCs), over a socket, without stopping it. A process whose own
+/// profiler ran CUPTI is refused by the driver, which `where` says.
 ///
 /// With several processes (`--pid A,B`, `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
 /// mpirun, or `--job slurm:JOBID`: the job's CUDA processes on this host), each is examined by a process of its own, one after the other (two attaches at once can leave one
@@ -138,27 +142,6 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
     }
 }
 
-/// A process into which `trace --pid` or `profile --pid` loaded the injection library has run CUPTI: refused before
-/// the debugger is touched. The driver refuses the debugger's attach there anyway (below), and that refused attach is
-/// not harmless: on two H200s (driver 580), in the survival matrix, three jobs of eleven died by SIGSEGV inside
-/// CUPTI's `cuptiActivityEnable`, on the injection library's thread, in the `trace --pid` right after a `where` the
-/// driver had refused (each printed "Could not find CUDA Debugger back-end"; two had met a device fault before).
-fn ran_cupti_for_an_attach(pid: u32) -> Result<(), crate::failure::Failure> {
-    if !injection_library_loaded(pid) {
-        return Ok(());
-    }
-    Err(crate::failure::Failure::new(
-        1,
-        format!(
-            "process {pid} has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid` (the injection \
-             library is loaded in it): the CUDA driver (580) refuses the debugger in any process where CUPTI has \
-             subscribed or recorded, for the rest of its life, and a refused attach left later CUPTI sessions in the \
-             process crashing, so none is made. The process runs on as it was; run `where` before tracing a job, or \
-             use `trace --pid` to see what it launches"
-        ),
-    ))
-}
-
 /// The CUDA injection library of `trace --pid` or `profile --pid` is loaded in the process: CUPTI has run in it.
 fn injection_library_loaded(pid: u32) -> bool {
     gpu_tools::linux::procfs::Process::new(pid)
@@ -210,8 +193,19 @@ const LOCK_WAIT: Duration = Duration::from_secs(90);
 pub fn run(args: Args) -> Outcome {
     if let Some(pid) = args.pid {
         crate::pid::check(pid)?;
+        if injection_library_loaded(pid) {
+            // CUPTI has run here for an attach: no debugger; the flight recorder it left answers instead.
+            wait_for_start(&args)?;
+            let seen = flight::examine(pid)?;
+            if args.summary_line {
+                outln!(
+                    "{SUMMARY}{}",
+                    serde_json::to_string(&seen).unwrap_or_default()
+                )?;
+            }
+            return Ok(0);
+        }
         other_network_namespace(pid)?;
-        ran_cupti_for_an_attach(pid)?;
         no_driver_here(pid)?;
         wait_for_start(&args)?;
         // One debugger attach at a time on this host (`debugger_lock`): held until after the detach.
