@@ -16,7 +16,8 @@
 #  profile  (PROFILE=1) where the time of a traced launch goes: the C flood natively, under the floor, the floor
 #           with gpu-tools' clock callback and 200 ms flush thread, the injection library alone at each stage
 #           (GPU_TOOLS_TRACE_STAGE: no-decode, no-convert, no-encode, no-send, full; a file sink), and under
-#           `gpu-tools trace`; with `perf record` of the traced flood where perf is installed.
+#           `gpu-tools trace`; the library's debug log of the time each buffer held CUPTI's thread; with `perf
+#           record` of the traced flood where perf is installed.
 #
 # Stage first (`STAGE_ONLY=gpu-tools scripts/gpu-stage` puts .gpu/bin/bin-gpu-tools and libgpu_tools_inject.so in
 # place), then in the checkout that goes with .gpu/:
@@ -255,6 +256,11 @@ if [[ " $PARTS " == *" profile "* ]]; then
     "native floor-default floor-clock-flush stage-no-decode stage-no-convert stage-no-encode stage-no-send stage-full gt-default" \
     "c_flood"
   ROUNDS=$saved
+  # The library's own account of each buffer: how long the writer held CUPTI's thread (decode to write).
+  env CUDA_INJECTION64_PATH="$inject" NVTX_INJECTION64_PATH="$inject" GPU_TOOLS_TRACE_FILE="$tmp/delivery-%p.raw" \
+    GPU_TOOLS_TRACE_KINDS=kernel,memcpy,memset,driver,runtime,nvtx GPU_TOOLS_TRACE_LOG=debug \
+    timeout 120 "$work" flood "$C_FLOOD" >"$out/profile-delivery.out" 2>"$out/profile-delivery.log"
+  rm -f "$tmp"/delivery-*.raw
   if command -v perf >/dev/null && [ $(elapsed) -lt $((BUDGET_S - 15)) ]; then
     perf record -F 2999 -g -o "$tmp/perf.data" -- "$gt" trace -o "$tmp/perf-%p.gputrace" -- "$work" flood "$C_FLOOD" \
       >"$tmp/perf.log" 2>&1

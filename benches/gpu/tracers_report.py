@@ -243,6 +243,31 @@ def profile_part(rows, results):
     results["profile"] = res
 
 
+def delivery_part(out, results):
+    """The injection library's debug lines `buffer of N bytes delivered in T ms` of the profile's flood."""
+    path = os.path.join(out, "profile-delivery.log")
+    if not os.path.exists(path):
+        return
+    buffers = [(int(m.group(1)), float(m.group(2))) for m in
+               (re.search(r"buffer of (\d+) bytes delivered in ([0-9.]+) ms", line) for line in open(path)) if m]
+    work = [line.split() for line in open(os.path.join(out, "profile-delivery.out")) if line.startswith("work ")]
+    if not buffers:
+        print("== delivery: no buffer lines in profile-delivery.log")
+        return
+    total_ms = sum(ms for _, ms in buffers)
+    total_bytes = sum(b for b, _ in buffers)
+    launches = int(work[0][5]) if work else 0
+    res = {"buffers": len(buffers), "bytes": total_bytes, "ms_in_writer": total_ms, "launches": launches,
+           "loop_ms": float(work[0][3]) if work else None}
+    line = (f"== delivery: {len(buffers)} buffers, {total_bytes} bytes, {total_ms:.1f} ms in the writer on CUPTI's "
+            f"thread (decode to write), {total_ms * 1e6 / total_bytes * 1024:.0f} ns per KiB")
+    if launches:
+        res["ns_per_launch"] = total_ms * 1e6 / launches
+        line += f", {res['ns_per_launch']:.0f} ns per launch ({total_bytes / launches:.0f} bytes per launch)"
+    print(line)
+    results["delivery"] = res
+
+
 def main():
     out = sys.argv[1]
     results = {}
@@ -256,6 +281,7 @@ def main():
     attach_part(out, results)
     listing_part(out, rows, results)
     profile_part(rows, results)
+    delivery_part(out, results)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"results: {os.path.join(out, 'results.json')}")
