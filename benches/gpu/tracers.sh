@@ -22,9 +22,9 @@
 # Stage first (`STAGE_ONLY=gpu-tools scripts/gpu-stage` puts .gpu/bin/bin-gpu-tools and libgpu_tools_inject.so in
 # place), then in the checkout that goes with .gpu/:
 #   PROFILE=1 bash benches/gpu/tracers.sh
-# Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1), BUDGET_S (390:
+# Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1), BUDGET_S (400:
 # the main part runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
-# workload's count), NSYS (auto | 0), NSYS_ROUNDS (3), SMOKE=1 (tiny counts, one round, no nsys: checks that
+# workload's count), NSYS (auto | 0), NSYS_ROUNDS (2), SMOKE=1 (tiny counts, one round, no nsys: checks that
 # every part runs, in about a minute), PYTHON, CUDA_HOME. Prints the tables and writes $OUT/tracers/ (results.json,
 # raw.tsv, the logs of failed runs).
 set -u
@@ -34,7 +34,7 @@ inject=$root/.gpu/bin/libgpu_tools_inject.so
 py=${PYTHON:-python3}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${OUT:-/tmp/tracers-out}/tracers
-ROUNDS=${ROUNDS:-5} SCALE=${SCALE:-1} NSYS=${NSYS:-auto} NSYS_ROUNDS=${NSYS_ROUNDS:-3} BUDGET_S=${BUDGET_S:-390}
+ROUNDS=${ROUNDS:-5} SCALE=${SCALE:-1} NSYS=${NSYS:-auto} NSYS_ROUNDS=${NSYS_ROUNDS:-2} BUDGET_S=${BUDGET_S:-400}
 PARTS=${PARTS:-main attach listing}
 [ "${PROFILE:-0}" = 1 ] && PARTS="$PARTS profile"
 C_SYNC=${C_SYNC:-30000} C_FLOOD=${C_FLOOD:-100000} STEADY_S=${STEADY_S:-13}
@@ -49,7 +49,7 @@ work_py=$root/gpu-host/python/tracer_workloads.py
 report_py=$root/benches/gpu/tracers_report.py
 started=$(date +%s)
 mkdir -p "$out"
-rm -f "$out"/*.log "$out"/*.tsv "$out"/*.txt "$out"/results.json
+rm -f "$out"/*.log "$out"/*.tsv "$out"/*.txt "$out"/*.out "$out"/*.rc "$out"/results.json
 tmp=$(mktemp -d /tmp/tracers.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 unset GPU_TOOLS_INJECT_LIB CUDA_INJECTION64_PATH NVTX_INJECTION64_PATH GPU_TOOLS_TRACE_LOG
@@ -134,6 +134,7 @@ one_run() {
   if grep -q '^--- summary' "$log"; then
     check=kernels=$(sed -n 's/^--- summary[^:]*: [0-9]* process[es]*, \([0-9]*\) kernels.*/\1/p' "$log" | head -1)
   elif [ -f "$tmp/$tag.floor" ]; then
+    sed "s/^/$tag /" "$tmp/$tag.floor" >>"$out/floor-reports.txt"
     check=floor_bytes=$(sed -n 's/.* bytes=\([0-9]*\) .*/\1/p' "$tmp/$tag.floor" | awk '{ s += $1 } END { print s + 0 }')
   elif grep -q '^profiler ' "$log"; then
     check=events=$(awk '$1 == "profiler" { s += $6 } END { print s + 0 }' "$log")
@@ -158,10 +159,13 @@ one_run() {
 # Runs ROUNDS rounds of CONFIGS over PROGRAMS for PART, rotating the order each round; stops early when the next
 # round would overrun the part's end (seconds since the start).
 rounds() {
-  local part=$1 until=$2 configs=($3) programs=($4) n r i c p last=0 t
+  local part=$1 until=$2 configs=($3) programs=($4) n r i c p last=0 t tn nsys_s=0 next
   n=${#configs[@]}
   for r in $(seq "$ROUNDS"); do
-    if [ "$r" -gt 1 ] && [ $(($(elapsed) + last)) -gt "$until" ]; then
+    # The next round's time: the last one's, with Nsight Systems' share only where it runs again.
+    next=$((last - nsys_s))
+    [ "$r" -le "$NSYS_ROUNDS" ] && next=$last
+    if [ "$r" -gt 1 ] && [ $(($(elapsed) + next)) -gt "$until" ]; then
       say "$part: stopped after $((r - 1)) rounds (the next would end past ${until} s of the budget)"
       break
     fi
@@ -169,10 +173,12 @@ rounds() {
     for i in $(seq 0 $((n - 1))); do
       c=${configs[$(((i + r - 1) % n))]}
       [ "$c" = nsys ] && [ "$r" -gt "$NSYS_ROUNDS" ] && continue
+      tn=$(date +%s)
       for p in "${programs[@]}"; do
         case $c:$p in torch-profiler:c_*) continue ;; esac
         one_run "$part" "$r" "$c" "$p"
       done
+      [ "$c" = nsys ] && nsys_s=$(($(date +%s) - tn))
     done
     last=$(($(date +%s) - t))
     say "$part: round $r in $last s (at $(elapsed) s)"

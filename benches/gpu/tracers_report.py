@@ -276,6 +276,11 @@ def main():
         results["machine"] = {l.split(" ", 1)[0]: l.split(" ", 1)[1].strip() for l in open(mpath) if " " in l}
         for k, v in results["machine"].items():
             print(f"{k}: {v}")
+    fpath = os.path.join(out, "floor-reports.txt")
+    if os.path.exists(fpath):
+        apis = sorted({m.group(1) for m in (re.search(r"cupti_api=(\d+)", l) for l in open(fpath)) if m})
+        results.setdefault("machine", {})["cupti_api"] = ",".join(apis)
+        print(f"cupti_api: {','.join(apis)} (as the floor library's CUPTI reported it)")
     rows = read_raw(os.path.join(out, "raw.tsv"))
     main_part(rows, results)
     attach_part(out, results)
