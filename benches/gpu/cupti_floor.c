@@ -16,7 +16,8 @@
  * The report, one line: `cupti_floor pid=P cupti_api=V kinds=K buffers=N bytes=B dropped=D enable_failures=F`.
  * Build (benches/gpu/tracers.sh does): cc -O2 -shared -fPIC -I<cupti include> -I<cuda include> -o libcupti_floor.so
  * cupti_floor.c -ldl -lpthread. CUPTI is reached through dlsym only: the library links no CUPTI of its own, so it
- * shares the one the program maps (PyTorch maps its wheel's). */
+ * shares the one the program maps (PyTorch maps its wheel's). CI builds it against CUPTI 13.0's headers and runs it
+ * against the CUPTI double under valgrind (cupti_floor_check.c, .ci/run). */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <dlfcn.h>
