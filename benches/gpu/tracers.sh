@@ -66,7 +66,7 @@ done
   echo "cuda_toolkit $("$cuda/bin/nvcc" --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1)"
   echo "gpu_tools $("$gt" --version 2>&1 | head -1)"
   echo "python $($py -c 'import sys; print(sys.version.split()[0])' 2>&1)"
-  echo "torch $($py -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+  echo "torch $($py -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available" if torch.cuda.is_available() else "unavailable")' 2>&1 | tail -1)"
   if [ "$NSYS" != 0 ] && command -v nsys >/dev/null; then echo "nsys $(nsys --version 2>&1 | head -1)"; else echo "nsys not used"; fi
   echo "perf $(command -v perf >/dev/null && perf --version 2>&1 | head -1 || echo 'not installed')"
   echo "settings rounds=$ROUNDS scale=$SCALE c_sync=$C_SYNC c_flood=$C_FLOOD parts='$PARTS' budget_s=$BUDGET_S smoke=${SMOKE:-0}"
@@ -74,12 +74,15 @@ done
 use_nsys=0
 [ "$NSYS" != 0 ] && command -v nsys >/dev/null && use_nsys=1
 have_torch=0
-$py -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && have_torch=1
+grep -q '^torch .* available$' "$out/machine.txt" && have_torch=1
 [ "$have_torch" = 1 ] || say "PyTorch with CUDA not found by $py: the PyTorch workloads are left out"
 
 # --- build the C workload and the floor library
-inc=$(dirname "$(find "$cuda/" -name cupti.h 2>/dev/null | head -1)")
-cupti_lib=$(find "$cuda/" -name 'libcupti.so*' 2>/dev/null | sort | head -1)
+# CUPTI's header and library from the toolkit, else from the Python wheels (nvidia-cuda-cupti ships both).
+wheels=$($py -c 'import nvidia, os; print(list(nvidia.__path__)[0])' 2>/dev/null)
+inc=$(dirname "$( (find "$cuda/" -name cupti.h; [ -n "$wheels" ] && find "$wheels/" -name cupti.h) 2>/dev/null | head -1)")
+cupti_lib=$( (find "$cuda/" -name 'libcupti.so*' | sort; [ -n "$wheels" ] && find "$wheels/" -name 'libcupti.so*' | sort) \
+  2>/dev/null | head -1)
 work=$tmp/tracer_work floor=$tmp/libcupti_floor.so
 "$cuda/bin/nvcc" -O2 -arch=native -o "$work" "$root/benches/gpu/tracer_work.cu" 2>"$tmp/nvcc.err" \
   || "$cuda/bin/nvcc" -O2 -gencode arch=compute_90,code=sm_90 -o "$work" "$root/benches/gpu/tracer_work.cu" \
