@@ -128,7 +128,7 @@ one_run() {
   case $program in
     c_sync) cmd=("$work" sync "$C_SYNC") ;;
     c_flood) cmd=("$work" flood "$C_FLOOD") ;;
-    torch) cmd=($py "$work_py" --scale "$SCALE" "${extra[@]}") ;;
+    torch) cmd=($py "$work_py" --scale "$SCALE" ${extra[@]+"${extra[@]}"}) ;;
   esac
   t0=$(now_ms)
   timeout 180 "${pre[@]}" "${cmd[@]}" >"$log" 2>&1
@@ -273,9 +273,9 @@ if [[ " $PARTS " == *" profile "* ]]; then
   if command -v perf >/dev/null && [ $(elapsed) -lt $((BUDGET_S - 15)) ]; then
     perf record -F 2999 -g -o "$tmp/perf.data" -- "$gt" trace -o "$tmp/perf-%p.gputrace" -- "$work" flood "$C_FLOOD" \
       >"$tmp/perf.log" 2>&1
-    perf report -i "$tmp/perf.data" --stdio --no-children --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' \
+    perf report -i "$tmp/perf.data" --stdio --no-children -g none --sort dso,sym 2>/dev/null | grep -v '^#' | grep -v '^$' \
       | head -400 >"$out/perf-report.txt"
-    perf report -i "$tmp/perf.data" --stdio --no-children --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' \
+    perf report -i "$tmp/perf.data" --stdio --no-children -g none --sort dso 2>/dev/null | grep -v '^#' | grep -v '^$' \
       | head -40 >"$out/perf-dso.txt"
     say "perf: the traced C flood's profile by library and by symbol: perf-dso.txt, perf-report.txt"
   else
