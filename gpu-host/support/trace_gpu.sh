@@ -79,7 +79,7 @@ row merged "$("$gt" stats --format json "$out"/merge-a-*.gputrace "$out"/merge-b
 t0=$(date +%s); "$gt" export "$out"/nvtx-*.gputrace --perfetto "$out/nvtx.perfetto-trace" > "$logs/export.log" 2>&1
 "$gt" export "$out"/l-api-all-*.gputrace --chrome "$out/l200k.json.gz" >> "$logs/export.log" 2>&1
 row exports "$(($(date +%s) - t0))s perfetto=$(wc -c < "$out/nvtx.perfetto-trace")B chrome.gz(l-api-all)=$(wc -c < "$out/l200k.json.gz")B"
-echo "== gpu-tools trace: -o streamed next to the listing, graph mode, launches-only API, Chrome streamed"
+echo "== gpu-tools trace: -o streamed next to the summary, graph mode, launches-only API, Chrome streamed"
 t0=$(date +%s%N)
 timeout 120 "$gt" trace -q -o "$out/cli-%p.gputrace" --chrome-trace "$out/cli.json" --cuda-graph-trace graph \
   --api launches -- $L --graph-replays $R > "$logs/cli-trace.log" 2>&1

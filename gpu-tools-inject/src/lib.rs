@@ -37,7 +37,10 @@ mod profiling;
 mod session;
 mod signals;
 use gpu_tools_injection::sink;
-mod writer;
+/// The record path's writer, public only for the crate's benchmark of it (`benches/record_path.rs`, which CI
+/// runs against a baseline): not an API.
+#[doc(hidden)]
+pub mod writer;
 
 pub use attach::gpu_tools_inject_attach;
 pub use gpu_tools_injection::env::AttachStatus;

@@ -58,6 +58,7 @@ fn a_fake_hip_program_is_listed_and_summarised() {
     let chrome = dir.path().join("hip.json");
     let file = dir.path().join("hip.gputrace");
     let out = trace_rocm(&[
+        "--list",
         "--chrome-trace",
         chrome.to_str().unwrap(),
         "-o",

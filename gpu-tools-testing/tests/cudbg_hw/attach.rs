@@ -761,10 +761,11 @@ fn two_gpus_attached_warps_and_memory_belong_to_their_device() {
     assert!(rest.iter().any(|l| l == "ok two-gpus"), "{rest:?}");
 }
 
-/// Runs `gpu-tools trace --attach PID` (the debugger backend) with its output on a channel.
+/// Runs `gpu-tools trace --list --attach PID` (the debugger backend; every launch listed) with its output on a
+/// channel.
 fn cuda_trace_attached(pid: u32) -> (Child, mpsc::Receiver<String>) {
     let mut trace = Command::new(gpu_tools_cli())
-        .args(["trace", "--attach", &pid.to_string()])
+        .args(["trace", "--list", "--attach", &pid.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .expect("run gpu-tools trace");

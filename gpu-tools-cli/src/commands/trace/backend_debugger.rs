@@ -109,7 +109,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                 Event::ElfImageLoaded(img) if !img.is_system() => {
                     let bytes = batch.session().elf_image(img).map_err(Failure::error)?;
                     let syms = elf::function_symbols(&bytes);
-                    if !cli.quiet {
+                    if cli.list {
                         writeln!(
                             out,
                             "module loaded: module {:#x} handle {:#x} {} bytes, {} functions",
@@ -136,7 +136,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                             demangler.name(&raw)
                         })
                         .clone();
-                    if !cli.quiet {
+                    if cli.list {
                         writeln!(
                             out,
                             "launch grid {} {name} grid {} block {}",

@@ -18,9 +18,10 @@ pub const COPY_KINDS: [TraceKind; 2] = [TraceKind::Memcpy, TraceKind::Memset];
 
 /// Trace a CUDA program: its kernels, memory copies and sets, and the API calls they came from.
 ///
-/// `gpu-tools trace [OPTIONS] -- PROGRAM ARGS...` runs PROGRAM, lists every kernel, copy and set, then prints a
-/// summary per kernel (count, total, mean, min, max time). `--backend cupti` (the default where libcupti is
-/// found) runs the program with the injection library that this executable carries; `--backend debugger` uses the
+/// `gpu-tools trace [OPTIONS] -- PROGRAM ARGS...` runs PROGRAM, then prints a summary per kernel (count, total,
+/// mean, min, max time), per copy direction and per API call; `--list` also lists every kernel, copy and set, one
+/// line each (as nvprof's `--print-gpu-trace`), and `-o FILE` keeps every record for `gpu-tools stats` and
+/// `gpu-tools export`. `--backend cupti` (the default where libcupti is found) runs the program with the injection library that this executable carries; `--backend debugger` uses the
 /// CUDA debugger API (launches only; it can also attach to a running process with `--attach PID`).
 ///
 /// `gpu-tools trace --pid PID[,PID...]` (or `--pid-tree PID`: every CUDA process under a launcher such as
@@ -39,8 +40,8 @@ pub struct Args {
     pub backend: Option<Backend>,
 
     /// Also write a Chrome trace (JSON) to FILE: one track per device and stream, and one per host thread; opens
-    /// in Perfetto (https://ui.perfetto.dev). `-` is standard output (the listing and summary, and the program's own
-    /// standard output, then go to stderr).
+    /// in Perfetto (https://ui.perfetto.dev). `-` is standard output (the summary, the listing, and the program's
+    /// own standard output, then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub chrome_trace: Option<PathBuf>,
 
@@ -49,11 +50,18 @@ pub struct Args {
     /// PMI_RANK or SLURM_PROCID of the traced processes, `0-3` for several in a row, else of this process; `%%` a
     /// `%`); read it later with `gpu-tools stats` and
     /// `gpu-tools export`. Written whole when the run ends (also when the program fails); `-` is standard output
-    /// (the listing and summary, and the program's own standard output, then go to stderr).
+    /// (the summary, the listing, and the program's own standard output, then go to stderr).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<String>,
 
-    /// Print only the summary, not every kernel, copy and set.
+    /// Also list every kernel, copy and set, one line each in start order, before the summary (the debugger
+    /// backend: every launch and module load as it happens). Off by default, launched or attached, with or
+    /// without -o: a launch-bound program makes tens of thousands of lines a second, which cost the tracer's host
+    /// time and bury the summary; the trace file keeps every record (`gpu-tools stats`, `gpu-tools export`).
+    #[arg(long, conflicts_with = "quiet")]
+    pub list: bool,
+
+    /// No notes or progress line, only the summary and what went wrong (the listing is off unless --list).
     #[arg(long, short)]
     pub quiet: bool,
 

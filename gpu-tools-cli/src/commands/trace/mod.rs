@@ -614,7 +614,7 @@ impl Run<'_> {
             }
         };
         let trace = &traced.trace;
-        if !args.quiet && self.backend != Backend::Debugger {
+        if args.list && self.backend != Backend::Debugger {
             report::listing(trace, &mut out).or_else(crate::stdout::unless_closed)?;
         }
         report::summary(trace, self.backend.name(), &mut out)

@@ -199,10 +199,11 @@ fn the_trace_file_is_streamed_and_read_back_by_stats_and_export() {
 /// summary and the program's own output go to stderr; both traces on standard output are refused.
 #[test]
 fn a_dash_writes_the_trace_to_standard_output() {
-    let out = trace("normal", &["-o", "-"]);
+    let out = trace("normal", &["--list", "-o", "-"]);
     assert_eq!(out.status.code(), Some(0), "exit code");
     let err = text(&out.stderr);
     assert!(err.contains("kernel  "), "the listing on stderr: {err}");
+    assert!(err.contains("--- summary"), "the summary on stderr: {err}");
     assert!(
         err.contains("running 1 test"),
         "the program's output on stderr: {err}"
@@ -242,7 +243,7 @@ fn a_device_that_is_standard_output_too_keeps_the_listing_there() {
     let out = gpu_tools_trace()
         .args(["--backend", "cupti", "--inject-lib"])
         .arg(&me)
-        .args(["--chrome-trace", "/dev/null", "--"])
+        .args(["--list", "--chrome-trace", "/dev/null", "--"])
         .arg(&me)
         .args(["trace::standin", "--exact", "--ignored", "--test-threads=1"])
         .env(STANDIN, "normal")

@@ -10,7 +10,10 @@ use super::{entries, text, trace};
 fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
     let dir = tempfile::tempdir().unwrap();
     let chrome = dir.path().join("trace.json");
-    let out = trace("normal", &["--chrome-trace", chrome.to_str().unwrap()]);
+    let out = trace(
+        "normal",
+        &["--list", "--chrome-trace", chrome.to_str().unwrap()],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "exit code");
     // Listing: demangled names, ids, the API call of each (runtime wins over the driver call it made).
@@ -114,6 +117,50 @@ fn normal_run_lists_kernels_copies_and_sets_with_their_api_calls() {
         entries(dir.path()),
         ["trace.json"],
         "no temporary file left"
+    );
+}
+
+/// The summary alone unless `--list`: launched with and without a trace file (attached traces print through the
+/// same code); `--list` with `--quiet` is a usage error.
+#[test]
+fn the_listing_is_printed_only_with_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.gputrace");
+    let listed = |stdout: &str| {
+        stdout
+            .lines()
+            .filter(|l| {
+                ["kernel  ", "memcpy  ", "memset  "]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
+            .count()
+    };
+    for args in [vec![], vec!["-o", file.to_str().unwrap()]] {
+        let out = trace("normal", &args);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(
+            stdout.contains(
+                "--- summary (backend cupti): 1 process, 3 kernels, 1 memcpys, 1 memsets"
+            ),
+            "{args:?}: {stdout}"
+        );
+        assert_eq!(listed(&stdout), 0, "{args:?}: no listing: {stdout}");
+    }
+    assert!(
+        std::fs::metadata(&file).unwrap().len() > 0,
+        "the trace file is written"
+    );
+    let out = trace("normal", &["--list", "-o", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(listed(&text(&out.stdout)), 5, "3 kernels, a copy and a set");
+    let both = trace("normal", &["--list", "--quiet"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(
+        text(&both.stderr).contains("cannot be used with"),
+        "{}",
+        text(&both.stderr)
     );
 }
 

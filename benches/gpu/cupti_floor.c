@@ -1,0 +1,217 @@
+/* The raw CUPTI floor of a tracer, as an injection library: what any CUPTI client recording the same activity kinds
+ * pays, with nothing of gpu-tools in the process. Loaded by CUDA from CUDA_INJECTION64_PATH (so the same programs,
+ * C or Python, run under it unchanged), it enables the kinds named in CUPTI_FLOOR_KINDS, lends CUPTI buffers of
+ * 4 MiB from a small pool (gpu-tools' default size; reused, as gpu-tools' pool reuses them) and hands every
+ * completed buffer back unread: its valid bytes are counted, no record is walked, decoded or written. At exit it
+ * forces a flush and reports what it was handed.
+ *
+ *   CUPTI_FLOOR_KINDS    comma-separated: kernel, memcpy (MEMCPY and MEMCPY2), memset, driver, runtime, sync,
+ *                        overhead, nvtx (MARKER and MARKER_DATA), graph (GRAPH_TRACE) [default: kernel]
+ *   CUPTI_FLOOR_CLOCK    1: a CLOCK_MONOTONIC timestamp callback, as gpu-tools registers (CUPTI reads
+ *                        CLOCK_REALTIME itself otherwise)
+ *   CUPTI_FLOOR_FLUSH_MS N: a thread flushes completed buffers every N ms, as gpu-tools' flush thread does (200)
+ *   CUPTI_FLOOR_LIB      the libcupti to load when the program has none mapped (else libcupti.so.13, libcupti.so)
+ *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
+ *
+ * The report, one line: `cupti_floor pid=P cupti_api=V kinds=K buffers=N bytes=B dropped=D enable_failures=F`.
+ * Build (benches/gpu/tracers.sh does): cc -O2 -shared -fPIC -I<cupti include> -I<cuda include> -o libcupti_floor.so
+ * cupti_floor.c -ldl -lpthread. CUPTI is reached through dlsym only: the library links no CUPTI of its own, so it
+ * shares the one the program maps (PyTorch maps its wheel's). CI builds it against CUPTI 13.0's headers and runs it
+ * against the CUPTI double under valgrind (cupti_floor_check.c, .ci/run). */
+#define _GNU_SOURCE
+#include <cupti.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUFFER_SIZE (4u << 20)
+#define POOL_MAX 64
+
+typedef CUptiResult (*register_callbacks_fn)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+typedef CUptiResult (*enable_fn)(CUpti_ActivityKind);
+typedef CUptiResult (*flush_all_fn)(uint32_t);
+typedef CUptiResult (*dropped_fn)(CUcontext, uint32_t, size_t *);
+typedef CUptiResult (*timestamp_fn)(CUpti_TimestampCallbackFunc);
+typedef CUptiResult (*version_fn)(uint32_t *);
+
+static struct {
+    enable_fn enable;
+    flush_all_fn flush_all;
+    dropped_fn dropped;
+} g_cupti;
+
+static char g_kinds[256] = "kernel";
+static uint32_t g_version;
+static unsigned long long g_buffers, g_bytes, g_dropped, g_enable_failures;
+static int g_stop;
+static pthread_t g_flusher;
+static int g_flusher_running;
+static unsigned g_flush_ms;
+
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *g_pool[POOL_MAX];
+static int g_pool_len;
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&g_pool_lock);
+    if (g_pool_len > 0) b = g_pool[--g_pool_len];
+    pthread_mutex_unlock(&g_pool_lock);
+    if (!b) b = aligned_alloc(8, BUFFER_SIZE);
+    *buffer = b;
+    *size = b ? BUFFER_SIZE : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)size;
+    size_t dropped = 0;
+    __atomic_add_fetch(&g_buffers, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_bytes, (unsigned long long)valid, __ATOMIC_RELAXED);
+    if (g_cupti.dropped && g_cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        __atomic_add_fetch(&g_dropped, (unsigned long long)dropped, __ATOMIC_RELAXED);
+    if (!buffer) return;
+    pthread_mutex_lock(&g_pool_lock);
+    if (g_pool_len < POOL_MAX) {
+        g_pool[g_pool_len++] = buffer;
+        buffer = NULL;
+    }
+    pthread_mutex_unlock(&g_pool_lock);
+    free(buffer);
+}
+
+static uint64_t CUPTIAPI monotonic_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The path of the libcupti the process has mapped, if any. */
+static int find_mapped(struct dl_phdr_info *info, size_t size, void *out) {
+    (void)size;
+    if (info->dlpi_name && strstr(info->dlpi_name, "libcupti.so")) {
+        snprintf((char *)out, 4096, "%s", info->dlpi_name);
+        return 1;
+    }
+    return 0;
+}
+
+static void *open_cupti(void) {
+    char mapped[4096] = "";
+    dl_iterate_phdr(find_mapped, mapped);
+    const char *named = getenv("CUPTI_FLOOR_LIB");
+    const char *tries[] = {mapped[0] ? mapped : NULL, named, "libcupti.so.13", "libcupti.so"};
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+        if (!tries[i] || !tries[i][0]) continue;
+        void *h = dlopen(tries[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) return h;
+    }
+    fprintf(stderr, "cupti_floor: no libcupti could be loaded (set CUPTI_FLOOR_LIB): %s\n", dlerror());
+    return NULL;
+}
+
+static void enable(const char *name, CUpti_ActivityKind kind) {
+    CUptiResult r = g_cupti.enable(kind);
+    if (r != CUPTI_SUCCESS) {
+        g_enable_failures++;
+        fprintf(stderr, "cupti_floor: enabling %s (kind %d) failed: %d\n", name, (int)kind, (int)r);
+    }
+}
+
+/* Enables each kind of the comma-separated list; returns the number of names not understood. */
+static int enable_kinds(const char *list) {
+    static const struct {
+        const char *name;
+        CUpti_ActivityKind kinds[2];
+    } table[] = {
+        {"kernel", {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"memcpy", {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2}},
+        {"memset", {CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"driver", {CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"runtime", {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"sync", {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"overhead", {CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ACTIVITY_KIND_INVALID}},
+        {"nvtx", {CUPTI_ACTIVITY_KIND_MARKER, CUPTI_ACTIVITY_KIND_MARKER_DATA}},
+        {"graph", {CUPTI_ACTIVITY_KIND_GRAPH_TRACE, CUPTI_ACTIVITY_KIND_INVALID}},
+    };
+    int unknown = 0;
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", list);
+    char *save = NULL;
+    for (char *name = strtok_r(copy, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        size_t i = 0;
+        while (i < sizeof table / sizeof table[0] && strcmp(table[i].name, name) != 0) i++;
+        if (i == sizeof table / sizeof table[0]) {
+            fprintf(stderr, "cupti_floor: unknown kind %s\n", name);
+            unknown++;
+            continue;
+        }
+        for (int k = 0; k < 2; k++)
+            if (table[i].kinds[k] != CUPTI_ACTIVITY_KIND_INVALID) enable(name, table[i].kinds[k]);
+    }
+    return unknown;
+}
+
+static void *flush_loop(void *arg) {
+    (void)arg;
+    struct timespec t = {(time_t)(g_flush_ms / 1000), (long)(g_flush_ms % 1000) * 1000000L};
+    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+        nanosleep(&t, NULL);
+        if (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) g_cupti.flush_all(0);
+    }
+    return NULL;
+}
+
+static void at_exit(void) {
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    if (g_flusher_running) pthread_join(g_flusher, NULL);
+    g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    const char *path = getenv("CUPTI_FLOOR_REPORT");
+    FILE *out = path && path[0] ? fopen(path, "a") : NULL;
+    fprintf(out ? out : stderr, "cupti_floor pid=%d cupti_api=%u kinds=%s buffers=%llu bytes=%llu dropped=%llu enable_failures=%llu\n",
+            (int)getpid(), g_version, g_kinds, g_buffers, g_bytes, g_dropped, g_enable_failures);
+    if (out) fclose(out);
+}
+
+/* Called by CUDA once, from inside the program's first cuInit; 1: loaded. */
+int InitializeInjection(void) {
+    const char *kinds = getenv("CUPTI_FLOOR_KINDS");
+    if (kinds && kinds[0]) snprintf(g_kinds, sizeof g_kinds, "%s", kinds);
+    void *h = open_cupti();
+    if (!h) return 0;
+    register_callbacks_fn register_callbacks = (register_callbacks_fn)dlsym(h, "cuptiActivityRegisterCallbacks");
+    g_cupti.enable = (enable_fn)dlsym(h, "cuptiActivityEnable");
+    g_cupti.flush_all = (flush_all_fn)dlsym(h, "cuptiActivityFlushAll");
+    g_cupti.dropped = (dropped_fn)dlsym(h, "cuptiActivityGetNumDroppedRecords");
+    if (!register_callbacks || !g_cupti.enable || !g_cupti.flush_all) {
+        fprintf(stderr, "cupti_floor: the CUPTI loaded lacks the activity API\n");
+        return 0;
+    }
+    version_fn version = (version_fn)dlsym(h, "cuptiGetVersion");
+    if (version) version(&g_version);
+    const char *clock = getenv("CUPTI_FLOOR_CLOCK");
+    if (clock && strcmp(clock, "1") == 0) {
+        timestamp_fn register_timestamp = (timestamp_fn)dlsym(h, "cuptiActivityRegisterTimestampCallback");
+        if (!register_timestamp || register_timestamp(monotonic_ns) != CUPTI_SUCCESS) {
+            fprintf(stderr, "cupti_floor: no timestamp callback\n");
+            g_enable_failures++;
+        }
+    }
+    CUptiResult r = register_callbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "cupti_floor: cuptiActivityRegisterCallbacks failed: %d\n", (int)r);
+        return 0;
+    }
+    if (enable_kinds(g_kinds) > 0) g_enable_failures++;
+    const char *every = getenv("CUPTI_FLOOR_FLUSH_MS");
+    g_flush_ms = every ? (unsigned)strtoul(every, NULL, 10) : 0;
+    if (g_flush_ms > 0 && pthread_create(&g_flusher, NULL, flush_loop, NULL) == 0) g_flusher_running = 1;
+    atexit(at_exit);
+    return 1;
+}
