@@ -1,7 +1,9 @@
 //! `gpu-tools profile -- PROGRAM`: per-kernel metrics of a CUDA program, collected inside it by the injection
 //! library (CUPTI's range profiler, one range per kernel, kernel replay; [`gpu_tools_injection::profile`]), printed as a row
 //! per kernel name with the launch count and each metric's mean, minimum and maximum. With `--pc-sampling`, the
-//! top stall reasons per function with their PC offsets.
+//! top stall reasons per function with their PC offsets. With `--pid`, of a running process (`profile_attach`);
+//! where the range profiler ends at the program's first CUDA graph launch, the rest of the window from PM sampling
+//! attribution (`pm`); each window judged (`window`).
 
 use std::io::Write;
 use std::path::PathBuf;

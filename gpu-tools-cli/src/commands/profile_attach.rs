@@ -12,6 +12,9 @@
 //! inside, the library is told to make its calls, and the threads go on once it has answered. A target that keeps a
 //! thread in the driver (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread
 //! named.
+//!
+//! Kernel metrics that end on the program's thread (before its first CUDA graph launch or stream capture) end the
+//! window there: it is finished at once, and the time left is the caller's ([`Collected::ended_early`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
