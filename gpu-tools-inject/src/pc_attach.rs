@@ -29,6 +29,7 @@ use gpu_tools::trace::{
 };
 use gpu_tools_injection::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::profile::notice::{self, NumberedRanges};
 
 use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};
@@ -267,6 +268,9 @@ fn program_profiler_refusal() -> Option<String> {
 
 /// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
 fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
+    if metrics.is_empty() && crate::profiling::range_profiler_ran() {
+        writer.notice(NoticeLevel::Warning, notice::PC_AFTER_RANGE_PROFILER.into());
+    }
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
         let made = if metrics.is_empty() {
@@ -284,6 +288,9 @@ fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
         };
         match made {
             Ok(s) => {
+                if matches!(s, Collector::Metrics(_)) {
+                    crate::profiling::note_range_profiler();
+                }
                 c.sampler = Some(s);
                 started += 1;
             }
@@ -293,10 +300,7 @@ fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
             ),
         }
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!("{}: {started} context(s)", env::PROFILE_STARTED),
-    );
+    writer.notice(NoticeLevel::Info, notice::started(started, false));
 }
 
 /// Starts kernel metrics with named ranges (every other thread of the program is stopped outside the driver
@@ -328,13 +332,7 @@ fn start_named(
         }
         return Err(format!("the launch callbacks could not be enabled ({e})"));
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {profiled} context(s), ranges named",
-            env::PROFILE_STARTED
-        ),
-    );
+    writer.notice(NoticeLevel::Info, notice::started(profiled, true));
     Ok(subscriber)
 }
 
@@ -345,10 +343,7 @@ fn finish_named(writer: &Writer, subscriber: Subscriber) {
     if let Err(e) = subscriber.unsubscribe() {
         writer.notice(NoticeLevel::Warning, format!("unsubscribe: {e}"));
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!("{}: {profiled} launches profiled", env::PROFILE_FINISHED),
-    );
+    writer.notice(NoticeLevel::Info, notice::finished_launches(profiled));
 }
 
 /// Finishes sampling and sends what was sampled (every other thread of the program is stopped outside the
@@ -383,16 +378,13 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
                                 format!("context {}: range {}: {}", c.id, r.name, values.join(" ")),
                             );
                         }
-                        writer.notice(
-                            NoticeLevel::Info,
-                            format!(
-                                "context {}: {} ranges ({} shown), {} dropped",
-                                c.id,
-                                results.ranges.len(),
-                                results.ranges.len().min(RANGES_SHOWN),
-                                results.dropped
-                            ),
-                        );
+                        let numbered = NumberedRanges {
+                            context: c.id,
+                            ranges: results.ranges.len() as u64,
+                            shown: results.ranges.len().min(RANGES_SHOWN) as u64,
+                            dropped: results.dropped,
+                        };
+                        writer.notice(NoticeLevel::Info, numbered.text());
                     }
                     Err(e) => writer.notice(
                         NoticeLevel::Error,

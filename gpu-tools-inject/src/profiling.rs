@@ -21,7 +21,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gpu_tools::cuda::Driver;
@@ -35,6 +35,7 @@ use gpu_tools::cupti::range_profiler::RangeProfiler;
 use gpu_tools::trace::{NoticeLevel, ProfileLoss, ProfileLossKind, Record, StallRecord};
 use gpu_tools_injection::env::GraphMode;
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded, PcCounts};
 
 use crate::writer::Writer;
 
@@ -67,13 +68,6 @@ const CAPTURE_BEGINS: [&str; 6] = [
     "cuStreamBeginCaptureToGraph",
     "cuStreamBeginCaptureToGraph_ptsz",
 ];
-
-/// Why an attached profiling ends on the program's thread, before the call it is at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EndBefore {
-    GraphLaunch,
-    CaptureBegin,
-}
 
 struct ContextProfile {
     raw: usize,
@@ -116,6 +110,12 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 static METRICS_ASKED: AtomicBool = AtomicBool::new(false);
 /// Profiling was asked for at all (as above).
 static PROFILING_ASKED: AtomicBool = AtomicBool::new(false);
+/// Launches profiled by a session whose profiling ended on one of the program's threads (an early end, or the next
+/// launch after the tracer went away), for the finish's answer; taken by [`finish`], reset by [`start_with`].
+static PROFILED_BEFORE_END: AtomicU64 = AtomicU64::new(0);
+/// CUPTI's range profiler ran in this process (in this or an earlier session): PC sampling after it was seen to
+/// give no stall records (see [`range_profiler_ran`]).
+static RANGE_PROFILER_RAN: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Set while this module makes CUPTI calls: a callback they cause on this thread is ignored.
@@ -141,6 +141,7 @@ pub fn start_with(writer: &Arc<Writer>, request: ProfileRequest) -> bool {
         return false;
     }
     FINISH_AT_NEXT_LAUNCH.store(false, Ordering::SeqCst);
+    PROFILED_BEFORE_END.store(0, Ordering::SeqCst);
     if request.pc_sampling && !request.metrics.is_empty() {
         writer.notice(
             NoticeLevel::Warning,
@@ -258,6 +259,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
         if let Some(state) = guard.take() {
             drop(guard);
             let profiled = finish_gated(state);
+            PROFILED_BEFORE_END.fetch_add(profiled, Ordering::SeqCst);
             log::info!("profiling ended at a launch: {profiled} launches profiled");
         }
         return;
@@ -291,7 +293,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 state.launch(a.context() as usize, a.correlation_id(), &kernel);
             } else if name.is_some_and(|n| GRAPH_LAUNCHES.contains(&n)) && !ahead.captured {
                 if state.attached && !state.request.metrics.is_empty() {
-                    end_before = Some(EndBefore::GraphLaunch);
+                    end_before = Some(MetricsEnd::GraphLaunch);
                 } else if let Some(exec) = a.graph_exec() {
                     state.graph_launch(a.context() as usize, a.correlation_id(), exec as usize);
                 }
@@ -299,7 +301,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 && state.attached
                 && !state.request.metrics.is_empty()
             {
-                end_before = Some(EndBefore::CaptureBegin);
+                end_before = Some(MetricsEnd::CaptureBegin);
             }
         }
         _ => {}
@@ -315,21 +317,28 @@ pub fn on_event(event: &CallbackEvent<'_>) {
         if let Some(state) = guard.take() {
             drop(guard);
             let text = match why {
-                EndBefore::GraphLaunch => {
+                MetricsEnd::GraphLaunch => {
                     "kernel metrics end at the program's first CUDA graph launch: in a running program, graph \
                      launches made while CUPTI's range profiler is on lose their work (seen with CUPTI 13.0 on \
                      driver 580), so it is turned off before the launch; the kernels profiled until then are \
                      reported"
                 }
-                EndBefore::CaptureBegin => {
+                MetricsEnd::CaptureBegin => {
                     "kernel metrics end at the program's first stream capture: in a running program, a capture \
                      begun while CUPTI's range profiler is on fails (seen with CUPTI 13.0 on driver 580), so it is \
                      turned off before the capture begins; the kernels profiled until then are reported"
                 }
             };
             state.writer.notice(NoticeLevel::Warning, text.into());
+            let writer = Arc::clone(&state.writer);
             let profiled = finish_gated(state);
-            log::info!("profiling ended before a {why:?}: {profiled} launches profiled");
+            PROFILED_BEFORE_END.fetch_add(profiled, Ordering::SeqCst);
+            // Said once the range profiler is off: the tracer may hand the counters to another tool from here on.
+            let ended = MetricsEnded {
+                before: why,
+                launches: profiled,
+            };
+            writer.notice(NoticeLevel::Info, ended.text());
         }
     }
     BUSY.with(|b| b.set(false));
@@ -403,12 +412,24 @@ fn captured(a: &ApiEvent<'_>) -> bool {
 }
 
 /// Decodes and sends everything still held, and disables the profilers: at the end of the session, before the
-/// stream's end record. Returns how many launches were profiled.
+/// stream's end record. Returns how many launches the session profiled, those of a profiling that ended earlier on
+/// one of the program's threads included (their records were sent then).
 pub fn finish() -> u64 {
+    let before = PROFILED_BEFORE_END.swap(0, Ordering::SeqCst);
     let Some(state) = STATE.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-        return 0;
+        return before;
     };
-    finish_state(state)
+    before + finish_state(state)
+}
+
+/// Whether CUPTI's range profiler ran in this process, in this session or an earlier one.
+pub fn range_profiler_ran() -> bool {
+    RANGE_PROFILER_RAN.load(Ordering::SeqCst)
+}
+
+/// A range profiler started in this process (see [`range_profiler_ran`]).
+pub fn note_range_profiler() {
+    RANGE_PROFILER_RAN.store(true, Ordering::SeqCst);
 }
 
 fn finish_state(mut state: State) -> u64 {
@@ -469,6 +490,7 @@ impl State {
                 .start();
             match started {
                 Ok(p) => {
+                    note_range_profiler();
                     log::info!(
                         "context {id}: range profiler on {}, {} passes, {} bytes of counter data, set up in {:.1} ms",
                         p.chip(),
@@ -790,19 +812,16 @@ pub fn send_pc_samples(writer: &Writer, id: u32, samples: &PcSamples) -> usize {
         samples.buffer_full
     );
     // What CUPTI counted, said in the stream whatever came of it: a window without stall records is judged by it.
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "context {id}: PC sampling counted {} samples in {} PC records ({} dropped, {} outside the program's \
-             kernels, {} PCs beyond the read buffer, {} reads with a full hardware buffer)",
-            samples.total_samples,
-            samples.records.len(),
-            samples.dropped_samples,
-            samples.non_user_samples,
-            samples.truncated_pcs,
-            samples.buffer_full
-        ),
-    );
+    let counts = PcCounts {
+        context: id,
+        samples: samples.total_samples,
+        records: samples.records.len() as u64,
+        dropped: samples.dropped_samples,
+        non_user: samples.non_user_samples,
+        truncated_pcs: samples.truncated_pcs,
+        full_buffer_reads: samples.buffer_full,
+    };
+    writer.notice(NoticeLevel::Info, counts.text());
     let reasons: HashMap<u32, Arc<str>> = samples
         .reasons
         .iter()

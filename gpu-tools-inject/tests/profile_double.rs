@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
 use gpu_tools_injection::env;
+use gpu_tools_injection::profile::notice::{self, MetricsEnd, MetricsEnded};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
 const METRICS: [&str; 3] = [
@@ -500,8 +501,32 @@ fn attached_kernel_metrics_end_before_the_programs_first_graph_launch() {
         !texts.iter().any(|t| t.contains("graph exec")),
         "the graph's launch made no range: {texts:?}"
     );
+    // The launches profiled until then are sent, then said once the profiler is off, and counted by the finish's
+    // answer (`profile --pid` reads both: the counters are free from the first, and the table is not empty).
+    ended_early_is_said_and_counted(&records, MetricsEnd::GraphLaunch, 2);
     // Ended: no launch callback is delivered any more and the profiler counts nothing.
     assert_eq!(after, "callbacks 0, ranges 0");
+}
+
+/// The early end's notice comes after the records of the launches profiled until then, with their count, and the
+/// finish's answer counts them too.
+fn ended_early_is_said_and_counted(records: &[Record], before: MetricsEnd, launches: u64) {
+    let ended = MetricsEnded { before, launches }.text();
+    let at = records
+        .iter()
+        .position(|r| matches!(r, Record::Notice(n) if n.text == ended))
+        .unwrap_or_else(|| panic!("no {ended:?} in {records:#?}"));
+    let sent_before = records[..at]
+        .iter()
+        .filter(|r| matches!(r, Record::KernelMetrics(_)))
+        .count();
+    assert_eq!(sent_before as u64, launches, "the records come first");
+    let finished = notice::finished_launches(launches);
+    assert!(
+        notices(records).iter().any(|n| n.text == finished),
+        "{finished:?} in {:#?}",
+        notices(records)
+    );
 }
 
 #[test]
@@ -522,6 +547,7 @@ fn attached_kernel_metrics_end_before_the_programs_first_stream_capture() {
         )),
         "{texts:?}"
     );
+    ended_early_is_said_and_counted(&records, MetricsEnd::CaptureBegin, 2);
     assert_eq!(after, "callbacks 0, ranges 0");
 }
 

@@ -21,6 +21,7 @@
 //! }
 //! ```
 
+pub mod notice;
 mod request;
 mod run;
 

@@ -17,14 +17,17 @@ const EXIT_STATUS: [(&str, &str); 8] = [
     ("0", "Done."),
     (
         "1",
-        "The job could not be done; the message on stderr says why (gpu-tools SUBCOMMAND: ...).",
+        "The job could not be done; the message on stderr says why (gpu-tools SUBCOMMAND: ...); trace --pid, \
+         profile --pid: a window that got nothing of a process that ran (no record of work, no stall record, no \
+         kernel profiled).",
     ),
     ("2", "A usage error, with the subcommand's usage line."),
     (
         "3",
         "The job ran, but its result is incomplete or its check failed: trace lost records or counter samples; \
          stats or export read a file that was cut short or is corrupt part-way (the output covers what was read \
-         before); top lost samples.",
+         before); top lost samples; profile --pid: kernel metrics ended at the program's first CUDA graph launch \
+         and PM sampling attribution of the rest of the window gave no kernel.",
     ),
     (
         "N",

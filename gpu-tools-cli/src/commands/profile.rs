@@ -1,11 +1,14 @@
 //! `gpu-tools profile -- PROGRAM`: per-kernel metrics of a CUDA program, collected inside it by the injection
 //! library (CUPTI's range profiler, one range per kernel, kernel replay; [`gpu_tools_injection::profile`]), printed as a row
 //! per kernel name with the launch count and each metric's mean, minimum and maximum. With `--pc-sampling`, the
-//! top stall reasons per function with their PC offsets.
+//! top stall reasons per function with their PC offsets. With `--pid`, of a running process (`profile_attach`);
+//! where the range profiler ends at the program's first CUDA graph launch, the rest of the window from PM sampling
+//! attribution (`pm`); each window judged (`window`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use gpu_tools::cupti::profiler::Method;
 use gpu_tools::cupti::profiler::host::Catalog;
@@ -15,12 +18,18 @@ use gpu_tools_injection::profile::{
     self, KernelTable, ProfileProgress, ProfileRequest, StallTable,
 };
 
+use super::profile_attach::Collected;
 use super::trace::GraphArg;
 use crate::demangle::readable;
-use crate::failure::{Failure, Outcome};
+use crate::failure::{Failure, INCOMPLETE, Outcome};
 use crate::inject_lib;
 use crate::output::OutputFile;
 use crate::progress::{self, Progress};
+
+mod pm;
+mod window;
+
+use window::{MetricsWindow, PcWindow};
 
 /// Per-kernel metrics of a CUDA program (CUPTI's range profiler, inside the program), as Nsight Compute reports
 /// them.
@@ -32,7 +41,11 @@ use crate::progress::{self, Progress};
 /// Before the program runs, the CUDA driver, CUPTI and the injection library are checked: one that is missing is
 /// named with its fix, and the program is not run.
 /// Exit code: the program's own; 1 when nothing could be profiled, something it needs is missing or a request is
-/// refused; 2 for a usage error; 127 when the program is not found, 126 when it cannot be run (as shells).
+/// refused; 2 for a usage error; 127 when the program is not found, 126 when it cannot be run (as shells). With
+/// --pid: 0 when the window gave stall records or per-kernel values; 1 when it gave none (PC sampling without a
+/// stall record, kernel metrics without a kernel profiled), with what was enabled and what was seen; 3 when kernel
+/// metrics ended at the program's first CUDA graph launch and PM sampling attribution of the rest of the window
+/// gave no kernel (the range profiler's table is printed).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Metrics, full names separated by commas (`dram__bytes_read.sum,...`).
@@ -89,7 +102,13 @@ pub struct Args {
     /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
     /// (auto ranges, kernel replay; the next --launches-per-kernel launches of each kernel, reported as for a
     /// launched program), for --duration seconds or until Ctrl-C. It is stopped twice, for milliseconds, at moments
-    /// where none of its threads is inside the CUDA driver or CUPTI.
+    /// where none of its threads is inside the CUDA driver or CUPTI. The range profiler cannot run beside CUDA graph
+    /// launches in a running process: it ends before the program's first one (or first stream capture), and the
+    /// rest of the window (at least 1 s) gives per-kernel values from PM sampling attribution instead: device-wide
+    /// PM sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a
+    /// table of their own (on stderr with --csv or --json) that names the asked metrics PM sampling cannot give. A
+    /// window that gives nothing is an error (exit 1) saying what was enabled and what was seen (for PC sampling,
+    /// CUPTI's sample counts); one whose samples were mostly in kernels CUPTI does not expose says that share.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
@@ -309,9 +328,7 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
     let got = super::profile_attach::run(pid, &lib, cupti, args.duration, request)?;
-    let mut failed = false;
-    for (level, text) in &got.notices {
-        failed |= *level == NoticeLevel::Error;
+    for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
     for l in &got.losses {
@@ -320,27 +337,15 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             l.context, l.count, l.kind
         );
     }
-    if !request.pc_sampling {
-        if got.metrics.is_empty() {
-            // Nothing named: the numbered ranges, if any, came as notices, printed above.
-            return Ok(if failed { 1 } else { 0 });
-        }
-        if !args.quiet {
-            eprintln!(
-                "gpu-tools profile: process {pid}: {} kernel launches profiled in {:.1} s (at most {} per kernel); \
-                 to start and to finish, the process was stopped where no thread was inside the CUDA driver or \
-                 CUPTI (after {} and {} stops) and runs on",
-                got.metrics.len(),
-                got.sampled.as_secs_f64(),
-                request.launches_per_kernel.unwrap_or(0),
-                got.tries[0].0,
-                got.tries[1].0,
-            );
-        }
-        let table = KernelTable::from_records(&got.metrics);
-        emit(output, |out| write_kernels(args, &table, out))?;
-        return Ok(0);
+    if request.pc_sampling {
+        return attached_stalls(args, pid, &got, output);
     }
+    attached_metrics(args, pid, request, &got, (&lib, cupti), output)
+}
+
+/// The stall report of a PC-sampling window; a window without a stall record is an error saying what was enabled
+/// and what CUPTI counted.
+fn attached_stalls(args: &Args, pid: u32, got: &Collected, output: Option<OutputFile>) -> Outcome {
     if !args.quiet {
         eprintln!(
             "gpu-tools profile: process {pid}: {} stall records from {:.1} s of sampling; to start and to finish, \
@@ -354,16 +359,208 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             got.tries[1].1
         );
     }
+    let window = PcWindow {
+        pid,
+        contexts: got.contexts,
+        sampled: got.sampled,
+        records: got.stalls.len(),
+        notices: &got.notices,
+    };
+    if let Some(message) = window.empty_error() {
+        return Err(Failure::new(1, message));
+    }
+    if let Some(note) = window.non_user_note() {
+        eprintln!("gpu-tools profile: {note}");
+    }
     let name = |n: &str| kernel_name(args, n);
     emit(output, |mut out| {
         writeln!(out, "PC sampling: top stall reasons per function")?;
         StallTable::from_records(&got.stalls).write_text(&mut out, name, 3)
     })?;
-    Ok(if failed && got.stalls.is_empty() {
-        1
-    } else {
-        0
+    Ok(0)
+}
+
+/// The per-kernel tables of a kernel-metrics window: the range profiler's, and, where it ended at the program's
+/// first CUDA graph launch (or stream capture), PM sampling attribution's for the rest of the window. A window in
+/// which no kernel was profiled is an error saying what was enabled and seen; one whose rest could not be
+/// attributed is incomplete (exit 3).
+fn attached_metrics(
+    args: &Args,
+    pid: u32,
+    request: &ProfileRequest,
+    got: &Collected,
+    (lib, cupti): (&std::path::Path, Option<&std::path::Path>),
+    output: Option<OutputFile>,
+) -> Outcome {
+    let attributed = got
+        .ended_early
+        .and_then(|after| attribute_rest(args, pid, request, (lib, cupti), after));
+    let window = MetricsWindow {
+        pid,
+        contexts: got.contexts,
+        window: got.sampled + attributed.as_ref().map_or(Duration::ZERO, |a| a.window),
+        metrics: &request.metrics,
+        launches_per_kernel: request.launches_per_kernel,
+        named: got.metrics.len(),
+        notices: &got.notices,
+        attributed: attributed.as_ref().map(|a| (a.kernels(), a.seen.clone())),
+    };
+    if let Some(message) = window.empty_error() {
+        return Err(Failure::new(1, message));
+    }
+    if got.metrics.is_empty() && attributed.is_none() {
+        // Ranges numbered (the program holds CUPTI's subscriber): their values came as notices, printed above.
+        let failed = got.notices.iter().any(|(l, _)| *l == NoticeLevel::Error);
+        return Ok(if failed { 1 } else { 0 });
+    }
+    if !args.quiet && !got.metrics.is_empty() {
+        let before = window
+            .ended()
+            .map(|e| format!(" before {}", e.before.what()))
+            .unwrap_or_default();
+        eprintln!(
+            "gpu-tools profile: process {pid}: {} kernel launches profiled in {:.1} s{before} (at most {} per \
+             kernel); to start and to finish, the process was stopped where no thread was inside the CUDA driver \
+             or CUPTI (after {} and {} stops) and runs on",
+            got.metrics.len(),
+            got.sampled.as_secs_f64(),
+            request.launches_per_kernel.unwrap_or(0),
+            got.tries[0].0,
+            got.tries[1].0,
+        );
+    }
+    let table = KernelTable::from_records(&got.metrics);
+    let pm_table = attributed.as_ref().and_then(|a| a.table.as_ref());
+    // Machine-readable outputs hold the range profiler's table alone; the attribution then goes to stderr as text.
+    let text = !(args.json || args.csv);
+    if let (false, Some(t)) = (text, pm_table) {
+        let mut err = std::io::stderr().lock();
+        t.write_text(&mut err, |n| kernel_name(args, n))
+            .map_err(|e| Failure::new(1, format!("cannot write to stderr: {e}")))?;
+    }
+    emit(output, |out| {
+        if !got.metrics.is_empty() {
+            write_kernels(args, &table, out)?;
+        }
+        if let (true, Some(t)) = (text, pm_table) {
+            if !got.metrics.is_empty() {
+                writeln!(out)?;
+            }
+            t.write_text(out, |n| kernel_name(args, n))?;
+        }
+        Ok(())
+    })?;
+    Ok(match &attributed {
+        Some(a) if a.table.as_ref().is_none_or(|t| t.rows.is_empty()) => INCOMPLETE,
+        _ => 0,
     })
+}
+
+/// The rest of a kernel-metrics window whose range profiler ended early, attributed by PM sampling; `None` where
+/// there is no rest to attribute (Ctrl-C, or the process ended), said.
+fn attribute_rest(
+    args: &Args,
+    pid: u32,
+    request: &ProfileRequest,
+    (lib, cupti): (&std::path::Path, Option<&std::path::Path>),
+    after: Duration,
+) -> Option<Attributed> {
+    let said = |m: String| eprintln!("gpu-tools profile: process {pid}: {m}");
+    if crate::interrupt::stop_flag().load(std::sync::atomic::Ordering::SeqCst) {
+        said(
+            "stopped (Ctrl-C) before the rest of the window could be attributed by PM sampling"
+                .into(),
+        );
+        return None;
+    }
+    if !gpu_tools::linux::procfs::Process::new(pid).exists() {
+        said("ended before the rest of the window could be attributed by PM sampling".into());
+        return None;
+    }
+    // The rest of --duration, at least a second; without one, until Ctrl-C.
+    let rest = args
+        .duration
+        .map(|d| (d - after.as_secs_f64()).max(MIN_ATTRIBUTED_S));
+    let plan = pm::Plan::new(&request.metrics, pm::fits_on_device_0());
+    if !args.quiet {
+        said(format!(
+            "the range profiler ended after {:.1} s; the rest of the window ({}) goes to PM sampling attribution: \
+             device-wide PM sampling in gpu-tools ({}) and a trace of the process's kernels",
+            after.as_secs_f64(),
+            rest.map_or_else(|| "until Ctrl-C".to_string(), |s| format!("{s:.1} s")),
+            plan.sampled().join(", ")
+        ));
+    }
+    let mut sampled = plan.sampled();
+    if sampled.is_empty() {
+        // Durations alone: the samples are still taken, for the window's account of them.
+        sampled.push(gpu_tools::trace::counters::SM_ACTIVE.to_string());
+    }
+    let began = std::time::Instant::now();
+    let got = super::trace::counter_window::run(
+        super::trace::counter_window::Target::Pid(pid),
+        lib,
+        cupti,
+        &sampled,
+        rest,
+    );
+    let window = began.elapsed();
+    Some(match got {
+        Ok(w) => {
+            for warning in &w.warnings {
+                said(warning.clone());
+            }
+            let attribution = w.analysis.counter_attribution();
+            let table = pm::AttributedTable::new(&plan, &attribution);
+            let seen = format!(
+                "PM sampling attribution for {:.1} s: {} kernel records of {} kernel names; {}",
+                window.as_secs_f64(),
+                w.kernels,
+                table.rows.len(),
+                w.counter_lines.join("; ")
+            );
+            if !args.quiet || table.rows.is_empty() {
+                said(seen.clone());
+            }
+            Attributed {
+                table: Some(table),
+                seen,
+                window,
+            }
+        }
+        Err(f) => {
+            let why = match f {
+                Failure::Message { message, .. } => message,
+                Failure::Usage(e) => e.to_string(),
+                Failure::BrokenPipe => "standard output was closed".to_string(),
+            };
+            let seen = format!("PM sampling attribution failed: {why}");
+            said(seen.clone());
+            Attributed {
+                table: None,
+                seen,
+                window,
+            }
+        }
+    })
+}
+
+/// The shortest rest of a window given to PM sampling attribution, in seconds.
+const MIN_ATTRIBUTED_S: f64 = 1.0;
+
+/// What PM sampling attribution gave for the rest of a window.
+struct Attributed {
+    /// `None` where it failed.
+    table: Option<pm::AttributedTable>,
+    /// What it saw, in a sentence (or why it failed).
+    seen: String,
+    window: Duration,
+}
+
+impl Attributed {
+    fn kernels(&self) -> usize {
+        self.table.as_ref().map_or(0, |t| t.rows.len())
+    }
 }
 
 /// `gpu-tools profile: 4,096 kernel launches profiled (4,102 kernels run) in 2 processes, 35 s`.

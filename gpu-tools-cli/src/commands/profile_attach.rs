@@ -12,6 +12,9 @@
 //! inside, the library is told to make its calls, and the threads go on once it has answered. A target that keeps a
 //! thread in the driver (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread
 //! named.
+//!
+//! Kernel metrics that end on the program's thread (before its first CUDA graph launch or stream capture) end the
+//! window there: it is finished at once, and the time left is the caller's ([`Collected::ended_early`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,7 @@ use gpu_tools_injection::attach::{
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env::{self, InjectionEnv};
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::profile::notice::{self, MetricsEnded};
 
 use crate::failure::Failure;
 
@@ -54,6 +58,11 @@ pub struct Collected {
     /// them, at start and at finish.
     pub tries: [(u32, u32); 2],
     pub sampled: Duration,
+    /// The contexts profiling started in, as the start's answer said.
+    pub contexts: Option<usize>,
+    /// Kernel metrics ended on the program's thread (at its first CUDA graph launch or stream capture) this long
+    /// after the start: the window was finished then, its rest left to the caller.
+    pub ended_early: Option<Duration>,
 }
 
 /// Threads left running while the program is stopped: the library's own (and those its calls start, which take
@@ -375,6 +384,8 @@ pub fn run(
         notices: Vec::new(),
         tries: [(0, 0); 2],
         sampled: Duration::ZERO,
+        contexts: None,
+        ended_early: None,
     };
     let ready = wait_for(
         &mut rx,
@@ -408,6 +419,7 @@ pub fn run(
         None,
     )?;
     out.tries[0] = tries;
+    out.contexts = notice::started_contexts(&started);
     log::info!("{started} ({tries:?} stops and runs alone)");
     eprintln!(
         "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
@@ -427,7 +439,15 @@ pub fn run(
             break;
         }
         while let Some(record) = rx.try_recv() {
-            keep(record, &mut out);
+            // Kernel metrics that ended on the program's thread (the range profiler off): the window is finished
+            // now, and its rest is the caller's (`profile --pid` gives it to PM sampling attribution).
+            let text = keep(record, &mut out);
+            if !metrics.is_empty() && text.as_deref().and_then(MetricsEnded::parse).is_some() {
+                out.ended_early = Some(from.elapsed());
+            }
+        }
+        if out.ended_early.is_some() {
+            break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -450,16 +470,20 @@ pub fn run(
     log::info!("{finished:?}");
     // The stop byte, then the connection's writing half closed.
     session.stop(AfterStop::CloseWrites);
-    // The rest of the stream, until the library ends it.
+    // The rest of the stream, until the library ends it; then its connection's close (the library's attach thread
+    // ends right after it, and a later attach, such as the counters' window, is refused while it runs).
     let ending = Instant::now();
+    let mut ended = false;
     while ending.elapsed() < Duration::from_secs(10) {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(record) => {
-                let end = matches!(record, Record::ProcessEnd(_));
+                ended |= matches!(record, Record::ProcessEnd(_));
                 keep(record, &mut out);
-                if end {
-                    break;
-                }
+            }
+            Err(RecvTimeoutError::Timeout)
+                if ended && ending.elapsed() > Duration::from_secs(2) =>
+            {
+                break;
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,

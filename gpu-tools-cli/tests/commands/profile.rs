@@ -625,3 +625,24 @@ fn duration_needs_a_process() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--duration"), "{err}");
 }
+
+/// `profile --help` says what a `--pid` window that gives nothing exits with, and where per-kernel values of graph
+/// jobs come from.
+#[test]
+fn the_help_says_how_an_attached_window_ends() {
+    let help = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["profile", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for says in [
+        "1 when it gave none (PC sampling without a stall record, kernel metrics without a kernel profiled)",
+        "3 when kernel metrics ended at the program's first CUDA graph launch",
+        "per-kernel values from PM sampling attribution instead",
+    ] {
+        assert!(help.contains(says), "{says:?} in {help}");
+    }
+}

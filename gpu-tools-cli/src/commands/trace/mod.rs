@@ -25,6 +25,7 @@
 mod attach;
 mod backend_debugger;
 mod cli;
+pub mod counter_window;
 mod counters;
 mod interval;
 mod message;
