@@ -50,10 +50,12 @@ def ready():
 
 
 class Loop:
-    """The step numbers of the main loop: exactly `steps` of them, or as many as start within `seconds`."""
+    """The step numbers of the main loop: exactly `steps` of them, or as many as start within `seconds` (ending
+    sooner once the file STOP_FILE names exists: the matrix ends a job when its attaches are done)."""
 
     def __init__(self, steps, seconds, sync):
         self.limit, self.seconds, self.sync = steps, seconds, sync
+        self.stop_file = os.environ.get("STOP_FILE") if not steps else None
         self.steps = 0
 
     def __iter__(self):
@@ -64,7 +66,7 @@ class Loop:
                 break
             if not self.limit and i % 50 == 0:
                 now = time.perf_counter()
-                if now - start >= self.seconds:
+                if now - start >= self.seconds or (self.stop_file and os.path.exists(self.stop_file)):
                     break
                 if now - last >= 0.5:
                     self.sync()

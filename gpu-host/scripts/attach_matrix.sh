@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
 # The attach survival matrix: real jobs, each started plainly (python3 or its own binary, no gpu-tools variable),
-# attached to at least ATTACHES times over its life with every attaching command in turn (trace --pid in graph and
-# node mode, trace --pid --counters, profile --pid metrics and PC sampling, where), windows of 0.5 to 3 s, then left
-# to end. The attached job runs for JOB_SECONDS and says how many steps it ran; an untouched run of exactly those steps
-# follows (the threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached
-# one on the same GPUs). A row passes when the attached job's exit code and printed result equal the untouched
-# run's, its own torch.profiler count (profiler-open) is within 1% of the
-# untouched one's, and every window gave what it should (exit 0; a trace window holds records of work, and a kernel
-# record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
-# (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
-# `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
-# Also counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the
-# program's recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the
-# driver (`refused-no-quiet-moment`), a trace window in which the job was idle (`ok-idle`), and a job that ended
-# before or inside a window (`job-ended`, `job-ended-in-window`; the row's exit code is judged all the same).
+# attached ATTACHES times with the attaching commands in an order that puts each tool after each other tool across
+# the rows (trace --pid in graph and node mode, trace --pid --counters, profile --pid metrics and PC sampling,
+# where), windows of 0.5 to 2 s; each job runs until its attaches are done (then the matrix creates its STOP_FILE,
+# JOB_SECONDS being only a cap) and says how many steps it ran; an untouched run of exactly those steps follows (the
+# threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached one on the same
+# GPUs). A row passes when the attached job's exit code and printed result equal the untouched run's, its own
+# torch.profiler count (profiler-open, profiler-schedule, profiler-late) is within 1% of the untouched one's, and
+# every window gave what it should, judged by what it recorded, not its exit code alone:
+#  - a trace window holds records of work and a kernel record for every kernel launch it recorded (in the nvtx row,
+#    NVTX ranges too);
+#  - a PC sampling window holds stall records, a metrics window kernel values (the tool exits 1 for a window that
+#    recorded nothing while the job ran);
+#  - a `where` names what runs: after a CUPTI attach the driver refuses the debugger for the process's life, and
+#    `where` answers from the flight recorder the attach left (`ok-flight`).
+# Counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the program's
+# recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the driver
+# (`refused-no-quiet-moment`, `refused-in-driver`), a `where` refused where no flight recorder could be left (the
+# program's profiler held CUPTI's subscriber: `refused-no-recorder`) or where the program's own profiler ran CUPTI
+# (`refused-after-cupti`), a trace window in which the job was idle (`ok-idle`).
+# The hung row is two jobs of gpu-host/scripts/hung_job.cu: one asked with `where` (the debugger) while a kernel
+# hangs, before any trace; one traced first, then asked while a kernel hangs (the flight recorder must name it), and
+# profiled during the hang (refused by name, at once); both released and run to their untouched results.
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
-# Rows: eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp
-# Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 10),
-# JOB_SECONDS (each attached job's life, default 60; profiler-open runs half of it: its profiler keeps every event;
-# threads twice: its windows are slow and its untouched run short),
-# TOOLS (the attaching commands in turn, default every one: trace trace-node counters metrics pc-sampling where),
-# SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its log: see below), DEBUG_ROWS (rows attached with
-# the injection library's debug log, in the job's log), HANG_SECONDS (see the row's end).
+# Rows: eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late
+# fork-child jax cupy-graph threads hung ddp
+# Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's
+# is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 6), JOB_SECONDS (the most a job lives,
+# default 480), TOOLS (the attaching commands in turn: by default an Eulerian circuit over every ordered pair of
+# them, each row starting ATTACHES further on), SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its
+# log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, in the job's log),
+# HANG_SECONDS (see the row's end).
 # GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
 # its own OUT, whose locks are its own) keep to GPUs of their own.
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
@@ -33,14 +42,15 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/attach_matrix}; mkdir -p "$out"
-parallel=${PARALLEL:-4}; attaches=${ATTACHES:-10}; seconds=${JOB_SECONDS:-60}; gpu_base=${GPU_BASE:-0}
+parallel=${PARALLEL:-4}; attaches=${ATTACHES:-6}; seconds=${JOB_SECONDS:-480}; gpu_base=${GPU_BASE:-0}
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 unset GPU_TOOLS_INJECT_LIB
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
-rows=${*:-eager amp graph compile compile-ro profiler-open capture-late fork-child jax cupy-graph threads ddp}
-windows=(0.5 1 2 3)
-read -r -a tools <<< "${TOOLS:-trace trace-node counters metrics trace pc-sampling where trace-node trace counters metrics where}"
+rows=${*:-eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late fork-child jax cupy-graph threads hung ddp}
+windows=(0.5 1 1.5 2)
+# Every ordered pair of tools once (an Eulerian circuit of the complete graph with loops, closing on itself).
+read -r -a tools <<< "${TOOLS:-trace where where pc-sampling where metrics where counters where trace-node where trace pc-sampling pc-sampling metrics pc-sampling counters pc-sampling trace-node pc-sampling trace metrics metrics counters metrics trace-node metrics trace counters counters trace-node counters trace trace-node trace-node trace}"
 
 wait_ready() { # LOG JOB: prints the pid of the first `ready PID` line, waiting up to 300 s while JOB lives
   local line
@@ -71,8 +81,10 @@ attach() {
   counters) locked timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
   metrics) locked timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
   pc-sampling) locked timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
-  where) if [ "$1" = --pid ]; then timeout 120 "$gt" where "$2" > "$f.txt" 2>&1
-         else timeout 120 "$gt" where "$@" > "$f.txt" 2>&1; fi ;;
+  # --yes: the matrix asks no one (a `where` before any CUPTI attach would end CUPTI for the job: rows start with
+  # a CUPTI tool, and the hung row's first job is where it is meant).
+  where) if [ "$1" = --pid ]; then timeout 120 "$gt" where --yes "$2" > "$f.txt" 2>&1
+         else timeout 120 "$gt" where --yes "$@" > "$f.txt" 2>&1; fi ;;
   esac
   rc=$?
   records=-
@@ -98,18 +110,32 @@ attach() {
       rm -f "$f.json"
     fi
     # The trace's own judgement of the same (launches without kernel records, queued ones and captures left out).
-    if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi ;;
+    if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi
+    # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
+    if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
+      local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)
+      records="$records,nvtx:${nv:-0}"
+      [ "${nv:-0}" -gt 0 ] || ok=FAIL
+    fi ;;
   # profile --pid does not profile beside the program's own recording profiler (it would stop its records): said,
   # and not a failure of the job.
-  metrics | pc-sampling) if [ "$rc" -eq 0 ]; then :
-         elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
-         # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there.
-         elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI' "$f.txt"; then ok=refused-no-quiet-moment
-         else ok=FAIL; fi ;;
-  # The driver refuses the debugger in a process where CUPTI has run (driver 580; where says so): not a failure of
-  # this attach, but the rule it reports. Counted apart.
-  where) if [ "$rc" -eq 0 ]; then :
-         elif grep -q 'refuses the debugger in any process where CUPTI has' "$f.txt"; then ok=refused-after-cupti
+  # What the window recorded: stall records, or kernels with values (the tool exits 1 for a window of none while
+  # the job ran, saying what CUPTI counted).
+  metrics | pc-sampling)
+    records=$(grep -o '[0-9]* stall records from\|[0-9]* kernel launches profiled' "$f.txt" | head -1 | cut -d' ' -f1)
+    grep -q 'Values from PM sampling attribution' "$f.txt" && records="${records:-0},pm-attribution"
+    if [ "$rc" -eq 0 ]; then :
+    elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
+    # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there.
+    elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI' "$f.txt"; then ok=refused-no-quiet-moment
+    elif grep -q 'inside libcuda.*at every stop\|waits inside the CUDA driver at every stop' "$f.txt"; then ok=refused-in-driver
+    else ok=FAIL; fi ;;
+  # After a CUPTI attach the driver refuses the debugger for the process's life: where answers from the flight
+  # recorder the attach left. Where none could be left (the program's profiler holds CUPTI's one subscriber), or
+  # the program's own profiler ran CUPTI, the tool says so: counted apart.
+  where) if [ "$rc" -eq 0 ]; then grep -q "flight recorder" "$f.txt" && ok=ok-flight
+         elif grep -q 'no flight recorder answers' "$f.txt"; then ok=refused-no-recorder
+         elif grep -q 'refuses the debugger' "$f.txt"; then ok=refused-after-cupti
          else ok=FAIL; fi ;;
   *) [ "$rc" -eq 0 ] || ok=FAIL ;;
   esac
@@ -125,8 +151,12 @@ attach() {
 
 # row NAME GPU: runs one row on GPU (an index); its last line is `ROW NAME ... PASS|FAIL`.
 row() {
-  local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes=""
+  local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes="" offset=$3
+  [ "$name" = hung ] && { hung_row "$2"; return; }
   mkdir -p "$d"
+  # The job ends once the file exists (created when its attaches are done).
+  export STOP_FILE=$d/stop
+  rm -f "$STOP_FILE"
   # DEBUG_ROWS: rows whose attaches run with the injection library's debug log (it lands in the job's stderr).
   [[ " ${DEBUG_ROWS:-} " == *" $name "* ]] && export GPU_TOOLS_TRACE_LOG=debug
   # The job sees its GPU alone; the attaching commands see every GPU, as an operator's shell does.
@@ -140,15 +170,13 @@ row() {
   threads)
     nvcc -O2 -std=c++17 -o "$d/threads" "$root/gpu-host/scripts/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
       || { echo "ROW $name FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
-    # Twice the life: its attaches take up to 33 s (four threads always inside the driver), and its untouched run is
-    # 3 s, so the row still ends with the others (at 90 s it had 8 attaches).
-    CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$((seconds * 2))" > "$d/attached.log" 2>&1 & attached=$! ;;
+    CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
   ddp)
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29511 \
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29512 \
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
-  profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$((seconds / 2))" > "$d/attached.log" 2>&1 &
+  profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 &
     attached=$! ;;
   *) CUDA_VISIBLE_DEVICES=$cvd LD_PRELOAD=$segv_bt $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 &
      attached=$! ;;
@@ -161,8 +189,10 @@ row() {
   if [ "$name" = ddp ]; then target=(--pid-tree "$attached"); sleep 2; else target=(--pid "$pid"); fi
   sleep 1
   : > "$d/attaches.txt"
+  # This row's part of the tools' circuit; never a `where` first (the debugger would end CUPTI for the job).
+  [ "${tools[$((offset % ${#tools[@]}))]}" = where ] && offset=$((offset + 1))
   while [ $n -lt "$attaches" ] && alive "$attached"; do
-    local tool=${tools[$((n % ${#tools[@]}))]} w=${windows[$((n % ${#windows[@]}))]}
+    local tool=${tools[$(((n + offset) % ${#tools[@]}))]} w=${windows[$((n % ${#windows[@]}))]}
     # One rank's kernels for the per-process commands of a torchrun tree.
     if [ "$name" = ddp ] && [[ $tool == metrics || $tool == pc-sampling ]]; then
       attach "$name" $((n + 1)) "$tool" "$w" --pid "$pid" >> "$d/attaches.txt"
@@ -172,12 +202,14 @@ row() {
     n=$((n + 1))
     sleep 0.3
   done
-  # A job still running long after its life (HANG_SECONDS past the last attach, default 120): its threads' kernel
-  # stacks and a native backtrace into hang.txt, then it is ended (the row fails), so that a hang is seen and named.
-  local deadline=$(( $(date +%s) + ${HANG_SECONDS:-120} + seconds ))
+  touch "$STOP_FILE"
+  # A job still running HANG_SECONDS (default 90) after it was told to end: its threads' kernel stacks and a native
+  # backtrace into hang.txt, then it is ended (the row fails), so that a hang is seen and named. DDP runs its steps.
+  local deadline=$(( $(date +%s) + ${HANG_SECONDS:-90} ))
+  [ "$name" = ddp ] && deadline=$((deadline + seconds))
   while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
   if alive "$attached"; then
-    notes+=" the job hung (still running ${HANG_SECONDS:-120} s after its life; stacks in hang.txt);"
+    notes+=" the job hung (still running ${HANG_SECONDS:-90} s after it was told to end; stacks in hang.txt);"
     verdict=FAIL
     local jp=$pid; [ "$name" = ddp ] && jp=$attached
     { for t in /proc/"$jp"/task/*; do
@@ -194,7 +226,7 @@ row() {
   local steps
   steps=$(grep -m1 '^result' "$d/attached.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
   case $name in
-  threads) CUDA_VISIBLE_DEVICES=$cvd "$d/threads" 3 > "$d/untouched.log" 2>&1; rc_u=$? ;;
+  threads) STOP_FILE= CUDA_VISIBLE_DEVICES=$cvd "$d/threads" 3 > "$d/untouched.log" 2>&1; rc_u=$? ;;
   ddp) wait $untouched; rc_u=$? ;;
   *) if [ -n "$steps" ]; then CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --steps "$steps" > "$d/untouched.log" 2>&1; rc_u=$?
      else rc_u=-1; echo "no step count in the attached run's result" > "$d/untouched.log"; fi ;;
@@ -208,6 +240,12 @@ row() {
   [ "$refused" -eq 0 ] || notes+=" $refused windows in which the job was idle (no record, said);"
   refused=$(grep -c ' refused-program-profiler$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
+  refused=$(grep -c ' refused-in-driver$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused for a thread inside the driver at every stop;"
+  refused=$(grep -c ' refused-no-recorder$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused where without a flight recorder (the program's profiler holds CUPTI's subscriber);"
+  refused=$(grep -c ' ok-flight$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused where answered by the flight recorder;"
   local res_u res_a
   res_u=$(grep -E '^result' "$d/untouched.log" | tr '\n' ' ')
   res_a=$(grep -E '^result' "$d/attached.log" | tr '\n' ' ')
@@ -215,7 +253,7 @@ row() {
   [ -n "$res_u" ] && [ "$res_u" = "$res_a" ] || { verdict=FAIL; notes+=" results differ;"; }
   [ "$n" -ge "$attaches" ] || { verdict=FAIL; notes+=" only $n attaches before the job ended;"; }
   [ "$fails" -eq 0 ] || { verdict=FAIL; notes+=" $fails windows failed;"; }
-  if [ "$name" = profiler-open ]; then
+  if [[ $name == profiler-* ]]; then
     local k_u k_a
     k_u=$(awk '/^torch_profiler kernels/ {print $3}' "$d/untouched.log")
     k_a=$(awk '/^torch_profiler kernels/ {print $3}' "$d/attached.log")
@@ -233,6 +271,68 @@ row() {
   fi
 }
 
+# judge_hung FILE LINE WANT: the hung row's own verdict on an attach line: `where` must name the hung kernel (by
+# the debugger before any trace, by the flight recorder after one); `profile --pid` during the hang must be refused
+# at once, by name, or record.
+judge_hung() {
+  local f=$1 line=$2 want=$3
+  case $want in
+  debugger) grep -q 'wait_flag' "$f" && [[ $line == *" ok" ]] ;;
+  flight) [[ $line == *" ok-flight" ]] && grep -q 'running or next to run: wait_flag' "$f" ;;
+  refused) [[ $line == *" refused-in-driver" || $line == *" refused-no-quiet-moment" || $line == *" ok" ]] ;;
+  esac
+}
+
+# hung_row GPU: two jobs of hung_job.cu (see the header). Prints `ROW hung ... PASS|FAIL`.
+hung_row() {
+  local d=$out/hung cvd=$1 verdict=PASS notes="" part n=0
+  mkdir -p "$d"
+  row_locks=("$out/gpu$1.lock")
+  nvcc -O2 -std=c++17 -o "$d/hung_job" "$root/gpu-host/scripts/hung_job.cu" > "$d/nvcc.txt" 2>&1 \
+    || { echo "ROW hung FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
+  : > "$d/attaches.txt"
+  for part in before after; do
+    local p=$d/$part job pid line
+    mkdir -p "$p"; rm -f "$p/hang" "$p/release" "$p/stop"
+    HANG_FILE=$p/hang RELEASE_FILE=$p/release STOP_FILE=$p/stop HANG_LIMIT=60 CUDA_VISIBLE_DEVICES=$cvd \
+      "$d/hung_job" --seconds "$seconds" > "$p/attached.log" 2>&1 &
+    job=$!
+    if ! pid=$(wait_ready "$p/attached.log" "$job"); then verdict=FAIL; notes+=" $part: no ready line;"; continue; fi
+    target=(--pid "$pid")
+    if [ "$part" = after ]; then
+      n=$((n + 1)); line=$(attach hung $n trace 1 --pid "$pid"); echo "$part $line" >> "$d/attaches.txt"
+      [[ $line == *" FAIL" ]] && { verdict=FAIL; notes+=" the trace before the hang failed;"; }
+    fi
+    touch "$p/hang"
+    for _ in $(seq 100); do grep -q '^hung ' "$p/attached.log" && break; sleep 0.1; done
+    sleep 1
+    n=$((n + 1)); line=$(attach hung $n where 0 --pid "$pid"); echo "$part $line" >> "$d/attaches.txt"
+    if [ "$part" = before ]; then
+      judge_hung "$out/hung/attach$n-where.txt" "$line" debugger || { verdict=FAIL; notes+=" where before any trace named no hung kernel;"; }
+    else
+      judge_hung "$out/hung/attach$n-where.txt" "$line" flight || { verdict=FAIL; notes+=" where after a trace (flight recorder) named no hung kernel;"; }
+      n=$((n + 1)); line=$(attach hung $n pc-sampling 1 --pid "$pid"); echo "$part $line" >> "$d/attaches.txt"
+      local ms; ms=$(echo "$line" | grep -o 'ms=[0-9]*' | cut -d= -f2)
+      judge_hung "$out/hung/attach$n-pc-sampling.txt" "$line" refused || { verdict=FAIL; notes+=" profile --pid during the hang failed;"; }
+      [ "${ms:-0}" -le 15000 ] || { verdict=FAIL; notes+=" profile --pid during the hang took ${ms} ms to answer;"; }
+    fi
+    touch "$p/release"
+    for _ in $(seq 200); do grep -q '^released ' "$p/attached.log" && break; sleep 0.1; done
+    touch "$p/stop"
+    local deadline=$(( $(date +%s) + ${HANG_SECONDS:-90} ))
+    while alive "$job" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
+    alive "$job" && { kill -9 "$job"; verdict=FAIL; notes+=" $part: the job did not end;"; }
+    wait "$job"; local rc_a=$? steps res_a res_u
+    steps=$(grep -m1 '^result' "$p/attached.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
+    CUDA_VISIBLE_DEVICES=$cvd "$d/hung_job" --steps "${steps:-0}" > "$p/untouched.log" 2>&1
+    res_a=$(grep '^result' "$p/attached.log"); res_u=$(grep '^result' "$p/untouched.log")
+    [ "$rc_a" -eq 0 ] && [ -n "$res_u" ] && [ "$res_a" = "$res_u" ] \
+      || { verdict=FAIL; notes+=" $part: exit $rc_a, result '${res_a}' against '${res_u}';"; }
+    notes+=" $part: $(grep -m1 '^released' "$p/attached.log" | tr -d '\n'), $res_a;"
+  done
+  echo "ROW hung | attaches $n |$notes $verdict"
+}
+
 echo "=== attach survival matrix: $(date -u +%FT%TZ)"
 # SEGV_BACKTRACE=1: the Python jobs but profiler-open get gpu-host/support/segv_backtrace.c preloaded, which prints the
 # native stack of a fatal signal into the job's log (and does nothing else).
@@ -247,7 +347,7 @@ $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cu
 active=0; i=0
 for r in $rows; do
   if [ "$r" = ddp ] && [ "$gpus" -lt 2 ]; then echo "ROW ddp SKIPPED (one GPU)" > "$out/$r.row"; continue; fi
-  row "$r" $(((i + gpu_base) % gpus)) > "$out/$r.row" 2>&1 &
+  row "$r" $(((i + gpu_base) % gpus)) $((i * attaches)) > "$out/$r.row" 2>&1 &
   i=$((i + 1))
   active=$((active + 1))
   if [ $active -ge "$parallel" ]; then wait -n; active=$((active - 1)); fi

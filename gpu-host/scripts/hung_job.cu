@@ -4,6 +4,7 @@
 // thread of the job releases the flag once RELEASE_FILE exists (or after HANG_LIMIT seconds), and removes both
 // files. The result depends on the step count alone (the spinning kernel writes nothing the result reads).
 //
+// With --seconds it ends at that time at the latest, sooner once the file STOP_FILE names exists.
 // Prints `ready PID`, `progress STEP`, `hung STEP` when a hang begins and `released STEP MS` when it ends, then
 // `result COUNTER steps N hangs H`.
 //
@@ -53,7 +54,9 @@ int main(int argc, char **argv) {
     for (;; i++) {
         if (steps && i >= steps) break;
         auto now = std::chrono::steady_clock::now();
-        if (!steps && i % 50 == 0 && std::chrono::duration<double>(now - t0).count() >= seconds) break;
+        if (!steps && i % 50 == 0 &&
+            (std::chrono::duration<double>(now - t0).count() >= seconds || exists(getenv("STOP_FILE"))))
+            break;
         if (std::chrono::duration<double>(now - last).count() >= 0.5) {
             printf("progress %ld\n", i);
             fflush(stdout);

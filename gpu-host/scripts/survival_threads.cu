@@ -1,5 +1,5 @@
 // A multi-threaded CUDA C++ job for the attach survival matrix: four host threads, each launching on a stream of
-// its own for argv[1] seconds (thread 0 replays a CUDA graph it captured at the start instead of launching kernels
+// its own for argv[1] seconds at most (sooner once the file STOP_FILE names exists) (thread 0 replays a CUDA graph it captured at the start instead of launching kernels
 // one by one). Prints `ready PID` once every thread ran its first iteration (or failed to set up), then
 // `result ok|WRONG`: every buffer is checked on the host against the count of its thread's launches.
 #include <atomic>
@@ -67,6 +67,8 @@ static void worker(int id, double seconds, unsigned *out, bool *ok) {
         if ((iterations + failed) % 64 == 0) {
             cudaStreamSynchronize(s);
             if (std::chrono::steady_clock::now() >= end) break;
+            const char *stop = getenv("STOP_FILE");
+            if ((iterations + failed) % 4096 == 0 && stop && *stop && access(stop, F_OK) == 0) break;
         }
     }
     cudaStreamSynchronize(s);

@@ -130,6 +130,8 @@ pub struct Trace {
     pub dropped: Vec<(u32, u32, u32, u64)>,
     /// CUDA graph launches recorded as a whole (graph mode): their kernels are not in `kernels`.
     pub graph_launches: u64,
+    /// NVTX ranges and marks recorded (each range once, at its start).
+    pub nvtx: u64,
     /// Whether kernels carry start and end.
     pub kernel_times: bool,
     /// Whether the backend sees copies and sets at all.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError};
+use gpu_tools::trace::{ApiDomain, MarkerKind, NoticeLevel, Record, WireError};
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
 use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
@@ -472,6 +472,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 s.process.command = p.command;
             }
             Record::ProcessInfo(i) => s.process.label = i.rank_label(),
+            Record::Marker(m) if matches!(m.kind, MarkerKind::Start | MarkerKind::Instant) => {
+                t.nvtx += 1
+            }
             Record::Kernel(k) => t.kernels.push(Kernel {
                 pid,
                 name: d.name(&k.name),

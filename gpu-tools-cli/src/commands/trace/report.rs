@@ -179,6 +179,9 @@ pub fn summary(trace: &Trace, backend: &str, out: &mut impl Write) -> io::Result
         },
         trace.dropped_total()
     )?;
+    if trace.nvtx > 0 {
+        writeln!(out, "    {} NVTX ranges and marks", trace.nvtx)?;
+    }
     if trace.graph_launches > 0 {
         writeln!(
             out,
