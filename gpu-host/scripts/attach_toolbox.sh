@@ -14,7 +14,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/attach_toolbox}; mkdir -p "$out"; unset GPU_TOOLS_INJECT_LIB
-parts=${*:-host pc-graph hang nvtx-state pc-graph-tool schedule late serving after-pc}
+parts=${*:-host pc-graph hang nvtx-state pc-graph-tool schedule late serving after-pc nvtx-attach serving-profile hung-flight}
 job=$root/gpu-host/python/survival_job.py
 cuda=${CUDA_HOME:-/usr/local/cuda}
 inc=$(dirname "$(find "$cuda/" -name cupti.h 2>/dev/null | head -1)")
@@ -107,6 +107,59 @@ PY
     echo "pc-sampling rc=$?"; grep -v '^ *[0-9]' "$d/pc.txt" | head -12 | cut -c1-250
     wait $j; echo "job rc=$? $(grep '^result' "$d/job.log")"
     grep -v '^progress' "$d/job.err" | grep -iE 'gpu_tools|cupti' | cut -c1-250 | tail -25 ;;
+  nvtx-attach)
+    # A job pushing NVTX ranges every step, never started with a tool: two attached windows must record them, the
+    # job's own result must be its untouched one.
+    d=$out/nvtx-attach; mkdir -p "$d"
+    rm -f "$d/stop"
+    STOP_FILE=$d/stop $py "$job" nvtx --seconds 40 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; tail -5 "$d/job.err"; continue; }
+    sleep 1
+    for n in 1 2; do
+      GPU_TOOLS_TRACE_LOG=info timeout 60 "$gt" trace --pid "$pid" --duration 2 -o "$d/w$n.gputrace" > "$d/w$n.txt" 2>&1
+      echo "window $n rc=$? $(grep -E 'summary|NVTX' "$d/w$n.txt" | head -6 | cut -c1-300 | tr '\n' ' ')"
+      "$gt" stats "$d/w$n.gputrace" --report nvtx_sum 2>&1 | head -12
+      sleep 1
+    done
+    touch "$d/stop"
+    wait $j; echo "job rc=$? $(grep '^result' "$d/job.log")"
+    grep -v '^progress' "$d/job.err" | grep -iE 'nvtx' | cut -c1-300 | tail -12 ;;
+  serving-profile)
+    d=$out/serving-profile; mkdir -p "$d"
+    rm -f "$d/stop"
+    STOP_FILE=$d/stop $py "$job" serving --seconds 60 > "$d/job.log" 2> "$d/job.err" &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; tail -5 "$d/job.err"; continue; }
+    sleep 1
+    timeout 90 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc1.txt" 2> "$d/pc1.err"; echo "pc1 rc=$?"
+    tail -4 "$d/pc1.err" | cut -c1-400; head -5 "$d/pc1.txt" | cut -c1-200
+    timeout 90 "$gt" profile --pid "$pid" --duration 4 > "$d/m.txt" 2> "$d/m.err"; echo "metrics rc=$?"
+    tail -6 "$d/m.err" | cut -c1-400; head -14 "$d/m.txt" | cut -c1-220
+    timeout 90 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc2.txt" 2> "$d/pc2.err"; echo "pc2 rc=$?"
+    tail -4 "$d/pc2.err" | cut -c1-400
+    timeout 60 "$gt" trace --pid "$pid" --duration 1 -q -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+    echo "trace after rc=$? $(grep -E '^--- summary' "$d/t.txt")"
+    timeout 60 "$gt" where "$pid" > "$d/where.txt" 2>&1; echo "where rc=$?"; head -12 "$d/where.txt" | cut -c1-200
+    touch "$d/stop"; wait $j; echo "job rc=$? $(grep '^result' "$d/job.log")" ;;
+  hung-flight)
+    # hung_job: a trace, then a kernel that hangs; `where` must name it from the flight recorder, a profile must be
+    # refused by name at once; then released, the job runs on.
+    d=$out/hung-flight; mkdir -p "$d"
+    build hung_job || continue
+    rm -f "$d/hang" "$d/release" "$d/stop"
+    HANG_FILE=$d/hang RELEASE_FILE=$d/release STOP_FILE=$d/stop "$out/hung_job" --seconds 60 > "$d/job.log" 2>&1 &
+    j=$!
+    pid=$(wait_ready "$d/job.log") || { echo "no ready line"; continue; }
+    timeout 60 "$gt" trace --pid "$pid" --duration 1 -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+    echo "trace rc=$? $(grep -E '^--- summary|flight|refuse' "$d/t.txt" | cut -c1-250 | tr '\n' ' ')"
+    touch "$d/hang"; sleep 2
+    t0=$(date +%s%N); timeout 60 "$gt" where "$pid" > "$d/where.txt" 2>&1
+    echo "where rc=$? ms=$((($(date +%s%N) - t0) / 1000000))"; cat "$d/where.txt" | cut -c1-220 | head -20
+    t0=$(date +%s%N); timeout 90 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$d/pc.txt" 2>&1
+    echo "pc-sampling during the hang rc=$? ms=$((($(date +%s%N) - t0) / 1000000))"; tail -3 "$d/pc.txt" | cut -c1-300
+    touch "$d/release"; sleep 1; touch "$d/stop"
+    wait $j; echo "job rc=$? $(grep -E '^(released|result)' "$d/job.log" | tr '\n' ' ')" ;;
   after-pc)
     d=$out/after-pc; mkdir -p "$d"
     GPU_TOOLS_TRACE_LOG=debug $py -X faulthandler "$job" profiler-open --seconds 30 > "$d/job.log" 2> "$d/job.err" &
