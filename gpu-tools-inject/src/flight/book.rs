@@ -4,6 +4,8 @@
 //! into a report (`super::service`); nothing here calls the driver.
 
 use std::collections::{HashMap, VecDeque};
+use std::ffi::CStr;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use gpu_tools_injection::flight::{
@@ -13,6 +15,29 @@ use gpu_tools_injection::flight::{
 /// The most launches kept per stream: a stream with more launches not known to have finished keeps the newest,
 /// and counts the rest.
 pub(crate) const KEPT_PER_STREAM: usize = 4096;
+
+/// A hasher for the account's keys, which are addresses (streams, events, graphs, name strings): one multiply, not
+/// SipHash, since every launch looks two up while the program waits in its launch call.
+#[derive(Default)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7cc1_b727_220a_95);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type ByAddress<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
 
 /// One launch as recorded.
 #[derive(Debug, Clone)]
@@ -86,15 +111,19 @@ struct Pending {
 pub(crate) struct Book {
     pub since_ns: u64,
     launches: u64,
-    streams: HashMap<usize, StreamLog>,
+    streams: ByAddress<StreamLog>,
     /// Event → (stream, launch number it marks).
-    events: HashMap<usize, (usize, u64)>,
+    events: ByAddress<(usize, u64)>,
     /// Thread → the synchronisation call it is inside.
     pending: HashMap<u32, Pending>,
     /// Executable graph → its kernels' names.
-    graphs: HashMap<usize, Arc<str>>,
+    graphs: ByAddress<Arc<str>>,
     /// Names interned by content (the driver's strings are valid during a callback only).
     names: HashMap<Box<str>, Arc<str>>,
+    /// The name last seen at each string address, checked byte for byte before it is used again (the address of a
+    /// kernel's name is the same at each of its launches; were it a buffer the driver reuses, the check finds the
+    /// other name).
+    by_address: ByAddress<Arc<str>>,
     /// Why the recorder stopped, if it did.
     pub stopped: Option<String>,
 }
@@ -125,6 +154,20 @@ impl Book {
         n
     }
 
+    /// The name of a kernel whose driver string is `name`: the one interned for its address when the bytes are
+    /// the same, else interned anew.
+    fn kernel_name(&mut self, name: &CStr) -> Arc<str> {
+        let address = name.as_ptr() as usize;
+        if let Some(n) = self.by_address.get(&address) {
+            if n.as_bytes() == name.to_bytes() {
+                return Arc::clone(n);
+            }
+        }
+        let n = self.intern(&name.to_string_lossy());
+        self.by_address.insert(address, Arc::clone(&n));
+        n
+    }
+
     /// A kernel launch (`graph` 0) or a graph launch on `stream`.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
@@ -136,10 +179,10 @@ impl Book {
         correlation: u32,
         at_ns: u64,
         graph: usize,
-        kernel: Option<&str>,
+        kernel: Option<&CStr>,
     ) {
         let name = match (graph, kernel) {
-            (0, Some(k)) => self.intern(k),
+            (0, Some(k)) => self.kernel_name(k),
             (0, None) => self.intern("(kernel name unknown)"),
             (g, _) => match self.graphs.get(&g) {
                 Some(n) => Arc::clone(n),
@@ -285,12 +328,7 @@ impl Book {
                         states.get(&s).cloned().unwrap_or_default()
                     },
                     launched: l.launched,
-                    unfinished: l
-                        .kept
-                        .iter()
-                        .take(LISTED_PER_STREAM)
-                        .map(Entry::launch)
-                        .collect(),
+                    unfinished: listed(&l.kept),
                     unfinished_count: unfinished,
                     last_finished: l.last_done.as_ref().map(Entry::launch),
                 }
@@ -322,6 +360,20 @@ impl Book {
     }
 }
 
+/// The launches a report lists: all, or the oldest and the newest halves of [`LISTED_PER_STREAM`] (a stream stuck
+/// on one kernel has it among the oldest; a thread that waits since its last launch has that among the newest).
+fn listed(kept: &VecDeque<Entry>) -> Vec<Launch> {
+    if kept.len() <= LISTED_PER_STREAM {
+        return kept.iter().map(Entry::launch).collect();
+    }
+    let half = LISTED_PER_STREAM / 2;
+    kept.iter()
+        .take(half)
+        .chain(kept.iter().skip(kept.len() - half))
+        .map(Entry::launch)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,16 +381,8 @@ mod tests {
     fn book_with(stream: usize, n: u32) -> Book {
         let mut b = Book::new(10);
         for i in 1..=n {
-            b.launch(
-                stream,
-                0xc0,
-                1,
-                100,
-                i,
-                1000 + u64::from(i),
-                0,
-                Some(&format!("k{i}")),
-            );
+            let name = std::ffi::CString::new(format!("k{i}")).unwrap();
+            b.launch(stream, 0xc0, 1, 100, i, 1000 + u64::from(i), 0, Some(&name));
         }
         b
     }
@@ -353,7 +397,7 @@ mod tests {
             false,
             2000,
         );
-        b.launch(7, 0xc0, 1, 101, 6, 2100, 0, Some("k6"));
+        b.launch(7, 0xc0, 1, 101, 6, 2100, 0, Some(c"k6"));
         let r = b.report(1, 3000, &HashMap::new());
         assert_eq!(r.waits.len(), 1, "the thread waits");
         assert_eq!(r.streams[0].unfinished_count, 6);
@@ -397,8 +441,8 @@ mod tests {
     fn events_and_contexts_cover_what_they_mark() {
         let mut b = book_with(7, 4);
         b.event_recorded(0xe, 7);
-        b.launch(8, 0xc0, 1, 100, 9, 1500, 0, Some("other"));
-        b.launch(7, 0xc0, 1, 100, 10, 1600, 0, Some("k5"));
+        b.launch(8, 0xc0, 1, 100, 9, 1500, 0, Some(c"other"));
+        b.launch(7, 0xc0, 1, 100, 10, 1600, 0, Some(c"k5"));
         b.sync_enter(
             100,
             "cuEventSynchronize",
@@ -434,11 +478,31 @@ mod tests {
         assert_eq!(s.unfinished_count, KEPT_PER_STREAM as u64 + 10);
         assert_eq!(s.unfinished.len(), LISTED_PER_STREAM);
         assert_eq!(s.unfinished[0].seq, 11, "the oldest kept");
+        let newest = s.unfinished.last().unwrap().seq;
+        assert_eq!(newest, KEPT_PER_STREAM as u64 + 10, "and the newest");
         b.idle_at(7, 5);
         assert_eq!(
             b.report(1, 0, &HashMap::new()).streams[0].unfinished_count,
             KEPT_PER_STREAM as u64 + 5
         );
+    }
+
+    #[test]
+    fn a_name_at_a_reused_address_is_read_again() {
+        let mut b = Book::new(0);
+        let mut buf = *b"ka\0\0";
+        for (i, text) in [b"ka\0", b"kb\0", b"ka\0"].iter().enumerate() {
+            buf[..3].copy_from_slice(&text[..]);
+            let name = CStr::from_bytes_until_nul(&buf).unwrap();
+            b.launch(7, 0xc0, 1, 100, i as u32, 1, 0, Some(name));
+        }
+        let r = b.report(1, 0, &HashMap::new());
+        let names: Vec<&str> = r.streams[0]
+            .unfinished
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(names, ["ka", "kb", "ka"]);
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn on_api(a: &ApiEvent<'_>) {
         ApiSite::Enter => {
             if let Some(stream) = a.launch_stream() {
                 let graph = a.graph_exec().map_or(0, |g| g as usize);
-                let kernel = a.symbol_name().map(|s| s.to_string_lossy());
+                let kernel = a.symbol_name();
                 let at = now_ns();
                 if let Some(b) = book().as_mut() {
                     b.launch(
@@ -236,7 +236,7 @@ fn on_api(a: &ApiEvent<'_>) {
                         a.correlation_id(),
                         at,
                         graph,
-                        kernel.as_deref(),
+                        kernel,
                     );
                 }
                 return;

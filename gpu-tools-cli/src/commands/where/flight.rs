@@ -95,14 +95,18 @@ pub(super) fn render(pid: u32, r: &FlightReport) -> Vec<String> {
             if s.unfinished_count == 1 { "" } else { "es" },
             if s.unfinished_count > s.unfinished.len() as u64 {
                 format!(
-                    " (the oldest {} of the newest kept shown)",
-                    s.unfinished.len()
+                    " (the oldest {half} and the newest {half} shown)",
+                    half = s.unfinished.len() / 2
                 )
             } else {
                 String::new()
             }
         ));
-        for l in &s.unfinished {
+        let skipped = s.unfinished_count.saturating_sub(s.unfinished.len() as u64);
+        for (i, l) in s.unfinished.iter().enumerate() {
+            if skipped > 0 && i == s.unfinished.len() / 2 {
+                out.push(format!("    ... {skipped} more ..."));
+            }
             out.push(launch_line(r, l));
         }
         if let Some(l) = &s.last_finished {
@@ -139,15 +143,34 @@ fn verdict(r: &FlightReport, open: &[&StreamReport]) -> String {
     let stuck: Vec<String> = open
         .iter()
         .filter(|s| s.state == StreamState::Busy)
-        .filter_map(|s| s.unfinished.first().map(|l| (s, l)))
-        .map(|(s, l)| {
-            let name = demangle(&l.name);
-            let collective = if short(&name).starts_with("nccl") {
-                " (an NCCL collective: it waits for every rank to join; look at the ranks not in it)"
-            } else {
-                ""
+        .filter_map(|s| Some((s, s.unfinished.first()?, s.unfinished.last()?)))
+        .map(|(s, first, last)| {
+            let collective = |name: &str| {
+                if short(name).starts_with("nccl") {
+                    " (an NCCL collective: it waits for every rank to join; look at the ranks not in it)"
+                } else {
+                    ""
+                }
             };
-            format!("{} on stream {:#x}, launched {}{collective}", short(&name), s.stream, ago(r, l.at_ns))
+            let name = demangle(&first.name);
+            let mut text = format!(
+                "{} on stream {:#x}, launched {}{}",
+                short(&name),
+                s.stream,
+                ago(r, first.at_ns),
+                collective(&name)
+            );
+            if last.seq != first.seq {
+                let name = demangle(&last.name);
+                text.push_str(&format!(
+                    ", or one of the {} launched after it up to {} (the stream's last launch, {}{})",
+                    s.unfinished_count - 1,
+                    short(&name),
+                    ago(r, last.at_ns),
+                    collective(&name)
+                ));
+            }
+            text
         })
         .collect();
     if stuck.is_empty() {
@@ -243,6 +266,10 @@ mod tests {
             "{last}"
         );
         assert!(last.contains("an NCCL collective"), "{last}");
+        assert!(
+            last.contains("or one of the 1 launched after it up to step (the stream's last launch, 11.9 s ago)"),
+            "{last}"
+        );
         assert_eq!(
             seen(&r).kernels,
             vec![("ncclDevKernel_AllReduce_Sum_f32_RING_LL".to_string(), 0)]
