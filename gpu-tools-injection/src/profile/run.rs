@@ -11,7 +11,7 @@ use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 use super::ProfileRequest;
 use crate::collect::{AcceptOptions, Delivery};
 use crate::env::{self, GraphMode};
-use crate::launch::{LaunchError, Listening};
+use crate::launch::{LaunchError, Launcher};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -159,13 +159,13 @@ fn run_once(
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
     // Each process of the program streams to this socket, as a trace's do (`crate::collect`).
-    let listening = Listening::new("gpu-tools-profile-").map_err(|e| match e {
+    let launcher = Launcher::new("gpu-tools-profile-").map_err(|e| match e {
         LaunchError::Folder(e) => ProfileError::Io(format!("a temporary folder: {e}")),
         other => ProfileError::Io(other.to_string()),
     })?;
     command
         .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::SOCKET, listening.socket())
+        .env(env::SOCKET, launcher.socket())
         .env_remove(env::FILE)
         .env(env::KINDS, "kernel")
         // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
@@ -181,7 +181,7 @@ fn run_once(
         controls: None,
         most: None,
     };
-    let mut launched = listening
+    let mut launched = launcher
         .launch(&mut command, options, tx)
         .map_err(|e| match e {
             LaunchError::Spawn(e) => ProfileError::Spawn {

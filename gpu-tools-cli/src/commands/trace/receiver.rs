@@ -20,7 +20,7 @@ use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError};
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
 use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
-use gpu_tools_injection::launch::{LaunchError, Listening};
+use gpu_tools_injection::launch::{LaunchError, Launcher};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
@@ -61,14 +61,14 @@ pub fn run(
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
-    let listening =
-        Listening::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
+    let launcher =
+        Launcher::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
 
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..])
         .stdin(Stdio::inherit())
         .stdout(crate::stdout::for_child());
-    configure(&mut cmd, cli, tool, lib, listening.socket());
+    configure(&mut cmd, cli, tool, lib, launcher.socket());
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
     // child gets the default back before exec (ignored signals would stay ignored across exec).
@@ -88,7 +88,7 @@ pub fn run(
         tee: sinks.file.is_some(),
         ..AcceptOptions::default()
     };
-    let mut launched = listening
+    let mut launched = launcher
         .launch(&mut cmd, options, tx)
         .map_err(|e| match e {
             LaunchError::Spawn(e) => spawn_failure(&cli.program[0], &e),
