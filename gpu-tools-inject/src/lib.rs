@@ -22,7 +22,6 @@ use std::ffi::c_int;
 
 mod attach;
 mod coexist;
-mod config;
 pub mod convert;
 mod foreign_kinds;
 mod graph_fold;

@@ -17,6 +17,7 @@
 //! keeps it), the ranges are numbered in launch order instead, sent as notices, and the stream says why.
 
 use std::io::Read;
+use std::path::Path;
 use std::sync::Arc;
 
 use gpu_tools::cuda::{Context, Driver};
@@ -30,8 +31,8 @@ use gpu_tools::trace::{
 use gpu_tools_injection::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
 use gpu_tools_injection::profile::ProfileRequest;
 
-use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};
+use gpu_tools_injection::settings::Settings;
 
 /// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay)
 /// with ranges numbered, not named.
@@ -53,7 +54,7 @@ const RANGES_SHOWN: usize = 40;
 
 /// The attach thread's work: PC sampling, or kernel metrics when `request` asks for metrics and not for PC
 /// sampling. `cupti`: the CUPTI to load where the program maps none.
-pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
+pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     let Some(sink) = crate::session::open_sink(config) else {
         return;
     };
@@ -63,7 +64,7 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
         .is_some();
     if let (false, Some(path)) = (mapped, cupti) {
         if let Err(e) = gpu_tools::cupti::CuptiLibrary::load_from(path) {
-            log::warn!("CUPTI {path} did not load: {e}");
+            log::warn!("CUPTI {} did not load: {e}", path.display());
         }
     }
     let Some(mut control) = sink.control_stream() else {

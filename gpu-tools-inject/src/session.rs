@@ -15,9 +15,10 @@ use gpu_tools::trace::{
 };
 use gpu_tools_injection::env::{ApiMode, GraphMode};
 
-use crate::config::{Config, Kind, Output};
 use crate::sink::Sink;
 use crate::writer::{EndCounts, Filter, Writer};
+use gpu_tools_injection::env::TraceKind as Kind;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 /// Set once `InitializeInjection` ran in this process.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -95,17 +96,14 @@ fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
         .fold(ActivityKinds::empty(), |a, b| a | b)
 }
 
-/// Every kind the session enables: the record kinds, NVTX, graph-level records, and, for API records of launches
+/// Every kind the session enables: the record kinds (NVTX among them), graph-level records, and, for API records of launches
 /// only, no whole API kind (single functions are enabled after the start).
 ///
 /// Attached to a running program, graph-level records are never enabled: its graphs may have been instantiated
 /// before CUPTI started, and CUPTI 13.0 then crashes their next launch (SIGSEGV, seen on driver 580). Graph mode
 /// builds the launches from the kernels' records instead (`graph_fold`), which needs kernel records on.
-fn session_kinds(config: &Config, graph: GraphMode, mode: Mode) -> ActivityKinds {
+fn session_kinds(config: &Settings, graph: GraphMode, mode: Mode) -> ActivityKinds {
     let mut kinds = activity_kinds(&config.kinds);
-    if config.nvtx {
-        kinds |= ActivityKinds::MARKER | ActivityKinds::MARKER_DATA;
-    }
     if graph == GraphMode::Graph {
         match mode {
             Mode::Launched => kinds |= ActivityKinds::GRAPH_TRACE,
@@ -133,7 +131,7 @@ fn skipped_cbids(names: &[String]) -> Vec<ApiCbid> {
 
 /// Sets up per-function API records: launches-only mode enables single functions, the skip list disables some.
 /// Returns the functions the writer must leave out itself (where CUPTI could not).
-fn api_records(config: &Config, tracer: &ActivityTracer, writer: &Writer) -> Filter {
+fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> Filter {
     let mut filter = Filter::default();
     let wants = |c: &ApiCbid| match c {
         ApiCbid::Driver(_) => config.kinds.contains(&Kind::Driver),
@@ -275,13 +273,13 @@ pub fn initialize() -> bool {
         return true;
     }
     pin_this_library();
-    let config = match Config::from_env() {
+    let config = match Settings::from_env() {
         Ok(c) => c,
         Err(e) => {
             // Nowhere to report it but the log, which is silent unless asked for.
             if let Some(level) = std::env::var(gpu_tools_injection::env::LOG)
                 .ok()
-                .and_then(|v| v.parse().ok())
+                .and_then(|v| gpu_tools_injection::settings::parse_log(&v).ok())
             {
                 crate::logger::init(level);
             }
@@ -306,15 +304,15 @@ pub fn initialize() -> bool {
 }
 
 /// Opens the configured output; a failure is logged.
-pub fn open_sink(config: &Config) -> Option<Sink> {
-    let sink = match &config.output {
-        Output::Socket(path) => Sink::connect(path),
-        Output::File(path) => Sink::create_file(path),
+pub fn open_sink(config: &Settings) -> Option<Sink> {
+    let sink = match &config.destination {
+        Destination::Socket(path) => Sink::connect(path),
+        Destination::File(path) => Sink::create_file(path),
     };
     match sink {
         Ok(s) => Some(s),
         Err(e) => {
-            log::error!("not tracing: cannot open {:?}: {e}", config.output);
+            log::error!("not tracing: cannot open {:?}: {e}", config.destination);
             None
         }
     }
@@ -365,7 +363,7 @@ pub fn finish_running(reason: EndReason) -> bool {
 
 impl Session {
     /// Starts tracing into `sink` as `config` says. `None` when CUPTI could not start (said in the stream).
-    pub fn start(config: &Config, sink: Sink, mode: Mode) -> Option<Session> {
+    pub fn start(config: &Settings, sink: Sink, mode: Mode) -> Option<Session> {
         let pid = std::process::id();
         let version = CuptiLibrary::load()
             .ok()
@@ -459,7 +457,7 @@ impl Session {
             "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?} ({mode:?})",
             tracer.layout(),
             tracer.kinds(),
-            config.output
+            config.destination
         );
         if tracer.dropped_before_start() > 0 {
             // Read as the tracer started: drops of the program's own profiler, or of an earlier attach's hand-back,
@@ -833,7 +831,7 @@ mod tests {
     #[test]
     fn kinds_map_to_cupti_activity_kinds() {
         assert_eq!(
-            activity_kinds(&crate::config::DEFAULT_KINDS),
+            activity_kinds(&Kind::DEFAULT),
             ActivityKinds::CONCURRENT_KERNEL
                 | ActivityKinds::MEMCPY
                 | ActivityKinds::MEMCPY2

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use gpu_tools::trace::*;
 use gpu_tools_injection::env;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 const CONCURRENT_KERNEL: u32 = 10;
@@ -741,12 +742,15 @@ fn attach(
 ) {
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket).unwrap();
-    let settings = env::InjectionEnv::new(library(), env::Destination::Socket(socket.into()))
-        .kinds(&[env::TraceKind::Kernel])
-        .flush_ms(50)
-        .log("debug")
-        .attach_argument(Some(&common::double_path("cupti_activity")))
-        .unwrap();
+    let settings = Settings {
+        kinds: vec![env::TraceKind::Kernel],
+        flush_interval: Some(Duration::from_millis(50)),
+        log: Some(log::LevelFilter::Debug),
+        cupti: Some(common::double_path("cupti_activity")),
+        ..Settings::new(Destination::Socket(socket.into()))
+    }
+    .attach_argument()
+    .unwrap();
     let done = gpu_tools::linux::inject::Injection::new(pid, library(), env::ATTACH_ENTRY)
         .argument(settings)
         .run()

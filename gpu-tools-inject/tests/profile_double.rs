@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
 use gpu_tools_injection::env;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
 const METRICS: [&str; 3] = [
@@ -352,14 +353,14 @@ fn run_attached_with(
     let mut request =
         gpu_tools_injection::profile::ProfileRequest::new(METRICS.map(String::from).to_vec());
     request.launches_per_kernel = Some(limit);
-    let settings: String = std::iter::once(
-        env::InjectionEnv::new(&lib, env::Destination::Socket(socket.clone()))
-            .log("debug")
-            .attach_argument(Some(&double("cupti_full")))
-            .unwrap(),
-    )
-    .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
-    .collect();
+    let settings = Settings {
+        log: Some(log::LevelFilter::Debug),
+        cupti: Some(double("cupti_full")),
+        profile: Some(request),
+        ..Settings::new(Destination::Socket(socket.clone()))
+    }
+    .attach_argument()
+    .unwrap();
     let done = gpu_tools::linux::inject::Injection::new(child.id(), &lib, env::ATTACH_ENTRY)
         .argument(settings)
         .run()

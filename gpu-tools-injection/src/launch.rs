@@ -1,7 +1,7 @@
 //! Starting a program whose processes stream to this one: the one launcher of `gpu-tools trace -- PROGRAM` and
 //! `gpu-tools profile -- PROGRAM` ([`crate::profile::run`]). [`Launcher::new`] makes a private folder (mode 0700,
 //! removed when the launch ends) with the socket listening in it; the caller gives the program its settings, which
-//! name [`Launcher::socket`] ([`crate::env::InjectionEnv`], or the profile request); [`Launcher::launch`] starts
+//! name [`Launcher::socket`] ([`crate::settings::Settings`]); [`Launcher::launch`] starts
 //! it and the thread that accepts its processes' connections ([`crate::collect::accept_streams`]), whose
 //! deliveries go to the caller's channel, beside whatever else the caller sends there (counter samples, for one).
 //!
@@ -9,12 +9,13 @@
 //! use std::process::Command;
 //! use std::sync::mpsc;
 //! use gpu_tools_injection::collect::{AcceptOptions, Delivery};
-//! use gpu_tools_injection::env::{Destination, InjectionEnv};
 //! use gpu_tools_injection::launch::Launcher;
+//! use gpu_tools_injection::settings::{Destination, Library, Settings};
 //!
 //! let launcher = Launcher::new("my-tracer-")?;
 //! let mut cmd = Command::new("./app");
-//! cmd.envs(InjectionEnv::new("/opt/libgpu_tools_inject.so", Destination::Socket(launcher.socket().into())).vars());
+//! let settings = Settings::new(Destination::Socket(launcher.socket().into()));
+//! cmd.envs(settings.environment(Library::Cuda("/opt/libgpu_tools_inject.so".as_ref())));
 //! let (tx, rx) = mpsc::channel::<Delivery>();
 //! let mut launched = launcher.launch(&mut cmd, AcceptOptions::default(), tx)?;
 //! while launched.try_wait()?.is_none() {

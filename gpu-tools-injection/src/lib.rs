@@ -3,7 +3,8 @@
 //!
 //! | module | what it holds | which side |
 //! |---|---|---|
-//! | [`env`](mod@env) | the settings: the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and their encoding ([`env::InjectionEnv`]), the attach entry's name, its argument and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
+//! | [`env`](mod@env) | the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and the words their values take, the attach entry's name and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
+//! | [`settings`] | everything the tool tells an injected library, as one typed value ([`settings::Settings`]): its encoding into a launched program's environment or an attach argument, and its decoding in the library | both |
 //! | [`sink`] | the sending end: where an injected library's stream goes (the tracer's socket or a file), fork-safe | the injected library |
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
 //! | `attach` (feature `attach`) | attaching to running processes: the sockets, the injection library started in each (its attach entry called, its status read as an `AttachStatus`), the connections, the control bytes and the stop; one session under `trace --pid` and `profile --pid` | the tool |
@@ -24,5 +25,6 @@ pub mod env;
 pub mod launch;
 pub mod notice;
 pub mod profile;
+pub mod settings;
 pub mod sink;
 mod socket_folder;

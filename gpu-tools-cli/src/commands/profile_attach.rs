@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
 use gpu_tools::trace::{KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord};
 use gpu_tools_injection::attach::{
-    AfterStop, AttachError, Attached, Listening, Placement, Settings, Sockets,
+    AfterStop, AttachError, Attached, Listening, Placement, Sockets,
 };
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
-use gpu_tools_injection::env::{self, InjectionEnv};
+use gpu_tools_injection::env;
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::failure::Failure;
 
@@ -328,11 +329,11 @@ pub fn run(
         placement: Placement::PrivateFolder,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
-    let env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
+    // The same settings as a launched profile's (the destination is the process's socket, written by the attach),
+    // with the CUPTI the tracer found for a process that maps none.
     let settings = Settings {
-        env: &env,
-        cupti,
-        profile: Some(request),
+        cupti: cupti.map(Path::to_path_buf),
+        ..gpu_tools_injection::profile::settings(Destination::Socket(PathBuf::new()), request)
     };
     // The library's one connection is read; another (a forked child's) would wait unaccepted.
     let options = AcceptOptions {
@@ -341,7 +342,7 @@ pub fn run(
     };
     let (tx, rx) = mpsc::channel::<Delivery>();
     let session = listening
-        .attach(&settings, options, tx, |_| {})
+        .attach(lib, &settings, options, tx, |_| {})
         .map_err(|e| Failure::new(1, e.to_string()))?;
     match session.outcomes().first().map(|o| &o.result) {
         Some(Ok(_)) | None => {}

@@ -10,8 +10,8 @@ use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 
 use super::ProfileRequest;
 use crate::collect::{AcceptOptions, Delivery};
-use crate::env::{self, GraphMode};
 use crate::launch::{LaunchError, Launcher};
+use crate::settings::{Destination, Library, Settings};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -163,16 +163,14 @@ fn run_once(
         LaunchError::Folder(e) => ProfileError::Io(format!("a temporary folder: {e}")),
         other => ProfileError::Io(other.to_string()),
     })?;
-    command
-        .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::SOCKET, launcher.socket())
-        .env_remove(env::FILE)
-        .env(env::KINDS, "kernel")
-        // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
-        .env(env::CUDA_GRAPH, GraphMode::Node.name());
-    for (k, v) in request.env() {
-        command.env(k, v);
+    let settings = super::settings(
+        Destination::Socket(launcher.socket().to_path_buf()),
+        request,
+    );
+    for var in Settings::CLEARED {
+        command.env_remove(var);
     }
+    command.envs(settings.environment(Library::Cuda(&inject_lib)));
     let program = command.get_program().to_string_lossy().into_owned();
     let mut streams = Streams::new(run);
     let (tx, rx) = mpsc::channel();

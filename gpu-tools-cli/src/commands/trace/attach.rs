@@ -16,16 +16,18 @@ use std::time::{Duration, Instant};
 use gpu_tools::linux::inject::InjectError;
 use gpu_tools::linux::procfs::Process;
 use gpu_tools_injection::attach::{
-    AfterStop, AttachError, Listening, Placement, Settings, SetupError, Sockets,
+    AfterStop, AttachError, Listening, Placement, SetupError, Sockets,
 };
 use gpu_tools_injection::collect::AcceptOptions;
-use gpu_tools_injection::env::{self, Destination, InjectionEnv};
+use gpu_tools_injection::env;
+use gpu_tools_injection::settings::Destination;
 
 use super::Traced;
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
 use super::model::Demangler;
 use super::receiver::{Collector, Msg, Sinks, end_counters};
+use super::settings::injection_settings;
 use crate::failure::Failure;
 use crate::progress::Progress;
 
@@ -77,6 +79,8 @@ pub fn run(
     cupti: Option<&Path>,
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
+    // The destination is each process's socket, written by the attach.
+    let settings = injection_settings(cli, Destination::Socket(PathBuf::new()), cupti)?;
     // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
     let stop = crate::interrupt::stop_flag();
     // One socket for the processes that see this one's files; one in each other mount namespace's /tmp.
@@ -102,14 +106,8 @@ pub fn run(
     // process that ran is an error, not an empty trace.
     let mut windows: Vec<Window> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
-    let env = injection_settings(cli, lib);
-    let settings = Settings {
-        env: &env,
-        cupti,
-        profile: None,
-    };
     let mut session = listening
-        .attach(&settings, options, tx, |outcome| {
+        .attach(lib, &settings, options, tx, |outcome| {
             let pid = outcome.pid;
             match &outcome.result {
                 Ok(d) => {
@@ -331,34 +329,6 @@ fn empty_window(
         },
         env::LOG
     ))
-}
-
-/// The same settings a launched trace gives its program (the socket is each process's, named by the attach).
-fn injection_settings(cli: &Args, lib: &Path) -> InjectionEnv {
-    let kinds = cli.effective_kinds();
-    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(PathBuf::new()))
-        .kinds(&kinds)
-        .graph_mode(
-            cli.cuda_graph_trace
-                .map_or_else(Default::default, |g| g.mode()),
-        )
-        .api_mode(cli.api_mode())
-        .api_skip(&skip)
-        .signals(false);
-    if let Some(v) = &cli.buffer_size {
-        injection = injection.buffer_size(v.clone());
-    }
-    if let Some(v) = cli.max_buffers {
-        injection = injection.max_buffers(v);
-    }
-    if let Some(v) = cli.flush_ms {
-        injection = injection.flush_ms(v);
-    }
-    if let Ok(level) = std::env::var(env::LOG) {
-        injection = injection.log(level);
-    }
-    injection
 }
 
 /// What an attach says of copy and set records ([`super::cli::COPY_KINDS`]): left out by default (said unless

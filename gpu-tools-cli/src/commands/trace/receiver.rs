@@ -19,8 +19,9 @@ use gpu_tools::trace::file::TraceFileWriter;
 use gpu_tools::trace::{ApiDomain, NoticeLevel, Record, WireError};
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
-use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
+use gpu_tools_injection::env::TraceKind;
 use gpu_tools_injection::launch::{LaunchError, Launcher};
+use gpu_tools_injection::settings::{Destination, Library, Settings};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
@@ -61,14 +62,15 @@ pub fn run(
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
-    let launcher =
-        Launcher::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
+    let launcher = Launcher::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
+    let destination = Destination::Socket(launcher.socket().to_path_buf());
+    let settings = super::settings::injection_settings(cli, destination, None)?;
 
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..])
         .stdin(Stdio::inherit())
         .stdout(crate::stdout::for_child());
-    configure(&mut cmd, cli, tool, lib, launcher.socket());
+    configure(&mut cmd, &settings, tool, lib);
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
     // child gets the default back before exec (ignored signals would stay ignored across exec).
@@ -176,52 +178,29 @@ pub(super) fn end_counters(
     collector.trace.counters = summaries;
 }
 
-/// The child's environment: the tool library and what it should collect, and where to send it.
-fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Path) {
+/// The child's environment: the tool library and its settings (what it should collect, and where to send it).
+fn configure(cmd: &mut Command, settings: &Settings, tool: Tool, lib: &Path) {
     // The tracer's own settings do not leak into the program's.
-    for var in InjectionEnv::REMOVED {
+    for var in Settings::CLEARED {
         cmd.env_remove(var);
     }
-    let kinds = cli.effective_kinds();
-    if tool == Tool::Rocm {
-        cmd.env(env::ROCM_TOOL_LIBRARIES, lib)
-            .env(env::SOCKET, socket)
-            .env(env::KINDS, TraceKind::list_value(&kinds));
-        if let Some(v) = &cli.buffer_size {
-            cmd.env(env::BUFFER_SIZE, v);
+    let library = match tool {
+        Tool::Rocm => Library::Rocm(lib),
+        Tool::Cuda => {
+            if let Some(old) = std::env::var_os(env::CUDA_INJECTION) {
+                if Path::new(&old) != lib {
+                    eprintln!(
+                        "gpu-tools trace: replacing {}={} with {}",
+                        env::CUDA_INJECTION,
+                        Path::new(&old).display(),
+                        lib.display()
+                    );
+                }
+            }
+            Library::Cuda(lib)
         }
-        return;
-    }
-    if let Some(old) = std::env::var_os(env::CUDA_INJECTION) {
-        if Path::new(&old) != lib {
-            eprintln!(
-                "gpu-tools trace: replacing {}={} with {}",
-                env::CUDA_INJECTION,
-                Path::new(&old).display(),
-                lib.display()
-            );
-        }
-    }
-    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
-        .nvtx(kinds.contains(&TraceKind::Nvtx))
-        .kinds(&kinds)
-        .graph_mode(
-            cli.cuda_graph_trace
-                .map_or_else(Default::default, |g| g.mode()),
-        )
-        .api_mode(cli.api_mode())
-        .api_skip(&skip);
-    if let Some(v) = &cli.buffer_size {
-        injection = injection.buffer_size(v.clone());
-    }
-    if let Some(v) = cli.max_buffers {
-        injection = injection.max_buffers(v);
-    }
-    if let Some(v) = cli.flush_ms {
-        injection = injection.flush_ms(v);
-    }
-    cmd.envs(injection.vars());
+    };
+    cmd.envs(settings.environment(library));
 }
 
 /// One connection's state.
