@@ -13,13 +13,13 @@
 //! If the program exits while attached, the exit handler ends the stream as in a launched trace.
 
 use std::ffi::{CStr, c_char, c_int};
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
 use gpu_tools::trace::{EndReason, NoticeLevel};
-use gpu_tools_injection::env::{self, AttachStatus};
+use gpu_tools_injection::control::{Control, ControlReader};
+use gpu_tools_injection::env::AttachStatus;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::session::{self, Mode, Session};
@@ -138,16 +138,12 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
         return;
     }
     session::register_exit_handler();
-    // Wait for the tracer's stop byte, or the end of the connection (the tracer went away).
-    if let Some(mut control) = control {
-        let mut byte = [0u8; 1];
-        loop {
-            match control.read(&mut byte) {
-                Ok(0) => break,
-                Ok(_) if byte[0] == env::ATTACH_STOP => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+    // Wait for the tracer's stop byte, or the end of the connection (the tracer went away); the profiling controls
+    // mean nothing to a trace.
+    if let Some(control) = control {
+        for asked in ControlReader::new(control) {
+            if asked == Control::Stop {
+                break;
             }
         }
     }

@@ -16,7 +16,6 @@
 //! had (CUPTI 13.0 gives one, and a profiler inside the program, such as Kineto once `torch.profiler` has run,
 //! keeps it), the ranges are numbered in launch order instead, sent as notices, and the stream says why.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,7 +27,8 @@ use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
     ThreadIds, TimestampClock,
 };
-use gpu_tools_injection::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
+use gpu_tools_injection::control::{Control, ControlReader};
+use gpu_tools_injection::env;
 use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::writer::{EndCounts, Filter, Writer};
@@ -67,7 +67,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
             log::warn!("CUPTI {} did not load: {e}", path.display());
         }
     }
-    let Some(mut control) = sink.control_stream() else {
+    let Some(control) = sink.control_stream() else {
         return;
     };
     let pid = std::process::id();
@@ -128,11 +128,9 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     };
     // Kernel metrics with named ranges: the subscriber, from start to finish.
     let mut named: Option<Subscriber> = None;
-    let mut byte = [0u8; 1];
-    loop {
-        match control.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) if byte[0] == ATTACH_PROFILE_START => {
+    for asked in ControlReader::new(control) {
+        match asked {
+            Control::ProfileStart => {
                 if named.is_some() || contexts.iter().any(|c| c.sampler.is_some()) {
                     continue;
                 }
@@ -153,14 +151,11 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     }
                 }
             }
-            Ok(_) if byte[0] == ATTACH_PROFILE_FINISH => match named.take() {
+            Control::ProfileFinish => match named.take() {
                 Some(subscriber) => finish_named(&writer, subscriber),
                 None => finish(&writer, &mut contexts),
             },
-            Ok(_) if byte[0] == ATTACH_STOP => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
+            Control::Stop => break,
         }
     }
     if let Some(subscriber) = named.take() {

@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
 use gpu_tools_injection::settings::{Destination, Settings};
 
@@ -842,7 +843,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(answer("unfinished 950 951"), "recorded 2");
     // Graph mode (the default), attached: three launches of graph 7, each from its three kernels' records.
     assert_eq!(answer("graph 100 102 7"), "recorded 9");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     let k = kernels(&records);
     assert_eq!(
@@ -906,7 +907,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(second.entry_result, 0);
     assert!(second.already_loaded);
     assert_eq!(answer("kernels 26 30"), "recorded 5");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     assert_eq!(
         kernels(&records)

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
+use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
 use gpu_tools_injection::settings::{Destination, Settings};
 
@@ -397,7 +398,7 @@ fn run_attached_with(
     wait_for(env::PROFILE_READY, &mut records);
     // Launches before the start are not profiled.
     assert_eq!(answer("launch copy 1"), "launched");
-    control.write_all(&[env::ATTACH_PROFILE_START]).unwrap();
+    control.write_all(&[Control::ProfileStart.byte()]).unwrap();
     wait_for(env::PROFILE_STARTED, &mut records);
     // copy three times, gemm once, copy again: with a limit of 2, the third and fourth copies run unprofiled.
     for (i, (name, corr)) in [
@@ -421,10 +422,10 @@ fn run_attached_with(
         wait_for("no notice ends the stream", &mut records);
         answer("after")
     } else {
-        control.write_all(&[env::ATTACH_PROFILE_FINISH]).unwrap();
+        control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
         wait_for(env::PROFILE_FINISHED, &mut records);
         let after = answer("after");
-        control.write_all(&[env::ATTACH_STOP]).unwrap();
+        control.write_all(&[Control::Stop.byte()]).unwrap();
         wait_for("no notice ends the stream", &mut records);
         after
     };

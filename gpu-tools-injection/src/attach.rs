@@ -12,8 +12,8 @@
 //!    `gpu_tools::linux::inject`, which leaves the process as it was whatever happens), each [`Outcome`] handed to
 //!    the caller as it comes (started, refused with its [`AttachStatus`], or the injection's error).
 //! 3. [`Attached`]: the deliveries arrive on the caller's channel; [`Attached::send`] writes a control byte to
-//!    every connection, [`Attached::stop`] the stop byte ([`env::ATTACH_STOP`]); dropping it stops accepting and
-//!    removes the sockets.
+//!    every connection, [`Attached::stop`] the stop byte ([`crate::control::Control::Stop`]); dropping it stops
+//!    accepting and removes the sockets.
 //!
 //! What differs between the two commands is a parameter, not a second loop:
 //!

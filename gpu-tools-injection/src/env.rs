@@ -2,7 +2,8 @@
 //! program through `CUDA_INJECTION64_PATH`; `gpu-tools-inject-rocm`, through `ROCP_TOOL_LIBRARIES`) and the words
 //! their values take (the record kinds, the graph, API and stage modes); the typed settings they carry, with their
 //! encoding and decoding, are [`settings`](crate::settings)'. And the protocol of an attached session: the attach
-//! entry's name and status, the control bytes and the profiling notices. Defined once here, for both sides.
+//! entry's name and status and the profiling notices (the control bytes are [`control`](crate::control)'s).
+//! Defined once here, for both sides.
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
@@ -325,17 +326,8 @@ pub fn attach_status_meaning(code: i32) -> String {
     }
 }
 
-/// The byte a tracer sends on an attached process's connection to stop its tracing (closing the connection does
-/// the same).
-pub const ATTACH_STOP: u8 = b'S';
-
-/// The byte a profiler sends to an attached process in profiling mode (PC sampling or kernel metrics) to start,
-/// once every other thread of the process is stopped outside the CUDA driver and CUPTI (`gpu-tools profile
-/// --pid`); the library answers with a notice that starts with [`PROFILE_STARTED`].
-pub const ATTACH_PROFILE_START: u8 = b'P';
-/// The same, to finish and send what was collected; answered with [`PROFILE_FINISHED`].
-pub const ATTACH_PROFILE_FINISH: u8 = b'F';
-/// The first words of the profiling attach's notice: ready for [`ATTACH_PROFILE_START`] (its contexts found).
+/// The first words of the profiling attach's notice: ready for
+/// [`Control::ProfileStart`](crate::control::Control::ProfileStart) (its contexts found).
 pub const PROFILE_READY: &str = "profiling ready";
 /// ... profiling started.
 pub const PROFILE_STARTED: &str = "profiling started";

@@ -3,7 +3,8 @@
 //!
 //! | module | what it holds | which side |
 //! |---|---|---|
-//! | [`env`](mod@env) | the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and the words their values take, the attach entry's name and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
+//! | [`env`](mod@env) | the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and the words their values take, the attach entry's name and its status ([`env::AttachStatus`]), the profiling notices of an attached session | both |
+//! | [`control`] | the control bytes of an attached session ([`control::Control`]) and their one reader in the library ([`control::ControlReader`]) | both |
 //! | [`settings`] | everything the tool tells an injected library, as one typed value ([`settings::Settings`]): its encoding into a launched program's environment or an attach argument, and its decoding in the library | both |
 //! | [`sink`] | the sending end: where an injected library's stream goes (the tracer's socket or a file), fork-safe | the injected library |
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
@@ -21,6 +22,7 @@
 #[cfg(feature = "attach")]
 pub mod attach;
 pub mod collect;
+pub mod control;
 pub mod env;
 pub mod launch;
 pub mod notice;

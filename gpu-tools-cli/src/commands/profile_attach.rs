@@ -25,6 +25,7 @@ use gpu_tools_injection::attach::{
     AfterStop, AttachError, Attached, Listening, Placement, Sockets,
 };
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
+use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::settings::{Destination, Settings};
@@ -279,11 +280,11 @@ fn quiet_moment(
     ))
 }
 
-/// Sends `byte` to the library while the program is stopped at a quiet moment, and waits for its answer.
+/// Sends `control` to the library while the program is stopped at a quiet moment, and waits for its answer.
 fn call_stopped(
     pid: u32,
     session: &Attached,
-    byte: u8,
+    control: Control,
     answer: &str,
     rx: &mut Records,
     out: &mut Collected,
@@ -291,7 +292,7 @@ fn call_stopped(
 ) -> Result<(String, (u32, u32)), Failure> {
     let (stopped, tries, nudges) = quiet_moment(pid, before)?;
     session
-        .send(byte)
+        .send(control)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
     let got = wait_for(rx, out, &[answer], CALL_LIMIT);
     // The program goes on whatever the answer.
@@ -398,7 +399,7 @@ pub fn run(
     let (started, tries) = call_stopped(
         pid,
         &session,
-        env::ATTACH_PROFILE_START,
+        Control::ProfileStart,
         env::PROFILE_STARTED,
         &mut rx,
         &mut out,
@@ -433,7 +434,7 @@ pub fn run(
         let (text, tries) = call_stopped(
             pid,
             &session,
-            env::ATTACH_PROFILE_FINISH,
+            Control::ProfileFinish,
             env::PROFILE_FINISHED,
             &mut rx,
             &mut out,

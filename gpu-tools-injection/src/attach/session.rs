@@ -14,7 +14,7 @@ use gpu_tools::linux::inject::Injected;
 use super::listening::{Listening, SetupError};
 use super::{AttachError, start};
 use crate::collect::{AcceptOptions, Accepted, Controls, Delivery, accept_streams};
-use crate::env;
+use crate::control::Control;
 use crate::settings::{Destination, Settings};
 
 /// The attach argument of a process that connects to `socket`: `settings` with that destination.
@@ -156,24 +156,24 @@ impl Attached {
         Ok(())
     }
 
-    /// Writes the control byte `byte` ([`env::ATTACH_PROFILE_START`], ...) to every connection accepted so far;
-    /// the first error, once each was tried.
-    pub fn send(&self, byte: u8) -> io::Result<()> {
+    /// Writes `control` ([`Control::ProfileStart`], ...) to every connection accepted so far; the first error,
+    /// once each was tried.
+    pub fn send(&self, control: Control) -> io::Result<()> {
         let mut first = Ok(());
         for c in self.lock_controls().iter_mut() {
-            if let Err(e) = c.write_all(&[byte]) {
+            if let Err(e) = c.write_all(&[control.byte()]) {
                 first = first.and(Err(e));
             }
         }
         first
     }
 
-    /// Sends the stop byte ([`env::ATTACH_STOP`]) to every connection: each library disables what it enabled,
+    /// Sends the stop byte ([`Control::Stop`]) to every connection: each library disables what it enabled,
     /// delivers its records and ends its stream, and its process runs on as before. A connection that is gone
     /// (its process ended) is passed over.
     pub fn stop(&self, after: AfterStop) {
         for c in self.lock_controls().iter_mut() {
-            let _ = c.write_all(&[env::ATTACH_STOP]);
+            let _ = c.write_all(&[Control::Stop.byte()]);
             if after == AfterStop::CloseWrites {
                 let _ = c.shutdown(Shutdown::Write);
             }

@@ -14,6 +14,7 @@ use gpu_tools_trace::{Encoder, Record, StreamHeader, TimestampClock};
 use super::argument;
 use crate::attach::{AfterStop, AttachError, Attached, Listening, Placement, SetupError, Sockets};
 use crate::collect::{AcceptOptions, Delivery};
+use crate::control::Control;
 use crate::env;
 use crate::profile::ProfileRequest;
 use crate::settings::{Destination, Settings};
@@ -191,14 +192,14 @@ fn connections_are_read_written_to_and_stopped() {
         "{item:?}"
     );
     // A control byte, then the stop byte with the writing half closed: the library reads both, then the end.
-    attached.send(env::ATTACH_PROFILE_START).unwrap();
+    attached.send(Control::ProfileStart).unwrap();
     attached.stop(AfterStop::CloseWrites);
     library
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut got = Vec::new();
     library.read_to_end(&mut got).unwrap();
-    assert_eq!(got, [env::ATTACH_PROFILE_START, env::ATTACH_STOP]);
+    assert_eq!(got, [Control::ProfileStart.byte(), Control::Stop.byte()]);
     drop(library);
     let closed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(matches!(closed, Delivery::Closed(0)), "{closed:?}");
@@ -216,7 +217,7 @@ fn the_stop_byte_alone_leaves_the_connection_open() {
         .unwrap();
     let mut byte = [0u8; 2];
     assert_eq!(library.read(&mut byte).unwrap(), 1);
-    assert_eq!(byte[0], env::ATTACH_STOP);
+    assert_eq!(byte[0], Control::Stop.byte());
     let more = library.read(&mut byte);
     assert!(
         more.as_ref()
@@ -241,7 +242,7 @@ fn with_most_one_a_second_connection_waits_unaccepted_on_a_listening_socket() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(attached.accepted(), 1);
     // Only the first gets control bytes.
-    attached.send(env::ATTACH_STOP).unwrap();
+    attached.send(Control::Stop).unwrap();
 }
 
 #[test]
@@ -252,5 +253,5 @@ fn no_connection_in_time_is_said_as_accepting_answered() {
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{e}");
     // Nothing to write to yet is not an error.
-    attached.send(env::ATTACH_STOP).unwrap();
+    attached.send(Control::Stop).unwrap();
 }
