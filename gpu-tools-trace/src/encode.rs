@@ -147,6 +147,17 @@ impl Encoder {
                 b.push(n.level.code());
                 b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
             }),
+            Record::CodedNotice(n) => self.frame(tag::CODED_NOTICE, |b| {
+                b.push(n.level.code());
+                b.extend_from_slice(&n.code.to_le_bytes());
+                let values = &n.values[..n.values.len().min(usize::from(u8::MAX))];
+                b.push(values.len() as u8);
+                for v in values {
+                    put64(b, *v);
+                }
+                put_text16(b, &n.detail);
+                b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
+            }),
             Record::GraphLaunch(g) => self.timed(tag::GRAPH_LAUNCH, (g.start, g.end), |b| {
                 for v in [
                     g.device,
