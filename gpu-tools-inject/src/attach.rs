@@ -17,9 +17,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::trace::{EndReason, NoticeLevel};
+use gpu_tools::trace::EndReason;
 use gpu_tools_injection::control::{Control, ControlReader};
 use gpu_tools_injection::env::AttachStatus;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::session::{self, Mode, Session};
@@ -121,17 +122,9 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
     let Some(session) = Session::start(&config, sink, Mode::Attached) else {
         return;
     };
-    session.notice(
-        NoticeLevel::Info,
-        format!(
-            "attached to the running process: records start now; CUPTI {}",
-            if mapped {
-                "already mapped by the program"
-            } else {
-                "loaded for the trace"
-            }
-        ),
-    );
+    session.message(&Message::Attached {
+        cupti_mapped: mapped,
+    });
     if let Err(session) = session::install(session) {
         // A launched session started meanwhile (it cannot: the program already ran its cuInit); end ours.
         session.finish(EndReason::Stopped);

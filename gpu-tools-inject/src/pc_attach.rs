@@ -28,7 +28,7 @@ use gpu_tools::trace::{
     ThreadIds, TimestampClock,
 };
 use gpu_tools_injection::control::{Control, ControlReader};
-use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::writer::{EndCounts, Filter, Writer};
@@ -87,40 +87,28 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     if mapped {
         if let Some(refusal) = program_profiler_refusal() {
-            writer.notice(
-                NoticeLevel::Error,
-                format!("{}: {refusal}", env::PROFILE_FAILED),
-            );
+            writer.message(&Message::ProfileRefused { reason: refusal });
             return end(&writer);
         }
     }
     let mut contexts = match primary_contexts() {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
-            writer.notice(
-                NoticeLevel::Error,
-                format!(
-                    "{}: no device has an active context in this process",
-                    env::PROFILE_FAILED
-                ),
-            );
+            writer.message(&Message::ProfileRefused {
+                reason: "no device has an active context in this process".into(),
+            });
             return end(&writer);
         }
         Err(e) => {
-            writer.notice(NoticeLevel::Error, format!("{}: {e}", env::PROFILE_FAILED));
+            writer.message(&Message::ProfileRefused { reason: e });
             return end(&writer);
         }
     };
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {} context(s), this thread is {}",
-            env::PROFILE_READY,
-            contexts.len(),
-            // SAFETY: gettid has no preconditions.
-            unsafe { libc::gettid() }
-        ),
-    );
+    writer.message(&Message::ProfileReady {
+        contexts: contexts.len() as u64,
+        // SAFETY: gettid has no preconditions.
+        thread: u64::try_from(unsafe { libc::gettid() }).unwrap_or(0),
+    });
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -269,10 +257,10 @@ fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
             ),
         }
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!("{}: {started} context(s)", env::PROFILE_STARTED),
-    );
+    writer.message(&Message::ProfileStarted {
+        contexts: started,
+        ranges_named: false,
+    });
 }
 
 /// Starts kernel metrics with named ranges (every other thread of the program is stopped outside the driver
@@ -304,13 +292,10 @@ fn start_named(
         }
         return Err(format!("the launch callbacks could not be enabled ({e})"));
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {profiled} context(s), ranges named",
-            env::PROFILE_STARTED
-        ),
-    );
+    writer.message(&Message::ProfileStarted {
+        contexts: profiled as u64,
+        ranges_named: true,
+    });
     Ok(subscriber)
 }
 
@@ -321,10 +306,10 @@ fn finish_named(writer: &Writer, subscriber: Subscriber) {
     if let Err(e) = subscriber.unsubscribe() {
         writer.notice(NoticeLevel::Warning, format!("unsubscribe: {e}"));
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!("{}: {profiled} launches profiled", env::PROFILE_FINISHED),
-    );
+    writer.message(&Message::ProfileFinished {
+        count: profiled,
+        ranges_named: true,
+    });
 }
 
 /// Finishes sampling and sends what was sampled (every other thread of the program is stopped outside the
@@ -380,11 +365,8 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
             }
         }
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {records} stall records or ranges",
-            env::PROFILE_FINISHED
-        ),
-    );
+    writer.message(&Message::ProfileFinished {
+        count: records as u64,
+        ranges_named: false,
+    });
 }

@@ -529,9 +529,9 @@ impl Session {
         })
     }
 
-    /// Sends a notice into the session's stream.
-    pub fn notice(&self, level: NoticeLevel, text: String) {
-        self.writer.notice(level, text);
+    /// Sends a message the tool acts on into the session's stream.
+    pub fn message(&self, message: &gpu_tools_injection::message::Message) {
+        self.writer.message(message);
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use gpu_tools::trace::*;
 use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
@@ -730,6 +731,14 @@ fn attach_child() {
     }
 }
 
+/// The message a record carries, if it is one the tool acts on.
+fn message(record: &Record) -> Option<Message> {
+    match record {
+        Record::CodedNotice(n) => Message::read(n),
+        _ => None,
+    }
+}
+
 /// One attach: injects the library into `pid` with the attach settings, accepts its connection and reads its
 /// stream on a thread. Returns the injection's report, the connection (for the stop byte) and the reader.
 fn attach(
@@ -768,7 +777,7 @@ fn attach(
     let mut before = Vec::new();
     for item in stream.by_ref() {
         let record = item.unwrap();
-        let attached = matches!(&record, Record::Notice(n) if n.text.contains("attached to the running process"));
+        let attached = matches!(message(&record), Some(Message::Attached { .. }));
         before.push(record);
         if attached {
             break;
@@ -857,8 +866,9 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         "{records:#?}"
     );
     assert!(
-        records.iter().any(|r| matches!(r, Record::Notice(n)
-            if n.text.starts_with("2 records of work that had not finished when the window closed left out"))),
+        records
+            .iter()
+            .any(|r| message(r) == Some(Message::UnfinishedLeftOut { records: 2 })),
         "the unfinished records are counted apart"
     );
     let launches: Vec<_> = records
@@ -889,9 +899,9 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         "every record sent arrived"
     );
     assert!(
-        records.iter().any(
-            |r| matches!(r, Record::Notice(n) if n.text.contains("attached to the running process"))
-        ),
+        records
+            .iter()
+            .any(|r| matches!(message(r), Some(Message::Attached { .. }))),
         "{records:#?}"
     );
     // Detached: CUPTI records nothing any more, and the library never took (or tried to take) a callback

@@ -16,6 +16,7 @@ use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
 use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
@@ -109,6 +110,14 @@ fn notices(records: &[Record]) -> Vec<&Notice> {
             _ => None,
         })
         .collect()
+}
+
+/// The message a record carries, if it is one the tool acts on.
+fn message(record: &Record) -> Option<Message> {
+    match record {
+        Record::CodedNotice(n) => Message::read(n),
+        _ => None,
+    }
 }
 
 fn names(records: &[Record]) -> Vec<String> {
@@ -382,12 +391,13 @@ fn run_attached_with(
         }
     });
     let mut records = Vec::new();
-    let wait_for = |prefix: &str, records: &mut Vec<Record>| {
+    // Takes records until the message `wanted` accepts, or the stream's end.
+    let wait_for = |what: &str, wanted: fn(&Message) -> bool, records: &mut Vec<Record>| {
         loop {
             let r = rx
                 .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}; got {records:#?}"));
-            let hit = matches!(&r, Record::Notice(n) if n.text.starts_with(prefix));
+                .unwrap_or_else(|e| panic!("waiting for {what}: {e}; got {records:#?}"));
+            let hit = message(&r).is_some_and(|m| wanted(&m));
             let end = matches!(&r, Record::ProcessEnd(_));
             records.push(r);
             if hit || end {
@@ -395,11 +405,19 @@ fn run_attached_with(
             }
         }
     };
-    wait_for(env::PROFILE_READY, &mut records);
+    wait_for(
+        "ready",
+        |m| matches!(m, Message::ProfileReady { .. }),
+        &mut records,
+    );
     // Launches before the start are not profiled.
     assert_eq!(answer("launch copy 1"), "launched");
     control.write_all(&[Control::ProfileStart.byte()]).unwrap();
-    wait_for(env::PROFILE_STARTED, &mut records);
+    wait_for(
+        "started",
+        |m| matches!(m, Message::ProfileStarted { .. }),
+        &mut records,
+    );
     // copy three times, gemm once, copy again: with a limit of 2, the third and fourth copies run unprofiled.
     for (i, (name, corr)) in [
         ("copy", 2),
@@ -419,14 +437,18 @@ fn run_attached_with(
     let after = if vanish {
         // The profiler goes away without finishing: the library sees its connection end.
         control.shutdown(std::net::Shutdown::Write).unwrap();
-        wait_for("no notice ends the stream", &mut records);
+        wait_for("the stream's end", |_| false, &mut records);
         answer("after")
     } else {
         control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
-        wait_for(env::PROFILE_FINISHED, &mut records);
+        wait_for(
+            "finished",
+            |m| matches!(m, Message::ProfileFinished { .. }),
+            &mut records,
+        );
         let after = answer("after");
         control.write_all(&[Control::Stop.byte()]).unwrap();
-        wait_for("no notice ends the stream", &mut records);
+        wait_for("the stream's end", |_| false, &mut records);
         after
     };
     drop(rx);
@@ -456,11 +478,13 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
         range(2)
     );
     let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    let said: Vec<Message> = records.iter().filter_map(message).collect();
     assert!(
-        texts.iter().any(
-            |t| t.starts_with(env::PROFILE_STARTED) && t.contains("1 context(s), ranges named")
-        ),
-        "{texts:?}"
+        said.contains(&Message::ProfileStarted {
+            contexts: 1,
+            ranges_named: true
+        }),
+        "{said:?}"
     );
     assert!(
         texts.iter().any(|t| t
@@ -468,10 +492,11 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
         "{texts:?}"
     );
     assert!(
-        texts
-            .iter()
-            .any(|t| *t == format!("{}: 3 launches profiled", env::PROFILE_FINISHED)),
-        "{texts:?}"
+        said.contains(&Message::ProfileFinished {
+            count: 3,
+            ranges_named: true
+        }),
+        "{said:?}"
     );
     assert!(
         !texts.iter().any(|t| t.contains("where")),

@@ -20,11 +20,11 @@ pub enum Control {
     /// (closing the connection does the same).
     Stop,
     /// Profiling mode (PC sampling or kernel metrics, `gpu-tools profile --pid`): start, sent once every other
-    /// thread of the process is stopped outside the CUDA driver and CUPTI; answered with a notice that starts
-    /// with [`PROFILE_STARTED`](crate::env::PROFILE_STARTED).
+    /// thread of the process is stopped outside the CUDA driver and CUPTI; answered with
+    /// [`Message::ProfileStarted`](crate::message::Message::ProfileStarted).
     ProfileStart,
-    /// The same, to finish and send what was collected; answered with a notice that starts with
-    /// [`PROFILE_FINISHED`](crate::env::PROFILE_FINISHED).
+    /// The same, to finish and send what was collected; answered with
+    /// [`Message::ProfileFinished`](crate::message::Message::ProfileFinished).
     ProfileFinish,
 }
 

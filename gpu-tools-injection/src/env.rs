@@ -2,8 +2,8 @@
 //! program through `CUDA_INJECTION64_PATH`; `gpu-tools-inject-rocm`, through `ROCP_TOOL_LIBRARIES`) and the words
 //! their values take (the record kinds, the graph, API and stage modes); the typed settings they carry, with their
 //! encoding and decoding, are [`settings`](crate::settings)'. And the protocol of an attached session: the attach
-//! entry's name and status and the profiling notices (the control bytes are [`control`](crate::control)'s).
-//! Defined once here, for both sides.
+//! entry's name and status (the control bytes are [`control`](crate::control)'s, the messages the tool acts on
+//! [`message`](crate::message)'s). Defined once here, for both sides.
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
@@ -325,16 +325,6 @@ pub fn attach_status_meaning(code: i32) -> String {
         None => format!("the injection library's entry point returned {code}"),
     }
 }
-
-/// The first words of the profiling attach's notice: ready for
-/// [`Control::ProfileStart`](crate::control::Control::ProfileStart) (its contexts found).
-pub const PROFILE_READY: &str = "profiling ready";
-/// ... profiling started.
-pub const PROFILE_STARTED: &str = "profiling started";
-/// ... profiling finished: the stall or kernel-metrics records were sent before it.
-pub const PROFILE_FINISHED: &str = "profiling finished";
-/// ... nothing to profile: the stream ends.
-pub const PROFILE_FAILED: &str = "profiling not possible";
 
 /// Reads a byte count as [`BUFFER_SIZE`] takes it: digits with an optional `k`/`K` (KiB), `m`/`M` (MiB) or
 /// `g`/`G` (GiB) suffix.

@@ -26,7 +26,7 @@ use gpu_tools_injection::attach::{
 };
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::control::Control;
-use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::settings::{Destination, Settings};
 
@@ -104,20 +104,20 @@ impl Records {
     }
 }
 
-/// Waits for a notice whose text starts with one of `prefixes`; keeps what arrives meanwhile.
+/// Waits for a message that `wanted` accepts; keeps what arrives meanwhile.
 fn wait_for(
     rx: &mut Records,
     out: &mut Collected,
-    prefixes: &[&str],
+    wanted: fn(&Message) -> bool,
     limit: Duration,
-) -> Option<String> {
+) -> Option<Message> {
     let until = Instant::now() + limit;
     while let Some(left) = until.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(record) => {
-                if let Some(text) = keep(record, out) {
-                    if prefixes.iter().any(|p| text.starts_with(p)) {
-                        return Some(text);
+                if let Some(message) = keep(record, out) {
+                    if wanted(&message) {
+                        return Some(message);
                     }
                 }
             }
@@ -127,28 +127,22 @@ fn wait_for(
     None
 }
 
-/// Keeps a record; returns a notice's text.
-fn keep(record: Record, out: &mut Collected) -> Option<String> {
+/// Keeps a record (a notice's text among the notices shown, a message's too); returns the message it carries, if
+/// it carries one.
+fn keep(record: Record, out: &mut Collected) -> Option<Message> {
     match record {
-        Record::Stall(s) => {
-            out.stalls.push(s);
-            None
+        Record::Stall(s) => out.stalls.push(s),
+        Record::KernelMetrics(m) => out.metrics.push(m),
+        Record::ProfileLoss(l) => out.losses.push(l),
+        Record::Notice(n) => out.notices.push((n.level, n.text)),
+        Record::CodedNotice(n) => {
+            let message = Message::read(&n);
+            out.notices.push((n.level, n.text));
+            return message;
         }
-        Record::KernelMetrics(m) => {
-            out.metrics.push(m);
-            None
-        }
-        Record::ProfileLoss(l) => {
-            out.losses.push(l);
-            None
-        }
-        Record::Notice(n) => {
-            let text = n.text.to_string();
-            out.notices.push((n.level, text.clone()));
-            Some(text)
-        }
-        _ => None,
+        _ => {}
     }
+    None
 }
 
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
@@ -285,20 +279,20 @@ fn call_stopped(
     pid: u32,
     session: &Attached,
     control: Control,
-    answer: &str,
+    answer: fn(&Message) -> bool,
     rx: &mut Records,
     out: &mut Collected,
     before: Option<&BTreeSet<u32>>,
-) -> Result<(String, (u32, u32)), Failure> {
+) -> Result<(Message, (u32, u32)), Failure> {
     let (stopped, tries, nudges) = quiet_moment(pid, before)?;
     session
         .send(control)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
-    let got = wait_for(rx, out, &[answer], CALL_LIMIT);
+    let got = wait_for(rx, out, answer, CALL_LIMIT);
     // The program goes on whatever the answer.
     stopped.resume().map_err(Failure::error)?;
     match got {
-        Some(text) => Ok((text, (tries, nudges))),
+        Some(message) => Ok((message, (tries, nudges))),
         None => Err(Failure::new(
             1,
             format!(
@@ -377,12 +371,17 @@ pub fn run(
     let ready = wait_for(
         &mut rx,
         &mut out,
-        &[env::PROFILE_READY, env::PROFILE_FAILED],
+        |m| {
+            matches!(
+                m,
+                Message::ProfileReady { .. } | Message::ProfileRefused { .. }
+            )
+        },
         CALL_LIMIT,
     );
     match ready {
-        Some(t) if t.starts_with(env::PROFILE_READY) => {}
-        Some(t) => return Err(Failure::new(1, format!("process {pid}: {t}"))),
+        Some(Message::ProfileReady { .. }) => {}
+        Some(refused) => return Err(Failure::new(1, format!("process {pid}: {refused}"))),
         None => {
             return Err(Failure::new(
                 1,
@@ -400,7 +399,7 @@ pub fn run(
         pid,
         &session,
         Control::ProfileStart,
-        env::PROFILE_STARTED,
+        |m| matches!(m, Message::ProfileStarted { .. }),
         &mut rx,
         &mut out,
         None,
@@ -431,17 +430,17 @@ pub fn run(
     }
     out.sampled = from.elapsed();
     let finished = if Path::new(&format!("/proc/{pid}")).exists() {
-        let (text, tries) = call_stopped(
+        let (finished, tries) = call_stopped(
             pid,
             &session,
             Control::ProfileFinish,
-            env::PROFILE_FINISHED,
+            |m| matches!(m, Message::ProfileFinished { .. }),
             &mut rx,
             &mut out,
             Some(&before),
         )?;
         out.tries[1] = tries;
-        Some(text)
+        Some(finished.to_string())
     } else {
         None
     };

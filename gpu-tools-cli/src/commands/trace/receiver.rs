@@ -21,6 +21,7 @@ use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
 use gpu_tools_injection::env::TraceKind;
 use gpu_tools_injection::launch::{LaunchError, Launcher};
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::settings::{Destination, Library, Settings};
 
 use super::cli::Args;
@@ -201,6 +202,15 @@ fn configure(cmd: &mut Command, settings: &Settings, tool: Tool, lib: &Path) {
         }
     };
     cmd.envs(settings.environment(library));
+}
+
+/// A notice's level as the trace's warnings say it.
+fn level_word(level: NoticeLevel) -> &'static str {
+    match level {
+        NoticeLevel::Error => "error",
+        NoticeLevel::Warning => "warning",
+        _ => "note",
+    }
 }
 
 /// One connection's state.
@@ -520,17 +530,21 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }),
             Record::Dropped(r) => t.dropped.push((pid, r.context, r.stream, r.count)),
             Record::GraphLaunch(_) => t.graph_launches += 1,
-            Record::Notice(n) => {
-                let level = match n.level {
-                    NoticeLevel::Error => "error",
-                    NoticeLevel::Warning => "warning",
-                    _ => "note",
-                };
-                if let Some(u) = gpu_tools_injection::notice::unfinished_left_out_count(&n.text) {
-                    s.process.unfinished += u;
+            Record::Notice(n) => t.warnings.push(format!(
+                "process {pid} ({}): {}",
+                level_word(n.level),
+                n.text
+            )),
+            // A message the trace acts on by what it means; shown by its text, as any notice.
+            Record::CodedNotice(n) => {
+                if let Some(Message::UnfinishedLeftOut { records }) = Message::read(&n) {
+                    s.process.unfinished += records;
                 }
-                t.warnings
-                    .push(format!("process {pid} ({level}): {}", n.text));
+                t.warnings.push(format!(
+                    "process {pid} ({}): {}",
+                    level_word(n.level),
+                    n.text
+                ));
             }
             Record::ProcessEnd(e) => {
                 s.ended = true;
@@ -591,5 +605,69 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
         }
         Ok(self.trace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_tools::trace::{CodedNotice, EndReason, Notice, ProcessEnd};
+
+    #[test]
+    fn a_message_is_acted_on_by_what_it_means_and_shown_by_its_words() {
+        let mut demangler = Demangler::new(true);
+        let mut sinks = Sinks {
+            file: None,
+            chrome: None,
+        };
+        let kinds = vec![TraceKind::Kernel];
+        let mut c = Collector::new(&mut demangler, kinds, &mut sinks, Progress::new(false));
+        let unfinished = Message::UnfinishedLeftOut { records: 760 }.record();
+        let Record::CodedNotice(coded) = &unfinished else {
+            unreachable!()
+        };
+        // The same message reworded counts; the same words in a plain notice, or under a code of another release,
+        // do not.
+        let reworded = Record::CodedNotice(CodedNotice {
+            values: vec![5],
+            text: "five left out".into(),
+            ..coded.clone()
+        });
+        let plain = Record::Notice(Notice {
+            level: coded.level,
+            text: coded.text.clone(),
+        });
+        let unknown = Record::CodedNotice(CodedNotice {
+            code: 999,
+            ..coded.clone()
+        });
+        let end = Record::ProcessEnd(ProcessEnd {
+            time: 1,
+            reason: EndReason::Stopped,
+            records: 5,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        });
+        for record in [unfinished.clone(), reworded, plain, unknown, end] {
+            c.take(Msg::Stream(Delivery::Item(0, Ok(record))));
+        }
+        let trace = c.finish().unwrap();
+        assert_eq!(trace.processes[0].unfinished, 765);
+        let shown = format!(
+            "process 0 (note): {}",
+            Message::UnfinishedLeftOut { records: 760 }
+        );
+        assert_eq!(
+            trace.warnings.iter().filter(|w| **w == shown).count(),
+            3,
+            "each shown by its words: {:?}",
+            trace.warnings
+        );
+        assert!(
+            trace
+                .warnings
+                .contains(&"process 0 (note): five left out".to_string())
+        );
     }
 }
