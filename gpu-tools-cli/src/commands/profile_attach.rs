@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -318,6 +318,76 @@ pub fn run(
         &request.metrics
     };
     let stop = crate::interrupt::stop_flag();
+    let (session, mut rx) = attach(pid, lib, cupti, request)?;
+    let mut out = Collected {
+        stalls: Vec::new(),
+        metrics: Vec::new(),
+        losses: Vec::new(),
+        notices: Vec::new(),
+        tries: [(0, 0); 2],
+        sampled: Duration::ZERO,
+    };
+    wait_ready(pid, &mut rx, &mut out)?;
+    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
+    let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
+        .thread_ids()
+        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
+        .into_iter()
+        .collect();
+    let (started, tries) = call_stopped(
+        pid,
+        &session,
+        Control::ProfileStart,
+        |m| matches!(m, Message::ProfileStarted { .. }),
+        &mut rx,
+        &mut out,
+        None,
+    )?;
+    out.tries[0] = tries;
+    log::info!("{started} ({tries:?} stops and runs alone)");
+    eprintln!(
+        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
+        if metrics.is_empty() {
+            "sampling PCs of"
+        } else {
+            "profiling the kernels of"
+        },
+        duration
+            .map(|d| format!(", or after {d} s"))
+            .unwrap_or_default()
+    );
+    out.sampled = collect_until_stop(pid, duration, &stop, &mut rx, &mut out);
+    let finished = if Path::new(&format!("/proc/{pid}")).exists() {
+        let (finished, tries) = call_stopped(
+            pid,
+            &session,
+            Control::ProfileFinish,
+            |m| matches!(m, Message::ProfileFinished { .. }),
+            &mut rx,
+            &mut out,
+            Some(&before),
+        )?;
+        out.tries[1] = tries;
+        Some(finished.to_string())
+    } else {
+        None
+    };
+    log::info!("{finished:?}");
+    // The stop byte, then the connection's writing half closed.
+    session.stop(AfterStop::CloseWrites);
+    // The rest of the stream, until the library ends it.
+    read_to_end(&mut rx, &mut out);
+    Ok(out)
+}
+
+/// Attaches the library to process `pid`, profiling as `request` says, and waits for its connection: the session
+/// and the records of the connection. A refused process is the error.
+fn attach(
+    pid: u32,
+    lib: &Path,
+    cupti: Option<&Path>,
+    request: &ProfileRequest,
+) -> Result<(Attached, Records), Failure> {
     let sockets = Sockets {
         prefix: "gpu-tools-profile-",
         name: "profile.sock",
@@ -359,18 +429,14 @@ pub fn run(
                 format!("process {pid}: the injection library never connected: {e}"),
             )
         })?;
-    let mut rx = Records { rx, closed: false };
-    let mut out = Collected {
-        stalls: Vec::new(),
-        metrics: Vec::new(),
-        losses: Vec::new(),
-        notices: Vec::new(),
-        tries: [(0, 0); 2],
-        sampled: Duration::ZERO,
-    };
+    Ok((session, Records { rx, closed: false }))
+}
+
+/// Waits for the library's word that it found the program's contexts; its refusal is the error.
+fn wait_ready(pid: u32, rx: &mut Records, out: &mut Collected) -> Result<(), Failure> {
     let ready = wait_for(
-        &mut rx,
-        &mut out,
+        rx,
+        out,
         |m| {
             matches!(
                 m,
@@ -389,34 +455,17 @@ pub fn run(
             ));
         }
     }
-    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
-    let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
-        .thread_ids()
-        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
-        .into_iter()
-        .collect();
-    let (started, tries) = call_stopped(
-        pid,
-        &session,
-        Control::ProfileStart,
-        |m| matches!(m, Message::ProfileStarted { .. }),
-        &mut rx,
-        &mut out,
-        None,
-    )?;
-    out.tries[0] = tries;
-    log::info!("{started} ({tries:?} stops and runs alone)");
-    eprintln!(
-        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
-        if metrics.is_empty() {
-            "sampling PCs of"
-        } else {
-            "profiling the kernels of"
-        },
-        duration
-            .map(|d| format!(", or after {d} s"))
-            .unwrap_or_default()
-    );
+    Ok(())
+}
+
+/// Keeps what arrives until Ctrl-C, `duration` (seconds) or the process's end; returns how long it was.
+fn collect_until_stop(
+    pid: u32,
+    duration: Option<f64>,
+    stop: &AtomicBool,
+    rx: &mut Records,
+    out: &mut Collected,
+) -> Duration {
     let from = Instant::now();
     let until = duration.map(|s| from + Duration::from_secs_f64(s.max(0.0)));
     while !stop.load(Ordering::SeqCst) && until.is_none_or(|u| Instant::now() < u) {
@@ -424,36 +473,21 @@ pub fn run(
             break;
         }
         while let Some(record) = rx.try_recv() {
-            keep(record, &mut out);
+            keep(record, out);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    out.sampled = from.elapsed();
-    let finished = if Path::new(&format!("/proc/{pid}")).exists() {
-        let (finished, tries) = call_stopped(
-            pid,
-            &session,
-            Control::ProfileFinish,
-            |m| matches!(m, Message::ProfileFinished { .. }),
-            &mut rx,
-            &mut out,
-            Some(&before),
-        )?;
-        out.tries[1] = tries;
-        Some(finished.to_string())
-    } else {
-        None
-    };
-    log::info!("{finished:?}");
-    // The stop byte, then the connection's writing half closed.
-    session.stop(AfterStop::CloseWrites);
-    // The rest of the stream, until the library ends it.
+    from.elapsed()
+}
+
+/// Keeps the rest of the stream, until the library ends it (at most 10 s).
+fn read_to_end(rx: &mut Records, out: &mut Collected) {
     let ending = Instant::now();
     while ending.elapsed() < Duration::from_secs(10) {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(record) => {
                 let end = matches!(record, Record::ProcessEnd(_));
-                keep(record, &mut out);
+                keep(record, out);
                 if end {
                     break;
                 }
@@ -462,5 +496,4 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    Ok(out)
 }
