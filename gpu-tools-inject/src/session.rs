@@ -371,69 +371,8 @@ impl Session {
             .unwrap_or(0);
         // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
         crate::coexist::read_clock_before_trace();
-        let (thread_ids, thread_note) = thread_ids(mode);
-        let graph_mode = config.graph == GraphMode::Graph;
-        let attached = mode == Mode::Attached;
-        let writer = Arc::new(Writer::new(
-            sink,
-            &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
-            Filter {
-                drop_graph_nodes: graph_mode && !attached,
-                fold_graphs: graph_mode && attached,
-                drop_plain_kernels: graph_mode && attached && !config.kinds.contains(&Kind::Kernel),
-                skip: Default::default(),
-                stage: config.stage,
-                // The window starts now: CUPTI may deliver records of earlier work late (seen: kernels of the
-                // program's first seconds, in the first attach to it).
-                window_start: attached.then(|| Clock::Monotonic.now_ns()),
-            },
-        ));
-        writer.push(&Record::ProcessStart(ProcessStart {
-            pid,
-            // SAFETY: getppid has no preconditions and cannot fail.
-            parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
-            time: Clock::Monotonic.now_ns(),
-            command: command_line(),
-        }));
-        writer.push(&Record::ProcessInfo(ProcessInfo::current()));
-        if let Some(note) = thread_note {
-            writer.notice(NoticeLevel::Warning, note);
-        }
-        writer.push(&Record::ClockAnchor(ClockAnchor::now()));
-        if attached {
-            probe_program(&writer);
-        }
-        let start = |graph: GraphMode| {
-            let w = Arc::clone(&writer);
-            ActivityTracer::builder()
-                .kinds(session_kinds(config, graph, mode))
-                .buffer_size(config.buffer_size & !7)
-                .max_buffers(config.max_buffers)
-                .clock(Clock::Monotonic)
-                .start(move |batch| {
-                    // The program's own profiler first: it gets its copies before the writer reads the batch.
-                    crate::coexist::dispatch(batch);
-                    w.write_batch(batch)
-                })
-        };
-        let mut started = start(config.graph);
-        if config.graph == GraphMode::Graph {
-            if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) =
-                &started
-            {
-                if *kind == ActivityKind::GRAPH_TRACE {
-                    writer.notice(
-                        NoticeLevel::Warning,
-                        format!(
-                            "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node \
-                             by node instead"
-                        ),
-                    );
-                    writer.set_drop_graph_nodes(false);
-                    started = start(GraphMode::Node);
-                }
-            }
-        }
+        let writer = begin_stream(config, sink, mode, pid, version);
+        let started = start_tracer(config, mode, &writer);
         let tracer = match started {
             Ok(t) => Arc::new(t),
             Err(e) => {
@@ -475,41 +414,14 @@ impl Session {
         let mut profiling = false;
         let subscriber = match mode {
             Mode::Launched => {
-                profiling = crate::profiling::start(&writer);
-                match context_flush(&tracer, profiling) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        if profiling {
-                            crate::profiling::no_subscriber(&e);
-                        }
-                        writer.notice(
-                            NoticeLevel::Warning,
-                            format!(
-                                "no flush at context destruction (records still reach the exit handler): {e}"
-                            ),
-                        );
-                        None
-                    }
-                }
+                let (subscriber, launched_profiling) = launched_subscriber(&tracer, &writer);
+                profiling = launched_profiling;
+                subscriber
             }
             // Activity records need no subscriber; the program's own profiler may hold the only one.
             Mode::Attached => None,
         };
-        let flusher = match config.flush_interval {
-            Some(every) => match Flusher::start(Arc::clone(&tracer), every) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    writer.notice(
-                        NoticeLevel::Warning,
-                        format!(
-                            "no periodic flush (a crash loses every record not flushed yet): {e}"
-                        ),
-                    );
-                    None
-                }
-            },
-            None => None,
-        };
+        let flusher = start_flusher(config, &tracer, &writer);
         if config.signals && mode == Mode::Launched {
             if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
                 writer.notice(
@@ -532,6 +444,130 @@ impl Session {
     /// Sends a message the tool acts on into the session's stream.
     pub fn message(&self, message: &gpu_tools_injection::message::Message) {
         self.writer.message(message);
+    }
+}
+
+/// The stream's start: the writer (its header, and what it leaves out: graph nodes or plain kernels, records from
+/// before an attach's window), the process's start, info and clock anchor, and, attached, what was found of the
+/// program's own profiler.
+fn begin_stream(config: &Settings, sink: Sink, mode: Mode, pid: u32, version: u32) -> Arc<Writer> {
+    let (thread_ids, thread_note) = thread_ids(mode);
+    let graph_mode = config.graph == GraphMode::Graph;
+    let attached = mode == Mode::Attached;
+    let writer = Arc::new(Writer::new(
+        sink,
+        &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
+        Filter {
+            drop_graph_nodes: graph_mode && !attached,
+            fold_graphs: graph_mode && attached,
+            drop_plain_kernels: graph_mode && attached && !config.kinds.contains(&Kind::Kernel),
+            skip: Default::default(),
+            stage: config.stage,
+            // The window starts now: CUPTI may deliver records of earlier work late (seen: kernels of the
+            // program's first seconds, in the first attach to it).
+            window_start: attached.then(|| Clock::Monotonic.now_ns()),
+        },
+    ));
+    writer.push(&Record::ProcessStart(ProcessStart {
+        pid,
+        // SAFETY: getppid has no preconditions and cannot fail.
+        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        time: Clock::Monotonic.now_ns(),
+        command: command_line(),
+    }));
+    writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    if let Some(note) = thread_note {
+        writer.notice(NoticeLevel::Warning, note);
+    }
+    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    if attached {
+        probe_program(&writer);
+    }
+    writer
+}
+
+/// Starts the tracer on the session's kinds; where CUPTI has no graph-level tracing, graphs node by node instead
+/// (said in a notice).
+fn start_tracer(
+    config: &Settings,
+    mode: Mode,
+    writer: &Arc<Writer>,
+) -> gpu_tools::Result<ActivityTracer> {
+    let start = |graph: GraphMode| {
+        let w = Arc::clone(writer);
+        ActivityTracer::builder()
+            .kinds(session_kinds(config, graph, mode))
+            .buffer_size(config.buffer_size & !7)
+            .max_buffers(config.max_buffers)
+            .clock(Clock::Monotonic)
+            .start(move |batch| {
+                // The program's own profiler first: it gets its copies before the writer reads the batch.
+                crate::coexist::dispatch(batch);
+                w.write_batch(batch)
+            })
+    };
+    let mut started = start(config.graph);
+    if config.graph == GraphMode::Graph {
+        if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) = &started {
+            if *kind == ActivityKind::GRAPH_TRACE {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node \
+                         by node instead"
+                    ),
+                );
+                writer.set_drop_graph_nodes(false);
+                started = start(GraphMode::Node);
+            }
+        }
+    }
+    started
+}
+
+/// A launched session's callback subscriber, which flushes at context destruction and serves the profiling if it
+/// runs; and whether it does. Without the subscriber, said in a notice.
+fn launched_subscriber(
+    tracer: &Arc<ActivityTracer>,
+    writer: &Arc<Writer>,
+) -> (Option<Subscriber>, bool) {
+    let profiling = crate::profiling::start(writer);
+    let subscriber = match context_flush(tracer, profiling) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            if profiling {
+                crate::profiling::no_subscriber(&e);
+            }
+            writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "no flush at context destruction (records still reach the exit handler): {e}"
+                ),
+            );
+            None
+        }
+    };
+    (subscriber, profiling)
+}
+
+/// The periodic flush, where one is asked for; one that cannot start is said in a notice.
+fn start_flusher(
+    config: &Settings,
+    tracer: &Arc<ActivityTracer>,
+    writer: &Writer,
+) -> Option<Flusher> {
+    match config.flush_interval {
+        Some(every) => match Flusher::start(Arc::clone(tracer), every) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!("no periodic flush (a crash loses every record not flushed yet): {e}"),
+                );
+                None
+            }
+        },
+        None => None,
     }
 }
 
