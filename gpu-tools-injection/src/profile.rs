@@ -21,14 +21,15 @@
 //! }
 //! ```
 
-mod request;
 mod run;
 
 use crate::env::{GraphMode, TraceKind};
 use crate::settings::{Destination, Settings};
 
+pub use crate::settings::profile_request::{
+    BASIC_SET, DEFAULT_MAX_RANGES, ProfileRequest, named_set,
+};
 pub use gpu_tools_trace::profile::*;
-pub use request::{BASIC_SET, DEFAULT_MAX_RANGES, ProfileRequest, named_set};
 pub use run::{ProfileError, ProfileProgress, run, run_with_progress};
 
 /// What a profiled program's library is told, launched ([`run`]) or attached (`gpu-tools profile --pid`):

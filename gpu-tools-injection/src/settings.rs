@@ -34,7 +34,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::env::{self, ApiMode, GraphMode, Stage, TraceKind};
-use crate::profile::ProfileRequest;
+
+pub mod profile_request;
+
+pub use profile_request::ProfileRequest;
 
 /// Where the injection library sends its stream ([`env::SOCKET`] or [`env::FILE`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

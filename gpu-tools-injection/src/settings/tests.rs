@@ -215,7 +215,7 @@ fn the_variables_take_what_a_person_writes() {
     let profile = with(&[(env::SOCKET, "s"), (env::PROFILE_PC_SAMPLING, "1")]).unwrap();
     let request = profile.profile.unwrap();
     assert!(request.pc_sampling && request.metrics.is_empty());
-    assert_eq!(request.max_ranges, crate::profile::DEFAULT_MAX_RANGES);
+    assert_eq!(request.max_ranges, profile_request::DEFAULT_MAX_RANGES);
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! What to collect in a profiled program ([`ProfileRequest`]) and how it travels to the injection library: the
-//! variables of [`env`](crate::env) (`GPU_TOOLS_PROFILE_*`), a part of the [`Settings`](crate::settings::Settings)
-//! that a launcher sets or an attach argument carries, read back by the library.
+//! variables of [`env`](mod@crate::env) (`GPU_TOOLS_PROFILE_*`), a part of the [`Settings`](super::Settings) that a
+//! launcher sets or an attach argument carries, read back by the library. Re-exported by
+//! [`profile`](crate::profile), whose launcher runs a program with it.
 
+use super::SettingError;
 use crate::env::{self, GraphMode};
-use crate::settings::SettingError;
 
 /// The `basic` set: time, DRAM traffic and SM throughput of each kernel.
 pub const BASIC_SET: [&str; 4] = [
