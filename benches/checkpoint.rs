@@ -204,15 +204,21 @@ fn main() {
         rows.push(row);
     }
 
+    print_summary(&info.name, &rows);
+}
+
+/// The summary tables after criterion's report: medians, the crate/raw ratio and the ratio to memcpy; then the
+/// paired runs.
+fn print_summary(device: &str, rows: &[Row]) {
     println!(
         "\nsummary on {} (medians, ms; ratios crate/raw and to memcpy)",
-        info.name
+        device
     );
     println!(
         "| state | memcpy | save crate | save raw | crate/raw | save/memcpy | restore crate | restore raw | crate/raw | restore/memcpy |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in &rows {
+    for r in rows {
         let (m, sc, sr, rc, rr) = (
             r.memcpy.median_ms(),
             r.save_crate.median_ms(),
@@ -236,7 +242,7 @@ fn main() {
         "| state | save crate | save raw | crate/raw | restore crate | restore raw | crate/raw |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for r in &rows {
+    for r in rows {
         let (sc, sr, rc, rr) = (
             r.paired_save_crate.median_ms(),
             r.paired_save_raw.median_ms(),

@@ -1,7 +1,8 @@
 //! The gpu-tools rocprofiler-sdk tool library. The SDK loads it into a HIP program named in `ROCP_TOOL_LIBRARIES`
 //! and calls its `rocprofiler_configure`; it then traces the program's kernel dispatches, memory copies, HIP API
 //! calls and ROCTx markers, and streams them, in the format of `gpu_tools::trace`, to the tracer named by the
-//! environment (`gpu_tools_injection::env`: a Unix socket, or a file), as the CUDA injection library does.
+//! settings in the environment (`gpu_tools_injection::settings`: a Unix socket, or a file), as the CUDA injection
+//! library does.
 //!
 //! Kernel names come from the code-object callbacks as the code object has them (mangled; the `.kd` suffix of
 //! kernel descriptors removed): the tracer demangles. Every record is delivered at the SDK's finalisation (process
@@ -16,7 +17,8 @@ use std::sync::Arc;
 use gpu_tools::rocprofiler_sdk::{
     Buffer, BufferOptions, Context, Payload, Setup, Tool, TraceKind as SdkKind,
 };
-use gpu_tools_injection::env::{self, TraceKind};
+use gpu_tools_injection::env::TraceKind;
+use gpu_tools_injection::settings::Settings;
 
 use stream::Stream;
 
@@ -51,20 +53,20 @@ impl Tool for RocmTrace {
     const NAME: &'static str = "gpu-tools-inject-rocm";
 
     fn initialize(setup: &mut Setup<'_>) -> gpu_tools::Result<Self> {
-        let kinds = match std::env::var(env::KINDS) {
-            Ok(v) => TraceKind::parse_list(&v).unwrap_or_else(|e| {
-                log::warn!("{}={v:?}: {e}; default kinds", env::KINDS);
-                TraceKind::DEFAULT.to_vec()
-            }),
-            Err(_) => TraceKind::DEFAULT.to_vec(),
-        };
-        let size = std::env::var(env::BUFFER_SIZE)
-            .ok()
-            .and_then(|v| env::parse_size(&v).ok())
-            .unwrap_or(4 << 20);
+        // The settings the CUDA library reads, of which this one uses the destination, the kinds and the buffer
+        // size; a value it cannot use is refused, as there.
+        let settings = Settings::from_env().map_err(|e| {
+            gpu_tools::rocprofiler_sdk::SdkError::ToolInitializeFailed(format!("not tracing: {e}"))
+        })?;
+        let (kinds, size) = (&settings.kinds, settings.buffer_size);
         let lib = setup.library();
         let stream = Arc::new(
-            Stream::open(lib, setup.agents().unwrap_or_default()).map_err(|e| {
+            Stream::open(
+                lib,
+                setup.agents().unwrap_or_default(),
+                &settings.destination,
+            )
+            .map_err(|e| {
                 gpu_tools::rocprofiler_sdk::SdkError::ToolInitializeFailed(format!(
                     "no trace output: {e}"
                 ))
@@ -75,7 +77,7 @@ impl Tool for RocmTrace {
         let buffer = setup.create_buffer(&context, BufferOptions::new(size), move |batch| {
             s.write_batch(batch)
         })?;
-        setup.trace(&context, &sdk_kinds(&kinds), &buffer)?;
+        setup.trace(&context, &sdk_kinds(kinds), &buffer)?;
         let s = Arc::clone(&stream);
         setup.trace_code_objects(&context, move |event| {
             if let Payload::KernelSymbol(k) = event.payload() {

@@ -1,7 +1,6 @@
-//! The trace stream of one process: a Unix socket or a file named by `gpu_tools_injection::env`, written only by the
+//! The trace stream of one process: a Unix socket or a file named by `gpu_tools_injection::settings`, written only by the
 //! process that opened it (a forked child writes nothing).
 
-use std::path::Path;
 use std::sync::Mutex;
 
 use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
@@ -9,7 +8,7 @@ use gpu_tools::trace::{
     DroppedRecords, Encoder, EndReason, ProcessEnd, ProcessStart, Record, StreamHeader, ThreadIds,
     TimestampClock,
 };
-use gpu_tools_injection::env;
+use gpu_tools_injection::settings::Destination;
 use gpu_tools_injection::sink::Sink;
 
 use crate::convert::Converter;
@@ -32,20 +31,17 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Opens the output the environment names and writes the stream's start.
-    pub fn open(lib: &'static SdkLibrary, agents: Vec<Agent>) -> std::io::Result<Stream> {
+    /// Opens `destination` and writes the stream's start.
+    pub fn open(
+        lib: &'static SdkLibrary,
+        agents: Vec<Agent>,
+        destination: &Destination,
+    ) -> std::io::Result<Stream> {
         let pid = std::process::id();
-        let sink = match (std::env::var_os(env::SOCKET), std::env::var_os(env::FILE)) {
-            (Some(s), _) if !s.is_empty() => Sink::connect(Path::new(&s))?,
+        let sink = match destination {
+            Destination::Socket(s) => Sink::connect(s)?,
             // `%p` and `%h` expanded as the CUDA library does: one sink for both.
-            (_, Some(f)) if !f.is_empty() => Sink::create_file(Path::new(&f))?,
-            _ => {
-                return Err(std::io::Error::other(format!(
-                    "neither {} nor {} is set",
-                    env::SOCKET,
-                    env::FILE
-                )));
-            }
+            Destination::File(f) => Sink::create_file(f)?,
         };
         let (major, minor, patch) = lib.version();
         // The SDK's timestamps are on its own clock (`rocprofiler_get_timestamp`).

@@ -12,22 +12,24 @@
 //! the exit handler registered at the first attach must stay valid); a second attach starts a new session in it.
 //! If the program exits while attached, the exit handler ends the stream as in a launched trace.
 
-use std::ffi::{CStr, OsString, c_char, c_int};
-use std::io::Read;
+use std::ffi::{CStr, c_char, c_int};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::trace::{EndReason, NoticeLevel};
-use gpu_tools_injection::env::{self, AttachStatus, parse_attach_argument};
+use gpu_tools::trace::EndReason;
+use gpu_tools_injection::control::{Control, ControlReader};
+use gpu_tools_injection::env::AttachStatus;
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::settings::{Destination, Settings};
 
-use crate::config::{Config, Output};
 use crate::session::{self, Mode, Session};
 
 /// Set while an attach thread runs: a second attach meanwhile is refused.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 
-/// Starts tracing this process from a thread of its own. `argument`: the configuration, one `NAME=value` line per
-/// variable of `gpu_tools_injection::env`, as `InjectionEnv::attach_argument` writes it. Returns an `AttachStatus`.
+/// Starts tracing this process from a thread of its own. `argument`: the settings, one `NAME=value` line per
+/// variable, as `Settings::attach_argument` writes them. Returns an `AttachStatus`.
 ///
 /// # Safety
 ///
@@ -53,34 +55,21 @@ pub unsafe extern "C" fn gpu_tools_inject_attach(argument: *const c_char) -> c_i
 }
 
 fn start(text: String) -> AttachStatus {
-    let vars = parse_attach_argument(&text);
-    let lookup = |name: &str| {
-        vars.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| OsString::from(v))
-    };
-    let config = match Config::from_lookup(lookup) {
+    let config = match Settings::from_attach_argument(&text) {
         Ok(c) => c,
         Err(_) => return AttachStatus::BadArgument,
     };
-    if !matches!(config.output, Output::Socket(_)) {
+    if !matches!(config.destination, Destination::Socket(_)) {
         // The tracer's stop byte arrives on the connection: a file has none.
         return AttachStatus::BadArgument;
     }
-    let cupti = vars
-        .iter()
-        .find(|(k, _)| k == env::CUPTI_LIBRARY)
-        .map(|(_, v)| v.clone());
+    let cupti = config.cupti.clone();
     if session::is_running() || ATTACHED.swap(true, Ordering::SeqCst) {
         return AttachStatus::Busy;
     }
     session::pin_this_library();
     // PC sampling or kernel metrics of the running process (`gpu-tools profile --pid`) instead of a trace.
-    let profile = gpu_tools_injection::profile::ProfileRequest::from_lookup(|k| {
-        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-    })
-    .ok()
-    .filter(|r| r.pc_sampling || !r.metrics.is_empty());
+    let profile = config.profile.clone().filter(|r| !r.is_empty());
     let thread = std::thread::Builder::new()
         .name("gpu-tools-attach".into())
         .spawn(move || {
@@ -110,7 +99,7 @@ fn start(text: String) -> AttachStatus {
 }
 
 /// The attach thread: trace until the tracer says stop.
-fn run(config: Config, cupti: Option<String>) {
+fn run(config: Settings, cupti: Option<PathBuf>) {
     if let Some(level) = config.log {
         crate::logger::init(level);
     }
@@ -126,12 +115,12 @@ fn run(config: Config, cupti: Option<String>) {
     if !mapped {
         if let Some(path) = &cupti {
             if let Err(e) = CuptiLibrary::load_from(path) {
-                log::warn!("CUPTI {path} did not load: {e}");
+                log::warn!("CUPTI {} did not load: {e}", path.display());
             }
         }
     }
     // The recorder first, so that its redirect of the program's `cuptiSubscribe` is under the session's.
-    let flight = config.flight.then(crate::flight::start);
+    let flight = config.flight_recorder.then(crate::flight::start);
     let Some(session) = Session::start(&config, sink, Mode::Attached) else {
         return;
     };
@@ -139,33 +128,21 @@ fn run(config: Config, cupti: Option<String>) {
         let (level, text) = crate::flight::notice(started);
         session.notice(level, text);
     }
-    session.notice(
-        NoticeLevel::Info,
-        format!(
-            "attached to the running process: records start now; CUPTI {}",
-            if mapped {
-                "already mapped by the program"
-            } else {
-                "loaded for the trace"
-            }
-        ),
-    );
+    session.message(&Message::Attached {
+        cupti_mapped: mapped,
+    });
     if let Err(session) = session::install(session) {
         // A launched session started meanwhile (it cannot: the program already ran its cuInit); end ours.
         session.finish(EndReason::Stopped);
         return;
     }
     session::register_exit_handler();
-    // Wait for the tracer's stop byte, or the end of the connection (the tracer went away).
-    if let Some(mut control) = control {
-        let mut byte = [0u8; 1];
-        loop {
-            match control.read(&mut byte) {
-                Ok(0) => break,
-                Ok(_) if byte[0] == env::ATTACH_STOP => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+    // Wait for the tracer's stop byte, or the end of the connection (the tracer went away); the profiling controls
+    // mean nothing to a trace.
+    if let Some(control) = control {
+        for asked in ControlReader::new(control) {
+            if asked == Control::Stop {
+                break;
             }
         }
     }

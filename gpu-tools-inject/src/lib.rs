@@ -23,7 +23,6 @@ use std::ffi::c_int;
 
 mod attach;
 mod coexist;
-mod config;
 pub mod convert;
 mod flight;
 mod foreign_kinds;

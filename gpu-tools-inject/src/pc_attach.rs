@@ -16,7 +16,7 @@
 //! had (CUPTI 13.0 gives one, and a profiler inside the program, such as Kineto once `torch.profiler` has run,
 //! keeps it), the ranges are numbered in launch order instead, sent as notices, and the stream says why.
 
-use std::io::Read;
+use std::path::Path;
 use std::sync::Arc;
 
 use gpu_tools::cuda::{Context, Driver};
@@ -27,12 +27,13 @@ use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
     ThreadIds, TimestampClock,
 };
-use gpu_tools_injection::env::{self, ATTACH_PROFILE_FINISH, ATTACH_PROFILE_START, ATTACH_STOP};
+use gpu_tools_injection::control::{Control, ControlReader};
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{self, NumberedRanges};
 
-use crate::config::Config;
 use crate::writer::{EndCounts, Filter, Writer};
+use gpu_tools_injection::settings::Settings;
 
 /// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay)
 /// with ranges numbered, not named.
@@ -54,7 +55,7 @@ const RANGES_SHOWN: usize = 40;
 
 /// The attach thread's work: PC sampling, or kernel metrics when `request` asks for metrics and not for PC
 /// sampling. `cupti`: the CUPTI to load where the program maps none.
-pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
+pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     let Some(sink) = crate::session::open_sink(config) else {
         return;
     };
@@ -64,10 +65,10 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
         .is_some();
     if let (false, Some(path)) = (mapped, cupti) {
         if let Err(e) = gpu_tools::cupti::CuptiLibrary::load_from(path) {
-            log::warn!("CUPTI {path} did not load: {e}");
+            log::warn!("CUPTI {} did not load: {e}", path.display());
         }
     }
-    let Some(mut control) = sink.control_stream() else {
+    let Some(control) = sink.control_stream() else {
         return;
     };
     let pid = std::process::id();
@@ -87,43 +88,31 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     if mapped {
         if let Some(refusal) = program_profiler_refusal() {
-            writer.notice(
-                NoticeLevel::Error,
-                format!("{}: {refusal}", env::PROFILE_FAILED),
-            );
+            writer.message(&Message::ProfileRefused { reason: refusal });
             return end(&writer);
         }
     }
     let mut contexts = match primary_contexts() {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
-            writer.notice(
-                NoticeLevel::Error,
-                format!(
-                    "{}: no device has an active context in this process",
-                    env::PROFILE_FAILED
-                ),
-            );
+            writer.message(&Message::ProfileRefused {
+                reason: "no device has an active context in this process".into(),
+            });
             return end(&writer);
         }
         Err(e) => {
-            writer.notice(NoticeLevel::Error, format!("{}: {e}", env::PROFILE_FAILED));
+            writer.message(&Message::ProfileRefused { reason: e });
             return end(&writer);
         }
     };
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {} context(s), this thread is {}",
-            env::PROFILE_READY,
-            contexts.len(),
-            // SAFETY: gettid has no preconditions.
-            unsafe { libc::gettid() }
-        ),
-    );
+    writer.message(&Message::ProfileReady {
+        contexts: contexts.len() as u64,
+        // SAFETY: gettid has no preconditions.
+        thread: u64::try_from(unsafe { libc::gettid() }).unwrap_or(0),
+    });
     // PC sampling leaves the callback subscriber free: the recorder runs beside it. Kernel metrics take the
     // subscriber for their window (named ranges): the recorder starts after them.
-    if config.flight && request.pc_sampling {
+    if config.flight_recorder && request.pc_sampling {
         let (level, text) = crate::flight::notice(crate::flight::start());
         writer.notice(level, text);
     }
@@ -134,11 +123,9 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
     };
     // Kernel metrics with named ranges: the subscriber, from start to finish.
     let mut named: Option<Subscriber> = None;
-    let mut byte = [0u8; 1];
-    loop {
-        match control.read(&mut byte) {
-            Ok(0) => break,
-            Ok(_) if byte[0] == ATTACH_PROFILE_START => {
+    for asked in ControlReader::new(control) {
+        match asked {
+            Control::ProfileStart => {
                 if named.is_some() || contexts.iter().any(|c| c.sampler.is_some()) {
                     continue;
                 }
@@ -169,14 +156,11 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
                     }
                 }
             }
-            Ok(_) if byte[0] == ATTACH_PROFILE_FINISH => match named.take() {
+            Control::ProfileFinish => match named.take() {
                 Some(subscriber) => finish_named(&writer, subscriber),
                 None => finish(&writer, &mut contexts),
             },
-            Ok(_) if byte[0] == ATTACH_STOP => break,
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
+            Control::Stop => break,
         }
     }
     if let Some(subscriber) = named.take() {
@@ -205,7 +189,7 @@ pub fn run(config: &Config, cupti: Option<&str>, request: &ProfileRequest) {
     }
     // The contexts are released as they drop.
     drop(contexts);
-    if config.flight && !request.pc_sampling {
+    if config.flight_recorder && !request.pc_sampling {
         let (level, text) = crate::flight::notice(crate::flight::start());
         writer.notice(level, text);
     }
@@ -300,7 +284,10 @@ fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
             ),
         }
     }
-    writer.notice(NoticeLevel::Info, notice::started(started, false));
+    writer.message(&Message::ProfileStarted {
+        contexts: started,
+        ranges_named: false,
+    });
 }
 
 /// Starts kernel metrics with named ranges (every other thread of the program is stopped outside the driver
@@ -332,7 +319,10 @@ fn start_named(
         }
         return Err(format!("the launch callbacks could not be enabled ({e})"));
     }
-    writer.notice(NoticeLevel::Info, notice::started(profiled, true));
+    writer.message(&Message::ProfileStarted {
+        contexts: profiled as u64,
+        ranges_named: true,
+    });
     Ok(subscriber)
 }
 
@@ -343,7 +333,10 @@ fn finish_named(writer: &Writer, subscriber: Subscriber) {
     if let Err(e) = subscriber.unsubscribe() {
         writer.notice(NoticeLevel::Warning, format!("unsubscribe: {e}"));
     }
-    writer.notice(NoticeLevel::Info, notice::finished_launches(profiled));
+    writer.message(&Message::ProfileFinished {
+        count: profiled,
+        ranges_named: true,
+    });
 }
 
 /// Finishes sampling and sends what was sampled (every other thread of the program is stopped outside the
@@ -396,11 +389,8 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
             }
         }
     }
-    writer.notice(
-        NoticeLevel::Info,
-        format!(
-            "{}: {records} stall records or ranges",
-            env::PROFILE_FINISHED
-        ),
-    );
+    writer.message(&Message::ProfileFinished {
+        count: records as u64,
+        ranges_named: false,
+    });
 }

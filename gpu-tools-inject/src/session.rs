@@ -15,9 +15,10 @@ use gpu_tools::trace::{
 };
 use gpu_tools_injection::env::{ApiMode, GraphMode};
 
-use crate::config::{Config, Kind, Output};
 use crate::sink::Sink;
 use crate::writer::{EndCounts, Filter, Writer};
+use gpu_tools_injection::env::TraceKind as Kind;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 /// How long an attached session waits, between redirecting the program's CUPTI calls and starting its tracer, for
 /// calls already on their way to CUPTI (a thread between reading its import slot and the call).
@@ -101,17 +102,14 @@ fn activity_kinds(kinds: &[Kind]) -> ActivityKinds {
         .fold(ActivityKinds::empty(), |a, b| a | b)
 }
 
-/// Every kind the session enables: the record kinds, NVTX, graph-level records, and, for API records of launches
+/// Every kind the session enables: the record kinds (NVTX among them), graph-level records, and, for API records of launches
 /// only, no whole API kind (single functions are enabled after the start).
 ///
 /// Attached to a running program, graph-level records are never enabled: its graphs may have been instantiated
 /// before CUPTI started, and CUPTI 13.0 then crashes their next launch (SIGSEGV, seen on driver 580). Graph mode
 /// builds the launches from the kernels' records instead (`graph_fold`), which needs kernel records on.
-fn session_kinds(config: &Config, graph: GraphMode, mode: Mode) -> ActivityKinds {
+fn session_kinds(config: &Settings, graph: GraphMode, mode: Mode) -> ActivityKinds {
     let mut kinds = activity_kinds(&config.kinds);
-    if config.nvtx {
-        kinds |= ActivityKinds::MARKER | ActivityKinds::MARKER_DATA;
-    }
     if graph == GraphMode::Graph {
         match mode {
             Mode::Launched => kinds |= ActivityKinds::GRAPH_TRACE,
@@ -139,7 +137,7 @@ fn skipped_cbids(names: &[String]) -> Vec<ApiCbid> {
 
 /// Sets up per-function API records: launches-only mode enables single functions, the skip list disables some.
 /// Returns the functions the writer must leave out itself (where CUPTI could not).
-fn api_records(config: &Config, tracer: &ActivityTracer, writer: &Writer) -> Filter {
+fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> Filter {
     let mut filter = Filter::default();
     let wants = |c: &ApiCbid| match c {
         ApiCbid::Driver(_) => config.kinds.contains(&Kind::Driver),
@@ -281,13 +279,13 @@ pub fn initialize() -> bool {
         return true;
     }
     pin_this_library();
-    let config = match Config::from_env() {
+    let config = match Settings::from_env() {
         Ok(c) => c,
         Err(e) => {
             // Nowhere to report it but the log, which is silent unless asked for.
             if let Some(level) = std::env::var(gpu_tools_injection::env::LOG)
                 .ok()
-                .and_then(|v| v.parse().ok())
+                .and_then(|v| gpu_tools_injection::settings::parse_log(&v).ok())
             {
                 crate::logger::init(level);
             }
@@ -312,15 +310,15 @@ pub fn initialize() -> bool {
 }
 
 /// Opens the configured output; a failure is logged.
-pub fn open_sink(config: &Config) -> Option<Sink> {
-    let sink = match &config.output {
-        Output::Socket(path) => Sink::connect(path),
-        Output::File(path) => Sink::create_file(path),
+pub fn open_sink(config: &Settings) -> Option<Sink> {
+    let sink = match &config.destination {
+        Destination::Socket(path) => Sink::connect(path),
+        Destination::File(path) => Sink::create_file(path),
     };
     match sink {
         Ok(s) => Some(s),
         Err(e) => {
-            log::error!("not tracing: cannot open {:?}: {e}", config.output);
+            log::error!("not tracing: cannot open {:?}: {e}", config.destination);
             None
         }
     }
@@ -371,7 +369,7 @@ pub fn finish_running(reason: EndReason) -> bool {
 
 impl Session {
     /// Starts tracing into `sink` as `config` says. `None` when CUPTI could not start (said in the stream).
-    pub fn start(config: &Config, sink: Sink, mode: Mode) -> Option<Session> {
+    pub fn start(config: &Settings, sink: Sink, mode: Mode) -> Option<Session> {
         let pid = std::process::id();
         let version = CuptiLibrary::load()
             .ok()
@@ -379,81 +377,20 @@ impl Session {
             .unwrap_or(0);
         // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
         crate::coexist::read_clock_before_trace();
-        let (thread_ids, thread_note) = thread_ids(mode);
-        let graph_mode = config.graph == GraphMode::Graph;
-        let attached = mode == Mode::Attached;
-        let writer = Arc::new(Writer::new(
-            sink,
-            &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
-            Filter {
-                drop_graph_nodes: graph_mode && !attached,
-                fold_graphs: graph_mode && attached,
-                drop_plain_kernels: graph_mode && attached && !config.kinds.contains(&Kind::Kernel),
-                skip: Default::default(),
-                stage: config.stage,
-                // The window starts now: CUPTI may deliver records of earlier work late (seen: kernels of the
-                // program's first seconds, in the first attach to it).
-                window_start: attached.then(|| Clock::Monotonic.now_ns()),
-            },
-        ));
-        writer.push(&Record::ProcessStart(ProcessStart {
-            pid,
-            // SAFETY: getppid has no preconditions and cannot fail.
-            parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
-            time: Clock::Monotonic.now_ns(),
-            command: command_line(),
-        }));
-        writer.push(&Record::ProcessInfo(ProcessInfo::current()));
-        if let Some(note) = thread_note {
-            writer.notice(NoticeLevel::Warning, note);
-        }
-        writer.push(&Record::ClockAnchor(ClockAnchor::now()));
-        if attached {
-            probe_program(&writer);
-        }
+        let writer = begin_stream(config, sink, mode, pid, version);
         // The program's own CUPTI calls come to the trace before its tracer registers: a profiler that registers
         // its callbacks again in between (torch.profiler on a `schedule` does so every few steps) would otherwise
         // take CUPTI's completed buffers from the tracer for the whole window. On an H200 every window beside such a
         // job held no record, and the job's profiler lost a quarter of its cycles.
         let expected = session_kinds(config, config.graph, mode);
         share_cupti(expected, &writer);
-        if attached {
+        if mode == Mode::Attached {
             // A program thread that read an import slot just before it was redirected still calls CUPTI itself
             // once; such calls end before the tracer enables its kinds (a disable made after the enable would stop
             // the window's records).
             std::thread::sleep(IN_FLIGHT_GRACE);
         }
-        let start = |graph: GraphMode| {
-            let w = Arc::clone(&writer);
-            ActivityTracer::builder()
-                .kinds(session_kinds(config, graph, mode))
-                .buffer_size(config.buffer_size & !7)
-                .max_buffers(config.max_buffers)
-                .clock(Clock::Monotonic)
-                .start(move |batch| {
-                    // The program's own profiler first: it gets its copies before the writer reads the batch.
-                    crate::coexist::dispatch(batch);
-                    w.write_batch(batch)
-                })
-        };
-        let mut started = start(config.graph);
-        if config.graph == GraphMode::Graph {
-            if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) =
-                &started
-            {
-                if *kind == ActivityKind::GRAPH_TRACE {
-                    writer.notice(
-                        NoticeLevel::Warning,
-                        format!(
-                            "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node \
-                             by node instead"
-                        ),
-                    );
-                    writer.set_drop_graph_nodes(false);
-                    started = start(GraphMode::Node);
-                }
-            }
-        }
+        let started = start_tracer(config, mode, &writer);
         let tracer = match started {
             Ok(t) => Arc::new(t),
             Err(e) => {
@@ -479,7 +416,7 @@ impl Session {
             "tracing with CUPTI {version} ({:?}), kinds {:?}, to {:?} ({mode:?})",
             tracer.layout(),
             tracer.kinds(),
-            config.output
+            config.destination
         );
         if tracer.dropped_before_start() > 0 {
             // Read as the tracer started: drops of the program's own profiler, or of an earlier attach's hand-back,
@@ -500,41 +437,14 @@ impl Session {
         let mut profiling = false;
         let subscriber = match mode {
             Mode::Launched => {
-                profiling = crate::profiling::start(&writer);
-                match context_flush(&tracer, profiling) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        if profiling {
-                            crate::profiling::no_subscriber(&e);
-                        }
-                        writer.notice(
-                            NoticeLevel::Warning,
-                            format!(
-                                "no flush at context destruction (records still reach the exit handler): {e}"
-                            ),
-                        );
-                        None
-                    }
-                }
+                let (subscriber, launched_profiling) = launched_subscriber(&tracer, &writer);
+                profiling = launched_profiling;
+                subscriber
             }
             // Activity records need no subscriber; the program's own profiler may hold the only one.
             Mode::Attached => None,
         };
-        let flusher = match config.flush_interval {
-            Some(every) => match Flusher::start(Arc::clone(&tracer), every) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    writer.notice(
-                        NoticeLevel::Warning,
-                        format!(
-                            "no periodic flush (a crash loses every record not flushed yet): {e}"
-                        ),
-                    );
-                    None
-                }
-            },
-            None => None,
-        };
+        let flusher = start_flusher(config, &tracer, &writer);
         if config.signals && mode == Mode::Launched {
             if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
                 writer.notice(
@@ -545,7 +455,7 @@ impl Session {
                 );
             }
         }
-        let nvtx = (attached && config.nvtx).then(|| route_nvtx(&writer));
+        let nvtx = (mode == Mode::Attached && config.nvtx()).then(|| route_nvtx(&writer));
         Some(Session {
             writer,
             tracer,
@@ -556,9 +466,138 @@ impl Session {
         })
     }
 
-    /// Sends a notice into the session's stream.
+    /// Sends a notice for whoever reads the stream.
     pub fn notice(&self, level: NoticeLevel, text: String) {
         self.writer.notice(level, text);
+    }
+
+    /// Sends a message the tool acts on into the session's stream.
+    pub fn message(&self, message: &gpu_tools_injection::message::Message) {
+        self.writer.message(message);
+    }
+}
+
+/// The stream's start: the writer (its header, and what it leaves out: graph nodes or plain kernels, records from
+/// before an attach's window), the process's start, info and clock anchor, and, attached, what was found of the
+/// program's own profiler.
+fn begin_stream(config: &Settings, sink: Sink, mode: Mode, pid: u32, version: u32) -> Arc<Writer> {
+    let (thread_ids, thread_note) = thread_ids(mode);
+    let graph_mode = config.graph == GraphMode::Graph;
+    let attached = mode == Mode::Attached;
+    let writer = Arc::new(Writer::new(
+        sink,
+        &StreamHeader::new(pid, version, TimestampClock::Monotonic).with_thread_ids(thread_ids),
+        Filter {
+            drop_graph_nodes: graph_mode && !attached,
+            fold_graphs: graph_mode && attached,
+            drop_plain_kernels: graph_mode && attached && !config.kinds.contains(&Kind::Kernel),
+            skip: Default::default(),
+            stage: config.stage,
+            // The window starts now: CUPTI may deliver records of earlier work late (seen: kernels of the
+            // program's first seconds, in the first attach to it).
+            window_start: attached.then(|| Clock::Monotonic.now_ns()),
+        },
+    ));
+    writer.push(&Record::ProcessStart(ProcessStart {
+        pid,
+        // SAFETY: getppid has no preconditions and cannot fail.
+        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        time: Clock::Monotonic.now_ns(),
+        command: command_line(),
+    }));
+    writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    if let Some(note) = thread_note {
+        writer.notice(NoticeLevel::Warning, note);
+    }
+    writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    if attached {
+        probe_program(&writer);
+    }
+    writer
+}
+
+/// Starts the tracer on the session's kinds; where CUPTI has no graph-level tracing, graphs node by node instead
+/// (said in a notice).
+fn start_tracer(
+    config: &Settings,
+    mode: Mode,
+    writer: &Arc<Writer>,
+) -> gpu_tools::Result<ActivityTracer> {
+    let start = |graph: GraphMode| {
+        let w = Arc::clone(writer);
+        ActivityTracer::builder()
+            .kinds(session_kinds(config, graph, mode))
+            .buffer_size(config.buffer_size & !7)
+            .max_buffers(config.max_buffers)
+            .clock(Clock::Monotonic)
+            .start(move |batch| {
+                // The program's own profiler first: it gets its copies before the writer reads the batch.
+                crate::coexist::dispatch(batch);
+                w.write_batch(batch)
+            })
+    };
+    let mut started = start(config.graph);
+    if config.graph == GraphMode::Graph {
+        if let Err(gpu_tools::Error::Tracing(TracingError::EnableKind { kind, error })) = &started {
+            if *kind == ActivityKind::GRAPH_TRACE {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "graph-level tracing is not available in this CUPTI ({error}): graphs are traced node \
+                         by node instead"
+                    ),
+                );
+                writer.set_drop_graph_nodes(false);
+                started = start(GraphMode::Node);
+            }
+        }
+    }
+    started
+}
+
+/// A launched session's callback subscriber, which flushes at context destruction and serves the profiling if it
+/// runs; and whether it does. Without the subscriber, said in a notice.
+fn launched_subscriber(
+    tracer: &Arc<ActivityTracer>,
+    writer: &Arc<Writer>,
+) -> (Option<Subscriber>, bool) {
+    let profiling = crate::profiling::start(writer);
+    let subscriber = match context_flush(tracer, profiling) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            if profiling {
+                crate::profiling::no_subscriber(&e);
+            }
+            writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "no flush at context destruction (records still reach the exit handler): {e}"
+                ),
+            );
+            None
+        }
+    };
+    (subscriber, profiling)
+}
+
+/// The periodic flush, where one is asked for; one that cannot start is said in a notice.
+fn start_flusher(
+    config: &Settings,
+    tracer: &Arc<ActivityTracer>,
+    writer: &Writer,
+) -> Option<Flusher> {
+    match config.flush_interval {
+        Some(every) => match Flusher::start(Arc::clone(tracer), every) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                writer.notice(
+                    NoticeLevel::Warning,
+                    format!("no periodic flush (a crash loses every record not flushed yet): {e}"),
+                );
+                None
+            }
+        },
+        None => None,
     }
 }
 
@@ -881,7 +920,7 @@ mod tests {
     #[test]
     fn kinds_map_to_cupti_activity_kinds() {
         assert_eq!(
-            activity_kinds(&crate::config::DEFAULT_KINDS),
+            activity_kinds(&Kind::DEFAULT),
             ActivityKinds::CONCURRENT_KERNEL
                 | ActivityKinds::MEMCPY
                 | ActivityKinds::MEMCPY2

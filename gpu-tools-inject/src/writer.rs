@@ -11,6 +11,7 @@ use gpu_tools::trace::{
     StreamHeader,
 };
 use gpu_tools_injection::env::Stage;
+use gpu_tools_injection::message::Message;
 
 use crate::convert::TraceConverter;
 use crate::graph_fold::GraphFold;
@@ -256,6 +257,16 @@ impl Writer {
         self.push(&Record::Notice(Notice { level, text }));
     }
 
+    /// Sends a message the tool acts on (and logs it, as a notice).
+    pub fn message(&self, message: &Message) {
+        match message.level() {
+            NoticeLevel::Error => log::error!("{message}"),
+            NoticeLevel::Warning => log::warn!("{message}"),
+            _ => log::info!("{message}"),
+        }
+        self.push(&message.record());
+    }
+
     /// Sends the end record with the counts, and ends the stream; once (a later call does nothing).
     pub fn end(&self, reason: EndReason, counts: EndCounts, time: u64) {
         let Some(mut st) = self.lock() else { return };
@@ -289,11 +300,9 @@ impl Writer {
             }));
         }
         if st.unfinished > 0 {
-            let n = st.unfinished;
-            st.encoder.push(&Record::Notice(Notice {
-                level: NoticeLevel::Info,
-                text: gpu_tools_injection::notice::unfinished_left_out(n),
-            }));
+            let records = st.unfinished;
+            st.encoder
+                .push(&Message::UnfinishedLeftOut { records }.record());
         }
         let (nodes, api) = (st.graph_nodes_dropped, st.skipped_api);
         if nodes > 0 {

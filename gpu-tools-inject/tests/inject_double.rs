@@ -14,7 +14,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gpu_tools::trace::*;
+use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 const CONCURRENT_KERNEL: u32 = 10;
@@ -728,6 +731,14 @@ fn attach_child() {
     }
 }
 
+/// The message a record carries, if it is one the tool acts on.
+fn message(record: &Record) -> Option<Message> {
+    match record {
+        Record::CodedNotice(n) => Message::read(n),
+        _ => None,
+    }
+}
+
 /// One attach: injects the library into `pid` with the attach settings, accepts its connection and reads its
 /// stream on a thread. Returns the injection's report, the connection (for the stop byte) and the reader.
 fn attach(
@@ -755,12 +766,15 @@ fn attach_recording(
 ) {
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket).unwrap();
-    let settings = env::InjectionEnv::new(library(), env::Destination::Socket(socket.into()))
-        .kinds(kinds)
-        .flush_ms(50)
-        .log("debug")
-        .attach_argument(Some(&common::double_path("cupti_activity")))
-        .unwrap();
+    let settings = Settings {
+        kinds: kinds.to_vec(),
+        flush_interval: Some(Duration::from_millis(50)),
+        log: Some(log::LevelFilter::Debug),
+        cupti: Some(common::double_path("cupti_activity")),
+        ..Settings::new(Destination::Socket(socket.into()))
+    }
+    .attach_argument()
+    .unwrap();
     let done = gpu_tools::linux::inject::Injection::new(pid, library(), env::ATTACH_ENTRY)
         .argument(settings)
         .run()
@@ -777,7 +791,7 @@ fn attach_recording(
     let mut before = Vec::new();
     for item in stream.by_ref() {
         let record = item.unwrap();
-        let attached = matches!(&record, Record::Notice(n) if n.text.contains("attached to the running process"));
+        let attached = matches!(message(&record), Some(Message::Attached { .. }));
         before.push(record);
         if attached {
             break;
@@ -852,7 +866,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(answer("unfinished 950 951"), "recorded 2");
     // Graph mode (the default), attached: three launches of graph 7, each from its three kernels' records.
     assert_eq!(answer("graph 100 102 7"), "recorded 9");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     let k = kernels(&records);
     assert_eq!(
@@ -866,8 +880,9 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         "{records:#?}"
     );
     assert!(
-        records.iter().any(|r| matches!(r, Record::Notice(n)
-            if n.text.starts_with("2 records of work that had not finished when the window closed left out"))),
+        records
+            .iter()
+            .any(|r| message(r) == Some(Message::UnfinishedLeftOut { records: 2 })),
         "the unfinished records are counted apart"
     );
     let launches: Vec<_> = records
@@ -898,9 +913,9 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
         "every record sent arrived"
     );
     assert!(
-        records.iter().any(
-            |r| matches!(r, Record::Notice(n) if n.text.contains("attached to the running process"))
-        ),
+        records
+            .iter()
+            .any(|r| matches!(message(r), Some(Message::Attached { .. }))),
         "{records:#?}"
     );
     // Detached: CUPTI records nothing any more, and the library never took (or tried to take) a callback
@@ -916,7 +931,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(second.entry_result, 0);
     assert!(second.already_loaded);
     assert_eq!(answer("kernels 26 30"), "recorded 5");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     assert_eq!(
         kernels(&records)
@@ -1064,7 +1079,7 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
     assert_eq!(answer("push fresh inner"), "pushed 1");
     assert_eq!(answer("pop fresh"), "popped 1");
     assert_eq!(answer("pop called"), "popped 0");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     let m = markers(&records);
     let names: Vec<(MarkerKind, &str)> = m.iter().map(|(k, n, _)| (*k, n.as_str())).collect();
@@ -1111,7 +1126,7 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
     assert!(second.already_loaded);
     assert_eq!(answer("push fresh again"), "pushed 0");
     assert_eq!(answer("pop fresh"), "popped 0");
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     let names: Vec<(MarkerKind, String)> = markers(&records)
         .into_iter()
@@ -1270,7 +1285,7 @@ fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
             "recorded 200",
             "window {window}: the trace keeps the kernels enabled through the program's stops"
         );
-        control.write_all(&[env::ATTACH_STOP]).unwrap();
+        control.write_all(&[Control::Stop.byte()]).unwrap();
         let records = reader.join().unwrap();
         assert_eq!(
             kernels(&records)
@@ -1423,7 +1438,7 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
 
     let (done, mut control, reader, _) = attach(child.id(), &socket);
     assert_eq!(done.entry_result, 0);
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
     assert!(
         records.iter().any(|r| matches!(r, Record::Notice(n) if n.text.starts_with("a flight recorder runs in the process"))),
@@ -1476,7 +1491,7 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     // A second window: the recorder runs on through it and after it.
     let (done, mut control, reader, _) = attach(child.id(), &socket);
     assert_eq!(done.entry_result, 0);
-    control.write_all(&[env::ATTACH_STOP]).unwrap();
+    control.write_all(&[Control::Stop.byte()]).unwrap();
     reader.join().unwrap();
     assert_eq!(answer("launch 0x11 10 10 _Z4stepv"), "fired 1");
     let report = flight::ask(&recorder, Duration::from_secs(5)).unwrap();

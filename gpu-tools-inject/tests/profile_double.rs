@@ -14,8 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gpu_tools::profile::{KernelTable, combine_values};
 use gpu_tools::trace::*;
+use gpu_tools_injection::control::Control;
 use gpu_tools_injection::env;
-use gpu_tools_injection::profile::notice::{self, MetricsEnd, MetricsEnded};
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded};
+use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_PROFILE_SCENARIO";
 const METRICS: [&str; 3] = [
@@ -110,6 +113,14 @@ fn notices(records: &[Record]) -> Vec<&Notice> {
         .collect()
 }
 
+/// The message a record carries, if it is one the tool acts on.
+fn message(record: &Record) -> Option<Message> {
+    match record {
+        Record::CodedNotice(n) => Message::read(n),
+        _ => None,
+    }
+}
+
 fn names(records: &[Record]) -> Vec<String> {
     metrics(records)
         .iter()
@@ -188,7 +199,9 @@ fn graph_kernels_are_named_after_their_kernels_and_aggregate_per_name() {
         "{warnings:?}"
     );
     assert!(
-        !warnings.iter().any(|w| w.contains("where")),
+        !warnings
+            .iter()
+            .any(|w| w.contains("launches were expected")),
         "every decode found the ranges expected: {warnings:?}"
     );
 }
@@ -353,14 +366,14 @@ fn run_attached_with(
     let mut request =
         gpu_tools_injection::profile::ProfileRequest::new(METRICS.map(String::from).to_vec());
     request.launches_per_kernel = Some(limit);
-    let settings: String = std::iter::once(
-        env::InjectionEnv::new(&lib, env::Destination::Socket(socket.clone()))
-            .log("debug")
-            .attach_argument(Some(&double("cupti_full")))
-            .unwrap(),
-    )
-    .chain(request.env().into_iter().map(|(k, v)| format!("{k}={v}\n")))
-    .collect();
+    let settings = Settings {
+        log: Some(log::LevelFilter::Debug),
+        cupti: Some(double("cupti_full")),
+        profile: Some(request),
+        ..Settings::new(Destination::Socket(socket.clone()))
+    }
+    .attach_argument()
+    .unwrap();
     let done = gpu_tools::linux::inject::Injection::new(child.id(), &lib, env::ATTACH_ENTRY)
         .argument(settings)
         .run()
@@ -381,12 +394,13 @@ fn run_attached_with(
         }
     });
     let mut records = Vec::new();
-    let wait_for = |prefix: &str, records: &mut Vec<Record>| {
+    // Takes records until the message `wanted` accepts, or the stream's end.
+    let wait_for = |what: &str, wanted: fn(&Message) -> bool, records: &mut Vec<Record>| {
         loop {
             let r = rx
                 .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|e| panic!("waiting for {prefix:?}: {e}; got {records:#?}"));
-            let hit = matches!(&r, Record::Notice(n) if n.text.starts_with(prefix));
+                .unwrap_or_else(|e| panic!("waiting for {what}: {e}; got {records:#?}"));
+            let hit = message(&r).is_some_and(|m| wanted(&m));
             let end = matches!(&r, Record::ProcessEnd(_));
             records.push(r);
             if hit || end {
@@ -394,11 +408,19 @@ fn run_attached_with(
             }
         }
     };
-    wait_for(env::PROFILE_READY, &mut records);
+    wait_for(
+        "ready",
+        |m| matches!(m, Message::ProfileReady { .. }),
+        &mut records,
+    );
     // Launches before the start are not profiled.
     assert_eq!(answer("launch copy 1"), "launched");
-    control.write_all(&[env::ATTACH_PROFILE_START]).unwrap();
-    wait_for(env::PROFILE_STARTED, &mut records);
+    control.write_all(&[Control::ProfileStart.byte()]).unwrap();
+    wait_for(
+        "started",
+        |m| matches!(m, Message::ProfileStarted { .. }),
+        &mut records,
+    );
     // copy three times, gemm once, copy again: with a limit of 2, the third and fourth copies run unprofiled.
     for (i, (name, corr)) in [
         ("copy", 2),
@@ -418,14 +440,18 @@ fn run_attached_with(
     let after = if vanish {
         // The profiler goes away without finishing: the library sees its connection end.
         control.shutdown(std::net::Shutdown::Write).unwrap();
-        wait_for("no notice ends the stream", &mut records);
+        wait_for("the stream's end", |_| false, &mut records);
         answer("after")
     } else {
-        control.write_all(&[env::ATTACH_PROFILE_FINISH]).unwrap();
-        wait_for(env::PROFILE_FINISHED, &mut records);
+        control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
+        wait_for(
+            "finished",
+            |m| matches!(m, Message::ProfileFinished { .. }),
+            &mut records,
+        );
         let after = answer("after");
-        control.write_all(&[env::ATTACH_STOP]).unwrap();
-        wait_for("no notice ends the stream", &mut records);
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        wait_for("the stream's end", |_| false, &mut records);
         after
     };
     drop(rx);
@@ -455,11 +481,13 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
         range(2)
     );
     let texts: Vec<&str> = notices(&records).iter().map(|n| n.text.as_str()).collect();
+    let said: Vec<Message> = records.iter().filter_map(message).collect();
     assert!(
-        texts.iter().any(
-            |t| t.starts_with(env::PROFILE_STARTED) && t.contains("1 context(s), ranges named")
-        ),
-        "{texts:?}"
+        said.contains(&Message::ProfileStarted {
+            contexts: 1,
+            ranges_named: true
+        }),
+        "{said:?}"
     );
     assert!(
         texts.iter().any(|t| t
@@ -467,13 +495,14 @@ fn attached_kernel_metrics_are_named_after_their_launches_and_limited_per_kernel
         "{texts:?}"
     );
     assert!(
-        texts
-            .iter()
-            .any(|t| *t == format!("{}: 3 launches profiled", env::PROFILE_FINISHED)),
-        "{texts:?}"
+        said.contains(&Message::ProfileFinished {
+            count: 3,
+            ranges_named: true
+        }),
+        "{said:?}"
     );
     assert!(
-        !texts.iter().any(|t| t.contains("where")),
+        !texts.iter().any(|t| t.contains("launches were expected")),
         "every range was expected: {texts:?}"
     );
     // Finished: the subscriber is gone (no launch callback is delivered), the profiler counts nothing.
@@ -521,11 +550,10 @@ fn ended_early_is_said_and_counted(records: &[Record], before: MetricsEnd, launc
         .filter(|r| matches!(r, Record::KernelMetrics(_)))
         .count();
     assert_eq!(sent_before as u64, launches, "the records come first");
-    let finished = notice::finished_launches(launches);
     assert!(
-        notices(records).iter().any(|n| n.text == finished),
-        "{finished:?} in {:#?}",
-        notices(records)
+        records.iter().any(|r| matches!(r, Record::CodedNotice(n)
+            if matches!(Message::read(n), Some(Message::ProfileFinished { count, .. }) if count == launches))),
+        "the finish counts {launches} launches: {records:#?}"
     );
 }
 

@@ -12,8 +12,8 @@
 //!    `gpu_tools::linux::inject`, which leaves the process as it was whatever happens), each [`Outcome`] handed to
 //!    the caller as it comes (started, refused with its [`AttachStatus`], or the injection's error).
 //! 3. [`Attached`]: the deliveries arrive on the caller's channel; [`Attached::send`] writes a control byte to
-//!    every connection, [`Attached::stop`] the stop byte ([`env::ATTACH_STOP`]); dropping it stops accepting and
-//!    removes the sockets.
+//!    every connection, [`Attached::stop`] the stop byte ([`crate::control::Control::Stop`]); dropping it stops
+//!    accepting and removes the sockets.
 //!
 //! What differs between the two commands is a parameter, not a second loop:
 //!
@@ -31,16 +31,17 @@
 //!
 //! ```no_run
 //! use std::sync::mpsc;
-//! use gpu_tools_injection::attach::{AfterStop, Listening, Placement, Settings, Sockets};
+//! use gpu_tools_injection::attach::{AfterStop, Listening, Placement, Sockets};
 //! use gpu_tools_injection::collect::{AcceptOptions, Delivery};
-//! use gpu_tools_injection::env::{Destination, InjectionEnv};
+//! use gpu_tools_injection::settings::{Destination, Settings};
 //!
 //! let sockets = Sockets { prefix: "my-tracer-", name: "trace.sock", placement: Placement::PerMountNamespace };
 //! let listening = Listening::new(&[1234], &sockets)?;
-//! let env = InjectionEnv::new("/opt/libgpu_tools_inject.so", Destination::Socket("".into())).signals(false);
-//! let settings = Settings { env: &env, cupti: None, profile: None };
+//! // The destination is each process's socket, written by the attach.
+//! let settings = Settings::new(Destination::Socket("".into()));
+//! let library = std::path::Path::new("/opt/libgpu_tools_inject.so");
 //! let (tx, rx) = mpsc::channel::<Delivery>();
-//! let attached = listening.attach(&settings, AcceptOptions::default(), tx, |_| {})?;
+//! let attached = listening.attach(library, &settings, AcceptOptions::default(), tx, |_| {})?;
 //! if attached.outcomes().iter().any(|o| o.result.is_ok()) {
 //!     std::thread::sleep(std::time::Duration::from_secs(1));
 //!     attached.stop(AfterStop::KeepOpen);
@@ -63,7 +64,7 @@ mod listening;
 mod session;
 
 pub use listening::{Listening, Placement, SetupError, Sockets};
-pub use session::{AfterStop, Attached, Outcome, Settings};
+pub use session::{AfterStop, Attached, Outcome};
 
 /// Why the injection library was not started in a process.
 #[derive(Debug, thiserror::Error)]
@@ -81,8 +82,8 @@ pub enum AttachError {
 }
 
 /// Loads `library` into process `pid` (which must map the CUDA driver) and starts its attach entry with
-/// `argument` (the settings as [`env::InjectionEnv::attach_argument`] writes them, perhaps followed by a profile
-/// request's lines). `Ok` when the entry answered [`AttachStatus::Started`]: the library's thread then connects
+/// `argument` (the settings as [`Settings::attach_argument`](crate::settings::Settings::attach_argument) writes
+/// them). `Ok` when the entry answered [`AttachStatus::Started`]: the library's thread then connects
 /// to the socket the settings name.
 pub fn start(pid: u32, library: &Path, argument: &str) -> Result<Injected, AttachError> {
     let done = Injection::new(pid, library, env::ATTACH_ENTRY)

@@ -1,7 +1,9 @@
-//! The settings through which a tracer configures the injection libraries (`gpu-tools-inject`, loaded into a CUDA
-//! program through `CUDA_INJECTION64_PATH`; `gpu-tools-inject-rocm`, through `ROCP_TOOL_LIBRARIES`), and the
-//! protocol of an attached session: the attach entry's name, its argument and status, the control bytes and the
-//! profiling notices. Defined once here, for both sides.
+//! The variables through which a tracer configures the injection libraries (`gpu-tools-inject`, loaded into a CUDA
+//! program through `CUDA_INJECTION64_PATH`; `gpu-tools-inject-rocm`, through `ROCP_TOOL_LIBRARIES`) and the words
+//! their values take (the record kinds, the graph, API and stage modes); the typed settings they carry, with their
+//! encoding and decoding, are [`settings`](crate::settings)'. And the protocol of an attached session: the attach
+//! entry's name and status (the control bytes are [`control`](crate::control)'s, the messages the tool acts on
+//! [`message`](crate::message)'s). Defined once here, for both sides.
 
 /// Unix socket path to connect to and stream records over (the tracer listens there).
 pub const SOCKET: &str = "GPU_TOOLS_TRACE_SOCKET";
@@ -60,6 +62,9 @@ pub const API_SKIP: &str = "GPU_TOOLS_TRACE_API_SKIP";
 /// written), `no-encode` (converted, not encoded), `no-convert` (walked, not converted), `no-decode` (buffers handed
 /// back unread). Anything but `full` produces a trace without records, only its start and end.
 pub const STAGE: &str = "GPU_TOOLS_TRACE_STAGE";
+/// The CUPTI library to load when the process maps none (an attach names the one the tracer's own search found);
+/// the variable the library's loader reads too (`gpu_tools::cupti`), so a launched program's own search honours it.
+pub const CUPTI_LIBRARY: &str = "GPU_TOOLS_CUPTI_LIB";
 /// `0` leaves the program's fatal signals alone; by default (`1`) the library flushes and ends its stream on
 /// SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGTERM and SIGINT before the program's own handling runs.
 pub const SIGNALS: &str = "GPU_TOOLS_TRACE_SIGNALS";
@@ -259,205 +264,8 @@ named!(
     ]
 );
 
-/// Where the injection library sends its stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
-    /// A Unix socket the tracer listens on.
-    Socket(std::path::PathBuf),
-    /// A file per process (`%p`: process id, `%h`: host name, `%r`: rank).
-    File(String),
-}
-
-/// The environment a tracer gives a program so that the injection library traces it: what
-/// `gpu-tools trace` sets. [`vars`](Self::vars) lists the variables to set, [`REMOVED`](Self::REMOVED) those to
-/// remove (so that a tracer's own environment does not leak into the program's configuration).
-///
-/// ```
-/// use gpu_tools_injection::env::{Destination, GraphMode, InjectionEnv};
-/// let env = InjectionEnv::new("/opt/gpu-tools/libgpu_tools_inject.so", Destination::Socket("/tmp/t/s".into()))
-///     .graph_mode(GraphMode::Graph);
-/// let mut cmd = std::process::Command::new("python3");
-/// for var in InjectionEnv::REMOVED {
-///     cmd.env_remove(var);
-/// }
-/// cmd.envs(env.vars());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InjectionEnv {
-    library: std::path::PathBuf,
-    destination: Destination,
-    kinds: Vec<TraceKind>,
-    nvtx: bool,
-    graph: GraphMode,
-    api: ApiMode,
-    api_skip: Vec<String>,
-    buffer_size: Option<String>,
-    max_buffers: Option<u32>,
-    flush_ms: Option<u64>,
-    signals: bool,
-    flight_recorder: bool,
-    log: Option<String>,
-}
-
-impl InjectionEnv {
-    /// Variables a tracer removes from the program's environment before setting its own.
-    pub const REMOVED: [&'static str; 14] = [
-        SOCKET,
-        FILE,
-        KINDS,
-        BUFFER_SIZE,
-        MAX_BUFFERS,
-        FLUSH_MS,
-        CUDA_GRAPH,
-        API,
-        API_SKIP,
-        STAGE,
-        SIGNALS,
-        FLIGHT_RECORDER,
-        NVTX_INJECTION,
-        CUDA_INJECTION,
-    ];
-
-    /// The library at `library` (an absolute path: CUDA and NVTX need one), sending to `destination`, with the
-    /// default kinds ([`TraceKind::DEFAULT`]), NVTX on, graphs traced by node.
-    pub fn new(library: impl Into<std::path::PathBuf>, destination: Destination) -> Self {
-        InjectionEnv {
-            library: library.into(),
-            destination,
-            kinds: TraceKind::DEFAULT.to_vec(),
-            nvtx: true,
-            graph: GraphMode::default(),
-            api: ApiMode::All,
-            api_skip: Vec::new(),
-            buffer_size: None,
-            max_buffers: None,
-            flush_ms: None,
-            signals: true,
-            flight_recorder: true,
-            log: None,
-        }
-    }
-
-    /// The record kinds.
-    pub fn kinds(mut self, kinds: &[TraceKind]) -> Self {
-        self.kinds = kinds.to_vec();
-        self
-    }
-
-    /// NVTX through CUPTI (sets [`NVTX_INJECTION`] to the library); on by default, free for programs that make no
-    /// NVTX call.
-    pub fn nvtx(mut self, on: bool) -> Self {
-        self.nvtx = on;
-        self
-    }
-
-    /// How CUDA graphs are traced.
-    pub fn graph_mode(mut self, mode: GraphMode) -> Self {
-        self.graph = mode;
-        self
-    }
-
-    /// Which API calls are recorded.
-    pub fn api_mode(mut self, mode: ApiMode) -> Self {
-        self.api = mode;
-        self
-    }
-
-    /// API functions never recorded.
-    pub fn api_skip(mut self, names: &[&str]) -> Self {
-        self.api_skip = names.iter().map(|s| s.to_string()).collect();
-        self
-    }
-
-    /// Bytes of each CUPTI buffer ([`BUFFER_SIZE`]'s syntax).
-    pub fn buffer_size(mut self, size: impl Into<String>) -> Self {
-        self.buffer_size = Some(size.into());
-        self
-    }
-
-    /// Most CUPTI buffers at once.
-    pub fn max_buffers(mut self, n: u32) -> Self {
-        self.max_buffers = Some(n);
-        self
-    }
-
-    /// The flush period in ms: what a SIGKILL loses at most (0: none, records then arrive at exit only).
-    pub fn flush_ms(mut self, ms: u64) -> Self {
-        self.flush_ms = Some(ms);
-        self
-    }
-
-    /// Whether fatal signals flush and end the stream (on by default).
-    pub fn signals(mut self, on: bool) -> Self {
-        self.signals = on;
-        self
-    }
-
-    /// Whether an attach leaves a flight recorder in the process (on by default).
-    pub fn flight_recorder(mut self, on: bool) -> Self {
-        self.flight_recorder = on;
-        self
-    }
-
-    /// The injection library's log level on stderr.
-    pub fn log(mut self, level: impl Into<String>) -> Self {
-        self.log = Some(level.into());
-        self
-    }
-
-    /// Where the stream goes instead of the destination given to [`new`](Self::new) (an attach names each
-    /// process's socket).
-    pub fn destination(mut self, destination: Destination) -> Self {
-        self.destination = destination;
-        self
-    }
-
-    /// The injection library's path.
-    pub fn library(&self) -> &std::path::Path {
-        &self.library
-    }
-
-    /// The variables to set.
-    pub fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        use std::ffi::OsString;
-        let mut v: Vec<(&'static str, OsString)> =
-            vec![(CUDA_INJECTION, self.library.clone().into_os_string())];
-        if self.nvtx {
-            v.push((NVTX_INJECTION, self.library.clone().into_os_string()));
-        }
-        match &self.destination {
-            Destination::Socket(p) => v.push((SOCKET, p.clone().into_os_string())),
-            Destination::File(t) => v.push((FILE, t.into())),
-        }
-        v.push((KINDS, TraceKind::list_value(&self.kinds).into()));
-        v.push((CUDA_GRAPH, self.graph.name().into()));
-        v.push((API, self.api.name().into()));
-        if !self.api_skip.is_empty() {
-            v.push((API_SKIP, self.api_skip.join(",").into()));
-        }
-        if let Some(s) = &self.buffer_size {
-            v.push((BUFFER_SIZE, s.into()));
-        }
-        if let Some(n) = self.max_buffers {
-            v.push((MAX_BUFFERS, n.to_string().into()));
-        }
-        if let Some(ms) = self.flush_ms {
-            v.push((FLUSH_MS, ms.to_string().into()));
-        }
-        v.push((SIGNALS, if self.signals { "1" } else { "0" }.into()));
-        v.push((
-            FLIGHT_RECORDER,
-            if self.flight_recorder { "1" } else { "0" }.into(),
-        ));
-        if let Some(l) = &self.log {
-            v.push((LOG, l.into()));
-        }
-        v
-    }
-}
-
 /// The injection library's entry point for a process that already runs (`gpu_tools::linux::inject` calls it with
-/// [`InjectionEnv::attach_argument`]).
+/// [`Settings::attach_argument`](crate::settings::Settings::attach_argument)).
 pub const ATTACH_ENTRY: &str = "gpu_tools_inject_attach";
 
 /// What [`ATTACH_ENTRY`] returns: the injection library returns [`AttachStatus::code`], the tracer reads it back
@@ -519,66 +327,6 @@ pub fn attach_status_meaning(code: i32) -> String {
         Some(s) => s.meaning().into(),
         None => format!("the injection library's entry point returned {code}"),
     }
-}
-
-/// The byte a tracer sends on an attached process's connection to stop its tracing (closing the connection does
-/// the same).
-pub const ATTACH_STOP: u8 = b'S';
-
-/// The byte a profiler sends to an attached process in profiling mode (PC sampling or kernel metrics) to start,
-/// once every other thread of the process is stopped outside the CUDA driver and CUPTI (`gpu-tools profile
-/// --pid`); the library answers with a notice that starts with [`PROFILE_STARTED`].
-pub const ATTACH_PROFILE_START: u8 = b'P';
-/// The same, to finish and send what was collected; answered with [`PROFILE_FINISHED`].
-pub const ATTACH_PROFILE_FINISH: u8 = b'F';
-/// The first words of the profiling attach's notice: ready for [`ATTACH_PROFILE_START`] (its contexts found).
-pub const PROFILE_READY: &str = "profiling ready";
-/// ... profiling started.
-pub const PROFILE_STARTED: &str = "profiling started";
-/// ... profiling finished: the stall or kernel-metrics records were sent before it.
-pub const PROFILE_FINISHED: &str = "profiling finished";
-/// ... nothing to profile: the stream ends.
-pub const PROFILE_FAILED: &str = "profiling not possible";
-
-/// In an attach argument: the CUPTI library to load when the process maps none (the path the tracer's own search
-/// found).
-pub const CUPTI_LIBRARY: &str = "GPU_TOOLS_CUPTI_LIB";
-
-impl InjectionEnv {
-    /// The same settings as one text for an attached process: a `NAME=value` line per variable, without the
-    /// injection paths (the library is loaded already) and with `cupti`, the CUPTI library to load where the
-    /// process maps none. `None` when a value holds a newline or a NUL, which the text cannot carry.
-    pub fn attach_argument(&self, cupti: Option<&std::path::Path>) -> Option<String> {
-        let mut vars: Vec<(&str, std::ffi::OsString)> = self
-            .vars()
-            .into_iter()
-            .filter(|(k, _)| *k != CUDA_INJECTION && *k != NVTX_INJECTION)
-            .collect();
-        if let Some(p) = cupti {
-            vars.push((CUPTI_LIBRARY, p.as_os_str().to_owned()));
-        }
-        let mut out = String::new();
-        for (k, v) in vars {
-            let v = v.into_string().ok()?;
-            if v.contains(['\n', '\0']) {
-                return None;
-            }
-            out.push_str(k);
-            out.push('=');
-            out.push_str(&v);
-            out.push('\n');
-        }
-        Some(out)
-    }
-}
-
-/// The `NAME=value` lines of an attach argument ([`InjectionEnv::attach_argument`]); lines without `=` are left
-/// out.
-pub fn parse_attach_argument(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.to_owned()))
-        .collect()
 }
 
 /// Reads a byte count as [`BUFFER_SIZE`] takes it: digits with an optional `k`/`K` (KiB), `m`/`M` (MiB) or
@@ -658,53 +406,6 @@ mod tests {
         }
         assert!(TraceKind::Driver.is_api() && !TraceKind::Kernel.is_api());
     }
-    #[test]
-    fn the_injection_environment_names_every_setting() {
-        use super::*;
-        let env = InjectionEnv::new(
-            "/lib/inject.so",
-            Destination::File("/t/%h-%p.gputrace".into()),
-        )
-        .graph_mode(GraphMode::Graph)
-        .api_mode(ApiMode::Launches)
-        .api_skip(&["cudaGetLastError", "cuKernelGetName"])
-        .flush_ms(50);
-        let vars: std::collections::HashMap<&str, String> = env
-            .vars()
-            .into_iter()
-            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
-            .collect();
-        assert_eq!(vars[CUDA_INJECTION], "/lib/inject.so");
-        assert_eq!(vars[NVTX_INJECTION], "/lib/inject.so");
-        assert_eq!(vars[FILE], "/t/%h-%p.gputrace");
-        assert_eq!(vars[CUDA_GRAPH], "graph");
-        assert_eq!(vars[API], "launches");
-        assert_eq!(vars[API_SKIP], "cudaGetLastError,cuKernelGetName");
-        assert_eq!(vars[FLUSH_MS], "50");
-        assert_eq!(vars[SIGNALS], "1");
-        for (k, _) in env.vars() {
-            assert!(
-                InjectionEnv::REMOVED.contains(&k) || k == LOG,
-                "{k} is not removed first"
-            );
-        }
-        assert!(
-            !InjectionEnv::new("/l", Destination::Socket("/s".into()))
-                .nvtx(false)
-                .vars()
-                .iter()
-                .any(|(k, _)| *k == NVTX_INJECTION)
-        );
-        assert_eq!("graph".parse::<GraphMode>(), Ok(GraphMode::Graph));
-        assert!(
-            "graphs"
-                .parse::<GraphMode>()
-                .unwrap_err()
-                .contains("node, graph")
-        );
-        assert_eq!("no-send".parse::<Stage>(), Ok(Stage::NoSend));
-    }
-
     #[test]
     fn sizes_take_binary_suffixes() {
         assert_eq!(super::parse_size("4096"), Ok(4096));

@@ -1,7 +1,7 @@
 //! Starting a program whose processes stream to this one: the one launcher of `gpu-tools trace -- PROGRAM` and
-//! `gpu-tools profile -- PROGRAM` ([`crate::profile::run`]). [`Listening::new`] makes a private folder (mode 0700,
+//! `gpu-tools profile -- PROGRAM` ([`crate::profile::run`]). [`Launcher::new`] makes a private folder (mode 0700,
 //! removed when the launch ends) with the socket listening in it; the caller gives the program its settings, which
-//! name [`Listening::socket`] ([`crate::env::InjectionEnv`], or the profile request); [`Listening::launch`] starts
+//! name [`Launcher::socket`] ([`crate::settings::Settings`]); [`Launcher::launch`] starts
 //! it and the thread that accepts its processes' connections ([`crate::collect::accept_streams`]), whose
 //! deliveries go to the caller's channel, beside whatever else the caller sends there (counter samples, for one).
 //!
@@ -9,14 +9,15 @@
 //! use std::process::Command;
 //! use std::sync::mpsc;
 //! use gpu_tools_injection::collect::{AcceptOptions, Delivery};
-//! use gpu_tools_injection::env::{Destination, InjectionEnv};
-//! use gpu_tools_injection::launch::Listening;
+//! use gpu_tools_injection::launch::Launcher;
+//! use gpu_tools_injection::settings::{Destination, Library, Settings};
 //!
-//! let listening = Listening::new("my-tracer-")?;
+//! let launcher = Launcher::new("my-tracer-")?;
 //! let mut cmd = Command::new("./app");
-//! cmd.envs(InjectionEnv::new("/opt/libgpu_tools_inject.so", Destination::Socket(listening.socket().into())).vars());
+//! let settings = Settings::new(Destination::Socket(launcher.socket().into()));
+//! cmd.envs(settings.environment(Library::Cuda("/opt/libgpu_tools_inject.so".as_ref())));
 //! let (tx, rx) = mpsc::channel::<Delivery>();
-//! let mut launched = listening.launch(&mut cmd, AcceptOptions::default(), tx)?;
+//! let mut launched = launcher.launch(&mut cmd, AcceptOptions::default(), tx)?;
 //! while launched.try_wait()?.is_none() {
 //!     while let Ok(delivery) = rx.try_recv() {
 //!         println!("{delivery:?}");
@@ -57,17 +58,18 @@ pub enum LaunchError {
     Spawn(io::Error),
 }
 
-/// A socket listening in a private folder, before the program is started.
+/// A socket listening in a private folder, before the program is started: what launches it. (Not
+/// `attach::Listening`, the sockets an attach listens on before any process is touched.)
 #[derive(Debug)]
-pub struct Listening {
+pub struct Launcher {
     folder: SocketFolder,
     socket: PathBuf,
     listener: UnixListener,
 }
 
-impl Listening {
+impl Launcher {
     /// A private folder in the temporary folder, named after `prefix`, and a non-blocking socket listening in it.
-    pub fn new(prefix: &str) -> Result<Listening, LaunchError> {
+    pub fn new(prefix: &str) -> Result<Launcher, LaunchError> {
         let folder = SocketFolder::new(prefix).map_err(LaunchError::Folder)?;
         let socket = folder.path().join("trace.sock");
         let listener = crate::socket_folder::listen_nonblocking(&socket).map_err(|error| {
@@ -76,7 +78,7 @@ impl Listening {
                 error,
             }
         })?;
-        Ok(Listening {
+        Ok(Launcher {
             folder,
             socket,
             listener,
@@ -158,13 +160,13 @@ mod tests {
     use std::process::Command;
     use std::sync::mpsc;
 
-    use super::{LaunchError, Listening};
+    use super::{LaunchError, Launcher};
     use crate::collect::{AcceptOptions, Delivery};
 
     #[test]
     fn a_launch_connects_its_program_and_removes_the_folder_at_its_end() {
-        let listening = Listening::new("gpu-tools-injection-test-").unwrap();
-        let socket = listening.socket().to_path_buf();
+        let launcher = Launcher::new("gpu-tools-injection-test-").unwrap();
+        let socket = launcher.socket().to_path_buf();
         let folder = socket.parent().unwrap().to_path_buf();
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
@@ -179,7 +181,7 @@ mod tests {
         ])
         .arg(&socket);
         let (tx, rx) = mpsc::channel::<Delivery>();
-        let mut launched = match listening.launch(&mut cmd, AcceptOptions::default(), tx) {
+        let mut launched = match launcher.launch(&mut cmd, AcceptOptions::default(), tx) {
             Ok(l) => l,
             Err(LaunchError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 panic!("python3 is needed by this test: {e}")
@@ -218,11 +220,11 @@ mod tests {
 
     #[test]
     fn a_program_that_cannot_start_is_a_spawn_error_and_leaves_no_folder() {
-        let listening = Listening::new("gpu-tools-injection-test-").unwrap();
-        let folder = listening.socket().parent().unwrap().to_path_buf();
+        let launcher = Launcher::new("gpu-tools-injection-test-").unwrap();
+        let folder = launcher.socket().parent().unwrap().to_path_buf();
         let (tx, _rx) = mpsc::channel::<Delivery>();
         let mut cmd = Command::new("/nonexistent/program");
-        let e = listening
+        let e = launcher
             .launch(&mut cmd, AcceptOptions::default(), tx)
             .unwrap_err();
         assert!(

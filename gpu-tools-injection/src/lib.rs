@@ -3,13 +3,15 @@
 //!
 //! | module | what it holds | which side |
 //! |---|---|---|
-//! | [`env`](mod@env) | the settings: the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and their encoding ([`env::InjectionEnv`]), the attach entry's name, its argument and its status ([`env::AttachStatus`]), the control bytes and the profiling notices of an attached session | both |
+//! | [`env`](mod@env) | the variables a tracer sets (`CUDA_INJECTION64_PATH`, `GPU_TOOLS_TRACE_*`, ...) and the words their values take, the attach entry's name and its status ([`env::AttachStatus`]) | both |
+//! | [`control`] | the control bytes of an attached session ([`control::Control`]) and their one reader in the library ([`control::ControlReader`]) | both |
+//! | [`settings`] | everything the tool tells an injected library, as one typed value ([`settings::Settings`]): its encoding into a launched program's environment or an attach argument, and its decoding in the library | both |
 //! | [`flight`] | the flight recorder's report: what `where` reads over a socket from a process an attach traced (launches not finished, per stream) | both |
 //! | [`sink`] | the sending end: where an injected library's stream goes (the tracer's socket or a file), fork-safe | the injected library |
 //! | [`collect`] | the receiving end: the socket the injected libraries stream to, a thread per connection | the tool |
 //! | `attach` (feature `attach`) | attaching to running processes: the sockets, the injection library started in each (its attach entry called, its status read as an `AttachStatus`), the connections, the control bytes and the stop; one session under `trace --pid` and `profile --pid` | the tool |
 //! | [`launch`] | starting a program whose processes stream to this one: a private socket folder, the program, the accepting thread | the tool |
-//! | [`notice`] | notices whose numbers the tool reads back | both |
+//! | [`message`] | the messages of an injected library that the tool acts on ([`message::Message`]: attached, ready, started, finished, refused, counts), typed records on the stream with their text rendered from them | both |
 //! | [`profile`] | the per-kernel profile request and running a program with it (`gpu-tools profile`) | both |
 //!
 //! The records, the stream format and the reports are `gpu-tools-trace`'s: this crate carries them, it does not
@@ -21,10 +23,12 @@
 #[cfg(feature = "attach")]
 pub mod attach;
 pub mod collect;
+pub mod control;
 pub mod env;
 pub mod flight;
 pub mod launch;
-pub mod notice;
+pub mod message;
 pub mod profile;
+pub mod settings;
 pub mod sink;
 mod socket_folder;

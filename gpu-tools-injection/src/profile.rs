@@ -22,9 +22,26 @@
 //! ```
 
 pub mod notice;
-mod request;
 mod run;
 
+use crate::env::{GraphMode, TraceKind};
+use crate::settings::{Destination, Settings};
+
+pub use crate::settings::profile_request::{
+    BASIC_SET, DEFAULT_MAX_RANGES, ProfileRequest, named_set,
+};
 pub use gpu_tools_trace::profile::*;
-pub use request::{BASIC_SET, DEFAULT_MAX_RANGES, ProfileRequest, named_set};
 pub use run::{ProfileError, ProfileProgress, run, run_with_progress};
+
+/// What a profiled program's library is told, launched ([`run`]) or attached (`gpu-tools profile --pid`):
+/// `request`, and kernel records (each profiled kernel's duration), those of CUDA graph nodes too (one per profiled
+/// kernel, whatever the graph profiling), sent to `destination`. An attached library that profiles records no
+/// trace, so the kinds do not reach it.
+pub fn settings(destination: Destination, request: &ProfileRequest) -> Settings {
+    Settings {
+        kinds: vec![TraceKind::Kernel],
+        graph: GraphMode::Node,
+        profile: Some(request.clone()),
+        ..Settings::new(destination)
+    }
+}

@@ -391,6 +391,7 @@ fn read_frame(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> ReadOutc
         tag::PROCESS_START => process_start(&mut f),
         tag::PROCESS_END => process_end(&mut f),
         tag::NOTICE => notice(&mut f),
+        tag::CODED_NOTICE => coded_notice(&mut f),
         tag::GRAPH_LAUNCH => graph_launch(&mut f),
         tag::GRAPH => graph(&mut f),
         tag::MARKER => marker(&mut f),
@@ -565,6 +566,23 @@ fn notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
     let level = NoticeLevel::from_code(f.c.u8()?);
     Some(Ok(Record::Notice(Notice {
         level,
+        text: text(f.c.rest()),
+    })))
+}
+
+fn coded_notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
+    let level = NoticeLevel::from_code(f.c.u8()?);
+    let code = f.c.u16()?;
+    let count = f.c.u8()?;
+    let values = (0..count)
+        .map(|_| f.c.u64())
+        .collect::<Option<Vec<u64>>>()?;
+    let detail = text16(&mut f.c)?;
+    Some(Ok(Record::CodedNotice(CodedNotice {
+        level,
+        code,
+        values,
+        detail,
         text: text(f.c.rest()),
     })))
 }

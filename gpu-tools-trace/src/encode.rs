@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::names::FastBuild;
-use super::record::Record;
+use super::record::*;
 use super::wire::{FRAME_HEADER_LEN, MAX_NAME, StreamHeader, tag};
+use super::{CounterGap, CounterSample, KernelMetricsRecord, ProfileLoss, StallRecord};
 
 /// Encodes records into frames, defining each name once per stream.
 ///
@@ -55,201 +56,289 @@ impl Encoder {
         self.records
     }
 
-    /// Appends one record (and a name frame first for a name not sent before).
+    /// Appends one record (and a name frame first for a name not sent before): each kind by the method named
+    /// after it, below.
     pub fn push(&mut self, record: &Record) {
         self.records += 1;
         match record {
-            Record::Kernel(k) => {
-                let name = self.name_id(&k.name);
-                self.timed(tag::KERNEL, (k.start, k.end), |b| {
-                    put64(b, k.grid_id);
-                    put32(b, k.device);
-                    put32(b, k.context);
-                    put32(b, k.stream);
-                    put32(b, k.correlation);
-                    put32(b, name);
-                    for v in k.grid.iter().chain(k.block.iter()) {
-                        put32(b, *v);
-                    }
-                    put32(b, k.static_shared);
-                    put32(b, k.dynamic_shared);
-                    put32(b, k.graph_id);
-                    b.extend_from_slice(&k.registers.to_le_bytes());
-                    put64(b, k.graph_node_id);
-                });
-            }
-            Record::Memcpy(m) => self.timed(tag::MEMCPY, (m.start, m.end), |b| {
-                put64(b, m.bytes);
-                put32(b, m.device);
-                put32(b, m.context);
-                put32(b, m.stream);
-                put32(b, m.correlation);
-                b.extend_from_slice(&[
-                    m.kind.code(),
-                    m.src.code(),
-                    m.dst.code(),
-                    u8::from(m.is_async),
-                ]);
-            }),
-            Record::Memset(m) => self.timed(tag::MEMSET, (m.start, m.end), |b| {
-                put64(b, m.bytes);
-                put32(b, m.device);
-                put32(b, m.context);
-                put32(b, m.stream);
-                put32(b, m.correlation);
-                put32(b, m.value);
-                b.extend_from_slice(&[m.memory.code(), u8::from(m.is_async)]);
-            }),
-            Record::Api(a) => {
-                let name = self.name_id(&a.name);
-                self.timed(tag::API, (a.start, a.end), |b| {
-                    b.extend_from_slice(&[a.domain.code(), 0, 0, 0]);
-                    put32(b, a.cbid);
-                    put32(b, name);
-                    put32(b, a.correlation);
-                    put32(b, a.process);
-                    put32(b, a.thread);
-                    put32(b, a.return_value);
-                });
-            }
-            Record::Synchronization(s) => self.timed(tag::SYNC, (s.start, s.end), |b| {
-                put32(b, s.context);
-                put32(b, s.stream);
-                put32(b, s.event);
-                put32(b, s.correlation);
-                b.push(s.kind.code());
-            }),
-            Record::Overhead(o) => self.timed(tag::OVERHEAD, (o.start, o.end), |b| {
-                put64(b, o.object_id);
-                put32(b, o.kind);
-                put32(b, o.object_kind);
-            }),
-            Record::Dropped(d) => self.frame(tag::DROPPED, |b| {
-                put64(b, d.count);
-                put32(b, d.context);
-                put32(b, d.stream);
-            }),
-            Record::ProcessStart(p) => self.frame(tag::PROCESS_START, |b| {
-                put64(b, p.time);
-                put32(b, p.pid);
-                put32(b, p.parent_pid);
-                b.extend_from_slice(cut(&p.command, 4096).as_bytes());
-            }),
-            Record::ProcessEnd(p) => self.frame(tag::PROCESS_END, |b| {
-                put64(b, p.time);
-                put64(b, p.records);
-                put64(b, p.dropped);
-                put64(b, p.skipped);
-                put64(b, p.callback_panics);
-                b.push(p.reason.code());
-            }),
-            Record::Notice(n) => self.frame(tag::NOTICE, |b| {
-                b.push(n.level.code());
-                b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
-            }),
-            Record::GraphLaunch(g) => self.timed(tag::GRAPH_LAUNCH, (g.start, g.end), |b| {
-                for v in [
-                    g.device,
-                    g.context,
-                    g.stream,
-                    g.correlation,
-                    g.graph_id,
-                    g.end_device,
-                    g.end_context,
-                ] {
-                    put32(b, v);
-                }
-            }),
-            Record::Graph(g) => self.frame(tag::GRAPH, |b| {
-                put64(b, g.time);
-                put32(b, g.graph_id);
-                put32(b, g.exec_id);
-                put32(b, g.node_count);
-            }),
-            Record::Marker(m) => {
-                let domain = self.name_id(&m.domain);
-                self.frame(tag::MARKER, |b| {
-                    put64(b, m.time);
-                    put32(b, m.id);
-                    put32(b, m.process);
-                    put32(b, m.thread);
-                    put32(b, domain);
-                    b.push(m.kind.code());
-                    b.extend_from_slice(cut(&m.name, MAX_NAME).as_bytes());
-                });
-            }
-            Record::MarkerData(d) => self.frame(tag::MARKER_DATA, |b| {
-                let (kind, bits) = d.payload.to_wire();
-                put32(b, d.id);
-                put32(b, d.color.unwrap_or(0));
-                put32(b, d.category);
-                put64(b, bits);
-                b.push(u8::from(d.color.is_some()));
-                b.push(kind);
-            }),
-            Record::ClockAnchor(a) => self.frame(tag::CLOCK_ANCHOR, |b| {
-                put64(b, a.monotonic);
-                put64(b, a.realtime);
-                put32(b, a.uncertainty);
-            }),
-            Record::ProcessInfo(p) => self.frame(tag::PROCESS_INFO, |b| {
-                put_text16(b, &p.host);
-                put_text16(b, &p.boot_id);
-                let labels = &p.labels[..p.labels.len().min(256)];
-                b.extend_from_slice(&(labels.len() as u16).to_le_bytes());
-                for (k, v) in labels {
-                    put_text16(b, k);
-                    put_text16(b, v);
-                }
-            }),
-            Record::KernelMetrics(k) => {
-                let kernel = self.name_id(&k.kernel);
-                let ids = self.value_ids(&k.metrics);
-                self.frame(tag::KERNEL_METRICS, |b| {
-                    put32(b, k.device);
-                    put32(b, k.context);
-                    put32(b, k.correlation);
-                    put32(b, k.launch);
-                    put32(b, kernel);
-                    put_values(b, &ids);
-                });
-            }
-            Record::Stall(s) => {
-                let function = self.name_id(&s.function);
-                let ids: Vec<(u32, u32)> = s
-                    .stalls
-                    .iter()
-                    .take(usize::from(u16::MAX))
-                    .map(|(r, n)| (self.name_id(r), *n))
-                    .collect();
-                self.frame(tag::STALL, |b| {
-                    put32(b, s.context);
-                    put32(b, function);
-                    put64(b, s.pc_offset);
-                    b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
-                    for (id, n) in ids {
-                        put32(b, id);
-                        put32(b, n);
-                    }
-                });
-            }
-            Record::ProfileLoss(l) => self.frame(tag::PROFILE_LOSS, |b| {
-                put64(b, l.count);
-                put32(b, l.context);
-                b.push(l.kind.code());
-            }),
-            Record::CounterSample(s) => {
-                let ids = self.value_ids(&s.values);
-                self.timed(tag::COUNTER_SAMPLE, (s.start, s.end), |b| {
-                    put32(b, s.device);
-                    put_values(b, &ids);
-                });
-            }
-            Record::CounterGap(g) => self.timed(tag::COUNTER_GAP, (g.start, g.end), |b| {
-                put32(b, g.device);
-                put64(b, g.samples);
-            }),
+            Record::Kernel(k) => self.push_kernel(k),
+            Record::Memcpy(m) => self.push_memcpy(m),
+            Record::Memset(m) => self.push_memset(m),
+            Record::Api(a) => self.push_api(a),
+            Record::Synchronization(s) => self.push_synchronization(s),
+            Record::Overhead(o) => self.push_overhead(o),
+            Record::Dropped(d) => self.push_dropped(d),
+            Record::ProcessStart(p) => self.push_process_start(p),
+            Record::ProcessEnd(p) => self.push_process_end(p),
+            Record::Notice(n) => self.push_notice(n),
+            Record::CodedNotice(n) => self.push_coded_notice(n),
+            Record::GraphLaunch(g) => self.push_graph_launch(g),
+            Record::Graph(g) => self.push_graph(g),
+            Record::Marker(m) => self.push_marker(m),
+            Record::MarkerData(d) => self.push_marker_data(d),
+            Record::ClockAnchor(a) => self.push_clock_anchor(a),
+            Record::ProcessInfo(p) => self.push_process_info(p),
+            Record::KernelMetrics(k) => self.push_kernel_metrics(k),
+            Record::Stall(s) => self.push_stall(s),
+            Record::ProfileLoss(l) => self.push_profile_loss(l),
+            Record::CounterSample(s) => self.push_counter_sample(s),
+            Record::CounterGap(g) => self.push_counter_gap(g),
         }
+    }
+
+    fn push_kernel(&mut self, k: &KernelRecord) {
+        let name = self.name_id(&k.name);
+        self.timed(tag::KERNEL, (k.start, k.end), |b| {
+            put64(b, k.grid_id);
+            put32(b, k.device);
+            put32(b, k.context);
+            put32(b, k.stream);
+            put32(b, k.correlation);
+            put32(b, name);
+            for v in k.grid.iter().chain(k.block.iter()) {
+                put32(b, *v);
+            }
+            put32(b, k.static_shared);
+            put32(b, k.dynamic_shared);
+            put32(b, k.graph_id);
+            b.extend_from_slice(&k.registers.to_le_bytes());
+            put64(b, k.graph_node_id);
+        });
+    }
+
+    fn push_memcpy(&mut self, m: &MemcpyRecord) {
+        self.timed(tag::MEMCPY, (m.start, m.end), |b| {
+            put64(b, m.bytes);
+            put32(b, m.device);
+            put32(b, m.context);
+            put32(b, m.stream);
+            put32(b, m.correlation);
+            b.extend_from_slice(&[
+                m.kind.code(),
+                m.src.code(),
+                m.dst.code(),
+                u8::from(m.is_async),
+            ]);
+        });
+    }
+
+    fn push_memset(&mut self, m: &MemsetRecord) {
+        self.timed(tag::MEMSET, (m.start, m.end), |b| {
+            put64(b, m.bytes);
+            put32(b, m.device);
+            put32(b, m.context);
+            put32(b, m.stream);
+            put32(b, m.correlation);
+            put32(b, m.value);
+            b.extend_from_slice(&[m.memory.code(), u8::from(m.is_async)]);
+        });
+    }
+
+    fn push_api(&mut self, a: &ApiRecord) {
+        let name = self.name_id(&a.name);
+        self.timed(tag::API, (a.start, a.end), |b| {
+            b.extend_from_slice(&[a.domain.code(), 0, 0, 0]);
+            put32(b, a.cbid);
+            put32(b, name);
+            put32(b, a.correlation);
+            put32(b, a.process);
+            put32(b, a.thread);
+            put32(b, a.return_value);
+        });
+    }
+
+    fn push_synchronization(&mut self, s: &SyncRecord) {
+        self.timed(tag::SYNC, (s.start, s.end), |b| {
+            put32(b, s.context);
+            put32(b, s.stream);
+            put32(b, s.event);
+            put32(b, s.correlation);
+            b.push(s.kind.code());
+        });
+    }
+
+    fn push_overhead(&mut self, o: &OverheadRecord) {
+        self.timed(tag::OVERHEAD, (o.start, o.end), |b| {
+            put64(b, o.object_id);
+            put32(b, o.kind);
+            put32(b, o.object_kind);
+        });
+    }
+
+    fn push_dropped(&mut self, d: &DroppedRecords) {
+        self.frame(tag::DROPPED, |b| {
+            put64(b, d.count);
+            put32(b, d.context);
+            put32(b, d.stream);
+        });
+    }
+
+    fn push_process_start(&mut self, p: &ProcessStart) {
+        self.frame(tag::PROCESS_START, |b| {
+            put64(b, p.time);
+            put32(b, p.pid);
+            put32(b, p.parent_pid);
+            b.extend_from_slice(cut(&p.command, 4096).as_bytes());
+        });
+    }
+
+    fn push_process_end(&mut self, p: &ProcessEnd) {
+        self.frame(tag::PROCESS_END, |b| {
+            put64(b, p.time);
+            put64(b, p.records);
+            put64(b, p.dropped);
+            put64(b, p.skipped);
+            put64(b, p.callback_panics);
+            b.push(p.reason.code());
+        });
+    }
+
+    fn push_notice(&mut self, n: &Notice) {
+        self.frame(tag::NOTICE, |b| {
+            b.push(n.level.code());
+            b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
+        });
+    }
+
+    fn push_coded_notice(&mut self, n: &CodedNotice) {
+        self.frame(tag::CODED_NOTICE, |b| {
+            b.push(n.level.code());
+            b.extend_from_slice(&n.code.to_le_bytes());
+            let values = &n.values[..n.values.len().min(usize::from(u8::MAX))];
+            b.push(values.len() as u8);
+            for v in values {
+                put64(b, *v);
+            }
+            put_text16(b, &n.detail);
+            b.extend_from_slice(cut(&n.text, MAX_NAME).as_bytes());
+        });
+    }
+
+    fn push_graph_launch(&mut self, g: &GraphLaunchRecord) {
+        self.timed(tag::GRAPH_LAUNCH, (g.start, g.end), |b| {
+            for v in [
+                g.device,
+                g.context,
+                g.stream,
+                g.correlation,
+                g.graph_id,
+                g.end_device,
+                g.end_context,
+            ] {
+                put32(b, v);
+            }
+        });
+    }
+
+    fn push_graph(&mut self, g: &GraphInfo) {
+        self.frame(tag::GRAPH, |b| {
+            put64(b, g.time);
+            put32(b, g.graph_id);
+            put32(b, g.exec_id);
+            put32(b, g.node_count);
+        });
+    }
+
+    fn push_marker(&mut self, m: &MarkerRecord) {
+        let domain = self.name_id(&m.domain);
+        self.frame(tag::MARKER, |b| {
+            put64(b, m.time);
+            put32(b, m.id);
+            put32(b, m.process);
+            put32(b, m.thread);
+            put32(b, domain);
+            b.push(m.kind.code());
+            b.extend_from_slice(cut(&m.name, MAX_NAME).as_bytes());
+        });
+    }
+
+    fn push_marker_data(&mut self, d: &MarkerData) {
+        self.frame(tag::MARKER_DATA, |b| {
+            let (kind, bits) = d.payload.to_wire();
+            put32(b, d.id);
+            put32(b, d.color.unwrap_or(0));
+            put32(b, d.category);
+            put64(b, bits);
+            b.push(u8::from(d.color.is_some()));
+            b.push(kind);
+        });
+    }
+
+    fn push_clock_anchor(&mut self, a: &ClockAnchor) {
+        self.frame(tag::CLOCK_ANCHOR, |b| {
+            put64(b, a.monotonic);
+            put64(b, a.realtime);
+            put32(b, a.uncertainty);
+        });
+    }
+
+    fn push_process_info(&mut self, p: &ProcessInfo) {
+        self.frame(tag::PROCESS_INFO, |b| {
+            put_text16(b, &p.host);
+            put_text16(b, &p.boot_id);
+            let labels = &p.labels[..p.labels.len().min(256)];
+            b.extend_from_slice(&(labels.len() as u16).to_le_bytes());
+            for (k, v) in labels {
+                put_text16(b, k);
+                put_text16(b, v);
+            }
+        });
+    }
+
+    fn push_kernel_metrics(&mut self, k: &KernelMetricsRecord) {
+        let kernel = self.name_id(&k.kernel);
+        let ids = self.value_ids(&k.metrics);
+        self.frame(tag::KERNEL_METRICS, |b| {
+            put32(b, k.device);
+            put32(b, k.context);
+            put32(b, k.correlation);
+            put32(b, k.launch);
+            put32(b, kernel);
+            put_values(b, &ids);
+        });
+    }
+
+    fn push_stall(&mut self, s: &StallRecord) {
+        let function = self.name_id(&s.function);
+        let ids: Vec<(u32, u32)> = s
+            .stalls
+            .iter()
+            .take(usize::from(u16::MAX))
+            .map(|(r, n)| (self.name_id(r), *n))
+            .collect();
+        self.frame(tag::STALL, |b| {
+            put32(b, s.context);
+            put32(b, function);
+            put64(b, s.pc_offset);
+            b.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+            for (id, n) in ids {
+                put32(b, id);
+                put32(b, n);
+            }
+        });
+    }
+
+    fn push_profile_loss(&mut self, l: &ProfileLoss) {
+        self.frame(tag::PROFILE_LOSS, |b| {
+            put64(b, l.count);
+            put32(b, l.context);
+            b.push(l.kind.code());
+        });
+    }
+
+    fn push_counter_sample(&mut self, s: &CounterSample) {
+        let ids = self.value_ids(&s.values);
+        self.timed(tag::COUNTER_SAMPLE, (s.start, s.end), |b| {
+            put32(b, s.device);
+            put_values(b, &ids);
+        });
+    }
+
+    fn push_counter_gap(&mut self, g: &CounterGap) {
+        self.timed(tag::COUNTER_GAP, (g.start, g.end), |b| {
+            put32(b, g.device);
+            put64(b, g.samples);
+        });
     }
 
     /// The name ids of (metric name, value) pairs, sending their name frames first. A frame holds at most

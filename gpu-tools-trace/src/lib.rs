@@ -48,7 +48,7 @@ pub use metrics::{
 };
 pub use names::NameTable;
 pub use record::{
-    ApiDomain, ApiRecord, ClockAnchor, CopyKind, DroppedRecords, EndReason, GraphInfo,
+    ApiDomain, ApiRecord, ClockAnchor, CodedNotice, CopyKind, DroppedRecords, EndReason, GraphInfo,
     GraphLaunchRecord, KernelRecord, MarkerData, MarkerKind, MarkerPayload, MarkerRecord,
     MemcpyRecord, MemoryKind, MemsetRecord, Notice, NoticeLevel, OverheadRecord, ProcessEnd,
     ProcessInfo, ProcessStart, RANK_VARIABLES, Record, SyncKind, SyncRecord, host_name,

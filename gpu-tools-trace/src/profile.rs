@@ -70,6 +70,11 @@ pub fn collect<R: io::Read>(reader: StreamReader<R>, out: &mut ProfileRun) {
             Ok(Record::Stall(s)) => out.stalls.push(s),
             Ok(Record::ProfileLoss(l)) => out.losses.push(l),
             Ok(Record::Notice(n)) => out.notices.push(n),
+            // Shown as any notice; what it means is for its sender's protocol.
+            Ok(Record::CodedNotice(n)) => out.notices.push(Notice {
+                level: n.level,
+                text: n.text,
+            }),
             Ok(Record::ProcessEnd(end)) => {
                 out.ended += 1;
                 out.dropped_records += end.dropped;

@@ -27,6 +27,8 @@ pub enum Record {
     Dropped(DroppedRecords),
     /// A message from the tracing side (for example why tracing could not start).
     Notice(Notice),
+    /// A message from the tracing side that a program acts on: its meaning as a code and values, beside its text.
+    CodedNotice(CodedNotice),
     /// A traced process finished sending (last record of a stream), with its counts.
     ProcessEnd(ProcessEnd),
     /// A CUDA graph launch traced as one event (graph-level tracing).
@@ -572,6 +574,29 @@ pub struct Notice {
     /// Severity.
     pub level: NoticeLevel,
     /// The message.
+    pub text: String,
+}
+
+/// A notice that a program acts on: what it means, as a code and values defined by the protocol of whoever sent it
+/// (the injection libraries' messages are `gpu_tools_injection::message`'s), beside the text a person reads,
+/// rendered by the sender from the same. A reader that does not know the code shows the text, as for a [`Notice`];
+/// one that acts on it reads the code and values, never the text.
+///
+/// A record kind of its own rather than more fields of [`Notice`]: a notice's frame ends with its text, so a reader
+/// of an earlier release would have taken any field after it for text, where it skips a frame of a tag it does not
+/// know; and files written before hold plain notices, which read as they did.
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodedNotice {
+    /// Severity.
+    pub level: NoticeLevel,
+    /// What the notice says, in the sender's protocol.
+    pub code: u16,
+    /// Its numbers (counts, ids, flags), in the order the code defines; at most 255 are sent.
+    pub values: Vec<u64>,
+    /// Its words, where the code has some (a reason, a name); empty otherwise. At most 4 KiB are sent.
+    pub detail: String,
+    /// The text a person reads.
     pub text: String,
 }
 

@@ -46,9 +46,11 @@
 //! | 20 | kernel metrics | device u32, context u32, correlation u32, launch u32, kernel name id u32, count u16, count × (metric name id u32, value f64) |
 //! | 21 | stall | context u32, function name id u32, PC offset u64, count u16, count × (reason name id u32, samples u32) |
 //! | 22 | profile loss | count u64, context u32, kind u8 (1 ranges, 2 PC samples) |
+//! | 28 | coded notice | level u8, code u16, value count u8, values u64 × count, detail (u16 length, UTF-8), text (UTF-8, rest) |
 //!
 //! Tags 12–19 are this format's; 20–23 are kept for per-kernel metrics and PC samples, 24–27 for records of
-//! rocprofiler-sdk. A field marked optional may be missing from a frame written before it existed: the reader then
+//! rocprofiler-sdk; 28 is the coded notice (a notice a program acts on, added after the others: a reader of an
+//! earlier release skips it). A field marked optional may be missing from a frame written before it existed: the reader then
 //! gives it its "none" value (0). A reader that does not know a tag skips its frame ([`WireError::UnknownFrame`],
 //! not fatal), so streams with newer record kinds stay readable.
 //!
@@ -98,6 +100,7 @@ pub(crate) mod tag {
     pub const KERNEL_METRICS: u8 = 20;
     pub const STALL: u8 = 21;
     pub const PROFILE_LOSS: u8 = 22;
+    pub const CODED_NOTICE: u8 = 28;
 
     /// Whether records of `tag` are timed: their payload starts with the header every timed record shares, its
     /// start and end times (u64 each), read and written in one place (`Encoder::timed`, the decoder, the packed
@@ -143,6 +146,7 @@ pub(crate) fn min_payload(tag: u8) -> Option<usize> {
         tag::KERNEL_METRICS => 4 * 5 + 2,
         tag::STALL => 4 + 4 + 8 + 2,
         tag::PROFILE_LOSS => 8 + 4 + 1,
+        tag::CODED_NOTICE => 1 + 2 + 1 + 2,
         _ => return None,
     })
 }

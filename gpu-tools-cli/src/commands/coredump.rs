@@ -159,6 +159,21 @@ fn write_text(o: &mut impl Write, dump: &CoreDump, file: &Path, args: &Args) -> 
     }
     o.write_all(b"\n")?;
 
+    write_fault(o, dump)?;
+    if args.devices {
+        write_devices(o, dump)?;
+    }
+    if args.kernels {
+        write_kernels(o, dump)?;
+    }
+    if args.warps {
+        write_warps(o, dump)?;
+    }
+    write_lanes(o, dump, args)
+}
+
+/// The faulting lane (the first) where it stopped, as cuda-gdb says it; else the SMs' exceptions, if any.
+fn write_fault(o: &mut impl Write, dump: &CoreDump) -> io::Result<()> {
     let faulting: Vec<LaneView<'_>> = dump.faulting_lanes().collect();
     match faulting.first() {
         Some(l) => {
@@ -219,74 +234,87 @@ fn write_text(o: &mut impl Write, dump: &CoreDump, file: &Path, args: &Args) -> 
         }
     }
 
-    if args.devices {
-        o.write_all(b"\n  Dev PCI Bus/Dev ID                  Name Description SM Type SMs Warps/SM Lanes/Warp Max Regs/Lane Active SMs Mask\n")?;
-        for d in dump.devices() {
-            writeln!(
-                o,
-                "  {:>3} {:>14} {:>21} {:>11} {:>7} {:>3} {:>8} {:>10} {:>13} {}",
-                d.index,
-                format!("{:02x}:{:02x}.0", d.pci_bus, d.pci_device),
-                d.name,
-                d.device_type,
-                d.sm_type,
-                d.sm_count,
-                d.warps_per_sm,
-                d.lanes_per_warp,
-                d.registers_per_lane,
-                sm_mask(d, None)
-            )?;
-        }
-    }
-    if args.kernels {
-        o.write_all(
-            b"\n  Kernel Dev     Grid Status       GridDim      BlockDim SMs Mask Invocation\n",
+    Ok(())
+}
+
+/// The devices table (`--devices`).
+fn write_devices(o: &mut impl Write, dump: &CoreDump) -> io::Result<()> {
+    o.write_all(b"\n  Dev PCI Bus/Dev ID                  Name Description SM Type SMs Warps/SM Lanes/Warp Max Regs/Lane Active SMs Mask\n")?;
+    for d in dump.devices() {
+        writeln!(
+            o,
+            "  {:>3} {:>14} {:>21} {:>11} {:>7} {:>3} {:>8} {:>10} {:>13} {}",
+            d.index,
+            format!("{:02x}:{:02x}.0", d.pci_bus, d.pci_device),
+            d.name,
+            d.device_type,
+            d.sm_type,
+            d.sm_count,
+            d.warps_per_sm,
+            d.lanes_per_warp,
+            d.registers_per_lane,
+            sm_mask(d, None)
         )?;
-        for (k, (d, g)) in kernels(dump).into_iter().enumerate() {
-            writeln!(
-                o,
-                "  {k:>6} {:>3} {:>8} {:<8} {:>11} {:>13} {} {}",
-                d.index,
-                g.id,
-                format!("{:?}", g.status),
-                g.grid_dim.to_string(),
-                g.block_dim.to_string(),
-                sm_mask(d, Some(g.id)),
-                kernel_name(Some(g))
-            )?;
-        }
     }
-    if args.warps {
-        o.write_all(b"\n  Wp Active Lanes Mask Divergent Lanes Mask          Active PC Kernel BlockIdx First Active ThreadIdx\n")?;
-        for d in dump.devices() {
-            for sm in &d.sms {
-                if sm.blocks.iter().all(|b| b.warps.is_empty()) {
-                    continue;
-                }
-                writeln!(o, "Device {} SM {}", d.index, sm.id)?;
-                for b in &sm.blocks {
-                    for w in &b.warps {
-                        let first = w.lanes.iter().find(|l| w.is_active(l.id));
-                        writeln!(
-                            o,
-                            "  {:>2}        {:#010x}           {:#010x} {:>18} {:>6} {:>8} {:>22}",
-                            w.id,
-                            w.active_lanes,
-                            w.valid_lanes & !w.active_lanes,
-                            first.map_or_else(|| "n/a".into(), |l| format!("{:#018x}", l.pc)),
-                            kernels(dump)
-                                .iter()
-                                .position(|(kd, g)| kd.index == d.index && g.id == b.grid_id)
-                                .map_or_else(|| "?".into(), |k| k.to_string()),
-                            b.block_idx.to_string(),
-                            first.map_or_else(|| "n/a".into(), |l| l.thread_idx.to_string())
-                        )?;
-                    }
+    Ok(())
+}
+
+/// The kernels table (`--kernels`).
+fn write_kernels(o: &mut impl Write, dump: &CoreDump) -> io::Result<()> {
+    o.write_all(
+        b"\n  Kernel Dev     Grid Status       GridDim      BlockDim SMs Mask Invocation\n",
+    )?;
+    for (k, (d, g)) in kernels(dump).into_iter().enumerate() {
+        writeln!(
+            o,
+            "  {k:>6} {:>3} {:>8} {:<8} {:>11} {:>13} {} {}",
+            d.index,
+            g.id,
+            format!("{:?}", g.status),
+            g.grid_dim.to_string(),
+            g.block_dim.to_string(),
+            sm_mask(d, Some(g.id)),
+            kernel_name(Some(g))
+        )?;
+    }
+    Ok(())
+}
+
+/// The warps of each SM with resident warps (`--warps`).
+fn write_warps(o: &mut impl Write, dump: &CoreDump) -> io::Result<()> {
+    o.write_all(b"\n  Wp Active Lanes Mask Divergent Lanes Mask          Active PC Kernel BlockIdx First Active ThreadIdx\n")?;
+    for d in dump.devices() {
+        for sm in &d.sms {
+            if sm.blocks.iter().all(|b| b.warps.is_empty()) {
+                continue;
+            }
+            writeln!(o, "Device {} SM {}", d.index, sm.id)?;
+            for b in &sm.blocks {
+                for w in &b.warps {
+                    let first = w.lanes.iter().find(|l| w.is_active(l.id));
+                    writeln!(
+                        o,
+                        "  {:>2}        {:#010x}           {:#010x} {:>18} {:>6} {:>8} {:>22}",
+                        w.id,
+                        w.active_lanes,
+                        w.valid_lanes & !w.active_lanes,
+                        first.map_or_else(|| "n/a".into(), |l| format!("{:#018x}", l.pc)),
+                        kernels(dump)
+                            .iter()
+                            .position(|(kd, g)| kd.index == d.index && g.id == b.grid_id)
+                            .map_or_else(|| "?".into(), |k| k.to_string()),
+                        b.block_idx.to_string(),
+                        first.map_or_else(|| "n/a".into(), |l| l.thread_idx.to_string())
+                    )?;
                 }
             }
         }
     }
+    Ok(())
+}
 
+/// The lanes selected (see `selected`), if any.
+fn write_lanes(o: &mut impl Write, dump: &CoreDump, args: &Args) -> io::Result<()> {
     let lanes = selected(dump, args);
     if lanes.is_empty() {
         return Ok(());

@@ -18,19 +18,21 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use gpu_tools::linux::quiesce::{self, StoppedThreads};
 use gpu_tools::trace::{KernelMetricsRecord, NoticeLevel, ProfileLoss, Record, StallRecord};
 use gpu_tools_injection::attach::{
-    AfterStop, AttachError, Attached, Listening, Placement, Settings, Sockets,
+    AfterStop, AttachError, Attached, Listening, Placement, Sockets,
 };
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
-use gpu_tools_injection::env::{self, InjectionEnv};
+use gpu_tools_injection::control::Control;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
-use gpu_tools_injection::profile::notice::{self, MetricsEnded};
+use gpu_tools_injection::profile::notice::MetricsEnded;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::failure::Failure;
 
@@ -111,20 +113,20 @@ impl Records {
     }
 }
 
-/// Waits for a notice whose text starts with one of `prefixes`; keeps what arrives meanwhile.
+/// Waits for a message that `wanted` accepts; keeps what arrives meanwhile.
 fn wait_for(
     rx: &mut Records,
     out: &mut Collected,
-    prefixes: &[&str],
+    wanted: fn(&Message) -> bool,
     limit: Duration,
-) -> Option<String> {
+) -> Option<Message> {
     let until = Instant::now() + limit;
     while let Some(left) = until.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(record) => {
-                if let Some(text) = keep(record, out) {
-                    if prefixes.iter().any(|p| text.starts_with(p)) {
-                        return Some(text);
+                if let Some(message) = keep(record, out) {
+                    if wanted(&message) {
+                        return Some(message);
                     }
                 }
             }
@@ -134,28 +136,22 @@ fn wait_for(
     None
 }
 
-/// Keeps a record; returns a notice's text.
-fn keep(record: Record, out: &mut Collected) -> Option<String> {
+/// Keeps a record (a notice's text among the notices shown, a message's too); returns the message it carries, if
+/// it carries one.
+fn keep(record: Record, out: &mut Collected) -> Option<Message> {
     match record {
-        Record::Stall(s) => {
-            out.stalls.push(s);
-            None
+        Record::Stall(s) => out.stalls.push(s),
+        Record::KernelMetrics(m) => out.metrics.push(m),
+        Record::ProfileLoss(l) => out.losses.push(l),
+        Record::Notice(n) => out.notices.push((n.level, n.text)),
+        Record::CodedNotice(n) => {
+            let message = Message::read(&n);
+            out.notices.push((n.level, n.text));
+            return message;
         }
-        Record::KernelMetrics(m) => {
-            out.metrics.push(m);
-            None
-        }
-        Record::ProfileLoss(l) => {
-            out.losses.push(l);
-            None
-        }
-        Record::Notice(n) => {
-            let text = n.text.to_string();
-            out.notices.push((n.level, text.clone()));
-            Some(text)
-        }
-        _ => None,
+        _ => {}
     }
+    None
 }
 
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
@@ -287,25 +283,25 @@ fn quiet_moment(
     ))
 }
 
-/// Sends `byte` to the library while the program is stopped at a quiet moment, and waits for its answer.
+/// Sends `control` to the library while the program is stopped at a quiet moment, and waits for its answer.
 fn call_stopped(
     pid: u32,
     session: &Attached,
-    byte: u8,
-    answer: &str,
+    control: Control,
+    answer: fn(&Message) -> bool,
     rx: &mut Records,
     out: &mut Collected,
     before: Option<&BTreeSet<u32>>,
-) -> Result<(String, (u32, u32)), Failure> {
+) -> Result<(Message, (u32, u32)), Failure> {
     let (stopped, tries, nudges) = quiet_moment(pid, before)?;
     session
-        .send(byte)
+        .send(control)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
-    let got = wait_for(rx, out, &[answer], CALL_LIMIT);
+    let got = wait_for(rx, out, answer, CALL_LIMIT);
     // The program goes on whatever the answer.
     stopped.resume().map_err(Failure::error)?;
     match got {
-        Some(text) => Ok((text, (tries, nudges))),
+        Some(message) => Ok((message, (tries, nudges))),
         None => Err(Failure::new(
             1,
             format!(
@@ -331,21 +327,93 @@ pub fn run(
         &request.metrics
     };
     let stop = crate::interrupt::stop_flag();
+    let (session, mut rx) = attach(pid, lib, cupti, request)?;
+    let mut out = Collected {
+        stalls: Vec::new(),
+        metrics: Vec::new(),
+        losses: Vec::new(),
+        notices: Vec::new(),
+        tries: [(0, 0); 2],
+        sampled: Duration::ZERO,
+        contexts: None,
+        ended_early: None,
+    };
+    wait_ready(pid, &mut rx, &mut out)?;
+    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
+    let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
+        .thread_ids()
+        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
+        .into_iter()
+        .collect();
+    let (started, tries) = call_stopped(
+        pid,
+        &session,
+        Control::ProfileStart,
+        |m| matches!(m, Message::ProfileStarted { .. }),
+        &mut rx,
+        &mut out,
+        None,
+    )?;
+    out.tries[0] = tries;
+    if let Message::ProfileStarted { contexts, .. } = &started {
+        out.contexts = usize::try_from(*contexts).ok();
+    }
+    log::info!("{started} ({tries:?} stops and runs alone)");
+    eprintln!(
+        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
+        if metrics.is_empty() {
+            "sampling PCs of"
+        } else {
+            "profiling the kernels of"
+        },
+        duration
+            .map(|d| format!(", or after {d} s"))
+            .unwrap_or_default()
+    );
+    out.sampled = collect_until_stop(pid, duration, !metrics.is_empty(), &stop, &mut rx, &mut out);
+    let finished = if Path::new(&format!("/proc/{pid}")).exists() {
+        let (finished, tries) = call_stopped(
+            pid,
+            &session,
+            Control::ProfileFinish,
+            |m| matches!(m, Message::ProfileFinished { .. }),
+            &mut rx,
+            &mut out,
+            Some(&before),
+        )?;
+        out.tries[1] = tries;
+        Some(finished.to_string())
+    } else {
+        None
+    };
+    log::info!("{finished:?}");
+    // The stop byte, then the connection's writing half closed.
+    session.stop(AfterStop::CloseWrites);
+    // The rest of the stream, until the library ends it; then its connection's close (the library's attach thread
+    // ends right after it, and a later attach, such as the counters' window, is refused while it runs).
+    read_to_end(&mut rx, &mut out);
+    Ok(out)
+}
+
+/// Attaches the library to process `pid`, profiling as `request` says, and waits for its connection: the session
+/// and the records of the connection. A refused process is the error.
+fn attach(
+    pid: u32,
+    lib: &Path,
+    cupti: Option<&Path>,
+    request: &ProfileRequest,
+) -> Result<(Attached, Records), Failure> {
     let sockets = Sockets {
         prefix: "gpu-tools-profile-",
         name: "profile.sock",
         placement: Placement::PrivateFolder,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
-    let mut env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
-    // The injection library's own log (to the program's standard error), as `trace --pid` passes it.
-    if let Ok(level) = std::env::var(env::LOG) {
-        env = env.log(level);
-    }
+    // The same settings as a launched profile's (the destination is the process's socket, written by the attach),
+    // with the CUPTI the tracer found for a process that maps none.
     let settings = Settings {
-        env: &env,
-        cupti,
-        profile: Some(request),
+        cupti: cupti.map(Path::to_path_buf),
+        ..gpu_tools_injection::profile::settings(Destination::Socket(PathBuf::new()), request)
     };
     // The library's one connection is read; another (a forked child's) would wait unaccepted.
     let options = AcceptOptions {
@@ -354,7 +422,7 @@ pub fn run(
     };
     let (tx, rx) = mpsc::channel::<Delivery>();
     let session = listening
-        .attach(&settings, options, tx, |_| {})
+        .attach(lib, &settings, options, tx, |_| {})
         .map_err(|e| Failure::new(1, e.to_string()))?;
     match session.outcomes().first().map(|o| &o.result) {
         Some(Ok(_)) | None => {}
@@ -376,26 +444,25 @@ pub fn run(
                 format!("process {pid}: the injection library never connected: {e}"),
             )
         })?;
-    let mut rx = Records { rx, closed: false };
-    let mut out = Collected {
-        stalls: Vec::new(),
-        metrics: Vec::new(),
-        losses: Vec::new(),
-        notices: Vec::new(),
-        tries: [(0, 0); 2],
-        sampled: Duration::ZERO,
-        contexts: None,
-        ended_early: None,
-    };
+    Ok((session, Records { rx, closed: false }))
+}
+
+/// Waits for the library's word that it found the program's contexts; its refusal is the error.
+fn wait_ready(pid: u32, rx: &mut Records, out: &mut Collected) -> Result<(), Failure> {
     let ready = wait_for(
-        &mut rx,
-        &mut out,
-        &[env::PROFILE_READY, env::PROFILE_FAILED],
+        rx,
+        out,
+        |m| {
+            matches!(
+                m,
+                Message::ProfileReady { .. } | Message::ProfileRefused { .. }
+            )
+        },
         CALL_LIMIT,
     );
     match ready {
-        Some(t) if t.starts_with(env::PROFILE_READY) => {}
-        Some(t) => return Err(Failure::new(1, format!("process {pid}: {t}"))),
+        Some(Message::ProfileReady { .. }) => {}
+        Some(refused) => return Err(Failure::new(1, format!("process {pid}: {refused}"))),
         None => {
             return Err(Failure::new(
                 1,
@@ -403,35 +470,19 @@ pub fn run(
             ));
         }
     }
-    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
-    let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
-        .thread_ids()
-        .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
-        .into_iter()
-        .collect();
-    let (started, tries) = call_stopped(
-        pid,
-        &session,
-        env::ATTACH_PROFILE_START,
-        env::PROFILE_STARTED,
-        &mut rx,
-        &mut out,
-        None,
-    )?;
-    out.tries[0] = tries;
-    out.contexts = notice::started_contexts(&started);
-    log::info!("{started} ({tries:?} stops and runs alone)");
-    eprintln!(
-        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
-        if metrics.is_empty() {
-            "sampling PCs of"
-        } else {
-            "profiling the kernels of"
-        },
-        duration
-            .map(|d| format!(", or after {d} s"))
-            .unwrap_or_default()
-    );
+    Ok(())
+}
+
+/// Keeps what arrives until Ctrl-C, `duration` (seconds), the process's end, or (`metrics`) the kernel metrics'
+/// end on the program's thread; returns how long it was.
+fn collect_until_stop(
+    pid: u32,
+    duration: Option<f64>,
+    metrics: bool,
+    stop: &AtomicBool,
+    rx: &mut Records,
+    out: &mut Collected,
+) -> Duration {
     let from = Instant::now();
     let until = duration.map(|s| from + Duration::from_secs_f64(s.max(0.0)));
     while !stop.load(Ordering::SeqCst) && until.is_none_or(|u| Instant::now() < u) {
@@ -441,8 +492,10 @@ pub fn run(
         while let Some(record) = rx.try_recv() {
             // Kernel metrics that ended on the program's thread (the range profiler off): the window is finished
             // now, and its rest is the caller's (`profile --pid` gives it to PM sampling attribution).
-            let text = keep(record, &mut out);
-            if !metrics.is_empty() && text.as_deref().and_then(MetricsEnded::parse).is_some() {
+            let ended = metrics
+                && matches!(&record, Record::Notice(n) if MetricsEnded::parse(&n.text).is_some());
+            keep(record, out);
+            if ended {
                 out.ended_early = Some(from.elapsed());
             }
         }
@@ -451,34 +504,18 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    out.sampled = from.elapsed();
-    let finished = if Path::new(&format!("/proc/{pid}")).exists() {
-        let (text, tries) = call_stopped(
-            pid,
-            &session,
-            env::ATTACH_PROFILE_FINISH,
-            env::PROFILE_FINISHED,
-            &mut rx,
-            &mut out,
-            Some(&before),
-        )?;
-        out.tries[1] = tries;
-        Some(text)
-    } else {
-        None
-    };
-    log::info!("{finished:?}");
-    // The stop byte, then the connection's writing half closed.
-    session.stop(AfterStop::CloseWrites);
-    // The rest of the stream, until the library ends it; then its connection's close (the library's attach thread
-    // ends right after it, and a later attach, such as the counters' window, is refused while it runs).
+    from.elapsed()
+}
+
+/// Keeps the rest of the stream, until the library ends it (at most 10 s).
+fn read_to_end(rx: &mut Records, out: &mut Collected) {
     let ending = Instant::now();
     let mut ended = false;
     while ending.elapsed() < Duration::from_secs(10) {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(record) => {
                 ended |= matches!(record, Record::ProcessEnd(_));
-                keep(record, &mut out);
+                keep(record, out);
             }
             Err(RecvTimeoutError::Timeout)
                 if ended && ending.elapsed() > Duration::from_secs(2) =>
@@ -489,5 +526,4 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    Ok(out)
 }

@@ -173,9 +173,18 @@ type SubscribeFn = unsafe extern "C" fn(
 /// CUPTI's own `cuptiSubscribe`, in the CUPTI the program maps (looked up at each call: a program subscribes once
 /// per profiler session, if that).
 fn real_subscribe() -> Option<SubscribeFn> {
-    let p = crate::nvtx::cupti_symbol("cuptiSubscribe").ok()?;
+    let path = gpu_tools::cupti::CuptiLibrary::get()?.path()?;
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: RTLD_NOLOAD finds the copy already mapped (the crate loaded it), nothing is loaded; the handle is
+    // kept, as the crate keeps the library for the process.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a live handle and a NUL-terminated name.
+    let p = unsafe { libc::dlsym(handle, c"cuptiSubscribe".as_ptr()) };
     // SAFETY: CUPTI's function of this C signature (cupti_callbacks.h).
-    Some(unsafe { std::mem::transmute::<*mut c_void, SubscribeFn>(p) })
+    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, SubscribeFn>(p) })
 }
 
 /// `cuptiSubscribe` while the recorder runs: the program's profiler gets the subscriber, and the recorder stops.

@@ -60,9 +60,9 @@ pub enum SetupError {
         /// Why.
         error: InjectError,
     },
-    /// A setting holds a character an attach argument cannot carry (a newline or a NUL).
-    #[error("a setting holds a newline, which an attach cannot carry")]
-    Argument,
+    /// A setting holds what an attach argument cannot carry (a newline, a NUL, text that is not UTF-8).
+    #[error("{0}")]
+    Argument(crate::settings::SettingError),
 }
 
 /// Where one process connects.

@@ -14,36 +14,17 @@ use gpu_tools::linux::inject::Injected;
 use super::listening::{Listening, SetupError};
 use super::{AttachError, start};
 use crate::collect::{AcceptOptions, Accepted, Controls, Delivery, accept_streams};
-use crate::env::{self, Destination, InjectionEnv};
-use crate::profile::ProfileRequest;
+use crate::control::Control;
+use crate::settings::{Destination, Settings};
 
-/// What the attached library is told: the same for every process but its socket.
-#[derive(Debug, Clone, Copy)]
-pub struct Settings<'a> {
-    /// The library and what it records; its destination is replaced by each process's socket.
-    pub env: &'a InjectionEnv,
-    /// The CUPTI the library loads when the process maps none (`GPU_TOOLS_CUPTI_LIB`).
-    pub cupti: Option<&'a Path>,
-    /// A profile request: the library profiles (waiting for the control bytes) instead of tracing.
-    pub profile: Option<&'a ProfileRequest>,
-}
-
-impl Settings<'_> {
-    /// The attach argument of a process that connects to `socket`: the settings' lines, then the profile
-    /// request's. `None` when a setting holds a newline or a NUL.
-    fn argument(&self, socket: &Path) -> Option<String> {
-        let settings = self
-            .env
-            .clone()
-            .destination(Destination::Socket(socket.to_path_buf()))
-            .attach_argument(self.cupti)?;
-        let profile = self.profile.map(ProfileRequest::env).unwrap_or_default();
-        Some(
-            std::iter::once(settings)
-                .chain(profile.into_iter().map(|(k, v)| format!("{k}={v}\n")))
-                .collect(),
-        )
-    }
+/// The attach argument of a process that connects to `socket`: `settings` with that destination.
+fn argument(settings: &Settings, socket: &Path) -> Result<String, SetupError> {
+    let destination = Destination::Socket(socket.to_path_buf());
+    settings
+        .clone()
+        .with_destination(destination)
+        .attach_argument()
+        .map_err(SetupError::Argument)
 }
 
 /// How one process's attach went.
@@ -68,14 +49,15 @@ pub enum AfterStop {
 }
 
 impl Listening {
-    /// Attaches to the processes: writes every process's argument from `settings` (refusing, before any process
-    /// is touched, a setting an attach cannot carry), starts accepting their connections (read as `options`
-    /// says, their deliveries to `tx`), then starts the library in each process in the order given, handing
-    /// each [`Outcome`] to `after_each` as it comes (the caller may take what arrived meanwhile). A process
-    /// refused does not keep the others from being attached.
+    /// Attaches to the processes: writes every process's argument from `settings`, its destination each
+    /// process's socket (refusing, before any process is touched, a setting an attach cannot carry), starts
+    /// accepting their connections (read as `options` says, their deliveries to `tx`), then starts `library` in
+    /// each process in the order given, handing each [`Outcome`] to `after_each` as it comes (the caller may take
+    /// what arrived meanwhile). A process refused does not keep the others from being attached.
     pub fn attach<M>(
         mut self,
-        settings: &Settings<'_>,
+        library: &Path,
+        settings: &Settings,
         options: AcceptOptions,
         tx: mpsc::Sender<M>,
         mut after_each: impl FnMut(&Outcome),
@@ -86,7 +68,7 @@ impl Listening {
         let arguments = self
             .endpoints
             .iter()
-            .map(|e| settings.argument(&e.in_target).ok_or(SetupError::Argument))
+            .map(|e| argument(settings, &e.in_target))
             .collect::<Result<Vec<String>, SetupError>>()?;
         let accepted: Accepted = Arc::default();
         let controls: Controls = options.controls.clone().unwrap_or_default();
@@ -112,11 +94,10 @@ impl Listening {
             threads,
             listening: self,
         };
-        let library = settings.env.library().to_path_buf();
         for (i, argument) in arguments.iter().enumerate() {
             let pid = attached.listening.endpoints[i].pid;
             let began = Instant::now();
-            let result = start(pid, &library, argument);
+            let result = start(pid, library, argument);
             let outcome = Outcome {
                 pid,
                 took: began.elapsed(),
@@ -175,24 +156,24 @@ impl Attached {
         Ok(())
     }
 
-    /// Writes the control byte `byte` ([`env::ATTACH_PROFILE_START`], ...) to every connection accepted so far;
-    /// the first error, once each was tried.
-    pub fn send(&self, byte: u8) -> io::Result<()> {
+    /// Writes `control` ([`Control::ProfileStart`], ...) to every connection accepted so far; the first error,
+    /// once each was tried.
+    pub fn send(&self, control: Control) -> io::Result<()> {
         let mut first = Ok(());
         for c in self.lock_controls().iter_mut() {
-            if let Err(e) = c.write_all(&[byte]) {
+            if let Err(e) = c.write_all(&[control.byte()]) {
                 first = first.and(Err(e));
             }
         }
         first
     }
 
-    /// Sends the stop byte ([`env::ATTACH_STOP`]) to every connection: each library disables what it enabled,
+    /// Sends the stop byte ([`Control::Stop`]) to every connection: each library disables what it enabled,
     /// delivers its records and ends its stream, and its process runs on as before. A connection that is gone
     /// (its process ended) is passed over.
     pub fn stop(&self, after: AfterStop) {
         for c in self.lock_controls().iter_mut() {
-            let _ = c.write_all(&[env::ATTACH_STOP]);
+            let _ = c.write_all(&[Control::Stop.byte()]);
             if after == AfterStop::CloseWrites {
                 let _ = c.shutdown(Shutdown::Write);
             }

@@ -2,8 +2,6 @@
 //! carries notices as text, so each is written and read here, in one place, and the two sides cannot drift apart.
 //! Each reader takes its own writer's text only: a text that its writer would not have written is `None`.
 
-use crate::env::{PROFILE_FINISHED, PROFILE_STARTED};
-
 /// The integers of `text`, in order (runs of ASCII digits).
 fn integers(text: &str) -> Vec<u64> {
     text.split(|c: char| !c.is_ascii_digit())
@@ -127,33 +125,6 @@ impl MetricsEnded {
     }
 }
 
-/// The answer to the start byte: profiling started in `contexts` contexts; `named`: kernel metrics whose ranges are
-/// named after their launches (a callback subscriber held).
-pub fn started(contexts: usize, named: bool) -> String {
-    format!(
-        "{PROFILE_STARTED}: {contexts} context(s){}",
-        if named { ", ranges named" } else { "" }
-    )
-}
-
-/// The contexts of a [`started`] notice.
-pub fn started_contexts(text: &str) -> Option<usize> {
-    let [n] = integers(text)[..] else {
-        return None;
-    };
-    let n = usize::try_from(n).ok()?;
-    [false, true]
-        .into_iter()
-        .any(|named| started(n, named) == text)
-        .then_some(n)
-}
-
-/// The answer to the finish byte of kernel metrics whose ranges are named: `launches` profiled in the session
-/// (those before an early end included).
-pub fn finished_launches(launches: u64) -> String {
-    format!("{PROFILE_FINISHED}: {launches} launches profiled")
-}
-
 /// Kernel metrics whose ranges could not be named (the program holds CUPTI's callback subscriber): one context's
 /// ranges, numbered in launch order, the first `shown` sent as notices of their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,18 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn started_and_ranges_are_read_back() {
-        assert_eq!(
-            started(2, true),
-            "profiling started: 2 context(s), ranges named"
-        );
-        assert_eq!(started_contexts(&started(2, true)), Some(2));
-        assert_eq!(started_contexts(&started(1, false)), Some(1));
-        assert_eq!(started_contexts("profiling started: 1 thing"), None);
-        assert_eq!(
-            finished_launches(9),
-            "profiling finished: 9 launches profiled"
-        );
+    fn numbered_ranges_are_read_back() {
         let r = NumberedRanges {
             context: 3,
             ranges: 50,

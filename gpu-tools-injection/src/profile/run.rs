@@ -10,8 +10,8 @@ use gpu_tools_trace::{Notice, NoticeLevel, Record, StreamReader};
 
 use super::ProfileRequest;
 use crate::collect::{AcceptOptions, Delivery};
-use crate::env::{self, GraphMode};
-use crate::launch::{LaunchError, Listening};
+use crate::launch::{LaunchError, Launcher};
+use crate::settings::{Destination, Library, Settings};
 
 /// A profiled program could not be run or gave nothing.
 #[derive(Debug, thiserror::Error)]
@@ -159,20 +159,18 @@ fn run_once(
     let inject_lib =
         std::fs::canonicalize(inject_lib).map_err(|e| ProfileError::Io(e.to_string()))?;
     // Each process of the program streams to this socket, as a trace's do (`crate::collect`).
-    let listening = Listening::new("gpu-tools-profile-").map_err(|e| match e {
+    let launcher = Launcher::new("gpu-tools-profile-").map_err(|e| match e {
         LaunchError::Folder(e) => ProfileError::Io(format!("a temporary folder: {e}")),
         other => ProfileError::Io(other.to_string()),
     })?;
-    command
-        .env(env::CUDA_INJECTION, &inject_lib)
-        .env(env::SOCKET, listening.socket())
-        .env_remove(env::FILE)
-        .env(env::KINDS, "kernel")
-        // Kernel records of graph nodes too: one per profiled kernel, whatever the graph profiling.
-        .env(env::CUDA_GRAPH, GraphMode::Node.name());
-    for (k, v) in request.env() {
-        command.env(k, v);
+    let settings = super::settings(
+        Destination::Socket(launcher.socket().to_path_buf()),
+        request,
+    );
+    for var in Settings::CLEARED {
+        command.env_remove(var);
     }
+    command.envs(settings.environment(Library::Cuda(&inject_lib)));
     let program = command.get_program().to_string_lossy().into_owned();
     let mut streams = Streams::new(run);
     let (tx, rx) = mpsc::channel();
@@ -181,7 +179,7 @@ fn run_once(
         controls: None,
         most: None,
     };
-    let mut launched = listening
+    let mut launched = launcher
         .launch(&mut command, options, tx)
         .map_err(|e| match e {
             LaunchError::Spawn(e) => ProfileError::Spawn {

@@ -644,7 +644,6 @@ impl<S: TimelineSink> Timeline<S> {
 
     /// Takes one record of stream `key` (file number, stream number).
     pub fn add(&mut self, key: (u32, u32), record: &Record) -> io::Result<()> {
-        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
         match record {
             Record::ProcessStart(p) => {
                 let s = self.streams.entry(key).or_default();
@@ -656,182 +655,13 @@ impl<S: TimelineSink> Timeline<S> {
                 self.streams.entry(key).or_default().info = Some(i.clone());
             }
             Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
-            Record::Kernel(k) => {
-                let (start, end) = (
-                    shift(&self.alignment, k.start),
-                    shift(&self.alignment, k.end),
-                );
-                let track = self.lane(key, Key::Stream(k.device, k.stream), start, end)?;
-                let mut args = vec![
-                    ("correlation", Arg::U(u64::from(k.correlation))),
-                    (
-                        "grid",
-                        Arg::S(format!("{},{},{}", k.grid[0], k.grid[1], k.grid[2])),
-                    ),
-                    (
-                        "block",
-                        Arg::S(format!("{},{},{}", k.block[0], k.block[1], k.block[2])),
-                    ),
-                    ("registers per thread", Arg::U(u64::from(k.registers))),
-                    (
-                        "shared memory",
-                        Arg::U(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
-                    ),
-                ];
-                if k.graph_id != 0 {
-                    args.push(("graph", Arg::U(u64::from(k.graph_id))));
-                    args.push(("graph node", Arg::U(k.graph_node_id)));
-                }
-                let work = Held {
-                    track,
-                    name: k.name.to_string(),
-                    category: "kernel",
-                    start,
-                    end,
-                    args,
-                };
-                self.work(key, k.correlation, work)?;
-            }
-            Record::Memcpy(m) => {
-                let (start, end) = (
-                    shift(&self.alignment, m.start),
-                    shift(&self.alignment, m.end),
-                );
-                let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
-                let name = format!(
-                    "Memcpy {} ({} -> {})",
-                    m.kind.name(),
-                    m.src.name(),
-                    m.dst.name()
-                );
-                let work = Held {
-                    track,
-                    name,
-                    category: "gpu_memcpy",
-                    start,
-                    end,
-                    args: vec![
-                        ("bytes", Arg::U(m.bytes)),
-                        ("correlation", Arg::U(u64::from(m.correlation))),
-                    ],
-                };
-                self.work(key, m.correlation, work)?;
-            }
-            Record::Memset(m) => {
-                let (start, end) = (
-                    shift(&self.alignment, m.start),
-                    shift(&self.alignment, m.end),
-                );
-                let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
-                let work = Held {
-                    track,
-                    name: "Memset".to_string(),
-                    category: "gpu_memset",
-                    start,
-                    end,
-                    args: vec![
-                        ("bytes", Arg::U(m.bytes)),
-                        ("value", Arg::U(u64::from(m.value))),
-                        ("correlation", Arg::U(u64::from(m.correlation))),
-                    ],
-                };
-                self.work(key, m.correlation, work)?;
-            }
-            Record::GraphLaunch(g) => {
-                let (start, end) = (
-                    shift(&self.alignment, g.start),
-                    shift(&self.alignment, g.end),
-                );
-                let track = self.lane(key, Key::Stream(g.device, g.stream), start, end)?;
-                let work = Held {
-                    track,
-                    name: format!("CUDA graph {}", g.graph_id),
-                    category: "cuda_graph",
-                    start,
-                    end,
-                    args: vec![
-                        ("graph", Arg::U(u64::from(g.graph_id))),
-                        ("correlation", Arg::U(u64::from(g.correlation))),
-                    ],
-                };
-                self.work(key, g.correlation, work)?;
-            }
-            Record::Api(a) => {
-                let (start, end) = (
-                    shift(&self.alignment, a.start),
-                    shift(&self.alignment, a.end),
-                );
-                let row = match a.domain {
-                    ApiDomain::Runtime => Row::Runtime,
-                    ApiDomain::Driver => Row::Driver,
-                    _ => Row::OtherApi,
-                };
-                let track = self.lane(key, Key::Thread(a.thread, row), start, end)?;
-                let unnamed;
-                let name: &str = if a.name.is_empty() {
-                    unnamed = format!("{} cbid {}", a.domain.name(), a.cbid);
-                    &unnamed
-                } else {
-                    &a.name
-                };
-                let call = Held {
-                    track,
-                    name: name.to_string(),
-                    category: match row {
-                        Row::Runtime => "cuda_runtime",
-                        _ => "cuda_driver",
-                    },
-                    start,
-                    end,
-                    args: vec![("correlation", Arg::U(u64::from(a.correlation)))],
-                };
-                if a.correlation != 0 && issues_work(name) {
-                    self.call(key, a.correlation, call)?;
-                } else {
-                    self.sink.slice(&call.slice(None, None))?;
-                }
-            }
-            Record::Synchronization(y) => {
-                let (start, end) = (
-                    shift(&self.alignment, y.start),
-                    shift(&self.alignment, y.end),
-                );
-                let track = self.lane(key, Key::Sync, start, end)?;
-                self.sink.slice(&Slice {
-                    track,
-                    name: y.kind.name(),
-                    category: "cuda_sync",
-                    start,
-                    end,
-                    instant: false,
-                    args: vec![
-                        ("stream", Arg::U(u64::from(y.stream))),
-                        ("correlation", Arg::U(u64::from(y.correlation))),
-                    ],
-                    flow_out: None,
-                    flow_in: None,
-                    color: None,
-                })?;
-            }
-            Record::Overhead(o) => {
-                let (start, end) = (
-                    shift(&self.alignment, o.start),
-                    shift(&self.alignment, o.end),
-                );
-                let track = self.lane(key, Key::Overhead, start, end)?;
-                self.sink.slice(&Slice {
-                    track,
-                    name: "CUPTI overhead",
-                    category: "overhead",
-                    start,
-                    end,
-                    instant: false,
-                    args: vec![("kind", Arg::U(u64::from(o.kind)))],
-                    flow_out: None,
-                    flow_in: None,
-                    color: None,
-                })?;
-            }
+            Record::Kernel(k) => self.kernel(key, k)?,
+            Record::Memcpy(m) => self.memcpy(key, m)?,
+            Record::Memset(m) => self.memset(key, m)?,
+            Record::GraphLaunch(g) => self.graph_launch(key, g)?,
+            Record::Api(a) => self.api(key, a)?,
+            Record::Synchronization(y) => self.synchronization(key, y)?,
+            Record::Overhead(o) => self.overhead(key, o)?,
             Record::MarkerData(d) => {
                 let s = self.streams.entry(key).or_default();
                 if s.data.len() < MAX_OPEN {
@@ -845,6 +675,210 @@ impl<S: TimelineSink> Timeline<S> {
             Record::CounterGap(g) => self.counter_gap(key, g)?,
             _ => {}
         }
+        Ok(())
+    }
+
+    /// A kernel: a slice on its device stream's track, its flow from the launch call.
+    fn kernel(&mut self, key: (u32, u32), k: &KernelRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, k.start),
+            shift(&self.alignment, k.end),
+        );
+        let track = self.lane(key, Key::Stream(k.device, k.stream), start, end)?;
+        let mut args = vec![
+            ("correlation", Arg::U(u64::from(k.correlation))),
+            (
+                "grid",
+                Arg::S(format!("{},{},{}", k.grid[0], k.grid[1], k.grid[2])),
+            ),
+            (
+                "block",
+                Arg::S(format!("{},{},{}", k.block[0], k.block[1], k.block[2])),
+            ),
+            ("registers per thread", Arg::U(u64::from(k.registers))),
+            (
+                "shared memory",
+                Arg::U(u64::from(k.static_shared) + u64::from(k.dynamic_shared)),
+            ),
+        ];
+        if k.graph_id != 0 {
+            args.push(("graph", Arg::U(u64::from(k.graph_id))));
+            args.push(("graph node", Arg::U(k.graph_node_id)));
+        }
+        let work = Held {
+            track,
+            name: k.name.to_string(),
+            category: "kernel",
+            start,
+            end,
+            args,
+        };
+        self.work(key, k.correlation, work)?;
+        Ok(())
+    }
+
+    /// A memory copy: a slice on its device stream's track, its flow from the call.
+    fn memcpy(&mut self, key: (u32, u32), m: &MemcpyRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, m.start),
+            shift(&self.alignment, m.end),
+        );
+        let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
+        let name = format!(
+            "Memcpy {} ({} -> {})",
+            m.kind.name(),
+            m.src.name(),
+            m.dst.name()
+        );
+        let work = Held {
+            track,
+            name,
+            category: "gpu_memcpy",
+            start,
+            end,
+            args: vec![
+                ("bytes", Arg::U(m.bytes)),
+                ("correlation", Arg::U(u64::from(m.correlation))),
+            ],
+        };
+        self.work(key, m.correlation, work)?;
+        Ok(())
+    }
+
+    /// A memory set: a slice on its device stream's track, its flow from the call.
+    fn memset(&mut self, key: (u32, u32), m: &MemsetRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, m.start),
+            shift(&self.alignment, m.end),
+        );
+        let track = self.lane(key, Key::Stream(m.device, m.stream), start, end)?;
+        let work = Held {
+            track,
+            name: "Memset".to_string(),
+            category: "gpu_memset",
+            start,
+            end,
+            args: vec![
+                ("bytes", Arg::U(m.bytes)),
+                ("value", Arg::U(u64::from(m.value))),
+                ("correlation", Arg::U(u64::from(m.correlation))),
+            ],
+        };
+        self.work(key, m.correlation, work)?;
+        Ok(())
+    }
+
+    /// A CUDA graph launch: a slice on its device stream's track, its flow from the call.
+    fn graph_launch(&mut self, key: (u32, u32), g: &GraphLaunchRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, g.start),
+            shift(&self.alignment, g.end),
+        );
+        let track = self.lane(key, Key::Stream(g.device, g.stream), start, end)?;
+        let work = Held {
+            track,
+            name: format!("CUDA graph {}", g.graph_id),
+            category: "cuda_graph",
+            start,
+            end,
+            args: vec![
+                ("graph", Arg::U(u64::from(g.graph_id))),
+                ("correlation", Arg::U(u64::from(g.correlation))),
+            ],
+        };
+        self.work(key, g.correlation, work)?;
+        Ok(())
+    }
+
+    /// An API call: a slice on its thread's track; one that issues work held for its flow.
+    fn api(&mut self, key: (u32, u32), a: &ApiRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, a.start),
+            shift(&self.alignment, a.end),
+        );
+        let row = match a.domain {
+            ApiDomain::Runtime => Row::Runtime,
+            ApiDomain::Driver => Row::Driver,
+            _ => Row::OtherApi,
+        };
+        let track = self.lane(key, Key::Thread(a.thread, row), start, end)?;
+        let unnamed;
+        let name: &str = if a.name.is_empty() {
+            unnamed = format!("{} cbid {}", a.domain.name(), a.cbid);
+            &unnamed
+        } else {
+            &a.name
+        };
+        let call = Held {
+            track,
+            name: name.to_string(),
+            category: match row {
+                Row::Runtime => "cuda_runtime",
+                _ => "cuda_driver",
+            },
+            start,
+            end,
+            args: vec![("correlation", Arg::U(u64::from(a.correlation)))],
+        };
+        if a.correlation != 0 && issues_work(name) {
+            self.call(key, a.correlation, call)?;
+        } else {
+            self.sink.slice(&call.slice(None, None))?;
+        }
+        Ok(())
+    }
+
+    /// A synchronization: a slice on the process's synchronization track.
+    fn synchronization(&mut self, key: (u32, u32), y: &SyncRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, y.start),
+            shift(&self.alignment, y.end),
+        );
+        let track = self.lane(key, Key::Sync, start, end)?;
+        self.sink.slice(&Slice {
+            track,
+            name: y.kind.name(),
+            category: "cuda_sync",
+            start,
+            end,
+            instant: false,
+            args: vec![
+                ("stream", Arg::U(u64::from(y.stream))),
+                ("correlation", Arg::U(u64::from(y.correlation))),
+            ],
+            flow_out: None,
+            flow_in: None,
+            color: None,
+        })?;
+        Ok(())
+    }
+
+    /// The vendor's overhead: a slice on the process's overhead track.
+    fn overhead(&mut self, key: (u32, u32), o: &OverheadRecord) -> io::Result<()> {
+        let shift = |a: &Alignment, t: u64| a.apply(key.0, key.1, t);
+        let (start, end) = (
+            shift(&self.alignment, o.start),
+            shift(&self.alignment, o.end),
+        );
+        let track = self.lane(key, Key::Overhead, start, end)?;
+        self.sink.slice(&Slice {
+            track,
+            name: "CUPTI overhead",
+            category: "overhead",
+            start,
+            end,
+            instant: false,
+            args: vec![("kind", Arg::U(u64::from(o.kind)))],
+            flow_out: None,
+            flow_in: None,
+            color: None,
+        })?;
         Ok(())
     }
 

@@ -296,28 +296,38 @@ impl Analysis {
         if let Some(job) = &mut self.job {
             job.add(key, record);
         }
-        let s = self.streams.entry(key).or_default();
-        s.records += 1;
+        self.streams.entry(key).or_default().records += 1;
         if self.job_only {
-            // What `processes` needs alone.
-            match record {
-                Record::ProcessStart(p) => {
-                    s.pid = p.pid;
-                    s.command = p.command.clone();
-                    s.started = true;
-                }
-                Record::ProcessEnd(e) => s.ended = Some(e.clone()),
-                Record::CounterSample(_) | Record::CounterGap(_) => s.counter_records = true,
-                Record::ProcessInfo(i) => {
-                    s.info = Some(i.clone());
-                    self.alignment.process_info(key.0, key.1, i);
-                }
-                Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
-                Record::Dropped(d) => s.dropped += d.count,
-                _ => {}
-            }
-            return;
+            self.add_for_processes(key, record);
+        } else {
+            self.add_for_reports(key, record);
         }
+    }
+
+    /// What `processes` needs alone (`job_only`).
+    fn add_for_processes(&mut self, key: StreamKey, record: &Record) {
+        let s = self.streams.entry(key).or_default();
+        match record {
+            Record::ProcessStart(p) => {
+                s.pid = p.pid;
+                s.command = p.command.clone();
+                s.started = true;
+            }
+            Record::ProcessEnd(e) => s.ended = Some(e.clone()),
+            Record::CounterSample(_) | Record::CounterGap(_) => s.counter_records = true,
+            Record::ProcessInfo(i) => {
+                s.info = Some(i.clone());
+                self.alignment.process_info(key.0, key.1, i);
+            }
+            Record::ClockAnchor(a) => self.alignment.anchor(key.0, key.1, a),
+            Record::Dropped(d) => s.dropped += d.count,
+            _ => {}
+        }
+    }
+
+    /// Every report's share of a record.
+    fn add_for_reports(&mut self, key: StreamKey, record: &Record) {
+        let s = self.streams.entry(key).or_default();
         match record {
             Record::ProcessStart(p) => {
                 s.pid = p.pid;
@@ -416,31 +426,35 @@ impl Analysis {
                     .or_default()
                     .push(a.end.saturating_sub(a.start));
             }
-            Record::Marker(m) => {
-                let full = if m.domain.is_empty() {
-                    m.name.clone()
-                } else {
-                    format!("{}:{}", m.domain, m.name)
-                };
-                match m.kind {
-                    MarkerKind::Start => {
-                        let name = self.intern(&full);
-                        let s = self.streams.entry(key).or_default();
-                        s.open.insert(m.id, (m.thread, m.time, name));
-                    }
-                    MarkerKind::End => match s.open.remove(&m.id) {
-                        Some((thread, start, name)) => s.ranges.push(Range {
-                            thread,
-                            start,
-                            end: m.time,
-                            name,
-                        }),
-                        None => s.unpaired_ends += 1,
-                    },
-                    MarkerKind::Instant => s.marks += 1,
-                    _ => {}
-                }
+            Record::Marker(m) => self.add_marker(key, m),
+            _ => {}
+        }
+    }
+
+    /// An NVTX mark, or a range's start or end: ranges are paired by id.
+    fn add_marker(&mut self, key: StreamKey, m: &MarkerRecord) {
+        let s = self.streams.entry(key).or_default();
+        let full = if m.domain.is_empty() {
+            m.name.clone()
+        } else {
+            format!("{}:{}", m.domain, m.name)
+        };
+        match m.kind {
+            MarkerKind::Start => {
+                let name = self.intern(&full);
+                let s = self.streams.entry(key).or_default();
+                s.open.insert(m.id, (m.thread, m.time, name));
             }
+            MarkerKind::End => match s.open.remove(&m.id) {
+                Some((thread, start, name)) => s.ranges.push(Range {
+                    thread,
+                    start,
+                    end: m.time,
+                    name,
+                }),
+                None => s.unpaired_ends += 1,
+            },
+            MarkerKind::Instant => s.marks += 1,
             _ => {}
         }
     }

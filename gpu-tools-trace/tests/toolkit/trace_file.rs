@@ -142,6 +142,50 @@ fn several_streams_round_trip_in_any_piece_size() {
 }
 
 #[test]
+fn coded_notices_go_through_a_files_packed_frames_and_back() {
+    // Two, so that the second is packed against the first, as every frame of a tag the readers of earlier
+    // releases do not know must be (they unpack it so, then skip it).
+    let coded = |code: u16, values: Vec<u64>, detail: &str, text: &str| {
+        Record::CodedNotice(CodedNotice {
+            level: NoticeLevel::Info,
+            code,
+            values,
+            detail: detail.into(),
+            text: text.into(),
+        })
+    };
+    let records = vec![
+        coded(
+            3,
+            vec![2, 4242],
+            "",
+            "profiling ready: 2 context(s), this thread is 4242",
+        ),
+        kernel("gemm", 1200, 2200, 1),
+        coded(
+            5,
+            vec![760],
+            "",
+            "profiling finished: 760 stall records or ranges",
+        ),
+        coded(
+            7,
+            vec![],
+            "no device has an active context",
+            "profiling not possible: ...",
+        ),
+    ];
+    let mut w = TraceFileWriter::new(Vec::new()).unwrap();
+    let stream = w.add_stream();
+    w.write(stream, &encode(100, &records)).unwrap();
+    w.close(stream).unwrap();
+    let file = w.finish().unwrap();
+    let (items, errors) = read_all(&file);
+    assert_eq!(errors, vec![]);
+    assert_eq!(records_of(&items, 0), records);
+}
+
+#[test]
 fn a_single_stream_is_read_as_stream_zero() {
     let (items, errors) = read_all(&encode(100, &stream_a()));
     assert_eq!(errors, vec![]);

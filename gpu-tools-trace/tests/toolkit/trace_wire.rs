@@ -114,6 +114,13 @@ fn sample() -> Vec<Record> {
             level: NoticeLevel::Warning,
             text: "tiny buffers".into(),
         }),
+        Record::CodedNotice(CodedNotice {
+            level: NoticeLevel::Error,
+            code: 7,
+            values: vec![2, u64::MAX],
+            detail: "the program's own profiler is recording".into(),
+            text: "profiling not possible: the program's own profiler is recording".into(),
+        }),
         Record::ProcessEnd(ProcessEnd {
             time: 50,
             reason: EndReason::Exit,
@@ -586,6 +593,21 @@ fn arb_record() -> impl Strategy<Value = Record> {
             level: NoticeLevel::from_code(l),
             text
         })),
+        (
+            any::<(u8, u16)>(),
+            proptest::collection::vec(any::<u64>(), 0..8),
+            ".{0,20}",
+            ".{0,40}"
+        )
+            .prop_map(|((l, code), values, detail, text)| {
+                Record::CodedNotice(CodedNotice {
+                    level: NoticeLevel::from_code(l),
+                    code,
+                    values,
+                    detail,
+                    text,
+                })
+            }),
         (span, place, any::<(u32, u32, u32)>()).prop_map(
             |(
                 (start, end),

@@ -548,6 +548,45 @@ impl<'c> PcSamplerBuilder<'c> {
 
     /// Enables PC sampling on the context and configures it.
     pub fn start(self) -> crate::Result<PcSampler<'c>> {
+        self.validate()?;
+        let api = Api::load(Needs::CuptiOnly)?;
+        let driver = crate::cuda::Driver::load()?;
+        let device = context_device(driver, self.ctx)?;
+        profiler::check_device(api, device, ProfilerApi::PcSampling)?;
+        let enable = sym!(api, cuptiPCSamplingEnable)?;
+        let mut p = sys::CUpti_PCSamplingEnableParams {
+            size: SIZE_ENABLE,
+            ctx: self.ctx,
+            ..Default::default()
+        };
+        // SAFETY: a live context (the builder borrows it).
+        check("cuptiPCSamplingEnable", unsafe { enable(&mut p) })?;
+        let mut sampler = PcSampler {
+            api,
+            ctx: self.ctx,
+            reasons: Vec::new(),
+            buffer: PcDataBuffer::new(0, 0),
+            names: NameCache::default(),
+            collected: PcSamples::default(),
+            enabled: true,
+            start_stop: self.start_stop,
+            running: !self.start_stop,
+            _ctx: PhantomData,
+        };
+        // From here the sampler disables on an error.
+        sampler.reasons = stall_reasons(api, self.ctx)?;
+        let mut chosen = self.chosen_reasons(&sampler.reasons)?;
+        sampler.buffer = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        self.configure(&mut sampler, &mut chosen)?;
+        if self.start_stop {
+            // Configured, but not sampling until resume().
+            sampler.running = false;
+        }
+        Ok(sampler)
+    }
+
+    /// Refuses settings CUPTI would refuse, before the context is touched.
+    fn validate(&self) -> crate::Result<()> {
         if let Some(p) = self.period.filter(|p| !(5..=31).contains(p)) {
             return Err(ProfilingError::InvalidSetting {
                 what: "period",
@@ -580,39 +619,17 @@ impl<'c> PcSamplerBuilder<'c> {
             }
             .into());
         }
-        let api = Api::load(Needs::CuptiOnly)?;
-        let driver = crate::cuda::Driver::load()?;
-        let device = context_device(driver, self.ctx)?;
-        profiler::check_device(api, device, ProfilerApi::PcSampling)?;
-        let enable = sym!(api, cuptiPCSamplingEnable)?;
-        let mut p = sys::CUpti_PCSamplingEnableParams {
-            size: SIZE_ENABLE,
-            ctx: self.ctx,
-            ..Default::default()
-        };
-        // SAFETY: a live context (the builder borrows it).
-        check("cuptiPCSamplingEnable", unsafe { enable(&mut p) })?;
-        let mut sampler = PcSampler {
-            api,
-            ctx: self.ctx,
-            reasons: Vec::new(),
-            buffer: PcDataBuffer::new(0, 0),
-            names: NameCache::default(),
-            collected: PcSamples::default(),
-            enabled: true,
-            start_stop: self.start_stop,
-            running: !self.start_stop,
-            _ctx: PhantomData,
-        };
-        // From here the sampler disables on an error.
-        sampler.reasons = stall_reasons(api, self.ctx)?;
-        let mut chosen: Vec<u32> = match &self.reasons {
-            None => sampler.reasons.iter().map(|r| r.index).collect(),
+        Ok(())
+    }
+
+    /// The indexes of the stall reasons asked for among the device's `reasons` (all of them by default).
+    fn chosen_reasons(&self, reasons: &[StallReason]) -> crate::Result<Vec<u32>> {
+        let chosen: Vec<u32> = match &self.reasons {
+            None => reasons.iter().map(|r| r.index).collect(),
             Some(names) => names
                 .iter()
                 .map(|n| {
-                    sampler
-                        .reasons
+                    reasons
                         .iter()
                         .find(|r| &r.name == n)
                         .map(|r| r.index)
@@ -620,8 +637,7 @@ impl<'c> PcSamplerBuilder<'c> {
                             what: "stall reasons",
                             reason: format!(
                                 "{n:?} is not one of the device's: {}",
-                                sampler
-                                    .reasons
+                                reasons
                                     .iter()
                                     .map(|r| r.name.as_str())
                                     .collect::<Vec<_>>()
@@ -631,7 +647,13 @@ impl<'c> PcSamplerBuilder<'c> {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        sampler.buffer = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        Ok(chosen)
+    }
+
+    /// Sets the sampler's configuration: period, the `chosen` stall reasons, buffers, collection mode, start-stop
+    /// control, and the sampler's data buffer as the output.
+    fn configure(&self, sampler: &mut PcSampler<'c>, chosen: &mut [u32]) -> crate::Result<()> {
+        let api = sampler.api;
         let mut attrs: Vec<sys::CUpti_PCSamplingConfigurationInfo> = Vec::new();
         let mut attr =
             |kind: sys::CUpti_PCSamplingConfigurationAttributeType,
@@ -721,11 +743,7 @@ impl<'c> PcSamplerBuilder<'c> {
             }
         }
         check("cuptiPCSamplingSetConfigurationAttribute", code)?;
-        if self.start_stop {
-            // Configured, but not sampling until resume().
-            sampler.running = false;
-        }
-        Ok(sampler)
+        Ok(())
     }
 }
 

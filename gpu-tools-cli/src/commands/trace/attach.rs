@@ -9,23 +9,25 @@
 //! left broken), and the trace then stops at once.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use gpu_tools::linux::inject::InjectError;
 use gpu_tools::linux::procfs::Process;
 use gpu_tools_injection::attach::{
-    AfterStop, AttachError, Listening, Placement, Settings, SetupError, Sockets,
+    AfterStop, AttachError, Attached, Listening, Placement, SetupError, Sockets,
 };
 use gpu_tools_injection::collect::AcceptOptions;
-use gpu_tools_injection::env::{self, Destination, InjectionEnv};
+use gpu_tools_injection::env;
+use gpu_tools_injection::settings::{Destination, Settings};
 
 use super::Traced;
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
 use super::model::Demangler;
 use super::receiver::{Collector, Msg, Sinks, end_counters};
+use super::settings::injection_settings;
 use crate::failure::Failure;
 use crate::progress::Progress;
 
@@ -77,6 +79,8 @@ pub fn run(
     cupti: Option<&Path>,
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
+    // The destination is each process's socket, written by the attach.
+    let settings = injection_settings(cli, Destination::Socket(PathBuf::new()), cupti)?;
     // Ctrl-C and SIGTERM end the trace, never the tracer mid-injection.
     let stop = crate::interrupt::stop_flag();
     // One socket for the processes that see this one's files; one in each other mount namespace's /tmp.
@@ -98,18 +102,94 @@ pub fn run(
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
+    let attach = Attach {
+        listening,
+        lib,
+        settings: &settings,
+        options,
+        tx,
+    };
+    let (mut session, windows) = attach_each(attach, &rx, &mut collector)?;
+    let attached = session.started();
+    if let Some(note) = copy_kinds_note(cli) {
+        eprintln!("gpu-tools trace: {note}");
+    }
+    if !cli.quiet {
+        eprintln!(
+            "gpu-tools trace: tracing {} (Ctrl-C to stop{})",
+            attached
+                .iter()
+                .map(|p| format!("process {p}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            cli.duration
+                .map(|d| format!(", or after {d} s"))
+                .unwrap_or_default()
+        );
+    }
+    trace_window(cli, &stop, &attached, &rx, &mut collector);
+    let window_end = Instant::now();
+    let cpu_at_end: Vec<Option<Duration>> = windows.iter().map(|w| cpu_time(w.pid)).collect();
+    // The stop byte to every connection; each process delivers what CUPTI holds and ends its stream.
+    session.stop(AfterStop::KeepOpen);
+    drain(cli, &session, attached.len(), &rx, &mut collector);
+    session.stop_accepting();
+    end_counters(sampling, &rx, &mut collector);
+    let connections = session.accepted();
+    let mut trace = collector.finish()?;
+    // The sockets placed in processes' /tmp are removed.
+    drop(session);
+    let ends = WindowEnds {
+        at: window_end,
+        cpu: &cpu_at_end,
+    };
+    let empty = judge_windows(cli, &windows, &ends, &mut trace);
+    if connections < attached.len() {
+        trace.warnings.push(format!(
+            "{} of the {} attached processes never connected (set {}=debug in the tracer's environment, or see \
+             the processes' stderr)",
+            attached.len() - connections,
+            attached.len(),
+            env::LOG
+        ));
+    }
+    Ok(Traced {
+        trace,
+        status: None,
+        empty_windows: empty,
+    })
+}
+
+/// What [`attach_each`] attaches with.
+struct Attach<'a> {
+    listening: Listening,
+    lib: &'a Path,
+    settings: &'a Settings,
+    options: AcceptOptions,
+    tx: mpsc::Sender<Msg>,
+}
+
+/// Attaches to every process, logging each outcome as it comes (and taking what arrived meanwhile); returns the
+/// session and each started process's window. The processes refused are said after the others were attached;
+/// none started is the error.
+fn attach_each(
+    attach: Attach<'_>,
+    rx: &mpsc::Receiver<Msg>,
+    collector: &mut Collector<'_, '_, '_>,
+) -> Result<(Attached, Vec<Window>), Failure> {
     // When each attach returned, and the CPU time the process had used by then: a window that got no record of a
     // process that ran is an error, not an empty trace.
     let mut windows: Vec<Window> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
-    let env = injection_settings(cli, lib);
-    let settings = Settings {
-        env: &env,
-        cupti,
-        profile: None,
-    };
-    let mut session = listening
-        .attach(&settings, options, tx, |outcome| {
+    let Attach {
+        listening,
+        lib,
+        settings,
+        options,
+        tx,
+    } = attach;
+    let session = listening
+        .attach(lib, settings, options, tx, |outcome| {
             let pid = outcome.pid;
             match &outcome.result {
                 Ok(d) => {
@@ -139,8 +219,7 @@ pub fn run(
             }
         })
         .map_err(|e| setup_failure(&e))?;
-    let attached = session.started();
-    if attached.is_empty() {
+    if session.started().is_empty() {
         // The session's end stops accepting and removes the sockets.
         drop(session);
         let message = failures.join("\n");
@@ -149,26 +228,20 @@ pub fn run(
     for f in &failures {
         eprintln!("gpu-tools trace: {f}");
     }
-    if let Some(note) = copy_kinds_note(cli) {
-        eprintln!("gpu-tools trace: {note}");
-    }
-    if !cli.quiet {
-        eprintln!(
-            "gpu-tools trace: tracing {} (Ctrl-C to stop{})",
-            attached
-                .iter()
-                .map(|p| format!("process {p}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            cli.duration
-                .map(|d| format!(", or after {d} s"))
-                .unwrap_or_default()
-        );
-    }
+    Ok((session, windows))
+}
+
+/// Traces until asked to stop (Ctrl-C, SIGTERM), the time is up, or every process has ended.
+fn trace_window(
+    cli: &Args,
+    stop: &AtomicBool,
+    attached: &[u32],
+    rx: &mpsc::Receiver<Msg>,
+    collector: &mut Collector<'_, '_, '_>,
+) {
     let deadline = cli
         .duration
         .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    // Trace until asked to stop, the time is up, or every process has ended.
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(msg) => {
@@ -188,15 +261,22 @@ pub fn run(
             break;
         }
     }
-    let window_end = Instant::now();
-    let cpu_at_end: Vec<Option<Duration>> = windows.iter().map(|w| cpu_time(w.pid)).collect();
-    // The stop byte to every connection; each process delivers what CUPTI holds and ends its stream.
-    session.stop(AfterStop::KeepOpen);
+}
+
+/// Waits, after the stop byte, for every connection and stream's end (`--drain-timeout-ms`, else [`DRAIN`]),
+/// taking what arrives.
+fn drain(
+    cli: &Args,
+    session: &Attached,
+    attached: usize,
+    rx: &mpsc::Receiver<Msg>,
+    collector: &mut Collector<'_, '_, '_>,
+) {
     let drain = cli.drain_timeout_ms.map_or(DRAIN, Duration::from_millis);
     let stopped_at = Instant::now();
     loop {
         let connections = session.accepted();
-        if connections >= attached.len() && collector.all_finished() {
+        if connections >= attached && collector.all_finished() {
             break;
         }
         if stopped_at.elapsed() >= drain {
@@ -213,14 +293,25 @@ pub fn run(
         "stopped: every stream ended {:.1} ms after the stop byte",
         stopped_at.elapsed().as_secs_f64() * 1e3
     );
-    session.stop_accepting();
-    end_counters(sampling, &rx, &mut collector);
-    let connections = session.accepted();
-    let mut trace = collector.finish()?;
-    // The sockets placed in processes' /tmp are removed.
-    drop(session);
+}
+
+/// When the window ended, and the CPU time each window's process had used by then.
+struct WindowEnds<'a> {
+    at: Instant,
+    cpu: &'a [Option<Duration>],
+}
+
+/// Each window's verdict: an empty window of a process that ran is an error (returned), one of an idle process a
+/// note (in the trace's warnings).
+fn judge_windows(
+    cli: &Args,
+    windows: &[Window],
+    ends: &WindowEnds<'_>,
+    trace: &mut super::model::Trace,
+) -> Vec<String> {
+    let window_end = ends.at;
     let mut empty = Vec::new();
-    for (w, cpu_end) in windows.iter().zip(&cpu_at_end) {
+    for (w, cpu_end) in windows.iter().zip(ends.cpu) {
         let Some(p) = trace.processes.iter().find(|p| p.pid == w.pid) else {
             continue;
         };
@@ -250,20 +341,7 @@ pub fn run(
             ));
         }
     }
-    if connections < attached.len() {
-        trace.warnings.push(format!(
-            "{} of the {} attached processes never connected (set {}=debug in the tracer's environment, or see \
-             the processes' stderr)",
-            attached.len() - connections,
-            attached.len(),
-            env::LOG
-        ));
-    }
-    Ok(Traced {
-        trace,
-        status: None,
-        empty_windows: empty,
-    })
+    empty
 }
 
 /// One attached process's window.
@@ -331,34 +409,6 @@ fn empty_window(
         },
         env::LOG
     ))
-}
-
-/// The same settings a launched trace gives its program (the socket is each process's, named by the attach).
-fn injection_settings(cli: &Args, lib: &Path) -> InjectionEnv {
-    let kinds = cli.effective_kinds();
-    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(PathBuf::new()))
-        .kinds(&kinds)
-        .graph_mode(
-            cli.cuda_graph_trace
-                .map_or_else(Default::default, |g| g.mode()),
-        )
-        .api_mode(cli.api_mode())
-        .api_skip(&skip)
-        .signals(false);
-    if let Some(v) = &cli.buffer_size {
-        injection = injection.buffer_size(v.clone());
-    }
-    if let Some(v) = cli.max_buffers {
-        injection = injection.max_buffers(v);
-    }
-    if let Some(v) = cli.flush_ms {
-        injection = injection.flush_ms(v);
-    }
-    if let Ok(level) = std::env::var(env::LOG) {
-        injection = injection.log(level);
-    }
-    injection
 }
 
 /// What an attach says of copy and set records ([`super::cli::COPY_KINDS`]): left out by default (said unless

@@ -32,6 +32,7 @@ mod message;
 mod model;
 mod receiver;
 mod report;
+mod settings;
 
 use std::io::{BufWriter, Write};
 use std::os::unix::process::ExitStatusExt;

@@ -19,8 +19,10 @@ use gpu_tools::trace::file::TraceFileWriter;
 use gpu_tools::trace::{ApiDomain, MarkerKind, NoticeLevel, Record, WireError};
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
-use gpu_tools_injection::env::{Destination, InjectionEnv, TraceKind};
-use gpu_tools_injection::launch::{LaunchError, Listening};
+use gpu_tools_injection::env::TraceKind;
+use gpu_tools_injection::launch::{LaunchError, Launcher};
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::settings::{Destination, Library, Settings};
 
 use super::cli::Args;
 use super::counters::{Opened, Sampling};
@@ -61,14 +63,15 @@ pub fn run(
     counters: Option<Opened>,
 ) -> Result<Traced, Failure> {
     // A private folder for the socket (mode 0700), removed when the trace ends.
-    let listening =
-        Listening::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
+    let launcher = Launcher::new("gpu-tools-trace-").map_err(|e| Failure::new(1, e.to_string()))?;
+    let destination = Destination::Socket(launcher.socket().to_path_buf());
+    let settings = super::settings::injection_settings(cli, destination, None)?;
 
     let mut cmd = Command::new(&cli.program[0]);
     cmd.args(&cli.program[1..])
         .stdin(Stdio::inherit())
         .stdout(crate::stdout::for_child());
-    configure(&mut cmd, cli, tool, lib, listening.socket());
+    configure(&mut cmd, &settings, tool, lib);
     // Ctrl-C in the terminal reaches the program; the tracer stays, to show what it received until then.
     // SAFETY: setting a signal's disposition to "ignore" is async-signal-safe and affects only this process; the
     // child gets the default back before exec (ignored signals would stay ignored across exec).
@@ -88,7 +91,7 @@ pub fn run(
         tee: sinks.file.is_some(),
         ..AcceptOptions::default()
     };
-    let mut launched = listening
+    let mut launched = launcher
         .launch(&mut cmd, options, tx)
         .map_err(|e| match e {
             LaunchError::Spawn(e) => spawn_failure(&cli.program[0], &e),
@@ -176,52 +179,38 @@ pub(super) fn end_counters(
     collector.trace.counters = summaries;
 }
 
-/// The child's environment: the tool library and what it should collect, and where to send it.
-fn configure(cmd: &mut Command, cli: &Args, tool: Tool, lib: &Path, socket: &Path) {
+/// The child's environment: the tool library and its settings (what it should collect, and where to send it).
+fn configure(cmd: &mut Command, settings: &Settings, tool: Tool, lib: &Path) {
     // The tracer's own settings do not leak into the program's.
-    for var in InjectionEnv::REMOVED {
+    for var in Settings::CLEARED {
         cmd.env_remove(var);
     }
-    let kinds = cli.effective_kinds();
-    if tool == Tool::Rocm {
-        cmd.env(env::ROCM_TOOL_LIBRARIES, lib)
-            .env(env::SOCKET, socket)
-            .env(env::KINDS, TraceKind::list_value(&kinds));
-        if let Some(v) = &cli.buffer_size {
-            cmd.env(env::BUFFER_SIZE, v);
+    let library = match tool {
+        Tool::Rocm => Library::Rocm(lib),
+        Tool::Cuda => {
+            if let Some(old) = std::env::var_os(env::CUDA_INJECTION) {
+                if Path::new(&old) != lib {
+                    eprintln!(
+                        "gpu-tools trace: replacing {}={} with {}",
+                        env::CUDA_INJECTION,
+                        Path::new(&old).display(),
+                        lib.display()
+                    );
+                }
+            }
+            Library::Cuda(lib)
         }
-        return;
+    };
+    cmd.envs(settings.environment(library));
+}
+
+/// A notice's level as the trace's warnings say it.
+fn level_word(level: NoticeLevel) -> &'static str {
+    match level {
+        NoticeLevel::Error => "error",
+        NoticeLevel::Warning => "warning",
+        _ => "note",
     }
-    if let Some(old) = std::env::var_os(env::CUDA_INJECTION) {
-        if Path::new(&old) != lib {
-            eprintln!(
-                "gpu-tools trace: replacing {}={} with {}",
-                env::CUDA_INJECTION,
-                Path::new(&old).display(),
-                lib.display()
-            );
-        }
-    }
-    let skip: Vec<&str> = cli.api_skip.iter().map(String::as_str).collect();
-    let mut injection = InjectionEnv::new(lib, Destination::Socket(socket.to_path_buf()))
-        .nvtx(kinds.contains(&TraceKind::Nvtx))
-        .kinds(&kinds)
-        .graph_mode(
-            cli.cuda_graph_trace
-                .map_or_else(Default::default, |g| g.mode()),
-        )
-        .api_mode(cli.api_mode())
-        .api_skip(&skip);
-    if let Some(v) = &cli.buffer_size {
-        injection = injection.buffer_size(v.clone());
-    }
-    if let Some(v) = cli.max_buffers {
-        injection = injection.max_buffers(v);
-    }
-    if let Some(v) = cli.flush_ms {
-        injection = injection.flush_ms(v);
-    }
-    cmd.envs(injection.vars());
 }
 
 /// One connection's state.
@@ -544,17 +533,21 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }),
             Record::Dropped(r) => t.dropped.push((pid, r.context, r.stream, r.count)),
             Record::GraphLaunch(_) => t.graph_launches += 1,
-            Record::Notice(n) => {
-                let level = match n.level {
-                    NoticeLevel::Error => "error",
-                    NoticeLevel::Warning => "warning",
-                    _ => "note",
-                };
-                if let Some(u) = gpu_tools_injection::notice::unfinished_left_out_count(&n.text) {
-                    s.process.unfinished += u;
+            Record::Notice(n) => t.warnings.push(format!(
+                "process {pid} ({}): {}",
+                level_word(n.level),
+                n.text
+            )),
+            // A message the trace acts on by what it means; shown by its text, as any notice.
+            Record::CodedNotice(n) => {
+                if let Some(Message::UnfinishedLeftOut { records }) = Message::read(&n) {
+                    s.process.unfinished += records;
                 }
-                t.warnings
-                    .push(format!("process {pid} ({level}): {}", n.text));
+                t.warnings.push(format!(
+                    "process {pid} ({}): {}",
+                    level_word(n.level),
+                    n.text
+                ));
             }
             Record::ProcessEnd(e) => {
                 s.ended = true;
@@ -615,5 +608,69 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
         }
         Ok(self.trace)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_tools::trace::{CodedNotice, EndReason, Notice, ProcessEnd};
+
+    #[test]
+    fn a_message_is_acted_on_by_what_it_means_and_shown_by_its_words() {
+        let mut demangler = Demangler::new(true);
+        let mut sinks = Sinks {
+            file: None,
+            chrome: None,
+        };
+        let kinds = vec![TraceKind::Kernel];
+        let mut c = Collector::new(&mut demangler, kinds, &mut sinks, Progress::new(false));
+        let unfinished = Message::UnfinishedLeftOut { records: 760 }.record();
+        let Record::CodedNotice(coded) = &unfinished else {
+            unreachable!()
+        };
+        // The same message reworded counts; the same words in a plain notice, or under a code of another release,
+        // do not.
+        let reworded = Record::CodedNotice(CodedNotice {
+            values: vec![5],
+            text: "five left out".into(),
+            ..coded.clone()
+        });
+        let plain = Record::Notice(Notice {
+            level: coded.level,
+            text: coded.text.clone(),
+        });
+        let unknown = Record::CodedNotice(CodedNotice {
+            code: 999,
+            ..coded.clone()
+        });
+        let end = Record::ProcessEnd(ProcessEnd {
+            time: 1,
+            reason: EndReason::Stopped,
+            records: 5,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        });
+        for record in [unfinished.clone(), reworded, plain, unknown, end] {
+            c.take(Msg::Stream(Delivery::Item(0, Ok(record))));
+        }
+        let trace = c.finish().unwrap();
+        assert_eq!(trace.processes[0].unfinished, 765);
+        let shown = format!(
+            "process 0 (note): {}",
+            Message::UnfinishedLeftOut { records: 760 }
+        );
+        assert_eq!(
+            trace.warnings.iter().filter(|w| **w == shown).count(),
+            3,
+            "each shown by its words: {:?}",
+            trace.warnings
+        );
+        assert!(
+            trace
+                .warnings
+                .contains(&"process 0 (note): five left out".to_string())
+        );
     }
 }

@@ -11,12 +11,13 @@ use std::time::Duration;
 use gpu_tools::linux::inject::InjectError;
 use gpu_tools_trace::{Encoder, Record, StreamHeader, TimestampClock};
 
-use crate::attach::{
-    AfterStop, AttachError, Attached, Listening, Placement, Settings, SetupError, Sockets,
-};
+use super::argument;
+use crate::attach::{AfterStop, AttachError, Attached, Listening, Placement, SetupError, Sockets};
 use crate::collect::{AcceptOptions, Delivery};
-use crate::env::{self, Destination, InjectionEnv};
+use crate::control::Control;
+use crate::env;
 use crate::profile::ProfileRequest;
+use crate::settings::{Destination, Settings};
 
 const SOCKETS: Sockets<'static> = Sockets {
     prefix: "gpu-tools-injection-attach-test-",
@@ -24,12 +25,10 @@ const SOCKETS: Sockets<'static> = Sockets {
     placement: Placement::PrivateFolder,
 };
 
-fn settings_env() -> InjectionEnv {
-    InjectionEnv::new(
-        "/nonexistent/libgpu_tools_inject.so",
-        Destination::Socket(PathBuf::new()),
-    )
-    .signals(false)
+const LIBRARY: &str = "/nonexistent/libgpu_tools_inject.so";
+
+fn settings() -> Settings {
+    Settings::new(Destination::Socket(PathBuf::new()))
 }
 
 /// A session on this test's own process, which the injection refuses (a process cannot trace itself): the
@@ -38,16 +37,12 @@ fn session(options: AcceptOptions) -> (Attached, PathBuf, mpsc::Receiver<Deliver
     let me = std::process::id();
     let listening = Listening::new(&[me], &SOCKETS).unwrap();
     let socket = listening.sockets().next().unwrap().1.to_path_buf();
-    let env = settings_env();
-    let settings = Settings {
-        env: &env,
-        cupti: None,
-        profile: None,
-    };
     let (tx, rx) = mpsc::channel();
     let mut seen = Vec::new();
     let attached = listening
-        .attach(&settings, options, tx, |o| seen.push(o.pid))
+        .attach(LIBRARY.as_ref(), &settings(), options, tx, |o| {
+            seen.push(o.pid)
+        })
         .unwrap();
     assert_eq!(seen, [me], "each outcome is handed on as it comes");
     (attached, socket, rx)
@@ -64,42 +59,26 @@ fn connected(options: AcceptOptions) -> (Attached, UnixStream, PathBuf, mpsc::Re
 }
 
 #[test]
-fn the_argument_names_each_processs_socket_then_the_profile_request() {
-    let env = settings_env();
-    let request = ProfileRequest::new(vec!["sm__cycles_elapsed.avg".into()]);
+fn each_processs_argument_is_the_settings_with_its_socket() {
     let settings = Settings {
-        env: &env,
-        cupti: Some(std::path::Path::new("/opt/libcupti.so.13")),
-        profile: Some(&request),
+        cupti: Some("/opt/libcupti.so.13".into()),
+        profile: Some(ProfileRequest::new(vec!["sm__cycles_elapsed.avg".into()])),
+        ..settings()
     };
-    let argument = settings
-        .argument(std::path::Path::new("/tmp/a/b.sock"))
-        .unwrap();
-    let lines = env::parse_attach_argument(&argument);
-    let value = |k: &str| {
-        lines
-            .iter()
-            .find(|(name, _)| name == k)
-            .map(|(_, v)| v.as_str())
-    };
-    assert_eq!(value(env::SOCKET), Some("/tmp/a/b.sock"), "{argument}");
-    assert_eq!(value(env::CUPTI_LIBRARY), Some("/opt/libcupti.so.13"));
-    assert_eq!(value(env::SIGNALS), Some("0"));
-    assert_eq!(value(env::PROFILE_METRICS), Some("sm__cycles_elapsed.avg"));
+    let text = argument(&settings, std::path::Path::new("/tmp/a/b.sock")).unwrap();
+    let back = Settings::from_attach_argument(&text).unwrap();
     assert_eq!(
-        value(env::CUDA_INJECTION),
-        None,
-        "the library is loaded, not named"
+        back.destination,
+        Destination::Socket("/tmp/a/b.sock".into())
     );
-    // The profile request's lines come after the settings'.
-    let socket_at = argument.find(env::SOCKET).unwrap();
-    assert!(argument.find(env::PROFILE_METRICS).unwrap() > socket_at);
-    let tracing = Settings {
-        profile: None,
-        ..settings
-    };
-    let argument = tracing.argument(std::path::Path::new("/s")).unwrap();
-    assert!(!argument.contains("GPU_TOOLS_PROFILE_"), "{argument}");
+    assert_eq!(
+        back.with_destination(settings.destination.clone()),
+        settings
+    );
+    assert!(
+        !text.contains(env::CUDA_INJECTION),
+        "the library is loaded, not named: {text}"
+    );
 }
 
 #[test]
@@ -113,21 +92,29 @@ fn a_setting_an_attach_cannot_carry_is_refused_before_any_process_is_touched() {
         .parent()
         .unwrap()
         .to_path_buf();
-    let env = settings_env().log("info\nGPU_TOOLS_TRACE_KINDS=kernel");
     let settings = Settings {
-        env: &env,
-        cupti: None,
-        profile: None,
+        api_skip: vec!["cudaGetLastError\nGPU_TOOLS_TRACE_KINDS=kernel".into()],
+        ..settings()
     };
     let (tx, _rx) = mpsc::channel::<Delivery>();
     let mut outcomes = 0;
     let e = listening
-        .attach(&settings, AcceptOptions::default(), tx, |_| outcomes += 1)
+        .attach(
+            LIBRARY.as_ref(),
+            &settings,
+            AcceptOptions::default(),
+            tx,
+            |_| outcomes += 1,
+        )
         .unwrap_err();
-    assert!(matches!(e, SetupError::Argument), "{e:?}");
-    assert_eq!(
-        e.to_string(),
-        "a setting holds a newline, which an attach cannot carry"
+    assert!(
+        matches!(&e, SetupError::Argument(s) if s.var == env::API_SKIP),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("holds a newline or a NUL, which an attach cannot carry"),
+        "{e}"
     );
     assert_eq!(outcomes, 0, "no process was touched");
     assert!(!folder.exists(), "the socket folder is removed");
@@ -160,15 +147,15 @@ fn a_refused_process_is_an_outcome_and_the_others_are_not_kept_from_it() {
     let gone = gpu_tools_testing::process::vanished_pid();
     let me = std::process::id();
     let listening = Listening::new(&[me, gone], &SOCKETS).unwrap();
-    let env = settings_env();
-    let settings = Settings {
-        env: &env,
-        cupti: None,
-        profile: None,
-    };
     let (tx, _rx) = mpsc::channel::<Delivery>();
     let attached = listening
-        .attach(&settings, AcceptOptions::default(), tx, |_| {})
+        .attach(
+            LIBRARY.as_ref(),
+            &settings(),
+            AcceptOptions::default(),
+            tx,
+            |_| {},
+        )
         .unwrap();
     let outcomes = attached.outcomes();
     assert_eq!(outcomes.len(), 2);
@@ -205,14 +192,14 @@ fn connections_are_read_written_to_and_stopped() {
         "{item:?}"
     );
     // A control byte, then the stop byte with the writing half closed: the library reads both, then the end.
-    attached.send(env::ATTACH_PROFILE_START).unwrap();
+    attached.send(Control::ProfileStart).unwrap();
     attached.stop(AfterStop::CloseWrites);
     library
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     let mut got = Vec::new();
     library.read_to_end(&mut got).unwrap();
-    assert_eq!(got, [env::ATTACH_PROFILE_START, env::ATTACH_STOP]);
+    assert_eq!(got, [Control::ProfileStart.byte(), Control::Stop.byte()]);
     drop(library);
     let closed = rx.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(matches!(closed, Delivery::Closed(0)), "{closed:?}");
@@ -230,7 +217,7 @@ fn the_stop_byte_alone_leaves_the_connection_open() {
         .unwrap();
     let mut byte = [0u8; 2];
     assert_eq!(library.read(&mut byte).unwrap(), 1);
-    assert_eq!(byte[0], env::ATTACH_STOP);
+    assert_eq!(byte[0], Control::Stop.byte());
     let more = library.read(&mut byte);
     assert!(
         more.as_ref()
@@ -255,7 +242,7 @@ fn with_most_one_a_second_connection_waits_unaccepted_on_a_listening_socket() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(attached.accepted(), 1);
     // Only the first gets control bytes.
-    attached.send(env::ATTACH_STOP).unwrap();
+    attached.send(Control::Stop).unwrap();
 }
 
 #[test]
@@ -266,5 +253,5 @@ fn no_connection_in_time_is_said_as_accepting_answered() {
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EAGAIN), "{e}");
     // Nothing to write to yet is not an error.
-    attached.send(env::ATTACH_STOP).unwrap();
+    attached.send(Control::Stop).unwrap();
 }

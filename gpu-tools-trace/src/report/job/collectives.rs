@@ -117,6 +117,9 @@ pub(super) fn rank_list(ranks: &[u32]) -> String {
     }
 }
 
+/// A rank's collectives of one sequence, in start order (indexes into its collectives), with the sequence's id.
+type RankSequences = Vec<(u32, Vec<u32>)>;
+
 /// Matches the collectives of `ranks` (whose `domain` indexes `hosts`, 0 the reference) and aligns the hosts.
 /// Returns the alignment (with a correction per host) and every placed collective, sorted by sequence and index.
 pub(super) fn align(
@@ -126,7 +129,55 @@ pub(super) fn align(
     names: &Names,
 ) -> (CollectiveAlignment, Vec<Entry>) {
     let mut notes = Vec::new();
-    // Sequences: (name, stream ordinal) -> id; per rank, its collectives of each sequence in start order.
+    let (seq_keys, per_rank) = sequences(ranks);
+    let seq_name = |seq: u32| sequence_name(&seq_keys, names, seq);
+    let reference = reference_ranks(ranks, &per_rank);
+    // Counts that disagree, per sequence: said, never silently matched.
+    let seq_order = count_notes(ranks, &per_rank, &seq_name, &mut notes);
+    // Place each sequence of each rank in its reference rank's: the lag that most of its ends' nearest neighbours
+    // agree on.
+    let (mut entries, unplaced) = place_sequences(ranks, anchor_shifts, &per_rank, &reference);
+    for seq in &seq_order {
+        let rs: Vec<u32> = unplaced
+            .iter()
+            .filter(|u| u.1 == *seq)
+            .map(|u| u.0)
+            .collect();
+        if !rs.is_empty() {
+            notes.push(format!(
+                "the {} of {} {} could not be matched with the other ranks' (their ends meet no consistent \
+                 partner: the windows barely overlap, or the clocks disagree by more than half the interval \
+                 between two of them): left out",
+                seq_name(*seq),
+                if rs.len() == 1 { "rank" } else { "ranks" },
+                rank_list(&rs)
+            ));
+        }
+    }
+    entries.sort_unstable_by_key(|e| (e.seq, e.index, e.rank));
+    // Move the hosts until the ends of each collective agree.
+    let aligned_hosts = move_hosts(ranks, hosts, anchor_shifts, &entries);
+    // In words.
+    alignment_notes(
+        ranks,
+        hosts,
+        &entries,
+        &reference,
+        &aligned_hosts,
+        &mut notes,
+    );
+    (
+        CollectiveAlignment {
+            hosts: aligned_hosts,
+            notes,
+        },
+        entries,
+    )
+}
+
+/// The sequences of the ranks' collectives: (name, stream ordinal) by id, and per rank, its collectives of each
+/// sequence in start order.
+fn sequences(ranks: &[RankView<'_>]) -> (Vec<(u32, u32)>, Vec<RankSequences>) {
     let mut seq_ids: HashMap<(u32, u32), u32> = HashMap::new();
     let mut seq_keys: Vec<(u32, u32)> = Vec::new();
     let mut per_rank: Vec<Vec<(u32, Vec<u32>)>> = Vec::with_capacity(ranks.len());
@@ -162,22 +213,30 @@ pub(super) fn align(
         }
         per_rank.push(seqs);
     }
-    let seq_name = |seq: u32| {
-        let (name, ordinal) = seq_keys[seq as usize];
-        if seq_keys.iter().any(|k| k.0 == name && k.1 > 0) {
-            format!("{} (stream {})", names.get(name), ordinal + 1)
-        } else {
-            names.get(name).to_string()
-        }
-    };
-    let ends = |r: usize, list: &[u32]| -> Vec<i64> {
-        let shift = anchor_shifts[r];
-        list.iter()
-            .map(|&i| on_clock(ranks[r].stream.collectives[i as usize].end, shift))
-            .collect()
-    };
+    (seq_keys, per_rank)
+}
 
-    // The reference rank of each sequence: the one of the reference host with the most, else the one with the most.
+/// A sequence as the notes name it: the collective's name, with its stream's number where the name ran on
+/// several streams.
+fn sequence_name(seq_keys: &[(u32, u32)], names: &Names, seq: u32) -> String {
+    let (name, ordinal) = seq_keys[seq as usize];
+    if seq_keys.iter().any(|k| k.0 == name && k.1 > 0) {
+        format!("{} (stream {})", names.get(name), ordinal + 1)
+    } else {
+        names.get(name).to_string()
+    }
+}
+
+/// The ends of rank `r`'s collectives `list`, on the anchors' common clock.
+fn ends(ranks: &[RankView<'_>], anchor_shifts: &[i64], r: usize, list: &[u32]) -> Vec<i64> {
+    let shift = anchor_shifts[r];
+    list.iter()
+        .map(|&i| on_clock(ranks[r].stream.collectives[i as usize].end, shift))
+        .collect()
+}
+
+/// The reference rank of each sequence: the one of the reference host with the most, else the one with the most.
+fn reference_ranks(ranks: &[RankView<'_>], per_rank: &[RankSequences]) -> HashMap<u32, usize> {
     let mut reference: HashMap<u32, usize> = HashMap::new();
     for (r, seqs) in per_rank.iter().enumerate() {
         for (seq, l) in seqs {
@@ -200,7 +259,16 @@ pub(super) fn align(
         }
     }
 
-    // Counts that disagree, per sequence: said, never silently matched.
+    reference
+}
+
+/// Says, in `notes`, each sequence whose count differs between ranks; returns the sequences in id order.
+fn count_notes(
+    ranks: &[RankView<'_>],
+    per_rank: &[RankSequences],
+    seq_name: &dyn Fn(u32) -> String,
+    notes: &mut Vec<String>,
+) -> Vec<u32> {
     let mut counts: HashMap<u32, Vec<(u32, usize)>> = HashMap::new();
     for (r, seqs) in per_rank.iter().enumerate() {
         for (seq, l) in seqs {
@@ -248,8 +316,16 @@ pub(super) fn align(
         }
     }
 
-    // Place each sequence of each rank in its reference rank's: the lag that most of its ends' nearest neighbours
-    // agree on.
+    seq_order
+}
+
+/// Each rank's collectives placed in their sequence's reference rank's; the (rank, sequence) that could not be.
+fn place_sequences(
+    ranks: &[RankView<'_>],
+    anchor_shifts: &[i64],
+    per_rank: &[RankSequences],
+    reference: &HashMap<u32, usize>,
+) -> (Vec<Entry>, Vec<(u32, u32)>) {
     let mut entries: Vec<Entry> = Vec::new();
     let mut unplaced: Vec<(u32, u32)> = Vec::new();
     for (r, seqs) in per_rank.iter().enumerate() {
@@ -262,8 +338,8 @@ pub(super) fn align(
                 else {
                     continue;
                 };
-                let theirs = ends(reference_rank, ref_list);
-                let mine = ends(r, l);
+                let theirs = ends(ranks, anchor_shifts, reference_rank, ref_list);
+                let mine = ends(ranks, anchor_shifts, r, l);
                 place(&mine, &theirs)
             };
             let Some(lag) = lag else {
@@ -284,26 +360,17 @@ pub(super) fn align(
             }
         }
     }
-    for seq in &seq_order {
-        let rs: Vec<u32> = unplaced
-            .iter()
-            .filter(|u| u.1 == *seq)
-            .map(|u| u.0)
-            .collect();
-        if !rs.is_empty() {
-            notes.push(format!(
-                "the {} of {} {} could not be matched with the other ranks' (their ends meet no consistent \
-                 partner: the windows barely overlap, or the clocks disagree by more than half the interval \
-                 between two of them): left out",
-                seq_name(*seq),
-                if rs.len() == 1 { "rank" } else { "ranks" },
-                rank_list(&rs)
-            ));
-        }
-    }
-    entries.sort_unstable_by_key(|e| (e.seq, e.index, e.rank));
+    (entries, unplaced)
+}
 
-    // Move the hosts until the ends of each collective agree.
+/// Moves the hosts until the ends of each collective (`entries`, sorted by sequence and index) agree: each host's
+/// correction, and what remains.
+fn move_hosts(
+    ranks: &[RankView<'_>],
+    hosts: &[(String, String)],
+    anchor_shifts: &[i64],
+    entries: &[Entry],
+) -> Vec<HostAlignment> {
     let domains = hosts.len();
     let mut correction = vec![0i64; domains];
     let dom = |e: &Entry| ranks[e.rank as usize].domain;
@@ -372,13 +439,24 @@ pub(super) fn align(
         });
     }
 
-    // In words.
+    aligned_hosts
+}
+
+/// What the alignment did and could not do, in words, into `notes`.
+fn alignment_notes(
+    ranks: &[RankView<'_>],
+    hosts: &[(String, String)],
+    entries: &[Entry],
+    reference: &HashMap<u32, usize>,
+    aligned_hosts: &[HostAlignment],
+    notes: &mut Vec<String>,
+) {
     let any_collective = ranks.iter().any(|r| !r.stream.collectives.is_empty());
     if !any_collective {
         notes.push(
             "no NCCL collective kernels in the trace: hosts aligned on clock anchors only".into(),
         );
-    } else if domains > 1 {
+    } else if hosts.len() > 1 {
         // The interval between two collectives of the longest sequence of the reference host, for the flag.
         let interval = entries
             .chunk_by(|a, b| a.seq == b.seq)
@@ -431,13 +509,6 @@ pub(super) fn align(
             }
         }
     }
-    (
-        CollectiveAlignment {
-            hosts: aligned_hosts,
-            notes,
-        },
-        entries,
-    )
 }
 
 /// How far outside the other rank's span an end may lie and still have a partner there, for a sequence of one

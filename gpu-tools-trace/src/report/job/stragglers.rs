@@ -148,6 +148,87 @@ fn absent(p: &super::Prepared<'_>, idle: &[&super::IdleRank]) -> Option<String> 
     ))
 }
 
+/// Who enters each collective shared by two ranks or more last (on the aligned clock), and how long each other
+/// rank waits for it there, into `rows`.
+fn last_in(
+    p: &super::Prepared<'_>,
+    alignment: &CollectiveAlignment,
+    entries: &[Entry],
+    rows: &mut [Row],
+) {
+    let correction_of = |e: &Entry| {
+        p.ranks[e.rank as usize]
+            .domain
+            .map_or(0, |d| alignment.hosts[d].correction)
+    };
+    for group in entries.chunk_by(|a, b| (a.seq, a.index) == (b.seq, b.index)) {
+        if group.len() < 2 {
+            continue;
+        }
+        let start = |e: &Entry| e.start.saturating_add(correction_of(e));
+        let Some(last) = group
+            .iter()
+            .max_by_key(|e| (start(e), std::cmp::Reverse(e.rank)))
+        else {
+            continue;
+        };
+        let latest = start(last);
+        for e in group {
+            let row = &mut rows[e.rank as usize];
+            row.shared += 1;
+            if e.rank == last.rank {
+                row.last += 1;
+                continue;
+            }
+            let length = e.end.saturating_sub(e.start).max(0).unsigned_abs();
+            let wait = latest
+                .saturating_sub(start(e))
+                .max(0)
+                .unsigned_abs()
+                .min(length);
+            row.waits[e.local as usize] = wait;
+            let c = p.ranks[e.rank as usize].stream.collectives[e.local as usize];
+            *row.wait_by_name.entry(c.name).or_default() += wait;
+        }
+    }
+}
+
+/// The table's row of each rank, in rank order.
+fn push_rows(t: &mut Table, p: &super::Prepared<'_>, rows: &[Row]) {
+    let mut order: Vec<usize> = (0..p.ranks.len()).collect();
+    order.sort_by_key(|&r| (p.ranks[r].rank, p.ranks[r].key));
+    for &r in &order {
+        let (rank, row) = (&p.ranks[r], &rows[r]);
+        let s = rank.stream;
+        let waited: u64 = row.waits.iter().sum();
+        let idle = row.window.saturating_sub(s.busy.covered());
+        let mut steps = row.steps.clone();
+        let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::Float);
+        t.rows.push(vec![
+            Cell::Int(u64::from(rank.rank)),
+            Cell::Text(rank.host.clone()),
+            Cell::Int(u64::from(s.pid)),
+            Cell::Int(row.steps.len() as u64),
+            number(median_u64(&row.steps)),
+            if steps.is_empty() {
+                Cell::Missing
+            } else {
+                Cell::Int(p90(&mut steps))
+            },
+            number(median_u64(&row.work)),
+            Cell::Float(pct(s.nccl_time, row.window)),
+            Cell::Float(pct(waited, row.window)),
+            Cell::Float(pct(idle, row.window)),
+            if row.shared == 0 {
+                Cell::Missing
+            } else {
+                Cell::Float(pct(row.last, row.shared))
+            },
+            Cell::Int(s.collectives.len() as u64),
+        ]);
+    }
+}
+
 impl Job {
     /// `stragglers`: a row per rank (see the module docs); the notes say how the hosts were aligned, where the
     /// ranks and steps came from, which ranks are missing, which hosts' windows do not overlap, and first, which
@@ -199,43 +280,20 @@ impl Job {
             .collect();
 
         // Who enters each collective last, and how long the others wait for it there.
-        let correction_of = |e: &Entry| {
-            p.ranks[e.rank as usize]
-                .domain
-                .map_or(0, |d| alignment.hosts[d].correction)
-        };
-        for group in entries.chunk_by(|a, b| (a.seq, a.index) == (b.seq, b.index)) {
-            if group.len() < 2 {
-                continue;
-            }
-            let start = |e: &Entry| e.start.saturating_add(correction_of(e));
-            let Some(last) = group
-                .iter()
-                .max_by_key(|e| (start(e), std::cmp::Reverse(e.rank)))
-            else {
-                continue;
-            };
-            let latest = start(last);
-            for e in group {
-                let row = &mut rows[e.rank as usize];
-                row.shared += 1;
-                if e.rank == last.rank {
-                    row.last += 1;
-                    continue;
-                }
-                let length = e.end.saturating_sub(e.start).max(0).unsigned_abs();
-                let wait = latest
-                    .saturating_sub(start(e))
-                    .max(0)
-                    .unsigned_abs()
-                    .min(length);
-                row.waits[e.local as usize] = wait;
-                let c = p.ranks[e.rank as usize].stream.collectives[e.local as usize];
-                *row.wait_by_name.entry(c.name).or_default() += wait;
-            }
-        }
+        last_in(&p, &alignment, &entries, &mut rows);
+        let source = self.steps(&p, &mut rows);
+        push_rows(&mut t, &p, &rows);
+        // The answer first, then how it was reached.
+        t.notes.push(self.verdict(&p, &rows));
+        t.notes.extend(self.how(&p, source));
+        t.notes.extend(self.windows(&p, &shift));
+        t.notes.extend(alignment.notes);
+        t
+    }
 
-        // Steps.
+    /// The steps of every rank (an NVTX range that repeats on every rank, else the pattern of collectives that
+    /// does), into `rows`; returns where they came from.
+    fn steps(&self, p: &super::Prepared<'_>, rows: &mut [Row]) -> StepSource {
         let nvtx = nvtx_step_name(&p.ranks, &self.names);
         let orders: Vec<Vec<(u32, u64)>> = p.ranks.iter().map(collective_order).collect();
         let source = match nvtx {
@@ -267,88 +325,56 @@ impl Job {
             row.steps = steps.iter().map(|(s, e)| e - s).collect();
         }
 
-        // The rows.
-        let mut order: Vec<usize> = (0..p.ranks.len()).collect();
-        order.sort_by_key(|&r| (p.ranks[r].rank, p.ranks[r].key));
-        for &r in &order {
-            let (rank, row) = (&p.ranks[r], &rows[r]);
-            let s = rank.stream;
-            let waited: u64 = row.waits.iter().sum();
-            let idle = row.window.saturating_sub(s.busy.covered());
-            let mut steps = row.steps.clone();
-            let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::Float);
-            t.rows.push(vec![
-                Cell::Int(u64::from(rank.rank)),
-                Cell::Text(rank.host.clone()),
-                Cell::Int(u64::from(s.pid)),
-                Cell::Int(row.steps.len() as u64),
-                number(median_u64(&row.steps)),
-                if steps.is_empty() {
-                    Cell::Missing
-                } else {
-                    Cell::Int(p90(&mut steps))
-                },
-                number(median_u64(&row.work)),
-                Cell::Float(pct(s.nccl_time, row.window)),
-                Cell::Float(pct(waited, row.window)),
-                Cell::Float(pct(idle, row.window)),
-                if row.shared == 0 {
-                    Cell::Missing
-                } else {
-                    Cell::Float(pct(row.last, row.shared))
-                },
-                Cell::Int(s.collectives.len() as u64),
-            ]);
-        }
+        source
+    }
 
-        // The answer first, then how it was reached.
-        t.notes.push(self.verdict(&p, &rows));
+    /// How the report was reached, in words: the steps, the columns, the ranks, those missing.
+    fn how(&self, p: &super::Prepared<'_>, source: StepSource) -> Vec<String> {
+        let mut notes = Vec::new();
         match source {
-            StepSource::Nvtx(name) => t.notes.push(format!(
-                "steps: the NVTX range {:?}, each from its start to the next one's",
-                self.names.get(name)
-            )),
-            StepSource::Collectives { period } => t.notes.push(format!(
-                "steps: no NVTX range repeats on every rank; a step is the pattern of {period} {} that repeats, \
-                 from one to the next at the same place in it",
-                if period == 1 { "collective" } else { "collectives" }
-            )),
-            StepSource::None => t.notes.push(
-                "steps: none found (no NVTX range repeats on every rank, and the collectives repeat no pattern)"
-                    .into(),
-            ),
-        }
-        t.notes.push(
-            "Work/Step: the device time of a step's own work (kernels, copies and sets other than collectives); \
-             Wait: the time in collectives before the last rank entered them; Wait, NCCL and GPU Idle: shares of \
-             the rank's window (its first device operation to its last)"
+        StepSource::Nvtx(name) => notes.push(format!(
+            "steps: the NVTX range {:?}, each from its start to the next one's",
+            self.names.get(name)
+        )),
+        StepSource::Collectives { period } => notes.push(format!(
+            "steps: no NVTX range repeats on every rank; a step is the pattern of {period} {} that repeats, \
+             from one to the next at the same place in it",
+            if period == 1 { "collective" } else { "collectives" }
+        )),
+        StepSource::None => notes.push(
+            "steps: none found (no NVTX range repeats on every rank, and the collectives repeat no pattern)"
+                .into(),
+        ),
+    }
+        notes.push(
+        "Work/Step: the device time of a step's own work (kernels, copies and sets other than collectives); \
+         Wait: the time in collectives before the last rank entered them; Wait, NCCL and GPU Idle: shares of \
+         the rank's window (its first device operation to its last)"
+            .into(),
+    );
+        if p.from_labels {
+            notes
+            .push("ranks: the processes' RANK variables (or OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)".into());
+        } else if p.unlabelled > 0 {
+            notes.push(format!(
+            "ranks: numbered in the order of the files and streams given, since {} of {} processes have no \
+             rank variable",
+            p.unlabelled,
+            p.ranks.len()
+        ));
+        } else {
+            notes.push(
+            "ranks: numbered in the order of the files and streams given (the processes have no rank variable)"
                 .into(),
         );
-        if p.from_labels {
-            t.notes
-                .push("ranks: the processes' RANK variables (or OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)".into());
-        } else if p.unlabelled > 0 {
-            t.notes.push(format!(
-                "ranks: numbered in the order of the files and streams given, since {} of {} processes have no \
-                 rank variable",
-                p.unlabelled,
-                p.ranks.len()
-            ));
-        } else {
-            t.notes.push(
-                "ranks: numbered in the order of the files and streams given (the processes have no rank variable)"
-                    .into(),
-            );
         }
-        if let Some(missing) = missing(&p) {
-            t.notes.push(format!(
+        if let Some(missing) = missing(p) {
+            notes.push(format!(
                 "missing: {missing}; the report covers the {} traced",
                 p.ranks.len()
             ));
         }
-        t.notes.extend(self.windows(&p, &shift));
-        t.notes.extend(alignment.notes);
-        t
+        notes
     }
 
     /// The rank the others wait for, in words; or why none is named.

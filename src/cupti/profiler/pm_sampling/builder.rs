@@ -15,7 +15,7 @@ use super::shared::{Queue, Shared, Sink};
 use super::{AppendMode, Interval, PmLayout, PmSamplerBuilder};
 use crate::counters::{CounterDevice, CounterInfo};
 use crate::cupti::profiler::api::{Api, Needs};
-use crate::cupti::profiler::host::{Catalog, ConfigImage, Host};
+use crate::cupti::profiler::host::{Catalog, ConfigImage, Host, MetricNames};
 use crate::cupti::profiler::{self, Method, ProfilerApi, ProfilerInit, ProfilingError};
 use crate::delivery::Delivery;
 
@@ -193,18 +193,7 @@ impl PmSamplerBuilder {
         // Checked against the catalogue before anything is enabled on the device.
         let catalog = Catalog::create(api, &chip)?;
         let metrics = catalog.resolve_all(&self.metrics, Method::PmSampling)?;
-        let counters: Vec<CounterInfo> = metrics
-            .names()
-            .iter()
-            .map(|n| {
-                let base = n.split('.').next().unwrap_or(n);
-                let unit = unit_of(n, catalog.get(base).map(|m| m.unit.as_str()).unwrap_or(""));
-                CounterInfo {
-                    name: n.clone(),
-                    unit,
-                }
-            })
-            .collect();
+        let counters = counter_infos(&catalog, &metrics);
         drop(catalog);
         // Where another client holds the counters, this answers CUPTI_ERROR_HARDWARE_BUSY.
         let availability = profiler::pm_availability(api, self.device)?;
@@ -227,46 +216,7 @@ impl PmSamplerBuilder {
         host.add_metrics(&metrics)?;
         let enabled = enable(api, self.device)?;
         let samples_per_decode = self.samples_for();
-        // What one sample adds to the counter-data image, an estimate of what it takes in the hardware buffer.
-        // Asked before the configuration so that a buffer too small is refused before it is set; where CUPTI wants
-        // the configuration first, asked again after it.
-        let per_sample = |e: &Enabled| -> Result<usize, ProfilingError> {
-            let one = counter_data_size(api, e, &metrics, 1)?;
-            let two = counter_data_size(api, e, &metrics, 2)?;
-            Ok(two.saturating_sub(one).max(1))
-        };
-        let early = per_sample(&enabled);
-        let too_small = |needed: usize| ProfilingError::BufferTooSmall {
-            what: "hardware buffer",
-            bytes: self.hardware_buffer,
-            needed,
-        };
-        if let Ok(needed) = early {
-            if self.hardware_buffer < needed {
-                return Err(too_small(needed).into());
-            }
-        }
-        if let Err(e) = set_config(api, &enabled, &config, &self) {
-            // A buffer CUPTI finds too small is reported as such where the estimate says so.
-            return Err(match (e, early) {
-                (
-                    ProfilingError::Vendor {
-                        error: crate::cupti::CuptiError::InvalidParameter,
-                        ..
-                    },
-                    Ok(needed),
-                ) if self.hardware_buffer < 4 * needed => too_small(4 * needed),
-                (e, _) => e,
-            }
-            .into());
-        }
-        let sample_bytes = match early {
-            Ok(n) => n,
-            Err(_) => per_sample(&enabled)?,
-        };
-        if self.hardware_buffer < sample_bytes {
-            return Err(too_small(sample_bytes).into());
-        }
+        let sample_bytes = self.set_hardware(api, &enabled, &config, &metrics)?;
         let samples_u32 =
             u32::try_from(samples_per_decode).map_err(|_| ProfilingError::InvalidSetting {
                 what: "samples per decode",
@@ -286,22 +236,7 @@ impl PmSamplerBuilder {
             hardware_buffer: self.hardware_buffer,
         };
         log::debug!("PM sampling on device {}: {layout:?}", self.device);
-        let shared = Arc::new(Shared {
-            sink,
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
-            decodes: AtomicU64::new(0),
-            samples: AtomicU64::new(0),
-            overflows: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-            gaps: AtomicU64::new(0),
-            gaps_at_restart: AtomicU64::new(0),
-            incomplete_at_restart: AtomicU64::new(0),
-            stale: AtomicU64::new(0),
-            image_full: AtomicU64::new(0),
-            failed: Mutex::new(None),
-            running: AtomicBool::new(true),
-        });
+        let shared = new_shared(sink);
         let decoder = Decoder {
             api,
             enabled,
@@ -341,6 +276,94 @@ impl PmSamplerBuilder {
             interval: self.interval,
         })
     }
+
+    /// Sets the configuration on the enabled device: refuses a hardware buffer too small for one sample (asked
+    /// before the configuration where CUPTI can say, else after it); returns what one sample takes.
+    fn set_hardware(
+        &self,
+        api: Api,
+        enabled: &Enabled,
+        config: &ConfigImage,
+        metrics: &MetricNames,
+    ) -> crate::Result<usize> {
+        // What one sample adds to the counter-data image, an estimate of what it takes in the hardware buffer.
+        // Asked before the configuration so that a buffer too small is refused before it is set; where CUPTI wants
+        // the configuration first, asked again after it.
+        let per_sample = |e: &Enabled| -> Result<usize, ProfilingError> {
+            let one = counter_data_size(api, e, metrics, 1)?;
+            let two = counter_data_size(api, e, metrics, 2)?;
+            Ok(two.saturating_sub(one).max(1))
+        };
+        let early = per_sample(enabled);
+        let too_small = |needed: usize| ProfilingError::BufferTooSmall {
+            what: "hardware buffer",
+            bytes: self.hardware_buffer,
+            needed,
+        };
+        if let Ok(needed) = early {
+            if self.hardware_buffer < needed {
+                return Err(too_small(needed).into());
+            }
+        }
+        if let Err(e) = set_config(api, enabled, config, self) {
+            // A buffer CUPTI finds too small is reported as such where the estimate says so.
+            return Err(match (e, early) {
+                (
+                    ProfilingError::Vendor {
+                        error: crate::cupti::CuptiError::InvalidParameter,
+                        ..
+                    },
+                    Ok(needed),
+                ) if self.hardware_buffer < 4 * needed => too_small(4 * needed),
+                (e, _) => e,
+            }
+            .into());
+        }
+        let sample_bytes = match early {
+            Ok(n) => n,
+            Err(_) => per_sample(enabled)?,
+        };
+        if self.hardware_buffer < sample_bytes {
+            return Err(too_small(sample_bytes).into());
+        }
+        Ok(sample_bytes)
+    }
+}
+
+/// What each counter's column is: the metric's full name and its unit (the catalogue's, by the suffix).
+fn counter_infos(catalog: &Catalog, metrics: &MetricNames) -> Vec<CounterInfo> {
+    metrics
+        .names()
+        .iter()
+        .map(|n| {
+            let base = n.split('.').next().unwrap_or(n);
+            let unit = unit_of(n, catalog.get(base).map(|m| m.unit.as_str()).unwrap_or(""));
+            CounterInfo {
+                name: n.clone(),
+                unit,
+            }
+        })
+        .collect()
+}
+
+/// The state the decode thread shares with the sampler, running.
+fn new_shared(sink: Sink) -> Arc<Shared> {
+    Arc::new(Shared {
+        sink,
+        stop: Mutex::new(false),
+        wake: Condvar::new(),
+        decodes: AtomicU64::new(0),
+        samples: AtomicU64::new(0),
+        overflows: AtomicU64::new(0),
+        dropped: AtomicU64::new(0),
+        gaps: AtomicU64::new(0),
+        gaps_at_restart: AtomicU64::new(0),
+        incomplete_at_restart: AtomicU64::new(0),
+        stale: AtomicU64::new(0),
+        image_full: AtomicU64::new(0),
+        failed: Mutex::new(None),
+        running: AtomicBool::new(true),
+    })
 }
 
 /// The unit of a full metric name: the base's unit, turned into a rate or a percentage by the suffix.

@@ -1,7 +1,9 @@
 //! What to collect in a profiled program ([`ProfileRequest`]) and how it travels to the injection library: the
-//! variables of [`env`](crate::env) (`GPU_TOOLS_PROFILE_*`), set by the launcher or carried in an attach argument,
-//! read back by the library.
+//! variables of [`env`](mod@crate::env) (`GPU_TOOLS_PROFILE_*`), a part of the [`Settings`](super::Settings) that a
+//! launcher sets or an attach argument carries, read back by the library. Re-exported by
+//! [`profile`](crate::profile), whose launcher runs a program with it.
 
+use super::SettingError;
 use crate::env::{self, GraphMode};
 
 /// The `basic` set: time, DRAM traffic and SM throughput of each kernel.
@@ -78,33 +80,46 @@ impl ProfileRequest {
         Ok(out)
     }
 
+    /// The variables that carry a request, in the order the settings write them.
+    pub const VARIABLES: [&'static str; 5] = [
+        env::PROFILE_METRICS,
+        env::PROFILE_PC_SAMPLING,
+        env::PROFILE_MAX_RANGES,
+        env::PROFILE_LAUNCHES_PER_KERNEL,
+        env::PROFILE_GRAPH,
+    ];
+
     /// Reads the request from variables looked up through `get` (unset: nothing asked for).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<ProfileRequest, String> {
-        let metrics = match get(env::PROFILE_METRICS) {
-            Some(v) => {
-                Self::parse_metrics(&v).map_err(|e| format!("{}: {e}", env::PROFILE_METRICS))?
-            }
+        Self::decode(|k| Ok(get(k))).map_err(|e| e.to_string())
+    }
+
+    /// Reads the request from the variables `get` gives (a variable's text, or an error that names it): the
+    /// decoder of [`Settings`](crate::settings::Settings) and of [`ProfileRequest::from_lookup`].
+    pub(crate) fn decode(
+        get: impl Fn(&'static str) -> Result<Option<String>, SettingError>,
+    ) -> Result<ProfileRequest, SettingError> {
+        let metrics = match get(env::PROFILE_METRICS)? {
+            Some(v) => Self::parse_metrics(&v)
+                .map_err(|e| SettingError::new(env::PROFILE_METRICS, &v, e))?,
             None => Vec::new(),
         };
-        let pc_sampling = match get(env::PROFILE_PC_SAMPLING).as_deref().map(str::trim) {
+        let pc_sampling = match get(env::PROFILE_PC_SAMPLING)?.as_deref().map(str::trim) {
             None | Some("") | Some("0") => false,
             Some("1") => true,
-            Some(v) => return Err(format!("{}={v:?}: use 1 or 0", env::PROFILE_PC_SAMPLING)),
+            Some(v) => return Err(SettingError::new(env::PROFILE_PC_SAMPLING, v, "use 1 or 0")),
         };
-        let max_ranges = match get(env::PROFILE_MAX_RANGES) {
+        let max_ranges = match get(env::PROFILE_MAX_RANGES)? {
             None => DEFAULT_MAX_RANGES,
             Some(v) => match v.trim().parse::<usize>() {
                 Ok(n) if (1..=1 << 20).contains(&n) => n,
                 _ => {
-                    return Err(format!(
-                        "{}={v:?}: a count from 1 to {}",
-                        env::PROFILE_MAX_RANGES,
-                        1 << 20
-                    ));
+                    let reason = format!("a count from 1 to {}", 1 << 20);
+                    return Err(SettingError::new(env::PROFILE_MAX_RANGES, &v, reason));
                 }
             },
         };
-        let launches_per_kernel = match get(env::PROFILE_LAUNCHES_PER_KERNEL)
+        let launches_per_kernel = match get(env::PROFILE_LAUNCHES_PER_KERNEL)?
             .as_deref()
             .map(str::trim)
         {
@@ -112,18 +127,20 @@ impl ProfileRequest {
             Some(v) => match v.parse::<u32>() {
                 Ok(n) => Some(n),
                 Err(_) => {
-                    return Err(format!(
-                        "{}={v:?}: a count of launches (0: all)",
-                        env::PROFILE_LAUNCHES_PER_KERNEL
+                    let reason = "a count of launches (0: all)";
+                    return Err(SettingError::new(
+                        env::PROFILE_LAUNCHES_PER_KERNEL,
+                        v,
+                        reason,
                     ));
                 }
             },
         };
-        let graph_profiling = match get(env::PROFILE_GRAPH).as_deref().map(str::trim) {
+        let graph_profiling = match get(env::PROFILE_GRAPH)?.as_deref().map(str::trim) {
             None | Some("") => GraphMode::Node,
             Some(v) => v
                 .parse::<GraphMode>()
-                .map_err(|e| format!("{}: {e}", env::PROFILE_GRAPH))?,
+                .map_err(|e| SettingError::new(env::PROFILE_GRAPH, v, e))?,
         };
         Ok(ProfileRequest {
             metrics,
@@ -144,8 +161,9 @@ impl ProfileRequest {
         self.metrics.is_empty() && !self.pc_sampling
     }
 
-    /// The variables that carry the request.
-    pub fn env(&self) -> Vec<(&'static str, String)> {
+    /// The variables that carry the request (every one of [`ProfileRequest::VARIABLES`]), as the settings write
+    /// them.
+    pub(crate) fn variables(&self) -> Vec<(&'static str, String)> {
         vec![
             (env::PROFILE_METRICS, self.metrics.join(",")),
             (
@@ -198,7 +216,7 @@ mod tests {
             launches_per_kernel: Some(3),
             graph_profiling: GraphMode::Graph,
         };
-        let vars: HashMap<&str, String> = r.env().into_iter().collect();
+        let vars: HashMap<&str, String> = r.variables().into_iter().collect();
         let back = ProfileRequest::from_lookup(|k| vars.get(k).cloned()).unwrap();
         assert_eq!(back, r);
         assert!(ProfileRequest::from_lookup(|_| None).unwrap().is_empty());
@@ -211,7 +229,7 @@ mod tests {
                 .is_err()
         );
         let every = ProfileRequest::new(vec!["a__b.sum".into()]);
-        let vars: HashMap<&str, String> = every.env().into_iter().collect();
+        let vars: HashMap<&str, String> = every.variables().into_iter().collect();
         assert_eq!(
             ProfileRequest::from_lookup(|k| vars.get(k).cloned())
                 .unwrap()
