@@ -114,6 +114,13 @@ pub struct Args {
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
+    /// With --pid: leave no flight recorder in the process. By default the attach leaves one, which stays after
+    /// the window: CUPTI's callback at each kernel launch and synchronisation call of the process (no activity
+    /// record, no driver call), keeping which launches have not finished. Once CUPTI has run in a process the CUDA
+    /// driver refuses it the debugger, and `gpu-tools where` answers from the recorder instead; without one, `where`
+    /// can no longer say where the job hangs. (A recorder an earlier attach left runs on.)
+    #[arg(long)]
+    no_flight_recorder: bool,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -152,6 +159,13 @@ pub fn run(args: Args) -> Outcome {
             super::clap_command("profile"),
             clap::error::ErrorKind::MissingRequiredArgument,
             "--duration applies only with --pid",
+        ));
+    }
+    if args.no_flight_recorder && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--no-flight-recorder applies only with --pid (a launched program gets no recorder)",
         ));
     }
     let spec = match (&args.metrics, &args.set) {
@@ -327,7 +341,9 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         .map(|p| OutputFile::create(p, "the report"))
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
-    let got = super::profile_attach::run(pid, &lib, cupti, args.duration, request)?;
+    let flight_recorder = !args.no_flight_recorder;
+    let got =
+        super::profile_attach::run(pid, &lib, cupti, args.duration, request, flight_recorder)?;
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
@@ -503,6 +519,7 @@ fn attribute_rest(
         cupti,
         &sampled,
         rest,
+        !args.no_flight_recorder,
     );
     let window = began.elapsed();
     Some(match got {

@@ -317,13 +317,15 @@ fn call_stopped(
 }
 
 /// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
-/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay).
+/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
+/// whether the attach leaves a flight recorder in the process.
 pub fn run(
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
     duration: Option<f64>,
     request: &ProfileRequest,
+    flight_recorder: bool,
 ) -> Result<Collected, Failure> {
     let metrics: &[String] = if request.pc_sampling {
         &[]
@@ -337,7 +339,9 @@ pub fn run(
         placement: Placement::PrivateFolder,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
-    let mut env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new())).signals(false);
+    let mut env = InjectionEnv::new(lib, env::Destination::Socket(PathBuf::new()))
+        .signals(false)
+        .flight_recorder(flight_recorder);
     // The injection library's own log (to the program's standard error), as `trace --pid` passes it.
     if let Ok(level) = std::env::var(env::LOG) {
         env = env.log(level);

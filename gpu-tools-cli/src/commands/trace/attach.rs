@@ -345,7 +345,8 @@ fn injection_settings(cli: &Args, lib: &Path) -> InjectionEnv {
         )
         .api_mode(cli.api_mode())
         .api_skip(&skip)
-        .signals(false);
+        .signals(false)
+        .flight_recorder(cli.flight_recorder());
     if let Some(v) = &cli.buffer_size {
         injection = injection.buffer_size(v.clone());
     }
