@@ -342,6 +342,13 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
     let flight_recorder = !args.no_flight_recorder;
+    // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger.
+    if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
+        eprintln!(
+            "gpu-tools profile: {}",
+            crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
+        );
+    }
     let got =
         super::profile_attach::run(pid, &lib, cupti, args.duration, request, flight_recorder)?;
     for (_, text) in &got.notices {

@@ -103,6 +103,14 @@ pub fn run(
     let mut windows: Vec<Window> = Vec::new();
     let mut failures: Vec<String> = Vec::new();
     let env = injection_settings(cli, lib);
+    // Said before the first CUPTI attach to a process: from then on the driver refuses it the debugger.
+    let first = crate::cupti_or_debugger::before_first_cupti(pids);
+    if !first.is_empty() && !cli.quiet {
+        eprintln!(
+            "gpu-tools trace: {}",
+            crate::cupti_or_debugger::cupti_note(&first, cli.flight_recorder())
+        );
+    }
     let settings = Settings {
         env: &env,
         cupti,
