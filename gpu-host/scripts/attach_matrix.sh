@@ -10,6 +10,8 @@
 # record for every kernel launch it recorded). A `where` after an earlier CUPTI attach is refused by driver 580
 # (`refused-after-cupti`, said by where): counted apart, not as a failure. The other way round holds too: after a
 # `where`, CUPTI refuses the process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), so `where` comes late.
+# `where` runs with --yes: it asks before attaching to a job whose own profiler library is loaded, and nothing here
+# answers.
 # Also counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the
 # program's recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the
 # driver (`refused-no-quiet-moment`), a trace window in which the job was idle (`ok-idle`), and a job that ended
@@ -71,8 +73,8 @@ attach() {
   counters) locked timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
   metrics) locked timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
   pc-sampling) locked timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
-  where) if [ "$1" = --pid ]; then timeout 120 "$gt" where "$2" > "$f.txt" 2>&1
-         else timeout 120 "$gt" where "$@" > "$f.txt" 2>&1; fi ;;
+  where) if [ "$1" = --pid ]; then timeout 120 "$gt" where --yes "$2" > "$f.txt" 2>&1
+         else timeout 120 "$gt" where --yes "$@" > "$f.txt" 2>&1; fi ;;
   esac
   rc=$?
   records=-
