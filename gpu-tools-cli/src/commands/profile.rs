@@ -102,7 +102,8 @@ pub struct Args {
     /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
     /// (auto ranges, kernel replay; the next --launches-per-kernel launches of each kernel, reported as for a
     /// launched program), for --duration seconds or until Ctrl-C. It is stopped twice, for milliseconds, at moments
-    /// where none of its threads is inside the CUDA driver or CUPTI. The range profiler cannot run beside CUDA graph
+    /// where none of its threads is inside the CUDA driver or CUPTI; one with a thread inside the driver at every
+    /// stop (a long synchronisation, a hang) is refused within seconds, naming the thread. The range profiler cannot run beside CUDA graph
     /// launches in a running process: it ends before the program's first one (or first stream capture), and the
     /// rest of the window (at least 1 s) gives per-kernel values from PM sampling attribution instead: device-wide
     /// PM sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a

@@ -10,8 +10,9 @@
 //! inside the driver, CUPTI or the profiler host library (its program counter, or a live frame found by unwinding
 //! its stack with the code's call-frame information) runs alone, in turn, until it has left them; when none is
 //! inside, the library is told to make its calls, and the threads go on once it has answered. A target that keeps a
-//! thread in the driver (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread
-//! named.
+//! thread in the driver at every stop (a long synchronisation, a hang) is refused at the start after a few stops,
+//! with the thread named (`stuck`); one whose threads pass through the driver is tried for a bounded time, then
+//! left as it was, with the threads named.
 //!
 //! Kernel metrics that end on the program's thread (before its first CUDA graph launch or stream capture) end the
 //! window there: it is finished at once, and the time left is the caller's ([`Collected::ended_early`]).
@@ -33,6 +34,10 @@ use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{self, MetricsEnded};
 
 use crate::failure::Failure;
+
+mod stuck;
+#[cfg(test)]
+mod tests;
 
 /// How long one stop may take, and how long the search for a moment with no thread in the vendor libraries goes
 /// on before it gives up.
@@ -158,14 +163,56 @@ fn keep(record: Record, out: &mut Collected) -> Option<String> {
     }
 }
 
+/// Which call of the library a quiet moment is for.
+#[derive(Clone, Copy)]
+enum Moment<'a> {
+    /// The start: nothing is started yet, so a thread stuck inside the vendor libraries refuses the profile at once
+    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice.
+    Start { flight_recorder: bool },
+    /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running).
+    Finish { before: &'a BTreeSet<u32> },
+}
+
+impl Moment<'_> {
+    fn before(&self) -> Option<&BTreeSet<u32>> {
+        match self {
+            Moment::Start { .. } => None,
+            Moment::Finish { before } => Some(before),
+        }
+    }
+}
+
+/// Where a thread still inside the vendor libraries at the end of a stop was found, for `stuck`.
+fn sighting(i: &quiesce::Inside) -> stuck::Sighting {
+    let file = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let place = match &i.evidence {
+        quiesce::Evidence::ProgramCounter { library, .. } => stuck::Place::Runs(file(library)),
+        quiesce::Evidence::Frame { library, .. } | quiesce::Evidence::StackWord { library, .. } => {
+            stuck::Place::Waits(file(library))
+        }
+        quiesce::Evidence::StackUnreadable { detail } => {
+            stuck::Place::Unknown(format!("its stack could not be read: {detail}"))
+        }
+        other => stuck::Place::Unknown(format!("{other:?}")),
+    };
+    stuck::Sighting {
+        tid: i.tid,
+        name: i.name.to_string_lossy().into_owned(),
+        place,
+    }
+}
+
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
 /// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
-/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. Returns the stopped program, the stops
-/// and the times a thread ran alone.
-fn quiet_moment(
-    pid: u32,
-    before: Option<&BTreeSet<u32>>,
-) -> Result<(StoppedThreads, u32, u32), Failure> {
+/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. At the start, a thread found inside at the
+/// end of every stop refuses the profile after a few (`stuck`). Returns the stopped program, the stops and the times
+/// a thread ran alone.
+fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u32), Failure> {
+    let before = moment.before();
     let started = Instant::now();
     let mut tries = 0;
     let mut nudges = 0;
@@ -175,8 +222,11 @@ fn quiet_moment(
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     // Threads the vendor libraries started, found at a stop: left running from the next stop on.
     let mut vendor_owned: BTreeSet<u32> = BTreeSet::new();
+    // The threads found inside at the end of the last stops (at the start only).
+    let mut watch = matches!(moment, Moment::Start { .. }).then(stuck::Watch::default);
     while started.elapsed() < SEARCH_LIMIT {
         tries += 1;
+        let stop_began = started.elapsed();
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
         let spare = |tid: u32, name: &std::ffi::OsStr| {
@@ -206,7 +256,12 @@ fn quiet_moment(
                 log::info!("quiet after {tries} stops and {nudges} runs alone: {seen:?}");
                 return Ok((stopped, tries, nudges));
             }
-            if draining.elapsed() >= DRAIN_LIMIT {
+            // Threads found inside at the end of the stop before had the whole drain then: a short one now.
+            let drain = match &watch {
+                Some(w) if w.all_seen_before(inside.iter().map(|i| i.tid)) => stuck::SHORT_DRAIN,
+                _ => DRAIN_LIMIT,
+            };
+            if draining.elapsed() >= drain {
                 break inside;
             }
             // A thread running in the vendor code first: it may hold a lock that one deeper inside waits for
@@ -242,6 +297,13 @@ fn quiet_moment(
             }
         };
         drop(stopped);
+        if let (Some(w), Moment::Start { flight_recorder }) = (watch.as_mut(), moment) {
+            let sightings = inside.iter().map(sighting).collect();
+            if let Some(found) = w.stop_ended(stop_began, started.elapsed(), sightings) {
+                log::info!("stuck after {tries} stops and {nudges} runs alone: {seen:?}");
+                return Err(Failure::new(1, found.refusal(pid, flight_recorder)));
+            }
+        }
         for i in inside {
             let lib = |p: &Path| {
                 p.file_name()
@@ -295,9 +357,9 @@ fn call_stopped(
     answer: &str,
     rx: &mut Records,
     out: &mut Collected,
-    before: Option<&BTreeSet<u32>>,
+    moment: Moment<'_>,
 ) -> Result<(String, (u32, u32)), Failure> {
-    let (stopped, tries, nudges) = quiet_moment(pid, before)?;
+    let (stopped, tries, nudges) = quiet_moment(pid, moment)?;
     session
         .send(byte)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
@@ -420,7 +482,7 @@ pub fn run(
         env::PROFILE_STARTED,
         &mut rx,
         &mut out,
-        None,
+        Moment::Start { flight_recorder },
     )?;
     out.tries[0] = tries;
     out.contexts = notice::started_contexts(&started);
@@ -464,7 +526,7 @@ pub fn run(
             env::PROFILE_FINISHED,
             &mut rx,
             &mut out,
-            Some(&before),
+            Moment::Finish { before: &before },
         )?;
         out.tries[1] = tries;
         Some(text)
