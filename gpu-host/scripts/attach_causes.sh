@@ -66,8 +66,8 @@ for section in $sections; do
       sleep 3
       ws=()
       for i in $(seq "$n"); do
-        if [ $how = unshared ]; then unshare -n timeout 60 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 &
-        else timeout 100 "$gt" where "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 & fi
+        if [ $how = unshared ]; then unshare -n timeout 60 "$gt" where --yes "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 &
+        else timeout 100 "$gt" where --yes "${pids[$((i - 1))]}" > "$out/w$how$i.where" 2>&1 & fi
         ws+=($!)
       done
       for i in $(seq "$n"); do

@@ -18,7 +18,7 @@ for step in ${*:-trace pc-sampling trace where trace metrics trace}; do
   trace) "$gt" trace --pid "$pid" --duration 1 -q > "$f" 2>&1 ;;
   pc-sampling) "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$f" 2>&1 ;;
   metrics) "$gt" profile --pid "$pid" --duration 2 > "$f" 2>&1 ;;
-  where) "$gt" where "$pid" > "$f" 2>&1 ;;
+  where) "$gt" where --yes "$pid" > "$f" 2>&1 ;;
   esac
   echo "step $n $step rc=$?"
   grep -a -E -- '^--- summary|\(note\)|\(warning\)|\(error\)|no record|refused|gpu-tools (profile|where):' "$f" | cut -c1-260 | head -12

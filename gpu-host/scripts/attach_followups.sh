@@ -48,7 +48,7 @@ attach() {
   counters) timeout 120 "$gt" trace --pid "$pid" --duration 1 --counters -o "$out/w.gputrace" > "$f" 2>&1 ;;
   metrics) timeout 120 "$gt" profile --pid "$pid" --duration 1 > "$f" 2>&1 ;;
   pc) timeout 120 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$f" 2>&1 ;;
-  where) timeout 120 "$gt" where "$pid" > "$f" 2>&1 ;;
+  where) timeout 120 "$gt" where --yes "$pid" > "$f" 2>&1 ;;
   esac
   rc=$?
   echo "-- $tool rc=$rc"

@@ -21,7 +21,7 @@ one() {
     counters) flock "$out/lock" "$gt" trace --pid "$pid" --duration 1 -q --counters > "$d/a$n.txt" 2>&1 ;;
     metrics) flock "$out/lock" "$gt" profile --pid "$pid" --duration 1 > "$d/a$n.txt" 2>&1 ;;
     pc-sampling) flock "$out/lock" "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$d/a$n.txt" 2>&1 ;;
-    where) "$gt" where "$pid" > "$d/a$n.txt" 2>&1 ;;
+    where) "$gt" where --yes "$pid" > "$d/a$n.txt" 2>&1 ;;
     esac
     echo "$tool attach $n rc=$?" >> "$d/rc.txt"
     sleep 1

@@ -34,13 +34,13 @@ if [[ " $parts " == *" hang "* ]]; then
   wait_line "$out/hang.log" "skipped an all_reduce"
   sleep 3
   t0=$(date +%s%N)
-  timeout 120 "$gt" where --pid-tree "$launcher" --max-warps 2 > "$out/where.txt" 2>&1
+  timeout 120 "$gt" where --yes --pid-tree "$launcher" --max-warps 2 > "$out/where.txt" 2>&1
   echo "where rc=$? in $((($(date +%s%N) - t0) / 1000000)) ms"
   cut -c1-220 "$out/where.txt" | head -60
   r1=$(pgrep -f 'ddp_job.py' | while read p; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'RANK=1' && echo $p; done | head -1)
   if [ -n "$r1" ]; then
     echo "--- where on rank 1 ($r1) alone, with its steps"
-    timeout 60 "$gt" where "$r1" --verbose --max-warps 1 2>&1 | cut -c1-200 | tail -25
+    timeout 60 "$gt" where --yes "$r1" --verbose --max-warps 1 2>&1 | cut -c1-200 | tail -25
   fi
   # Both ranks still run after the detach (the stuck one still stuck): their state, then the job is ended.
   for p in $(pgrep -f ddp_job.py); do echo "pid $p state $(awk '{print $3}' /proc/$p/stat)"; done

@@ -8,6 +8,7 @@
 #![warn(clippy::print_stdout)]
 
 mod commands;
+mod cupti_or_debugger;
 mod debugger_lock;
 mod demangle;
 mod failure;

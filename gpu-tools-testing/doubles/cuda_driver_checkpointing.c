@@ -30,6 +30,7 @@ enum {
     PROC_BUSY = 2,          /* every lock times out */
     PROC_FAILS_CHECKPOINT = 3, /* checkpoint fails and leaves the process FAILED */
     PROC_FAILS_RESTORE_ONCE = 4, /* the first restore fails with out-of-memory, the process stays CHECKPOINTED */
+    PROC_RAN_CUPTI = 5,     /* CUPTI has run in it: every lock is CUDA_ERROR_NOT_SUPPORTED (driver 580 on an H200) */
 };
 
 struct dbl_proc_info {
@@ -239,6 +240,7 @@ CUresult cuCheckpointProcessLock(int pid, struct lock_args *args) {
     if (p->info.state != RUNNING) LEAVE(ILLEGAL_STATE);
     unsigned timeout = args ? args->timeoutMs : 0;
     p->info.last_timeout_ms = timeout;
+    if (p->kind == PROC_RAN_CUPTI) LEAVE(NOT_SUPPORTED);
     if (p->kind == PROC_BUSY) {
         pthread_mutex_unlock(&g_plock);
         struct timespec ts = {0, (long)(timeout < 20 ? timeout : 20) * 1000000L};

@@ -21,6 +21,11 @@ use crate::stdout::outln;
 /// before this command exits; `--resume` brings back a process left locked or checkpointed by anything else.
 ///
 /// Needs a CUDA 12.8 (r570) or later driver, and the right to act on the process (root, or its owner).
+///
+/// The driver refuses the checkpoint lock in a process where CUPTI has run, for the rest of its life (driver 580:
+/// CUDA_ERROR_NOT_SUPPORTED). A process that an earlier `trace --pid` or `profile --pid` traced is therefore refused
+/// before anything is touched (exit 1); where the lock is refused so anyway, the error names that likely cause (the
+/// program's own profiler).
 /// `RUST_LOG=gpu_tools=debug` shows the library's log of each transition.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -166,7 +171,7 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
     let t = Instant::now();
     let locked = running
         .lock(Duration::from_millis(args.timeout_ms))
-        .map_err(|f| f.to_string())?;
+        .map_err(|f| lock_refused(f.error()))?;
     report.lock_ms = ms(t);
     note(ProcessState::Locked);
     let _ = outln!("locked        {:10.1} ms", report.lock_ms);
@@ -245,6 +250,42 @@ fn freeze(args: &Args, signals: mpsc::Receiver<()>) -> Result<Report, String> {
     Ok(report)
 }
 
+/// A failed lock, with the likely cause where the driver answered CUDA_ERROR_NOT_SUPPORTED: it refuses the lock in a
+/// process where CUPTI has run (seen on driver 580 after a CUPTI trace), for the rest of the process's life.
+fn lock_refused(e: &gpu_tools::cuda::process::ProcessCheckpointError) -> String {
+    let not_supported = e.call() == Some("cuCheckpointProcessLock")
+        && e.cuda_error()
+            .is_some_and(|c| c.code == gpu_tools::sys::cuda_driver::CUDA_ERROR_NOT_SUPPORTED);
+    if !not_supported {
+        return e.to_string();
+    }
+    format!(
+        "{e}. The CUDA driver refuses the checkpoint lock in a process where CUPTI has run, for the rest of its \
+         life (driver 580 answered this after a CUPTI trace): most likely the program's own profiler \
+         (torch.profiler, Kineto) or another CUPTI tool ran in it. Nothing was locked; the process runs on as it was"
+    )
+}
+
+/// A process into which `trace --pid` or `profile --pid` loaded the injection library has run CUPTI: the driver
+/// refuses its checkpoint lock (CUDA_ERROR_NOT_SUPPORTED on driver 580), so it is refused before anything is
+/// touched.
+fn ran_cupti_for_an_attach(pid: u32) -> Result<(), Failure> {
+    if !crate::cupti_or_debugger::injection_library_loaded(pid) {
+        return Ok(());
+    }
+    Err(Failure::new(
+        1,
+        format!(
+            "process {pid} has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid` (gpu-tools' \
+             injection library is loaded in it): the CUDA driver refuses the checkpoint lock \
+             (cuCheckpointProcessLock) in a process where CUPTI has run, for the rest of its life (driver 580 \
+             answered CUDA_ERROR_NOT_SUPPORTED). Nothing was touched; the process runs on as it was. To free its GPU \
+             memory, end it, or freeze a fresh run of the job before any trace or profile of it; `gpu-tools where \
+             {pid}` still says what it runs"
+        ),
+    ))
+}
+
 fn report_state(states: &mut Vec<String>, s: ProcessState) {
     states.push(s.to_string());
 }
@@ -255,6 +296,7 @@ pub fn run(args: Args) -> Outcome {
         resume(args.pid).map_err(Failure::error)?;
         return Ok(0);
     }
+    ran_cupti_for_an_attach(args.pid)?;
     // The report's file is checked before the process is touched.
     let json = args
         .json

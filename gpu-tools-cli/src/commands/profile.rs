@@ -102,7 +102,8 @@ pub struct Args {
     /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
     /// (auto ranges, kernel replay; the next --launches-per-kernel launches of each kernel, reported as for a
     /// launched program), for --duration seconds or until Ctrl-C. It is stopped twice, for milliseconds, at moments
-    /// where none of its threads is inside the CUDA driver or CUPTI. The range profiler cannot run beside CUDA graph
+    /// where none of its threads is inside the CUDA driver or CUPTI; one with a thread inside the driver at every
+    /// stop (a long synchronisation, a hang) is refused within seconds, naming the thread. The range profiler cannot run beside CUDA graph
     /// launches in a running process: it ends before the program's first one (or first stream capture), and the
     /// rest of the window (at least 1 s) gives per-kernel values from PM sampling attribution instead: device-wide
     /// PM sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a
@@ -114,6 +115,13 @@ pub struct Args {
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
+    /// With --pid: leave no flight recorder in the process. By default the attach leaves one, which stays after
+    /// the window: CUPTI's callback at each kernel launch and synchronisation call of the process (no activity
+    /// record, no driver call), keeping which launches have not finished. Once CUPTI has run in a process the CUDA
+    /// driver refuses it the debugger, and `gpu-tools where` answers from the recorder instead; without one, `where`
+    /// can no longer say where the job hangs. (A recorder an earlier attach left runs on.)
+    #[arg(long)]
+    no_flight_recorder: bool,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -152,6 +160,13 @@ pub fn run(args: Args) -> Outcome {
             super::clap_command("profile"),
             clap::error::ErrorKind::MissingRequiredArgument,
             "--duration applies only with --pid",
+        ));
+    }
+    if args.no_flight_recorder && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--no-flight-recorder applies only with --pid (a launched program gets no recorder)",
         ));
     }
     let spec = match (&args.metrics, &args.set) {
@@ -327,7 +342,16 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         .map(|p| OutputFile::create(p, "the report"))
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
-    let got = super::profile_attach::run(pid, &lib, cupti, args.duration, request)?;
+    let flight_recorder = !args.no_flight_recorder;
+    // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger.
+    if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
+        eprintln!(
+            "gpu-tools profile: {}",
+            crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
+        );
+    }
+    let got =
+        super::profile_attach::run(pid, &lib, cupti, args.duration, request, flight_recorder)?;
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
@@ -503,6 +527,7 @@ fn attribute_rest(
         cupti,
         &sampled,
         rest,
+        !args.no_flight_recorder,
     );
     let window = began.elapsed();
     Some(match got {

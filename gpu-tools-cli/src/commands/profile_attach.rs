@@ -10,8 +10,9 @@
 //! inside the driver, CUPTI or the profiler host library (its program counter, or a live frame found by unwinding
 //! its stack with the code's call-frame information) runs alone, in turn, until it has left them; when none is
 //! inside, the library is told to make its calls, and the threads go on once it has answered. A target that keeps a
-//! thread in the driver (a blocking synchronise) is tried for a bounded time, then left as it was, with the thread
-//! named.
+//! thread in the driver at every stop (a long synchronisation, a hang) is refused at the start after a few stops,
+//! with the thread named (`stuck`); one whose threads pass through the driver is tried for a bounded time, then
+//! left as it was, with the threads named.
 //!
 //! Kernel metrics that end on the program's thread (before its first CUDA graph launch or stream capture) end the
 //! window there: it is finished at once, and the time left is the caller's ([`Collected::ended_early`]).
@@ -35,6 +36,10 @@ use gpu_tools_injection::profile::notice::MetricsEnded;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::failure::Failure;
+
+mod stuck;
+#[cfg(test)]
+mod tests;
 
 /// How long one stop may take, and how long the search for a moment with no thread in the vendor libraries goes
 /// on before it gives up.
@@ -154,14 +159,56 @@ fn keep(record: Record, out: &mut Collected) -> Option<Message> {
     None
 }
 
+/// Which call of the library a quiet moment is for.
+#[derive(Clone, Copy)]
+enum Moment<'a> {
+    /// The start: nothing is started yet, so a thread stuck inside the vendor libraries refuses the profile at once
+    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice.
+    Start { flight_recorder: bool },
+    /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running).
+    Finish { before: &'a BTreeSet<u32> },
+}
+
+impl Moment<'_> {
+    fn before(&self) -> Option<&BTreeSet<u32>> {
+        match self {
+            Moment::Start { .. } => None,
+            Moment::Finish { before } => Some(before),
+        }
+    }
+}
+
+/// Where a thread still inside the vendor libraries at the end of a stop was found, for `stuck`.
+fn sighting(i: &quiesce::Inside) -> stuck::Sighting {
+    let file = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let place = match &i.evidence {
+        quiesce::Evidence::ProgramCounter { library, .. } => stuck::Place::Runs(file(library)),
+        quiesce::Evidence::Frame { library, .. } | quiesce::Evidence::StackWord { library, .. } => {
+            stuck::Place::Waits(file(library))
+        }
+        quiesce::Evidence::StackUnreadable { detail } => {
+            stuck::Place::Unknown(format!("its stack could not be read: {detail}"))
+        }
+        other => stuck::Place::Unknown(format!("{other:?}")),
+    };
+    stuck::Sighting {
+        tid: i.tid,
+        name: i.name.to_string_lossy().into_owned(),
+        place,
+    }
+}
+
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
 /// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
-/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. Returns the stopped program, the stops
-/// and the times a thread ran alone.
-fn quiet_moment(
-    pid: u32,
-    before: Option<&BTreeSet<u32>>,
-) -> Result<(StoppedThreads, u32, u32), Failure> {
+/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. At the start, a thread found inside at the
+/// end of every stop refuses the profile after a few (`stuck`). Returns the stopped program, the stops and the times
+/// a thread ran alone.
+fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u32), Failure> {
+    let before = moment.before();
     let started = Instant::now();
     let mut tries = 0;
     let mut nudges = 0;
@@ -171,8 +218,11 @@ fn quiet_moment(
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     // Threads the vendor libraries started, found at a stop: left running from the next stop on.
     let mut vendor_owned: BTreeSet<u32> = BTreeSet::new();
+    // The threads found inside at the end of the last stops (at the start only).
+    let mut watch = matches!(moment, Moment::Start { .. }).then(stuck::Watch::default);
     while started.elapsed() < SEARCH_LIMIT {
         tries += 1;
+        let stop_began = started.elapsed();
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
         let spare = |tid: u32, name: &std::ffi::OsStr| {
@@ -202,7 +252,12 @@ fn quiet_moment(
                 log::info!("quiet after {tries} stops and {nudges} runs alone: {seen:?}");
                 return Ok((stopped, tries, nudges));
             }
-            if draining.elapsed() >= DRAIN_LIMIT {
+            // Threads found inside at the end of the stop before had the whole drain then: a short one now.
+            let drain = match &watch {
+                Some(w) if w.all_seen_before(inside.iter().map(|i| i.tid)) => stuck::SHORT_DRAIN,
+                _ => DRAIN_LIMIT,
+            };
+            if draining.elapsed() >= drain {
                 break inside;
             }
             // A thread running in the vendor code first: it may hold a lock that one deeper inside waits for
@@ -238,6 +293,13 @@ fn quiet_moment(
             }
         };
         drop(stopped);
+        if let (Some(w), Moment::Start { flight_recorder }) = (watch.as_mut(), moment) {
+            let sightings = inside.iter().map(sighting).collect();
+            if let Some(found) = w.stop_ended(stop_began, started.elapsed(), sightings) {
+                log::info!("stuck after {tries} stops and {nudges} runs alone: {seen:?}");
+                return Err(Failure::new(1, found.refusal(pid, flight_recorder)));
+            }
+        }
         for i in inside {
             let lib = |p: &Path| {
                 p.file_name()
@@ -291,9 +353,9 @@ fn call_stopped(
     answer: fn(&Message) -> bool,
     rx: &mut Records,
     out: &mut Collected,
-    before: Option<&BTreeSet<u32>>,
+    moment: Moment<'_>,
 ) -> Result<(Message, (u32, u32)), Failure> {
-    let (stopped, tries, nudges) = quiet_moment(pid, before)?;
+    let (stopped, tries, nudges) = quiet_moment(pid, moment)?;
     session
         .send(control)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
@@ -313,13 +375,15 @@ fn call_stopped(
 }
 
 /// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
-/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay).
+/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
+/// whether the attach leaves a flight recorder in the process.
 pub fn run(
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
     duration: Option<f64>,
     request: &ProfileRequest,
+    flight_recorder: bool,
 ) -> Result<Collected, Failure> {
     let metrics: &[String] = if request.pc_sampling {
         &[]
@@ -327,7 +391,7 @@ pub fn run(
         &request.metrics
     };
     let stop = crate::interrupt::stop_flag();
-    let (session, mut rx) = attach(pid, lib, cupti, request)?;
+    let (session, mut rx) = attach(pid, lib, cupti, request, flight_recorder)?;
     let mut out = Collected {
         stalls: Vec::new(),
         metrics: Vec::new(),
@@ -352,7 +416,7 @@ pub fn run(
         |m| matches!(m, Message::ProfileStarted { .. }),
         &mut rx,
         &mut out,
-        None,
+        Moment::Start { flight_recorder },
     )?;
     out.tries[0] = tries;
     if let Message::ProfileStarted { contexts, .. } = &started {
@@ -379,7 +443,7 @@ pub fn run(
             |m| matches!(m, Message::ProfileFinished { .. }),
             &mut rx,
             &mut out,
-            Some(&before),
+            Moment::Finish { before: &before },
         )?;
         out.tries[1] = tries;
         Some(finished.to_string())
@@ -402,6 +466,7 @@ fn attach(
     lib: &Path,
     cupti: Option<&Path>,
     request: &ProfileRequest,
+    flight_recorder: bool,
 ) -> Result<(Attached, Records), Failure> {
     let sockets = Sockets {
         prefix: "gpu-tools-profile-",
@@ -410,9 +475,10 @@ fn attach(
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
     // The same settings as a launched profile's (the destination is the process's socket, written by the attach),
-    // with the CUPTI the tracer found for a process that maps none.
+    // with the CUPTI the tracer found for a process that maps none, and the flight recorder asked for.
     let settings = Settings {
         cupti: cupti.map(Path::to_path_buf),
+        flight_recorder,
         ..gpu_tools_injection::profile::settings(Destination::Socket(PathBuf::new()), request)
     };
     // The library's one connection is read; another (a forked child's) would wait unaccepted.

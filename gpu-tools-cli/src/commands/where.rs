@@ -11,6 +11,7 @@ use gpu_tools::cudbg::{
 
 mod flight;
 
+use crate::cupti_or_debugger::{self, Consent, injection_library_loaded};
 use crate::demangle::readable as demangle;
 use crate::failure::Outcome;
 use crate::stdout::outln;
@@ -28,6 +29,12 @@ use crate::stdout::outln;
 /// left in it answers instead (the kernels launched and not finished, per stream, since when, on which thread, and
 /// the threads waiting for them; no warps or PCs), over a socket, without stopping it. A process whose own
 /// profiler ran CUPTI is refused by the driver, which `where` says.
+///
+/// The other way round holds too: after the debugger's attach the driver refuses CUPTI in the process for the rest
+/// of its life: `trace --pid`, `profile --pid`, and the job's own profiler (a torch.profiler records nothing from
+/// then on). `where` says so before it attaches, and where the process maps a profiler library of its own
+/// (`libcupti`, as PyTorch does, `libkineto`, `libtorch_cpu`) it asks first: y/N on the terminal when standard
+/// input and standard error are terminals; otherwise it attaches nothing and exits 1 unless `--yes` is given.
 ///
 /// With several processes (`--pid A,B`, `--pid-tree LAUNCHER`: every CUDA process under torchrun, srun or
 /// mpirun, or `--job slurm:JOBID`: the job's CUDA processes on this host), each is examined by a process of its own, one after the other (two attaches at once can leave one
@@ -67,6 +74,14 @@ pub struct Args {
     /// Print each step of the attach and the detach.
     #[arg(long)]
     verbose: bool,
+    /// Attach the debugger without asking where a process maps a profiler library of its own (`libcupti`,
+    /// `libkineto`, `libtorch_cpu`): after the attach, that profiler records nothing for the rest of the process's
+    /// life. Without it, `where` asks on the terminal, or, with none (a script, a pipe), attaches nothing and exits 1.
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// The note on CUPTI is left out (said once by the `where` over several processes that runs this one).
+    #[arg(long, hide = true)]
+    noted: bool,
     /// Warps to print per kernel (the rest are counted).
     #[arg(long, default_value_t = 8)]
     max_warps: usize,
@@ -142,13 +157,6 @@ fn no_driver_here(pid: u32) -> Result<(), crate::failure::Failure> {
     }
 }
 
-/// The CUDA injection library of `trace --pid` or `profile --pid` is loaded in the process: CUPTI has run in it.
-fn injection_library_loaded(pid: u32) -> bool {
-    gpu_tools::linux::procfs::Process::new(pid)
-        .mapped_library(crate::inject_lib::CUDA_STEM)
-        .is_some()
-}
-
 /// The driver's refusal of the debugger, with its cause where the process has run CUPTI: driver 580 refuses the
 /// debugger's attach (CUDBG_ERROR_INITIALIZATION_FAILURE) in every process in which CUPTI has had a callback
 /// subscriber or activity records, for the rest of the process's life. A C program (`where_after_cupti_probe.cu`,
@@ -207,6 +215,7 @@ pub fn run(args: Args) -> Outcome {
         }
         other_network_namespace(pid)?;
         no_driver_here(pid)?;
+        before_debugger(&args, &[pid])?;
         wait_for_start(&args)?;
         // One debugger attach at a time on this host (`debugger_lock`): held until after the detach.
         let _lock = crate::debugger_lock::acquire(LOCK_WAIT, || {
@@ -226,6 +235,43 @@ pub fn run(args: Args) -> Outcome {
         return Ok(0);
     }
     several(&args)
+}
+
+/// Before the debugger's attach to `pids` (none of which has run CUPTI for gpu-tools): the note that CUPTI is
+/// refused in them from then on (unless `--noted`), and the consent where one maps a profiler library of its own:
+/// `--yes`, or a yes on the terminal; otherwise nothing is touched (exit 1). Returns whether consent was given (the
+/// parts of a `where` over several processes get `--yes` then).
+fn before_debugger(args: &Args, pids: &[u32]) -> Result<bool, crate::failure::Failure> {
+    use std::io::IsTerminal;
+    if pids.is_empty() {
+        return Ok(args.yes);
+    }
+    if !args.noted {
+        eprintln!(
+            "gpu-tools where: {}",
+            cupti_or_debugger::debugger_note(pids)
+        );
+    }
+    let found: Vec<(u32, String)> = pids
+        .iter()
+        .filter_map(|&p| cupti_or_debugger::profiler_library(p).map(|lib| (p, lib)))
+        .collect();
+    if found.is_empty() {
+        return Ok(args.yes);
+    }
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    match Consent::of(args.yes, terminal) {
+        Consent::Given => Ok(true),
+        Consent::Ask => match cupti_or_debugger::ask_on_terminal("where", &found) {
+            Ok(true) => Ok(true),
+            Ok(false) => Err(cupti_or_debugger::not_consented(&found, true)),
+            Err(e) => Err(crate::failure::Failure::new(
+                1,
+                format!("cannot read the answer: {e}; nothing was touched"),
+            )),
+        },
+        Consent::Refused => Err(cupti_or_debugger::not_consented(&found, false)),
+    }
 }
 
 /// `--start-at`: the wait, once the processes are known. Ctrl-C ends it as it ends `where` anywhere else (no
@@ -274,6 +320,13 @@ fn several(args: &Args) -> Outcome {
     for &p in &pids {
         crate::pid::check(p)?;
     }
+    // Asked once for all (the parts are given the answer): those an attach traced are answered by their recorder.
+    let untraced: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|&p| !injection_library_loaded(p))
+        .collect();
+    let consented = before_debugger(args, &untraced)?;
     wait_for_start(args)?;
     let exe = std::env::current_exe()
         .map_err(|e| crate::failure::Failure::new(1, format!("cannot find this program: {e}")))?;
@@ -284,10 +337,14 @@ fn several(args: &Args) -> Outcome {
             .args(["--max-warps", &args.max_warps.to_string()])
             .args(["--protocol", args.protocol.name()])
             .args(["--detach", args.detach.name()])
+            .arg("--noted")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         if args.verbose {
             cmd.arg("--verbose");
+        }
+        if consented {
+            cmd.arg("--yes");
         }
         cmd.spawn()
     };

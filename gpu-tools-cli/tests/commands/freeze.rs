@@ -7,6 +7,8 @@ use std::process::{Command, Stdio};
 
 use gpu_tools_testing::process;
 
+use super::sleepers::Mapping;
+
 fn gpu_tools() -> Command {
     Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
 }
@@ -185,4 +187,82 @@ fn a_dash_writes_the_report_alone_to_standard_output() {
         stderr.lines().any(|l| l.starts_with("checkpointed")),
         "{stderr}"
     );
+}
+
+/// A process into which an attach loaded the injection library has run CUPTI, and the driver refuses its checkpoint
+/// lock for the rest of its life: refused before anything is touched (the driver is not even asked its state, and
+/// no report is begun), with the reason and what to do instead.
+#[test]
+fn a_process_that_ran_cupti_for_an_attach_is_refused_before_anything_is_touched() {
+    let target = Mapping::start(&["libgpu_tools_inject-0123456789abcdef.so"]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("freeze.json");
+    let out = freeze(
+        target.pid(),
+        &["--seconds", "0", "--json", json.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for says in [
+        format!(
+            "gpu-tools freeze: process {} has run CUPTI for an earlier `gpu-tools trace --pid` or `profile --pid`",
+            target.pid()
+        ),
+        "the CUDA driver refuses the checkpoint lock (cuCheckpointProcessLock) in a process where CUPTI has run, \
+         for the rest of its life"
+            .into(),
+        "CUDA_ERROR_NOT_SUPPORTED".into(),
+        "Nothing was touched".into(),
+        "freeze a fresh run of the job before any trace or profile of it".into(),
+    ] {
+        assert!(stderr.contains(&says), "{says:?} in {stderr}");
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "the driver was not asked: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no report begun"
+    );
+    target.assert_untouched();
+}
+
+/// Where the driver refuses the lock as not supported anyway (CUPTI run by the program's own profiler: the double's
+/// kind 5), the error names that likely cause.
+#[test]
+fn a_lock_the_driver_does_not_support_names_cupti_as_the_likely_cause() {
+    let t = process::Target::sleeper();
+    let out = freeze(t.pid(), &["--seconds", "0"])
+        .env("GPU_TOOLS_DBL_PROCS", format!("{}:5:1073741824", t.pid()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cuCheckpointProcessLock failed for process {}: CUDA_ERROR_NOT_SUPPORTED (801)",
+            t.pid()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("most likely the program's own profiler (torch.profiler, Kineto) or another CUPTI tool ran in it"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Nothing was locked"), "{stderr}");
+    assert!(!stdout.lines().any(|l| l.starts_with("locked")), "{stdout}");
+    // Another refusal of the lock keeps its own words.
+    let busy = freeze(t.pid(), &["--seconds", "0", "--timeout-ms", "1"])
+        .env("GPU_TOOLS_DBL_PROCS", format!("{}:2:1073741824", t.pid()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("CUPTI"), "{stderr}");
 }

@@ -509,6 +509,7 @@ mod tests {
             None,
             &plan.sampled(),
             None,
+            true,
         )
         .unwrap_or_else(|f| panic!("{f:?}"));
         assert_eq!(window.kernels, 2);

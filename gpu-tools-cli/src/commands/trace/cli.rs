@@ -234,6 +234,15 @@ pub struct Args {
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<f64>,
 
+    /// With --pid, --pid-tree or --job: leave no flight recorder in the processes. By default an attach leaves one,
+    /// which stays after the window: CUPTI's callback at each kernel launch and synchronisation call of the
+    /// process (no activity record, no driver call), keeping which launches have not finished. Once CUPTI has run
+    /// in a process the CUDA driver refuses it the debugger, and `gpu-tools where` answers from the recorder
+    /// instead; without one, `where` can no longer say where a traced job hangs. (A recorder an earlier attach left
+    /// runs on.)
+    #[arg(long)]
+    pub no_flight_recorder: bool,
+
     /// The program and its arguments (not with --attach, --pid, --pid-tree or --job).
     #[arg(
         required_unless_present_any = ["attach", "pid", "pid_tree", "job"],
@@ -375,6 +384,11 @@ impl Args {
                 .any(|k| COPY_KINDS.contains(k))
     }
 
+    /// Whether an attach leaves a flight recorder in the processes (unless `--no-flight-recorder`).
+    pub fn flight_recorder(&self) -> bool {
+        !self.no_flight_recorder
+    }
+
     /// Whether running processes are traced (`--pid`, `--pid-tree`, `--job`) rather than a program started.
     pub fn attaches_by_pid(&self) -> bool {
         !self.pid.is_empty() || self.pid_tree.is_some() || self.job.is_some()
@@ -386,8 +400,9 @@ impl Args {
         // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
         // size and the socket; the record stream's options apply where there is one).
         let attaching = self.attaches_by_pid();
-        let options: [(bool, &'static str, &[Backend]); 23] = [
+        let options: [(bool, &'static str, &[Backend]); 24] = [
             (self.pid_tree.is_some(), "--pid-tree", &[Cupti]),
+            (self.no_flight_recorder, "--no-flight-recorder", &[Cupti]),
             (self.job.is_some(), "--job", &[Cupti]),
             (self.start_at.is_some(), "--start-at", &[Cupti]),
             (
@@ -503,5 +518,18 @@ mod tests {
             [TraceKind::Kernel, TraceKind::Memset]
         );
         assert!(named.attach_records_copies());
+    }
+
+    #[test]
+    fn an_attach_leaves_a_flight_recorder_unless_told_not_to() {
+        let args = |argv: &[&str]| Cli::try_parse_from(argv).unwrap().args;
+        assert!(args(&["trace", "--pid", "1"]).flight_recorder());
+        let without = args(&["trace", "--pid", "1", "--no-flight-recorder"]);
+        assert!(!without.flight_recorder());
+        assert_eq!(without.misplaced_option(Backend::Cupti), None);
+        assert_eq!(
+            without.misplaced_option(Backend::Debugger),
+            Some("--no-flight-recorder")
+        );
     }
 }

@@ -53,12 +53,14 @@ struct Line {
 }
 
 /// The arguments of `trace` for the window: kernels only, each node of a CUDA graph as its kernel (the attribution
-/// needs every kernel's time), names as recorded, nothing printed.
+/// needs every kernel's time), names as recorded, nothing printed; `--no-flight-recorder` unless `flight_recorder`
+/// (a process attached to).
 fn trace_args(
     target: Target<'_>,
     lib: &Path,
     metrics: &[String],
     duration: Option<f64>,
+    flight_recorder: bool,
 ) -> Result<Args, Failure> {
     let mut argv: Vec<String> = [
         "trace",
@@ -82,7 +84,12 @@ fn trace_args(
         argv.extend(["--duration".into(), d.to_string()]);
     }
     match target {
-        Target::Pid(pid) => argv.extend(["--pid".into(), pid.to_string()]),
+        Target::Pid(pid) => {
+            argv.extend(["--pid".into(), pid.to_string()]);
+            if !flight_recorder {
+                argv.push("--no-flight-recorder".into());
+            }
+        }
         Target::Program(program) => {
             argv.push("--".into());
             argv.extend(program.iter().cloned());
@@ -96,15 +103,16 @@ fn trace_args(
 /// Traces `target`'s kernels with `metrics` sampled by PM sampling on every GPU it uses, for `duration` seconds (or
 /// until Ctrl-C), and reads the result back. `cupti`: the CUPTI to load into a process that maps none. Fails where
 /// `trace --pid --counters` would fail before or during the window (the counters held by another tool, an unknown
-/// metric, the attach refused), with its message.
+/// metric, the attach refused), with its message. `flight_recorder`: whether a process attached to is left one.
 pub fn run(
     target: Target<'_>,
     lib: &Path,
     cupti: Option<&Path>,
     metrics: &[String],
     duration: Option<f64>,
+    flight_recorder: bool,
 ) -> Result<CounterWindow, Failure> {
-    let args = trace_args(target, lib, metrics, duration)?;
+    let args = trace_args(target, lib, metrics, duration, flight_recorder)?;
     let Some(request) = check_options(&args)? else {
         return Err(Failure::new(1, "the counters' trace window: no metric"));
     };
@@ -192,4 +200,20 @@ pub fn run(
         counter_lines: trace.counters.iter().map(report::counter_line).collect(),
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_of_a_process_leaves_a_recorder_as_its_caller_says() {
+        let lib = Path::new("/lib/libgpu_tools_inject.so");
+        let metrics = ["sm__cycles_active.avg".to_string()];
+        let with = trace_args(Target::Pid(7), lib, &metrics, Some(1.0), true).unwrap();
+        assert!(with.flight_recorder());
+        let without = trace_args(Target::Pid(7), lib, &metrics, Some(1.0), false).unwrap();
+        assert!(!without.flight_recorder());
+        assert_eq!(without.pid, [7]);
+    }
 }

@@ -444,6 +444,12 @@ fn check_options(args: &Args) -> Result<Option<counters::Request>, Failure> {
             "--start-at applies only with --pid, --pid-tree or --job",
         ));
     }
+    if args.no_flight_recorder && !args.attaches_by_pid() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--no-flight-recorder applies only with --pid, --pid-tree or --job (a launched program gets no recorder)",
+        ));
+    }
     if args.counter_interval.is_some() && args.counters.is_none() {
         return Err(usage(
             ErrorKind::MissingRequiredArgument,

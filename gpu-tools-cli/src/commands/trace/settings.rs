@@ -10,6 +10,7 @@
 //! | CUPTI | the program's own search (and the user's `GPU_TOOLS_CUPTI_LIB`, inherited) | the one the tracer found, for a process that maps none |
 //! | signals | flushed at a fatal signal | the same value; an attached library changes none of the program's handlers whatever it says |
 //! | log | `GPU_TOOLS_TRACE_LOG` of the tracer's environment | the same |
+//! | flight recorder | none is kept (the library ignores the value) | left in the process after the window unless `--no-flight-recorder` |
 
 use std::path::Path;
 use std::time::Duration;
@@ -56,6 +57,7 @@ pub fn injection_settings(
             None => defaults.flush_interval,
         },
         log,
+        flight_recorder: cli.flight_recorder(),
         cupti: cupti.map(Path::to_path_buf),
         ..defaults
     })

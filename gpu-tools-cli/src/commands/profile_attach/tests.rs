@@ -1,0 +1,207 @@
+//! The search for a quiet moment against a real program, no GPU: a C program whose second thread either blocks for
+//! good inside a library named `libcuda.so.1` (a hang in the driver) or passes through it every few milliseconds
+//! (a busy job), compiled with the system's `cc` next to the test binary. Where ptrace is not permitted the tests say
+//! so and stop, unless `CI` is set: then that is a failure.
+
+use super::*;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+const DRIVER: &str = r#"
+#include <unistd.h>
+/* A call that never returns: a hang inside the driver. */
+void stand_in_block(void) { for (;;) pause(); }
+/* A call that returns after 2 ms: a synchronisation of a busy job. */
+void stand_in_nap(void) { usleep(2000); }
+"#;
+
+const PROGRAM: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+void stand_in_block(void);
+void stand_in_nap(void);
+static void *blocked(void *arg) { (void)arg; stand_in_block(); return NULL; }
+static void *napping(void *arg) {
+    (void)arg;
+    for (;;) {
+        stand_in_nap();
+        for (volatile int i = 0; i < 10000; i++) {}
+    }
+    return NULL;
+}
+int main(int argc, char **argv) {
+    pthread_t t;
+    pthread_create(&t, NULL, argc > 1 && strcmp(argv[1], "block") == 0 ? blocked : napping, NULL);
+    printf("ready\n");
+    fflush(stdout);
+    char c;
+    while (read(0, &c, 1) > 0) {}
+    return 0;
+}
+"#;
+
+/// Compiles the stand-in driver (`libcuda.so.1`, no optimisation: every call keeps its frame) and the program once
+/// per test binary; returns the program.
+fn built() -> &'static std::path::Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap().join("profile-attach-stuck");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        std::fs::write(path("driver.c"), DRIVER).unwrap();
+        std::fs::write(path("program.c"), PROGRAM).unwrap();
+        let (driver_c, driver) = (path("driver.c"), path("libcuda.so.1"));
+        gpu_tools_testing::cc(&[
+            "-O0",
+            "-g",
+            "-shared",
+            "-fPIC",
+            "-Wl,-soname,libcuda.so.1",
+            &driver_c,
+            "-o",
+            &driver,
+        ]);
+        let (program_c, program) = (path("program.c"), path("stuck_target"));
+        let search = format!("-L{}", dir.display());
+        let rpath = format!("-Wl,-rpath,{}", dir.display());
+        gpu_tools_testing::cc(&[
+            "-O0",
+            "-g",
+            "-pthread",
+            &program_c,
+            "-o",
+            &program,
+            &search,
+            "-l:libcuda.so.1",
+            &rpath,
+        ]);
+        PathBuf::from(program)
+    })
+}
+
+/// The running program, its second thread in place; ended when dropped.
+struct Target {
+    child: Child,
+}
+
+impl Target {
+    fn start(mode: &str) -> Target {
+        let mut child = Command::new(built())
+            .arg(mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        Target { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The second thread.
+    fn thread(&self) -> u32 {
+        let tids = gpu_tools::linux::procfs::Process::new(self.pid())
+            .thread_ids()
+            .unwrap();
+        tids.into_iter().find(|&t| t != self.pid()).unwrap()
+    }
+
+    /// Whether it runs on: not stopped, traced by no one.
+    fn runs_on(&self) -> bool {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status.contains("TracerPid:\t0") && !status.contains("State:\tt")
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where ptrace is refused (a sandbox), the failure says so: the test stops there, unless in CI.
+fn ptrace_refused(message: &str) -> bool {
+    let refused = message.contains("not permitted") || message.contains("ptrace_scope");
+    if refused {
+        gpu_tools_testing::skip_unless_ci(&format!("ptrace is not permitted here ({message})"));
+    }
+    refused
+}
+
+#[test]
+fn a_thread_that_never_leaves_the_driver_is_refused_by_name_within_seconds() {
+    let target = Target::start("block");
+    let tid = target.thread();
+    let began = Instant::now();
+    let got = quiet_moment(
+        target.pid(),
+        Moment::Start {
+            flight_recorder: true,
+        },
+    );
+    let took = began.elapsed();
+    let message = match got {
+        Err(Failure::Message { code: 1, message }) => message,
+        Err(other) => panic!("{other:?}"),
+        Ok((stopped, tries, nudges)) => {
+            let _ = stopped.resume();
+            panic!("a quiet moment after {tries} stops and {nudges} runs alone")
+        }
+    };
+    if ptrace_refused(&message) {
+        return;
+    }
+    eprintln!("after {took:?}: {message}");
+    assert!(
+        message.contains(&format!(
+            "process {}: thread {tid} (stuck_target) waits inside libcuda.so.1 at every stop (3 stops in",
+            target.pid()
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("a long synchronisation or a hang"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("`gpu-tools where {}`", target.pid())),
+        "{message}"
+    );
+    // The whole search is 20 s; the refusal comes after the first stop's drain (2 s) and two short ones.
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(took >= stuck::STUCK_AFTER, "{took:?}");
+    assert!(target.runs_on(), "the process was left as it was");
+}
+
+#[test]
+fn a_thread_that_passes_through_the_driver_gets_its_quiet_moment() {
+    let target = Target::start("nap");
+    let got = quiet_moment(
+        target.pid(),
+        Moment::Start {
+            flight_recorder: true,
+        },
+    );
+    match got {
+        Ok((stopped, tries, nudges)) => {
+            stopped.resume().unwrap();
+            assert!(tries >= 1, "{tries} stops, {nudges} runs alone");
+        }
+        Err(Failure::Message { message, .. }) if ptrace_refused(&message) => return,
+        Err(other) => panic!("{other:?}"),
+    }
+    assert!(target.runs_on(), "the process runs on");
+}
