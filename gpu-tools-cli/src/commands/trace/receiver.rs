@@ -578,6 +578,47 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     }
 }
 
+/// A copy's or a set's row of the listing and its tables (`None` for any other record).
+fn transfer(pid: u32, record: Record) -> Option<Transfer> {
+    match record {
+        Record::Memcpy(m) => Some(Transfer {
+            pid,
+            kind: TransferKind::Memcpy(m.kind.name()),
+            bytes: m.bytes,
+            start: m.start,
+            end: m.end,
+            device: m.device,
+            context: u64::from(m.context),
+            stream: u64::from(m.stream),
+            correlation: m.correlation,
+            detail: format!(
+                "{} -> {}{}",
+                m.src.name(),
+                m.dst.name(),
+                if m.is_async { " async" } else { "" }
+            ),
+        }),
+        Record::Memset(m) => Some(Transfer {
+            pid,
+            kind: TransferKind::Memset,
+            bytes: m.bytes,
+            start: m.start,
+            end: m.end,
+            device: m.device,
+            context: u64::from(m.context),
+            stream: u64::from(m.stream),
+            correlation: m.correlation,
+            detail: format!(
+                "value {:#x} {}{}",
+                m.value,
+                m.memory.name(),
+                if m.is_async { " async" } else { "" }
+            ),
+        }),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,46 +680,5 @@ mod tests {
                 .warnings
                 .contains(&"process 0 (note): five left out".to_string())
         );
-    }
-}
-
-/// A copy's or a set's row of the listing and its tables (`None` for any other record).
-fn transfer(pid: u32, record: Record) -> Option<Transfer> {
-    match record {
-        Record::Memcpy(m) => Some(Transfer {
-            pid,
-            kind: TransferKind::Memcpy(m.kind.name()),
-            bytes: m.bytes,
-            start: m.start,
-            end: m.end,
-            device: m.device,
-            context: u64::from(m.context),
-            stream: u64::from(m.stream),
-            correlation: m.correlation,
-            detail: format!(
-                "{} -> {}{}",
-                m.src.name(),
-                m.dst.name(),
-                if m.is_async { " async" } else { "" }
-            ),
-        }),
-        Record::Memset(m) => Some(Transfer {
-            pid,
-            kind: TransferKind::Memset,
-            bytes: m.bytes,
-            start: m.start,
-            end: m.end,
-            device: m.device,
-            context: u64::from(m.context),
-            stream: u64::from(m.stream),
-            correlation: m.correlation,
-            detail: format!(
-                "value {:#x} {}{}",
-                m.value,
-                m.memory.name(),
-                if m.is_async { " async" } else { "" }
-            ),
-        }),
-        _ => None,
     }
 }
