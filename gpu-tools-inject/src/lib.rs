@@ -25,7 +25,6 @@ mod attach;
 mod coexist;
 pub mod convert;
 mod flight;
-mod foreign_kinds;
 mod graph_fold;
 mod imports;
 mod logger;

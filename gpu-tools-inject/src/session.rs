@@ -34,9 +34,9 @@ static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 pub struct Session {
     writer: Arc<Writer>,
     tracer: Arc<ActivityTracer>,
-    subscriber: Option<Subscriber>,
-    /// The subscriber serves the range profiler: it cannot be given up to the program's profiler.
-    profiling: bool,
+    /// The callback subscriber of a launched session (flushes at context destruction, serves the range profiler);
+    /// shared with `coexist`, which gives it up to a profiler of the program that asks, where it can.
+    subscriber: Arc<Mutex<crate::coexist::SubscriberSlot>>,
     flusher: Option<Flusher>,
     /// Attached: the program's NVTX state routed to CUPTI for the window (`nvtx_attach`).
     nvtx: Option<crate::nvtx_attach::Routing>,
@@ -376,14 +376,15 @@ impl Session {
             .and_then(|l| l.version().ok())
             .unwrap_or(0);
         // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
-        crate::coexist::read_clock_before_trace();
-        let writer = begin_stream(config, sink, mode, pid, version);
+        let mut before = crate::coexist::read_clock_before_trace();
+        let writer = begin_stream(config, sink, mode, pid, version, &mut before);
         // The program's own CUPTI calls come to the trace before its tracer registers: a profiler that registers
         // its callbacks again in between (torch.profiler on a `schedule` does so every few steps) would otherwise
         // take CUPTI's completed buffers from the tracer for the whole window. On an H200 every window beside such a
         // job held no record, and the job's profiler lost a quarter of its cycles.
         let expected = session_kinds(config, config.graph, mode);
-        share_cupti(expected, &writer);
+        let subscriber = Arc::new(Mutex::new(crate::coexist::SubscriberSlot::default()));
+        share_cupti(expected, before, &writer, &subscriber);
         if mode == Mode::Attached {
             // A program thread that read an import slot just before it was redirected still calls CUPTI itself
             // once; such calls end before the tracer enables its kinds (a disable made after the enable would stop
@@ -434,16 +435,16 @@ impl Session {
             // Graph-level records were refused and the tracer runs node by node.
             crate::coexist::set_session_kinds(tracer.kinds());
         }
-        let mut profiling = false;
-        let subscriber = match mode {
-            Mode::Launched => {
-                let (subscriber, launched_profiling) = launched_subscriber(&tracer, &writer);
-                profiling = launched_profiling;
-                subscriber
-            }
-            // Activity records need no subscriber; the program's own profiler may hold the only one.
-            Mode::Attached => None,
-        };
+        // Activity records need no subscriber, and an attached session takes none: the program's own profiler may
+        // hold the only one.
+        if mode == Mode::Launched {
+            let (launched, profiling) = launched_subscriber(&tracer, &writer);
+            *subscriber.lock().unwrap_or_else(|p| p.into_inner()) =
+                crate::coexist::SubscriberSlot {
+                    subscriber: launched,
+                    kept: profiling,
+                };
+        }
         let flusher = start_flusher(config, &tracer, &writer);
         if config.signals && mode == Mode::Launched {
             if let Err(e) = crate::signals::install(Arc::clone(&writer), Arc::clone(&tracer)) {
@@ -460,7 +461,6 @@ impl Session {
             writer,
             tracer,
             subscriber,
-            profiling,
             flusher,
             nvtx,
         })
@@ -480,7 +480,14 @@ impl Session {
 /// The stream's start: the writer (its header, and what it leaves out: graph nodes or plain kernels, records from
 /// before an attach's window), the process's start, info and clock anchor, and, attached, what was found of the
 /// program's own profiler.
-fn begin_stream(config: &Settings, sink: Sink, mode: Mode, pid: u32, version: u32) -> Arc<Writer> {
+fn begin_stream(
+    config: &Settings,
+    sink: Sink,
+    mode: Mode,
+    pid: u32,
+    version: u32,
+    before: &mut crate::coexist::Before,
+) -> Arc<Writer> {
     let (thread_ids, thread_note) = thread_ids(mode);
     let graph_mode = config.graph == GraphMode::Graph;
     let attached = mode == Mode::Attached;
@@ -511,7 +518,7 @@ fn begin_stream(config: &Settings, sink: Sink, mode: Mode, pid: u32, version: u3
     }
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     if attached {
-        probe_program(&writer);
+        probe_program(&writer, before);
     }
     writer
 }
@@ -619,9 +626,9 @@ fn route_nvtx(writer: &Writer) -> crate::nvtx_attach::Routing {
 
 /// Attached: finds a profiler inside the program that records now, before the tracer takes CUPTI's callbacks, so
 /// that it keeps its records (`coexist::probe_program`); says what was found.
-fn probe_program(writer: &Writer) {
+fn probe_program(writer: &Writer, before: &mut crate::coexist::Before) {
     use crate::coexist::ProgramProfiler;
-    match crate::coexist::probe_program() {
+    match crate::coexist::probe_program(before) {
         Ok(ProgramProfiler::None) => {}
         Ok(ProgramProfiler::Idle { asked }) => writer.notice(
             NoticeLevel::Info,
@@ -655,12 +662,17 @@ fn probe_program(writer: &Writer) {
 
 /// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI: called
 /// before the tracer starts with the kinds it will enable.
-fn share_cupti(kinds: ActivityKinds, writer: &Writer) {
-    crate::coexist::set_session_hooks(crate::coexist::SessionHooks {
-        step_aside_subscriber,
-        notice: notice_running,
-    });
-    match crate::coexist::install(kinds) {
+fn share_cupti(
+    kinds: ActivityKinds,
+    before: crate::coexist::Before,
+    writer: &Arc<Writer>,
+    subscriber: &Arc<Mutex<crate::coexist::SubscriberSlot>>,
+) {
+    let link = crate::coexist::SessionLink {
+        writer: Arc::clone(writer),
+        subscriber: Arc::clone(subscriber),
+    };
+    match crate::coexist::install(kinds, before, link) {
         Ok(installed) if installed.slots > 0 => writer.notice(
             NoticeLevel::Info,
             format!(
@@ -714,48 +726,6 @@ fn unshare_cupti(writer: &Writer, reason: EndReason, kept: ActivityKinds) {
                 .into(),
         );
     }
-}
-
-/// Sends a notice into the running session's stream, if one runs.
-pub fn notice_running(text: String) {
-    let writer = SESSION
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map(|s| Arc::clone(&s.writer));
-    if let Some(w) = writer {
-        w.notice(NoticeLevel::Info, text);
-    }
-}
-
-/// Gives CUPTI's callback subscriber up to the program's own profiler, which asked for it (`coexist`): true when
-/// the session held it and could do without it (it only flushes at context destruction; the range profiler
-/// cannot do without it).
-pub fn step_aside_subscriber() -> bool {
-    let (subscriber, writer) = {
-        let mut guard = SESSION.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(session) = guard.as_mut() else {
-            return false;
-        };
-        if session.profiling || session.subscriber.is_none() {
-            return false;
-        }
-        (session.subscriber.take(), Arc::clone(&session.writer))
-    };
-    if let Some(s) = subscriber {
-        if let Err(e) = s.unsubscribe() {
-            log::warn!("unsubscribe for the program's profiler: {e}");
-            return false;
-        }
-    }
-    writer.notice(
-        NoticeLevel::Info,
-        "the program's own profiler asked for CUPTI's callback subscriber, which this CUPTI gives to one: the \
-         trace gave it up (its records are unaffected; buffers are no longer flushed when a context is \
-         destroyed, only periodically and at exit)"
-            .into(),
-    );
-    true
 }
 
 /// A subscriber that flushes completed buffers when a context is about to be destroyed (its records are complete
@@ -842,7 +812,13 @@ impl Session {
         // Counter records go out before the tracer stops and the stream ends.
         crate::profiling::finish();
         // No callback may flush while the tracer stops.
-        if let Some(s) = self.subscriber {
+        let subscriber = self
+            .subscriber
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .subscriber
+            .take();
+        if let Some(s) = subscriber {
             if let Err(e) = s.unsubscribe() {
                 log::warn!("unsubscribe: {e}");
             }

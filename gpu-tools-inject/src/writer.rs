@@ -2,7 +2,7 @@
 //! sink, so that a name frame always precedes its first use in the bytes sent.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::activity::{Activity, ActivityBatch};
@@ -75,6 +75,9 @@ pub struct Writer {
     state: Mutex<State>,
     /// The end record was sent (by the exit handler or a fatal signal): nothing more is.
     ended: AtomicBool,
+    /// Bit `k` set: CUPTI activity kind `k` is enabled for the program's own profiler alone (`coexist` says so),
+    /// and its records are the program's, not the trace's.
+    foreign: AtomicU64,
 }
 
 /// What the stream's end record says, from the tracer's final report.
@@ -111,7 +114,20 @@ impl Writer {
                 foreign_left: 0,
             }),
             ended: AtomicBool::new(false),
+            foreign: AtomicU64::new(0),
         }
+    }
+
+    /// The kinds enabled for the program's own profiler alone (0: none): the sharing of CUPTI (`coexist`) says
+    /// them as they change, and batches leave their records out.
+    pub fn set_foreign_kinds(&self, kinds: u64) {
+        self.foreign.store(kinds, Ordering::Release);
+    }
+
+    /// The kinds [`set_foreign_kinds`](Self::set_foreign_kinds) said last.
+    #[cfg(test)]
+    pub fn foreign_kinds(&self) -> u64 {
+        self.foreign.load(Ordering::Acquire)
     }
 
     /// Graph mode on or off (off when CUPTI lacks graph-level tracing).
@@ -154,12 +170,12 @@ impl Writer {
             }
             _ => {
                 // Kinds enabled for the program's own profiler alone (`coexist`) are not the trace's.
-                let foreign = crate::foreign_kinds::get();
+                let foreign = self.foreign.load(std::sync::atomic::Ordering::Acquire);
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
                             *st.received.entry(activity.kind().0).or_default() += 1;
-                            if crate::foreign_kinds::is_foreign(foreign, activity.kind().0) {
+                            if is_foreign(foreign, activity.kind().0) {
                                 st.foreign_left += 1;
                                 continue;
                             }
@@ -369,5 +385,24 @@ impl Writer {
             }
         }
         st.encoder.clear();
+    }
+}
+
+/// Whether a record of CUPTI activity kind `kind` belongs to the program alone.
+fn is_foreign(foreign: u64, kind: u32) -> bool {
+    foreign != 0 && 1u64.checked_shl(kind).unwrap_or(0) & foreign != 0
+}
+
+#[cfg(test)]
+mod foreign_tests {
+    use super::is_foreign;
+
+    #[test]
+    fn a_kind_is_foreign_only_where_its_bit_is_set() {
+        assert!(is_foreign(1 << 10, 10));
+        assert!(!is_foreign(1 << 10, 5));
+        assert!(!is_foreign(0, 10));
+        // A kind past the mask's width is nobody's.
+        assert!(!is_foreign(u64::MAX, 64));
     }
 }

@@ -7,15 +7,16 @@ use std::ffi::c_void;
 use gpu_tools::sys::cupti as sys;
 
 use super::clock::{ClockMap, ProgramClock};
-use super::{REAL, Real, bit, handover, with_mux};
+use super::{Real, bit, handover, with_mux};
 
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
 fn guarded(body: impl FnOnce(&Real) -> sys::CUptiResult) -> sys::CUptiResult {
-    let Some(real) = REAL.get() else {
+    // The session's, resolved at its start; without a session (a slot read just before it ended), again.
+    let Some(real) = with_mux(|m| m.real).or_else(|| super::resolve().ok()) else {
         return sys::CUPTI_ERROR_UNKNOWN;
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(real))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&real))) {
         Ok(code) => code,
         Err(payload) => {
             std::mem::forget(payload);
@@ -204,18 +205,25 @@ pub(super) unsafe extern "C" fn subscribe(
     guarded(|real| {
         // SAFETY: the real function with the program's arguments.
         let code = unsafe { (real.subscribe)(subscriber, callback, userdata) };
-        if code != sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED || with_mux(|_| ()).is_none()
-        {
+        if code != sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {
             return code;
         }
-        let hooks = super::session_hooks();
+        // What the session gave the sharing, taken out of its lock: giving the subscriber up calls CUPTI.
+        let Some((writer, slot)) = with_mux(|m| {
+            (
+                std::sync::Arc::clone(&m.link.writer),
+                std::sync::Arc::clone(&m.link.subscriber),
+            )
+        }) else {
+            return code;
+        };
         // The session's subscriber (a launched trace's), or the flight recorder's (an attached process's).
-        if hooks.is_some_and(|h| (h.step_aside_subscriber)()) || crate::flight::step_aside() {
+        if super::step_aside(&writer, &slot) || crate::flight::step_aside() {
             // SAFETY: as above.
             unsafe { (real.subscribe)(subscriber, callback, userdata) }
         } else {
-            let notice = hooks.map_or(drop_notice as fn(String), |h| h.notice);
-            notice(
+            writer.notice(
+                gpu_tools::trace::NoticeLevel::Info,
                 "the program's own profiler asked for CUPTI's callback subscriber, which the range profiler holds \
                  and this CUPTI gives to one: it got none, and records no CUDA activity (`gpu-tools trace` gives \
                  it up instead)"
@@ -243,10 +251,4 @@ pub(super) unsafe extern "C" fn register_timestamp(
             (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
-}
-
-/// Where a notice goes before the session gave its hooks (never, in practice: the session gives them before it
-/// shares CUPTI).
-fn drop_notice(text: String) {
-    log::info!("{text}");
 }

@@ -43,11 +43,15 @@ pub use handover::dispatch;
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use gpu_tools::cupti::activity::ActivityKinds;
+use gpu_tools::cupti::callback::Subscriber;
 use gpu_tools::sys::cupti as sys;
+use gpu_tools::trace::NoticeLevel;
+
+use crate::writer::Writer;
 
 type RegisterFn = unsafe extern "C" fn(
     sys::CUpti_BuffersCallbackRequestFunc,
@@ -82,10 +86,6 @@ struct Real {
     get_timestamp: Option<GetTimestampFn>,
     get_next_record: Option<NextRecordFn>,
 }
-
-/// Resolved once per process: the library stays loaded, and a redirected slot that a thread read just before the
-/// session ended may still call a hook, which then calls CUPTI directly.
-static REAL: OnceLock<Real> = OnceLock::new();
 
 /// What the program asked of the activity API during the session.
 #[derive(Debug, Default)]
@@ -128,6 +128,11 @@ pub struct Handed {
 }
 
 struct Mux {
+    /// The real CUPTI functions, resolved at [`install`]. A hook called without a session (a slot a thread read
+    /// just before the session ended) resolves them again (`hooks::real`).
+    real: Real,
+    /// What the session gave the sharing.
+    link: SessionLink,
     /// Kinds the session's tracer enabled.
     session_kinds: u64,
     program: Program,
@@ -153,7 +158,7 @@ fn with_mux<T>(f: impl FnOnce(&mut Mux) -> T) -> Option<T> {
     let mux = guard.as_mut()?;
     let out = f(mux);
     DISPATCHING.store(mux.program.receives() != 0, Ordering::Release);
-    crate::foreign_kinds::set(mux.program.only_program);
+    mux.link.writer.set_foreign_kinds(mux.program.only_program);
     Some(out)
 }
 
@@ -161,27 +166,53 @@ fn bit(kind: u32) -> u64 {
     1u64.checked_shl(kind).unwrap_or(0)
 }
 
-/// What the sharing asks of the tracing session, given by it before [`install`]: `coexist` runs inside CUPTI calls
-/// of the program and must not depend on the session's module (which owns it).
-#[derive(Debug, Clone, Copy)]
-pub struct SessionHooks {
-    /// Gives CUPTI's callback subscriber up to the program's profiler: true when the session held it and could
-    /// do without it.
-    pub step_aside_subscriber: fn() -> bool,
-    /// Sends a notice into the running session's stream.
-    pub notice: fn(String),
+/// The session's callback subscriber, as the sharing may give it up to a profiler of the program that asks for it
+/// (CUPTI 13.0 gives one). The session fills it once it subscribes.
+#[derive(Default)]
+pub struct SubscriberSlot {
+    /// The subscriber, while the session holds it.
+    pub subscriber: Option<Subscriber>,
+    /// It serves the range profiler, which cannot do without it: it is never given up.
+    pub kept: bool,
 }
 
-static SESSION_HOOKS: std::sync::OnceLock<SessionHooks> = std::sync::OnceLock::new();
-
-/// Gives the sharing the session's hooks (the first call counts: the session's functions are the same each time).
-pub fn set_session_hooks(hooks: SessionHooks) {
-    let _ = SESSION_HOOKS.set(hooks);
+/// What the tracing session gives the sharing at [`install`]: where the sharing says things (the session's stream,
+/// which also learns the kinds the program records alone, [`Writer::set_foreign_kinds`]) and the session's
+/// subscriber slot. Values passed down: the sharing runs inside the program's CUPTI calls and never reaches back
+/// into the session's module.
+pub struct SessionLink {
+    /// The session's stream.
+    pub writer: Arc<Writer>,
+    /// The session's callback subscriber.
+    pub subscriber: Arc<Mutex<SubscriberSlot>>,
 }
 
-/// The session's hooks, once given.
-fn session_hooks() -> Option<&'static SessionHooks> {
-    SESSION_HOOKS.get()
+/// Gives the session's subscriber up to the program's profiler, which asked for it: true when the session held it
+/// and could do without it (a trace's flush at context destruction; not the range profiler). Said in the stream.
+fn step_aside(link_writer: &Writer, slot: &Mutex<SubscriberSlot>) -> bool {
+    let subscriber = {
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.kept {
+            return false;
+        }
+        slot.subscriber.take()
+    };
+    let Some(subscriber) = subscriber else {
+        return false;
+    };
+    // Unsubscribed outside the slot's lock (CUPTI's call).
+    if let Err(e) = subscriber.unsubscribe() {
+        log::warn!("unsubscribe for the program's profiler: {e}");
+        return false;
+    }
+    link_writer.notice(
+        NoticeLevel::Info,
+        "the program's own profiler asked for CUPTI's callback subscriber, which this CUPTI gives to one: the \
+         trace gave it up (its records are unaffected; buffers are no longer flushed when a context is \
+         destroyed, only periodically and at exit)"
+            .into(),
+    );
+    true
 }
 
 /// The CUPTI functions redirected, with their hooks.
@@ -215,11 +246,7 @@ fn wanted() -> [(&'static str, usize); 8] {
 
 /// Resolves the real functions in the CUPTI the program maps.
 fn resolve() -> Result<Real, String> {
-    if let Some(r) = REAL.get() {
-        return Ok(*r);
-    }
-    let real = real_in(&cupti_path()?)?;
-    Ok(*REAL.get_or_init(|| real))
+    real_in(&cupti_path()?)
 }
 
 /// The CUPTI the tracer uses, which is the one the program maps (or the one loaded for the trace).
@@ -280,12 +307,17 @@ fn real_in(path: &std::path::Path) -> Result<Real, String> {
     Ok(real)
 }
 
-/// The clock CUPTI is on before the trace registers its own, read by [`read_clock_before_trace`].
-static CLOCK_BEFORE: Mutex<Option<clock::ProgramClock>> = Mutex::new(None);
+/// What a session learns of the program's CUPTI before it shares it: the clock CUPTI was on
+/// ([`read_clock_before_trace`]) and, attached, a profiler of the program found recording ([`probe_program`]).
+/// Handed back to [`install`].
+pub struct Before {
+    clock: clock::ProgramClock,
+    found: Option<probe::Found>,
+}
 
 /// Reads which clock CUPTI is on now: call it before the session's tracer registers the trace's clock, so that
 /// the program's copies, and CUPTI at the session's end, get the program's clock.
-pub fn read_clock_before_trace() {
+pub fn read_clock_before_trace() -> Before {
     let recognised = resolve()
         .ok()
         .and_then(|real| real.get_timestamp)
@@ -297,11 +329,11 @@ pub fn read_clock_before_trace() {
         .map(clock::ProgramClock::recognise)
         .unwrap_or(clock::ProgramClock::Unknown);
     log::debug!("CUPTI's clock before the trace: {recognised:?}");
-    *CLOCK_BEFORE.lock().unwrap_or_else(|p| p.into_inner()) = Some(recognised);
+    Before {
+        clock: recognised,
+        found: None,
+    }
 }
-
-/// What [`probe_program`] found of a profiler inside the program, for [`install`].
-static FOUND: Mutex<Option<probe::Found>> = Mutex::new(None);
 
 /// How long the program's buffers are watched for the kinds its profiler records.
 const WATCH: Duration = Duration::from_millis(200);
@@ -332,7 +364,7 @@ impl ProgramProfiler {
 /// Before an attached trace's tracer starts: finds a profiler inside the program that records now, so that it
 /// keeps its records ([`probe`]). Its records made so far are flushed to it either way. `Err`: it could not be
 /// found, and the trace takes CUPTI's callbacks from it (said in the stream).
-pub fn probe_program() -> Result<ProgramProfiler, String> {
+pub fn probe_program(before: &mut Before) -> Result<ProgramProfiler, String> {
     let real = resolve()?;
     let found = probe::probe(&real, &cupti_path()?, WATCH)?;
     let answer = ProgramProfiler::of(found.as_ref());
@@ -343,7 +375,7 @@ pub fn probe_program() -> Result<ProgramProfiler, String> {
         // unwinds, and lives as long as the process (the library is pinned).
         unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(unlent_to_program)) };
     }
-    *FOUND.lock().unwrap_or_else(|p| p.into_inner()) = found;
+    before.found = found;
     Ok(answer)
 }
 
@@ -365,13 +397,13 @@ unsafe extern "C" fn unlent_to_program(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        let Some(map) = with_mux(|m| {
+        let Some((map, next)) = with_mux(|m| {
             m.clock.read();
-            m.clock
+            (m.clock, m.real.get_next_record)
         }) else {
             return;
         };
-        let Some(next) = REAL.get().and_then(|r| r.get_next_record) else {
+        let Some(next) = next else {
             return;
         };
         // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
@@ -421,12 +453,16 @@ pub struct Installed {
 /// Starts sharing CUPTI with the program: called before the session's tracer registers its callbacks, with the
 /// kinds it will enable (`session_kinds`), so that from the tracer's first buffer on, the program's calls reach
 /// CUPTI only through the sharing.
-pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
+pub fn install(
+    session_kinds: ActivityKinds,
+    before: Before,
+    link: SessionLink,
+) -> Result<Installed, String> {
     let mut guard = lock();
     if guard.is_some() {
         return Err("CUPTI is shared already".into());
     }
-    resolve()?;
+    let real = resolve()?;
     let wanted = wanted();
     // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
     // process's life (the library is pinned).
@@ -441,14 +477,10 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     for r in &redirects {
         log::debug!("{} in {} comes to the trace", r.symbol(), r.object());
     }
-    let clock_before = CLOCK_BEFORE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-        .unwrap_or(clock::ProgramClock::Unknown);
+    let clock_before = before.clock;
     // A profiler found recording at the attach is shared with as one that registered and enabled its kinds now.
     let mut program = Program::default();
-    if let Some(found) = FOUND.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some(found) = before.found {
         program.request = Some(found.request);
         program.complete = Some(found.complete);
         program.registered = true;
@@ -457,8 +489,10 @@ pub fn install(session_kinds: ActivityKinds) -> Result<Installed, String> {
     }
     let receiving = program.receives() != 0;
     DISPATCHING.store(receiving, Ordering::Release);
-    crate::foreign_kinds::set(program.only_program);
+    link.writer.set_foreign_kinds(program.only_program);
     *guard = Some(Mux {
+        real,
+        link,
         session_kinds: session_kinds.bits(),
         program,
         clock: clock::ClockMap::new(clock_before),
@@ -512,24 +546,29 @@ pub struct Uninstalled {
 /// rest of the end took before [`uninstall`] gave the callbacks back are the likely moment (not yet measured
 /// apart). [`uninstall`] registers them again, which changes nothing.
 pub fn give_back_callbacks() {
-    let guard = lock();
-    let Some(mux) = guard.as_ref() else { return };
-    if !mux.program.registered {
-        return;
-    }
-    let Some(real) = REAL.get() else { return };
-    let clock = mux
-        .program
-        .timestamp
-        .map(clock::ProgramClock::Callback)
-        .unwrap_or(mux.clock_before);
+    // Read under the sharing's lock, called without it: CUPTI's thread takes that lock to hand the program its
+    // records (`handover`), and CUPTI may wait for that thread inside these calls.
+    let given = {
+        let guard = lock();
+        let Some(mux) = guard.as_ref() else { return };
+        if !mux.program.registered {
+            return;
+        }
+        let clock = mux
+            .program
+            .timestamp
+            .map(clock::ProgramClock::Callback)
+            .unwrap_or(mux.clock_before);
+        (mux.real, clock, mux.program.request, mux.program.complete)
+    };
+    let (real, clock, request, complete) = given;
     // SAFETY (each call): the real CUPTI functions, with the program's own clock and callbacks.
     unsafe {
         // The clock first, so that the records its buffers get carry it.
         if let (Some(register), Some(source)) = (real.register_timestamp, clock.source()) {
             register(Some(source));
         }
-        (real.register_callbacks)(mux.program.request, mux.program.complete);
+        (real.register_callbacks)(request, complete);
     }
 }
 
@@ -543,7 +582,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         let mut guard = lock();
         let mux = guard.take()?;
         DISPATCHING.store(false, Ordering::Release);
-        crate::foreign_kinds::set(0);
+        mux.link.writer.set_foreign_kinds(0);
         mux
     };
     crate::imports::restore(mux.redirects);
@@ -568,32 +607,29 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         .timestamp
         .map(clock::ProgramClock::Callback)
         .unwrap_or(mux.clock_before);
-    let mut clock_restored = clock.source().is_some();
-    if let Some(real) = REAL.get() {
-        // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
-        unsafe {
-            match (real.register_timestamp, clock.source()) {
-                (Some(register), Some(source)) => {
-                    clock_restored = register(Some(source)) == sys::CUPTI_SUCCESS;
-                }
-                _ => clock_restored = false,
+    let real = mux.real;
+    let clock_restored = match (real.register_timestamp, clock.source()) {
+        // SAFETY: the real CUPTI function, with the program's own clock.
+        (Some(register), Some(source)) => (unsafe { register(Some(source)) }) == sys::CUPTI_SUCCESS,
+        _ => false,
+    };
+    // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
+    unsafe {
+        if program.registered {
+            // First, so that buffers for the kinds enabled next come from the program.
+            (real.register_callbacks)(program.request, program.complete);
+        }
+        for kind in (ActivityKinds::from_bits_retain(program.enabled) - kept).kinds() {
+            (real.enable)(kind.0);
+        }
+        if let Some(f) = real.enable_runtime_api {
+            for &cbid in &program.skip_runtime {
+                f(cbid, 0);
             }
-            if program.registered {
-                // First, so that buffers for the kinds enabled next come from the program.
-                (real.register_callbacks)(program.request, program.complete);
-            }
-            for kind in (ActivityKinds::from_bits_retain(program.enabled) - kept).kinds() {
-                (real.enable)(kind.0);
-            }
-            if let Some(f) = real.enable_runtime_api {
-                for &cbid in &program.skip_runtime {
-                    f(cbid, 0);
-                }
-            }
-            if let Some(f) = real.enable_driver_api {
-                for &cbid in &program.skip_driver {
-                    f(cbid, 0);
-                }
+        }
+        if let Some(f) = real.enable_driver_api {
+            for &cbid in &program.skip_driver {
+                f(cbid, 0);
             }
         }
     }

@@ -101,8 +101,67 @@ fn aligned(bytes: &[u8]) -> Vec<u64> {
     v
 }
 
-fn share(program: Program) {
+/// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
+fn no_cupti() -> Real {
+    unsafe extern "C" fn register(
+        _: sys::CUpti_BuffersCallbackRequestFunc,
+        _: sys::CUpti_BuffersCallbackCompleteFunc,
+    ) -> sys::CUptiResult {
+        sys::CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn kind(_: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+        sys::CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn flush(_: u32) -> sys::CUptiResult {
+        sys::CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn subscribe(
+        _: *mut sys::CUpti_SubscriberHandle,
+        _: sys::CUpti_CallbackFunc,
+        _: *mut std::ffi::c_void,
+    ) -> sys::CUptiResult {
+        sys::CUPTI_SUCCESS
+    }
+    Real {
+        register_callbacks: register,
+        enable: kind,
+        disable: kind,
+        flush_all: flush,
+        enable_runtime_api: None,
+        enable_driver_api: None,
+        subscribe,
+        register_timestamp: None,
+        get_timestamp: None,
+        get_next_record: None,
+    }
+}
+
+/// A session's stream into a file of the test's, for what the sharing tells it.
+fn link() -> SessionLink {
+    let path = std::env::temp_dir().join(format!("coexist-tests-{}.raw", std::process::id()));
+    let sink = crate::sink::Sink::create_file(&path).expect("a file for the stream");
+    SessionLink {
+        writer: Arc::new(Writer::new(
+            sink,
+            &gpu_tools::trace::StreamHeader::new(
+                std::process::id(),
+                0,
+                gpu_tools::trace::TimestampClock::Monotonic,
+            ),
+            crate::writer::Filter::default(),
+        )),
+        subscriber: Arc::default(),
+    }
+}
+
+/// Shares CUPTI with `program` as a session would; returns the session's stream, which the sharing tells the kinds
+/// the program records alone.
+fn share(program: Program) -> Arc<Writer> {
+    let link = link();
+    let writer = Arc::clone(&link.writer);
     *lock() = Some(Mux {
+        real: no_cupti(),
+        link,
         session_kinds: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
         program,
         // Records of these tests carry no timestamps: the clock is left alone.
@@ -112,6 +171,7 @@ fn share(program: Program) {
         handed: Handed::default(),
     });
     with_mux(|_| ());
+    writer
 }
 
 #[test]
@@ -137,7 +197,7 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
     let kernel_size = records[0].len();
     *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (2 * kernel_size, 0);
     HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    share(Program {
+    let writer = share(Program {
         request: Some(program_request),
         complete: Some(program_complete),
         registered: true,
@@ -148,7 +208,7 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
         ..Program::default()
     });
     assert_eq!(
-        crate::foreign_kinds::get(),
+        writer.foreign_kinds(),
         bit(runtime),
         "the writer leaves its kind out"
     );
@@ -180,7 +240,11 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
     assert_eq!(state.handed.records, 4);
     assert_eq!(state.handed.buffers, handed.len() as u64);
     assert_eq!(state.handed.lost, 0);
-    assert_eq!(crate::foreign_kinds::get(), 0);
+    assert_eq!(
+        writer.foreign_kinds(),
+        0,
+        "the sharing's end told the writer: nothing is left out"
+    );
 }
 
 #[test]
