@@ -30,7 +30,7 @@ use gpu_tools::trace::{
 use gpu_tools_injection::control::{Control, ControlReader};
 use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
-use gpu_tools_injection::profile::notice::{self, NumberedRanges};
+use gpu_tools_injection::profile::notice::NumberedRanges;
 
 use crate::writer::{EndCounts, Filter, Writer};
 use gpu_tools_injection::settings::Settings;
@@ -253,7 +253,7 @@ fn program_profiler_refusal() -> Option<String> {
 /// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
 fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
     if metrics.is_empty() && crate::profiling::range_profiler_ran() {
-        writer.notice(NoticeLevel::Warning, notice::PC_AFTER_RANGE_PROFILER.into());
+        writer.message(&Message::PcAfterRangeProfiler);
     }
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
@@ -377,7 +377,7 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
                             shown: results.ranges.len().min(RANGES_SHOWN) as u64,
                             dropped: results.dropped,
                         };
-                        writer.notice(NoticeLevel::Info, numbered.text());
+                        writer.message(&Message::NumberedRanges(numbered));
                     }
                     Err(e) => writer.notice(
                         NoticeLevel::Error,

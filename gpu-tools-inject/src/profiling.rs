@@ -34,6 +34,7 @@ use gpu_tools::cupti::pc_sampling::{PcSampler, PcSamples};
 use gpu_tools::cupti::range_profiler::RangeProfiler;
 use gpu_tools::trace::{NoticeLevel, ProfileLoss, ProfileLossKind, Record, StallRecord};
 use gpu_tools_injection::env::GraphMode;
+use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded, PcCounts};
 
@@ -338,7 +339,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 before: why,
                 launches: profiled,
             };
-            writer.notice(NoticeLevel::Info, ended.text());
+            writer.message(&Message::MetricsEnded(ended));
         }
     }
     BUSY.with(|b| b.set(false));
@@ -821,7 +822,7 @@ pub fn send_pc_samples(writer: &Writer, id: u32, samples: &PcSamples) -> usize {
         truncated_pcs: samples.truncated_pcs,
         full_buffer_reads: samples.buffer_full,
     };
-    writer.notice(NoticeLevel::Info, counts.text());
+    writer.message(&Message::PcCounts(counts));
     let reasons: HashMap<u32, Arc<str>> = samples
         .reasons
         .iter()

@@ -540,10 +540,10 @@ fn attached_kernel_metrics_end_before_the_programs_first_graph_launch() {
 /// The early end's notice comes after the records of the launches profiled until then, with their count, and the
 /// finish's answer counts them too.
 fn ended_early_is_said_and_counted(records: &[Record], before: MetricsEnd, launches: u64) {
-    let ended = MetricsEnded { before, launches }.text();
+    let ended = MetricsEnded { before, launches };
     let at = records
         .iter()
-        .position(|r| matches!(r, Record::Notice(n) if n.text == ended))
+        .position(|r| message(r) == Some(Message::MetricsEnded(ended)))
         .unwrap_or_else(|| panic!("no {ended:?} in {records:#?}"));
     let sent_before = records[..at]
         .iter()
@@ -620,10 +620,9 @@ fn attached_kernel_metrics_are_numbered_where_the_program_holds_the_subscriber()
         );
     }
     assert!(
-        texts
-            .iter()
-            .any(|t| t.contains("5 ranges (5 shown), 0 dropped")),
-        "{texts:?}"
+        records.iter().filter_map(message).any(|m| matches!(m,
+            Message::NumberedRanges(r) if (r.ranges, r.shown, r.dropped) == (5, 5, 0))),
+        "the ranges' count, typed: {records:#?}"
     );
     assert_eq!(after, "callbacks 0, ranges 0");
 }

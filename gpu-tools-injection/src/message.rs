@@ -17,6 +17,8 @@ use std::fmt;
 
 use gpu_tools_trace::{CodedNotice, NoticeLevel, Record};
 
+use crate::profile::notice::{MetricsEnd, MetricsEnded, NumberedRanges, PcCounts};
+
 /// A message of an injected library that the tool acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
@@ -59,6 +61,18 @@ pub enum Message {
         /// Why, in words.
         reason: String,
     },
+    /// What CUPTI counted in one context's PC sampling, sent whatever came of it: a window without stall records
+    /// is judged by it.
+    PcCounts(PcCounts),
+    /// Attached kernel metrics ended on the program's thread (before its first CUDA graph launch or stream
+    /// capture), the range profiler off, the launches profiled until then sent before this.
+    MetricsEnded(MetricsEnded),
+    /// Kernel-metrics ranges of one context numbered in launch order (the program held CUPTI's subscriber, so they
+    /// could not be named), the first `shown` sent as notices of their own.
+    NumberedRanges(NumberedRanges),
+    /// PC sampling starts in a process in which CUPTI's range profiler ran before (PC sampling after it was seen
+    /// to give no stall records).
+    PcAfterRangeProfiler,
 }
 
 /// The codes of the messages, as [`Message::code`] gives them (a code is never given to another message).
@@ -69,6 +83,10 @@ mod code {
     pub const PROFILE_STARTED: u16 = 4;
     pub const PROFILE_FINISHED: u16 = 5;
     pub const PROFILE_REFUSED: u16 = 6;
+    pub const PC_COUNTS: u16 = 7;
+    pub const METRICS_ENDED: u16 = 8;
+    pub const NUMBERED_RANGES: u16 = 9;
+    pub const PC_AFTER_RANGE_PROFILER: u16 = 10;
 }
 
 impl Message {
@@ -81,6 +99,10 @@ impl Message {
             Message::ProfileStarted { .. } => code::PROFILE_STARTED,
             Message::ProfileFinished { .. } => code::PROFILE_FINISHED,
             Message::ProfileRefused { .. } => code::PROFILE_REFUSED,
+            Message::PcCounts(_) => code::PC_COUNTS,
+            Message::MetricsEnded(_) => code::METRICS_ENDED,
+            Message::NumberedRanges(_) => code::NUMBERED_RANGES,
+            Message::PcAfterRangeProfiler => code::PC_AFTER_RANGE_PROFILER,
         }
     }
 
@@ -88,6 +110,7 @@ impl Message {
     pub fn level(&self) -> NoticeLevel {
         match self {
             Message::ProfileRefused { .. } => NoticeLevel::Error,
+            Message::MetricsEnded(_) | Message::PcAfterRangeProfiler => NoticeLevel::Warning,
             _ => NoticeLevel::Info,
         }
     }
@@ -106,7 +129,24 @@ impl Message {
                 count: n,
                 ranges_named,
             } => vec![*n, u64::from(*ranges_named)],
-            Message::ProfileRefused { .. } => Vec::new(),
+            Message::ProfileRefused { .. } | Message::PcAfterRangeProfiler => Vec::new(),
+            Message::PcCounts(c) => vec![
+                u64::from(c.context),
+                c.samples,
+                c.records,
+                c.dropped,
+                c.non_user,
+                c.truncated_pcs,
+                c.full_buffer_reads,
+            ],
+            Message::MetricsEnded(e) => vec![
+                match e.before {
+                    MetricsEnd::GraphLaunch => 0,
+                    MetricsEnd::CaptureBegin => 1,
+                },
+                e.launches,
+            ],
+            Message::NumberedRanges(r) => vec![u64::from(r.context), r.ranges, r.shown, r.dropped],
         }
     }
 
@@ -151,6 +191,43 @@ impl Message {
             (code::PROFILE_REFUSED, &[]) => Message::ProfileRefused {
                 reason: notice.detail.clone(),
             },
+            (
+                code::PC_COUNTS,
+                &[
+                    context,
+                    samples,
+                    records,
+                    dropped,
+                    non_user,
+                    truncated_pcs,
+                    full_buffer_reads,
+                ],
+            ) => Message::PcCounts(PcCounts {
+                context: u32::try_from(context).ok()?,
+                samples,
+                records,
+                dropped,
+                non_user,
+                truncated_pcs,
+                full_buffer_reads,
+            }),
+            (code::METRICS_ENDED, &[before, launches]) => Message::MetricsEnded(MetricsEnded {
+                before: match before {
+                    0 => MetricsEnd::GraphLaunch,
+                    1 => MetricsEnd::CaptureBegin,
+                    _ => return None,
+                },
+                launches,
+            }),
+            (code::NUMBERED_RANGES, &[context, ranges, shown, dropped]) => {
+                Message::NumberedRanges(NumberedRanges {
+                    context: u32::try_from(context).ok()?,
+                    ranges,
+                    shown,
+                    dropped,
+                })
+            }
+            (code::PC_AFTER_RANGE_PROFILER, &[]) => Message::PcAfterRangeProfiler,
             _ => return None,
         };
         Some(m)
@@ -196,6 +273,12 @@ impl fmt::Display for Message {
                 ranges_named: false,
             } => write!(f, "profiling finished: {count} stall records or ranges"),
             Message::ProfileRefused { reason } => write!(f, "profiling not possible: {reason}"),
+            Message::PcCounts(c) => f.write_str(&c.text()),
+            Message::MetricsEnded(e) => f.write_str(&e.text()),
+            Message::NumberedRanges(r) => f.write_str(&r.text()),
+            Message::PcAfterRangeProfiler => {
+                f.write_str(crate::profile::notice::PC_AFTER_RANGE_PROFILER)
+            }
         }
     }
 }
@@ -235,6 +318,30 @@ mod tests {
             Message::ProfileRefused {
                 reason: "no device has an active context in this process".into(),
             },
+            Message::PcCounts(PcCounts {
+                context: 1,
+                samples: 914_554,
+                records: 0,
+                dropped: 2,
+                non_user: 914_554,
+                truncated_pcs: 3,
+                full_buffer_reads: 4,
+            }),
+            Message::MetricsEnded(MetricsEnded {
+                before: MetricsEnd::GraphLaunch,
+                launches: 9,
+            }),
+            Message::MetricsEnded(MetricsEnded {
+                before: MetricsEnd::CaptureBegin,
+                launches: 0,
+            }),
+            Message::NumberedRanges(NumberedRanges {
+                context: 3,
+                ranges: 50,
+                shown: 40,
+                dropped: 1,
+            }),
+            Message::PcAfterRangeProfiler,
         ]
     }
 
@@ -250,7 +357,11 @@ mod tests {
         let messages = every_message();
         let mut codes: Vec<u16> = messages.iter().map(Message::code).collect();
         codes.dedup();
-        assert_eq!(codes, [1, 2, 3, 4, 5, 6], "each code once, none missing");
+        assert_eq!(
+            codes,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            "each code once, none missing"
+        );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
             1,
             0,
@@ -287,6 +398,15 @@ mod tests {
                 "profiling finished: 3 launches profiled",
                 "profiling finished: 18446744073709551615 stall records or ranges",
                 "profiling not possible: no device has an active context in this process",
+                "context 1: PC sampling counted 914554 samples in 0 PC records (2 dropped, 914554 outside the \
+                 program's kernels, 3 PCs beyond the read buffer, 4 reads with a full hardware buffer)",
+                "kernel metrics ended before the program's first CUDA graph launch, the range profiler off: 9 \
+                 launches profiled",
+                "kernel metrics ended before the program's first stream capture, the range profiler off: 0 \
+                 launches profiled",
+                "context 3: 50 ranges (40 shown), 1 dropped",
+                "PC sampling starts in a process in which CUPTI's range profiler ran before (an earlier \
+                 kernel-metrics attach): PC sampling after it was seen to give no stall records",
             ]
         );
         assert_eq!(

@@ -388,7 +388,7 @@ fn attached_stalls(args: &Args, pid: u32, got: &Collected, output: Option<Output
         contexts: got.contexts,
         sampled: got.sampled,
         records: got.stalls.len(),
-        notices: &got.notices,
+        messages: &got.messages,
     };
     if let Some(message) = window.empty_error() {
         return Err(Failure::new(1, message));
@@ -426,7 +426,7 @@ fn attached_metrics(
         metrics: &request.metrics,
         launches_per_kernel: request.launches_per_kernel,
         named: got.metrics.len(),
-        notices: &got.notices,
+        messages: &got.messages,
         attributed: attributed.as_ref().map(|a| (a.kernels(), a.seen.clone())),
     };
     if let Some(message) = window.empty_error() {

@@ -32,7 +32,6 @@ use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::control::Control;
 use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
-use gpu_tools_injection::profile::notice::MetricsEnded;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::failure::Failure;
@@ -61,6 +60,8 @@ pub struct Collected {
     pub metrics: Vec<KernelMetricsRecord>,
     pub losses: Vec<ProfileLoss>,
     pub notices: Vec<(NoticeLevel, String)>,
+    /// The library's messages (the coded notices among `notices`), read by their values.
+    pub messages: Vec<Message>,
     /// Stops until a moment with no thread inside the vendor libraries, and the times a thread ran alone to leave
     /// them, at start and at finish.
     pub tries: [(u32, u32); 2],
@@ -152,6 +153,9 @@ fn keep(record: Record, out: &mut Collected) -> Option<Message> {
         Record::CodedNotice(n) => {
             let message = Message::read(&n);
             out.notices.push((n.level, n.text));
+            if let Some(m) = &message {
+                out.messages.push(m.clone());
+            }
             return message;
         }
         _ => {}
@@ -397,6 +401,7 @@ pub fn run(
         metrics: Vec::new(),
         losses: Vec::new(),
         notices: Vec::new(),
+        messages: Vec::new(),
         tries: [(0, 0); 2],
         sampled: Duration::ZERO,
         contexts: None,
@@ -558,10 +563,8 @@ fn collect_until_stop(
         while let Some(record) = rx.try_recv() {
             // Kernel metrics that ended on the program's thread (the range profiler off): the window is finished
             // now, and its rest is the caller's (`profile --pid` gives it to PM sampling attribution).
-            let ended = metrics
-                && matches!(&record, Record::Notice(n) if MetricsEnded::parse(&n.text).is_some());
-            keep(record, out);
-            if ended {
+            let message = keep(record, out);
+            if metrics && matches!(message, Some(Message::MetricsEnded(_))) {
                 out.ended_early = Some(from.elapsed());
             }
         }

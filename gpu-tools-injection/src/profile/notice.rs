@@ -1,14 +1,6 @@
-//! The notices of an attached profile (`gpu-tools profile --pid`) whose numbers the tool reads back: the stream
-//! carries notices as text, so each is written and read here, in one place, and the two sides cannot drift apart.
-//! Each reader takes its own writer's text only: a text that its writer would not have written is `None`.
-
-/// The integers of `text`, in order (runs of ASCII digits).
-fn integers(text: &str) -> Vec<u64> {
-    text.split(|c: char| !c.is_ascii_digit())
-        .filter(|w| !w.is_empty())
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
+//! What an attached profile (`gpu-tools profile --pid`) tells the tool beside its records: the values that
+//! [`Message`](crate::message::Message)s carry (`PcCounts`, `MetricsEnded`, `NumberedRanges`) and the words a person
+//! reads of them. The tool reads the messages' values, never these words.
 
 /// What CUPTI counted in one context's PC sampling, said whatever came of it: a window without stall records is
 /// judged by it.
@@ -44,33 +36,6 @@ impl PcCounts {
             self.truncated_pcs,
             self.full_buffer_reads
         )
-    }
-
-    /// The counts of a [`text`](Self::text).
-    pub fn parse(text: &str) -> Option<PcCounts> {
-        let n = integers(text);
-        let [
-            context,
-            samples,
-            records,
-            dropped,
-            non_user,
-            truncated_pcs,
-            full_buffer_reads,
-        ] = n[..]
-        else {
-            return None;
-        };
-        let counts = PcCounts {
-            context: u32::try_from(context).ok()?,
-            samples,
-            records,
-            dropped,
-            non_user,
-            truncated_pcs,
-            full_buffer_reads,
-        };
-        (counts.text() == text).then_some(counts)
     }
 }
 
@@ -112,17 +77,6 @@ impl MetricsEnded {
             self.launches
         )
     }
-
-    /// The notice of a [`text`](Self::text).
-    pub fn parse(text: &str) -> Option<MetricsEnded> {
-        let [launches] = integers(text)[..] else {
-            return None;
-        };
-        [MetricsEnd::GraphLaunch, MetricsEnd::CaptureBegin]
-            .into_iter()
-            .map(|before| MetricsEnded { before, launches })
-            .find(|m| m.text() == text)
-    }
 }
 
 /// Kernel metrics whose ranges could not be named (the program holds CUPTI's callback subscriber): one context's
@@ -147,20 +101,6 @@ impl NumberedRanges {
             self.context, self.ranges, self.shown, self.dropped
         )
     }
-
-    /// The counts of a [`text`](Self::text).
-    pub fn parse(text: &str) -> Option<NumberedRanges> {
-        let [context, ranges, shown, dropped] = integers(text)[..] else {
-            return None;
-        };
-        let r = NumberedRanges {
-            context: u32::try_from(context).ok()?,
-            ranges,
-            shown,
-            dropped,
-        };
-        (r.text() == text).then_some(r)
-    }
 }
 
 /// Said when PC sampling starts in a process in which CUPTI's range profiler ran before (a kernel-metrics attach
@@ -173,64 +113,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pc_counts_are_read_back_from_their_own_notice_only() {
-        let c = PcCounts {
-            context: 1,
-            samples: 914_554,
-            records: 0,
-            dropped: 2,
-            non_user: 914_554,
-            truncated_pcs: 3,
-            full_buffer_reads: 4,
-        };
-        assert_eq!(
-            c.text(),
-            "context 1: PC sampling counted 914554 samples in 0 PC records (2 dropped, 914554 outside the \
-             program's kernels, 3 PCs beyond the read buffer, 4 reads with a full hardware buffer)"
-        );
-        assert_eq!(PcCounts::parse(&c.text()), Some(c));
-        assert_eq!(PcCounts::parse(&c.text().replace("counted", "saw")), None);
-        assert_eq!(
-            PcCounts::parse("context 1: 7 ranges (7 shown), 0 dropped"),
-            None
-        );
-    }
-
-    #[test]
     fn an_early_end_says_what_ended_it_and_the_launches_profiled() {
-        for before in [MetricsEnd::GraphLaunch, MetricsEnd::CaptureBegin] {
-            let m = MetricsEnded {
-                before,
-                launches: 9,
-            };
-            assert_eq!(MetricsEnded::parse(&m.text()), Some(m));
-        }
-        assert!(
-            MetricsEnded {
-                before: MetricsEnd::GraphLaunch,
-                launches: 9
-            }
-            .text()
-            .contains("before the program's first CUDA graph launch")
-        );
-        assert_eq!(
-            MetricsEnded::parse("kernel metrics end at 3 launches"),
-            None
-        );
-    }
-
-    #[test]
-    fn numbered_ranges_are_read_back() {
-        let r = NumberedRanges {
-            context: 3,
-            ranges: 50,
-            shown: 40,
-            dropped: 1,
+        let m = MetricsEnded {
+            before: MetricsEnd::GraphLaunch,
+            launches: 9,
         };
-        assert_eq!(NumberedRanges::parse(&r.text()), Some(r));
-        assert_eq!(
-            NumberedRanges::parse(&r.text().replace("ranges", "kernels")),
-            None
+        assert!(
+            m.text()
+                .contains("before the program's first CUDA graph launch")
         );
+        assert!(m.text().ends_with("9 launches profiled"));
     }
 }

@@ -2,16 +2,14 @@
 //! error naming what was enabled and what was seen (exit 1), never an empty table with exit 0; a PC-sampling window
 //! that gave records but whose samples were mostly in kernels CUPTI does not expose says that share.
 //!
-//! What was seen comes from the injection library's notices (`gpu_tools_injection::profile::notice`): CUPTI's
+//! What was seen comes from the injection library's messages (`gpu_tools_injection::message::Message`): CUPTI's
 //! counts of the PC samples per context, the early end of kernel metrics, the ranges numbered where they could not
-//! be named.
+//! be named; their values are read, never their words.
 
 use std::time::Duration;
 
-use gpu_tools::trace::NoticeLevel;
-use gpu_tools_injection::profile::notice::{
-    MetricsEnded, NumberedRanges, PC_AFTER_RANGE_PROFILER, PcCounts,
-};
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::profile::notice::{MetricsEnded, PcCounts};
 
 /// The share of samples in kernels CUPTI does not expose above which a window with stall records says it.
 pub const NON_USER_SAID: f64 = 0.2;
@@ -37,15 +35,18 @@ pub struct PcWindow<'a> {
     pub sampled: Duration,
     /// Stall records received.
     pub records: usize,
-    /// The library's notices.
-    pub notices: &'a [(NoticeLevel, String)],
+    /// The library's messages.
+    pub messages: &'a [Message],
 }
 
 impl PcWindow<'_> {
     /// CUPTI's counts over every context (`None` where no count came).
     fn counts(&self) -> Option<PcCounts> {
         let mut all: Option<PcCounts> = None;
-        for c in self.notices.iter().filter_map(|(_, t)| PcCounts::parse(t)) {
+        for c in self.messages.iter().filter_map(|m| match m {
+            Message::PcCounts(c) => Some(*c),
+            _ => None,
+        }) {
             let sum = all.get_or_insert_with(PcCounts::default);
             sum.samples += c.samples;
             sum.records += c.records;
@@ -88,11 +89,7 @@ impl PcWindow<'_> {
                 m.push_str(&Self::why(&c));
             }
         }
-        if self
-            .notices
-            .iter()
-            .any(|(_, t)| t == PC_AFTER_RANGE_PROFILER)
-        {
+        if self.messages.contains(&Message::PcAfterRangeProfiler) {
             m.push_str(
                 ". CUPTI's range profiler ran in this process before (an earlier kernel-metrics `profile --pid`): PC \
                  sampling after it was seen to give no stall records; sample a process that has had no \
@@ -152,7 +149,7 @@ pub struct MetricsWindow<'a> {
     pub launches_per_kernel: Option<u32>,
     /// Kernel-metrics records received (ranges named after their launches).
     pub named: usize,
-    pub notices: &'a [(NoticeLevel, String)],
+    pub messages: &'a [Message],
     /// What PM sampling attribution gave, where it ran: its kernel names and a sentence of what it saw.
     pub attributed: Option<(usize, String)>,
 }
@@ -160,18 +157,21 @@ pub struct MetricsWindow<'a> {
 impl MetricsWindow<'_> {
     /// Ranges numbered in launch order (where they could not be named), over every context.
     pub fn numbered(&self) -> u64 {
-        self.notices
+        self.messages
             .iter()
-            .filter_map(|(_, t)| NumberedRanges::parse(t))
-            .map(|r| r.ranges)
+            .filter_map(|m| match m {
+                Message::NumberedRanges(r) => Some(r.ranges),
+                _ => None,
+            })
             .sum()
     }
 
     /// The early end of the range profiler, where it ended before the tracer finished it.
     pub fn ended(&self) -> Option<MetricsEnded> {
-        self.notices
-            .iter()
-            .find_map(|(_, t)| MetricsEnded::parse(t))
+        self.messages.iter().find_map(|m| match m {
+            Message::MetricsEnded(e) => Some(*e),
+            _ => None,
+        })
     }
 
     /// The error of a window in which no kernel was profiled; `None` where some were.
@@ -212,27 +212,26 @@ impl MetricsWindow<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_tools_injection::profile::notice::MetricsEnd;
+    use gpu_tools_injection::profile::notice::{MetricsEnd, NumberedRanges};
 
-    fn pc(records: usize, notices: &[(NoticeLevel, String)]) -> PcWindow<'_> {
+    fn pc(records: usize, messages: &[Message]) -> PcWindow<'_> {
         PcWindow {
             pid: 7,
             contexts: Some(1),
             sampled: Duration::from_millis(2000),
             records,
-            notices,
+            messages,
         }
     }
 
-    fn counted(samples: u64, non_user: u64) -> (NoticeLevel, String) {
-        let c = PcCounts {
+    fn counted(samples: u64, non_user: u64) -> Message {
+        Message::PcCounts(PcCounts {
             context: 1,
             samples,
             records: 0,
             non_user,
             ..PcCounts::default()
-        };
-        (NoticeLevel::Info, c.text())
+        })
     }
 
     #[test]
@@ -262,7 +261,7 @@ mod tests {
             "{m}"
         );
         // No count at all (the stream ended early), and a range profiler before it.
-        let notices = [(NoticeLevel::Warning, PC_AFTER_RANGE_PROFILER.to_string())];
+        let notices = [Message::PcAfterRangeProfiler];
         let m = pc(0, &notices).empty_error().unwrap();
         assert!(m.contains("no count of CUPTI's samples came"), "{m}");
         assert!(
@@ -297,7 +296,7 @@ mod tests {
 
     fn metrics_window<'a>(
         named: usize,
-        notices: &'a [(NoticeLevel, String)],
+        messages: &'a [Message],
         metrics: &'a [String],
         attributed: Option<(usize, String)>,
     ) -> MetricsWindow<'a> {
@@ -308,7 +307,7 @@ mod tests {
             metrics,
             launches_per_kernel: Some(10),
             named,
-            notices,
+            messages,
             attributed,
         }
     }
@@ -320,7 +319,7 @@ mod tests {
             before: MetricsEnd::GraphLaunch,
             launches: 0,
         };
-        let notices = [(NoticeLevel::Info, ended.text())];
+        let notices = [Message::MetricsEnded(ended)];
         let seen = "PM sampling attribution for 1.5 s: 0 kernel records".to_string();
         let w = metrics_window(0, &notices, &metrics, Some((0, seen)));
         assert_eq!(w.ended(), Some(ended));
@@ -351,7 +350,7 @@ mod tests {
             shown: 5,
             dropped: 0,
         };
-        let notices = [(NoticeLevel::Info, numbered.text())];
+        let notices = [Message::NumberedRanges(numbered)];
         let w = metrics_window(0, &notices, &metrics, None);
         assert_eq!((w.numbered(), w.empty_error()), (5, None));
     }
