@@ -67,8 +67,13 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
             .collect();
         spans.sort_unstable();
         for g in gaps {
+            // The calls before the one that issued the step's first work.
+            let until = view
+                .host
+                .launch_of(&view.p.ops[g.next])
+                .map_or(g.end, |c| view.host.calls[c].start.min(g.end));
             let from = by_start.partition_point(|c| c.0 < g.start);
-            for c in by_start[from..].iter().take_while(|c| c.0 < g.end) {
+            for c in by_start[from..].iter().take_while(|c| c.0 < until) {
                 *calls.entry(ctx.names.get(c.1).to_string()).or_default() += 1;
             }
             let to = spans.partition_point(|r| r.0 < g.end);
@@ -111,10 +116,11 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
         Some(made),
         None,
         if made == 0 {
-            "the host made no CUDA call in these gaps: the time is its own work (input, logging, the loop)".into()
+            "the host made no CUDA call in these gaps before issuing the step: the time is its own work (input, \
+             logging, the loop)".into()
         } else {
             format!(
-                "the host made {} in these gaps ({}); the rest of the time is its own work",
+                "the host made {} in these gaps before issuing the step ({}); the rest of the time is its own work",
                 count(made, "CUDA call", "CUDA calls"),
                 list.join(", ")
             )

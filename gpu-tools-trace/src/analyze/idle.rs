@@ -1,15 +1,16 @@
 //! Why a GPU was idle: each idle gap gets one cause ([`IdleCause`]), decided at the instant the GPU ran out of
 //! work, from what the host thread that issued the next operation was doing at that instant.
 //!
-//! - The next operation's call began **before** the GPU ran out: it waited on the device's side (`queued`).
+//! - The next operation's call had **returned** before the GPU ran out (the work was issued): it waited on the
+//!   device's side (`queued`).
 //! - Else the host thread was late. If it was then in a synchronisation call (or a synchronisation record spans
 //!   the instant), the cause is the synchronisation, unless the call right before it on that thread was a copy
 //!   that explains it: a device-to-host read of at most [`ITEM_BYTES`] (`.item()`, `.cpu()` of a scalar: still
 //!   `sync`), a copy under [`SMALL_COPY`] (`small_copy`), a copy of pageable memory (`pageable_copy`). A blocking
 //!   copy call in progress is judged the same way, and so is an asynchronous copy of pageable memory (the host
 //!   waits in it while the bytes are staged).
-//! - Else the host was launching or doing its own work: `between_steps` where the next operation starts a step,
-//!   `launch` inside a step.
+//! - Else the host was launching or doing its own work: `between_steps` where the next operation starts a step
+//!   and the host was not in a launch call, `launch` otherwise.
 //! - Without API records nothing can be said: `unknown`.
 
 use super::collect::{CallClass, Op, What};
@@ -110,7 +111,8 @@ pub(crate) fn classify(
         return (IdleCause::Unknown, None, None);
     };
     let thread = host.calls[launch].thread;
-    if host.calls[launch].start <= from {
+    // Issued (its call had returned) before the GPU ran out: it waited on the device's side.
+    if host.calls[launch].end <= from {
         return (IdleCause::Queued, None, None);
     }
     let held = host
@@ -125,9 +127,11 @@ pub(crate) fn classify(
         None if host.sync_record_at(from).is_some() => Some((IdleCause::Sync, None, None)),
         None => None,
     };
+    let launching =
+        held.is_some_and(|c| matches!(host.calls[c].class, CallClass::Launch | CallClass::Copy));
     match waiting {
         Some(w) => w,
-        None if boundary => (IdleCause::BetweenSteps, held, None),
+        None if boundary && !launching => (IdleCause::BetweenSteps, held, None),
         None => (IdleCause::Launch, held, None),
     }
 }

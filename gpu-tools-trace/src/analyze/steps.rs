@@ -31,7 +31,8 @@ pub(crate) struct StepPlan {
     pub source: StepSource,
     /// Every step, warm-up included, in order: (start, end).
     pub spans: Vec<(u64, u64)>,
-    /// For each step, the operation (index into the process's ops) that starts it, where one does.
+    /// For each step, the operation (index into the process's ops) that starts it, where one does (and, for a
+    /// pattern, the one that starts the step after the last).
     pub first_ops: Vec<Option<usize>>,
     /// Leading steps that are warm-up.
     pub warmup: usize,
@@ -202,7 +203,8 @@ fn pattern(ops: &[Op], gpu: &Gpu, names: &Names) -> Option<StepPlan> {
         .windows(2)
         .map(|w| (ops[w[0]].start, ops[w[1]].start))
         .collect();
-    let first_ops = at[..at.len() - 1].iter().map(|&i| Some(i)).collect();
+    // Every occurrence starts a step: the last one the step after the last whole one.
+    let first_ops = at.iter().map(|&i| Some(i)).collect();
     let name = names.get(anchor).to_string();
     let source = if matches!(ops[at[0]].what, What::Graph) {
         StepSource::Graph(name)

@@ -1,0 +1,1 @@
+//! `diff` of two traces.

@@ -1,0 +1,1 @@
+//! What the analysis says of the real traces of `tests/fixtures/traces/`.

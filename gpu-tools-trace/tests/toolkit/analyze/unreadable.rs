@@ -1,0 +1,1 @@
+//! Changed and cut trace files.
