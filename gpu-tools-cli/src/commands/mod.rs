@@ -5,6 +5,7 @@
 //! before it acts, and prints), then add a variant to [`Command`] and an arm to [`Command::run`] and
 //! [`Command::name`]; its tests go in `tests/<name>.rs` and run the `gpu-tools` binary.
 
+mod analyze;
 mod completions;
 mod coredump;
 mod doctor;
@@ -46,6 +47,7 @@ pub enum Command {
     Top(top::Args),
     Profile(profile::Args),
     Stats(stats::Args),
+    Analyze(analyze::Args),
     Export(export::Args),
     Completions(completions::Args),
     Man(man::Args),
@@ -80,6 +82,7 @@ impl Command {
             Command::Top(args) => top::run(args),
             Command::Profile(args) => profile::run(args),
             Command::Stats(args) => stats::run(args),
+            Command::Analyze(args) => analyze::run(args),
             Command::Export(args) => export::run(args),
             Command::Completions(args) => completions::run(args),
             Command::Man(args) => man::run(args),
@@ -101,6 +104,7 @@ impl Command {
             Command::Top(_) => "top",
             Command::Profile(_) => "profile",
             Command::Stats(_) => "stats",
+            Command::Analyze(_) => "analyze",
             Command::Export(_) => "export",
             Command::Completions(_) => "completions",
             Command::Man(_) => "man",
