@@ -8,6 +8,7 @@
 mod analyze;
 mod completions;
 mod coredump;
+mod diff;
 mod doctor;
 mod export;
 mod freeze;
@@ -48,6 +49,7 @@ pub enum Command {
     Profile(profile::Args),
     Stats(stats::Args),
     Analyze(analyze::Args),
+    Diff(diff::Args),
     Export(export::Args),
     Completions(completions::Args),
     Man(man::Args),
@@ -83,6 +85,7 @@ impl Command {
             Command::Profile(args) => profile::run(args),
             Command::Stats(args) => stats::run(args),
             Command::Analyze(args) => analyze::run(args),
+            Command::Diff(args) => diff::run(args),
             Command::Export(args) => export::run(args),
             Command::Completions(args) => completions::run(args),
             Command::Man(args) => man::run(args),
@@ -105,6 +108,7 @@ impl Command {
             Command::Profile(_) => "profile",
             Command::Stats(_) => "stats",
             Command::Analyze(_) => "analyze",
+            Command::Diff(_) => "diff",
             Command::Export(_) => "export",
             Command::Completions(_) => "completions",
             Command::Man(_) => "man",

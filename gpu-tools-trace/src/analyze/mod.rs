@@ -228,6 +228,11 @@ impl Trace {
         views
     }
 
+    /// The names of operations, calls and ranges.
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
+    }
+
     /// The processes read.
     pub(crate) fn processes(&self) -> &BTreeMap<StreamKey, Process> {
         &self.processes

@@ -104,6 +104,11 @@ pub(crate) fn read(command: &str, files: &[PathBuf]) -> Result<(Trace, Reading),
     Ok((trace, reading))
 }
 
+/// A kernel's name as people read it.
+pub(crate) fn demangle_kernel(name: &str) -> String {
+    demangle(name).unwrap_or_else(|| name.to_string())
+}
+
 /// Kernel names as people read them, in the evidence, its sentences and the steps' sources.
 pub(crate) fn demangle_names(d: &mut Diagnosis) {
     use gpu_tools::trace::analyze::StepSource;
