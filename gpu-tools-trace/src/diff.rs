@@ -155,7 +155,7 @@ impl Profile {
             if !seen.insert(v.key) {
                 continue;
             }
-            for c in v.p.calls.iter().filter(|c| v.inside(c.start)) {
+            for c in v.p.calls.iter().filter(|c| v.issued_inside(c.start)) {
                 let t = p.api.entry(names.get(c.name).to_string()).or_default();
                 t.count += 1;
                 t.time += c.end - c.start;

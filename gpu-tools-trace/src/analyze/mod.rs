@@ -255,6 +255,9 @@ pub(crate) struct View<'a> {
     pub plan: StepPlan,
     /// The window analysed: `[start, end)` on the stream's clock.
     pub window: (u64, u64),
+    /// The host's side of it: from the call that issued the window's first operation to the one that issued the
+    /// operation that ends it (a host ahead of the GPU issues a step's work well before it runs).
+    pub host_window: (u64, u64),
     pub gaps: Vec<Gap>,
     pub busy: u64,
 }
@@ -293,6 +296,14 @@ impl<'a> View<'a> {
             })
             .collect();
         let busy = gpu.busy_within(window.0, window.1);
+        let issued = |t: u64| {
+            let at = gpu.ops.partition_point(|&i| p.ops[i].start < t);
+            gpu.ops
+                .get(at)
+                .and_then(|&i| host.launch_of(&p.ops[i]))
+                .map_or(t, |c| host.calls[c].start)
+        };
+        let host_window = (issued(window.0), issued(window.1).max(issued(window.0)));
         let id = GpuId {
             file: key.0,
             stream: key.1,
@@ -309,6 +320,7 @@ impl<'a> View<'a> {
             gpu,
             plan,
             window,
+            host_window,
             gaps,
             busy,
         }
@@ -327,6 +339,11 @@ impl<'a> View<'a> {
     /// Whether `t` lies in the window.
     pub(crate) fn inside(&self, t: u64) -> bool {
         (self.window.0..self.window.1).contains(&t)
+    }
+
+    /// Whether a host time `t` lies in the host's side of the window ([`host_window`](Self::host_window)).
+    pub(crate) fn issued_inside(&self, t: u64) -> bool {
+        (self.host_window.0..self.host_window.1).contains(&t)
     }
 
     /// The operations of this GPU that start in the window (indices into the process's ops), in start order.

@@ -71,7 +71,7 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
     let waits: u64 = ctx
         .views
         .iter()
-        .flat_map(|v| v.p.calls.iter().filter(|c| v.inside(c.start)))
+        .flat_map(|v| v.p.calls.iter().filter(|c| v.issued_inside(c.start)))
         .filter(|c| ctx.names.get(c.name).contains("StreamWaitEvent"))
         .count() as u64;
     if waits > 0 {

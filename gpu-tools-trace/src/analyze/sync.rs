@@ -135,7 +135,7 @@ fn calls_evidence(ctx: &Ctx<'_>) -> super::Evidence {
     let mut steps = 0;
     for view in &ctx.views {
         steps += view.steps();
-        for c in view.p.calls.iter().filter(|c| view.inside(c.start)) {
+        for c in view.p.calls.iter().filter(|c| view.issued_inside(c.start)) {
             if matches!(c.class, CallClass::Sync | CallClass::BlockingCopy) {
                 let e = all.entry(ctx.names.get(c.name)).or_default();
                 e.0 += 1;

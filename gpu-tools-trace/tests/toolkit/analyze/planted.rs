@@ -41,7 +41,6 @@ fn a_device_synchronize_in_every_step_is_the_first_finding() {
         p.host(300_000);
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::SyncStall, "{:#?}", kinds(&d));
     // Each step's next launch waits for the sync's return (2 µs), the host's 300 µs, its call (5 µs) and 1 µs.
@@ -78,7 +77,6 @@ fn an_item_read_in_every_step_is_named_as_such() {
         p.host(200_000);
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::SyncStall, "{:#?}", kinds(&d));
     assert!(f.title.contains("`.item()`-style reads"), "{}", f.title);
@@ -101,7 +99,6 @@ fn many_short_kernels_make_a_launch_bound_loop() {
         p.kernel("loss", 6_000, 2_000);
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::LaunchBound, "{:#?}", kinds(&d));
     assert_eq!(d.gpus[0].steps.source, StepSource::Pattern("loss".into()));
@@ -126,7 +123,6 @@ fn input_prepared_between_steps_idles_the_gpu_there() {
         compute(p);
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::BetweenSteps, "{:#?}", kinds(&d));
     assert_eq!(
@@ -149,7 +145,6 @@ fn a_pageable_copy_in_every_step_stalls_the_gpu() {
         compute(p);
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::PageableCopies, "{:#?}", kinds(&d));
     // Staging (8 MiB at 10 GB/s) and 1 µs before the transfer, the transfer itself (1 µs + 8 MiB at 20 GB/s)
@@ -173,7 +168,6 @@ fn small_blocking_copies_stall_the_gpu() {
         }
     });
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::SmallCopies, "{:#?}", kinds(&d));
     // Each copy waits for the last kernel and starts 1 µs after it, runs 1 µs (256 B at 20 GB/s adds 12 ns), the
@@ -196,7 +190,6 @@ fn work_that_waits_on_the_device_is_queued() {
     }
     p.sync("cudaDeviceSynchronize");
     let d = diagnose(&[p.file()]);
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(f.kind, FindingKind::QueuedWork, "{:#?}", kinds(&d));
     assert_eq!(f.cost, 49 * 20 * 41_000);

@@ -60,7 +60,6 @@ fn communication_that_does_not_overlap_computation_is_found() {
         ..JobSpec::fixture()
     };
     let d = diagnose(&job_files(&spec));
-    super::show(&d);
     let f = &d.findings[0];
     assert_eq!(
         f.kind,
