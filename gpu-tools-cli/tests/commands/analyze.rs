@@ -44,10 +44,13 @@ fn analyze_text_leads_with_the_three_findings_that_matter() {
     let out = gpu_tools(&["analyze", &fixture("torch_loop.gputrace")]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("37.88 ms of GPU time analysed on 1 GPU: 4 findings\n"));
+    assert!(text.starts_with("37.88 ms of GPU time analysed on 1 GPU: 4 findings\n\n1. "));
+    // The findings first, then the GPUs.
     assert!(text.contains(
-        "    18 steps of 2.06 ms (median; p90 2.27 ms) from the repeating pattern of operations, each from a [CUDA \
-         memcpy HtoD 786432 B]; 3.67 s left out before them (1 step of warm-up)"
+        "\nGPUs:\n  GPU 0 of pid 1611 on vm: 37.88 ms analysed, busy 14%, idle 86% (launch 76%, sync 5.8%, small_copy \
+         2.7%, pageable_copy 1.1%, queued 0.3%)\n    18 steps of 2.06 ms (median; p90 2.27 ms) from the repeating \
+         pattern of operations, each from a [CUDA memcpy HtoD 786432 B]; the 3.67 s before them left out (1 step of \
+         warm-up)\n"
     ));
     assert!(text.contains("\n1. The GPU waits for the host to launch short kernels (launch-bound inside the step loop)\n   costs 28.79 ms, 76% of the GPU time [launch_bound]\n"));
     assert!(text.contains(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Ctx;
 use super::finding::{EvidenceKind, Finding, FindingKind, IdleCause};
 use super::steps::range_group;
-use super::tally::{Draft, evidence, tally};
+use super::tally::{Draft, Tally, evidence, tally};
 use super::words::{count, duration, median, percent, share};
 
 pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
@@ -39,53 +39,7 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
             duration(step)
         ),
     ));
-    // NVTX ranges (other than the steps') over these gaps, and the CUDA calls made in them.
-    let mut ranges: BTreeMap<String, u64> = BTreeMap::new();
-    let mut calls: BTreeMap<String, u64> = BTreeMap::new();
-    for (v, view) in ctx.views.iter().enumerate() {
-        let gaps: Vec<_> = t
-            .gaps
-            .iter()
-            .filter(|(w, _)| *w == v)
-            .map(|(_, g)| *g)
-            .collect();
-        if gaps.is_empty() {
-            continue;
-        }
-        let steps_name = match &view.plan.source {
-            super::StepSource::Nvtx(n) => Some(n.as_str()),
-            _ => None,
-        };
-        let mut by_start: Vec<(u64, u32)> =
-            view.p.calls.iter().map(|c| (c.start, c.name)).collect();
-        by_start.sort_unstable();
-        let mut spans: Vec<(u64, u64, u32)> = view
-            .p
-            .ranges
-            .iter()
-            .map(|r| (r.start, r.end, r.name))
-            .collect();
-        spans.sort_unstable();
-        for g in gaps {
-            // The calls before the one that issued the step's first work.
-            let until = view
-                .host
-                .launch_of(&view.p.ops[g.next])
-                .map_or(g.end, |c| view.host.calls[c].start.min(g.end));
-            let from = by_start.partition_point(|c| c.0 < g.start);
-            for c in by_start[from..].iter().take_while(|c| c.0 < until) {
-                *calls.entry(ctx.names.get(c.1).to_string()).or_default() += 1;
-            }
-            let to = spans.partition_point(|r| r.0 < g.end);
-            for r in spans[..to].iter().filter(|r| r.1 > g.start) {
-                let name = ctx.names.get(r.2);
-                if Some(range_group(name)) != steps_name {
-                    *ranges.entry(name.to_string()).or_default() +=
-                        r.1.min(g.end) - r.0.max(g.start);
-                }
-            }
-        }
-    }
+    let (ranges, calls) = host_work(ctx, &t);
     if let Some((name, overlap)) = ranges
         .iter()
         .max_by_key(|(n, o)| (**o, std::cmp::Reverse(*n)))
@@ -149,4 +103,56 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
         }
         .finish(ctx),
     )
+}
+
+/// Over the gaps of `t`: the NVTX ranges (other than the steps') by the time they cover, and the CUDA calls the
+/// host made before the one that issued the step's first work, by name.
+fn host_work(ctx: &Ctx<'_>, t: &Tally<'_>) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let mut ranges: BTreeMap<String, u64> = BTreeMap::new();
+    let mut calls: BTreeMap<String, u64> = BTreeMap::new();
+    for (v, view) in ctx.views.iter().enumerate() {
+        let gaps: Vec<_> = t
+            .gaps
+            .iter()
+            .filter(|(w, _)| *w == v)
+            .map(|(_, g)| *g)
+            .collect();
+        if gaps.is_empty() {
+            continue;
+        }
+        let steps_name = match &view.plan.source {
+            super::StepSource::Nvtx(n) => Some(n.as_str()),
+            _ => None,
+        };
+        let mut by_start: Vec<(u64, u32)> =
+            view.p.calls.iter().map(|c| (c.start, c.name)).collect();
+        by_start.sort_unstable();
+        let mut spans: Vec<(u64, u64, u32)> = view
+            .p
+            .ranges
+            .iter()
+            .map(|r| (r.start, r.end, r.name))
+            .collect();
+        spans.sort_unstable();
+        for g in gaps {
+            // The calls before the one that issued the step's first work.
+            let until = view
+                .host
+                .launch_of(&view.p.ops[g.next])
+                .map_or(g.end, |c| view.host.calls[c].start.min(g.end));
+            let from = by_start.partition_point(|c| c.0 < g.start);
+            for c in by_start[from..].iter().take_while(|c| c.0 < until) {
+                *calls.entry(ctx.names.get(c.1).to_string()).or_default() += 1;
+            }
+            let to = spans.partition_point(|r| r.0 < g.end);
+            for r in spans[..to].iter().filter(|r| r.1 > g.start) {
+                let name = ctx.names.get(r.2);
+                if Some(range_group(name)) != steps_name {
+                    *ranges.entry(name.to_string()).or_default() +=
+                        r.1.min(g.end) - r.0.max(g.start);
+                }
+            }
+        }
+    }
+    (ranges, calls)
 }

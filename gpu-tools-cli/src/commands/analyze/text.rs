@@ -27,7 +27,10 @@ fn duration(ns: u64) -> String {
 
 fn percent(share: f64) -> String {
     let p = 100.0 * share;
-    if p >= 10.0 {
+    // Nearly all is not all.
+    if (99.5..100.0).contains(&p) {
+        format!("{p:.1}%")
+    } else if p >= 10.0 {
         format!("{p:.0}%")
     } else {
         format!("{p:.1}%")
@@ -61,16 +64,21 @@ fn steps(g: &GpuSummary) -> String {
         duration(s.median),
         duration(s.p90)
     );
-    if s.warmup > 0 || g.before > 0 {
-        line.push_str(&format!(
-            "; {} left out before them ({} warm-up)",
+    match s.warmup {
+        0 if g.before > 0 => line.push_str(&format!(
+            "; the {} before them left out",
+            duration(g.before)
+        )),
+        0 => {}
+        n => line.push_str(&format!(
+            "; the {} before them left out ({} of warm-up)",
             duration(g.before),
-            if s.warmup == 1 {
-                "1 step of".to_string()
+            if n == 1 {
+                "1 step".to_string()
             } else {
-                format!("{} steps of", s.warmup)
+                format!("{n} steps")
             }
-        ));
+        )),
     }
     line
 }
@@ -84,24 +92,25 @@ fn gpu(out: &mut impl Write, g: &GpuSummary) -> io::Result<()> {
             ns as f64 / window as f64
         }
     };
+    let causes: Vec<String> = g
+        .idle_by_cause
+        .iter()
+        .map(|(c, ns)| format!("{} {}", c.id(), percent(share(*ns))))
+        .collect();
+    let by_cause = if causes.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", causes.join(", "))
+    };
     writeln!(
         out,
-        "  {}: {} analysed, busy {}, idle {}",
+        "  {}: {} analysed, busy {}, idle {}{by_cause}",
         g.gpu,
         duration(window),
         percent(share(g.busy)),
         percent(share(g.idle))
     )?;
-    writeln!(out, "    {}", steps(g))?;
-    if !g.idle_by_cause.is_empty() {
-        let causes: Vec<String> = g
-            .idle_by_cause
-            .iter()
-            .map(|(c, ns)| format!("{} {}", c.id(), percent(share(*ns))))
-            .collect();
-        writeln!(out, "    idle by cause: {}", causes.join(", "))?;
-    }
-    Ok(())
+    writeln!(out, "    {}", steps(g))
 }
 
 fn finding(out: &mut impl Write, rank: usize, f: &Finding) -> io::Result<()> {
@@ -130,7 +139,7 @@ fn finding(out: &mut impl Write, rank: usize, f: &Finding) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes the diagnosis: the GPUs, the first `top` findings (0: all), the others named, what the trace lacks.
+/// Writes the diagnosis: the first `top` findings (0: all), the others named, the GPUs, what the trace lacks.
 pub fn write(out: &mut impl Write, d: &Diagnosis, top: usize) -> io::Result<()> {
     let findings = match d.findings.len() {
         1 => "1 finding".to_string(),
@@ -145,16 +154,6 @@ pub fn write(out: &mut impl Write, d: &Diagnosis, top: usize) -> io::Result<()> 
             n => format!("{n} GPUs"),
         }
     )?;
-    for g in d.gpus.iter().take(MAX_GPUS) {
-        gpu(out, g)?;
-    }
-    if d.gpus.len() > MAX_GPUS {
-        writeln!(
-            out,
-            "  and {} more GPUs (`--json` lists them all)",
-            d.gpus.len() - MAX_GPUS
-        )?;
-    }
     let shown = if top == 0 {
         d.findings.len()
     } else {
@@ -185,6 +184,18 @@ pub fn write(out: &mut impl Write, d: &Diagnosis, top: usize) -> io::Result<()> 
                 "findings"
             },
             list.join(", ")
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "GPUs:")?;
+    for g in d.gpus.iter().take(MAX_GPUS) {
+        gpu(out, g)?;
+    }
+    if d.gpus.len() > MAX_GPUS {
+        writeln!(
+            out,
+            "  and {} more GPUs (`--json` lists them all)",
+            d.gpus.len() - MAX_GPUS
         )?;
     }
     if !d.lacks.is_empty() {
