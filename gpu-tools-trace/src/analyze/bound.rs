@@ -248,7 +248,7 @@ fn kernel_evidence(ctx: &Ctx<'_>, k: &KernelCounters, busy: u64, reference: f64)
         .views
         .iter()
         .flat_map(|v| v.ops_in_window().map(move |i| &v.p.ops[i]))
-        .filter(|o| &*ctx.names.arc(o.name) == &*k.name)
+        .filter(|o| ctx.names.get(o.name) == &*k.name)
         .filter_map(|o| match o.what {
             What::Kernel { blocks, .. } => Some(blocks),
             _ => None,

@@ -348,15 +348,13 @@ impl Process {
 
     fn marker(&mut self, m: &MarkerRecord, names: &mut Names) {
         match m.kind {
-            MarkerKind::Start => {
-                if self.open.len() < MAX_OPEN {
-                    let full = if m.domain.is_empty() {
-                        names.id(&m.name)
-                    } else {
-                        names.id(&format!("{}:{}", m.domain, m.name))
-                    };
-                    self.open.insert(m.id, (m.thread, m.time, full));
-                }
+            MarkerKind::Start if self.open.len() < MAX_OPEN => {
+                let full = if m.domain.is_empty() {
+                    names.id(&m.name)
+                } else {
+                    names.id(&format!("{}:{}", m.domain, m.name))
+                };
+                self.open.insert(m.id, (m.thread, m.time, full));
             }
             MarkerKind::End => {
                 if let Some((thread, start, name)) = self.open.remove(&m.id) {

@@ -105,7 +105,9 @@ fn nvtx(p: &Process, gpu: &Gpu, host: &Host<'_>, names: &Names) -> Option<StepPl
             .or_default()
             .push((r.start, r.end));
     }
-    let mut best: Option<((bool, u64), &str, Vec<(u64, u64)>)> = None;
+    // ((named step or iter, time covered), name, ranges)
+    type Best<'n> = ((bool, u64), &'n str, Vec<(u64, u64)>);
+    let mut best: Option<Best<'_>> = None;
     for ((_, name), mut ranges) in groups {
         ranges.sort_unstable();
         let sequential = ranges.windows(2).all(|w| w[1].0 >= w[0].1);

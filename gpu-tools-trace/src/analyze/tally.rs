@@ -56,10 +56,10 @@ impl Tally<'_> {
             count(n, "idle gap", "idle gaps"),
             duration(self.cost)
         );
-        if self.steps > 0 {
+        if let Some(per_step) = self.cost.checked_div(self.steps) {
             text.push_str(&format!(
                 " ({} a step over {})",
-                duration(self.cost / self.steps),
+                duration(per_step),
                 count(self.steps, "step", "steps")
             ));
         }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use gpu_tools::trace::diff::{Change, Diff, Profile, Select};
 use serde::Serialize;
@@ -56,7 +56,7 @@ struct ChangeOut {
     b_per_step_ns: Option<f64>,
 }
 
-fn side(path: &PathBuf, select: Select, p: &Profile) -> Side {
+fn side(path: &Path, select: Select, p: &Profile) -> Side {
     Side {
         file: path.display().to_string(),
         select: select_text(select),

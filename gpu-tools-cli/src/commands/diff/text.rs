@@ -81,7 +81,7 @@ fn row(out: &mut impl Write, what: &str, a: f64, b: f64, time: bool) -> io::Resu
 
 fn sides(out: &mut impl Write, d: &Diff) -> io::Result<()> {
     let (a, b) = (&d.a, &d.b);
-    writeln!(out, "  {:<28} {:>14} {:>14}   {}", "", "A", "B", "B - A")?;
+    writeln!(out, "  {:<28} {:>14} {:>14}   B - A", "", "A", "B")?;
     row(out, "steps", a.steps as f64, b.steps as f64, false)?;
     row(
         out,

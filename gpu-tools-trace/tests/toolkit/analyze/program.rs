@@ -97,14 +97,12 @@ impl Program {
         k
     }
 
+    /// A copy record of the call `correlation`, over `(start, end)`.
     fn copy_record(
         &mut self,
         correlation: u32,
-        kind: CopyKind,
-        host: Host,
-        bytes: u64,
-        start: u64,
-        end: u64,
+        (kind, host, bytes): (CopyKind, Host, u64),
+        (start, end): (u64, u64),
         is_async: bool,
     ) {
         let host_kind = match host {
@@ -142,11 +140,8 @@ impl Program {
                 let start = self.starts(end_call);
                 self.copy_record(
                     correlation,
-                    kind,
-                    host,
-                    bytes,
-                    start,
-                    start + transfer,
+                    (kind, host, bytes),
+                    (start, start + transfer),
                     true,
                 );
                 self.now = end_call;
@@ -158,11 +153,8 @@ impl Program {
                 let correlation = self.call("cudaMemcpyAsync", call_start, end_call);
                 self.copy_record(
                     correlation,
-                    kind,
-                    host,
-                    bytes,
-                    start,
-                    start + transfer,
+                    (kind, host, bytes),
+                    (start, start + transfer),
                     true,
                 );
                 self.now = end_call;
@@ -177,7 +169,7 @@ impl Program {
         let end = start + 1_000 + bytes / 20;
         let end_call = end + 2_000;
         let correlation = self.call("cudaMemcpy", call_start, end_call);
-        self.copy_record(correlation, kind, host, bytes, start, end, false);
+        self.copy_record(correlation, (kind, host, bytes), (start, end), false);
         self.now = end_call;
     }
 
