@@ -239,3 +239,57 @@ fn without_api_records_the_idle_time_is_unknown_and_said_so() {
         d.lacks
     );
 }
+
+#[test]
+fn copy_calls_without_copy_records_are_said_once() {
+    // As an attached trace leaves copies out: the calls are there, the copies are not.
+    let p = run(|p, _| {
+        p.copy_async(CopyKind::HtoD, Host::Pageable, 8 << 20);
+        compute(p);
+    });
+    let file = super::program::file_of(&[
+        p.stream_where(|r| !matches!(r, gpu_tools_trace::Record::Memcpy(_)))
+    ]);
+    let d = diagnose(&[file]);
+    let said: Vec<&String> = d
+        .lacks
+        .iter()
+        .filter(|l| l.starts_with("copy calls but no copy records"))
+        .collect();
+    assert_eq!(said.len(), 1, "{:#?}", d.lacks);
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.kind != FindingKind::PageableCopies)
+    );
+}
+
+#[test]
+fn a_trace_without_steps_is_analysed_whole_and_says_so() {
+    // Every kernel a name of its own: nothing repeats.
+    let mut p = Program::new(4242);
+    for k in 0..40 {
+        p.kernel(&format!("once_{k}"), 5_000, 50_000);
+        p.host(100_000);
+    }
+    p.sync("cudaDeviceSynchronize");
+    let d = diagnose(&[p.file()]);
+    let gpu = &d.gpus[0];
+    assert_eq!(gpu.steps.source, StepSource::None);
+    assert_eq!((gpu.before, gpu.end - gpu.start), (0, d.gpu_time));
+    assert!(
+        d.lacks
+            .iter()
+            .any(|l| l.starts_with("no steps found on GPU 0 of pid 4242 on sim")),
+        "{:#?}",
+        d.lacks
+    );
+    // The host's 100 µs between launches, less the kernel's 50 µs: launch-bound, with no step to speak of.
+    let f = &d.findings[0];
+    assert_eq!(f.kind, FindingKind::LaunchBound);
+    assert_eq!(
+        f.title,
+        "The GPU waits for the host to launch short kernels (launch-bound)"
+    );
+    assert_eq!(f.cost, 39 * (105_000 + 1_000 - 51_000));
+}

@@ -215,6 +215,11 @@ impl Program {
 
     /// The records as one stream of a process that started and ended (with API records when `api`).
     pub fn stream(&self, api: bool) -> Vec<u8> {
+        self.stream_where(|r| api || !matches!(r, Record::Api(_)))
+    }
+
+    /// The records that `keep` accepts as one stream of a process that started and ended.
+    pub fn stream_where(&self, keep: impl Fn(&Record) -> bool) -> Vec<u8> {
         let mut e = Encoder::new(&StreamHeader::new(
             self.pid,
             13_000,
@@ -236,11 +241,7 @@ impl Program {
             labels,
         }));
         let mut n = 2;
-        for r in self
-            .records
-            .iter()
-            .filter(|r| api || !matches!(r, Record::Api(_)))
-        {
+        for r in self.records.iter().filter(|r| keep(r)) {
             e.push(r);
             n += 1;
         }
