@@ -83,27 +83,33 @@ pub(crate) fn exposed(ctx: &Ctx<'_>, keep: impl Fn(&What) -> bool) -> (u64, Vec<
     let mut total = 0;
     let mut spans = Vec::new();
     for view in &ctx.views {
-        let mut kernels: Vec<(u64, u64)> = view
+        // The time kernels ran, as intervals that do not overlap, in order.
+        let mut runs: Vec<(u64, u64)> = view
             .ops_in_window()
             .map(|i| &view.p.ops[i])
             .filter(|o| matches!(o.what, What::Kernel { .. } | What::Graph))
             .map(|o| (o.start, o.end))
             .collect();
-        kernels.sort_unstable();
+        runs.sort_unstable();
+        let mut kernels: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for (s, e) in runs {
+            match kernels.last_mut() {
+                Some(k) if s <= k.1 => k.1 = k.1.max(e),
+                _ => kernels.push((s, e)),
+            }
+        }
         for i in view.ops_in_window() {
             let op = &view.p.ops[i];
             if !matches!(op.what, What::Copy { .. }) || !keep(&op.what) {
                 continue;
             }
             let end = op.end.min(view.window.1);
-            // Kernels start in order; those that began before the copy and still run are found by their end.
-            let covered: u64 = kernels
+            let from = kernels.partition_point(|k| k.1 <= op.start);
+            let covered: u64 = kernels[from..]
                 .iter()
                 .take_while(|k| k.0 < end)
-                .filter(|k| k.1 > op.start)
                 .map(|k| k.1.min(end).saturating_sub(k.0.max(op.start)))
-                .sum::<u64>()
-                .min(end.saturating_sub(op.start));
+                .sum();
             let bare = end.saturating_sub(op.start) - covered;
             if bare > 0 {
                 total += bare;
