@@ -92,7 +92,8 @@ pub(crate) fn find(p: &Process, gpu: &Gpu, host: &Host<'_>, names: &Names) -> St
 
 /// Steps from NVTX ranges: of the groups of ranges (names, numbers at the end left out; NCCL's own left out) that
 /// follow each other without overlapping on one thread, one whose name says `step` or `iter` with at least two
-/// ranges, else the one of at least three ranges that covers the most time.
+/// ranges, else the one of at least three ranges, filling at least half the time from its first to its last,
+/// that covers the most time.
 fn nvtx(p: &Process, gpu: &Gpu, host: &Host<'_>, names: &Names) -> Option<StepPlan> {
     let mut groups: HashMap<(u32, &str), Vec<(u64, u64)>> = HashMap::new();
     for r in &p.ranges {
@@ -117,6 +118,12 @@ fn nvtx(p: &Process, gpu: &Gpu, host: &Host<'_>, names: &Names) -> Option<StepPl
             continue;
         }
         let total: u64 = ranges.iter().map(|r| r.1 - r.0).sum();
+        // Unnamed, a range must fill most of the time from its first instance to its last, as steps do: ranges
+        // of one operation (`aten::conv2d`, several a step) leave the rest of the step out.
+        let span = ranges.last().map_or(0, |l| l.1) - ranges.first().map_or(0, |f| f.0);
+        if !named && total * 2 < span {
+            continue;
+        }
         let score = (named, total);
         if best.as_ref().is_none_or(|b| (score, name) > (b.0, b.1)) {
             best = Some((score, name, ranges));

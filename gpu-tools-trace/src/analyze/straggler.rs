@@ -102,6 +102,8 @@ pub(crate) fn detect(ctx: &Ctx<'_>) -> Option<Finding> {
         return None;
     }
     let verdict = verdict.clone();
+    // The report's verdict (its first note) names a straggler only as `rank N[ on HOST] enters collectives last
+    // ...`; its other verdicts begin `no ...` (no straggler by its work, no single straggler, no collective).
     let named = verdict.starts_with("rank ");
     let slow = rows
         .iter()

@@ -293,3 +293,23 @@ fn a_trace_without_steps_is_analysed_whole_and_says_so() {
     );
     assert_eq!(f.cost, 39 * (105_000 + 1_000 - 51_000));
 }
+
+#[test]
+fn ranges_of_single_operations_are_not_taken_for_steps() {
+    // NVTX ranges around three kernels of each step (as `emit_nvtx` marks operators): they repeat, but a step is
+    // more than them.
+    let p = run(|p, _| {
+        for k in 0..20 {
+            let r = (k % 7 == 0).then(|| p.push("aten::mm"));
+            p.kernel(&format!("layer_{k:02}"), 5_000, 50_000);
+            if let Some(r) = r {
+                p.pop(r);
+            }
+        }
+    });
+    let d = diagnose(&[p.file()]);
+    assert_eq!(
+        d.gpus[0].steps.source,
+        StepSource::Pattern("layer_00".into())
+    );
+}
