@@ -3,6 +3,7 @@
 //! `tests/fixtures/traces/`; changed and cut files, which read with an error and never as other findings; and
 //! `diff` of two traces.
 
+mod annotate;
 mod diff;
 mod planted;
 mod planted_job;
