@@ -16,7 +16,7 @@ fn each_finding_is_a_track_of_its_gpu_with_a_slice_per_range() {
         p.host(300_000);
     }
     let file = p.file();
-    let d = diagnose(&[file.clone()]);
+    let d = diagnose(std::slice::from_ref(&file));
     let f = &d.findings[0];
     assert_eq!(f.spans.len(), 19);
 
