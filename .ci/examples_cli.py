@@ -28,7 +28,8 @@ NO_DEVICE_RUNS = {("rocprof_trace",), ("checkpoint_replay",), ("activity_tracer"
                   ("rocprofiler_sdk_tool",), ("gpu-tools", "top")}
 # Commands that read saved traces: given a file that is not a trace, each must fail (exit 1) with a message naming
 # it, and write nothing (the arguments after the input file; OUT is a path in the run's folder).
-BAD_TRACE_RUNS = {("gpu-tools", "stats"): [], ("gpu-tools", "export"): ["--chrome", "OUT.json.gz"]}
+BAD_TRACE_RUNS = {("gpu-tools", "stats"): [], ("gpu-tools", "export"): ["--chrome", "OUT.json.gz"],
+                  ("gpu-tools", "analyze"): [], ("gpu-tools", "diff"): ["notes.txt"]}
 TIMEOUT_S = 120
 
 failures = []

@@ -15,6 +15,8 @@
 //! |---|---|
 //! | [`wire`], [`Encoder`], [`Decoder`], [`StreamReader`] | the stream format |
 //! | [`file`](mod@file) | `.gputrace` files: reading, merging, the process and clock each stream came from |
+//! | [`analyze`] | what slows a traced job, ranked by the GPU time it costs, with evidence and what to try ([`analyze::Trace::diagnose`]) |
+//! | [`diff`] | two traces side by side: step time, busy and idle, the kernels and API calls that changed most |
 //! | [`report`] | the summary tables (`stats`), counters per kernel among them, as text, CSV or JSON; a multi-host job's ranks (`stragglers`) and its hosts aligned on their NCCL collectives ([`report::Job`]) |
 //! | [`export`] | Chrome trace JSON and Perfetto timelines, with counter tracks per device |
 //! | [`profile`] | what a profiled program sent, its per-kernel and stall tables |
@@ -28,8 +30,10 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
 
+pub mod analyze;
 pub mod counters;
 mod decode;
+pub mod diff;
 mod encode;
 pub mod export;
 pub mod file;

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use gpu_tools::trace::analyze::{Diagnosis, Trace};
 use gpu_tools::trace::export::{
     ChromeWriter, CounterTrack, CounterValue, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
 };
@@ -27,6 +28,9 @@ use crate::trace_input::{Reading, check_output, open_all};
 /// named with its host and rank (`h7 rank 13 (local 5): process 4242 python train.py`, `GPU 5 (h7 rank 13, pid
 /// 4242)`) and sort by host, then rank (in Perfetto too: the export asks it for that order); ranks without a trace
 /// and hosts whose windows do not overlap are warned about. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as recorded).
+/// `--findings` also draws what `gpu-tools analyze` finds: in each GPU's group, first, a track per finding
+/// (`finding 1: launch_bound`) with a slice over each time range it concerns, named by the finding's title, its
+/// estimate, basis and advice as arguments.
 /// Several files are merged on one timeline; FILE `-` is standard input. OUT is written whole, and only when the export
 /// succeeds: an existing OUT is left as it was otherwise (a symbolic link is followed and stays a link); `-` (standard
 /// output), a FIFO or a device is written as the export goes. Exit code: 0; 1 when a file cannot be read at all (not a
@@ -51,6 +55,11 @@ pub struct Args {
     /// Keep kernel names as the driver reports them (mangled C++ names).
     #[arg(long)]
     raw_names: bool,
+    /// Also draw what `gpu-tools analyze` finds: each finding a track in the group of each GPU it concerns,
+    /// with a slice over each time range it concerns (its estimate, basis and advice as arguments). Reads the
+    /// files twice: not with standard input.
+    #[arg(long)]
+    findings: bool,
 }
 
 pub fn run(args: Args) -> Outcome {
@@ -61,6 +70,10 @@ pub fn run(args: Args) -> Outcome {
     };
     // Checked before any work; nothing appears at OUT unless the export succeeds.
     check_output(path, what, &args.files)?;
+    let findings = match args.findings {
+        true => Some(diagnose(&args.files)?),
+        false => None,
+    };
     let job = first_reading(&args.files)?;
     let output = OutputFile::create(path, what)?;
     let inputs = open_all(&args.files)?;
@@ -73,21 +86,49 @@ pub fn run(args: Args) -> Outcome {
             let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
             if args.perfetto.is_some() {
                 let sink = KernelNames::new(PerfettoWriter::new(gz), raw);
-                export(sink, &args.files, &job, inputs, &mut reading)
-                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+                export(
+                    sink,
+                    &args.files,
+                    &job,
+                    inputs,
+                    &mut reading,
+                    findings.as_ref(),
+                )
+                .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
             } else {
                 let sink = KernelNames::new(ChromeWriter::new(gz), raw);
-                export(sink, &args.files, &job, inputs, &mut reading)
-                    .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
+                export(
+                    sink,
+                    &args.files,
+                    &job,
+                    inputs,
+                    &mut reading,
+                    findings.as_ref(),
+                )
+                .and_then(|sink| sink.inner.into_inner()?.finish()?.flush())
             }
         } else if args.perfetto.is_some() {
             let sink = KernelNames::new(PerfettoWriter::new(w), raw);
-            export(sink, &args.files, &job, inputs, &mut reading)
-                .and_then(|sink| sink.inner.into_inner()?.flush())
+            export(
+                sink,
+                &args.files,
+                &job,
+                inputs,
+                &mut reading,
+                findings.as_ref(),
+            )
+            .and_then(|sink| sink.inner.into_inner()?.flush())
         } else {
             let sink = KernelNames::new(ChromeWriter::new(w), raw);
-            export(sink, &args.files, &job, inputs, &mut reading)
-                .and_then(|sink| sink.inner.into_inner()?.flush())
+            export(
+                sink,
+                &args.files,
+                &job,
+                inputs,
+                &mut reading,
+                findings.as_ref(),
+            )
+            .and_then(|sink| sink.inner.into_inner()?.flush())
         }
     };
     reading.check()?;
@@ -199,12 +240,31 @@ fn first_reading(paths: &[PathBuf]) -> Result<FirstReading, Failure> {
     })
 }
 
+/// The findings of `gpu-tools analyze` for `--findings`, from a reading of their own (standard input, which cannot
+/// be read twice, is refused as a usage error).
+fn diagnose(paths: &[PathBuf]) -> Result<Diagnosis, Failure> {
+    if paths.iter().any(|p| p.as_os_str() == "-") {
+        return Err(Failure::usage(
+            crate::commands::clap_command("export"),
+            clap::error::ErrorKind::ArgumentConflict,
+            "--findings reads the files twice: standard input (`-`) cannot be given with it",
+        ));
+    }
+    // Reading errors are said by the export's own reading.
+    let mut trace = Trace::new();
+    for (i, input) in open_all(paths)?.into_iter().enumerate() {
+        trace.read(u32::try_from(i).unwrap_or(u32::MAX), input);
+    }
+    Ok(trace.diagnose())
+}
+
 fn export<S: TimelineSink>(
     sink: S,
     paths: &[PathBuf],
     first: &FirstReading,
     inputs: Vec<impl BufRead>,
     reading: &mut Reading,
+    findings: Option<&Diagnosis>,
 ) -> std::io::Result<S> {
     let mut timeline = Timeline::new(sink);
     for host in &first.moves {
@@ -221,6 +281,9 @@ fn export<S: TimelineSink>(
             timeline.records(file),
             &errors,
         );
+    }
+    if let Some(d) = findings {
+        timeline.annotate(d)?;
     }
     let misnested = timeline.misnested();
     if misnested > 0 {

@@ -5,8 +5,10 @@
 //! before it acts, and prints), then add a variant to [`Command`] and an arm to [`Command::run`] and
 //! [`Command::name`]; its tests go in `tests/<name>.rs` and run the `gpu-tools` binary.
 
+mod analyze;
 mod completions;
 mod coredump;
+mod diff;
 mod doctor;
 mod export;
 mod freeze;
@@ -46,6 +48,8 @@ pub enum Command {
     Top(top::Args),
     Profile(profile::Args),
     Stats(stats::Args),
+    Analyze(analyze::Args),
+    Diff(diff::Args),
     Export(export::Args),
     Completions(completions::Args),
     Man(man::Args),
@@ -80,6 +84,8 @@ impl Command {
             Command::Top(args) => top::run(args),
             Command::Profile(args) => profile::run(args),
             Command::Stats(args) => stats::run(args),
+            Command::Analyze(args) => analyze::run(args),
+            Command::Diff(args) => diff::run(args),
             Command::Export(args) => export::run(args),
             Command::Completions(args) => completions::run(args),
             Command::Man(args) => man::run(args),
@@ -101,6 +107,8 @@ impl Command {
             Command::Top(_) => "top",
             Command::Profile(_) => "profile",
             Command::Stats(_) => "stats",
+            Command::Analyze(_) => "analyze",
+            Command::Diff(_) => "diff",
             Command::Export(_) => "export",
             Command::Completions(_) => "completions",
             Command::Man(_) => "man",

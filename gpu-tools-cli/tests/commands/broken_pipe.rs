@@ -115,6 +115,17 @@ fn stats_stops_quietly_in_every_format() {
 }
 
 #[test]
+fn analyze_and_diff_stop_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = trace_file(dir.path());
+    let file = file.to_str().unwrap();
+    assert_quiet_141(&["analyze", file], &[]);
+    assert_quiet_141(&["analyze", "--json", file], &[]);
+    assert_quiet_141(&["diff", file, file], &[]);
+    assert_quiet_141(&["diff", "--json", file, file], &[]);
+}
+
+#[test]
 fn coredump_stops_quietly() {
     let dir = tempfile::tempdir().unwrap();
     let core = dir.path().join("sample.cudacore");

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-const SUBCOMMANDS: [&str; 12] = [
+const SUBCOMMANDS: [&str; 14] = [
     "doctor",
     "trace",
     "where",
@@ -15,6 +15,8 @@ const SUBCOMMANDS: [&str; 12] = [
     "profile",
     "stats",
     "export",
+    "analyze",
+    "diff",
     "completions",
     "man",
 ];

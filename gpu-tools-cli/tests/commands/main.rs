@@ -2,6 +2,7 @@
 //! (`CARGO_BIN_EXE_gpu-tools`) without a GPU: against the C doubles, real trace fixtures, and this test binary run
 //! again as a stand-in traced program (`MODULE::standin`, an ignored test of each module that has one).
 
+mod analyze;
 mod bad_input;
 mod broken_pipe;
 mod cli;

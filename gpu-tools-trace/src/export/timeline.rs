@@ -1,6 +1,7 @@
 //! From records to tracks and slices, for any timeline format.
 
 mod counters;
+mod findings;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{self, Read};

@@ -2,6 +2,7 @@
 //! (round trips, checksums, cuts and mutations), reports and exports, counter attribution, and the real traces
 //! recorded on GPU hosts (`tests/fixtures/traces/`). One binary: functions over bytes and records.
 
+mod analyze;
 mod counter_attribution;
 mod job;
 mod real_traces;
