@@ -41,7 +41,9 @@ pub const SIGNALS: [c_int; 6] = [
 /// How long the handler waits for the flush.
 const WAIT: Duration = Duration::from_secs(5);
 
-/// The program's actions before the library's, in [`SIGNALS`] order.
+/// The program's actions before the library's, in [`SIGNALS`] order. A static because a signal handler is
+/// given no value of ours; it is the program's state kept to chain to, read only by this module's handler, not a
+/// table through which another module is called.
 static OLD: OnceLock<[libc::sigaction; 6]> = OnceLock::new();
 /// Write end of the request pipe, read end of the answer pipe.
 static REQUEST: AtomicI32 = AtomicI32::new(-1);
