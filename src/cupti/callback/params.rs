@@ -160,7 +160,7 @@ pub enum SyncCall {
 }
 
 impl SyncCall {
-    /// The driver functions [`SyncCall::of`] reads.
+    /// The driver functions `SyncCall::of` reads.
     pub const NAMES: [&'static str; 12] = [
         "cuStreamSynchronize",
         "cuStreamSynchronize_ptsz",
