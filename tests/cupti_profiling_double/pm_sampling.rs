@@ -381,3 +381,26 @@ fn the_sample_iterator_ends_at_its_deadline() {
         .collect();
     assert_eq!(got, vec![1.0, 2.0]);
 }
+
+#[test]
+fn counters_held_elsewhere_are_asked_without_taking_them() {
+    use gpu_tools::cupti::pm_sampling::counters_held_elsewhere;
+    let (_g, d) = serial();
+    let before = d.counts();
+    assert!(!counters_held_elsewhere(0).unwrap());
+    assert_eq!(d.counts().pm_enabled, before.pm_enabled, "nothing enabled");
+    d.set_busy(true);
+    assert!(counters_held_elsewhere(0).unwrap());
+    d.set_busy(false);
+    // A sampler of this process is not another client: refused before CUPTI is asked.
+    let first = pm(&[SM]).start().unwrap();
+    assert!(matches!(
+        counters_held_elsewhere(0).map_err(profiling),
+        Err(ProfilingError::AlreadySampling { device: 0 })
+    ));
+    first.stop().unwrap();
+    assert!(matches!(
+        counters_held_elsewhere(99).map_err(profiling),
+        Err(ProfilingError::NoSuchDevice { index: 99, .. })
+    ));
+}

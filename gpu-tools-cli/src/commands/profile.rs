@@ -343,6 +343,9 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         .transpose()?;
     let cupti = gpu_tools::cupti::CuptiLibrary::get().and_then(|l| l.path());
     let flight_recorder = !args.no_flight_recorder;
+    if request.pc_sampling {
+        counters_free_for_pc_sampling(pid)?;
+    }
     // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger.
     if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
         eprintln!(
@@ -365,6 +368,40 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         return attached_stalls(args, pid, &got, output);
     }
     attached_metrics(args, pid, request, &got, (&lib, cupti), output)
+}
+
+/// Refuses PC sampling of process `pid` where another client holds the counters of a GPU it uses: PC sampling
+/// started beside one (a range profiler left on in another job, one H200, 2026-12-02) got `CUPTI_ERROR_UNKNOWN`
+/// from `cuptiPCSamplingGetData`, and the CUDA-graph jobs sampled so died at their next launches ("unspecified
+/// launch failure", SIGSEGV in `cuGraphLaunch`). Where the check cannot be made (no CUPTI in gpu-tools' own
+/// process), it is said and the profile goes on.
+fn counters_free_for_pc_sampling(pid: u32) -> Result<(), Failure> {
+    match super::trace::held_elsewhere(pid) {
+        Ok(held) if held.is_empty() => Ok(()),
+        Ok(held) => {
+            let gpus: Vec<String> = held
+                .iter()
+                .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
+                .collect();
+            Err(Failure::new(
+                1,
+                format!(
+                    "process {pid}: not sampled: the performance counters of {} are held by another tool ({}); PC \
+                     sampling beside it fails in CUPTI and has crashed CUDA-graph jobs. The process was left as it \
+                     was; stop that tool first",
+                    gpus.join(", "),
+                    gpu_tools::cupti::profiler::LIKELY_HOLDERS
+                ),
+            ))
+        }
+        Err(why) => {
+            eprintln!(
+                "gpu-tools profile: process {pid}: whether another tool holds its GPU's counters could not be told \
+                 ({why}); PC sampling beside such a tool fails"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// The stall report of a PC-sampling window; a window without a stall record is an error saying what was enabled

@@ -314,7 +314,7 @@ pub(crate) fn chip(api: Api, _init: &ProfilerInit, index: usize) -> Result<Strin
 }
 
 /// The device exists (the driver is loaded and initialised first).
-fn check_index(index: usize) -> crate::Result<&'static Driver> {
+pub(crate) fn check_index(index: usize) -> crate::Result<&'static Driver> {
     let driver = Driver::load()?;
     let count = driver.device_count()?;
     if index >= count {

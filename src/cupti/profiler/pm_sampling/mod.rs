@@ -38,6 +38,7 @@ mod builder;
 mod claims;
 mod coverage;
 mod decoder;
+mod held;
 mod object;
 mod sampler;
 mod shared;
@@ -45,6 +46,7 @@ mod shared;
 mod tests;
 
 pub use batch::{PmBatch, SampleRef};
+pub use held::counters_held_elsewhere;
 pub use sampler::{PmSampler, Samples};
 
 /// How often a sample is taken.

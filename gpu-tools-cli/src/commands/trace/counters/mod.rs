@@ -105,33 +105,7 @@ pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
     let uuids: Vec<Option<String>> = (0..count)
         .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
         .collect();
-    let tracer = Visibility::current();
-    let mut processes = Vec::new();
-    let mut used = None;
-    if targets.is_empty() {
-        // A launched program inherits this process's view: it numbers the devices as this process does.
-        processes.push(ProcessDevices {
-            pid: std::process::id(),
-            ordinals: (0..count).collect(),
-        });
-    } else {
-        for &pid in targets {
-            let view = Visibility::of_process(pid).map_err(fail)?;
-            let ordinals = devices::map_devices(&view, &tracer, &uuids)
-                .map_err(|e| fail(format!("cannot tell which GPUs process {pid} uses: {e}")))?;
-            processes.push(ProcessDevices { pid, ordinals });
-        }
-        // The GPUs NVML lists the processes on, as this process numbers them.
-        used = devices::used_by(targets).map(|set| {
-            uuids
-                .iter()
-                .enumerate()
-                .filter(|(_, u)| u.as_ref().is_some_and(|u| set.contains(u)))
-                .map(|(i, _)| i)
-                .collect::<HashSet<usize>>()
-        });
-    }
-    let chosen = devices::choose(&processes, used.as_ref()).map_err(fail)?;
+    let chosen = chosen_devices(count, &uuids, targets).map_err(fail)?;
     if chosen.is_empty() {
         return Err(fail(if count == 0 {
             "the CUDA driver sees no GPU here".to_string()
@@ -181,6 +155,69 @@ pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
         devices,
         vendor_version,
     })
+}
+
+/// The devices the counters of `targets` are read on, as (this process's ordinal, the traced processes' ordinal):
+/// those the processes can use, narrowed to those NVML lists them on; for a launched program (no target), every
+/// device this process sees. `uuids`: this process's devices' UUIDs, by ordinal.
+fn chosen_devices(
+    count: usize,
+    uuids: &[Option<String>],
+    targets: &[u32],
+) -> Result<Vec<(usize, u32)>, String> {
+    let tracer = Visibility::current();
+    let mut processes = Vec::new();
+    let mut used = None;
+    if targets.is_empty() {
+        // A launched program inherits this process's view: it numbers the devices as this process does.
+        processes.push(ProcessDevices {
+            pid: std::process::id(),
+            ordinals: (0..count).collect(),
+        });
+    } else {
+        for &pid in targets {
+            let view = Visibility::of_process(pid)?;
+            let ordinals = devices::map_devices(&view, &tracer, uuids)
+                .map_err(|e| format!("cannot tell which GPUs process {pid} uses: {e}"))?;
+            processes.push(ProcessDevices { pid, ordinals });
+        }
+        // The GPUs NVML lists the processes on, as this process numbers them.
+        used = devices::used_by(targets).map(|set| {
+            uuids
+                .iter()
+                .enumerate()
+                .filter(|(_, u)| u.as_ref().is_some_and(|u| set.contains(u)))
+                .map(|(i, _)| i)
+                .collect::<HashSet<usize>>()
+        });
+    }
+    devices::choose(&processes, used.as_ref())
+}
+
+/// The GPUs of process `pid` whose performance counters another client holds (a PM sampler or range profiler of
+/// another process, Nsight Compute, DCGM), as (this process's ordinal, name). PC sampling beside such a holder
+/// fails and has killed CUDA-graph jobs (see `gpu_tools::cupti::pm_sampling::counters_held_elsewhere`). Where
+/// that cannot be told (no driver, no CUPTI here), `Err` says why.
+pub fn held_elsewhere(pid: u32) -> Result<Vec<(usize, String)>, String> {
+    let driver = gpu_tools::cuda::Driver::load().map_err(|e| e.to_string())?;
+    let count = driver
+        .device_count()
+        .map_err(|e| format!("cannot count the CUDA devices: {e}"))?;
+    let uuids: Vec<Option<String>> = (0..count)
+        .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
+        .collect();
+    let mut held = Vec::new();
+    for (ordinal, _) in chosen_devices(count, &uuids, &[pid])? {
+        if gpu_tools::cupti::pm_sampling::counters_held_elsewhere(ordinal)
+            .map_err(|e| e.to_string())?
+        {
+            let name = driver
+                .device_info(ordinal)
+                .map_or_else(|_| format!("device {ordinal}"), |i| i.name);
+            held.push((ordinal, name));
+        }
+    }
+    Ok(held)
 }
 
 /// Why a sampler did not open, with what to do about it.
