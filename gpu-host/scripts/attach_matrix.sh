@@ -126,8 +126,9 @@ attach() {
     grep -q 'Values from PM sampling attribution' "$f.txt" && records="${records:-0},pm-attribution"
     if [ "$rc" -eq 0 ]; then :
     elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
-    # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there.
-    elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI' "$f.txt"; then ok=refused-no-quiet-moment
+    # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there. At the
+    # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
+    elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI.*left as it was' "$f.txt"; then ok=refused-no-quiet-moment
     elif grep -q 'inside libcuda.*at every stop\|waits inside the CUDA driver at every stop' "$f.txt"; then ok=refused-in-driver
     else ok=FAIL; fi ;;
   # After a CUPTI attach the driver refuses the debugger for the process's life: where answers from the flight

@@ -14,7 +14,8 @@
 //! profile: a callback subscriber, held from the start to the finish, names each range after its launch and
 //! keeps the per-kernel limit, and the ranges are sent as kernel-metrics records. Where the subscriber cannot be
 //! had (CUPTI 13.0 gives one, and a profiler inside the program, such as Kineto once `torch.profiler` has run,
-//! keeps it), the ranges are numbered in launch order instead, sent as notices, and the stream says why.
+//! keeps it), the range profiler is not started, and a message says the window ended at its start (see
+//! `no_subscriber`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,7 +23,6 @@ use std::sync::Arc;
 use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::callback::{CallbackDomain, Subscriber};
 use gpu_tools::cupti::pc_sampling::PcSampler;
-use gpu_tools::cupti::profiler::range_profiler::RangeProfiler;
 use gpu_tools::trace::{
     ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
     ThreadIds, TimestampClock,
@@ -30,28 +30,18 @@ use gpu_tools::trace::{
 use gpu_tools_injection::control::{Control, ControlReader};
 use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
-use gpu_tools_injection::profile::notice::NumberedRanges;
+use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded};
 
 use crate::writer::{EndCounts, Filter, Writer};
 use gpu_tools_injection::settings::Settings;
 
-/// What collects in one context: PCs, or kernel metrics by CUPTI's range profiler (auto ranges, kernel replay)
-/// with ranges numbered, not named.
-enum Collector {
-    Pc(PcSampler<'static>),
-    Metrics(RangeProfiler<'static>),
-}
-
 /// A primary context of the program, retained for the session (released when dropped, after its collector: the
 /// fields drop in order).
 struct Sampled {
-    sampler: Option<Collector>,
+    sampler: Option<PcSampler<'static>>,
     id: u32,
     ctx: Context,
 }
-
-/// The most ranges whose values are sent in notices (the rest are counted).
-const RANGES_SHOWN: usize = 40;
 
 /// The attach thread's work: PC sampling, or kernel metrics when `request` asks for metrics and not for PC
 /// sampling. `cupti`: the CUPTI to load where the program maps none.
@@ -130,7 +120,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     continue;
                 }
                 if metrics.is_empty() {
-                    start(&writer, &mut contexts, metrics);
+                    start(&writer, &mut contexts);
                 } else {
                     if crate::flight::stop(
                         "profile --pid's kernel metrics took CUPTI's callback subscriber",
@@ -144,15 +134,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     }
                     match start_named(&writer, &contexts, request) {
                         Ok(s) => named = Some(s),
-                        Err(why) => {
-                            writer.notice(
-                                NoticeLevel::Warning,
-                                format!(
-                                    "kernel names unknown: {why}; the ranges are numbered in launch order instead"
-                                ),
-                            );
-                            start(&writer, &mut contexts, metrics)
-                        }
+                        Err(why) => no_subscriber(&writer, &why),
                     }
                 }
             }
@@ -175,12 +157,14 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     }
     let running = contexts.iter().filter(|c| c.sampler.is_some()).count();
     if running > 0 {
-        // The tracer went away between start and finish: stopping now could deadlock the program, so the
-        // samplers are left as they are (said, for whoever reads the stream).
+        // The tracer went away between start and finish (it found no moment to finish, or was killed): stopping
+        // now could deadlock the program, so the samplers are left as they are, said for whoever reads the stream
+        // (the tracer says so itself where it gave up).
         writer.notice(
-            NoticeLevel::Warning,
+            NoticeLevel::Error,
             format!(
-                "PC sampling left on in {running} context(s): the tracer ended before finishing it"
+                "PC sampling left on in {running} context(s) for the rest of the process's life: the tracer ended \
+                 before finishing it; it holds the GPU's sampling hardware meanwhile"
             ),
         );
         for c in &mut contexts {
@@ -250,31 +234,42 @@ fn program_profiler_refusal() -> Option<String> {
     }
 }
 
-/// Starts sampling in every context (every other thread of the program is stopped outside the driver now).
-fn start(writer: &Writer, contexts: &mut [Sampled], metrics: &[String]) {
-    if metrics.is_empty() && crate::profiling::range_profiler_ran() {
+/// Kernel metrics without CUPTI's callback subscriber (the program's own profiler holds it): the range profiler
+/// is not started. Without the subscriber nothing limits its replays: every launch of the window was replayed (8
+/// passes for an eager PyTorch job on an H200), the program's threads stayed inside the driver, and with 8 or 16
+/// jobs on the GPU the tracer found no moment to finish it (an AMP job, a job whose torch.profiler runs on a
+/// schedule). The range profiler then stayed on for the process's life: it held the GPU's counters (every other
+/// process's counters, kernel metrics and PC sampling on the GPU failed; two jobs whose PC sampling failed so died
+/// at their next graph launches), and the process's own traces failed (`CUPTI_ERROR_NOT_COMPATIBLE`). So the
+/// window ends at its start, said by a message: the tool gives it to PM sampling attribution, which needs nothing
+/// of CUPTI's in the process but a trace.
+fn no_subscriber(writer: &Writer, why: &str) {
+    writer.notice(
+        NoticeLevel::Warning,
+        format!("kernel metrics not started in the process: {why}"),
+    );
+    writer.message(&Message::ProfileStarted {
+        contexts: 0,
+        ranges_named: false,
+    });
+    writer.message(&Message::MetricsEnded(MetricsEnded {
+        before: MetricsEnd::NoSubscriber,
+        launches: 0,
+    }));
+}
+
+/// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now).
+fn start(writer: &Writer, contexts: &mut [Sampled]) {
+    if crate::profiling::range_profiler_ran() {
         writer.message(&Message::PcAfterRangeProfiler);
     }
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
-        let made = if metrics.is_empty() {
-            // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before
-            // it is released (`Sampled`'s field order).
-            unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }
-                .start()
-                .map(Collector::Pc)
-        } else {
-            // SAFETY: as above, for the range profiler.
-            unsafe { RangeProfiler::builder_for_raw(c.ctx.as_raw()) }
-                .metrics(metrics)
-                .start()
-                .map(Collector::Metrics)
-        };
+        // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before it is
+        // released (`Sampled`'s field order).
+        let made = unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }.start();
         match made {
             Ok(s) => {
-                if matches!(s, Collector::Metrics(_)) {
-                    crate::profiling::note_range_profiler();
-                }
                 c.sampler = Some(s);
                 started += 1;
             }
@@ -347,46 +342,12 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
         let Some(sampler) = c.sampler.take() else {
             continue;
         };
-        match sampler {
-            Collector::Pc(sampler) => match sampler.finish() {
-                Ok(samples) => records += crate::profiling::send_pc_samples(writer, c.id, &samples),
-                Err(e) => writer.notice(
-                    NoticeLevel::Error,
-                    format!("context {}: PC sampling: {e}", c.id),
-                ),
-            },
-            Collector::Metrics(mut profiler) => {
-                match profiler.results() {
-                    Ok(results) => {
-                        records += results.ranges.len();
-                        for r in results.ranges.iter().take(RANGES_SHOWN) {
-                            let values: Vec<String> = results
-                                .metrics
-                                .iter()
-                                .zip(&r.values)
-                                .map(|(m, v)| format!("{m}={v}"))
-                                .collect();
-                            writer.notice(
-                                NoticeLevel::Info,
-                                format!("context {}: range {}: {}", c.id, r.name, values.join(" ")),
-                            );
-                        }
-                        let numbered = NumberedRanges {
-                            context: c.id,
-                            ranges: results.ranges.len() as u64,
-                            shown: results.ranges.len().min(RANGES_SHOWN) as u64,
-                            dropped: results.dropped,
-                        };
-                        writer.message(&Message::NumberedRanges(numbered));
-                    }
-                    Err(e) => writer.notice(
-                        NoticeLevel::Error,
-                        format!("context {}: range profiler: {e}", c.id),
-                    ),
-                }
-                // Ended here, while the program is stopped.
-                drop(profiler);
-            }
+        match sampler.finish() {
+            Ok(samples) => records += crate::profiling::send_pc_samples(writer, c.id, &samples),
+            Err(e) => writer.notice(
+                NoticeLevel::Error,
+                format!("context {}: PC sampling: {e}", c.id),
+            ),
         }
     }
     writer.message(&Message::ProfileFinished {

@@ -329,6 +329,8 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                      begun while CUPTI's range profiler is on fails (seen with CUPTI 13.0 on driver 580), so it is \
                      turned off before the capture begins; the kernels profiled until then are reported"
                 }
+                // Not an end this callback finds (it is said at the start, in `pc_attach`).
+                MetricsEnd::NoSubscriber => "kernel metrics end",
             };
             state.writer.notice(NoticeLevel::Warning, text.into());
             let writer = Arc::clone(&state.writer);

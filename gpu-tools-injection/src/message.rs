@@ -17,7 +17,7 @@ use std::fmt;
 
 use gpu_tools_trace::{CodedNotice, NoticeLevel, Record};
 
-use crate::profile::notice::{MetricsEnd, MetricsEnded, NumberedRanges, PcCounts};
+use crate::profile::notice::{MetricsEnd, MetricsEnded, PcCounts};
 
 /// A message of an injected library that the tool acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +67,6 @@ pub enum Message {
     /// Attached kernel metrics ended on the program's thread (before its first CUDA graph launch or stream
     /// capture), the range profiler off, the launches profiled until then sent before this.
     MetricsEnded(MetricsEnded),
-    /// Kernel-metrics ranges of one context numbered in launch order (the program held CUPTI's subscriber, so they
-    /// could not be named), the first `shown` sent as notices of their own.
-    NumberedRanges(NumberedRanges),
     /// PC sampling starts in a process in which CUPTI's range profiler ran before (PC sampling after it was seen
     /// to give no stall records).
     PcAfterRangeProfiler,
@@ -85,7 +82,8 @@ mod code {
     pub const PROFILE_REFUSED: u16 = 6;
     pub const PC_COUNTS: u16 = 7;
     pub const METRICS_ENDED: u16 = 8;
-    pub const NUMBERED_RANGES: u16 = 9;
+    // 9 was the ranges numbered in launch order of kernel metrics without CUPTI's subscriber: such metrics are no
+    // longer taken (see `MetricsEnd::NoSubscriber`).
     pub const PC_AFTER_RANGE_PROFILER: u16 = 10;
 }
 
@@ -101,7 +99,6 @@ impl Message {
             Message::ProfileRefused { .. } => code::PROFILE_REFUSED,
             Message::PcCounts(_) => code::PC_COUNTS,
             Message::MetricsEnded(_) => code::METRICS_ENDED,
-            Message::NumberedRanges(_) => code::NUMBERED_RANGES,
             Message::PcAfterRangeProfiler => code::PC_AFTER_RANGE_PROFILER,
         }
     }
@@ -143,10 +140,10 @@ impl Message {
                 match e.before {
                     MetricsEnd::GraphLaunch => 0,
                     MetricsEnd::CaptureBegin => 1,
+                    MetricsEnd::NoSubscriber => 2,
                 },
                 e.launches,
             ],
-            Message::NumberedRanges(r) => vec![u64::from(r.context), r.ranges, r.shown, r.dropped],
         }
     }
 
@@ -215,18 +212,11 @@ impl Message {
                 before: match before {
                     0 => MetricsEnd::GraphLaunch,
                     1 => MetricsEnd::CaptureBegin,
+                    2 => MetricsEnd::NoSubscriber,
                     _ => return None,
                 },
                 launches,
             }),
-            (code::NUMBERED_RANGES, &[context, ranges, shown, dropped]) => {
-                Message::NumberedRanges(NumberedRanges {
-                    context: u32::try_from(context).ok()?,
-                    ranges,
-                    shown,
-                    dropped,
-                })
-            }
             (code::PC_AFTER_RANGE_PROFILER, &[]) => Message::PcAfterRangeProfiler,
             _ => return None,
         };
@@ -275,7 +265,6 @@ impl fmt::Display for Message {
             Message::ProfileRefused { reason } => write!(f, "profiling not possible: {reason}"),
             Message::PcCounts(c) => f.write_str(&c.text()),
             Message::MetricsEnded(e) => f.write_str(&e.text()),
-            Message::NumberedRanges(r) => f.write_str(&r.text()),
             Message::PcAfterRangeProfiler => {
                 f.write_str(crate::profile::notice::PC_AFTER_RANGE_PROFILER)
             }
@@ -335,11 +324,9 @@ mod tests {
                 before: MetricsEnd::CaptureBegin,
                 launches: 0,
             }),
-            Message::NumberedRanges(NumberedRanges {
-                context: 3,
-                ranges: 50,
-                shown: 40,
-                dropped: 1,
+            Message::MetricsEnded(MetricsEnded {
+                before: MetricsEnd::NoSubscriber,
+                launches: 0,
             }),
             Message::PcAfterRangeProfiler,
         ]
@@ -359,7 +346,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            [1, 2, 3, 4, 5, 6, 7, 8, 10],
             "each code once, none missing"
         );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
@@ -404,7 +391,9 @@ mod tests {
                  launches profiled",
                 "kernel metrics ended before the program's first stream capture, the range profiler off: 0 \
                  launches profiled",
-                "context 3: 50 ranges (40 shown), 1 dropped",
+                "kernel metrics not started: the program's own profiler holds CUPTI's callback subscriber, \
+                 without which the range profiler would replay every launch of the window (and the tracer could \
+                 find no moment to end it); the range profiler off: 0 launches profiled",
                 "PC sampling starts in a process in which CUPTI's range profiler ran before (an earlier \
                  kernel-metrics attach): PC sampling after it was seen to give no stall records",
             ]

@@ -540,6 +540,9 @@ struct range {
 };
 
 static struct range *g_range;
+/* Range profilers enabled so far in the process, for tests that check none was. */
+static unsigned g_range_enables;
+unsigned cp_range_enables(void) { return g_range_enables; }
 
 typedef struct {
     size_t structSize;
@@ -575,6 +578,7 @@ CUptiResult cuptiRangeProfilerEnable(RangeEnable *p) {
     g_range = calloc(1, sizeof *g_range);
     g_range->ctx = p->ctx;
     g_range_enabled = 1;
+    g_range_enables++;
     p->pRangeProfilerObject = g_range;
     return SUCCESS;
 }

@@ -44,6 +44,9 @@ mod tests;
 /// on before it gives up.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
 const SEARCH_LIMIT: Duration = Duration::from_secs(20);
+/// The search at the finish, where giving up leaves the profiling on: with 8 and 16 jobs on one H200, a finish of
+/// kernel metrics (then replaying every launch) found no moment in 20 s, and the range profiler stayed on.
+const FINISH_SEARCH_LIMIT: Duration = Duration::from_secs(90);
 /// How long, in one stop, the threads found inside the vendor libraries run alone, in turn, to leave them (the
 /// others stay stopped meanwhile), and how long one such run may take.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -169,15 +172,65 @@ enum Moment<'a> {
     /// The start: nothing is started yet, so a thread stuck inside the vendor libraries refuses the profile at once
     /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice.
     Start { flight_recorder: bool },
-    /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running).
-    Finish { before: &'a BTreeSet<u32> },
+    /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running), and
+    /// what stays on in the process if no moment is found.
+    Finish {
+        before: &'a BTreeSet<u32>,
+        left_on: LeftOn,
+    },
 }
 
 impl Moment<'_> {
     fn before(&self) -> Option<&BTreeSet<u32>> {
         match self {
             Moment::Start { .. } => None,
-            Moment::Finish { before } => Some(before),
+            Moment::Finish { before, .. } => Some(before),
+        }
+    }
+
+    /// How long the search goes on: at the start nothing is on yet, and giving up leaves the process as it was; at
+    /// the finish, giving up leaves the profiling on, so the search is longer.
+    fn search_limit(&self) -> Duration {
+        match self {
+            Moment::Start { .. } => SEARCH_LIMIT,
+            Moment::Finish { .. } => FINISH_SEARCH_LIMIT,
+        }
+    }
+
+    /// What giving up leaves, in a sentence.
+    fn given_up(&self) -> &'static str {
+        match self {
+            Moment::Start { .. } => "the process was left as it was",
+            Moment::Finish { left_on, .. } => left_on.text(),
+        }
+    }
+}
+
+/// What stays on in the process when the finish finds no moment to end it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeftOn {
+    /// PC sampling: ended by nothing (the library cannot end it safely while the program launches).
+    PcSampling,
+    /// The range profiler with named ranges: the program's next kernel launch ends it, on its own thread.
+    RangeProfiler,
+    /// Nothing: the range profiler ended on the program's thread, or never started.
+    Nothing,
+}
+
+impl LeftOn {
+    fn text(self) -> &'static str {
+        match self {
+            LeftOn::PcSampling => {
+                "PC sampling stays on in the process for the rest of its life (ending it while a thread is inside \
+                 the driver could deadlock the program): it holds the GPU's sampling hardware, and other tools' PC \
+                 sampling and counters on this GPU may fail meanwhile"
+            }
+            LeftOn::RangeProfiler => {
+                "the range profiler stays on until the program's next kernel launch ends it, on the launching thread"
+            }
+            LeftOn::Nothing => {
+                "nothing of the profile stays on in the process (the range profiler had ended)"
+            }
         }
     }
 }
@@ -208,7 +261,7 @@ fn sighting(i: &quiesce::Inside) -> stuck::Sighting {
 
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
 /// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
-/// program goes on a moment and is stopped again, until `SEARCH_LIMIT`. At the start, a thread found inside at the
+/// program goes on a moment and is stopped again, until the moment's limit. At the start, a thread found inside at the
 /// end of every stop refuses the profile after a few (`stuck`). Returns the stopped program, the stops and the times
 /// a thread ran alone.
 fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u32), Failure> {
@@ -224,7 +277,17 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
     let mut vendor_owned: BTreeSet<u32> = BTreeSet::new();
     // The threads found inside at the end of the last stops (at the start only).
     let mut watch = matches!(moment, Moment::Start { .. }).then(stuck::Watch::default);
-    while started.elapsed() < SEARCH_LIMIT {
+    let limit = moment.search_limit();
+    let mut said_still = false;
+    while started.elapsed() < limit {
+        if !said_still && started.elapsed() >= SEARCH_LIMIT {
+            said_still = true;
+            eprintln!(
+                "gpu-tools profile: process {pid}: still looking for a moment with no thread inside the CUDA driver \
+                 or CUPTI to finish (for up to {} s more): until then the profiling stays on",
+                (limit - SEARCH_LIMIT).as_secs()
+            );
+        }
         tries += 1;
         let stop_began = started.elapsed();
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
@@ -342,9 +405,10 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         1,
         format!(
             "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} stops, \
-             {nudges} runs alone; still inside at the end of a stop: {}); the process was left as it was",
-            SEARCH_LIMIT.as_secs(),
-            common.join(", ")
+             {nudges} runs alone; still inside at the end of a stop: {}); {}",
+            limit.as_secs(),
+            common.join(", "),
+            moment.given_up()
         ),
     ))
 }
@@ -440,6 +504,13 @@ pub fn run(
             .unwrap_or_default()
     );
     out.sampled = collect_until_stop(pid, duration, !metrics.is_empty(), &stop, &mut rx, &mut out);
+    let left_on = if request.pc_sampling {
+        LeftOn::PcSampling
+    } else if out.ended_early.is_some() {
+        LeftOn::Nothing
+    } else {
+        LeftOn::RangeProfiler
+    };
     let finished = if Path::new(&format!("/proc/{pid}")).exists() {
         let (finished, tries) = call_stopped(
             pid,
@@ -448,7 +519,10 @@ pub fn run(
             |m| matches!(m, Message::ProfileFinished { .. }),
             &mut rx,
             &mut out,
-            Moment::Finish { before: &before },
+            Moment::Finish {
+                before: &before,
+                left_on,
+            },
         )?;
         out.tries[1] = tries;
         Some(finished.to_string())
@@ -556,6 +630,16 @@ fn collect_until_stop(
 ) -> Duration {
     let from = Instant::now();
     let until = duration.map(|s| from + Duration::from_secs_f64(s.max(0.0)));
+    // Kernel metrics the library did not start (the program holds CUPTI's subscriber) end with the start's answer.
+    if metrics
+        && out
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::MetricsEnded(_)))
+    {
+        out.ended_early = Some(Duration::ZERO);
+        return Duration::ZERO;
+    }
     while !stop.load(Ordering::SeqCst) && until.is_none_or(|u| Instant::now() < u) {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             break;

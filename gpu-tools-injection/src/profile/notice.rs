@@ -1,5 +1,5 @@
 //! What an attached profile (`gpu-tools profile --pid`) tells the tool beside its records: the values that
-//! [`Message`](crate::message::Message)s carry (`PcCounts`, `MetricsEnded`, `NumberedRanges`) and the words a person
+//! [`Message`](crate::message::Message)s carry (`PcCounts`, `MetricsEnded`) and the words a person
 //! reads of them. The tool reads the messages' values, never these words.
 
 /// What CUPTI counted in one context's PC sampling, said whatever came of it: a window without stall records is
@@ -46,6 +46,10 @@ pub enum MetricsEnd {
     GraphLaunch,
     /// The program's first stream capture.
     CaptureBegin,
+    /// Its start: the program's own profiler holds CUPTI's callback subscriber, so the range profiler is not
+    /// started at all (without the subscriber nothing limits its replays; see `pc_attach` in the injection
+    /// library).
+    NoSubscriber,
 }
 
 impl MetricsEnd {
@@ -54,6 +58,10 @@ impl MetricsEnd {
         match self {
             MetricsEnd::GraphLaunch => "the program's first CUDA graph launch",
             MetricsEnd::CaptureBegin => "the program's first stream capture",
+            MetricsEnd::NoSubscriber => {
+                "its start (the program's own profiler holds CUPTI's callback subscriber, without which the range \
+                 profiler would replay every launch of the window)"
+            }
         }
     }
 }
@@ -71,34 +79,16 @@ pub struct MetricsEnded {
 impl MetricsEnded {
     /// The notice's text.
     pub fn text(&self) -> String {
+        if self.before == MetricsEnd::NoSubscriber {
+            return "kernel metrics not started: the program's own profiler holds CUPTI's callback subscriber, \
+                    without which the range profiler would replay every launch of the window (and the tracer could \
+                    find no moment to end it); the range profiler off: 0 launches profiled"
+                .into();
+        }
         format!(
             "kernel metrics ended before {}, the range profiler off: {} launches profiled",
             self.before.what(),
             self.launches
-        )
-    }
-}
-
-/// Kernel metrics whose ranges could not be named (the program holds CUPTI's callback subscriber): one context's
-/// ranges, numbered in launch order, the first `shown` sent as notices of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NumberedRanges {
-    /// CUPTI's id of the context.
-    pub context: u32,
-    /// Ranges profiled.
-    pub ranges: u64,
-    /// Ranges whose values were sent.
-    pub shown: u64,
-    /// Ranges CUPTI dropped.
-    pub dropped: u64,
-}
-
-impl NumberedRanges {
-    /// The notice's text.
-    pub fn text(&self) -> String {
-        format!(
-            "context {}: {} ranges ({} shown), {} dropped",
-            self.context, self.ranges, self.shown, self.dropped
         )
     }
 }

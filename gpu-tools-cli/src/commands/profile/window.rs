@@ -3,13 +3,13 @@
 //! that gave records but whose samples were mostly in kernels CUPTI does not expose says that share.
 //!
 //! What was seen comes from the injection library's messages (`gpu_tools_injection::message::Message`): CUPTI's
-//! counts of the PC samples per context, the early end of kernel metrics, the ranges numbered where they could not
-//! be named; their values are read, never their words.
+//! counts of the PC samples per context, the early end of kernel metrics (or that they were not started); their
+//! values are read, never their words.
 
 use std::time::Duration;
 
 use gpu_tools_injection::message::Message;
-use gpu_tools_injection::profile::notice::{MetricsEnded, PcCounts};
+use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded, PcCounts};
 
 /// The share of samples in kernels CUPTI does not expose above which a window with stall records says it.
 pub const NON_USER_SAID: f64 = 0.2;
@@ -155,17 +155,6 @@ pub struct MetricsWindow<'a> {
 }
 
 impl MetricsWindow<'_> {
-    /// Ranges numbered in launch order (where they could not be named), over every context.
-    pub fn numbered(&self) -> u64 {
-        self.messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::NumberedRanges(r) => Some(r.ranges),
-                _ => None,
-            })
-            .sum()
-    }
-
     /// The early end of the range profiler, where it ended before the tracer finished it.
     pub fn ended(&self) -> Option<MetricsEnded> {
         self.messages.iter().find_map(|m| match m {
@@ -177,7 +166,7 @@ impl MetricsWindow<'_> {
     /// The error of a window in which no kernel was profiled; `None` where some were.
     pub fn empty_error(&self) -> Option<String> {
         let attributed = self.attributed.as_ref().map_or(0, |a| a.0);
-        if self.named > 0 || self.numbered() > 0 || attributed > 0 {
+        if self.named > 0 || attributed > 0 {
             return None;
         }
         let mut m = format!(
@@ -191,6 +180,10 @@ impl MetricsWindow<'_> {
                 .map_or_else(|| "every".to_string(), |n| n.to_string())
         );
         match self.ended() {
+            Some(e) if e.before == MetricsEnd::NoSubscriber => m.push_str(
+                "the range profiler was not started: the program's own profiler holds CUPTI's callback subscriber, \
+                 without which it would replay every launch of the window",
+            ),
             Some(e) => m.push_str(&format!(
                 "the range profiler ended before {} with {} profiled",
                 e.before.what(),
@@ -212,7 +205,6 @@ impl MetricsWindow<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_tools_injection::profile::notice::{MetricsEnd, NumberedRanges};
 
     fn pc(records: usize, messages: &[Message]) -> PcWindow<'_> {
         PcWindow {
@@ -335,7 +327,7 @@ mod tests {
             .empty_error()
             .unwrap();
         assert!(m.ends_with("Seen: no kernel launch reached the range profiler (the process launched no kernel in the window, or waited on the host)"), "{m}");
-        // Kernels from either part, or ranges numbered where they could not be named: no error.
+        // Kernels from either part: no error.
         assert_eq!(
             metrics_window(9, &notices, &metrics, None).empty_error(),
             None
@@ -344,14 +336,26 @@ mod tests {
             metrics_window(0, &notices, &metrics, Some((4, String::new()))).empty_error(),
             None
         );
-        let numbered = NumberedRanges {
-            context: 1,
-            ranges: 5,
-            shown: 5,
-            dropped: 0,
-        };
-        let notices = [Message::NumberedRanges(numbered)];
-        let w = metrics_window(0, &notices, &metrics, None);
-        assert_eq!((w.numbered(), w.empty_error()), (5, None));
+        // Not started for want of CUPTI's subscriber, then attribution failed: said as such.
+        let notices = [Message::MetricsEnded(MetricsEnded {
+            before: MetricsEnd::NoSubscriber,
+            launches: 0,
+        })];
+        let m = metrics_window(
+            0,
+            &notices,
+            &metrics,
+            Some((0, "PM sampling attribution failed: x".into())),
+        )
+        .empty_error()
+        .unwrap();
+        assert!(
+            m.contains(
+                "Seen: the range profiler was not started: the program's own profiler holds CUPTI's callback \
+                 subscriber, without which it would replay every launch of the window; then PM sampling \
+                 attribution failed: x"
+            ),
+            "{m}"
+        );
     }
 }

@@ -205,3 +205,33 @@ fn a_thread_that_passes_through_the_driver_gets_its_quiet_moment() {
     }
     assert!(target.runs_on(), "the process runs on");
 }
+
+#[test]
+fn a_finish_searches_longer_than_a_start_and_says_what_stays_on() {
+    let before = BTreeSet::new();
+    let start = Moment::Start {
+        flight_recorder: true,
+    };
+    let finish = |left_on| Moment::Finish {
+        before: &before,
+        left_on,
+    };
+    // Giving up at the start leaves nothing; at the finish it leaves the profiling on, so the search goes on longer.
+    assert!(finish(LeftOn::PcSampling).search_limit() > start.search_limit());
+    assert_eq!(start.given_up(), "the process was left as it was");
+    assert!(
+        finish(LeftOn::PcSampling)
+            .given_up()
+            .starts_with("PC sampling stays on in the process for the rest of its life")
+    );
+    assert!(
+        finish(LeftOn::RangeProfiler)
+            .given_up()
+            .contains("until the program's next kernel launch ends it")
+    );
+    assert!(
+        finish(LeftOn::Nothing)
+            .given_up()
+            .starts_with("nothing of the profile stays on")
+    );
+}
