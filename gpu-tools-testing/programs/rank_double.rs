@@ -4,6 +4,11 @@
 //! rank's work and waits. `.ci/slurm` runs several of these as the tasks of a Slurm job on several "hosts" and
 //! traces them with `gpu-tools trace --job`.
 //!
+//! Each kernel is launched and waited for as a program does through the driver: the CUPTI double fires the
+//! callbacks of `cuLaunchKernel` (on a stream of the driver double's primary context) and of
+//! `cuStreamSynchronize` for a subscriber that enabled them, so the flight recorder an attach leaves behind keeps
+//! account of the rank's launches, as it would of a real program's.
+//!
 //! The process looks like a CUDA process to `/proc`: it maps the CUDA driver double and the CUPTI double under
 //! the names of the real libraries (`libcuda.so.1`, `libcupti.so.13`, copies in `WORKDIR/libs-PID/`), which the
 //! injection library then uses as the program's own. The ranks meet at a barrier of files in `WORKDIR/barrier/`
@@ -26,6 +31,11 @@ use gpu_tools_testing::cupti_double::Controls;
 
 /// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`.
 const CONCURRENT_KERNEL: u32 = 10;
+/// `CUPTI_CB_DOMAIN_DRIVER_API`, and the driver callback ids of `cuLaunchKernel` and `cuStreamSynchronize`
+/// (cupti_driver_cbid.h).
+const DRIVER_DOMAIN: u32 = 1;
+const CBID_LAUNCH_KERNEL: u32 = 307;
+const CBID_STREAM_SYNCHRONIZE: u32 = 126;
 const COMPUTE: &CStr = c"_Z7computePfi";
 const ALL_REDUCE: &CStr = c"ncclDevKernel_AllReduce_Sum_f32_RING_LL";
 
@@ -86,6 +96,44 @@ fn finished(barrier: &Path, rank: u32) -> Option<u64> {
         .ok()
 }
 
+/// The driver double's primary context, current on this thread, and two streams in it (the compute stream and
+/// the all-reduce's), as a program sets them up.
+fn primary_context_and_streams(driver: &libloading::Library) -> (usize, [usize; 2]) {
+    type Init = unsafe extern "C" fn(u32) -> i32;
+    type Retain = unsafe extern "C" fn(*mut usize, i32) -> i32;
+    type Push = unsafe extern "C" fn(usize) -> i32;
+    type StreamCreate = unsafe extern "C" fn(*mut usize, u32) -> i32;
+    // SAFETY: the driver double's functions, of these C signatures (cuda.h); the library stays loaded.
+    let (init, retain, push, create) = unsafe {
+        (
+            *driver.get::<Init>(b"cuInit\0").expect("cuInit"),
+            *driver
+                .get::<Retain>(b"cuDevicePrimaryCtxRetain\0")
+                .expect("cuDevicePrimaryCtxRetain"),
+            *driver
+                .get::<Push>(b"cuCtxPushCurrent_v2\0")
+                .expect("cuCtxPushCurrent_v2"),
+            *driver
+                .get::<StreamCreate>(b"cuStreamCreate\0")
+                .expect("cuStreamCreate"),
+        )
+    };
+    let mut context = 0usize;
+    let mut streams = [0usize; 2];
+    // SAFETY: each call gets live out-pointers; the context is the one the driver gave.
+    let codes = unsafe {
+        [
+            init(0),
+            retain(&mut context, 0),
+            push(context),
+            create(&mut streams[0], 0),
+            create(&mut streams[1], 0),
+        ]
+    };
+    assert_eq!(codes, [0; 5], "the driver double's context and streams");
+    (context, streams)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.doubles_dir {
@@ -113,9 +161,9 @@ fn main() -> ExitCode {
     let driver_path = copy("cuda_driver", &libs, "libcuda.so.1");
     let cupti_path = copy("cupti_activity", &libs, "libcupti.so.13");
     // SAFETY: the driver double has no initialisers; it stays loaded (and mapped) until the process ends.
-    let _driver =
-        unsafe { libloading::Library::new(&driver_path) }.expect("load the driver double");
+    let driver = unsafe { libloading::Library::new(&driver_path) }.expect("load the driver double");
     let cupti = Controls::open(&cupti_path).expect("load the CUPTI double");
+    let (context, streams) = primary_context_and_streams(&driver);
     let compute = Duration::from_millis(if cli.slow_rank == Some(rank) {
         cli.step_ms * cli.slow_factor
     } else {
@@ -134,6 +182,36 @@ fn main() -> ExitCode {
     let mut recorded = 0u64;
     let mut kernel = |name: &'static CStr, start: u64, end: u64, stream: u32| {
         correlation = correlation.wrapping_add(1);
+        let handle = streams[usize::from(stream != 7)];
+        // cuLaunchKernel_params: the function, six 32-bit dimensions, the shared memory bytes, then the stream
+        // (the sixth 64-bit word); the launch is reported at its end, when the record is written too.
+        let mut launch = [0u64; 8];
+        launch[5] = handle as u64;
+        // SAFETY: the array lives to the end of the call and has cuLaunchKernel's layout; the name is static.
+        unsafe {
+            cupti.api_callback_params(
+                DRIVER_DOMAIN,
+                CBID_LAUNCH_KERNEL,
+                c"cuLaunchKernel",
+                Some(name),
+                launch.as_ptr().cast(),
+                context,
+                correlation,
+            )
+        };
+        let sync = [handle as u64];
+        // SAFETY: cuStreamSynchronize_params is the stream alone; the array lives to the end of the call.
+        unsafe {
+            cupti.api_callback_params(
+                DRIVER_DOMAIN,
+                CBID_STREAM_SYNCHRONIZE,
+                c"cuStreamSynchronize",
+                None,
+                sync.as_ptr().cast(),
+                context,
+                correlation,
+            )
+        };
         // 1 written, -1 while no tracer has kernels enabled.
         if cupti.kernel(
             CONCURRENT_KERNEL,
