@@ -204,8 +204,12 @@ row() {
     sleep 0.3
   done
   touch "$STOP_FILE"
-  # A job still running HANG_SECONDS (default 90) after it was told to end: its threads' kernel stacks and a native
-  # backtrace into hang.txt, then it is ended (the row fails), so that a hang is seen and named. DDP runs its steps.
+  # A job still running HANG_SECONDS (default 90) after it was told to end: its threads' kernel stacks, its Python
+  # stacks (faulthandler on SIGUSR1, into its log) and a native backtrace by gdb into hang.txt, then it is ended (the
+  # row fails), so that a hang is seen and named. DDP runs its steps. Never cuda-gdb: its attach calls
+  # cudbgApiAttach in the job, which the driver refuses in a process that ran CUPTI ("Could not find CUDA Debugger
+  # back-end"), and the job then died of SIGSEGV (profiler-open, 2026-12-02: it was slow, in torch.profiler's
+  # parsing of its events, not hung; the probe killed it).
   local deadline=$(( $(date +%s) + ${HANG_SECONDS:-90} ))
   [ "$name" = ddp ] && deadline=$((deadline + seconds))
   while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
@@ -217,8 +221,12 @@ row() {
         echo "--- task ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
         cat "$t/stack" 2>/dev/null
       done
-      dbg=$(command -v gdb || command -v cuda-gdb)
-      [ -n "$dbg" ] && timeout 60 "$dbg" -batch -p "$jp" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -300
+      case $name in threads|ddp|hung) ;; *) kill -USR1 "$jp" 2>/dev/null && sleep 1 && echo "(Python stacks: in attached.log)" ;; esac
+      if command -v gdb > /dev/null; then
+        timeout 60 gdb -batch -p "$jp" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -300
+      else
+        echo "(no gdb here: no native backtrace; cuda-gdb is not used, see above)"
+      fi
     } > "$d/hang.txt" 2>&1
     kill -9 "$attached" 2>/dev/null
   fi
