@@ -6,7 +6,8 @@
 # JOB_SECONDS being only a cap) and says how many steps it ran; an untouched run of exactly those steps follows (the
 # threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached one on the same
 # GPUs). A row passes when the attached job's exit code and printed result equal the untouched run's, its own
-# torch.profiler count (profiler-open, profiler-schedule, profiler-late) is within 1% of the untouched one's, and
+# torch.profiler count (profiler-open, profiler-schedule, profiler-late) is within 1% of the untouched one's (for
+# profilers in cycles: no less than 1% under it, and no cycle larger than the untouched run's largest), and
 # every window gave what it should, judged by what it recorded, not its exit code alone:
 #  - a trace window holds records of work and a kernel record for every kernel launch it recorded (in the nvtx row,
 #    NVTX ranges too);
@@ -267,8 +268,23 @@ row() {
     k_u=$(awk '/^torch_profiler kernels/ {print $3}' "$d/untouched.log")
     k_a=$(awk '/^torch_profiler kernels/ {print $3}' "$d/attached.log")
     notes+=" torch.profiler kernels untouched ${k_u:-none} attached ${k_a:-none};"
-    awk -v a="${k_a:-0}" -v u="${k_u:-0}" 'BEGIN { exit !(u > 0 && (a - u < 0 ? u - a : a - u) <= u / 100) }' \
-      || verdict=FAIL
+    # Rows whose profiler runs in cycles (schedule, late sessions) print each cycle's count: the largest cycle of
+    # the untouched run is what a cycle holds when nothing is lost. Under load the untouched run's scheduled
+    # profiler lost records on its own (2026-12-02, 16 jobs on one H200: untouched 179,498 in 1,141 cycles, 157 a
+    # cycle on average; attached 208,432, its cycles at most 188 each, mostly exactly 188), so there a larger
+    # attached count is no harm
+    # unless a cycle of it holds more than any untouched cycle (records the program did not make: replays).
+    local max_u max_a
+    max_u=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/untouched.log")
+    max_a=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/attached.log")
+    if [ "$max_u" -gt 0 ]; then
+      notes+=" largest cycle untouched $max_u attached $max_a;"
+      [ "$max_a" -le "$max_u" ] || { verdict=FAIL; notes+=" a cycle holds more than any untouched cycle;"; }
+      awk -v a="${k_a:-0}" -v u="${k_u:-0}" 'BEGIN { exit !(u > 0 && a >= u - u / 100) }' || verdict=FAIL
+    else
+      awk -v a="${k_a:-0}" -v u="${k_u:-0}" 'BEGIN { exit !(u > 0 && (a - u < 0 ? u - a : a - u) <= u / 100) }' \
+        || verdict=FAIL
+    fi
   fi
   echo "ROW $name exit $rc_a (untouched $rc_u) | result ${res_a:-none}| untouched ${res_u:-none}| attaches $n, failed $fails |$notes $verdict"
   # A job that died: the end of its log (Python's faulthandler names the thread and frame of a fatal signal) and
