@@ -12,9 +12,9 @@
 //! (a CUPTI buffer of gpu-tools' 4 MiB). Both sides write to `/dev/null` (a real file adds the same copy into the
 //! page cache to both). The sides alternate, batch by batch, in `ROUNDS` rounds; each side's fastest batch counts,
 //! since the machine's noise (other builds on 2 shared cores) only ever adds time. Exit 1 when the path takes more
-//! than `MAX_RATIO` times the baseline. On the 2-core build machine under a load of 6 to 8: 4.28 to 4.51 in five
+//! than `MAX_RATIO` times the baseline. On the 2-core build machine under a load of 6 to 9: 4.13 to 4.62 in five
 //! runs of 200 rounds (3.17 to 4.83 with 60 rounds); with the path's work done twice per batch (a temporary
-//! change to `write_batch`), 8.47 to 14.18 in six runs, each a failure.
+//! change to `write_batch`), 8.47 to 14.18 in six runs, each a failure (`docs/measurements.md`).
 //!
 //! `cargo bench -p gpu-tools-inject --bench record_path` (or the binary with `--rounds N`); no GPU needed.
 

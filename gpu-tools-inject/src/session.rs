@@ -381,7 +381,7 @@ impl Session {
         // The program's own CUPTI calls come to the trace before its tracer registers: a profiler that registers
         // its callbacks again in between (torch.profiler on a `schedule` does so every few steps) would otherwise
         // take CUPTI's completed buffers from the tracer for the whole window. On an H200 every window beside such a
-        // job held no record, and the job's profiler lost a quarter of its cycles.
+        // job held no record, and the job's profiler ended 24% short of its records (docs/driver-notes.md).
         let expected = session_kinds(config, config.graph, mode);
         let subscriber = Arc::new(Mutex::new(crate::coexist::SubscriberSlot::default()));
         share_cupti(expected, before, &writer, &subscriber);

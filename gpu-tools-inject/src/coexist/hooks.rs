@@ -12,11 +12,14 @@ use super::{Real, bit, handover, with_mux};
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
 fn guarded(body: impl FnOnce(&Real) -> sys::CUptiResult) -> sys::CUptiResult {
-    // The session's, resolved at its start; without a session (a slot read just before it ended), again.
-    let Some(real) = with_mux(|m| m.real).or_else(|| super::resolve().ok()) else {
-        return sys::CUPTI_ERROR_UNKNOWN;
-    };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&real))) {
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // The session's, resolved at its start; without a session (a slot read just before it ended), again.
+        match with_mux(|m| m.real).or_else(|| super::resolve().ok()) {
+            Some(real) => body(&real),
+            None => sys::CUPTI_ERROR_UNKNOWN,
+        }
+    }));
+    match run {
         Ok(code) => code,
         Err(payload) => {
             std::mem::forget(payload);

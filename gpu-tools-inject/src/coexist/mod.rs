@@ -129,7 +129,7 @@ pub struct Handed {
 
 struct Mux {
     /// The real CUPTI functions, resolved at [`install`]. A hook called without a session (a slot a thread read
-    /// just before the session ended) resolves them again (`hooks::real`).
+    /// just before the session ended) resolves them again (`hooks::guarded`).
     real: Real,
     /// What the session gave the sharing.
     link: SessionLink,

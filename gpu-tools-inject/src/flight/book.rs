@@ -1,6 +1,6 @@
 //! The flight recorder's account: per stream, the launches made on it and the last one the program's own
 //! synchronisation says has finished; the synchronisation calls in progress; the events recorded (which stream's
-//! launches each marks). Plain data, fed by the launch and synchronisation callbacks (`super::callback`) and read
+//! launches each marks). Plain data, fed by the launch and synchronisation callbacks (`super::on_event`) and read
 //! into a report (`super::service`); nothing here calls the driver.
 
 use std::collections::{HashMap, VecDeque};
@@ -285,6 +285,21 @@ impl Book {
         self.events.retain(|_, (s, _)| *s != stream);
     }
 
+    /// A context is being destroyed: its streams with it (the default stream included, which no stream
+    /// destruction names), so that no report makes the dead context current to ask about them.
+    pub fn context_destroyed(&mut self, context: usize) {
+        let gone: Vec<usize> = self
+            .streams
+            .iter_mut()
+            .filter(|(_, log)| log.context == context)
+            .map(|(&stream, log)| {
+                log.destroyed = true;
+                stream
+            })
+            .collect();
+        self.events.retain(|_, (s, _)| !gone.contains(s));
+    }
+
     /// The kernels of an executable graph made while recording, for its launches' names.
     pub fn graph_made(&mut self, exec: usize, kernels: &str) {
         let n = self.intern(kernels);
@@ -533,5 +548,19 @@ mod tests {
             StreamState::Destroyed
         );
         assert_eq!(b.to_ask().len(), 1);
+    }
+
+    #[test]
+    fn a_destroyed_context_takes_its_streams_and_no_other() {
+        let mut b = book_with(7, 2);
+        b.launch(0, 0xc1, 2, 100, 3, 1, 0, None);
+        b.context_destroyed(0xc1);
+        let asked: Vec<usize> = b.to_ask().into_iter().map(|(s, _, _)| s).collect();
+        assert_eq!(asked, [7], "only the live context's stream is asked");
+        let r = b.report(1, 0, &HashMap::new());
+        assert_eq!(
+            r.streams.iter().find(|s| s.stream == 0).unwrap().state,
+            StreamState::Destroyed
+        );
     }
 }

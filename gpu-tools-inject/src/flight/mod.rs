@@ -5,8 +5,10 @@
 //! (stream, event and context synchronisations and queries, event records), which launches have finished. `where`
 //! asks for it over a socket (`service`): the launches not known to have finished, per stream, since when, on which
 //! thread, and the threads waiting in a synchronisation. Kernels are not timed on the GPU and no activity record
-//! is made: the cost is a callback at each launch and synchronisation call, no driver call (the floor benchmark
-//! shows it).
+//! is made: the cost is a callback at each launch and synchronisation call, with no driver call there (a graph's
+//! instantiation reads the graph through the driver, once). On an H200, after a trace window left it on, a C
+//! launch flood ran at 0.99 of its rate before and a PyTorch flood of tiny kernels at 0.78 (`docs/measurements.md`,
+//! "Tracers side by side"; measured before the recorder's per-launch work was cut).
 //!
 //! It holds CUPTI's one callback subscriber (CUPTI 13.0 gives one). A profiler of the program that asks for it
 //! (`cuptiSubscribe`, which is redirected to [`subscribe_hook`] while the recorder runs) gets it: the recorder steps
@@ -173,18 +175,9 @@ type SubscribeFn = unsafe extern "C" fn(
 /// CUPTI's own `cuptiSubscribe`, in the CUPTI the program maps (looked up at each call: a program subscribes once
 /// per profiler session, if that).
 fn real_subscribe() -> Option<SubscribeFn> {
-    let path = gpu_tools::cupti::CuptiLibrary::get()?.path()?;
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: RTLD_NOLOAD finds the copy already mapped (the crate loaded it), nothing is loaded; the handle is
-    // kept, as the crate keeps the library for the process.
-    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return None;
-    }
-    // SAFETY: a live handle and a NUL-terminated name.
-    let p = unsafe { libc::dlsym(handle, c"cuptiSubscribe".as_ptr()) };
+    let p = crate::nvtx_attach::cupti_symbol("cuptiSubscribe").ok()?;
     // SAFETY: CUPTI's function of this C signature (cupti_callbacks.h).
-    (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, SubscribeFn>(p) })
+    Some(unsafe { std::mem::transmute::<*mut c_void, SubscribeFn>(p) })
 }
 
 /// `cuptiSubscribe` while the recorder runs: the program's profiler gets the subscriber, and the recorder stops.
@@ -263,7 +256,10 @@ fn on_api(a: &ApiEvent<'_>) {
                 SyncCall::StreamQuery(s) => (SyncTarget::Stream(s as usize), true),
                 SyncCall::EventSynchronize(e) => (SyncTarget::Event(e as usize), false),
                 SyncCall::EventQuery(e) => (SyncTarget::Event(e as usize), true),
-                SyncCall::ContextSynchronize => (SyncTarget::Context(a.context() as usize), false),
+                SyncCall::ContextSynchronize(ctx) => {
+                    let ctx = ctx.unwrap_or_else(|| a.context());
+                    (SyncTarget::Context(ctx as usize), false)
+                }
             };
             b.sync_enter(thread_id(), call, target, query, at);
         }
@@ -283,6 +279,11 @@ fn on_resource(r: &ResourceEvent<'_>) {
         ResourceKind::StreamDestroyStarting => {
             if let (Some(s), Some(b)) = (r.stream(), book().as_mut()) {
                 b.stream_destroyed(s as usize);
+            }
+        }
+        ResourceKind::ContextDestroyStarting => {
+            if let Some(b) = book().as_mut() {
+                b.context_destroyed(r.context() as usize);
             }
         }
         ResourceKind::GraphExecCreated => {

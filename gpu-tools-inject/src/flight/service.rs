@@ -26,8 +26,6 @@ const CUDA_SUCCESS: i32 = 0;
 const CUDA_ERROR_NOT_READY: i32 = 600;
 
 type StreamQueryFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
-type CtxFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
-type CtxPopFn = unsafe extern "C" fn(*mut *mut std::ffi::c_void) -> i32;
 
 fn socket_path() -> PathBuf {
     PathBuf::from("/tmp").join(socket_file_name(std::process::id()))
@@ -111,61 +109,47 @@ fn report() -> String {
     }
 }
 
-/// The driver functions the report asks, from the CUDA driver the program maps.
+/// The driver functions the report asks: the crate's driver (the one the program maps,
+/// `session::use_mapped_libraries`) for the context, and its `cuStreamQuery`, which the crate's table lacks.
 struct Query {
-    push: CtxFn,
-    pop: CtxPopFn,
+    api: &'static gpu_tools::cuda::DriverApi,
     query: StreamQueryFn,
 }
 
 impl Query {
     fn resolve() -> Option<Query> {
-        // The driver the crate loaded: the one the program maps (`session::use_mapped_libraries`).
-        let path = gpu_tools::cuda::Driver::get()
-            .and_then(|d| d.path())
-            .map(std::path::Path::to_path_buf)
-            .or_else(|| {
-                gpu_tools::linux::procfs::Process::current().mapped_library("libcuda.so")
-            })?;
-        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-        // SAFETY: RTLD_NOLOAD finds the copy the program maps, nothing is loaded; the handle is kept (the driver
+        let driver = gpu_tools::cuda::Driver::get()?;
+        let c = std::ffi::CString::new(driver.path()?.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: RTLD_NOLOAD finds the copy the crate loaded, nothing is loaded; the handle is kept (the driver
         // stays for the process).
         let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         if handle.is_null() {
             return None;
         }
-        let sym = |name: &std::ffi::CStr| {
-            // SAFETY: a live handle and a NUL-terminated name.
-            let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
-            (!p.is_null()).then_some(p)
-        };
-        let (push, pop, query) = (
-            sym(c"cuCtxPushCurrent_v2")?,
-            sym(c"cuCtxPopCurrent_v2")?,
-            sym(c"cuStreamQuery")?,
-        );
-        // SAFETY (each transmute): the driver's functions of these C signatures (cuda.h).
-        unsafe {
-            Some(Query {
-                push: std::mem::transmute::<*mut std::ffi::c_void, CtxFn>(push),
-                pop: std::mem::transmute::<*mut std::ffi::c_void, CtxPopFn>(pop),
-                query: std::mem::transmute::<*mut std::ffi::c_void, StreamQueryFn>(query),
-            })
+        // SAFETY: a live handle and a NUL-terminated name.
+        let query = unsafe { libc::dlsym(handle, c"cuStreamQuery".as_ptr()) };
+        if query.is_null() {
+            return None;
         }
+        Some(Query {
+            api: driver.api(),
+            // SAFETY: the driver's function of this C signature (cuda.h).
+            query: unsafe { std::mem::transmute::<*mut std::ffi::c_void, StreamQueryFn>(query) },
+        })
     }
 
     /// Whether `stream` of `context` has work left.
     fn ask(&self, context: usize, stream: usize) -> StreamState {
         // SAFETY: a context the program launched in (recorded at its launch callback), made current on this thread
         // for one question and popped after.
-        if unsafe { (self.push)(context as *mut std::ffi::c_void) } != CUDA_SUCCESS {
+        if unsafe { (self.api.cu_ctx_push_current)(context as gpu_tools::cuda::RawContext) } != 0 {
             return StreamState::Answer("its context could not be made current".into());
         }
         // SAFETY: a stream the program launched on and has not begun to destroy (see the module doc).
         let code = unsafe { (self.query)(stream as *mut std::ffi::c_void) };
         let mut popped = std::ptr::null_mut();
         // SAFETY: balances the push above.
-        let _ = unsafe { (self.pop)(&mut popped) };
+        let _ = unsafe { (self.api.cu_ctx_pop_current)(&mut popped) };
         match code {
             CUDA_SUCCESS => StreamState::Idle,
             CUDA_ERROR_NOT_READY => StreamState::Busy,
@@ -178,9 +162,13 @@ impl Query {
 /// pid replaces it, and `where` finds nothing listening in a stale one).
 fn remove_at_exit() {
     extern "C" fn remove() {
-        let _ = std::panic::catch_unwind(|| {
+        let run = std::panic::catch_unwind(|| {
             let _ = std::fs::remove_file(socket_path());
         });
+        // A panic's payload is not dropped here: its drop could panic again, inside the C library's exit.
+        if let Err(payload) = run {
+            std::mem::forget(payload);
+        }
     }
     // SAFETY: registers a function that stays valid for the process (the library is pinned) and never unwinds.
     if unsafe { libc::atexit(remove) } != 0 {

@@ -131,9 +131,16 @@ struct OnEvent {
     event: sys::CUevent,
 }
 
+/// `cuCtxSynchronize_v2_params` (generated_cuda_meta.h): the context to wait for, NULL for the current one.
+#[repr(C)]
+struct OnContext {
+    ctx: sys::CUcontext,
+}
+
 const _: () = {
     assert!(std::mem::size_of::<EventRecord>() == 16);
     assert!(std::mem::size_of::<OnStream>() == 8);
+    assert!(std::mem::size_of::<OnContext>() == 8);
 };
 
 /// A driver call that waits for, asks about or marks the progress of a stream's work: what a program's own
@@ -155,8 +162,10 @@ pub enum SyncCall {
     EventSynchronize(sys::CUevent),
     /// `cuEventQuery`: `CUDA_SUCCESS` when the work the event marks has finished.
     EventQuery(sys::CUevent),
-    /// `cuCtxSynchronize`: returns once all of the context's work has finished.
-    ContextSynchronize,
+    /// `cuCtxSynchronize` (`None`: the calling thread's current context) or `cuCtxSynchronize_v2` (the context it
+    /// names, `None` where it passes NULL for the current one): returns once all of that context's work has
+    /// finished.
+    ContextSynchronize(Option<sys::CUcontext>),
 }
 
 impl SyncCall {
@@ -202,8 +211,46 @@ impl SyncCall {
             }
             "cuEventSynchronize" => SyncCall::EventSynchronize(event()),
             "cuEventQuery" => SyncCall::EventQuery(event()),
-            "cuCtxSynchronize" | "cuCtxSynchronize_v2" => SyncCall::ContextSynchronize,
+            "cuCtxSynchronize" => SyncCall::ContextSynchronize(None),
+            "cuCtxSynchronize_v2" => {
+                // SAFETY: as above.
+                let ctx = unsafe { (*params.cast::<OnContext>()).ctx };
+                SyncCall::ContextSynchronize((!ctx.is_null()).then_some(ctx))
+            }
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(name: &str, params: &[usize]) -> Option<SyncCall> {
+        let cbid = DriverCbid::from_name(name).expect("a driver callback id");
+        // SAFETY: `params` has the layout of the call's parameter struct (pointer-sized fields) and lives for the
+        // call.
+        unsafe { SyncCall::of(cbid, params.as_ptr().cast()) }
+    }
+
+    #[test]
+    fn a_context_synchronisation_names_the_context_it_waits_for() {
+        assert_eq!(
+            of("cuCtxSynchronize", &[]),
+            Some(SyncCall::ContextSynchronize(None))
+        );
+        assert_eq!(
+            of("cuCtxSynchronize_v2", &[0xc0]),
+            Some(SyncCall::ContextSynchronize(Some(0xc0 as sys::CUcontext)))
+        );
+        assert_eq!(
+            of("cuCtxSynchronize_v2", &[0]),
+            Some(SyncCall::ContextSynchronize(None)),
+            "NULL is the current context"
+        );
+        assert_eq!(
+            of("cuStreamQuery", &[0x70]),
+            Some(SyncCall::StreamQuery(0x70 as sys::CUstream))
+        );
     }
 }
