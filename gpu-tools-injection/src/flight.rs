@@ -81,9 +81,17 @@ pub fn ask(path: &std::path::Path, limit: std::time::Duration) -> Result<FlightR
     conn.set_write_timeout(Some(limit)).map_err(no_report)?;
     conn.write_all(&[REQUEST]).map_err(no_report)?;
     let mut text = String::new();
-    conn.read_to_string(&mut text).map_err(no_report)?;
+    // At most `REPORT_LIMIT` bytes: whatever listens at the path (another process may have made a socket of that
+    // name) cannot make the tool hold more; a longer report fails to decode, said as such.
+    conn.take(REPORT_LIMIT)
+        .read_to_string(&mut text)
+        .map_err(no_report)?;
     Ok(FlightReport::decode(&text)?)
 }
+
+/// The most bytes of a report read: a recorder lists at most `LISTED_PER_STREAM` launches a stream, in lines of
+/// a few hundred bytes.
+const REPORT_LIMIT: u64 = 16 << 20;
 
 /// What the recorder of one process has seen, as of the moment it was asked.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

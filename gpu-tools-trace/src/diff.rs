@@ -149,7 +149,7 @@ impl Profile {
                 };
                 let t = map.entry(key).or_default();
                 t.count += 1;
-                t.time += op.end - op.start;
+                t.time = t.time.saturating_add(op.end - op.start);
             }
             // A process's calls count once, over its first GPU's window.
             if !seen.insert(v.key) {
@@ -158,7 +158,7 @@ impl Profile {
             for c in v.p.calls.iter().filter(|c| v.issued_inside(c.start)) {
                 let t = p.api.entry(names.get(c.name).to_string()).or_default();
                 t.count += 1;
-                t.time += c.end - c.start;
+                t.time = t.time.saturating_add(c.end - c.start);
             }
         }
         (p.step_median, p.step_p90) = median_p90(&mut lengths);
@@ -279,7 +279,7 @@ pub fn diff(a: &Profile, b: &Profile, top: usize) -> Diff {
             &a.copies,
             &b.copies,
             |_, _| true,
-            |x, y| (x.time + y.time + x.count + y.count) as f64,
+            |x, y| x.time as f64 + y.time as f64 + x.count as f64 + y.count as f64,
             usize::MAX,
         ),
         a: a.clone(),

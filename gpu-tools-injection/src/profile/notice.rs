@@ -80,10 +80,12 @@ impl MetricsEnded {
     /// The notice's text.
     pub fn text(&self) -> String {
         if self.before == MetricsEnd::NoSubscriber {
-            return "kernel metrics not started: the program's own profiler holds CUPTI's callback subscriber, \
-                    without which the range profiler would replay every launch of the window (and the tracer could \
-                    find no moment to end it); the range profiler off: 0 launches profiled"
-                .into();
+            return format!(
+                "kernel metrics not started: the program's own profiler holds CUPTI's callback subscriber, without \
+                 which the range profiler would replay every launch of the window (and the tracer could find no \
+                 moment to end it); the range profiler off: {} launches profiled",
+                self.launches
+            );
         }
         format!(
             "kernel metrics ended before {}, the range profiler off: {} launches profiled",

@@ -84,20 +84,13 @@ pub(crate) fn exposed(ctx: &Ctx<'_>, keep: impl Fn(&What) -> bool) -> (u64, Vec<
     let mut spans = Vec::new();
     for view in &ctx.views {
         // The time kernels ran, as intervals that do not overlap, in order.
-        let mut runs: Vec<(u64, u64)> = view
-            .ops_in_window()
-            .map(|i| &view.p.ops[i])
-            .filter(|o| matches!(o.what, What::Kernel { .. } | What::Graph))
-            .map(|o| (o.start, o.end))
-            .collect();
-        runs.sort_unstable();
-        let mut kernels: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-        for (s, e) in runs {
-            match kernels.last_mut() {
-                Some(k) if s <= k.1 => k.1 = k.1.max(e),
-                _ => kernels.push((s, e)),
-            }
-        }
+        let kernels = super::union(
+            view.ops_in_window()
+                .map(|i| &view.p.ops[i])
+                .filter(|o| matches!(o.what, What::Kernel { .. } | What::Graph))
+                .map(|o| (o.start, o.end))
+                .collect(),
+        );
         for i in view.ops_in_window() {
             let op = &view.p.ops[i];
             if !matches!(op.what, What::Copy { .. }) || !keep(&op.what) {

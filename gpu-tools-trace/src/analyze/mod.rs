@@ -68,6 +68,8 @@ mod sync;
 mod tally;
 mod words;
 
+pub(crate) use overlap::union;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 

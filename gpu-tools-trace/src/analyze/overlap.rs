@@ -10,8 +10,8 @@ use super::tally::{Draft, evidence, longest};
 use super::words::{count, duration, percent, share};
 use super::{Ctx, Span, View, What};
 
-/// Union of the spans `[start, end)` given in start order.
-fn union(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+/// Union of the spans `[start, end)`, in any order: spans that do not overlap, in start order.
+pub(crate) fn union(mut spans: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     spans.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::new();
     for (s, e) in spans {

@@ -117,11 +117,14 @@ fn nvtx(p: &Process, gpu: &Gpu, host: &Host<'_>, names: &Names) -> Option<StepPl
         if !sequential || ranges.len() < if named { 2 } else { 3 } {
             continue;
         }
-        let total: u64 = ranges.iter().map(|r| r.1 - r.0).sum();
+        let total = ranges
+            .iter()
+            .fold(0u64, |t, r| t.saturating_add(r.1.saturating_sub(r.0)));
         // Unnamed, a range must fill most of the time from its first instance to its last, as steps do: ranges
         // of one operation (`aten::conv2d`, several a step) leave the rest of the step out.
         let span = ranges.last().map_or(0, |l| l.1) - ranges.first().map_or(0, |f| f.0);
-        if !named && total * 2 < span {
+        // `total < span - total`: half the span, without overflow (sequential ranges: `total <= span`).
+        if !named && total < span.saturating_sub(total) {
             continue;
         }
         let score = (named, total);

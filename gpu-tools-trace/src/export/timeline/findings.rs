@@ -32,7 +32,7 @@ impl<S: TimelineSink> Timeline<S> {
                 ("basis", Arg::S(f.basis.clone())),
                 ("advice", Arg::S(f.advice.join("; "))),
             ];
-            for ((file, stream, device), mut spans) in by_gpu {
+            for ((file, stream, device), spans) in by_gpu {
                 let parent = self.group_track((file, stream), Key::Gpu(device))?;
                 let id = self.new_track();
                 self.sink.track(&Track {
@@ -43,15 +43,7 @@ impl<S: TimelineSink> Timeline<S> {
                     sort: FINDING_SORT + i as i64,
                 })?;
                 // One track nests only if its slices do not overlap: overlapping ranges are drawn as one.
-                spans.sort_unstable();
-                let mut merged: Vec<(u64, u64)> = Vec::new();
-                for (s, e) in spans {
-                    match merged.last_mut() {
-                        Some(m) if s <= m.1 => m.1 = m.1.max(e),
-                        _ => merged.push((s, e)),
-                    }
-                }
-                for (start, end) in merged {
+                for (start, end) in crate::analyze::union(spans) {
                     self.sink.slice(&Slice {
                         track: id,
                         name: &f.title,
