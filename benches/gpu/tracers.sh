@@ -142,13 +142,19 @@ one_run() {
   elif grep -q '^profiler ' "$log"; then
     check=events=$(awk '$1 == "profiler" { s += $6 } END { print s + 0 }' "$log")
   fi
+  # A tracer that did not run (a floor library CUDA did not load, a trace without its summary) times the program
+  # untraced: the run counts as failed, not as that tracer's figure.
+  case $config:$check in
+    floor-*:floor_bytes=* | gt-*:kernels=* | torch-profiler:events=* | native:* | nsys:* | stage-*:*) ;;
+    *) check=missing ;;
+  esac
   if grep -q '^work ' "$log"; then
     awk -v p="$part" -v r="$round" -v c="$config" -v rc="$rc" -v w="$wall" -v k="$check" \
       '$1 == "work" { printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p, r, c, $2, $4, $6, rc, w, k }' "$log" >>"$out/raw.tsv"
   else
     printf '%s\t%s\t%s\t%s\t-\t-\t%s\t%s\tfailed\n' "$part" "$round" "$config" "$program" "$rc" "$wall" >>"$out/raw.tsv"
   fi
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] || ! grep -q '^work ' "$log"; then
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ] || ! grep -q '^work ' "$log" || [ "$check" = missing ]; then
     [ -f "$out/failed-$config-$program.log" ] || cp "$log" "$out/failed-$config-$program.log"
     say "  $tag: exit $rc (log kept in failed-$config-$program.log)"
   fi
@@ -285,3 +291,8 @@ fi
 
 say "== done in $(elapsed) s"
 $py "$report_py" "$out" | tee "$out/report.txt"
+# A smoke run checks that every part runs: any failed or untraced run fails it.
+if [ "${SMOKE:-0}" = 1 ] && awk -F'\t' '$9 == "failed" || $9 == "missing" { bad = 1 } END { exit !bad }' "$out/raw.tsv"; then
+  say "smoke run: some runs failed or ran untraced (raw.tsv, failed-*.log)"
+  exit 1
+fi

@@ -48,7 +48,9 @@ def read_raw(path):
             continue
         part, rnd, config, workload, ms, units, rc, wall, check = f[:9]
         rows.append({"part": part, "round": int(rnd), "config": config, "workload": workload,
-                     "ms": float(ms) if ms != "-" else None, "units": units, "rc": int(rc), "wall_ms": int(wall),
+                     # A run its tracer did not trace (`check` missing) is a failed run, not a figure.
+                     "ms": float(ms) if ms != "-" and check != "missing" else None, "units": units, "rc": int(rc),
+                     "wall_ms": int(wall),
                      "check": check})
     return rows
 

@@ -125,7 +125,9 @@ attach() {
   metrics | pc-sampling)
     records=$(grep -o '[0-9]* stall records from\|[0-9]* kernel launches profiled' "$f.txt" | head -1 | cut -d' ' -f1)
     grep -q 'Values from PM sampling attribution' "$f.txt" && records="${records:-0},pm-attribution"
-    if [ "$rc" -eq 0 ]; then :
+    # Exit 0 alone is not enough: the window must have stall records, kernels with values, or PM attribution.
+    if [ "$rc" -eq 0 ]; then
+      [ "${records%%,*}" -gt 0 ] 2>/dev/null || [[ $records == *pm-attribution ]] || ok=FAIL
     elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
     # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there. At the
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
@@ -270,9 +272,9 @@ row() {
     notes+=" torch.profiler kernels untouched ${k_u:-none} attached ${k_a:-none};"
     # Rows whose profiler runs in cycles (schedule, late sessions) print each cycle's count: the largest cycle of
     # the untouched run is what a cycle holds when nothing is lost. Under load the untouched run's scheduled
-    # profiler lost records on its own (2026-12-02, 16 jobs on one H200: untouched 179,498 in 1,141 cycles, 157 a
-    # cycle on average; attached 208,432, its cycles at most 188 each, mostly exactly 188), so there a larger
-    # attached count is no harm
+    # profiler lost records on its own (2026-12-02, 16 jobs on one H200: untouched 179,498 over 6,850 steps, about
+    # 157 a cycle of 6 steps on average; attached 208,432, its cycles at most 188 each, mostly exactly 188, as far
+    # as its log shows them), so there a larger attached count is no harm
     # unless a cycle of it holds more than any untouched cycle (records the program did not make: replays).
     local max_u max_a
     max_u=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/untouched.log")

@@ -140,7 +140,7 @@ PY
     tail -4 "$d/pc2.err" | cut -c1-400
     timeout 60 "$gt" trace --pid "$pid" --duration 1 -q -o "$d/t.gputrace" > "$d/t.txt" 2>&1
     echo "trace after rc=$? $(grep -E '^--- summary' "$d/t.txt")"
-    timeout 60 "$gt" where "$pid" > "$d/where.txt" 2>&1; echo "where rc=$?"; head -12 "$d/where.txt" | cut -c1-200
+    timeout 60 "$gt" where --yes "$pid" > "$d/where.txt" 2>&1; echo "where rc=$?"; head -12 "$d/where.txt" | cut -c1-200
     touch "$d/stop"; wait $j; echo "job rc=$? $(grep '^result' "$d/job.log")" ;;
   hung-flight)
     # hung_job: a trace, then a kernel that hangs; `where` must name it from the flight recorder, a profile must be
@@ -154,7 +154,7 @@ PY
     timeout 60 "$gt" trace --pid "$pid" --duration 1 -o "$d/t.gputrace" > "$d/t.txt" 2>&1
     echo "trace rc=$? $(grep -E '^--- summary|flight|refuse' "$d/t.txt" | cut -c1-250 | tr '\n' ' ')"
     touch "$d/hang"; sleep 2
-    t0=$(date +%s%N); timeout 60 "$gt" where "$pid" > "$d/where.txt" 2>&1
+    t0=$(date +%s%N); timeout 60 "$gt" where --yes "$pid" > "$d/where.txt" 2>&1
     echo "where rc=$? ms=$((($(date +%s%N) - t0) / 1000000))"; cat "$d/where.txt" | cut -c1-220 | head -20
     t0=$(date +%s%N); timeout 90 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$d/pc.txt" 2>&1
     echo "pc-sampling during the hang rc=$? ms=$((($(date +%s%N) - t0) / 1000000))"; tail -3 "$d/pc.txt" | cut -c1-300

@@ -30,7 +30,8 @@ pcs() { # LABEL PID
 }
 metrics() { # LABEL PID
   timeout 60 "$gt" profile --pid "$2" --duration 1 > "$out/$1.txt" 2>&1
-  echo "$(ts) metrics $1: rc=$? $(grep -o 'counters are in use\|[0-9]* kernel launches profiled\|range profiler ended after [0-9.]* s\|PM sampling attribution failed' "$out/$1.txt" | tr '\n' ';')"
+  local rc=$?
+  echo "$(ts) metrics $1: rc=$rc $(grep -o 'counters are in use\|[0-9]* kernel launches profiled\|range profiler ended after [0-9.]* s\|PM sampling attribution failed' "$out/$1.txt" | tr '\n' ';')"
 }
 nvcc -O2 -std=c++17 -o "$out/hung_job" "$root/gpu-host/scripts/hung_job.cu" > "$out/nvcc.txt" 2>&1 || { cat "$out/nvcc.txt"; exit 1; }
 echo "$(ts) start"
@@ -46,11 +47,11 @@ HANG_FILE=$out/hang RELEASE_FILE=$out/release STOP_FILE=$out/h.stop HANG_LIMIT=6
 h=$(ready "$out/h.log") || { echo "hung_job printed no ready line"; exit 1; }
 touch "$out/hang"; for _ in $(seq 100); do grep -q '^hung ' "$out/h.log" && break; sleep 0.1; done; sleep 1
 pcs beside-hung-kernel "$e"
-timeout 60 "$gt" where --yes "$h" > "$out/where.txt" 2>&1; echo "$(ts) where (debugger) of the hung job: rc=$? $(grep -c 'wait_flag' "$out/where.txt") lines name its kernel"
+timeout 60 "$gt" where --yes "$h" > "$out/where.txt" 2>&1; rc=$?; echo "$(ts) where (debugger) of the hung job: rc=$rc $(grep -c 'wait_flag' "$out/where.txt") lines name its kernel"
 pcs hung-after-debugger "$e"
 touch "$out/release"; for _ in $(seq 100); do grep -q '^released ' "$out/h.log" && break; sleep 0.1; done
 pcs released-after-debugger "$e"
-touch "$out/h.stop"; wait "$h_job"; echo "$(ts) hung job ended: rc=$? $(grep '^result' "$out/h.log")"
+touch "$out/h.stop"; wait "$h_job"; rc=$?; echo "$(ts) hung job ended: rc=$rc $(grep '^result' "$out/h.log")"
 pcs debugged-job-gone "$e"
 # Range profiler windows of other jobs, then PC sampling of E.
 metrics f-metrics "$f"
@@ -59,4 +60,4 @@ metrics g-metrics "$g"
 pcs after-g-metrics "$e"
 pcs g-itself "$g"
 touch "$out/e.stop" "$out/f.stop" "$out/g.stop"
-for j in e f g; do wait "$(eval echo \$${j}_job)"; echo "$(ts) job $j: rc=$? $(grep -m1 '^result' "$out/$j.log")"; done
+for j in e f g; do wait "$(eval echo \$${j}_job)"; rc=$?; echo "$(ts) job $j: rc=$rc $(grep -m1 '^result' "$out/$j.log")"; done
