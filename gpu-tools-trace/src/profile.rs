@@ -223,9 +223,9 @@ impl KernelTable {
                 write!(
                     out,
                     " {:>12} {:>12} {:>12}",
-                    num(m.mean()),
-                    num(m.min),
-                    num(m.max)
+                    value_text(m.mean()),
+                    value_text(m.min),
+                    value_text(m.max)
                 )?;
             }
             writeln!(out, "  {}", name(&r.kernel))?;
@@ -390,7 +390,9 @@ impl StallTable {
     }
 }
 
-fn num(v: f64) -> String {
+/// A metric's value as the tables write it: two decimals, scientific notation for the very large and the very
+/// small, `-` for no value.
+pub fn value_text(v: f64) -> String {
     if v.is_nan() || v.is_infinite() {
         "-".into()
     } else if v != 0.0 && (v.abs() >= 1e7 || v.abs() < 1e-2) {

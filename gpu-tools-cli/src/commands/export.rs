@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use gpu_tools::trace::analyze::{Diagnosis, Trace};
+use gpu_tools::trace::analyze::Diagnosis;
 use gpu_tools::trace::export::{
     ChromeWriter, CounterTrack, CounterValue, PerfettoWriter, Slice, Timeline, TimelineSink, Track,
 };
@@ -251,10 +251,7 @@ fn diagnose(paths: &[PathBuf]) -> Result<Diagnosis, Failure> {
         ));
     }
     // Reading errors are said by the export's own reading.
-    let mut trace = Trace::new();
-    for (i, input) in open_all(paths)?.into_iter().enumerate() {
-        trace.read(u32::try_from(i).unwrap_or(u32::MAX), input);
-    }
+    let (trace, _) = super::analyze::read_quietly(paths)?;
     Ok(trace.diagnose())
 }
 

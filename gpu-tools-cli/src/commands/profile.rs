@@ -25,6 +25,7 @@ use crate::failure::{Failure, INCOMPLETE, Outcome};
 use crate::inject_lib;
 use crate::output::OutputFile;
 use crate::progress::{self, Progress};
+use gpu_tools::trace::analyze::words;
 
 mod pm;
 mod window;
@@ -264,8 +265,7 @@ pub fn run(args: Args) -> Outcome {
             run.dropped_records
         );
     }
-    let count =
-        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let count = |n: usize, one: &str, many: &str| words::count(n as u64, one, many);
     let idle = if run.idle_processes > 0 {
         format!(" ({} ran no kernel)", run.idle_processes)
     } else {

@@ -171,6 +171,9 @@ fn a_traced_process_is_answered_by_its_flight_recorder() {
         .args(["where", &pid.to_string()])
         .output()
         .expect("run gpu-tools where");
+    // A `where` that never asked would leave the recorder waiting for ever: a connection of ours ends its wait,
+    // and its "where asks" then fails the test.
+    let _ = std::os::unix::net::UnixStream::connect(&path);
     server.join().expect("served");
     let _ = std::fs::remove_file(&path);
     let stdout = String::from_utf8_lossy(&out.stdout);

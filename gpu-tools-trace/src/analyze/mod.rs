@@ -66,7 +66,7 @@ mod steps;
 mod straggler;
 mod sync;
 mod tally;
-mod words;
+pub mod words;
 
 pub(crate) use overlap::union;
 

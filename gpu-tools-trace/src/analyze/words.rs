@@ -1,7 +1,8 @@
-//! Numbers as the findings' sentences write them.
+//! Numbers as the findings' sentences write them; a report of the findings writes its own numbers with these,
+//! so that the two agree.
 
 /// `800 ns`, `45.1 µs`, `2.79 ms`, `1.24 s`.
-pub(crate) fn duration(ns: u64) -> String {
+pub fn duration(ns: u64) -> String {
     let f = ns as f64;
     if ns < 1_000 {
         format!("{ns} ns")
@@ -15,7 +16,7 @@ pub(crate) fn duration(ns: u64) -> String {
 }
 
 /// A share (0 to 1) as a percentage: `38%`, `4.2%`, `0.3%`.
-pub(crate) fn percent(share: f64) -> String {
+pub fn percent(share: f64) -> String {
     let p = 100.0 * share;
     if p >= 10.0 {
         format!("{p:.0}%")
@@ -39,7 +40,7 @@ pub(crate) fn bytes(n: u64) -> String {
 }
 
 /// `n` and its noun: `1 call`, `3 calls`.
-pub(crate) fn count(n: u64, one: &str, many: &str) -> String {
+pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 

@@ -15,10 +15,13 @@
 mod json;
 mod text;
 
+pub(crate) use text::short;
+
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use gpu_tools::trace::analyze::{Diagnosis, Trace};
+use gpu_tools::trace::file::TraceFileError;
 
 use crate::demangle::demangle;
 use crate::failure::{Failure, Outcome};
@@ -82,12 +85,10 @@ pub fn run(args: Args) -> Outcome {
 /// Reads the files into one [`Trace`], as `command`: each file's errors said (a file that cannot be read at all is
 /// a failure), a rank traced twice refused.
 pub(crate) fn read(command: &str, files: &[PathBuf]) -> Result<(Trace, Reading), Failure> {
-    let inputs = open_all(files)?;
-    let mut trace = Trace::new();
+    let (trace, errors) = read_quietly(files)?;
     let mut reading = Reading::default();
-    for (i, (path, input)) in files.iter().zip(inputs).enumerate() {
+    for (i, (path, errors)) in files.iter().zip(errors).enumerate() {
         let file = u32::try_from(i).unwrap_or(u32::MAX);
-        let errors = trace.read(file, input);
         reading.take(
             command,
             path,
@@ -104,9 +105,17 @@ pub(crate) fn read(command: &str, files: &[PathBuf]) -> Result<(Trace, Reading),
     Ok((trace, reading))
 }
 
-/// A kernel's name as people read it.
-pub(crate) fn demangle_kernel(name: &str) -> String {
-    demangle(name).unwrap_or_else(|| name.to_string())
+/// Reads the files into one [`Trace`], file `i` as file number `i`, with each file's reading errors, unsaid.
+pub(crate) fn read_quietly(
+    files: &[PathBuf],
+) -> Result<(Trace, Vec<Vec<TraceFileError>>), Failure> {
+    let mut trace = Trace::new();
+    let errors = open_all(files)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, input)| trace.read(u32::try_from(i).unwrap_or(u32::MAX), input))
+        .collect();
+    Ok((trace, errors))
 }
 
 /// Kernel names as people read them, in the evidence, its sentences and the steps' sources.

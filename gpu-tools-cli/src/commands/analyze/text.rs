@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 
+use gpu_tools::trace::analyze::words::{self, duration};
 use gpu_tools::trace::analyze::{Diagnosis, Finding, GpuSummary, StepSource};
 
 /// Most GPUs listed one by one (the JSON has them all).
@@ -11,38 +12,23 @@ const MAX_GPUS: usize = 8;
 /// Longest name written whole in a sentence; longer ones are cut (the JSON has them whole).
 const MAX_NAME: usize = 100;
 
-/// `800 ns`, `45.1 µs`, `2.79 ms`, `1.24 s`.
-fn duration(ns: u64) -> String {
-    let f = ns as f64;
-    if ns < 1_000 {
-        format!("{ns} ns")
-    } else if ns < 1_000_000 {
-        format!("{:.1} µs", f / 1e3)
-    } else if ns < 1_000_000_000 {
-        format!("{:.2} ms", f / 1e6)
-    } else {
-        format!("{:.2} s", f / 1e9)
-    }
-}
-
+/// A share as a percentage, as the findings write it, except that nearly all is not all: 99.5% to 99.9% keep a
+/// decimal.
 fn percent(share: f64) -> String {
     let p = 100.0 * share;
-    // Nearly all is not all.
     if (99.5..100.0).contains(&p) {
         format!("{p:.1}%")
-    } else if p >= 10.0 {
-        format!("{p:.0}%")
     } else {
-        format!("{p:.1}%")
+        words::percent(share)
     }
 }
 
-/// `name`, cut to [`MAX_NAME`] characters.
-fn short(name: &str) -> String {
-    if name.chars().count() <= MAX_NAME {
+/// `name`, cut to `max` characters.
+pub(crate) fn short(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
         return name.to_string();
     }
-    let mut s: String = name.chars().take(MAX_NAME - 1).collect();
+    let mut s: String = name.chars().take(max - 1).collect();
     s.push('…');
     s
 }
@@ -54,7 +40,7 @@ fn steps(g: &GpuSummary) -> String {
         StepSource::Graph(n) => format!("launches of {n}"),
         StepSource::Pattern(n) => format!(
             "the repeating pattern of operations, each from a {}",
-            short(n)
+            short(n, MAX_NAME)
         ),
         StepSource::None => return "no steps found: the whole trace".to_string(),
     };
@@ -126,7 +112,7 @@ fn finding(out: &mut impl Write, rank: usize, f: &Finding) -> io::Result<()> {
     writeln!(out, "   evidence:")?;
     for e in &f.evidence {
         let text = if e.name.chars().count() > MAX_NAME {
-            e.text.replace(&e.name, &short(&e.name))
+            e.text.replace(&e.name, &short(&e.name, MAX_NAME))
         } else {
             e.text.clone()
         };

@@ -18,7 +18,8 @@ use std::path::PathBuf;
 
 use gpu_tools::trace::diff::{Profile, Select, diff};
 
-use super::analyze::{demangle_kernel, read};
+use super::analyze::read;
+use crate::demangle::readable;
 use crate::failure::{Failure, Outcome};
 
 /// Two traces side by side: step time, GPU busy and idle, the kernels and API calls that changed most.
@@ -105,7 +106,7 @@ pub fn run(args: Args) -> Outcome {
             .chain(&mut d.new_kernels)
             .chain(&mut d.gone_kernels)
         {
-            c.name = demangle_kernel(&c.name);
+            c.name = readable(&c.name);
         }
     }
     let sides = [(&args.a, sa), (&args.b, sb)];

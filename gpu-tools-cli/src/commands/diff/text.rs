@@ -7,6 +7,7 @@ use gpu_tools::trace::analyze::IdleCause;
 use gpu_tools::trace::diff::{Change, Diff, Profile, Select};
 
 use super::select_text;
+use crate::commands::analyze::short;
 
 /// Longest name written whole; longer ones are cut.
 const MAX_NAME: usize = 90;
@@ -48,15 +49,6 @@ fn change(a: f64, b: f64, time: bool) -> String {
         return format!("{sign}{size}");
     }
     format!("{sign}{size} ({sign}{:.0}%)", 100.0 * delta.abs() / a)
-}
-
-fn short(name: &str) -> String {
-    if name.chars().count() <= MAX_NAME {
-        return name.to_string();
-    }
-    let mut s: String = name.chars().take(MAX_NAME - 1).collect();
-    s.push('…');
-    s
 }
 
 /// A side's value per step (where the diff compares per step), else its total.
@@ -179,7 +171,7 @@ fn list(
             duration(at),
             duration(bt),
             change,
-            short(&c.name)
+            short(&c.name, MAX_NAME)
         )?;
     }
     Ok(())

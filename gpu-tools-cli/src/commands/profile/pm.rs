@@ -16,6 +16,7 @@ use std::io::{self, Write};
 
 use gpu_tools::cupti::profiler::host::{Catalog, ConfigImage};
 use gpu_tools::cupti::profiler::{self, Method};
+use gpu_tools::profile::value_text;
 use gpu_tools::trace::counters::{CounterAttribution, KernelCounters, MetricKind};
 
 /// The range profiler's metric of a kernel's duration: here, from the trace's kernel records.
@@ -234,7 +235,11 @@ impl AttributedTable {
         for r in &self.rows {
             write!(out, "{:>8} {:>11.1}", r.launches, 100.0 * r.covered)?;
             for v in &r.values {
-                write!(out, " {:>12}", v.map_or_else(|| "-".to_string(), num))?;
+                write!(
+                    out,
+                    " {:>12}",
+                    v.map_or_else(|| "-".to_string(), value_text)
+                )?;
             }
             writeln!(out, "  {:<11}  {}", r.attribution, name(&r.kernel))?;
         }
@@ -248,17 +253,6 @@ impl AttributedTable {
              statistical: most of the time of the row's samples went to other kernels or idle time, each sample \
              shared by overlap; fitted: its share of elapsed time fitted over every sample"
         )
-    }
-}
-
-/// A value as the range profiler's table prints one.
-fn num(v: f64) -> String {
-    if !v.is_finite() {
-        "-".into()
-    } else if v != 0.0 && (v.abs() >= 1e7 || v.abs() < 1e-2) {
-        format!("{v:.4e}")
-    } else {
-        format!("{v:.2}")
     }
 }
 

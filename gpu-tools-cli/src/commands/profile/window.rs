@@ -8,16 +8,12 @@
 
 use std::time::Duration;
 
+use gpu_tools::trace::analyze::words::count;
 use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded, PcCounts};
 
 /// The share of samples in kernels CUPTI does not expose above which a window with stall records says it.
 pub const NON_USER_SAID: f64 = 0.2;
-
-/// `n` and its noun: `1 context`, `2 contexts`.
-fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
 
 /// The contexts a window started in, as said (`an unknown number of contexts` where the start's answer said none).
 fn contexts(n: Option<usize>) -> String {

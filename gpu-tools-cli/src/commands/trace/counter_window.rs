@@ -181,18 +181,8 @@ pub fn run(
         ));
     }
     let trace = traced.trace;
-    let mut warnings = trace.warnings.clone();
-    for c in &trace.counters {
-        if let Some(e) = &c.error {
-            warnings.push(e.clone());
-        }
-        if c.lost > 0 {
-            warnings.push(format!(
-                "{} counter samples of device {} were lost (the PM sampler's buffer overflowed)",
-                c.lost, c.device
-            ));
-        }
-    }
+    // Its dropped records said too: kernels missing from the window leave their counters unattributed.
+    let (mut warnings, _) = super::warnings_and_losses(&trace);
     warnings.extend(traced.empty_windows);
     Ok(CounterWindow {
         analysis,

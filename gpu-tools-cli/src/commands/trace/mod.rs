@@ -725,31 +725,40 @@ fn write_failure(to_stderr: bool, e: std::io::Error, what: &str) -> Failure {
 /// Says the trace's warnings, its counters' errors and lost samples, and its dropped records; true when counters
 /// or records were lost (the trace is incomplete).
 fn say_warnings_and_losses(trace: &Trace) -> bool {
-    for w in &trace.warnings {
-        eprintln!("gpu-tools trace: {w}");
+    let (lines, incomplete) = warnings_and_losses(trace);
+    for line in lines {
+        eprintln!("gpu-tools trace: {line}");
     }
-    let mut counters_incomplete = false;
+    incomplete
+}
+
+/// The trace's warnings, its counters' errors and lost samples, and its dropped records, a line each; true when
+/// counters or records were lost (the trace is incomplete).
+pub(crate) fn warnings_and_losses(trace: &Trace) -> (Vec<String>, bool) {
+    let mut lines = trace.warnings.clone();
+    let mut incomplete = false;
     for c in &trace.counters {
         if let Some(e) = &c.error {
-            eprintln!("gpu-tools trace: {e}");
-            counters_incomplete = true;
+            lines.push(e.clone());
+            incomplete = true;
         }
         if c.lost > 0 {
-            eprintln!(
-                "gpu-tools trace: {} counter samples of device {} were lost (the PM sampler's buffer overflowed)",
+            lines.push(format!(
+                "{} counter samples of device {} were lost (the PM sampler's buffer overflowed)",
                 c.lost, c.device
-            );
-            counters_incomplete = true;
+            ));
+            incomplete = true;
         }
     }
     let dropped = trace.dropped_total();
     if dropped > 0 {
-        eprintln!(
-            "gpu-tools trace: {dropped} activity records were dropped (CUPTI's buffers were full); raise \
-             --buffer-size or --max-buffers"
-        );
+        lines.push(format!(
+            "{dropped} activity records were dropped (CUPTI's buffers were full); raise --buffer-size or \
+             --max-buffers"
+        ));
+        incomplete = true;
     }
-    dropped > 0 || counters_incomplete
+    (lines, incomplete)
 }
 
 /// The program's own exit code; 128 + N when signal N ended it, as shells report it. An attached process that was

@@ -98,13 +98,7 @@ pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
         "no process was attached"
     };
     let fail = |m: String| Failure::new(1, format!("--counters: {m} ({not_run})"));
-    let driver = gpu_tools::cuda::Driver::load().map_err(|e| fail(e.to_string()))?;
-    let count = driver
-        .device_count()
-        .map_err(|e| fail(format!("cannot count the CUDA devices: {e}")))?;
-    let uuids: Vec<Option<String>> = (0..count)
-        .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
-        .collect();
+    let (driver, count, uuids) = devices().map_err(fail)?;
     let chosen = chosen_devices(count, &uuids, targets).map_err(fail)?;
     if chosen.is_empty() {
         return Err(fail(if count == 0 {
@@ -194,18 +188,26 @@ fn chosen_devices(
     devices::choose(&processes, used.as_ref())
 }
 
+/// The CUDA driver, the number of devices it sees, and each one's UUID where it gives one.
+type Devices = (&'static gpu_tools::cuda::Driver, usize, Vec<Option<String>>);
+
+fn devices() -> Result<Devices, String> {
+    let driver = gpu_tools::cuda::Driver::load().map_err(|e| e.to_string())?;
+    let count = driver
+        .device_count()
+        .map_err(|e| format!("cannot count the CUDA devices: {e}"))?;
+    let uuids = (0..count)
+        .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
+        .collect();
+    Ok((driver, count, uuids))
+}
+
 /// The GPUs of process `pid` whose performance counters another client holds (a PM sampler or range profiler of
 /// another process, Nsight Compute, DCGM), as (this process's ordinal, name). PC sampling beside such a holder
 /// fails and has killed CUDA-graph jobs (see `gpu_tools::cupti::pm_sampling::counters_held_elsewhere`). Where
 /// that cannot be told (no driver, no CUPTI here), `Err` says why.
 pub fn held_elsewhere(pid: u32) -> Result<Vec<(usize, String)>, String> {
-    let driver = gpu_tools::cuda::Driver::load().map_err(|e| e.to_string())?;
-    let count = driver
-        .device_count()
-        .map_err(|e| format!("cannot count the CUDA devices: {e}"))?;
-    let uuids: Vec<Option<String>> = (0..count)
-        .map(|d| driver.device_uuid(d).ok().map(|u| u.to_string()))
-        .collect();
+    let (driver, count, uuids) = devices()?;
     let mut held = Vec::new();
     for (ordinal, _) in chosen_devices(count, &uuids, &[pid])? {
         if gpu_tools::cupti::pm_sampling::counters_held_elsewhere(ordinal)
