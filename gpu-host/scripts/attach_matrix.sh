@@ -32,7 +32,7 @@
 # is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 6), JOB_SECONDS (the most a job lives,
 # default 480), TOOLS (the attaching commands in turn: by default an Eulerian circuit over every ordered pair of
 # them, each row starting ATTACHES further on), SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its
-# log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, in the job's log),
+# log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, or DEBUG_LEVEL's, in the job's log),
 # HANG_SECONDS (see the row's end).
 # GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
 # its own OUT, whose locks are its own) keep to GPUs of their own.
@@ -65,23 +65,28 @@ wait_ready() { # LOG JOB: prints the pid of the first `ready PID` line, waiting 
 }
 alive() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
-# locked CMD...: CMD holding the row's GPU locks (both GPUs' for DDP).
+# locked STAMP CMD...: CMD holding the row's GPU locks (both GPUs' for DDP); STAMP gets the time (ns) they were taken,
+# so that a window's time is the tool's own, not its wait for another row's device-wide tool.
 locked() {
-  if [ "${#row_locks[@]}" -ge 2 ]; then flock "${row_locks[0]}" flock "${row_locks[1]}" "$@"
-  else flock "${row_locks[0]}" "$@"; fi
+  local stamp=$1; shift
+  local run=(bash -c 'date +%s%N > "$0"; exec "$@"' "$stamp" "$@")
+  if [ "${#row_locks[@]}" -ge 2 ]; then flock "${row_locks[0]}" flock "${row_locks[1]}" "${run[@]}"
+  else flock "${row_locks[0]}" "${run[@]}"; fi
 }
 
-# attach ROW N TOOL WINDOW TARGET...: one attach; prints `attach N TOOL WINDOW rc=RC ms=MS records=R ok|FAIL`.
+# attach ROW N TOOL WINDOW TARGET...: one attach; prints `attach N TOOL WINDOW rc=RC ms=MS records=R ok|FAIL`, with
+# `lock=MS` before `records` for the device-wide tools (the wait for the GPU's lock, not counted in MS).
 attach() {
   local row=$1 n=$2 tool=$3 w=$4; shift 4
   local f=$out/$row/attach$n-$tool t0 rc records ok
   t0=$(date +%s%N)
+  rm -f "$f.locked"
   case $tool in
   trace) timeout 120 "$gt" trace "$@" --duration "$w" -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
   trace-node) timeout 120 "$gt" trace "$@" --duration "$w" --cuda-graph-trace node -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
-  counters) locked timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
-  metrics) locked timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
-  pc-sampling) locked timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
+  counters) locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
+  metrics) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
+  pc-sampling) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
   # --yes: the matrix asks no one (a `where` before any CUPTI attach would end CUPTI for the job: rows start with
   # a CUPTI tool, and the hung row's first job is where it is meant).
   where) if [ "$1" = --pid ]; then timeout 120 "$gt" where --yes "$2" > "$f.txt" 2>&1
@@ -124,10 +129,12 @@ attach() {
   # the job ran, saying what CUPTI counted).
   metrics | pc-sampling)
     records=$(grep -o '[0-9]* stall records from\|[0-9]* kernel launches profiled' "$f.txt" | head -1 | cut -d' ' -f1)
-    grep -q 'Values from PM sampling attribution' "$f.txt" && records="${records:-0},pm-attribution"
+    # PM sampling attribution (profile --pid's kernel metrics): the kernel names it gave values for.
+    grep -q 'Values from PM sampling attribution' "$f.txt" \
+      && records="${records:-0},pm-attribution:$(grep -o 'kernel records of [0-9]* kernel names' "$f.txt" | head -1 | grep -o '[0-9]* kernel names' | cut -d' ' -f1)"
     # Exit 0 alone is not enough: the window must have stall records, kernels with values, or PM attribution.
     if [ "$rc" -eq 0 ]; then
-      [ "${records%%,*}" -gt 0 ] 2>/dev/null || [[ $records == *pm-attribution ]] || ok=FAIL
+      [ "${records%%,*}" -gt 0 ] 2>/dev/null || [[ $records =~ pm-attribution:[1-9] ]] || ok=FAIL
     elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
     # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there. At the
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
@@ -150,7 +157,12 @@ attach() {
   # The traces are large; their summaries stay (KEEP_TRACES=1 keeps them too). A failed window's trace is kept: it is
   # what tells a missing record from a miscount (an eager window once lacked half its kernels, and was deleted).
   [ -n "${KEEP_TRACES:-}" ] || [ "$ok" = FAIL ] || rm -f "$f.gputrace"
-  echo "attach $n $tool ${w}s rc=$rc ms=$((($(date +%s%N) - t0) / 1000000)) records=$records $ok"
+  local t1 lock=
+  t1=$(date +%s%N)
+  if [ -s "$f.locked" ]; then
+    lock=" lock=$((($(cat "$f.locked") - t0) / 1000000))"; t0=$(cat "$f.locked"); rm -f "$f.locked"
+  fi
+  echo "attach $n $tool ${w}s rc=$rc ms=$(((t1 - t0) / 1000000))$lock records=$records $ok"
 }
 
 # row NAME GPU: runs one row on GPU (an index); its last line is `ROW NAME ... PASS|FAIL`.
@@ -162,7 +174,7 @@ row() {
   export STOP_FILE=$d/stop
   rm -f "$STOP_FILE"
   # DEBUG_ROWS: rows whose attaches run with the injection library's debug log (it lands in the job's stderr).
-  [[ " ${DEBUG_ROWS:-} " == *" $name "* ]] && export GPU_TOOLS_TRACE_LOG=debug
+  [[ " ${DEBUG_ROWS:-} " == *" $name "* ]] && export GPU_TOOLS_TRACE_LOG=${DEBUG_LEVEL:-debug}
   # The job sees its GPU alone; the attaching commands see every GPU, as an operator's shell does.
   local cvd=$2
   if [ "$name" = ddp ]; then
@@ -337,6 +349,15 @@ hung_row() {
     if [ "$part" = before ]; then
       judge_hung "$out/hung/attach$n-where.txt" "$line" debugger || { verdict=FAIL; notes+=" where before any trace named no hung kernel;"; }
     else
+      # On a GPU shared by many jobs the launches queued before the hung kernel can take seconds to run: the recorder
+      # then names the oldest unfinished one and the hung kernel as the stream's last (its queue not yet drained),
+      # as it should. Asked again, as a user would, until the queue drained (10 s at most).
+      local tries=0
+      while ! judge_hung "$out/hung/attach$n-where.txt" "$line" flight && [ $tries -lt 5 ] \
+        && grep -q "up to wait_flag (the stream's last launch" "$out/hung/attach$n-where.txt"; do
+        sleep 2; tries=$((tries + 1)); line=$(attach hung $n where 0 --pid "$pid"); echo "$part $line (again)" >> "$d/attaches.txt"
+      done
+      [ $tries -gt 0 ] && notes+=" where asked again $tries times while the stream's queue drained;"
       judge_hung "$out/hung/attach$n-where.txt" "$line" flight || { verdict=FAIL; notes+=" where after a trace (flight recorder) named no hung kernel;"; }
       n=$((n + 1)); line=$(attach hung $n pc-sampling 1 --pid "$pid"); echo "$part $line" >> "$d/attaches.txt"
       local ms; ms=$(echo "$line" | grep -o 'ms=[0-9]*' | cut -d= -f2)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Which earlier attach leaves PC sampling with no stall record? Fresh jobs of survival_job.py, each attached in its
+# own order, every PC sampling window 1 s (`profile --pid --pc-sampling`), each line with CUPTI's samples and how many
+# it put outside the program's kernels (non-user):
+#   A eager:      trace --pid, then PC sampling
+#   B eager:      PC sampling, trace --pid, PC sampling
+#   C eager:      trace --pid --no-flight-recorder, then PC sampling
+#   D eager:      trace --pid --kinds kernel, then PC sampling
+#   J jax:        PC sampling first
+#   K cupy-graph: PC sampling first
+# Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same
+# process counted millions of samples, all outside the program's kernels; an eager job's first attach, PC sampling,
+# gave 8,192 records beside five busy processes (pc_shared_probe.sh).
+#
+# Stage first, then: bash gpu-host/scripts/pc_order_probe.sh     (OUT: logs, default /tmp/pc_order_probe)
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
+job=$root/gpu-host/python/survival_job.py
+out=${OUT:-/tmp/pc_order_probe}; mkdir -p "$out"
+unset GPU_TOOLS_INJECT_LIB
+export STOP_FILE=$out/stop; rm -f "$STOP_FILE"
+ready() { # LOG: the pid of its `ready PID` line (120 s at most)
+  for _ in $(seq 1200); do
+    grep -qm1 '^ready [0-9]*' "$1" 2>/dev/null && { grep -m1 '^ready' "$1" | cut -d' ' -f2; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+n=0
+pcs() { # LABEL PID
+  n=$((n + 1)); local f=$out/$n-$1-pc.txt
+  timeout 60 "$gt" profile --pid "$2" --duration 1 --pc-sampling > "$f" 2>&1
+  echo "$1 pc: rc=$? records=$(grep -o '[0-9]* stall records from' "$f" | head -1 | cut -d' ' -f1)" \
+    "$(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$f" | head -1)" \
+    "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process' "$f" | head -1)"
+}
+trc() { # LABEL PID [ARGS]
+  n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2
+  timeout 60 "$gt" trace --pid "$p" --duration 1 -q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
+  echo "$l trace $*: rc=$? $(grep -o '[0-9]* kernels' "$f" | head -1)"; rm -f "$out/$n.gputrace"
+}
+declare -A pid
+for j in A:eager B:eager C:eager D:eager J:jax K:cupy-graph; do
+  $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
+done
+for j in A B C D J K; do pid[$j]=$(ready "$out/$j.log") || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+sleep 1
+[ -n "${pid[J]:-}" ] && pcs J "${pid[J]}"
+[ -n "${pid[K]:-}" ] && pcs K "${pid[K]}"
+pcs B "${pid[B]}"
+trc A "${pid[A]}"; pcs A "${pid[A]}"
+trc B "${pid[B]}"; pcs B "${pid[B]}"
+trc C "${pid[C]}" --no-flight-recorder; pcs C "${pid[C]}"
+trc D "${pid[D]}" --kinds kernel; pcs D "${pid[D]}"
+pcs A "${pid[A]}"
+touch "$STOP_FILE"; wait
+for j in A B C D J K; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
