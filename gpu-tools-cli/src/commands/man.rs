@@ -26,8 +26,8 @@ const EXIT_STATUS: [(&str, &str); 8] = [
         "3",
         "The job ran, but its result is incomplete or its check failed: trace lost records or counter samples; \
          stats or export read a file that was cut short or is corrupt part-way (the output covers what was read \
-         before); top lost samples; profile --pid: kernel metrics ended at the program's first CUDA graph launch \
-         and PM sampling attribution of the rest of the window gave no kernel.",
+         before); top lost samples; profile --pid --kernel-replay: kernel metrics ended at the program's first \
+         CUDA graph launch and PM sampling attribution of the rest of the window gave no kernel.",
     ),
     (
         "N",

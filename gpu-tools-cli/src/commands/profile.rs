@@ -44,9 +44,9 @@ use window::{MetricsWindow, PcWindow};
 /// Exit code: the program's own; 1 when nothing could be profiled, something it needs is missing or a request is
 /// refused; 2 for a usage error; 127 when the program is not found, 126 when it cannot be run (as shells). With
 /// --pid: 0 when the window gave stall records or per-kernel values; 1 when it gave none (PC sampling without a
-/// stall record, kernel metrics without a kernel profiled), with what was enabled and what was seen; 3 when kernel
-/// metrics ended at the program's first CUDA graph launch and PM sampling attribution of the rest of the window
-/// gave no kernel (the range profiler's table is printed).
+/// stall record, kernel metrics without a kernel profiled), with what was enabled and what was seen; 3 when
+/// --kernel-replay's kernel metrics ended at the program's first CUDA graph launch and PM sampling attribution of
+/// the rest of the window gave no kernel (the range profiler's table is printed).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Metrics, full names separated by commas (`dram__bytes_read.sum,...`).
@@ -100,22 +100,29 @@ pub struct Args {
     /// cleared at the end.
     #[command(flatten)]
     progress: crate::progress::ProgressArgs,
-    /// A running process: its PCs are sampled (--pc-sampling), or its kernels profiled by CUPTI's range profiler
-    /// (auto ranges, kernel replay; the next --launches-per-kernel launches of each kernel, reported as for a
-    /// launched program), for --duration seconds or until Ctrl-C. It is stopped twice, for milliseconds, at moments
-    /// where none of its threads is inside the CUDA driver or CUPTI; one with a thread inside the driver at every
-    /// stop (a long synchronisation, a hang) is refused within seconds, naming the thread. The range profiler cannot run beside CUDA graph
-    /// launches in a running process: it ends before the program's first one (or first stream capture), and the
-    /// rest of the window (at least 1 s) gives per-kernel values from PM sampling attribution instead: device-wide
-    /// PM sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a
-    /// table of their own (on stderr with --csv or --json) that names the asked metrics PM sampling cannot give. A
-    /// window that gives nothing is an error (exit 1) saying what was enabled and what was seen (for PC sampling,
-    /// CUPTI's sample counts); one whose samples were mostly in kernels CUPTI does not expose says that share.
+    /// A running process: its PCs are sampled (--pc-sampling), or its kernels' metrics taken, for --duration seconds
+    /// (at least 1 s for metrics) or until Ctrl-C. Kernel metrics come from PM sampling attribution: device-wide PM
+    /// sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a table
+    /// that says how each value was attributed and names the asked metrics PM sampling cannot give; nothing replays
+    /// the program's launches. (CUPTI's range profiler, --kernel-replay, cannot run beside CUDA graph launches in a
+    /// running process.) PC sampling and --kernel-replay stop the process twice, for milliseconds, at moments where
+    /// none of its threads is inside the CUDA driver or CUPTI; one with a thread inside the driver at every stop (a
+    /// long synchronisation, a hang) is refused within seconds, naming the thread. A window that gives nothing is an
+    /// error (exit 1) saying what was enabled and what was seen (for PC sampling, CUPTI's sample counts); one whose
+    /// samples were mostly in kernels CUPTI does not expose says that share.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
     /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
+    /// With --pid and metrics: CUPTI's range profiler in the process instead of PM sampling attribution (auto
+    /// ranges, kernel replay: exact values per launch, for the next --launches-per-kernel launches of each kernel,
+    /// reported as for a launched program). Only for a process that launches no CUDA graph: graph launches made
+    /// while it is on lose their work, so it ends before the program's first one (or first stream capture), and
+    /// ending it there has crashed a job inside CUPTI (`torch.cuda.graph` replays, CUPTI 13.0, driver 580). The rest
+    /// of the window then goes to PM sampling attribution.
+    #[arg(long, requires = "pid", conflicts_with = "pc_sampling")]
+    kernel_replay: bool,
     /// With --pid: leave no flight recorder in the process. By default the attach leaves one, which stays after
     /// the window: CUPTI's callback at each kernel launch and synchronisation call of the process (no activity
     /// record, no driver call), keeping which launches have not finished. Once CUPTI has run in a process the CUDA
@@ -161,6 +168,13 @@ pub fn run(args: Args) -> Outcome {
             super::clap_command("profile"),
             clap::error::ErrorKind::MissingRequiredArgument,
             "--duration applies only with --pid",
+        ));
+    }
+    if args.kernel_replay && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--kernel-replay applies only with --pid (a launched program's kernel metrics are always replayed)",
         ));
     }
     if args.no_flight_recorder && args.pid.is_none() {
@@ -345,6 +359,8 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     let flight_recorder = !args.no_flight_recorder;
     if request.pc_sampling {
         counters_free_for_pc_sampling(pid)?;
+    } else if !args.kernel_replay {
+        return attributed_metrics(args, pid, request, (&lib, cupti), output);
     }
     // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger.
     if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
@@ -547,6 +563,19 @@ fn attribute_rest(
             plan.sampled().join(", ")
         ));
     }
+    Some(attribute(args, pid, &plan, (lib, cupti), rest))
+}
+
+/// Per-kernel values of process `pid` from PM sampling attribution for `rest` seconds (`None`: until Ctrl-C): what
+/// `plan` samples, attributed to the kernels of a trace of the process taken meanwhile.
+fn attribute(
+    args: &Args,
+    pid: u32,
+    plan: &pm::Plan,
+    (lib, cupti): (&std::path::Path, Option<&std::path::Path>),
+    rest: Option<f64>,
+) -> Attributed {
+    let said = |m: String| eprintln!("gpu-tools profile: process {pid}: {m}");
     let mut sampled = plan.sampled();
     if sampled.is_empty() {
         // Durations alone: the samples are still taken, for the window's account of them.
@@ -562,13 +591,13 @@ fn attribute_rest(
         !args.no_flight_recorder,
     );
     let window = began.elapsed();
-    Some(match got {
+    match got {
         Ok(w) => {
             for warning in &w.warnings {
                 said(warning.clone());
             }
             let attribution = w.analysis.counter_attribution();
-            let table = pm::AttributedTable::new(&plan, &attribution);
+            let table = pm::AttributedTable::new(plan, &attribution);
             let seen = format!(
                 "PM sampling attribution for {:.1} s: {} kernel records of {} kernel names; {}",
                 window.as_secs_f64(),
@@ -599,7 +628,58 @@ fn attribute_rest(
                 window,
             }
         }
-    })
+    }
+}
+
+/// `profile --pid PID` with metrics: per-kernel values from PM sampling attribution for the window (at least
+/// 1 s), nothing started in the process but the trace that names its kernels. A window that attributed no kernel
+/// is an error saying what was enabled and seen.
+fn attributed_metrics(
+    args: &Args,
+    pid: u32,
+    request: &ProfileRequest,
+    libs: (&std::path::Path, Option<&std::path::Path>),
+    output: Option<OutputFile>,
+) -> Outcome {
+    let plan = pm::Plan::new(&request.metrics, pm::fits_on_device_0());
+    let rest = args.duration.map(|d| d.max(MIN_ATTRIBUTED_S));
+    if !args.quiet {
+        eprintln!(
+            "gpu-tools profile: process {pid}: kernel metrics from PM sampling attribution ({}), {}: device-wide PM \
+             sampling in gpu-tools ({}) and a trace of the process's kernels; nothing replays its launches \
+             (--kernel-replay runs CUPTI's range profiler instead, for a process that launches no CUDA graph)",
+            request.metrics.join(", "),
+            rest.map_or_else(|| "until Ctrl-C".to_string(), |s| format!("{s:.1} s")),
+            plan.sampled().join(", ")
+        );
+    }
+    let got = attribute(args, pid, &plan, libs, rest);
+    let table = match got.table {
+        Some(t) if !t.rows.is_empty() => t,
+        _ => {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "process {pid}: no kernel was profiled in the {:.1} s window. Enabled: PM sampling attribution \
+                     ({}). Seen: {}",
+                    got.window.as_secs_f64(),
+                    request.metrics.join(", "),
+                    got.seen
+                ),
+            ));
+        }
+    };
+    emit(output, |out| {
+        let name = |n: &str| kernel_name(args, n);
+        if args.json {
+            table.write_json(out, name)
+        } else if args.csv {
+            table.write_csv(out, name)
+        } else {
+            table.write_text(out, name)
+        }
+    })?;
+    Ok(0)
 }
 
 /// The shortest rest of a window given to PM sampling attribution, in seconds.

@@ -197,6 +197,21 @@ impl Moment<'_> {
         }
     }
 
+    /// What an unanswered call leaves: the library goes on with it while the program runs again.
+    fn unanswered(&self) -> &'static str {
+        match self {
+            Moment::Start { .. } => {
+                "the process runs on; if the library starts the profile later, it ends it itself once it finds this \
+                 tool gone"
+            }
+            Moment::Finish { .. } => {
+                "the library goes on finishing (decoding what was profiled and ending CUPTI's profiler or sampler) \
+                 while the program runs again; until it ends, it holds the GPU's performance counters, and other \
+                 tools' counters and PC sampling on this GPU are refused"
+            }
+        }
+    }
+
     /// What giving up leaves, in a sentence.
     fn given_up(&self) -> &'static str {
         match self {
@@ -423,6 +438,7 @@ fn call_stopped(
     out: &mut Collected,
     moment: Moment<'_>,
 ) -> Result<(Message, (u32, u32)), Failure> {
+    let unanswered = moment.unanswered();
     let (stopped, tries, nudges) = quiet_moment(pid, moment)?;
     session
         .send(control)
@@ -435,7 +451,7 @@ fn call_stopped(
         None => Err(Failure::new(
             1,
             format!(
-                "process {pid}: the injection library did not answer within {} s",
+                "process {pid}: the injection library did not answer within {} s: {unanswered}",
                 CALL_LIMIT.as_secs()
             ),
         )),

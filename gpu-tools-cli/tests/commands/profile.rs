@@ -626,6 +626,24 @@ fn duration_needs_a_process() {
     assert!(err.contains("--duration"), "{err}");
 }
 
+/// `--kernel-replay` belongs to an attached window's kernel metrics: without `--pid`, or with `--pc-sampling`, it is
+/// a usage error before anything runs.
+#[test]
+fn kernel_replay_needs_a_process_and_metrics() {
+    for args in [
+        &["profile", "--kernel-replay", "--", "/bin/true"][..],
+        &["profile", "--pid", "1", "--kernel-replay", "--pc-sampling"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--kernel-replay"), "{args:?}: {err}");
+    }
+}
+
 /// `profile --help` says what a `--pid` window that gives nothing exits with, and where per-kernel values of graph
 /// jobs come from.
 #[test]
@@ -640,8 +658,10 @@ fn the_help_says_how_an_attached_window_ends() {
         .join(" ");
     for says in [
         "1 when it gave none (PC sampling without a stall record, kernel metrics without a kernel profiled)",
-        "3 when kernel metrics ended at the program's first CUDA graph launch",
-        "per-kernel values from PM sampling attribution instead",
+        "3 when --kernel-replay's kernel metrics ended at the program's first CUDA graph launch",
+        "Kernel metrics come from PM sampling attribution",
+        "nothing replays the program's launches",
+        "Only for a process that launches no CUDA graph",
     ] {
         assert!(help.contains(says), "{says:?} in {help}");
     }

@@ -31,6 +31,25 @@ pub enum Source {
     Sampled(String),
 }
 
+impl Source {
+    /// The source as one word, for CSV and JSON.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Source::Duration => "trace-duration",
+            Source::Sampled(_) => "pm-sampling",
+        }
+    }
+}
+
+/// A CSV field, quoted where it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// One asked metric that PM sampling attribution can give.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
@@ -208,6 +227,76 @@ impl AttributedTable {
             absent: plan.absent.clone(),
             rows,
         }
+    }
+
+    /// CSV: `kernel,launches,covered,attribution,metric,source,mean` per kernel and column (`mean` empty where the
+    /// samples did not hold the metric).
+    pub fn write_csv(&self, out: &mut dyn Write, name: impl Fn(&str) -> String) -> io::Result<()> {
+        writeln!(
+            out,
+            "kernel,launches,covered,attribution,metric,source,mean"
+        )?;
+        for r in &self.rows {
+            for (c, v) in self.columns.iter().zip(&r.values) {
+                writeln!(
+                    out,
+                    "{},{},{},{},{},{},{}",
+                    csv_field(&name(&r.kernel)),
+                    r.launches,
+                    r.covered,
+                    r.attribution,
+                    csv_field(&c.asked),
+                    c.source.word(),
+                    v.map(|v| v.to_string()).unwrap_or_default()
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// JSON: `{"source": "pm-sampling-attribution", "kernels": [{"kernel", "launches", "covered", "attribution",
+    /// "metrics": {name: {"mean", "source"}}}], "absent": {name: why}}` (`mean` null where the samples did not hold
+    /// the metric).
+    pub fn write_json(&self, out: &mut dyn Write, name: impl Fn(&str) -> String) -> io::Result<()> {
+        let kernels: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let metrics: serde_json::Map<String, serde_json::Value> = self
+                    .columns
+                    .iter()
+                    .zip(&r.values)
+                    .map(|(c, v)| {
+                        let mean = v
+                            .filter(|v| v.is_finite())
+                            .map_or(serde_json::Value::Null, |v| v.into());
+                        (
+                            c.asked.clone(),
+                            serde_json::json!({"mean": mean, "source": c.source.word()}),
+                        )
+                    })
+                    .collect();
+                serde_json::json!({
+                    "kernel": name(&r.kernel),
+                    "launches": r.launches,
+                    "covered": r.covered,
+                    "attribution": r.attribution,
+                    "metrics": metrics,
+                })
+            })
+            .collect();
+        let absent: serde_json::Map<String, serde_json::Value> = self
+            .absent
+            .iter()
+            .map(|(m, why)| (m.clone(), why.clone().into()))
+            .collect();
+        let doc = serde_json::json!({
+            "source": "pm-sampling-attribution",
+            "kernels": kernels,
+            "absent": absent,
+        });
+        serde_json::to_writer(&mut *out, &doc).map_err(io::Error::other)?;
+        writeln!(out)
     }
 
     /// The table as text, with what its values are; `name` turns a recorded name into the one shown.
@@ -390,6 +479,41 @@ mod tests {
             ],
             "{gemm_line}"
         );
+        // The same values as CSV and JSON, each column named with its source; a value the samples lacked is empty
+        // (CSV) or null (JSON), never 0.
+        let mut csv = Vec::new();
+        table.write_csv(&mut csv, |n| format!("{n}, x")).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "kernel,launches,covered,attribution,metric,source,mean"
+        );
+        assert!(
+            lines.contains(&"\"gemm, x\",4,1,direct,gpu__time_duration.sum,trace-duration,1000000"),
+            "{csv}"
+        );
+        assert!(
+            lines.contains(&"\"gemm, x\",4,1,direct,dram__bytes_read.sum,pm-sampling,2000000"),
+            "{csv}"
+        );
+        assert_eq!(lines.len(), 1 + 2 * 4, "{csv}");
+        let mut json = Vec::new();
+        table.write_json(&mut json, |n| n.to_string()).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(json["source"], "pm-sampling-attribution");
+        let kernels = json["kernels"].as_array().unwrap();
+        let g = kernels.iter().find(|k| k["kernel"] == "gemm").unwrap();
+        assert_eq!(g["launches"], 4);
+        assert_eq!(g["attribution"], "direct");
+        assert_eq!(g["metrics"]["dram__bytes_read.sum"]["mean"], 2e6);
+        let absent = g["metrics"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter(|m| m["mean"].is_null())
+            .count();
+        assert_eq!(absent, 1, "the one value the samples lacked: {g}");
     }
 
     /// Marks the stand-in program's run (through `trace`'s launcher) and names its scenario.
