@@ -77,6 +77,18 @@ pub fn cupti_note(pids: &[u32], flight_recorder: bool) -> String {
     )
 }
 
+/// The note a trace attach gives before it traces `pids`, none of which has run CUPTI for gpu-tools: PC sampling
+/// after a first attach that traced was seen to give no stall record (`gpu-host/scripts/pc_order_probe.sh`).
+pub fn pc_sampling_note(pids: &[u32]) -> String {
+    let them = if pids.len() == 1 { "it" } else { "them" };
+    format!(
+        "note: PC sampling (`gpu-tools profile --pid --pc-sampling`) of {} after this first attach was seen to count \
+         every sample outside the program's kernels, with no stall record (CUPTI 13.0, driver 580): sample {them} \
+         first, if you will want PCs",
+        processes(pids)
+    )
+}
+
 /// The note `where` gives before the debugger's attach to `pids`, none of which has run CUPTI for gpu-tools.
 pub fn debugger_note(pids: &[u32]) -> String {
     let (them, their) = if pids.len() == 1 {
@@ -221,6 +233,12 @@ mod tests {
         assert!(
             one.contains("flight recorder this attach leaves in it"),
             "{one}"
+        );
+        let pc = pc_sampling_note(&[7, 8]);
+        assert!(
+            pc.starts_with("note: PC sampling (`gpu-tools profile --pid --pc-sampling`) of processes 7, 8 after")
+                && pc.ends_with("sample them first, if you will want PCs"),
+            "{pc}"
         );
         let two = cupti_note(&[7, 8], false);
         assert!(

@@ -262,6 +262,8 @@ fn no_subscriber(writer: &Writer, why: &str) {
 fn start(writer: &Writer, contexts: &mut [Sampled]) {
     if crate::profiling::range_profiler_ran() {
         writer.message(&Message::PcAfterRangeProfiler);
+    } else if crate::attach::first_attach_traced() {
+        writer.message(&Message::PcAfterTrace);
     }
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {

@@ -70,6 +70,9 @@ pub enum Message {
     /// PC sampling starts in a process in which CUPTI's range profiler ran before (PC sampling after it was seen
     /// to give no stall records).
     PcAfterRangeProfiler,
+    /// PC sampling starts in a process whose first gpu-tools attach traced it (PC sampling after such a first
+    /// attach was seen to count every sample outside the program's kernels).
+    PcAfterTrace,
 }
 
 /// The codes of the messages, as [`Message::code`] gives them (a code is never given to another message).
@@ -85,6 +88,7 @@ mod code {
     // 9 was the ranges numbered in launch order of kernel metrics without CUPTI's subscriber: such metrics are no
     // longer taken (see `MetricsEnd::NoSubscriber`).
     pub const PC_AFTER_RANGE_PROFILER: u16 = 10;
+    pub const PC_AFTER_TRACE: u16 = 11;
 }
 
 impl Message {
@@ -100,6 +104,7 @@ impl Message {
             Message::PcCounts(_) => code::PC_COUNTS,
             Message::MetricsEnded(_) => code::METRICS_ENDED,
             Message::PcAfterRangeProfiler => code::PC_AFTER_RANGE_PROFILER,
+            Message::PcAfterTrace => code::PC_AFTER_TRACE,
         }
     }
 
@@ -107,7 +112,9 @@ impl Message {
     pub fn level(&self) -> NoticeLevel {
         match self {
             Message::ProfileRefused { .. } => NoticeLevel::Error,
-            Message::MetricsEnded(_) | Message::PcAfterRangeProfiler => NoticeLevel::Warning,
+            Message::MetricsEnded(_) | Message::PcAfterRangeProfiler | Message::PcAfterTrace => {
+                NoticeLevel::Warning
+            }
             _ => NoticeLevel::Info,
         }
     }
@@ -126,7 +133,9 @@ impl Message {
                 count: n,
                 ranges_named,
             } => vec![*n, u64::from(*ranges_named)],
-            Message::ProfileRefused { .. } | Message::PcAfterRangeProfiler => Vec::new(),
+            Message::ProfileRefused { .. }
+            | Message::PcAfterRangeProfiler
+            | Message::PcAfterTrace => Vec::new(),
             Message::PcCounts(c) => vec![
                 u64::from(c.context),
                 c.samples,
@@ -218,6 +227,7 @@ impl Message {
                 launches,
             }),
             (code::PC_AFTER_RANGE_PROFILER, &[]) => Message::PcAfterRangeProfiler,
+            (code::PC_AFTER_TRACE, &[]) => Message::PcAfterTrace,
             _ => return None,
         };
         Some(m)
@@ -268,6 +278,7 @@ impl fmt::Display for Message {
             Message::PcAfterRangeProfiler => {
                 f.write_str(crate::profile::notice::PC_AFTER_RANGE_PROFILER)
             }
+            Message::PcAfterTrace => f.write_str(crate::profile::notice::PC_AFTER_TRACE),
         }
     }
 }
@@ -329,6 +340,7 @@ mod tests {
                 launches: 0,
             }),
             Message::PcAfterRangeProfiler,
+            Message::PcAfterTrace,
         ]
     }
 
@@ -346,7 +358,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            [1, 2, 3, 4, 5, 6, 7, 8, 10],
+            [1, 2, 3, 4, 5, 6, 7, 8, 10, 11],
             "each code once, none missing"
         );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
@@ -396,6 +408,10 @@ mod tests {
                  find no moment to end it); the range profiler off: 0 launches profiled",
                 "PC sampling starts in a process in which CUPTI's range profiler ran before (an earlier \
                  kernel-metrics attach): PC sampling after it was seen to give no stall records",
+                "PC sampling starts in a process whose first gpu-tools attach traced it (`trace --pid`, or the \
+                 kernel metrics of `profile --pid`): PC sampling after such a first attach was seen to count every \
+                 sample outside the program's kernels (no stall record), while a process sampled before its first \
+                 trace gave stall records in every later window",
             ]
         );
         assert_eq!(

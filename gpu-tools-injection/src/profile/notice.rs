@@ -100,6 +100,14 @@ impl MetricsEnded {
 pub const PC_AFTER_RANGE_PROFILER: &str = "PC sampling starts in a process in which CUPTI's range profiler ran \
      before (an earlier kernel-metrics attach): PC sampling after it was seen to give no stall records";
 
+/// Said when PC sampling starts in a process whose first gpu-tools attach was a trace (`trace --pid`, or `profile
+/// --pid`'s kernel metrics, which trace): PC sampling after it was seen to count every sample outside the program's
+/// kernels.
+pub const PC_AFTER_TRACE: &str = "PC sampling starts in a process whose first gpu-tools attach traced it (`trace \
+     --pid`, or the kernel metrics of `profile --pid`): PC sampling after such a first attach was seen to count every \
+     sample outside the program's kernels (no stall record), while a process sampled before its first trace gave stall \
+     records in every later window";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,15 @@ impl PcWindow<'_> {
                 m.push_str(&Self::why(&c));
             }
         }
+        if self.messages.contains(&Message::PcAfterTrace) {
+            m.push_str(
+                ". This process's first gpu-tools attach traced it (`trace --pid`, or the kernel metrics of `profile \
+                 --pid`): PC sampling after such a first attach was seen to count every sample outside the \
+                 program's kernels, in every later window (CUPTI 13.0, driver 580, an H200), while a job sampled \
+                 before its first trace gave stall records before and after traces; sample a job's PCs before \
+                 tracing it",
+            );
+        }
         if self.messages.contains(&Message::PcAfterRangeProfiler) {
             m.push_str(
                 ". CUPTI's range profiler ran in this process before (an earlier kernel-metrics `profile --pid`): PC \
@@ -256,6 +265,17 @@ mod tests {
             m.contains("CUPTI's range profiler ran in this process before"),
             "{m}"
         );
+        // Every sample outside the program's kernels after a first attach that traced: that order is named, as is
+        // what to do instead.
+        let notices = [Message::PcAfterTrace, counted(20_228_749, 20_228_749)];
+        let m = pc(0, &notices).empty_error().unwrap();
+        assert!(
+            m.contains("CUPTI attributed all 20228749 samples")
+                && m.contains("This process's first gpu-tools attach traced it")
+                && m.ends_with("sample a job's PCs before tracing it"),
+            "{m}"
+        );
+        assert!(!m.contains("range profiler ran"), "{m}");
         // Records: no error.
         assert_eq!(pc(3, &[counted(10, 9)]).empty_error(), None);
     }

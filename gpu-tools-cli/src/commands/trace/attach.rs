@@ -109,6 +109,10 @@ pub fn run(
             "gpu-tools trace: {}",
             crate::cupti_or_debugger::cupti_note(&first, cli.flight_recorder())
         );
+        eprintln!(
+            "gpu-tools trace: {}",
+            crate::cupti_or_debugger::pc_sampling_note(&first)
+        );
     }
     let attach = Attach {
         listening,
