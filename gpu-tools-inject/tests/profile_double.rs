@@ -1061,3 +1061,198 @@ fn attached_child(c: &Controls) {
         std::io::stdout().flush().unwrap();
     }
 }
+
+/// One attach of a series into the same child (`order` tests): injects the library with `request` (`None`: a trace)
+/// on a socket of its own, plays the tracer's side (a trace: stop once attached; PC sampling: start, finish,
+/// stop) and returns the stream's messages once the library ended it.
+fn attach_in_order(
+    pid: u32,
+    dir: &Path,
+    n: usize,
+    request: Option<gpu_tools_injection::profile::ProfileRequest>,
+) -> Vec<Message> {
+    use std::io::Write;
+    use std::os::unix::net::UnixListener;
+    use std::time::{Duration, Instant};
+
+    let socket = dir.join(format!("s{n}"));
+    let listener = UnixListener::bind(&socket).unwrap();
+    let trace = request.is_none();
+    let settings = Settings {
+        cupti: Some(double("cupti_full")),
+        profile: request,
+        ..Settings::new(Destination::Socket(socket))
+    }
+    .attach_argument()
+    .unwrap();
+    // The previous attach's thread ends right after its stream: until then the library answers busy.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let done = gpu_tools::linux::inject::Injection::new(
+            pid,
+            gpu_tools_testing::inject_lib(),
+            env::ATTACH_ENTRY,
+        )
+        .argument(settings.clone())
+        .run()
+        .expect("inject the library");
+        if done.entry_result == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "attach {n}: entry result {}",
+            done.entry_result
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let conn = gpu_tools_testing::accept_within(
+        &listener,
+        Duration::from_secs(30),
+        "the attached library",
+    );
+    let mut control = conn.try_clone().unwrap();
+    let mut messages = Vec::new();
+    let mut reader = StreamReader::new(conn);
+    let mut next = |what: &str| -> Option<Record> {
+        reader
+            .next()
+            .map(|r| r.unwrap_or_else(|e| panic!("attach {n}, waiting for {what}: {e}")))
+    };
+    let mut until = |what: &str, wanted: &dyn Fn(&Message) -> bool, messages: &mut Vec<Message>| loop {
+        let Some(r) = next(what) else {
+            panic!("attach {n}: the stream ended before {what}: {messages:?}")
+        };
+        if let Some(m) = message(&r) {
+            let hit = wanted(&m);
+            messages.push(m);
+            if hit {
+                return;
+            }
+        }
+    };
+    if trace {
+        until(
+            "attached",
+            &|m| matches!(m, Message::Attached { .. }),
+            &mut messages,
+        );
+    } else {
+        until(
+            "ready",
+            &|m| matches!(m, Message::ProfileReady { .. }),
+            &mut messages,
+        );
+        control.write_all(&[Control::ProfileStart.byte()]).unwrap();
+        until(
+            "started",
+            &|m| matches!(m, Message::ProfileStarted { .. }),
+            &mut messages,
+        );
+        control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
+        until(
+            "finished",
+            &|m| matches!(m, Message::ProfileFinished { .. }),
+            &mut messages,
+        );
+    }
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    while let Some(r) = next("the stream's end") {
+        messages.extend(message(&r));
+    }
+    messages
+}
+
+/// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
+/// messages.
+fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let dir = std::env::temp_dir().join(format!(
+        "profile_double-order-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, "attach")
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
+        .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
+        .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
+        .env_remove(env::SOCKET)
+        .env_remove(env::FILE)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if let Some((_, rest)) = line.split_once("done ") {
+                return rest.to_string();
+            }
+        }
+    };
+    assert_eq!(answer("ready"), "ready", "the child made its context");
+    let mut out = Vec::new();
+    for (n, pc) in kinds.iter().enumerate() {
+        let request = pc.then(|| {
+            let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+            r.pc_sampling = true;
+            r
+        });
+        out.push(attach_in_order(child.id(), &dir, n, request));
+        assert_eq!(answer(&format!("launch copy {}", n + 1)), "launched");
+    }
+    assert_eq!(answer("exit"), "exit");
+    assert!(
+        child.wait().unwrap().success(),
+        "the program ran on and exited 0"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// PC sampling after a first attach that traced is said (`PcAfterTrace`: on an H200 every sample then fell outside
+/// the program's kernels); after a first attach that sampled PCs it is not, traces between them or not.
+#[test]
+fn pc_sampling_says_when_the_first_attach_traced() {
+    let said = |m: &[Message]| m.contains(&Message::PcAfterTrace);
+    let traced_first = attaches_in_order(&[false, true, true]);
+    assert!(!said(&traced_first[0]), "{:?}", traced_first[0]);
+    assert!(
+        traced_first[1]
+            .iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
+        "PC sampling started: {:?}",
+        traced_first[1]
+    );
+    assert!(said(&traced_first[1]), "{:?}", traced_first[1]);
+    assert!(
+        said(&traced_first[2]),
+        "every later window: {:?}",
+        traced_first[2]
+    );
+    let sampled_first = attaches_in_order(&[true, false, true]);
+    assert!(
+        sampled_first[0]
+            .iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
+        "{:?}",
+        sampled_first[0]
+    );
+    assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
+}
