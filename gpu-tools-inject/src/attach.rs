@@ -14,7 +14,7 @@
 
 use std::ffi::{CStr, c_char, c_int};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
 use gpu_tools::trace::EndReason;
@@ -27,21 +27,6 @@ use crate::session::{self, Mode, Session};
 
 /// Set while an attach thread runs: a second attach meanwhile is refused.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
-
-/// What this process's first attach did, set once: [`FIRST_NONE`], [`FIRST_PC_SAMPLING`] or [`FIRST_TRACE`]. PC
-/// sampling after a first attach that traced (CUPTI's activity API, the flight recorder beside it) counted every
-/// sample outside the program's kernels, in every later window (four eager jobs, one H200, CUPTI 13.0, driver 580,
-/// `gpu-host/scripts/pc_order_probe.sh`); one sampled first gave stall records before and after a trace. PC sampling
-/// says so (`Message::PcAfterTrace`).
-static FIRST_ATTACH: AtomicU8 = AtomicU8::new(FIRST_NONE);
-const FIRST_NONE: u8 = 0;
-const FIRST_PC_SAMPLING: u8 = 1;
-const FIRST_TRACE: u8 = 2;
-
-/// Whether this process's first attach traced it (a trace, or kernel metrics, which trace), not PC sampling.
-pub fn first_attach_traced() -> bool {
-    FIRST_ATTACH.load(Ordering::SeqCst) == FIRST_TRACE
-}
 
 /// Starts tracing this process from a thread of its own. `argument`: the settings, one `NAME=value` line per
 /// variable, as `Settings::attach_argument` writes them. Returns an `AttachStatus`.
@@ -85,13 +70,11 @@ fn start(text: String) -> AttachStatus {
     session::pin_this_library();
     // PC sampling or kernel metrics of the running process (`gpu-tools profile --pid`) instead of a trace.
     let profile = config.profile.clone().filter(|r| !r.is_empty());
-    let first = if profile.as_ref().is_some_and(|r| r.pc_sampling) {
-        FIRST_PC_SAMPLING
+    crate::first_attach::note(if profile.as_ref().is_some_and(|r| r.pc_sampling) {
+        crate::first_attach::Kind::PcSampling
     } else {
-        FIRST_TRACE
-    };
-    // Only the first attach sets it; a later one finds it set.
-    let _ = FIRST_ATTACH.compare_exchange(FIRST_NONE, first, Ordering::SeqCst, Ordering::SeqCst);
+        crate::first_attach::Kind::Trace
+    });
     let thread = std::thread::Builder::new()
         .name("gpu-tools-attach".into())
         .spawn(move || {

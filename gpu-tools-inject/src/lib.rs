@@ -24,6 +24,7 @@ use std::ffi::c_int;
 mod attach;
 mod coexist;
 pub mod convert;
+mod first_attach;
 mod flight;
 mod graph_fold;
 mod imports;

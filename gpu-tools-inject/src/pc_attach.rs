@@ -262,7 +262,7 @@ fn no_subscriber(writer: &Writer, why: &str) {
 fn start(writer: &Writer, contexts: &mut [Sampled]) {
     if crate::profiling::range_profiler_ran() {
         writer.message(&Message::PcAfterRangeProfiler);
-    } else if crate::attach::first_attach_traced() {
+    } else if crate::first_attach::traced() {
         writer.message(&Message::PcAfterTrace);
     }
     let mut started = 0;

@@ -1,0 +1,49 @@
+//! What this process's first attach did. PC sampling after a first attach that traced (CUPTI's activity API, the
+//! flight recorder beside it) counted every sample outside the program's kernels, in every later window (four eager
+//! jobs, one H200, CUPTI 13.0, driver 580, `gpu-host/scripts/pc_order_probe.sh`); a job sampled first gave stall
+//! records before and after a trace. PC sampling says so (`Message::PcAfterTrace`).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// What an attach does, as far as the order matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// PC sampling (`profile --pid --pc-sampling`).
+    PcSampling,
+    /// A trace (`trace --pid`, and `profile --pid`'s kernel metrics, which trace), or the range profiler.
+    Trace,
+}
+
+const NONE: u8 = 0;
+const PC_SAMPLING: u8 = 1;
+const TRACE: u8 = 2;
+
+/// Set once, by the first attach.
+static FIRST: AtomicU8 = AtomicU8::new(NONE);
+
+/// An attach of `kind` begins: the first one is kept, a later one changes nothing.
+pub fn note(kind: Kind) {
+    let code = match kind {
+        Kind::PcSampling => PC_SAMPLING,
+        Kind::Trace => TRACE,
+    };
+    let _ = FIRST.compare_exchange(NONE, code, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Whether this process's first attach traced it, not PC sampling.
+pub fn traced() -> bool {
+    FIRST.load(Ordering::SeqCst) == TRACE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_attach_is_kept() {
+        assert!(!traced(), "no attach yet");
+        note(Kind::Trace);
+        note(Kind::PcSampling);
+        assert!(traced(), "the first was a trace");
+    }
+}
