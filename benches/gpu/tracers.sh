@@ -24,7 +24,8 @@
 #   PROFILE=1 bash benches/gpu/tracers.sh
 # Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1), BUDGET_S (400:
 # the main part runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
-# workload's count), NSYS (auto | 0), NSYS_ROUNDS (2), SMOKE=1 (tiny counts, one round, no nsys: checks that
+# workload's count), NODRIVER=1 (two configurations more: the defaults' kinds without driver API records, floor
+# and gpu-tools), NSYS (auto | 0), NSYS_ROUNDS (2), SMOKE=1 (tiny counts, one round, no nsys: checks that
 # every part runs, in about a minute), PYTHON, CUDA_HOME. Prints the tables and writes $OUT/tracers/ (results.json,
 # raw.tsv, the logs of failed runs).
 set -u
@@ -45,6 +46,10 @@ fi
 # (gpu-tools-inject/src/session.rs, session_kinds: graph mode adds GRAPH_TRACE).
 FLOOR_DEFAULT=kernel,memcpy,memset,driver,runtime,nvtx,graph
 FLOOR_KERNEL=kernel,graph
+# NODRIVER=1: the defaults without driver API records as well (floor-nodriver, gt-nodriver): what the driver kind
+# costs on each workload, for the choice of defaults (issue 44).
+FLOOR_NODRIVER=kernel,memcpy,memset,runtime,nvtx,graph
+GT_NODRIVER=kernel,memcpy,memset,runtime,nvtx
 work_py=$root/gpu-host/python/tracer_workloads.py
 report_py=$root/benches/gpu/tracers_report.py
 started=$(date +%s)
@@ -97,9 +102,10 @@ prefix() {
   pre=(env) extra=()
   case $config in
     native) ;;
-    floor-default | floor-kernel)
+    floor-default | floor-kernel | floor-nodriver)
       local kinds=$FLOOR_DEFAULT
       [ "$config" = floor-kernel ] && kinds=$FLOOR_KERNEL
+      [ "$config" = floor-nodriver ] && kinds=$FLOOR_NODRIVER
       pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$kinds" CUPTI_FLOOR_LIB="$cupti_lib"
         CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     floor-clock-flush)
@@ -107,6 +113,7 @@ prefix() {
         CUPTI_FLOOR_CLOCK=1 CUPTI_FLOOR_FLUSH_MS=200 CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     gt-default) pre=("$gt" trace -o "$tmp/$tag-%p.gputrace" --) ;;
     gt-kernel) pre=("$gt" trace --kinds kernel -o "$tmp/$tag-%p.gputrace" --) ;;
+    gt-nodriver) pre=("$gt" trace --kinds "$GT_NODRIVER" -o "$tmp/$tag-%p.gputrace" --) ;;
     gt-list) pre=("$gt" trace --list -o "$tmp/$tag-%p.gputrace" --) ;;
     stage-*)
       pre=(env CUDA_INJECTION64_PATH="$inject" NVTX_INJECTION64_PATH="$inject" GPU_TOOLS_TRACE_FILE="$tmp/$tag-%p.raw"
@@ -202,6 +209,7 @@ done
 
 if [[ " $PARTS " == *" main "* ]]; then
   configs="native floor-default floor-kernel gt-default gt-kernel"
+  [ "${NODRIVER:-0}" = 1 ] && configs="$configs floor-nodriver gt-nodriver"
   programs="c_sync c_flood"
   [ "$have_torch" = 1 ] && configs="$configs torch-profiler" programs="$programs torch"
   [ "$use_nsys" = 1 ] && configs="$configs nsys"

@@ -14,9 +14,10 @@ import re
 import statistics
 import sys
 
-FLOOR_OF = {"gt-default": "floor-default", "gt-kernel": "floor-kernel", "torch-profiler": "floor-default",
-            "nsys": "floor-default"}
-MAIN_ORDER = ["native", "floor-default", "floor-kernel", "gt-default", "gt-kernel", "torch-profiler", "nsys"]
+FLOOR_OF = {"gt-default": "floor-default", "gt-kernel": "floor-kernel", "gt-nodriver": "floor-nodriver",
+            "torch-profiler": "floor-default", "nsys": "floor-default"}
+MAIN_ORDER = ["native", "floor-default", "floor-kernel", "floor-nodriver", "gt-default", "gt-kernel", "gt-nodriver",
+              "torch-profiler", "nsys"]
 PROFILE_STEPS = [
     ("floor-default", "native", "CUPTI recording the default kinds, buffers unread (the floor)"),
     ("floor-clock-flush", "floor-default", "gpu-tools' CLOCK_MONOTONIC callback and 200 ms flush thread, in CUPTI"),
@@ -91,24 +92,29 @@ def main_part(rows, results):
             print(f"{w:<15} {c:<15} {s['n']:>2} {s['median']:>10.1f} {s['min']:>10.1f}-{s['max']:<10.1f} "
                   f"{s['q1']:>10.1f}-{s['q3']:<10.1f} {xn:>9} {xf:>8}  {chk}")
     results["main"] = table
-    # In how many rounds the defaults beat torch.profiler, round by round.
-    beats = {}
-    for w in workloads:
-        by_round = {}
-        for r in ok:
-            if r["workload"] == w and r["config"] in ("gt-default", "torch-profiler"):
-                by_round.setdefault(r["round"], {})[r["config"]] = r["ms"]
-        pairs = [v for v in by_round.values() if len(v) == 2]
-        if pairs:
-            wins = sum(1 for v in pairs if v["gt-default"] < v["torch-profiler"])
-            beats[w] = {"rounds": len(pairs), "defaults_faster": wins,
-                        "pairs": [[v["gt-default"], v["torch-profiler"]] for v in pairs]}
-    if beats:
-        print("gpu-tools defaults faster than torch.profiler, round by round: " +
-              "; ".join(f"{w} {b['defaults_faster']} of {b['rounds']}" for w, b in beats.items()) +
-              (" (every round)" if all(b["defaults_faster"] == b["rounds"] for b in beats.values()) else
-               " (NOT every round)"))
-    results["defaults_vs_torch_profiler"] = beats
+    # In how many rounds the defaults (and, with NODRIVER=1, the defaults without driver records) beat
+    # torch.profiler, round by round.
+    for mine, label, key in (("gt-default", "gpu-tools defaults", "defaults_vs_torch_profiler"),
+                             ("gt-nodriver", "gpu-tools defaults without driver records",
+                              "nodriver_vs_torch_profiler")):
+        beats = {}
+        for w in workloads:
+            by_round = {}
+            for r in ok:
+                if r["workload"] == w and r["config"] in (mine, "torch-profiler"):
+                    by_round.setdefault(r["round"], {})[r["config"]] = r["ms"]
+            pairs = [v for v in by_round.values() if len(v) == 2]
+            if pairs:
+                wins = sum(1 for v in pairs if v[mine] < v["torch-profiler"])
+                beats[w] = {"rounds": len(pairs), "defaults_faster": wins,
+                            "pairs": [[v[mine], v["torch-profiler"]] for v in pairs]}
+        if beats:
+            print(f"{label} faster than torch.profiler, round by round: " +
+                  "; ".join(f"{w} {b['defaults_faster']} of {b['rounds']}" for w, b in beats.items()) +
+                  (" (every round)" if all(b["defaults_faster"] == b["rounds"] for b in beats.values()) else
+                   " (NOT every round)"))
+        if beats or mine == "gt-default":
+            results[key] = beats
     bars = {}
     for w, t in table.items():
         d, k = t.get("gt-default", {}), t.get("gt-kernel", {})
