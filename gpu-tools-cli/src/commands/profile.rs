@@ -160,9 +160,9 @@ fn check_prerequisites(explicit_lib: Option<&std::path::Path>) -> Result<PathBuf
     Ok(lib)
 }
 
-pub fn run(args: Args) -> Outcome {
-    // Checked here, as `trace` does: clap skips `requires` on an option whose requirement conflicts with the
-    // program given.
+/// The options that apply only with `--pid`, refused without it. Checked here, as `trace` does: clap skips
+/// `requires` on an option whose requirement conflicts with the program given.
+fn check_pid_options(args: &Args) -> Result<(), Failure> {
     if args.duration.is_some() && args.pid.is_none() {
         return Err(Failure::usage(
             super::clap_command("profile"),
@@ -184,6 +184,44 @@ pub fn run(args: Args) -> Outcome {
             "--no-flight-recorder applies only with --pid (a launched program gets no recorder)",
         ));
     }
+    Ok(())
+}
+
+/// `profile --pid PID`: the request for a running process, its options checked first.
+fn run_attached(args: &Args, pid: u32, metrics: Vec<String>) -> Outcome {
+    if !args.kernel_replay && (args.launches_per_kernel.is_some() || args.graph_profiling.is_some())
+    {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::ArgumentConflict,
+            "--launches-per-kernel and --graph-profiling apply to the range profiler: with --pid, add \
+             --kernel-replay (kernel metrics of a running process otherwise come from PM sampling attribution, \
+             which covers every launch and profiles no graph apart)",
+        ));
+    }
+    crate::pid::check(pid)?;
+    if args.pc_sampling && !metrics.is_empty() {
+        return Err(Failure::new(
+            1,
+            "a running process gets PC sampling or kernel metrics, one at a time (CUPTI gives no PC samples \
+             while the range profiler is on)",
+        ));
+    }
+    let request = ProfileRequest {
+        metrics,
+        pc_sampling: args.pc_sampling,
+        max_ranges: args.max_ranges,
+        launches_per_kernel: Some(
+            args.launches_per_kernel
+                .unwrap_or(ATTACHED_LAUNCHES_PER_KERNEL),
+        ),
+        graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+    };
+    attached(args, pid, &request)
+}
+
+pub fn run(args: Args) -> Outcome {
+    check_pid_options(&args)?;
     let spec = match (&args.metrics, &args.set) {
         (Some(m), _) => m.clone(),
         (None, Some(s)) => {
@@ -197,25 +235,7 @@ pub fn run(args: Args) -> Outcome {
     };
     let metrics = ProfileRequest::parse_metrics(&spec).map_err(|m| Failure::new(1, m))?;
     if let Some(pid) = args.pid {
-        crate::pid::check(pid)?;
-        if args.pc_sampling && !metrics.is_empty() {
-            return Err(Failure::new(
-                1,
-                "a running process gets PC sampling or kernel metrics, one at a time (CUPTI gives no PC samples \
-                 while the range profiler is on)",
-            ));
-        }
-        let request = ProfileRequest {
-            metrics,
-            pc_sampling: args.pc_sampling,
-            max_ranges: args.max_ranges,
-            launches_per_kernel: Some(
-                args.launches_per_kernel
-                    .unwrap_or(ATTACHED_LAUNCHES_PER_KERNEL),
-            ),
-            graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
-        };
-        return attached(&args, pid, &request);
+        return run_attached(&args, pid, metrics);
     }
     // The program (127, 126), then what profiling needs: nothing runs when one is missing.
     super::trace::check_program(&args.program[0])?;

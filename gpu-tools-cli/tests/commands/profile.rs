@@ -633,6 +633,9 @@ fn kernel_replay_needs_a_process_and_metrics() {
     for args in [
         &["profile", "--kernel-replay", "--", "/bin/true"][..],
         &["profile", "--pid", "1", "--kernel-replay", "--pc-sampling"][..],
+        // The range profiler's own options, without it.
+        &["profile", "--pid", "1", "--launches-per-kernel", "3"][..],
+        &["profile", "--pid", "1", "--graph-profiling", "graph"][..],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
             .args(args)
