@@ -140,7 +140,10 @@ attach() {
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
     elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI.*left as it was' "$f.txt"; then ok=refused-no-quiet-moment
     elif grep -q 'inside libcuda.*at every stop\|waits inside the CUDA driver at every stop' "$f.txt"; then ok=refused-in-driver
-    else ok=FAIL; fi ;;
+    else ok=FAIL; fi
+    # An empty PC sampling window after the process's first attach traced it (CUPTI then put every sample outside the
+    # program's kernels, pc_order_probe.sh): still a failure, its known cause named.
+    if [ "$ok" = FAIL ] && grep -q "first gpu-tools attach traced it" "$f.txt"; then records="${records:-0},after-first-trace"; fi ;;
   # After a CUPTI attach the driver refuses the debugger for the process's life: where answers from the flight
   # recorder the attach left. Where none could be left (the program's profiler holds CUPTI's one subscriber), or
   # the program's own profiler ran CUPTI, the tool says so: counted apart.
@@ -277,6 +280,8 @@ row() {
   [ -n "$res_u" ] && [ "$res_u" = "$res_a" ] || { verdict=FAIL; notes+=" results differ;"; }
   [ "$n" -ge "$attaches" ] || { verdict=FAIL; notes+=" only $n attaches before the job ended;"; }
   [ "$fails" -eq 0 ] || { verdict=FAIL; notes+=" $fails windows failed;"; }
+  refused=$(grep -c ',after-first-trace FAIL$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused of them PC sampling after the job's first attach traced it;"
   if [[ $name == profiler-* ]]; then
     local k_u k_a
     k_u=$(awk '/^torch_profiler kernels/ {print $3}' "$d/untouched.log")
