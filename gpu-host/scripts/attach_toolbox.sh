@@ -2,6 +2,9 @@
 # Probes of the tools used together on one job (issue "the whole toolbox on one live job"), each part on its own:
 #   pc-graph   gpu-host/scripts/pc_graph_probe.cu: PC sampling's samples for plain launches and for graphs
 #              instantiated before or after the sampling was enabled (an attach's case is "before")
+#   pc-order   the same probe: PC sampling after CUPTI's first use in the process was an activity session or a
+#              subscriber alone, and with PC sampling queried or enabled first (which first use leaves PC sampling
+#              no sample inside the program's kernels, and what avoids it)
 #   hang       gpu-host/scripts/hang_probe.cu: what a thread of a hung program can still ask (a stream query,
 #              CUPTI's flushes) while a kernel hangs and the main thread waits in the driver
 #   schedule   a job whose own torch.profiler runs on a `schedule`, attached with four 2 s trace windows (the
@@ -14,7 +17,7 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/attach_toolbox}; mkdir -p "$out"; unset GPU_TOOLS_INJECT_LIB
-parts=${*:-host pc-graph hang nvtx-state pc-graph-tool schedule late serving after-pc nvtx-attach serving-profile hung-flight}
+parts=${*:-host pc-graph pc-order hang nvtx-state pc-graph-tool schedule late serving after-pc nvtx-attach serving-profile hung-flight}
 job=$root/gpu-host/python/survival_job.py
 cuda=${CUDA_HOME:-/usr/local/cuda}
 inc=$(dirname "$(find "$cuda/" -name cupti.h 2>/dev/null | head -1)")
@@ -45,6 +48,11 @@ for part in $parts; do
     build pc_graph_probe || continue
     for v in eager graph-after graph-before graph-before-upload graph-before-serial eager-then-graph-before; do
       timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
+    done ;;
+  pc-order)
+    build pc_graph_probe || continue
+    for v in eager activity-first subscribe-first prime-query-activity-first prime-pc-activity-first; do
+      timeout 60 "$out/pc_graph_probe" "$v" 200 200 2>&1 | tail -3
     done ;;
   hang)
     build hung_job

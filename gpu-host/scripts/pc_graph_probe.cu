@@ -9,6 +9,13 @@
 //   graph-before-upload  as graph-before, then cudaGraphUpload again after the enable
 //   graph-before-serial  as graph-before, in kernel-serialised collection mode
 //   eager-then-graph-before  graph instantiated before the enable, eager launches and replays interleaved
+//   activity-first   eager, after an activity session (concurrent kernels recorded, flushed, disabled) that ran
+//                    before PC sampling was ever used in the process: the order of an attach whose first use of
+//                    CUPTI was a trace (pc_order_probe.sh: every sample then fell outside the program's kernels)
+//   subscribe-first  eager, after a callback subscriber on launches (the flight recorder's use of CUPTI) alone
+//   prime-query-activity-first  as activity-first, with cuptiPCSamplingGetNumStallReasons asked before the activity
+//   prime-pc-activity-first     as activity-first, with PC sampling enabled and disabled before the activity (the
+//                    order in which PC sampling worked after a trace)
 // Prints `result VARIANT samples S pcs P nonuser N dropped D full F launches L ms T`.
 //
 //   nvcc -O2 -arch=sm_90 -I$CUPTI_INC -o pc_graph_probe pc_graph_probe.cu -L$CUPTI_LIB -lcupti -lcuda
@@ -130,6 +137,36 @@ static void enable(bool serial) {
     CU(cuptiPCSamplingSetConfigurationAttribute(&c));
 }
 
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *size = 4u << 20;
+    *buffer = (uint8_t *)aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t) { free(buffer); }
+
+static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *) {}
+
+// CUPTI used before PC sampling, as a first attach that traced used it: an activity session, or a subscriber alone.
+static void use_cupti_first(const char *v, unsigned long long cycles, unsigned long long *out, cudaStream_t s) {
+    if (strstr(v, "subscribe-first")) {
+        CUpti_SubscriberHandle sub;
+        CU(cuptiSubscribe(&sub, on_callback, nullptr));
+        CU(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
+        RT(cudaStreamSynchronize(s));
+        CU(cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        return;
+    }
+    if (!strstr(v, "activity-first")) return;
+    CU(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
+    RT(cudaStreamSynchronize(s));
+    CU(cuptiActivityFlushAll(1));
+    CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+}
+
 static void disable() {
     read_data();
     CUpti_PCSamplingDisableParams d = {};
@@ -166,6 +203,19 @@ int main(int argc, char **argv) {
     spin<<<132, 128, 0, s>>>(cycles, out);  // the module is loaded and a kernel ran before the enable
     RT(cudaStreamSynchronize(s));
     if (graph && before) instantiate();
+    if (strstr(v, "prime-query")) {
+        CUpti_PCSamplingGetNumStallReasonsParams n = {};
+        n.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
+        n.ctx = g_ctx;
+        n.numStallReasons = &g_reasons;
+        CU(cuptiPCSamplingGetNumStallReasons(&n));
+    }
+    if (strstr(v, "prime-pc")) {
+        enable(false);
+        disable();
+        g_samples = g_pcs_total = g_nonuser = g_dropped = g_full = 0;
+    }
+    use_cupti_first(v, cycles, out, s);
     enable(strstr(v, "serial") != nullptr);
     if (graph && !before) instantiate();
     if (strstr(v, "upload")) RT(cudaGraphUpload(exec, s));
