@@ -45,7 +45,7 @@ pub use job::{
     CollectiveAlignment, DuplicateRank, HostAlignment, Job, STRAGGLERS, collective_name,
 };
 pub(crate) use table::json_string;
-pub use table::{Cell, Format, Table, write_tables};
+pub use table::{Cell, Format, Table, csv_field, write_tables};
 
 use self::stats::Values;
 use super::file::{TraceFileError, TraceItem, TraceReader};

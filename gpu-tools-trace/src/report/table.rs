@@ -274,7 +274,8 @@ pub fn write_tables(tables: &[Table], format: Format, out: &mut dyn Write) -> io
     }
 }
 
-fn csv_field(s: &str) -> String {
+/// A CSV field, quoted (RFC 4180) where it holds a comma, a quote or a line break.
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -18,6 +18,7 @@ use gpu_tools::cupti::profiler::host::{Catalog, ConfigImage};
 use gpu_tools::cupti::profiler::{self, Method};
 use gpu_tools::profile::value_text;
 use gpu_tools::trace::counters::{CounterAttribution, KernelCounters, MetricKind};
+use gpu_tools::trace::report::csv_field;
 
 /// The range profiler's metric of a kernel's duration: here, from the trace's kernel records.
 const DURATION: &str = "gpu__time_duration";
@@ -38,15 +39,6 @@ impl Source {
             Source::Duration => "trace-duration",
             Source::Sampled(_) => "pm-sampling",
         }
-    }
-}
-
-/// A CSV field, quoted where it holds a comma, a quote or a line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 
