@@ -29,6 +29,7 @@ mod flight;
 mod graph_fold;
 mod imports;
 mod logger;
+mod mapped_library;
 mod nvtx;
 mod nvtx_attach;
 mod pc_attach;

@@ -261,20 +261,13 @@ fn cupti_path() -> Result<std::path::PathBuf, String> {
 /// The CUPTI functions of the library at `path`, which must be loaded already.
 fn real_in(path: &std::path::Path) -> Result<Real, String> {
     let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    // SAFETY: a NUL-terminated path; RTLD_NOLOAD only finds the library already mapped (no constructor runs).
-    let handle = unsafe { libc::dlopen(c_path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return Err(format!("{} is not loaded", path.display()));
-    }
+    let lib = crate::mapped_library::MappedLibrary::find(&c_path)
+        .ok_or_else(|| format!("{} is not loaded", path.display()))?;
     let symbol = |name: &str| -> Result<usize, String> {
         let c = CString::new(name).map_err(|e| e.to_string())?;
-        // SAFETY: a live handle and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(handle, c.as_ptr()) };
-        if p.is_null() {
-            Err(format!("{} has no {name}", path.display()))
-        } else {
-            Ok(p as usize)
-        }
+        lib.symbol(&c)
+            .map(|p| p as usize)
+            .ok_or_else(|| format!("{} has no {name}", path.display()))
     };
     // SAFETY (each transmute): the address of the named CUPTI function, whose C signature (cupti_activity.h,
     // cupti_callbacks.h) the type states.

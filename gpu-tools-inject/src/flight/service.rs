@@ -20,6 +20,7 @@ use std::time::Duration;
 use gpu_tools_injection::flight::{REQUEST, StreamState, socket_file_name};
 
 use super::{book, now_ns};
+use crate::mapped_library::MappedLibrary;
 
 /// `CUDA_SUCCESS`, `CUDA_ERROR_NOT_READY`.
 const CUDA_SUCCESS: i32 = 0;
@@ -120,17 +121,8 @@ impl Query {
     fn resolve() -> Option<Query> {
         let driver = gpu_tools::cuda::Driver::get()?;
         let c = std::ffi::CString::new(driver.path()?.as_os_str().as_encoded_bytes()).ok()?;
-        // SAFETY: RTLD_NOLOAD finds the copy the crate loaded, nothing is loaded; the handle is kept (the driver
-        // stays for the process).
-        let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            return None;
-        }
-        // SAFETY: a live handle and a NUL-terminated name.
-        let query = unsafe { libc::dlsym(handle, c"cuStreamQuery".as_ptr()) };
-        if query.is_null() {
-            return None;
-        }
+        // The copy the crate loaded, already mapped.
+        let query = MappedLibrary::find(&c)?.symbol(c"cuStreamQuery")?;
         Some(Query {
             api: driver.api(),
             // SAFETY: the driver's function of this C signature (cuda.h).

@@ -73,6 +73,8 @@ use std::ffi::{CString, c_void};
 use gpu_tools::cupti::CuptiLibrary;
 use gpu_tools::trace::NoticeLevel;
 
+use crate::mapped_library::MappedLibrary;
+
 use elf::{ElfFile, FileBytes, Search};
 use loaded::{Hold, LoadedModule};
 use state::{InitializeInjection, NotRouted, NvtxState, Routed, Segments};
@@ -92,18 +94,10 @@ pub(crate) fn cupti_symbol(symbol: &str) -> Result<*mut c_void, String> {
     let path = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| "CUPTI's path holds a NUL")?;
     let name = CString::new(symbol).map_err(|_| "the symbol's name holds a NUL")?;
-    // SAFETY: RTLD_NOLOAD only returns the copy already mapped (the crate loaded it); the handle is kept, as the
-    // crate keeps the library for the process.
-    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-    if handle.is_null() {
-        return Err("CUPTI is not mapped".into());
-    }
-    // SAFETY: looks a symbol up in a loaded library.
-    let f = unsafe { libc::dlsym(handle, name.as_ptr()) };
-    if f.is_null() {
-        return Err(format!("this CUPTI has no {symbol}"));
-    }
-    Ok(f)
+    // The copy the crate loaded, already mapped.
+    let lib = MappedLibrary::find(&path).ok_or("CUPTI is not mapped")?;
+    lib.symbol(&name)
+        .ok_or_else(|| format!("this CUPTI has no {symbol}"))
 }
 
 /// The NVTX states routed for one window, and what the stream says of them. Dropping it puts every state back
