@@ -80,12 +80,25 @@ pub fn ask(path: &std::path::Path, limit: std::time::Duration) -> Result<FlightR
     conn.set_read_timeout(Some(limit)).map_err(no_report)?;
     conn.set_write_timeout(Some(limit)).map_err(no_report)?;
     conn.write_all(&[REQUEST]).map_err(no_report)?;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     // At most `REPORT_LIMIT` bytes: whatever listens at the path (another process may have made a socket of that
-    // name) cannot make the tool hold more; a longer report fails to decode, said as such.
+    // name) cannot make the tool hold more; a longer report fails to decode, said as such (cut inside a character,
+    // the rest is read as it stands, so that the missing end says so).
     conn.take(REPORT_LIMIT)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .map_err(no_report)?;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) if e.as_bytes().len() as u64 == REPORT_LIMIT => {
+            String::from_utf8_lossy(e.as_bytes()).into_owned()
+        }
+        Err(e) => {
+            return Err(no_report(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e.utf8_error(),
+            )));
+        }
+    };
     Ok(FlightReport::decode(&text)?)
 }
 
