@@ -70,11 +70,6 @@ fn start(text: String) -> AttachStatus {
     session::pin_this_library();
     // PC sampling or kernel metrics of the running process (`gpu-tools profile --pid`) instead of a trace.
     let profile = config.profile.clone().filter(|r| !r.is_empty());
-    crate::first_attach::note(if profile.as_ref().is_some_and(|r| r.pc_sampling) {
-        crate::first_attach::Kind::PcSampling
-    } else {
-        crate::first_attach::Kind::Trace
-    });
     let thread = std::thread::Builder::new()
         .name("gpu-tools-attach".into())
         .spawn(move || {
@@ -112,6 +107,8 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
         return;
     };
     let control = sink.control_stream();
+    // Noted once the attach reaches CUPTI: one that ended before does not count as the first.
+    crate::first_attach::note(crate::first_attach::Kind::Trace);
     session::use_mapped_libraries();
     // A program that maps no CUPTI gets the one the tracer found (the same search a launched trace makes).
     let mapped = gpu_tools::linux::procfs::Process::current()

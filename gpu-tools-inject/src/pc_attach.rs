@@ -100,6 +100,12 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         // SAFETY: gettid has no preconditions.
         thread: u64::try_from(unsafe { libc::gettid() }).unwrap_or(0),
     });
+    // Noted once the attach reaches CUPTI: one refused before does not count as the first.
+    crate::first_attach::note(if request.pc_sampling {
+        crate::first_attach::Kind::PcSampling
+    } else {
+        crate::first_attach::Kind::Trace
+    });
     // PC sampling leaves the callback subscriber free: the recorder runs beside it. Kernel metrics take the
     // subscriber for their window (named ranges): the recorder starts after them.
     if config.flight_recorder && request.pc_sampling {
