@@ -298,6 +298,78 @@ fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
     );
 }
 
+/// A child of the attach tests (`attached_child`): a program that made its context before any library was
+/// injected, driven by lines on its stdin.
+struct AttachChild {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl AttachChild {
+    /// Starts the child of `scenario` and waits until it made its context.
+    fn start(scenario: &str) -> AttachChild {
+        use std::io::BufRead;
+        use std::process::Stdio;
+
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(SCENARIO, scenario)
+            .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
+            .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
+            .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
+            .env_remove(env::SOCKET)
+            .env_remove(env::FILE)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut c = AttachChild {
+            child,
+            stdin,
+            lines,
+        };
+        assert_eq!(c.answer("ready"), "ready", "the child made its context");
+        c
+    }
+
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `command`; returns what the child said it did (its `done ...` line).
+    fn answer(&mut self, command: &str) -> String {
+        use std::io::Write;
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let line = self.lines.next().expect("the child answers").unwrap();
+            // The harness's own words may start the first line ("test child ... ").
+            if let Some((_, rest)) = line.split_once("done ") {
+                return rest.to_string();
+            }
+        }
+    }
+
+    /// Tells the child to exit; it must exit 0 (the program ran on).
+    fn exit(mut self) {
+        assert_eq!(self.answer("exit"), "exit");
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "the program ran on and exited 0: {status}"
+        );
+    }
+}
+
 /// `profile --pid`'s side of a running program: the library is injected into a child that already made its
 /// context (as `gpu-tools profile --pid` does, without the stops, which the doubles do not need), starts on the
 /// start byte, and finishes on the finish byte (with `vanish`, the connection ends instead). Returns the stream's
@@ -314,9 +386,8 @@ fn run_attached_with(
     vanish: bool,
     before: Option<(usize, &str)>,
 ) -> (Vec<Record>, String) {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     use std::os::unix::net::UnixListener;
-    use std::process::Stdio;
     use std::time::Duration;
 
     let lib = gpu_tools_testing::inject_lib();
@@ -329,38 +400,7 @@ fn run_attached_with(
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, scenario)
-        .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
-        .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
-        .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
-        .env_remove(env::SOCKET)
-        .env_remove(env::FILE)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = |command: &str| -> String {
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = lines.next().expect("the child answers").unwrap();
-            // The harness's own words may start the first line ("test child ... ").
-            if let Some((_, rest)) = line.split_once("done ") {
-                return rest.to_string();
-            }
-        }
-    };
-    assert_eq!(answer("ready"), "ready", "the child made its context");
+    let mut child = AttachChild::start(scenario);
 
     let listener = UnixListener::bind(&socket).unwrap();
     let mut request =
@@ -414,7 +454,7 @@ fn run_attached_with(
         &mut records,
     );
     // Launches before the start are not profiled.
-    assert_eq!(answer("launch copy 1"), "launched");
+    assert_eq!(child.answer("launch copy 1"), "launched");
     control.write_all(&[Control::ProfileStart.byte()]).unwrap();
     wait_for(
         "started",
@@ -433,15 +473,15 @@ fn run_attached_with(
     .enumerate()
     {
         if let Some((_, command)) = before.filter(|b| b.0 == i) {
-            assert_eq!(answer(command), "launched");
+            assert_eq!(child.answer(command), "launched");
         }
-        assert_eq!(answer(&format!("launch {name} {corr}")), "launched");
+        assert_eq!(child.answer(&format!("launch {name} {corr}")), "launched");
     }
     let after = if vanish {
         // The profiler goes away without finishing: the library sees its connection end.
         control.shutdown(std::net::Shutdown::Write).unwrap();
         wait_for("the stream's end", |_| false, &mut records);
-        answer("after")
+        child.answer("after")
     } else {
         control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
         wait_for(
@@ -449,19 +489,14 @@ fn run_attached_with(
             |m| matches!(m, Message::ProfileFinished { .. }),
             &mut records,
         );
-        let after = answer("after");
+        let after = child.answer("after");
         control.write_all(&[Control::Stop.byte()]).unwrap();
         wait_for("the stream's end", |_| false, &mut records);
         after
     };
     drop(rx);
     let _ = reader.join();
-    assert_eq!(answer("exit"), "exit");
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
+    child.exit();
     let _ = std::fs::remove_dir_all(&dir);
     (records, after)
 }
@@ -1166,9 +1201,6 @@ fn attach_in_order(
 /// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
 /// messages.
 fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
-
     let dir = std::env::temp_dir().join(format!(
         "profile_double-order-{}-{}",
         std::process::id(),
@@ -1176,37 +1208,7 @@ fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "attach")
-        .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
-        .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
-        .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
-        .env_remove(env::SOCKET)
-        .env_remove(env::FILE)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = |command: &str| -> String {
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = lines.next().expect("the child answers").unwrap();
-            if let Some((_, rest)) = line.split_once("done ") {
-                return rest.to_string();
-            }
-        }
-    };
-    assert_eq!(answer("ready"), "ready", "the child made its context");
+    let mut child = AttachChild::start("attach");
     let mut out = Vec::new();
     for (n, pc) in kinds.iter().enumerate() {
         let request = pc.then(|| {
@@ -1215,13 +1217,9 @@ fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
             r
         });
         out.push(attach_in_order(child.id(), &dir, n, request));
-        assert_eq!(answer(&format!("launch copy {}", n + 1)), "launched");
+        assert_eq!(child.answer(&format!("launch copy {}", n + 1)), "launched");
     }
-    assert_eq!(answer("exit"), "exit");
-    assert!(
-        child.wait().unwrap().success(),
-        "the program ran on and exited 0"
-    );
+    child.exit();
     let _ = std::fs::remove_dir_all(&dir);
     out
 }
