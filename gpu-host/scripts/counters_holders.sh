@@ -15,13 +15,7 @@ job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/counters_holders}; mkdir -p "$out"
 unset GPU_TOOLS_INJECT_LIB
 ts() { date +%T.%N | cut -c1-12; }
-ready() { # LOG: the pid of its `ready PID` line (30 s at most)
-  for _ in $(seq 300); do
-    grep -qm1 '^ready [0-9]*' "$1" 2>/dev/null && { grep -m1 '^ready' "$1" | cut -d' ' -f2; return 0; }
-    sleep 0.1
-  done
-  return 1
-}
+. "$root/gpu-host/support/job_ready.sh"
 pcs() { # LABEL PID
   timeout 60 "$gt" profile --pid "$2" --duration 1 --pc-sampling > "$out/$1.txt" 2>&1
   local rc=$?
@@ -38,13 +32,13 @@ echo "$(ts) start"
 STOP_FILE=$out/e.stop $py "$job" eager --seconds 150 > "$out/e.log" 2>&1 & e_job=$!
 STOP_FILE=$out/f.stop $py "$job" eager --seconds 150 > "$out/f.log" 2>&1 & f_job=$!
 STOP_FILE=$out/g.stop $py "$job" serving --seconds 150 > "$out/g.log" 2>&1 & g_job=$!
-e=$(ready "$out/e.log") && f=$(ready "$out/f.log") && g=$(ready "$out/g.log") || { echo "a job printed no ready line"; tail -5 "$out"/?.log; exit 1; }
+e=$(job_ready "$out/e.log") && f=$(job_ready "$out/f.log") && g=$(job_ready "$out/g.log") || { echo "a job printed no ready line"; tail -5 "$out"/?.log; exit 1; }
 sleep 3
 pcs fresh "$e"
 # A kernel of another process that does not end, then the debugger on it.
 rm -f "$out/hang" "$out/release" "$out/h.stop"
 HANG_FILE=$out/hang RELEASE_FILE=$out/release STOP_FILE=$out/h.stop HANG_LIMIT=60 "$out/hung_job" --seconds 100 > "$out/h.log" 2>&1 & h_job=$!
-h=$(ready "$out/h.log") || { echo "hung_job printed no ready line"; exit 1; }
+h=$(job_ready "$out/h.log") || { echo "hung_job printed no ready line"; exit 1; }
 touch "$out/hang"; for _ in $(seq 100); do grep -q '^hung ' "$out/h.log" && break; sleep 0.1; done; sleep 1
 pcs beside-hung-kernel "$e"
 timeout 60 "$gt" where --yes "$h" > "$out/where.txt" 2>&1; rc=$?; echo "$(ts) where (debugger) of the hung job: rc=$rc $(grep -c 'wait_flag' "$out/where.txt") lines name its kernel"

@@ -19,13 +19,7 @@ job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/pc_order_probe}; mkdir -p "$out"
 unset GPU_TOOLS_INJECT_LIB
 export STOP_FILE=$out/stop; rm -f "$STOP_FILE"
-ready() { # LOG: the pid of its `ready PID` line (120 s at most)
-  for _ in $(seq 1200); do
-    grep -qm1 '^ready [0-9]*' "$1" 2>/dev/null && { grep -m1 '^ready' "$1" | cut -d' ' -f2; return 0; }
-    sleep 0.1
-  done
-  return 1
-}
+. "$root/gpu-host/support/job_ready.sh"
 n=0
 pcs() { # LABEL PID
   n=$((n + 1)); local f=$out/$n-$1-pc.txt
@@ -43,7 +37,7 @@ declare -A pid
 for j in A:eager B:eager C:eager D:eager J:jax K:cupy-graph; do
   $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
 done
-for j in A B C D J K; do pid[$j]=$(ready "$out/$j.log") || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+for j in A B C D J K; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
 sleep 1
 [ -n "${pid[J]:-}" ] && pcs J "${pid[J]}"
 [ -n "${pid[K]:-}" ] && pcs K "${pid[K]}"

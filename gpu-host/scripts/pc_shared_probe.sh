@@ -14,13 +14,7 @@ job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/pc_shared_probe}; mkdir -p "$out"
 unset GPU_TOOLS_INJECT_LIB
 export STOP_FILE=$out/stop; rm -f "$STOP_FILE" "$out/bg-stop"
-ready() { # LOG: the pid of its `ready PID` line (90 s at most)
-  for _ in $(seq 900); do
-    grep -qm1 '^ready [0-9]*' "$1" 2>/dev/null && { grep -m1 '^ready' "$1" | cut -d' ' -f2; return 0; }
-    sleep 0.1
-  done
-  return 1
-}
+. "$root/gpu-host/support/job_ready.sh"
 pcs() { # LABEL PID
   timeout 60 "$gt" profile --pid "$2" --duration 1 --pc-sampling > "$out/$1.txt" 2>&1
   local rc=$?
@@ -39,16 +33,16 @@ while not os.path.exists(os.environ["STOP_FILE"]):
 }
 $py "$job" eager --seconds 300 > "$out/E.log" 2>&1 & e_job=$!
 $py "$job" graph --seconds 300 > "$out/G.log" 2>&1 & g_job=$!
-e=$(ready "$out/E.log") && g=$(ready "$out/G.log") || { echo "a target did not start"; tail -5 "$out"/[EG].log; exit 1; }
+e=$(job_ready "$out/E.log" 90) && g=$(job_ready "$out/G.log" 90) || { echo "a target did not start"; tail -5 "$out"/[EG].log; exit 1; }
 sleep 1
 nvidia-smi --query-compute-apps=pid,name --format=csv,noheader | sed 's/^/on the GPU: /'
 pcs alone-E "$e"; pcs alone-G "$g"
-busy "$out/B1.log"; ready "$out/B1.log" > /dev/null; sleep 1
+busy "$out/B1.log"; job_ready "$out/B1.log" 90 > /dev/null; sleep 1
 pcs one-busy-E "$e"; pcs one-busy-G "$g"
 busy "$out/B2.log"; busy "$out/B3.log"
 STOP_FILE=$out/bg-stop $py "$job" eager --seconds 300 > "$out/B4.log" 2>&1 &
 STOP_FILE=$out/bg-stop $py "$job" eager --seconds 300 > "$out/B5.log" 2>&1 &
-for b in 2 3 4 5; do ready "$out/B$b.log" > /dev/null; done; sleep 1
+for b in 2 3 4 5; do job_ready "$out/B$b.log" 90 > /dev/null; done; sleep 1
 echo "processes on the GPU: $(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)"
 pcs five-E "$e"; pcs five-G "$g"
 touch "$out/bg-stop"
