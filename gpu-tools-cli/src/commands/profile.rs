@@ -194,9 +194,13 @@ fn run_attached(args: &Args, pid: u32, metrics: Vec<String>) -> Outcome {
         return Err(Failure::usage(
             super::clap_command("profile"),
             clap::error::ErrorKind::ArgumentConflict,
-            "--launches-per-kernel and --graph-profiling apply to the range profiler: with --pid, add \
-             --kernel-replay (kernel metrics of a running process otherwise come from PM sampling attribution, \
-             which covers every launch and profiles no graph apart)",
+            if args.pc_sampling {
+                "--launches-per-kernel and --graph-profiling apply to the range profiler, not to PC sampling"
+            } else {
+                "--launches-per-kernel and --graph-profiling apply to the range profiler: with --pid, add \
+                 --kernel-replay (kernel metrics of a running process otherwise come from PM sampling attribution, \
+                 which covers every launch and profiles no graph apart)"
+            },
         ));
     }
     crate::pid::check(pid)?;
@@ -379,15 +383,24 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     let flight_recorder = !args.no_flight_recorder;
     if request.pc_sampling {
         counters_free_for_pc_sampling(pid)?;
-    } else if !args.kernel_replay {
-        return attributed_metrics(args, pid, request, (&lib, cupti), output);
     }
-    // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger.
+    // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger; and
+    // where that attach traces (kernel metrics by PM sampling attribution), that PC sampling after it gives nothing.
+    let attributed = !request.pc_sampling && !args.kernel_replay;
     if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
         eprintln!(
             "gpu-tools profile: {}",
             crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
         );
+        if attributed {
+            eprintln!(
+                "gpu-tools profile: {}",
+                crate::cupti_or_debugger::pc_sampling_note(&[pid])
+            );
+        }
+    }
+    if attributed {
+        return attributed_metrics(args, pid, request, (&lib, cupti), output);
     }
     let got =
         super::profile_attach::run(pid, &lib, cupti, args.duration, request, flight_recorder)?;
