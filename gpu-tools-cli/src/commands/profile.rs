@@ -112,7 +112,8 @@ pub struct Args {
     /// samples were mostly in kernels CUPTI does not expose says that share.
     #[arg(long, value_name = "PID", conflicts_with = "program")]
     pid: Option<u32>,
-    /// With --pid: how long to sample, in seconds [default: until Ctrl-C].
+    /// With --pid: how long to sample, in seconds [default: until Ctrl-C]. PC sampling runs at least 1 s (also when
+    /// Ctrl-C comes sooner): a shorter window once left a job hung.
     #[arg(long, value_name = "S")]
     duration: Option<f64>,
     /// With --pid and metrics: CUPTI's range profiler in the process instead of PM sampling attribution (auto
@@ -402,8 +403,18 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     if attributed {
         return attributed_metrics(args, pid, request, (&lib, cupti), output);
     }
-    let got =
-        super::profile_attach::run(pid, &lib, cupti, args.duration, request, flight_recorder)?;
+    let mut duration = args.duration;
+    if request.pc_sampling {
+        let min = super::profile_attach::MIN_PC_WINDOW.as_secs_f64();
+        if duration.is_some_and(|d| d < min) {
+            eprintln!(
+                "gpu-tools profile: process {pid}: PC sampling runs at least {min} s: a 0.1 s window's finish got \
+                 no answer and left the job hung (H200, CUPTI 13.0), and no shorter window than 1 s is known safe"
+            );
+            duration = Some(min);
+        }
+    }
+    let got = super::profile_attach::run(pid, &lib, cupti, duration, request, flight_recorder)?;
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }

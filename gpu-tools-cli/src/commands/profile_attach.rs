@@ -458,6 +458,11 @@ fn call_stopped(
     }
 }
 
+/// The shortest PC sampling window of a running process. A 0.1 s window of an eager PyTorch job (H200, CUPTI 13.0,
+/// driver 580) got no answer to its finish in 30 s, and the job made no progress after it; every window of 1 s or
+/// more on that machine ended well (docs/driver-notes.md).
+pub const MIN_PC_WINDOW: Duration = Duration::from_secs(1);
+
 /// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
 /// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
 /// whether the attach leaves a flight recorder in the process.
@@ -519,7 +524,19 @@ pub fn run(
             .map(|d| format!(", or after {d} s"))
             .unwrap_or_default()
     );
-    out.sampled = collect_until_stop(pid, duration, !metrics.is_empty(), &stop, &mut rx, &mut out);
+    let least = if request.pc_sampling {
+        MIN_PC_WINDOW
+    } else {
+        Duration::ZERO
+    };
+    out.sampled = collect_until_stop(
+        pid,
+        duration,
+        (!metrics.is_empty(), least),
+        &stop,
+        &mut rx,
+        &mut out,
+    );
     let left_on = if request.pc_sampling {
         LeftOn::PcSampling
     } else if out.ended_early.is_some() {
@@ -639,12 +656,14 @@ fn wait_ready(pid: u32, rx: &mut Records, out: &mut Collected) -> Result<(), Fai
 fn collect_until_stop(
     pid: u32,
     duration: Option<f64>,
-    metrics: bool,
+    (metrics, least): (bool, Duration),
     stop: &AtomicBool,
     rx: &mut Records,
     out: &mut Collected,
 ) -> Duration {
     let from = Instant::now();
+    // Ctrl-C before the shortest window waits for it: the finish comes no sooner.
+    let asked_to_stop = || stop.load(Ordering::SeqCst) && from.elapsed() >= least;
     let until = duration.map(|s| from + Duration::from_secs_f64(s.max(0.0)));
     // Kernel metrics the library did not start (the program holds CUPTI's subscriber) end with the start's answer.
     if metrics
@@ -656,7 +675,7 @@ fn collect_until_stop(
         out.ended_early = Some(Duration::ZERO);
         return Duration::ZERO;
     }
-    while !stop.load(Ordering::SeqCst) && until.is_none_or(|u| Instant::now() < u) {
+    while !asked_to_stop() && until.is_none_or(|u| Instant::now() < u) {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             break;
         }
