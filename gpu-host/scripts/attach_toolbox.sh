@@ -51,8 +51,10 @@ for part in $parts; do
     done ;;
   pc-order)
     build pc_graph_probe || continue
-    for v in eager activity-first subscribe-first prime-query-activity-first prime-pc-activity-first; do
-      timeout 60 "$out/pc_graph_probe" "$v" 200 200 2>&1 | tail -3
+    for v in ${PC_ORDER_VARIANTS:-eager eager-late-fn activity-first activity-first-late-fn subscribe-first register-first \
+      enable-first activity-finalize-first prime-pc-activity-first ts-first ts-realtime-first period-first gtrace-first \
+      thread-first tracer-first tracer-first-late-fn}; do
+      timeout 60 "$out/pc_graph_probe" "$v" 200 200 2>&1 | tail -5
     done ;;
   hang)
     build hung_job

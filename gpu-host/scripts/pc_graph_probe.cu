@@ -16,7 +16,22 @@
 //   prime-query-activity-first  as activity-first, with cuptiPCSamplingGetNumStallReasons asked before the activity
 //   prime-pc-activity-first     as activity-first, with PC sampling enabled and disabled before the activity (the
 //                    order in which PC sampling worked after a trace)
-// Prints `result VARIANT samples S pcs P nonuser N dropped D full F launches L ms T`.
+//   register-first   only cuptiActivityRegisterCallbacks before PC sampling
+//   enable-first     buffer callbacks registered, kernel records enabled and disabled, no launch in between
+//   activity-finalize-first  as activity-first, then cuptiFinalize before PC sampling
+//   ts-first         a timestamp callback (CLOCK_MONOTONIC) registered and left in place, as a trace leaves one
+//   ts-realtime-first  CLOCK_MONOTONIC registered, then a CLOCK_REALTIME callback (as a trace's end leaves CUPTI)
+//   period-first     buffer callbacks and a 200 ms flush period, nothing enabled
+//   gtrace-first the activity with graph-level records (GRAPH_TRACE) enabled beside kernel records
+//   thread-first     the activity of activity-first, made from a second thread that has no current context
+//   tracer-first     what a trace's first attach does, from a second thread: a CLOCK_MONOTONIC timestamp callback,
+//                    the drop count read, buffer callbacks, a 200 ms flush period, kernel, graph, runtime and driver
+//                    records over launches, a forced flush, every kind disabled, a CLOCK_REALTIME callback
+//   ...-late-fn      (suffix) the sampled loop launches a second kernel too, first launched after the enable (lazy
+//                    loading loads it then): whether a function loaded after PC sampling began is attributed where
+//                    the ones loaded before are not
+// Prints `fn NAME SAMPLES` for each function with samples, then
+// `result VARIANT samples S pcs P nonuser N dropped D full F launches L ms T`.
 //
 //   nvcc -O2 -arch=sm_90 -I$CUPTI_INC -o pc_graph_probe pc_graph_probe.cu -L$CUPTI_LIB -lcupti -lcuda
 //   ./pc_graph_probe VARIANT [REPLAYS] [SPIN_US]
@@ -25,14 +40,24 @@
 #include <cupti.h>
 #include <cupti_pcsampling.h>
 #include <chrono>
+#include <thread>
+#include <time.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 __global__ void spin(unsigned long long cycles, unsigned long long *out) {
     unsigned long long start = clock64(), x = threadIdx.x;
     while (clock64() - start < cycles) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (x == 42) *out = x;
+}
+
+__global__ void spin_late(unsigned long long cycles, unsigned long long *out) {
+    unsigned long long start = clock64(), x = threadIdx.x + 1;
+    while (clock64() - start < cycles) x = x * 2862933555777941757ull + 3037000493ull;
     if (x == 42) *out = x;
 }
 
@@ -61,6 +86,7 @@ static std::vector<CUpti_PCSamplingPCData> g_pcs;
 static std::vector<std::vector<CUpti_PCSamplingStallReason>> g_stalls;
 static CUpti_PCSamplingData g_data;
 static unsigned long long g_samples, g_pcs_total, g_nonuser, g_dropped, g_full;
+static std::map<std::string, unsigned long long> g_by_function;
 
 static void prepare_buffer(size_t n) {
     g_pcs.assign(n, CUpti_PCSamplingPCData{});
@@ -81,6 +107,11 @@ static void account() {
     g_nonuser += g_data.nonUsrKernelsTotalSamples;
     g_dropped += g_data.droppedSamples;
     g_full += g_data.hardwareBufferFull;
+    for (size_t i = 0; i < g_data.totalNumPcs && i < g_pcs.size(); i++) {
+        unsigned long long n = 0;
+        for (size_t k = 0; k < g_pcs[i].stallReasonCount; k++) n += g_pcs[i].stallReason[k].samples;
+        g_by_function[g_pcs[i].functionName ? g_pcs[i].functionName : "?"] += n;
+    }
 }
 
 static void read_data() {
@@ -145,6 +176,18 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 
 static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t) { free(buffer); }
 
+static uint64_t CUPTIAPI monotonic_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
+static uint64_t CUPTIAPI realtime_ns() {
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + t.tv_nsec;
+}
+
 static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *) {}
 
 // CUPTI used before PC sampling, as a first attach that traced used it: an activity session, or a subscriber alone.
@@ -158,13 +201,57 @@ static void use_cupti_first(const char *v, unsigned long long cycles, unsigned l
         CU(cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
         return;
     }
-    if (!strstr(v, "activity-first")) return;
+    if (strstr(v, "ts-")) {
+        CU(cuptiActivityRegisterTimestampCallback(monotonic_ns));
+        if (strstr(v, "ts-realtime")) CU(cuptiActivityRegisterTimestampCallback(realtime_ns));
+        return;
+    }
+    if (strstr(v, "period-first")) {
+        CU(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+        CU(cuptiActivityFlushPeriod(200));
+        return;
+    }
+    if (strstr(v, "thread-first") || strstr(v, "tracer-first")) {
+        bool tracer = strstr(v, "tracer-first") != nullptr;
+        const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+                                            CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+        size_t n = tracer ? 4 : 1;
+        std::thread t([&]() {
+            if (tracer) {
+                CU(cuptiActivityRegisterTimestampCallback(monotonic_ns));
+                size_t dropped = 0;
+                cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+            }
+            CU(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+            if (tracer) CU(cuptiActivityFlushPeriod(200));
+            for (size_t k = 0; k < n; k++) CU(cuptiActivityEnable(kinds[k]));
+        });
+        t.join();
+        for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
+        RT(cudaStreamSynchronize(s));
+        std::thread u([&]() {
+            CU(cuptiActivityFlushAll(1));
+            for (size_t k = 0; k < n; k++) CU(cuptiActivityDisable(kinds[k]));
+            if (tracer) CU(cuptiActivityRegisterTimestampCallback(realtime_ns));
+        });
+        u.join();
+        return;
+    }
+    bool activity = strstr(v, "activity-") != nullptr || strstr(v, "gtrace-first") != nullptr;
+    if (!activity && !strstr(v, "register-first") && !strstr(v, "enable-first")) return;
     CU(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    if (strstr(v, "register-first")) return;
     CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
-    RT(cudaStreamSynchronize(s));
-    CU(cuptiActivityFlushAll(1));
+    bool graph_kind = strstr(v, "gtrace") != nullptr;
+    if (graph_kind) CU(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+    if (activity) {
+        for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
+        RT(cudaStreamSynchronize(s));
+        CU(cuptiActivityFlushAll(1));
+    }
     CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    if (graph_kind) CU(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+    if (strstr(v, "finalize")) CU(cuptiFinalize());
 }
 
 static void disable() {
@@ -214,23 +301,27 @@ int main(int argc, char **argv) {
         enable(false);
         disable();
         g_samples = g_pcs_total = g_nonuser = g_dropped = g_full = 0;
+        g_by_function.clear();
     }
     use_cupti_first(v, cycles, out, s);
     enable(strstr(v, "serial") != nullptr);
     if (graph && !before) instantiate();
     if (strstr(v, "upload")) RT(cudaGraphUpload(exec, s));
+    bool late_fn = strstr(v, "late-fn") != nullptr;
     auto t0 = std::chrono::steady_clock::now();
     int launches = 0;
     for (int i = 0; i < replays; i++) {
         bool eager = !graph || (strstr(v, "eager-then") && i % 2 == 0);
         if (eager) spin<<<132, 128, 0, s>>>(cycles, out);
         else RT(cudaGraphLaunch(exec, s));
+        if (late_fn && i % 2 == 1) spin_late<<<132, 128, 0, s>>>(cycles, out);
         launches++;
         if (i % 50 == 49) { RT(cudaStreamSynchronize(s)); read_data(); }
     }
     RT(cudaStreamSynchronize(s));
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     disable();
+    for (auto &f : g_by_function) printf("fn %s %llu\n", f.first.c_str(), f.second);
     printf("result %s samples %llu pcs %llu nonuser %llu dropped %llu full %llu launches %d ms %.1f\n", v, g_samples,
            g_pcs_total, g_nonuser, g_dropped, g_full, launches, ms);
     return 0;

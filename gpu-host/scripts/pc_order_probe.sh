@@ -6,8 +6,15 @@
 #   B eager:      PC sampling, trace --pid, PC sampling
 #   C eager:      trace --pid --no-flight-recorder, then PC sampling
 #   D eager:      trace --pid --kinds kernel, then PC sampling
+#   E eager:      trace --pid --kinds kernel --no-flight-recorder --cuda-graph-trace node (kernel records alone: no
+#                 recorder's subscriber, no graph-level records), then PC sampling
 #   J jax:        PC sampling first
 #   K cupy-graph: PC sampling first
+# SET=2 runs a second set instead (which part of a first trace breaks PC sampling, and what a short PC window first
+# does):
+#   G eager:      PC sampling for 0.1 s, trace --pid, then PC sampling
+#   F cupy-graph: trace --pid, then PC sampling (a program that links no CUPTI of its own: no redirect of its calls)
+#   E eager:      as in the first set, alone
 # Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same
 # process counted millions of samples, all outside the program's kernels; an eager job's first attach, PC sampling,
 # gave 8,192 records beside five busy processes (pc_shared_probe.sh).
@@ -21,9 +28,9 @@ unset GPU_TOOLS_INJECT_LIB
 export STOP_FILE=$out/stop; rm -f "$STOP_FILE"
 . "$root/gpu-host/support/job_ready.sh"
 n=0
-pcs() { # LABEL PID
+pcs() { # LABEL PID [SECONDS]
   n=$((n + 1)); local f=$out/$n-$1-pc.txt
-  timeout 60 "$gt" profile --pid "$2" --duration 1 --pc-sampling > "$f" 2>&1
+  timeout 60 "$gt" profile --pid "$2" --duration "${3:-1}" --pc-sampling > "$f" 2>&1
   echo "$1 pc: rc=$? records=$(grep -o '[0-9]* stall records from' "$f" | head -1 | cut -d' ' -f1)" \
     "$(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$f" | head -1)" \
     "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process' "$f" | head -1)"
@@ -34,10 +41,23 @@ trc() { # LABEL PID [ARGS]
   echo "$l trace $*: rc=$? $(grep -o '[0-9]* kernels' "$f" | head -1)"; rm -f "$out/$n.gputrace"
 }
 declare -A pid
-for j in A:eager B:eager C:eager D:eager J:jax K:cupy-graph; do
+if [ "${SET:-1}" = 2 ]; then
+  for j in G:eager F:cupy-graph E:eager; do
+    $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
+  done
+  for j in G F E; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+  sleep 1
+  pcs G "${pid[G]}" 0.1; trc G "${pid[G]}"; pcs G "${pid[G]}"
+  trc F "${pid[F]}"; pcs F "${pid[F]}"
+  trc E "${pid[E]}" --kinds kernel --no-flight-recorder --cuda-graph-trace node; pcs E "${pid[E]}"
+  touch "$STOP_FILE"; wait
+  for j in G F E; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  exit 0
+fi
+for j in A:eager B:eager C:eager D:eager E:eager J:jax K:cupy-graph; do
   $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
 done
-for j in A B C D J K; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+for j in A B C D E J K; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
 sleep 1
 [ -n "${pid[J]:-}" ] && pcs J "${pid[J]}"
 [ -n "${pid[K]:-}" ] && pcs K "${pid[K]}"
@@ -46,6 +66,7 @@ trc A "${pid[A]}"; pcs A "${pid[A]}"
 trc B "${pid[B]}"; pcs B "${pid[B]}"
 trc C "${pid[C]}" --no-flight-recorder; pcs C "${pid[C]}"
 trc D "${pid[D]}" --kinds kernel; pcs D "${pid[D]}"
+trc E "${pid[E]}" --kinds kernel --no-flight-recorder --cuda-graph-trace node; pcs E "${pid[E]}"
 pcs A "${pid[A]}"
 touch "$STOP_FILE"; wait
-for j in A B C D J K; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+for j in A B C D E J K; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
