@@ -101,7 +101,7 @@ pub struct Args {
     #[command(flatten)]
     progress: crate::progress::ProgressArgs,
     /// A running process: its PCs are sampled (--pc-sampling), or its kernels' metrics taken, for --duration seconds
-    /// (at least 1 s for metrics) or until Ctrl-C. Kernel metrics come from PM sampling attribution: device-wide PM
+    /// (at least 1 s) or until Ctrl-C. Kernel metrics come from PM sampling attribution: device-wide PM
     /// sampling in gpu-tools and a trace of the process's kernels, as `trace --pid --counters` takes them, in a table
     /// that says how each value was attributed and names the asked metrics PM sampling cannot give; nothing replays
     /// the program's launches. (CUPTI's range profiler, --kernel-replay, cannot run beside CUDA graph launches in a
