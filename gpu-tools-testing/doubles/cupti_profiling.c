@@ -838,6 +838,13 @@ int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t sampl
 
 void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
 
+/* Sampling off without touching the sampler's buffer (freed by now): a process that ended. */
+void cp_pc_reset(void) {
+    g_pc_enabled = 0;
+    g_pc_buffer = NULL;
+    g_pcs_len = 0;
+}
+
 typedef struct {
     size_t size;
     void *pPriv;
@@ -879,6 +886,7 @@ static void fill(struct sampling_data *d) {
 }
 
 CUptiResult cuptiPCSamplingDisable(PcCtxOnly *p) {
+    FAIL_IF_ASKED();
     if (!p || !g_pc_enabled) return INVALID_OPERATION;
     fill(g_pc_buffer);
     g_pc_enabled = 0;

@@ -66,6 +66,12 @@ impl Double {
         // SAFETY: the double copies the name.
         unsafe { f(function.as_ptr(), code) }
     }
+    /// PC sampling off in the double, its buffer forgotten: the process ended.
+    fn pc_reset(&self) {
+        let f = control!(self.controls, unsafe extern "C" fn(), b"cp_pc_reset\0");
+        // SAFETY: a plain control.
+        unsafe { f() }
+    }
     fn clear_failure(&self) {
         self.fail(c"", 0);
     }

@@ -68,3 +68,28 @@ fn pc_sampling_settings_are_checked() {
         Err(ProfilingError::BufferTooSmall { .. })
     ));
 }
+
+#[test]
+fn a_failed_disable_keeps_what_was_read_and_says_sampling_stays_on() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let mut s = PcSampler::builder(&ctx).pcs_per_read(8).start().unwrap();
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"other", 0x10, 9, 5);
+    s.read().unwrap();
+    // CUPTI_ERROR_INVALID_PARAMETER, as an H200 answered it after a trace of the same process.
+    d.fail(c"cuptiPCSamplingDisable", 1);
+    let (samples, error) = s.finish_keeping();
+    d.clear_failure();
+    let error = error.expect("the failed disable is the finish's error");
+    assert!(
+        gpu_tools::cupti::pc_sampling::still_enabled(&error),
+        "the error says sampling stays on: {error}"
+    );
+    assert_eq!(samples.records.len(), 2, "what was read before is kept");
+    assert_eq!(samples.functions()[0].samples, 90);
+    assert_eq!(d.counts().pc_enabled, 1, "CUPTI kept sampling on");
+    // The process's end, as CUPTI would have it: sampling off, for the next test.
+    d.pc_reset();
+    assert_eq!(d.counts().pc_enabled, 0);
+}

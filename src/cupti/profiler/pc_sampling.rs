@@ -443,15 +443,32 @@ impl<'c> PcSampler<'c> {
     }
 
     /// Disables sampling, which makes CUPTI hand over everything it still holds, and returns all samples.
-    pub fn finish(mut self) -> crate::Result<PcSamples> {
-        self.read()?;
-        self.disable()?;
-        // SAFETY: Disable copies CUPTI's last records into the configured buffer.
-        let last = unsafe { self.buffer.take(&mut self.names) };
-        self.collected.merge(last);
+    pub fn finish(self) -> crate::Result<PcSamples> {
+        match self.finish_keeping() {
+            (samples, None) => Ok(samples),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// As [`finish`](Self::finish), but what was read is kept when the finish fails: the samples, and the error
+    /// that ended it. A failed `cuptiPCSamplingDisable` leaves sampling on in CUPTI
+    /// ([`still_enabled`] tells that error apart): the GPU's counters stay held until the process ends (seen on an
+    /// H200, CUPTI 13.0: other processes' PC sampling and counters were refused from then on).
+    pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
+        let mut error = self.read().err();
+        match self.disable() {
+            Ok(()) => {
+                // SAFETY: Disable copied CUPTI's last records into the configured buffer.
+                let last = unsafe { self.buffer.take(&mut self.names) };
+                self.collected.merge(last);
+            }
+            Err(e) => {
+                error.get_or_insert(e.into());
+            }
+        }
         let mut out = std::mem::take(&mut self.collected);
         out.reasons = self.reasons.clone();
-        Ok(out)
+        (out, error)
     }
 
     fn disable(&mut self) -> Result<(), ProfilingError> {
@@ -474,6 +491,18 @@ impl Drop for PcSampler<'_> {
     fn drop(&mut self) {
         let _ = self.disable();
     }
+}
+
+/// Whether `error` is a failed `cuptiPCSamplingDisable`: CUPTI then keeps PC sampling on in the process, and the
+/// GPU's performance counters held, until the process ends.
+pub fn still_enabled(error: &crate::Error) -> bool {
+    matches!(
+        error,
+        crate::Error::CuptiCounters(ProfilingError::Vendor {
+            call: "cuptiPCSamplingDisable",
+            ..
+        })
+    )
 }
 
 const SIZE_ENABLE: usize =
