@@ -53,7 +53,7 @@ for part in $parts; do
     build pc_graph_probe || continue
     for v in ${PC_ORDER_VARIANTS:-eager eager-late-fn activity-first activity-first-late-fn subscribe-first register-first \
       enable-first activity-finalize-first prime-pc-activity-first ts-first ts-realtime-first period-first gtrace-first \
-      thread-first tracer-first tracer-first-late-fn}; do
+      thread-first tracer-first tracer-first-late-fn concurrent-first}; do
       timeout 60 "$out/pc_graph_probe" "$v" 200 200 2>&1 | tail -5
     done ;;
   hang)

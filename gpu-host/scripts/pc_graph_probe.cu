@@ -27,6 +27,8 @@
 //   tracer-first     what a trace's first attach does, from a second thread: a CLOCK_MONOTONIC timestamp callback,
 //                    the drop count read, buffer callbacks, a 200 ms flush period, kernel, graph, runtime and driver
 //                    records over launches, a forced flush, every kind disabled, a CLOCK_REALTIME callback
+//   concurrent-first as tracer-first, while a second thread launches short kernels on a stream of its own without
+//                    pause (as an attach finds a running program), stopped before PC sampling starts
 //   ...-late-fn      (suffix) the sampled loop launches a second kernel too, first launched after the enable (lazy
 //                    loading loads it then): whether a function loaded after PC sampling began is attributed where
 //                    the ones loaded before are not
@@ -39,6 +41,7 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <cupti_pcsampling.h>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <time.h>
@@ -211,8 +214,19 @@ static void use_cupti_first(const char *v, unsigned long long cycles, unsigned l
         CU(cuptiActivityFlushPeriod(200));
         return;
     }
-    if (strstr(v, "thread-first") || strstr(v, "tracer-first")) {
-        bool tracer = strstr(v, "tracer-first") != nullptr;
+    if (strstr(v, "thread-first") || strstr(v, "tracer-first") || strstr(v, "concurrent-first")) {
+        bool tracer = strstr(v, "tracer-first") != nullptr || strstr(v, "concurrent-first") != nullptr;
+        // The program's own launching thread, busy while the trace starts and stops (concurrent-first).
+        std::atomic<bool> launching{strstr(v, "concurrent-first") != nullptr};
+        std::thread launcher([&]() {
+            if (!launching.load()) return;
+            cudaStream_t own;
+            RT(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+            while (launching.load()) {
+                for (int i = 0; i < 16; i++) spin<<<1, 32, 0, own>>>(1000, out);
+                RT(cudaStreamSynchronize(own));
+            }
+        });
         const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
                                             CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
         size_t n = tracer ? 4 : 1;
@@ -235,6 +249,8 @@ static void use_cupti_first(const char *v, unsigned long long cycles, unsigned l
             if (tracer) CU(cuptiActivityRegisterTimestampCallback(realtime_ns));
         });
         u.join();
+        launching.store(false);
+        launcher.join();
         return;
     }
     bool activity = strstr(v, "activity-") != nullptr || strstr(v, "gtrace-first") != nullptr;
