@@ -75,6 +75,10 @@ pub(crate) fn close() {
     p.free.clear();
 }
 
+/// Tests only: what runs while a buffer is allocated outside the lock.
+#[cfg(test)]
+static BETWEEN: Mutex<Option<fn()>> = Mutex::new(None);
+
 /// A buffer for CUPTI: its address and size, or `None` when the pool is closed or `max` are lent.
 pub(crate) fn take() -> Option<(*mut u8, usize)> {
     let mut p = pool();
@@ -91,8 +95,18 @@ pub(crate) fn take() -> Option<(*mut u8, usize)> {
             p.made += 1;
             drop(p);
             let block = Block(vec![0u64; size / 8].into_boxed_slice());
+            #[cfg(test)]
+            if let Some(between) = *BETWEEN.lock().unwrap_or_else(|e| e.into_inner()) {
+                between();
+            }
             p = pool();
             p.pending -= 1;
+            // The pool closed (or took another size) meanwhile: the tracer that asked has stopped, and a buffer
+            // lent now would outlive its last flush, to be completed to whoever registers next.
+            if p.size != size {
+                p.refused += 1;
+                return None;
+            }
             block
         }
     };
@@ -131,5 +145,27 @@ pub(crate) fn counts() -> PoolCounts {
         made: p.made,
         refused: p.refused,
         lent: p.lent.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_made_while_the_pool_closes_is_not_lent() {
+        configure(64, 4);
+        // The tracer stops (its pool closes) while CUPTI's request allocates outside the lock.
+        *BETWEEN.lock().unwrap() = Some(close);
+        let got = take();
+        *BETWEEN.lock().unwrap() = None;
+        assert!(got.is_none(), "a buffer lent after the pool closed");
+        assert_eq!(counts().lent, 0);
+        // Open again, a request is served.
+        configure(64, 4);
+        let (ptr, len) = take().expect("served");
+        assert_eq!(len, 64);
+        assert!(give_back(ptr));
+        close();
     }
 }
