@@ -31,10 +31,26 @@ struct OpenBuffer {
 // SAFETY: the buffer is the program's, lent to whoever holds this value (behind `OPEN`'s lock).
 unsafe impl Send for OpenBuffer {}
 
-/// Held while a batch is handed over, and while the open buffer goes back.
-static OPEN: Mutex<Option<OpenBuffer>> = Mutex::new(None);
+/// The program's open buffer, and whether a sharing lets one be opened.
+struct Slot {
+    /// Between the sharing's start and its end: a dispatch or an enable that read the program's callbacks just
+    /// before the end finds it false once it holds the lock, and takes no buffer of the program's (one taken then
+    /// would stay open, and written into, after the program's callbacks went back to CUPTI).
+    live: bool,
+    open: Option<OpenBuffer>,
+}
 
-fn open() -> MutexGuard<'static, Option<OpenBuffer>> {
+/// Tests only: what runs after a batch read the program's callbacks and before it takes the slot's lock.
+#[cfg(test)]
+pub(super) static BEFORE_OPEN: Mutex<Option<fn()>> = Mutex::new(None);
+
+/// Held while a batch is handed over, and while the open buffer goes back.
+static OPEN: Mutex<Slot> = Mutex::new(Slot {
+    live: false,
+    open: None,
+});
+
+fn open() -> MutexGuard<'static, Slot> {
     OPEN.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -59,8 +75,23 @@ pub(super) fn ensure_open() {
         return;
     };
     let mut slot = open();
-    if slot.is_none() {
-        *slot = take_new(request, complete, 0);
+    if slot.live && slot.open.is_none() {
+        slot.open = take_new(request, complete, 0);
+    }
+}
+
+/// The sharing begins: the program's buffers may be opened from now on.
+pub(super) fn begin() {
+    open().live = true;
+}
+
+/// The sharing ends: the open buffer goes back, and none is opened after.
+pub(super) fn end() -> Handed {
+    let mut slot = open();
+    slot.live = false;
+    Handed {
+        buffers: hand_back(&mut slot.open),
+        ..Handed::default()
     }
 }
 
@@ -73,15 +104,17 @@ fn start_of(bytes: &[u8], kind: u32) -> Option<u64> {
     Some(u64::from_ne_bytes(word))
 }
 
-/// Drops the open buffer without calling the program (its process is exiting).
+/// Drops the open buffer without calling the program (its process is exiting), and opens none after.
 pub(super) fn forget() {
-    open().take();
+    let mut slot = open();
+    slot.live = false;
+    slot.open.take();
 }
 
 /// Hands the open buffer back (the program's forced flush, a new registration, the session's end).
 pub(super) fn close() -> Handed {
     Handed {
-        buffers: hand_back(&mut open()),
+        buffers: hand_back(&mut open().open),
         ..Handed::default()
     }
 }
@@ -119,8 +152,17 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         return;
     };
     let convert = map.converts();
-    let mut slot = open();
+    #[cfg(test)]
+    if let Some(between) = *BEFORE_OPEN.lock().unwrap_or_else(|p| p.into_inner()) {
+        between();
+    }
+    let mut guard = open();
     let mut handed = Handed::default();
+    if !guard.live {
+        // The sharing ended after this batch read the program's callbacks: nothing of it goes to the program now.
+        return;
+    }
+    let slot = &mut guard.open;
     for r in batch.raw_records() {
         let kind = r.kind.0;
         if kinds & bit(kind) == 0 {
@@ -148,7 +190,7 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
             None => true,
         };
         if full {
-            handed.buffers += hand_back(&mut slot);
+            handed.buffers += hand_back(slot);
             *slot = take_new(request, complete, r.bytes.len());
         }
         let Some(b) = slot.as_mut() else {
@@ -169,7 +211,7 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         b.records += 1;
         handed.records += 1;
     }
-    drop(slot);
+    drop(guard);
     log::debug!(
         "handed {} records to the program (kinds {kinds:#x}, clock converted: {convert})",
         handed.records

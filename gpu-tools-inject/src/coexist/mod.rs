@@ -481,6 +481,7 @@ pub fn install(
         program.only_program = found.kinds & !session_kinds.bits();
     }
     let receiving = program.receives() != 0;
+    handover::begin();
     DISPATCHING.store(receiving, Ordering::Release);
     link.writer.set_foreign_kinds(program.only_program);
     *guard = Some(Mux {
@@ -592,7 +593,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
             exiting: true,
         });
     }
-    let last = handover::close();
+    let last = handover::end();
     handed.buffers += last.buffers;
     let program = mux.program;
     // The program's clock back in CUPTI: its own callback, or the one recognised at the start.

@@ -171,6 +171,7 @@ fn share(program: Program) -> Arc<Writer> {
         handed: Handed::default(),
     });
     with_mux(|_| ());
+    handover::begin();
     writer
 }
 
@@ -376,4 +377,45 @@ fn cupti_clocks_are_recognised() {
         clock::ProgramClock::recognise(7),
         clock::ProgramClock::Unknown
     ));
+}
+
+fn end_sharing() {
+    uninstall(false, ActivityKinds::empty());
+}
+
+#[test]
+fn a_batch_that_read_the_program_callbacks_before_the_end_takes_no_buffer_after_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let bytes = record(kernel, 1);
+    let storage = aligned(&bytes);
+    // SAFETY: the storage holds `bytes.len()` bytes.
+    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(kernel),
+        ..Program::default()
+    });
+    // The sharing ends (its callbacks go back to CUPTI) after the batch read them, before it takes the slot.
+    *handover::BEFORE_OPEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Some(end_sharing);
+    dispatch(&batch);
+    *handover::BEFORE_OPEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = None;
+    assert!(
+        HANDED.lock().unwrap_or_else(|p| p.into_inner()).is_empty(),
+        "nothing reached the program after the end"
+    );
+    assert_eq!(
+        handover::close().buffers,
+        0,
+        "no buffer of the program's was left open after the end"
+    );
 }
