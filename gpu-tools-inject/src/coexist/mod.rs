@@ -142,6 +142,9 @@ struct Mux {
     clock_before: clock::ProgramClock,
     redirects: Vec<crate::imports::Redirect>,
     handed: Handed,
+    /// [`give_back_callbacks`] gave the program's clock and callbacks back to CUPTI, while its kinds record (and
+    /// whether the clock went back): [`uninstall`] does not register them again under those kinds.
+    given_back: Option<bool>,
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -493,6 +496,7 @@ pub fn install(
         clock_before,
         redirects,
         handed: Handed::default(),
+        given_back: None,
     });
     drop(guard);
     if receiving {
@@ -538,7 +542,9 @@ pub struct Uninstalled {
 /// until its callbacks are back CUPTI has no buffer for them and drops their records. On two H200s 1.7-2.0
 /// thousand drops a window were counted between one window's end and the next one's start; the milliseconds the
 /// rest of the end took before [`uninstall`] gave the callbacks back are the likely moment (not yet measured
-/// apart). [`uninstall`] registers them again, which changes nothing.
+/// apart). [`uninstall`] then leaves them as they are: registering them again while CUPTI fills a buffer of the
+/// program's is a call no profiler makes, and one job whose profiler's session was open at a window's end died of a
+/// corrupted heap at that moment (not shown to be this; not needed either).
 pub fn give_back_callbacks() {
     // Read under the sharing's lock, called without it: CUPTI's thread takes that lock to hand the program its
     // records (`handover`), and CUPTI may wait for that thread inside these calls.
@@ -557,13 +563,16 @@ pub fn give_back_callbacks() {
     };
     let (real, clock, request, complete) = given;
     // SAFETY (each call): the real CUPTI functions, with the program's own clock and callbacks.
-    unsafe {
+    let clock_restored = unsafe {
         // The clock first, so that the records its buffers get carry it.
-        if let (Some(register), Some(source)) = (real.register_timestamp, clock.source()) {
-            register(Some(source));
-        }
+        let restored = match (real.register_timestamp, clock.source()) {
+            (Some(register), Some(source)) => register(Some(source)) == sys::CUPTI_SUCCESS,
+            _ => false,
+        };
         (real.register_callbacks)(request, complete);
-    }
+        restored
+    };
+    with_mux(|m| m.given_back = Some(clock_restored));
 }
 
 /// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
@@ -602,14 +611,17 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         .map(clock::ProgramClock::Callback)
         .unwrap_or(mux.clock_before);
     let real = mux.real;
-    let clock_restored = match (real.register_timestamp, clock.source()) {
+    let clock_restored = match (mux.given_back, real.register_timestamp, clock.source()) {
+        (Some(restored), _, _) => restored,
         // SAFETY: the real CUPTI function, with the program's own clock.
-        (Some(register), Some(source)) => (unsafe { register(Some(source)) }) == sys::CUPTI_SUCCESS,
+        (None, Some(register), Some(source)) => {
+            (unsafe { register(Some(source)) }) == sys::CUPTI_SUCCESS
+        }
         _ => false,
     };
     // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
     unsafe {
-        if program.registered {
+        if program.registered && mux.given_back.is_none() {
             // First, so that buffers for the kinds enabled next come from the program.
             (real.register_callbacks)(program.request, program.complete);
         }

@@ -102,11 +102,15 @@ fn aligned(bytes: &[u8]) -> Vec<u64> {
 }
 
 /// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
+/// Registrations of buffer callbacks the sharing made in CUPTI (tests that read it hold `SERIAL`).
+static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn no_cupti() -> Real {
     unsafe extern "C" fn register(
         _: sys::CUpti_BuffersCallbackRequestFunc,
         _: sys::CUpti_BuffersCallbackCompleteFunc,
     ) -> sys::CUptiResult {
+        REGISTERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         sys::CUPTI_SUCCESS
     }
     unsafe extern "C" fn kind(_: sys::CUpti_ActivityKind) -> sys::CUptiResult {
@@ -169,6 +173,7 @@ fn share(program: Program) -> Arc<Writer> {
         clock_before: clock::ProgramClock::Unknown,
         redirects: Vec::new(),
         handed: Handed::default(),
+        given_back: None,
     });
     with_mux(|_| ());
     handover::begin();
@@ -418,4 +423,30 @@ fn a_batch_that_read_the_program_callbacks_before_the_end_takes_no_buffer_after_
         0,
         "no buffer of the program's was left open after the end"
     );
+}
+
+#[test]
+fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let program = || Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+        ..Program::default()
+    };
+    // Given back inside the tracer's stop, while its kinds record: once, and not again at the end.
+    share(program());
+    REGISTERED.store(0, SeqCst);
+    give_back_callbacks();
+    assert_eq!(REGISTERED.load(SeqCst), 1, "given back");
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 1, "not registered again");
+    assert!(end.registered);
+    // Not given back before (a stop that kept no kind): the end gives them back.
+    share(program());
+    REGISTERED.store(0, SeqCst);
+    uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 1, "given back at the end");
 }
