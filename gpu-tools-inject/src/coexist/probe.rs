@@ -258,14 +258,9 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         Located::Before(r, c) if in_this_library(r) || in_this_library(c) => return Ok(None),
         Located::Before(r, c) if is_code(&maps, r) && is_code(&maps, c) => (r, c),
         Located::Before(r, c) => {
-            // Not functions: put back what was there, and leave it alone.
-            // SAFETY: CUPTI stores the two words as they were; it calls neither unless a kind records.
-            unsafe {
-                (real.register_callbacks)(
-                    std::mem::transmute::<usize, sys::CUpti_BuffersCallbackRequestFunc>(r),
-                    std::mem::transmute::<usize, sys::CUpti_BuffersCallbackCompleteFunc>(c),
-                )
-            };
+            // Not functions: either the place found is not CUPTI's, or CUPTI would crash calling them. Never
+            // registered: the probe's callbacks stay (they lend no buffer; CUPTI drops and counts the records of a
+            // kind that records) until the trace's own replace them.
             return Err(format!(
                 "CUPTI held {r:#x} and {c:#x} as its callbacks, which are not code"
             ));
