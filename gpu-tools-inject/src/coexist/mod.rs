@@ -625,8 +625,13 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
             // First, so that buffers for the kinds enabled next come from the program.
             (real.register_callbacks)(program.request, program.complete);
         }
-        for kind in (ActivityKinds::from_bits_retain(program.enabled) - kept).kinds() {
+        let enabled = ActivityKinds::from_bits_retain(program.enabled);
+        for kind in (enabled - kept).kinds() {
             (real.enable)(kind.0);
+        }
+        // Kept on at the tracer's stop for the program, which has turned them off since: off in CUPTI too.
+        for kind in (kept - enabled).kinds() {
+            (real.disable)(kind.0);
         }
         if let Some(f) = real.enable_runtime_api {
             for &cbid in &program.skip_runtime {

@@ -105,6 +105,9 @@ fn aligned(bytes: &[u8]) -> Vec<u64> {
 /// Registrations of buffer callbacks the sharing made in CUPTI (tests that read it hold `SERIAL`).
 static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Kinds the sharing disabled in CUPTI (tests that read it hold `SERIAL`).
+static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
+
 fn no_cupti() -> Real {
     unsafe extern "C" fn register(
         _: sys::CUpti_BuffersCallbackRequestFunc,
@@ -114,6 +117,13 @@ fn no_cupti() -> Real {
         sys::CUPTI_SUCCESS
     }
     unsafe extern "C" fn kind(_: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+        sys::CUPTI_SUCCESS
+    }
+    unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+        DISABLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(kind);
         sys::CUPTI_SUCCESS
     }
     unsafe extern "C" fn flush(_: u32) -> sys::CUptiResult {
@@ -129,7 +139,7 @@ fn no_cupti() -> Real {
     Real {
         register_callbacks: register,
         enable: kind,
-        disable: kind,
+        disable,
         flush_all: flush,
         enable_runtime_api: None,
         enable_driver_api: None,
@@ -449,4 +459,27 @@ fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
     REGISTERED.store(0, SeqCst);
     uninstall(false, ActivityKinds::empty()).expect("shared");
     assert_eq!(REGISTERED.load(SeqCst), 1, "given back at the end");
+}
+
+#[test]
+fn a_kind_kept_for_the_program_that_it_turned_off_since_is_turned_off_at_the_end() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let runtime = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+    // The tracer stopped keeping kernel and runtime records on for the program; the program then disabled runtime.
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(kernel),
+        ..Program::default()
+    });
+    DISABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let kept = ActivityKinds::from_bits_retain(bit(kernel) | bit(runtime));
+    uninstall(false, kept).expect("shared");
+    assert_eq!(
+        *DISABLED.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![runtime],
+        "runtime off, kernel left on"
+    );
 }
