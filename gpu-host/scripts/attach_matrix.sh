@@ -33,7 +33,9 @@
 # default 480), TOOLS (the attaching commands in turn: by default an Eulerian circuit over every ordered pair of
 # them, each row starting ATTACHES further on), SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its
 # log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, or DEBUG_LEVEL's, in the job's log),
-# HANG_SECONDS (see the row's end).
+# HANG_SECONDS (see the row's end), JOB_ENV (variables for the attached Python jobs, such as `MALLOC_CHECK_=3`,
+# with which glibc aborts at the first heap inconsistency it sees rather than later: for a job that died of a
+# corrupted heap).
 # GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
 # its own OUT, whose locks are its own) keep to GPUs of their own.
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
@@ -195,9 +197,11 @@ row() {
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
     CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29512 \
       "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
-  profiler-open) CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 &
+  profiler-open) env ${JOB_ENV:-} CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" \
+      > "$d/attached.log" 2>&1 &
     attached=$! ;;
-  *) CUDA_VISIBLE_DEVICES=$cvd LD_PRELOAD=$segv_bt $py -X faulthandler "$job" "$name" --seconds "$seconds" > "$d/attached.log" 2>&1 &
+  *) env ${JOB_ENV:-} CUDA_VISIBLE_DEVICES=$cvd LD_PRELOAD=$segv_bt $py -X faulthandler "$job" "$name" \
+       --seconds "$seconds" > "$d/attached.log" 2>&1 &
      attached=$! ;;
   esac
   if ! pid=$(wait_ready "$d/attached.log" "$attached"); then

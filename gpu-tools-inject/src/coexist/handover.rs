@@ -58,6 +58,14 @@ fn open() -> MutexGuard<'static, Slot> {
 fn hand_back(slot: &mut Option<OpenBuffer>) -> u64 {
     match slot.take() {
         Some(b) => {
+            // Each buffer's way, for a heap the program's profiler finds damaged (thread and address).
+            log::debug!(
+                "program's buffer {:p} back to it: {} of {} bytes, {} records",
+                b.buffer,
+                b.used,
+                b.size,
+                b.records
+            );
             // SAFETY: the program's completion callback with its own buffer and the bytes written in it; the
             // context is NULL and the stream 0, as CUPTI reports its global queue since CUDA 6.0.
             unsafe { (b.complete)(std::ptr::null_mut(), 0, b.buffer, b.size, b.used) };
@@ -231,6 +239,7 @@ fn take_new(request: RequestFn, complete: CompleteFn, needed: usize) -> Option<O
     if buffer.is_null() {
         return None;
     }
+    log::debug!("program's buffer {buffer:p} taken: {size} bytes");
     if size < needed || buffer as usize % 8 != 0 {
         // Unusable (CUPTI needs 8-byte aligned buffers): given back empty.
         // SAFETY: the program's completion callback with its own buffer and no valid bytes.

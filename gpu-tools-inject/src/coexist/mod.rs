@@ -413,6 +413,9 @@ unsafe extern "C" fn unlent_to_program(
     if let Err(payload) = run {
         std::mem::forget(payload);
     }
+    log::debug!(
+        "a buffer CUPTI held for the program, {buffer:p} ({valid} of {size} bytes), goes on to it"
+    );
     // SAFETY: the caller's promise.
     unsafe { probe::hand_to_program(context, stream, buffer, size, valid) }
 }
