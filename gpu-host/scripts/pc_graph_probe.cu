@@ -32,7 +32,8 @@
 //   ...-late-fn      (suffix) the sampled loop launches a second kernel too, first launched after the enable (lazy
 //                    loading loads it then): whether a function loaded after PC sampling began is attributed where
 //                    the ones loaded before are not
-// Prints `fn NAME SAMPLES` for each function with samples, then
+// Prints `fn NAME STALLS` for each function with samples (the sum over its PCs of every stall reason's count, which
+// came to more than the run's samples on an H200: not a count of samples), then
 // `result VARIANT samples S pcs P nonuser N dropped D full F launches L ms T`.
 //
 //   nvcc -O2 -arch=sm_90 -I$CUPTI_INC -o pc_graph_probe pc_graph_probe.cu -L$CUPTI_LIB -lcupti -lcuda

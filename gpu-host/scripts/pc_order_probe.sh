@@ -12,7 +12,8 @@
 #   K cupy-graph: PC sampling first
 # SET=2 runs a second set instead (which part of a first trace breaks PC sampling, and what a short PC window first
 # does):
-#   G eager:      PC sampling for 0.1 s, trace --pid, then PC sampling
+#   G eager:      PC sampling for 0.1 s (the CLI raises it to 1 s since a 0.1 s window hung a job), trace --pid,
+#                 then PC sampling
 #   F cupy-graph: trace --pid, then PC sampling (a program that links no CUPTI of its own: no redirect of its calls)
 #   E eager:      as in the first set, alone
 # Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same

@@ -838,7 +838,8 @@ int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t sampl
 
 void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
 
-/* Sampling off without touching the sampler's buffer (freed by now): a process that ended. */
+/* Sampling off without touching the sampler's buffer (the library leaves it to CUPTI after a failed disable): a
+   process that ended. */
 void cp_pc_reset(void) {
     g_pc_enabled = 0;
     g_pc_buffer = NULL;

@@ -460,7 +460,7 @@ fn call_stopped(
 
 /// The shortest PC sampling window of a running process. A 0.1 s window of an eager PyTorch job (H200, CUPTI 13.0,
 /// driver 580) got no answer to its finish in 30 s, and the job made no progress after it; every window of 1 s or
-/// more on that machine ended well (docs/driver-notes.md).
+/// more on that machine returned (docs/driver-notes.md).
 pub const MIN_PC_WINDOW: Duration = Duration::from_secs(1);
 
 /// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC

@@ -48,6 +48,8 @@ pub(super) unsafe extern "C" fn register_callbacks(
             m.program.request = request;
             m.program.complete = complete;
             m.program.registered = true;
+            // Others than those given back at the tracer's stop: the end registers these.
+            m.callbacks_given = false;
             m.program.draining = 0;
             m.program.disabled_at.clear();
         });
@@ -245,6 +247,7 @@ pub(super) unsafe extern "C" fn register_timestamp(
         log::debug!("the program registers a timestamp source");
         let kept = with_mux(|m| {
             m.program.timestamp = source;
+            m.clock_given = None;
             m.clock = ClockMap::new(source.map_or(m.clock_before, ProgramClock::Callback));
         });
         match (kept, real.register_timestamp) {

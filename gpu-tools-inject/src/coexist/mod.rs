@@ -142,9 +142,11 @@ struct Mux {
     clock_before: clock::ProgramClock,
     redirects: Vec<crate::imports::Redirect>,
     handed: Handed,
-    /// [`give_back_callbacks`] gave the program's clock and callbacks back to CUPTI, while its kinds record (and
-    /// whether the clock went back): [`uninstall`] does not register them again under those kinds.
-    given_back: Option<bool>,
+    /// [`give_back_callbacks`] gave the program's callbacks back to CUPTI while its kinds record: [`uninstall`]
+    /// does not register them again under those kinds. Cleared when the program registers others after that.
+    callbacks_given: bool,
+    /// The same for its clock (and whether it went back); cleared when the program registers another clock.
+    clock_given: Option<bool>,
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -499,7 +501,8 @@ pub fn install(
         clock_before,
         redirects,
         handed: Handed::default(),
-        given_back: None,
+        callbacks_given: false,
+        clock_given: None,
     });
     drop(guard);
     if receiving {
@@ -575,7 +578,10 @@ pub fn give_back_callbacks() {
         (real.register_callbacks)(request, complete);
         restored
     };
-    with_mux(|m| m.given_back = Some(clock_restored));
+    with_mux(|m| {
+        m.callbacks_given = true;
+        m.clock_given = Some(clock_restored);
+    });
 }
 
 /// Ends the sharing, after the session's tracer stopped: the program's callbacks and kinds go back to CUPTI and
@@ -614,7 +620,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         .map(clock::ProgramClock::Callback)
         .unwrap_or(mux.clock_before);
     let real = mux.real;
-    let clock_restored = match (mux.given_back, real.register_timestamp, clock.source()) {
+    let clock_restored = match (mux.clock_given, real.register_timestamp, clock.source()) {
         (Some(restored), _, _) => restored,
         // SAFETY: the real CUPTI function, with the program's own clock.
         (None, Some(register), Some(source)) => {
@@ -624,7 +630,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
     };
     // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
     unsafe {
-        if program.registered && mux.given_back.is_none() {
+        if program.registered && !mux.callbacks_given {
             // First, so that buffers for the kinds enabled next come from the program.
             (real.register_callbacks)(program.request, program.complete);
         }

@@ -183,7 +183,8 @@ fn share(program: Program) -> Arc<Writer> {
         clock_before: clock::ProgramClock::Unknown,
         redirects: Vec::new(),
         handed: Handed::default(),
-        given_back: None,
+        callbacks_given: false,
+        clock_given: None,
     });
     with_mux(|_| ());
     handover::begin();
@@ -459,6 +460,20 @@ fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
     REGISTERED.store(0, SeqCst);
     uninstall(false, ActivityKinds::empty()).expect("shared");
     assert_eq!(REGISTERED.load(SeqCst), 1, "given back at the end");
+    // Given back, then the program registers others before the end: the end registers those.
+    share(program());
+    give_back_callbacks();
+    REGISTERED.store(0, SeqCst);
+    // SAFETY: the hook with the program's own functions, as its redirected call would pass them.
+    let code = unsafe { hooks::register_callbacks(Some(program_request), Some(program_complete)) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    assert_eq!(REGISTERED.load(SeqCst), 0, "kept by the sharing");
+    uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(
+        REGISTERED.load(SeqCst),
+        1,
+        "the new ones registered at the end"
+    );
 }
 
 #[test]

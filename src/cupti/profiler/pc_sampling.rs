@@ -463,7 +463,10 @@ impl<'c> PcSampler<'c> {
                 self.collected.merge(last);
             }
             Err(e) => {
-                error.get_or_insert(e.into());
+                // The disable's error says more than a read's: sampling stays on.
+                if let Some(read) = error.replace(e.into()) {
+                    log::warn!("before the failed disable, the last read failed too: {read}");
+                }
             }
         }
         let mut out = std::mem::take(&mut self.collected);
@@ -483,7 +486,13 @@ impl<'c> PcSampler<'c> {
             ..Default::default()
         };
         // SAFETY: an enabled context; the configured buffer is still owned by the sampler.
-        check("cuptiPCSamplingDisable", unsafe { f(&mut p) })
+        let result = check("cuptiPCSamplingDisable", unsafe { f(&mut p) });
+        if result.is_err() {
+            // CUPTI keeps sampling on, and the buffer configured as its sampling data: that buffer stays allocated
+            // for the process's life rather than freed under CUPTI.
+            std::mem::forget(std::mem::replace(&mut self.buffer, PcDataBuffer::new(0, 0)));
+        }
+        result
     }
 }
 
@@ -496,13 +505,16 @@ impl Drop for PcSampler<'_> {
 /// Whether `error` is a failed `cuptiPCSamplingDisable`: CUPTI then keeps PC sampling on in the process, and the
 /// GPU's performance counters held, until the process ends.
 pub fn still_enabled(error: &crate::Error) -> bool {
-    matches!(
-        error,
-        crate::Error::CuptiCounters(ProfilingError::Vendor {
-            call: "cuptiPCSamplingDisable",
-            ..
-        })
-    )
+    let call = match error {
+        crate::Error::CuptiCounters(
+            ProfilingError::Vendor { call, .. }
+            | ProfilingError::CountersBusy { call }
+            | ProfilingError::ProfilerTaken { call }
+            | ProfilingError::InsufficientPrivileges { call },
+        ) => *call,
+        _ => return false,
+    };
+    call == "cuptiPCSamplingDisable"
 }
 
 const SIZE_ENABLE: usize =
