@@ -489,7 +489,6 @@ pub fn install(
         program.only_program = found.kinds & !session_kinds.bits();
     }
     let receiving = program.receives() != 0;
-    handover::begin();
     DISPATCHING.store(receiving, Ordering::Release);
     link.writer.set_foreign_kinds(program.only_program);
     *guard = Some(Mux {
@@ -505,6 +504,10 @@ pub fn install(
         clock_given: None,
     });
     drop(guard);
+    // Outside the sharing's lock: the slot's lock is never taken under it (a buffer handed back under the slot's
+    // lock calls the program, whose CUPTI calls come to hooks that take the sharing's). No tracer runs yet, so no
+    // batch comes before this.
+    handover::begin();
     if receiving {
         // CUPTI holds a buffer of the program's while it records for it (Kineto flushes only then).
         handover::ensure_open();
