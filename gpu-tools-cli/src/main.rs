@@ -18,6 +18,7 @@ mod interrupt;
 mod job;
 mod job_files;
 mod output;
+mod pc_left_on;
 mod pid;
 mod progress;
 mod prometheus;

@@ -354,17 +354,13 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
         let (samples, error) = sampler.finish_keeping();
         records += crate::profiling::send_pc_samples(writer, c.id, &samples);
         if let Some(e) = error {
-            let held = if gpu_tools::cupti::pc_sampling::still_enabled(&e) {
-                "; PC sampling stays on in this process, and the GPU's performance counters held, until it ends: \
-                 other processes' PC sampling and counters on this GPU are refused meanwhile (seen on an H200, \
-                 CUPTI 13.0, after a trace of the same process)"
-            } else {
-                ""
-            };
             writer.notice(
                 NoticeLevel::Error,
-                format!("context {}: PC sampling: {e}{held}", c.id),
+                format!("context {}: PC sampling: {e}", c.id),
             );
+            if gpu_tools::cupti::pc_sampling::still_enabled(&e) {
+                writer.message(&Message::PcLeftOn { context: c.id });
+            }
         }
     }
     writer.message(&Message::ProfileFinished {

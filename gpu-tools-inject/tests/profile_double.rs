@@ -309,10 +309,16 @@ struct AttachChild {
 impl AttachChild {
     /// Starts the child of `scenario` and waits until it made its context.
     fn start(scenario: &str) -> AttachChild {
+        AttachChild::start_with(scenario, &[])
+    }
+
+    /// As [`start`](Self::start), with `vars` in the child's environment.
+    fn start_with(scenario: &str, vars: &[(&str, &str)]) -> AttachChild {
         use std::io::BufRead;
         use std::process::Stdio;
 
         let mut child = Command::new(std::env::current_exe().unwrap())
+            .envs(vars.iter().copied())
             .args([
                 "child",
                 "--exact",
@@ -1253,4 +1259,36 @@ fn pc_sampling_says_when_the_first_attach_traced() {
         sampled_first[0]
     );
     assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
+}
+
+/// PC sampling that CUPTI could not turn off is said (`PcLeftOn`: CUPTI then keeps it on, and the GPU's counters
+/// held, for the process's life; on an H200 every other process's PC sampling was refused meanwhile), and what was
+/// read before still comes.
+#[test]
+fn pc_sampling_that_could_not_be_turned_off_is_said() {
+    let dir = std::env::temp_dir().join(format!(
+        "profile_double-left-on-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // CUPTI_ERROR_INVALID_PARAMETER, as the H200 answered.
+    let child = AttachChild::start_with(
+        "attach",
+        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiPCSamplingDisable=1")],
+    );
+    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+    request.pc_sampling = true;
+    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcCounts(_))),
+        "the counts read before the failed disable: {got:?}"
+    );
 }

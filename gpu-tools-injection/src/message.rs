@@ -73,6 +73,12 @@ pub enum Message {
     /// PC sampling starts in a process whose first gpu-tools attach traced it (PC sampling after such a first
     /// attach was seen to count every sample outside the program's kernels).
     PcAfterTrace,
+    /// PC sampling of a context could not be turned off (`cuptiPCSamplingDisable` failed): CUPTI keeps it on in
+    /// the process, and the GPU's performance counters held, until the process ends.
+    PcLeftOn {
+        /// The context, as [`PcCounts::context`] numbers it.
+        context: u32,
+    },
 }
 
 /// The codes of the messages, as [`Message::code`] gives them (a code is never given to another message).
@@ -89,6 +95,7 @@ mod code {
     // longer taken (see `MetricsEnd::NoSubscriber`).
     pub const PC_AFTER_RANGE_PROFILER: u16 = 10;
     pub const PC_AFTER_TRACE: u16 = 11;
+    pub const PC_LEFT_ON: u16 = 12;
 }
 
 impl Message {
@@ -105,13 +112,14 @@ impl Message {
             Message::MetricsEnded(_) => code::METRICS_ENDED,
             Message::PcAfterRangeProfiler => code::PC_AFTER_RANGE_PROFILER,
             Message::PcAfterTrace => code::PC_AFTER_TRACE,
+            Message::PcLeftOn { .. } => code::PC_LEFT_ON,
         }
     }
 
     /// How grave it is, for whoever shows it.
     pub fn level(&self) -> NoticeLevel {
         match self {
-            Message::ProfileRefused { .. } => NoticeLevel::Error,
+            Message::ProfileRefused { .. } | Message::PcLeftOn { .. } => NoticeLevel::Error,
             Message::MetricsEnded(_) | Message::PcAfterRangeProfiler | Message::PcAfterTrace => {
                 NoticeLevel::Warning
             }
@@ -124,6 +132,7 @@ impl Message {
         match self {
             Message::Attached { cupti_mapped } => vec![u64::from(*cupti_mapped)],
             Message::UnfinishedLeftOut { records } => vec![*records],
+            Message::PcLeftOn { context } => vec![u64::from(*context)],
             Message::ProfileReady { contexts, thread } => vec![*contexts, *thread],
             Message::ProfileStarted {
                 contexts: n,
@@ -228,6 +237,9 @@ impl Message {
             }),
             (code::PC_AFTER_RANGE_PROFILER, &[]) => Message::PcAfterRangeProfiler,
             (code::PC_AFTER_TRACE, &[]) => Message::PcAfterTrace,
+            (code::PC_LEFT_ON, &[context]) => Message::PcLeftOn {
+                context: u32::try_from(context).ok()?,
+            },
             _ => return None,
         };
         Some(m)
@@ -279,6 +291,12 @@ impl fmt::Display for Message {
                 f.write_str(crate::profile::notice::PC_AFTER_RANGE_PROFILER)
             }
             Message::PcAfterTrace => f.write_str(crate::profile::notice::PC_AFTER_TRACE),
+            Message::PcLeftOn { context } => write!(
+                f,
+                "context {context}: PC sampling could not be turned off: CUPTI keeps it on in this process, and the \
+                 GPU's performance counters held, until the process ends (other processes' PC sampling and counters \
+                 on this GPU are refused meanwhile)"
+            ),
         }
     }
 }
@@ -341,6 +359,7 @@ mod tests {
             }),
             Message::PcAfterRangeProfiler,
             Message::PcAfterTrace,
+            Message::PcLeftOn { context: 2 },
         ]
     }
 
@@ -358,7 +377,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            [1, 2, 3, 4, 5, 6, 7, 8, 10, 11],
+            [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12],
             "each code once, none missing"
         );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
@@ -412,6 +431,9 @@ mod tests {
                  kernel metrics of `profile --pid`): PC sampling after such a first attach was seen to count every \
                  sample outside the program's kernels (no stall record), while a process sampled before its first \
                  trace gave stall records in every later window",
+                "context 2: PC sampling could not be turned off: CUPTI keeps it on in this process, and the GPU's \
+                 performance counters held, until the process ends (other processes' PC sampling and counters on \
+                 this GPU are refused meanwhile)",
             ]
         );
         assert_eq!(

@@ -415,6 +415,14 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         }
     }
     let got = super::profile_attach::run(pid, &lib, cupti, duration, request, flight_recorder)?;
+    if got
+        .messages
+        .iter()
+        .any(|m| matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. }))
+    {
+        // For whoever is refused the counters next: the holder named.
+        crate::pc_left_on::note(pid);
+    }
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
@@ -448,9 +456,10 @@ fn counters_free_for_pc_sampling(pid: u32) -> Result<(), Failure> {
                 format!(
                     "process {pid}: not sampled: the performance counters of {} are held by another tool ({}); PC \
                      sampling beside it fails in CUPTI and has crashed CUDA-graph jobs. The process was left as it \
-                     was; stop that tool first",
+                     was; stop that tool first{}",
                     gpus.join(", "),
-                    gpu_tools::cupti::profiler::LIKELY_HOLDERS
+                    gpu_tools::cupti::profiler::LIKELY_HOLDERS,
+                    crate::pc_left_on::said(Some(pid))
                 ),
             ))
         }

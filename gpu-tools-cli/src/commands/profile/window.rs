@@ -94,6 +94,17 @@ impl PcWindow<'_> {
                  tracing it",
             );
         }
+        if self
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::PcLeftOn { .. }))
+        {
+            m.push_str(
+                ". PC sampling could not be turned off: CUPTI keeps it on in this process, and the GPU's counters \
+                 held, until the process ends; PC sampling and counters of other processes on the GPU are refused \
+                 until then",
+            );
+        }
         if self.messages.contains(&Message::PcAfterRangeProfiler) {
             m.push_str(
                 ". CUPTI's range profiler ran in this process before (an earlier kernel-metrics `profile --pid`): PC \
@@ -276,6 +287,15 @@ mod tests {
             "{m}"
         );
         assert!(!m.contains("range profiler ran"), "{m}");
+        assert!(!m.contains("could not be turned off"), "{m}");
+        // Sampling that could not be turned off: said, with what it holds.
+        let notices = [counted(500, 500), Message::PcLeftOn { context: 1 }];
+        let m = pc(0, &notices).empty_error().unwrap();
+        assert!(
+            m.contains("PC sampling could not be turned off")
+                && m.contains("held, until the process ends"),
+            "{m}"
+        );
         // Records: no error.
         assert_eq!(pc(3, &[counted(10, 9)]).empty_error(), None);
     }

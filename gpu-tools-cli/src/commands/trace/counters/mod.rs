@@ -227,7 +227,8 @@ fn describe_open_error(ordinal: usize, name: &str, e: &gpu_tools::Error) -> Stri
     match e {
         gpu_tools::Error::CuptiCounters(ProfilingError::CountersBusy { .. }) => format!(
             "the performance counters of device {ordinal} ({name}) are held by another tool, and `trace --counters` \
-             does not trace without them: {e}. Stop that tool, or trace without --counters"
+             does not trace without them: {e}. Stop that tool, or trace without --counters{}",
+            crate::pc_left_on::said(None)
         ),
         gpu_tools::Error::CuptiCounters(
             ProfilingError::UnknownMetric { .. }
