@@ -20,6 +20,7 @@ mod job_files;
 mod output;
 mod pc_left_on;
 mod pid;
+mod private_dir;
 mod progress;
 mod prometheus;
 mod start_at;

@@ -3,19 +3,21 @@
 //! other process's PC sampling and counters on the GPU were refused meanwhile). `profile --pid` notes each such
 //! process in a file of its own, so that a later refusal for counters held names it, as the tool that holds them.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gpu_tools::linux::procfs::Process;
 
-/// The folder of the notes: the user's runtime folder, else one of the user's in the temporary folder.
+/// The folder of the notes, private to the user: in the user's runtime folder, else in the temporary folder.
 fn folder() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("gpu-tools-pc-left-on"),
-        // SAFETY: getuid has no preconditions.
-        _ => std::env::temp_dir().join(format!("gpu-tools-pc-left-on-{}", unsafe {
-            libc::getuid()
-        })),
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    match std::env::var_os("XDG_RUNTIME_DIR").and_then(absolute) {
+        Some(dir) => dir.join("gpu-tools-pc-left-on"),
+        None => std::env::temp_dir().join(format!(
+            "gpu-tools-pc-left-on-{}",
+            crate::private_dir::euid()
+        )),
     }
 }
 
@@ -31,9 +33,14 @@ pub fn note(pid: u32) {
 
 fn note_in(dir: &Path, pid: u32, now: SystemTime) -> std::io::Result<()> {
     let start = Process::new(pid).stat()?.start_time;
-    std::fs::create_dir_all(dir)?;
+    crate::private_dir::make(dir)?;
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    std::fs::write(dir.join(pid.to_string()), format!("{start} {since}\n"))
+    // Whole or not at all: a reader never sees a half-written note (and takes it for a damaged one).
+    let mut temp = tempfile::Builder::new().prefix(".note-").tempfile_in(dir)?;
+    writeln!(temp, "{start} {since}")?;
+    temp.persist(dir.join(pid.to_string()))
+        .map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// A process noted, alive and the same one.
@@ -50,11 +57,19 @@ pub fn processes() -> Vec<LeftOn> {
 }
 
 fn processes_in(dir: &Path, now: SystemTime) -> Vec<LeftOn> {
+    // Notes are trusted only in a folder of ours that nobody else can write to.
+    if crate::private_dir::check(dir).is_err() {
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut found = Vec::new();
     for entry in entries.flatten() {
+        // Plain files only (a link is not followed, a pipe not read).
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
         let path = entry.path();
         let Some(pid) = path
             .file_name()
@@ -65,22 +80,31 @@ fn processes_in(dir: &Path, now: SystemTime) -> Vec<LeftOn> {
         };
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         let mut words = text.split_whitespace().map(str::parse::<u64>);
-        let (Some(Ok(start)), Some(Ok(since))) = (words.next(), words.next()) else {
+        let noted = match (words.next(), words.next()) {
+            (Some(Ok(start)), Some(Ok(since))) => UNIX_EPOCH
+                .checked_add(Duration::from_secs(since))
+                .map(|at| (start, at)),
+            _ => None,
+        };
+        let Some((start, at)) = noted else {
+            // Damaged.
             let _ = std::fs::remove_file(&path);
             continue;
         };
         match Process::new(pid).stat() {
-            Ok(stat) if stat.start_time == start && !stat.has_ended() => {
-                let at = UNIX_EPOCH + Duration::from_secs(since);
-                found.push(LeftOn {
-                    pid,
-                    ago: now.duration_since(at).unwrap_or_default(),
-                });
-            }
+            Ok(stat) if stat.start_time == start && !stat.has_ended() => found.push(LeftOn {
+                pid,
+                ago: now.duration_since(at).unwrap_or_default(),
+            }),
             // Ended, or the pid now names another process.
-            _ => {
+            Ok(_) => {
                 let _ = std::fs::remove_file(&path);
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let _ = std::fs::remove_file(&path);
+            }
+            // Not readable now: kept, not named.
+            Err(_) => {}
         }
     }
     found.sort_by_key(|l| l.pid);
@@ -88,16 +112,22 @@ fn processes_in(dir: &Path, now: SystemTime) -> Vec<LeftOn> {
 }
 
 /// The sentence a refusal for counters held adds where gpu-tools itself left PC sampling on somewhere (empty
-/// otherwise), leaving out `except` (the process being profiled, which would be told apart by its own refusal).
-pub fn said(except: Option<u32>) -> String {
-    sentence(&processes(), except)
+/// otherwise); `target`, the process being profiled, is named as such.
+pub fn said(target: Option<u32>) -> String {
+    sentence(&processes(), target)
 }
 
-fn sentence(left: &[LeftOn], except: Option<u32>) -> String {
+fn sentence(left: &[LeftOn], target: Option<u32>) -> String {
     let named: Vec<String> = left
         .iter()
-        .filter(|l| Some(l.pid) != except)
-        .map(|l| format!("process {} (since {} s ago)", l.pid, l.ago.as_secs()))
+        .map(|l| {
+            format!(
+                "{}process {} (since {} s ago)",
+                if Some(l.pid) == target { "this " } else { "" },
+                l.pid,
+                l.ago.as_secs()
+            )
+        })
         .collect();
     if named.is_empty() {
         return String::new();
@@ -140,8 +170,8 @@ mod tests {
             "{text}"
         );
         assert!(
-            sentence(&left, Some(me)).is_empty(),
-            "the profiled process left out"
+            sentence(&left, Some(me)).contains(&format!("this process {me}")),
+            "the profiled process named as such"
         );
         // A note whose process has ended (another start time under the same pid) is removed.
         std::fs::write(dir.path().join(me.to_string()), "1 0\n").expect("written");
@@ -150,9 +180,35 @@ mod tests {
             !dir.path().join(me.to_string()).exists(),
             "the stale note removed"
         );
-        // A damaged note too.
+        // A damaged note too, and one of a time past what the clock holds.
         std::fs::write(dir.path().join("123"), "not numbers").expect("written");
+        std::fs::write(dir.path().join(me.to_string()), format!("1 {}\n", u64::MAX))
+            .expect("written");
         assert!(processes_in(dir.path(), now).is_empty());
         assert!(!dir.path().join("123").exists());
+        assert!(!dir.path().join(me.to_string()).exists());
+    }
+
+    #[test]
+    fn notes_in_a_folder_others_can_write_are_not_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("a folder");
+        note_in(dir.path(), std::process::id(), SystemTime::now()).expect("noted");
+        assert_eq!(processes_in(dir.path(), SystemTime::now()).len(), 1);
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("opened");
+        assert!(processes_in(dir.path(), SystemTime::now()).is_empty());
+    }
+
+    #[test]
+    fn a_link_among_the_notes_is_not_followed() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let me = std::process::id();
+        let start = Process::new(me).stat().expect("stat").start_time;
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, format!("{start} 0\n")).expect("written");
+        std::os::unix::fs::symlink(&target, dir.path().join(me.to_string())).expect("linked");
+        assert!(processes_in(dir.path(), SystemTime::now()).is_empty());
+        assert!(target.exists(), "left alone");
     }
 }

@@ -5,8 +5,10 @@
 use std::ffi::CString;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::private_dir::{check as check_private, euid};
 
 /// The folders tried, in order.
 pub(super) fn cache_dirs() -> Vec<PathBuf> {
@@ -23,11 +25,6 @@ pub(super) fn cache_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// An I/O error in a few words: "permission denied", "read-only file system", "no space left on device".
 pub(super) fn reason(e: &std::io::Error) -> String {
     let text = e.to_string();
@@ -40,24 +37,6 @@ pub(super) fn reason(e: &std::io::Error) -> String {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => text.to_string(),
     }
-}
-
-/// The folder must be ours and writable by nobody else: another user could otherwise put a library there that the
-/// traced program would load.
-fn check_private(dir: &Path) -> std::io::Result<()> {
-    let meta = std::fs::metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(std::io::Error::other("not a folder"));
-    }
-    let uid = euid();
-    if meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
-        return Err(std::io::Error::other(format!(
-            "owned by uid {} with mode {:o}, not private to uid {uid}",
-            meta.uid(),
-            meta.permissions().mode() & 0o7777
-        )));
-    }
-    Ok(())
 }
 
 /// The nearest of `dir` and the folders above it that exists, which must be a folder (`dir` is made below it).

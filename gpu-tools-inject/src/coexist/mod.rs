@@ -508,7 +508,8 @@ pub fn install(
     // lock calls the program, whose CUPTI calls come to hooks that take the sharing's). No tracer runs yet, so no
     // batch comes before this.
     handover::begin();
-    if receiving {
+    // Read again: the program may have registered and enabled since the lock was let go.
+    if with_mux(|m| m.program.receives() != 0).unwrap_or(false) {
         // CUPTI holds a buffer of the program's while it records for it (Kineto flushes only then).
         handover::ensure_open();
     }
