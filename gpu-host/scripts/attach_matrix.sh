@@ -410,13 +410,15 @@ for r in $rows; do
   if [ $active -ge "$parallel" ]; then wait -n; active=$((active - 1)); fi
 done
 wait
+# A row's verdict lines (a failed row's .row file also holds its job's log and its last attach's output).
+verdicts() { grep -h '^ROW' "$@" | grep -Ev '^ROW [^ ]+ (log:|last attach)'; }
 for r in $rows; do
   [ -f "$out/$r.row" ] || continue
-  echo "--- $r"; cat "$out/$r/attaches.txt" 2>/dev/null; tail -1 "$out/$r.row"
+  echo "--- $r"; cat "$out/$r/attaches.txt" 2>/dev/null; verdicts "$out/$r.row" | tail -1
 done
 echo "=== summary"
-grep -h '^ROW' "$out"/*.row | sed 's/^ROW //' | awk '{print $1, $NF}'
-pass=$(grep -h '^ROW' "$out"/*.row | grep -c ' PASS$'); total=$(grep -h '^ROW' "$out"/*.row | grep -vc SKIPPED)
+verdicts "$out"/*.row | sed 's/^ROW //' | awk '{print $1, $NF}'
+pass=$(verdicts "$out"/*.row | grep -c ' PASS$'); total=$(verdicts "$out"/*.row | grep -vc SKIPPED)
 echo "$pass of $total rows passed"
 # Every log of the run in one file (a device run brings back few files).
 for f in $(find "$out" -name '*.txt' -o -name '*.log' | grep -v '/logs.txt$' | sort); do
