@@ -41,6 +41,23 @@ fn double(name: &str) -> PathBuf {
     gpu_tools_testing::double_path(name)
 }
 
+/// This test binary run again as the child of `scenario`, on the doubles of the CUDA driver and CUPTI.
+fn child_command(scenario: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(SCENARIO, scenario)
+    .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
+    .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
+    .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"));
+    cmd
+}
+
 /// Runs a child scenario with the library's environment; returns the records of its stream and its stdout.
 fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
     let lib = gpu_tools_testing::inject_lib();
@@ -52,23 +69,12 @@ fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "child",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(SCENARIO, scenario)
-    .env(env::FILE, dir.join("profile-%p.trace"))
-    .env(env::KINDS, "kernel")
-    .env(env::LOG, "debug")
-    .env(env::PROFILE_METRICS, METRICS.join(","))
-    .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
-    .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
-    .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
-    .env_remove(env::SOCKET);
+    let mut cmd = child_command(scenario);
+    cmd.env(env::FILE, dir.join("profile-%p.trace"))
+        .env(env::KINDS, "kernel")
+        .env(env::LOG, "debug")
+        .env(env::PROFILE_METRICS, METRICS.join(","))
+        .env_remove(env::SOCKET);
     for (k, v) in vars {
         cmd.env(k, v);
     }
@@ -317,19 +323,8 @@ impl AttachChild {
         use std::io::BufRead;
         use std::process::Stdio;
 
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        let mut child = child_command(scenario)
             .envs(vars.iter().copied())
-            .args([
-                "child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(SCENARIO, scenario)
-            .env("GPU_TOOLS_CUDA_DRIVER_LIB", double("cuda_driver"))
-            .env("GPU_TOOLS_CUPTI_LIB", double("cupti_full"))
-            .env("GPU_TOOLS_NVPERF_HOST_LIB", double("cupti_full"))
             .env_remove(env::SOCKET)
             .env_remove(env::FILE)
             .stdin(Stdio::piped())

@@ -409,7 +409,8 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         if duration.is_some_and(|d| d < min) {
             eprintln!(
                 "gpu-tools profile: process {pid}: PC sampling runs at least {min} s: a 0.1 s window's finish got \
-                 no answer and left the job hung (H200, CUPTI 13.0), and no shorter window than 1 s is known safe"
+                 no answer and left the job hung (H200, CUPTI 13.0), and no window shorter than 1 s is known not to \
+                 hang"
             );
             duration = Some(min);
         }

@@ -57,6 +57,7 @@ const CALL_LIMIT: Duration = Duration::from_secs(30);
 const VENDOR: [&str; 3] = ["libcuda.so", "libcupti.so", "libnvperf"];
 
 /// What the run collected.
+#[derive(Default)]
 pub struct Collected {
     pub stalls: Vec<StallRecord>,
     /// Kernel-metrics records (ranges named after their launches).
@@ -481,17 +482,7 @@ pub fn run(
     };
     let stop = crate::interrupt::stop_flag();
     let (session, mut rx) = attach(pid, lib, cupti, request, flight_recorder)?;
-    let mut out = Collected {
-        stalls: Vec::new(),
-        metrics: Vec::new(),
-        losses: Vec::new(),
-        notices: Vec::new(),
-        messages: Vec::new(),
-        tries: [(0, 0); 2],
-        sampled: Duration::ZERO,
-        contexts: None,
-        ended_early: None,
-    };
+    let mut out = Collected::default();
     wait_ready(pid, &mut rx, &mut out)?;
     // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
     let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)

@@ -101,13 +101,35 @@ fn aligned(bytes: &[u8]) -> Vec<u64> {
     v
 }
 
-/// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
+/// Records in 8-aligned storage, as CUPTI fills its buffers, and the batch the tracer would hand over of them.
+struct Buffer {
+    storage: Vec<u64>,
+    len: usize,
+}
+
+impl Buffer {
+    fn of(bytes: &[u8]) -> Buffer {
+        Buffer {
+            storage: aligned(bytes),
+            len: bytes.len(),
+        }
+    }
+
+    fn batch(&self) -> ActivityBatch<'_> {
+        // SAFETY: the storage holds `len` bytes.
+        let view =
+            unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast::<u8>(), self.len) };
+        ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0)
+    }
+}
+
 /// Registrations of buffer callbacks the sharing made in CUPTI (tests that read it hold `SERIAL`).
 static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Kinds the sharing disabled in CUPTI (tests that read it hold `SERIAL`).
 static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 
+/// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
 fn no_cupti() -> Real {
     unsafe extern "C" fn register(
         _: sys::CUpti_BuffersCallbackRequestFunc,
@@ -206,10 +228,8 @@ fn the_program_gets_copies_of_its_kinds_only_in_its_own_buffers() {
         record(kernel, 4),
     ];
     let bytes: Vec<u8> = records.concat();
-    let storage = aligned(&bytes);
-    // SAFETY: the storage holds `bytes.len()` bytes.
-    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    let buffer = Buffer::of(&bytes);
+    let batch = buffer.batch();
     // Room for two kernel records per buffer: three buffers for the three kernels and one API call.
     let kernel_size = records[0].len();
     *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (2 * kernel_size, 0);
@@ -270,10 +290,8 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
     let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     let records: Vec<Vec<u8>> = (0..5).map(|i| record(kernel, i)).collect();
     let bytes = records.concat();
-    let storage = aligned(&bytes);
-    // SAFETY: the storage holds `bytes.len()` bytes.
-    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    let buffer = Buffer::of(&bytes);
+    let batch = buffer.batch();
     *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 2);
     HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
     // Disabled, not flushed yet: its records still go to it.
@@ -303,10 +321,8 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
 fn nothing_is_handed_without_a_program_session() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let bytes = record(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 1);
-    let storage = aligned(&bytes);
-    // SAFETY: the storage holds `bytes.len()` bytes.
-    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    let buffer = Buffer::of(&bytes);
+    let batch = buffer.batch();
     HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
     // Kinds enabled but no callbacks registered (as before its first session): nothing to hand them to.
     share(Program {
@@ -404,10 +420,8 @@ fn a_batch_that_read_the_program_callbacks_before_the_end_takes_no_buffer_after_
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     let bytes = record(kernel, 1);
-    let storage = aligned(&bytes);
-    // SAFETY: the storage holds `bytes.len()` bytes.
-    let view = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-    let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+    let buffer = Buffer::of(&bytes);
+    let batch = buffer.batch();
     *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
     HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
     share(Program {

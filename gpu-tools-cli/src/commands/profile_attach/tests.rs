@@ -236,26 +236,12 @@ fn a_finish_searches_longer_than_a_start_and_says_what_stays_on() {
     );
 }
 
-fn empty_collected() -> Collected {
-    Collected {
-        stalls: Vec::new(),
-        metrics: Vec::new(),
-        losses: Vec::new(),
-        notices: Vec::new(),
-        messages: Vec::new(),
-        tries: [(0, 0); 2],
-        sampled: Duration::ZERO,
-        contexts: None,
-        ended_early: None,
-    }
-}
-
 #[test]
 fn ctrl_c_before_the_shortest_pc_window_waits_for_it() {
     // The stop flag is set before the window begins: the finish comes no sooner than the shortest window.
     let (_tx, rx) = mpsc::channel::<Delivery>();
     let mut records = Records { rx, closed: false };
-    let mut out = empty_collected();
+    let mut out = Collected::default();
     let stop = AtomicBool::new(true);
     let least = Duration::from_millis(300);
     let took = collect_until_stop(
