@@ -5,6 +5,12 @@
 #   pc-order   the same probe: PC sampling after CUPTI's first use in the process was an activity session or a
 #              subscriber alone, and with PC sampling queried or enabled first (which first use leaves PC sampling
 #              no sample inside the program's kernels, and what avoids it)
+#   pc-inject  the same probe: PC sampling after activity records turned on and off while another thread launches
+#              (parked, or parked with work in flight, at either edge; by kind), after a trace by the injection
+#              library itself called in the probe's own process (no ptrace; its settings in PC_INJECT_ARGS, `;`
+#              between variables), and a C job of the probe's (`serve`) attached with `trace --pid`
+#              (PC_INJECT_TRACE_ARGS), then `profile --pid --pc-sampling` (PC_INJECT_SERVE=none: sampled alone);
+#              PC_INJECT_VARIANTS picks the probe's variants
 #   hang       gpu-host/scripts/hang_probe.cu: what a thread of a hung program can still ask (a stream query,
 #              CUPTI's flushes) while a kernel hangs and the main thread waits in the driver
 #   schedule   a job whose own torch.profiler runs on a `schedule`, attached with four 2 s trace windows (the
@@ -17,14 +23,14 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/attach_toolbox}; mkdir -p "$out"; unset GPU_TOOLS_INJECT_LIB
-parts=${*:-host pc-graph pc-order hang nvtx-state pc-graph-tool schedule late serving after-pc nvtx-attach serving-profile hung-flight}
+parts=${*:-host pc-graph pc-order pc-inject hang nvtx-state pc-graph-tool schedule late serving after-pc nvtx-attach serving-profile hung-flight}
 job=$root/gpu-host/python/survival_job.py
 cuda=${CUDA_HOME:-/usr/local/cuda}
 inc=$(dirname "$(find "$cuda/" -name cupti.h 2>/dev/null | head -1)")
 lib=$(dirname "$(find "$cuda/" -name 'libcupti.so*' 2>/dev/null | head -1)")
 build() { # NAME: nvcc of gpu-host/scripts/NAME.cu into $out/NAME
   nvcc -O2 -std=c++17 -arch=sm_90 -I"$inc" -o "$out/$1" "$root/gpu-host/scripts/$1.cu" -L"$lib" -lcupti -lcuda \
-    -lpthread -Xlinker -rpath="$lib" > "$out/$1.nvcc.txt" 2>&1 || { echo "nvcc $1 failed: $(head -c 600 "$out/$1.nvcc.txt")"; return 1; }
+    -lpthread -ldl -Xlinker -rpath="$lib" > "$out/$1.nvcc.txt" 2>&1 || { echo "nvcc $1 failed: $(head -c 600 "$out/$1.nvcc.txt")"; return 1; }
 }
 wait_ready() { # LOG: the pid of its first `ready PID` line, waiting up to 60 s
   local p
@@ -55,6 +61,37 @@ for part in $parts; do
       enable-first activity-finalize-first prime-pc-activity-first ts-first ts-realtime-first period-first gtrace-first \
       thread-first tracer-first tracer-first-late-fn concurrent-first}; do
       timeout 60 "$out/pc_graph_probe" "$v" 200 200 2>&1 | tail -5
+    done ;;
+  pc-inject)
+    build pc_graph_probe || continue
+    export PROBE_INJECT=$root/.gpu/bin/libgpu_tools_inject.so
+    for v in ${PC_INJECT_VARIANTS:-eager concurrent-first concurrent-quiet-first concurrent-quiet-enable-first \
+      concurrent-quiet-disable-first concurrent-quiet-busy-first concurrent-kernel-first concurrent-api-first \
+      concurrent-driver-first concurrent-runtime-first tracer-first inject-first inject-concurrent-first}; do
+      timeout 90 "$out/pc_graph_probe" "$v" 200 200 2>&1 | grep -E '^(result|inject|error)' | tail -4
+    done
+    for a in ${PC_INJECT_ARGS:-"GPU_TOOLS_TRACE_KINDS=kernel" "GPU_TOOLS_TRACE_KINDS=kernel;GPU_TOOLS_FLIGHT_RECORDER=0" \
+      "GPU_TOOLS_TRACE_KINDS=kernel,runtime,driver;GPU_TOOLS_FLIGHT_RECORDER=0" "GPU_TOOLS_TRACE_API=launches;GPU_TOOLS_FLIGHT_RECORDER=0" \
+      "GPU_TOOLS_TRACE_LOG=debug"}; do
+      echo "PROBE_INJECT_ARG=$a"
+      PROBE_INJECT_ARG=$a timeout 90 "$out/pc_graph_probe" inject-first 200 200 > "$out/inject.txt" 2>&1
+      grep -E '^(result|inject|error)' "$out/inject.txt" | tail -4
+      case $a in *debug*) grep -iE 'cupti|enable|clock|thread' "$out/inject.txt" | cut -c1-200 | head -40 ;; esac
+    done
+    unset PROBE_INJECT
+    for first in ${PC_INJECT_SERVE:-trace none}; do
+      d=$out/pc-inject-$first; rm -rf "$d"; mkdir -p "$d"
+      "$out/pc_graph_probe" serve 60000 200 > "$d/job.log" 2>&1 &
+      j=$!
+      pid=$(wait_ready "$d/job.log") || { echo "no ready line"; kill $j; continue; }
+      sleep 1
+      if [ $first = trace ]; then
+        timeout 60 "$gt" trace --pid "$pid" --duration 2 -q ${PC_INJECT_TRACE_ARGS:-} -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+        echo "serve: trace rc=$? $(grep -E '^--- summary|error|kernel' "$d/t.txt" | head -3 | tr '\n' ' ' | cut -c1-300)"
+      fi
+      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc.txt" 2>&1
+      echo "serve ($first first): pc rc=$?"; grep -v '^ *[0-9]' "$d/pc.txt" | head -8 | cut -c1-250
+      kill $j 2>/dev/null; wait $j
     done ;;
   hang)
     build hung_job

@@ -29,6 +29,18 @@
 //                    records over launches, a forced flush, every kind disabled, a CLOCK_REALTIME callback
 //   concurrent-first as tracer-first, while a second thread launches short kernels on a stream of its own without
 //                    pause (as an attach finds a running program), stopped before PC sampling starts
+//   concurrent-quiet-first  the same, the launching thread parked outside CUDA while the kinds are enabled and
+//                    disabled (-quiet-enable-first, -quiet-disable-first: at one of the two only)
+//   concurrent-quiet-busy-first  as concurrent-quiet-first, the launching thread parked with a 20 ms kernel of its
+//                    own queued and running (an attach's hold: threads stopped outside the driver, their work in flight)
+//   concurrent-kernel-first, concurrent-api-first, concurrent-driver-first, concurrent-runtime-first: concurrent-first
+//                    with kernel records alone, runtime and driver records, driver records, runtime records
+//   inject-first     eager, after a trace by the repository's injection library itself, in this process: the probe
+//                    loads PROBE_INJECT (libgpu_tools_inject.so), calls its attach entry with a socket of its own
+//                    (and PROBE_INJECT_ARG's `NAME=value` lines, `;`-separated), reads the stream for 1 s of
+//                    launches, stops it: whether the injection's CUPTI sequence, without ptrace, leaves PC
+//                    sampling blind (inject-concurrent-first: with the launching thread of concurrent-first)
+//   serve            no CUPTI: prints `ready PID`, then launches the spin kernel REPLAYS times (a job to attach to)
 //   ...-late-fn      (suffix) the sampled loop launches a second kernel too, first launched after the enable (lazy
 //                    loading loads it then): whether a function loaded after PC sampling began is attributed where
 //                    the ones loaded before are not
@@ -49,8 +61,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <dlfcn.h>
 #include <string>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <map>
 #include <vector>
 
 __global__ void spin(unsigned long long cycles, unsigned long long *out) {
@@ -194,8 +210,66 @@ static uint64_t CUPTIAPI realtime_ns() {
 
 static void CUPTIAPI on_callback(void *, CUpti_CallbackDomain, CUpti_CallbackId, const void *) {}
 
+// A trace by the injection library, in this process, over 1 s of launches (inject-first).
+static void inject_first(const char *v, unsigned long long cycles, unsigned long long *out, cudaStream_t s) {
+    const char *lib = getenv("PROBE_INJECT");
+    if (!lib) { printf("error PROBE_INJECT unset\n"); exit(5); }
+    std::string path = "/tmp/pc_graph_probe." + std::to_string(getpid()) + ".sock";
+    unlink(path.c_str());
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (bind(listener, (sockaddr *)&addr, sizeof addr) != 0 || listen(listener, 1) != 0) { printf("error bind\n"); exit(5); }
+    void *h = dlopen(lib, RTLD_NOW);
+    if (!h) { printf("error dlopen %s\n", dlerror()); exit(5); }
+    auto attach = (int (*)(const char *))dlsym(h, "gpu_tools_inject_attach");
+    if (!attach) { printf("error no attach entry\n"); exit(5); }
+    std::string arg = "GPU_TOOLS_TRACE_SOCKET=" + path + "\n";
+    if (const char *extra = getenv("PROBE_INJECT_ARG")) {
+        for (const char *c = extra; *c; c++) arg += *c == ';' ? '\n' : *c;
+        arg += "\n";
+    }
+    std::atomic<bool> launching{strstr(v, "concurrent") != nullptr};
+    std::thread launcher([&]() {
+        if (!launching.load()) return;
+        cudaStream_t own;
+        RT(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+        while (launching.load()) {
+            for (int i = 0; i < 16; i++) spin<<<1, 32, 0, own>>>(1000, out);
+            RT(cudaStreamSynchronize(own));
+        }
+    });
+    int status = attach(arg.c_str());
+    int conn = accept(listener, nullptr, nullptr);
+    if (conn < 0) { printf("error accept (attach status %d)\n", status); exit(5); }
+    std::atomic<unsigned long long> bytes{0};
+    std::thread reader([&]() {
+        char buf[1 << 16];
+        for (ssize_t n; (n = read(conn, buf, sizeof buf)) > 0;) bytes += n;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) {
+        for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
+        RT(cudaStreamSynchronize(s));
+    }
+    char stop = 'S';
+    if (write(conn, &stop, 1) != 1) printf("error stop byte\n");
+    reader.join();
+    launching.store(false);
+    launcher.join();
+    close(conn);
+    close(listener);
+    unlink(path.c_str());
+    printf("inject status %d stream bytes %llu\n", status, bytes.load());
+}
+
 // CUPTI used before PC sampling, as a first attach that traced used it: an activity session, or a subscriber alone.
 static void use_cupti_first(const char *v, unsigned long long cycles, unsigned long long *out, cudaStream_t s) {
+    if (strstr(v, "inject-")) {
+        inject_first(v, cycles, out, s);
+        return;
+    }
     if (strstr(v, "subscribe-first")) {
         CUpti_SubscriberHandle sub;
         CU(cuptiSubscribe(&sub, on_callback, nullptr));
@@ -215,22 +289,52 @@ static void use_cupti_first(const char *v, unsigned long long cycles, unsigned l
         CU(cuptiActivityFlushPeriod(200));
         return;
     }
-    if (strstr(v, "thread-first") || strstr(v, "tracer-first") || strstr(v, "concurrent-first")) {
-        bool tracer = strstr(v, "tracer-first") != nullptr || strstr(v, "concurrent-first") != nullptr;
-        // The program's own launching thread, busy while the trace starts and stops (concurrent-first).
-        std::atomic<bool> launching{strstr(v, "concurrent-first") != nullptr};
+    if (strstr(v, "thread-first") || strstr(v, "tracer-first") || strstr(v, "concurrent")) {
+        bool tracer = strstr(v, "tracer-first") != nullptr || strstr(v, "concurrent") != nullptr;
+        // The program's own launching thread, busy while the trace starts and stops (concurrent-...). With
+        // "quiet" it is parked, outside CUDA, while the kinds are enabled (quiet-enable), disabled
+        // (quiet-disable), or both (quiet).
+        std::atomic<bool> launching{strstr(v, "concurrent") != nullptr};
+        std::atomic<bool> pause{false}, parked{false};
+        bool quiet_enable = strstr(v, "quiet-first") || strstr(v, "quiet-enable");
+        bool quiet_disable = strstr(v, "quiet-first") || strstr(v, "quiet-disable") || strstr(v, "quiet-busy");
+        bool busy = strstr(v, "-busy-") != nullptr;
+        if (busy) quiet_enable = true;
         std::thread launcher([&]() {
             if (!launching.load()) return;
             cudaStream_t own;
             RT(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
             while (launching.load()) {
+                if (pause.load()) {
+                    // -busy-: parked with a 20 ms kernel of its own queued and running, not synchronised.
+                    if (busy) spin<<<1, 32, 0, own>>>(1980ull * 20000, out);
+                    parked.store(true);
+                    while (pause.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+                    parked.store(false);
+                    continue;
+                }
                 for (int i = 0; i < 16; i++) spin<<<1, 32, 0, own>>>(1000, out);
                 RT(cudaStreamSynchronize(own));
             }
         });
-        const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
-                                            CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
-        size_t n = tracer ? 4 : 1;
+        auto park = [&](bool on) {
+            if (!on || !launching.load()) return;
+            pause.store(true);
+            while (!parked.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        };
+        auto unpark = [&]() { pause.store(false); };
+        // The kinds: kernel, graph, runtime and driver records; kernel records alone (-kernel-); API records alone
+        // (-api-).
+        std::vector<CUpti_ActivityKind> kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+                                                 CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+        if (strstr(v, "-kernel-")) kinds = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+        if (strstr(v, "-api-")) kinds = {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
+        if (strstr(v, "-driver-")) kinds = {CUPTI_ACTIVITY_KIND_DRIVER};
+        if (strstr(v, "-runtime-")) kinds = {CUPTI_ACTIVITY_KIND_RUNTIME};
+        if (!tracer) kinds.resize(1);
+        // Let the launcher get going first.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        park(quiet_enable);
         std::thread t([&]() {
             if (tracer) {
                 CU(cuptiActivityRegisterTimestampCallback(monotonic_ns));
@@ -239,17 +343,20 @@ static void use_cupti_first(const char *v, unsigned long long cycles, unsigned l
             }
             CU(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
             if (tracer) CU(cuptiActivityFlushPeriod(200));
-            for (size_t k = 0; k < n; k++) CU(cuptiActivityEnable(kinds[k]));
+            for (auto k : kinds) CU(cuptiActivityEnable(k));
         });
         t.join();
+        unpark();
         for (int i = 0; i < 10; i++) spin<<<132, 128, 0, s>>>(cycles, out);
         RT(cudaStreamSynchronize(s));
+        park(quiet_disable);
         std::thread u([&]() {
             CU(cuptiActivityFlushAll(1));
-            for (size_t k = 0; k < n; k++) CU(cuptiActivityDisable(kinds[k]));
+            for (auto k : kinds) CU(cuptiActivityDisable(k));
             if (tracer) CU(cuptiActivityRegisterTimestampCallback(realtime_ns));
         });
         u.join();
+        unpark();
         launching.store(false);
         launcher.join();
         return;
@@ -307,6 +414,17 @@ int main(int argc, char **argv) {
     spin<<<132, 128, 0, s>>>(cycles, out);  // the module is loaded and a kernel ran before the enable
     RT(cudaStreamSynchronize(s));
     if (graph && before) instantiate();
+    if (strcmp(v, "serve") == 0) {
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
+        for (int i = 0; i < replays; i++) {
+            spin<<<132, 128, 0, s>>>(cycles, out);
+            if (i % 50 == 49) RT(cudaStreamSynchronize(s));
+        }
+        RT(cudaStreamSynchronize(s));
+        printf("result serve launches %d\n", replays);
+        return 0;
+    }
     if (strstr(v, "prime-query")) {
         CUpti_PCSamplingGetNumStallReasonsParams n = {};
         n.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
