@@ -9,8 +9,8 @@
 #              (parked, or parked with work in flight, at either edge; by kind), after a trace by the injection
 #              library itself called in the probe's own process (no ptrace; its settings in PC_INJECT_ARGS, `;`
 #              between variables), and a C job of the probe's (`serve`) attached with `trace --pid`
-#              (PC_INJECT_TRACE_ARGS), then `profile --pid --pc-sampling` (PC_INJECT_SERVE=none: sampled alone);
-#              PC_INJECT_VARIANTS picks the probe's variants
+#              (PC_INJECT_TRACE_ARGS), then `profile --pid --pc-sampling` (PC_INJECT_PC_ARGS; PC_INJECT_SERVE=none:
+#              sampled alone); PC_INJECT_VARIANTS picks the probe's variants
 #   hang       gpu-host/scripts/hang_probe.cu: what a thread of a hung program can still ask (a stream query,
 #              CUPTI's flushes) while a kernel hangs and the main thread waits in the driver
 #   schedule   a job whose own torch.profiler runs on a `schedule`, attached with four 2 s trace windows (the
@@ -89,7 +89,7 @@ for part in $parts; do
         timeout 60 "$gt" trace --pid "$pid" --duration 2 -q ${PC_INJECT_TRACE_ARGS:-} -o "$d/t.gputrace" > "$d/t.txt" 2>&1
         echo "serve: trace rc=$? $(grep -E '^--- summary|error|kernel' "$d/t.txt" | head -3 | tr '\n' ' ' | cut -c1-300)"
       fi
-      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc.txt" 2>&1
+      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling ${PC_INJECT_PC_ARGS:-} > "$d/pc.txt" 2>&1
       echo "serve ($first first): pc rc=$?"; grep -v '^ *[0-9]' "$d/pc.txt" | head -8 | cut -c1-250
       kill $j 2>/dev/null; wait $j
     done ;;

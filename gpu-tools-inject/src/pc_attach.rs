@@ -106,12 +106,10 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     } else {
         crate::first_attach::Kind::Trace
     });
-    // PC sampling leaves the callback subscriber free: the recorder runs beside it. Kernel metrics take the
-    // subscriber for their window (named ranges): the recorder starts after them.
-    if config.flight_recorder && request.pc_sampling {
-        let (level, text) = crate::flight::notice(crate::flight::start());
-        writer.notice(level, text);
-    }
+    // Kernel metrics take the callback subscriber for their window (named ranges), and PC sampling is made with no
+    // recorder's callbacks on (`RECORDER_OFF_FOR_PC`): either way the recorder starts after the window, and one an
+    // earlier attach left stops for it.
+    let mut recorder_stopped = false;
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -126,11 +124,16 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     continue;
                 }
                 if metrics.is_empty() {
+                    if crate::flight::stop("profile --pid's PC sampling window") {
+                        recorder_stopped = true;
+                        writer.notice(NoticeLevel::Info, RECORDER_OFF_FOR_PC.into());
+                    }
                     start(&writer, &mut contexts);
                 } else {
                     if crate::flight::stop(
                         "profile --pid's kernel metrics took CUPTI's callback subscriber",
                     ) {
+                        recorder_stopped = true;
                         writer.notice(
                             NoticeLevel::Info,
                             "the flight recorder stops for the kernel metrics' window (they need CUPTI's callback \
@@ -179,12 +182,21 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     }
     // The contexts are released as they drop.
     drop(contexts);
-    if config.flight_recorder && !request.pc_sampling {
+    if config.flight_recorder || recorder_stopped {
         let (level, text) = crate::flight::notice(crate::flight::start());
         writer.notice(level, text);
     }
     end(&writer);
 }
+
+/// Said when a recorder left by an earlier attach stops for a PC sampling window. In every attached PC sampling
+/// window that attributed no sample to the program's kernels after a trace (eager, graph, serving, CuPy and C jobs,
+/// one H200, CUPTI 13.0), a recorder's callbacks were on (the trace's, or the profile's own, started before the
+/// window); in one process, PC sampling after the injection library's trace with its recorder off attributed every
+/// sample, and with it on, none (`pc_graph_probe.cu`'s `inject-first`, docs/driver-notes.md).
+const RECORDER_OFF_FOR_PC: &str = "the flight recorder stops for the PC sampling window and starts again after it: \
+     PC sampling after a trace, with a recorder's callbacks on, was seen to attribute no sample to the program's \
+     kernels";
 
 fn end(writer: &Writer) {
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));

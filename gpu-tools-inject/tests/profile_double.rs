@@ -1107,6 +1107,16 @@ fn attach_in_order(
     n: usize,
     request: Option<gpu_tools_injection::profile::ProfileRequest>,
 ) -> Vec<Message> {
+    attach_in_order_with_notices(pid, dir, n, request).0
+}
+
+/// [`attach_in_order`], with the texts of the plain notices too.
+fn attach_in_order_with_notices(
+    pid: u32,
+    dir: &Path,
+    n: usize,
+    request: Option<gpu_tools_injection::profile::ProfileRequest>,
+) -> (Vec<Message>, Vec<String>) {
     use std::io::Write;
     use std::os::unix::net::UnixListener;
     use std::time::{Duration, Instant};
@@ -1149,11 +1159,16 @@ fn attach_in_order(
     );
     let mut control = conn.try_clone().unwrap();
     let mut messages = Vec::new();
+    let notices = std::cell::RefCell::new(Vec::new());
     let mut reader = StreamReader::new(conn);
     let mut next = |what: &str| -> Option<Record> {
-        reader
+        let r = reader
             .next()
-            .map(|r| r.unwrap_or_else(|e| panic!("attach {n}, waiting for {what}: {e}")))
+            .map(|r| r.unwrap_or_else(|e| panic!("attach {n}, waiting for {what}: {e}")));
+        if let Some(Record::Notice(notice)) = &r {
+            notices.borrow_mut().push(notice.text.clone());
+        }
+        r
     };
     let mut until = |what: &str, wanted: &dyn Fn(&Message) -> bool, messages: &mut Vec<Message>| loop {
         let Some(r) = next(what) else {
@@ -1196,7 +1211,7 @@ fn attach_in_order(
     while let Some(r) = next("the stream's end") {
         messages.extend(message(&r));
     }
-    messages
+    (messages, notices.into_inner())
 }
 
 /// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
@@ -1254,6 +1269,57 @@ fn pc_sampling_says_when_the_first_attach_traced() {
         sampled_first[0]
     );
     assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
+}
+
+/// A flight recorder an earlier attach left stops for a PC sampling window and starts again after it: every attached
+/// PC sampling window after a trace that attributed no sample to the program's kernels on an H200 had a recorder's
+/// callbacks on. A PC sampling attach that finds none starts its own after its window.
+#[test]
+fn pc_sampling_runs_with_no_recorder_on() {
+    let dir = std::env::temp_dir().join(format!(
+        "profile_double-recorder-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = AttachChild::start("attach");
+    let pc = || {
+        let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+        r.pc_sampling = true;
+        Some(r)
+    };
+    let stops = |notices: &[String]| {
+        notices
+            .iter()
+            .filter(|t| t.starts_with("the flight recorder stops for the PC sampling window"))
+            .count()
+    };
+    let runs = |notices: &[String]| {
+        notices
+            .iter()
+            .position(|t| t.starts_with("a flight recorder runs in the process from now on"))
+    };
+    // The first attach samples: no recorder to stop; its own starts after the window (after the finish's answer).
+    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc());
+    assert_eq!(stops(&notices), 0, "{notices:?}");
+    assert!(
+        runs(&notices).is_some(),
+        "the recorder starts after the window: {notices:?}"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|m| matches!(m, Message::ProfileFinished { .. })),
+        "{first:?}"
+    );
+    // A trace (its recorder runs on), then PC sampling: the recorder stops for the window and starts again.
+    attach_in_order(child.id(), &dir, 1, None);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc());
+    assert_eq!(stops(&notices), 1, "{notices:?}");
+    assert!(runs(&notices).is_some(), "and starts again: {notices:?}");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// PC sampling that CUPTI could not turn off is said (`PcLeftOn`: CUPTI then keeps it on, and the GPU's counters
