@@ -58,17 +58,23 @@ fn child_command(scenario: &str) -> Command {
     cmd
 }
 
-/// Runs a child scenario with the library's environment; returns the records of its stream and its stdout.
-fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
-    let lib = gpu_tools_testing::inject_lib();
-    assert!(lib.is_file());
+/// An empty folder of this test's own, `profile_double-NAME-PID-N`: the tests run in parallel, some with one scenario.
+fn fresh_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
-        "profile_double-{scenario}-{}-{}",
+        "profile_double-{name}-{}-{}",
         std::process::id(),
         RUNS.fetch_add(1, Ordering::SeqCst)
     ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a child scenario with the library's environment; returns the records of its stream and its stdout.
+fn run(scenario: &str, vars: &[(&str, &str)]) -> (Vec<Record>, String) {
+    let lib = gpu_tools_testing::inject_lib();
+    assert!(lib.is_file());
+    let dir = fresh_dir(scenario);
     let mut cmd = child_command(scenario);
     cmd.env(env::FILE, dir.join("profile-%p.trace"))
         .env(env::KINDS, "kernel")
@@ -392,14 +398,7 @@ fn run_attached_with(
     use std::time::Duration;
 
     let lib = gpu_tools_testing::inject_lib();
-    // A folder of its own: the tests run in parallel, two of them with one scenario.
-    let dir = std::env::temp_dir().join(format!(
-        "profile_double-attach-{scenario}-{}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir(&format!("attach-{scenario}"));
     let socket = dir.join("s");
     let mut child = AttachChild::start(scenario);
 
@@ -1217,13 +1216,7 @@ fn attach_in_order_with_notices(
 /// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
 /// messages.
 fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
-    let dir = std::env::temp_dir().join(format!(
-        "profile_double-order-{}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("order");
     let mut child = AttachChild::start("attach");
     let mut out = Vec::new();
     for (n, pc) in kinds.iter().enumerate() {
@@ -1276,13 +1269,7 @@ fn pc_sampling_says_when_the_first_attach_traced() {
 /// callbacks on. A PC sampling attach that finds none starts its own after its window.
 #[test]
 fn pc_sampling_runs_with_no_recorder_on() {
-    let dir = std::env::temp_dir().join(format!(
-        "profile_double-recorder-{}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("recorder");
     let child = AttachChild::start("attach");
     let pc = || {
         let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
@@ -1300,7 +1287,7 @@ fn pc_sampling_runs_with_no_recorder_on() {
             .iter()
             .position(|t| t.starts_with("a flight recorder runs in the process from now on"))
     };
-    // The first attach samples: no recorder to stop; its own starts after the window (after the finish's answer).
+    // The first attach samples: no recorder to stop, and its own runs once the attach is over.
     let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc());
     assert_eq!(stops(&notices), 0, "{notices:?}");
     assert!(
@@ -1327,13 +1314,7 @@ fn pc_sampling_runs_with_no_recorder_on() {
 /// read before still comes.
 #[test]
 fn pc_sampling_that_could_not_be_turned_off_is_said() {
-    let dir = std::env::temp_dir().join(format!(
-        "profile_double-left-on-{}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("left-on");
     // CUPTI_ERROR_INVALID_PARAMETER, as the H200 answered.
     let child = AttachChild::start_with(
         "attach",
