@@ -232,6 +232,35 @@ impl ApiCbid {
         .iter()
         .any(|p| name.starts_with(p))
     }
+
+    /// Whether the function only reads or sets state the CUDA library keeps on the host: getters and error
+    /// checks (`cudaGetDevice`, `cuKernelGetName`, `cuDevicePrimaryCtxGetState`, `cudaGetLastError`,
+    /// `cudaPeekAtLastError`, `cuGetProcAddress`), occupancy calculations, capture-status queries (`cudaStreamIsCapturing`) and the
+    /// current device or context (`cudaSetDevice`, `cuCtxSetCurrent`, `cuCtxPushCurrent`, `cuCtxPopCurrent`).
+    /// None of them queues work, waits or allocates, and frameworks call some at every launch (PyTorch 2.11: two
+    /// driver getters per kernel launch), so recording them costs more than anything they tell on a timeline.
+    /// The default API records leave them out, as Nsight Systems' CUDA trace leaves out calls "not critical for
+    /// performance analysis" unless `--cuda-trace-all-apis` is given.
+    pub fn is_bookkeeping(self) -> bool {
+        let Some(name) = self.function_name() else {
+            return false;
+        };
+        let name = name.strip_suffix("_ptsz").unwrap_or(name);
+        name.contains("Get")
+            || name.starts_with("cudaPeekAt")
+            || name.starts_with("cudaOccupancy")
+            || name.starts_with("cuOccupancy")
+            || name.contains("IsCapturing")
+            || [
+                "cudaSetDevice",
+                "cuCtxSetCurrent",
+                "cuCtxPushCurrent",
+                "cuCtxPopCurrent",
+                "cuCtxPushCurrent_v2",
+                "cuCtxPopCurrent_v2",
+            ]
+            .contains(&name)
+    }
 }
 
 impl fmt::Display for ApiCbid {
@@ -277,6 +306,70 @@ mod tests {
                 "DriverCbid({} cuLaunchKernel)",
                 DriverCbid::LAUNCH_KERNEL.id()
             )
+        );
+    }
+
+    #[test]
+    fn bookkeeping_calls_are_getters_checks_and_current_state() {
+        let driver = |n: &str| ApiCbid::Driver(DriverCbid::from_name(n).expect(n));
+        let runtime = |n: &str| {
+            ApiCbid::Runtime(
+                RuntimeCbid::all()
+                    .find(|c| c.function_name() == Some(n))
+                    .expect(n),
+            )
+        };
+        for c in [
+            driver("cuDevicePrimaryCtxGetState"),
+            driver("cuKernelGetName"),
+            driver("cuGetProcAddress_v2"),
+            driver("cuCtxGetCurrent"),
+            driver("cuCtxSetCurrent"),
+            driver("cuCtxPushCurrent_v2"),
+            driver("cuPointerGetAttribute"),
+            runtime("cudaGetDevice"),
+            runtime("cudaGetLastError"),
+            runtime("cudaPeekAtLastError"),
+            runtime("cudaSetDevice"),
+            runtime("cudaStreamIsCapturing"),
+            runtime("cudaStreamGetCaptureInfo_ptsz"),
+            runtime("cudaOccupancyMaxActiveBlocksPerMultiprocessor"),
+        ] {
+            assert!(c.is_bookkeeping(), "{c}");
+        }
+        // What a timeline needs stays: launches, copies, waits, allocations, events, captures, graphs, modules.
+        for c in [
+            driver("cuLaunchKernel"),
+            driver("cuLaunchKernelEx"),
+            driver("cuMemcpyHtoDAsync_v2"),
+            driver("cuStreamSynchronize"),
+            driver("cuCtxSynchronize"),
+            driver("cuMemAlloc_v2"),
+            driver("cuModuleLoadData"),
+            driver("cuGraphLaunch"),
+            driver("cuEventRecord"),
+            runtime("cudaLaunchKernel"),
+            runtime("cudaMemcpyAsync"),
+            runtime("cudaDeviceSynchronize"),
+            runtime("cudaStreamWaitEvent"),
+            runtime("cudaEventQuery"),
+            runtime("cudaMalloc"),
+            runtime("cudaFree"),
+            runtime("cudaStreamBeginCapture"),
+            runtime("cudaStreamEndCapture"),
+            runtime("cudaGraphInstantiate"),
+            runtime("cudaGraphLaunch"),
+        ] {
+            assert!(!c.is_bookkeeping(), "{c}");
+        }
+        // Most of the API is neither: about a fifth of the driver's functions are getters and the like.
+        let driver_all = DriverCbid::all().count();
+        let driver_kept = DriverCbid::all()
+            .filter(|&c| !ApiCbid::Driver(c).is_bookkeeping())
+            .count();
+        assert!(
+            driver_kept * 10 > driver_all * 6,
+            "{driver_kept} of {driver_all}"
         );
     }
 
