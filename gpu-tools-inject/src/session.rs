@@ -1,6 +1,7 @@
 //! The tracing session of one process: started by `InitializeInjection`, flushed periodically and when a context
 //! is destroyed, finished by the exit handler.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -135,7 +136,8 @@ fn skipped_cbids(names: &[String]) -> Vec<ApiCbid> {
     .collect()
 }
 
-/// Sets up per-function API records: launches-only mode enables single functions, the skip list disables some.
+/// Sets up per-function API records: launches-only mode enables single functions; otherwise the skip list, and in
+/// the essential mode the host-side bookkeeping ([`ApiCbid::is_bookkeeping`]), are disabled.
 /// Returns the functions the writer must leave out itself (where CUPTI could not).
 fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> Filter {
     let mut filter = Filter::default();
@@ -162,18 +164,32 @@ fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> F
             );
         }
     }
-    for c in skip {
-        if config.api == ApiMode::Launches || !wants(&c) {
-            continue;
-        }
+    if config.api == ApiMode::Launches {
+        return filter;
+    }
+    // The essential set leaves out the host-side bookkeeping as well as what was named.
+    let bookkeeping = DriverCbid::all()
+        .map(ApiCbid::Driver)
+        .chain(RuntimeCbid::all().map(ApiCbid::Runtime))
+        .filter(|c| config.api == ApiMode::Essential && c.is_bookkeeping());
+    let left_out: HashSet<ApiCbid> = skip.into_iter().chain(bookkeeping).filter(wants).collect();
+    let mut by_writer = None;
+    for &c in &left_out {
         if let Err(e) = tracer.set_api_records(c, false) {
-            log::debug!("CUPTI cannot leave out {c}: {e}; the writer does");
+            by_writer.get_or_insert((c, e));
             let domain = match c {
                 ApiCbid::Driver(_) => ApiDomain::Driver,
                 ApiCbid::Runtime(_) => ApiDomain::Runtime,
             };
             filter.skip.insert((domain.code(), c.id()));
         }
+    }
+    if let Some((c, e)) = by_writer {
+        log::debug!(
+            "CUPTI cannot leave out {} of {} API functions ({c}: {e}); the writer does",
+            filter.skip.len(),
+            left_out.len()
+        );
     }
     filter
 }

@@ -332,7 +332,10 @@ impl Writer {
         if api > 0 {
             st.encoder.push(&Record::Notice(Notice {
                 level: NoticeLevel::Info,
-                text: format!("{api} API records of skipped functions left out"),
+                text: format!(
+                    "{api} API records of skipped functions left out (host-side bookkeeping or `--api-skip`; \
+                     `--api all` keeps the bookkeeping)"
+                ),
             }));
         }
         // Drops CUPTI reported after the last batch (its final count at stop).

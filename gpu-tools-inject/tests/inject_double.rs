@@ -21,6 +21,8 @@ use gpu_tools_injection::settings::{Destination, Settings};
 
 const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 const CONCURRENT_KERNEL: u32 = 10;
+const DRIVER: u32 = 4;
+const RUNTIME: u32 = 5;
 
 fn library() -> PathBuf {
     gpu_tools_testing::inject_lib()
@@ -190,6 +192,29 @@ fn child() {
             assert_eq!(d.memset(0x5a, 1 << 20, 20_200, 20_300, 7, 101), 1);
             println!("thread id type {}", d.thread_id_type());
             // Nothing flushed by hand: the exit handler must deliver all of it.
+        }
+        "api" => {
+            // A launch through each API, each beside the host-side bookkeeping a framework makes at a launch.
+            use gpu_tools::cupti::{DriverCbid, RuntimeCbid};
+            let runtime = |name: &str| {
+                RuntimeCbid::all()
+                    .find(|c| c.function_name() == Some(name))
+                    .expect(name)
+                    .id()
+            };
+            let driver = |name: &str| DriverCbid::from_name(name).expect(name).id();
+            let calls = [
+                (DRIVER, driver("cuDevicePrimaryCtxGetState")),
+                (DRIVER, driver("cuLaunchKernel")),
+                (DRIVER, driver("cuKernelGetName")),
+                (RUNTIME, runtime("cudaLaunchKernel")),
+                (RUNTIME, runtime("cudaGetLastError")),
+                (RUNTIME, runtime("cudaStreamSynchronize")),
+            ];
+            for (i, (kind, cbid)) in (0u32..).zip(calls) {
+                let start = 1000 + u64::from(i) * 100;
+                assert_eq!(d.api(kind, cbid, start, start + 50, 77, i + 1, 0), 1);
+            }
         }
         "context-destroy" => {
             assert_eq!(kernel(1000, 1), 1);
@@ -413,6 +438,51 @@ fn records_reach_the_tracer_at_exit_with_a_complete_count() {
             .iter()
             .any(|r| matches!(r, Record::Notice(n) if n.text.contains("thread ids"))),
         "no note about thread ids when CUPTI took the setting"
+    );
+}
+
+/// The API functions of a run's records, in order.
+fn api_names(records: &[Record]) -> Vec<&str> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Api(a) => Some(&*a.name),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_default_api_records_leave_out_host_side_bookkeeping_and_all_keeps_it() {
+    let r = run("api", &[], |_| true);
+    assert!(r.status.success(), "child failed");
+    assert_eq!(
+        api_names(&r.records),
+        [
+            "cuLaunchKernel",
+            "cudaLaunchKernel",
+            "cudaStreamSynchronize"
+        ]
+    );
+    // The double has no per-function API records, so the library leaves them out itself, and says how many.
+    assert!(
+        r.records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.starts_with("3 API records of skipped functions left out"))),
+        "{:?}",
+        r.records
+    );
+    let r = run("api", &[(env::API, "all".into())], |_| true);
+    assert!(r.status.success(), "child failed");
+    assert_eq!(
+        api_names(&r.records),
+        [
+            "cuDevicePrimaryCtxGetState",
+            "cuLaunchKernel",
+            "cuKernelGetName",
+            "cudaLaunchKernel",
+            "cudaGetLastError",
+            "cudaStreamSynchronize"
+        ]
     );
 }
 

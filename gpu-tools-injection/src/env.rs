@@ -50,10 +50,11 @@ pub const NVTX_INJECTION: &str = "NVTX_INJECTION64_PATH";
 /// graphs are then not recorded; the default) or `node` (every kernel of a graph, with graph and node id). A CUPTI
 /// without graph-level tracing falls back to `node` and says so in a notice.
 pub const CUDA_GRAPH: &str = "GPU_TOOLS_TRACE_CUDA_GRAPH";
-/// Which API calls are recorded when `driver` or `runtime` is among the kinds: `all` (default) or `launches`
-/// (only calls that launch device work or move data: `cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`, `cuMemset*` and
-/// their runtime counterparts). `launches` is filtered by CUPTI itself (per-function API records), so the calls
-/// left out cost nothing beyond CUPTI's callback dispatch.
+/// Which API calls are recorded when `driver` or `runtime` is among the kinds: `essential` (default: every call
+/// but host-side bookkeeping, such as getters, error checks and the current device or context), `all`, or
+/// `launches` (only calls that launch device work or move data: `cuLaunch*`, `cuGraphLaunch*`, `cuMemcpy*`,
+/// `cuMemset*` and their runtime counterparts). `essential` and `launches` are filtered by CUPTI itself
+/// (per-function API records) where it can, otherwise when records are converted.
 pub const API: &str = "GPU_TOOLS_TRACE_API";
 /// API functions never recorded, comma-separated (`cudaGetLastError,cuDevicePrimaryCtxGetState`): noisy calls
 /// of a framework. Filtered by CUPTI where it can (per-function API records), otherwise when records are converted.
@@ -197,8 +198,13 @@ pub enum GraphMode {
 /// Which API calls are recorded ([`API`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ApiMode {
-    /// Every call.
+    /// Every call but the host-side bookkeeping (getters, error checks, the current device or context:
+    /// `ApiCbid::is_bookkeeping`), as Nsight Systems' CUDA trace leaves out calls not critical for performance
+    /// analysis by default. The default: frameworks make such calls at every launch (PyTorch 2.11: two driver
+    /// getters per kernel launch), and recording them was the largest single cost of a traced PyTorch flood.
     #[default]
+    Essential,
+    /// Every call.
     All,
     /// Only calls that launch device work or move data.
     Launches,
@@ -251,7 +257,11 @@ macro_rules! named {
 }
 
 named!(GraphMode, CUDA_GRAPH, [Node = "node", Graph = "graph"]);
-named!(ApiMode, API, [All = "all", Launches = "launches"]);
+named!(
+    ApiMode,
+    API,
+    [Essential = "essential", All = "all", Launches = "launches"]
+);
 named!(
     Stage,
     STAGE,

@@ -150,7 +150,7 @@ fn unset_variables_are_the_defaults() {
         (s.graph, s.api, s.stage, s.signals, s.nvtx(), s.log),
         (
             GraphMode::Graph,
-            ApiMode::All,
+            ApiMode::Essential,
             Stage::Full,
             true,
             false,

@@ -97,8 +97,11 @@ pub struct Args {
     #[arg(long, conflicts_with = "api", help_heading = "cupti backend")]
     pub no_api: bool,
 
-    /// cupti: which API calls are recorded: `all`, `launches` (only calls that launch work or move data: far
-    /// fewer records on launch-bound programs), `none` [default: all].
+    /// cupti: which API calls are recorded: `essential` (every call but host-side bookkeeping: getters such as
+    /// `cudaGetDevice` and `cuKernelGetName`, error checks such as `cudaGetLastError`, the current device or
+    /// context, capture-status queries; as Nsight Systems leaves out calls not critical for performance analysis
+    /// unless `--cuda-trace-all-apis`), `all`, `launches` (only calls that launch work or move data: far fewer
+    /// records on launch-bound programs), `none` [default: essential].
     #[arg(long, value_enum, value_name = "WHICH", help_heading = "cupti backend")]
     pub api: Option<ApiArg>,
 
@@ -266,6 +269,7 @@ pub enum Backend {
 /// A value of `--api`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ApiArg {
+    Essential,
     All,
     Launches,
     None,
@@ -341,7 +345,8 @@ impl Args {
     pub fn api_mode(&self) -> ApiMode {
         match self.api {
             Some(ApiArg::Launches) => ApiMode::Launches,
-            _ => ApiMode::All,
+            Some(ApiArg::All) => ApiMode::All,
+            Some(ApiArg::Essential | ApiArg::None) | None => ApiMode::Essential,
         }
     }
 

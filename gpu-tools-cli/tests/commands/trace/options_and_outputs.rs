@@ -86,13 +86,22 @@ fn kinds_take_all() {
 fn graph_api_and_nvtx_options_reach_the_injection_library() {
     let me = std::env::current_exe().unwrap();
     let me = me.to_str().unwrap();
-    // Defaults: graphs as whole launches, every API call, NVTX on (the nvtx kind is on by default).
+    // Defaults: graphs as whole launches, every API call but host-side bookkeeping, NVTX on (the nvtx kind is on
+    // by default).
     let seen = environment(&[]);
     assert!(
         seen.contains(&format!("{}=graph\n", env::CUDA_GRAPH)),
         "{seen}"
     );
-    assert!(seen.contains(&format!("{}=all\n", env::API)), "{seen}");
+    assert!(
+        seen.contains(&format!("{}=essential\n", env::API)),
+        "{seen}"
+    );
+    let seen_all = environment(&["--api", "all"]);
+    assert!(
+        seen_all.contains(&format!("{}=all\n", env::API)),
+        "{seen_all}"
+    );
     assert!(
         seen.contains(&format!("{}={me}\n", env::NVTX_INJECTION)),
         "{seen}"
