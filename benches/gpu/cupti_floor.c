@@ -7,13 +7,19 @@
  *
  *   CUPTI_FLOOR_KINDS    comma-separated: kernel, memcpy (MEMCPY and MEMCPY2), memset, driver, runtime, sync,
  *                        overhead, nvtx (MARKER and MARKER_DATA), graph (GRAPH_TRACE) [default: kernel]
+ *   CUPTI_FLOOR_API      essential: leaves out the API records of host-side bookkeeping, as gpu-tools' default API
+ *                        records do (`ApiCbid::is_bookkeeping` in src/cupti/cbid.rs: names with `Get`, `cudaPeekAt*`,
+ *                        `cudaOccupancy*`/`cuOccupancy*`, `*IsCapturing*`, the current device or context), by
+ *                        cuptiActivityEnableDriverApi/RuntimeApi(id, 0) over every id cuptiGetCallbackName names
+ *                        [default: every API call of the kinds enabled]
  *   CUPTI_FLOOR_CLOCK    1: a CLOCK_MONOTONIC timestamp callback, as gpu-tools registers (CUPTI reads
  *                        CLOCK_REALTIME itself otherwise)
  *   CUPTI_FLOOR_FLUSH_MS N: a thread flushes completed buffers every N ms, as gpu-tools' flush thread does (200)
  *   CUPTI_FLOOR_LIB      the libcupti to load when the program has none mapped (else libcupti.so.13, libcupti.so)
  *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
  *
- * The report, one line: `cupti_floor pid=P cupti_api=V kinds=K buffers=N bytes=B dropped=D enable_failures=F`.
+ * The report, one line: `cupti_floor pid=P cupti_api=V kinds=K buffers=N bytes=B dropped=D enable_failures=F
+ * api_left_out=L` (L: the API functions whose records CUPTI_FLOOR_API left out).
  * Build (benches/gpu/tracers.sh does): cc -O2 -shared -fPIC -I<cupti include> -I<cuda include> -o libcupti_floor.so
  * cupti_floor.c -ldl -lpthread. CUPTI is reached through dlsym only: the library links no CUPTI of its own, so it
  * shares the one the program maps (PyTorch maps its wheel's). CI builds it against CUPTI 13.0's headers and runs it
@@ -39,6 +45,8 @@ typedef CUptiResult (*flush_all_fn)(uint32_t);
 typedef CUptiResult (*dropped_fn)(CUcontext, uint32_t, size_t *);
 typedef CUptiResult (*timestamp_fn)(CUpti_TimestampCallbackFunc);
 typedef CUptiResult (*version_fn)(uint32_t *);
+typedef CUptiResult (*callback_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
+typedef CUptiResult (*enable_api_fn)(CUpti_CallbackId, uint8_t);
 
 static struct {
     enable_fn enable;
@@ -48,7 +56,7 @@ static struct {
 
 static char g_kinds[256] = "kernel";
 static uint32_t g_version;
-static unsigned long long g_buffers, g_bytes, g_dropped, g_enable_failures;
+static unsigned long long g_buffers, g_bytes, g_dropped, g_enable_failures, g_api_left_out;
 static int g_stop;
 static pthread_t g_flusher;
 static int g_flusher_running;
@@ -158,6 +166,59 @@ static int enable_kinds(const char *list) {
     return unknown;
 }
 
+/* Whether an API function (its callback name, without a `_vNNNN` version or `_ptsz` suffix) is host-side
+ * bookkeeping: the rule of gpu-tools' ApiCbid::is_bookkeeping (src/cupti/cbid.rs), written again here because the
+ * floor links nothing of gpu-tools. */
+static int is_bookkeeping(const char *full) {
+    char name[128];
+    snprintf(name, sizeof name, "%s", full);
+    char *v = strrchr(name, '_');
+    if (v && v[1] == 'v') {
+        size_t digits = strspn(v + 2, "0123456789");
+        if (digits >= 4 && digits <= 6 && v[2 + digits] == 0) *v = 0;
+    }
+    size_t len = strlen(name);
+    if (len > 5 && strcmp(name + len - 5, "_ptsz") == 0) name[len - 5] = 0;
+    static const char *const current[] = {"cudaSetDevice", "cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent",
+                                          "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2"};
+    for (size_t i = 0; i < sizeof current / sizeof current[0]; i++)
+        if (strcmp(name, current[i]) == 0) return 1;
+    return strstr(name, "Get") || strncmp(name, "cudaPeekAt", 10) == 0 || strncmp(name, "cudaOccupancy", 13) == 0 ||
+           strncmp(name, "cuOccupancy", 11) == 0 || strstr(name, "IsCapturing");
+}
+
+/* CUPTI_FLOOR_API=essential: the bookkeeping functions' records off, for each API kind enabled. */
+static void leave_out_bookkeeping(void *h) {
+    callback_name_fn callback_name = (callback_name_fn)dlsym(h, "cuptiGetCallbackName");
+    enable_api_fn driver = (enable_api_fn)dlsym(h, "cuptiActivityEnableDriverApi");
+    enable_api_fn runtime = (enable_api_fn)dlsym(h, "cuptiActivityEnableRuntimeApi");
+    if (!callback_name || !driver || !runtime) {
+        fprintf(stderr, "cupti_floor: CUPTI_FLOOR_API=essential needs cuptiGetCallbackName and per-function API records\n");
+        g_enable_failures++;
+        return;
+    }
+    const struct {
+        const char *kind;
+        CUpti_CallbackDomain domain;
+        uint32_t size;
+        enable_api_fn enable;
+    } apis[] = {
+        {"driver", CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, driver},
+        {"runtime", CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, runtime},
+    };
+    for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++) {
+        if (!strstr(g_kinds, apis[a].kind)) continue;
+        for (uint32_t id = 1; id < apis[a].size; id++) {
+            const char *name = NULL;
+            if (callback_name(apis[a].domain, id, &name) != CUPTI_SUCCESS || !name || !is_bookkeeping(name)) continue;
+            if (apis[a].enable(id, 0) == CUPTI_SUCCESS)
+                g_api_left_out++;
+            else
+                g_enable_failures++;
+        }
+    }
+}
+
 static void *flush_loop(void *arg) {
     (void)arg;
     struct timespec t = {(time_t)(g_flush_ms / 1000), (long)(g_flush_ms % 1000) * 1000000L};
@@ -174,8 +235,10 @@ static void at_exit(void) {
     g_cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     const char *path = getenv("CUPTI_FLOOR_REPORT");
     FILE *out = path && path[0] ? fopen(path, "a") : NULL;
-    fprintf(out ? out : stderr, "cupti_floor pid=%d cupti_api=%u kinds=%s buffers=%llu bytes=%llu dropped=%llu enable_failures=%llu\n",
-            (int)getpid(), g_version, g_kinds, g_buffers, g_bytes, g_dropped, g_enable_failures);
+    fprintf(out ? out : stderr,
+            "cupti_floor pid=%d cupti_api=%u kinds=%s buffers=%llu bytes=%llu dropped=%llu enable_failures=%llu "
+            "api_left_out=%llu\n",
+            (int)getpid(), g_version, g_kinds, g_buffers, g_bytes, g_dropped, g_enable_failures, g_api_left_out);
     if (out) fclose(out);
 }
 
@@ -209,6 +272,8 @@ int InitializeInjection(void) {
         return 0;
     }
     if (enable_kinds(g_kinds) > 0) g_enable_failures++;
+    const char *api = getenv("CUPTI_FLOOR_API");
+    if (api && strcmp(api, "essential") == 0) leave_out_bookkeeping(h);
     const char *every = getenv("CUPTI_FLOOR_FLUSH_MS");
     g_flush_ms = every ? (unsigned)strtoul(every, NULL, 10) : 0;
     if (g_flush_ms > 0 && pthread_create(&g_flusher, NULL, flush_loop, NULL) == 0) g_flusher_running = 1;

@@ -15,9 +15,9 @@ import statistics
 import sys
 
 FLOOR_OF = {"gt-default": "floor-default", "gt-kernel": "floor-kernel", "gt-nodriver": "floor-nodriver",
-            "torch-profiler": "floor-default", "nsys": "floor-default"}
-MAIN_ORDER = ["native", "floor-default", "floor-kernel", "floor-nodriver", "gt-default", "gt-kernel", "gt-nodriver",
-              "torch-profiler", "nsys"]
+            "gt-all": "floor-all", "torch-profiler": "floor-default", "nsys": "floor-default"}
+MAIN_ORDER = ["native", "floor-default", "floor-kernel", "floor-nodriver", "floor-all", "gt-default", "gt-kernel",
+              "gt-nodriver", "gt-all", "torch-profiler", "nsys"]
 PROFILE_STEPS = [
     ("floor-default", "native", "CUPTI recording the default kinds, buffers unread (the floor)"),
     ("floor-clock-flush", "floor-default", "gpu-tools' CLOCK_MONOTONIC callback and 200 ms flush thread, in CUPTI"),
@@ -92,11 +92,12 @@ def main_part(rows, results):
             print(f"{w:<15} {c:<15} {s['n']:>2} {s['median']:>10.1f} {s['min']:>10.1f}-{s['max']:<10.1f} "
                   f"{s['q1']:>10.1f}-{s['q3']:<10.1f} {xn:>9} {xf:>8}  {chk}")
     results["main"] = table
-    # In how many rounds the defaults (and, with NODRIVER=1, the defaults without driver records) beat
-    # torch.profiler, round by round.
+    # In how many rounds the defaults (and, with NODRIVER=1, the defaults without driver records; with ALL_API=1,
+    # every API call) beat torch.profiler, round by round.
     for mine, label, key in (("gt-default", "gpu-tools defaults", "defaults_vs_torch_profiler"),
                              ("gt-nodriver", "gpu-tools defaults without driver records",
-                              "nodriver_vs_torch_profiler")):
+                              "nodriver_vs_torch_profiler"),
+                             ("gt-all", "gpu-tools with every API call (--api all)", "all_api_vs_torch_profiler")):
         beats = {}
         for w in workloads:
             by_round = {}
