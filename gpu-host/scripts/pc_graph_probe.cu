@@ -41,6 +41,8 @@
 //                    launches, stops it: whether the injection's CUPTI sequence, without ptrace, leaves PC
 //                    sampling blind (inject-concurrent-first: with the launching thread of concurrent-first)
 //   serve            no CUPTI: prints `ready PID`, then launches the spin kernel REPLAYS times (a job to attach to)
+//   serve-pc         as serve, launching until /tmp/pc_graph_probe.PID.go exists; then samples PCs itself over REPLAYS
+//                    launches, as eager: whether an attached trace leaves the process's own PC sampling blind
 //   ...-late-fn      (suffix) the sampled loop launches a second kernel too, first launched after the enable (lazy
 //                    loading loads it then): whether a function loaded after PC sampling began is attributed where
 //                    the ones loaded before are not
@@ -414,16 +416,26 @@ int main(int argc, char **argv) {
     spin<<<132, 128, 0, s>>>(cycles, out);  // the module is loaded and a kernel ran before the enable
     RT(cudaStreamSynchronize(s));
     if (graph && before) instantiate();
-    if (strcmp(v, "serve") == 0) {
+    if (strcmp(v, "serve") == 0 || strcmp(v, "serve-pc") == 0) {
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
-        for (int i = 0; i < replays; i++) {
+        // serve-pc: launches until /tmp/pc_graph_probe.PID.go exists, then samples PCs itself (below), as eager.
+        bool then_pc = strcmp(v, "serve-pc") == 0;
+        char go[64];
+        snprintf(go, sizeof go, "/tmp/pc_graph_probe.%d.go", (int)getpid());
+        for (int i = 0; then_pc || i < replays; i++) {
             spin<<<132, 128, 0, s>>>(cycles, out);
-            if (i % 50 == 49) RT(cudaStreamSynchronize(s));
+            if (i % 50 == 49) {
+                RT(cudaStreamSynchronize(s));
+                if (then_pc && access(go, F_OK) == 0) break;
+            }
         }
         RT(cudaStreamSynchronize(s));
-        printf("result serve launches %d\n", replays);
-        return 0;
+        if (!then_pc) {
+            printf("result serve launches %d\n", replays);
+            return 0;
+        }
+        unlink(go);
     }
     if (strstr(v, "prime-query")) {
         CUpti_PCSamplingGetNumStallReasonsParams n = {};
