@@ -106,10 +106,11 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     } else {
         crate::first_attach::Kind::Trace
     });
-    // Kernel metrics take the callback subscriber for their window (named ranges), and PC sampling is made with no
-    // recorder's callbacks on (`RECORDER_OFF_FOR_PC`): either way the recorder starts after the window, and one an
-    // earlier attach left stops for it.
+    // Kernel metrics take the callback subscriber for their window (named ranges): a recorder an earlier attach left
+    // stops for it. PC sampling leaves a recorder on: stopping it for the window did not keep PC sampling after a
+    // trace from being blind (docs/driver-notes.md). Either way the recorder starts (again) inside the finish.
     let mut recorder_stopped = false;
+    let mut finished = false;
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -124,10 +125,6 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     continue;
                 }
                 if metrics.is_empty() {
-                    if crate::flight::stop("profile --pid's PC sampling window") {
-                        recorder_stopped = true;
-                        writer.notice(NoticeLevel::Info, RECORDER_OFF_FOR_PC.into());
-                    }
                     start(&writer, &mut contexts);
                 } else {
                     if crate::flight::stop(
@@ -147,10 +144,24 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     }
                 }
             }
-            Control::ProfileFinish => match named.take() {
-                Some(subscriber) => finish_named(&writer, subscriber),
-                None => finish(&writer, &mut contexts),
-            },
+            Control::ProfileFinish => {
+                let done = match named.take() {
+                    Some(subscriber) => finish_named(&writer, subscriber),
+                    None => finish(&writer, &mut contexts),
+                };
+                // The recorder starts here, while the program's threads are held outside the driver, never after
+                // the tracer has let them go: a C job launching without pause died of SIGSEGV inside CUPTI's launch
+                // callback (from `cuLaunchKernel`, no frame of this library) right after the recorder's subscriber
+                // and callbacks were enabled from this thread once its PC sampling window (after a trace) had ended
+                // and the program ran again (3 of 4 such jobs on an H200, CUPTI 13.0, driver 580).
+                if !finished && (config.flight_recorder || recorder_stopped) {
+                    let (level, text) = crate::flight::notice(crate::flight::start());
+                    writer.notice(level, text);
+                }
+                finished = true;
+                // The tracer lets the program go on at this message.
+                writer.message(&done);
+            }
             Control::Stop => break,
         }
     }
@@ -182,21 +193,17 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     }
     // The contexts are released as they drop.
     drop(contexts);
-    if config.flight_recorder || recorder_stopped {
-        let (level, text) = crate::flight::notice(crate::flight::start());
-        writer.notice(level, text);
+    if !finished && (config.flight_recorder || recorder_stopped) {
+        writer.notice(NoticeLevel::Warning, RECORDER_NOT_STARTED.into());
     }
     end(&writer);
 }
 
-/// Said when a recorder left by an earlier attach stops for a PC sampling window. In every attached PC sampling
-/// window that attributed no sample to the program's kernels after a trace (eager, graph, serving, CuPy and C jobs,
-/// one H200, CUPTI 13.0), a recorder's callbacks were on (the trace's, or the profile's own, started before the
-/// window); in one process, PC sampling after the injection library's trace with its recorder off attributed every
-/// sample, and with it on, none (`pc_graph_probe.cu`'s `inject-first`, docs/driver-notes.md).
-const RECORDER_OFF_FOR_PC: &str = "the flight recorder stops for the PC sampling window and starts again after it: \
-     PC sampling after a trace, with a recorder's callbacks on, was seen to attribute no sample to the program's \
-     kernels";
+/// Said when the tracer went away before the window's finish: the recorder is not started then.
+const RECORDER_NOT_STARTED: &str = "no flight recorder: the tracer ended before the window's finish, and the \
+     recorder's callbacks are enabled only while the program's threads are held outside the driver (enabled while a \
+     program launched, after PC sampling, they crashed it); `gpu-tools where` cannot say where this process hangs \
+     until an attach's window finishes";
 
 fn end(writer: &Writer) {
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
@@ -342,21 +349,21 @@ fn start_named(
 }
 
 /// Decodes and sends the named ranges, stops the profilers and unsubscribes (every other thread of the program is
-/// stopped outside the driver now).
-fn finish_named(writer: &Writer, subscriber: Subscriber) {
+/// stopped outside the driver now); the message that says so, for the caller to send.
+fn finish_named(writer: &Writer, subscriber: Subscriber) -> Message {
     let profiled = crate::profiling::finish();
     if let Err(e) = subscriber.unsubscribe() {
         writer.notice(NoticeLevel::Warning, format!("unsubscribe: {e}"));
     }
-    writer.message(&Message::ProfileFinished {
+    Message::ProfileFinished {
         count: profiled,
         ranges_named: true,
-    });
+    }
 }
 
 /// Finishes sampling and sends what was sampled (every other thread of the program is stopped outside the
-/// driver now).
-fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
+/// driver now); the message that says so, for the caller to send.
+fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) -> Message {
     let mut records = 0;
     for c in contexts.iter_mut() {
         let Some(sampler) = c.sampler.take() else {
@@ -375,8 +382,8 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) {
             }
         }
     }
-    writer.message(&Message::ProfileFinished {
+    Message::ProfileFinished {
         count: records as u64,
         ranges_named: false,
-    });
+    }
 }

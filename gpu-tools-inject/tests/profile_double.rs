@@ -410,6 +410,8 @@ fn run_attached_with(
         log: Some(log::LevelFilter::Debug),
         cupti: Some(double("cupti_full")),
         profile: Some(request),
+        // No recorder: its callbacks (it starts inside the finish) would count among the profiling's.
+        flight_recorder: false,
         ..Settings::new(Destination::Socket(socket.clone()))
     }
     .attach_argument()
@@ -1167,6 +1169,13 @@ fn attach_in_order_with_notices(
         if let Some(Record::Notice(notice)) = &r {
             notices.borrow_mut().push(notice.text.clone());
         }
+        // Where the finish's answer came among the notices (the tracer lets the program go on at it).
+        if matches!(
+            r.as_ref().and_then(message),
+            Some(Message::ProfileFinished { .. })
+        ) {
+            notices.borrow_mut().push(FINISHED.into());
+        }
         r
     };
     let mut until = |what: &str, wanted: &dyn Fn(&Message) -> bool, messages: &mut Vec<Message>| loop {
@@ -1264,11 +1273,15 @@ fn pc_sampling_says_when_the_first_attach_traced() {
     assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
 }
 
-/// A flight recorder an earlier attach left stops for a PC sampling window and starts again after it: every attached
-/// PC sampling window after a trace that attributed no sample to the program's kernels on an H200 had a recorder's
-/// callbacks on. A PC sampling attach that finds none starts its own after its window.
+/// Among an attach's notices: where the finish's answer came.
+const FINISHED: &str = "(the finish's answer)";
+
+/// The flight recorder starts inside the finish of a PC sampling window, before its answer (while the tracer holds
+/// the program's threads outside the driver: enabled after it, its callbacks crashed a launching job on an H200),
+/// and one an earlier attach left stays on through the window (stopping it did not keep PC sampling after a trace
+/// from being blind).
 #[test]
-fn pc_sampling_runs_with_no_recorder_on() {
+fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     let dir = fresh_dir("recorder");
     let child = AttachChild::start("attach");
     let pc = || {
@@ -1279,7 +1292,7 @@ fn pc_sampling_runs_with_no_recorder_on() {
     let stops = |notices: &[String]| {
         notices
             .iter()
-            .filter(|t| t.starts_with("the flight recorder stops for the PC sampling window"))
+            .filter(|t| t.starts_with("the flight recorder stops"))
             .count()
     };
     let runs = |notices: &[String]| {
@@ -1287,12 +1300,16 @@ fn pc_sampling_runs_with_no_recorder_on() {
             .iter()
             .position(|t| t.starts_with("a flight recorder runs in the process from now on"))
     };
-    // The first attach samples: no recorder to stop, and its own runs once the attach is over.
+    let finished = |notices: &[String]| notices.iter().position(|t| t == FINISHED);
+    // The first attach samples: its own recorder starts before the finish's answer.
     let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc());
     assert_eq!(stops(&notices), 0, "{notices:?}");
+    let (Some(run), Some(done)) = (runs(&notices), finished(&notices)) else {
+        panic!("a recorder and a finish: {notices:?}");
+    };
     assert!(
-        runs(&notices).is_some(),
-        "the recorder starts after the window: {notices:?}"
+        run < done,
+        "the recorder starts before the answer: {notices:?}"
     );
     assert!(
         first
@@ -1300,11 +1317,11 @@ fn pc_sampling_runs_with_no_recorder_on() {
             .any(|m| matches!(m, Message::ProfileFinished { .. })),
         "{first:?}"
     );
-    // A trace (its recorder runs on), then PC sampling: the recorder stops for the window and starts again.
+    // A trace, then PC sampling: the recorder is not stopped for the window.
     attach_in_order(child.id(), &dir, 1, None);
     let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc());
-    assert_eq!(stops(&notices), 1, "{notices:?}");
-    assert!(runs(&notices).is_some(), "and starts again: {notices:?}");
+    assert_eq!(stops(&notices), 0, "{notices:?}");
+    assert!(finished(&notices).is_some(), "{notices:?}");
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
 }
