@@ -34,6 +34,23 @@ run() { # NAME LAUNCHES TRACE_ARGS|- KILL(0/1)
   wait "$j"; echo "$n job rc=$? at $(( $(ms) - t0 )) ms"
   grep -E "segv_backtrace: signal|^result" "$d/job.log" | head -3 | cut -c1-200
 }
+# PC sampling with no recorder, then a trace (which then starts none: the stream says why), then PC sampling (which
+# starts one inside its finish).
+pc_then_trace() {
+  local n=pc-norec-trace-pc d=$o/pc-norec-trace-pc pid=; mkdir -p "$d"
+  LD_PRELOAD=$o/segv.so "$probe" serve 60000 200 > "$d/job.log" 2>&1 &
+  local j=$!
+  for _ in $(seq 300); do pid=$(grep -m1 -o '^ready [0-9]*' "$d/job.log" | cut -d' ' -f2); [ -n "$pid" ] && break; sleep 0.1; done
+  timeout 60 "$gt" profile --pid "$pid" --duration 1 --pc-sampling --no-flight-recorder > "$d/pc1.txt" 2>&1
+  echo "$n pc1 rc=$? $(grep -o 'counted [0-9]* samples in [0-9]* PC' "$d/pc1.txt" | head -1)"
+  timeout 60 "$gt" trace --pid "$pid" --duration 1 -q -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+  echo "$n trace rc=$? $(grep -o '[0-9]* kernels' "$d/t.txt" | head -1); $(grep -c 'no flight recorder: PC sampling has run' "$d/t.txt") no-recorder notes"
+  timeout 60 "$gt" profile --pid "$pid" --duration 1 --pc-sampling > "$d/pc2.txt" 2>&1
+  echo "$n pc2 rc=$? $(grep -o 'counted [0-9]* samples in [0-9]* PC' "$d/pc2.txt" | head -1); $(grep -c 'flight recorder runs' "$d/pc2.txt") recorder notes"
+  wait "$j"; echo "$n job rc=$?"
+  grep -E "segv_backtrace: signal|^result" "$d/job.log" | head -3 | cut -c1-200
+}
+pc_then_trace
 for i in 1 2 3; do run "kernel-norec-$i" 45000 "--kinds kernel --no-flight-recorder" 0; done
 run kernel-norec-kill 60000 "--kinds kernel --no-flight-recorder" 1
 run defaults 45000 "" 0

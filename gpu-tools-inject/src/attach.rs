@@ -98,6 +98,11 @@ fn start(text: String) -> AttachStatus {
     }
 }
 
+/// Why a trace after a PC sampling window starts no recorder (said after "no flight recorder: ").
+const NO_RECORDER_AFTER_PC: &str = "PC sampling has run in this process, and the recorder's callbacks enabled while \
+     the program launched, after a PC sampling window, crashed a job; a `profile --pid --pc-sampling` window starts \
+     one inside its finish, with the program's threads held";
+
 /// The attach thread: trace until the tracer says stop.
 fn run(config: Settings, cupti: Option<PathBuf>) {
     if let Some(level) = config.log {
@@ -121,8 +126,17 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
             }
         }
     }
-    // The recorder first, so that its redirect of the program's `cuptiSubscribe` is under the session's.
-    let flight = config.flight_recorder.then(crate::flight::start);
+    // The recorder first, so that its redirect of the program's `cuptiSubscribe` is under the session's. A trace
+    // enables its callbacks while the program launches; after a PC sampling window in the process that crashed a job
+    // (CUPTI's launch callback, SIGSEGV, on an H200), so there only a PC sampling window's finish, with the program
+    // held, starts one.
+    let flight = config.flight_recorder.then(|| {
+        if crate::first_attach::pc_sampled() && !crate::flight::is_running() {
+            Err(NO_RECORDER_AFTER_PC.to_string())
+        } else {
+            crate::flight::start()
+        }
+    });
     let Some(session) = Session::start(&config, sink, Mode::Attached) else {
         return;
     };

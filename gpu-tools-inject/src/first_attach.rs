@@ -3,7 +3,7 @@
 //! jobs, one H200, CUPTI 13.0, driver 580, `gpu-host/scripts/pc_order_probe.sh`); a job sampled first gave stall
 //! records before and after a trace. PC sampling says so (`Message::PcAfterTrace`).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// What an attach does, as far as the order matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,20 @@ pub fn note(kind: Kind) {
         Kind::Trace => TRACE,
     };
     let _ = FIRST.compare_exchange(NONE, code, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// Set once a PC sampling window started in this process.
+static PC_SAMPLED: AtomicBool = AtomicBool::new(false);
+
+/// A PC sampling window started in this process.
+pub fn note_pc_sampled() {
+    PC_SAMPLED.store(true, Ordering::SeqCst);
+}
+
+/// Whether a PC sampling window has started in this process: the flight recorder's callbacks are then enabled only
+/// while the program's threads are held (see `attach::run`).
+pub fn pc_sampled() -> bool {
+    PC_SAMPLED.load(Ordering::SeqCst)
 }
 
 /// Whether this process's first attach traced it, not PC sampling.

@@ -299,6 +299,7 @@ fn start(writer: &Writer, contexts: &mut [Sampled]) {
             Ok(s) => {
                 c.sampler = Some(s);
                 started += 1;
+                crate::first_attach::note_pc_sampled();
             }
             Err(e) => writer.notice(
                 NoticeLevel::Error,

@@ -1108,15 +1108,16 @@ fn attach_in_order(
     n: usize,
     request: Option<gpu_tools_injection::profile::ProfileRequest>,
 ) -> Vec<Message> {
-    attach_in_order_with_notices(pid, dir, n, request).0
+    attach_in_order_with_notices(pid, dir, n, request, true).0
 }
 
-/// [`attach_in_order`], with the texts of the plain notices too.
+/// [`attach_in_order`], with the texts of the plain notices too, and the flight recorder asked for or not.
 fn attach_in_order_with_notices(
     pid: u32,
     dir: &Path,
     n: usize,
     request: Option<gpu_tools_injection::profile::ProfileRequest>,
+    flight_recorder: bool,
 ) -> (Vec<Message>, Vec<String>) {
     use std::io::Write;
     use std::os::unix::net::UnixListener;
@@ -1128,6 +1129,7 @@ fn attach_in_order_with_notices(
     let settings = Settings {
         cupti: Some(double("cupti_full")),
         profile: request,
+        flight_recorder,
         ..Settings::new(Destination::Socket(socket))
     }
     .attach_argument()
@@ -1302,7 +1304,7 @@ fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     };
     let finished = |notices: &[String]| notices.iter().position(|t| t == FINISHED);
     // The first attach samples: its own recorder starts before the finish's answer.
-    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc());
+    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), true);
     assert_eq!(stops(&notices), 0, "{notices:?}");
     let (Some(run), Some(done)) = (runs(&notices), finished(&notices)) else {
         panic!("a recorder and a finish: {notices:?}");
@@ -1319,9 +1321,49 @@ fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     );
     // A trace, then PC sampling: the recorder is not stopped for the window.
     attach_in_order(child.id(), &dir, 1, None);
-    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc());
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), true);
     assert_eq!(stops(&notices), 0, "{notices:?}");
     assert!(finished(&notices).is_some(), "{notices:?}");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trace after a PC sampling window that left no recorder (`--no-flight-recorder`) starts none: it could only
+/// enable the recorder's callbacks while the program launches, which after a PC sampling window crashed a job on an
+/// H200. The stream says why; a later PC sampling window starts one inside its finish.
+#[test]
+fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
+    let dir = fresh_dir("no-recorder-after-pc");
+    let child = AttachChild::start("attach");
+    let pc = || {
+        let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+        r.pc_sampling = true;
+        Some(r)
+    };
+    let says = |notices: &[String], start: &str| notices.iter().any(|t| t.starts_with(start));
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), false);
+    assert!(
+        !says(&notices, "a flight recorder runs"),
+        "none asked: {notices:?}"
+    );
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 1, None, true);
+    assert!(
+        says(
+            &notices,
+            "no flight recorder: PC sampling has run in this process"
+        ),
+        "{notices:?}"
+    );
+    assert!(!says(&notices, "a flight recorder runs"), "{notices:?}");
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), true);
+    let runs = notices
+        .iter()
+        .position(|t| t.starts_with("a flight recorder runs"));
+    let done = notices.iter().position(|t| t == FINISHED);
+    assert!(
+        matches!((runs, done), (Some(r), Some(d)) if r < d),
+        "started inside the finish: {notices:?}"
+    );
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
 }

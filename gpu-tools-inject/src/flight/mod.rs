@@ -123,6 +123,11 @@ pub fn start() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a recorder runs now.
+pub fn is_running() -> bool {
+    running().is_some()
+}
+
 /// What the stream says of a [`start`]: the recorder runs, or why not.
 pub fn notice(started: Result<(), String>) -> (NoticeLevel, String) {
     match started {
