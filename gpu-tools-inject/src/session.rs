@@ -1,7 +1,6 @@
 //! The tracing session of one process: started by `InitializeInjection`, flushed periodically and when a context
 //! is destroyed, finished by the exit handler.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -41,6 +40,8 @@ pub struct Session {
     flusher: Option<Flusher>,
     /// Attached: the program's NVTX state routed to CUPTI for the window (`nvtx_attach`).
     nvtx: Option<crate::nvtx_attach::Routing>,
+    /// API functions turned off in CUPTI for the session (`--api-skip`), on again at its end.
+    api_off: Vec<ApiCbid>,
 }
 
 /// The periodic flush: a thread that flushes completed buffers every interval until stopped.
@@ -136,10 +137,17 @@ fn skipped_cbids(names: &[String]) -> Vec<ApiCbid> {
     .collect()
 }
 
-/// Sets up per-function API records: launches-only mode enables single functions; otherwise the skip list, and in
-/// the essential mode the host-side bookkeeping ([`ApiCbid::is_bookkeeping`]), are disabled.
-/// Returns the functions the writer must leave out itself (where CUPTI could not).
-fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> Filter {
+/// Sets up per-function API records: launches-only mode enables single functions; `--api-skip` turns the named
+/// functions off in CUPTI (given back at the session's end); the essential mode's host-side bookkeeping
+/// ([`ApiCbid::is_bookkeeping`]) is left out by the writer alone. CUPTI's per-function choice is process-wide: made
+/// there, it would take those records from the program's own profiler too (its copies come from the trace's
+/// records while the trace runs, and it reads CUPTI directly after), so the default leaves CUPTI's as it is.
+/// Returns the functions the writer must leave out, and those turned off in CUPTI.
+fn api_records(
+    config: &Settings,
+    tracer: &ActivityTracer,
+    writer: &Writer,
+) -> (Filter, Vec<ApiCbid>) {
     let mut filter = Filter::default();
     let wants = |c: &ApiCbid| match c {
         ApiCbid::Driver(_) => config.kinds.contains(&Kind::Driver),
@@ -163,35 +171,50 @@ fn api_records(config: &Settings, tracer: &ActivityTracer, writer: &Writer) -> F
                 format!("API records of launches only could not be set up ({e}): some launch calls are missing"),
             );
         }
+        return (filter, Vec::new());
     }
-    if config.api == ApiMode::Launches {
-        return filter;
+    let skip_key = |c: &ApiCbid| {
+        let domain = match c {
+            ApiCbid::Driver(_) => ApiDomain::Driver,
+            ApiCbid::Runtime(_) => ApiDomain::Runtime,
+        };
+        (domain.code(), c.id())
+    };
+    // The essential set's bookkeeping: the writer's.
+    if config.api == ApiMode::Essential {
+        filter.skip.extend(
+            DriverCbid::all()
+                .map(ApiCbid::Driver)
+                .chain(RuntimeCbid::all().map(ApiCbid::Runtime))
+                .filter(|c| wants(c) && c.is_bookkeeping())
+                .map(|c| skip_key(&c)),
+        );
     }
-    // The essential set leaves out the host-side bookkeeping as well as what was named.
-    let bookkeeping = DriverCbid::all()
-        .map(ApiCbid::Driver)
-        .chain(RuntimeCbid::all().map(ApiCbid::Runtime))
-        .filter(|c| config.api == ApiMode::Essential && c.is_bookkeeping());
-    let left_out: HashSet<ApiCbid> = skip.into_iter().chain(bookkeeping).filter(wants).collect();
+    // What was named: CUPTI's, where it can.
+    let mut off = Vec::new();
     let mut by_writer = None;
-    for &c in &left_out {
-        if let Err(e) = tracer.set_api_records(c, false) {
-            by_writer.get_or_insert((c, e));
-            let domain = match c {
-                ApiCbid::Driver(_) => ApiDomain::Driver,
-                ApiCbid::Runtime(_) => ApiDomain::Runtime,
-            };
-            filter.skip.insert((domain.code(), c.id()));
+    for c in skip.into_iter().filter(wants) {
+        match tracer.set_api_records(c, false) {
+            Ok(()) => off.push(c),
+            Err(e) => {
+                by_writer.get_or_insert((c, e));
+                filter.skip.insert(skip_key(&c));
+            }
         }
     }
     if let Some((c, e)) = by_writer {
-        log::debug!(
-            "CUPTI cannot leave out {} of {} API functions ({c}: {e}); the writer does",
-            filter.skip.len(),
-            left_out.len()
-        );
+        log::debug!("CUPTI cannot leave out named API functions ({c}: {e}); the writer does");
     }
-    filter
+    (filter, off)
+}
+
+/// Turns the API functions the session turned off in CUPTI on again, as CUPTI had them.
+fn give_back_api_records(tracer: &ActivityTracer, off: &[ApiCbid]) {
+    for &c in off {
+        if let Err(e) = tracer.set_api_records(c, true) {
+            log::warn!("API records of {c} could not be turned on again: {e}");
+        }
+    }
 }
 
 /// The program's command line from `/proc/self/cmdline`, arguments joined by spaces.
@@ -425,7 +448,7 @@ impl Session {
                 return None;
             }
         };
-        let filter = api_records(config, &tracer, &writer);
+        let (filter, api_off) = api_records(config, &tracer, &writer);
         if !filter.skip.is_empty() {
             writer.set_skip(filter.skip);
         }
@@ -479,6 +502,7 @@ impl Session {
             subscriber,
             flusher,
             nvtx,
+            api_off,
         })
     }
 
@@ -842,6 +866,10 @@ impl Session {
         if self.writer.has_ended() {
             // A fatal signal ended the stream already.
             return;
+        }
+        // The program lives on (an attached window's end): CUPTI's per-function choice goes back as it was.
+        if reason == EndReason::Stopped {
+            give_back_api_records(&self.tracer, &self.api_off);
         }
         // The kinds the program's own profiler records stay enabled: turned off and on again under its other
         // kinds, CUPTI stopped kernel records for everyone after a few windows (`ActivityTracer::stop_keeping`).

@@ -1088,6 +1088,16 @@ fn attached_child(c: &Controls) {
                     unsafe { enables() }
                 )
             }
+            ["api"] => {
+                let choices = control!(c.cupti, unsafe extern "C" fn() -> u64, b"cd_api_choices\0");
+                let off = control!(
+                    c.cupti,
+                    unsafe extern "C" fn() -> i32,
+                    b"cd_api_off_count\0"
+                );
+                // SAFETY: reads counters of the double.
+                unsafe { format!("api choices {} off {}", choices(), off()) }
+            }
             ["exit"] => {
                 println!("done exit");
                 return;
@@ -1108,16 +1118,16 @@ fn attach_in_order(
     n: usize,
     request: Option<gpu_tools_injection::profile::ProfileRequest>,
 ) -> Vec<Message> {
-    attach_in_order_with_notices(pid, dir, n, request, true).0
+    attach_in_order_with_notices(pid, dir, n, request, |_| {}).0
 }
 
-/// [`attach_in_order`], with the texts of the plain notices too, and the flight recorder asked for or not.
+/// [`attach_in_order`], with the texts of the plain notices too, and the attach's settings changed by `tweak`.
 fn attach_in_order_with_notices(
     pid: u32,
     dir: &Path,
     n: usize,
     request: Option<gpu_tools_injection::profile::ProfileRequest>,
-    flight_recorder: bool,
+    tweak: impl Fn(&mut Settings),
 ) -> (Vec<Message>, Vec<String>) {
     use std::io::Write;
     use std::os::unix::net::UnixListener;
@@ -1126,14 +1136,13 @@ fn attach_in_order_with_notices(
     let socket = dir.join(format!("s{n}"));
     let listener = UnixListener::bind(&socket).unwrap();
     let trace = request.is_none();
-    let settings = Settings {
+    let mut settings = Settings {
         cupti: Some(double("cupti_full")),
         profile: request,
-        flight_recorder,
         ..Settings::new(Destination::Socket(socket))
-    }
-    .attach_argument()
-    .unwrap();
+    };
+    tweak(&mut settings);
+    let settings = settings.attach_argument().unwrap();
     // The previous attach's thread ends right after its stream: until then the library answers busy.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -1304,7 +1313,7 @@ fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     };
     let finished = |notices: &[String]| notices.iter().position(|t| t == FINISHED);
     // The first attach samples: its own recorder starts before the finish's answer.
-    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), true);
+    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), |_| {});
     assert_eq!(stops(&notices), 0, "{notices:?}");
     let (Some(run), Some(done)) = (runs(&notices), finished(&notices)) else {
         panic!("a recorder and a finish: {notices:?}");
@@ -1321,7 +1330,7 @@ fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     );
     // A trace, then PC sampling: the recorder is not stopped for the window.
     attach_in_order(child.id(), &dir, 1, None);
-    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), true);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), |_| {});
     assert_eq!(stops(&notices), 0, "{notices:?}");
     assert!(finished(&notices).is_some(), "{notices:?}");
     child.exit();
@@ -1341,12 +1350,14 @@ fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
         Some(r)
     };
     let says = |notices: &[String], start: &str| notices.iter().any(|t| t.starts_with(start));
-    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), false);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), |s| {
+        s.flight_recorder = false;
+    });
     assert!(
         !says(&notices, "a flight recorder runs"),
         "none asked: {notices:?}"
     );
-    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 1, None, true);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 1, None, |_| {});
     assert!(
         says(
             &notices,
@@ -1355,7 +1366,7 @@ fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
         "{notices:?}"
     );
     assert!(!says(&notices, "a flight recorder runs"), "{notices:?}");
-    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), true);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), |_| {});
     let runs = notices
         .iter()
         .position(|t| t.starts_with("a flight recorder runs"));
@@ -1364,6 +1375,22 @@ fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
         matches!((runs, done), (Some(r), Some(d)) if r < d),
         "started inside the finish: {notices:?}"
     );
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// API functions a trace turned off in CUPTI (`--api-skip`) are on again once its window ends: CUPTI's choice is
+/// process-wide, and the program (its own profiler) lives on.
+#[test]
+fn an_attached_trace_gives_back_the_api_functions_it_turned_off() {
+    let dir = fresh_dir("api-give-back");
+    let mut child = AttachChild::start("attach");
+    assert_eq!(child.answer("api"), "api choices 0 off 0");
+    attach_in_order_with_notices(child.id(), &dir, 0, None, |s| {
+        s.api_skip = vec!["cuLaunchKernel".into(), "cudaGetLastError".into()];
+    });
+    // Two turned off as the window began, two on again at its end.
+    assert_eq!(child.answer("api"), "api choices 4 off 0");
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -201,7 +201,8 @@ pub enum ApiMode {
     /// Every call but the host-side bookkeeping (getters, error checks, the current device or context:
     /// `ApiCbid::is_bookkeeping`), as Nsight Systems' CUDA trace leaves out calls not critical for performance
     /// analysis by default. The default: frameworks make such calls at every launch (PyTorch 2.11: two driver
-    /// getters per kernel launch), and recording them was the largest single cost of a traced PyTorch flood.
+    /// getters per kernel launch). The injection library's writer leaves them out; CUPTI still records them, as its
+    /// per-function choice is process-wide and would take them from the program's own profiler too.
     #[default]
     Essential,
     /// Every call.

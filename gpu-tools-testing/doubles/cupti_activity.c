@@ -413,6 +413,45 @@ CUptiResult cuptiActivityEnable(uint32_t kind) {
     return SUCCESS;
 }
 
+/* Per-function API records (cuptiActivityEnableDriverApi/RuntimeApi): the functions turned off, per API kind, and
+ * how many choices were made (tests read it: CUPTI's choice is process-wide, so a trace should make none unasked). */
+#define API_OFF_MAX 64
+static uint32_t g_api_off[2][API_OFF_MAX];
+static int g_api_off_len[2];
+static uint64_t g_api_choices;
+
+static CUptiResult api_choice(int runtime, uint32_t cbid, uint8_t enable) {
+    pthread_mutex_lock(&g_lock);
+    g_api_choices++;
+    uint32_t *list = g_api_off[runtime];
+    int *len = &g_api_off_len[runtime];
+    for (int i = 0; i < *len; i++) {
+        if (list[i] == cbid) {
+            list[i] = list[--*len];
+            break;
+        }
+    }
+    CUptiResult r = SUCCESS;
+    if (!enable) {
+        if (*len < API_OFF_MAX) list[(*len)++] = cbid;
+        else r = MAX_LIMIT_REACHED;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+CUptiResult cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) { return api_choice(1, cbid, enable); }
+CUptiResult cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) { return api_choice(0, cbid, enable); }
+
+/* Whether `cbid` of API kind `kind` is turned off (under g_lock). */
+static int api_off(uint32_t kind, uint32_t cbid) {
+    int runtime = kind == K_RUNTIME;
+    if (!runtime && kind != K_DRIVER) return 0;
+    for (int i = 0; i < g_api_off_len[runtime]; i++)
+        if (g_api_off[runtime][i] == cbid) return 1;
+    return 0;
+}
+
 CUptiResult cuptiActivityDisable(uint32_t kind) {
     if (kind == 0 || kind >= K_COUNT) return INVALID_KIND;
     FAIL_POINT("cuptiActivityDisable");
@@ -496,7 +535,8 @@ static void *worker(void *arg) {
 static int emit(const void *record, size_t size) {
     uint32_t kind = *(const uint32_t *)record;
     pthread_mutex_lock(&g_lock);
-    if (kind < 64 && !(g_enabled & (1ull << kind))) {
+    if ((kind < 64 && !(g_enabled & (1ull << kind))) ||
+        ((kind == K_DRIVER || kind == K_RUNTIME) && size >= 8 && api_off(kind, ((const uint32_t *)record)[1]))) {
         pthread_mutex_unlock(&g_lock);
         return -1;
     }
@@ -753,6 +793,21 @@ void cd_nvtx_counts(uint64_t *calls, uint64_t *inits) {
 /* ---- Test controls. ---- */
 
 void cd_set_version(uint32_t v) { g_version = v; }
+
+/* How many per-function API choices were made, and how many functions are off now (both kinds). */
+uint64_t cd_api_choices(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_api_choices;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+int cd_api_off_count(void) {
+    pthread_mutex_lock(&g_lock);
+    int n = g_api_off_len[0] + g_api_off_len[1];
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
 
 uint32_t cd_thread_id_type(void) {
     pthread_mutex_lock(&g_lock);
