@@ -7,8 +7,8 @@
  *
  *   CUPTI_FLOOR_KINDS    comma-separated: kernel, memcpy (MEMCPY and MEMCPY2), memset, driver, runtime, sync,
  *                        overhead, nvtx (MARKER and MARKER_DATA), graph (GRAPH_TRACE) [default: kernel]
- *   CUPTI_FLOOR_API      essential: leaves out the API records of host-side bookkeeping, as gpu-tools' default API
- *                        records do (`ApiCbid::is_bookkeeping` in src/cupti/cbid.rs: names with `Get`, `cudaPeekAt*`,
+ *   CUPTI_FLOOR_API      essential: CUPTI leaves out the API records of host-side bookkeeping, which gpu-tools'
+ *                        default API records leave out in its writer (`ApiCbid::is_bookkeeping` in src/cupti/cbid.rs: names with `Get`, `cudaPeekAt*`,
  *                        `cudaOccupancy*`/`cuOccupancy*`, `*IsCapturing*`, the current device or context), by
  *                        cuptiActivityEnableDriverApi/RuntimeApi(id, 0) over every id cuptiGetCallbackName names
  *                        [default: every API call of the kinds enabled]

@@ -25,8 +25,9 @@
 # Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1), BUDGET_S (400:
 # the main part runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
 # workload's count), NODRIVER=1 (two configurations more: the defaults' kinds without driver API records, floor
-# and gpu-tools), ALL_API=1 (two more: every API call recorded, the floor without CUPTI_FLOOR_API=essential and
-# `gpu-tools trace --api all`: what leaving out host-side bookkeeping saves), NSYS (auto | 0), NSYS_ROUNDS (2), SMOKE=1 (tiny counts, one round, no nsys: checks that
+# and gpu-tools), ALL_API=1 (two more: `gpu-tools trace --api all`, against the same floor as the defaults, and
+# floor-essential, CUPTI itself leaving out the host-side bookkeeping: what the writer's leaving it out saves, and
+# what CUPTI's would), NSYS (auto | 0), NSYS_ROUNDS (2), SMOKE=1 (tiny counts, one round, no nsys: checks that
 # every part runs, in about a minute), PYTHON, CUDA_HOME. Prints the tables and writes $OUT/tracers/ (results.json,
 # raw.tsv, the logs of failed runs).
 set -u
@@ -103,17 +104,18 @@ prefix() {
   pre=(env) extra=()
   case $config in
     native) ;;
-    floor-default | floor-kernel | floor-nodriver | floor-all)
-      # The defaults' API records leave out host-side bookkeeping (CUPTI_FLOOR_API=essential); floor-all keeps
-      # every call, as `--api all` does.
-      local kinds=$FLOOR_DEFAULT api=essential
+    floor-default | floor-kernel | floor-nodriver | floor-essential)
+      # CUPTI records every API call for the defaults (their writer leaves out the host-side bookkeeping: CUPTI's
+      # per-function choice would take it from the program's own profiler too); floor-essential has CUPTI leave it
+      # out (CUPTI_FLOOR_API=essential).
+      local kinds=$FLOOR_DEFAULT api=all
       [ "$config" = floor-kernel ] && kinds=$FLOOR_KERNEL
       [ "$config" = floor-nodriver ] && kinds=$FLOOR_NODRIVER
-      [ "$config" = floor-all ] && api=all
+      [ "$config" = floor-essential ] && api=essential
       pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$kinds" CUPTI_FLOOR_API="$api"
         CUPTI_FLOOR_LIB="$cupti_lib" CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     floor-clock-flush)
-      pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_DEFAULT" CUPTI_FLOOR_API=essential
+      pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_DEFAULT" CUPTI_FLOOR_API=all
         CUPTI_FLOOR_LIB="$cupti_lib"
         CUPTI_FLOOR_CLOCK=1 CUPTI_FLOOR_FLUSH_MS=200 CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     gt-default) pre=("$gt" trace -o "$tmp/$tag-%p.gputrace" --) ;;
@@ -216,7 +218,7 @@ done
 if [[ " $PARTS " == *" main "* ]]; then
   configs="native floor-default floor-kernel gt-default gt-kernel"
   [ "${NODRIVER:-0}" = 1 ] && configs="$configs floor-nodriver gt-nodriver"
-  [ "${ALL_API:-0}" = 1 ] && configs="$configs floor-all gt-all"
+  [ "${ALL_API:-0}" = 1 ] && configs="$configs floor-essential gt-all"
   programs="c_sync c_flood"
   [ "$have_torch" = 1 ] && configs="$configs torch-profiler" programs="$programs torch"
   [ "$use_nsys" = 1 ] && configs="$configs nsys"

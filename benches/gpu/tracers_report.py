@@ -15,8 +15,8 @@ import statistics
 import sys
 
 FLOOR_OF = {"gt-default": "floor-default", "gt-kernel": "floor-kernel", "gt-nodriver": "floor-nodriver",
-            "gt-all": "floor-all", "torch-profiler": "floor-default", "nsys": "floor-default"}
-MAIN_ORDER = ["native", "floor-default", "floor-kernel", "floor-nodriver", "floor-all", "gt-default", "gt-kernel",
+            "gt-all": "floor-default", "torch-profiler": "floor-default", "nsys": "floor-default"}
+MAIN_ORDER = ["native", "floor-default", "floor-kernel", "floor-nodriver", "floor-essential", "gt-default", "gt-kernel",
               "gt-nodriver", "gt-all", "torch-profiler", "nsys"]
 PROFILE_STEPS = [
     ("floor-default", "native", "CUPTI recording the default kinds, buffers unread (the floor)"),
