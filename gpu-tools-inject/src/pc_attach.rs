@@ -165,9 +165,22 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
             Control::Stop => break,
         }
     }
-    if let Some(subscriber) = named.take() {
-        // The tracer went away between start and finish: the program's next launch ends the profiling (on its
-        // own thread, where CUPTI's calls are safe); the subscriber stays, its callbacks idle.
+    leave_unfinished(&writer, named.take(), &mut contexts);
+    // The contexts are released as they drop.
+    drop(contexts);
+    if !finished && (config.flight_recorder || recorder_stopped) {
+        writer.notice(NoticeLevel::Warning, RECORDER_NOT_STARTED.into());
+    }
+    end(&writer);
+}
+
+/// What the tracer left unfinished when it went away between a window's start and its finish (it found no moment
+/// to finish, or was killed): nothing is stopped from this thread, which could deadlock the program; said for
+/// whoever reads the stream.
+fn leave_unfinished(writer: &Writer, named: Option<Subscriber>, contexts: &mut [Sampled]) {
+    if let Some(subscriber) = named {
+        // The program's next launch ends the profiling (on its own thread, where CUPTI's calls are safe); the
+        // subscriber stays, its callbacks idle.
         crate::profiling::finish_at_next_launch();
         std::mem::forget(subscriber);
         writer.notice(
@@ -177,9 +190,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     }
     let running = contexts.iter().filter(|c| c.sampler.is_some()).count();
     if running > 0 {
-        // The tracer went away between start and finish (it found no moment to finish, or was killed): stopping
-        // now could deadlock the program, so the samplers are left as they are, said for whoever reads the stream
-        // (the tracer says so itself where it gave up).
+        // The samplers are left as they are (the tracer says so itself where it gave up).
         writer.notice(
             NoticeLevel::Error,
             format!(
@@ -187,16 +198,10 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                  before finishing it; it holds the GPU's sampling hardware meanwhile"
             ),
         );
-        for c in &mut contexts {
+        for c in contexts.iter_mut() {
             std::mem::forget(c.sampler.take());
         }
     }
-    // The contexts are released as they drop.
-    drop(contexts);
-    if !finished && (config.flight_recorder || recorder_stopped) {
-        writer.notice(NoticeLevel::Warning, RECORDER_NOT_STARTED.into());
-    }
-    end(&writer);
 }
 
 /// Said when the tracer went away before the window's finish: the recorder is not started then.
