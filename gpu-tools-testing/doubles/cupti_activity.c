@@ -242,8 +242,15 @@ struct cd_stats {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
 static uint32_t g_version = 130001;
-static request_fn g_request;
-static complete_fn g_complete;
+/* The registered pair, side by side in writable data, request then completion, as CUPTI 12.9 and 13.0 keep it (seen
+ * with the wheels' libraries; the injection library finds a program's profiler there, coexist/probe.rs). A struct,
+ * so that the compiler cannot reorder or part them. */
+static struct {
+    request_fn request;
+    complete_fn complete;
+} g_callbacks;
+#define g_request g_callbacks.request
+#define g_complete g_callbacks.complete
 static timestamp_fn g_timestamp;
 static uint64_t g_enabled;
 static uint8_t *g_buf;

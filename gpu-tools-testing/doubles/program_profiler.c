@@ -5,6 +5,7 @@
  * as a program's calls do. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,24 @@ static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
     *max_records = 0;
 }
 
+/* Kernel records handed over more than once: CUPTI makes one per launch, each with its own correlation id (at byte
+ * 92 of CUpti_ActivityKernel9 and 10). Ids below 2^20 are told apart. */
+#define KERNEL_KIND 3
+#define CONCURRENT_KERNEL_KIND 10
+#define CORRELATION_AT 92
+#define SEEN_IDS (1u << 20)
+static uint8_t g_seen[SEEN_IDS / 8];
+static uint64_t g_repeats;
+
+static void note_kernel(const uint8_t *record) {
+    uint32_t id;
+    memcpy(&id, record + CORRELATION_AT, sizeof id);
+    if (id >= SEEN_IDS) return;
+    uint8_t bit = (uint8_t)(1u << (id % 8));
+    if (g_seen[id / 8] & bit) g_repeats++;
+    g_seen[id / 8] |= bit;
+}
+
 static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
     (void)ctx;
     (void)stream;
@@ -45,6 +64,7 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == 0) {
         uint32_t kind = *(const uint32_t *)record;
         if (kind < 64) g_counts[kind]++;
+        if (kind == KERNEL_KIND || kind == CONCURRENT_KERNEL_KIND) note_kernel(record);
     }
     pthread_mutex_unlock(&g_lock);
     free(buffer);
@@ -83,6 +103,14 @@ int pp_subscribe(void) { return (int)cuptiSubscribe(&g_subscriber, on_callback, 
 uint64_t pp_count(uint32_t kind) {
     pthread_mutex_lock(&g_lock);
     uint64_t n = kind < 64 ? g_counts[kind] : 0;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+/* Kernel records it was handed twice or more (by correlation id). */
+uint64_t pp_repeats(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_repeats;
     pthread_mutex_unlock(&g_lock);
     return n;
 }
