@@ -448,6 +448,7 @@ impl Session {
                 return None;
             }
         };
+        crate::coexist::set_trace_layout(tracer.layout());
         let (filter, api_off) = api_records(config, &tracer, &writer);
         if !filter.skip.is_empty() {
             writer.set_skip(filter.skip);
@@ -668,7 +669,19 @@ fn route_nvtx(writer: &Writer) -> crate::nvtx_attach::Routing {
 /// that it keeps its records (`coexist::probe_program`); says what was found.
 fn probe_program(writer: &Writer, before: &mut crate::coexist::Before) {
     use crate::coexist::ProgramProfiler;
-    match crate::coexist::probe_program(before) {
+    let lost_before = crate::coexist::probe_lost_records();
+    let answer = crate::coexist::probe_program(before);
+    let lost = crate::coexist::probe_lost_records().saturating_sub(lost_before);
+    if lost > 0 {
+        writer.notice(
+            NoticeLevel::Warning,
+            format!(
+                "{lost} records CUPTI made while the program's profiler was being looked for could not reach it \
+                 (its buffer callbacks were not found, or it gave no buffer): they are lost to it"
+            ),
+        );
+    }
+    match answer {
         Ok(ProgramProfiler::None) => {}
         Ok(ProgramProfiler::Idle { asked }) => writer.notice(
             NoticeLevel::Info,

@@ -370,6 +370,16 @@ impl ProgramProfiler {
         }
     }
 
+    /// Kernel records it was handed more than once.
+    fn repeats(&self) -> u64 {
+        // SAFETY: `uint64_t pp_repeats(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> u64>(b"pp_repeats\0")
+                .unwrap()()
+        }
+    }
+
     fn buffers(&self) -> u64 {
         // SAFETY: `uint64_t pp_buffers(void)`.
         unsafe {
@@ -1303,8 +1313,9 @@ fn attach_child_scheduled() {
                         .unwrap()()
                 };
                 println!(
-                    "cycles {cycles} program kernels {}",
-                    profiler.count(CONCURRENT_KERNEL)
+                    "cycles {cycles} program kernels {} repeats {}",
+                    profiler.count(CONCURRENT_KERNEL),
+                    profiler.repeats()
                 );
                 return;
             }
@@ -1387,11 +1398,306 @@ fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
         first = last + 1;
     }
     let bye = answer("exit", "cycles ");
-    let cycles: u64 = bye.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let words: Vec<&str> = bye.split_whitespace().collect();
+    let cycles: u64 = words[1].parse().unwrap();
     assert!(
         cycles > 0,
         "the profiler ran its sessions throughout: {bye}"
     );
+    // Its sessions came and went during the windows: what it got, it got once, and never more than was made.
+    let (program_kernels, repeats): (u64, u64) =
+        (words[4].parse().unwrap(), words[6].parse().unwrap());
+    eprintln!("BYE {bye}");
+    assert_eq!(
+        repeats, 0,
+        "no kernel record reached the program twice: {bye}"
+    );
+    assert!(program_kernels <= 601, "{bye}");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The child of the profiler-cycles test: a stand-in program whose own profiler's sessions the test starts and stops
+/// from the program's thread, as `torch.profiler`'s `schedule` does at `prof.step()`. `kernels A B` makes the CUPTI
+/// double emit kernels A..=B, each starting now, and prints how many CUPTI recorded; `busy` starts a second thread
+/// that launches a kernel every 200 us (correlation ids from [`BUSY_FIRST`]) and `idle` stops it and prints how many
+/// it made; `start` and `stop` begin and end a session of the profiler; `count` prints the kernel records the
+/// profiler was handed so far, how many of them twice, and how many kernels were made while a session was open.
+/// Each launch and each start or stop holds one lock, so that what a session spans is exact.
+#[test]
+#[ignore = "the child process of a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows"]
+fn attach_child_cycles() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    if std::env::var(SCENARIO).as_deref() != Ok("cycles") {
+        return;
+    }
+    /// Whether a session is open, and the kernels made while one was.
+    #[derive(Default)]
+    struct Program {
+        open: bool,
+        made_in_sessions: u64,
+    }
+    let profiler = Arc::new(program_profiler());
+    let state = Arc::new(Mutex::new(Program::default()));
+    let launch = {
+        let state = Arc::clone(&state);
+        move |correlation: u32| -> i32 {
+            let d = common::double();
+            let mut st = state.lock().unwrap();
+            let start = d.now();
+            let code = d.kernel(
+                CONCURRENT_KERNEL,
+                start,
+                start + 100,
+                (0, 1, 7),
+                correlation,
+                c"_Z4stepv",
+                (1, 1, 1),
+                (32, 1, 1),
+            );
+            if code == 1 && st.open {
+                st.made_in_sessions += 1;
+            }
+            code
+        }
+    };
+    let kinds = [CONCURRENT_KERNEL];
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut launcher: Option<std::thread::JoinHandle<u32>> = None;
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    for line in std::io::stdin().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["kernels", a, b] => {
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                let recorded = (a..=b).filter(|&c| launch(c) == 1).count();
+                println!("recorded {recorded}");
+            }
+            ["busy"] => {
+                busy.store(true, Ordering::SeqCst);
+                let (busy, launch) = (Arc::clone(&busy), launch.clone());
+                launcher = Some(std::thread::spawn(move || {
+                    let mut next = BUSY_FIRST;
+                    while busy.load(Ordering::SeqCst) {
+                        let code = launch(next);
+                        assert_eq!(code, 1, "the launcher's kernel {next} recorded");
+                        next += 1;
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    next - BUSY_FIRST
+                }));
+                println!("busy");
+            }
+            ["idle"] => {
+                busy.store(false, Ordering::SeqCst);
+                let made = launcher.take().map_or(0, |t| t.join().unwrap());
+                println!("idle {made}");
+            }
+            ["start"] => {
+                let mut st = state.lock().unwrap();
+                st.open = true;
+                println!("started {}", profiler.start(&kinds));
+            }
+            ["stop"] => {
+                let mut st = state.lock().unwrap();
+                st.open = false;
+                println!("stopped {}", profiler.stop(&kinds));
+            }
+            ["count"] => println!(
+                "program kernels {} repeats {} made {}",
+                profiler.count(CONCURRENT_KERNEL),
+                profiler.repeats(),
+                state.lock().unwrap().made_in_sessions
+            ),
+            ["exit"] => return,
+            other => panic!("unknown command {other:?}"),
+        }
+        std::io::stdout().flush().unwrap();
+    }
+}
+
+/// The first correlation id of the cycles child's launcher thread (the test's own kernels stay below it).
+const BUSY_FIRST: u32 = 500_000;
+
+/// A profiler of the program in cycles (`torch.profiler` on a `schedule`: a session started and stopped every few
+/// steps, by the program's thread) beside attached windows: a session open across a window's start (the program
+/// launching meanwhile, as a training job does), one that starts inside a window and ends after it, one inside a
+/// window, and many short ones in a window. Each session gets exactly the kernels made while it was open, each once;
+/// each window records every kernel made during it. Kineto keeps the records a session is handed (within its
+/// time), so a record handed twice, late or not at all shows in the job's count.
+#[test]
+fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-cycles-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "attach_child_cycles",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, "cycles")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            common::double_path("cuda_driver"),
+        )
+        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |command: &str, prefix: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_string();
+            }
+        }
+    };
+    let made = |a: u32, b: u32, ask: &mut dyn FnMut(&str, &str) -> String| {
+        assert_eq!(
+            ask(&format!("kernels {a} {b}"), "recorded "),
+            (b - a + 1).to_string(),
+            "kernels {a}..={b} recorded"
+        );
+    };
+    // The program's records so far: each once, and as many as were made while its sessions were open.
+    let handed = |ask: &mut dyn FnMut(&str, &str) -> String, when: &str| -> u64 {
+        let answer = ask("count", "program kernels ");
+        let words: Vec<&str> = answer.split_whitespace().collect();
+        assert_eq!(words[2], "0", "{when}: no record handed twice ({answer})");
+        assert_eq!(
+            words[0], words[4],
+            "{when}: handed (first) as many as made during its sessions (last)"
+        );
+        words[0].parse().unwrap()
+    };
+    let session = |ask: &mut dyn FnMut(&str, &str) -> String, start: bool| {
+        let (command, prefix) = if start {
+            ("start", "started ")
+        } else {
+            ("stop", "stopped ")
+        };
+        assert_eq!(ask(command, prefix), "0", "{command}");
+    };
+    // The window's kernels: the test's own exactly `want`, in order, and the launcher's each once.
+    let stop_window = |mut control: std::os::unix::net::UnixStream,
+                       reader: std::thread::JoinHandle<Vec<Record>>,
+                       want: std::ops::RangeInclusive<u32>,
+                       window: &str| {
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        let records = reader.join().unwrap();
+        assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
+        let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
+        let own: Vec<u32> = ids.iter().copied().filter(|&c| c < BUSY_FIRST).collect();
+        assert_eq!(
+            own,
+            want.collect::<Vec<_>>(),
+            "{window}: every kernel made during it, once"
+        );
+        let mut launcher: Vec<u32> = ids.iter().copied().filter(|&c| c >= BUSY_FIRST).collect();
+        let n = launcher.len();
+        launcher.dedup();
+        assert_eq!(
+            launcher.len(),
+            n,
+            "{window}: the launcher's kernels once each"
+        );
+    };
+
+    // A session before any window: the profiler alone.
+    session(&mut ask, true);
+    made(1, 10, &mut ask);
+    session(&mut ask, false);
+    assert_eq!(handed(&mut ask, "before the windows"), 10);
+
+    // A session open across the first window's start, the program launching, stopped inside the window.
+    session(&mut ask, true);
+    made(11, 20, &mut ask);
+    assert_eq!(ask("busy", "busy"), "");
+    let (done, control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the first window started");
+    let busy: u32 = ask("idle", "idle ").parse().unwrap();
+    assert!(busy > 0, "the launcher ran during the attach");
+    made(21, 30, &mut ask);
+    session(&mut ask, false);
+    let mut expected = 30 + u64::from(busy);
+    assert_eq!(
+        handed(&mut ask, "a session open across the window's start"),
+        expected
+    );
+    // Then sessions inside the window, short ones, as a schedule's cycles come round.
+    let mut next = 31;
+    for cycle in 0..6u32 {
+        made(next, next + 4, &mut ask); // wait steps: no session
+        next += 5;
+        session(&mut ask, true);
+        let n = 3 + cycle;
+        made(next, next + n - 1, &mut ask);
+        next += n;
+        expected += u64::from(n);
+        session(&mut ask, false);
+        assert_eq!(
+            handed(&mut ask, &format!("cycle {cycle} inside the window")),
+            expected
+        );
+    }
+    // A session that starts inside the window and ends after it.
+    session(&mut ask, true);
+    made(next, next + 9, &mut ask);
+    let window_last = next + 9;
+    stop_window(control, reader, 21..=window_last, "the first window");
+    made(window_last + 1, window_last + 10, &mut ask);
+    session(&mut ask, false);
+    expected += 20;
+    assert_eq!(
+        handed(&mut ask, "a session that outlived the window"),
+        expected
+    );
+    next = window_last + 11;
+
+    // A second window, with a session wholly inside it and kernels on either side.
+    let (done, control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the second window started");
+    let first = next;
+    made(next, next + 4, &mut ask);
+    session(&mut ask, true);
+    made(next + 5, next + 14, &mut ask);
+    session(&mut ask, false);
+    made(next + 15, next + 19, &mut ask);
+    expected += 10;
+    assert_eq!(
+        handed(&mut ask, "a session inside the second window"),
+        expected
+    );
+    stop_window(control, reader, first..=next + 19, "the second window");
+    next += 20;
+
+    // After the windows: the profiler alone again, as before them.
+    session(&mut ask, true);
+    made(next, next + 9, &mut ask);
+    session(&mut ask, false);
+    expected += 10;
+    assert_eq!(handed(&mut ask, "a session after the windows"), expected);
+
+    writeln!(stdin, "exit").unwrap();
+    drop(stdin);
     let status = child.wait().unwrap();
     assert!(
         status.success(),

@@ -245,6 +245,55 @@ impl ClockMap {
     }
 }
 
+/// The records of `buffer` made on the trace's clock (where the two clocks cannot be told apart, every record:
+/// then they are one clock), as (offset, length), by CUPTI's own walk; records of kinds with no timestamp are left
+/// out.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+pub unsafe fn trace_stamped_spans(
+    buffer: *mut u8,
+    valid: usize,
+    next: unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult,
+    map: &ClockMap,
+) -> Vec<(usize, usize)> {
+    let mut starts = Vec::new();
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI's own walk of a buffer of `valid` bytes of its records.
+    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
+        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
+        let kind = unsafe { (*record).kind };
+        starts.push(((record as usize).saturating_sub(buffer as usize), kind));
+    }
+    let now = monotonic_ns();
+    let mut spans = Vec::new();
+    for (i, &(at, kind)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(valid, |&(n, _)| n).min(valid);
+        if end <= at {
+            continue;
+        }
+        let Some(&first) = timestamp_offsets(kind).first() else {
+            continue;
+        };
+        if first + 8 > end - at {
+            continue;
+        }
+        let mut word = [0u8; 8];
+        // SAFETY: 8 bytes inside the record, which lies inside the buffer's valid bytes.
+        unsafe { std::ptr::copy_nonoverlapping(buffer.add(at + first), word.as_mut_ptr(), 8) };
+        let t = u64::from_ne_bytes(word);
+        if t == 0 || t == u64::MAX {
+            continue;
+        }
+        let ours = !map.converts() || map.stamped_by_trace(t, now) != Some(false);
+        if ours {
+            spans.push((at, end - at));
+        }
+    }
+    spans
+}
+
 /// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.
 ///
 /// # Safety

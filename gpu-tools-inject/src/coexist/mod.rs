@@ -32,7 +32,10 @@
 //! after the session started. Attached while the program's profiler records (its session open across the attach),
 //! its callbacks are found where CUPTI keeps them and the kinds it records are watched for a moment (`probe`); it is
 //! then shared with as if it had registered and enabled them during the trace. A kind of its that recorded nothing
-//! in that moment cannot be seen: it is not given back at the end.
+//! in that moment cannot be seen: it is not given back at the end. The buffer of its that CUPTI holds when the
+//! tracer starts is completed to the tracer later: the records in it made since then are the trace's too, and the
+//! trace reads them from a copy before the buffer goes on to the program (`trace_reads`; without that, a window's
+//! first records beside an open torch.profiler session were the program's alone).
 
 mod clock;
 mod handover;
@@ -46,7 +49,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use gpu_tools::cupti::activity::ActivityKinds;
+use gpu_tools::cupti::activity::{ActivityBatch, ActivityKinds, RecordLayout};
 use gpu_tools::cupti::callback::Subscriber;
 use gpu_tools::sys::cupti as sys;
 use gpu_tools::trace::NoticeLevel;
@@ -147,6 +150,9 @@ struct Mux {
     callbacks_given: bool,
     /// The same for its clock (and whether it went back); cleared when the program registers another clock.
     clock_given: Option<bool>,
+    /// The record layout of the session's tracer, once it runs: the trace reads the program's buffers CUPTI held
+    /// when the tracer started ([`unlent_to_program`]).
+    layout: Option<RecordLayout>,
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -395,15 +401,30 @@ unsafe extern "C" fn unlent_to_program(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        let Some((map, next)) = with_mux(|m| {
+        let Some((map, next, layout, writer)) = with_mux(|m| {
             m.clock.read();
-            (m.clock, m.real.get_next_record)
+            (
+                m.clock,
+                m.real.get_next_record,
+                m.layout,
+                Arc::clone(&m.link.writer),
+            )
         }) else {
             return;
         };
         let Some(next) = next else {
             return;
         };
+        // The records made since the tracer started are the trace's too (of its kinds, in its window: the writer
+        // keeps those), read before they go on; on an H200 the first 0.2-0.3 s of a window beside torch.profiler
+        // were in such a buffer of Kineto's.
+        match layout {
+            // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
+            Some(layout) => unsafe { trace_reads(buffer, valid, next, &map, layout, &writer) },
+            None => log::debug!(
+                "a program's buffer came before the tracer's layout was known: not read"
+            ),
+        }
         // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
         let converted = unsafe { clock::convert_trace_stamped(buffer, valid, next, &map) };
         if converted > 0 {
@@ -420,6 +441,64 @@ unsafe extern "C" fn unlent_to_program(
     );
     // SAFETY: the caller's promise.
     unsafe { probe::hand_to_program(context, stream, buffer, size, valid) }
+}
+
+/// Records CUPTI made while a probe looked for the program's profiler that could not reach it (since the process
+/// started): the stream says how many a probe added.
+pub fn probe_lost_records() -> u64 {
+    probe::lost_records()
+}
+
+/// The session's tracer runs with `layout`: from now on the trace reads the program's buffers CUPTI completes to
+/// it ([`unlent_to_program`]). Nothing without a sharing.
+pub fn set_trace_layout(layout: RecordLayout) {
+    with_mux(|m| m.layout = Some(layout));
+}
+
+/// Writes the records of a program's buffer that are on the trace's clock to the trace, from a copy (the buffer
+/// goes on to the program).
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records written with `layout`, whose string pointers are valid for the
+/// call; `next` is CUPTI's `cuptiActivityGetNextRecord`.
+unsafe fn trace_reads(
+    buffer: *mut u8,
+    valid: usize,
+    next: NextRecordFn,
+    map: &clock::ClockMap,
+    layout: RecordLayout,
+    writer: &Writer,
+) {
+    // SAFETY: the caller's promise.
+    let spans = unsafe { clock::trace_stamped_spans(buffer, valid, next, map) };
+    if spans.is_empty() {
+        return;
+    }
+    let bytes: usize = spans.iter().map(|&(_, len)| len).sum();
+    // 8-byte words: CUPTI's records are 8-byte aligned, and so is this copy.
+    let mut copy = vec![0u64; bytes.div_ceil(8)];
+    let mut at = 0;
+    for &(from, len) in &spans {
+        // SAFETY: `len` bytes of a record inside the buffer's valid bytes, into room counted above in a distinct
+        // allocation; records' lengths are multiples of 8, so each copy starts aligned.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                buffer.add(from),
+                copy.as_mut_ptr().cast::<u8>().add(at),
+                len,
+            )
+        };
+        at += len;
+    }
+    // SAFETY: the copy holds `bytes` bytes of whole records as CUPTI wrote them; their string pointers point at
+    // CUPTI's own tables, valid for the call (the caller's promise).
+    let batch = unsafe { ActivityBatch::from_raw(copy.as_ptr().cast::<u8>(), bytes, layout) };
+    log::debug!(
+        "{} records of a buffer CUPTI held for the program were made on the trace's clock: the trace reads them",
+        spans.len()
+    );
+    writer.write_batch(&batch);
 }
 
 /// Before `profile --pid` profiles a running program: what its own profiler is doing now, found as
@@ -502,6 +581,7 @@ pub fn install(
         handed: Handed::default(),
         callbacks_given: false,
         clock_given: None,
+        layout: None,
     });
     drop(guard);
     // Outside the sharing's lock: the slot's lock is never taken under it (a buffer handed back under the slot's

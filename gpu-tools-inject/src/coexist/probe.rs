@@ -10,8 +10,15 @@
 //! are the kinds its session records. The sharing (`coexist`) then treats the program as a profiler that
 //! registered and enabled them during the trace: it gets its records throughout, and its callbacks and kinds go
 //! back to CUPTI at the end.
+//!
+//! A program that launches while the probe looks at CUPTI's memory may have CUPTI complete a buffer, or ask for
+//! one, before the program's pair is known: such a buffer waits, and a request gets a buffer of the probe's own
+//! whose records are copied on into the program's buffers once its pair is known (records that cannot reach it are
+//! counted, and the stream says so). Before, the first was lost to the program and the second made CUPTI drop
+//! records (a busy stand-in program against the CUPTI double).
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -32,6 +39,191 @@ static ASKED: AtomicBool = AtomicBool::new(false);
 static KINDS_SEEN: AtomicU64 = AtomicU64::new(0);
 /// `cuptiActivityGetNextRecord`, as an address (0: not resolved).
 static NEXT_RECORD: AtomicUsize = AtomicUsize::new(0);
+/// Between the probe's registration and the moment the program's pair is known: CUPTI may fill and complete a
+/// buffer then, or ask for one (a program that launches while the probe looks at CUPTI's memory). Its completed
+/// buffers wait (`PARKED`), and its requests get buffers of the probe's own (`LENT`), whose records go on to the
+/// program in buffers of its own once its pair is known; without this, a buffer completed then was lost to the
+/// program and a request answered with none made CUPTI drop records (seen with the double's busy program).
+static LOCATING: AtomicBool = AtomicBool::new(false);
+/// Buffers CUPTI completed before the program's pair was known, in order; the lock also orders those completions
+/// with the moment the pair becomes known.
+static PARKED: Mutex<Vec<Completed>> = Mutex::new(Vec::new());
+/// The probe's own buffers lent to CUPTI while locating (addresses); each is [`LENT_BYTES`] long.
+static LENT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// Records of the probe's own buffers that could not reach the program (it gave no buffer, or none was found).
+static LOST: AtomicU64 = AtomicU64::new(0);
+/// The size of a buffer the probe lends CUPTI.
+const LENT_BYTES: usize = 256 * 1024;
+
+/// A buffer CUPTI completed, with its completion's arguments.
+#[derive(Clone, Copy)]
+struct Completed {
+    context: usize,
+    stream: u32,
+    buffer: usize,
+    size: usize,
+    valid: usize,
+}
+
+fn parked() -> std::sync::MutexGuard<'static, Vec<Completed>> {
+    PARKED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lent() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    LENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lent_layout() -> std::alloc::Layout {
+    // 8-byte aligned, as CUPTI needs its buffers.
+    std::alloc::Layout::from_size_align(LENT_BYTES, 8).unwrap_or(std::alloc::Layout::new::<u64>())
+}
+
+/// A buffer of the probe's own for CUPTI (null when none can be had).
+fn lend() -> *mut u8 {
+    let layout = lent_layout();
+    if layout.size() != LENT_BYTES {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a layout of non-zero size.
+    let buffer = unsafe { std::alloc::alloc(layout) };
+    if !buffer.is_null() {
+        lent().push(buffer as usize);
+    }
+    buffer
+}
+
+/// Whether `buffer` is one the probe lent; it is no longer counted as lent after this says so.
+fn take_lent(buffer: *mut u8) -> bool {
+    let mut lent = lent();
+    match lent.iter().position(|&b| b == buffer as usize) {
+        Some(at) => {
+            lent.swap_remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Frees a buffer the probe lent (after [`take_lent`] said it was one).
+fn free_lent(buffer: *mut u8) {
+    // SAFETY: allocated by `lend` with this layout, and no longer lent (CUPTI completed it).
+    unsafe { std::alloc::dealloc(buffer, lent_layout()) };
+}
+
+/// The records of one of the probe's buffers go to the program, copied into buffers from its request callback as
+/// CUPTI wrote them, each buffer completed once full and the last at the end; the probe's buffer is freed.
+fn lent_to_program(buffer: *mut u8, valid: usize) {
+    let request = PROGRAM_REQUEST.load(Ordering::Acquire);
+    let complete = PROGRAM_COMPLETE.load(Ordering::Acquire);
+    let next = NEXT_RECORD.load(Ordering::Acquire);
+    let spans = if next == 0 {
+        Vec::new()
+    } else {
+        record_spans(buffer, valid, next)
+    };
+    if request == 0 || complete == 0 {
+        LOST.fetch_add(spans.len() as u64, Ordering::Relaxed);
+        free_lent(buffer);
+        return;
+    }
+    // SAFETY (both): the program's own callbacks, found where CUPTI keeps them and checked to be code.
+    let (request, complete) = unsafe {
+        (
+            std::mem::transmute::<usize, RequestFn>(request),
+            std::mem::transmute::<usize, CompleteFn>(complete),
+        )
+    };
+    // The program's buffer being filled: address, size, bytes used.
+    let mut open: Option<(*mut u8, usize, usize)> = None;
+    let hand_back = |open: &mut Option<(*mut u8, usize, usize)>| {
+        if let Some((b, size, used)) = open.take() {
+            // SAFETY: the program's completion callback with its own buffer and the bytes written in it.
+            unsafe { complete(std::ptr::null_mut(), 0, b, size, used) };
+        }
+    };
+    for (at, len) in spans {
+        if open.is_some_and(|(_, size, used)| size - used < len) {
+            hand_back(&mut open);
+        }
+        if open.is_none() {
+            let (mut b, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
+            // SAFETY: the program's request callback, called as CUPTI calls it, with valid out-pointers.
+            unsafe { request(&mut b, &mut size, &mut max) };
+            if b.is_null() {
+                LOST.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if size < len || b as usize % 8 != 0 {
+                // SAFETY: its own buffer back, empty.
+                unsafe { complete(std::ptr::null_mut(), 0, b, size, 0) };
+                LOST.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            open = Some((b, size, 0));
+        }
+        if let Some((b, _, used)) = open.as_mut() {
+            // SAFETY: `len` bytes of a record inside the probe's buffer (its walk by CUPTI), copied to room checked
+            // above in the program's buffer, a distinct allocation.
+            unsafe { std::ptr::copy_nonoverlapping(buffer.add(at), b.add(*used), len) };
+            *used += len;
+        }
+    }
+    hand_back(&mut open);
+    free_lent(buffer);
+}
+
+/// Where each record of a buffer lies (offset, length), by CUPTI's own walk: a record runs to the next one, the
+/// last to the end of the valid bytes.
+fn record_spans(buffer: *mut u8, valid: usize, next: usize) -> Vec<(usize, usize)> {
+    type NextFn =
+        unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
+    // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states.
+    let next = unsafe { std::mem::transmute::<usize, NextFn>(next) };
+    let mut starts = Vec::new();
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes.
+    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
+        starts.push((record as usize).saturating_sub(buffer as usize));
+    }
+    let mut spans = Vec::with_capacity(starts.len());
+    for (i, &at) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(valid).min(valid);
+        if end > at {
+            spans.push((at, end - at));
+        }
+    }
+    spans
+}
+
+/// The program's pair is known now (or will not be: `None`): what waited goes on, and the probe lends no more.
+fn end_locating(pair: Option<(usize, usize)>) {
+    let waiting = {
+        let mut parked = parked();
+        if let Some((request, complete)) = pair {
+            PROGRAM_REQUEST.store(request, Ordering::Release);
+            PROGRAM_COMPLETE.store(complete, Ordering::Release);
+        }
+        LOCATING.store(false, Ordering::Release);
+        std::mem::take(&mut *parked)
+    };
+    for c in waiting {
+        // SAFETY: the arguments of a completion CUPTI made, kept as they were.
+        unsafe {
+            hand_to_program(
+                c.context as sys::CUcontext,
+                c.stream,
+                c.buffer as *mut u8,
+                c.size,
+                c.valid,
+            )
+        };
+    }
+}
+
+/// Records the probe's own buffers held that could not reach the program (since the process started).
+pub(super) fn lost_records() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
 
 /// A profiler inside the program whose callbacks were registered when the trace attached.
 #[derive(Debug, Clone, Copy)]
@@ -139,10 +331,17 @@ unsafe extern "C" fn probe_request(buffer: *mut *mut u8, size: *mut usize, max: 
         ASKED.store(true, Ordering::Release);
         let f = PROGRAM_REQUEST.load(Ordering::Acquire);
         if f == 0 {
-            // SAFETY: CUPTI's out-pointers; no buffer means CUPTI drops the records and counts them.
+            // While the program's pair is being looked for, a buffer of the probe's own (its records go on to the
+            // program); otherwise none, and CUPTI drops the records and counts them.
+            let own = if LOCATING.load(Ordering::Acquire) {
+                lend()
+            } else {
+                std::ptr::null_mut()
+            };
+            // SAFETY: CUPTI's out-pointers.
             unsafe {
-                *buffer = std::ptr::null_mut();
-                *size = 0;
+                *buffer = own;
+                *size = if own.is_null() { 0 } else { LENT_BYTES };
                 *max = 0;
             }
             return;
@@ -186,7 +385,26 @@ pub(super) unsafe extern "C" fn hand_to_program(
     size: usize,
     valid: usize,
 ) {
-    let f = PROGRAM_COMPLETE.load(Ordering::Acquire);
+    let f = {
+        let mut parked = parked();
+        let f = PROGRAM_COMPLETE.load(Ordering::Acquire);
+        if f == 0 && LOCATING.load(Ordering::Acquire) {
+            // The program's pair is not known yet: this waits for it (`end_locating`).
+            parked.push(Completed {
+                context: context as usize,
+                stream,
+                buffer: buffer as usize,
+                size,
+                valid,
+            });
+            return;
+        }
+        f
+    };
+    if take_lent(buffer) {
+        lent_to_program(buffer, valid);
+        return;
+    }
     if f != 0 {
         // SAFETY: the program's own completion callback (checked to be code), called as CUPTI calls it.
         unsafe { std::mem::transmute::<usize, CompleteFn>(f)(context, stream, buffer, size, valid) }
@@ -241,9 +459,11 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     KINDS_SEEN.store(0, Ordering::Release);
     PROGRAM_REQUEST.store(0, Ordering::Release);
     PROGRAM_COMPLETE.store(0, Ordering::Release);
+    LOCATING.store(true, Ordering::Release);
     // SAFETY: the real registration with two functions of this (pinned) library that have CUPTI's signatures.
     let code = unsafe { (real.register_callbacks)(Some(probe_request), Some(probe_complete)) };
     if code != sys::CUPTI_SUCCESS {
+        end_locating(None);
         return Err(format!("registering the probe's callbacks returned {code}"));
     }
     let now = snapshot(&ranges);
@@ -251,7 +471,16 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         probe_request as *const () as usize,
         probe_complete as *const () as usize,
     );
-    let (request, complete) = match locate(&before, &now, pair) {
+    let located = locate(&before, &now, pair);
+    let program = match located {
+        Located::Before(r, c) if r != 0 && !in_this_library(r) && !in_this_library(c) => {
+            (is_code(&maps, r) && is_code(&maps, c)).then_some((r, c))
+        }
+        _ => None,
+    };
+    // What CUPTI completed meanwhile goes on to the program (or, with no program found, is let go).
+    end_locating(program);
+    let (request, complete) = match located {
         Located::Before(0, 0) => return Ok(None),
         // This library's own tracer, from an earlier attach (CUPTI keeps the callbacks of the last registration):
         // not a profiler of the program's.
@@ -274,8 +503,6 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
             ));
         }
     };
-    PROGRAM_REQUEST.store(request, Ordering::Release);
-    PROGRAM_COMPLETE.store(complete, Ordering::Release);
     std::thread::sleep(watch);
     // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
     // SAFETY: the real flush.

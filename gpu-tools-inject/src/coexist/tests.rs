@@ -207,6 +207,7 @@ fn share(program: Program) -> Arc<Writer> {
         handed: Handed::default(),
         callbacks_given: false,
         clock_given: None,
+        layout: None,
     });
     with_mux(|_| ());
     handover::begin();
