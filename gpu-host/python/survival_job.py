@@ -23,8 +23,10 @@ result of a timed run that ran N steps (the matrix compares an attached timed ru
 Prints `ready PID` once the job's first step is done, `progress STEP` about every half second, then
 `result ... steps N` (values that depend on every step, with enough digits to see any difference), and for
 the profiler kinds `torch_profiler kernels N steps M` (the GPU records the job's own profiler gave: kernels, copies and
-sets), with profiler-schedule and profiler-late also `torch_profiler_cycles` (the count of each cycle or session, run
-lengths as COUNTxTIMES: a cycle of 0 shows a window that took the profiler's records).
+sets) and `torch_profiler repeats N` (records it was handed twice), with profiler-schedule and profiler-late also
+`torch_profiler_cycles` (the count of each cycle or session, run lengths as COUNTxTIMES: a cycle of 0 shows a window
+that took the profiler's records). profiler-schedule synchronises before each schedule step, so that each full cycle
+holds exactly its 3 steps' records whatever the GPU's pace.
 """
 import argparse
 import os
@@ -145,6 +147,7 @@ def run_torch(kind, steps, seconds):
             starts = gpu_record_starts_us(prof)
             kernels = len(starts)
             print(f"torch_profiler kernels {kernels} steps {loop.steps}", flush=True)
+            print(f"torch_profiler repeats {gpu_record_repeats(prof)}", flush=True)
             # Where in time the profiler's kernels lie (0.1 s buckets from the session's start, in us as torch
             # gives them; the session began at CLOCK_MONOTONIC `entered`): a loss shows as a dip.
             buckets = {}
@@ -224,6 +227,25 @@ def gpu_records(prof):
     return len(gpu_record_starts_us(prof))
 
 
+def gpu_record_repeats(prof):
+    """How many GPU records of a torch.profiler session repeat another of it: the same correlation id, start and
+    name. The GPU runs one record of a stream at a time and CUPTI gives each launch its own correlation id, so a
+    repeat is a record the profiler was handed twice."""
+    import torch
+
+    cuda = torch.autograd.DeviceType.CUDA
+    seen = set()
+    repeats = 0
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() != cuda:
+            continue
+        key = (e.correlation_id(), e.start_ns(), e.name())
+        if key in seen:
+            repeats += 1
+        seen.add(key)
+    return repeats
+
+
 def runs(counts):
     """Run lengths, `COUNTxTIMES` each: `84x20 0x3 84x7`."""
     out = []
@@ -256,11 +278,17 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
         return loss
 
     cycles = []
+    repeats = [0]
+
+    def collect(p):
+        cycles.append(gpu_records(p))
+        repeats[0] += gpu_record_repeats(p)
+
     prof = None
     if kind == "profiler-schedule":
         # As training frameworks' profiler callbacks run it: each cycle starts and stops CUPTI's recording.
         prof = profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=2, warmup=1, active=3),
-                       on_trace_ready=lambda p: cycles.append(gpu_records(p)))
+                       on_trace_ready=collect)
         prof.__enter__()
     loss = step(0)
     sync()
@@ -272,21 +300,29 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
             session.__enter__()
         loss = step(i)
         if prof is not None:
+            # The step's work is done before the schedule moves on (as a loop that logs its loss each step): Kineto
+            # keeps the GPU records that run between a cycle's start and its stop, so without this a cycle's count
+            # is the GPU's pace, not the steps'. With 16 jobs on one H200 the GPU ran a queue of earlier steps inside
+            # one cycle (275 records where 3 steps make 188), and records of a cycle's last step ran after its stop.
+            # Synchronised, every full cycle holds exactly its 3 steps, and any other count is a record lost or
+            # repeated.
+            sync()
             prof.step()
         if session is not None and i % 250 == 49:
             sync()
             session.__exit__(None, None, None)
-            cycles.append(gpu_records(session))
+            collect(session)
             session = None
     sync()
     if session is not None:
         session.__exit__(None, None, None)
-        cycles.append(gpu_records(session))
+        collect(session)
     if prof is not None:
         prof.__exit__(None, None, None)
     if kind != "nvtx":
         print(f"torch_profiler kernels {sum(cycles)} steps {loop.steps}", flush=True)
         print(f"torch_profiler_cycles {runs(cycles)}", flush=True)
+        print(f"torch_profiler repeats {repeats[0]}", flush=True)
     print(f"result {loss.item():.10f} {checksum(model):.10f} steps {loop.steps}", flush=True)
     return 0
 

@@ -6,8 +6,9 @@
 # JOB_SECONDS being only a cap) and says how many steps it ran; an untouched run of exactly those steps follows (the
 # threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached one on the same
 # GPUs). A row passes when the attached job's exit code and printed result equal the untouched run's, its own
-# torch.profiler count (profiler-open, profiler-schedule, profiler-late) is within 1% of the untouched one's (for
-# profilers in cycles: no less than 1% under it, and no cycle larger than the untouched run's largest), and
+# torch.profiler was handed no record twice and its count (profiler-open, profiler-late) is within 1% of the
+# untouched one's (profiler-late's sessions: no less than 1% under it, and none larger than the untouched run's
+# largest), profiler-schedule's full cycles each hold exactly what every untouched full cycle holds, and
 # every window gave what it should, judged by what it recorded, not its exit code alone:
 #  - a trace window holds records of work and a kernel record for every kernel launch it recorded (in the nvtx row,
 #    NVTX ranges too);
@@ -297,6 +298,23 @@ row() {
     # 157 a cycle of 6 steps on average; attached 208,432, its cycles at most 188 each, mostly exactly 188, as far
     # as its log shows them), so there a larger attached count is no harm
     # unless a cycle of it holds more than any untouched cycle (records the program did not make: replays).
+    local rep_a
+    rep_a=$(awk '/^torch_profiler repeats/ {print $3}' "$d/attached.log")
+    if [ -n "$rep_a" ]; then
+      notes+=" repeated records $rep_a;"
+      [ "$rep_a" -eq 0 ] || { verdict=FAIL; notes+=" the job's profiler was handed records twice;"; }
+    fi
+    if [ "$name" = profiler-schedule ]; then
+      # The job synchronises before each schedule step: every cycle but the last (cut short at the job's end) holds
+      # exactly its 3 steps' records, in the untouched run and the attached one alike; any other count is a record
+      # lost or repeated.
+      local odd
+      odd=$(cycles_unlike "$d/untouched.log" "$d/attached.log")
+      notes+=" cycles unlike the untouched run's: ${odd:-none};"
+      [ -z "$odd" ] || verdict=FAIL
+      echo "ROW $name exit $rc_a (untouched $rc_u) | result ${res_a:-none}| untouched ${res_u:-none}| attaches $n, failed $fails |$notes $verdict"
+      return
+    fi
     local max_u max_a
     max_u=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/untouched.log")
     max_a=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/attached.log")
@@ -317,6 +335,31 @@ row() {
     local last; last=$(ls -t "$d"/attach*.txt 2>/dev/null | head -1)
     [ -n "$last" ] && tail -20 "$last" | sed "s/^/ROW $name last attach ($(basename "$last")): /"
   fi
+}
+
+# cycles_unlike UNTOUCHED ATTACHED: the full cycles (all but the last of each run) of the attached run whose count is
+# not the one every full untouched cycle holds, as COUNTxTIMES; "untouched not uniform" when the untouched run's
+# full cycles differ among themselves (then nothing can be judged); nothing when all agree.
+cycles_unlike() {
+  awk '
+    FNR == 1 { file++ }
+    /^torch_profiler_cycles/ {
+      n = 0
+      for (i = 2; i <= NF; i++) { split($i, c, "x"); for (j = 0; j < c[2]; j++) cyc[file, ++n] = c[1] }
+      len[file] = n
+    }
+    END {
+      want = ""
+      for (i = 1; i < len[1]; i++) {
+        if (want == "") want = cyc[1, i]
+        else if (cyc[1, i] != want) { print "untouched not uniform"; exit }
+      }
+      if (want == "" || len[2] < 2) { print "no full cycles"; exit }
+      out = ""
+      for (i = 1; i < len[2]; i++) if (cyc[2, i] != want) odd[cyc[2, i]]++
+      for (k in odd) out = out k "x" odd[k] " "
+      printf "%s", out
+    }' "$1" "$2"
 }
 
 # judge_hung FILE LINE WANT: the hung row's own verdict on an attach line: `where` must name the hung kernel (by
