@@ -302,10 +302,10 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
         if prof is not None:
             # The step's work is done before the schedule moves on (as a loop that logs its loss each step): Kineto
             # keeps the GPU records that run between a cycle's start and its stop, so without this a cycle's count
-            # is the GPU's pace, not the steps'. With 16 jobs on one H200 the GPU ran a queue of earlier steps inside
-            # one cycle (275 records where 3 steps make 188), and records of a cycle's last step ran after its stop.
-            # Synchronised, every full cycle holds exactly its 3 steps, and any other count is a record lost or
-            # repeated.
+            # is the GPU's pace, not the steps': with 16 jobs on one H200 a queue of earlier steps can run inside one
+            # cycle (likely how an attached cycle held 275 records where 3 steps make 188) and a cycle's last step
+            # after its stop. Synchronised, every full cycle holds exactly its 3 steps, and any other count is a
+            # record lost or repeated.
             sync()
             prof.step()
         if session is not None and i % 250 == 49:
