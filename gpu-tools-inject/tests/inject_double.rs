@@ -370,6 +370,16 @@ impl ProgramProfiler {
         }
     }
 
+    /// The size of the buffers it lends CUPTI from now on.
+    fn buffer_bytes(&self, bytes: usize) {
+        // SAFETY: `void pp_buffer_bytes(size_t bytes)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(usize)>(b"pp_buffer_bytes\0")
+                .unwrap()(bytes)
+        }
+    }
+
     /// Kernel records it was handed more than once.
     fn repeats(&self) -> u64 {
         // SAFETY: `uint64_t pp_repeats(void)`.
@@ -1425,8 +1435,10 @@ fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
 /// from the program's thread, as `torch.profiler`'s `schedule` does at `prof.step()`. `kernels A B` makes the CUPTI
 /// double emit kernels A..=B, each starting now, and prints how many CUPTI recorded; `busy` starts a second thread
 /// that launches a kernel every 200 us (correlation ids from [`BUSY_FIRST`]) and `idle` stops it and prints how many
-/// it made; `start` and `stop` begin and end a session of the profiler; `count` prints the kernel records the
-/// profiler was handed so far, how many of them twice, and how many kernels were made while a session was open.
+/// it made; `memsets A B` makes sets A..=B; `start` and `stop` begin and end a session of the profiler (of kernels
+/// only); `buffers N` sets the size of the buffers the profiler lends CUPTI from then on (4096 bytes at first);
+/// `count` prints the kernel records the profiler was handed so far, how many of them twice, how many kernels were
+/// made while a session was open, and the sets it was handed.
 /// Each launch and each start or stop holds one lock, so that what a session spans is exact.
 #[test]
 #[ignore = "the child process of a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows"]
@@ -1481,18 +1493,39 @@ fn attach_child_cycles() {
                 let recorded = (a..=b).filter(|&c| launch(c) == 1).count();
                 println!("recorded {recorded}");
             }
+            ["buffers", bytes] => {
+                profiler.buffer_bytes(bytes.parse().unwrap());
+                println!("buffers set");
+            }
+            ["memsets", a, b] => {
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                let d = common::double();
+                let _held = state.lock().unwrap();
+                let recorded = (a..=b)
+                    .filter(|&c| {
+                        let start = d.now();
+                        d.memset(0x5a, 4096, start, start + 50, 7, c) == 1
+                    })
+                    .count();
+                println!("recorded {recorded}");
+            }
             ["busy"] => {
                 busy.store(true, Ordering::SeqCst);
                 let (busy, launch) = (Arc::clone(&busy), launch.clone());
                 launcher = Some(std::thread::spawn(move || {
-                    let mut next = BUSY_FIRST;
+                    // Ids go on from the last busy period: each launch has its own.
+                    static NEXT: std::sync::atomic::AtomicU32 =
+                        std::sync::atomic::AtomicU32::new(BUSY_FIRST);
+                    let first = NEXT.load(Ordering::SeqCst);
+                    let mut next = first;
                     while busy.load(Ordering::SeqCst) {
                         let code = launch(next);
                         assert_eq!(code, 1, "the launcher's kernel {next} recorded");
                         next += 1;
                         std::thread::sleep(Duration::from_micros(200));
                     }
-                    next - BUSY_FIRST
+                    NEXT.store(next, Ordering::SeqCst);
+                    next - first
                 }));
                 println!("busy");
             }
@@ -1512,12 +1545,16 @@ fn attach_child_cycles() {
                 println!("stopped {}", profiler.stop(&kinds));
             }
             ["count"] => println!(
-                "program kernels {} repeats {} made {}",
+                "program kernels {} repeats {} made {} memsets {}",
                 profiler.count(CONCURRENT_KERNEL),
                 profiler.repeats(),
-                state.lock().unwrap().made_in_sessions
+                state.lock().unwrap().made_in_sessions,
+                profiler.count(MEMSET)
             ),
-            ["exit"] => return,
+            ["exit"] => {
+                println!("bye");
+                return;
+            }
             other => panic!("unknown command {other:?}"),
         }
         std::io::stdout().flush().unwrap();
@@ -1540,36 +1577,7 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_child_cycles",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "cycles")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut ask = |command: &str, prefix: &str| -> String {
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = lines.next().expect("the child answers").unwrap();
-            if let Some(rest) = line.strip_prefix(prefix) {
-                return rest.to_string();
-            }
-        }
-    };
+    let (mut child, mut ask) = cycles_child();
     let made = |a: u32, b: u32, ask: &mut dyn FnMut(&str, &str) -> String| {
         assert_eq!(
             ask(&format!("kernels {a} {b}"), "recorded "),
@@ -1584,7 +1592,11 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
         assert_eq!(words[2], "0", "{when}: no record handed twice ({answer})");
         assert_eq!(
             words[0], words[4],
-            "{when}: handed (first) as many as made during its sessions (last)"
+            "{when}: handed as many as made during its sessions ({answer})"
+        );
+        assert_eq!(
+            words[6], "0",
+            "{when}: no set, which only the trace records ({answer})"
         );
         words[0].parse().unwrap()
     };
@@ -1600,10 +1612,19 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     let stop_window = |mut control: std::os::unix::net::UnixStream,
                        reader: std::thread::JoinHandle<Vec<Record>>,
                        want: std::ops::RangeInclusive<u32>,
+                       sets: usize,
                        window: &str| {
         control.write_all(&[Control::Stop.byte()]).unwrap();
         let records = reader.join().unwrap();
         assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
+        assert_eq!(
+            records
+                .iter()
+                .filter(|r| matches!(r, Record::Memset(_)))
+                .count(),
+            sets,
+            "{window}: its sets"
+        );
         let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
         let own: Vec<u32> = ids.iter().copied().filter(|&c| c < BUSY_FIRST).collect();
         assert_eq!(
@@ -1621,6 +1642,8 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
         );
     };
 
+    // As Kineto's: large enough that CUPTI still holds one of its buffers well after a trace started.
+    assert_eq!(ask(&format!("buffers {}", 1 << 20), "buffers "), "set");
     // A session before any window: the profiler alone.
     session(&mut ask, true);
     made(1, 10, &mut ask);
@@ -1631,10 +1654,17 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     session(&mut ask, true);
     made(11, 20, &mut ask);
     assert_eq!(ask("busy", "busy"), "");
-    let (done, control, reader, _) = attach(child.id(), &socket);
+    let (done, control, reader, _) = attach_recording(
+        child.id(),
+        &socket,
+        &[env::TraceKind::Kernel, env::TraceKind::Memset],
+    );
     assert_eq!(done.entry_result, 0, "the first window started");
     let busy: u32 = ask("idle", "idle ").parse().unwrap();
     assert!(busy > 0, "the launcher ran during the attach");
+    // Sets, which the trace records and the profiler does not: CUPTI writes them into the profiler's buffer it
+    // holds; they are the trace's alone.
+    assert_eq!(ask("memsets 1 5", "recorded "), "5");
     made(21, 30, &mut ask);
     session(&mut ask, false);
     let mut expected = 30 + u64::from(busy);
@@ -1662,7 +1692,7 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     session(&mut ask, true);
     made(next, next + 9, &mut ask);
     let window_last = next + 9;
-    stop_window(control, reader, 21..=window_last, "the first window");
+    stop_window(control, reader, 21..=window_last, 5, "the first window");
     made(window_last + 1, window_last + 10, &mut ask);
     session(&mut ask, false);
     expected += 20;
@@ -1686,7 +1716,7 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
         handed(&mut ask, "a session inside the second window"),
         expected
     );
-    stop_window(control, reader, first..=next + 19, "the second window");
+    stop_window(control, reader, first..=next + 19, 0, "the second window");
     next += 20;
 
     // After the windows: the profiler alone again, as before them.
@@ -1696,8 +1726,101 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     expected += 10;
     assert_eq!(handed(&mut ask, "a session after the windows"), expected);
 
-    writeln!(stdin, "exit").unwrap();
-    drop(stdin);
+    assert_eq!(ask("exit", "bye"), "");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends the cycles child a command and returns the rest of its first answer line that starts with the given prefix.
+type Ask = Box<dyn FnMut(&str, &str) -> String>;
+
+/// The cycles child, started, and its [`Ask`].
+fn cycles_child() -> (std::process::Child, Ask) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "attach_child_cycles",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(SCENARIO, "cycles")
+        .env(
+            "GPU_TOOLS_CUDA_DRIVER_LIB",
+            common::double_path("cuda_driver"),
+        )
+        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ask = move |command: &str, prefix: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_string();
+            }
+        }
+    };
+    (child, Box::new(ask))
+}
+
+/// A profiler of the program recording while it launches, through an attach: CUPTI fills and completes the
+/// profiler's small buffers, and asks for new ones, while the attach looks for the profiler's callbacks (before they
+/// are known). Every kernel made during its session reaches it once; the window records every kernel of its time.
+#[test]
+fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-looked-for-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let (mut child, mut ask) = cycles_child();
+    // Buffers of 4096 bytes: 18 kernel records each, full every 3.6 ms at the launcher's pace.
+    assert_eq!(ask("buffers 4096", "buffers "), "set");
+    for round in 0..3 {
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy", "busy"), "");
+        let (done, mut control, reader, _) = attach(child.id(), &socket);
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        std::thread::sleep(Duration::from_millis(20));
+        let busy: u32 = ask("idle", "idle ").parse().unwrap();
+        assert_eq!(ask("stop", "stopped "), "0");
+        let answer = ask("count", "program kernels ");
+        let words: Vec<&str> = answer.split_whitespace().collect();
+        assert_eq!(
+            words[2], "0",
+            "round {round}: no record handed twice ({answer})"
+        );
+        assert_eq!(
+            words[0], words[4],
+            "round {round}: every kernel of its session, of {busy} made ({answer})"
+        );
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        let records = reader.join().unwrap();
+        let mut ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(
+            ids.len(),
+            n,
+            "round {round}: the window's kernels once each"
+        );
+        assert!(
+            n > 0,
+            "round {round}: the window recorded the launcher's kernels"
+        );
+    }
+    assert_eq!(ask("exit", "bye"), "");
     let status = child.wait().unwrap();
     assert!(
         status.success(),

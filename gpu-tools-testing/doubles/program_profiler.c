@@ -22,7 +22,10 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag);
 CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, void **record);
 CUptiResult cuptiSubscribe(void **handle, callback_fn cb, void *userdata);
 
-#define BUFFER_BYTES 4096
+/* The size of the buffers it lends CUPTI (Kineto's are 4 MB): pp_buffer_bytes sets it. */
+static size_t g_buffer_bytes = 4096;
+
+void pp_buffer_bytes(size_t bytes) { __atomic_store_n(&g_buffer_bytes, bytes, __ATOMIC_SEQ_CST); }
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_counts[64];
@@ -31,8 +34,9 @@ static uint64_t g_callbacks;
 static void *g_subscriber;
 
 static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *buffer = aligned_alloc(8, BUFFER_BYTES);
-    *size = *buffer ? BUFFER_BYTES : 0;
+    size_t bytes = __atomic_load_n(&g_buffer_bytes, __ATOMIC_SEQ_CST);
+    *buffer = aligned_alloc(8, bytes);
+    *size = *buffer ? bytes : 0;
     *max_records = 0;
 }
 

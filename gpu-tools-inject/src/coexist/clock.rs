@@ -245,6 +245,39 @@ impl ClockMap {
     }
 }
 
+/// CUPTI's walk of a buffer: where each record lies (offset, length) and its kind; a record runs to the next one,
+/// the last to the end of the valid bytes.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+unsafe fn record_spans(
+    buffer: *mut u8,
+    valid: usize,
+    next: NextRecordFn,
+) -> Vec<(usize, usize, u32)> {
+    let mut starts = Vec::new();
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: CUPTI's own walk of a buffer of `valid` bytes of its records.
+    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
+        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
+        let kind = unsafe { (*record).kind };
+        starts.push(((record as usize).saturating_sub(buffer as usize), kind));
+    }
+    let mut spans = Vec::with_capacity(starts.len());
+    for (i, &(at, kind)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(valid, |&(n, _)| n).min(valid);
+        if end > at {
+            spans.push((at, end - at, kind));
+        }
+    }
+    spans
+}
+
+/// `cuptiActivityGetNextRecord`'s C signature.
+type NextRecordFn =
+    unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
+
 /// The records of `buffer` made on the trace's clock (where the two clocks cannot be told apart, every record:
 /// then they are one clock), as (offset, length), by CUPTI's own walk; records of kinds with no timestamp are left
 /// out.
@@ -255,28 +288,18 @@ impl ClockMap {
 pub unsafe fn trace_stamped_spans(
     buffer: *mut u8,
     valid: usize,
-    next: unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult,
+    next: NextRecordFn,
     map: &ClockMap,
 ) -> Vec<(usize, usize)> {
-    let mut starts = Vec::new();
-    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-    // SAFETY: CUPTI's own walk of a buffer of `valid` bytes of its records.
-    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
-        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
-        let kind = unsafe { (*record).kind };
-        starts.push(((record as usize).saturating_sub(buffer as usize), kind));
-    }
     let now = monotonic_ns();
-    let mut spans = Vec::new();
-    for (i, &(at, kind)) in starts.iter().enumerate() {
-        let end = starts.get(i + 1).map_or(valid, |&(n, _)| n).min(valid);
-        if end <= at {
-            continue;
-        }
+    // SAFETY: the caller's promise.
+    let spans = unsafe { record_spans(buffer, valid, next) };
+    let mut out = Vec::new();
+    for (at, len, kind) in spans {
         let Some(&first) = timestamp_offsets(kind).first() else {
             continue;
         };
-        if first + 8 > end - at {
+        if first + 8 > len {
             continue;
         }
         let mut word = [0u8; 8];
@@ -286,12 +309,35 @@ pub unsafe fn trace_stamped_spans(
         if t == 0 || t == u64::MAX {
             continue;
         }
-        let ours = !map.converts() || map.stamped_by_trace(t, now) != Some(false);
-        if ours {
-            spans.push((at, end - at));
+        if !map.converts() || map.stamped_by_trace(t, now) != Some(false) {
+            out.push((at, len));
         }
     }
-    spans
+    out
+}
+
+/// Keeps the records of `buffer` whose kind is in `kinds` (bits by kind), moved together at its start in their
+/// order; returns the bytes they now fill.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records and may be written, and `next` is CUPTI's
+/// `cuptiActivityGetNextRecord`.
+pub unsafe fn keep_kinds(buffer: *mut u8, valid: usize, next: NextRecordFn, kinds: u64) -> usize {
+    // SAFETY: the caller's promise.
+    let spans = unsafe { record_spans(buffer, valid, next) };
+    let mut kept = 0;
+    for (at, len, kind) in spans {
+        if kinds & 1u64.checked_shl(kind).unwrap_or(0) == 0 {
+            continue;
+        }
+        if at != kept {
+            // SAFETY: both ranges lie in the buffer's valid bytes (`kept` <= `at`); `copy` allows them to overlap.
+            unsafe { std::ptr::copy(buffer.add(at), buffer.add(kept), len) };
+        }
+        kept += len;
+    }
+    kept
 }
 
 /// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.

@@ -401,19 +401,20 @@ unsafe extern "C" fn unlent_to_program(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        let Some((map, next, layout, writer)) = with_mux(|m| {
+        let Some((map, next, layout, writer, receives)) = with_mux(|m| {
             m.clock.read();
             (
                 m.clock,
                 m.real.get_next_record,
                 m.layout,
                 Arc::clone(&m.link.writer),
+                m.program.receives(),
             )
         }) else {
-            return;
+            return valid;
         };
         let Some(next) = next else {
-            return;
+            return valid;
         };
         // The records made since the tracer started are the trace's too (of its kinds, in its window: the writer
         // keeps those), read before they go on; on an H200 the first 0.2-0.3 s of a window beside torch.profiler
@@ -425,17 +426,30 @@ unsafe extern "C" fn unlent_to_program(
                 "a program's buffer came before the tracer's layout was known: not read"
             ),
         }
-        // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
+        // Records of kinds the trace enabled and the program did not (CUPTI wrote them into the program's buffer it
+        // held) are not the program's: they are left out of what it gets.
+        let valid = if receives == 0 {
+            valid
+        } else {
+            // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
+            unsafe { clock::keep_kinds(buffer, valid, next, receives) }
+        };
+        // SAFETY: the caller's buffer, now of `valid` bytes of records; the walk is CUPTI's own.
         let converted = unsafe { clock::convert_trace_stamped(buffer, valid, next, &map) };
         if converted > 0 {
             log::debug!(
                 "{converted} records of a buffer CUPTI held for the program were on the trace's clock: put on its own"
             );
         }
+        valid
     });
-    if let Err(payload) = run {
-        std::mem::forget(payload);
-    }
+    let valid = match run {
+        Ok(valid) => valid,
+        Err(payload) => {
+            std::mem::forget(payload);
+            valid
+        }
+    };
     log::debug!(
         "a buffer CUPTI held for the program, {buffer:p} ({valid} of {size} bytes), goes on to it"
     );
