@@ -1417,7 +1417,6 @@ fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
     // Its sessions came and went during the windows: what it got, it got once, and never more than was made.
     let (program_kernels, repeats): (u64, u64) =
         (words[4].parse().unwrap(), words[6].parse().unwrap());
-    eprintln!("BYE {bye}");
     assert_eq!(
         repeats, 0,
         "no kernel record reached the program twice: {bye}"
@@ -1594,10 +1593,6 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
             words[0], words[4],
             "{when}: handed as many as made during its sessions ({answer})"
         );
-        assert_eq!(
-            words[6], "0",
-            "{when}: no set, which only the trace records ({answer})"
-        );
         words[0].parse().unwrap()
     };
     let session = |ask: &mut dyn FnMut(&str, &str) -> String, start: bool| {
@@ -1663,7 +1658,8 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     let busy: u32 = ask("idle", "idle ").parse().unwrap();
     assert!(busy > 0, "the launcher ran during the attach");
     // Sets, which the trace records and the profiler does not: CUPTI writes them into the profiler's buffer it
-    // holds; they are the trace's alone.
+    // holds, and the trace reads them there. (They reach the profiler too, in that buffer: the probe did not see it
+    // record sets, which does not say it has them off.)
     assert_eq!(ask("memsets 1 5", "recorded "), "5");
     made(21, 30, &mut ask);
     session(&mut ask, false);

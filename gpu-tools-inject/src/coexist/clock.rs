@@ -316,30 +316,6 @@ pub unsafe fn trace_stamped_spans(
     out
 }
 
-/// Keeps the records of `buffer` whose kind is in `kinds` (bits by kind), moved together at its start in their
-/// order; returns the bytes they now fill.
-///
-/// # Safety
-///
-/// `buffer` holds `valid` bytes of CUPTI records and may be written, and `next` is CUPTI's
-/// `cuptiActivityGetNextRecord`.
-pub unsafe fn keep_kinds(buffer: *mut u8, valid: usize, next: NextRecordFn, kinds: u64) -> usize {
-    // SAFETY: the caller's promise.
-    let spans = unsafe { record_spans(buffer, valid, next) };
-    let mut kept = 0;
-    for (at, len, kind) in spans {
-        if kinds & 1u64.checked_shl(kind).unwrap_or(0) == 0 {
-            continue;
-        }
-        if at != kept {
-            // SAFETY: both ranges lie in the buffer's valid bytes (`kept` <= `at`); `copy` allows them to overlap.
-            unsafe { std::ptr::copy(buffer.add(at), buffer.add(kept), len) };
-        }
-        kept += len;
-    }
-    kept
-}
-
 /// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.
 ///
 /// # Safety

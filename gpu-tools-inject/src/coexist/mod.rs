@@ -401,14 +401,13 @@ unsafe extern "C" fn unlent_to_program(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        let Some((map, next, layout, writer, receives)) = with_mux(|m| {
+        let Some((map, next, layout, writer)) = with_mux(|m| {
             m.clock.read();
             (
                 m.clock,
                 m.real.get_next_record,
                 m.layout,
                 Arc::clone(&m.link.writer),
-                m.program.receives(),
             )
         }) else {
             return valid;
@@ -426,14 +425,9 @@ unsafe extern "C" fn unlent_to_program(
                 "a program's buffer came before the tracer's layout was known: not read"
             ),
         }
-        // Records of kinds the trace enabled and the program did not (CUPTI wrote them into the program's buffer it
-        // held) are not the program's: they are left out of what it gets.
-        let valid = if receives == 0 {
-            valid
-        } else {
-            // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
-            unsafe { clock::keep_kinds(buffer, valid, next, receives) }
-        };
+        // Records of the trace's kinds that the probe did not see the program record stay in its buffer: it may
+        // have them enabled all the same (a copy or a set it made none of while watched), and a record taken out
+        // would be lost to it, while one it did not ask for is one its profiler passes over.
         // SAFETY: the caller's buffer, now of `valid` bytes of records; the walk is CUPTI's own.
         let converted = unsafe { clock::convert_trace_stamped(buffer, valid, next, &map) };
         if converted > 0 {
