@@ -110,12 +110,23 @@ impl Target {
                 }
             }
         });
-        let first = lines.recv_timeout(Duration::from_secs(30)).ok();
-        let Some(pid) = first
-            .as_deref()
-            .and_then(|l| l.strip_prefix("PID "))
-            .and_then(|p| p.parse().ok())
-        else {
+        // The shell's "PID N" line, which the debuggee's own first lines (the test harness's) can come before: it
+        // starts in the background before the shell echoes its pid.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut before = Vec::new();
+        let mut pid = None;
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            let Ok(line) = lines.recv_timeout(left) else {
+                break;
+            };
+            if let Some(p) = line.strip_prefix("PID ").and_then(|p| p.parse().ok()) {
+                pid = Some(p);
+                break;
+            }
+            before.push(line);
+        }
+        let first = before.first().cloned();
+        let Some(pid) = pid else {
             let mut err = String::new();
             let _ = std::io::Read::read_to_string(shell.stderr.as_mut().unwrap(), &mut err);
             skip_unless_ci(&format!(
@@ -126,7 +137,10 @@ impl Target {
             return None;
         };
         let target = Target { shell, pid, lines };
-        target.line_starting("READY");
+        // Its READY may have come before the pid too.
+        if !before.iter().any(|l| l.contains("READY")) {
+            target.line_starting("READY");
+        }
         Some(target)
     }
 
