@@ -16,6 +16,8 @@ use std::time::Duration;
 use gpu_tools::cupti::activity::Clock;
 use gpu_tools::sys::cupti as sys;
 
+use super::NextRecordFn;
+
 /// A timestamp callback as CUPTI takes it.
 pub type TimestampFn = unsafe extern "C" fn() -> u64;
 
@@ -251,7 +253,7 @@ impl ClockMap {
 /// # Safety
 ///
 /// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
-unsafe fn record_spans(
+pub(super) unsafe fn record_spans(
     buffer: *mut u8,
     valid: usize,
     next: NextRecordFn,
@@ -273,10 +275,6 @@ unsafe fn record_spans(
     }
     spans
 }
-
-/// `cuptiActivityGetNextRecord`'s C signature.
-type NextRecordFn =
-    unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
 
 /// The records of `buffer` made on the trace's clock (where the two clocks cannot be told apart, every record:
 /// then they are one clock), as (offset, length), by CUPTI's own walk; records of kinds with no timestamp are left
@@ -324,7 +322,7 @@ pub unsafe fn trace_stamped_spans(
 pub unsafe fn convert_trace_stamped(
     buffer: *mut u8,
     valid: usize,
-    next: unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult,
+    next: NextRecordFn,
     map: &ClockMap,
 ) -> usize {
     if buffer.is_null() || !map.converts() {

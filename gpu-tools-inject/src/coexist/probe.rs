@@ -55,6 +55,16 @@ static LOST: AtomicU64 = AtomicU64::new(0);
 /// The size of a buffer the probe lends CUPTI.
 const LENT_BYTES: usize = 256 * 1024;
 
+/// A buffer of the program's being filled with copies: its size, the bytes used, its limit of records (0: none) and
+/// the records in it.
+struct Filling {
+    buffer: *mut u8,
+    size: usize,
+    used: usize,
+    max: usize,
+    records: usize,
+}
+
 /// A buffer CUPTI completed, with its completion's arguments.
 #[derive(Clone, Copy)]
 struct Completed {
@@ -119,7 +129,15 @@ fn lent_to_program(buffer: *mut u8, valid: usize) {
     let spans = if next == 0 {
         Vec::new()
     } else {
-        record_spans(buffer, valid, next)
+        // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states, walking a buffer
+        // CUPTI completed with `valid` bytes of records.
+        unsafe {
+            super::clock::record_spans(
+                buffer,
+                valid,
+                std::mem::transmute::<usize, super::NextRecordFn>(next),
+            )
+        }
     };
     if request == 0 || complete == 0 {
         LOST.fetch_add(spans.len() as u64, Ordering::Relaxed);
@@ -133,16 +151,19 @@ fn lent_to_program(buffer: *mut u8, valid: usize) {
             std::mem::transmute::<usize, CompleteFn>(complete),
         )
     };
-    // The program's buffer being filled: address, size, bytes used.
-    let mut open: Option<(*mut u8, usize, usize)> = None;
-    let hand_back = |open: &mut Option<(*mut u8, usize, usize)>| {
-        if let Some((b, size, used)) = open.take() {
+    // The program's buffer being filled.
+    let mut open: Option<Filling> = None;
+    let hand_back = |open: &mut Option<Filling>| {
+        if let Some(f) = open.take() {
             // SAFETY: the program's completion callback with its own buffer and the bytes written in it.
-            unsafe { complete(std::ptr::null_mut(), 0, b, size, used) };
+            unsafe { complete(std::ptr::null_mut(), 0, f.buffer, f.size, f.used) };
         }
     };
-    for (at, len) in spans {
-        if open.is_some_and(|(_, size, used)| size - used < len) {
+    for (at, len, _) in spans {
+        if open
+            .as_ref()
+            .is_some_and(|f| f.size - f.used < len || (f.max != 0 && f.records >= f.max))
+        {
             hand_back(&mut open);
         }
         if open.is_none() {
@@ -159,40 +180,24 @@ fn lent_to_program(buffer: *mut u8, valid: usize) {
                 LOST.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            open = Some((b, size, 0));
+            open = Some(Filling {
+                buffer: b,
+                size,
+                used: 0,
+                max,
+                records: 0,
+            });
         }
-        if let Some((b, _, used)) = open.as_mut() {
+        if let Some(f) = open.as_mut() {
             // SAFETY: `len` bytes of a record inside the probe's buffer (its walk by CUPTI), copied to room checked
             // above in the program's buffer, a distinct allocation.
-            unsafe { std::ptr::copy_nonoverlapping(buffer.add(at), b.add(*used), len) };
-            *used += len;
+            unsafe { std::ptr::copy_nonoverlapping(buffer.add(at), f.buffer.add(f.used), len) };
+            f.used += len;
+            f.records += 1;
         }
     }
     hand_back(&mut open);
     free_lent(buffer);
-}
-
-/// Where each record of a buffer lies (offset, length), by CUPTI's own walk: a record runs to the next one, the
-/// last to the end of the valid bytes.
-fn record_spans(buffer: *mut u8, valid: usize, next: usize) -> Vec<(usize, usize)> {
-    type NextFn =
-        unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
-    // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states.
-    let next = unsafe { std::mem::transmute::<usize, NextFn>(next) };
-    let mut starts = Vec::new();
-    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes.
-    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
-        starts.push((record as usize).saturating_sub(buffer as usize));
-    }
-    let mut spans = Vec::with_capacity(starts.len());
-    for (i, &at) in starts.iter().enumerate() {
-        let end = starts.get(i + 1).copied().unwrap_or(valid).min(valid);
-        if end > at {
-            spans.push((at, end - at));
-        }
-    }
-    spans
 }
 
 /// The program's pair is known now (or will not be: `None`): what waited goes on, and the probe lends no more.
