@@ -312,13 +312,13 @@ row() {
       odd=$(cycles_unlike "$d/untouched.log" "$d/attached.log")
       notes+=" cycles unlike the untouched run's: ${odd:-none};"
       [ -z "$odd" ] || verdict=FAIL
-      echo "ROW $name exit $rc_a (untouched $rc_u) | result ${res_a:-none}| untouched ${res_u:-none}| attaches $n, failed $fails |$notes $verdict"
-      return
     fi
     local max_u max_a
     max_u=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/untouched.log")
     max_a=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/attached.log")
-    if [ "$max_u" -gt 0 ]; then
+    if [ "$name" = profiler-schedule ]; then
+      : # judged cycle by cycle above
+    elif [ "$max_u" -gt 0 ]; then
       notes+=" largest cycle untouched $max_u attached $max_a;"
       [ "$max_a" -le "$max_u" ] || { verdict=FAIL; notes+=" a cycle holds more than any untouched cycle;"; }
       awk -v a="${k_a:-0}" -v u="${k_u:-0}" 'BEGIN { exit !(u > 0 && a >= u - u / 100) }' || verdict=FAIL
