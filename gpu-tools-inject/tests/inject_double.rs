@@ -1825,6 +1825,47 @@ fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A profiler whose session was open across the attach while the program launched nothing (so the attach could not
+/// see its kinds): what it then lacks is said, when it ends its session inside the window, not left silent.
+#[test]
+fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-unseen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let (mut child, mut ask) = cycles_child();
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("kernels 1 5", "recorded "), "5");
+    let (done, mut control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the window started");
+    assert_eq!(ask("kernels 6 10", "recorded "), "5");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let answer = ask("count", "program kernels ");
+    let handed: u64 = answer.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(
+        handed, 5,
+        "the kernels before the attach; those after went to the trace ({answer})"
+    );
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    let records = reader.join().unwrap();
+    let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
+    assert_eq!(ids, (6..=10).collect::<Vec<_>>());
+    assert!(
+        records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.contains("kind 10 on since before the attach") && n.text.contains("went to the trace"))),
+        "the loss is said: {:?}",
+        records.iter().filter(|r| matches!(r, Record::Notice(_))).collect::<Vec<_>>()
+    );
+    assert_eq!(ask("exit", "bye"), "");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The child of the flight recorder test: a stand-in program with a profiler of its own loaded (not recording).
 /// `launch S A B NAME` fires the launch callbacks of kernels A..=B named NAME on stream S (its context: the double's
 /// primary context); `sync S` fires a `cuStreamSynchronize(S)` that returns success; `subscribe` has its

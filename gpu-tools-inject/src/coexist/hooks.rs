@@ -50,6 +50,8 @@ pub(super) unsafe extern "C" fn register_callbacks(
             m.program.registered = true;
             // Others than those given back at the tracer's stop: the end registers these.
             m.callbacks_given = false;
+            // From now on its kinds are the ones it enables through the sharing.
+            m.program.probed = false;
             m.program.draining = 0;
             m.program.disabled_at.clear();
         });
@@ -110,6 +112,22 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
         log::debug!("the program disables kind {kind}");
         let b = bit(kind);
         let decision = with_mux(|m| {
+            if m.program.probed
+                && b != 0
+                && (m.program.enabled | m.program.draining | m.program.unseen_said) & b == 0
+            {
+                // A session open since before the attach, with a kind the probe did not see it record: that kind's
+                // records of the window went to the trace alone (they are told apart only by who enabled them).
+                m.program.unseen_said |= b;
+                m.link.writer.notice(
+                    gpu_tools::trace::NoticeLevel::Warning,
+                    format!(
+                        "the program's own profiler had CUPTI activity kind {kind} on since before the attach, \
+                         though it recorded none while the attach watched it: its records of that kind made \
+                         during this window, until its session ended now, went to the trace and not to it"
+                    ),
+                );
+            }
             if m.program.enabled & b != 0 {
                 m.program.enabled &= !b;
                 m.program.draining |= b;

@@ -32,7 +32,8 @@
 //! after the session started. Attached while the program's profiler records (its session open across the attach),
 //! its callbacks are found where CUPTI keeps them and the kinds it records are watched for a moment (`probe`); it is
 //! then shared with as if it had registered and enabled them during the trace. A kind of its that recorded nothing
-//! in that moment cannot be seen: it is not given back at the end. The buffer of its that CUPTI holds when the
+//! in that moment cannot be seen: it is not given back at the end, and its records of the window go to the trace
+//! alone (where the program ends its session inside the window, the stream says which kind it lacked). The buffer of its that CUPTI holds when the
 //! tracer starts is completed to the tracer later: the records in it made since then are the trace's too, and the
 //! trace reads them from a copy before the buffer goes on to the program (`trace_reads`; without that, a window's
 //! first records beside an open torch.profiler session were the program's alone).
@@ -110,6 +111,11 @@ struct Program {
     skip_driver: Vec<u32>,
     /// The timestamp source it registered during the session.
     timestamp: Option<clock::TimestampFn>,
+    /// Its kinds are what the probe saw it record at the attach, not what it enabled (cleared when it registers
+    /// during the session): a kind it disables that is not among them was on, unseen.
+    probed: bool,
+    /// Kinds it disabled while on unseen, already said in the stream.
+    unseen_said: u64,
 }
 
 impl Program {
@@ -572,6 +578,7 @@ pub fn install(
         program.request = Some(found.request);
         program.complete = Some(found.complete);
         program.registered = true;
+        program.probed = true;
         program.enabled = found.kinds;
         program.only_program = found.kinds & !session_kinds.bits();
     }
