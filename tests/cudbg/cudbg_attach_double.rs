@@ -110,8 +110,8 @@ impl Target {
                 }
             }
         });
-        // The shell's "PID N" line, which the debuggee's own first lines (the test harness's) can come before: it
-        // starts in the background before the shell echoes its pid.
+        // The shell's "PID N", which the debuggee's own first output (the test harness's) can come before, even on
+        // the same line: it starts in the background before the shell echoes its pid.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut before = Vec::new();
         let mut pid = None;
@@ -119,7 +119,12 @@ impl Target {
             let Ok(line) = lines.recv_timeout(left) else {
                 break;
             };
-            if let Some(p) = line.strip_prefix("PID ").and_then(|p| p.parse().ok()) {
+            // Anywhere in the line: the harness's "test ... " may have come first on it, without its newline.
+            let pid_here = line
+                .find("PID ")
+                .and_then(|at| line[at + 4..].split_whitespace().next())
+                .and_then(|p| p.parse().ok());
+            if let Some(p) = pid_here {
                 pid = Some(p);
                 break;
             }
