@@ -920,24 +920,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "attach")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = attached_child("attach_child", "attach").spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut answer = |command: &str| -> String {
@@ -1139,23 +1122,8 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_nvtx_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "attach-nvtx")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+    let mut child = attached_child("attach_nvtx_child", "attach-nvtx")
         .env_remove(env::NVTX_INJECTION)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -1267,6 +1235,28 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The command that runs the ignored test `test` of this binary as a stand-in program for scenario `scenario`, on the
+/// driver and CUPTI doubles, its stdin and stdout piped for the test's commands and the child's answers.
+fn attached_child(test: &str, scenario: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(SCENARIO, scenario)
+    .env(
+        "GPU_TOOLS_CUDA_DRIVER_LIB",
+        common::double_path("cuda_driver"),
+    )
+    .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped());
+    cmd
+}
+
 /// The child of the scheduled-profiler attach test: a stand-in program whose own profiler runs on a schedule (a
 /// thread that starts and stops its sessions over and over, registering its callbacks each time). `kernels A B`
 /// makes the CUPTI double emit kernels A..=B and prints how many CUPTI recorded; `exit` stops the profiler and
@@ -1346,22 +1336,7 @@ fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_child_scheduled",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "scheduled")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = attached_child("attach_child_scheduled", "scheduled")
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -1736,22 +1711,7 @@ type Ask = Box<dyn FnMut(&str, &str) -> String>;
 
 /// The cycles child, started, and its [`Ask`].
 fn cycles_child() -> (std::process::Child, Ask) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_child_cycles",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "cycles")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = attached_child("attach_child_cycles", "cycles")
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
@@ -1949,22 +1909,7 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("s");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "attach_child_flight",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO, "flight")
-        .env(
-            "GPU_TOOLS_CUDA_DRIVER_LIB",
-            common::double_path("cuda_driver"),
-        )
-        .env("GPU_TOOLS_CUPTI_LIB", common::double_path("cupti_activity"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = attached_child("attach_child_flight", "flight")
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();

@@ -276,6 +276,15 @@ pub(super) unsafe fn record_spans(
     spans
 }
 
+/// The start of a record of `kind` (its first timestamp), where it has one and `bytes` hold it.
+pub(super) fn start_of(bytes: &[u8], kind: u32) -> Option<u64> {
+    let at = *timestamp_offsets(kind).first()?;
+    let field = bytes.get(at..at.checked_add(8)?)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(field);
+    Some(u64::from_ne_bytes(word))
+}
+
 /// The records of `buffer` made on the trace's clock (where the two clocks cannot be told apart, every record:
 /// then they are one clock), as (offset, length), by CUPTI's own walk; records of kinds with no timestamp are left
 /// out.
@@ -294,16 +303,11 @@ pub unsafe fn trace_stamped_spans(
     let spans = unsafe { record_spans(buffer, valid, next) };
     let mut out = Vec::new();
     for (at, len, kind) in spans {
-        let Some(&first) = timestamp_offsets(kind).first() else {
+        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
+        let Some(t) = start_of(bytes, kind) else {
             continue;
         };
-        if first + 8 > len {
-            continue;
-        }
-        let mut word = [0u8; 8];
-        // SAFETY: 8 bytes inside the record, which lies inside the buffer's valid bytes.
-        unsafe { std::ptr::copy_nonoverlapping(buffer.add(at + first), word.as_mut_ptr(), 8) };
-        let t = u64::from_ne_bytes(word);
         if t == 0 || t == u64::MAX {
             continue;
         }
@@ -343,11 +347,7 @@ pub unsafe fn convert_trace_stamped(
         let len = (last + 8).min(valid.saturating_sub(start));
         // SAFETY: the record lies in the buffer; `len` stops at the buffer's valid end.
         let bytes = unsafe { std::slice::from_raw_parts_mut(record.cast::<u8>(), len) };
-        let Some(t) = offsets
-            .first()
-            .and_then(|&at| bytes.get(at..at + 8))
-            .map(|w| u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
-        else {
+        let Some(t) = start_of(bytes, kind) else {
             continue;
         };
         if t == 0 || t == u64::MAX {

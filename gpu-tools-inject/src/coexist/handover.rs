@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use gpu_tools::cupti::activity::ActivityBatch;
 use gpu_tools::sys::cupti as sys;
 
-use super::clock::{convert_record, timestamp_offsets};
+use super::clock::{convert_record, start_of};
 use super::{DISPATCHING, Handed, bit, with_mux};
 
 type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -101,15 +101,6 @@ pub(super) fn end() -> Handed {
         buffers: hand_back(&mut slot.open),
         ..Handed::default()
     }
-}
-
-/// The start of a record of `kind` (the trace's clock), where it has one.
-fn start_of(bytes: &[u8], kind: u32) -> Option<u64> {
-    let at = *timestamp_offsets(kind).first()?;
-    let field = bytes.get(at..at + 8)?;
-    let mut word = [0u8; 8];
-    word.copy_from_slice(field);
-    Some(u64::from_ne_bytes(word))
 }
 
 /// Drops the open buffer without calling the program (its process is exiting), and opens none after.

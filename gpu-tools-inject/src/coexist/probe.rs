@@ -390,26 +390,33 @@ pub(super) unsafe extern "C" fn hand_to_program(
     size: usize,
     valid: usize,
 ) {
-    let f = {
-        let mut parked = parked();
-        let f = PROGRAM_COMPLETE.load(Ordering::Acquire);
-        if f == 0 && LOCATING.load(Ordering::Acquire) {
-            // The program's pair is not known yet: this waits for it (`end_locating`).
-            parked.push(Completed {
-                context: context as usize,
-                stream,
-                buffer: buffer as usize,
-                size,
-                valid,
-            });
-            return;
+    // The program's completion callback, where the buffer goes to it as it is (0: it was parked, copied on, or has
+    // nowhere to go). No panic leaves: this runs on CUPTI's thread.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        {
+            let mut parked = parked();
+            if PROGRAM_COMPLETE.load(Ordering::Acquire) == 0 && LOCATING.load(Ordering::Acquire) {
+                // The program's pair is not known yet: this waits for it (`end_locating`).
+                parked.push(Completed {
+                    context: context as usize,
+                    stream,
+                    buffer: buffer as usize,
+                    size,
+                    valid,
+                });
+                return 0;
+            }
         }
-        f
-    };
-    if take_lent(buffer) {
-        lent_to_program(buffer, valid);
-        return;
-    }
+        if take_lent(buffer) {
+            lent_to_program(buffer, valid);
+            return 0;
+        }
+        PROGRAM_COMPLETE.load(Ordering::Acquire)
+    }));
+    let f = run.unwrap_or_else(|payload| {
+        std::mem::forget(payload);
+        0
+    });
     if f != 0 {
         // SAFETY: the program's own completion callback (checked to be code), called as CUPTI calls it.
         unsafe { std::mem::transmute::<usize, CompleteFn>(f)(context, stream, buffer, size, valid) }
