@@ -726,14 +726,26 @@ fn share_cupti(
         subscriber: Arc::clone(subscriber),
     };
     match crate::coexist::install(kinds, before, link) {
-        Ok(installed) if installed.slots > 0 => writer.notice(
-            NoticeLevel::Info,
-            format!(
-                "CUPTI is shared with the program's own profiler: its activity calls from {} go through the \
-                 trace, so that both get their records",
-                installed.objects.join(", ")
-            ),
-        ),
+        Ok(installed) if installed.slots > 0 => {
+            writer.notice(
+                NoticeLevel::Info,
+                format!(
+                    "CUPTI is shared with the program's own profiler: its activity calls from {} go through the \
+                     trace, so that both get their records",
+                    installed.objects.join(", ")
+                ),
+            );
+            if !installed.enabled_while_watched.is_empty() {
+                writer.notice(
+                    NoticeLevel::Info,
+                    format!(
+                        "the program's own profiler enabled {:?} while the attach looked for it: it keeps getting \
+                         those records during the trace",
+                        installed.enabled_while_watched
+                    ),
+                );
+            }
+        }
         Ok(_) => {}
         Err(e) => writer.notice(
             NoticeLevel::Warning,

@@ -1711,9 +1711,28 @@ type Ask = Box<dyn FnMut(&str, &str) -> String>;
 
 /// The cycles child, started, and its [`Ask`].
 fn cycles_child() -> (std::process::Child, Ask) {
-    let mut child = attached_child("attach_child_cycles", "cycles")
-        .spawn()
-        .unwrap();
+    cycles_child_from(attached_child("attach_child_cycles", "cycles"))
+}
+
+/// The cycles child, with each line of its standard error (the injected library's debug log among them) also sent
+/// to the receiver.
+fn cycles_child_logged() -> (std::process::Child, Ask, std::sync::mpsc::Receiver<String>) {
+    let mut command = attached_child("attach_child_cycles", "cycles");
+    command.stderr(Stdio::piped());
+    let (mut child, ask) = cycles_child_from(command);
+    let stderr = child.stderr.take().unwrap();
+    let (lines, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            let _ = lines.send(line);
+        }
+    });
+    (child, ask, log)
+}
+
+fn cycles_child_from(mut command: Command) -> (std::process::Child, Ask) {
+    let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let ask = move |command: &str, prefix: &str| -> String {
@@ -1823,6 +1842,75 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
         status.success(),
         "the program ran on and exited 0: {status}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A profiler of the program that starts its session while the attach looks for it (torch.profiler on a `schedule`
+/// beginning a cycle then; on an H200 such cycles lost one or two steps of kernels to the trace): it made no record
+/// the attach could see, but its calls were seen, and every kernel of its session reaches it, once.
+#[test]
+fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-watched-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let (mut child, mut ask, log) = cycles_child_logged();
+    // A profiler that ran a session before the attach: its callbacks are registered, its kinds off.
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let pid = child.id();
+    let attaching = {
+        let socket = socket.clone();
+        std::thread::spawn(move || attach(pid, &socket))
+    };
+    // Its next session starts while the attach watches its buffers, and makes no record then.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains("buffers are watched") => break,
+            Ok(_) => {}
+            Err(e) => panic!("the attach never watched the program's buffers: {e}"),
+        }
+    }
+    assert_eq!(ask("start", "started "), "0");
+    let (done, mut control, reader, _) = attaching.join().unwrap();
+    assert_eq!(done.entry_result, 0, "the window started");
+    assert_eq!(ask("kernels 1 5", "recorded "), "5");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let answer = ask("count", "program kernels ");
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    assert_eq!(
+        (words[0], words[2]),
+        ("5", "0"),
+        "every kernel of its session, none twice ({answer})"
+    );
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    let records = reader.join().unwrap();
+    let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
+    assert_eq!(ids, (1..=5).collect::<Vec<_>>(), "the window's kernels");
+    let notices: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("while the attach looked for it")),
+        "the stream says what it enabled then: {notices:?}"
+    );
+    assert!(
+        !notices
+            .iter()
+            .any(|n| n.contains("since before the attach")),
+        "no kind of its went unseen: {notices:?}"
+    );
+    assert_eq!(ask("exit", "bye"), "");
+    assert!(child.wait().unwrap().success(), "the program exited 0");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,13 +1,13 @@
 //! The functions the program's redirected CUPTI calls reach. Each keeps the C signature of the call it stands
 //! for, never unwinds, and calls CUPTI itself when no session shares it (a slot read just before the session
-//! ended).
+//! ended), or while the attach watches the program's calls before the sharing starts (`watch`).
 
 use std::ffi::c_void;
 
 use gpu_tools::sys::cupti as sys;
 
 use super::clock::{ClockMap, ProgramClock};
-use super::{Real, bit, handover, with_mux};
+use super::{Real, bit, handover, watch, with_mux};
 
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
@@ -34,9 +34,13 @@ pub(super) unsafe extern "C" fn register_callbacks(
     complete: sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> sys::CUptiResult {
     guarded(|real| {
+        // SAFETY (both calls): the real function with the program's arguments.
+        let call = || unsafe { (real.register_callbacks)(request, complete) };
+        if let Some(code) = watch::pass(call, |w| w.callbacks = Some((request, complete))) {
+            return code;
+        }
         if with_mux(|_| ()).is_none() {
-            // SAFETY: the real function with the program's arguments.
-            return unsafe { (real.register_callbacks)(request, complete) };
+            return call();
         }
         log::debug!("the program registers its buffer callbacks");
         // The records made so far are not the program's: they go out before it starts a session.
@@ -57,8 +61,8 @@ pub(super) unsafe extern "C" fn register_callbacks(
         });
         match kept {
             Some(()) => sys::CUPTI_SUCCESS,
-            // SAFETY: as above; the session ended meanwhile.
-            None => unsafe { (real.register_callbacks)(request, complete) },
+            // The session ended meanwhile.
+            None => call(),
         }
     })
 }
@@ -73,6 +77,10 @@ enum Decision {
 pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program enables kind {kind}");
+        // SAFETY: the real function with the program's kind.
+        if let Some(code) = watch::pass(|| unsafe { (real.enable)(kind) }, |w| w.enabled(kind)) {
+            return code;
+        }
         let b = bit(kind);
         let decision = with_mux(|m| {
             if b != 0 && m.session_kinds & b != 0 {
@@ -110,6 +118,10 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
 pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program disables kind {kind}");
+        // SAFETY: the real function with the program's kind.
+        if let Some(code) = watch::pass(|| unsafe { (real.disable)(kind) }, |w| w.disabled(kind)) {
+            return code;
+        }
         let b = bit(kind);
         let decision = with_mux(|m| {
             if m.program.probed

@@ -31,9 +31,12 @@
 //! Calls made through `dlsym` pointers (a profiler that loads CUPTI itself) are not seen; nor are objects loaded
 //! after the session started. Attached while the program's profiler records (its session open across the attach),
 //! its callbacks are found where CUPTI keeps them and the kinds it records are watched for a moment (`probe`); it is
-//! then shared with as if it had registered and enabled them during the trace. A kind of its that recorded nothing
-//! in that moment cannot be seen: it is not given back at the end, and its records of the window go to the trace
-//! alone (where the program ends its session inside the window, the stream says which kind it lacked). The buffer of its that CUPTI holds when the
+//! then shared with as if it had registered and enabled them during the trace. Its import slots are redirected before
+//! that moment, so that what it enables, disables or registers from then on until the sharing starts is known too
+//! (`watch`: a torch.profiler on a `schedule` that began a cycle right after the moment lost steps of that cycle).
+//! A kind it had on before the attach and that recorded nothing in that moment cannot be seen: it is not given back
+//! at the end, and its records of the window go to the trace alone (where the program ends its session inside the
+//! window, the stream says which kind it lacked). The buffer of its that CUPTI holds when the
 //! tracer starts is completed to the tracer later: the records in it made since then are the trace's too, and the
 //! trace reads them from a copy before the buffer goes on to the program (`trace_reads`; without that, a window's
 //! first records beside an open torch.profiler session were the program's alone).
@@ -42,6 +45,7 @@ mod clock;
 mod handover;
 mod hooks;
 mod probe;
+mod watch;
 
 pub use handover::dispatch;
 
@@ -323,6 +327,27 @@ fn real_in(path: &std::path::Path) -> Result<Real, String> {
 pub struct Before {
     clock: clock::ProgramClock,
     found: Option<probe::Found>,
+    /// The program's import slots, redirected before the probe so that its calls from then on are seen (`watch`);
+    /// [`install`] takes them over. Restored if no sharing starts.
+    redirects: Vec<crate::imports::Redirect>,
+}
+
+impl Drop for Before {
+    fn drop(&mut self) {
+        if !self.redirects.is_empty() {
+            // No sharing took them: the program calls CUPTI directly again, as before the attach.
+            watch::end();
+            crate::imports::restore(std::mem::take(&mut self.redirects));
+        }
+    }
+}
+
+/// Redirects the program's CUPTI calls to the hooks (which share CUPTI once a sharing is installed, and until then
+/// pass them on).
+fn redirect_program_calls() -> Vec<crate::imports::Redirect> {
+    // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
+    // process's life (the library is pinned).
+    unsafe { crate::imports::redirect(&wanted(), &crate::imports::not_cupti_or_this_library) }
 }
 
 /// Reads which clock CUPTI is on now: call it before the session's tracer registers the trace's clock, so that
@@ -342,6 +367,7 @@ pub fn read_clock_before_trace() -> Before {
     Before {
         clock: recognised,
         found: None,
+        redirects: Vec::new(),
     }
 }
 
@@ -376,7 +402,17 @@ impl ProgramProfiler {
 /// found, and the trace takes CUPTI's callbacks from it (said in the stream).
 pub fn probe_program(before: &mut Before) -> Result<ProgramProfiler, String> {
     let real = resolve()?;
-    let found = probe::probe(&real, &cupti_path()?, WATCH)?;
+    let library = cupti_path()?;
+    // From here on the program's activity calls are seen: kinds it enables after the probe's moment are its too.
+    if before.redirects.is_empty() {
+        watch::begin();
+        before.redirects = redirect_program_calls();
+        log::debug!(
+            "{} import slots of the program's CUPTI calls watched from now on",
+            before.redirects.len()
+        );
+    }
+    let found = probe::probe(&real, &library, WATCH)?;
     let answer = ProgramProfiler::of(found.as_ref());
     if found.is_some() {
         // Buffers CUPTI took from the program before the tracer registered come back to the tracer: they go on to
@@ -542,6 +578,9 @@ pub struct Installed {
     pub objects: Vec<String>,
     /// Import slots redirected.
     pub slots: usize,
+    /// Kinds the program's profiler enabled while the attach looked for it, before the sharing (`watch`): its own,
+    /// though the probe may not have seen them record.
+    pub enabled_while_watched: ActivityKinds,
 }
 
 /// Starts sharing CUPTI with the program: called before the session's tracer registers its callbacks, with the
@@ -549,7 +588,7 @@ pub struct Installed {
 /// CUPTI only through the sharing.
 pub fn install(
     session_kinds: ActivityKinds,
-    before: Before,
+    mut before: Before,
     link: SessionLink,
 ) -> Result<Installed, String> {
     let mut guard = lock();
@@ -557,16 +596,20 @@ pub fn install(
         return Err("CUPTI is shared already".into());
     }
     let real = resolve()?;
-    let wanted = wanted();
-    // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
-    // process's life (the library is pinned).
-    let redirects =
-        unsafe { crate::imports::redirect(&wanted, &crate::imports::not_cupti_or_this_library) };
+    let redirects = match std::mem::take(&mut before.redirects) {
+        none if none.is_empty() => redirect_program_calls(),
+        watched => watched,
+    };
+    // Under the sharing's lock: a call of the program's is noted before this, or shared after it.
+    let watched = watch::end();
     let mut objects: Vec<String> = redirects.iter().map(|r| r.object().to_owned()).collect();
     objects.dedup();
     let installed = Installed {
         objects,
         slots: redirects.len(),
+        enabled_while_watched: ActivityKinds::from_bits_retain(
+            watched.as_ref().map_or(0, |w| w.on),
+        ),
     };
     for r in &redirects {
         log::debug!("{} in {} comes to the trace", r.symbol(), r.object());
@@ -574,14 +617,29 @@ pub fn install(
     let clock_before = before.clock;
     // A profiler found recording at the attach is shared with as one that registered and enabled its kinds now.
     let mut program = Program::default();
-    if let Some(found) = before.found {
+    if let Some(found) = before.found.take() {
         program.request = Some(found.request);
         program.complete = Some(found.complete);
         program.registered = true;
         program.probed = true;
         program.enabled = found.kinds;
-        program.only_program = found.kinds & !session_kinds.bits();
     }
+    // And so are what it did while watched, from before the probe to now.
+    if let Some(w) = watched {
+        log::debug!(
+            "while watched, the program enabled {:#x}, disabled {:#x}, registered callbacks: {}",
+            w.on,
+            w.off,
+            w.callbacks.is_some()
+        );
+        if let Some((request, complete)) = w.callbacks {
+            program.request = request;
+            program.complete = complete;
+            program.registered = true;
+        }
+        program.enabled = (program.enabled | w.on) & !w.off;
+    }
+    program.only_program = program.enabled & !session_kinds.bits();
     let receiving = program.receives() != 0;
     DISPATCHING.store(receiving, Ordering::Release);
     link.writer.set_foreign_kinds(program.only_program);

@@ -515,6 +515,10 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
             ));
         }
     };
+    log::debug!(
+        "the program's buffers are watched for {} ms",
+        watch.as_millis()
+    );
     std::thread::sleep(watch);
     // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
     // SAFETY: the real flush.
