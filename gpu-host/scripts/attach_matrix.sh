@@ -369,7 +369,10 @@ judge_hung() {
   local f=$1 line=$2 want=$3
   case $want in
   debugger) grep -q 'wait_flag' "$f" && [[ $line == *" ok" ]] ;;
-  flight) [[ $line == *" ok-flight" ]] && grep -q 'running or next to run: wait_flag' "$f" ;;
+  # The recorder knows a launch finished only from a synchronisation the program made after it: a hang a few steps
+  # after the job's last synchronise leaves those steps' kernels unknown, and the recorder names the hung kernel as
+  # the last of the stream's launches not known to have finished (`... up to wait_flag (the stream's last launch`).
+  flight) [[ $line == *" ok-flight" ]] && grep -qE "running or next to run: wait_flag|up to wait_flag \(the stream's last launch" "$f" ;;
   refused) [[ $line == *" refused-in-driver" || $line == *" refused-no-quiet-moment" || $line == *" ok" ]] ;;
   esac
 }
@@ -401,15 +404,6 @@ hung_row() {
     if [ "$part" = before ]; then
       judge_hung "$out/hung/attach$n-where.txt" "$line" debugger || { verdict=FAIL; notes+=" where before any trace named no hung kernel;"; }
     else
-      # On a GPU shared by many jobs the launches queued before the hung kernel can take seconds to run: the recorder
-      # then names the oldest unfinished one and the hung kernel as the stream's last (its queue not yet drained),
-      # as it should. Asked again, as a user would, until the queue drained (10 s at most).
-      local tries=0
-      while ! judge_hung "$out/hung/attach$n-where.txt" "$line" flight && [ $tries -lt 5 ] \
-        && grep -q "up to wait_flag (the stream's last launch" "$out/hung/attach$n-where.txt"; do
-        sleep 2; tries=$((tries + 1)); line=$(attach hung $n where 0 --pid "$pid"); echo "$part $line (again)" >> "$d/attaches.txt"
-      done
-      [ $tries -gt 0 ] && notes+=" where asked again $tries times while the stream's queue drained;"
       judge_hung "$out/hung/attach$n-where.txt" "$line" flight || { verdict=FAIL; notes+=" where after a trace (flight recorder) named no hung kernel;"; }
       n=$((n + 1)); line=$(attach hung $n pc-sampling 1 --pid "$pid"); echo "$part $line" >> "$d/attaches.txt"
       local ms; ms=$(echo "$line" | grep -o 'ms=[0-9]*' | cut -d= -f2)
