@@ -278,10 +278,13 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
         return loss
 
     cycles = []
+    # When each cycle was collected (CLOCK_MONOTONIC, ns: the injection library's debug log is stamped with it).
+    collected_ns = []
     repeats = [0]
 
     def collect(p):
         cycles.append(gpu_records(p))
+        collected_ns.append(time.monotonic_ns())
         repeats[0] += gpu_record_repeats(p)
 
     prof = None
@@ -322,6 +325,13 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
     if kind != "nvtx":
         print(f"torch_profiler kernels {sum(cycles)} steps {loop.steps}", flush=True)
         print(f"torch_profiler_cycles {runs(cycles)}", flush=True)
+        # The cycles unlike the most common count (the last, partial one aside), with when each was collected: to
+        # set beside the attaches' times.
+        if len(cycles) > 1:
+            usual = max(set(cycles[:-1]), key=cycles[:-1].count)
+            for n, (count, at) in enumerate(zip(cycles[:-1], collected_ns)):
+                if count != usual:
+                    print(f"torch_profiler_cycle_unlike {n} {count} of {usual} collected_ns {at}", flush=True)
         print(f"torch_profiler repeats {repeats[0]}", flush=True)
     print(f"result {loss.item():.10f} {checksum(model):.10f} steps {loop.steps}", flush=True)
     return 0
