@@ -222,6 +222,18 @@ def gpu_record_starts_us(prof):
     return [(e.start_ns() - origin) / 1000 for e in results.events() if e.device_type() == cuda]
 
 
+def record_runs(starts_us):
+    """A cycle's GPU records in runs split where the GPU was idle over 1 ms (the synchronisation between steps), as
+    `COUNT@FIRST_START_US` each: where in a cycle records lack."""
+    runs_at, prev = [], None
+    for t in starts_us:
+        if prev is None or t - prev > 1000:
+            runs_at.append([0, t])
+        runs_at[-1][0] += 1
+        prev = t
+    return " ".join(f"{c}@{t:.0f}" for c, t in runs_at)
+
+
 def gpu_records(prof):
     """The number of GPU records (kernels, copies, sets) a torch.profiler session gave."""
     return len(gpu_record_starts_us(prof))
@@ -282,8 +294,13 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
     collected_ns = []
     repeats = [0]
 
+    # Each cycle's GPU record starts (us from its session's start), to tell where in an unusual cycle records lack.
+    starts = []
+
     def collect(p):
-        cycles.append(gpu_records(p))
+        s = sorted(gpu_record_starts_us(p))
+        cycles.append(len(s))
+        starts.append(s)
         collected_ns.append(time.monotonic_ns())
         repeats[0] += gpu_record_repeats(p)
 
@@ -331,7 +348,13 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
             usual = max(set(cycles[:-1]), key=cycles[:-1].count)
             for n, (count, at) in enumerate(zip(cycles[:-1], collected_ns)):
                 if count != usual:
-                    print(f"torch_profiler_cycle_unlike {n} {count} of {usual} collected_ns {at}", flush=True)
+                    print(f"torch_profiler_cycle_unlike {n} {count} of {usual} collected_ns {at} runs "
+                          f"{record_runs(starts[n])}", flush=True)
+        # The same for one usual cycle, to compare with.
+        if len(cycles) > 2:
+            n = next((i for i, c in enumerate(cycles[:-1]) if c == usual), None)
+            if n is not None:
+                print(f"torch_profiler_cycle_usual {n} runs {record_runs(starts[n])}", flush=True)
         print(f"torch_profiler repeats {repeats[0]}", flush=True)
     print(f"result {loss.item():.10f} {checksum(model):.10f} steps {loop.steps}", flush=True)
     return 0

@@ -783,6 +783,17 @@ fn unshare_cupti(writer: &Writer, reason: EndReason, kept: ActivityKinds) {
             ),
         );
     }
+    if u.kept_outstanding {
+        writer.notice(
+            NoticeLevel::Warning,
+            "CUPTI still held a buffer of the trace's when it ended, which it will complete to the program's own \
+             profiler: records of the profiler's written there before its next flush are lost to it if it passes \
+             over buffers it did not give (Kineto does). One of its own buffers is kept outstanding, so that it goes \
+             on flushing and gets its buffers again (without that, a torch.profiler on a schedule recorded nothing \
+             more after such a window)"
+                .into(),
+        );
+    }
     if u.clock.is_none() && !u.exiting {
         writer.notice(
             NoticeLevel::Warning,
@@ -912,6 +923,9 @@ impl Session {
                 tracer.stop_keeping_then(keep, crate::coexist::give_back_callbacks)
             } {
                 Ok(report) => {
+                    if report.stats.buffers_in_use > 0 {
+                        crate::coexist::tracer_kept_a_buffer();
+                    }
                     if let Some(p) = &report.panic {
                         log::error!("writing a batch panicked: {p}");
                     }

@@ -103,6 +103,32 @@ pub(super) fn end() -> Handed {
     }
 }
 
+/// The sharing ends while CUPTI still holds a buffer of the tracer's, which it will complete to the program's
+/// callbacks (CUPTI keeps a buffer it has written nothing into across forced flushes): the open buffer goes back,
+/// and one more of the program's is taken and never handed back. Kineto flushes CUPTI at a session's end only while
+/// a buffer of its is outstanding, and CUPTI asks it for none while it fills the tracer's: on an H200 a
+/// torch.profiler on a `schedule` recorded nothing in any cycle after such a window. Kept, the buffer makes it flush,
+/// which brings the tracer's buffer out (Kineto passes over a buffer it did not give: the records in it are lost to
+/// it) and CUPTI asks it for its own again. Returns the buffers handed back and whether one was kept.
+pub(super) fn end_keeping_one(
+    request: sys::CUpti_BuffersCallbackRequestFunc,
+    complete: sys::CUpti_BuffersCallbackCompleteFunc,
+) -> (Handed, bool) {
+    let mut slot = open();
+    slot.live = false;
+    let handed = Handed {
+        buffers: hand_back(&mut slot.open),
+        ..Handed::default()
+    };
+    let kept = match (request, complete) {
+        (Some(request), Some(complete)) => take_new(request, complete, 0).map(|b| {
+            log::debug!("program's buffer {:p} kept, never handed back", b.buffer);
+        }),
+        _ => None,
+    };
+    (handed, kept.is_some())
+}
+
 /// Drops the open buffer without calling the program (its process is exiting), and opens none after.
 pub(super) fn forget() {
     let mut slot = open();

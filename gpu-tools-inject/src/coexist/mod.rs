@@ -163,6 +163,8 @@ struct Mux {
     /// The record layout of the session's tracer, once it runs: the trace reads the program's buffers CUPTI held
     /// when the tracer started ([`unlent_to_program`]).
     layout: Option<RecordLayout>,
+    /// The tracer stopped with a buffer of its still held by CUPTI ([`tracer_kept_a_buffer`]).
+    tracer_holds_buffer: bool,
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -655,6 +657,7 @@ pub fn install(
         callbacks_given: false,
         clock_given: None,
         layout: None,
+        tracer_holds_buffer: false,
     });
     drop(guard);
     // Outside the sharing's lock: the slot's lock is never taken under it (a buffer handed back under the slot's
@@ -685,9 +688,18 @@ pub fn program_kinds() -> ActivityKinds {
         .unwrap_or(ActivityKinds::empty())
 }
 
+/// The session's tracer stopped with a buffer of its still held by CUPTI (`TracerStats::buffers_in_use`): CUPTI
+/// will complete it to the program's callbacks, and [`uninstall`] keeps one of the program's buffers outstanding so
+/// that its profiler goes on flushing (`handover::end_keeping_one`).
+pub fn tracer_kept_a_buffer() {
+    with_mux(|m| m.tracer_holds_buffer = true);
+}
+
 /// What [`uninstall`] reports.
 #[derive(Debug, Default)]
 pub struct Uninstalled {
+    /// One of the program's buffers was kept outstanding ([`tracer_kept_a_buffer`]).
+    pub kept_outstanding: bool,
     /// What the program was given.
     pub handed: Handed,
     /// It registered buffer callbacks during the session (given back to CUPTI now).
@@ -766,9 +778,14 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
             enabled: ActivityKinds::from_bits_retain(mux.program.enabled),
             clock: None,
             exiting: true,
+            kept_outstanding: false,
         });
     }
-    let last = handover::end();
+    let (last, kept_outstanding) = if mux.tracer_holds_buffer && mux.program.registered {
+        handover::end_keeping_one(mux.program.request, mux.program.complete)
+    } else {
+        (handover::end(), false)
+    };
     handed.buffers += last.buffers;
     let program = mux.program;
     // The program's clock back in CUPTI: its own callback, or the one recognised at the start.
@@ -811,6 +828,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         }
     }
     Some(Uninstalled {
+        kept_outstanding,
         exiting: false,
         clock: clock_restored.then_some(clock),
         handed,

@@ -54,7 +54,11 @@ static HANDED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 /// Its buffers hold this many bytes, and at most `MAX_RECORDS` records.
 static BUFFER_BYTES: Mutex<(usize, usize)> = Mutex::new((0, 0));
 
+/// Calls of the stand-in program profiler's request callback.
+static REQUESTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 unsafe extern "C" fn program_request(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    REQUESTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let (bytes, max_records) = *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner());
     let layout = std::alloc::Layout::from_size_align(bytes, 8).expect("a valid layout");
     // SAFETY: a non-zero size; the out-pointers are valid (the caller's contract).
@@ -129,6 +133,9 @@ static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsi
 /// Kinds the sharing disabled in CUPTI (tests that read it hold `SERIAL`).
 static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 
+/// Kinds the sharing enabled in CUPTI (tests that read it hold `SERIAL`).
+static ENABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
+
 /// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
 fn no_cupti() -> Real {
     unsafe extern "C" fn register(
@@ -138,7 +145,8 @@ fn no_cupti() -> Real {
         REGISTERED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         sys::CUPTI_SUCCESS
     }
-    unsafe extern "C" fn kind(_: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+    unsafe extern "C" fn kind(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+        ENABLED.lock().unwrap_or_else(|p| p.into_inner()).push(kind);
         sys::CUPTI_SUCCESS
     }
     unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
@@ -208,6 +216,7 @@ fn share(program: Program) -> Arc<Writer> {
         callbacks_given: false,
         clock_given: None,
         layout: None,
+        tracer_holds_buffer: false,
     });
     with_mux(|_| ());
     handover::begin();
@@ -511,5 +520,71 @@ fn a_kind_kept_for_the_program_that_it_turned_off_since_is_turned_off_at_the_end
         *DISABLED.lock().unwrap_or_else(|p| p.into_inner()),
         vec![runtime],
         "runtime off, kernel left on"
+    );
+}
+
+#[test]
+fn a_kind_of_the_trace_the_program_enables_before_the_tracer_starts_is_enabled_in_cupti() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    share(Program::default());
+    ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    assert_eq!(
+        *ENABLED.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![kernel],
+        "no tracer enabled it yet: CUPTI enables it for the program"
+    );
+    assert_eq!(program_kinds().bits(), bit(kernel));
+    set_trace_layout(RecordLayout::Cupti13_0);
+    // SAFETY: as above.
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    assert_eq!(
+        ENABLED.lock().unwrap_or_else(|p| p.into_inner()).len(),
+        1,
+        "the tracer records it: CUPTI is not called again"
+    );
+    end_sharing();
+}
+
+/// Buffers the stand-in program profiler's request callback gave (tests that read it hold `SERIAL`).
+fn requested() -> usize {
+    REQUESTS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[test]
+fn a_buffer_of_the_tracer_left_in_cupti_keeps_one_of_the_program_outstanding() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (4096, 0);
+    let program = || Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
+        ..Program::default()
+    };
+    // The tracer held no buffer at its stop: every buffer taken from the program goes back to it.
+    share(program());
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let before = requested();
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert!(!end.kept_outstanding);
+    assert_eq!(
+        requested() - before,
+        HANDED.lock().unwrap_or_else(|p| p.into_inner()).len(),
+        "none outstanding"
+    );
+    // It held one: one more is taken from the program than goes back, and the end says so.
+    share(program());
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    let before = requested();
+    tracer_kept_a_buffer();
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert!(end.kept_outstanding);
+    assert_eq!(
+        requested() - before,
+        HANDED.lock().unwrap_or_else(|p| p.into_inner()).len() + 1,
+        "one outstanding"
     );
 }
