@@ -917,11 +917,12 @@ impl Session {
         };
         let counts = match Arc::try_unwrap(self.tracer) {
             // The program's callbacks go back inside the stop, as soon as the tracer holds no buffer.
-            Ok(tracer) => match if keep.is_empty() {
-                tracer.stop_keeping(keep)
-            } else {
-                tracer.stop_keeping_then(keep, crate::coexist::give_back_callbacks)
-            } {
+            Ok(tracer) => match tracer.stop_keeping_then(keep, || {
+                if !keep.is_empty() {
+                    crate::coexist::give_back_callbacks();
+                }
+                crate::coexist::tracer_stopped();
+            }) {
                 Ok(report) => {
                     if report.stats.buffers_in_use > 0 {
                         crate::coexist::tracer_kept_a_buffer();

@@ -681,6 +681,14 @@ pub fn set_session_kinds(kinds: ActivityKinds) {
     });
 }
 
+/// The session's tracer has stopped (after its last flush): from now on the program's enables and disables of any
+/// kind go to CUPTI, as without the trace. Until [`uninstall`], a kind the trace had recorded was otherwise enabled
+/// for the program only in the sharing's state: on an H200, a torch.profiler cycle begun in those milliseconds after a
+/// window kept 4 of its 141 kernels.
+pub fn tracer_stopped() {
+    set_session_kinds(ActivityKinds::empty());
+}
+
 /// The kinds the program's profiler has enabled now, which the session's tracer leaves enabled when it stops (see
 /// `ActivityTracer::stop_keeping`): empty when nothing is shared.
 pub fn program_kinds() -> ActivityKinds {

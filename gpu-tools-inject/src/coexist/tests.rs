@@ -588,3 +588,34 @@ fn a_buffer_of_the_tracer_left_in_cupti_keeps_one_of_the_program_outstanding() {
         "one outstanding"
     );
 }
+
+#[test]
+fn after_the_tracer_stops_the_program_enables_and_disables_in_cupti() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    share(Program::default());
+    set_trace_layout(RecordLayout::Cupti13_0);
+    ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    DISABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // SAFETY (each hook): a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    assert!(
+        ENABLED.lock().unwrap_or_else(|p| p.into_inner()).is_empty(),
+        "the tracer records it"
+    );
+    tracer_stopped();
+    assert_eq!(unsafe { hooks::disable(kernel) }, sys::CUPTI_SUCCESS);
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    assert_eq!(
+        *DISABLED.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![kernel],
+        "disabled in CUPTI once the tracer stopped"
+    );
+    assert_eq!(
+        *ENABLED.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![kernel],
+        "and enabled again"
+    );
+    assert_eq!(program_kinds().bits(), bit(kernel));
+    end_sharing();
+}
