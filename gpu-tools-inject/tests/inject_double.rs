@@ -390,6 +390,26 @@ impl ProgramProfiler {
         }
     }
 
+    /// From now on it behaves as Kineto does with its buffers (`pp_kineto`).
+    fn kineto(&self) {
+        // SAFETY: `void pp_kineto(int on)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(i32)>(b"pp_kineto\0")
+                .unwrap()(1)
+        }
+    }
+
+    /// Completed buffers it passed over, not having lent them.
+    fn unknown(&self) -> u64 {
+        // SAFETY: `uint64_t pp_unknown(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> u64>(b"pp_unknown\0")
+                .unwrap()()
+        }
+    }
+
     fn buffers(&self) -> u64 {
         // SAFETY: `uint64_t pp_buffers(void)`.
         unsafe {
@@ -1471,6 +1491,14 @@ fn attach_child_cycles() {
                 profiler.buffer_bytes(bytes.parse().unwrap());
                 println!("buffers set");
             }
+            ["kineto"] => {
+                // CUPTI keeping an empty buffer across forced flushes, and a profiler that flushes only while a
+                // buffer of its own is out.
+                common::double().set_empty_buffer_kept(true);
+                profiler.kineto();
+                println!("kineto on");
+            }
+            ["unknown"] => println!("unknown buffers {}", profiler.unknown()),
             ["memsets", a, b] => {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
                 let d = common::double();
@@ -1908,6 +1936,81 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
             .iter()
             .any(|n| n.contains("since before the attach")),
         "no kind of its went unseen: {notices:?}"
+    );
+    assert_eq!(ask("exit", "bye"), "");
+    assert!(child.wait().unwrap().success(), "the program exited 0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A window that ends while the program's profiler records, with CUPTI holding an empty buffer of the tracer's (CUPTI
+/// asks for one right after a flush and keeps it across forced flushes), beside a profiler that, as Kineto, flushes
+/// only while a buffer of its own is out and passes over buffers it did not lend: on an H200 such a torch.profiler
+/// recorded nothing more after the window. One of its buffers is kept out, so it flushes and its next sessions get
+/// their kernels; the records CUPTI wrote into the tracer's buffer are lost to it, and the stream says so.
+#[test]
+fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_left_one_in_cupti() {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let (mut child, mut ask) = cycles_child();
+    assert_eq!(ask("kineto", "kineto "), "on");
+    // Its callbacks registered by a session before the attach.
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let (done, mut control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the window started");
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("kernels 1 5", "recorded "), "5");
+    // The window ends with its session open.
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    let records = reader.join().unwrap();
+    assert_eq!(
+        kernels(&records)
+            .iter()
+            .map(|k| k.correlation)
+            .collect::<Vec<_>>(),
+        (1..=5).collect::<Vec<_>>()
+    );
+    let notices: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("still held a buffer of the trace's")),
+        "the stream says CUPTI kept a buffer of the trace's: {notices:?}"
+    );
+    // Its session goes on after the window, into the tracer's buffer CUPTI holds, and ends.
+    assert_eq!(ask("kernels 6 10", "recorded "), "5");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let count = |ask: &mut Ask| -> u64 {
+        let answer = ask("count", "program kernels ");
+        answer.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let after_first = count(&mut ask);
+    // Its next session gets every kernel.
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("kernels 11 15", "recorded "), "5");
+    assert_eq!(ask("stop", "stopped "), "0");
+    assert_eq!(
+        count(&mut ask),
+        after_first + 5,
+        "the session after the window got its kernels"
+    );
+    assert!(
+        after_first >= 5,
+        "the window's kernels reached it: {after_first}"
+    );
+    let unknown: u64 = ask("unknown", "unknown buffers ").parse().unwrap();
+    assert_eq!(
+        unknown, 1,
+        "the tracer's buffer came to it, and it passed over it"
     );
     assert_eq!(ask("exit", "bye"), "");
     assert!(child.wait().unwrap().success(), "the program exited 0");

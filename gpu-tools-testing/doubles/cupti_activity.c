@@ -5,7 +5,8 @@
  * callback. A buffer that cannot take the next record is completed (on the emitting thread, or on a worker thread
  * after `cd_async(1)`, as CUPTI's worker does) and a new one requested; a refused request drops the record and
  * counts it for cuptiActivityGetNumDroppedRecords. cuptiActivityFlushAll completes the current buffer on the
- * calling thread after the worker has drained. API, resource and synchronize callbacks are fired with
+ * calling thread after the worker has drained (`cd_empty_buffer_kept(1)`: an empty one stays, and a new one is asked
+ * for right after a completion, as CUPTI 13.0 does). API, resource and synchronize callbacks are fired with
  * `cd_api_callback` (`cd_api_callback_params` with a parameter struct), `cd_resource` (`cd_graph_resource` for
  * graphs) and `cd_sync_callback` for a subscriber that enabled them. NVTX: `InitializeInjectionNvtx2` takes a
  * module's nvtxRangePushA, nvtxRangePop and nvtxMarkA, which write marker records while MARKER is enabled. */
@@ -264,6 +265,10 @@ static int g_fail_code;
 /* Buffers waiting for the worker thread. */
 #define QUEUE_MAX 256
 static int g_async;
+/* cd_empty_buffer_kept: a forced flush keeps an empty current buffer, and right after it completes one, while a kind
+ * is enabled, asks for the next one and holds it, empty, as CUPTI 13.0 on driver 580 was seen to (a tracer stopped
+ * with such a buffer still lent after two forced flushes). */
+static int g_keep_empty;
 static struct {
     uint8_t *buf;
     size_t size, used;
@@ -608,8 +613,9 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     while (g_queue_len > 0 || g_worker_busy) pthread_cond_wait(&g_cond, &g_lock);
     uint8_t *buf = NULL;
     size_t size = 0, used = 0;
-    /* A forced flush returns the current buffer even when empty; a normal one only with records. */
-    if (g_buf && (g_buf_used > 0 || (flag & 1))) {
+    /* A forced flush returns the current buffer even when empty (unless cd_empty_buffer_kept); a normal one only with
+     * records. */
+    if (g_buf && (g_buf_used > 0 || ((flag & 1) && !g_keep_empty))) {
         buf = g_buf;
         size = g_buf_size;
         used = g_buf_used;
@@ -623,6 +629,25 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     pthread_mutex_unlock(&g_lock);
     /* The flushing thread delivers, as CUPTI's FlushAll does. */
     if (buf && f) f(NULL, 0, buf, size, used);
+    pthread_mutex_lock(&g_lock);
+    int ask = g_keep_empty && buf && used > 0 && g_enabled != 0 && !g_buf;
+    request_fn req = g_request;
+    pthread_mutex_unlock(&g_lock);
+    if (ask && req) {
+        uint8_t *nb = NULL;
+        size_t ns = 0, max_records = 0;
+        req(&nb, &ns, &max_records);
+        pthread_mutex_lock(&g_lock);
+        g_stats.requests++;
+        int usable = nb && ns >= 8 && ((uintptr_t)nb & 7) == 0 && !g_buf;
+        if (usable) {
+            g_buf = nb;
+            g_buf_size = ns;
+            g_buf_used = 0;
+        }
+        pthread_mutex_unlock(&g_lock);
+        if (nb && !usable) complete(nb, ns, 0);
+    }
     return SUCCESS;
 }
 
@@ -821,6 +846,12 @@ uint32_t cd_thread_id_type(void) {
     uint32_t t = g_thread_id_type;
     pthread_mutex_unlock(&g_lock);
     return t;
+}
+
+void cd_empty_buffer_kept(int on) {
+    pthread_mutex_lock(&g_lock);
+    g_keep_empty = on;
+    pthread_mutex_unlock(&g_lock);
 }
 
 void cd_async(int on) {

@@ -33,11 +33,38 @@ static uint64_t g_buffers;
 static uint64_t g_callbacks;
 static void *g_subscriber;
 
+/* pp_kineto(1): as Kineto, it keeps the buffers it lent CUPTI, passes over a completed buffer it did not lend (and
+ * counts it), and forces a flush at a session's end only while a buffer of its is outstanding
+ * (`CuptiActivityApi::activityBuffers`). */
+static int g_kineto;
+#define LENT_MAX 256
+static uint8_t *g_lent[LENT_MAX];
+static uint64_t g_unknown;
+
+void pp_kineto(int on) { __atomic_store_n(&g_kineto, on, __ATOMIC_SEQ_CST); }
+
+/* Buffers of its own CUPTI holds now (pp_kineto only). */
+static int outstanding(void) {
+    int n = 0;
+    for (int i = 0; i < LENT_MAX; i++) n += g_lent[i] != NULL;
+    return n;
+}
+
 static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
     size_t bytes = __atomic_load_n(&g_buffer_bytes, __ATOMIC_SEQ_CST);
     *buffer = aligned_alloc(8, bytes);
     *size = *buffer ? bytes : 0;
     *max_records = 0;
+    if (*buffer && __atomic_load_n(&g_kineto, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&g_lock);
+        for (int i = 0; i < LENT_MAX; i++) {
+            if (!g_lent[i]) {
+                g_lent[i] = *buffer;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
 }
 
 /* Kernel records handed over more than once: CUPTI makes one per launch, each with its own correlation id (at byte
@@ -64,6 +91,21 @@ static void on_complete(void *ctx, uint32_t stream, uint8_t *buffer, size_t size
     (void)size;
     void *record = NULL;
     pthread_mutex_lock(&g_lock);
+    if (__atomic_load_n(&g_kineto, __ATOMIC_SEQ_CST)) {
+        int known = 0;
+        for (int i = 0; i < LENT_MAX; i++) {
+            if (g_lent[i] == buffer) {
+                g_lent[i] = NULL;
+                known = 1;
+                break;
+            }
+        }
+        if (!known) {
+            g_unknown++;
+            pthread_mutex_unlock(&g_lock);
+            return;
+        }
+    }
     g_buffers++;
     while (cuptiActivityGetNextRecord(buffer, valid, &record) == 0) {
         uint32_t kind = *(const uint32_t *)record;
@@ -99,7 +141,21 @@ int pp_stop(const uint32_t *kinds, int n) {
         CUptiResult r = cuptiActivityDisable(kinds[i]);
         if (r) return (int)r;
     }
+    if (__atomic_load_n(&g_kineto, __ATOMIC_SEQ_CST)) {
+        pthread_mutex_lock(&g_lock);
+        int none = outstanding() == 0;
+        pthread_mutex_unlock(&g_lock);
+        if (none) return 0;
+    }
     return (int)cuptiActivityFlushAll(1);
+}
+
+/* Completed buffers it passed over, not having lent them (pp_kineto only). */
+uint64_t pp_unknown(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_unknown;
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 int pp_subscribe(void) { return (int)cuptiSubscribe(&g_subscriber, on_callback, NULL); }
