@@ -1511,7 +1511,10 @@ fn attach_child_cycles() {
                     .count();
                 println!("recorded {recorded}");
             }
-            ["busy"] => {
+            ["busy"] | ["busy", "lossy"] => {
+                // `busy lossy`: CUPTI may drop some of its records (said in the stream), which are not counted as
+                // made in a session.
+                let lossy = words.len() == 2;
                 busy.store(true, Ordering::SeqCst);
                 let (busy, launch) = (Arc::clone(&busy), launch.clone());
                 launcher = Some(std::thread::spawn(move || {
@@ -1522,7 +1525,10 @@ fn attach_child_cycles() {
                     let mut next = first;
                     while busy.load(Ordering::SeqCst) {
                         let code = launch(next);
-                        assert_eq!(code, 1, "the launcher's kernel {next} recorded");
+                        assert!(
+                            code == 1 || (lossy && code == 0),
+                            "the launcher's kernel {next} recorded ({code})"
+                        );
                         next += 1;
                         std::thread::sleep(Duration::from_micros(200));
                     }
@@ -2012,6 +2018,73 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
         unknown, 1,
         "the tracer's buffer came to it, and it passed over it"
     );
+    assert_eq!(ask("exit", "bye"), "");
+    assert!(child.wait().unwrap().success(), "the program exited 0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same profiler, its program launching through the window's end (every 200 us): no buffer of the tracer's is
+/// left in CUPTI (one CUPTI holds empty fills and comes back at one of the stop's flushes: the library's
+/// `a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills` tests that apart), and every kernel
+/// CUPTI recorded in its session reaches it once (those CUPTI dropped between the tracer's last buffer and its
+/// callbacks' return are said in the stream).
+#[test]
+fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_program_launches_through_the_end()
+ {
+    library();
+    let dir = std::env::temp_dir().join(format!("inject_double-busy-end-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    let (mut child, mut ask) = cycles_child();
+    assert_eq!(ask("kineto", "kineto "), "on");
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let (done, mut control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the window started");
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("busy lossy", "busy"), "");
+    std::thread::sleep(Duration::from_millis(100));
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    let records = reader.join().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let _made: u32 = ask("idle", "idle ").parse().unwrap();
+    assert_eq!(ask("stop", "stopped "), "0");
+    let notices: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !notices
+            .iter()
+            .any(|n| n.contains("still held a buffer of the trace's")),
+        "no buffer of the trace's left in CUPTI: {notices:?}"
+    );
+    let dropped: u64 = notices
+        .iter()
+        .find_map(|n| {
+            n.strip_prefix("CUPTI dropped ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0);
+    let answer = ask("count", "program kernels ");
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    let (handed, repeats, made): (u64, u64, u64) = (
+        words[0].parse().unwrap(),
+        words[2].parse().unwrap(),
+        words[4].parse().unwrap(),
+    );
+    assert_eq!(repeats, 0, "none twice ({answer})");
+    assert_eq!(
+        handed, made,
+        "every kernel of its session CUPTI recorded ({dropped} dropped, said) ({answer})"
+    );
+    let unknown: u64 = ask("unknown", "unknown buffers ").parse().unwrap();
+    assert_eq!(unknown, 0, "no buffer of the trace's came to it");
     assert_eq!(ask("exit", "bye"), "");
     assert!(child.wait().unwrap().success(), "the program exited 0");
     let _ = std::fs::remove_dir_all(&dir);

@@ -341,6 +341,34 @@ fn stop_keeping_leaves_the_kept_kinds_enabled_and_lends_no_buffer_after_the_flus
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// CUPTI asks for a buffer right after a flush completes one, and keeps it across forced flushes while it is empty
+/// (CUPTI 13.0): a stop that keeps kinds waits for a kept kind to write into it, flushes it back, and lends none
+/// after (left lent, it went to the other consumer, which passed over it and, as Kineto, stopped flushing).
+#[test]
+fn a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills() {
+    let _serial = serial();
+    let d = double();
+    d.set_empty_buffer_kept(true);
+    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
+    // The kept kind records again a few milliseconds into the stop.
+    let later = std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        double().memset(2, 1, 1, 2, 0, 2)
+    });
+    let report = tracer.stop_keeping(ActivityKinds::MEMSET);
+    let written = later.join().unwrap();
+    d.set_empty_buffer_kept(false);
+    let report = report.unwrap();
+    assert_eq!(written, 1, "written into the buffer CUPTI held");
+    assert_eq!(report.stats.buffers_in_use, 0, "the buffer came back");
+    assert_eq!(records(&sink).len(), 2, "both records delivered");
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 #[test]
 fn hand_back_comes_after_the_last_flush_and_drops_until_then_are_after_the_stop() {
     let _serial = serial();

@@ -26,7 +26,11 @@ struct State {
     size: usize,
     max: usize,
     free: Vec<Block>,
-    lent: Vec<Block>,
+    /// Buffers CUPTI holds, each with the generation (the configuration) it was lent in.
+    lent: Vec<(Block, u64)>,
+    /// Bumped at each [`configure`]: a buffer an earlier tracer lent, which CUPTI completed to another consumer that
+    /// kept it, is not the current tracer's.
+    generation: u64,
     /// Buffers being allocated outside the lock, counted against `max`.
     pending: usize,
     made: u64,
@@ -38,10 +42,21 @@ static POOL: Mutex<State> = Mutex::new(State {
     max: 0,
     free: Vec::new(),
     lent: Vec::new(),
+    generation: 0,
     pending: 0,
     made: 0,
     refused: 0,
 });
+
+impl State {
+    /// Buffers lent since the current configuration.
+    fn lent_now(&self) -> usize {
+        self.lent
+            .iter()
+            .filter(|&&(_, g)| g == self.generation)
+            .count()
+    }
+}
 
 fn pool() -> std::sync::MutexGuard<'static, State> {
     // The state stays consistent across a panic (every change is one push or pop).
@@ -53,6 +68,7 @@ fn pool() -> std::sync::MutexGuard<'static, State> {
 pub(crate) struct PoolCounts {
     pub made: u64,
     pub refused: u64,
+    /// Lent since the current tracer configured the pool and not back yet.
     pub lent: usize,
 }
 
@@ -63,6 +79,7 @@ pub(crate) fn configure(size: usize, max: usize) {
     p.size = size;
     p.max = max;
     p.free.retain(|b| b.len_bytes() == size);
+    p.generation += 1;
     p.made = 0;
     p.refused = 0;
 }
@@ -82,7 +99,7 @@ static BETWEEN: Mutex<Option<fn()>> = Mutex::new(None);
 /// A buffer for CUPTI: its address and size, or `None` when the pool is closed or `max` are lent.
 pub(crate) fn take() -> Option<(*mut u8, usize)> {
     let mut p = pool();
-    if p.size == 0 || p.lent.len() + p.pending >= p.max {
+    if p.size == 0 || p.lent_now() + p.pending >= p.max {
         p.refused += 1;
         return None;
     }
@@ -112,7 +129,8 @@ pub(crate) fn take() -> Option<(*mut u8, usize)> {
     };
     let ptr = block.0.as_ptr().cast::<u8>().cast_mut();
     let len = block.len_bytes();
-    p.lent.push(block);
+    let generation = p.generation;
+    p.lent.push((block, generation));
     Some((ptr, len))
 }
 
@@ -121,18 +139,18 @@ pub(crate) fn lent_size(ptr: *const u8) -> Option<usize> {
     let p = pool();
     p.lent
         .iter()
-        .find(|b| b.addr() == ptr as usize)
-        .map(Block::len_bytes)
+        .find(|(b, _)| b.addr() == ptr as usize)
+        .map(|(b, _)| b.len_bytes())
 }
 
 /// Takes back the buffer at `ptr`: it is reused if it has the current size, released otherwise. Returns false
 /// for a pointer the pool did not lend (left alone).
 pub(crate) fn give_back(ptr: *const u8) -> bool {
     let mut p = pool();
-    let Some(i) = p.lent.iter().position(|b| b.addr() == ptr as usize) else {
+    let Some(i) = p.lent.iter().position(|(b, _)| b.addr() == ptr as usize) else {
         return false;
     };
-    let block = p.lent.swap_remove(i);
+    let (block, _) = p.lent.swap_remove(i);
     if block.len_bytes() == p.size {
         p.free.push(block);
     }
@@ -144,7 +162,7 @@ pub(crate) fn counts() -> PoolCounts {
     PoolCounts {
         made: p.made,
         refused: p.refused,
-        lent: p.lent.len(),
+        lent: p.lent_now(),
     }
 }
 
@@ -152,8 +170,12 @@ pub(crate) fn counts() -> PoolCounts {
 mod tests {
     use super::*;
 
+    /// The pool is the process's: one test at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_buffer_made_while_the_pool_closes_is_not_lent() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         configure(64, 4);
         // The tracer stops (its pool closes) while CUPTI's request allocates outside the lock.
         *BETWEEN.lock().unwrap() = Some(close);
@@ -166,6 +188,22 @@ mod tests {
         let (ptr, len) = take().expect("served");
         assert_eq!(len, 64);
         assert!(give_back(ptr));
+        close();
+    }
+
+    #[test]
+    fn a_buffer_an_earlier_tracer_lent_is_not_counted_as_the_current_ones() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        configure(64, 1);
+        let (kept, _) = take().expect("served");
+        // Never given back (CUPTI completed it to a consumer that kept it), and the next tracer configures.
+        configure(64, 1);
+        assert_eq!(counts().lent, 0, "not the current tracer's");
+        let (ptr, _) = take().expect("served: the earlier buffer is not counted against the limit");
+        assert_eq!(counts().lent, 1);
+        assert!(give_back(ptr));
+        assert!(give_back(kept), "still known, and taken back");
+        assert_eq!(counts().lent, 0);
         close();
     }
 }

@@ -190,6 +190,12 @@ impl Shared {
     }
 }
 
+/// How long, and how many times, a stop that keeps kinds waits for CUPTI to write into a buffer of the pool it holds
+/// empty, flushing after each wait (see `ActivityTracer::shutdown`): 50 ms at most, for a program whose kept kinds
+/// record nothing meanwhile.
+const KEPT_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
+const KEPT_BUFFER_WAITS: u32 = 25;
+
 /// The buffer-requested callback: a buffer from the pool, or none (CUPTI then drops records and counts them).
 unsafe extern "C" fn on_buffer_requested(
     buffer: *mut *mut u8,
@@ -745,6 +751,26 @@ impl ActivityTracer {
             pool::close();
             if let Err(e) = self.flush_raw(FlushMode::Forced) {
                 first.get_or_insert(e);
+            }
+            // CUPTI asks for a buffer right after it completes one while kinds record, and keeps one it has written
+            // nothing into across forced flushes (CUPTI 13.0, driver 580): such a buffer of the pool, still lent,
+            // would be completed to the other consumer, which may pass over a buffer it did not lend and, as Kineto
+            // does, flush only while one of its own is out (it then recorded nothing more). A kept kind that records
+            // fills it soon: flushed then, it comes back, and the request after it finds the pool closed.
+            let mut waits = 0;
+            while pool::counts().lent > 0 && waits < KEPT_BUFFER_WAITS {
+                std::thread::sleep(KEPT_BUFFER_WAIT);
+                waits += 1;
+                if let Err(e) = self.flush_raw(FlushMode::Forced) {
+                    first.get_or_insert(e);
+                    break;
+                }
+            }
+            if waits > 0 {
+                log::debug!(
+                    "{} buffers of the pool still lent after {waits} more flushes",
+                    pool::counts().lent
+                );
             }
         }
         // No buffer of the pool is lent now: the other consumer's callbacks can take over (the kept kinds).
