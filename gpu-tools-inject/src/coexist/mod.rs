@@ -562,6 +562,12 @@ pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
     let Some(f) = found else {
         return Ok(ProgramProfiler::None);
     };
+    let left = probe::flush_back_lent(&real);
+    if left > 0 {
+        log::debug!(
+            "{left} buffers the probe lent are still in CUPTI: they go to the program's profiler when CUPTI completes them"
+        );
+    }
     // SAFETY: the program's own pair, found where CUPTI keeps its callbacks and checked to be code; registering it
     // again puts CUPTI back as the program left it.
     let code = unsafe { (real.register_callbacks)(Some(f.request), Some(f.complete)) };

@@ -225,6 +225,27 @@ fn end_locating(pair: Option<(usize, usize)>) {
     }
 }
 
+/// How long, and how many times, [`flush_back_lent`] waits for a buffer the probe lent to fill (50 ms at most).
+const LENT_WAIT: Duration = Duration::from_millis(2);
+const LENT_WAITS: u32 = 25;
+
+/// Before the program's callbacks go back into CUPTI without a trace (`program_profiler_now`): a buffer the probe
+/// lent while it looked for them, which CUPTI still holds because nothing was written into it yet (CUPTI asks for
+/// one right after it completes one, and keeps an empty one across forced flushes), would be completed to the
+/// program's profiler, which (Kineto) passes over a buffer it did not lend, records and all. So this waits for it to
+/// fill, flushing after each wait: it comes back through the probe's callbacks, whose copies go on to the program.
+/// Returns the buffers still lent after that (a program whose kinds recorded nothing meanwhile).
+pub(super) fn flush_back_lent(real: &Real) -> usize {
+    let mut waits = 0;
+    while !lent().is_empty() && waits < LENT_WAITS {
+        std::thread::sleep(LENT_WAIT);
+        waits += 1;
+        // SAFETY: the real flush; it calls the probe's callbacks, registered now.
+        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    }
+    lent().len()
+}
+
 /// Records the probe's own buffers held that could not reach the program (since the process started).
 pub(super) fn lost_records() -> u64 {
     LOST.load(Ordering::Relaxed)
@@ -541,6 +562,57 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lent buffer [`completing_flush`] completes, as an address.
+    static HELD: AtomicUsize = AtomicUsize::new(0);
+    /// Forced flushes [`completing_flush`] saw; it completes [`HELD`] at the second.
+    static FLUSHES: AtomicUsize = AtomicUsize::new(0);
+    /// Whether it completes [`HELD`] at all.
+    static COMPLETES: AtomicBool = AtomicBool::new(true);
+
+    unsafe extern "C" fn completing_flush(_: u32) -> sys::CUptiResult {
+        let n = FLUSHES.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == 2 && COMPLETES.load(Ordering::SeqCst) {
+            // SAFETY: a buffer `lend` made, completed once, as CUPTI would, with no records.
+            unsafe {
+                probe_complete(
+                    std::ptr::null_mut(),
+                    0,
+                    HELD.load(Ordering::SeqCst) as *mut u8,
+                    LENT_BYTES,
+                    0,
+                )
+            };
+        }
+        sys::CUPTI_SUCCESS
+    }
+
+    #[test]
+    fn a_buffer_the_probe_lent_that_cupti_holds_empty_is_flushed_back_before_the_program_registers()
+    {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let real = Real {
+            flush_all: completing_flush,
+            ..super::super::tests::no_cupti()
+        };
+        // It comes back at the second flush: none is left, and the probe waited no longer.
+        FLUSHES.store(0, Ordering::SeqCst);
+        COMPLETES.store(true, Ordering::SeqCst);
+        HELD.store(lend() as usize, Ordering::SeqCst);
+        assert_eq!(lent().len(), 1);
+        assert_eq!(flush_back_lent(&real), 0, "flushed back");
+        assert_eq!(FLUSHES.load(Ordering::SeqCst), 2);
+        // It never fills: the probe gives up after 50 ms and says one is left.
+        FLUSHES.store(0, Ordering::SeqCst);
+        COMPLETES.store(false, Ordering::SeqCst);
+        let held = lend();
+        assert_eq!(flush_back_lent(&real), 1, "still lent");
+        assert_eq!(FLUSHES.load(Ordering::SeqCst), LENT_WAITS as usize);
+        assert!(take_lent(held));
+        free_lent(held);
+    }
 
     /// The wheel's real CUPTI 13.0, loaded for the process's life, and its functions; `None` (said, and a failure in
     /// CI) where the wheel's folder is not given.

@@ -137,7 +137,7 @@ static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 static ENABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 
 /// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
-fn no_cupti() -> Real {
+pub(super) fn no_cupti() -> Real {
     unsafe extern "C" fn register(
         _: sys::CUpti_BuffersCallbackRequestFunc,
         _: sys::CUpti_BuffersCallbackCompleteFunc,
