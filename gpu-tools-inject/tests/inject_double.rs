@@ -583,14 +583,7 @@ fn a_profiler_inside_the_program_gets_its_records_beside_the_trace() {
     let corr: Vec<u32> = kernels(&r.records).iter().map(|k| k.correlation).collect();
     assert_eq!(corr, (1..=11).collect::<Vec<_>>());
     assert!(!r.records.iter().any(|r| matches!(r, Record::Memset(_))));
-    let notices: Vec<&str> = r
-        .records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Notice(n) => Some(n.text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notices = notice_texts(&r.records);
     for said in [
         "CUPTI is shared with the program's own profiler",
         "the trace gave it up",
@@ -936,10 +929,7 @@ fn attach_recording(
 #[test]
 fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-attach-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("attach");
     let mut child = attached_child("attach_child", "attach").spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -1352,10 +1342,7 @@ fn attach_child_scheduled() {
 #[test]
 fn attach_beside_a_profiler_on_a_schedule_records_every_window() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-scheduled-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("scheduled");
     let mut child = attached_child("attach_child_scheduled", "scheduled")
         .spawn()
         .unwrap();
@@ -1581,10 +1568,7 @@ const BUSY_FIRST: u32 = 500_000;
 #[test]
 fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-cycles-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("cycles");
     let (mut child, mut ask) = cycles_child();
     let made = |a: u32, b: u32, ask: &mut dyn FnMut(&str, &str) -> String| {
         assert_eq!(
@@ -1731,17 +1715,42 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     expected += 10;
     assert_eq!(handed(&mut ask, "a session after the windows"), expected);
 
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
+
+/// Sends the cycles child a command and returns the rest of its first answer line that starts with the given prefix.
+type Ask = Box<dyn FnMut(&str, &str) -> String>;
+
+/// A scratch folder of this test process named after `name`, emptied, and the socket path in it.
+fn scratch(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("inject_double-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("s");
+    (dir, socket)
+}
+
+/// The texts of the stream's notices.
+fn notice_texts(records: &[Record]) -> Vec<&str> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Notice(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ends the cycles child (`exit`), checks it exited 0, and removes the test's scratch folder.
+fn end_cycles_child(ask: &mut Ask, child: &mut std::process::Child, dir: &std::path::Path) {
     assert_eq!(ask("exit", "bye"), "");
     let status = child.wait().unwrap();
     assert!(
         status.success(),
         "the program ran on and exited 0: {status}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
-
-/// Sends the cycles child a command and returns the rest of its first answer line that starts with the given prefix.
-type Ask = Box<dyn FnMut(&str, &str) -> String>;
 
 /// The cycles child, started, and its [`Ask`].
 fn cycles_child() -> (std::process::Child, Ask) {
@@ -1788,10 +1797,7 @@ fn cycles_child_from(mut command: Command) -> (std::process::Child, Ask) {
 #[test]
 fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-looked-for-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("looked-for");
     let (mut child, mut ask) = cycles_child();
     // Buffers of 4096 bytes: 18 kernel records each, full every 3.6 ms at the launcher's pace.
     assert_eq!(ask("buffers 4096", "buffers "), "set");
@@ -1829,13 +1835,7 @@ fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for
             "round {round}: the window recorded the launcher's kernels"
         );
     }
-    assert_eq!(ask("exit", "bye"), "");
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// A profiler whose session was open across the attach while the program launched nothing (so the attach could not
@@ -1843,10 +1843,7 @@ fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for
 #[test]
 fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-unseen-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("unseen");
     let (mut child, mut ask) = cycles_child();
     assert_eq!(ask("start", "started "), "0");
     assert_eq!(ask("kernels 1 5", "recorded "), "5");
@@ -1870,13 +1867,7 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
         "the loss is said: {:?}",
         records.iter().filter(|r| matches!(r, Record::Notice(_))).collect::<Vec<_>>()
     );
-    assert_eq!(ask("exit", "bye"), "");
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
-    let _ = std::fs::remove_dir_all(&dir);
+    end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// A profiler of the program that starts its session while the attach looks for it (torch.profiler on a `schedule`
@@ -1885,10 +1876,7 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
 #[test]
 fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-watched-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("watched");
     let (mut child, mut ask, log) = cycles_child_logged();
     // A profiler that ran a session before the attach: its callbacks are registered, its kinds off.
     assert_eq!(ask("start", "started "), "0");
@@ -1924,13 +1912,7 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
     let records = reader.join().unwrap();
     let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
     assert_eq!(ids, (1..=5).collect::<Vec<_>>(), "the window's kernels");
-    let notices: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Notice(n) => Some(n.text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notices = notice_texts(&records);
     assert!(
         notices
             .iter()
@@ -1943,9 +1925,7 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
             .any(|n| n.contains("since before the attach")),
         "no kind of its went unseen: {notices:?}"
     );
-    assert_eq!(ask("exit", "bye"), "");
-    assert!(child.wait().unwrap().success(), "the program exited 0");
-    let _ = std::fs::remove_dir_all(&dir);
+    end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// A window that ends while the program's profiler records, with CUPTI holding an empty buffer of the tracer's (CUPTI
@@ -1956,10 +1936,7 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
 #[test]
 fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_left_one_in_cupti() {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-kept-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("kept");
     let (mut child, mut ask) = cycles_child();
     assert_eq!(ask("kineto", "kineto "), "on");
     // Its callbacks registered by a session before the attach.
@@ -1979,13 +1956,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
             .collect::<Vec<_>>(),
         (1..=5).collect::<Vec<_>>()
     );
-    let notices: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Notice(n) => Some(n.text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notices = notice_texts(&records);
     assert!(
         notices
             .iter()
@@ -2018,9 +1989,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
         unknown, 1,
         "the tracer's buffer came to it, and it passed over it"
     );
-    assert_eq!(ask("exit", "bye"), "");
-    assert!(child.wait().unwrap().success(), "the program exited 0");
-    let _ = std::fs::remove_dir_all(&dir);
+    end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// The same profiler, its program launching through the window's end (every 200 us): no buffer of the tracer's is
@@ -2032,10 +2001,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
 fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_program_launches_through_the_end()
  {
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-busy-end-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("busy-end");
     let (mut child, mut ask) = cycles_child();
     assert_eq!(ask("kineto", "kineto "), "on");
     assert_eq!(ask("start", "started "), "0");
@@ -2050,13 +2016,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_pro
     std::thread::sleep(Duration::from_millis(20));
     let _made: u32 = ask("idle", "idle ").parse().unwrap();
     assert_eq!(ask("stop", "stopped "), "0");
-    let notices: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Notice(n) => Some(n.text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notices = notice_texts(&records);
     assert!(
         !notices
             .iter()
@@ -2085,9 +2045,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_pro
     );
     let unknown: u64 = ask("unknown", "unknown buffers ").parse().unwrap();
     assert_eq!(unknown, 0, "no buffer of the trace's came to it");
-    assert_eq!(ask("exit", "bye"), "");
-    assert!(child.wait().unwrap().success(), "the program exited 0");
-    let _ = std::fs::remove_dir_all(&dir);
+    end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// The child of the flight recorder test: a stand-in program with a profiler of its own loaded (not recording).
@@ -2169,10 +2127,7 @@ fn attach_child_flight() {
 fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     use gpu_tools_injection::flight::{self, StreamState};
     library();
-    let dir = std::env::temp_dir().join(format!("inject_double-flight-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("s");
+    let (dir, socket) = scratch("flight");
     let mut child = attached_child("attach_child_flight", "flight")
         .spawn()
         .unwrap();

@@ -460,17 +460,22 @@ fn a_batch_that_read_the_program_callbacks_before_the_end_takes_no_buffer_after_
     );
 }
 
-#[test]
-fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
-    use std::sync::atomic::Ordering::SeqCst;
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let program = || Program {
+/// The stand-in profiler, registered and recording kernels.
+fn kernel_recording_program() -> Program {
+    Program {
         request: Some(program_request),
         complete: Some(program_complete),
         registered: true,
         enabled: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
         ..Program::default()
-    };
+    }
+}
+
+#[test]
+fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let program = kernel_recording_program;
     // Given back inside the tracer's stop, while its kinds record: once, and not again at the end.
     share(program());
     REGISTERED.store(0, SeqCst);
@@ -557,13 +562,7 @@ fn requested() -> usize {
 fn a_buffer_of_the_tracer_left_in_cupti_keeps_one_of_the_program_outstanding() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (4096, 0);
-    let program = || Program {
-        request: Some(program_request),
-        complete: Some(program_complete),
-        registered: true,
-        enabled: bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
-        ..Program::default()
-    };
+    let program = kernel_recording_program;
     // The tracer held no buffer at its stop: every buffer taken from the program goes back to it.
     share(program());
     HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
