@@ -394,6 +394,82 @@ fn hand_back_comes_after_the_last_flush_and_drops_until_then_are_after_the_stop(
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// Buffers the stand-in lender lent (address, size), and those that came back to the stand-in handler of unlent
+/// buffers (address, valid bytes).
+static LENT: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+static CAME_BACK: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// A consumer's request callback: 64 KiB, 8-byte aligned.
+unsafe extern "C" fn stand_in_lender(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let block: &'static mut [u64] = Box::leak(vec![0u64; 8192].into_boxed_slice());
+    let ptr = block.as_mut_ptr().cast::<u8>();
+    LENT.lock().unwrap().push((ptr as usize, 65536));
+    unsafe {
+        *buffer = ptr;
+        *size = 65536;
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn stand_in_unlent(
+    _ctx: gpu_tools::sys::cupti::CUcontext,
+    _stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    CAME_BACK.lock().unwrap().push((buffer as usize, valid));
+}
+
+#[test]
+fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
+    let _serial = serial();
+    let d = double();
+    LENT.lock().unwrap().clear();
+    CAME_BACK.lock().unwrap().clear();
+    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
+    // every buffer the lender lends.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
+        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
+    }
+    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
+    assert!(
+        LENT.lock().unwrap().is_empty(),
+        "nothing lent while the pool serves"
+    );
+    let report = tracer
+        .stop_keeping_then(ActivityKinds::MEMSET, || {
+            // A record made before the other consumer's callbacks are in goes into a buffer of its own.
+            assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 1);
+            // Completed while the tracer's callbacks are still in: it comes to the handler of unlent buffers.
+            assert_eq!(d.flush_forced(), 0);
+        })
+        .unwrap();
+    // SAFETY: clearing has no precondition.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
+        gpu_tools::cupti::activity::set_keeping_lender(None);
+    }
+    assert_eq!(report.dropped_after_stop, 0, "CUPTI had a buffer");
+    assert_eq!(
+        records(&sink).len(),
+        1,
+        "the window's record is the trace's"
+    );
+    let lent = LENT.lock().unwrap().clone();
+    let came_back = CAME_BACK.lock().unwrap().clone();
+    assert_eq!(lent.len(), 1, "one buffer lent: {lent:?}");
+    assert_eq!(came_back.len(), 1, "and it came back: {came_back:?}");
+    assert_eq!(came_back[0].0, lent[0].0);
+    assert!(came_back[0].1 > 0, "holding the record");
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 #[test]
 fn drops_before_a_tracer_starts_are_not_reported_as_its_own() {
     let _serial = serial();

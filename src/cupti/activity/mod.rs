@@ -139,7 +139,7 @@ pub use overhead::{Overhead, OverheadKind};
 pub use record::{Activity, ActivityObject, CopyKind, Dim3, MemoryKind, TimeRange};
 pub use thread_id::{ThreadIdKind, set_thread_id_kind, thread_id_kind};
 pub use tracer::{
-    ActivityTracer, ActivityTracerBuilder, DroppedRecords, FlushMode, TracerReport, TracerStats,
-    UnlentBufferFn, set_unlent_buffer_handler,
+    ActivityTracer, ActivityTracerBuilder, DroppedRecords, FlushMode, RequestBufferFn,
+    TracerReport, TracerStats, UnlentBufferFn, set_keeping_lender, set_unlent_buffer_handler,
 };
 pub use transfer::{Memcpy, Memset, PeerCopy};
