@@ -915,6 +915,9 @@ impl Session {
         } else {
             ActivityKinds::empty()
         };
+        if !keep.is_empty() {
+            crate::coexist::lend_program_buffers_at_stop();
+        }
         let counts = match Arc::try_unwrap(self.tracer) {
             // The program's callbacks go back inside the stop, as soon as the tracer holds no buffer.
             Ok(tracer) => match tracer.stop_keeping_then(keep, || {

@@ -1994,9 +1994,9 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
 
 /// The same profiler, its program launching through the window's end (every 200 us): no buffer of the tracer's is
 /// left in CUPTI (one CUPTI holds empty fills and comes back at one of the stop's flushes: the library's
-/// `a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills` tests that apart), and every kernel
-/// CUPTI recorded in its session reaches it once (those CUPTI dropped between the tracer's last buffer and its
-/// callbacks' return are said in the stream).
+/// `a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills` tests that apart), CUPTI drops
+/// nothing between the tracer's last buffer and its callbacks' return (it has the profiler's buffers then), and
+/// every kernel CUPTI recorded in its session reaches it once.
 #[test]
 fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_program_launches_through_the_end()
  {
@@ -2040,8 +2040,12 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_pro
     );
     assert_eq!(repeats, 0, "none twice ({answer})");
     assert_eq!(
+        dropped, 0,
+        "CUPTI had a buffer for each record: {notices:?}"
+    );
+    assert_eq!(
         handed, made,
-        "every kernel of its session CUPTI recorded ({dropped} dropped, said) ({answer})"
+        "every kernel of its session CUPTI recorded ({answer})"
     );
     let unknown: u64 = ask("unknown", "unknown buffers ").parse().unwrap();
     assert_eq!(unknown, 0, "no buffer of the trace's came to it");
