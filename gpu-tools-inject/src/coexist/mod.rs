@@ -802,6 +802,22 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         mux.link.writer.set_foreign_kinds(0);
         mux
     };
+    // The open buffer of copies goes back while the program's calls still come here: a forced flush of its
+    // profiler's that comes through a hook hands it back inside that flush, and one that comes after finds it
+    // back. Handed back after the slots were restored, it could come after such a flush had gone to CUPTI
+    // directly, once its profiler had taken the buffers it was handed: on an H200 a torch.profiler cycle at a
+    // window's end so lost the 13-76 kernels the window had copied to it, in 2 of 6 window ends.
+    let last = match (exiting, mux.tracer_holds_buffer && mux.program.registered) {
+        (true, _) => {
+            handover::forget();
+            None
+        }
+        (false, true) => Some(handover::end_keeping_one(
+            mux.program.request,
+            mux.program.complete,
+        )),
+        (false, false) => Some((handover::end(), false)),
+    };
     crate::imports::restore(mux.redirects);
     // SAFETY: clearing the handler and the lender has no precondition.
     unsafe {
