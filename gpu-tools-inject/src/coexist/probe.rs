@@ -52,8 +52,11 @@ static PARKED: Mutex<Vec<Completed>> = Mutex::new(Vec::new());
 static LENT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// Records of the probe's own buffers that could not reach the program (it gave no buffer, or none was found).
 static LOST: AtomicU64 = AtomicU64::new(0);
-/// The size of a buffer the probe lends CUPTI.
-const LENT_BYTES: usize = 256 * 1024;
+/// The size of a buffer the probe lends CUPTI. Small: while CUPTI holds one, the program's profiler has no buffer
+/// out, and one that flushes only then (Kineto) records nothing. On an H200 a buffer of 256 KiB lent at the
+/// moment of locating held a torch.profiler's records for four of its cycles, which came back empty; 32 KiB is
+/// half such a cycle.
+const LENT_BYTES: usize = 32 * 1024;
 
 /// A buffer of the program's being filled with copies: its size, the bytes used, its limit of records (0: none) and
 /// the records in it.
@@ -229,8 +232,8 @@ fn end_locating(pair: Option<(usize, usize)>) {
 const LENT_WAIT: Duration = Duration::from_millis(2);
 const LENT_WAITS: u32 = 25;
 
-/// Before the program's callbacks go back into CUPTI without a trace (`program_profiler_now`): a buffer the probe
-/// lent while it looked for them, which CUPTI still holds because nothing was written into it yet (CUPTI asks for
+/// Once the program's callbacks are known, and again before they go back into CUPTI without a trace
+/// (`program_profiler_now`): a buffer the probe lent while it looked for them, which CUPTI still holds because nothing was written into it yet (CUPTI asks for
 /// one right after it completes one, and keeps an empty one across forced flushes), would be completed to the
 /// program's profiler, which (Kineto) passes over a buffer it did not lend, records and all. So this waits for it to
 /// fill, flushing after each wait: it comes back through the probe's callbacks, whose copies go on to the program.
@@ -536,6 +539,12 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
             ));
         }
     };
+    // A buffer lent while locating goes back as soon as it holds records, and the next comes from the program:
+    // until then its profiler has no buffer of its own out (see `LENT_BYTES`).
+    let left = flush_back_lent(real);
+    if left > 0 {
+        log::debug!("{left} buffers the probe lent are still in CUPTI, empty");
+    }
     log::debug!(
         "the program's buffers are watched for {} ms",
         watch.as_millis()
