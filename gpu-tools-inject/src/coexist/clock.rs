@@ -167,6 +167,11 @@ impl ClockMap {
         if mapped <= 0.0 { 0 } else { mapped as u64 }
     }
 
+    /// Now on the program's clock, where it is known.
+    pub fn program_now(&self) -> Option<u64> {
+        self.clock.now()
+    }
+
     /// Whether a conversion applies (the program's clock is known and, for a counter, its rate too).
     pub fn converts(&self) -> bool {
         match (self.clock, self.first, self.latest) {
@@ -379,6 +384,82 @@ pub fn convert_record(record: &mut [u8], kind: u32, map: &ClockMap) {
         }
         field.copy_from_slice(&map.convert(t).to_ne_bytes());
     }
+}
+
+/// For the debug log: the starts of `buffer`'s records against both clocks' present (the first and last two, the
+/// least and greatest), and how [`ClockMap::stamped_by_trace`] judges them.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+pub unsafe fn describe_stamps(
+    buffer: *mut u8,
+    valid: usize,
+    next: NextRecordFn,
+    map: &ClockMap,
+) -> String {
+    let now = monotonic_ns();
+    // SAFETY: the caller's promise.
+    let spans = unsafe { record_spans(buffer, valid, next) };
+    let mut starts = Vec::new();
+    for (at, len, kind) in spans {
+        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
+        if let Some(t) = start_of(bytes, kind).filter(|&t| t != 0 && t != u64::MAX) {
+            starts.push((kind, t));
+        }
+    }
+    let judged = |want: Option<bool>| {
+        starts
+            .iter()
+            .filter(|&&(_, t)| map.stamped_by_trace(t, now) == want)
+            .count()
+    };
+    let mut kinds: Vec<(u32, usize)> = Vec::new();
+    for &(k, _) in &starts {
+        match kinds.iter_mut().find(|(kind, _)| *kind == k) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((k, 1)),
+        }
+    }
+    let kernels: Vec<u64> = starts
+        .iter()
+        .filter(|&&(k, _)| k == sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        .map(|&(_, t)| t)
+        .collect();
+    let kernel_trace = kernels
+        .iter()
+        .filter(|&&t| map.stamped_by_trace(t, now) == Some(true))
+        .count();
+    let kernel_ends: Vec<String> = kernels
+        .iter()
+        .take(3)
+        .chain(kernels.iter().rev().take(3).rev())
+        .map(|t| t.to_string())
+        .collect();
+    let ends: Vec<String> = starts
+        .iter()
+        .take(2)
+        .chain(starts.iter().rev().take(2).rev())
+        .map(|(k, t)| format!("{k}:{t}"))
+        .collect();
+    format!(
+        "{} stamped records [{}], least {:?} greatest {:?}; trace now {now}, program now {:?}, mapped {}; \
+         map {:?}; judged trace {} program {} unknown {}; kinds {kinds:?}; kernels {} ({kernel_trace} on the \
+         trace's clock) [{}]",
+        starts.len(),
+        ends.join(" "),
+        starts.iter().map(|&(_, t)| t).min(),
+        starts.iter().map(|&(_, t)| t).max(),
+        map.program_now(),
+        map.convert(now),
+        map,
+        judged(Some(true)),
+        judged(Some(false)),
+        judged(None),
+        kernels.len(),
+        kernel_ends.join(" "),
+    )
 }
 
 #[cfg(test)]

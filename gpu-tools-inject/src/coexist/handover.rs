@@ -183,6 +183,8 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     }
     let mut guard = open();
     let mut handed = Handed::default();
+    // For the debug log: the least and greatest start handed.
+    let (mut least, mut greatest, mut kernels) = (u64::MAX, 0u64, 0u64);
     if !guard.live {
         // The sharing ended after this batch read the program's callbacks: nothing of it goes to the program now.
         return;
@@ -232,14 +234,25 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         if convert {
             convert_record(copy, kind, &map);
         }
+        if kind == sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {
+            kernels += 1;
+        }
+        if let Some(t) = start_of(copy, kind).filter(|&t| t != 0 && t != u64::MAX) {
+            least = least.min(t);
+            greatest = greatest.max(t);
+        }
         b.used += r.bytes.len();
         b.records += 1;
         handed.records += 1;
     }
     drop(guard);
     log::debug!(
-        "handed {} records to the program (kinds {kinds:#x}, clock converted: {convert})",
-        handed.records
+        "handed {} records ({kernels} kernels) to the program (kinds {kinds:#x}, clock converted: {convert}; starts {} to {}, \
+         the program's clock {:?}, map {map:?})",
+        handed.records,
+        least,
+        greatest,
+        map.program_now(),
     );
     with_mux(|m| {
         m.handed.records += handed.records;

@@ -287,6 +287,16 @@ pub(super) unsafe extern "C" fn register_timestamp(
 ) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program registers a timestamp source");
+        if log::log_enabled!(log::Level::Debug) {
+            if let Some(f) = source {
+                // SAFETY: the program's timestamp callback, which CUPTI would call from any thread.
+                let reads = unsafe { f() };
+                log::debug!(
+                    "its source {f:p} reads {reads}; the trace's clock reads {}",
+                    super::clock::monotonic_ns()
+                );
+            }
+        }
         let kept = with_mux(|m| {
             m.program.timestamp = source;
             m.clock_given = None;

@@ -469,6 +469,11 @@ unsafe extern "C" fn unlent_to_program(
                 "a program's buffer came before the tracer's layout was known: not read"
             ),
         }
+        if log::log_enabled!(log::Level::Debug) {
+            // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
+            let stamps = unsafe { clock::describe_stamps(buffer, valid, next, &map) };
+            log::debug!("a buffer CUPTI held for the program, before conversion: {stamps}");
+        }
         // Records of the trace's kinds that the probe did not see the program record stay in its buffer: it may
         // have them enabled all the same (a copy or a set it made none of while watched), and a record taken out
         // would be lost to it, while one it did not ask for is one its profiler passes over.
@@ -478,6 +483,11 @@ unsafe extern "C" fn unlent_to_program(
             log::debug!(
                 "{converted} records of a buffer CUPTI held for the program were on the trace's clock: put on its own"
             );
+            if log::log_enabled!(log::Level::Debug) {
+                // SAFETY: as above.
+                let stamps = unsafe { clock::describe_stamps(buffer, valid, next, &map) };
+                log::debug!("the same buffer after conversion: {stamps}");
+            }
         }
         valid
     });
@@ -825,8 +835,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         gpu_tools::cupti::activity::set_keeping_lender(None);
     }
     let mut handed = mux.handed;
-    if exiting {
-        handover::forget();
+    let Some((last, kept_outstanding)) = last else {
         return Some(Uninstalled {
             handed,
             registered: mux.program.registered,
@@ -835,11 +844,6 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
             exiting: true,
             kept_outstanding: false,
         });
-    }
-    let (last, kept_outstanding) = if mux.tracer_holds_buffer && mux.program.registered {
-        handover::end_keeping_one(mux.program.request, mux.program.complete)
-    } else {
-        (handover::end(), false)
     };
     handed.buffers += last.buffers;
     let program = mux.program;
