@@ -470,6 +470,52 @@ fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// Buffers another consumer got back through its own completion callback (address, valid bytes).
+static OTHERS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn other_consumer_complete(
+    _ctx: *mut std::ffi::c_void,
+    _stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    OTHERS.lock().unwrap().push((buffer as usize, valid));
+}
+
+#[test]
+fn a_tracer_beside_another_consumer_first_flushes_what_cupti_holds_for_it() {
+    let _serial = serial();
+    let d = double();
+    LENT.lock().unwrap().clear();
+    CAME_BACK.lock().unwrap().clear();
+    OTHERS.lock().unwrap().clear();
+    // Another consumer records sets into a buffer of its own, which CUPTI holds.
+    assert_eq!(
+        d.record_as_another_consumer(2, stand_in_lender, other_consumer_complete),
+        (0, 0)
+    );
+    assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
+    assert!(OTHERS.lock().unwrap().is_empty());
+    // SAFETY: the stand-in may be called from any thread with CUPTI's arguments and never unwinds.
+    unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent)) };
+    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    // Its buffer went back to it through its own callback, before the tracer's callbacks and clock went in.
+    let others = OTHERS.lock().unwrap().clone();
+    assert_eq!(others.len(), 1, "{others:?}");
+    assert!(others[0].1 > 0, "with its record");
+    assert!(
+        CAME_BACK.lock().unwrap().is_empty(),
+        "not through the tracer"
+    );
+    assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 1);
+    tracer.stop().unwrap();
+    // SAFETY: clearing has no precondition.
+    unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(None) };
+    assert_eq!(records(&sink).len(), 1, "the trace has its own record only");
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 #[test]
 fn drops_before_a_tracer_starts_are_not_reported_as_its_own() {
     let _serial = serial();
