@@ -484,7 +484,7 @@ unsafe extern "C" fn other_consumer_complete(
 }
 
 #[test]
-fn a_tracer_beside_another_consumer_first_flushes_what_cupti_holds_for_it() {
+fn a_tracer_told_to_flush_first_gives_another_consumer_what_cupti_holds_for_it_first() {
     let _serial = serial();
     let d = double();
     LENT.lock().unwrap().clear();
@@ -499,7 +499,14 @@ fn a_tracer_beside_another_consumer_first_flushes_what_cupti_holds_for_it() {
     assert!(OTHERS.lock().unwrap().is_empty());
     // SAFETY: the stand-in may be called from any thread with CUPTI's arguments and never unwinds.
     unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent)) };
-    let (tracer, sink) = start(ActivityKinds::MEMSET);
+    let (sink, f) = collector();
+    let tracer = ActivityTracer::builder()
+        .kinds(ActivityKinds::MEMSET)
+        .buffer_size(4096)
+        .max_buffers(4)
+        .flush_before_start(true)
+        .start(f)
+        .expect("tracer starts on the double");
     // Its buffer went back to it through its own callback, before the tracer's callbacks and clock went in.
     let others = OTHERS.lock().unwrap().clone();
     assert_eq!(others.len(), 1, "{others:?}");

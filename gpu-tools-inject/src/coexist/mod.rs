@@ -120,6 +120,10 @@ struct Program {
     probed: bool,
     /// Kinds it disabled while on unseen, already said in the stream.
     unseen_said: u64,
+    /// It enabled or disabled a kind while watched or since: a profiler that starts and stops its sessions
+    /// (torch.profiler on a `schedule`), whose records CUPTI holds across the tracer's start (see
+    /// [`program_starts_and_stops`]).
+    toggles: bool,
 }
 
 impl Program {
@@ -656,6 +660,7 @@ pub fn install(
             program.registered = true;
         }
         program.enabled = (program.enabled | w.on) & !w.off;
+        program.toggles = w.on | w.off != 0;
     }
     program.only_program = program.enabled & !session_kinds.bits();
     let receiving = program.receives() != 0;
@@ -695,6 +700,13 @@ pub fn set_session_kinds(kinds: ActivityKinds) {
         m.session_kinds = kinds.bits();
         m.program.only_program = m.program.enabled & !m.session_kinds;
     });
+}
+
+/// Whether the program's profiler starts and stops its sessions (it enabled or disabled a kind while the attach
+/// watched it, or since): the tracer then starts with CUPTI's records for it flushed to it first
+/// (`ActivityTracerBuilder::flush_before_start`), which a profiler with one session open throughout does not get.
+pub fn program_starts_and_stops() -> bool {
+    with_mux(|m| m.program.toggles).unwrap_or(false)
 }
 
 /// The session's tracer has stopped (after its last flush): from now on the program's enables and disables of any

@@ -553,6 +553,32 @@ fn a_kind_of_the_trace_the_program_enables_before_the_tracer_starts_is_enabled_i
     end_sharing();
 }
 
+#[test]
+fn a_program_that_turns_a_kind_on_or_off_starts_and_stops_its_sessions() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(!program_starts_and_stops(), "nothing shared");
+    share(kernel_recording_program());
+    assert!(
+        !program_starts_and_stops(),
+        "a session open throughout is not flushed for"
+    );
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(
+        unsafe { hooks::disable(sys::CUPTI_ACTIVITY_KIND_MEMSET) },
+        sys::CUPTI_SUCCESS
+    );
+    assert!(program_starts_and_stops());
+    end_sharing();
+    share(Program::default());
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { hooks::enable(sys::CUPTI_ACTIVITY_KIND_MEMSET) },
+        sys::CUPTI_SUCCESS
+    );
+    assert!(program_starts_and_stops());
+    end_sharing();
+}
+
 /// Buffers the stand-in program profiler's request callback gave (tests that read it hold `SERIAL`).
 fn requested() -> usize {
     REQUESTS.load(std::sync::atomic::Ordering::SeqCst)
