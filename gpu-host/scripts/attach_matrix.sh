@@ -24,6 +24,9 @@
 # The hung row is two jobs of gpu-host/scripts/hung_job.cu: one asked with `where` (the debugger) while a kernel
 # hangs, before any trace; one traced first, then asked while a kernel hangs (the flight recorder must name it), and
 # profiled during the hang (refused by name, at once); both released and run to their untouched results.
+# A profiler-schedule row that fails names, for each unusual cycle, the attach nearest to its collection and when
+# (`278:0@metrics#6+0.21s`: cycle 278 held 0, collected 0.21 s after attach 6's command started): OUT/ROW/windows.txt
+# has each attach's run on CLOCK_MONOTONIC, the clock the job stamps its cycles with and the debug log uses.
 #
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
@@ -81,7 +84,8 @@ locked() {
 # `lock=MS` before `records` for the device-wide tools (the wait for the GPU's lock, not counted in MS).
 attach() {
   local row=$1 n=$2 tool=$3 w=$4; shift 4
-  local f=$out/$row/attach$n-$tool t0 rc records ok
+  local f=$out/$row/attach$n-$tool t0 rc records ok m0
+  m0=$(mono)
   t0=$(date +%s%N)
   rm -f "$f.locked"
   case $tool in
@@ -169,6 +173,29 @@ attach() {
     lock=" lock=$((($(cat "$f.locked") - t0) / 1000000))"; t0=$(cat "$f.locked"); rm -f "$f.locked"
   fi
   echo "attach $n $tool ${w}s rc=$rc ms=$(((t1 - t0) / 1000000))$lock records=$records $ok"
+  echo "$n $tool $m0 $(mono)" >> "$out/$row/windows.txt"
+}
+
+# mono: now on CLOCK_MONOTONIC, in ns: the clock the profiler rows' jobs stamp their cycles with.
+mono() { "$py" -S -c 'import time; print(time.monotonic_ns())'; }
+
+# cycles_by_attach LOG WINDOWS: where each unusual cycle of a profiler row's job was collected, against the attaches
+# (WINDOWS: `N TOOL START_NS END_NS`, the command's whole run): `CYCLE:COUNT@TOOL#N+S` (S seconds after that
+# attach's command started, negative before it), for the attach whose run is nearest; so a run without the debug
+# log still says which tool, and which moment of it, a lost cycle belongs to.
+cycles_by_attach() {
+  awk '
+    FNR == 1 { file++ }
+    file == 1 { tool[$1] = $2; s[$1] = $3; e[$1] = $4; n = $1 > n ? $1 : n; next }
+    /^torch_profiler_cycle_unlike/ {
+      t = $7; best = ""; bd = -1
+      for (i = 1; i <= n; i++) {
+        if (!(i in s)) continue
+        d = t < s[i] ? s[i] - t : (t > e[i] ? t - e[i] : 0)
+        if (bd < 0 || d < bd) { bd = d; best = i }
+      }
+      if (best != "") printf "%s:%s@%s#%s%+.2fs ", $2, $3, tool[best], best, (t - s[best]) / 1e9
+    }' "$2" "$1"
 }
 
 # row NAME GPU: runs one row on GPU (an index); its last line is `ROW NAME ... PASS|FAIL`.
@@ -212,7 +239,7 @@ row() {
   # DDP: the whole tree under torchrun; every other job: its own pid.
   if [ "$name" = ddp ]; then target=(--pid-tree "$attached"); sleep 2; else target=(--pid "$pid"); fi
   sleep 1
-  : > "$d/attaches.txt"
+  : > "$d/attaches.txt"; : > "$d/windows.txt"
   # This row's part of the tools' circuit; never a `where` first (the debugger would end CUPTI for the job).
   [ "${tools[$((offset % ${#tools[@]}))]}" = where ] && offset=$((offset + 1))
   while [ $n -lt "$attaches" ] && alive "$attached"; do
@@ -311,7 +338,7 @@ row() {
       local odd
       odd=$(cycles_unlike "$d/untouched.log" "$d/attached.log")
       notes+=" cycles unlike the untouched run's: ${odd:-none};"
-      [ -z "$odd" ] || verdict=FAIL
+      [ -z "$odd" ] || { verdict=FAIL; notes+=" by attach: $(cycles_by_attach "$d/attached.log" "$d/windows.txt");"; }
     fi
     local max_u max_a
     max_u=$(awk '/^torch_profiler_cycles/ { for (i = 2; i <= NF; i++) { split($i, c, "x"); if (c[1] > m) m = c[1] } } END { print m + 0 }' "$d/untouched.log")
