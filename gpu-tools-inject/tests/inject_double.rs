@@ -1579,14 +1579,14 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
     };
     // The program's records so far: each once, and as many as were made while its sessions were open.
     let handed = |ask: &mut dyn FnMut(&str, &str) -> String, when: &str| -> u64 {
-        let answer = ask("count", "program kernels ");
-        let words: Vec<&str> = answer.split_whitespace().collect();
-        assert_eq!(words[2], "0", "{when}: no record handed twice ({answer})");
+        let c = program_count(ask);
+        let answer = &c.answer;
+        assert_eq!(c.repeats, 0, "{when}: no record handed twice ({answer})");
         assert_eq!(
-            words[0], words[4],
+            c.handed, c.made,
             "{when}: handed as many as made during its sessions ({answer})"
         );
-        words[0].parse().unwrap()
+        c.handed
     };
     let session = |ask: &mut dyn FnMut(&str, &str) -> String, start: bool| {
         let (command, prefix) = if start {
@@ -1721,6 +1721,27 @@ fn a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows() {
 /// Sends the cycles child a command and returns the rest of its first answer line that starts with the given prefix.
 type Ask = Box<dyn FnMut(&str, &str) -> String>;
 
+/// The cycles child's `count`: the kernel records its profiler was handed, how many of them twice, and how many
+/// kernels were made while a session was open; with the answer as printed, for messages.
+struct ProgramCount {
+    handed: u64,
+    repeats: u64,
+    made: u64,
+    answer: String,
+}
+
+fn program_count(ask: &mut dyn FnMut(&str, &str) -> String) -> ProgramCount {
+    let answer = ask("count", "program kernels ");
+    let words: Vec<&str> = answer.split_whitespace().collect();
+    let number = |at: usize| -> u64 { words[at].parse().unwrap() };
+    ProgramCount {
+        handed: number(0),
+        repeats: number(2),
+        made: number(4),
+        answer: answer.clone(),
+    }
+}
+
 /// A scratch folder of this test process named after `name`, emptied, and the socket path in it.
 fn scratch(name: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("inject_double-{name}-{}", std::process::id()));
@@ -1809,14 +1830,14 @@ fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for
         std::thread::sleep(Duration::from_millis(20));
         let busy: u32 = ask("idle", "idle ").parse().unwrap();
         assert_eq!(ask("stop", "stopped "), "0");
-        let answer = ask("count", "program kernels ");
-        let words: Vec<&str> = answer.split_whitespace().collect();
+        let c = program_count(&mut ask);
+        let answer = &c.answer;
         assert_eq!(
-            words[2], "0",
+            c.repeats, 0,
             "round {round}: no record handed twice ({answer})"
         );
         assert_eq!(
-            words[0], words[4],
+            c.handed, c.made,
             "round {round}: every kernel of its session, of {busy} made ({answer})"
         );
         control.write_all(&[Control::Stop.byte()]).unwrap();
@@ -1851,8 +1872,8 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
     assert_eq!(done.entry_result, 0, "the window started");
     assert_eq!(ask("kernels 6 10", "recorded "), "5");
     assert_eq!(ask("stop", "stopped "), "0");
-    let answer = ask("count", "program kernels ");
-    let handed: u64 = answer.split_whitespace().next().unwrap().parse().unwrap();
+    let c = program_count(&mut ask);
+    let (handed, answer) = (c.handed, &c.answer);
     assert_eq!(
         handed, 5,
         "the kernels before the attach; those after went to the trace ({answer})"
@@ -1901,12 +1922,12 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
     assert_eq!(done.entry_result, 0, "the window started");
     assert_eq!(ask("kernels 1 5", "recorded "), "5");
     assert_eq!(ask("stop", "stopped "), "0");
-    let answer = ask("count", "program kernels ");
-    let words: Vec<&str> = answer.split_whitespace().collect();
+    let c = program_count(&mut ask);
     assert_eq!(
-        (words[0], words[2]),
-        ("5", "0"),
-        "every kernel of its session, none twice ({answer})"
+        (c.handed, c.repeats),
+        (5, 0),
+        "every kernel of its session, none twice ({})",
+        c.answer
     );
     control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
@@ -1966,10 +1987,7 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_goes_on_after_a_window_that_le
     // Its session goes on after the window, into the tracer's buffer CUPTI holds, and ends.
     assert_eq!(ask("kernels 6 10", "recorded "), "5");
     assert_eq!(ask("stop", "stopped "), "0");
-    let count = |ask: &mut Ask| -> u64 {
-        let answer = ask("count", "program kernels ");
-        answer.split_whitespace().next().unwrap().parse().unwrap()
-    };
+    let count = |ask: &mut Ask| -> u64 { program_count(ask).handed };
     let after_first = count(&mut ask);
     // Its next session gets every kernel.
     assert_eq!(ask("start", "started "), "0");
@@ -2031,13 +2049,12 @@ fn a_profiler_that_flushes_only_with_a_buffer_out_keeps_its_records_when_the_pro
                 .and_then(|n| n.parse().ok())
         })
         .unwrap_or(0);
-    let answer = ask("count", "program kernels ");
-    let words: Vec<&str> = answer.split_whitespace().collect();
-    let (handed, repeats, made): (u64, u64, u64) = (
-        words[0].parse().unwrap(),
-        words[2].parse().unwrap(),
-        words[4].parse().unwrap(),
-    );
+    let ProgramCount {
+        handed,
+        repeats,
+        made,
+        answer,
+    } = program_count(&mut ask);
     assert_eq!(repeats, 0, "none twice ({answer})");
     assert_eq!(
         dropped, 0,

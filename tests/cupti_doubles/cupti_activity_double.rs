@@ -13,9 +13,9 @@ use std::time::Duration;
 use common::{double, serial};
 use gpu_tools::Error;
 use gpu_tools::cupti::activity::{
-    Activity, ActivityBatch, ActivityKind, ActivityKinds, ActivityObject, ActivityTracer, Clock,
-    CopyKind, FlushMode, MemoryKind, OverheadKind, RecordError, RecordLayout, SyncType,
-    TracerReport,
+    Activity, ActivityBatch, ActivityKind, ActivityKinds, ActivityObject, ActivityTracer,
+    ActivityTracerBuilder, Clock, CopyKind, FlushMode, MemoryKind, OverheadKind, RecordError,
+    RecordLayout, SyncType, TracerReport,
 };
 use gpu_tools::cupti::{ApiCbid, ApiDomain, DriverCbid, RuntimeCbid, TracingError};
 
@@ -159,13 +159,20 @@ fn collector() -> (
 }
 
 fn start(kinds: ActivityKinds) -> (ActivityTracer, Sink) {
-    let (sink, f) = collector();
-    let tracer = ActivityTracer::builder()
+    start_with(builder(kinds))
+}
+
+/// The tests' tracer: small buffers, few of them.
+fn builder(kinds: ActivityKinds) -> ActivityTracerBuilder {
+    ActivityTracer::builder()
         .kinds(kinds)
         .buffer_size(4096)
         .max_buffers(4)
-        .start(f)
-        .expect("tracer starts on the double");
+}
+
+fn start_with(builder: ActivityTracerBuilder) -> (ActivityTracer, Sink) {
+    let (sink, f) = collector();
+    let tracer = builder.start(f).expect("tracer starts on the double");
     (tracer, sink)
 }
 
@@ -499,14 +506,7 @@ fn a_tracer_told_to_flush_first_gives_another_consumer_what_cupti_holds_for_it_f
     assert!(OTHERS.lock().unwrap().is_empty());
     // SAFETY: the stand-in may be called from any thread with CUPTI's arguments and never unwinds.
     unsafe { gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent)) };
-    let (sink, f) = collector();
-    let tracer = ActivityTracer::builder()
-        .kinds(ActivityKinds::MEMSET)
-        .buffer_size(4096)
-        .max_buffers(4)
-        .flush_before_start(true)
-        .start(f)
-        .expect("tracer starts on the double");
+    let (tracer, sink) = start_with(builder(ActivityKinds::MEMSET).flush_before_start(true));
     // Its buffer went back to it through its own callback, before the tracer's callbacks and clock went in.
     let others = OTHERS.lock().unwrap().clone();
     assert_eq!(others.len(), 1, "{others:?}");

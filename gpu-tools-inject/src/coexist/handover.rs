@@ -247,8 +247,8 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     }
     drop(guard);
     log::debug!(
-        "handed {} records ({kernels} kernels) to the program (kinds {kinds:#x}, clock converted: {convert}; starts {} to {}, \
-         the program's clock {:?}, map {map:?})",
+        "handed {} records ({kernels} kernels) to the program (kinds {kinds:#x}, clock converted: {convert}; \
+         starts {} to {}, the program's clock {:?}, map {map:?})",
         handed.records,
         least,
         greatest,

@@ -233,11 +233,12 @@ const LENT_WAIT: Duration = Duration::from_millis(2);
 const LENT_WAITS: u32 = 25;
 
 /// Once the program's callbacks are known, and again before they go back into CUPTI without a trace
-/// (`program_profiler_now`): a buffer the probe lent while it looked for them, which CUPTI still holds because nothing was written into it yet (CUPTI asks for
-/// one right after it completes one, and keeps an empty one across forced flushes), would be completed to the
-/// program's profiler, which (Kineto) passes over a buffer it did not lend, records and all. So this waits for it to
-/// fill, flushing after each wait: it comes back through the probe's callbacks, whose copies go on to the program.
-/// Returns the buffers still lent after that (a program whose kinds recorded nothing meanwhile).
+/// (`program_profiler_now`): a buffer the probe lent while it looked for them, which CUPTI still holds because
+/// nothing was written into it yet (CUPTI asks for one right after it completes one, and keeps an empty one across
+/// forced flushes), would be completed to the program's profiler, which (Kineto) passes over a buffer it did not
+/// lend, records and all. So this waits for it to fill, flushing after each wait: it comes back through the probe's
+/// callbacks, whose copies go on to the program. Returns the buffers still lent after that (a program whose kinds
+/// recorded nothing meanwhile).
 pub(super) fn flush_back_lent(real: &Real) -> usize {
     let mut waits = 0;
     while !lent().is_empty() && waits < LENT_WAITS {

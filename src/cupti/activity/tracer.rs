@@ -225,8 +225,16 @@ unsafe extern "C" fn on_buffer_requested(
         }
         let lender = KEEPING_LENDER.load(Ordering::Acquire);
         if lender != 0 && LENDING.load(Ordering::Acquire) {
+            // The lender may write all three, as CUPTI's callbacks do: a null limit gets a place of its own.
+            let mut unlimited = 0usize;
+            let max_records = if max_records.is_null() {
+                &mut unlimited as *mut usize
+            } else {
+                max_records
+            };
             // SAFETY: a lender set through `set_keeping_lender`, whose contract makes it callable here with CUPTI's
-            // own out-pointers (valid, checked above); the address was stored from a function of that type.
+            // request arguments; all three out-pointers are valid (checked non-null above, the limit just now); the
+            // address was stored from a function of that type.
             unsafe {
                 let f = std::mem::transmute::<usize, RequestBufferFn>(lender);
                 f(buffer, size, max_records);
@@ -464,10 +472,16 @@ impl ActivityTracerBuilder {
         if self.flush_first {
             // What CUPTI holds for another consumer is written out and goes to it now (`flush_before_start`).
             // SAFETY: the flush has no precondition; this thread runs no completion callback.
-            let code = unsafe { (fns.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
-            log::debug!(
-                "records CUPTI held for another consumer flushed to it before the tracer's start ({code})"
-            );
+            let flushed = vendor("cuptiActivityFlushAll", unsafe {
+                (fns.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+            });
+            // An error here (no consumer ever registered) only means nothing was held: the start goes on.
+            match flushed {
+                Ok(()) => {
+                    log::debug!("records CUPTI held for another consumer flushed to it first")
+                }
+                Err(e) => log::debug!("nothing flushed before the tracer's start: {e}"),
+            }
         }
         // The clock before any kind is enabled, as CUPTI requires.
         clock::set_current(self.clock);
