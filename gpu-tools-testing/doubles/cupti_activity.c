@@ -592,9 +592,16 @@ static int emit(const void *record, size_t size) {
             pthread_mutex_lock(&g_lock);
             continue;
         }
+        /* The record goes into the new buffer now, as CUPTI's does: left for another pass, a forced flush from
+         * another thread in between (which completes even an empty buffer) would take the buffer away again, and
+         * after a second request the record was dropped, which CUPTI does not do while buffers are given. */
         g_buf = nb;
         g_buf_size = ns;
-        g_buf_used = 0;
+        memcpy(g_buf, record, size);
+        g_buf_used = size;
+        g_stats.records++;
+        pthread_mutex_unlock(&g_lock);
+        return 1;
     }
     g_dropped++;
     g_stats.dropped_total++;
