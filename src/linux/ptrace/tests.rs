@@ -25,19 +25,25 @@ fn grandchild(script: &str) -> (std::process::Child, u32) {
     .unwrap();
     let pid: u32 = line.trim().parse().unwrap();
     // `$!` is known right after the fork: wait until the program is exec'd and its libraries are loaded, so
-    // addresses computed now stay valid.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        let loaded = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .is_ok_and(|m| m.contains("libc.so"));
-        // The program may be found through a wrapper that execs the real one: compare the arguments.
-        let args = |c: &str| c.split_once(' ').map(|(_, a)| a.to_owned());
-        if args(&Process::new(pid).command_line_text().unwrap_or_default())
-            == args(&script.replace('\'', ""))
-            && loaded
+    // addresses computed now stay valid. The command line is read before the map: the forked shell maps libc
+    // too, so a map read before the exec and a command line read after it would pass a program whose loader
+    // has not mapped libc yet.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The program may be found through a wrapper that execs the real one: compare the arguments.
+    let args = |c: &str| c.split_once(' ').map(|(_, a)| a.to_owned());
+    loop {
+        let execd = args(&Process::new(pid).command_line_text().unwrap_or_default())
+            == args(&script.replace('\'', ""));
+        if execd
+            && std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.contains("libc.so"))
         {
             break;
         }
+        assert!(
+            Instant::now() < deadline,
+            "`{script}` was not running with libc mapped after 60 s"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     (shell, pid)
