@@ -22,8 +22,14 @@ pub struct Encoder {
     buf: Vec<u8>,
     by_text: HashMap<Arc<str>, u32, FastBuild>,
     by_address: HashMap<usize, (Arc<str>, u32), FastBuild>,
+    /// The last ids found by address, direct-mapped in front of `by_address`: a launch's few names hit here
+    /// without a probe of the map. Holds only addresses `by_address` keeps alive; emptied with it.
+    recent: [(usize, u32); RECENT],
     records: u64,
 }
+
+/// Slots of [`Encoder::recent`].
+const RECENT: usize = 64;
 
 /// Most `Arc` addresses remembered; past it the address map starts over (names stay defined by text).
 const MAX_ADDRESSES: usize = 1 << 16;
@@ -37,6 +43,7 @@ impl Encoder {
             buf,
             by_text: HashMap::default(),
             by_address: HashMap::default(),
+            recent: [(0, 0); RECENT],
             records: 0,
         }
     }
@@ -86,65 +93,71 @@ impl Encoder {
         }
     }
 
+    // The records a traced launch makes (kernels, API calls, copies and sets) are built on the stack and appended
+    // at once ([`Fixed`]); the rest through `frame`.
+
     fn push_kernel(&mut self, k: &KernelRecord) {
         let name = self.name_id(&k.name);
-        self.timed(tag::KERNEL, (k.start, k.end), |b| {
-            put64(b, k.grid_id);
-            put32(b, k.device);
-            put32(b, k.context);
-            put32(b, k.stream);
-            put32(b, k.correlation);
-            put32(b, name);
-            for v in k.grid.iter().chain(k.block.iter()) {
-                put32(b, *v);
-            }
-            put32(b, k.static_shared);
-            put32(b, k.dynamic_shared);
-            put32(b, k.graph_id);
-            b.extend_from_slice(&k.registers.to_le_bytes());
-            put64(b, k.graph_node_id);
-        });
+        let mut f = Fixed::<{ TIMED + 8 + 4 * 5 + 4 * 6 + 4 * 3 + 2 + 8 }>::timed(
+            tag::KERNEL,
+            (k.start, k.end),
+        );
+        f.put64(k.grid_id);
+        f.put32(k.device);
+        f.put32(k.context);
+        f.put32(k.stream);
+        f.put32(k.correlation);
+        f.put32(name);
+        for v in k.grid.iter().chain(k.block.iter()) {
+            f.put32(*v);
+        }
+        f.put32(k.static_shared);
+        f.put32(k.dynamic_shared);
+        f.put32(k.graph_id);
+        f.put(&k.registers.to_le_bytes());
+        f.put64(k.graph_node_id);
+        f.append_to(&mut self.buf);
     }
 
     fn push_memcpy(&mut self, m: &MemcpyRecord) {
-        self.timed(tag::MEMCPY, (m.start, m.end), |b| {
-            put64(b, m.bytes);
-            put32(b, m.device);
-            put32(b, m.context);
-            put32(b, m.stream);
-            put32(b, m.correlation);
-            b.extend_from_slice(&[
-                m.kind.code(),
-                m.src.code(),
-                m.dst.code(),
-                u8::from(m.is_async),
-            ]);
-        });
+        let mut f = Fixed::<{ TIMED + 8 + 4 * 4 + 4 }>::timed(tag::MEMCPY, (m.start, m.end));
+        f.put64(m.bytes);
+        f.put32(m.device);
+        f.put32(m.context);
+        f.put32(m.stream);
+        f.put32(m.correlation);
+        f.put(&[
+            m.kind.code(),
+            m.src.code(),
+            m.dst.code(),
+            u8::from(m.is_async),
+        ]);
+        f.append_to(&mut self.buf);
     }
 
     fn push_memset(&mut self, m: &MemsetRecord) {
-        self.timed(tag::MEMSET, (m.start, m.end), |b| {
-            put64(b, m.bytes);
-            put32(b, m.device);
-            put32(b, m.context);
-            put32(b, m.stream);
-            put32(b, m.correlation);
-            put32(b, m.value);
-            b.extend_from_slice(&[m.memory.code(), u8::from(m.is_async)]);
-        });
+        let mut f = Fixed::<{ TIMED + 8 + 4 * 5 + 2 }>::timed(tag::MEMSET, (m.start, m.end));
+        f.put64(m.bytes);
+        f.put32(m.device);
+        f.put32(m.context);
+        f.put32(m.stream);
+        f.put32(m.correlation);
+        f.put32(m.value);
+        f.put(&[m.memory.code(), u8::from(m.is_async)]);
+        f.append_to(&mut self.buf);
     }
 
     fn push_api(&mut self, a: &ApiRecord) {
         let name = self.name_id(&a.name);
-        self.timed(tag::API, (a.start, a.end), |b| {
-            b.extend_from_slice(&[a.domain.code(), 0, 0, 0]);
-            put32(b, a.cbid);
-            put32(b, name);
-            put32(b, a.correlation);
-            put32(b, a.process);
-            put32(b, a.thread);
-            put32(b, a.return_value);
-        });
+        let mut f = Fixed::<{ TIMED + 4 + 4 * 6 }>::timed(tag::API, (a.start, a.end));
+        f.put(&[a.domain.code(), 0, 0, 0]);
+        f.put32(a.cbid);
+        f.put32(name);
+        f.put32(a.correlation);
+        f.put32(a.process);
+        f.put32(a.thread);
+        f.put32(a.return_value);
+        f.append_to(&mut self.buf);
     }
 
     fn push_synchronization(&mut self, s: &SyncRecord) {
@@ -357,8 +370,14 @@ impl Encoder {
             return 0;
         }
         let address = Arc::as_ptr(name).cast::<u8>() as usize;
-        if let Some((_, id)) = self.by_address.get(&address) {
-            return *id;
+        // Fibonacci hashing of the address into the direct-mapped slots.
+        let slot = ((address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % RECENT;
+        if self.recent[slot].0 == address {
+            return self.recent[slot].1;
+        }
+        if let Some(&(_, id)) = self.by_address.get(&address) {
+            self.recent[slot] = (address, id);
+            return id;
         }
         let id = match self.by_text.get(&**name) {
             Some(&id) => id,
@@ -374,8 +393,10 @@ impl Encoder {
         };
         if self.by_address.len() >= MAX_ADDRESSES {
             self.by_address.clear();
+            self.recent = [(0, 0); RECENT];
         }
         self.by_address.insert(address, (Arc::clone(name), id));
+        self.recent[slot] = (address, id);
         id
     }
 
@@ -397,6 +418,63 @@ impl Encoder {
         fill(&mut self.buf);
         let len = (self.buf.len() - at - FRAME_HEADER_LEN) as u32;
         self.buf[at + 1..at + FRAME_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+    }
+}
+
+/// The bytes of a timed frame before its own fields: the frame header, start and end.
+const TIMED: usize = FRAME_HEADER_LEN + 16;
+
+/// A frame of at most `N` bytes built on the stack and appended to the stream at once: one capacity check a
+/// record, where a push per field checks at each (the encoder's largest cost on a launch's records).
+struct Fixed<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Fixed<N> {
+    /// A timed frame of `tag`, its header and times written.
+    #[inline(always)]
+    fn timed(tag: u8, (start, end): (u64, u64)) -> Self {
+        debug_assert!(tag::is_timed(tag), "tag {tag} is not a timed record's");
+        let mut f = Fixed {
+            bytes: [0; N],
+            len: FRAME_HEADER_LEN,
+        };
+        f.bytes[0] = tag;
+        f.put64(start);
+        f.put64(end);
+        f
+    }
+
+    /// Appends `bytes`. The sizes are constants of each kind's fields, so the frame always has room; the
+    /// round-trip tests encode every kind.
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if let Some(to) = self.bytes.get_mut(self.len..end) {
+            to.copy_from_slice(bytes);
+            self.len = end;
+        } else {
+            debug_assert!(false, "a fixed frame of {N} bytes is too small");
+        }
+    }
+
+    #[inline(always)]
+    fn put32(&mut self, v: u32) {
+        self.put(&v.to_le_bytes());
+    }
+
+    #[inline(always)]
+    fn put64(&mut self, v: u64) {
+        self.put(&v.to_le_bytes());
+    }
+
+    /// The frame, its length patched in, at the end of `out`.
+    #[inline(always)]
+    fn append_to(mut self, out: &mut Vec<u8>) {
+        let len = (self.len - FRAME_HEADER_LEN) as u32;
+        self.bytes[1..FRAME_HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&self.bytes[..self.len]);
     }
 }
 
@@ -434,4 +512,42 @@ fn cut(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TimestampClock;
+
+    fn call(name: Arc<str>) -> Record {
+        Record::Api(ApiRecord {
+            start: 1,
+            end: 2,
+            domain: ApiDomain::Runtime,
+            cbid: 211,
+            name,
+            correlation: 3,
+            process: 4,
+            thread: 5,
+            return_value: 0,
+        })
+    }
+
+    #[test]
+    fn the_recent_ids_name_only_addresses_the_map_keeps_alive() {
+        let mut e = Encoder::new(&StreamHeader::new(1, 130_001, TimestampClock::Monotonic));
+        // Past the address map's limit, where it starts over: an address the map let go of may be reused for
+        // another name, so no recent slot may still hold it.
+        for i in 0..MAX_ADDRESSES + 100 {
+            e.push(&call(Arc::from(format!("f{i}"))));
+            e.clear();
+            let stale = e
+                .recent
+                .iter()
+                .filter(|&&(a, _)| a != 0 && !e.by_address.contains_key(&a))
+                .count();
+            assert_eq!(stale, 0, "after name {i}");
+        }
+        assert!(e.by_address.len() < MAX_ADDRESSES, "the map started over");
+    }
 }
