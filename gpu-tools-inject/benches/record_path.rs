@@ -12,9 +12,10 @@
 //! (a CUPTI buffer of gpu-tools' 4 MiB). Both sides write to `/dev/null` (a real file adds the same copy into the
 //! page cache to both). The sides alternate, batch by batch, in `ROUNDS` rounds; each side's fastest batch counts,
 //! since the machine's noise (other builds on 2 shared cores) only ever adds time. Exit 1 when the path takes more
-//! than `MAX_RATIO` times the baseline. On the 2-core build machine under a load of 6 to 9: 4.13 to 4.62 in five
-//! runs of 200 rounds (3.17 to 4.83 with 60 rounds); with the path's work done twice per batch (a temporary
-//! change to `write_batch`), 8.47 to 14.18 in six runs, each a failure (`docs/measurements.md`).
+//! than `MAX_RATIO` times the baseline. On the 2-core build machine, after the converter's records were kept in
+//! place and the encoder's frames built on the stack (2026-12-03): 2.17 to 2.60 in five runs of 200 rounds, 2.00
+//! to 2.46 in eight runs beside other work on both cores; with the path run twice per batch, 3.93 to 4.64 in five
+//! runs, each a failure (`docs/measurements.md`, which also has the figures from before: 4.13 to 5.64).
 //!
 //! `cargo bench -p gpu-tools-inject --bench record_path` (or the binary with `--rounds N`); no GPU needed.
 
@@ -32,7 +33,7 @@ use gpu_tools_injection::sink::Sink;
 const LAUNCHES: usize = 12_000;
 const ROUNDS: usize = 200;
 /// The bound: the path's fastest batch over the baseline's.
-const MAX_RATIO: f64 = 7.0;
+const MAX_RATIO: f64 = 3.75;
 static NAMES: [&CStr; 3] = [
     c"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEvi",
     c"_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_15gpu_kernel_implEEEvi",

@@ -46,7 +46,7 @@ struct State {
     /// Kernels outside graphs were enabled only to fold graphs: not the trace's.
     drop_plain_kernels: bool,
     /// Records CUPTI delivered, by activity kind, before any is left out (the debug log's account at the end).
-    received: BTreeMap<u32, u64>,
+    received: KindCounts,
     /// Records of kinds the program's own profiler alone enabled, left to it.
     foreign_left: u64,
 }
@@ -110,7 +110,7 @@ impl Writer {
                 unfinished: 0,
                 fold: filter.fold_graphs.then(GraphFold::default),
                 drop_plain_kernels: filter.drop_plain_kernels,
-                received: BTreeMap::new(),
+                received: KindCounts::default(),
                 foreign_left: 0,
             }),
             ended: AtomicBool::new(false),
@@ -174,7 +174,7 @@ impl Writer {
                 for record in batch.records() {
                     match record {
                         Ok(activity) => {
-                            *st.received.entry(activity.kind().0).or_default() += 1;
+                            st.received.add(activity.kind().0);
                             if is_foreign(foreign, activity.kind().0) {
                                 st.foreign_left += 1;
                                 continue;
@@ -191,9 +191,9 @@ impl Writer {
                                     }
                                 }
                             }
-                            let converted = st.converter.convert(&activity);
+                            let converted = st.converter.convert_ref(&activity);
                             if let (Some(start), Some((_, end))) =
-                                (st.window_start, converted.as_ref().and_then(Record::span))
+                                (st.window_start, converted.and_then(Record::span))
                             {
                                 // CUPTI's forced flush at the window's end hands over records of work that had
                                 // not finished, with no end time (seen: as many as the launches still queued).
@@ -209,7 +209,7 @@ impl Writer {
                             match converted {
                                 Some(Record::Kernel(k)) if k.graph_id != 0 && st.fold.is_some() => {
                                     if let Some(fold) = st.fold.as_mut() {
-                                        fold.add(&k);
+                                        fold.add(k);
                                     }
                                 }
                                 Some(Record::Kernel(_)) if st.drop_plain_kernels => {}
@@ -221,7 +221,7 @@ impl Writer {
                                 Some(r) if st.stage == Stage::NoEncode => {
                                     std::hint::black_box(r);
                                 }
-                                Some(r) => st.encoder.push(&r),
+                                Some(r) => st.encoder.push(r),
                                 None => st.skipped += 1,
                             }
                         }
@@ -365,7 +365,7 @@ impl Writer {
              {} left to the program's profiler, {} before the window, {} unfinished, {} graph nodes left out",
             st.dropped_sent,
             st.skipped,
-            st.received,
+            st.received.by_kind(),
             st.foreign_left,
             st.before_window,
             st.unfinished,
@@ -391,14 +391,56 @@ impl Writer {
     }
 }
 
+/// Records counted by CUPTI activity kind: an array for the kinds CUPTI has (a map lookup per record cost as much
+/// as encoding one), a map for any past it.
+#[derive(Debug)]
+struct KindCounts {
+    low: [u64; 64],
+    high: BTreeMap<u32, u64>,
+}
+
+impl Default for KindCounts {
+    fn default() -> Self {
+        KindCounts {
+            low: [0; 64],
+            high: BTreeMap::new(),
+        }
+    }
+}
+
+impl KindCounts {
+    fn add(&mut self, kind: u32) {
+        match self.low.get_mut(kind as usize) {
+            Some(n) => *n += 1,
+            None => *self.high.entry(kind).or_default() += 1,
+        }
+    }
+
+    /// The kinds seen, with their counts, in order.
+    fn by_kind(&self) -> BTreeMap<u32, u64> {
+        let low = (0u32..).zip(self.low).filter(|&(_, n)| n > 0);
+        low.chain(self.high.iter().map(|(&k, &n)| (k, n))).collect()
+    }
+}
+
 /// Whether a record of CUPTI activity kind `kind` belongs to the program alone.
 fn is_foreign(foreign: u64, kind: u32) -> bool {
     foreign != 0 && 1u64.checked_shl(kind).unwrap_or(0) & foreign != 0
 }
 
 #[cfg(test)]
-mod foreign_tests {
+mod tests {
     use super::is_foreign;
+
+    #[test]
+    fn kinds_are_counted_in_order_however_large() {
+        let mut counts = super::KindCounts::default();
+        for kind in [10, 5, 10, 63, 64, 1000, 64] {
+            counts.add(kind);
+        }
+        let seen: Vec<_> = counts.by_kind().into_iter().collect();
+        assert_eq!(seen, [(5, 1), (10, 2), (63, 1), (64, 2), (1000, 1)]);
+    }
 
     #[test]
     fn a_kind_is_foreign_only_where_its_bit_is_set() {
