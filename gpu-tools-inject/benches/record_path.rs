@@ -198,10 +198,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    // The default trace's filter: every API record is looked up among the bookkeeping functions it leaves out.
+    let mut filter = Filter::default();
+    filter.leave_out_bookkeeping(true, true);
     let writer = Writer::new(
         sink,
         &StreamHeader::new(4242, 130_001, TimestampClock::Monotonic),
-        Filter::default(),
+        filter,
     );
     let mut file = match std::fs::OpenOptions::new().write(true).open(null) {
         Ok(f) => f,

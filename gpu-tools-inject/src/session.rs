@@ -10,8 +10,8 @@ use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds, ActivityTracer, Cl
 use gpu_tools::cupti::callback::{CallbackDomain, CallbackEvent, ResourceKind, Subscriber};
 use gpu_tools::cupti::{ApiCbid, CuptiLibrary, DriverCbid, RuntimeCbid, TracingError};
 use gpu_tools::trace::{
-    ApiDomain, ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record,
-    StreamHeader, ThreadIds, TimestampClock,
+    ClockAnchor, EndReason, NoticeLevel, ProcessInfo, ProcessStart, Record, StreamHeader,
+    ThreadIds, TimestampClock,
 };
 use gpu_tools_injection::env::{ApiMode, GraphMode};
 
@@ -173,21 +173,11 @@ fn api_records(
         }
         return (filter, Vec::new());
     }
-    let skip_key = |c: &ApiCbid| {
-        let domain = match c {
-            ApiCbid::Driver(_) => ApiDomain::Driver,
-            ApiCbid::Runtime(_) => ApiDomain::Runtime,
-        };
-        (domain.code(), c.id())
-    };
     // The essential set's bookkeeping: the writer's.
     if config.api == ApiMode::Essential {
-        filter.skip.extend(
-            DriverCbid::all()
-                .map(ApiCbid::Driver)
-                .chain(RuntimeCbid::all().map(ApiCbid::Runtime))
-                .filter(|c| wants(c) && c.is_bookkeeping())
-                .map(|c| skip_key(&c)),
+        filter.leave_out_bookkeeping(
+            config.kinds.contains(&Kind::Driver),
+            config.kinds.contains(&Kind::Runtime),
         );
     }
     // What was named: CUPTI's, where it can.
@@ -198,7 +188,7 @@ fn api_records(
             Ok(()) => off.push(c),
             Err(e) => {
                 by_writer.get_or_insert((c, e));
-                filter.skip.insert(skip_key(&c));
+                filter.skip.insert(crate::writer::skip_key(&c));
             }
         }
     }

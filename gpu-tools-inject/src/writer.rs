@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::activity::{Activity, ActivityBatch};
+use gpu_tools::cupti::{ApiCbid, DriverCbid, RuntimeCbid};
 use gpu_tools::trace::{
     ApiDomain, DroppedRecords, Encoder, EndReason, Notice, NoticeLevel, ProcessEnd, Record,
     StreamHeader,
@@ -31,7 +32,7 @@ struct State {
     /// Graph-node kernels left out in graph mode.
     graph_nodes_dropped: u64,
     /// API functions left out here, by (domain code, callback id), where CUPTI could not filter them.
-    skip: HashSet<(u8, u32)>,
+    skip: FunctionBits,
     /// API records left out by `skip`.
     skipped_api: u64,
     stage: Stage,
@@ -69,6 +70,30 @@ pub struct Filter {
     pub drop_plain_kernels: bool,
 }
 
+impl Filter {
+    /// Leaves out the API records of host-side bookkeeping ([`ApiCbid::is_bookkeeping`]) of the driver's and the
+    /// runtime's functions, as asked: the default trace's essential calls.
+    pub fn leave_out_bookkeeping(&mut self, driver: bool, runtime: bool) {
+        let drivers = DriverCbid::all().map(ApiCbid::Driver).filter(|_| driver);
+        let runtimes = RuntimeCbid::all().map(ApiCbid::Runtime).filter(|_| runtime);
+        self.skip.extend(
+            drivers
+                .chain(runtimes)
+                .filter(|c| c.is_bookkeeping())
+                .map(|c| skip_key(&c)),
+        );
+    }
+}
+
+/// The key of `c` in [`Filter::skip`].
+pub fn skip_key(c: &ApiCbid) -> (u8, u32) {
+    let domain = match c {
+        ApiCbid::Driver(_) => ApiDomain::Driver,
+        ApiCbid::Runtime(_) => ApiDomain::Runtime,
+    };
+    (domain.code(), c.id())
+}
+
 /// The stream of one traced process.
 pub struct Writer {
     sink: Sink,
@@ -102,7 +127,7 @@ impl Writer {
                 failed: false,
                 drop_graph_nodes: filter.drop_graph_nodes,
                 graph_nodes_dropped: 0,
-                skip: filter.skip,
+                skip: FunctionBits::new(&filter.skip),
                 skipped_api: 0,
                 stage: filter.stage,
                 window_start: filter.window_start,
@@ -140,7 +165,7 @@ impl Writer {
     /// API functions the writer leaves out.
     pub fn set_skip(&self, skip: HashSet<(u8, u32)>) {
         if let Some(mut st) = self.lock() {
-            st.skip = skip;
+            st.skip = FunctionBits::new(&skip);
         }
     }
 
@@ -180,15 +205,13 @@ impl Writer {
                                 continue;
                             }
                             if let Activity::Api(a) = &activity {
-                                if !st.skip.is_empty() {
-                                    let domain = match a.domain() {
-                                        gpu_tools::cupti::ApiDomain::Driver => ApiDomain::Driver,
-                                        gpu_tools::cupti::ApiDomain::Runtime => ApiDomain::Runtime,
-                                    };
-                                    if st.skip.contains(&(domain.code(), a.cbid().id())) {
-                                        st.skipped_api += 1;
-                                        continue;
-                                    }
+                                let domain = match a.domain() {
+                                    gpu_tools::cupti::ApiDomain::Driver => ApiDomain::Driver,
+                                    gpu_tools::cupti::ApiDomain::Runtime => ApiDomain::Runtime,
+                                };
+                                if st.skip.contains(domain.code(), a.cbid().id()) {
+                                    st.skipped_api += 1;
+                                    continue;
                                 }
                             }
                             let converted = st.converter.convert_ref(&activity);
@@ -391,6 +414,54 @@ impl Writer {
     }
 }
 
+/// The API functions the writer leaves out: a bit for each (domain code, callback id) of ids under
+/// [`FunctionBits::IDS`], a set for any past it. The default trace leaves out the bookkeeping, so every API record
+/// is looked up here (a hashed set's lookup was a third of the record path's time on a launch's records).
+#[derive(Debug, Default)]
+struct FunctionBits {
+    /// Bit `id * 4 + domain` (domain codes under 4), in words of 64.
+    bits: Vec<u64>,
+    beyond: HashSet<(u8, u32)>,
+}
+
+impl FunctionBits {
+    /// Callback ids given a bit; CUPTI 13.0's highest is 806.
+    const IDS: u32 = 1 << 12;
+
+    fn new(set: &HashSet<(u8, u32)>) -> Self {
+        let mut bits = FunctionBits::default();
+        for &(domain, id) in set {
+            match Self::bit(domain, id) {
+                Some(bit) => {
+                    if bit / 64 >= bits.bits.len() {
+                        bits.bits.resize(bit / 64 + 1, 0);
+                    }
+                    bits.bits[bit / 64] |= 1 << (bit % 64);
+                }
+                None => {
+                    bits.beyond.insert((domain, id));
+                }
+            }
+        }
+        bits
+    }
+
+    fn bit(domain: u8, id: u32) -> Option<usize> {
+        (domain < 4 && id < Self::IDS).then(|| id as usize * 4 + usize::from(domain))
+    }
+
+    #[inline]
+    fn contains(&self, domain: u8, id: u32) -> bool {
+        match Self::bit(domain, id) {
+            Some(bit) => self
+                .bits
+                .get(bit / 64)
+                .is_some_and(|w| w >> (bit % 64) & 1 == 1),
+            None => !self.beyond.is_empty() && self.beyond.contains(&(domain, id)),
+        }
+    }
+}
+
 /// Records counted by CUPTI activity kind: an array for the kinds CUPTI has (a map lookup per record cost as much
 /// as encoding one), a map for any past it.
 #[derive(Debug)]
@@ -431,6 +502,34 @@ fn is_foreign(foreign: u64, kind: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::is_foreign;
+
+    #[test]
+    fn the_functions_left_out_are_those_of_the_set_and_no_other() {
+        let set: std::collections::HashSet<(u8, u32)> = [
+            (1, 0),
+            (2, 0),
+            (1, 63),
+            (2, 64),
+            (1, 806),
+            (3, 4095),
+            (1, 4096),
+            (9, 5),
+            (2, u32::MAX),
+        ]
+        .into_iter()
+        .collect();
+        let bits = super::FunctionBits::new(&set);
+        for domain in 0..12u8 {
+            for id in (0..4200).chain([u32::MAX - 1, u32::MAX]) {
+                assert_eq!(
+                    bits.contains(domain, id),
+                    set.contains(&(domain, id)),
+                    "({domain}, {id})"
+                );
+            }
+        }
+        assert!(!super::FunctionBits::new(&Default::default()).contains(1, 0));
+    }
 
     #[test]
     fn kinds_are_counted_in_order_however_large() {
