@@ -4,8 +4,9 @@
 //! - `raw field reads`: a hand-written walk over the bindgen structs that writes each record's fields into a frame,
 //!   as C code against the headers would (no names, no interning, no checks);
 //! - `crate decode only`: the `ActivityBatch` walk alone, reading one field per record;
-//! - `crate`: `ActivityBatch` decoding + `convert::TraceConverter` + `trace::Encoder`, as the library runs it (it
-//!   also interns names and sends each once, which the raw walk does not do: it writes the name's address).
+//! - `crate`: `ActivityBatch` decoding + `convert::TraceConverter::convert_ref` + `trace::Encoder`, as the library
+//!   runs it (it also interns names and sends each once, which the raw walk does not do: it writes the name's
+//!   address).
 //!
 //! The buffer holds 1000 kernel records (two kernel names) and 1000 driver API records in CUPTI 13.0's layout.
 //! No GPU is needed. `cargo bench -p gpu-tools-inject --bench trace_stream`.
@@ -184,9 +185,9 @@ fn bench(c: &mut Criterion) {
                     RecordLayout::Cupti13_0,
                 )
             };
-            for record in batch.records() {
-                if let Some(r) = record.ok().and_then(|a| converter.convert(&a)) {
-                    encoder.push(&r);
+            for activity in batch.records().flatten() {
+                if let Some(r) = converter.convert_ref(&activity) {
+                    encoder.push(r);
                 }
             }
             black_box(encoder.bytes().len())
