@@ -72,13 +72,15 @@ fn a_job_of_launchers_only_names_what_was_skipped() {
             .env("SLURM_PROCID", "5"),
     );
     // /proc shows the exec'd sleep once the shell has run it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while std::fs::read(format!("/proc/{}/cmdline", launcher.pid()))
-        .is_ok_and(|c| !c.starts_with(b"sleep"))
-        && std::time::Instant::now() < deadline
-    {
+    let execd = || {
+        std::fs::read(format!("/proc/{}/cmdline", launcher.pid()))
+            .is_ok_and(|c| c.starts_with(b"sleep"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !execd() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    assert!(execd(), "the shell ran sleep within 30 s");
     for command in ["trace", "where"] {
         let out = gpu_tools(&[command, "--job", &format!("slurm:{job}")]);
         assert_eq!(out.status.code(), Some(1), "{command}");

@@ -89,13 +89,15 @@ fn traced_sleeper() -> (std::process::Child, tempfile::TempDir) {
         .spawn()
         .expect("start a sleeper");
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline
-        && !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+    let maps_it = || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
             .is_ok_and(|m| m.contains("libgpu_tools_inject-"))
-    {
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline && !maps_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
+    assert!(maps_it(), "the sleeper maps the library within 30 s");
     (child, dir)
 }
 
