@@ -2,13 +2,14 @@
 //! needed; the kernel checks this process may trace the other), and the place a variable of a shared library lies
 //! at in another process that maps the same file.
 //!
-//! Both processes map the same library file, so a variable lies at the same distance from the library's lowest
-//! mapping in each. The other process's copy is found through its memory map (same device and inode).
+//! Both processes map the same library file, so a variable lies at the same distance from the start of the
+//! library's loaded image in each. The other process's copy is found through its memory map (same device and
+//! inode; a mapping of the file as data, a symbolizer's, is not the image).
 
 use super::procfs::{Mapping, Process};
 
-/// The file mapped at `addr` in `maps` and that file's lowest mapped address. An address in the anonymous
-/// mapping right after a file's last mapping (its `.bss`) belongs to that file.
+/// The file mapped at `addr` in `maps` and the start of its loaded image that holds `addr`. An address in the
+/// anonymous mapping right after a file's last mapping (its `.bss`) belongs to that file.
 fn file_at(maps: &[Mapping], addr: u64) -> Option<(&Mapping, u64)> {
     let at = maps.iter().position(|m| m.contains(addr))?;
     let hit = &maps[at];
@@ -17,15 +18,23 @@ fn file_at(maps: &[Mapping], addr: u64) -> Option<(&Mapping, u64)> {
         (0, _) => return None,
         _ => hit,
     };
-    Some((file, lowest(maps, file)?))
+    let base = loaded(maps, file)
+        .into_iter()
+        .take_while(|&start| start <= addr)
+        .last()?;
+    Some((file, base))
 }
 
-/// The lowest address at which `file`'s file (device, inode) is mapped in `maps`.
+/// The starts of the images of `file`'s file (device, inode) the loader mapped in `maps`, ascending: not the file
+/// mapped as data, which a symbolizer does (see `procfs::loaded_at`).
+fn loaded(maps: &[Mapping], file: &Mapping) -> Vec<u64> {
+    let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(file)).collect();
+    super::procfs::loaded_at(&same, 0)
+}
+
+/// The start of the first image of `file`'s file the loader mapped in `maps`.
 fn lowest(maps: &[Mapping], file: &Mapping) -> Option<u64> {
-    maps.iter()
-        .filter(|m| m.same_file(file))
-        .map(|m| m.start)
-        .min()
+    loaded(maps, file).first().copied()
 }
 
 /// Where this process's variable at `local` lies in process `pid`, if `pid` maps the same library file yet.
@@ -135,11 +144,14 @@ mod tests {
 
     const MAPS: &[u8] = b"\
 55d0a0000000-55d0a0001000 r--p 00000000 08:01 100 /usr/bin/x
+55d0a0001000-55d0a0002000 r-xp 00001000 08:01 100 /usr/bin/x
+7e0000000000-7e0000300000 r--p 00000000 08:01 4242 /usr/lib/libcuda.so.1
 7f0000000000-7f0000100000 r--p 00000000 08:01 4242 /usr/lib/libcuda.so.1
 7f0000100000-7f0000200000 r-xp 00100000 08:01 4242 /usr/lib/libcuda.so.1
 7f0000200000-7f0000210000 rw-p 00200000 08:01 4242 /usr/lib/libcuda.so.1
 7f0000210000-7f0000220000 rw-p 00000000 00:00 0
 7f0000300000-7f0000310000 r--p 00000000 08:02 4242 /mnt/other/libcuda.so.1
+7f0000310000-7f0000320000 r-xp 00010000 08:02 4242 /mnt/other/libcuda.so.1
 ";
 
     #[test]
@@ -159,6 +171,9 @@ mod tests {
             Some(((8, 2), 4242, 0x7f0000300000)),
             "the same inode on another device is another file"
         );
+        // The library's file mapped whole as data, lower down (a symbolizer's): not its image, and no variable's.
+        assert_eq!(found(0x7e0000000010), None, "inside the data mapping");
+        assert_eq!(lowest(&maps, &maps[2]), Some(0x7f0000000000));
     }
 
     #[test]

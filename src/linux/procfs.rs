@@ -412,6 +412,36 @@ impl Mapping {
     }
 }
 
+/// Where the loader mapped one file: the starts, ascending, of the mappings at file offset `offset` among
+/// `same_file` (the memory map's lines of one file, in any order) that begin an image it loaded, as opposed to the
+/// file mapped as data. A program that reads a library's debug information (a symbolizer printing a backtrace)
+/// maps the whole file read-only at offset 0 too; an image is told apart by an executable mapping of the file
+/// after its start and before the next mapping at `offset`.
+pub(crate) fn loaded_at(same_file: &[&Mapping], offset: u64) -> Vec<u64> {
+    let mut at: Vec<u64> = same_file
+        .iter()
+        .filter(|m| m.offset == offset)
+        .map(|m| m.start)
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    let ends = at
+        .iter()
+        .skip(1)
+        .copied()
+        .chain([u64::MAX])
+        .collect::<Vec<_>>();
+    at.iter()
+        .zip(ends)
+        .filter(|&(&start, end)| {
+            same_file
+                .iter()
+                .any(|m| m.is_executable() && m.start >= start && m.start < end)
+        })
+        .map(|(&start, _)| start)
+        .collect()
+}
+
 /// Parses the lines of a `/proc/<pid>/maps` file; lines that do not parse are skipped.
 ///
 /// A line is `start-end perms offset major:minor inode`, then, after padding, the pathname up to the end of the

@@ -78,8 +78,14 @@ fn built() -> &'static Built {
 
 /// Starts `program` with `iterations` and waits for its first line ("ready PID").
 fn start(program: &str, iterations: u32) -> Child {
+    start_with(program, iterations, &[])
+}
+
+/// [`start`], with environment variables.
+fn start_with(program: &str, iterations: u32, vars: &[(&str, &str)]) -> Child {
     let mut child = Command::new(built().dir.join(program))
         .arg(iterations.to_string())
+        .envs(vars.iter().copied())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -137,6 +143,34 @@ fn loads_a_library_twice_and_the_program_runs_on() {
     // Untraced again.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.contains("TracerPid:\t0"), "{status}");
+    assert_eq!(
+        finish(child),
+        (expected_sum(iterations), Some(0)),
+        "the program ran to its end with its own result"
+    );
+}
+
+/// A program that maps its C library's file as data too, below the library (a symbolizer printing a backtrace does,
+/// as a Rust program's panic with `RUST_BACKTRACE` set): `dlopen` is found in the image the loader mapped. Before,
+/// the lowest mapping of the file at offset 0 was taken for it, and the call faulted inside the data mapping.
+#[test]
+fn loads_a_library_into_a_program_that_maps_its_c_library_as_data() {
+    let iterations = 600;
+    let child = start_with("target", iterations, &[("TARGET_LIBC_AS_DATA", "1")]);
+    let pid = child.id();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let libc: Vec<&str> = maps.lines().filter(|l| l.contains("/libc.so")).collect();
+    assert!(
+        libc.iter().any(|l| l.contains(" r--p 00000000 ")) && libc.len() >= 2,
+        "the C library mapped as data and as a library: {libc:#?}"
+    );
+    let out = built().dir.join(format!("agent-{pid}.txt"));
+    let _ = std::fs::remove_file(&out);
+    let done = Injection::new(pid, built().dir.join("libagent.so"), ENTRY)
+        .argument(out.to_str().unwrap())
+        .run()
+        .expect("injection beside the data mapping");
+    assert_eq!(done.entry_result, 42);
     assert_eq!(
         finish(child),
         (expected_sum(iterations), Some(0)),

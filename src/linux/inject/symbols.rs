@@ -157,12 +157,15 @@ fn load_bias(
         .ok_or("no loadable segment")?;
     let page = 4096u64;
     let first_vaddr = first.p_vaddr(Le) & !(page - 1);
-    let base = mappings
-        .iter()
-        .filter(|m| m.offset == first.p_offset(Le) & !(page - 1))
-        .map(|m| m.start)
-        .min()
-        .ok_or("the process maps no part of the file at its first segment's offset")?;
+    let offset = first.p_offset(Le) & !(page - 1);
+    if !mappings.iter().any(|m| m.offset == offset) {
+        return Err("the process maps no part of the file at its first segment's offset".into());
+    }
+    // Not a mapping of the file as data (a symbolizer's), which would place every symbol in memory that is not
+    // code: a call there faults.
+    let base = *crate::linux::procfs::loaded_at(mappings, offset)
+        .first()
+        .ok_or("the process maps the file only as data, not as a library the loader loaded")?;
     Ok(base.wrapping_sub(first_vaddr))
 }
 
@@ -190,6 +193,48 @@ mod tests {
         let found = lib.nearest_below(local + 1).unwrap();
         assert!(found.address <= local + 1, "{found:?}");
         assert!(lib.function("no_such_function_here").is_none());
+    }
+
+    /// A process that also maps its libc's file as data (a symbolizer printing a backtrace maps it read-only, whole,
+    /// at offset 0), below or above the loaded library: the symbols are still placed where the loader put them.
+    /// Before, the lowest mapping at offset 0 was taken, and an attach called `dlopen` inside the data mapping.
+    #[test]
+    fn a_library_also_mapped_as_data_is_placed_where_it_was_loaded() {
+        let maps = Process::current().maps().unwrap();
+        let libc_map = maps
+            .iter()
+            .find(|m| {
+                m.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+            })
+            .expect("this test links libc dynamically");
+        // SAFETY: only the address of libc's getpid is taken, through the loader, as the process resolved it.
+        let local = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) } as u64;
+        let mut same: Vec<Mapping> = maps
+            .iter()
+            .filter(|m| m.same_file(libc_map))
+            .cloned()
+            .collect();
+        let lowest = same.iter().map(|m| m.start).min().unwrap();
+        let highest = same.iter().map(|m| m.end).max().unwrap();
+        for data_at in [lowest - (64 << 20), highest + (64 << 20)] {
+            let mut data = libc_map.clone();
+            (data.start, data.end, data.offset) = (data_at, data_at + (2 << 20), 0);
+            data.permissions = *b"r--p";
+            same.push(data);
+            let refs: Vec<&Mapping> = same.iter().collect();
+            let lib = LoadedLibrary::read(libc_map.path().unwrap(), &refs).unwrap();
+            assert_eq!(
+                lib.function("getpid"),
+                Some(local),
+                "data mapped at {data_at:#x}"
+            );
+        }
+        // The file mapped only as data is no library the loader loaded.
+        let mut data = libc_map.clone();
+        (data.offset, data.permissions) = (0, *b"r--p");
+        let only_data = LoadedLibrary::read(libc_map.path().unwrap(), &[&data]);
+        assert!(only_data.is_err(), "{:?}", only_data.map(|_| ()));
     }
 
     #[test]
