@@ -15,7 +15,7 @@
 //! than `MAX_RATIO` times the baseline. On the 2-core build machine, after the converter's records were kept in
 //! place and the encoder's frames built on the stack (2026-12-03): 2.17 to 2.60 in five runs of 200 rounds, 2.00
 //! to 2.46 in eight runs beside other work on both cores; with the path run twice per batch, 3.93 to 4.64 in five
-//! runs, each a failure (`docs/measurements.md`, which also has the figures from before: 4.13 to 5.64).
+//! runs, each a failure (`docs/measurements.md`, which also has the figures from before: 4.13 to 5.78).
 //!
 //! `cargo bench -p gpu-tools-inject --bench record_path` (or the binary with `--rounds N`); no GPU needed.
 

@@ -243,6 +243,22 @@ unsafe extern "C" fn on_buffer_requested(
     });
 }
 
+/// [`LENDING`] on while it lives: off again however the stop that set it ends (a hand-back that panics included).
+struct Lending;
+
+impl Lending {
+    fn start() -> Self {
+        LENDING.store(true, Ordering::Release);
+        Lending
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        LENDING.store(false, Ordering::Release);
+    }
+}
+
 /// A buffer-requested callback as CUPTI takes it.
 pub type RequestBufferFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 
@@ -813,13 +829,14 @@ impl ActivityTracer {
             t0.elapsed().as_secs_f64() * 1e3,
             keep.kinds().count()
         );
+        let mut lending = None;
         if !keep.is_empty() {
             // Kept kinds go on recording: no buffer of the pool is lent from now on, and the one CUPTI took since
             // the flush comes back with a second one (short: it holds only what was made meanwhile).
             self.shared.read_dropped(std::ptr::null_mut(), 0);
             self.shared.closed_keeping.store(true, Ordering::Release);
             pool::close();
-            LENDING.store(true, Ordering::Release);
+            lending = Some(Lending::start());
             if let Err(e) = self.flush_raw(FlushMode::Forced) {
                 first.get_or_insert(e);
             }
@@ -848,7 +865,7 @@ impl ActivityTracer {
         if let Some(hand_back) = hand_back {
             hand_back();
         }
-        LENDING.store(false, Ordering::Release);
+        drop(lending);
         // Drops after the last buffer.
         self.shared.read_dropped(std::ptr::null_mut(), 0);
         *ACTIVE.write().unwrap_or_else(|p| p.into_inner()) = None;
