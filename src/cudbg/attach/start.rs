@@ -202,9 +202,15 @@ impl PtraceHandshake {
                 },
                 self.complete_timeout,
             )
-            .map_err(|e| AttachError::Trace {
-                pid: self.pid,
-                detail: format!("while waiting for ATTACH_COMPLETE: {e}"),
+            .map_err(|e| match e {
+                // Killed while the driver replayed its state: the process's end, as anywhere else in the attach.
+                crate::Error::Session(crate::cudbg::SessionError::DebuggeeKilled { .. }) => {
+                    self.gone()
+                }
+                e => AttachError::Trace {
+                    pid: self.pid,
+                    detail: format!("while waiting for ATTACH_COMPLETE: {e}"),
+                },
             })?;
         self.step(AttachStep::Events(seen.into_inner()));
         if found {
