@@ -417,6 +417,7 @@ impl Mapping {
 /// file mapped as data. A program that reads a library's debug information (a symbolizer printing a backtrace)
 /// maps the whole file read-only at offset 0 too; an image is told apart by an executable mapping of the file
 /// after its start and before the next mapping at `offset`.
+#[cfg_attr(not(feature = "inject"), allow(dead_code))]
 pub(crate) fn loaded_at(same_file: &[&Mapping], offset: u64) -> Vec<u64> {
     let mut at: Vec<u64> = same_file
         .iter()
