@@ -185,6 +185,9 @@ impl Writer {
 
     /// Converts and sends one batch of CUPTI records (on CUPTI's thread, or the one that flushes).
     pub fn write_batch(&self, batch: &ActivityBatch<'_>) {
+        if log::log_enabled!(log::Level::Debug) {
+            log::debug!("a tracer batch: {}", describe_batch(batch));
+        }
         let Some(mut st) = self.lock() else { return };
         let st = &mut *st;
         match st.stage {
@@ -497,6 +500,50 @@ impl KindCounts {
 /// Whether a record of CUPTI activity kind `kind` belongs to the program alone.
 fn is_foreign(foreign: u64, kind: u32) -> bool {
     foreign != 0 && 1u64.checked_shl(kind).unwrap_or(0) & foreign != 0
+}
+
+/// A batch's kernel and API records for the debug log: how many, their correlation ids and starts (first and
+/// last), so that a window's records can be followed from CUPTI to the file.
+fn describe_batch(batch: &ActivityBatch<'_>) -> String {
+    #[derive(Default)]
+    struct Span {
+        n: u64,
+        ids: Option<(u32, u32)>,
+        starts: Option<(u64, u64)>,
+        unfinished: u64,
+    }
+    impl Span {
+        fn add(&mut self, id: u32, start: u64, end: u64) {
+            self.n += 1;
+            self.unfinished += u64::from(end == 0);
+            let (lo, hi) = self.ids.unwrap_or((id, id));
+            self.ids = Some((lo.min(id), hi.max(id)));
+            let (first, last) = self.starts.unwrap_or((start, start));
+            self.starts = Some((first.min(start), last.max(start)));
+        }
+    }
+    impl std::fmt::Display for Span {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.n)?;
+            if let (Some((lo, hi)), Some((first, last))) = (self.ids, self.starts) {
+                write!(f, " (correlation {lo}-{hi}, starts {first}-{last}")?;
+                if self.unfinished > 0 {
+                    write!(f, ", {} without an end", self.unfinished)?;
+                }
+                write!(f, ")")?;
+            }
+            Ok(())
+        }
+    }
+    let (mut kernels, mut api, mut other) = (Span::default(), Span::default(), 0u64);
+    for activity in batch.records().flatten() {
+        match (&activity, activity.time()) {
+            (Activity::Kernel(k), Some(t)) => kernels.add(k.correlation_id(), t.start, t.end),
+            (Activity::Api(a), Some(t)) => api.add(a.correlation_id(), t.start, t.end),
+            _ => other += 1,
+        }
+    }
+    format!("kernels {kernels}; API calls {api}; {other} others")
 }
 
 #[cfg(test)]
