@@ -301,14 +301,23 @@ pub(super) unsafe extern "C" fn register_timestamp(
         }
         let kept = with_mux(|m| {
             m.program.timestamp = source;
-            m.clock_given = None;
             m.clock = ClockMap::new(source.map_or(m.clock_before, ProgramClock::Callback));
+            // Once its clock is back in CUPTI (the tracer has stopped), CUPTI takes the program's as without the
+            // trace, and the sharing's end has none to register: registered there, it came in the middle of the
+            // program's next session (torch.profiler registers its clock at each cycle's start).
+            m.clock_given.is_none()
         });
         match (kept, real.register_timestamp) {
-            (Some(()), _) => sys::CUPTI_SUCCESS,
+            (Some(true), _) => sys::CUPTI_SUCCESS,
+            (Some(false), Some(f)) => {
+                // SAFETY: the real function with the program's argument.
+                let code = unsafe { f(source) };
+                with_mux(|m| m.clock_given = Some(code == sys::CUPTI_SUCCESS));
+                code
+            }
             // SAFETY: the real function with the program's argument.
             (None, Some(f)) => unsafe { f(source) },
-            (None, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
+            (_, None) => sys::CUPTI_ERROR_NOT_SUPPORTED,
         }
     })
 }

@@ -162,7 +162,8 @@ struct Mux {
     /// [`give_back_callbacks`] gave the program's callbacks back to CUPTI while its kinds record: [`uninstall`]
     /// does not register them again under those kinds. Cleared when the program registers others after that.
     callbacks_given: bool,
-    /// The same for its clock (and whether it went back); cleared when the program registers another clock.
+    /// The same for its clock (and whether it went back). Once it is back, a clock the program registers goes to
+    /// CUPTI at once (`hooks::register_timestamp`), so the end registers none in the middle of its next session.
     clock_given: Option<bool>,
     /// The record layout of the session's tracer, once it runs: the trace reads the program's buffers CUPTI held
     /// when the tracer started ([`unlent_to_program`]).
@@ -820,6 +821,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
     let mux = {
         let mut guard = lock();
         let mux = guard.take()?;
+        log::debug!("the sharing's end begins: the program's calls go to CUPTI from now on");
         DISPATCHING.store(false, Ordering::Release);
         mux.link.writer.set_foreign_kinds(0);
         mux
@@ -865,10 +867,19 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
         .map(clock::ProgramClock::Callback)
         .unwrap_or(mux.clock_before);
     let real = mux.real;
+    log::debug!(
+        "the sharing ends: the program's kinds {:#x}, kept on by the tracer {:#x}, its clock given back {:?}, its \
+         callbacks given back {}",
+        program.enabled,
+        kept.bits(),
+        mux.clock_given,
+        mux.callbacks_given
+    );
     let clock_restored = match (mux.clock_given, real.register_timestamp, clock.source()) {
         (Some(restored), _, _) => restored,
         // SAFETY: the real CUPTI function, with the program's own clock.
         (None, Some(register), Some(source)) => {
+            log::debug!("the program's clock registered at the sharing's end");
             (unsafe { register(Some(source)) }) == sys::CUPTI_SUCCESS
         }
         _ => false,
@@ -876,6 +887,7 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
     // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
     unsafe {
         if program.registered && !mux.callbacks_given {
+            log::debug!("the program's callbacks registered at the sharing's end");
             // First, so that buffers for the kinds enabled next come from the program.
             (real.register_callbacks)(program.request, program.complete);
         }

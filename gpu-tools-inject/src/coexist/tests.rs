@@ -136,6 +136,9 @@ static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 /// Kinds the sharing enabled in CUPTI (tests that read it hold `SERIAL`).
 static ENABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 
+/// Timestamp sources the sharing registered in CUPTI, as addresses (tests that read it hold `SERIAL`).
+static CLOCKS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
 /// CUPTI's functions as the sharing calls them at its end: each does nothing and succeeds.
 pub(super) fn no_cupti() -> Real {
     unsafe extern "C" fn register(
@@ -166,6 +169,15 @@ pub(super) fn no_cupti() -> Real {
     ) -> sys::CUptiResult {
         sys::CUPTI_SUCCESS
     }
+    unsafe extern "C" fn register_timestamp(
+        source: sys::CUpti_TimestampCallbackFunc,
+    ) -> sys::CUptiResult {
+        CLOCKS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(source.map_or(0, |f| f as usize));
+        sys::CUPTI_SUCCESS
+    }
     Real {
         register_callbacks: register,
         enable: kind,
@@ -174,7 +186,7 @@ pub(super) fn no_cupti() -> Real {
         enable_runtime_api: None,
         enable_driver_api: None,
         subscribe,
-        register_timestamp: None,
+        register_timestamp: Some(register_timestamp),
         get_timestamp: None,
         get_next_record: None,
     }
@@ -503,6 +515,47 @@ fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
         1,
         "the new ones registered at the end"
     );
+}
+
+/// A program's timestamp source, as Kineto registers one.
+unsafe extern "C" fn program_clock() -> u64 {
+    7
+}
+
+#[test]
+fn a_clock_the_program_registers_after_its_own_went_back_goes_to_cupti_at_once_and_not_again_at_the_end()
+ {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let clocks = || CLOCKS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let ours = program_clock as unsafe extern "C" fn() -> u64 as usize;
+    // During the trace: kept by the sharing (CUPTI stays on the trace's clock) and registered at the end.
+    share(kernel_recording_program());
+    CLOCKS.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // SAFETY: the hook with a timestamp callback, as the program's redirected call passes one.
+    let code = unsafe { hooks::register_timestamp(Some(program_clock)) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    assert!(
+        clocks().is_empty(),
+        "kept while the trace's clock is in CUPTI"
+    );
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(clocks(), vec![ours], "registered at the end");
+    assert!(end.clock.is_some());
+    // After the tracer's stop gave the program's clock back: the next cycle's registration (torch.profiler makes
+    // one at each cycle's start) goes to CUPTI then, and the end, which may come in the middle of that cycle,
+    // registers none.
+    share(kernel_recording_program());
+    // SAFETY: as above.
+    unsafe { hooks::register_timestamp(Some(program_clock)) };
+    give_back_callbacks();
+    CLOCKS.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // SAFETY: as above.
+    let code = unsafe { hooks::register_timestamp(Some(program_clock)) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    assert_eq!(clocks(), vec![ours], "to CUPTI at once");
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(clocks(), vec![ours], "not registered again at the end");
+    assert!(end.clock.is_some(), "said as given back");
 }
 
 #[test]
