@@ -169,6 +169,21 @@ impl Writer {
         }
     }
 
+    /// An attached window starts at `at` (the tracer's `clock_in_at`): records of work that ended before are left
+    /// out. CUPTI writes the program's records of the moments before the tracer's clock went in on that clock when
+    /// it writes them out after it (their times are right, on the trace's clock), and the trace reads those from
+    /// the program's buffers; their kernels, which ran before, are the program's alone. On an H200 a window so began
+    /// with 559 launches of the 35 ms before its tracer's start (made while the attach looked for the program's
+    /// profiler), none with a kernel record, which the trace counted as kernels CUPTI had not recorded. A launched
+    /// trace has no window start and gets none.
+    pub fn window_starts_at(&self, at: u64) {
+        if let Some(mut st) = self.lock() {
+            if let Some(start) = st.window_start.as_mut() {
+                *start = (*start).max(at);
+            }
+        }
+    }
+
     /// Whether the end record was sent.
     pub fn has_ended(&self) -> bool {
         self.ended.load(Ordering::SeqCst)
@@ -337,7 +352,8 @@ impl Writer {
             st.encoder.push(&Record::Notice(Notice {
                 level: NoticeLevel::Info,
                 text: format!(
-                    "{n} records of work that ended before the attach left out (CUPTI delivered them late)"
+                    "{n} records of work that ended before the attach left out (CUPTI delivered them late, some in \
+                     buffers of the program's own profiler)"
                 ),
             }));
         }
@@ -595,5 +611,109 @@ mod tests {
         assert!(!is_foreign(0, 10));
         // A kind past the mask's width is nobody's.
         assert!(!is_foreign(u64::MAX, 64));
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use std::mem::offset_of;
+
+    use gpu_tools::cupti::activity::{ActivityBatch, Clock, RecordLayout};
+    use gpu_tools::sys::cupti as sys;
+
+    use super::{Filter, Writer};
+
+    /// A runtime API record of `cudaLaunchKernel` that ran from `start` to `end`, as CUPTI 13.0 writes it.
+    fn launch(start: u64, end: u64, correlation: u32) -> Vec<u8> {
+        let kind = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+        let size = RecordLayout::Cupti13_0
+            .record_size(kind)
+            .expect("a sized kind");
+        let mut r = vec![0u8; size];
+        let mut put = |at: usize, bytes: &[u8]| r[at..at + bytes.len()].copy_from_slice(bytes);
+        put(
+            offset_of!(sys::CUpti_ActivityAPI, kind),
+            &kind.to_ne_bytes(),
+        );
+        put(
+            offset_of!(sys::CUpti_ActivityAPI, cbid),
+            &sys::CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000.to_ne_bytes(),
+        );
+        put(
+            offset_of!(sys::CUpti_ActivityAPI, start),
+            &start.to_ne_bytes(),
+        );
+        put(offset_of!(sys::CUpti_ActivityAPI, end), &end.to_ne_bytes());
+        put(
+            offset_of!(sys::CUpti_ActivityAPI, correlationId),
+            &correlation.to_ne_bytes(),
+        );
+        r
+    }
+
+    fn writer(window_start: Option<u64>) -> Writer {
+        let path = std::env::temp_dir().join(format!(
+            "writer-window-{}-{}.raw",
+            std::process::id(),
+            window_start.is_some()
+        ));
+        let sink = crate::sink::Sink::create_file(&path).expect("a file for the stream");
+        Writer::new(
+            sink,
+            &gpu_tools::trace::StreamHeader::new(
+                std::process::id(),
+                0,
+                gpu_tools::trace::TimestampClock::Monotonic,
+            ),
+            Filter {
+                window_start,
+                ..Filter::default()
+            },
+        )
+    }
+
+    /// Calls of the program made while the attach looked for its profiler (after the session began, before the
+    /// tracer's start) that reach the trace from the program's buffers are not the window's.
+    #[test]
+    fn an_attached_window_begins_at_the_tracers_start() {
+        let session_began = Clock::Monotonic.now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let while_probing = Clock::Monotonic.now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let clock_in_at = Clock::Monotonic.now_ns();
+        let bytes = [
+            launch(while_probing, while_probing + 10, 1),
+            launch(u64::MAX / 2, u64::MAX / 2 + 10, 2),
+        ]
+        .concat();
+        let storage: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
+            .collect();
+        // SAFETY: `storage` holds `bytes.len()` bytes.
+        let view =
+            unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+
+        let attached = writer(Some(session_began));
+        attached.window_starts_at(clock_in_at);
+        attached.write_batch(&batch);
+        let st = attached.lock().expect("the owner");
+        assert_eq!(
+            st.before_window, 1,
+            "the call made before the tracer's start"
+        );
+        drop(st);
+
+        // Before the change of start, the same call was the window's.
+        let unchanged = writer(Some(session_began));
+        unchanged.write_batch(&batch);
+        assert_eq!(unchanged.lock().expect("the owner").before_window, 0);
+
+        // A launched trace has no window start, and gets none.
+        let launched = writer(None);
+        launched.window_starts_at(clock_in_at);
+        launched.write_batch(&batch);
+        assert_eq!(launched.lock().expect("the owner").before_window, 0);
     }
 }

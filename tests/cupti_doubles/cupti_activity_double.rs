@@ -1132,3 +1132,17 @@ fn send_and_sync_are_decided() {
     assert_send_sync::<gpu_tools::cupti::TracingSymbols>();
     // ActivityBatch and Records are neither (compile_fail doctests on ActivityBatch show it).
 }
+
+#[test]
+fn the_tracer_says_when_its_clock_went_in_on_that_clock() {
+    let _serial = serial();
+    let d = double();
+    let before = gpu_tools::cupti::activity::Clock::Monotonic.now_ns();
+    let (tracer, _sink) = start(ActivityKinds::MEMSET);
+    let after = gpu_tools::cupti::activity::Clock::Monotonic.now_ns();
+    let at = tracer.clock_in_at();
+    assert!(before <= at && at <= after, "{before} <= {at} <= {after}");
+    // CUPTI's clock is the tracer's from that moment: a record made now is stamped after it.
+    assert!(d.now() >= at, "the double reads the registered clock");
+    tracer.stop().unwrap();
+}

@@ -511,6 +511,7 @@ impl ActivityTracerBuilder {
             }
             None => {}
         }
+        let clock_in_at = self.clock.now_ns();
         // CUPTI's count of drops so far is read (and so reset) before the tracer's callbacks go in: drops of another
         // consumer's, or of an earlier tracer's hand-back, must not be reported as this tracer's at its first buffer.
         let mut before: usize = 0;
@@ -549,6 +550,7 @@ impl ActivityTracerBuilder {
             lib,
             version,
             clock: self.clock,
+            clock_in_at,
             enabled: ActivityKinds::empty(),
             stopped: false,
             claim: Some(claim),
@@ -610,6 +612,8 @@ pub struct ActivityTracer {
     lib: &'static CuptiLibrary,
     version: u32,
     clock: Clock,
+    /// When its clock went into CUPTI, on that clock.
+    clock_in_at: u64,
     enabled: ActivityKinds,
     stopped: bool,
     /// Released when the tracer is shut down.
@@ -651,6 +655,15 @@ impl ActivityTracer {
     /// The clock of the records' timestamps.
     pub fn clock(&self) -> Clock {
         self.clock
+    }
+
+    /// When the tracer's clock went into CUPTI, read on that clock just after. Beside another consumer that CUPTI
+    /// records for, records of the moments before can still come stamped on the tracer's clock: CUPTI puts a record
+    /// it held on the clock in use when it writes it out (seen on an H200, CUPTI 13.0: API calls up to 35 ms before
+    /// the start, written out after it), while the kernels that ran then were already on the earlier clock. Work
+    /// that ended before this moment is not the tracer's.
+    pub fn clock_in_at(&self) -> u64 {
+        self.clock_in_at
     }
 
     /// The library in use.
