@@ -571,7 +571,7 @@ fn start_tracer(
             .buffer_size(config.buffer_size & !7)
             .max_buffers(config.max_buffers)
             .clock(Clock::Monotonic)
-            .flush_before_start(crate::coexist::program_starts_and_stops())
+            .flush_before_start(crate::coexist::program_profiler_shared())
             .start(move |batch| {
                 // The program's own profiler first: it gets its copies before the writer reads the batch.
                 crate::coexist::dispatch(batch);

@@ -87,7 +87,6 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
         }
         let b = bit(kind);
         let decision = with_mux(|m| {
-            m.program.toggles = true;
             if b != 0 && m.session_kinds & b != 0 {
                 m.program.enabled |= b;
                 m.program.draining &= !b;
@@ -135,7 +134,6 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
         }
         let b = bit(kind);
         let decision = with_mux(|m| {
-            m.program.toggles = true;
             if m.program.probed
                 && b != 0
                 && (m.program.enabled | m.program.draining | m.program.unseen_said) & b == 0

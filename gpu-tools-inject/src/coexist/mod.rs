@@ -120,10 +120,6 @@ struct Program {
     probed: bool,
     /// Kinds it disabled while on unseen, already said in the stream.
     unseen_said: u64,
-    /// It enabled or disabled a kind while watched or since: a profiler that starts and stops its sessions
-    /// (torch.profiler on a `schedule`), whose records CUPTI holds across the tracer's start (see
-    /// [`program_starts_and_stops`]).
-    toggles: bool,
 }
 
 impl Program {
@@ -661,7 +657,6 @@ pub fn install(
             program.registered = true;
         }
         program.enabled = (program.enabled | w.on) & !w.off;
-        program.toggles = w.on | w.off != 0;
     }
     program.only_program = program.enabled & !session_kinds.bits();
     let receiving = program.receives() != 0;
@@ -703,11 +698,12 @@ pub fn set_session_kinds(kinds: ActivityKinds) {
     });
 }
 
-/// Whether the program's profiler starts and stops its sessions (it enabled or disabled a kind while the attach
-/// watched it, or since): the tracer then starts with CUPTI's records for it flushed to it first
-/// (`ActivityTracerBuilder::flush_before_start`), which a profiler with one session open throughout does not get.
-pub fn program_starts_and_stops() -> bool {
-    with_mux(|m| m.program.toggles).unwrap_or(false)
+/// Whether a profiler of the program shares CUPTI with the trace (it registered its buffer callbacks, found by the
+/// probe or while watched): the tracer then starts with what CUPTI holds for it flushed to it first
+/// (`ActivityTracerBuilder::flush_before_start`), so that its records made before the trace's clock goes in reach it
+/// on its own clock. Kernel records CUPTI had not written out when the tracer registered were lost to it.
+pub fn program_profiler_shared() -> bool {
+    with_mux(|m| m.program.registered).unwrap_or(false)
 }
 
 /// The session's tracer has stopped (after its last flush): from now on the program's enables and disables of any

@@ -607,28 +607,21 @@ fn a_kind_of_the_trace_the_program_enables_before_the_tracer_starts_is_enabled_i
 }
 
 #[test]
-fn a_program_that_turns_a_kind_on_or_off_starts_and_stops_its_sessions() {
+fn the_tracer_flushes_first_beside_any_profiler_of_the_program() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(!program_starts_and_stops(), "nothing shared");
+    assert!(!program_profiler_shared(), "nothing shared");
+    // A profiler with one session open throughout (found by the probe) and one that starts and stops its sessions
+    // alike: on an H200 what looked like a loss the flush caused beside the first was the window's start read
+    // from the program's buffers (`Writer::window_starts_now`).
     share(kernel_recording_program());
-    assert!(
-        !program_starts_and_stops(),
-        "a session open throughout is not flushed for"
-    );
-    // SAFETY: the hook with a kind, as the program calls it.
-    assert_eq!(
-        unsafe { hooks::disable(sys::CUPTI_ACTIVITY_KIND_MEMSET) },
-        sys::CUPTI_SUCCESS
-    );
-    assert!(program_starts_and_stops());
+    assert!(program_profiler_shared());
     end_sharing();
     share(Program::default());
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { hooks::enable(sys::CUPTI_ACTIVITY_KIND_MEMSET) },
-        sys::CUPTI_SUCCESS
-    );
-    assert!(program_starts_and_stops());
+    assert!(!program_profiler_shared(), "no profiler registered");
+    // SAFETY: the hook with the program's own functions, as its redirected call would pass them.
+    let code = unsafe { hooks::register_callbacks(Some(program_request), Some(program_complete)) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    assert!(program_profiler_shared(), "it registered during the trace");
     end_sharing();
 }
 
