@@ -917,7 +917,8 @@ impl Session {
             Ok(tracer) => match tracer.stop_keeping_then(keep, || {
                 // Only when kinds are kept. Given back at every stop (tried on an H200), the hand-back with its
                 // forced flush ran 27 ms while the program's profiler began its next session, whose enables the
-                // sharing still took as the tracer's: that torch.profiler cycle recorded nothing.
+                // sharing still took as the tracer's: that torch.profiler cycle recorded nothing. Otherwise they go
+                // back before the program's first enable after the stop, or as the sharing's end begins.
                 if !keep.is_empty() {
                     crate::coexist::give_back_callbacks();
                 }

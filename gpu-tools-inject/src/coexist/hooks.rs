@@ -43,26 +43,30 @@ pub(super) unsafe extern "C" fn register_callbacks(
             return call();
         }
         log::debug!("the program registers its buffer callbacks");
-        // The records made so far are not the program's: they go out before it starts a session.
-        // SAFETY: the real flush, outside the state's lock (the completion callback takes it).
-        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        // Once the tracer has stopped, they go to CUPTI at once, as without the trace (the end then registers none
+        // in the middle of the session the program begins now).
+        let direct = with_mux(|m| m.tracer_done || m.callbacks_given).unwrap_or(true);
+        if !direct {
+            // The records made so far are not the program's: they go out before it starts a session.
+            // SAFETY: the real flush, outside the state's lock (the completion callback takes it).
+            unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        }
         // Its open buffer goes back to the callbacks it came from.
         handover::close();
         let kept = with_mux(|m| {
             m.program.request = request;
             m.program.complete = complete;
             m.program.registered = true;
-            // Others than those given back at the tracer's stop: the end registers these.
-            m.callbacks_given = false;
+            m.callbacks_given = direct;
             // From now on its kinds are the ones it enables through the sharing.
             m.program.probed = false;
             m.program.draining = 0;
             m.program.disabled_at.clear();
         });
-        match kept {
-            Some(()) => sys::CUPTI_SUCCESS,
-            // The session ended meanwhile.
-            None => call(),
+        match (kept, direct) {
+            (Some(()), false) => sys::CUPTI_SUCCESS,
+            // To CUPTI now, or the session ended meanwhile.
+            _ => call(),
         }
     })
 }
@@ -104,6 +108,11 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
             // SAFETY: the real function with the program's kind.
             Some(Decision::EnableBeforeTracer) => unsafe { (real.enable)(kind) },
             Some(Decision::CallCupti) => {
+                // After the tracer's stop, its first enable finds its callbacks in CUPTI (`give_back_callbacks`
+                // does nothing when they are back already, or while the tracer runs).
+                if with_mux(|m| m.tracer_done).unwrap_or(false) {
+                    super::give_back_callbacks();
+                }
                 // SAFETY: the real function with the program's kind.
                 let code = unsafe { (real.enable)(kind) };
                 if code == sys::CUPTI_SUCCESS {
@@ -300,10 +309,10 @@ pub(super) unsafe extern "C" fn register_timestamp(
         let kept = with_mux(|m| {
             m.program.timestamp = source;
             m.clock = ClockMap::new(source.map_or(m.clock_before, ProgramClock::Callback));
-            // Once its clock is back in CUPTI (the tracer has stopped), CUPTI takes the program's as without the
+            // Once its clock is back in CUPTI or the tracer has stopped, CUPTI takes the program's as without the
             // trace, and the sharing's end has none to register: registered there, it came in the middle of the
             // program's next session (torch.profiler registers its clock at each cycle's start).
-            m.clock_given.is_none()
+            m.clock_given.is_none() && !m.tracer_done
         });
         match (kept, real.register_timestamp) {
             (Some(true), _) => sys::CUPTI_SUCCESS,

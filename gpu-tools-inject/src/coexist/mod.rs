@@ -155,8 +155,8 @@ struct Mux {
     clock_before: clock::ProgramClock,
     redirects: Vec<crate::imports::Redirect>,
     handed: Handed,
-    /// [`give_back_callbacks`] gave the program's callbacks back to CUPTI while its kinds record: [`uninstall`]
-    /// does not register them again under those kinds. Cleared when the program registers others after that.
+    /// The program's callbacks are in CUPTI again ([`give_back_callbacks`], or its own registration once the tracer
+    /// stopped, which goes to CUPTI at once): [`uninstall`] does not register them again.
     callbacks_given: bool,
     /// The same for its clock (and whether it went back). Once it is back, a clock the program registers goes to
     /// CUPTI at once (`hooks::register_timestamp`), so the end registers none in the middle of its next session.
@@ -166,6 +166,8 @@ struct Mux {
     layout: Option<RecordLayout>,
     /// The tracer stopped with a buffer of its still held by CUPTI ([`tracer_kept_a_buffer`]).
     tracer_holds_buffer: bool,
+    /// The session's tracer has stopped ([`tracer_stopped`]): the program's registrations go to CUPTI at once.
+    tracer_done: bool,
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -675,6 +677,7 @@ pub fn install(
         clock_given: None,
         layout: None,
         tracer_holds_buffer: false,
+        tracer_done: false,
     });
     drop(guard);
     // Outside the sharing's lock: the slot's lock is never taken under it (a buffer handed back under the slot's
@@ -712,6 +715,7 @@ pub fn program_profiler_shared() -> bool {
 /// window kept 4 of its 141 kernels.
 pub fn tracer_stopped() {
     set_session_kinds(ActivityKinds::empty());
+    with_mux(|m| m.tracer_done = true);
 }
 
 /// The kinds the program's profiler has enabled now, which the session's tracer leaves enabled when it stops (see
@@ -763,21 +767,25 @@ pub fn lend_program_buffers_at_stop() {
     }
 }
 
-/// Gives the program's clock and buffer callbacks back to CUPTI at once, from inside the tracer's stop
-/// (`ActivityTracer::stop_keeping_then`), after its last flush: the kinds the program records stay enabled, and
-/// until its callbacks are back CUPTI has no buffer for them and drops their records. On two H200s 1.7-2.0
-/// thousand drops a window were counted between one window's end and the next one's start; the milliseconds the
-/// rest of the end took before [`uninstall`] gave the callbacks back are the likely moment (not yet measured
-/// apart). [`uninstall`] then leaves them as they are: registering them again while CUPTI fills a buffer of the
-/// program's is a call no profiler makes, and one job whose profiler's session was open at a window's end died of a
-/// corrupted heap at that moment (not shown to be this; not needed either).
+/// Gives the program's clock and buffer callbacks back to CUPTI at once, each unless it is back already: from inside
+/// the tracer's stop (`ActivityTracer::stop_keeping_then`) after its last flush, when kinds the program records stay
+/// enabled (until its callbacks are back CUPTI has no buffer for them and drops their records: on two H200s 1.7-2.0
+/// thousand drops a window between one window's end and the next one's start); otherwise before the program's first
+/// enable after the stop ([`hooks::enable`]) or as [`uninstall`]'s first step, while the program's calls still come
+/// to the sharing. Given back later, once the program's calls went to CUPTI directly, they came in the middle of its
+/// next session: on an H200 a torch.profiler cycle begun 4 ms before the end's registration lost its first 32
+/// kernels. Registering callbacks again while CUPTI fills a buffer of the program's is a call no profiler makes.
 pub fn give_back_callbacks() {
+    // One giving back at a time: the program's thread (its first enable after the stop) and the session's may both
+    // come here, and each registration must happen once.
+    static GIVING: Mutex<()> = Mutex::new(());
+    let _one = GIVING.lock().unwrap_or_else(|p| p.into_inner());
     // Read under the sharing's lock, called without it: CUPTI's thread takes that lock to hand the program its
     // records (`handover`), and CUPTI may wait for that thread inside these calls.
     let given = {
         let guard = lock();
         let Some(mux) = guard.as_ref() else { return };
-        if !mux.program.registered {
+        if !mux.program.registered || mux.callbacks_given {
             return;
         }
         let clock = mux
@@ -785,14 +793,24 @@ pub fn give_back_callbacks() {
             .timestamp
             .map(clock::ProgramClock::Callback)
             .unwrap_or(mux.clock_before);
-        (mux.real, clock, mux.program.request, mux.program.complete)
+        (
+            mux.real,
+            clock,
+            mux.clock_given,
+            mux.program.request,
+            mux.program.complete,
+        )
     };
-    let (real, clock, request, complete) = given;
+    let (real, clock, clock_given, request, complete) = given;
+    log::debug!(
+        "the program's callbacks go back to CUPTI (its clock back already: {clock_given:?})"
+    );
     // SAFETY (each call): the real CUPTI functions, with the program's own clock and callbacks.
     let clock_restored = unsafe {
         // The clock first, so that the records its buffers get carry it.
-        let restored = match (real.register_timestamp, clock.source()) {
-            (Some(register), Some(source)) => register(Some(source)) == sys::CUPTI_SUCCESS,
+        let restored = match (clock_given, real.register_timestamp, clock.source()) {
+            (Some(restored), _, _) => restored,
+            (None, Some(register), Some(source)) => register(Some(source)) == sys::CUPTI_SUCCESS,
             _ => false,
         };
         // A buffer of the program's that CUPTI filled since the pool closed holds records on the trace's clock:
@@ -814,6 +832,9 @@ pub fn give_back_callbacks() {
 /// was registered go before it), and CUPTI is not touched for a program that is going away. `kept`: the kinds the
 /// tracer left enabled when it stopped ([`program_kinds`] then), which are not enabled again.
 pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
+    if !exiting {
+        give_back_callbacks();
+    }
     let mux = {
         let mut guard = lock();
         let mux = guard.take()?;

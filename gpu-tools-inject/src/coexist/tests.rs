@@ -130,6 +130,10 @@ impl Buffer {
 /// Registrations of buffer callbacks the sharing made in CUPTI (tests that read it hold `SERIAL`).
 static REGISTERED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Registrations counted in [`REGISTERED`] when CUPTI's next enable came (`usize::MAX` arms it; tests that read it
+/// hold `SERIAL`).
+static GIVEN_BEFORE_ENABLE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Kinds the sharing disabled in CUPTI (tests that read it hold `SERIAL`).
 static DISABLED: Mutex<Vec<sys::CUpti_ActivityKind>> = Mutex::new(Vec::new());
 
@@ -149,6 +153,12 @@ pub(super) fn no_cupti() -> Real {
         sys::CUPTI_SUCCESS
     }
     unsafe extern "C" fn kind(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
+        let _ = GIVEN_BEFORE_ENABLE.compare_exchange(
+            usize::MAX,
+            REGISTERED.load(std::sync::atomic::Ordering::SeqCst),
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+        );
         ENABLED.lock().unwrap_or_else(|p| p.into_inner()).push(kind);
         sys::CUPTI_SUCCESS
     }
@@ -229,6 +239,7 @@ fn share(program: Program) -> Arc<Writer> {
         clock_given: None,
         layout: None,
         tracer_holds_buffer: false,
+        tracer_done: false,
     });
     with_mux(|_| ());
     handover::begin();
@@ -501,20 +512,77 @@ fn callbacks_given_back_inside_the_stop_are_not_registered_again_at_the_end() {
     REGISTERED.store(0, SeqCst);
     uninstall(false, ActivityKinds::empty()).expect("shared");
     assert_eq!(REGISTERED.load(SeqCst), 1, "given back at the end");
-    // Given back, then the program registers others before the end: the end registers those.
+    // While the tracer runs, a registration of the program's is kept by the sharing and goes to CUPTI at the end.
     share(program());
-    give_back_callbacks();
     REGISTERED.store(0, SeqCst);
     // SAFETY: the hook with the program's own functions, as its redirected call would pass them.
     let code = unsafe { hooks::register_callbacks(Some(program_request), Some(program_complete)) };
     assert_eq!(code, sys::CUPTI_SUCCESS);
     assert_eq!(REGISTERED.load(SeqCst), 0, "kept by the sharing");
     uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 1, "registered at the end");
+    // Given back, then the program registers others (its next session): those go to CUPTI at once, and the end
+    // registers none in the middle of that session.
+    share(program());
+    give_back_callbacks();
+    REGISTERED.store(0, SeqCst);
+    // SAFETY: as above.
+    let code = unsafe { hooks::register_callbacks(Some(program_request), Some(program_complete)) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    assert_eq!(REGISTERED.load(SeqCst), 1, "to CUPTI at once");
+    uninstall(false, ActivityKinds::empty()).expect("shared");
     assert_eq!(
         REGISTERED.load(SeqCst),
         1,
-        "the new ones registered at the end"
+        "not registered again at the end"
     );
+}
+
+#[test]
+fn after_a_stop_that_kept_no_kind_the_program_finds_its_callbacks_in_cupti_before_its_first_enable()
+{
+    use std::sync::atomic::Ordering::SeqCst;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let enabled = || ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // Between two sessions of the program's at the tracer's stop: no kind kept, its callbacks still the trace's.
+    share(Program {
+        enabled: 0,
+        ..kernel_recording_program()
+    });
+    set_trace_layout(RecordLayout::Cupti13_0);
+    tracer_stopped();
+    REGISTERED.store(0, SeqCst);
+    ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // Its next session begins before the end: its enable reaches CUPTI with its callbacks registered first.
+    GIVEN_BEFORE_ENABLE.store(usize::MAX, SeqCst);
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    assert_eq!(enabled(), vec![kernel], "enabled in CUPTI");
+    assert_eq!(
+        GIVEN_BEFORE_ENABLE.load(SeqCst),
+        1,
+        "its callbacks were registered before the enable"
+    );
+    let end = uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 1, "and not again at the end");
+    assert_eq!(enabled(), vec![kernel, kernel], "its kind on, as it was");
+    assert!(end.registered);
+    // The same end with no enable before it: the end gives the callbacks back as its first step, once.
+    share(Program {
+        enabled: 0,
+        ..kernel_recording_program()
+    });
+    tracer_stopped();
+    REGISTERED.store(0, SeqCst);
+    uninstall(false, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 1, "given back at the end");
+    // At the process's exit nothing is given back.
+    share(kernel_recording_program());
+    tracer_stopped();
+    REGISTERED.store(0, SeqCst);
+    uninstall(true, ActivityKinds::empty()).expect("shared");
+    assert_eq!(REGISTERED.load(SeqCst), 0, "nothing at the exit");
 }
 
 /// A program's timestamp source, as Kineto registers one.
