@@ -30,6 +30,7 @@ mod graph_fold;
 mod imports;
 mod logger;
 mod mapped_library;
+mod module_hold;
 mod nvtx;
 mod nvtx_attach;
 mod pc_attach;

@@ -1,3 +1,4 @@
+use std::ffi::{c_int, c_void};
 use std::sync::Mutex;
 
 use gpu_tools::cupti::activity::{ActivityBatch, RecordLayout};
@@ -33,6 +34,38 @@ fn an_import_slot_is_redirected_and_restored() {
     imports::restore(redirects);
     // SAFETY: as above.
     assert_eq!(unsafe { libc::getppid() }, before, "and goes back");
+}
+
+#[test]
+fn the_loaders_lock_is_free_while_objects_are_scanned() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    unsafe extern "C" fn none(_: *mut libc::dl_phdr_info, _: usize, _: *mut c_void) -> c_int {
+        0
+    }
+    let free = std::cell::Cell::new(None);
+    // Asked of each object before its scan: another thread walks the loader's list meanwhile, which waits while
+    // this one holds the loader's lock.
+    let skip = |_: &str| {
+        if free.get().is_none() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                // SAFETY: a callback that does nothing.
+                unsafe { libc::dl_iterate_phdr(Some(none), std::ptr::null_mut()) };
+                let _ = tx.send(());
+            });
+            free.set(Some(rx.recv_timeout(Duration::from_secs(5)).is_ok()));
+        }
+        true
+    };
+    // SAFETY: nothing is rewritten (every object is skipped).
+    let redirects =
+        unsafe { imports::redirect(&[("getppid", fake_getppid as *const () as usize)], &skip) };
+    assert!(redirects.is_empty());
+    assert_eq!(
+        free.get(),
+        Some(true),
+        "the loader's list was walked meanwhile"
+    );
 }
 
 #[test]

@@ -2,11 +2,12 @@
 //! bias and program headers as mapped; what its segments allow at an address; and a hold that keeps it loaded
 //! while its NVTX state is routed.
 
-use std::ffi::{CStr, CString, c_int, c_void};
+use std::ffi::{CStr, c_int, c_void};
 use std::path::{Path, PathBuf};
 
 use super::elf::{PF_W, PF_X, PT_LOAD, ProgramHeader};
 use super::state::Segments;
+pub(super) use crate::module_hold::Hold;
 
 /// `PT_GNU_RELRO`: the part of a writable segment the loader makes read-only after relocation.
 const PT_GNU_RELRO: u32 = 0x6474_e552;
@@ -117,29 +118,7 @@ impl LoadedModule {
 
     /// Keeps the module loaded until the hold is dropped (`dlopen` of the loaded copy, checked to be this one).
     pub(super) fn hold(&self) -> Result<Hold, String> {
-        if self.name.is_empty() {
-            // The executable is never unloaded.
-            return Ok(Hold(std::ptr::null_mut()));
-        }
-        let name = CString::new(self.name.as_bytes()).map_err(|_| "its name holds a NUL")?;
-        // SAFETY: RTLD_NOLOAD only adds a reference to a module already loaded, running no initialiser.
-        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            return Err("it was unloaded meanwhile".into());
-        }
-        let hold = Hold(handle);
-        let mut map: *mut c_void = std::ptr::null_mut();
-        // SAFETY: RTLD_DI_LINKMAP writes the module's `struct link_map *` through a pointer to a pointer.
-        let found = unsafe { libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, (&raw mut map).cast()) };
-        if found != 0 || map.is_null() {
-            return Err("the loader does not describe it".into());
-        }
-        // SAFETY: `struct link_map` begins with `ElfW(Addr) l_addr`, the load bias (link.h), of a module held.
-        let bias = unsafe { map.cast::<u64>().read() };
-        if bias != self.bias {
-            return Err("another module of the same name was loaded meanwhile".into());
-        }
-        Ok(hold)
+        crate::module_hold::hold(&self.name, self.bias)
     }
 }
 
@@ -164,23 +143,6 @@ impl Segments for LoadedModule {
             p.p_type == PT_GNU_RELRO && address < end && start < last
         });
         inside && !relro
-    }
-}
-
-/// A reference on a loaded module; dropping it lets the module go (`dlclose`), when the program closed it
-/// meanwhile. Null for the executable.
-#[derive(Debug)]
-pub(super) struct Hold(*mut c_void);
-
-// SAFETY: a loader handle may be closed from any thread.
-unsafe impl Send for Hold {}
-
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: a handle of our own dlopen, closed once.
-            unsafe { libc::dlclose(self.0) };
-        }
     }
 }
 
