@@ -144,6 +144,76 @@ pub(super) fn close() -> Handed {
     }
 }
 
+/// A kind the program disabled, whose records made before still reach it until its next forced flush.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Disabled {
+    pub(super) kind: u32,
+    /// When (the trace's clock): a record that starts later is not the program's...
+    pub(super) at: u64,
+    /// ...unless the API call that launched it began before then: the greatest correlation id of the API records
+    /// seen so far that began before `at` (0: none seen). CUPTI records a kernel, copy or set launched while its
+    /// kind was on, however late the GPU runs it: on an H200 a torch.profiler cycle during a window lost the last
+    /// 3 of its 141 kernels, queued when its profiler disabled kernels and started after.
+    pub(super) launched_before: u32,
+}
+
+impl Disabled {
+    /// `kind`, disabled now.
+    pub(super) fn now(kind: u32) -> Disabled {
+        Disabled {
+            kind,
+            at: super::clock::monotonic_ns(),
+            launched_before: 0,
+        }
+    }
+
+    /// Whether a record of this kind, starting at `start`, with correlation id `correlation` (0: none), is one the
+    /// program gets.
+    fn keeps(&self, start: Option<u64>, correlation: u32) -> bool {
+        start.is_none_or(|start| start <= self.at)
+            || (correlation != 0 && correlation <= self.launched_before)
+    }
+}
+
+/// Raises each disabled kind's `launched_before` by the API records of `batch` that began before it was disabled.
+fn note_launches(batch: &ActivityBatch<'_>, disabled: &mut [Disabled]) {
+    for r in batch.raw_records() {
+        let kind = r.kind.0;
+        if kind != sys::CUPTI_ACTIVITY_KIND_RUNTIME && kind != sys::CUPTI_ACTIVITY_KIND_DRIVER {
+            continue;
+        }
+        let (Some(start), Some(correlation)) =
+            (start_of(r.bytes, kind), correlation_of(r.bytes, kind))
+        else {
+            continue;
+        };
+        for d in disabled.iter_mut().filter(|d| start <= d.at) {
+            d.launched_before = d.launched_before.max(correlation);
+        }
+    }
+}
+
+/// The correlation id of a record of `kind` as CUPTI 13 lays it out, where it has one.
+fn correlation_of(bytes: &[u8], kind: u32) -> Option<u32> {
+    use std::mem::offset_of;
+    let at = match kind {
+        sys::CUPTI_ACTIVITY_KIND_KERNEL | sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            offset_of!(sys::CUpti_ActivityKernel10, correlationId)
+        }
+        sys::CUPTI_ACTIVITY_KIND_RUNTIME | sys::CUPTI_ACTIVITY_KIND_DRIVER => {
+            offset_of!(sys::CUpti_ActivityAPI, correlationId)
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMCPY => offset_of!(sys::CUpti_ActivityMemcpy6, correlationId),
+        sys::CUPTI_ACTIVITY_KIND_MEMCPY2 => {
+            offset_of!(sys::CUpti_ActivityMemcpyPtoP4, correlationId)
+        }
+        sys::CUPTI_ACTIVITY_KIND_MEMSET => offset_of!(sys::CUpti_ActivityMemset4, correlationId),
+        _ => return None,
+    };
+    let field = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_ne_bytes([field[0], field[1], field[2], field[3]]))
+}
+
 /// The API record's callback id (`CUpti_ActivityAPI`: kind, then cbid, as 32-bit words).
 fn api_cbid(bytes: &[u8]) -> Option<u32> {
     bytes
@@ -157,7 +227,7 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     if !DISPATCHING.load(std::sync::atomic::Ordering::Acquire) {
         return;
     }
-    let Some((kinds, request, complete, skip_runtime, skip_driver, map, disabled_at)) =
+    let Some((kinds, request, complete, skip_runtime, skip_driver, map, mut disabled_at)) =
         with_mux(|m| {
             m.clock.read();
             (
@@ -173,6 +243,20 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     else {
         return;
     };
+    if !disabled_at.is_empty() {
+        note_launches(batch, &mut disabled_at);
+        // Kept for the batches that follow (a launch's kernel record may come after its API record's batch).
+        with_mux(|m| {
+            for d in m.program.disabled_at.iter_mut() {
+                if let Some(seen) = disabled_at
+                    .iter()
+                    .find(|s| s.kind == d.kind && s.at == d.at)
+                {
+                    d.launched_before = d.launched_before.max(seen.launched_before);
+                }
+            }
+        });
+    }
     let (Some(request), Some(complete)) = (request, complete) else {
         return;
     };
@@ -203,9 +287,10 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
             continue;
         }
-        // A kind it disabled: only what started before that (CUPTI made no more for it).
-        if let Some(&(_, at)) = disabled_at.iter().find(|(k, _)| *k == kind) {
-            if start_of(r.bytes, kind).is_some_and(|start| start > at) {
+        // A kind it disabled: only what started, or was launched, before that (CUPTI made no more for it).
+        if let Some(d) = disabled_at.iter().find(|d| d.kind == kind) {
+            let correlation = correlation_of(r.bytes, kind).unwrap_or(0);
+            if !d.keeps(start_of(r.bytes, kind), correlation) {
                 continue;
             }
         }

@@ -162,10 +162,8 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
             if m.program.enabled & b != 0 {
                 m.program.enabled &= !b;
                 m.program.draining |= b;
-                m.program.disabled_at.retain(|&(k, _)| k != kind);
-                m.program
-                    .disabled_at
-                    .push((kind, super::clock::monotonic_ns()));
+                m.program.disabled_at.retain(|d| d.kind != kind);
+                m.program.disabled_at.push(handover::Disabled::now(kind));
             }
             if b != 0 && m.session_kinds & b != 0 {
                 Decision::Done(sys::CUPTI_SUCCESS)

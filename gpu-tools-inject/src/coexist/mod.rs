@@ -106,8 +106,8 @@ struct Program {
     enabled: u64,
     /// Kinds it disabled whose records still reach it, until its next forced flush.
     draining: u64,
-    /// When it disabled each draining kind (the trace's clock): records that start later are not its.
-    disabled_at: Vec<(u32, u64)>,
+    /// When it disabled each draining kind: records that start later are not its, unless launched before.
+    disabled_at: Vec<handover::Disabled>,
     /// Kinds enabled for it alone: the trace leaves their records out.
     only_program: u64,
     /// API records it asked CUPTI to leave out, per domain.

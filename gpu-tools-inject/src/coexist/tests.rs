@@ -383,6 +383,65 @@ fn the_program_limit_of_records_per_buffer_holds_and_a_kind_it_drains_still_reac
     assert_eq!(handed.concat(), bytes);
 }
 
+/// `record(kind, 0)` with its start and correlation id set, at CUPTI 13.0's offsets.
+fn timed(kind: u32, start: u64, correlation: u32) -> Vec<u8> {
+    use std::mem::offset_of;
+    let (start_at, correlation_at) = match kind {
+        sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => (
+            offset_of!(sys::CUpti_ActivityKernel10, start),
+            offset_of!(sys::CUpti_ActivityKernel10, correlationId),
+        ),
+        _ => (
+            offset_of!(sys::CUpti_ActivityAPI, start),
+            offset_of!(sys::CUpti_ActivityAPI, correlationId),
+        ),
+    };
+    let mut r = record(kind, 0);
+    r[start_at..start_at + 8].copy_from_slice(&start.to_ne_bytes());
+    r[correlation_at..correlation_at + 4].copy_from_slice(&correlation.to_ne_bytes());
+    r
+}
+
+#[test]
+fn a_kernel_launched_before_the_program_disabled_kernels_reaches_it_however_late_it_ran() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let runtime = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(kernel_recording_program());
+    // Its cycle ends: kernels off (the trace records them: the sharing takes the call).
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::disable(kernel) }, sys::CUPTI_SUCCESS);
+    let off = with_mux(|m| m.program.disabled_at[0].at).expect("shared");
+    let (before, after) = (off - 1_000, off + 1_000_000);
+    // The trace's batches: launches 9 and 10 began before, 11 after; kernel 9 ran before, 10 and 11 after (10's
+    // record in a later batch than its launch's).
+    let first = [
+        timed(runtime, before - 5_000, 9),
+        timed(runtime, before, 10),
+        timed(runtime, after, 11),
+        timed(kernel, before + 500, 9),
+    ]
+    .concat();
+    let second = [timed(kernel, after + 10, 10), timed(kernel, after + 20, 11)].concat();
+    for bytes in [&first, &second] {
+        let buffer = Buffer::of(bytes);
+        dispatch(&buffer.batch());
+    }
+    uninstall(false, ActivityKinds::empty());
+    let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).concat();
+    assert_eq!(
+        handed,
+        [
+            timed(kernel, before + 500, 9),
+            timed(kernel, after + 10, 10)
+        ]
+        .concat(),
+        "kernels 9 and 10, not 11, nor the runtime records it never enabled"
+    );
+}
+
 #[test]
 fn nothing_is_handed_without_a_program_session() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
