@@ -6,7 +6,8 @@
  * after `cd_async(1)`, as CUPTI's worker does) and a new one requested; a refused request drops the record and
  * counts it for cuptiActivityGetNumDroppedRecords. cuptiActivityFlushAll completes the current buffer on the
  * calling thread after the worker has drained (`cd_empty_buffer_kept(1)`: an empty one stays, and a new one is asked
- * for right after a completion, as CUPTI 13.0 does). API, resource and synchronize callbacks are fired with
+ * for right after a completion, as CUPTI 13.0 does; `cd_in_flight`: kernels still running, whose records a default
+ * flush holds back and a forced one returns incomplete). API, resource and synchronize callbacks are fired with
  * `cd_api_callback` (`cd_api_callback_params` with a parameter struct), `cd_resource` (`cd_graph_resource` for
  * graphs) and `cd_sync_callback` for a subscriber that enabled them. NVTX: `InitializeInjectionNvtx2` takes a
  * module's nvtxRangePushA, nvtxRangePop and nvtxMarkA, which write marker records while MARKER is enabled. */
@@ -269,6 +270,13 @@ static int g_async;
  * is enabled, asks for the next one and holds it, empty, as CUPTI 13.0 on driver 580 was seen to (a tracer stopped
  * with such a buffer still lent after two forced flushes). */
 static int g_keep_empty;
+/* cd_in_flight: kernel records written from now on are of kernels still running: in the buffer with start and end 0
+ * until cd_land fills them in. A default flush does not return a buffer holding one; a forced flush returns it as it
+ * is, and they stay incomplete (CUPTI writes no complete record of them later). */
+#define IN_FLIGHT_MAX 64
+static int g_in_flight_on;
+static int g_in_flight;
+static struct { size_t at; uint64_t start, end; } g_in_flight_times[IN_FLIGHT_MAX];
 static struct {
     uint8_t *buf;
     size_t size, used;
@@ -542,6 +550,19 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* Under g_lock, for a record just copied to offset `at` of the current buffer: a kernel still running keeps start and
+ * end 0 there until cd_land. */
+static void hold_in_flight(uint32_t kind, size_t at) {
+    if (!g_in_flight_on || (kind != K_KERNEL && kind != K_CONCURRENT_KERNEL) || g_in_flight >= IN_FLIGHT_MAX) return;
+    struct kernel10 *k = (struct kernel10 *)(g_buf + at);
+    g_in_flight_times[g_in_flight].at = at;
+    g_in_flight_times[g_in_flight].start = k->start;
+    g_in_flight_times[g_in_flight].end = k->end;
+    g_in_flight++;
+    k->start = 0;
+    k->end = 0;
+}
+
 /* Writes one record, as CUPTI would: into the current buffer, completing it and requesting another when full.
  * Returns 1 when written, 0 when dropped for want of a buffer, -1 when its kind is not enabled. */
 static int emit(const void *record, size_t size) {
@@ -555,6 +576,7 @@ static int emit(const void *record, size_t size) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (g_buf && g_buf_used + size <= g_buf_size) {
             memcpy(g_buf + g_buf_used, record, size);
+            hold_in_flight(kind, g_buf_used);
             g_buf_used += size;
             g_stats.records++;
             pthread_mutex_unlock(&g_lock);
@@ -564,6 +586,7 @@ static int emit(const void *record, size_t size) {
             uint8_t *full = g_buf;
             size_t full_size = g_buf_size, used = g_buf_used;
             g_buf = NULL;
+            g_in_flight = 0;
             pthread_mutex_unlock(&g_lock);
             complete(full, full_size, used);
             pthread_mutex_lock(&g_lock);
@@ -598,6 +621,8 @@ static int emit(const void *record, size_t size) {
         g_buf = nb;
         g_buf_size = ns;
         memcpy(g_buf, record, size);
+        g_in_flight = 0;
+        hold_in_flight(kind, 0);
         g_buf_used = size;
         g_stats.records++;
         pthread_mutex_unlock(&g_lock);
@@ -622,11 +647,13 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     size_t size = 0, used = 0;
     /* A forced flush returns the current buffer even when empty (unless cd_empty_buffer_kept); a normal one only with
      * records. */
-    if (g_buf && (g_buf_used > 0 || ((flag & 1) && !g_keep_empty))) {
+    if (g_buf && (g_buf_used > 0 || ((flag & 1) && !g_keep_empty)) && ((flag & 1) || g_in_flight == 0)) {
         buf = g_buf;
         size = g_buf_size;
         used = g_buf_used;
         g_buf = NULL;
+        /* Forced: those still running stay incomplete. */
+        g_in_flight = 0;
     }
     complete_fn f = g_complete;
     if (buf) {
@@ -853,6 +880,25 @@ uint32_t cd_thread_id_type(void) {
     uint32_t t = g_thread_id_type;
     pthread_mutex_unlock(&g_lock);
     return t;
+}
+
+/* Kernel records written from now on (`on`) are of kernels still running (see g_in_flight_on). */
+void cd_in_flight(int on) {
+    pthread_mutex_lock(&g_lock);
+    g_in_flight_on = on;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* The running kernels of the current buffer end: their records are complete. */
+void cd_land(void) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_in_flight && g_buf; i++) {
+        struct kernel10 *k = (struct kernel10 *)(g_buf + g_in_flight_times[i].at);
+        k->start = g_in_flight_times[i].start;
+        k->end = g_in_flight_times[i].end;
+    }
+    g_in_flight = 0;
+    pthread_mutex_unlock(&g_lock);
 }
 
 void cd_empty_buffer_kept(int on) {

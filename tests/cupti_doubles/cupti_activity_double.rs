@@ -376,6 +376,73 @@ fn a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills() {
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// The kernel records the sink holds, as (correlation id, start).
+fn kernel_starts(sink: &Sink) -> Vec<(u32, u64)> {
+    records(sink)
+        .iter()
+        .filter_map(|r| match r {
+            Seen::Kernel { corr, start, .. } => Some((*corr, *start)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A stop that keeps kinds for another consumer lets kernels still running end, within its bound, before it forces
+/// CUPTI's buffers out: forced at once, CUPTI hands their records out incomplete and never completes them (on an
+/// H200, 44 kernels of a torch.profiler cycle so lost at a window's end).
+#[test]
+fn a_stop_keeping_kinds_lets_running_kernels_end_before_it_forces_the_buffers_out() {
+    let _serial = serial();
+    let d = double();
+    let kinds = ActivityKinds::CONCURRENT_KERNEL;
+    let kernel = |corr: u32, start: u64| {
+        double().kernel(
+            CONCURRENT_KERNEL,
+            start,
+            start + 100,
+            (0, 1, 7),
+            corr,
+            c"_Z1kv",
+            (1, 1, 1),
+            (32, 1, 1),
+        )
+    };
+    // Kernel 2 still runs at the stop, and ends 5 ms into it.
+    let (tracer, sink) = start(kinds);
+    assert_eq!(kernel(1, 1_000), 1);
+    d.set_in_flight(true);
+    assert_eq!(kernel(2, 2_000), 1);
+    d.set_in_flight(false);
+    let lands = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_millis(5));
+        double().land();
+    });
+    let report = tracer.stop_keeping(kinds).unwrap();
+    lands.join().unwrap();
+    assert_eq!(report.stats.buffers_in_use, 0);
+    assert_eq!(
+        kernel_starts(&sink),
+        vec![(1, 1_000), (2, 2_000)],
+        "both complete"
+    );
+    // Kernel 3 runs past the stop's bound: forced out, incomplete, as before.
+    let (tracer, sink) = start(kinds);
+    d.set_in_flight(true);
+    assert_eq!(kernel(3, 3_000), 1);
+    d.set_in_flight(false);
+    let report = tracer.stop_keeping(kinds).unwrap();
+    assert_eq!(report.stats.buffers_in_use, 0);
+    assert_eq!(kernel_starts(&sink), vec![(3, 0)], "forced out incomplete");
+    // A stop that keeps nothing forces at once: nobody else is to get those records.
+    let (tracer, sink) = start(kinds);
+    d.set_in_flight(true);
+    assert_eq!(kernel(4, 4_000), 1);
+    d.set_in_flight(false);
+    tracer.stop().unwrap();
+    assert_eq!(kernel_starts(&sink), vec![(4, 0)]);
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 #[test]
 fn hand_back_comes_after_the_last_flush_and_drops_until_then_are_after_the_stop() {
     let _serial = serial();

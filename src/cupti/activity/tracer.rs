@@ -190,9 +190,10 @@ impl Shared {
     }
 }
 
-/// How long, and how many times, a stop that keeps kinds waits for CUPTI to write into a buffer of the pool it holds
-/// empty, flushing after each wait (see `ActivityTracer::shutdown`): 50 ms at most, for a program whose kept kinds
-/// record nothing meanwhile.
+/// How long, and how many times, a stop that keeps kinds waits for the buffers of the pool CUPTI still holds to come
+/// back complete (kernels that still run, a buffer held empty), flushing after each wait (see
+/// `ActivityTracer::shutdown`): 50 ms at most, for a program whose kernels run longer or whose kept kinds record
+/// nothing meanwhile.
 const KEPT_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 const KEPT_BUFFER_WAITS: u32 = 25;
 
@@ -834,43 +835,59 @@ impl ActivityTracer {
             }
         }
         let t0 = std::time::Instant::now();
-        if let Err(e) = self.flush_raw(FlushMode::Forced) {
+        // Kinds kept for another consumer: its records in CUPTI's buffers go to it through this tracer, so kernels
+        // still running are let end first. A forced flush hands their records out incomplete, and CUPTI writes no
+        // complete one later (on an H200 a torch.profiler cycle lost the 44 kernels running at a window's end); a
+        // default flush returns only buffers whose records are all complete.
+        let mode = if keep.is_empty() {
+            FlushMode::Forced
+        } else {
+            FlushMode::Completed
+        };
+        if let Err(e) = self.flush_raw(mode) {
             first.get_or_insert(e);
         }
         log::debug!(
-            "final forced flush in {:.2} ms ({} kinds kept enabled)",
+            "final flush ({mode:?}) in {:.2} ms ({} kinds kept enabled)",
             t0.elapsed().as_secs_f64() * 1e3,
             keep.kinds().count()
         );
         let mut lending = None;
         if !keep.is_empty() {
-            // Kept kinds go on recording: no buffer of the pool is lent from now on, and the one CUPTI took since
-            // the flush comes back with a second one (short: it holds only what was made meanwhile).
+            // Kept kinds go on recording: no buffer of the pool is lent from now on.
             self.shared.read_dropped(std::ptr::null_mut(), 0);
             self.shared.closed_keeping.store(true, Ordering::Release);
             pool::close();
             lending = Some(Lending::start());
-            if let Err(e) = self.flush_raw(FlushMode::Forced) {
-                first.get_or_insert(e);
-            }
-            // CUPTI asks for a buffer right after it completes one while kinds record, and keeps one it has written
-            // nothing into across forced flushes (CUPTI 13.0, driver 580): such a buffer of the pool, still lent,
-            // would be completed to the other consumer, which may pass over a buffer it did not lend and, as Kineto
-            // does, flush only while one of its own is out (it then recorded nothing more). A kept kind that records
-            // fills it soon: flushed then, it comes back, and the request after it finds the pool closed.
+            // The buffers still lent come back once their records are all complete: those holding kernels that
+            // still run, and the one CUPTI took since the flush. CUPTI asks for a buffer right after it completes
+            // one while kinds record, and keeps one it has written nothing into across forced flushes (CUPTI 13.0,
+            // driver 580): such a buffer of the pool, still lent, would be completed to the other consumer, which
+            // may pass over a buffer it did not lend and, as Kineto does, flush only while one of its own is out (it
+            // then recorded nothing more). A kept kind that records fills it soon. At the bound, what is left is
+            // forced out, once.
             let mut waits = 0;
-            while pool::counts().lent > 0 && waits < KEPT_BUFFER_WAITS {
-                std::thread::sleep(KEPT_BUFFER_WAIT);
-                waits += 1;
-                if let Err(e) = self.flush_raw(FlushMode::Forced) {
+            let mut mode = FlushMode::Completed;
+            loop {
+                if let Err(e) = self.flush_raw(mode) {
                     first.get_or_insert(e);
                     break;
                 }
+                if pool::counts().lent == 0 || mode == FlushMode::Forced {
+                    break;
+                }
+                if waits == KEPT_BUFFER_WAITS {
+                    mode = FlushMode::Forced;
+                    continue;
+                }
+                std::thread::sleep(KEPT_BUFFER_WAIT);
+                waits += 1;
             }
             if waits > 0 {
                 log::debug!(
-                    "{} buffers of the pool still lent after {waits} more flushes",
-                    pool::counts().lent
+                    "{} buffers of the pool still lent after {waits} waits (last flush {mode:?}, {:.2} ms in all)",
+                    pool::counts().lent,
+                    t0.elapsed().as_secs_f64() * 1e3
                 );
             }
         }
