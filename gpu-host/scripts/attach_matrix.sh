@@ -28,6 +28,9 @@
 # (`278:0@metrics#6+0.21s`: cycle 278 held 0, collected 0.21 s after attach 6's command started): OUT/ROW/windows.txt
 # has each attach's run on CLOCK_MONOTONIC, the clock the job stamps its cycles with and the debug log uses.
 #
+# Each row says how its attached job ended as soon as it ends (`ATTACHED ROW exit N | result ...`, in OUT/ROW.row),
+# before the untouched run; a run cut short by SIGTERM (a `timeout` around it) prints those lines before it exits.
+#
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late
@@ -281,6 +284,8 @@ row() {
     kill -9 "$attached" 2>/dev/null
   fi
   wait $attached; rc_a=$?
+  # Said at once: a run cut before the untouched runs (a device call's limit) still tells how each job ended.
+  echo "ATTACHED $name exit $rc_a | $(grep -m1 -E '^result' "$d/attached.log" 2>/dev/null)"
   # The untouched run: the same job, exactly the steps the attached one ran.
   local steps
   steps=$(grep -m1 '^result' "$d/attached.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
@@ -465,6 +470,8 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /'
 $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null
 "$gt" --version 2>&1 | head -5
+# Cut short (a limit's SIGTERM): how each attached job ended so far, which its row says at once (`ATTACHED`).
+trap 'echo "=== cut short: the attached jobs that ended"; grep -h "^ATTACHED" "$out"/*.row 2>/dev/null; exit 143' TERM
 active=0; i=0
 for r in $rows; do
   if [ "$r" = ddp ] && [ "$gpus" -lt 2 ]; then echo "ROW ddp SKIPPED (one GPU)" > "$out/$r.row"; continue; fi
