@@ -15,6 +15,8 @@
 use std::ffi::{CStr, c_int, c_void};
 use std::path::Path;
 
+use crate::loaded_modules::LoadedModule;
+
 /// `DT_*` tags of the dynamic section (ELF gABI).
 const DT_NULL: i64 = 0;
 const DT_PLTRELSZ: i64 = 2;
@@ -66,15 +68,6 @@ struct Found {
     object: String,
 }
 
-/// A loaded object as `dl_iterate_phdr` listed it: what the scan of its relocations needs, copied under the
-/// loader's lock.
-struct Listed {
-    name: String,
-    base: usize,
-    /// Its dynamic section's address (0: none).
-    dynamic: usize,
-}
-
 /// What the scan of the listed objects collects.
 struct Walk<'a> {
     wanted: &'a [(&'static str, usize)],
@@ -93,14 +86,10 @@ pub unsafe fn redirect(
     skip: &dyn Fn(&str) -> bool,
 ) -> Vec<Redirect> {
     // Listed under the loader's lock, scanned outside it: the relocation tables of a PyTorch process take
-    // milliseconds to read, and a thread of the program or of CUPTI that needs the loader meanwhile would wait (a
-    // torch.profiler cycle that ended while the scan ran under the lock on an H200 found its records not yet
-    // written out: it recorded nothing, and the next cycle left them out as out of range).
+    // milliseconds to read (15-39 ms on an H200 host), and a thread of the program or of CUPTI that needs the loader
+    // meanwhile would wait that long.
     let started = std::time::Instant::now();
-    let mut listed: Vec<Listed> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's signature, copies only from the entry it is handed, and
-    // `listed` outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(list), (&raw mut listed).cast()) };
+    let listed = crate::loaded_modules::loaded_modules();
     let under_lock = started.elapsed();
     let mut walk = Walk {
         wanted,
@@ -109,14 +98,14 @@ pub unsafe fn redirect(
     // Each scanned object is held loaded until its slots are written.
     let mut holds = Vec::new();
     for object in listed.iter().filter(|o| !skip(&o.name)) {
-        match crate::module_hold::hold(&object.name, object.base as u64) {
+        match object.hold() {
             Ok(hold) => holds.push(hold),
             Err(e) => {
                 log::debug!("{}: not scanned for import slots: {e}", object.name);
                 continue;
             }
         }
-        // SAFETY: the object is loaded (held just above) at the base and with the dynamic section listed.
+        // SAFETY: the object is loaded (held just above), as listed.
         unsafe { scan_object(object, &mut walk) };
     }
     log::debug!(
@@ -167,58 +156,21 @@ pub fn restore(redirects: Vec<Redirect>) {
     }
 }
 
-/// `dl_iterate_phdr`'s callback: copies one entry. Called under the loader's lock; it takes no lock of its own and
-/// never unwinds into the loader.
-unsafe extern "C" fn list(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: the loader hands a valid dl_phdr_info for the call, and `data` is the vector passed above.
-        let (info, listed) = unsafe { (&*info, &mut *data.cast::<Vec<Listed>>()) };
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: the loader's NUL-terminated name of the object.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
-        let base = info.dlpi_addr as usize;
-        let headers = if info.dlpi_phdr.is_null() {
-            &[][..]
-        } else {
-            // SAFETY: the loader's program headers of the object, `dlpi_phnum` of them.
-            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-        };
-        let dynamic = headers
-            .iter()
-            .find(|h| h.p_type == libc::PT_DYNAMIC)
-            .map_or(0, |h| base.wrapping_add(h.p_vaddr as usize));
-        listed.push(Listed {
-            name,
-            base,
-            dynamic,
-        });
-    }));
-    match result {
-        Ok(()) => 0,
-        Err(payload) => {
-            // Dropping a panic payload could panic again, here inside the loader.
-            std::mem::forget(payload);
-            1
-        }
-    }
-}
-
 /// Collects the wanted slots of one object.
 ///
 /// # Safety
 ///
-/// `object` is loaded, at its base, with its dynamic section where listed.
-unsafe fn scan_object(object: &Listed, walk: &mut Walk<'_>) {
-    let (base, name) = (object.base, &object.name);
-    if object.dynamic == 0 {
+/// `object` is loaded (held), at the bias and with the program headers it was listed with.
+unsafe fn scan_object(object: &LoadedModule, walk: &mut Walk<'_>) {
+    let (base, name) = (object.bias as usize, &object.name);
+    let Some(dynamic) = object
+        .program_headers
+        .iter()
+        .find(|h| h.p_type == libc::PT_DYNAMIC)
+    else {
         return;
-    }
-    let dynamic = object.dynamic as *const [i64; 2];
+    };
+    let dynamic = base.wrapping_add(dynamic.vaddr as usize) as *const [i64; 2];
     let (mut symtab, mut strtab, mut strsz) = (0usize, 0usize, 0usize);
     let (mut jmprel, mut pltrelsz, mut rela, mut relasz) = (0usize, 0usize, 0usize, 0usize);
     // The loader stores most addresses of the dynamic section relocated; a value below the base was not.

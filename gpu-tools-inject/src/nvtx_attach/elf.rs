@@ -148,16 +148,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// A program header (`Elf64_Phdr`) without its physical address and alignment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ProgramHeader {
-    pub(super) p_type: u32,
-    pub(super) flags: u32,
-    pub(super) offset: u64,
-    pub(super) vaddr: u64,
-    pub(super) filesz: u64,
-    pub(super) memsz: u64,
-}
+pub(super) use crate::loaded_modules::ProgramHeader;
 
 impl ProgramHeader {
     /// From the 56 bytes of an `Elf64_Phdr`.
