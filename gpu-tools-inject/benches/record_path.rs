@@ -12,7 +12,8 @@
 //! (a CUPTI buffer of gpu-tools' 4 MiB). Both sides write to `/dev/null` (a real file adds the same copy into the
 //! page cache to both). The sides alternate, batch by batch, in `ROUNDS` rounds; each side's fastest batch counts,
 //! since the machine's noise (other builds on 2 shared cores) only ever adds time. Exit 1 when the path takes more
-//! than `MAX_RATIO` times the baseline. On the 2-core build machine, after the converter's records were kept in
+//! than `MAX_RATIO` times the baseline in each of `ATTEMPTS` attempts (a burst of other work passes; a regression
+//! stays). On the 2-core build machine, after the converter's records were kept in
 //! place and the encoder's frames built on the stack (2026-12-03): 2.17 to 2.60 in five runs of 200 rounds, 2.00
 //! to 2.46 in eight runs beside other work on both cores; with the path run twice per batch, 3.93 to 4.64 in five
 //! runs, each a failure (`docs/measurements.md`, which also has the figures from before: 4.13 to 5.78).
@@ -34,6 +35,10 @@ const LAUNCHES: usize = 12_000;
 const ROUNDS: usize = 200;
 /// The bound: the path's fastest batch over the baseline's.
 const MAX_RATIO: f64 = 3.75;
+/// Attempts of `ROUNDS` rounds each; the guard fails when every one is over the bound.
+const ATTEMPTS: usize = 5;
+/// The pause between attempts, to step out of a burst of the machine's other work.
+const PAUSE: Duration = Duration::from_millis(500);
 static NAMES: [&CStr; 3] = [
     c"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEvi",
     c"_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_15gpu_kernel_implEEEvi",
@@ -224,33 +229,42 @@ fn main() -> std::process::ExitCode {
     assert_eq!(decoded, records, "the crate decodes every record");
     record_path(&writer, bytes);
 
-    let (mut base, mut path) = (Duration::MAX, Duration::MAX);
-    let t0 = Instant::now();
-    for _ in 0..rounds {
-        base = base.min(timed(|| {
-            frame.clear();
-            black_box(raw_walk(black_box(bytes), &mut frame));
-            if let Err(e) = file.write_all(&frame) {
-                eprintln!("record_path: writing /dev/null: {e}");
-            }
-        }));
-        path = path.min(timed(|| record_path(&writer, bytes)));
-    }
-    let per = |d: Duration| d.as_secs_f64() * 1e9 / records as f64;
-    let ratio = path.as_secs_f64() / base.as_secs_f64();
-    println!(
-        "record path: {:.1} ns/record, baseline (hand-written walk, same write): {:.1} ns/record, ratio {ratio:.2} \
-         (bound {MAX_RATIO}); fastest of {rounds} interleaved batches of {records} records each, {:.1} s",
-        per(path),
-        per(base),
-        t0.elapsed().as_secs_f64()
-    );
-    if ratio > MAX_RATIO {
-        eprintln!(
-            "record_path: the record path takes {ratio:.2} times the baseline, more than the bound {MAX_RATIO}: \
-             it got slower (see docs/measurements.md, \"The record path's regression guard\")"
+    // A regression is there in every attempt; a burst of other work on the machine (CI runs beside other jobs) is
+    // not: the guard fails only when each of `ATTEMPTS` attempts, a pause apart, is over the bound.
+    let mut ratios = Vec::with_capacity(ATTEMPTS);
+    for attempt in 1..=ATTEMPTS {
+        let (mut base, mut path) = (Duration::MAX, Duration::MAX);
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            base = base.min(timed(|| {
+                frame.clear();
+                black_box(raw_walk(black_box(bytes), &mut frame));
+                if let Err(e) = file.write_all(&frame) {
+                    eprintln!("record_path: writing /dev/null: {e}");
+                }
+            }));
+            path = path.min(timed(|| record_path(&writer, bytes)));
+        }
+        let per = |d: Duration| d.as_secs_f64() * 1e9 / records as f64;
+        let ratio = path.as_secs_f64() / base.as_secs_f64();
+        println!(
+            "record path (attempt {attempt} of at most {ATTEMPTS}): {:.1} ns/record, baseline (hand-written walk, \
+             same write): {:.1} ns/record, ratio {ratio:.2} (bound {MAX_RATIO}); fastest of {rounds} interleaved \
+             batches of {records} records each, {:.1} s",
+            per(path),
+            per(base),
+            t0.elapsed().as_secs_f64()
         );
-        return std::process::ExitCode::FAILURE;
+        ratios.push(format!("{ratio:.2}"));
+        if ratio <= MAX_RATIO {
+            return std::process::ExitCode::SUCCESS;
+        }
+        std::thread::sleep(PAUSE);
     }
-    std::process::ExitCode::SUCCESS
+    eprintln!(
+        "record_path: the record path takes {} times the baseline in {ATTEMPTS} attempts, each more than the bound \
+         {MAX_RATIO}: it got slower (see docs/measurements.md, \"The record path's regression guard\")",
+        ratios.join(", ")
+    );
+    std::process::ExitCode::FAILURE
 }
