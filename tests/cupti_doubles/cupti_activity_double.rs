@@ -544,6 +544,80 @@ fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// A buffer the keeping lender gave CUPTI during a stop is counted as held, up to a mark taken before, until CUPTI
+/// completes it: a kernel still running keeps it in CUPTI through flushes without force (so whoever gives the other
+/// consumer its callbacks back can wait for its records to be whole), and the next buffer, lent after the mark, is
+/// not counted against it.
+#[test]
+fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
+    use gpu_tools::cupti::activity::{held_for_keeping, keeping_mark};
+    let _serial = serial();
+    let d = double();
+    LENT.lock().unwrap().clear();
+    CAME_BACK.lock().unwrap().clear();
+    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
+    // every buffer the lender lends.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
+        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
+    }
+    let kinds = ActivityKinds::CONCURRENT_KERNEL;
+    let kernel = |corr: u32, start: u64| {
+        double().kernel(
+            CONCURRENT_KERNEL,
+            start,
+            start + 100,
+            (0, 1, 7),
+            corr,
+            c"_Z1kv",
+            (1, 1, 1),
+            (32, 1, 1),
+        )
+    };
+    let (tracer, _sink) = start(kinds);
+    assert_eq!(kernel(1, 1_000), 1);
+    let mut seen = Vec::new();
+    tracer
+        .stop_keeping_then(kinds, || {
+            // The pool is closed: the kernel still running goes into a buffer of the lender's.
+            d.set_in_flight(true);
+            assert_eq!(kernel(2, 2_000), 1);
+            d.set_in_flight(false);
+            let mark = keeping_mark();
+            seen.push(held_for_keeping(mark));
+            assert_eq!(d.flush_completed(), 0);
+            seen.push(held_for_keeping(mark));
+            d.land();
+            assert_eq!(d.flush_completed(), 0);
+            seen.push(held_for_keeping(mark));
+            // The next kernel takes a new buffer, lent after the mark.
+            assert_eq!(kernel(3, 3_000), 1);
+            seen.push(held_for_keeping(mark));
+            seen.push(held_for_keeping(keeping_mark()));
+            assert_eq!(d.flush_forced(), 0);
+            seen.push(held_for_keeping(keeping_mark()));
+        })
+        .unwrap();
+    // SAFETY: clearing has no precondition.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
+        gpu_tools::cupti::activity::set_keeping_lender(None);
+    }
+    assert_eq!(
+        seen,
+        vec![1, 1, 0, 0, 1, 0],
+        "held through the default flush while its kernel ran, back once it ended; the next one after the mark"
+    );
+    let lent = LENT.lock().unwrap().clone();
+    let came_back = CAME_BACK.lock().unwrap().clone();
+    assert_eq!(lent.len(), 2, "{lent:?}");
+    assert_eq!(came_back.len(), 2, "{came_back:?}");
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(kinds);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 /// Buffers another consumer got back through its own completion callback (address, valid bytes).
 static OTHERS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 

@@ -114,6 +114,7 @@ mod api;
 mod batch;
 mod clock;
 mod graph;
+mod keeping_lent;
 mod kernel;
 mod layout;
 mod object;
@@ -129,6 +130,7 @@ pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::Clock;
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
+pub use keeping_lent::{KeepingMark, held_for_keeping, keeping_mark};
 pub use kernel::{Kernel, LaunchType};
 pub use layout::{LayoutMatch, RecordLayout};
 pub use object::{

@@ -240,6 +240,9 @@ unsafe extern "C" fn on_buffer_requested(
                 let f = std::mem::transmute::<usize, RequestBufferFn>(lender);
                 f(buffer, size, max_records);
             }
+            // Counted until CUPTI completes it: whoever gives the lender's consumer its callbacks back waits for it.
+            // SAFETY: CUPTI's out-pointer, checked non-null above, which the lender has written.
+            super::keeping_lent::lent(unsafe { *buffer } as usize);
         }
     });
 }
@@ -315,6 +318,7 @@ unsafe extern "C" fn on_buffer_completed(
     delivery::vendor_callback((), || {
         // Only buffers the pool lent are read, and never past their real size.
         let Some(len) = pool::lent_size(buffer) else {
+            super::keeping_lent::completed(buffer as usize);
             let handler = UNLENT.load(Ordering::Acquire);
             if handler == 0 {
                 log::warn!("CUPTI completed a buffer the tracer did not lend; left alone");
