@@ -75,8 +75,15 @@ static void on_request(uint8_t **buffer, size_t *size, size_t *max_records) {
 #define SEEN_IDS (1u << 20)
 static uint8_t g_seen[SEEN_IDS / 8];
 static uint64_t g_repeats;
+/* Kernel records handed over without a start (a kernel CUPTI handed out while it still ran): Kineto counts such a
+ * record outside its session's time. The start is at byte 16 of CUpti_ActivityKernel9 and 10. */
+#define START_AT 16
+static uint64_t g_incomplete;
 
 static void note_kernel(const uint8_t *record) {
+    uint64_t start;
+    memcpy(&start, record + START_AT, sizeof start);
+    if (start == 0) g_incomplete++;
     uint32_t id;
     memcpy(&id, record + CORRELATION_AT, sizeof id);
     if (id >= SEEN_IDS) return;
@@ -148,6 +155,14 @@ int pp_stop(const uint32_t *kinds, int n) {
         if (none) return 0;
     }
     return (int)cuptiActivityFlushAll(1);
+}
+
+/* Kernel records it was handed without a start. */
+uint64_t pp_incomplete(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_incomplete;
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 /* Completed buffers it passed over, not having lent them (pp_kineto only). */

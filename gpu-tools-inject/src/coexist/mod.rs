@@ -42,6 +42,7 @@
 //! first records beside an open torch.profiler session were the program's alone).
 
 mod clock;
+mod flush;
 mod handover;
 mod hooks;
 mod probe;
@@ -805,21 +806,36 @@ pub fn give_back_callbacks() {
     log::debug!(
         "the program's callbacks go back to CUPTI (its clock back already: {clock_given:?})"
     );
-    // SAFETY (each call): the real CUPTI functions, with the program's own clock and callbacks.
-    let clock_restored = unsafe {
-        // The clock first, so that the records its buffers get carry it.
-        let restored = match (clock_given, real.register_timestamp, clock.source()) {
-            (Some(restored), _, _) => restored,
-            (None, Some(register), Some(source)) => register(Some(source)) == sys::CUPTI_SUCCESS,
-            _ => false,
-        };
-        // A buffer of the program's that CUPTI filled since the pool closed holds records on the trace's clock:
-        // completed now, it comes to `unlent_to_program`, which puts them on the program's; completed after its
-        // callbacks are back, it would reach the program as it is. CUPTI takes the next one from the program too.
-        (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        (real.register_callbacks)(request, complete);
-        restored
+    // The buffers of the program's that CUPTI took since the pool closed, up to now.
+    let mark = gpu_tools::cupti::activity::keeping_mark();
+    // The clock first, so that the records its buffers get from now on carry it.
+    let clock_restored = match (clock_given, real.register_timestamp, clock.source()) {
+        (Some(restored), _, _) => restored,
+        (None, Some(register), Some(source)) => {
+            // SAFETY: the real function, with the program's own clock.
+            let code = unsafe { register(Some(source)) };
+            code == sys::CUPTI_SUCCESS
+        }
+        _ => false,
     };
+    // Such a buffer holds records on the trace's clock: completed now, it comes to `unlent_to_program`, which puts
+    // them on the program's; completed after its callbacks are back, it would reach the program as it is. It comes
+    // back with its records complete where its kernels end within the bound (`flush`); the next one CUPTI takes is
+    // the program's too, and holds records on its clock only.
+    let flushed = flush::complete_first(&real, || {
+        gpu_tools::cupti::activity::held_for_keeping(mark) == 0
+    });
+    log::debug!(
+        "the program's buffers CUPTI took during the stop came back after {} waits{}",
+        flushed.waits,
+        if flushed.forced {
+            ", forced out (kernels still running are handed out incomplete)"
+        } else {
+            ""
+        }
+    );
+    // SAFETY: the real function, with the program's own callbacks.
+    unsafe { (real.register_callbacks)(request, complete) };
     with_mux(|m| {
         m.callbacks_given = true;
         m.clock_given = Some(clock_restored);

@@ -228,25 +228,19 @@ fn end_locating(pair: Option<(usize, usize)>) {
     }
 }
 
-/// How long, and how many times, [`flush_back_lent`] waits for a buffer the probe lent to fill (50 ms at most).
-const LENT_WAIT: Duration = Duration::from_millis(2);
-const LENT_WAITS: u32 = 25;
-
 /// Once the program's callbacks are known, and again before they go back into CUPTI without a trace
 /// (`program_profiler_now`): a buffer the probe lent while it looked for them, which CUPTI still holds because
 /// nothing was written into it yet (CUPTI asks for one right after it completes one, and keeps an empty one across
 /// forced flushes), would be completed to the program's profiler, which (Kineto) passes over a buffer it did not
 /// lend, records and all. So this waits for it to fill, flushing after each wait: it comes back through the probe's
-/// callbacks, whose copies go on to the program. Returns the buffers still lent after that (a program whose kinds
-/// recorded nothing meanwhile).
+/// callbacks, whose copies go on to the program. The flushes are made without force until the bound
+/// (`flush::complete_first`): forced, they handed the program the records of its kernels still running without an
+/// end. Returns the buffers still lent after that (a program whose kinds recorded nothing meanwhile).
 pub(super) fn flush_back_lent(real: &Real) -> usize {
-    let mut waits = 0;
-    while !lent().is_empty() && waits < LENT_WAITS {
-        std::thread::sleep(LENT_WAIT);
-        waits += 1;
-        // SAFETY: the real flush; it calls the probe's callbacks, registered now.
-        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    if lent().is_empty() {
+        return 0;
     }
+    super::flush::complete_first(real, || lent().is_empty());
     lent().len()
 }
 
@@ -580,7 +574,13 @@ mod tests {
     /// Whether it completes [`HELD`] at all.
     static COMPLETES: AtomicBool = AtomicBool::new(true);
 
-    unsafe extern "C" fn completing_flush(_: u32) -> sys::CUptiResult {
+    /// Forced flushes among them.
+    static FORCED: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn completing_flush(flag: u32) -> sys::CUptiResult {
+        if flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
+            FORCED.fetch_add(1, Ordering::SeqCst);
+        }
         let n = FLUSHES.fetch_add(1, Ordering::SeqCst) + 1;
         if n == 2 && COMPLETES.load(Ordering::SeqCst) {
             // SAFETY: a buffer `lend` made, completed once, as CUPTI would, with no records.
@@ -607,21 +607,32 @@ mod tests {
             flush_all: completing_flush,
             ..super::super::tests::no_cupti()
         };
-        // It comes back at the second flush: none is left, and the probe waited no longer.
+        // It comes back at the second flush: none is left, the probe waited no longer, and forced nothing out (a
+        // forced flush hands the program its running kernels without an end).
         FLUSHES.store(0, Ordering::SeqCst);
+        FORCED.store(0, Ordering::SeqCst);
         COMPLETES.store(true, Ordering::SeqCst);
         HELD.store(lend() as usize, Ordering::SeqCst);
         assert_eq!(lent().len(), 1);
         assert_eq!(flush_back_lent(&real), 0, "flushed back");
         assert_eq!(FLUSHES.load(Ordering::SeqCst), 2);
-        // It never fills: the probe gives up after 50 ms and says one is left.
+        assert_eq!(FORCED.load(Ordering::SeqCst), 0, "no forced flush");
+        // It never fills: the probe gives up after 50 ms, forces once, and says one is left.
         FLUSHES.store(0, Ordering::SeqCst);
         COMPLETES.store(false, Ordering::SeqCst);
         let held = lend();
         assert_eq!(flush_back_lent(&real), 1, "still lent");
-        assert_eq!(FLUSHES.load(Ordering::SeqCst), LENT_WAITS as usize);
+        assert_eq!(
+            FLUSHES.load(Ordering::SeqCst),
+            super::super::flush::WAITS as usize + 2
+        );
+        assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
         assert!(take_lent(held));
         free_lent(held);
+        // Nothing lent: no flush at all.
+        FLUSHES.store(0, Ordering::SeqCst);
+        assert_eq!(flush_back_lent(&real), 0);
+        assert_eq!(FLUSHES.load(Ordering::SeqCst), 0);
     }
 
     /// The wheel's real CUPTI 13.0, loaded for the process's life, and its functions; `None` (said, and a failure in
