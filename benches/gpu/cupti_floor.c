@@ -15,6 +15,8 @@
  *   CUPTI_FLOOR_CLOCK    1: a CLOCK_MONOTONIC timestamp callback, as gpu-tools registers (CUPTI reads
  *                        CLOCK_REALTIME itself otherwise)
  *   CUPTI_FLOOR_FLUSH_MS N: a thread flushes completed buffers every N ms, as gpu-tools' flush thread does (200)
+ *   CUPTI_FLOOR_SUBSCRIBE resource: a callback subscriber with the resource domain enabled and a callback that does
+ *                        nothing, as a launched gpu-tools session holds one (it flushes at a context's destruction)
  *   CUPTI_FLOOR_LIB      the libcupti to load when the program has none mapped (else libcupti.so.13, libcupti.so)
  *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
  *
@@ -47,6 +49,8 @@ typedef CUptiResult (*timestamp_fn)(CUpti_TimestampCallbackFunc);
 typedef CUptiResult (*version_fn)(uint32_t *);
 typedef CUptiResult (*callback_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
 typedef CUptiResult (*enable_api_fn)(CUpti_CallbackId, uint8_t);
+typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+typedef CUptiResult (*enable_domain_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
 
 static struct {
     enable_fn enable;
@@ -242,6 +246,25 @@ static void at_exit(void) {
     if (out) fclose(out);
 }
 
+static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id, const void *data) {
+    (void)userdata;
+    (void)domain;
+    (void)id;
+    (void)data;
+}
+
+/* CUPTI_FLOOR_SUBSCRIBE=resource: a subscriber of the resource domain, kept for the process's life. */
+static void subscribe_resource(void *h) {
+    subscribe_fn subscribe = (subscribe_fn)dlsym(h, "cuptiSubscribe");
+    enable_domain_fn enable_domain = (enable_domain_fn)dlsym(h, "cuptiEnableDomain");
+    CUpti_SubscriberHandle subscriber = NULL;
+    if (!subscribe || !enable_domain || subscribe(&subscriber, on_callback, NULL) != CUPTI_SUCCESS ||
+        enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE) != CUPTI_SUCCESS) {
+        fprintf(stderr, "cupti_floor: no resource subscriber\n");
+        g_enable_failures++;
+    }
+}
+
 /* Called by CUDA once, from inside the program's first cuInit; 1: loaded. */
 int InitializeInjection(void) {
     const char *kinds = getenv("CUPTI_FLOOR_KINDS");
@@ -272,6 +295,8 @@ int InitializeInjection(void) {
         return 0;
     }
     if (enable_kinds(g_kinds) > 0) g_enable_failures++;
+    const char *subscriber = getenv("CUPTI_FLOOR_SUBSCRIBE");
+    if (subscriber && strcmp(subscriber, "resource") == 0) subscribe_resource(h);
     const char *api = getenv("CUPTI_FLOOR_API");
     if (api && strcmp(api, "essential") == 0) leave_out_bookkeeping(h);
     const char *every = getenv("CUPTI_FLOOR_FLUSH_MS");

@@ -18,12 +18,17 @@
 #           (GPU_TOOLS_TRACE_STAGE: no-decode, no-convert, no-encode, no-send, full; a file sink), and under
 #           `gpu-tools trace`; the library's debug log of the time each buffer held CUPTI's thread; with `perf
 #           record` of the traced flood where perf is installed.
+#  kernel   (KERNEL_LADDER=1) where `--kinds kernel` spends its time above its floor, step by step, on the C loops and
+#           the PyTorch workloads: the kernel floor, with gpu-tools' clock and flush thread, with its resource
+#           subscriber too, the injection library alone with kernels only (buffers unread, then written to a file),
+#           and `gpu-tools trace --kinds kernel`.
 #
 # Stage first (`STAGE_ONLY=gpu-tools scripts/gpu-stage` puts .gpu/bin/bin-gpu-tools and libgpu_tools_inject.so in
 # place), then in the checkout that goes with .gpu/:
 #   PROFILE=1 bash benches/gpu/tracers.sh
-# Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1), BUDGET_S (400:
-# the main part runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
+# Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1 and kernel with
+# KERNEL_LADDER=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4), BUDGET_S (400: the main part
+# runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
 # workload's count), NODRIVER=1 (two configurations more: the defaults' kinds without driver API records, floor
 # and gpu-tools), ALL_API=1 (two more: `gpu-tools trace --api all`, against the same floor as the defaults, and
 # floor-essential, CUPTI itself leaving out the host-side bookkeeping: what the writer's leaving it out saves, and
@@ -40,6 +45,7 @@ out=${OUT:-/tmp/tracers-out}/tracers
 ROUNDS=${ROUNDS:-5} SCALE=${SCALE:-1} NSYS=${NSYS:-auto} NSYS_ROUNDS=${NSYS_ROUNDS:-2} BUDGET_S=${BUDGET_S:-400}
 PARTS=${PARTS:-main attach listing}
 [ "${PROFILE:-0}" = 1 ] && PARTS="$PARTS profile"
+[ "${KERNEL_LADDER:-0}" = 1 ] && PARTS="$PARTS kernel"
 C_SYNC=${C_SYNC:-30000} C_FLOOD=${C_FLOOD:-100000} STEADY_S=${STEADY_S:-13}
 if [ "${SMOKE:-0}" = 1 ]; then
   ROUNDS=1 SCALE=0.02 NSYS=0 C_SYNC=300 C_FLOOD=2000 STEADY_S=11
@@ -118,6 +124,17 @@ prefix() {
       pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_DEFAULT" CUPTI_FLOOR_API=all
         CUPTI_FLOOR_LIB="$cupti_lib"
         CUPTI_FLOOR_CLOCK=1 CUPTI_FLOOR_FLUSH_MS=200 CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
+    floor-kernel-clock-flush | floor-kernel-subscribed)
+      # The kernel floor with what a launched gpu-tools session adds in CUPTI: its clock and flush thread, then
+      # also its resource subscriber.
+      local subscribe=
+      [ "$config" = floor-kernel-subscribed ] && subscribe=resource
+      pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_KERNEL" CUPTI_FLOOR_LIB="$cupti_lib"
+        CUPTI_FLOOR_CLOCK=1 CUPTI_FLOOR_FLUSH_MS=200 CUPTI_FLOOR_SUBSCRIBE="$subscribe"
+        CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
+    stage-kernel-*)
+      pre=(env CUDA_INJECTION64_PATH="$inject" GPU_TOOLS_TRACE_FILE="$tmp/$tag-%p.raw" GPU_TOOLS_TRACE_KINDS=kernel
+        GPU_TOOLS_TRACE_STAGE="${config#stage-kernel-}") ;;
     gt-default) pre=("$gt" trace -o "$tmp/$tag-%p.gputrace" --) ;;
     gt-kernel) pre=("$gt" trace --kinds kernel -o "$tmp/$tag-%p.gputrace" --) ;;
     gt-nodriver) pre=("$gt" trace --kinds "$GT_NODRIVER" -o "$tmp/$tag-%p.gputrace" --) ;;
@@ -211,7 +228,10 @@ rounds() {
 
 reserve=0
 for p in $PARTS; do
-  case $p in attach) reserve=$((reserve + 45)) ;; listing) reserve=$((reserve + 15)) ;; profile) reserve=$((reserve + 50)) ;; esac
+  case $p in
+    attach) reserve=$((reserve + 45)) ;; listing) reserve=$((reserve + 15)) ;; profile) reserve=$((reserve + 50)) ;;
+    kernel) reserve=$((reserve + 120)) ;;
+  esac
 done
 [ "${SMOKE:-0}" = 1 ] && reserve=0
 
@@ -304,6 +324,20 @@ if [[ " $PARTS " == *" profile "* ]]; then
   else
     say "perf: not installed (or no time left): the stage splits above are the breakdown"
   fi
+fi
+
+# --- where the time of a launch traced with --kinds kernel goes, above its floor
+if [[ " $PARTS " == *" kernel "* ]]; then
+  programs="c_sync c_flood"
+  [ "$have_torch" = 1 ] && programs="$programs torch"
+  say "== kernel: --kinds kernel step by step over $programs (at $(elapsed) s)"
+  saved=$ROUNDS
+  ROUNDS=3
+  [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
+  rounds kernel $((BUDGET_S - 5)) \
+    "native floor-kernel floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
+    "$programs"
+  ROUNDS=$saved
 fi
 
 say "== done in $(elapsed) s"

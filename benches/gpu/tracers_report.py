@@ -6,7 +6,8 @@
 Reads raw.tsv (one row per workload per run: part round config workload ms units rc wall_ms check), listing.tsv,
 the attach jobs' logs and machine.txt. Medians, min-max and the interquartile range of the rounds; ratios of medians
 to native and to the floor of the same kinds; in how many rounds gpu-tools' defaults beat torch.profiler (the same
-round's runs); the attached windows' rates; the listing's cost; the profile's split per launch.
+round's runs); the attached windows' rates; the listing's cost; the profile's split per launch; the kernel part's
+steps per workload.
 """
 import json
 import os
@@ -27,6 +28,16 @@ PROFILE_STEPS = [
     ("stage-no-send", "stage-no-encode", "encoding the stream"),
     ("stage-full", "stage-no-send", "writing the stream (a file)"),
     ("gt-default", "stage-full", "the socket and the gpu-tools process instead of a file"),
+]
+
+# The kernel part (KERNEL_LADDER=1): each step of `--kinds kernel` above its floor, per workload.
+KERNEL_STEPS = [
+    ("floor-kernel", "native", "CUPTI recording kernels (and graph launches), buffers unread (the floor)"),
+    ("floor-kernel-clock-flush", "floor-kernel", "gpu-tools' CLOCK_MONOTONIC callback and 200 ms flush thread"),
+    ("floor-kernel-subscribed", "floor-kernel-clock-flush", "a callback subscriber of the resource domain"),
+    ("stage-kernel-no-decode", "floor-kernel-subscribed", "the injection library's session, buffers unread"),
+    ("stage-kernel-full", "stage-kernel-no-decode", "decoding, converting, encoding, writing to a file"),
+    ("gt-kernel", "stage-kernel-full", "the socket and the gpu-tools process instead of a file"),
 ]
 
 
@@ -252,6 +263,32 @@ def profile_part(rows, results):
     results["profile"] = res
 
 
+def kernel_part(rows, results):
+    """Medians of the kernel part per workload, and each step's cost per unit of work (launch, step, request)."""
+    ok = [r for r in rows if r["part"] == "kernel" and r["ms"] is not None]
+    if not ok:
+        return
+    res = {}
+    print("== kernel: where --kinds kernel spends its time above its floor, medians of the rounds")
+    for w in sorted({r["workload"] for r in ok}):
+        mine = [r for r in ok if r["workload"] == w]
+        med = {c: stats([r["ms"] for r in mine if r["config"] == c]) for c in {r["config"] for r in mine}}
+        units = max((int(r["units"]) for r in mine if r["units"].isdigit()), default=0)
+        print(f"{w} ({units} units):")
+        for c, _, _ in [("native", None, None)] + KERNEL_STEPS:
+            if c in med:
+                s = med[c]
+                print(f"  {c:<26} {s['median']:10.1f} ms [{s['min']:.1f}-{s['max']:.1f}]")
+        steps = []
+        for c, base, what in KERNEL_STEPS:
+            if c in med and base in med and units:
+                ns = (med[c]["median"] - med[base]["median"]) * 1e6 / units
+                print(f"    {c} - {base}: {ns:8.1f} ns per unit  {what}")
+                steps.append({"config": c, "base": base, "ns_per_unit": ns, "what": what})
+        res[w] = {"medians": med, "units": units, "steps": steps}
+    results["kernel"] = res
+
+
 def delivery_part(out, results):
     """The injection library's debug lines `buffer of N bytes delivered in T ms` of the profile's flood."""
     path = os.path.join(out, "profile-delivery.log")
@@ -295,6 +332,7 @@ def main():
     attach_part(out, results)
     listing_part(out, rows, results)
     profile_part(rows, results)
+    kernel_part(rows, results)
     delivery_part(out, results)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
