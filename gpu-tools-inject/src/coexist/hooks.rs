@@ -34,6 +34,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
     complete: sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> sys::CUptiResult {
     guarded(|real| {
+        wait_for_the_probe("registers its buffer callbacks");
         // SAFETY (both calls): the real function with the program's arguments.
         let call = || unsafe { (real.register_callbacks)(request, complete) };
         if let Some(code) = watch::pass(call, |w| w.callbacks = Some((request, complete))) {
@@ -69,6 +70,18 @@ pub(super) unsafe extern "C" fn register_callbacks(
             _ => call(),
         }
     })
+}
+
+/// While the attach's probe looks for the program's callbacks, a flush or registration of the program's waits for
+/// it (`probe::wait_until_located`).
+fn wait_for_the_probe(what: &str) {
+    let waited = super::probe::wait_until_located();
+    if !waited.is_zero() {
+        log::debug!(
+            "the program {what} while its callbacks were looked for: waited {:.2} ms",
+            waited.as_secs_f64() * 1e3
+        );
+    }
 }
 
 /// What a hook decided under the state's lock.
@@ -185,6 +198,7 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
 pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program flushes (flag {flag})");
+        wait_for_the_probe("flushes");
         // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
         let code = unsafe { (real.flush_all)(flag) };
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {

@@ -244,6 +244,26 @@ pub(super) fn flush_back_lent(real: &Real) -> usize {
     lent().len()
 }
 
+/// How long a flush or a registration of the program's waits for the probe to find its callbacks.
+const LOCATING_WAIT: Duration = Duration::from_millis(100);
+
+/// Called by the program's flush and registration (their hooks) before they reach CUPTI. While the probe looks for
+/// the program's callbacks, the probe's own are in CUPTI and what CUPTI completes is kept until the program's are
+/// known: a flush of the program's would return without its buffers, which reach it only afterwards (Kineto counts
+/// them in its next cycle, out of range, and the one whose end it was collecting as empty), and a registration of
+/// its would replace the probe's callbacks while they are being looked for. Such a call waits for the look to end
+/// (two copies of CUPTI's writable memory and a scan: milliseconds), [`LOCATING_WAIT`] at most. Returns the wait.
+pub(super) fn wait_until_located() -> Duration {
+    if !LOCATING.load(Ordering::Acquire) {
+        return Duration::ZERO;
+    }
+    let t0 = std::time::Instant::now();
+    while LOCATING.load(Ordering::Acquire) && t0.elapsed() < LOCATING_WAIT {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    t0.elapsed()
+}
+
 /// Records the probe's own buffers held that could not reach the program (since the process started).
 pub(super) fn lost_records() -> u64 {
     LOST.load(Ordering::Relaxed)
@@ -633,6 +653,29 @@ mod tests {
         FLUSHES.store(0, Ordering::SeqCst);
         assert_eq!(flush_back_lent(&real), 0);
         assert_eq!(FLUSHES.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_flush_of_the_programs_made_while_its_callbacks_are_looked_for_waits_until_they_are_found()
+    {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        assert_eq!(wait_until_located(), Duration::ZERO, "nothing looked for");
+        LOCATING.store(true, Ordering::Release);
+        let program = std::thread::spawn(wait_until_located);
+        std::thread::sleep(Duration::from_millis(20));
+        end_locating(None);
+        let waited = program.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(20) && waited < LOCATING_WAIT,
+            "waited {waited:?}"
+        );
+        // A look that never ends holds the program back no longer than the bound.
+        LOCATING.store(true, Ordering::Release);
+        let waited = wait_until_located();
+        end_locating(None);
+        assert!(waited >= LOCATING_WAIT, "waited {waited:?}");
     }
 
     /// The wheel's real CUPTI 13.0, loaded for the process's life, and its functions; `None` (said, and a failure in
