@@ -596,8 +596,26 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
             seen.push(held_for_keeping(keeping_mark()));
             assert_eq!(d.flush_forced(), 0);
             seen.push(held_for_keeping(keeping_mark()));
+            // One more, which CUPTI still holds when the other consumer's callbacks go back: completed to them
+            // directly later, it never comes back here.
+            assert_eq!(kernel(4, 4_000), 1);
+            seen.push(held_for_keeping(keeping_mark()));
+            OTHERS.lock().unwrap().clear();
+            assert_eq!(
+                d.record_as_another_consumer(
+                    CONCURRENT_KERNEL,
+                    stand_in_lender,
+                    other_consumer_complete
+                ),
+                (0, 0)
+            );
         })
         .unwrap();
+    assert_eq!(
+        held_for_keeping(keeping_mark()),
+        0,
+        "not waited for once the lending ended"
+    );
     // SAFETY: clearing has no precondition.
     unsafe {
         gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
@@ -605,13 +623,18 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
     }
     assert_eq!(
         seen,
-        vec![1, 1, 0, 0, 1, 0],
+        vec![1, 1, 0, 0, 1, 0, 1],
         "held through the default flush while its kernel ran, back once it ended; the next one after the mark"
     );
     let lent = LENT.lock().unwrap().clone();
     let came_back = CAME_BACK.lock().unwrap().clone();
-    assert_eq!(lent.len(), 2, "{lent:?}");
+    assert_eq!(lent.len(), 3, "{lent:?}");
     assert_eq!(came_back.len(), 2, "{came_back:?}");
+    // The third goes to the other consumer at its flush.
+    assert_eq!(d.flush_forced(), 0);
+    let others = OTHERS.lock().unwrap().clone();
+    assert_eq!(others.len(), 1, "{others:?}");
+    assert_eq!(others[0].0, lent[2].0);
     // Leave the double as the other tests expect it: nothing enabled.
     let (tracer, _sink) = start(kinds);
     tracer.stop().unwrap();

@@ -50,6 +50,13 @@ pub(super) fn completed(buffer: usize) {
     }
 }
 
+/// The keeping lender's lending begins or ends (a stop that keeps kinds): what it lent before is not waited for. Once
+/// the other consumer's callbacks are back, CUPTI completes such a buffer to them directly, and it never comes here;
+/// counted still, each would hold every later wait to its bound.
+pub(super) fn forget() {
+    held_list().clear();
+}
+
 /// Now, in the keeping lender's lending: buffers it lends from here on are after the mark.
 pub fn keeping_mark() -> KeepingMark {
     KeepingMark(LENDS.load(Ordering::Acquire))
@@ -67,9 +74,13 @@ pub fn held_for_keeping(mark: KeepingMark) -> usize {
 mod tests {
     use super::*;
 
+    /// The list is the process's: one test at a time.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn a_buffer_lent_after_the_mark_is_not_counted_and_a_reused_address_is_told_apart() {
-        // Other tests of the crate may lend meanwhile; this one counts its own addresses only.
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        // Only this one's addresses are counted.
         let (a, b) = (0x7000_0000_1000usize, 0x7000_0000_2000usize);
         lent(a);
         let m = keeping_mark();
@@ -94,5 +105,16 @@ mod tests {
         // An address never lent changes nothing.
         completed(0x7000_0000_3000);
         lent(0);
+    }
+
+    #[test]
+    fn what_was_lent_before_the_lending_ended_is_not_waited_for() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let a = 0x7000_0000_4000usize;
+        lent(a);
+        let m = keeping_mark();
+        assert!(held_list().iter().any(|(x, o)| *x == a && *o <= m.0));
+        forget();
+        assert!(held_list().iter().all(|(x, _)| *x != a), "forgotten");
     }
 }

@@ -252,6 +252,7 @@ struct Lending;
 
 impl Lending {
     fn start() -> Self {
+        super::keeping_lent::forget();
         LENDING.store(true, Ordering::Release);
         Lending
     }
@@ -260,6 +261,7 @@ impl Lending {
 impl Drop for Lending {
     fn drop(&mut self) {
         LENDING.store(false, Ordering::Release);
+        super::keeping_lent::forget();
     }
 }
 
