@@ -889,6 +889,15 @@ void cd_in_flight(int on) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* The request callback registered now (CUPTI reads it, then calls it without its lock: a consumer that registers
+ * meanwhile does not stop a call to the one before). */
+request_fn cd_current_request(void) {
+    pthread_mutex_lock(&g_lock);
+    request_fn r = g_request;
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
 /* The running kernels of the current buffer end: their records are complete. */
 void cd_land(void) {
     pthread_mutex_lock(&g_lock);

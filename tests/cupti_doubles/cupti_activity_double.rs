@@ -641,6 +641,59 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
     assert_eq!(d.stats().enabled_mask, 0);
 }
 
+/// CUPTI reads its request callback, then calls it without its lock: a request that reached the tracer's callback
+/// after the other consumer's callbacks went in (the stop's end) still gets a buffer, from the lender, as long as
+/// the lender is set; refused, CUPTI dropped the record (seen with the double's launching thread beside a stop).
+#[test]
+fn a_request_that_reaches_the_tracer_after_a_keeping_stop_gets_a_buffer_of_the_lender() {
+    let _serial = serial();
+    let d = double();
+    LENT.lock().unwrap().clear();
+    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
+    // every buffer the lender lends.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
+        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
+    }
+    let kinds = ActivityKinds::CONCURRENT_KERNEL;
+    let (tracer, _sink) = start(kinds);
+    let late = d.current_request().expect("the tracer's request callback");
+    tracer
+        .stop_keeping_then(kinds, || {
+            assert_eq!(
+                d.record_as_another_consumer(
+                    CONCURRENT_KERNEL,
+                    stand_in_lender,
+                    other_consumer_complete
+                ),
+                (0, 0)
+            );
+        })
+        .unwrap();
+    let ask = || {
+        let (mut buffer, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
+        // SAFETY: the tracer's request callback, called as CUPTI calls it, with valid out-pointers.
+        unsafe { late(&mut buffer, &mut size, &mut max) };
+        (buffer as usize, size)
+    };
+    let (buffer, size) = ask();
+    assert!(
+        buffer != 0 && size == 65536,
+        "lent by the lender: {buffer:#x} {size}"
+    );
+    assert_eq!(LENT.lock().unwrap().last().map(|l| l.0), Some(buffer));
+    // SAFETY: clearing has no precondition.
+    unsafe {
+        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
+        gpu_tools::cupti::activity::set_keeping_lender(None);
+    }
+    assert_eq!(ask(), (0, 0), "none once the lender is cleared");
+    // Leave the double as the other tests expect it: nothing enabled.
+    let (tracer, _sink) = start(kinds);
+    tracer.stop().unwrap();
+    assert_eq!(d.stats().enabled_mask, 0);
+}
+
 /// Buffers another consumer got back through its own completion callback (address, valid bytes).
 static OTHERS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 

@@ -225,7 +225,10 @@ unsafe extern "C" fn on_buffer_requested(
             return;
         }
         let lender = KEEPING_LENDER.load(Ordering::Acquire);
-        if lender != 0 && LENDING.load(Ordering::Acquire) {
+        // Also after the stop's end, while the lender is set: CUPTI may call the callback it read just before the
+        // other consumer's went in (seen with the double's launching thread), and a buffer lent then goes to that
+        // consumer, whose callbacks are CUPTI's by the time it comes back. Refused, its record was dropped.
+        if lender != 0 {
             // The lender may write all three, as CUPTI's callbacks do: a null limit gets a place of its own.
             let mut unlimited = 0usize;
             let max_records = if max_records.is_null() {
@@ -247,20 +250,19 @@ unsafe extern "C" fn on_buffer_requested(
     });
 }
 
-/// [`LENDING`] on while it lives: off again however the stop that set it ends (a hand-back that panics included).
+/// A stop's lending, from its pool's close to its end: what the keeping lender lends in it is counted until CUPTI
+/// completes it (`keeping_lent`), and forgotten at its end however the stop ends (a hand-back that panics included).
 struct Lending;
 
 impl Lending {
     fn start() -> Self {
         super::keeping_lent::forget();
-        LENDING.store(true, Ordering::Release);
         Lending
     }
 }
 
 impl Drop for Lending {
     fn drop(&mut self) {
-        LENDING.store(false, Ordering::Release);
         super::keeping_lent::forget();
     }
 }
@@ -268,13 +270,12 @@ impl Drop for Lending {
 /// A buffer-requested callback as CUPTI takes it.
 pub type RequestBufferFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 
-/// The lender of buffers once a stop that keeps kinds has closed the pool (0: none).
+/// The lender of buffers the pool does not give (0: none).
 static KEEPING_LENDER: AtomicUsize = AtomicUsize::new(0);
-/// Whether a stop that keeps kinds is between its pool's closing and its end: only then does the lender lend.
-static LENDING: AtomicBool = AtomicBool::new(false);
 
-/// Where CUPTI's buffers come from after a stop that keeps kinds (`ActivityTracer::stop_keeping_then`) has closed
-/// the pool, until its end: from `lender`, the request callback of the consumer that takes the kept kinds over
+/// Where CUPTI's buffers come from when the pool gives none, until the lender is cleared: in a stop that keeps kinds
+/// (`ActivityTracer::stop_keeping_then`), once the pool has closed, and after the stop for a request that reaches the
+/// tracer's callback late: from `lender`, the request callback of the consumer that takes the kept kinds over
 /// (`None`: nowhere, the default; CUPTI then drops the kept kinds' records until that consumer registers its own
 /// callbacks, and the stop reports them). A buffer so lent comes back to the handler of unlent buffers
 /// ([`set_unlent_buffer_handler`]) when CUPTI completes it before that consumer's callbacks are back, to it
