@@ -226,6 +226,15 @@ rounds() {
   done
 }
 
+# `rounds` with 3 rounds (1 in a smoke run), whatever ROUNDS says: the parts after the main one.
+three_rounds() {
+  local saved=$ROUNDS
+  ROUNDS=3
+  [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
+  rounds "$@"
+  ROUNDS=$saved
+}
+
 reserve=0
 for p in $PARTS; do
   case $p in
@@ -291,23 +300,15 @@ fi
 # --- the listing's cost: the same trace with and without --list
 if [[ " $PARTS " == *" listing "* ]]; then
   say "== listing: the C flood under trace -o FILE with and without --list (at $(elapsed) s)"
-  saved=$ROUNDS
-  ROUNDS=3
-  [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
-  rounds listing $((BUDGET_S - reserve + 60)) "gt-default gt-list" "c_flood"
-  ROUNDS=$saved
+  three_rounds listing $((BUDGET_S - reserve + 60)) "gt-default gt-list" "c_flood"
 fi
 
 # --- where the time of a traced launch goes
 if [[ " $PARTS " == *" profile "* ]]; then
   say "== profile: the C flood, stage by stage (at $(elapsed) s)"
-  saved=$ROUNDS
-  ROUNDS=3
-  [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
-  rounds profile $((BUDGET_S - 20)) \
+  three_rounds profile $((BUDGET_S - 20)) \
     "native floor-default floor-clock-flush stage-no-decode stage-no-convert stage-no-encode stage-no-send stage-full gt-default" \
     "c_flood"
-  ROUNDS=$saved
   # The library's own account of each buffer: how long the writer held CUPTI's thread (decode to write).
   env CUDA_INJECTION64_PATH="$inject" NVTX_INJECTION64_PATH="$inject" GPU_TOOLS_TRACE_FILE="$tmp/delivery-%p.raw" \
     GPU_TOOLS_TRACE_KINDS=kernel,memcpy,memset,driver,runtime,nvtx GPU_TOOLS_TRACE_LOG=debug \
@@ -331,13 +332,9 @@ if [[ " $PARTS " == *" kernel "* ]]; then
   programs="c_sync c_flood"
   [ "$have_torch" = 1 ] && programs="$programs torch"
   say "== kernel: --kinds kernel step by step over $programs (at $(elapsed) s)"
-  saved=$ROUNDS
-  ROUNDS=3
-  [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
-  rounds kernel $((BUDGET_S - 5)) \
+  three_rounds kernel $((BUDGET_S - 5)) \
     "native floor-kernel floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
     "$programs"
-  ROUNDS=$saved
 fi
 
 say "== done in $(elapsed) s"

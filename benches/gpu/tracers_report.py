@@ -243,6 +243,17 @@ def listing_part(out, rows, results):
     results["listing"] = res
 
 
+def step_costs(med, steps, units, unit, indent):
+    """Each step's cost per unit of work: the difference of its median and its base's over `units`, printed."""
+    out = []
+    for c, base, what in steps:
+        if c in med and base in med:
+            ns = (med[c]["median"] - med[base]["median"]) * 1e6 / units
+            print(f"{indent}{c} - {base}: {ns:8.1f} ns per {unit}  {what}")
+            out.append({"config": c, "base": base, f"ns_per_{unit}": ns, "what": what})
+    return out
+
+
 def profile_part(rows, results):
     ok = [r for r in rows if r["part"] == "profile" and r["ms"] is not None]
     if not ok:
@@ -255,11 +266,7 @@ def profile_part(rows, results):
     res = {"medians": med, "launches": launches, "steps": []}
     for c, s in sorted(med.items(), key=lambda kv: kv[1]["median"]):
         print(f"{c:<20} {s['median']:10.1f} ms [{s['min']:.1f}-{s['max']:.1f}]")
-    for c, base, what in PROFILE_STEPS:
-        if c in med and base in med:
-            ns = (med[c]["median"] - med[base]["median"]) * 1e6 / launches
-            print(f"  {c} - {base}: {ns:8.1f} ns per launch  {what}")
-            res["steps"].append({"config": c, "base": base, "ns_per_launch": ns, "what": what})
+    res["steps"] = step_costs(med, PROFILE_STEPS, launches, "launch", "  ")
     results["profile"] = res
 
 
@@ -279,12 +286,7 @@ def kernel_part(rows, results):
             if c in med:
                 s = med[c]
                 print(f"  {c:<26} {s['median']:10.1f} ms [{s['min']:.1f}-{s['max']:.1f}]")
-        steps = []
-        for c, base, what in KERNEL_STEPS:
-            if c in med and base in med and units:
-                ns = (med[c]["median"] - med[base]["median"]) * 1e6 / units
-                print(f"    {c} - {base}: {ns:8.1f} ns per unit  {what}")
-                steps.append({"config": c, "base": base, "ns_per_unit": ns, "what": what})
+        steps = step_costs(med, KERNEL_STEPS, units, "unit", "    ") if units else []
         res[w] = {"medians": med, "units": units, "steps": steps}
     results["kernel"] = res
 

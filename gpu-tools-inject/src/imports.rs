@@ -315,25 +315,7 @@ pub fn not_cupti_or_this_library(object: &str) -> bool {
 
 /// The file this library was loaded from, as the loader names it.
 fn own_object() -> Option<String> {
-    let mut info: libc::Dl_info = unsafe_zeroed_dl_info();
-    // SAFETY: any address inside this library, and a valid out-structure.
-    let found = unsafe { libc::dladdr(own_object as *const () as *const c_void, &mut info) };
-    if found == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: the loader's NUL-terminated file name.
-    Some(
-        unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned(),
-    )
-}
-
-pub(crate) fn unsafe_zeroed_dl_info() -> libc::Dl_info {
-    libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    }
+    crate::loaded_modules::module_of(own_object as *const () as usize)
+        .map(|(_, path)| path)
+        .filter(|path| !path.is_empty())
 }

@@ -165,8 +165,8 @@ impl Drop for Hold {
     }
 }
 
-/// The file name and the load address of the module that holds `address`, as the loader says (`dladdr`).
-pub(crate) fn module_at(address: usize) -> Option<(usize, String)> {
+/// The load address and the loader's path of the module that holds `address` (`dladdr`).
+pub(crate) fn module_of(address: usize) -> Option<(usize, String)> {
     let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
     // SAFETY: dladdr only looks the address up and fills `info`.
     if unsafe { libc::dladdr(address as *const c_void, info.as_mut_ptr()) } == 0 {
@@ -174,14 +174,22 @@ pub(crate) fn module_at(address: usize) -> Option<(usize, String)> {
     }
     // SAFETY: a successful dladdr filled the struct.
     let info = unsafe { info.assume_init() };
-    let name = if info.dli_fname.is_null() {
+    let path = if info.dli_fname.is_null() {
         String::new()
     } else {
         // SAFETY: the loader's NUL-terminated path of a loaded module.
-        let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
-        Path::new(path.as_ref())
-            .file_name()
-            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+        unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned()
     };
-    Some((info.dli_fbase as usize, name))
+    Some((info.dli_fbase as usize, path))
+}
+
+/// The file name and the load address of the module that holds `address`, as the loader says (`dladdr`).
+pub(crate) fn module_at(address: usize) -> Option<(usize, String)> {
+    let (base, path) = module_of(address)?;
+    let name = Path::new(&path)
+        .file_name()
+        .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+    Some((base, name))
 }

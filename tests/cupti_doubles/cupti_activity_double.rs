@@ -387,6 +387,20 @@ fn kernel_starts(sink: &Sink) -> Vec<(u32, u64)> {
         .collect()
 }
 
+/// A kernel record of CONCURRENT_KERNEL, 100 ns long, as the double writes it: 1 written, 0 dropped, -1 not enabled.
+fn kernel(corr: u32, start: u64) -> i32 {
+    double().kernel(
+        CONCURRENT_KERNEL,
+        start,
+        start + 100,
+        (0, 1, 7),
+        corr,
+        c"_Z1kv",
+        (1, 1, 1),
+        (32, 1, 1),
+    )
+}
+
 /// A stop that keeps kinds for another consumer lets kernels still running end, within its bound, before it forces
 /// CUPTI's buffers out: forced at once, CUPTI hands their records out incomplete and never completes them (on an
 /// H200, 44 kernels of a torch.profiler cycle so lost at a window's end).
@@ -395,18 +409,6 @@ fn a_stop_keeping_kinds_lets_running_kernels_end_before_it_forces_the_buffers_ou
     let _serial = serial();
     let d = double();
     let kinds = ActivityKinds::CONCURRENT_KERNEL;
-    let kernel = |corr: u32, start: u64| {
-        double().kernel(
-            CONCURRENT_KERNEL,
-            start,
-            start + 100,
-            (0, 1, 7),
-            corr,
-            c"_Z1kv",
-            (1, 1, 1),
-            (32, 1, 1),
-        )
-    };
     // Kernel 2 still runs at the stop, and ends 5 ms into it.
     let (tracer, sink) = start(kinds);
     assert_eq!(kernel(1, 1_000), 1);
@@ -495,18 +497,38 @@ unsafe extern "C" fn stand_in_unlent(
     CAME_BACK.lock().unwrap().push((buffer as usize, valid));
 }
 
+/// The stand-in lender and handler of unlent buffers, set while it lives (cleared however the test ends).
+struct StandInLender;
+
+impl StandInLender {
+    fn set() -> Self {
+        // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler
+        // takes every buffer the lender lends.
+        unsafe {
+            gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
+            gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
+        }
+        StandInLender
+    }
+}
+
+impl Drop for StandInLender {
+    fn drop(&mut self) {
+        // SAFETY: clearing has no precondition.
+        unsafe {
+            gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
+            gpu_tools::cupti::activity::set_keeping_lender(None);
+        }
+    }
+}
+
 #[test]
 fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
     let _serial = serial();
     let d = double();
     LENT.lock().unwrap().clear();
     CAME_BACK.lock().unwrap().clear();
-    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
-    // every buffer the lender lends.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
-        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
-    }
+    let lender = StandInLender::set();
     let (tracer, sink) = start(ActivityKinds::MEMSET);
     assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
     assert!(
@@ -521,11 +543,7 @@ fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
             assert_eq!(d.flush_forced(), 0);
         })
         .unwrap();
-    // SAFETY: clearing has no precondition.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
-        gpu_tools::cupti::activity::set_keeping_lender(None);
-    }
+    drop(lender);
     assert_eq!(report.dropped_after_stop, 0, "CUPTI had a buffer");
     assert_eq!(
         records(&sink).len(),
@@ -555,25 +573,8 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
     let d = double();
     LENT.lock().unwrap().clear();
     CAME_BACK.lock().unwrap().clear();
-    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
-    // every buffer the lender lends.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
-        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
-    }
+    let lender = StandInLender::set();
     let kinds = ActivityKinds::CONCURRENT_KERNEL;
-    let kernel = |corr: u32, start: u64| {
-        double().kernel(
-            CONCURRENT_KERNEL,
-            start,
-            start + 100,
-            (0, 1, 7),
-            corr,
-            c"_Z1kv",
-            (1, 1, 1),
-            (32, 1, 1),
-        )
-    };
     let (tracer, _sink) = start(kinds);
     assert_eq!(kernel(1, 1_000), 1);
     let mut seen = Vec::new();
@@ -616,11 +617,7 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
         0,
         "not waited for once the lending ended"
     );
-    // SAFETY: clearing has no precondition.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
-        gpu_tools::cupti::activity::set_keeping_lender(None);
-    }
+    drop(lender);
     assert_eq!(
         seen,
         vec![1, 1, 0, 0, 1, 0, 1],
@@ -649,12 +646,7 @@ fn a_request_that_reaches_the_tracer_after_a_keeping_stop_gets_a_buffer_of_the_l
     let _serial = serial();
     let d = double();
     LENT.lock().unwrap().clear();
-    // SAFETY: both stand-ins may be called from any thread with CUPTI's arguments and never unwind; the handler takes
-    // every buffer the lender lends.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(Some(stand_in_unlent));
-        gpu_tools::cupti::activity::set_keeping_lender(Some(stand_in_lender));
-    }
+    let lender = StandInLender::set();
     let kinds = ActivityKinds::CONCURRENT_KERNEL;
     let (tracer, _sink) = start(kinds);
     let late = d.current_request().expect("the tracer's request callback");
@@ -682,11 +674,7 @@ fn a_request_that_reaches_the_tracer_after_a_keeping_stop_gets_a_buffer_of_the_l
         "lent by the lender: {buffer:#x} {size}"
     );
     assert_eq!(LENT.lock().unwrap().last().map(|l| l.0), Some(buffer));
-    // SAFETY: clearing has no precondition.
-    unsafe {
-        gpu_tools::cupti::activity::set_unlent_buffer_handler(None);
-        gpu_tools::cupti::activity::set_keeping_lender(None);
-    }
+    drop(lender);
     assert_eq!(ask(), (0, 0), "none once the lender is cleared");
     // Leave the double as the other tests expect it: nothing enabled.
     let (tracer, _sink) = start(kinds);

@@ -355,10 +355,9 @@ fn snapshot(ranges: &[(u64, u64)]) -> Vec<Vec<u8>> {
 /// Whether `address` lies in this library (the injection library, which holds the crate's tracer).
 fn in_this_library(address: usize) -> bool {
     let base = |a: usize| -> Option<usize> {
-        let mut info = crate::imports::unsafe_zeroed_dl_info();
-        // SAFETY: dladdr only reads the address and fills the out-structure.
-        let found = unsafe { libc::dladdr(a as *const libc::c_void, &mut info) };
-        (found != 0 && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
+        crate::loaded_modules::module_of(a)
+            .map(|(base, _)| base)
+            .filter(|&base| base != 0)
     };
     let own = base(in_this_library as *const () as usize);
     own.is_some() && base(address) == own
