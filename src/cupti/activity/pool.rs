@@ -94,7 +94,7 @@ pub(crate) fn close() {
 
 /// Tests only: what runs while a buffer is allocated outside the lock.
 #[cfg(test)]
-static BETWEEN: Mutex<Option<fn()>> = Mutex::new(None);
+pub(super) static BETWEEN: Mutex<Option<fn()>> = Mutex::new(None);
 
 /// A buffer for CUPTI: its address and size, or `None` when the pool is closed or `max` are lent.
 pub(crate) fn take() -> Option<(*mut u8, usize)> {
@@ -167,11 +167,11 @@ pub(crate) fn counts() -> PoolCounts {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// The pool is the process's: one test at a time.
-    static SERIAL: Mutex<()> = Mutex::new(());
+    pub(in super::super) static SERIAL: Mutex<()> = Mutex::new(());
 
     #[test]
     fn a_buffer_made_while_the_pool_closes_is_not_lent() {

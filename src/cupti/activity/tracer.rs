@@ -215,6 +215,7 @@ unsafe extern "C" fn on_buffer_requested(
             *max_records = 0;
         }
     }
+    REQUESTS_IN_PROGRESS.fetch_add(1, Ordering::AcqRel);
     delivery::vendor_callback((), || {
         if let Some((ptr, len)) = pool::take() {
             // SAFETY: as above.
@@ -248,7 +249,13 @@ unsafe extern "C" fn on_buffer_requested(
             super::keeping_lent::lent(unsafe { *buffer } as usize);
         }
     });
+    REQUESTS_IN_PROGRESS.fetch_sub(1, Ordering::AcqRel);
 }
+
+/// Requests inside [`on_buffer_requested`] now: clearing the keeping lender waits for them.
+static REQUESTS_IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
+/// How long clearing the keeping lender waits for the requests in progress.
+const LENDER_CLEAR_WAIT: Duration = Duration::from_millis(100);
 
 /// A stop's lending, from its pool's close to its end: what the keeping lender lends in it is counted until CUPTI
 /// completes it (`keeping_lent`), and forgotten at its end however the stop ends (a hand-back that panics included).
@@ -280,13 +287,23 @@ static KEEPING_LENDER: AtomicUsize = AtomicUsize::new(0);
 /// callbacks, and the stop reports them). A buffer so lent comes back to the handler of unlent buffers
 /// ([`set_unlent_buffer_handler`]) when CUPTI completes it before that consumer's callbacks are back, to it
 /// directly after. On an H200, a stop without a lender dropped 16 records of a torch.profiler session's kept kinds
-/// in the 1.5 ms before its callbacks went back.
+/// in the 1.5 ms before its callbacks went back. Clearing it (`None`) waits for the requests already inside the
+/// tracer's callback to end (100 ms at most).
 ///
 /// # Safety
 ///
 /// `lender` must be safe to call from any thread with CUPTI's request arguments, for as long as it is set; it must
 /// not unwind, and every buffer it lends must be one the handler of unlent buffers can take.
 pub unsafe fn set_keeping_lender(lender: Option<RequestBufferFn>) {
+    if lender.is_none() {
+        // A request already inside the tracer's callback may still turn to the lender: one that began allocating a
+        // buffer of the pool before the stop and found the pool closed when the allocation ended (3 ms in a debug
+        // build beside the double, which then dropped the record). It is let finish first, for 100 ms at most.
+        let t0 = std::time::Instant::now();
+        while REQUESTS_IN_PROGRESS.load(Ordering::Acquire) > 0 && t0.elapsed() < LENDER_CLEAR_WAIT {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
     KEEPING_LENDER.store(lender.map_or(0, |f| f as usize), Ordering::Release);
 }
 
@@ -933,5 +950,63 @@ impl Drop for ActivityTracer {
         if let Err(e) = self.shutdown(ActivityKinds::empty(), None) {
             log::warn!("activity tracer shutdown: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of the stand-in lender's buffers.
+    const LENT_BYTES: usize = 256;
+    /// Buffers the stand-in lender lent.
+    static LENDS: AtomicUsize = AtomicUsize::new(0);
+    /// The thread that clears the lender while a request allocates.
+    static CLEARING: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
+
+    unsafe extern "C" fn stand_in_lender(buffer: *mut *mut u8, size: *mut usize, _: *mut usize) {
+        let block: &'static mut [u64] = Box::leak(vec![0u64; LENT_BYTES / 8].into_boxed_slice());
+        LENDS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the caller's valid out-pointers.
+        unsafe {
+            *buffer = block.as_mut_ptr().cast::<u8>();
+            *size = LENT_BYTES;
+        }
+    }
+
+    /// While the request allocates a buffer of the pool: the stop closes the pool, and the sharing's end clears
+    /// the lender on its own thread, given time to.
+    fn stop_and_clear() {
+        pool::close();
+        let clearing = std::thread::spawn(|| {
+            // SAFETY: clearing has no precondition.
+            unsafe { set_keeping_lender(None) };
+        });
+        *CLEARING.lock().unwrap_or_else(|p| p.into_inner()) = Some(clearing);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_request_still_allocating_when_the_lender_is_cleared_gets_the_lenders_buffer() {
+        let _serial = pool::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        pool::configure(64, 4);
+        // SAFETY: the stand-in may be called from any thread with CUPTI's request arguments and never unwinds.
+        unsafe { set_keeping_lender(Some(stand_in_lender)) };
+        LENDS.store(0, Ordering::SeqCst);
+        *pool::BETWEEN.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop_and_clear);
+        let (mut buffer, mut size, mut max) = (std::ptr::null_mut::<u8>(), 0usize, 0usize);
+        // SAFETY: the request callback, called as CUPTI calls it, with valid out-pointers.
+        unsafe { on_buffer_requested(&mut buffer, &mut size, &mut max) };
+        *pool::BETWEEN.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let clearing = CLEARING.lock().unwrap_or_else(|p| p.into_inner()).take();
+        clearing.expect("the lender was cleared").join().unwrap();
+        assert_eq!(
+            (buffer.is_null(), size, LENDS.load(Ordering::SeqCst)),
+            (false, LENT_BYTES, 1),
+            "lent by the lender"
+        );
+        assert_eq!(KEEPING_LENDER.load(Ordering::SeqCst), 0, "then cleared");
     }
 }
