@@ -572,7 +572,6 @@ fn start_tracer(
             .max_buffers(config.max_buffers)
             .clock(Clock::Monotonic)
             .flush_before_start(crate::coexist::program_profiler_shared())
-            .complete_before_start(crate::coexist::program_completions)
             .start(move |batch| {
                 // The program's own profiler first: it gets its copies before the writer reads the batch.
                 crate::coexist::dispatch(batch);

@@ -567,13 +567,6 @@ unsafe fn trace_reads(
     writer.write_batch(&batch);
 }
 
-/// How many buffers CUPTI completed to the program's profiler through the probe's callbacks, which stay registered
-/// from the probe until the trace's tracer starts: the tracer's flush before its start waits for this to grow
-/// (`ActivityTracerBuilder::complete_before_start`).
-pub fn program_completions() -> u64 {
-    probe::completions()
-}
-
 /// Before `profile --pid` profiles a running program: what its own profiler is doing now, found as
 /// [`probe_program`] finds it, after which the program's callbacks are registered again, as they were (nothing of
 /// the sharing is installed: a profile session takes no activity record). `Err`: it could not be found.

@@ -52,9 +52,6 @@ static PARKED: Mutex<Vec<Completed>> = Mutex::new(Vec::new());
 static LENT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// Records of the probe's own buffers that could not reach the program (it gave no buffer, or none was found).
 static LOST: AtomicU64 = AtomicU64::new(0);
-/// Buffers CUPTI completed through the probe's callbacks (since the process started): one coming back during a
-/// flush without force says that the buffer CUPTI held had no record of a kernel still running.
-static COMPLETIONS: AtomicU64 = AtomicU64::new(0);
 /// The size of a buffer the probe lends CUPTI. Small: while CUPTI holds one, the program's profiler has no buffer
 /// out, and one that flushes only then (Kineto) records nothing. On an H200 a buffer of 256 KiB lent at the
 /// moment of locating held a torch.profiler's records for four of its cycles, which came back empty; 32 KiB is
@@ -267,11 +264,6 @@ pub(super) fn wait_until_located() -> Duration {
     t0.elapsed()
 }
 
-/// Buffers CUPTI completed through the probe's callbacks since the process started.
-pub(super) fn completions() -> u64 {
-    COMPLETIONS.load(Ordering::Acquire)
-}
-
 /// Records the probe's own buffers held that could not reach the program (since the process started).
 pub(super) fn lost_records() -> u64 {
     LOST.load(Ordering::Relaxed)
@@ -414,7 +406,6 @@ unsafe extern "C" fn probe_complete(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        COMPLETIONS.fetch_add(1, Ordering::AcqRel);
         KINDS_SEEN.fetch_or(kinds_in(buffer, valid), Ordering::AcqRel);
         // SAFETY: the program's completion callback, with the buffer its request callback gave.
         unsafe { hand_to_program(context, stream, buffer, size, valid) }
@@ -506,12 +497,9 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     if let Some(next) = real.get_next_record {
         NEXT_RECORD.store(next as usize, Ordering::Release);
     }
-    // What the program's profiler recorded so far, complete, reaches it now. Not forced: a forced flush hands out the
-    // records of kernels still running without a start or an end, which CUPTI never completes (an H200: a
-    // torch.profiler cycle lost 31 kernels at a window's start so); a buffer held back comes to the program later,
-    // through the probe's callbacks or the tracer's.
+    // Everything the program's profiler recorded so far reaches it now, as at its own flush.
     // SAFETY: the real flush; it calls the callbacks registered now, the program's if any.
-    let flushed = unsafe { (real.flush_all)(0) };
+    let flushed = unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     if flushed == sys::CUPTI_ERROR_INVALID_OPERATION {
         // CUPTI says so itself: no callbacks were ever registered.
         return Ok(None);
@@ -576,20 +564,9 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         watch.as_millis()
     );
     std::thread::sleep(watch);
-    // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds: at a moment when it
-    // holds no record of a kernel still running, where one comes within the bound (a forced flush hands those out
-    // incomplete: a torch.profiler cycle lost one step's 47 kernels so).
-    let before = COMPLETIONS.load(Ordering::Acquire);
-    let back = super::flush::complete_first(real, || COMPLETIONS.load(Ordering::Acquire) > before);
-    log::debug!(
-        "the program's buffer {} at the watch's end after {} waits",
-        if back.forced {
-            "forced back"
-        } else {
-            "came back complete"
-        },
-        back.waits
-    );
+    // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
+    // SAFETY: the real flush.
+    unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     // SAFETY (both): addresses checked to be code in this process, found where CUPTI keeps its callbacks.
     let (request, complete) = unsafe {
         (
@@ -666,7 +643,7 @@ mod tests {
         assert_eq!(flush_back_lent(&real), 1, "still lent");
         assert_eq!(
             FLUSHES.load(Ordering::SeqCst),
-            gpu_tools::cupti::activity::COMPLETE_WAITS as usize + 2
+            super::super::flush::WAITS as usize + 2
         );
         assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
         assert!(take_lent(held));

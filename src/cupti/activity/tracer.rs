@@ -390,8 +390,6 @@ pub struct ActivityTracerBuilder {
     clock: Clock,
     flush_period: Option<Duration>,
     flush_first: bool,
-    /// The other consumer's count of completed buffers, waited on before the forced flush.
-    complete_first: Option<fn() -> u64>,
     library: Option<PathBuf>,
 }
 
@@ -404,7 +402,6 @@ impl Default for ActivityTracerBuilder {
             clock: Clock::Monotonic,
             flush_period: None,
             flush_first: false,
-            complete_first: None,
             library: None,
         }
     }
@@ -452,17 +449,6 @@ impl ActivityTracerBuilder {
     /// first 130 ms (1,437 of 4,191 launches), which the window without it had.
     pub fn flush_before_start(mut self, on: bool) -> Self {
         self.flush_first = on;
-        self
-    }
-
-    /// With [`flush_before_start`](Self::flush_before_start): before its forced flush, flushes without force
-    /// ([`flush_complete_first`](super::flush_complete_first): 2 ms apart, 50 ms at most) until `completions`, the
-    /// other consumer's count of buffers CUPTI completed to it, grows: a moment when the buffer it held had no record
-    /// of a kernel still running. The forced flush follows at once. Forced while a kernel ran, it handed the consumer
-    /// that kernel's record without a start or an end, which CUPTI never completes (an H200: torch.profiler cycles
-    /// lost 31 and 47 kernels at windows' starts so).
-    pub fn complete_before_start(mut self, completions: fn() -> u64) -> Self {
-        self.complete_first = Some(completions);
         self
     }
 
@@ -525,23 +511,6 @@ impl ActivityTracerBuilder {
             None => None,
         };
         if self.flush_first {
-            if let Some(completions) = self.complete_first {
-                let before = completions();
-                // SAFETY: CUPTI's own flush; this thread runs no completion callback and holds no lock of the
-                // tracer's (none is registered yet).
-                let waited = unsafe {
-                    super::flush_complete_first(fns.flush_all, || completions() > before)
-                };
-                log::debug!(
-                    "before the tracer's start, the other consumer's buffer {} after {} waits",
-                    if waited.forced {
-                        "was not back complete"
-                    } else {
-                        "came back complete"
-                    },
-                    waited.waits
-                );
-            }
             // What CUPTI holds for another consumer is written out and goes to it now (`flush_before_start`).
             // SAFETY: the flush has no precondition; this thread runs no completion callback.
             let flushed = vendor("cuptiActivityFlushAll", unsafe {
