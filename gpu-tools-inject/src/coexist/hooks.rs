@@ -202,6 +202,8 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
         // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
         let code = unsafe { (real.flush_all)(flag) };
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {
+            // While the probe watches: its buffers went back by this flush (`probe`'s watch's end).
+            watch::note_forced_flush();
             // As CUPTI's forced flush does, the partly filled buffer goes back too.
             let last = handover::close();
             // Everything of the kinds it disabled has reached it now.

@@ -497,9 +497,13 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     if let Some(next) = real.get_next_record {
         NEXT_RECORD.store(next as usize, Ordering::Release);
     }
-    // Everything the program's profiler recorded so far reaches it now, as at its own flush.
+    // The buffers whose records are all complete reach the program's profiler now, as at its own periodic flush; the
+    // one CUPTI fills comes to it later, through the probe's callbacks or the tracer's. Not forced: a forced flush
+    // hands out the records of kernels still running without a start or an end, which CUPTI never completes (an
+    // H200: a torch.profiler cycle lost the 44 kernels running at a window's end so), and this one is made wherever
+    // the program is in its step. Its answer says whether any callbacks were ever registered.
     // SAFETY: the real flush; it calls the callbacks registered now, the program's if any.
-    let flushed = unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    let flushed = unsafe { (real.flush_all)(0) };
     if flushed == sys::CUPTI_ERROR_INVALID_OPERATION {
         // CUPTI says so itself: no callbacks were ever registered.
         return Ok(None);
@@ -564,9 +568,18 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         watch.as_millis()
     );
     std::thread::sleep(watch);
-    // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
-    // SAFETY: the real flush.
-    unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    if super::watch::program_flushed_or_registered() {
+        // Its buffers went back at its own flush (through the probe's callbacks, which saw their kinds), or its own
+        // callbacks are in CUPTI again (a flush now would not pass through the probe's), and the watch noted the
+        // kinds it enabled since: a forced flush here would only hand out its running kernels incomplete (an H200:
+        // a torch.profiler on a schedule lost one step's 47 kernels of a cycle so).
+        log::debug!("the program flushed or registered while watched: no flush at the watch's end");
+    } else {
+        // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
+        log::debug!("the program's buffer is flushed back at the watch's end");
+        // SAFETY: the real flush.
+        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    }
     // SAFETY (both): addresses checked to be code in this process, found where CUPTI keeps its callbacks.
     let (request, complete) = unsafe {
         (

@@ -26,6 +26,8 @@ pub(super) struct Watched {
         sys::CUpti_BuffersCallbackRequestFunc,
         sys::CUpti_BuffersCallbackCompleteFunc,
     )>,
+    /// It made a forced flush of its own.
+    pub flushed: bool,
 }
 
 impl Watched {
@@ -55,6 +57,23 @@ pub(super) fn begin() {
 /// lock, so that a call comes either before (noted) or after (shared).
 pub(super) fn end() -> Option<Watched> {
     watched().take()
+}
+
+/// Whether the program, while watched, registered its buffer callbacks again or forced a flush of its own: either
+/// way its buffers went back without a flush of the attach's (through the probe's callbacks, or its own now in
+/// CUPTI, which the probe's flush would not pass through). `false` when nothing is watched.
+pub(super) fn program_flushed_or_registered() -> bool {
+    watched()
+        .as_ref()
+        .is_some_and(|w| w.flushed || w.callbacks.is_some())
+}
+
+/// While watching: notes that the program forced a flush of its own (after the call: the flush runs completion
+/// callbacks, which must not wait on this lock).
+pub(super) fn note_forced_flush() {
+    if let Some(w) = watched().as_mut() {
+        w.flushed = true;
+    }
 }
 
 /// While watching: makes the program's `call` (to CUPTI itself) and, when it succeeds, notes what it did; `None` when
@@ -94,6 +113,26 @@ mod tests {
         assert_eq!(w.on, bit(10) | bit(2));
         assert_eq!(w.off, bit(5));
         assert!(w.callbacks.is_none());
+        assert!(!w.flushed);
         assert!(end().is_none(), "once");
+    }
+
+    #[test]
+    fn a_forced_flush_or_a_registration_of_the_programs_is_noted_only_while_watched() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        end();
+        note_forced_flush();
+        assert!(!program_flushed_or_registered(), "nothing watched");
+        begin();
+        assert!(!program_flushed_or_registered());
+        note_forced_flush();
+        assert!(program_flushed_or_registered());
+        assert!(end().expect("watched").flushed);
+        begin();
+        pass(|| sys::CUPTI_SUCCESS, |w| w.callbacks = Some((None, None)));
+        assert!(program_flushed_or_registered());
+        end();
     }
 }
