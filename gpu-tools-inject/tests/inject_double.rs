@@ -1897,7 +1897,7 @@ fn a_profiler_recording_through_an_attach_loses_no_record_while_it_is_looked_for
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
-/// A profiler whose session was open across the attach while the program launched nothing (so the attach could not
+/// A profiler whose session was open across the attach while it had recorded nothing yet (so the attach could not
 /// see its kinds): what it then lacks is said, when it ends its session inside the window, not left silent.
 #[test]
 fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
@@ -1905,7 +1905,6 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
     let (dir, socket) = scratch("unseen");
     let (mut child, mut ask) = cycles_child();
     assert_eq!(ask("start", "started "), "0");
-    assert_eq!(ask("kernels 1 5", "recorded "), "5");
     let (done, mut control, reader, _) = attach(child.id(), &socket);
     assert_eq!(done.entry_result, 0, "the window started");
     assert_eq!(ask("kernels 6 10", "recorded "), "5");
@@ -1913,8 +1912,8 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
     let c = program_count(&mut ask);
     let (handed, answer) = (c.handed, &c.answer);
     assert_eq!(
-        handed, 5,
-        "the kernels before the attach; those after went to the trace ({answer})"
+        handed, 0,
+        "those after the attach went to the trace ({answer})"
     );
     control.write_all(&[Control::Stop.byte()]).unwrap();
     let records = reader.join().unwrap();
@@ -1926,6 +1925,36 @@ fn a_profiler_found_idle_that_had_a_kind_on_is_said() {
         "the loss is said: {:?}",
         records.iter().filter(|r| matches!(r, Record::Notice(_))).collect::<Vec<_>>()
     );
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
+
+/// A profiler whose session was open across the attach, its records still in CUPTI's buffer while the program
+/// launched nothing more: the probe makes no flush before it looks for the callbacks, so that buffer comes back
+/// through the probe at its watch's end, which sees its kinds, and the profiler keeps every kernel of its session,
+/// those of the window too. (Flushed before the probe, the buffer went straight to it, the probe saw nothing, and
+/// the window's kernels went to the trace alone.)
+#[test]
+fn a_profiler_whose_records_wait_in_cupti_across_the_attach_keeps_its_kernels() {
+    library();
+    let (dir, socket) = scratch("waiting");
+    let (mut child, mut ask) = cycles_child();
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("kernels 1 5", "recorded "), "5");
+    let (done, mut control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0, "the window started");
+    assert_eq!(ask("kernels 6 10", "recorded "), "5");
+    assert_eq!(ask("stop", "stopped "), "0");
+    let c = program_count(&mut ask);
+    assert_eq!(
+        (c.handed, c.repeats),
+        (10, 0),
+        "every kernel of its session, once ({})",
+        c.answer
+    );
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    let records = reader.join().unwrap();
+    let ids: Vec<u32> = kernels(&records).iter().map(|k| k.correlation).collect();
+    assert_eq!(ids, (6..=10).collect::<Vec<_>>(), "the window's kernels");
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
@@ -2155,7 +2184,7 @@ fn a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run() {
 /// A profiler on a schedule (sessions stopped with a forced flush and started with its callbacks registered again,
 /// every few milliseconds) whose program's GPU runs behind its launches (as in
 /// [`a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run`]), through six windows' starts. The probe
-/// makes no forced flush: its first flush is made without force, and at its watch's end the program's buffers had
+/// makes no forced flush: it makes no flush before it looks for the callbacks, and at its watch's end the program's buffers had
 /// gone back at its own flush. Forced there, each handed the profiler a running kernel without a start or an end (on
 /// an H200, torch.profiler cycles lost 31 and 47 kernels so at windows' starts). Every kernel of its sessions reaches
 /// it once. The program's own stops come after its GPU drained, so that only the attach's forced flushes can hand

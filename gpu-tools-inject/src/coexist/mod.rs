@@ -404,7 +404,7 @@ impl ProgramProfiler {
 }
 
 /// Before an attached trace's tracer starts: finds a profiler inside the program that records now, so that it
-/// keeps its records ([`probe`]). Its records made so far are flushed to it either way. `Err`: it could not be
+/// keeps its records ([`probe`]). Its records reach it either way. `Err`: it could not be
 /// found, and the trace takes CUPTI's callbacks from it (said in the stream).
 pub fn probe_program(before: &mut Before) -> Result<ProgramProfiler, String> {
     let real = resolve()?;

@@ -497,17 +497,13 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     if let Some(next) = real.get_next_record {
         NEXT_RECORD.store(next as usize, Ordering::Release);
     }
-    // The buffers whose records are all complete reach the program's profiler now, as at its own periodic flush; the
-    // one CUPTI fills comes to it later, through the probe's callbacks or the tracer's. Not forced: a forced flush
-    // hands out the records of kernels still running without a start or an end, which CUPTI never completes (an
-    // H200: a torch.profiler cycle lost the 44 kernels running at a window's end so), and this one is made wherever
-    // the program is in its step. Its answer says whether any callbacks were ever registered.
-    // SAFETY: the real flush; it calls the callbacks registered now, the program's if any.
-    let flushed = unsafe { (real.flush_all)(0) };
-    if flushed == sys::CUPTI_ERROR_INVALID_OPERATION {
-        // CUPTI says so itself: no callbacks were ever registered.
-        return Ok(None);
-    }
+    // No flush first. Any flush here may complete the program's open buffer; CUPTI then asks for the next one while
+    // the probe looks for the program's callbacks, and the probe lends one of its own. A profiler that flushes only
+    // while a buffer of its own is out (Kineto) then skipped its cycle's flush: on an H200 a torch.profiler on a
+    // schedule got cycles of 0 at windows' starts so (the probe's locate took 80 ms in one, under 16 jobs). Forced,
+    // the flush also handed out the program's running kernels without a start or an end (a cycle of 110 of 141).
+    // The buffer CUPTI holds comes to the program later, through the probe's callbacks or the tracer's. Whether
+    // callbacks were ever registered, which the flush's answer said, the probe's locate says (`Before(0, 0)`).
     let before = snapshot(&ranges);
     ASKED.store(false, Ordering::Release);
     KINDS_SEEN.store(0, Ordering::Release);
