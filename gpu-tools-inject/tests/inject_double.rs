@@ -2206,23 +2206,34 @@ fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
             let socket = socket.clone();
             std::thread::spawn(move || attach(pid, &socket))
         };
-        // Its sessions cycle until the probe's watch ends (stopped during the window, an incomplete record of a
-        // kernel launched after the stop would be the trace's, outside this test's question).
-        let mut watch_ended = false;
+        // Its sessions cycle until three of its cycles fell in the probe's 200 ms watch, well before the watch ends:
+        // stopped during the window, an incomplete record of a kernel launched after the stop would be the trace's,
+        // outside this test's question.
+        let (mut watching, mut cycled_in_watch) = (false, 0);
         loop {
             std::thread::sleep(Duration::from_millis(15));
-            for line in log.try_iter() {
-                if line.contains("at the watch's end") {
-                    watch_ended = true;
-                    left_to_program += usize::from(line.contains("no flush at the watch's end"));
-                }
-            }
-            if watch_ended || attaching.is_finished() {
+            watching |= log
+                .try_iter()
+                .any(|line| line.contains("buffers are watched"));
+            if cycled_in_watch == 3 || attaching.is_finished() {
                 break;
             }
             assert_eq!(ask("stop drained", "stopped "), "0");
             assert_eq!(ask("start", "started "), "0");
+            cycled_in_watch += usize::from(watching);
         }
+        assert_eq!(cycled_in_watch, 3, "round {round}: it cycled while watched");
+        // What the probe did at its watch's end (logged before the attach's answer).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let end_of_watch = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match log.recv_timeout(left) {
+                Ok(line) if line.contains("at the watch's end") => break line,
+                Ok(_) => {}
+                Err(e) => panic!("round {round}: no word of the watch's end: {e}"),
+            }
+        };
+        left_to_program += usize::from(end_of_watch.contains("no flush at the watch's end"));
         let (done, mut control, reader, _) = attaching.join().unwrap();
         assert_eq!(done.entry_result, 0, "round {round}: the window started");
         std::thread::sleep(Duration::from_millis(50));
