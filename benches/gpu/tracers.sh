@@ -27,7 +27,9 @@
 # place), then in the checkout that goes with .gpu/:
 #   PROFILE=1 bash benches/gpu/tracers.sh
 # Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1 and kernel with
-# KERNEL_LADDER=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4), BUDGET_S (400: the main part
+# KERNEL_LADDER=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4; KERNEL_ROUNDS, default 3, its
+# rounds), WORKLOADS (the main and kernel parts' workloads, comma-separated: c_sync, c_flood, torch_flood,
+# torch_train, torch_graph, torch_serving; default all), BUDGET_S (400: the main part
 # runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
 # workload's count), NODRIVER=1 (two configurations more: the defaults' kinds without driver API records, floor
 # and gpu-tools), ALL_API=1 (two more: `gpu-tools trace --api all`, against the same floor as the defaults, and
@@ -47,6 +49,18 @@ PARTS=${PARTS:-main attach listing}
 [ "${PROFILE:-0}" = 1 ] && PARTS="$PARTS profile"
 [ "${KERNEL_LADDER:-0}" = 1 ] && PARTS="$PARTS kernel"
 C_SYNC=${C_SYNC:-30000} C_FLOOD=${C_FLOOD:-100000} STEADY_S=${STEADY_S:-13}
+# WORKLOADS: the workloads the main and kernel parts run (comma-separated; default all six), so that a part at full
+# scale with enough rounds can run a few workloads per device call.
+WORKLOADS=${WORKLOADS:-c_sync,c_flood,torch_flood,torch_train,torch_graph,torch_serving}
+KERNEL_ROUNDS=${KERNEL_ROUNDS:-3}
+wanted() { [[ ",$WORKLOADS," == *",$1,"* ]]; }
+c_programs=$(for p in c_sync c_flood; do wanted "$p" && printf '%s ' "$p"; done)
+torch_list=$(for w in flood train graph serving; do wanted "torch_$w" && printf '%s,' "$w"; done)
+torch_list=${torch_list%,}
+for w in ${WORKLOADS//,/ }; do
+  case $w in c_sync | c_flood | torch_flood | torch_train | torch_graph | torch_serving) ;;
+    *) echo "WORKLOADS: unknown workload $w" >&2; exit 2 ;; esac
+done
 if [ "${SMOKE:-0}" = 1 ]; then
   ROUNDS=1 SCALE=0.02 NSYS=0 C_SYNC=300 C_FLOOD=2000 STEADY_S=11
 fi
@@ -82,7 +96,7 @@ done
   echo "torch $($py -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available" if torch.cuda.is_available() else "unavailable")' 2>&1 | tail -1)"
   if [ "$NSYS" != 0 ] && command -v nsys >/dev/null; then echo "nsys $(nsys --version 2>&1 | head -1)"; else echo "nsys not used"; fi
   echo "perf $(command -v perf >/dev/null && perf --version 2>&1 | head -1 || echo 'not installed')"
-  echo "settings rounds=$ROUNDS scale=$SCALE c_sync=$C_SYNC c_flood=$C_FLOOD parts='$PARTS' budget_s=$BUDGET_S smoke=${SMOKE:-0}"
+  echo "settings rounds=$ROUNDS scale=$SCALE c_sync=$C_SYNC c_flood=$C_FLOOD parts='$PARTS' workloads=$WORKLOADS kernel_rounds=$KERNEL_ROUNDS budget_s=$BUDGET_S smoke=${SMOKE:-0}"
 } | tee "$out/machine.txt"
 use_nsys=0
 [ "$NSYS" != 0 ] && command -v nsys >/dev/null && use_nsys=1
@@ -160,7 +174,7 @@ one_run() {
   case $program in
     c_sync) cmd=("$work" sync "$C_SYNC") ;;
     c_flood) cmd=("$work" flood "$C_FLOOD") ;;
-    torch) cmd=($py "$work_py" --scale "$SCALE" ${extra[@]+"${extra[@]}"}) ;;
+    torch) cmd=($py "$work_py" --scale "$SCALE" --workloads "$torch_list" ${extra[@]+"${extra[@]}"}) ;;
   esac
   t0=$(now_ms)
   timeout 180 "${pre[@]}" "${cmd[@]}" >"$log" 2>&1
@@ -226,14 +240,16 @@ rounds() {
   done
 }
 
-# `rounds` with 3 rounds (1 in a smoke run), whatever ROUNDS says: the parts after the main one.
-three_rounds() {
+# `rounds` with N rounds (1 in a smoke run), whatever ROUNDS says: the parts after the main one.
+n_rounds() {
   local saved=$ROUNDS
-  ROUNDS=3
+  ROUNDS=$1
+  shift
   [ "${SMOKE:-0}" = 1 ] && ROUNDS=1
   rounds "$@"
   ROUNDS=$saved
 }
+three_rounds() { n_rounds 3 "$@"; }
 
 reserve=0
 for p in $PARTS; do
@@ -248,8 +264,8 @@ if [[ " $PARTS " == *" main "* ]]; then
   configs="native floor-default floor-kernel gt-default gt-kernel"
   [ "${NODRIVER:-0}" = 1 ] && configs="$configs floor-nodriver gt-nodriver"
   [ "${ALL_API:-0}" = 1 ] && configs="$configs floor-essential gt-all"
-  programs="c_sync c_flood"
-  [ "$have_torch" = 1 ] && configs="$configs torch-profiler" programs="$programs torch"
+  programs=$c_programs
+  [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && configs="$configs torch-profiler" programs="$programs torch"
   [ "$use_nsys" = 1 ] && configs="$configs nsys"
   say "== main: $configs over $programs (at $(elapsed) s)"
   rounds main $((BUDGET_S - reserve)) "$configs" "$programs"
@@ -329,10 +345,10 @@ fi
 
 # --- where the time of a launch traced with --kinds kernel goes, above its floor
 if [[ " $PARTS " == *" kernel "* ]]; then
-  programs="c_sync c_flood"
-  [ "$have_torch" = 1 ] && programs="$programs torch"
+  programs=$c_programs
+  [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && programs="$programs torch"
   say "== kernel: --kinds kernel step by step over $programs (at $(elapsed) s)"
-  three_rounds kernel $((BUDGET_S - 5)) \
+  n_rounds "$KERNEL_ROUNDS" kernel $((BUDGET_S - 5)) \
     "native floor-kernel floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
     "$programs"
 fi
