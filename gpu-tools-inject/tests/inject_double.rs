@@ -1780,6 +1780,48 @@ fn program_count(ask: &mut dyn FnMut(&str, &str) -> String) -> ProgramCount {
     }
 }
 
+/// The end of a busy round of the cycles child, after its window's stream ended: its launcher stops, having
+/// launched (more than 100 kernels), its session ends (`stop`: the command that ends it), and the window's stream
+/// says CUPTI dropped nothing.
+fn end_busy_round(ask: &mut Ask, round: usize, stop: &str, records: &[Record]) {
+    let made: u32 = ask("idle", "idle ").parse().unwrap();
+    assert!(made > 100, "round {round}: the program launched ({made})");
+    assert_eq!(ask(stop, "stopped "), "0");
+    let notices = notice_texts(records);
+    assert!(
+        !notices.iter().any(|n| n.starts_with("CUPTI dropped ")),
+        "round {round}: CUPTI had a buffer for each record: {notices:?}"
+    );
+}
+
+/// The cycles child's profiler at the end: it was handed no kernel twice and every kernel of its sessions. Returns
+/// its count and the kernels it was handed without a start.
+fn sessions_whole(ask: &mut Ask) -> (ProgramCount, u64) {
+    let count = program_count(ask);
+    let incomplete: u64 = ask("incomplete", "incomplete kernels ").parse().unwrap();
+    let answer = &count.answer;
+    assert_eq!(count.repeats, 0, "none twice ({answer})");
+    assert_eq!(
+        count.handed, count.made,
+        "every kernel of its sessions ({answer})"
+    );
+    (count, incomplete)
+}
+
+/// The first line of the child's log that holds `needle`, waiting for it up to 30 s (`what`: what it says, for the
+/// failure).
+fn wait_for_line(log: &std::sync::mpsc::Receiver<String>, needle: &str, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// A scratch folder of this test process named after `name`, emptied, and the socket path in it.
 fn scratch(name: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("inject_double-{name}-{}", std::process::id()));
@@ -1975,15 +2017,11 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
         std::thread::spawn(move || attach(pid, &socket))
     };
     // Its next session starts while the attach watches its buffers, and makes no record then.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match log.recv_timeout(left) {
-            Ok(line) if line.contains("buffers are watched") => break,
-            Ok(_) => {}
-            Err(e) => panic!("the attach never watched the program's buffers: {e}"),
-        }
-    }
+    wait_for_line(
+        &log,
+        "buffers are watched",
+        "the attach never watched the program's buffers",
+    );
     assert_eq!(ask("start", "started "), "0");
     let (done, mut control, reader, _) = attaching.join().unwrap();
     assert_eq!(done.entry_result, 0, "the window started");
@@ -2159,36 +2197,25 @@ fn a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run() {
         control.write_all(&[Control::Stop.byte()]).unwrap();
         let records = reader.join().unwrap();
         std::thread::sleep(Duration::from_millis(20));
-        let made: u32 = ask("idle", "idle ").parse().unwrap();
-        assert!(made > 100, "round {round}: the program launched ({made})");
-        assert_eq!(ask("stop", "stopped "), "0");
-        let notices = notice_texts(&records);
-        assert!(
-            !notices.iter().any(|n| n.starts_with("CUPTI dropped ")),
-            "round {round}: CUPTI had a buffer for each record: {notices:?}"
-        );
+        end_busy_round(&mut ask, round, "stop", &records);
     }
-    let ProgramCount {
-        handed,
-        repeats,
-        made,
-        answer,
-    } = program_count(&mut ask);
-    let incomplete: u64 = ask("incomplete", "incomplete kernels ").parse().unwrap();
-    assert_eq!(repeats, 0, "none twice ({answer})");
-    assert_eq!(handed, made, "every kernel of its sessions ({answer})");
-    assert_eq!(incomplete, 0, "none handed out while it ran ({answer})");
+    let (count, incomplete) = sessions_whole(&mut ask);
+    assert_eq!(
+        incomplete, 0,
+        "none handed out while it ran ({})",
+        count.answer
+    );
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
 /// A profiler on a schedule (sessions stopped with a forced flush and started with its callbacks registered again,
 /// every few milliseconds) whose program's GPU runs behind its launches (as in
 /// [`a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run`]), through six windows' starts. The probe
-/// makes no forced flush: it makes no flush before it looks for the callbacks, and at its watch's end the program's buffers had
-/// gone back at its own flush. Forced there, each handed the profiler a running kernel without a start or an end (on
-/// an H200, torch.profiler cycles lost 31 and 47 kernels so at windows' starts). Every kernel of its sessions reaches
-/// it once. The program's own stops come after its GPU drained, so that only the attach's forced flushes can hand
-/// out a running kernel: the one left before the tracer's start (which CUPTI needs, see
+/// makes no forced flush: it makes no flush before it looks for the callbacks, and at its watch's end the program's
+/// buffers had gone back at its own flush. Forced there, each handed the profiler a running kernel without a start
+/// or an end (on an H200, torch.profiler cycles lost 31 and 47 kernels so at windows' starts). Every kernel of its
+/// sessions reaches it once. The program's own stops come after its GPU drained, so that only the attach's forced
+/// flushes can hand out a running kernel: the one left before the tracer's start (which CUPTI needs, see
 /// `ActivityTracerBuilder::flush_before_start`) may, so at most one per window is incomplete.
 #[test]
 fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
@@ -2224,46 +2251,28 @@ fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
         }
         assert_eq!(cycled_in_watch, 3, "round {round}: it cycled while watched");
         // What the probe did at its watch's end (logged before the attach's answer).
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let end_of_watch = loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match log.recv_timeout(left) {
-                Ok(line) if line.contains("at the watch's end") => break line,
-                Ok(_) => {}
-                Err(e) => panic!("round {round}: no word of the watch's end: {e}"),
-            }
-        };
+        let end_of_watch = wait_for_line(
+            &log,
+            "at the watch's end",
+            &format!("round {round}: no word of the watch's end"),
+        );
         left_to_program += usize::from(end_of_watch.contains("no flush at the watch's end"));
         let (done, mut control, reader, _) = attaching.join().unwrap();
         assert_eq!(done.entry_result, 0, "round {round}: the window started");
         std::thread::sleep(Duration::from_millis(50));
         control.write_all(&[Control::Stop.byte()]).unwrap();
         let records = reader.join().unwrap();
-        let made: u32 = ask("idle", "idle ").parse().unwrap();
-        assert!(made > 100, "round {round}: the program launched ({made})");
-        assert_eq!(ask("stop drained", "stopped "), "0");
-        let notices = notice_texts(&records);
-        assert!(
-            !notices.iter().any(|n| n.starts_with("CUPTI dropped ")),
-            "round {round}: CUPTI had a buffer for each record: {notices:?}"
-        );
+        end_busy_round(&mut ask, round, "stop drained", &records);
     }
     assert_eq!(
         left_to_program, rounds,
         "no forced flush at any watch's end"
     );
-    let ProgramCount {
-        handed,
-        repeats,
-        made,
-        answer,
-    } = program_count(&mut ask);
-    let incomplete: u64 = ask("incomplete", "incomplete kernels ").parse().unwrap();
-    assert_eq!(repeats, 0, "none twice ({answer})");
-    assert_eq!(handed, made, "every kernel of its sessions ({answer})");
+    let (count, incomplete) = sessions_whole(&mut ask);
     assert!(
         incomplete <= rounds as u64,
-        "at most the tracer's start's forced flush hands one out: {incomplete} ({answer})"
+        "at most the tracer's start's forced flush hands one out: {incomplete} ({})",
+        count.answer
     );
     end_cycles_child(&mut ask, &mut child, &dir);
 }

@@ -158,6 +158,13 @@ fn collector() -> (
     })
 }
 
+/// Leaves the double as the other tests expect it: a tracer of `kinds` started and stopped, nothing enabled after.
+fn leave_nothing_enabled(kinds: ActivityKinds) {
+    let (tracer, _sink) = start(kinds);
+    tracer.stop().unwrap();
+    assert_eq!(double().stats().enabled_mask, 0);
+}
+
 fn start(kinds: ActivityKinds) -> (ActivityTracer, Sink) {
     start_with(builder(kinds))
 }
@@ -342,10 +349,7 @@ fn stop_keeping_leaves_the_kept_kinds_enabled_and_lends_no_buffer_after_the_flus
     assert_eq!(d.memset(2, 1, 1, 2, 0, 2), 0);
     assert_eq!(d.stats().dropped_total, dropped_before + 1);
     assert_eq!(records(&sink).len(), 1);
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(ActivityKinds::MEMSET);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(ActivityKinds::MEMSET);
 }
 
 /// CUPTI asks for a buffer right after a flush completes one, and keeps it across forced flushes while it is empty
@@ -370,10 +374,7 @@ fn a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills() {
     assert_eq!(written, 1, "written into the buffer CUPTI held");
     assert_eq!(report.stats.buffers_in_use, 0, "the buffer came back");
     assert_eq!(records(&sink).len(), 2, "both records delivered");
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(ActivityKinds::MEMSET);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(ActivityKinds::MEMSET);
 }
 
 /// The kernel records the sink holds, as (correlation id, start).
@@ -464,10 +465,7 @@ fn hand_back_comes_after_the_last_flush_and_drops_until_then_are_after_the_stop(
     assert_eq!(report.stats.buffers_in_use, 0);
     assert_eq!(report.stats.dropped_records, 0, "not the tracer's");
     assert_eq!(report.dropped_after_stop, 1, "counted as after the stop");
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(ActivityKinds::MEMSET);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(ActivityKinds::MEMSET);
 }
 
 /// Buffers the stand-in lender lent (address, size), and those that came back to the stand-in handler of unlent
@@ -556,10 +554,7 @@ fn a_stop_keeping_kinds_with_a_lender_drops_nothing_before_the_hand_back() {
     assert_eq!(came_back.len(), 1, "and it came back: {came_back:?}");
     assert_eq!(came_back[0].0, lent[0].0);
     assert!(came_back[0].1 > 0, "holding the record");
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(ActivityKinds::MEMSET);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(ActivityKinds::MEMSET);
 }
 
 /// A buffer the keeping lender gave CUPTI during a stop is counted as held, up to a mark taken before, until CUPTI
@@ -632,10 +627,7 @@ fn buffers_of_the_keeping_lender_are_held_until_cupti_completes_them() {
     let others = OTHERS.lock().unwrap().clone();
     assert_eq!(others.len(), 1, "{others:?}");
     assert_eq!(others[0].0, lent[2].0);
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(kinds);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(kinds);
 }
 
 /// CUPTI reads its request callback, then calls it without its lock: a request that reached the tracer's callback
@@ -676,10 +668,7 @@ fn a_request_that_reaches_the_tracer_after_a_keeping_stop_gets_a_buffer_of_the_l
     assert_eq!(LENT.lock().unwrap().last().map(|l| l.0), Some(buffer));
     drop(lender);
     assert_eq!(ask(), (0, 0), "none once the lender is cleared");
-    // Leave the double as the other tests expect it: nothing enabled.
-    let (tracer, _sink) = start(kinds);
-    tracer.stop().unwrap();
-    assert_eq!(d.stats().enabled_mask, 0);
+    leave_nothing_enabled(kinds);
 }
 
 /// Buffers another consumer got back through its own completion callback (address, valid bytes).

@@ -1,65 +1,38 @@
-//! Flushing CUPTI for the program's profiler without handing it the records of kernels still running.
-//!
-//! A forced flush (`CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`) returns every buffer, with the records of kernels still
-//! queued or running left without a start and an end, and CUPTI writes no complete record of them later: on an
-//! H200 a torch.profiler cycle lost the 44 kernels running at a window's end so. A flush with flag 0 returns only
-//! the buffers whose records are all complete, full or not (CUPTI's header). So where the attach must have a
-//! buffer of the program's back (before its callbacks go back to CUPTI, before the probe lets the program's
-//! profiler lend again), it flushes without force, a few milliseconds apart, until that buffer is back, and forces
-//! only what is left at the bound.
+//! Flushing CUPTI for the program's profiler without handing it the records of kernels still running
+//! ([`gpu_tools::cupti::activity::flush_complete_first`]), with the real flush: where the attach must have a buffer
+//! of the program's back (before its callbacks go back to CUPTI, before the probe lets the program's profiler lend
+//! again).
 
-use std::time::Duration;
+use std::convert::Infallible;
 
-use gpu_tools::sys::cupti as sys;
+use gpu_tools::cupti::activity::{CompleteFirst, flush_complete_first};
 
 use super::Real;
 
-/// How long, and how many times, [`complete_first`] waits between its flushes: 50 ms at most, for a program whose
-/// kernels run longer, or whose GPU never drains.
-pub(super) const WAIT: Duration = Duration::from_millis(2);
-pub(super) const WAITS: u32 = 25;
-
-/// How [`complete_first`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Flushed {
-    /// Waits made before it was done, or before the forced flush.
-    pub waits: u32,
-    /// What was waited for did not come in time: it was forced out.
-    pub forced: bool,
-}
-
-/// Flushes without force until `done` says what was waited for is back, with [`WAIT`] between flushes and
-/// [`WAITS`] waits at most; then forces out what is left, once. `done` is asked after each flush, the first made at
-/// once.
-pub(super) fn complete_first(real: &Real, done: impl Fn() -> bool) -> Flushed {
-    let mut waits = 0;
-    loop {
-        // SAFETY: the real flush, called from a thread that holds none of the sharing's locks (the completion
-        // callbacks it runs take them).
-        unsafe { (real.flush_all)(0) };
-        if done() {
-            return Flushed {
-                waits,
-                forced: false,
-            };
-        }
-        if waits == WAITS {
-            break;
-        }
-        std::thread::sleep(WAIT);
-        waits += 1;
-    }
-    // SAFETY: as above.
-    unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
-    Flushed {
-        waits,
-        forced: true,
+/// Flushes without force until `done` says what was waited for is back, 2 ms apart, and forces what is left once
+/// at the bound (50 ms). Call it from a thread that holds none of the sharing's locks: the completion callbacks it
+/// runs take them.
+pub(super) fn complete_first(real: &Real, done: impl Fn() -> bool) -> CompleteFirst {
+    let flushed = flush_complete_first(
+        |mode| {
+            // SAFETY: the real flush, called from a thread that holds none of the sharing's locks (the caller's
+            // promise).
+            unsafe { (real.flush_all)(mode.flag()) };
+            Ok::<(), Infallible>(())
+        },
+        done,
+    );
+    match flushed {
+        Ok(ended) => ended,
+        Err(never) => match never {},
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_tools::cupti::activity::COMPLETE_WAITS;
+    use gpu_tools::sys::cupti as sys;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -83,7 +56,7 @@ mod tests {
         sys::CUPTI_SUCCESS
     }
 
-    fn run(lands_at: u32) -> (Flushed, Vec<u32>) {
+    fn run(lands_at: u32) -> (CompleteFirst, Vec<u32>) {
         FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clear();
         BACK.store(false, Ordering::SeqCst);
         LANDS_AT.store(lands_at, Ordering::SeqCst);
@@ -99,8 +72,7 @@ mod tests {
     }
 
     #[test]
-    fn a_buffer_whose_kernel_ends_comes_back_complete_and_one_that_never_does_is_forced_at_the_bound()
-     {
+    fn the_real_flush_gets_flag_0_until_the_buffer_is_back_and_the_forced_flag_once_at_the_bound() {
         let _serial = super::super::tests::SERIAL
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -108,7 +80,7 @@ mod tests {
         assert_eq!(
             run(1),
             (
-                Flushed {
+                CompleteFirst {
                     waits: 0,
                     forced: false
                 },
@@ -119,7 +91,7 @@ mod tests {
         assert_eq!(
             run(3),
             (
-                Flushed {
+                CompleteFirst {
                     waits: 2,
                     forced: false
                 },
@@ -130,12 +102,12 @@ mod tests {
         let (flushed, flags) = run(0);
         assert_eq!(
             flushed,
-            Flushed {
-                waits: WAITS,
+            CompleteFirst {
+                waits: COMPLETE_WAITS,
                 forced: true
             }
         );
-        assert_eq!(flags.len() as u32, WAITS + 2);
+        assert_eq!(flags.len() as u32, COMPLETE_WAITS + 2);
         assert!(flags[..flags.len() - 1].iter().all(|&f| f == 0));
         assert_eq!(flags.last(), Some(&sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
     }

@@ -652,7 +652,7 @@ mod tests {
         assert_eq!(flush_back_lent(&real), 1, "still lent");
         assert_eq!(
             FLUSHES.load(Ordering::SeqCst),
-            super::super::flush::WAITS as usize + 2
+            gpu_tools::cupti::activity::COMPLETE_WAITS as usize + 2
         );
         assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
         assert!(take_lent(held));

@@ -113,6 +113,7 @@
 mod api;
 mod batch;
 mod clock;
+mod complete_first;
 mod graph;
 mod keeping_lent;
 mod kernel;
@@ -129,6 +130,7 @@ pub use super::activity_kind::{ActivityKind, ActivityKinds};
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::Clock;
+pub use complete_first::{COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, flush_complete_first};
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use keeping_lent::{KeepingMark, held_for_keeping, keeping_mark};
 pub use kernel::{Kernel, LaunchType};

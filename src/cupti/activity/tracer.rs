@@ -55,6 +55,16 @@ pub enum FlushMode {
     Forced,
 }
 
+impl FlushMode {
+    /// `cuptiActivityFlushAll`'s flag for it.
+    pub fn flag(self) -> u32 {
+        match self {
+            FlushMode::Completed => 0,
+            FlushMode::Forced => sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED,
+        }
+    }
+}
+
 /// Records CUPTI dropped for lack of a buffer, for one context and stream.
 ///
 /// Since CUDA 6.0 CUPTI keeps one global queue and hands every completed buffer over with a NULL context and
@@ -189,13 +199,6 @@ impl Shared {
             .deliver(records, valid as u64, |callback| callback(&batch));
     }
 }
-
-/// How long, and how many times, a stop that keeps kinds waits for the buffers of the pool CUPTI still holds to come
-/// back complete (kernels that still run, a buffer held empty), flushing after each wait (see
-/// `ActivityTracer::shutdown`): 50 ms at most, for a program whose kernels run longer or whose kept kinds record
-/// nothing meanwhile.
-const KEPT_BUFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
-const KEPT_BUFFER_WAITS: u32 = 25;
 
 /// The buffer-requested callback: a buffer from the pool, or none (CUPTI then drops records and counts them).
 unsafe extern "C" fn on_buffer_requested(
@@ -723,10 +726,7 @@ impl ActivityTracer {
     }
 
     fn flush_raw(&self, mode: FlushMode) -> Result<(), TracingError> {
-        let flag = match mode {
-            FlushMode::Completed => 0,
-            FlushMode::Forced => sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED,
-        };
+        let flag = mode.flag();
         // SAFETY: callbacks are registered; this thread runs no completion callback, so waiting for them cannot
         // wait for itself.
         vendor("cuptiActivityFlushAll", unsafe {
@@ -890,29 +890,23 @@ impl ActivityTracer {
             // may pass over a buffer it did not lend and, as Kineto does, flush only while one of its own is out (it
             // then recorded nothing more). A kept kind that records fills it soon. At the bound, what is left is
             // forced out, once.
-            let mut waits = 0;
-            let mut mode = FlushMode::Completed;
-            loop {
-                if let Err(e) = self.flush_raw(mode) {
-                    first.get_or_insert(e);
-                    break;
-                }
-                if pool::counts().lent == 0 || mode == FlushMode::Forced {
-                    break;
-                }
-                if waits == KEPT_BUFFER_WAITS {
-                    mode = FlushMode::Forced;
-                    continue;
-                }
-                std::thread::sleep(KEPT_BUFFER_WAIT);
-                waits += 1;
-            }
-            if waits > 0 {
-                log::debug!(
-                    "{} buffers of the pool still lent after {waits} waits (last flush {mode:?}, {:.2} ms in all)",
+            // (`flush_complete_first`: 2 ms apart, 50 ms at most.)
+            match super::flush_complete_first(|m| self.flush_raw(m), || pool::counts().lent == 0) {
+                Ok(ended) if ended.waits > 0 => log::debug!(
+                    "{} buffers of the pool still lent after {} waits (last flush {:?}, {:.2} ms in all)",
                     pool::counts().lent,
+                    ended.waits,
+                    if ended.forced {
+                        FlushMode::Forced
+                    } else {
+                        FlushMode::Completed
+                    },
                     t0.elapsed().as_secs_f64() * 1e3
-                );
+                ),
+                Ok(_) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
             }
         }
         // No buffer of the pool is lent now: the other consumer's callbacks can take over (the kept kinds).
