@@ -2,6 +2,9 @@
 # Probes of the tools used together on one job (issue "the whole toolbox on one live job"), each part on its own:
 #   pc-graph   gpu-host/scripts/pc_graph_probe.cu: PC sampling's samples for plain launches and for graphs
 #              instantiated before or after the sampling was enabled (an attach's case is "before")
+#   pc-nonuser what CUPTI's PC sampling counts outside the program's kernels (non-user): the probe's graphs built
+#              node by node (as XLA's command buffers are) against captured ones, and a JAX job sampled first with
+#              its command buffers on and off (XLA_FLAGS --xla_gpu_enable_command_buffer=)
 #   pc-order   the same probe: PC sampling after CUPTI's first use in the process was an activity session or a
 #              subscriber alone, and with PC sampling queried or enabled first (which first use leaves PC sampling
 #              no sample inside the program's kernels, and what avoids it)
@@ -54,6 +57,24 @@ for part in $parts; do
     build pc_graph_probe || continue
     for v in eager graph-after graph-before graph-before-upload graph-before-serial eager-then-graph-before; do
       timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
+    done ;;
+  pc-nonuser)
+    build pc_graph_probe || continue
+    for v in graph-before graph-node-before graph-node-after graph-node-only-before; do
+      timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
+    done
+    for cb in on off; do
+      d=$out/pc-nonuser-jax-$cb; rm -rf "$d"; mkdir -p "$d"
+      flags=${XLA_FLAGS:-}; [ $cb = off ] && flags="$flags --xla_gpu_enable_command_buffer="
+      XLA_FLAGS=$flags STOP_FILE=$d/stop $py "$job" jax --seconds 120 > "$d/job.log" 2>&1 &
+      j=$!
+      pid=$(wait_ready "$d/job.log") || { echo "jax ($cb): no ready line: $(tail -3 "$d/job.log")"; kill $j; continue; }
+      sleep 1
+      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc.txt" 2>&1
+      echo "jax, command buffers $cb: pc rc=$? $(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$d/pc.txt" | head -1)"
+      grep -v '^ *[0-9]' "$d/pc.txt" | head -6 | cut -c1-250
+      touch "$d/stop"; wait $j
+      echo "jax ($cb): $(grep -m1 '^result' "$d/job.log" || tail -c 300 "$d/job.log")"
     done ;;
   pc-order)
     build pc_graph_probe || continue

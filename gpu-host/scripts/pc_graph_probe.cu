@@ -9,6 +9,12 @@
 //   graph-before-upload  as graph-before, then cudaGraphUpload again after the enable
 //   graph-before-serial  as graph-before, in kernel-serialised collection mode
 //   eager-then-graph-before  graph instantiated before the enable, eager launches and replays interleaved
+//   graph-node-before, graph-node-after  as graph-before and graph-after, the graph built node by node
+//                    (cudaGraphAddKernelNode) instead of captured from a stream: how XLA builds its command buffers
+//                    (a JAX job sampled first counted every sample outside the program's kernels, where captured
+//                    graphs of torch and CuPy gave stall records)
+//   graph-node-only-before  as graph-node-before, with a kernel that is never launched outside the graph (launched
+//                    once in it, before the enable), as an XLA fusion that runs only in a command buffer
 //   activity-first   eager, after an activity session (concurrent kernels recorded, flushed, disabled) that ran
 //                    before PC sampling was ever used in the process: the order of an attach whose first use of
 //                    CUPTI was a trace (pc_order_probe.sh: every sample then fell outside the program's kernels)
@@ -74,6 +80,12 @@
 __global__ void spin(unsigned long long cycles, unsigned long long *out) {
     unsigned long long start = clock64(), x = threadIdx.x;
     while (clock64() - start < cycles) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (x == 42) *out = x;
+}
+
+__global__ void spin_node(unsigned long long cycles, unsigned long long *out) {
+    unsigned long long start = clock64(), x = threadIdx.x + 2;
+    while (clock64() - start < cycles) x = x * 3935559000370003845ull + 2691343689449507681ull;
     if (x == 42) *out = x;
 }
 
@@ -406,9 +418,22 @@ int main(int argc, char **argv) {
     cudaGraphExec_t exec = nullptr;
     auto instantiate = [&]() {
         cudaGraph_t g;
-        RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        spin<<<132, 128, 0, s>>>(cycles, out);
-        RT(cudaStreamEndCapture(s, &g));
+        if (strstr(v, "node")) {
+            // Node by node, as XLA's command buffers: the kernel's launch never goes through a stream.
+            RT(cudaGraphCreate(&g, 0));
+            void *args[] = {&cycles, &out};
+            cudaKernelNodeParams p = {};
+            p.func = strstr(v, "node-only") ? (void *)spin_node : (void *)spin;
+            p.gridDim = dim3(132);
+            p.blockDim = dim3(128);
+            p.kernelParams = args;
+            cudaGraphNode_t node;
+            RT(cudaGraphAddKernelNode(&node, g, nullptr, 0, &p));
+        } else {
+            RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            spin<<<132, 128, 0, s>>>(cycles, out);
+            RT(cudaStreamEndCapture(s, &g));
+        }
         RT(cudaGraphInstantiate(&exec, g, 0));
         RT(cudaGraphLaunch(exec, s));
         RT(cudaStreamSynchronize(s));
