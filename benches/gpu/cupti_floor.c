@@ -13,7 +13,7 @@
  *                        cuptiActivityEnableDriverApi/RuntimeApi(id, 0) over every id cuptiGetCallbackName names
  *                        [default: every API call of the kinds enabled]
  *   CUPTI_FLOOR_CLOCK    1: a CLOCK_MONOTONIC timestamp callback, as gpu-tools registers (CUPTI reads
- *                        CLOCK_REALTIME itself otherwise)
+ *                        CLOCK_REALTIME itself otherwise); count: the same, its calls counted in the report
  *   CUPTI_FLOOR_FLUSH_MS N: a thread flushes completed buffers every N ms, as gpu-tools' flush thread does (200)
  *   CUPTI_FLOOR_SUBSCRIBE resource: a callback subscriber with the resource domain enabled and a callback that does
  *                        nothing, as a launched gpu-tools session holds one (it flushes at a context's destruction)
@@ -21,7 +21,8 @@
  *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
  *
  * The report, one line: `cupti_floor pid=P cupti_api=V kinds=K buffers=N bytes=B dropped=D enable_failures=F
- * api_left_out=L` (L: the API functions whose records CUPTI_FLOOR_API left out).
+ * api_left_out=L timestamp_calls=T` (L: the API functions whose records CUPTI_FLOOR_API left out; T: the calls
+ * CUPTI made to the CUPTI_FLOOR_CLOCK callback, 0 without one).
  * Build (benches/gpu/tracers.sh does): cc -O2 -shared -fPIC -I<cupti include> -I<cuda include> -o libcupti_floor.so
  * cupti_floor.c -ldl -lpthread. CUPTI is reached through dlsym only: the library links no CUPTI of its own, so it
  * shares the one the program maps (PyTorch maps its wheel's). CI builds it against CUPTI 13.0's headers and runs it
@@ -98,10 +99,19 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
 }
 
+/* The calls CUPTI makes to the timestamp callback: how often a traced launch reads the clock through it. */
+static unsigned long long g_timestamp_calls;
+
 static uint64_t CUPTIAPI monotonic_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* CUPTI_FLOOR_CLOCK=count: the same, counted (an atomic add a call, kept out of the timed runs). */
+static uint64_t CUPTIAPI monotonic_ns_counted(void) {
+    __atomic_fetch_add(&g_timestamp_calls, 1, __ATOMIC_RELAXED);
+    return monotonic_ns();
 }
 
 /* The path of the libcupti the process has mapped, if any. */
@@ -241,8 +251,9 @@ static void at_exit(void) {
     FILE *out = path && path[0] ? fopen(path, "a") : NULL;
     fprintf(out ? out : stderr,
             "cupti_floor pid=%d cupti_api=%u kinds=%s buffers=%llu bytes=%llu dropped=%llu enable_failures=%llu "
-            "api_left_out=%llu\n",
-            (int)getpid(), g_version, g_kinds, g_buffers, g_bytes, g_dropped, g_enable_failures, g_api_left_out);
+            "api_left_out=%llu timestamp_calls=%llu\n",
+            (int)getpid(), g_version, g_kinds, g_buffers, g_bytes, g_dropped, g_enable_failures, g_api_left_out,
+            __atomic_load_n(&g_timestamp_calls, __ATOMIC_RELAXED));
     if (out) fclose(out);
 }
 
@@ -282,9 +293,10 @@ int InitializeInjection(void) {
     version_fn version = (version_fn)dlsym(h, "cuptiGetVersion");
     if (version) version(&g_version);
     const char *clock = getenv("CUPTI_FLOOR_CLOCK");
-    if (clock && strcmp(clock, "1") == 0) {
+    if (clock && (strcmp(clock, "1") == 0 || strcmp(clock, "count") == 0)) {
         timestamp_fn register_timestamp = (timestamp_fn)dlsym(h, "cuptiActivityRegisterTimestampCallback");
-        if (!register_timestamp || register_timestamp(monotonic_ns) != CUPTI_SUCCESS) {
+        int counted = strcmp(clock, "count") == 0;
+        if (!register_timestamp || register_timestamp(counted ? monotonic_ns_counted : monotonic_ns) != CUPTI_SUCCESS) {
             fprintf(stderr, "cupti_floor: no timestamp callback\n");
             g_enable_failures++;
         }

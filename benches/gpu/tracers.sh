@@ -96,6 +96,19 @@ done
   echo "torch $($py -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available" if torch.cuda.is_available() else "unavailable")' 2>&1 | tail -1)"
   if [ "$NSYS" != 0 ] && command -v nsys >/dev/null; then echo "nsys $(nsys --version 2>&1 | head -1)"; else echo "nsys not used"; fi
   echo "perf $(command -v perf >/dev/null && perf --version 2>&1 | head -1 || echo 'not installed')"
+  # gpu-tools registers a CLOCK_MONOTONIC timestamp callback with CUPTI: where the kernel's clock source has no vDSO
+  # read (a VM without a stable TSC), each call is a system call. The clock source, and what a read costs here.
+  echo "clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)" \
+    "(available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource 2>/dev/null || echo unknown))"
+  $py -c 'import time
+n = 200000
+for name, c in (("monotonic", time.CLOCK_MONOTONIC), ("realtime", time.CLOCK_REALTIME)):
+    t0 = time.perf_counter_ns()
+    for _ in range(n): time.clock_gettime_ns(c)
+    print(f"clock_gettime {name} {(time.perf_counter_ns() - t0) / n:.1f} ns a read (Python loop included)")
+t0 = time.perf_counter_ns()
+for _ in range(n): pass
+print(f"empty Python loop {(time.perf_counter_ns() - t0) / n:.1f} ns a turn")' 2>&1
   echo "settings rounds=$ROUNDS scale=$SCALE c_sync=$C_SYNC c_flood=$C_FLOOD parts='$PARTS' workloads=$WORKLOADS kernel_rounds=$KERNEL_ROUNDS budget_s=$BUDGET_S smoke=${SMOKE:-0}"
 } | tee "$out/machine.txt"
 use_nsys=0
@@ -351,6 +364,21 @@ if [[ " $PARTS " == *" kernel "* ]]; then
   n_rounds "$KERNEL_ROUNDS" kernel $((BUDGET_S - 5)) \
     "native floor-kernel floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
     "$programs"
+  # Untimed: how often CUPTI reads the clock through the timestamp callback in a traced C workload, the floor's
+  # (CUPTI_FLOOR_CLOCK=count) and gpu-tools' (its debug log's count at the stream's end). Where the clock source has
+  # no vDSO read, each call is a system call on the launching thread.
+  for program in $c_programs; do
+    case $program in c_sync) n=$C_SYNC m=sync ;; *) n=$C_FLOOD m=flood ;; esac
+    env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_KERNEL" CUPTI_FLOOR_LIB="$cupti_lib" \
+      CUPTI_FLOOR_CLOCK=count CUPTI_FLOOR_REPORT="$tmp/clock-$program.floor" "$work" "$m" "$n" >/dev/null 2>&1
+    floor_calls=$(sed -n 's/.* timestamp_calls=\([0-9]*\).*/\1/p' "$tmp/clock-$program.floor" | head -1)
+    GPU_TOOLS_TRACE_LOG=debug "$gt" trace --kinds kernel -q -o "$tmp/clock-$program-%p.gputrace" -- "$work" "$m" "$n" \
+      >"$tmp/clock-$program.log" 2>&1
+    gt_calls=$(grep -o 'the timestamp callback was called [0-9]* times' "$tmp/clock-$program.log" | tail -1 | grep -o '[0-9]*')
+    say "clock calls ($program, $n launches, --kinds kernel): floor ${floor_calls:-?}, gpu-tools ${gt_calls:-?}" \
+      | tee -a "$out/clock-calls.txt"
+    rm -f "$tmp/clock-$program"-*.gputrace
+  done
 fi
 
 say "== done in $(elapsed) s"

@@ -564,6 +564,10 @@ fn start_tracer(
     mode: Mode,
     writer: &Arc<Writer>,
 ) -> gpu_tools::Result<ActivityTracer> {
+    if log::log_enabled!(log::Level::Debug) {
+        // Said at the stream's end: how often CUPTI read the clock through the library (`writer`).
+        gpu_tools::cupti::activity::count_timestamp_calls();
+    }
     let start = |graph: GraphMode| {
         let w = Arc::clone(writer);
         ActivityTracer::builder()

@@ -404,14 +404,17 @@ impl Writer {
         self.sink.finish();
         log::debug!(
             "stream ended: {records} records, {} dropped, {} skipped; CUPTI delivered (kind: count) {:?}, of which \
-             {} left to the program's profiler, {} before the window, {} unfinished, {} graph nodes left out",
+             {} left to the program's profiler, {} before the window, {} unfinished, {} graph nodes left out; the \
+             timestamp callback was called {} times",
             st.dropped_sent,
             st.skipped,
             st.received.by_kind(),
             st.foreign_left,
             st.before_window,
             st.unfinished,
-            st.graph_nodes_dropped
+            st.graph_nodes_dropped,
+            gpu_tools::cupti::activity::timestamp_calls()
+                .map_or_else(|| "an uncounted number of".to_string(), |n| n.to_string())
         );
     }
 

@@ -2262,6 +2262,19 @@ fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
         std::thread::sleep(Duration::from_millis(50));
         control.write_all(&[Control::Stop.byte()]).unwrap();
         let records = reader.join().unwrap();
+        // With the debug log on, the stream's end says how often CUPTI read the clock through the library (the
+        // double reads it at each launch).
+        let ended = wait_for_line(
+            &log,
+            "stream ended:",
+            &format!("round {round}: no word of the stream's end"),
+        );
+        let calls = ended
+            .split("the timestamp callback was called ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(calls.is_some_and(|n| n > 0), "round {round}: {ended}");
         end_busy_round(&mut ask, round, "stop drained", &records);
     }
     assert_eq!(

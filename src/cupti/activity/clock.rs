@@ -6,7 +6,7 @@
 //! with. The callback stays registered for the process (CUPTI cannot unregister it); which clock it reads is a
 //! process-wide setting that each tracer sets when it starts.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 /// The clock timestamps are on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -53,9 +53,31 @@ pub(crate) fn set_current(clock: Clock) {
     );
 }
 
+/// Whether the callback counts its calls, and how many it counted.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts the timestamp callback's calls from now on, for the rest of the process: a diagnosis of where a traced
+/// launch's time goes (CUPTI calls the callback on the program's threads as well as its own, and each call reads
+/// the clock: a system call where the kernel's clock source has no vDSO read). Off unless asked: the count is a
+/// shared atomic add at each call.
+pub fn count_timestamp_calls() {
+    COUNTING.store(true, Ordering::Relaxed);
+}
+
+/// The timestamp callback's calls since [`count_timestamp_calls`]; `None` when counting was never asked for.
+pub fn timestamp_calls() -> Option<u64> {
+    COUNTING
+        .load(Ordering::Relaxed)
+        .then(|| CALLS.load(Ordering::Relaxed))
+}
+
 /// The timestamp callback given to CUPTI; called on any thread, also inside CUPTI's post-processing. It cannot
 /// panic.
 pub(crate) unsafe extern "C" fn timestamp_callback() -> u64 {
+    if COUNTING.load(Ordering::Relaxed) {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+    }
     let clock = if CURRENT.load(Ordering::Acquire) == 0 {
         Clock::Monotonic
     } else {
@@ -67,6 +89,19 @@ pub(crate) unsafe extern "C" fn timestamp_callback() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_callback_counts_its_calls_once_asked() {
+        // Other tests may call the callback meanwhile: the count only grows, by at least this test's calls.
+        count_timestamp_calls();
+        let before = timestamp_calls().unwrap_or(0);
+        for _ in 0..3 {
+            // SAFETY: the callback takes nothing and only reads a clock.
+            let _ = unsafe { timestamp_callback() };
+        }
+        let after = timestamp_calls().unwrap_or(0);
+        assert!(after >= before + 3, "{before} then {after}");
+    }
 
     #[test]
     fn monotonic_is_the_clock_of_instant() {

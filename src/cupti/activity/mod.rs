@@ -129,7 +129,7 @@ mod transfer;
 pub use super::activity_kind::{ActivityKind, ActivityKinds};
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
-pub use clock::Clock;
+pub use clock::{Clock, count_timestamp_calls, timestamp_calls};
 pub use complete_first::{COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, flush_complete_first};
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use keeping_lent::{KeepingMark, held_for_keeping, keeping_mark};
