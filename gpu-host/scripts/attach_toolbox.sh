@@ -63,6 +63,9 @@ for part in $parts; do
     for v in graph-before graph-node-before graph-node-after graph-node-only-before; do
       timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
     done
+    # How XLA builds its kernels here (ptxas found, or the driver's PTX JIT), which the sampling may depend on.
+    $py -c 'import jax; print("jax", jax.__version__, jax.devices())' 2>&1 | tail -1
+    $py -c 'import shutil, jax._src.lib as l; print("ptxas", shutil.which("ptxas"), "cuda", getattr(l, "cuda_versions", None) and l.cuda_versions.cuda_runtime_get_version())' 2>&1 | tail -1
     for cb in on off; do
       d=$out/pc-nonuser-jax-$cb; rm -rf "$d"; mkdir -p "$d"
       flags=${XLA_FLAGS:-}; [ $cb = off ] && flags="$flags --xla_gpu_enable_command_buffer="
