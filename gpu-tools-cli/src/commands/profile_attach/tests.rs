@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 
 const DRIVER: &str = r#"
 #include <unistd.h>
-/* A call that never returns: a hang inside the driver. */
-void stand_in_block(void) { for (;;) pause(); }
+/* A call that never returns: a hang inside the driver. It says that it is inside. */
+void stand_in_block(volatile int *inside) { *inside = 1; for (;;) pause(); }
 /* A call that returns after 2 ms: a synchronisation of a busy job. */
 void stand_in_nap(void) { usleep(2000); }
 "#;
@@ -22,9 +22,10 @@ const PROGRAM: &str = r#"
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-void stand_in_block(void);
+void stand_in_block(volatile int *inside);
 void stand_in_nap(void);
-static void *blocked(void *arg) { (void)arg; stand_in_block(); return NULL; }
+static volatile int inside;
+static void *blocked(void *arg) { (void)arg; stand_in_block(&inside); return NULL; }
 static void *napping(void *arg) {
     (void)arg;
     for (;;) {
@@ -35,7 +36,11 @@ static void *napping(void *arg) {
 }
 int main(int argc, char **argv) {
     pthread_t t;
-    pthread_create(&t, NULL, argc > 1 && strcmp(argv[1], "block") == 0 ? blocked : napping, NULL);
+    int block = argc > 1 && strcmp(argv[1], "block") == 0;
+    pthread_create(&t, NULL, block ? blocked : napping, NULL);
+    /* Ready once the blocked thread is inside the driver (under load it may not have got there yet). */
+    while (block && !inside) usleep(1000);
+    if (block) usleep(10000);
     printf("ready\n");
     fflush(stdout);
     char c;
