@@ -508,6 +508,15 @@ fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
 fn a_running_process_is_refused_before_it_is_touched() {
     let mut target = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = target.id().to_string();
+    // Asleep before it is asked about (under load a fresh `sleep` can still be starting: state R).
+    let state_of = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit(") ").next().and_then(|s| s.chars().next())
+    };
+    let asleep_by = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state_of() != Some('S') && std::time::Instant::now() < asleep_by {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let untouched = || {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
