@@ -60,7 +60,7 @@ for part in $parts; do
     done ;;
   pc-nonuser)
     build pc_graph_probe || continue
-    for v in graph-before graph-node-before graph-node-after graph-node-only-before; do
+    for v in graph-before graph-node-before graph-node-after graph-node-only-before graph-node-update-before; do
       timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
     done
     # How XLA builds its kernels here (ptxas found, or the driver's PTX JIT), which the sampling may depend on.

@@ -15,6 +15,9 @@
 //                    graphs of torch and CuPy gave stall records)
 //   graph-node-only-before  as graph-node-before, with a kernel that is never launched outside the graph (launched
 //                    once in it, before the enable), as an XLA fusion that runs only in a command buffer
+//   graph-node-update-before  as graph-node-before, the instantiated graph's kernel node given its parameters again
+//                    (cudaGraphExecKernelNodeSetParams) before each replay, as XLA updates a command buffer's
+//                    buffer addresses before it runs it
 //   activity-first   eager, after an activity session (concurrent kernels recorded, flushed, disabled) that ran
 //                    before PC sampling was ever used in the process: the order of an attach whose first use of
 //                    CUPTI was a trace (pc_order_probe.sh: every sample then fell outside the program's kernels)
@@ -416,6 +419,9 @@ int main(int argc, char **argv) {
     RT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     bool graph = strstr(v, "graph") != nullptr, before = strstr(v, "before") != nullptr;
     cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t exec_node = nullptr;
+    cudaKernelNodeParams exec_params = {};
+    void *exec_args[] = {&cycles, &out};
     auto instantiate = [&]() {
         cudaGraph_t g;
         if (strstr(v, "node")) {
@@ -429,6 +435,9 @@ int main(int argc, char **argv) {
             p.kernelParams = args;
             cudaGraphNode_t node;
             RT(cudaGraphAddKernelNode(&node, g, nullptr, 0, &p));
+            exec_node = node;
+            exec_params = p;
+            exec_params.kernelParams = exec_args;
         } else {
             RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
             spin<<<132, 128, 0, s>>>(cycles, out);
@@ -485,7 +494,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < replays; i++) {
         bool eager = !graph || (strstr(v, "eager-then") && i % 2 == 0);
         if (eager) spin<<<132, 128, 0, s>>>(cycles, out);
-        else RT(cudaGraphLaunch(exec, s));
+        else {
+            if (strstr(v, "update")) RT(cudaGraphExecKernelNodeSetParams(exec, exec_node, &exec_params));
+            RT(cudaGraphLaunch(exec, s));
+        }
         if (late_fn && i % 2 == 1) spin_late<<<132, 128, 0, s>>>(cycles, out);
         launches++;
         if (i % 50 == 49) { RT(cudaStreamSynchronize(s)); read_data(); }
