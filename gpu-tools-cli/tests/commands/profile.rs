@@ -564,6 +564,48 @@ fn a_running_process_is_refused_before_it_is_touched() {
     );
 }
 
+/// PC sampling and `--kernel-replay` of a process in a mount namespace of its own (a container's) are refused at
+/// once, untouched: their socket would not reach it (the attach used to wait 30 s for a connection, then fail).
+#[test]
+fn pc_sampling_of_a_process_in_a_container_is_refused_at_once() {
+    let Some(contained) = super::sleepers::Mapping::start_in_container(&["libcuda.so.1"]) else {
+        return;
+    };
+    let pid = contained.pid().to_string();
+    for args in [
+        &["--pid", &pid, "--pc-sampling", "--duration", "1"][..],
+        &[
+            "--pid",
+            &pid,
+            "--metrics",
+            "gpu__time_duration.sum",
+            "--kernel-replay",
+            "--duration",
+            "1",
+        ][..],
+    ] {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .arg("profile")
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "process {pid} runs in a mount namespace of its own (a container)"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{args:?}: at once"
+        );
+        contained.assert_untouched();
+    }
+}
+
 /// `--quiet` (`-q`), which the help promises: no progress line and no summary of the run on stderr; the report,
 /// and what went wrong, are still there.
 #[test]

@@ -14,6 +14,65 @@ pub struct Mapping {
 impl Mapping {
     /// Starts the sleeper and waits until it maps every name.
     pub fn start(names: &[&str]) -> Mapping {
+        Self::start_with(names, &[]).expect("a sleeper starts")
+    }
+
+    /// As [`Mapping::start`], the sleeper in a mount namespace of its own (`unshare --mount`, as a container's
+    /// process is), holding open a `/dev/nvidiactl` of that namespace's own (an empty file on a tmpfs over its
+    /// `/dev`), as a container's CUDA process holds the GPU's: the commands take it for a process that initialised
+    /// the CUDA driver. `None` where that is not permitted here (said, and a failure in CI).
+    pub fn start_in_container(names: &[&str]) -> Option<Mapping> {
+        let wrapper = [
+            "unshare",
+            "--mount",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs /dev && : > /dev/nvidiactl && exec \"$@\" 3</dev/nvidiactl",
+            "sh",
+        ];
+        let mapping = Self::moved(Self::start_with(names, &wrapper)?)?;
+        let held = || {
+            std::fs::read_dir(format!("/proc/{}/fd", mapping.pid())).is_ok_and(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path())
+                        .is_ok_and(|l| l == std::path::Path::new("/dev/nvidiactl"))
+                })
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !held() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !held() {
+            gpu_tools_testing::skip_unless_ci(
+                "the contained sleeper holds no /dev/nvidiactl of its own",
+            );
+            return None;
+        }
+        Some(mapping)
+    }
+
+    /// The sleeper, once it is in a mount namespace other than ours.
+    fn moved(mapping: Mapping) -> Option<Mapping> {
+        // `unshare` execs `sleep` in the new namespace: wait until the process's namespace differs from ours.
+        let ours = std::fs::read_link("/proc/self/ns/mnt").expect("our mount namespace");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if std::fs::read_link(format!("/proc/{}/ns/mnt", mapping.pid()))
+                .is_ok_and(|n| n != ours)
+            {
+                return Some(mapping);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        gpu_tools_testing::skip_unless_ci(
+            "unshare --mount did not move the sleeper to a namespace of its own",
+        );
+        None
+    }
+
+    /// The sleeper, run through `wrapper` (empty: none); `None` where the wrapper cannot run.
+    fn start_with(names: &[&str], wrapper: &[&str]) -> Option<Mapping> {
         let dir = tempfile::tempdir().expect("temporary folder");
         let paths: Vec<String> = names
             .iter()
@@ -24,12 +83,27 @@ impl Mapping {
                 path.display().to_string()
             })
             .collect();
-        let child = Command::new("sleep")
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg("sleep");
+                c
+            }
+            None => Command::new("sleep"),
+        };
+        let mut child = match command
             .arg("30")
             .env("LD_PRELOAD", paths.join(":"))
             .stdin(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
-            .expect("start a sleeper");
+        {
+            Ok(c) => c,
+            Err(e) => {
+                gpu_tools_testing::skip_unless_ci(&format!("{wrapper:?} cannot run here: {e}"));
+                return None;
+            }
+        };
         let pid = child.id();
         let deadline = Instant::now() + Duration::from_secs(5);
         let maps_all = || {
@@ -37,10 +111,16 @@ impl Mapping {
                 .is_ok_and(|m| names.iter().all(|n| m.contains(&format!("/{n}\n"))))
         };
         while Instant::now() < deadline && !maps_all() {
+            if let Ok(Some(status)) = child.try_wait() {
+                gpu_tools_testing::skip_unless_ci(&format!(
+                    "{wrapper:?} sleep ended at once ({status})"
+                ));
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(maps_all(), "the sleeper maps {names:?}");
-        Mapping { child, _dir: dir }
+        Some(Mapping { child, _dir: dir })
     }
 
     pub fn pid(&self) -> u32 {
