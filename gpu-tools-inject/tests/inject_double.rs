@@ -870,31 +870,29 @@ fn message(record: &Record) -> Option<Message> {
     }
 }
 
-/// One attach: injects the library into `pid` with the attach settings, accepts its connection and reads its
-/// stream on a thread. Returns the injection's report, the connection (for the stop byte) and the reader.
-fn attach(
-    pid: u32,
-    socket: &std::path::Path,
-) -> (
+/// What an attach gives: the injection's report, the connection (for the stop byte), the stream's reader, and the
+/// stream's header.
+type Attach = (
     gpu_tools::linux::inject::Injected,
     std::os::unix::net::UnixStream,
     std::thread::JoinHandle<Vec<Record>>,
     Option<StreamHeader>,
-) {
+);
+
+/// One attach: injects the library into `pid` with the attach settings, accepts its connection and reads its
+/// stream on a thread. Returns the injection's report, the connection (for the stop byte) and the reader.
+fn attach(pid: u32, socket: &std::path::Path) -> Attach {
     attach_recording(pid, socket, &[env::TraceKind::Kernel])
 }
 
+/// [`attach`] on a thread of its own, so that the test can drive the program while the attach looks at it.
+fn attach_in_background(pid: u32, socket: &std::path::Path) -> std::thread::JoinHandle<Attach> {
+    let socket = socket.to_path_buf();
+    std::thread::spawn(move || attach(pid, &socket))
+}
+
 /// [`attach`], recording `kinds`.
-fn attach_recording(
-    pid: u32,
-    socket: &std::path::Path,
-    kinds: &[env::TraceKind],
-) -> (
-    gpu_tools::linux::inject::Injected,
-    std::os::unix::net::UnixStream,
-    std::thread::JoinHandle<Vec<Record>>,
-    Option<StreamHeader>,
-) {
+fn attach_recording(pid: u32, socket: &std::path::Path, kinds: &[env::TraceKind]) -> Attach {
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket).unwrap();
     let settings = Settings {
@@ -2012,10 +2010,7 @@ fn a_profiler_that_starts_while_the_attach_looks_for_it_gets_its_records() {
     assert_eq!(ask("start", "started "), "0");
     assert_eq!(ask("stop", "stopped "), "0");
     let pid = child.id();
-    let attaching = {
-        let socket = socket.clone();
-        std::thread::spawn(move || attach(pid, &socket))
-    };
+    let attaching = attach_in_background(pid, &socket);
     // Its next session starts while the attach watches its buffers, and makes no record then.
     wait_for_line(
         &log,
@@ -2229,10 +2224,7 @@ fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
         assert_eq!(ask("start", "started "), "0");
         assert_eq!(ask("busy lagging", "busy"), "");
         let pid = child.id();
-        let attaching = {
-            let socket = socket.clone();
-            std::thread::spawn(move || attach(pid, &socket))
-        };
+        let attaching = attach_in_background(pid, &socket);
         // Its sessions cycle until three of its cycles fell in the probe's 200 ms watch, well before the watch ends:
         // stopped during the window, an incomplete record of a kernel launched after the stop would be the trace's,
         // outside this test's question.

@@ -504,6 +504,18 @@ fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
     );
 }
 
+/// Runs plain `gpu-tools profile ARGS` (no doubles named), which must exit 1; its stderr.
+fn profile_refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg("profile")
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    err
+}
+
 #[test]
 fn a_running_process_is_refused_before_it_is_touched() {
     let mut target = Command::new("sleep").arg("30").spawn().unwrap();
@@ -526,13 +538,7 @@ fn a_running_process_is_refused_before_it_is_touched() {
     };
     // `gpu-tools profile ARGS` exits 1 with `words` in its message, and leaves the process as it was.
     let refused = |args: &[&str], words: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-            .arg("profile")
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let err = profile_refused(args);
         assert!(err.contains(words), "{err}");
         untouched();
     };
@@ -585,13 +591,7 @@ fn pc_sampling_of_a_process_in_a_container_is_refused_at_once() {
         ][..],
     ] {
         let started = std::time::Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-            .arg("profile")
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let err = profile_refused(args);
         assert!(
             err.contains(&format!(
                 "process {pid} runs in a mount namespace of its own (a container)"
