@@ -1062,6 +1062,142 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A program in a container (a mount namespace of its own, with a `/tmp` of its own) is traced through a socket
+/// placed in its own `/tmp` (`Placement::PerMountNamespace`, as `trace --pid` places it), with the library copied
+/// there: the attach's private folder, which it cannot see, would not have reached it.
+#[test]
+fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
+    use gpu_tools_injection::attach::{AfterStop, Listening, Placement, Sockets};
+    use gpu_tools_injection::collect::{AcceptOptions, Delivery};
+    use gpu_tools_testing::container;
+
+    let lib = library();
+    if !container::available() {
+        return;
+    }
+    // The driver double under the name an attach looks for in a CUDA program (`libcuda.so`), in a folder the
+    // container sees, mapped from the start as a CUDA program maps its driver.
+    let (dir, _) = scratch("container");
+    let driver = dir.join("libcuda.so.1");
+    std::fs::copy(common::double_path("cuda_driver"), &driver).unwrap();
+    let contained = container::command(std::env::current_exe().unwrap(), &[&dir]);
+    let mut child = attached_child_through(contained, "attach_child", "attach")
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", &driver)
+        .env(container::PRELOAD, &driver)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if line.starts_with("recorded ") {
+                return line;
+            }
+        }
+    };
+    assert_eq!(answer("kernels 0 0"), "recorded 0", "the child runs");
+    let sockets = Sockets {
+        prefix: "gpu-tools-inject-test-",
+        name: "test.sock",
+        placement: Placement::PrivateFolder,
+    };
+    // The premise: the private folder's socket is not seen from inside.
+    let private = Listening::new(&[pid], &sockets).unwrap();
+    let (_, in_folder) = private.sockets().next().unwrap();
+    assert!(in_folder.exists());
+    assert!(
+        !container::seen_from_here(pid, in_folder).exists(),
+        "the container does not see this machine's {}",
+        in_folder.display()
+    );
+    drop(private);
+    let placed = Sockets {
+        placement: Placement::PerMountNamespace,
+        ..sockets
+    };
+    let listening = Listening::new(&[pid], &placed).unwrap();
+    let in_target = listening.sockets().next().unwrap().1.to_path_buf();
+    let from_here = container::seen_from_here(pid, &in_target);
+    assert!(
+        in_target.starts_with("/tmp") && from_here.exists() && !in_target.exists(),
+        "the socket is in the container's /tmp, not this machine's: {}",
+        in_target.display()
+    );
+    let settings = Settings {
+        kinds: vec![env::TraceKind::Kernel],
+        flush_interval: Some(Duration::from_millis(50)),
+        cupti: Some(common::double_path("cupti_activity")),
+        ..Settings::new(Destination::Socket(PathBuf::new()))
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
+    let session = listening
+        .attach(&lib, &settings, AcceptOptions::default(), tx, |_| {})
+        .unwrap();
+    assert!(
+        session.outcomes()[0].result.is_ok(),
+        "{:?}",
+        session.outcomes()[0].result
+    );
+    session
+        .wait_for_connections(1, Duration::from_secs(30))
+        .expect("the library in the container connects");
+    let mut records = Vec::new();
+    // The stream's next record; `None` at its connection's close.
+    let next = || loop {
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Delivery::Item(_, r)) => return Some(r.expect("a readable stream")),
+            Ok(Delivery::Closed(_)) => return None,
+            Ok(Delivery::Header(..) | Delivery::Bytes(..)) => {}
+            Err(e) => panic!("the stream: {e}"),
+        }
+    };
+    while let Some(r) = next() {
+        let attached = matches!(message(&r), Some(Message::Attached { .. }));
+        records.push(r);
+        if attached {
+            break;
+        }
+    }
+    assert_eq!(answer("kernels 1 20"), "recorded 20");
+    session.stop(AfterStop::KeepOpen);
+    while let Some(r) = next() {
+        records.push(r);
+    }
+    assert_eq!(
+        kernels(&records)
+            .iter()
+            .map(|k| k.correlation)
+            .collect::<Vec<_>>(),
+        (1..=20).collect::<Vec<_>>(),
+        "{records:#?}"
+    );
+    assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
+    // The library was copied into the container's /tmp; the socket placed there goes with the session.
+    let copies = std::fs::read_dir(container::seen_from_here(pid, "/tmp".as_ref()))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("libgpu_tools_inject-")
+        })
+        .count();
+    assert_eq!(copies, 1, "the library's copy in the container's /tmp");
+    drop(session);
+    assert!(!from_here.exists(), "the placed socket is removed");
+    writeln!(stdin, "exit").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The child of the NVTX attach test: a program with two modules that carry NVTX v3 (copies of the NVTX module
 /// double, `called` and `fresh`), started without a tool. `called` makes its first NVTX call before any attach
 /// (so its NVTX is a no-op for good); `fresh` makes none. Lines on stdin: `push M NAME`, `pop M`, `mark M NAME`
@@ -1256,7 +1392,15 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
 /// The command that runs the ignored test `test` of this binary as a stand-in program for scenario `scenario`, on the
 /// driver and CUPTI doubles, its stdin and stdout piped for the test's commands and the child's answers.
 fn attached_child(test: &str, scenario: &str) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    attached_child_through(
+        Command::new(std::env::current_exe().unwrap()),
+        test,
+        scenario,
+    )
+}
+
+/// [`attached_child`], `cmd` running this test binary (directly, or in a container).
+fn attached_child_through(mut cmd: Command, test: &str, scenario: &str) -> Command {
     cmd.args([
         test,
         "--exact",

@@ -6,9 +6,9 @@
 //! - Where the repository's executables are, on this machine or staged on a GPU host: [`example`],
 //!   [`gpu_tools_cli`], [`inject_lib`].
 //! - Helpers shared by the tests of several crates: [`process`] (child processes that are killed when a test
-//!   ends), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls),
-//!   [`nvtx_module`] (a loaded copy of the double of a module with NVTX v3 compiled in),
-//!   [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, `cudbg` (debuggees
+//!   ends), [`container`] (programs run in a mount namespace with a `/tmp` of their own, as a container's
+//!   are), [`coredump_writer`] (small CUDA core dumps), [`cupti_double`] (the CUPTI double's controls),
+//!   [`nvtx_module`] (a loaded copy of the double of a module with NVTX v3 compiled in), [`kernels`] (the `step` kernel, patterns and checksums), and, for the hardware tests, `cudbg` (debuggees
 //!   and debugger sessions). A helper that loads a C double through feature-gated library APIs must compile
 //!   under the features of the crate whose tests use it (a dev-dependency cannot follow them): it is a macro
 //!   expanded there ([`cupti_double_loader!`]), or it stays in the one test binary of the library that uses it
@@ -27,6 +27,7 @@
 
 use std::path::PathBuf;
 
+pub mod container;
 pub mod coredump_writer;
 #[cfg(feature = "nvidia-hw-tests")]
 pub mod cudbg;
