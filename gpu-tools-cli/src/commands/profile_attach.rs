@@ -596,7 +596,7 @@ fn attach(
     match session.outcomes().first().map(|o| &o.result) {
         Some(Ok(_)) | None => {}
         Some(Err(AttachError::Inject(e))) => {
-            return Err(Failure::new(1, format!("process {pid}: {e}")));
+            return Err(Failure::new(1, super::trace::describe_inject_error(pid, e)));
         }
         Some(Err(refused)) => {
             return Err(Failure::new(

@@ -458,8 +458,9 @@ fn setup_failure(e: &SetupError) -> Failure {
     }
 }
 
-/// An injection error as the user reads it.
-fn describe(pid: u32, e: &InjectError) -> String {
+/// An injection error as the user reads it (it names the process: no prefix is needed), for a trace's attach and a
+/// profile's.
+pub(crate) fn describe(pid: u32, e: &InjectError) -> String {
     match e {
         InjectError::LibraryNotMapped { .. } => format!(
             "process {pid} is not a CUDA process (it does not map libcuda.so), or has not initialised CUDA yet"

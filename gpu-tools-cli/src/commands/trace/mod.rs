@@ -27,6 +27,7 @@ mod backend_debugger;
 mod cli;
 pub mod counter_window;
 mod counters;
+pub(crate) use attach::describe as describe_inject_error;
 pub(crate) use counters::held_elsewhere;
 mod interval;
 mod message;
