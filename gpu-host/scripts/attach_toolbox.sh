@@ -3,7 +3,8 @@
 #   pc-graph   gpu-host/scripts/pc_graph_probe.cu: PC sampling's samples for plain launches and for graphs
 #              instantiated before or after the sampling was enabled (an attach's case is "before")
 #   pc-nonuser what CUPTI's PC sampling counts outside the program's kernels (non-user): the probe's graphs built
-#              node by node (as XLA's command buffers are) against captured ones, and a JAX job sampled first with
+#              node by node (as XLA's command buffers are) against captured ones, its kernel loaded from PTX in memory
+#              before and after the sampling's start (as JAX, CuPy and Triton load theirs), and a JAX job sampled first with
 #              its command buffers on and off (XLA_FLAGS --xla_gpu_enable_command_buffer=)
 #   pc-order   the same probe: PC sampling after CUPTI's first use in the process was an activity session or a
 #              subscriber alone, and with PC sampling queried or enabled first (which first use leaves PC sampling
@@ -60,7 +61,8 @@ for part in $parts; do
     done ;;
   pc-nonuser)
     build pc_graph_probe || continue
-    for v in graph-before graph-node-before graph-node-after graph-node-only-before graph-node-update-before; do
+    for v in graph-before graph-node-before graph-node-after graph-node-only-before graph-node-update-before \
+      module-ptx-before module-ptx-after; do
       timeout 60 "$out/pc_graph_probe" "$v" 400 200 2>&1 | tail -3
     done
     # How XLA builds its kernels here (ptxas found, or the driver's PTX JIT), which the sampling may depend on.

@@ -18,6 +18,11 @@
 //   graph-node-update-before  as graph-node-before, the instantiated graph's kernel node given its parameters again
 //                    (cudaGraphExecKernelNodeSetParams) before each replay, as XLA updates a command buffer's
 //                    buffer addresses before it runs it
+//   module-ptx-before, module-ptx-after  eager launches (cuLaunchKernel) of a kernel whose module was loaded from
+//                    PTX in memory (cuModuleLoadData: the driver compiles it), before the enable (and launched once)
+//                    or after it: how JAX, CuPy and Triton load their kernels, where torch's eager kernels come from
+//                    the fatbins registered at start-up (whether a module loaded from memory before the sampling's
+//                    start is what CUPTI counts as non-user)
 //   activity-first   eager, after an activity session (concurrent kernels recorded, flushed, disabled) that ran
 //                    before PC sampling was ever used in the process: the order of an attach whose first use of
 //                    CUPTI was a trace (pc_order_probe.sh: every sample then fell outside the program's kernels)
@@ -97,6 +102,39 @@ __global__ void spin_late(unsigned long long cycles, unsigned long long *out) {
     while (clock64() - start < cycles) x = x * 2862933555777941757ull + 3037000493ull;
     if (x == 42) *out = x;
 }
+
+// The spin kernel in PTX, for the module-ptx variants (loaded with cuModuleLoadData, compiled by the driver).
+static const char SPIN_PTX[] = R"(
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry spin_ptx(.param .u64 cycles, .param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd1, [cycles];
+    ld.param.u64 %rd2, [out];
+    mov.u64 %rd3, %clock64;
+    mov.u32 %r1, %tid.x;
+    cvt.u64.u32 %rd4, %r1;
+LOOP:
+    mov.u64 %rd5, %clock64;
+    sub.u64 %rd6, %rd5, %rd3;
+    setp.ge.u64 %p1, %rd6, %rd1;
+    @%p1 bra DONE;
+    mul.lo.u64 %rd4, %rd4, 6364136223846793005;
+    add.u64 %rd4, %rd4, 1442695040888963407;
+    bra LOOP;
+DONE:
+    setp.ne.u64 %p2, %rd4, 42;
+    @%p2 bra END;
+    cvta.to.global.u64 %rd7, %rd2;
+    st.global.u64 [%rd7], %rd4;
+END:
+    ret;
+}
+)";
 
 #define CU(call)                                                                     \
     do {                                                                             \
@@ -450,6 +488,25 @@ int main(int argc, char **argv) {
     spin<<<132, 128, 0, s>>>(cycles, out);  // the module is loaded and a kernel ran before the enable
     RT(cudaStreamSynchronize(s));
     if (graph && before) instantiate();
+    // module-ptx: the kernel of a module loaded from PTX in memory, before the enable (launched once) or after it.
+    bool ptx = strstr(v, "module-ptx") != nullptr;
+    CUfunction ptx_fn = nullptr;
+    void *ptx_args[] = {&cycles, &out};
+    auto load_ptx = [&]() {
+        CUmodule m;
+        CUresult r = cuModuleLoadData(&m, SPIN_PTX);
+        if (r == CUDA_SUCCESS) r = cuModuleGetFunction(&ptx_fn, m, "spin_ptx");
+        if (r != CUDA_SUCCESS) { printf("error cuModuleLoadData/cuModuleGetFunction -> %d\n", (int)r); exit(5); }
+    };
+    auto launch_ptx = [&]() {
+        CUresult r = cuLaunchKernel(ptx_fn, 132, 1, 1, 128, 1, 1, 0, (CUstream)s, ptx_args, nullptr);
+        if (r != CUDA_SUCCESS) { printf("error cuLaunchKernel -> %d\n", (int)r); exit(5); }
+    };
+    if (ptx && before) {
+        load_ptx();
+        launch_ptx();
+        RT(cudaStreamSynchronize(s));
+    }
     if (strcmp(v, "serve") == 0 || strcmp(v, "serve-pc") == 0) {
         printf("ready %d\n", (int)getpid());
         fflush(stdout);
@@ -487,13 +544,15 @@ int main(int argc, char **argv) {
     use_cupti_first(v, cycles, out, s);
     enable(strstr(v, "serial") != nullptr);
     if (graph && !before) instantiate();
+    if (ptx && !before) load_ptx();
     if (strstr(v, "upload")) RT(cudaGraphUpload(exec, s));
     bool late_fn = strstr(v, "late-fn") != nullptr;
     auto t0 = std::chrono::steady_clock::now();
     int launches = 0;
     for (int i = 0; i < replays; i++) {
         bool eager = !graph || (strstr(v, "eager-then") && i % 2 == 0);
-        if (eager) spin<<<132, 128, 0, s>>>(cycles, out);
+        if (ptx) launch_ptx();
+        else if (eager) spin<<<132, 128, 0, s>>>(cycles, out);
         else {
             if (strstr(v, "update")) RT(cudaGraphExecKernelNodeSetParams(exec, exec_node, &exec_params));
             RT(cudaGraphLaunch(exec, s));
