@@ -4,8 +4,8 @@
 #              instantiated before or after the sampling was enabled (an attach's case is "before")
 #   pc-nonuser what CUPTI's PC sampling counts outside the program's kernels (non-user): the probe's graphs built
 #              node by node (as XLA's command buffers are) against captured ones, its kernel loaded from PTX in memory
-#              before and after the sampling's start (as JAX, CuPy and Triton load theirs), and a JAX job sampled first with
-#              its command buffers on and off (XLA_FLAGS --xla_gpu_enable_command_buffer=)
+#              before and after the sampling's start (as JAX, CuPy and Triton load theirs), and a JAX job sampled
+#              first with its command buffers on and off (XLA_FLAGS --xla_gpu_enable_command_buffer=)
 #   pc-order   the same probe: PC sampling after CUPTI's first use in the process was an activity session or a
 #              subscriber alone, and with PC sampling queried or enabled first (which first use leaves PC sampling
 #              no sample inside the program's kernels, and what avoids it)
