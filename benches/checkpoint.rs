@@ -188,12 +188,10 @@ fn main() {
                 b.iter_custom(|n| {
                     row.memcpy.time(
                         n,
-                        // SAFETY: both allocations hold `bytes` bytes; the context is current.
                         || {
-                            check(
-                                unsafe { (api.cu_memcpy_dtod)(to, from, bytes) },
-                                "cuMemcpyDtoD",
-                            )
+                            // SAFETY: both allocations hold `bytes` bytes; the context is current.
+                            let copied = unsafe { (api.cu_memcpy_dtod)(to, from, bytes) };
+                            check(copied, "cuMemcpyDtoD")
                         },
                         sync,
                     )

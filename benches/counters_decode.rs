@@ -169,8 +169,8 @@ fn evaluation(c: &mut Criterion) {
         b.iter(|| black_box(out.clone()))
     });
     g.bench_function("cuptiProfilerHostEvaluateToGpuValues", |b| {
-        // SAFETY: an image CUPTI wrote on the GPU host, read back with its hash checked.
         b.iter(|| {
+            // SAFETY: an image CUPTI wrote on the GPU host, read back with its hash checked.
             unsafe { host.evaluate_into(&file.image, 0, &names, &mut out) }.expect("evaluate")
         })
     });

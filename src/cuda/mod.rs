@@ -221,8 +221,8 @@ impl Context {
     pub fn make_current(&self) -> Result<CurrentGuard<'_>, CudaError> {
         self.check_valid()?;
         // SAFETY: a valid context handle.
-        self.driver
-            .check(unsafe { (self.driver.api().cu_ctx_push_current)(self.raw) })?;
+        let pushed = unsafe { (self.driver.api().cu_ctx_push_current)(self.raw) };
+        self.driver.check(pushed)?;
         Ok(CurrentGuard {
             ctx: self,
             _not_send: PhantomData,
@@ -242,8 +242,8 @@ impl Context {
         let _g = self.make_current()?;
         let (mut free, mut total) = (0, 0);
         // SAFETY: the context is current; valid out-pointers.
-        self.driver
-            .check(unsafe { (self.driver.api().cu_mem_get_info)(&mut free, &mut total) })?;
+        let got = unsafe { (self.driver.api().cu_mem_get_info)(&mut free, &mut total) };
+        self.driver.check(got)?;
         Ok((free, total))
     }
 
@@ -252,8 +252,8 @@ impl Context {
         let _g = self.make_current()?;
         let mut ptr = 0;
         // SAFETY: the context is current; valid out-pointer.
-        self.driver
-            .check(unsafe { (self.driver.api().cu_mem_alloc)(&mut ptr, bytes.max(1)) })?;
+        let allocated = unsafe { (self.driver.api().cu_mem_alloc)(&mut ptr, bytes.max(1)) };
+        self.driver.check(allocated)?;
         Ok(DeviceBuffer {
             ctx: self,
             ptr,

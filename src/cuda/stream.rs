@@ -43,8 +43,8 @@ impl Context {
         let _g = self.make_current()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: the context is current; valid out-pointer and flags from the header.
-        self.driver
-            .check(unsafe { create(&mut raw, sys::CU_STREAM_NON_BLOCKING) })?;
+        let created = unsafe { create(&mut raw, sys::CU_STREAM_NON_BLOCKING) };
+        self.driver.check(created)?;
         Ok(Stream { ctx: self, raw })
     }
 
@@ -65,8 +65,8 @@ impl Context {
         let _g = self.make_current()?;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: the context is current; valid out-pointer.
-        self.driver
-            .check(unsafe { alloc(&mut ptr, bytes.max(1)) })?;
+        let allocated = unsafe { alloc(&mut ptr, bytes.max(1)) };
+        self.driver.check(allocated)?;
         // SAFETY: the driver returned `bytes` (at least 1) writable bytes at `ptr`.
         unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
         Ok(PinnedBuffer {

@@ -182,9 +182,10 @@ mod tests {
         let mut target = Box::new(0u32);
         let ptr = &raw mut *target;
         match write_u32(std::process::id(), ptr as u64, 0xfeed) {
-            // SAFETY: `ptr` points to the live box; volatile because the kernel, not Rust, wrote it.
             Ok(()) => {
-                assert_eq!(unsafe { ptr.read_volatile() }, 0xfeed);
+                // SAFETY: `ptr` points to the live box; volatile because the kernel, not Rust, wrote it.
+                let written = unsafe { ptr.read_volatile() };
+                assert_eq!(written, 0xfeed);
                 assert_eq!(read_u32(std::process::id(), ptr as u64).unwrap(), 0xfeed);
                 let mut wide = Box::new(0u64);
                 let wptr = &raw mut *wide;

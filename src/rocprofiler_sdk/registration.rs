@@ -477,16 +477,17 @@ impl Setup<'_> {
             by_agent: configs.into_iter().map(|c| (c.agent_id(), c)).collect(),
         }));
         // SAFETY: context and buffer exist; `choose_config` and `configs` live for the process.
+        let configured = unsafe {
+            f(
+                context.raw(),
+                buffer.raw(),
+                Some(counting::choose_config),
+                (configs as *const DispatchConfigs).cast_mut().cast(),
+            )
+        };
         check(
             "rocprofiler_configure_buffer_dispatch_counting_service",
-            unsafe {
-                f(
-                    context.raw(),
-                    buffer.raw(),
-                    Some(counting::choose_config),
-                    (configs as *const DispatchConfigs).cast_mut().cast(),
-                )
-            },
+            configured,
         )
         .map_err(super::locked_or)?;
         Ok(())

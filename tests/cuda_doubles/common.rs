@@ -36,8 +36,8 @@ pub struct DoubleStats {
 
 fn double_lib() -> &'static libloading::Library {
     static LIB: std::sync::OnceLock<libloading::Library> = std::sync::OnceLock::new();
-    // SAFETY: the double has no initialisers; opening it again returns the copy the crate loaded.
     LIB.get_or_init(|| {
+        // SAFETY: the double has no initialisers; opening it again returns the copy the crate loaded.
         unsafe { libloading::Library::new(double_path("checkpoint")) }.expect("open double")
     })
 }

@@ -478,6 +478,7 @@ unsafe extern "C" fn stand_in_lender(buffer: *mut *mut u8, size: *mut usize, max
     let block: &'static mut [u64] = Box::leak(vec![0u64; 8192].into_boxed_slice());
     let ptr = block.as_mut_ptr().cast::<u8>();
     LENT.lock().unwrap().push((ptr as usize, 65536));
+    // SAFETY: CUPTI's request callback is given valid out-pointers for the buffer, its size and its record limit.
     unsafe {
         *buffer = ptr;
         *size = 65536;

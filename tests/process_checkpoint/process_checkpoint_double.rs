@@ -84,20 +84,15 @@ fn target(kind: i32, bytes: usize) -> Target {
 fn info(pid: u32) -> Info {
     let mut out = Info::default();
     // SAFETY: hook signature as declared; `out` has the C layout.
-    assert_eq!(
-        unsafe { (hooks().info)(pid as i32, &mut out) },
-        0,
-        "pid {pid} registered"
-    );
+    let found = unsafe { (hooks().info)(pid as i32, &mut out) };
+    assert_eq!(found, 0, "pid {pid} registered");
     out
 }
 
 fn set_state(pid: u32, state: ProcessState) {
     // SAFETY: hook signature as declared.
-    assert_eq!(
-        unsafe { (hooks().set_state)(pid as i32, state.as_raw()) },
-        0
-    );
+    let set = unsafe { (hooks().set_state)(pid as i32, state.as_raw()) };
+    assert_eq!(set, 0);
 }
 
 fn set_kind(pid: u32, kind: i32) {

@@ -35,7 +35,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
 ) -> sys::CUptiResult {
     guarded(|real| {
         wait_for_the_probe("registers its buffer callbacks");
-        // SAFETY (both calls): the real function with the program's arguments.
+        // SAFETY: in both calls, the real function with the program's arguments.
         let call = || unsafe { (real.register_callbacks)(request, complete) };
         if let Some(code) = watch::pass(call, |w| w.callbacks = Some((request, complete))) {
             return code;

@@ -296,7 +296,7 @@ fn real_in(path: &std::path::Path) -> Result<Real, String> {
             .map(|p| p as usize)
             .ok_or_else(|| format!("{} has no {name}", path.display()))
     };
-    // SAFETY (each transmute): the address of the named CUPTI function, whose C signature (cupti_activity.h,
+    // SAFETY: each transmute takes the address of the named CUPTI function, whose C signature (cupti_activity.h,
     // cupti_callbacks.h) the type states.
     let real = unsafe {
         Real {
@@ -910,14 +910,14 @@ pub fn uninstall(exiting: bool, kept: ActivityKinds) -> Option<Uninstalled> {
     );
     let clock_restored = match (mux.clock_given, real.register_timestamp, clock.source()) {
         (Some(restored), _, _) => restored,
-        // SAFETY: the real CUPTI function, with the program's own clock.
         (None, Some(register), Some(source)) => {
             log::debug!("the program's clock registered at the sharing's end");
+            // SAFETY: the real CUPTI function, with the program's own clock.
             (unsafe { register(Some(source)) }) == sys::CUPTI_SUCCESS
         }
         _ => false,
     };
-    // SAFETY (each call): the real CUPTI functions, with the program's own callbacks and values.
+    // SAFETY: each call is of the real CUPTI functions, with the program's own callbacks and values.
     unsafe {
         if program.registered && !mux.callbacks_given {
             log::debug!("the program's callbacks registered at the sharing's end");

@@ -147,7 +147,7 @@ fn lent_to_program(buffer: *mut u8, valid: usize) {
         free_lent(buffer);
         return;
     }
-    // SAFETY (both): the program's own callbacks, found where CUPTI keeps them and checked to be code.
+    // SAFETY: both are the program's own callbacks, found where CUPTI keeps them and checked to be code.
     let (request, complete) = unsafe {
         (
             std::mem::transmute::<usize, RequestFn>(request),
@@ -576,7 +576,7 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         // SAFETY: the real flush.
         unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
     }
-    // SAFETY (both): addresses checked to be code in this process, found where CUPTI keeps its callbacks.
+    // SAFETY: both are addresses checked to be code in this process, found where CUPTI keeps its callbacks.
     let (request, complete) = unsafe {
         (
             std::mem::transmute::<usize, RequestFn>(request),

@@ -828,14 +828,16 @@ fn after_the_tracer_stops_the_program_enables_and_disables_in_cupti() {
     set_trace_layout(RecordLayout::Cupti13_0);
     ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
     DISABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    // SAFETY (each hook): a kind, as the program calls it.
+    // SAFETY: each hook is given a kind, as the program calls it.
     assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
     assert!(
         ENABLED.lock().unwrap_or_else(|p| p.into_inner()).is_empty(),
         "the tracer records it"
     );
     tracer_stopped();
+    // SAFETY: as above.
     assert_eq!(unsafe { hooks::disable(kernel) }, sys::CUPTI_SUCCESS);
+    // SAFETY: as above.
     assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
     assert_eq!(
         *DISABLED.lock().unwrap_or_else(|p| p.into_inner()),

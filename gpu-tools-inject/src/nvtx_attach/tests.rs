@@ -623,8 +623,8 @@ fn a_module_whose_state_is_not_nvtx_v3_is_named_and_left_untouched() {
     // SAFETY: the module's NVTX state (1,168 bytes, 8-aligned), loaded: its version becomes 4.
     let version = unsafe { &*((address + 32) as *const AtomicU32) };
     version.store(4, Ordering::SeqCst);
-    // SAFETY: as above.
     let bytes = || -> Vec<u8> {
+        // SAFETY: as above.
         unsafe { std::slice::from_raw_parts(address as *const u8, 1168) }.to_vec()
     };
     let before = bytes();

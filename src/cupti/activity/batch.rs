@@ -407,7 +407,7 @@ impl<'a> Records<'a> {
     fn decode(&self, offset: usize, kind: u32, size: usize) -> Activity<'a> {
         let at = self.begin.wrapping_add(offset);
         let (layout, follow) = (self.layout, self.follow);
-        // SAFETY (for each view below): `at` is 8-aligned and `size` bytes, the layout's size for `kind`, lie
+        // SAFETY: for each view below, `at` is 8-aligned and `size` bytes, the layout's size for `kind`, lie
         // inside the batch, readable for 'a; with `follow`, the batch's contract makes its string pointers valid.
         unsafe {
             match kind {

@@ -81,17 +81,21 @@ impl LaunchCall {
     /// # Safety
     /// `params` is the non-null `functionParams` of a callback of this call, valid during the call.
     pub(super) unsafe fn stream(self, params: *const std::ffi::c_void) -> Option<sys::CUstream> {
-        // SAFETY (each arm): the struct CUPTI documents for this callback id, read while the callback runs.
+        // In each arm: the struct CUPTI documents for this callback id, read while the callback runs.
         match self {
+            // SAFETY: as said above the match.
             LaunchCall::Kernel => Some(unsafe { (*params.cast::<LaunchKernel>()).stream }),
             LaunchCall::Cooperative => {
+                // SAFETY: as said above the match.
                 Some(unsafe { (*params.cast::<LaunchCooperativeKernel>()).stream })
             }
             LaunchCall::KernelEx => {
+                // SAFETY: as said above the match.
                 let config = unsafe { (*params.cast::<LaunchKernelEx>()).config };
                 // SAFETY: the caller's launch configuration, valid during its call.
                 (!config.is_null()).then(|| unsafe { (*config).hStream })
             }
+            // SAFETY: as said above the match.
             LaunchCall::Graph => Some(unsafe { (*params.cast::<GraphLaunch>()).stream }),
         }
     }
@@ -190,8 +194,10 @@ impl SyncCall {
     /// # Safety
     /// `params` is the non-null `functionParams` of a callback of `cbid`, valid during the call.
     pub(super) unsafe fn of(cbid: DriverCbid, params: *const std::ffi::c_void) -> Option<SyncCall> {
-        // SAFETY (each arm): the struct CUPTI documents for this callback id, read while the callback runs.
+        // SAFETY: the struct CUPTI documents for this callback id (each arm below calls the closure for its own),
+        // read while the callback runs.
         let stream = || unsafe { (*params.cast::<OnStream>()).stream };
+        // SAFETY: as above.
         let event = || unsafe { (*params.cast::<OnEvent>()).event };
         Some(match cbid.name()? {
             "cuStreamSynchronize" | "cuStreamSynchronize_ptsz" => {

@@ -694,10 +694,8 @@ mod tests {
         let a = CString::new("GH100").unwrap();
         let table = [a.as_ptr(), ptr::null()];
         // SAFETY: two entries, one a string, one null.
-        assert_eq!(
-            unsafe { c_strings(table.as_ptr(), 2) },
-            vec!["GH100".to_string()]
-        );
+        let strings = unsafe { c_strings(table.as_ptr(), 2) };
+        assert_eq!(strings, vec!["GH100".to_string()]);
         // SAFETY: a null table.
         assert!(unsafe { c_strings(ptr::null(), 5) }.is_empty());
     }

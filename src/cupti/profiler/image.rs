@@ -199,9 +199,8 @@ impl CounterDataFile {
         match self.method {
             Method::RangeProfiler => {
                 // SAFETY: the caller's contract.
-                for (name, values) in
-                    unsafe { counter_data::evaluate_ranges(api, &host, image, &metrics) }?
-                {
+                let ranges = unsafe { counter_data::evaluate_ranges(api, &host, image, &metrics) }?;
+                for (name, values) in ranges {
                     out.push(EvaluatedRecord {
                         name,
                         start: 0,
