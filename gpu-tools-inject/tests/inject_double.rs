@@ -1062,30 +1062,115 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A child of this binary (`test`, scenario `scenario`) run in a container (a mount namespace with a `/tmp` of its
+/// own), with the driver double mapped from the start under the name an attach looks for in a CUDA program
+/// (`libcuda.so`, a copy in `dir`, which the container sees). `None` where no container can be made here.
+fn contained_child(
+    test: &str,
+    scenario: &str,
+    dir: &std::path::Path,
+) -> Option<std::process::Child> {
+    use gpu_tools_testing::container;
+    if !container::available() {
+        return None;
+    }
+    let driver = dir.join("libcuda.so.1");
+    std::fs::copy(common::double_path("cuda_driver"), &driver).unwrap();
+    let contained = container::command(std::env::current_exe().unwrap(), &[dir]);
+    let child = attached_child_through(contained, test, scenario)
+        .env("GPU_TOOLS_CUDA_DRIVER_LIB", &driver)
+        .env(container::PRELOAD, &driver)
+        .spawn()
+        .unwrap();
+    Some(child)
+}
+
+/// An attach as `trace --pid` makes it (`Listening`, sockets placed per mount namespace), of the library into `pid`
+/// with `settings`, its connection accepted and read until the library says it attached.
+struct PlacedAttach {
+    session: gpu_tools_injection::attach::Attached,
+    rx: std::sync::mpsc::Receiver<gpu_tools_injection::collect::Delivery>,
+    /// The socket as the process names it.
+    in_target: PathBuf,
+    /// The records until the library's word that it attached, then the rest once read.
+    records: Vec<Record>,
+}
+
+impl PlacedAttach {
+    fn start(pid: u32, settings: &Settings) -> PlacedAttach {
+        use gpu_tools_injection::attach::{Listening, Placement, Sockets};
+        use gpu_tools_injection::collect::AcceptOptions;
+        let sockets = Sockets {
+            prefix: "gpu-tools-inject-test-",
+            name: "test.sock",
+            placement: Placement::PerMountNamespace,
+        };
+        let listening = Listening::new(&[pid], &sockets).unwrap();
+        let in_target = listening.sockets().next().unwrap().1.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let session = listening
+            .attach(&library(), settings, AcceptOptions::default(), tx, |_| {})
+            .unwrap();
+        assert!(
+            session.outcomes()[0].result.is_ok(),
+            "{:?}",
+            session.outcomes()[0].result
+        );
+        session
+            .wait_for_connections(1, Duration::from_secs(30))
+            .expect("the library in the container connects");
+        let mut attach = PlacedAttach {
+            session,
+            rx,
+            in_target,
+            records: Vec::new(),
+        };
+        while let Some(r) = attach.next() {
+            let attached = matches!(message(&r), Some(Message::Attached { .. }));
+            attach.records.push(r);
+            if attached {
+                break;
+            }
+        }
+        attach
+    }
+
+    /// The stream's next record; `None` at its connection's close.
+    fn next(&self) -> Option<Record> {
+        use gpu_tools_injection::collect::Delivery;
+        loop {
+            match self.rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(Delivery::Item(_, r)) => return Some(r.expect("a readable stream")),
+                Ok(Delivery::Closed(_)) => return None,
+                Ok(Delivery::Header(..) | Delivery::Bytes(..)) => {}
+                Err(e) => panic!("the stream: {e}"),
+            }
+        }
+    }
+
+    /// The stop byte, then the rest of the stream.
+    fn stop(&mut self) {
+        self.session
+            .stop(gpu_tools_injection::attach::AfterStop::KeepOpen);
+        while let Some(r) = self.next() {
+            self.records.push(r);
+        }
+    }
+}
+
 /// A program in a container (a mount namespace of its own, with a `/tmp` of its own) is traced through a socket
 /// placed in its own `/tmp` (`Placement::PerMountNamespace`, as `trace --pid` places it), with the library copied
 /// there: the attach's private folder, which it cannot see, would not have reached it.
 #[test]
 fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
-    use gpu_tools_injection::attach::{AfterStop, Listening, Placement, Sockets};
-    use gpu_tools_injection::collect::{AcceptOptions, Delivery};
+    use gpu_tools_injection::attach::{Listening, Placement, Sockets};
     use gpu_tools_testing::container;
 
-    let lib = library();
-    if !container::available() {
-        return;
-    }
-    // The driver double under the name an attach looks for in a CUDA program (`libcuda.so`), in a folder the
-    // container sees, mapped from the start as a CUDA program maps its driver.
+    library();
     let (dir, _) = scratch("container");
-    let driver = dir.join("libcuda.so.1");
-    std::fs::copy(common::double_path("cuda_driver"), &driver).unwrap();
-    let contained = container::command(std::env::current_exe().unwrap(), &[&dir]);
-    let mut child = attached_child_through(contained, "attach_child", "attach")
-        .env("GPU_TOOLS_CUDA_DRIVER_LIB", &driver)
-        .env(container::PRELOAD, &driver)
-        .spawn()
-        .unwrap();
+    let Some(mut child) = contained_child("attach_child", "attach", &dir) else {
+        return;
+    };
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -1099,13 +1184,16 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
         }
     };
     assert_eq!(answer("kernels 0 0"), "recorded 0", "the child runs");
-    let sockets = Sockets {
-        prefix: "gpu-tools-inject-test-",
-        name: "test.sock",
-        placement: Placement::PrivateFolder,
-    };
     // The premise: the private folder's socket is not seen from inside.
-    let private = Listening::new(&[pid], &sockets).unwrap();
+    let private = Listening::new(
+        &[pid],
+        &Sockets {
+            prefix: "gpu-tools-inject-test-",
+            name: "test.sock",
+            placement: Placement::PrivateFolder,
+        },
+    )
+    .unwrap();
     let (_, in_folder) = private.sockets().next().unwrap();
     assert!(in_folder.exists());
     assert!(
@@ -1114,58 +1202,22 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
         in_folder.display()
     );
     drop(private);
-    let placed = Sockets {
-        placement: Placement::PerMountNamespace,
-        ..sockets
-    };
-    let listening = Listening::new(&[pid], &placed).unwrap();
-    let in_target = listening.sockets().next().unwrap().1.to_path_buf();
-    let from_here = container::seen_from_here(pid, &in_target);
-    assert!(
-        in_target.starts_with("/tmp") && from_here.exists() && !in_target.exists(),
-        "the socket is in the container's /tmp, not this machine's: {}",
-        in_target.display()
-    );
     let settings = Settings {
         kinds: vec![env::TraceKind::Kernel],
         flush_interval: Some(Duration::from_millis(50)),
         cupti: Some(common::double_path("cupti_activity")),
         ..Settings::new(Destination::Socket(PathBuf::new()))
     };
-    let (tx, rx) = std::sync::mpsc::channel::<Delivery>();
-    let session = listening
-        .attach(&lib, &settings, AcceptOptions::default(), tx, |_| {})
-        .unwrap();
+    let mut attach = PlacedAttach::start(pid, &settings);
+    let from_here = container::seen_from_here(pid, &attach.in_target);
     assert!(
-        session.outcomes()[0].result.is_ok(),
-        "{:?}",
-        session.outcomes()[0].result
+        attach.in_target.starts_with("/tmp") && from_here.exists() && !attach.in_target.exists(),
+        "the socket is in the container's /tmp, not this machine's: {}",
+        attach.in_target.display()
     );
-    session
-        .wait_for_connections(1, Duration::from_secs(30))
-        .expect("the library in the container connects");
-    let mut records = Vec::new();
-    // The stream's next record; `None` at its connection's close.
-    let next = || loop {
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Delivery::Item(_, r)) => return Some(r.expect("a readable stream")),
-            Ok(Delivery::Closed(_)) => return None,
-            Ok(Delivery::Header(..) | Delivery::Bytes(..)) => {}
-            Err(e) => panic!("the stream: {e}"),
-        }
-    };
-    while let Some(r) = next() {
-        let attached = matches!(message(&r), Some(Message::Attached { .. }));
-        records.push(r);
-        if attached {
-            break;
-        }
-    }
     assert_eq!(answer("kernels 1 20"), "recorded 20");
-    session.stop(AfterStop::KeepOpen);
-    while let Some(r) = next() {
-        records.push(r);
-    }
+    attach.stop();
+    let records = std::mem::take(&mut attach.records);
     assert_eq!(
         kernels(&records)
             .iter()
@@ -1186,8 +1238,74 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
         })
         .count();
     assert_eq!(copies, 1, "the library's copy in the container's /tmp");
-    drop(session);
+    drop(attach);
     assert!(!from_here.exists(), "the placed socket is removed");
+    writeln!(stdin, "exit").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "the program ran on and exited 0: {status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The flight recorder an attach leaves in a program in a container listens in the container's own `/tmp`, named
+/// after the program's pid, where `where` reaches it through the process's root (`flight::socket_of`), and not in
+/// this machine's `/tmp`.
+#[test]
+fn a_program_in_a_container_keeps_a_flight_recorder_that_where_reaches() {
+    use gpu_tools_injection::flight;
+    library();
+    let (dir, _) = scratch("container-flight");
+    let Some(mut child) = contained_child("attach_child_flight", "flight", &dir) else {
+        return;
+    };
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if line.starts_with("fired ") {
+                return line;
+            }
+        }
+    };
+    assert_eq!(
+        answer("launch 0x11 1 1 _Z4stepv"),
+        "fired 0",
+        "the child runs"
+    );
+    let settings = Settings {
+        kinds: vec![env::TraceKind::Kernel],
+        flush_interval: Some(Duration::from_millis(50)),
+        cupti: Some(common::double_path("cupti_activity")),
+        ..Settings::new(Destination::Socket(PathBuf::new()))
+    };
+    let mut attach = PlacedAttach::start(pid, &settings);
+    attach.stop();
+    assert!(
+        attach.records.iter().any(|r| matches!(r, Record::Notice(n)
+            if n.text.starts_with("a flight recorder runs in the process"))),
+        "{:#?}",
+        attach.records
+    );
+    drop(attach);
+    assert_eq!(answer("launch 0x11 1 5 _Z4stepv"), "fired 5");
+    let recorder = flight::socket_of(pid).unwrap();
+    assert_eq!(
+        recorder,
+        PathBuf::from(format!("/proc/{pid}/root/tmp/gpu-tools-flight-{pid}.sock"))
+    );
+    assert!(
+        !std::path::Path::new(&format!("/tmp/gpu-tools-flight-{pid}.sock")).exists(),
+        "not in this machine's /tmp"
+    );
+    let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");
+    assert_eq!(report.launches, 5);
     writeln!(stdin, "exit").unwrap();
     drop(stdin);
     let status = child.wait().unwrap();
