@@ -1064,25 +1064,38 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
 
 /// A child of this binary (`test`, scenario `scenario`) run in a container (a mount namespace with a `/tmp` of its
 /// own), with the driver double mapped from the start under the name an attach looks for in a CUDA program
-/// (`libcuda.so`, a copy in `dir`, which the container sees). `None` where no container can be made here.
+/// (`libcuda.so`, a copy in `dir`, which the container sees); with `pid_namespace`, in a PID namespace of its own
+/// too. The started process (the child itself, or `unshare` waiting for it) and the child's pid as this process
+/// sees it. `None` where no container can be made here.
 fn contained_child(
     test: &str,
     scenario: &str,
     dir: &std::path::Path,
-) -> Option<std::process::Child> {
+    pid_namespace: bool,
+) -> Option<(std::process::Child, u32)> {
     use gpu_tools_testing::container;
     if !container::available() {
         return None;
     }
     let driver = dir.join("libcuda.so.1");
     std::fs::copy(common::double_path("cuda_driver"), &driver).unwrap();
-    let contained = container::command(std::env::current_exe().unwrap(), &[dir]);
+    let exe = std::env::current_exe().unwrap();
+    let contained = if pid_namespace {
+        container::command_in_pid_namespace(exe, &[dir])
+    } else {
+        container::command(exe, &[dir])
+    };
     let child = attached_child_through(contained, test, scenario)
         .env("GPU_TOOLS_CUDA_DRIVER_LIB", &driver)
         .env(container::PRELOAD, &driver)
         .spawn()
         .unwrap();
-    Some(child)
+    let pid = if pid_namespace {
+        container::program_of(child.id()).expect("unshare starts the program")
+    } else {
+        child.id()
+    };
+    Some((child, pid))
 }
 
 /// An attach as `trace --pid` makes it (`Listening`, sockets placed per mount namespace), of the library into `pid`
@@ -1168,10 +1181,9 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
 
     library();
     let (dir, _) = scratch("container");
-    let Some(mut child) = contained_child("attach_child", "attach", &dir) else {
+    let Some((mut child, pid)) = contained_child("attach_child", "attach", &dir, false) else {
         return;
     };
-    let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut answer = |command: &str| -> String {
@@ -1250,18 +1262,19 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The flight recorder an attach leaves in a program in a container listens in the container's own `/tmp`, named
-/// after the program's pid, where `where` reaches it through the process's root (`flight::socket_of`), and not in
+/// The flight recorder an attach leaves in a program in a container (mount and PID namespaces of its own, as
+/// Docker's and Kubernetes' are) listens in the container's own `/tmp`, named after the program's pid there (1),
+/// where `where` reaches it through the process's root (`flight::socket_of`, from the last `NSpid`), and not in
 /// this machine's `/tmp`.
 #[test]
 fn a_program_in_a_container_keeps_a_flight_recorder_that_where_reaches() {
     use gpu_tools_injection::flight;
     library();
     let (dir, _) = scratch("container-flight");
-    let Some(mut child) = contained_child("attach_child_flight", "flight", &dir) else {
+    let Some((mut child, pid)) = contained_child("attach_child_flight", "flight", &dir, true)
+    else {
         return;
     };
-    let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut answer = |command: &str| -> String {
@@ -1298,10 +1311,12 @@ fn a_program_in_a_container_keeps_a_flight_recorder_that_where_reaches() {
     let recorder = flight::socket_of(pid).unwrap();
     assert_eq!(
         recorder,
-        PathBuf::from(format!("/proc/{pid}/root/tmp/gpu-tools-flight-{pid}.sock"))
+        PathBuf::from(format!("/proc/{pid}/root/tmp/gpu-tools-flight-1.sock")),
+        "pid 1 in its namespace"
     );
     assert!(
-        !std::path::Path::new(&format!("/tmp/gpu-tools-flight-{pid}.sock")).exists(),
+        !std::path::Path::new("/tmp/gpu-tools-flight-1.sock").exists()
+            && !std::path::Path::new(&format!("/tmp/gpu-tools-flight-{pid}.sock")).exists(),
         "not in this machine's /tmp"
     );
     let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");

@@ -57,6 +57,47 @@ pub fn command(program: impl AsRef<OsStr>, keep: &[&Path]) -> Command {
     c
 }
 
+/// As [`command`], the program also in a PID namespace of its own (as a container's processes are: it is pid 1
+/// there, and its `/proc` is the namespace's). The process the command starts is `unshare`, which waits for the
+/// program: [`program_of`] finds the program's pid.
+pub fn command_in_pid_namespace(program: impl AsRef<OsStr>, keep: &[&Path]) -> Command {
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        "sh",
+        "-c",
+        SET_UP,
+        "sh",
+    ])
+    .args(folders_to_keep())
+    .args(keep)
+    .arg("--")
+    .arg(program);
+    c
+}
+
+/// The pid (as this process sees it) of the program that [`command_in_pid_namespace`]'s `unshare`, process
+/// `launcher`, started: its one child, once there (up to 10 s).
+pub fn program_of(launcher: u32) -> Option<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        let children =
+            std::fs::read_to_string(format!("/proc/{launcher}/task/{launcher}/children")).ok()?;
+        if let Some(pid) = children
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
 /// Whether a container can be made here: a namespace set up as [`command`] sets it up, running `true`. Where it
 /// cannot, says why and returns `false` (a failure in CI, whose machine can: [`crate::skip_unless_ci`]).
 pub fn available() -> bool {
