@@ -362,9 +362,15 @@ fn a_stop_keeping_kinds_takes_back_the_empty_buffer_cupti_held_once_it_fills() {
     d.set_empty_buffer_kept(true);
     let (tracer, sink) = start(ActivityKinds::MEMSET);
     assert_eq!(d.memset(1, 1, 1, 2, 0, 1), 1);
-    // The kept kind records again a few milliseconds into the stop.
-    let later = std::thread::spawn(|| {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    // The kept kind records again once the stop waits for the buffer CUPTI holds: after its final flush and the
+    // first of those it makes while it waits (2 ms apart, 50 ms at most). Started by the flushes, not by a sleep,
+    // which under valgrind on a loaded machine could outlast the wait.
+    let before = d.stats().flushes;
+    let later = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while double().stats().flushes < before + 2 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
         double().memset(2, 1, 1, 2, 0, 2)
     });
     let report = tracer.stop_keeping(ActivityKinds::MEMSET);
