@@ -110,6 +110,9 @@
 //! has measured costs, what was seen on real hardware, and the CUDA and ROCm versions the crate was tried with.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod bytes;
 pub mod counters;

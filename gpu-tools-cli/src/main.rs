@@ -6,6 +6,9 @@
 
 // Standard output is written through `stdout::outln!`: `println!` panics when a pipe's reader has gone away.
 #![warn(clippy::print_stdout)]
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod commands;
 mod cupti_or_debugger;

@@ -9,6 +9,10 @@
 //! exit), then the stream ends with its counts. Nothing is printed to the program's stdout; no panic crosses into
 //! the SDK.
 
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 mod convert;
 mod stream;
 

@@ -19,6 +19,10 @@
 //! With `GPU_TOOLS_PROFILE_METRICS` (and `GPU_TOOLS_PROFILE_PC_SAMPLING`) it also collects per-kernel metrics with
 //! CUPTI's range profiler (and PC samples) and sends them as counter records (`profiling` module).
 
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 use std::ffi::c_int;
 
 mod attach;

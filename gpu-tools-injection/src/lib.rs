@@ -19,6 +19,9 @@
 //! crate prints nothing and starts no program but the one `launch` is given.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(feature = "attach")]
 pub mod attach;

@@ -29,6 +29,9 @@
 //! depend on this crate, never the reverse).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn, missing_docs)]
+// No unwrap or expect outside tests: a panic here would cross into the program or the vendor's code, or end the
+// tool without the error's words (CI's clippy, -D warnings, holds it).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod analyze;
 pub mod counters;
