@@ -517,6 +517,9 @@ fn attached_stalls(args: &Args, pid: u32, got: &Collected, output: Option<Output
         sampled: got.sampled,
         records: got.stalls.len(),
         messages: &got.messages,
+        jax: gpu_tools::linux::procfs::Process::new(pid)
+            .mapped_library("xla_cuda_plugin")
+            .is_some(),
     };
     if let Some(message) = window.empty_error() {
         return Err(Failure::new(1, message));

@@ -33,6 +33,8 @@ pub struct PcWindow<'a> {
     pub records: usize,
     /// The library's messages.
     pub messages: &'a [Message],
+    /// The process maps JAX's XLA plugin for CUDA (`xla_cuda_plugin`).
+    pub jax: bool,
 }
 
 impl PcWindow<'_> {
@@ -83,6 +85,13 @@ impl PcWindow<'_> {
                     c.full_buffer_reads
                 ));
                 m.push_str(&Self::why(&c));
+                if self.jax && c.samples > 0 && c.non_user == c.samples {
+                    m.push_str(
+                        ". The process runs JAX: on an H200 (JAX 0.11.2) a JAX job with XLA's command buffers on had \
+                         every sample counted so in some runs, and gave stall records with them off (start the job \
+                         with `XLA_FLAGS=--xla_gpu_enable_command_buffer=`)",
+                    );
+                }
             }
         }
         if self.messages.contains(&Message::PcAfterTrace) {
@@ -229,6 +238,7 @@ mod tests {
             sampled: Duration::from_millis(2000),
             records,
             messages,
+            jax: false,
         }
     }
 
@@ -296,6 +306,26 @@ mod tests {
                 && m.contains("held, until the process ends"),
             "{m}"
         );
+        // A JAX process with every sample outside: XLA's command buffers named, with the flag that turns them off;
+        // not for one whose samples are not all outside.
+        let notices = [counted(20_324_943, 20_324_943)];
+        let jax = PcWindow {
+            jax: true,
+            ..pc(0, &notices)
+        };
+        let m = jax.empty_error().unwrap();
+        assert!(
+            m.contains("The process runs JAX")
+                && m.contains("XLA_FLAGS=--xla_gpu_enable_command_buffer="),
+            "{m}"
+        );
+        assert!(!pc(0, &notices).empty_error().unwrap().contains("JAX"));
+        let notices = [counted(0, 0)];
+        let idle = PcWindow {
+            jax: true,
+            ..pc(0, &notices)
+        };
+        assert!(!idle.empty_error().unwrap().contains("JAX"));
         // Records: no error.
         assert_eq!(pc(3, &[counted(10, 9)]).empty_error(), None);
     }
