@@ -1052,13 +1052,7 @@ fn attach_traces_a_running_program_and_leaves_it_as_it_was() {
     assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
     assert_eq!(answer("kernels 31 31"), "recorded 0");
 
-    writeln!(stdin, "exit").unwrap();
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
+    exit_child(stdin, &mut child);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1110,6 +1104,16 @@ struct PlacedAttach {
 }
 
 impl PlacedAttach {
+    /// Kernel records only, flushed every 50 ms, from the CUPTI double (which the children load).
+    fn kernel_settings() -> Settings {
+        Settings {
+            kinds: vec![env::TraceKind::Kernel],
+            flush_interval: Some(Duration::from_millis(50)),
+            cupti: Some(common::double_path("cupti_activity")),
+            ..Settings::new(Destination::Socket(PathBuf::new()))
+        }
+    }
+
     fn start(pid: u32, settings: &Settings) -> PlacedAttach {
         use gpu_tools_injection::attach::{Listening, Placement, Sockets};
         use gpu_tools_injection::collect::AcceptOptions;
@@ -1214,13 +1218,7 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
         in_folder.display()
     );
     drop(private);
-    let settings = Settings {
-        kinds: vec![env::TraceKind::Kernel],
-        flush_interval: Some(Duration::from_millis(50)),
-        cupti: Some(common::double_path("cupti_activity")),
-        ..Settings::new(Destination::Socket(PathBuf::new()))
-    };
-    let mut attach = PlacedAttach::start(pid, &settings);
+    let mut attach = PlacedAttach::start(pid, &PlacedAttach::kernel_settings());
     let from_here = container::seen_from_here(pid, &attach.in_target);
     assert!(
         attach.in_target.starts_with("/tmp") && from_here.exists() && !attach.in_target.exists(),
@@ -1252,13 +1250,7 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
     assert_eq!(copies, 1, "the library's copy in the container's /tmp");
     drop(attach);
     assert!(!from_here.exists(), "the placed socket is removed");
-    writeln!(stdin, "exit").unwrap();
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
+    exit_child(stdin, &mut child);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1292,13 +1284,7 @@ fn a_program_in_a_container_keeps_a_flight_recorder_that_where_reaches() {
         "fired 0",
         "the child runs"
     );
-    let settings = Settings {
-        kinds: vec![env::TraceKind::Kernel],
-        flush_interval: Some(Duration::from_millis(50)),
-        cupti: Some(common::double_path("cupti_activity")),
-        ..Settings::new(Destination::Socket(PathBuf::new()))
-    };
-    let mut attach = PlacedAttach::start(pid, &settings);
+    let mut attach = PlacedAttach::start(pid, &PlacedAttach::kernel_settings());
     attach.stop();
     assert!(
         attach.records.iter().any(|r| matches!(r, Record::Notice(n)
@@ -1321,13 +1307,7 @@ fn a_program_in_a_container_keeps_a_flight_recorder_that_where_reaches() {
     );
     let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");
     assert_eq!(report.launches, 5);
-    writeln!(stdin, "exit").unwrap();
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
+    exit_child(stdin, &mut child);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1512,6 +1492,13 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
     assert_eq!(answer("state fresh"), "state 2 0");
     assert_eq!(answer("calls"), "calls 7 4");
 
+    exit_child(stdin, &mut child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Tells an attach child to exit (`exit` on its stdin, then its stdin closed) and checks that it exited 0: the
+/// program ran on.
+fn exit_child(mut stdin: std::process::ChildStdin, child: &mut std::process::Child) {
     writeln!(stdin, "exit").unwrap();
     drop(stdin);
     let status = child.wait().unwrap();
@@ -1519,7 +1506,6 @@ fn attach_records_the_nvtx_of_a_running_program_and_puts_it_back() {
         status.success(),
         "the program ran on and exited 0: {status}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The command that runs the ignored test `test` of this binary as a stand-in program for scenario `scenario`, on the
@@ -2742,13 +2728,7 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     );
     assert_eq!(report.launches, 10);
 
-    writeln!(stdin, "exit").unwrap();
-    drop(stdin);
-    let status = child.wait().unwrap();
-    assert!(
-        status.success(),
-        "the program ran on and exited 0: {status}"
-    );
+    exit_child(stdin, &mut child);
     assert!(
         !recorder.exists(),
         "the recorder's socket went with the process"
