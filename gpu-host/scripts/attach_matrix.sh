@@ -263,17 +263,29 @@ row() {
   # cudbgApiAttach in the job, which the driver refuses in a process that ran CUPTI ("Could not find CUDA Debugger
   # back-end"), and the job then died of SIGSEGV (profiler-open, 2026-12-02: it was slow, in torch.profiler's
   # parsing of its events, not hung; the probe killed it).
-  local deadline=$(( $(date +%s) + ${HANG_SECONDS:-90} ))
+  local told deadline result_at=
+  told=$(date +%s); deadline=$((told + ${HANG_SECONDS:-90}))
   [ "$name" = ddp ] && deadline=$((deadline + seconds))
-  while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
+  # When the job printed its result: a job slow to exit after it (its interpreter's and the CUDA driver's teardown)
+  # is told apart from one that never got there.
+  while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do
+    [ -z "$result_at" ] && grep -q '^result' "$d/attached.log" 2>/dev/null && result_at=$(date +%s)
+    sleep 1
+  done
   if alive "$attached"; then
-    notes+=" the job hung (still running ${HANG_SECONDS:-90} s after it was told to end; stacks in hang.txt);"
+    notes+=" the job hung (still running ${HANG_SECONDS:-90} s after it was told to end"
+    if [ -n "$result_at" ]; then notes+=", $((result_at - told)) s after which it had printed its result"
+    else notes+=", with no result printed"; fi
+    notes+="; stacks in hang.txt);"
     verdict=FAIL
     local jp=$pid; [ "$name" = ddp ] && jp=$attached
-    { for t in /proc/"$jp"/task/*; do
-        echo "--- task ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+    { echo "state: $(cut -d' ' -f3 "/proc/$jp/stat" 2>/dev/null), threads: $(ls "/proc/$jp/task" 2>/dev/null | wc -l)"
+      for t in /proc/"$jp"/task/*; do
+        echo "--- task ${t##*/} $(cat "$t/comm" 2>/dev/null) state=$(cut -d' ' -f3 "$t/stat" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
         cat "$t/stack" 2>/dev/null
       done
+      echo "--- maps of the GPU libraries it still has"
+      grep -o '/[^ ]*\(libcuda\|libcupti\|gpu_tools\|libnvidia\)[^ ]*' "/proc/$jp/maps" 2>/dev/null | sort -u
       case $name in threads|ddp|hung) ;; *) kill -USR1 "$jp" 2>/dev/null && sleep 1 && echo "(Python stacks: in attached.log)" ;; esac
       if command -v gdb > /dev/null; then
         timeout 60 gdb -batch -p "$jp" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -300
@@ -281,7 +293,11 @@ row() {
         echo "(no gdb here: no native backtrace; cuda-gdb is not used, see above)"
       fi
     } > "$d/hang.txt" 2>&1
-    kill -9 "$attached" 2>/dev/null
+    # A slow exit rather than a hang: given 30 s more, said with when it ended.
+    local grace=$(( $(date +%s) + 30 ))
+    while alive "$attached" && [ "$(date +%s)" -lt "$grace" ]; do sleep 1; done
+    if alive "$attached"; then kill -9 "$attached" 2>/dev/null
+    else notes+=" it then exited on its own, $(( $(date +%s) - told )) s after it was told to end;"; fi
   fi
   wait $attached; rc_a=$?
   # Said at once: a run cut before the untouched runs (a device call's limit) still tells how each job ended.
