@@ -162,5 +162,7 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
             }
         }
     }
+    // Beside a profiler on a schedule, the stop's flushes fall between its sessions (its kinds then off, none kept).
+    crate::coexist::wait_for_session_gap("stop");
     session::finish_running(EndReason::Stopped);
 }

@@ -413,6 +413,11 @@ impl Session {
         // job held no record, and the job's profiler ended 24% short of its records (docs/driver-notes.md).
         let expected = session_kinds(config, config.graph, mode);
         let subscriber = Arc::new(Mutex::new(crate::coexist::SubscriberSlot::default()));
+        if mode == Mode::Attached {
+            // Beside a profiler on a schedule, the sharing and the tracer's forced flush come between two of its
+            // sessions (while watched, its calls still reach CUPTI as without the trace).
+            crate::coexist::wait_for_session_gap("start");
+        }
         share_cupti(expected, before, &writer, &subscriber);
         if mode == Mode::Attached {
             // A program thread that read an import slot just before it was redirected still calls CUPTI itself

@@ -2545,6 +2545,81 @@ fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
+/// A profiler on a schedule (sessions stopped with a forced flush and started again every 15 ms) whose program's GPU
+/// runs behind its launches, through six whole windows, their starts and stops included: each window starts and
+/// stops between two of its sessions, so the attach's forced flushes (before the tracer's start, at the stop) hand it
+/// no running kernel, and every kernel of its sessions reaches it once and complete. Made inside a session, each
+/// handed it a running kernel's record without a start or an end (on an H200: cycles of 94 of 141, and one of 1,598
+/// of 2,350).
+#[test]
+fn a_scheduled_profiler_keeps_every_kernel_through_windows_that_start_and_stop_between_its_sessions()
+ {
+    library();
+    let (dir, socket) = scratch("gaps");
+    let (mut child, mut ask, log) = cycles_child_logged();
+    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    let rounds = 6;
+    // A session of 15 ms, then 40 ms without one (Kineto's gap between its flush and its next registration, on an
+    // H200: about 40 ms).
+    let cycle = |ask: &mut Ask| {
+        std::thread::sleep(Duration::from_millis(15));
+        assert_eq!(ask("stop drained", "stopped "), "0");
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(ask("start", "started "), "0");
+    };
+    for round in 0..rounds {
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy lagging", "busy"), "");
+        for _ in 0..3 {
+            cycle(&mut ask);
+        }
+        let pid = child.id();
+        let attaching = {
+            let socket = socket.clone();
+            std::thread::spawn(move || attach(pid, &socket))
+        };
+        while !attaching.is_finished() {
+            cycle(&mut ask);
+        }
+        let (done, mut control, reader, _) = attaching.join().unwrap();
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        for _ in 0..5 {
+            cycle(&mut ask);
+        }
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        while !reader.is_finished() {
+            cycle(&mut ask);
+        }
+        let records = reader.join().unwrap();
+        end_busy_round(&mut ask, round, "stop drained", &records);
+        assert!(
+            !kernels(&records).is_empty(),
+            "round {round}: the window recorded the program's kernels"
+        );
+    }
+    let lines: Vec<String> = log.try_iter().collect();
+    let found = |moment: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l.contains(&format!("the window's {moment} waited")) && l.contains("for the end")
+            })
+            .count()
+    };
+    assert_eq!(
+        (found("start"), found("stop")),
+        (rounds, rounds),
+        "every window started and stopped between two sessions"
+    );
+    let (count, incomplete) = sessions_whole(&mut ask);
+    assert_eq!(
+        incomplete, 0,
+        "none handed out while it ran ({})",
+        count.answer
+    );
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
+
 /// The child of the flight recorder test: a stand-in program with a profiler of its own loaded (not recording).
 /// `launch S A B NAME` fires the launch callbacks of kernels A..=B named NAME on stream S (its context: the double's
 /// primary context); `sync S` fires a `cuStreamSynchronize(S)` that returns success; `subscribe` has its

@@ -207,13 +207,19 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
             // As CUPTI's forced flush does, the partly filled buffer goes back too.
             let last = handover::close();
             // Everything of the kinds it disabled has reached it now.
-            with_mux(|m| {
+            let none_on = with_mux(|m| {
                 m.handed.buffers += last.buffers;
                 let drained = m.program.draining;
                 m.program.draining = 0;
                 m.program.disabled_at.clear();
                 m.program.only_program &= !drained | m.program.enabled;
-            });
+                m.program.enabled == 0
+            })
+            .or_else(watch::no_kind_on);
+            if none_on == Some(true) && code == sys::CUPTI_SUCCESS {
+                // Its session ended: a window starts and stops in the gap before its next (`gap`).
+                super::gap::session_ended();
+            }
         }
         code
     })

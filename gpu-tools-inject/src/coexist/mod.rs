@@ -43,6 +43,7 @@
 
 mod clock;
 mod flush;
+mod gap;
 mod handover;
 mod hooks;
 mod probe;
@@ -708,6 +709,29 @@ pub fn set_session_kinds(kinds: ActivityKinds) {
 /// on its own clock. Kernel records CUPTI had not written out when the tracer registered were lost to it.
 pub fn program_profiler_shared() -> bool {
     with_mux(|m| m.program.registered).unwrap_or(false)
+}
+
+pub use gap::Gap;
+
+/// Before an attached window shares CUPTI and starts its tracer (`moment`: "start") and before it stops ("stop"),
+/// beside a profiler of the program's that ends its sessions on a schedule: waits for its next session end (`gap`),
+/// so that the window's forced flushes fall where none of its kinds records. No wait when the profiler
+/// ended no session in the last 2 s (session ends are the program's forced flushes made with its kinds off, seen
+/// while the attach watches its calls or shares CUPTI with it).
+pub fn wait_for_session_gap(moment: &str) -> Gap {
+    let gap = gap::wait_for_gap(gap::GAP_WAIT_CAP);
+    match gap {
+        Gap::NotCycling => {}
+        Gap::Found(w) => log::debug!(
+            "the window's {moment} waited {:.1} ms for the end of the program's profiler session",
+            w.as_secs_f64() * 1e3
+        ),
+        Gap::Missed(w) => log::debug!(
+            "the window's {moment} waited {:.1} ms and the program's profiler session did not end: it goes on",
+            w.as_secs_f64() * 1e3
+        ),
+    }
+    gap
 }
 
 /// The session's tracer has stopped (after its last flush): from now on the program's enables and disables of any

@@ -68,6 +68,12 @@ pub(super) fn program_flushed_or_registered() -> bool {
         .is_some_and(|w| w.flushed || w.callbacks.is_some())
 }
 
+/// While watching: whether none of the kinds the program enabled while watched is still on (`None`: nothing is
+/// watched). Kinds it enabled before the watch are not known here.
+pub(super) fn no_kind_on() -> Option<bool> {
+    watched().as_ref().map(|w| w.on == 0)
+}
+
 /// While watching: notes that the program forced a flush of its own (after the call: the flush runs completion
 /// callbacks, which must not wait on this lock).
 pub(super) fn note_forced_flush() {
