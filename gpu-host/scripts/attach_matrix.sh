@@ -127,6 +127,12 @@ attach() {
     fi
     # The trace's own judgement of the same (launches without kernel records, queued ones and captures left out).
     if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi
+    # The process's first trace sampled its PCs first (trace/pc_primer.rs), or said why not: a PC sampling window
+    # after it is judged with that in view.
+    local primed
+    primed=$(grep -o 'sampled before its first trace ([0-9]* stall records' "$f.txt" | head -1 | grep -o '[0-9]*')
+    [ -n "$primed" ] && records="$records,pc-primed:$primed"
+    grep -q 'not sampled before its first trace' "$f.txt" && records="$records,pc-not-primed"
     # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
     if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
       local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)

@@ -131,6 +131,12 @@ pub struct Args {
     /// can no longer say where the job hangs. (A recorder an earlier attach left runs on.)
     #[arg(long)]
     no_flight_recorder: bool,
+    /// With --pid, for kernel metrics (which trace the process): do not sample its PCs before its first trace. By
+    /// default a process that has not run CUPTI for gpu-tools yet is PC-sampled for 1 s first (nothing of it is
+    /// kept): after a first CUPTI use that traced, CUPTI 13.0 puts every PC sample of the process outside its
+    /// kernels for the rest of its life, so a later `--pc-sampling` there would give nothing.
+    #[arg(long)]
+    no_pc_primer: bool,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -176,6 +182,13 @@ fn check_pid_options(args: &Args) -> Result<(), Failure> {
             super::clap_command("profile"),
             clap::error::ErrorKind::MissingRequiredArgument,
             "--kernel-replay applies only with --pid (a launched program's kernel metrics are always replayed)",
+        ));
+    }
+    if args.no_pc_primer && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--no-pc-primer applies only with --pid (a launched program is not PC-sampled first)",
         ));
     }
     if args.no_flight_recorder && args.pid.is_none() {
@@ -391,12 +404,36 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger; and
     // where that attach traces (kernel metrics by PM sampling attribution), that PC sampling after it gives nothing.
     let attributed = !request.pc_sampling && !args.kernel_replay;
-    if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
+    let first = !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty();
+    if !args.quiet && first {
         eprintln!(
             "gpu-tools profile: {}",
             crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
         );
-        if attributed {
+    }
+    if attributed && first {
+        // The attribution traces the process: its PCs sampled first, so that PC sampling after it still works.
+        let primed = if args.no_pc_primer {
+            None
+        } else {
+            let outcomes = super::trace::pc_primer::prime(
+                "profile",
+                &[pid],
+                &lib,
+                cupti,
+                flight_recorder,
+                args.quiet,
+            )?;
+            outcomes.into_iter().next().map(|(_, p)| p)
+        };
+        match &primed {
+            Some(p) if !args.quiet => eprintln!(
+                "gpu-tools profile: {}",
+                super::trace::pc_primer::said(pid, p)
+            ),
+            _ => {}
+        }
+        if !matches!(primed, Some(super::trace::pc_primer::Primed::Yes { .. })) && !args.quiet {
             eprintln!(
                 "gpu-tools profile: {}",
                 crate::cupti_or_debugger::pc_sampling_note(&[pid])
@@ -418,7 +455,15 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             duration = Some(min);
         }
     }
-    let got = super::profile_attach::run(pid, &lib, cupti, duration, request, flight_recorder)?;
+    let got = super::profile_attach::run(
+        "profile",
+        pid,
+        &lib,
+        cupti,
+        duration,
+        request,
+        flight_recorder,
+    )?;
     if got
         .messages
         .iter()

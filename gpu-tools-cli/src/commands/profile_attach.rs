@@ -466,8 +466,10 @@ pub const MIN_PC_WINDOW: Duration = Duration::from_secs(1);
 
 /// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
 /// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
-/// whether the attach leaves a flight recorder in the process.
+/// whether the attach leaves a flight recorder in the process. `who`: the command its lines on stderr name
+/// (`profile`, or `trace` for the PC sampling before a first trace).
 pub fn run(
+    who: &str,
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
@@ -505,7 +507,7 @@ pub fn run(
     }
     log::info!("{started} ({tries:?} stops and runs alone)");
     eprintln!(
-        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
+        "gpu-tools {who}: {} process {pid} (Ctrl-C to stop{})",
         if metrics.is_empty() {
             "sampling PCs of"
         } else {

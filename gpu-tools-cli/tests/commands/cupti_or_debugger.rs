@@ -70,6 +70,31 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
         err.find("note:") < err.find("is stopped (state T)"),
         "{err}"
     );
+    // PC sampling before the first trace: not tried where it cannot be told that no other tool holds the GPU's
+    // counters (no CUPTI here), said with the reason, and then that PC sampling after this trace gives nothing.
+    let pid = fresh.pid();
+    let not_sampled = format!(
+        "gpu-tools trace: process {pid}: not sampled before its first trace: whether another tool holds its GPU's \
+         counters could not be told ("
+    );
+    let pc_note = format!(
+        "gpu-tools trace: note: PC sampling (`gpu-tools profile --pid --pc-sampling`, or the program's own) of \
+         process {pid} after this first attach"
+    );
+    assert!(
+        err.contains(&not_sampled) && err.contains(&pc_note),
+        "{err}"
+    );
+    assert!(
+        err.find(&note) < err.find(&not_sampled) && err.find(&not_sampled) < err.find(&pc_note),
+        "{err}"
+    );
+    // Told not to: not tried, and the note on PC sampling after the trace all the same.
+    let err = trace_stopped(&fresh, &["--no-pc-primer"]);
+    assert!(
+        !err.contains(&format!("process {pid}: not sampled")) && err.contains(&pc_note),
+        "{err}"
+    );
     // Without a recorder: what is lost.
     let err = trace_stopped(&fresh, &["--no-flight-recorder"]);
     assert!(
@@ -78,13 +103,21 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
         ),
         "{err}"
     );
-    // --quiet: no note.
+    // --quiet: no note, and no word of the PC sampling.
     let err = trace_stopped(&fresh, &["--quiet"]);
-    assert!(!err.contains("note:"), "{err}");
+    assert!(
+        !err.contains("note:") && !err.contains("not sampled"),
+        "{err}"
+    );
     // A process an attach traced before has run CUPTI already: nothing to say.
     let traced = Mapping::start(&["libcuda.so.1", INJECTED]);
     let err = trace_stopped(&traced, &[]);
-    assert!(!err.contains("has not run CUPTI"), "{err}");
+    assert!(
+        !err.contains("has not run CUPTI")
+            && !err.contains("sampled")
+            && !err.contains("PC sampling"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -97,6 +130,14 @@ fn no_flight_recorder_is_for_attaches_alone_and_said_in_the_help() {
         (
             &["profile", "--no-flight-recorder", "--", "true"][..],
             "--no-flight-recorder applies only with --pid",
+        ),
+        (
+            &["trace", "--no-pc-primer", "--", "true"][..],
+            "--no-pc-primer applies only with --pid, --pid-tree or --job",
+        ),
+        (
+            &["profile", "--no-pc-primer", "--", "true"][..],
+            "--no-pc-primer applies only with --pid",
         ),
     ] {
         let out = gpu_tools(args).output().unwrap();

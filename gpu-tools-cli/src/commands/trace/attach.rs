@@ -102,18 +102,6 @@ pub fn run(
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
-    // Said before the first CUPTI attach to a process: from then on the driver refuses it the debugger.
-    let first = crate::cupti_or_debugger::before_first_cupti(pids);
-    if !first.is_empty() && !cli.quiet {
-        eprintln!(
-            "gpu-tools trace: {}",
-            crate::cupti_or_debugger::cupti_note(&first, cli.flight_recorder())
-        );
-        eprintln!(
-            "gpu-tools trace: {}",
-            crate::cupti_or_debugger::pc_sampling_note(&first)
-        );
-    }
     let attach = Attach {
         listening,
         lib,

@@ -1,0 +1,153 @@
+//! PC sampling before a process's first trace, so that PC sampling after it keeps its stall records.
+//!
+//! What one H200 showed (driver 580, CUPTI 13.0; `docs/driver-notes.md`, "Several tools on one running job"): once
+//! a process's first CUPTI use was a trace (the activity records turned on and off while its threads launch), every
+//! later PC sampling window there, the program's own included, counted all its samples outside the program's kernels
+//! and gave no stall record; nothing done around the trace kept it from doing so. A process whose first CUPTI use was
+//! a PC sampling window with launches in it gave stall records in every later window, traces between them
+//! (`gpu-host/scripts/pc_order_probe.sh`: 8,192, and 7,467 and 7,167, after a trace). So before the first trace of a
+//! process, `trace --pid` samples its PCs for the shortest window known not to hang a job (1 s) and keeps nothing of
+//! it, unless `--no-pc-primer` says not to. Where that cannot be done safely, it is not done, and the trace goes on
+//! with the note that PC sampling after it gives nothing: another tool holds the GPU's counters (PC sampling beside
+//! one has crashed CUDA-graph jobs), whether one does cannot be told, or the process keeps a thread inside the driver
+//! (the sampling's start and finish need a moment with none, and refuse it by name).
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use gpu_tools_injection::profile::ProfileRequest;
+
+use crate::failure::Failure;
+
+/// What the PC sampling before a first trace came to, for each process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Primed {
+    /// Sampled: later PC sampling windows keep their stall records. The stall records of the window (not kept).
+    Yes { stall_records: usize },
+    /// Not sampled, and why: PC sampling after the trace gives nothing.
+    No(String),
+}
+
+/// Samples the PCs of each of `pids` (processes that have not run CUPTI for gpu-tools) for 1 s, one after the
+/// other (two processes' PC sampling on one GPU at once would find its counters held by the other). Said on stderr
+/// unless `quiet`, in lines of command `who`. A Ctrl-C meanwhile ends the sampling under way and is the error:
+/// nothing is traced.
+pub fn prime(
+    who: &str,
+    pids: &[u32],
+    lib: &Path,
+    cupti: Option<&Path>,
+    flight_recorder: bool,
+    quiet: bool,
+) -> Result<Vec<(u32, Primed)>, Failure> {
+    let stop = crate::interrupt::stop_flag();
+    let request = ProfileRequest {
+        pc_sampling: true,
+        ..ProfileRequest::new(Vec::new())
+    };
+    let window = super::super::profile_attach::MIN_PC_WINDOW;
+    let mut out = Vec::with_capacity(pids.len());
+    for &pid in pids {
+        let primed = match counters_free(pid) {
+            Err(why) => Primed::No(why),
+            Ok(()) => {
+                if !quiet {
+                    eprintln!(
+                        "gpu-tools {who}: process {pid}: PC sampling for {} s before its first trace, so that PC \
+                         sampling after the trace keeps its stall records (--no-pc-primer: none)",
+                        window.as_secs()
+                    );
+                }
+                let began = Instant::now();
+                let sampled = super::super::profile_attach::run(
+                    who,
+                    pid,
+                    lib,
+                    cupti,
+                    Some(window.as_secs_f64()),
+                    &request,
+                    flight_recorder,
+                );
+                log::info!(
+                    "process {pid}: PC sampling before the first trace took {:.0} ms",
+                    began.elapsed().as_secs_f64() * 1e3
+                );
+                match sampled {
+                    Ok(got) => {
+                        for (_, text) in &got.notices {
+                            log::info!("process {pid}: {text}");
+                        }
+                        if got.messages.iter().any(|m| {
+                            matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. })
+                        }) {
+                            crate::pc_left_on::note(pid);
+                        }
+                        Primed::Yes {
+                            stall_records: got.stalls.len(),
+                        }
+                    }
+                    Err(e) => Primed::No(e.text()),
+                }
+            }
+        };
+        if stop.load(Ordering::SeqCst) {
+            return Err(Failure::new(
+                1,
+                format!(
+                    "interrupted during the PC sampling before the first trace of process {pid}: nothing was traced"
+                ),
+            ));
+        }
+        out.push((pid, primed));
+    }
+    Ok(out)
+}
+
+/// Whether the counters of the GPUs process `pid` uses are free: PC sampling beside a holder fails in CUPTI and
+/// has crashed CUDA-graph jobs. Where that cannot be told, they are taken as held (a trace never risks the job for
+/// a later window's sake).
+fn counters_free(pid: u32) -> Result<(), String> {
+    match super::held_elsewhere(pid) {
+        Ok(held) if held.is_empty() => Ok(()),
+        Ok(held) => Err(format!(
+            "the performance counters of {} are held by another tool",
+            held.iter()
+                .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(why) => Err(format!(
+            "whether another tool holds its GPU's counters could not be told ({why})"
+        )),
+    }
+}
+
+/// The line said for a process after its PC sampling before the first trace (or without it).
+pub fn said(pid: u32, primed: &Primed) -> String {
+    match primed {
+        Primed::Yes { stall_records } => format!(
+            "process {pid}: sampled before its first trace ({stall_records} stall records, not kept): PC sampling \
+             after the trace keeps its stall records"
+        ),
+        Primed::No(why) => format!("process {pid}: not sampled before its first trace: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_outcome_is_said_with_the_process_and_the_reason() {
+        assert_eq!(
+            said(7, &Primed::Yes { stall_records: 12 }),
+            "process 7: sampled before its first trace (12 stall records, not kept): PC sampling after the trace \
+             keeps its stall records"
+        );
+        assert_eq!(
+            said(7, &Primed::No("it is stopped".into())),
+            "process 7: not sampled before its first trace: it is stopped"
+        );
+    }
+}
