@@ -455,15 +455,13 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             duration = Some(min);
         }
     }
-    let got = super::profile_attach::run(
-        "profile",
-        pid,
-        &lib,
-        cupti,
+    let window = super::profile_attach::Window {
+        who: "profile",
         duration,
-        request,
         flight_recorder,
-    )?;
+        start_search: super::profile_attach::SEARCH_LIMIT,
+    };
+    let got = super::profile_attach::run(pid, &lib, cupti, request, &window)?;
     if got
         .messages
         .iter()

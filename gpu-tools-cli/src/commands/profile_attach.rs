@@ -43,7 +43,7 @@ mod tests;
 /// How long one stop may take, and how long the search for a moment with no thread in the vendor libraries goes
 /// on before it gives up.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
-const SEARCH_LIMIT: Duration = Duration::from_secs(20);
+pub const SEARCH_LIMIT: Duration = Duration::from_secs(20);
 /// The search at the finish, where giving up leaves the profiling on: with 8 and 16 jobs on one H200, a finish of
 /// kernel metrics (then replaying every launch) found no moment in 20 s, and the range profiler stayed on.
 const FINISH_SEARCH_LIMIT: Duration = Duration::from_secs(90);
@@ -171,8 +171,12 @@ fn keep(record: Record, out: &mut Collected) -> Option<Message> {
 #[derive(Clone, Copy)]
 enum Moment<'a> {
     /// The start: nothing is started yet, so a thread stuck inside the vendor libraries refuses the profile at once
-    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice.
-    Start { flight_recorder: bool },
+    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice; `search`: how
+    /// long the search for a moment goes on before the process is left as it was.
+    Start {
+        flight_recorder: bool,
+        search: Duration,
+    },
     /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running), and
     /// what stays on in the process if no moment is found.
     Finish {
@@ -193,7 +197,7 @@ impl Moment<'_> {
     /// the finish, giving up leaves the profiling on, so the search is longer.
     fn search_limit(&self) -> Duration {
         match self {
-            Moment::Start { .. } => SEARCH_LIMIT,
+            Moment::Start { search, .. } => *search,
             Moment::Finish { .. } => FINISH_SEARCH_LIMIT,
         }
     }
@@ -376,7 +380,13 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
             }
         };
         drop(stopped);
-        if let (Some(w), Moment::Start { flight_recorder }) = (watch.as_mut(), moment) {
+        if let (
+            Some(w),
+            Moment::Start {
+                flight_recorder, ..
+            },
+        ) = (watch.as_mut(), moment)
+        {
             let sightings = inside.iter().map(sighting).collect();
             if let Some(found) = w.stop_ended(stop_began, started.elapsed(), sightings) {
                 log::info!("stuck after {tries} stops and {nudges} runs alone: {seen:?}");
@@ -464,19 +474,35 @@ fn call_stopped(
 /// more on that machine returned (docs/driver-notes.md).
 pub const MIN_PC_WINDOW: Duration = Duration::from_secs(1);
 
-/// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
-/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
-/// whether the attach leaves a flight recorder in the process. `who`: the command its lines on stderr name
-/// (`profile`, or `trace` for the PC sampling before a first trace).
+/// How a profiling window of [`run`] goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Window<'a> {
+    /// The command its lines on stderr name (`profile`, or `trace` for the PC sampling before a first trace).
+    pub who: &'a str,
+    /// How long it profiles (`None`: until Ctrl-C).
+    pub duration: Option<f64>,
+    /// Whether the attach leaves a flight recorder in the process.
+    pub flight_recorder: bool,
+    /// How long the start looks for a moment with no thread inside the vendor libraries before it leaves the
+    /// process as it was ([`SEARCH_LIMIT`] for `profile`).
+    pub start_search: Duration,
+}
+
+/// Samples PCs of process `pid` for the window's duration (or until Ctrl-C); with metrics in `request` (and no PC
+/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay).
 pub fn run(
-    who: &str,
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
-    duration: Option<f64>,
     request: &ProfileRequest,
-    flight_recorder: bool,
+    window: &Window<'_>,
 ) -> Result<Collected, Failure> {
+    let Window {
+        who,
+        duration,
+        flight_recorder,
+        start_search,
+    } = *window;
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -499,7 +525,10 @@ pub fn run(
         |m| matches!(m, Message::ProfileStarted { .. }),
         &mut rx,
         &mut out,
-        Moment::Start { flight_recorder },
+        Moment::Start {
+            flight_recorder,
+            search: start_search,
+        },
     )?;
     out.tries[0] = tries;
     if let Message::ProfileStarted { contexts, .. } = &started {

@@ -10,7 +10,8 @@
 //! it, unless `--no-pc-primer` says not to. Where that cannot be done safely, it is not done, and the trace goes on
 //! with the note that PC sampling after it gives nothing: another tool holds the GPU's counters (PC sampling beside
 //! one has crashed CUDA-graph jobs), whether one does cannot be told, or the process keeps a thread inside the driver
-//! (the sampling's start and finish need a moment with none, and refuse it by name).
+//! (the sampling's start and finish need a moment with none; the start looks for 3 s here, not `profile`'s 20, so
+//! that a job in a long synchronisation or under NCCL's watchdog is not held back).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,11 @@ use std::time::Instant;
 use gpu_tools_injection::profile::ProfileRequest;
 
 use crate::failure::Failure;
+
+/// How long the sampling's start looks for a moment with no thread of the process inside the CUDA driver or CUPTI
+/// (`profile --pid` looks for 20 s): a job that keeps a thread there (a long synchronisation, NCCL's watchdog) would
+/// otherwise hold its trace back that long. Past it the process is left as it was, not sampled first.
+const START_SEARCH: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What the PC sampling before a first trace came to, for each process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,13 +67,16 @@ pub fn prime(
                 }
                 let began = Instant::now();
                 let sampled = super::super::profile_attach::run(
-                    who,
                     pid,
                     lib,
                     cupti,
-                    Some(window.as_secs_f64()),
                     &request,
-                    flight_recorder,
+                    &super::super::profile_attach::Window {
+                        who,
+                        duration: Some(window.as_secs_f64()),
+                        flight_recorder,
+                        start_search: START_SEARCH,
+                    },
                 );
                 log::info!(
                     "process {pid}: PC sampling before the first trace took {:.0} ms",
