@@ -13,6 +13,7 @@
 //! (the sampling's start and finish need a moment with none; the start looks for 3 s here, not `profile`'s 20, so
 //! that a job in a long synchronisation or under NCCL's watchdog is not held back).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -35,10 +36,11 @@ pub enum Primed {
     No(String),
 }
 
-/// Samples the PCs of each of `pids` (processes that have not run CUPTI for gpu-tools) for 1 s, one after the
-/// other (two processes' PC sampling on one GPU at once would find its counters held by the other). Said on stderr
-/// unless `quiet`, in lines of command `who`. A Ctrl-C meanwhile ends the sampling under way and is the error:
-/// nothing is traced.
+/// Samples the PCs of each of `pids` (processes that have not run CUPTI for gpu-tools) for 1 s. Processes on
+/// different GPUs are sampled at once, those that share a GPU one after the other (two PC samplings on one GPU at
+/// once would find its counters held by the other): an 8-GPU node's ranks take one window, not eight. Said on
+/// stderr unless `quiet`, in lines of command `who`. The outcomes come in the order of `pids`. A Ctrl-C meanwhile
+/// ends the samplings under way and is the error: nothing is traced.
 pub fn prime(
     who: &str,
     pids: &[u32],
@@ -48,69 +50,139 @@ pub fn prime(
     quiet: bool,
 ) -> Result<Vec<(u32, Primed)>, Failure> {
     let stop = crate::interrupt::stop_flag();
+    let how = How {
+        who,
+        lib,
+        cupti,
+        flight_recorder,
+        quiet,
+    };
+    let mut outcomes: Vec<(u32, Primed)> = Vec::with_capacity(pids.len());
+    let mut sampled: Vec<(u32, Vec<usize>)> = Vec::new();
+    for &pid in pids {
+        match super::devices_of(pid) {
+            Ok(devices) => sampled.push((pid, devices)),
+            Err(why) => outcomes.push((
+                pid,
+                Primed::No(format!("which GPUs it uses could not be told ({why})")),
+            )),
+        }
+    }
+    for wave in waves(&sampled) {
+        let done: Vec<(u32, Primed)> = std::thread::scope(|scope| {
+            let running: Vec<_> = wave
+                .iter()
+                .map(|&pid| (pid, scope.spawn(move || prime_one(&how, pid))))
+                .collect();
+            running
+                .into_iter()
+                .map(|(pid, thread)| {
+                    let primed = thread.join().unwrap_or_else(|_| {
+                        Primed::No("the thread that sampled it failed".to_string())
+                    });
+                    (pid, primed)
+                })
+                .collect()
+        });
+        outcomes.extend(done);
+        if stop.load(Ordering::SeqCst) {
+            let which: Vec<String> = wave.iter().map(u32::to_string).collect();
+            return Err(Failure::new(
+                1,
+                format!(
+                    "interrupted during the PC sampling before the first trace of process {}: nothing was traced",
+                    which.join(", ")
+                ),
+            ));
+        }
+    }
+    outcomes.sort_by_key(|(pid, _)| pids.iter().position(|p| p == pid));
+    Ok(outcomes)
+}
+
+/// What every sampling of one [`prime`] goes with.
+#[derive(Clone, Copy)]
+struct How<'a> {
+    who: &'a str,
+    lib: &'a Path,
+    cupti: Option<&'a Path>,
+    flight_recorder: bool,
+    quiet: bool,
+}
+
+/// The processes in waves: within a wave no two share a GPU (each goes into the first wave whose GPUs it does not
+/// use); waves run one after the other.
+fn waves(processes: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
+    let mut waves: Vec<(BTreeSet<usize>, Vec<u32>)> = Vec::new();
+    for (pid, devices) in processes {
+        let free = waves
+            .iter()
+            .position(|(taken, _)| devices.iter().all(|d| !taken.contains(d)));
+        let at = free.unwrap_or_else(|| {
+            waves.push((BTreeSet::new(), Vec::new()));
+            waves.len() - 1
+        });
+        if let Some((taken, pids)) = waves.get_mut(at) {
+            taken.extend(devices.iter().copied());
+            pids.push(*pid);
+        }
+    }
+    waves.into_iter().map(|(_, pids)| pids).collect()
+}
+
+/// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters.
+fn prime_one(how: &How<'_>, pid: u32) -> Primed {
+    if let Err(why) = counters_free(pid) {
+        return Primed::No(why);
+    }
+    let window = super::super::profile_attach::MIN_PC_WINDOW;
+    if !how.quiet {
+        eprintln!(
+            "gpu-tools {}: process {pid}: PC sampling for {} s before its first trace, so that PC sampling after the \
+             trace keeps its stall records (--no-pc-primer: none)",
+            how.who,
+            window.as_secs()
+        );
+    }
     let request = ProfileRequest {
         pc_sampling: true,
         ..ProfileRequest::new(Vec::new())
     };
-    let window = super::super::profile_attach::MIN_PC_WINDOW;
-    let mut out = Vec::with_capacity(pids.len());
-    for &pid in pids {
-        let primed = match counters_free(pid) {
-            Err(why) => Primed::No(why),
-            Ok(()) => {
-                if !quiet {
-                    eprintln!(
-                        "gpu-tools {who}: process {pid}: PC sampling for {} s before its first trace, so that PC \
-                         sampling after the trace keeps its stall records (--no-pc-primer: none)",
-                        window.as_secs()
-                    );
-                }
-                let began = Instant::now();
-                let sampled = super::super::profile_attach::run(
-                    pid,
-                    lib,
-                    cupti,
-                    &request,
-                    &super::super::profile_attach::Window {
-                        who,
-                        duration: Some(window.as_secs_f64()),
-                        flight_recorder,
-                        start_search: START_SEARCH,
-                    },
-                );
-                log::info!(
-                    "process {pid}: PC sampling before the first trace took {:.0} ms",
-                    began.elapsed().as_secs_f64() * 1e3
-                );
-                match sampled {
-                    Ok(got) => {
-                        for (_, text) in &got.notices {
-                            log::info!("process {pid}: {text}");
-                        }
-                        if got.messages.iter().any(|m| {
-                            matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. })
-                        }) {
-                            crate::pc_left_on::note(pid);
-                        }
-                        Primed::Yes {
-                            stall_records: got.stalls.len(),
-                        }
-                    }
-                    Err(e) => Primed::No(e.text()),
-                }
+    let began = Instant::now();
+    let sampled = super::super::profile_attach::run(
+        pid,
+        how.lib,
+        how.cupti,
+        &request,
+        &super::super::profile_attach::Window {
+            who: how.who,
+            duration: Some(window.as_secs_f64()),
+            flight_recorder: how.flight_recorder,
+            start_search: START_SEARCH,
+        },
+    );
+    log::info!(
+        "process {pid}: PC sampling before the first trace took {:.0} ms",
+        began.elapsed().as_secs_f64() * 1e3
+    );
+    match sampled {
+        Ok(got) => {
+            for (_, text) in &got.notices {
+                log::info!("process {pid}: {text}");
             }
-        };
-        if stop.load(Ordering::SeqCst) {
-            return Err(Failure::new(
-                1,
-                format!(
-                    "interrupted during the PC sampling before the first trace of process {pid}: nothing was traced"
-                ),
-            ));
+            if got
+                .messages
+                .iter()
+                .any(|m| matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. }))
+            {
+                crate::pc_left_on::note(pid);
+            }
+            Primed::Yes {
+                stall_records: got.stalls.len(),
+            }
         }
-        out.push((pid, primed));
+        Err(e) => Primed::No(e.text()),
     }
-    Ok(out)
 }
 
 /// Whether the counters of the GPUs process `pid` uses are free: PC sampling beside a holder fails in CUPTI and
@@ -146,6 +218,24 @@ pub fn said(pid: u32, primed: &Primed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_on_different_gpus_share_a_wave_and_those_on_one_gpu_do_not() {
+        // Eight ranks, one GPU each: one wave.
+        let ranks: Vec<(u32, Vec<usize>)> = (0..8).map(|r| (100 + r, vec![r as usize])).collect();
+        assert_eq!(waves(&ranks), vec![(100..108).collect::<Vec<u32>>()]);
+        // Two processes on GPU 0, one on 1, one on 0 and 1, one on none known: 0 and 1 can go with the third and
+        // the fifth; the fourth waits for both GPUs.
+        let mixed = vec![
+            (1, vec![0]),
+            (2, vec![0]),
+            (3, vec![1]),
+            (4, vec![0, 1]),
+            (5, vec![]),
+        ];
+        assert_eq!(waves(&mixed), vec![vec![1, 3, 5], vec![2], vec![4]]);
+        assert!(waves(&[]).is_empty());
+    }
 
     #[test]
     fn each_outcome_is_said_with_the_process_and_the_reason() {
