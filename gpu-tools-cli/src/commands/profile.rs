@@ -131,10 +131,11 @@ pub struct Args {
     /// can no longer say where the job hangs. (A recorder an earlier attach left runs on.)
     #[arg(long)]
     no_flight_recorder: bool,
-    /// With --pid, for kernel metrics (which trace the process): do not sample its PCs before its first trace. By
-    /// default a process that has not run CUPTI for gpu-tools yet is PC-sampled for 1 s first (nothing of it is
-    /// kept): after a first CUPTI use that traced, CUPTI 13.0 puts every PC sample of the process outside its
-    /// kernels for the rest of its life, so a later `--pc-sampling` there would give nothing.
+    /// With --pid, for kernel metrics: do not sample the process's PCs first. By default a process that has not run
+    /// CUPTI for gpu-tools yet is PC-sampled for 1 s before its kernel metrics (nothing of it is kept): after a
+    /// first CUPTI use that traced it (the metrics' attribution) or ran the range profiler (`--kernel-replay`),
+    /// CUPTI 13.0 put every PC sample of the process outside its kernels, so a later `--pc-sampling` there would
+    /// give nothing.
     #[arg(long)]
     no_pc_primer: bool,
     /// The program and its arguments.
@@ -411,8 +412,9 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
         );
     }
-    if attributed && first {
-        // The attribution traces the process: its PCs sampled first, so that PC sampling after it still works.
+    if !request.pc_sampling && first {
+        // Kernel metrics (the attribution traces the process; `--kernel-replay` runs the range profiler) as a first
+        // CUPTI use: PC sampling after either gave no stall record. Its PCs sampled first, so that it still works.
         let primed = if args.no_pc_primer {
             None
         } else {
