@@ -235,6 +235,7 @@ fn run_attached(args: &Args, pid: u32, metrics: Vec<String>) -> Outcome {
                 .unwrap_or(ATTACHED_LAUNCHES_PER_KERNEL),
         ),
         graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+        primer: false,
     };
     attached(args, pid, &request)
 }
@@ -285,6 +286,7 @@ pub fn run(args: Args) -> Outcome {
         max_ranges: args.max_ranges,
         launches_per_kernel: args.launches_per_kernel,
         graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+        primer: false,
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);

@@ -250,7 +250,8 @@ pub struct Args {
     /// process that has not run CUPTI for gpu-tools yet is PC-sampled for 1 s first (nothing of it is kept): after
     /// a first CUPTI use that traced, CUPTI 13.0 puts every PC sample of the process outside its kernels for the rest
     /// of its life, so `profile --pid --pc-sampling` (and the program's own PC sampling) would give nothing there.
-    /// Not done with --start-at, nor where another tool holds the GPU's counters.
+    /// Not done with --start-at, nor where another tool holds the GPU's counters, nor beside a profiler of the
+    /// program's own (a torch.profiler that has run: a session starting during the sampling would lose its records).
     #[arg(long)]
     pub no_pc_primer: bool,
 

@@ -9,7 +9,10 @@
 //! process, `trace --pid` samples its PCs for the shortest window known not to hang a job (1 s) and keeps nothing of
 //! it, unless `--no-pc-primer` says not to. Where that cannot be done safely, it is not done, and the trace goes on
 //! with the note that PC sampling after it gives nothing: another tool holds the GPU's counters (PC sampling beside
-//! one has crashed CUDA-graph jobs), whether one does cannot be told, or the process keeps a thread inside the driver
+//! one has crashed CUDA-graph jobs), whether one does cannot be told, the program has a profiler of its own (one
+//! that ever registered with CUPTI: a session of it may start during the sampling, and PC sampling beside a
+//! recording one left CUPTI delivering no activity record in the process afterwards; `ProfileRequest::primer` has
+//! the library refuse it), or the process keeps a thread inside the driver
 //! (the sampling's start and finish need a moment with none; the start looks for 3 s here, not `profile`'s 20, so
 //! that a job in a long synchronisation or under NCCL's watchdog is not held back).
 
@@ -146,6 +149,7 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
     }
     let request = ProfileRequest {
         pc_sampling: true,
+        primer: true,
         ..ProfileRequest::new(Vec::new())
     };
     let began = Instant::now();
