@@ -135,6 +135,22 @@ fn waves(processes: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
 
 /// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters.
 fn prime_one(how: &How<'_>, pid: u32) -> Primed {
+    // The sampling's socket is in this tool's private folder, which a process in a mount namespace of its own does
+    // not see: its library would never connect, and the trace would wait for it (30 s) for nothing.
+    match gpu_tools::linux::inject::TargetFilesystem::for_process(pid) {
+        Ok(fs) if fs.is_shared() => {}
+        Ok(_) => {
+            return Primed::No(
+                "it runs in a mount namespace of its own (a container), which the sampling's socket does not reach"
+                    .to_string(),
+            );
+        }
+        Err(e) => {
+            return Primed::No(format!(
+                "its files could not be told apart from this tool's ({e})"
+            ));
+        }
+    }
     if let Err(why) = counters_free(pid) {
         return Primed::No(why);
     }
