@@ -7,14 +7,19 @@
 //! a PC sampling window with launches in it gave stall records in every later window, traces between them
 //! (`gpu-host/scripts/pc_order_probe.sh`: 8,192, and 7,467 and 7,167, after a trace). So before the first trace of a
 //! process, `trace --pid` samples its PCs for the shortest window known not to hang a job (1 s) and keeps nothing of
-//! it, unless `--no-pc-primer` says not to. Where that cannot be done safely, it is not done, and the trace goes on
-//! with the note that PC sampling after it gives nothing: another tool holds the GPU's counters (PC sampling beside
-//! one has crashed CUDA-graph jobs), whether one does cannot be told, the program has a profiler of its own (one
-//! that ever registered with CUPTI: a session of it may start during the sampling, and PC sampling beside a
-//! recording one left CUPTI delivering no activity record in the process afterwards; `ProfileRequest::primer` has
-//! the library refuse it), or the process keeps a thread inside the driver
-//! (the sampling's start and finish need a moment with none; the start looks for 3 s here, not `profile`'s 20, so
-//! that a job in a long synchronisation or under NCCL's watchdog is not held back).
+//! it, unless `--no-pc-primer` says not to.
+//!
+//! Where that cannot be done safely it is not done, and the trace goes on with the note that PC sampling after it
+//! gives nothing:
+//! - another tool holds the GPU's counters (PC sampling beside one has crashed CUDA-graph jobs), or whether one does
+//!   cannot be told;
+//! - the program has a profiler of its own that ever registered with CUPTI: a session of it may start during the
+//!   sampling, and PC sampling beside a recording one left CUPTI delivering no activity record in the process
+//!   afterwards (`ProfileRequest::primer` has the library refuse it);
+//! - the process runs in a mount namespace of its own, which the sampling's socket does not reach;
+//! - the process keeps a thread inside the driver: the sampling's start and finish need a moment with none, and the
+//!   start looks for 3 s here, not `profile`'s 20, so that a job in a long synchronisation or under NCCL's watchdog
+//!   is not held back.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -33,7 +38,8 @@ const START_SEARCH: std::time::Duration = std::time::Duration::from_secs(3);
 /// What the PC sampling before a first trace came to, for each process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Primed {
-    /// Sampled: later PC sampling windows keep their stall records. The stall records of the window (not kept).
+    /// Sampled (later PC sampling windows were seen to keep their stall records); the stall records of the window,
+    /// not kept.
     Yes { stall_records: usize },
     /// Not sampled, and why: PC sampling after the trace gives nothing.
     No(String),
