@@ -420,6 +420,16 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         // Let it run a moment: a launch takes microseconds, a synchronise longer.
         std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
     }
+    Err(no_moment(pid, &moment, (tries, nudges), seen))
+}
+
+/// The search for a quiet moment gave up: what kept the threads inside, the commonest first.
+fn no_moment(
+    pid: u32,
+    moment: &Moment<'_>,
+    (tries, nudges): (u32, u32),
+    seen: std::collections::HashMap<String, u32>,
+) -> Failure {
     let mut common: Vec<(String, u32)> = seen.into_iter().collect();
     common.sort_by_key(|c| std::cmp::Reverse(c.1));
     let common: Vec<String> = common
@@ -427,16 +437,16 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         .take(6)
         .map(|(k, n)| format!("{k} {n} times"))
         .collect();
-    Err(Failure::new(
+    Failure::new(
         1,
         format!(
             "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} stops, \
              {nudges} runs alone; still inside at the end of a stop: {}); {}",
-            limit.as_secs(),
+            moment.search_limit().as_secs(),
             common.join(", "),
             moment.given_up()
         ),
-    ))
+    )
 }
 
 /// Sends `control` to the library while the program is stopped at a quiet moment, and waits for its answer.
