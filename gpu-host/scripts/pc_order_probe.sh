@@ -43,8 +43,11 @@ trc() { # LABEL PID [ARGS]
   n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2
   # P's trace says what its PC sampling before the first trace came to: not --quiet there.
   local q=-q; [ "$l" = P ] && q=--no-progress
+  # The command's whole time (a 1 s window): with the PC sampling before a first trace, what that costs.
+  local t0 rc; t0=$(date +%s%N)
   timeout 60 "$gt" trace --pid "$p" --duration 1 $q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
-  echo "$l trace $*: rc=$? $(grep -o '[0-9]* kernels' "$f" | head -1)" \
+  rc=$?
+  echo "$l trace $*: rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms, $(grep -o '[0-9]* kernels' "$f" | head -1)" \
     "$(grep -o 'sampled before its first trace ([0-9]* stall records\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)"
   rm -f "$out/$n.gputrace"
 }
