@@ -57,8 +57,8 @@ impl Failure {
     pub fn text(&self) -> String {
         match self {
             Failure::Message { message, .. } => message.clone(),
-            Failure::Usage(e) => e.to_string().trim_end().to_string(),
-            Failure::BrokenPipe => "standard output was closed by its reader".to_string(),
+            Failure::Usage(e) => e.to_string(),
+            Failure::BrokenPipe => "standard output was closed".to_string(),
         }
     }
 

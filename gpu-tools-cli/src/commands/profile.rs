@@ -466,14 +466,8 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         start_search: super::profile_attach::SEARCH_LIMIT,
     };
     let got = super::profile_attach::run(pid, &lib, cupti, request, &window)?;
-    if got
-        .messages
-        .iter()
-        .any(|m| matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. }))
-    {
-        // For whoever is refused the counters next: the holder named.
-        crate::pc_left_on::note(pid);
-    }
+    // For whoever is refused the counters next: the holder named.
+    got.note_pc_left_on(pid);
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
@@ -516,17 +510,14 @@ fn counters_free_for_pc_sampling(pid: u32) -> Result<(), Failure> {
     match super::trace::held_elsewhere(pid) {
         Ok(held) if held.is_empty() => Ok(()),
         Ok(held) => {
-            let gpus: Vec<String> = held
-                .iter()
-                .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
-                .collect();
+            let gpus = super::trace::held_devices(&held);
             Err(Failure::new(
                 1,
                 format!(
                     "process {pid}: not sampled: the performance counters of {} are held by another tool ({}); PC \
                      sampling beside it fails in CUPTI and has crashed CUDA-graph jobs. The process was left as it \
                      was; stop that tool first{}",
-                    gpus.join(", "),
+                    gpus,
                     gpu_tools::cupti::profiler::LIKELY_HOLDERS,
                     crate::pc_left_on::said(Some(pid))
                 ),
@@ -740,12 +731,7 @@ fn attribute(
             }
         }
         Err(f) => {
-            let why = match f {
-                Failure::Message { message, .. } => message,
-                Failure::Usage(e) => e.to_string(),
-                Failure::BrokenPipe => "standard output was closed".to_string(),
-            };
-            let seen = format!("PM sampling attribution failed: {why}");
+            let seen = format!("PM sampling attribution failed: {}", f.text());
             said(seen.clone());
             Attributed {
                 table: None,

@@ -77,6 +77,20 @@ pub struct Collected {
     pub ended_early: Option<Duration>,
 }
 
+impl Collected {
+    /// Where the library said PC sampling stayed on in process `pid` (its finish failed), notes the holder for
+    /// whoever is refused the GPU's counters next (`pc_left_on`).
+    pub fn note_pc_left_on(&self, pid: u32) {
+        if self
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::PcLeftOn { .. }))
+        {
+            crate::pc_left_on::note(pid);
+        }
+    }
+}
+
 /// Threads left running while the program is stopped: the library's own (and those its calls start, which take
 /// its name), the driver's, and, at the finish, every thread that was not there at the start: CUPTI's PC-sampling
 /// threads, which a launching thread waits for (seen on an H100: three new threads named after the thread that

@@ -109,11 +109,7 @@ impl ProfileRequest {
                 .map_err(|e| SettingError::new(env::PROFILE_METRICS, &v, e))?,
             None => Vec::new(),
         };
-        let pc_sampling = match get(env::PROFILE_PC_SAMPLING)?.as_deref().map(str::trim) {
-            None | Some("") | Some("0") => false,
-            Some("1") => true,
-            Some(v) => return Err(SettingError::new(env::PROFILE_PC_SAMPLING, v, "use 1 or 0")),
-        };
+        let pc_sampling = switch(&get, env::PROFILE_PC_SAMPLING)?;
         let max_ranges = match get(env::PROFILE_MAX_RANGES)? {
             None => DEFAULT_MAX_RANGES,
             Some(v) => match v.trim().parse::<usize>() {
@@ -147,11 +143,7 @@ impl ProfileRequest {
                 .parse::<GraphMode>()
                 .map_err(|e| SettingError::new(env::PROFILE_GRAPH, v, e))?,
         };
-        let primer = match get(env::PROFILE_PRIMER)?.as_deref().map(str::trim) {
-            None | Some("") | Some("0") => false,
-            Some("1") => true,
-            Some(v) => return Err(SettingError::new(env::PROFILE_PRIMER, v, "use 1 or 0")),
-        };
+        let primer = switch(&get, env::PROFILE_PRIMER)?;
         Ok(ProfileRequest {
             metrics,
             pc_sampling,
@@ -192,6 +184,18 @@ impl ProfileRequest {
                 if self.primer { "1" } else { "0" }.to_string(),
             ),
         ]
+    }
+}
+
+/// A request's on-off variable `name`: `1` on; unset, empty or `0` off; anything else an error that names it.
+fn switch(
+    get: &impl Fn(&'static str) -> Result<Option<String>, SettingError>,
+    name: &'static str,
+) -> Result<bool, SettingError> {
+    match get(name)?.as_deref().map(str::trim) {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(v) => Err(SettingError::new(name, v, "use 1 or 0")),
     }
 }
 

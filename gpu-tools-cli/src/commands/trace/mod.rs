@@ -28,7 +28,7 @@ mod cli;
 pub mod counter_window;
 mod counters;
 pub(crate) use attach::describe as describe_inject_error;
-pub(crate) use counters::{devices_of, held_elsewhere};
+pub(crate) use counters::{devices_of, held_devices, held_elsewhere};
 mod interval;
 mod message;
 mod model;

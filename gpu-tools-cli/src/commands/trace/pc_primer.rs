@@ -196,13 +196,7 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
             for (_, text) in &got.notices {
                 log::info!("process {pid}: {text}");
             }
-            if got
-                .messages
-                .iter()
-                .any(|m| matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. }))
-            {
-                crate::pc_left_on::note(pid);
-            }
+            got.note_pc_left_on(pid);
             Primed::Yes {
                 stall_records: got.stalls.len(),
             }
@@ -219,10 +213,7 @@ fn counters_free(pid: u32) -> Result<(), String> {
         Ok(held) if held.is_empty() => Ok(()),
         Ok(held) => Err(format!(
             "the performance counters of {} are held by another tool",
-            held.iter()
-                .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            super::held_devices(&held)
         )),
         Err(why) => Err(format!(
             "whether another tool holds its GPU's counters could not be told ({why})"

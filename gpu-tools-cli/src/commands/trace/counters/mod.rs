@@ -212,6 +212,14 @@ pub fn devices_of(pid: u32) -> Result<Vec<usize>, String> {
         .collect())
 }
 
+/// GPUs [`held_elsewhere`] gave, as a message names them: `device 0 (NVIDIA H200), device 1 (...)`.
+pub fn held_devices(held: &[(usize, String)]) -> String {
+    held.iter()
+        .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The GPUs of process `pid` whose performance counters another client holds (a PM sampler or range profiler of
 /// another process, Nsight Compute, DCGM), as (this process's ordinal, name). PC sampling beside such a holder
 /// fails and has killed CUDA-graph jobs (see `gpu_tools::cupti::pm_sampling::counters_held_elsewhere`). Where
