@@ -614,10 +614,10 @@ fn before_first_attach(args: &Args, lib: &Path, targets: &[u32]) -> Result<(), F
             args.flight_recorder(),
             args.quiet,
         )?;
+        // Said under --quiet too: the sampling is something done to the process beyond the trace asked for, and
+        // where it was not done, later PC sampling windows give nothing.
         for (pid, primed) in &outcomes {
-            if !args.quiet {
-                eprintln!("gpu-tools trace: {}", pc_primer::said(*pid, primed));
-            }
+            eprintln!("gpu-tools trace: {}", pc_primer::said(*pid, primed));
         }
         outcomes
             .into_iter()
