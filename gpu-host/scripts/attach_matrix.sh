@@ -140,6 +140,7 @@ attach() {
     primed=$(grep -o 'sampled before its first trace ([0-9]* stall records' "$f.txt" | head -1 | grep -o '[0-9]*')
     [ -n "$primed" ] && records="$records,pc-primed:$primed"
     grep -q 'not sampled before its first trace' "$f.txt" && records="$records,pc-not-primed"
+    grep -q 'sampled before its first trace, with no stall record' "$f.txt" && records="$records,pc-primed-empty"
     # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
     if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
       local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)

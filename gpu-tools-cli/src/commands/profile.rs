@@ -430,12 +430,12 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             )?;
             outcomes.into_iter().next().map(|(_, p)| p)
         };
-        match &primed {
-            Some(p) if !args.quiet => eprintln!(
+        // Said under --quiet too, as trace does: done to the process beyond what was asked for.
+        if let Some(p) = &primed {
+            eprintln!(
                 "gpu-tools profile: {}",
                 super::trace::pc_primer::said(pid, p)
-            ),
-            _ => {}
+            );
         }
         if !matches!(primed, Some(super::trace::pc_primer::Primed::Yes { .. })) && !args.quiet {
             eprintln!(

@@ -621,7 +621,7 @@ fn before_first_attach(args: &Args, lib: &Path, targets: &[u32]) -> Result<(), F
         }
         outcomes
             .into_iter()
-            .filter(|(_, p)| matches!(p, pc_primer::Primed::No(_)))
+            .filter(|(_, p)| !matches!(p, pc_primer::Primed::Yes { .. }))
             .map(|(pid, _)| pid)
             .collect()
     } else {

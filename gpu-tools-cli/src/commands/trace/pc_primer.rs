@@ -41,6 +41,9 @@ pub enum Primed {
     /// Sampled (later PC sampling windows were seen to keep their stall records); the stall records of the window,
     /// not kept.
     Yes { stall_records: usize },
+    /// Sampled, with no stall record (no kernel of the program's ran in the window, or only kernels CUPTI does not
+    /// expose): as good as not sampled.
+    Empty,
     /// Not sampled, and why: PC sampling after the trace gives nothing.
     No(String),
 }
@@ -197,11 +200,21 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
                 log::info!("process {pid}: {text}");
             }
             got.note_pc_left_on(pid);
-            Primed::Yes {
-                stall_records: got.stalls.len(),
-            }
+            primed_by(got.stalls.len())
         }
         Err(e) => Primed::No(e.text()),
+    }
+}
+
+/// What a sampling with `stall_records` came to. Only one with launches in it was seen to keep later windows'
+/// stall records (`pc_order_probe.sh`); one with none (the job idle on the GPU then, waiting for a child, say, or
+/// running only kernels CUPTI does not expose) is no primer, and is said as such (the matrix's fork-child job:
+/// 0 stall records before its first trace, and 0 in a PC sampling window after it).
+fn primed_by(stall_records: usize) -> Primed {
+    if stall_records == 0 {
+        Primed::Empty
+    } else {
+        Primed::Yes { stall_records }
     }
 }
 
@@ -228,6 +241,11 @@ pub fn said(pid: u32, primed: &Primed) -> String {
             "process {pid}: sampled before its first trace ({stall_records} stall records, not kept): PC sampling \
              after the trace keeps its stall records"
         ),
+        Primed::Empty => format!(
+            "process {pid}: sampled before its first trace, with no stall record (no kernel of its own ran in the \
+             1 s, or only kernels CUPTI does not expose): only a sampling with stall records was seen to keep later \
+             ones'"
+        ),
         Primed::No(why) => format!("process {pid}: not sampled before its first trace: {why}"),
     }
 }
@@ -252,6 +270,16 @@ mod tests {
         ];
         assert_eq!(waves(&mixed), vec![vec![1, 3, 5], vec![2], vec![4]]);
         assert!(waves(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_sampling_without_stall_records_is_no_primer() {
+        assert_eq!(primed_by(3), Primed::Yes { stall_records: 3 });
+        assert_eq!(primed_by(0), Primed::Empty);
+        assert!(
+            said(7, &Primed::Empty)
+                .starts_with("process 7: sampled before its first trace, with no stall record")
+        );
     }
 
     #[test]
