@@ -390,9 +390,6 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             format!("process {pid} does not use CUDA (it has not initialised the CUDA driver)"),
         ));
     }
-    if request.pc_sampling || args.kernel_replay {
-        reachable_from_here(pid)?;
-    }
     let lib = check_prerequisites(args.inject_lib.as_deref())?;
     let output = args
         .output
@@ -481,24 +478,6 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
         return attached_stalls(args, pid, &got, output);
     }
     attached_metrics(args, pid, request, &got, (&lib, cupti), output)
-}
-
-/// Refuses PC sampling and `--kernel-replay` of a process in a mount namespace of its own (a container's) before
-/// anything is attached: their socket is in this tool's private folder, which such a process does not see, so its
-/// library would never connect (the attach waited 30 s for it, then failed). Kernel metrics by attribution trace,
-/// and a trace places its socket in the process's own `/tmp`: they reach it.
-fn reachable_from_here(pid: u32) -> Result<(), Failure> {
-    match gpu_tools::linux::inject::TargetFilesystem::for_process(pid) {
-        Ok(fs) if !fs.is_shared() => Err(Failure::new(
-            1,
-            format!(
-                "process {pid} runs in a mount namespace of its own (a container): PC sampling and --kernel-replay \
-                 reach only processes that see this machine's /tmp, so nothing was attached; kernel metrics without \
-                 --kernel-replay and `gpu-tools trace --pid` reach it"
-            ),
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// Refuses PC sampling of process `pid` where another client holds the counters of a GPU it uses: PC sampling

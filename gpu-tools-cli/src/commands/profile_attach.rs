@@ -626,10 +626,11 @@ fn attach(
     request: &ProfileRequest,
     flight_recorder: bool,
 ) -> Result<(Attached, Records), Failure> {
+    // As a trace's: a process in a mount namespace of its own (a container) connects to a socket in its own /tmp.
     let sockets = Sockets {
         prefix: "gpu-tools-profile-",
         name: "profile.sock",
-        placement: Placement::PrivateFolder,
+        placement: Placement::PerMountNamespace,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
     // The same settings as a launched profile's (the destination is the process's socket, written by the attach),

@@ -121,29 +121,24 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
     );
 }
 
-/// A process in a mount namespace of its own (a container's) is not PC-sampled before its first trace: the
-/// sampling's socket, in this tool's private folder, does not reach it, and the trace would wait 30 s for a
-/// connection that never comes. Said with the reason, before any other check of the sampling.
+/// A process in a mount namespace of its own (a container's) is PC-sampled before its first trace as any other:
+/// the sampling's socket is placed in its own `/tmp`. Here the sampling's first check (whether another tool holds
+/// the GPU's counters, which cannot be told without CUPTI) is what stops it, as it stops it for a process outside.
 #[test]
-fn a_process_in_a_container_is_not_sampled_before_its_first_trace() {
+fn a_process_in_a_container_is_sampled_before_its_first_trace_as_any_other() {
     let Some(contained) = Mapping::start_in_container(&["libcuda.so.1"]) else {
         return;
     };
-    let started = Instant::now();
     let err = trace_stopped(&contained, &[]);
     assert!(
         err.contains(&format!(
-            "gpu-tools trace: process {}: not sampled before its first trace: it runs in a mount namespace of its \
-             own (a container), which the sampling's socket does not reach",
+            "gpu-tools trace: process {}: not sampled before its first trace: whether another tool holds its GPU's \
+             counters could not be told (",
             contained.pid()
         )),
         "{err}"
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "no wait for a connection: {:?}",
-        started.elapsed()
-    );
+    assert!(!err.contains("namespace"), "{err}");
 }
 
 #[test]

@@ -16,7 +16,6 @@
 //! - the program has a profiler of its own that ever registered with CUPTI: a session of it may start during the
 //!   sampling, and PC sampling beside a recording one left CUPTI delivering no activity record in the process
 //!   afterwards (`ProfileRequest::primer` has the library refuse it);
-//! - the process runs in a mount namespace of its own, which the sampling's socket does not reach;
 //! - the process keeps a thread inside the driver: the sampling's start and finish need a moment with none, and the
 //!   start looks for 3 s here, not `profile`'s 20, so that a job in a long synchronisation or under NCCL's watchdog
 //!   is not held back.
@@ -144,22 +143,6 @@ fn waves(processes: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
 
 /// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters.
 fn prime_one(how: &How<'_>, pid: u32) -> Primed {
-    // The sampling's socket is in this tool's private folder, which a process in a mount namespace of its own does
-    // not see: its library would never connect, and the trace would wait for it (30 s) for nothing.
-    match gpu_tools::linux::inject::TargetFilesystem::for_process(pid) {
-        Ok(fs) if fs.is_shared() => {}
-        Ok(_) => {
-            return Primed::No(
-                "it runs in a mount namespace of its own (a container), which the sampling's socket does not reach"
-                    .to_string(),
-            );
-        }
-        Err(e) => {
-            return Primed::No(format!(
-                "its files could not be told apart from this tool's ({e})"
-            ));
-        }
-    }
     if let Err(why) = counters_free(pid) {
         return Primed::No(why);
     }
