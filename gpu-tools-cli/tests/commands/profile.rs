@@ -613,8 +613,11 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        // Named once, as a trace names it.
         assert!(
-            err.contains(&format!("process {pid} is stopped (state T)")),
+            err.contains(&format!(
+                "gpu-tools profile: process {pid} is stopped (state T)"
+            )),
             "{args:?}: {err}"
         );
         assert!(!err.contains("namespace"), "{args:?}: {err}");
