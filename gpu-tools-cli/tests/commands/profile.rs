@@ -581,10 +581,8 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
     };
     let pid = contained.pid().to_string();
     // SAFETY: kill has no memory preconditions; the pid is our child's.
-    assert_eq!(
-        unsafe { libc::kill(contained.pid() as i32, libc::SIGSTOP) },
-        0
-    );
+    let sent = unsafe { libc::kill(contained.pid() as i32, libc::SIGSTOP) };
+    assert_eq!(sent, 0);
     contained.wait_for_state('T');
     for args in [
         &["--pid", &pid, "--pc-sampling", "--duration", "1"][..],
@@ -623,10 +621,8 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
         assert!(!err.contains("namespace"), "{args:?}: {err}");
     }
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::kill(contained.pid() as i32, libc::SIGCONT) },
-        0
-    );
+    let sent = unsafe { libc::kill(contained.pid() as i32, libc::SIGCONT) };
+    assert_eq!(sent, 0);
     contained.wait_for_state('S');
     contained.assert_untouched();
 }
