@@ -92,8 +92,14 @@ attach() {
   t0=$(date +%s%N)
   rm -f "$f.locked"
   case $tool in
-  trace) timeout 120 "$gt" trace "$@" --duration "$w" -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
-  trace-node) timeout 120 "$gt" trace "$@" --duration "$w" --cuda-graph-trace node -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
+  trace | trace-node)
+    local graph=(); [ "$tool" = trace-node ] && graph=(--cuda-graph-trace node)
+    # A row's first CUPTI attach, when a trace, PC-samples the job first (trace/pc_primer.rs): a device-wide tool,
+    # which takes the GPU's lock as the others do. Without it the primer finds another row's tool holding the
+    # counters, is skipped, and the row's later PC sampling windows give nothing.
+    if [ -z "${row_cupti:-}" ]; then
+      locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1
+    else timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1; fi ;;
   counters) locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
   metrics) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
   pc-sampling) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
@@ -103,6 +109,7 @@ attach() {
          else timeout 120 "$gt" where --yes "$@" > "$f.txt" 2>&1; fi ;;
   esac
   rc=$?
+  [ "$tool" = where ] || row_cupti=1
   records=-
   ok=ok
   case $tool in
@@ -127,6 +134,13 @@ attach() {
     fi
     # The trace's own judgement of the same (launches without kernel records, queued ones and captures left out).
     if grep -q 'kernel launches have no kernel record' "$f.txt"; then ok=FAIL; records="$records,trace-warns-missing"; fi
+    # The process's first trace sampled its PCs first (trace/pc_primer.rs), or said why not: a PC sampling window
+    # after it is judged with that in view.
+    local primed
+    primed=$(grep -o 'sampled before its first trace ([0-9]* stall records' "$f.txt" | head -1 | grep -o '[0-9]*')
+    [ -n "$primed" ] && records="$records,pc-primed:$primed"
+    grep -q 'not sampled before its first trace' "$f.txt" && records="$records,pc-not-primed"
+    grep -q 'sampled before its first trace, with no stall record' "$f.txt" && records="$records,pc-primed-empty"
     # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
     if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
       local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)
@@ -203,7 +217,7 @@ cycles_by_attach() {
 
 # row NAME GPU: runs one row on GPU (an index); its last line is `ROW NAME ... PASS|FAIL`.
 row() {
-  local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes="" offset=$3
+  local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes="" offset=$3 row_cupti=
   [ "$name" = hung ] && { hung_row "$2"; return; }
   mkdir -p "$d"
   # The job ends once the file exists (created when its attaches are done).

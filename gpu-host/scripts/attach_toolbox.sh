@@ -21,6 +21,9 @@
 #              injection library's debug log in the job's log), and its untouched run of the same steps
 #   after-pc   a job with its torch.profiler open: trace, PC sampling, then three traces
 #   nvtx-state which modules of a PyTorch process carry NVTX v3 state (symbol table), and whether stripped
+#   container  a PyTorch job (CONTAINER_KINDS: eager graph) and the C `serve` job in mount and PID namespaces of their
+#              own, with a /tmp of their own (as a container's): PC sampling, a trace, kernel metrics and PC sampling
+#              again by --pid (the host's pid), the pid the trace names, and what each left in the job's /tmp
 #   host       nsys, perf, versions
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage, or the CLI alone in .gpu/bin/bin-gpu-tools), then:
 #   OUT=/tmp/toolbox bash gpu-host/scripts/attach_toolbox.sh [PART...]
@@ -80,6 +83,54 @@ for part in $parts; do
       grep -v '^ *[0-9]' "$d/pc.txt" | head -6 | cut -c1-250
       touch "$d/stop"; wait $j
       echo "jax ($cb): $(grep -m1 '^result' "$d/job.log" || tail -c 300 "$d/job.log")"
+    done ;;
+  container)
+    # The job's /tmp is a fresh tmpfs; the checkout and $out are bound back where they lie under /tmp (the job reads
+    # the one and writes its stop file's folder in the other). It is pid 1 in its PID namespace.
+    contain() { # COMMAND...: runs it in mount and PID namespaces of its own, with a /tmp of its own
+      unshare --mount --pid --fork --kill-child --mount-proc sh -c 'set -e; mount -t tmpfs t /mnt; mkdir /mnt/h
+        mount --bind /tmp /mnt/h
+        mount -t tmpfs t /tmp
+        for k in "$0" "$1"; do case $k in /tmp/*) mkdir -p "$k"; mount --bind "/mnt/h/${k#/tmp/}" "$k";; esac; done
+        shift; exec "$@"' "$root" "$out" "$@"
+    }
+    host_pid() { # PID: the descendant of PID that is pid 1 in a PID namespace of its own, as this shell sees it
+      local q=$1 c
+      for _ in 1 2 3 4; do
+        c=$(pgrep -P "$q" | head -1); [ -n "$c" ] || return 1; q=$c
+        awk '/^NSpid:/ { found = (NF > 2 && $NF == 1) } END { exit !found }' "/proc/$q/status" && { echo "$q"; return 0; }
+      done
+      return 1
+    }
+    build pc_graph_probe
+    for kind in ${CONTAINER_KINDS:-eager graph} serve; do
+      d=$out/container-$kind; rm -rf "$d"; mkdir -p "$d"
+      if [ $kind = serve ]; then
+        [ -x "$out/pc_graph_probe" ] || continue
+        contain "$out/pc_graph_probe" serve 60000 200 > "$d/job.log" 2>&1 &
+      else
+        STOP_FILE=$d/stop contain $py "$job" "$kind" --seconds 120 > "$d/job.log" 2>&1 &
+      fi
+      j=$!
+      ns_pid=$(wait_ready "$d/job.log") || { echo "$kind: no ready line: $(tail -3 "$d/job.log")"; kill $j; continue; }
+      pid=$(host_pid $j) || { echo "$kind: its pid here not found (pid $ns_pid there)"; kill $j; continue; }
+      echo "$kind: pid $pid (pid $ns_pid in its PID namespace), mount namespace $(readlink /proc/$pid/ns/mnt) (here $(readlink /proc/self/ns/mnt)), its /tmp: $(ls /proc/$pid/root/tmp | head -5 | tr '\n' ' ')"
+      sleep 1
+      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc1.txt" 2>&1
+      echo "$kind: pc rc=$? $(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$d/pc1.txt" | head -1)"
+      grep -v '^ *[0-9]' "$d/pc1.txt" | head -4 | cut -c1-250
+      timeout 90 "$gt" trace --pid "$pid" --duration 2 -o "$d/t.gputrace" > "$d/t.txt" 2>&1
+      echo "$kind: trace rc=$? $(grep -iE 'kernels|error|refused|PID namespace' "$d/t.txt" | head -4 | tr '\n' ' ' | cut -c1-400)"
+      timeout 90 "$gt" profile --pid "$pid" --duration 2 > "$d/metrics.txt" 2>&1
+      echo "$kind: metrics rc=$? $(grep -ciE 'kernel|gemm|elementwise' "$d/metrics.txt") lines naming kernels"
+      grep -iE 'error|refused|not ' "$d/metrics.txt" | head -3 | cut -c1-250
+      timeout 60 "$gt" profile --pid "$pid" --duration 2 --pc-sampling > "$d/pc2.txt" 2>&1
+      echo "$kind: pc after rc=$? $(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$d/pc2.txt" | head -1)"
+      echo "$kind: its /tmp after: $(ls /proc/$pid/root/tmp | tr '\n' ' ' | cut -c1-300); here: $(ls /tmp | grep -c gpu-tools-) gpu-tools entries"
+      # Pid 1 of a namespace takes from here only the signals it handles, and SIGKILL.
+      [ $kind = serve ] && kill -9 "$pid" 2>/dev/null || touch "$d/stop"
+      wait $j
+      echo "$kind: rc=$? $(grep -m1 '^result' "$d/job.log" || tail -c 200 "$d/job.log")"
     done ;;
   pc-order)
     build pc_graph_probe || continue

@@ -8,6 +8,9 @@
 #   D eager:      trace --pid --kinds kernel, then PC sampling
 #   E eager:      trace --pid --kinds kernel --no-flight-recorder --cuda-graph-trace node (kernel records alone: no
 #                 recorder's subscriber, no graph-level records), then PC sampling
+#   P eager:      trace --pid with its PC sampling before the first trace (the default since trace/pc_primer.rs;
+#                 A, C, D and E run with --no-pc-primer, as they were first run), then PC sampling twice, a trace
+#                 between
 #   J jax:        PC sampling first
 #   K cupy-graph: PC sampling first
 # SET=2 runs a second set instead (which part of a first trace breaks PC sampling, and what a short PC window first
@@ -38,8 +41,15 @@ pcs() { # LABEL PID [SECONDS]
 }
 trc() { # LABEL PID [ARGS]
   n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2
-  timeout 60 "$gt" trace --pid "$p" --duration 1 -q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
-  echo "$l trace $*: rc=$? $(grep -o '[0-9]* kernels' "$f" | head -1)"; rm -f "$out/$n.gputrace"
+  # P's trace says what its PC sampling before the first trace came to: not --quiet there.
+  local q=-q; [ "$l" = P ] && q=--no-progress
+  # The command's whole time (a 1 s window): with the PC sampling before a first trace, what that costs.
+  local t0 rc; t0=$(date +%s%N)
+  timeout 60 "$gt" trace --pid "$p" --duration 1 $q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
+  rc=$?
+  echo "$l trace $*: rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms, $(grep -o '[0-9]* kernels' "$f" | head -1)" \
+    "$(grep -o 'sampled before its first trace ([0-9]* stall records\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)"
+  rm -f "$out/$n.gputrace"
 }
 declare -A pid
 if [ "${SET:-1}" = 2 ]; then
@@ -55,19 +65,20 @@ if [ "${SET:-1}" = 2 ]; then
   for j in G F E; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
   exit 0
 fi
-for j in A:eager B:eager C:eager D:eager E:eager J:jax K:cupy-graph; do
+for j in A:eager B:eager C:eager D:eager E:eager P:eager J:jax K:cupy-graph; do
   $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
 done
-for j in A B C D E J K; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+for j in A B C D E P J K; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
 sleep 1
 [ -n "${pid[J]:-}" ] && pcs J "${pid[J]}"
 [ -n "${pid[K]:-}" ] && pcs K "${pid[K]}"
 pcs B "${pid[B]}"
-trc A "${pid[A]}"; pcs A "${pid[A]}"
+trc A "${pid[A]}" --no-pc-primer; pcs A "${pid[A]}"
 trc B "${pid[B]}"; pcs B "${pid[B]}"
-trc C "${pid[C]}" --no-flight-recorder; pcs C "${pid[C]}"
-trc D "${pid[D]}" --kinds kernel; pcs D "${pid[D]}"
-trc E "${pid[E]}" --kinds kernel --no-flight-recorder --cuda-graph-trace node; pcs E "${pid[E]}"
+trc C "${pid[C]}" --no-flight-recorder --no-pc-primer; pcs C "${pid[C]}"
+trc D "${pid[D]}" --kinds kernel --no-pc-primer; pcs D "${pid[D]}"
+trc E "${pid[E]}" --kinds kernel --no-flight-recorder --cuda-graph-trace node --no-pc-primer; pcs E "${pid[E]}"
+trc P "${pid[P]}"; pcs P "${pid[P]}"; trc P "${pid[P]}"; pcs P "${pid[P]}"
 pcs A "${pid[A]}"
 touch "$STOP_FILE"; wait
-for j in A B C D E J K; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+for j in A B C D E P J K; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done

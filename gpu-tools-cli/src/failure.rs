@@ -53,6 +53,15 @@ impl Failure {
         Failure::Usage(command.error(kind, message))
     }
 
+    /// What the failure says, for a caller that goes on and says it in a line of its own.
+    pub fn text(&self) -> String {
+        match self {
+            Failure::Message { message, .. } => message.clone(),
+            Failure::Usage(e) => e.to_string(),
+            Failure::BrokenPipe => "standard output was closed".to_string(),
+        }
+    }
+
     /// Writing to standard output failed: [`Failure::BrokenPipe`] when its reader has gone away (remembered, see
     /// [`crate::stdout`]), else a failure that says why.
     pub fn stdout(e: std::io::Error) -> Self {

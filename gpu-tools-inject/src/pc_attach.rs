@@ -77,7 +77,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     writer.push(&Record::ProcessInfo(ProcessInfo::current()));
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     if mapped {
-        if let Some(refusal) = program_profiler_refusal() {
+        if let Some(refusal) = program_profiler_refusal(request.primer) {
             writer.message(&Message::ProfileRefused { reason: refusal });
             return end(&writer);
         }
@@ -246,11 +246,25 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
 /// record in that process again, to anyone (CUPTI 13.0, driver 580; the job's own kernel count ended 12% short), so
 /// the profile is not made while such a session records. A profiler that only registered its callbacks (a session
 /// that ended) does not stop it. Where the program's profiler cannot be found, the profile is not made either:
-/// whether one records cannot be told.
-fn program_profiler_refusal() -> Option<String> {
+/// whether one records cannot be told. `primer`: the PC sampling before a first trace, which nobody asked for by
+/// name, is refused beside a profiler that ever registered too: one of its sessions may start during the window
+/// (a torch.profiler on a `schedule` starts one every few steps).
+fn program_profiler_refusal(primer: bool) -> Option<String> {
+    refusal(crate::coexist::program_profiler_now(), primer)
+}
+
+/// [`program_profiler_refusal`]'s answer for what the look at the program's profiler found.
+fn refusal(found: Result<crate::coexist::ProgramProfiler, String>, primer: bool) -> Option<String> {
     use crate::coexist::ProgramProfiler;
-    match crate::coexist::program_profiler_now() {
-        Ok(ProgramProfiler::None | ProgramProfiler::Idle { .. }) => None,
+    match found {
+        Ok(ProgramProfiler::None) => None,
+        Ok(ProgramProfiler::Idle { .. }) if primer => Some(
+            "the program has a profiler of its own (its callbacks are registered with CUPTI, no session records \
+             now): one of its sessions may start during the sampling, and PC sampling beside a recording profiler \
+             has left CUPTI delivering no activity record in the process afterwards"
+                .to_string(),
+        ),
+        Ok(ProgramProfiler::Idle { .. }) => None,
         Ok(ProgramProfiler::Recording(kinds)) => Some(format!(
             "the program's own profiler is recording (kinds {kinds:?}), such as an open torch.profiler session: \
              profiling kernels beside it would leave CUPTI delivering no activity record in this process afterwards, \
@@ -391,5 +405,39 @@ fn finish(writer: &Arc<Writer>, contexts: &mut [Sampled]) -> Message {
     Message::ProfileFinished {
         count: records as u64,
         ranges_named: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coexist::ProgramProfiler;
+    use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds};
+
+    #[test]
+    fn the_pc_sampling_before_a_first_trace_is_refused_beside_any_program_profiler() {
+        let recording = || {
+            Ok(ProgramProfiler::Recording(ActivityKinds::from_kind(
+                ActivityKind::CONCURRENT_KERNEL,
+            )))
+        };
+        let idle = || Ok(ProgramProfiler::Idle { asked: false });
+        for primer in [false, true] {
+            assert_eq!(
+                refusal(Ok(ProgramProfiler::None), primer),
+                None,
+                "none ever registered"
+            );
+            assert!(refusal(recording(), primer).is_some_and(|r| r.contains("is recording")));
+            assert!(
+                refusal(Err("no CUPTI".into()), primer).is_some_and(|r| r.contains("no CUPTI"))
+            );
+        }
+        // A profile asked for by name goes on beside an idle one; the PC sampling before a first trace does not.
+        assert_eq!(refusal(idle(), false), None);
+        assert!(
+            refusal(idle(), true)
+                .is_some_and(|r| r.contains("one of its sessions may start during the sampling"))
+        );
     }
 }

@@ -38,6 +38,10 @@ pub const PROFILE_LAUNCHES_PER_KERNEL: &str = "GPU_TOOLS_PROFILE_LAUNCHES_PER_KE
 /// node, named after its kernel; the default) or `graph` (one per graph launch, named after the graph, its kernels'
 /// values combined).
 pub const PROFILE_GRAPH: &str = "GPU_TOOLS_PROFILE_GRAPH";
+/// `1`: PC sampling before a process's first trace (`trace --pid`'s, for the sake of later PC sampling windows): the
+/// attach refuses it where the program's own profiler ever registered with CUPTI, recording or not, since one of its
+/// sessions may start during the window (a profile asked for by name is refused only beside a recording one).
+pub const PROFILE_PRIMER: &str = "GPU_TOOLS_PROFILE_PRIMER";
 /// The variable CUDA reads at `cuInit` to load an injection library (an absolute path).
 pub const CUDA_INJECTION: &str = "CUDA_INJECTION64_PATH";
 /// The variable rocprofiler-sdk reads to load tool libraries into a HIP program (`gpu-tools-inject-rocm`).

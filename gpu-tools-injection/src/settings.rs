@@ -131,7 +131,7 @@ impl SettingError {
 
 impl Settings {
     /// Every variable the settings are written as, in the order [`Settings::variables`] writes them.
-    pub const VARIABLES: [&'static str; 19] = [
+    pub const VARIABLES: [&'static str; 20] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -150,6 +150,7 @@ impl Settings {
         env::PROFILE_MAX_RANGES,
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
+        env::PROFILE_PRIMER,
         env::CUPTI_LIBRARY,
     ];
 
@@ -158,7 +159,7 @@ impl Settings {
     /// and the loaders', but [`env::LOG`] and [`env::CUPTI_LIBRARY`], which reach a launched program as the user
     /// set them where the settings leave them unset (diagnostics asked for on the tool's command line,
     /// `GPU_TOOLS_TRACE_LOG=debug gpu-tools profile ...`; the CUPTI the user named, which the library's loader reads).
-    pub const CLEARED: [&'static str; 20] = [
+    pub const CLEARED: [&'static str; 21] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -176,6 +177,7 @@ impl Settings {
         env::PROFILE_MAX_RANGES,
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
+        env::PROFILE_PRIMER,
         env::CUDA_INJECTION,
         env::NVTX_INJECTION,
         env::ROCM_TOOL_LIBRARIES,

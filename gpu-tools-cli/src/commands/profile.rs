@@ -131,6 +131,13 @@ pub struct Args {
     /// can no longer say where the job hangs. (A recorder an earlier attach left runs on.)
     #[arg(long)]
     no_flight_recorder: bool,
+    /// With --pid, for kernel metrics: do not sample the process's PCs first. By default a process that has not run
+    /// CUPTI for gpu-tools yet is PC-sampled for 1 s before its kernel metrics (nothing of it is kept): after a
+    /// first CUPTI use that traced it (the metrics' attribution) or ran the range profiler (`--kernel-replay`),
+    /// CUPTI 13.0 put every PC sample of the process outside its kernels, so a later `--pc-sampling` there would
+    /// give nothing.
+    #[arg(long)]
+    no_pc_primer: bool,
     /// The program and its arguments.
     #[arg(
         last = true,
@@ -178,6 +185,13 @@ fn check_pid_options(args: &Args) -> Result<(), Failure> {
             "--kernel-replay applies only with --pid (a launched program's kernel metrics are always replayed)",
         ));
     }
+    if args.no_pc_primer && args.pid.is_none() {
+        return Err(Failure::usage(
+            super::clap_command("profile"),
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--no-pc-primer applies only with --pid (a launched program is not PC-sampled first)",
+        ));
+    }
     if args.no_flight_recorder && args.pid.is_none() {
         return Err(Failure::usage(
             super::clap_command("profile"),
@@ -221,6 +235,7 @@ fn run_attached(args: &Args, pid: u32, metrics: Vec<String>) -> Outcome {
                 .unwrap_or(ATTACHED_LAUNCHES_PER_KERNEL),
         ),
         graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+        primer: false,
     };
     attached(args, pid, &request)
 }
@@ -271,6 +286,7 @@ pub fn run(args: Args) -> Outcome {
         max_ranges: args.max_ranges,
         launches_per_kernel: args.launches_per_kernel,
         graph_profiling: args.graph_profiling.map_or(GraphMode::Node, GraphArg::mode),
+        primer: false,
     };
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
@@ -374,9 +390,6 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             format!("process {pid} does not use CUDA (it has not initialised the CUDA driver)"),
         ));
     }
-    if request.pc_sampling || args.kernel_replay {
-        reachable_from_here(pid)?;
-    }
     let lib = check_prerequisites(args.inject_lib.as_deref())?;
     let output = args
         .output
@@ -391,12 +404,37 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     // Said before the first CUPTI attach to the process: from then on the driver refuses it the debugger; and
     // where that attach traces (kernel metrics by PM sampling attribution), that PC sampling after it gives nothing.
     let attributed = !request.pc_sampling && !args.kernel_replay;
-    if !args.quiet && !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty() {
+    let first = !crate::cupti_or_debugger::before_first_cupti(&[pid]).is_empty();
+    if !args.quiet && first {
         eprintln!(
             "gpu-tools profile: {}",
             crate::cupti_or_debugger::cupti_note(&[pid], flight_recorder)
         );
-        if attributed {
+    }
+    if !request.pc_sampling && first {
+        // Kernel metrics (the attribution traces the process; `--kernel-replay` runs the range profiler) as a first
+        // CUPTI use: PC sampling after either gave no stall record. Its PCs sampled first, so that it still works.
+        let primed = if args.no_pc_primer {
+            None
+        } else {
+            let outcomes = super::trace::pc_primer::prime(
+                "profile",
+                &[pid],
+                &lib,
+                cupti,
+                flight_recorder,
+                args.quiet,
+            )?;
+            outcomes.into_iter().next().map(|(_, p)| p)
+        };
+        // Said under --quiet too, as trace does: done to the process beyond what was asked for.
+        if let Some(p) = &primed {
+            eprintln!(
+                "gpu-tools profile: {}",
+                super::trace::pc_primer::said(pid, p)
+            );
+        }
+        if !matches!(primed, Some(super::trace::pc_primer::Primed::Yes { .. })) && !args.quiet {
             eprintln!(
                 "gpu-tools profile: {}",
                 crate::cupti_or_debugger::pc_sampling_note(&[pid])
@@ -418,15 +456,15 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
             duration = Some(min);
         }
     }
-    let got = super::profile_attach::run(pid, &lib, cupti, duration, request, flight_recorder)?;
-    if got
-        .messages
-        .iter()
-        .any(|m| matches!(m, gpu_tools_injection::message::Message::PcLeftOn { .. }))
-    {
-        // For whoever is refused the counters next: the holder named.
-        crate::pc_left_on::note(pid);
-    }
+    let window = super::profile_attach::Window {
+        who: "profile",
+        duration,
+        flight_recorder,
+        start_search: super::profile_attach::SEARCH_LIMIT,
+    };
+    let got = super::profile_attach::run(pid, &lib, cupti, request, &window)?;
+    // For whoever is refused the counters next: the holder named.
+    got.note_pc_left_on(pid);
     for (_, text) in &got.notices {
         eprintln!("gpu-tools profile: process {pid}: {text}");
     }
@@ -442,24 +480,6 @@ fn attached(args: &Args, pid: u32, request: &ProfileRequest) -> Outcome {
     attached_metrics(args, pid, request, &got, (&lib, cupti), output)
 }
 
-/// Refuses PC sampling and `--kernel-replay` of a process in a mount namespace of its own (a container's) before
-/// anything is attached: their socket is in this tool's private folder, which such a process does not see, so its
-/// library would never connect (the attach waited 30 s for it, then failed). Kernel metrics by attribution trace,
-/// and a trace places its socket in the process's own `/tmp`: they reach it.
-fn reachable_from_here(pid: u32) -> Result<(), Failure> {
-    match gpu_tools::linux::inject::TargetFilesystem::for_process(pid) {
-        Ok(fs) if !fs.is_shared() => Err(Failure::new(
-            1,
-            format!(
-                "process {pid} runs in a mount namespace of its own (a container): PC sampling and --kernel-replay \
-                 reach only processes that see this machine's /tmp, so nothing was attached; kernel metrics without \
-                 --kernel-replay and `gpu-tools trace --pid` reach it"
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// Refuses PC sampling of process `pid` where another client holds the counters of a GPU it uses: PC sampling
 /// started beside one (a range profiler left on in another job, one H200, 2026-12-02) got `CUPTI_ERROR_UNKNOWN`
 /// from `cuptiPCSamplingGetData`, and the CUDA-graph jobs sampled so died at their next launches ("unspecified
@@ -469,17 +489,14 @@ fn counters_free_for_pc_sampling(pid: u32) -> Result<(), Failure> {
     match super::trace::held_elsewhere(pid) {
         Ok(held) if held.is_empty() => Ok(()),
         Ok(held) => {
-            let gpus: Vec<String> = held
-                .iter()
-                .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
-                .collect();
+            let gpus = super::trace::held_devices(&held);
             Err(Failure::new(
                 1,
                 format!(
                     "process {pid}: not sampled: the performance counters of {} are held by another tool ({}); PC \
                      sampling beside it fails in CUPTI and has crashed CUDA-graph jobs. The process was left as it \
                      was; stop that tool first{}",
-                    gpus.join(", "),
+                    gpus,
                     gpu_tools::cupti::profiler::LIKELY_HOLDERS,
                     crate::pc_left_on::said(Some(pid))
                 ),
@@ -693,12 +710,7 @@ fn attribute(
             }
         }
         Err(f) => {
-            let why = match f {
-                Failure::Message { message, .. } => message,
-                Failure::Usage(e) => e.to_string(),
-                Failure::BrokenPipe => "standard output was closed".to_string(),
-            };
-            let seen = format!("PM sampling attribution failed: {why}");
+            let seen = format!("PM sampling attribution failed: {}", f.text());
             said(seen.clone());
             Attributed {
                 table: None,

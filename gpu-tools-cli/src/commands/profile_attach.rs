@@ -43,7 +43,7 @@ mod tests;
 /// How long one stop may take, and how long the search for a moment with no thread in the vendor libraries goes
 /// on before it gives up.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
-const SEARCH_LIMIT: Duration = Duration::from_secs(20);
+pub const SEARCH_LIMIT: Duration = Duration::from_secs(20);
 /// The search at the finish, where giving up leaves the profiling on: with 8 and 16 jobs on one H200, a finish of
 /// kernel metrics (then replaying every launch) found no moment in 20 s, and the range profiler stayed on.
 const FINISH_SEARCH_LIMIT: Duration = Duration::from_secs(90);
@@ -75,6 +75,20 @@ pub struct Collected {
     /// Kernel metrics ended on the program's thread (at its first CUDA graph launch or stream capture) this long
     /// after the start: the window was finished then, its rest left to the caller.
     pub ended_early: Option<Duration>,
+}
+
+impl Collected {
+    /// Where the library said PC sampling stayed on in process `pid` (its finish failed), notes the holder for
+    /// whoever is refused the GPU's counters next (`pc_left_on`).
+    pub fn note_pc_left_on(&self, pid: u32) {
+        if self
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::PcLeftOn { .. }))
+        {
+            crate::pc_left_on::note(pid);
+        }
+    }
 }
 
 /// Threads left running while the program is stopped: the library's own (and those its calls start, which take
@@ -171,8 +185,12 @@ fn keep(record: Record, out: &mut Collected) -> Option<Message> {
 #[derive(Clone, Copy)]
 enum Moment<'a> {
     /// The start: nothing is started yet, so a thread stuck inside the vendor libraries refuses the profile at once
-    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice.
-    Start { flight_recorder: bool },
+    /// (`stuck`). `flight_recorder`: whether the attach leaves a recorder, for the refusal's advice; `search`: how
+    /// long the search for a moment goes on before the process is left as it was.
+    Start {
+        flight_recorder: bool,
+        search: Duration,
+    },
     /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running), and
     /// what stays on in the process if no moment is found.
     Finish {
@@ -193,7 +211,7 @@ impl Moment<'_> {
     /// the finish, giving up leaves the profiling on, so the search is longer.
     fn search_limit(&self) -> Duration {
         match self {
-            Moment::Start { .. } => SEARCH_LIMIT,
+            Moment::Start { search, .. } => *search,
             Moment::Finish { .. } => FINISH_SEARCH_LIMIT,
         }
     }
@@ -376,7 +394,13 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
             }
         };
         drop(stopped);
-        if let (Some(w), Moment::Start { flight_recorder }) = (watch.as_mut(), moment) {
+        if let (
+            Some(w),
+            Moment::Start {
+                flight_recorder, ..
+            },
+        ) = (watch.as_mut(), moment)
+        {
             let sightings = inside.iter().map(sighting).collect();
             if let Some(found) = w.stop_ended(stop_began, started.elapsed(), sightings) {
                 log::info!("stuck after {tries} stops and {nudges} runs alone: {seen:?}");
@@ -410,6 +434,16 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         // Let it run a moment: a launch takes microseconds, a synchronise longer.
         std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
     }
+    Err(no_moment(pid, &moment, (tries, nudges), seen))
+}
+
+/// The search for a quiet moment gave up: what kept the threads inside, the commonest first.
+fn no_moment(
+    pid: u32,
+    moment: &Moment<'_>,
+    (tries, nudges): (u32, u32),
+    seen: std::collections::HashMap<String, u32>,
+) -> Failure {
     let mut common: Vec<(String, u32)> = seen.into_iter().collect();
     common.sort_by_key(|c| std::cmp::Reverse(c.1));
     let common: Vec<String> = common
@@ -417,16 +451,16 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         .take(6)
         .map(|(k, n)| format!("{k} {n} times"))
         .collect();
-    Err(Failure::new(
+    Failure::new(
         1,
         format!(
             "process {pid}: no moment without a thread inside the CUDA driver or CUPTI in {} s ({tries} stops, \
              {nudges} runs alone; still inside at the end of a stop: {}); {}",
-            limit.as_secs(),
+            moment.search_limit().as_secs(),
             common.join(", "),
             moment.given_up()
         ),
-    ))
+    )
 }
 
 /// Sends `control` to the library while the program is stopped at a quiet moment, and waits for its answer.
@@ -464,17 +498,35 @@ fn call_stopped(
 /// more on that machine returned (docs/driver-notes.md).
 pub const MIN_PC_WINDOW: Duration = Duration::from_secs(1);
 
-/// Samples PCs of process `pid` for `duration` (or until Ctrl-C); with metrics in `request` (and no PC
-/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay). `flight_recorder`:
-/// whether the attach leaves a flight recorder in the process.
+/// How a profiling window of [`run`] goes.
+#[derive(Debug, Clone, Copy)]
+pub struct Window<'a> {
+    /// The command its lines on stderr name (`profile`, or `trace` for the PC sampling before a first trace).
+    pub who: &'a str,
+    /// How long it profiles (`None`: until Ctrl-C).
+    pub duration: Option<f64>,
+    /// Whether the attach leaves a flight recorder in the process.
+    pub flight_recorder: bool,
+    /// How long the start looks for a moment with no thread inside the vendor libraries before it leaves the
+    /// process as it was ([`SEARCH_LIMIT`] for `profile`).
+    pub start_search: Duration,
+}
+
+/// Samples PCs of process `pid` for the window's duration (or until Ctrl-C); with metrics in `request` (and no PC
+/// sampling), runs CUPTI's range profiler on its contexts instead (auto ranges, kernel replay).
 pub fn run(
     pid: u32,
     lib: &Path,
     cupti: Option<&Path>,
-    duration: Option<f64>,
     request: &ProfileRequest,
-    flight_recorder: bool,
+    window: &Window<'_>,
 ) -> Result<Collected, Failure> {
+    let Window {
+        who,
+        duration,
+        flight_recorder,
+        start_search,
+    } = *window;
     let metrics: &[String] = if request.pc_sampling {
         &[]
     } else {
@@ -497,7 +549,10 @@ pub fn run(
         |m| matches!(m, Message::ProfileStarted { .. }),
         &mut rx,
         &mut out,
-        Moment::Start { flight_recorder },
+        Moment::Start {
+            flight_recorder,
+            search: start_search,
+        },
     )?;
     out.tries[0] = tries;
     if let Message::ProfileStarted { contexts, .. } = &started {
@@ -505,7 +560,7 @@ pub fn run(
     }
     log::info!("{started} ({tries:?} stops and runs alone)");
     eprintln!(
-        "gpu-tools profile: {} process {pid} (Ctrl-C to stop{})",
+        "gpu-tools {who}: {} process {pid} (Ctrl-C to stop{})",
         if metrics.is_empty() {
             "sampling PCs of"
         } else {
@@ -571,10 +626,11 @@ fn attach(
     request: &ProfileRequest,
     flight_recorder: bool,
 ) -> Result<(Attached, Records), Failure> {
+    // As a trace's: a process in a mount namespace of its own (a container) connects to a socket in its own /tmp.
     let sockets = Sockets {
         prefix: "gpu-tools-profile-",
         name: "profile.sock",
-        placement: Placement::PrivateFolder,
+        placement: Placement::PerMountNamespace,
     };
     let listening = Listening::new(&[pid], &sockets).map_err(|e| Failure::new(1, e.to_string()))?;
     // The same settings as a launched profile's (the destination is the process's socket, written by the attach),

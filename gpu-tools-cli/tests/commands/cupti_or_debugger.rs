@@ -70,6 +70,31 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
         err.find("note:") < err.find("is stopped (state T)"),
         "{err}"
     );
+    // PC sampling before the first trace: not tried where it cannot be told that no other tool holds the GPU's
+    // counters (no CUPTI here), said with the reason, and then that PC sampling after this trace gives nothing.
+    let pid = fresh.pid();
+    let not_sampled = format!(
+        "gpu-tools trace: process {pid}: not sampled before its first trace: whether another tool holds its GPU's \
+         counters could not be told ("
+    );
+    let pc_note = format!(
+        "gpu-tools trace: note: PC sampling (`gpu-tools profile --pid --pc-sampling`, or the program's own) of \
+         process {pid} after this first attach"
+    );
+    assert!(
+        err.contains(&not_sampled) && err.contains(&pc_note),
+        "{err}"
+    );
+    assert!(
+        err.find(&note) < err.find(&not_sampled) && err.find(&not_sampled) < err.find(&pc_note),
+        "{err}"
+    );
+    // Told not to: not tried, and the note on PC sampling after the trace all the same.
+    let err = trace_stopped(&fresh, &["--no-pc-primer"]);
+    assert!(
+        !err.contains(&format!("process {pid}: not sampled")) && err.contains(&pc_note),
+        "{err}"
+    );
     // Without a recorder: what is lost.
     let err = trace_stopped(&fresh, &["--no-flight-recorder"]);
     assert!(
@@ -78,13 +103,42 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
         ),
         "{err}"
     );
-    // --quiet: no note.
+    // --quiet: no note, but the PC sampling's outcome all the same: it is done to the process beyond the trace
+    // asked for, and where it was not done, later PC sampling windows give nothing.
     let err = trace_stopped(&fresh, &["--quiet"]);
-    assert!(!err.contains("note:"), "{err}");
+    assert!(
+        !err.contains("note:") && err.contains(&not_sampled),
+        "{err}"
+    );
     // A process an attach traced before has run CUPTI already: nothing to say.
     let traced = Mapping::start(&["libcuda.so.1", INJECTED]);
     let err = trace_stopped(&traced, &[]);
-    assert!(!err.contains("has not run CUPTI"), "{err}");
+    assert!(
+        !err.contains("has not run CUPTI")
+            && !err.contains("sampled")
+            && !err.contains("PC sampling"),
+        "{err}"
+    );
+}
+
+/// A process in a mount namespace of its own (a container's) is PC-sampled before its first trace as any other:
+/// the sampling's socket is placed in its own `/tmp`. Here the sampling's first check (whether another tool holds
+/// the GPU's counters, which cannot be told without CUPTI) is what stops it, as it stops it for a process outside.
+#[test]
+fn a_process_in_a_container_is_sampled_before_its_first_trace_as_any_other() {
+    let Some(contained) = Mapping::start_in_container(&["libcuda.so.1"]) else {
+        return;
+    };
+    let err = trace_stopped(&contained, &[]);
+    assert!(
+        err.contains(&format!(
+            "gpu-tools trace: process {}: not sampled before its first trace: whether another tool holds its GPU's \
+             counters could not be told (",
+            contained.pid()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("namespace"), "{err}");
 }
 
 #[test]
@@ -97,6 +151,14 @@ fn no_flight_recorder_is_for_attaches_alone_and_said_in_the_help() {
         (
             &["profile", "--no-flight-recorder", "--", "true"][..],
             "--no-flight-recorder applies only with --pid",
+        ),
+        (
+            &["trace", "--no-pc-primer", "--", "true"][..],
+            "--no-pc-primer applies only with --pid, --pid-tree or --job",
+        ),
+        (
+            &["profile", "--no-pc-primer", "--", "true"][..],
+            "--no-pc-primer applies only with --pid",
         ),
     ] {
         let out = gpu_tools(args).output().unwrap();

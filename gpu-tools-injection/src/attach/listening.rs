@@ -17,11 +17,11 @@ use crate::socket_folder::SocketFolder;
 pub enum Placement {
     /// Each process's mount namespace is looked at: one that sees this process's files connects to the socket
     /// in the private folder, one in another (a container) to a socket in its own `/tmp`, named after the
-    /// prefix, this process and it (`trace --pid`). A process whose namespace cannot be read is refused here,
-    /// before any process is touched.
+    /// prefix, this process and it (`trace --pid`, `profile --pid`). A process whose namespace cannot be read is
+    /// refused here, before any process is touched.
     PerMountNamespace,
-    /// Every process connects to the socket in the private folder; their namespaces are not looked at
-    /// (`profile --pid`: a process in a container cannot reach the socket, and does not connect).
+    /// Every process connects to the socket in the private folder; their namespaces are not looked at (a process
+    /// in a container cannot reach the socket, and does not connect).
     PrivateFolder,
 }
 

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_RANGES: usize = 2048;
 
 /// What to collect in a profiled program; travels through the environment ([`env::PROFILE_METRICS`],
 /// [`env::PROFILE_PC_SAMPLING`], [`env::PROFILE_MAX_RANGES`], [`env::PROFILE_LAUNCHES_PER_KERNEL`],
-/// [`env::PROFILE_GRAPH`]).
+/// [`env::PROFILE_GRAPH`], [`env::PROFILE_PRIMER`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileRequest {
     /// Metrics per kernel launch (full names); empty: none.
@@ -44,6 +44,9 @@ pub struct ProfileRequest {
     /// ([`GraphMode::Node`], the default), or one per graph launch named after the graph
     /// ([`GraphMode::Graph`], values combined by [`combine_values`](gpu_tools_trace::profile::combine_values)).
     pub graph_profiling: GraphMode,
+    /// PC sampling before a process's first trace, not asked for by name ([`env::PROFILE_PRIMER`]): refused beside
+    /// a profiler of the program's that ever registered with CUPTI, not only beside a recording one.
+    pub primer: bool,
 }
 
 impl ProfileRequest {
@@ -55,6 +58,7 @@ impl ProfileRequest {
             max_ranges: DEFAULT_MAX_RANGES,
             launches_per_kernel: None,
             graph_profiling: GraphMode::Node,
+            primer: false,
         }
     }
 
@@ -81,12 +85,13 @@ impl ProfileRequest {
     }
 
     /// The variables that carry a request, in the order the settings write them.
-    pub const VARIABLES: [&'static str; 5] = [
+    pub const VARIABLES: [&'static str; 6] = [
         env::PROFILE_METRICS,
         env::PROFILE_PC_SAMPLING,
         env::PROFILE_MAX_RANGES,
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
+        env::PROFILE_PRIMER,
     ];
 
     /// Reads the request from variables looked up through `get` (unset: nothing asked for).
@@ -104,11 +109,7 @@ impl ProfileRequest {
                 .map_err(|e| SettingError::new(env::PROFILE_METRICS, &v, e))?,
             None => Vec::new(),
         };
-        let pc_sampling = match get(env::PROFILE_PC_SAMPLING)?.as_deref().map(str::trim) {
-            None | Some("") | Some("0") => false,
-            Some("1") => true,
-            Some(v) => return Err(SettingError::new(env::PROFILE_PC_SAMPLING, v, "use 1 or 0")),
-        };
+        let pc_sampling = switch(&get, env::PROFILE_PC_SAMPLING)?;
         let max_ranges = match get(env::PROFILE_MAX_RANGES)? {
             None => DEFAULT_MAX_RANGES,
             Some(v) => match v.trim().parse::<usize>() {
@@ -142,12 +143,14 @@ impl ProfileRequest {
                 .parse::<GraphMode>()
                 .map_err(|e| SettingError::new(env::PROFILE_GRAPH, v, e))?,
         };
+        let primer = switch(&get, env::PROFILE_PRIMER)?;
         Ok(ProfileRequest {
             metrics,
             pc_sampling,
             max_ranges,
             launches_per_kernel,
             graph_profiling,
+            primer,
         })
     }
 
@@ -176,7 +179,23 @@ impl ProfileRequest {
                 self.launches_per_kernel.unwrap_or(0).to_string(),
             ),
             (env::PROFILE_GRAPH, self.graph_profiling.name().to_string()),
+            (
+                env::PROFILE_PRIMER,
+                if self.primer { "1" } else { "0" }.to_string(),
+            ),
         ]
+    }
+}
+
+/// A request's on-off variable `name`: `1` on; unset, empty or `0` off; anything else an error that names it.
+fn switch(
+    get: &impl Fn(&'static str) -> Result<Option<String>, SettingError>,
+    name: &'static str,
+) -> Result<bool, SettingError> {
+    match get(name)?.as_deref().map(str::trim) {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(v) => Err(SettingError::new(name, v, "use 1 or 0")),
     }
 }
 
@@ -215,6 +234,7 @@ mod tests {
             max_ranges: 16,
             launches_per_kernel: Some(3),
             graph_profiling: GraphMode::Graph,
+            primer: true,
         };
         let vars: HashMap<&str, String> = r.variables().into_iter().collect();
         let back = ProfileRequest::from_lookup(|k| vars.get(k).cloned()).unwrap();
@@ -226,6 +246,10 @@ mod tests {
         );
         assert!(
             ProfileRequest::from_lookup(|k| (k == env::PROFILE_MAX_RANGES).then(|| "0".into()))
+                .is_err()
+        );
+        assert!(
+            ProfileRequest::from_lookup(|k| (k == env::PROFILE_PRIMER).then(|| "yes".into()))
                 .is_err()
         );
         let every = ProfileRequest::new(vec!["a__b.sum".into()]);

@@ -29,6 +29,7 @@ fn every_field_changed() -> Settings {
             max_ranges: 16,
             launches_per_kernel: Some(3),
             graph_profiling: GraphMode::Graph,
+            primer: true,
         }),
         cupti: Some("/opt/cuda/lib64/libcupti.so.13".into()),
     }

@@ -155,6 +155,7 @@ fn a_thread_that_never_leaves_the_driver_is_refused_by_name_within_seconds() {
         target.pid(),
         Moment::Start {
             flight_recorder: true,
+            search: SEARCH_LIMIT,
         },
     );
     let took = began.elapsed();
@@ -191,6 +192,38 @@ fn a_thread_that_never_leaves_the_driver_is_refused_by_name_within_seconds() {
     assert!(target.runs_on(), "the process was left as it was");
 }
 
+/// The PC sampling before a first trace looks for 3 s, not 20: a job that keeps a thread in the driver does not hold
+/// its trace back, and is left as it was.
+#[test]
+fn a_short_start_search_gives_up_within_its_time_and_leaves_the_process() {
+    let target = Target::start("block");
+    let began = Instant::now();
+    let got = quiet_moment(
+        target.pid(),
+        Moment::Start {
+            flight_recorder: true,
+            search: Duration::from_secs(1),
+        },
+    );
+    let took = began.elapsed();
+    match got {
+        Err(Failure::Message { message, .. }) if ptrace_refused(&message) => return,
+        Err(Failure::Message { code: 1, message }) => assert!(
+            message.contains("no moment without a thread inside the CUDA driver or CUPTI in 1 s")
+                && message.contains("was left as it was"),
+            "{message}"
+        ),
+        Err(other) => panic!("{other:?}"),
+        Ok((stopped, tries, nudges)) => {
+            let _ = stopped.resume();
+            panic!("a quiet moment after {tries} stops and {nudges} runs alone")
+        }
+    }
+    // One stop's drain (2 s at most) past the second.
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert!(target.runs_on(), "the process was left as it was");
+}
+
 #[test]
 fn a_thread_that_passes_through_the_driver_gets_its_quiet_moment() {
     let target = Target::start("nap");
@@ -198,6 +231,7 @@ fn a_thread_that_passes_through_the_driver_gets_its_quiet_moment() {
         target.pid(),
         Moment::Start {
             flight_recorder: true,
+            search: SEARCH_LIMIT,
         },
     );
     match got {
@@ -216,6 +250,7 @@ fn a_finish_searches_longer_than_a_start_and_says_what_stays_on() {
     let before = BTreeSet::new();
     let start = Moment::Start {
         flight_recorder: true,
+        search: SEARCH_LIMIT,
     };
     let finish = |left_on| Moment::Finish {
         before: &before,

@@ -102,18 +102,6 @@ pub fn run(
 
     let progress = Progress::new(cli.progress.enabled(cli.quiet));
     let mut collector = Collector::new(demangler, cli.effective_kinds(), sinks, progress);
-    // Said before the first CUPTI attach to a process: from then on the driver refuses it the debugger.
-    let first = crate::cupti_or_debugger::before_first_cupti(pids);
-    if !first.is_empty() && !cli.quiet {
-        eprintln!(
-            "gpu-tools trace: {}",
-            crate::cupti_or_debugger::cupti_note(&first, cli.flight_recorder())
-        );
-        eprintln!(
-            "gpu-tools trace: {}",
-            crate::cupti_or_debugger::pc_sampling_note(&first)
-        );
-    }
     let attach = Attach {
         listening,
         lib,
@@ -365,11 +353,36 @@ struct Window {
     cpu_at_attach: Option<Duration>,
 }
 
-/// The CPU time (user and system) process `pid`'s threads have used, from `/proc/PID/stat`.
+/// The CPU time (user and system) process `pid`'s threads have used, from `/proc/PID/stat`, less that of the
+/// injected library's own live threads (named `gpu-tools-…`, and the CUPTI threads they start, which inherit the
+/// name): the attach's own work in the process (its search for NVTX state, say, and the PC sampling before a first
+/// trace) is not the program running, and counted so made a job waiting for its child look busy.
 fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = Process::new(pid).stat().ok()?;
-    ticks_to_time(stat.user_ticks.saturating_add(stat.system_ticks))
+    let process = Process::new(pid);
+    let stat = process.stat().ok()?;
+    let ticks = stat.user_ticks.saturating_add(stat.system_ticks);
+    ticks_to_time(ticks.saturating_sub(library_ticks(&process)))
 }
+
+/// The CPU time, in clock ticks, of the live threads of `process` named as the injected library's.
+fn library_ticks(process: &Process) -> u64 {
+    process
+        .thread_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|tid| process.thread(tid).stat().ok())
+        .filter(|thread| {
+            thread
+                .command
+                .as_encoded_bytes()
+                .starts_with(LIBRARY_THREADS)
+        })
+        .map(|thread| thread.user_ticks.saturating_add(thread.system_ticks))
+        .fold(0, u64::saturating_add)
+}
+
+/// How the injected library's threads' names begin.
+const LIBRARY_THREADS: &[u8] = b"gpu-tools-";
 
 /// Clock ticks (`/proc`'s unit of CPU time) as a duration.
 fn ticks_to_time(ticks: u64) -> Option<Duration> {
@@ -483,6 +496,44 @@ mod tests {
         );
         assert!(cpu_time(std::process::id()).is_some());
         assert_eq!(cpu_time(u32::MAX), None, "no such process");
+    }
+
+    #[test]
+    fn the_injected_librarys_threads_are_not_the_program_running() {
+        // A thread named as the library's, busy for 400 ms of its own CPU time (however busy the machine), and
+        // alive while the time is read: a thread that ended is part of the process's total, not told apart.
+        let (busy_tx, busy_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+        let library = std::thread::Builder::new()
+            .name("gpu-tools-attach".to_string())
+            .spawn(move || {
+                let own = || {
+                    let mut t = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                    };
+                    // SAFETY: `t` is a valid timespec for the call to fill.
+                    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+                    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+                };
+                let mut x = 0u64;
+                while own() < Duration::from_millis(400) {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+                let _ = busy_tx.send(());
+                let _ = end_rx.recv();
+                x
+            })
+            .unwrap();
+        busy_rx.recv().unwrap();
+        let me = Process::current();
+        let counted = ticks_to_time(library_ticks(&me)).unwrap();
+        drop(end_tx);
+        library.join().unwrap();
+        assert!(
+            counted >= Duration::from_millis(350),
+            "the library thread's 400 ms were not told apart: {counted:?}"
+        );
     }
 
     #[test]

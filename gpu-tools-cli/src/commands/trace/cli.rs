@@ -246,6 +246,15 @@ pub struct Args {
     #[arg(long)]
     pub no_flight_recorder: bool,
 
+    /// With --pid, --pid-tree or --job: do not sample the PCs of a process before its first trace. By default a
+    /// process that has not run CUPTI for gpu-tools yet is PC-sampled for 1 s first (nothing of it is kept): after
+    /// a first CUPTI use that traced, CUPTI 13.0 puts every PC sample of the process outside its kernels for the rest
+    /// of its life, so `profile --pid --pc-sampling` (and the program's own PC sampling) would give nothing there.
+    /// Not done with --start-at, nor where another tool holds the GPU's counters, nor beside a profiler of the
+    /// program's own (a torch.profiler that has run: a session starting during the sampling would lose its records).
+    #[arg(long)]
+    pub no_pc_primer: bool,
+
     /// The program and its arguments (not with --attach, --pid, --pid-tree or --job).
     #[arg(
         required_unless_present_any = ["attach", "pid", "pid_tree", "job"],
@@ -394,6 +403,12 @@ impl Args {
         !self.no_flight_recorder
     }
 
+    /// Whether a process's PCs are sampled before its first trace (unless `--no-pc-primer`, or with `--start-at`,
+    /// whose instant comes first).
+    pub fn pc_primer(&self) -> bool {
+        !self.no_pc_primer && self.start_at.is_none()
+    }
+
     /// Whether running processes are traced (`--pid`, `--pid-tree`, `--job`) rather than a program started.
     pub fn attaches_by_pid(&self) -> bool {
         !self.pid.is_empty() || self.pid_tree.is_some() || self.job.is_some()
@@ -405,9 +420,10 @@ impl Args {
         // Each option given, and the backends it applies to (the rocm tool library reads the kinds, the buffer
         // size and the socket; the record stream's options apply where there is one).
         let attaching = self.attaches_by_pid();
-        let options: [(bool, &'static str, &[Backend]); 24] = [
+        let options: [(bool, &'static str, &[Backend]); 25] = [
             (self.pid_tree.is_some(), "--pid-tree", &[Cupti]),
             (self.no_flight_recorder, "--no-flight-recorder", &[Cupti]),
+            (self.no_pc_primer, "--no-pc-primer", &[Cupti]),
             (self.job.is_some(), "--job", &[Cupti]),
             (self.start_at.is_some(), "--start-at", &[Cupti]),
             (
@@ -536,5 +552,19 @@ mod tests {
             without.misplaced_option(Backend::Debugger),
             Some("--no-flight-recorder")
         );
+    }
+
+    #[test]
+    fn a_first_trace_samples_pcs_first_unless_told_not_to_or_started_at_an_instant() {
+        let args = |argv: &[&str]| Cli::try_parse_from(argv).unwrap().args;
+        assert!(args(&["trace", "--pid", "1"]).pc_primer());
+        let without = args(&["trace", "--pid", "1", "--no-pc-primer"]);
+        assert!(!without.pc_primer());
+        assert_eq!(without.misplaced_option(Backend::Cupti), None);
+        assert_eq!(
+            without.misplaced_option(Backend::Debugger),
+            Some("--no-pc-primer")
+        );
+        assert!(!args(&["trace", "--pid", "1", "--start-at", "+5"]).pc_primer());
     }
 }

@@ -85,7 +85,8 @@ fn trace_args(
     }
     match target {
         Target::Pid(pid) => {
-            argv.extend(["--pid".into(), pid.to_string()]);
+            // The caller (`profile --pid`) said what a first attach does, and sampled PCs first where it does.
+            argv.extend(["--pid".into(), pid.to_string(), "--no-pc-primer".into()]);
             if !flight_recorder {
                 argv.push("--no-flight-recorder".into());
             }

@@ -28,10 +28,11 @@ mod cli;
 pub mod counter_window;
 mod counters;
 pub(crate) use attach::describe as describe_inject_error;
-pub(crate) use counters::held_elsewhere;
+pub(crate) use counters::{devices_of, held_devices, held_elsewhere};
 mod interval;
 mod message;
 mod model;
+pub(crate) mod pc_primer;
 mod receiver;
 mod report;
 mod settings;
@@ -369,6 +370,11 @@ pub fn run(mut args: Args) -> Outcome {
         .as_deref()
         .map(|template| create_trace_file(template, &args, &targets))
         .transpose()?;
+    // What the driver refuses after a first attach, and the PC sampling before it: before the counters' samplers
+    // open, which hold the GPU's counters that PC sampling needs.
+    if let (Some(Tool::Cuda), Some(lib)) = (tool, lib.as_deref()) {
+        before_first_attach(&args, lib, &targets)?;
+    }
     // The counters' samplers, opened before the program is launched or attached: whatever keeps them from
     // sampling is said before anything runs.
     let opened = counter_request
@@ -444,6 +450,12 @@ fn check_options(args: &Args) -> Result<Option<counters::Request>, Failure> {
         return Err(usage(
             ErrorKind::MissingRequiredArgument,
             "--start-at applies only with --pid, --pid-tree or --job",
+        ));
+    }
+    if args.no_pc_primer && !args.attaches_by_pid() {
+        return Err(usage(
+            ErrorKind::MissingRequiredArgument,
+            "--no-pc-primer applies only with --pid, --pid-tree or --job (a launched program is not PC-sampled first)",
         ));
     }
     if args.no_flight_recorder && !args.attaches_by_pid() {
@@ -569,6 +581,61 @@ fn create_trace_file(template: &str, args: &Args, targets: &[u32]) -> Result<Out
     OutputFile::create(Path::new(&path), "the trace file")
 }
 
+/// The CUPTI this tool would use, for attached processes that map none (loaded by bare name: where the loader
+/// found it).
+fn cupti_for_attach() -> Option<PathBuf> {
+    gpu_tools::cupti::CuptiLibrary::load().ok().and_then(|l| {
+        l.path()
+            .map(Path::to_path_buf)
+            .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
+    })
+}
+
+/// Before the first CUPTI attach to any of `targets`: what the CUDA driver refuses it from then on, then its PCs
+/// sampled (`pc_primer`), and for those not sampled, that PC sampling after the trace gives nothing.
+fn before_first_attach(args: &Args, lib: &Path, targets: &[u32]) -> Result<(), Failure> {
+    let first = crate::cupti_or_debugger::before_first_cupti(targets);
+    if first.is_empty() {
+        return Ok(());
+    }
+    if !args.quiet {
+        eprintln!(
+            "gpu-tools trace: {}",
+            crate::cupti_or_debugger::cupti_note(&first, args.flight_recorder())
+        );
+    }
+    let unprimed: Vec<u32> = if args.pc_primer() {
+        let cupti = cupti_for_attach();
+        let outcomes = pc_primer::prime(
+            "trace",
+            &first,
+            lib,
+            cupti.as_deref(),
+            args.flight_recorder(),
+            args.quiet,
+        )?;
+        // Said under --quiet too: the sampling is something done to the process beyond the trace asked for, and
+        // where it was not done, later PC sampling windows give nothing.
+        for (pid, primed) in &outcomes {
+            eprintln!("gpu-tools trace: {}", pc_primer::said(*pid, primed));
+        }
+        outcomes
+            .into_iter()
+            .filter(|(_, p)| !matches!(p, pc_primer::Primed::Yes { .. }))
+            .map(|(pid, _)| pid)
+            .collect()
+    } else {
+        first
+    };
+    if !unprimed.is_empty() && !args.quiet {
+        eprintln!(
+            "gpu-tools trace: {}",
+            crate::cupti_or_debugger::pc_sampling_note(&unprimed)
+        );
+    }
+    Ok(())
+}
+
 /// What one trace runs with, once every check before it passed.
 struct Run<'a> {
     args: &'a Args,
@@ -665,13 +732,7 @@ impl Run<'_> {
         let args = self.args;
         match (self.tool, self.lib) {
             (Some(Tool::Cuda), Some(lib)) if !self.targets.is_empty() => {
-                // The CUPTI this tool would use, for processes that map none (loaded by bare name: where the
-                // loader found it).
-                let cupti = gpu_tools::cupti::CuptiLibrary::load().ok().and_then(|l| {
-                    l.path().map(Path::to_path_buf).or_else(|| {
-                        gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so")
-                    })
-                });
+                let cupti = cupti_for_attach();
                 let live = self.live_at_start()?;
                 attach::run(args, demangler, lib, sinks, &live, cupti.as_deref(), opened)
             }

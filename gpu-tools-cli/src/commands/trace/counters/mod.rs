@@ -202,6 +202,24 @@ fn devices() -> Result<Devices, String> {
     Ok((driver, count, uuids))
 }
 
+/// The GPUs process `pid` uses, as this process numbers them (CUDA_VISIBLE_DEVICES and NVML's account of its
+/// contexts); `Err` says why that cannot be told.
+pub fn devices_of(pid: u32) -> Result<Vec<usize>, String> {
+    let (_, count, uuids) = devices()?;
+    Ok(chosen_devices(count, &uuids, &[pid])?
+        .into_iter()
+        .map(|(ordinal, _)| ordinal)
+        .collect())
+}
+
+/// GPUs [`held_elsewhere`] gave, as a message names them: `device 0 (NVIDIA H200), device 1 (...)`.
+pub fn held_devices(held: &[(usize, String)]) -> String {
+    held.iter()
+        .map(|(ordinal, name)| format!("device {ordinal} ({name})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The GPUs of process `pid` whose performance counters another client holds (a PM sampler or range profiler of
 /// another process, Nsight Compute, DCGM), as (this process's ordinal, name). PC sampling beside such a holder
 /// fails and has killed CUDA-graph jobs (see `gpu_tools::cupti::pm_sampling::counters_held_elsewhere`). Where
