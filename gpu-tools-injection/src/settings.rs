@@ -105,6 +105,36 @@ pub struct Settings {
     /// The CUPTI to load where the process maps none ([`env::CUPTI_LIBRARY`], which the library's loader also
     /// reads in a launched program).
     pub cupti: Option<PathBuf>,
+    /// Attached: the process as the tool sees it ([`env::PIDS`]), which names it in the stream; `None`: as it sees
+    /// itself.
+    pub seen_as: Option<SeenAs>,
+}
+
+/// A process's pid and its parent's in the tool's PID namespace. A process in a PID namespace of its own (a
+/// container's) has other numbers there (pid 1, often, in each container), under which the streams of two
+/// containers could not be told apart, nor matched to the processes the tool attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenAs {
+    /// The process's pid.
+    pub pid: u32,
+    /// Its parent's (0: not known).
+    pub parent: u32,
+}
+
+impl SeenAs {
+    /// `PID,PARENT`.
+    fn value(self) -> String {
+        format!("{},{}", self.pid, self.parent)
+    }
+
+    fn parse(v: &str) -> Result<SeenAs, &'static str> {
+        let reason = "not two whole numbers PID,PARENT with a PID of at least 1";
+        let (pid, parent) = v.trim().split_once(',').ok_or(reason)?;
+        match (pid.trim().parse::<u32>(), parent.trim().parse::<u32>()) {
+            (Ok(pid), Ok(parent)) if pid >= 1 => Ok(SeenAs { pid, parent }),
+            _ => Err(reason),
+        }
+    }
 }
 
 /// A variable holds a value the library cannot use, or a value an encoding cannot carry.
@@ -131,7 +161,7 @@ impl SettingError {
 
 impl Settings {
     /// Every variable the settings are written as, in the order [`Settings::variables`] writes them.
-    pub const VARIABLES: [&'static str; 19] = [
+    pub const VARIABLES: [&'static str; 20] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -151,6 +181,7 @@ impl Settings {
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
         env::CUPTI_LIBRARY,
+        env::PIDS,
     ];
 
     /// Variables a launcher removes from the program's environment before setting the settings' own, so that the
@@ -158,7 +189,7 @@ impl Settings {
     /// and the loaders', but [`env::LOG`] and [`env::CUPTI_LIBRARY`], which reach a launched program as the user
     /// set them where the settings leave them unset (diagnostics asked for on the tool's command line,
     /// `GPU_TOOLS_TRACE_LOG=debug gpu-tools profile ...`; the CUPTI the user named, which the library's loader reads).
-    pub const CLEARED: [&'static str; 20] = [
+    pub const CLEARED: [&'static str; 21] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -176,6 +207,7 @@ impl Settings {
         env::PROFILE_MAX_RANGES,
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
+        env::PIDS,
         env::CUDA_INJECTION,
         env::NVTX_INJECTION,
         env::ROCM_TOOL_LIBRARIES,
@@ -200,6 +232,7 @@ impl Settings {
             flight_recorder: true,
             profile: None,
             cupti: None,
+            seen_as: None,
         }
     }
 
@@ -246,6 +279,9 @@ impl Settings {
         }
         if let Some(p) = &self.cupti {
             v.push((env::CUPTI_LIBRARY, p.clone().into_os_string()));
+        }
+        if let Some(seen) = self.seen_as {
+            v.push((env::PIDS, text(seen.value())));
         }
         v
     }
@@ -412,6 +448,9 @@ impl Settings {
         s.cupti = get(env::CUPTI_LIBRARY)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
+        if let Some(v) = given(env::PIDS)? {
+            s.seen_as = Some(SeenAs::parse(&v).map_err(|r| SettingError::new(env::PIDS, &v, r))?);
+        }
         Ok(s)
     }
 }
