@@ -540,13 +540,13 @@ impl StreamPids {
         }
     }
 
-    /// What the stream says of the two numbers, where they differ.
+    /// What the stream says of the two numbers, where they differ (shown after the process's pid, so it does not
+    /// name it again).
     pub(crate) fn note(&self) -> Option<String> {
         self.own.map(|own| {
             format!(
-                "process {} is pid {own} in a PID namespace of its own (a container's): the trace names it {}, as \
-                 the tool that attached sees it",
-                self.pid, self.pid
+                "pid {own} in a PID namespace of its own (a container's); the trace names the process by the pid the \
+                 tool attached to"
             )
         })
     }
