@@ -250,7 +250,8 @@ impl Settings {
     }
 
     /// Every setting as its variable and value, in the order of [`Settings::VARIABLES`]; those that are unset
-    /// ([`Settings::log`], [`Settings::profile`], [`Settings::cupti`] when `None`) are left out.
+    /// ([`Settings::log`], [`Settings::profile`], [`Settings::cupti`], [`Settings::seen_as`] when `None`) are left
+    /// out.
     pub fn variables(&self) -> Vec<(&'static str, OsString)> {
         let mut v: Vec<(&'static str, OsString)> = match &self.destination {
             Destination::Socket(p) => vec![(env::SOCKET, p.clone().into_os_string())],
