@@ -61,20 +61,23 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     let Some(control) = sink.control_stream() else {
         return;
     };
-    let pid = std::process::id();
+    let named = crate::session::StreamPids::of(config);
     let writer = Arc::new(Writer::new(
         sink,
-        &StreamHeader::new(pid, 0, TimestampClock::Monotonic).with_thread_ids(ThreadIds::Vendor),
+        &StreamHeader::new(named.pid, 0, TimestampClock::Monotonic)
+            .with_thread_ids(ThreadIds::Vendor),
         Filter::default(),
     ));
     writer.push(&Record::ProcessStart(ProcessStart {
-        pid,
-        // SAFETY: getppid has no preconditions and cannot fail.
-        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        pid: named.pid,
+        parent_pid: named.parent,
         time: gpu_tools::cupti::activity::Clock::Monotonic.now_ns(),
         command: String::new(),
     }));
     writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    if let Some(note) = named.note() {
+        writer.notice(gpu_tools::trace::NoticeLevel::Info, note);
+    }
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     if mapped {
         if let Some(refusal) = program_profiler_refusal(request.primer) {

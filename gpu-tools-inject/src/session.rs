@@ -399,14 +399,13 @@ pub fn finish_running(reason: EndReason) -> bool {
 impl Session {
     /// Starts tracing into `sink` as `config` says. `None` when CUPTI could not start (said in the stream).
     pub fn start(config: &Settings, sink: Sink, mode: Mode) -> Option<Session> {
-        let pid = std::process::id();
         let version = CuptiLibrary::load()
             .ok()
             .and_then(|l| l.version().ok())
             .unwrap_or(0);
         // Before the tracer puts CUPTI on the trace's clock: the program's profiler keeps its own (`coexist`).
         let mut before = crate::coexist::read_clock_before_trace();
-        let writer = begin_stream(config, sink, mode, pid, version, &mut before);
+        let writer = begin_stream(config, sink, mode, version, &mut before);
         // The program's own CUPTI calls come to the trace before its tracer registers: a profiler that registers
         // its callbacks again in between (torch.profiler on a `schedule` does so every few steps) would otherwise
         // take CUPTI's completed buffers from the tracer for the whole window. On an H200 every window beside such a
@@ -516,6 +515,48 @@ impl Session {
     }
 }
 
+/// The process as its stream names it: as the tool sees it where the tool said so ([`Settings::seen_as`], an
+/// attach), else as it sees itself; and its own numbers, where a PID namespace of its own (a container's) makes them
+/// differ. Streams of two containers would otherwise both name pid 1, and match no process the tool attached to.
+pub(crate) struct StreamPids {
+    /// The pid the stream's header and process start carry.
+    pub(crate) pid: u32,
+    /// The parent's (0: not known).
+    pub(crate) parent: u32,
+    /// The process's own pid, where it differs.
+    own: Option<u32>,
+}
+
+impl StreamPids {
+    pub(crate) fn of(config: &Settings) -> StreamPids {
+        let own = std::process::id();
+        match config.seen_as {
+            Some(seen) => StreamPids {
+                pid: seen.pid,
+                parent: seen.parent,
+                own: (seen.pid != own).then_some(own),
+            },
+            None => StreamPids {
+                pid: own,
+                // SAFETY: getppid has no preconditions and cannot fail.
+                parent: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+                own: None,
+            },
+        }
+    }
+
+    /// What the stream says of the two numbers, where they differ (shown after the process's pid, so it does not
+    /// name it again).
+    pub(crate) fn note(&self) -> Option<String> {
+        self.own.map(|own| {
+            format!(
+                "pid {own} in a PID namespace of its own (a container's); the trace names the process by the pid the \
+                 tool attached to"
+            )
+        })
+    }
+}
+
 /// The stream's start: the writer (its header, and what it leaves out: graph nodes or plain kernels, records from
 /// before an attach's window), the process's start, info and clock anchor, and, attached, what was found of the
 /// program's own profiler.
@@ -523,10 +564,11 @@ fn begin_stream(
     config: &Settings,
     sink: Sink,
     mode: Mode,
-    pid: u32,
     version: u32,
     before: &mut crate::coexist::Before,
 ) -> Arc<Writer> {
+    let named = StreamPids::of(config);
+    let pid = named.pid;
     let (thread_ids, thread_note) = thread_ids(mode);
     let graph_mode = config.graph == GraphMode::Graph;
     let attached = mode == Mode::Attached;
@@ -546,12 +588,14 @@ fn begin_stream(
     ));
     writer.push(&Record::ProcessStart(ProcessStart {
         pid,
-        // SAFETY: getppid has no preconditions and cannot fail.
-        parent_pid: u32::try_from(unsafe { libc::getppid() }).unwrap_or(0),
+        parent_pid: named.parent,
         time: Clock::Monotonic.now_ns(),
         command: command_line(),
     }));
     writer.push(&Record::ProcessInfo(ProcessInfo::current()));
+    if let Some(note) = named.note() {
+        writer.notice(NoticeLevel::Info, note);
+    }
     if let Some(note) = thread_note {
         writer.notice(NoticeLevel::Warning, note);
     }

@@ -1101,6 +1101,8 @@ struct PlacedAttach {
     in_target: PathBuf,
     /// The records until the library's word that it attached, then the rest once read.
     records: Vec<Record>,
+    /// The stream's header, once read.
+    header: Option<StreamHeader>,
 }
 
 impl PlacedAttach {
@@ -1141,6 +1143,7 @@ impl PlacedAttach {
             rx,
             in_target,
             records: Vec::new(),
+            header: None,
         };
         while let Some(r) = attach.next() {
             let attached = matches!(message(&r), Some(Message::Attached { .. }));
@@ -1152,14 +1155,15 @@ impl PlacedAttach {
         attach
     }
 
-    /// The stream's next record; `None` at its connection's close.
-    fn next(&self) -> Option<Record> {
+    /// The stream's next record (its header kept on the way); `None` at its connection's close.
+    fn next(&mut self) -> Option<Record> {
         use gpu_tools_injection::collect::Delivery;
         loop {
             match self.rx.recv_timeout(Duration::from_secs(30)) {
                 Ok(Delivery::Item(_, r)) => return Some(r.expect("a readable stream")),
                 Ok(Delivery::Closed(_)) => return None,
-                Ok(Delivery::Header(..) | Delivery::Bytes(..)) => {}
+                Ok(Delivery::Header(_, h)) => self.header = Some(h),
+                Ok(Delivery::Bytes(..)) => {}
                 Err(e) => panic!("the stream: {e}"),
             }
         }
@@ -1175,9 +1179,10 @@ impl PlacedAttach {
     }
 }
 
-/// A program in a container (a mount namespace of its own, with a `/tmp` of its own) is traced through a socket
-/// placed in its own `/tmp` (`Placement::PerMountNamespace`, as `trace --pid` places it), with the library copied
-/// there: the attach's private folder, which it cannot see, would not have reached it.
+/// A program in a container (mount and PID namespaces of its own, with a `/tmp` of its own) is traced through a
+/// socket placed in its own `/tmp` (`Placement::PerMountNamespace`, as `trace --pid` places it), with the library
+/// copied there: the attach's private folder, which it cannot see, would not have reached it. Its stream names it
+/// by the pid the tool attached to, not its own (1, there), and says both.
 #[test]
 fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
     use gpu_tools_injection::attach::{Listening, Placement, Sockets};
@@ -1185,7 +1190,7 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
 
     library();
     let (dir, _) = scratch("container");
-    let Some((mut child, pid)) = contained_child("attach_child", "attach", &dir, false) else {
+    let Some((mut child, pid)) = contained_child("attach_child", "attach", &dir, true) else {
         return;
     };
     let mut stdin = child.stdin.take().unwrap();
@@ -1229,6 +1234,11 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
     attach.stop();
     let records = std::mem::take(&mut attach.records);
     assert_eq!(
+        attach.header.map(|h| h.pid),
+        Some(pid),
+        "the header names the process as the tool sees it"
+    );
+    assert_eq!(
         kernels(&records)
             .iter()
             .map(|k| k.correlation)
@@ -1237,6 +1247,25 @@ fn attach_traces_a_program_in_a_container_through_a_socket_in_its_own_tmp() {
         "{records:#?}"
     );
     assert_eq!(end(&records).map(|e| e.reason), Some(EndReason::Stopped));
+    let start = records
+        .iter()
+        .find_map(|r| match r {
+            Record::ProcessStart(p) => Some(p),
+            _ => None,
+        })
+        .expect("the process's start");
+    assert_eq!(
+        (start.pid, start.parent_pid),
+        (pid, child.id()),
+        "named as the tool sees it: its parent is unshare"
+    );
+    assert!(
+        notice_texts(&records).contains(
+            &"pid 1 in a PID namespace of its own (a container's); the trace names the process by the pid the tool \
+              attached to"
+        ),
+        "{records:#?}"
+    );
     // The library was copied into the container's /tmp; the socket placed there goes with the session.
     let copies = std::fs::read_dir(container::seen_from_here(pid, "/tmp".as_ref()))
         .unwrap()

@@ -76,6 +76,9 @@ pub const SIGNALS: &str = "GPU_TOOLS_TRACE_SIGNALS";
 /// `0` leaves no flight recorder in an attached process; by default (`1`) an attach leaves one, which `where`
 /// reads once CUPTI has run there and the driver refuses the debugger (`flight`).
 pub const FLIGHT_RECORDER: &str = "GPU_TOOLS_FLIGHT_RECORDER";
+/// Attached: the process's pid and its parent's as the tool sees them, `PID,PARENT`, which its stream carries
+/// instead of its own where a PID namespace of its own (a container's) makes them differ.
+pub const PIDS: &str = "GPU_TOOLS_TRACE_PIDS";
 
 /// A kind of record the injection library collects: the names [`KINDS`] takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -105,6 +105,36 @@ pub struct Settings {
     /// The CUPTI to load where the process maps none ([`env::CUPTI_LIBRARY`], which the library's loader also
     /// reads in a launched program).
     pub cupti: Option<PathBuf>,
+    /// Attached: the process as the tool sees it ([`env::PIDS`]), which names it in the stream; `None`: as it sees
+    /// itself.
+    pub seen_as: Option<SeenAs>,
+}
+
+/// A process's pid and its parent's in the tool's PID namespace. A process in a PID namespace of its own (a
+/// container's) has other numbers there (pid 1, often, in each container), under which the streams of two
+/// containers could not be told apart, nor matched to the processes the tool attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeenAs {
+    /// The process's pid.
+    pub pid: u32,
+    /// Its parent's (0: not known).
+    pub parent: u32,
+}
+
+impl SeenAs {
+    /// `PID,PARENT`.
+    fn value(self) -> String {
+        format!("{},{}", self.pid, self.parent)
+    }
+
+    fn parse(v: &str) -> Result<SeenAs, &'static str> {
+        let reason = "not two whole numbers PID,PARENT with a PID of at least 1";
+        let (pid, parent) = v.trim().split_once(',').ok_or(reason)?;
+        match (pid.trim().parse::<u32>(), parent.trim().parse::<u32>()) {
+            (Ok(pid), Ok(parent)) if pid >= 1 => Ok(SeenAs { pid, parent }),
+            _ => Err(reason),
+        }
+    }
 }
 
 /// A variable holds a value the library cannot use, or a value an encoding cannot carry.
@@ -131,7 +161,7 @@ impl SettingError {
 
 impl Settings {
     /// Every variable the settings are written as, in the order [`Settings::variables`] writes them.
-    pub const VARIABLES: [&'static str; 20] = [
+    pub const VARIABLES: [&'static str; 21] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -152,6 +182,7 @@ impl Settings {
         env::PROFILE_GRAPH,
         env::PROFILE_PRIMER,
         env::CUPTI_LIBRARY,
+        env::PIDS,
     ];
 
     /// Variables a launcher removes from the program's environment before setting the settings' own, so that the
@@ -159,7 +190,7 @@ impl Settings {
     /// and the loaders', but [`env::LOG`] and [`env::CUPTI_LIBRARY`], which reach a launched program as the user
     /// set them where the settings leave them unset (diagnostics asked for on the tool's command line,
     /// `GPU_TOOLS_TRACE_LOG=debug gpu-tools profile ...`; the CUPTI the user named, which the library's loader reads).
-    pub const CLEARED: [&'static str; 21] = [
+    pub const CLEARED: [&'static str; 22] = [
         env::SOCKET,
         env::FILE,
         env::KINDS,
@@ -178,6 +209,7 @@ impl Settings {
         env::PROFILE_LAUNCHES_PER_KERNEL,
         env::PROFILE_GRAPH,
         env::PROFILE_PRIMER,
+        env::PIDS,
         env::CUDA_INJECTION,
         env::NVTX_INJECTION,
         env::ROCM_TOOL_LIBRARIES,
@@ -202,6 +234,7 @@ impl Settings {
             flight_recorder: true,
             profile: None,
             cupti: None,
+            seen_as: None,
         }
     }
 
@@ -219,7 +252,8 @@ impl Settings {
     }
 
     /// Every setting as its variable and value, in the order of [`Settings::VARIABLES`]; those that are unset
-    /// ([`Settings::log`], [`Settings::profile`], [`Settings::cupti`] when `None`) are left out.
+    /// ([`Settings::log`], [`Settings::profile`], [`Settings::cupti`], [`Settings::seen_as`] when `None`) are left
+    /// out.
     pub fn variables(&self) -> Vec<(&'static str, OsString)> {
         let mut v: Vec<(&'static str, OsString)> = match &self.destination {
             Destination::Socket(p) => vec![(env::SOCKET, p.clone().into_os_string())],
@@ -248,6 +282,9 @@ impl Settings {
         }
         if let Some(p) = &self.cupti {
             v.push((env::CUPTI_LIBRARY, p.clone().into_os_string()));
+        }
+        if let Some(seen) = self.seen_as {
+            v.push((env::PIDS, text(seen.value())));
         }
         v
     }
@@ -414,6 +451,9 @@ impl Settings {
         s.cupti = get(env::CUPTI_LIBRARY)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
+        if let Some(v) = given(env::PIDS)? {
+            s.seen_as = Some(SeenAs::parse(&v).map_err(|r| SettingError::new(env::PIDS, &v, r))?);
+        }
         Ok(s)
     }
 }

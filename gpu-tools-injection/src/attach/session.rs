@@ -15,16 +15,22 @@ use super::listening::{Listening, SetupError};
 use super::{AttachError, start};
 use crate::collect::{AcceptOptions, Accepted, Controls, Delivery, accept_streams};
 use crate::control::Control;
-use crate::settings::{Destination, Settings};
+use crate::settings::{Destination, SeenAs, Settings};
 
-/// The attach argument of a process that connects to `socket`: `settings` with that destination.
-fn argument(settings: &Settings, socket: &Path) -> Result<String, SetupError> {
+/// The attach argument of process `pid`, which connects to `socket`: `settings` with that destination, and the
+/// process's pid and its parent's as this process sees them, which its stream then carries (a process in a PID
+/// namespace of its own has other numbers there).
+fn argument(settings: &Settings, pid: u32, socket: &Path) -> Result<String, SetupError> {
     let destination = Destination::Socket(socket.to_path_buf());
-    settings
-        .clone()
-        .with_destination(destination)
-        .attach_argument()
-        .map_err(SetupError::Argument)
+    let parent = gpu_tools::linux::procfs::Process::new(pid)
+        .stat()
+        .map_or(0, |s| s.parent);
+    Settings {
+        seen_as: Some(SeenAs { pid, parent }),
+        ..settings.clone().with_destination(destination)
+    }
+    .attach_argument()
+    .map_err(SetupError::Argument)
 }
 
 /// How one process's attach went.
@@ -68,7 +74,7 @@ impl Listening {
         let arguments = self
             .endpoints
             .iter()
-            .map(|e| argument(settings, &e.in_target))
+            .map(|e| argument(settings, e.pid, &e.in_target))
             .collect::<Result<Vec<String>, SetupError>>()?;
         let accepted: Accepted = Arc::default();
         let controls: Controls = options.controls.clone().unwrap_or_default();

@@ -32,6 +32,10 @@ fn every_field_changed() -> Settings {
             primer: true,
         }),
         cupti: Some("/opt/cuda/lib64/libcupti.so.13".into()),
+        seen_as: Some(SeenAs {
+            pid: 4_000_123,
+            parent: 4_000_001,
+        }),
     }
 }
 
@@ -53,6 +57,7 @@ fn the_changed_settings_differ_from_the_defaults_in_every_field() {
         flight_recorder,
         profile,
         cupti,
+        seen_as,
     } = &changed;
     let d = Settings::new(Destination::File("/t/%p.gputrace".into()));
     assert_ne!(destination, &d.destination);
@@ -69,6 +74,7 @@ fn the_changed_settings_differ_from_the_defaults_in_every_field() {
     assert_ne!(flight_recorder, &d.flight_recorder);
     assert_ne!(profile, &d.profile);
     assert_ne!(cupti, &d.cupti);
+    assert_ne!(seen_as, &d.seen_as);
 }
 
 fn lookup<'a>(vars: &'a [(&'static str, OsString)]) -> impl Fn(&str) -> Option<OsString> + 'a {
@@ -159,6 +165,7 @@ fn unset_variables_are_the_defaults() {
         )
     );
     assert!(s.api_skip.is_empty() && s.profile.is_none() && s.cupti.is_none());
+    assert_eq!(s.seen_as, None);
 }
 
 fn with(vars: &[(&str, &str)]) -> Result<Settings, SettingError> {
@@ -300,6 +307,21 @@ fn bad_values_name_the_variable() {
             &[(env::SOCKET, "a"), (env::SIGNALS, "maybe")],
             env::SIGNALS,
             "not 0 or 1",
+        ),
+        (
+            &[(env::SOCKET, "a"), (env::PIDS, "12")],
+            env::PIDS,
+            "PID,PARENT",
+        ),
+        (
+            &[(env::SOCKET, "a"), (env::PIDS, "0,1")],
+            env::PIDS,
+            "at least 1",
+        ),
+        (
+            &[(env::SOCKET, "a"), (env::PIDS, "12,-1")],
+            env::PIDS,
+            "whole numbers",
         ),
         (
             &[(env::SOCKET, "a"), (env::PROFILE_MAX_RANGES, "0")],

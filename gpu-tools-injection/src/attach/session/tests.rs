@@ -17,7 +17,7 @@ use crate::collect::{AcceptOptions, Delivery};
 use crate::control::Control;
 use crate::env;
 use crate::profile::ProfileRequest;
-use crate::settings::{Destination, Settings};
+use crate::settings::{Destination, SeenAs, Settings};
 
 const SOCKETS: Sockets<'static> = Sockets {
     prefix: "gpu-tools-injection-attach-test-",
@@ -59,20 +59,32 @@ fn connected(options: AcceptOptions) -> (Attached, UnixStream, PathBuf, mpsc::Re
 }
 
 #[test]
-fn each_processs_argument_is_the_settings_with_its_socket() {
+fn each_processs_argument_is_the_settings_with_its_socket_and_its_pids() {
     let settings = Settings {
         cupti: Some("/opt/libcupti.so.13".into()),
         profile: Some(ProfileRequest::new(vec!["sm__cycles_elapsed.avg".into()])),
         ..settings()
     };
-    let text = argument(&settings, std::path::Path::new("/tmp/a/b.sock")).unwrap();
+    let me = std::process::id();
+    let text = argument(&settings, me, std::path::Path::new("/tmp/a/b.sock")).unwrap();
     let back = Settings::from_attach_argument(&text).unwrap();
     assert_eq!(
         back.destination,
         Destination::Socket("/tmp/a/b.sock".into())
     );
+    // The process as this one sees it: its pid and its parent's.
     assert_eq!(
-        back.with_destination(settings.destination.clone()),
+        back.seen_as,
+        Some(SeenAs {
+            pid: me,
+            parent: std::os::unix::process::parent_id()
+        })
+    );
+    assert_eq!(
+        Settings {
+            seen_as: None,
+            ..back.with_destination(settings.destination.clone())
+        },
         settings
     );
     assert!(
