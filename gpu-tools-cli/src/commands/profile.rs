@@ -82,7 +82,8 @@ pub struct Args {
     /// Keep kernel names as the driver reports them (mangled C++ names).
     #[arg(long, alias = "mangled")]
     raw_names: bool,
-    /// Print the report and what went wrong only: no progress line, no summary of the run on stderr.
+    /// Print the report and what went wrong only: no progress line, no summary of the run on stderr (what was
+    /// done to an attached process beyond the profile, the PC sampling before its kernel metrics, is still said).
     #[arg(long, short)]
     quiet: bool,
     /// Write the report to FILE (whole, when the run succeeds) instead of standard output, where the program's

@@ -61,7 +61,8 @@ pub struct Args {
     #[arg(long, conflicts_with = "quiet")]
     pub list: bool,
 
-    /// No notes or progress line, only the summary and what went wrong (the listing is off unless --list).
+    /// No notes or progress line, only the summary, what went wrong, and what was done to an attached process
+    /// beyond the trace (the PC sampling before its first trace, or why not). The listing is off unless --list.
     #[arg(long, short)]
     pub quiet: bool,
 
