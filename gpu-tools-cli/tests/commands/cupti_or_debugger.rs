@@ -33,9 +33,7 @@ fn stderr(o: &Output) -> String {
 /// check passes): the note comes before the attach, which a stopped process refuses untouched.
 fn trace_stopped(target: &Mapping, extra: &[&str]) -> String {
     let pid = target.pid().to_string();
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    assert_eq!(unsafe { libc::kill(target.pid() as i32, libc::SIGSTOP) }, 0);
-    target.wait_for_state('T');
+    target.stop();
     let mut args = vec!["trace", "--pid", &pid, "--duration", "1"];
     args.extend_from_slice(extra);
     let out = gpu_tools(&args)
@@ -45,12 +43,10 @@ fn trace_stopped(target: &Mapping, extra: &[&str]) -> String {
         )
         .output()
         .expect("run gpu-tools trace");
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(target.pid() as i32, libc::SIGCONT) }, 0);
+    target.resume();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("is stopped (state T)"), "refused there: {err}");
-    target.wait_for_state('S');
     target.assert_untouched();
     err
 }

@@ -506,11 +506,12 @@ fn a_stream_kept_open_after_the_program_ends_is_counted_and_said() {
 
 /// Runs plain `gpu-tools profile ARGS` (no doubles named), which must exit 1; its stderr.
 fn profile_refused(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-        .arg("profile")
-        .args(args)
-        .output()
-        .unwrap();
+    refused_by(Command::new(env!("CARGO_BIN_EXE_gpu-tools")), args)
+}
+
+/// Runs `command` as `gpu-tools profile ARGS`, which must exit 1; its stderr.
+fn refused_by(mut command: Command, args: &[&str]) -> String {
+    let out = command.arg("profile").args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
     err
@@ -580,10 +581,7 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
         return;
     };
     let pid = contained.pid().to_string();
-    // SAFETY: kill has no memory preconditions; the pid is our child's.
-    let sent = unsafe { libc::kill(contained.pid() as i32, libc::SIGSTOP) };
-    assert_eq!(sent, 0);
-    contained.wait_for_state('T');
+    contained.stop();
     for args in [
         &["--pid", &pid, "--pc-sampling", "--duration", "1"][..],
         &[
@@ -596,9 +594,8 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
             "1",
         ][..],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
-            .arg("profile")
-            .args(args)
+        let mut doubles = Command::new(env!("CARGO_BIN_EXE_gpu-tools"));
+        doubles
             .env(
                 "GPU_TOOLS_CUDA_DRIVER_LIB",
                 gpu_tools_testing::double_path("cuda_driver"),
@@ -606,11 +603,8 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
             .env(
                 "GPU_TOOLS_CUPTI_LIB",
                 gpu_tools_testing::double_path("cupti_full"),
-            )
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            );
+        let err = refused_by(doubles, args);
         // Named once, as a trace names it.
         assert!(
             err.contains(&format!(
@@ -620,10 +614,7 @@ fn pc_sampling_of_a_process_in_a_container_goes_as_far_as_the_attach() {
         );
         assert!(!err.contains("namespace"), "{args:?}: {err}");
     }
-    // SAFETY: as above.
-    let sent = unsafe { libc::kill(contained.pid() as i32, libc::SIGCONT) };
-    assert_eq!(sent, 0);
-    contained.wait_for_state('S');
+    contained.resume();
     contained.assert_untouched();
 }
 

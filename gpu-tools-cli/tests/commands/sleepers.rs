@@ -127,6 +127,25 @@ impl Mapping {
         self.child.id()
     }
 
+    /// Stops the sleeper (SIGSTOP) and waits until it is stopped.
+    pub fn stop(&self) {
+        self.signal(libc::SIGSTOP);
+        self.wait_for_state('T');
+    }
+
+    /// Lets a stopped sleeper run again (SIGCONT) and waits until it sleeps.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+        self.wait_for_state('S');
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.pid()).expect("a pid fits pid_t");
+        // SAFETY: kill has no memory preconditions; the pid is this test's child, not yet reaped.
+        let sent = unsafe { libc::kill(pid, signal) };
+        assert_eq!(sent, 0, "signal {signal} to {pid}");
+    }
+
     /// Waits up to 5 s for the sleeper's state (`/proc`'s letter: `S` sleeping, `T` stopped) to be `state`.
     pub fn wait_for_state(&self, state: char) {
         let line = format!("State:\t{state}");
