@@ -2084,6 +2084,16 @@ fn end_busy_round(ask: &mut Ask, round: usize, stop: &str, records: &[Record]) {
     );
 }
 
+/// [`sessions_whole`], and no kernel handed to the program's profiler while it ran (without its start or end).
+fn sessions_whole_and_complete(ask: &mut Ask) {
+    let (count, incomplete) = sessions_whole(ask);
+    assert_eq!(
+        incomplete, 0,
+        "none handed out while it ran ({})",
+        count.answer
+    );
+}
+
 /// The cycles child's profiler at the end: it was handed no kernel twice and every kernel of its sessions. Returns
 /// its count and the kernels it was handed without a start.
 fn sessions_whole(ask: &mut Ask) -> (ProgramCount, u64) {
@@ -2486,12 +2496,7 @@ fn a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run() {
         std::thread::sleep(Duration::from_millis(20));
         end_busy_round(&mut ask, round, "stop", &records);
     }
-    let (count, incomplete) = sessions_whole(&mut ask);
-    assert_eq!(
-        incomplete, 0,
-        "none handed out while it ran ({})",
-        count.answer
-    );
+    sessions_whole_and_complete(&mut ask);
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
@@ -2637,12 +2642,7 @@ fn a_scheduled_profiler_keeps_every_kernel_through_windows_that_start_and_stop_b
         (rounds, rounds),
         "every window started and stopped between two sessions"
     );
-    let (count, incomplete) = sessions_whole(&mut ask);
-    assert_eq!(
-        incomplete, 0,
-        "none handed out while it ran ({})",
-        count.answer
-    );
+    sessions_whole_and_complete(&mut ask);
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
