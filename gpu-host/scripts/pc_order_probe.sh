@@ -19,6 +19,13 @@
 #                 then PC sampling
 #   F cupy-graph: trace --pid, then PC sampling (a program that links no CUPTI of its own: no redirect of its calls)
 #   E eager:      as in the first set, alone
+# SET=3 asks whether PC sampling attributes only kernels whose modules were loaded after some moment (the stall
+# records' count, and of them the kernels of work the job starts only when told, NEW_WORK_FILE in survival_job.py):
+#   L eager, CUDA_MODULE_LOADING=EAGER (every module loaded at the start, before any attach): PC sampling first
+#   M eager (lazy loading, the default): PC sampling first, the baseline
+#   A eager: trace --pid --no-pc-primer, PC sampling (0 before), then new work (i0e, loaded now), PC sampling
+#   J jax (command buffers): PC sampling first, then new work (compiled now), PC sampling
+#   N jax, XLA's command buffers off: PC sampling first
 # Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same
 # process counted millions of samples, all outside the program's kernels; an eager job's first attach, PC sampling,
 # gave 8,192 records beside five busy processes (pc_shared_probe.sh).
@@ -52,6 +59,24 @@ trc() { # LABEL PID [ARGS]
   rm -f "$out/$n.gputrace"
 }
 declare -A pid
+if [ "${SET:-1}" = 3 ]; then
+  new() { touch "$out/$1.new"; sleep "${2:-1}"; echo "$1 new work: $(grep -m1 '^new_work' "$out/$1.log")"; }
+  newpcs() { pcs "$@"; echo "  of them i0e's: $(grep -c 'i0e' "$out/$n-$1-pc.txt")"; }
+  CUDA_MODULE_LOADING=EAGER $py "$job" eager --seconds 300 > "$out/L.log" 2>&1 &
+  $py "$job" eager --seconds 300 > "$out/M.log" 2>&1 &
+  NEW_WORK_FILE=$out/A.new $py "$job" eager --seconds 300 > "$out/A.log" 2>&1 &
+  NEW_WORK_FILE=$out/J.new $py "$job" jax --seconds 300 > "$out/J.log" 2>&1 &
+  XLA_FLAGS="--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0" $py "$job" jax --seconds 300 > "$out/N.log" 2>&1 &
+  for j in L M A J N; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+  sleep 1
+  pcs L "${pid[L]}"; pcs M "${pid[M]}"
+  trc A "${pid[A]}" --no-pc-primer; newpcs A "${pid[A]}"; new A; newpcs A "${pid[A]}"; newpcs A "${pid[A]}"
+  pcs J "${pid[J]}"; new J 3; pcs J "${pid[J]}"
+  pcs N "${pid[N]}"
+  touch "$STOP_FILE"; wait
+  for j in L M A J N; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  exit 0
+fi
 if [ "${SET:-1}" = 2 ]; then
   for j in G:eager F:cupy-graph E:eager; do
     $py "$job" "${j#*:}" --seconds 300 > "$out/${j%%:*}.log" 2>&1 &
