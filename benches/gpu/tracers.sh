@@ -12,6 +12,9 @@
 #  attach   a steady PyTorch job and a steady C job (floods of 1000 launches and a synchronize), each attached
 #           twice for 2 s: `trace --pid`, then `trace --pid --counters`; the job's rate inside each window against
 #           before it (the windows' bounds are the injection library's own log lines, on the job's clock).
+#  recorder the flight recorder's cost (issue 43): a steady job's rate after one 0.5 s `trace --pid` window that left
+#           the recorder in it, against a twin job whose window left none (`--no-flight-recorder`), each against its
+#           own rate before its window; the C job and the PyTorch job, one after the other.
 #  listing  the C flood under `trace -o FILE` with and without --list: the tool's whole wall time and the lines.
 #  profile  (PROFILE=1) where the time of a traced launch goes: the C flood natively, under the floor, the floor
 #           with gpu-tools' clock callback and 200 ms flush thread, the injection library alone at each stage
@@ -26,7 +29,7 @@
 # Stage first (`STAGE_ONLY=gpu-tools scripts/gpu-stage` puts .gpu/bin/bin-gpu-tools and libgpu_tools_inject.so in
 # place), then in the checkout that goes with .gpu/:
 #   PROFILE=1 bash benches/gpu/tracers.sh
-# Settings (environment): ROUNDS (5), PARTS ("main attach listing", plus profile with PROFILE=1 and kernel with
+# Settings (environment): ROUNDS (5), PARTS ("main attach recorder listing", plus profile with PROFILE=1 and kernel with
 # KERNEL_LADDER=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4; KERNEL_ROUNDS, default 3, its
 # rounds), WORKLOADS (the main and kernel parts' workloads, comma-separated: c_sync, c_flood, torch_flood,
 # torch_train, torch_graph, torch_serving; default all), BUDGET_S (400: the main part
@@ -45,7 +48,7 @@ py=${PYTHON:-python3}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 out=${OUT:-/tmp/tracers-out}/tracers
 ROUNDS=${ROUNDS:-5} SCALE=${SCALE:-1} NSYS=${NSYS:-auto} NSYS_ROUNDS=${NSYS_ROUNDS:-2} BUDGET_S=${BUDGET_S:-400}
-PARTS=${PARTS:-main attach listing}
+PARTS=${PARTS:-main attach recorder listing}
 [ "${PROFILE:-0}" = 1 ] && PARTS="$PARTS profile"
 [ "${KERNEL_LADDER:-0}" = 1 ] && PARTS="$PARTS kernel"
 C_SYNC=${C_SYNC:-30000} C_FLOOD=${C_FLOOD:-100000} STEADY_S=${STEADY_S:-13}
@@ -267,7 +270,7 @@ three_rounds() { n_rounds 3 "$@"; }
 reserve=0
 for p in $PARTS; do
   case $p in
-    attach) reserve=$((reserve + 45)) ;; listing) reserve=$((reserve + 15)) ;; profile) reserve=$((reserve + 50)) ;;
+    attach) reserve=$((reserve + 45)) ;; recorder) reserve=$((reserve + 60)) ;; listing) reserve=$((reserve + 15)) ;; profile) reserve=$((reserve + 50)) ;;
     kernel) reserve=$((reserve + 120)) ;;
   esac
 done
@@ -324,6 +327,50 @@ if [[ " $PARTS " == *" attach "* ]]; then
   rm -f "$out"/attach-*.rc
   attach_job c "$work" steady "$STEADY_S"
   [ "$have_torch" = 1 ] && attach_job torch $py "$work_py" --steady "$STEADY_S"
+fi
+
+# --- the flight recorder's cost: a job's rate after a window that left a recorder, against a twin's that left none
+recorder_job() { # NAME FLAG COMMAND...: FLAG --flight-recorder (the default) or --no-flight-recorder
+  local name=$1 flag=$2
+  shift 2
+  local log=$out/recorder-$name.job.log
+  "$@" >"$log" 2>"$out/recorder-$name.job.err" &
+  local job=$! pid="" i
+  for i in $(seq 600); do
+    pid=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$log" | head -1)
+    [ -n "$pid" ] && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$pid" ]; then
+    say "recorder $name: the job did not start"
+    kill "$job" 2>/dev/null
+    return
+  fi
+  sleep 3
+  # Without the PC sampling before a first trace: the windows differ only in the recorder.
+  local args=(--no-pc-primer)
+  [ "$flag" = --no-flight-recorder ] && args+=("$flag")
+  GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 0.5 -q "${args[@]}" \
+    -o "$tmp/recorder-$name.gputrace" >"$out/recorder-$name.txt" 2>&1
+  echo "$?" >"$out/recorder-$name.rc"
+  for i in $(seq $((STEADY_S * 10 + 300))); do
+    kill -0 "$job" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$job" 2>/dev/null
+  wait "$job"
+  rm -f "$tmp/recorder-$name.gputrace"
+}
+if [[ " $PARTS " == *" recorder "* ]]; then
+  say "== recorder: a steady job after a 0.5 s window with and without the flight recorder (at $(elapsed) s)"
+  rm -f "$out"/recorder-*.rc
+  recorder_job c-on --flight-recorder "$work" steady "$STEADY_S"
+  recorder_job c-off --no-flight-recorder "$work" steady "$STEADY_S"
+  if [ "$have_torch" = 1 ]; then
+    recorder_job torch-on --flight-recorder $py "$work_py" --steady "$STEADY_S"
+    recorder_job torch-off --no-flight-recorder $py "$work_py" --steady "$STEADY_S"
+  fi
 fi
 
 # --- the listing's cost: the same trace with and without --list

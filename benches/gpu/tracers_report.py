@@ -215,6 +215,44 @@ def attach_part(out, results):
     results["attach"] = res
 
 
+def recorder_part(out, results):
+    """The flight recorder's cost: each job's rate from 0.5 s to 4.5 s after its window over its rate in the 2.5 s
+    before it, with the recorder the window left and without (a twin job); their quotient is the recorder's share."""
+    jobs = [j for j in ("c", "torch") if os.path.exists(os.path.join(out, f"recorder-{j}-on.job.log"))]
+    if not jobs:
+        return
+    print("== recorder: the job's rate (floods a second) before and after a 0.5 s window that left the flight "
+          "recorder (on) or none (off)")
+    print(f"{'job':<6} {'recorder':<8} {'exit':>4} {'before':>9} {'after':>9} {'after/before':>12}")
+    res = {}
+    for j in jobs:
+        kept = {}
+        for variant in ("on", "off"):
+            name = f"{j}-{variant}"
+            pts = progress(os.path.join(out, f"recorder-{name}.job.log"))
+            wins = windows(os.path.join(out, f"recorder-{name}.job.err"))
+            rc_path = os.path.join(out, f"recorder-{name}.rc")
+            rc = open(rc_path).read().strip() if os.path.exists(rc_path) else "-"
+            if not wins:
+                print(f"{j:<6} {variant:<8} {rc:>4}  no window found in the job's log")
+                continue
+            ws, we = wins[0]
+            before = rate(pts, ws - 2.5, ws - 0.1)
+            after = rate(pts, we + 0.5, we + 4.5)
+            ratio = after / before if after and before else None
+            fmt = lambda x: f"{x:9.1f}" if x else f"{'-':>9}"
+            print(f"{j:<6} {variant:<8} {rc:>4} {fmt(before)} {fmt(after)} "
+                  f"{(f'{ratio:.3f}' if ratio else '-'):>12}")
+            kept[variant] = {"exit": rc, "before": before, "after": after, "after_over_before": ratio}
+        on = kept.get("on", {}).get("after_over_before")
+        off = kept.get("off", {}).get("after_over_before")
+        if on and off:
+            kept["recorder_share"] = on / off
+            print(f"{j:<6} the recorder: {on / off:.3f} of the rate without it (after/before, on over off)")
+        res[j] = kept
+    results["recorder"] = res
+
+
 def listing_part(out, rows, results):
     path = os.path.join(out, "listing.tsv")
     if not os.path.exists(path):
@@ -332,6 +370,7 @@ def main():
     rows = read_raw(os.path.join(out, "raw.tsv"))
     main_part(rows, results)
     attach_part(out, results)
+    recorder_part(out, results)
     listing_part(out, rows, results)
     profile_part(rows, results)
     kernel_part(rows, results)
