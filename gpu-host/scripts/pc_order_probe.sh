@@ -65,7 +65,10 @@ if [ "${SET:-1}" = 3 ]; then
   CUDA_MODULE_LOADING=EAGER $py "$job" eager --seconds 300 > "$out/L.log" 2>&1 &
   $py "$job" eager --seconds 300 > "$out/M.log" 2>&1 &
   NEW_WORK_FILE=$out/A.new $py "$job" eager --seconds 300 > "$out/A.log" 2>&1 &
-  NEW_WORK_FILE=$out/J.new $py "$job" jax --seconds 300 > "$out/J.log" 2>&1 &
+  # J's optimized HLO is dumped: which of its kernels are cuBLAS's (kernels CUPTI does not expose to PC sampling)
+  # and which XLA's own fusions.
+  NEW_WORK_FILE=$out/J.new XLA_FLAGS="--xla_dump_to=$out/J-hlo --xla_dump_hlo_as_text --xla_gpu_autotune_level=0" \
+    $py "$job" jax --seconds 300 > "$out/J.log" 2>&1 &
   XLA_FLAGS="--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0" $py "$job" jax --seconds 300 > "$out/N.log" 2>&1 &
   for j in L M A J N; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
   sleep 1
@@ -75,6 +78,7 @@ if [ "${SET:-1}" = 3 ]; then
   pcs N "${pid[N]}"
   touch "$STOP_FILE"; wait
   for j in L M A J N; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  echo "J's optimized HLO: $(cat "$out"/J-hlo/*after_optimizations.txt 2>/dev/null | grep -o 'custom_call_target="[^"]*"' | sort | uniq -c | tr '\n' ';') fusions $(cat "$out"/J-hlo/*after_optimizations.txt 2>/dev/null | grep -c ' fusion(')"
   exit 0
 fi
 if [ "${SET:-1}" = 2 ]; then
