@@ -1,0 +1,188 @@
+//! A profiler of the cycles child whose GPU runs behind its launches, through windows' ends and starts: every kernel
+//! of its sessions reaches it once and whole, and the attach makes no forced flush that hands it a running kernel.
+
+use std::io::Write;
+use std::time::Duration;
+
+use gpu_tools_injection::control::Control;
+
+use crate::cycles::{
+    Ask, cycles_child, cycles_child_logged, end_busy_round, end_cycles_child, sessions_whole,
+    sessions_whole_and_complete, wait_for_line,
+};
+use crate::support::{attach, attach_in_background, kernels, library, scratch};
+
+/// A profiler whose program's GPU runs behind its launches (the last kernel still running, the GPU drained every
+/// twentieth launch) through ten windows' ends, its session open: every kernel of its sessions reaches it once and
+/// complete. The stop that keeps its kinds, and the return of its callbacks inside that stop, flush without force
+/// until the buffers come back whole; a forced flush hands out a running kernel's record without a start or an end,
+/// which CUPTI never completes (on an H200, a torch.profiler cycle so lost 44 kernels at a window's end).
+#[test]
+fn a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run() {
+    library();
+    let (dir, socket) = scratch("lagging");
+    let (mut child, mut ask) = cycles_child();
+    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    // Its callbacks registered by a session before the attach.
+    assert_eq!(ask("start", "started "), "0");
+    assert_eq!(ask("stop", "stopped "), "0");
+    for round in 0..10 {
+        let (done, mut control, reader, _) = attach(child.id(), &socket);
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy lagging", "busy"), "");
+        std::thread::sleep(Duration::from_millis(100));
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        let records = reader.join().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        end_busy_round(&mut ask, round, "stop", &records);
+    }
+    sessions_whole_and_complete(&mut ask);
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
+
+/// A profiler on a schedule (sessions stopped with a forced flush and started with its callbacks registered again,
+/// every few milliseconds) whose program's GPU runs behind its launches (as in
+/// [`a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run`]), through six windows' starts. The probe
+/// makes no forced flush: it makes no flush before it looks for the callbacks, and at its watch's end the program's
+/// buffers had gone back at its own flush. Forced there, each handed the profiler a running kernel without a start
+/// or an end (on an H200, torch.profiler cycles lost 31 and 47 kernels so at windows' starts). Every kernel of its
+/// sessions reaches it once. The program's own stops come after its GPU drained, so that only the attach's forced
+/// flushes can hand out a running kernel: the one left before the tracer's start (which CUPTI needs, see
+/// `ActivityTracerBuilder::flush_before_start`) may, so at most one per window is incomplete.
+#[test]
+fn a_scheduled_profiler_is_not_flushed_by_force_while_a_window_starts() {
+    library();
+    let (dir, socket) = scratch("lagging-start");
+    let (mut child, mut ask, log) = cycles_child_logged();
+    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    let rounds = 6;
+    let mut left_to_program = 0;
+    for round in 0..rounds {
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy lagging", "busy"), "");
+        let pid = child.id();
+        let attaching = attach_in_background(pid, &socket);
+        // Its sessions cycle until three of its cycles fell in the probe's 200 ms watch, well before the watch ends:
+        // stopped during the window, an incomplete record of a kernel launched after the stop would be the trace's,
+        // outside this test's question.
+        let (mut watching, mut cycled_in_watch) = (false, 0);
+        loop {
+            std::thread::sleep(Duration::from_millis(15));
+            watching |= log
+                .try_iter()
+                .any(|line| line.contains("buffers are watched"));
+            if cycled_in_watch == 3 || attaching.is_finished() {
+                break;
+            }
+            assert_eq!(ask("stop drained", "stopped "), "0");
+            assert_eq!(ask("start", "started "), "0");
+            cycled_in_watch += usize::from(watching);
+        }
+        assert_eq!(cycled_in_watch, 3, "round {round}: it cycled while watched");
+        // What the probe did at its watch's end (logged before the attach's answer).
+        let end_of_watch = wait_for_line(
+            &log,
+            "at the watch's end",
+            &format!("round {round}: no word of the watch's end"),
+        );
+        left_to_program += usize::from(end_of_watch.contains("no flush at the watch's end"));
+        let (done, mut control, reader, _) = attaching.join().unwrap();
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        std::thread::sleep(Duration::from_millis(50));
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        let records = reader.join().unwrap();
+        // With the debug log on, the stream's end says how often CUPTI read the clock through the library (the
+        // double reads it at each launch).
+        let ended = wait_for_line(
+            &log,
+            "stream ended:",
+            &format!("round {round}: no word of the stream's end"),
+        );
+        let calls = ended
+            .split("the timestamp callback was called ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(calls.is_some_and(|n| n > 0), "round {round}: {ended}");
+        end_busy_round(&mut ask, round, "stop drained", &records);
+    }
+    assert_eq!(
+        left_to_program, rounds,
+        "no forced flush at any watch's end"
+    );
+    let (count, incomplete) = sessions_whole(&mut ask);
+    assert!(
+        incomplete <= rounds as u64,
+        "at most the tracer's start's forced flush hands one out: {incomplete} ({})",
+        count.answer
+    );
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
+
+/// A profiler on a schedule (sessions of 15 ms, stopped with a forced flush, one every 55 ms) whose program's GPU
+/// runs behind its launches, through six whole windows, their starts and stops included: each window starts and
+/// stops between two of its sessions, so the attach's forced flushes (before the tracer's start, at the stop) hand it
+/// no running kernel, and every kernel of its sessions reaches it once and complete. Made inside a session, each
+/// handed it a running kernel's record without a start or an end (on an H200: cycles of 94 of 141, and one of 1,598
+/// of 2,350).
+#[test]
+fn a_scheduled_profiler_keeps_every_kernel_through_windows_that_start_and_stop_between_its_sessions()
+ {
+    library();
+    let (dir, socket) = scratch("gaps");
+    let (mut child, mut ask, log) = cycles_child_logged();
+    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    let rounds = 6;
+    // A session of 15 ms, then 40 ms without one (Kineto registers its callbacks again some tens of milliseconds
+    // after its flush).
+    let cycle = |ask: &mut Ask| {
+        std::thread::sleep(Duration::from_millis(15));
+        assert_eq!(ask("stop drained", "stopped "), "0");
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(ask("start", "started "), "0");
+    };
+    for round in 0..rounds {
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy lagging", "busy"), "");
+        for _ in 0..3 {
+            cycle(&mut ask);
+        }
+        let pid = child.id();
+        let attaching = attach_in_background(pid, &socket);
+        while !attaching.is_finished() {
+            cycle(&mut ask);
+        }
+        let (done, mut control, reader, _) = attaching.join().unwrap();
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        for _ in 0..5 {
+            cycle(&mut ask);
+        }
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        while !reader.is_finished() {
+            cycle(&mut ask);
+        }
+        let records = reader.join().unwrap();
+        end_busy_round(&mut ask, round, "stop drained", &records);
+        assert!(
+            !kernels(&records).is_empty(),
+            "round {round}: the window recorded the program's kernels"
+        );
+    }
+    let lines: Vec<String> = log.try_iter().collect();
+    let found = |moment: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l.contains(&format!("the window's {moment} waited")) && l.contains("for the end")
+            })
+            .count()
+    };
+    assert_eq!(
+        (found("start"), found("stop")),
+        (rounds, rounds),
+        "every window started and stopped between two sessions"
+    );
+    sessions_whole_and_complete(&mut ask);
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
