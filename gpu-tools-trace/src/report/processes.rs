@@ -1,0 +1,74 @@
+//! `processes`: the traced processes, and whether each stream was read whole.
+
+use super::counters;
+use super::{Analysis, Cell, Table, count};
+
+impl Analysis {
+    /// `processes`: every traced process with its host, rank and whether its stream is complete.
+    pub fn processes(&self) -> Table {
+        let mut t = Table::new(
+            "processes",
+            "Traced Processes",
+            vec![
+                "File", "Stream", "PID", "Host", "Rank", "Records", "Dropped", "Complete",
+                "Command",
+            ],
+        );
+        let mut counter_streams = 0u64;
+        for (key, s) in &self.streams {
+            if s.is_counters() {
+                counter_streams += 1;
+                continue;
+            }
+            let (host, rank) = s.info.as_ref().map_or((String::new(), String::new()), |i| {
+                (i.host.clone(), i.rank_label())
+            });
+            let complete = match &s.ended {
+                Some(e) if e.records + 1 == s.records => "yes".to_string(),
+                Some(e) => format!("{} of {} records", s.records.saturating_sub(1), e.records),
+                None => match s.unread {
+                    // The trace file ends early: the process may well have finished.
+                    Some(why) => format!("unknown ({why}: its end was not read)"),
+                    None => "no (no end record: crashed or killed?)".to_string(),
+                },
+            };
+            t.rows.push(vec![
+                Cell::Int(u64::from(key.0)),
+                Cell::Int(u64::from(key.1)),
+                Cell::Int(u64::from(s.pid)),
+                Cell::Text(host),
+                Cell::Text(rank),
+                Cell::Int(s.records),
+                Cell::Int(s.dropped),
+                Cell::Text(complete),
+                Cell::Text(s.command.clone()),
+            ]);
+        }
+        if counter_streams > 0 {
+            t.notes.push(format!(
+                "{} the tracer's device counters, not {} (see {})",
+                count(counter_streams, "stream holds", "streams hold"),
+                if counter_streams == 1 {
+                    "a traced process"
+                } else {
+                    "traced processes"
+                },
+                counters::REPORT
+            ));
+        }
+        let domains = self.alignment.domains();
+        // Processes of one host boot share one clock: only other hosts (or boots) are moved, and said so.
+        if let Some((reference, others)) = domains.split_first() {
+            for d in others {
+                t.notes.push(d.note(reference));
+            }
+        }
+        if self.errors > 0 {
+            t.notes.push(format!(
+                "{} while reading (reported on stderr)",
+                count(self.errors, "error", "errors")
+            ));
+        }
+        t
+    }
+}

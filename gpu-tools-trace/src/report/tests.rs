@@ -1,0 +1,96 @@
+//! Tests of the notes that the reports add, over several reports at once.
+
+use std::sync::Arc;
+
+use crate::record::{ApiDomain, ApiRecord, KernelRecord, MarkerKind, MarkerRecord, Record};
+
+use super::*;
+
+fn marker(kind: MarkerKind, id: u32, time: u64) -> Record {
+    Record::Marker(MarkerRecord {
+        time,
+        kind,
+        id,
+        process: 1,
+        thread: 1,
+        domain: Arc::from(""),
+        name: "step".into(),
+    })
+}
+
+fn kernel(correlation: u32) -> Record {
+    Record::Kernel(KernelRecord {
+        start: 10,
+        end: 20,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation,
+        grid_id: 1,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        static_shared: 0,
+        dynamic_shared: 0,
+        registers: 8,
+        graph_id: 0,
+        graph_node_id: 0,
+        name: Arc::from("k"),
+    })
+}
+
+fn notes_of(a: &Analysis) -> Vec<String> {
+    a.reports().into_iter().flat_map(|t| t.notes).collect()
+}
+
+#[test]
+fn notes_count_one_in_the_singular() {
+    let mut a = Analysis::new();
+    a.add((0, 0), &marker(MarkerKind::Start, 1, 0));
+    a.add((0, 0), &marker(MarkerKind::End, 1, 100));
+    a.add((0, 0), &marker(MarkerKind::Start, 2, 0));
+    a.add((0, 0), &marker(MarkerKind::End, 3, 100));
+    a.add((0, 0), &marker(MarkerKind::Instant, 4, 50));
+    a.add(
+        (0, 0),
+        &Record::Api(ApiRecord {
+            start: 5,
+            end: 6,
+            domain: ApiDomain::Runtime,
+            cbid: 1,
+            name: Arc::from("cudaLaunchKernel"),
+            correlation: 1,
+            process: 1,
+            thread: 1,
+            return_value: 0,
+        }),
+    );
+    a.add((0, 0), &kernel(1));
+    a.add((0, 0), &kernel(2));
+    a.errors = 1;
+    let notes = notes_of(&a);
+    for note in [
+        "1 range was still open when its stream ended (not shown)",
+        "1 range end had no start in the trace (not shown)",
+        "1 NVTX mark (an instant)",
+        "1 device operation had no API record (left out of the projection)",
+        "1 error while reading (reported on stderr)",
+    ] {
+        assert!(notes.iter().any(|n| n == note), "{note:?} in {notes:#?}");
+    }
+
+    a.add((0, 0), &marker(MarkerKind::Start, 5, 0));
+    a.add((0, 0), &marker(MarkerKind::End, 6, 100));
+    a.add((0, 0), &marker(MarkerKind::Instant, 7, 50));
+    a.add((0, 0), &kernel(3));
+    a.errors = 2;
+    let notes = notes_of(&a);
+    for note in [
+        "2 ranges were still open when their stream ended (not shown)",
+        "2 range ends had no start in the trace (not shown)",
+        "2 NVTX marks (instants)",
+        "2 device operations had no API record (left out of the projection)",
+        "2 errors while reading (reported on stderr)",
+    ] {
+        assert!(notes.iter().any(|n| n == note), "{note:?} in {notes:#?}");
+    }
+}
