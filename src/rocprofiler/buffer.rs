@@ -1,6 +1,6 @@
 //! Record buffers: the vendor's callback is a plain C function without a user pointer, so it is routed to the
 //! Rust closure through a registry keyed by (session, buffer). The closure gets a [`Batch`] borrowed for the
-//! call through the shared [`Delivery`](crate::delivery::Delivery); a panic in it is caught, counted and reported
+//! call through the shared [`Delivery`]; a panic in it is caught, counted and reported
 //! by the next [`Buffer::flush`].
 
 use std::marker::PhantomData;

@@ -1,6 +1,6 @@
 //! Record buffers: the SDK hands each filled buffer to a C callback with the buffer's `void*` data, which points
 //! at the buffer's shared state; the closure gets a [`Batch`] borrowed for the call through the shared
-//! [`Delivery`](crate::delivery::Delivery), as rocprofiler v2 buffers and the CUPTI activity tracer deliver
+//! [`Delivery`], as rocprofiler v2 buffers and the CUPTI activity tracer deliver
 //! theirs.
 
 use std::ffi::c_void;

@@ -1,6 +1,6 @@
 //! Hardware counters: what an agent offers, counter configurations, the dispatch counting service (counters of
 //! each kernel, into a buffer) and the device counting service (counters of a whole GPU, sampled on demand), which
-//! implements the crate's [`DeviceCounters`](crate::counters::DeviceCounters).
+//! implements the crate's [`DeviceCounters`].
 
 use std::collections::HashMap;
 use std::ffi::{CStr, c_void};

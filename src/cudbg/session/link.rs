@@ -8,7 +8,7 @@ use crate::cudbg::api::api_call;
 use crate::cudbg::event::Event;
 use crate::cudbg::handshake::{DebuggeeLink, EndWatch};
 
-/// The session as a [`Handshake`] sees it while connecting or disconnecting.
+/// The session as a [`Handshake`](crate::cudbg::handshake::Handshake) sees it while connecting or disconnecting.
 pub(super) struct Linked<'s>(pub(super) &'s mut DebugSession);
 
 impl DebuggeeLink for Linked<'_> {

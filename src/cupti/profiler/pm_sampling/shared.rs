@@ -13,7 +13,7 @@ use crate::delivery::Delivery;
 /// The closure batches go to.
 pub(super) type BatchFn = dyn for<'b> FnMut(&PmBatch<'b>) + Send;
 
-/// Samples waiting for [`PmSampler::read`].
+/// Samples waiting for [`PmSampler::read`](crate::counters::DeviceCounters::read).
 #[derive(Default)]
 pub(super) struct Queue {
     pub(super) samples: VecDeque<DeviceSample>,

@@ -10,7 +10,7 @@ use super::Worker;
 use crate::linux::ptrace::TraceError;
 use crate::linux::ptrace::regs::{pc_of, set_pc};
 
-/// A software breakpoint while [`Tracer::run_to`] runs the process.
+/// A software breakpoint while [`Tracer::run_to`](crate::linux::ptrace::Tracer::run_to) runs the process.
 #[derive(Debug)]
 pub(super) struct Breakpoint {
     pub(super) addr: u64,
@@ -50,7 +50,7 @@ impl Worker {
         true
     }
 
-    /// See [`Tracer::run_to`].
+    /// See [`Tracer::run_to`](crate::linux::ptrace::Tracer::run_to).
     pub(super) fn run_to(&mut self, addr: u64, timeout: Duration) -> Result<u32, TraceError> {
         // The breakpoint instruction and the pc's rewind are x86's.
         if !cfg!(target_arch = "x86_64") {
