@@ -1,0 +1,324 @@
+//! Attaches in series into one running child: PC sampling after a trace, the flight recorder across windows, the
+//! API functions a trace turned off given back, PC sampling that could not be turned off.
+
+use std::path::Path;
+
+use gpu_tools::trace::*;
+use gpu_tools_injection::control::Control;
+use gpu_tools_injection::env;
+use gpu_tools_injection::message::Message;
+use gpu_tools_injection::settings::{Destination, Settings};
+
+use crate::support::{AttachChild, double, fresh_dir, message};
+
+/// One attach of a series into the same child (`order` tests): injects the library with `request` (`None`: a trace)
+/// on a socket of its own, plays the tracer's side (a trace: stop once attached; PC sampling: start, finish,
+/// stop) and returns the stream's messages once the library ended it.
+fn attach_in_order(
+    pid: u32,
+    dir: &Path,
+    n: usize,
+    request: Option<gpu_tools_injection::profile::ProfileRequest>,
+) -> Vec<Message> {
+    attach_in_order_with_notices(pid, dir, n, request, |_| {}).0
+}
+
+/// [`attach_in_order`], with the texts of the plain notices too, and the attach's settings changed by `tweak`.
+fn attach_in_order_with_notices(
+    pid: u32,
+    dir: &Path,
+    n: usize,
+    request: Option<gpu_tools_injection::profile::ProfileRequest>,
+    tweak: impl Fn(&mut Settings),
+) -> (Vec<Message>, Vec<String>) {
+    use std::io::Write;
+    use std::os::unix::net::UnixListener;
+    use std::time::{Duration, Instant};
+
+    let socket = dir.join(format!("s{n}"));
+    let listener = UnixListener::bind(&socket).unwrap();
+    let trace = request.is_none();
+    let mut settings = Settings {
+        cupti: Some(double("cupti_full")),
+        profile: request,
+        ..Settings::new(Destination::Socket(socket))
+    };
+    tweak(&mut settings);
+    let settings = settings.attach_argument().unwrap();
+    // The previous attach's thread ends right after its stream: until then the library answers busy.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let done = gpu_tools::linux::inject::Injection::new(
+            pid,
+            gpu_tools_testing::inject_lib(),
+            env::ATTACH_ENTRY,
+        )
+        .argument(settings.clone())
+        .run()
+        .expect("inject the library");
+        if done.entry_result == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "attach {n}: entry result {}",
+            done.entry_result
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let conn = gpu_tools_testing::accept_within(
+        &listener,
+        Duration::from_secs(30),
+        "the attached library",
+    );
+    let mut control = conn.try_clone().unwrap();
+    let mut messages = Vec::new();
+    let notices = std::cell::RefCell::new(Vec::new());
+    let mut reader = StreamReader::new(conn);
+    let mut next = |what: &str| -> Option<Record> {
+        let r = reader
+            .next()
+            .map(|r| r.unwrap_or_else(|e| panic!("attach {n}, waiting for {what}: {e}")));
+        if let Some(Record::Notice(notice)) = &r {
+            notices.borrow_mut().push(notice.text.clone());
+        }
+        // Where the finish's answer came among the notices (the tracer lets the program go on at it).
+        if matches!(
+            r.as_ref().and_then(message),
+            Some(Message::ProfileFinished { .. })
+        ) {
+            notices.borrow_mut().push(FINISHED.into());
+        }
+        r
+    };
+    let mut until = |what: &str, wanted: &dyn Fn(&Message) -> bool, messages: &mut Vec<Message>| loop {
+        let Some(r) = next(what) else {
+            panic!("attach {n}: the stream ended before {what}: {messages:?}")
+        };
+        if let Some(m) = message(&r) {
+            let hit = wanted(&m);
+            messages.push(m);
+            if hit {
+                return;
+            }
+        }
+    };
+    if trace {
+        until(
+            "attached",
+            &|m| matches!(m, Message::Attached { .. }),
+            &mut messages,
+        );
+    } else {
+        until(
+            "ready",
+            &|m| matches!(m, Message::ProfileReady { .. }),
+            &mut messages,
+        );
+        control.write_all(&[Control::ProfileStart.byte()]).unwrap();
+        until(
+            "started",
+            &|m| matches!(m, Message::ProfileStarted { .. }),
+            &mut messages,
+        );
+        control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
+        until(
+            "finished",
+            &|m| matches!(m, Message::ProfileFinished { .. }),
+            &mut messages,
+        );
+    }
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    while let Some(r) = next("the stream's end") {
+        messages.extend(message(&r));
+    }
+    (messages, notices.into_inner())
+}
+
+/// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
+/// messages.
+fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
+    let dir = fresh_dir("order");
+    let mut child = AttachChild::start("attach");
+    let mut out = Vec::new();
+    for (n, pc) in kinds.iter().enumerate() {
+        let request = pc.then(|| {
+            let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+            r.pc_sampling = true;
+            r
+        });
+        out.push(attach_in_order(child.id(), &dir, n, request));
+        assert_eq!(child.answer(&format!("launch copy {}", n + 1)), "launched");
+    }
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+/// PC sampling after a first attach that traced is said (`PcAfterTrace`: on an H200 every sample then fell outside
+/// the program's kernels); after a first attach that sampled PCs it is not, traces between them or not.
+#[test]
+fn pc_sampling_says_when_the_first_attach_traced() {
+    let said = |m: &[Message]| m.contains(&Message::PcAfterTrace);
+    let traced_first = attaches_in_order(&[false, true, true]);
+    assert!(!said(&traced_first[0]), "{:?}", traced_first[0]);
+    assert!(
+        traced_first[1]
+            .iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
+        "PC sampling started: {:?}",
+        traced_first[1]
+    );
+    assert!(said(&traced_first[1]), "{:?}", traced_first[1]);
+    assert!(
+        said(&traced_first[2]),
+        "every later window: {:?}",
+        traced_first[2]
+    );
+    let sampled_first = attaches_in_order(&[true, false, true]);
+    assert!(
+        sampled_first[0]
+            .iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
+        "{:?}",
+        sampled_first[0]
+    );
+    assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
+}
+
+/// Among an attach's notices: where the finish's answer came.
+const FINISHED: &str = "(the finish's answer)";
+
+/// The flight recorder starts inside the finish of a PC sampling window, before its answer (while the tracer holds
+/// the program's threads outside the driver: enabled after it, its callbacks crashed a launching job on an H200),
+/// and one an earlier attach left stays on through the window (stopping it did not keep PC sampling after a trace
+/// from being blind).
+#[test]
+fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
+    let dir = fresh_dir("recorder");
+    let child = AttachChild::start("attach");
+    let pc = || {
+        let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+        r.pc_sampling = true;
+        Some(r)
+    };
+    let stops = |notices: &[String]| {
+        notices
+            .iter()
+            .filter(|t| t.starts_with("the flight recorder stops"))
+            .count()
+    };
+    let runs = |notices: &[String]| {
+        notices
+            .iter()
+            .position(|t| t.starts_with("a flight recorder runs in the process from now on"))
+    };
+    let finished = |notices: &[String]| notices.iter().position(|t| t == FINISHED);
+    // The first attach samples: its own recorder starts before the finish's answer.
+    let (first, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), |_| {});
+    assert_eq!(stops(&notices), 0, "{notices:?}");
+    let (Some(run), Some(done)) = (runs(&notices), finished(&notices)) else {
+        panic!("a recorder and a finish: {notices:?}");
+    };
+    assert!(
+        run < done,
+        "the recorder starts before the answer: {notices:?}"
+    );
+    assert!(
+        first
+            .iter()
+            .any(|m| matches!(m, Message::ProfileFinished { .. })),
+        "{first:?}"
+    );
+    // A trace, then PC sampling: the recorder is not stopped for the window.
+    attach_in_order(child.id(), &dir, 1, None);
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), |_| {});
+    assert_eq!(stops(&notices), 0, "{notices:?}");
+    assert!(finished(&notices).is_some(), "{notices:?}");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A trace after a PC sampling window that left no recorder (`--no-flight-recorder`) starts none: it could only
+/// enable the recorder's callbacks while the program launches, which after a PC sampling window crashed a job on an
+/// H200. The stream says why; a later PC sampling window starts one inside its finish.
+#[test]
+fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
+    let dir = fresh_dir("no-recorder-after-pc");
+    let child = AttachChild::start("attach");
+    let pc = || {
+        let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+        r.pc_sampling = true;
+        Some(r)
+    };
+    let says = |notices: &[String], start: &str| notices.iter().any(|t| t.starts_with(start));
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 0, pc(), |s| {
+        s.flight_recorder = false;
+    });
+    assert!(
+        !says(&notices, "a flight recorder runs"),
+        "none asked: {notices:?}"
+    );
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 1, None, |_| {});
+    assert!(
+        says(
+            &notices,
+            "no flight recorder: PC sampling has run in this process"
+        ),
+        "{notices:?}"
+    );
+    assert!(!says(&notices, "a flight recorder runs"), "{notices:?}");
+    let (_, notices) = attach_in_order_with_notices(child.id(), &dir, 2, pc(), |_| {});
+    let runs = notices
+        .iter()
+        .position(|t| t.starts_with("a flight recorder runs"));
+    let done = notices.iter().position(|t| t == FINISHED);
+    assert!(
+        matches!((runs, done), (Some(r), Some(d)) if r < d),
+        "started inside the finish: {notices:?}"
+    );
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// API functions a trace turned off in CUPTI (`--api-skip`) are on again once its window ends: CUPTI's choice is
+/// process-wide, and the program (its own profiler) lives on.
+#[test]
+fn an_attached_trace_gives_back_the_api_functions_it_turned_off() {
+    let dir = fresh_dir("api-give-back");
+    let mut child = AttachChild::start("attach");
+    assert_eq!(child.answer("api"), "api choices 0 off 0");
+    attach_in_order_with_notices(child.id(), &dir, 0, None, |s| {
+        s.api_skip = vec!["cuLaunchKernel".into(), "cudaGetLastError".into()];
+    });
+    // Two turned off as the window began, two on again at its end.
+    assert_eq!(child.answer("api"), "api choices 4 off 0");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PC sampling that CUPTI could not turn off is said (`PcLeftOn`: CUPTI then keeps it on, and the GPU's counters
+/// held, for the process's life; on an H200 every other process's PC sampling was refused meanwhile), and what was
+/// read before still comes.
+#[test]
+fn pc_sampling_that_could_not_be_turned_off_is_said() {
+    let dir = fresh_dir("left-on");
+    // CUPTI_ERROR_INVALID_PARAMETER, as the H200 answered.
+    let child = AttachChild::start_with(
+        "attach",
+        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiPCSamplingDisable=1")],
+    );
+    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+    request.pc_sampling = true;
+    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcCounts(_))),
+        "the counts are sent after the failed disable too (before, a failed finish sent none): {got:?}"
+    );
+}
