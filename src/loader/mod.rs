@@ -64,3 +64,7 @@ pub use error::{Attempt, LoadError, Origin, Rejection};
 pub(crate) use python::{PYTHON_VAR, python_problem, python_site_packages};
 pub(crate) use search::LibrarySpec;
 pub(crate) use slot::Slot;
+
+/// The log target of every loader line, whichever file it comes from: `RUST_LOG=gpu_tools::loader=trace` and the
+/// lines' target name one place.
+const LOG_TARGET: &str = "gpu_tools::loader";

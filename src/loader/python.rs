@@ -29,7 +29,7 @@ fn python_sites() -> &'static PythonSites {
             Err(e) => (Vec::new(), Some(e)),
         };
         if let Some(p) = &problem {
-            log::trace!("no Python wheel folders: {}: {p}", python.to_string_lossy());
+            log::trace!(target: super::LOG_TARGET, "no Python wheel folders: {}: {p}", python.to_string_lossy());
         }
         PythonSites {
             sites,
@@ -65,7 +65,7 @@ fn ask_python(python: &std::ffi::OsStr) -> Result<Vec<PathBuf>, String> {
         .filter(|l| !l.is_empty())
         .map(PathBuf::from)
         .collect();
-    log::trace!("site-packages of {}: {sites:?}", python.to_string_lossy());
+    log::trace!(target: super::LOG_TARGET, "site-packages of {}: {sites:?}", python.to_string_lossy());
     Ok(sites)
 }
 

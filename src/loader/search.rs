@@ -104,7 +104,7 @@ impl LibrarySpec {
     ) -> Result<(T, PathBuf), LoadError> {
         let mut attempts = Vec::new();
         let mut reject = |path: PathBuf, origin: Origin, rejection: Rejection| {
-            log::trace!(
+            log::trace!(target: super::LOG_TARGET,
                 "{}: rejected {} ({origin}): {rejection}",
                 self.name,
                 path.display()
@@ -144,7 +144,7 @@ impl LibrarySpec {
             }
             match bind(&path) {
                 Ok(v) => {
-                    log::debug!("{}: loaded {} ({origin})", self.name, path.display());
+                    log::debug!(target: super::LOG_TARGET, "{}: loaded {} ({origin})", self.name, path.display());
                     return Ok((v, path));
                 }
                 Err(rejection) => {
@@ -157,7 +157,7 @@ impl LibrarySpec {
                 }
             }
         }
-        log::debug!(
+        log::debug!(target: super::LOG_TARGET,
             "{}: not loaded, {} candidates rejected (trace level lists them)",
             self.name,
             attempts.len()

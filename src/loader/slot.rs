@@ -72,7 +72,7 @@ fn check_same(spec: &LibrarySpec, loaded: &Path, explicit: Option<&Path>) -> Res
             if same {
                 Ok(())
             } else {
-                log::debug!(
+                log::debug!(target: super::LOG_TARGET,
                     "{}: already loaded from {}, refused {}",
                     spec.name,
                     loaded.display(),
