@@ -1,6 +1,11 @@
+use std::io;
 use std::sync::Arc;
 
+use super::ranks::natural_order;
+use super::state::MAX_OPEN;
+use super::tracks::MAX_COMMAND;
 use super::*;
+use crate::record::*;
 
 /// Counts slices and flow ends, keeps track names.
 #[derive(Default)]
