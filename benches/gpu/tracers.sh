@@ -288,23 +288,40 @@ if [[ " $PARTS " == *" main "* ]]; then
 fi
 
 # --- attached: the job's own rate inside each 2 s window against outside it
+# steady_start PREFIX COMMAND...: starts a steady job (its output in PREFIX.job.log and .job.err) and waits for its
+# `ready PID` line; sets steady_job (the started process) and steady_pid (the pid it printed). Returns 1, the job
+# ended, when it ended or printed none in 60 s.
+steady_start() {
+  local prefix=$1 i
+  shift
+  "$@" >"$prefix.job.log" 2>"$prefix.job.err" &
+  steady_job=$! steady_pid=""
+  for i in $(seq 600); do
+    steady_pid=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$prefix.job.log" | head -1)
+    [ -n "$steady_pid" ] && break
+    kill -0 "$steady_job" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$steady_pid" ] && return 0
+  kill "$steady_job" 2>/dev/null
+  wait "$steady_job"
+  return 1
+}
+# steady_end: the job ends by itself STEADY_S after it started; one that does not is ended.
+steady_end() {
+  local i
+  for i in $(seq $((STEADY_S * 10 + 300))); do
+    kill -0 "$steady_job" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$steady_job" 2>/dev/null
+  wait "$steady_job"
+}
 attach_job() {
   local name=$1
   shift
-  local log=$out/attach-$name.job.log
-  "$@" >"$log" 2>"$out/attach-$name.job.err" &
-  local job=$! pid="" i
-  for i in $(seq 600); do
-    pid=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$log" | head -1)
-    [ -n "$pid" ] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$pid" ]; then
-    say "attach $name: the job did not start"
-    kill "$job" 2>/dev/null
-    return
-  fi
+  steady_start "$out/attach-$name" "$@" || { say "attach $name: the job did not start"; return; }
+  local pid=$steady_pid
   sleep 3
   GPU_TOOLS_TRACE_LOG=debug RUST_LOG=info timeout 60 "$gt" trace --pid "$pid" --duration 2 -o "$tmp/attach-$name-1.gputrace" \
     >"$out/attach-$name.pid.txt" 2>&1
@@ -313,13 +330,7 @@ attach_job() {
   GPU_TOOLS_TRACE_LOG=debug RUST_LOG=info timeout 60 "$gt" trace --pid "$pid" --counters --duration 2 \
     -o "$tmp/attach-$name-2.gputrace" >"$out/attach-$name.counters.txt" 2>&1
   echo "pid+counters $?" >>"$out/attach-$name.rc"
-  # The job ends by itself STEADY_S after it started; one that does not is ended.
-  for i in $(seq $((STEADY_S * 10 + 300))); do
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill "$job" 2>/dev/null
-  wait "$job"
+  steady_end
   rm -f "$tmp"/attach-"$name"-*.gputrace
 }
 if [[ " $PARTS " == *" attach "* ]]; then
@@ -333,33 +344,15 @@ fi
 recorder_job() { # NAME FLAG COMMAND...: FLAG --flight-recorder (the default) or --no-flight-recorder
   local name=$1 flag=$2
   shift 2
-  local log=$out/recorder-$name.job.log
-  "$@" >"$log" 2>"$out/recorder-$name.job.err" &
-  local job=$! pid="" i
-  for i in $(seq 600); do
-    pid=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$log" | head -1)
-    [ -n "$pid" ] && break
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$pid" ]; then
-    say "recorder $name: the job did not start"
-    kill "$job" 2>/dev/null
-    return
-  fi
+  steady_start "$out/recorder-$name" "$@" || { say "recorder $name: the job did not start"; return; }
   sleep 3
   # Without the PC sampling before a first trace: the windows differ only in the recorder.
   local args=(--no-pc-primer)
   [ "$flag" = --no-flight-recorder ] && args+=("$flag")
-  GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$pid" --duration 0.5 -q "${args[@]}" \
+  GPU_TOOLS_TRACE_LOG=debug timeout 60 "$gt" trace --pid "$steady_pid" --duration 0.5 -q "${args[@]}" \
     -o "$tmp/recorder-$name.gputrace" >"$out/recorder-$name.txt" 2>&1
   echo "$?" >"$out/recorder-$name.rc"
-  for i in $(seq $((STEADY_S * 10 + 300))); do
-    kill -0 "$job" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill "$job" 2>/dev/null
-  wait "$job"
+  steady_end
   rm -f "$tmp/recorder-$name.gputrace"
 }
 if [[ " $PARTS " == *" recorder "* ]]; then

@@ -7,11 +7,9 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 out=${OUT:-/tmp/primer_cost}; mkdir -p "$out"
 export STOP_FILE=$out/stop; rm -f "$STOP_FILE"
-start_job() { # LOG -> pid
-  $py "$root/gpu-host/python/survival_job.py" eager --seconds 120 > "$1" 2>&1 &
-  for _ in $(seq 600); do grep -q '^ready' "$1" && break; sleep 0.1; done
-  grep -m1 -o '^ready [0-9]*' "$1" | cut -d' ' -f2
-}
+. "$root/gpu-host/support/job_ready.sh"
+# The jobs start in this shell (not in a command substitution), so that `wait` waits for them.
+start_job() { $py "$root/gpu-host/python/survival_job.py" eager --seconds 120 > "$1" 2>&1 & }
 stamp() { # T0: lines stamped with ms since T0 (CLOCK_MONOTONIC seconds)
   $py -u -c 'import sys, time
 t0 = float(sys.argv[1])
@@ -34,11 +32,11 @@ for line in open(log, errors="replace"):
         print(f"{(float(m.group(1)) - t0) * 1e3:8.1f} ms  lib {m.group(2)} {m.group(3)[:200]}")
 PY
 }
-pid=$(start_job "$out/job.log"); sleep 2
+start_job "$out/job.log"; pid=$(job_ready "$out/job.log" 60); sleep 2
 traced first "$pid"; traced second "$pid"
 touch "$STOP_FILE"; wait
 rm -f "$STOP_FILE"
-pid2=$(start_job "$out/job2.log"); sleep 2
+start_job "$out/job2.log"; pid2=$(job_ready "$out/job2.log" 60); sleep 2
 traced unprimed "$pid2" --no-pc-primer
 touch "$STOP_FILE"; wait
 echo "job: $(grep '^result' "$out/job.log"); job 2: $(grep '^result' "$out/job2.log")"
