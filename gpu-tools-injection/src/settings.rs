@@ -309,9 +309,10 @@ impl Settings {
 
     /// The settings as the argument of the attach entry ([`env::ATTACH_ENTRY`]): a `NAME=value` line per
     /// variable of [`Settings::variables`]. The library is loaded already, so no loader variable is written; nor
-    /// is NVTX routed (NVTX reads [`env::NVTX_INJECTION`] once, at the program's first NVTX call, which a running
-    /// program has made or not): with [`TraceKind::Nvtx`] the library records what reaches CUPTI. An error names
-    /// a value the text cannot carry (not UTF-8, a newline or a NUL).
+    /// is [`env::NVTX_INJECTION`] (each NVTX module reads it once, at its first call, which a running program has
+    /// made or not): with [`TraceKind::Nvtx`] the attached library finds each loaded module's NVTX state and
+    /// routes it to CUPTI for the window itself. An error names a value the text cannot carry (not UTF-8, a
+    /// newline or a NUL).
     pub fn attach_argument(&self) -> Result<String, SettingError> {
         let mut out = String::new();
         for (k, v) in self.variables() {
@@ -344,8 +345,10 @@ impl Settings {
 
     /// Reads an attach argument ([`Settings::attach_argument`]'s lines; a line without `=` is passed over).
     pub fn from_attach_argument(text: &str) -> Result<Settings, SettingError> {
+        // Split at newlines alone: `lines` would also drop a carriage return ending a value (a path's last
+        // character, say).
         let vars: Vec<(&str, &str)> = text
-            .lines()
+            .split('\n')
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.trim(), v))
             .collect();

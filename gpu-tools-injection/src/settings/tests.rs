@@ -115,6 +115,10 @@ fn every_field_travels_through_an_attach_argument_and_back() {
     let argument = defaults.attach_argument().unwrap();
     assert_eq!(Settings::from_attach_argument(&argument), Ok(defaults));
     assert!(!argument.contains("GPU_TOOLS_PROFILE_"), "{argument}");
+    // A carriage return is a path's character like any other, last in a line too.
+    let cr = Settings::new(Destination::Socket("/s\r".into()));
+    let argument = cr.attach_argument().unwrap();
+    assert_eq!(Settings::from_attach_argument(&argument), Ok(cr));
 }
 
 #[test]
