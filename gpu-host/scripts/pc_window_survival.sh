@@ -6,7 +6,7 @@
 # variants of the probe: whether PC sampling enabled and disabled before a trace keeps later sampling whole.
 # Run from the checkout that goes with .gpu/ (STAGE_ONLY=gpu-tools scripts/gpu-stage):
 #   OUT_DIR=/tmp/pcw bash gpu-host/scripts/pc_window_survival.sh
-# Results: docs/measurements.md (attach survival, eleventh session) and docs/driver-notes.md.
+# Results: docs/attach-sessions.md (eleventh session) and docs/driver-notes.md.
 set -u
 cd "$(dirname "$0")/../.."
 gt=$PWD/.gpu/bin/bin-gpu-tools; o=${OUT_DIR:-/tmp/pc_window_survival}; mkdir -p "$o"
