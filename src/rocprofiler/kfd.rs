@@ -61,18 +61,31 @@ pub(crate) fn amd_gpus_in(device: &Path, topology: &Path) -> Result<Vec<AmdGpu>,
         else {
             continue;
         };
-        let Ok(props) = std::fs::read_to_string(entry.path().join("properties")) else {
+        let path = entry.path().join("properties");
+        let Ok(props) = std::fs::read_to_string(&path) else {
             continue;
         };
-        let field = |key: &str| {
-            props.lines().find_map(|l| {
+        // A value that is not a number is an error: read as absent, a GPU would pass for a CPU node (or its
+        // target version for 0).
+        let field = |key: &str| -> Result<Option<u64>, NoAmdDriver> {
+            let Some(value) = props.lines().find_map(|l| {
                 let mut it = l.split_whitespace();
-                (it.next() == Some(key))
-                    .then(|| it.next().and_then(|v| v.parse::<u64>().ok()))
-                    .flatten()
-            })
+                (it.next() == Some(key)).then(|| it.next())
+            }) else {
+                return Ok(None);
+            };
+            value
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    none(format!(
+                        "{}: {key} {:?} is not a number",
+                        path.display(),
+                        value.unwrap_or_default()
+                    ))
+                })
         };
-        let simd_count = field("simd_count").unwrap_or(0);
+        let simd_count = field("simd_count")?.unwrap_or(0);
         if simd_count == 0 {
             continue; // a CPU node
         }
@@ -82,7 +95,7 @@ pub(crate) fn amd_gpus_in(device: &Path, topology: &Path) -> Result<Vec<AmdGpu>,
         gpus.push(AmdGpu {
             node,
             name,
-            gfx_target_version: field("gfx_target_version").unwrap_or(0),
+            gfx_target_version: field("gfx_target_version")?.unwrap_or(0),
             simd_count,
         });
     }
@@ -96,6 +109,32 @@ pub(crate) fn amd_gpus_in(device: &Path, topology: &Path) -> Result<Vec<AmdGpu>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_property_that_is_not_a_number_is_an_error_naming_its_file() {
+        let dir = std::env::temp_dir().join(format!("gpu-tools-kfd-bad-{}", std::process::id()));
+        let nodes = dir.join("nodes");
+        let dev = dir.join("kfd");
+        std::fs::create_dir_all(nodes.join("1")).unwrap();
+        std::fs::write(&dev, b"").unwrap();
+        for props in [
+            "simd_count 44O\ngfx_target_version 90010\n",
+            "simd_count 440\ngfx_target_version 9001O\n",
+            "simd_count\ngfx_target_version 90010\n",
+        ] {
+            std::fs::write(nodes.join("1/properties"), props).unwrap();
+            let got = amd_gpus_in(&dev, &nodes);
+            let Err(err) = got else {
+                panic!("{props:?} read as {got:?}");
+            };
+            assert!(
+                err.reason
+                    .starts_with(&nodes.join("1/properties").display().to_string()),
+                "{props:?}: {err}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn no_device_file_is_no_driver() {
