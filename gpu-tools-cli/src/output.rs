@@ -151,8 +151,11 @@ fn same_file(a: &libc::stat, b: &libc::stat) -> bool {
 /// folder's name (`.`, `..`, `/`).
 fn split(base: Option<BorrowedFd<'_>>, path: &Path) -> std::io::Result<(OwnedFd, Option<CString>)> {
     let mut components: Vec<Component<'_>> = path.components().collect();
+    // `components` drops a trailing `/` and `.`, which make the path name a folder (as the kernel reads it).
+    let bytes = path.as_os_str().as_bytes();
+    let folder = bytes.ends_with(b"/") || bytes.ends_with(b"/.");
     let last = match components.last() {
-        Some(Component::Normal(n)) => {
+        Some(Component::Normal(n)) if !folder => {
             let n = c_name(n)?;
             components.pop();
             Some(n)
@@ -537,6 +540,22 @@ mod tests {
             assert_eq!(
                 message,
                 format!("cannot write the trace {}: it is a folder", path.display())
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_ending_in_a_slash_is_written_as_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file.json"), "old").unwrap();
+        for name in ["new/", "new/.", "file.json/", "file.json/."] {
+            let path = dir.path().join(name);
+            let made = OutputFile::create(&path, "the trace").and_then(|o| o.commit());
+            assert!(made.is_err(), "{name} was written as a file");
+            assert_eq!(names_in(dir.path()), ["file.json"], "{name}");
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("file.json")).unwrap(),
+                "old"
             );
         }
     }
