@@ -569,7 +569,25 @@ fn describe(seen: &Seen) -> String {
 
 /// A kernel name without its parameter list, for the summary.
 fn short(name: &str) -> &str {
-    name.split('(').next().unwrap_or(name)
+    // The list is the parenthesised group that ends the name, found from its end: the name before it may hold
+    // parentheses too (`(anonymous namespace)::k`, a template argument `(char)97`).
+    let Some(body) = name.strip_suffix(')') else {
+        return name;
+    };
+    let mut depth = 1usize;
+    for (at, c) in body.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &name[..at];
+                }
+            }
+            _ => {}
+        }
+    }
+    name
 }
 
 /// The rank a launcher gave process `pid`, from its environment.
@@ -703,6 +721,37 @@ mod tests {
             collective: collective.map(Into::into),
             examined,
         }
+    }
+
+    #[test]
+    fn a_kernel_name_with_parentheses_of_its_own_loses_only_its_parameter_list() {
+        for (name, shown) in [
+            (
+                "(anonymous namespace)::scale(float*, int)",
+                "(anonymous namespace)::scale",
+            ),
+            (
+                "void apply<(anonymous namespace)::Op, (char)97>(float*)",
+                "void apply<(anonymous namespace)::Op, (char)97>",
+            ),
+            ("run(void (*)(int), int)", "run"),
+            ("step()", "step"),
+            (
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            ),
+            ("grid 7", "grid 7"),
+        ] {
+            assert_eq!(short(name), shown);
+        }
+        let seen = Seen {
+            kernels: vec![("(anonymous namespace)::scale(float*, int)".into(), 408)],
+            ended: None,
+        };
+        assert_eq!(
+            describe(&seen),
+            "1 kernel running ((anonymous namespace)::scale, 408 warps)"
+        );
     }
 
     #[test]
