@@ -369,7 +369,7 @@ fn several(args: &Args) -> Outcome {
             Err(e) => (String::new(), format!("cannot run: {e}"), false),
         };
         let mut seen = None;
-        for line in text.lines() {
+        for line in part_lines(&text) {
             match line.strip_prefix(SUMMARY) {
                 Some(json) => seen = serde_json::from_str::<Seen>(json).ok(),
                 None => out_line(line)?,
@@ -434,6 +434,13 @@ fn several(args: &Args) -> Outcome {
         out_line(&line)?;
     }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// The lines a part wrote to its standard output.
+fn part_lines(text: &str) -> impl Iterator<Item = &str> {
+    // At newlines alone: `lines` would also drop a carriage return ending a line, as a kernel name from the flight
+    // recorder may.
+    text.split_terminator('\n')
 }
 
 /// One process of a `where` over several, for the verdict.
@@ -752,6 +759,22 @@ mod tests {
             describe(&seen),
             "1 kernel running ((anonymous namespace)::scale, 408 warps)"
         );
+    }
+
+    #[test]
+    fn a_part_line_ending_in_a_carriage_return_is_relayed_whole() {
+        let out = "process 9: from gpu-tools' flight recorder\n    #1  1.0 s ago  thread 7 kernel\r\n\nwhere-summary\t{}\n";
+        assert_eq!(
+            part_lines(out).collect::<Vec<_>>(),
+            [
+                "process 9: from gpu-tools' flight recorder",
+                "    #1  1.0 s ago  thread 7 kernel\r",
+                "",
+                "where-summary\t{}"
+            ]
+        );
+        assert_eq!(part_lines("").count(), 0);
+        assert_eq!(part_lines("no newline").collect::<Vec<_>>(), ["no newline"]);
     }
 
     #[test]
