@@ -334,10 +334,15 @@ pub fn parse_stat(line: &[u8]) -> Option<Stat> {
     let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
     let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
     let number = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    // The kernel writes the state as one letter: more is a damaged line, not that state.
+    let mut state = fields.first()?.chars();
+    let (Some(state), None) = (state.next(), state.next()) else {
+        return None;
+    };
     Some(Stat {
         pid,
         command,
-        state: fields.first()?.chars().next()?,
+        state,
         parent: number(1)?.try_into().ok()?,
         user_ticks: number(11)?,
         system_ticks: number(12)?,
@@ -627,6 +632,14 @@ not a line
         assert_eq!(z.command.as_bytes(), b"\xff x");
         assert_eq!(parse_stat(b"garbage"), None);
         assert_eq!(parse_stat(b"42 (x) R 1 2"), None, "too few fields");
+    }
+
+    #[test]
+    fn a_state_of_more_than_one_letter_is_not_a_stat_line() {
+        let line = b"42 (x) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 98765 1000 10";
+        assert!(parse_stat(line).is_some());
+        let damaged = b"42 (x) Sx 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 3 0 98765 1000 10";
+        assert_eq!(parse_stat(damaged), None);
     }
 
     /// The command name in a stat line is chosen by the process: spaces, parentheses and any bytes. Random lines
