@@ -62,8 +62,12 @@ pub(crate) fn amd_gpus_in(device: &Path, topology: &Path) -> Result<Vec<AmdGpu>,
             continue;
         };
         let path = entry.path().join("properties");
-        let Ok(props) = std::fs::read_to_string(&path) else {
-            continue;
+        // Only a node gone meanwhile is passed over: one that cannot be read (not text, no permission) may be a
+        // GPU, and is an error.
+        let props = match std::fs::read_to_string(&path) {
+            Ok(props) => props,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(none(format!("{}: {e}", path.display()))),
         };
         // A value that is not a number is an error: read as absent, a GPU would pass for a CPU node (or its
         // target version for 0).
@@ -133,6 +137,30 @@ mod tests {
                 "{props:?}: {err}"
             );
         }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_properties_file_that_is_not_text_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("gpu-tools-kfd-bytes-{}", std::process::id()));
+        let nodes = dir.join("nodes");
+        let dev = dir.join("kfd");
+        std::fs::create_dir_all(nodes.join("1")).unwrap();
+        std::fs::write(&dev, b"").unwrap();
+        std::fs::write(
+            nodes.join("1/properties"),
+            b"simd_count 440\ngfx_target_version 90010\nname \xff\n",
+        )
+        .unwrap();
+        let got = amd_gpus_in(&dev, &nodes);
+        let Err(err) = got else {
+            panic!("read as {got:?}");
+        };
+        assert!(
+            err.reason
+                .starts_with(&nodes.join("1/properties").display().to_string()),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
