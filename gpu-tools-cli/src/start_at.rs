@@ -22,9 +22,14 @@ pub struct StartAt {
 pub fn parse(text: &str, now: SystemTime) -> Result<StartAt, String> {
     let given = text.to_string();
     if let Some(seconds) = text.strip_prefix('+') {
-        let s: f64 = seconds.parse().map_err(|_| {
-            format!("'{text}' is not +SECONDS (a number of seconds from now, as +5 or +2.5)")
-        })?;
+        // A second plus is a typing slip (`++5`), not a sign for `parse` to read past.
+        let once = !seconds.starts_with('+');
+        let s: f64 = once
+            .then(|| seconds.parse().ok())
+            .flatten()
+            .ok_or_else(|| {
+                format!("'{text}' is not +SECONDS (a number of seconds from now, as +5 or +2.5)")
+            })?;
         if !(s.is_finite() && s > 0.0) || s > 7.0 * 86_400.0 {
             return Err(format!(
                 "'{text}': +SECONDS must be more than 0 and at most a week"
@@ -141,6 +146,7 @@ mod tests {
             ("+0", "more than 0"),
             ("+-3", "more than 0"),
             ("+x", "not +SECONDS"),
+            ("++5", "not +SECONDS"),
             ("+inf", "more than 0"),
             ("+1e9", "at most a week"),
             ("tomorrow", "not an RFC 3339 time"),

@@ -127,12 +127,7 @@ impl From<std::io::Error> for Listing {
 }
 
 fn list(args: &Args, catalog: &Catalog) -> Result<(), Listing> {
-    // A full name (`sm__cycles_active.avg.pct_of_peak_sustained_elapsed`) finds its base metric: the catalogue
-    // lists base names, and a submetric is what a name to collect adds.
-    let filter = args
-        .filter
-        .as_deref()
-        .map_or("", |f| f.split('.').next().unwrap_or(f));
+    let filter = args.filter.as_deref().map_or("", catalogue_text);
     let sub_method = args.method.unwrap_or(Method::RangeProfiler);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if !args.json {
@@ -201,9 +196,33 @@ fn list(args: &Args, catalog: &Catalog) -> Result<(), Listing> {
     Ok(())
 }
 
+/// The text the catalogue is searched for. A full name (`sm__cycles_active.avg.pct_of_peak_sustained_elapsed`)
+/// finds its base metric: the catalogue lists base names, and a submetric is what a name to collect adds. Other
+/// text is searched as given: cut at a dot, `e.g.` or `0.5` would be `e` or `0` and find nearly every metric.
+fn catalogue_text(filter: &str) -> &str {
+    match filter.split_once('.') {
+        // Every metric's base name joins its unit and its counter with a double underscore.
+        Some((base, _)) if base.contains("__") => base,
+        _ => filter,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_metric_name_is_searched_by_its_base_and_other_text_whole() {
+        assert_eq!(
+            catalogue_text("sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
+            "sm__cycles_active"
+        );
+        assert_eq!(catalogue_text("dram__bytes"), "dram__bytes");
+        assert_eq!(catalogue_text("e.g."), "e.g.");
+        assert_eq!(catalogue_text("0.5"), "0.5");
+        assert_eq!(catalogue_text("per cycle."), "per cycle.");
+        assert_eq!(catalogue_text(""), "");
+    }
 
     #[test]
     fn a_hint_is_appended_to_a_message_only() {
