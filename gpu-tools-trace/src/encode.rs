@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::names::FastBuild;
 use super::record::*;
-use super::wire::{FRAME_HEADER_LEN, MAX_NAME, StreamHeader, tag};
+use super::wire::{FRAME_HEADER_LEN, MAX_FRAME, MAX_NAME, StreamHeader, tag};
 use super::{CounterGap, CounterSample, KernelMetricsRecord, ProfileLoss, StallRecord};
 
 /// Encodes records into frames, defining each name once per stream.
@@ -289,7 +289,23 @@ impl Encoder {
         self.frame(tag::PROCESS_INFO, |b| {
             put_text16(b, &p.host);
             put_text16(b, &p.boot_id);
-            let labels = &p.labels[..p.labels.len().min(256)];
+            // A frame above MAX_FRAME ends the reader's stream (256 labels of 4 KiB names and values would make
+            // one of 2 MiB): the labels are cut to those that fit, in order.
+            let mut room = MAX_FRAME as usize
+                - (2 + cut(&p.host, 4096).len() + 2 + cut(&p.boot_id, 4096).len() + 2);
+            let labels: Vec<&(String, String)> = p
+                .labels
+                .iter()
+                .take(256)
+                .take_while(|(k, v)| {
+                    let need = 4 + cut(k, 4096).len() + cut(v, 4096).len();
+                    room = match room.checked_sub(need) {
+                        Some(left) => left,
+                        None => return false,
+                    };
+                    true
+                })
+                .collect();
             b.extend_from_slice(&(labels.len() as u16).to_le_bytes());
             for (k, v) in labels {
                 put_text16(b, k);

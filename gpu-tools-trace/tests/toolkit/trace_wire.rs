@@ -406,6 +406,29 @@ fn long_names_are_cut_at_a_character_boundary() {
 }
 
 #[test]
+fn process_info_with_the_most_and_longest_labels_keeps_the_stream_readable() {
+    let long = "x".repeat(4096);
+    let info = ProcessInfo {
+        host: long.clone(),
+        boot_id: long.clone(),
+        labels: vec![(long.clone(), long.clone()); 256],
+    };
+    let after = kernel("k", 1);
+    let (decoded, errors) =
+        decode_all(&encode(&[Record::ProcessInfo(info.clone()), after.clone()]));
+    assert!(errors.is_empty(), "{errors:?}");
+    let [Record::ProcessInfo(got), k] = decoded.as_slice() else {
+        panic!("{} records", decoded.len())
+    };
+    assert_eq!((&got.host, &got.boot_id), (&info.host, &info.boot_id));
+    assert!(
+        !got.labels.is_empty() && info.labels.starts_with(&got.labels),
+        "the labels that fit, in order"
+    );
+    assert_eq!(k, &after, "the record after it");
+}
+
+#[test]
 fn codes_this_crate_does_not_know_are_kept() {
     let r = Record::Memcpy(MemcpyRecord {
         start: 0,
