@@ -151,6 +151,14 @@ fn read_stream<M: From<Delivery>>(id: usize, stream: UnixStream, tx: mpsc::Sende
             return;
         }
     }
+    // A stream that ended cleanly after its header yields no item: its header (the process's pid) is said here.
+    if !header_sent {
+        if let Some(h) = reader.header() {
+            if tx.send(Delivery::Header(id, *h).into()).is_err() {
+                return;
+            }
+        }
+    }
     let _ = tx.send(Delivery::Closed(id).into());
 }
 

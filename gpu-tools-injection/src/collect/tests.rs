@@ -209,6 +209,25 @@ fn without_tee_no_bytes_and_a_damaged_stream_ends_with_its_error() {
 }
 
 #[test]
+fn a_stream_of_its_header_alone_still_delivers_the_header() {
+    let l = listen("header-only", AcceptOptions::default());
+    {
+        let mut c = UnixStream::connect(&l.socket).unwrap();
+        c.write_all(&stream(11, &[])).unwrap();
+    }
+    let by_id = until_closed(&l.rx, 1);
+    assert!(
+        matches!(
+            by_id[&0].as_slice(),
+            [Delivery::Header(0, h), Delivery::Closed(0)] if h.pid == 11
+        ),
+        "{:?}",
+        by_id[&0]
+    );
+    finish(l);
+}
+
+#[test]
 fn controls_write_back_to_the_connected_process() {
     let controls = Arc::default();
     let l = listen(
