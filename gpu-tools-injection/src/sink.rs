@@ -7,9 +7,11 @@
 //! descriptor at once. An exec'd child does not inherit the descriptor (close-on-exec) and, if it uses CUDA,
 //! connects anew.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -102,12 +104,21 @@ impl Sink {
         let rank = gpu_tools_trace::ProcessInfo::current()
             .rank()
             .map(|r| r.to_string());
-        let path = PathBuf::from(gpu_tools_trace::file::expand_output_name_with_rank(
-            &template.to_string_lossy(),
-            &gpu_tools_trace::host_name(),
-            std::process::id(),
-            rank.as_deref(),
-        ));
+        let host = gpu_tools_trace::host_name();
+        // A path is bytes: each UTF-8 run is expanded and the other bytes kept, where a lossy conversion would
+        // create another file than the one named.
+        let mut path = Vec::with_capacity(template.as_os_str().len() + 16);
+        for chunk in template.as_os_str().as_bytes().utf8_chunks() {
+            let text = gpu_tools_trace::file::expand_output_name_with_rank(
+                chunk.valid(),
+                &host,
+                std::process::id(),
+                rank.as_deref(),
+            );
+            path.extend_from_slice(text.as_bytes());
+            path.extend_from_slice(chunk.invalid());
+        }
+        let path = PathBuf::from(OsString::from_vec(path));
         let f = File::create(&path)?;
         let fd = f.as_raw_fd();
         Ok(Sink::new(
@@ -296,6 +307,30 @@ mod tests {
         let path = dir.path().join(format!("t-{}.bin", std::process::id()));
         assert_eq!(std::fs::read(path).unwrap(), b"abc");
         assert!(sink.describe().contains(&std::process::id().to_string()));
+    }
+
+    /// A path is bytes: one that is not UTF-8 (a folder named in Latin-1) is written as named, `%p` expanded.
+    #[test]
+    fn a_file_template_that_is_not_utf8_is_the_file_written() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let _serial = one_at_a_time();
+        let dir = tempdir::Dir::new();
+        let template = dir.path().join(OsStr::from_bytes(b"r\xe9sultat-%p.bin"));
+        let sink = Sink::create_file(&template).unwrap();
+        sink.send(b"abc").unwrap();
+        sink.finish();
+        let pid = std::process::id().to_string();
+        let name = [&b"r\xe9sultat-"[..], pid.as_bytes(), b".bin"].concat();
+        let written: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(written, [OsStr::from_bytes(&name)]);
+        assert_eq!(
+            std::fs::read(dir.path().join(OsStr::from_bytes(&name))).unwrap(),
+            b"abc"
+        );
     }
 
     /// A forked child neither writes into the stream nor keeps it open: the parent's end reaches the tracer while
