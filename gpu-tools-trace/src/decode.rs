@@ -73,6 +73,13 @@ pub enum WireError {
         /// The id.
         id: u32,
     },
+    /// A frame's text (a name, a message, a label) is not UTF-8, which the encoder always writes: the frame is
+    /// damaged and was skipped.
+    #[error("frame (tag {tag}) holds text that is not UTF-8; skipped")]
+    BadText {
+        /// The frame's tag.
+        tag: u8,
+    },
     /// The stream defines more names, or more bytes of names, than a stream may; the name was skipped.
     #[error("name table full ({MAX_NAMES} names or {MAX_NAME_BYTES} bytes); name {id} skipped")]
     NameTableFull {
@@ -278,8 +285,10 @@ enum Parsed {
     Error(WireError),
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// A frame's text: bytes that are not UTF-8 are damage, an error for the frame, never text with replacement
+/// characters (another name).
+fn text(tag: u8, bytes: &[u8]) -> Result<String, WireError> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| WireError::BadText { tag })
 }
 
 /// A string preceded by its u16 length.
@@ -301,9 +310,9 @@ fn named_values(
     ids.into_iter().map(|(id, v)| Ok((name(id)?, v))).collect()
 }
 
-fn text16(c: &mut Cursor<'_>) -> Option<String> {
+fn text16<'a>(c: &mut Cursor<'a>) -> Option<&'a [u8]> {
     let len = usize::from(c.u16()?);
-    c.bytes(len).map(text)
+    c.bytes(len)
 }
 
 /// Decodes one payload. `None` from the cursor cannot happen after the length check, but is still an error,
@@ -368,10 +377,10 @@ fn read_frame(t: u8, payload: &[u8], names: &HashMap<u32, Arc<str>>) -> ReadOutc
     };
     if t == tag::NAME {
         let id = c.u32()?;
-        return Some(Ok(Parsed::Name(
-            id,
-            Arc::from(String::from_utf8_lossy(c.rest()).as_ref()),
-        )));
+        return Some(match std::str::from_utf8(c.rest()) {
+            Ok(name) => Ok(Parsed::Name(id, Arc::from(name))),
+            Err(_) => Err(WireError::BadText { tag: t }),
+        });
     }
     let mut f = Fields {
         c,
@@ -540,12 +549,14 @@ fn dropped(f: &mut Fields<'_>) -> ReadOutcome<Record> {
 fn process_start(f: &mut Fields<'_>) -> ReadOutcome<Record> {
     let time = f.c.u64()?;
     let (pid, parent_pid) = (f.c.u32()?, f.c.u32()?);
-    Some(Ok(Record::ProcessStart(ProcessStart {
-        pid,
-        parent_pid,
-        time,
-        command: text(f.c.rest()),
-    })))
+    Some(text(f.tag, f.c.rest()).map(|command| {
+        Record::ProcessStart(ProcessStart {
+            pid,
+            parent_pid,
+            time,
+            command,
+        })
+    }))
 }
 
 fn process_end(f: &mut Fields<'_>) -> ReadOutcome<Record> {
@@ -564,10 +575,7 @@ fn process_end(f: &mut Fields<'_>) -> ReadOutcome<Record> {
 
 fn notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
     let level = NoticeLevel::from_code(f.c.u8()?);
-    Some(Ok(Record::Notice(Notice {
-        level,
-        text: text(f.c.rest()),
-    })))
+    Some(text(f.tag, f.c.rest()).map(|text| Record::Notice(Notice { level, text })))
 }
 
 fn coded_notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
@@ -578,13 +586,16 @@ fn coded_notice(f: &mut Fields<'_>) -> ReadOutcome<Record> {
         .map(|_| f.c.u64())
         .collect::<Option<Vec<u64>>>()?;
     let detail = text16(&mut f.c)?;
-    Some(Ok(Record::CodedNotice(CodedNotice {
-        level,
-        code,
-        values,
-        detail,
-        text: text(f.c.rest()),
-    })))
+    let read = || -> Result<Record, WireError> {
+        Ok(Record::CodedNotice(CodedNotice {
+            level,
+            code,
+            values,
+            detail: text(f.tag, detail)?,
+            text: text(f.tag, f.c.rest())?,
+        }))
+    };
+    Some(read())
 }
 
 fn graph_launch(f: &mut Fields<'_>) -> ReadOutcome<Record> {
@@ -622,15 +633,17 @@ fn marker(f: &mut Fields<'_>) -> ReadOutcome<Record> {
         Ok(n) => n,
         Err(e) => return Some(Err(e)),
     };
-    Some(Ok(Record::Marker(MarkerRecord {
-        time,
-        kind,
-        id,
-        process,
-        thread,
-        domain,
-        name: text(f.c.rest()),
-    })))
+    Some(text(f.tag, f.c.rest()).map(|name| {
+        Record::Marker(MarkerRecord {
+            time,
+            kind,
+            id,
+            process,
+            thread,
+            domain,
+            name,
+        })
+    }))
 }
 
 fn marker_data(f: &mut Fields<'_>) -> ReadOutcome<Record> {
@@ -657,15 +670,22 @@ fn process_info(f: &mut Fields<'_>) -> ReadOutcome<Record> {
     let host = text16(&mut f.c)?;
     let boot_id = text16(&mut f.c)?;
     let count = f.c.u16()?;
-    let mut labels = Vec::with_capacity(usize::from(count).min(256));
+    let mut raw = Vec::with_capacity(usize::from(count).min(256));
     for _ in 0..count {
-        labels.push((text16(&mut f.c)?, text16(&mut f.c)?));
+        raw.push((text16(&mut f.c)?, text16(&mut f.c)?));
     }
-    Some(Ok(Record::ProcessInfo(ProcessInfo {
-        host,
-        boot_id,
-        labels,
-    })))
+    let read = || -> Result<Record, WireError> {
+        let labels = raw
+            .into_iter()
+            .map(|(k, v)| Ok((text(f.tag, k)?, text(f.tag, v)?)))
+            .collect::<Result<_, WireError>>()?;
+        Ok(Record::ProcessInfo(ProcessInfo {
+            host: text(f.tag, host)?,
+            boot_id: text(f.tag, boot_id)?,
+            labels,
+        }))
+    };
+    Some(read())
 }
 
 fn kernel_metrics(f: &mut Fields<'_>) -> ReadOutcome<Record> {

@@ -393,6 +393,29 @@ fn undefined_and_redefined_names_are_errors_for_their_frame() {
 }
 
 #[test]
+fn text_that_is_not_utf8_is_an_error_for_its_frame_not_another_name() {
+    let bytes = encode(&[kernel("k", 1)]);
+    // The name frame's text "k" made 0xff, then a notice of text 0xfe: the encoder writes UTF-8 only, so each is
+    // damage.
+    let mut damaged = bytes.clone();
+    let name_text = HEADER_LEN + 5 + 4;
+    assert_eq!(damaged[name_text], b'k');
+    damaged[name_text] = 0xff;
+    damaged.extend_from_slice(&[11, 2, 0, 0, 0, 3, 0xfe]);
+    let (decoded, errors) = decode_all(&damaged);
+    assert!(decoded.is_empty(), "{decoded:?}");
+    assert_eq!(
+        errors,
+        [
+            WireError::BadText { tag: 1 },
+            WireError::UndefinedName { tag: 2, id: 1 },
+            WireError::BadText { tag: 11 },
+        ]
+    );
+    assert!(errors.iter().all(|e| !e.is_fatal()));
+}
+
+#[test]
 fn long_names_are_cut_at_a_character_boundary() {
     let long: String = "é".repeat(40_000);
     let bytes = encode(&[kernel(&long, 1)]);
