@@ -425,8 +425,21 @@ fn kernel(f: &mut Fields<'_>) -> ReadOutcome<Record> {
     let block = [f.c.u32()?, f.c.u32()?, f.c.u32()?];
     let (static_shared, dynamic_shared, graph_id) = (f.c.u32()?, f.c.u32()?, f.c.u32()?);
     let registers = f.c.u16()?;
-    // Optional: absent from frames written before graph node ids were carried.
-    let graph_node_id = f.c.u64().unwrap_or(0);
+    // Optional: absent from frames written before graph node ids were carried. Part of one is damage, not 0: a
+    // later version's frame carries the whole id before any field it adds.
+    let graph_node_id = match f.c.remaining() {
+        0 => 0,
+        extra @ 1..8 => {
+            // The fixed fields above are the frame's minimum, all read.
+            let fixed = min_payload(f.tag).unwrap_or(0);
+            return Some(Err(WireError::ShortFrame {
+                tag: f.tag,
+                need: fixed + 8,
+                have: fixed + extra,
+            }));
+        }
+        _ => f.c.u64()?,
+    };
     let name = match f.name(name_id) {
         Ok(n) => n,
         Err(e) => return Some(Err(e)),

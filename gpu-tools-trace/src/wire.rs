@@ -315,6 +315,11 @@ impl<'a> Cursor<'a> {
         Some(out)
     }
 
+    /// How many bytes are left.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
     /// The rest of the payload.
     pub(crate) fn rest(&mut self) -> &'a [u8] {
         let r = self.bytes.get(self.pos..).unwrap_or(&[]);

@@ -349,6 +349,37 @@ fn short_and_unknown_frames_are_skipped_and_the_rest_is_read() {
 }
 
 #[test]
+fn a_kernel_frame_with_part_of_a_graph_node_id_is_short_not_node_0() {
+    let k = kernel("k", 100);
+    let one = encode(std::slice::from_ref(&k));
+    let len_at = one.len() - (1 + 4 + 82 + 8);
+    assert_eq!(one[len_at], 2, "the kernel frame is last");
+    for extra in 0..=8u32 {
+        let mut bytes = one[..len_at].to_vec();
+        bytes.push(2);
+        bytes.extend_from_slice(&(82 + extra).to_le_bytes());
+        let payload = len_at + 5;
+        bytes.extend_from_slice(&one[payload..payload + 82 + extra as usize]);
+        let (decoded, errors) = decode_all(&bytes);
+        match extra {
+            // 0: a frame of a version before node ids, node 0; 8: the whole id.
+            0 | 8 => assert_eq!(decoded, std::slice::from_ref(&k), "{errors:?}"),
+            _ => {
+                assert!(decoded.is_empty(), "{extra} bytes: {decoded:?}");
+                assert_eq!(
+                    errors,
+                    [WireError::ShortFrame {
+                        tag: 2,
+                        need: 90,
+                        have: 82 + extra as usize
+                    }]
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn a_longer_frame_of_a_later_version_keeps_its_known_fields() {
     let one = encode(&[Record::Dropped(DroppedRecords {
         context: 3,
