@@ -87,8 +87,8 @@ pub struct Settings {
     pub buffer_size: usize,
     /// Most vendor buffers at once, at least 1 ([`env::MAX_BUFFERS`]).
     pub max_buffers: usize,
-    /// The period of the flush of completed buffers, whole milliseconds ([`env::FLUSH_MS`]); `None`: no periodic
-    /// flush (records then arrive at exit only).
+    /// The period of the flush of completed buffers, carried in whole milliseconds ([`env::FLUSH_MS`]; a part of
+    /// one is rounded up, to 1 ms at least); `None`: no periodic flush (records then arrive at exit only).
     pub flush_interval: Option<Duration>,
     /// Level of the library's diagnostics on the program's stderr ([`env::LOG`]); `None`: silent.
     pub log: Option<log::LevelFilter>,
@@ -266,7 +266,10 @@ impl Settings {
         v.push((env::API_SKIP, text(self.api_skip.join(","))));
         v.push((env::BUFFER_SIZE, text(self.buffer_size.to_string())));
         v.push((env::MAX_BUFFERS, text(self.max_buffers.to_string())));
-        let flush_ms = self.flush_interval.map_or(0, |d| d.as_millis());
+        // Whole milliseconds, rounded up: a period under one would be written as 0, read as no flush at all.
+        let flush_ms = self
+            .flush_interval
+            .map_or(0, |d| d.as_nanos().div_ceil(1_000_000).max(1));
         v.push((env::FLUSH_MS, text(flush_ms.to_string())));
         v.push((env::STAGE, self.stage.name().into()));
         v.push((env::SIGNALS, if self.signals { "1" } else { "0" }.into()));

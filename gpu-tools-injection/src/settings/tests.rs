@@ -105,6 +105,28 @@ fn every_field_travels_through_the_environment_and_back() {
 }
 
 #[test]
+fn a_flush_period_that_is_not_whole_milliseconds_is_rounded_up_never_to_none() {
+    for (period, ms) in [
+        (Duration::from_micros(1), 1),
+        (Duration::from_micros(500), 1),
+        (Duration::ZERO, 1),
+        (Duration::from_micros(1500), 2),
+        (Duration::from_millis(200), 200),
+    ] {
+        let s = Settings {
+            flush_interval: Some(period),
+            ..Settings::new(Destination::Socket("/s".into()))
+        };
+        let read = Settings::from_lookup(lookup(&s.variables())).unwrap();
+        assert_eq!(
+            read.flush_interval,
+            Some(Duration::from_millis(ms)),
+            "{period:?}"
+        );
+    }
+}
+
+#[test]
 fn every_field_travels_through_an_attach_argument_and_back() {
     let changed = every_field_changed();
     let argument = changed.attach_argument().unwrap();
