@@ -371,7 +371,7 @@ fn several(args: &Args) -> Outcome {
         let mut seen = None;
         for line in part_lines(&text) {
             match line.strip_prefix(SUMMARY) {
-                Some(json) => seen = serde_json::from_str::<Seen>(json).ok(),
+                Some(json) => seen = Some(read_summary(json)),
                 None => out_line(line)?,
             }
         }
@@ -380,7 +380,20 @@ fn several(args: &Args) -> Outcome {
         }
         let who = rank.unwrap_or_else(|| format!("process {pid}"));
         match (seen, ok) {
-            (Some(s), true) => {
+            (Some(Err(why)), true) => {
+                // It was examined and said what it saw above; only the line for the summary is lost.
+                failed += 1;
+                summary.push(format!(
+                    "{who} (pid {pid}): examined (above), but its summary line could not be read: {why}"
+                ));
+                parts.push(Part {
+                    who,
+                    pid,
+                    collective: None,
+                    examined: true,
+                });
+            }
+            (Some(Ok(s)), true) => {
                 let line = format!("{who} (pid {pid}): {}", describe(&s));
                 let collective = s
                     .kernels
@@ -434,6 +447,11 @@ fn several(args: &Args) -> Outcome {
         out_line(&line)?;
     }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// A part's summary line, or why it could not be read.
+fn read_summary(json: &str) -> Result<Seen, String> {
+    serde_json::from_str::<Seen>(json).map_err(|e| e.to_string())
 }
 
 /// The lines a part wrote to its standard output.
@@ -759,6 +777,14 @@ mod tests {
             describe(&seen),
             "1 kernel running ((anonymous namespace)::scale, 408 warps)"
         );
+    }
+
+    #[test]
+    fn a_summary_line_that_cannot_be_read_says_why() {
+        let seen = read_summary(r#"{"kernels":[["k(int)",4]],"ended":null}"#).unwrap();
+        assert_eq!(seen.kernels, [("k(int)".to_string(), 4)]);
+        let why = read_summary(r#"{"kernels":[["k(int)",4]"#).unwrap_err();
+        assert!(why.contains("EOF"), "{why}");
     }
 
     #[test]
