@@ -49,6 +49,8 @@ pub struct Alignment {
     corrections: HashMap<(String, String), i64>,
     /// The correction of each domain, as `corrections` gives it.
     domain_correction: Vec<i64>,
+    /// The domain whose anchor came first: every shift is taken against it.
+    reference: Option<usize>,
 }
 
 impl Alignment {
@@ -114,15 +116,10 @@ impl Alignment {
         let offset = anchor.offset();
         self.offsets[d] = Some(offset);
         self.domains[d].uncertainty = anchor.uncertainty;
-        // The first domain with an anchor is the reference.
-        let reference = self
-            .offsets
-            .iter()
-            .flatten()
-            .next()
-            .copied()
-            .unwrap_or(offset);
-        let shift = offset - reference;
+        // The first domain anchored stays the reference: a domain seen earlier but anchored later is moved to it,
+        // as the shifts already given (and applied by a streamed export) were taken against it.
+        let reference = *self.reference.get_or_insert(d);
+        let shift = offset - self.offsets[reference].unwrap_or(offset);
         self.domains[d].shift =
             i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX });
     }
@@ -158,9 +155,15 @@ impl Alignment {
         }
     }
 
-    /// The domains seen, in order (the first is the reference).
+    /// The domains seen, in order (the first is the reference unless another was anchored first: see
+    /// [`reference`](Self::reference)).
     pub fn domains(&self) -> &[ClockDomain] {
         &self.domains
+    }
+
+    /// The domain the others were moved to: the first anchored; the first seen where none was.
+    pub(crate) fn reference(&self) -> Option<&ClockDomain> {
+        self.domains.get(self.reference.unwrap_or(0))
     }
 }
 
@@ -360,6 +363,43 @@ mod tests {
             c.note(&a),
             "host c's timestamps were not moved: its streams have no clock anchor, so they are not aligned with \
              host a's"
+        );
+    }
+
+    #[test]
+    fn a_host_anchored_after_a_later_seen_host_is_still_aligned_with_it() {
+        let mut a = Alignment::new();
+        // Host a is seen first, but its anchor comes after host b's (streams interleaved in one file).
+        a.process_info(0, 0, &info("a", "x"));
+        a.process_info(0, 1, &info("b", "y"));
+        a.anchor(
+            0,
+            1,
+            &ClockAnchor {
+                monotonic: 700_000,
+                realtime: 10_000_500,
+                uncertainty: 30,
+            },
+        );
+        a.anchor(
+            0,
+            0,
+            &ClockAnchor {
+                monotonic: 1_000,
+                realtime: 10_000_000,
+                uncertainty: 40,
+            },
+        );
+        // b's 700_000 is wall 10_000_500, which is a's monotonic 1_500.
+        assert_eq!(
+            a.apply(0, 1, 700_000) as i128 - a.apply(0, 0, 1_500) as i128,
+            0
+        );
+        // The note names the host the others were aligned with, and by how much they moved.
+        // The reference the notes name is the host not moved.
+        assert_eq!(
+            a.reference().map(|d| (d.host.as_str(), d.shift)),
+            Some(("b", 0))
         );
     }
 

@@ -56,10 +56,9 @@ impl Analysis {
                 counters::REPORT
             ));
         }
-        let domains = self.alignment.domains();
         // Processes of one host boot share one clock: only other hosts (or boots) are moved, and said so.
-        if let Some((reference, others)) = domains.split_first() {
-            for d in others {
+        if let Some(reference) = self.alignment.reference() {
+            for d in self.alignment.domains().iter().filter(|d| *d != reference) {
                 t.notes.push(d.note(reference));
             }
         }
