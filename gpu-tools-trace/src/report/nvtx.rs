@@ -92,6 +92,7 @@ impl Analysis {
             }),
         );
         t.rows = inner.rows;
+        t.notes = inner.notes;
         let (open, unpaired, marks) = self.streams.values().fold((0, 0, 0), |a, s| {
             (a.0 + s.open.len(), a.1 + s.unpaired_ends, a.2 + s.marks)
         });

@@ -8,7 +8,10 @@ pub(crate) struct Values(Vec<u64>);
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Summary {
     pub count: u64,
+    /// Saturating at `u64::MAX`; `overflow` says where the true total is larger.
     pub total: u64,
+    /// The total does not fit a u64 (times of corrupt records).
+    pub overflow: bool,
     pub mean: f64,
     pub median: f64,
     pub min: u64,
@@ -33,6 +36,7 @@ impl Values {
             return Summary {
                 count: 0,
                 total: 0,
+                overflow: false,
                 mean: 0.0,
                 median: 0.0,
                 min: 0,
@@ -57,6 +61,11 @@ impl Values {
         Summary {
             count: n as u64,
             total,
+            overflow: self
+                .0
+                .iter()
+                .try_fold(0u64, |a, v| a.checked_add(*v))
+                .is_none(),
             mean,
             median,
             min: v[0],

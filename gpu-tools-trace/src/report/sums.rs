@@ -2,7 +2,7 @@
 //! launches (`cuda_gpu_graph_sum`) and memory operations (`cuda_gpu_mem_time_sum`, `cuda_gpu_mem_size_sum`).
 
 use super::stats;
-use super::{Analysis, Cell, Table};
+use super::{Analysis, Cell, Table, count};
 
 impl Analysis {
     /// `Time (%)` and the time columns of a summary by name, rows sorted by total time.
@@ -28,7 +28,10 @@ impl Analysis {
             ],
         );
         let mut rows: Vec<(K, Vec<Cell>, stats::Summary)> = rows.collect();
-        let all: u64 = rows.iter().map(|r| r.2.total).sum();
+        // Wide enough that the totals of every row add up without wrapping; a row whose own total overflowed
+        // (saturated) adds no more than u64::MAX.
+        let all: u128 = rows.iter().map(|r| u128::from(r.2.total)).sum();
+        let overflowed = rows.iter().filter(|r| r.2.overflow).count();
         rows.sort_by(|a, b| {
             b.2.total
                 .cmp(&a.2.total)
@@ -41,8 +44,16 @@ impl Analysis {
                 100.0 * s.total as f64 / all as f64
             };
             let mut row = vec![
-                Cell::Float(pct),
-                Cell::Int(s.total),
+                if overflowed > 0 {
+                    Cell::Missing
+                } else {
+                    Cell::Float(pct)
+                },
+                if s.overflow {
+                    Cell::Missing
+                } else {
+                    Cell::Int(s.total)
+                },
                 Cell::Int(s.count),
                 Cell::Float(s.mean),
                 Cell::Float(s.median),
@@ -56,6 +67,13 @@ impl Analysis {
                 row.extend(extra);
             }
             t.rows.push(row);
+        }
+        if overflowed > 0 {
+            t.notes.push(format!(
+                "{} a total time too large for 64 bits of nanoseconds (records whose times are corrupt): not shown, \
+                 nor the shares of the total",
+                count(overflowed as u64, "row has", "rows have")
+            ));
         }
         t
     }

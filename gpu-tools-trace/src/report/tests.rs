@@ -94,3 +94,41 @@ fn notes_count_one_in_the_singular() {
         assert!(notes.iter().any(|n| n == note), "{note:?} in {notes:#?}");
     }
 }
+
+fn kernel_span(name: &str, start: u64, end: u64) -> Record {
+    let Record::Kernel(mut k) = kernel(1) else {
+        unreachable!()
+    };
+    (k.start, k.end, k.name) = (start, end, Arc::from(name));
+    Record::Kernel(k)
+}
+
+#[test]
+fn times_whose_sum_passes_u64_are_not_printed_as_a_number_and_shares_stay_within_a_hundred_percent()
+{
+    let mut a = Analysis::new();
+    let half = 1u64 << 63;
+    for name in ["a", "b"] {
+        a.add((0, 0), &kernel_span(name, 0, half));
+    }
+    let t = a.kernel_sum();
+    let shares: Vec<&Cell> = t.rows.iter().map(|r| &r[0]).collect();
+    assert_eq!(shares, [&Cell::Float(50.0), &Cell::Float(50.0)], "{t:?}");
+
+    // "a" now took 2^64 ns, which no u64 holds: neither its saturated total nor shares of a wrong sum.
+    a.add((0, 0), &kernel_span("a", 0, half));
+    let t = a.kernel_sum();
+    let a_row = t.rows.iter().find(|r| r[8] == Cell::from("a")).unwrap();
+    assert_eq!(
+        (&a_row[0], &a_row[1]),
+        (&Cell::Missing, &Cell::Missing),
+        "{t:?}"
+    );
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.starts_with("1 row has a total time too large")),
+        "{:?}",
+        t.notes
+    );
+}
