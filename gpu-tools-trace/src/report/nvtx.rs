@@ -131,7 +131,11 @@ impl Analysis {
         if has_ranges {
             for (key, s) in &self.streams {
                 for op in &s.ops {
-                    match s.calls.get(&op.correlation) {
+                    // Correlation id 0 is none: any call that also carries none did not launch it.
+                    let call = (op.correlation != 0)
+                        .then(|| s.calls.get(&op.correlation))
+                        .flatten();
+                    match call {
                         Some(&(thread, call)) => launched
                             .entry((*key, thread))
                             .or_default()

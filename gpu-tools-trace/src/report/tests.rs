@@ -132,3 +132,36 @@ fn times_whose_sum_passes_u64_are_not_printed_as_a_number_and_shares_stay_within
         t.notes
     );
 }
+
+#[test]
+fn device_work_without_a_correlation_id_is_not_projected_into_a_range() {
+    let mut a = Analysis::new();
+    a.add((0, 0), &marker(MarkerKind::Start, 1, 0));
+    // A call that carries no correlation id (0: none), inside the range.
+    a.add(
+        (0, 0),
+        &Record::Api(ApiRecord {
+            start: 5,
+            end: 6,
+            domain: ApiDomain::Runtime,
+            cbid: 1,
+            name: Arc::from("cudaGetDevice"),
+            correlation: 0,
+            process: 1,
+            thread: 1,
+            return_value: 0,
+        }),
+    );
+    a.add((0, 0), &marker(MarkerKind::End, 1, 100));
+    // Device work whose launch is not known.
+    a.add((0, 0), &kernel(0));
+    let t = a.nvtx_gpu_proj_sum();
+    assert!(t.rows.is_empty(), "{t:?}");
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n == "1 device operation had no API record (left out of the projection)"),
+        "{:?}",
+        t.notes
+    );
+}
