@@ -26,6 +26,10 @@ impl<'a> Host<'a> {
         let mut by_correlation: HashMap<u32, usize> = HashMap::new();
         for (i, c) in p.calls.iter().enumerate() {
             threads.entry(c.thread).or_default().0.push(i);
+            // Correlation id 0 is none: calls that carry it are not one call, nor the launch of any operation.
+            if c.correlation == 0 {
+                continue;
+            }
             let outer = by_correlation.entry(c.correlation).or_insert(i);
             let o = &p.calls[*outer];
             if (c.start, std::cmp::Reverse(c.end)) < (o.start, std::cmp::Reverse(o.end)) {
@@ -44,7 +48,12 @@ impl<'a> Host<'a> {
                 .collect();
         }
         let mut ops_by_correlation = HashMap::new();
-        for (i, op) in p.ops.iter().enumerate() {
+        for (i, op) in p
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.correlation != 0)
+        {
             ops_by_correlation.entry(op.correlation).or_insert(i);
         }
         let mut syncs = p.syncs.clone();

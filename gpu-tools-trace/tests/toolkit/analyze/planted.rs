@@ -313,3 +313,56 @@ fn ranges_of_single_operations_are_not_taken_for_steps() {
         StepSource::Pattern("layer_00".into())
     );
 }
+
+#[test]
+fn an_operation_without_a_correlation_id_is_not_taken_for_the_work_of_a_call_without_one() {
+    use gpu_tools_trace::analyze::Trace;
+    use gpu_tools_trace::{ApiDomain, ApiRecord, KernelRecord, Record};
+    use std::sync::Arc;
+
+    let kernel = |start: u64, correlation: u32| {
+        Record::Kernel(KernelRecord {
+            start,
+            end: start + 10,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation,
+            grid_id: 1,
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            static_shared: 0,
+            dynamic_shared: 0,
+            registers: 8,
+            graph_id: 0,
+            graph_node_id: 0,
+            name: Arc::from("k"),
+        })
+    };
+    let mut t = Trace::new();
+    t.add((0, 0), &kernel(0, 1));
+    // A synchronisation that carries no correlation id (0: none) spans the idle gap; the next kernel has none
+    // either: what issued it is not known.
+    t.add(
+        (0, 0),
+        &Record::Api(ApiRecord {
+            start: 5,
+            end: 2_000,
+            domain: ApiDomain::Runtime,
+            cbid: 1,
+            name: Arc::from("cudaDeviceSynchronize"),
+            correlation: 0,
+            process: 1,
+            thread: 1,
+            return_value: 0,
+        }),
+    );
+    t.add((0, 0), &kernel(1_000, 0));
+    let d = t.diagnose();
+    assert_eq!(
+        d.gpus[0].idle_by_cause,
+        vec![(IdleCause::Unknown, 990)],
+        "{:?}",
+        d.gpus[0]
+    );
+}
