@@ -269,7 +269,7 @@ impl Analysis {
             Record::Graph(g) => {
                 for id in [g.graph_id, g.exec_id] {
                     if id != 0 && g.node_count != u32::MAX {
-                        self.graph_nodes.insert(id, g.node_count);
+                        self.graph_nodes.entry(id).or_default().insert(g.node_count);
                     }
                 }
             }

@@ -43,7 +43,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub use align::{Alignment, ClockDomain};
@@ -68,7 +68,8 @@ pub struct Analysis {
     copy_time: BTreeMap<String, Values>,
     copy_size: BTreeMap<String, Values>,
     graphs: BTreeMap<u32, Values>,
-    graph_nodes: HashMap<u32, u32>,
+    /// Node counts by graph id: several where processes (or instantiations) of one id differ.
+    graph_nodes: HashMap<u32, BTreeSet<u32>>,
     graph_kernels: u64,
     names: HashMap<String, Arc<str>>,
     alignment: Alignment,

@@ -119,10 +119,15 @@ impl Analysis {
             "CUDA Graph Launch Summary",
             "Graph",
             self.graphs.iter().map(|(id, v)| {
-                let nodes = self
-                    .graph_nodes
-                    .get(id)
-                    .map_or_else(|| "?".to_string(), |n| n.to_string());
+                let nodes = self.graph_nodes.get(id).map_or_else(
+                    || "?".to_string(),
+                    |n| {
+                        n.iter()
+                            .map(u32::to_string)
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    },
+                );
                 let key = format!("{id:>10}");
                 (
                     key,

@@ -165,3 +165,37 @@ fn device_work_without_a_correlation_id_is_not_projected_into_a_range() {
         t.notes
     );
 }
+
+#[test]
+fn a_graph_id_of_two_processes_with_different_node_counts_shows_both() {
+    use crate::record::{GraphInfo, GraphLaunchRecord};
+    let mut a = Analysis::new();
+    for (stream, nodes) in [(0, 3), (1, 5)] {
+        a.add(
+            (0, stream),
+            &Record::Graph(GraphInfo {
+                time: 1,
+                graph_id: 1,
+                exec_id: 0,
+                node_count: nodes,
+            }),
+        );
+        a.add(
+            (0, stream),
+            &Record::GraphLaunch(GraphLaunchRecord {
+                start: 10,
+                end: 20,
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation: 1,
+                graph_id: 1,
+                end_device: 0,
+                end_context: 1,
+            }),
+        );
+    }
+    let t = a.graph_sum();
+    assert_eq!(t.rows.len(), 1, "{t:?}");
+    assert_eq!(t.rows[0][8], Cell::from("graph 1 (3 or 5 nodes)"));
+}
