@@ -354,6 +354,23 @@ fn the_exports_of_each_fixture_end_every_flow_they_start() {
     }
 }
 
+#[test]
+fn two_files_whose_numbers_agree_in_their_low_bits_draw_flows_of_their_own() {
+    let e = &FIXTURES[0];
+    let bytes = fixture(e.file);
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    // 65536 and 0 agree in their low 16 bits, as two of a job's files would at the 65,537th.
+    for file in [0, 65_536] {
+        assert_eq!(t.read(file, &bytes[..]).unwrap(), vec![]);
+    }
+    let pb = t.finish().unwrap().into_inner().unwrap();
+    let (mut starts, _) = perfetto::flows(&pb);
+    assert_eq!(starts.len(), 2 * e.flows, "{}", e.file);
+    starts.sort_unstable();
+    starts.dedup();
+    assert_eq!(starts.len(), 2 * e.flows, "a flow id drawn twice");
+}
+
 /// The format 2 recording kept as it was, and the fixture that is its rewrite.
 const FORMAT_2: &str = "torch_compile.format2.gputrace";
 const FORMAT_2_REWRITTEN: &str = "torch_compile.gputrace";

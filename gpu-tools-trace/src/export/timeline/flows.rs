@@ -25,11 +25,14 @@ fn write_unpaired(sink: &mut impl TimelineSink, waiting: Waiting) -> io::Result<
     }
 }
 
-fn flow_id(key: (u32, u32), correlation: u32) -> u64 {
-    (u64::from(key.0 & 0xffff) << 48) | (u64::from(key.1 & 0xffff) << 32) | u64::from(correlation)
-}
-
 impl<S: TimelineSink> Timeline<S> {
+    /// A flow id of its own: one made of the file, stream and correlation numbers would be shared by files or
+    /// streams that agree in the bits kept, and by a correlation id used again.
+    fn new_flow(&mut self) -> u64 {
+        self.flows_drawn += 1;
+        self.flows_drawn
+    }
+
     /// A launch or copy call of `correlation`: written with the flow to its work if that came first, else held.
     pub(super) fn call(&mut self, key: (u32, u32), correlation: u32, call: Held) -> io::Result<()> {
         let s = self.streams.entry(key).or_default();
@@ -37,7 +40,7 @@ impl<S: TimelineSink> Timeline<S> {
             Some(Waiting::Work(work)) => {
                 s.held -= work.len();
                 remember(&mut s.paired, correlation);
-                let id = flow_id(key, correlation);
+                let id = self.new_flow();
                 self.sink.slice(&call.slice(Some(id), None))?;
                 for (i, w) in work.iter().enumerate() {
                     self.sink.slice(&w.slice(None, (i == 0).then_some(id)))?;
@@ -64,7 +67,7 @@ impl<S: TimelineSink> Timeline<S> {
             Some(Waiting::Call(call)) => {
                 s.held -= 1;
                 remember(&mut s.paired, correlation);
-                let id = flow_id(key, correlation);
+                let id = self.new_flow();
                 self.sink.slice(&call.slice(Some(id), None))?;
                 self.sink.slice(&work.slice(None, Some(id)))
             }

@@ -29,6 +29,8 @@ pub struct Timeline<S: TimelineSink> {
     streams: HashMap<(u32, u32), StreamState>,
     alignment: Alignment,
     next_track: u64,
+    /// Flows drawn so far: the last flow's id.
+    flows_drawn: u64,
     misnested: u64,
     /// Records read by [`Timeline::read`], by file number.
     records: HashMap<u32, u64>,
@@ -59,6 +61,7 @@ impl<S: TimelineSink> Timeline<S> {
             streams: HashMap::new(),
             alignment: Alignment::new(),
             next_track: 1,
+            flows_drawn: 0,
             misnested: 0,
             records: HashMap::new(),
             versions: HashMap::new(),
