@@ -151,7 +151,8 @@ impl Analysis {
         #[derive(Default)]
         struct Group {
             proj: Values,
-            range_total: u64,
+            /// Wide enough for any sum of ranges; one past u64 is not printed as a number.
+            range_total: u128,
             instances: u64,
             ops: u64,
             levels: u64,
@@ -172,7 +173,7 @@ impl Analysis {
             let last = inside.iter().map(|o| o.2).max().unwrap_or(0);
             let g = groups.entry((Arc::clone(&r.name), style)).or_default();
             g.proj.push(last.saturating_sub(first));
-            g.range_total += r.end.saturating_sub(r.start);
+            g.range_total += u128::from(r.end.saturating_sub(r.start));
             g.instances += 1;
             g.ops += inside.len() as u64;
             g.levels += u64::from(level);
@@ -200,14 +201,26 @@ impl Analysis {
         );
         let mut rows: Vec<_> = groups.into_iter().collect();
         rows.sort_by(|a, b| b.1.proj.total().cmp(&a.1.proj.total()).then(a.0.cmp(&b.0)));
+        let mut too_large = 0u64;
         for ((name, style), g) in rows {
             let s = g.proj.summary();
             let n = g.instances.max(1) as f64;
+            let mut total = |fits: Option<u64>| {
+                fits.map_or_else(
+                    || {
+                        too_large += 1;
+                        Cell::Missing
+                    },
+                    Cell::Int,
+                )
+            };
+            let proj_total = total((!s.overflow).then_some(s.total));
+            let range_total = total(u64::try_from(g.range_total).ok());
             t.rows.push(vec![
                 Cell::Text(name.to_string()),
                 Cell::Text(style.to_string()),
-                Cell::Int(s.total),
-                Cell::Int(g.range_total),
+                proj_total,
+                range_total,
                 Cell::Int(g.instances),
                 Cell::Float(s.mean),
                 Cell::Float(s.median),
@@ -219,6 +232,12 @@ impl Analysis {
                 Cell::Float(g.levels as f64 / n),
                 Cell::Float(g.children as f64 / n),
             ]);
+        }
+        if too_large > 0 {
+            t.notes.push(format!(
+                "{} too large for 64 bits of nanoseconds (records whose times are corrupt): not shown",
+                count(too_large, "total time is", "total times are")
+            ));
         }
         if has_ranges && self.streams.values().all(|s| s.calls.is_empty()) {
             t.notes.push(

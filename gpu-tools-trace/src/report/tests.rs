@@ -134,6 +134,49 @@ fn times_whose_sum_passes_u64_are_not_printed_as_a_number_and_shares_stay_within
 }
 
 #[test]
+fn range_times_whose_sum_passes_u64_are_not_printed_as_a_number() {
+    let mut a = Analysis::new();
+    let half = 1u64 << 63;
+    // Three ranges named alike of 2^63 ns each (their sum passes 2^64), open at once, with a launch and its
+    // kernel inside.
+    for i in 1..=3u32 {
+        a.add((0, 0), &marker(MarkerKind::Start, i, 0));
+    }
+    a.add(
+        (0, 0),
+        &Record::Api(ApiRecord {
+            start: 1,
+            end: 2,
+            domain: ApiDomain::Runtime,
+            cbid: 1,
+            name: Arc::from("cudaLaunchKernel"),
+            correlation: 1,
+            process: 1,
+            thread: 1,
+            return_value: 0,
+        }),
+    );
+    for i in 1..=3u32 {
+        a.add((0, 0), &marker(MarkerKind::End, i, half));
+    }
+    a.add((0, 0), &kernel(1));
+    let t = a.nvtx_gpu_proj_sum();
+    assert_eq!(t.rows.len(), 1, "{t:?}");
+    // The projections (10 ns each) add up; the ranges' 3 * 2^63 ns do not fit.
+    assert_eq!(
+        (&t.rows[0][2], &t.rows[0][3]),
+        (&Cell::Int(30), &Cell::Missing)
+    );
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.starts_with("1 total time is too large")),
+        "{:?}",
+        t.notes
+    );
+}
+
+#[test]
 fn device_work_without_a_correlation_id_is_not_projected_into_a_range() {
     let mut a = Analysis::new();
     a.add((0, 0), &marker(MarkerKind::Start, 1, 0));
