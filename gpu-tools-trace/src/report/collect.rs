@@ -28,6 +28,20 @@ fn copy_operation(kind: CopyKind) -> String {
     format!("[CUDA memcpy {what}]")
 }
 
+/// A timed record whose end came before its start: a vendor's fault or damage, said rather than summed.
+fn ends_before_start(record: &Record) -> bool {
+    let (start, end) = match record {
+        Record::Kernel(k) => (k.start, k.end),
+        Record::Memcpy(m) => (m.start, m.end),
+        Record::Memset(m) => (m.start, m.end),
+        Record::Api(a) => (a.start, a.end),
+        Record::Synchronization(s) => (s.start, s.end),
+        Record::GraphLaunch(g) => (g.start, g.end),
+        _ => return false,
+    };
+    end < start
+}
+
 impl Analysis {
     /// Nothing read yet; collects what every report of [`reports`](Self::reports) needs (not the job-wide
     /// [`STRAGGLERS`], which only [`for_reports`](Self::for_reports) collects).
@@ -157,6 +171,9 @@ impl Analysis {
             job.add(key, record);
         }
         self.streams.entry(key).or_default().records += 1;
+        if ends_before_start(record) {
+            self.inverted += 1;
+        }
         if self.job_only {
             self.add_for_processes(key, record);
         } else {

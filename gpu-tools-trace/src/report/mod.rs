@@ -74,6 +74,8 @@ pub struct Analysis {
     names: HashMap<String, Arc<str>>,
     alignment: Alignment,
     errors: u64,
+    /// Timed records whose end came before their start: every report counts them as 0 ns.
+    inverted: u64,
     /// The format version of each file read (not of a single stream).
     versions: BTreeMap<u32, u16>,
     /// The job-wide collector, where a job-wide report was asked for.

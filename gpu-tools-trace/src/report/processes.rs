@@ -62,6 +62,14 @@ impl Analysis {
                 t.notes.push(d.note(reference));
             }
         }
+        if self.inverted > 0 {
+            t.notes.push(format!(
+                "{} before {} (a kernel, copy, set, graph launch, call or synchronisation): counted as 0 ns in \
+                 every report",
+                count(self.inverted, "record ended", "records ended"),
+                if self.inverted == 1 { "it started" } else { "they started" }
+            ));
+        }
         if self.errors > 0 {
             t.notes.push(format!(
                 "{} while reading (reported on stderr)",

@@ -134,6 +134,34 @@ fn times_whose_sum_passes_u64_are_not_printed_as_a_number_and_shares_stay_within
 }
 
 #[test]
+fn records_that_end_before_they_start_are_counted_as_0_ns_and_said() {
+    let mut a = Analysis::new();
+    a.add((0, 0), &kernel_span("k", 100, 40));
+    a.add((0, 0), &kernel_span("k", 100, 150));
+    let t = a.kernel_sum();
+    assert_eq!(t.rows[0][1], Cell::Int(50), "{t:?}");
+    let notes = a.processes().notes;
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "1 record ended before it started (a kernel, copy, set, graph launch, call or synchronisation): \
+             counted as 0 ns"
+        )),
+        "{notes:?}"
+    );
+    let mut fine = Analysis::new();
+    fine.add((0, 0), &kernel_span("k", 100, 150));
+    assert!(
+        !fine
+            .processes()
+            .notes
+            .iter()
+            .any(|n| n.contains("ended before")),
+        "{:?}",
+        fine.processes().notes
+    );
+}
+
+#[test]
 fn range_times_whose_sum_passes_u64_are_not_printed_as_a_number() {
     let mut a = Analysis::new();
     let half = 1u64 << 63;
