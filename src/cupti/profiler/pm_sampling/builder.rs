@@ -254,6 +254,7 @@ impl PmSamplerBuilder {
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
+            indices: Vec::new(),
             _config: config,
             _claim: claim,
         };

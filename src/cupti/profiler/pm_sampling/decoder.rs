@@ -44,6 +44,8 @@ pub(super) struct Decoder {
     pub(super) starts: Vec<u64>,
     pub(super) ends: Vec<u64>,
     pub(super) values: Vec<f64>,
+    /// The image index of each sample in `starts`.
+    pub(super) indices: Vec<usize>,
     /// The configuration CUPTI was given (`cuptiPmSamplingSetConfig`), kept until the sampling is disabled: the
     /// header does not say that CUPTI copies it.
     pub(super) _config: ConfigImage,
@@ -126,19 +128,39 @@ impl Decoder {
             let counts = self.evaluate_new()?;
             self.count(shared, &counts);
             if !self.starts.is_empty() || outcome.overflow || counts.lost > 0 || counts.gaps > 0 {
-                let mut batch = PmBatch::new(
-                    &self.starts,
-                    &self.ends,
-                    &self.values,
-                    self.metrics.len(),
-                    counts.lost,
-                    outcome.overflow,
-                );
-                batch.gaps = counts.gaps;
-                if self.keep {
-                    batch.counter_data = Some((&self.image, first));
+                let m = self.metrics.len();
+                let mut from = 0;
+                loop {
+                    // A kept image names a batch's samples by the index of its first: a stale sample left out
+                    // breaks that run, so the samples after it go in a batch of their own. The decode's losses
+                    // and gaps come with its last batch, once.
+                    let to = if self.keep {
+                        run_end(&self.indices, from)
+                    } else {
+                        self.starts.len()
+                    };
+                    let last = to >= self.starts.len();
+                    let mut batch = PmBatch::new(
+                        &self.starts[from..to],
+                        &self.ends[from..to],
+                        &self.values[from * m..to * m],
+                        m,
+                        if last { counts.lost } else { 0 },
+                        last && outcome.overflow,
+                    );
+                    if last {
+                        batch.gaps = counts.gaps;
+                    }
+                    if self.keep {
+                        let at = self.indices.get(from).copied().unwrap_or(first);
+                        batch.counter_data = Some((&self.image, at));
+                    }
+                    shared.deliver(&batch);
+                    if last {
+                        break;
+                    }
+                    from = to;
                 }
-                shared.deliver(&batch);
             }
             // The image is started afresh only once CUPTI reports it full: initialising it earlier, between two
             // decodes, crashed the process inside CUPTI (H100, CUPTI 13.0).
@@ -224,6 +246,7 @@ impl Decoder {
         self.starts.clear();
         self.ends.clear();
         self.values.clear();
+        self.indices.clear();
         // SAFETY: the image is the one CUPTI decodes into.
         let completed = unsafe { completed_samples(self.api, &self.image) }?;
         let mut counts = DecodeCounts::default();
@@ -264,10 +287,20 @@ impl Decoder {
             }?;
             self.starts.push(c.start);
             self.ends.push(c.end);
+            self.indices.push(i);
         }
         self.evaluated = self.evaluated.max(completed);
         Ok(counts)
     }
+}
+
+/// The end of the run of consecutive image indices that starts at `from`.
+fn run_end(indices: &[usize], from: usize) -> usize {
+    let mut to = from + 1;
+    while to < indices.len() && indices[to] == indices[to - 1] + 1 {
+        to += 1;
+    }
+    to.min(indices.len())
 }
 
 /// What one decode's samples said about the time they cover.
