@@ -444,6 +444,11 @@ open_enum! {
     }
 }
 
+/// `CUPTI_INVALID_CONTEXT_ID`, a header macro bindgen does not carry.
+const INVALID_CONTEXT_ID: u32 = 0xFFFF_FFFF;
+/// `CUPTI_INVALID_STREAM_ID`, likewise.
+const INVALID_STREAM_ID: u32 = 0xFFFF_FFFF;
+
 /// A device memory allocation or release (`MEMORY2`, `CUpti_ActivityMemory4`).
 #[derive(Clone, Copy)]
 pub struct MemoryRecord<'a> {
@@ -522,16 +527,17 @@ impl<'a> MemoryRecord<'a> {
         self.raw.deviceId
     }
 
-    /// The context id.
+    /// The context id; `None` where the operation had no context (CUPTI writes `CUPTI_INVALID_CONTEXT_ID`).
     #[inline]
-    pub fn context_id(&self) -> u32 {
-        self.raw.contextId
+    pub fn context_id(&self) -> Option<u32> {
+        (self.raw.contextId != INVALID_CONTEXT_ID).then_some(self.raw.contextId)
     }
 
-    /// The stream id, for stream-ordered allocations.
+    /// The stream id, for stream-ordered allocations; `None` for the others (CUPTI writes
+    /// `CUPTI_INVALID_STREAM_ID`).
     #[inline]
-    pub fn stream_id(&self) -> u32 {
-        self.raw.streamId
+    pub fn stream_id(&self) -> Option<u32> {
+        (self.raw.streamId != INVALID_STREAM_ID).then_some(self.raw.streamId)
     }
 
     /// The correlation id of the API call.
@@ -564,5 +570,45 @@ impl fmt::Debug for MemoryRecord<'_> {
             .field("timestamp", &self.timestamp())
             .field("correlation_id", &self.correlation_id())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Activity, ActivityBatch, RecordLayout};
+    use crate::sys::cupti as sys;
+
+    /// One `MEMORY2` record with these context and stream ids, in an 8-aligned buffer.
+    fn memory_record(context: u32, stream: u32) -> [u64; 16] {
+        let mut r = sys::CUpti_ActivityMemory4 {
+            kind: sys::CUPTI_ACTIVITY_KIND_MEMORY2,
+            memoryOperationType: sys::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION,
+            bytes: 4096,
+            ..Default::default()
+        };
+        r.contextId = context;
+        r.streamId = stream;
+        let mut words = [0u64; 16];
+        // SAFETY: the record is 128 plain bytes (asserted in `layout`), the array as many, both 8-aligned.
+        unsafe { std::ptr::write(words.as_mut_ptr().cast::<sys::CUpti_ActivityMemory4>(), r) };
+        words
+    }
+
+    fn ids(words: &[u64; 16]) -> (Option<u32>, Option<u32>) {
+        // SAFETY: plain integers viewed as their bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 128) };
+        let batch = ActivityBatch::from_bytes(bytes, RecordLayout::Cupti13_0);
+        let Some(Ok(Activity::Memory(m))) = batch.records().next() else {
+            panic!("not a memory record");
+        };
+        (m.context_id(), m.stream_id())
+    }
+
+    #[test]
+    fn a_memory_record_without_a_context_or_stream_has_no_context_or_stream_id() {
+        assert_eq!(ids(&memory_record(0xFFFF_FFFF, 0xFFFF_FFFF)), (None, None));
+        assert_eq!(ids(&memory_record(3, 0xFFFF_FFFF)), (Some(3), None));
+        assert_eq!(ids(&memory_record(3, 14)), (Some(3), Some(14)));
+        assert_eq!(ids(&memory_record(0, 0)), (Some(0), Some(0)));
     }
 }
