@@ -130,6 +130,20 @@ fn analyze_json_has_every_finding_with_the_documented_fields() {
 }
 
 #[test]
+fn analyze_refuses_top_with_json_which_has_every_finding() {
+    let out = gpu_tools(&[
+        "analyze",
+        "--json",
+        "--top",
+        "1",
+        &fixture("torch_loop.gputrace"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--top"));
+}
+
+#[test]
 fn analyze_refuses_what_is_not_a_trace_and_analyses_what_a_cut_file_holds() {
     let dir = tempfile::tempdir().unwrap();
     let notes = dir.path().join("notes.txt");

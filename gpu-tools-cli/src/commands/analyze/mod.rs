@@ -57,7 +57,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// How many findings the text shows; 0 for all.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    // The JSON has every finding: a count given with it would be dropped without a word.
+    #[arg(long, value_name = "N", default_value_t = 3, conflicts_with = "json")]
     top: usize,
     /// Keep kernel names as the driver reports them (mangled C++ names).
     #[arg(long)]
