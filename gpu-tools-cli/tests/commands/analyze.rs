@@ -245,6 +245,29 @@ fn diff_puts_two_ranks_side_by_side() {
 }
 
 #[test]
+fn diff_top_0_shows_every_change_as_analyze_top_0_does() {
+    let (a, b) = (
+        fixture("torch_loop.gputrace"),
+        fixture("torch_compile.gputrace"),
+    );
+    let all = json(&gpu_tools(&["diff", "--json", "--top", "0", &a, &b]));
+    let every = json(&gpu_tools(&["diff", "--json", "--top", "1000", &a, &b]));
+    for list in [
+        "kernels_by_time",
+        "kernels_by_count",
+        "new_kernels",
+        "gone_kernels",
+        "api",
+    ] {
+        assert_eq!(all[list], every[list], "{list}");
+    }
+    assert!(all["api"].as_array().unwrap().len() > 10);
+    let text = gpu_tools(&["diff", "--top", "0", &a, &b]);
+    assert_eq!(text.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Kernels new in B"));
+}
+
+#[test]
 fn diff_refuses_a_selection_of_nothing_and_bad_arguments() {
     let ddp = fixture("ddp_2rank.gputrace");
     let out = gpu_tools(&["diff", &ddp, &ddp, "--b-process", "rank=7"]);

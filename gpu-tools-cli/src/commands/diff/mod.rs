@@ -47,7 +47,7 @@ pub struct Args {
     /// Only this process of B: `rank=N` or `pid=N`.
     #[arg(long, value_name = "SEL", value_parser = parse_select)]
     b_process: Option<Select>,
-    /// How many kernels and API functions each list shows.
+    /// How many kernels and API functions each list shows; 0 for all.
     #[arg(long, value_name = "N", default_value_t = 10)]
     top: usize,
     /// Write JSON instead of text.
@@ -97,7 +97,9 @@ pub fn run(args: Args) -> Outcome {
         Profile::of(t, s).map_err(|e| Failure::new(1, format!("{}: {e}", path.display())))
     };
     let (pa, pb) = (side(&ta, sa, &args.a)?, side(&tb, sb, &args.b)?);
-    let mut d = diff(&pa, &pb, args.top);
+    // 0 is all, as `analyze --top 0` is: taken as a count it emptied every list without a word.
+    let top = if args.top == 0 { usize::MAX } else { args.top };
+    let mut d = diff(&pa, &pb, top);
     if !args.raw_names {
         for c in d
             .kernels_by_time
