@@ -38,11 +38,21 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// List the chips this CUPTI supports and exit.
-    #[arg(long, conflicts_with_all = ["chip", "device", "check", "filter"])]
+    // The list is plain names: a method, JSON or submetrics asked for with it would be dropped without a word.
+    #[arg(
+        long,
+        conflicts_with_all = ["chip", "device", "check", "filter", "method", "json", "submetrics"]
+    )]
     chips: bool,
     /// Check full metric names (comma-separated) for the method [default method: range], say how many passes
     /// they take together, and exit.
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    // Its answer is two lines of text and no listing: JSON, submetrics or a filter would be dropped.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        conflicts_with_all = ["json", "submetrics", "filter"]
+    )]
     check: Vec<String>,
     /// Only metrics whose name or description contains this text (any case).
     filter: Option<String>,

@@ -305,6 +305,50 @@ fn metrics_takes_a_chip_name_in_any_case() {
 }
 
 #[test]
+fn metrics_refuses_options_that_chips_and_check_would_ignore() {
+    let double = gpu_tools_testing::double_path("cupti_profiling");
+    let metrics = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+            .arg("metrics")
+            .args(args)
+            .env("GPU_TOOLS_CUPTI_LIB", &double)
+            .env("GPU_TOOLS_NVPERF_HOST_LIB", &double)
+            .output()
+            .unwrap()
+    };
+    let check = ["--chip", "GH100", "--check", "dram__bytes_read.sum"];
+    for args in [
+        &["--chips", "--json"][..],
+        &["--chips", "--method", "pm"],
+        &["--chips", "--submetrics"],
+        &[&check[..], &["--json"]].concat(),
+        &[&check[..], &["--submetrics"]].concat(),
+        &[&check[..], &["dram"]].concat(),
+    ] {
+        let out = metrics(args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stdout)
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("Usage: gpu-tools metrics"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    // What they do take.
+    assert!(metrics(&["--chips"]).status.success());
+    assert!(
+        metrics(&[&check[..], &["--method", "pm"]].concat())
+            .status
+            .success()
+    );
+}
+
+#[test]
 fn the_version_names_cupti_and_the_driver_or_says_they_are_missing() {
     let version = |cupti: &std::path::Path, driver: &std::path::Path, arg: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
