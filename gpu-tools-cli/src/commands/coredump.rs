@@ -33,7 +33,8 @@ pub struct Args {
     #[arg(long)]
     kernels: bool,
     /// Print the warps (like `info cuda warps`).
-    #[arg(long)]
+    // The JSON has no warps: asked for with it, they would be left out without a word.
+    #[arg(long, conflicts_with = "json")]
     warps: bool,
     /// Write JSON instead of text: devices, kernels, and the lanes selected.
     #[arg(long)]

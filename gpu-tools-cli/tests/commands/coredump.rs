@@ -162,6 +162,20 @@ fn json_holds_the_same_facts() {
 }
 
 #[test]
+fn warps_are_refused_with_json_which_has_none() {
+    let dir = TempDir::new("coredump-warps-json");
+    let file = dir.file("sample.cudacore", &writer::sample(writer::Layout::Current));
+    let o = run(&["--json", "--warps", &file]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(o.stdout.is_empty());
+    assert!(
+        stderr(&o).contains("Usage: gpu-tools coredump"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn several_files_are_printed_in_order() {
     let dir = TempDir::new("coredump-several");
     let first = dir.file("first.cudacore", &writer::sample(writer::Layout::Current));
