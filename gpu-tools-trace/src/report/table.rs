@@ -241,8 +241,8 @@ impl Table {
     }
 }
 
-/// Writes several tables: text and CSV one after another (CSV tables separated by a blank line and preceded by
-/// a `# name` line), JSON as one array.
+/// Writes several tables: text and CSV one after another (CSV tables separated by a blank line, preceded by
+/// a `# name` line and followed by a `# note: ...` line per note), JSON as one array.
 pub fn write_tables(tables: &[Table], format: Format, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Json => {
@@ -262,6 +262,11 @@ pub fn write_tables(tables: &[Table], format: Format, out: &mut dyn Write) -> io
                 }
                 writeln!(out, "# {}", t.name)?;
                 t.write_csv(out)?;
+                // What the text and JSON say under the table (why it is empty, what an empty field stands for)
+                // is part of the report.
+                for n in &t.notes {
+                    writeln!(out, "# note: {}", n.replace(['\n', '\r'], " "))?;
+                }
             }
             Ok(())
         }

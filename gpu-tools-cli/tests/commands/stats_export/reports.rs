@@ -64,6 +64,31 @@ fn stats_prints_every_report_and_one_by_name() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn stats_csv_keeps_each_reports_notes() {
+    let torch = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/traces/torch_loop.gputrace");
+    let out = gpu_tools(&[
+        "stats",
+        "--format",
+        "csv",
+        "--report",
+        "cuda_gpu_kern_counters_sum,stragglers",
+        s(&torch),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Why the first table is empty, and what the second's empty fields and figures mean.
+    assert!(
+        text.contains("\n# note: the trace holds no counter samples"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n# note: no NCCL collective kernels in the trace"),
+        "{text}"
+    );
+}
+
 const COPY: &str = "_Z4copyPKfPfm";
 const COPY_DEMANGLED: &str = "copy(float const*, float*, unsigned long)";
 
