@@ -268,6 +268,31 @@ fn diff_top_0_shows_every_change_as_analyze_top_0_does() {
 }
 
 #[test]
+fn diff_says_how_many_changes_each_list_leaves_out() {
+    let (a, b) = (
+        fixture("torch_loop.gputrace"),
+        fixture("torch_compile.gputrace"),
+    );
+    let out = gpu_tools(&["diff", "--top", "2", &a, &b]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // 28 kernels are gone and 19 API functions changed; 2 of each are listed.
+    let gone = text.split("Kernels gone from A").nth(1).unwrap();
+    let gone = gone.split("\n\n").next().unwrap();
+    assert!(
+        gone.ends_with("and 26 more (`--top 0` lists them)"),
+        "{gone}"
+    );
+    assert!(
+        text.contains("and 17 more (`--top 0` lists them)"),
+        "{text}"
+    );
+    // A list shown whole says nothing more.
+    let new = text.split("Kernels new in B").nth(1).unwrap();
+    assert!(!new.split("\n\n").next().unwrap().contains("more"), "{new}");
+}
+
+#[test]
 fn diff_refuses_a_selection_of_nothing_and_bad_arguments() {
     let ddp = fixture("ddp_2rank.gputrace");
     let out = gpu_tools(&["diff", &ddp, &ddp, "--b-process", "rank=7"]);

@@ -99,7 +99,8 @@ pub fn run(args: Args) -> Outcome {
     let (pa, pb) = (side(&ta, sa, &args.a)?, side(&tb, sb, &args.b)?);
     // 0 is all, as `analyze --top 0` is: taken as a count it emptied every list without a word.
     let top = if args.top == 0 { usize::MAX } else { args.top };
-    let mut d = diff(&pa, &pb, top);
+    // Every change, cut to `top` when written: the text says how many each list leaves out.
+    let mut d = diff(&pa, &pb, usize::MAX);
     if !args.raw_names {
         for c in d
             .kernels_by_time
@@ -114,9 +115,18 @@ pub fn run(args: Args) -> Outcome {
     let sides = [(&args.a, sa), (&args.b, sb)];
     let mut out = BufWriter::new(std::io::stdout().lock());
     let written = if args.json {
+        for list in [
+            &mut d.kernels_by_time,
+            &mut d.kernels_by_count,
+            &mut d.new_kernels,
+            &mut d.gone_kernels,
+            &mut d.api,
+        ] {
+            list.truncate(top);
+        }
         json::write(&mut out, sides, &d)
     } else {
-        text::write(&mut out, sides, &d)
+        text::write(&mut out, sides, &d, top)
     };
     written
         .and_then(|()| out.flush())

@@ -137,12 +137,14 @@ fn sides(out: &mut impl Write, d: &Diff) -> io::Result<()> {
     )
 }
 
+/// Writes the first `top` changes, and how many more there are.
 fn list(
     out: &mut impl Write,
     title: &str,
     changes: &[Change],
     d: &Diff,
     time: bool,
+    top: usize,
 ) -> io::Result<()> {
     if changes.is_empty() {
         return Ok(());
@@ -155,7 +157,7 @@ fn list(
         "  {:>12} {:>12} {:>12} {:>12}   {:<24} name",
         "A count", "B count", "A time", "B time", "change"
     )?;
-    for c in changes {
+    for c in changes.iter().take(top) {
         let (ac, bc) = (per(c.a.count, &d.a, d), per(c.b.count, &d.b, d));
         let (at, bt) = (per(c.a.time, &d.a, d), per(c.b.time, &d.b, d));
         let change = if time {
@@ -174,11 +176,23 @@ fn list(
             short(&c.name, MAX_NAME)
         )?;
     }
+    if changes.len() > top {
+        writeln!(
+            out,
+            "  and {} more (`--top 0` lists them)",
+            changes.len() - top
+        )?;
+    }
     Ok(())
 }
 
-/// Writes the diff of the two sides (file and selection of each).
-pub fn write(out: &mut impl Write, files: [(&PathBuf, Select); 2], d: &Diff) -> io::Result<()> {
+/// Writes the diff of the two sides (file and selection of each), the first `top` changes of each list.
+pub fn write(
+    out: &mut impl Write,
+    files: [(&PathBuf, Select); 2],
+    d: &Diff,
+    top: usize,
+) -> io::Result<()> {
     for ((path, select), (side, p)) in files.iter().zip([("A", &d.a), ("B", &d.b)]) {
         let who: Vec<String> = p
             .processes
@@ -210,6 +224,7 @@ pub fn write(out: &mut impl Write, files: [(&PathBuf, Select); 2], d: &Diff) -> 
         &d.kernels_by_time,
         d,
         true,
+        top,
     )?;
     list(
         out,
@@ -217,15 +232,25 @@ pub fn write(out: &mut impl Write, files: [(&PathBuf, Select); 2], d: &Diff) -> 
         &d.kernels_by_count,
         d,
         false,
+        top,
     )?;
-    list(out, "Kernels new in B", &d.new_kernels, d, true)?;
-    list(out, "Kernels gone from A", &d.gone_kernels, d, true)?;
+    list(out, "Kernels new in B", &d.new_kernels, d, true, top)?;
+    list(out, "Kernels gone from A", &d.gone_kernels, d, true, top)?;
     list(
         out,
         "API functions whose time changed most",
         &d.api,
         d,
         true,
+        top,
     )?;
-    list(out, "Copies, sets and graph launches", &d.copies, d, true)
+    // A handful of kinds, which `diff` keeps whole whatever the limit.
+    list(
+        out,
+        "Copies, sets and graph launches",
+        &d.copies,
+        d,
+        true,
+        usize::MAX,
+    )
 }
