@@ -1,9 +1,11 @@
 //! The tracer against real processes: a shell's children, so that they are not this test's own children, as an
-//! attached process usually is not.
+//! attached process usually is not. Where ptrace is not permitted, or python3 (which CI installs) is missing, the
+//! tests that need it say so and stop, unless `CI` is set: then that is a failure.
 
 use super::*;
 use crate::linux::procfs::Process;
 use crate::linux::wait::{WALL, WEXITED, wait_id};
+use gpu_tools_testing::skip_unless_ci;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 use std::process::{Command, Stdio};
@@ -62,9 +64,19 @@ fn ptrace_allowed() -> bool {
     }
     let _ = shell.wait();
     if !ok {
-        eprintln!("ptrace is not permitted here; skipping");
+        skip_unless_ci("ptrace is not permitted here");
     }
     ok
+}
+
+/// Whether `python3` runs here (the tests' multi-threaded and libc-calling programs); where it does not, says so,
+/// and fails under CI, which installs it.
+fn python3_runs() -> bool {
+    let runs = Command::new("python3").arg("-V").output().is_ok();
+    if !runs {
+        skip_unless_ci("python3 does not run here");
+    }
+    runs
 }
 
 #[test]
@@ -99,7 +111,7 @@ fn attach_stop_resume_and_see_the_exit_code() {
 
 #[test]
 fn threads_started_while_traced_run_and_the_exit_is_seen() {
-    if !ptrace_allowed() || Command::new("python3").arg("-V").output().is_err() {
+    if !ptrace_allowed() || !python3_runs() {
         return;
     }
     let (mut shell, pid) = grandchild(
@@ -236,11 +248,7 @@ fn a_faulting_call_is_reported_and_the_process_survives() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn runs_to_a_breakpoint_whose_trap_never_reaches_the_process() {
-    if !ptrace_allowed() {
-        return;
-    }
-    if Command::new("python3").arg("-V").output().is_err() {
-        eprintln!("no python3 here; skipping");
+    if !ptrace_allowed() || !python3_runs() {
         return;
     }
     // A program that calls libc's `getppid` every few milliseconds, then exits 0.
