@@ -2,8 +2,8 @@
 //!
 //! The fixtures live in `tests/fixtures/coredump/` (or the folder `GPU_TOOLS_COREDUMP_FIXTURES` names): dumps made
 //! on a GPU host from this crate's `debuggee_kernels` by `make.sh` there, each `NAME.cudacore` with
-//! `NAME.cuda-gdb.txt`, cuda-gdb's `info cuda devices/kernels/lanes/warps` of it. `MANIFEST` lists the files; once
-//! it exists, a listed file that is missing fails these tests.
+//! `NAME.cuda-gdb.txt`, cuda-gdb's `info cuda devices/kernels/lanes/warps` of it. `MANIFEST` lists the files; a
+//! missing `MANIFEST`, or a listed file that is missing, fails these tests.
 #![cfg(feature = "coredump")]
 
 mod cuda_gdb_view;
@@ -20,32 +20,12 @@ fn fixture_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/coredump"))
 }
 
-/// The files `MANIFEST` lists, after checking each is there; `None` while there is no `MANIFEST`.
-fn manifest() -> Option<Vec<PathBuf>> {
+/// The files `MANIFEST` lists, after checking each is there. Panics without a `MANIFEST`: the repository's
+/// fixtures have one.
+fn manifest() -> Vec<PathBuf> {
     let dir = fixture_dir();
-    let text = match std::fs::read_to_string(dir.join("MANIFEST")) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let stray: Vec<_> = std::fs::read_dir(&dir)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "cudacore"))
-                .collect();
-            assert!(
-                stray.is_empty(),
-                "{stray:?} are not listed: {} has no MANIFEST",
-                dir.display()
-            );
-            eprintln!(
-                "no core-dump fixtures yet: {} has no MANIFEST",
-                dir.display()
-            );
-            return None;
-        }
-        Err(e) => panic!("{}: {e}", dir.join("MANIFEST").display()),
-    };
+    let text = std::fs::read_to_string(dir.join("MANIFEST"))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join("MANIFEST").display()));
     let files: Vec<PathBuf> = text
         .lines()
         .map(str::trim)
@@ -59,14 +39,12 @@ fn manifest() -> Option<Vec<PathBuf>> {
             .len();
         assert!(len > 0, "{} is empty", f.display());
     }
-    Some(files)
+    files
 }
 
 /// The dumps of the manifest with cuda-gdb's view of each.
 fn fixtures() -> Vec<(PathBuf, CoreDump, View)> {
-    let Some(files) = manifest() else {
-        return Vec::new();
-    };
+    let files = manifest();
     files
         .iter()
         .filter(|p| p.extension().is_some_and(|x| x == "cudacore"))
@@ -342,21 +320,20 @@ fn differences(dump: &CoreDump, view: &View) -> (Vec<String>, usize) {
 
 #[test]
 fn manifest_lists_files_that_are_there() {
-    if let Some(files) = manifest() {
-        let dumps = files
-            .iter()
-            .filter(|p| p.extension().is_some_and(|x| x == "cudacore"))
-            .count();
-        assert!(dumps > 0, "MANIFEST lists no .cudacore");
-        // Every dump in the folder is listed.
-        for e in std::fs::read_dir(fixture_dir()).unwrap().flatten() {
-            if e.path().extension().is_some_and(|x| x == "cudacore") {
-                assert!(
-                    files.contains(&e.path()),
-                    "{} is not in MANIFEST",
-                    e.path().display()
-                );
-            }
+    let files = manifest();
+    let dumps = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "cudacore"))
+        .count();
+    assert!(dumps > 0, "MANIFEST lists no .cudacore");
+    // Every dump in the folder is listed.
+    for e in std::fs::read_dir(fixture_dir()).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "cudacore") {
+            assert!(
+                files.contains(&e.path()),
+                "{} is not in MANIFEST",
+                e.path().display()
+            );
         }
     }
 }
@@ -462,11 +439,13 @@ fn the_crates_kernels_fault_where_they_were_told() {
 
 #[test]
 fn memory_fixture_holds_the_shared_and_local_memory_the_kernel_wrote() {
+    let mut checked = 0;
     for (path, dump, _) in fixtures() {
         let n = name(&path);
         if !n.starts_with("fault_at_memory") {
             continue;
         }
+        checked += 1;
         let words = |b: &[u8]| -> Vec<u32> {
             b.chunks_exact(4)
                 .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
@@ -516,6 +495,7 @@ fn memory_fixture_holds_the_shared_and_local_memory_the_kernel_wrote() {
         println!("{n}: shared tiles of {blocks} blocks and local arrays of {lanes} lanes found");
         assert!(blocks > 1 && lanes > 32);
     }
+    assert!(checked > 0, "MANIFEST lists no fault_at_memory dump");
 }
 
 /// cuda-gdb's view of a dump of a small C++ program (H100, driver 580.159.04), as it printed it.
