@@ -105,7 +105,13 @@ impl Target {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd.envs(env.iter().copied());
-        let mut shell = cmd.spawn().ok()?;
+        let mut shell = match cmd.spawn() {
+            Ok(shell) => shell,
+            Err(e) => {
+                skip_unless_ci(&format!("unshare cannot run here: {e}"));
+                return None;
+            }
+        };
         let out = shell.stdout.take().unwrap();
         let (send, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
