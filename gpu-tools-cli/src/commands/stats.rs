@@ -31,8 +31,8 @@ use crate::trace_input::{Reading, open_all};
 /// best asked for alone on large jobs. Kernel names are demangled as `trace` shows them (`--raw-names` keeps them as
 /// recorded). Exit code: 0; 1 when a file cannot be read at all (not a trace, another format version, cut short
 /// before its first record), fails a checksum (a changed byte: the message says at which byte), has a final chunk
-/// that disagrees with what was read (whole chunks left out or repeated) or is given twice (under any path), or,
-/// for `stragglers`, when one rank is in two streams (a rank traced twice); 3
+/// that disagrees with what was read (whole chunks left out or repeated) or is given twice (under any path), or
+/// when one rank is in two streams (a rank traced twice: its time would count twice); 3
 /// when one was cut short, was not finished by its writer (the tracer killed) or is corrupt part-way (the reports
 /// then cover what was read before); 2 for a usage error. A file of format 2 or 3 is read, with a line on stderr
 /// saying what it cannot show (format 2: a changed byte or a cut; format 3: a cut at a chunk boundary).
@@ -87,6 +87,10 @@ pub fn run(args: Args) -> Outcome {
         job.check()
             .map_err(|twice| traced_twice(&args.files, &twice))?;
         warn_gaps("stats", job, &job.collective_alignment());
+    } else {
+        analysis
+            .check_ranks()
+            .map_err(|twice| traced_twice(&args.files, &twice))?;
     }
     // Every report that has something to say, or those asked for (in the usual order), whatever they hold.
     let mut tables: Vec<Table> = if args.report.is_empty() {

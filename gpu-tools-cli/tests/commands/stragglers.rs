@@ -86,6 +86,38 @@ fn a_rank_in_two_files_is_refused() {
 }
 
 #[test]
+fn every_report_refuses_a_rank_in_two_files_not_only_stragglers() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("again.gputrace");
+    std::fs::copy(fixture(0), &copy).unwrap();
+    let copy = copy.display().to_string();
+    let first = fixture(0);
+    for report in [None, Some("cuda_gpu_kern_sum")] {
+        let mut args = vec!["stats"];
+        if let Some(r) = report {
+            args.extend(["--report", r]);
+        }
+        args.extend([first.as_str(), copy.as_str()]);
+        let out = gpu_tools(&args);
+        assert_eq!(out.status.code(), Some(1), "{report:?}");
+        assert!(
+            out.stdout.is_empty(),
+            "{report:?}: nothing counted twice is printed"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(&format!(
+                "rank 0 is traced twice: in {first} (stream 0, pid 1000, host h0) and in {copy}"
+            )),
+            "{report:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Each rank once: read as before.
+    let out = gpu_tools(&["stats", &first, &fixture(1)]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
 fn export_moves_the_hosts_on_their_collectives_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("job.json");
