@@ -197,6 +197,8 @@ pub fn exposition(hostname: &str, columns: &[TopColumn], gpus: &[ExportGpu]) -> 
         .iter()
         .enumerate()
         .filter(|(_, c)| !GAUGES.iter().any(|g| g.metric == c.counter))
+        // A counter named twice (`--counters A,A`) would give the same series twice, which Prometheus refuses.
+        .filter(|(i, c)| !columns[..*i].iter().any(|e| e.counter == c.counter))
         .collect();
     if !others.is_empty() {
         family(

@@ -387,3 +387,23 @@ fn the_exporter_serves_scrapes_while_a_gpu_stops_answering() {
     }
     assert!(closed, "stopped serving");
 }
+
+#[test]
+fn a_counter_named_twice_is_exported_once() {
+    let columns = vec![
+        TopColumn::for_counter("GRBM_COUNT"),
+        TopColumn::for_counter("GRBM_COUNT"),
+    ];
+    let gpus = vec![ExportGpu {
+        gpu: h100(0),
+        values: Some(vec![7.0, 7.0]),
+        totals: TopTotals::default(),
+        stale_scrapes: 0,
+    }];
+    let text = exposition("h", &columns, &gpus);
+    assert_eq!(
+        text.matches("gpu_tools_device_metric{").count(),
+        1,
+        "{text}"
+    );
+}
