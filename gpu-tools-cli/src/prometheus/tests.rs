@@ -388,6 +388,105 @@ fn the_exporter_serves_scrapes_while_a_gpu_stops_answering() {
     assert!(closed, "stopped serving");
 }
 
+/// An exporter over two GPUs that have not answered yet, on a port of loopback.
+fn idle_exporter() -> Exporter {
+    let state = State::new(
+        "h".into(),
+        columns(),
+        vec![h100(0), h100(1)],
+        Duration::from_secs(3),
+    );
+    Exporter::start(bind("127.0.0.1:0".parse().unwrap()).unwrap(), state).unwrap()
+}
+
+#[test]
+fn a_client_that_never_sends_the_body_it_announced_holds_up_no_other_scrape() {
+    let exporter = idle_exporter();
+    let addr = exporter.addr();
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    write!(
+        stalled,
+        "POST /metrics HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100000\r\n\r\n"
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = get(addr, "/metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.contains("gpu_tools_gpu_up{gpu=\"1\""), "{body}");
+    drop(stalled);
+    exporter.stop();
+}
+
+#[test]
+fn a_request_that_announces_a_huge_body_is_refused_and_the_server_goes_on() {
+    let exporter = idle_exporter();
+    let addr = exporter.addr();
+    let mut huge = TcpStream::connect(addr).unwrap();
+    huge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        huge,
+        "POST /metrics HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1000000000000000\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = [0u8; 12];
+    huge.read_exact(&mut answer).unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 4"), "{answer:?}");
+    drop(huge);
+    let (status, _) = get(addr, "/metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    exporter.stop();
+}
+
+#[test]
+fn a_client_that_reads_none_of_its_answers_holds_up_no_other_scrape() {
+    let exporter = idle_exporter();
+    let addr = exporter.addr();
+    let mut greedy = TcpStream::connect(addr).unwrap();
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let writer = std::thread::spawn(move || {
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        for _ in 0..50_000 {
+            if greedy.write_all(request.as_bytes()).is_err() {
+                break;
+            }
+        }
+        greedy
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, _) = get(addr, "/metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    drop(writer.join().unwrap());
+    exporter.stop();
+}
+
+#[test]
+fn a_head_request_gets_the_headers_and_no_body() {
+    let exporter = idle_exporter();
+    let addr = exporter.addr();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "HEAD /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    s.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200 "), "{response}");
+    assert!(response.ends_with("\r\n\r\n"), "{response}");
+    assert!(
+        response
+            .to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{response}"
+    );
+    let (status, _) = get(addr, "/metrics");
+    assert!(status.contains(" 200 "), "{status}");
+    exporter.stop();
+}
+
 #[test]
 fn a_counter_named_twice_is_exported_once() {
     let columns = vec![
