@@ -414,7 +414,10 @@ pub fn run(mut args: Args) -> Outcome {
         || trace
             .processes
             .iter()
-            .any(|p| !p.ended || p.stream_errors > 0);
+            // An end record counting other than what arrived: records were lost or came twice.
+            .any(|p| {
+                !p.ended || p.stream_errors > 0 || p.sent.is_some_and(|sent| sent + 1 != p.received)
+            });
     let code = program_exit_code(&traced, args.attach.is_some() || !targets.is_empty());
     if !traced.empty_windows.is_empty() {
         for e in &traced.empty_windows {

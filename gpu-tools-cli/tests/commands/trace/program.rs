@@ -157,6 +157,20 @@ pub(super) fn play(scenario: &str) {
             })]);
             s.end();
         }
+        // The end record counts 3 records that never arrived.
+        "short" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            let records = s.enc.records() + 3;
+            s.send(&[Record::ProcessEnd(ProcessEnd {
+                time: 99_000_000,
+                reason: EndReason::Exit,
+                records,
+                dropped: 0,
+                skipped: 0,
+                callback_panics: 0,
+            })]);
+        }
         "crash" => {
             let mut s = Sender::connect();
             s.send(&workload(1_000_000));

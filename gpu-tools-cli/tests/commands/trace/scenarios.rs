@@ -173,6 +173,17 @@ fn dropped_records_are_reported_with_a_nonzero_exit() {
 }
 
 #[test]
+fn records_the_process_sent_that_did_not_arrive_make_the_exit_nonzero() {
+    let out = trace("short", &["--quiet"]);
+    assert!(
+        text(&out.stderr).contains("arrived"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "incomplete trace");
+}
+
+#[test]
 fn a_crash_keeps_what_came_before_and_exits_with_the_signal() {
     let out = trace("crash", &["--quiet"]);
     assert_eq!(out.status.code(), Some(128 + 6), "SIGABRT");
