@@ -411,13 +411,13 @@ pub fn run(mut args: Args) -> Outcome {
     let losses = say_warnings_and_losses(trace);
     let incomplete = losses
         || trace.processes.is_empty()
-        || trace
-            .processes
-            .iter()
-            // An end record counting other than what arrived: records were lost or came twice.
-            .any(|p| {
-                !p.ended || p.stream_errors > 0 || p.sent.is_some_and(|sent| sent + 1 != p.received)
-            });
+        || trace.processes.iter().any(|p| {
+            !p.ended
+                || p.stream_errors > 0
+                || p.callback_panics > 0
+                // An end record counting other than what arrived: records were lost or came twice.
+                || p.sent.is_some_and(|sent| sent + 1 != p.received)
+        });
     let code = program_exit_code(&traced, args.attach.is_some() || !targets.is_empty());
     if !traced.empty_windows.is_empty() {
         for e in &traced.empty_windows {

@@ -93,6 +93,8 @@ pub struct Process {
     pub unfinished: u64,
     /// Records of the stream that could not be read.
     pub stream_errors: u64,
+    /// Record batches the process's library lost to a panic of its record callback, as its end record said.
+    pub callback_panics: u64,
     /// Records of work (kernels, copies, sets, graph launches, API calls, synchronizations, NVTX): what a window
     /// that saw the process launch anything holds.
     pub activity: u64,

@@ -521,6 +521,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 s.process.ended = true;
                 s.process.sent = Some(e.records);
                 s.process.dropped = e.dropped;
+                s.process.callback_panics = e.callback_panics;
                 if e.callback_panics > 0 {
                     t.warnings.push(format!(
                         "process {pid}: {} record batches were lost to a panic in the injection library",

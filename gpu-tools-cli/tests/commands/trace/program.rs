@@ -171,6 +171,20 @@ pub(super) fn play(scenario: &str) {
                 callback_panics: 0,
             })]);
         }
+        // The library lost 2 batches of records to a panic of its record callback.
+        "panicked" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            let records = s.enc.records();
+            s.send(&[Record::ProcessEnd(ProcessEnd {
+                time: 99_000_000,
+                reason: EndReason::Exit,
+                records,
+                dropped: 0,
+                skipped: 0,
+                callback_panics: 2,
+            })]);
+        }
         "crash" => {
             let mut s = Sender::connect();
             s.send(&workload(1_000_000));

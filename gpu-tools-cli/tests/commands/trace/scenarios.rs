@@ -184,6 +184,17 @@ fn records_the_process_sent_that_did_not_arrive_make_the_exit_nonzero() {
 }
 
 #[test]
+fn batches_lost_to_a_panic_in_the_library_make_the_exit_nonzero() {
+    let out = trace("panicked", &["--quiet"]);
+    assert!(
+        text(&out.stderr).contains("2 record batches were lost"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3), "incomplete trace");
+}
+
+#[test]
 fn a_crash_keeps_what_came_before_and_exits_with_the_signal() {
     let out = trace("crash", &["--quiet"]);
     assert_eq!(out.status.code(), Some(128 + 6), "SIGABRT");
