@@ -134,6 +134,7 @@ pub fn run(
             }
             if t.elapsed() >= drain {
                 collector.give_up(drain);
+                collector.give_up_unheard(connections, drain);
                 break;
             }
         }
@@ -367,6 +368,29 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 "process {} had not finished its stream {:.1} s after the program exited (still running?); what \
                  it sent so far is shown",
                 s.process.pid,
+                waited.as_secs_f64()
+            ));
+        }
+    }
+
+    /// Connections `0..connections` that delivered nothing (not even a header) by the drain timeout: processes
+    /// that loaded the library, stopped or hung before they sent anything, would otherwise leave no trace of
+    /// themselves in the summary or the exit code.
+    pub(super) fn give_up_unheard(&mut self, connections: usize, waited: Duration) {
+        for id in 0..connections {
+            if self.streams.contains_key(&id) {
+                continue;
+            }
+            self.streams.insert(
+                id,
+                StreamState {
+                    abandoned: true,
+                    ..StreamState::default()
+                },
+            );
+            self.trace.warnings.push(format!(
+                "a process connected and had sent nothing {:.1} s after the program exited (stopped or hung?): \
+                 it is not in the trace",
                 waited.as_secs_f64()
             ));
         }

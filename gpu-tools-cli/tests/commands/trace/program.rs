@@ -237,6 +237,28 @@ pub(super) fn play(scenario: &str) {
             // SAFETY: leaves at once.
             unsafe { libc::_exit(0) };
         }
+        "mute-child" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            s.end();
+            // A child that connects and sends nothing (not even the stream's header) while it outlives this
+            // process: the tracer must not forget the connection.
+            // SAFETY: the child only connects, sleeps and exits without running exit handlers.
+            if unsafe { libc::fork() } == 0 {
+                // SAFETY: closes this child's copies of stdout and stderr (the test's output pipes).
+                unsafe {
+                    libc::close(1);
+                    libc::close(2);
+                }
+                let path = std::env::var_os(env::SOCKET).unwrap();
+                let _sock = UnixStream::connect(path);
+                std::thread::sleep(Duration::from_secs(5));
+                // SAFETY: leaves the child at once.
+                unsafe { libc::_exit(0) };
+            }
+            // Exits once the child connected.
+            std::thread::sleep(Duration::from_millis(200));
+        }
         "garbage" => {
             let path = std::env::var_os(env::SOCKET).unwrap();
             let mut sock = UnixStream::connect(path).unwrap();

@@ -242,6 +242,15 @@ fn a_stream_kept_open_by_a_child_does_not_hang_the_tracer() {
 }
 
 #[test]
+fn a_connection_that_sends_nothing_is_reported_with_a_nonzero_exit() {
+    let out = trace("mute-child", &["--quiet", "--drain-timeout-ms", "700"]);
+    assert_eq!(out.status.code(), Some(3), "incomplete trace");
+    assert!(text(&out.stdout).contains("3 kernels"));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("sent nothing"), "{stderr}");
+}
+
+#[test]
 fn a_corrupt_stream_is_reported() {
     let out = trace("garbage", &["--quiet"]);
     assert_eq!(out.status.code(), Some(3));
