@@ -76,7 +76,12 @@ impl Converter {
                 })
             }
             Record::MemoryCopy(c) => {
+                let (src_agent, dst_agent) = c.agents();
                 let (kind, src, dst) = match c.direction() {
+                    // The SDK says DEVICE_TO_DEVICE for a copy between two GPUs too; the format calls that PtoP.
+                    CopyDirection::DeviceToDevice if src_agent != dst_agent => {
+                        (CopyKind::PtoP, MemoryKind::Device, MemoryKind::Device)
+                    }
                     CopyDirection::HostToDevice => {
                         (CopyKind::HtoD, MemoryKind::Unknown, MemoryKind::Device)
                     }
@@ -91,7 +96,6 @@ impl Converter {
                     }
                     _ => (CopyKind::Unknown, MemoryKind::Unknown, MemoryKind::Unknown),
                 };
-                let (src_agent, dst_agent) = c.agents();
                 let device = match kind {
                     CopyKind::DtoH => self.device(src_agent),
                     _ => self.device(dst_agent),

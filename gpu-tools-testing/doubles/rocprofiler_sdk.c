@@ -981,6 +981,24 @@ EXPORT int rpsdk_emit_copy(uint32_t direction, uint64_t bytes, uint64_t correlat
     return rpsdk_emit(BT_MEMORY_COPY, &r, sizeof r);
 }
 
+/* A memory copy between two given agents (a device-to-device copy may stay on one GPU or cross to another). */
+EXPORT int rpsdk_emit_copy_between(uint32_t direction, uint64_t src_agent, uint64_t dst_agent, uint64_t bytes,
+                                   uint64_t correlation, uint64_t start, uint64_t end) {
+    memory_copy_record_t r;
+    memset(&r, 0, sizeof r);
+    r.size = sizeof r;
+    r.kind = BT_MEMORY_COPY;
+    r.operation = direction;
+    r.correlation_id.internal = correlation;
+    r.thread_id = 4242;
+    r.start_timestamp = start;
+    r.end_timestamp = end;
+    r.src_agent_id.handle = src_agent;
+    r.dst_agent_id.handle = dst_agent;
+    r.bytes = bytes;
+    return rpsdk_emit(BT_MEMORY_COPY, &r, sizeof r);
+}
+
 /* A code object with `n` kernel symbols (ids 1..n), names `_Z7kernel<i>Pfi` with the `.kd` suffix the loader
  * gives kernel descriptors. */
 EXPORT void rpsdk_load_code_object(uint64_t id, int n) {
