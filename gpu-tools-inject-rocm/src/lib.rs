@@ -41,6 +41,8 @@ fn sdk_kinds(kinds: &[TraceKind]) -> Vec<SdkKind> {
             TraceKind::Kernel => &[SdkKind::KernelDispatch],
             TraceKind::Memcpy => &[SdkKind::MemoryCopy],
             TraceKind::Runtime | TraceKind::Driver => &[SdkKind::HipRuntimeApi, SdkKind::MarkerApi],
+            // The tool's marker kind is named for NVTX; ROCTx is the same thing on AMD.
+            TraceKind::Nvtx => &[SdkKind::MarkerApi],
             // No memset, synchronization or overhead records in the SDK's buffer tracing.
             _ => &[],
         };

@@ -229,3 +229,22 @@ fn a_device_to_device_copy_between_two_gpus_is_peer_to_peer() {
         .collect();
     assert_eq!(copies, [(1, CopyKind::PtoP), (2, CopyKind::DtoD)]);
 }
+
+#[test]
+fn markers_are_traced_when_only_markers_are_asked_for() {
+    // 7 is ROCPROFILER_BUFFER_TRACING_MARKER_CORE_API, 0 its roctxMarkA.
+    let records = trace_python(
+        "d.rpsdk_start_runtime()\n\
+         d.rpsdk_emit_api(7, 0, 1, 1000, 1100)\n\
+         d.rpsdk_finalize()",
+        "nvtx",
+    );
+    let markers: Vec<&str> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Api(a) if a.domain == ApiDomain::Marker => Some(&*a.name),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(markers, ["roctxMarkA"]);
+}
