@@ -372,6 +372,40 @@ fn a_target_that_exits_while_locked_is_reported_by_finish() {
 }
 
 #[test]
+fn a_step_refused_because_the_target_exited_names_the_call_and_keeps_the_driver_code() {
+    let _s = serial();
+    let mut t = target(CUDA, GIB);
+    let pid = t.pid();
+    let saved = ProcessCheckpoint::attach(pid)
+        .unwrap()
+        .lock(Duration::from_secs(1))
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    t.kill();
+    // SAFETY: hook signature as declared.
+    unsafe { (hooks().remove)(pid as i32) };
+    let e = saved.restore_thread_id().unwrap_err();
+    assert!(matches!(e, E::Exited { .. }), "{e:?}");
+    assert_eq!(e.call(), Some("cuCheckpointProcessGetRestoreThreadId"));
+    assert_eq!(code(&e), Some(304));
+    let e = saved.current_state().unwrap_err();
+    assert!(matches!(e, E::Exited { .. }), "{e:?}");
+    assert_eq!(e.call(), Some("cuCheckpointProcessGetState"));
+    assert_eq!(code(&e), Some(304));
+    let failed = saved.restore().unwrap_err();
+    let e = failed.error();
+    assert!(matches!(e, E::Exited { .. }), "{e:?}");
+    assert_eq!(e.call(), Some("cuCheckpointProcessRestore"));
+    assert_eq!(code(e), Some(304));
+    assert!(
+        e.to_string()
+            .contains("cuCheckpointProcessRestore answered CUDA_ERROR_OPERATING_SYSTEM"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_failed_checkpoint_that_breaks_the_process_is_reported_by_finish() {
     let _s = serial();
     let t = target(FAILS_CHECKPOINT, GIB);

@@ -179,11 +179,26 @@ impl Inner {
         }
     }
 
+    /// [`exited`](Self::exited) for a driver call that failed: the call and its code are kept.
+    fn exited_after(&self, call: &'static str, code: CuResult) -> E {
+        E::Exited {
+            pid: self.pid,
+            call: Some(call),
+            error: Some(CudaError::from_code(self.driver, code)),
+        }
+    }
+
     /// The driver's state; a failure is an exit where the pid names another process now.
     fn state(&self) -> Result<ProcessState, E> {
         self.api
             .state(self.driver, self.raw_pid, true)
-            .map_err(|e| if self.gone() { self.exited() } else { e })
+            .map_err(|e| {
+                if !self.gone() {
+                    return e;
+                }
+                e.cuda_error()
+                    .map_or_else(|| self.exited(), |c| self.exited_after(GET_STATE, c.code))
+            })
     }
 
     /// One state-changing call. On success the handle believes `to`; on failure it is uncertain and the error
@@ -211,7 +226,7 @@ impl Inner {
         }
         self.uncertain = true;
         if self.gone() {
-            return Err(self.exited());
+            return Err(self.exited_after(call, code));
         }
         let error = diagnose(
             refusal(self.driver, call, self.raw_pid, code, true, lock_timeout),
@@ -587,7 +602,7 @@ impl<S: Stage> ProcessCheckpoint<S> {
             return Ok(tid.unsigned_abs());
         }
         if self.inner.gone() {
-            return Err(self.inner.exited());
+            return Err(self.inner.exited_after(RESTORE_THREAD, code));
         }
         Err(diagnose(
             refusal(
