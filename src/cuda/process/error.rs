@@ -244,22 +244,16 @@ pub(super) fn diagnose(
         own_uid,
     } = r;
     match proc {
-        ProcStatus::Absent if held => {
+        ProcStatus::Absent | ProcStatus::Exited if held => {
             return ProcessCheckpointError::Exited {
                 pid,
                 call: Some(call),
                 error: Some(error),
             };
         }
-        ProcStatus::Absent => {
+        // A zombie that no handle held: "exited while held" would name a hold that never was.
+        ProcStatus::Absent | ProcStatus::Exited => {
             return ProcessCheckpointError::NoSuchProcess {
-                pid,
-                call: Some(call),
-                error: Some(error),
-            };
-        }
-        ProcStatus::Exited => {
-            return ProcessCheckpointError::Exited {
                 pid,
                 call: Some(call),
                 error: Some(error),
@@ -411,11 +405,32 @@ mod tests {
             diagnose(held, || None),
             ProcessCheckpointError::Exited { .. }
         ));
-        let zombie = diagnose(refusal(UNLOCK, 999, ProcStatus::Exited), || None);
+        let zombie = Refusal {
+            held: true,
+            ..refusal(UNLOCK, 999, ProcStatus::Exited)
+        };
+        let zombie = diagnose(zombie, || None);
         assert!(
             matches!(zombie, ProcessCheckpointError::Exited { .. }),
             "{zombie:?}"
         );
+    }
+
+    #[test]
+    fn an_exited_process_that_was_never_held_is_no_such_process_not_an_exit_while_held() {
+        let e = diagnose(refusal(GET_STATE, 304, ProcStatus::Exited), || None);
+        assert!(
+            matches!(
+                e,
+                ProcessCheckpointError::NoSuchProcess {
+                    pid: 42,
+                    call: Some(GET_STATE),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!e.to_string().contains("while held"), "{e}");
     }
 
     #[test]
