@@ -379,56 +379,12 @@ fn several(args: &Args) -> Outcome {
             eprint!("{err}");
         }
         let who = rank.unwrap_or_else(|| format!("process {pid}"));
-        match (seen, ok) {
-            (Some(Err(why)), true) => {
-                // It was examined and said what it saw above; only the line for the summary is lost.
-                failed += 1;
-                summary.push(format!(
-                    "{who} (pid {pid}): examined (above), but its summary line could not be read: {why}"
-                ));
-                parts.push(Part {
-                    who,
-                    pid,
-                    collective: None,
-                    examined: true,
-                });
-            }
-            (Some(Ok(s)), true) => {
-                let line = format!("{who} (pid {pid}): {}", describe(&s));
-                let collective = s
-                    .kernels
-                    .iter()
-                    .find(|(name, _)| short(name).starts_with("nccl"))
-                    .map(|(name, _)| short(name).to_string());
-                summary.push(line);
-                parts.push(Part {
-                    who,
-                    pid,
-                    collective,
-                    examined: true,
-                });
-            }
-            _ => {
-                failed += 1;
-                // The debugger could not attach (a thread blocked in a driver call holds what the attach needs):
-                // what its threads are blocked in is still readable without stopping it.
-                let host = host_view(pid);
-                for line in &host.lines {
-                    out_line(line)?;
-                }
-                summary.push(format!(
-                    "{who} (pid {pid}): not examined ({}){}",
-                    err.lines().last().unwrap_or("failed"),
-                    host.summary.map(|s| format!("; {s}")).unwrap_or_default()
-                ));
-                parts.push(Part {
-                    who,
-                    pid,
-                    collective: None,
-                    examined: false,
-                });
-            }
+        let (line, part, examined_whole) = judge_part(pid, who, seen, ok, &err)?;
+        if !examined_whole {
+            failed += 1;
         }
+        summary.push(line);
+        parts.push(part);
     }
     out_line(&format!(
         "=== summary ({} {}, {:.1} s)",
@@ -447,6 +403,71 @@ fn several(args: &Args) -> Outcome {
         out_line(&line)?;
     }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+/// One process's line of the summary and its part in the verdict, from what its `where` printed: its summary line
+/// (`seen`), whether it succeeded, and its standard error. The flag: it was examined and its summary read.
+fn judge_part(
+    pid: u32,
+    who: String,
+    seen: Option<Result<Seen, String>>,
+    ok: bool,
+    err: &str,
+) -> Result<(String, Part, bool), crate::failure::Failure> {
+    Ok(match (seen, ok) {
+        (Some(Err(why)), true) => (
+            // It was examined and said what it saw above; only the line for the summary is lost.
+            format!(
+                "{who} (pid {pid}): examined (above), but its summary line could not be read: {why}"
+            ),
+            Part {
+                who,
+                pid,
+                collective: None,
+                examined: true,
+            },
+            false,
+        ),
+        (Some(Ok(s)), true) => {
+            let collective = s
+                .kernels
+                .iter()
+                .find(|(name, _)| short(name).starts_with("nccl"))
+                .map(|(name, _)| short(name).to_string());
+            (
+                format!("{who} (pid {pid}): {}", describe(&s)),
+                Part {
+                    who,
+                    pid,
+                    collective,
+                    examined: true,
+                },
+                true,
+            )
+        }
+        _ => {
+            // The debugger could not attach (a thread blocked in a driver call holds what the attach needs):
+            // what its threads are blocked in is still readable without stopping it.
+            let host = host_view(pid);
+            for line in &host.lines {
+                out_line(line)?;
+            }
+            (
+                format!(
+                    "{who} (pid {pid}): not examined ({}){}",
+                    err.lines().last().unwrap_or("failed"),
+                    host.summary.map(|s| format!("; {s}")).unwrap_or_default()
+                ),
+                Part {
+                    who,
+                    pid,
+                    collective: None,
+                    examined: false,
+                },
+                false,
+            )
+        }
+    })
 }
 
 /// A part's summary line, or why it could not be read.
