@@ -155,8 +155,8 @@ impl Alignment {
         }
     }
 
-    /// The domains seen, in order (the first is the reference unless another was anchored first: see
-    /// [`reference`](Self::reference)).
+    /// The domains seen, in order. The reference, the domain the others are moved to, is the first anchored: the
+    /// first seen unless another was anchored before it.
     pub fn domains(&self) -> &[ClockDomain] {
         &self.domains
     }
