@@ -82,8 +82,10 @@ pub struct Args {
     pub inject_lib: Option<PathBuf>,
 
     /// cupti: record kinds to collect, comma-separated; `all` for every kind [default:
-    /// kernel,memcpy,memset,driver,runtime,nvtx]. With `nvtx` the program's NVTX ranges and marks are traced
-    /// (free for a program that makes no NVTX call).
+    /// kernel,memcpy,memset,driver,runtime,nvtx; attached (`--pid`, `--pid-tree`, `--job`):
+    /// kernel,driver,runtime,nvtx, as copies and sets recorded in a running process cost later windows their
+    /// kernels]. With `nvtx` the program's NVTX ranges and marks are traced (free for a program that makes no NVTX
+    /// call).
     #[arg(
         long,
         value_name = "KINDS",
