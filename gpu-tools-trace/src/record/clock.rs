@@ -65,6 +65,8 @@ mod libc_clock {
         tv_nsec: i64,
     }
 
+    // glibc's `int clock_gettime(clockid_t, struct timespec *)`: `clockid_t` is an int, and `Timespec` is the
+    // 64-bit Linux `struct timespec` (two 64-bit fields), which is what makes the declaration sound.
     unsafe extern "C" {
         fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     }

@@ -1,33 +1,19 @@
 //! `processes`: the traced processes, and whether each stream was read whole.
 
-use std::collections::HashMap;
-
 use super::counters;
-use super::{Analysis, Cell, DuplicateRank, StreamKey, Table, count};
+use super::{Analysis, Cell, DuplicateRank, Table, count};
 
 impl Analysis {
     /// Refuses a rank traced twice (two streams of processes with device work and one rank number, in one file or
     /// two): every report would count its time twice. [`Job::check`](super::Job::check) says the same for the
     /// job-wide reports; this is for the others, which keep no [`Job`](super::Job).
     pub fn check_ranks(&self) -> Result<(), DuplicateRank> {
-        let mut seen: HashMap<u32, (StreamKey, u32, String)> = HashMap::new();
-        for (key, s) in &self.streams {
-            if s.is_counters() || s.ops.is_empty() {
-                continue;
-            }
-            let Some(info) = &s.info else { continue };
-            let Some(rank) = info.rank() else { continue };
-            let this = (*key, s.pid, info.host.clone());
-            if let Some(first) = seen.get(&rank) {
-                return Err(DuplicateRank {
-                    rank,
-                    first: first.clone(),
-                    second: this,
-                });
-            }
-            seen.insert(rank, this);
-        }
-        Ok(())
+        super::job::first_duplicate_rank(
+            self.streams
+                .iter()
+                .filter(|(_, s)| !s.is_counters() && !s.ops.is_empty())
+                .filter_map(|(key, s)| Some((*key, s.pid, s.info.as_ref()?))),
+        )
     }
 
     /// `processes`: every traced process with its host, rank and whether its stream is complete.

@@ -428,22 +428,33 @@ impl Job {
 
     /// Refuses a rank traced twice (two streams of one rank number, in one file or two).
     pub fn check(&self) -> Result<(), DuplicateRank> {
-        let mut seen: HashMap<u32, (StreamKey, u32, String)> = HashMap::new();
-        for (key, s) in self.rank_streams() {
-            let Some(info) = &s.info else { continue };
-            let Some(rank) = info.rank() else { continue };
-            let this = (key, s.pid, info.host.clone());
-            if let Some(first) = seen.get(&rank) {
-                return Err(DuplicateRank {
-                    rank,
-                    first: first.clone(),
-                    second: this,
-                });
-            }
-            seen.insert(rank, this);
-        }
-        Ok(())
+        first_duplicate_rank(
+            self.rank_streams()
+                .into_iter()
+                .filter_map(|(key, s)| Some((key, s.pid, s.info.as_ref()?))),
+        )
     }
+}
+
+/// The first rank number two of `streams` (key, pid, process info) share, in their order; streams without a rank
+/// are passed over.
+pub(super) fn first_duplicate_rank<'a>(
+    streams: impl Iterator<Item = (StreamKey, u32, &'a ProcessInfo)>,
+) -> Result<(), DuplicateRank> {
+    let mut seen: HashMap<u32, (StreamKey, u32, String)> = HashMap::new();
+    for (key, pid, info) in streams {
+        let Some(rank) = info.rank() else { continue };
+        let this = (key, pid, info.host.clone());
+        if let Some(first) = seen.get(&rank) {
+            return Err(DuplicateRank {
+                rank,
+                first: first.clone(),
+                second: this,
+            });
+        }
+        seen.insert(rank, this);
+    }
+    Ok(())
 }
 
 impl Job {
