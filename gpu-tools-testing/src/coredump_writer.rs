@@ -226,6 +226,22 @@ impl Builder {
     }
 }
 
+/// `dump` (one this writer made, normal section numbering) with the SM count (`numSMs`, byte 36 of the entry) of
+/// device `device` of its device table set to `sms`: a forged count, for the reader's bound on it.
+pub fn with_sm_count(mut dump: Vec<u8>, device: usize, sms: u32) -> Vec<u8> {
+    let u64_at =
+        |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+    let shoff = u64_at(&dump, 0x28);
+    let count = u16::from_le_bytes([dump[0x3c], dump[0x3d]]) as usize;
+    let header = (0..count)
+        .map(|i| shoff + 64 * i)
+        .find(|&h| u32::from_le_bytes(dump[h + 4..h + 8].try_into().unwrap()) == DEV_TABLE)
+        .expect("a device table");
+    let at = u64_at(&dump, header + 0x18) + device * u64_at(&dump, header + 0x38) + 36;
+    dump[at..at + 4].copy_from_slice(&sms.to_le_bytes());
+    dump
+}
+
 /// A relocated cubin stand-in: an ELF64 whose symbol table has `(name, address, size)` functions.
 pub fn cubin(functions: &[(&str, u64, u64)]) -> Vec<u8> {
     let mut strtab = vec![0u8];

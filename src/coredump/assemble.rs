@@ -241,6 +241,7 @@ pub(super) fn assemble(source: &Source) -> Result<Parts, CoreDumpError> {
     read_contexts(&mut r, &kinds, &device_table, &mut devices)?;
     read_grids(&mut r, &kinds, &device_table, &mut devices)?;
     let blocks = read_sms_and_blocks(&mut r, &kinds, &device_table, &mut devices)?;
+    check_sm_counts(&kinds, &devices)?;
     let warps = read_warps(&mut r, &kinds, &blocks, &mut devices)?;
     read_lanes(&mut r, &kinds, &warps, &mut devices)?;
     let global_memory = r.regions(&kinds.of(sht::GLOBAL_MEM))?;
@@ -504,6 +505,29 @@ fn read_sms_and_blocks(
         devices[d].sms[m].blocks[b].shared_memory = Some(r.region(s)?);
     }
     Ok(cta_tables)
+}
+
+/// Each device's SM count against the SM-table entries the dump holds for it. `cudacoredump.h` says a device's SM
+/// table holds all its SMs, one entry each (the dumps of driver 580 hold 132 for 132), and NVIDIA's reader
+/// (libcudacore's `readDeviceExceptionState`) looks up an entry for every SM below the count. A count past the
+/// entries is corrupt: it would size what readers keep per SM (an SM mask) from a number the file does not back.
+fn check_sm_counts(kinds: &Kinds<'_>, devices: &[Device]) -> Result<(), CoreDumpError> {
+    // `read_devices` found exactly one device table.
+    let Some(devtbl) = kinds.of(sht::DEV_TABLE).first().copied() else {
+        return Err(CoreDumpError::MissingDeviceTable);
+    };
+    for d in devices {
+        let entries = d.sms.len();
+        if usize::try_from(d.sm_count).map_or(true, |n| n > entries) {
+            return Err(CoreDumpError::SmCountBeyondTable {
+                section: devtbl.id(),
+                device: d.index,
+                sm_count: d.sm_count,
+                entries,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Warps (children of the block tables) and their uniform registers, uniform predicates and convergence barriers;

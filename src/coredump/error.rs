@@ -120,6 +120,22 @@ pub enum CoreDumpError {
     /// The dump has no device table.
     #[error("the dump has no device table (.cudbg.devtbl)")]
     MissingDeviceTable,
+    /// A device-table entry claims more SMs than the dump has SM-table entries for that device: the format holds
+    /// one entry per SM of the device (`cudacoredump.h`), and NVIDIA's reader looks one up for every SM below the
+    /// count.
+    #[error(
+        "{section}: device {device} claims {sm_count} SMs, but the dump holds SM-table entries for {entries}: corrupt"
+    )]
+    SmCountBeyondTable {
+        /// The device table.
+        section: SectionId,
+        /// The device's index in it (its entry).
+        device: u32,
+        /// The entry's `numSMs`.
+        sm_count: u32,
+        /// SM-table entries the dump holds for the device (0 without an SM table).
+        entries: usize,
+    },
     /// A string-table index in an entry points outside the string table (or there is none).
     #[error("{section}: string index {index:#x} is outside the string table ({len} bytes)")]
     BadString {

@@ -133,7 +133,8 @@ pub struct Device {
     pub pci_bus: u32,
     /// PCI device id.
     pub pci_device: u32,
-    /// Number of SMs.
+    /// Number of SMs: at most the entries of [`Device::sms`] (the format holds one per SM; a dump that claims more
+    /// is refused as corrupt, [`CoreDumpError::SmCountBeyondTable`](super::CoreDumpError::SmCountBeyondTable)).
     pub sm_count: u32,
     /// Warps per SM.
     pub warps_per_sm: u32,

@@ -257,7 +257,10 @@ fn more_than_0xff00_sections_use_extended_numbering() {
     let mut b = Builder::new();
     let name = b.string("G");
     let dev = Fields::new(88).u64(0, name).u32(36, 1);
-    b.table(".cudbg.devtbl", writer::DEV_TABLE, &[dev], 0, 0);
+    let devtbl = b.table(".cudbg.devtbl", writer::DEV_TABLE, &[dev], 0, 0);
+    // The device's one SM has its entry, as the format requires.
+    let sm = Fields::new(writer::SM_SIZE.0);
+    b.table(".cudbg.smtbl.dev0", writer::SM_TABLE, &[sm], devtbl, 0);
     for i in 0..0xff10u32 {
         // Sections of a kind the reader does not know are skipped.
         b.section("", writer::SHT_LOUSER + 0x100, Vec::new(), 0, i, 0, 0);
@@ -270,6 +273,47 @@ fn more_than_0xff00_sections_use_extended_numbering() {
     );
     let dump = read(bytes).expect("extended numbering");
     assert_eq!(dump.devices()[0].name, "G");
+}
+
+#[test]
+fn a_device_claiming_more_sms_than_the_dump_holds_is_refused_as_corrupt() {
+    // numSMs sizes what readers keep per SM (cuda-gdb's SM mask): near u32::MAX it is 512 MiB of mask.
+    for forged in [u32::MAX - 1, SMS + 1] {
+        match err(writer::with_sm_count(
+            writer::sample(Layout::Current),
+            0,
+            forged,
+        )) {
+            CoreDumpError::SmCountBeyondTable {
+                section,
+                device,
+                sm_count,
+                entries,
+            } => {
+                assert_eq!(section.name, ".cudbg.devtbl");
+                assert_eq!((device, sm_count, entries), (0, forged, SMS as usize));
+            }
+            e => panic!("{forged} SMs: {e}"),
+        }
+    }
+    let e = err(writer::with_sm_count(
+        writer::sample(Layout::Current),
+        0,
+        u32::MAX - 1,
+    ));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "section 1 (.cudbg.devtbl): device 0 claims {} SMs, but the dump holds SM-table entries for {SMS}: \
+             corrupt",
+            u32::MAX - 1
+        )
+    );
+    // The count the SM table holds reads, in either layout.
+    for layout in [Layout::Current, Layout::Baseline] {
+        let dump = read(writer::with_sm_count(writer::sample(layout), 0, SMS)).expect("as written");
+        assert_eq!(dump.devices()[0].sm_count, SMS);
+    }
 }
 
 fn err(bytes: Vec<u8>) -> CoreDumpError {

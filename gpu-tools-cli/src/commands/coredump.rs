@@ -120,6 +120,7 @@ fn selected<'a>(dump: &'a CoreDump, args: &Args) -> Vec<LaneView<'a>> {
 
 /// Hex mask of the SMs holding blocks, one bit per SM, as cuda-gdb prints it (whole bytes, highest first).
 fn sm_mask(device: &Device, grid: Option<u64>) -> String {
+    // At most a bit per SM entry the file holds: the reader refuses a dump whose device claims more SMs.
     let bytes = device.sm_count.div_ceil(8).max(1) as usize;
     let mut mask = vec![0u8; bytes];
     for sm in &device.sms {

@@ -289,6 +289,34 @@ fn bad_files_are_reported_readably() {
 }
 
 #[test]
+fn a_forged_sm_count_is_refused_without_allocating_for_it() {
+    let dir = TempDir::new("coredump-forged-sms");
+    let file = dir.file(
+        "forged.cudacore",
+        &writer::with_sm_count(writer::sample(writer::Layout::Current), 0, u32::MAX - 1),
+    );
+    // Under 256 MiB of address space: a mask sized from the count (512 MiB) cannot be allocated.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 262144 && exec \"$0\" coredump --devices \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_gpu-tools"))
+        .arg(&file)
+        .output()
+        .expect("run gpu-tools coredump under a memory limit");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "gpu-tools coredump: {file}: section 1 (.cudbg.devtbl): device 0 claims "
+        )) && err.contains(&format!(
+            "but the dump holds SM-table entries for {SMS}: corrupt"
+        )),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty(), "nothing printed for the file");
+}
+
+#[test]
 fn every_fixture_prints_its_exception() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/coredump");
     let list =
