@@ -1,6 +1,7 @@
 /* A CUDA driver double: the driver entry points gpu-tools binds, on host memory, with one device (or more for
  * the device queries: `dbl_set_device_count`, or GPU_TOOLS_DOUBLE_DEVICES in the environment; contexts are of
- * device 0 only), and CUDA graphs the tests build for the graph queries (`dbl_graph_*`, at the end).
+ * device 0 only), modules whose launches run nothing and are counted (`dbl_launches`), and CUDA graphs the
+ * tests build for the graph queries (`dbl_graph_*`, at the end).
  *
  * Contexts are `struct dbl_ctx` (dbl_ctx.h, shared with checkpoint.c): a destroyed context stays allocated and
  * marked dead, so a stale handle is detected rather than reused. Device pointers are host pointers; each
@@ -337,31 +338,58 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned value, size_t words) {
     return OK;
 }
 
-/* Modules and launches are not simulated. */
-CUresult cuModuleLoadData(void **m, const void *image) {
-    NEED_CTX(current());
-    (void)m;
-    (void)image;
-    return NOT_SUPPORTED;
+/* Modules and functions: handles of the context that loaded the module, for any image and any name; a launch runs
+ * nothing and is counted (dbl_launches). An unloaded module stays allocated and marked dead, as contexts do. */
+struct dbl_module;
+struct dbl_function {
+    unsigned magic;
+    struct dbl_module *module;
+};
+struct dbl_module {
+    unsigned magic;
+    struct dbl_ctx *ctx;
+    struct dbl_function function;
+};
+#define DBL_MODULE_MAGIC 0x444f4d44u   /* "DMOD" */
+#define DBL_FUNCTION_MAGIC 0x434e5546u /* "FUNC" */
+static int g_launches;
+
+CUresult cuModuleLoadData(struct dbl_module **m, const void *image) {
+    struct dbl_ctx *c = current();
+    NEED_CTX(c);
+    if (!m || !image) return INVALID_VALUE;
+    struct dbl_module *mod = calloc(1, sizeof *mod);
+    if (!mod) return OUT_OF_MEMORY;
+    mod->magic = DBL_MODULE_MAGIC;
+    mod->ctx = c;
+    mod->function.magic = DBL_FUNCTION_MAGIC;
+    mod->function.module = mod;
+    *m = mod;
+    return OK;
 }
 
-CUresult cuModuleUnload(void *m) {
-    (void)m;
-    return NOT_SUPPORTED;
+CUresult cuModuleUnload(struct dbl_module *m) {
+    NEED_INIT();
+    if (!m || m->magic != DBL_MODULE_MAGIC) return INVALID_HANDLE;
+    m->magic = 0;
+    m->function.magic = 0;
+    return OK;
 }
 
-CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
-    (void)f;
-    (void)m;
-    (void)name;
-    return NOT_FOUND;
+CUresult cuModuleGetFunction(struct dbl_function **f, struct dbl_module *m, const char *name) {
+    NEED_INIT();
+    if (!f || !name) return INVALID_VALUE;
+    if (!m || m->magic != DBL_MODULE_MAGIC) return INVALID_HANDLE;
+    *f = &m->function;
+    return OK;
 }
 
-CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared, void *stream, void **params, void **extra) {
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)stream;
-    (void)params, (void)extra;
-    return NOT_SUPPORTED;
+/* Launches that reached the double. */
+int dbl_launches(void) {
+    pthread_mutex_lock(&g_lock);
+    int n = g_launches;
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 /* Streams run their work at once (the double has no device to queue on); ids count up per process, contexts get
@@ -423,6 +451,22 @@ CUresult cuCtxGetId(struct dbl_ctx *c, unsigned long long *id) {
     NEED_CTX(c);
     if (!id) return INVALID_VALUE;
     *id = (unsigned long long)(uintptr_t)c;
+    return OK;
+}
+
+/* The function's context must be current and the stream null or live. That the stream is of the function's
+ * context is not checked: the crate checks it before the call (Stream::launch), not leaving it to the driver, and
+ * this double shows whether a launch got through. */
+CUresult cuLaunchKernel(struct dbl_function *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, struct dbl_stream *stream, void **params, void **extra) {
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)params, (void)extra;
+    NEED_CTX(current());
+    if (!f || f->magic != DBL_FUNCTION_MAGIC) return INVALID_HANDLE;
+    if (f->module->ctx != current()) return INVALID_CONTEXT;
+    if (stream && !live_stream(stream)) return INVALID_HANDLE;
+    pthread_mutex_lock(&g_lock);
+    g_launches++;
+    pthread_mutex_unlock(&g_lock);
     return OK;
 }
 

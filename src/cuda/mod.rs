@@ -456,6 +456,11 @@ impl Function<'_> {
         unsafe { self.launch_on(std::ptr::null_mut(), grid, block, params) }
     }
 
+    /// The context of the function's module.
+    pub(crate) fn context(&self) -> &Context {
+        self.module.ctx
+    }
+
     /// # Safety
     /// As [`Function::launch`]; `stream` is null or a live stream of the function's context.
     pub(crate) unsafe fn launch_on(

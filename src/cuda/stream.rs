@@ -164,6 +164,10 @@ impl<'ctx> Stream<'ctx> {
 
     /// Queues a launch of `function` on this stream.
     ///
+    /// # Errors
+    /// `CUDA_ERROR_INVALID_HANDLE`, before any driver call, when the stream belongs to another context than the
+    /// function's module; otherwise what the driver reports.
+    ///
     /// # Safety
     /// As [`Function::launch`]; in addition, device memory the kernel uses must stay allocated until the stream
     /// has finished it.
@@ -174,7 +178,15 @@ impl<'ctx> Stream<'ctx> {
         block: (u32, u32, u32),
         params: &mut [*mut c_void],
     ) -> Result<(), CudaError> {
-        // SAFETY: forwarded to the caller.
+        // `launch_on` needs a stream of the function's context: checked here, not left to the driver.
+        if self.ctx.as_raw() != function.context().as_raw() {
+            return Err(CudaError::from_code(
+                self.ctx.driver,
+                sys::CUDA_ERROR_INVALID_HANDLE,
+            ));
+        }
+        // SAFETY: a live stream (it borrows its context) of the function's context (checked above); the
+        // parameters and the memory the kernel uses are the caller's to vouch for.
         unsafe { function.launch_on(self.raw, grid, block, params) }
     }
 }

@@ -68,3 +68,40 @@ fn looking_for_an_active_primary_context_never_creates_one() {
         "both references were released"
     );
 }
+
+/// Launches that reached the driver double.
+fn launches() -> i32 {
+    // SAFETY: the double has no initialisers; opening it again returns the copy the crate loaded, where
+    // `int dbl_launches(void)` is defined.
+    unsafe {
+        let lib = libloading::Library::new(common::double_path("cuda_driver")).expect("the double");
+        let f = lib
+            .get::<unsafe extern "C" fn() -> i32>(b"dbl_launches\0")
+            .expect("dbl_launches");
+        f()
+    }
+}
+
+#[test]
+fn a_launch_on_a_stream_of_another_context_is_refused_before_the_driver() {
+    let ours = context();
+    let theirs = Context::create(0).expect("a second context");
+    let module = ours.load_module(c"any image").expect("the double's module");
+    let kernel = module.function(c"k").expect("the double's function");
+    let other_stream = theirs
+        .create_stream()
+        .expect("a stream of the second context");
+    let own_stream = ours
+        .create_stream()
+        .expect("a stream of the module's context");
+    let before = launches();
+    // SAFETY: the double's kernel takes no parameters and runs nothing.
+    let refused = unsafe { other_stream.launch(&kernel, (1, 1, 1), (32, 1, 1), &mut []) };
+    let e = refused.expect_err("a stream of another context than the function's");
+    assert_eq!(e.name, "CUDA_ERROR_INVALID_HANDLE", "{e}");
+    assert_eq!(launches(), before, "the launch did not reach the driver");
+    // SAFETY: as above.
+    unsafe { own_stream.launch(&kernel, (1, 1, 1), (32, 1, 1), &mut []) }
+        .expect("a stream of the function's context");
+    assert_eq!(launches(), before + 1);
+}
