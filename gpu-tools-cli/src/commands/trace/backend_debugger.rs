@@ -148,7 +148,7 @@ pub fn run(cli: &Args, demangler: &mut Demangler, out: &mut impl Write) -> Resul
                         open.insert(k.grid_id, trace.kernels.len());
                     }
                     trace.kernels.push(Kernel {
-                        pid,
+                        process: 0,
                         name,
                         start: Some(at),
                         end: None,

@@ -50,7 +50,7 @@ use gpu_tools::trace::{KernelRecord, ProcessStart, Record};
 
 use cli::Backend;
 pub use cli::{Args, GraphArg};
-use model::{Demangler, Trace};
+use model::{Demangler, ProcessKey, Trace};
 
 use super::clap_command;
 use crate::failure::{Failure, INCOMPLETE, Outcome};
@@ -132,16 +132,8 @@ fn timeline_of<S: gpu_tools::trace::export::TimelineSink>(
     trace: &Trace,
     timeline: &mut Timeline<S>,
 ) -> std::io::Result<()> {
-    let stream_of = |pid: u32| {
-        u32::try_from(
-            trace
-                .processes
-                .iter()
-                .position(|p| p.pid == pid)
-                .unwrap_or(0),
-        )
-        .unwrap_or(0)
-    };
+    // Each process on the stream of its key, not found by its pid (which another may share).
+    let stream_of = |process: ProcessKey| u32::try_from(process).unwrap_or(u32::MAX);
     for p in &trace.processes {
         let start = ProcessStart {
             pid: p.pid,
@@ -149,7 +141,7 @@ fn timeline_of<S: gpu_tools::trace::export::TimelineSink>(
             time: 0,
             command: p.command.clone(),
         };
-        timeline.add((0, stream_of(p.pid)), &Record::ProcessStart(start))?;
+        timeline.add((0, stream_of(p.key)), &Record::ProcessStart(start))?;
     }
     for k in &trace.kernels {
         let (Some(start), Some(end)) = (k.start, k.end) else {
@@ -172,7 +164,7 @@ fn timeline_of<S: gpu_tools::trace::export::TimelineSink>(
             graph_node_id: 0,
             name: Arc::clone(&k.name),
         };
-        timeline.add((0, stream_of(k.pid)), &Record::Kernel(record))?;
+        timeline.add((0, stream_of(k.process)), &Record::Kernel(record))?;
     }
     Ok(())
 }

@@ -3,11 +3,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// What tells one traced process from another: its stream's number (the connection it sent its records on; 0 for
+/// the debugger backend's one process). A pid does not: processes in two PID namespaces (containers), or a pid used
+/// again over a long trace, share one, and their correlation ids both start at 1.
+pub type ProcessKey = usize;
+
 /// A kernel launch as a backend saw it.
 #[derive(Debug, Clone)]
 pub struct Kernel {
     /// Process that launched it.
-    pub pid: u32,
+    pub process: ProcessKey,
     /// Demangled name (or the name as reported where it is not a mangled C++ name).
     pub name: Arc<str>,
     /// Start and end on the device, ns; `None` where the backend cannot time kernels.
@@ -44,7 +49,7 @@ pub enum TransferKind {
 /// A memory copy or set.
 #[derive(Debug, Clone)]
 pub struct Transfer {
-    pub pid: u32,
+    pub process: ProcessKey,
     pub kind: TransferKind,
     pub bytes: u64,
     pub start: u64,
@@ -66,6 +71,8 @@ impl Transfer {
 /// A host API call.
 #[derive(Debug, Clone)]
 pub struct ApiCall {
+    pub process: ProcessKey,
+    /// Its process's pid, for what is said of the process.
     pub pid: u32,
     pub name: Arc<str>,
     /// `cuda_runtime`, `cuda_driver`, `hip_api`, `hsa_api` or `marker`.
@@ -78,6 +85,8 @@ pub struct ApiCall {
 /// A traced process.
 #[derive(Debug, Clone, Default)]
 pub struct Process {
+    /// Its stream: what the records of its kernels, transfers and calls carry as their `process`.
+    pub key: ProcessKey,
     pub pid: u32,
     pub command: String,
     /// Its job labels (`rank 3 (local 1)`), empty where its launcher set none.
@@ -152,12 +161,12 @@ impl Trace {
         self.dropped.iter().map(|d| d.3).sum()
     }
 
-    /// The API call that issued each correlation id, per process: runtime calls win over the driver calls they
-    /// make (the runtime call is what the program wrote).
-    pub fn api_by_correlation(&self) -> HashMap<(u32, u32), &ApiCall> {
-        let mut map: HashMap<(u32, u32), &ApiCall> = HashMap::new();
+    /// The API call that issued each correlation id, per process (its [`ProcessKey`], not its pid): runtime calls
+    /// win over the driver calls they make (the runtime call is what the program wrote).
+    pub fn api_by_correlation(&self) -> HashMap<(ProcessKey, u32), &ApiCall> {
+        let mut map: HashMap<(ProcessKey, u32), &ApiCall> = HashMap::new();
         for call in &self.api {
-            let e = map.entry((call.pid, call.correlation)).or_insert(call);
+            let e = map.entry((call.process, call.correlation)).or_insert(call);
             if e.category != "cuda_runtime" && call.category == "cuda_runtime" {
                 *e = call;
             }
@@ -173,16 +182,16 @@ impl Trace {
     /// so these had most likely not run when the window closed (a graph job's queue holds hundreds of launches).
     pub fn launches_without_kernels(&self) -> Vec<LaunchCoverage> {
         // Kernel records per (process, correlation id).
-        let mut kernels: HashMap<(u32, u32), u64> = HashMap::new();
+        let mut kernels: HashMap<(ProcessKey, u32), u64> = HashMap::new();
         for k in &self.kernels {
             if let Some(c) = k.correlation {
-                *kernels.entry((k.pid, c)).or_default() += 1;
+                *kernels.entry((k.process, c)).or_default() += 1;
             }
         }
         let captures = self.capture_spans();
         let in_capture = |a: &ApiCall| {
             captures
-                .get(&a.pid)
+                .get(&a.process)
                 .is_some_and(|spans| spans.iter().any(|&(b, e)| b <= a.start && a.start <= e))
         };
         // Per correlation id, its launch calls: a runtime launch and the driver launch it makes share the id and are
@@ -190,19 +199,21 @@ impl Trace {
         // merged: launches that share an id (CUPTI gave several the same) are each a launch. The earliest start.
         #[derive(Default)]
         struct Calls {
+            pid: u32,
             runtime: u64,
             driver: u64,
             start: u64,
         }
-        let mut launches: HashMap<(u32, u32), Calls> = HashMap::new();
+        let mut launches: HashMap<(ProcessKey, u32), Calls> = HashMap::new();
         for a in self.api.iter().filter(|a| {
             matches!(a.category, "cuda_runtime" | "cuda_driver")
                 && launches_a_kernel(&a.name)
                 && !in_capture(a)
         }) {
             let calls = launches
-                .entry((a.pid, a.correlation))
+                .entry((a.process, a.correlation))
                 .or_insert_with(|| Calls {
+                    pid: a.pid,
                     start: a.start,
                     ..Calls::default()
                 });
@@ -214,27 +225,29 @@ impl Trace {
             }
         }
         // Per process, the start of its last launch that has its kernel record.
-        let mut last_run: HashMap<u32, u64> = HashMap::new();
+        let mut last_run: HashMap<ProcessKey, u64> = HashMap::new();
         for (key, calls) in &launches {
             if kernels.contains_key(key) {
                 let last = last_run.entry(key.0).or_insert(calls.start);
                 *last = (*last).max(calls.start);
             }
         }
-        let mut per_pid: HashMap<u32, LaunchCoverage> = HashMap::new();
-        for (&(pid, correlation), calls) in &launches {
-            let e = per_pid.entry(pid).or_insert(LaunchCoverage {
-                pid,
+        let mut per_process: HashMap<ProcessKey, LaunchCoverage> = HashMap::new();
+        for (&(process, correlation), calls) in &launches {
+            let e = per_process.entry(process).or_insert(LaunchCoverage {
+                process,
+                pid: calls.pid,
                 ..LaunchCoverage::default()
             });
             let n = calls.runtime.max(calls.driver);
             e.launches += n;
-            let missing = n.saturating_sub(kernels.get(&(pid, correlation)).copied().unwrap_or(0));
+            let missing =
+                n.saturating_sub(kernels.get(&(process, correlation)).copied().unwrap_or(0));
             if missing == 0 {
                 continue;
             }
             // A process none of whose launches has a record: a loss, not a queue.
-            match last_run.get(&pid) {
+            match last_run.get(&process) {
                 Some(&last) if calls.start > last => e.queued_at_end += missing,
                 _ => e.without += missing,
             }
@@ -242,42 +255,42 @@ impl Trace {
         // Kernels CUPTI gave without an end time at the window's last flush were left out by the writer (it said
         // how many): their launches had work still queued or running, wherever they stand in the window.
         for p in &self.processes {
-            if let Some(e) = per_pid.get_mut(&p.pid) {
+            if let Some(e) = per_process.get_mut(&p.key) {
                 let moved = p.unfinished.min(e.without);
                 e.without -= moved;
                 e.queued_at_end += moved;
             }
         }
-        let mut out: Vec<LaunchCoverage> = per_pid.into_values().collect();
-        out.sort_unstable_by_key(|c| c.pid);
+        let mut out: Vec<LaunchCoverage> = per_process.into_values().collect();
+        out.sort_unstable_by_key(|c| (c.pid, c.process));
         out
     }
 
     /// Per process, the spans from each stream-capture begin call to the next end call after it: launches made then
     /// may have gone into the capture (which runs nothing). Any thread's capture covers every thread of its process
     /// here (the records carry no thread), so launches beside a capture are not judged either.
-    fn capture_spans(&self) -> HashMap<u32, Vec<(u64, u64)>> {
+    fn capture_spans(&self) -> HashMap<ProcessKey, Vec<(u64, u64)>> {
         let is = |name: &str, what: &str| {
             (name.starts_with("cudaStream") || name.starts_with("cuStream")) && name.contains(what)
         };
-        let mut begins: HashMap<u32, Vec<u64>> = HashMap::new();
-        let mut ends: HashMap<u32, Vec<u64>> = HashMap::new();
+        let mut begins: HashMap<ProcessKey, Vec<u64>> = HashMap::new();
+        let mut ends: HashMap<ProcessKey, Vec<u64>> = HashMap::new();
         for a in &self.api {
             if is(&a.name, "BeginCapture") {
-                begins.entry(a.pid).or_default().push(a.start);
+                begins.entry(a.process).or_default().push(a.start);
             } else if is(&a.name, "EndCapture") {
-                ends.entry(a.pid).or_default().push(a.end);
+                ends.entry(a.process).or_default().push(a.end);
             }
         }
-        let mut spans: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
-        for (pid, mut b) in begins {
+        let mut spans: HashMap<ProcessKey, Vec<(u64, u64)>> = HashMap::new();
+        for (process, mut b) in begins {
             b.sort_unstable();
-            let mut e = ends.remove(&pid).unwrap_or_default();
+            let mut e = ends.remove(&process).unwrap_or_default();
             e.sort_unstable();
             for start in b {
                 // A capture whose end the trace did not see runs to the trace's end.
                 let end = e.iter().copied().find(|&t| t >= start).unwrap_or(u64::MAX);
-                spans.entry(pid).or_default().push((start, end));
+                spans.entry(process).or_default().push((start, end));
             }
         }
         spans
@@ -295,6 +308,8 @@ impl Trace {
 /// A process's kernel launches against its kernel records ([`Trace::launches_without_kernels`]).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchCoverage {
+    /// The process, and its pid (which another process may share).
+    pub process: ProcessKey,
     pub pid: u32,
     /// Kernel launches outside stream captures.
     pub launches: u64,
@@ -413,8 +428,10 @@ mod tests {
         }
     }
 
+    /// A call of process `pid` (its own process: one stream per pid here).
     fn api(pid: u32, name: &str, category: &'static str, correlation: u32) -> ApiCall {
         ApiCall {
+            process: pid as ProcessKey,
             pid,
             name: Arc::from(name),
             category,
@@ -426,7 +443,7 @@ mod tests {
 
     fn kernel(pid: u32, correlation: u32) -> Kernel {
         Kernel {
-            pid,
+            process: pid as ProcessKey,
             name: Arc::from("k"),
             start: Some(0),
             end: Some(1),
@@ -459,7 +476,8 @@ mod tests {
                 .push(api(2, "cudaMemsetAsync", "cuda_runtime", 1000 + c));
             t.kernels.push(kernel(2, c));
         }
-        let cov = |pid, launches, without, queued_at_end| LaunchCoverage {
+        let cov = |pid: u32, launches, without, queued_at_end| LaunchCoverage {
+            process: pid as ProcessKey,
             pid,
             launches,
             without,
@@ -517,9 +535,45 @@ mod tests {
         assert_eq!(
             got,
             [LaunchCoverage {
+                process: 6,
                 pid: 6,
                 launches: 3_300,
                 without: 3_000,
+                queued_at_end: 0
+            }]
+        );
+        assert!(missing_kernels_warning(&got[0]).is_some());
+    }
+
+    #[test]
+    fn a_capture_or_unfinished_count_of_one_process_does_not_excuse_another_with_its_pid() {
+        // Two processes with pid 4 (streams 1 and 2): the first captures a stream from 100 to 5,010 and left 500
+        // kernels out unfinished; the second launches 500 kernels in that time and none has a record.
+        let mut t = Trace::default();
+        let mut begin = api(4, "cudaStreamBeginCapture_v10000", "cuda_runtime", 10_000);
+        (begin.process, begin.start, begin.end) = (1, 100, 110);
+        let mut end = api(4, "cudaStreamEndCapture", "cuda_runtime", 10_001);
+        (end.process, end.start, end.end) = (1, 5_000, 5_010);
+        t.api.extend([begin, end]);
+        for i in 0..500u32 {
+            let mut l = api(4, "cudaLaunchKernel", "cuda_runtime", i + 1);
+            (l.process, l.start) = (2, 200 + u64::from(i));
+            t.api.push(l);
+        }
+        t.processes.push(Process {
+            key: 1,
+            pid: 4,
+            unfinished: 500,
+            ..Process::default()
+        });
+        let got = t.launches_without_kernels();
+        assert_eq!(
+            got,
+            [LaunchCoverage {
+                process: 2,
+                pid: 4,
+                launches: 500,
+                without: 500,
                 queued_at_end: 0
             }]
         );
@@ -541,6 +595,7 @@ mod tests {
         }
         assert!(missing_kernels_warning(&t.launches_without_kernels()[0]).is_some());
         t.processes.push(Process {
+            key: 7,
             pid: 7,
             unfinished: 760,
             ..Process::default()
@@ -549,6 +604,7 @@ mod tests {
         assert_eq!(
             got,
             [LaunchCoverage {
+                process: 7,
                 pid: 7,
                 launches: 1000,
                 without: 0,
@@ -574,6 +630,7 @@ mod tests {
         assert_eq!(
             got,
             [LaunchCoverage {
+                process: 5,
                 pid: 5,
                 launches: 1000,
                 without: 50,

@@ -489,7 +489,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 t.nvtx += 1
             }
             Record::Kernel(k) => t.kernels.push(Kernel {
-                pid,
+                process: id,
                 name: d.name(&k.name),
                 start: Some(k.start),
                 end: Some(k.end),
@@ -502,8 +502,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 registers: Some(k.registers),
                 shared_memory: Some(k.static_shared.saturating_add(k.dynamic_shared)),
             }),
-            Record::Memcpy(_) | Record::Memset(_) => t.transfers.extend(transfer(pid, record)),
+            Record::Memcpy(_) | Record::Memset(_) => t.transfers.extend(transfer(id, record)),
             Record::Api(a) => t.api.push(ApiCall {
+                process: id,
                 pid,
                 name: if a.name.is_empty() {
                     Arc::from(format!("{} cbid {}", a.domain.name(), a.cbid))
@@ -571,8 +572,11 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         }
         let mut streams: Vec<(usize, StreamState)> = self.streams.into_iter().collect();
         streams.sort_by_key(|(id, _)| *id);
-        for (_, s) in streams {
-            let p = s.process;
+        for (id, s) in streams {
+            let p = Process {
+                key: id,
+                ..s.process
+            };
             if !p.ended && !s.abandoned {
                 self.trace.warnings.push(format!(
                     "process {} ended without finishing its stream (crashed or killed?): records it had not \
@@ -603,11 +607,12 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     }
 }
 
-/// A copy's or a set's row of the listing and its tables (`None` for any other record).
-fn transfer(pid: u32, record: Record) -> Option<Transfer> {
+/// A copy's or a set's row of the listing and its tables (`None` for any other record), of the process of stream
+/// `process`.
+fn transfer(process: usize, record: Record) -> Option<Transfer> {
     match record {
         Record::Memcpy(m) => Some(Transfer {
-            pid,
+            process,
             kind: TransferKind::Memcpy(m.kind.name()),
             bytes: m.bytes,
             start: m.start,
@@ -624,7 +629,7 @@ fn transfer(pid: u32, record: Record) -> Option<Transfer> {
             ),
         }),
         Record::Memset(m) => Some(Transfer {
-            pid,
+            process,
             kind: TransferKind::Memset,
             bytes: m.bytes,
             start: m.start,
@@ -647,7 +652,99 @@ fn transfer(pid: u32, record: Record) -> Option<Transfer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_tools::trace::{CodedNotice, EndReason, Notice, ProcessEnd};
+    use gpu_tools::trace::{CodedNotice, EndReason, Notice, ProcessEnd, ProcessStart};
+    use gpu_tools_testing::records::{api, kernel};
+
+    /// A collector that keeps only the model (no trace file, no Chrome trace).
+    fn collect(streams: &[Vec<Record>]) -> Trace {
+        let mut demangler = Demangler::new(true);
+        let mut sinks = Sinks {
+            file: None,
+            chrome: None,
+        };
+        let kinds = vec![TraceKind::Kernel, TraceKind::Runtime];
+        let mut c = Collector::new(&mut demangler, kinds, &mut sinks, Progress::new(false));
+        for (id, records) in streams.iter().enumerate() {
+            for r in records {
+                c.take(Msg::Stream(Delivery::Item(id, Ok(r.clone()))));
+            }
+        }
+        c.finish().expect("no sink to fail")
+    }
+
+    /// The first record of a process `pid`'s stream.
+    fn started(pid: u32) -> Record {
+        Record::ProcessStart(ProcessStart {
+            pid,
+            parent_pid: 1,
+            time: 0,
+            command: format!("program {pid}"),
+        })
+    }
+
+    #[test]
+    fn processes_that_share_a_pid_keep_their_own_launch_calls() {
+        // Two processes with pid 100 (two PID namespaces, or a pid used again): each launched its own kernel with
+        // correlation id 1, by a call of its own name.
+        let trace = collect(&[
+            vec![
+                started(100),
+                api("cudaLaunchKernel", 10, 20, 1, 1),
+                kernel("alpha", 30, 40, 1),
+            ],
+            vec![
+                started(100),
+                api("cudaLaunchCooperativeKernel", 11, 21, 1, 1),
+                kernel("beta", 31, 41, 1),
+            ],
+        ]);
+        let mut out = Vec::new();
+        super::super::report::listing(&trace, &mut out).expect("written to memory");
+        let out = String::from_utf8(out).expect("the listing is text");
+        let line = |name: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("kernel  {name} ")))
+                .unwrap_or_else(|| panic!("no line of {name} in:\n{out}"))
+                .to_string()
+        };
+        assert!(
+            line("alpha").ends_with("from cudaLaunchKernel"),
+            "{}",
+            line("alpha")
+        );
+        assert!(
+            line("beta").ends_with("from cudaLaunchCooperativeKernel"),
+            "{}",
+            line("beta")
+        );
+    }
+
+    #[test]
+    fn kernels_of_one_process_do_not_stand_for_the_lost_kernels_of_another_with_its_pid() {
+        // Process A (pid 100) launched 300 kernels and none has a record; process B (pid 100 too, in another PID
+        // namespace) ran 300 kernels whose launches it did not record. A's loss must be said.
+        let a: Vec<Record> = std::iter::once(started(100))
+            .chain((1..=300u32).map(|c| {
+                api(
+                    "cudaLaunchKernel",
+                    10 * u64::from(c),
+                    10 * u64::from(c) + 5,
+                    c,
+                    1,
+                )
+            }))
+            .collect();
+        let b: Vec<Record> = std::iter::once(started(100))
+            .chain((1..=300u32).map(|c| kernel("k", 10 * u64::from(c), 10 * u64::from(c) + 5, c)))
+            .collect();
+        let trace = collect(&[a, b]);
+        assert!(
+            trace.warnings.iter().any(|w| w
+                .starts_with("process 100: 300 of its 300 kernel launches have no kernel record")),
+            "{:?}",
+            trace.warnings
+        );
+    }
 
     #[test]
     fn a_message_is_acted_on_by_what_it_means_and_shown_by_its_words() {

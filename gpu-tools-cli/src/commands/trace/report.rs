@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
 
-use super::model::{CounterSummary, Trace, TransferKind};
+use super::model::{CounterSummary, ProcessKey, Trace, TransferKind};
 
 /// Nanoseconds as microseconds with three decimals.
 fn us(ns: u64) -> String {
@@ -23,8 +23,9 @@ fn context(c: u64) -> String {
 pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
     let origin = trace.origin();
     let api = trace.api_by_correlation();
-    let from = |pid: u32, corr: Option<u32>| -> String {
-        corr.and_then(|c| api.get(&(pid, c)))
+    // The call of the kernel's or copy's own process (its stream): another process may have its pid.
+    let from = |process: ProcessKey, corr: Option<u32>| -> String {
+        corr.and_then(|c| api.get(&(process, c)))
             .map_or_else(String::new, |a| format!("  from {}", a.name))
     };
     enum Line<'a> {
@@ -64,7 +65,7 @@ pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
                     k.block[0],
                     k.block[1],
                     k.block[2],
-                    from(k.pid, k.correlation)
+                    from(k.process, k.correlation)
                 )?;
             }
             Line::Transfer(t) => {
@@ -82,7 +83,7 @@ pub fn listing(trace: &Trace, out: &mut impl Write) -> io::Result<()> {
                     us(t.start.saturating_sub(origin)),
                     us(t.duration()),
                     t.detail,
-                    from(t.pid, Some(t.correlation))
+                    from(t.process, Some(t.correlation))
                 )?;
             }
         }
