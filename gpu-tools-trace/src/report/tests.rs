@@ -270,3 +270,57 @@ fn a_graph_id_of_two_processes_with_different_node_counts_shows_both() {
     assert_eq!(t.rows.len(), 1, "{t:?}");
     assert_eq!(t.rows[0][8], Cell::from("graph 1 (3 or 5 nodes)"));
 }
+
+#[test]
+fn streams_of_one_pid_project_their_own_kernels_into_their_own_ranges() {
+    use crate::record::ProcessStart;
+    // Two files, each a process with pid 100 (two hosts, or two PID namespaces): each launched a kernel with
+    // correlation id 1 inside a range of its own, at times the other's range does not hold.
+    let mut a = Analysis::new();
+    for (key, range, at) in [((0, 0), 1u32, 0u64), ((1, 0), 2, 1_000)] {
+        a.add(
+            key,
+            &Record::ProcessStart(ProcessStart {
+                pid: 100,
+                parent_pid: 1,
+                time: 0,
+                command: "train".into(),
+            }),
+        );
+        let Record::Marker(mut m) = marker(MarkerKind::Start, range, at) else {
+            unreachable!()
+        };
+        m.name = format!("range {range}");
+        a.add(key, &Record::Marker(m.clone()));
+        a.add(
+            key,
+            &Record::Api(ApiRecord {
+                start: at + 5,
+                end: at + 6,
+                domain: ApiDomain::Runtime,
+                cbid: 1,
+                name: Arc::from("cudaLaunchKernel"),
+                correlation: 1,
+                process: 100,
+                thread: 1,
+                return_value: 0,
+            }),
+        );
+        (m.kind, m.time) = (MarkerKind::End, at + 100);
+        a.add(key, &Record::Marker(m));
+        a.add(
+            key,
+            &kernel_span("k", at + 10, at + 10 + u64::from(range) * 20),
+        );
+    }
+    let t = a.nvtx_gpu_proj_sum();
+    let rows: Vec<(&Cell, &Cell, &Cell)> = t.rows.iter().map(|r| (&r[0], &r[2], &r[10])).collect();
+    assert_eq!(
+        rows,
+        [
+            (&Cell::from("range 2"), &Cell::Int(40), &Cell::Int(1)),
+            (&Cell::from("range 1"), &Cell::Int(20), &Cell::Int(1)),
+        ],
+        "{t:?}"
+    );
+}
