@@ -61,6 +61,9 @@ pub struct JobSpec {
     pub api_calls: bool,
     /// Varies the jitter.
     pub seed: u64,
+    /// Each rank in a PID namespace of its own (a container of its own): every rank's pid is 1, on one host as on
+    /// several. Otherwise rank `r`'s pid is `1000 + r`.
+    pub pid_namespaces: bool,
 }
 
 impl JobSpec {
@@ -80,6 +83,7 @@ impl JobSpec {
             nvtx: false,
             api_calls: true,
             seed: 34,
+            pid_namespaces: false,
         }
     }
 
@@ -100,6 +104,7 @@ impl JobSpec {
             nvtx: true,
             api_calls: true,
             seed: 512,
+            pid_namespaces: false,
         }
     }
 
@@ -222,7 +227,7 @@ impl JobSpec {
         let launch: Arc<str> = Arc::from("cudaLaunchKernel");
         for i in 0..self.ranks_per_host {
             let r = h * self.ranks_per_host + i;
-            let pid = 1_000 + r;
+            let pid = if self.pid_namespaces { 1 } else { 1_000 + r };
             let stream = file.add_stream();
             let mut e = Encoder::new(&StreamHeader::new(pid, 13_000, TimestampClock::Monotonic));
             e.push(&Record::ProcessStart(ProcessStart {

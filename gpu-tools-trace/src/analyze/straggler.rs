@@ -19,7 +19,7 @@ pub(crate) struct RankRow {
     pub rank: u32,
     pub host: String,
     pub pid: u32,
-    /// Its stream, where one of the processes read matches the row.
+    /// Its stream, where it is one of the processes read with device work.
     pub key: Option<StreamKey>,
     /// Time waiting in collectives inside the windows analysed, ns.
     pub wait: u64,
@@ -47,20 +47,25 @@ pub(crate) fn ranks<'c>(ctx: &'c Ctx<'_>) -> &'c (Vec<RankRow>, String) {
 
 fn make_ranks(ctx: &Ctx<'_>) -> (Vec<RankRow>, String) {
     let t = ctx.trace.job().stragglers();
+    // A row's stream by its rank, not by its pid and host: ranks in containers of their own share those.
+    let keys = ctx.trace.job().rank_keys();
     let mut rows = Vec::new();
     for row in &t.rows {
+        let rank = number(column(&t, row, "Rank")).unwrap_or(0.0) as u32;
         let pid = number(column(&t, row, "PID")).unwrap_or(0.0) as u32;
         let host = match column(&t, row, "Host") {
             Some(Cell::Text(h)) => h.clone(),
             _ => String::new(),
         };
-        let key = ctx.trace.processes().iter().find_map(|(k, p)| {
-            let h = p.info.as_ref().map_or("", |i| i.host.as_str());
-            (p.pid == pid && h == host && !p.ops.is_empty()).then_some(*k)
+        let key = keys.get(&rank).copied().filter(|k| {
+            ctx.trace
+                .processes()
+                .get(k)
+                .is_some_and(|p| !p.ops.is_empty())
         });
         let wait_pct = number(column(&t, row, "Wait (%)")).unwrap_or(0.0);
         rows.push(RankRow {
-            rank: number(column(&t, row, "Rank")).unwrap_or(0.0) as u32,
+            rank,
             host,
             pid,
             key,

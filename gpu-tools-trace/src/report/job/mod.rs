@@ -426,6 +426,16 @@ impl Job {
             .collect()
     }
 
+    /// The stream of each rank of [`stragglers`](Self::stragglers)' rows, by its rank number: what tells a row's
+    /// process from another with its pid and host (ranks in containers of their own share a pid).
+    pub(crate) fn rank_keys(&self) -> HashMap<u32, StreamKey> {
+        self.prepare()
+            .ranks
+            .iter()
+            .map(|r| (r.rank, r.key))
+            .collect()
+    }
+
     /// Refuses a rank traced twice (two streams of one rank number, in one file or two).
     pub fn check(&self) -> Result<(), DuplicateRank> {
         first_duplicate_rank(

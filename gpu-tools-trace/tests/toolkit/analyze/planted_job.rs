@@ -48,6 +48,30 @@ fn the_straggler_of_a_job_is_named_first() {
 }
 
 #[test]
+fn ranks_that_share_a_pid_on_one_host_are_each_their_own_rank() {
+    // Two ranks on h0, each in a container of its own: both pid 1. Rank 1 is the straggler: the finding's spans are
+    // on its GPU (file 0, stream 1), not on the first process of its pid and host.
+    let spec = JobSpec {
+        hosts: 1,
+        ranks_per_host: 2,
+        steps: 20,
+        slow_rank: Some(1),
+        pid_namespaces: true,
+        ..JobSpec::fixture()
+    };
+    let d = diagnose(&job_files(&spec));
+    let f = finding(&d, FindingKind::Straggler);
+    assert!(
+        says(f, "rank 1 (pid 1 on h0) enters collectives last"),
+        "{:#?}",
+        f.evidence
+    );
+    assert!(!f.spans.is_empty());
+    let streams: Vec<(u32, u32)> = f.spans.iter().map(|s| (s.file, s.stream)).collect();
+    assert!(streams.iter().all(|&s| s == (0, 1)), "{streams:?}");
+}
+
+#[test]
 fn communication_that_does_not_overlap_computation_is_found() {
     let spec = JobSpec {
         hosts: 2,
