@@ -51,6 +51,60 @@ impl EndReason {
     }
 }
 
+/// Said as `exit`, `tracing stopped`, `signal 11 (SIGSEGV)` (the number alone for a signal without a standard
+/// Linux name), `unknown (code 9)`.
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            EndReason::Exit => f.write_str("exit"),
+            EndReason::Stopped => f.write_str("tracing stopped"),
+            EndReason::Signal(n) => match signal_name(n) {
+                Some(name) => write!(f, "signal {n} ({name})"),
+                None => write!(f, "signal {n}"),
+            },
+            EndReason::Other(c) => write!(f, "unknown (code {c})"),
+        }
+    }
+}
+
+/// The name of Linux's standard signal `n` (1 to 31, numbered as on x86, Arm and RISC-V): `SIGSEGV` for 11.
+fn signal_name(n: u8) -> Option<&'static str> {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    NAMES.get(usize::from(n).checked_sub(1)?).copied()
+}
+
 /// Last record of a stream: what the sending side counted, so the receiver can check it got everything.
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,6 +247,44 @@ pub fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_end_reason_is_said_with_its_signal_named() {
+        let said: Vec<String> = [
+            EndReason::Exit,
+            EndReason::Stopped,
+            EndReason::Signal(11),
+            EndReason::Signal(6),
+            EndReason::Signal(7),
+            EndReason::Signal(8),
+            EndReason::Signal(15),
+            EndReason::Signal(2),
+            EndReason::Signal(0),
+            EndReason::Signal(40),
+            EndReason::Other(9),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            said,
+            [
+                "exit",
+                "tracing stopped",
+                "signal 11 (SIGSEGV)",
+                "signal 6 (SIGABRT)",
+                "signal 7 (SIGBUS)",
+                "signal 8 (SIGFPE)",
+                "signal 15 (SIGTERM)",
+                "signal 2 (SIGINT)",
+                "signal 0",
+                "signal 40",
+                "unknown (code 9)"
+            ]
+        );
+        assert_eq!(signal_name(31), Some("SIGSYS"));
+        assert_eq!(signal_name(32), None);
+    }
 
     fn info(vars: &[(&str, &str)]) -> ProcessInfo {
         ProcessInfo::from_lookup("h".into(), String::new(), |k| {

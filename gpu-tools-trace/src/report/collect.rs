@@ -190,7 +190,7 @@ impl Analysis {
                 s.command = p.command.clone();
                 s.started = true;
             }
-            Record::ProcessEnd(e) => s.ended = Some(e.clone()),
+            Record::ProcessEnd(e) => s.end(e),
             Record::CounterSample(_) | Record::CounterGap(_) => s.counter_records = true,
             Record::ProcessInfo(i) => {
                 s.info = Some(i.clone());
@@ -211,7 +211,7 @@ impl Analysis {
                 s.command = p.command.clone();
                 s.started = true;
             }
-            Record::ProcessEnd(e) => s.ended = Some(e.clone()),
+            Record::ProcessEnd(e) => s.end(e),
             Record::CounterSample(c) => {
                 s.counter_records = true;
                 s.samples.push(c.clone())

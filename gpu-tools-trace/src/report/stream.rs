@@ -45,6 +45,9 @@ pub(super) struct StreamInfo {
     pub(super) info: Option<ProcessInfo>,
     pub(super) records: u64,
     pub(super) ended: Option<ProcessEnd>,
+    /// [`records`](Self::records) when the end record was read, itself counted: those after it (of a process
+    /// that ran on past the signal its stream ended at) are not the end record's to count.
+    pub(super) records_at_end: u64,
     pub(super) dropped: u64,
     /// API calls by correlation id: (thread, start).
     pub(super) calls: HashMap<u32, (u32, u64)>,
@@ -66,6 +69,21 @@ pub(super) struct StreamInfo {
 }
 
 impl StreamInfo {
+    /// The stream's end record was read.
+    pub(super) fn end(&mut self, e: &ProcessEnd) {
+        self.ended = Some(e.clone());
+        self.records_at_end = self.records;
+    }
+
+    /// Records read after the end record (0 where none was read).
+    pub(super) fn after_end(&self) -> u64 {
+        if self.ended.is_some() {
+            self.records.saturating_sub(self.records_at_end)
+        } else {
+            0
+        }
+    }
+
     /// Whether the stream is a counter stream, not a traced process's: its header says so, or (read without a
     /// header) it holds counter records and no process start.
     pub(super) fn is_counters(&self) -> bool {

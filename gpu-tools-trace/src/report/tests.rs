@@ -324,3 +324,99 @@ fn streams_of_one_pid_project_their_own_kernels_into_their_own_ranges() {
         "{t:?}"
     );
 }
+
+#[test]
+fn processes_say_how_each_stream_ended() {
+    use crate::record::{EndReason, ProcessEnd, ProcessStart};
+    let start = |pid: u32| {
+        Record::ProcessStart(ProcessStart {
+            pid,
+            parent_pid: 1,
+            time: 0,
+            command: format!("prog{pid}"),
+        })
+    };
+    let end = |records: u64, reason: EndReason| {
+        Record::ProcessEnd(ProcessEnd {
+            time: 100,
+            reason,
+            records,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        })
+    };
+    let streams: [Vec<Record>; 7] = [
+        // Crashed on SIGSEGV, its records flushed by the library's handler: whole, ended at the signal.
+        vec![start(100), kernel(1), end(2, EndReason::Signal(11))],
+        vec![start(200), end(1, EndReason::Exit)],
+        // An attach's window ended; the process ran on.
+        vec![start(300), end(1, EndReason::Stopped)],
+        // Crashed before anything could be flushed: no end record.
+        vec![start(400), kernel(1)],
+        // SIGBUS handled by the program, which ran on: a record after the end record, which does not count it.
+        vec![start(500), end(1, EndReason::Signal(7)), kernel(1)],
+        // A signal without a standard name; a code newer than this crate.
+        vec![start(600), end(1, EndReason::Signal(40))],
+        vec![start(700), end(1, EndReason::Other(9))],
+    ];
+    let mut a = Analysis::new();
+    for (i, records) in streams.iter().enumerate() {
+        for r in records {
+            a.add((0, u32::try_from(i).unwrap()), r);
+        }
+    }
+    let t = a.processes();
+    let column = |name: &str| -> Vec<String> {
+        let at = t
+            .columns
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("no column {name:?} in {:?}", t.columns));
+        t.rows
+            .iter()
+            .map(|r| match &r[at] {
+                Cell::Text(s) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        column("Complete"),
+        [
+            "yes",
+            "yes",
+            "yes",
+            "no (no end record: crashed or killed?)",
+            "yes",
+            "yes",
+            "yes"
+        ]
+    );
+    assert_eq!(
+        column("End"),
+        [
+            "signal 11 (SIGSEGV)",
+            "exit",
+            "tracing stopped",
+            "",
+            "signal 7 (SIGBUS), 1 record after it",
+            "signal 40",
+            "unknown (code 9)"
+        ]
+    );
+    assert!(
+        t.notes.iter().any(|n| n
+            == "3 streams ended at a fatal signal (End): what each process recorded until then was flushed, but \
+                its work still in flight (kernels queued or running, calls not yet returned) has no record"),
+        "{:#?}",
+        t.notes
+    );
+    assert!(
+        t.notes.iter().any(|n| n
+            == "1 stream has records after its end record (the process handled the signal and ran on): they \
+                count in every report, but its end record does not count them"),
+        "{:#?}",
+        t.notes
+    );
+}
