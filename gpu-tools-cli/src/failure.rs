@@ -2,11 +2,12 @@
 //! subcommand's usage line.
 //!
 //! Exit codes across the tool (README.md, "Exit codes"): 0 success; 1 the job could not be done (the message says
-//! why); 2 a usage error; 3 the job ran but its result is incomplete or a check failed (`trace`: records lost;
-//! `stats`, `export`: a file cut short after some of its records, which still count; one that holds no record is
-//! 1); `trace` and `profile` also exit with the program's own code, 126 and 127 when the program cannot be run or is
-//! not found (as shells), and `trace` with 128 + N when signal N ended it; 141 when standard output was closed by
-//! its reader ([`BROKEN_PIPE`]), `--help` and `--version` included. `gpu-tools man` lists them (EXIT STATUS).
+//! why); 2 a usage error; 3 the job ran but its result is incomplete or a check failed (`trace`: records lost, or a
+//! traced process crashed; `stats`, `export`: a file cut short after some of its records, which still count; one
+//! that holds no record is 1); `trace` and `profile` also exit with the program's own code, 126 and 127 when the
+//! program cannot be run or is not found (as shells), and `trace` with 128 + N when signal N ended it; 141 when
+//! standard output was closed by its reader ([`BROKEN_PIPE`]), `--help` and `--version` included. `gpu-tools man`
+//! lists them (EXIT STATUS).
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, Ordering};

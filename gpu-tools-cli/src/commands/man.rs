@@ -24,9 +24,9 @@ const EXIT_STATUS: [(&str, &str); 8] = [
     ("2", "A usage error, with the subcommand's usage line."),
     (
         "3",
-        "The job ran, but its result is incomplete or its check failed: trace lost records or counter samples; \
-         stats or export read a file that was cut short or is corrupt part-way (the output covers what was read \
-         before); top lost samples; profile --pid --kernel-replay: kernel metrics ended at the program's first \
+        "The job ran, but its result is incomplete or its check failed: trace lost records or counter samples, or \
+         a traced process crashed (its trace ended at a fatal signal); stats or export read a file that was cut \
+         short or is corrupt part-way (the output covers what was read before); top lost samples; profile --pid --kernel-replay: kernel metrics ended at the program's first \
          CUDA graph launch and PM sampling attribution of the rest of the window gave no kernel.",
     ),
     (

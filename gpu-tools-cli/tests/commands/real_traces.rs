@@ -188,6 +188,8 @@ fn stats_json_gives_the_exact_kernel_counts_and_times_of_each_fixture() {
             "{}",
             e.file
         );
+        // Every recorded process exited (none crashed, none was attached).
+        assert!(processes.iter().all(|p| p["End"] == "exit"), "{}", e.file);
     }
 }
 

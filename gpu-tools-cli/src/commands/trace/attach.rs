@@ -427,13 +427,20 @@ fn empty_window(
             .collect::<Vec<_>>()
             .join(", "),
         p.received,
-        if p.ended {
-            "its stream ended normally"
-        } else {
-            "its stream did not end"
-        },
+        stream_end(p),
         env::LOG
     ))
+}
+
+/// How an attached process's stream ended, for [`empty_window`].
+fn stream_end(p: &super::model::Process) -> String {
+    match (p.ended, p.end) {
+        (false, _) => "its stream did not end".to_string(),
+        (true, Some(reason @ gpu_tools::trace::EndReason::Signal(_))) => {
+            format!("its stream ended at {reason}: the process crashed")
+        }
+        (true, _) => "its stream ended normally".to_string(),
+    }
 }
 
 /// What an attach says of copy and set records ([`super::cli::COPY_KINDS`]): left out by default (said unless
@@ -555,6 +562,17 @@ mod tests {
         assert!(message.contains("2900 ms of CPU time"), "{message}");
         assert!(message.contains("enabled kernel, runtime"), "{message}");
         assert!(message.contains("seen 5 records in all"), "{message}");
+        assert!(message.contains("(its stream ended normally)"), "{message}");
+        let crashed = super::super::model::Process {
+            end: Some(gpu_tools::trace::EndReason::Signal(11)),
+            ..p.clone()
+        };
+        let message = empty_window(7, &crashed, window, Duration::from_millis(2900), &kinds)
+            .expect("a busy process with no record is an error");
+        assert!(
+            message.contains("(its stream ended at signal 11 (SIGSEGV): the process crashed)"),
+            "{message}"
+        );
         // An idle process: nothing to record, no error; nor one whose background threads used 6% of the window
         // (a PyTorch job waiting for its child), while a fifth of it is a process that ran.
         assert_eq!(

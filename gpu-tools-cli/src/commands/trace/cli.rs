@@ -30,8 +30,9 @@ pub const COPY_KINDS: [TraceKind; 2] = [TraceKind::Memcpy, TraceKind::Memset];
 ///
 /// Exit code: the program's own; 128 + N when signal N ended it; 127 when the program is not found, 126 when it
 /// cannot be run; 3 when the program succeeded but the trace is incomplete (records dropped or lost, counter
-/// samples lost); 1 when nothing could be traced (no driver, a program that never uses CUDA, counters that cannot
-/// be sampled); 2 for a usage error.
+/// samples lost, a traced process that crashed: its trace ended at a fatal signal, said as such); 1 when nothing
+/// could be traced (no driver, a program that never uses CUDA, counters that cannot be sampled); 2 for a usage
+/// error.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How to trace: `cupti` (the program runs with an injected CUPTI library; default where libcupti is found) or

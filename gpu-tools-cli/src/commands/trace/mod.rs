@@ -20,7 +20,9 @@
 //! Kernel names are demangled (`void at::native::...`). `--chrome-trace FILE` writes a trace that Perfetto opens,
 //! one track per device and stream. Bad input (a program that does not exist, one that never uses CUDA, a trace
 //! file that cannot be written, no CUDA driver) is a message and a non-zero exit before the program runs where it
-//! can be known then; a program that crashes still has what was received before the crash written out.
+//! can be known then; a program that crashes still has what was received before the crash written out, and each
+//! process whose trace ended at a fatal signal is said with it (`receiver`; a crash makes the trace incomplete:
+//! exit 3 where the program's own status is 0, as for a process that crashed before it could end its stream).
 
 mod attach;
 mod backend_debugger;
@@ -401,15 +403,11 @@ pub fn run(mut args: Args) -> Outcome {
         }
     }
     let losses = say_warnings_and_losses(trace);
+    // A process that crashed counts whether or not the library's signal handler sent its end record; the program's
+    // own non-zero status (128 + N for a launched program that died of signal N) comes first.
     let incomplete = losses
         || trace.processes.is_empty()
-        || trace.processes.iter().any(|p| {
-            !p.ended
-                || p.stream_errors > 0
-                || p.callback_panics > 0
-                // An end record counting other than what arrived: records were lost or came twice.
-                || p.sent.is_some_and(|sent| sent + 1 != p.received)
-        });
+        || trace.processes.iter().any(model::Process::incomplete);
     let code = program_exit_code(&traced, args.attach.is_some() || !targets.is_empty());
     if !traced.empty_windows.is_empty() {
         for e in &traced.empty_windows {

@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use gpu_tools::trace::EndReason;
+
 /// What tells one traced process from another: its stream's number (the connection it sent its records on; 0 for
 /// the debugger backend's one process). A pid does not: processes in two PID namespaces (containers), or a pid used
 /// again over a long trace, share one, and their correlation ids both start at 1.
@@ -93,6 +95,11 @@ pub struct Process {
     pub label: String,
     /// The process's stream ended with its end record (a normal exit): everything it sent arrived.
     pub ended: bool,
+    /// Why its stream ended, as its end record says; `None` without one (and for the debugger backend).
+    pub end: Option<EndReason>,
+    /// Records that arrived after its end record: a process that handled the fatal signal its stream ended at, and
+    /// ran on. The end record does not count them.
+    pub after_end: u64,
     /// Records the process said it sent, and records that arrived.
     pub sent: Option<u64>,
     pub received: u64,
@@ -109,6 +116,22 @@ pub struct Process {
     pub activity: u64,
     /// When the first of them arrived.
     pub first_activity: Option<std::time::Instant>,
+}
+
+impl Process {
+    /// Its records are known to be incomplete: its stream never ended (crashed or killed before the library could
+    /// send its end record), records could not be read, batches were lost to a panic in the library, the end record
+    /// counted other records than arrived, or the stream ended at a fatal signal (a crash: its work still in flight
+    /// then, kernels queued or running and calls not yet returned, has no record; records that followed, where it
+    /// ran on, are not counted by anything).
+    pub fn incomplete(&self) -> bool {
+        !self.ended
+            || self.stream_errors > 0
+            || self.callback_panics > 0
+            // An end record counting other than what arrived: records were lost or came twice.
+            || self.sent.is_some_and(|sent| sent + 1 != self.received)
+            || matches!(self.end, Some(EndReason::Signal(_)))
+    }
 }
 
 /// The counters of one device sampled beside the trace (`--counters`).

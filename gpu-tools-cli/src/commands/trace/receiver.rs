@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use gpu_tools::trace::export::{ChromeWriter, Timeline};
 use gpu_tools::trace::file::TraceFileWriter;
-use gpu_tools::trace::{ApiDomain, MarkerKind, NoticeLevel, Record, WireError};
+use gpu_tools::trace::{ApiDomain, EndReason, MarkerKind, NoticeLevel, Record, WireError};
 use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::env;
 use gpu_tools_injection::env::TraceKind;
@@ -459,7 +459,9 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 return;
             }
         };
-        if !s.ended {
+        if s.ended {
+            s.process.after_end += 1;
+        } else {
             s.process.received += 1;
         }
         if matches!(
@@ -544,6 +546,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             Record::ProcessEnd(e) => {
                 s.ended = true;
                 s.process.ended = true;
+                s.process.end = Some(e.reason);
                 s.process.sent = Some(e.records);
                 s.process.dropped = e.dropped;
                 s.process.callback_panics = e.callback_panics;
@@ -593,6 +596,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     ));
                 }
             }
+            self.trace.warnings.extend(end_warning(&p));
             self.trace.processes.push(p);
         }
         for coverage in self.trace.launches_without_kernels() {
@@ -604,6 +608,34 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }
         }
         Ok(self.trace)
+    }
+}
+
+/// What a process's end record says beyond a normal end: the fatal signal its trace ended at (a crash), or a reason
+/// this version does not know. `None` for an exit, a stop, or no end record (said on its own).
+fn end_warning(p: &Process) -> Option<String> {
+    let pid = p.pid;
+    match p.end? {
+        reason @ EndReason::Signal(_) if p.after_end == 0 => Some(format!(
+            "process {pid}: its trace ended at {reason}, which was ending the process: what it had recorded then \
+             was flushed, but work still in flight (kernels queued or running, calls not yet returned) has no \
+             record"
+        )),
+        reason @ EndReason::Signal(_) => Some(format!(
+            "process {pid}: its trace ended at {reason}, and the process ran on past it (it handled the signal): \
+             the {} that followed {} shown, but nothing counts what it sent after its end record (some may be \
+             missing)",
+            if p.after_end == 1 {
+                "1 record".to_string()
+            } else {
+                format!("{} records", p.after_end)
+            },
+            if p.after_end == 1 { "is" } else { "are" }
+        )),
+        EndReason::Other(code) => Some(format!(
+            "process {pid}: its stream ended for a reason this version does not know (code {code})"
+        )),
+        _ => None,
     }
 }
 
@@ -652,7 +684,7 @@ fn transfer(process: usize, record: Record) -> Option<Transfer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_tools::trace::{CodedNotice, EndReason, Notice, ProcessEnd, ProcessStart};
+    use gpu_tools::trace::{CodedNotice, Notice, ProcessEnd, ProcessStart};
     use gpu_tools_testing::records::{api, kernel};
 
     /// A collector that keeps only the model (no trace file, no Chrome trace).
@@ -680,6 +712,95 @@ mod tests {
             time: 0,
             command: format!("program {pid}"),
         })
+    }
+
+    /// The end record of a stream that sent `records` records before it, ended for `reason`.
+    fn ended(records: u64, reason: EndReason) -> Record {
+        Record::ProcessEnd(ProcessEnd {
+            time: 1_000,
+            reason,
+            records,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        })
+    }
+
+    #[test]
+    fn a_stream_that_ended_at_a_fatal_signal_is_said_with_its_signal_and_is_incomplete() {
+        // Process 100 crashed on SIGSEGV: the library's handler flushed and sent the end record (every record it
+        // counted arrived). Process 200 exited; process 300's tracing was stopped (an attach's window ended).
+        let trace = collect(&[
+            vec![
+                started(100),
+                kernel("k", 10, 20, 1),
+                ended(2, EndReason::Signal(11)),
+            ],
+            vec![started(200), ended(1, EndReason::Exit)],
+            vec![started(300), ended(1, EndReason::Stopped)],
+        ]);
+        let said: Vec<&String> = trace
+            .warnings
+            .iter()
+            .filter(|w| w.contains("signal"))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "process 100: its trace ended at signal 11 (SIGSEGV), which was ending the process: what it had \
+                 recorded then was flushed, but work still in flight (kernels queued or running, calls not yet \
+                 returned) has no record"
+            ],
+            "{:?}",
+            trace.warnings
+        );
+        assert_eq!(trace.warnings.len(), 1, "{:?}", trace.warnings);
+        let ends: Vec<Option<EndReason>> = trace.processes.iter().map(|p| p.end).collect();
+        assert_eq!(
+            ends,
+            [
+                Some(EndReason::Signal(11)),
+                Some(EndReason::Exit),
+                Some(EndReason::Stopped)
+            ]
+        );
+        // The crash makes the trace incomplete (exit 3 where the program's own status is 0), as a crash before the
+        // end record could be sent does.
+        let incomplete: Vec<bool> = trace.processes.iter().map(Process::incomplete).collect();
+        assert_eq!(incomplete, [true, false, false]);
+    }
+
+    #[test]
+    fn a_fatal_signal_the_program_ran_on_past_says_what_followed_its_end() {
+        // The library ends the stream at SIGSEGV whatever the program does with it; this one handled it and went
+        // on: two records came after the end record, which does not count them.
+        let trace = collect(&[vec![
+            started(100),
+            ended(1, EndReason::Signal(7)),
+            kernel("k", 10, 20, 1),
+            kernel("k", 30, 40, 2),
+        ]]);
+        assert_eq!(
+            trace.warnings,
+            [
+                "process 100: its trace ended at signal 7 (SIGBUS), and the process ran on past it (it handled \
+                 the signal): the 2 records that followed are shown, but nothing counts what it sent after its end \
+                 record (some may be missing)"
+            ]
+        );
+        assert_eq!(trace.kernels.len(), 2);
+        assert_eq!(trace.processes[0].after_end, 2);
+        assert!(trace.processes[0].incomplete());
+    }
+
+    #[test]
+    fn an_end_reason_newer_than_this_version_is_said_as_unknown() {
+        let trace = collect(&[vec![started(100), ended(1, EndReason::Other(9))]]);
+        assert_eq!(
+            trace.warnings,
+            ["process 100: its stream ended for a reason this version does not know (code 9)"]
+        );
+        assert!(!trace.processes[0].incomplete(), "its count checks");
     }
 
     #[test]

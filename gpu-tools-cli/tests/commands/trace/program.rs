@@ -190,6 +190,44 @@ pub(super) fn play(scenario: &str) {
             s.send(&workload(1_000_000));
             std::process::abort();
         }
+        // SIGSEGV, as the library's handler meets it: the records flushed, the end record sent with the signal,
+        // then the default action (the process dies of it).
+        "segv" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            let records = s.enc.records();
+            s.send(&[Record::ProcessEnd(ProcessEnd {
+                time: 99_000_000,
+                reason: EndReason::Signal(libc::SIGSEGV as u8),
+                records,
+                dropped: 0,
+                skipped: 0,
+                callback_panics: 0,
+            })]);
+            // SAFETY: the default action back (the test harness may have its own), then the signal: the process
+            // dies of it.
+            unsafe {
+                libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+                libc::raise(libc::SIGSEGV);
+            }
+            unreachable!("SIGSEGV ends the process");
+        }
+        // A child that crashes as "segv" does, under a parent that goes on and exits 0.
+        "segv-child" => {
+            let mut s = Sender::connect();
+            s.send(&workload(1_000_000));
+            let me = std::env::current_exe().unwrap();
+            let status = Command::new(me)
+                .args(["trace::standin", "--exact", "--ignored", "--test-threads=1"])
+                .env(STANDIN, "segv")
+                .status()
+                .unwrap();
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(libc::SIGSEGV)
+            );
+            s.end();
+        }
         "nocuda" => println!("not using CUDA"),
         // What the tracer set, on stdout, for the tests of its options; then no CUDA.
         "environment" => {

@@ -211,6 +211,52 @@ fn a_crash_keeps_what_came_before_and_exits_with_the_signal() {
     assert!(stderr.contains("ended by signal 6"), "{stderr}");
 }
 
+/// The line that says a process's trace ended at SIGSEGV.
+const AT_SEGV: &str = "its trace ended at signal 11 (SIGSEGV), which was ending the process";
+
+#[test]
+fn a_crash_whose_records_were_flushed_says_the_signal_and_exits_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.gputrace");
+    let out = trace("segv", &["--quiet", "-o", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(128 + 11), "the program's signal");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("3 kernels, 1 memcpys, 1 memsets"),
+        "{stdout}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(AT_SEGV), "{stderr}");
+    assert!(stderr.contains("ended by signal 11"), "{stderr}");
+    // The saved trace says how the process's stream ended.
+    let stats = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-tools"))
+        .args(["stats", "--report", "processes", "--format", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(stats.status.code(), Some(0), "{}", text(&stats.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let rows = json[0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{json}");
+    assert_eq!(rows[0]["Complete"], "yes", "{json}");
+    assert_eq!(rows[0]["End"], "signal 11 (SIGSEGV)", "{json}");
+}
+
+#[test]
+fn a_child_that_crashed_while_the_program_went_on_makes_the_trace_incomplete() {
+    let out = trace("segv-child", &["--quiet"]);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(AT_SEGV), "{stderr}");
+    assert!(
+        text(&out.stdout).contains("2 processes, 6 kernels"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The program exited 0; one of its processes died of a signal, its work in flight unrecorded: exit 3, as for
+    // a process that crashed before it could send its end record.
+    assert_eq!(out.status.code(), Some(3), "incomplete trace");
+}
+
 #[test]
 fn a_program_that_never_uses_cuda_is_a_clear_error_and_writes_no_trace() {
     let dir = tempfile::tempdir().unwrap();
