@@ -637,3 +637,128 @@ fn thread_tracks_say_the_linux_thread_id_where_the_stream_has_it() {
         "{names:?}"
     );
 }
+
+// Processes that share a pid: two streams of one file (two PID namespaces, or a pid used again), and pids whose bits
+// met those of another file's or of a GPU group's number.
+
+/// A stream of process `pid` running `tag` (its command): a call `call_TAG` and a kernel `kernel_TAG` on GPU 0.
+fn tagged(pid: u32, tag: &str) -> Vec<u8> {
+    let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
+    e.push(&Record::ProcessStart(ProcessStart {
+        pid,
+        parent_pid: 1,
+        time: 1_000,
+        command: tag.into(),
+    }));
+    e.push(&Record::Api(ApiRecord {
+        start: 1_100,
+        end: 1_200,
+        domain: ApiDomain::Runtime,
+        cbid: 1,
+        name: Arc::from(format!("call_{tag}")),
+        correlation: 0,
+        process: pid,
+        thread: 1,
+        return_value: 0,
+    }));
+    e.push(&gemm(&format!("kernel_{tag}"), 1_500, 0));
+    e.bytes().to_vec()
+}
+
+/// A trace file of the streams of `processes` (pid, tag), in order.
+fn file_of(processes: &[(u32, &str)]) -> Vec<u8> {
+    let mut w = gpu_tools_trace::file::TraceFileWriter::new(Vec::new()).unwrap();
+    for (pid, tag) in processes {
+        let s = w.add_stream();
+        w.write(s, &tagged(*pid, tag)).unwrap();
+        w.close(s).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+/// File 0: pid 100 twice, pid 65636 (100 + 2^16) and pid 4194404 (100 + 2^22); file 1: pid 100.
+fn shared_pids() -> [Vec<u8>; 2] {
+    [
+        file_of(&[(100, "a"), (100, "b"), (65_636, "c"), (4_194_404, "d")]),
+        file_of(&[(100, "e")]),
+    ]
+}
+
+const TAGS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+#[test]
+fn chrome_gives_every_process_and_gpu_group_a_pid_of_its_own() {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    for (i, file) in shared_pids().iter().enumerate() {
+        assert_eq!(t.read(i as u32, &file[..]).unwrap(), vec![]);
+    }
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    // A viewer's processes: one per pid, named by the last `process_name` of that pid.
+    let mut groups: HashMap<u64, String> = HashMap::new();
+    for e in events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+    {
+        let name = e["args"]["name"].as_str().unwrap().to_string();
+        groups.insert(e["pid"].as_u64().unwrap(), name);
+    }
+    let pid_of = |slice: &str| -> u64 {
+        events
+            .iter()
+            .find(|e| e["ph"] == "X" && e["name"] == slice)
+            .and_then(|e| e["pid"].as_u64())
+            .unwrap_or_else(|| panic!("a slice {slice}"))
+    };
+    let mut processes = Vec::new();
+    let mut gpus = Vec::new();
+    for tag in TAGS {
+        let (call, kernel) = (
+            pid_of(&format!("call_{tag}")),
+            pid_of(&format!("kernel_{tag}")),
+        );
+        // Each call in its own process's group, named with its command; each kernel in a GPU group.
+        let group = &groups[&call];
+        assert!(
+            group.starts_with("process ") && group.contains(&format!(" {tag}")),
+            "call_{tag} is in the group {group:?}: {groups:?}"
+        );
+        assert!(groups[&kernel].starts_with("GPU 0 (pid "), "{groups:?}");
+        processes.push(call);
+        gpus.push(kernel);
+    }
+    let mut all: Vec<u64> = processes.iter().chain(&gpus).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        10,
+        "5 process groups and 5 GPU groups, each its own pid: processes {processes:?}, GPUs {gpus:?}"
+    );
+    assert_eq!(groups.len(), 10, "{groups:?}");
+    // The first process of a pid keeps it.
+    assert_eq!(processes[0], 100);
+}
+
+#[test]
+fn perfetto_gives_every_process_and_gpu_group_a_pid_of_its_own() {
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    for (i, file) in shared_pids().iter().enumerate() {
+        assert_eq!(t.read(i as u32, &file[..]).unwrap(), vec![]);
+    }
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let trace = <pb::Trace as prost::Message>::decode(&bytes[..]).expect("a Perfetto trace");
+    let groups: Vec<(i32, String)> = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref()?.process.clone())
+        .map(|p| (p.pid.unwrap(), p.process_name.unwrap_or_default()))
+        .collect();
+    assert_eq!(groups.len(), 10, "{groups:?}");
+    let mut pids: Vec<i32> = groups.iter().map(|g| g.0).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 10, "each group its own pid: {groups:?}");
+    assert!(pids.iter().all(|&p| p > 0), "{groups:?}");
+}

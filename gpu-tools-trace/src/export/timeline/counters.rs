@@ -11,6 +11,7 @@
 use std::io;
 use std::sync::Arc;
 
+use super::numbers;
 use super::{Arg, CounterTrack, CounterValue, Slice, Timeline, TimelineSink, Track, TrackProcess};
 use crate::counters::label;
 use crate::{CounterGap, CounterSample};
@@ -46,15 +47,16 @@ impl<S: TimelineSink> Timeline<S> {
             } else {
                 format!("GPU {device} counters [{host}]")
             };
-            // Beside the GPU groups (pseudo process numbers above every real pid), with a pid slot of their own.
-            let pseudo =
-                (1 << 30) | (key.0 << 22) | ((0xff00 | (key.1 & 0xff)) << 6) | (device & 0x3f);
+            // Beside the GPU groups, in a pid slot of their own; a process number of the export's own.
+            let sort = numbers::place(key.0, 0xff00 | (key.1 & 0xff), Some(device));
+            let pid = self.numbers.number(None)?;
+            let name = self.numbers.name(name, key);
             self.sink.track(&Track {
                 id,
                 parent: None,
                 name: name.clone(),
-                process: Some(TrackProcess { pid: pseudo, name }),
-                sort: i64::from(pseudo),
+                process: Some(TrackProcess { pid, name }),
+                sort,
             })?;
             self.counters.insert(
                 (key.0, key.1, device),

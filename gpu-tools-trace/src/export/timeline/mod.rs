@@ -5,6 +5,7 @@ mod findings;
 mod flows;
 mod input;
 mod model;
+mod numbers;
 mod nvtx;
 mod ranks;
 mod slices;
@@ -42,6 +43,8 @@ pub struct Timeline<S: TimelineSink> {
     rank_order: HashMap<(String, u32), i64>,
     /// Hosts in the order met, for ranks not given to [`Timeline::order_ranks`].
     hosts_met: Vec<String>,
+    /// The process numbers and names of the groups made so far.
+    numbers: numbers::ProcessNumbers,
 }
 
 impl<S: TimelineSink> std::fmt::Debug for Timeline<S> {
@@ -68,6 +71,7 @@ impl<S: TimelineSink> Timeline<S> {
             counters: HashMap::new(),
             rank_order: HashMap::new(),
             hosts_met: Vec::new(),
+            numbers: numbers::ProcessNumbers::default(),
         }
     }
 }

@@ -6,7 +6,9 @@ use std::io;
 /// The process a track stands for (its group in the viewer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackProcess {
-    /// A process number unique in the export (the real pid for the first file; see [`Track`]).
+    /// A process number unique in the export: a process group's pid where no group before it took that number
+    /// (processes in two PID namespaces, on two hosts or a pid used again share one), else, as for every GPU and
+    /// counter group, a number of the export's own, from 2^30 up (below 2^31: Perfetto's pid is an `int32`).
     pub pid: u32,
     /// The group's name.
     pub name: String,
@@ -21,10 +23,11 @@ pub struct Track {
     pub parent: Option<u64>,
     /// Name.
     pub name: String,
-    /// For a group: the process it stands for. A GPU group has a pseudo process number above every real pid.
+    /// For a group: the process it stands for, with a number of its own ([`TrackProcess::pid`]).
     pub process: Option<TrackProcess>,
     /// Place among its siblings; for a group, among the groups (lowest first). The groups of ranks lie in
-    /// `i32::MIN..0` (host, then rank, each rank's GPUs after it), other groups above, by process number: formats
+    /// `i32::MIN..0` (host, then rank, each rank's GPUs after it), other groups above, by file and pid, GPU and
+    /// counter groups after every process: formats
     /// that take a 32-bit place (Perfetto's `sibling_order_rank`, Chrome's `process_sort_index`) take a value
     /// beyond it as the nearest end.
     pub sort: i64,

@@ -136,3 +136,40 @@ fn a_long_command_line_is_cut_with_an_ellipsis() {
         "{tracks:?}"
     );
 }
+
+#[test]
+fn groups_of_processes_that_share_a_pid_and_command_are_told_apart_by_their_stream() {
+    // Two containers on one host each run `python train.py` as pid 1, without rank variables.
+    let mut t = Timeline::new(Count::default());
+    for stream in 0..2 {
+        let start = ProcessStart {
+            pid: 1,
+            parent_pid: 0,
+            time: 0,
+            command: "python train.py".into(),
+        };
+        let call = ApiRecord {
+            start: 0,
+            end: 1,
+            domain: ApiDomain::Runtime,
+            cbid: 1,
+            name: Arc::from("cudaFree"),
+            correlation: 0,
+            process: 1,
+            thread: 1,
+            return_value: 0,
+        };
+        t.add((0, stream), &Record::ProcessStart(start)).unwrap();
+        t.add((0, stream), &Record::Api(call)).unwrap();
+        t.add((0, stream), &kernel(0)).unwrap();
+    }
+    let tracks = t.finish().unwrap().tracks;
+    for name in [
+        "process 1 python train.py",
+        "process 1 python train.py (file 0 stream 1)",
+        "GPU 0 (pid 1)",
+        "GPU 0 (pid 1) (file 0 stream 1)",
+    ] {
+        assert!(tracks.iter().any(|t| t == name), "{name}: {tracks:?}");
+    }
+}

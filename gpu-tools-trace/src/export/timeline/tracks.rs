@@ -3,6 +3,7 @@
 
 use std::io;
 
+use super::numbers;
 use super::ranks::{RANK_SLOTS, RANK_SORT};
 use super::state::{Key, Row};
 use super::{Timeline, TimelineSink, Track, TrackProcess};
@@ -25,16 +26,15 @@ impl<S: TimelineSink> Timeline<S> {
         id
     }
 
-    /// The process group of a stream, made on first use.
+    /// The process group of a stream, made on first use: its process's pid as its number unless a group before it
+    /// took that number ([`numbers`](super::numbers)), its name told apart from an earlier group's of the same name.
     fn process_track(&mut self, key: (u32, u32)) -> io::Result<u64> {
         if let Some(t) = self.streams.get(&key).and_then(|s| s.process_track) {
             return Ok(t);
         }
-        let id = self.new_track();
         let place = self.stream_place(key);
         let s = self.streams.entry(key).or_default();
-        s.process_track = Some(id);
-        let pid = s.pid | (key.0 << 22);
+        let real = s.pid;
         // A rank's group leads with its host and rank, so that a job's groups read (and sort) as its ranks.
         let ranked = s
             .info
@@ -60,11 +60,15 @@ impl<S: TimelineSink> Timeline<S> {
             }
             name.push(']');
         }
+        let pid = self.numbers.number(Some(real))?;
+        let name = self.numbers.name(name, key);
+        let id = self.new_track();
+        self.streams.entry(key).or_default().process_track = Some(id);
         // Ranks first, by host then rank, each followed by its GPUs ([`Self::group_track`]); other processes by
-        // pid.
+        // file, then pid.
         let sort = match place {
             Some(place) => RANK_SORT + place * RANK_SLOTS,
-            None => i64::from(pid),
+            None => numbers::place(key.0, real, None),
         };
         self.sink.track(&Track {
             id,
@@ -76,7 +80,7 @@ impl<S: TimelineSink> Timeline<S> {
         Ok(id)
     }
 
-    /// The group track of `group` (a GPU), made on first use.
+    /// The group track of `group` (a GPU), made on first use: a process number of the export's own.
     pub(super) fn group_track(&mut self, key: (u32, u32), group: Key) -> io::Result<u64> {
         if let Some(&t) = self.streams.get(&key).and_then(|s| s.groups.get(&group)) {
             return Ok(t);
@@ -86,9 +90,8 @@ impl<S: TimelineSink> Timeline<S> {
         let Key::Gpu(device) = group else {
             return Ok(id);
         };
-        // GPU groups sort after every process; their pseudo process numbers lie above any real pid. A rank's sort
-        // right after its process group, named with its host and rank.
-        let pseudo = (1 << 30) | (key.0 << 22) | ((pid & 0xffff) << 6) | (device & 0x3f);
+        // GPU groups sort after every process. A rank's sort right after its process group, named with its host and
+        // rank.
         let place = self.stream_place(key);
         let info = self.streams.get(&key).and_then(|s| s.info.as_ref());
         let (name, sort) = match info.and_then(|i| Some((i, i.rank()?, place?))) {
@@ -96,13 +99,18 @@ impl<S: TimelineSink> Timeline<S> {
                 format!("GPU {device} ({} rank {rank}, pid {pid})", i.host),
                 RANK_SORT + place * RANK_SLOTS + 1 + i64::from(device & 0x3f).min(RANK_SLOTS - 2),
             ),
-            None => (format!("GPU {device} (pid {pid})"), i64::from(pseudo)),
+            None => (
+                format!("GPU {device} (pid {pid})"),
+                numbers::place(key.0, pid, Some(device)),
+            ),
         };
+        let number = self.numbers.number(None)?;
+        let name = self.numbers.name(name, key);
         self.sink.track(&Track {
             id,
             parent: None,
             name: name.clone(),
-            process: Some(TrackProcess { pid: pseudo, name }),
+            process: Some(TrackProcess { pid: number, name }),
             sort,
         })?;
         self.streams
