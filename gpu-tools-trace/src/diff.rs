@@ -35,8 +35,17 @@ pub enum Select {
     All,
     /// The process of this rank (`RANK`, ...).
     Rank(u32),
-    /// The process of this pid.
+    /// The process of this pid. Two traced processes can share a pid (two PID namespaces, two hosts, a pid used
+    /// again): a pid that is several is refused ([`SelectError::Several`]).
     Pid(u32),
+    /// The process of this stream: its file number and its stream number there (as the `processes` report lists
+    /// them).
+    Stream {
+        /// The file number.
+        file: u32,
+        /// The stream number in that file.
+        stream: u32,
+    },
 }
 
 impl std::fmt::Display for Select {
@@ -45,14 +54,45 @@ impl std::fmt::Display for Select {
             Select::All => write!(f, "every process"),
             Select::Rank(r) => write!(f, "rank {r}"),
             Select::Pid(p) => write!(f, "pid {p}"),
+            Select::Stream { file, stream } => write!(f, "file {file} stream {stream}"),
         }
     }
 }
 
-/// A side selected nothing.
+/// A traced process a side covers: its stream (what tells it from another process of its pid), pid and rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Process {
+    /// The file number.
+    pub file: u32,
+    /// The stream number in that file.
+    pub stream: u32,
+    /// The process id.
+    pub pid: u32,
+    /// Its rank, where it has one.
+    pub rank: Option<u32>,
+}
+
+/// A side selected no process, or more than one where its selection names one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("no traced process with device work is {0}")]
-pub struct NothingSelected(pub Select);
+pub enum SelectError {
+    /// No traced process with device work is the one selected.
+    #[error("no traced process with device work is {0}")]
+    Nothing(Select),
+    /// The selection names one process and is several (a pid shared by processes of two PID namespaces, two hosts,
+    /// or a pid used again; a rank traced twice): these, each by its stream.
+    #[error("{0} is {n} traced processes with device work ({list}): select one by its stream", n = .1.len(), list = streams(.1))]
+    Several(Select, Vec<Process>),
+}
+
+/// `file 0 stream 1, file 0 stream 2`.
+fn streams(processes: &[Process]) -> String {
+    processes
+        .iter()
+        .map(|p| format!("file {} stream {}", p.file, p.stream))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// How many and how long.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,8 +108,8 @@ pub struct Totals {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Profile {
-    /// The processes it covers: (pid, rank).
-    pub processes: Vec<(u32, Option<u32>)>,
+    /// The processes it covers, each once (by its stream), in the order of their streams.
+    pub processes: Vec<Process>,
     /// GPUs.
     pub gpus: u64,
     /// Steps analysed, over the GPUs.
@@ -104,8 +144,9 @@ fn median_p90(v: &mut [u64]) -> (u64, u64) {
 }
 
 impl Profile {
-    /// The side of `trace` that `select` names.
-    pub fn of(trace: &Trace, select: Select) -> Result<Profile, NothingSelected> {
+    /// The side of `trace` that `select` names: an error where it names no process with device work, or one
+    /// process and is several.
+    pub fn of(trace: &Trace, select: Select) -> Result<Profile, SelectError> {
         let hosts = trace.hosts();
         let views = trace.views(&hosts);
         let chosen: Vec<_> = views
@@ -114,20 +155,34 @@ impl Profile {
                 Select::All => true,
                 Select::Rank(r) => v.id.rank == Some(r),
                 Select::Pid(p) => v.id.pid == p,
+                Select::Stream { file, stream } => v.key == (file, stream),
             })
             .collect();
-        if chosen.is_empty() {
-            return Err(NothingSelected(select));
+        let mut processes: Vec<Process> = chosen
+            .iter()
+            .map(|v| Process {
+                file: v.key.0,
+                stream: v.key.1,
+                pid: v.id.pid,
+                rank: v.id.rank,
+            })
+            .collect();
+        processes.sort_unstable();
+        processes.dedup();
+        match processes.len() {
+            0 => return Err(SelectError::Nothing(select)),
+            1 => {}
+            _ if select != Select::All => return Err(SelectError::Several(select, processes)),
+            _ => {}
         }
         let names = trace.names();
-        let mut p = Profile::default();
+        let mut p = Profile {
+            processes,
+            ..Profile::default()
+        };
         let mut lengths = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for v in &chosen {
-            let who = (v.id.pid, v.id.rank);
-            if !p.processes.contains(&who) {
-                p.processes.push(who);
-            }
             p.gpus += 1;
             p.steps += v.steps();
             lengths.extend(v.plan.steady().iter().map(|s| s.1 - s.0));

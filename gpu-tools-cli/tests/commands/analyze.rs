@@ -311,6 +311,61 @@ fn diff_refuses_a_selection_of_nothing_and_bad_arguments() {
     assert_eq!(gpu_tools(&["diff", "-", "-"]).status.code(), Some(2));
 }
 
+/// One host's trace file of two ranks, each in a PID namespace of its own: both pid 1.
+fn two_containers(dir: &std::path::Path) -> String {
+    let spec = gpu_tools_testing::job::JobSpec {
+        hosts: 1,
+        ranks_per_host: 2,
+        steps: 12,
+        pid_namespaces: true,
+        ..gpu_tools_testing::job::JobSpec::fixture()
+    };
+    let path = dir.join("h0.gputrace");
+    std::fs::write(&path, spec.host_file(0)).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn diff_refuses_a_pid_that_names_two_processes_and_selects_one_by_its_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_containers(dir.path());
+    // pid 1 is both ranks: one side of both would sum two processes as one.
+    let out = gpu_tools(&["diff", &file, &file, "--a-process", "pid=1"]);
+    assert_eq!(out.status.code(), Some(1), "refused");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pid 1 is 2 traced processes with device work") && err.contains("stream=N"),
+        "{err}"
+    );
+    // Each by its stream.
+    let d = json(&gpu_tools(&[
+        "diff",
+        "--json",
+        &file,
+        &file,
+        "--a-process",
+        "stream=0",
+        "--b-process",
+        "stream=1",
+    ]));
+    assert_eq!(d["a"]["select"], "stream=0");
+    assert_eq!(
+        (
+            &d["a"]["processes"][0]["stream"],
+            &d["a"]["processes"][0]["rank"]
+        ),
+        (&serde_json::json!(0), &serde_json::json!(0))
+    );
+    assert_eq!(
+        (
+            &d["b"]["processes"][0]["stream"],
+            &d["b"]["processes"][0]["rank"]
+        ),
+        (&serde_json::json!(1), &serde_json::json!(1))
+    );
+    assert_eq!(d["a"]["processes"].as_array().map(Vec::len), Some(1));
+}
+
 #[test]
 fn export_draws_the_findings_on_the_timeline() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,8 @@ struct Output {
 struct Process {
     pid: u32,
     rank: Option<u32>,
+    /// Its stream in the side's file: what tells it from another process of its pid.
+    stream: u32,
 }
 
 #[derive(Serialize)]
@@ -63,7 +65,11 @@ fn side(path: &Path, select: Select, p: &Profile) -> Side {
         processes: p
             .processes
             .iter()
-            .map(|&(pid, rank)| Process { pid, rank })
+            .map(|p| Process {
+                pid: p.pid,
+                rank: p.rank,
+                stream: p.stream,
+            })
             .collect(),
         gpus: p.gpus,
         steps: p.steps,

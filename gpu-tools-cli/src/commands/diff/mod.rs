@@ -6,7 +6,7 @@
 //!
 //! | field | what it holds |
 //! |---|---|
-//! | `a`, `b` | each side: `file`, `select` (`all`, `rank=N` or `pid=N`), `processes[]` (`pid`, `rank`), `gpus`, `steps`, `step_median_ns`, `step_p90_ns`, `window_ns`, `busy_ns`, `idle_ns`, `idle_by_cause` (an object: cause to ns, the causes of `analyze`), `kernel_ns`, `api_ns` (summed over the windows) |
+//! | `a`, `b` | each side: `file`, `select` (`all`, `rank=N`, `pid=N` or `stream=N`), `processes[]` (`pid`, `rank`, `stream`: its stream in the file), `gpus`, `steps`, `step_median_ns`, `step_p90_ns`, `window_ns`, `busy_ns`, `idle_ns`, `idle_by_cause` (an object: cause to ns, the causes of `analyze`), `kernel_ns`, `api_ns` (summed over the windows) |
 //! | `per_step` | whether the changes below are ranked per step (both sides have steps), else by totals |
 //! | `kernels_by_time[]`, `kernels_by_count[]`, `new_kernels[]`, `gone_kernels[]`, `api[]`, `copies[]` | each a change: `name`, `a_count`, `b_count`, `a_ns`, `b_ns` (totals over each side's windows), `a_per_step_ns`, `b_per_step_ns` (`null` for a side without steps) |
 
@@ -16,7 +16,7 @@ mod text;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use gpu_tools::trace::diff::{Profile, Select, diff};
+use gpu_tools::trace::diff::{Profile, Select, SelectError, diff};
 
 use super::analyze::read;
 use crate::demangle::readable;
@@ -26,7 +26,8 @@ use crate::failure::{Failure, Outcome};
 ///
 /// A and B are saved traces of the same program (before and after a change, two hosts), or the same file twice with
 /// `--a-process` and `--b-process` naming two of its processes (two ranks: `--a-process rank=0 --b-process
-/// rank=1`). Each side is analysed as `gpu-tools analyze` does (its steps found, the warm-up and start-up left out)
+/// rank=1`; `pid=N`, or `stream=N` for the process of stream N of the file, as `stats --report processes` lists
+/// them: a pid two processes share, in two containers or used again, is refused). Each side is analysed as `gpu-tools analyze` does (its steps found, the warm-up and start-up left out)
 /// and compared: the median and 90th-percentile step, the GPU's busy and idle time (idle by cause), the kernels
 /// whose time changed most and those whose count did, kernels new in B and gone from A, the API functions whose
 /// time changed most, the copies by kind; the numbers side by side, per step where both sides have steps. Kernel
@@ -41,10 +42,10 @@ pub struct Args {
     /// The second trace (after); may be A again with other processes selected.
     #[arg(value_name = "B")]
     b: PathBuf,
-    /// Only this process of A: `rank=N` or `pid=N` [default: every process with device work].
+    /// Only this process of A: `rank=N`, `pid=N` or `stream=N` [default: every process with device work].
     #[arg(long, value_name = "SEL", value_parser = parse_select)]
     a_process: Option<Select>,
-    /// Only this process of B: `rank=N` or `pid=N`.
+    /// Only this process of B: `rank=N`, `pid=N` or `stream=N`.
     #[arg(long, value_name = "SEL", value_parser = parse_select)]
     b_process: Option<Select>,
     /// How many kernels and API functions each list shows; 0 for all.
@@ -58,23 +59,25 @@ pub struct Args {
     raw_names: bool,
 }
 
-/// `rank=N` or `pid=N`.
+/// `rank=N`, `pid=N` or `stream=N` (of the side's one file).
 fn parse_select(s: &str) -> Result<Select, String> {
-    let bad = || format!("{s:?} is neither rank=N nor pid=N");
+    let bad = || format!("{s:?} is none of rank=N, pid=N and stream=N");
     let (what, n) = s.split_once('=').ok_or_else(bad)?;
     let n: u32 = n.trim().parse().map_err(|_| bad())?;
     match what.trim() {
         "rank" => Ok(Select::Rank(n)),
         "pid" => Ok(Select::Pid(n)),
+        "stream" => Ok(Select::Stream { file: 0, stream: n }),
         _ => Err(bad()),
     }
 }
 
-/// `all`, `rank=N`, `pid=N`.
+/// `all`, `rank=N`, `pid=N`, `stream=N`.
 pub(crate) fn select_text(s: Select) -> String {
     match s {
         Select::Rank(r) => format!("rank={r}"),
         Select::Pid(p) => format!("pid={p}"),
+        Select::Stream { stream, .. } => format!("stream={stream}"),
         _ => "all".to_string(),
     }
 }
@@ -94,7 +97,13 @@ pub fn run(args: Args) -> Outcome {
         args.b_process.unwrap_or(Select::All),
     );
     let side = |t, s, path: &PathBuf| {
-        Profile::of(t, s).map_err(|e| Failure::new(1, format!("{}: {e}", path.display())))
+        Profile::of(t, s).map_err(|e| {
+            let how = match e {
+                SelectError::Several(..) => " (stream=N)",
+                SelectError::Nothing(_) => "",
+            };
+            Failure::new(1, format!("{}: {e}{how}", path.display()))
+        })
     };
     let (pa, pb) = (side(&ta, sa, &args.a)?, side(&tb, sb, &args.b)?);
     // 0 is all, as `analyze --top 0` is: taken as a count it emptied every list without a word.

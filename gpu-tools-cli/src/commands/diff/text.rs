@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use gpu_tools::trace::analyze::IdleCause;
-use gpu_tools::trace::diff::{Change, Diff, Profile, Select};
+use gpu_tools::trace::diff::{Change, Diff, Process, Profile, Select};
 
 use super::select_text;
 use crate::commands::analyze::short;
@@ -186,6 +186,33 @@ fn list(
     Ok(())
 }
 
+/// A side's processes: `rank 0 (pid 1886)`, `pid 1611`; a process whose pid and rank another of the side shares
+/// (two containers, a pid used again) with its stream: `pid 100 (stream 1)`.
+fn processes(p: &Profile) -> Vec<String> {
+    let shared = |q: &Process| {
+        p.processes
+            .iter()
+            .filter(|o| (o.pid, o.rank) == (q.pid, q.rank))
+            .count()
+            > 1
+    };
+    p.processes
+        .iter()
+        .map(|q| {
+            let stream = if shared(q) {
+                format!(", stream {}", q.stream)
+            } else {
+                String::new()
+            };
+            match q.rank {
+                Some(r) => format!("rank {r} (pid {}{stream})", q.pid),
+                None if stream.is_empty() => format!("pid {}", q.pid),
+                None => format!("pid {} (stream {})", q.pid, q.stream),
+            }
+        })
+        .collect()
+}
+
 /// Writes the diff of the two sides (file and selection of each), the first `top` changes of each list.
 pub fn write(
     out: &mut impl Write,
@@ -194,14 +221,7 @@ pub fn write(
     top: usize,
 ) -> io::Result<()> {
     for ((path, select), (side, p)) in files.iter().zip([("A", &d.a), ("B", &d.b)]) {
-        let who: Vec<String> = p
-            .processes
-            .iter()
-            .map(|(pid, rank)| match rank {
-                Some(r) => format!("rank {r} (pid {pid})"),
-                None => format!("pid {pid}"),
-            })
-            .collect();
+        let who = processes(p);
         writeln!(
             out,
             "{side}: {} [{}]: {} on {} GPU{}, {} analysed",
@@ -253,4 +273,44 @@ pub fn write(
         true,
         usize::MAX,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_that_share_a_pid_are_each_named_with_their_stream() {
+        let process = |stream, pid, rank| Process {
+            file: 0,
+            stream,
+            pid,
+            rank,
+        };
+        let side = |processes| Profile {
+            processes,
+            ..Profile::default()
+        };
+        // Unique pids: as before.
+        assert_eq!(
+            processes(&side(vec![
+                process(0, 1886, Some(0)),
+                process(1, 1611, None)
+            ])),
+            ["rank 0 (pid 1886)", "pid 1611"]
+        );
+        // Pid 100 twice: each with its stream.
+        assert_eq!(
+            processes(&side(vec![
+                process(0, 100, None),
+                process(1, 100, None),
+                process(2, 100, Some(3)),
+            ])),
+            [
+                "pid 100 (stream 0)",
+                "pid 100 (stream 1)",
+                "rank 3 (pid 100)"
+            ]
+        );
+    }
 }

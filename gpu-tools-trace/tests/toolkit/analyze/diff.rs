@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use gpu_tools_trace::analyze::Trace;
-use gpu_tools_trace::diff::{NothingSelected, Profile, Select, diff};
+use gpu_tools_trace::diff::{Process, Profile, Select, SelectError, diff};
 
 use super::program::{Program, compute};
 
@@ -70,8 +70,11 @@ fn the_two_ranks_of_the_ddp_job_differ_in_their_collective() {
         Profile::of(&t, Select::Rank(0)).unwrap(),
         Profile::of(&t, Select::Rank(1)).unwrap(),
     );
+    let who = |p: &Profile| -> Vec<(u32, Option<u32>)> {
+        p.processes.iter().map(|p| (p.pid, p.rank)).collect()
+    };
     assert_eq!(
-        (a.processes.clone(), b.processes.clone()),
+        (who(&a), who(&b)),
         (vec![(1886, Some(0))], vec![(1887, Some(1))])
     );
     let d = diff(&a, &b, 5);
@@ -88,6 +91,61 @@ fn the_two_ranks_of_the_ddp_job_differ_in_their_collective() {
     assert!(d.new_kernels.is_empty() && d.gone_kernels.is_empty());
     assert_eq!(
         Profile::of(&t, Select::Rank(2)),
-        Err(NothingSelected(Select::Rank(2)))
+        Err(SelectError::Nothing(Select::Rank(2)))
+    );
+}
+
+#[test]
+fn processes_that_share_a_pid_are_two_and_a_pid_that_names_both_is_refused() {
+    // Two programs with pid 100 in one file, without ranks (two containers, or the pid used again): the first
+    // runs 20 kernels a step, the second 21.
+    let mut first = Program::new(100);
+    let mut second = Program::new(100);
+    for _ in 0..30 {
+        compute(&mut first);
+        compute(&mut second);
+        second.kernel("extra", 5_000, 10_000);
+    }
+    let t = trace(&super::program::file_of(&[
+        first.stream(true),
+        second.stream(true),
+    ]));
+    let all = Profile::of(&t, Select::All).unwrap();
+    assert_eq!(all.processes.len(), 2, "{:?}", all.processes);
+    // `pid=100` names two processes: their figures summed as one process's would be a wrong answer.
+    let by_pid = Profile::of(&t, Select::Pid(100));
+    assert!(by_pid.is_err(), "{:?}", by_pid.map(|p| p.processes));
+    let process = |stream| Process {
+        file: 0,
+        stream,
+        pid: 100,
+        rank: None,
+    };
+    assert_eq!(all.processes, [process(0), process(1)]);
+    let err = by_pid.unwrap_err();
+    assert_eq!(
+        err,
+        SelectError::Several(Select::Pid(100), vec![process(0), process(1)])
+    );
+    assert_eq!(
+        err.to_string(),
+        "pid 100 is 2 traced processes with device work (file 0 stream 0, file 0 stream 1): select one by its \
+         stream"
+    );
+    // Each by its stream: the second runs one kernel more a step.
+    let (a, b) = (
+        Profile::of(&t, Select::Stream { file: 0, stream: 0 }).unwrap(),
+        Profile::of(&t, Select::Stream { file: 0, stream: 1 }).unwrap(),
+    );
+    assert_eq!(
+        (a.processes.clone(), b.processes.clone()),
+        (vec![process(0)], vec![process(1)])
+    );
+    let d = diff(&a, &b, 10);
+    assert_eq!(d.new_kernels.len(), 1, "{:?}", d.new_kernels);
+    assert_eq!(d.new_kernels[0].name, "extra");
+    assert_eq!(
+        Profile::of(&t, Select::Stream { file: 0, stream: 2 }),
+        Err(SelectError::Nothing(Select::Stream { file: 0, stream: 2 }))
     );
 }
