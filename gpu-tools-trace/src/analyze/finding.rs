@@ -18,23 +18,35 @@ pub struct GpuId {
     pub host: String,
     /// The process's rank (`RANK`, `OMPI_COMM_WORLD_RANK`, ...), where it has one.
     pub rank: Option<u32>,
+    /// Another traced process with device work has this one's pid, host and rank (two PID namespaces on one host,
+    /// a pid used again): the text then names the file and stream too.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub shared: bool,
 }
 
 impl std::fmt::Display for GpuId {
-    /// `GPU 0 of pid 1611 on vm`, `GPU 3 of rank 5 (pid 1005 on h2)`.
+    /// `GPU 0 of pid 1611 on vm`, `GPU 3 of rank 5 (pid 1005 on h2)`; where [`shared`](Self::shared), `GPU 0 of
+    /// pid 1 on vm (file 0 stream 1)`, `GPU 3 of rank 5 (pid 1 on h2, file 0 stream 1)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let on = if self.host.is_empty() {
             String::new()
         } else {
             format!(" on {}", self.host)
         };
-        match self.rank {
-            Some(rank) => write!(
+        let stream = format!("file {} stream {}", self.file, self.stream);
+        match (self.rank, self.shared) {
+            (Some(rank), false) => write!(
                 f,
                 "GPU {} of rank {rank} (pid {}{on})",
                 self.device, self.pid
             ),
-            None => write!(f, "GPU {} of pid {}{on}", self.device, self.pid),
+            (Some(rank), true) => write!(
+                f,
+                "GPU {} of rank {rank} (pid {}{on}, {stream})",
+                self.device, self.pid
+            ),
+            (None, false) => write!(f, "GPU {} of pid {}{on}", self.device, self.pid),
+            (None, true) => write!(f, "GPU {} of pid {}{on} ({stream})", self.device, self.pid),
         }
     }
 }

@@ -11,8 +11,8 @@ pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
     let traced: Vec<_> = ctx
         .trace
         .processes()
-        .values()
-        .filter(|p| !p.is_counters() && (p.started || !p.ops.is_empty()))
+        .iter()
+        .filter(|(_, p)| !p.is_counters() && (p.started || !p.ops.is_empty()))
         .collect();
     if ctx.views.is_empty() {
         out.push("no device work in the trace (no kernel, copy, set or graph record): nothing to analyse".into());
@@ -24,7 +24,7 @@ pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
                 .into(),
         );
     }
-    let copy_calls = traced.iter().any(|p| {
+    let copy_calls = traced.iter().any(|(_, p)| {
         p.calls.iter().any(|c| {
             matches!(c.class, CallClass::Copy | CallClass::BlockingCopy)
                 && ctx
@@ -34,7 +34,7 @@ pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
                     .contains("memcpy")
         })
     });
-    let copies = traced.iter().any(|p| {
+    let copies = traced.iter().any(|(_, p)| {
         p.ops
             .iter()
             .any(|o| matches!(o.what, super::What::Copy { .. }))
@@ -72,23 +72,30 @@ pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
             list(&stepless)
         ));
     }
-    let dropped: u64 = traced.iter().map(|p| p.dropped).sum();
+    let dropped: u64 = traced.iter().map(|(_, p)| p.dropped).sum();
     if dropped > 0 {
         out.push(format!(
             "{} dropped by the vendor's buffers: every figure is a lower bound",
             count(dropped, "record was", "records were")
         ));
     }
-    if traced.iter().any(|p| p.graph_launches > 0) {
+    if traced.iter().any(|(_, p)| p.graph_launches > 0) {
         out.push(
             "CUDA graphs traced as whole launches (graph mode): the kernels inside them are not seen one by one"
                 .into(),
         );
     }
+    // A pid that another traced process has too is said with its stream.
     let cut: Vec<String> = traced
         .iter()
-        .filter(|p| p.started && !p.ended)
-        .map(|p| format!("pid {}", p.pid))
+        .filter(|(_, p)| p.started && !p.ended)
+        .map(|(key, p)| {
+            if traced.iter().filter(|(_, o)| o.pid == p.pid).count() > 1 {
+                format!("pid {} (file {} stream {})", p.pid, key.0, key.1)
+            } else {
+                format!("pid {}", p.pid)
+            }
+        })
         .collect();
     if !cut.is_empty() {
         out.push(format!(

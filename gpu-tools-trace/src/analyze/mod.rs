@@ -227,6 +227,22 @@ impl Trace {
                 views.push(View::new(*key, p, host, gpu, &self.names));
             }
         }
+        // Processes whose pid, host and rank another's are: each GPU's text names its stream too.
+        let mut streams: BTreeMap<(u32, &str, Option<u32>), HashSet<StreamKey>> = BTreeMap::new();
+        for v in &views {
+            streams
+                .entry((v.id.pid, v.id.host.as_str(), v.id.rank))
+                .or_default()
+                .insert(v.key);
+        }
+        let shared: HashSet<StreamKey> = streams
+            .into_values()
+            .filter(|keys| keys.len() > 1)
+            .flatten()
+            .collect();
+        for v in &mut views {
+            v.id.shared = shared.contains(&v.key);
+        }
         views
     }
 
@@ -313,6 +329,7 @@ impl<'a> View<'a> {
             pid: p.pid,
             host: p.info.as_ref().map_or_else(String::new, |i| i.host.clone()),
             rank: p.info.as_ref().and_then(|i| i.rank()),
+            shared: false,
         };
         View {
             id,

@@ -366,3 +366,70 @@ fn an_operation_without_a_correlation_id_is_not_taken_for_the_work_of_a_call_wit
         d.gpus[0]
     );
 }
+
+#[test]
+fn gpus_of_processes_that_share_a_pid_are_told_apart_by_their_stream() {
+    // Two programs with pid 100 on host sim, in one file (two containers, or the pid used again), without ranks.
+    let program = || {
+        let mut p = Program::new(100);
+        for _ in 0..STEPS {
+            compute(&mut p);
+        }
+        p
+    };
+    let (first, second) = (program(), program());
+    let both = super::program::file_of(&[first.stream(true), second.stream(true)]);
+    let ids: Vec<String> = diagnose(&[both])
+        .gpus
+        .iter()
+        .map(|g| g.gpu.to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "GPU 0 of pid 100 on sim (file 0 stream 0)",
+            "GPU 0 of pid 100 on sim (file 0 stream 1)"
+        ]
+    );
+    // Alone, a process is its pid, as before.
+    assert_eq!(
+        diagnose(&[first.file()]).gpus[0].gpu.to_string(),
+        "GPU 0 of pid 100 on sim"
+    );
+}
+
+#[test]
+fn processes_without_an_end_that_share_a_pid_are_told_apart_by_their_stream() {
+    use gpu_tools_testing::records::{kernel, stream_of_host};
+    use gpu_tools_trace::{ProcessStart, Record};
+    let cut = |kernels: u64| {
+        let mut records = vec![Record::ProcessStart(ProcessStart {
+            pid: 100,
+            parent_pid: 1,
+            time: 1_000,
+            command: "python3 train.py".into(),
+        })];
+        records.extend(
+            (0..kernels).map(|k| kernel("k", 10_000 * (k + 1), 10_000 * (k + 1) + 5_000, 0)),
+        );
+        stream_of_host(100, "vm", 1_000, &records)
+    };
+    let lack = |d: &gpu_tools_trace::analyze::Diagnosis| -> String {
+        d.lacks
+            .iter()
+            .find(|l| l.starts_with("no end record for "))
+            .cloned()
+            .unwrap_or_else(|| panic!("{:#?}", d.lacks))
+    };
+    let both = super::program::file_of(&[cut(5), cut(6)]);
+    assert_eq!(
+        lack(&diagnose(&[both])),
+        "no end record for pid 100 (file 0 stream 0), pid 100 (file 0 stream 1) (crashed, killed, or the file cut \
+         short): their last records may be missing"
+    );
+    let one = super::program::file_of(&[cut(5)]);
+    assert!(
+        lack(&diagnose(&[one])).starts_with("no end record for pid 100 (crashed"),
+        "as before"
+    );
+}
