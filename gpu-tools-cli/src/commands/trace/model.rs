@@ -367,29 +367,71 @@ pub fn launches_a_kernel(name: &str) -> bool {
 /// trace stopped), before it says that records are missing: this many, or 1% of the launches.
 pub const LAUNCHES_WITHOUT_KERNELS_TOLERATED: u64 = 100;
 
-/// The warning for a process whose kernel launches lack their kernel records beyond the edges of the trace.
-pub fn missing_kernels_warning(c: &LaunchCoverage) -> Option<String> {
-    let (pid, launches, without) = (c.pid, c.launches, c.without);
+/// The warning for a process whose kernel launches lack their kernel records beyond the edges of the trace; `who`
+/// names the process ([`Trace::who`]).
+pub fn missing_kernels_warning(c: &LaunchCoverage, who: &str) -> Option<String> {
+    let (launches, without) = (c.launches, c.without);
     if without <= LAUNCHES_WITHOUT_KERNELS_TOLERATED.max(launches / 100) {
         return None;
     }
     Some(format!(
-        "process {pid}: {without} of its {launches} kernel launches have no kernel record: CUPTI did not record \
+        "{who}: {without} of its {launches} kernel launches have no kernel record: CUPTI did not record \
          those kernels (launches during a stream capture, which run nothing, are not counted; a capture begun \
          before the trace would be); the kernel reports are short by up to that many"
     ))
 }
 
 /// The note for a process whose last launches had not run when the window closed, where they are more than the
-/// edges of a trace usually hold.
-pub fn queued_at_end_note(c: &LaunchCoverage) -> Option<String> {
+/// edges of a trace usually hold; `who` names the process ([`Trace::who`]).
+pub fn queued_at_end_note(c: &LaunchCoverage, who: &str) -> Option<String> {
     (c.queued_at_end > LAUNCHES_WITHOUT_KERNELS_TOLERATED).then(|| {
         format!(
-            "process {} (note): the last {} of its {} kernel launches had not run on the GPU when the window closed (no \
+            "{who} (note): the last {} of its {} kernel launches had not run on the GPU when the window closed (no \
              later launch has a kernel record): their kernels ran after it and are not in the trace",
-            c.pid, c.queued_at_end, c.launches
+            c.queued_at_end, c.launches
         )
     })
+}
+
+/// Most characters of a command that tells a process from others of its pid ([`Trace::who`]).
+const MAX_WHO_COMMAND: usize = 40;
+
+impl Trace {
+    /// How what is said of process `key` names it: `process PID` where no other traced process has its pid; else
+    /// with what tells it from those that do (two PID namespaces, a pid used again): its job labels (`process 1
+    /// [rank 3]`), else its command (`process 100 [python eval.py]`, cut at 40 characters), else its stream's
+    /// number (`process 100 [stream 2]`: its connection, the stream of its Chrome trace groups).
+    pub fn who(&self, key: ProcessKey) -> String {
+        let Some(p) = self.processes.iter().find(|p| p.key == key) else {
+            return format!("the process of stream {key}");
+        };
+        let others: Vec<&Process> = self
+            .processes
+            .iter()
+            .filter(|o| o.pid == p.pid && o.key != key)
+            .collect();
+        if others.is_empty() {
+            return format!("process {}", p.pid);
+        }
+        let apart = |of: fn(&Process) -> &str| {
+            let mine = of(p);
+            (!mine.is_empty() && others.iter().all(|o| of(o) != mine)).then_some(mine)
+        };
+        if let Some(label) = apart(|q| &q.label) {
+            return format!("process {} [{label}]", p.pid);
+        }
+        if let Some(command) = apart(|q| &q.command) {
+            let cut: String = if command.chars().count() > MAX_WHO_COMMAND {
+                let mut c: String = command.chars().take(MAX_WHO_COMMAND - 1).collect();
+                c.push('…');
+                c
+            } else {
+                command.to_string()
+            };
+            return format!("process {} [{cut}]", p.pid);
+        }
+        format!("process {} [stream {key}]", p.pid)
+    }
 }
 
 /// Demangles C++ names once each, as torch.profiler prints them (`void at::native::...(...)`).
@@ -510,10 +552,16 @@ mod tests {
             t.launches_without_kernels(),
             [cov(1, 300, 150, 0), cov(2, 50, 0, 0)]
         );
-        let w =
-            missing_kernels_warning(&cov(1, 300, 150, 0)).expect("150 of 300 is past the edges");
-        assert!(w.contains("150 of its 300 kernel launches"), "{w}");
-        assert_eq!(missing_kernels_warning(&cov(2, 50, 0, 0)), None);
+        let w = missing_kernels_warning(&cov(1, 300, 150, 0), "process 1")
+            .expect("150 of 300 is past the edges");
+        assert!(
+            w.starts_with("process 1: 150 of its 300 kernel launches"),
+            "{w}"
+        );
+        assert_eq!(
+            missing_kernels_warning(&cov(2, 50, 0, 0), "process 2"),
+            None
+        );
         // Launches inside a stream capture run nothing: they are not judged.
         let mut c = Trace::default();
         let mut begin = api(4, "cudaStreamBeginCapture_v10000", "cuda_runtime", 10_000);
@@ -534,8 +582,11 @@ mod tests {
         // No launch of process 4 has its record: a loss, not a queue.
         assert_eq!(c.launches_without_kernels(), [cov(4, 1, 1, 0)]);
         // A few at the edges of a long trace are not a loss.
-        assert_eq!(missing_kernels_warning(&cov(3, 1_000_000, 5_000, 0)), None);
-        assert!(missing_kernels_warning(&cov(3, 1_000_000, 20_000, 0)).is_some());
+        assert_eq!(
+            missing_kernels_warning(&cov(3, 1_000_000, 5_000, 0), "process 3"),
+            None
+        );
+        assert!(missing_kernels_warning(&cov(3, 1_000_000, 20_000, 0), "process 3").is_some());
     }
 
     #[test]
@@ -565,7 +616,7 @@ mod tests {
                 queued_at_end: 0
             }]
         );
-        assert!(missing_kernels_warning(&got[0]).is_some());
+        assert!(missing_kernels_warning(&got[0], "process").is_some());
     }
 
     #[test]
@@ -600,7 +651,7 @@ mod tests {
                 queued_at_end: 0
             }]
         );
-        assert!(missing_kernels_warning(&got[0]).is_some());
+        assert!(missing_kernels_warning(&got[0], "process").is_some());
     }
 
     #[test]
@@ -616,7 +667,7 @@ mod tests {
                 t.kernels.push(kernel(7, c));
             }
         }
-        assert!(missing_kernels_warning(&t.launches_without_kernels()[0]).is_some());
+        assert!(missing_kernels_warning(&t.launches_without_kernels()[0], "process").is_some());
         t.processes.push(Process {
             key: 7,
             pid: 7,
@@ -634,7 +685,7 @@ mod tests {
                 queued_at_end: 760
             }]
         );
-        assert_eq!(missing_kernels_warning(&got[0]), None);
+        assert_eq!(missing_kernels_warning(&got[0], "process"), None);
     }
 
     #[test]
@@ -660,8 +711,8 @@ mod tests {
                 queued_at_end: 200
             }]
         );
-        assert_eq!(missing_kernels_warning(&got[0]), None);
-        let n = queued_at_end_note(&got[0]).expect("200 queued launches are said");
+        assert_eq!(missing_kernels_warning(&got[0], "process"), None);
+        let n = queued_at_end_note(&got[0], "process").expect("200 queued launches are said");
         assert!(n.contains("last 200 of its 1000"), "{n}");
     }
 

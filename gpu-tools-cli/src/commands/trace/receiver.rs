@@ -239,6 +239,9 @@ pub(super) struct Collector<'d, 's, 'a> {
     counter_stream: Option<u32>,
     /// The line on stderr that counts what arrived (`--progress`).
     progress: Progress,
+    /// What is said, in order, until the trace's end: of a connection's process (the words after its name, which
+    /// [`Trace::who`] gives once every process is known), or of none.
+    said: Vec<(Option<usize>, String)>,
 }
 
 /// The Chrome trace's key of the counter stream: after every connection's.
@@ -267,6 +270,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             sink_error: None,
             counter_stream: None,
             progress,
+            said: Vec::new(),
         }
     }
 
@@ -362,13 +366,20 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
     }
 
     pub(super) fn give_up(&mut self, waited: Duration) {
-        for s in self.streams.values_mut().filter(|s| !s.ended && !s.closed) {
+        let mut ids: Vec<usize> = self.streams.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let Some(s) = self.streams.get_mut(&id).filter(|s| !s.ended && !s.closed) else {
+                continue;
+            };
             s.abandoned = true;
-            self.trace.warnings.push(format!(
-                "process {} had not finished its stream {:.1} s after the program exited (still running?); what \
-                 it sent so far is shown",
-                s.process.pid,
-                waited.as_secs_f64()
+            self.said.push((
+                Some(id),
+                format!(
+                    " had not finished its stream {:.1} s after the program exited (still running?); what it sent \
+                     so far is shown",
+                    waited.as_secs_f64()
+                ),
             ));
         }
     }
@@ -388,10 +399,13 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     ..StreamState::default()
                 },
             );
-            self.trace.warnings.push(format!(
-                "a process connected and had sent nothing {:.1} s after the program exited (stopped or hung?): \
-                 it is not in the trace",
-                waited.as_secs_f64()
+            self.said.push((
+                None,
+                format!(
+                    "a process connected and had sent nothing {:.1} s after the program exited (stopped or \
+                     hung?): it is not in the trace",
+                    waited.as_secs_f64()
+                ),
             ));
         }
     }
@@ -410,9 +424,12 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                     gpu_tools::trace::TimestampClock::Monotonic
                         | gpu_tools::trace::TimestampClock::Unspecified
                 ) {
-                    self.trace.warnings.push(format!(
-                        "process {}: timestamps are on the vendor's clock ({:?}), not CLOCK_MONOTONIC",
-                        h.pid, h.clock
+                    self.said.push((
+                        Some(id),
+                        format!(
+                            ": timestamps are on the vendor's clock ({:?}), not CLOCK_MONOTONIC",
+                            h.clock
+                        ),
                     ));
                 }
             }
@@ -454,7 +471,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 s.process.stream_errors += 1;
                 s.errors += 1;
                 if s.errors <= MAX_ERROR_MESSAGES {
-                    self.trace.warnings.push(format!("process {pid}: {e}"));
+                    self.said.push((Some(id), format!(": {e}")));
                 }
                 return;
             }
@@ -481,6 +498,7 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
         }
         let d = &mut *self.demangler;
         let t = &mut self.trace;
+        let said = &mut self.said;
         match record {
             Record::ProcessStart(p) => {
                 s.process.pid = p.pid;
@@ -527,21 +545,15 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
             }),
             Record::Dropped(r) => t.dropped.push((pid, r.context, r.stream, r.count)),
             Record::GraphLaunch(_) => t.graph_launches += 1,
-            Record::Notice(n) => t.warnings.push(format!(
-                "process {pid} ({}): {}",
-                level_word(n.level),
-                n.text
-            )),
+            Record::Notice(n) => {
+                said.push((Some(id), format!(" ({}): {}", level_word(n.level), n.text)))
+            }
             // A message the trace acts on by what it means; shown by its text, as any notice.
             Record::CodedNotice(n) => {
                 if let Some(Message::UnfinishedLeftOut { records }) = Message::read(&n) {
                     s.process.unfinished += records;
                 }
-                t.warnings.push(format!(
-                    "process {pid} ({}): {}",
-                    level_word(n.level),
-                    n.text
-                ));
+                said.push((Some(id), format!(" ({}): {}", level_word(n.level), n.text)));
             }
             Record::ProcessEnd(e) => {
                 s.ended = true;
@@ -551,15 +563,21 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 s.process.dropped = e.dropped;
                 s.process.callback_panics = e.callback_panics;
                 if e.callback_panics > 0 {
-                    t.warnings.push(format!(
-                        "process {pid}: {} record batches were lost to a panic in the injection library",
-                        e.callback_panics
+                    said.push((
+                        Some(id),
+                        format!(
+                            ": {} record batches were lost to a panic in the injection library",
+                            e.callback_panics
+                        ),
                     ));
                 }
                 if e.skipped > 0 {
-                    t.warnings.push(format!(
-                        "process {pid}: {} vendor records could not be decoded or are of a kind not shown",
-                        e.skipped
+                    said.push((
+                        Some(id),
+                        format!(
+                            ": {} vendor records could not be decoded or are of a kind not shown",
+                            e.skipped
+                        ),
                     ));
                 }
             }
@@ -581,29 +599,43 @@ impl<'d, 's, 'a> Collector<'d, 's, 'a> {
                 ..s.process
             };
             if !p.ended && !s.abandoned {
-                self.trace.warnings.push(format!(
-                    "process {} ended without finishing its stream (crashed or killed?): records it had not \
-                     flushed yet are lost; the {} received are shown",
-                    p.pid, p.received
+                self.said.push((
+                    Some(id),
+                    format!(
+                        " ended without finishing its stream (crashed or killed?): records it had not flushed yet \
+                         are lost; the {} received are shown",
+                        p.received
+                    ),
                 ));
             } else if let Some(sent) = p.sent {
                 // The end record itself is not counted by the sender.
                 if sent + 1 != p.received {
-                    self.trace.warnings.push(format!(
-                        "process {}: sent {sent} records, {} arrived",
-                        p.pid,
-                        p.received.saturating_sub(1)
+                    self.said.push((
+                        Some(id),
+                        format!(
+                            ": sent {sent} records, {} arrived",
+                            p.received.saturating_sub(1)
+                        ),
                     ));
                 }
             }
             self.trace.warnings.extend(end_warning(&p));
             self.trace.processes.push(p);
         }
+        // Every process known: each named so as to be told from another of its pid.
+        for (id, words) in std::mem::take(&mut self.said) {
+            let line = match id {
+                Some(id) => format!("{}{words}", self.trace.who(id)),
+                None => words,
+            };
+            self.trace.warnings.push(line);
+        }
         for coverage in self.trace.launches_without_kernels() {
-            if let Some(w) = super::model::missing_kernels_warning(&coverage) {
+            let who = self.trace.who(coverage.process);
+            if let Some(w) = super::model::missing_kernels_warning(&coverage, &who) {
                 self.trace.warnings.push(w);
             }
-            if let Some(n) = super::model::queued_at_end_note(&coverage) {
+            if let Some(n) = super::model::queued_at_end_note(&coverage, &who) {
                 self.trace.warnings.push(n);
             }
         }
@@ -860,11 +892,50 @@ mod tests {
             .collect();
         let trace = collect(&[a, b]);
         assert!(
-            trace.warnings.iter().any(|w| w
-                .starts_with("process 100: 300 of its 300 kernel launches have no kernel record")),
+            trace.warnings.iter().any(|w| w.starts_with(
+                "process 100 [stream 0]: 300 of its 300 kernel launches have no kernel record"
+            )),
             "{:?}",
             trace.warnings
         );
+    }
+
+    #[test]
+    fn what_is_said_of_processes_that_share_a_pid_tells_them_apart() {
+        // Pid 100 three times: twice running one command without launcher labels (two containers), once another
+        // command (the pid used again); pid 200 once.
+        let start = |pid, command: &str| {
+            Record::ProcessStart(ProcessStart {
+                pid,
+                parent_pid: 1,
+                time: 0,
+                command: command.into(),
+            })
+        };
+        let notice = |text: &str| {
+            Record::Notice(Notice {
+                level: NoticeLevel::Warning,
+                text: text.into(),
+            })
+        };
+        let trace = collect(&[
+            vec![start(100, "python train.py"), notice("first")],
+            vec![start(100, "python train.py"), notice("second")],
+            vec![start(100, "python eval.py"), notice("third")],
+            vec![start(200, "python train.py"), notice("fourth")],
+        ]);
+        for said in [
+            "process 100 [stream 0] (warning): first",
+            "process 100 [stream 1] (warning): second",
+            "process 100 [python eval.py] (warning): third",
+            "process 200 (warning): fourth",
+        ] {
+            assert!(
+                trace.warnings.iter().any(|w| w == said),
+                "{said}: {:?}",
+                trace.warnings
+            );
+        }
     }
 
     #[test]
