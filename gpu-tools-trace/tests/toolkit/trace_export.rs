@@ -762,3 +762,49 @@ fn perfetto_gives_every_process_and_gpu_group_a_pid_of_its_own() {
     assert_eq!(pids.len(), 10, "each group its own pid: {groups:?}");
     assert!(pids.iter().all(|&p| p > 0), "{groups:?}");
 }
+
+#[test]
+fn ranks_in_containers_of_their_own_are_each_a_group_of_their_own() {
+    // Two hosts of two ranks, each rank in a PID namespace of its own: every rank is pid 1.
+    let spec = gpu_tools_testing::job::JobSpec {
+        hosts: 2,
+        ranks_per_host: 2,
+        steps: 3,
+        pid_namespaces: true,
+        ..gpu_tools_testing::job::JobSpec::fixture()
+    };
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    for h in 0..2 {
+        assert_eq!(t.read(h, &spec.host_file(h)[..]).unwrap(), vec![]);
+    }
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    // A viewer's processes: one per pid, named by the last `process_name` of that pid.
+    let mut groups: HashMap<u64, String> = HashMap::new();
+    for e in v["traceEvents"]
+        .as_array()
+        .expect("traceEvents")
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+    {
+        groups.insert(
+            e["pid"].as_u64().unwrap(),
+            e["args"]["name"].as_str().unwrap().to_string(),
+        );
+    }
+    let mut names: Vec<&str> = groups.values().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "GPU 0 (h0 rank 0, pid 1)",
+            "GPU 0 (h0 rank 1, pid 1)",
+            "GPU 0 (h1 rank 2, pid 1)",
+            "GPU 0 (h1 rank 3, pid 1)",
+            "h0 rank 0 (local 0): process 1 python train.py --rank 0",
+            "h0 rank 1 (local 1): process 1 python train.py --rank 1",
+            "h1 rank 2 (local 0): process 1 python train.py --rank 2",
+            "h1 rank 3 (local 1): process 1 python train.py --rank 3",
+        ]
+    );
+}
