@@ -40,7 +40,7 @@ struct State {
     window_start: Option<u64>,
     /// Records left out by `window_start`.
     before_window: u64,
-    /// Attached: records of work that had not finished when the window closed (no end time), left out.
+    /// Records of work that had not finished when a forced flush handed them over (no end time), left out.
     unfinished: u64,
     /// Attached in graph mode: graph launches built from their kernels (`graph_fold`).
     fold: Option<GraphFold>,
@@ -233,16 +233,16 @@ impl Writer {
                                 }
                             }
                             let converted = st.converter.convert_ref(&activity);
-                            if let (Some(start), Some((_, end))) =
-                                (st.window_start, converted.and_then(Record::span))
-                            {
-                                // CUPTI's forced flush at the window's end hands over records of work that had
-                                // not finished, with no end time (seen: as many as the launches still queued).
+                            if let Some((_, end)) = converted.and_then(Record::span) {
+                                // CUPTI's forced flush hands over records of work that had not finished, with no
+                                // end time (seen at an attached window's end: as many as the launches still
+                                // queued; a launched trace's flush at a fatal signal is forced too). Sent, they
+                                // would end before they start.
                                 if end == 0 {
                                     st.unfinished += 1;
                                     continue;
                                 }
-                                if end < start {
+                                if st.window_start.is_some_and(|start| end < start) {
                                     st.before_window += 1;
                                     continue;
                                 }
@@ -718,5 +718,25 @@ mod window_tests {
         launched.window_starts_at(clock_in_at);
         launched.write_batch(&batch);
         assert_eq!(launched.lock().expect("the owner").before_window, 0);
+    }
+
+    /// Work a forced flush hands over unfinished (no end time) is counted and left out of a launched trace too: a
+    /// fatal signal's flush forces it. Sent, it ended before it started, and reports summed it as 0 ns.
+    #[test]
+    fn unfinished_work_is_left_out_of_a_launched_trace_too() {
+        let bytes = [launch(100, 0, 1), launch(100, 200, 2)].concat();
+        let storage: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
+            .collect();
+        // SAFETY: `storage` holds `bytes.len()` bytes.
+        let view =
+            unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
+        let launched = writer(None);
+        launched.write_batch(&batch);
+        let st = launched.lock().expect("the owner");
+        assert_eq!(st.unfinished, 1, "the record without an end time");
+        assert_eq!(st.before_window, 0);
     }
 }

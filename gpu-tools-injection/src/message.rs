@@ -27,8 +27,9 @@ pub enum Message {
         /// Whether the program mapped CUPTI already (else the library loaded one for the trace).
         cupti_mapped: bool,
     },
-    /// Records CUPTI gave at an attached trace's last flush without an end time (work still queued or running when
-    /// the window closed), left out of the trace; the tool counts them as the window's edge.
+    /// Records CUPTI gave at a forced flush without an end time (work still queued or running when an attached
+    /// trace's window closed, or when a fatal signal ended the process), left out of the trace; the tool counts them
+    /// as the trace's edge.
     UnfinishedLeftOut {
         /// How many.
         records: u64,
@@ -261,8 +262,8 @@ impl fmt::Display for Message {
             ),
             Message::UnfinishedLeftOut { records } => write!(
                 f,
-                "{records} records of work that had not finished when the window closed left out (CUPTI gave them \
-                 without an end time)"
+                "{records} records of work that had not finished at CUPTI's last flush (a window's \
+                 end, a fatal signal) left out (CUPTI gave them without an end time)"
             ),
             Message::ProfileReady { contexts, thread } => write!(
                 f,
@@ -408,8 +409,8 @@ mod tests {
             [
                 "attached to the running process: records start now; CUPTI already mapped by the program",
                 "attached to the running process: records start now; CUPTI loaded for the trace",
-                "760 records of work that had not finished when the window closed left out (CUPTI gave them \
-                 without an end time)",
+                "760 records of work that had not finished at CUPTI's last flush (a window's \
+                 end, a fatal signal) left out (CUPTI gave them without an end time)",
                 "profiling ready: 2 context(s), this thread is 4242",
                 "profiling started: 1 context(s), ranges named",
                 "profiling started: 3 context(s)",
