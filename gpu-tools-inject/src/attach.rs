@@ -163,6 +163,6 @@ fn run(config: Settings, cupti: Option<PathBuf>) {
         }
     }
     // Beside a profiler on a schedule, the stop's flushes fall between its sessions (its kinds then off, none kept).
-    crate::coexist::wait_for_session_gap("stop");
+    crate::coexist::wait_for_session_gap("stop", None);
     session::finish_running(EndReason::Stopped);
 }

@@ -415,7 +415,7 @@ impl Session {
         if mode == Mode::Attached {
             // Beside a profiler on a schedule, the sharing and the tracer's forced flush come between two of its
             // sessions (while watched, its calls still reach CUPTI as without the trace).
-            crate::coexist::wait_for_session_gap("start");
+            crate::coexist::wait_for_session_gap("start", Some(&before));
         }
         share_cupti(expected, before, &writer, &subscriber);
         if mode == Mode::Attached {

@@ -59,20 +59,24 @@ pub enum Gap {
 }
 
 /// Waits for the program's next session end when its profiler ends sessions on a schedule: for at most twice the
-/// time between its last two ends (`cap` where only one was seen), and never more than `cap`.
-pub(super) fn wait_for_gap(cap: Duration) -> Gap {
+/// time between its last two ends (`cap` where only one was seen), and never more than `cap`. `recording`: the
+/// program's profiler records now (found by the attach's probe) though no session end of it was seen lately, as
+/// at a window's start in a process whose library has not watched that profiler before (the matrix's
+/// profiler-schedule row: a cycle of 0 kernels at such a start): its session's end is waited for, up to `cap`.
+pub(super) fn wait_for_gap(cap: Duration, recording: bool) -> Gap {
     let Ends {
         count,
         last,
         before_last,
     } = *ends();
     let now = Instant::now();
-    let Some(last) = last.filter(|&l| now.duration_since(l) <= CYCLING_WITHIN) else {
-        return Gap::NotCycling;
+    let bound = match last.filter(|&l| now.duration_since(l) <= CYCLING_WITHIN) {
+        Some(last) => before_last
+            .map(|b| last.duration_since(b).saturating_mul(2))
+            .map_or(cap, |twice| twice.min(cap)),
+        None if recording => cap,
+        None => return Gap::NotCycling,
     };
-    let bound = before_last
-        .map(|b| last.duration_since(b).saturating_mul(2))
-        .map_or(cap, |twice| twice.min(cap));
     loop {
         let waited = now.elapsed();
         if ends().count > count {
@@ -100,10 +104,10 @@ mod tests {
     fn no_session_end_seen_lately_is_no_schedule_and_no_wait() {
         let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         reset();
-        assert_eq!(wait_for_gap(GAP_WAIT_CAP), Gap::NotCycling);
+        assert_eq!(wait_for_gap(GAP_WAIT_CAP, false), Gap::NotCycling);
         ends().last = Instant::now().checked_sub(Duration::from_secs(3));
         ends().count = 1;
-        assert_eq!(wait_for_gap(GAP_WAIT_CAP), Gap::NotCycling);
+        assert_eq!(wait_for_gap(GAP_WAIT_CAP, false), Gap::NotCycling);
     }
 
     #[test]
@@ -114,7 +118,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         session_ended();
         // Ends 20 ms apart and none comes: the wait gives up after about 40 ms.
-        match wait_for_gap(GAP_WAIT_CAP) {
+        match wait_for_gap(GAP_WAIT_CAP, false) {
             Gap::Missed(w) => assert!(
                 w >= Duration::from_millis(40) && w < Duration::from_millis(500),
                 "{w:?}"
@@ -126,8 +130,33 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
             session_ended();
         });
-        match wait_for_gap(GAP_WAIT_CAP) {
+        match wait_for_gap(GAP_WAIT_CAP, false) {
             Gap::Found(w) => assert!(w >= Duration::from_millis(9), "{w:?}"),
+            other => panic!("{other:?}"),
+        }
+        ender.join().unwrap_or(());
+    }
+
+    #[test]
+    fn a_recording_profiler_with_no_end_seen_is_waited_for_up_to_the_cap() {
+        let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        reset();
+        // No end seen, and none comes: the wait runs to the cap.
+        let cap = Duration::from_millis(60);
+        match wait_for_gap(cap, true) {
+            Gap::Missed(w) => assert!(w >= cap && w < Duration::from_millis(500), "{w:?}"),
+            other => panic!("{other:?}"),
+        }
+        // Its session ends 10 ms into the wait: found then.
+        let ender = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(10));
+            session_ended();
+        });
+        match wait_for_gap(GAP_WAIT_CAP, true) {
+            Gap::Found(w) => assert!(
+                w >= Duration::from_millis(9) && w < Duration::from_millis(500),
+                "{w:?}"
+            ),
             other => panic!("{other:?}"),
         }
         ender.join().unwrap_or(());

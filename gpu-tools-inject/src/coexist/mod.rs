@@ -717,9 +717,16 @@ pub use gap::Gap;
 /// beside a profiler of the program's that ends its sessions on a schedule: waits for its next session end (`gap`),
 /// so that the window's forced flushes fall where none of its kinds records. No wait when the profiler
 /// ended no session in the last 2 s (session ends are the program's forced flushes made with its kinds off, seen
-/// while the attach watches its calls or shares CUPTI with it).
-pub fn wait_for_session_gap(moment: &str) -> Gap {
-    let gap = gap::wait_for_gap(gap::GAP_WAIT_CAP);
+/// while the attach watches its calls or shares CUPTI with it), unless `before` (the attach's probe, at a start)
+/// found it recording: then its session's end is waited for, up to the same second.
+pub fn wait_for_session_gap(moment: &str, before: Option<&Before>) -> Gap {
+    let recording = before.is_some_and(|b| {
+        matches!(
+            ProgramProfiler::of(b.found.as_ref()),
+            ProgramProfiler::Recording(_)
+        )
+    });
+    let gap = gap::wait_for_gap(gap::GAP_WAIT_CAP, recording);
     match gap {
         Gap::NotCycling => {}
         Gap::Found(w) => log::debug!(
