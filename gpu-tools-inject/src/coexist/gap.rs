@@ -20,12 +20,16 @@ struct Ends {
     count: u64,
     last: Option<Instant>,
     before_last: Option<Instant>,
+    /// `count` when a wait for a recording profiler with no end seen ran to its cap: a session open across that
+    /// wait (torch.profiler's around a whole run) is not waited for again until one of its sessions is seen to end.
+    open_at: Option<u64>,
 }
 
 static ENDS: Mutex<Ends> = Mutex::new(Ends {
     count: 0,
     last: None,
     before_last: None,
+    open_at: None,
 });
 
 fn ends() -> std::sync::MutexGuard<'static, Ends> {
@@ -56,33 +60,44 @@ pub enum Gap {
     Found(Duration),
     /// None ended within the bound.
     Missed(Duration),
+    /// Its profiler records, no session end of it was seen since an earlier wait ran to the cap: a session open
+    /// across windows, not waited for again.
+    StillOpen,
 }
 
 /// Waits for the program's next session end when its profiler ends sessions on a schedule: for at most twice the
 /// time between its last two ends (`cap` where only one was seen), and never more than `cap`. `recording`: the
 /// program's profiler records now (found by the attach's probe) though no session end of it was seen lately, as
 /// at a window's start in a process whose library has not watched that profiler before (the matrix's
-/// profiler-schedule row: a cycle of 0 kernels at such a start): its session's end is waited for, up to `cap`.
+/// profiler-schedule row: a cycle of 0 kernels at such a start): its session's end is waited for, up to `cap`, once
+/// until one is seen (a session open across the whole run, as the matrix's profiler-open row keeps, would otherwise
+/// hold every window's start back by `cap`).
 pub(super) fn wait_for_gap(cap: Duration, recording: bool) -> Gap {
     let Ends {
         count,
         last,
         before_last,
+        open_at,
     } = *ends();
     let now = Instant::now();
     let bound = match last.filter(|&l| now.duration_since(l) <= CYCLING_WITHIN) {
         Some(last) => before_last
             .map(|b| last.duration_since(b).saturating_mul(2))
             .map_or(cap, |twice| twice.min(cap)),
+        None if recording && open_at == Some(count) => return Gap::StillOpen,
         None if recording => cap,
         None => return Gap::NotCycling,
     };
+    let open = last.is_none_or(|l| now.duration_since(l) > CYCLING_WITHIN);
     loop {
         let waited = now.elapsed();
         if ends().count > count {
             return Gap::Found(waited);
         }
         if waited >= bound {
+            if open {
+                ends().open_at = Some(count);
+            }
             return Gap::Missed(waited);
         }
         std::thread::sleep(POLL);
@@ -147,6 +162,13 @@ mod tests {
             Gap::Missed(w) => assert!(w >= cap && w < Duration::from_millis(500), "{w:?}"),
             other => panic!("{other:?}"),
         }
+        // A session open across that wait is not waited for again while none of its ends is seen.
+        assert_eq!(wait_for_gap(cap, true), Gap::StillOpen);
+        // Once one of its sessions is seen to end (long enough ago not to be a schedule), it is waited for again.
+        session_ended();
+        ends().last = Instant::now().checked_sub(Duration::from_secs(3));
+        assert!(matches!(wait_for_gap(cap, true), Gap::Missed(_)));
+        reset();
         // Its session ends 10 ms into the wait: found then.
         let ender = std::thread::spawn(|| {
             std::thread::sleep(Duration::from_millis(10));

@@ -737,6 +737,10 @@ pub fn wait_for_session_gap(moment: &str, before: Option<&Before>) -> Gap {
             "the window's {moment} waited {:.1} ms and the program's profiler session did not end: it goes on",
             w.as_secs_f64() * 1e3
         ),
+        Gap::StillOpen => log::debug!(
+            "the window's {moment} does not wait: the program's profiler session has been open since an earlier \
+             wait for its end"
+        ),
     }
     gap
 }
