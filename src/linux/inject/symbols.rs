@@ -50,6 +50,8 @@ impl LoadedLibrary {
             .map_err(|e| format!("section headers: {e}"))?;
         let sections = SectionTable::<FileHeader64<Le>, &[u8]>::new(headers, Default::default());
         let mut functions = Vec::new();
+        // Names whose only entry so far is an older (hidden) version.
+        let mut older: Vec<String> = Vec::new();
         for (index, section) in sections.enumerate() {
             if section.sh_type(Le) != SHT_DYNSYM {
                 continue;
@@ -66,9 +68,16 @@ impl LoadedLibrary {
                     continue;
                 };
                 let name = String::from_utf8_lossy(name).into_owned();
-                // A default version of a name wins over an older one at another address.
+                // A default version of a name wins over an older one at another address, in either order:
+                // glibc lists some old versions before their default one.
                 if hidden && functions.iter().any(|f: &LoadedSymbol| f.name == name) {
                     continue;
+                }
+                if hidden {
+                    older.push(name.clone());
+                } else if let Some(at) = older.iter().position(|o| *o == name) {
+                    older.swap_remove(at);
+                    functions.retain(|f| f.name != name);
                 }
                 functions.push(LoadedSymbol {
                     name,
@@ -235,6 +244,43 @@ mod tests {
         (data.offset, data.permissions) = (0, *b"r--p");
         let only_data = LoadedLibrary::read(libc_map.path().unwrap(), &[&data]);
         assert!(only_data.is_err(), "{:?}", only_data.map(|_| ()));
+    }
+
+    /// glibc keeps the old `pthread_cond_*` of GLIBC_2.2.5 beside the default ones of GLIBC_2.3.2, at lower
+    /// addresses, and lists some of the old ones first in `.dynsym`: the name still finds the default version, the
+    /// one the loader gives a caller.
+    #[test]
+    fn a_default_version_listed_after_an_older_one_is_the_one_found() {
+        let maps = Process::current().maps().unwrap();
+        let libc_map = maps
+            .iter()
+            .find(|m| {
+                m.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
+            })
+            .expect("this test links libc dynamically");
+        let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(libc_map)).collect();
+        let lib = LoadedLibrary::read(libc_map.path().unwrap(), &same).unwrap();
+        for name in [
+            c"pthread_cond_init",
+            c"pthread_cond_destroy",
+            c"pthread_cond_signal",
+            c"pthread_cond_wait",
+            c"pthread_cond_broadcast",
+            c"pthread_cond_timedwait",
+            c"glob64",
+            c"realpath",
+        ] {
+            // SAFETY: only the address of the function is taken, through the loader, as the process resolved it.
+            let local = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) } as u64;
+            if local == 0 {
+                continue;
+            }
+            let name = name.to_str().unwrap();
+            if let Some(found) = lib.function(name) {
+                assert_eq!(found, local, "{name}");
+            }
+        }
     }
 
     #[test]
