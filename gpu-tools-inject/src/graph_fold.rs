@@ -8,9 +8,12 @@
 //! node's start to the last node's end, on the device, context and stream of the first node.
 //!
 //! A launch's kernels may arrive over more than one batch (CUPTI's buffers fill while a graph runs). A launch is
-//! therefore sent once a whole batch passed without a kernel of it, or when the stream ends.
+//! therefore sent once a whole batch passed without a kernel of it, or when the stream ends. CUPTI may complete
+//! buffers out of order, so a kernel may still come after its launch was sent: it is left out and counted, not
+//! made into a second record of the launch.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use gpu_tools::trace::{GraphLaunchRecord, KernelRecord};
 
@@ -32,16 +35,27 @@ pub struct GraphFold {
     folded: u64,
     /// Launches sent.
     launches: u64,
+    /// Keys of the launches sent lately, in two generations of at most [`SENT_KEPT`] each.
+    sent: HashSet<(u32, u32)>,
+    sent_before: HashSet<(u32, u32)>,
+    /// Kernels that arrived after their launch was sent.
+    late: u64,
 }
+
+/// Launches remembered as sent per generation: a kernel this far behind its launch is not told from a new one.
+const SENT_KEPT: usize = 1 << 16;
 
 impl GraphFold {
     /// Takes a kernel that ran as a graph node (`graph_id != 0`).
     pub fn add(&mut self, k: &KernelRecord) {
-        self.folded += 1;
-        let entry = self
-            .pending
-            .entry((k.graph_id, k.correlation))
-            .or_insert_with(|| Pending {
+        let key = (k.graph_id, k.correlation);
+        let entry = match self.pending.entry(key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(_) if self.sent.contains(&key) || self.sent_before.contains(&key) => {
+                self.late += 1;
+                return;
+            }
+            Entry::Vacant(v) => v.insert(Pending {
                 launch: GraphLaunchRecord {
                     start: k.start,
                     end: k.end,
@@ -55,7 +69,9 @@ impl GraphFold {
                 },
                 last_end: k.end,
                 idle: 0,
-            });
+            }),
+        };
+        self.folded += 1;
         entry.idle = 0;
         let l = &mut entry.launch;
         if k.start < l.start {
@@ -97,6 +113,12 @@ impl GraphFold {
             .filter_map(|k| self.pending.remove(k))
             .map(|p| p.launch)
             .collect();
+        for l in &out {
+            if self.sent.len() >= SENT_KEPT {
+                self.sent_before = std::mem::take(&mut self.sent);
+            }
+            self.sent.insert((l.graph_id, l.correlation));
+        }
         out.sort_by_key(|l| (l.start, l.correlation));
         self.launches += out.len() as u64;
         out
@@ -105,6 +127,11 @@ impl GraphFold {
     /// Kernels folded so far, and launches sent.
     pub fn counts(&self) -> (u64, u64) {
         (self.folded, self.launches)
+    }
+
+    /// Kernels left out because their launch had been sent before they arrived.
+    pub fn late(&self) -> u64 {
+        self.late
     }
 }
 
@@ -176,6 +203,29 @@ mod tests {
         assert_eq!(sent.len(), 1);
         assert_eq!((sent[0].start, sent[0].end), (10, 40));
         assert!(f.end_batch().is_empty(), "sent once");
+    }
+
+    #[test]
+    fn a_kernel_arriving_after_its_launch_was_sent_makes_no_second_launch_and_is_counted() {
+        let mut f = GraphFold::default();
+        f.add(&kernel(8, 40, 10, 20, 0));
+        assert!(f.end_batch().is_empty());
+        // Two buffers of other streams complete before the one holding the launch's last node (CUPTI completes
+        // buffers out of order).
+        let sent = f.end_batch();
+        assert_eq!(sent.len(), 1);
+        f.add(&kernel(8, 40, 30, 40, 0));
+        f.add(&kernel(8, 41, 50, 60, 0));
+        assert!(f.end_batch().is_empty());
+        let sent = f.end_batch();
+        assert_eq!(
+            sent.iter().map(|l| l.correlation).collect::<Vec<_>>(),
+            vec![41],
+            "launch 40 was sent already"
+        );
+        assert!(f.finish().is_empty());
+        assert_eq!(f.counts(), (2, 2));
+        assert_eq!(f.late(), 1, "the late kernel is counted, not lost silently");
     }
 
     #[test]

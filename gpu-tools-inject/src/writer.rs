@@ -335,6 +335,17 @@ impl Writer {
                 st.encoder.push(&Record::GraphLaunch(launch));
             }
             let (kernels, launches) = fold.counts();
+            let late = fold.late();
+            if late > 0 {
+                st.encoder.push(&Record::Notice(Notice {
+                    level: NoticeLevel::Warning,
+                    text: format!(
+                        "graph mode, attached: {late} kernel records arrived after the record of their graph \
+                         launch was sent (CUPTI completed their buffers out of order) and were left out: those \
+                         launches may end early"
+                    ),
+                }));
+            }
             if kernels > 0 {
                 st.encoder.push(&Record::Notice(Notice {
                     level: NoticeLevel::Info,
