@@ -41,16 +41,18 @@ impl DebugSession {
                 // table's getNextEvent fills in.
                 match api_call!(*self.live_api()?, getNextEvent(queue.raw(), &mut raw)) {
                     Ok(()) => {
-                        had_sync |= queue == Queue::Sync;
+                        if queue == Queue::Sync {
+                            had_sync = true;
+                            // Marked at once: a later fetch of this drain may fail, and the event still holds
+                            // the debuggee.
+                            self.unacknowledged.set(true);
+                        }
                         self.pending.push_back((queue, Event::from_raw(&raw)));
                     }
                     Err(crate::Error::Cudbg(CudbgError::NoEventAvailable)) => break,
                     Err(e) => return Err(e),
                 }
             }
-        }
-        if had_sync {
-            self.unacknowledged.set(true);
         }
         Ok(had_sync)
     }
@@ -200,5 +202,111 @@ impl DebugSession {
         } else {
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::collections::{BTreeSet, VecDeque};
+    use std::marker::PhantomData;
+    use std::time::{Duration, Instant};
+
+    use super::super::{Claim, DebugSession, OnDrop};
+    use crate::cudbg::api::Api;
+    use crate::cudbg::{ApiVersion, CudbgError};
+    use crate::sys::cudbg as sys;
+
+    thread_local! {
+        /// What the stand-in `getNextEvent` answers, call by call, per queue (then: no event).
+        static SYNC: RefCell<VecDeque<sys::CUDBGResult>> = const { RefCell::new(VecDeque::new()) };
+        static ASYNC: RefCell<VecDeque<sys::CUDBGResult>> = const { RefCell::new(VecDeque::new()) };
+        static ACKS: Cell<u32> = const { Cell::new(0) };
+    }
+
+    unsafe extern "C" fn next_event(
+        queue: sys::CUDBGEventQueueType,
+        event: *mut sys::CUDBGEvent,
+    ) -> sys::CUDBGResult {
+        let script = if queue == sys::CUDBG_EVENT_QUEUE_TYPE_SYNC {
+            &SYNC
+        } else {
+            &ASYNC
+        };
+        let r = script
+            .with(|s| s.borrow_mut().pop_front())
+            .unwrap_or(sys::CUDBG_ERROR_NO_EVENT_AVAILABLE);
+        if r == sys::CUDBG_SUCCESS {
+            // SAFETY: the session passes a writable event.
+            unsafe { (*event).kind = sys::CUDBG_EVENT_CTX_CREATE };
+        }
+        r
+    }
+
+    unsafe extern "C" fn acknowledge() -> sys::CUDBGResult {
+        ACKS.with(|a| a.set(a.get() + 1));
+        sys::CUDBG_SUCCESS
+    }
+
+    /// A session over a stand-in table, with no debuggee.
+    fn session(table: &sys::CUDBGAPI_st) -> DebugSession {
+        let claim = loop {
+            match Claim::take() {
+                Ok(c) => break c,
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        // SAFETY: the stand-in table is complete and outlives the session in each test.
+        let api = unsafe { Api::from_raw(table, ApiVersion::HEADER) };
+        DebugSession {
+            api,
+            child: RefCell::new(None),
+            pid: 0,
+            exit: Cell::new(None),
+            watch: None,
+            killed_here: Cell::new(false),
+            opened: false,
+            on_drop: OnDrop::Kill,
+            pending: VecDeque::new(),
+            breakpoints: RefCell::new(BTreeSet::new()),
+            suspended: Cell::new(0),
+            spin: Duration::ZERO,
+            async_at: Instant::now(),
+            finalized: true,
+            handshake: None,
+            attached: false,
+            unacknowledged: Cell::new(false),
+            _claim: claim,
+            _not_sync: PhantomData,
+        }
+    }
+
+    #[test]
+    fn sync_events_drained_before_a_failed_fetch_still_need_their_acknowledgement() {
+        let table = sys::CUDBGAPI_st {
+            getNextEvent: Some(next_event),
+            acknowledgeSyncEvents: Some(acknowledge),
+            ..Default::default()
+        };
+        let mut s = session(&table);
+        SYNC.with(|q| *q.borrow_mut() = VecDeque::from([sys::CUDBG_SUCCESS]));
+        ASYNC.with(|q| *q.borrow_mut() = VecDeque::from([sys::CUDBG_ERROR_INTERNAL]));
+        let r = s.drain(true);
+        assert!(
+            matches!(r, Err(crate::Error::Cudbg(CudbgError::Internal))),
+            "{r:?}"
+        );
+        ACKS.with(|a| a.set(0));
+        let batch = s
+            .next_batch(Some(Duration::from_secs(1)))
+            .expect("a batch")
+            .expect("the event drained before the failure");
+        assert_eq!(batch.events().len(), 1);
+        assert!(
+            batch.needs_acknowledge(),
+            "a synchronous event holds the debuggee until it is acknowledged"
+        );
+        drop(batch);
+        assert_eq!(ACKS.with(|a| a.get()), 1, "dropping the batch acknowledged");
     }
 }
