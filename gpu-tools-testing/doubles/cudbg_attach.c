@@ -12,6 +12,10 @@
  * byte, does what cudbgApiAttach does and then calls cudbgReportAttachProcedureFinished. The value `late`
  * publishes the descriptor only after 1 s (until then -1: "driver not initialised yet"), `never` never does.
  * Without it the variable stays -1.
+ *
+ * The debugger side also offers the device slots a session's device calls use (dbl_cudbg_install_devices), with a
+ * device count the test sets (dbl_cudbg_set_devices, 1 by default) and a count of the calls that reached them, for
+ * tests/cudbg/cudbg_devices_double.rs.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -146,8 +150,12 @@ static int request_cleanup(uint32_t resume) {
     cleanup_requested = resume != 0;
     return 0;
 }
+/* The devices the debugger side reports (dbl_cudbg_set_devices), and every call of a device slot made so far. */
+static uint32_t device_count = 1;
+static int device_calls;
 static int num_devices(uint32_t *n) {
-    *n = 1;
+    device_calls++;
+    *n = device_count;
     return 0;
 }
 /* CUDBGEvent: packed, kind (u32) first, 92 bytes. */
@@ -181,6 +189,63 @@ void dbl_cudbg_install(const uint64_t *slots) {
         if (slots[i] < 512)
             table[slots[i]] = fns[i];
 }
+
+/* --- the debugger side's device slots (tests/cudbg/cudbg_devices_double.rs) --- */
+
+/* Which devices are suspended (the first 128; the double does not check the index, as a driver that reports
+   more devices than the API can name would not be trusted to either). */
+static unsigned char suspended[128];
+static int device_text(uint32_t dev, char *buf, uint32_t size, const char *text) {
+    (void)dev;
+    device_calls++;
+    if (size > 0)
+        snprintf(buf, size, "%s", text);
+    return 0;
+}
+static int device_name(uint32_t dev, char *buf, uint32_t size) { return device_text(dev, buf, size, "Double"); }
+static int device_type(uint32_t dev, char *buf, uint32_t size) { return device_text(dev, buf, size, "gh100"); }
+static int sm_type(uint32_t dev, char *buf, uint32_t size) { return device_text(dev, buf, size, "sm_90"); }
+static int device_number(uint32_t *n, uint32_t value) {
+    device_calls++;
+    *n = value;
+    return 0;
+}
+static int num_sms(uint32_t dev, uint32_t *n) { return (void)dev, device_number(n, 4); }
+static int num_warps(uint32_t dev, uint32_t *n) { return (void)dev, device_number(n, 64); }
+static int num_lanes(uint32_t dev, uint32_t *n) { return (void)dev, device_number(n, 32); }
+static int num_registers(uint32_t dev, uint32_t *n) { return (void)dev, device_number(n, 255); }
+static int suspend_device(uint32_t dev) {
+    device_calls++;
+    if (dev < sizeof suspended)
+        suspended[dev] = 1;
+    return 0;
+}
+static int resume_device(uint32_t dev) {
+    device_calls++;
+    if (dev < sizeof suspended)
+        suspended[dev] = 0;
+    return 0;
+}
+
+/* Slot indices (offset / 8) of: getDeviceName, getDeviceType, getSmType, getNumSMs, getNumWarps, getNumLanes,
+   getNumRegisters, suspendDevice, resumeDevice. */
+void dbl_cudbg_install_devices(const uint64_t *slots) {
+    void *fns[9] = {(void *)device_name, (void *)device_type,   (void *)sm_type,
+                    (void *)num_sms,     (void *)num_warps,     (void *)num_lanes,
+                    (void *)num_registers, (void *)suspend_device, (void *)resume_device};
+    for (int i = 0; i < 9; i++)
+        if (slots[i] < 512)
+            table[slots[i]] = fns[i];
+}
+
+/* Makes getNumDevices report `n` devices. */
+void dbl_cudbg_set_devices(uint32_t n) { device_count = n; }
+
+/* Calls of getNumDevices and of the device slots so far. */
+int dbl_cudbg_device_calls(void) { return device_calls; }
+
+/* Whether device `dev` is suspended (0 for one past the first 128). */
+int dbl_cudbg_suspended(uint32_t dev) { return dev < sizeof suspended ? suspended[dev] : 0; }
 
 int dbl_cudbg_acknowledged(void) { return acknowledged; }
 

@@ -2,7 +2,8 @@
 //!
 //! Warp, lane and memory inspection is only reachable through [`Suspended`], the guard that holds a device
 //! suspended and resumes it on drop, so these reads never run against a running device. Indices are checked
-//! against the device's counts before the driver sees them.
+//! against the device's counts before the driver sees them; a device index against the debugger API's own limit
+//! (`CUDBG_MAX_DEVICES`) before any driver call.
 
 use std::ffi::c_char;
 use std::time::{Duration, Instant};
@@ -95,6 +96,22 @@ fn check_index(what: &'static str, index: u32, limit: u32) -> Result<(), Session
     }
 }
 
+// The session's suspended-device mask has a bit for every device the debugger API can name.
+const _: () = assert!(sys::CUDBG_MAX_DEVICES <= u64::BITS);
+
+/// The bit of device `dev` in the session's suspended-device mask. A device index the debugger API cannot name
+/// (`CUDBG_MAX_DEVICES`) is refused, whatever number of devices the driver reports: it has no bit of its own.
+fn device_bit(dev: u32) -> Result<u64, SessionError> {
+    if dev < sys::CUDBG_MAX_DEVICES {
+        Ok(1u64 << dev)
+    } else {
+        Err(SessionError::DeviceBeyondApi {
+            dev,
+            max: sys::CUDBG_MAX_DEVICES,
+        })
+    }
+}
+
 fn len_u32(len: usize) -> Result<u32, SessionError> {
     u32::try_from(len).map_err(|_| SessionError::TooLarge(len))
 }
@@ -106,6 +123,8 @@ impl DebugSession {
     }
 
     fn check_device(&self, dev: u32) -> Result<(), crate::Error> {
+        // The API's limit first: no driver call for an index it cannot name.
+        device_bit(dev)?;
         check_index("device", dev, self.device_count()?)?;
         Ok(())
     }
@@ -116,7 +135,8 @@ impl DebugSession {
         (0..self.device_count()?).map(|d| self.device(d)).collect()
     }
 
-    /// Name, types and counts of device `dev`.
+    /// Name, types and counts of device `dev`. An index the debugger API cannot name (`CUDBG_MAX_DEVICES` or more)
+    /// is [`SessionError::DeviceBeyondApi`], before any driver call.
     pub fn device(&self, dev: u32) -> Result<DeviceProperties, crate::Error> {
         self.check_device(dev)?;
         let text = |which: &str| -> Result<String, crate::Error> {
@@ -162,9 +182,12 @@ impl DebugSession {
     }
 
     /// Suspends device `dev` until the guard is dropped or [`Suspended::resume`] is called.
+    ///
+    /// A device index of `CUDBG_MAX_DEVICES` (64) or more is refused with [`SessionError::DeviceBeyondApi`]
+    /// before any driver call.
     pub fn suspend(&self, dev: u32) -> Result<Suspended<'_>, crate::Error> {
+        let bit = device_bit(dev)?;
         let props = self.device(dev)?;
-        let bit = 1u64 << (dev % 64);
         if self.suspended.get() & bit != 0 {
             return Err(SessionError::AlreadySuspended(dev).into());
         }
@@ -567,7 +590,9 @@ impl Suspended<'_> {
     fn do_resume(&self) -> Result<(), crate::Error> {
         let dev = self.dev();
         let s = self.session;
-        s.suspended.set(s.suspended.get() & !(1u64 << (dev % 64)));
+        // A guard exists only for a device `suspend` accepted, which has a bit.
+        let bit = device_bit(dev)?;
+        s.suspended.set(s.suspended.get() & !bit);
         // SAFETY: a device this guard suspended.
         api_call!(*s.live_api()?, resumeDevice(dev))
     }
@@ -607,5 +632,20 @@ mod tests {
             }
         ));
         assert!(matches!(len_u32(1 << 33), Err(SessionError::TooLarge(_))));
+    }
+
+    #[test]
+    fn every_device_the_api_names_has_a_bit_of_its_own() {
+        let bits: Vec<u64> = (0..sys::CUDBG_MAX_DEVICES)
+            .map(|d| device_bit(d).expect("a device the API names"))
+            .collect();
+        assert_eq!(bits.iter().fold(0, |all, b| all | b), u64::MAX);
+        assert_eq!(bits.iter().map(|b| b.count_ones()).sum::<u32>(), 64);
+        for dev in [sys::CUDBG_MAX_DEVICES, 128, u32::MAX] {
+            assert!(matches!(
+                device_bit(dev),
+                Err(SessionError::DeviceBeyondApi { dev: d, max: 64 }) if d == dev
+            ));
+        }
     }
 }

@@ -50,7 +50,8 @@
 //!   written); [`DebugSession::elf_image`] gives a module's image (its function symbols through
 //!   [`elf::function_symbols`] or [`elf::SymbolTable`]); [`DebugSession::set_breakpoint`] and
 //!   [`DebugSession::wait_for_stop`] stop a kernel at an address. Indices are checked against the device's counts
-//!   before the driver sees them ([`SessionError::OutOfRange`]).
+//!   before the driver sees them ([`SessionError::OutOfRange`]); a device index the API cannot name
+//!   (`CUDBG_MAX_DEVICES`, 64) before any driver call ([`SessionError::DeviceBeyondApi`]).
 //! - **Kernel ends**: driver 580 raises [`Event::KernelFinished`] only for blocking launches.
 //!   [`SessionBuilder::blocking_launches`] and [`DebugSession::set_blocking_launches`] set the program's
 //!   `cudbgEnableLaunchBlocking` (as cuda-gdb's `set cuda launch_blocking on` does); each launch then waits for its

@@ -20,7 +20,7 @@ use gpu_tools_testing::skip_unless_ci;
 
 const TARGET: &str = "GPU_TOOLS_ATTACH_DOUBLE_TARGET";
 
-fn double_copy() -> PathBuf {
+pub(super) fn double_copy() -> PathBuf {
     // The attach finds libcuda by its file name: the double is copied under that name.
     let dir = std::env::temp_dir().join(format!("gpu-tools-attach-double-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

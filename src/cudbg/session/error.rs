@@ -62,6 +62,17 @@ pub enum SessionError {
         /// How many there are.
         limit: u32,
     },
+    /// A device index the CUDA debugger API cannot name (`CUDBG_MAX_DEVICES`, 64 in `cudadebugger.h`), even where
+    /// the driver reports more devices; refused before any driver call.
+    #[error(
+        "device {dev} is past the {max} devices the CUDA debugger API can name (CUDBG_MAX_DEVICES)"
+    )]
+    DeviceBeyondApi {
+        /// The index given.
+        dev: u32,
+        /// `CUDBG_MAX_DEVICES`.
+        max: u32,
+    },
     /// The device is already suspended through another guard.
     #[error("device {0} is already suspended")]
     AlreadySuspended(u32),
