@@ -947,7 +947,16 @@ impl Session {
             }
         }
         if self.writer.has_ended() {
-            // A fatal signal ended the stream already.
+            // A fatal signal ended the stream already: what came after it was left out (`Writer::after_end`).
+            let after = self.writer.after_end();
+            if after.records > 0 || after.dropped > 0 {
+                log::warn!(
+                    "the stream ended early, at a fatal signal the program lived on after: {} records after its end \
+                     were not sent, and CUPTI reported {} dropped with them",
+                    after.records,
+                    after.dropped
+                );
+            }
             return;
         }
         // The program lives on (an attached window's end): CUPTI's per-function choice goes back as it was.

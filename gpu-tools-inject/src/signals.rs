@@ -9,9 +9,10 @@
 //! lock the flush needs, the wait runs out and the signal goes on without the records: never a hang.
 //!
 //! Which signals end the process: SIGSEGV, SIGBUS, SIGFPE and SIGABRT always (a program that recovers from them
-//! gets an end record early, and its later records still follow it); SIGTERM and SIGINT when the program left them
-//! at the default action. A program's own SIGTERM or SIGINT handler (Python's, which raises `KeyboardInterrupt`)
-//! may carry on: then only completed records are flushed, nothing ends, and the exit handler ends the stream later.
+//! gets an end record early, and its later records are not sent: nothing may follow the end record, and the
+//! library's log counts them, `writer`); SIGTERM and SIGINT when the program left them at the default action. A
+//! program's own SIGTERM or SIGINT handler (Python's, which raises `KeyboardInterrupt`) may carry on: then only
+//! completed records are flushed, nothing ends, and the exit handler ends the stream later.
 //!
 //! A program that installs its own handler after the library (after its first CUDA call) replaces the library's:
 //! its handler then runs alone, and records not flushed yet are lost to a crash (at most one flush period).

@@ -50,6 +50,17 @@ struct State {
     received: KindCounts,
     /// Records of kinds the program's own profiler alone enabled, left to it.
     foreign_left: u64,
+    /// What came after the end record, not sent (see [`Writer::leave_out_after_end`]).
+    after_end: AfterEnd,
+}
+
+/// What came after the stream's end record: not sent, counted.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AfterEnd {
+    /// Records: CUPTI's (decoded or not, of any kind) and the library's own (notices, counter records).
+    pub records: u64,
+    /// Records CUPTI reported dropped with those batches.
+    pub dropped: u64,
 }
 
 /// What the writer leaves out, and how far records travel.
@@ -137,6 +148,7 @@ impl Writer {
                 drop_plain_kernels: filter.drop_plain_kernels,
                 received: KindCounts::default(),
                 foreign_left: 0,
+                after_end: AfterEnd::default(),
             }),
             ended: AtomicBool::new(false),
             foreign: AtomicU64::new(0),
@@ -205,6 +217,12 @@ impl Writer {
         }
         let Some(mut st) = self.lock() else { return };
         let st = &mut *st;
+        // Read under the lock that `end` holds while it sends the end record.
+        if self.ended.load(Ordering::SeqCst) {
+            let records = batch.records().count() as u64;
+            Self::leave_out_after_end(st, records, batch.dropped_records());
+            return;
+        }
         match st.stage {
             Stage::NoDecode => {}
             Stage::NoConvert => {
@@ -300,6 +318,10 @@ impl Writer {
     /// Sends one record of the library's own (start, notice).
     pub fn push(&self, record: &Record) {
         let Some(mut st) = self.lock() else { return };
+        if self.ended.load(Ordering::SeqCst) {
+            Self::leave_out_after_end(&mut st, 1, 0);
+            return;
+        }
         st.encoder.push(record);
         self.send(&mut st);
     }
@@ -427,6 +449,38 @@ impl Writer {
             gpu_tools::cupti::activity::timestamp_calls()
                 .map_or_else(|| "an uncounted number of".to_string(), |n| n.to_string())
         );
+    }
+
+    /// Leaves out records that come after the end record. A reader takes the end record as the stream's last and
+    /// counts the records before it against it (`processes`' "Complete" column; the trace's "sent N records, M
+    /// arrived"), and a socket's writing side is shut at the end: nothing may follow it. Such records come where the
+    /// program lives on after its stream ended: after a fatal signal's early end (its own handler recovers from a
+    /// fault), or from a late batch or notice after an attached window's end. The tool, whose stream has ended,
+    /// cannot be told: they are counted ([`after_end`](Self::after_end)) and said in the log, the first at warning
+    /// level.
+    fn leave_out_after_end(st: &mut State, records: u64, dropped: u64) {
+        let first = st.after_end == AfterEnd::default();
+        st.after_end.records += records;
+        st.after_end.dropped += dropped;
+        let AfterEnd { records, dropped } = st.after_end;
+        if first {
+            log::warn!(
+                "records after the stream's end record are not sent (it ended while the program lives on: a fatal \
+                 signal it survived, an attached window's end): {records} so far, and {dropped} CUPTI reported \
+                 dropped"
+            );
+        } else {
+            log::debug!(
+                "records after the stream's end record, not sent: {records} so far, and {dropped} CUPTI reported \
+                 dropped"
+            );
+        }
+    }
+
+    /// What came after the end record, not sent.
+    pub fn after_end(&self) -> AfterEnd {
+        self.lock()
+            .map_or_else(AfterEnd::default, |st| st.after_end)
     }
 
     fn send(&self, st: &mut State) {
@@ -684,6 +738,84 @@ mod window_tests {
                 ..Filter::default()
             },
         )
+    }
+
+    /// A program that lives on after a fatal signal's early end (its own handler recovers from a fault) goes on
+    /// making records: none may follow the end record, which a reader takes as the stream's last, counting the
+    /// records before it against it.
+    #[test]
+    fn nothing_follows_an_early_end_record() {
+        let path =
+            std::env::temp_dir().join(format!("writer-early-end-{}.raw", std::process::id()));
+        let sink = crate::sink::Sink::create_file(&path).expect("a file for the stream");
+        let header = gpu_tools::trace::StreamHeader::new(
+            std::process::id(),
+            0,
+            gpu_tools::trace::TimestampClock::Monotonic,
+        );
+        let w = Writer::new(sink, &header, Filter::default());
+        let batch_of = |bytes: &[u8]| -> Vec<u64> {
+            bytes
+                .chunks(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
+                .collect()
+        };
+        let before = [launch(10, 20, 1), launch(30, 40, 2)].concat();
+        let after = [launch(50, 60, 3), launch(70, 80, 4)].concat();
+        for (bytes, end) in [(&before, true), (&after, false)] {
+            let storage = batch_of(bytes);
+            // SAFETY: `storage` holds `bytes.len()` bytes.
+            let view =
+                unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+            w.write_batch(&ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0));
+            if end {
+                // What the signal thread does at a fatal signal.
+                w.end(
+                    gpu_tools::trace::EndReason::Signal(11),
+                    super::EndCounts::default(),
+                    100,
+                );
+            }
+        }
+        // What the exit handler or a later flush might still send.
+        w.push(&gpu_tools::trace::Record::Notice(
+            gpu_tools::trace::Notice {
+                level: gpu_tools::trace::NoticeLevel::Info,
+                text: "after the end".into(),
+            },
+        ));
+        let bytes = std::fs::read(&path).expect("the stream's file");
+        let _ = std::fs::remove_file(&path);
+        let records: Vec<gpu_tools::trace::Record> =
+            gpu_tools::trace::StreamReader::new(&bytes[..])
+                .map(|r| r.expect("a readable stream"))
+                .collect();
+        let at = records
+            .iter()
+            .position(|r| matches!(r, gpu_tools::trace::Record::ProcessEnd(_)))
+            .expect("the end record");
+        assert_eq!(
+            at + 1,
+            records.len(),
+            "the end record is the stream's last: {:?}",
+            &records[at..]
+        );
+        let gpu_tools::trace::Record::ProcessEnd(end) = &records[at] else {
+            unreachable!()
+        };
+        assert_eq!(
+            end.records + 1,
+            records.len() as u64,
+            "its count is the stream's"
+        );
+        assert_eq!(
+            w.after_end(),
+            super::AfterEnd {
+                records: 3,
+                dropped: 0
+            },
+            "the two launches and the notice after the end, counted"
+        );
     }
 
     /// Calls of the program made while the attach looked for its profiler (after the session began, before the
