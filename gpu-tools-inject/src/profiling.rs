@@ -645,12 +645,7 @@ impl State {
                     // Stopped, the profiler neither replays nor counts the launches that follow.
                     c.paused = true;
                     if let Some(Err(e)) = c.profiler.as_mut().map(|p| p.end_pass()) {
-                        let id = c.id;
-                        c.profiler = None;
-                        self.writer.notice(
-                            NoticeLevel::Error,
-                            format!("context {id}: kernel metrics stop here: {e}"),
-                        );
+                        self.give_up_metrics(i, &format!("kernel metrics stop here: {e}"));
                     }
                 }
                 return;
@@ -718,11 +713,7 @@ impl State {
         let results = match profiler.results() {
             Ok(r) => r,
             Err(e) => {
-                self.writer.notice(
-                    NoticeLevel::Error,
-                    format!("context {id}: decoding kernel metrics: {e}"),
-                );
-                self.contexts[i].profiler = None;
+                self.give_up_metrics(i, &format!("decoding kernel metrics: {e}"));
                 return;
             }
         };
@@ -780,6 +771,36 @@ impl State {
                 format!("context {id}: kernel metrics stop here: {e}"),
             );
             self.contexts[i].profiler = None;
+        }
+    }
+
+    /// Ends a context's kernel metrics after a failed call of its range profiler (`why`, said in an error notice):
+    /// the profiler is dropped, and with it the ranges of the launches queued since the last decode, never decoded.
+    /// Those are sent as lost, in a profile-loss record as ranges the counter data had no room for are, so that the
+    /// tool counts them; those of a graph launch whose kernels are unknown, which no one counted, are said.
+    fn give_up_metrics(&mut self, i: usize, why: &str) {
+        let c = &mut self.contexts[i];
+        c.profiler = None;
+        let lost = std::mem::take(&mut c.pending).len() as u64;
+        let tail = c.tail.take();
+        let id = c.id;
+        let uncounted = match tail {
+            Some(t) => format!(
+                "; also lost, in a number not known: the ranges of the launch of {} (correlation {})",
+                t.run.name, t.correlation
+            ),
+            None => String::new(),
+        };
+        self.writer.notice(
+            NoticeLevel::Error,
+            format!("context {id}: {why}{uncounted}"),
+        );
+        if lost > 0 {
+            self.writer.push(&Record::ProfileLoss(ProfileLoss {
+                kind: ProfileLossKind::Ranges,
+                count: lost,
+                context: id,
+            }));
         }
     }
 

@@ -686,6 +686,7 @@ typedef struct {
 } RangeStop;
 
 CUptiResult cuptiRangeProfilerStop(RangeStop *p) {
+    FAIL_IF_ASKED();
     if (!p || p->pRangeProfilerObject != g_range || !g_range || !g_range->started) return INVALID_OPERATION;
     g_range->started = 0;
     g_range->pass++;

@@ -169,3 +169,70 @@ fn a_graph_launch_counts_once_for_the_per_kernel_limit() {
         ]
     );
 }
+
+/// The profile-loss records of a stream, by kind and count.
+fn losses(records: &[Record]) -> Vec<(ProfileLossKind, u64)> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::ProfileLoss(l) => Some((l.kind, l.count)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The texts of a stream's error notices.
+fn errors(records: &[Record]) -> Vec<String> {
+    notices(records)
+        .iter()
+        .filter(|n| n.level == NoticeLevel::Error)
+        .map(|n| n.text.clone())
+        .collect()
+}
+
+#[test]
+fn ranges_lost_to_a_failed_stop_at_the_per_kernel_limit_are_a_loss_record() {
+    // The second launch of graph 7 passes the limit: the profiler is stopped there, and its stop fails. The ranges
+    // queued until then (the copy and graph 7's four kernels), not decoded, are lost with the profiler.
+    let (records, _) = run(
+        "graphs",
+        &[
+            (env::PROFILE_LAUNCHES_PER_KERNEL, "1"),
+            ("GPU_TOOLS_DOUBLE_FAIL", "cuptiRangeProfilerStop=1"),
+        ],
+    );
+    assert!(names(&records).is_empty(), "{:?}", names(&records));
+    let errors = errors(&records);
+    assert!(
+        errors
+            .iter()
+            .any(|t| t.contains("kernel metrics stop here")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        losses(&records),
+        [(ProfileLossKind::Ranges, 5)],
+        "the five ranges queued before the failed stop, counted lost"
+    );
+}
+
+#[test]
+fn ranges_lost_to_a_failed_decode_are_a_loss_record() {
+    // The first decode comes before graph 9's launch, whose kernels are unknown: the ten ranges queued until then
+    // (both copies and graph 7's four kernels twice) are lost when the decode fails.
+    let (records, _) = run(
+        "graphs",
+        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiRangeProfilerDecodeData=1")],
+    );
+    assert!(names(&records).is_empty(), "{:?}", names(&records));
+    let errors = errors(&records);
+    assert!(
+        errors.iter().any(|t| t.contains("decoding kernel metrics")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        losses(&records),
+        [(ProfileLossKind::Ranges, 10)],
+        "the ten ranges the failed decode held, counted lost"
+    );
+}
