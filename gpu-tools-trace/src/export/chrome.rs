@@ -1,9 +1,9 @@
 //! The Chrome trace JSON format (`{"traceEvents": [...]}`), written event by event: complete events (`"ph": "X"`,
-//! microseconds), instants (`"i"`), metadata naming processes and threads (`"M"`), flow arrows (`"s"`/`"f"`), and
+//! microseconds), instants (`"i"`; one on a group's track process-scoped, `"s":"p"`), metadata naming processes and threads (`"M"`), flow arrows (`"s"`/`"f"`), and
 //! counters (`"C"`: one counter per track, named as the track, its value under `value`, in its group's process).
 //! Opens in Perfetto and `chrome://tracing`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use super::timeline::{Arg, CounterTrack, CounterValue, Slice, TimelineSink, Track};
@@ -15,6 +15,8 @@ pub struct ChromeWriter<W: Write> {
     out: W,
     /// The process number of each track's group.
     pids: HashMap<u64, u32>,
+    /// The tracks of groups: an instant there is the process's own (process-scoped, `"s":"p"`).
+    groups: HashSet<u64>,
     /// The process number and JSON-quoted name of each counter track.
     counters: HashMap<u64, (u32, String)>,
     started: bool,
@@ -32,6 +34,7 @@ impl<W: Write> ChromeWriter<W> {
         ChromeWriter {
             out,
             pids: HashMap::new(),
+            groups: HashSet::new(),
             counters: HashMap::new(),
             started: false,
             events: 0,
@@ -90,6 +93,7 @@ impl<W: Write> TimelineSink for ChromeWriter<W> {
     fn track(&mut self, track: &Track) -> io::Result<()> {
         if let Some(p) = &track.process {
             self.pids.insert(track.id, p.pid);
+            self.groups.insert(track.id);
             self.event(&format!(
                 "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"args\":{{\"name\":{}}}}}",
                 p.pid,
@@ -122,7 +126,12 @@ impl<W: Write> TimelineSink for ChromeWriter<W> {
         let pid = self.pids.get(&slice.track).copied().unwrap_or(0);
         let (tid, name, cat) = (slice.track, json_string(slice.name), slice.category);
         let args = args_json(&slice.args);
-        if slice.instant {
+        if slice.instant && self.groups.contains(&slice.track) {
+            self.event(&format!(
+                "{{\"name\":{name},\"cat\":\"{cat}\",\"ph\":\"i\",\"s\":\"p\",\"pid\":{pid},\"ts\":{},\"args\":{args}}}",
+                us(slice.start)
+            ))?;
+        } else if slice.instant {
             self.event(&format!(
                 "{{\"name\":{name},\"cat\":\"{cat}\",\"ph\":\"i\",\"s\":\"t\",\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"args\":{args}}}",
                 us(slice.start)

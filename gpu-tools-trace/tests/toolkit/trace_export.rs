@@ -643,6 +643,11 @@ fn thread_tracks_say_the_linux_thread_id_where_the_stream_has_it() {
 
 /// A stream of process `pid` running `tag` (its command): a call `call_TAG` and a kernel `kernel_TAG` on GPU 0.
 fn tagged(pid: u32, tag: &str) -> Vec<u8> {
+    tagged_ending(pid, tag, None)
+}
+
+/// [`tagged`], its stream ended at 9,000 ns for `end` (none: no end record).
+fn tagged_ending(pid: u32, tag: &str, end: Option<EndReason>) -> Vec<u8> {
     let mut e = Encoder::new(&StreamHeader::new(pid, 0, TimestampClock::Monotonic));
     e.push(&Record::ProcessStart(ProcessStart {
         pid,
@@ -662,6 +667,17 @@ fn tagged(pid: u32, tag: &str) -> Vec<u8> {
         return_value: 0,
     }));
     e.push(&gemm(&format!("kernel_{tag}"), 1_500, 0));
+    if let Some(reason) = end {
+        let records = e.records();
+        e.push(&Record::ProcessEnd(ProcessEnd {
+            time: 9_000,
+            reason,
+            records,
+            dropped: 0,
+            skipped: 0,
+            callback_panics: 0,
+        }));
+    }
     e.bytes().to_vec()
 }
 
@@ -805,6 +821,145 @@ fn ranks_in_containers_of_their_own_are_each_a_group_of_their_own() {
             "h0 rank 1 (local 1): process 1 python train.py --rank 1",
             "h1 rank 2 (local 0): process 1 python train.py --rank 2",
             "h1 rank 3 (local 1): process 1 python train.py --rank 3",
+        ]
+    );
+}
+
+// How a process's stream ended: at a fatal signal (the mark Nsight Systems gives a crashed process), normally, or
+// with no end record at all (cut off).
+
+/// A file of three processes: pid 100 (`crash`) whose stream ended at signal 11 at 9,000 ns, pid 200 (`fine`) that
+/// exited at 9,000 ns, pid 300 (`cut`) whose stream has no end record (its last record ends at 2,500 ns).
+fn ends() -> Vec<u8> {
+    let mut w = gpu_tools_trace::file::TraceFileWriter::new(Vec::new()).unwrap();
+    for (pid, tag, reason) in [
+        (100, "crash", Some(EndReason::Signal(11))),
+        (200, "fine", Some(EndReason::Exit)),
+        (300, "cut", None),
+    ] {
+        let s = w.add_stream();
+        w.write(s, &tagged_ending(pid, tag, reason)).unwrap();
+        w.close(s).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+#[test]
+fn chrome_marks_a_process_that_crashed_and_one_cut_off_at_their_end() {
+    let mut t = Timeline::new(ChromeWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &ends()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    // A viewer's processes: one per pid, named by the last `process_name` of that pid.
+    let mut groups: HashMap<u64, String> = HashMap::new();
+    for e in events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+    {
+        groups.insert(
+            e["pid"].as_u64().unwrap(),
+            e["args"]["name"].as_str().unwrap().to_string(),
+        );
+    }
+    assert_eq!(
+        groups[&100], "process 100 crash (crashed: signal 11 (SIGSEGV))",
+        "{groups:?}"
+    );
+    assert_eq!(groups[&200], "process 200 fine", "{groups:?}");
+    assert_eq!(groups[&300], "process 300 cut", "{groups:?}");
+    // Process-scoped instants (no thread of their own), at the end time, in the process's group.
+    let marks: Vec<(u64, String, f64, String)> = events
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["s"] == "p")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_f64().unwrap(),
+                e["args"]["end"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            (
+                100,
+                "ended at signal 11 (SIGSEGV)".to_string(),
+                9.0,
+                "signal 11 (SIGSEGV)".to_string()
+            ),
+            (
+                300,
+                "trace ends with no end record".to_string(),
+                2.5,
+                "none".to_string()
+            ),
+        ],
+        "{events:#?}"
+    );
+    // Nothing else is marked: the process that exited has no instant.
+    assert_eq!(events.iter().filter(|e| e["ph"] == "i").count(), 2);
+}
+
+#[test]
+fn perfetto_marks_a_process_that_crashed_and_one_cut_off_at_their_end() {
+    let mut t = Timeline::new(PerfettoWriter::new(Vec::new()));
+    assert_eq!(t.read(0, &ends()[..]).unwrap(), vec![]);
+    let bytes = t.finish().unwrap().into_inner().unwrap();
+    let trace = <pb::Trace as prost::Message>::decode(&bytes[..]).expect("a Perfetto trace");
+    // Each process's name as last described, and its track.
+    let mut processes: HashMap<i32, (u64, String)> = HashMap::new();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut instants: Vec<(u64, String, u64)> = Vec::new();
+    for p in &trace.packet {
+        if let Some(d) = &p.track_descriptor
+            && let Some(process) = &d.process
+        {
+            processes.insert(
+                process.pid.unwrap(),
+                (
+                    d.uuid.unwrap(),
+                    process.process_name.clone().unwrap_or_default(),
+                ),
+            );
+        }
+        if let Some(i) = &p.interned_data {
+            for n in &i.event_names {
+                names.insert(n.iid.unwrap(), n.name.clone().unwrap());
+            }
+        }
+        if let Some(ev) = &p.track_event
+            && ev.r#type == Some(3)
+        {
+            instants.push((
+                ev.track_uuid.unwrap(),
+                names[&ev.name_iid.unwrap()].clone(),
+                p.timestamp.unwrap(),
+            ));
+        }
+    }
+    assert_eq!(
+        processes[&100].1, "process 100 crash (crashed: signal 11 (SIGSEGV))",
+        "{processes:?}"
+    );
+    assert_eq!(processes[&200].1, "process 200 fine");
+    assert_eq!(processes[&300].1, "process 300 cut");
+    // On the process's own track, at the end time.
+    assert_eq!(
+        instants,
+        [
+            (
+                processes[&100].0,
+                "ended at signal 11 (SIGSEGV)".to_string(),
+                9_000
+            ),
+            (
+                processes[&300].0,
+                "trace ends with no end record".to_string(),
+                2_500
+            ),
         ]
     );
 }

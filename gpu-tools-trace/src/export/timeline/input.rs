@@ -67,8 +67,11 @@ impl<S: TimelineSink> Timeline<S> {
     pub fn finish(mut self) -> io::Result<S> {
         let mut keys: Vec<(u32, u32)> = self.streams.keys().copied().collect();
         keys.sort_unstable();
+        for key in &keys {
+            self.release(*key)?;
+        }
         for key in keys {
-            self.release(key)?;
+            self.cut_off(key)?;
         }
         self.end_counters()?;
         self.sink.finish()?;
@@ -90,6 +93,7 @@ impl<S: TimelineSink> Timeline<S> {
             Record::ProcessStart(p) => {
                 let s = self.streams.entry(key).or_default();
                 s.pid = p.pid;
+                s.started = Some(p.time);
                 s.command = p.command.clone();
             }
             Record::ProcessInfo(i) => {
@@ -111,8 +115,11 @@ impl<S: TimelineSink> Timeline<S> {
                 }
             }
             Record::Marker(m) => self.marker(key, m)?,
-            // The stream is complete: nothing more can pair with what it left waiting.
-            Record::ProcessEnd(_) => self.release(key)?,
+            // The stream is complete: nothing more can pair with what it left waiting; a fatal signal is marked.
+            Record::ProcessEnd(e) => {
+                self.release(key)?;
+                self.process_end(key, e)?;
+            }
             Record::CounterSample(c) => self.counter_sample(key, c)?,
             Record::CounterGap(g) => self.counter_gap(key, g)?,
             _ => {}

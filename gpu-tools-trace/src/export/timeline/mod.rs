@@ -1,6 +1,7 @@
 //! From records to tracks and slices, for any timeline format.
 
 mod counters;
+mod ends;
 mod findings;
 mod flows;
 mod input;

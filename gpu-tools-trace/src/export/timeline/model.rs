@@ -46,7 +46,8 @@ pub enum Arg {
     F(f64),
 }
 
-/// A slice (or, with `start == end` and `instant`, an instant) on a track.
+/// A slice (or, with `start == end` and `instant`, an instant) on a track. An instant on a group's track (one with
+/// a [`Track::process`]) is the process's own: how its stream ended (`ended at signal 11 (SIGSEGV)`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Slice<'a> {
     /// The track ([`Track::id`]).
@@ -104,6 +105,12 @@ pub struct CounterValue {
 pub trait TimelineSink {
     /// A new track (called before its first slice, parents before children).
     fn track(&mut self, track: &Track) -> io::Result<()>;
+    /// A group's track given again, renamed, after its [`track`](Self::track): its name (and its process's) now
+    /// says that its process crashed (`... (crashed: signal 11 (SIGSEGV))`), learnt from its stream's end record.
+    /// By default given to [`track`](Self::track) again: Chrome's and Perfetto's viewers take a group's last name.
+    fn renamed(&mut self, track: &Track) -> io::Result<()> {
+        self.track(track)
+    }
     /// A slice or instant.
     fn slice(&mut self, slice: &Slice<'_>) -> io::Result<()>;
     /// A new counter track (called after its group's [`track`](Self::track), before its first value). A sink that

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{Arg, Slice};
-use crate::record::{MarkerData, ProcessInfo};
+use super::{Arg, Slice, Track};
+use crate::record::{EndReason, MarkerData, ProcessInfo};
 use crate::wire::ThreadIds;
 
 #[cfg(doc)]
@@ -45,9 +45,16 @@ pub(super) struct StreamState {
     pub(super) thread_ids: ThreadIds,
     pub(super) command: String,
     pub(super) info: Option<ProcessInfo>,
+    /// Its start record was read, and when it began (on its own clock).
+    pub(super) started: Option<u64>,
+    /// How it ended, once its end record is read.
+    pub(super) end: Option<EndReason>,
+    /// The end of its last slice, on the common timeline.
+    pub(super) last: u64,
     /// Its place among the ranks ([`Timeline::rank_place`]), once its first group is made.
     pub(super) place: Option<i64>,
-    pub(super) process_track: Option<u64>,
+    /// Its process group, as last given to the sink, once made.
+    pub(super) process_track: Option<Track>,
     pub(super) rows: HashMap<Key, Lanes>,
     pub(super) groups: HashMap<Key, u64>,
     /// Slices held until the other end of their flow arrives, by correlation id.

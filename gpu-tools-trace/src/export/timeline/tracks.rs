@@ -3,10 +3,10 @@
 
 use std::io;
 
-use super::numbers;
 use super::ranks::{RANK_SLOTS, RANK_SORT};
 use super::state::{Key, Row};
 use super::{Timeline, TimelineSink, Track, TrackProcess};
+use super::{ends, numbers};
 use crate::wire::ThreadIds;
 
 /// Most lanes of one row; past it slices go to the last lane (and may nest wrongly there).
@@ -28,9 +28,13 @@ impl<S: TimelineSink> Timeline<S> {
 
     /// The process group of a stream, made on first use: its process's pid as its number unless a group before it
     /// took that number ([`numbers`](super::numbers)), its name told apart from an earlier group's of the same name.
-    fn process_track(&mut self, key: (u32, u32)) -> io::Result<u64> {
-        if let Some(t) = self.streams.get(&key).and_then(|s| s.process_track) {
-            return Ok(t);
+    pub(super) fn process_track(&mut self, key: (u32, u32)) -> io::Result<u64> {
+        if let Some(t) = self
+            .streams
+            .get(&key)
+            .and_then(|s| s.process_track.as_ref())
+        {
+            return Ok(t.id);
         }
         let place = self.stream_place(key);
         let s = self.streams.entry(key).or_default();
@@ -61,22 +65,27 @@ impl<S: TimelineSink> Timeline<S> {
             name.push(']');
         }
         let pid = self.numbers.number(Some(real))?;
-        let name = self.numbers.name(name, key);
+        let mut name = self.numbers.name(name, key);
+        // Made after its end record (its first slice came after it): said at once.
+        if let Some(reason) = self.streams.get(&key).and_then(|s| s.end) {
+            name.push_str(&ends::suffix(reason));
+        }
         let id = self.new_track();
-        self.streams.entry(key).or_default().process_track = Some(id);
         // Ranks first, by host then rank, each followed by its GPUs ([`Self::group_track`]); other processes by
         // file, then pid.
         let sort = match place {
             Some(place) => RANK_SORT + place * RANK_SLOTS,
             None => numbers::place(key.0, real, None),
         };
-        self.sink.track(&Track {
+        let track = Track {
             id,
             parent: None,
             name: name.clone(),
             process: Some(TrackProcess { pid, name }),
             sort,
-        })?;
+        };
+        self.sink.track(&track)?;
+        self.streams.entry(key).or_default().process_track = Some(track);
         Ok(id)
     }
 
@@ -129,13 +138,9 @@ impl<S: TimelineSink> Timeline<S> {
         start: u64,
         end: u64,
     ) -> io::Result<u64> {
-        let lanes = self
-            .streams
-            .entry(key)
-            .or_default()
-            .rows
-            .entry(row.clone())
-            .or_default();
+        let s = self.streams.entry(key).or_default();
+        s.last = s.last.max(end);
+        let lanes = s.rows.entry(row.clone()).or_default();
         if let Some(i) = lanes.ends.iter().position(|&e| e <= start) {
             lanes.ends[i] = end;
             return Ok(lanes.ids[i]);
