@@ -197,6 +197,8 @@ pub(crate) struct Process {
     pub notices: Vec<String>,
     /// Whether its end record was read.
     pub ended: bool,
+    /// Its (first) end record's reason and time.
+    pub end: Option<(crate::record::EndReason, u64)>,
 }
 
 impl Process {
@@ -216,7 +218,10 @@ impl Process {
                 self.started = true;
                 self.command = p.command.clone();
             }
-            Record::ProcessEnd(_) => self.ended = true,
+            Record::ProcessEnd(e) => {
+                self.ended = true;
+                self.end.get_or_insert((e.reason, e.time));
+            }
             Record::ProcessInfo(i) => self.info = Some(i.clone()),
             Record::Dropped(d) => self.dropped = self.dropped.saturating_add(d.count),
             Record::Kernel(k) => self.kernel(k, names),

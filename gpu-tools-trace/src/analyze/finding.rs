@@ -332,4 +332,32 @@ pub struct Diagnosis {
     pub findings: Vec<Finding>,
     /// What the trace lacks to say more, each said once.
     pub lacks: Vec<String>,
+    /// Each traced process whose trace ended at a fatal signal (a crash), in (file, stream) order: said before the
+    /// findings, which cannot see its work then in flight.
+    pub ended_at_signal: Vec<SignalEnd>,
+}
+
+/// A traced process whose trace ended at a fatal signal: what it had recorded was flushed in the signal's handler,
+/// but its work then in flight (kernels queued or running, calls not yet returned) has no record, so its idle time
+/// and its last steps near the end are not whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SignalEnd {
+    /// The file it was read from (its number).
+    pub file: u32,
+    /// Its stream in that file.
+    pub stream: u32,
+    /// Its process id.
+    pub pid: u32,
+    /// Its host (empty where unknown).
+    pub host: String,
+    /// Its rank, where a rank variable was set.
+    pub rank: Option<u32>,
+    /// The signal's number.
+    pub signal: u8,
+    /// When its stream ended, ns on the stream's clock.
+    pub time: u64,
+    /// Said as a sentence: `the trace of pid 100 on vm ended at signal 11 (SIGSEGV), which was ending the process:
+    /// ...`.
+    pub text: String,
 }

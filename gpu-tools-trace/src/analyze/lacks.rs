@@ -3,8 +3,9 @@
 
 use super::Ctx;
 use super::collect::CallClass;
-use super::finding::StepSource;
+use super::finding::{SignalEnd, StepSource};
 use super::words::count;
+use crate::record::EndReason;
 
 pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
     let mut out = Vec::new();
@@ -106,6 +107,46 @@ pub(crate) fn lacks(ctx: &Ctx<'_>) -> Vec<String> {
     let job = ctx.trace.job();
     out.extend(job.gaps(&job.collective_alignment()));
     out
+}
+
+/// Each traced process whose trace ended at a fatal signal, in (file, stream) order.
+pub(crate) fn ended_at_signal(trace: &super::Trace) -> Vec<SignalEnd> {
+    trace
+        .processes()
+        .iter()
+        .filter(|(_, p)| !p.is_counters())
+        .filter_map(|(key, p)| {
+            let (reason @ EndReason::Signal(signal), time) = p.end? else {
+                return None;
+            };
+            let host = p.info.as_ref().map(|i| i.host.clone()).unwrap_or_default();
+            let rank = p.info.as_ref().and_then(|i| i.rank());
+            let mut who = match rank {
+                Some(r) => format!("rank {r} (pid {}", p.pid),
+                None => format!("pid {}", p.pid),
+            };
+            if !host.is_empty() {
+                who.push_str(&format!(" on {host}"));
+            }
+            if rank.is_some() {
+                who.push(')');
+            }
+            Some(SignalEnd {
+                file: key.0,
+                stream: key.1,
+                pid: p.pid,
+                host,
+                rank,
+                signal,
+                time,
+                text: format!(
+                    "the trace of {who} ended at {reason}, which was ending the process: its work then in flight \
+                     (kernels queued or running, calls not yet returned) has no record, so idle time and the last \
+                     steps near the end are not whole"
+                ),
+            })
+        })
+        .collect()
 }
 
 /// The first few of `items`, and how many more.

@@ -75,7 +75,7 @@ use std::io::Read;
 
 pub use finding::{
     Diagnosis, Evidence, EvidenceKind, Finding, FindingKind, GpuId, GpuSummary, IdleCause,
-    MAX_SPANS, Span, StepSource, Steps,
+    MAX_SPANS, SignalEnd, Span, StepSource, Steps,
 };
 pub use idle::{ITEM_BYTES, SMALL_COPY};
 
@@ -203,6 +203,7 @@ impl Trace {
             gpus: ctx.views.iter().map(View::summary).collect(),
             gpu_time,
             lacks: lacks::lacks(&ctx),
+            ended_at_signal: lacks::ended_at_signal(self),
             findings,
         }
     }

@@ -14,6 +14,19 @@ struct Output {
     gpus: Vec<Gpu>,
     findings: Vec<FindingOut>,
     lacks: Vec<String>,
+    ended_at_signal: Vec<SignalEnd>,
+}
+
+#[derive(Serialize)]
+struct SignalEnd {
+    file: u32,
+    stream: u32,
+    pid: u32,
+    host: String,
+    rank: Option<u32>,
+    signal: u8,
+    end_ns: u64,
+    text: String,
 }
 
 #[derive(Serialize)]
@@ -167,6 +180,20 @@ pub fn write(out: &mut impl Write, files: &[PathBuf], d: &Diagnosis) -> io::Resu
             .map(|(i, f)| finding(i + 1, f))
             .collect(),
         lacks: d.lacks.clone(),
+        ended_at_signal: d
+            .ended_at_signal
+            .iter()
+            .map(|e| SignalEnd {
+                file: e.file,
+                stream: e.stream,
+                pid: e.pid,
+                host: e.host.clone(),
+                rank: e.rank,
+                signal: e.signal,
+                end_ns: e.time,
+                text: e.text.clone(),
+            })
+            .collect(),
     };
     serde_json::to_writer_pretty(&mut *out, &output)?;
     writeln!(out)

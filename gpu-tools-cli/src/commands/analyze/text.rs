@@ -140,6 +140,10 @@ pub fn write(out: &mut impl Write, d: &Diagnosis, top: usize) -> io::Result<()> 
             n => format!("{n} GPUs"),
         }
     )?;
+    // Before the findings: they cannot see a crashed process's work then in flight.
+    for e in &d.ended_at_signal {
+        writeln!(out, "Note: {}.", e.text)?;
+    }
     let shown = if top == 0 {
         d.findings.len()
     } else {

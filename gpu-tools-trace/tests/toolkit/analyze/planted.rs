@@ -433,3 +433,32 @@ fn processes_without_an_end_that_share_a_pid_are_told_apart_by_their_stream() {
         "as before"
     );
 }
+
+#[test]
+fn a_trace_that_ended_at_a_fatal_signal_is_said_before_the_findings() {
+    let mut p = run(|p, _| compute(p));
+    p.end = gpu_tools_trace::EndReason::Signal(11);
+    let d = diagnose(&[p.file()]);
+    let ended: Vec<(u32, u32, u32, u8, String)> = d
+        .ended_at_signal
+        .iter()
+        .map(|e| (e.file, e.stream, e.pid, e.signal, e.text.clone()))
+        .collect();
+    assert_eq!(
+        ended,
+        [(
+            0,
+            0,
+            4242,
+            11,
+            "the trace of pid 4242 on sim ended at signal 11 (SIGSEGV), which was ending the process: its work \
+             then in flight (kernels queued or running, calls not yet returned) has no record, so idle time and \
+             the last steps near the end are not whole"
+                .to_string()
+        )]
+    );
+    assert_eq!(d.ended_at_signal[0].time, p.now + 1_000);
+    // A process that exited: nothing said.
+    let d = diagnose(&[run(|p, _| compute(p)).file()]);
+    assert!(d.ended_at_signal.is_empty(), "{:?}", d.ended_at_signal);
+}

@@ -42,6 +42,8 @@ pub struct Program {
     pub pid: u32,
     pub thread: u32,
     pub rank: Option<u32>,
+    /// How its stream ends (its end record's reason).
+    pub end: EndReason,
 }
 
 impl Program {
@@ -56,6 +58,7 @@ impl Program {
             pid,
             thread: 7,
             rank: None,
+            end: EndReason::Exit,
         }
     }
 
@@ -247,7 +250,7 @@ impl Program {
         }
         e.push(&Record::ProcessEnd(ProcessEnd {
             time: self.now + 1_000,
-            reason: EndReason::Exit,
+            reason: self.end,
             records: n,
             dropped: 0,
             skipped: 0,
