@@ -754,20 +754,10 @@ mod window_tests {
             gpu_tools::trace::TimestampClock::Monotonic,
         );
         let w = Writer::new(sink, &header, Filter::default());
-        let batch_of = |bytes: &[u8]| -> Vec<u64> {
-            bytes
-                .chunks(8)
-                .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
-                .collect()
-        };
         let before = [launch(10, 20, 1), launch(30, 40, 2)].concat();
         let after = [launch(50, 60, 3), launch(70, 80, 4)].concat();
         for (bytes, end) in [(&before, true), (&after, false)] {
-            let storage = batch_of(bytes);
-            // SAFETY: `storage` holds `bytes.len()` bytes.
-            let view =
-                unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-            w.write_batch(&ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0));
+            write_records(&w, bytes);
             if end {
                 // What the signal thread does at a fatal signal.
                 w.end(
@@ -816,6 +806,18 @@ mod window_tests {
             },
             "the two launches and the notice after the end, counted"
         );
+    }
+
+    /// Writes `bytes` (whole CUPTI records) to `w` as one batch, from 8-byte-aligned storage as CUPTI's buffers are.
+    fn write_records(w: &Writer, bytes: &[u8]) {
+        let storage: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
+            .collect();
+        // SAFETY: `storage` holds `bytes.len()` bytes.
+        let view =
+            unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
+        w.write_batch(&ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0));
     }
 
     /// Calls of the program made while the attach looked for its profiler (after the session began, before the
@@ -867,17 +869,11 @@ mod window_tests {
     /// fatal signal's flush forces it. Sent, it ended before it started, and reports summed it as 0 ns.
     #[test]
     fn unfinished_work_is_left_out_of_a_launched_trace_too() {
-        let bytes = [launch(100, 0, 1), launch(100, 200, 2)].concat();
-        let storage: Vec<u64> = bytes
-            .chunks(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
-            .collect();
-        // SAFETY: `storage` holds `bytes.len()` bytes.
-        let view =
-            unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-        let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
         let launched = writer(None);
-        launched.write_batch(&batch);
+        write_records(
+            &launched,
+            &[launch(100, 0, 1), launch(100, 200, 2)].concat(),
+        );
         let st = launched.lock().expect("the owner");
         assert_eq!(st.unfinished, 1, "the record without an end time");
         assert_eq!(st.before_window, 0);
