@@ -4,7 +4,7 @@
 job_ready() {
   local tenths=$((${2:-30} * 10))
   for _ in $(seq "$tenths"); do
-    grep -qm1 '^ready [0-9]*' "$1" 2>/dev/null && { grep -m1 '^ready' "$1" | cut -d' ' -f2; return 0; }
+    grep -qm1 '^ready [0-9][0-9]*' "$1" 2>/dev/null && { grep -om1 '^ready [0-9][0-9]*' "$1" | cut -d' ' -f2; return 0; }
     sleep 0.1
   done
   return 1
