@@ -430,7 +430,10 @@ CHILD = (
 
 
 def fork_child():
-    """Forks; the child execs a CUDA program. 1 when it printed the right sum."""
+    """Forks; the child execs a CUDA program. 1 when it printed the right sum. The wait is stamped on
+    CLOCK_MONOTONIC (`child_wait_start NS`, `child_wait_end NS`): the matrix tells a window in which this job waited
+    for its child, and ran nothing on the GPU, from one that lost its records."""
+    print(f"child_wait_start {time.monotonic_ns()}", flush=True)
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -441,6 +444,7 @@ def fork_child():
     with os.fdopen(r) as f:
         text = f.read().strip()
     _, status = os.waitpid(pid, 0)
+    print(f"child_wait_end {time.monotonic_ns()}", flush=True)
     return 1 if os.waitstatus_to_exitcode(status) == 0 and text == str(999000) else 0
 
 

@@ -20,7 +20,8 @@
 # recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the driver
 # (`refused-no-quiet-moment`, `refused-in-driver`), a `where` refused where no flight recorder could be left (the
 # program's profiler held CUPTI's subscriber: `refused-no-recorder`) or where the program's own profiler ran CUPTI
-# (`refused-after-cupti`), a trace window in which the job was idle (`ok-idle`).
+# (`refused-after-cupti`), a trace window in which the job was idle, or a profile window in which the fork-child
+# job waited for its child (`ok-idle`).
 # The hung row is two jobs of gpu-host/scripts/hung_job.cu: one asked with `where` (the debugger) while a kernel
 # hangs, before any trace; one traced first, then asked while a kernel hangs (the flight recorder must name it), and
 # profiled during the hang (refused by name, at once); both released and run to their untouched results.
@@ -183,6 +184,11 @@ attach() {
          else ok=FAIL; fi ;;
   *) [ "$rc" -eq 0 ] || ok=FAIL ;;
   esac
+  # fork-child's job waits for its child (a fresh Python importing torch: seconds) every 2000 steps and stamps each
+  # wait on CLOCK_MONOTONIC. A profile window that found no kernel while the job's own stamps show it waiting for at
+  # least the window's length inside the command's run had nothing to sample: said by the tool, counted apart.
+  if [ "$ok" = FAIL ] && [ "$row" = fork-child ] && grep -q 'CUPTI took no sample\|no kernel was profiled' "$f.txt" \
+    && waited_through "$out/$row/attached.log" "$m0" "$(mono)" "$w"; then ok=ok-idle; fi
   # The job ended between the last window and this one: no window, nothing to judge.
   if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
   # The job ended during the window (its exit code is judged with the row's, so a crash still fails the row).
@@ -197,6 +203,16 @@ attach() {
   fi
   echo "attach $n $tool ${w}s rc=$rc ms=$(((t1 - t0) / 1000000))$lock records=$records $ok"
   echo "$n $tool $m0 $(mono)" >> "$out/$row/windows.txt"
+}
+
+# waited_through LOG FROM TO SECONDS: true when the job's child waits (LOG's `child_wait_start`/`child_wait_end`, a
+# wait not yet ended lasting until TO) cover at least SECONDS of FROM..TO (ns, CLOCK_MONOTONIC).
+waited_through() {
+  awk -v a="$2" -v b="$3" -v need="$4" '
+    function add(s, e) { if (s < a) s = a; if (e > b) e = b; if (e > s) total += e - s }
+    $1 == "child_wait_start" { open = $2 }
+    $1 == "child_wait_end" && open != "" { add(open, $2); open = "" }
+    END { if (open != "") add(open, b); exit !(total >= need * 1e9) }' "$1"
 }
 
 # mono: now on CLOCK_MONOTONIC, in ns: the clock the profiler rows' jobs stamp their cycles with.
