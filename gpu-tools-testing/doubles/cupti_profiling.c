@@ -919,6 +919,9 @@ typedef struct {
 
 CUptiResult cuptiPCSamplingGetData(PcGetData *p) {
     if (!p || !g_pc_enabled || !p->pcSamplingData) return INVALID_OPERATION;
+    /* CUPTI's decode threads write into the configured buffer while sampling is enabled (its PC sampling tutorial:
+       a GetData buffer separate from it): a read into that buffer races them, refused here. */
+    if (p->pcSamplingData == (void *)g_pc_buffer) return INVALID_PARAMETER;
     fill(p->pcSamplingData);
     return SUCCESS;
 }

@@ -35,6 +35,42 @@ fn pc_samples_come_per_function_pc_and_reason() {
 }
 
 #[test]
+fn records_read_while_sampling_and_those_left_at_the_disable_come_once_each_through_separate_buffers()
+ {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let mut s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
+    // Read while sampling: into the sampler's read buffer (the double refuses a read into the configured one).
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"chase", 0x50, 4, 10);
+    s.read().unwrap();
+    assert_eq!(s.collected().records.len(), 2);
+    // Left in CUPTI at the finish: the disable writes them into the configured buffer.
+    d.pc(c"other", 0x10, 9, 5);
+    d.pc(c"other", 0x20, 17, 7);
+    let all = s.finish().unwrap();
+    let mut pcs: Vec<(String, u64, u64)> = all
+        .records
+        .iter()
+        .map(|r| {
+            let samples = r.stalls.iter().map(|&(_, n)| u64::from(n)).sum();
+            (r.function.to_string(), r.pc_offset, samples)
+        })
+        .collect();
+    pcs.sort();
+    assert_eq!(
+        pcs,
+        [
+            ("chase".to_string(), 0x40, 90),
+            ("chase".to_string(), 0x50, 10),
+            ("other".to_string(), 0x10, 5),
+            ("other".to_string(), 0x20, 7),
+        ]
+    );
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
 fn pc_sampling_settings_are_checked() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();

@@ -315,7 +315,12 @@ pub struct PcSampler<'c> {
     api: Api,
     ctx: RawContext,
     reasons: Vec<StallReason>,
-    buffer: PcDataBuffer,
+    /// The buffer configured as CUPTI's sampling data buffer: CUPTI's decode threads write into it while sampling
+    /// is enabled, and `cuptiPCSamplingDisable` leaves the last records in it. Read and reset only after a
+    /// successful disable; never passed to `cuptiPCSamplingGetData`.
+    config: PcDataBuffer,
+    /// The buffer each `cuptiPCSamplingGetData` fills: the sampler's own between calls.
+    read: PcDataBuffer,
     names: NameCache,
     collected: PcSamples,
     enabled: bool,
@@ -391,7 +396,8 @@ impl<'c> PcSampler<'c> {
         Ok(())
     }
 
-    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]).
+    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]). Records CUPTI puts in its configured buffer at the
+    /// stop stay there until [`finish`](Self::finish): the buffer is CUPTI's while sampling is enabled.
     pub fn pause(&mut self) -> crate::Result<()> {
         if !self.running {
             return Err(ProfilingError::State("pause while not sampling").into());
@@ -416,10 +422,11 @@ impl<'c> PcSampler<'c> {
             let mut p = sys::CUpti_PCSamplingGetDataParams {
                 size: SIZE_GET_DATA,
                 ctx: self.ctx,
-                pcSamplingData: self.buffer.as_mut_ptr().cast(),
+                pcSamplingData: self.read.as_mut_ptr().cast(),
                 ..Default::default()
             };
-            // SAFETY: an enabled context and a buffer laid out as the header says, owned by the sampler.
+            // SAFETY: an enabled context and a buffer laid out as the header says, owned by the sampler and not the
+            // configured one (CUPTI's own while sampling is enabled).
             let code = unsafe { f(&mut p) };
             // "CUPTI_ERROR_OUT_OF_MEMORY indicates that the HW buffer is full": data was lost; what came is kept.
             let full = code == crate::sys::cupti::CUPTI_ERROR_OUT_OF_MEMORY;
@@ -427,9 +434,9 @@ impl<'c> PcSampler<'c> {
                 check("cuptiPCSamplingGetData", code)?;
             }
             // SAFETY: CUPTI filled the buffer (function names are its strings).
-            let mut got = unsafe { self.buffer.take(&mut self.names) };
+            let mut got = unsafe { self.read.take(&mut self.names) };
             got.buffer_full += u64::from(full);
-            let more = self.buffer.remaining() > 0 && !got.records.is_empty();
+            let more = self.read.remaining() > 0 && !got.records.is_empty();
             self.collected.merge(got);
             if !more {
                 return Ok(());
@@ -458,8 +465,8 @@ impl<'c> PcSampler<'c> {
         let mut error = self.read().err();
         match self.disable() {
             Ok(()) => {
-                // SAFETY: Disable copied CUPTI's last records into the configured buffer.
-                let last = unsafe { self.buffer.take(&mut self.names) };
+                // SAFETY: Disable copied CUPTI's last records into the configured buffer, CUPTI's no longer.
+                let last = unsafe { self.config.take(&mut self.names) };
                 self.collected.merge(last);
             }
             Err(e) => {
@@ -490,7 +497,7 @@ impl<'c> PcSampler<'c> {
         if result.is_err() {
             // CUPTI keeps sampling on, and the buffer configured as its sampling data: that buffer stays allocated
             // for the process's life rather than freed under CUPTI.
-            std::mem::forget(std::mem::replace(&mut self.buffer, PcDataBuffer::new(0, 0)));
+            std::mem::forget(std::mem::replace(&mut self.config, PcDataBuffer::new(0, 0)));
         }
         result
     }
@@ -606,7 +613,8 @@ impl<'c> PcSamplerBuilder<'c> {
             api,
             ctx: self.ctx,
             reasons: Vec::new(),
-            buffer: PcDataBuffer::new(0, 0),
+            config: PcDataBuffer::new(0, 0),
+            read: PcDataBuffer::new(0, 0),
             names: NameCache::default(),
             collected: PcSamples::default(),
             enabled: true,
@@ -617,7 +625,12 @@ impl<'c> PcSamplerBuilder<'c> {
         // From here the sampler disables on an error.
         sampler.reasons = stall_reasons(api, self.ctx)?;
         let mut chosen = self.chosen_reasons(&sampler.reasons)?;
-        sampler.buffer = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        // Two buffers, as CUPTI's PC sampling tutorial requires: its decode threads own the configured one while
+        // sampling runs, so a read into that one, and the reset after it, raced them. Jobs died of SIGSEGV inside
+        // CUPTI (`strdup` of a wild function-name pointer from cuptiPCSamplingGetData and cuptiPCSamplingDisable)
+        // while this sampler used one buffer for both (an H200, CUPTI 13.0, 2026-12-05).
+        sampler.config = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        sampler.read = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
         self.configure(&mut sampler, &mut chosen)?;
         if self.start_stop {
             // Configured, but not sampling until resume().
@@ -692,7 +705,7 @@ impl<'c> PcSamplerBuilder<'c> {
     }
 
     /// Sets the sampler's configuration: period, the `chosen` stall reasons, buffers, collection mode, start-stop
-    /// control, and the sampler's data buffer as the output.
+    /// control, and the sampler's configured buffer as CUPTI's sampling data buffer.
     fn configure(&self, sampler: &mut PcSampler<'c>, chosen: &mut [u32]) -> crate::Result<()> {
         let api = sampler.api;
         let mut attrs: Vec<sys::CUpti_PCSamplingConfigurationInfo> = Vec::new();
@@ -756,7 +769,7 @@ impl<'c> PcSamplerBuilder<'c> {
                     sys::CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED
             },
         );
-        let data = sampler.buffer.as_mut_ptr().cast();
+        let data = sampler.config.as_mut_ptr().cast();
         attr(
             sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER,
             &|d| d.samplingDataBufferData.samplingDataBuffer = data,
