@@ -260,6 +260,30 @@ fn lock_timeout_leaves_the_target_running_and_the_handle_usable() {
 }
 
 #[test]
+fn a_lock_refused_because_another_tool_holds_the_target_leaves_that_tool_s_state_alone() {
+    let _s = serial();
+    let t = target(CUDA, GIB);
+    let pid = t.pid();
+    let running = ProcessCheckpoint::attach(pid).unwrap();
+    // Another tool locks and checkpoints the process between attach and lock.
+    set_state(pid, ProcessState::Checkpointed);
+    let failed = running.lock(Duration::from_secs(1)).unwrap_err();
+    assert!(
+        matches!(failed.error(), E::IllegalState { .. }),
+        "{failed:?}"
+    );
+    let restores = info(pid).restores;
+    drop(failed);
+    assert_eq!(
+        state(pid),
+        ProcessState::Checkpointed,
+        "the other tool's checkpoint is not undone"
+    );
+    assert_eq!(info(pid).restores, restores);
+    set_state(pid, ProcessState::Running);
+}
+
+#[test]
 fn a_second_checkpoint_by_another_actor_is_an_illegal_state_and_drop_recovers() {
     let _s = serial();
     let t = target(CUDA, GIB);

@@ -248,9 +248,16 @@ impl Inner {
         let lock = self.api.lock;
         // SAFETY: header signature; the argument block is complete, its reserved fields zeroed as the header
         // requires, and it outlives the call. The pid is positive and not this process's.
-        self.step(LOCK, ProcessState::Locked, Some(timeout), |pid| unsafe {
+        let locked = self.step(LOCK, ProcessState::Locked, Some(timeout), |pid| unsafe {
             lock(pid, &mut args)
-        })
+        });
+        // A refused lock took nothing (the driver: a timeout leaves the process running; a second lock or a lock
+        // of a checkpointed process is refused whole). A state found afterwards is another tool's, and recovering
+        // it would undo that tool's lock or checkpoint: nothing is left to undo.
+        if locked.is_err() && !self.gone() {
+            self.uncertain = false;
+        }
+        locked
     }
 
     fn checkpoint(&mut self) -> Result<(), E> {
