@@ -359,6 +359,50 @@ fn second_lock_and_second_checkpoint_are_refused_and_the_target_left_running() {
 }
 
 #[test]
+fn a_lock_refused_because_another_tool_holds_the_process_leaves_that_tool_s_state() {
+    if !gpu_tools_testing::own_process() {
+        return;
+    }
+    let _s = serial();
+    let other = OtherActor::new();
+    let mut d = debuggee(&["--gib", "0.5"]);
+    let pid = d.pid();
+
+    // Another tool locks the process between the crate's attach (which found it running) and its lock; the
+    // crate's lock is refused and its handle dropped: the lock stays that tool's, and its unlock still works.
+    let held = ProcessCheckpoint::attach(pid).or_panic("attach");
+    assert_eq!(other.lock(pid), 0, "the other tool's lock");
+    let refused = held.lock(LOCK_TIMEOUT).map(|_| ()).unwrap_err();
+    eprintln!("  lock of a process another tool locked: {refused}");
+    assert_eq!(code(refused.error()), Some(sys::CUDA_ERROR_ILLEGAL_STATE));
+    drop(refused);
+    assert_eq!(
+        state(pid, "after the refused handle's drop"),
+        ProcessState::Locked
+    );
+
+    // The same with the process checkpointed by the other tool: the drop restores nothing.
+    assert_eq!(other.unlock(pid), 0, "the other tool's unlock");
+    let held = ProcessCheckpoint::attach(pid).or_panic("attach again");
+    assert_eq!(other.lock(pid), 0, "the other tool's second lock");
+    assert_eq!(other.checkpoint(pid), 0, "the other tool's checkpoint");
+    let refused = held.lock(LOCK_TIMEOUT).map(|_| ()).unwrap_err();
+    eprintln!("  lock of a process another tool checkpointed: {refused}");
+    drop(refused);
+    assert_eq!(
+        state(pid, "after the second refused handle's drop"),
+        ProcessState::Checkpointed
+    );
+    assert_eq!(other.restore(pid), 0, "the other tool's restore");
+    assert_eq!(other.unlock(pid), 0, "the other tool's unlock");
+    assert_eq!(
+        state(pid, "after the other tool's unlock"),
+        ProcessState::Running
+    );
+    d.assert_intact();
+}
+
+#[test]
 fn restore_of_a_process_that_is_not_checkpointed_is_refused() {
     if !gpu_tools_testing::own_process() {
         return;
