@@ -9,7 +9,9 @@
  *
  * With argv[2] "vfork", a fifth thread "vforker" waits in vfork() for a child that sleeps argv[3] milliseconds:
  * a thread no stop request reaches meanwhile. With argv[2] "libthread", a fifth thread starts in
- * libquiesce_busy.so (`busy_thread`), and its id ends the ready line. */
+ * libquiesce_busy.so (`busy_thread`), and its id ends the ready line. With argv[2] "fork", a fifth thread "forker"
+ * calls fork() and is held inside it, in a prepare handler registered with pthread_atfork (as a library's handler
+ * holds its locks there), until the threads are released; its id ends the ready line. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,8 +30,8 @@ void busy_block(int fd, volatile int *entered);
 void *busy_thread(void *release);
 extern volatile long busy_thread_tid;
 
-static volatile int release_all, spin_entered, block_entered, work_started, vfork_started;
-static volatile long spinner_tid, blocker_tid, worker_tid, vforker_tid;
+static volatile int release_all, spin_entered, block_entered, work_started, vfork_started, fork_entered;
+static volatile long spinner_tid, blocker_tid, worker_tid, vforker_tid, forker_tid;
 static volatile unsigned long progress;
 static volatile unsigned long handled;
 static int block_pipe[2];
@@ -84,6 +87,26 @@ static void *vforker(void *arg) {
     return NULL;
 }
 
+/* Holds the forking thread inside fork() until the threads are released. */
+static void hold_in_fork(void) {
+    fork_entered = 1;
+    while (!release_all)
+        usleep(1000);
+}
+
+static void *forker(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "forker");
+    forker_tid = tid();
+    pthread_atfork(hold_in_fork, NULL, NULL);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    if (child > 0)
+        waitpid(child, NULL, 0);
+    return NULL;
+}
+
 static void *loader(void *arg) {
     (void)arg;
     return dlopen(idle_path, RTLD_NOW);
@@ -111,6 +134,7 @@ int main(int argc, char **argv) {
     idle_path = argv[1];
     int with_vfork = argc >= 4 && strcmp(argv[2], "vfork") == 0;
     int with_libthread = argc >= 3 && strcmp(argv[2], "libthread") == 0;
+    int with_fork = argc >= 3 && strcmp(argv[2], "fork") == 0;
     if (with_vfork)
         vfork_ms = atol(argv[3]);
     if (pipe(block_pipe) != 0)
@@ -120,7 +144,7 @@ int main(int argc, char **argv) {
     action.sa_handler = on_signal;
     action.sa_flags = SA_RESTART;
     sigaction(SIGRTMIN + 1, &action, NULL);
-    pthread_t w, s, b, v, l, lt;
+    pthread_t w, s, b, v, l, lt, f;
     pthread_create(&w, NULL, worker, NULL);
     pthread_create(&s, NULL, spinner, NULL);
     pthread_create(&b, NULL, blocker, NULL);
@@ -128,10 +152,12 @@ int main(int argc, char **argv) {
         pthread_create(&v, NULL, vforker, NULL);
     if (with_libthread)
         pthread_create(&lt, NULL, busy_thread, (void *)&release_all);
+    if (with_fork)
+        pthread_create(&f, NULL, forker, NULL);
     /* In place: the blocker asleep in its read(), the vforker asleep in vfork(). */
     while (!(work_started && spin_entered && block_entered && state_of(blocker_tid) == 'S' &&
              (!with_vfork || (vfork_started && state_of(vforker_tid) == 'D')) &&
-             (!with_libthread || busy_thread_tid != 0)))
+             (!with_libthread || busy_thread_tid != 0) && (!with_fork || fork_entered)))
         usleep(1000);
     void *handle = NULL;
     pthread_create(&l, NULL, loader, NULL);
@@ -144,6 +170,8 @@ int main(int argc, char **argv) {
            (unsigned long)&progress, (unsigned long)&busy_spins, (unsigned long)&handled);
     if (with_libthread)
         printf(" %ld", busy_thread_tid);
+    if (with_fork)
+        printf(" %ld", forker_tid);
     printf("\n");
     fflush(stdout);
     char line[16];
@@ -159,6 +187,8 @@ int main(int argc, char **argv) {
         pthread_join(v, NULL);
     if (with_libthread)
         pthread_join(lt, NULL);
+    if (with_fork)
+        pthread_join(f, NULL);
     printf("done\n");
     return 0;
 }

@@ -312,6 +312,16 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
     // The threads found inside at the end of the last stops (at the start only).
     let mut watch = matches!(moment, Moment::Start { .. }).then(stuck::Watch::default);
     let limit = moment.search_limit();
+    // A thread inside a fork may hold what the driver's fork handler took, with no driver frame to show for it.
+    let fork = quiesce::fork_code_ranges(pid).map_err(|e| {
+        Failure::new(
+            1,
+            format!(
+                "process {pid}: its C library's fork functions could not be read, so a thread inside a fork (which \
+                 may hold the CUDA driver's locks) could not be told; nothing was sampled: {e}"
+            ),
+        )
+    })?;
     let mut said_still = false;
     while started.elapsed() < limit {
         if !said_still && started.elapsed() >= SEARCH_LIMIT {
@@ -326,6 +336,8 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         let stop_began = started.elapsed();
         let ended = || Failure::new(1, format!("process {pid} ended before it could be sampled"));
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
+        // Where no stopped thread may be: the vendor libraries, and a fork.
+        let busy: Vec<quiesce::CodeRange> = ranges.iter().chain(&fork).cloned().collect();
         let spare = |tid: u32, name: &std::ffi::OsStr| {
             spared(tid, name, before) || vendor_owned.contains(&tid)
         };
@@ -348,7 +360,7 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         }
         let draining = Instant::now();
         let inside = loop {
-            let inside = stopped.frames_inside(&ranges, &mut unwinder);
+            let inside = stopped.frames_inside(&busy, &mut unwinder);
             if inside.is_empty() {
                 log::info!("quiet after {tries} stops and {nudges} runs alone: {seen:?}");
                 return Ok((stopped, tries, nudges));
@@ -358,7 +370,9 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
                 Some(w) if w.all_seen_before(inside.iter().map(|i| i.tid)) => stuck::SHORT_DRAIN,
                 _ => DRAIN_LIMIT,
             };
-            if draining.elapsed() >= drain {
+            if draining.elapsed() >= drain || inside.iter().any(|i| in_fork(i, &fork)) {
+                // A thread in a fork is not run alone: the breakpoint that ends its run would be copied into the
+                // child, which returns to the same address. The program goes on a moment instead.
                 break inside;
             }
             // A thread running in the vendor code first: it may hold a lock that one deeper inside waits for
@@ -373,24 +387,15 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
             tids.sort_unstable();
             let mut seen = BTreeSet::new();
             tids.retain(|t| seen.insert(t.1));
-            for (_, tid) in tids {
-                nudges += 1;
-                // Out of the outermost frame it has in the vendor code: run it to that frame's return address.
-                let out = stopped.frames(tid, &mut unwinder).and_then(|(pcs, _)| {
-                    let outer = pcs
-                        .iter()
-                        .rposition(|pc| ranges.iter().any(|r| r.contains(*pc)))?;
-                    pcs.get(outer + 1).copied()
-                });
-                let ran = match out {
-                    Some(address) => stopped.run_to(tid, address, RUN_OUT_LIMIT).map(|_| ()),
-                    None => stopped.nudge(tid, Duration::ZERO).map(|_| ()),
-                };
-                // One that could not leave stays stopped where it was; it is tried again once the others left
-                // (it may have waited for one of them), until the drain's time is up.
-                if let Err(e) = ran {
-                    log::debug!("thread {tid} did not leave the vendor code: {e}");
-                }
+            let forking = run_out(
+                &mut stopped,
+                &tids,
+                (&busy, &fork),
+                &mut unwinder,
+                &mut nudges,
+            );
+            if forking {
+                break stopped.frames_inside(&busy, &mut unwinder);
             }
         };
         drop(stopped);
@@ -407,34 +412,89 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
                 return Err(Failure::new(1, found.refusal(pid, flight_recorder)));
             }
         }
-        for i in inside {
-            let lib = |p: &Path| {
-                p.file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            };
-            let at = match &i.evidence {
-                quiesce::Evidence::ProgramCounter { library, .. } => {
-                    format!("running in {}", lib(library))
-                }
-                quiesce::Evidence::StackWord {
-                    offset, library, ..
-                } => {
-                    format!("{} on its stack at {} KiB", lib(library), offset / 1024)
-                }
-                quiesce::Evidence::Frame { depth, library, .. } => {
-                    format!("{} in its frame {depth}", lib(library))
-                }
-                other => format!("{other:?}"),
-            };
-            *seen
-                .entry(format!("{} ({at})", i.name.to_string_lossy()))
-                .or_default() += 1;
-        }
+        note_seen(&mut seen, &inside);
         // Let it run a moment: a launch takes microseconds, a synchronise longer.
         std::thread::sleep(Duration::from_millis(if tries < 50 { 1 } else { 10 }));
     }
     Err(no_moment(pid, &moment, (tries, nudges), seen))
+}
+
+/// Runs each thread of `tids` alone out of the outermost frame it has in `busy` (to that frame's return address),
+/// the others stopped; returns true, having run none after it, at the first found inside a fork (`fork`).
+fn run_out(
+    stopped: &mut StoppedThreads,
+    tids: &[(bool, u32)],
+    (busy, fork): (&[quiesce::CodeRange], &[quiesce::CodeRange]),
+    unwinder: &mut quiesce::Unwinder,
+    nudges: &mut u32,
+) -> bool {
+    for &(_, tid) in tids {
+        let frames = stopped.frames(tid, unwinder);
+        // Inside a fork (a driver's fork handler, say): not run alone. The breakpoint that ends its run would be
+        // copied into the child, which returns to the same address.
+        if frames
+            .as_ref()
+            .is_some_and(|(pcs, _)| pcs.iter().any(|pc| fork.iter().any(|r| r.contains(*pc))))
+        {
+            return true;
+        }
+        *nudges += 1;
+        let out = frames.and_then(|(pcs, _)| {
+            let outer = pcs
+                .iter()
+                .rposition(|pc| busy.iter().any(|r| r.contains(*pc)))?;
+            pcs.get(outer + 1).copied()
+        });
+        let ran = match out {
+            Some(address) => stopped.run_to(tid, address, RUN_OUT_LIMIT).map(|_| ()),
+            None => stopped.nudge(tid, Duration::ZERO).map(|_| ()),
+        };
+        // One that could not leave stays stopped where it was; it is tried again once the others left (it may
+        // have waited for one of them), until the drain's time is up.
+        if let Err(e) = ran {
+            log::debug!("thread {tid} did not leave the vendor code: {e}");
+        }
+    }
+    false
+}
+
+/// Counts where each thread found inside at a stop's end was (thread name and place), for the message of a search
+/// that gives up.
+fn note_seen(seen: &mut std::collections::HashMap<String, u32>, inside: &[quiesce::Inside]) {
+    for i in inside {
+        let lib = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let at = match &i.evidence {
+            quiesce::Evidence::ProgramCounter { library, .. } => {
+                format!("running in {}", lib(library))
+            }
+            quiesce::Evidence::StackWord {
+                offset, library, ..
+            } => {
+                format!("{} on its stack at {} KiB", lib(library), offset / 1024)
+            }
+            quiesce::Evidence::Frame { depth, library, .. } => {
+                format!("{} in its frame {depth}", lib(library))
+            }
+            other => format!("{other:?}"),
+        };
+        *seen
+            .entry(format!("{} ({at})", i.name.to_string_lossy()))
+            .or_default() += 1;
+    }
+}
+
+/// Whether what placed a thread inside the code was in one of the C library's fork functions.
+fn in_fork(inside: &quiesce::Inside, fork: &[quiesce::CodeRange]) -> bool {
+    let at = match inside.evidence {
+        quiesce::Evidence::ProgramCounter { pc, .. } | quiesce::Evidence::Frame { pc, .. } => pc,
+        quiesce::Evidence::StackWord { value, .. } => value,
+        _ => return false,
+    };
+    fork.iter().any(|r| r.contains(at))
 }
 
 /// The search for a quiet moment gave up: what kept the threads inside, the commonest first.

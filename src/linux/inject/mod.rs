@@ -30,7 +30,7 @@
 
 mod error;
 mod safe_point;
-mod symbols;
+pub(crate) mod symbols;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;

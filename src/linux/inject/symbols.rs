@@ -98,6 +98,11 @@ impl LoadedLibrary {
             .map(|f| f.address)
     }
 
+    /// The function `name` (its default version, where it has several): its address and size.
+    pub(crate) fn symbol(&self, name: &str) -> Option<&LoadedSymbol> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
     /// The exported function that covers `pc`, or the nearest one below it (code between exported functions
     /// belongs to some internal function that follows one of them).
     pub(crate) fn nearest_below(&self, pc: u64) -> Option<&LoadedSymbol> {

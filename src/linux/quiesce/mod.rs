@@ -80,7 +80,10 @@ use std::ffi::{OsStr, OsString};
 use std::time::{Duration, Instant};
 
 pub use error::QuiesceError;
-pub use stack::{CodeRange, Evidence, Inside, STACK_SCAN_LIMIT, code_ranges, library_code_ranges};
+pub use stack::{
+    CodeRange, Evidence, Inside, STACK_SCAN_LIMIT, code_ranges, fork_code_ranges,
+    library_code_ranges,
+};
 use stack::{Ranges, pc_inside, stack_inside};
 pub use unwind::{Unwinder, WalkEnd};
 use worker::Holder;

@@ -8,6 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::{QuiesceError, StoppedThread};
+use crate::linux::inject::symbols::LoadedLibrary;
 use crate::linux::memory;
 use crate::linux::procfs::{Mapping, Process};
 
@@ -72,6 +73,59 @@ pub fn library_code_ranges(pid: u32, prefixes: &[&str]) -> Result<Vec<CodeRange>
             detail: format!("/proc/{pid}/maps: {e}"),
         }),
     }
+}
+
+/// The C library's functions that make a `fork`: `fork` itself, which runs the handlers libraries registered with
+/// `pthread_atfork` before and after the copy, and `_Fork`, the copy (its other names, `__fork` and `__libc_fork`,
+/// are the same code). A thread inside them may hold what a library's prepare handler took until the parent's
+/// handler gives it back: the CUDA driver's locks among them. Its live frames show no driver code then (the
+/// handler returned), so the driver's ranges alone find it outside: the fork matrix row's job died that way, its
+/// main thread held in a fork while CUPTI's PC sampling waited for the driver's lock (see `profile_attach`).
+///
+/// As process `pid` maps them, read from its C library's dynamic symbols through `/proc/<pid>/root` (a
+/// container's own C library). A process that maps no C library by that name (a static or musl program) has none.
+pub fn fork_code_ranges(pid: u32) -> Result<Vec<CodeRange>, QuiesceError> {
+    const NAMES: [&str; 4] = ["fork", "_Fork", "__fork", "__libc_fork"];
+    let maps = match Process::new(pid).maps() {
+        Ok(maps) => maps,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(QuiesceError::NoSuchProcess(pid));
+        }
+        Err(e) => {
+            return Err(QuiesceError::Trace {
+                pid,
+                detail: format!("/proc/{pid}/maps: {e}"),
+            });
+        }
+    };
+    let is_libc = |m: &&Mapping| {
+        m.file_name().is_some_and(|n| {
+            let n = n.as_bytes();
+            n.starts_with(b"libc.so") || n.starts_with(b"libc-")
+        })
+    };
+    let Some(libc) = maps.iter().find(is_libc) else {
+        return Ok(Vec::new());
+    };
+    let Some(path) = libc.path() else {
+        return Ok(Vec::new());
+    };
+    let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(libc)).collect();
+    let file =
+        PathBuf::from(format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap_or(path));
+    let symbols = LoadedLibrary::read(&file, &same).map_err(|detail| QuiesceError::Trace {
+        pid,
+        detail: format!("its C library's fork functions: {detail}"),
+    })?;
+    let mut ranges: Vec<CodeRange> = NAMES
+        .iter()
+        .filter_map(|name| symbols.symbol(name))
+        .filter(|f| f.size > 0)
+        .map(|f| CodeRange::new(f.address, f.address.saturating_add(f.size), path))
+        .collect();
+    ranges.sort_by_key(|r| (r.start, r.end));
+    ranges.dedup();
+    Ok(ranges)
 }
 
 /// A stopped thread that may be inside the given code, and why it is taken to be.

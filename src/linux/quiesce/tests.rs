@@ -90,8 +90,8 @@ struct Target {
     spins: u64,
     /// How many SIGRTMIN+1 the program handled.
     handled: u64,
-    /// With "libthread": the thread libquiesce_busy.so started.
-    library_thread: Option<u32>,
+    /// With "libthread": the thread libquiesce_busy.so started; with "fork": the thread held inside fork().
+    fifth_thread: Option<u32>,
 }
 
 impl Target {
@@ -123,7 +123,7 @@ impl Target {
             progress: hex(5),
             spins: hex(6),
             handled: hex(7),
-            library_thread: f.get(8).map(|_| n(8)),
+            fifth_thread: f.get(8).map(|_| n(8)),
             child,
             stdout,
         }
@@ -344,7 +344,7 @@ fn a_thread_is_told_by_the_library_it_started_in() {
         return;
     }
     let t = Target::start(&["libthread"]);
-    let library_thread = t.library_thread.expect("its id on the ready line");
+    let library_thread = t.fifth_thread.expect("its id on the ready line");
     let stopped =
         StoppedThreads::stop(t.pid, &|_, _| false, Duration::from_secs(10)).expect("stop");
     assert_eq!(stopped.threads().len(), 5);
@@ -359,6 +359,81 @@ fn a_thread_is_told_by_the_library_it_started_in() {
     let (out, code) = t.finish();
     assert_eq!(out, "done");
     assert_eq!(code, Some(0));
+}
+
+/// A thread held inside `fork` (in a prepare handler, where a library's handler holds its locks) shows no frame of
+/// that library: only the C library's fork functions find it.
+#[test]
+fn a_thread_inside_fork_is_found_by_the_fork_functions_alone() {
+    if !ptrace_allowed() {
+        return;
+    }
+    let t = Target::start(&["fork"]);
+    let forker = t.fifth_thread.expect("its id on the ready line");
+    let stopped =
+        StoppedThreads::stop(t.pid, &|_, _| false, Duration::from_secs(10)).expect("stop");
+    assert_eq!(stopped.threads().len(), 5);
+    let mut unwinder = Unwinder::default();
+    // The library's ranges find the spinner and the blocker, not the thread in the fork.
+    let busy = library_code_ranges(t.pid, &["libquiesce_busy"]).unwrap();
+    let by_library: BTreeSet<u32> = stopped
+        .frames_inside(&busy, &mut unwinder)
+        .iter()
+        .map(|i| i.tid)
+        .collect();
+    assert_eq!(by_library, BTreeSet::from([t.spinner, t.blocker]));
+    let fork = fork_code_ranges(t.pid).expect("the C library's fork functions");
+    assert!(!fork.is_empty(), "no fork function found in the C library");
+    let in_fork = stopped.frames_inside(&fork, &mut unwinder);
+    assert_eq!(
+        in_fork.iter().map(|i| i.tid).collect::<Vec<_>>(),
+        [forker],
+        "{in_fork:?}"
+    );
+    assert!(
+        matches!(in_fork[0].evidence, Evidence::Frame { .. }),
+        "found by a frame of fork, not its program counter: {:?}",
+        in_fork[0].evidence
+    );
+    drop(stopped);
+    let (out, code) = t.finish();
+    assert_eq!(out, "done");
+    assert_eq!(code, Some(0));
+}
+
+/// The fork functions of this process's C library cover `fork` itself, as the process maps it.
+#[test]
+fn the_fork_functions_cover_fork_as_mapped() {
+    let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+    // Until the loader mapped its C library (just after the spawn it may not have).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ranges = loop {
+        let r = fork_code_ranges(child.id());
+        if !matches!(&r, Ok(v) if v.is_empty()) || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let ranges = ranges.expect("sleep's C library");
+    assert!(!ranges.is_empty());
+    assert!(
+        ranges
+            .iter()
+            .all(|r| r.start < r.end && r.end - r.start < 1 << 16),
+        "{ranges:?}"
+    );
+    assert!(
+        ranges
+            .iter()
+            .all(|r| r.path.to_string_lossy().contains("libc")),
+        "{ranges:?}"
+    );
+    assert!(matches!(
+        fork_code_ranges(u32::MAX),
+        Err(QuiesceError::NoSuchProcess(_))
+    ));
 }
 
 #[test]
