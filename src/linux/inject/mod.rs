@@ -477,6 +477,19 @@ enum DlopenKind {
 }
 
 /// The process's loader functions.
+/// How the C library's file is named: glibc's, an older glibc's, musl's.
+pub(crate) const C_LIBRARY: [&str; 3] = ["libc.so", "libc-", "ld-musl"];
+
+/// The first mapping in `maps` of a file whose name starts with one of `prefixes`.
+pub(crate) fn mapping_named<'m>(maps: &'m [Mapping], prefixes: &[&str]) -> Option<&'m Mapping> {
+    maps.iter().find(|m| {
+        m.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            prefixes.iter().any(|p| n.starts_with(p))
+        })
+    })
+}
+
 struct Loader {
     dlopen: DlopenKind,
     dlerror: Option<u64>,
@@ -493,14 +506,7 @@ impl Loader {
                 detail: format!("{e}; {}", why_not_traceable(pid)),
             },
         })?;
-        let named = |prefixes: &[&str]| -> Option<&Mapping> {
-            maps.iter().find(|m| {
-                m.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    prefixes.iter().any(|p| n.starts_with(p))
-                })
-            })
-        };
+        let named = |prefixes: &[&str]| mapping_named(&maps, prefixes);
         let read = |m: &Mapping| -> Result<LoadedLibrary, InjectError> {
             let same: Vec<&Mapping> = maps.iter().filter(|x| x.same_file(m)).collect();
             let path = m.path().unwrap_or(Path::new("/"));
@@ -511,7 +517,7 @@ impl Loader {
                 }
             })
         };
-        let Some(libc_map) = named(&["libc.so", "libc-", "ld-musl"]) else {
+        let Some(libc_map) = named(&C_LIBRARY) else {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
             return Err(InjectError::NoDynamicLoader {
                 pid,

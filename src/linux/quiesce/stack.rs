@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::{QuiesceError, StoppedThread};
 use crate::linux::inject::symbols::LoadedLibrary;
+use crate::linux::inject::{C_LIBRARY, TargetFilesystem, mapping_named};
 use crate::linux::memory;
 use crate::linux::procfs::{Mapping, Process};
 
@@ -82,8 +83,9 @@ pub fn library_code_ranges(pid: u32, prefixes: &[&str]) -> Result<Vec<CodeRange>
 /// handler returned), so the driver's ranges alone find it outside: the fork matrix row's job died that way, its
 /// main thread held in a fork while CUPTI's PC sampling waited for the driver's lock (see `profile_attach`).
 ///
-/// As process `pid` maps them, read from its C library's dynamic symbols through `/proc/<pid>/root` (a
-/// container's own C library). A process that maps no C library by that name (a static or musl program) has none.
+/// As process `pid` maps them, read from its C library's dynamic symbols as the attach reads them
+/// ([`TargetFilesystem`](crate::linux::inject::TargetFilesystem): a container's own C library, through
+/// `/proc/<pid>/root`). A process that maps no C library by those names (a static program) has none.
 pub fn fork_code_ranges(pid: u32) -> Result<Vec<CodeRange>, QuiesceError> {
     const NAMES: [&str; 4] = ["fork", "_Fork", "__fork", "__libc_fork"];
     let maps = match Process::new(pid).maps() {
@@ -98,21 +100,19 @@ pub fn fork_code_ranges(pid: u32) -> Result<Vec<CodeRange>, QuiesceError> {
             });
         }
     };
-    let is_libc = |m: &&Mapping| {
-        m.file_name().is_some_and(|n| {
-            let n = n.as_bytes();
-            n.starts_with(b"libc.so") || n.starts_with(b"libc-")
-        })
-    };
-    let Some(libc) = maps.iter().find(is_libc) else {
+    let Some(libc) = mapping_named(&maps, &C_LIBRARY) else {
         return Ok(Vec::new());
     };
     let Some(path) = libc.path() else {
         return Ok(Vec::new());
     };
     let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(libc)).collect();
-    let file =
-        PathBuf::from(format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap_or(path));
+    let file = TargetFilesystem::for_process(pid)
+        .map_err(|e| QuiesceError::Trace {
+            pid,
+            detail: format!("its C library's fork functions: {e}"),
+        })?
+        .host_path(path);
     let symbols = LoadedLibrary::read(&file, &same).map_err(|detail| QuiesceError::Trace {
         pid,
         detail: format!("its C library's fork functions: {detail}"),
