@@ -64,6 +64,9 @@ pub struct JobSpec {
     /// Each rank in a PID namespace of its own (a container of its own): every rank's pid is 1, on one host as on
     /// several. Otherwise rank `r`'s pid is `1000 + r`.
     pub pid_namespaces: bool,
+    /// The rank whose trace ends at a fatal signal (SIGSEGV, its end record's reason) rather than stopped, if any:
+    /// a rank that crashed.
+    pub crashed_rank: Option<u32>,
 }
 
 impl JobSpec {
@@ -84,6 +87,7 @@ impl JobSpec {
             api_calls: true,
             seed: 34,
             pid_namespaces: false,
+            crashed_rank: None,
         }
     }
 
@@ -105,6 +109,7 @@ impl JobSpec {
             api_calls: true,
             seed: 512,
             pid_namespaces: false,
+            crashed_rank: None,
         }
     }
 
@@ -351,7 +356,11 @@ impl JobSpec {
             let records = e.records();
             e.push(&Record::ProcessEnd(ProcessEnd {
                 time: local(end_time),
-                reason: EndReason::Stopped,
+                reason: if self.crashed_rank == Some(r) {
+                    EndReason::Signal(11)
+                } else {
+                    EndReason::Stopped
+                },
                 records,
                 dropped: 0,
                 skipped: 0,

@@ -1,8 +1,8 @@
-//! `gpu-tools analyze`, `gpu-tools diff` and `export --findings` on the real traces of `tests/fixtures/traces/`:
-//! the findings as text (the first three, names demangled) and as JSON (its documented fields), the diff of two
-//! ranks side by side, the findings drawn on the timeline, and bad input: a file that is not a trace (exit 1,
-//! naming it), a file cut short (exit 3, what was read analysed), a rank traced twice (exit 1), a selection that
-//! selects nothing (exit 1), bad arguments (exit 2).
+//! `gpu-tools analyze`, `gpu-tools diff` and `export --findings` on the real traces of `tests/fixtures/traces/`: the
+//! findings as text (the first three, names demangled) and as JSON (its documented fields), the diff of two ranks side
+//! by side, the findings drawn on the timeline, a rank that crashed (named before the findings), and bad input: a file
+//! that is not a trace (exit 1, naming it), a file cut short (exit 3, what was read analysed), a rank traced twice
+//! (exit 1), a selection that selects nothing (exit 1), bad arguments (exit 2).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -364,6 +364,71 @@ fn diff_refuses_a_pid_that_names_two_processes_and_selects_one_by_its_stream() {
         (&serde_json::json!(1), &serde_json::json!(1))
     );
     assert_eq!(d["a"]["processes"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn analyze_names_a_rank_that_crashed_before_its_findings_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = gpu_tools_testing::job::JobSpec {
+        hosts: 1,
+        ranks_per_host: 2,
+        steps: 12,
+        crashed_rank: Some(1),
+        ..gpu_tools_testing::job::JobSpec::fixture()
+    };
+    let path = dir.path().join("h0.gputrace");
+    std::fs::write(&path, spec.host_file(0)).unwrap();
+    let file = path.display().to_string();
+
+    let out = gpu_tools(&["analyze", &file]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let note = text
+        .lines()
+        .position(|l| {
+            l.starts_with("Note: the trace of rank 1 (pid 1001 on h0) ended at signal 11 (SIGSEGV)")
+        })
+        .unwrap_or_else(|| panic!("no note of the crash:\n{text}"));
+    let first = text.lines().position(|l| l.starts_with("1. "));
+    assert!(
+        first.is_none_or(|f| note < f),
+        "the note comes before the findings:\n{text}"
+    );
+    assert_eq!(
+        text.matches("ended at signal").count(),
+        1,
+        "rank 0 exited:\n{text}"
+    );
+
+    let d = json(&gpu_tools(&["analyze", "--json", &file]));
+    let ended = d["ended_at_signal"].as_array().expect("ended_at_signal[]");
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    let e = &ended[0];
+    assert_eq!(
+        (
+            &e["file"],
+            &e["stream"],
+            &e["pid"],
+            &e["host"],
+            &e["rank"],
+            &e["signal"]
+        ),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(1),
+            &serde_json::json!(1001),
+            &serde_json::json!("h0"),
+            &serde_json::json!(1),
+            &serde_json::json!(11)
+        )
+    );
+    assert!(e["end_ns"].as_u64().is_some_and(|t| t > 0), "{e}");
+    assert!(
+        e["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("signal 11 (SIGSEGV)")),
+        "{e}"
+    );
 }
 
 #[test]
