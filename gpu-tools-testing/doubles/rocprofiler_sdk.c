@@ -13,6 +13,11 @@
  *     arena over and waits; after the callback the arena is scribbled over (and poisoned under AddressSanitizer
  *     or valgrind) so a late read is caught;
  *   - callback tracing calls the tool on the emitting thread; code objects and kernel symbols;
+ *   - ROCTx as the SDK wraps it (rocprofiler_sdk_roctx.inc): each call through MARKER_CORE_API (a callback before
+ *     and after, a record per call), and, outside that, MARKER_CORE_RANGE_API (a range's callbacks at its push and
+ *     pop, one record per range written at its end); `RPSDK_DOUBLE_NO_CORE_RANGE=1` makes it an SDK from before
+ *     MARKER_CORE_RANGE_API, which does not name that kind and ends the process when asked to configure it (the
+ *     real SDK indexes its per-kind table with `.at(kind)` before checking the kind: std::out_of_range);
  *   - agents (a CPU and two GPUs), counters per GPU, counter configs, the dispatch and device counting services.
  * Test-only controls start with `rpsdk_`: starting the "runtime", emitting records and callbacks, a fake HIP
  * program, statistics.
@@ -59,9 +64,9 @@ enum { CATEGORY_TRACING = 1, CATEGORY_PC_SAMPLING = 2, CATEGORY_COUNTERS = 3 };
 enum {
     BT_HSA_CORE_API = 1, BT_HIP_RUNTIME_API = 5, BT_MARKER_CORE_API = 7, BT_MEMORY_COPY = 10,
     BT_KERNEL_DISPATCH = 11, BT_SCRATCH_MEMORY = 12, BT_CORRELATION_ID_RETIREMENT = 13, BT_MEMORY_ALLOCATION = 16,
-    BT_LAST = 33,
+    BT_MARKER_CORE_RANGE_API = 32, BT_LAST = 33,
 };
-enum { CT_CODE_OBJECT = 10, CT_LAST = 23 };
+enum { CT_MARKER_CORE_API = 7, CT_CODE_OBJECT = 10, CT_MARKER_CORE_RANGE_API = 21, CT_LAST = 23 };
 enum { CODE_OBJECT_LOAD = 1, CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER = 2 };
 enum { PHASE_NONE = 0, PHASE_ENTER = 1, PHASE_EXIT = 2 };
 enum { POLICY_DISCARD = 1, POLICY_LOSSLESS = 2 };
@@ -577,6 +582,21 @@ static int append(struct buffer *b, uint32_t category, uint32_t kind, const void
 }
 
 /* ---- services ---- */
+/* Whether this is an SDK from before MARKER_CORE_RANGE_API (buffer kind 32, callback kind 21). */
+static int old_sdk(void) {
+    const char *v = getenv("RPSDK_DOUBLE_NO_CORE_RANGE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+static uint32_t buffer_kinds(void) { return old_sdk() ? 32 : BT_LAST; }
+static uint32_t callback_kinds(void) { return old_sdk() ? 21 : CT_LAST; }
+
+/* The real SDK's std::out_of_range, uncaught across its C interface, for a kind past its last. */
+static void past_last_kind(const char *service, uint32_t kind) {
+    fprintf(stderr, "rocprofiler-sdk double: %s kind %u is past this SDK's last: terminate (std::out_of_range)\n",
+            service, kind);
+    abort();
+}
+
 static status_t add_service(struct service s) {
     pthread_mutex_lock(&g_lock);
     status_t r = !g_configuring ? CONFIGURATION_LOCKED : !find_context(s.context) ? CONTEXT_NOT_FOUND : OK;
@@ -593,6 +613,7 @@ static status_t add_service(struct service s) {
 EXPORT status_t rocprofiler_configure_buffer_tracing_service(context_id_t ctx, uint32_t kind, const int32_t *ops,
                                                              size_t nops, buffer_id_t buffer) {
     (void)ops; (void)nops;
+    if (old_sdk() && kind >= buffer_kinds() && kind < BT_LAST) past_last_kind("buffer tracing", kind);
     if (kind == 0 || kind >= BT_LAST) return KIND_NOT_FOUND;
     return add_service((struct service){ctx.handle, 0, kind, buffer.handle, NULL, NULL});
 }
@@ -600,6 +621,7 @@ EXPORT status_t rocprofiler_configure_buffer_tracing_service(context_id_t ctx, u
 EXPORT status_t rocprofiler_configure_callback_tracing_service(context_id_t ctx, uint32_t kind, const int32_t *ops,
                                                                size_t nops, callback_cb_t cb, void *data) {
     (void)ops; (void)nops;
+    if (old_sdk() && kind >= callback_kinds() && kind < CT_LAST) past_last_kind("callback tracing", kind);
     if (kind == 0 || kind >= CT_LAST) return KIND_NOT_FOUND;
     if (!cb) return INVALID_ARGUMENT;
     return add_service((struct service){ctx.handle, 1, kind, 0, cb, data});
@@ -608,21 +630,48 @@ EXPORT status_t rocprofiler_configure_callback_tracing_service(context_id_t ctx,
 /* ---- names ---- */
 static const char *hip_ops[] = {"hipApiName", "hipMalloc", "hipMemcpy", "hipLaunchKernel", "hipDeviceSynchronize", "hipFree"};
 static const char *hsa_ops[] = {"hsa_init", "hsa_queue_create", "hsa_signal_wait_scacquire"};
-static const char *marker_ops[] = {"roctxMarkA", "roctxRangePushA", "roctxRangePop"};
+static const char *marker_ops[] = {"roctxMarkA", "roctxRangePushA", "roctxRangePop", "roctxRangeStartA", "roctxRangeStop"};
+static const char *marker_range_ops[] = {"roctxMarkA", "roctxThreadRangeA", "roctxProcessRangeA", "roctxGetThreadId"};
+/* fwd.h: rocprofiler_buffer_tracing_kind_t and rocprofiler_callback_tracing_kind_t, by value. */
+static const char *buffer_kind_names[] = {
+    "NONE", "HSA_CORE_API", "HSA_AMD_EXT_API", "HSA_IMAGE_EXT_API", "HSA_FINALIZE_EXT_API", "HIP_RUNTIME_API",
+    "HIP_COMPILER_API", "MARKER_CORE_API", "MARKER_CONTROL_API", "MARKER_NAME_API", "MEMORY_COPY",
+    "KERNEL_DISPATCH", "SCRATCH_MEMORY", "CORRELATION_ID_RETIREMENT", "RCCL_API", "OMPT", "MEMORY_ALLOCATION",
+    "RUNTIME_INITIALIZATION", "ROCDECODE_API", "ROCJPEG_API", "HIP_STREAM", "HIP_RUNTIME_API_EXT",
+    "HIP_COMPILER_API_EXT", "ROCDECODE_API_EXT", "KFD_EVENT_PAGE_MIGRATE", "KFD_EVENT_PAGE_FAULT", "KFD_EVENT_QUEUE",
+    "KFD_EVENT_UNMAP_FROM_GPU", "KFD_EVENT_DROPPED_EVENTS", "KFD_PAGE_MIGRATE", "KFD_PAGE_FAULT", "KFD_QUEUE",
+    "MARKER_CORE_RANGE_API",
+};
+_Static_assert(sizeof buffer_kind_names / sizeof *buffer_kind_names == BT_LAST, "a name per buffer kind");
+static const char *callback_kind_names[] = {
+    "NONE", "HSA_CORE_API", "HSA_AMD_EXT_API", "HSA_IMAGE_EXT_API", "HSA_FINALIZE_EXT_API", "HIP_RUNTIME_API",
+    "HIP_COMPILER_API", "MARKER_CORE_API", "MARKER_CONTROL_API", "MARKER_NAME_API", "CODE_OBJECT", "SCRATCH_MEMORY",
+    "KERNEL_DISPATCH", "MEMORY_COPY", "RCCL_API", "OMPT", "MEMORY_ALLOCATION", "RUNTIME_INITIALIZATION",
+    "ROCDECODE_API", "ROCJPEG_API", "HIP_STREAM", "MARKER_CORE_RANGE_API",
+};
 
+/* Every kind below the SDK's last has a name, as in the real SDK; none past it. */
 EXPORT status_t rocprofiler_query_buffer_tracing_kind_name(uint32_t kind, const char **name, uint64_t *len) {
-    const char *n = kind == BT_HIP_RUNTIME_API ? "HIP_RUNTIME_API" : kind == BT_KERNEL_DISPATCH ? "KERNEL_DISPATCH"
-                  : kind == BT_MEMORY_COPY ? "MEMORY_COPY" : kind == BT_HSA_CORE_API ? "HSA_CORE_API"
-                  : kind == BT_MARKER_CORE_API ? "MARKER_CORE_API" : NULL;
-    if (!n) return KIND_NOT_FOUND;
+    if (kind >= buffer_kinds()) return KIND_NOT_FOUND;
+    const char *n = buffer_kind_names[kind];
+    if (name) *name = n;
+    if (len) *len = strlen(n);
+    return OK;
+}
+EXPORT status_t rocprofiler_query_callback_tracing_kind_name(uint32_t kind, const char **name, uint64_t *len) {
+    size_t named = sizeof callback_kind_names / sizeof *callback_kind_names;
+    if (kind >= callback_kinds() || kind >= named) return KIND_NOT_FOUND;
+    const char *n = callback_kind_names[kind];
     if (name) *name = n;
     if (len) *len = strlen(n);
     return OK;
 }
 EXPORT status_t rocprofiler_query_buffer_tracing_kind_operation_name(uint32_t kind, int32_t op, const char **name, uint64_t *len) {
-    const char **table = kind == BT_HIP_RUNTIME_API ? hip_ops : kind == BT_HSA_CORE_API ? hsa_ops : kind == BT_MARKER_CORE_API ? marker_ops : NULL;
-    size_t n = kind == BT_HIP_RUNTIME_API ? 6 : kind == BT_HSA_CORE_API ? 3 : kind == BT_MARKER_CORE_API ? 3 : 0;
-    if (!table) return KIND_NOT_FOUND;
+    const char **table = kind == BT_HIP_RUNTIME_API ? hip_ops : kind == BT_HSA_CORE_API ? hsa_ops
+                       : kind == BT_MARKER_CORE_API ? marker_ops : kind == BT_MARKER_CORE_RANGE_API ? marker_range_ops : NULL;
+    size_t n = kind == BT_HIP_RUNTIME_API ? 6 : kind == BT_HSA_CORE_API ? 3 : kind == BT_MARKER_CORE_API ? 5
+             : kind == BT_MARKER_CORE_RANGE_API ? 4 : 0;
+    if (!table || kind >= buffer_kinds()) return KIND_NOT_FOUND;
     if (op < 0 || (size_t)op >= n) return OPERATION_NOT_FOUND;
     if (name) *name = table[op];
     if (len) *len = strlen(table[op]);
@@ -858,8 +907,10 @@ EXPORT int rpsdk_emit_to(uint64_t buffer, uint32_t category, uint32_t kind, cons
     return b ? append(b, category, kind, payload, size) : -1;
 }
 
-/* Calls the callbacks of every active context tracing callback `kind`; returns how many were called. */
-EXPORT int rpsdk_callback(uint32_t kind, int32_t operation, uint32_t phase, uint64_t correlation, void *payload) {
+/* Calls the callbacks of every active context tracing callback `kind`, as from `thread`; returns how many were
+ * called. */
+static int callbacks_for(uint32_t kind, int32_t operation, uint32_t phase, uint64_t correlation, uint64_t thread,
+                         void *payload) {
     struct service targets[MAX_SERVICES];
     int n = 0;
     pthread_mutex_lock(&g_lock);
@@ -873,7 +924,7 @@ EXPORT int rpsdk_callback(uint32_t kind, int32_t operation, uint32_t phase, uint
         callback_record_t r;
         memset(&r, 0, sizeof r);
         r.context_id.handle = targets[i].context;
-        r.thread_id = (uint64_t)pthread_self();
+        r.thread_id = thread;
         r.correlation_id.internal = correlation;
         r.kind = kind;
         r.operation = operation;
@@ -884,6 +935,11 @@ EXPORT int rpsdk_callback(uint32_t kind, int32_t operation, uint32_t phase, uint
         __atomic_add_fetch(&st_callbacks_traced, 1, __ATOMIC_RELAXED);
     }
     return n;
+}
+
+/* Calls the callbacks of every active context tracing callback `kind`; returns how many were called. */
+EXPORT int rpsdk_callback(uint32_t kind, int32_t operation, uint32_t phase, uint64_t correlation, void *payload) {
+    return callbacks_for(kind, operation, phase, correlation, (uint64_t)pthread_self(), payload);
 }
 
 static void dispatch_counting(const kernel_dispatch_record_t *k) {
@@ -1071,6 +1127,8 @@ EXPORT void rpsdk_fake_hip_program(int kernels) {
     }
     rpsdk_finalize();
 }
+
+#include "rocprofiler_sdk_roctx.inc"
 
 /* ---- statistics ---- */
 EXPORT void rpsdk_stats(uint64_t out[7]) {
