@@ -6,8 +6,8 @@
 use std::marker::PhantomData;
 
 use super::record::{
-    ApiCall, CorrelationRetired, CounterValue, DispatchCounters, KernelDispatch, MemoryAllocation,
-    MemoryCopy, Record, ScratchMemory,
+    ApiCall, CorrelationRetired, CounterValue, DispatchCounters, KernelDispatch, MarkerRange,
+    MemoryAllocation, MemoryCopy, Record, ScratchMemory,
 };
 use crate::sys::rocprofiler_sdk as sys;
 
@@ -63,6 +63,8 @@ const _: () = {
     assert!(sys::ROCPROFILER_BUFFER_TRACING_MEMORY_COPY == 10);
     assert!(sys::ROCPROFILER_BUFFER_TRACING_KERNEL_DISPATCH == 11);
     assert!(sys::ROCPROFILER_BUFFER_TRACING_MEMORY_ALLOCATION == 16);
+    assert!(sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_RANGE_API == 32);
+    assert!(sys::ROCPROFILER_CALLBACK_TRACING_MARKER_CORE_RANGE_API == 21);
     assert!(sys::ROCPROFILER_BUFFER_TRACING_LAST == 33);
     assert!(sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT == 10);
     assert!(sys::ROCPROFILER_COUNTER_RECORD_VALUE == 2);
@@ -293,6 +295,11 @@ impl<'a> Records<'a> {
                 sys::ROCPROFILER_BUFFER_TRACING_SCRATCH_MEMORY => {
                     Record::ScratchMemory(ScratchMemory {
                         raw: sized!(sys::rocprofiler_buffer_tracing_scratch_memory_record_t),
+                    })
+                }
+                sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_RANGE_API => {
+                    Record::MarkerRange(MarkerRange {
+                        raw: sized!(sys::rocprofiler_buffer_tracing_marker_api_record_t),
                     })
                 }
                 sys::ROCPROFILER_BUFFER_TRACING_CORRELATION_ID_RETIREMENT => {

@@ -1,10 +1,12 @@
 //! Callback tracing: the SDK calls the tool on the traced thread, synchronously. The crate decodes the code-object
-//! events (code object loads and kernel-symbol registrations); other kinds come with their kind, operation and
-//! phase.
+//! events (code object loads and kernel-symbol registrations) and the arguments of ROCTx calls; other kinds come
+//! with their kind, operation and phase.
 
 use std::ffi::{CStr, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::marker::MarkerArgs;
+use super::sized::sized;
 use crate::delivery;
 use crate::sys::rocprofiler_sdk as sys;
 
@@ -149,7 +151,10 @@ pub enum Payload<'a> {
     CodeObjectLoad(CodeObjectLoad<'a>),
     /// A kernel symbol registration or unregistration.
     KernelSymbol(KernelSymbol<'a>),
-    /// A payload the crate does not decode (API arguments, which follow the traced library's release, and newer
+    /// The arguments of a ROCTx call (`MARKER_CORE_API` or `MARKER_CORE_RANGE_API`): its message, range id.
+    Marker(MarkerArgs<'a>),
+    /// A payload the crate does not decode (API arguments other than ROCTx's, which follow the traced library's
+    /// release, and newer
     /// kinds); [`CallbackEvent::raw`] has its pointer.
     Other,
     /// A payload whose `size` field is below the bindings' layout (a library older than the bindings).
@@ -220,57 +225,49 @@ pub(crate) struct CallbackState {
     pub(crate) panics: AtomicU64,
 }
 
-/// Decodes a payload of `T` after checking its leading `size` field.
-///
-/// # Safety
-/// `payload` must be null or point at a `T`-like record readable for 'a whose first 8 bytes are its size.
-unsafe fn sized<'a, T>(payload: *const c_void) -> Result<Option<&'a T>, (u64, usize)> {
-    if payload.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: the caller's contract: at least the 8-byte size is readable.
-    let size = unsafe { payload.cast::<u64>().read_unaligned() };
-    if size < size_of::<T>() as u64 {
-        return Err((size, size_of::<T>()));
-    }
-    // SAFETY: the record holds at least size_of::<T>() bytes, readable for 'a; T is plain data.
-    Ok(Some(unsafe { &*payload.cast::<T>() }))
-}
-
 pub(crate) fn decode<'a>(
     record: &'a sys::rocprofiler_callback_tracing_record_t,
 ) -> CallbackEvent<'a> {
-    let payload = if record.kind == sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT {
-        let op = record.operation as u32;
-        let p = record.payload.cast_const();
-        let decoded = match op {
-            sys::ROCPROFILER_CODE_OBJECT_LOAD => {
-                // SAFETY: the SDK's payload for a code object load, valid for the callback.
-                unsafe { sized::<sys::rocprofiler_callback_tracing_code_object_load_data_t>(p) }
-                    .map(|r| r.map(|raw| Payload::CodeObjectLoad(CodeObjectLoad { raw })))
-            }
-            sys::ROCPROFILER_CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER => {
-                // SAFETY: the SDK's payload for a kernel symbol registration, valid for the callback.
-                unsafe {
-                    sized::<
-                        sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t,
-                    >(p)
-                }
-                .map(|r| r.map(|raw| Payload::KernelSymbol(KernelSymbol { raw })))
-            }
-            _ => Ok(None),
-        };
-        match decoded {
-            Ok(Some(p)) => p,
-            Ok(None) => Payload::Other,
-            Err((size, need)) => Payload::TooSmall { size, need },
-        }
+    let p = record.payload.cast_const();
+    let decoded = if record.kind == sys::ROCPROFILER_CALLBACK_TRACING_CODE_OBJECT {
+        // SAFETY: the SDK's payload for the record's kind and operation, valid for the callback.
+        unsafe { code_object(record.operation as u32, p) }
     } else {
-        Payload::Other
+        let enter = record.phase == sys::ROCPROFILER_CALLBACK_PHASE_ENTER;
+        // SAFETY: as above; `decode` reads only marker kinds.
+        unsafe { MarkerArgs::decode(record.kind, record.operation, enter, p) }
+            .map(|r| r.map(Payload::Marker))
+    };
+    let payload = match decoded {
+        Ok(Some(p)) => p,
+        Ok(None) => Payload::Other,
+        Err((size, need)) => Payload::TooSmall { size, need },
     };
     CallbackEvent {
         raw: record,
         payload,
+    }
+}
+
+/// The payload of a code-object callback of `op`.
+///
+/// # Safety
+/// `p` must be null or the SDK's payload of that operation, readable for 'a.
+unsafe fn code_object<'a>(op: u32, p: *const c_void) -> Result<Option<Payload<'a>>, (u64, usize)> {
+    match op {
+        sys::ROCPROFILER_CODE_OBJECT_LOAD => {
+            // SAFETY: the caller's contract: a code object load.
+            unsafe { sized::<sys::rocprofiler_callback_tracing_code_object_load_data_t>(p) }
+                .map(|r| r.map(|raw| Payload::CodeObjectLoad(CodeObjectLoad { raw })))
+        }
+        sys::ROCPROFILER_CODE_OBJECT_DEVICE_KERNEL_SYMBOL_REGISTER => {
+            // SAFETY: the caller's contract: a kernel symbol registration.
+            unsafe {
+                sized::<sys::rocprofiler_callback_tracing_code_object_kernel_symbol_register_data_t>(p)
+            }
+            .map(|r| r.map(|raw| Payload::KernelSymbol(KernelSymbol { raw })))
+        }
+        _ => Ok(None),
     }
 }
 

@@ -136,6 +136,18 @@ pub enum SdkError {
     /// The tool's `initialize` failed (forced registration reports it; an exported tool logs it).
     #[error("the rocprofiler-sdk tool's initialize failed: {0}")]
     ToolInitializeFailed(String),
+    /// A tracing kind this library does not have (an SDK older than the kind, or a raw value past its last).
+    /// Refused before the library is asked: the SDK indexes its per-kind tables before it checks the kind, so a
+    /// kind past its last would throw a C++ exception into the process instead of returning a status.
+    #[error(
+        "this rocprofiler-sdk has no {service} kind {kind} (an SDK older than the kind); nothing was configured"
+    )]
+    UnknownKind {
+        /// `buffer tracing` or `callback tracing`.
+        service: &'static str,
+        /// The raw kind.
+        kind: u32,
+    },
     /// No AMD GPU driver (`/dev/kfd`); the SDK would find no GPU agent.
     #[error("no AMD GPU driver: {0}")]
     NoAmdDriver(String),

@@ -62,12 +62,26 @@
 //! Kernel names arrive with the code-object callbacks ([`Setup::trace_code_objects`], [`KernelSymbol`]) as the
 //! code object has them: mangled for C++ kernels. The library does not demangle; tools do.
 //!
+//! ROCTx ranges come as records of their own ([`TraceKind::MarkerRanges`], [`MarkerRange`]), their names with the
+//! callbacks of the calls that open them ([`MarkerArgs`]); see [ROCTx](self#roctx).
+//!
 //! # Versions
 //!
 //! The bindings come from rocprofiler-sdk 1.0.0 (ROCm 7.0); the loader accepts major version 1 only and names a
 //! `.so.0` (SDK 0.x of ROCm 6.2–6.4) it found in [`SdkError::UnsupportedVersion`]. Record layouts are asserted at
 //! compile time, and each record's own `size` field is checked before it is read, so an SDK that grows a record
-//! still decodes; a category or kind newer than the bindings is [`Record::Unknown`].
+//! still decodes; a category or kind newer than the bindings is [`Record::Unknown`]. A tracing kind the library
+//! does not have (`MARKER_CORE_RANGE_API` in an SDK that predates it) is [`SdkError::UnknownKind`] before the
+//! library is asked ([`SdkLibrary::knows_buffer_kind`]).
+//!
+//! # ROCTx
+//!
+//! rocprofiler-sdk 1.0 traces ROCTx calls twice, each way with correlation ids of its own: each call on its own
+//! (`MARKER_CORE_API`, [`TraceKind::MarkerApi`], [`ApiCall::marker_call`]), and each range as one record from its
+//! start to its end, written when it ends, or a mark (`MARKER_CORE_RANGE_API`, [`TraceKind::MarkerRanges`]).
+//! Neither record holds the message: a tool reads it in the callback of the call that opens the range
+//! ([`Payload::Marker`] at [`Phase::Enter`], [`MarkerArgs::message`]), which carries the range record's
+//! correlation id. A range never closed gives no record.
 
 mod agent;
 mod batch;
@@ -77,8 +91,10 @@ mod context;
 mod counting;
 mod error;
 mod library;
+mod marker;
 mod record;
 mod registration;
+mod sized;
 mod tracked;
 
 pub use agent::{Agent, AgentKind, agents};
@@ -89,9 +105,10 @@ pub use context::Context;
 pub use counting::{Counter, CounterConfig, DeviceSampler, counters};
 pub use error::{SdkError, SdkStatus};
 pub use library::{ENV_VAR, SUPPORTED_MAJOR, SdkLibrary};
+pub use marker::{MarkerArgs, MarkerCall, RangeOperation};
 pub use record::{
     ApiCall, ApiKind, CopyDirection, CorrelationRetired, CounterValue, DispatchCounters,
-    KernelDispatch, MemoryAllocation, MemoryCopy, Record, ScratchMemory, TimeRange,
+    KernelDispatch, MarkerRange, MemoryAllocation, MemoryCopy, Record, ScratchMemory, TimeRange,
 };
 pub use registration::{
     Setup, Tool, TraceKind, configure, finalize, force_configure, is_registered,
@@ -140,6 +157,31 @@ impl SdkLibrary {
             // SAFETY: valid out-pointers for the call.
             unsafe { f(kind, name, len) }
         })
+    }
+
+    /// The name of a callback tracing kind (`MARKER_CORE_RANGE_API`), from the library.
+    pub fn callback_kind_name(&self, kind: u32) -> Option<String> {
+        let f = sym(
+            &self.t.rocprofiler_query_callback_tracing_kind_name,
+            "rocprofiler_query_callback_tracing_kind_name",
+        )
+        .ok()?;
+        name_query(|name, len| {
+            // SAFETY: valid out-pointers for the call.
+            unsafe { f(kind, name, len) }
+        })
+    }
+
+    /// Whether this library has buffer tracing kind `kind` (it names every kind it has): `MARKER_CORE_RANGE_API`
+    /// came with SDK 1.0, for one. [`Setup::trace`] refuses a kind it lacks before asking the library to configure
+    /// it.
+    pub fn knows_buffer_kind(&self, kind: u32) -> bool {
+        self.buffer_kind_name(kind).is_some()
+    }
+
+    /// Whether this library has callback tracing kind `kind` (see [`knows_buffer_kind`](Self::knows_buffer_kind)).
+    pub fn knows_callback_kind(&self, kind: u32) -> bool {
+        self.callback_kind_name(kind).is_some()
     }
 
     /// The counter a counter instance (of a [`CounterValue`]) belongs to.

@@ -1,5 +1,6 @@
 //! Typed views of the SDK's buffer records, borrowed from a [`Batch`](super::Batch).
 
+use super::marker::{MarkerCall, RangeOperation};
 use crate::sys::rocprofiler_sdk as sys;
 
 /// One record of a buffer, decoded by category and kind.
@@ -14,8 +15,10 @@ pub enum Record<'a> {
     MemoryAllocation(MemoryAllocation<'a>),
     /// A scratch memory event (`SCRATCH_MEMORY`).
     ScratchMemory(ScratchMemory<'a>),
-    /// A host API call: HSA, HIP, ROCTx markers, RCCL, rocDecode or rocJPEG.
+    /// A host API call: HSA, HIP, ROCTx calls, RCCL, rocDecode or rocJPEG.
     Api(ApiCall<'a>),
+    /// A ROCTx range from its start to its end, or a mark (`MARKER_CORE_RANGE_API`).
+    MarkerRange(MarkerRange<'a>),
     /// A correlation id will not be used again (`CORRELATION_ID_RETIREMENT`).
     CorrelationRetired(CorrelationRetired<'a>),
     /// The dispatch a run of [`Record::CounterValue`]s that follow belongs to (dispatch counting service).
@@ -348,6 +351,11 @@ impl<'a> ApiCall<'a> {
     pub fn thread_id(&self) -> u64 {
         self.raw.thread_id
     }
+    /// The ROCTx call, for a `MARKER_CORE_API` record.
+    pub fn marker_call(&self) -> Option<MarkerCall> {
+        (self.raw.kind == sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_API)
+            .then(|| MarkerCall::from_raw(self.raw.operation))
+    }
 }
 
 impl std::fmt::Debug for ApiCall<'_> {
@@ -355,6 +363,49 @@ impl std::fmt::Debug for ApiCall<'_> {
         f.debug_struct("ApiCall")
             .field("kind", &self.kind())
             .field("operation", &self.operation())
+            .field("time", &self.time())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `MARKER_CORE_RANGE_API` record: a ROCTx range, or a mark.
+#[derive(Clone, Copy)]
+pub struct MarkerRange<'a> {
+    pub(crate) raw: &'a sys::rocprofiler_buffer_tracing_marker_api_record_t,
+}
+
+impl<'a> MarkerRange<'a> {
+    /// The raw record.
+    pub fn raw(&self) -> &'a sys::rocprofiler_buffer_tracing_marker_api_record_t {
+        self.raw
+    }
+    /// Range or mark.
+    pub fn operation(&self) -> RangeOperation {
+        RangeOperation::from_raw(self.raw.operation)
+    }
+    /// Start and end of the range; for a mark, of the `roctxMarkA` call.
+    pub fn time(&self) -> TimeRange {
+        TimeRange {
+            start: self.raw.start_timestamp,
+            end: self.raw.end_timestamp,
+        }
+    }
+    /// The correlation id of the call that opened the range: the callback of that call carries the same, and with
+    /// it the range's message ([`MarkerArgs::message`](super::MarkerArgs::message)).
+    pub fn correlation_id(&self) -> u64 {
+        self.raw.correlation_id.internal
+    }
+    /// The thread that opened the range.
+    pub fn thread_id(&self) -> u64 {
+        self.raw.thread_id
+    }
+}
+
+impl std::fmt::Debug for MarkerRange<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MarkerRange")
+            .field("operation", &self.operation())
+            .field("correlation_id", &self.correlation_id())
             .field("time", &self.time())
             .finish_non_exhaustive()
     }

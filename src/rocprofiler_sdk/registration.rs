@@ -287,8 +287,12 @@ pub enum TraceKind {
     HipCompilerApi,
     /// HSA API calls (core and AMD extensions).
     HsaApi,
-    /// ROCTx marker calls (core, control, name).
+    /// ROCTx calls, each on its own (core, control, name): a push and its pop are two calls.
     MarkerApi,
+    /// ROCTx ranges, one record from each range's start to its end, and marks
+    /// ([`Record::MarkerRange`](super::Record::MarkerRange)); their names come with callback tracing
+    /// ([`MarkerArgs`](super::MarkerArgs)). SDK 1.0 on; an older SDK refuses it with [`SdkError::UnknownKind`].
+    MarkerRanges,
     /// RCCL calls.
     RcclApi,
     /// Correlation id retirements.
@@ -316,6 +320,7 @@ impl TraceKind {
                 sys::ROCPROFILER_BUFFER_TRACING_MARKER_CONTROL_API,
                 sys::ROCPROFILER_BUFFER_TRACING_MARKER_NAME_API,
             ],
+            TraceKind::MarkerRanges => vec![sys::ROCPROFILER_BUFFER_TRACING_MARKER_CORE_RANGE_API],
             TraceKind::RcclApi => vec![sys::ROCPROFILER_BUFFER_TRACING_RCCL_API],
             TraceKind::CorrelationIdRetirement => {
                 vec![sys::ROCPROFILER_BUFFER_TRACING_CORRELATION_ID_RETIREMENT]
@@ -375,7 +380,8 @@ impl Setup<'_> {
         Buffer::create(self.lib, context, options, Box::new(callback))
     }
 
-    /// Traces `kinds` of `context` into `buffer`.
+    /// Traces `kinds` of `context` into `buffer`. A kind the library does not have is
+    /// [`SdkError::UnknownKind`], and then none of `kinds` is configured.
     pub fn trace(
         &mut self,
         context: &Context,
@@ -385,11 +391,19 @@ impl Setup<'_> {
         if kinds.is_empty() {
             return Err(SdkError::EmptyList("trace kinds").into());
         }
+        let raw: Vec<u32> = kinds.iter().flat_map(|k| k.raw_kinds()).collect();
+        if let Some(&kind) = raw.iter().find(|&&k| !self.lib.knows_buffer_kind(k)) {
+            return Err(SdkError::UnknownKind {
+                service: "buffer tracing",
+                kind,
+            }
+            .into());
+        }
         let f = sym(
             &self.lib.t.rocprofiler_configure_buffer_tracing_service,
             "rocprofiler_configure_buffer_tracing_service",
         )?;
-        for kind in kinds.iter().flat_map(|k| k.raw_kinds()) {
+        for kind in raw {
             // SAFETY: context and buffer exist; no operation filter (null, 0: every operation).
             check("rocprofiler_configure_buffer_tracing_service", unsafe {
                 f(context.raw(), kind, std::ptr::null(), 0, buffer.raw())
@@ -400,7 +414,8 @@ impl Setup<'_> {
     }
 
     /// Calls `callback` on the traced thread for every event of `kinds` (raw `rocprofiler_callback_tracing_kind_t`
-    /// values) in `context`. The closure is kept for the process: the SDK cannot be told to forget it.
+    /// values) in `context`. The closure is kept for the process: the SDK cannot be told to forget it. A kind the
+    /// library does not have is [`SdkError::UnknownKind`], and then none of `kinds` is configured.
     pub fn trace_callbacks<F>(
         &mut self,
         context: &Context,
@@ -412,6 +427,13 @@ impl Setup<'_> {
     {
         if kinds.is_empty() {
             return Err(SdkError::EmptyList("callback kinds").into());
+        }
+        if let Some(&kind) = kinds.iter().find(|&&k| !self.lib.knows_callback_kind(k)) {
+            return Err(SdkError::UnknownKind {
+                service: "callback tracing",
+                kind,
+            }
+            .into());
         }
         let f = sym(
             &self.lib.t.rocprofiler_configure_callback_tracing_service,

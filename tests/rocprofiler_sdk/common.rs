@@ -1,6 +1,6 @@
 //! Shared helpers for tests against the rocprofiler-sdk double (`gpu-tools-testing/doubles/rocprofiler_sdk.c`).
 
-use std::ffi::c_void;
+use std::ffi::{c_char, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -16,6 +16,12 @@ pub struct Double {
     pub emit_api: unsafe extern "C" fn(u32, i32, u64, u64, u64) -> i32,
     pub emit_copy: unsafe extern "C" fn(u32, u64, u64, u64, u64) -> i32,
     pub load_code_object: unsafe extern "C" fn(u64, i32),
+    pub roctx_mark: unsafe extern "C" fn(*const c_char),
+    pub roctx_push: unsafe extern "C" fn(*const c_char) -> i32,
+    pub roctx_pop: unsafe extern "C" fn() -> i32,
+    pub roctx_start: unsafe extern "C" fn(*const c_char) -> u64,
+    pub roctx_stop: unsafe extern "C" fn(u64),
+    pub thread_id: unsafe extern "C" fn() -> u64,
     stats: unsafe extern "C" fn(*mut u64),
     _controls: libloading::Library,
 }
@@ -56,6 +62,12 @@ pub fn controls() -> Double {
             emit_api: get!(b"rpsdk_emit_api\0"),
             emit_copy: get!(b"rpsdk_emit_copy\0"),
             load_code_object: get!(b"rpsdk_load_code_object\0"),
+            roctx_mark: get!(b"rpsdk_roctx_mark\0"),
+            roctx_push: get!(b"rpsdk_roctx_push\0"),
+            roctx_pop: get!(b"rpsdk_roctx_pop\0"),
+            roctx_start: get!(b"rpsdk_roctx_start\0"),
+            roctx_stop: get!(b"rpsdk_roctx_stop\0"),
+            thread_id: get!(b"rpsdk_thread_id\0"),
             stats: get!(b"rpsdk_stats\0"),
             _controls: c,
         }

@@ -13,8 +13,8 @@ use common::double;
 use gpu_tools::counters::{DeviceCounters, SampleClock};
 use gpu_tools::rocprofiler_sdk::{
     ApiKind, Batch, Buffer, BufferOptions, BufferPolicy, CallbackEvent, Context, CopyDirection,
-    DeviceSampler, MIN_BUFFER_SIZE, Payload, Record, RecordError, SdkError, Setup, Tool, TraceKind,
-    force_configure,
+    DeviceSampler, MIN_BUFFER_SIZE, MarkerCall, Payload, Phase, RangeOperation, Record,
+    RecordError, SdkError, Setup, Tool, TraceKind, force_configure,
 };
 use gpu_tools::sys::rocprofiler_sdk as sys;
 
@@ -62,6 +62,13 @@ enum Seen {
         category: u32,
         kind: u32,
     },
+    Range {
+        operation: RangeOperation,
+        correlation: u64,
+        thread: u64,
+        start: u64,
+        end: u64,
+    },
     Error(RecordError),
 }
 
@@ -108,6 +115,13 @@ fn own(batch: &Batch<'_>) -> Vec<Seen> {
                 dispatch: v.dispatch_id(),
             },
             Ok(Record::Unknown { category, kind }) => Seen::Unknown { category, kind },
+            Ok(Record::MarkerRange(m)) => Seen::Range {
+                operation: m.operation(),
+                correlation: m.correlation_id(),
+                thread: m.thread_id(),
+                start: m.time().start,
+                end: m.time().end,
+            },
             Ok(other) => panic!("unexpected {other:?}"),
             Err(e) => Seen::Error(e),
         })
@@ -122,6 +136,38 @@ struct Received {
     discard: Vec<Seen>,
     discard_drops: u64,
     code_objects: Vec<String>,
+    markers: Vec<MarkerNote>,
+}
+
+/// What a ROCTx callback carried.
+#[derive(Debug, Clone, PartialEq)]
+struct MarkerNote {
+    kind: u32,
+    call: Option<MarkerCall>,
+    range: Option<RangeOperation>,
+    enter: bool,
+    correlation: u64,
+    thread: u64,
+    message: Option<String>,
+    started: Option<u64>,
+    stopped: Option<u64>,
+}
+
+fn marker_note(e: &CallbackEvent<'_>) -> Option<MarkerNote> {
+    let Payload::Marker(args) = e.payload() else {
+        return None;
+    };
+    Some(MarkerNote {
+        kind: e.kind(),
+        call: args.call(),
+        range: args.range_operation(),
+        enter: e.phase() == Phase::Enter,
+        correlation: e.correlation_id(),
+        thread: e.thread_id(),
+        message: args.message().map(|m| m.to_string_lossy().into_owned()),
+        started: args.started_range_id(),
+        stopped: args.stopped_range_id(),
+    })
 }
 
 static RECEIVED: Mutex<Option<Received>> = Mutex::new(None);
@@ -178,6 +224,7 @@ impl Tool for TestTool {
                 TraceKind::HipRuntimeApi,
                 TraceKind::HsaApi,
                 TraceKind::MarkerApi,
+                TraceKind::MarkerRanges,
                 TraceKind::CorrelationIdRetirement,
                 TraceKind::MemoryAllocation,
             ],
@@ -200,6 +247,21 @@ impl Tool for TestTool {
                 .code_objects
                 .push(text);
         })?;
+        setup.trace_callbacks(
+            &main_ctx,
+            &[
+                sys::ROCPROFILER_CALLBACK_TRACING_MARKER_CORE_API,
+                sys::ROCPROFILER_CALLBACK_TRACING_MARKER_CORE_RANGE_API,
+            ],
+            |e: &CallbackEvent<'_>| {
+                if let Some(note) = marker_note(e) {
+                    received()
+                        .get_or_insert_with(Default::default)
+                        .markers
+                        .push(note);
+                }
+            },
+        )?;
         let counting = Arc::new(
             setup.create_buffer(&main_ctx, BufferOptions::new(8192), |b| {
                 let seen = own(b);
@@ -666,4 +728,124 @@ fn handles_are_send_and_sync_where_meant() {
     both::<Context>();
     both::<gpu_tools::rocprofiler_sdk::SdkLibrary>();
     send::<DeviceSampler>();
+}
+
+#[test]
+fn roctx_ranges_are_records_of_their_own_named_by_their_callbacks() {
+    let (_s, h) = handles();
+    let d = double();
+    take();
+    // SAFETY: the controls take NUL-terminated strings that outlive the calls, and plain values.
+    let (tid, levels, id) = unsafe {
+        let tid = (d.thread_id)();
+        (d.roctx_push)(c"outer".as_ptr());
+        (d.roctx_push)(c"inner".as_ptr());
+        (d.roctx_mark)(c"here".as_ptr());
+        let levels = ((d.roctx_pop)(), (d.roctx_pop)());
+        (tid, levels, (d.roctx_start)(c"across threads".as_ptr()))
+    };
+    assert_eq!(levels, (1, 0));
+    // SAFETY: a plain value.
+    let stopper = std::thread::spawn(move || unsafe { (d.roctx_stop)(id) });
+    stopper.join().unwrap();
+    h.main.flush().unwrap();
+    let r = take();
+    let ranges: Vec<(RangeOperation, u64, u64, u64, u64)> = r
+        .main
+        .iter()
+        .filter_map(|s| match *s {
+            Seen::Range {
+                operation,
+                correlation,
+                thread,
+                start,
+                end,
+            } => Some((operation, correlation, thread, start, end)),
+            _ => None,
+        })
+        .collect();
+    // Written as each ends: the mark, the inner range, the outer one, the range stopped on another thread, which
+    // keeps the thread that started it.
+    let ops: Vec<RangeOperation> = ranges.iter().map(|r| r.0).collect();
+    assert_eq!(
+        ops,
+        [
+            RangeOperation::Mark,
+            RangeOperation::ThreadRange,
+            RangeOperation::ThreadRange,
+            RangeOperation::ProcessRange
+        ]
+    );
+    assert!(
+        ranges.iter().all(|r| r.2 == tid && r.3 <= r.4),
+        "{ranges:?}"
+    );
+    let [mark, inner, outer, across] = ranges[..] else {
+        unreachable!()
+    };
+    assert!(outer.3 <= inner.3 && inner.3 <= mark.3 && mark.4 <= inner.4 && inner.4 <= outer.4);
+    assert!(outer.4 <= across.3);
+    // Each name is the argument of the opening call, in the callback of the range's correlation id, at its Enter.
+    let name_of = |correlation: u64| -> Vec<Option<String>> {
+        r.markers
+            .iter()
+            .filter(|n| n.correlation == correlation)
+            .map(|n| n.message.clone())
+            .collect()
+    };
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(name_of(mark.1), [some("here"), None]);
+    assert_eq!(name_of(inner.1), [some("inner"), None]);
+    assert_eq!(name_of(outer.1), [some("outer"), None]);
+    assert_eq!(name_of(across.1), [some("across threads"), None]);
+    // The calls come as calls too, each under a correlation id of its own.
+    let calls: Vec<(String, u64)> = r
+        .main
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Api {
+                api: Some(ApiKind::Marker),
+                name,
+                correlation,
+                ..
+            } => Some((name.clone().unwrap_or_default(), *correlation)),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "roctxRangePushA",
+            "roctxRangePushA",
+            "roctxMarkA",
+            "roctxRangePop",
+            "roctxRangePop",
+            "roctxRangeStartA",
+            "roctxRangeStop"
+        ]
+    );
+    assert!(calls.iter().all(|c| ranges.iter().all(|r| r.1 != c.1)));
+    // The calls' callbacks: the id the start returned, at its Exit, and the id the stop was given.
+    let call_note = |call: MarkerCall, enter: bool| {
+        r.markers
+            .iter()
+            .find(|n| n.call == Some(call) && n.enter == enter)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(call_note(MarkerCall::RangeStart, false).started, Some(id));
+    assert_eq!(call_note(MarkerCall::RangeStop, true).stopped, Some(id));
+    assert_eq!(
+        call_note(MarkerCall::RangePush, true).message.as_deref(),
+        Some("outer")
+    );
+    assert_eq!(call_note(MarkerCall::RangePop, true).message, None);
+    let stopped_on = call_note(MarkerCall::RangeStop, true).thread;
+    assert_ne!(stopped_on, tid);
+    assert!(
+        r.markers.iter().all(
+            |n| n.kind == sys::ROCPROFILER_CALLBACK_TRACING_MARKER_CORE_API || n.range.is_some()
+        )
+    );
 }
