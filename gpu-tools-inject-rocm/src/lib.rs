@@ -1,8 +1,9 @@
 //! The gpu-tools rocprofiler-sdk tool library. The SDK loads it into a HIP program named in `ROCP_TOOL_LIBRARIES`
 //! and calls its `rocprofiler_configure`; it then traces the program's kernel dispatches, memory copies, HIP API
-//! calls and ROCTx markers, and streams them, in the format of `gpu_tools::trace`, to the tracer named by the
-//! settings in the environment (`gpu_tools_injection::settings`: a Unix socket, or a file), as the CUDA injection
-//! library does.
+//! calls and ROCTx ranges and marks, and streams them, in the format of `gpu_tools::trace`, to the tracer named by
+//! the settings in the environment (`gpu_tools_injection::settings`: a Unix socket, or a file), as the CUDA
+//! injection library does. ROCTx ranges come as NVTX ranges do on NVIDIA (the marker kind, `nvtx`); the ROCTx
+//! calls come as API calls with the runtime kind.
 //!
 //! Kernel names come from the code-object callbacks as the code object has them (mangled; the `.kd` suffix of
 //! kernel descriptors removed): the tracer demangles. Every record is delivered at the SDK's finalisation (process
@@ -14,6 +15,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod convert;
+mod roctx;
 mod stream;
 
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use gpu_tools::rocprofiler_sdk::{
 use gpu_tools_injection::env::TraceKind;
 use gpu_tools_injection::settings::Settings;
 
+use roctx::Notes;
 use stream::Stream;
 
 /// The tool: one context tracing into one buffer, and the stream.
@@ -41,9 +44,8 @@ fn sdk_kinds(kinds: &[TraceKind]) -> Vec<SdkKind> {
             TraceKind::Kernel => &[SdkKind::KernelDispatch],
             TraceKind::Memcpy => &[SdkKind::MemoryCopy],
             TraceKind::Runtime | TraceKind::Driver => &[SdkKind::HipRuntimeApi, SdkKind::MarkerApi],
-            // The tool's marker kind is named for NVTX; ROCTx is the same thing on AMD.
-            TraceKind::Nvtx => &[SdkKind::MarkerApi],
-            // No memset, synchronization or overhead records in the SDK's buffer tracing.
+            // The marker kind (named for NVTX; ROCTx on AMD) is configured apart: `roctx::configure`. No memset,
+            // synchronization or overhead records in the SDK's buffer tracing.
             _ => &[],
         };
         for a in add {
@@ -66,11 +68,14 @@ impl Tool for RocmTrace {
         })?;
         let (kinds, size) = (&settings.kinds, settings.buffer_size);
         let lib = setup.library();
+        let calls = sdk_kinds(kinds);
+        let marker_calls = calls.contains(&SdkKind::MarkerApi);
         let stream = Arc::new(
             Stream::open(
                 lib,
                 setup.agents().unwrap_or_default(),
                 &settings.destination,
+                marker_calls,
             )
             .map_err(|e| {
                 gpu_tools::rocprofiler_sdk::SdkError::ToolInitializeFailed(format!(
@@ -83,7 +88,14 @@ impl Tool for RocmTrace {
         let buffer = setup.create_buffer(&context, BufferOptions::new(size), move |batch| {
             s.write_batch(batch)
         })?;
-        setup.trace(&context, &sdk_kinds(kinds), &buffer)?;
+        if !calls.is_empty() {
+            setup.trace(&context, &calls, &buffer)?;
+        }
+        if kinds.contains(&TraceKind::Nvtx) {
+            let notes = Arc::new(Notes::new(lib));
+            let source = roctx::configure(setup, &context, &buffer, &notes, marker_calls)?;
+            stream.follow_roctx(source, notes);
+        }
         let s = Arc::clone(&stream);
         setup.trace_code_objects(&context, move |event| {
             if let Payload::KernelSymbol(k) = event.payload() {

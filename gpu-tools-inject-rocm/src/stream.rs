@@ -1,7 +1,7 @@
 //! The trace stream of one process: a Unix socket or a file named by `gpu_tools_injection::settings`, written only by the
 //! process that opened it (a forked child writes nothing).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gpu_tools::rocprofiler_sdk::{Agent, Batch, SdkLibrary};
 use gpu_tools::trace::{
@@ -12,6 +12,7 @@ use gpu_tools_injection::settings::Destination;
 use gpu_tools_injection::sink::Sink;
 
 use crate::convert::Converter;
+use crate::roctx::{Notes, Source};
 
 struct State {
     encoder: Encoder,
@@ -31,11 +32,12 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Opens `destination` and writes the stream's start.
+    /// Opens `destination` and writes the stream's start. `marker_calls`: ROCTx calls are written as API calls.
     pub fn open(
         lib: &'static SdkLibrary,
         agents: Vec<Agent>,
         destination: &Destination,
+        marker_calls: bool,
     ) -> std::io::Result<Stream> {
         let pid = std::process::id();
         let sink = match destination {
@@ -57,7 +59,7 @@ impl Stream {
             owner: pid,
             state: Mutex::new(State {
                 encoder: Encoder::new(&header),
-                converter: Converter::new(lib, &agents),
+                converter: Converter::new(lib, &agents, marker_calls),
                 sink,
                 skipped: 0,
                 dropped: 0,
@@ -96,14 +98,24 @@ impl Stream {
         }
     }
 
+    /// Writes ROCTx ranges and marks from `source`'s records, named by `notes`.
+    pub fn follow_roctx(&self, source: Source, notes: Arc<Notes>) {
+        if let Some(mut st) = self.lock() {
+            st.converter.follow_roctx(source, notes);
+        }
+    }
+
     /// Converts and sends one batch.
     pub fn write_batch(&self, batch: &Batch<'_>) {
         let Some(mut st) = self.lock() else { return };
         let st = &mut *st;
         for record in batch.records() {
-            match record.ok().and_then(|r| st.converter.convert(&r)) {
-                Some(r) => st.encoder.push(&r),
-                None => st.skipped += 1,
+            let encoder = &mut st.encoder;
+            let converted = record
+                .ok()
+                .is_some_and(|r| st.converter.convert(&r, &mut |t| encoder.push(&t)));
+            if !converted {
+                st.skipped += 1;
             }
         }
         if batch.dropped_records() > 0 {
@@ -125,6 +137,9 @@ impl Stream {
             return;
         }
         st.ended = true;
+        let st = &mut *st;
+        let encoder = &mut st.encoder;
+        st.converter.finish(&mut |t| encoder.push(&t));
         let late = dropped.saturating_sub(st.dropped);
         if late > 0 {
             st.dropped += late;
@@ -143,7 +158,7 @@ impl Stream {
             callback_panics,
         };
         st.encoder.push(&Record::ProcessEnd(end));
-        send(&mut st);
+        send(st);
         st.sink.finish();
     }
 }

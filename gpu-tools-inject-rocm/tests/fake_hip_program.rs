@@ -5,21 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
 use std::process::Command;
 
 use gpu_tools::trace::{ApiDomain, CopyKind, Record, StreamReader, TimestampClock};
 use gpu_tools_injection::env;
 
-/// This library, as the workspace built it.
-fn tool_library() -> PathBuf {
-    gpu_tools_testing::inject_rocm_lib()
-}
+mod common;
 
-/// The rocprofiler-sdk double (`gpu-tools-testing/doubles/rocprofiler_sdk.c`).
-fn double() -> PathBuf {
-    gpu_tools_testing::double_path("rocprofiler_sdk")
-}
+use common::{double, tool_library, trace_python};
 
 fn demangle(name: &str) -> String {
     cpp_demangle::Symbol::new(name)
@@ -161,64 +154,17 @@ fn a_fake_hip_program_is_traced_through_the_double() {
     assert_eq!((end.dropped, end.skipped, end.callback_panics), (0, 2, 0));
 }
 
-/// The records of a Python program that loads the double as `d` and runs `body`, traced with `kinds`.
-fn trace_python(body: &str, kinds: &str) -> Vec<Record> {
-    let dir = std::env::temp_dir().join(format!(
-        "gpu-tools-rocm-{}-{}",
-        std::process::id(),
-        kinds.replace(',', "-")
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("trace.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    let program = format!(
-        "import ctypes\nd = ctypes.CDLL({:?}, mode=ctypes.RTLD_GLOBAL)\n{body}",
-        double().display().to_string()
-    );
-    let mut child = Command::new("python3")
-        .args(["-c", &program])
-        .env("ROCP_TOOL_LIBRARIES", tool_library())
-        .env(gpu_tools::rocprofiler_sdk::ENV_VAR, double())
-        .env(env::SOCKET, &socket)
-        .env(env::KINDS, kinds)
-        .spawn()
-        .expect("python3 runs");
-    listener.set_nonblocking(true).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let conn = loop {
-        match listener.accept() {
-            Ok((conn, _)) => break conn,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if let Some(status) = child.try_wait().unwrap() {
-                    panic!("the program ended ({status}) without connecting");
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no connection in 60 s"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("accept: {e}"),
-        }
-    };
-    conn.set_nonblocking(false).unwrap();
-    let records: Vec<Record> = StreamReader::new(conn)
-        .map(|r| r.expect("the stream decodes"))
-        .collect();
-    assert!(child.wait().unwrap().success());
-    std::fs::remove_dir_all(&dir).unwrap();
-    records
-}
-
 #[test]
 fn a_device_to_device_copy_between_two_gpus_is_peer_to_peer() {
     // Agents 0x1001 and 0x1002 are the double's two GPUs; 4 is ROCPROFILER_MEMORY_COPY_DEVICE_TO_DEVICE.
     let records = trace_python(
+        "peer",
         "d.rpsdk_start_runtime()\n\
          d.rpsdk_emit_copy_between(4, 0x1001, 0x1002, 4096, 1, 1000, 2000)\n\
          d.rpsdk_emit_copy_between(4, 0x1001, 0x1001, 4096, 2, 3000, 4000)\n\
          d.rpsdk_finalize()",
         "memcpy",
+        &[],
     );
     let copies: Vec<(u32, CopyKind)> = records
         .iter()
@@ -228,23 +174,4 @@ fn a_device_to_device_copy_between_two_gpus_is_peer_to_peer() {
         })
         .collect();
     assert_eq!(copies, [(1, CopyKind::PtoP), (2, CopyKind::DtoD)]);
-}
-
-#[test]
-fn markers_are_traced_when_only_markers_are_asked_for() {
-    // 7 is ROCPROFILER_BUFFER_TRACING_MARKER_CORE_API, 0 its roctxMarkA.
-    let records = trace_python(
-        "d.rpsdk_start_runtime()\n\
-         d.rpsdk_emit_api(7, 0, 1, 1000, 1100)\n\
-         d.rpsdk_finalize()",
-        "nvtx",
-    );
-    let markers: Vec<&str> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Api(a) if a.domain == ApiDomain::Marker => Some(&*a.name),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(markers, ["roctxMarkA"]);
 }

@@ -18,6 +18,7 @@
  *     pop, one record per range written at its end); `RPSDK_DOUBLE_NO_CORE_RANGE=1` makes it an SDK from before
  *     MARKER_CORE_RANGE_API, which does not name that kind and ends the process when asked to configure it (the
  *     real SDK indexes its per-kind table with `.at(kind)` before checking the kind: std::out_of_range);
+ *     `RPSDK_DOUBLE_REFUSE_BUFFER_KIND=N` refuses buffer kind N with NOT_IMPLEMENTED, as an SDK built without it;
  *   - agents (a CPU and two GPUs), counters per GPU, counter configs, the dispatch and device counting services.
  * Test-only controls start with `rpsdk_`: starting the "runtime", emitting records and callbacks, a fake HIP
  * program, statistics.
@@ -58,7 +59,7 @@ enum {
     OK = 0, ERROR = 1, CONTEXT_NOT_FOUND = 2, BUFFER_NOT_FOUND = 3, KIND_NOT_FOUND = 4, OPERATION_NOT_FOUND = 5,
     AGENT_NOT_FOUND = 7, COUNTER_NOT_FOUND = 8, CONTEXT_ERROR = 9, CONTEXT_INVALID = 10, CONTEXT_ID_NOT_ZERO = 13,
     BUFFER_BUSY = 14, SERVICE_ALREADY_CONFIGURED = 15, CONFIGURATION_LOCKED = 16, INVALID_ARGUMENT = 19,
-    FINALIZED = 21, OUT_OF_RESOURCES = 29,
+    NOT_IMPLEMENTED = 17, FINALIZED = 21, OUT_OF_RESOURCES = 29,
 };
 enum { CATEGORY_TRACING = 1, CATEGORY_PC_SAMPLING = 2, CATEGORY_COUNTERS = 3 };
 enum {
@@ -615,6 +616,9 @@ EXPORT status_t rocprofiler_configure_buffer_tracing_service(context_id_t ctx, u
     (void)ops; (void)nops;
     if (old_sdk() && kind >= buffer_kinds() && kind < BT_LAST) past_last_kind("buffer tracing", kind);
     if (kind == 0 || kind >= BT_LAST) return KIND_NOT_FOUND;
+    /* A kind the SDK has but refuses (its build left the service out: NOT_IMPLEMENTED). */
+    const char *refused = getenv("RPSDK_DOUBLE_REFUSE_BUFFER_KIND");
+    if (refused && *refused && strtoul(refused, NULL, 10) == kind) return NOT_IMPLEMENTED;
     return add_service((struct service){ctx.handle, 0, kind, buffer.handle, NULL, NULL});
 }
 
