@@ -918,6 +918,7 @@ typedef struct {
 } PcGetData;
 
 CUptiResult cuptiPCSamplingGetData(PcGetData *p) {
+    FAIL_IF_ASKED();
     if (!p || !g_pc_enabled || !p->pcSamplingData) return INVALID_OPERATION;
     /* CUPTI's decode threads write into the configured buffer while sampling is enabled (its PC sampling tutorial:
        a GetData buffer separate from it): a read into that buffer races them, refused here. */

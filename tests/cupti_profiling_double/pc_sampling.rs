@@ -71,6 +71,25 @@ fn records_read_while_sampling_and_those_left_at_the_disable_come_once_each_thro
 }
 
 #[test]
+fn pcs_the_disable_cannot_fit_in_the_configured_buffer_are_counted_not_dropped_unsaid() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
+    // Three PCs left at the disable (the finish's read fails: CUPTI_ERROR_UNKNOWN), for a configured buffer of
+    // two: the third is lost, and counted.
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"chase", 0x50, 4, 10);
+    d.pc(c"other", 0x10, 9, 5);
+    d.fail(c"cuptiPCSamplingGetData", 999);
+    let (all, error) = s.finish_keeping();
+    d.clear_failure();
+    assert!(error.is_some(), "the read's failure is the finish's error");
+    assert_eq!(all.records.len(), 2);
+    assert_eq!(all.truncated_pcs, 1);
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
 fn pc_sampling_settings_are_checked() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();

@@ -111,7 +111,8 @@ pub struct PcSamples {
     pub non_user_samples: u64,
     /// Reads during which the hardware buffer was full (CUPTI then lost data).
     pub buffer_full: u64,
-    /// PCs CUPTI had but the sampler's read buffer could not take in one read (read again later).
+    /// PCs CUPTI had but a buffer could not take: beyond a read's (read again later), or left after the disable
+    /// filled the configured buffer (lost: no read follows a disable).
     pub truncated_pcs: u64,
 }
 
@@ -465,8 +466,12 @@ impl<'c> PcSampler<'c> {
         let mut error = self.read().err();
         match self.disable() {
             Ok(()) => {
+                // PCs the disable could not fit in the configured buffer are gone (no read follows a disable):
+                // counted with those beyond a read buffer, never dropped unsaid.
+                let left = self.config.remaining() as u64;
                 // SAFETY: Disable copied CUPTI's last records into the configured buffer, CUPTI's no longer.
-                let last = unsafe { self.config.take(&mut self.names) };
+                let mut last = unsafe { self.config.take(&mut self.names) };
+                last.truncated_pcs += left;
                 self.collected.merge(last);
             }
             Err(e) => {
