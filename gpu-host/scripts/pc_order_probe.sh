@@ -35,6 +35,11 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
 job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/pc_order_probe}; mkdir -p "$out"
+# SEGV_BACKTRACE=1: the jobs get gpu-host/support/segv_backtrace.c preloaded (the native stack of a fatal signal in
+# the job's log), as in attach_matrix.sh: a JAX job of SET=3 died in its second PC sampling window with none.
+if [ "${SEGV_BACKTRACE:-0}" = 1 ] && gcc -shared -fPIC -O1 -o "$out/segv_backtrace.so" "$root/gpu-host/support/segv_backtrace.c"; then
+  py="env LD_PRELOAD=$out/segv_backtrace.so $py"
+fi
 unset GPU_TOOLS_INJECT_LIB
 export STOP_FILE=$out/stop; rm -f "$STOP_FILE"
 . "$root/gpu-host/support/job_ready.sh"
