@@ -157,49 +157,62 @@ END:
 
 static CUcontext g_ctx;
 static size_t g_reasons;
-static std::vector<CUpti_PCSamplingPCData> g_pcs;
-static std::vector<std::vector<CUpti_PCSamplingStallReason>> g_stalls;
-static CUpti_PCSamplingData g_data;
+// Two buffers, as CUPTI's PC sampling tutorial asks: the configured one (SAMPLING_DATA_BUFFER) is written by CUPTI's
+// decode threads while sampling runs and read here only after the disable; every GetData fills the other. (This
+// probe once used one buffer for both, as the library's sampler did when two jobs died inside CUPTI's strdup.)
+struct PcBuffer {
+    std::vector<CUpti_PCSamplingPCData> pcs;
+    std::vector<std::vector<CUpti_PCSamplingStallReason>> stalls;
+    CUpti_PCSamplingData data;
+
+    void prepare(size_t n) {
+        pcs.assign(n, CUpti_PCSamplingPCData{});
+        stalls.assign(n, std::vector<CUpti_PCSamplingStallReason>(g_reasons));
+        for (size_t i = 0; i < n; i++) {
+            pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+            pcs[i].stallReason = stalls[i].data();
+        }
+        memset(&data, 0, sizeof data);
+        data.size = sizeof(CUpti_PCSamplingData);
+        data.collectNumPcs = n;
+        data.pPcData = pcs.data();
+    }
+};
+static PcBuffer g_config, g_read;
 static unsigned long long g_samples, g_pcs_total, g_nonuser, g_dropped, g_full;
 static std::map<std::string, unsigned long long> g_by_function;
 
-static void prepare_buffer(size_t n) {
-    g_pcs.assign(n, CUpti_PCSamplingPCData{});
-    g_stalls.assign(n, std::vector<CUpti_PCSamplingStallReason>(g_reasons));
-    for (size_t i = 0; i < n; i++) {
-        g_pcs[i].size = sizeof(CUpti_PCSamplingPCData);
-        g_pcs[i].stallReason = g_stalls[i].data();
-    }
-    memset(&g_data, 0, sizeof g_data);
-    g_data.size = sizeof(CUpti_PCSamplingData);
-    g_data.collectNumPcs = n;
-    g_data.pPcData = g_pcs.data();
+static void prepare_buffers(size_t n) {
+    g_config.prepare(n);
+    g_read.prepare(n);
 }
 
-static void account() {
-    g_samples += g_data.totalSamples;
-    g_pcs_total += g_data.totalNumPcs;
-    g_nonuser += g_data.nonUsrKernelsTotalSamples;
-    g_dropped += g_data.droppedSamples;
-    g_full += g_data.hardwareBufferFull;
-    for (size_t i = 0; i < g_data.totalNumPcs && i < g_pcs.size(); i++) {
+static void account(const PcBuffer &b) {
+    const CUpti_PCSamplingData &d = b.data;
+    g_samples += d.totalSamples;
+    g_pcs_total += d.totalNumPcs;
+    g_nonuser += d.nonUsrKernelsTotalSamples;
+    g_dropped += d.droppedSamples;
+    g_full += d.hardwareBufferFull;
+    for (size_t i = 0; i < d.totalNumPcs && i < b.pcs.size(); i++) {
         unsigned long long n = 0;
-        for (size_t k = 0; k < g_pcs[i].stallReasonCount; k++) n += g_pcs[i].stallReason[k].samples;
-        g_by_function[g_pcs[i].functionName ? g_pcs[i].functionName : "?"] += n;
+        for (size_t k = 0; k < b.pcs[i].stallReasonCount; k++) n += b.pcs[i].stallReason[k].samples;
+        g_by_function[b.pcs[i].functionName ? b.pcs[i].functionName : "?"] += n;
     }
 }
 
 static void read_data() {
     for (int i = 0; i < 1000; i++) {
+        g_read.prepare(g_read.pcs.size());
         CUpti_PCSamplingGetDataParams p = {};
         p.size = CUpti_PCSamplingGetDataParamsSize;
         p.ctx = g_ctx;
-        p.pcSamplingData = &g_data;
+        p.pcSamplingData = &g_read.data;
         CUptiResult r = cuptiPCSamplingGetData(&p);
         if (r == CUPTI_ERROR_OUT_OF_MEMORY) g_full++;
         else if (r != CUPTI_SUCCESS) { printf("error cuptiPCSamplingGetData -> %d\n", (int)r); return; }
-        account();
-        if (g_data.remainingNumPcs == 0 || g_data.totalNumPcs == 0) return;
+        account(g_read);
+        if (g_read.data.remainingNumPcs == 0 || g_read.data.totalNumPcs == 0) return;
     }
 }
 
@@ -223,13 +236,13 @@ static void enable(bool serial) {
     r.stallReasonIndex = index.data();
     r.stallReasons = names.data();
     CU(cuptiPCSamplingGetStallReasons(&r));
-    prepare_buffer(4096);
+    prepare_buffers(4096);
     CUpti_PCSamplingConfigurationInfo a[4] = {};
     a[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
     a[0].attributeData.stallReasonData.stallReasonCount = g_reasons;
     a[0].attributeData.stallReasonData.pStallReasonIndex = index.data();
     a[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
-    a[1].attributeData.samplingDataBufferData.samplingDataBuffer = &g_data;
+    a[1].attributeData.samplingDataBufferData.samplingDataBuffer = &g_config.data;
     a[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
     a[2].attributeData.collectionModeData.collectionMode =
         serial ? CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED : CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
@@ -439,7 +452,7 @@ static void disable() {
     d.size = CUpti_PCSamplingDisableParamsSize;
     d.ctx = g_ctx;
     CU(cuptiPCSamplingDisable(&d));
-    account();
+    account(g_config);
 }
 
 int main(int argc, char **argv) {
