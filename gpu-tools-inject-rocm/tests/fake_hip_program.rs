@@ -4,15 +4,12 @@
 //! streaming to this test over a Unix socket; the stream is decoded and printed as a tracer lists it.
 
 use std::collections::BTreeMap;
-use std::os::unix::net::UnixListener;
-use std::process::Command;
 
-use gpu_tools::trace::{ApiDomain, CopyKind, Record, StreamReader, TimestampClock};
-use gpu_tools_injection::env;
+use gpu_tools::trace::{ApiDomain, CopyKind, Record, TimestampClock};
 
 mod common;
 
-use common::{double, tool_library, trace_python};
+use common::{trace_python, trace_python_with_header};
 
 fn demangle(name: &str) -> String {
     cpp_demangle::Symbol::new(name)
@@ -23,51 +20,12 @@ fn demangle(name: &str) -> String {
 
 #[test]
 fn a_fake_hip_program_is_traced_through_the_double() {
-    let dir = std::env::temp_dir().join(format!("gpu-tools-rocm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("trace.sock");
-    let listener = UnixListener::bind(&socket).unwrap();
-    let double = double();
-    let program = format!(
-        "import ctypes\nd = ctypes.CDLL({:?}, mode=ctypes.RTLD_GLOBAL)\nd.rpsdk_fake_hip_program(6)\nprint('fake HIP program done')",
-        double.display().to_string()
+    let (header, records) = trace_python_with_header(
+        "fake-hip",
+        "d.rpsdk_fake_hip_program(6)\nprint('fake HIP program done')",
+        "kernel,memcpy,runtime",
+        &[],
     );
-    let mut child = Command::new("python3")
-        .args(["-c", &program])
-        .env("ROCP_TOOL_LIBRARIES", tool_library())
-        .env(gpu_tools::rocprofiler_sdk::ENV_VAR, &double)
-        .env(env::SOCKET, &socket)
-        .env(env::KINDS, "kernel,memcpy,runtime")
-        .spawn()
-        .expect("python3 runs");
-    // A program that never connects (its tool library not loaded) fails the test instead of hanging it.
-    listener.set_nonblocking(true).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let conn = loop {
-        match listener.accept() {
-            Ok((conn, _)) => break conn,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if let Some(status) = child.try_wait().unwrap() {
-                    panic!("the fake HIP program ended ({status}) without connecting");
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no connection in 60 s"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) => panic!("accept: {e}"),
-        }
-    };
-    conn.set_nonblocking(false).unwrap();
-    let mut reader = StreamReader::new(conn);
-    let mut records = Vec::new();
-    for item in reader.by_ref() {
-        records.push(item.expect("the stream decodes"));
-    }
-    let header = *reader.header().unwrap();
-    assert!(child.wait().unwrap().success());
-    std::fs::remove_dir_all(&dir).unwrap();
 
     println!(
         "stream of pid {}: rocprofiler-sdk {}, clock {:?}",

@@ -5,7 +5,7 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::process::Command;
 
-use gpu_tools::trace::{Record, StreamReader};
+use gpu_tools::trace::{Record, StreamHeader, StreamReader};
 use gpu_tools_injection::env;
 
 /// This library, as the workspace built it.
@@ -21,6 +21,16 @@ pub fn double() -> PathBuf {
 /// The records of a Python program that loads the double as `d` and runs `body`, traced with `kinds`, with `envs`
 /// set too; `tag` names the run's folder (unique per test).
 pub fn trace_python(tag: &str, body: &str, kinds: &str, envs: &[(&str, &str)]) -> Vec<Record> {
+    trace_python_with_header(tag, body, kinds, envs).1
+}
+
+/// As [`trace_python`], with the stream's header.
+pub fn trace_python_with_header(
+    tag: &str,
+    body: &str,
+    kinds: &str,
+    envs: &[(&str, &str)],
+) -> (StreamHeader, Vec<Record>) {
     let dir = std::env::temp_dir().join(format!("gpu-tools-rocm-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("trace.sock");
@@ -58,10 +68,13 @@ pub fn trace_python(tag: &str, body: &str, kinds: &str, envs: &[(&str, &str)]) -
         }
     };
     conn.set_nonblocking(false).unwrap();
-    let records: Vec<Record> = StreamReader::new(conn)
+    let mut reader = StreamReader::new(conn);
+    let records: Vec<Record> = reader
+        .by_ref()
         .map(|r| r.expect("the stream decodes"))
         .collect();
+    let header = *reader.header().expect("the stream's header");
     assert!(child.wait().unwrap().success());
     std::fs::remove_dir_all(&dir).unwrap();
-    records
+    (header, records)
 }
