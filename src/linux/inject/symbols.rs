@@ -188,9 +188,8 @@ mod tests {
     use super::*;
     use crate::linux::procfs::Process;
 
-    /// This process's libc, placed with this process's map, names `getpid` where this process calls it.
-    #[test]
-    fn own_libc_symbols_land_where_they_are() {
+    /// This process's libc, read and placed with this process's map.
+    fn own_libc() -> LoadedLibrary {
         let maps = Process::current().maps().unwrap();
         let libc_map = maps
             .iter()
@@ -200,7 +199,13 @@ mod tests {
             })
             .expect("this test links libc dynamically");
         let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(libc_map)).collect();
-        let lib = LoadedLibrary::read(libc_map.path().unwrap(), &same).unwrap();
+        LoadedLibrary::read(libc_map.path().unwrap(), &same).unwrap()
+    }
+
+    /// This process's libc, placed with this process's map, names `getpid` where this process calls it.
+    #[test]
+    fn own_libc_symbols_land_where_they_are() {
+        let lib = own_libc();
         // SAFETY: only the address of libc's getpid is taken, through the loader, as the process resolved it.
         let local = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) } as u64;
         assert_eq!(lib.function("getpid"), Some(local));
@@ -256,16 +261,7 @@ mod tests {
     /// one the loader gives a caller.
     #[test]
     fn a_default_version_listed_after_an_older_one_is_the_one_found() {
-        let maps = Process::current().maps().unwrap();
-        let libc_map = maps
-            .iter()
-            .find(|m| {
-                m.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("libc.so"))
-            })
-            .expect("this test links libc dynamically");
-        let same: Vec<&Mapping> = maps.iter().filter(|m| m.same_file(libc_map)).collect();
-        let lib = LoadedLibrary::read(libc_map.path().unwrap(), &same).unwrap();
+        let lib = own_libc();
         let mut compared = 0;
         for name in [
             c"pthread_cond_init",
