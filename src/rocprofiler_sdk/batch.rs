@@ -216,7 +216,8 @@ impl std::fmt::Debug for Records<'_> {
     }
 }
 
-/// The payload of a tracing or counting record, as `T`, after checking its `size` field.
+/// The payload of a tracing or counting record, as `T`, after checking its `size` field (`super::sized`, with this
+/// record's place in the error).
 ///
 /// # Safety
 /// `payload` must point at a record readable for 'a whose first 8 bytes are its size, at least 8 bytes long.
@@ -226,21 +227,21 @@ unsafe fn sized<'a, T>(
     category: u32,
     kind: u32,
 ) -> Result<&'a T, RecordError> {
-    // SAFETY: the first 8 bytes are readable (the caller's contract); the SDK aligns payloads to 8.
-    let size = unsafe { payload.cast::<u64>().read_unaligned() };
-    let need = size_of::<T>();
-    if size < need as u64 {
-        return Err(RecordError::TooSmall {
-            index,
-            category,
-            kind,
-            size,
-            need,
-        });
+    let too_small = |size: u64| RecordError::TooSmall {
+        index,
+        category,
+        kind,
+        size,
+        need: size_of::<T>(),
+    };
+    // SAFETY: the caller's contract; the SDK allocates payloads with their struct's alignment, and T is a plain C
+    // struct valid for any bits.
+    match unsafe { super::sized::sized::<T>(payload.cast()) } {
+        Ok(Some(t)) => Ok(t),
+        // A record's payload is never null; were it, nothing of it could be read.
+        Ok(None) => Err(too_small(0)),
+        Err((size, _)) => Err(too_small(size)),
     }
-    // SAFETY: the record says it holds at least `need` bytes; T is a plain C struct valid for any bits, and the
-    // SDK allocates payloads with their struct's alignment.
-    Ok(unsafe { &*payload.cast::<T>() })
 }
 
 impl<'a> Records<'a> {

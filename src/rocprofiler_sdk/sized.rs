@@ -6,7 +6,8 @@ use std::ffi::c_void;
 /// Decodes a payload of `T` after checking its leading `size` field.
 ///
 /// # Safety
-/// `payload` must be null or point at a `T`-like record readable for 'a whose first 8 bytes are its size.
+/// `payload` must be null or point at a `T`-like record, aligned for `T`, readable for 'a, whose first 8 bytes are
+/// its size.
 pub(crate) unsafe fn sized<'a, T>(payload: *const c_void) -> Result<Option<&'a T>, (u64, usize)> {
     if payload.is_null() {
         return Ok(None);
@@ -16,6 +17,7 @@ pub(crate) unsafe fn sized<'a, T>(payload: *const c_void) -> Result<Option<&'a T
     if size < size_of::<T>() as u64 {
         return Err((size, size_of::<T>()));
     }
-    // SAFETY: the record holds at least size_of::<T>() bytes, readable for 'a; T is plain data.
+    // SAFETY: the record holds at least size_of::<T>() bytes, readable for 'a and aligned for T (the caller's
+    // contract: the SDK hands its own struct of that type); T is plain data.
     Ok(Some(unsafe { &*payload.cast::<T>() }))
 }
