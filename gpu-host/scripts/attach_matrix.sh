@@ -43,7 +43,7 @@
 # log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, or DEBUG_LEVEL's, in the job's log),
 # HANG_SECONDS (see the row's end), JOB_ENV (variables for the attached Python jobs, such as `MALLOC_CHECK_=3`,
 # with which glibc aborts at the first heap inconsistency it sees rather than later: for a job that died of a
-# corrupted heap).
+# corrupted heap), GT (the gpu-tools binary, default .gpu/bin/bin-gpu-tools: another build staged beside it).
 # ATTACH_DEADLINE_S: seconds after the matrix's start past which no row starts another attach (0, the default: none),
 # so that a run under a device call's limit still ends every row with its untouched run and a verdict: a row that
 # had every window right and its untouched result but fewer than ATTACHES attaches is PARTIAL (not counted as passed),
@@ -54,7 +54,7 @@
 # The device-wide tools (counters, the range profiler, PC sampling) take their GPU's lock, so that the rows'
 # attaches never hold them at the same time; traces and where do not.
 set -u
-root=$(cd "$(dirname "$0")/../.." && pwd); gt=$root/.gpu/bin/bin-gpu-tools; py=${PYTHON:-python3}
+root=$(cd "$(dirname "$0")/../.." && pwd); gt=${GT:-$root/.gpu/bin/bin-gpu-tools}; py=${PYTHON:-python3}
 job=$root/gpu-host/python/survival_job.py
 out=${OUT:-/tmp/attach_matrix}; mkdir -p "$out"
 parallel=${PARALLEL:-4}; attaches=${ATTACHES:-6}; seconds=${JOB_SECONDS:-480}; gpu_base=${GPU_BASE:-0}
