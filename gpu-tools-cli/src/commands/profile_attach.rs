@@ -137,27 +137,84 @@ impl Records {
     }
 }
 
-/// Waits for a message that `wanted` accepts; keeps what arrives meanwhile.
+/// How a wait for the library's message ended. A closed connection is not a timeout: a process that dies takes the
+/// library's connection with it, and the wait ends then, not at its limit (a CuPy graph job that died of SIGSEGV
+/// 2.7 s into a finish was said not to have answered "within 30 s").
+#[derive(Debug)]
+enum Waited {
+    /// The message waited for.
+    Got(Message),
+    /// The limit passed, the connection still open: the library is slow, or stuck.
+    TimedOut,
+    /// The connection closed (the library ended, or its process did) this long into the wait, with no such message.
+    Closed { after: Duration },
+}
+
+/// Waits for a message that `wanted` accepts, at most `limit`; keeps what arrives meanwhile.
 fn wait_for(
     rx: &mut Records,
     out: &mut Collected,
     wanted: fn(&Message) -> bool,
     limit: Duration,
-) -> Option<Message> {
-    let until = Instant::now() + limit;
+) -> Waited {
+    let began = Instant::now();
+    let until = began + limit;
     while let Some(left) = until.checked_duration_since(Instant::now()) {
         match rx.recv_timeout(left) {
             Ok(record) => {
                 if let Some(message) = keep(record, out) {
                     if wanted(&message) {
-                        return Some(message);
+                        return Waited::Got(message);
                     }
                 }
             }
-            Err(_) => return None,
+            Err(RecvTimeoutError::Timeout) => return Waited::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Waited::Closed {
+                    after: began.elapsed(),
+                };
+            }
         }
     }
-    None
+    Waited::TimedOut
+}
+
+/// How long a closed connection waits for its process to end before the process is said to run on: a dying
+/// process closes its files (the library's socket among them) before it ends, and a GPU program's exit (its
+/// driver's files closed too) may take a while.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether process `pid` has ended (gone, or a zombie waiting for its parent) within `grace`.
+fn ends_within(pid: u32, grace: Duration) -> bool {
+    let until = Instant::now() + grace;
+    loop {
+        let process = gpu_tools::linux::procfs::Process::new(pid);
+        if !process.exists() || process.stat().is_ok_and(|s| s.has_ended()) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A closed connection said as such, never as a timeout: how long after `since` it closed, and whether the process
+/// ended (then its death is the likeliest cause, `died` says when: a crash closes the library's connection with
+/// the rest of its files) or runs on (the library ended its connection, or lost it: its log may say why).
+fn closed_connection(pid: u32, after: Duration, (since, died): (&str, &str)) -> String {
+    let fate = if ends_within(pid, EXIT_GRACE) {
+        format!("process {pid} ended, most likely it died {died}")
+    } else {
+        format!(
+            "process {pid} is still running (set {}=debug to see the library's log in the process's stderr)",
+            gpu_tools_injection::env::LOG
+        )
+    };
+    format!(
+        "process {pid}: the injection library's connection closed {} ms after {since}, with no answer: {fate}",
+        after.as_millis()
+    )
 }
 
 /// Keeps a record (a notice's text among the notices shown, a message's too); returns the message it carries, if
@@ -228,6 +285,14 @@ impl Moment<'_> {
                  while the program runs again; until it ends, it holds the GPU's performance counters, and other \
                  tools' counters and PC sampling on this GPU are refused"
             }
+        }
+    }
+
+    /// The call, for the line of a connection that closed before its answer.
+    fn call(&self) -> &'static str {
+        match self {
+            Moment::Start { .. } => "the call to start profiling was sent",
+            Moment::Finish { .. } => "the call to finish profiling was sent",
         }
     }
 
@@ -533,22 +598,33 @@ fn call_stopped(
     out: &mut Collected,
     moment: Moment<'_>,
 ) -> Result<(Message, (u32, u32)), Failure> {
-    let unanswered = moment.unanswered();
     let (stopped, tries, nudges) = quiet_moment(pid, moment)?;
     session
         .send(control)
         .map_err(|e| Failure::new(1, format!("process {pid}: the library's connection: {e}")))?;
-    let got = wait_for(rx, out, answer, CALL_LIMIT);
+    let waited = wait_for(rx, out, answer, CALL_LIMIT);
     // The program goes on whatever the answer.
     stopped.resume().map_err(Failure::error)?;
-    match got {
-        Some(message) => Ok((message, (tries, nudges))),
-        None => Err(Failure::new(
+    answered(pid, &moment, waited).map(|message| (message, (tries, nudges)))
+}
+
+/// The answer to a call made at `moment`, or why none came: a timeout (the library may still answer, and goes on
+/// meanwhile), or a closed connection (nothing more comes: said with how long it took and whether the process
+/// ended, as a death during the call closes it at once).
+fn answered(pid: u32, moment: &Moment<'_>, waited: Waited) -> Result<Message, Failure> {
+    match waited {
+        Waited::Got(message) => Ok(message),
+        Waited::TimedOut => Err(Failure::new(
             1,
             format!(
-                "process {pid}: the injection library did not answer within {} s: {unanswered}",
-                CALL_LIMIT.as_secs()
+                "process {pid}: the injection library did not answer within {} s: {}",
+                CALL_LIMIT.as_secs(),
+                moment.unanswered()
             ),
+        )),
+        Waited::Closed { after } => Err(Failure::new(
+            1,
+            closed_connection(pid, after, (moment.call(), "during the call")),
         )),
     }
 }
@@ -745,17 +821,27 @@ fn wait_ready(pid: u32, rx: &mut Records, out: &mut Collected) -> Result<(), Fai
         },
         CALL_LIMIT,
     );
-    match ready {
-        Some(Message::ProfileReady { .. }) => {}
-        Some(refused) => return Err(Failure::new(1, format!("process {pid}: {refused}"))),
-        None => {
-            return Err(Failure::new(
-                1,
-                format!("process {pid}: the injection library did not get ready"),
-            ));
-        }
+    ready_or_not(pid, ready)
+}
+
+/// The library's word that it is ready, or why none came: its refusal, a timeout, or a closed connection (said as
+/// such, with whether the process ended).
+fn ready_or_not(pid: u32, waited: Waited) -> Result<(), Failure> {
+    match waited {
+        Waited::Got(Message::ProfileReady { .. }) => Ok(()),
+        Waited::Got(refused) => Err(Failure::new(1, format!("process {pid}: {refused}"))),
+        Waited::TimedOut => Err(Failure::new(
+            1,
+            format!(
+                "process {pid}: the injection library did not get ready within {} s",
+                CALL_LIMIT.as_secs()
+            ),
+        )),
+        Waited::Closed { after } => Err(Failure::new(
+            1,
+            closed_connection(pid, after, ("it connected", "while the library got ready")),
+        )),
     }
-    Ok(())
 }
 
 /// Keeps what arrives until Ctrl-C, `duration` (seconds), the process's end, or (`metrics`) the kernel metrics'

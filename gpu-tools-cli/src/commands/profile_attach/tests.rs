@@ -307,3 +307,130 @@ fn ctrl_c_before_the_shortest_pc_window_waits_for_it() {
     );
     assert!(took < least, "the window ran {took:?} after Ctrl-C");
 }
+
+/// A process that has ended: a child of the test's, reaped (its pid is gone from /proc).
+fn ended_process() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// The text of a failure, for the assertions on it.
+fn text<T: std::fmt::Debug>(got: Result<T, Failure>) -> String {
+    match got {
+        Err(Failure::Message { code: 1, message }) => message,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A connection that closes before the answer (a job that died of SIGSEGV 2.7 s into its finish was told the
+/// library "did not answer within 30 s") ends the wait at once, and is said as a closed connection with the
+/// process's end, never as a timeout.
+#[test]
+fn a_closed_connection_ends_the_wait_at_once_and_is_not_said_as_a_timeout() {
+    let (tx, rx) = mpsc::channel::<Delivery>();
+    tx.send(Delivery::Closed(0)).unwrap();
+    let mut records = Records { rx, closed: false };
+    let mut out = Collected::default();
+    let began = Instant::now();
+    let waited = wait_for(&mut records, &mut out, |_| true, Duration::from_secs(10));
+    let took = began.elapsed();
+    // The sender is still there: the connection's close ended the wait, not the channel's end.
+    drop(tx);
+    assert!(
+        matches!(waited, Waited::Closed { after } if after < Duration::from_secs(1)),
+        "{waited:?}"
+    );
+    assert!(took < Duration::from_secs(1), "the wait took {took:?}");
+    let pid = ended_process();
+    let before = BTreeSet::new();
+    let finish = Moment::Finish {
+        before: &before,
+        left_on: LeftOn::PcSampling,
+    };
+    let message = text(answered(pid, &finish, waited));
+    assert!(!message.contains("did not answer within"), "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "process {pid}: the injection library's connection closed "
+        )) && message.contains(" ms after the call to finish profiling was sent, with no answer: ")
+            && message.ends_with(&format!(
+                "process {pid} ended, most likely it died during the call"
+            )),
+        "{message}"
+    );
+}
+
+/// A connection that closes while the process runs on says so, and where the library's log is.
+#[test]
+fn a_closed_connection_of_a_process_that_runs_on_says_it_runs_on() {
+    let pid = std::process::id();
+    let closed = Waited::Closed {
+        after: Duration::from_millis(2700),
+    };
+    let start = Moment::Start {
+        flight_recorder: false,
+        search: SEARCH_LIMIT,
+    };
+    let message = text(answered(pid, &start, closed));
+    assert_eq!(
+        message,
+        format!(
+            "process {pid}: the injection library's connection closed 2700 ms after the call to start profiling \
+             was sent, with no answer: process {pid} is still running (set {}=debug to see the library's log in \
+             the process's stderr)",
+            gpu_tools_injection::env::LOG
+        )
+    );
+    // The wait for the library's readiness says the same, after its connection.
+    let pid = ended_process();
+    let message = text(ready_or_not(
+        pid,
+        Waited::Closed {
+            after: Duration::from_millis(15),
+        },
+    ));
+    assert_eq!(
+        message,
+        format!(
+            "process {pid}: the injection library's connection closed 15 ms after it connected, with no answer: \
+             process {pid} ended, most likely it died while the library got ready"
+        )
+    );
+}
+
+/// A connection that stays open and silent times out at the wait's limit, said with the timeout's words.
+#[test]
+fn a_silent_open_connection_times_out_with_the_timeout_wording() {
+    let (tx, rx) = mpsc::channel::<Delivery>();
+    let mut records = Records { rx, closed: false };
+    let mut out = Collected::default();
+    let limit = Duration::from_millis(200);
+    let began = Instant::now();
+    let waited = wait_for(&mut records, &mut out, |_| true, limit);
+    let took = began.elapsed();
+    drop(tx);
+    assert!(matches!(waited, Waited::TimedOut), "{waited:?}");
+    assert!(
+        took >= limit,
+        "the wait ended after {took:?}, before its limit"
+    );
+    let pid = std::process::id();
+    let start = Moment::Start {
+        flight_recorder: false,
+        search: SEARCH_LIMIT,
+    };
+    let message = text(answered(pid, &start, waited));
+    assert!(
+        message.starts_with(&format!(
+            "process {pid}: the injection library did not answer within 30 s: the process runs on"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("connection closed"), "{message}");
+    assert_eq!(
+        text(ready_or_not(pid, Waited::TimedOut)),
+        format!("process {pid}: the injection library did not get ready within 30 s")
+    );
+}
