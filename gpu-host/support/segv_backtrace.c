@@ -1,7 +1,10 @@
 /* A diagnostic for the GPU host: preloaded into a job (LD_PRELOAD), it prints the native stack of the thread that
  * takes a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) to stderr, with the thread's id and name and the
  * faulting address, then lets the signal kill the process as before. Python's faulthandler, where enabled after it,
- * prints the Python stacks first and then hands the signal on to this handler.
+ * prints the Python stacks first and then hands the signal on to this handler: it raises it again (tgkill), so the
+ * handler gets a signal sent, not a fault (si_code <= 0), whose si_addr holds the sender's pid, not an address. That
+ * case is printed as "sent by pid N", and the fault's address is lost (the stack still shows where it was); a job
+ * without faulthandler gets the fault itself.
  *
  *   gcc -shared -fPIC -O1 -o segv_backtrace.so gpu-host/support/segv_backtrace.c
  *   LD_PRELOAD=$PWD/segv_backtrace.so python3 -X faulthandler job.py
@@ -25,9 +28,13 @@ static void on_fatal(int sig, siginfo_t *info, void *uctx) {
     char line[256];
     char name[17] = {0};
     prctl(PR_GET_NAME, name, 0, 0, 0);
-    snprintf(line, sizeof line, "\n=== segv_backtrace: signal %d (code %d) at address %p in thread %ld (%s) of pid %d\n",
-             sig, info ? info->si_code : 0, info ? info->si_addr : NULL, (long)syscall(SYS_gettid), name,
-             (int)getpid());
+    char where[64];
+    if (info && info->si_code <= 0)  /* SI_USER, SI_QUEUE, SI_TKILL: raised, not faulted */
+        snprintf(where, sizeof where, "sent by pid %d", (int)info->si_pid);
+    else
+        snprintf(where, sizeof where, "at address %p", info ? info->si_addr : NULL);
+    snprintf(line, sizeof line, "\n=== segv_backtrace: signal %d (code %d) %s in thread %ld (%s) of pid %d\n", sig,
+             info ? info->si_code : 0, where, (long)syscall(SYS_gettid), name, (int)getpid());
     say(line);
     void *frames[64];
     int n = backtrace(frames, 64);
