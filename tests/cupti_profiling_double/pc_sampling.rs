@@ -74,7 +74,11 @@ fn records_read_while_sampling_and_those_left_at_the_disable_come_once_each_thro
 fn pcs_the_disable_cannot_fit_in_the_configured_buffer_are_counted_not_dropped_unsaid() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    let s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
+    let s = PcSampler::builder(&ctx)
+        .pcs_per_read(2)
+        .pcs_at_disable(2)
+        .start()
+        .unwrap();
     // Three PCs left at the disable (the finish's read fails: CUPTI_ERROR_UNKNOWN), for a configured buffer of
     // two: the third is lost, and counted.
     d.pc(c"chase", 0x40, 4, 90);
@@ -86,6 +90,38 @@ fn pcs_the_disable_cannot_fit_in_the_configured_buffer_are_counted_not_dropped_u
     assert!(error.is_some(), "the read's failure is the finish's error");
     assert_eq!(all.records.len(), 2);
     assert_eq!(all.truncated_pcs, 1);
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
+fn the_configured_buffer_has_room_beyond_a_read_for_what_the_disable_decodes_last() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    // Reads of two PCs; the disable finds five (the finish's read fails, so all five are left to it): by default
+    // the configured buffer takes them all.
+    let s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
+    for pc in 0..5 {
+        d.pc(c"chase", 0x40 + 0x10 * pc, 4, 1);
+    }
+    d.fail(c"cuptiPCSamplingGetData", 999);
+    let (all, error) = s.finish_keeping();
+    d.clear_failure();
+    assert!(error.is_some(), "the read's failure is the finish's error");
+    assert_eq!(all.records.len(), 5);
+    assert_eq!(all.truncated_pcs, 0);
+    // Never smaller than a read.
+    let s = PcSampler::builder(&ctx)
+        .pcs_per_read(3)
+        .pcs_at_disable(1)
+        .start()
+        .unwrap();
+    for pc in 0..3 {
+        d.pc(c"other", 0x10 * pc, 9, 1);
+    }
+    d.fail(c"cuptiPCSamplingGetData", 999);
+    let (all, _) = s.finish_keeping();
+    d.clear_failure();
+    assert_eq!((all.records.len(), all.truncated_pcs), (3, 0));
     assert_eq!(d.counts().pc_enabled, 0);
 }
 

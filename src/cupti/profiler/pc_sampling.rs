@@ -300,6 +300,7 @@ pub struct PcSamplerBuilder<'c> {
     hardware_buffer: Option<usize>,
     mode: CollectionMode,
     pcs_per_read: usize,
+    pcs_at_disable: usize,
     reasons: Option<Vec<String>>,
     start_stop: bool,
     _ctx: PhantomData<&'c Context>,
@@ -307,6 +308,13 @@ pub struct PcSamplerBuilder<'c> {
 
 /// Default PCs taken per read.
 pub const DEFAULT_PCS_PER_READ: usize = 4096;
+
+/// Default room, in PCs, of the buffer configured as CUPTI's sampling data buffer: what `cuptiPCSamplingDisable`
+/// decodes last goes there, and what does not fit is discarded (cupti_pcsampling.h). The finish's reads take only
+/// what CUPTI's workers have decoded by then; on an H100 (CUPTI 13.0, 2026-12-05) two eager PyTorch windows (1 and
+/// 2 s) each gave 8,192 PCs with this buffer at 4,096, and lost 2,714 and 2,791 more at the disable. At most 64 bytes
+/// a PC and 8 a stall reason: with every reason chosen, a few MiB in the sampled process while sampling runs.
+pub const DEFAULT_PCS_AT_DISABLE: usize = 16_384;
 
 /// A PC sampler on one context. Disabled on drop (what CUPTI still holds is then lost: call
 /// [`finish`](Self::finish) to keep it).
@@ -367,6 +375,7 @@ impl<'c> PcSampler<'c> {
             hardware_buffer: None,
             mode: CollectionMode::Continuous,
             pcs_per_read: DEFAULT_PCS_PER_READ,
+            pcs_at_disable: DEFAULT_PCS_AT_DISABLE,
             reasons: None,
             start_stop: false,
             _ctx: PhantomData,
@@ -583,6 +592,14 @@ impl<'c> PcSamplerBuilder<'c> {
         self
     }
 
+    /// PCs the buffer configured as CUPTI's sampling data buffer takes (default [`DEFAULT_PCS_AT_DISABLE`]): the
+    /// disable at the finish leaves what it decodes last there, and PCs beyond it are lost (counted in
+    /// [`PcSamples::truncated_pcs`]). Never less than [`pcs_per_read`](Self::pcs_per_read).
+    pub fn pcs_at_disable(mut self, pcs: usize) -> Self {
+        self.pcs_at_disable = pcs;
+        self
+    }
+
     /// Only these stall reasons (names as the device lists them; default all).
     pub fn stall_reasons<I, S>(mut self, names: I) -> Self
     where
@@ -631,10 +648,13 @@ impl<'c> PcSamplerBuilder<'c> {
         sampler.reasons = stall_reasons(api, self.ctx)?;
         let mut chosen = self.chosen_reasons(&sampler.reasons)?;
         // Two buffers, as CUPTI's PC sampling tutorial requires: its decode threads own the configured one while
-        // sampling runs, so a read into that one, and the reset after it, raced them. Jobs died of SIGSEGV inside
-        // CUPTI (`strdup` of a wild function-name pointer from cuptiPCSamplingGetData and cuptiPCSamplingDisable)
-        // while this sampler used one buffer for both (an H200, CUPTI 13.0, 2026-12-05).
-        sampler.config = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        // sampling runs, so a read into that one, and the reset after it, raced them. (Jobs that died of SIGSEGV
+        // inside CUPTI's GetData and Disable while this sampler used one buffer for both died the same way with two:
+        // the name CUPTI copies there is its own, docs/driver-notes.md.)
+        sampler.config = PcDataBuffer::new(
+            self.pcs_at_disable.max(self.pcs_per_read),
+            chosen.len().max(1),
+        );
         sampler.read = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
         self.configure(&mut sampler, &mut chosen)?;
         if self.start_stop {
