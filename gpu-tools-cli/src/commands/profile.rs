@@ -138,7 +138,7 @@ pub struct Args {
     /// CUPTI for gpu-tools yet is PC-sampled for 1 s before its kernel metrics (nothing of it is kept): after a
     /// first CUPTI use that traced it (the metrics' attribution) or ran the range profiler (`--kernel-replay`),
     /// CUPTI 13.0 put every PC sample of the process outside its kernels, so a later `--pc-sampling` there would
-    /// give nothing.
+    /// give nothing. The sampling carries PC sampling's risk (see --pid).
     #[arg(long)]
     no_pc_primer: bool,
     /// The program and its arguments.

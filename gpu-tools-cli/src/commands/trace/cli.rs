@@ -256,6 +256,8 @@ pub struct Args {
     /// of its life, so `profile --pid --pc-sampling` (and the program's own PC sampling) would give nothing there.
     /// Not done with --start-at, nor where another tool holds the GPU's counters, nor beside a profiler of the
     /// program's own (a torch.profiler that has run: a session starting during the sampling would lose its records).
+    /// The sampling carries PC sampling's risk: one job (`torch.compile` reduce-overhead, 16 profiled jobs on one
+    /// GPU) died of SIGSEGV inside CUPTI 13.0 reading it out, as jobs have in `profile --pid --pc-sampling`.
     #[arg(long)]
     pub no_pc_primer: bool,
 
