@@ -202,9 +202,16 @@ fn ends_within(pid: u32, grace: Duration) -> bool {
 /// A closed connection said as such, never as a timeout: how long after `since` it closed, and whether the process
 /// ended (then its death is the likeliest cause, `died` says when: a crash closes the library's connection with
 /// the rest of its files) or runs on (the library ended its connection, or lost it: its log may say why).
-fn closed_connection(pid: u32, after: Duration, (since, died): (&str, &str)) -> String {
+/// `seen_before`: what is known to have killed processes in such a call, said when this one ended.
+fn closed_connection(
+    pid: u32,
+    after: Duration,
+    (since, died): (&str, &str),
+    seen_before: Option<&str>,
+) -> String {
     let fate = if ends_within(pid, EXIT_GRACE) {
-        format!("process {pid} ended, most likely it died {died}")
+        let seen = seen_before.map(|s| format!(" ({s})")).unwrap_or_default();
+        format!("process {pid} ended, most likely it died {died}{seen}")
     } else {
         format!(
             "process {pid} is still running (set {}=debug to see the library's log in the process's stderr)",
@@ -285,6 +292,21 @@ impl Moment<'_> {
                  while the program runs again; until it ends, it holds the GPU's performance counters, and other \
                  tools' counters and PC sampling on this GPU are refused"
             }
+        }
+    }
+
+    /// What is known to have killed processes in this call: PC sampling's finish (CUPTI 13.0's readout), four
+    /// times on GPUs shared by 11 to 16 profiled jobs (docs/driver-notes.md).
+    fn seen_to_kill(&self) -> Option<&'static str> {
+        match self {
+            Moment::Finish {
+                left_on: LeftOn::PcSampling,
+                ..
+            } => Some(
+                "CUPTI 13.0 has killed jobs with SIGSEGV while reading PC samples out at a finish; its backtrace, if \
+                 the process printed one, would show cuptiPCSamplingGetData or cuptiPCSamplingDisable",
+            ),
+            _ => None,
         }
     }
 
@@ -624,7 +646,12 @@ fn answered(pid: u32, moment: &Moment<'_>, waited: Waited) -> Result<Message, Fa
         )),
         Waited::Closed { after } => Err(Failure::new(
             1,
-            closed_connection(pid, after, (moment.call(), "during the call")),
+            closed_connection(
+                pid,
+                after,
+                (moment.call(), "during the call"),
+                moment.seen_to_kill(),
+            ),
         )),
     }
 }
@@ -839,7 +866,12 @@ fn ready_or_not(pid: u32, waited: Waited) -> Result<(), Failure> {
         )),
         Waited::Closed { after } => Err(Failure::new(
             1,
-            closed_connection(pid, after, ("it connected", "while the library got ready")),
+            closed_connection(
+                pid,
+                after,
+                ("it connected", "while the library got ready"),
+                None,
+            ),
         )),
     }
 }

@@ -355,9 +355,25 @@ fn a_closed_connection_ends_the_wait_at_once_and_is_not_said_as_a_timeout() {
         message.starts_with(&format!(
             "process {pid}: the injection library's connection closed "
         )) && message.contains(" ms after the call to finish profiling was sent, with no answer: ")
-            && message.ends_with(&format!(
-                "process {pid} ended, most likely it died during the call"
-            )),
+            && message.contains(&format!(
+                "process {pid} ended, most likely it died during the call (CUPTI 13.0 has killed jobs"
+            ))
+            && message.ends_with("cuptiPCSamplingGetData or cuptiPCSamplingDisable)"),
+        "{message}"
+    );
+    // A finish with nothing known to kill there says the death alone.
+    let nothing = Moment::Finish {
+        before: &before,
+        left_on: LeftOn::Nothing,
+    };
+    let closed = Waited::Closed {
+        after: Duration::from_millis(5),
+    };
+    let message = text(answered(pid, &nothing, closed));
+    assert!(
+        message.ends_with(&format!(
+            "process {pid} ended, most likely it died during the call"
+        )),
         "{message}"
     );
 }
