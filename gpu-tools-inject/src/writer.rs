@@ -834,18 +834,9 @@ mod window_tests {
             launch(u64::MAX / 2, u64::MAX / 2 + 10, 2),
         ]
         .concat();
-        let storage: Vec<u64> = bytes
-            .chunks(8)
-            .map(|c| u64::from_ne_bytes(c.try_into().expect("records are 8-byte multiples")))
-            .collect();
-        // SAFETY: `storage` holds `bytes.len()` bytes.
-        let view =
-            unsafe { std::slice::from_raw_parts(storage.as_ptr().cast::<u8>(), bytes.len()) };
-        let batch = ActivityBatch::from_bytes(view, RecordLayout::Cupti13_0);
-
         let attached = writer(Some(session_began));
         attached.window_starts_at(clock_in_at);
-        attached.write_batch(&batch);
+        write_records(&attached, &bytes);
         let st = attached.lock().expect("the owner");
         assert_eq!(
             st.before_window, 1,
@@ -855,13 +846,13 @@ mod window_tests {
 
         // Before the change of start, the same call was the window's.
         let unchanged = writer(Some(session_began));
-        unchanged.write_batch(&batch);
+        write_records(&unchanged, &bytes);
         assert_eq!(unchanged.lock().expect("the owner").before_window, 0);
 
         // A launched trace has no window start, and gets none.
         let launched = writer(None);
         launched.window_starts_at(clock_in_at);
-        launched.write_batch(&batch);
+        write_records(&launched, &bytes);
         assert_eq!(launched.lock().expect("the owner").before_window, 0);
     }
 
