@@ -91,15 +91,11 @@ impl Collected {
     }
 }
 
-/// Threads left running while the program is stopped: the library's own (and those its calls start, which take
-/// its name), the driver's, and, at the finish, every thread that was not there at the start: CUPTI's PC-sampling
-/// threads, which a launching thread waits for (seen on an H100: three new threads named after the thread that
-/// launched, one of them always running; stopped, the launching thread never left CUPTI).
-fn spared(tid: u32, name: &std::ffi::OsStr, before: Option<&BTreeSet<u32>>) -> bool {
+/// Threads left running while the program is stopped, by name: the library's own (and those its calls start, which
+/// take its name) and the driver's. The vendor libraries' threads are told by where they began (`quiet_moment`).
+fn spared(name: &std::ffi::OsStr) -> bool {
     let name = name.to_string_lossy();
-    name.starts_with("gpu-tools")
-        || name.starts_with("cuda")
-        || before.is_some_and(|b| !b.contains(&tid))
+    name.starts_with("gpu-tools") || name.starts_with("cuda")
 }
 
 /// The records of the library's stream, as they arrive: what else its connection delivers is passed over (its
@@ -255,8 +251,8 @@ enum Moment<'a> {
         flight_recorder: bool,
         search: Duration,
     },
-    /// The finish: the threads there before sampling (those that appeared since are CUPTI's, left running), and
-    /// what stays on in the process if no moment is found.
+    /// The finish: the threads there before sampling (of those that appeared since, CUPTI's are left running and
+    /// the program's held: `new_vendor_threads`), and what stays on in the process if no moment is found.
     Finish {
         before: &'a BTreeSet<u32>,
         left_on: LeftOn,
@@ -380,6 +376,45 @@ fn sighting(i: &quiesce::Inside) -> stuck::Sighting {
     }
 }
 
+/// At the finish, the threads that appeared since the start and are not yet told apart: those whose walk shows the
+/// program started them join `held` (a program thread made during the window is held outside the driver as the
+/// others are: CUPTI reads out its samples and disables the sampling at the finish, and a thread loading code then
+/// is what the hold keeps out); the others join `vendor_owned`, left running from the next stop on, and are
+/// returned. CUPTI's PC-sampling threads appear during the window, named after the program's thread that enabled
+/// them; a launching thread waits for them (seen on an H100: stopped, the launching thread never left CUPTI), so a
+/// thread whose walk stops short is left running as they are.
+fn new_vendor_threads(
+    stopped: &StoppedThreads,
+    before: &BTreeSet<u32>,
+    ranges: &[quiesce::CodeRange],
+    unwinder: &mut quiesce::Unwinder,
+    vendor_owned: &mut BTreeSet<u32>,
+    held: &mut BTreeSet<u32>,
+) -> Vec<u32> {
+    let unknown: Vec<u32> = stopped
+        .threads()
+        .iter()
+        .map(|t| t.tid)
+        .filter(|t| !before.contains(t) && !vendor_owned.contains(t) && !held.contains(t))
+        .collect();
+    if unknown.is_empty() {
+        return Vec::new();
+    }
+    let program = stopped.started_outside(ranges, unwinder);
+    let mut left = Vec::new();
+    for tid in unknown {
+        if program.contains(&tid) {
+            log::info!(
+                "thread {tid} appeared during the window and the program started it: held at the finish"
+            );
+            held.insert(tid);
+        } else if vendor_owned.insert(tid) {
+            left.push(tid);
+        }
+    }
+    left
+}
+
 /// Stops the program where no thread is inside the vendor libraries: a thread found inside runs alone, in turn,
 /// until it has left them (a launch holds the driver's lock for microseconds); when that takes too long, the
 /// program goes on a moment and is stopped again, until the moment's limit. At the start, a thread found inside at the
@@ -396,6 +431,8 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
     let mut seen: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
     // Threads the vendor libraries started, found at a stop: left running from the next stop on.
     let mut vendor_owned: BTreeSet<u32> = BTreeSet::new();
+    // At the finish: threads the program started since the start, held as the others are.
+    let mut held_new: BTreeSet<u32> = BTreeSet::new();
     // The threads found inside at the end of the last stops (at the start only).
     let mut watch = matches!(moment, Moment::Start { .. }).then(stuck::Watch::default);
     let limit = moment.search_limit();
@@ -425,9 +462,7 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         let ranges = quiesce::library_code_ranges(pid, &VENDOR).map_err(|_| ended())?;
         // Where no stopped thread may be: the vendor libraries, and a fork.
         let busy: Vec<quiesce::CodeRange> = ranges.iter().chain(&fork).cloned().collect();
-        let spare = |tid: u32, name: &std::ffi::OsStr| {
-            spared(tid, name, before) || vendor_owned.contains(&tid)
-        };
+        let spare = |tid: u32, name: &std::ffi::OsStr| spared(name) || vendor_owned.contains(&tid);
         let mut stopped = match StoppedThreads::stop(pid, &spare, STOP_LIMIT) {
             Ok(s) => s,
             Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => return Err(ended()),
@@ -435,11 +470,21 @@ fn quiet_moment(pid: u32, moment: Moment<'_>) -> Result<(StoppedThreads, u32, u3
         };
         // CUPTI's workers (a `torch.profiler` session leaves some behind, and the rule by name does not spare
         // them): stopped, they are inside CUPTI for good, or hold what a program thread there waits for.
-        let new: Vec<u32> = stopped
+        let mut new: Vec<u32> = stopped
             .started_in(&ranges, &mut unwinder)
             .into_iter()
             .filter(|tid| vendor_owned.insert(*tid))
             .collect();
+        if let Some(before) = before {
+            new.extend(new_vendor_threads(
+                &stopped,
+                before,
+                &ranges,
+                &mut unwinder,
+                &mut vendor_owned,
+                &mut held_new,
+            ));
+        }
         if !new.is_empty() {
             log::info!("threads started by the driver or CUPTI, left running from now on: {new:?}");
             drop(stopped);
@@ -699,7 +744,7 @@ pub fn run(
     let (session, mut rx) = attach(pid, lib, cupti, request, flight_recorder)?;
     let mut out = Collected::default();
     wait_ready(pid, &mut rx, &mut out)?;
-    // The threads before sampling: those that appear after it are CUPTI's, left running at the finish.
+    // The threads before sampling: of those that appear after it, CUPTI's are left running at the finish.
     let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
         .thread_ids()
         .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?

@@ -298,8 +298,21 @@ impl StoppedThreads {
     /// The stopped threads that code in `ranges` started: the walk of each one's live frames reaches its outermost
     /// frame, and the outermost frame above the C library's (the thread start) is in `ranges`. A vendor library's
     /// worker threads need not carry a name of their own (CUPTI's PC-sampling threads take the name of the program
-    /// thread that enabled them); this tells them apart by where they began. `unwinder` keeps the modules it read, for the next call.
+    /// thread that enabled them); this tells them apart by where they began. `unwinder` keeps the modules it read,
+    /// for the next call.
     pub fn started_in(&self, ranges: &[CodeRange], unwinder: &mut Unwinder) -> Vec<u32> {
+        self.by_start(ranges, unwinder, true)
+    }
+
+    /// The stopped threads that code outside `ranges` started, told as [`started_in`](Self::started_in) tells
+    /// its own: a thread whose walk stops short is in neither list.
+    pub fn started_outside(&self, ranges: &[CodeRange], unwinder: &mut Unwinder) -> Vec<u32> {
+        self.by_start(ranges, unwinder, false)
+    }
+
+    /// The threads whose complete walk's outermost frame above the C library's is (`inside`) or is not in
+    /// `ranges`.
+    fn by_start(&self, ranges: &[CodeRange], unwinder: &mut Unwinder, inside: bool) -> Vec<u32> {
         let table = Ranges::new(ranges);
         let (Ok(mapping), Ok(libc)) = (self.maps(), library_code_ranges(self.pid, &["libc.so"]))
         else {
@@ -316,7 +329,7 @@ impl StoppedThreads {
                         .iter()
                         .rev()
                         .find(|pc| libc.find(**pc).is_none())
-                        .is_some_and(|pc| table.find(*pc).is_some())
+                        .is_some_and(|pc| table.find(*pc).is_some() == inside)
             })
             .map(|t| t.tid)
             .collect()

@@ -355,6 +355,12 @@ fn a_thread_is_told_by_the_library_it_started_in() {
     assert_eq!(stopped.started_in(&busy, &mut unwinder), [library_thread]);
     assert!(stopped.started_in(&idle, &mut unwinder).is_empty());
     assert!(stopped.started_in(&[], &mut unwinder).is_empty());
+    // Every other thread began in the program: the main thread, the spinner, the blocker and the worker.
+    let mut program = stopped.started_outside(&busy, &mut unwinder);
+    program.sort_unstable();
+    let mut expected = vec![t.pid, t.spinner, t.blocker, t.worker];
+    expected.sort_unstable();
+    assert_eq!(program, expected);
     drop(stopped);
     let (out, code) = t.finish();
     assert_eq!(out, "done");

@@ -245,6 +245,33 @@ fn a_thread_that_passes_through_the_driver_gets_its_quiet_moment() {
     assert!(target.runs_on(), "the process runs on");
 }
 
+/// A thread the program started during the window is held at the finish like the others (it must not be inside the
+/// driver while CUPTI reads out and disables the sampling), where only the threads there at the start once were.
+#[test]
+fn at_the_finish_a_thread_the_program_started_during_the_window_is_held() {
+    let target = Target::start("nap");
+    let napping = target.thread();
+    // Only the main thread was there at the start: the napping thread appeared since, started by the program.
+    let before = BTreeSet::from([target.pid()]);
+    let got = quiet_moment(
+        target.pid(),
+        Moment::Finish {
+            before: &before,
+            left_on: LeftOn::PcSampling,
+        },
+    );
+    match got {
+        Ok((stopped, _, _)) => {
+            let held: Vec<u32> = stopped.threads().iter().map(|t| t.tid).collect();
+            stopped.resume().unwrap();
+            assert!(held.contains(&napping), "held {held:?}, not {napping}");
+        }
+        Err(Failure::Message { message, .. }) if ptrace_refused(&message) => return,
+        Err(other) => panic!("{other:?}"),
+    }
+    assert!(target.runs_on(), "the process runs on");
+}
+
 #[test]
 fn a_finish_searches_longer_than_a_start_and_says_what_stays_on() {
     let before = BTreeSet::new();
