@@ -846,16 +846,6 @@ pub fn send_pc_samples(writer: &Writer, id: u32, samples: &PcSamples) -> usize {
         full_buffer_reads: samples.buffer_full,
     };
     writer.message(&Message::PcCounts(counts));
-    if samples.disable_retries > 0 {
-        writer.notice(
-            NoticeLevel::Warning,
-            format!(
-                "context {id}: cuptiPCSamplingDisable failed {} time(s) before a later try, after a read, turned PC \
-                 sampling off (a failed one leaves it on, and the GPU's counters held, for the process's life)",
-                samples.disable_retries
-            ),
-        );
-    }
     let reasons: HashMap<u32, Arc<str>> = samples
         .reasons
         .iter()

@@ -53,22 +53,11 @@ static pthread_mutex_t g_cp_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static char g_cp_fail_fn[128];
 static int g_cp_fail_code;
-/* Calls left to fail: -1 for every call. */
-static int g_cp_fail_left = -1;
 
 void cp_fail(const char *fn, int code) {
     LOCK();
     snprintf(g_cp_fail_fn, sizeof g_cp_fail_fn, "%s", fn ? fn : "");
     g_cp_fail_code = code;
-    g_cp_fail_left = -1;
-    UNLOCK();
-}
-
-/* As cp_fail, for the next `times` calls of `fn` only. */
-void cp_fail_times(const char *fn, int code, int times) {
-    cp_fail(fn, code);
-    LOCK();
-    g_cp_fail_left = times;
     UNLOCK();
 }
 
@@ -86,8 +75,7 @@ static int failing(const char *fn) {
             g_cp_fail_code = atoi(eq + 1);
         }
     }
-    int code = (g_cp_fail_code && g_cp_fail_left != 0 && strcmp(fn, g_cp_fail_fn) == 0) ? g_cp_fail_code : 0;
-    if (code && g_cp_fail_left > 0) g_cp_fail_left--;
+    int code = (g_cp_fail_code && strcmp(fn, g_cp_fail_fn) == 0) ? g_cp_fail_code : 0;
     UNLOCK();
     return code;
 }

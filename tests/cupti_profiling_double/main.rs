@@ -66,16 +66,6 @@ impl Double {
         // SAFETY: the double copies the name.
         unsafe { f(function.as_ptr(), code) }
     }
-    /// As `fail`, for the next `times` calls of `function` only.
-    fn fail_times(&self, function: &'static CStr, code: i32, times: i32) {
-        let f = control!(
-            self.controls,
-            unsafe extern "C" fn(*const c_char, i32, i32),
-            b"cp_fail_times\0"
-        );
-        // SAFETY: the double copies the name.
-        unsafe { f(function.as_ptr(), code, times) }
-    }
     /// PC sampling off in the double, its buffer forgotten: the process ended.
     fn pc_reset(&self) {
         let f = control!(self.controls, unsafe extern "C" fn(), b"cp_pc_reset\0");

@@ -114,9 +114,6 @@ pub struct PcSamples {
     /// PCs CUPTI had but a buffer could not take: beyond a read's (read again later), or left after the disable
     /// filled the configured buffer (lost: no read follows a disable).
     pub truncated_pcs: u64,
-    /// Times `cuptiPCSamplingDisable` failed before the try that turned sampling off ([`DISABLE_PAUSES`]); 0 when
-    /// the first did.
-    pub disable_retries: u64,
 }
 
 impl PcSamples {
@@ -170,7 +167,6 @@ impl PcSamples {
         self.non_user_samples += other.non_user_samples;
         self.buffer_full += other.buffer_full;
         self.truncated_pcs += other.truncated_pcs;
-        self.disable_retries += other.disable_retries;
     }
 }
 
@@ -477,20 +473,7 @@ impl<'c> PcSampler<'c> {
     /// H200, CUPTI 13.0: other processes' PC sampling and counters were refused from then on).
     pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
         let mut error = self.read().err();
-        let mut result = self.try_disable();
-        for pause in DISABLE_PAUSES {
-            let Err(e) = &result else { break };
-            log::warn!(
-                "{e}: PC sampling is still on; read again and disabled again after {pause:?}"
-            );
-            std::thread::sleep(pause);
-            if let Err(read) = self.read() {
-                log::warn!("the read before the disable's next try failed: {read}");
-            }
-            self.collected.disable_retries += 1;
-            result = self.try_disable();
-        }
-        match result {
+        match self.disable() {
             Ok(()) => {
                 // PCs the disable could not fit in the configured buffer are gone (no read follows a disable):
                 // counted with those beyond a read buffer, never dropped unsaid.
@@ -501,7 +484,6 @@ impl<'c> PcSampler<'c> {
                 self.collected.merge(last);
             }
             Err(e) => {
-                self.leave_enabled();
                 // The disable's error says more than a read's: sampling stays on.
                 if let Some(read) = error.replace(e.into()) {
                     log::warn!("before the failed disable, the last read failed too: {read}");
@@ -513,11 +495,11 @@ impl<'c> PcSampler<'c> {
         (out, error)
     }
 
-    /// One `cuptiPCSamplingDisable` (nothing when sampling is off); the sampler is disabled where it succeeds.
-    fn try_disable(&mut self) -> Result<(), ProfilingError> {
+    fn disable(&mut self) -> Result<(), ProfilingError> {
         if !self.enabled {
             return Ok(());
         }
+        self.enabled = false;
         let f = sym!(self.api, cuptiPCSamplingDisable)?;
         let mut p = sys::CUpti_PCSamplingDisableParams {
             size: SIZE_DISABLE,
@@ -525,32 +507,19 @@ impl<'c> PcSampler<'c> {
             ..Default::default()
         };
         // SAFETY: an enabled context; the configured buffer is still owned by the sampler.
-        check("cuptiPCSamplingDisable", unsafe { f(&mut p) })?;
-        self.enabled = false;
-        Ok(())
-    }
-
-    /// After a disable that failed for good: CUPTI keeps sampling on, and the buffer configured as its sampling
-    /// data, so that buffer stays allocated for the process's life rather than freed under CUPTI.
-    fn leave_enabled(&mut self) {
-        self.enabled = false;
-        std::mem::forget(std::mem::replace(&mut self.config, PcDataBuffer::new(0, 0)));
+        let result = check("cuptiPCSamplingDisable", unsafe { f(&mut p) });
+        if result.is_err() {
+            // CUPTI keeps sampling on, and the buffer configured as its sampling data: that buffer stays allocated
+            // for the process's life rather than freed under CUPTI.
+            std::mem::forget(std::mem::replace(&mut self.config, PcDataBuffer::new(0, 0)));
+        }
+        result
     }
 }
 
-/// The pauses before the finish's second and third `cuptiPCSamplingDisable`, each after a read, where the one
-/// before failed: a failed disable leaves sampling on and the GPU's counters held until the process ends, and
-/// CUPTI 13.0 answered `CUPTI_ERROR_INVALID_PARAMETER` to some (docs/driver-notes.md).
-pub const DISABLE_PAUSES: [std::time::Duration; 2] = [
-    std::time::Duration::ZERO,
-    std::time::Duration::from_millis(100),
-];
-
 impl Drop for PcSampler<'_> {
     fn drop(&mut self) {
-        if self.try_disable().is_err() {
-            self.leave_enabled();
-        }
+        let _ = self.disable();
     }
 }
 
