@@ -305,6 +305,15 @@ fn no_subscriber(writer: &Writer, why: &str) {
     }));
 }
 
+/// How long CUPTI's PC sampling workers sleep between rounds in an attached window, where CUPTI's default is 100
+/// ms. Read from libcupti 13.0.85's code: the gathering worker drains the ring of gathered records itself when it
+/// finds it full, through the same code as the decoding worker and with no lock between them, and a worker that
+/// fails ends the window's collection, after which `cuptiPCSamplingDisable` fails and leaves sampling and the GPU's
+/// counters held for the process's life (seen four times, each time on a GPU crowded with profiled jobs, whose
+/// CPUs were busy: docs/driver-notes.md). Ten times shorter rounds leave a tenth as much in the ring at a time, so
+/// it fills less often. A mitigation read from the code, not yet measured on a GPU.
+const WORKER_SLEEP_MS: u32 = 10;
+
 /// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now).
 fn start(writer: &Writer, contexts: &mut [Sampled]) {
     if crate::profiling::range_profiler_ran() {
@@ -316,7 +325,9 @@ fn start(writer: &Writer, contexts: &mut [Sampled]) {
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
         // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before it is
         // released (`Sampled`'s field order).
-        let made = unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }.start();
+        let made = unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }
+            .worker_sleep_ms(WORKER_SLEEP_MS)
+            .start();
         match made {
             Ok(s) => {
                 c.sampler = Some(s);

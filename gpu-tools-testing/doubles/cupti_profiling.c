@@ -859,6 +859,10 @@ void cp_pc_reset(void) {
     g_pcs_len = 0;
 }
 
+/* The worker threads' sleep span (ms) the last configuration set: 0 where none set it. */
+static uint32_t g_pc_sleep_span;
+uint32_t cp_pc_sleep_span(void) { return g_pc_sleep_span; }
+
 typedef struct {
     size_t size;
     void *pPriv;
@@ -979,11 +983,13 @@ typedef struct {
 CUptiResult cuptiPCSamplingSetConfigurationAttribute(PcConfig *p) {
     if (!p || !g_pc_enabled || !p->info) return INVALID_OPERATION;
     CUptiResult r = SUCCESS;
+    g_pc_sleep_span = 0;
     for (size_t i = 0; i < p->numAttributes; i++) {
         struct config_info *a = &p->info[i];
         a->status = SUCCESS;
         if (a->type == 1 && (a->u.period < 5 || a->u.period > 31)) a->status = r = INVALID_PARAMETER;
         if (a->type == 8) g_pc_buffer = a->u.buffer;
+        if (a->type == 9) g_pc_sleep_span = a->u.period;
     }
     return r;
 }

@@ -72,6 +72,16 @@ impl Double {
         // SAFETY: a plain control.
         unsafe { f() }
     }
+    /// The worker threads' sleep span the last PC sampling configuration set (0: none).
+    fn pc_sleep_span(&self) -> u32 {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn() -> u32,
+            b"cp_pc_sleep_span\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f() }
+    }
     fn clear_failure(&self) {
         self.fail(c"", 0);
     }

@@ -158,6 +158,35 @@ fn pc_sampling_settings_are_checked() {
             .map_err(profiling),
         Err(ProfilingError::BufferTooSmall { .. })
     ));
+    assert!(matches!(
+        PcSampler::builder(&ctx)
+            .worker_sleep_ms(0)
+            .start()
+            .map_err(profiling),
+        Err(ProfilingError::InvalidSetting {
+            what: "worker sleep",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_workers_sleep_is_set_only_when_asked() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let s = PcSampler::builder(&ctx)
+        .worker_sleep_ms(10)
+        .start()
+        .unwrap();
+    assert_eq!(d.pc_sleep_span(), 10);
+    s.finish().unwrap();
+    let s = PcSampler::builder(&ctx).start().unwrap();
+    assert_eq!(
+        d.pc_sleep_span(),
+        0,
+        "CUPTI's own default where none is asked"
+    );
+    s.finish().unwrap();
 }
 
 #[test]

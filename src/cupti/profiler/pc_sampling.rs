@@ -296,6 +296,7 @@ impl NameCache {
 pub struct PcSamplerBuilder<'c> {
     ctx: RawContext,
     period: Option<u32>,
+    worker_sleep_ms: Option<u32>,
     scratch_buffer: Option<usize>,
     hardware_buffer: Option<usize>,
     mode: CollectionMode,
@@ -371,6 +372,7 @@ impl<'c> PcSampler<'c> {
         PcSamplerBuilder {
             ctx,
             period: None,
+            worker_sleep_ms: None,
             scratch_buffer: None,
             hardware_buffer: None,
             mode: CollectionMode::Continuous,
@@ -568,6 +570,16 @@ impl<'c> PcSamplerBuilder<'c> {
         self
     }
 
+    /// How long CUPTI's PC sampling worker threads sleep between rounds, in milliseconds (at least 1; default:
+    /// CUPTI's, 100). They gather the hardware's samples into a ring and decode them from it: shorter rounds leave
+    /// less in the ring at a time. In CUPTI 13.0 the gathering thread drains a ring it finds full itself, through
+    /// the same code as the decoding thread and without a lock between them (read from libcupti 13.0.85's code);
+    /// a worker that fails there ends sampling's collection, and the disable then fails and leaves sampling on.
+    pub fn worker_sleep_ms(mut self, ms: u32) -> Self {
+        self.worker_sleep_ms = Some(ms);
+        self
+    }
+
     /// Bytes of CUPTI's buffer for PC records between reads (default 1 MiB, about 5500 PCs).
     pub fn scratch_buffer(mut self, bytes: usize) -> Self {
         self.scratch_buffer = Some(bytes);
@@ -673,6 +685,13 @@ impl<'c> PcSamplerBuilder<'c> {
             }
             .into());
         }
+        if self.worker_sleep_ms == Some(0) {
+            return Err(ProfilingError::InvalidSetting {
+                what: "worker sleep",
+                reason: "0 ms: the workers' rounds must be at least 1 ms apart".into(),
+            }
+            .into());
+        }
         if self.pcs_per_read == 0 {
             return Err(ProfilingError::BufferTooSmall {
                 what: "PC read buffer",
@@ -729,7 +748,7 @@ impl<'c> PcSamplerBuilder<'c> {
         Ok(chosen)
     }
 
-    /// Sets the sampler's configuration: period, the `chosen` stall reasons, buffers, collection mode, start-stop
+    /// Sets the sampler's configuration: period, workers' sleep, the `chosen` stall reasons, buffers, collection mode, start-stop
     /// control, and the sampler's configured buffer as CUPTI's sampling data buffer.
     fn configure(&self, sampler: &mut PcSampler<'c>, chosen: &mut [u32]) -> crate::Result<()> {
         let api = sampler.api;
@@ -749,6 +768,15 @@ impl<'c> PcSamplerBuilder<'c> {
             attr(
                 sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD,
                 &|d| d.samplingPeriodData.samplingPeriod = period,
+            );
+        }
+        if let Some(ms) = self.worker_sleep_ms {
+            attr(
+                sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN,
+                &|d| {
+                    d.workerThreadPeriodicSleepSpanData
+                        .workerThreadPeriodicSleepSpan = ms
+                },
             );
         }
         let count = chosen.len();
