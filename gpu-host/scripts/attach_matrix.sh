@@ -18,7 +18,9 @@
 #    `where` answers from the flight recorder the attach left (`ok-flight`).
 # Counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the program's
 # recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the driver
-# (`refused-no-quiet-moment`, `refused-in-driver`), a `where` refused where no flight recorder could be left (the
+# (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
+# `cuptiPCSamplingDisable` failed (`refused-held-by-other-job`: the tool names that job, whose window is a `left-on`
+# FAIL), a `where` refused where no flight recorder could be left (the
 # program's profiler held CUPTI's subscriber: `refused-no-recorder`) or where the program's own profiler ran CUPTI
 # (`refused-after-cupti`), a trace window in which the job was idle, or a profile window in which the fork-child
 # job waited for its child (`ok-idle`).
@@ -174,7 +176,10 @@ attach() {
     else ok=FAIL; fi
     # An empty PC sampling window after the process's first attach traced it (CUPTI then put every sample outside the
     # program's kernels, pc_order_probe.sh): still a failure, its known cause named.
-    if [ "$ok" = FAIL ] && grep -q "first gpu-tools attach traced it" "$f.txt"; then records="${records:-0},after-first-trace"; fi ;;
+    if [ "$ok" = FAIL ] && grep -q "first gpu-tools attach traced it" "$f.txt"; then records="${records:-0},after-first-trace"; fi
+    # A window whose cuptiPCSamplingDisable failed left sampling, and the GPU's counters, held for the job's life:
+    # a failure whatever it recorded.
+    if grep -q 'PC sampling could not be turned off' "$f.txt"; then ok=FAIL; records="${records:-0},left-on"; fi ;;
   # After a CUPTI attach the driver refuses the debugger for the process's life: where answers from the flight
   # recorder the attach left. Where none could be left (the program's profiler holds CUPTI's one subscriber), or
   # the program's own profiler ran CUPTI, the tool says so: counted apart.
@@ -189,6 +194,10 @@ attach() {
   # least the window's length inside the command's run had nothing to sample: said by the tool, counted apart.
   if [ "$ok" = FAIL ] && [ "$row" = fork-child ] && grep -q 'CUPTI took no sample\|no kernel was profiled' "$f.txt" \
     && waited_through "$out/$row/attached.log" "$m0" "$(mono)" "$w"; then ok=ok-idle; fi
+  # Refused because another job's failed cuptiPCSamplingDisable holds the GPU's counters (the tool names that
+  # process): that job's row fails for it (`left-on`); counted apart here.
+  if [ "$ok" = FAIL ] && [ "$rc" -ne 0 ] && grep -q 'gpu-tools itself left PC sampling on in process [0-9]' "$f.txt" \
+    && ! grep -q 'left PC sampling on in this process' "$f.txt"; then ok=refused-held-by-other-job; fi
   # The job ended between the last window and this one: no window, nothing to judge.
   if [ "$ok" = FAIL ] && grep -q "no process $2\b" "$f.txt" 2>/dev/null; then ok=job-ended; fi
   # The job ended during the window (its exit code is judged with the row's, so a crash still fails the row).
@@ -361,6 +370,8 @@ row() {
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused for a thread inside the driver at every stop;"
   refused=$(grep -c ' refused-no-recorder$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused where without a flight recorder (the program's profiler holds CUPTI's subscriber);"
+  refused=$(grep -c ' refused-held-by-other-job$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused windows refused: another job's failed PC sampling disable held the GPU's counters;"
   refused=$(grep -c ' ok-flight$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused where answered by the flight recorder;"
   local res_u res_a
