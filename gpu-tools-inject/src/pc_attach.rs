@@ -310,8 +310,9 @@ fn no_subscriber(writer: &Writer, why: &str) {
 /// finds it full, through the same code as the decoding worker and with no lock between them, and a worker that
 /// fails ends the window's collection, after which `cuptiPCSamplingDisable` fails and leaves sampling and the GPU's
 /// counters held for the process's life (seen four times, each time on a GPU crowded with profiled jobs, whose
-/// CPUs were busy: docs/driver-notes.md). Ten times shorter rounds leave a tenth as much in the ring at a time, so
-/// it fills less often. A mitigation read from the code, not yet measured on a GPU.
+/// CPUs were busy: docs/driver-notes.md). Every worker waits this span each round, the gathering one too, so ten
+/// times shorter rounds leave a tenth as much in the ring at a time, and it fills less often (CUPTI stores the
+/// value unchecked). A mitigation read from the code, not yet measured on a GPU.
 const WORKER_SLEEP_MS: u32 = 10;
 
 /// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now).
