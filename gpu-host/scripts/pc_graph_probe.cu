@@ -70,6 +70,7 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <cupti_pcsampling.h>
+#include "pc_probe.h"
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -136,16 +137,6 @@ END:
 }
 )";
 
-#define CU(call)                                                                     \
-    do {                                                                             \
-        CUptiResult r_ = (call);                                                     \
-        if (r_ != CUPTI_SUCCESS) {                                                   \
-            const char *s_ = nullptr;                                                \
-            cuptiGetResultString(r_, &s_);                                           \
-            printf("error %s -> %d %s\n", #call, (int)r_, s_ ? s_ : "");             \
-            exit(3);                                                                 \
-        }                                                                            \
-    } while (0)
 #define RT(call)                                                                     \
     do {                                                                             \
         cudaError_t e_ = (call);                                                     \
@@ -217,52 +208,12 @@ static void read_data() {
 }
 
 static void enable(bool serial) {
-    CUpti_PCSamplingEnableParams e = {};
-    e.size = CUpti_PCSamplingEnableParamsSize;
-    e.ctx = g_ctx;
-    CU(cuptiPCSamplingEnable(&e));
-    CUpti_PCSamplingGetNumStallReasonsParams n = {};
-    n.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
-    n.ctx = g_ctx;
-    n.numStallReasons = &g_reasons;
-    CU(cuptiPCSamplingGetNumStallReasons(&n));
-    std::vector<uint32_t> index(g_reasons);
-    std::vector<char *> names(g_reasons);
-    for (auto &s : names) s = (char *)calloc(CUPTI_STALL_REASON_STRING_SIZE, 1);
-    CUpti_PCSamplingGetStallReasonsParams r = {};
-    r.size = CUpti_PCSamplingGetStallReasonsParamsSize;
-    r.ctx = g_ctx;
-    r.numStallReasons = g_reasons;
-    r.stallReasonIndex = index.data();
-    r.stallReasons = names.data();
-    CU(cuptiPCSamplingGetStallReasons(&r));
+    pc_enable(g_ctx);
+    std::vector<uint32_t> index;
+    g_reasons = pc_stall_reasons(g_ctx, index);
     prepare_buffers(4096);
-    CUpti_PCSamplingConfigurationInfo a[4] = {};
-    a[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
-    a[0].attributeData.stallReasonData.stallReasonCount = g_reasons;
-    a[0].attributeData.stallReasonData.pStallReasonIndex = index.data();
-    a[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
-    a[1].attributeData.samplingDataBufferData.samplingDataBuffer = &g_config.data;
-    a[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
-    a[2].attributeData.collectionModeData.collectionMode =
-        serial ? CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED : CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
-    a[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
-    a[3].attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
-    CUpti_PCSamplingConfigurationInfoParams c = {};
-    c.size = CUpti_PCSamplingConfigurationInfoParamsSize;
-    c.ctx = g_ctx;
-    c.numAttributes = 4;
-    c.pPCSamplingConfigurationInfo = a;
-    CU(cuptiPCSamplingSetConfigurationAttribute(&c));
+    pc_configure(g_ctx, index, &g_config.data, serial);
 }
-
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *size = 4u << 20;
-    *buffer = (uint8_t *)aligned_alloc(8, *size);
-    *max_records = 0;
-}
-
-static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t) { free(buffer); }
 
 static uint64_t CUPTIAPI monotonic_ns() {
     timespec t;

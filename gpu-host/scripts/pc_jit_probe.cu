@@ -32,6 +32,7 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <cupti_pcsampling.h>
+#include "pc_probe.h"
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -47,14 +48,6 @@ __global__ void spin(unsigned long long cycles, unsigned long long *out) {
     if (x == 42) *out = x;
 }
 
-#define CU(call)                                                                                                 \
-    do {                                                                                                         \
-        CUptiResult r_ = (call);                                                                                 \
-        if (r_ != CUPTI_SUCCESS) {                                                                               \
-            printf("error %s -> %d\n", #call, (int)r_);                                                          \
-            exit(3);                                                                                             \
-        }                                                                                                        \
-    } while (0)
 #define DRV(call)                                                                                                \
     do {                                                                                                         \
         CUresult r_ = (call);                                                                                    \
@@ -126,45 +119,13 @@ unsigned long long read_all() {
 }
 
 static void enable() {
-    CUpti_PCSamplingEnableParams e = {};
-    e.size = CUpti_PCSamplingEnableParamsSize;
-    e.ctx = g_ctx;
-    CU(cuptiPCSamplingEnable(&e));
+    pc_enable(g_ctx);
     if (g_index.empty()) {
-        CUpti_PCSamplingGetNumStallReasonsParams n = {};
-        n.size = CUpti_PCSamplingGetNumStallReasonsParamsSize;
-        n.ctx = g_ctx;
-        n.numStallReasons = &g_reasons;
-        CU(cuptiPCSamplingGetNumStallReasons(&n));
-        g_index.resize(g_reasons);
-        std::vector<char *> names(g_reasons);
-        for (auto &s : names) s = (char *)calloc(CUPTI_STALL_REASON_STRING_SIZE, 1);
-        CUpti_PCSamplingGetStallReasonsParams r = {};
-        r.size = CUpti_PCSamplingGetStallReasonsParamsSize;
-        r.ctx = g_ctx;
-        r.numStallReasons = g_reasons;
-        r.stallReasonIndex = g_index.data();
-        r.stallReasons = names.data();
-        CU(cuptiPCSamplingGetStallReasons(&r));
+        g_reasons = pc_stall_reasons(g_ctx, g_index);
         g_read.prepare(4096);
     }
     g_config.prepare(16384);
-    CUpti_PCSamplingConfigurationInfo a[4] = {};
-    a[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
-    a[0].attributeData.stallReasonData.stallReasonCount = g_reasons;
-    a[0].attributeData.stallReasonData.pStallReasonIndex = g_index.data();
-    a[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
-    a[1].attributeData.samplingDataBufferData.samplingDataBuffer = &g_config.data;
-    a[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
-    a[2].attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
-    a[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
-    a[3].attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
-    CUpti_PCSamplingConfigurationInfoParams c = {};
-    c.size = CUpti_PCSamplingConfigurationInfoParamsSize;
-    c.ctx = g_ctx;
-    c.numAttributes = 4;
-    c.pPCSamplingConfigurationInfo = a;
-    CU(cuptiPCSamplingSetConfigurationAttribute(&c));
+    pc_configure(g_ctx, g_index, &g_config.data, false);
 }
 
 static unsigned long long g_disable_failed, g_retry_ok;
@@ -199,14 +160,6 @@ static unsigned long long disable() {
     }
     return account(g_config);
 }
-
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *size = 4u << 20;
-    *buffer = (uint8_t *)aligned_alloc(8, *size);
-    *max_records = 0;
-}
-
-static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t *buffer, size_t, size_t) { free(buffer); }
 
 static void spins(int n, cudaStream_t s);
 

@@ -968,6 +968,7 @@ struct config_info {
     union {
         uint64_t data[3];
         uint32_t period;
+        uint32_t sleep_span;
         void *buffer;
     } u;
 };
@@ -989,7 +990,7 @@ CUptiResult cuptiPCSamplingSetConfigurationAttribute(PcConfig *p) {
         a->status = SUCCESS;
         if (a->type == 1 && (a->u.period < 5 || a->u.period > 31)) a->status = r = INVALID_PARAMETER;
         if (a->type == 8) g_pc_buffer = a->u.buffer;
-        if (a->type == 9) g_pc_sleep_span = a->u.period;
+        if (a->type == 9) g_pc_sleep_span = a->u.sleep_span;
     }
     return r;
 }

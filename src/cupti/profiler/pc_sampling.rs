@@ -748,8 +748,8 @@ impl<'c> PcSamplerBuilder<'c> {
         Ok(chosen)
     }
 
-    /// Sets the sampler's configuration: period, workers' sleep, the `chosen` stall reasons, buffers, collection mode, start-stop
-    /// control, and the sampler's configured buffer as CUPTI's sampling data buffer.
+    /// Sets the sampler's configuration: period, workers' sleep, the `chosen` stall reasons, buffers, collection
+    /// mode, start-stop control, and the sampler's configured buffer as CUPTI's sampling data buffer.
     fn configure(&self, sampler: &mut PcSampler<'c>, chosen: &mut [u32]) -> crate::Result<()> {
         let api = sampler.api;
         let mut attrs: Vec<sys::CUpti_PCSamplingConfigurationInfo> = Vec::new();
