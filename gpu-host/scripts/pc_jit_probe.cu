@@ -23,6 +23,8 @@
 //                while this one reads every DRAIN_US microseconds (default 2000): a reader beside run-time
 //                compilation, as a continuous profiler drains
 //   drain-steady as drain-jit, the second thread launching the spin kernel only
+// Environment: SPINS, the spin launches in each half of a window (default 10, about 2 ms); TRACE_FIRST=1, a trace
+// before the first window whatever the variant; PC_SLEEP_MS, the workers' sleep between rounds (pc_probe.h).
 // Prints `window I pcs P wrong W` for a window with wrong names (and the first few of them), then
 // `result VARIANT windows W samples S pcs P wrong X modules M ms T`.
 //
@@ -225,6 +227,8 @@ int main(int argc, char **argv) {
     int windows = argc > 2 ? atoi(argv[2]) : 10, modules = argc > 3 ? atoi(argv[3]) : 4;
     int functions = argc > 4 ? atoi(argv[4]) : 8;
     long drain_us = getenv("DRAIN_US") ? atol(getenv("DRAIN_US")) : 2000;
+    int half = getenv("SPINS") ? atoi(getenv("SPINS")) : 10;
+    bool trace_first = getenv("TRACE_FIRST") && !strcmp(getenv("TRACE_FIRST"), "1");
     auto t0 = std::chrono::steady_clock::now();
     cudaFree(0);
     cudaMalloc(&g_out, 8);
@@ -259,7 +263,7 @@ int main(int argc, char **argv) {
         printf("reads %llu\n", reads);
     } else {
         std::vector<CUmodule> kept;
-        if (!strncmp(v, "after-trace", 11)) trace(s);
+        if (trace_first || !strncmp(v, "after-trace", 11)) trace(s);
         if (!strcmp(v, "churn-first"))
             for (int i = 0; i < modules * windows; i++) DRV(cuModuleUnload(load_and_run(functions, (CUstream)s)));
         for (int w = 0; w < windows; w++) {
@@ -268,7 +272,7 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < modules; i++) old.push_back(load_and_run(functions, (CUstream)s));
             if (w > 0 && !strcmp(v, "after-trace-each")) trace(s);
             enable();
-            spins(10, s);
+            spins(half, s);
             for (CUmodule m : old) DRV(cuModuleUnload(m));
             if (!strcmp(v, "load") || !strcmp(v, "load-unload") || !strcmp(v, "unload-old"))
                 for (int i = 0; i < modules; i++) {
@@ -276,7 +280,7 @@ int main(int argc, char **argv) {
                     if (!strcmp(v, "load")) kept.push_back(m);
                     else DRV(cuModuleUnload(m));
                 }
-            spins(10, s);
+            spins(half, s);
             unsigned long long pcs = g_pcs, wrong = read_all();
             wrong += disable();
             if (wrong) printf("window %d pcs %llu wrong %llu\n", w, g_pcs - pcs, wrong);

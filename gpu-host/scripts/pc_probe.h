@@ -50,10 +50,10 @@ static inline size_t pc_stall_reasons(CUcontext ctx, std::vector<uint32_t> &inde
 }
 
 // Every reason in `index`, `config` as CUPTI's sampling data buffer, continuous (or kernel-serialised) collection,
-// parsed data.
+// parsed data; the workers' sleep span between rounds from PC_SLEEP_MS where set (CUPTI's default, 100 ms, where not).
 static inline void pc_configure(CUcontext ctx, std::vector<uint32_t> &index, CUpti_PCSamplingData *config,
                                 bool serial) {
-    CUpti_PCSamplingConfigurationInfo a[4] = {};
+    CUpti_PCSamplingConfigurationInfo a[5] = {};
     a[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
     a[0].attributeData.stallReasonData.stallReasonCount = index.size();
     a[0].attributeData.stallReasonData.pStallReasonIndex = index.data();
@@ -68,6 +68,11 @@ static inline void pc_configure(CUcontext ctx, std::vector<uint32_t> &index, CUp
     c.size = CUpti_PCSamplingConfigurationInfoParamsSize;
     c.ctx = ctx;
     c.numAttributes = 4;
+    if (const char *sleep = getenv("PC_SLEEP_MS")) {
+        a[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN;
+        a[4].attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = atoi(sleep);
+        c.numAttributes = 5;
+    }
     c.pPCSamplingConfigurationInfo = a;
     CU(cuptiPCSamplingSetConfigurationAttribute(&c));
 }
