@@ -78,15 +78,16 @@ pub fn cupti_note(pids: &[u32], flight_recorder: bool) -> String {
 }
 
 /// The note a trace attach gives before it traces `pids`, none of which has run CUPTI for gpu-tools: PC sampling
-/// after a first attach that traced was seen to give no stall record (`gpu-host/scripts/pc_order_probe.sh`), the
-/// program's own PC sampling included (`pc_graph_probe.cu`'s `serve-pc`), whatever the trace recorded.
+/// after a first attach that traced gave no stall record (`gpu-host/scripts/pc_order_probe.sh`), the program's own
+/// PC sampling included (`pc_graph_probe.cu`'s `serve-pc`), whatever the trace recorded, and the injection library
+/// refuses it.
 pub fn pc_sampling_note(pids: &[u32]) -> String {
     let them = if pids.len() == 1 { "it" } else { "them" };
     format!(
-        "note: PC sampling (`gpu-tools profile --pid --pc-sampling`, or the program's own) of {} after this first \
-         attach was seen to count every sample outside the program's kernels, with no stall record (CUPTI 13.0, \
-         driver 580); a process sampled before its first trace kept its stall records: sample {them} first, if you \
-         will want PCs",
+        "note: `gpu-tools profile --pid --pc-sampling` of {} after this first attach is refused: PC sampling after \
+         it (the program's own too) counted every sample outside the program's kernels, with no stall record \
+         (CUPTI 13.0, driver 580); a process sampled before its first trace kept its stall records: sample {them} \
+         first, if you will want PCs",
         processes(pids)
     )
 }
@@ -239,8 +240,7 @@ mod tests {
         let pc = pc_sampling_note(&[7, 8]);
         assert!(
             pc.starts_with(
-                "note: PC sampling (`gpu-tools profile --pid --pc-sampling`, or the program's own) of processes 7, 8 \
-                 after"
+                "note: `gpu-tools profile --pid --pc-sampling` of processes 7, 8 after this first attach is refused"
             )
                 && pc.ends_with("sample them first, if you will want PCs"),
             "{pc}"

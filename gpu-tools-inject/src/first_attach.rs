@@ -1,7 +1,7 @@
 //! What this process's first attach did. PC sampling after a first attach that traced (CUPTI's activity API, the
 //! flight recorder beside it) counted every sample outside the program's kernels, in every later window (four eager
 //! jobs, one H200, CUPTI 13.0, driver 580, `gpu-host/scripts/pc_order_probe.sh`); a job sampled first gave stall
-//! records before and after a trace. PC sampling says so (`Message::PcAfterTrace`).
+//! records before and after a trace. PC sampling is refused after such a first attach (`pc_attach`).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 

@@ -79,6 +79,14 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         writer.notice(gpu_tools::trace::NoticeLevel::Info, note);
     }
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
+    // Before anything of CUPTI's is touched, the look for the program's profiler included (it registers CUPTI's
+    // buffer callbacks twice, which a profiler recording meanwhile may feel).
+    if let Some(reason) = blind_refusal(request) {
+        writer.message(&Message::ProfileRefused {
+            reason: reason.to_string(),
+        });
+        return end(&writer);
+    }
     if mapped {
         if let Some(refusal) = program_profiler_refusal(request.primer) {
             writer.message(&Message::ProfileRefused { reason: refusal });
@@ -244,6 +252,24 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
     Ok(out)
 }
 
+/// Why PC sampling would see none of the program's kernels in this process, if it would not: CUPTI's range profiler
+/// ran in it, or its first attach traced it without sampling its PCs first (seen in every window tried, on H200s
+/// and H100s with CUPTI 13.0: docs/driver-notes.md). Such a window held the GPU's counters for nothing, with every risk of a
+/// PC sampling window, so it is refused before it starts. Kernel metrics are not refused so.
+fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
+    use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
+    if !request.pc_sampling {
+        return None;
+    }
+    if crate::profiling::range_profiler_ran() {
+        Some(PC_AFTER_RANGE_PROFILER)
+    } else if crate::first_attach::traced() {
+        Some(PC_AFTER_TRACE)
+    } else {
+        None
+    }
+}
+
 /// Why the program must not be profiled now, if it must not: its own profiler records. After CUPTI's range
 /// profiler or PC sampling ran in a program whose `torch.profiler` session was open, CUPTI delivered no activity
 /// record in that process again, to anyone (CUPTI 13.0, driver 580; the job's own kernel count ended 12% short), so
@@ -317,11 +343,6 @@ const WORKER_SLEEP_MS: u32 = 10;
 
 /// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now).
 fn start(writer: &Writer, contexts: &mut [Sampled]) {
-    if crate::profiling::range_profiler_ran() {
-        writer.message(&Message::PcAfterRangeProfiler);
-    } else if crate::first_attach::traced() {
-        writer.message(&Message::PcAfterTrace);
-    }
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
         // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before it is

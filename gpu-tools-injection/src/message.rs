@@ -68,12 +68,6 @@ pub enum Message {
     /// Attached kernel metrics ended on the program's thread (before its first CUDA graph launch or stream
     /// capture), the range profiler off, the launches profiled until then sent before this.
     MetricsEnded(MetricsEnded),
-    /// PC sampling starts in a process in which CUPTI's range profiler ran before (PC sampling after it was seen
-    /// to give no stall records).
-    PcAfterRangeProfiler,
-    /// PC sampling starts in a process whose first gpu-tools attach traced it (PC sampling after such a first
-    /// attach was seen to count every sample outside the program's kernels).
-    PcAfterTrace,
     /// PC sampling of a context could not be turned off (`cuptiPCSamplingDisable` failed): CUPTI keeps it on in
     /// the process, and the GPU's performance counters held, until the process ends.
     PcLeftOn {
@@ -94,8 +88,8 @@ mod code {
     pub const METRICS_ENDED: u16 = 8;
     // 9 was the ranges numbered in launch order of kernel metrics without CUPTI's subscriber: such metrics are no
     // longer taken (see `MetricsEnd::NoSubscriber`).
-    pub const PC_AFTER_RANGE_PROFILER: u16 = 10;
-    pub const PC_AFTER_TRACE: u16 = 11;
+    // 10 and 11 said that PC sampling started after CUPTI's range profiler, or after a first attach that traced:
+    // such PC sampling is refused now (`ProfileRefused`), its reason in `profile::notice`.
     pub const PC_LEFT_ON: u16 = 12;
 }
 
@@ -111,8 +105,6 @@ impl Message {
             Message::ProfileRefused { .. } => code::PROFILE_REFUSED,
             Message::PcCounts(_) => code::PC_COUNTS,
             Message::MetricsEnded(_) => code::METRICS_ENDED,
-            Message::PcAfterRangeProfiler => code::PC_AFTER_RANGE_PROFILER,
-            Message::PcAfterTrace => code::PC_AFTER_TRACE,
             Message::PcLeftOn { .. } => code::PC_LEFT_ON,
         }
     }
@@ -121,9 +113,7 @@ impl Message {
     pub fn level(&self) -> NoticeLevel {
         match self {
             Message::ProfileRefused { .. } | Message::PcLeftOn { .. } => NoticeLevel::Error,
-            Message::MetricsEnded(_) | Message::PcAfterRangeProfiler | Message::PcAfterTrace => {
-                NoticeLevel::Warning
-            }
+            Message::MetricsEnded(_) => NoticeLevel::Warning,
             _ => NoticeLevel::Info,
         }
     }
@@ -143,9 +133,7 @@ impl Message {
                 count: n,
                 ranges_named,
             } => vec![*n, u64::from(*ranges_named)],
-            Message::ProfileRefused { .. }
-            | Message::PcAfterRangeProfiler
-            | Message::PcAfterTrace => Vec::new(),
+            Message::ProfileRefused { .. } => Vec::new(),
             Message::PcCounts(c) => vec![
                 u64::from(c.context),
                 c.samples,
@@ -236,8 +224,6 @@ impl Message {
                 },
                 launches,
             }),
-            (code::PC_AFTER_RANGE_PROFILER, &[]) => Message::PcAfterRangeProfiler,
-            (code::PC_AFTER_TRACE, &[]) => Message::PcAfterTrace,
             (code::PC_LEFT_ON, &[context]) => Message::PcLeftOn {
                 context: u32::try_from(context).ok()?,
             },
@@ -288,10 +274,6 @@ impl fmt::Display for Message {
             Message::ProfileRefused { reason } => write!(f, "profiling not possible: {reason}"),
             Message::PcCounts(c) => f.write_str(&c.text()),
             Message::MetricsEnded(e) => f.write_str(&e.text()),
-            Message::PcAfterRangeProfiler => {
-                f.write_str(crate::profile::notice::PC_AFTER_RANGE_PROFILER)
-            }
-            Message::PcAfterTrace => f.write_str(crate::profile::notice::PC_AFTER_TRACE),
             Message::PcLeftOn { context } => write!(
                 f,
                 "context {context}: PC sampling could not be turned off: CUPTI keeps it on in this process, and the \
@@ -358,8 +340,6 @@ mod tests {
                 before: MetricsEnd::NoSubscriber,
                 launches: 0,
             }),
-            Message::PcAfterRangeProfiler,
-            Message::PcAfterTrace,
             Message::PcLeftOn { context: 2 },
         ]
     }
@@ -378,7 +358,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12],
+            [1, 2, 3, 4, 5, 6, 7, 8, 12],
             "each code once, none missing"
         );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
@@ -426,12 +406,6 @@ mod tests {
                 "kernel metrics not started: the program's own profiler holds CUPTI's callback subscriber, \
                  without which the range profiler would replay every launch of the window (and the tracer could \
                  find no moment to end it); the range profiler off: 0 launches profiled",
-                "PC sampling starts in a process in which CUPTI's range profiler ran before (an earlier \
-                 kernel-metrics attach): PC sampling after it was seen to give no stall records",
-                "PC sampling starts in a process whose first gpu-tools attach traced it (`trace --pid`, or the \
-                 kernel metrics of `profile --pid`): PC sampling after such a first attach was seen to count every \
-                 sample outside the program's kernels (no stall record), while a process sampled before its first \
-                 trace gave stall records in every later window",
                 "context 2: PC sampling could not be turned off: CUPTI keeps it on in this process, and the GPU's \
                  performance counters held, until the process ends (other processes' PC sampling and counters on \
                  this GPU are refused meanwhile)",

@@ -67,15 +67,15 @@ fn trace_says_before_the_first_cupti_attach_what_the_driver_refuses_from_then_on
         "{err}"
     );
     // PC sampling before the first trace: not tried where it cannot be told that no other tool holds the GPU's
-    // counters (no CUPTI here), said with the reason, and then that PC sampling after this trace gives nothing.
+    // counters (no CUPTI here), said with the reason, and then that PC sampling after this trace is refused.
     let pid = fresh.pid();
     let not_sampled = format!(
         "gpu-tools trace: process {pid}: not sampled before its first trace: whether another tool holds its GPU's \
          counters could not be told ("
     );
     let pc_note = format!(
-        "gpu-tools trace: note: PC sampling (`gpu-tools profile --pid --pc-sampling`, or the program's own) of \
-         process {pid} after this first attach"
+        "gpu-tools trace: note: `gpu-tools profile --pid --pc-sampling` of process {pid} after this first attach \
+         is refused"
     );
     assert!(
         err.contains(&not_sampled) && err.contains(&pc_note),

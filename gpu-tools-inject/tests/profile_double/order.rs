@@ -111,10 +111,19 @@ fn attach_in_order_with_notices(
         );
     } else {
         until(
-            "ready",
-            &|m| matches!(m, Message::ProfileReady { .. }),
+            "ready or refused",
+            &|m| {
+                matches!(
+                    m,
+                    Message::ProfileReady { .. } | Message::ProfileRefused { .. }
+                )
+            },
             &mut messages,
         );
+        if matches!(messages.last(), Some(Message::ProfileRefused { .. })) {
+            while next("the stream's end").is_some() {}
+            return (messages, notices.into_inner());
+        }
         control.write_all(&[Control::ProfileStart.byte()]).unwrap();
         until(
             "started",
@@ -155,35 +164,35 @@ fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
     out
 }
 
-/// PC sampling after a first attach that traced is said (`PcAfterTrace`: on an H200 every sample then fell outside
-/// the program's kernels); after a first attach that sampled PCs it is not, traces between them or not.
+/// PC sampling after a first attach that traced is refused before it starts, with what to do instead (on H200s and
+/// H100s every sample then fell outside the program's kernels); after a first attach that sampled PCs it runs,
+/// traces between them or not.
 #[test]
-fn pc_sampling_says_when_the_first_attach_traced() {
-    let said = |m: &[Message]| m.contains(&Message::PcAfterTrace);
+fn pc_sampling_is_refused_when_the_first_attach_traced() {
+    let refused = |m: &[Message]| {
+        m.iter().any(|m| {
+            matches!(m, Message::ProfileRefused { reason }
+                if reason.starts_with("this process's first gpu-tools attach traced it")
+                    && reason.contains("sample a process's PCs before they first trace it"))
+        })
+    };
+    let started = |m: &[Message]| {
+        m.iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. }))
+    };
     let traced_first = attaches_in_order(&[false, true, true]);
-    assert!(!said(&traced_first[0]), "{:?}", traced_first[0]);
-    assert!(
-        traced_first[1]
-            .iter()
-            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
-        "PC sampling started: {:?}",
-        traced_first[1]
-    );
-    assert!(said(&traced_first[1]), "{:?}", traced_first[1]);
-    assert!(
-        said(&traced_first[2]),
-        "every later window: {:?}",
-        traced_first[2]
-    );
+    assert!(!refused(&traced_first[0]), "{:?}", traced_first[0]);
+    for later in &traced_first[1..] {
+        assert!(refused(later), "every later window: {later:?}");
+        assert!(!started(later), "nothing sampled: {later:?}");
+    }
     let sampled_first = attaches_in_order(&[true, false, true]);
+    assert!(started(&sampled_first[0]), "{:?}", sampled_first[0]);
+    assert!(started(&sampled_first[2]), "{:?}", sampled_first[2]);
     assert!(
-        sampled_first[0]
-            .iter()
-            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
-        "{:?}",
-        sampled_first[0]
+        sampled_first.iter().all(|m| !refused(m)),
+        "{sampled_first:?}"
     );
-    assert!(sampled_first.iter().all(|m| !said(m)), "{sampled_first:?}");
 }
 
 /// Among an attach's notices: where the finish's answer came.

@@ -95,18 +95,21 @@ impl MetricsEnded {
     }
 }
 
-/// Said when PC sampling starts in a process in which CUPTI's range profiler ran before (a kernel-metrics attach
-/// of an earlier `profile --pid`): PC sampling after it was seen to give no records.
-pub const PC_AFTER_RANGE_PROFILER: &str = "PC sampling starts in a process in which CUPTI's range profiler ran \
-     before (an earlier kernel-metrics attach): PC sampling after it was seen to give no stall records";
+/// Why PC sampling is refused in a process in which CUPTI's range profiler ran before (a kernel-metrics attach of an
+/// earlier `profile --pid --kernel-replay`): PC sampling after it gave no stall records.
+pub const PC_AFTER_RANGE_PROFILER: &str = "CUPTI's range profiler ran in this process before (an earlier \
+     kernel-metrics `profile --pid`), and PC sampling after it gave no stall records; nothing was sampled: sample a \
+     process that has had no kernel-metrics window";
 
-/// Said when PC sampling starts in a process whose first gpu-tools attach was a trace (`trace --pid`, or `profile
-/// --pid`'s kernel metrics, which trace): PC sampling after it was seen to count every sample outside the program's
-/// kernels.
-pub const PC_AFTER_TRACE: &str = "PC sampling starts in a process whose first gpu-tools attach traced it (`trace \
-     --pid`, or the kernel metrics of `profile --pid`): PC sampling after such a first attach was seen to count every \
-     sample outside the program's kernels (no stall record), while a process sampled before its first trace gave stall \
-     records in every later window";
+/// Why PC sampling is refused in a process whose first gpu-tools attach was a trace (`trace --pid`, or `profile
+/// --pid`'s kernel metrics, which trace) and not the PC sampling a first trace makes first: PC sampling after it
+/// counted every sample outside the program's kernels in every window tried (docs/driver-notes.md).
+pub const PC_AFTER_TRACE: &str = "this process's first gpu-tools attach traced it (`trace --pid`, or the kernel \
+     metrics of `profile --pid`) without sampling its PCs first, and PC sampling after such a first attach counted \
+     every sample outside the program's kernels (no stall record) in every window tried (CUPTI 13.0, driver 580), \
+     while a process sampled before its first trace gave stall records before and after traces; nothing was \
+     sampled: `trace --pid` and the kernel metrics of `profile --pid` sample a process's PCs before they first \
+     trace it, except beside a profiler of the program's own or with `--no-pc-primer`";
 
 #[cfg(test)]
 mod tests {

@@ -94,15 +94,6 @@ impl PcWindow<'_> {
                 }
             }
         }
-        if self.messages.contains(&Message::PcAfterTrace) {
-            m.push_str(
-                ". This process's first gpu-tools attach traced it (`trace --pid`, or the kernel metrics of `profile \
-                 --pid`): PC sampling after such a first attach was seen to count every sample outside the \
-                 program's kernels, in every later window (CUPTI 13.0, driver 580, an H200), while a job sampled \
-                 before its first trace gave stall records before and after traces; sample a job's PCs before \
-                 tracing it",
-            );
-        }
         if self
             .messages
             .iter()
@@ -112,13 +103,6 @@ impl PcWindow<'_> {
                 ". PC sampling could not be turned off: CUPTI keeps it on in this process, and the GPU's counters \
                  held, until the process ends; PC sampling and counters of other processes on the GPU are refused \
                  until then",
-            );
-        }
-        if self.messages.contains(&Message::PcAfterRangeProfiler) {
-            m.push_str(
-                ". CUPTI's range profiler ran in this process before (an earlier kernel-metrics `profile --pid`): PC \
-                 sampling after it was seen to give no stall records; sample a process that has had no \
-                 kernel-metrics window",
             );
         }
         Some(m)
@@ -278,25 +262,13 @@ mod tests {
             m.contains("counted 0 samples in 0 PC records") && m.contains("CUPTI took no sample"),
             "{m}"
         );
-        // No count at all (the stream ended early), and a range profiler before it.
-        let notices = [Message::PcAfterRangeProfiler];
-        let m = pc(0, &notices).empty_error().unwrap();
+        // No count at all (the stream ended early).
+        let m = pc(0, &[]).empty_error().unwrap();
         assert!(m.contains("no count of CUPTI's samples came"), "{m}");
-        assert!(
-            m.contains("CUPTI's range profiler ran in this process before"),
-            "{m}"
-        );
-        // Every sample outside the program's kernels after a first attach that traced: that order is named, as is
-        // what to do instead.
-        let notices = [Message::PcAfterTrace, counted(20_228_749, 20_228_749)];
+        // Every sample outside the program's kernels.
+        let notices = [counted(20_228_749, 20_228_749)];
         let m = pc(0, &notices).empty_error().unwrap();
-        assert!(
-            m.contains("CUPTI attributed all 20228749 samples")
-                && m.contains("This process's first gpu-tools attach traced it")
-                && m.ends_with("sample a job's PCs before tracing it"),
-            "{m}"
-        );
-        assert!(!m.contains("range profiler ran"), "{m}");
+        assert!(m.contains("CUPTI attributed all 20228749 samples"), "{m}");
         assert!(!m.contains("could not be turned off"), "{m}");
         // Sampling that could not be turned off: said, with what it holds.
         let notices = [counted(500, 500), Message::PcLeftOn { context: 1 }];
