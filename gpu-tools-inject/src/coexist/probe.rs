@@ -671,13 +671,23 @@ mod tests {
             .unwrap_or_else(|p| p.into_inner());
         assert_eq!(wait_until_located(), Duration::ZERO, "nothing looked for");
         LOCATING.store(true, Ordering::Release);
-        let program = std::thread::spawn(wait_until_located);
+        // The program's thread runs before the look ends (on a busy machine a thread spawned alone started only
+        // after it, found nothing looked for, and did not wait).
+        let running = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let program = std::thread::spawn({
+            let running = running.clone();
+            move || {
+                running.wait();
+                wait_until_located()
+            }
+        });
+        running.wait();
         std::thread::sleep(Duration::from_millis(20));
         end_locating(None);
         let waited = program.join().unwrap();
         assert!(
-            waited >= Duration::from_millis(20) && waited < LOCATING_WAIT,
-            "waited {waited:?}"
+            waited > Duration::ZERO && waited < LOCATING_WAIT,
+            "waited until the look ended, not to the bound: {waited:?}"
         );
         // A look that never ends holds the program back no longer than the bound.
         LOCATING.store(true, Ordering::Release);
