@@ -84,10 +84,10 @@ pub fn cupti_note(pids: &[u32], flight_recorder: bool) -> String {
 pub fn pc_sampling_note(pids: &[u32]) -> String {
     let them = if pids.len() == 1 { "it" } else { "them" };
     format!(
-        "note: `gpu-tools profile --pid --pc-sampling` of {} after this first attach is refused: PC sampling after \
-         it (the program's own too) counted every sample outside the program's kernels, with no stall record \
-         (CUPTI 13.0, driver 580); a process sampled before its first trace kept its stall records: sample {them} \
-         first, if you will want PCs",
+        "note: `gpu-tools profile --pid --pc-sampling` of {} after this first attach is refused with CUPTI 13.0 or \
+         older: PC sampling after it (the program's own too) counted every sample outside the program's kernels, \
+         with no stall record (CUPTI 13.0, driver 580); a process sampled before its first trace kept its stall \
+         records: sample {them} first, if you will want PCs",
         processes(pids)
     )
 }

@@ -254,16 +254,38 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
 
 /// Why PC sampling would see none of the program's kernels in this process, if it would not: CUPTI's range profiler
 /// ran in it, or its first attach traced it without sampling its PCs first (seen in every window tried, on H200s
-/// and H100s with CUPTI 13.0: docs/driver-notes.md). Such a window held the GPU's counters for nothing, with every risk of a
-/// PC sampling window, so it is refused before it starts. Kernel metrics are not refused so.
+/// and H100s with CUPTI 13.0: docs/driver-notes.md). Such a window held the GPU's counters for nothing, with every
+/// risk of a PC sampling window, so it is refused before it starts. Kernel metrics are not refused so, nor PC
+/// sampling with a CUPTI newer than any seen so (`SEEN_BLIND`): there the window runs, and an empty one says what
+/// CUPTI counted.
 fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
+    let version = gpu_tools::cupti::CuptiLibrary::get().and_then(|c| c.version().ok());
+    blind_reason(
+        request.pc_sampling,
+        version,
+        crate::profiling::range_profiler_ran(),
+        crate::first_attach::traced(),
+    )
+}
+
+/// The newest CUPTI API version with which PC sampling was seen blind after a trace or the range profiler (13.0
+/// Update 1, the GPU hosts' build).
+const SEEN_BLIND: u32 = 130_001;
+
+/// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen).
+fn blind_reason(
+    pc_sampling: bool,
+    version: Option<u32>,
+    range_profiler_ran: bool,
+    traced_first: bool,
+) -> Option<&'static str> {
     use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
-    if !request.pc_sampling {
+    if !pc_sampling || version.is_some_and(|v| v > SEEN_BLIND) {
         return None;
     }
-    if crate::profiling::range_profiler_ran() {
+    if range_profiler_ran {
         Some(PC_AFTER_RANGE_PROFILER)
-    } else if crate::first_attach::traced() {
+    } else if traced_first {
         Some(PC_AFTER_TRACE)
     } else {
         None
@@ -450,6 +472,39 @@ mod tests {
     use super::*;
     use crate::coexist::ProgramProfiler;
     use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds};
+
+    #[test]
+    fn pc_sampling_is_refused_as_blind_only_after_a_trace_or_the_range_profiler_with_a_cupti_seen_so()
+     {
+        use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
+        let seen = Some(130_001);
+        assert_eq!(blind_reason(true, seen, false, true), Some(PC_AFTER_TRACE));
+        assert_eq!(
+            blind_reason(true, seen, true, true),
+            Some(PC_AFTER_RANGE_PROFILER),
+            "the range profiler named first"
+        );
+        assert_eq!(
+            blind_reason(true, Some(28), false, true),
+            Some(PC_AFTER_TRACE)
+        );
+        assert_eq!(blind_reason(true, None, false, true), Some(PC_AFTER_TRACE));
+        assert_eq!(
+            blind_reason(true, seen, false, false),
+            None,
+            "sampled first"
+        );
+        assert_eq!(
+            blind_reason(false, seen, true, true),
+            None,
+            "kernel metrics"
+        );
+        assert_eq!(
+            blind_reason(true, Some(130_100), true, true),
+            None,
+            "a newer CUPTI is tried"
+        );
+    }
 
     #[test]
     fn the_pc_sampling_before_a_first_trace_is_refused_beside_any_program_profiler() {
