@@ -568,6 +568,22 @@ if [ "$attach_deadline" -gt 0 ]; then
 else
   echo "$pass of $total rows passed"
 fi
+# Every window of every row by tool and verdict (a window's verdict is its line's last word; `records=` tags such as
+# `after-first-trace` and `left-on` are counted too), and the PC sampling the first traces made (primers).
+cat "$out"/*/attaches.txt 2>/dev/null | awk '
+  / (trace|trace-node|counters|metrics|pc-sampling|where) / {
+    for (i = 1; i <= NF; i++) if ($i ~ /^(trace|trace-node|counters|metrics|pc-sampling|where)$/) tool = $i
+    n[tool " " $NF]++
+    if ($0 ~ /after-first-trace/) tag["pc-sampling after-first-trace"]++
+    if ($0 ~ /left-on/) tag["pc-sampling left-on"]++
+    if ($0 ~ /pc-primed:[0-9]/) tag["primers with stall records"]++
+    if ($0 ~ /pc-primed-empty/) tag["primers without"]++
+    if ($0 ~ /pc-not-primed/) tag["first traces not primed"]++
+  }
+  END {
+    for (k in n) print "windows " k " " n[k]
+    for (k in tag) print "windows tagged " k " " tag[k]
+  }' | sort
 # Every log of the run in one file (a device run brings back few files).
 for f in $(find "$out" -name '*.txt' -o -name '*.log' | grep -v '/logs.txt$' | sort); do
   echo "=== $f"; tail -c "${LOG_TAIL:-2500}" "$f"; echo
