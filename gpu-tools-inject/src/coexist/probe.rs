@@ -37,6 +37,8 @@ static PROGRAM_COMPLETE: AtomicUsize = AtomicUsize::new(0);
 static ASKED: AtomicBool = AtomicBool::new(false);
 /// The kinds of the records in the program's buffers during the probe.
 static KINDS_SEEN: AtomicU64 = AtomicU64::new(0);
+/// Buffers CUPTI completed through the probe's callbacks (since the process started): the watch's end waits for one.
+static COMPLETED: AtomicU64 = AtomicU64::new(0);
 /// `cuptiActivityGetNextRecord`, as an address (0: not resolved).
 static NEXT_RECORD: AtomicUsize = AtomicUsize::new(0);
 /// Between the probe's registration and the moment the program's pair is known: CUPTI may fill and complete a
@@ -244,6 +246,19 @@ pub(super) fn flush_back_lent(real: &Real) -> usize {
     lent().len()
 }
 
+/// At the watch's end, where the program neither flushed nor registered while watched: the buffer CUPTI holds of the
+/// program's goes back through the probe, which sees its kinds, at a moment when every record in it is complete
+/// (flushes without force until one comes back, forced once at the bound: `flush::complete_first`). Forced at once,
+/// as it was, the flush handed the program the records of its kernels still running, without an end, whenever its
+/// session recorded then: on an H100, a torch.profiler on a schedule lost the first step of a cycle (47 of its 141
+/// kernels) at a `profile --pid` beside it, whose look has no watch of the program's calls and so always flushed,
+/// and likely so at a first trace (whose watch saw no flush of the program's); a training step's synchronise gives
+/// such a moment every step.
+fn flush_back_at_watch_end(real: &Real) -> gpu_tools::cupti::activity::CompleteFirst {
+    let before = COMPLETED.load(Ordering::Acquire);
+    super::flush::complete_first(real, || COMPLETED.load(Ordering::Acquire) != before)
+}
+
 /// How long a flush or a registration of the program's waits for the probe to find its callbacks.
 const LOCATING_WAIT: Duration = Duration::from_millis(100);
 
@@ -407,6 +422,7 @@ unsafe extern "C" fn probe_complete(
 ) {
     let run = std::panic::catch_unwind(|| {
         KINDS_SEEN.fetch_or(kinds_in(buffer, valid), Ordering::AcqRel);
+        COMPLETED.fetch_add(1, Ordering::AcqRel);
         // SAFETY: the program's completion callback, with the buffer its request callback gave.
         unsafe { hand_to_program(context, stream, buffer, size, valid) }
     });
@@ -571,10 +587,16 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         // a torch.profiler on a schedule lost one step's 47 kernels of a cycle so).
         log::debug!("the program flushed or registered while watched: no flush at the watch's end");
     } else {
-        // The buffer CUPTI holds of the program's goes back through the probe, which sees its kinds.
-        log::debug!("the program's buffer is flushed back at the watch's end");
-        // SAFETY: the real flush.
-        unsafe { (real.flush_all)(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+        let flushed = flush_back_at_watch_end(real);
+        log::debug!(
+            "the program's buffer is flushed back at the watch's end after {} waits{}",
+            flushed.waits,
+            if flushed.forced {
+                ", forced (kernels still running are handed out incomplete)"
+            } else {
+                ""
+            }
+        );
     }
     // SAFETY: both are addresses checked to be code in this process, found where CUPTI keeps its callbacks.
     let (request, complete) = unsafe {
@@ -661,6 +683,56 @@ mod tests {
         FLUSHES.store(0, Ordering::SeqCst);
         assert_eq!(flush_back_lent(&real), 0);
         assert_eq!(FLUSHES.load(Ordering::SeqCst), 0);
+    }
+
+    /// A flush that completes a buffer of the program's through the probe at the flush [`LANDS_AT`] counts (0:
+    /// never), forced or not, as CUPTI returns a buffer whose records are whole.
+    static LANDS_AT: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn landing_flush(flag: u32) -> sys::CUptiResult {
+        if flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
+            FORCED.fetch_add(1, Ordering::SeqCst);
+        }
+        let n = FLUSHES.fetch_add(1, Ordering::SeqCst) + 1;
+        let lands = LANDS_AT.load(Ordering::SeqCst);
+        if (lands != 0 && n >= lands) || flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
+            // SAFETY: a buffer completed with no records; nobody's pair is known, so it goes nowhere.
+            unsafe { probe_complete(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, 0) };
+        }
+        sys::CUPTI_SUCCESS
+    }
+
+    #[test]
+    fn the_watch_end_flushes_without_force_until_the_programs_buffer_is_back() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let real = Real {
+            flush_all: landing_flush,
+            ..super::super::tests::no_cupti()
+        };
+        // Its records whole at the third flush: back then, nothing forced.
+        FLUSHES.store(0, Ordering::SeqCst);
+        FORCED.store(0, Ordering::SeqCst);
+        LANDS_AT.store(3, Ordering::SeqCst);
+        let ended = flush_back_at_watch_end(&real);
+        assert_eq!((ended.waits, ended.forced), (2, false));
+        assert_eq!(FLUSHES.load(Ordering::SeqCst), 3);
+        assert_eq!(
+            FORCED.load(Ordering::SeqCst),
+            0,
+            "no running kernel handed out"
+        );
+        // Never whole: forced once, at the bound.
+        FLUSHES.store(0, Ordering::SeqCst);
+        LANDS_AT.store(0, Ordering::SeqCst);
+        let ended = flush_back_at_watch_end(&real);
+        assert!(ended.forced);
+        assert_eq!(
+            FLUSHES.load(Ordering::SeqCst),
+            gpu_tools::cupti::activity::COMPLETE_WAITS as usize + 2
+        );
+        assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
     }
 
     #[test]

@@ -186,3 +186,45 @@ fn a_scheduled_profiler_keeps_every_kernel_through_windows_that_start_and_stop_b
     sessions_whole_and_complete(&mut ask);
     end_cycles_child(&mut ask, &mut child, &dir);
 }
+
+/// A profiler whose session stays open across the attach while its program's GPU runs behind its launches (as in
+/// [`a_profiler_gets_its_kernels_whole_when_windows_end_while_they_run`]), so that it makes no flush while the probe
+/// watches it: the buffer CUPTI holds of its goes back at the watch's end at a moment its records are whole (the GPU
+/// drains every twentieth launch), not by force. Forced there, the flush handed it the running kernels without an end
+/// (on an H100, torch.profiler cycles of 94 of 141). Every kernel of its sessions reaches it once; the one forced flush
+/// left, before the tracer's start, may hand out one a window.
+#[test]
+fn a_profiler_recording_through_the_watch_is_flushed_back_whole() {
+    library();
+    let (dir, socket) = scratch("lagging-watch");
+    let (mut child, mut ask, log) = cycles_child_logged();
+    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    let rounds = 4;
+    for round in 0..rounds {
+        assert_eq!(ask("start", "started "), "0");
+        assert_eq!(ask("busy lagging", "busy"), "");
+        let (done, mut control, reader, _) = attach(child.id(), &socket);
+        assert_eq!(done.entry_result, 0, "round {round}: the window started");
+        let end_of_watch = wait_for_line(
+            &log,
+            "at the watch's end",
+            &format!("round {round}: no word of the watch's end"),
+        );
+        assert!(
+            end_of_watch.contains("flushed back at the watch's end after")
+                && !end_of_watch.contains("forced"),
+            "round {round}: back without force: {end_of_watch}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        let records = reader.join().unwrap();
+        end_busy_round(&mut ask, round, "stop drained", &records);
+    }
+    let (count, incomplete) = sessions_whole(&mut ask);
+    assert!(
+        incomplete <= rounds as u64,
+        "at most the tracer's start's forced flush hands one out: {incomplete} ({})",
+        count.answer
+    );
+    end_cycles_child(&mut ask, &mut child, &dir);
+}
