@@ -195,11 +195,7 @@ static void account(const PcBuffer &b) {
 static void read_data() {
     for (int i = 0; i < 1000; i++) {
         g_read.prepare(g_read.pcs.size());
-        CUpti_PCSamplingGetDataParams p = {};
-        p.size = CUpti_PCSamplingGetDataParamsSize;
-        p.ctx = g_ctx;
-        p.pcSamplingData = &g_read.data;
-        CUptiResult r = cuptiPCSamplingGetData(&p);
+        CUptiResult r = pc_get_data(g_ctx, &g_read.data);
         if (r == CUPTI_ERROR_OUT_OF_MEMORY) g_full++;
         else if (r != CUPTI_SUCCESS) { printf("error cuptiPCSamplingGetData -> %d\n", (int)r); return; }
         account(g_read);

@@ -108,11 +108,7 @@ unsigned long long read_all() {
     unsigned long long wrong = 0;
     for (int i = 0; i < 1000; i++) {
         g_read.prepare(g_read.pcs.size());
-        CUpti_PCSamplingGetDataParams p = {};
-        p.size = CUpti_PCSamplingGetDataParamsSize;
-        p.ctx = g_ctx;
-        p.pcSamplingData = &g_read.data;
-        CUptiResult r = cuptiPCSamplingGetData(&p);
+        CUptiResult r = pc_get_data(g_ctx, &g_read.data);
         if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_OUT_OF_MEMORY) { printf("error GetData -> %d\n", (int)r); return wrong; }
         wrong += account(g_read);
         if (g_read.data.remainingNumPcs == 0 || g_read.data.totalNumPcs == 0) break;

@@ -27,6 +27,15 @@ static inline void pc_enable(CUcontext ctx) {
     CU(cuptiPCSamplingEnable(&e));
 }
 
+// One cuptiPCSamplingGetData of `ctx` into `data` (prepared by the caller): CUPTI's answer.
+static inline CUptiResult pc_get_data(CUcontext ctx, CUpti_PCSamplingData *data) {
+    CUpti_PCSamplingGetDataParams p = {};
+    p.size = CUpti_PCSamplingGetDataParamsSize;
+    p.ctx = ctx;
+    p.pcSamplingData = data;
+    return cuptiPCSamplingGetData(&p);
+}
+
 // The device's stall reasons (sampling enabled on `ctx`): their indexes in `index`; returns how many.
 static inline size_t pc_stall_reasons(CUcontext ctx, std::vector<uint32_t> &index) {
     size_t count = 0;

@@ -21,6 +21,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gpu_tools::cuda::{Context, Driver};
+use gpu_tools::cupti::CuptiVersion;
 use gpu_tools::cupti::callback::{CallbackDomain, Subscriber};
 use gpu_tools::cupti::pc_sampling::PcSampler;
 use gpu_tools::trace::{
@@ -259,7 +260,7 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
 /// sampling with a CUPTI newer than any seen so (`SEEN_BLIND`): there the window runs, and an empty one says what
 /// CUPTI counted.
 fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
-    let version = gpu_tools::cupti::CuptiLibrary::get().and_then(|c| c.version().ok());
+    let version = gpu_tools::cupti::CuptiLibrary::get().and_then(|c| c.api_version().ok());
     blind_reason(
         request.pc_sampling,
         version,
@@ -270,12 +271,12 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
 
 /// The newest CUPTI API version with which PC sampling was seen blind after a trace or the range profiler (13.0
 /// Update 1, the GPU hosts' build).
-const SEEN_BLIND: u32 = 130_001;
+const SEEN_BLIND: CuptiVersion = CuptiVersion::from_api(130_001);
 
 /// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen).
 fn blind_reason(
     pc_sampling: bool,
-    version: Option<u32>,
+    version: Option<CuptiVersion>,
     range_profiler_ran: bool,
     traced_first: bool,
 ) -> Option<&'static str> {
@@ -477,7 +478,8 @@ mod tests {
     fn pc_sampling_is_refused_as_blind_only_after_a_trace_or_the_range_profiler_with_a_cupti_seen_so()
      {
         use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
-        let seen = Some(130_001);
+        let api = |v| Some(CuptiVersion::from_api(v));
+        let seen = api(130_001);
         assert_eq!(blind_reason(true, seen, false, true), Some(PC_AFTER_TRACE));
         assert_eq!(
             blind_reason(true, seen, true, true),
@@ -485,7 +487,7 @@ mod tests {
             "the range profiler named first"
         );
         assert_eq!(
-            blind_reason(true, Some(28), false, true),
+            blind_reason(true, api(28), false, true),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(blind_reason(true, None, false, true), Some(PC_AFTER_TRACE));
@@ -500,7 +502,7 @@ mod tests {
             "kernel metrics"
         );
         assert_eq!(
-            blind_reason(true, Some(130_100), true, true),
+            blind_reason(true, api(130_100), true, true),
             None,
             "a newer CUPTI is tried"
         );

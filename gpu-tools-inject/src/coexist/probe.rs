@@ -696,7 +696,8 @@ mod tests {
         let n = FLUSHES.fetch_add(1, Ordering::SeqCst) + 1;
         let lands = LANDS_AT.load(Ordering::SeqCst);
         if (lands != 0 && n >= lands) || flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
-            // SAFETY: a buffer completed with no records; nobody's pair is known, so it goes nowhere.
+            // SAFETY: a null buffer with no records, completed while no look runs and no pair of the program's is known
+            // (the test clears both first): `hand_to_program` then passes it to no one.
             unsafe { probe_complete(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, 0) };
         }
         sys::CUPTI_SUCCESS
@@ -711,6 +712,10 @@ mod tests {
             flush_all: landing_flush,
             ..super::super::tests::no_cupti()
         };
+        // No look runs and no pair is known (an earlier test may have left one): the completions go to no one.
+        LOCATING.store(false, Ordering::Release);
+        PROGRAM_REQUEST.store(0, Ordering::Release);
+        PROGRAM_COMPLETE.store(0, Ordering::Release);
         // Its records whole at the third flush: back then, nothing forced.
         FLUSHES.store(0, Ordering::SeqCst);
         FORCED.store(0, Ordering::SeqCst);
