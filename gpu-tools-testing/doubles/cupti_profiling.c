@@ -859,6 +859,16 @@ void cp_pc_reset(void) {
     g_pcs_len = 0;
 }
 
+/* Whether samples are being taken: from the configuration without start-stop control, between Start and Stop with
+   it. In continuous mode CUPTI's decoding worker runs then. */
+static int g_pc_running, g_pc_start_stop, g_pc_serialized;
+/* GetData calls made while continuous mode's decoding worker ran. CUPTI 13.0's GetData resolves the names of what
+   the worker decoded, lets go of its lock, takes it again and copies: a PC the worker added in between is copied
+   with no name (strdup(NULL), read from libcupti 13.0.85's code, docs/driver-notes.md), which killed jobs. */
+static unsigned g_pc_reads_while_decoding;
+unsigned cp_pc_reads_while_decoding(void) { return g_pc_reads_while_decoding; }
+int cp_pc_running(void) { return g_pc_running; }
+
 /* The worker threads' sleep span (ms) the last configuration set: 0 where none set it. */
 static uint32_t g_pc_sleep_span;
 uint32_t cp_pc_sleep_span(void) { return g_pc_sleep_span; }
@@ -875,6 +885,9 @@ CUptiResult cuptiPCSamplingEnable(PcCtxOnly *p) {
     g_pc_enabled = 1;
     g_pcs_len = 0;
     g_pc_buffer = NULL;
+    g_pc_running = 1;
+    g_pc_start_stop = 0;
+    g_pc_serialized = 0;
     return SUCCESS;
 }
 
@@ -906,13 +919,28 @@ static void fill(struct sampling_data *d) {
 CUptiResult cuptiPCSamplingDisable(PcCtxOnly *p) {
     FAIL_IF_ASKED();
     if (!p || !g_pc_enabled) return INVALID_OPERATION;
-    fill(g_pc_buffer);
+    /* As CUPTI's: the flush into the configured buffer only where sampling runs (a Stop made it already). */
+    if (g_pc_running) fill(g_pc_buffer);
     g_pc_enabled = 0;
+    g_pc_running = 0;
     return SUCCESS;
 }
 
-CUptiResult cuptiPCSamplingStart(PcCtxOnly *p) { return (p && g_pc_enabled) ? SUCCESS : INVALID_OPERATION; }
-CUptiResult cuptiPCSamplingStop(PcCtxOnly *p) { return (p && g_pc_enabled) ? SUCCESS : INVALID_OPERATION; }
+/* Start and Stop need start-stop control (CUPTI answers CUPTI_ERROR_INVALID_OPERATION without it). Stop joins the
+   workers and decodes what is left into the configured buffer, which the next GetData hands over first. */
+CUptiResult cuptiPCSamplingStart(PcCtxOnly *p) {
+    FAIL_IF_ASKED();
+    if (!p || !g_pc_enabled || !g_pc_start_stop || g_pc_running) return INVALID_OPERATION;
+    g_pc_running = 1;
+    return SUCCESS;
+}
+CUptiResult cuptiPCSamplingStop(PcCtxOnly *p) {
+    FAIL_IF_ASKED();
+    if (!p || !g_pc_enabled || !g_pc_start_stop || !g_pc_running) return INVALID_OPERATION;
+    fill(g_pc_buffer);
+    g_pc_running = 0;
+    return SUCCESS;
+}
 
 typedef struct {
     size_t size;
@@ -927,7 +955,38 @@ CUptiResult cuptiPCSamplingGetData(PcGetData *p) {
     /* CUPTI's decode threads write into the configured buffer while sampling is enabled (its PC sampling tutorial:
        a GetData buffer separate from it): a read into that buffer races them, refused here. */
     if (p->pcSamplingData == (void *)g_pc_buffer) return INVALID_PARAMETER;
-    fill(p->pcSamplingData);
+    if (g_pc_running && !g_pc_serialized) g_pc_reads_while_decoding++;
+    struct sampling_data *d = p->pcSamplingData;
+    /* What a Stop left in the configured buffer comes first, moved (its count zeroed). */
+    if (g_pc_buffer && g_pc_buffer->total_pcs > 0) {
+        size_t n = g_pc_buffer->total_pcs < d->collect_pcs ? g_pc_buffer->total_pcs : d->collect_pcs;
+        for (size_t i = 0; i < n; i++) {
+            struct pc_data *to = &d->pcs[i], *from = &g_pc_buffer->pcs[i];
+            to->cubin_crc = from->cubin_crc;
+            to->pc_offset = from->pc_offset;
+            to->function_index = from->function_index;
+            to->function_name = from->function_name;
+            to->stall_count = 1;
+            to->stalls[0] = from->stalls[0];
+        }
+        size_t left = g_pc_buffer->total_pcs - n;
+        for (size_t i = 0; i < left; i++) {
+            struct pc_data *to = &g_pc_buffer->pcs[i], *from = &g_pc_buffer->pcs[n + i];
+            to->cubin_crc = from->cubin_crc;
+            to->pc_offset = from->pc_offset;
+            to->function_index = from->function_index;
+            to->function_name = from->function_name;
+            to->stalls[0] = from->stalls[0];
+        }
+        g_pc_buffer->total_pcs = left;
+        d->total_pcs = n;
+        d->remaining_pcs = left + g_pcs_len;
+        d->total_samples = 0;
+        d->dropped_samples = 0;
+        for (size_t i = 0; i < n; i++) d->total_samples += d->pcs[i].stalls[0].samples;
+        return SUCCESS;
+    }
+    fill(d);
     return SUCCESS;
 }
 
@@ -989,8 +1048,12 @@ CUptiResult cuptiPCSamplingSetConfigurationAttribute(PcConfig *p) {
         struct config_info *a = &p->info[i];
         a->status = SUCCESS;
         if (a->type == 1 && (a->u.period < 5 || a->u.period > 31)) a->status = r = INVALID_PARAMETER;
+        if (a->type == 5) g_pc_serialized = a->u.period == 2;
+        if (a->type == 6) g_pc_start_stop = a->u.period != 0;
         if (a->type == 8) g_pc_buffer = a->u.buffer;
         if (a->type == 9) g_pc_sleep_span = a->u.sleep_span;
     }
+    /* Sampling runs from the configuration unless start-stop control waits for a Start. */
+    if (r == SUCCESS) g_pc_running = !g_pc_start_stop;
     return r;
 }

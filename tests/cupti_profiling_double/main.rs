@@ -82,6 +82,26 @@ impl Double {
         // SAFETY: a plain control.
         unsafe { f() }
     }
+    /// `cuptiPCSamplingGetData` calls made while continuous mode's decoding worker ran (since the double loaded).
+    fn pc_reads_while_decoding(&self) -> u32 {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn() -> u32,
+            b"cp_pc_reads_while_decoding\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f() }
+    }
+    /// Whether PC sampling takes samples now.
+    fn pc_running(&self) -> bool {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn() -> i32,
+            b"cp_pc_running\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f() != 0 }
+    }
     fn clear_failure(&self) {
         self.fail(c"", 0);
     }

@@ -213,3 +213,70 @@ fn a_failed_disable_keeps_what_was_read_and_says_sampling_stays_on() {
     d.pc_reset();
     assert_eq!(d.counts().pc_enabled, 0);
 }
+
+#[test]
+fn continuous_sampling_is_never_read_while_cuptis_decoding_worker_runs() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let before = d.pc_reads_while_decoding();
+    let mut s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
+    assert!(
+        d.pc_running(),
+        "sampling runs from the start, as without start-stop control"
+    );
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"chase", 0x50, 4, 10);
+    d.pc(c"other", 0x10, 9, 5);
+    // A read in the middle stops sampling for itself and starts it again.
+    s.read().unwrap();
+    assert!(d.pc_running(), "sampling runs again after the read");
+    d.pc(c"other", 0x20, 17, 7);
+    let all = s.finish().unwrap();
+    assert_eq!(
+        d.pc_reads_while_decoding(),
+        before,
+        "no cuptiPCSamplingGetData while CUPTI's workers decode"
+    );
+    let mut pcs: Vec<(String, u64)> = all
+        .records
+        .iter()
+        .map(|r| (r.function.to_string(), r.pc_offset))
+        .collect();
+    pcs.sort();
+    assert_eq!(
+        pcs,
+        [
+            ("chase".to_string(), 0x40),
+            ("chase".to_string(), 0x50),
+            ("other".to_string(), 0x10),
+            ("other".to_string(), 0x20),
+        ],
+        "every PC once: what the stops decoded came through the reads"
+    );
+    assert_eq!(all.truncated_pcs, 0);
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
+fn a_failed_stop_at_the_finish_reads_nothing_beside_the_workers_and_still_disables() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let before = d.pc_reads_while_decoding();
+    let s = PcSampler::builder(&ctx).start().unwrap();
+    d.pc(c"chase", 0x40, 4, 90);
+    d.fail(c"cuptiPCSamplingStop", 1);
+    let (all, error) = s.finish_keeping();
+    d.clear_failure();
+    assert!(error.is_some(), "the stop's failure is the finish's error");
+    assert_eq!(
+        d.pc_reads_while_decoding(),
+        before,
+        "no read after the failed stop"
+    );
+    assert_eq!(
+        all.records.len(),
+        1,
+        "the disable decoded the rest into the configured buffer"
+    );
+    assert_eq!(d.counts().pc_enabled, 0);
+}

@@ -2,6 +2,12 @@
 //! every 2^period cycles with the reason it was not issuing; CUPTI aggregates the samples per (function, PC offset)
 //! and stall reason. The reason names come from the device.
 //!
+//! In continuous mode CUPTI decodes samples on worker threads of its own, and CUPTI 13.0's
+//! `cuptiPCSamplingGetData` races them (a PC added while it reads is copied with a null name, which it duplicates
+//! with `strdup`: a SIGSEGV in the sampled process). So a continuous sampler is configured with CUPTI's start-stop
+//! control and started at once; every read and the finish stop sampling first, which joins the workers, and a read
+//! starts it again after.
+//!
 //! ```no_run
 //! use gpu_tools::cuda::Context;
 //! use gpu_tools::cupti::pc_sampling::PcSampler;
@@ -334,7 +340,11 @@ pub struct PcSampler<'c> {
     names: NameCache,
     collected: PcSamples,
     enabled: bool,
+    /// The caller starts and stops sampling ([`PcSamplerBuilder::start_stop`]).
     start_stop: bool,
+    /// CUPTI's start-stop control is on: asked for, or continuous mode, whose reads stop sampling first
+    /// ([`PcSampler::read`]).
+    controlled: bool,
     running: bool,
     _ctx: PhantomData<&'c Context>,
 }
@@ -396,39 +406,77 @@ impl<'c> PcSampler<'c> {
                 ProfilingError::State("resume needs PcSamplerBuilder::start_stop(true)").into(),
             );
         }
+        if self.running {
+            return Err(ProfilingError::State("resume while sampling").into());
+        }
+        self.start_sampling()
+    }
+
+    /// `cuptiPCSamplingStart` (start-stop control is on, sampling is not running).
+    fn start_sampling(&mut self) -> crate::Result<()> {
         let f = sym!(self.api, cuptiPCSamplingStart)?;
         let mut p = sys::CUpti_PCSamplingStartParams {
             size: SIZE_START,
             ctx: self.ctx,
             ..Default::default()
         };
-        // SAFETY: an enabled context.
+        // SAFETY: an enabled context configured with start-stop control, not sampling now.
         check("cuptiPCSamplingStart", unsafe { f(&mut p) })?;
         self.running = true;
         Ok(())
     }
 
-    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]). Records CUPTI puts in its configured buffer at the
-    /// stop stay there until [`finish`](Self::finish): the buffer is CUPTI's while sampling is enabled.
-    pub fn pause(&mut self) -> crate::Result<()> {
-        if !self.running {
-            return Err(ProfilingError::State("pause while not sampling").into());
-        }
+    /// `cuptiPCSamplingStop` (start-stop control is on, sampling runs): CUPTI joins its worker threads and decodes
+    /// what is left into the configured buffer, which the next `cuptiPCSamplingGetData` hands over first.
+    fn stop_sampling(&mut self) -> crate::Result<()> {
         let f = sym!(self.api, cuptiPCSamplingStop)?;
         let mut p = sys::CUpti_PCSamplingStopParams {
             size: SIZE_STOP,
             ctx: self.ctx,
             ..Default::default()
         };
-        // SAFETY: an enabled, started context.
-        check("cuptiPCSamplingStop", unsafe { f(&mut p) })?;
+        // Not running after the call whatever it answers: a second Stop is never made.
         self.running = false;
+        // SAFETY: an enabled, started context configured with start-stop control.
+        check("cuptiPCSamplingStop", unsafe { f(&mut p) })?;
         Ok(())
+    }
+
+    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]). What CUPTI decoded up to the stop comes with the
+    /// next [`read`](Self::read) or the [`finish`](Self::finish).
+    pub fn pause(&mut self) -> crate::Result<()> {
+        if !self.start_stop {
+            return Err(
+                ProfilingError::State("pause needs PcSamplerBuilder::start_stop(true)").into(),
+            );
+        }
+        if !self.running {
+            return Err(ProfilingError::State("pause while not sampling").into());
+        }
+        self.stop_sampling()
     }
 
     /// Reads what CUPTI has now (`cuptiPCSamplingGetData`, which never synchronises the device) into the
     /// sampler's collection.
+    ///
+    /// In continuous mode a read while sampling runs stops sampling for the read and starts it again after:
+    /// CUPTI 13.0's `cuptiPCSamplingGetData` names the PCs its decoding worker thread has gathered, lets go of
+    /// their lock and takes it again to copy them, and a PC the worker adds in between is copied with no name, a
+    /// null pointer it then duplicates with `strdup` (read from libcupti 13.0.85's code; five jobs died of that
+    /// SIGSEGV, docs/driver-notes.md). The stop joins the workers first, so nothing is added during the read.
     pub fn read(&mut self) -> crate::Result<()> {
+        if self.running && self.controlled {
+            self.stop_sampling()?;
+            let read = self.read_stopped();
+            let restarted = self.start_sampling();
+            return read.and(restarted);
+        }
+        self.read_stopped()
+    }
+
+    /// The reads of [`read`](Self::read), with no worker of CUPTI's decoding beside them (stopped, or none: a
+    /// kernel-serialised sampler or one the caller paused).
+    fn read_stopped(&mut self) -> crate::Result<()> {
         let f = sym!(self.api, cuptiPCSamplingGetData)?;
         loop {
             let mut p = sys::CUpti_PCSamplingGetDataParams {
@@ -445,10 +493,13 @@ impl<'c> PcSampler<'c> {
             if !full {
                 check("cuptiPCSamplingGetData", code)?;
             }
+            // Read before the take, which clears the buffer's header (read after it, as it was, no read ever
+            // repeated: what one read left in CUPTI waited for the disable).
+            let remaining = self.read.remaining();
             // SAFETY: CUPTI filled the buffer (function names are its strings).
             let mut got = unsafe { self.read.take(&mut self.names) };
             got.buffer_full += u64::from(full);
-            let more = self.read.remaining() > 0 && !got.records.is_empty();
+            let more = remaining > 0 && !got.records.is_empty();
             self.collected.merge(got);
             if !more {
                 return Ok(());
@@ -474,7 +525,16 @@ impl<'c> PcSampler<'c> {
     /// ([`still_enabled`] tells that error apart): the GPU's counters stay held until the process ends (seen on an
     /// H200, CUPTI 13.0: other processes' PC sampling and counters were refused from then on).
     pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
-        let mut error = self.read().err();
+        // Stopped first, so that the last reads have no decoding worker beside them (see `read`). Where the stop
+        // fails the workers may still run: no read then, the disable decodes the rest into the configured buffer.
+        let mut error = if self.running && self.controlled {
+            self.stop_sampling().err()
+        } else {
+            None
+        };
+        if error.is_none() {
+            error = self.read_stopped().err();
+        }
         match self.disable() {
             Ok(()) => {
                 // PCs the disable could not fit in the configured buffer are gone (no read follows a disable):
@@ -653,7 +713,8 @@ impl<'c> PcSamplerBuilder<'c> {
             collected: PcSamples::default(),
             enabled: true,
             start_stop: self.start_stop,
-            running: !self.start_stop,
+            controlled: self.controlled(),
+            running: false,
             _ctx: PhantomData,
         };
         // From here the sampler disables on an error.
@@ -669,11 +730,20 @@ impl<'c> PcSamplerBuilder<'c> {
         );
         sampler.read = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
         self.configure(&mut sampler, &mut chosen)?;
-        if self.start_stop {
-            // Configured, but not sampling until resume().
-            sampler.running = false;
+        if sampler.controlled && !self.start_stop {
+            // Start-stop control for the reads' sake only: sampling starts now, as it does without it.
+            sampler.start_sampling()?;
+        } else {
+            // Without start-stop control CUPTI samples from the configuration; with it, from resume().
+            sampler.running = !self.start_stop;
         }
         Ok(sampler)
+    }
+
+    /// Whether CUPTI's start-stop control is configured: when the caller asks for it, and always in continuous
+    /// mode, whose reads stop sampling first ([`PcSampler::read`]).
+    fn controlled(&self) -> bool {
+        self.start_stop || self.mode == CollectionMode::Continuous
     }
 
     /// Refuses settings CUPTI would refuse, before the context is touched.
@@ -810,7 +880,7 @@ impl<'c> PcSamplerBuilder<'c> {
             sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE,
             &|d| d.collectionModeData.collectionMode = mode,
         );
-        let start_stop = u32::from(self.start_stop);
+        let start_stop = u32::from(self.controlled());
         attr(
             sys::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL,
             &|d| d.enableStartStopControlData.enableStartStopControl = start_stop,
