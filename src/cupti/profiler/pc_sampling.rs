@@ -346,6 +346,8 @@ pub struct PcSampler<'c> {
     /// ([`PcSampler::read`]).
     controlled: bool,
     running: bool,
+    /// The code of a failed `cuptiPCSamplingStop`, after which CUPTI is not called again (`stop_sampling`).
+    left_on: Option<sys::CUptiResult>,
     _ctx: PhantomData<&'c Context>,
 }
 
@@ -438,8 +440,25 @@ impl<'c> PcSampler<'c> {
         // Not running after the call whatever it answers: a second Stop is never made.
         self.running = false;
         // SAFETY: an enabled, started context configured with start-stop control.
-        check("cuptiPCSamplingStop", unsafe { f(&mut p) })?;
+        let code = unsafe { f(&mut p) };
+        let result = check("cuptiPCSamplingStop", code);
+        if result.is_err() {
+            self.left_on = Some(code);
+            // In libcupti 13.0.85 a Stop whose flush fails (a worker's error) returns after joining the first
+            // worker, with sampling still marked as started: a disable would go through the same joins again, and
+            // a read would run beside the workers left. So nothing more is asked of CUPTI here: sampling stays on,
+            // as after a failed disable ([`still_enabled`]).
+            self.abandon();
+        }
+        result?;
         Ok(())
+    }
+
+    /// Leaves sampling on in CUPTI and never calls it again for this context: the configured buffer, which CUPTI
+    /// may still write, stays allocated for the process's life rather than freed under it.
+    fn abandon(&mut self) {
+        std::mem::forget(std::mem::replace(&mut self.config, PcDataBuffer::new(0, 0)));
+        self.enabled = false;
     }
 
     /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]). What CUPTI decoded up to the stop comes with the
@@ -465,6 +484,10 @@ impl<'c> PcSampler<'c> {
     /// null pointer it then duplicates with `strdup` (read from libcupti 13.0.85's code; five jobs died of that
     /// SIGSEGV, docs/driver-notes.md). The stop joins the workers first, so nothing is added during the read.
     pub fn read(&mut self) -> crate::Result<()> {
+        if let Some(code) = self.left_on {
+            // A failed stop left sampling on: CUPTI is not asked again.
+            check("cuptiPCSamplingStop", code)?;
+        }
         if self.running && self.controlled {
             self.stop_sampling()?;
             let read = self.read_stopped();
@@ -526,8 +549,10 @@ impl<'c> PcSampler<'c> {
     /// H200, CUPTI 13.0: other processes' PC sampling and counters were refused from then on).
     pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
         // Stopped first, so that the last reads have no decoding worker beside them (see `read`). Where the stop
-        // fails the workers may still run: no read then, the disable decodes the rest into the configured buffer.
-        let mut error = if self.running && self.controlled {
+        // fails, nothing more is asked of CUPTI: sampling stays on (`stop_sampling`).
+        let mut error = if let Some(code) = self.left_on {
+            check("cuptiPCSamplingStop", code).err().map(Into::into)
+        } else if self.running && self.controlled {
             self.stop_sampling().err()
         } else {
             None
@@ -571,9 +596,8 @@ impl<'c> PcSampler<'c> {
         // SAFETY: an enabled context; the configured buffer is still owned by the sampler.
         let result = check("cuptiPCSamplingDisable", unsafe { f(&mut p) });
         if result.is_err() {
-            // CUPTI keeps sampling on, and the buffer configured as its sampling data: that buffer stays allocated
-            // for the process's life rather than freed under CUPTI.
-            std::mem::forget(std::mem::replace(&mut self.config, PcDataBuffer::new(0, 0)));
+            // CUPTI keeps sampling on, and the buffer configured as its sampling data.
+            self.abandon();
         }
         result
     }
@@ -585,8 +609,8 @@ impl Drop for PcSampler<'_> {
     }
 }
 
-/// Whether `error` is a failed `cuptiPCSamplingDisable`: CUPTI then keeps PC sampling on in the process, and the
-/// GPU's performance counters held, until the process ends.
+/// Whether `error` is a failed `cuptiPCSamplingDisable` or `cuptiPCSamplingStop`: CUPTI then keeps PC sampling on in
+/// the process, and the GPU's performance counters held, until the process ends.
 pub fn still_enabled(error: &crate::Error) -> bool {
     let call = match error {
         crate::Error::CuptiCounters(
@@ -597,7 +621,7 @@ pub fn still_enabled(error: &crate::Error) -> bool {
         ) => *call,
         _ => return false,
     };
-    call == "cuptiPCSamplingDisable"
+    call == "cuptiPCSamplingDisable" || call == "cuptiPCSamplingStop"
 }
 
 const SIZE_ENABLE: usize =
@@ -715,6 +739,7 @@ impl<'c> PcSamplerBuilder<'c> {
             start_stop: self.start_stop,
             controlled: self.controlled(),
             running: false,
+            left_on: None,
             _ctx: PhantomData,
         };
         // From here the sampler disables on an error.
