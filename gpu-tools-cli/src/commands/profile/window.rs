@@ -117,9 +117,10 @@ impl PcWindow<'_> {
         } else if c.non_user == c.samples {
             format!(
                 ". CUPTI attributed all {} to kernels it does not expose (its non-user kernels; NVIDIA library \
-                 kernels, such as cuBLAS's GEMMs, can be such): stall reasons per PC cannot be given for them. The \
-                 job ran work on the GPU in the window: the {} are the evidence",
-                count(c.samples, "sample", "samples"),
+                 kernels, such as cuBLAS's GEMMs, can be such): stall reasons per PC cannot be given for them. Work \
+                 ran on the GPU in the window, though not necessarily the job's: on a GPU shared with other \
+                 processes their kernels' samples are counted there too (a job waiting on the host for its child \
+                 counted 17 million such samples in 1 s beside 15 busy jobs, H100, CUPTI 13.0)",
                 count(c.samples, "sample", "samples"),
             )
         } else {
