@@ -851,17 +851,19 @@ int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t sampl
 
 void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
 
-/* Sampling off without touching the sampler's buffer (the library leaves it to CUPTI after a failed disable): a
-   process that ended. */
+/* Whether samples are being taken: from the configuration without start-stop control, between Start and Stop with
+   it. In continuous mode CUPTI's decoding worker runs then. */
+static int g_pc_running, g_pc_start_stop, g_pc_serialized;
+
+/* Sampling off without touching the sampler's buffer (the library leaves it to CUPTI after a failed disable or
+   stop): a process that ended. */
 void cp_pc_reset(void) {
     g_pc_enabled = 0;
+    g_pc_running = 0;
     g_pc_buffer = NULL;
     g_pcs_len = 0;
 }
 
-/* Whether samples are being taken: from the configuration without start-stop control, between Start and Stop with
-   it. In continuous mode CUPTI's decoding worker runs then. */
-static int g_pc_running, g_pc_start_stop, g_pc_serialized;
 /* GetData calls made while continuous mode's decoding worker ran. CUPTI 13.0's GetData resolves the names of what
    the worker decoded, lets go of its lock, takes it again and copies: a PC the worker added in between is copied
    with no name (strdup(NULL), read from libcupti 13.0.85's code, docs/driver-notes.md), which killed jobs. */
@@ -928,7 +930,10 @@ CUptiResult cuptiPCSamplingDisable(PcCtxOnly *p) {
 
 /* Start and Stop need start-stop control (CUPTI answers CUPTI_ERROR_INVALID_OPERATION without it). Stop joins the
    workers and decodes what is left into the configured buffer, which the next GetData hands over first. */
+static unsigned g_pc_starts;
+unsigned cp_pc_starts(void) { return g_pc_starts; }
 CUptiResult cuptiPCSamplingStart(PcCtxOnly *p) {
+    g_pc_starts++;
     FAIL_IF_ASKED();
     if (!p || !g_pc_enabled || !g_pc_start_stop || g_pc_running) return INVALID_OPERATION;
     g_pc_running = 1;

@@ -92,6 +92,16 @@ impl Double {
         // SAFETY: a plain control.
         unsafe { f() }
     }
+    /// `cuptiPCSamplingStart` calls (since the double loaded).
+    fn pc_starts(&self) -> u32 {
+        let f = control!(
+            self.controls,
+            unsafe extern "C" fn() -> u32,
+            b"cp_pc_starts\0"
+        );
+        // SAFETY: a plain control.
+        unsafe { f() }
+    }
     /// Whether PC sampling takes samples now.
     fn pc_running(&self) -> bool {
         let f = control!(

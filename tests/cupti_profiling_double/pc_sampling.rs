@@ -45,7 +45,7 @@ fn records_read_while_sampling_and_those_left_at_the_disable_come_once_each_thro
     d.pc(c"chase", 0x50, 4, 10);
     s.read().unwrap();
     assert_eq!(s.collected().records.len(), 2);
-    // Left in CUPTI at the finish: the disable writes them into the configured buffer.
+    // Left in CUPTI at the finish: the stop writes them into the configured buffer, the next read takes them.
     d.pc(c"other", 0x10, 9, 5);
     d.pc(c"other", 0x20, 17, 7);
     let all = s.finish().unwrap();
@@ -79,7 +79,7 @@ fn pcs_the_disable_cannot_fit_in_the_configured_buffer_are_counted_not_dropped_u
         .pcs_at_disable(2)
         .start()
         .unwrap();
-    // Three PCs left at the disable (the finish's read fails: CUPTI_ERROR_UNKNOWN), for a configured buffer of
+    // Three PCs left at the finish's stop (its read fails: CUPTI_ERROR_UNKNOWN), for a configured buffer of
     // two: the third is lost, and counted.
     d.pc(c"chase", 0x40, 4, 90);
     d.pc(c"chase", 0x50, 4, 10);
@@ -97,7 +97,7 @@ fn pcs_the_disable_cannot_fit_in_the_configured_buffer_are_counted_not_dropped_u
 fn the_configured_buffer_has_room_beyond_a_read_for_what_the_disable_decodes_last() {
     let (_g, d) = serial();
     let ctx = Context::primary(0).unwrap();
-    // Reads of two PCs; the disable finds five (the finish's read fails, so all five are left to it): by default
+    // Reads of two PCs; the finish's stop finds five (its read fails, so all five stay there): by default
     // the configured buffer takes them all.
     let s = PcSampler::builder(&ctx).pcs_per_read(2).start().unwrap();
     for pc in 0..5 {
@@ -299,5 +299,84 @@ fn a_failed_stop_leaves_sampling_on_and_calls_cupti_no_more() {
     assert_eq!(d.pc_reads_while_decoding(), before);
     assert_eq!(d.counts().pc_enabled, 1);
     d.pc_reset();
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
+fn a_paused_sampler_reads_at_each_pause_and_resumes() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let before = d.pc_reads_while_decoding();
+    let mut s = PcSampler::builder(&ctx).start_stop(true).start().unwrap();
+    assert!(!d.pc_running(), "configured, not sampling until resume");
+    assert!(s.pause().is_err(), "no pause while not sampling");
+    s.resume().unwrap();
+    assert!(s.resume().is_err(), "no resume while sampling");
+    d.pc(c"chase", 0x40, 4, 90);
+    // Each stop writes the configured buffer again: a pause reads what its stop left.
+    s.pause().unwrap();
+    assert_eq!(s.collected().records.len(), 1, "read at the pause");
+    s.resume().unwrap();
+    d.pc(c"other", 0x10, 9, 5);
+    s.pause().unwrap();
+    let all = s.finish().unwrap();
+    let mut names: Vec<String> = all.records.iter().map(|r| r.function.to_string()).collect();
+    names.sort();
+    assert_eq!(names, ["chase", "other"], "both ranges, once each");
+    assert_eq!(d.pc_reads_while_decoding(), before);
+    assert_eq!(d.counts().pc_enabled, 0);
+}
+
+#[test]
+fn after_a_failed_pause_nothing_starts_again() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let mut s = PcSampler::builder(&ctx).start_stop(true).start().unwrap();
+    s.resume().unwrap();
+    d.fail(c"cuptiPCSamplingStop", 1);
+    let error = s.pause().expect_err("the stop's failure is the pause's");
+    d.clear_failure();
+    assert!(
+        gpu_tools::cupti::pc_sampling::still_enabled(&error),
+        "{error}"
+    );
+    let starts = d.pc_starts();
+    let error = s.resume().expect_err("no start after a failed stop");
+    assert!(
+        gpu_tools::cupti::pc_sampling::still_enabled(&error),
+        "{error}"
+    );
+    assert_eq!(d.pc_starts(), starts, "cuptiPCSamplingStart was not called");
+    let (_, error) = s.finish_keeping();
+    assert!(error.is_some_and(|e| gpu_tools::cupti::pc_sampling::still_enabled(&e)));
+    assert_eq!(d.counts().pc_enabled, 1, "CUPTI kept sampling on");
+    d.pc_reset();
+}
+
+#[test]
+fn kernel_serialised_sampling_is_read_without_a_stop() {
+    let (_g, d) = serial();
+    let ctx = Context::primary(0).unwrap();
+    let starts = d.pc_starts();
+    let mut s = PcSampler::builder(&ctx)
+        .mode(gpu_tools::cupti::pc_sampling::CollectionMode::KernelSerialized)
+        .pcs_per_read(1)
+        .start()
+        .unwrap();
+    assert!(
+        d.pc_running(),
+        "sampling from the configuration, no start-stop control"
+    );
+    d.pc(c"chase", 0x40, 4, 90);
+    d.pc(c"chase", 0x50, 4, 10);
+    // A stop would be refused (no start-stop control configured): the read goes straight to CUPTI, and repeats
+    // while CUPTI says more PCs wait (one a read here).
+    s.read().unwrap();
+    let read = s.collected().records.len();
+    assert_eq!(read, 2, "the read repeated");
+    d.pc(c"other", 0x10, 9, 5);
+    let all = s.finish().unwrap();
+    assert_eq!(all.records.len(), 3, "the disable's flush took the rest");
+    assert_eq!(d.pc_starts(), starts, "never started or stopped");
     assert_eq!(d.counts().pc_enabled, 0);
 }

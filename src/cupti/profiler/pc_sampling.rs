@@ -117,8 +117,8 @@ pub struct PcSamples {
     pub non_user_samples: u64,
     /// Reads during which the hardware buffer was full (CUPTI then lost data).
     pub buffer_full: u64,
-    /// PCs CUPTI had but a buffer could not take: beyond a read's (read again later), or left after the disable
-    /// filled the configured buffer (lost: no read follows a disable).
+    /// PCs CUPTI had but a buffer could not take: left after a disable filled the configured buffer (lost: no read
+    /// follows a disable), or still counted as waiting when a read came back empty.
     pub truncated_pcs: u64,
 }
 
@@ -316,11 +316,12 @@ pub struct PcSamplerBuilder<'c> {
 /// Default PCs taken per read.
 pub const DEFAULT_PCS_PER_READ: usize = 4096;
 
-/// Default room, in PCs, of the buffer configured as CUPTI's sampling data buffer: what `cuptiPCSamplingDisable`
-/// decodes last goes there, and what does not fit is discarded (cupti_pcsampling.h). The finish's reads take only
-/// what CUPTI's workers have decoded by then; on an H100 (CUPTI 13.0, 2026-12-05) two eager PyTorch windows (1 and
-/// 2 s) each gave 8,192 PCs with this buffer at 4,096, and lost 2,714 and 2,791 more at the disable. At most 64 bytes
-/// a PC and 8 a stall reason: with every reason chosen, a few MiB in the sampled process while sampling runs.
+/// Default room, in PCs, of the buffer configured as CUPTI's sampling data buffer: what `cuptiPCSamplingStop` (and
+/// a `cuptiPCSamplingDisable` of sampling that runs) decodes last goes there, and what does not fit is discarded
+/// (cupti_pcsampling.h). With it at 4,096, two eager PyTorch windows on an H100 (CUPTI 13.0, 2026-12-05), read
+/// before the disable then, lost 2,714 and 2,791 PCs at the disable. At most 64 bytes a PC and 8 a stall reason:
+/// with every reason chosen, a few MiB in the sampled process while sampling runs (twice that in continuous mode,
+/// whose read buffer takes as many: a read after a stop gets this buffer's PCs first).
 pub const DEFAULT_PCS_AT_DISABLE: usize = 16_384;
 
 /// A PC sampler on one context. Disabled on drop (what CUPTI still holds is then lost: call
@@ -331,9 +332,10 @@ pub struct PcSampler<'c> {
     api: Api,
     ctx: RawContext,
     reasons: Vec<StallReason>,
-    /// The buffer configured as CUPTI's sampling data buffer: CUPTI's decode threads write into it while sampling
-    /// is enabled, and `cuptiPCSamplingDisable` leaves the last records in it. Read and reset only after a
-    /// successful disable; never passed to `cuptiPCSamplingGetData`.
+    /// The buffer configured as CUPTI's sampling data buffer: CUPTI writes into it while sampling is enabled
+    /// (`cuptiPCSamplingStop` and `cuptiPCSamplingDisable` leave the last records in it, and
+    /// `cuptiPCSamplingGetData` hands a stop's over first). Read and reset by the sampler only after a successful
+    /// disable; never passed to `cuptiPCSamplingGetData`.
     config: PcDataBuffer,
     /// The buffer each `cuptiPCSamplingGetData` fills: the sampler's own between calls.
     read: PcDataBuffer,
@@ -345,6 +347,8 @@ pub struct PcSampler<'c> {
     /// CUPTI's start-stop control is on: asked for, or continuous mode, whose reads stop sampling first
     /// ([`PcSampler::read`]).
     controlled: bool,
+    /// Continuous collection: CUPTI's worker threads decode beside the program.
+    continuous: bool,
     running: bool,
     /// The code of a failed `cuptiPCSamplingStop`, after which CUPTI is not called again (`stop_sampling`).
     left_on: Option<sys::CUptiResult>,
@@ -416,6 +420,7 @@ impl<'c> PcSampler<'c> {
 
     /// `cuptiPCSamplingStart` (start-stop control is on, sampling is not running).
     fn start_sampling(&mut self) -> crate::Result<()> {
+        self.still_usable()?;
         let f = sym!(self.api, cuptiPCSamplingStart)?;
         let mut p = sys::CUpti_PCSamplingStartParams {
             size: SIZE_START,
@@ -431,6 +436,7 @@ impl<'c> PcSampler<'c> {
     /// `cuptiPCSamplingStop` (start-stop control is on, sampling runs): CUPTI joins its worker threads and decodes
     /// what is left into the configured buffer, which the next `cuptiPCSamplingGetData` hands over first.
     fn stop_sampling(&mut self) -> crate::Result<()> {
+        self.still_usable()?;
         let f = sym!(self.api, cuptiPCSamplingStop)?;
         let mut p = sys::CUpti_PCSamplingStopParams {
             size: SIZE_STOP,
@@ -454,6 +460,18 @@ impl<'c> PcSampler<'c> {
         Ok(())
     }
 
+    /// The failed stop's error once one left sampling on ([`abandon`](Self::abandon)), after which CUPTI is not
+    /// called again; otherwise nothing.
+    fn still_usable(&self) -> crate::Result<()> {
+        if let Some(code) = self.left_on {
+            check("cuptiPCSamplingStop", code)?;
+        }
+        if !self.enabled {
+            return Err(ProfilingError::State("PC sampling is no longer enabled").into());
+        }
+        Ok(())
+    }
+
     /// Leaves sampling on in CUPTI and never calls it again for this context: the configured buffer, which CUPTI
     /// may still write, stays allocated for the process's life rather than freed under it.
     fn abandon(&mut self) {
@@ -461,8 +479,9 @@ impl<'c> PcSampler<'c> {
         self.enabled = false;
     }
 
-    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]). What CUPTI decoded up to the stop comes with the
-    /// next [`read`](Self::read) or the [`finish`](Self::finish).
+    /// Pauses sampling (with [`PcSamplerBuilder::start_stop`]) and reads what CUPTI decoded up to the stop into the
+    /// collection (cupti_pcsampling.h asks for a read after every stop: the next stop writes the configured buffer
+    /// again). A failed stop leaves sampling on ([`still_enabled`]) and CUPTI is not called again for the context.
     pub fn pause(&mut self) -> crate::Result<()> {
         if !self.start_stop {
             return Err(
@@ -472,7 +491,8 @@ impl<'c> PcSampler<'c> {
         if !self.running {
             return Err(ProfilingError::State("pause while not sampling").into());
         }
-        self.stop_sampling()
+        self.stop_sampling()?;
+        self.read_stopped()
     }
 
     /// Reads what CUPTI has now (`cuptiPCSamplingGetData`, which never synchronises the device) into the
@@ -484,11 +504,9 @@ impl<'c> PcSampler<'c> {
     /// null pointer it then duplicates with `strdup` (read from libcupti 13.0.85's code; five jobs died of that
     /// SIGSEGV, docs/driver-notes.md). The stop joins the workers first, so nothing is added during the read.
     pub fn read(&mut self) -> crate::Result<()> {
-        if let Some(code) = self.left_on {
-            // A failed stop left sampling on: CUPTI is not asked again.
-            check("cuptiPCSamplingStop", code)?;
-        }
-        if self.running && self.controlled {
+        // A failed stop left sampling on: CUPTI is not asked again.
+        self.still_usable()?;
+        if self.running && self.continuous {
             self.stop_sampling()?;
             let read = self.read_stopped();
             let restarted = self.start_sampling();
@@ -522,9 +540,14 @@ impl<'c> PcSampler<'c> {
             // SAFETY: CUPTI filled the buffer (function names are its strings).
             let mut got = unsafe { self.read.take(&mut self.names) };
             got.buffer_full += u64::from(full);
-            let more = remaining > 0 && !got.records.is_empty();
+            let empty = got.records.is_empty();
             self.collected.merge(got);
-            if !more {
+            if remaining == 0 {
+                return Ok(());
+            }
+            if empty {
+                // CUPTI still counts PCs but handed over none: said, never dropped unsaid.
+                self.collected.truncated_pcs += remaining as u64;
                 return Ok(());
             }
         }
@@ -535,7 +558,8 @@ impl<'c> PcSampler<'c> {
         &self.collected
     }
 
-    /// Disables sampling, which makes CUPTI hand over everything it still holds, and returns all samples.
+    /// Stops sampling where it runs under start-stop control, reads what CUPTI holds, disables sampling (which hands
+    /// over the rest where it still ran), and returns all samples.
     pub fn finish(self) -> crate::Result<PcSamples> {
         match self.finish_keeping() {
             (samples, None) => Ok(samples),
@@ -544,7 +568,7 @@ impl<'c> PcSampler<'c> {
     }
 
     /// As [`finish`](Self::finish), but what was read is kept when the finish fails: the samples, and the error
-    /// that ended it. A failed `cuptiPCSamplingDisable` leaves sampling on in CUPTI
+    /// that ended it. A failed `cuptiPCSamplingStop` or `cuptiPCSamplingDisable` leaves sampling on in CUPTI
     /// ([`still_enabled`] tells that error apart): the GPU's counters stay held until the process ends (seen on an
     /// H200, CUPTI 13.0: other processes' PC sampling and counters were refused from then on).
     pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
@@ -557,15 +581,25 @@ impl<'c> PcSampler<'c> {
         } else {
             None
         };
+        let mut unread = false;
         if error.is_none() {
             error = self.read_stopped().err();
+            unread = error.is_some();
         }
+        // Where sampling still runs the disable decodes the rest into the configured buffer; after a stop it
+        // flushes nothing, and what the stop left there came through the reads, unless they failed.
+        let flushes = self.running;
         match self.disable() {
             Ok(()) => {
-                // PCs the disable could not fit in the configured buffer are gone (no read follows a disable):
-                // counted with those beyond a read buffer, never dropped unsaid.
-                let left = self.config.remaining() as u64;
-                // SAFETY: Disable copied CUPTI's last records into the configured buffer, CUPTI's no longer.
+                // PCs the disable or the stop could not fit in the configured buffer, where nothing read them after
+                // it: counted, never dropped unsaid.
+                let left = if flushes || unread {
+                    self.config.remaining() as u64
+                } else {
+                    0
+                };
+                // SAFETY: Disable left CUPTI's last records in the configured buffer (none where the reads after a
+                // stop took them), which is the sampler's again.
                 let mut last = unsafe { self.config.take(&mut self.names) };
                 last.truncated_pcs += left;
                 self.collected.merge(last);
@@ -682,15 +716,18 @@ impl<'c> PcSamplerBuilder<'c> {
         self
     }
 
-    /// PCs the sampler's read buffer takes at once (default 4096); a read repeats while CUPTI has more.
+    /// PCs the sampler's read buffer takes at once (default 4096); a read repeats while CUPTI has more. Under
+    /// start-stop control (continuous mode, or [`start_stop`](Self::start_stop)) it takes at least as many as
+    /// [`pcs_at_disable`](Self::pcs_at_disable): a read after a stop gets the configured buffer's PCs first.
     pub fn pcs_per_read(mut self, pcs: usize) -> Self {
         self.pcs_per_read = pcs;
         self
     }
 
-    /// PCs the buffer configured as CUPTI's sampling data buffer takes (default [`DEFAULT_PCS_AT_DISABLE`]): the
-    /// disable at the finish leaves what it decodes last there, and PCs beyond it are lost (counted in
-    /// [`PcSamples::truncated_pcs`]). Never less than [`pcs_per_read`](Self::pcs_per_read).
+    /// PCs the buffer configured as CUPTI's sampling data buffer takes (default [`DEFAULT_PCS_AT_DISABLE`]): each
+    /// stop (before every read in continuous mode, and at the finish), or a disable of sampling that runs, leaves
+    /// what it decodes last there, and PCs beyond it are lost (counted in [`PcSamples::truncated_pcs`]). Never less
+    /// than [`pcs_per_read`](Self::pcs_per_read).
     pub fn pcs_at_disable(mut self, pcs: usize) -> Self {
         self.pcs_at_disable = pcs;
         self
@@ -738,6 +775,7 @@ impl<'c> PcSamplerBuilder<'c> {
             enabled: true,
             start_stop: self.start_stop,
             controlled: self.controlled(),
+            continuous: self.mode == CollectionMode::Continuous,
             running: false,
             left_on: None,
             _ctx: PhantomData,
@@ -749,11 +787,16 @@ impl<'c> PcSamplerBuilder<'c> {
         // sampling runs, so a read into that one, and the reset after it, raced them. (Jobs that died of SIGSEGV
         // inside CUPTI's GetData and Disable while this sampler used one buffer for both died the same way with two:
         // the name CUPTI copies there is its own, docs/driver-notes.md.)
-        sampler.config = PcDataBuffer::new(
-            self.pcs_at_disable.max(self.pcs_per_read),
-            chosen.len().max(1),
-        );
-        sampler.read = PcDataBuffer::new(self.pcs_per_read, chosen.len().max(1));
+        let at_stop = self.pcs_at_disable.max(self.pcs_per_read);
+        sampler.config = PcDataBuffer::new(at_stop, chosen.len().max(1));
+        // Under start-stop control a read after a stop gets the configured buffer's PCs first: the read buffer
+        // takes them all at once, so that nothing rests on how CUPTI hands over part of them.
+        let per_read = if sampler.controlled {
+            at_stop
+        } else {
+            self.pcs_per_read
+        };
+        sampler.read = PcDataBuffer::new(per_read, chosen.len().max(1));
         self.configure(&mut sampler, &mut chosen)?;
         if sampler.controlled && !self.start_stop {
             // Start-stop control for the reads' sake only: sampling starts now, as it does without it.
