@@ -1,5 +1,6 @@
 //! Attaches in series into one running child: PC sampling after a trace, the flight recorder across windows, the
-//! API functions a trace turned off given back, PC sampling that could not be turned off.
+//! API functions a trace turned off given back, PC sampling that could not be turned off, and never read beside
+//! CUPTI's decoding worker.
 
 use std::path::Path;
 
@@ -330,4 +331,50 @@ fn pc_sampling_that_could_not_be_turned_off_is_said() {
         got.iter().any(|m| matches!(m, Message::PcCounts(_))),
         "the counts are sent after the failed disable too (before, a failed finish sent none): {got:?}"
     );
+}
+
+/// An attached PC sampling window never reads beside CUPTI's decoding worker: its finish stops sampling first (CUPTI
+/// 13.0's `cuptiPCSamplingGetData` copies a PC the worker adds during the read with a null name, which killed five
+/// jobs in `strdup`); and a stop that fails is said as sampling left on, with the counts, and nothing more is asked
+/// of CUPTI.
+#[test]
+fn attached_pc_sampling_is_never_read_beside_the_decoding_worker() {
+    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+    request.pc_sampling = true;
+    let dir = fresh_dir("pc-stopped-first");
+    let mut child = AttachChild::start("attach");
+    let got = attach_in_order(child.id(), &dir, 0, Some(request.clone()));
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcCounts(_))),
+        "{got:?}"
+    );
+    assert!(
+        !got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
+        "{got:?}"
+    );
+    assert_eq!(child.answer("pc"), "pc reads while decoding 0");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = fresh_dir("pc-stop-failed");
+    let mut child = AttachChild::start_with(
+        "attach",
+        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiPCSamplingStop=1")],
+    );
+    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
+        "a failed stop leaves sampling on, said: {got:?}"
+    );
+    assert!(
+        got.iter().any(|m| matches!(m, Message::PcCounts(_))),
+        "the counts come after the failed stop too: {got:?}"
+    );
+    assert_eq!(
+        child.answer("pc"),
+        "pc reads while decoding 0",
+        "no read after the failed stop"
+    );
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -126,6 +126,15 @@ fn attached_child(c: &Controls) {
                     unsafe { enables() }
                 )
             }
+            ["pc"] => {
+                let reads = control!(
+                    c.cupti,
+                    unsafe extern "C" fn() -> u32,
+                    b"cp_pc_reads_while_decoding\0"
+                );
+                // SAFETY: reads a counter of the double.
+                unsafe { format!("pc reads while decoding {}", reads()) }
+            }
             ["api"] => {
                 let choices = control!(c.cupti, unsafe extern "C" fn() -> u64, b"cd_api_choices\0");
                 let off = control!(
