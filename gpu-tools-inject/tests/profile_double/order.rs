@@ -307,20 +307,27 @@ fn an_attached_trace_gives_back_the_api_functions_it_turned_off() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// One attached PC sampling window into a fresh attach child whose CUPTI double fails `fail` (`CALL=CODE`, if any):
+/// the window's messages, the child (still running) and the scratch directory.
+fn pc_window(name: &str, fail: Option<&str>) -> (Vec<Message>, AttachChild, std::path::PathBuf) {
+    let dir = fresh_dir(name);
+    let child = match fail {
+        Some(f) => AttachChild::start_with("attach", &[("GPU_TOOLS_DOUBLE_FAIL", f)]),
+        None => AttachChild::start("attach"),
+    };
+    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+    request.pc_sampling = true;
+    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    (got, child, dir)
+}
+
 /// PC sampling that CUPTI could not turn off is said (`PcLeftOn`: CUPTI then keeps it on, and the GPU's counters
 /// held, for the process's life; on an H200 every other process's PC sampling was refused meanwhile), and what was
 /// read before still comes.
 #[test]
 fn pc_sampling_that_could_not_be_turned_off_is_said() {
-    let dir = fresh_dir("left-on");
     // CUPTI_ERROR_INVALID_PARAMETER, as the H200 answered.
-    let child = AttachChild::start_with(
-        "attach",
-        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiPCSamplingDisable=1")],
-    );
-    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
-    request.pc_sampling = true;
-    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    let (got, child, dir) = pc_window("left-on", Some("cuptiPCSamplingDisable=1"));
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
@@ -339,11 +346,7 @@ fn pc_sampling_that_could_not_be_turned_off_is_said() {
 /// of CUPTI.
 #[test]
 fn attached_pc_sampling_is_never_read_beside_the_decoding_worker() {
-    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
-    request.pc_sampling = true;
-    let dir = fresh_dir("pc-stopped-first");
-    let mut child = AttachChild::start("attach");
-    let got = attach_in_order(child.id(), &dir, 0, Some(request.clone()));
+    let (got, mut child, dir) = pc_window("pc-stopped-first", None);
     assert!(
         got.iter().any(|m| matches!(m, Message::PcCounts(_))),
         "{got:?}"
@@ -356,12 +359,7 @@ fn attached_pc_sampling_is_never_read_beside_the_decoding_worker() {
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
 
-    let dir = fresh_dir("pc-stop-failed");
-    let mut child = AttachChild::start_with(
-        "attach",
-        &[("GPU_TOOLS_DOUBLE_FAIL", "cuptiPCSamplingStop=1")],
-    );
-    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    let (got, mut child, dir) = pc_window("pc-stop-failed", Some("cuptiPCSamplingStop=1"));
     assert!(
         got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
         "a failed stop leaves sampling on, said: {got:?}"

@@ -463,13 +463,19 @@ impl<'c> PcSampler<'c> {
     /// The failed stop's error once one left sampling on ([`abandon`](Self::abandon)), after which CUPTI is not
     /// called again; otherwise nothing.
     fn still_usable(&self) -> crate::Result<()> {
-        if let Some(code) = self.left_on {
-            check("cuptiPCSamplingStop", code)?;
-        }
+        self.stop_failure()?;
         if !self.enabled {
             return Err(ProfilingError::State("PC sampling is no longer enabled").into());
         }
         Ok(())
+    }
+
+    /// The error of the failed stop that left sampling on, if one did.
+    fn stop_failure(&self) -> crate::Result<()> {
+        match self.left_on {
+            Some(code) => Ok(check("cuptiPCSamplingStop", code)?),
+            None => Ok(()),
+        }
     }
 
     /// Leaves sampling on in CUPTI and never calls it again for this context: the configured buffer, which CUPTI
@@ -574,8 +580,8 @@ impl<'c> PcSampler<'c> {
     pub fn finish_keeping(mut self) -> (PcSamples, Option<crate::Error>) {
         // Stopped first, so that the last reads have no decoding worker beside them (see `read`). Where the stop
         // fails, nothing more is asked of CUPTI: sampling stays on (`stop_sampling`).
-        let mut error = if let Some(code) = self.left_on {
-            check("cuptiPCSamplingStop", code).err().map(Into::into)
+        let mut error = if self.left_on.is_some() {
+            self.stop_failure().err()
         } else if self.running && self.controlled {
             self.stop_sampling().err()
         } else {
