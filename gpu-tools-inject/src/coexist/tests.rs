@@ -852,3 +852,40 @@ fn after_the_tracer_stops_the_program_enables_and_disables_in_cupti() {
     assert_eq!(program_kinds().bits(), bit(kernel));
     end_sharing();
 }
+
+#[test]
+fn a_programs_session_start_waits_while_held_and_reaches_cupti_at_the_release() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let runtime = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+    ENABLED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // The sharing only gives the hooks CUPTI's functions here (a hold is made where none shares CUPTI).
+    share(Program::default());
+    hold::open();
+    assert!(hold::close(std::time::Duration::from_secs(30)));
+    // SAFETY: the hook with a kind, as the program calls it.
+    let program = std::thread::spawn(move || unsafe { hooks::enable(runtime) });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!program.is_finished(), "the program's enable waits");
+    assert!(
+        !ENABLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&runtime),
+        "nothing reached CUPTI while held"
+    );
+    let held = hold::open();
+    assert_eq!(
+        program.join().expect("the program's thread"),
+        sys::CUPTI_SUCCESS
+    );
+    assert_eq!(held.waited, 1);
+    assert_eq!(held.timed_out, 0);
+    assert!(
+        ENABLED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&runtime),
+        "enabled in CUPTI after the release"
+    );
+    uninstall(false, ActivityKinds::empty());
+}
