@@ -88,18 +88,8 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         });
         return end(&writer);
     }
-    // The PC sampling before a first trace holds back the sessions of the program's profiler before it looks at
-    // it: one idle at the look stays idle until the sampling's end (`coexist::hold`).
-    let mut hold = None;
     if mapped {
-        if request.primer {
-            match crate::coexist::hold_program_sessions() {
-                Ok(h) => hold = Some(h),
-                Err(e) => log::debug!("the program's profiler sessions cannot be held back: {e}"),
-            }
-        }
-        if let Some(refusal) = program_profiler_refusal(request.primer && hold.is_none()) {
-            drop(hold);
+        if let Some(refusal) = program_profiler_refusal(request.primer) {
             writer.message(&Message::ProfileRefused { reason: refusal });
             return end(&writer);
         }
@@ -171,10 +161,6 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     Some(subscriber) => finish_named(&writer, subscriber),
                     None => finish(&writer, &mut contexts),
                 };
-                // The sampling has ended: the program's profiler may begin its sessions again.
-                if let Some(h) = hold.take() {
-                    say_held(&writer, h.release());
-                }
                 // The recorder starts here, while the program's threads are held outside the driver, never after
                 // the tracer has let them go: a C job launching without pause died of SIGSEGV inside CUPTI's launch
                 // callback (from `cuLaunchKernel`, no frame of this library) right after the recorder's subscriber
@@ -192,9 +178,6 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         }
     }
     leave_unfinished(&writer, named.take(), &mut contexts);
-    if let Some(h) = hold.take() {
-        say_held(&writer, h.release());
-    }
     // The contexts are released as they drop.
     drop(contexts);
     if !finished && (config.flight_recorder || recorder_stopped) {
@@ -310,58 +293,27 @@ fn blind_reason(
     }
 }
 
-/// Says what holding back the program's profiler sessions did, where it held any back.
-fn say_held(writer: &Writer, held: crate::coexist::Held) {
-    if held.waited == 0 {
-        return;
-    }
-    let limit = crate::coexist::HOLD_LIMIT.as_secs();
-    if held.timed_out > 0 {
-        writer.notice(
-            NoticeLevel::Warning,
-            format!(
-                "the program's own profiler began a session during the PC sampling before its first trace: {} of                  its calls went on after {limit} s, while the sampling ran (PC sampling beside a recording profiler                  has left CUPTI delivering no activity record in the process afterwards)",
-                held.timed_out
-            ),
-        );
-    } else {
-        writer.notice(
-            NoticeLevel::Info,
-            format!(
-                "the program's own profiler began a session during the PC sampling before its first trace: {} of                  its calls waited for the sampling's end (the longest {:.0} ms; at most {limit} s)",
-                held.waited,
-                held.longest.as_secs_f64() * 1e3
-            ),
-        );
-    }
-}
-
 /// Why the program must not be profiled now, if it must not: its own profiler records. After CUPTI's range
 /// profiler or PC sampling ran in a program whose `torch.profiler` session was open, CUPTI delivered no activity
 /// record in that process again, to anyone (CUPTI 13.0, driver 580; the job's own kernel count ended 12% short), so
 /// the profile is not made while such a session records. A profiler that only registered its callbacks (a session
 /// that ended) does not stop it. Where the program's profiler cannot be found, the profile is not made either:
-/// whether one records cannot be told. `idle_refused`: the PC sampling before a first trace, which nobody asked for
-/// by name, whose program's sessions could not be held back (`coexist::hold_program_sessions`), is refused beside a
-/// profiler that ever registered too: one of its sessions may start during the window (a torch.profiler on a
-/// `schedule` starts one every few steps). Held back, they wait for the sampling's end.
-fn program_profiler_refusal(idle_refused: bool) -> Option<String> {
-    refusal(crate::coexist::program_profiler_now(), idle_refused)
+/// whether one records cannot be told. `primer`: the PC sampling before a first trace, which nobody asked for by
+/// name, is refused beside a profiler that ever registered too: one of its sessions may start during the window
+/// (a torch.profiler on a `schedule` starts one every few steps).
+fn program_profiler_refusal(primer: bool) -> Option<String> {
+    refusal(crate::coexist::program_profiler_now(), primer)
 }
 
 /// [`program_profiler_refusal`]'s answer for what the look at the program's profiler found.
-fn refusal(
-    found: Result<crate::coexist::ProgramProfiler, String>,
-    idle_refused: bool,
-) -> Option<String> {
+fn refusal(found: Result<crate::coexist::ProgramProfiler, String>, primer: bool) -> Option<String> {
     use crate::coexist::ProgramProfiler;
     match found {
         Ok(ProgramProfiler::None) => None,
-        Ok(ProgramProfiler::Idle { .. }) if idle_refused => Some(
+        Ok(ProgramProfiler::Idle { .. }) if primer => Some(
             "the program has a profiler of its own (its callbacks are registered with CUPTI, no session records \
-             now) whose sessions could not be held back: one of them may start during the sampling, and PC \
-             sampling beside a recording profiler has left CUPTI delivering no activity record in the process \
-             afterwards"
+             now): one of its sessions may start during the sampling, and PC sampling beside a recording profiler \
+             has left CUPTI delivering no activity record in the process afterwards"
                 .to_string(),
         ),
         Ok(ProgramProfiler::Idle { .. }) => None,
@@ -557,8 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn the_pc_sampling_before_a_first_trace_is_refused_beside_an_idle_program_profiler_only_where_unheld()
-     {
+    fn the_pc_sampling_before_a_first_trace_is_refused_beside_any_program_profiler() {
         let recording = || {
             Ok(ProgramProfiler::Recording(ActivityKinds::from_kind(
                 ActivityKind::CONCURRENT_KERNEL,
@@ -576,12 +527,11 @@ mod tests {
                 refusal(Err("no CUPTI".into()), primer).is_some_and(|r| r.contains("no CUPTI"))
             );
         }
-        // A profile asked for by name goes on beside an idle one, and so does the PC sampling before a first trace
-        // whose program's sessions are held back; one whose sessions could not be held is refused.
+        // A profile asked for by name goes on beside an idle one; the PC sampling before a first trace does not.
         assert_eq!(refusal(idle(), false), None);
         assert!(
-            refusal(idle(), true).is_some_and(|r| r.contains("could not be held back")
-                && r.contains("one of them may start during the sampling"))
+            refusal(idle(), true)
+                .is_some_and(|r| r.contains("one of its sessions may start during the sampling"))
         );
     }
 }

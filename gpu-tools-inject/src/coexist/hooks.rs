@@ -98,8 +98,6 @@ enum Decision {
 pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program enables kind {kind}");
-        // A session of its may begin here: not while the PC sampling before a first trace runs.
-        super::hold::wait("enables an activity kind");
         // SAFETY: the real function with the program's kind.
         if let Some(code) = watch::pass(|| unsafe { (real.enable)(kind) }, |w| w.enabled(kind)) {
             return code;
@@ -281,8 +279,6 @@ pub(super) unsafe extern "C" fn subscribe(
     userdata: *mut c_void,
 ) -> sys::CUptiResult {
     guarded(|real| {
-        // A session of its may begin here (Kineto subscribes at each session's start since pytorch/kineto#1250).
-        super::hold::wait("subscribes to CUPTI's callbacks");
         // SAFETY: the real function with the program's arguments.
         let code = unsafe { (real.subscribe)(subscriber, callback, userdata) };
         if code != sys::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED {

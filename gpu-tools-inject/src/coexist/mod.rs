@@ -45,13 +45,11 @@ mod clock;
 mod flush;
 mod gap;
 mod handover;
-mod hold;
 mod hooks;
 mod probe;
 mod watch;
 
 pub use handover::dispatch;
-pub use hold::{HOLD_LIMIT, Held};
 
 use std::ffi::{CString, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -357,63 +355,6 @@ fn redirect_program_calls() -> Vec<crate::imports::Redirect> {
     // SAFETY: each hook has the C signature of the CUPTI function it stands for, and stays valid for the
     // process's life (the library is pinned).
     unsafe { crate::imports::redirect(&wanted(), &crate::imports::not_cupti_or_this_library) }
-}
-
-/// The sessions of the program's own profiler held back while the PC sampling before a first trace runs (`hold`):
-/// its calls that begin a session wait in the hooks until [`SessionHold::release`] (or the drop, or
-/// [`HOLD_LIMIT`]); its import slots go back as they were then.
-pub struct SessionHold {
-    redirects: Vec<crate::imports::Redirect>,
-    released: bool,
-}
-
-impl SessionHold {
-    /// Lets the program's calls go on and gives its import slots back; what was held back.
-    pub fn release(mut self) -> Held {
-        self.end()
-    }
-
-    fn end(&mut self) -> Held {
-        self.released = true;
-        let held = hold::open();
-        crate::imports::restore(std::mem::take(&mut self.redirects));
-        held
-    }
-}
-
-impl Drop for SessionHold {
-    fn drop(&mut self) {
-        if !self.released {
-            self.end();
-        }
-    }
-}
-
-/// Holds back the sessions of the program's profiler (before the look at it, so that one idle at the look stays
-/// idle until the release). `Err`: they cannot be held (a trace shares CUPTI now, CUPTI's functions are not found,
-/// or no import slot of the program's calls to CUPTI was found, so its calls would not come to the hooks).
-pub fn hold_program_sessions() -> Result<SessionHold, String> {
-    if with_mux(|_| ()).is_some() {
-        return Err("a trace shares CUPTI with the program now".into());
-    }
-    // The hooks call the real functions: they must be found.
-    resolve()?;
-    if !hold::close(HOLD_LIMIT) {
-        return Err("they are held back already".into());
-    }
-    let redirects = redirect_program_calls();
-    if redirects.is_empty() {
-        hold::open();
-        return Err("no import slot of the program's calls to CUPTI was found".into());
-    }
-    log::debug!(
-        "{} import slots of the program's CUPTI calls come to the hooks: its sessions wait for the PC sampling's end",
-        redirects.len()
-    );
-    Ok(SessionHold {
-        redirects,
-        released: false,
-    })
 }
 
 /// Reads which clock CUPTI is on now: call it before the session's tracer registers the trace's clock, so that

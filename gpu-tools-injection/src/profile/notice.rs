@@ -109,7 +109,7 @@ pub const PC_AFTER_TRACE: &str = "this process's first gpu-tools attach traced i
      every sample outside the program's kernels (no stall record) in every window tried (CUPTI 13.0, driver 580), \
      while a process sampled before its first trace gave stall records before and after traces; nothing was \
      sampled: `trace --pid` and the kernel metrics of `profile --pid` sample a process's PCs before they first \
-     trace it, except beside a recording profiler of the program's own or with `--no-pc-primer`";
+     trace it, except beside a profiler of the program's own or with `--no-pc-primer`";
 
 #[cfg(test)]
 mod tests {

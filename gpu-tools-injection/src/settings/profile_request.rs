@@ -44,9 +44,8 @@ pub struct ProfileRequest {
     /// ([`GraphMode::Node`], the default), or one per graph launch named after the graph
     /// ([`GraphMode::Graph`], values combined by [`combine_values`](gpu_tools_trace::profile::combine_values)).
     pub graph_profiling: GraphMode,
-    /// PC sampling before a process's first trace, not asked for by name ([`env::PROFILE_PRIMER`]): beside a
-    /// profiler of the program's that registered with CUPTI and records nothing now, its next session is held back
-    /// until the sampling's end, and where that cannot be done the sampling is refused, as beside a recording one.
+    /// PC sampling before a process's first trace, not asked for by name ([`env::PROFILE_PRIMER`]): refused beside
+    /// a profiler of the program's that ever registered with CUPTI, not only beside a recording one.
     pub primer: bool,
 }
 

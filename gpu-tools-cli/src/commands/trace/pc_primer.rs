@@ -13,10 +13,9 @@
 //! gives nothing:
 //! - another tool holds the GPU's counters (PC sampling beside one has crashed CUDA-graph jobs), or whether one does
 //!   cannot be told;
-//! - the program's own profiler records now: PC sampling beside a recording one left CUPTI delivering no activity
-//!   record in the process afterwards. One that registered with CUPTI and is idle has its next session held back
-//!   by the library until the sampling's end (its call that begins the session waits, 8 s at most), so that none
-//!   starts during it; where its calls cannot be held so, it is refused as well (`ProfileRequest::primer`);
+//! - the program has a profiler of its own that ever registered with CUPTI: a session of it may start during the
+//!   sampling, and PC sampling beside a recording one left CUPTI delivering no activity record in the process
+//!   afterwards (`ProfileRequest::primer` has the library refuse it);
 //! - the process keeps a thread inside the driver: the sampling's start and finish need a moment with none, and the
 //!   start looks for 3 s here, not `profile`'s 20, so that a job in a long synchronisation or under NCCL's watchdog
 //!   is not held back.
