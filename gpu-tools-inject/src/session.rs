@@ -417,11 +417,14 @@ impl Session {
             // sessions (while watched, its calls still reach CUPTI as without the trace).
             crate::coexist::wait_for_session_gap("start", Some(&before));
         }
-        share_cupti(expected, before, &writer, &subscriber);
-        if mode == Mode::Attached {
+        let redirected_now = share_cupti(expected, before, &writer, &subscriber);
+        if mode == Mode::Attached && redirected_now {
             // A program thread that read an import slot just before it was redirected still calls CUPTI itself
             // once; such calls end before the tracer enables its kinds (a disable made after the enable would stop
-            // the window's records).
+            // the window's records). Not where the watch redirected the slots before the probe, hundreds of
+            // milliseconds ago: there the wait only put the tracer's start past the gap between a scheduled
+            // profiler's sessions (about 11 ms on an H100), and its forced flush inside the next session, which
+            // lost the kernels running then (1-5 of a cycle's 141 at every window's start).
             std::thread::sleep(IN_FLIGHT_GRACE);
         }
         let started = start_tracer(config, mode, &writer);
@@ -761,13 +764,14 @@ fn probe_program(writer: &Writer, before: &mut crate::coexist::Before) {
 }
 
 /// Shares CUPTI with a profiler inside the program (`coexist`), and says so where the program calls CUPTI: called
-/// before the tracer starts with the kinds it will enable.
+/// before the tracer starts with the kinds it will enable. Returns whether the program's import slots were
+/// redirected just now (`coexist::Installed::redirected_now`).
 fn share_cupti(
     kinds: ActivityKinds,
     before: crate::coexist::Before,
     writer: &Arc<Writer>,
     subscriber: &Arc<Mutex<crate::coexist::SubscriberSlot>>,
-) {
+) -> bool {
     let link = crate::coexist::SessionLink {
         writer: Arc::clone(writer),
         subscriber: Arc::clone(subscriber),
@@ -792,15 +796,19 @@ fn share_cupti(
                     ),
                 );
             }
+            installed.redirected_now
         }
-        Ok(_) => {}
-        Err(e) => writer.notice(
-            NoticeLevel::Warning,
-            format!(
-                "CUPTI is not shared with a profiler inside the program ({e}): one that starts during the trace \
-                 takes its records"
-            ),
-        ),
+        Ok(_) => false,
+        Err(e) => {
+            writer.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "CUPTI is not shared with a profiler inside the program ({e}): one that starts during the \
+                     trace takes its records"
+                ),
+            );
+            false
+        }
     }
 }
 

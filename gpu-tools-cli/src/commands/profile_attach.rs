@@ -743,14 +743,24 @@ pub fn run(
     let stop = crate::interrupt::stop_flag();
     let (session, mut rx) = attach(pid, lib, cupti, request, flight_recorder)?;
     let mut out = Collected::default();
-    wait_ready(pid, &mut rx, &mut out)?;
+    // Where the window ends before its start (refused by the library, or no moment to start found), the library's
+    // attach thread is let end before the error returns: a later attach to the process (the trace after its PC
+    // sampling primer) was refused as busy while it ran.
+    let ended_early = |session: Attached, rx: &mut Records, out: &mut Collected, f: Failure| {
+        session.stop(AfterStop::CloseWrites);
+        read_to_end(rx, out);
+        f
+    };
+    if let Err(f) = wait_ready(pid, &mut rx, &mut out) {
+        return Err(ended_early(session, &mut rx, &mut out, f));
+    }
     // The threads before sampling: of those that appear after it, CUPTI's are left running at the finish.
     let before: BTreeSet<u32> = gpu_tools::linux::procfs::Process::new(pid)
         .thread_ids()
         .map_err(|e| Failure::new(1, format!("process {pid}: {e}")))?
         .into_iter()
         .collect();
-    let (started, tries) = call_stopped(
+    let started = call_stopped(
         pid,
         &session,
         Control::ProfileStart,
@@ -761,7 +771,11 @@ pub fn run(
             flight_recorder,
             search: start_search,
         },
-    )?;
+    );
+    let (started, tries) = match started {
+        Ok(s) => s,
+        Err(f) => return Err(ended_early(session, &mut rx, &mut out, f)),
+    };
     out.tries[0] = tries;
     if let Message::ProfileStarted { contexts, .. } = &started {
         out.contexts = usize::try_from(*contexts).ok();

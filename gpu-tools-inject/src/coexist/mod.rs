@@ -604,6 +604,9 @@ pub struct Installed {
     /// Kinds the program's profiler enabled while the attach looked for it, before the sharing (`watch`): its own,
     /// though the probe may not have seen them record.
     pub enabled_while_watched: ActivityKinds,
+    /// The import slots were redirected just now, not by the watch before the probe: a program thread that read one
+    /// just before may still call CUPTI itself once.
+    pub redirected_now: bool,
 }
 
 /// Starts sharing CUPTI with the program: called before the session's tracer registers its callbacks, with the
@@ -619,6 +622,7 @@ pub fn install(
         return Err("CUPTI is shared already".into());
     }
     let real = resolve()?;
+    let redirected_now = before.redirects.is_empty();
     let redirects = match std::mem::take(&mut before.redirects) {
         none if none.is_empty() => redirect_program_calls(),
         watched => watched,
@@ -633,6 +637,7 @@ pub fn install(
         enabled_while_watched: ActivityKinds::from_bits_retain(
             watched.as_ref().map_or(0, |w| w.on),
         ),
+        redirected_now,
     };
     for r in &redirects {
         log::debug!("{} in {} comes to the trace", r.symbol(), r.object());
