@@ -571,17 +571,47 @@ unsafe fn trace_reads(
 /// Before `profile --pid` profiles a running program: what its own profiler is doing now, found as
 /// [`probe_program`] finds it, after which the program's callbacks are registered again, as they were (nothing of
 /// the sharing is installed: a profile session takes no activity record). `Err`: it could not be found.
+///
+/// The program's calls are watched meanwhile, as before a trace's probe (its import slots redirected to the hooks,
+/// given back at the end): CUPTI loses the records it has not written out when callbacks are registered, so the
+/// program's pair goes back between two of its sessions where it ends them on a schedule (`gap`), and not at all
+/// where the program registered it again itself while watched (a torch.profiler on a `schedule` does at each
+/// session's start). Put back wherever its session was, two cycles of such a profiler held no kernel at a first
+/// attach's PC sampling primer (an H100, the survival matrix's profiler-schedule row).
 pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
     let real = resolve()?;
-    let found = probe::probe(&real, &cupti_path()?, WATCH)?;
-    let Some(f) = found else {
+    let library = cupti_path()?;
+    watch::begin();
+    let redirects = redirect_program_calls();
+    let looked = look_and_give_back(&real, &library);
+    watch::end();
+    crate::imports::restore(redirects);
+    looked
+}
+
+/// [`program_profiler_now`]'s look, while the program's calls are watched.
+fn look_and_give_back(real: &Real, library: &std::path::Path) -> Result<ProgramProfiler, String> {
+    let Some(f) = probe::probe(real, library, WATCH)? else {
         return Ok(ProgramProfiler::None);
     };
-    let left = probe::flush_back_lent(&real);
+    let left = probe::flush_back_lent(real);
     if left > 0 {
         log::debug!(
             "{left} buffers the probe lent are still in CUPTI: they go to the program's profiler when CUPTI completes them"
         );
+    }
+    let answer = ProgramProfiler::of(Some(&f));
+    if !watch::program_registered() {
+        // Between two of its sessions, where it ends them on a schedule (a second at most).
+        let gap = gap::wait_for_gap(gap::GAP_WAIT_CAP, f.kinds != 0);
+        log::debug!("the look gives the program's callbacks back after {gap:?}");
+    }
+    if watch::program_registered() {
+        // Its own registration, made after the probe had found its pair, is in CUPTI: nothing to put back.
+        log::debug!(
+            "the program registered its callbacks again while looked at: they are in CUPTI"
+        );
+        return Ok(answer);
     }
     // SAFETY: the program's own pair, found where CUPTI keeps its callbacks and checked to be code; registering it
     // again puts CUPTI back as the program left it.
@@ -591,7 +621,7 @@ pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
             "registering the program's callbacks again returned {code}"
         ));
     }
-    Ok(ProgramProfiler::of(Some(&f)))
+    Ok(answer)
 }
 
 /// What [`install`] did.

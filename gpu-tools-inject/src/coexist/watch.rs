@@ -68,6 +68,11 @@ pub(super) fn program_flushed_or_registered() -> bool {
         .is_some_and(|w| w.flushed || w.callbacks.is_some())
 }
 
+/// While watching: whether the program registered its buffer callbacks (`false` when nothing is watched).
+pub(super) fn program_registered() -> bool {
+    watched().as_ref().is_some_and(|w| w.callbacks.is_some())
+}
+
 /// While watching: whether none of the kinds the program enabled while watched is still on (`None`: nothing is
 /// watched). Kinds it enabled before the watch are not known here.
 pub(super) fn no_kind_on() -> Option<bool> {
@@ -136,8 +141,16 @@ mod tests {
         note_forced_flush();
         assert!(program_flushed_or_registered());
         assert!(end().expect("watched").flushed);
+        assert!(!program_registered());
         begin();
+        assert!(!program_registered());
+        pass(
+            || sys::CUPTI_ERROR_UNKNOWN,
+            |w| w.callbacks = Some((None, None)),
+        );
+        assert!(!program_registered(), "a failed registration is not noted");
         pass(|| sys::CUPTI_SUCCESS, |w| w.callbacks = Some((None, None)));
+        assert!(program_registered());
         assert!(program_flushed_or_registered());
         end();
     }
