@@ -81,13 +81,16 @@ impl Collected {
     /// Where the library said PC sampling stayed on in process `pid` (its finish failed), notes the holder for
     /// whoever is refused the GPU's counters next (`pc_left_on`).
     pub fn note_pc_left_on(&self, pid: u32) {
-        if self
-            .messages
-            .iter()
-            .any(|m| matches!(m, Message::PcLeftOn { .. }))
-        {
+        if self.pc_left_on() {
             crate::pc_left_on::note(pid);
         }
+    }
+
+    /// Whether the library said PC sampling stays on in a context (its stop or disable failed).
+    pub fn pc_left_on(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|m| matches!(m, Message::PcLeftOn { .. }))
     }
 }
 

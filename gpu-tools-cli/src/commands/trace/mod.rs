@@ -368,6 +368,8 @@ pub fn run(mut args: Args) -> Outcome {
     // open, which hold the GPU's counters that PC sampling needs.
     if let (Some(Tool::Cuda), Some(lib)) = (tool, lib.as_deref()) {
         before_first_attach(&args, lib, &targets)?;
+        // After the primer too, which may leave it on.
+        refuse_pc_left_on(&targets)?;
     }
     // The counters' samplers, opened before the program is launched or attached: whatever keeps them from
     // sampling is said before anything runs.
@@ -581,6 +583,34 @@ fn cupti_for_attach() -> Option<PathBuf> {
         l.path()
             .map(Path::to_path_buf)
             .or_else(|| gpu_tools::linux::procfs::Process::current().mapped_library("libcupti.so"))
+    })
+}
+
+/// Refuses to attach to processes in which gpu-tools left PC sampling on (its `cuptiPCSamplingDisable` failed,
+/// `pc_left_on`): CUPTI then refuses the activity records a trace enables (`cuptiActivityEnable(CONCURRENT_KERNEL)`
+/// gave `CUPTI_ERROR_NOT_COMPATIBLE` in every window after a primer's failed disable on an H100), so the window would
+/// attach, share CUPTI with the program and hold nothing. Said before anything is touched.
+fn refuse_pc_left_on(targets: &[u32]) -> Result<(), Failure> {
+    match pc_left_on_refusal(&crate::pc_left_on::processes(), targets) {
+        Some(why) => Err(Failure::new(1, why)),
+        None => Ok(()),
+    }
+}
+
+/// [`refuse_pc_left_on`]'s refusal for the processes noted (`left`), where any of them is a target.
+fn pc_left_on_refusal(left: &[crate::pc_left_on::LeftOn], targets: &[u32]) -> Option<String> {
+    let held: Vec<String> = left
+        .iter()
+        .filter(|l| targets.contains(&l.pid))
+        .map(|l| format!("process {} (since {} s ago)", l.pid, l.ago.as_secs()))
+        .collect();
+    (!held.is_empty()).then(|| {
+        format!(
+            "not traced: gpu-tools left PC sampling on in {}: its cuptiPCSamplingDisable failed, and CUPTI refuses a \
+             trace's activity records beside it (CUPTI_ERROR_NOT_COMPATIBLE) until that process ends; nothing was \
+             attached",
+            held.join(", ")
+        )
     })
 }
 
@@ -843,5 +873,20 @@ mod tests {
         assert_eq!(rank_text(&[3]).as_deref(), Some("3"));
         assert_eq!(rank_text(&[0, 1, 2, 3]).as_deref(), Some("0-3"));
         assert_eq!(rank_text(&[0, 2, 5]).as_deref(), Some("0,2,5"));
+    }
+
+    #[test]
+    fn a_process_left_with_pc_sampling_on_is_not_traced_and_says_why() {
+        use crate::pc_left_on::LeftOn;
+        let left = [LeftOn {
+            pid: 627,
+            ago: std::time::Duration::from_secs(4),
+        }];
+        assert_eq!(pc_left_on_refusal(&left, &[600, 601]), None, "another's");
+        assert_eq!(pc_left_on_refusal(&[], &[627]), None);
+        let why = pc_left_on_refusal(&left, &[600, 627]).expect("refused");
+        assert!(why.contains("process 627 (since 4 s ago)"), "{why}");
+        assert!(why.contains("CUPTI_ERROR_NOT_COMPATIBLE"), "{why}");
+        assert!(why.contains("nothing was attached"), "{why}");
     }
 }

@@ -45,6 +45,9 @@ pub enum Primed {
     Empty,
     /// Not sampled, and why: PC sampling after the trace gives nothing.
     No(String),
+    /// Sampled, and its sampling could not be turned off (its disable failed): CUPTI keeps it on, and the GPU's
+    /// counters held, until the process ends; a trace of it is refused (`refuse_pc_left_on`).
+    LeftOn,
 }
 
 /// Samples the PCs of each of `pids` (processes that have not run CUPTI for gpu-tools) for 1 s. Processes on
@@ -183,6 +186,9 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
                 log::info!("process {pid}: {text}");
             }
             got.note_pc_left_on(pid);
+            if got.pc_left_on() {
+                return Primed::LeftOn;
+            }
             primed_by(got.stalls.len())
         }
         Err(e) => Primed::No(e.text()),
@@ -230,6 +236,10 @@ pub fn said(pid: u32, primed: &Primed) -> String {
              ones'"
         ),
         Primed::No(why) => format!("process {pid}: not sampled before its first trace: {why}"),
+        Primed::LeftOn => format!(
+            "process {pid}: sampled before its first trace, and its PC sampling could not be turned off \
+             (cuptiPCSamplingDisable failed): CUPTI keeps it on, and the GPU's counters held, until the process ends"
+        ),
     }
 }
 
