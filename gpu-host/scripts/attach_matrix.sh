@@ -17,8 +17,10 @@
 #  - a `where` names what runs: after a CUPTI attach the driver refuses the debugger for the process's life, and
 #    `where` answers from the flight recorder the attach left (`ok-flight`).
 # Counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the program's
-# recording profiler (`refused-program-profiler`) or for want of a moment with no thread inside the driver
-# (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
+# recording profiler (`refused-program-profiler`), PC sampling refused where the job's own profiler used CUPTI's
+# activity API before any PC sampling (`refused-after-program-profiler`: every window then counted all its samples
+# outside the program's kernels, and no primer can come before it), or for want of a moment with no thread inside
+# the driver (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
 # `cuptiPCSamplingDisable` failed (`refused-held-by-other-job`: the tool names that job, whose window is a `left-on`
 # FAIL), a `where` refused where no flight recorder could be left (the
 # program's profiler held CUPTI's subscriber: `refused-no-recorder`) or where the program's own profiler ran CUPTI
@@ -169,6 +171,9 @@ attach() {
     if [ "$rc" -eq 0 ]; then
       [ "${records%%,*}" -gt 0 ] 2>/dev/null || [[ $records =~ pm-attribution:[1-9] ]] || ok=FAIL
     elif grep -q "the program's own profiler is recording" "$f.txt"; then ok=refused-program-profiler
+    # The job's own torch.profiler used CUPTI's activity API before any PC sampling in it: every later window counts
+    # all its samples outside the program's kernels (pc_own_profiler_probe.sh), which no primer can come before.
+    elif grep -q "activity API in this process before any PC sampling" "$f.txt"; then ok=refused-after-program-profiler
     # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there. At the
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
     elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI.*left as it was' "$f.txt"; then ok=refused-no-quiet-moment
@@ -376,6 +381,8 @@ row() {
   [ "$refused" -eq 0 ] || notes+=" $refused windows in which the job was idle (no record, said);"
   refused=$(grep -c ' refused-program-profiler$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
+  refused=$(grep -c ' refused-after-program-profiler$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: the job's own profiler used CUPTI's activity API first (no stall record is had then);"
   refused=$(grep -c ' refused-in-driver$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused for a thread inside the driver at every stop;"
   refused=$(grep -c ' refused-no-recorder$' "$d/attaches.txt")

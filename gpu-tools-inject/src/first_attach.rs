@@ -44,6 +44,23 @@ pub fn pc_sampled() -> bool {
     PC_SAMPLED.load(Ordering::SeqCst)
 }
 
+/// Set once an attach found the program's own profiler registered with CUPTI before any PC sampling here.
+static PROGRAM_PROFILER_FIRST: AtomicBool = AtomicBool::new(false);
+
+/// An attach found the program's own profiler registered with CUPTI (recording or not): where no PC sampling ran in
+/// this process before, its activity API came first, and PC sampling after that counted every sample outside the
+/// program's kernels (`PC_AFTER_PROGRAM_PROFILER`).
+pub fn note_program_profiler() {
+    if !pc_sampled() {
+        PROGRAM_PROFILER_FIRST.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Whether the program's own profiler was found registered before any PC sampling in this process.
+pub fn program_profiler_first() -> bool {
+    PROGRAM_PROFILER_FIRST.load(Ordering::SeqCst)
+}
+
 /// Whether this process's first attach traced it, not PC sampling.
 pub fn traced() -> bool {
     FIRST.load(Ordering::SeqCst) == TRACE
@@ -59,5 +76,17 @@ mod tests {
         note(Kind::Trace);
         note(Kind::PcSampling);
         assert!(traced(), "the first was a trace");
+    }
+
+    #[test]
+    fn the_programs_profiler_counts_only_before_any_pc_sampling() {
+        // Statics of the test process: this test alone sets them.
+        assert!(!program_profiler_first());
+        note_program_profiler();
+        assert!(program_profiler_first(), "found before any PC sampling");
+        PROGRAM_PROFILER_FIRST.store(false, Ordering::SeqCst);
+        note_pc_sampled();
+        note_program_profiler();
+        assert!(!program_profiler_first(), "PC sampling came first");
     }
 }

@@ -89,7 +89,10 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         return end(&writer);
     }
     if mapped {
-        if let Some(refusal) = program_profiler_refusal(request.primer) {
+        // PC sampling before any other in the process: where the program's own profiler used the activity API
+        // before it, the window would count every sample outside the program's kernels.
+        let first_pc = request.pc_sampling && !crate::first_attach::pc_sampled();
+        if let Some(refusal) = program_profiler_refusal(request.primer, first_pc) {
             writer.message(&Message::ProfileRefused { reason: refusal });
             return end(&writer);
         }
@@ -265,6 +268,7 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
         request.pc_sampling,
         version,
         crate::profiling::range_profiler_ran(),
+        crate::first_attach::program_profiler_first(),
         crate::first_attach::traced(),
     )
 }
@@ -273,18 +277,25 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
 /// Update 1, the GPU hosts' build).
 const SEEN_BLIND: CuptiVersion = CuptiVersion::from_api(130_001);
 
-/// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen).
+/// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen);
+/// `program_profiler_first`: an attach found the program's own profiler registered before any PC sampling here
+/// (named first: the PC sampling a first trace makes first could not have helped).
 fn blind_reason(
     pc_sampling: bool,
     version: Option<CuptiVersion>,
     range_profiler_ran: bool,
+    program_profiler_first: bool,
     traced_first: bool,
 ) -> Option<&'static str> {
-    use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
+    use gpu_tools_injection::profile::notice::{
+        PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
+    };
     if !pc_sampling || version.is_some_and(|v| v > SEEN_BLIND) {
         return None;
     }
-    if range_profiler_ran {
+    if program_profiler_first {
+        Some(PC_AFTER_PROGRAM_PROFILER)
+    } else if range_profiler_ran {
         Some(PC_AFTER_RANGE_PROFILER)
     } else if traced_first {
         Some(PC_AFTER_TRACE)
@@ -300,16 +311,33 @@ fn blind_reason(
 /// that ended) does not stop it. Where the program's profiler cannot be found, the profile is not made either:
 /// whether one records cannot be told. `primer`: the PC sampling before a first trace, which nobody asked for by
 /// name, is refused beside a profiler that ever registered too: one of its sessions may start during the window
-/// (a torch.profiler on a `schedule` starts one every few steps).
-fn program_profiler_refusal(primer: bool) -> Option<String> {
-    refusal(crate::coexist::program_profiler_now(), primer)
+/// (a torch.profiler on a `schedule` starts one every few steps). `first_pc`: PC sampling before any other in this
+/// process, refused beside a profiler that registered at all: its activity API came first, and PC sampling after
+/// that counted every sample outside the program's kernels (`PC_AFTER_PROGRAM_PROFILER`).
+fn program_profiler_refusal(primer: bool, first_pc: bool) -> Option<String> {
+    let found = crate::coexist::program_profiler_now();
+    if matches!(
+        found,
+        Ok(crate::coexist::ProgramProfiler::Idle { .. }
+            | crate::coexist::ProgramProfiler::Recording(_))
+    ) {
+        crate::first_attach::note_program_profiler();
+    }
+    refusal(found, primer, first_pc)
 }
 
 /// [`program_profiler_refusal`]'s answer for what the look at the program's profiler found.
-fn refusal(found: Result<crate::coexist::ProgramProfiler, String>, primer: bool) -> Option<String> {
+fn refusal(
+    found: Result<crate::coexist::ProgramProfiler, String>,
+    primer: bool,
+    first_pc: bool,
+) -> Option<String> {
     use crate::coexist::ProgramProfiler;
     match found {
         Ok(ProgramProfiler::None) => None,
+        Ok(ProgramProfiler::Idle { .. }) if first_pc => Some(
+            gpu_tools_injection::profile::notice::PC_AFTER_PROGRAM_PROFILER.to_string(),
+        ),
         Ok(ProgramProfiler::Idle { .. }) if primer => Some(
             "the program has a profiler of its own (its callbacks are registered with CUPTI, no session records \
              now): one of its sessions may start during the sampling, and PC sampling beside a recording profiler \
@@ -475,36 +503,60 @@ mod tests {
     use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds};
 
     #[test]
-    fn pc_sampling_is_refused_as_blind_only_after_a_trace_or_the_range_profiler_with_a_cupti_seen_so()
+    fn pc_sampling_is_refused_as_blind_only_after_a_trace_the_range_profiler_or_the_programs_profiler_with_a_cupti_seen_so()
      {
         use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
         let api = |v| Some(CuptiVersion::from_api(v));
         let seen = api(130_001);
-        assert_eq!(blind_reason(true, seen, false, true), Some(PC_AFTER_TRACE));
         assert_eq!(
-            blind_reason(true, seen, true, true),
+            blind_reason(true, seen, false, false, true),
+            Some(PC_AFTER_TRACE)
+        );
+        assert_eq!(
+            blind_reason(true, seen, true, false, true),
             Some(PC_AFTER_RANGE_PROFILER),
             "the range profiler named first"
         );
         assert_eq!(
-            blind_reason(true, api(28), false, true),
+            blind_reason(true, api(28), false, false, true),
             Some(PC_AFTER_TRACE)
         );
-        assert_eq!(blind_reason(true, None, false, true), Some(PC_AFTER_TRACE));
         assert_eq!(
-            blind_reason(true, seen, false, false),
+            blind_reason(true, None, false, false, true),
+            Some(PC_AFTER_TRACE)
+        );
+        assert_eq!(
+            blind_reason(true, seen, false, false, false),
             None,
             "sampled first"
         );
         assert_eq!(
-            blind_reason(false, seen, true, true),
+            blind_reason(false, seen, true, false, true),
             None,
             "kernel metrics"
         );
         assert_eq!(
-            blind_reason(true, api(130_100), true, true),
+            blind_reason(true, api(130_100), true, false, true),
             None,
             "a newer CUPTI is tried"
+        );
+        // The program's own profiler before any PC sampling: named first, whatever came after it.
+        use gpu_tools_injection::profile::notice::PC_AFTER_PROGRAM_PROFILER;
+        for (range, traced) in [(false, false), (true, true), (false, true)] {
+            assert_eq!(
+                blind_reason(true, seen, range, true, traced),
+                Some(PC_AFTER_PROGRAM_PROFILER)
+            );
+        }
+        assert_eq!(
+            blind_reason(false, seen, false, true, true),
+            None,
+            "kernel metrics"
+        );
+        assert_eq!(
+            blind_reason(true, api(130_100), false, true, true),
+            None,
+            "a newer CUPTI"
         );
     }
 
@@ -517,21 +569,34 @@ mod tests {
         };
         let idle = || Ok(ProgramProfiler::Idle { asked: false });
         for primer in [false, true] {
-            assert_eq!(
-                refusal(Ok(ProgramProfiler::None), primer),
-                None,
-                "none ever registered"
-            );
-            assert!(refusal(recording(), primer).is_some_and(|r| r.contains("is recording")));
-            assert!(
-                refusal(Err("no CUPTI".into()), primer).is_some_and(|r| r.contains("no CUPTI"))
-            );
+            for first_pc in [false, true] {
+                assert_eq!(
+                    refusal(Ok(ProgramProfiler::None), primer, first_pc),
+                    None,
+                    "none ever registered"
+                );
+                assert!(
+                    refusal(recording(), primer, first_pc)
+                        .is_some_and(|r| r.contains("is recording"))
+                );
+                assert!(
+                    refusal(Err("no CUPTI".into()), primer, first_pc)
+                        .is_some_and(|r| r.contains("no CUPTI"))
+                );
+            }
         }
-        // A profile asked for by name goes on beside an idle one; the PC sampling before a first trace does not.
-        assert_eq!(refusal(idle(), false), None);
+        // A profile asked for by name goes on beside an idle one where PC sampling ran first; the PC sampling
+        // before a first trace does not.
+        assert_eq!(refusal(idle(), false, false), None);
         assert!(
-            refusal(idle(), true)
+            refusal(idle(), true, false)
                 .is_some_and(|r| r.contains("one of its sessions may start during the sampling"))
         );
+        // PC sampling before any other, beside a profiler that registered: its activity API came first.
+        for primer in [false, true] {
+            assert!(
+                refusal(idle(), primer, true).is_some_and(|r| r.contains("before any PC sampling"))
+            );
+        }
     }
 }

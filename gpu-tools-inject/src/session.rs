@@ -731,6 +731,12 @@ fn probe_program(writer: &Writer, before: &mut crate::coexist::Before) {
             ),
         );
     }
+    if matches!(
+        answer,
+        Ok(ProgramProfiler::Idle { .. } | ProgramProfiler::Recording(_))
+    ) {
+        crate::first_attach::note_program_profiler();
+    }
     match answer {
         Ok(ProgramProfiler::None) => {}
         Ok(ProgramProfiler::Idle { asked }) => writer.notice(

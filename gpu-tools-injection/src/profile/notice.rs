@@ -101,6 +101,16 @@ pub const PC_AFTER_RANGE_PROFILER: &str = "CUPTI's range profiler ran in this pr
      kernel-metrics `profile --pid`), and PC sampling after it gave no stall records; nothing was sampled: sample a \
      process that has had no kernel-metrics window";
 
+/// Why PC sampling is refused in a process whose own profiler (torch.profiler's Kineto, say) used CUPTI's activity
+/// API before any PC sampling there: on an H100 (CUPTI 13.0, driver 580), a PyTorch job that ran one
+/// torch.profiler session before any attach gave 0 stall records in each of two 2 s windows, all of their 40 and 47
+/// million samples counted outside the program's kernels, where the same job without it gave 2,725 records in each
+/// (`gpu-host/scripts/pc_own_profiler_probe.sh`); the PC sampling a first trace makes first cannot come before it.
+pub const PC_AFTER_PROGRAM_PROFILER: &str = "the program's own profiler (such as torch.profiler) used CUPTI's \
+     activity API in this process before any PC sampling, and PC sampling after that counted every sample outside \
+     the program's kernels (no stall record) in every window tried (CUPTI 13.0, driver 580); nothing was sampled: PC \
+     sampling works in a process whose own profiler had not run when it was first sampled";
+
 /// Why PC sampling is refused in a process whose first gpu-tools attach was a trace (`trace --pid`, or `profile
 /// --pid`'s kernel metrics, which trace) and not the PC sampling a first trace makes first: PC sampling after it
 /// counted every sample outside the program's kernels in every window tried (docs/driver-notes.md).
