@@ -16,6 +16,7 @@ mod kineto;
 mod lagging;
 mod launched;
 mod nvtx;
+mod pc_after_program;
 mod probe;
 mod program_profiler;
 mod scheduled;
