@@ -265,7 +265,8 @@ cycles_by_attach() {
 row() {
   local name=$1 d=$out/$1 pid untouched= attached target n=0 fails=0 rc_u rc_a verdict=PASS notes="" offset=$3 row_cupti= cut=
   [ "$name" = hung ] && { hung_row "$2"; return; }
-  mkdir -p "$d"
+  # A row's folder is its own: files of an earlier run in it (a lent machine may keep /tmp) would be read as this one's.
+  rm -rf "$d"; mkdir -p "$d"
   # The job ends once the file exists (created when its attaches are done).
   export STOP_FILE=$d/stop
   rm -f "$STOP_FILE"
@@ -501,7 +502,7 @@ judge_hung() {
 # hung_row GPU: two jobs of hung_job.cu (see the header). Prints `ROW hung ... PASS|FAIL`.
 hung_row() {
   local d=$out/hung cvd=$1 verdict=PASS notes="" part n=0
-  mkdir -p "$d"
+  rm -rf "$d"; mkdir -p "$d"
   row_locks=("$out/gpu$1.lock")
   nvcc -O2 -std=c++17 -o "$d/hung_job" "$root/gpu-host/scripts/hung_job.cu" > "$d/nvcc.txt" 2>&1 \
     || { echo "ROW hung FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
@@ -559,8 +560,10 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | sed 's/^/gpu: /'
 $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null
 "$gt" --version 2>&1 | head -5
+# This run's rows' files: an OUT used before may hold other rows' (a lent machine may keep /tmp), never counted here.
+row_files=(); for r in $rows; do row_files+=("$out/$r.row"); done
 # Cut short (a limit's SIGTERM): how each attached job ended so far, which its row says at once (`ATTACHED`).
-trap 'echo "=== cut short: the attached jobs that ended"; grep -h "^ATTACHED" "$out"/*.row 2>/dev/null; exit 143' TERM
+trap 'echo "=== cut short: the attached jobs that ended"; grep -h "^ATTACHED" "${row_files[@]}" 2>/dev/null; exit 143' TERM
 active=0; i=0
 for r in $rows; do
   if [ "$r" = ddp ] && [ "$gpus" -lt 2 ]; then echo "ROW ddp SKIPPED (one GPU)" > "$out/$r.row"; continue; fi
@@ -577,9 +580,9 @@ for r in $rows; do
   echo "--- $r"; cat "$out/$r/attaches.txt" 2>/dev/null; verdicts "$out/$r.row" | tail -1
 done
 echo "=== summary"
-verdicts "$out"/*.row | sed 's/^ROW //' | awk '{print $1, $NF}'
-pass=$(verdicts "$out"/*.row | grep -c ' PASS$'); total=$(verdicts "$out"/*.row | grep -vc SKIPPED)
-partial=$(verdicts "$out"/*.row | grep -c ' PARTIAL$')
+verdicts "${row_files[@]}" | sed 's/^ROW //' | awk '{print $1, $NF}'
+pass=$(verdicts "${row_files[@]}" | grep -c ' PASS$'); total=$(verdicts "${row_files[@]}" | grep -vc SKIPPED)
+partial=$(verdicts "${row_files[@]}" | grep -c ' PARTIAL$')
 if [ "$attach_deadline" -gt 0 ]; then
   echo "$pass of $total rows passed; $partial PARTIAL (fewer attaches than asked, cut by ATTACH_DEADLINE_S; nothing wrong)"
 else
@@ -587,7 +590,7 @@ else
 fi
 # Every window of every row by tool and verdict (a window's verdict is its line's last word; `records=` tags such as
 # `after-first-trace` and `left-on` are counted too), and the PC sampling the first traces made (primers).
-cat "$out"/*/attaches.txt 2>/dev/null | awk '
+for r in $rows; do cat "$out/$r/attaches.txt" 2>/dev/null; done | awk '
   / (trace|trace-node|counters|metrics|pc-sampling|where) / {
     for (i = 1; i <= NF; i++) if ($i ~ /^(trace|trace-node|counters|metrics|pc-sampling|where)$/) tool = $i
     n[tool " " $NF]++
