@@ -316,11 +316,10 @@ fn blind_reason(
 /// that counted every sample outside the program's kernels (`PC_AFTER_PROGRAM_PROFILER`).
 fn program_profiler_refusal(primer: bool, first_pc: bool) -> Option<String> {
     let found = crate::coexist::program_profiler_now();
-    if matches!(
-        found,
-        Ok(crate::coexist::ProgramProfiler::Idle { .. }
-            | crate::coexist::ProgramProfiler::Recording(_))
-    ) {
+    if found
+        .as_ref()
+        .is_ok_and(crate::coexist::ProgramProfiler::registered)
+    {
         crate::first_attach::note_program_profiler();
     }
     refusal(found, primer, first_pc)

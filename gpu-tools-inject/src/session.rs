@@ -731,10 +731,7 @@ fn probe_program(writer: &Writer, before: &mut crate::coexist::Before) {
             ),
         );
     }
-    if matches!(
-        answer,
-        Ok(ProgramProfiler::Idle { .. } | ProgramProfiler::Recording(_))
-    ) {
+    if answer.as_ref().is_ok_and(ProgramProfiler::registered) {
         crate::first_attach::note_program_profiler();
     }
     match answer {

@@ -133,6 +133,35 @@ fn workspace_cdylib(file: &str, package: &str) -> PathBuf {
     std::fs::canonicalize(&found).expect("absolute path of a workspace library")
 }
 
+/// Injects `library` into process `pid` through its `entry` with `argument`, and again while the entry answers
+/// anything but 0 (the injection library answers busy while the previous attach's thread ends), for `limit` at
+/// most; panics past it, or where the injection itself fails, naming `who`.
+pub fn inject_until_started(
+    pid: u32,
+    library: &std::path::Path,
+    entry: &str,
+    argument: &str,
+    limit: std::time::Duration,
+    who: &str,
+) -> gpu_tools::linux::inject::Injected {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let done = gpu_tools::linux::inject::Injection::new(pid, library, entry)
+            .argument(argument)
+            .run()
+            .unwrap_or_else(|e| panic!("{who}: injecting the library: {e}"));
+        if done.entry_result == 0 {
+            return done;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{who}: entry result {}",
+            done.entry_result
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The first connection to `listener` within `limit` (a library that never connects fails the test instead of
 /// hanging it), blocking and with reads bounded by `limit` too. `who` names the connecting side in the panic.
 pub fn accept_within(

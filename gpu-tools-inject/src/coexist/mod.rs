@@ -394,6 +394,11 @@ pub enum ProgramProfiler {
 }
 
 impl ProgramProfiler {
+    /// Whether it registered with CUPTI (recording or not): its activity API has run in the process.
+    pub fn registered(&self) -> bool {
+        !matches!(self, ProgramProfiler::None)
+    }
+
     /// What the probe's finding says of the program's profiler.
     fn of(found: Option<&probe::Found>) -> ProgramProfiler {
         match found {

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::os::unix::net::UnixListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpu_tools::trace::StreamReader;
 use gpu_tools_injection::control::Control;
@@ -33,22 +33,14 @@ fn pc_sampling_messages(pid: u32, socket: &std::path::Path) -> Vec<Message> {
     }
     .attach_argument()
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let done = gpu_tools::linux::inject::Injection::new(pid, library(), env::ATTACH_ENTRY)
-            .argument(settings.clone())
-            .run()
-            .expect("inject the library");
-        if done.entry_result == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the library stayed busy: {}",
-            done.entry_result
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    gpu_tools_testing::inject_until_started(
+        pid,
+        &library(),
+        env::ATTACH_ENTRY,
+        &settings,
+        Duration::from_secs(30),
+        "the PC sampling attach",
+    );
     let conn = gpu_tools_testing::accept_within(
         &listener,
         Duration::from_secs(30),

@@ -34,7 +34,7 @@ fn attach_in_order_with_notices(
 ) -> (Vec<Message>, Vec<String>) {
     use std::io::Write;
     use std::os::unix::net::UnixListener;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let socket = dir.join(format!("s{n}"));
     let listener = UnixListener::bind(&socket).unwrap();
@@ -47,26 +47,14 @@ fn attach_in_order_with_notices(
     tweak(&mut settings);
     let settings = settings.attach_argument().unwrap();
     // The previous attach's thread ends right after its stream: until then the library answers busy.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let done = gpu_tools::linux::inject::Injection::new(
-            pid,
-            gpu_tools_testing::inject_lib(),
-            env::ATTACH_ENTRY,
-        )
-        .argument(settings.clone())
-        .run()
-        .expect("inject the library");
-        if done.entry_result == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "attach {n}: entry result {}",
-            done.entry_result
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    gpu_tools_testing::inject_until_started(
+        pid,
+        &gpu_tools_testing::inject_lib(),
+        env::ATTACH_ENTRY,
+        &settings,
+        Duration::from_secs(30),
+        &format!("attach {n}"),
+    );
     let conn = gpu_tools_testing::accept_within(
         &listener,
         Duration::from_secs(30),
