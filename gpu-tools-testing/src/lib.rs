@@ -136,6 +136,7 @@ fn workspace_cdylib(file: &str, package: &str) -> PathBuf {
 /// Injects `library` into process `pid` through its `entry` with `argument`, and again while the entry answers
 /// anything but 0 (the injection library answers busy while the previous attach's thread ends), for `limit` at
 /// most; panics past it, or where the injection itself fails, naming `who`.
+#[cfg(feature = "inject")]
 pub fn inject_until_started(
     pid: u32,
     library: &std::path::Path,
