@@ -114,7 +114,13 @@ struct Tee<M> {
 
 impl<M: From<Delivery>> Read for Tee<M> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.stream.read(buf)?;
+        let n = match self.stream.read(buf) {
+            // The process closed its end with a control of ours unread (its stream ended on its own: a refused
+            // window, its exit). Linux answers a Unix socket's reader so only once every byte the process sent was
+            // read, so this is the stream's end; whether the stream was whole is for its frames and end record to say.
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => 0,
+            read => read?,
+        };
         if let Some(tx) = &self.tx {
             if n > 0
                 && tx

@@ -257,3 +257,47 @@ fn controls_write_back_to_the_connected_process() {
     assert!(matches!(by_id[&0].last(), Some(Delivery::Closed(0))));
     finish(l);
 }
+
+#[test]
+fn a_process_that_closes_with_a_control_unread_ends_its_stream_cleanly() {
+    // The library may end its stream on its own (a refused window, the process's exit) while a control this side
+    // wrote is still unread: the kernel then resets the connection, after everything the library sent was read.
+    let controls = Arc::default();
+    let l = listen(
+        "reset",
+        AcceptOptions {
+            tee: false,
+            controls: Some(Arc::clone(&controls)),
+            most: None,
+        },
+    );
+    let mut c = UnixStream::connect(&l.socket).unwrap();
+    c.write_all(&stream(5, &[kernel("k", 1, 2, 1), kernel("k", 3, 4, 2)]))
+        .unwrap();
+    let mut waited = 0;
+    while controls.lock().unwrap().is_empty() {
+        assert!(waited < 1000, "accepted within 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    controls.lock().unwrap()[0].write_all(b"S").unwrap();
+    drop(c);
+    controls.lock().unwrap().clear();
+    let by_id = until_closed(&l.rx, 1);
+    let deliveries = &by_id[&0];
+    let oks = deliveries
+        .iter()
+        .filter(|d| matches!(d, Delivery::Item(_, Ok(_))))
+        .count();
+    let errors: Vec<_> = deliveries
+        .iter()
+        .filter(|d| matches!(d, Delivery::Item(_, Err(_))))
+        .collect();
+    assert_eq!(oks, 2, "every record read: {deliveries:?}");
+    assert!(
+        errors.is_empty(),
+        "a reset after the last byte is the stream's end: {errors:?}"
+    );
+    assert!(matches!(deliveries.last(), Some(Delivery::Closed(0))));
+    finish(l);
+}
