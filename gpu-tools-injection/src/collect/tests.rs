@@ -74,6 +74,17 @@ fn until_closed(
     by_id
 }
 
+/// Writes `bytes` back through the first connection's handle, once the connection is accepted.
+fn write_back(controls: &crate::collect::Controls, bytes: &[u8]) {
+    let mut waited = 0;
+    while controls.lock().unwrap().is_empty() {
+        assert!(waited < 1000, "accepted within 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    controls.lock().unwrap()[0].write_all(bytes).unwrap();
+}
+
 fn finish(l: Listening) {
     l.stop.store(true, Ordering::SeqCst);
     l.thread
@@ -241,13 +252,7 @@ fn controls_write_back_to_the_connected_process() {
     let mut c = UnixStream::connect(&l.socket).unwrap();
     c.write_all(&stream(9, &[])).unwrap();
     // The handle is kept once the connection is accepted.
-    let mut waited = 0;
-    while controls.lock().unwrap().is_empty() {
-        assert!(waited < 1000, "accepted within 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    controls.lock().unwrap()[0].write_all(b"S").unwrap();
+    write_back(&controls, b"S");
     let mut byte = [0u8; 1];
     c.read_exact(&mut byte).unwrap();
     assert_eq!(&byte, b"S");
@@ -274,13 +279,7 @@ fn a_process_that_closes_with_a_control_unread_ends_its_stream_cleanly() {
     let mut c = UnixStream::connect(&l.socket).unwrap();
     c.write_all(&stream(5, &[kernel("k", 1, 2, 1), kernel("k", 3, 4, 2)]))
         .unwrap();
-    let mut waited = 0;
-    while controls.lock().unwrap().is_empty() {
-        assert!(waited < 1000, "accepted within 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
-    }
-    controls.lock().unwrap()[0].write_all(b"S").unwrap();
+    write_back(&controls, b"S");
     drop(c);
     controls.lock().unwrap().clear();
     let by_id = until_closed(&l.rx, 1);
