@@ -140,7 +140,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     continue;
                 }
                 if metrics.is_empty() {
-                    start(&writer, &mut contexts);
+                    start(&writer, &mut contexts, request.primer);
                 } else {
                     if crate::flight::stop(
                         "profile --pid's kernel metrics took CUPTI's callback subscriber",
@@ -392,15 +392,31 @@ fn no_subscriber(writer: &Writer, why: &str) {
 /// disable failed, where four of the five before had one.
 const WORKER_SLEEP_MS: u32 = 10;
 
-/// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now).
-fn start(writer: &Writer, contexts: &mut [Sampled]) {
+/// The sampling period of the PC sampling before a first trace: a sample every 2^22 cycles on each SM, about 60,000
+/// a second on a busy H100's 132 SMs at 2 GHz, where CUPTI's default (chosen by SM count) gave millions a window
+/// (2.9 to 47 million in the windows counted on an H100). The primer keeps nothing of its samples: it is there so
+/// that PC sampling comes first in the process (a sampling with launches in it was what kept later windows' stall
+/// records). Its samples only fill the ring of gathered records whose overflow fails CUPTI's workers and has the
+/// disable leave the GPU's counters held for the process's life ([`WORKER_SLEEP_MS`]; one primer did so on an H100
+/// beside 13 other jobs), and cost the program's kernels their sampling. A kernel on the GPU for a millisecond of
+/// the window still gets samples.
+const PRIMER_PERIOD: u32 = 22;
+
+/// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now);
+/// sparsely for a `primer` ([`PRIMER_PERIOD`]).
+fn start(writer: &Writer, contexts: &mut [Sampled], primer: bool) {
     let mut started = 0;
     for c in contexts.iter_mut().filter(|c| c.sampler.is_none()) {
         // SAFETY: a primary context retained for the session; the sampler is finished, or dropped, before it is
         // released (`Sampled`'s field order).
-        let made = unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }
-            .worker_sleep_ms(WORKER_SLEEP_MS)
-            .start();
+        let builder =
+            unsafe { PcSampler::builder_for_raw(c.ctx.as_raw()) }.worker_sleep_ms(WORKER_SLEEP_MS);
+        let builder = if primer {
+            builder.period(PRIMER_PERIOD)
+        } else {
+            builder
+        };
+        let made = builder.start();
         match made {
             Ok(s) => {
                 c.sampler = Some(s);

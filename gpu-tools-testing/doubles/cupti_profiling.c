@@ -875,6 +875,10 @@ int cp_pc_running(void) { return g_pc_running; }
 static uint32_t g_pc_sleep_span;
 uint32_t cp_pc_sleep_span(void) { return g_pc_sleep_span; }
 
+/* The sampling period (an exponent of 2, in cycles) the last configuration set: 0 where none set it (CUPTI's). */
+static uint32_t g_pc_period;
+uint32_t cp_pc_period(void) { return g_pc_period; }
+
 typedef struct {
     size_t size;
     void *pPriv;
@@ -1049,10 +1053,12 @@ CUptiResult cuptiPCSamplingSetConfigurationAttribute(PcConfig *p) {
     if (!p || !g_pc_enabled || !p->info) return INVALID_OPERATION;
     CUptiResult r = SUCCESS;
     g_pc_sleep_span = 0;
+    g_pc_period = 0;
     for (size_t i = 0; i < p->numAttributes; i++) {
         struct config_info *a = &p->info[i];
         a->status = SUCCESS;
         if (a->type == 1 && (a->u.period < 5 || a->u.period > 31)) a->status = r = INVALID_PARAMETER;
+        if (a->type == 1) g_pc_period = a->u.period;
         if (a->type == 5) g_pc_serialized = a->u.period == 2;
         if (a->type == 6) g_pc_start_stop = a->u.period != 0;
         if (a->type == 8) g_pc_buffer = a->u.buffer;

@@ -295,6 +295,26 @@ fn an_attached_trace_gives_back_the_api_functions_it_turned_off() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The PC sampling before a first trace samples sparsely: it keeps nothing, and its samples only fill the ring
+/// whose overflow fails CUPTI's disable and leaves the GPU's counters held.
+#[test]
+fn the_pc_sampling_before_a_first_trace_samples_sparsely() {
+    let dir = fresh_dir("primer-period");
+    let mut child = AttachChild::start("attach");
+    let mut request = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
+    request.pc_sampling = true;
+    request.primer = true;
+    let got = attach_in_order(child.id(), &dir, 0, Some(request));
+    assert!(
+        got.iter()
+            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. })),
+        "{got:?}"
+    );
+    assert_eq!(child.answer("pc"), "pc reads while decoding 0, period 22");
+    child.exit();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// One attached PC sampling window into a fresh attach child whose CUPTI double fails `fail` (`CALL=CODE`, if any):
 /// the window's messages, the child (still running) and the scratch directory.
 fn pc_window(name: &str, fail: Option<&str>) -> (Vec<Message>, AttachChild, std::path::PathBuf) {
@@ -343,7 +363,11 @@ fn attached_pc_sampling_is_never_read_beside_the_decoding_worker() {
         !got.iter().any(|m| matches!(m, Message::PcLeftOn { .. })),
         "{got:?}"
     );
-    assert_eq!(child.answer("pc"), "pc reads while decoding 0");
+    assert_eq!(
+        child.answer("pc"),
+        "pc reads while decoding 0, period 0",
+        "a window asked for by name samples at CUPTI's period"
+    );
     child.exit();
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -356,9 +380,8 @@ fn attached_pc_sampling_is_never_read_beside_the_decoding_worker() {
         got.iter().any(|m| matches!(m, Message::PcCounts(_))),
         "the counts come after the failed stop too: {got:?}"
     );
-    assert_eq!(
-        child.answer("pc"),
-        "pc reads while decoding 0",
+    assert!(
+        child.answer("pc").starts_with("pc reads while decoding 0,"),
         "no read after the failed stop"
     );
     child.exit();

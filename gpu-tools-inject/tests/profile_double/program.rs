@@ -132,8 +132,9 @@ fn attached_child(c: &Controls) {
                     unsafe extern "C" fn() -> u32,
                     b"cp_pc_reads_while_decoding\0"
                 );
-                // SAFETY: reads a counter of the double.
-                unsafe { format!("pc reads while decoding {}", reads()) }
+                let period = control!(c.cupti, unsafe extern "C" fn() -> u32, b"cp_pc_period\0");
+                // SAFETY: reads counters of the double.
+                unsafe { format!("pc reads while decoding {}, period {}", reads(), period()) }
             }
             ["api"] => {
                 let choices = control!(c.cupti, unsafe extern "C" fn() -> u64, b"cd_api_choices\0");
