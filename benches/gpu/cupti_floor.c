@@ -17,6 +17,10 @@
  *   CUPTI_FLOOR_FLUSH_MS N: a thread flushes completed buffers every N ms, as gpu-tools' flush thread does (200)
  *   CUPTI_FLOOR_SUBSCRIBE resource: a callback subscriber with the resource domain enabled and a callback that does
  *                        nothing, as a launched gpu-tools session holds one (it flushes at a context's destruction)
+ *   CUPTI_FLOOR_ZEROED   1: buffers are handed to CUPTI already zeroed (new ones from calloc, returned ones zeroed in
+ *                        the completion callback, off the launching thread) and CUPTI is told so
+ *                        (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER), so that it does not zero each buffer it
+ *                        asks for on the thread that asked, which is the program's launching thread
  *   CUPTI_FLOOR_LIB      the libcupti to load when the program has none mapped (else libcupti.so.13, libcupti.so)
  *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
  *
@@ -52,6 +56,7 @@ typedef CUptiResult (*callback_name_fn)(CUpti_CallbackDomain, uint32_t, const ch
 typedef CUptiResult (*enable_api_fn)(CUpti_CallbackId, uint8_t);
 typedef CUptiResult (*subscribe_fn)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 typedef CUptiResult (*enable_domain_fn)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+typedef CUptiResult (*set_attribute_fn)(CUpti_ActivityAttribute, size_t *, void *);
 
 static struct {
     enable_fn enable;
@@ -70,13 +75,15 @@ static unsigned g_flush_ms;
 static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *g_pool[POOL_MAX];
 static int g_pool_len;
+/* CUPTI_FLOOR_ZEROED=1: every buffer lent is zeroed before CUPTI has it. */
+static int g_zeroed;
 
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
     uint8_t *b = NULL;
     pthread_mutex_lock(&g_pool_lock);
     if (g_pool_len > 0) b = g_pool[--g_pool_len];
     pthread_mutex_unlock(&g_pool_lock);
-    if (!b) b = aligned_alloc(8, BUFFER_SIZE);
+    if (!b) b = g_zeroed ? calloc(1, BUFFER_SIZE) : aligned_alloc(8, BUFFER_SIZE);
     *buffer = b;
     *size = b ? BUFFER_SIZE : 0;
     *max_records = 0;
@@ -90,6 +97,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (g_cupti.dropped && g_cupti.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
         __atomic_add_fetch(&g_dropped, (unsigned long long)dropped, __ATOMIC_RELAXED);
     if (!buffer) return;
+    if (g_zeroed) memset(buffer, 0, BUFFER_SIZE);
     pthread_mutex_lock(&g_pool_lock);
     if (g_pool_len < POOL_MAX) {
         g_pool[g_pool_len++] = buffer;
@@ -298,6 +306,18 @@ int InitializeInjection(void) {
         int counted = strcmp(clock, "count") == 0;
         if (!register_timestamp || register_timestamp(counted ? monotonic_ns_counted : monotonic_ns) != CUPTI_SUCCESS) {
             fprintf(stderr, "cupti_floor: no timestamp callback\n");
+            g_enable_failures++;
+        }
+    }
+    const char *zeroed = getenv("CUPTI_FLOOR_ZEROED");
+    if (zeroed && strcmp(zeroed, "1") == 0) {
+        set_attribute_fn set_attribute = (set_attribute_fn)dlsym(h, "cuptiActivitySetAttribute");
+        uint8_t on = 1;
+        size_t size = sizeof on;
+        if (set_attribute && set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &on) == CUPTI_SUCCESS) {
+            g_zeroed = 1;
+        } else {
+            fprintf(stderr, "cupti_floor: CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER could not be set\n");
             g_enable_failures++;
         }
     }

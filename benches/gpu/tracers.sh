@@ -22,7 +22,9 @@
 #           `gpu-tools trace`; the library's debug log of the time each buffer held CUPTI's thread; with `perf
 #           record` of the traced flood where perf is installed.
 #  kernel   (KERNEL_LADDER=1) where `--kinds kernel` spends its time above its floor, step by step, on the C loops and
-#           the PyTorch workloads: the kernel floor, with gpu-tools' clock and flush thread, with its resource
+#           the PyTorch workloads: the kernel floor; beside it, the floor with its buffers zeroed off the launching
+#           thread and CUPTI told so (which CUPTI otherwise does on the thread that asks for a buffer, the program's);
+#           the floor with gpu-tools' clock and flush thread, with its resource
 #           subscriber too, the injection library alone with kernels only (buffers unread, then written to a file),
 #           and `gpu-tools trace --kinds kernel`.
 #
@@ -140,6 +142,10 @@ prefix() {
   pre=(env) extra=()
   case $config in
     native) ;;
+    floor-kernel-zeroed)
+      # The kernel floor with its buffers zeroed off the launching thread, and CUPTI told so.
+      pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_KERNEL" CUPTI_FLOOR_LIB="$cupti_lib"
+        CUPTI_FLOOR_ZEROED=1 CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     floor-default | floor-kernel | floor-nodriver | floor-essential)
       # CUPTI records every API call for the defaults (their writer leaves out the host-side bookkeeping: CUPTI's
       # per-function choice would take it from the program's own profiler too); floor-essential has CUPTI leave it
@@ -402,7 +408,7 @@ if [[ " $PARTS " == *" kernel "* ]]; then
   [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && programs="$programs torch"
   say "== kernel: --kinds kernel step by step over $programs (at $(elapsed) s)"
   n_rounds "$KERNEL_ROUNDS" kernel $((BUDGET_S - 5)) \
-    "native floor-kernel floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
+    "native floor-kernel floor-kernel-zeroed floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
     "$programs"
   # Untimed: how often CUPTI reads the clock through the timestamp callback in a traced C workload, the floor's
   # (CUPTI_FLOOR_CLOCK=count) and gpu-tools' (its debug log's count at the stream's end). Where the clock source has

@@ -33,6 +33,7 @@ PROFILE_STEPS = [
 # The kernel part (KERNEL_LADDER=1): each step of `--kinds kernel` above its floor, per workload.
 KERNEL_STEPS = [
     ("floor-kernel", "native", "CUPTI recording kernels (and graph launches), buffers unread (the floor)"),
+    ("floor-kernel-zeroed", "floor-kernel", "buffers zeroed off the launching thread, CUPTI told so (not on the way up)"),
     ("floor-kernel-clock-flush", "floor-kernel", "gpu-tools' CLOCK_MONOTONIC callback and 200 ms flush thread"),
     ("floor-kernel-subscribed", "floor-kernel-clock-flush", "a callback subscriber of the resource domain"),
     ("stage-kernel-no-decode", "floor-kernel-subscribed", "the injection library's session, buffers unread"),
