@@ -43,7 +43,8 @@
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's
 # is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 6), JOB_SECONDS (the most a job lives,
 # default 480), TOOLS (the attaching commands in turn: by default an Eulerian circuit over every ordered pair of
-# them, each row starting ATTACHES further on), SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its
+# them, each row starting ATTACHES further on; a profiler row whose part has no PC sampling window ends on one),
+# SEGV_BACKTRACE=1 (the native stack of a job's fatal signal in its
 # log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, or DEBUG_LEVEL's, in the job's log),
 # HANG_SECONDS (see the row's end), JOB_ENV (variables for the attached Python jobs, such as `MALLOC_CHECK_=3`,
 # with which glibc aborts at the first heap inconsistency it sees rather than later: for a job that died of a
@@ -306,9 +307,19 @@ row() {
   : > "$d/attaches.txt"; : > "$d/windows.txt"
   # This row's part of the tools' circuit; never a `where` first (the debugger would end CUPTI for the job).
   [ "${tools[$((offset % ${#tools[@]}))]}" = where ] && offset=$((offset + 1))
+  # A row whose job runs its own profiler ends on a PC sampling window where its part of the default circuit has
+  # none, so that every run asks PC sampling beside the program's profiler (refused by its reason, or stall records).
+  local last_pc=
+  if [ -z "${TOOLS:-}" ] && [[ $name == profiler-* ]] && [ "$attaches" -ge 2 ]; then
+    last_pc=1
+    for k in $(seq 0 $((attaches - 1))); do
+      [ "${tools[$(((k + offset) % ${#tools[@]}))]}" = pc-sampling ] && last_pc=
+    done
+  fi
   while [ $n -lt "$attaches" ] && alive "$attached"; do
     past_deadline && { cut=1; break; }
     local tool=${tools[$(((n + offset) % ${#tools[@]}))]} w=${windows[$((n % ${#windows[@]}))]}
+    [ -n "$last_pc" ] && [ $n -eq $((attaches - 1)) ] && tool=pc-sampling
     # One rank's kernels for the per-process commands of a torchrun tree.
     if [ "$name" = ddp ] && [[ $tool == metrics || $tool == pc-sampling ]]; then
       attach "$name" $((n + 1)) "$tool" "$w" --pid "$pid" >> "$d/attaches.txt"
