@@ -1,7 +1,8 @@
 /* CI's check of the raw CUPTI floor (cupti_floor.c) without a GPU: the CUPTI double of gpu-tools-testing stands in
  * for CUPTI, the floor starts as CUDA would start it (InitializeInjection), the double writes RECORDS kernel
  * records into the buffers the floor lends, and the program exits: the floor's exit handler flushes and reports
- * (CUPTI_FLOOR_REPORT), which .ci/run checks. Run under valgrind there.
+ * (CUPTI_FLOOR_REPORT), which .ci/run checks. Run under valgrind there. With CUPTI_FLOOR_ZEROED=1 it also fails
+ * when the double took a buffer that was not zeroed (the floor promised zeroed buffers then).
  *
  *   cupti_floor_check CUPTI_DOUBLE FLOOR_LIBRARY RECORDS */
 #include <dlfcn.h>
@@ -38,5 +39,15 @@ int main(int argc, char **argv) {
             fprintf(stderr, "cupti_floor_check: record %ld not written\n", i);
             return 1;
         }
+    if (getenv("CUPTI_FLOOR_ZEROED")) {
+        typedef uint64_t (*count_fn)(void);
+        count_fn unzeroed = (count_fn)dlsym(cupti, "cd_unzeroed_buffers");
+        uint64_t n = unzeroed ? unzeroed() : 1;
+        if (n != 0) {
+            fprintf(stderr, "cupti_floor_check: %llu buffers lent after the zeroed-buffer promise were not zeroed\n",
+                    (unsigned long long)n);
+            return 1;
+        }
+    }
     return 0;
 }

@@ -424,6 +424,42 @@ CUptiResult cuptiSetThreadIdType(uint32_t type) {
     return SUCCESS;
 }
 
+/* CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: set, the client promises zeroed buffers (CUPTI then skips its own
+ * zeroing on the requesting thread); the double checks each buffer it takes then, and counts those that are not. */
+#define ATTR_ZEROED_OUT_ACTIVITY_BUFFER 5u
+static int g_zeroed_promised;
+static uint64_t g_unzeroed_buffers;
+
+static void check_zeroed(const uint8_t *buffer, size_t size) {
+    if (!g_zeroed_promised) return;
+    for (size_t i = 0; i < size; i++)
+        if (buffer[i]) {
+            g_unzeroed_buffers++;
+            return;
+        }
+}
+
+/* Only the zeroed-buffer attribute is kept; the others are accepted and ignored, as they change nothing the double
+ * models. */
+CUptiResult cuptiActivitySetAttribute(uint32_t attribute, size_t *size, void *value) {
+    if (!size || !value) return INVALID_PARAMETER;
+    if (attribute == ATTR_ZEROED_OUT_ACTIVITY_BUFFER) {
+        if (*size < 1) return INVALID_PARAMETER;
+        pthread_mutex_lock(&g_lock);
+        g_zeroed_promised = *(const uint8_t *)value != 0;
+        pthread_mutex_unlock(&g_lock);
+    }
+    return SUCCESS;
+}
+
+/* Buffers taken while the zeroed-buffer attribute was set that held a non-zero byte. */
+uint64_t cd_unzeroed_buffers(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_unzeroed_buffers;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
 CUptiResult cuptiActivityEnable(uint32_t kind) {
     if (kind == 0 || kind >= K_COUNT) return INVALID_KIND;
     FAIL_POINT("cuptiActivityEnable");
@@ -618,6 +654,7 @@ static int emit(const void *record, size_t size) {
         /* The record goes into the new buffer now, as CUPTI's does: left for another pass, a forced flush from
          * another thread in between (which completes even an empty buffer) would take the buffer away again, and
          * after a second request the record was dropped, which CUPTI does not do while buffers are given. */
+        check_zeroed(nb, ns);
         g_buf = nb;
         g_buf_size = ns;
         memcpy(g_buf, record, size);
@@ -675,6 +712,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
         g_stats.requests++;
         int usable = nb && ns >= 8 && ((uintptr_t)nb & 7) == 0 && !g_buf;
         if (usable) {
+            check_zeroed(nb, ns);
             g_buf = nb;
             g_buf_size = ns;
             g_buf_used = 0;
