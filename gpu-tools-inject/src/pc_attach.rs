@@ -394,12 +394,13 @@ const WORKER_SLEEP_MS: u32 = 10;
 
 /// The sampling period of the PC sampling before a first trace: a sample every 2^22 cycles on each SM (by
 /// arithmetic, about 60,000 a second on a busy H100's 132 SMs at 2 GHz; not measured), where CUPTI's default (chosen
-/// by SM count) gave millions a window (2.9 to 47 million in the windows counted on an H100). The primer keeps nothing of its samples: it is there so
-/// that PC sampling comes first in the process (a sampling with launches in it was what kept later windows' stall
-/// records). Its samples only fill the ring of gathered records whose overflow fails CUPTI's workers and has the
-/// disable leave the GPU's counters held for the process's life ([`WORKER_SLEEP_MS`]; one primer did so on an H100
-/// beside 13 other jobs), and cost the program's kernels their sampling. A kernel spread over every SM for a
-/// millisecond of the window still gets about 60 samples (by the same arithmetic).
+/// by SM count) gave millions a window (2.6 to 47 million in the windows `docs/attach-sessions.md` counts). The
+/// primer keeps nothing of its samples: it is there so that PC sampling comes first in the process (a sampling with
+/// launches in it was what kept later windows' stall records). Its samples only fill the ring of gathered records
+/// whose overflow fails CUPTI's workers and has the disable leave the GPU's counters held for the process's life
+/// ([`WORKER_SLEEP_MS`]; one primer did so on an H100 beside 13 other jobs), and cost the program's kernels their
+/// sampling. A kernel spread over every SM for a millisecond of the window still gets about 60 samples (by the same
+/// arithmetic).
 const PRIMER_PERIOD: u32 = 22;
 
 /// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now);
