@@ -239,6 +239,11 @@ struct cd_stats {
     uint64_t unsubscribes;
     uint64_t worker_completions;
     uint64_t flush_period_ms;
+    /* cuptiFinalize calls; of those, made inside a subscriber's callback at an API exit (where CUPTI's header
+     * says a running process may call it); of those, made while an activity kind was still enabled. */
+    uint64_t finalizes;
+    uint64_t finalizes_at_api_exit;
+    uint64_t finalizes_recording;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -811,6 +816,28 @@ static callback_fn enabled(uint32_t domain, uint32_t cbid, void **userdata) {
     return f;
 }
 
+/* Set on a thread while it runs a subscriber's callback at an API exit. */
+static __thread int t_at_api_exit;
+
+/* Detaches the double from the process, as CUPTI's cuptiFinalize does: the subscription ends, every kind is
+ * disabled, the registered buffer and timestamp callbacks are forgotten; a later call initialises it again. */
+CUptiResult cuptiFinalize(void) {
+    FAIL_POINT("cuptiFinalize");
+    pthread_mutex_lock(&g_lock);
+    g_stats.finalizes++;
+    if (t_at_api_exit) g_stats.finalizes_at_api_exit++;
+    if (g_enabled) g_stats.finalizes_recording++;
+    g_cb = NULL;
+    g_subscriber_name[0] = 0;
+    memset(g_enabled_cb, 0, sizeof g_enabled_cb);
+    g_enabled = 0;
+    g_request = NULL;
+    g_complete = NULL;
+    g_timestamp = NULL;
+    pthread_mutex_unlock(&g_lock);
+    return SUCCESS;
+}
+
 /* ---- NVTX: CUPTI implements NVTX (libcupti exports InitializeInjectionNvtx2) and records its calls as markers. ---- */
 
 /* NVTX's injection protocol (nvtxTypes.h): the module's export-table getter, its callbacks table (id 1), and the
@@ -1126,7 +1153,9 @@ uint64_t cd_api_callback_params(uint32_t domain, uint32_t cbid, const char *func
     f(userdata, domain, cbid, &d);
     d.callback_site = 1;
     d.function_return_value = &result;
+    t_at_api_exit = 1;
     f(userdata, domain, cbid, &d);
+    t_at_api_exit = 0;
     return slot;
 }
 

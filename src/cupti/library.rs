@@ -181,6 +181,8 @@ pub(crate) struct CallbackFns {
         Option<unsafe extern "C" fn(sys::CUcontext, sys::CUstream, *mut u32) -> Status>,
     pub get_graph_id: Option<unsafe extern "C" fn(sys::CUgraph, *mut u32) -> Status>,
     pub get_graph_exec_id: Option<unsafe extern "C" fn(sys::CUgraphExec, *mut u32) -> Status>,
+    /// `cuptiFinalize`: detaches CUPTI from the process (see `callback::finalize_at_api_exit`).
+    pub finalize: Option<unsafe extern "C" fn() -> Status>,
 }
 
 /// Which tracing entry points a loaded `libcupti` exports.
@@ -421,6 +423,7 @@ fn bind_callback(
         get_stream_id,
         get_graph_id: loader::optional(&t.cuptiGetGraphId),
         get_graph_exec_id: loader::optional(&t.cuptiGetGraphExecId),
+        finalize: want(&t.cuptiFinalize, "cuptiFinalize", symbols),
     })
 }
 

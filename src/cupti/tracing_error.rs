@@ -43,6 +43,12 @@ pub enum TracingError {
         "this call is not allowed inside a CUPTI callback (it would wait for the callback itself)"
     )]
     InsideCallback,
+    /// `cuptiFinalize` is made only where CUPTI's header says it is safe in a running process: inside the
+    /// subscriber's callback, at the exit of a driver or runtime API call.
+    #[error(
+        "CUPTI is finalised only inside the subscriber's callback at the exit of a driver or runtime API call"
+    )]
+    NotAtApiExit,
     /// The user's closure panicked; the panic was caught and not unwound into CUPTI.
     #[error("the callback panicked: {0}")]
     CallbackPanicked(String),

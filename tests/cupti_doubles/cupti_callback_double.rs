@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{double, serial};
 use gpu_tools::Error;
 use gpu_tools::cupti::callback::{
-    ApiSite, CallbackDomain, CallbackEvent, ResourceKind, Subscriber,
+    ApiSite, CallbackDomain, CallbackEvent, ResourceKind, Subscriber, finalize_at_api_exit,
 };
 use gpu_tools::cupti::{ApiCbid, DriverCbid, RuntimeCbid, TracingError};
 
@@ -448,6 +448,67 @@ fn one_subscriber_per_process_checked_by_the_crate_and_by_cupti() {
         "CUPTI allows one callback subscriber per process and one exists already (CUPTI for Nsight Systems)"
     );
     // Free again.
+    let (sub, _seen) = subscribe();
+    sub.unsubscribe().unwrap();
+}
+
+/// `cuptiFinalize` is made only inside the subscriber's callback at an API exit (the event it takes exists only
+/// there): at an entry it is refused before CUPTI is called; at an exit CUPTI is finalised once, the subscriber says so, and
+/// dropping it makes no `cuptiUnsubscribe` of a handle CUPTI no longer has; the process may subscribe again.
+#[test]
+fn cupti_is_finalised_only_at_an_api_exit_inside_the_callback() {
+    let _serial = serial();
+    let d = double();
+    let before = d.stats();
+    let results: Arc<Mutex<Vec<(ApiSite, String)>>> = Arc::default();
+    let r = Arc::clone(&results);
+    let sub = Subscriber::new(move |event| {
+        if let CallbackEvent::Api(call) = event {
+            // SAFETY: nothing else of CUPTI is in use in this test (no kind enabled, no tracer).
+            let result = unsafe { finalize_at_api_exit(event) };
+            r.lock().unwrap().push((
+                call.site(),
+                result.map_or_else(|e| e.to_string(), |()| "finalised".into()),
+            ));
+        }
+    })
+    .unwrap();
+    let sync = DriverCbid::from_name("cuCtxSynchronize").unwrap();
+    sub.enable_domain(CallbackDomain::DriverApi).unwrap();
+    assert!(!sub.finalized());
+    d.api_callback(DRIVER, sync.id(), c"cuCtxSynchronize", None, 0x10, 1, 9, 0);
+    let seen = results.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                ApiSite::Enter,
+                "CUPTI is finalised only inside the subscriber's callback at the exit of a driver or runtime API call"
+                    .to_string()
+            ),
+            (ApiSite::Exit, "finalised".to_string()),
+        ]
+    );
+    assert!(sub.finalized());
+    let after = d.stats();
+    assert_eq!(after.finalizes - before.finalizes, 1);
+    assert_eq!(
+        after.finalizes_at_api_exit - before.finalizes_at_api_exit,
+        1
+    );
+    assert_eq!(after.finalizes_recording - before.finalizes_recording, 0);
+    // The double ended the subscription with CUPTI: no callback now, and no unsubscribe at the drop.
+    assert_eq!(
+        d.api_callback(DRIVER, sync.id(), c"cuCtxSynchronize", None, 0x10, 1, 10, 0),
+        None
+    );
+    sub.unsubscribe().unwrap();
+    assert_eq!(
+        d.stats().unsubscribes,
+        after.unsubscribes,
+        "no cuptiUnsubscribe after cuptiFinalize"
+    );
+    // CUPTI can be had again.
     let (sub, _seen) = subscribe();
     sub.unsubscribe().unwrap();
 }

@@ -15,4 +15,4 @@ pub use event::{
     ResourceKind, SyncEvent,
 };
 pub use params::SyncCall;
-pub use subscriber::{Subscriber, SubscriberBuilder, SubscriberStats};
+pub use subscriber::{Subscriber, SubscriberBuilder, SubscriberStats, finalize_at_api_exit};

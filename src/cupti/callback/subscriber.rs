@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::event::{CallbackDomain, CallbackEvent};
+use super::event::{ApiSite, CallbackDomain, CallbackEvent};
 use crate::cupti::cbid::{DriverCbid, RuntimeCbid};
 use crate::cupti::library::CallbackFns;
 use crate::cupti::tracing_error::vendor;
@@ -29,6 +29,8 @@ struct State {
     calls: AtomicU64,
     panics: AtomicU64,
     pending_panic: Mutex<Option<String>>,
+    /// CUPTI was finalised from this subscriber's callback (`finalize_at_api_exit`): the subscription ended with it.
+    finalized: AtomicBool,
 }
 
 /// Set while a subscriber exists (CUPTI allows one per process).
@@ -188,6 +190,7 @@ fn subscribe_claimed(
         calls: AtomicU64::new(0),
         panics: AtomicU64::new(0),
         pending_panic: Mutex::new(None),
+        finalized: AtomicBool::new(false),
     }));
     // Routed before CUPTI may call: nothing is enabled yet, but the state must exist when it does.
     CURRENT.store(state, Ordering::SeqCst);
@@ -398,6 +401,12 @@ impl Subscriber {
         }
     }
 
+    /// Whether CUPTI was finalised from this subscriber's callback ([`finalize_at_api_exit`]): its subscription
+    /// ended then, and dropping it only frees what the crate kept.
+    pub fn finalized(&self) -> bool {
+        self.state().finalized.load(Ordering::SeqCst)
+    }
+
     /// The message of the first panic of the closure not yet reported, clearing it.
     pub fn take_panic(&self) -> Option<String> {
         self.state()
@@ -426,16 +435,61 @@ impl Subscriber {
             return Ok(());
         }
         self.live = false;
-        // SAFETY: a live subscriber handle, released once.
-        let result = vendor("cuptiUnsubscribe", unsafe {
-            (self.fns.unsubscribe)(self.handle)
-        });
+        let result = if self.state().finalized.load(Ordering::SeqCst) {
+            // `cuptiFinalize` ended the subscription: the handle is no longer CUPTI's.
+            Ok(())
+        } else {
+            // SAFETY: a live subscriber handle, released once.
+            vendor("cuptiUnsubscribe", unsafe {
+                (self.fns.unsubscribe)(self.handle)
+            })
+        };
         CURRENT.store(std::ptr::null_mut(), Ordering::SeqCst);
         drain_and_free(self.state);
         SUBSCRIBED.store(false, Ordering::Release);
         log::debug!("CUPTI subscriber {:p} unsubscribed", self.handle);
         result
     }
+}
+
+/// Detaches CUPTI from the running process (`cuptiFinalize`), from inside the subscriber's callback for `event`, a
+/// driver or runtime API call at its exit: where CUPTI's header asks a client to call it in a process that goes on
+/// running. CUPTI's resources in the process are freed and its hooks leave the driver, so the program's CUDA calls
+/// cost what they cost without CUPTI (a launch flood that ran at 0.76 of its rate after a window of kernel records,
+/// with every kind disabled again, ran at 0.93 after `cuptiFinalize`; docs/measurements.md). The subscription ends
+/// with it: [`Subscriber::finalized`] says so, and dropping the subscriber then only frees its state. CUPTI
+/// initialises itself again at its next use.
+///
+/// Checked before CUPTI is called: this thread runs the subscriber's callback, `event` is an API call at its exit,
+/// and the loaded CUPTI has `cuptiFinalize` ([`TracingError::NotAtApiExit`], [`TracingError::MissingSymbol`]).
+///
+/// # Safety
+///
+/// Nothing in the process uses CUPTI any more, this crate's objects or anyone's: no activity kind is enabled, every
+/// activity buffer was flushed and handed back, and no activity tracer, PC sampling or profiler session is open;
+/// another user of CUPTI in the process (a profiler of the program's) would lose its state without being told.
+pub unsafe fn finalize_at_api_exit(event: &CallbackEvent<'_>) -> crate::Result<()> {
+    let at_exit = matches!(event, CallbackEvent::Api(call) if call.site() == ApiSite::Exit);
+    if !at_exit || !in_subscriber_callback() {
+        return Err(TracingError::NotAtApiExit.into());
+    }
+    let state = CURRENT.load(Ordering::SeqCst);
+    if state.is_null() {
+        return Err(TracingError::NotAtApiExit.into());
+    }
+    // SAFETY: this thread runs the subscriber's callback, so IN_FLIGHT counts it and a non-null CURRENT stays
+    // allocated until it returns.
+    let state = unsafe { &*state };
+    let finalize = state
+        .fns
+        .finalize
+        .ok_or(TracingError::MissingSymbol("cuptiFinalize"))?;
+    // SAFETY: called at an API exit inside the subscriber's callback, as CUPTI asks; the caller guarantees that
+    // nothing else uses CUPTI.
+    vendor("cuptiFinalize", unsafe { finalize() })?;
+    state.finalized.store(true, Ordering::SeqCst);
+    log::debug!("CUPTI finalised at an API exit");
+    Ok(())
 }
 
 impl Drop for Subscriber {
