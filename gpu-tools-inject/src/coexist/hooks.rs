@@ -12,6 +12,7 @@ use super::{Real, bit, handover, watch, with_mux};
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
 fn guarded(body: impl FnOnce(&Real) -> sys::CUptiResult) -> sys::CUptiResult {
+    super::note_program_used_cupti();
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The session's, resolved at its start; without a session (a slot read just before it ended), again.
         match with_mux(|m| m.real).or_else(|| super::resolve().ok()) {

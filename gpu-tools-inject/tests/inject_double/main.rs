@@ -19,5 +19,6 @@ mod nvtx;
 mod pc_after_program;
 mod probe;
 mod program_profiler;
+mod release;
 mod scheduled;
 mod support;
