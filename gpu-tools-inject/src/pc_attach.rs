@@ -82,7 +82,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     // Before anything of CUPTI's is touched, the look for the program's profiler included (it registers CUPTI's
     // buffer callbacks twice, which a profiler recording meanwhile may feel).
-    if let Some(reason) = blind_refusal(request) {
+    if let Some(reason) = xla_refusal(request).or_else(|| blind_refusal(request)) {
         writer.message(&Message::ProfileRefused {
             reason: reason.to_string(),
         });
@@ -271,6 +271,35 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
         crate::first_attach::program_profiler_first(),
         crate::first_attach::traced(),
     )
+}
+
+/// Why PC sampling must not run in this process, if it must not: it runs JAX with XLA's command buffers on, where
+/// windows were blind and one killed the job in CUPTI (`PC_UNDER_XLA_COMMAND_BUFFERS`). Read in the process, so that
+/// flags the program set before XLA started count; not with a CUPTI newer than any seen so.
+fn xla_refusal(request: &ProfileRequest) -> Option<&'static str> {
+    let version = gpu_tools::cupti::CuptiLibrary::get().and_then(|c| c.api_version().ok());
+    let newer = version.is_some_and(|v| v > SEEN_BLIND);
+    let jax = gpu_tools::linux::procfs::Process::current()
+        .mapped_library("xla_cuda_plugin")
+        .is_some();
+    let flags = std::env::var("XLA_FLAGS").ok();
+    (request.pc_sampling && !newer && jax && xla_command_buffers_on(flags.as_deref()))
+        .then_some(gpu_tools_injection::profile::notice::PC_UNDER_XLA_COMMAND_BUFFERS)
+}
+
+/// Whether XLA runs with command buffers, given its `XLA_FLAGS`: on unless `--xla_gpu_enable_command_buffer` is given
+/// an empty list (the last such flag decides, as XLA's parser does).
+fn xla_command_buffers_on(flags: Option<&str>) -> bool {
+    const FLAG: &str = "--xla_gpu_enable_command_buffer";
+    let Some(flags) = flags else {
+        return true;
+    };
+    flags
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix(FLAG))
+        .filter_map(|rest| rest.strip_prefix('='))
+        .next_back()
+        .is_none_or(|value| !value.trim_matches(['"', '\'']).is_empty())
 }
 
 /// The newest CUPTI API version with which PC sampling was seen blind after a trace or the range profiler (13.0
@@ -573,6 +602,32 @@ mod tests {
             blind_reason(true, api(130_100), false, true, true),
             None,
             "a newer CUPTI"
+        );
+    }
+
+    #[test]
+    fn xla_command_buffers_are_on_unless_their_flag_is_given_an_empty_list() {
+        assert!(xla_command_buffers_on(None));
+        assert!(xla_command_buffers_on(Some("")));
+        assert!(xla_command_buffers_on(Some("--xla_gpu_autotune_level=0")));
+        assert!(!xla_command_buffers_on(Some(
+            "--xla_gpu_enable_command_buffer= --xla_gpu_autotune_level=0"
+        )));
+        assert!(!xla_command_buffers_on(Some(
+            "--xla_gpu_enable_command_buffer=''"
+        )));
+        assert!(xla_command_buffers_on(Some(
+            "--xla_gpu_enable_command_buffer=FUSION,CUBLAS"
+        )));
+        assert!(
+            xla_command_buffers_on(Some(
+                "--xla_gpu_enable_command_buffer= --xla_gpu_enable_command_buffer=FUSION"
+            )),
+            "the last one decides"
+        );
+        assert!(
+            xla_command_buffers_on(Some("--xla_gpu_enable_command_buffer_x=")),
+            "another flag"
         );
     }
 

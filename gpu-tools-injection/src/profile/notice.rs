@@ -121,6 +121,16 @@ pub const PC_AFTER_TRACE: &str = "this process's first gpu-tools attach traced i
      sampled: `trace --pid` and the kernel metrics of `profile --pid` sample a process's PCs before they first \
      trace it, except beside a profiler of the program's own or with `--no-pc-primer`";
 
+/// Why PC sampling is refused in a JAX process whose XLA runs its work in CUDA command buffers (the default): on
+/// H100s and H200s (CUPTI 13.0, driver 580, JAX 0.11.2) every window in such a process since 2026-12-05 counted every
+/// sample outside the program's kernels (no stall record), and one died in `cuptiPCSamplingStop` (SIGSEGV: CUPTI's
+/// `strdup` of a null name, an H100, 2026-12-06); with command buffers off its windows gave stall records.
+pub const PC_UNDER_XLA_COMMAND_BUFFERS: &str = "the process runs JAX with XLA's CUDA command buffers on (the \
+     default), and PC sampling there counted every sample outside the program's kernels (no stall record) in every \
+     window since 2026-12-05 (CUPTI 13.0, driver 580, JAX 0.11.2), and killed one such job inside CUPTI \
+     (`cuptiPCSamplingStop`, SIGSEGV); nothing was sampled: start the job with \
+     `XLA_FLAGS=--xla_gpu_enable_command_buffer=` (command buffers off) to sample it";
+
 #[cfg(test)]
 mod tests {
     use super::*;
