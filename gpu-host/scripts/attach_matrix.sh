@@ -19,7 +19,8 @@
 # Counted apart, each said by the tool and named in the row's notes: `profile --pid` refused beside the program's
 # recording profiler (`refused-program-profiler`), PC sampling refused where the job's own profiler used CUPTI's
 # activity API before any PC sampling (`refused-after-program-profiler`: every window then counted all its samples
-# outside the program's kernels, and no primer can come before it), or for want of a moment with no thread inside
+# outside the program's kernels, and no primer can come before it), in a JAX job with XLA's command buffers on
+# (`refused-xla-command-buffers`: blind windows, and one job died in `cuptiPCSamplingStop`), or for want of a moment with no thread inside
 # the driver (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
 # `cuptiPCSamplingDisable` failed (`refused-held-by-other-job`: the tool names that job, whose window is a `left-on`
 # FAIL), a `where` refused where no flight recorder could be left (the
@@ -53,7 +54,7 @@
 # so that a run under a device call's limit still ends every row with its untouched run and a verdict: a row that
 # had every window right and its untouched result but fewer than ATTACHES attaches is PARTIAL (not counted as passed),
 # one with none is UNJUDGED.
-# GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
+# TRACE_ARGS: see where it is read. GPU_BASE=N: the first row takes GPU N (default 0), so that two runs of the script beside each other (each with
 # its own OUT, whose locks are its own) keep to GPUs of their own.
 # On a host with several GPUs the rows take them in turn (CUDA_VISIBLE_DEVICES), each GPU with its own lock.
 # The device-wide tools (counters, the range profiler, PC sampling) take their GPU's lock, so that the rows'
@@ -71,6 +72,10 @@ unset GPU_TOOLS_INJECT_LIB
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
 rows=${*:-eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late fork-child jax cupy-graph threads hung ddp}
 windows=(0.5 1 1.5 2)
+# TRACE_ARGS: words added to every trace window (trace, trace-node, counters), such as `--no-flight-recorder
+# --no-pc-primer`, with which a window leaves nothing of CUPTI's in a job that never used it (the library then
+# finalises CUPTI at the job's next CUDA call).
+read -r -a trace_args <<< "${TRACE_ARGS:-}"
 # Every ordered pair of tools once (an Eulerian circuit of the complete graph with loops, closing on itself).
 read -r -a tools <<< "${TOOLS:-trace where where pc-sampling where metrics where counters where trace-node where trace pc-sampling pc-sampling metrics pc-sampling counters pc-sampling trace-node pc-sampling trace metrics metrics counters metrics trace-node metrics trace counters counters trace-node counters trace trace-node trace-node trace}"
 
@@ -110,9 +115,9 @@ attach() {
     # which takes the GPU's lock as the others do. Without it the primer finds another row's tool holding the
     # counters, is skipped, and the row's later PC sampling windows give nothing.
     if [ -z "${row_cupti:-}" ]; then
-      locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1
-    else timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1; fi ;;
-  counters) locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" --counters -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
+      locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" "${trace_args[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1
+    else timeout 120 "$gt" trace "$@" --duration "$w" "${graph[@]}" "${trace_args[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1; fi ;;
+  counters) locked "$f.locked" timeout 120 "$gt" trace "$@" --duration "$w" --counters "${trace_args[@]}" -q -o "$f.gputrace" > "$f.txt" 2>&1 ;;
   metrics) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" > "$f.txt" 2>&1 ;;
   pc-sampling) locked "$f.locked" timeout 120 "$gt" profile "$@" --duration "$w" --pc-sampling > "$f.txt" 2>&1 ;;
   # --yes: the matrix asks no one (a `where` before any CUPTI attach would end CUPTI for the job: rows start with
@@ -175,6 +180,8 @@ attach() {
     # The job's own torch.profiler used CUPTI's activity API before any PC sampling in it: every later window counts
     # all its samples outside the program's kernels (pc_own_profiler_probe.sh), which no primer can come before.
     elif grep -q "activity API in this process before any PC sampling" "$f.txt"; then ok=refused-after-program-profiler
+    # A JAX job with XLA's command buffers on: its windows were blind, and one died in cuptiPCSamplingStop.
+    elif grep -q "runs JAX with XLA's CUDA command buffers on" "$f.txt"; then ok=refused-xla-command-buffers
     # Every stop found a thread inside the driver or CUPTI (NCCL's watchdog): the profile is not started there. At the
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
     elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI.*left as it was' "$f.txt"; then ok=refused-no-quiet-moment
@@ -395,6 +402,8 @@ row() {
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
   refused=$(grep -c ' refused-after-program-profiler$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: the job's own profiler used CUPTI's activity API first (no stall record is had then);"
+  refused=$(grep -c ' refused-xla-command-buffers$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: JAX with XLA's command buffers on (blind, and a job died in CUPTI's stop);"
   refused=$(grep -c ' refused-in-driver$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused for a thread inside the driver at every stop;"
   refused=$(grep -c ' refused-no-recorder$' "$d/attaches.txt")
