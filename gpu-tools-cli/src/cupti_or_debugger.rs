@@ -70,7 +70,8 @@ pub fn cupti_note(pids: &[u32], flight_recorder: bool) -> String {
     };
     format!(
         "note: {} {} not run CUPTI for gpu-tools yet: from this attach on, the CUDA driver refuses the debugger \
-         (`gpu-tools where`) and its checkpoint (`gpu-tools freeze`) in {them} for the rest of {} life; {after}",
+         (`gpu-tools where`) and its checkpoint (`gpu-tools freeze`) in {them} for the rest of {} life; {after}; \
+         a debugger attached anyway (`cuda-gdb -p`) failed in the driver and killed such a job (SIGSEGV, driver 580)",
         processes(pids),
         if pids.len() == 1 { "has" } else { "have" },
         if pids.len() == 1 { "its" } else { "their" },
@@ -235,6 +236,10 @@ mod tests {
         );
         assert!(
             one.contains("flight recorder this attach leaves in it"),
+            "{one}"
+        );
+        assert!(
+            one.ends_with("killed such a job (SIGSEGV, driver 580)"),
             "{one}"
         );
         let pc = pc_sampling_note(&[7, 8]);
