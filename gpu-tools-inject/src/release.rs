@@ -1,23 +1,28 @@
 //! Giving CUPTI back once an attached trace window has ended, where nothing in the process needs it any more.
 //!
 //! CUPTI stays initialised in a process after its last activity kind is disabled, and the program's CUDA calls go
-//! on paying for it: on an H100 (driver 580, CUPTI 13.0) a flood of tiny launches ran at 0.76 of its rate before an
-//! in-process window of kernel records once the kinds were disabled and flushed, and at 0.93 after `cuptiFinalize`
-//! (an untouched twin drifted to 0.95 over the same seconds); attached, a window with nothing left running cost a C
-//! flood and a PyTorch flood 22-25% of their rate for the rest of their lives (docs/measurements.md, "The
-//! recorder's cost, and a job slower after any window"). CUPTI's header gives `cuptiFinalize`, called at the exit
-//! of a driver or runtime API call, as the way to detach it from a process that goes on running.
+//! on paying for it. On an H100 (driver 580, CUPTI 13.0) a flood of tiny launches ran at 0.71-0.93 of its rate
+//! before an in-process window of records once the kinds were disabled and flushed, and at 0.91-1.07 after
+//! `cuptiFinalize`; attached, a window with nothing left running cost a C flood and a PyTorch flood 17-30% of their
+//! rate for the rest of their lives (docs/measurements.md, "The recorder's cost, and a job slower after any
+//! window"). CUPTI's header gives `cuptiFinalize`, called at the exit of a driver or runtime API call, as the way
+//! to detach it from a process that goes on running.
 //!
-//! After a window, CUPTI is finalised only where nothing else has a use for it ([`kept_because`]): no flight
-//! recorder runs (it holds CUPTI's subscriber), no PC sampling ran in the process (the recorder's callbacks enabled
-//! while the program launched, after a PC sampling window, crashed a job, and this needs the same callbacks, so a
-//! window whose PC sampling primer ran keeps CUPTI: `--no-pc-primer`), no profiling API ran here (their
-//! initialisation after a finalisation is untried), and the program was never seen using CUPTI itself (`coexist::program_used_cupti`); a profiler of the program's that
-//! holds CUPTI's one callback subscriber turns the subscription down. Then the library subscribes, enables the
-//! driver and runtime API callbacks, and the first API exit on any program thread finalises CUPTI
-//! (`gpu_tools::cupti::callback::finalize_at_api_exit`). A program that makes no CUDA call for [`RELEASE_WAIT`]
-//! keeps CUPTI, as before. The next attach says what happened (`last_outcome`); CUPTI initialises itself again
-//! at its next use, a later window's or the program's own profiler's.
+//! After a window, CUPTI is finalised only where nothing else has a use for it ([`kept_because`]):
+//! - no flight recorder runs (it holds CUPTI's subscriber);
+//! - no PC sampling ran in the process: the recorder's callbacks, enabled while the program launched after a PC
+//!   sampling window, crashed a job, and this needs the same callbacks (so a window whose PC sampling primer ran
+//!   keeps CUPTI: `--no-pc-primer`);
+//! - no profiling API ran here (one initialised again after a finalisation is untried);
+//! - the program was never seen using CUPTI itself (`coexist::program_used_cupti`); a profiler of the program's
+//!   that holds CUPTI's one callback subscriber turns the subscription down.
+//!
+//! Then the library subscribes, enables the driver and runtime API callbacks, and the first API exit on any program
+//! thread finalises CUPTI (`gpu_tools::cupti::callback::finalize_at_api_exit`): 3.0-3.2 ms after the window in
+//! PyTorch jobs on an H100, which then ran on at their rate before the window. A program that makes no CUDA call
+//! for [`RELEASE_WAIT`] keeps CUPTI, as before. The next attach says what happened (`last_outcome`); CUPTI
+//! initialises itself again at its next use, a later window's or the program's own profiler's. Finalising does not
+//! give the process the debugger back (driver 580 refuses it for the process's life).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
