@@ -10,7 +10,7 @@ use gpu_tools_injection::message::Message;
 use crate::common;
 use crate::support::{
     CONCURRENT_KERNEL, SCENARIO, attach, attached_child, end, exit_child, kernels, library,
-    message, scratch,
+    message, scratch, step_kernels,
 };
 
 /// The child of the attach test: a stand-in CUDA program that never loaded the library. Its CUPTI subscriber slot is
@@ -36,21 +36,7 @@ fn attach_child() {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
                 // Kernels of now, on CUPTI's clock (the tracer's once it runs), or of long before the attach.
                 let base = if *what == "old" { 1000 } else { d.now() };
-                let recorded = (a..=b)
-                    .filter(|&c| {
-                        let start = base + u64::from(c) * 200;
-                        d.kernel(
-                            CONCURRENT_KERNEL,
-                            start,
-                            start + 100,
-                            (0, 1, 7),
-                            c,
-                            c"_Z4stepv",
-                            (1, 1, 1),
-                            (32, 1, 1),
-                        ) == 1
-                    })
-                    .count();
+                let recorded = step_kernels(d, base, a, b);
                 println!("recorded {recorded}");
             }
             ["unfinished", a, b] => {

@@ -14,7 +14,7 @@ use crate::common;
 use crate::program_profiler::program_profiler;
 use crate::support::{
     CONCURRENT_KERNEL, SCENARIO, attach_with, attached_child, exit_child, kernels, library,
-    notice_texts, scratch,
+    notice_texts, scratch, step_kernels,
 };
 
 /// The child of the release tests: a stand-in CUDA program on the doubles. `profiler` has a profiler of its own
@@ -46,22 +46,7 @@ fn attach_child_release() {
             }
             ["kernels", a, b] => {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
-                let base = d.now();
-                let recorded = (a..=b)
-                    .filter(|&c| {
-                        let start = base + u64::from(c) * 200;
-                        d.kernel(
-                            CONCURRENT_KERNEL,
-                            start,
-                            start + 100,
-                            (0, 1, 7),
-                            c,
-                            c"_Z4stepv",
-                            (1, 1, 1),
-                            (32, 1, 1),
-                        ) == 1
-                    })
-                    .count();
+                let recorded = step_kernels(d, d.now(), a, b);
                 println!("recorded {recorded}");
             }
             ["call"] => {
@@ -147,14 +132,16 @@ impl Program {
         }
     }
 
-    /// One window (`recorder`: the flight recorder asked for) with kernels 1..=`n` launched in it; returns its
-    /// notices and how many kernel records it held.
+    /// One window (`recorder`: the flight recorder asked for) with a CUDA call and kernels 1..=`n` in it (the call
+    /// would finalise CUPTI under the window if an earlier window's release were still armed); returns its notices
+    /// and how many kernel records it held.
     fn window(&mut self, socket: &std::path::Path, recorder: bool, n: u32) -> (Vec<String>, usize) {
         let (done, mut control, reader, _) =
             attach_with(self.child.id(), socket, &[TraceKind::Kernel], |s| {
                 s.flight_recorder = recorder;
             });
         assert_eq!(done.entry_result, 0);
+        self.ask("call", "called");
         assert_eq!(
             self.ask(&format!("kernels 1 {n}"), "recorded"),
             format!("recorded {n}")

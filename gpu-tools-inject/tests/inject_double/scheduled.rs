@@ -10,6 +10,7 @@ use crate::common;
 use crate::program_profiler::program_profiler;
 use crate::support::{
     CONCURRENT_KERNEL, SCENARIO, attach, attached_child, end, kernels, library, scratch,
+    step_kernels,
 };
 
 /// The child of the scheduled-profiler attach test: a stand-in program whose own profiler runs on a schedule (a
@@ -41,22 +42,7 @@ fn attach_child_scheduled() {
         match words.as_slice() {
             ["kernels", a, b] => {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
-                let base = d.now();
-                let recorded = (a..=b)
-                    .filter(|&c| {
-                        let start = base + u64::from(c) * 200;
-                        d.kernel(
-                            CONCURRENT_KERNEL,
-                            start,
-                            start + 100,
-                            (0, 1, 7),
-                            c,
-                            c"_Z4stepv",
-                            (1, 1, 1),
-                            (32, 1, 1),
-                        ) == 1
-                    })
-                    .count();
+                let recorded = step_kernels(d, d.now(), a, b);
                 println!("recorded {recorded}");
             }
             ["exit"] => {

@@ -19,6 +19,32 @@ pub(crate) const CONCURRENT_KERNEL: u32 = 10;
 
 pub(crate) const MEMSET: u32 = 2;
 
+/// Has the CUPTI double emit kernels of correlation ids `a..=b` (`_Z4stepv`, one block of 32 threads on device 0,
+/// context 1, stream 7), each 100 ns long and 200 ns apart from `base` on CUPTI's clock; returns how many it
+/// recorded.
+pub(crate) fn step_kernels(
+    d: &gpu_tools_testing::cupti_double::Controls,
+    base: u64,
+    a: u32,
+    b: u32,
+) -> usize {
+    (a..=b)
+        .filter(|&c| {
+            let start = base + u64::from(c) * 200;
+            d.kernel(
+                CONCURRENT_KERNEL,
+                start,
+                start + 100,
+                (0, 1, 7),
+                c,
+                c"_Z4stepv",
+                (1, 1, 1),
+                (32, 1, 1),
+            ) == 1
+        })
+        .count()
+}
+
 pub(crate) fn library() -> PathBuf {
     gpu_tools_testing::inject_lib()
 }

@@ -462,6 +462,7 @@ impl Subscriber {
 ///
 /// Checked before CUPTI is called: this thread runs the subscriber's callback, `event` is an API call at its exit,
 /// and the loaded CUPTI has `cuptiFinalize` ([`TracingError::NotAtApiExit`], [`TracingError::MissingSymbol`]).
+/// CUPTI is finalised once per subscription: a later call returns `Ok` without calling it.
 ///
 /// # Safety
 ///
@@ -484,10 +485,17 @@ pub unsafe fn finalize_at_api_exit(event: &CallbackEvent<'_>) -> crate::Result<(
         .fns
         .finalize
         .ok_or(TracingError::MissingSymbol("cuptiFinalize"))?;
+    // Once per subscription: another thread's exit callback, running beside the one that finalises, gets `Ok`
+    // without calling CUPTI again.
+    if state.finalized.swap(true, Ordering::SeqCst) {
+        return Ok(());
+    }
     // SAFETY: called at an API exit inside the subscriber's callback, as CUPTI asks; the caller guarantees that
     // nothing else uses CUPTI.
-    vendor("cuptiFinalize", unsafe { finalize() })?;
-    state.finalized.store(true, Ordering::SeqCst);
+    if let Err(e) = vendor("cuptiFinalize", unsafe { finalize() }) {
+        state.finalized.store(false, Ordering::SeqCst);
+        return Err(e.into());
+    }
     log::debug!("CUPTI finalised at an API exit");
     Ok(())
 }
