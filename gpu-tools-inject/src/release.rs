@@ -3,8 +3,8 @@
 //! CUPTI stays initialised in a process after its last activity kind is disabled, and the program's CUDA calls go
 //! on paying for it. On an H100 (driver 580, CUPTI 13.0) a flood of tiny launches ran at 0.71-0.93 of its rate
 //! before an in-process window of records once the kinds were disabled and flushed, and at 0.91-1.07 after
-//! `cuptiFinalize`; attached, a window with nothing left running cost a C flood and a PyTorch flood 17-30% of their
-//! rate for the rest of their lives (docs/measurements.md, "The recorder's cost, and a job slower after any
+//! `cuptiFinalize`; attached, after a window with nothing left running, a C flood ran at 0.70-0.88 of its rate
+//! before and a PyTorch flood at 0.75, for the rest of their lives (docs/measurements.md, "The recorder's cost, and a job slower after any
 //! window"). CUPTI's header gives `cuptiFinalize`, called at the exit of a driver or runtime API call, as the way
 //! to detach it from a process that goes on running.
 //!
