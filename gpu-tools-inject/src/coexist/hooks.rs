@@ -12,7 +12,6 @@ use super::{Real, bit, handover, watch, with_mux};
 /// Runs a hook's body; a panic (none is expected) becomes `CUPTI_ERROR_UNKNOWN` instead of unwinding into the
 /// program.
 fn guarded(body: impl FnOnce(&Real) -> sys::CUptiResult) -> sys::CUptiResult {
-    super::note_program_used_cupti();
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The session's, resolved at its start; without a session (a slot read just before it ended), again.
         match with_mux(|m| m.real).or_else(|| super::resolve().ok()) {
@@ -35,7 +34,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
     complete: sys::CUpti_BuffersCallbackCompleteFunc,
 ) -> sys::CUptiResult {
     guarded(|real| {
-        wait_for_the_probe("registers its buffer callbacks");
+        let _inside = wait_for_the_probe("registers its buffer callbacks");
         // SAFETY: in both calls, the real function with the program's arguments.
         let call = || unsafe { (real.register_callbacks)(request, complete) };
         if let Some(code) = watch::pass(call, |w| w.callbacks = Some((request, complete))) {
@@ -74,15 +73,17 @@ pub(super) unsafe extern "C" fn register_callbacks(
 }
 
 /// While the attach's probe looks for the program's callbacks, a flush or registration of the program's waits for
-/// it (`probe::wait_until_located`).
-fn wait_for_the_probe(what: &str) {
-    let waited = super::probe::wait_until_located();
+/// it, and the probe waits for one already inside CUPTI: the call is counted there while the returned guard lives
+/// (`probe::enter_program_call`).
+fn wait_for_the_probe(what: &str) -> super::probe::ProgramCall {
+    let (call, waited) = super::probe::enter_program_call();
     if !waited.is_zero() {
         log::debug!(
             "the program {what} while its callbacks were looked for: waited {:.2} ms",
             waited.as_secs_f64() * 1e3
         );
     }
+    call
 }
 
 /// What a hook decided under the state's lock.
@@ -199,7 +200,7 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
 pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
     guarded(|real| {
         log::debug!("the program flushes (flag {flag})");
-        wait_for_the_probe("flushes");
+        let _inside = wait_for_the_probe("flushes");
         // SAFETY: the real flush; the trace's completion callback hands the program its records meanwhile.
         let code = unsafe { (real.flush_all)(flag) };
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {

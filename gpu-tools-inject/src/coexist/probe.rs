@@ -262,21 +262,72 @@ fn flush_back_at_watch_end(real: &Real) -> gpu_tools::cupti::activity::CompleteF
 /// How long a flush or a registration of the program's waits for the probe to find its callbacks.
 const LOCATING_WAIT: Duration = Duration::from_millis(100);
 
-/// Called by the program's flush and registration (their hooks) before they reach CUPTI. While the probe looks for
-/// the program's callbacks, the probe's own are in CUPTI and what CUPTI completes is kept until the program's are
-/// known: a flush of the program's would return without its buffers, which reach it only afterwards (Kineto counts
-/// them in its next cycle, out of range, and the one whose end it was collecting as empty), and a registration of
-/// its would replace the probe's callbacks while they are being looked for. Such a call waits for the look to end
-/// (two copies of CUPTI's writable memory and a scan: milliseconds), [`LOCATING_WAIT`] at most. Returns the wait.
-pub(super) fn wait_until_located() -> Duration {
-    if !LOCATING.load(Ordering::Acquire) {
-        return Duration::ZERO;
+/// From the moment the probe waits for the program's calls already inside CUPTI ([`hold_off_program_calls`]) until
+/// [`LOCATING`] is set: a flush or registration of the program's that comes then waits as it would while locating.
+static STARTING: AtomicBool = AtomicBool::new(false);
+/// The program's flushes and registrations inside CUPTI now (their hooks hold a [`ProgramCall`]).
+static PROGRAM_CALLS: AtomicUsize = AtomicUsize::new(0);
+/// The most the probe waits for such a call to return before it registers its own callbacks.
+const PROGRAM_CALL_WAIT: Duration = Duration::from_millis(100);
+
+/// A flush or registration of the program's, inside CUPTI while this lives ([`enter_program_call`]).
+pub(super) struct ProgramCall(());
+
+impl Drop for ProgramCall {
+    fn drop(&mut self) {
+        PROGRAM_CALLS.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Called by the program's flush and registration (their hooks) before they reach CUPTI; the call stays counted
+/// inside CUPTI while the returned [`ProgramCall`] lives. While the probe looks for the program's callbacks, the
+/// probe's own are in CUPTI and what CUPTI completes is kept until the program's are known: a flush of the
+/// program's would return without its buffers, which reach it only afterwards (Kineto counts them in its next
+/// cycle, out of range, and the one whose end it was collecting as empty), and a registration of its would replace
+/// the probe's callbacks while they are being looked for. Such a call waits for the look to end (two copies of
+/// CUPTI's writable memory and a scan: milliseconds), [`LOCATING_WAIT`] at most. Returns the wait, with the call.
+pub(super) fn enter_program_call() -> (ProgramCall, Duration) {
     let t0 = std::time::Instant::now();
-    while LOCATING.load(Ordering::Acquire) && t0.elapsed() < LOCATING_WAIT {
+    let mut first = true;
+    loop {
+        // Counted first, then the probe's state read (both sequentially consistent): either the probe sees this
+        // call inside CUPTI and waits for it, or this call sees the probe and waits for it.
+        PROGRAM_CALLS.fetch_add(1, Ordering::SeqCst);
+        let call = ProgramCall(());
+        let looking = STARTING.load(Ordering::SeqCst) || LOCATING.load(Ordering::SeqCst);
+        if !looking || t0.elapsed() >= LOCATING_WAIT {
+            let waited = if first { Duration::ZERO } else { t0.elapsed() };
+            return (call, waited);
+        }
+        // Not counted while it waits, so that the probe's own wait for calls inside CUPTI does not wait for it.
+        drop(call);
+        first = false;
         std::thread::sleep(Duration::from_micros(100));
     }
+}
+
+/// Before the probe registers its callbacks: from now on the program's flushes and registrations wait
+/// ([`enter_program_call`]), and one already inside CUPTI is waited for, [`PROGRAM_CALL_WAIT`] at most. A forced
+/// flush of the program's that CUPTI was still running when the probe registered completed the program's buffer to
+/// the probe's callbacks, where it waited for the locate while the flush returned without it: on an H100 a
+/// torch.profiler on a schedule collected a cycle of 0 so, its flush having begun 0.7 ms after the import slots
+/// were watched. Returns the wait; [`start_locating`] follows.
+fn hold_off_program_calls() -> Duration {
+    STARTING.store(true, Ordering::SeqCst);
+    let t0 = std::time::Instant::now();
+    while PROGRAM_CALLS.load(Ordering::SeqCst) > 0 && t0.elapsed() < PROGRAM_CALL_WAIT {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    if PROGRAM_CALLS.load(Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_micros(150) {
+        return Duration::ZERO;
+    }
     t0.elapsed()
+}
+
+/// The probe's callbacks go into CUPTI now: what CUPTI completes waits for the program's pair ([`end_locating`]).
+fn start_locating() {
+    LOCATING.store(true, Ordering::SeqCst);
+    STARTING.store(false, Ordering::SeqCst);
 }
 
 /// Records the probe's own buffers held that could not reach the program (since the process started).
@@ -520,12 +571,19 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     // the flush also handed out the program's running kernels without a start or an end (a cycle of 110 of 141).
     // The buffer CUPTI holds comes to the program later, through the probe's callbacks or the tracer's. Whether
     // callbacks were ever registered, which the flush's answer said, the probe's locate says (`Before(0, 0)`).
+    let held_off = hold_off_program_calls();
     let before = snapshot(&ranges);
     ASKED.store(false, Ordering::Release);
     KINDS_SEEN.store(0, Ordering::Release);
     PROGRAM_REQUEST.store(0, Ordering::Release);
     PROGRAM_COMPLETE.store(0, Ordering::Release);
-    LOCATING.store(true, Ordering::Release);
+    start_locating();
+    if !held_off.is_zero() {
+        log::debug!(
+            "the probe waited {:.2} ms for a flush or registration of the program's inside CUPTI to return",
+            held_off.as_secs_f64() * 1e3
+        );
+    }
     // SAFETY: the real registration with two functions of this (pinned) library that have CUPTI's signatures.
     let code = unsafe { (real.register_callbacks)(Some(probe_request), Some(probe_complete)) };
     if code != sys::CUPTI_SUCCESS {
@@ -746,8 +804,8 @@ mod tests {
         let _serial = super::super::tests::SERIAL
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        assert_eq!(wait_until_located(), Duration::ZERO, "nothing looked for");
-        LOCATING.store(true, Ordering::Release);
+        assert_eq!(enter_program_call().1, Duration::ZERO, "nothing looked for");
+        start_locating();
         // The program's thread runs before the look ends (on a busy machine a thread spawned alone started only
         // after it, found nothing looked for, and did not wait).
         let running = std::sync::Arc::new(std::sync::Barrier::new(2));
@@ -755,7 +813,7 @@ mod tests {
             let running = running.clone();
             move || {
                 running.wait();
-                wait_until_located()
+                enter_program_call().1
             }
         });
         running.wait();
@@ -767,10 +825,65 @@ mod tests {
             "waited until the look ended, not to the bound: {waited:?}"
         );
         // A look that never ends holds the program back no longer than the bound.
-        LOCATING.store(true, Ordering::Release);
-        let waited = wait_until_located();
+        start_locating();
+        let waited = enter_program_call().1;
         end_locating(None);
         assert!(waited >= LOCATING_WAIT, "waited {waited:?}");
+        assert_eq!(
+            PROGRAM_CALLS.load(Ordering::SeqCst),
+            0,
+            "every call left CUPTI"
+        );
+    }
+
+    #[test]
+    fn the_probe_waits_for_a_flush_of_the_programs_already_inside_cupti() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        assert_eq!(
+            hold_off_program_calls(),
+            Duration::ZERO,
+            "no call inside CUPTI"
+        );
+        start_locating();
+        end_locating(None);
+        // The program's flush entered CUPTI before the probe began, and returns 30 ms later.
+        let (inside, waited) = enter_program_call();
+        assert_eq!(waited, Duration::ZERO);
+        let flushing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            drop(inside);
+        });
+        let held_off = hold_off_program_calls();
+        assert!(
+            held_off >= Duration::from_millis(20) && held_off < PROGRAM_CALL_WAIT,
+            "the probe waited for the flush to return, not to the bound: {held_off:?}"
+        );
+        flushing.join().unwrap();
+        // Between that wait and the locate, a new call of the program's waits too (for the look to end).
+        let program = std::thread::spawn(|| enter_program_call().1);
+        std::thread::sleep(Duration::from_millis(20));
+        start_locating();
+        std::thread::sleep(Duration::from_millis(5));
+        end_locating(None);
+        let waited = program.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(20) && waited < LOCATING_WAIT,
+            "the program's call waited through the probe's start and its look: {waited:?}"
+        );
+        // A call that never returns holds the probe back no longer than its bound.
+        let (stuck, _) = enter_program_call();
+        let held_off = hold_off_program_calls();
+        start_locating();
+        end_locating(None);
+        drop(stuck);
+        assert!(held_off >= PROGRAM_CALL_WAIT, "held off {held_off:?}");
+        assert_eq!(
+            PROGRAM_CALLS.load(Ordering::SeqCst),
+            0,
+            "every call left CUPTI"
+        );
     }
 
     /// The wheel's real CUPTI 13.0, loaded for the process's life, and its functions; `None` (said, and a failure in
