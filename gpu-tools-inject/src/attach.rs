@@ -6,9 +6,10 @@
 //! the CUPTI library the program already maps (or the one the argument names), and then waits on the connection.
 //! When the tracer sends its stop byte, or closes the connection, it stops tracing: what it enabled is disabled,
 //! every record is delivered, and the stream ends. Nothing of the program's is changed: no signal handler, no
-//! callback subscriber kept (a profiler inside the program may hold CUPTI's only one). Where nothing in the process
-//! uses CUPTI after the window, it is finalised at the program's next CUDA call (`crate::release`), so that the
-//! program's calls stop paying for it; otherwise it stays initialised.
+//! callback subscriber kept (a profiler inside the program may hold CUPTI's only one). CUPTI is never finalised: on
+//! driver 580 (CUPTI 13.0), finalising it at a running job's CUDA call after a window killed jobs (a CUDA graph's
+//! next launch, CUPTI's callback inside a later launch) and left another's context failing every launch
+//! (docs/driver-notes.md, "CUPTI finalised in a running process").
 //!
 //! The library stays loaded afterwards, dormant (its code is pinned: CUPTI may still hold pointers into it, and
 //! the exit handler registered at the first attach must stay valid); a second attach starts a new session in it.
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gpu_tools::cupti::CuptiLibrary;
-use gpu_tools::trace::{EndReason, NoticeLevel};
+use gpu_tools::trace::EndReason;
 use gpu_tools_injection::control::{Control, ControlReader};
 use gpu_tools_injection::env::AttachStatus;
 use gpu_tools_injection::message::Message;
@@ -76,35 +77,20 @@ fn start(text: String) -> AttachStatus {
         .name("gpu-tools-attach".into())
         .spawn(move || {
             crate::signals::block_in_this_thread();
-            // A window's end still waiting to give CUPTI back gives up before this attach uses CUPTI.
-            crate::release::cancel_pending();
             let run = std::panic::catch_unwind(|| {
                 if let Some(request) = &profile {
                     if let Some(level) = config.log {
                         crate::logger::init(level);
                     }
                     crate::pc_attach::run(&config, cupti.as_deref(), request);
-                    false
                 } else {
-                    run(config, cupti)
+                    run(config, cupti);
                 }
             });
-            let traced = match run {
-                Ok(traced) => traced,
-                Err(payload) => {
-                    std::mem::forget(payload);
-                    false
-                }
-            };
-            ATTACHED.store(false, Ordering::SeqCst);
-            if traced {
-                // After the stream ended: the tool has its records, and a new attach may come meanwhile (it
-                // cancels this first).
-                let released = std::panic::catch_unwind(crate::release::after_window);
-                if let Err(payload) = released {
-                    std::mem::forget(payload);
-                }
+            if let Err(payload) = run {
+                std::mem::forget(payload);
             }
+            ATTACHED.store(false, Ordering::SeqCst);
         });
     match thread {
         Ok(_) => AttachStatus::Started,
@@ -120,14 +106,13 @@ const NO_RECORDER_AFTER_PC: &str = "PC sampling has run in this process, and the
      the program launched, after a PC sampling window, crashed a job; a `profile --pid --pc-sampling` window starts \
      one inside its finish, with the program's threads held";
 
-/// The attach thread: trace until the tracer says stop. True when a session ran to its stop or the tracer's
-/// leaving (CUPTI may then be given back, `crate::release`).
-fn run(config: Settings, cupti: Option<PathBuf>) -> bool {
+/// The attach thread: trace until the tracer says stop.
+fn run(config: Settings, cupti: Option<PathBuf>) {
     if let Some(level) = config.log {
         crate::logger::init(level);
     }
     let Some(sink) = session::open_sink(&config) else {
-        return false;
+        return;
     };
     let control = sink.control_stream();
     // Noted once the attach reaches CUPTI: one that ended before does not count as the first.
@@ -156,11 +141,8 @@ fn run(config: Settings, cupti: Option<PathBuf>) -> bool {
         }
     });
     let Some(session) = Session::start(&config, sink, Mode::Attached) else {
-        return false;
+        return;
     };
-    if let Some(last) = crate::release::last_outcome() {
-        session.notice(NoticeLevel::Info, last);
-    }
     if let Some(started) = flight {
         let (level, text) = crate::flight::notice(started);
         session.notice(level, text);
@@ -171,7 +153,7 @@ fn run(config: Settings, cupti: Option<PathBuf>) -> bool {
     if let Err(session) = session::install(session) {
         // A launched session started meanwhile (it cannot: the program already ran its cuInit); end ours.
         session.finish(EndReason::Stopped);
-        return false;
+        return;
     }
     session::register_exit_handler();
     // Wait for the tracer's stop byte, or the end of the connection (the tracer went away); the profiling controls
@@ -185,16 +167,5 @@ fn run(config: Settings, cupti: Option<PathBuf>) -> bool {
     }
     // Beside a profiler on a schedule, the stop's flushes fall between its sessions (its kinds then off, none kept).
     crate::coexist::wait_for_session_gap("stop", None);
-    if crate::release::kept_because().is_none() {
-        session::notice_running(
-            NoticeLevel::Info,
-            format!(
-                "nothing in the process uses CUPTI after this window: it is finalised at the program's next CUDA \
-                 call (within {} ms), so that the program's CUDA calls no longer pay for it; CUPTI initialises \
-                 again at its next use",
-                crate::release::RELEASE_WAIT.as_millis()
-            ),
-        );
-    }
-    session::finish_running(EndReason::Stopped)
+    session::finish_running(EndReason::Stopped);
 }

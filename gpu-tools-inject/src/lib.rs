@@ -39,7 +39,6 @@ mod nvtx;
 mod nvtx_attach;
 mod pc_attach;
 mod profiling;
-mod release;
 mod session;
 mod signals;
 use gpu_tools_injection::sink;

@@ -79,9 +79,6 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     if let Some(note) = named.note() {
         writer.notice(gpu_tools::trace::NoticeLevel::Info, note);
     }
-    if let Some(last) = crate::release::last_outcome() {
-        writer.notice(gpu_tools::trace::NoticeLevel::Info, last);
-    }
     writer.push(&Record::ClockAnchor(ClockAnchor::now()));
     // Before anything of CUPTI's is touched, the look for the program's profiler included (it registers CUPTI's
     // buffer callbacks twice, which a profiler recording meanwhile may feel).

@@ -430,11 +430,6 @@ pub fn range_profiler_ran() -> bool {
     RANGE_PROFILER_RAN.load(Ordering::SeqCst)
 }
 
-/// Whether CUPTI's profiling APIs (the range profiler, kernel metrics, counters) were asked for in this process.
-pub fn profiling_ran() -> bool {
-    PROFILING_ASKED.load(Ordering::SeqCst) || range_profiler_ran()
-}
-
 /// A range profiler started in this process (see [`range_profiler_ran`]).
 pub fn note_range_profiler() {
     RANGE_PROFILER_RAN.store(true, Ordering::SeqCst);

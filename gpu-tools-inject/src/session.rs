@@ -384,15 +384,7 @@ pub fn install(session: Session) -> Result<(), Session> {
     Ok(())
 }
 
-/// Says `text` in the running session's stream, if one runs.
-pub fn notice_running(level: NoticeLevel, text: String) {
-    if let Some(s) = SESSION.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        s.notice(level, text);
-    }
-}
-
-/// Ends the process's session, if one runs: every record CUPTI holds is delivered, then the stream ends. True when
-/// one ran.
+/// Ends the process's session, if one runs: every record CUPTI holds is delivered, then the stream ends.
 pub fn finish_running(reason: EndReason) -> bool {
     let session = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take();
     match session {

@@ -378,23 +378,6 @@ pub fn read_clock_before_trace() -> Before {
     }
 }
 
-/// Set once the program was seen using CUPTI itself: a call of its reached a hook, or a look found its buffer
-/// callbacks registered (or could not tell). CUPTI is then never finalised in the process (`crate::release`).
-static PROGRAM_USED_CUPTI: AtomicBool = AtomicBool::new(false);
-
-/// The program used CUPTI itself (or a look could not tell): see [`program_used_cupti`].
-pub(crate) fn note_program_used_cupti() {
-    PROGRAM_USED_CUPTI.store(true, Ordering::SeqCst);
-}
-
-/// Whether the program was seen using CUPTI itself since the library was loaded: through its imports while a
-/// window or a look watched them, or by its buffer callbacks in CUPTI's memory. Calls made through `dlsym`
-/// pointers are not seen, and what the program's profiler does with CUPTI's callback subscriber is told by
-/// `cuptiSubscribe` itself (CUPTI allows one).
-pub fn program_used_cupti() -> bool {
-    PROGRAM_USED_CUPTI.load(Ordering::SeqCst)
-}
-
 /// How long the program's buffers are watched for the kinds its profiler records.
 const WATCH: Duration = Duration::from_millis(200);
 
@@ -441,11 +424,8 @@ pub fn probe_program(before: &mut Before) -> Result<ProgramProfiler, String> {
             before.redirects.len()
         );
     }
-    let found = probe::probe(&real, &library, WATCH).inspect_err(|_| note_program_used_cupti())?;
+    let found = probe::probe(&real, &library, WATCH)?;
     let answer = ProgramProfiler::of(found.as_ref());
-    if found.is_some() {
-        note_program_used_cupti();
-    }
     if found.is_some() {
         // Buffers CUPTI took from the program before the tracer registered come back to the tracer: they go on to
         // the program.
@@ -616,11 +596,9 @@ pub fn program_profiler_now() -> Result<ProgramProfiler, String> {
 
 /// [`program_profiler_now`]'s look, while the program's calls are watched.
 fn look_and_give_back(real: &Real, library: &std::path::Path) -> Result<ProgramProfiler, String> {
-    let Some(f) = probe::probe(real, library, WATCH).inspect_err(|_| note_program_used_cupti())?
-    else {
+    let Some(f) = probe::probe(real, library, WATCH)? else {
         return Ok(ProgramProfiler::None);
     };
-    note_program_used_cupti();
     let left = probe::flush_back_lent(real);
     if left > 0 {
         log::debug!(

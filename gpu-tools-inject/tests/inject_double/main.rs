@@ -19,6 +19,5 @@ mod nvtx;
 mod pc_after_program;
 mod probe;
 mod program_profiler;
-mod release;
 mod scheduled;
 mod support;

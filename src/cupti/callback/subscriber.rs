@@ -469,6 +469,12 @@ impl Subscriber {
 /// Nothing in the process uses CUPTI any more, this crate's objects or anyone's: no activity kind is enabled, every
 /// activity buffer was flushed and handed back, and no activity tracer, PC sampling or profiler session is open;
 /// another user of CUPTI in the process (a profiler of the program's) would lose its state without being told.
+/// No other thread makes CUDA calls, and no CUDA graph instantiated while CUPTI was initialised is launched again:
+/// on driver 580 (CUPTI 13.0, an H100), finalising at a running job's CUDA call after a trace window killed a
+/// PyTorch job in CUPTI's callback inside its next `cudaLaunchKernel`, a `torch.compile` reduce-overhead job in
+/// `cuGraphLaunch` and a C launch flood, and left a C job of four launching threads failing every launch
+/// (`unspecified launch failure`) for the rest of its life; a program of one thread that finalised between its
+/// own launches ran on, correct (docs/driver-notes.md, "CUPTI finalised in a running process").
 pub unsafe fn finalize_at_api_exit(event: &CallbackEvent<'_>) -> crate::Result<()> {
     let at_exit = matches!(event, CallbackEvent::Api(call) if call.site() == ApiSite::Exit);
     if !at_exit || !in_subscriber_callback() {

@@ -246,9 +246,10 @@ pub struct Args {
     /// process (no activity record, no driver call), keeping which launches have not finished. Once CUPTI has run
     /// in a process the CUDA driver refuses it the debugger, and `gpu-tools where` answers from the recorder
     /// instead; without one, `where` can no longer say where a traced job hangs. (A recorder an earlier attach left
-    /// runs on.) The recorder keeps CUPTI initialised in the process, which costs its CUDA calls (0.72 of a launch
-    /// flood's rate on an H100, with the recorder's part); with this and --no-pc-primer, in a process that never used
-    /// CUPTI itself, CUPTI is finalised at the process's next CUDA call after the window, and it runs at its rate.
+    /// runs on.) CUPTI stays initialised in a process after any window, with or without the recorder, and its CUDA
+    /// calls pay for it (0.70-0.88 of a launch flood's rate on an H100 after a window without the recorder; 0.72 with
+    /// it). Finalising CUPTI in the running process would give that back, but on driver 580 it killed jobs, so it
+    /// is not done.
     #[arg(long)]
     pub no_flight_recorder: bool,
 

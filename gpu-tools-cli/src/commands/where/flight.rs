@@ -29,7 +29,7 @@ pub(super) fn examine(pid: u32) -> Result<Seen, Failure> {
                      driver (580) refuses the debugger in it for the rest of its life, and {e} (an attach made with \
                      --no-flight-recorder, or by a gpu-tools without one, leaves none). The process runs on as it was; \
                      do not attach a debugger to it either: `cuda-gdb -p` on such a job failed in the driver and the \
-                     job died of SIGSEGV (H100, driver 580), also where CUPTI had been finalised after the window"
+                     job died of SIGSEGV (H100, driver 580)"
                 ),
             )
         })?;
