@@ -862,15 +862,29 @@ mod tests {
         );
         flushing.join().unwrap();
         // Between that wait and the locate, a new call of the program's waits too (for the look to end).
-        let program = std::thread::spawn(|| enter_program_call().1);
+        // The program's thread runs before the probe's start ends (a barrier: on a busy machine a thread spawned
+        // alone may start only after it, and then wait for the look alone).
+        let running = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let program = std::thread::spawn({
+            let running = running.clone();
+            move || {
+                running.wait();
+                enter_program_call().1
+            }
+        });
+        running.wait();
         std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !program.is_finished(),
+            "the program's call waits while the probe starts"
+        );
         start_locating();
         std::thread::sleep(Duration::from_millis(5));
         end_locating(None);
         let waited = program.join().unwrap();
         assert!(
-            waited >= Duration::from_millis(20) && waited < LOCATING_WAIT,
-            "the program's call waited through the probe's start and its look: {waited:?}"
+            waited > Duration::ZERO && waited < LOCATING_WAIT,
+            "the program's call waited through the probe's start and its look, not to the bound: {waited:?}"
         );
         // A call that never returns holds the probe back no longer than its bound.
         let (stuck, _) = enter_program_call();

@@ -124,27 +124,17 @@ pub(crate) fn attach_recording(
     socket: &std::path::Path,
     kinds: &[env::TraceKind],
 ) -> Attach {
-    attach_with(pid, socket, kinds, |_| {})
-}
-
-/// [`attach_recording`], with the settings changed by `adjust` (`--no-flight-recorder`, say).
-pub(crate) fn attach_with(
-    pid: u32,
-    socket: &std::path::Path,
-    kinds: &[env::TraceKind],
-    adjust: impl FnOnce(&mut Settings),
-) -> Attach {
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket).unwrap();
-    let mut settings = Settings {
+    let settings = Settings {
         kinds: kinds.to_vec(),
         flush_interval: Some(Duration::from_millis(50)),
         log: Some(log::LevelFilter::Debug),
         cupti: Some(common::double_path("cupti_activity")),
         ..Settings::new(Destination::Socket(socket.into()))
-    };
-    adjust(&mut settings);
-    let settings = settings.attach_argument().unwrap();
+    }
+    .attach_argument()
+    .unwrap();
     let done = gpu_tools::linux::inject::Injection::new(pid, library(), env::ATTACH_ENTRY)
         .argument(settings)
         .run()
