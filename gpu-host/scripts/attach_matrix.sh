@@ -23,8 +23,8 @@
 # (`refused-xla-command-buffers`: blind windows, and one job died in `cuptiPCSamplingStop`), or for want of a moment with no thread inside
 # the driver (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
 # `cuptiPCSamplingDisable` failed (`refused-held-by-other-job`: the tool names that job, whose window is a `left-on`
-# FAIL), a `where` refused where no flight recorder could be left (the
-# program's profiler held CUPTI's subscriber: `refused-no-recorder`) or where the program's own profiler ran CUPTI
+# FAIL), a `where` refused where no flight recorder was left (the
+# program's profiler held CUPTI's subscriber, or TRACE_ARGS has --no-flight-recorder: `refused-no-recorder`) or where the program's own profiler ran CUPTI
 # (`refused-after-cupti`), a trace window in which the job was idle, or a profile window in which the fork-child
 # job waited for its child (`ok-idle`).
 # The hung row is two jobs of gpu-host/scripts/hung_job.cu: one asked with `where` (the debugger) while a kernel
@@ -194,8 +194,8 @@ attach() {
     # a failure whatever it recorded.
     if grep -q 'PC sampling could not be turned off' "$f.txt"; then ok=FAIL; records="${records:-0},left-on"; fi ;;
   # After a CUPTI attach the driver refuses the debugger for the process's life: where answers from the flight
-  # recorder the attach left. Where none could be left (the program's profiler holds CUPTI's one subscriber), or
-  # the program's own profiler ran CUPTI, the tool says so: counted apart.
+  # recorder the attach left. Where none was left (the program's profiler holds CUPTI's one subscriber, or
+  # --no-flight-recorder), or the program's own profiler ran CUPTI, the tool says so: counted apart.
   where) if [ "$rc" -eq 0 ]; then grep -q "flight recorder" "$f.txt" && ok=ok-flight
          elif grep -q 'no flight recorder answers' "$f.txt"; then ok=refused-no-recorder
          elif grep -q 'refuses the debugger' "$f.txt"; then ok=refused-after-cupti
@@ -407,7 +407,7 @@ row() {
   refused=$(grep -c ' refused-in-driver$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused for a thread inside the driver at every stop;"
   refused=$(grep -c ' refused-no-recorder$' "$d/attaches.txt")
-  [ "$refused" -eq 0 ] || notes+=" $refused where without a flight recorder (the program's profiler holds CUPTI's subscriber);"
+  [ "$refused" -eq 0 ] || notes+=" $refused where without a flight recorder (the program's profiler holds CUPTI's subscriber, or --no-flight-recorder);"
   refused=$(grep -c ' refused-held-by-other-job$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused windows refused: another job's failed PC sampling disable held the GPU's counters;"
   refused=$(grep -c ' ok-flight$' "$d/attaches.txt")
