@@ -659,5 +659,31 @@ mod tests {
             "{:?}",
             copy.values
         );
+
+        // Counters held by another tool: refused before the program runs, in words for these metrics (there is no
+        // "without --counters" to fall back on here).
+        // SAFETY: as above.
+        unsafe { std::env::set_var("GPU_TOOLS_DOUBLE_PM_BUSY", "0") };
+        let refused = crate::commands::trace::counter_window::run(
+            crate::commands::trace::counter_window::Target::Program(&program),
+            &me,
+            None,
+            &plan.sampled(),
+            None,
+            true,
+        )
+        .err()
+        .expect("refused")
+        .text();
+        assert!(
+            refused.starts_with("the performance counters of device 0 (")
+                && refused.contains(
+                    "are held by another tool, and the kernel metrics of `profile --pid`"
+                )
+                && refused.contains("Stop that tool, then profile again")
+                && !refused.contains("--counters")
+                && refused.ends_with("(the program was not run)"),
+            "{refused}"
+        );
     }
 }

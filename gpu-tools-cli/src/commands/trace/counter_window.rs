@@ -104,7 +104,8 @@ fn trace_args(
 /// Traces `target`'s kernels with `metrics` sampled by PM sampling on every GPU it uses, for `duration` seconds (or
 /// until Ctrl-C), and reads the result back. `cupti`: the CUPTI to load into a process that maps none. Fails where
 /// `trace --pid --counters` would fail before or during the window (the counters held by another tool, an unknown
-/// metric, the attach refused), with its message. `flight_recorder`: whether a process attached to is left one.
+/// metric, the attach refused), with its message; the samplers' refusal is worded for `profile`'s metrics
+/// ([`counters::Asker::ProfileMetrics`]). `flight_recorder`: whether a process attached to is left one.
 pub fn run(
     target: Target<'_>,
     lib: &Path,
@@ -121,7 +122,7 @@ pub fn run(
         Target::Pid(pid) => vec![pid],
         Target::Program(_) => Vec::new(),
     };
-    let opened = counters::open(&request, &pids)?;
+    let opened = counters::open(&request, &pids, counters::Asker::ProfileMetrics)?;
     let file = tempfile::Builder::new()
         .prefix("gpu-tools-profile-counters-")
         .suffix(".gputrace")

@@ -375,7 +375,7 @@ pub fn run(mut args: Args) -> Outcome {
     // sampling is said before anything runs.
     let opened = counter_request
         .as_ref()
-        .map(|r| counters::open(r, &targets))
+        .map(|r| counters::open(r, &targets, counters::Asker::Trace))
         .transpose()?;
     if chrome_file.as_ref().is_some_and(OutputFile::is_stdout)
         && trace_file.as_ref().is_some_and(OutputFile::is_stdout)

@@ -89,15 +89,34 @@ pub struct Opened {
     pub vendor_version: u32,
 }
 
+/// Who opens the samplers, for what a refusal says to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    /// `trace --counters`: it can trace without them.
+    Trace,
+    /// The kernel metrics of `profile --pid` by PM sampling attribution (`counter_window`), which the caller
+    /// introduces: they have no other source beside CUDA graphs.
+    ProfileMetrics,
+}
+
 /// Opens a sampler on each GPU the traced processes can use: those of a launched program (`targets` empty), or
-/// of the attached processes `targets`. Every failure is an error before the program is launched or attached.
-pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
+/// of the attached processes `targets`. Every failure is an error before the program is launched or attached,
+/// worded for `asker`.
+pub fn open(request: &Request, targets: &[u32], asker: Asker) -> Result<Opened, Failure> {
     let not_run = if targets.is_empty() {
         "the program was not run"
     } else {
         "no process was attached"
     };
-    let fail = |m: String| Failure::new(1, format!("--counters: {m} ({not_run})"));
+    let fail = |m: String| {
+        Failure::new(
+            1,
+            match asker {
+                Asker::Trace => format!("--counters: {m} ({not_run})"),
+                Asker::ProfileMetrics => format!("{m} ({not_run})"),
+            },
+        )
+    };
     let (driver, count, uuids) = devices().map_err(fail)?;
     let chosen = chosen_devices(count, &uuids, targets).map_err(fail)?;
     if chosen.is_empty() {
@@ -131,7 +150,7 @@ pub fn open(request: &Request, targets: &[u32]) -> Result<Opened, Failure> {
             .metrics(&request.metrics)
             .interval(interval)
             .start()
-            .map_err(|e| fail(describe_open_error(ordinal, &name, &e)))?;
+            .map_err(|e| fail(describe_open_error(ordinal, &name, &e, asker)))?;
         log::info!(
             "counters: sampling device {ordinal} ({name}) as trace device {trace_device}: {:?}",
             sampler.layout()
@@ -240,14 +259,27 @@ pub fn held_elsewhere(pid: u32) -> Result<Vec<(usize, String)>, String> {
     Ok(held)
 }
 
-/// Why a sampler did not open, with what to do about it.
-fn describe_open_error(ordinal: usize, name: &str, e: &gpu_tools::Error) -> String {
+/// Why a sampler did not open, with what to do about it (for `asker`).
+fn describe_open_error(ordinal: usize, name: &str, e: &gpu_tools::Error, asker: Asker) -> String {
     match e {
-        gpu_tools::Error::CuptiCounters(ProfilingError::CountersBusy { .. }) => format!(
-            "the performance counters of device {ordinal} ({name}) are held by another tool, and `trace --counters` \
-             does not trace without them: {e}. Stop that tool, or trace without --counters{}",
-            crate::pc_left_on::said(None)
-        ),
+        gpu_tools::Error::CuptiCounters(ProfilingError::CountersBusy { .. }) => {
+            let (needs, instead) = match asker {
+                Asker::Trace => (
+                    "`trace --counters` does not trace without them",
+                    "Stop that tool, or trace without --counters",
+                ),
+                // CUPTI's range profiler (`--kernel-replay`) needs the same counters.
+                Asker::ProfileMetrics => (
+                    "the kernel metrics of `profile --pid` are sampled from them",
+                    "Stop that tool, then profile again",
+                ),
+            };
+            format!(
+                "the performance counters of device {ordinal} ({name}) are held by another tool, and {needs}: \
+                 {e}. {instead}{}",
+                crate::pc_left_on::said(None)
+            )
+        }
         gpu_tools::Error::CuptiCounters(
             ProfilingError::UnknownMetric { .. }
             | ProfilingError::BadSubmetric { .. }
