@@ -537,6 +537,12 @@ fn attached_stalls(args: &Args, pid: u32, got: &Collected, output: Option<Output
         sampled: got.sampled,
         records: got.stalls.len(),
         messages: &got.messages,
+        errors: got
+            .notices
+            .iter()
+            .filter(|(level, _)| *level == NoticeLevel::Error)
+            .map(|(_, text)| text.as_str())
+            .collect(),
         jax: gpu_tools::linux::procfs::Process::new(pid)
             .mapped_library("xla_cuda_plugin")
             .is_some(),

@@ -33,6 +33,8 @@ pub struct PcWindow<'a> {
     pub records: usize,
     /// The library's messages.
     pub messages: &'a [Message],
+    /// The library's error notices (a context it could not start sampling in, with CUPTI's reason).
+    pub errors: Vec<&'a str>,
     /// The process maps JAX's XLA plugin for CUDA (`xla_cuda_plugin`).
     pub jax: bool,
 }
@@ -69,6 +71,11 @@ impl PcWindow<'_> {
             contexts(self.contexts)
         );
         match self.counts() {
+            // Sampling started nowhere: why is in the library's errors (on an H100, counters another tool held).
+            None if self.contexts == Some(0) && !self.errors.is_empty() => {
+                m.push_str("sampling started in no context: ");
+                m.push_str(&self.errors.join("; "));
+            }
             None => m.push_str(
                 "no count of CUPTI's samples came from the injection library (its notices above say how its \
                  stream ended)",
@@ -223,6 +230,7 @@ mod tests {
             sampled: Duration::from_millis(2000),
             records,
             messages,
+            errors: Vec::new(),
             jax: false,
         }
     }
@@ -301,6 +309,33 @@ mod tests {
         assert!(!idle.empty_error().unwrap().contains("JAX"));
         // Records: no error.
         assert_eq!(pc(3, &[counted(10, 9)]).empty_error(), None);
+    }
+
+    #[test]
+    fn a_window_started_in_no_context_says_why_from_the_librarys_errors() {
+        let busy = "context 1: not profiled: cuptiPCSamplingStart: the GPU's performance counters are in use";
+        let nowhere = PcWindow {
+            contexts: Some(0),
+            errors: vec![busy],
+            ..pc(0, &[])
+        };
+        let m = nowhere.empty_error().unwrap();
+        assert!(
+            m.contains("Enabled: PC sampling in 0 contexts")
+                && m.contains(&format!("Seen: sampling started in no context: {busy}"))
+                && !m.contains("no count of CUPTI's samples"),
+            "{m}"
+        );
+        // Started somewhere, with no count: the errors are not the reason given.
+        let some = PcWindow {
+            errors: vec![busy],
+            ..pc(0, &[])
+        };
+        assert!(
+            some.empty_error()
+                .unwrap()
+                .contains("no count of CUPTI's samples came"),
+        );
     }
 
     #[test]
