@@ -613,15 +613,18 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let window = crate::commands::trace::counter_window::run(
-            crate::commands::trace::counter_window::Target::Program(&program),
-            &me,
-            None,
-            &plan.sampled(),
-            None,
-            true,
-        )
-        .unwrap_or_else(|f| panic!("{f:?}"));
+        let sampled = plan.sampled();
+        let run_window = || {
+            crate::commands::trace::counter_window::run(
+                crate::commands::trace::counter_window::Target::Program(&program),
+                &me,
+                None,
+                &sampled,
+                None,
+                true,
+            )
+        };
+        let window = run_window().unwrap_or_else(|f| panic!("{f:?}"));
         assert_eq!(window.kernels, 2);
         assert!(window.warnings.is_empty(), "{:?}", window.warnings);
         assert!(
@@ -664,17 +667,7 @@ mod tests {
         // "without --counters" to fall back on here).
         // SAFETY: as above.
         unsafe { std::env::set_var("GPU_TOOLS_DOUBLE_PM_BUSY", "0") };
-        let refused = crate::commands::trace::counter_window::run(
-            crate::commands::trace::counter_window::Target::Program(&program),
-            &me,
-            None,
-            &plan.sampled(),
-            None,
-            true,
-        )
-        .err()
-        .expect("refused")
-        .text();
+        let refused = run_window().err().expect("refused").text();
         assert!(
             refused.starts_with("the performance counters of device 0 (")
                 && refused.contains(
