@@ -21,6 +21,11 @@
  *                        the completion callback, off the launching thread) and CUPTI is told so
  *                        (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER), so that it does not zero each buffer it
  *                        asks for on the thread that asked, which is the program's launching thread
+ *   CUPTI_FLOOR_ATTRS    comma-separated ATTR=VALUE pairs set with cuptiActivitySetAttribute before the callbacks are
+ *                        registered, ATTR the number of a CUpti_ActivityAttribute: 0 device buffer size, 2 device
+ *                        buffer pool limit, 6 device buffers pre-allocated (size_t values); 8 pinned host memory for
+ *                        them, 9 per-thread activity buffers (uint8_t values). Which of CUPTI's settings make a
+ *                        traced launch cheaper; a setting CUPTI refuses counts as an enable failure
  *   CUPTI_FLOOR_LIB      the libcupti to load when the program has none mapped (else libcupti.so.13, libcupti.so)
  *   CUPTI_FLOOR_REPORT   a file the exit report is appended to (default: stderr)
  *
@@ -318,6 +323,38 @@ int InitializeInjection(void) {
             g_zeroed = 1;
         } else {
             fprintf(stderr, "cupti_floor: CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER could not be set\n");
+            g_enable_failures++;
+        }
+    }
+    const char *attrs = getenv("CUPTI_FLOOR_ATTRS");
+    if (attrs && *attrs) {
+        set_attribute_fn set_attribute = (set_attribute_fn)dlsym(h, "cuptiActivitySetAttribute");
+        const char *p = attrs;
+        while (*p) {
+            char *end = NULL;
+            unsigned long attr = strtoul(p, &end, 10);
+            if (end == p || *end != '=') break;
+            p = end + 1;
+            unsigned long long value = strtoull(p, &end, 10);
+            if (end == p) break;
+            p = *end == ',' ? end + 1 : end;
+            CUptiResult set = CUPTI_ERROR_UNKNOWN;
+            if (set_attribute && (attr == 5 || attr == 8 || attr == 9)) {
+                uint8_t v = (uint8_t)value;
+                size_t size = sizeof v;
+                set = set_attribute((CUpti_ActivityAttribute)attr, &size, &v);
+            } else if (set_attribute) {
+                size_t v = (size_t)value;
+                size_t size = sizeof v;
+                set = set_attribute((CUpti_ActivityAttribute)attr, &size, &v);
+            }
+            if (set != CUPTI_SUCCESS) {
+                fprintf(stderr, "cupti_floor: attribute %lu=%llu not set: %d\n", attr, value, (int)set);
+                g_enable_failures++;
+            }
+        }
+        if (*p) {
+            fprintf(stderr, "cupti_floor: CUPTI_FLOOR_ATTRS: cannot read %s (ATTR=VALUE,...)\n", p);
             g_enable_failures++;
         }
     }
