@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A 2-rank (or N-rank) DDP job over NCCL, to attach to; run with torchrun:
 
-    torchrun --nproc-per-node 2 ddp_job.py [--steps 3000] [--hang-rank R --hang-at S] [--slow-rank R]
+    torchrun --nproc-per-node 2 ddp_job.py [--steps 3000] [--backend nccl|gloo] [--hang-rank R --hang-at S]
+        [--slow-rank R]
 
-Each rank trains a small MLP wrapped in DistributedDataParallel on its GPU (LOCAL_RANK). Rank 0 prints
+Each rank trains a small MLP wrapped in DistributedDataParallel on its GPU (LOCAL_RANK; over gloo, LOCAL_RANK modulo
+the GPUs it sees, so that ranks can share one GPU, which NCCL refuses). Rank 0 prints
 `ready PID` after the first step and `result LOSS` at the end. With --hang-rank R, rank R skips one all_reduce at
 step --hang-at, so every other rank waits in NCCL forever: a hung collective, to look at with `where`. With
 --slow-rank R, rank R runs --slow-matmuls extra 2048x2048 matrix products each step before its backward pass: a
@@ -20,6 +22,7 @@ import sys
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     p.add_argument("--hang-rank", type=int, default=-1)
     p.add_argument("--hang-at", type=int, default=50)
     p.add_argument("--slow-rank", type=int, default=-1)
@@ -30,8 +33,13 @@ def main() -> int:
     from torch import nn
 
     local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    if args.backend == "gloo":
+        local %= torch.cuda.device_count()
+        torch.cuda.set_device(local)
+        dist.init_process_group("gloo")
+    else:
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).cuda()

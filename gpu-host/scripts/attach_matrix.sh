@@ -5,7 +5,7 @@
 # where), windows of 0.5 to 2 s; each job runs until its attaches are done (then the matrix creates its STOP_FILE,
 # JOB_SECONDS being only a cap) and says how many steps it ran; an untouched run of exactly those steps follows (the
 # threads row checks its own buffers; DDP's untouched run, of fixed steps, runs beside the attached one on the same
-# GPUs). A row passes when the attached job's exit code and printed result equal the untouched run's, its own
+# GPUs; ddp-shared is the same torchrun tree of two ranks on one GPU, over gloo, NCCL refusing two ranks a GPU). A row passes when the attached job's exit code and printed result equal the untouched run's, its own
 # torch.profiler was handed no record twice and its count (profiler-open, profiler-late) is within 1% of the
 # untouched one's (profiler-late's sessions: no less than 1% under it, and none larger than the untouched run's
 # largest), profiler-schedule's full cycles each hold exactly what every untouched full cycle holds, and
@@ -40,7 +40,7 @@
 # Stage first (STAGE_ONLY='^gpu-tools$' scripts/gpu-stage), then, in the checkout that goes with .gpu/:
 #   bash gpu-host/scripts/attach_matrix.sh [ROW...]     (default: every row; ddp needs two GPUs)
 # Rows: eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late
-# fork-child jax cupy-graph threads hung ddp
+# fork-child jax cupy-graph threads hung ddp-shared ddp
 # Settings: OUT (logs, default /tmp/attach_matrix; KEEP_TRACES=1 keeps every window's trace file; a failed window's
 # is always kept), PARALLEL (rows at once, default 4), ATTACHES (default 6), JOB_SECONDS (the most a job lives,
 # default 480), TOOLS (the attaching commands in turn: by default an Eulerian circuit over every ordered pair of
@@ -49,7 +49,9 @@
 # log: see below), DEBUG_ROWS (rows attached with the injection library's debug log, or DEBUG_LEVEL's, in the job's log),
 # HANG_SECONDS (see the row's end), JOB_ENV (variables for the attached Python jobs, such as `MALLOC_CHECK_=3`,
 # with which glibc aborts at the first heap inconsistency it sees rather than later: for a job that died of a
-# corrupted heap), GT (the gpu-tools binary, default .gpu/bin/bin-gpu-tools: another build staged beside it).
+# corrupted heap), GT (the gpu-tools binary, default .gpu/bin/bin-gpu-tools: another build staged beside it),
+# DDP_STEPS and DDP_SHARED_STEPS (the steps of the ddp and ddp-shared jobs, which run them whatever the attaches:
+# 40000 and 10000).
 # ATTACH_DEADLINE_S: seconds after the matrix's start past which no row starts another attach (0, the default: none),
 # so that a run under a device call's limit still ends every row with its untouched run and a verdict: a row that
 # had every window right and its untouched result but fewer than ATTACHES attaches is PARTIAL (not counted as passed),
@@ -70,7 +72,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
 [ -x "$gt" ] || { echo "missing $gt (stage the workspace)"; exit 1; }
 unset GPU_TOOLS_INJECT_LIB
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$out/inductor-cache}
-rows=${*:-eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late fork-child jax cupy-graph threads hung ddp}
+rows=${*:-eager amp graph compile compile-ro profiler-open profiler-schedule profiler-late nvtx serving capture-late fork-child jax cupy-graph threads hung ddp-shared ddp}
 windows=(0.5 1 1.5 2)
 # TRACE_ARGS: words added to every trace window (trace, trace-node, counters), such as `--no-flight-recorder
 # --no-pc-primer`, with which a window leaves nothing of CUPTI's in a job that never used it (the library then
@@ -292,11 +294,17 @@ row() {
     nvcc -O2 -std=c++17 -o "$d/threads" "$root/gpu-host/scripts/survival_threads.cu" > "$d/nvcc.txt" 2>&1 \
       || { echo "ROW $name FAIL (nvcc: $(head -c 300 "$d/nvcc.txt"))"; return; }
     CUDA_VISIBLE_DEVICES=$cvd "$d/threads" "$seconds" > "$d/attached.log" 2>&1 & attached=$! ;;
-  ddp)
-    CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29511 \
-      "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/untouched.log" 2>&1 & untouched=$!
-    CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port 29512 \
-      "$root/gpu-host/python/ddp_job.py" --steps "${DDP_STEPS:-40000}" > "$d/attached.log" 2>&1 & attached=$! ;;
+  ddp | ddp-shared)
+    # Two ranks on two GPUs over NCCL, or on the row's one GPU over gloo.
+    # (gloo's all-reduce goes through the host: fewer steps, DDP_SHARED_STEPS).
+    local backend=nccl ports=(29511 29512) ddp_steps=${DDP_STEPS:-40000}
+    [ "$name" = ddp-shared ] && backend=gloo ports=(29513 29514) ddp_steps=${DDP_SHARED_STEPS:-10000}
+    CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port "${ports[0]}" \
+      "$root/gpu-host/python/ddp_job.py" --backend $backend --steps "$ddp_steps" > "$d/untouched.log" 2>&1 &
+    untouched=$!
+    CUDA_VISIBLE_DEVICES=$cvd $py -m torch.distributed.run --nproc-per-node 2 --master-port "${ports[1]}" \
+      "$root/gpu-host/python/ddp_job.py" --backend $backend --steps "$ddp_steps" > "$d/attached.log" 2>&1 &
+    attached=$! ;;
   profiler-open) env ${JOB_ENV:-} CUDA_VISIBLE_DEVICES=$cvd $py -X faulthandler "$job" "$name" --seconds "$seconds" \
       > "$d/attached.log" 2>&1 &
     attached=$! ;;
@@ -309,7 +317,7 @@ row() {
     kill ${untouched:-} $attached 2>/dev/null; return
   fi
   # DDP: the whole tree under torchrun; every other job: its own pid.
-  if [ "$name" = ddp ]; then target=(--pid-tree "$attached"); sleep 2; else target=(--pid "$pid"); fi
+  if [[ $name == ddp* ]]; then target=(--pid-tree "$attached"); sleep 2; else target=(--pid "$pid"); fi
   sleep 1
   : > "$d/attaches.txt"; : > "$d/windows.txt"
   # This row's part of the tools' circuit; never a `where` first (the debugger would end CUPTI for the job).
@@ -328,7 +336,7 @@ row() {
     local tool=${tools[$(((n + offset) % ${#tools[@]}))]} w=${windows[$((n % ${#windows[@]}))]}
     [ -n "$last_pc" ] && [ $n -eq $((attaches - 1)) ] && tool=pc-sampling
     # One rank's kernels for the per-process commands of a torchrun tree.
-    if [ "$name" = ddp ] && [[ $tool == metrics || $tool == pc-sampling ]]; then
+    if [[ $name == ddp* ]] && [[ $tool == metrics || $tool == pc-sampling ]]; then
       attach "$name" $((n + 1)) "$tool" "$w" --pid "$pid" >> "$d/attaches.txt"
     else
       attach "$name" $((n + 1)) "$tool" "$w" "${target[@]}" >> "$d/attaches.txt"
@@ -345,7 +353,7 @@ row() {
   # parsing of its events, not hung; the probe killed it).
   local told deadline result_at=
   told=$(date +%s); deadline=$((told + ${HANG_SECONDS:-90}))
-  [ "$name" = ddp ] && deadline=$((deadline + seconds))
+  [[ $name == ddp* ]] && deadline=$((deadline + seconds))
   # When the job printed its result: a job slow to exit after it (its interpreter's and the CUDA driver's teardown)
   # is told apart from one that never got there.
   while alive "$attached" && [ "$(date +%s)" -lt "$deadline" ]; do
@@ -358,7 +366,7 @@ row() {
     else notes+=", with no result printed"; fi
     notes+="; stacks in hang.txt);"
     verdict=FAIL
-    local jp=$pid; [ "$name" = ddp ] && jp=$attached
+    local jp=$pid; [[ $name == ddp* ]] && jp=$attached
     { echo "state: $(cut -d' ' -f3 "/proc/$jp/stat" 2>/dev/null), threads: $(ls "/proc/$jp/task" 2>/dev/null | wc -l)"
       for t in /proc/"$jp"/task/*; do
         echo "--- task ${t##*/} $(cat "$t/comm" 2>/dev/null) state=$(cut -d' ' -f3 "$t/stat" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null) syscall=$(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
@@ -366,7 +374,7 @@ row() {
       done
       echo "--- maps of the GPU libraries it still has"
       grep -o '/[^ ]*\(libcuda\|libcupti\|gpu_tools\|libnvidia\)[^ ]*' "/proc/$jp/maps" 2>/dev/null | sort -u
-      case $name in threads|ddp|hung) ;; *) kill -USR1 "$jp" 2>/dev/null && sleep 1 && echo "(Python stacks: in attached.log)" ;; esac
+      case $name in threads|ddp|ddp-shared|hung) ;; *) kill -USR1 "$jp" 2>/dev/null && sleep 1 && echo "(Python stacks: in attached.log)" ;; esac
       if command -v gdb > /dev/null; then
         timeout 60 gdb -batch -p "$jp" -ex 'thread apply all bt 25' 2>&1 | grep -v '^\[New LWP' | head -300
       else
@@ -387,7 +395,7 @@ row() {
   steps=$(grep -m1 '^result' "$d/attached.log" | grep -o 'steps [0-9]*' | cut -d' ' -f2)
   case $name in
   threads) STOP_FILE= CUDA_VISIBLE_DEVICES=$cvd "$d/threads" 3 > "$d/untouched.log" 2>&1; rc_u=$? ;;
-  ddp) wait $untouched; rc_u=$? ;;
+  ddp | ddp-shared) wait $untouched; rc_u=$? ;;
   *) if [ -n "$steps" ]; then CUDA_VISIBLE_DEVICES=$cvd $py "$job" "$name" --steps "$steps" > "$d/untouched.log" 2>&1; rc_u=$?
      else rc_u=-1; echo "no step count in the attached run's result" > "$d/untouched.log"; fi ;;
   esac
