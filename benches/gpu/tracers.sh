@@ -27,13 +27,19 @@
 #           the floor with gpu-tools' clock and flush thread, with its resource
 #           subscriber too, the injection library alone with kernels only (buffers unread, then written to a file),
 #           and `gpu-tools trace --kinds kernel`.
+#  attrs    (ATTRS=1) which of CUPTI's activity attributes make a traced launch cheaper: the kernel floor as CUPTI
+#           sets it up by default, and with each of pinned host memory for its device buffers, per-thread activity
+#           buffers off, 16 device buffers pre-allocated (3 by default), and 32 MB device buffers (3.2 MB), over the
+#           kernel part's workloads and rounds (cupti_floor.c's CUPTI_FLOOR_ATTRS). What gpu-tools could set where a
+#           setting is cheaper beyond its rounds' spread.
 #
 # Stage first (`STAGE_ONLY=gpu-tools scripts/gpu-stage` puts .gpu/bin/bin-gpu-tools and libgpu_tools_inject.so in
 # place), then in the checkout that goes with .gpu/:
 #   PROFILE=1 bash benches/gpu/tracers.sh
-# Settings (environment): ROUNDS (5), PARTS ("main attach recorder listing", plus profile with PROFILE=1 and kernel with
-# KERNEL_LADDER=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4; KERNEL_ROUNDS, default 3, its
-# rounds), WORKLOADS (the main and kernel parts' workloads, comma-separated: c_sync, c_flood, torch_flood,
+# Settings (environment): ROUNDS (5), PARTS ("main attach recorder listing", plus profile with PROFILE=1, kernel with
+# KERNEL_LADDER=1 and attrs with ATTRS=1; `PARTS=kernel` runs that part alone, about 4 minutes at SCALE=0.4;
+# KERNEL_ROUNDS, default 3, the kernel and attrs parts' rounds), WORKLOADS (the main, kernel and attrs parts' workloads,
+# comma-separated: c_sync, c_flood, torch_flood,
 # torch_train, torch_graph, torch_serving; default all), BUDGET_S (400: the main part
 # runs fewer rounds rather than overrun it; the other parts take about 100 s), SCALE (1: every
 # workload's count), NODRIVER=1 (two configurations more: the defaults' kinds without driver API records, floor
@@ -53,8 +59,9 @@ ROUNDS=${ROUNDS:-5} SCALE=${SCALE:-1} NSYS=${NSYS:-auto} NSYS_ROUNDS=${NSYS_ROUN
 PARTS=${PARTS:-main attach recorder listing}
 [ "${PROFILE:-0}" = 1 ] && PARTS="$PARTS profile"
 [ "${KERNEL_LADDER:-0}" = 1 ] && PARTS="$PARTS kernel"
+[ "${ATTRS:-0}" = 1 ] && PARTS="$PARTS attrs"
 C_SYNC=${C_SYNC:-30000} C_FLOOD=${C_FLOOD:-100000} STEADY_S=${STEADY_S:-13}
-# WORKLOADS: the workloads the main and kernel parts run (comma-separated; default all six), so that a part at full
+# WORKLOADS: the workloads the main, kernel and attrs parts run (comma-separated; default all six), so that a part at full
 # scale with enough rounds can run a few workloads per device call.
 WORKLOADS=${WORKLOADS:-c_sync,c_flood,torch_flood,torch_train,torch_graph,torch_serving}
 KERNEL_ROUNDS=${KERNEL_ROUNDS:-3}
@@ -142,6 +149,14 @@ prefix() {
   pre=(env) extra=()
   case $config in
     native) ;;
+    floor-kernel-pinned | floor-kernel-unthreaded | floor-kernel-prealloc | floor-kernel-bigbuf)
+      # The kernel floor with one of CUPTI's activity attributes set (the attrs part).
+      local attrs
+      case $config in
+        *-pinned) attrs=8=1 ;; *-unthreaded) attrs=9=0 ;; *-prealloc) attrs=6=16 ;; *-bigbuf) attrs=0=32000000 ;;
+      esac
+      pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_KERNEL" CUPTI_FLOOR_LIB="$cupti_lib"
+        CUPTI_FLOOR_ATTRS="$attrs" CUPTI_FLOOR_REPORT="$tmp/$tag.floor") ;;
     floor-kernel-zeroed)
       # The kernel floor with its buffers zeroed off the launching thread, and CUPTI told so.
       pre=(env CUDA_INJECTION64_PATH="$floor" CUPTI_FLOOR_KINDS="$FLOOR_KERNEL" CUPTI_FLOOR_LIB="$cupti_lib"
@@ -207,6 +222,10 @@ one_run() {
   elif [ -f "$tmp/$tag.floor" ]; then
     sed "s/^/$tag /" "$tmp/$tag.floor" >>"$out/floor-reports.txt"
     check=floor_bytes=$(sed -n 's/.* bytes=\([0-9]*\) .*/\1/p' "$tmp/$tag.floor" | awk '{ s += $1 } END { print s + 0 }')
+    # An attribute CUPTI refused: not the floor asked for.
+    case $config in floor-kernel-pinned | floor-kernel-unthreaded | floor-kernel-prealloc | floor-kernel-bigbuf)
+      grep -q ' enable_failures=[1-9]' "$tmp/$tag.floor" && check=missing ;;
+    esac
   elif grep -q '^profiler ' "$log"; then
     check=events=$(awk '$1 == "profiler" { s += $6 } END { print s + 0 }' "$log")
   fi
@@ -277,7 +296,7 @@ reserve=0
 for p in $PARTS; do
   case $p in
     attach) reserve=$((reserve + 45)) ;; recorder) reserve=$((reserve + 60)) ;; listing) reserve=$((reserve + 15)) ;; profile) reserve=$((reserve + 50)) ;;
-    kernel) reserve=$((reserve + 120)) ;;
+    kernel | attrs) reserve=$((reserve + 120)) ;;
   esac
 done
 [ "${SMOKE:-0}" = 1 ] && reserve=0
@@ -425,6 +444,15 @@ if [[ " $PARTS " == *" kernel "* ]]; then
       | tee -a "$out/clock-calls.txt"
     rm -f "$tmp/clock-$program"-*.gputrace
   done
+fi
+
+if [[ " $PARTS " == *" attrs "* ]]; then
+  programs=$c_programs
+  [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && programs="$programs torch"
+  say "== attrs: the kernel floor with CUPTI's activity attributes over $programs (at $(elapsed) s)"
+  n_rounds "$KERNEL_ROUNDS" attrs $((BUDGET_S - 5)) \
+    "native floor-kernel floor-kernel-pinned floor-kernel-unthreaded floor-kernel-prealloc floor-kernel-bigbuf" \
+    "$programs"
 fi
 
 say "== done in $(elapsed) s"

@@ -7,7 +7,7 @@ Reads raw.tsv (one row per workload per run: part round config workload ms units
 the attach jobs' logs and machine.txt. Medians, min-max and the interquartile range of the rounds; ratios of medians
 to native and to the floor of the same kinds; in how many rounds gpu-tools' defaults beat torch.profiler (the same
 round's runs); the attached windows' rates; the listing's cost; the profile's split per launch; the kernel part's
-steps per workload.
+steps per workload; the attrs part's attributes against the kernel floor.
 """
 import json
 import os
@@ -39,6 +39,14 @@ KERNEL_STEPS = [
     ("stage-kernel-no-decode", "floor-kernel-subscribed", "the injection library's session, buffers unread"),
     ("stage-kernel-full", "stage-kernel-no-decode", "decoding, converting, encoding, writing to a file"),
     ("gt-kernel", "stage-kernel-full", "the socket and the gpu-tools process instead of a file"),
+]
+
+# The attrs part (ATTRS=1): the kernel floor with one of CUPTI's activity attributes set, against the plain floor.
+ATTR_CONFIGS = [
+    ("floor-kernel-pinned", "pinned host memory for the device buffers (CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED)"),
+    ("floor-kernel-unthreaded", "one activity buffer for all threads (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER 0)"),
+    ("floor-kernel-prealloc", "16 device buffers pre-allocated (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_PRE_ALLOCATE_VALUE)"),
+    ("floor-kernel-bigbuf", "32 MB device buffers (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE)"),
 ]
 
 
@@ -330,6 +338,41 @@ def kernel_part(rows, results):
     results["kernel"] = res
 
 
+def attrs_part(rows, results):
+    """Medians of the attrs part per workload: each attribute's floor against the plain floor, per unit of work and
+    as a ratio, with the plain floor's spread beside it (a difference inside it is not a finding)."""
+    ok = [r for r in rows if r["part"] == "attrs" and r["ms"] is not None]
+    if not ok:
+        return
+    res = {}
+    print("== attrs: the kernel floor with one of CUPTI's activity attributes set, medians of the rounds")
+    for w in sorted({r["workload"] for r in ok}):
+        mine = [r for r in ok if r["workload"] == w]
+        med = {c: stats([r["ms"] for r in mine if r["config"] == c]) for c in {r["config"] for r in mine}}
+        units = max((int(r["units"]) for r in mine if r["units"].isdigit()), default=0)
+        print(f"{w} ({units} units):")
+        floor = med.get("floor-kernel")
+        rows_out = []
+        for c, what in [("native", ""), ("floor-kernel", "CUPTI's defaults")] + ATTR_CONFIGS:
+            if c not in med:
+                continue
+            m = med[c]
+            line = f"  {c:<24} {m['median']:10.1f} ms [{m['min']:.1f}-{m['max']:.1f}]"
+            entry = {"config": c, "median": m["median"], "min": m["min"], "max": m["max"], "what": what}
+            if floor and c.startswith("floor-kernel-") and units:
+                ns = (m["median"] - floor["median"]) * 1e6 / units
+                ratio = m["median"] / floor["median"]
+                line += f"  {ratio:.3f} of the floor, {ns:+.1f} ns per unit"
+                entry.update({"of_floor": ratio, "ns_per_unit": ns})
+            print(line + (f"  {what}" if what else ""))
+            rows_out.append(entry)
+        if floor and units:
+            spread = (floor["max"] - floor["min"]) * 1e6 / units
+            print(f"    the floor's own rounds spread {spread:.1f} ns per unit")
+        res[w] = {"units": units, "configs": rows_out}
+    results["attrs"] = res
+
+
 def delivery_part(out, results):
     """The injection library's debug lines `buffer of N bytes delivered in T ms` of the profile's flood."""
     path = os.path.join(out, "profile-delivery.log")
@@ -375,6 +418,7 @@ def main():
     listing_part(out, rows, results)
     profile_part(rows, results)
     kernel_part(rows, results)
+    attrs_part(rows, results)
     delivery_part(out, results)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
