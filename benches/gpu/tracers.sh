@@ -422,9 +422,12 @@ if [[ " $PARTS " == *" profile "* ]]; then
 fi
 
 # --- where the time of a launch traced with --kinds kernel goes, above its floor
+# The programs of the kernel and attrs parts: the C ones, and the PyTorch workloads (one process) where torch is.
+ladder_programs=$c_programs
+[ "$have_torch" = 1 ] && [ -n "$torch_list" ] && ladder_programs="$ladder_programs torch"
+
 if [[ " $PARTS " == *" kernel "* ]]; then
-  programs=$c_programs
-  [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && programs="$programs torch"
+  programs=$ladder_programs
   say "== kernel: --kinds kernel step by step over $programs (at $(elapsed) s)"
   n_rounds "$KERNEL_ROUNDS" kernel $((BUDGET_S - 5)) \
     "native floor-kernel floor-kernel-zeroed floor-kernel-clock-flush floor-kernel-subscribed stage-kernel-no-decode stage-kernel-full gt-kernel" \
@@ -447,8 +450,7 @@ if [[ " $PARTS " == *" kernel "* ]]; then
 fi
 
 if [[ " $PARTS " == *" attrs "* ]]; then
-  programs=$c_programs
-  [ "$have_torch" = 1 ] && [ -n "$torch_list" ] && programs="$programs torch"
+  programs=$ladder_programs
   say "== attrs: the kernel floor with CUPTI's activity attributes over $programs (at $(elapsed) s)"
   n_rounds "$KERNEL_ROUNDS" attrs $((BUDGET_S - 5)) \
     "native floor-kernel floor-kernel-pinned floor-kernel-unthreaded floor-kernel-prealloc floor-kernel-bigbuf" \

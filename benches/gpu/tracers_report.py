@@ -317,17 +317,25 @@ def profile_part(rows, results):
     results["profile"] = res
 
 
-def kernel_part(rows, results):
-    """Medians of the kernel part per workload, and each step's cost per unit of work (launch, step, request)."""
-    ok = [r for r in rows if r["part"] == "kernel" and r["ms"] is not None]
-    if not ok:
-        return
-    res = {}
-    print("== kernel: where --kinds kernel spends its time above its floor, medians of the rounds")
+def per_workload(rows, part):
+    """The timed runs of `part`, per workload: (workload, each configuration's stats, the workload's units of work),
+    in the workloads' order."""
+    ok = [r for r in rows if r["part"] == part and r["ms"] is not None]
     for w in sorted({r["workload"] for r in ok}):
         mine = [r for r in ok if r["workload"] == w]
         med = {c: stats([r["ms"] for r in mine if r["config"] == c]) for c in {r["config"] for r in mine}}
         units = max((int(r["units"]) for r in mine if r["units"].isdigit()), default=0)
+        yield w, med, units
+
+
+def kernel_part(rows, results):
+    """Medians of the kernel part per workload, and each step's cost per unit of work (launch, step, request)."""
+    workloads = list(per_workload(rows, "kernel"))
+    if not workloads:
+        return
+    res = {}
+    print("== kernel: where --kinds kernel spends its time above its floor, medians of the rounds")
+    for w, med, units in workloads:
         print(f"{w} ({units} units):")
         for c, _, _ in [("native", None, None)] + KERNEL_STEPS:
             if c in med:
@@ -341,15 +349,12 @@ def kernel_part(rows, results):
 def attrs_part(rows, results):
     """Medians of the attrs part per workload: each attribute's floor against the plain floor, per unit of work and
     as a ratio, with the plain floor's spread beside it (a difference inside it is not a finding)."""
-    ok = [r for r in rows if r["part"] == "attrs" and r["ms"] is not None]
-    if not ok:
+    workloads = list(per_workload(rows, "attrs"))
+    if not workloads:
         return
     res = {}
     print("== attrs: the kernel floor with one of CUPTI's activity attributes set, medians of the rounds")
-    for w in sorted({r["workload"] for r in ok}):
-        mine = [r for r in ok if r["workload"] == w]
-        med = {c: stats([r["ms"] for r in mine if r["config"] == c]) for c in {r["config"] for r in mine}}
-        units = max((int(r["units"]) for r in mine if r["units"].isdigit()), default=0)
+    for w, med, units in workloads:
         print(f"{w} ({units} units):")
         floor = med.get("floor-kernel")
         rows_out = []

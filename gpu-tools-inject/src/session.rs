@@ -384,7 +384,8 @@ pub fn install(session: Session) -> Result<(), Session> {
     Ok(())
 }
 
-/// Ends the process's session, if one runs: every record CUPTI holds is delivered, then the stream ends.
+/// Ends the process's session, if one runs: every record CUPTI holds is delivered, then the stream ends. True when
+/// one ran.
 pub fn finish_running(reason: EndReason) -> bool {
     let session = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take();
     match session {

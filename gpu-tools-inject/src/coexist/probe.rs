@@ -798,6 +798,21 @@ mod tests {
         assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
     }
 
+    /// A flush of the program's on a thread of its own, returning its wait ([`enter_program_call`]); returns once
+    /// the thread runs (a barrier), not when it was only spawned.
+    fn program_call_on_a_running_thread() -> std::thread::JoinHandle<Duration> {
+        let running = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let program = std::thread::spawn({
+            let running = running.clone();
+            move || {
+                running.wait();
+                enter_program_call().1
+            }
+        });
+        running.wait();
+        program
+    }
+
     #[test]
     fn a_flush_of_the_programs_made_while_its_callbacks_are_looked_for_waits_until_they_are_found()
     {
@@ -808,15 +823,7 @@ mod tests {
         start_locating();
         // The program's thread runs before the look ends (on a busy machine a thread spawned alone started only
         // after it, found nothing looked for, and did not wait).
-        let running = std::sync::Arc::new(std::sync::Barrier::new(2));
-        let program = std::thread::spawn({
-            let running = running.clone();
-            move || {
-                running.wait();
-                enter_program_call().1
-            }
-        });
-        running.wait();
+        let program = program_call_on_a_running_thread();
         std::thread::sleep(Duration::from_millis(20));
         end_locating(None);
         let waited = program.join().unwrap();
@@ -862,17 +869,9 @@ mod tests {
         );
         flushing.join().unwrap();
         // Between that wait and the locate, a new call of the program's waits too (for the look to end).
-        // The program's thread runs before the probe's start ends (a barrier: on a busy machine a thread spawned
-        // alone may start only after it, and then wait for the look alone).
-        let running = std::sync::Arc::new(std::sync::Barrier::new(2));
-        let program = std::thread::spawn({
-            let running = running.clone();
-            move || {
-                running.wait();
-                enter_program_call().1
-            }
-        });
-        running.wait();
+        // The program's thread runs before the probe's start ends (on a busy machine a thread spawned alone may
+        // start only after it, and then wait for the look alone).
+        let program = program_call_on_a_running_thread();
         std::thread::sleep(Duration::from_millis(20));
         assert!(
             !program.is_finished(),
