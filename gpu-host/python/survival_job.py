@@ -26,7 +26,10 @@ the profiler kinds `torch_profiler kernels N steps M` (the GPU records the job's
 sets) and `torch_profiler repeats N` (records it was handed twice), with profiler-schedule and profiler-late also
 `torch_profiler_cycles` (the count of each cycle or session, run lengths as COUNTxTIMES: a cycle of 0 shows a window
 that took the profiler's records). profiler-schedule synchronises before each schedule step, so that each full cycle
-holds exactly its 3 steps' records whatever the GPU's pace. NEW_WORK_FILE (eager, jax): see NewWork.
+holds exactly its active steps' records whatever the GPU's pace. PROFILER_SCHEDULE=WAIT,WARMUP,ACTIVE (profiler-schedule;
+default 2,1,3): its cycle, for instance 0,1,1 for a flush of the profiler's every other step, which makes a window's
+start inside one of its flushes likely (the injection library's probe waits for such a flush: a run with its debug log
+says how often). NEW_WORK_FILE (eager, jax): see NewWork.
 """
 import argparse
 import os
@@ -328,8 +331,9 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
     prof = None
     if kind == "profiler-schedule":
         # As training frameworks' profiler callbacks run it: each cycle starts and stops CUPTI's recording.
-        prof = profile(activities=[ProfilerActivity.CUDA], schedule=schedule(wait=2, warmup=1, active=3),
-                       on_trace_ready=collect)
+        wait, warmup, active = (int(n) for n in os.environ.get("PROFILER_SCHEDULE", "2,1,3").split(","))
+        prof = profile(activities=[ProfilerActivity.CUDA],
+                       schedule=schedule(wait=wait, warmup=warmup, active=active), on_trace_ready=collect)
         prof.__enter__()
     loss = step(0)
     sync()
@@ -345,7 +349,7 @@ def run_torch_profiled(kind, model, x, y, loss_fn, opt, loop, sync):
             # keeps the GPU records that run between a cycle's start and its stop, so without this a cycle's count
             # is the GPU's pace, not the steps': with 16 jobs on one H200 a queue of earlier steps can run inside one
             # cycle (likely how an attached cycle held 275 records where 3 steps make 188) and a cycle's last step
-            # after its stop. Synchronised, every full cycle holds exactly its 3 steps, and any other count is a
+            # after its stop. Synchronised, every full cycle holds exactly its active steps, and any other count is a
             # record lost or repeated.
             sync()
             prof.step()

@@ -51,7 +51,8 @@
 # with which glibc aborts at the first heap inconsistency it sees rather than later: for a job that died of a
 # corrupted heap), GT (the gpu-tools binary, default .gpu/bin/bin-gpu-tools: another build staged beside it),
 # DDP_STEPS and DDP_SHARED_STEPS (the steps of the ddp and ddp-shared jobs, which run them whatever the attaches:
-# 40000 and 10000).
+# 40000 and 10000). PROFILER_SCHEDULE=WAIT,WARMUP,ACTIVE: profiler-schedule's cycle (survival_job.py; the attached and
+# untouched runs both take it from the environment).
 # ATTACH_DEADLINE_S: seconds after the matrix's start past which no row starts another attach (0, the default: none),
 # so that a run under a device call's limit still ends every row with its untouched run and a verdict: a row that
 # had every window right and its untouched result but fewer than ATTACHES attaches is PARTIAL (not counted as passed),
