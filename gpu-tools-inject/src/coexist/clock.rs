@@ -323,6 +323,52 @@ pub unsafe fn trace_stamped_spans(
     out
 }
 
+impl ClockMap {
+    /// Whether `t`, a record's start, was stamped before the trace's clock went in: on the program's clock where
+    /// the two are told apart, before the map's first reading where they run as one (`CLOCK_MONOTONIC`); never where
+    /// the program's clock is unknown.
+    pub fn stamped_before_trace(&self, t: u64, now: u64) -> bool {
+        match self.stamped_by_trace(t, now) {
+            Some(by_trace) => !by_trace,
+            None => self.converts() && self.first.is_some_and(|(m0, _)| t < m0),
+        }
+    }
+}
+
+/// The kinds of the records in `buffer` that started at `since` (the program's clock) or later and were stamped
+/// before the trace's clock went in ([`ClockMap::stamped_before_trace`]): CUPTI made them before the trace enabled
+/// any kind (the clock goes in first), so they are kinds the profiler whose buffer this is had on since then.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+pub unsafe fn kinds_stamped_before_trace(
+    buffer: *mut u8,
+    valid: usize,
+    next: NextRecordFn,
+    map: &ClockMap,
+    since: u64,
+) -> u64 {
+    if buffer.is_null() {
+        return 0;
+    }
+    let now = monotonic_ns();
+    // SAFETY: the caller's promise.
+    let spans = unsafe { record_spans(buffer, valid, next) };
+    let mut kinds = 0u64;
+    for (at, len, kind) in spans {
+        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
+        let Some(t) = start_of(bytes, kind) else {
+            continue;
+        };
+        if t >= since && t != u64::MAX && map.stamped_before_trace(t, now) {
+            kinds |= super::bit(kind);
+        }
+    }
+    kinds
+}
+
 /// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.
 ///
 /// # Safety
@@ -531,5 +577,59 @@ mod tests {
             "the trace's record is put on the program's clock: {converted}"
         );
         assert_eq!(records[1].end - records[1].start, 1000);
+    }
+
+    #[test]
+    fn the_kinds_stamped_before_the_traces_clock_since_a_moment_are_the_programs() {
+        let api = |kind: u32, start: u64| sys::CUpti_ActivityAPI {
+            kind,
+            start,
+            end: start + 1000,
+            // SAFETY: a plain C structure, all zeros valid.
+            ..unsafe { std::mem::zeroed() }
+        };
+        let bits = |kinds: &[u32]| kinds.iter().fold(0u64, |a, &k| a | (1u64 << k));
+        let (old, theirs, trace) = (
+            sys::CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API,
+            sys::CUPTI_ACTIVITY_KIND_RUNTIME,
+            sys::CUPTI_ACTIVITY_KIND_DRIVER,
+        );
+        // The program on CLOCK_REALTIME: its runtime record since the moment is of its kind; the driver record on
+        // the trace's clock is the trace's (the kind the trace enabled); the one from before the moment may be of a
+        // session that ended.
+        let map = ClockMap::new(ProgramClock::Realtime);
+        let since = realtime_ns() - 2 * SECOND;
+        let mut records = [
+            api(theirs, realtime_ns() - SECOND),
+            api(trace, monotonic_ns() - SECOND / 4),
+            api(old, realtime_ns() - 3 * SECOND),
+        ];
+        let valid = std::mem::size_of_val(&records);
+        // SAFETY: three whole API records, walked by `next_api`.
+        let kinds = unsafe {
+            kinds_stamped_before_trace(records.as_mut_ptr().cast(), valid, next_api, &map, since)
+        };
+        assert_eq!(kinds, bits(&[theirs]));
+        // The program on the trace's own clock: a record from before the map's first reading is its, one since is
+        // not known to be.
+        let map = ClockMap::new(ProgramClock::Monotonic);
+        let since = monotonic_ns() - 2 * SECOND;
+        let mut records = [
+            api(theirs, monotonic_ns() - SECOND),
+            api(trace, monotonic_ns() + SECOND),
+            api(old, monotonic_ns() - 3 * SECOND),
+        ];
+        // SAFETY: as above.
+        let kinds = unsafe {
+            kinds_stamped_before_trace(records.as_mut_ptr().cast(), valid, next_api, &map, since)
+        };
+        assert_eq!(kinds, bits(&[theirs]));
+        // A clock that cannot be read: nothing is known.
+        let map = ClockMap::new(ProgramClock::Unknown);
+        // SAFETY: as above.
+        let kinds = unsafe {
+            kinds_stamped_before_trace(records.as_mut_ptr().cast(), valid, next_api, &map, 0)
+        };
+        assert_eq!(kinds, 0);
     }
 }

@@ -34,7 +34,11 @@
 //! then shared with as if it had registered and enabled them during the trace. Its import slots are redirected before
 //! that moment, so that what it enables, disables or registers from then on until the sharing starts is known too
 //! (`watch`: a torch.profiler on a `schedule` that began a cycle right after the moment lost steps of that cycle).
-//! A kind it had on before the attach and that recorded nothing in that moment cannot be seen: it is not given back
+//! The watch waits for a buffer of the program's work: one of CUPTI's own overhead records alone (CUPTI 13.0 keeps a
+//! buffer per thread) says nothing of its kinds. A kind it had on that the watch did not see is still learned where its
+//! records made after the watch come back before the trace's clock went in (the tracer's forced flush before its start,
+//! or a buffer of its CUPTI held then), unless its own calls decided that kind meanwhile; it is then its, and given
+//! back at the end (`Mux::learn_program_kinds`). A kind that recorded nothing then cannot be seen: it is not given back
 //! at the end, and its records of the window go to the trace alone (where the program ends its session inside the
 //! window, the stream says which kind it lacked). The buffer of its that CUPTI holds when the
 //! tracer starts is completed to the tracer later: the records in it made since then are the trace's too, and the
@@ -122,6 +126,9 @@ struct Program {
     probed: bool,
     /// Kinds it disabled while on unseen, already said in the stream.
     unseen_said: u64,
+    /// Kinds it enabled or disabled itself while watched, before the sharing: whether they are on is what its calls
+    /// said, not what records were seen.
+    called_while_watched: u64,
 }
 
 impl Program {
@@ -170,6 +177,50 @@ struct Mux {
     tracer_holds_buffer: bool,
     /// The session's tracer has stopped ([`tracer_stopped`]): the program's registrations go to CUPTI at once.
     tracer_done: bool,
+}
+
+impl Mux {
+    /// Kinds of the program's records made before the trace's clock went in, seen after the probe's watch (`seen`
+    /// says where): on since before the attach, though the watch saw none of them. Where the program has neither
+    /// enabled nor disabled them itself since (its calls say better), they are its from now on: it gets their
+    /// records, and they stay enabled for it at the end. Taken for the trace's alone, they were disabled at the
+    /// window's end for the rest of the job: on an H200 a torch.profiler open across eight windows kept 116,125 of
+    /// its 481,785 kernels so. `late`: the tracer has run meanwhile, and their records until now went to the trace
+    /// alone.
+    fn learn_program_kinds(&mut self, kinds: u64, seen: &str, late: bool) {
+        let program = &mut self.program;
+        if !program.probed {
+            return;
+        }
+        let decided = program.disabled_at.iter().fold(
+            program.enabled | program.draining | program.unseen_said | program.called_while_watched,
+            |a, d| a | bit(d.kind),
+        );
+        let more = kinds & !decided;
+        if more == 0 {
+            return;
+        }
+        program.enabled |= more;
+        program.only_program = program.enabled & !self.session_kinds;
+        let more = ActivityKinds::from_bits_retain(more);
+        log::debug!("the program's profiler records {more:?} too, seen in {seen}");
+        self.link.writer.notice(
+            if late {
+                NoticeLevel::Warning
+            } else {
+                NoticeLevel::Info
+            },
+            format!(
+                "the program's own profiler also records CUPTI activity kinds {more:?}, which the attach's watch did \
+                 not see (seen in {seen}): they are its from now on and stay enabled for it at the end{}",
+                if late {
+                    "; its records of them in this window until now went to the trace alone"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
 }
 
 static MUX: Mutex<Option<Mux>> = Mutex::new(None);
@@ -469,6 +520,23 @@ unsafe extern "C" fn unlent_to_program(
         let Some(next) = next else {
             return valid;
         };
+        // Its records that started after the probe's watch and before the trace's clock went in are of kinds it
+        // records (an older one may be of a session it ended before the watch); read before the conversion below
+        // puts the trace's on its clock.
+        let before = match probe::watch_ended() {
+            // SAFETY: the caller's buffer of `valid` bytes of records; the walk is CUPTI's own.
+            Some(since) => unsafe {
+                clock::kinds_stamped_before_trace(buffer, valid, next, &map, since)
+            },
+            None => 0,
+        };
+        with_mux(|m| {
+            m.learn_program_kinds(
+                before,
+                "a buffer of its that CUPTI held when the trace started",
+                true,
+            )
+        });
         // The records made since the tracer started are the trace's too (of its kinds, in its window: the writer
         // keeps those), read before they go on; on an H200 the first 0.2-0.3 s of a window beside torch.profiler
         // were in such a buffer of Kineto's.
@@ -523,8 +591,19 @@ pub fn probe_lost_records() -> u64 {
 
 /// The session's tracer runs with `layout`: from now on the trace reads the program's buffers CUPTI completes to
 /// it ([`unlent_to_program`]). Nothing without a sharing.
+///
+/// Also the moment the probe's callbacks have left CUPTI: the kinds of what they passed on to the program after its
+/// watch (the tracer's forced flush before its start completes the program's buffers through them) are its.
 pub fn set_trace_layout(layout: RecordLayout) {
-    with_mux(|m| m.layout = Some(layout));
+    let seen = probe::kinds_since_watch();
+    with_mux(|m| {
+        m.layout = Some(layout);
+        m.learn_program_kinds(
+            seen,
+            "its buffers CUPTI completed after the watch, before the trace started",
+            false,
+        );
+    });
 }
 
 /// Writes the records of a program's buffer that are on the trace's clock to the trace, from a copy (the buffer
@@ -701,6 +780,7 @@ pub fn install(
             program.registered = true;
         }
         program.enabled = (program.enabled | w.on) & !w.off;
+        program.called_while_watched = w.on | w.off;
     }
     program.only_program = program.enabled & !session_kinds.bits();
     let receiving = program.receives() != 0;

@@ -37,8 +37,19 @@ static PROGRAM_COMPLETE: AtomicUsize = AtomicUsize::new(0);
 static ASKED: AtomicBool = AtomicBool::new(false);
 /// The kinds of the records in the program's buffers during the probe.
 static KINDS_SEEN: AtomicU64 = AtomicU64::new(0);
-/// Buffers CUPTI completed through the probe's callbacks (since the process started): the watch's end waits for one.
-static COMPLETED: AtomicU64 = AtomicU64::new(0);
+/// CUPTI's clock, the program's, when the last probe's watch ended (`u64::MAX`: not yet, or not read).
+static WATCH_ENDED: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The kinds of the records the probe's callbacks passed on that started after [`WATCH_ENDED`]: kinds on after the
+/// attach began (one the program disabled since came through the watched import slots). An older record may be of a
+/// session that ended before the watch, a kernel of it that the GPU ran late included.
+static KINDS_SINCE_WATCH: AtomicU64 = AtomicU64::new(0);
+/// Buffers CUPTI completed through the probe's callbacks holding a record of work, of a kind other than CUPTI's own
+/// overhead (since the process started): the watch's end waits for one. CUPTI 13.0 keeps a buffer per thread, and
+/// the one of its own thread, two overhead records from the last flush, comes back at once while the program's
+/// threads' buffers, with kernels still running, stay: on an H200 the watch's end took that one for the program's,
+/// the probe saw its profiler record overhead alone, and the window's end left its kernel and API kinds disabled for
+/// the rest of the job (its torch.profiler kept 116,125 of 481,785 kernels).
+static COMPLETED_WITH_WORK: AtomicU64 = AtomicU64::new(0);
 /// `cuptiActivityGetNextRecord`, as an address (0: not resolved).
 static NEXT_RECORD: AtomicUsize = AtomicUsize::new(0);
 /// Between the probe's registration and the moment the program's pair is known: CUPTI may fill and complete a
@@ -254,9 +265,24 @@ pub(super) fn flush_back_lent(real: &Real) -> usize {
 /// kernels) at a `profile --pid` beside it, whose look has no watch of the program's calls and so always flushed,
 /// and likely so at a first trace (whose watch saw no flush of the program's); a training step's synchronise gives
 /// such a moment every step.
+/// A buffer holding only CUPTI's overhead records does not count (see [`COMPLETED_WITH_WORK`]).
 fn flush_back_at_watch_end(real: &Real) -> gpu_tools::cupti::activity::CompleteFirst {
-    let before = COMPLETED.load(Ordering::Acquire);
-    super::flush::complete_first(real, || COMPLETED.load(Ordering::Acquire) != before)
+    let before = COMPLETED_WITH_WORK.load(Ordering::Acquire);
+    super::flush::complete_first(real, || {
+        COMPLETED_WITH_WORK.load(Ordering::Acquire) != before
+    })
+}
+
+/// The kinds of the records that started after the last probe's watch which the probe's callbacks passed on, until
+/// the tracer's callbacks replaced the probe's (its forced flush before its start completes the program's buffers
+/// through them).
+pub(super) fn kinds_since_watch() -> u64 {
+    KINDS_SINCE_WATCH.load(Ordering::Acquire)
+}
+
+/// CUPTI's clock, the program's, when the last probe's watch ended (`None`: not read).
+pub(super) fn watch_ended() -> Option<u64> {
+    Some(WATCH_ENDED.load(Ordering::Acquire)).filter(|&t| t != u64::MAX)
 }
 
 /// How long a flush or a registration of the program's waits for the probe to find its callbacks.
@@ -472,8 +498,12 @@ unsafe extern "C" fn probe_complete(
     valid: usize,
 ) {
     let run = std::panic::catch_unwind(|| {
-        KINDS_SEEN.fetch_or(kinds_in(buffer, valid), Ordering::AcqRel);
-        COMPLETED.fetch_add(1, Ordering::AcqRel);
+        let (kinds, recent) = kinds_in(buffer, valid);
+        KINDS_SEEN.fetch_or(kinds, Ordering::AcqRel);
+        KINDS_SINCE_WATCH.fetch_or(recent, Ordering::AcqRel);
+        if kinds & !bit(sys::CUPTI_ACTIVITY_KIND_OVERHEAD) != 0 {
+            COMPLETED_WITH_WORK.fetch_add(1, Ordering::AcqRel);
+        }
         // SAFETY: the program's completion callback, with the buffer its request callback gave.
         unsafe { hand_to_program(context, stream, buffer, size, valid) }
     });
@@ -528,24 +558,35 @@ pub(super) unsafe extern "C" fn hand_to_program(
     }
 }
 
-/// The kinds of the records in a buffer, walked with CUPTI's own `cuptiActivityGetNextRecord`.
-fn kinds_in(buffer: *mut u8, valid: usize) -> u64 {
+/// The kinds of the records in a buffer, walked with CUPTI's own `cuptiActivityGetNextRecord`, and those of its
+/// records that started after the probe's watch ([`WATCH_ENDED`]).
+fn kinds_in(buffer: *mut u8, valid: usize) -> (u64, u64) {
     let next = NEXT_RECORD.load(Ordering::Acquire);
     if next == 0 || buffer.is_null() {
-        return 0;
+        return (0, 0);
     }
-    type NextFn =
-        unsafe extern "C" fn(*mut u8, usize, *mut *mut sys::CUpti_Activity) -> sys::CUptiResult;
     // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states.
-    let next = unsafe { std::mem::transmute::<usize, NextFn>(next) };
-    let mut kinds = 0u64;
-    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
-    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes; each record starts with its kind.
-    while unsafe { next(buffer, valid, &mut record) } == sys::CUPTI_SUCCESS && !record.is_null() {
-        // SAFETY: a record CUPTI returned, which starts with its 32-bit kind.
-        kinds |= bit(unsafe { (*record).kind });
+    let next = unsafe { std::mem::transmute::<usize, super::NextRecordFn>(next) };
+    let since = WATCH_ENDED.load(Ordering::Acquire);
+    let (mut kinds, mut recent) = (0u64, 0u64);
+    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes.
+    for (at, len, kind) in unsafe { super::clock::record_spans(buffer, valid, next) } {
+        kinds |= bit(kind);
+        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
+        if super::clock::start_of(bytes, kind).is_some_and(|t| t >= since && t != u64::MAX) {
+            recent |= bit(kind);
+        }
     }
-    kinds
+    (kinds, recent)
+}
+
+/// CUPTI's clock now (the program's while the probe's callbacks stand in CUPTI).
+fn cupti_now(real: &Real) -> Option<u64> {
+    let now = real.get_timestamp?;
+    let mut t = 0u64;
+    // SAFETY: cuptiGetTimestamp with a valid out-pointer.
+    (unsafe { now(&mut t) } == sys::CUPTI_SUCCESS && t != 0).then_some(t)
 }
 
 /// Looks for the program's callbacks and, where found, watches its buffers for `watch`. Call it before the
@@ -575,6 +616,8 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     let before = snapshot(&ranges);
     ASKED.store(false, Ordering::Release);
     KINDS_SEEN.store(0, Ordering::Release);
+    KINDS_SINCE_WATCH.store(0, Ordering::Release);
+    WATCH_ENDED.store(u64::MAX, Ordering::Release);
     PROGRAM_REQUEST.store(0, Ordering::Release);
     PROGRAM_COMPLETE.store(0, Ordering::Release);
     start_locating();
@@ -638,6 +681,7 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         watch.as_millis()
     );
     std::thread::sleep(watch);
+    WATCH_ENDED.store(cupti_now(real).unwrap_or(u64::MAX), Ordering::Release);
     if super::watch::program_flushed_or_registered() {
         // Its buffers went back at its own flush (through the probe's callbacks, which saw their kinds), or its own
         // callbacks are in CUPTI again (a flush now would not pass through the probe's), and the watch noted the
@@ -744,8 +788,57 @@ mod tests {
     }
 
     /// A flush that completes a buffer of the program's through the probe at the flush [`LANDS_AT`] counts (0:
-    /// never), forced or not, as CUPTI returns a buffer whose records are whole.
+    /// never), forced or not, as CUPTI returns a buffer whose records are whole; every flush before it completes
+    /// the buffer of CUPTI's own thread, which holds overhead records only (CUPTI 13.0 keeps a buffer per thread).
     static LANDS_AT: AtomicUsize = AtomicUsize::new(0);
+
+    /// Two records of 8 bytes each (a kind and padding), walked by [`eight_byte_records`].
+    #[repr(C, align(8))]
+    struct TwoRecords([u32; 4]);
+
+    /// The program's thread's buffer: an API record and a kernel.
+    static WORK: TwoRecords = TwoRecords([
+        sys::CUPTI_ACTIVITY_KIND_RUNTIME,
+        0,
+        sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        0,
+    ]);
+    /// CUPTI's own thread's buffer: the overhead of the last flush.
+    static OVERHEAD_ONLY: TwoRecords = TwoRecords([
+        sys::CUPTI_ACTIVITY_KIND_OVERHEAD,
+        0,
+        sys::CUPTI_ACTIVITY_KIND_OVERHEAD,
+        0,
+    ]);
+
+    /// `cuptiActivityGetNextRecord` over records of 8 bytes.
+    unsafe extern "C" fn eight_byte_records(
+        buffer: *mut u8,
+        valid: usize,
+        record: *mut *mut sys::CUpti_Activity,
+    ) -> sys::CUptiResult {
+        // SAFETY: the walk's out-pointer, null at its start or the record it gave last.
+        let last = unsafe { *record };
+        let at = if last.is_null() {
+            0
+        } else {
+            last as usize - buffer as usize + 8
+        };
+        if at + 8 > valid {
+            return sys::CUPTI_ERROR_MAX_LIMIT_REACHED;
+        }
+        // SAFETY: inside the buffer's valid bytes.
+        unsafe { *record = buffer.add(at).cast() };
+        sys::CUPTI_SUCCESS
+    }
+
+    /// Completes `records` through the probe, while no look runs and no pair of the program's is known (the test
+    /// clears both first): `hand_to_program` then passes it to no one.
+    fn complete_through_probe(records: &'static TwoRecords) {
+        let buffer = records.0.as_ptr().cast::<u8>().cast_mut();
+        // SAFETY: 16 bytes of two records; the walk only reads them, and no one is handed the buffer.
+        unsafe { probe_complete(std::ptr::null_mut(), 0, buffer, 16, 16) };
+    }
 
     unsafe extern "C" fn landing_flush(flag: u32) -> sys::CUptiResult {
         if flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
@@ -753,10 +846,9 @@ mod tests {
         }
         let n = FLUSHES.fetch_add(1, Ordering::SeqCst) + 1;
         let lands = LANDS_AT.load(Ordering::SeqCst);
+        complete_through_probe(&OVERHEAD_ONLY);
         if (lands != 0 && n >= lands) || flag == sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED {
-            // SAFETY: a null buffer with no records, completed while no look runs and no pair of the program's is known
-            // (the test clears both first): `hand_to_program` then passes it to no one.
-            unsafe { probe_complete(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, 0) };
+            complete_through_probe(&WORK);
         }
         sys::CUPTI_SUCCESS
     }
@@ -774,7 +866,15 @@ mod tests {
         LOCATING.store(false, Ordering::Release);
         PROGRAM_REQUEST.store(0, Ordering::Release);
         PROGRAM_COMPLETE.store(0, Ordering::Release);
-        // Its records whole at the third flush: back then, nothing forced.
+        let next_before =
+            NEXT_RECORD.swap(eight_byte_records as *const () as usize, Ordering::AcqRel);
+        WATCH_ENDED.store(0, Ordering::Release);
+        let overhead = bit(sys::CUPTI_ACTIVITY_KIND_OVERHEAD);
+        let work =
+            bit(sys::CUPTI_ACTIVITY_KIND_RUNTIME) | bit(sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        // Its records whole at the third flush: back then, nothing forced. The overhead buffer that came back at
+        // the first flush did not end the wait, and the kinds seen are the program's.
+        KINDS_SEEN.store(0, Ordering::SeqCst);
         FLUSHES.store(0, Ordering::SeqCst);
         FORCED.store(0, Ordering::SeqCst);
         LANDS_AT.store(3, Ordering::SeqCst);
@@ -786,7 +886,9 @@ mod tests {
             0,
             "no running kernel handed out"
         );
-        // Never whole: forced once, at the bound.
+        assert_eq!(KINDS_SEEN.load(Ordering::SeqCst), work | overhead);
+        // Never whole: forced once, at the bound, which brings the program's buffer back.
+        KINDS_SEEN.store(0, Ordering::SeqCst);
         FLUSHES.store(0, Ordering::SeqCst);
         LANDS_AT.store(0, Ordering::SeqCst);
         let ended = flush_back_at_watch_end(&real);
@@ -796,6 +898,8 @@ mod tests {
             gpu_tools::cupti::activity::COMPLETE_WAITS as usize + 2
         );
         assert_eq!(FORCED.load(Ordering::SeqCst), 1, "forced at the bound");
+        assert_eq!(KINDS_SEEN.load(Ordering::SeqCst), work | overhead);
+        NEXT_RECORD.store(next_before, Ordering::Release);
     }
 
     /// A flush of the program's on a thread of its own, returning its wait ([`enter_program_call`]); returns once

@@ -852,3 +852,58 @@ fn after_the_tracer_stops_the_program_enables_and_disables_in_cupti() {
     assert_eq!(program_kinds().bits(), bit(kernel));
     end_sharing();
 }
+
+#[test]
+fn kinds_seen_after_the_watch_are_the_programs_unless_its_own_calls_decided_them() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    let runtime = sys::CUPTI_ACTIVITY_KIND_RUNTIME;
+    let driver = sys::CUPTI_ACTIVITY_KIND_DRIVER;
+    let memset = sys::CUPTI_ACTIVITY_KIND_MEMSET;
+    let overhead = sys::CUPTI_ACTIVITY_KIND_OVERHEAD;
+    // Found recording at the attach, its watch saw overhead alone; it disabled driver records itself while watched
+    // and memsets during the window.
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        probed: true,
+        enabled: bit(overhead),
+        called_while_watched: bit(driver),
+        ..Program::default()
+    });
+    with_mux(|m| {
+        m.program.disabled_at.push(handover::Disabled::now(memset));
+        let seen = bit(kernel) | bit(runtime) | bit(driver) | bit(memset);
+        m.learn_program_kinds(seen, "a test's buffer", true);
+        assert_eq!(
+            m.program.enabled,
+            bit(overhead) | bit(kernel) | bit(runtime),
+            "kernels and runtime are its now; driver and memsets stay as its calls left them"
+        );
+        assert_eq!(
+            m.program.only_program,
+            bit(overhead) | bit(runtime),
+            "the trace leaves out the kinds it does not record"
+        );
+    });
+    assert_eq!(
+        program_kinds(),
+        ActivityKinds::from_bits_retain(bit(overhead) | bit(kernel) | bit(runtime)),
+        "kept enabled for it at the tracer's stop"
+    );
+    end_sharing();
+    // A profiler that registered during the session says its kinds by its calls: nothing is learned.
+    share(Program {
+        request: Some(program_request),
+        complete: Some(program_complete),
+        registered: true,
+        enabled: bit(overhead),
+        ..Program::default()
+    });
+    with_mux(|m| {
+        m.learn_program_kinds(bit(kernel), "a test's buffer", false);
+        assert_eq!(m.program.enabled, bit(overhead));
+    });
+    end_sharing();
+}

@@ -13,8 +13,8 @@ use gpu_tools_injection::env;
 use crate::common;
 use crate::program_profiler::program_profiler;
 use crate::support::{
-    CONCURRENT_KERNEL, MEMSET, SCENARIO, attach, attach_recording, attached_child, end, kernels,
-    library, notice_texts, scratch,
+    CONCURRENT_KERNEL, MEMSET, OVERHEAD, SCENARIO, attach, attach_recording, attached_child, end,
+    kernels, library, notice_texts, scratch,
 };
 
 /// The child of the profiler-cycles test: a stand-in program whose own profiler's sessions the test starts and stops
@@ -23,8 +23,9 @@ use crate::support::{
 /// that launches a kernel every 200 us (correlation ids from [`BUSY_FIRST`]) and `idle` stops it and prints how many
 /// it made; `memsets A B` makes sets A..=B; `start` and `stop` begin and end a session of the profiler (of kernels
 /// only); `buffers N` sets the size of the buffers the profiler lends CUPTI from then on (4096 bytes at first);
-/// `count` prints the kernel records the profiler was handed so far, how many of them twice, how many kernels were
-/// made while a session was open, and the sets it was handed.
+/// `overhead` makes its sessions record CUPTI's overhead too, with CUPTI's own thread's buffer of overhead records
+/// completed ahead of the program's at each flush; `count` prints the kernel records the profiler was handed so far,
+/// how many of them twice, how many kernels were made while a session was open, and the sets it was handed.
 /// Each launch and each start or stop holds one lock, so that what a session spans is exact.
 #[test]
 #[ignore = "the child process of a_profiler_in_cycles_gets_each_record_of_its_sessions_once_beside_windows"]
@@ -65,7 +66,7 @@ fn attach_child_cycles() {
             code
         }
     };
-    let kinds = [CONCURRENT_KERNEL];
+    let mut kinds = vec![CONCURRENT_KERNEL];
     let busy = Arc::new(AtomicBool::new(false));
     let mut launcher: Option<std::thread::JoinHandle<u32>> = None;
     println!("READY");
@@ -89,6 +90,13 @@ fn attach_child_cycles() {
                 common::double().set_empty_buffer_kept(true);
                 profiler.kineto();
                 println!("kineto on");
+            }
+            ["overhead"] => {
+                // Its sessions record CUPTI's overhead too (as Kineto's do), and CUPTI completes its own thread's
+                // buffer of overhead records at each flush, ahead of the program's.
+                common::double().set_flush_overhead(true);
+                kinds.push(OVERHEAD);
+                println!("overhead on");
             }
             ["unknown"] => println!("unknown buffers {}", profiler.unknown()),
             ["incomplete"] => println!("incomplete kernels {}", profiler.incomplete()),

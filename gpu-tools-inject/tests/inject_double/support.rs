@@ -18,6 +18,7 @@ pub(crate) const SCENARIO: &str = "GPU_TOOLS_TEST_INJECT_SCENARIO";
 pub(crate) const CONCURRENT_KERNEL: u32 = 10;
 
 pub(crate) const MEMSET: u32 = 2;
+pub(crate) const OVERHEAD: u32 = 17;
 
 /// Has the CUPTI double emit kernels of correlation ids `a..=b` (`_Z4stepv`, one block of 32 threads on device 0,
 /// context 1, stream 7), each 100 ns long and 200 ns apart from `base` on CUPTI's clock; returns how many it
