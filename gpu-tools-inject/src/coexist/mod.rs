@@ -187,22 +187,22 @@ impl Mux {
     /// window's end for the rest of the job: on an H200 a torch.profiler open across eight windows kept 116,125 of
     /// its 481,785 kernels so. `late`: the tracer has run meanwhile, and their records until now went to the trace
     /// alone.
-    fn learn_program_kinds(&mut self, kinds: u64, seen: &str, late: bool) {
+    fn learn_program_kinds(&mut self, kinds: u64, seen: &str, late: bool) -> u64 {
         let program = &mut self.program;
         if !program.probed {
-            return;
+            return 0;
         }
         let decided = program.disabled_at.iter().fold(
             program.enabled | program.draining | program.unseen_said | program.called_while_watched,
             |a, d| a | bit(d.kind),
         );
-        let more = kinds & !decided;
-        if more == 0 {
-            return;
+        let learned = kinds & !decided;
+        if learned == 0 {
+            return 0;
         }
-        program.enabled |= more;
+        program.enabled |= learned;
         program.only_program = program.enabled & !self.session_kinds;
-        let more = ActivityKinds::from_bits_retain(more);
+        let more = ActivityKinds::from_bits_retain(learned);
         log::debug!("the program's profiler records {more:?} too, seen in {seen}");
         self.link.writer.notice(
             if late {
@@ -220,6 +220,7 @@ impl Mux {
                 }
             ),
         );
+        learned
     }
 }
 
@@ -530,13 +531,17 @@ unsafe extern "C" fn unlent_to_program(
             },
             None => 0,
         };
-        with_mux(|m| {
+        let learned = with_mux(|m| {
             m.learn_program_kinds(
                 before,
                 "a buffer of its that CUPTI held when the trace started",
                 true,
             )
         });
+        if learned.unwrap_or(0) != 0 {
+            // CUPTI holds a buffer of the program's while it records for it (Kineto flushes only then).
+            handover::ensure_open();
+        }
         // The records made since the tracer started are the trace's too (of its kinds, in its window: the writer
         // keeps those), read before they go on; on an H200 the first 0.2-0.3 s of a window beside torch.profiler
         // were in such a buffer of Kineto's.
@@ -596,14 +601,18 @@ pub fn probe_lost_records() -> u64 {
 /// watch (the tracer's forced flush before its start completes the program's buffers through them) are its.
 pub fn set_trace_layout(layout: RecordLayout) {
     let seen = probe::kinds_since_watch();
-    with_mux(|m| {
+    let learned = with_mux(|m| {
         m.layout = Some(layout);
         m.learn_program_kinds(
             seen,
             "its buffers CUPTI completed after the watch, before the trace started",
             false,
-        );
+        )
     });
+    if learned.unwrap_or(0) != 0 {
+        // CUPTI holds a buffer of the program's while it records for it (Kineto flushes only then).
+        handover::ensure_open();
+    }
 }
 
 /// Writes the records of a program's buffer that are on the trace's clock to the trace, from a copy (the buffer

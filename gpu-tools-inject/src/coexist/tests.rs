@@ -875,7 +875,10 @@ fn kinds_seen_after_the_watch_are_the_programs_unless_its_own_calls_decided_them
     with_mux(|m| {
         m.program.disabled_at.push(handover::Disabled::now(memset));
         let seen = bit(kernel) | bit(runtime) | bit(driver) | bit(memset);
-        m.learn_program_kinds(seen, "a test's buffer", true);
+        assert_eq!(
+            m.learn_program_kinds(seen, "a test's buffer", true),
+            bit(kernel) | bit(runtime)
+        );
         assert_eq!(
             m.program.enabled,
             bit(overhead) | bit(kernel) | bit(runtime),
@@ -902,7 +905,10 @@ fn kinds_seen_after_the_watch_are_the_programs_unless_its_own_calls_decided_them
         ..Program::default()
     });
     with_mux(|m| {
-        m.learn_program_kinds(bit(kernel), "a test's buffer", false);
+        assert_eq!(
+            m.learn_program_kinds(bit(kernel), "a test's buffer", false),
+            0
+        );
         assert_eq!(m.program.enabled, bit(overhead));
     });
     end_sharing();

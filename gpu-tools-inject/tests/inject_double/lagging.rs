@@ -229,22 +229,23 @@ fn a_profiler_recording_through_the_watch_is_flushed_back_whole() {
     end_cycles_child(&mut ask, &mut child, &dir);
 }
 
-/// A profiler whose session stays open across four windows, recording CUPTI's overhead too, while its program's GPU
+/// A profiler whose session stays open across six windows, recording CUPTI's overhead too, while its program's GPU
 /// runs behind its launches, and whose CUPTI completes its own thread's buffer of overhead records at each flush ahead
-/// of the program's buffer with a kernel still running (CUPTI 13.0 keeps a buffer per thread). The probe's watch does
-/// not take that buffer for the program's: each window sees the profiler record kernels, and leaves their kind enabled
-/// for it at its end. Taken for its, the window's end disabled the program's kernels for the rest of the job (on an
-/// H200 a torch.profiler open across eight windows kept 116,125 of its 481,785 kernels).
+/// of the program's buffer with a kernel still running (CUPTI 13.0 keeps a buffer per thread). Its buffers are large
+/// (1 MiB), so that none fills in the probe's watch. The watch's end does not take CUPTI's buffer for the program's:
+/// each window sees the profiler record kernels, and leaves their kind enabled for it at its end, so that its
+/// kernels are still recorded after the windows. Taken for its, the window's end disabled the program's kernels for
+/// the rest of the job (on an H200 a torch.profiler open across eight windows kept 116,125 of its 481,785 kernels).
 #[test]
 fn a_profiler_keeps_its_kernels_when_cuptis_own_buffer_comes_back_first_at_the_watchs_end() {
     library();
     let (dir, socket) = scratch("overhead-first");
     let (mut child, mut ask, log) = cycles_child_logged();
-    assert_eq!(ask("buffers 65536", "buffers "), "set");
+    assert_eq!(ask("buffers 1048576", "buffers "), "set");
     assert_eq!(ask("overhead", "overhead "), "on");
     assert_eq!(ask("start", "started "), "0");
     assert_eq!(ask("busy lagging", "busy"), "");
-    for round in 0..4 {
+    for round in 0..6 {
         let (done, mut control, reader, _) = attach(child.id(), &socket);
         assert_eq!(done.entry_result, 0, "round {round}: the window started");
         let recording = wait_for_line(
@@ -258,11 +259,9 @@ fn a_profiler_keeps_its_kernels_when_cuptis_own_buffer_comes_back_first_at_the_w
         );
         std::thread::sleep(Duration::from_millis(50));
         control.write_all(&[Control::Stop.byte()]).unwrap();
-        let records = reader.join().unwrap();
-        assert!(
-            !kernels(&records).is_empty(),
-            "round {round}: the window recorded the program's kernels"
-        );
+        // The window's own kernels are not asked about: in a window this short the buffer CUPTI held for the
+        // program at the tracer's start may still hold them all at the stop, and then goes to the program alone.
+        reader.join().unwrap();
         std::thread::sleep(Duration::from_millis(30));
     }
     let made: u32 = ask("idle", "idle ").parse().unwrap();
