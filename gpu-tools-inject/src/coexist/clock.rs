@@ -335,6 +335,34 @@ impl ClockMap {
     }
 }
 
+/// The kinds of the records in `buffer`, and the kinds of those whose start `keep` accepts (a record with no start,
+/// or one CUPTI left unset, is left out of the second), by CUPTI's own walk.
+///
+/// # Safety
+///
+/// `buffer` holds `valid` bytes of CUPTI records, and `next` is CUPTI's `cuptiActivityGetNextRecord`.
+pub(super) unsafe fn kinds_of(
+    buffer: *mut u8,
+    valid: usize,
+    next: NextRecordFn,
+    keep: impl Fn(u64) -> bool,
+) -> (u64, u64) {
+    if buffer.is_null() {
+        return (0, 0);
+    }
+    let (mut all, mut kept) = (0u64, 0u64);
+    // SAFETY: the caller's promise.
+    for (at, len, kind) in unsafe { record_spans(buffer, valid, next) } {
+        all |= super::bit(kind);
+        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
+        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
+        if start_of(bytes, kind).is_some_and(|t| t != 0 && t != u64::MAX && keep(t)) {
+            kept |= super::bit(kind);
+        }
+    }
+    (all, kept)
+}
+
 /// The kinds of the records in `buffer` that started at `since` (the program's clock) or later and were stamped
 /// before the trace's clock went in ([`ClockMap::stamped_before_trace`]): CUPTI made them before the trace enabled
 /// any kind (the clock goes in first), so they are kinds the profiler whose buffer this is had on since then.
@@ -349,24 +377,14 @@ pub unsafe fn kinds_stamped_before_trace(
     map: &ClockMap,
     since: u64,
 ) -> u64 {
-    if buffer.is_null() {
-        return 0;
-    }
     let now = monotonic_ns();
     // SAFETY: the caller's promise.
-    let spans = unsafe { record_spans(buffer, valid, next) };
-    let mut kinds = 0u64;
-    for (at, len, kind) in spans {
-        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
-        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
-        let Some(t) = start_of(bytes, kind) else {
-            continue;
-        };
-        if t >= since && t != u64::MAX && map.stamped_before_trace(t, now) {
-            kinds |= super::bit(kind);
-        }
-    }
-    kinds
+    let (_, kept) = unsafe {
+        kinds_of(buffer, valid, next, |t| {
+            t >= since && map.stamped_before_trace(t, now)
+        })
+    };
+    kept
 }
 
 /// Puts the records of `buffer` that are on the trace's clock on the program's, in place; returns how many.

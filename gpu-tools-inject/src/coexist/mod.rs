@@ -101,6 +101,17 @@ struct Real {
     get_next_record: Option<NextRecordFn>,
 }
 
+impl Real {
+    /// `cuptiGetTimestamp` now: CUPTI's clock, the program's until the trace registers its own (`None`: not in this
+    /// CUPTI, or it failed).
+    fn timestamp(&self) -> Option<u64> {
+        let get = self.get_timestamp?;
+        let mut t = 0u64;
+        // SAFETY: the real cuptiGetTimestamp with a valid out-pointer.
+        (unsafe { get(&mut t) } == sys::CUPTI_SUCCESS && t != 0).then_some(t)
+    }
+}
+
 /// What the program asked of the activity API during the session.
 #[derive(Debug, Default)]
 struct Program {
@@ -412,14 +423,10 @@ fn redirect_program_calls() -> Vec<crate::imports::Redirect> {
 /// Reads which clock CUPTI is on now: call it before the session's tracer registers the trace's clock, so that
 /// the program's copies, and CUPTI at the session's end, get the program's clock.
 pub fn read_clock_before_trace() -> Before {
+    // A reading of 0 is no clock's: recognised as none, as an unread one is.
     let recognised = resolve()
         .ok()
-        .and_then(|real| real.get_timestamp)
-        .and_then(|get| {
-            let mut t = 0u64;
-            // SAFETY: the real cuptiGetTimestamp with a valid out-pointer.
-            (unsafe { get(&mut t) } == sys::CUPTI_SUCCESS).then_some(t)
-        })
+        .and_then(|real| real.timestamp())
         .map(clock::ProgramClock::recognise)
         .unwrap_or(clock::ProgramClock::Unknown);
     log::debug!("CUPTI's clock before the trace: {recognised:?}");

@@ -562,31 +562,14 @@ pub(super) unsafe extern "C" fn hand_to_program(
 /// records that started after the probe's watch ([`WATCH_ENDED`]).
 fn kinds_in(buffer: *mut u8, valid: usize) -> (u64, u64) {
     let next = NEXT_RECORD.load(Ordering::Acquire);
-    if next == 0 || buffer.is_null() {
+    if next == 0 {
         return (0, 0);
     }
     // SAFETY: the address of cuptiActivityGetNextRecord, whose C signature the type states.
     let next = unsafe { std::mem::transmute::<usize, super::NextRecordFn>(next) };
     let since = WATCH_ENDED.load(Ordering::Acquire);
-    let (mut kinds, mut recent) = (0u64, 0u64);
-    // SAFETY: CUPTI's own walk of a buffer it filled with `valid` bytes.
-    for (at, len, kind) in unsafe { super::clock::record_spans(buffer, valid, next) } {
-        kinds |= bit(kind);
-        // SAFETY: the record's `len` bytes lie inside the buffer's valid bytes (CUPTI's walk).
-        let bytes = unsafe { std::slice::from_raw_parts(buffer.add(at), len) };
-        if super::clock::start_of(bytes, kind).is_some_and(|t| t >= since && t != u64::MAX) {
-            recent |= bit(kind);
-        }
-    }
-    (kinds, recent)
-}
-
-/// CUPTI's clock now (the program's while the probe's callbacks stand in CUPTI).
-fn cupti_now(real: &Real) -> Option<u64> {
-    let now = real.get_timestamp?;
-    let mut t = 0u64;
-    // SAFETY: cuptiGetTimestamp with a valid out-pointer.
-    (unsafe { now(&mut t) } == sys::CUPTI_SUCCESS && t != 0).then_some(t)
+    // SAFETY: a buffer CUPTI filled with `valid` bytes of its records, walked by CUPTI's own function.
+    unsafe { super::clock::kinds_of(buffer, valid, next, |t| t >= since) }
 }
 
 /// Looks for the program's callbacks and, where found, watches its buffers for `watch`. Call it before the
@@ -681,7 +664,7 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
         watch.as_millis()
     );
     std::thread::sleep(watch);
-    WATCH_ENDED.store(cupti_now(real).unwrap_or(u64::MAX), Ordering::Release);
+    WATCH_ENDED.store(real.timestamp().unwrap_or(u64::MAX), Ordering::Release);
     if super::watch::program_flushed_or_registered() {
         // Its buffers went back at its own flush (through the probe's callbacks, which saw their kinds), or its own
         // callbacks are in CUPTI again (a flush now would not pass through the probe's), and the watch noted the
