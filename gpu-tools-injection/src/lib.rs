@@ -13,6 +13,7 @@
 //! | [`launch`] | starting a program whose processes stream to this one: a private socket folder, the program, the accepting thread | the tool |
 //! | [`message`] | the messages of an injected library that the tool acts on ([`message::Message`]: attached, ready, started, finished, refused, counts), typed records on the stream with their text rendered from them | both |
 //! | [`profile`] | the per-kernel profile request and running a program with it (`gpu-tools profile`) | both |
+//! | [`program`] | what counts as the program's own work in a window: its threads less the library's, and the CPU share of a program that ran | both |
 //!
 //! The records, the stream format and the reports are `gpu-tools-trace`'s: this crate carries them, it does not
 //! define them. Loading a library into a running process is `gpu_tools::linux::inject`'s; `attach` calls it. This
@@ -32,6 +33,7 @@ pub mod flight;
 pub mod launch;
 pub mod message;
 pub mod profile;
+pub mod program;
 pub mod settings;
 pub mod sink;
 mod socket_folder;

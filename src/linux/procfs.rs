@@ -128,6 +128,22 @@ impl Process {
         Ok(OsString::from_vec(bytes))
     }
 
+    /// The CPU time (user and system) the process's threads have used, less that of its live threads whose name
+    /// starts with `prefix`: what the rest of the process ran, where `prefix` names threads a tool put there
+    /// (CPU time of threads that ended stays in the whole's).
+    pub fn cpu_time_less_threads(&self, prefix: &[u8]) -> io::Result<std::time::Duration> {
+        let stat = self.stat()?;
+        let whole = stat.user_ticks.saturating_add(stat.system_ticks);
+        let named = self
+            .thread_ids()?
+            .into_iter()
+            .filter_map(|tid| self.thread(tid).stat().ok())
+            .filter(|thread| thread.command.as_encoded_bytes().starts_with(prefix))
+            .map(|thread| thread.user_ticks.saturating_add(thread.system_ticks))
+            .fold(0, u64::saturating_add);
+        ticks_to_time(whole.saturating_sub(named)).ok_or_else(|| invalid("_SC_CLK_TCK", &self.dir))
+    }
+
     /// The ids of the process's threads (`/proc/<pid>/task`), in the order the kernel lists them.
     pub fn thread_ids(&self) -> io::Result<Vec<u32>> {
         Ok(std::fs::read_dir(self.dir.join("task"))?
@@ -286,6 +302,36 @@ pub fn process_ids() -> io::Result<Vec<u32>> {
         .collect();
     ids.sort_unstable();
     Ok(ids)
+}
+
+/// Clock ticks (`/proc`'s unit of CPU time) as a duration, at the rate the kernel gave this process (`AT_CLKTCK` in
+/// `/proc/self/auxv`, what `sysconf(_SC_CLK_TCK)` answers); `None` where it gave none.
+fn ticks_to_time(ticks: u64) -> Option<std::time::Duration> {
+    let auxv = std::fs::read("/proc/self/auxv").ok()?;
+    let per_second = clock_ticks_per_second(&auxv).filter(|&t| t > 0)?;
+    Some(std::time::Duration::from_nanos(
+        ticks.saturating_mul(1_000_000_000) / per_second,
+    ))
+}
+
+/// `AT_CLKTCK`'s value in an auxiliary vector (pairs of native words, key then value, ending at `AT_NULL`).
+fn clock_ticks_per_second(auxv: &[u8]) -> Option<u64> {
+    const AT_NULL: u64 = 0;
+    const AT_CLKTCK: u64 = 17;
+    const WORD: usize = std::mem::size_of::<usize>();
+    let word = |bytes: &[u8]| -> Option<u64> {
+        let array: [u8; WORD] = bytes.try_into().ok()?;
+        u64::try_from(usize::from_ne_bytes(array)).ok()
+    };
+    for pair in auxv.chunks_exact(2 * WORD) {
+        let (key, value) = pair.split_at(WORD);
+        match word(key)? {
+            AT_NULL => return None,
+            AT_CLKTCK => return word(value),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The fields of `/proc/<pid>/stat` that the crate uses (see `proc(5)`).
@@ -492,6 +538,71 @@ fn parse_maps_line(line: &[u8]) -> Option<Mapping> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_clock_tick_rate_is_read_from_the_auxiliary_vector() {
+        let pairs =
+            |words: &[usize]| -> Vec<u8> { words.iter().flat_map(|w| w.to_ne_bytes()).collect() };
+        assert_eq!(
+            super::clock_ticks_per_second(&pairs(&[6, 4096, 17, 100, 0, 0])),
+            Some(100)
+        );
+        assert_eq!(
+            super::clock_ticks_per_second(&pairs(&[6, 4096, 0, 0, 17, 100])),
+            None,
+            "after AT_NULL"
+        );
+        assert_eq!(super::clock_ticks_per_second(&pairs(&[6, 4096])), None);
+        let cut = pairs(&[6, 4096, 17, 100]);
+        assert_eq!(
+            super::clock_ticks_per_second(&cut[..cut.len() - 1]),
+            None,
+            "a cut pair"
+        );
+        // This process's, as the kernel gave it (100 on every Linux this runs on).
+        let auxv = std::fs::read("/proc/self/auxv").unwrap();
+        assert_eq!(super::clock_ticks_per_second(&auxv), Some(100));
+    }
+
+    #[test]
+    fn cpu_time_leaves_out_the_threads_named() {
+        use std::time::{Duration, Instant};
+        let me = super::Process::current();
+        let before = me.cpu_time_less_threads(b"procfs-spin").unwrap();
+        let (spun, done) = std::sync::mpsc::channel();
+        let spinner = std::thread::Builder::new()
+            .name("procfs-spin".into())
+            .spawn(move || {
+                // Until this thread has used 30 ticks of CPU (its own stat), however busy the machine.
+                // SAFETY: gettid has no preconditions.
+                let own = super::Process::current()
+                    .thread(u32::try_from(unsafe { libc::gettid() }).unwrap());
+                let t = Instant::now();
+                let mut x = 0u64;
+                while t.elapsed() < Duration::from_secs(20) {
+                    let stat = own.stat().unwrap();
+                    if stat.user_ticks + stat.system_ticks >= 30 {
+                        break;
+                    }
+                    for _ in 0..100_000 {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
+                }
+                spun.send(()).unwrap();
+                std::thread::park();
+            })
+            .unwrap();
+        done.recv().unwrap();
+        let less = me.cpu_time_less_threads(b"procfs-spin").unwrap();
+        let whole = me.cpu_time_less_threads(b"\xff-none").unwrap();
+        spinner.thread().unpark();
+        spinner.join().unwrap();
+        assert!(
+            whole.saturating_sub(less) >= Duration::from_millis(300),
+            "the named thread's 30 ticks left out: whole {whole:?}, less {less:?}"
+        );
+        assert!(less >= before, "{before:?} then {less:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -353,53 +353,13 @@ struct Window {
     cpu_at_attach: Option<Duration>,
 }
 
-/// The CPU time (user and system) process `pid`'s threads have used, from `/proc/PID/stat`, less that of the
-/// injected library's own live threads (named `gpu-tools-…`, and the CUPTI threads they start, which inherit the
-/// name): the attach's own work in the process (its search for NVTX state, say, and the PC sampling before a first
-/// trace) is not the program running, and counted so made a job waiting for its child look busy.
+/// The CPU time (user and system) process `pid`'s threads have used, less that of the injected library's own live
+/// threads (`program::LIBRARY_THREADS`).
 fn cpu_time(pid: u32) -> Option<Duration> {
-    let process = Process::new(pid);
-    let stat = process.stat().ok()?;
-    let ticks = stat.user_ticks.saturating_add(stat.system_ticks);
-    ticks_to_time(ticks.saturating_sub(library_ticks(&process)))
-}
-
-/// The CPU time, in clock ticks, of the live threads of `process` named as the injected library's.
-fn library_ticks(process: &Process) -> u64 {
-    process
-        .thread_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|tid| process.thread(tid).stat().ok())
-        .filter(|thread| {
-            thread
-                .command
-                .as_encoded_bytes()
-                .starts_with(LIBRARY_THREADS)
-        })
-        .map(|thread| thread.user_ticks.saturating_add(thread.system_ticks))
-        .fold(0, u64::saturating_add)
-}
-
-/// How the injected library's threads' names begin.
-const LIBRARY_THREADS: &[u8] = b"gpu-tools-";
-
-/// Clock ticks (`/proc`'s unit of CPU time) as a duration.
-fn ticks_to_time(ticks: u64) -> Option<Duration> {
-    // SAFETY: sysconf has no preconditions.
-    let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+    Process::new(pid)
+        .cpu_time_less_threads(gpu_tools_injection::program::LIBRARY_THREADS)
         .ok()
-        .filter(|&t| t > 0)?;
-    Some(Duration::from_nanos(
-        ticks.saturating_mul(1_000_000_000) / per_second,
-    ))
 }
-
-/// CPU time within a window above which the process counts as having run. One that launches GPU work spends
-/// most of the window on a core (a PyTorch job at 1000 steps a second: all of it); one that waits uses little, but
-/// not none: a PyTorch job waiting for the child it started used 6% (30 ms of a 0.5 s window, its background
-/// threads), which 5% took for a process that ran.
-const RAN_FRACTION: f64 = 0.2;
 
 /// The error for a window without a record of work from a process that ran meanwhile; `None` when records came,
 /// or the process did not run (an idle server has nothing to record).
@@ -410,7 +370,7 @@ fn empty_window(
     ran: Duration,
     kinds: &[env::TraceKind],
 ) -> Option<String> {
-    if p.activity > 0 || ran.as_secs_f64() < window.as_secs_f64() * RAN_FRACTION {
+    if p.activity > 0 || !gpu_tools_injection::program::ran(ran, window) {
         return None;
     }
     Some(format!(
@@ -494,13 +454,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_time_is_the_processs_ticks_as_a_duration() {
-        // SAFETY: sysconf has no preconditions.
-        let per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
-        assert_eq!(
-            ticks_to_time(200),
-            Some(Duration::from_nanos(200 * 1_000_000_000 / per_second))
-        );
+    fn cpu_time_is_had_for_a_live_process_only() {
         assert!(cpu_time(std::process::id()).is_some());
         assert_eq!(cpu_time(u32::MAX), None, "no such process");
     }
@@ -534,7 +488,8 @@ mod tests {
             .unwrap();
         busy_rx.recv().unwrap();
         let me = Process::current();
-        let counted = ticks_to_time(library_ticks(&me)).unwrap();
+        let whole = me.cpu_time_less_threads(b"\xff").unwrap();
+        let counted = whole.saturating_sub(cpu_time(std::process::id()).unwrap());
         drop(end_tx);
         library.join().unwrap();
         assert!(
