@@ -19,6 +19,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::CuptiVersion;
@@ -33,6 +34,7 @@ use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded};
 
+use crate::first_attach::TracedFirst;
 use crate::writer::{EndCounts, Filter, Writer};
 use gpu_tools_injection::settings::Settings;
 
@@ -133,6 +135,8 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     };
     // Kernel metrics with named ranges: the subscriber, from start to finish.
     let mut named: Option<Subscriber> = None;
+    // PC sampling: when it started in some context, and the program's CPU time then.
+    let mut sampling_since: Option<ProgramTime> = None;
     for asked in ControlReader::new(control) {
         match asked {
             Control::ProfileStart => {
@@ -141,6 +145,9 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                 }
                 if metrics.is_empty() {
                     start(&writer, &mut contexts, request.primer);
+                    if contexts.iter().any(|c| c.sampler.is_some()) {
+                        sampling_since = Some(ProgramTime::now());
+                    }
                 } else {
                     if crate::flight::stop(
                         "profile --pid's kernel metrics took CUPTI's callback subscriber",
@@ -162,7 +169,15 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
             Control::ProfileFinish => {
                 let done = match named.take() {
                     Some(subscriber) => finish_named(&writer, subscriber),
-                    None => finish(&writer, &mut contexts),
+                    None => {
+                        let done = finish(&writer, &mut contexts);
+                        if let (Some(since), Message::ProfileFinished { count, .. }) =
+                            (sampling_since.take(), &done)
+                        {
+                            judge_sampling(&writer, *count, &since);
+                        }
+                        done
+                    }
                 };
                 // The recorder starts here, while the program's threads are held outside the driver, never after
                 // the tracer has let them go: a C job launching without pause died of SIGSEGV inside CUPTI's launch
@@ -269,7 +284,7 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
         version,
         crate::profiling::range_profiler_ran(),
         crate::first_attach::program_profiler_first(),
-        crate::first_attach::traced(),
+        crate::first_attach::traced_first(),
     )
 }
 
@@ -308,28 +323,31 @@ const SEEN_BLIND: CuptiVersion = CuptiVersion::from_api(130_001);
 
 /// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen);
 /// `program_profiler_first`: an attach found the program's own profiler registered before any PC sampling here
-/// (named first: the PC sampling a first trace makes first could not have helped).
+/// (named first: the PC sampling a first trace makes first could not have helped); `traced`: how the process's first
+/// trace came.
 fn blind_reason(
     pc_sampling: bool,
     version: Option<CuptiVersion>,
     range_profiler_ran: bool,
     program_profiler_first: bool,
-    traced_first: bool,
+    traced: TracedFirst,
 ) -> Option<&'static str> {
     use gpu_tools_injection::profile::notice::{
-        PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
+        PC_AFTER_EMPTY_SAMPLING, PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
     };
     if !pc_sampling || version.is_some_and(|v| v > SEEN_BLIND) {
         return None;
     }
     if program_profiler_first {
-        Some(PC_AFTER_PROGRAM_PROFILER)
-    } else if range_profiler_ran {
-        Some(PC_AFTER_RANGE_PROFILER)
-    } else if traced_first {
-        Some(PC_AFTER_TRACE)
-    } else {
-        None
+        return Some(PC_AFTER_PROGRAM_PROFILER);
+    }
+    if range_profiler_ran {
+        return Some(PC_AFTER_RANGE_PROFILER);
+    }
+    match traced {
+        TracedFirst::No => None,
+        TracedFirst::BeforeAnySampling => Some(PC_AFTER_TRACE),
+        TracedFirst::AfterEmptySampling => Some(PC_AFTER_EMPTY_SAMPLING),
     }
 }
 
@@ -431,6 +449,50 @@ const WORKER_SLEEP_MS: u32 = 10;
 /// sampling. A kernel spread over every SM for a millisecond of the window still gets about 60 samples (by the same
 /// arithmetic).
 const PRIMER_PERIOD: u32 = 22;
+
+/// A moment of the window, and the CPU time the program's threads (the library's left out) had used by then.
+struct ProgramTime {
+    at: Instant,
+    cpu: Option<Duration>,
+}
+
+impl ProgramTime {
+    fn now() -> ProgramTime {
+        ProgramTime {
+            at: Instant::now(),
+            cpu: program_cpu_time(),
+        }
+    }
+}
+
+/// The CPU time this process's threads have used, less the library's own (`None` where `/proc` does not say).
+fn program_cpu_time() -> Option<Duration> {
+    gpu_tools::linux::procfs::Process::current()
+        .cpu_time_less_threads(gpu_tools_injection::program::LIBRARY_THREADS)
+        .ok()
+}
+
+/// Notes whether the PC sampling window begun at `since` keeps later windows' stall records after a first trace
+/// (`first_attach`): one with stall records, or one in which the program ran, does; one with neither is said
+/// ([`Message::PcSampledIdle`]). Where the program's CPU time cannot be read, it is taken as having run: a window is
+/// never refused for what could not be told.
+fn judge_sampling(writer: &Writer, stall_records: u64, since: &ProgramTime) {
+    let window = since.at.elapsed();
+    let idle = match (stall_records, since.cpu, program_cpu_time()) {
+        (0, Some(before), Some(after)) => {
+            let cpu = after.saturating_sub(before);
+            (!gpu_tools_injection::program::ran(cpu, window)).then_some(cpu)
+        }
+        _ => None,
+    };
+    crate::first_attach::note_sampling_ended(idle.is_none());
+    if let Some(cpu) = idle {
+        writer.message(&Message::PcSampledIdle {
+            cpu_ms: u64::try_from(cpu.as_millis()).unwrap_or(u64::MAX),
+            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+}
 
 /// Starts PC sampling in every context (every other thread of the program is stopped outside the driver now);
 /// sparsely for a `primer` ([`PRIMER_PERIOD`]).
@@ -548,58 +610,85 @@ mod tests {
     use gpu_tools::cupti::activity::{ActivityKind, ActivityKinds};
 
     #[test]
-    fn pc_sampling_is_refused_as_blind_only_after_a_trace_the_range_profiler_or_the_programs_profiler_with_a_cupti_seen_so()
+    fn pc_sampling_is_refused_as_blind_only_after_a_trace_an_empty_sampling_the_range_profiler_or_the_programs_profiler_with_a_cupti_seen_so()
      {
         use gpu_tools_injection::profile::notice::{PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE};
         let api = |v| Some(CuptiVersion::from_api(v));
         let seen = api(130_001);
         assert_eq!(
-            blind_reason(true, seen, false, false, true),
+            blind_reason(true, seen, false, false, TracedFirst::BeforeAnySampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, seen, true, false, true),
+            blind_reason(true, seen, true, false, TracedFirst::BeforeAnySampling),
             Some(PC_AFTER_RANGE_PROFILER),
             "the range profiler named first"
         );
         assert_eq!(
-            blind_reason(true, api(28), false, false, true),
+            blind_reason(true, api(28), false, false, TracedFirst::BeforeAnySampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, None, false, false, true),
+            blind_reason(true, None, false, false, TracedFirst::BeforeAnySampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, seen, false, false, false),
+            blind_reason(true, seen, false, false, TracedFirst::No),
             None,
             "sampled first"
         );
+        use gpu_tools_injection::profile::notice::PC_AFTER_EMPTY_SAMPLING;
         assert_eq!(
-            blind_reason(false, seen, true, false, true),
+            blind_reason(true, seen, false, false, TracedFirst::AfterEmptySampling),
+            Some(PC_AFTER_EMPTY_SAMPLING),
+            "sampled first, with no stall record, then traced"
+        );
+        assert_eq!(
+            blind_reason(true, seen, true, false, TracedFirst::AfterEmptySampling),
+            Some(PC_AFTER_RANGE_PROFILER),
+            "the range profiler named first"
+        );
+        assert_eq!(
+            blind_reason(false, seen, true, false, TracedFirst::BeforeAnySampling),
             None,
             "kernel metrics"
         );
         assert_eq!(
-            blind_reason(true, api(130_100), true, false, true),
+            blind_reason(
+                true,
+                api(130_100),
+                true,
+                false,
+                TracedFirst::AfterEmptySampling
+            ),
             None,
             "a newer CUPTI is tried"
         );
         // The program's own profiler before any PC sampling: named first, whatever came after it.
         use gpu_tools_injection::profile::notice::PC_AFTER_PROGRAM_PROFILER;
-        for (range, traced) in [(false, false), (true, true), (false, true)] {
+        for (range, traced) in [
+            (false, TracedFirst::No),
+            (true, TracedFirst::BeforeAnySampling),
+            (false, TracedFirst::AfterEmptySampling),
+        ] {
             assert_eq!(
                 blind_reason(true, seen, range, true, traced),
                 Some(PC_AFTER_PROGRAM_PROFILER)
             );
         }
         assert_eq!(
-            blind_reason(false, seen, false, true, true),
+            blind_reason(false, seen, false, true, TracedFirst::BeforeAnySampling),
             None,
             "kernel metrics"
         );
         assert_eq!(
-            blind_reason(true, api(130_100), false, true, true),
+            blind_reason(
+                true,
+                api(130_100),
+                false,
+                true,
+                TracedFirst::BeforeAnySampling
+            ),
             None,
             "a newer CUPTI"
         );

@@ -74,6 +74,15 @@ pub enum Message {
         /// The context, as [`PcCounts::context`] numbers it.
         context: u32,
     },
+    /// A PC sampling window had no stall record, and the program was nearly idle in it (its threads' CPU time
+    /// below [`program::RAN_FRACTION`](crate::program::RAN_FRACTION) of the window): such a sampling does not keep
+    /// later windows' stall records after a first trace, and PC sampling after that is refused in the process.
+    PcSampledIdle {
+        /// The program's CPU time in the window, in milliseconds (the library's threads left out).
+        cpu_ms: u64,
+        /// The window's length, in milliseconds.
+        window_ms: u64,
+    },
 }
 
 /// The codes of the messages, as [`Message::code`] gives them (a code is never given to another message).
@@ -91,6 +100,7 @@ mod code {
     // 10 and 11 said that PC sampling started after CUPTI's range profiler, or after a first attach that traced:
     // such PC sampling is refused now (`ProfileRefused`), its reason in `profile::notice`.
     pub const PC_LEFT_ON: u16 = 12;
+    pub const PC_SAMPLED_IDLE: u16 = 13;
 }
 
 impl Message {
@@ -106,6 +116,7 @@ impl Message {
             Message::PcCounts(_) => code::PC_COUNTS,
             Message::MetricsEnded(_) => code::METRICS_ENDED,
             Message::PcLeftOn { .. } => code::PC_LEFT_ON,
+            Message::PcSampledIdle { .. } => code::PC_SAMPLED_IDLE,
         }
     }
 
@@ -124,6 +135,7 @@ impl Message {
             Message::Attached { cupti_mapped } => vec![u64::from(*cupti_mapped)],
             Message::UnfinishedLeftOut { records } => vec![*records],
             Message::PcLeftOn { context } => vec![u64::from(*context)],
+            Message::PcSampledIdle { cpu_ms, window_ms } => vec![*cpu_ms, *window_ms],
             Message::ProfileReady { contexts, thread } => vec![*contexts, *thread],
             Message::ProfileStarted {
                 contexts: n,
@@ -227,6 +239,9 @@ impl Message {
             (code::PC_LEFT_ON, &[context]) => Message::PcLeftOn {
                 context: u32::try_from(context).ok()?,
             },
+            (code::PC_SAMPLED_IDLE, &[cpu_ms, window_ms]) => {
+                Message::PcSampledIdle { cpu_ms, window_ms }
+            }
             _ => return None,
         };
         Some(m)
@@ -279,6 +294,12 @@ impl fmt::Display for Message {
                 "context {context}: PC sampling could not be turned off: CUPTI keeps it on in this process, and the \
                  GPU's performance counters held, until the process ends (other processes' PC sampling and counters \
                  on this GPU are refused meanwhile)"
+            ),
+            Message::PcSampledIdle { cpu_ms, window_ms } => write!(
+                f,
+                "no stall record, and the program was nearly idle in the window ({cpu_ms} ms of CPU time in \
+                 {window_ms} ms): nothing of its ran to be sampled; a first trace after such a sampling alone \
+                 leaves PC sampling blind in this process, and it is refused then"
             ),
         }
     }
@@ -341,6 +362,10 @@ mod tests {
                 launches: 0,
             }),
             Message::PcLeftOn { context: 2 },
+            Message::PcSampledIdle {
+                cpu_ms: 30,
+                window_ms: 1002,
+            },
         ]
     }
 
@@ -358,7 +383,7 @@ mod tests {
         codes.dedup();
         assert_eq!(
             codes,
-            [1, 2, 3, 4, 5, 6, 7, 8, 12],
+            [1, 2, 3, 4, 5, 6, 7, 8, 12, 13],
             "each code once, none missing"
         );
         let mut e = gpu_tools_trace::Encoder::new(&gpu_tools_trace::StreamHeader::new(
@@ -409,6 +434,9 @@ mod tests {
                 "context 2: PC sampling could not be turned off: CUPTI keeps it on in this process, and the GPU's \
                  performance counters held, until the process ends (other processes' PC sampling and counters on \
                  this GPU are refused meanwhile)",
+                "no stall record, and the program was nearly idle in the window (30 ms of CPU time in 1002 ms): \
+                 nothing of its ran to be sampled; a first trace after such a sampling alone leaves PC sampling \
+                 blind in this process, and it is refused then",
             ]
         );
         assert_eq!(

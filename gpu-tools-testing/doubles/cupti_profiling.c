@@ -851,6 +851,18 @@ int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t sampl
 
 void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
 
+/* PCs the next window samples: the program's kernels run while it samples. Enable empties the pending PCs (a new
+   window), then takes these; without them an attached window counts no stall record, as a job idle on the GPU did. */
+static struct pc_pending g_pcs_at_enable[16];
+static size_t g_pcs_at_enable_len;
+
+int cp_pc_at_enable(const char *function, uint64_t offset, uint32_t reason, uint32_t samples) {
+    if (g_pcs_at_enable_len >= 16) return -1;
+    struct pc_pending p = {function, offset, reason, samples};
+    g_pcs_at_enable[g_pcs_at_enable_len++] = p;
+    return 0;
+}
+
 /* Whether samples are being taken: from the configuration without start-stop control, between Start and Stop with
    it. In continuous mode CUPTI's decoding worker runs then. */
 static int g_pc_running, g_pc_start_stop, g_pc_serialized;
@@ -890,6 +902,8 @@ CUptiResult cuptiPCSamplingEnable(PcCtxOnly *p) {
     if (!p || !p->ctx || g_pc_enabled) return INVALID_OPERATION;
     g_pc_enabled = 1;
     g_pcs_len = 0;
+    for (size_t i = 0; i < g_pcs_at_enable_len; i++) g_pcs[g_pcs_len++] = g_pcs_at_enable[i];
+    g_pcs_at_enable_len = 0;
     g_pc_buffer = NULL;
     g_pc_running = 1;
     g_pc_start_stop = 0;

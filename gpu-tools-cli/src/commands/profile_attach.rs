@@ -86,6 +86,15 @@ impl Collected {
         }
     }
 
+    /// The program's CPU time and the window's, in ms, where the library said the program was idle in a PC sampling
+    /// window without stall records (`Message::PcSampledIdle`).
+    pub fn sampled_idle(&self) -> Option<(u64, u64)> {
+        self.messages.iter().find_map(|m| match m {
+            Message::PcSampledIdle { cpu_ms, window_ms } => Some((*cpu_ms, *window_ms)),
+            _ => None,
+        })
+    }
+
     /// Whether the library said PC sampling stays on in a context (its stop or disable failed).
     pub fn pc_left_on(&self) -> bool {
         self.messages

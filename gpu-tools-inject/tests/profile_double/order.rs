@@ -119,6 +119,9 @@ fn attach_in_order_with_notices(
             &|m| matches!(m, Message::ProfileStarted { .. }),
             &mut messages,
         );
+        // A window of some length: the library judges whether the program ran in it by its CPU time, counted in
+        // ticks of 10 ms.
+        std::thread::sleep(Duration::from_millis(150));
         control.write_all(&[Control::ProfileFinish.byte()]).unwrap();
         until(
             "finished",
@@ -133,19 +136,40 @@ fn attach_in_order_with_notices(
     (messages, notices.into_inner())
 }
 
-/// Attaches to one child in the order `kinds` gives (`true`: PC sampling, `false`: a trace); returns each attach's
-/// messages.
-fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
+/// One attach of [`attaches_in_order`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Window {
+    /// A trace.
+    Trace,
+    /// PC sampling while a kernel of the program's runs: one stall record.
+    Pc,
+    /// PC sampling while the program runs nothing on the GPU: no stall record (a job waiting for its child).
+    PcIdle,
+    /// PC sampling while the program is busy on the CPU, with no stall record (a busy GPU's sampling missed it).
+    PcBusy,
+}
+
+/// Attaches to one child in the order `windows` gives; returns each attach's messages.
+fn attaches_in_order(windows: &[Window]) -> Vec<Vec<Message>> {
     let dir = fresh_dir("order");
     let mut child = AttachChild::start("attach");
     let mut out = Vec::new();
-    for (n, pc) in kinds.iter().enumerate() {
-        let request = pc.then(|| {
+    for (n, window) in windows.iter().enumerate() {
+        if *window == Window::Pc {
+            assert_eq!(child.answer("pc kernels"), "pc kernels 0");
+        }
+        if *window == Window::PcBusy {
+            assert_eq!(child.answer("spin on"), "spin on");
+        }
+        let request = (*window != Window::Trace).then(|| {
             let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
             r.pc_sampling = true;
             r
         });
         out.push(attach_in_order(child.id(), &dir, n, request));
+        if *window == Window::PcBusy {
+            assert_eq!(child.answer("spin off"), "spin off");
+        }
         assert_eq!(child.answer(&format!("launch copy {}", n + 1)), "launched");
     }
     child.exit();
@@ -153,11 +177,24 @@ fn attaches_in_order(kinds: &[bool]) -> Vec<Vec<Message>> {
     out
 }
 
+/// Whether an attach's messages say PC sampling started in the child's one context.
+fn started(m: &[Message]) -> bool {
+    m.iter()
+        .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. }))
+}
+
+/// Whether an attach's messages say PC sampling finished with `count` stall records.
+fn finished_with(m: &[Message], count: u64) -> bool {
+    m.iter()
+        .any(|m| matches!(m, Message::ProfileFinished { count: c, .. } if *c == count))
+}
+
 /// PC sampling after a first attach that traced is refused before it starts, with what to do instead (on H200s and
 /// H100s every sample then fell outside the program's kernels); after a first attach that sampled PCs it runs,
 /// traces between them or not.
 #[test]
 fn pc_sampling_is_refused_when_the_first_attach_traced() {
+    use Window::*;
     let refused = |m: &[Message]| {
         m.iter().any(|m| {
             matches!(m, Message::ProfileRefused { reason }
@@ -165,23 +202,81 @@ fn pc_sampling_is_refused_when_the_first_attach_traced() {
                     && reason.contains("sample a process's PCs before they first trace it"))
         })
     };
-    let started = |m: &[Message]| {
-        m.iter()
-            .any(|m| matches!(m, Message::ProfileStarted { contexts: 1, .. }))
-    };
-    let traced_first = attaches_in_order(&[false, true, true]);
+    let traced_first = attaches_in_order(&[Trace, Pc, Pc]);
     assert!(!refused(&traced_first[0]), "{:?}", traced_first[0]);
     for later in &traced_first[1..] {
         assert!(refused(later), "every later window: {later:?}");
         assert!(!started(later), "nothing sampled: {later:?}");
     }
-    let sampled_first = attaches_in_order(&[true, false, true]);
+    let sampled_first = attaches_in_order(&[Pc, Trace, Pc]);
     assert!(started(&sampled_first[0]), "{:?}", sampled_first[0]);
+    assert!(
+        finished_with(&sampled_first[0], 1),
+        "{:?}",
+        sampled_first[0]
+    );
     assert!(started(&sampled_first[2]), "{:?}", sampled_first[2]);
+    assert!(
+        finished_with(&sampled_first[2], 1),
+        "{:?}",
+        sampled_first[2]
+    );
     assert!(
         sampled_first.iter().all(|m| !refused(m)),
         "{sampled_first:?}"
     );
+}
+
+/// A first sampling of an idle program (no stall record, little CPU time: the matrix's fork-child waiting for its
+/// child) does not keep later windows' after a trace: on an H100 such a window of the running job counted 11,781,101
+/// samples, all outside its kernels. The idle window says so, and PC sampling after that trace is refused with the
+/// reason, never run blind; a window with stall records before the trace keeps later ones as a first one does.
+#[test]
+fn pc_sampling_is_refused_after_a_trace_that_followed_a_sampling_without_stall_records() {
+    use Window::*;
+    let refused = |m: &[Message]| {
+        m.iter().any(|m| {
+            matches!(m, Message::ProfileRefused { reason }
+                if reason.starts_with("this process's first trace came after PC sampling that had no stall record"))
+        })
+    };
+    let said_idle = |m: &[Message]| m.iter().any(|m| matches!(m, Message::PcSampledIdle { .. }));
+    let idle_first = attaches_in_order(&[PcIdle, Trace, Pc, Pc]);
+    assert!(started(&idle_first[0]), "{:?}", idle_first[0]);
+    assert!(finished_with(&idle_first[0], 0), "{:?}", idle_first[0]);
+    assert!(said_idle(&idle_first[0]), "{:?}", idle_first[0]);
+    for later in &idle_first[2..] {
+        assert!(refused(later), "every later window: {later:?}");
+        assert!(!started(later), "nothing sampled: {later:?}");
+    }
+    let sampled_later = attaches_in_order(&[PcIdle, Pc, Trace, Pc]);
+    assert!(
+        finished_with(&sampled_later[1], 1),
+        "{:?}",
+        sampled_later[1]
+    );
+    assert!(!said_idle(&sampled_later[1]), "{:?}", sampled_later[1]);
+    assert!(started(&sampled_later[3]), "{:?}", sampled_later[3]);
+    assert!(
+        finished_with(&sampled_later[3], 1),
+        "{:?}",
+        sampled_later[3]
+    );
+    assert!(
+        sampled_later.iter().all(|m| !refused(m)),
+        "{sampled_later:?}"
+    );
+    // A window without stall records while the program ran is not refused for: whether it keeps later windows' is
+    // not known, and the window after the trace runs and says what it counted.
+    let busy_first = attaches_in_order(&[PcBusy, Trace, Pc]);
+    assert!(finished_with(&busy_first[0], 0), "{:?}", busy_first[0]);
+    assert!(
+        !said_idle(&busy_first[0]),
+        "the program ran: {:?}",
+        busy_first[0]
+    );
+    assert!(started(&busy_first[2]), "{:?}", busy_first[2]);
+    assert!(!refused(&busy_first[2]), "{:?}", busy_first[2]);
 }
 
 /// Among an attach's notices: where the finish's answer came.
@@ -194,7 +289,9 @@ const FINISHED: &str = "(the finish's answer)";
 #[test]
 fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
     let dir = fresh_dir("recorder");
-    let child = AttachChild::start("attach");
+    let mut child = AttachChild::start("attach");
+    // A kernel of the program's in the first window: PC sampling after the trace then runs.
+    assert_eq!(child.answer("pc kernels"), "pc kernels 0");
     let pc = || {
         let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
         r.pc_sampling = true;
@@ -243,7 +340,9 @@ fn the_recorder_starts_inside_the_finish_of_pc_sampling() {
 #[test]
 fn a_trace_after_pc_sampling_starts_no_recorder_while_the_program_runs() {
     let dir = fresh_dir("no-recorder-after-pc");
-    let child = AttachChild::start("attach");
+    let mut child = AttachChild::start("attach");
+    // A kernel of the program's in the first window: PC sampling after the trace then runs.
+    assert_eq!(child.answer("pc kernels"), "pc kernels 0");
     let pc = || {
         let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
         r.pc_sampling = true;

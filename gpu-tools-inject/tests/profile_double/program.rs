@@ -79,7 +79,9 @@ fn child() {
 
 /// The child of the attach tests: a program that made its context before any library was injected; it answers
 /// lines on stdin with `done ...`: `launch NAME CORR` fires the launch callbacks (if any are enabled) and runs the
-/// kernel; `after` launches once more and says whether its callbacks were delivered and its range counted.
+/// kernel; `after` launches once more and says whether its callbacks were delivered and its range counted; `pc
+/// kernels` has the next PC sampling window sample a kernel of its (without it a window has no stall record); `spin
+/// on` keeps a thread of its busy on the CPU until `spin off`.
 fn attached_child(c: &Controls) {
     use std::io::Write;
     let ctx = gpu_tools::cuda::Context::primary(0).expect("a context of the driver double");
@@ -135,6 +137,34 @@ fn attached_child(c: &Controls) {
                 let period = control!(c.cupti, unsafe extern "C" fn() -> u32, b"cp_pc_period\0");
                 // SAFETY: reads counters of the double.
                 unsafe { format!("pc reads while decoding {}, period {}", reads(), period()) }
+            }
+            ["pc", "kernels"] => {
+                // The next PC sampling window samples a kernel of the program's (one stall record).
+                let at_enable = control!(
+                    c.cupti,
+                    unsafe extern "C" fn(*const std::ffi::c_char, u64, u32, u32) -> i32,
+                    b"cp_pc_at_enable\0"
+                );
+                // SAFETY: a static name the double keeps a pointer to; 4 is a stall reason index the double lists.
+                let added = unsafe { at_enable(c"k_sampled".as_ptr(), 0x40, 4, 12) };
+                format!("pc kernels {added}")
+            }
+            ["spin", on] => {
+                // A thread of the program's busy on the CPU (no launch) until `spin off`.
+                static SPIN: std::sync::atomic::AtomicBool =
+                    std::sync::atomic::AtomicBool::new(false);
+                let on = *on == "on";
+                if on && !SPIN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::spawn(|| {
+                        let mut x = 0u64;
+                        while SPIN.load(std::sync::atomic::Ordering::SeqCst) {
+                            x = std::hint::black_box(x.wrapping_add(1));
+                        }
+                    });
+                } else if !on {
+                    SPIN.store(false, std::sync::atomic::Ordering::SeqCst);
+                }
+                format!("spin {}", if on { "on" } else { "off" })
             }
             ["api"] => {
                 let choices = control!(c.cupti, unsafe extern "C" fn() -> u64, b"cd_api_choices\0");

@@ -644,7 +644,12 @@ fn before_first_attach(args: &Args, lib: &Path, targets: &[u32]) -> Result<(), F
         }
         outcomes
             .into_iter()
-            .filter(|(_, p)| !matches!(p, pc_primer::Primed::Yes { .. }))
+            .filter(|(_, p)| {
+                !matches!(
+                    p,
+                    pc_primer::Primed::Yes { .. } | pc_primer::Primed::EmptyWhileRunning
+                )
+            })
             .map(|(pid, _)| pid)
             .collect()
     } else {

@@ -40,9 +40,12 @@ pub enum Primed {
     /// Sampled (later PC sampling windows were seen to keep their stall records); the stall records of the window,
     /// not kept.
     Yes { stall_records: usize },
-    /// Sampled, with no stall record (no kernel of the program's ran in the window, or only kernels CUPTI does not
-    /// expose): as good as not sampled.
-    Empty,
+    /// Sampled with no stall record while the program was idle (`cpu_ms` of CPU time in `window_ms`): as good as
+    /// not sampled; the library refuses PC sampling after the trace.
+    Empty { cpu_ms: u64, window_ms: u64 },
+    /// Sampled with no stall record while the program ran (a busy GPU's sparse sampling can miss a small job's
+    /// kernels): whether later windows keep their stall records is not known; they run and say what they counted.
+    EmptyWhileRunning,
     /// Not sampled, and why: PC sampling after the trace gives nothing.
     No(String),
     /// Sampled, and its sampling could not be turned off (its disable failed): CUPTI keeps it on, and the GPU's
@@ -189,21 +192,22 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
             if got.pc_left_on() {
                 return Primed::LeftOn;
             }
-            primed_by(got.stalls.len())
+            primed_by(got.stalls.len(), got.sampled_idle())
         }
         Err(e) => Primed::No(e.text()),
     }
 }
 
-/// What a sampling with `stall_records` came to. Only one with launches in it was seen to keep later windows'
-/// stall records (`pc_order_probe.sh`); one with none (the job idle on the GPU then, waiting for a child, say, or
-/// running only kernels CUPTI does not expose) is no primer, and is said as such (the matrix's fork-child job:
-/// 0 stall records before its first trace, and 0 in a PC sampling window after it).
-fn primed_by(stall_records: usize) -> Primed {
-    if stall_records == 0 {
-        Primed::Empty
-    } else {
-        Primed::Yes { stall_records }
+/// What a sampling with `stall_records` came to, `idle` what the library said of a window without any (the
+/// program's CPU time and the window's, in ms, where it was idle). Only one with launches in it was seen to keep
+/// later windows' stall records (`pc_order_probe.sh`); one of an idle program (waiting for a child, say) is no
+/// primer, and is said as such (the matrix's fork-child job: 0 stall records before its first trace, and 0 of
+/// 11,781,101 samples in a PC sampling window after it).
+fn primed_by(stall_records: usize, idle: Option<(u64, u64)>) -> Primed {
+    match (stall_records, idle) {
+        (0, Some((cpu_ms, window_ms))) => Primed::Empty { cpu_ms, window_ms },
+        (0, None) => Primed::EmptyWhileRunning,
+        (stall_records, _) => Primed::Yes { stall_records },
     }
 }
 
@@ -230,10 +234,15 @@ pub fn said(pid: u32, primed: &Primed) -> String {
             "process {pid}: sampled before its first trace ({stall_records} stall records, not kept): PC sampling \
              after the trace keeps its stall records"
         ),
-        Primed::Empty => format!(
-            "process {pid}: sampled before its first trace, with no stall record (no kernel of its own ran in the \
-             1 s, or only kernels CUPTI does not expose): only a sampling with stall records was seen to keep later \
-             ones'"
+        Primed::Empty { cpu_ms, window_ms } => format!(
+            "process {pid}: sampled before its first trace, with no stall record while it was idle ({cpu_ms} ms of \
+             CPU time in {window_ms} ms): only a sampling of a running program was seen to keep later ones', so PC \
+             sampling after this trace is refused in it"
+        ),
+        Primed::EmptyWhileRunning => format!(
+            "process {pid}: sampled before its first trace, with no stall record although it ran (a busy GPU's \
+             sparse sampling can miss a small job's kernels): PC sampling after the trace runs, and says what it \
+             counted"
         ),
         Primed::No(why) => format!("process {pid}: not sampled before its first trace: {why}"),
         Primed::LeftOn => format!(
@@ -267,12 +276,29 @@ mod tests {
 
     #[test]
     fn a_sampling_without_stall_records_is_no_primer() {
-        assert_eq!(primed_by(3), Primed::Yes { stall_records: 3 });
-        assert_eq!(primed_by(0), Primed::Empty);
-        assert!(
-            said(7, &Primed::Empty)
-                .starts_with("process 7: sampled before its first trace, with no stall record")
+        assert_eq!(primed_by(3, None), Primed::Yes { stall_records: 3 });
+        assert_eq!(
+            primed_by(3, Some((0, 1000))),
+            Primed::Yes { stall_records: 3 }
         );
+        let idle = primed_by(0, Some((10, 1001)));
+        assert_eq!(
+            idle,
+            Primed::Empty {
+                cpu_ms: 10,
+                window_ms: 1001
+            }
+        );
+        assert!(
+            said(7, &idle).starts_with(
+                "process 7: sampled before its first trace, with no stall record while it was idle (10 ms of CPU \
+                 time in 1001 ms)"
+            ),
+            "{}",
+            said(7, &idle)
+        );
+        assert_eq!(primed_by(0, None), Primed::EmptyWhileRunning);
+        assert!(said(7, &Primed::EmptyWhileRunning).contains("PC sampling after the trace runs"));
     }
 
     #[test]
