@@ -29,7 +29,9 @@ that took the profiler's records). profiler-schedule synchronises before each sc
 holds exactly its active steps' records whatever the GPU's pace. PROFILER_SCHEDULE=WAIT,WARMUP,ACTIVE (profiler-schedule;
 default 2,1,3): its cycle, for instance 0,1,1 for a flush of the profiler's every other step, which makes a window's
 start inside one of its flushes likely (the injection library's probe waits for such a flush: a run with its debug log
-says how often). NEW_WORK_FILE (eager, jax): see NewWork.
+says how often). NEW_WORK_FILE (eager, jax): see NewWork. PAUSE_FILE (timed runs): while the file it names exists, the
+job launches nothing and sleeps on the host between steps (`paused STEP` once, `resumed STEP` after), as fork-child
+does while it waits for its child: pc_order_probe.sh's SET=4 attaches during such a pause.
 """
 import argparse
 import os
@@ -61,6 +63,7 @@ class Loop:
     def __init__(self, steps, seconds, sync):
         self.limit, self.seconds, self.sync = steps, seconds, sync
         self.stop_file = os.environ.get("STOP_FILE") if not steps else None
+        self.pause_file = os.environ.get("PAUSE_FILE") if not steps else None
         self.steps = 0
 
     def __iter__(self):
@@ -77,9 +80,19 @@ class Loop:
                     self.sync()
                     print(f"progress {i}", flush=True)
                     last = now
+                if self.pause_file and os.path.exists(self.pause_file):
+                    self.pause(i)
             yield i
             i += 1
         self.steps = i
+
+    def pause(self, i):
+        """Idle on the GPU and the host until the pause file is gone (the step count, and so the result, unchanged)."""
+        self.sync()
+        print(f"paused {i}", flush=True)
+        while os.path.exists(self.pause_file) and not (self.stop_file and os.path.exists(self.stop_file)):
+            time.sleep(0.01)
+        print(f"resumed {i}", flush=True)
 
 
 class NewWork:

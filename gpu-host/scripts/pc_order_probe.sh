@@ -26,6 +26,12 @@
 #   A eager: trace --pid --no-pc-primer, PC sampling (0 before), then new work (i0e, loaded now), PC sampling
 #   J jax (command buffers): PC sampling first, then new work (compiled now), PC sampling
 #   N jax, XLA's command buffers off: PC sampling first
+# SET=4 asks whether a PC sampling with no stall record before a first trace (the job idle on the GPU then: the
+# matrix's fork-child waiting for its child) keeps later windows' as one with stall records does:
+#   I eager, paused (PAUSE_FILE) through its first trace, whose PC sampling before it then finds no kernel; resumed,
+#             then PC sampling twice (refused since the 38th session, with the reason)
+#   O the same with GT_OLD (a build from before that refusal): the windows run, and say what CUPTI counted
+#   Q eager, running through its first trace: PC sampling after it (the control)
 # Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same
 # process counted millions of samples, all outside the program's kernels; an eager job's first attach, PC sampling,
 # gave 8,192 records beside five busy processes (pc_shared_probe.sh).
@@ -49,21 +55,38 @@ pcs() { # LABEL PID [SECONDS]
   timeout 60 "$gt" profile --pid "$2" --duration "${3:-1}" --pc-sampling > "$f" 2>&1
   echo "$1 pc: rc=$? records=$(grep -o '[0-9]* stall records from' "$f" | head -1 | cut -d' ' -f1)" \
     "$(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$f" | head -1)" \
-    "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process' "$f" | head -1)"
+    "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process\|first trace came after PC sampling that had no stall record\|first gpu-tools attach traced it' "$f" | head -1)"
 }
 trc() { # LABEL PID [ARGS]
   n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2
   # P's trace says what its PC sampling before the first trace came to: not --quiet there.
-  local q=-q; [ "$l" = P ] && q=--no-progress
+  local q=-q; case $l in P | I | O | Q) q=--no-progress ;; esac
   # The command's whole time (a 1 s window): with the PC sampling before a first trace, what that costs.
   local t0 rc; t0=$(date +%s%N)
   timeout 60 "$gt" trace --pid "$p" --duration 1 $q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
   rc=$?
   echo "$l trace $*: rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms, $(grep -o '[0-9]* kernels' "$f" | head -1)" \
-    "$(grep -o 'sampled before its first trace ([0-9]* stall records\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)"
+    "$(grep -o 'sampled before its first trace ([0-9]* stall records\|sampled before its first trace, with no stall record [a-z ]*\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)"
   rm -f "$out/$n.gputrace"
 }
 declare -A pid
+if [ "${SET:-1}" = 4 ]; then
+  gt_new=$gt gt_old=${GT_OLD:-$gt}
+  for j in I O; do
+    touch "$out/$j.pause"
+    PAUSE_FILE=$out/$j.pause $py "$job" eager --seconds 300 > "$out/$j.log" 2>&1 &
+  done
+  $py "$job" eager --seconds 300 > "$out/Q.log" 2>&1 &
+  for j in I O Q; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+  sleep 1
+  resume() { rm -f "$out/$1.pause"; sleep 1; echo "$1: $(grep -m1 '^paused' "$out/$1.log"), $(grep -m1 '^resumed' "$out/$1.log")"; }
+  trc I "${pid[I]}"; resume I; pcs I "${pid[I]}"; pcs I "${pid[I]}"
+  gt=$gt_old; trc O "${pid[O]}"; resume O; pcs O "${pid[O]}"; pcs O "${pid[O]}" 2; gt=$gt_new
+  trc Q "${pid[Q]}"; pcs Q "${pid[Q]}"
+  touch "$STOP_FILE"; wait
+  for j in I O Q; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  exit 0
+fi
 if [ "${SET:-1}" = 3 ]; then
   new() { touch "$out/$1.new"; sleep "${2:-1}"; echo "$1 new work: $(grep -m1 '^new_work' "$out/$1.log")"; }
   newpcs() { pcs "$@"; echo "  of them i0e's: $(grep -c 'i0e' "$out/$n-$1-pc.txt")"; }
