@@ -47,7 +47,7 @@ fn advance(to: impl Fn(u8) -> Option<u8>) {
     let _ = FIRST.fetch_update(Ordering::SeqCst, Ordering::SeqCst, to);
 }
 
-/// An attach of `kind` begins (it reached CUPTI).
+/// An attach of `kind` begins: a trace reached CUPTI, or PC sampling started in a context.
 pub fn note(kind: Kind) {
     advance(|now| match (kind, now) {
         (Kind::PcSampling, NONE) => Some(SAMPLING),

@@ -117,12 +117,11 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
         // SAFETY: gettid has no preconditions.
         thread: u64::try_from(unsafe { libc::gettid() }).unwrap_or(0),
     });
-    // Noted once the attach reaches CUPTI: one refused before does not count as the first.
-    crate::first_attach::note(if request.pc_sampling {
-        crate::first_attach::Kind::PcSampling
-    } else {
-        crate::first_attach::Kind::Trace
-    });
+    // Kernel metrics trace: noted once the attach reaches CUPTI (one refused before does not count as the first).
+    // PC sampling is noted once it started in a context: a window that sampled nothing primes nothing.
+    if !request.pc_sampling {
+        crate::first_attach::note(crate::first_attach::Kind::Trace);
+    }
     // Kernel metrics take the callback subscriber for their window (named ranges): a recorder an earlier attach left
     // stops for it. PC sampling leaves a recorder on: stopping it for the window did not keep PC sampling after a
     // trace from being blind (docs/driver-notes.md). Either way the recorder starts (again) inside the finish.
@@ -146,6 +145,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                 if metrics.is_empty() {
                     start(&writer, &mut contexts, request.primer);
                     if contexts.iter().any(|c| c.sampler.is_some()) {
+                        crate::first_attach::note(crate::first_attach::Kind::PcSampling);
                         sampling_since = Some(ProgramTime::now());
                     }
                 } else {

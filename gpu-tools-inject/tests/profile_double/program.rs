@@ -81,7 +81,7 @@ fn child() {
 /// lines on stdin with `done ...`: `launch NAME CORR` fires the launch callbacks (if any are enabled) and runs the
 /// kernel; `after` launches once more and says whether its callbacks were delivered and its range counted; `pc
 /// kernels` has the next PC sampling window sample a kernel of its (without it a window has no stall record); `spin
-/// on` keeps a thread of its busy on the CPU until `spin off`.
+/// on` keeps threads of its busy on the CPU until `spin off`.
 fn attached_child(c: &Controls) {
     use std::io::Write;
     let ctx = gpu_tools::cuda::Context::primary(0).expect("a context of the driver double");
@@ -150,17 +150,20 @@ fn attached_child(c: &Controls) {
                 format!("pc kernels {added}")
             }
             ["spin", on] => {
-                // A thread of the program's busy on the CPU (no launch) until `spin off`.
+                // Threads of the program's busy on the CPU (no launch) until `spin off`: four, so that the program
+                // counts as running on a machine busy with other tests too.
                 static SPIN: std::sync::atomic::AtomicBool =
                     std::sync::atomic::AtomicBool::new(false);
                 let on = *on == "on";
                 if on && !SPIN.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                    std::thread::spawn(|| {
-                        let mut x = 0u64;
-                        while SPIN.load(std::sync::atomic::Ordering::SeqCst) {
-                            x = std::hint::black_box(x.wrapping_add(1));
-                        }
-                    });
+                    for _ in 0..4 {
+                        std::thread::spawn(|| {
+                            let mut x = 0u64;
+                            while SPIN.load(std::sync::atomic::Ordering::SeqCst) {
+                                x = std::hint::black_box(x.wrapping_add(1));
+                            }
+                        });
+                    }
                 } else if !on {
                     SPIN.store(false, std::sync::atomic::Ordering::SeqCst);
                 }
