@@ -143,23 +143,9 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
                     continue;
                 }
                 if metrics.is_empty() {
-                    start(&writer, &mut contexts, request.primer);
-                    if contexts.iter().any(|c| c.sampler.is_some()) {
-                        crate::first_attach::note(crate::first_attach::Kind::PcSampling);
-                        sampling_since = Some(ProgramTime::now());
-                    }
+                    sampling_since = start_sampling(&writer, &mut contexts, request.primer);
                 } else {
-                    if crate::flight::stop(
-                        "profile --pid's kernel metrics took CUPTI's callback subscriber",
-                    ) {
-                        recorder_stopped = true;
-                        writer.notice(
-                            NoticeLevel::Info,
-                            "the flight recorder stops for the kernel metrics' window (they need CUPTI's callback \
-                             subscriber) and starts again after it"
-                                .into(),
-                        );
-                    }
+                    recorder_stopped |= stop_recorder_for_metrics(&writer);
                     match start_named(&writer, &contexts, request) {
                         Ok(s) => named = Some(s),
                         Err(why) => no_subscriber(&writer, &why),
@@ -169,15 +155,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
             Control::ProfileFinish => {
                 let done = match named.take() {
                     Some(subscriber) => finish_named(&writer, subscriber),
-                    None => {
-                        let done = finish(&writer, &mut contexts);
-                        if let (Some(since), Message::ProfileFinished { count, .. }) =
-                            (sampling_since.take(), &done)
-                        {
-                            judge_sampling(&writer, *count, &since);
-                        }
-                        done
-                    }
+                    None => finish_sampling(&writer, &mut contexts, sampling_since.take()),
                 };
                 // The recorder starts here, while the program's threads are held outside the driver, never after
                 // the tracer has let them go: a C job launching without pause died of SIGSEGV inside CUPTI's launch
@@ -449,6 +427,45 @@ const WORKER_SLEEP_MS: u32 = 10;
 /// sampling. A kernel spread over every SM for a millisecond of the window still gets about 60 samples (by the same
 /// arithmetic).
 const PRIMER_PERIOD: u32 = 22;
+
+/// Starts PC sampling ([`start`]); where it started in some context, notes the process's first PC sampling and
+/// gives when, for [`finish_sampling`].
+fn start_sampling(writer: &Writer, contexts: &mut [Sampled], primer: bool) -> Option<ProgramTime> {
+    start(writer, contexts, primer);
+    contexts.iter().any(|c| c.sampler.is_some()).then(|| {
+        crate::first_attach::note(crate::first_attach::Kind::PcSampling);
+        ProgramTime::now()
+    })
+}
+
+/// Finishes PC sampling ([`finish`]) and judges the window begun at `since`, if it began ([`judge_sampling`]).
+fn finish_sampling(
+    writer: &Arc<Writer>,
+    contexts: &mut [Sampled],
+    since: Option<ProgramTime>,
+) -> Message {
+    let done = finish(writer, contexts);
+    if let (Some(since), Message::ProfileFinished { count, .. }) = (since, &done) {
+        judge_sampling(writer, *count, &since);
+    }
+    done
+}
+
+/// Stops a recorder an earlier attach left, for kernel metrics (they take CUPTI's callback subscriber), said;
+/// whether one was stopped (it starts again inside the finish).
+fn stop_recorder_for_metrics(writer: &Writer) -> bool {
+    let stopped =
+        crate::flight::stop("profile --pid's kernel metrics took CUPTI's callback subscriber");
+    if stopped {
+        writer.notice(
+            NoticeLevel::Info,
+            "the flight recorder stops for the kernel metrics' window (they need CUPTI's callback subscriber) and \
+             starts again after it"
+                .into(),
+        );
+    }
+    stopped
+}
 
 /// A moment of the window, and the CPU time the program's threads (the library's left out) had used by then.
 struct ProgramTime {
