@@ -144,6 +144,33 @@ pub(super) fn close() -> Handed {
     }
 }
 
+/// A kind the program enabled while the trace recorded it: a record of it that started before then was launched
+/// while the kind was off for the program, and CUPTI would not have recorded it for the program alone. The trace's
+/// records of a kernel launched between two of its sessions and still running at the next one's start came after
+/// that start (the CUPTI double's lagging GPU: once in about twelve runs of its scheduled-profiler test, a kernel
+/// more than its sessions made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Enabled {
+    pub(super) kind: u32,
+    /// When (the trace's clock).
+    pub(super) at: u64,
+}
+
+impl Enabled {
+    /// `kind`, enabled now.
+    pub(super) fn now(kind: u32) -> Enabled {
+        Enabled {
+            kind,
+            at: super::clock::monotonic_ns(),
+        }
+    }
+
+    /// Whether a record of this kind, starting at `start`, can be the program's: not one that started before.
+    fn keeps(&self, start: Option<u64>) -> bool {
+        start.is_none_or(|start| start >= self.at)
+    }
+}
+
 /// A kind the program disabled, whose records made before still reach it until its next forced flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Disabled {
@@ -227,19 +254,28 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
     if !DISPATCHING.load(std::sync::atomic::Ordering::Acquire) {
         return;
     }
-    let Some((kinds, request, complete, skip_runtime, skip_driver, map, mut disabled_at)) =
-        with_mux(|m| {
-            m.clock.read();
-            (
-                m.program.receives(),
-                m.program.request,
-                m.program.complete,
-                m.program.skip_runtime.clone(),
-                m.program.skip_driver.clone(),
-                m.clock,
-                m.program.disabled_at.clone(),
-            )
-        })
+    let Some((
+        kinds,
+        request,
+        complete,
+        skip_runtime,
+        skip_driver,
+        map,
+        mut disabled_at,
+        enabled_at,
+    )) = with_mux(|m| {
+        m.clock.read();
+        (
+            m.program.receives(),
+            m.program.request,
+            m.program.complete,
+            m.program.skip_runtime.clone(),
+            m.program.skip_driver.clone(),
+            m.clock,
+            m.program.disabled_at.clone(),
+            m.program.enabled_at.clone(),
+        )
+    })
     else {
         return;
     };
@@ -286,6 +322,12 @@ pub fn dispatch(batch: &ActivityBatch<'_>) {
         };
         if !skip.is_empty() && api_cbid(r.bytes).is_some_and(|c| skip.contains(&c)) {
             continue;
+        }
+        // A kind it enabled: nothing that started before (launched while the kind was off for it).
+        if let Some(e) = enabled_at.iter().find(|e| e.kind == kind) {
+            if !e.keeps(start_of(r.bytes, kind)) {
+                continue;
+            }
         }
         // A kind it disabled: only what started, or was launched, before that (CUPTI made no more for it).
         if let Some(d) = disabled_at.iter().find(|d| d.kind == kind) {

@@ -63,6 +63,7 @@ pub(super) unsafe extern "C" fn register_callbacks(
             m.program.probed = false;
             m.program.draining = 0;
             m.program.disabled_at.clear();
+            m.program.enabled_at.clear();
         });
         match (kept, direct) {
             (Some(()), false) => sys::CUPTI_SUCCESS,
@@ -109,6 +110,8 @@ pub(super) unsafe extern "C" fn enable(kind: sys::CUpti_ActivityKind) -> sys::CU
             if b != 0 && m.session_kinds & b != 0 {
                 m.program.enabled |= b;
                 m.program.draining &= !b;
+                m.program.enabled_at.retain(|e| e.kind != kind);
+                m.program.enabled_at.push(handover::Enabled::now(kind));
                 if m.layout.is_none() {
                     Decision::EnableBeforeTracer
                 } else {

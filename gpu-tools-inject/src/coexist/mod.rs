@@ -125,6 +125,8 @@ struct Program {
     draining: u64,
     /// When it disabled each draining kind: records that start later are not its, unless launched before.
     disabled_at: Vec<handover::Disabled>,
+    /// When it last enabled each kind through the sharing: records that started before are not its.
+    enabled_at: Vec<handover::Enabled>,
     /// Kinds enabled for it alone: the trace leaves their records out.
     only_program: u64,
     /// API records it asked CUPTI to leave out, per domain.

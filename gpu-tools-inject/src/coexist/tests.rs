@@ -402,6 +402,35 @@ fn timed(kind: u32, start: u64, correlation: u32) -> Vec<u8> {
     r
 }
 
+/// A kernel launched between two of the program's sessions, while the trace alone recorded kernels, whose record
+/// comes after the program enabled kernels again (it ran on): not the program's, which CUPTI would not have recorded
+/// it for. Its session's own kernels are.
+#[test]
+fn a_kernel_that_started_before_the_program_enabled_kernels_is_not_handed_to_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(Program {
+        enabled: 0,
+        ..kernel_recording_program()
+    });
+    // Its next session begins: kernels on.
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::enable(kernel) }, sys::CUPTI_SUCCESS);
+    let on = with_mux(|m| m.program.enabled_at[0].at).expect("shared");
+    let batch = [timed(kernel, on - 2_000, 7), timed(kernel, on + 1_000, 8)].concat();
+    let buffer = Buffer::of(&batch);
+    dispatch(&buffer.batch());
+    uninstall(false, ActivityKinds::empty());
+    let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).concat();
+    assert_eq!(
+        handed,
+        timed(kernel, on + 1_000, 8),
+        "kernel 8 of its session, not 7 from before it"
+    );
+}
+
 #[test]
 fn a_kernel_launched_before_the_program_disabled_kernels_reaches_it_however_late_it_ran() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
