@@ -842,11 +842,17 @@ static size_t g_pcs_len;
 static struct sampling_data *g_pc_buffer;
 static uint64_t g_pc_dropped;
 
-int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t samples) {
-    if (g_pcs_len >= 256) return -1;
+/* Appends a pending PC to `list` (`cap` entries, `*len` used); -1 when it is full. */
+static int pc_push(struct pc_pending *list, size_t *len, size_t cap, const char *function, uint64_t offset,
+                   uint32_t reason, uint32_t samples) {
+    if (*len >= cap) return -1;
     struct pc_pending p = {function, offset, reason, samples};
-    g_pcs[g_pcs_len++] = p;
+    list[(*len)++] = p;
     return 0;
+}
+
+int cp_pc(const char *function, uint64_t offset, uint32_t reason, uint32_t samples) {
+    return pc_push(g_pcs, &g_pcs_len, 256, function, offset, reason, samples);
 }
 
 void cp_pc_dropped(uint64_t n) { g_pc_dropped = n; }
@@ -857,10 +863,7 @@ static struct pc_pending g_pcs_at_enable[16];
 static size_t g_pcs_at_enable_len;
 
 int cp_pc_at_enable(const char *function, uint64_t offset, uint32_t reason, uint32_t samples) {
-    if (g_pcs_at_enable_len >= 16) return -1;
-    struct pc_pending p = {function, offset, reason, samples};
-    g_pcs_at_enable[g_pcs_at_enable_len++] = p;
-    return 0;
+    return pc_push(g_pcs_at_enable, &g_pcs_at_enable_len, 16, function, offset, reason, samples);
 }
 
 /* Whether samples are being taken: from the configuration without start-stop control, between Start and Stop with
