@@ -147,7 +147,7 @@ pub(super) fn close() -> Handed {
 /// A kind the program enabled while the trace recorded it: a record of it that started before then was launched
 /// while the kind was off for the program, and CUPTI would not have recorded it for the program alone. The trace's
 /// records of a kernel launched between two of its sessions and still running at the next one's start came after
-/// that start (the CUPTI double's lagging GPU: once in about twelve runs of its scheduled-profiler test, a kernel
+/// that start (the CUPTI double's lagging GPU: twice in 40 runs of its scheduled-profiler test, a kernel
 /// more than its sessions made).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Enabled {
