@@ -433,10 +433,14 @@ CUresult cuStreamSynchronize(struct dbl_stream *s) {
     return live_stream(s) ? OK : INVALID_VALUE;
 }
 
+static int query_ends_a_capture(void *s);
+
 /* Any handle, as the flight recorder asks about the program's streams: an odd one has work left
- * (CUDA_ERROR_NOT_READY), an even one none. */
+ * (CUDA_ERROR_NOT_READY), an even one none. A question the driver forbids during a capture (see
+ * query_ends_a_capture) fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and ends the capture. */
 CUresult cuStreamQuery(void *s) {
     NEED_INIT();
+    if (query_ends_a_capture(s)) return 900;
     return ((uintptr_t)s & 1) ? 600 : OK;
 }
 
@@ -727,6 +731,42 @@ void dbl_set_capturing(void *stream, int on) {
     if (on && at < 0 && g_capturing_count < DBL_CAPTURING) g_capturing[g_capturing_count++] = stream;
     if (!on && at >= 0) g_capturing[at] = g_capturing[--g_capturing_count];
     pthread_mutex_unlock(&g_lock);
+}
+
+/* The calling thread's capture mode (CUstreamCaptureMode: 0 global, the default; 1 thread-local; 2 relaxed). */
+static __thread int t_capture_mode;
+/* Captures a forbidden question ended (dbl_captures_ended). */
+static int g_captures_ended;
+
+CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+    NEED_INIT();
+    if (!mode || *mode < 0 || *mode > 2) return INVALID_VALUE;
+    int previous = t_capture_mode;
+    t_capture_mode = *mode;
+    *mode = previous;
+    return OK;
+}
+
+/* As the driver has it (the capture modes of cuda.h), with every capture taken as begun in the global mode: a
+ * question about a capturing stream is forbidden, and so is one about any stream from a thread in the global mode
+ * while a capture runs. A forbidden question ends one capture (counted). */
+static int query_ends_a_capture(void *s) {
+    pthread_mutex_lock(&g_lock);
+    int capturing = 0;
+    for (int i = 0; i < g_capturing_count; i++)
+        if (g_capturing[i] == s) capturing = 1;
+    int forbidden = capturing || (g_capturing_count > 0 && t_capture_mode == 0);
+    if (forbidden) g_captures_ended++;
+    pthread_mutex_unlock(&g_lock);
+    return forbidden;
+}
+
+/* Captures ended by a question the driver forbids during capture, since the process started. */
+int dbl_captures_ended(void) {
+    pthread_mutex_lock(&g_lock);
+    int n = g_captures_ended;
+    pthread_mutex_unlock(&g_lock);
+    return n;
 }
 
 CUresult cuStreamIsCapturing(void *stream, int *status) {

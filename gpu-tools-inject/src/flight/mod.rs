@@ -17,6 +17,7 @@
 //! (a program that ran torch.profiler keeps its own) gets no recorder, and the stream says so.
 
 mod book;
+mod capture;
 mod service;
 
 use std::cell::Cell;
@@ -25,8 +26,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use gpu_tools::cupti::activity::Clock;
 use gpu_tools::cupti::callback::{
-    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, ResourceEvent, ResourceKind, Subscriber,
-    SyncCall,
+    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, CaptureCall, ResourceEvent, ResourceKind,
+    Subscriber, SyncCall,
 };
 use gpu_tools::cupti::{ApiCbid, DriverCbid};
 use gpu_tools::sys::cupti as sys;
@@ -76,6 +77,7 @@ fn driver_calls() -> impl Iterator<Item = DriverCbid> {
             crate::profiling::LAUNCHES.contains(&n)
                 || crate::profiling::GRAPH_LAUNCHES.contains(&n)
                 || SyncCall::NAMES.contains(&n)
+                || CaptureCall::NAMES.contains(&n)
         })
     })
 }
@@ -98,6 +100,8 @@ pub fn start() -> Result<(), String> {
         let _ = subscriber.unsubscribe();
         return Err(format!("the launch callbacks could not be enabled ({e})"));
     }
+    // Captures under way now were not seen begin: the report finds them by asking each stream.
+    capture::forget();
     {
         let mut b = book();
         match b.as_mut() {
@@ -227,6 +231,10 @@ fn on_api(a: &ApiEvent<'_>) {
     let ApiCbid::Driver(cbid) = a.cbid() else {
         return;
     };
+    if let Some(c) = a.capture_call() {
+        on_capture(a, c);
+        return;
+    }
     let call = cbid.name().unwrap_or("?");
     match a.site() {
         ApiSite::Enter => {
@@ -276,6 +284,18 @@ fn on_api(a: &ApiEvent<'_>) {
                 b.sync_exit(thread_id(), a.return_value() == Some(0));
             }
         }
+    }
+}
+
+/// A capture's begin and end: no question about the program's streams is asked in between (`capture`).
+fn on_capture(a: &ApiEvent<'_>, call: CaptureCall) {
+    match (call, a.site()) {
+        (CaptureCall::Begin(stream), ApiSite::Enter) => capture::begins(stream as usize),
+        (CaptureCall::Begin(stream), ApiSite::Exit) if a.return_value().is_some_and(|r| r != 0) => {
+            capture::ends(stream as usize)
+        }
+        (CaptureCall::End(stream), ApiSite::Exit) => capture::ends(stream as usize),
+        _ => {}
     }
 }
 

@@ -8,6 +8,11 @@
 //! main thread waited in `cudaStreamSynchronize`). A stream the program destroys between the account's snapshot and
 //! the question is the one case where the question names a stale handle; the account marks streams destroyed as
 //! their destruction starts, and a process hung in a synchronisation does not destroy streams.
+//!
+//! No question is asked that would end a CUDA graph capture of the program's (`super::capture`): none while a capture
+//! the recorder saw begin is under way; none about a stream that captures (asked first, with `cuStreamIsCapturing`);
+//! and each from this thread in the relaxed capture mode, put back after. The per-thread default stream is the
+//! asking thread's own, so the program's is not asked.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -26,7 +31,13 @@ use crate::mapped_library::MappedLibrary;
 const CUDA_SUCCESS: i32 = 0;
 const CUDA_ERROR_NOT_READY: i32 = 600;
 
+/// `CU_STREAM_CAPTURE_MODE_RELAXED` (cuda.h's `CUstreamCaptureMode`).
+const CU_STREAM_CAPTURE_MODE_RELAXED: i32 = 2;
+/// `CU_STREAM_PER_THREAD` (cuda.h): the calling thread's default stream.
+const CU_STREAM_PER_THREAD: usize = 0x2;
+
 type StreamQueryFn = unsafe extern "C" fn(*mut std::ffi::c_void) -> i32;
+type ExchangeModeFn = unsafe extern "C" fn(*mut i32) -> i32;
 
 fn socket_path() -> PathBuf {
     PathBuf::from("/tmp").join(socket_file_name(std::process::id()))
@@ -85,10 +96,24 @@ fn report() -> String {
     let asked = book().as_ref().map(|b| b.to_ask()).unwrap_or_default();
     let mut states = HashMap::new();
     let query = Query::resolve();
+    let relaxed = query.as_ref().map(Query::relaxed);
     for (stream, context, seq) in asked {
-        let state = match &query {
-            Some(q) => q.ask(context, stream),
-            None => StreamState::Answer("cuStreamQuery is not available".into()),
+        let state = match (&query, &relaxed) {
+            (Some(q), Some(Ok(_))) => match super::capture::ask() {
+                Ok(_asking) => q.ask(context, stream),
+                Err(capturing) => StreamState::Answer(format!(
+                    "not asked: the program is capturing a CUDA graph on stream {capturing:#x}, and a question now \
+                     would end its capture"
+                )),
+            },
+            (Some(_), Some(Err(e))) => StreamState::Answer(format!(
+                "not asked: this thread's capture mode could not be made relaxed ({e}), and a question could end a \
+                 capture of the program's"
+            )),
+            _ => StreamState::Answer(
+                "not asked: cuStreamQuery or cuThreadExchangeStreamCaptureMode is not available"
+                    .into(),
+            ),
         };
         if state == StreamState::Idle {
             if let Some(b) = book().as_mut() {
@@ -97,6 +122,7 @@ fn report() -> String {
         }
         states.insert(stream, state);
     }
+    drop(relaxed);
     let guard = book();
     match guard.as_ref() {
         Some(b) => b.report(std::process::id(), now_ns(), &states).encode(),
@@ -111,10 +137,26 @@ fn report() -> String {
 }
 
 /// The driver functions the report asks: the crate's driver (the one the program maps,
-/// `session::use_mapped_libraries`) for the context, and its `cuStreamQuery`, which the crate's table lacks.
+/// `session::use_mapped_libraries`) for the context and a stream's capture status, and its `cuStreamQuery` and
+/// `cuThreadExchangeStreamCaptureMode`, which the crate's table lacks.
 struct Query {
-    api: &'static gpu_tools::cuda::DriverApi,
+    driver: &'static gpu_tools::cuda::Driver,
     query: StreamQueryFn,
+    exchange_mode: ExchangeModeFn,
+}
+
+/// This thread in the relaxed capture mode, until dropped: the mode it had goes back.
+struct Relaxed {
+    exchange_mode: ExchangeModeFn,
+    previous: i32,
+}
+
+impl Drop for Relaxed {
+    fn drop(&mut self) {
+        let mut mode = self.previous;
+        // SAFETY: the driver's function, with a valid pointer to a mode it gave.
+        let _ = unsafe { (self.exchange_mode)(&mut mode) };
+    }
 }
 
 impl Query {
@@ -122,26 +164,75 @@ impl Query {
         let driver = gpu_tools::cuda::Driver::get()?;
         let c = std::ffi::CString::new(driver.path()?.as_os_str().as_encoded_bytes()).ok()?;
         // The copy the crate loaded, already mapped.
-        let query = MappedLibrary::find(&c)?.symbol(c"cuStreamQuery")?;
+        let library = MappedLibrary::find(&c)?;
+        let query = library.symbol(c"cuStreamQuery")?;
+        let exchange_mode = library.symbol(c"cuThreadExchangeStreamCaptureMode")?;
         Some(Query {
-            api: driver.api(),
+            driver,
             // SAFETY: the driver's function of this C signature (cuda.h).
             query: unsafe { std::mem::transmute::<*mut std::ffi::c_void, StreamQueryFn>(query) },
+            // SAFETY: as above.
+            exchange_mode: unsafe {
+                std::mem::transmute::<*mut std::ffi::c_void, ExchangeModeFn>(exchange_mode)
+            },
         })
+    }
+
+    /// This thread in the relaxed capture mode, in which its questions about streams that do not capture are allowed
+    /// while a capture of the program's runs. `Err`: the driver's refusal.
+    fn relaxed(&self) -> Result<Relaxed, String> {
+        let mut mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: the driver's function with a valid pointer; it swaps this thread's mode with ours.
+        match unsafe { (self.exchange_mode)(&mut mode) } {
+            CUDA_SUCCESS => Ok(Relaxed {
+                exchange_mode: self.exchange_mode,
+                previous: mode,
+            }),
+            other => Err(format!("CUresult {other}")),
+        }
     }
 
     /// Whether `stream` of `context` has work left.
     fn ask(&self, context: usize, stream: usize) -> StreamState {
+        if stream == CU_STREAM_PER_THREAD {
+            return StreamState::Answer(
+                "not asked: the per-thread default stream is the asking thread's own".into(),
+            );
+        }
+        let api = self.driver.api();
         // SAFETY: a context the program launched in (recorded at its launch callback), made current on this thread
         // for one question and popped after.
-        if unsafe { (self.api.cu_ctx_push_current)(context as gpu_tools::cuda::RawContext) } != 0 {
+        if unsafe { (api.cu_ctx_push_current)(context as gpu_tools::cuda::RawContext) } != 0 {
             return StreamState::Answer("its context could not be made current".into());
         }
-        // SAFETY: a stream the program launched on and has not begun to destroy (see the module doc).
-        let code = unsafe { (self.query)(stream as *mut std::ffi::c_void) };
+        let state = self.ask_current(stream);
         let mut popped = std::ptr::null_mut();
         // SAFETY: balances the push above.
-        let _ = unsafe { (self.api.cu_ctx_pop_current)(&mut popped) };
+        let _ = unsafe { (api.cu_ctx_pop_current)(&mut popped) };
+        state
+    }
+
+    /// [`ask`](Self::ask), with the stream's context current.
+    fn ask_current(&self, stream: usize) -> StreamState {
+        // SAFETY: a stream the program launched on and has not begun to destroy (see the module doc), or the
+        // legacy stream.
+        match unsafe { gpu_tools::cuda::graph::stream_is_capturing(self.driver, stream as _) } {
+            Ok(false) => {}
+            Ok(true) => {
+                return StreamState::Answer(
+                    "not asked: the stream is capturing a CUDA graph (its launches since the capture began are \
+                     in the graph, not run), and a question would end its capture"
+                        .into(),
+                );
+            }
+            Err(e) => {
+                return StreamState::Answer(format!(
+                    "not asked: whether it captures a CUDA graph could not be read ({e})"
+                ));
+            }
+        }
+        // SAFETY: as above.
+        let code = unsafe { (self.query)(stream as *mut std::ffi::c_void) };
         match code {
             CUDA_SUCCESS => StreamState::Idle,
             CUDA_ERROR_NOT_READY => StreamState::Busy,

@@ -23,6 +23,7 @@ fn attach_child_flight() {
     }
     let profiler = program_profiler();
     let d = common::double();
+    let driver = DriverControls::open();
     let ctx = gpu_tools::cuda::Context::primary(0).expect("the driver double's context");
     let context = ctx.as_raw() as usize;
     let id = |name: &str| gpu_tools::cupti::DriverCbid::from_name(name).unwrap().id();
@@ -74,11 +75,105 @@ fn attach_child_flight() {
                 };
                 println!("fired {}", usize::from(seen.is_some()));
             }
+            ["capture", s, how] => {
+                // `seen`: the program begins (`on`) or ends (`off`) a capture, its callbacks fired around the driver's
+                // change; `unseen`: the capture was under way before the recorder started.
+                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+                let (on, seen) = match *how {
+                    "on" => (true, true),
+                    "off" => (false, true),
+                    "unseen-on" => (true, false),
+                    "unseen-off" => (false, false),
+                    other => panic!("capture {other}?"),
+                };
+                let (call, name, params) = if on {
+                    (
+                        "cuStreamBeginCapture_v2",
+                        c"cuStreamBeginCapture_v2",
+                        [stream, 0],
+                    )
+                } else {
+                    ("cuStreamEndCapture", c"cuStreamEndCapture", [stream, 0])
+                };
+                let mut fired = 0;
+                if on {
+                    if seen {
+                        // SAFETY: the stream, then the mode (or the graph's out-pointer, not read): the call's
+                        // layout.
+                        let r = unsafe {
+                            d.api_callback_params(
+                                1,
+                                id(call),
+                                name,
+                                None,
+                                params.as_ptr().cast(),
+                                context,
+                                900,
+                            )
+                        };
+                        fired += usize::from(r.is_some());
+                    }
+                    driver.capturing(stream, true);
+                } else {
+                    driver.capturing(stream, false);
+                    if seen {
+                        // SAFETY: as above.
+                        let r = unsafe {
+                            d.api_callback_params(
+                                1,
+                                id(call),
+                                name,
+                                None,
+                                params.as_ptr().cast(),
+                                context,
+                                901,
+                            )
+                        };
+                        fired += usize::from(r.is_some());
+                    }
+                }
+                println!("fired {fired}");
+            }
+            ["ended"] => println!("fired {}", driver.captures_ended()),
             ["subscribe"] => println!("subscribed {}", profiler.subscribe()),
             ["exit"] => return,
             other => panic!("unknown command {other:?}"),
         }
         std::io::stdout().flush().unwrap();
+    }
+}
+
+/// The driver double's capture controls, in the copy the library loaded.
+struct DriverControls(libloading::Library);
+
+impl DriverControls {
+    fn open() -> DriverControls {
+        // SAFETY: the driver double, loaded already by `common::double()`: the same copy, whose initialisers ran.
+        DriverControls(
+            unsafe { libloading::Library::new(common::double_path("cuda_driver")) }.unwrap(),
+        )
+    }
+
+    fn capturing(&self, stream: u64, on: bool) {
+        // SAFETY: the double's control of this C signature.
+        let f = unsafe {
+            self.0
+                .get::<unsafe extern "C" fn(*mut std::ffi::c_void, i32)>(b"dbl_set_capturing\0")
+        }
+        .unwrap();
+        // SAFETY: an opaque handle value.
+        unsafe { f(stream as *mut std::ffi::c_void, i32::from(on)) }
+    }
+
+    fn captures_ended(&self) -> i32 {
+        // SAFETY: the double's control of this C signature.
+        let f = unsafe {
+            self.0
+                .get::<unsafe extern "C" fn() -> i32>(b"dbl_captures_ended\0")
+        }
+        .unwrap();
+        // SAFETY: a plain control.
+        unsafe { f() }
     }
 }
 
@@ -199,5 +294,90 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
         !recorder.exists(),
         "the recorder's socket went with the process"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `where` while the program captures a CUDA graph asks the driver nothing that would end the capture (on an H100 a
+/// `where` during a `torch.cuda.graph` capture ended the job: `cuStreamQuery` of the capturing stream, asked in the
+/// default capture mode): no stream is asked while a capture the recorder saw begin is under way, and the report
+/// says which; after its end the streams are asked again; a capture that began before the recorder started is found
+/// by asking the stream whether it captures, and the other streams are asked in the relaxed mode, which the driver
+/// allows beside a capture.
+#[test]
+fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
+    use gpu_tools_injection::flight::{self, StreamState};
+    library();
+    let (dir, socket) = scratch("flight-capture");
+    let mut child = attached_child("flight::attach_child_flight", "flight")
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut answer = |command: &str| -> String {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the child answers").unwrap();
+            if line.starts_with("fired ") {
+                return line;
+            }
+        }
+    };
+    assert_eq!(
+        answer("launch 0x11 1 1 _Z4stepv"),
+        "fired 0",
+        "the child is ready; no subscriber before the attach"
+    );
+    let recorder = flight::socket_of(child.id()).unwrap();
+    let (done, mut control, reader, _) = attach(child.id(), &socket);
+    assert_eq!(done.entry_result, 0);
+    control.write_all(&[Control::Stop.byte()]).unwrap();
+    reader.join().unwrap();
+    assert_eq!(answer("launch 0x11 1 2 _Z4stepv"), "fired 2");
+    assert_eq!(answer("launch 0x20 3 3 _Z4stepv"), "fired 1");
+    let state = |stream: u64| {
+        let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");
+        report
+            .streams
+            .iter()
+            .find(|s| s.stream == stream)
+            .unwrap_or_else(|| panic!("stream {stream:#x} in {report:?}"))
+            .state
+            .clone()
+    };
+
+    // A capture the recorder saw begin: nothing is asked until it ends.
+    assert_eq!(answer("capture 0x20 on"), "fired 1");
+    for stream in [0x11, 0x20] {
+        assert!(
+            matches!(state(stream), StreamState::Answer(ref a)
+                if a.contains("capturing a CUDA graph on stream 0x20")),
+            "stream {stream:#x}"
+        );
+    }
+    assert_eq!(answer("ended"), "fired 0", "the capture went on");
+    assert_eq!(answer("capture 0x20 off"), "fired 1");
+    assert_eq!(
+        state(0x11),
+        StreamState::Busy,
+        "asked again after the capture"
+    );
+    assert_eq!(state(0x20), StreamState::Idle);
+
+    // A capture under way before the recorder started: its stream is found capturing and not asked; the other is
+    // asked, in the relaxed mode.
+    assert_eq!(answer("launch 0x20 4 4 _Z4stepv"), "fired 1");
+    assert_eq!(answer("capture 0x11 unseen-on"), "fired 0");
+    assert!(
+        matches!(state(0x11), StreamState::Answer(ref a) if a.contains("the stream is capturing a CUDA graph")),
+        "{:?}",
+        state(0x11)
+    );
+    assert_eq!(state(0x20), StreamState::Idle);
+    assert_eq!(answer("ended"), "fired 0", "no question ended the capture");
+    assert_eq!(answer("capture 0x11 unseen-off"), "fired 0");
+    assert_eq!(state(0x11), StreamState::Busy);
+
+    exit_child(stdin, &mut child);
     let _ = std::fs::remove_dir_all(&dir);
 }

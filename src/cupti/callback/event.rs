@@ -4,7 +4,7 @@
 use std::ffi::{CStr, c_void};
 use std::fmt;
 
-use super::params::{LaunchCall, SyncCall};
+use super::params::{CaptureCall, LaunchCall, SyncCall};
 use crate::cupti::cbid::{ApiCbid, DriverCbid, RuntimeCbid};
 use crate::cupti::library::CallbackFns;
 use crate::sys::cupti as sys;
@@ -205,6 +205,20 @@ impl<'a> ApiEvent<'a> {
         }
         // SAFETY: the parameter struct of this callback id, valid during the callback.
         unsafe { SyncCall::of(cbid, params) }
+    }
+
+    /// For the driver's stream capture calls ([`CaptureCall::NAMES`]), whether the call begins or ends a capture,
+    /// and of which stream.
+    pub fn capture_call(&self) -> Option<CaptureCall> {
+        let ApiCbid::Driver(cbid) = self.cbid else {
+            return None;
+        };
+        let params = self.raw.functionParams;
+        if params.is_null() {
+            return None;
+        }
+        // SAFETY: the parameter struct of this callback id, valid during the callback.
+        unsafe { CaptureCall::of(cbid, params) }
     }
 
     fn launch_call(&self) -> Option<(LaunchCall, *const c_void)> {

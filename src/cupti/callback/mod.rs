@@ -14,5 +14,5 @@ pub use event::{
     ApiEvent, ApiSite, CallbackDomain, CallbackEvent, GraphInfo, ModuleInfo, ResourceEvent,
     ResourceKind, SyncEvent,
 };
-pub use params::SyncCall;
+pub use params::{CaptureCall, SyncCall};
 pub use subscriber::{Subscriber, SubscriberBuilder, SubscriberStats, finalize_at_api_exit};

@@ -228,6 +228,55 @@ impl SyncCall {
     }
 }
 
+/// A driver call that begins or ends a stream capture: while one is under way, the captured stream's work is
+/// recorded into a graph instead of run, and a question about that stream (or, from a thread in the default capture
+/// mode, about any stream) ends the capture with an error in the program's thread (`cudaErrorStreamCaptureInvalidated`
+/// at its end: a PyTorch job so killed on an H100 by a `where` that asked its streams during a `torch.cuda.graph`
+/// capture).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureCall {
+    /// `cuStreamBeginCapture` (every form, `ToGraph` included): the stream starts capturing when the call succeeds.
+    Begin(sys::CUstream),
+    /// `cuStreamEndCapture`: the stream's capture has ended when the call returns, whatever it returns.
+    End(sys::CUstream),
+}
+
+impl CaptureCall {
+    /// The driver functions `CaptureCall::of` reads.
+    pub const NAMES: [&'static str; 8] = [
+        "cuStreamBeginCapture",
+        "cuStreamBeginCapture_ptsz",
+        "cuStreamBeginCapture_v2",
+        "cuStreamBeginCapture_v2_ptsz",
+        "cuStreamBeginCaptureToGraph",
+        "cuStreamBeginCaptureToGraph_ptsz",
+        "cuStreamEndCapture",
+        "cuStreamEndCapture_ptsz",
+    ];
+
+    /// The call of a driver callback, read from its parameters (the stream is the first field of each).
+    ///
+    /// # Safety
+    /// `params` is the non-null `functionParams` of a callback of `cbid`, valid during the call.
+    pub(super) unsafe fn of(
+        cbid: DriverCbid,
+        params: *const std::ffi::c_void,
+    ) -> Option<CaptureCall> {
+        let name = cbid.name()?;
+        if !Self::NAMES.contains(&name) {
+            return None;
+        }
+        // SAFETY: each of these calls' parameter structs (generated_cuda_meta.h) starts with the stream, and the
+        // caller's struct is valid while the callback runs.
+        let stream = unsafe { (*params.cast::<OnStream>()).stream };
+        Some(if name.starts_with("cuStreamEndCapture") {
+            CaptureCall::End(stream)
+        } else {
+            CaptureCall::Begin(stream)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +286,32 @@ mod tests {
         // SAFETY: `params` has the layout of the call's parameter struct (pointer-sized fields) and lives for the
         // call.
         unsafe { SyncCall::of(cbid, params.as_ptr().cast()) }
+    }
+
+    #[test]
+    fn a_capture_call_names_its_stream_and_whether_it_begins_or_ends() {
+        let of = |name: &str, params: &[usize]| {
+            let cbid = DriverCbid::from_name(name).expect("a driver callback id");
+            // SAFETY: `params` has the layout of the call's parameter struct (pointer-sized fields) and lives for
+            // the call.
+            unsafe { CaptureCall::of(cbid, params.as_ptr().cast()) }
+        };
+        for name in CaptureCall::NAMES {
+            assert!(DriverCbid::from_name(name).is_some(), "{name}");
+        }
+        assert_eq!(
+            of("cuStreamBeginCapture_v2", &[0x70, 0]),
+            Some(CaptureCall::Begin(0x70 as sys::CUstream))
+        );
+        assert_eq!(
+            of("cuStreamBeginCaptureToGraph", &[0x71, 0xa0, 0, 0, 0, 0]),
+            Some(CaptureCall::Begin(0x71 as sys::CUstream))
+        );
+        assert_eq!(
+            of("cuStreamEndCapture", &[0x70, 0xb0]),
+            Some(CaptureCall::End(0x70 as sys::CUstream))
+        );
+        assert_eq!(of("cuStreamQuery", &[0x70]), None);
     }
 
     #[test]
