@@ -68,6 +68,12 @@ pub(super) fn ends(stream: usize) {
     }
 }
 
+/// Whether `stream` captures now (a capture the recorder saw begin): its launches are a graph's nodes, not work.
+pub(super) fn captures(stream: usize) -> bool {
+    // No lock in the usual case, at each launch: no capture under way.
+    CAPTURING.load(Ordering::SeqCst) != 0 && streams().contains(&stream)
+}
+
 /// Forgets every capture: when a recorder starts, those it did not see begin are found by asking each stream.
 pub(super) fn forget() {
     let mut s = streams();
@@ -109,7 +115,9 @@ mod tests {
         begins(0x20);
         begins(0x20);
         assert_eq!(ask().unwrap_err(), 0x20);
+        assert!(captures(0x20) && captures(0x30) && !captures(0x40));
         ends(0x20);
+        assert!(!captures(0x20));
         assert_eq!(ask().unwrap_err(), 0x30);
         ends(0x40);
         assert_eq!(

@@ -4,7 +4,9 @@
 //! callbacks, each kernel or graph launch's stream, kernel name, thread and time; from its synchronisation calls
 //! (stream, event and context synchronisations and queries, event records), which launches have finished. `where`
 //! asks for it over a socket (`service`): the launches not known to have finished, per stream, since when, on which
-//! thread, and the threads waiting in a synchronisation. Kernels are not timed on the GPU and no activity record
+//! thread, and the threads waiting in a synchronisation. The program's stream captures are followed too: their
+//! launches are a graph's nodes, not work, and while one is under way the report asks the driver nothing, since a
+//! question then would end the capture (`capture`). Kernels are not timed on the GPU and no activity record
 //! is made: the cost is a callback at each launch and synchronisation call, with no driver call there (a graph's
 //! instantiation reads the graph through the driver, once). On an H200, after a trace window left it on, a C
 //! launch flood ran at 0.99 of its rate before and a PyTorch flood of tiny kernels at 0.78 (`docs/measurements.md`,
@@ -239,6 +241,10 @@ fn on_api(a: &ApiEvent<'_>) {
     match a.site() {
         ApiSite::Enter => {
             if let Some(stream) = a.launch_stream() {
+                if capture::captures(stream as usize) {
+                    // Captured into a graph, not run: the graph's launch is the work.
+                    return;
+                }
                 let graph = a.graph_exec().map_or(0, |g| g as usize);
                 let kernel = a.symbol_name();
                 let at = now_ns();

@@ -355,8 +355,14 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
             "stream {stream:#x}"
         );
     }
+    assert_eq!(answer("launch 0x20 5 6 _Z4stepv"), "fired 2");
     assert_eq!(answer("ended"), "fired 0", "the capture went on");
     assert_eq!(answer("capture 0x20 off"), "fired 1");
+    let report = flight::ask(&recorder, Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        report.launches, 3,
+        "the launches captured into a graph are not launches of work"
+    );
     assert_eq!(
         state(0x11),
         StreamState::Busy,
