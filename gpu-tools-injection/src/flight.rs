@@ -160,6 +160,8 @@ pub enum StreamState {
     Unknown,
     /// The driver's answer, when it was neither.
     Answer(String),
+    /// Not asked, and why: a question then would have ended a CUDA graph capture of the program's, say.
+    NotAsked(String),
 }
 
 /// One launch.
@@ -250,6 +252,7 @@ impl fmt::Display for StreamState {
             StreamState::Destroyed => f.write_str("destroyed"),
             StreamState::Unknown => f.write_str("unknown"),
             StreamState::Answer(a) => write!(f, "answer {}", escape(a)),
+            StreamState::NotAsked(why) => write!(f, "not-asked {}", escape(why)),
         }
     }
 }
@@ -396,10 +399,15 @@ fn decode_state(text: &str) -> Result<StreamState, String> {
         "idle" => StreamState::Idle,
         "destroyed" => StreamState::Destroyed,
         "unknown" => StreamState::Unknown,
-        other => match other.strip_prefix("answer ") {
-            Some(a) => StreamState::Answer(unescape(a)?),
-            None => return Err(format!("unknown stream state {other:?}")),
-        },
+        other => {
+            if let Some(a) = other.strip_prefix("answer ") {
+                StreamState::Answer(unescape(a)?)
+            } else if let Some(why) = other.strip_prefix("not-asked ") {
+                StreamState::NotAsked(unescape(why)?)
+            } else {
+                return Err(format!("unknown stream state {other:?}"));
+            }
+        }
     })
 }
 
@@ -442,6 +450,17 @@ mod tests {
                         name: "k1; k2".into(),
                         ..launch(2, "")
                     }],
+                    unfinished_count: 1,
+                    last_finished: None,
+                },
+                StreamReport {
+                    stream: 0x7f00_2000,
+                    context: 1,
+                    state: StreamState::NotAsked(
+                        "the program is capturing a CUDA graph on stream 0x7f00_2000".into(),
+                    ),
+                    launched: 1,
+                    unfinished: vec![launch(1, "_Z4stepv")],
                     unfinished_count: 1,
                     last_finished: None,
                 },
@@ -490,6 +509,7 @@ mod tests {
             r.stopped = Some(name.clone());
             r.streams[0].unfinished[0].name = name.clone();
             r.streams[1].state = StreamState::Answer(name.clone());
+            r.streams[2].state = StreamState::NotAsked(name.clone());
             r.waits[0].call = name.clone();
             // Not `assert_eq!`: the reports hold every character, and a failure says which ending was lost.
             let read = FlightReport::decode(&r.encode());

@@ -101,18 +101,17 @@ fn report() -> String {
         let state = match (&query, &relaxed) {
             (Some(q), Some(Ok(_))) => match super::capture::ask() {
                 Ok(_asking) => q.ask(context, stream),
-                Err(capturing) => StreamState::Answer(format!(
-                    "not asked: the program is capturing a CUDA graph on stream {capturing:#x}, and a question now \
+                Err(capturing) => StreamState::NotAsked(format!(
+                    "the program is capturing a CUDA graph on stream {capturing:#x}, and a question now \
                      would end its capture"
                 )),
             },
-            (Some(_), Some(Err(e))) => StreamState::Answer(format!(
-                "not asked: this thread's capture mode could not be made relaxed ({e}), and a question could end a \
+            (Some(_), Some(Err(e))) => StreamState::NotAsked(format!(
+                "the recorder's thread could not be put in the relaxed capture mode ({e}), and a question could end a \
                  capture of the program's"
             )),
-            _ => StreamState::Answer(
-                "not asked: cuStreamQuery or cuThreadExchangeStreamCaptureMode is not available"
-                    .into(),
+            _ => StreamState::NotAsked(
+                "cuStreamQuery or cuThreadExchangeStreamCaptureMode is not available".into(),
             ),
         };
         if state == StreamState::Idle {
@@ -195,15 +194,15 @@ impl Query {
     /// Whether `stream` of `context` has work left.
     fn ask(&self, context: usize, stream: usize) -> StreamState {
         if stream == CU_STREAM_PER_THREAD {
-            return StreamState::Answer(
-                "not asked: the per-thread default stream is the asking thread's own".into(),
+            return StreamState::NotAsked(
+                "the per-thread default stream would be the asking thread's own".into(),
             );
         }
         let api = self.driver.api();
         // SAFETY: a context the program launched in (recorded at its launch callback), made current on this thread
         // for one question and popped after.
         if unsafe { (api.cu_ctx_push_current)(context as gpu_tools::cuda::RawContext) } != 0 {
-            return StreamState::Answer("its context could not be made current".into());
+            return StreamState::NotAsked("its context could not be made current".into());
         }
         let state = self.ask_current(stream);
         let mut popped = std::ptr::null_mut();
@@ -219,15 +218,15 @@ impl Query {
         match unsafe { gpu_tools::cuda::graph::stream_is_capturing(self.driver, stream as _) } {
             Ok(false) => {}
             Ok(true) => {
-                return StreamState::Answer(
-                    "not asked: the stream is capturing a CUDA graph (its launches since the capture began are \
+                return StreamState::NotAsked(
+                    "the stream is capturing a CUDA graph (its launches since the capture began are \
                      in the graph, not run), and a question would end its capture"
                         .into(),
                 );
             }
             Err(e) => {
-                return StreamState::Answer(format!(
-                    "not asked: whether it captures a CUDA graph could not be read ({e})"
+                return StreamState::NotAsked(format!(
+                    "whether it captures a CUDA graph could not be read ({e})"
                 ));
             }
         }

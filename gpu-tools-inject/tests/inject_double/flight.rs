@@ -350,7 +350,7 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
     assert_eq!(answer("capture 0x20 on"), "fired 1");
     for stream in [0x11, 0x20] {
         assert!(
-            matches!(state(stream), StreamState::Answer(ref a)
+            matches!(state(stream), StreamState::NotAsked(ref a)
                 if a.contains("capturing a CUDA graph on stream 0x20")),
             "stream {stream:#x}"
         );
@@ -375,7 +375,7 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
     assert_eq!(answer("launch 0x20 4 4 _Z4stepv"), "fired 1");
     assert_eq!(answer("capture 0x11 unseen-on"), "fired 0");
     assert!(
-        matches!(state(0x11), StreamState::Answer(ref a) if a.contains("the stream is capturing a CUDA graph")),
+        matches!(state(0x11), StreamState::NotAsked(ref a) if a.contains("the stream is capturing a CUDA graph")),
         "{:?}",
         state(0x11)
     );

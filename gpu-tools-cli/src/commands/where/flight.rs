@@ -65,6 +65,7 @@ fn state(s: &StreamReport) -> String {
         StreamState::Destroyed => "destroyed".into(),
         StreamState::Unknown => "not asked".into(),
         StreamState::Answer(a) => format!("the driver's answer: {a}"),
+        StreamState::NotAsked(why) => format!("not asked: {why}"),
     }
 }
 
@@ -175,7 +176,21 @@ fn verdict(r: &FlightReport, open: &[&StreamReport]) -> String {
             text
         })
         .collect();
+    let not_asked: Vec<&str> = open
+        .iter()
+        .filter_map(|s| match &s.state {
+            StreamState::NotAsked(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
     if stuck.is_empty() {
+        if let Some(why) = not_asked.first() {
+            return format!(
+                "=> not known: the driver was not asked about {} stream{} with unfinished launches ({why}); ask again",
+                not_asked.len(),
+                if not_asked.len() == 1 { "" } else { "s" }
+            );
+        }
         return "=> no stream has work left that the driver reports running".into();
     }
     format!("=> running or next to run: {}", stuck.join("; "))
@@ -276,5 +291,49 @@ mod tests {
             seen(&r).kernels,
             vec![("ncclDevKernel_AllReduce_Sum_f32_RING_LL".to_string(), 0)]
         );
+    }
+
+    #[test]
+    fn a_stream_not_asked_is_said_and_leaves_the_verdict_open() {
+        let r = FlightReport {
+            pid: 9,
+            now_ns: 2_000_000_000,
+            since_ns: 1_000_000_000,
+            launches: 3,
+            stopped: None,
+            streams: vec![StreamReport {
+                stream: 0x30,
+                context: 1,
+                state: StreamState::NotAsked(
+                    "the program is capturing a CUDA graph on stream 0x30".into(),
+                ),
+                launched: 3,
+                unfinished: vec![Launch {
+                    seq: 3,
+                    at_ns: 1_900_000_000,
+                    thread: 7,
+                    correlation: 3,
+                    graph: 0,
+                    name: "_Z4stepv".into(),
+                }],
+                unfinished_count: 1,
+                last_finished: None,
+            }],
+            waits: vec![],
+        };
+        let lines = render(9, &r);
+        let text = lines.join("\n");
+        assert!(
+            text.contains(
+                "stream 0x30 (context 1): not asked: the program is capturing a CUDA graph on stream 0x30"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            lines.last().unwrap(),
+            "=> not known: the driver was not asked about 1 stream with unfinished launches (the program is \
+             capturing a CUDA graph on stream 0x30); ask again"
+        );
+        assert!(seen(&r).kernels.is_empty());
     }
 }
