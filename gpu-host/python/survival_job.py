@@ -31,7 +31,9 @@ default 2,1,3): its cycle, for instance 0,1,1 for a flush of the profiler's ever
 start inside one of its flushes likely (the injection library's probe waits for such a flush: a run with its debug log
 says how often). NEW_WORK_FILE (eager, jax): see NewWork. PAUSE_FILE (timed runs): while the file it names exists, the
 job launches nothing and sleeps on the host between steps (`paused STEP` once, `resumed STEP` after), as fork-child
-does while it waits for its child: pc_order_probe.sh's SET=4 attaches during such a pause.
+does while it waits for its child: pc_order_probe.sh's SET=4 attaches during such a pause. CAPTURE_EVERY=N
+(capture-late; default 200): a new graph is captured every N steps, so that with a small N most of the job's time is
+spent capturing (where_capture_probe.sh asks `where` against such a job).
 """
 import argparse
 import os
@@ -229,13 +231,14 @@ def run_torch(kind, steps, seconds):
             out = torch.relu(model(static_x * scale)).sum(dim=1)
         return g, out
 
+    capture_every = max(1, int(os.environ.get("CAPTURE_EVERY", "200")))
     g, out = capture(1.0)
     g.replay()
     sync()
     ready()
     captures = 1
     for i in loop:
-        if kind == "capture-late" and i % 200 == 199:
+        if kind == "capture-late" and i % capture_every == capture_every - 1:
             g, out = capture(1.0 + (captures % 7) * 0.125)
             captures += 1
         g.replay()
