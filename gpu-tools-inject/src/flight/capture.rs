@@ -36,15 +36,18 @@ fn streams() -> MutexGuard<'static, Vec<usize>> {
 }
 
 /// A capture of `stream` begins (its begin call's entry, on the program's thread): it is in the account, and a
-/// question out is let end first.
-pub(super) fn begins(stream: usize) {
-    {
+/// question out is let end first. True when it was not in the account already (a begin on a stream that captures
+/// fails, and its failure must not end the capture under way).
+pub(super) fn begins(stream: usize) -> bool {
+    let new = {
         let mut s = streams();
-        if !s.contains(&stream) {
+        let new = !s.contains(&stream);
+        if new {
             s.push(stream);
             CAPTURING.fetch_add(1, Ordering::SeqCst);
         }
-    }
+        new
+    };
     let since = Instant::now();
     while ASKING.load(Ordering::SeqCst) {
         if since.elapsed() > BEGIN_WAIT {
@@ -56,6 +59,7 @@ pub(super) fn begins(stream: usize) {
         }
         std::thread::yield_now();
     }
+    new
 }
 
 /// A capture of `stream` ended (its end call returned, whatever it returned), or its begin failed.
@@ -111,9 +115,9 @@ mod tests {
     fn no_question_is_asked_from_a_captures_begin_to_its_end_and_a_begin_waits_for_one_out() {
         forget();
         assert!(ask().is_ok());
-        begins(0x30);
-        begins(0x20);
-        begins(0x20);
+        assert!(begins(0x30));
+        assert!(begins(0x20));
+        assert!(!begins(0x20), "in the account already");
         assert_eq!(ask().unwrap_err(), 0x20);
         assert!(captures(0x20) && captures(0x30) && !captures(0x40));
         ends(0x20);

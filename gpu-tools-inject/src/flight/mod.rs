@@ -295,10 +295,22 @@ fn on_api(a: &ApiEvent<'_>) {
 
 /// A capture's begin and end: no question about the program's streams is asked in between (`capture`).
 fn on_capture(a: &ApiEvent<'_>, call: CaptureCall) {
+    thread_local! {
+        /// The stream this thread's begin call under way put in the account (its entry and exit callbacks come on
+        /// the calling thread, with no other begin of that thread between them).
+        static BEGUN: Cell<Option<usize>> = const { Cell::new(None) };
+    }
     match (call, a.site()) {
-        (CaptureCall::Begin(stream), ApiSite::Enter) => capture::begins(stream as usize),
-        (CaptureCall::Begin(stream), ApiSite::Exit) if a.return_value().is_some_and(|r| r != 0) => {
-            capture::ends(stream as usize)
+        (CaptureCall::Begin(stream), ApiSite::Enter) => {
+            let stream = stream as usize;
+            BEGUN.with(|b| b.set(capture::begins(stream).then_some(stream)));
+        }
+        (CaptureCall::Begin(stream), ApiSite::Exit) => {
+            let begun = BEGUN.with(Cell::take);
+            // A failed begin ends nothing, unless it put its stream in the account itself.
+            if a.return_value().is_some_and(|r| r != 0) && begun == Some(stream as usize) {
+                capture::ends(stream as usize);
+            }
         }
         (CaptureCall::End(stream), ApiSite::Exit) => capture::ends(stream as usize),
         _ => {}

@@ -75,6 +75,25 @@ fn attach_child_flight() {
                 };
                 println!("fired {}", usize::from(seen.is_some()));
             }
+            ["capture", s, "refused-begin"] => {
+                // A begin the driver refuses (CUDA_ERROR_ILLEGAL_STATE: the stream captures already).
+                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+                let params = [stream, 0];
+                // SAFETY: the stream, then the mode: the call's layout.
+                let r = unsafe {
+                    d.api_callback_returning(
+                        1,
+                        id("cuStreamBeginCapture_v2"),
+                        c"cuStreamBeginCapture_v2",
+                        None,
+                        params.as_ptr().cast(),
+                        context,
+                        902,
+                        401,
+                    )
+                };
+                println!("fired {}", usize::from(r.is_some()));
+            }
             ["capture", s, how] => {
                 // `seen`: the program begins (`on`) or ends (`off`) a capture, its callbacks fired around the driver's
                 // change; `unseen`: the capture was under way before the recorder started.
@@ -356,6 +375,13 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
         );
     }
     assert_eq!(answer("launch 0x20 5 6 _Z4stepv"), "fired 2");
+    // A second begin on the capturing stream, refused: the capture under way is still in the account.
+    assert_eq!(answer("capture 0x20 refused-begin"), "fired 1");
+    assert!(
+        matches!(state(0x11), StreamState::NotAsked(ref a) if a.contains("on stream 0x20")),
+        "{:?}",
+        state(0x11)
+    );
     assert_eq!(answer("ended"), "fired 0", "the capture went on");
     assert_eq!(answer("capture 0x20 off"), "fired 1");
     let report = flight::ask(&recorder, Duration::from_secs(5)).unwrap();
