@@ -28,7 +28,8 @@ use gpu_tools::cuda::Driver;
 use gpu_tools::cuda::graph::{GraphKernels, stream_is_capturing};
 use gpu_tools::cupti::DriverCbid;
 use gpu_tools::cupti::callback::{
-    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, ResourceEvent, ResourceKind, Subscriber,
+    ApiEvent, ApiSite, CallbackDomain, CallbackEvent, CaptureCall, ResourceEvent, ResourceKind,
+    Subscriber,
 };
 use gpu_tools::cupti::pc_sampling::{PcSampler, PcSamples};
 use gpu_tools::cupti::range_profiler::RangeProfiler;
@@ -59,16 +60,6 @@ pub(crate) const LAUNCHES: [&str; 6] = [
 
 /// The graph launch calls: one range per kernel node of the graph.
 pub(crate) const GRAPH_LAUNCHES: [&str; 2] = ["cuGraphLaunch", "cuGraphLaunch_ptsz"];
-
-/// The calls that begin a stream capture: attached, the kernel metrics end before one (see `on_event`).
-const CAPTURE_BEGINS: [&str; 6] = [
-    "cuStreamBeginCapture",
-    "cuStreamBeginCapture_ptsz",
-    "cuStreamBeginCapture_v2",
-    "cuStreamBeginCapture_v2_ptsz",
-    "cuStreamBeginCaptureToGraph",
-    "cuStreamBeginCaptureToGraph_ptsz",
-];
 
 struct ContextProfile {
     raw: usize,
@@ -220,7 +211,7 @@ pub fn enable_callbacks(subscriber: &Subscriber) -> gpu_tools::Result<()> {
     for name in LAUNCHES
         .iter()
         .chain(&GRAPH_LAUNCHES)
-        .chain(&CAPTURE_BEGINS)
+        .chain(&CaptureCall::BEGINS)
     {
         if let Some(cbid) = DriverCbid::from_name(name) {
             subscriber.enable_driver(cbid)?;
@@ -298,7 +289,7 @@ pub fn on_event(event: &CallbackEvent<'_>) {
                 } else if let Some(exec) = a.graph_exec() {
                     state.graph_launch(a.context() as usize, a.correlation_id(), exec as usize);
                 }
-            } else if name.is_some_and(|n| CAPTURE_BEGINS.contains(&n))
+            } else if name.is_some_and(|n| CaptureCall::BEGINS.contains(&n))
                 && state.attached
                 && !state.request.metrics.is_empty()
             {

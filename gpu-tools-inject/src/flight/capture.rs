@@ -10,8 +10,8 @@
 //! consistent, so one of them sees the other), and the callback waits for the question to end. It waits
 //! [`BEGIN_WAIT`] at most and never for a lock: a question may itself wait for a lock inside CUPTI that the
 //! program's thread holds while CUPTI calls the recorder (a driver call made under a lock that a callback waited for
-//! deadlocked a four-thread program, `crate::profiling`). A question takes microseconds; in a hung process the
-//! driver answers at once.
+//! deadlocked a four-thread program, `crate::profiling`). In a hung process the driver answered a question in under
+//! a millisecond (an H200, driver 580, `service`); how long one takes in a busy process was not measured.
 //!
 //! Captures begun while no recorder ran are not in the account: the report asks each stream whether it captures
 //! (`cuStreamIsCapturing`, allowed during capture) before it asks about its work, and asks from a thread in the

@@ -79,7 +79,8 @@ fn driver_calls() -> impl Iterator<Item = DriverCbid> {
             crate::profiling::LAUNCHES.contains(&n)
                 || crate::profiling::GRAPH_LAUNCHES.contains(&n)
                 || SyncCall::NAMES.contains(&n)
-                || CaptureCall::NAMES.contains(&n)
+                || CaptureCall::BEGINS.contains(&n)
+                || CaptureCall::ENDS.contains(&n)
         })
     })
 }

@@ -1,7 +1,9 @@
 //! The flight recorder an attach leaves in the program: what `where` reads from it, through a second window, until
 //! the program's own profiler takes CUPTI's subscriber.
 
-use std::io::{BufRead, BufReader, Write};
+use std::ffi::{CStr, CString};
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::time::Duration;
 
 use gpu_tools::trace::*;
@@ -26,7 +28,30 @@ fn attach_child_flight() {
     let driver = DriverControls::open();
     let ctx = gpu_tools::cuda::Context::primary(0).expect("the driver double's context");
     let context = ctx.as_raw() as usize;
-    let id = |name: &str| gpu_tools::cupti::DriverCbid::from_name(name).unwrap().id();
+    // Fires `call`'s entry and exit callbacks with `params` as its parameter struct, the call returning `ret`: 1 when
+    // a subscriber had them on.
+    let fire = |call: &'static CStr,
+                symbol: Option<&'static CStr>,
+                params: &[u64],
+                corr: u32,
+                ret: i32| {
+        let cbid = gpu_tools::cupti::DriverCbid::from_name(call.to_str().unwrap()).unwrap();
+        // SAFETY: each command below passes its call's parameter layout (pointer-sized fields), alive for the call.
+        let r = unsafe {
+            d.api_callback_returning(
+                1,
+                cbid.id(),
+                call,
+                symbol,
+                params.as_ptr().cast(),
+                context,
+                corr,
+                ret,
+            )
+        };
+        usize::from(r.is_some())
+    };
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     println!("READY");
     std::io::stdout().flush().unwrap();
     for line in std::io::stdin().lines() {
@@ -34,70 +59,34 @@ fn attach_child_flight() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["launch", s, a, b, name] => {
-                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
-                let name = std::ffi::CString::new(*name).unwrap();
+                let name: &'static CStr =
+                    Box::leak(CString::new(*name).unwrap().into_boxed_c_str());
                 // cuLaunchKernel_params: the stream after the function and seven 32-bit dimensions.
                 let mut params = [0u64; 8];
-                params[5] = stream;
-                let mut fired = 0;
-                for corr in a..=b {
-                    // SAFETY: the array and the name live to the end of the call; the layout is cuLaunchKernel's.
-                    let seen = unsafe {
-                        d.api_callback_params(
-                            1,
-                            id("cuLaunchKernel"),
-                            c"cuLaunchKernel",
-                            Some(Box::leak(name.clone().into_boxed_c_str())),
-                            params.as_ptr().cast(),
-                            context,
-                            corr,
-                        )
-                    };
-                    fired += usize::from(seen.is_some());
-                }
+                params[5] = hex(s);
+                let fired: usize = (a..=b)
+                    .map(|corr| fire(c"cuLaunchKernel", Some(name), &params, corr, 0))
+                    .sum();
                 println!("fired {fired}");
             }
-            ["sync", s] => {
-                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
-                let params = [stream];
-                // SAFETY: cuStreamSynchronize_params is the stream alone.
-                let seen = unsafe {
-                    d.api_callback_params(
-                        1,
-                        id("cuStreamSynchronize"),
-                        c"cuStreamSynchronize",
-                        None,
-                        params.as_ptr().cast(),
-                        context,
-                        999,
-                    )
-                };
-                println!("fired {}", usize::from(seen.is_some()));
-            }
+            // cuStreamSynchronize_params: the stream alone.
+            ["sync", s] => println!(
+                "fired {}",
+                fire(c"cuStreamSynchronize", None, &[hex(s)], 999, 0)
+            ),
             ["capture", s, "refused-begin"] => {
-                // A begin the driver refuses (CUDA_ERROR_ILLEGAL_STATE: the stream captures already).
-                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
-                let params = [stream, 0];
-                // SAFETY: the stream, then the mode: the call's layout.
-                let r = unsafe {
-                    d.api_callback_returning(
-                        1,
-                        id("cuStreamBeginCapture_v2"),
-                        c"cuStreamBeginCapture_v2",
-                        None,
-                        params.as_ptr().cast(),
-                        context,
-                        902,
-                        401,
-                    )
-                };
-                println!("fired {}", usize::from(r.is_some()));
+                // A begin the driver refuses (CUDA_ERROR_ILLEGAL_STATE: the stream captures already); the stream,
+                // then the mode.
+                println!(
+                    "fired {}",
+                    fire(c"cuStreamBeginCapture_v2", None, &[hex(s), 0], 902, 401)
+                );
             }
             ["capture", s, how] => {
-                // `seen`: the program begins (`on`) or ends (`off`) a capture, its callbacks fired around the driver's
-                // change; `unseen`: the capture was under way before the recorder started.
-                let stream = u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+                // `on`/`off`: the program begins or ends a capture, its callbacks fired around the driver's change;
+                // `unseen-on`/`unseen-off`: the capture was under way before the recorder started.
+                let stream = hex(s);
                 let (on, seen) = match *how {
                     "on" => (true, true),
                     "off" => (false, true),
@@ -105,50 +94,18 @@ fn attach_child_flight() {
                     "unseen-off" => (false, false),
                     other => panic!("capture {other}?"),
                 };
-                let (call, name, params) = if on {
-                    (
-                        "cuStreamBeginCapture_v2",
-                        c"cuStreamBeginCapture_v2",
-                        [stream, 0],
-                    )
-                } else {
-                    ("cuStreamEndCapture", c"cuStreamEndCapture", [stream, 0])
-                };
                 let mut fired = 0;
                 if on {
                     if seen {
-                        // SAFETY: the stream, then the mode (or the graph's out-pointer, not read): the call's
-                        // layout.
-                        let r = unsafe {
-                            d.api_callback_params(
-                                1,
-                                id(call),
-                                name,
-                                None,
-                                params.as_ptr().cast(),
-                                context,
-                                900,
-                            )
-                        };
-                        fired += usize::from(r.is_some());
+                        // cuStreamBeginCapture_v2_params: the stream, then the mode.
+                        fired += fire(c"cuStreamBeginCapture_v2", None, &[stream, 0], 900, 0);
                     }
                     driver.capturing(stream, true);
                 } else {
                     driver.capturing(stream, false);
                     if seen {
-                        // SAFETY: as above.
-                        let r = unsafe {
-                            d.api_callback_params(
-                                1,
-                                id(call),
-                                name,
-                                None,
-                                params.as_ptr().cast(),
-                                context,
-                                901,
-                            )
-                        };
-                        fired += usize::from(r.is_some());
+                        // cuStreamEndCapture_params: the stream, then the graph's out-pointer (not read).
+                        fired += fire(c"cuStreamEndCapture", None, &[stream, 0], 901, 0);
                     }
                 }
                 println!("fired {fired}");
@@ -196,6 +153,52 @@ impl DriverControls {
     }
 }
 
+/// The flight child, running, and the lines it answers with.
+struct FlightChild {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl FlightChild {
+    fn spawn() -> FlightChild {
+        let mut child = attached_child("flight::attach_child_flight", "flight")
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        FlightChild {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Sends `command`; its answer (`fired N` or `subscribed N`).
+    fn answer(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let line = self.lines.next().expect("the child answers").unwrap();
+            if line.starts_with("fired ") || line.starts_with("subscribed ") {
+                return line;
+            }
+        }
+    }
+
+    /// A trace window attached to it and stopped at once (which leaves the recorder): the window's records.
+    fn window(&self, socket: &std::path::Path) -> Vec<Record> {
+        let (done, mut control, reader, _) = attach(self.child.id(), socket);
+        assert_eq!(done.entry_result, 0);
+        control.write_all(&[Control::Stop.byte()]).unwrap();
+        reader.join().unwrap()
+    }
+
+    fn exit(mut self) {
+        exit_child(self.stdin, &mut self.child);
+    }
+}
+
 /// An attach leaves a flight recorder: after the window, the program's launches and synchronisations are kept in
 /// account, and the recorder's socket answers with the launches not known to have finished (the oldest first) and
 /// the driver's word on each stream; a second window leaves it running; a profiler of the program that asks for
@@ -205,44 +208,27 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     use gpu_tools_injection::flight::{self, StreamState};
     library();
     let (dir, socket) = scratch("flight");
-    let mut child = attached_child("flight::attach_child_flight", "flight")
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = |command: &str| -> String {
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = lines.next().expect("the child answers").unwrap();
-            if line.starts_with("fired ") || line.starts_with("subscribed ") {
-                return line;
-            }
-        }
-    };
+    let mut c = FlightChild::spawn();
     assert_eq!(
-        answer("launch 0x11 1 1 _Z4stepv"),
+        c.answer("launch 0x11 1 1 _Z4stepv"),
         "fired 0",
         "no subscriber before the attach"
     );
-    let recorder = flight::socket_of(child.id()).unwrap();
+    let recorder = flight::socket_of(c.child.id()).unwrap();
     assert!(
         flight::ask(&recorder, Duration::from_secs(5)).is_err(),
         "no recorder before the attach"
     );
 
-    let (done, mut control, reader, _) = attach(child.id(), &socket);
-    assert_eq!(done.entry_result, 0);
-    control.write_all(&[Control::Stop.byte()]).unwrap();
-    let records = reader.join().unwrap();
+    let records = c.window(&socket);
     assert!(
         records.iter().any(|r| matches!(r, Record::Notice(n) if n.text.starts_with("a flight recorder runs in the process"))),
         "{records:#?}"
     );
-    assert_eq!(answer("launch 0x11 1 5 _Z4stepv"), "fired 5");
-    assert_eq!(answer("sync 0x11"), "fired 1");
-    assert_eq!(answer("launch 0x11 6 7 _Z9wait_flagPVi"), "fired 2");
-    assert_eq!(answer("launch 0x20 8 9 _Z4stepv"), "fired 2");
+    assert_eq!(c.answer("launch 0x11 1 5 _Z4stepv"), "fired 5");
+    assert_eq!(c.answer("sync 0x11"), "fired 1");
+    assert_eq!(c.answer("launch 0x11 6 7 _Z9wait_flagPVi"), "fired 2");
+    assert_eq!(c.answer("launch 0x20 8 9 _Z4stepv"), "fired 2");
     let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");
     assert_eq!(report.launches, 9);
     assert_eq!(report.stopped, None);
@@ -284,18 +270,15 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     assert!(s20.unfinished.is_empty());
 
     // A second window: the recorder runs on through it and after it.
-    let (done, mut control, reader, _) = attach(child.id(), &socket);
-    assert_eq!(done.entry_result, 0);
-    control.write_all(&[Control::Stop.byte()]).unwrap();
-    reader.join().unwrap();
-    assert_eq!(answer("launch 0x11 10 10 _Z4stepv"), "fired 1");
+    c.window(&socket);
+    assert_eq!(c.answer("launch 0x11 10 10 _Z4stepv"), "fired 1");
     let report = flight::ask(&recorder, Duration::from_secs(5)).unwrap();
     assert_eq!(report.launches, 10);
 
     // The program's profiler asks for the subscriber: it gets it, and the recorder stops, said.
-    assert_eq!(answer("subscribe"), "subscribed 0");
+    assert_eq!(c.answer("subscribe"), "subscribed 0");
     assert_eq!(
-        answer("launch 0x11 11 11 _Z4stepv"),
+        c.answer("launch 0x11 11 11 _Z4stepv"),
         "fired 0",
         "the program's subscriber has no launch callbacks on"
     );
@@ -308,7 +291,7 @@ fn an_attach_leaves_a_flight_recorder_that_where_reads() {
     );
     assert_eq!(report.launches, 10);
 
-    exit_child(stdin, &mut child);
+    c.exit();
     assert!(
         !recorder.exists(),
         "the recorder's socket went with the process"
@@ -327,33 +310,16 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
     use gpu_tools_injection::flight::{self, StreamState};
     library();
     let (dir, socket) = scratch("flight-capture");
-    let mut child = attached_child("flight::attach_child_flight", "flight")
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answer = |command: &str| -> String {
-        writeln!(stdin, "{command}").unwrap();
-        stdin.flush().unwrap();
-        loop {
-            let line = lines.next().expect("the child answers").unwrap();
-            if line.starts_with("fired ") {
-                return line;
-            }
-        }
-    };
+    let mut c = FlightChild::spawn();
     assert_eq!(
-        answer("launch 0x11 1 1 _Z4stepv"),
+        c.answer("launch 0x11 1 1 _Z4stepv"),
         "fired 0",
         "the child is ready; no subscriber before the attach"
     );
-    let recorder = flight::socket_of(child.id()).unwrap();
-    let (done, mut control, reader, _) = attach(child.id(), &socket);
-    assert_eq!(done.entry_result, 0);
-    control.write_all(&[Control::Stop.byte()]).unwrap();
-    reader.join().unwrap();
-    assert_eq!(answer("launch 0x11 1 2 _Z4stepv"), "fired 2");
-    assert_eq!(answer("launch 0x20 3 3 _Z4stepv"), "fired 1");
+    let recorder = flight::socket_of(c.child.id()).unwrap();
+    c.window(&socket);
+    assert_eq!(c.answer("launch 0x11 1 2 _Z4stepv"), "fired 2");
+    assert_eq!(c.answer("launch 0x20 3 3 _Z4stepv"), "fired 1");
     let state = |stream: u64| {
         let report = flight::ask(&recorder, Duration::from_secs(5)).expect("the recorder answers");
         report
@@ -366,7 +332,7 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
     };
 
     // A capture the recorder saw begin: nothing is asked until it ends.
-    assert_eq!(answer("capture 0x20 on"), "fired 1");
+    assert_eq!(c.answer("capture 0x20 on"), "fired 1");
     for stream in [0x11, 0x20] {
         assert!(
             matches!(state(stream), StreamState::NotAsked(ref a)
@@ -374,16 +340,16 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
             "stream {stream:#x}"
         );
     }
-    assert_eq!(answer("launch 0x20 5 6 _Z4stepv"), "fired 2");
+    assert_eq!(c.answer("launch 0x20 5 6 _Z4stepv"), "fired 2");
     // A second begin on the capturing stream, refused: the capture under way is still in the account.
-    assert_eq!(answer("capture 0x20 refused-begin"), "fired 1");
+    assert_eq!(c.answer("capture 0x20 refused-begin"), "fired 1");
     assert!(
         matches!(state(0x11), StreamState::NotAsked(ref a) if a.contains("on stream 0x20")),
         "{:?}",
         state(0x11)
     );
-    assert_eq!(answer("ended"), "fired 0", "the capture went on");
-    assert_eq!(answer("capture 0x20 off"), "fired 1");
+    assert_eq!(c.answer("ended"), "fired 0", "the capture went on");
+    assert_eq!(c.answer("capture 0x20 off"), "fired 1");
     let report = flight::ask(&recorder, Duration::from_secs(5)).unwrap();
     assert_eq!(
         report.launches, 3,
@@ -398,18 +364,22 @@ fn a_where_during_a_graph_capture_asks_nothing_that_would_end_it() {
 
     // A capture under way before the recorder started: its stream is found capturing and not asked; the other is
     // asked, in the relaxed mode.
-    assert_eq!(answer("launch 0x20 4 4 _Z4stepv"), "fired 1");
-    assert_eq!(answer("capture 0x11 unseen-on"), "fired 0");
+    assert_eq!(c.answer("launch 0x20 4 4 _Z4stepv"), "fired 1");
+    assert_eq!(c.answer("capture 0x11 unseen-on"), "fired 0");
     assert!(
         matches!(state(0x11), StreamState::NotAsked(ref a) if a.contains("the stream is capturing a CUDA graph")),
         "{:?}",
         state(0x11)
     );
     assert_eq!(state(0x20), StreamState::Idle);
-    assert_eq!(answer("ended"), "fired 0", "no question ended the capture");
-    assert_eq!(answer("capture 0x11 unseen-off"), "fired 0");
+    assert_eq!(
+        c.answer("ended"),
+        "fired 0",
+        "no question ended the capture"
+    );
+    assert_eq!(c.answer("capture 0x11 unseen-off"), "fired 0");
     assert_eq!(state(0x11), StreamState::Busy);
 
-    exit_child(stdin, &mut child);
+    c.exit();
     let _ = std::fs::remove_dir_all(&dir);
 }

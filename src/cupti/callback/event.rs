@@ -196,37 +196,31 @@ impl<'a> ApiEvent<'a> {
     /// For the driver's synchronisation calls ([`SyncCall::NAMES`]), what the call waits for, asks about or
     /// marks.
     pub fn sync_call(&self) -> Option<SyncCall> {
-        let ApiCbid::Driver(cbid) = self.cbid else {
-            return None;
-        };
-        let params = self.raw.functionParams;
-        if params.is_null() {
-            return None;
-        }
+        let (cbid, params) = self.driver_params()?;
         // SAFETY: the parameter struct of this callback id, valid during the callback.
         unsafe { SyncCall::of(cbid, params) }
     }
 
-    /// For the driver's stream capture calls ([`CaptureCall::NAMES`]), whether the call begins or ends a capture,
-    /// and of which stream.
+    /// For the driver's stream capture calls ([`CaptureCall::BEGINS`] and [`CaptureCall::ENDS`]), whether the call
+    /// begins or ends a capture, and of which stream.
     pub fn capture_call(&self) -> Option<CaptureCall> {
-        let ApiCbid::Driver(cbid) = self.cbid else {
-            return None;
-        };
-        let params = self.raw.functionParams;
-        if params.is_null() {
-            return None;
-        }
+        let (cbid, params) = self.driver_params()?;
         // SAFETY: the parameter struct of this callback id, valid during the callback.
         unsafe { CaptureCall::of(cbid, params) }
     }
 
-    fn launch_call(&self) -> Option<(LaunchCall, *const c_void)> {
+    /// A driver call's id and its non-null parameter struct.
+    fn driver_params(&self) -> Option<(DriverCbid, *const c_void)> {
         let ApiCbid::Driver(cbid) = self.cbid else {
             return None;
         };
         let params = self.raw.functionParams;
-        (!params.is_null()).then_some((LaunchCall::of(cbid)?, params))
+        (!params.is_null()).then_some((cbid, params))
+    }
+
+    fn launch_call(&self) -> Option<(LaunchCall, *const c_void)> {
+        let (cbid, params) = self.driver_params()?;
+        Some((LaunchCall::of(cbid)?, params))
     }
 }
 

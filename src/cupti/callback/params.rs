@@ -116,7 +116,8 @@ impl LaunchCall {
     }
 }
 
-/// `cuStreamSynchronize_params`, `cuStreamQuery_params` (and their `_ptsz` forms).
+/// `cuStreamSynchronize_params`, `cuStreamQuery_params` (and their `_ptsz` forms); the first field of the capture
+/// calls' parameter structs too.
 #[repr(C)]
 struct OnStream {
     stream: sys::CUstream,
@@ -242,17 +243,17 @@ pub enum CaptureCall {
 }
 
 impl CaptureCall {
-    /// The driver functions `CaptureCall::of` reads.
-    pub const NAMES: [&'static str; 8] = [
+    /// The driver functions that begin a capture.
+    pub const BEGINS: [&'static str; 6] = [
         "cuStreamBeginCapture",
         "cuStreamBeginCapture_ptsz",
         "cuStreamBeginCapture_v2",
         "cuStreamBeginCapture_v2_ptsz",
         "cuStreamBeginCaptureToGraph",
         "cuStreamBeginCaptureToGraph_ptsz",
-        "cuStreamEndCapture",
-        "cuStreamEndCapture_ptsz",
     ];
+    /// The driver functions that end one.
+    pub const ENDS: [&'static str; 2] = ["cuStreamEndCapture", "cuStreamEndCapture_ptsz"];
 
     /// The call of a driver callback, read from its parameters (the stream is the first field of each).
     ///
@@ -263,16 +264,17 @@ impl CaptureCall {
         params: *const std::ffi::c_void,
     ) -> Option<CaptureCall> {
         let name = cbid.name()?;
-        if !Self::NAMES.contains(&name) {
+        let begins = Self::BEGINS.contains(&name);
+        if !begins && !Self::ENDS.contains(&name) {
             return None;
         }
         // SAFETY: each of these calls' parameter structs (generated_cuda_meta.h) starts with the stream, and the
         // caller's struct is valid while the callback runs.
         let stream = unsafe { (*params.cast::<OnStream>()).stream };
-        Some(if name.starts_with("cuStreamEndCapture") {
-            CaptureCall::End(stream)
-        } else {
+        Some(if begins {
             CaptureCall::Begin(stream)
+        } else {
+            CaptureCall::End(stream)
         })
     }
 }
@@ -296,7 +298,7 @@ mod tests {
             // the call.
             unsafe { CaptureCall::of(cbid, params.as_ptr().cast()) }
         };
-        for name in CaptureCall::NAMES {
+        for name in CaptureCall::BEGINS.iter().chain(&CaptureCall::ENDS) {
             assert!(DriverCbid::from_name(name).is_some(), "{name}");
         }
         assert_eq!(
