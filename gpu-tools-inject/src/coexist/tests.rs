@@ -942,3 +942,52 @@ fn kinds_seen_after_the_watch_are_the_programs_unless_its_own_calls_decided_them
     });
     end_sharing();
 }
+
+/// Set by [`slow_to_take_the_slot`] once its batch has read the program's state.
+static SLOW_BATCH_INSIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A batch on another thread that is slow to take the slot, as CUPTI's threads and the trace's flusher can be.
+fn slow_to_take_the_slot() {
+    SLOW_BATCH_INSIDE.store(true, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(50));
+}
+
+#[test]
+fn a_batch_handed_over_on_another_thread_reaches_the_forced_flush_that_came_meanwhile() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(kernel_recording_program());
+    SLOW_BATCH_INSIDE.store(false, std::sync::atomic::Ordering::SeqCst);
+    *handover::BEFORE_OPEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Some(slow_to_take_the_slot);
+    // The trace's flusher completes a buffer with a kernel of the program's cycle, and hands it over slowly...
+    let other = std::thread::spawn(move || {
+        let buffer = Buffer::of(&record(kernel, 7));
+        dispatch(&buffer.batch());
+    });
+    let t0 = std::time::Instant::now();
+    while !SLOW_BATCH_INSIDE.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the batch began");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    // ...while the program ends its cycle: kernels off, then its forced flush, after which it reads what it has.
+    // SAFETY: the hooks with a kind and a flag, as the program calls them.
+    assert_eq!(unsafe { hooks::disable(kernel) }, sys::CUPTI_SUCCESS);
+    // SAFETY: as above.
+    let code = unsafe { hooks::flush_all(sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) };
+    assert_eq!(code, sys::CUPTI_SUCCESS);
+    let at_its_flush = HANDED.lock().unwrap_or_else(|p| p.into_inner()).concat();
+    other.join().expect("the other thread");
+    *handover::BEFORE_OPEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = None;
+    end_sharing();
+    assert_eq!(
+        at_its_flush,
+        record(kernel, 7),
+        "the kernel reached the program by the end of its forced flush"
+    );
+}
