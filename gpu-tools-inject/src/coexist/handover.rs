@@ -292,27 +292,36 @@ pub(super) enum DispatchWait {
     TimedOut(usize),
 }
 
-/// Waits, `bound` at most, until no other thread is handing a batch over. The program's forced flush calls it
-/// after CUPTI's flush returned and before its open buffer goes back: CUPTI completes the trace's buffers on other
-/// threads too (its own, the trace's periodic flusher), and its flush does not wait for those. A batch such a thread
-/// was handing over then reached the program after the flush had taken its buffer and ended its draining kinds: its
-/// records were dropped, or written into a buffer it would read only after its next session's start, and then
-/// pass over as out of its range. Such a batch holds records of each of a cycle's steps: on an H100 a
+/// Batches on their way to the program on other threads: buffers CUPTI is completing to the trace there (a batch
+/// spends most of its way in the tracer before the hand-over: dropped records asked of CUPTI, its records counted),
+/// or hand-overs under way there (the same batches, and a test's, which come without CUPTI).
+fn on_their_way_elsewhere() -> usize {
+    let handing = IN_FLIGHT
+        .load(Ordering::Acquire)
+        .saturating_sub(usize::from(HANDING_HERE.get()));
+    gpu_tools::cupti::activity::completions_elsewhere().max(handing)
+}
+
+/// Waits, `bound` at most, until no batch is on its way to the program on another thread. The program's forced
+/// flush calls it after CUPTI's flush returned and before its open buffer goes back: CUPTI completes the trace's
+/// buffers on other threads too (its own, the trace's periodic flusher), and its flush does not wait for those. A
+/// batch such a thread was handing over then reached the program after the flush had taken its buffer and ended its
+/// draining kinds: its records were dropped, or written into a buffer it would read only after its next session's
+/// start, and then pass over as out of its range. Such a batch holds records of each of a cycle's steps: on an H100 a
 /// torch.profiler cycle kept 58 of its 141 kernels, its losses in each of its three steps (found by reading, after
 /// that run; that it was this race is not shown).
 pub(super) fn wait_for_dispatches(bound: Duration) -> DispatchWait {
-    let own = usize::from(HANDING_HERE.get());
-    if IN_FLIGHT.load(Ordering::Acquire) <= own {
+    if on_their_way_elsewhere() == 0 {
         return DispatchWait::None;
     }
     let t0 = Instant::now();
     loop {
-        let now = IN_FLIGHT.load(Ordering::Acquire);
-        if now <= own {
+        let now = on_their_way_elsewhere();
+        if now == 0 {
             return DispatchWait::Ended(t0.elapsed());
         }
         if t0.elapsed() >= bound {
-            return DispatchWait::TimedOut(now - own);
+            return DispatchWait::TimedOut(now);
         }
         std::thread::sleep(Duration::from_micros(20));
     }

@@ -199,8 +199,9 @@ pub(super) unsafe extern "C" fn disable(kind: sys::CUpti_ActivityKind) -> sys::C
     })
 }
 
-/// How long the program's forced flush waits for batches other threads are handing over (one takes well under a
-/// millisecond; the bound keeps a flush from waiting on one that waits in turn for the program's thread).
+/// How long the program's forced flush waits for batches on their way to it on other threads (a buffer is decoded,
+/// handed over and written in milliseconds; the bound keeps a flush from waiting long on one that waits in turn for
+/// something of the program's).
 const DISPATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// `cuptiActivityFlushAll`.
@@ -213,16 +214,16 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
         if flag & sys::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED != 0 {
             // While the probe watches: its buffers went back by this flush (`probe`'s watch's end).
             watch::note_forced_flush();
-            // Batches other threads are handing over reach its open buffer before that goes back.
+            // Batches on their way to it on other threads reach its open buffer before that goes back.
             match handover::wait_for_dispatches(DISPATCH_WAIT) {
                 handover::DispatchWait::None => {}
                 handover::DispatchWait::Ended(waited) => log::debug!(
-                    "the program's forced flush waited {:.3} ms for batches handed over on other threads",
+                    "the program's forced flush waited {:.3} ms for batches on their way to it on other threads",
                     waited.as_secs_f64() * 1e3
                 ),
                 handover::DispatchWait::TimedOut(left) => log::warn!(
-                    "the program's forced flush waited {} ms for {left} batch(es) handed over on other threads, \
-                     in vain: their records reach it after this flush",
+                    "the program's forced flush waited {} ms for {left} batch(es) on their way to it on other threads, \
+                     in vain: their records may not reach it",
                     DISPATCH_WAIT.as_millis()
                 ),
             }

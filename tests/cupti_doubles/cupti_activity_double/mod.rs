@@ -3,6 +3,7 @@
 //! dropped records, unknown kinds, panics in the closure, delivery at stop, the one-tracer rule, the clock.
 #![cfg(feature = "cupti")]
 
+mod completing;
 mod contract;
 mod decoding;
 mod keeping;
