@@ -193,6 +193,10 @@ struct Seen {
     kernels: Vec<(String, usize)>,
     /// Set when the process ended before it was examined.
     ended: Option<String>,
+    /// Streams with unfinished launches that the driver was not asked about (a flight recorder's answer during a
+    /// graph capture): what runs there is not known.
+    #[serde(default)]
+    not_asked: usize,
 }
 
 /// How long a `where` waits for another one on this host to finish its attach.
@@ -599,16 +603,29 @@ fn describe(seen: &Seen) -> String {
     if let Some(how) = &seen.ended {
         return format!("ended ({how})");
     }
-    match seen.kernels.len() {
-        0 => "no kernel running".into(),
+    let not_asked = match seen.not_asked {
+        0 => String::new(),
         n => format!(
-            "{n} kernel{} running ({})",
+            "{n} stream{} with unfinished launches not asked about",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    match (seen.kernels.len(), not_asked.is_empty()) {
+        (0, true) => "no kernel running".into(),
+        (0, false) => format!("not known: {not_asked}"),
+        (n, _) => format!(
+            "{n} kernel{} running ({}){}",
             if n == 1 { "" } else { "s" },
             seen.kernels
                 .iter()
                 .map(|(name, warps)| format!("{}, {warps} warps", short(name)))
                 .collect::<Vec<_>>()
-                .join("; ")
+                .join("; "),
+            if not_asked.is_empty() {
+                String::new()
+            } else {
+                format!("; {not_asked}")
+            }
         ),
     }
 }
@@ -793,10 +810,20 @@ mod tests {
         let seen = Seen {
             kernels: vec![("(anonymous namespace)::scale(float*, int)".into(), 408)],
             ended: None,
+            not_asked: 0,
         };
         assert_eq!(
             describe(&seen),
             "1 kernel running ((anonymous namespace)::scale, 408 warps)"
+        );
+        let partly = Seen {
+            not_asked: 2,
+            ..seen
+        };
+        assert_eq!(
+            describe(&partly),
+            "1 kernel running ((anonymous namespace)::scale, 408 warps); 2 streams with unfinished launches not \
+             asked about"
         );
     }
 

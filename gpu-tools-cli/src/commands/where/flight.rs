@@ -207,6 +207,11 @@ fn seen(r: &FlightReport) -> Seen {
             .map(|l| (demangle(&l.name), 0))
             .collect(),
         ended: None,
+        not_asked: r
+            .streams
+            .iter()
+            .filter(|s| matches!(s.state, StreamState::NotAsked(_)))
+            .count(),
     }
 }
 
@@ -335,5 +340,10 @@ mod tests {
              capturing a CUDA graph on stream 0x30); ask again"
         );
         assert!(seen(&r).kernels.is_empty());
+        // The summary over processes says so too, not "no kernel running".
+        assert_eq!(
+            super::super::describe(&seen(&r)),
+            "not known: 1 stream with unfinished launches not asked about"
+        );
     }
 }
