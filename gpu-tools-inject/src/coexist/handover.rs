@@ -5,8 +5,7 @@
 //! Kineto flushes only while CUPTI holds a buffer of its (`CuptiActivityApi::activityBuffers`), so buffers
 //! handed back at once would never be read.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -251,36 +250,6 @@ fn api_cbid(bytes: &[u8]) -> Option<u32> {
         .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// Batches being handed over now, on any thread: the program's forced flush waits for them ([`wait_for_dispatches`]).
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// This thread is handing a batch over (a forced flush from inside one does not wait for itself).
-    static HANDING_HERE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// One batch's hand-over, counted in [`IN_FLIGHT`] from its start to its end, however it ends.
-struct InFlight {
-    /// This thread was handing a batch over already.
-    nested: bool,
-}
-
-impl InFlight {
-    fn enter() -> InFlight {
-        IN_FLIGHT.fetch_add(1, Ordering::AcqRel);
-        InFlight {
-            nested: HANDING_HERE.replace(true),
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        HANDING_HERE.set(self.nested);
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// How long a forced flush of the program's waited for batches that other threads were handing over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum DispatchWait {
@@ -288,18 +257,15 @@ pub(super) enum DispatchWait {
     None,
     /// They ended after this long.
     Ended(Duration),
-    /// Some were still under way at the bound.
+    /// Some were still under way at the bound: the completions and hand-overs counted then.
     TimedOut(usize),
 }
 
 /// Batches on their way to the program on other threads: buffers CUPTI is completing to the trace there (a batch
 /// spends most of its way in the tracer before the hand-over: dropped records asked of CUPTI, its records counted),
-/// or hand-overs under way there (the same batches, and a test's, which come without CUPTI).
+/// and hand-overs under way there, each counted by [`dispatch`] too (a test's come without CUPTI).
 fn on_their_way_elsewhere() -> usize {
-    let handing = IN_FLIGHT
-        .load(Ordering::Acquire)
-        .saturating_sub(usize::from(HANDING_HERE.get()));
-    gpu_tools::cupti::activity::completions_elsewhere().max(handing)
+    gpu_tools::cupti::activity::completions_elsewhere()
 }
 
 /// Waits, `bound` at most, until no batch is on its way to the program on another thread. The program's forced
@@ -332,7 +298,7 @@ pub(super) fn wait_for_dispatches(bound: Duration) -> DispatchWait {
 pub fn dispatch(batch: &ActivityBatch<'_>) {
     // Counted first, before anything of the sharing's is read: a forced flush of the program's that comes meanwhile
     // waits for this batch before its buffer goes back.
-    let _in_flight = InFlight::enter();
+    let _in_flight = gpu_tools::cupti::activity::CompletionUnderWay::enter();
     if !DISPATCHING.load(Ordering::Acquire) {
         return;
     }

@@ -222,8 +222,8 @@ pub(super) unsafe extern "C" fn flush_all(flag: u32) -> sys::CUptiResult {
                     waited.as_secs_f64() * 1e3
                 ),
                 handover::DispatchWait::TimedOut(left) => log::warn!(
-                    "the program's forced flush waited {} ms for {left} batch(es) on their way to it on other threads, \
-                     in vain: their records may not reach it",
+                    "the program's forced flush waited {} ms for batches on their way to it on other threads, in \
+                     vain ({left} completions and hand-overs still under way): their records may not reach it",
                     DISPATCH_WAIT.as_millis()
                 ),
             }

@@ -15,29 +15,42 @@ thread_local! {
     static HERE: Cell<usize> = const { Cell::new(0) };
 }
 
-/// One completion, counted from the tracer's callback's first step to its last, however it ends.
-pub(super) struct Completing;
+/// Completions under way on this thread, 0 where its thread-local storage is gone (its exit).
+fn here() -> usize {
+    HERE.try_with(Cell::get).unwrap_or(0)
+}
 
-impl Completing {
-    pub(super) fn enter() -> Completing {
+/// One completion under way on this thread, counted in [`completions_elsewhere`] from its making to its drop. The
+/// tracer's completion callback holds one from its first step to its last; a consumer that hands batches on outside
+/// that callback (a stand-in for CUPTI's thread in a test) holds its own. Neither its making nor its drop panics.
+#[must_use = "a completion is counted only while its guard lives"]
+#[derive(Debug)]
+pub struct CompletionUnderWay {
+    _counted: (),
+}
+
+impl CompletionUnderWay {
+    /// Counts one more completion under way on this thread until the guard is dropped.
+    pub fn enter() -> CompletionUnderWay {
         UNDER_WAY.fetch_add(1, Ordering::AcqRel);
-        HERE.set(HERE.get() + 1);
-        Completing
+        let _ = HERE.try_with(|h| h.set(h.get().saturating_add(1)));
+        CompletionUnderWay { _counted: () }
     }
 }
 
-impl Drop for Completing {
+impl Drop for CompletionUnderWay {
     fn drop(&mut self) {
-        HERE.set(HERE.get().saturating_sub(1));
+        let _ = HERE.try_with(|h| h.set(h.get().saturating_sub(1)));
         UNDER_WAY.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// Buffers CUPTI is completing to the tracer now on threads other than the caller's: from the first step of the
-/// tracer's completion callback to its last, the consumer's closure (or the handler of unlent buffers) included.
-/// The moments inside CUPTI before it calls the callback are not seen.
+/// tracer's completion callback to its last, the consumer's closure (or the handler of unlent buffers) included,
+/// and the [`CompletionUnderWay`] guards of other threads. The moments inside CUPTI before it calls the callback
+/// are not seen.
 pub fn completions_elsewhere() -> usize {
-    UNDER_WAY.load(Ordering::Acquire).saturating_sub(HERE.get())
+    UNDER_WAY.load(Ordering::Acquire).saturating_sub(here())
 }
 
 #[cfg(test)]
@@ -50,7 +63,7 @@ mod tests {
         let (leave_tx, leave_rx) = std::sync::mpsc::channel::<()>();
         let before = completions_elsewhere();
         let other = std::thread::spawn(move || {
-            let c = Completing::enter();
+            let c = CompletionUnderWay::enter();
             // Its own completion is not elsewhere.
             inside_tx
                 .send(completions_elsewhere())

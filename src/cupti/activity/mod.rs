@@ -132,7 +132,7 @@ pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::{Clock, count_timestamp_calls, timestamp_calls};
 pub use complete_first::{COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, flush_complete_first};
-pub use completing::completions_elsewhere;
+pub use completing::{CompletionUnderWay, completions_elsewhere};
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use keeping_lent::{KeepingMark, held_for_keeping, keeping_mark};
 pub use kernel::{Kernel, LaunchType};

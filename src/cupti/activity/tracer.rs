@@ -339,7 +339,7 @@ unsafe extern "C" fn on_buffer_completed(
     valid: usize,
 ) {
     // Counted from here: a consumer waiting for the completions under way on other threads sees this one.
-    let _completing = super::completing::Completing::enter();
+    let _completing = super::completing::CompletionUnderWay::enter();
     delivery::vendor_callback((), || {
         // Only buffers the pool lent are read, and never past their real size.
         let Some(len) = pool::lent_size(buffer) else {
