@@ -190,6 +190,15 @@ uint64_t pp_repeats(void) {
     return n;
 }
 
+/* Whether a kernel record of correlation id `id` was handed to it (ids below 2^20). */
+int pp_seen(uint32_t id) {
+    if (id >= SEEN_IDS) return 0;
+    pthread_mutex_lock(&g_lock);
+    int seen = (g_seen[id / 8] >> (id % 8)) & 1;
+    pthread_mutex_unlock(&g_lock);
+    return seen;
+}
+
 uint64_t pp_buffers(void) {
     pthread_mutex_lock(&g_lock);
     uint64_t n = g_buffers;

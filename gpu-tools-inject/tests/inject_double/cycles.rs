@@ -41,6 +41,9 @@ fn attach_child_cycles() {
     struct Program {
         open: bool,
         made_in_sessions: u64,
+        /// Each kernel recorded: its correlation id, its start and whether a session was open at its launch (for a
+        /// failure's message: the kernels handed that were not made in a session, and the other way round).
+        recorded: Vec<(u32, u64, bool)>,
     }
     let profiler = Arc::new(program_profiler());
     let state = Arc::new(Mutex::new(Program::default()));
@@ -62,6 +65,10 @@ fn attach_child_cycles() {
             );
             if code == 1 && st.open {
                 st.made_in_sessions += 1;
+            }
+            if code == 1 {
+                let open = st.open;
+                st.recorded.push((correlation, start, open));
             }
             code
         }
@@ -180,13 +187,28 @@ fn attach_child_cycles() {
                 st.open = false;
                 println!("stopped {}", profiler.stop(&kinds));
             }
-            ["count"] => println!(
-                "program kernels {} repeats {} made {} memsets {}",
-                profiler.count(CONCURRENT_KERNEL),
-                profiler.repeats(),
-                state.lock().unwrap().made_in_sessions,
-                profiler.count(MEMSET)
-            ),
+            ["count"] => {
+                let st = state.lock().unwrap();
+                // Kernels handed though launched outside a session, or made in one and not handed: the first few.
+                let differ: Vec<String> = st
+                    .recorded
+                    .iter()
+                    .filter(|&&(id, _, open)| profiler.seen(id) != open)
+                    .take(8)
+                    .map(|&(id, start, open)| {
+                        let what = if open { "not-handed" } else { "handed-outside" };
+                        format!("{id}:{what}@{start}")
+                    })
+                    .collect();
+                println!(
+                    "program kernels {} repeats {} made {} memsets {} differ [{}]",
+                    profiler.count(CONCURRENT_KERNEL),
+                    profiler.repeats(),
+                    st.made_in_sessions,
+                    profiler.count(MEMSET),
+                    differ.join(" ")
+                )
+            }
             ["exit"] => {
                 println!("bye");
                 return;

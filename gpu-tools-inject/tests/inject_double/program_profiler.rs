@@ -70,6 +70,17 @@ impl ProgramProfiler {
         }
     }
 
+    /// Whether it was handed a kernel record of correlation id `id`.
+    pub(crate) fn seen(&self, id: u32) -> bool {
+        // SAFETY: `int pp_seen(uint32_t id)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(u32) -> i32>(b"pp_seen\0")
+                .unwrap()(id)
+                != 0
+        }
+    }
+
     /// From now on it behaves as Kineto does with its buffers (`pp_kineto`).
     pub(crate) fn kineto(&self) {
         // SAFETY: `void pp_kineto(int on)`.
