@@ -604,6 +604,13 @@ static void hold_in_flight(uint32_t kind, size_t at) {
     k->end = 0;
 }
 
+/* cd_after_request: called by a thread writing a record once the client's buffer-requested callback has returned
+ * a buffer, before the record goes into it (CUPTI's lock not held): the moment in which another thread's disable
+ * and forced flush find no buffer to return, and the record is written after them. */
+static void (*g_after_request)(void);
+
+void cd_after_request(void (*hook)(void)) { __atomic_store_n(&g_after_request, hook, __ATOMIC_SEQ_CST); }
+
 /* Writes one record, as CUPTI would: into the current buffer, completing it and requesting another when full.
  * Returns 1 when written, 0 when dropped for want of a buffer, -1 when its kind is not enabled. */
 static int emit(const void *record, size_t size) {
@@ -638,6 +645,8 @@ static int emit(const void *record, size_t size) {
         uint8_t *nb = NULL;
         size_t ns = 0, max_records = 99;
         if (req) req(&nb, &ns, &max_records);
+        void (*after_request)(void) = __atomic_load_n(&g_after_request, __ATOMIC_SEQ_CST);
+        if (nb && after_request) after_request();
         pthread_mutex_lock(&g_lock);
         if (!nb || ns < size || ((uintptr_t)nb & 7) != 0) {
             g_stats.refused++;

@@ -55,6 +55,27 @@ pub fn flush_complete_first<E>(
     })
 }
 
+/// How long [`flush_forced_until`] waits between its flushes.
+pub const LATE_WAIT: Duration = Duration::from_millis(1);
+/// How many more flushes [`flush_forced_until`] makes at most: 10 ms in all. A buffer CUPTI took for a record it
+/// was writing comes back within microseconds; one it keeps empty across forced flushes (CUPTI 13.0) never does.
+pub const LATE_FLUSHES: u32 = 10;
+
+/// After a forced flush that left a buffer lent: forced flushes, [`LATE_WAIT`] apart, until `done` says it is
+/// back, [`LATE_FLUSHES`] at most. Returns the flushes made; a flush's error ends it and is returned.
+pub fn flush_forced_until<E>(
+    mut flush: impl FnMut(FlushMode) -> Result<(), E>,
+    done: impl Fn() -> bool,
+) -> Result<u32, E> {
+    let mut made = 0;
+    while made < LATE_FLUSHES && !done() {
+        std::thread::sleep(LATE_WAIT);
+        flush(FlushMode::Forced)?;
+        made += 1;
+    }
+    Ok(made)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +144,49 @@ mod tests {
         assert_eq!(flushes.len() as u32, COMPLETE_WAITS + 2);
         assert!(flushes[..flushes.len() - 1].iter().all(|&m| m == Completed));
         assert_eq!(flushes.last(), Some(&Forced));
+    }
+
+    #[test]
+    fn late_flushes_are_forced_until_the_buffer_is_back_and_stop_at_the_bound() {
+        // `back_after` forced flushes bring it back (0: never). Returns what it said and the flushes made.
+        let run = |back_after: u32| {
+            let flushes = RefCell::new(Vec::new());
+            let made = flush_forced_until(
+                |mode| {
+                    flushes.borrow_mut().push(mode);
+                    Ok::<(), ()>(())
+                },
+                || back_after != 0 && flushes.borrow().len() as u32 >= back_after,
+            );
+            (made, flushes.into_inner())
+        };
+        assert_eq!(run(1), (Ok(1), vec![FlushMode::Forced]));
+        assert_eq!(run(3), (Ok(3), vec![FlushMode::Forced; 3]));
+        assert_eq!(
+            run(0),
+            (
+                Ok(LATE_FLUSHES),
+                vec![FlushMode::Forced; LATE_FLUSHES as usize]
+            )
+        );
+        // Back already: no flush.
+        let mut made = 0;
+        assert_eq!(
+            flush_forced_until(
+                |_| {
+                    made += 1;
+                    Ok::<(), ()>(())
+                },
+                || true
+            ),
+            Ok(0)
+        );
+        assert_eq!(made, 0);
+        // A flush that fails ends it.
+        assert_eq!(
+            flush_forced_until(|_| Err("refused"), || false),
+            Err("refused")
+        );
     }
 
     #[test]

@@ -131,7 +131,10 @@ pub use super::activity_kind::{ActivityKind, ActivityKinds};
 pub use api::{ApiCall, SyncType, Synchronization};
 pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::{Clock, count_timestamp_calls, timestamp_calls};
-pub use complete_first::{COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, flush_complete_first};
+pub use complete_first::{
+    COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, LATE_FLUSHES, LATE_WAIT, flush_complete_first,
+    flush_forced_until,
+};
 pub use completing::{CompletionUnderWay, completions_elsewhere};
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
 pub use keeping_lent::{KeepingMark, held_for_keeping, keeping_mark};

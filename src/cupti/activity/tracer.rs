@@ -873,6 +873,25 @@ impl ActivityTracer {
         if let Err(e) = self.flush_raw(mode) {
             first.get_or_insert(e);
         }
+        if keep.is_empty() && first.is_none() && pool::counts().lent > 0 {
+            // A record under way as the kinds went off: CUPTI had taken a buffer for it, and wrote it after the
+            // flush, which had none to return. Left with CUPTI, the buffer went to the callbacks registered when it
+            // completed it: a program's profiler's after a window, which was handed a kernel launched between its
+            // sessions (the CUPTI double, about one run in twenty of its scheduled-profiler test).
+            match super::flush_forced_until(|m| self.flush_raw(m), || pool::counts().lent == 0) {
+                Ok(waits) => log::debug!(
+                    "a buffer of the pool still lent after the final flush: {} after {waits} more flushes",
+                    if pool::counts().lent == 0 {
+                        "back"
+                    } else {
+                        "still lent"
+                    }
+                ),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
         log::debug!(
             "final flush ({mode:?}) in {:.2} ms ({} kinds kept enabled)",
             t0.elapsed().as_secs_f64() * 1e3,

@@ -9,6 +9,7 @@ mod decoding;
 mod keeping;
 mod lender;
 mod pool;
+mod stopping;
 
 use crate::common;
 
