@@ -167,6 +167,27 @@ impl ClockMap {
         if mapped <= 0.0 { 0 } else { mapped as u64 }
     }
 
+    /// `t` (the program's clock) on the trace's: [`convert`](Self::convert) the other way; unchanged where no
+    /// conversion applies.
+    pub fn on_trace_clock(&self, t: u64) -> u64 {
+        let (Some((m0, p0)), Some((m1, p1))) = (self.first, self.latest) else {
+            return t;
+        };
+        let rate = match self.clock {
+            ProgramClock::Realtime | ProgramClock::Monotonic => {
+                let mapped = m1 as i128 + (t as i128 - p1 as i128);
+                return u64::try_from(mapped.max(0)).unwrap_or(u64::MAX);
+            }
+            _ if m1.saturating_sub(m0) >= 1_000_000 && p1 != p0 => {
+                (m1 as f64 - m0 as f64) / (p1 as f64 - p0 as f64)
+            }
+            _ => return t,
+        };
+        let delta = t as i128 - p1 as i128;
+        let mapped = m1 as f64 + delta as f64 * rate;
+        if mapped <= 0.0 { 0 } else { mapped as u64 }
+    }
+
     /// Now on the program's clock, where it is known.
     pub fn program_now(&self) -> Option<u64> {
         self.clock.now()

@@ -471,6 +471,62 @@ fn a_kernel_launched_before_the_program_disabled_kernels_reaches_it_however_late
     );
 }
 
+/// The trace's first buffer after an attach that found the program's session open: a kernel CUPTI stamped on the
+/// program's clock (realtime, its default) before the trace's went in, and kernels on the trace's clock, before and
+/// after the program disabled kernels. The first two are of its session, the first with its timestamps as CUPTI
+/// wrote them, the second converted; not the third.
+#[test]
+fn a_kernel_stamped_on_the_programs_clock_before_the_trace_began_is_judged_and_kept_on_that_clock()
+{
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    *BUFFER_BYTES.lock().unwrap_or_else(|p| p.into_inner()) = (1 << 16, 0);
+    HANDED.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    share(kernel_recording_program());
+    with_mux(|m| m.clock = clock::ClockMap::new(clock::ProgramClock::Realtime));
+    let realtime_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    };
+    let theirs = realtime_ns() - 2_000_000;
+    // SAFETY: the hook with a kind, as the program calls it.
+    assert_eq!(unsafe { hooks::disable(kernel) }, sys::CUPTI_SUCCESS);
+    let off = with_mux(|m| m.program.disabled_at[0].at).expect("shared");
+    let batch = [
+        timed(kernel, theirs, 5),
+        timed(kernel, off - 1_000, 6),
+        timed(kernel, off + 1_000_000, 7),
+    ]
+    .concat();
+    let buffer = Buffer::of(&batch);
+    dispatch(&buffer.batch());
+    let map = with_mux(|m| m.clock).expect("shared");
+    uninstall(false, ActivityKinds::empty());
+    let handed = HANDED.lock().unwrap_or_else(|p| p.into_inner()).concat();
+    let start_at = std::mem::offset_of!(sys::CUpti_ActivityKernel10, start);
+    let correlation_at = std::mem::offset_of!(sys::CUpti_ActivityKernel10, correlationId);
+    let size = timed(kernel, 0, 0).len();
+    let word = |r: &[u8], at: usize, n: usize| {
+        let mut w = [0u8; 8];
+        w[..n].copy_from_slice(&r[at..at + n]);
+        u64::from_ne_bytes(w)
+    };
+    let got: Vec<(u64, u64)> = handed
+        .chunks(size)
+        .map(|r| (word(r, correlation_at, 4), word(r, start_at, 8)))
+        .collect();
+    assert_eq!(got.len(), 2, "kernels 5 and 6, not 7: {got:?}");
+    assert_eq!(got[0], (5, theirs), "kernel 5 as CUPTI stamped it");
+    assert_eq!(got[1].0, 6);
+    assert!(
+        got[1].1.abs_diff(map.convert(off - 1_000)) < 1_000_000,
+        "kernel 6 on the program's clock: {} against {}",
+        got[1].1,
+        map.convert(off - 1_000)
+    );
+}
+
 #[test]
 fn nothing_is_handed_without_a_program_session() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -504,6 +560,7 @@ fn copies_get_the_program_clock() {
     // SAFETY: no preconditions.
     let real = unsafe { clock::realtime_source() };
     assert!(map.convert(now).abs_diff(real) < 5_000_000, "within 5 ms");
+    assert_eq!(map.on_trace_clock(map.convert(now)), now, "and back");
     // A counter of its own: its rate comes from two readings at least a millisecond apart.
     let mut map = clock::ClockMap::new(clock::ProgramClock::Callback(double_speed_clock));
     assert!(!map.converts(), "no rate from one reading");
@@ -517,6 +574,11 @@ fn copies_get_the_program_clock() {
         map.convert(t).abs_diff(want) < 1_000_000,
         "{} against {want}",
         map.convert(t)
+    );
+    assert!(
+        map.on_trace_clock(want).abs_diff(t) < 1_000_000,
+        "and back: {} against {t}",
+        map.on_trace_clock(want)
     );
     // In a kernel record: start and end converted, an uncollected field (0) left alone.
     let kind = sys::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
