@@ -32,6 +32,7 @@ use gpu_tools_injection::collect::{AcceptOptions, Delivery};
 use gpu_tools_injection::control::Control;
 use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::profile::notice::PcCounts;
 use gpu_tools_injection::settings::{Destination, Settings};
 
 use crate::failure::Failure;
@@ -86,6 +87,11 @@ impl Collected {
         }
     }
 
+    /// CUPTI's PC sampling counts over every context (`None` where no count came).
+    pub fn pc_counts(&self) -> Option<PcCounts> {
+        pc_counts_of(&self.messages)
+    }
+
     /// The program's CPU time and the window's, in ms, where the library said the program was idle in a PC sampling
     /// window without stall records (`Message::PcSampledIdle`).
     pub fn sampled_idle(&self) -> Option<(u64, u64)> {
@@ -101,6 +107,24 @@ impl Collected {
             .iter()
             .any(|m| matches!(m, Message::PcLeftOn { .. }))
     }
+}
+
+/// CUPTI's PC sampling counts in `messages`, summed over every context (`None` where no count came).
+pub fn pc_counts_of(messages: &[Message]) -> Option<PcCounts> {
+    let mut all: Option<PcCounts> = None;
+    for c in messages.iter().filter_map(|m| match m {
+        Message::PcCounts(c) => Some(*c),
+        _ => None,
+    }) {
+        let sum = all.get_or_insert_with(PcCounts::default);
+        sum.samples += c.samples;
+        sum.records += c.records;
+        sum.dropped += c.dropped;
+        sum.non_user += c.non_user;
+        sum.truncated_pcs += c.truncated_pcs;
+        sum.full_buffer_reads += c.full_buffer_reads;
+    }
+    all
 }
 
 /// Threads left running while the program is stopped, by name: the library's own (and those its calls start, which

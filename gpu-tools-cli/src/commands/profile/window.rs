@@ -42,20 +42,7 @@ pub struct PcWindow<'a> {
 impl PcWindow<'_> {
     /// CUPTI's counts over every context (`None` where no count came).
     fn counts(&self) -> Option<PcCounts> {
-        let mut all: Option<PcCounts> = None;
-        for c in self.messages.iter().filter_map(|m| match m {
-            Message::PcCounts(c) => Some(*c),
-            _ => None,
-        }) {
-            let sum = all.get_or_insert_with(PcCounts::default);
-            sum.samples += c.samples;
-            sum.records += c.records;
-            sum.dropped += c.dropped;
-            sum.non_user += c.non_user;
-            sum.truncated_pcs += c.truncated_pcs;
-            sum.full_buffer_reads += c.full_buffer_reads;
-        }
-        all
+        crate::commands::profile_attach::pc_counts_of(self.messages)
     }
 
     /// The error of a window without a stall record; `None` where records came.

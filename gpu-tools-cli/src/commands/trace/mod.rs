@@ -647,7 +647,7 @@ fn before_first_attach(args: &Args, lib: &Path, targets: &[u32]) -> Result<(), F
             .filter(|(_, p)| {
                 !matches!(
                     p,
-                    pc_primer::Primed::Yes { .. } | pc_primer::Primed::EmptyWhileRunning
+                    pc_primer::Primed::Yes { .. } | pc_primer::Primed::EmptyWhileRunning { .. }
                 )
             })
             .map(|(pid, _)| pid)

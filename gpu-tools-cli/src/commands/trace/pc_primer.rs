@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use gpu_tools_injection::profile::ProfileRequest;
+use gpu_tools_injection::profile::notice::PcCounts;
 
 use crate::failure::Failure;
 
@@ -41,16 +42,51 @@ pub enum Primed {
     /// not kept.
     Yes { stall_records: usize },
     /// Sampled with no stall record while the program was idle (`cpu_ms` of CPU time in `window_ms`): as good as
-    /// not sampled; the library refuses PC sampling after the trace.
-    Empty { cpu_ms: u64, window_ms: u64 },
-    /// Sampled with no stall record while the program ran (a busy GPU's sparse sampling can miss a small job's
-    /// kernels): whether later windows keep their stall records is not known; they run and say what they counted.
-    EmptyWhileRunning,
+    /// not sampled; the library refuses PC sampling after the trace. With CUPTI's counts, where they came.
+    Empty {
+        cpu_ms: u64,
+        window_ms: u64,
+        counted: Option<Counted>,
+    },
+    /// Sampled with no stall record while the program ran, by its CPU time (a busy GPU's sparse sampling can miss a
+    /// small job's kernels): whether later windows keep their stall records is not known; they run and say what
+    /// they counted. With CUPTI's counts, where they came: a job busy on the CPU that launched nothing (one waiting
+    /// for its children) was judged running so, and its PC window after the trace was blind (the matrix's
+    /// fork-child, an H200); what such a primer counts is what could tell it apart.
+    EmptyWhileRunning { counted: Option<Counted> },
     /// Not sampled, and why: PC sampling after the trace gives nothing.
     No(String),
     /// Sampled, and its sampling could not be turned off (its disable failed): CUPTI keeps it on, and the GPU's
     /// counters held, until the process ends; a trace of it is refused (`refuse_pc_left_on`).
     LeftOn,
+}
+
+/// What CUPTI counted in a primer without stall records, over every context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    pub samples: u64,
+    /// Of them, in kernels CUPTI gives no records for (outside the program's kernels).
+    pub outside: u64,
+}
+
+impl Counted {
+    fn of(counts: Option<PcCounts>) -> Option<Counted> {
+        counts.map(|c| Counted {
+            samples: c.samples,
+            outside: c.non_user,
+        })
+    }
+
+    /// The sentence said after the outcome.
+    fn said(counted: Option<Counted>) -> String {
+        match counted {
+            Some(c) => format!(
+                " CUPTI counted {} samples in it, {} of them outside the program's kernels.",
+                c.samples, c.outside
+            ),
+            None => String::new(),
+        }
+    }
 }
 
 /// Samples the PCs of each of `pids` (processes that have not run CUPTI for gpu-tools) for 1 s. Processes on
@@ -192,7 +228,11 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
             if got.pc_left_on() {
                 return Primed::LeftOn;
             }
-            primed_by(got.stalls.len(), got.sampled_idle())
+            primed_by(
+                got.stalls.len(),
+                got.sampled_idle(),
+                Counted::of(got.pc_counts()),
+            )
         }
         Err(e) => Primed::No(e.text()),
     }
@@ -203,10 +243,14 @@ fn prime_one(how: &How<'_>, pid: u32) -> Primed {
 /// later windows' stall records (`pc_order_probe.sh`); one of an idle program (waiting for a child, say) is no
 /// primer, and is said as such (the matrix's fork-child job: 0 stall records before its first trace, and 0 of
 /// 11,781,101 samples in a PC sampling window after it).
-fn primed_by(stall_records: usize, idle: Option<(u64, u64)>) -> Primed {
+fn primed_by(stall_records: usize, idle: Option<(u64, u64)>, counted: Option<Counted>) -> Primed {
     match (stall_records, idle) {
-        (0, Some((cpu_ms, window_ms))) => Primed::Empty { cpu_ms, window_ms },
-        (0, None) => Primed::EmptyWhileRunning,
+        (0, Some((cpu_ms, window_ms))) => Primed::Empty {
+            cpu_ms,
+            window_ms,
+            counted,
+        },
+        (0, None) => Primed::EmptyWhileRunning { counted },
         (stall_records, _) => Primed::Yes { stall_records },
     }
 }
@@ -234,15 +278,21 @@ pub fn said(pid: u32, primed: &Primed) -> String {
             "process {pid}: sampled before its first trace ({stall_records} stall records, not kept): PC sampling \
              after the trace keeps its stall records"
         ),
-        Primed::Empty { cpu_ms, window_ms } => format!(
+        Primed::Empty {
+            cpu_ms,
+            window_ms,
+            counted,
+        } => format!(
             "process {pid}: sampled before its first trace, with no stall record while it was idle ({cpu_ms} ms of \
              CPU time in {window_ms} ms): only a sampling of a running program was seen to keep later ones', so PC \
-             sampling after this trace is refused in it"
+             sampling after this trace is refused in it.{}",
+            Counted::said(*counted)
         ),
-        Primed::EmptyWhileRunning => format!(
+        Primed::EmptyWhileRunning { counted } => format!(
             "process {pid}: sampled before its first trace, with no stall record although it ran (a busy GPU's \
              sparse sampling can miss a small job's kernels): PC sampling after the trace runs, and says what it \
-             counted"
+             counted.{}",
+            Counted::said(*counted)
         ),
         Primed::No(why) => format!("process {pid}: not sampled before its first trace: {why}"),
         Primed::LeftOn => format!(
@@ -255,6 +305,7 @@ pub fn said(pid: u32, primed: &Primed) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_tools_injection::message::Message;
 
     #[test]
     fn processes_on_different_gpus_share_a_wave_and_those_on_one_gpu_do_not() {
@@ -276,17 +327,18 @@ mod tests {
 
     #[test]
     fn a_sampling_without_stall_records_is_no_primer() {
-        assert_eq!(primed_by(3, None), Primed::Yes { stall_records: 3 });
+        assert_eq!(primed_by(3, None, None), Primed::Yes { stall_records: 3 });
         assert_eq!(
-            primed_by(3, Some((0, 1000))),
+            primed_by(3, Some((0, 1000)), None),
             Primed::Yes { stall_records: 3 }
         );
-        let idle = primed_by(0, Some((10, 1001)));
+        let idle = primed_by(0, Some((10, 1001)), None);
         assert_eq!(
             idle,
             Primed::Empty {
                 cpu_ms: 10,
-                window_ms: 1001
+                window_ms: 1001,
+                counted: None
             }
         );
         assert!(
@@ -297,8 +349,38 @@ mod tests {
             "{}",
             said(7, &idle)
         );
-        assert_eq!(primed_by(0, None), Primed::EmptyWhileRunning);
-        assert!(said(7, &Primed::EmptyWhileRunning).contains("PC sampling after the trace runs"));
+        let running = primed_by(0, None, None);
+        assert_eq!(running, Primed::EmptyWhileRunning { counted: None });
+        assert!(said(7, &running).contains("PC sampling after the trace runs"));
+        assert!(said(7, &running).ends_with("says what it counted."));
+        // CUPTI's counts, summed over the contexts, are said after the outcome; the outcome's words stay as they
+        // were (the survival matrix reads them).
+        let counts = |samples, non_user| PcCounts {
+            samples,
+            non_user,
+            ..PcCounts::default()
+        };
+        let counted = Counted::of(crate::commands::profile_attach::pc_counts_of(&[
+            Message::PcCounts(counts(900, 700)),
+            Message::PcCounts(counts(100, 100)),
+        ]));
+        let running = primed_by(0, None, counted);
+        assert_eq!(
+            said(7, &running),
+            "process 7: sampled before its first trace, with no stall record although it ran (a busy GPU's sparse \
+             sampling can miss a small job's kernels): PC sampling after the trace runs, and says what it counted. \
+             CUPTI counted 1000 samples in it, 800 of them outside the program's kernels."
+        );
+        let idle = primed_by(0, Some((10, 1001)), Counted::of(Some(counts(0, 0))));
+        assert!(
+            said(7, &idle)
+                .contains("with no stall record while it was idle (10 ms of CPU time in 1001 ms)")
+                && said(7, &idle).ends_with(
+                    " CUPTI counted 0 samples in it, 0 of them outside the program's kernels."
+                ),
+            "{}",
+            said(7, &idle)
+        );
     }
 
     #[test]
