@@ -148,43 +148,38 @@ impl ClockMap {
 
     /// `t` (the trace's clock) on the program's clock; unchanged where the program's is unknown.
     pub fn convert(&self, t: u64) -> u64 {
-        let (Some((m0, p0)), Some((m1, p1))) = (self.first, self.latest) else {
-            return t;
-        };
-        // Nanosecond clocks run at one tick a nanosecond; a counter's rate comes from the two readings, once
-        // they are far enough apart to give it.
-        let rate = match self.clock {
-            // Whole nanoseconds: an f64 of CLOCK_REALTIME's size keeps only 256 ns steps.
-            ProgramClock::Realtime | ProgramClock::Monotonic => {
-                let mapped = p1 as i128 + (t as i128 - m1 as i128);
-                return u64::try_from(mapped.max(0)).unwrap_or(u64::MAX);
-            }
-            _ if m1.saturating_sub(m0) >= 1_000_000 => (p1 as f64 - p0 as f64) / (m1 - m0) as f64,
-            _ => return t,
-        };
-        let delta = t as i128 - m1 as i128;
-        let mapped = p1 as f64 + delta as f64 * rate;
-        if mapped <= 0.0 { 0 } else { mapped as u64 }
+        self.map(t, true)
     }
 
     /// `t` (the program's clock) on the trace's: [`convert`](Self::convert) the other way; unchanged where no
     /// conversion applies.
     pub fn on_trace_clock(&self, t: u64) -> u64 {
-        let (Some((m0, p0)), Some((m1, p1))) = (self.first, self.latest) else {
+        self.map(t, false)
+    }
+
+    /// `t` from one clock to the other (`to_program`: from the trace's), through the first and latest readings.
+    fn map(&self, t: u64, to_program: bool) -> u64 {
+        let (Some(first), Some(latest)) = (self.first, self.latest) else {
             return t;
         };
+        // The readings as (from, to), in the direction asked.
+        let orient = |(m, p): (u64, u64)| if to_program { (m, p) } else { (p, m) };
+        let ((from0, to0), (from1, to1)) = (orient(first), orient(latest));
+        // Nanosecond clocks run at one tick a nanosecond; a counter's rate comes from the two readings, once
+        // they are far enough apart (on the trace's clock) to give it.
         let rate = match self.clock {
+            // Whole nanoseconds: an f64 of CLOCK_REALTIME's size keeps only 256 ns steps.
             ProgramClock::Realtime | ProgramClock::Monotonic => {
-                let mapped = m1 as i128 + (t as i128 - p1 as i128);
+                let mapped = to1 as i128 + (t as i128 - from1 as i128);
                 return u64::try_from(mapped.max(0)).unwrap_or(u64::MAX);
             }
-            _ if m1.saturating_sub(m0) >= 1_000_000 && p1 != p0 => {
-                (m1 as f64 - m0 as f64) / (p1 as f64 - p0 as f64)
+            _ if latest.0.saturating_sub(first.0) >= 1_000_000 && from1 != from0 => {
+                (to1 as f64 - to0 as f64) / (from1 as f64 - from0 as f64)
             }
             _ => return t,
         };
-        let delta = t as i128 - p1 as i128;
-        let mapped = m1 as f64 + delta as f64 * rate;
+        let delta = t as i128 - from1 as i128;
+        let mapped = to1 as f64 + delta as f64 * rate;
         if mapped <= 0.0 { 0 } else { mapped as u64 }
     }
 

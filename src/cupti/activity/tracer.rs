@@ -879,8 +879,8 @@ impl ActivityTracer {
             // completed it: a program's profiler's after a window, which was handed a kernel launched between its
             // sessions (the CUPTI double, about one run in twenty of its scheduled-profiler test).
             match super::flush_forced_until(|m| self.flush_raw(m), || pool::counts().lent == 0) {
-                Ok(waits) => log::debug!(
-                    "a buffer of the pool still lent after the final flush: {} after {waits} more flushes",
+                Ok(flushes) => log::debug!(
+                    "a buffer of the pool still lent after the final flush: {} after {flushes} more flushes",
                     if pool::counts().lent == 0 {
                         "back"
                     } else {
