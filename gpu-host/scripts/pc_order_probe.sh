@@ -32,6 +32,13 @@
 #             then PC sampling twice (refused since the 38th session, with the reason)
 #   O the same with GT_OLD (a build from before that refusal): the windows run, and say what CUPTI counted
 #   Q eager, running through its first trace: PC sampling after it (the control)
+# SET=5 asks whether a second PC sampling, with launches, after a first one without (the job paused then) and before
+# the first trace, keeps later windows' stall records: where it does, a primer that found nothing can be tried again
+# rather than leave the job's PC sampling blind after its trace (the matrix's fork-child, the 41st session):
+#   R eager, paused: PC sampling (nothing to sample); resumed: PC sampling, trace --pid, PC sampling twice
+#   I eager, paused through its first trace (its primer finds no kernel; what CUPTI counted in it is said), resumed,
+#             PC sampling (refused since the 38th session)
+#   Q eager, running through its first trace: PC sampling after it (the control)
 # Found by the survival matrix (16 jobs on one H200, 2026-12-02): PC sampling after a trace window of the same
 # process counted millions of samples, all outside the program's kernels; an eager job's first attach, PC sampling,
 # gave 8,192 records beside five busy processes (pc_shared_probe.sh).
@@ -60,16 +67,33 @@ pcs() { # LABEL PID [SECONDS]
 trc() { # LABEL PID [ARGS]
   n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2
   # P's trace says what its PC sampling before the first trace came to: not --quiet there.
-  local q=-q; case $l in P | I | O | Q) q=--no-progress ;; esac
+  local q=-q; case $l in P | I | O | Q | R) q=--no-progress ;; esac
   # The command's whole time (a 1 s window): with the PC sampling before a first trace, what that costs.
   local t0 rc; t0=$(date +%s%N)
   timeout 60 "$gt" trace --pid "$p" --duration 1 $q -o "$out/$n.gputrace" "$@" > "$f" 2>&1
   rc=$?
   echo "$l trace $*: rc=$rc in $(( ($(date +%s%N) - t0) / 1000000 )) ms, $(grep -o '[0-9]* kernels' "$f" | head -1)" \
-    "$(grep -o 'sampled before its first trace ([0-9]* stall records\|sampled before its first trace, with no stall record [a-z ]*\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)"
+    "$(grep -o 'sampled before its first trace ([0-9]* stall records\|sampled before its first trace, with no stall record [a-z ]*\|not sampled before its first trace: .\{0,80\}' "$f" | head -1)" \
+    "$(grep -o 'CUPTI counted [0-9]* samples in it, [0-9]* of them outside' "$f" | head -1)"
   rm -f "$out/$n.gputrace"
 }
 declare -A pid
+if [ "${SET:-1}" = 5 ]; then
+  for j in R I; do
+    touch "$out/$j.pause"
+    PAUSE_FILE=$out/$j.pause $py "$job" eager --seconds 300 > "$out/$j.log" 2>&1 &
+  done
+  $py "$job" eager --seconds 300 > "$out/Q.log" 2>&1 &
+  for j in R I Q; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+  sleep 1
+  resume() { rm -f "$out/$1.pause"; sleep 1; echo "$1: $(grep -m1 '^paused' "$out/$1.log"), $(grep -m1 '^resumed' "$out/$1.log")"; }
+  pcs R "${pid[R]}"; resume R; pcs R "${pid[R]}"; trc R "${pid[R]}"; pcs R "${pid[R]}"; pcs R "${pid[R]}"
+  trc I "${pid[I]}"; resume I; pcs I "${pid[I]}"
+  trc Q "${pid[Q]}"; pcs Q "${pid[Q]}"
+  touch "$STOP_FILE"; wait
+  for j in R I Q; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  exit 0
+fi
 if [ "${SET:-1}" = 4 ]; then
   gt_new=$gt gt_old=${GT_OLD:-$gt}
   for j in I O; do
