@@ -39,6 +39,7 @@ mod nvtx;
 mod nvtx_attach;
 mod pc_attach;
 mod profiling;
+mod program_cpu;
 mod session;
 mod signals;
 use gpu_tools_injection::sink;

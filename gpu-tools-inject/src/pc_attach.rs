@@ -19,7 +19,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use gpu_tools::cuda::{Context, Driver};
 use gpu_tools::cupti::CuptiVersion;
@@ -35,6 +34,7 @@ use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded};
 
 use crate::first_attach::TracedFirst;
+use crate::program_cpu;
 use crate::writer::{EndCounts, Filter, Writer};
 use gpu_tools_injection::settings::Settings;
 
@@ -135,7 +135,7 @@ pub fn run(config: &Settings, cupti: Option<&Path>, request: &ProfileRequest) {
     // Kernel metrics with named ranges: the subscriber, from start to finish.
     let mut named: Option<Subscriber> = None;
     // PC sampling: when it started in some context, and the program's CPU time then.
-    let mut sampling_since: Option<ProgramTime> = None;
+    let mut sampling_since: Option<program_cpu::Snapshot> = None;
     for asked in ControlReader::new(control) {
         match asked {
             Control::ProfileStart => {
@@ -430,11 +430,17 @@ const PRIMER_PERIOD: u32 = 22;
 
 /// Starts PC sampling ([`start`]); where it started in some context, notes the process's first PC sampling and
 /// gives when, for [`finish_sampling`].
-fn start_sampling(writer: &Writer, contexts: &mut [Sampled], primer: bool) -> Option<ProgramTime> {
+fn start_sampling(
+    writer: &Writer,
+    contexts: &mut [Sampled],
+    primer: bool,
+) -> Option<program_cpu::Snapshot> {
+    // Before the start: the threads CUPTI and the driver start with it are then told apart from the program's.
+    let before = program_cpu::Snapshot::now();
     start(writer, contexts, primer);
     contexts.iter().any(|c| c.sampler.is_some()).then(|| {
         crate::first_attach::note(crate::first_attach::Kind::PcSampling);
-        ProgramTime::now()
+        before
     })
 }
 
@@ -442,7 +448,7 @@ fn start_sampling(writer: &Writer, contexts: &mut [Sampled], primer: bool) -> Op
 fn finish_sampling(
     writer: &Arc<Writer>,
     contexts: &mut [Sampled],
-    since: Option<ProgramTime>,
+    since: Option<program_cpu::Snapshot>,
 ) -> Message {
     let done = finish(writer, contexts);
     if let (Some(since), Message::ProfileFinished { count, .. }) = (since, &done) {
@@ -467,46 +473,28 @@ fn stop_recorder_for_metrics(writer: &Writer) -> bool {
     stopped
 }
 
-/// A moment of the window, and the CPU time the program's threads (the library's left out) had used by then.
-struct ProgramTime {
-    at: Instant,
-    cpu: Option<Duration>,
-}
-
-impl ProgramTime {
-    fn now() -> ProgramTime {
-        ProgramTime {
-            at: Instant::now(),
-            cpu: program_cpu_time(),
-        }
-    }
-}
-
-/// The CPU time this process's threads have used, less the library's own (`None` where `/proc` does not say).
-fn program_cpu_time() -> Option<Duration> {
-    gpu_tools::linux::procfs::Process::current()
-        .cpu_time_less_threads(gpu_tools_injection::program::LIBRARY_THREADS)
-        .ok()
-}
-
 /// Notes whether the PC sampling window begun at `since` keeps later windows' stall records after a first trace
 /// (`first_attach`): one with stall records, or one in which the program ran, does; one with neither is said
-/// ([`Message::PcSampledIdle`]). Where the program's CPU time cannot be read, it is taken as having run: a window is
-/// never refused for what could not be told.
-fn judge_sampling(writer: &Writer, stall_records: u64, since: &ProgramTime) {
-    let window = since.at.elapsed();
-    let idle = match (stall_records, since.cpu, program_cpu_time()) {
-        (0, Some(before), Some(after)) => {
-            let cpu = after.saturating_sub(before);
-            (!gpu_tools_injection::program::ran(cpu, window)).then_some(cpu)
-        }
+/// ([`Message::PcSampledIdle`]). The program's CPU time is its threads' that lived before the window
+/// ([`crate::program_cpu`]): those born with the sampling are CUPTI's and the driver's. Where it cannot be read, the
+/// program is taken as having run: a window is never refused for what could not be told.
+fn judge_sampling(writer: &Writer, stall_records: u64, since: &program_cpu::Snapshot) {
+    let spent = program_cpu::spent(since, &program_cpu::Snapshot::now());
+    if !spent.born.is_empty() {
+        log::info!(
+            "threads born in the PC sampling window, not counted as the program's: {:?}",
+            spent.born
+        );
+    }
+    let idle = match (stall_records, spent.program) {
+        (0, Some(cpu)) => (!gpu_tools_injection::program::ran(cpu, spent.window)).then_some(cpu),
         _ => None,
     };
     crate::first_attach::note_sampling_ended(idle.is_none());
     if let Some(cpu) = idle {
         writer.message(&Message::PcSampledIdle {
             cpu_ms: u64::try_from(cpu.as_millis()).unwrap_or(u64::MAX),
-            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            window_ms: u64::try_from(spent.window.as_millis()).unwrap_or(u64::MAX),
         });
     }
 }

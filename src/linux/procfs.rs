@@ -144,6 +144,24 @@ impl Process {
         ticks_to_time(whole.saturating_sub(named)).ok_or_else(|| invalid("_SC_CLK_TCK", &self.dir))
     }
 
+    /// Each live thread's CPU time (user and system) and name, in the order the kernel lists them; a thread that
+    /// ended between the listing and its reading is left out.
+    pub fn thread_cpu_times(&self) -> io::Result<Vec<ThreadCpu>> {
+        let mut threads = Vec::new();
+        for tid in self.thread_ids()? {
+            let Ok(stat) = self.thread(tid).stat() else {
+                continue;
+            };
+            let ticks = stat.user_ticks.saturating_add(stat.system_ticks);
+            threads.push(ThreadCpu {
+                tid,
+                cpu: ticks_to_time(ticks).ok_or_else(|| invalid("_SC_CLK_TCK", &self.dir))?,
+                name: stat.command,
+            });
+        }
+        Ok(threads)
+    }
+
     /// The ids of the process's threads (`/proc/<pid>/task`), in the order the kernel lists them.
     pub fn thread_ids(&self) -> io::Result<Vec<u32>> {
         Ok(std::fs::read_dir(self.dir.join("task"))?
@@ -332,6 +350,17 @@ fn clock_ticks_per_second(auxv: &[u8]) -> Option<u64> {
         }
     }
     None
+}
+
+/// One thread's CPU time, as [`Process::thread_cpu_times`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCpu {
+    /// The thread's id.
+    pub tid: u32,
+    /// Its name (`comm`), as [`Stat::command`].
+    pub name: OsString,
+    /// The CPU time it has used, user and system.
+    pub cpu: std::time::Duration,
 }
 
 /// The fields of `/proc/<pid>/stat` that the crate uses (see `proc(5)`).
@@ -594,6 +623,11 @@ mod tests {
         done.recv().unwrap();
         let less = me.cpu_time_less_threads(b"procfs-spin").unwrap();
         let whole = me.cpu_time_less_threads(b"\xff-none").unwrap();
+        // Thread by thread, the spinner is there by its name, with its 30 ticks.
+        let threads = me.thread_cpu_times().unwrap();
+        let spun: Vec<_> = threads.iter().filter(|t| t.name == "procfs-spin").collect();
+        assert_eq!(spun.len(), 1, "{threads:?}");
+        assert!(spun[0].cpu >= Duration::from_millis(300), "{spun:?}");
         spinner.thread().unpark();
         spinner.join().unwrap();
         assert!(
