@@ -164,6 +164,9 @@ attach() {
     grep -q 'not sampled before its first trace' "$f.txt" && records="$records,pc-not-primed"
     grep -q 'sampled before its first trace, with no stall record while it was idle' "$f.txt" && records="$records,pc-primed-empty"
     grep -q 'sampled before its first trace, with no stall record although it ran' "$f.txt" && records="$records,pc-primed-empty-running"
+    # A primer sampling again after a window without stall records (three windows at most, trace/pc_primer.rs).
+    local again; again=$(grep -c 'no stall record in that sampling' "$f.txt")
+    [ "${again:-0}" -gt 0 ] && records="$records,pc-primer-again:$again"
     # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
     if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
       local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)
@@ -638,6 +641,7 @@ for r in $rows; do cat "$out/$r/attaches.txt" 2>/dev/null; done | awk '
     if ($0 ~ /pc-primed:[0-9]/) tag["primers with stall records"]++
     if ($0 ~ /pc-primed-empty[, ]/) tag["primers without, the job idle"]++
     if ($0 ~ /pc-primed-empty-running/) tag["primers without, the job running"]++
+    if ($0 ~ /pc-primer-again:/) tag["primers that sampled again"]++
     if ($0 ~ /pc-not-primed/) tag["first traces not primed"]++
   }
   END {
