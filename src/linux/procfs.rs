@@ -147,15 +147,18 @@ impl Process {
     /// Each live thread's CPU time (user and system) and name, in the order the kernel lists them; a thread that
     /// ended between the listing and its reading is left out.
     pub fn thread_cpu_times(&self) -> io::Result<Vec<ThreadCpu>> {
+        let per_second = ticks_per_second().ok_or_else(|| invalid("_SC_CLK_TCK", &self.dir))?;
         let mut threads = Vec::new();
         for tid in self.thread_ids()? {
             let Ok(stat) = self.thread(tid).stat() else {
                 continue;
             };
-            let ticks = stat.user_ticks.saturating_add(stat.system_ticks);
             threads.push(ThreadCpu {
                 tid,
-                cpu: ticks_to_time(ticks).ok_or_else(|| invalid("_SC_CLK_TCK", &self.dir))?,
+                cpu: ticks_at(
+                    stat.user_ticks.saturating_add(stat.system_ticks),
+                    per_second,
+                ),
                 name: stat.command,
             });
         }
@@ -325,11 +328,18 @@ pub fn process_ids() -> io::Result<Vec<u32>> {
 /// Clock ticks (`/proc`'s unit of CPU time) as a duration, at the rate the kernel gave this process (`AT_CLKTCK` in
 /// `/proc/self/auxv`, what `sysconf(_SC_CLK_TCK)` answers); `None` where it gave none.
 fn ticks_to_time(ticks: u64) -> Option<std::time::Duration> {
+    Some(ticks_at(ticks, ticks_per_second()?))
+}
+
+/// The rate of [`ticks_to_time`], read once for many conversions.
+fn ticks_per_second() -> Option<u64> {
     let auxv = std::fs::read("/proc/self/auxv").ok()?;
-    let per_second = clock_ticks_per_second(&auxv).filter(|&t| t > 0)?;
-    Some(std::time::Duration::from_nanos(
-        ticks.saturating_mul(1_000_000_000) / per_second,
-    ))
+    clock_ticks_per_second(&auxv).filter(|&t| t > 0)
+}
+
+/// `ticks` at `per_second` (not 0) as a duration.
+fn ticks_at(ticks: u64, per_second: u64) -> std::time::Duration {
+    std::time::Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / per_second)
 }
 
 /// `AT_CLKTCK`'s value in an auxiliary vector (pairs of native words, key then value, ending at `AT_NULL`).
