@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 typedef int CUptiResult;
@@ -900,9 +901,41 @@ typedef struct {
     void *ctx;
 } PcCtxOnly;
 
+/* `cp_pc_worker_spins(1)`: each enable starts a worker thread of the sampling's own, named "cupti-pc-worker", busy on
+   the CPU until the disable joins it: the threads that CUPTI and the driver start for PC sampling, which a process's
+   CPU time counts (a job waiting for its child looked busy in its PC sampling primer, the survival matrix's
+   fork-child on an H200). */
+static int g_pc_worker_spins;
+static volatile int g_pc_worker_on;
+static pthread_t g_pc_worker;
+static int g_pc_worker_started;
+void cp_pc_worker_spins(int on) { g_pc_worker_spins = on; }
+
+static void *pc_worker(void *arg) {
+    (void)arg;
+    prctl(PR_SET_NAME, "cupti-pc-worker", 0, 0, 0);
+    volatile uint64_t x = 0;
+    while (__atomic_load_n(&g_pc_worker_on, __ATOMIC_SEQ_CST)) x++;
+    return NULL;
+}
+
+static void pc_worker_start(void) {
+    if (!g_pc_worker_spins || g_pc_worker_started) return;
+    __atomic_store_n(&g_pc_worker_on, 1, __ATOMIC_SEQ_CST);
+    g_pc_worker_started = pthread_create(&g_pc_worker, NULL, pc_worker, NULL) == 0;
+}
+
+static void pc_worker_stop(void) {
+    if (!g_pc_worker_started) return;
+    __atomic_store_n(&g_pc_worker_on, 0, __ATOMIC_SEQ_CST);
+    pthread_join(g_pc_worker, NULL);
+    g_pc_worker_started = 0;
+}
+
 CUptiResult cuptiPCSamplingEnable(PcCtxOnly *p) {
     FAIL_IF_ASKED();
     if (!p || !p->ctx || g_pc_enabled) return INVALID_OPERATION;
+    pc_worker_start();
     g_pc_enabled = 1;
     g_pcs_len = 0;
     for (size_t i = 0; i < g_pcs_at_enable_len; i++) g_pcs[g_pcs_len++] = g_pcs_at_enable[i];
@@ -946,6 +979,7 @@ CUptiResult cuptiPCSamplingDisable(PcCtxOnly *p) {
     if (g_pc_running) fill(g_pc_buffer);
     g_pc_enabled = 0;
     g_pc_running = 0;
+    pc_worker_stop();
     return SUCCESS;
 }
 

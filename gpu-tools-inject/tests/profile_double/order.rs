@@ -147,6 +147,9 @@ enum Window {
     PcIdle,
     /// PC sampling while the program is busy on the CPU, with no stall record (a busy GPU's sampling missed it).
     PcBusy,
+    /// PC sampling with no kernel of the program's, the program idle, while a thread the sampling started is busy
+    /// on the CPU.
+    PcIdleBusyWorker,
 }
 
 /// Attaches to one child in the order `windows` gives; returns each attach's messages.
@@ -160,6 +163,9 @@ fn attaches_in_order(windows: &[Window]) -> Vec<Vec<Message>> {
         }
         if *window == Window::PcBusy {
             assert_eq!(child.answer("spin on"), "spin on");
+        }
+        if *window == Window::PcIdleBusyWorker {
+            assert_eq!(child.answer("pc worker"), "pc worker on");
         }
         let request = (*window != Window::Trace).then(|| {
             let mut r = gpu_tools_injection::profile::ProfileRequest::new(Vec::new());
@@ -277,6 +283,37 @@ fn pc_sampling_is_refused_after_a_trace_that_followed_a_sampling_without_stall_r
     );
     assert!(started(&busy_first[2]), "{:?}", busy_first[2]);
     assert!(!refused(&busy_first[2]), "{:?}", busy_first[2]);
+}
+
+/// The threads a PC sampling starts (CUPTI's and the driver's) are not the program: an idle program's window while
+/// one of them is busy on the CPU is judged idle, and PC sampling after the trace is refused as after any idle
+/// start. (Counted with the program, such threads made the survival matrix's fork-child, waiting for its child
+/// beside 16 jobs on an H200, look busy in its primer; the trace right after found it idle, and its PC sampling
+/// window after that trace was blind.)
+#[test]
+fn the_threads_a_pc_sampling_starts_are_not_the_programs_cpu_time() {
+    use Window::*;
+    let windows = attaches_in_order(&[PcIdleBusyWorker, Trace, Pc]);
+    let said_idle = windows[0].iter().find_map(|m| match m {
+        Message::PcSampledIdle { cpu_ms, window_ms } => Some((*cpu_ms, *window_ms)),
+        _ => None,
+    });
+    let (cpu_ms, window_ms) = said_idle.unwrap_or_else(|| {
+        panic!(
+            "an idle program's window was not judged idle with the sampling's thread spinning: {:?}",
+            windows[0]
+        )
+    });
+    assert!(
+        cpu_ms * 5 < window_ms,
+        "the program's CPU time is not the worker's: {cpu_ms} ms in {window_ms} ms"
+    );
+    assert!(
+        windows[2].iter().any(|m| matches!(m, Message::ProfileRefused { reason }
+            if reason.starts_with("this process's first trace came after PC sampling that had no stall record"))),
+        "PC sampling after the trace is refused: {:?}",
+        windows[2]
+    );
 }
 
 /// Among an attach's notices: where the finish's answer came.

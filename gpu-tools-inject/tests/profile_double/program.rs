@@ -149,6 +149,14 @@ fn attached_child(c: &Controls) {
                 let added = unsafe { at_enable(c"k_sampled".as_ptr(), 0x40, 4, 12) };
                 format!("pc kernels {added}")
             }
+            ["pc", "worker"] => {
+                // Each PC sampling window from now on has a thread of the sampling's own busy on the CPU (CUPTI's
+                // and the driver's threads, born with the sampling).
+                let spins = control!(c.cupti, unsafe extern "C" fn(i32), b"cp_pc_worker_spins\0");
+                // SAFETY: sets a flag of the double.
+                unsafe { spins(1) };
+                "pc worker on".to_string()
+            }
             ["spin", on] => {
                 // Threads of the program's busy on the CPU (no launch) until `spin off`: four, so that the program
                 // counts as running on a machine busy with other tests too.
