@@ -78,37 +78,37 @@ trc() { # LABEL PID [ARGS]
   rm -f "$out/$n.gputrace"
 }
 declare -A pid
-if [ "${SET:-1}" = 5 ]; then
-  for j in R I; do
+# SET=4 and 5: eager jobs, those named first paused (PAUSE_FILE) until `resume`, the last running (Q).
+paused_and_running() { # PAUSED... RUNNING
+  local j last=${*: -1}
+  for j in "${@:1:$#-1}"; do
     touch "$out/$j.pause"
     PAUSE_FILE=$out/$j.pause $py "$job" eager --seconds 300 > "$out/$j.log" 2>&1 &
   done
-  $py "$job" eager --seconds 300 > "$out/Q.log" 2>&1 &
-  for j in R I Q; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
+  $py "$job" eager --seconds 300 > "$out/$last.log" 2>&1 &
+  for j in "$@"; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
   sleep 1
-  resume() { rm -f "$out/$1.pause"; sleep 1; echo "$1: $(grep -m1 '^paused' "$out/$1.log"), $(grep -m1 '^resumed' "$out/$1.log")"; }
+}
+resume() { rm -f "$out/$1.pause"; sleep 1; echo "$1: $(grep -m1 '^paused' "$out/$1.log"), $(grep -m1 '^resumed' "$out/$1.log")"; }
+results() { # JOB...
+  touch "$STOP_FILE"; wait
+  local j; for j in "$@"; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+}
+if [ "${SET:-1}" = 5 ]; then
+  paused_and_running R I Q
   pcs R "${pid[R]}"; resume R; pcs R "${pid[R]}"; trc R "${pid[R]}"; pcs R "${pid[R]}"; pcs R "${pid[R]}"
   trc I "${pid[I]}"; resume I; pcs I "${pid[I]}"
   trc Q "${pid[Q]}"; pcs Q "${pid[Q]}"
-  touch "$STOP_FILE"; wait
-  for j in R I Q; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  results R I Q
   exit 0
 fi
 if [ "${SET:-1}" = 4 ]; then
   gt_new=$gt gt_old=${GT_OLD:-$gt}
-  for j in I O; do
-    touch "$out/$j.pause"
-    PAUSE_FILE=$out/$j.pause $py "$job" eager --seconds 300 > "$out/$j.log" 2>&1 &
-  done
-  $py "$job" eager --seconds 300 > "$out/Q.log" 2>&1 &
-  for j in I O Q; do pid[$j]=$(job_ready "$out/$j.log" 120) || { echo "$j did not start: $(tail -3 "$out/$j.log")"; }; done
-  sleep 1
-  resume() { rm -f "$out/$1.pause"; sleep 1; echo "$1: $(grep -m1 '^paused' "$out/$1.log"), $(grep -m1 '^resumed' "$out/$1.log")"; }
+  paused_and_running I O Q
   trc I "${pid[I]}"; resume I; pcs I "${pid[I]}"; pcs I "${pid[I]}"
   gt=$gt_old; trc O "${pid[O]}"; resume O; pcs O "${pid[O]}"; pcs O "${pid[O]}" 2; gt=$gt_new
   trc Q "${pid[Q]}"; pcs Q "${pid[Q]}"
-  touch "$STOP_FILE"; wait
-  for j in I O Q; do echo "$j: $(grep -m1 '^result' "$out/$j.log" || tail -c 300 "$out/$j.log")"; done
+  results I O Q
   exit 0
 fi
 if [ "${SET:-1}" = 3 ]; then

@@ -476,7 +476,7 @@ fn stop_recorder_for_metrics(writer: &Writer) -> bool {
 /// Notes whether the PC sampling window begun at `since` keeps later windows' stall records after a first trace
 /// (`first_attach`): one with stall records, or one in which the program ran, does; one with neither is said
 /// ([`Message::PcSampledIdle`]). The program's CPU time is its threads' that lived before the window
-/// ([`crate::program_cpu`]): those born with the sampling are CUPTI's and the driver's. Where it cannot be read, the
+/// ([`crate::program_cpu`]): those born with the sampling are taken as CUPTI's and the driver's. Where it cannot be read, the
 /// program is taken as having run: a window is never refused for what could not be told.
 fn judge_sampling(writer: &Writer, stall_records: u64, since: &program_cpu::Snapshot) {
     let spent = program_cpu::spent(since, &program_cpu::Snapshot::now());

@@ -3,9 +3,11 @@
 //!
 //! Only threads that lived before the window began count, less the library's (whose names begin
 //! [`LIBRARY_THREADS`]) and any first seen at the end of an earlier sampling window: the threads that CUPTI and the
-//! driver start for PC sampling are born with it and are not the program. Counted whole, a job waiting for its
-//! forked child looked busy in its primer (the survival matrix's fork-child beside 16 other jobs on an H200, the
-//! 41st session: the trace right after found it idle by its CPU time), and PC sampling after its trace was blind.
+//! driver start for PC sampling are born with it and are not the program. Counted whole, the process's CPU time
+//! made a job waiting for its forked child look busy in its primer (the survival matrix's fork-child beside 16 other
+//! jobs on an H200, the 41st session: the trace right after, judged by the same rule, found it idle), and PC
+//! sampling after its trace was blind. That those threads were what counted is inferred, not yet seen: they go to
+//! the library's log at level info.
 //! A program thread born during a window is left out too, and one that ends during it loses its time in it: both
 //! lean toward judging the program idle, which refuses (or samples again), never samples blind.
 

@@ -873,7 +873,9 @@ static int g_pc_running, g_pc_start_stop, g_pc_serialized;
 
 /* Sampling off without touching the sampler's buffer (the library leaves it to CUPTI after a failed disable or
    stop): a process that ended. */
+static void pc_worker_stop(void);
 void cp_pc_reset(void) {
+    pc_worker_stop();
     g_pc_enabled = 0;
     g_pc_running = 0;
     g_pc_buffer = NULL;

@@ -187,9 +187,10 @@ fn waves(processes: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
 
 /// How many 1 s samplings a primer makes at most, while each finds no stall record. A job busy on the CPU can have
 /// launched nothing in one (fork-child's parent waits for its children; the 41st session's primer, judged busy,
-/// left its PC window after the trace blind); a later sampling with launches in it, before the first trace, keeps
-/// later windows' stall records as a first one does (`pc_order_probe.sh` SET=5). Three bound what a trace of an
-/// idle job waits: about 3 s more.
+/// left its PC window after the trace blind). A later sampling with launches in it, before the first trace, is taken
+/// to keep later windows' stall records as a first one does: inferred from a busy primer without stall records that
+/// did (the thirty-eighth session), not yet seen after an empty one (`pc_order_probe.sh` SET=5 asks). Three bound
+/// what a trace of an idle job waits: about 3 s more.
 const TRIES: usize = 3;
 
 /// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters; again while a sampling
