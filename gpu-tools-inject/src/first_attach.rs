@@ -1,10 +1,11 @@
 //! What this process's first attach did. PC sampling after a first attach that traced (CUPTI's activity API, the
 //! flight recorder beside it) counted every sample outside the program's kernels, in every later window (four eager
 //! jobs, one H200, CUPTI 13.0, driver 580, `gpu-host/scripts/pc_order_probe.sh`); a job sampled first gave stall
-//! records before and after a trace. A sampling while the program was idle (waiting for a child: no launch, no stall
-//! record) did not: a trace after it left later windows blind as a trace first does (the survival matrix's
-//! fork-child job, twice, and `pc_order_probe.sh`'s SET=4). PC sampling is refused after such a start
-//! (`pc_attach`).
+//! records before and after a trace. A first PC sampling window while the program was idle (waiting for a child, or
+//! paused: no launch, no stall record) did not: every later window counted every sample outside the program's
+//! kernels, with a trace between (the survival matrix's fork-child job, twice, and `pc_order_probe.sh`'s SET=4) or
+//! without one (SET=5, an H100: the next window, the job launching again, counted 2,740,546 samples, all outside).
+//! The first window decides; PC sampling is refused after such a start (`pc_attach`).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
@@ -17,34 +18,38 @@ pub enum Kind {
     Trace,
 }
 
-/// How this process's first trace came, as far as PC sampling after it goes.
+/// How this process's CUPTI use began, as far as PC sampling after it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TracedFirst {
-    /// No trace yet, or one after a PC sampling window with stall records or while the program ran: later windows
-    /// keep theirs.
-    No,
+pub enum FirstUse {
+    /// Nothing yet, or a first PC sampling window with stall records or while the program ran: later windows keep
+    /// theirs.
+    Kept,
     /// A trace before any PC sampling.
-    BeforeAnySampling,
-    /// A trace after PC sampling whose every window had no stall record and an idle program.
-    AfterEmptySampling,
+    TraceBeforeSampling,
+    /// A first PC sampling window with no stall record while the program was idle, or one that was not judged (it
+    /// did not finish) and a trace after it.
+    IdleSampling,
 }
 
 const NONE: u8 = 0;
-/// PC sampling began, and no window of it has had a stall record or the program running yet.
+/// The first PC sampling window began and has not been judged.
 const SAMPLING: u8 = 1;
-/// A PC sampling window had stall records, or the program ran in it, before any trace.
+/// The first PC sampling window had stall records, or the program ran in it.
 const PRIMED: u8 = 2;
 /// A trace before any PC sampling.
 const TRACE: u8 = 3;
-/// A trace after PC sampling of an idle program only.
-const TRACE_AFTER_EMPTY: u8 = 4;
+/// The first PC sampling window had no stall record while the program was idle; or a trace came while the first
+/// window was not judged.
+const IDLE_SAMPLING: u8 = 4;
 
-/// Where the process stands; moves only forward, to PRIMED, TRACE or TRACE_AFTER_EMPTY, and stays there.
+/// Where the process stands; moves only forward, to PRIMED, TRACE or IDLE_SAMPLING, and stays there.
 static FIRST: AtomicU8 = AtomicU8::new(NONE);
 
-/// Moves FIRST to what `to` gives for where it stands, where it gives something.
-fn advance(to: impl Fn(u8) -> Option<u8>) {
-    let _ = FIRST.fetch_update(Ordering::SeqCst, Ordering::SeqCst, to);
+/// Moves FIRST to what `to` gives for where it stands, where it gives something; whether it moved.
+fn advance(to: impl Fn(u8) -> Option<u8>) -> bool {
+    FIRST
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, to)
+        .is_ok()
 }
 
 /// An attach of `kind` begins: a trace reached CUPTI, or PC sampling started in a context.
@@ -52,27 +57,27 @@ pub fn note(kind: Kind) {
     advance(|now| match (kind, now) {
         (Kind::PcSampling, NONE) => Some(SAMPLING),
         (Kind::Trace, NONE) => Some(TRACE),
-        (Kind::Trace, SAMPLING) => Some(TRACE_AFTER_EMPTY),
+        (Kind::Trace, SAMPLING) => Some(IDLE_SAMPLING),
         _ => None,
     });
 }
 
 /// A PC sampling window finished: `primes` where it had stall records of the program's, or the program ran in it
 /// (launches with PC sampling on were seen to keep later windows' whole, `pc_order_probe.sh`; whether a window of a
-/// running job that a busy GPU left without stall records does is not known, and it is not refused for it). Before
-/// the first trace, such a window keeps PC sampling after traces; one of an idle program does not.
-pub fn note_sampling_ended(primes: bool) {
-    if primes {
-        advance(|now| (now == SAMPLING).then_some(PRIMED));
-    }
+/// running job that a busy GPU left without stall records does is not known, and it is not refused for it). Only
+/// the first window is judged: after an idle one, a window with launches was blind too (SET=5). True where this
+/// window was the first and left PC sampling blind.
+pub fn note_sampling_ended(primes: bool) -> bool {
+    let to = if primes { PRIMED } else { IDLE_SAMPLING };
+    advance(|now| (now == SAMPLING).then_some(to)) && !primes
 }
 
-/// How this process's first trace came.
-pub fn traced_first() -> TracedFirst {
+/// How this process's CUPTI use began.
+pub fn first_use() -> FirstUse {
     match FIRST.load(Ordering::SeqCst) {
-        TRACE => TracedFirst::BeforeAnySampling,
-        TRACE_AFTER_EMPTY => TracedFirst::AfterEmptySampling,
-        _ => TracedFirst::No,
+        TRACE => FirstUse::TraceBeforeSampling,
+        IDLE_SAMPLING => FirstUse::IdleSampling,
+        _ => FirstUse::Kept,
     }
 }
 
@@ -113,36 +118,57 @@ mod tests {
 
     /// The order's rule, on FIRST (a static of the test process: this test alone moves it).
     #[test]
-    fn a_trace_blinds_pc_sampling_unless_a_window_with_stall_records_came_first() {
-        let from = |state: u8, steps: &[&dyn Fn()]| {
-            FIRST.store(state, Ordering::SeqCst);
+    fn the_first_pc_sampling_window_or_a_trace_before_it_decides() {
+        let from = |steps: &[&dyn Fn()]| {
+            FIRST.store(NONE, Ordering::SeqCst);
             for step in steps {
                 step();
             }
-            traced_first()
+            first_use()
         };
         let pc = || note(Kind::PcSampling);
         let trace = || note(Kind::Trace);
-        let records = || note_sampling_ended(true);
-        let none = || note_sampling_ended(false);
-        assert_eq!(from(NONE, &[]), TracedFirst::No, "no attach yet");
-        assert_eq!(from(NONE, &[&trace, &pc]), TracedFirst::BeforeAnySampling);
-        assert_eq!(from(NONE, &[&pc, &records, &trace]), TracedFirst::No);
+        let records = || {
+            note_sampling_ended(true);
+        };
+        let none = || {
+            note_sampling_ended(false);
+        };
+        assert_eq!(from(&[]), FirstUse::Kept, "no attach yet");
+        assert_eq!(from(&[&trace, &pc]), FirstUse::TraceBeforeSampling);
+        assert_eq!(from(&[&pc, &records, &trace]), FirstUse::Kept);
         assert_eq!(
-            from(NONE, &[&pc, &none, &trace, &pc, &records]),
-            TracedFirst::AfterEmptySampling,
-            "stall records after the trace come too late"
+            from(&[&pc, &none]),
+            FirstUse::IdleSampling,
+            "an idle first window, no trace after it"
         );
         assert_eq!(
-            from(NONE, &[&pc, &none, &pc, &records, &trace]),
-            TracedFirst::No,
-            "a later window with stall records, before the trace"
+            from(&[&pc, &none, &pc, &records, &trace]),
+            FirstUse::IdleSampling,
+            "a later window with stall records does not undo it"
         );
         assert_eq!(
-            from(NONE, &[&trace, &records]),
-            TracedFirst::BeforeAnySampling,
+            from(&[&pc, &records, &pc, &none, &trace]),
+            FirstUse::Kept,
+            "a later idle window does not either"
+        );
+        assert_eq!(
+            from(&[&pc, &trace]),
+            FirstUse::IdleSampling,
+            "a trace after a first window that was not judged"
+        );
+        assert_eq!(
+            from(&[&trace, &records]),
+            FirstUse::TraceBeforeSampling,
             "kept"
         );
+        FIRST.store(NONE, Ordering::SeqCst);
+        pc();
+        assert!(note_sampling_ended(false), "the first window, idle");
+        assert!(!note_sampling_ended(false), "only the first");
+        FIRST.store(NONE, Ordering::SeqCst);
+        pc();
+        assert!(!note_sampling_ended(true), "the first window, primed");
         FIRST.store(NONE, Ordering::SeqCst);
     }
 

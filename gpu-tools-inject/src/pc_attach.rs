@@ -33,7 +33,7 @@ use gpu_tools_injection::message::Message;
 use gpu_tools_injection::profile::ProfileRequest;
 use gpu_tools_injection::profile::notice::{MetricsEnd, MetricsEnded};
 
-use crate::first_attach::TracedFirst;
+use crate::first_attach::FirstUse;
 use crate::program_cpu;
 use crate::writer::{EndCounts, Filter, Writer};
 use gpu_tools_injection::settings::Settings;
@@ -262,7 +262,7 @@ fn blind_refusal(request: &ProfileRequest) -> Option<&'static str> {
         version,
         crate::profiling::range_profiler_ran(),
         crate::first_attach::program_profiler_first(),
-        crate::first_attach::traced_first(),
+        crate::first_attach::first_use(),
     )
 }
 
@@ -308,10 +308,10 @@ fn blind_reason(
     version: Option<CuptiVersion>,
     range_profiler_ran: bool,
     program_profiler_first: bool,
-    traced: TracedFirst,
+    traced: FirstUse,
 ) -> Option<&'static str> {
     use gpu_tools_injection::profile::notice::{
-        PC_AFTER_EMPTY_SAMPLING, PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
+        PC_AFTER_IDLE_SAMPLING, PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
     };
     if !pc_sampling || version.is_some_and(|v| v > SEEN_BLIND) {
         return None;
@@ -323,9 +323,9 @@ fn blind_reason(
         return Some(PC_AFTER_RANGE_PROFILER);
     }
     match traced {
-        TracedFirst::No => None,
-        TracedFirst::BeforeAnySampling => Some(PC_AFTER_TRACE),
-        TracedFirst::AfterEmptySampling => Some(PC_AFTER_EMPTY_SAMPLING),
+        FirstUse::Kept => None,
+        FirstUse::TraceBeforeSampling => Some(PC_AFTER_TRACE),
+        FirstUse::IdleSampling => Some(PC_AFTER_IDLE_SAMPLING),
     }
 }
 
@@ -473,11 +473,12 @@ fn stop_recorder_for_metrics(writer: &Writer) -> bool {
     stopped
 }
 
-/// Notes whether the PC sampling window begun at `since` keeps later windows' stall records after a first trace
-/// (`first_attach`): one with stall records, or one in which the program ran, does; one with neither is said
-/// ([`Message::PcSampledIdle`]). The program's CPU time is its threads' that lived before the window
-/// ([`crate::program_cpu`]): those born with the sampling are taken as CUPTI's and the driver's. Where it cannot be read, the
-/// program is taken as having run: a window is never refused for what could not be told.
+/// Notes whether the PC sampling window begun at `since` keeps later windows' stall records (`first_attach`): one with
+/// stall records, or one in which the program ran, does; one with neither, if it was the process's first, leaves
+/// every later window blind, and is said ([`Message::PcSampledIdle`]). The program's CPU time is its threads' that
+/// lived before the window ([`crate::program_cpu`]): those born with the sampling are taken as CUPTI's and the
+/// driver's. Where it cannot be read, the program is taken as having run: a window is never refused for what could
+/// not be told.
 fn judge_sampling(writer: &Writer, stall_records: u64, since: &program_cpu::Snapshot) {
     let spent = program_cpu::spent(since, &program_cpu::Snapshot::now());
     if !spent.born.is_empty() {
@@ -490,8 +491,8 @@ fn judge_sampling(writer: &Writer, stall_records: u64, since: &program_cpu::Snap
         (0, Some(cpu)) => (!gpu_tools_injection::program::ran(cpu, spent.window)).then_some(cpu),
         _ => None,
     };
-    crate::first_attach::note_sampling_ended(idle.is_none());
-    if let Some(cpu) = idle {
+    let blinded = crate::first_attach::note_sampling_ended(idle.is_none());
+    if let (true, Some(cpu)) = (blinded, idle) {
         writer.message(&Message::PcSampledIdle {
             cpu_ms: u64::try_from(cpu.as_millis()).unwrap_or(u64::MAX),
             window_ms: u64::try_from(spent.window.as_millis()).unwrap_or(u64::MAX),
@@ -621,60 +622,54 @@ mod tests {
         let api = |v| Some(CuptiVersion::from_api(v));
         let seen = api(130_001);
         assert_eq!(
-            blind_reason(true, seen, false, false, TracedFirst::BeforeAnySampling),
+            blind_reason(true, seen, false, false, FirstUse::TraceBeforeSampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, seen, true, false, TracedFirst::BeforeAnySampling),
+            blind_reason(true, seen, true, false, FirstUse::TraceBeforeSampling),
             Some(PC_AFTER_RANGE_PROFILER),
             "the range profiler named first"
         );
         assert_eq!(
-            blind_reason(true, api(28), false, false, TracedFirst::BeforeAnySampling),
+            blind_reason(true, api(28), false, false, FirstUse::TraceBeforeSampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, None, false, false, TracedFirst::BeforeAnySampling),
+            blind_reason(true, None, false, false, FirstUse::TraceBeforeSampling),
             Some(PC_AFTER_TRACE)
         );
         assert_eq!(
-            blind_reason(true, seen, false, false, TracedFirst::No),
+            blind_reason(true, seen, false, false, FirstUse::Kept),
             None,
             "sampled first"
         );
-        use gpu_tools_injection::profile::notice::PC_AFTER_EMPTY_SAMPLING;
+        use gpu_tools_injection::profile::notice::PC_AFTER_IDLE_SAMPLING;
         assert_eq!(
-            blind_reason(true, seen, false, false, TracedFirst::AfterEmptySampling),
-            Some(PC_AFTER_EMPTY_SAMPLING),
+            blind_reason(true, seen, false, false, FirstUse::IdleSampling),
+            Some(PC_AFTER_IDLE_SAMPLING),
             "sampled first, with no stall record, then traced"
         );
         assert_eq!(
-            blind_reason(true, seen, true, false, TracedFirst::AfterEmptySampling),
+            blind_reason(true, seen, true, false, FirstUse::IdleSampling),
             Some(PC_AFTER_RANGE_PROFILER),
             "the range profiler named first"
         );
         assert_eq!(
-            blind_reason(false, seen, true, false, TracedFirst::BeforeAnySampling),
+            blind_reason(false, seen, true, false, FirstUse::TraceBeforeSampling),
             None,
             "kernel metrics"
         );
         assert_eq!(
-            blind_reason(
-                true,
-                api(130_100),
-                true,
-                false,
-                TracedFirst::AfterEmptySampling
-            ),
+            blind_reason(true, api(130_100), true, false, FirstUse::IdleSampling),
             None,
             "a newer CUPTI is tried"
         );
         // The program's own profiler before any PC sampling: named first, whatever came after it.
         use gpu_tools_injection::profile::notice::PC_AFTER_PROGRAM_PROFILER;
         for (range, traced) in [
-            (false, TracedFirst::No),
-            (true, TracedFirst::BeforeAnySampling),
-            (false, TracedFirst::AfterEmptySampling),
+            (false, FirstUse::Kept),
+            (true, FirstUse::TraceBeforeSampling),
+            (false, FirstUse::IdleSampling),
         ] {
             assert_eq!(
                 blind_reason(true, seen, range, true, traced),
@@ -682,7 +677,7 @@ mod tests {
             );
         }
         assert_eq!(
-            blind_reason(false, seen, false, true, TracedFirst::BeforeAnySampling),
+            blind_reason(false, seen, false, true, FirstUse::TraceBeforeSampling),
             None,
             "kernel metrics"
         );
@@ -692,7 +687,7 @@ mod tests {
                 api(130_100),
                 false,
                 true,
-                TracedFirst::BeforeAnySampling
+                FirstUse::TraceBeforeSampling
             ),
             None,
             "a newer CUPTI"

@@ -74,9 +74,9 @@ pub enum Message {
         /// The context, as [`PcCounts::context`] numbers it.
         context: u32,
     },
-    /// A PC sampling window had no stall record, and the program was nearly idle in it (its threads' CPU time
-    /// below [`program::RAN_FRACTION`](crate::program::RAN_FRACTION) of the window): such a sampling does not keep
-    /// later windows' stall records after a first trace, and PC sampling after that is refused in the process.
+    /// The process's first PC sampling window had no stall record, and the program was nearly idle in it (its
+    /// threads' CPU time below [`program::RAN_FRACTION`](crate::program::RAN_FRACTION) of the window): every later
+    /// window after such a start was blind, traced or not, and PC sampling is refused in the process from now on.
     PcSampledIdle {
         /// The program's CPU time in the window, in milliseconds (the library's threads left out).
         cpu_ms: u64,
@@ -298,8 +298,8 @@ impl fmt::Display for Message {
             Message::PcSampledIdle { cpu_ms, window_ms } => write!(
                 f,
                 "no stall record, and the program was nearly idle in the window ({cpu_ms} ms of CPU time in \
-                 {window_ms} ms): nothing of its ran to be sampled; a first trace after such a sampling alone \
-                 leaves PC sampling blind in this process, and it is refused then"
+                 {window_ms} ms): nothing of its ran to be sampled; a first PC sampling window of an idle program \
+                 leaves every later one in the process blind, so PC sampling is refused in it from now on"
             ),
         }
     }
@@ -435,8 +435,8 @@ mod tests {
                  performance counters held, until the process ends (other processes' PC sampling and counters on \
                  this GPU are refused meanwhile)",
                 "no stall record, and the program was nearly idle in the window (30 ms of CPU time in 1002 ms): \
-                 nothing of its ran to be sampled; a first trace after such a sampling alone leaves PC sampling \
-                 blind in this process, and it is refused then",
+                 nothing of its ran to be sampled; a first PC sampling window of an idle program leaves every \
+                 later one in the process blind, so PC sampling is refused in it from now on",
             ]
         );
         assert_eq!(

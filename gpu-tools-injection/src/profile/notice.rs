@@ -121,15 +121,17 @@ pub const PC_AFTER_TRACE: &str = "this process's first gpu-tools attach traced i
      sampled: `trace --pid` and the kernel metrics of `profile --pid` sample a process's PCs before they first \
      trace it, except beside a profiler of the program's own or with `--no-pc-primer`";
 
-/// Why PC sampling is refused in a process whose first trace came after PC sampling of an idle program only (no
-/// stall record, little CPU time: the matrix's fork-child job waits seconds for a child it forks): after such a
-/// start a window of the running job counted every sample outside its kernels (11,781,101 in 2 s, an H100, CUPTI
-/// 13.0, driver 580; and `pc_order_probe.sh`'s SET=4), where a job sampled while it ran kept its stall records.
-pub const PC_AFTER_EMPTY_SAMPLING: &str = "this process's first trace came after PC sampling that had no stall \
-     record while the program was idle (little CPU time: waiting for a child, say), and PC sampling after such a \
-     start counted every sample outside the program's kernels (no stall record; CUPTI 13.0, driver 580), while a \
-     process sampled while it ran kept its stall records before and after traces; nothing was sampled: the PC \
-     sampling a first trace makes first keeps later windows' only when the job runs then";
+/// Why PC sampling is refused in a process whose first PC sampling window found the program idle (no stall record,
+/// little CPU time: the matrix's fork-child job waits seconds for a child it forks): every window after such a
+/// start counted every sample outside the program's kernels, after a trace (11,781,101 in 2 s, an H100, CUPTI 13.0,
+/// driver 580; `pc_order_probe.sh`'s SET=4) and without one (SET=5: 2,740,546 in the next 1 s window, the job
+/// launching again), where a job sampled first while it ran kept its stall records.
+pub const PC_AFTER_IDLE_SAMPLING: &str = "this process's first PC sampling window had no stall record while the \
+     program was idle (little CPU time: waiting for a child, say), and every PC sampling window after such a start \
+     counted every sample outside the program's kernels (no stall record; CUPTI 13.0, driver 580), with or without a \
+     trace between, while a process first sampled while it ran kept its stall records; nothing was sampled: the \
+     first PC sampling window of a process decides for its life, so sample PCs (or let `trace --pid` do it first) \
+     while the job runs";
 
 /// Why PC sampling is refused in a JAX process whose XLA runs its work in CUDA command buffers (the default): on
 /// H100s and H200s (CUPTI 13.0, driver 580, JAX 0.11.2) every window in such a process since 2026-12-05 counted every
