@@ -20,9 +20,10 @@
 # recording profiler (`refused-program-profiler`), PC sampling refused where the job's own profiler used CUPTI's
 # activity API before any PC sampling (`refused-after-program-profiler`: every window then counted all its samples
 # outside the program's kernels, and no primer can come before it), in a JAX job with XLA's command buffers on
-# (`refused-xla-command-buffers`: blind windows, and one job died in `cuptiPCSamplingStop`), after a first trace whose
-# PC sampling before it had no stall record, the job idle on the GPU then (`refused-after-empty-primer`: a window
-# after such a start counted every sample outside the kernels of the running job), or for want of a moment with no thread inside
+# (`refused-xla-command-buffers`: blind windows, and one job died in `cuptiPCSamplingStop`), after a first PC
+# sampling window (a trace's primer, or a profile window) that had no stall record, the job idle on the GPU then
+# (`refused-after-idle-sampling`: every window after such a start counted every sample outside the kernels of the
+# running job), or for want of a moment with no thread inside
 # the driver (`refused-no-quiet-moment`, `refused-in-driver`) or because another row's job keeps the GPU's counters after its
 # `cuptiPCSamplingDisable` failed (`refused-held-by-other-job`: the tool names that job, whose window is a `left-on`
 # FAIL), a `where` refused where no flight recorder was left (the
@@ -164,9 +165,6 @@ attach() {
     grep -q 'not sampled before its first trace' "$f.txt" && records="$records,pc-not-primed"
     grep -q 'sampled before its first trace, with no stall record while it was idle' "$f.txt" && records="$records,pc-primed-empty"
     grep -q 'sampled before its first trace, with no stall record although it ran' "$f.txt" && records="$records,pc-primed-empty-running"
-    # A primer sampling again after a window without stall records (three windows at most, trace/pc_primer.rs).
-    local again; again=$(grep -c 'no stall record in that sampling' "$f.txt")
-    [ "${again:-0}" -gt 0 ] && records="$records,pc-primer-again:$again"
     # The nvtx row: its job pushes ranges every step; a trace window without them did not record them.
     if [ "$row" = nvtx ] && [ "$ok" != FAIL ]; then
       local nv; nv=$(grep -o '[0-9]* NVTX ranges and marks' "$f.txt" | cut -d' ' -f1)
@@ -195,11 +193,12 @@ attach() {
     # finish, giving up leaves the profiling on in the job (said: "stays on"): a failure.
     elif grep -q 'no moment without a thread inside the CUDA driver or CUPTI.*left as it was' "$f.txt"; then ok=refused-no-quiet-moment
     elif grep -q 'inside libcuda.*at every stop\|waits inside the CUDA driver at every stop' "$f.txt"; then ok=refused-in-driver
-    # The job's first trace came after PC sampling with no stall record (its primer, while fork-child waited for its
-    # child): a window of the running job after such a start counted 11,781,101 samples, all outside its kernels (the
-    # 38th session), so it is refused. Counted apart only where the row's first trace said its primer had none.
-    elif grep -q 'first trace came after PC sampling that had no stall record' "$f.txt" \
-      && grep -q ',pc-primed-empty[ ,]' "$out/$row/attaches.txt"; then ok=refused-after-empty-primer
+    # The job's first PC sampling window had no stall record (a primer, or a profile window, while fork-child waited
+    # for its child): every window of the running job after such a start counted every sample outside its kernels
+    # (11,781,101 after a trace, the 38th session; 2,740,546 with none between, pc_order_probe.sh SET=5), so it is
+    # refused. Counted apart only where the row's attaches show that idle first window.
+    elif grep -q 'first PC sampling window had no stall record' "$f.txt" \
+      && grep -q ',pc-primed-empty[ ,]\| pc-sampling .* ok-idle$' "$out/$row/attaches.txt"; then ok=refused-after-idle-sampling
     else ok=FAIL; fi
     # An empty PC sampling window after the process's first attach traced it (CUPTI then put every sample outside the
     # program's kernels, pc_order_probe.sh): still a failure, its known cause named.
@@ -422,8 +421,8 @@ row() {
   [ "$refused" -eq 0 ] || notes+=" $refused profile --pid refused beside the program's recording profiler;"
   refused=$(grep -c ' refused-after-program-profiler$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: the job's own profiler used CUPTI's activity API first (no stall record is had then);"
-  refused=$(grep -c ' refused-after-empty-primer$' "$d/attaches.txt")
-  [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: the job's first trace came after a sampling with no stall record (the job idle on the GPU then);"
+  refused=$(grep -c ' refused-after-idle-sampling$' "$d/attaches.txt")
+  [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: the job's first PC sampling window had no stall record (the job idle on the GPU then);"
   refused=$(grep -c ' refused-xla-command-buffers$' "$d/attaches.txt")
   [ "$refused" -eq 0 ] || notes+=" $refused PC sampling refused: JAX with XLA's command buffers on (blind, and a job died in CUPTI's stop);"
   refused=$(grep -c ' refused-in-driver$' "$d/attaches.txt")
@@ -641,7 +640,6 @@ for r in $rows; do cat "$out/$r/attaches.txt" 2>/dev/null; done | awk '
     if ($0 ~ /pc-primed:[0-9]/) tag["primers with stall records"]++
     if ($0 ~ /pc-primed-empty[, ]/) tag["primers without, the job idle"]++
     if ($0 ~ /pc-primed-empty-running/) tag["primers without, the job running"]++
-    if ($0 ~ /pc-primer-again:/) tag["primers that sampled again"]++
     if ($0 ~ /pc-not-primed/) tag["first traces not primed"]++
   }
   END {

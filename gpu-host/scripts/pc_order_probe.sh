@@ -35,7 +35,10 @@
 # SET=5 asks whether a second PC sampling, with launches, after a first one without (the job paused then) and before
 # the first trace, keeps later windows' stall records: where it does, a primer that found nothing can be tried again
 # rather than leave the job's PC sampling blind after its trace (the matrix's fork-child, the 41st session):
-#   R eager, paused: PC sampling (nothing to sample); resumed: PC sampling, trace --pid, PC sampling twice
+#   R eager, paused: PC sampling (nothing to sample); resumed: PC sampling, trace --pid, PC sampling twice. An H100
+#             (2026-12-07, a build from before the refusal) said no: the second window, the job launching again,
+#             counted 2,740,546 samples, all outside the program's kernels, and both after the trace as many; since
+#             then every window after the idle first is refused, with the reason
 #   I eager, paused through its first trace (its primer finds no kernel; what CUPTI counted in it is said), resumed,
 #             PC sampling (refused since the 38th session)
 #   Q eager, running through its first trace: PC sampling after it (the control)
@@ -62,7 +65,7 @@ pcs() { # LABEL PID [SECONDS]
   timeout 60 "$gt" profile --pid "$2" --duration "${3:-1}" --pc-sampling > "$f" 2>&1
   echo "$1 pc: rc=$? records=$(grep -o '[0-9]* stall records from' "$f" | head -1 | cut -d' ' -f1)" \
     "$(grep -o 'counted [0-9]* samples in [0-9]* PC records ([0-9]* dropped, [0-9]* outside' "$f" | head -1)" \
-    "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process\|first trace came after PC sampling that had no stall record\|first gpu-tools attach traced it' "$f" | head -1)"
+    "$(grep -o 'held by another tool\|GetData failed: [A-Z_]*\|range profiler ran in this process\|first PC sampling window had no stall record\|first gpu-tools attach traced it' "$f" | head -1)"
 }
 trc() { # LABEL PID [ARGS]
   n=$((n + 1)); local f=$out/$n-$1-trace.txt l=$1 p=$2; shift 2

@@ -7,9 +7,10 @@
 //! a PC sampling window with launches in it gave stall records in every later window, traces between them
 //! (`gpu-host/scripts/pc_order_probe.sh`: 8,192, and 7,467 and 7,167, after a trace). So before the first trace of a
 //! process, `trace --pid` samples its PCs for the shortest window known not to hang a job (1 s) and keeps nothing of
-//! it, unless `--no-pc-primer` says not to. A window without stall records (the job launched nothing in it, or the
-//! sparse sampling missed its kernels) is sampled again, three windows at most: a trace after such a window alone
-//! left later PC sampling blind.
+//! it, unless `--no-pc-primer` says not to. It is sampled once: the process's first PC sampling window decides for
+//! its life. One of an idle program (waiting for its child: no launch, no stall record) left every later window
+//! blind, a window with launches in it right after included (`pc_order_probe.sh` SET=5, an H100), so sampling again
+//! would only hold the trace back.
 //!
 //! Where that cannot be done safely it is not done, and the trace goes on with the note that PC sampling after it
 //! gives nothing:
@@ -43,8 +44,8 @@ pub enum Primed {
     /// Sampled (later PC sampling windows were seen to keep their stall records); the stall records of the window,
     /// not kept.
     Yes { stall_records: usize },
-    /// Sampled with no stall record while the program was idle (`cpu_ms` of CPU time in `window_ms`): as good as
-    /// not sampled; the library refuses PC sampling after the trace. With CUPTI's counts, where they came.
+    /// Sampled with no stall record while the program was idle (`cpu_ms` of CPU time in `window_ms`): every later PC
+    /// sampling window in the process is blind, and the library refuses them. With CUPTI's counts, where they came.
     Empty {
         cpu_ms: u64,
         window_ms: u64,
@@ -185,84 +186,18 @@ fn waves(processes: &[(u32, Vec<usize>)]) -> Vec<Vec<u32>> {
     waves.into_iter().map(|(_, pids)| pids).collect()
 }
 
-/// How many 1 s samplings a primer makes at most, while each finds no stall record. A job busy on the CPU can have
-/// launched nothing in one (fork-child's parent waits for its children; the 41st session's primer, judged busy,
-/// left its PC window after the trace blind). A later sampling with launches in it, before the first trace, is taken
-/// to keep later windows' stall records as a first one does: inferred from a busy primer without stall records that
-/// did (the thirty-eighth session), not yet seen after an empty one (`pc_order_probe.sh` SET=5 asks). Three bound
-/// what a trace of an idle job waits: about 3 s more.
-const TRIES: usize = 3;
-
-/// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters; again while a sampling
-/// finds no stall record, [`TRIES`] in all. The last sampling's outcome stands, unless it could not be made.
+/// Samples the PCs of process `pid` for 1 s, where no other tool holds its GPUs' counters.
 fn prime_one(how: &How<'_>, pid: u32) -> Primed {
     if let Err(why) = counters_free(pid) {
         return Primed::No(why);
     }
-    let stop = crate::interrupt::stop_flag();
-    tried(
-        |again| sample(how, pid, again),
-        || stop.load(Ordering::SeqCst),
-        |again, last| {
-            if !how.quiet {
-                eprintln!(
-                    "gpu-tools {}: process {pid}: no stall record in that sampling ({}): sampling again ({again} of \
-                     {TRIES})",
-                    how.who,
-                    why_again(last)
-                );
-            }
-        },
-    )
+    sample(how, pid)
 }
 
-/// A primer's samplings: `sample` makes one (`None` the first, `Some(n)` the n-th after it), again while
-/// [`again_after`] says so, [`TRIES`] in all, unless `stopped`; `tell` is told before each sampling again. A sampling
-/// again that could not be made leaves the last outcome, which the library keeps too.
-fn tried(
-    mut sample: impl FnMut(Option<usize>) -> Primed,
-    stopped: impl Fn() -> bool,
-    mut tell: impl FnMut(usize, &Primed),
-) -> Primed {
-    let mut primed = sample(None);
-    for again in 2..=TRIES {
-        if !again_after(&primed) || stopped() {
-            break;
-        }
-        tell(again, &primed);
-        match sample(Some(again)) {
-            Primed::No(why) => {
-                log::info!("PC sampling {again} before the first trace: {why}");
-                break;
-            }
-            next => primed = next,
-        }
-    }
-    primed
-}
-
-/// Whether a primer's sampling that came to `primed` is tried again: one without stall records, and nothing else.
-fn again_after(primed: &Primed) -> bool {
-    matches!(
-        primed,
-        Primed::Empty { .. } | Primed::EmptyWhileRunning { .. }
-    )
-}
-
-/// Why a sampling is tried again, in a few words.
-fn why_again(primed: &Primed) -> String {
-    match primed {
-        Primed::Empty {
-            cpu_ms, window_ms, ..
-        } => format!("the job idle, {cpu_ms} ms of CPU time in {window_ms} ms"),
-        _ => "the job busy on the CPU".to_string(),
-    }
-}
-
-/// One 1 s sampling of process `pid` for its primer; `again` numbers a sampling after the first.
-fn sample(how: &How<'_>, pid: u32, again: Option<usize>) -> Primed {
+/// One 1 s sampling of process `pid` for its primer.
+fn sample(how: &How<'_>, pid: u32) -> Primed {
     let window = super::super::profile_attach::MIN_PC_WINDOW;
-    if !how.quiet && again.is_none() {
+    if !how.quiet {
         eprintln!(
             "gpu-tools {}: process {pid}: PC sampling for {} s before its first trace, so that PC sampling after the \
              trace keeps its stall records (--no-pc-primer: none)",
@@ -289,8 +224,7 @@ fn sample(how: &How<'_>, pid: u32, again: Option<usize>) -> Primed {
         },
     );
     log::info!(
-        "process {pid}: PC sampling {} before the first trace took {:.0} ms",
-        again.unwrap_or(1),
+        "process {pid}: PC sampling before the first trace took {:.0} ms",
         began.elapsed().as_secs_f64() * 1e3
     );
     match sampled {
@@ -358,8 +292,8 @@ pub fn said(pid: u32, primed: &Primed) -> String {
             counted,
         } => format!(
             "process {pid}: sampled before its first trace, with no stall record while it was idle ({cpu_ms} ms of \
-             CPU time in {window_ms} ms): only a sampling of a running program was seen to keep later ones', so PC \
-             sampling after this trace is refused in it.{}",
+             CPU time in {window_ms} ms): a first sampling of an idle program left every later window blind, so PC \
+             sampling is refused in it from now on.{}",
             Counted::said(*counted)
         ),
         Primed::EmptyWhileRunning { counted } => format!(
@@ -455,62 +389,6 @@ mod tests {
             "{}",
             said(7, &idle)
         );
-    }
-
-    #[test]
-    fn a_primer_without_stall_records_samples_again_until_one_has_them_three_times_at_most() {
-        let empty = || Primed::Empty {
-            cpu_ms: 900,
-            window_ms: 1000,
-            counted: None,
-        };
-        let busy = || Primed::EmptyWhileRunning { counted: None };
-        let run = |outcomes: Vec<Primed>, stopped: bool| {
-            let mut left = outcomes.into_iter();
-            let mut asked = Vec::new();
-            let mut told = Vec::new();
-            let last = tried(
-                |again| {
-                    asked.push(again);
-                    left.next().unwrap_or(Primed::No("no more".into()))
-                },
-                || stopped,
-                |again, last| told.push((again, why_again(last))),
-            );
-            (last, asked, told)
-        };
-        // Stall records at the first: one sampling.
-        let (last, asked, told) = run(vec![Primed::Yes { stall_records: 5 }], false);
-        assert_eq!(
-            (last, asked, told.len()),
-            (Primed::Yes { stall_records: 5 }, vec![None], 0)
-        );
-        // Busy without records, then records: two, and the second's outcome stands.
-        let (last, asked, told) = run(vec![busy(), Primed::Yes { stall_records: 9 }], false);
-        assert_eq!(last, Primed::Yes { stall_records: 9 });
-        assert_eq!(asked, vec![None, Some(2)]);
-        assert_eq!(told, vec![(2, "the job busy on the CPU".to_string())]);
-        // Never any: three, the last's outcome.
-        let (last, asked, told) = run(vec![empty(), busy(), empty()], false);
-        assert_eq!(last, empty());
-        assert_eq!(asked, vec![None, Some(2), Some(3)]);
-        assert_eq!(
-            told,
-            vec![
-                (2, "the job idle, 900 ms of CPU time in 1000 ms".to_string()),
-                (3, "the job busy on the CPU".to_string())
-            ]
-        );
-        // A sampling again that could not be made keeps the one before.
-        let (last, asked, _) = run(vec![busy(), Primed::No("stuck".into())], false);
-        assert_eq!((last, asked), (busy(), vec![None, Some(2)]));
-        // Sampling left on, or not made at all, is not tried again; nor is anything after a Ctrl-C.
-        for once in [Primed::LeftOn, Primed::No("held".into())] {
-            let (last, asked, _) = run(vec![once.clone(), busy()], false);
-            assert_eq!((last, asked), (once, vec![None]));
-        }
-        let (last, asked, _) = run(vec![empty(), busy()], true);
-        assert_eq!((last, asked), (empty(), vec![None]));
     }
 
     #[test]
