@@ -250,8 +250,8 @@ fn primary_contexts() -> Result<Vec<Sampled>, String> {
 }
 
 /// Why PC sampling would see none of the program's kernels in this process, if it would not: CUPTI's range profiler
-/// ran in it, or its first attach traced it without sampling its PCs first (seen in every window tried, on H200s
-/// and H100s with CUPTI 13.0: docs/driver-notes.md). Such a window held the GPU's counters for nothing, with every
+/// ran in it, its first attach traced it without sampling its PCs first, or its first PC sampling window found the
+/// program idle (seen in every window tried, on H200s and H100s with CUPTI 13.0: docs/driver-notes.md). Such a window held the GPU's counters for nothing, with every
 /// risk of a PC sampling window, so it is refused before it starts. Kernel metrics are not refused so, nor PC
 /// sampling with a CUPTI newer than any seen so (`SEEN_BLIND`): there the window runs, and an empty one says what
 /// CUPTI counted.
@@ -301,14 +301,14 @@ const SEEN_BLIND: CuptiVersion = CuptiVersion::from_api(130_001);
 
 /// [`blind_refusal`]'s rule: `version` is the loaded CUPTI's API version (`None`: not known, taken as one seen);
 /// `program_profiler_first`: an attach found the program's own profiler registered before any PC sampling here
-/// (named first: the PC sampling a first trace makes first could not have helped); `traced`: how the process's first
-/// trace came.
+/// (named first: the PC sampling a first trace makes first could not have helped); `first_use`: how the process's
+/// CUPTI use began.
 fn blind_reason(
     pc_sampling: bool,
     version: Option<CuptiVersion>,
     range_profiler_ran: bool,
     program_profiler_first: bool,
-    traced: FirstUse,
+    first_use: FirstUse,
 ) -> Option<&'static str> {
     use gpu_tools_injection::profile::notice::{
         PC_AFTER_IDLE_SAMPLING, PC_AFTER_PROGRAM_PROFILER, PC_AFTER_RANGE_PROFILER, PC_AFTER_TRACE,
@@ -322,7 +322,7 @@ fn blind_reason(
     if range_profiler_ran {
         return Some(PC_AFTER_RANGE_PROFILER);
     }
-    match traced {
+    match first_use {
         FirstUse::Kept => None,
         FirstUse::TraceBeforeSampling => Some(PC_AFTER_TRACE),
         FirstUse::IdleSampling => Some(PC_AFTER_IDLE_SAMPLING),
@@ -647,7 +647,7 @@ mod tests {
         assert_eq!(
             blind_reason(true, seen, false, false, FirstUse::IdleSampling),
             Some(PC_AFTER_IDLE_SAMPLING),
-            "sampled first, with no stall record, then traced"
+            "an idle first window"
         );
         assert_eq!(
             blind_reason(true, seen, true, false, FirstUse::IdleSampling),
@@ -666,13 +666,13 @@ mod tests {
         );
         // The program's own profiler before any PC sampling: named first, whatever came after it.
         use gpu_tools_injection::profile::notice::PC_AFTER_PROGRAM_PROFILER;
-        for (range, traced) in [
+        for (range, first_use) in [
             (false, FirstUse::Kept),
             (true, FirstUse::TraceBeforeSampling),
             (false, FirstUse::IdleSampling),
         ] {
             assert_eq!(
-                blind_reason(true, seen, range, true, traced),
+                blind_reason(true, seen, range, true, first_use),
                 Some(PC_AFTER_PROGRAM_PROFILER)
             );
         }

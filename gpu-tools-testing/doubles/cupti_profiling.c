@@ -905,8 +905,8 @@ typedef struct {
 
 /* `cp_pc_worker_spins(1)`: each enable starts a worker thread of the sampling's own, named "cupti-pc-worker", busy on
    the CPU until the disable joins it: the threads that CUPTI and the driver start for PC sampling, which a process's
-   CPU time counts (a job waiting for its child looked busy in its PC sampling primer, the survival matrix's
-   fork-child on an H200). */
+   CPU time counts (inferred, not seen, as what made a job waiting for its child look busy in its PC sampling primer,
+   the survival matrix's fork-child on an H200). */
 static int g_pc_worker_spins;
 static volatile int g_pc_worker_on;
 static pthread_t g_pc_worker;
