@@ -604,6 +604,26 @@ static void hold_in_flight(uint32_t kind, size_t at) {
     k->end = 0;
 }
 
+/* cd_stamp_at_write(1): a kernel record's start and end are taken from CUPTI's clock as the record goes into a buffer
+ * (its duration kept), under the lock that a clock's registration takes, as CUPTI stamps the records it builds with
+ * the clock registered then. Off, the writer's own stamps stay, and a record stamped on one clock can be written
+ * after another was registered. */
+static int g_stamp_at_write;
+
+void cd_stamp_at_write(int on) { __atomic_store_n(&g_stamp_at_write, on, __ATOMIC_SEQ_CST); }
+
+/* Under g_lock, for a record just copied to offset `at` of the current buffer (before hold_in_flight). */
+static void stamp_at_write(uint32_t kind, size_t at) {
+    if (!__atomic_load_n(&g_stamp_at_write, __ATOMIC_SEQ_CST) || (kind != K_KERNEL && kind != K_CONCURRENT_KERNEL))
+        return;
+    struct kernel10 *k = (struct kernel10 *)(g_buf + at);
+    if (k->start == 0) return;
+    uint64_t length = k->end >= k->start ? k->end - k->start : 0;
+    timestamp_fn f = g_timestamp;
+    k->start = f ? f() : realtime_ns();
+    k->end = k->start + length;
+}
+
 /* cd_after_request: called by a thread writing a record once the client's buffer-requested callback has returned
  * a buffer, before the record goes into it (CUPTI's lock not held): the moment in which another thread's disable
  * and forced flush find no buffer to return, and the record is written after them. */
@@ -624,6 +644,7 @@ static int emit(const void *record, size_t size) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (g_buf && g_buf_used + size <= g_buf_size) {
             memcpy(g_buf + g_buf_used, record, size);
+            stamp_at_write(kind, g_buf_used);
             hold_in_flight(kind, g_buf_used);
             g_buf_used += size;
             g_stats.records++;
@@ -673,6 +694,7 @@ static int emit(const void *record, size_t size) {
         g_buf_size = ns;
         memcpy(g_buf, record, size);
         g_in_flight = 0;
+        stamp_at_write(kind, 0);
         hold_in_flight(kind, 0);
         g_buf_used = size;
         g_stats.records++;
@@ -735,6 +757,10 @@ static void own_thread_overhead(void) {
     f(NULL, 0, nb, ns, used);
 }
 
+static void land_locked(void);
+static uint64_t monotonic_ns(void);
+static uint64_t g_land_at;
+
 CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     FAIL_POINT("cuptiActivityFlushAll");
     own_thread_overhead();
@@ -745,6 +771,10 @@ CUptiResult cuptiActivityFlushAll(uint32_t flag) {
     }
     g_stats.flushes++;
     while (g_queue_len > 0 || g_worker_busy) pthread_cond_wait(&g_cond, &g_lock);
+    if (g_land_at != 0 && monotonic_ns() >= g_land_at) {
+        land_locked();
+        g_land_at = 0;
+    }
     uint8_t *buf = NULL;
     size_t size = 0, used = 0;
     /* A forced flush returns the current buffer even when empty (unless cd_empty_buffer_kept); a normal one only with
@@ -1023,15 +1053,35 @@ request_fn cd_current_request(void) {
     return r;
 }
 
-/* The running kernels of the current buffer end: their records are complete. */
-void cd_land(void) {
-    pthread_mutex_lock(&g_lock);
+/* Under g_lock: the running kernels of the current buffer end. */
+static void land_locked(void) {
     for (int i = 0; i < g_in_flight && g_buf; i++) {
         struct kernel10 *k = (struct kernel10 *)(g_buf + g_in_flight_times[i].at);
         k->start = g_in_flight_times[i].start;
         k->end = g_in_flight_times[i].end;
     }
     g_in_flight = 0;
+}
+
+/* The running kernels of the current buffer end: their records are complete. */
+void cd_land(void) {
+    pthread_mutex_lock(&g_lock);
+    land_locked();
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* cd_land_after(ms): the running kernels end `ms` milliseconds from now, as seen by the first flush after that
+ * moment (a kernel that outlives a window's stop by a few milliseconds); `g_land_at`, 0 when none is due. */
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cd_land_after(uint32_t ms) {
+    pthread_mutex_lock(&g_lock);
+    g_land_at = monotonic_ns() + (uint64_t)ms * 1000000ull;
     pthread_mutex_unlock(&g_lock);
 }
 

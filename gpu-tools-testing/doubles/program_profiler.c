@@ -79,13 +79,22 @@ static uint64_t g_repeats;
  * record outside its session's time. The start is at byte 16 of CUpti_ActivityKernel9 and 10. */
 #define START_AT 16
 static uint64_t g_incomplete;
+/* Kernel records handed over with a start on another clock than CUPTI's before a tool registered its own (the
+ * CUPTI double's: CLOCK_REALTIME): more than a day before now. Kineto counts such a record outside its session's
+ * time and drops it. */
+static uint64_t g_foreign_clock;
+#define DAY_NS (86400ull * 1000000000ull)
 
 static void note_kernel(const uint8_t *record) {
     uint64_t start;
     memcpy(&start, record + START_AT, sizeof start);
     if (start == 0) g_incomplete++;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
     uint32_t id;
     memcpy(&id, record + CORRELATION_AT, sizeof id);
+    if (start != 0 && start + DAY_NS < now_ns) g_foreign_clock++;
     if (id >= SEEN_IDS) return;
     uint8_t bit = (uint8_t)(1u << (id % 8));
     if (g_seen[id / 8] & bit) g_repeats++;
@@ -161,6 +170,14 @@ int pp_stop(const uint32_t *kinds, int n) {
 uint64_t pp_incomplete(void) {
     pthread_mutex_lock(&g_lock);
     uint64_t n = g_incomplete;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+/* Kernel records it was handed on another clock than its own. */
+uint64_t pp_foreign_clock(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_foreign_clock;
     pthread_mutex_unlock(&g_lock);
     return n;
 }
