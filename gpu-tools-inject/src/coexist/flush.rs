@@ -5,7 +5,9 @@
 
 use std::convert::Infallible;
 
-use gpu_tools::cupti::activity::{CompleteFirst, flush_complete_first};
+use gpu_tools::cupti::activity::{
+    COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, FlushMode, flush_complete_first,
+};
 
 use super::Real;
 
@@ -28,10 +30,29 @@ pub(super) fn complete_first(real: &Real, done: impl Fn() -> bool) -> CompleteFi
     }
 }
 
+/// Flushes without force, [`COMPLETE_WAIT`] apart and [`COMPLETE_WAITS`] waits at most, until `done` says what was
+/// waited for is back; never forced: for a buffer that may hold nothing (CUPTI 13.0 keeps an empty one across forced
+/// flushes), where a forced flush would only hand out the records of kernels still running in the others. Returns
+/// the waits made, or `None` where it was not back at the bound. The caller holds none of the sharing's locks, as
+/// for [`complete_first`].
+pub(super) fn until_back_unforced(real: &Real, done: impl Fn() -> bool) -> Option<u32> {
+    for waits in 0..=COMPLETE_WAITS {
+        // SAFETY: the real flush, without force, from a thread that holds none of the sharing's locks (the
+        // caller's promise).
+        unsafe { (real.flush_all)(FlushMode::Completed.flag()) };
+        if done() {
+            return Some(waits);
+        }
+        if waits < COMPLETE_WAITS {
+            std::thread::sleep(COMPLETE_WAIT);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_tools::cupti::activity::COMPLETE_WAITS;
     use gpu_tools::sys::cupti as sys;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -69,6 +90,34 @@ mod tests {
             flushed,
             FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         )
+    }
+
+    #[test]
+    fn a_wait_for_a_buffer_that_may_be_empty_never_forces() {
+        let _serial = super::super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let wait = |lands_at: u32| {
+            FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            BACK.store(false, Ordering::SeqCst);
+            LANDS_AT.store(lands_at, Ordering::SeqCst);
+            let real = Real {
+                flush_all: flush,
+                ..super::super::tests::no_cupti()
+            };
+            let waits = until_back_unforced(&real, || BACK.load(Ordering::SeqCst));
+            (
+                waits,
+                FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            )
+        };
+        // Back at the third flush: two waits.
+        assert_eq!(wait(3), (Some(2), vec![0, 0, 0]));
+        // Never back: every flush of the bound without force, and none after.
+        let (waits, flags) = wait(0);
+        assert_eq!(waits, None);
+        assert_eq!(flags.len() as u32, COMPLETE_WAITS + 1);
+        assert!(flags.iter().all(|&f| f == 0));
     }
 
     #[test]

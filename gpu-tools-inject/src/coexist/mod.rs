@@ -43,7 +43,10 @@
 //! window, the stream says which kind it lacked). The buffer of its that CUPTI holds when the
 //! tracer starts is completed to the tracer later: the records in it made since then are the trace's too, and the
 //! trace reads them from a copy before the buffer goes on to the program (`trace_reads`; without that, a window's
-//! first records beside an open torch.profiler session were the program's alone).
+//! first records beside an open torch.profiler session were the program's alone). At the stop, the program's
+//! callbacks go back to CUPTI only once such a buffer came back (flushed without force, 50 ms at most): completed
+//! after, it reached the program as CUPTI wrote it, with none of the window's records in it read for the trace and
+//! all of them on the trace's clock.
 
 mod clock;
 mod flush;
@@ -1007,6 +1010,26 @@ pub fn give_back_callbacks() {
             ""
         }
     );
+    // The buffers of the program's that CUPTI took through the probe, before the tracer's callbacks went in, hold
+    // the window's records where a kernel still ran at the tracer's last flush: they come back through the tracer's
+    // callbacks too, which read those records for the trace and put them on the program's clock (`probe`'s
+    // `HELD_FOR_PROGRAM`). Not forced: such a buffer may be one CUPTI keeps empty across forced flushes.
+    if probe::program_buffers_held() > 0 {
+        match flush::until_back_unforced(&real, || probe::program_buffers_held() == 0) {
+            Some(waits) => log::debug!(
+                "the program's buffers CUPTI held since before the trace came back after {waits} waits"
+            ),
+            None => log::debug!(
+                "{} buffers of the program's that CUPTI held since before the trace did not come back in {} ms \
+                 (empty, or a kernel still runs): they go to it directly",
+                probe::program_buffers_held(),
+                (gpu_tools::cupti::activity::COMPLETE_WAIT
+                    * gpu_tools::cupti::activity::COMPLETE_WAITS)
+                    .as_millis()
+            ),
+        }
+    }
+    probe::forget_program_buffers_held();
     // SAFETY: the real function, with the program's own callbacks.
     unsafe { (real.register_callbacks)(request, complete) };
     with_mux(|m| {

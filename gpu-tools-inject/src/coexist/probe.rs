@@ -65,6 +65,14 @@ static PARKED: Mutex<Vec<Completed>> = Mutex::new(Vec::new());
 static LENT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// Records of the probe's own buffers that could not reach the program (it gave no buffer, or none was found).
 static LOST: AtomicU64 = AtomicU64::new(0);
+/// The program's buffers CUPTI took through the probe's request callback and has not completed yet (addresses),
+/// since the last probe began. CUPTI holds one when the tracer registers its callbacks (it asks for the next buffer
+/// while the probe's callbacks stand), and the window's records go into it: it must come back through the tracer's
+/// callbacks, which read those records for the trace and put them on the program's clock, before the program's
+/// callbacks go back to CUPTI (`super::give_back_callbacks`). Completed after that, it reached the program as CUPTI
+/// wrote it: the trace lost every kernel of a 50 ms window (the CUPTI double, a kernel still running at the stop),
+/// and the program got them on the trace's clock, which Kineto takes for times outside its session and drops.
+static HELD_FOR_PROGRAM: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// The size of a buffer the probe lends CUPTI. Small: while CUPTI holds one, the program's profiler has no buffer
 /// out, and one that flushes only then (Kineto) records nothing. On an H200 a buffer of 256 KiB lent at the
 /// moment of locating held a torch.profiler's records for four of its cycles, which came back empty; 32 KiB is
@@ -97,6 +105,22 @@ fn parked() -> std::sync::MutexGuard<'static, Vec<Completed>> {
 
 fn lent() -> std::sync::MutexGuard<'static, Vec<usize>> {
     LENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn held_for_program() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    HELD_FOR_PROGRAM.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How many of the program's buffers CUPTI took through the probe's request callback and still holds
+/// ([`HELD_FOR_PROGRAM`]).
+pub(super) fn program_buffers_held() -> usize {
+    held_for_program().len()
+}
+
+/// Stops counting the program's buffers CUPTI still holds ([`HELD_FOR_PROGRAM`]), once its callbacks are back in
+/// CUPTI: they go to the program directly from then on. Returns how many there were.
+pub(super) fn forget_program_buffers_held() -> usize {
+    std::mem::take(&mut *held_for_program()).len()
 }
 
 fn lent_layout() -> std::alloc::Layout {
@@ -482,7 +506,12 @@ unsafe extern "C" fn probe_request(buffer: *mut *mut u8, size: *mut usize, max: 
             return;
         }
         // SAFETY: the program's own request callback (checked to be code), called as CUPTI calls it.
-        unsafe { std::mem::transmute::<usize, RequestFn>(f)(buffer, size, max) }
+        unsafe { std::mem::transmute::<usize, RequestFn>(f)(buffer, size, max) };
+        // SAFETY: CUPTI's out-pointer, which the program's callback has just set.
+        let lent = unsafe { *buffer };
+        if !lent.is_null() {
+            held_for_program().push(lent as usize);
+        }
     });
     if let Err(payload) = run {
         std::mem::forget(payload);
@@ -528,6 +557,12 @@ pub(super) unsafe extern "C" fn hand_to_program(
     // The program's completion callback, where the buffer goes to it as it is (0: it was parked, copied on, or has
     // nowhere to go). No panic leaves: this runs on CUPTI's thread.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        {
+            let mut held = held_for_program();
+            if let Some(at) = held.iter().position(|&b| b == buffer as usize) {
+                held.swap_remove(at);
+            }
+        }
         {
             let mut parked = parked();
             if PROGRAM_COMPLETE.load(Ordering::Acquire) == 0 && LOCATING.load(Ordering::Acquire) {
@@ -603,6 +638,8 @@ pub(super) fn probe(real: &Real, library: &Path, watch: Duration) -> Result<Opti
     WATCH_ENDED.store(u64::MAX, Ordering::Release);
     PROGRAM_REQUEST.store(0, Ordering::Release);
     PROGRAM_COMPLETE.store(0, Ordering::Release);
+    // Those of an earlier attach CUPTI still holds go to the program directly (its callbacks are back).
+    forget_program_buffers_held();
     start_locating();
     if !held_off.is_zero() {
         log::debug!(

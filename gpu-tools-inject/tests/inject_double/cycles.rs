@@ -46,6 +46,9 @@ fn attach_child_cycles() {
         recorded: Vec<(u32, u64, bool)>,
     }
     let profiler = Arc::new(program_profiler());
+    // Its kernels are stamped as CUPTI stamps them, with the clock registered as they are written: the test asks
+    // whether each reached the profiler on its own clock.
+    common::double().set_stamp_at_write(true);
     let state = Arc::new(Mutex::new(Program::default()));
     let launch = {
         let state = Arc::clone(&state);
@@ -107,6 +110,20 @@ fn attach_child_cycles() {
             }
             ["unknown"] => println!("unknown buffers {}", profiler.unknown()),
             ["incomplete"] => println!("incomplete kernels {}", profiler.incomplete()),
+            ["foreign"] => println!("foreign clock {}", profiler.foreign_clock()),
+            ["stuck", id] => {
+                // One kernel that runs on (until `land after`): the buffer CUPTI writes it into is held back by
+                // every flush without force.
+                let d = common::double();
+                d.set_in_flight(true);
+                let code = launch(id.parse().unwrap());
+                d.set_in_flight(false);
+                println!("stuck {code}");
+            }
+            ["land", "after", ms] => {
+                common::double().land_after(ms.parse().unwrap());
+                println!("landing");
+            }
             ["memsets", a, b] => {
                 let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
                 let d = common::double();
@@ -429,13 +446,19 @@ pub(crate) fn sessions_whole_and_complete(ask: &mut Ask) {
     );
 }
 
-/// The cycles child's profiler at the end: it was handed no kernel twice and every kernel of its sessions. Returns
+/// The cycles child's profiler at the end: it was handed no kernel twice, every kernel of its sessions, and each on
+/// its own clock (Kineto drops a record whose time is outside its session's). Returns
 /// its count and the kernels it was handed without a start.
 pub(crate) fn sessions_whole(ask: &mut Ask) -> (ProgramCount, u64) {
     let count = program_count(ask);
     let incomplete: u64 = ask("incomplete", "incomplete kernels ").parse().unwrap();
+    let foreign: u64 = ask("foreign", "foreign clock ").parse().unwrap();
     let answer = &count.answer;
     assert_eq!(count.repeats, 0, "none twice ({answer})");
+    assert_eq!(
+        foreign, 0,
+        "every kernel on its own clock, none on the trace's ({answer})"
+    );
     assert_eq!(
         count.handed, count.made,
         "every kernel of its sessions ({answer})"

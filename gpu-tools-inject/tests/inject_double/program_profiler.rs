@@ -101,6 +101,16 @@ impl ProgramProfiler {
         }
     }
 
+    /// Kernel records it was handed with a start on another clock than its own.
+    pub(crate) fn foreign_clock(&self) -> u64 {
+        // SAFETY: `uint64_t pp_foreign_clock(void)`.
+        unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn() -> u64>(b"pp_foreign_clock\0")
+                .unwrap()()
+        }
+    }
+
     /// Completed buffers it passed over, not having lent them.
     pub(crate) fn unknown(&self) -> u64 {
         // SAFETY: `uint64_t pp_unknown(void)`.
