@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use gpu_tools::cupti::activity::{
-    COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, FlushMode, flush_complete_first,
+    CompleteFirst, FlushMode, flush_complete_first, flush_until_complete,
 };
 
 use super::Real;
@@ -15,44 +15,36 @@ use super::Real;
 /// at the bound (50 ms). Call it from a thread that holds none of the sharing's locks: the completion callbacks it
 /// runs take them.
 pub(super) fn complete_first(real: &Real, done: impl Fn() -> bool) -> CompleteFirst {
-    let flushed = flush_complete_first(
-        |mode| {
-            // SAFETY: the real flush, called from a thread that holds none of the sharing's locks (the caller's
-            // promise).
-            unsafe { (real.flush_all)(mode.flag()) };
-            Ok::<(), Infallible>(())
-        },
-        done,
-    );
-    match flushed {
+    match flush_complete_first(real_flush(real), done) {
         Ok(ended) => ended,
         Err(never) => match never {},
     }
 }
 
-/// Flushes without force, [`COMPLETE_WAIT`] apart and [`COMPLETE_WAITS`] waits at most, until `done` says what was
-/// waited for is back; never forced: for a buffer that may hold nothing (CUPTI 13.0 keeps an empty one across forced
-/// flushes), where a forced flush would only hand out the records of kernels still running in the others. Returns
-/// the waits made, or `None` where it was not back at the bound. The caller holds none of the sharing's locks, as
-/// for [`complete_first`].
+/// Flushes without force until `done` says what was waited for is back, as [`complete_first`] does, and never
+/// forces ([`flush_until_complete`]: for a buffer CUPTI may keep empty). Returns the waits made, or `None` where it
+/// was not back at the bound. The caller holds none of the sharing's locks, as for [`complete_first`].
 pub(super) fn until_back_unforced(real: &Real, done: impl Fn() -> bool) -> Option<u32> {
-    for waits in 0..=COMPLETE_WAITS {
-        // SAFETY: the real flush, without force, from a thread that holds none of the sharing's locks (the
-        // caller's promise).
-        unsafe { (real.flush_all)(FlushMode::Completed.flag()) };
-        if done() {
-            return Some(waits);
-        }
-        if waits < COMPLETE_WAITS {
-            std::thread::sleep(COMPLETE_WAIT);
-        }
+    match flush_until_complete(real_flush(real), done) {
+        Ok(waits) => waits,
+        Err(never) => match never {},
     }
-    None
+}
+
+/// CUPTI's real flush, for a caller that holds none of the sharing's locks (its completion callbacks take them).
+fn real_flush(real: &Real) -> impl FnMut(FlushMode) -> Result<(), Infallible> + '_ {
+    |mode| {
+        // SAFETY: the real flush, called from a thread that holds none of the sharing's locks (the promise of
+        // `complete_first`'s and `until_back_unforced`'s callers).
+        unsafe { (real.flush_all)(mode.flag()) };
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_tools::cupti::activity::COMPLETE_WAITS;
     use gpu_tools::sys::cupti as sys;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -77,19 +69,24 @@ mod tests {
         sys::CUPTI_SUCCESS
     }
 
-    fn run(lands_at: u32) -> (CompleteFirst, Vec<u32>) {
+    /// CUPTI as [`flush`] makes it, the buffer's kernel ending at flush `lands_at`, with a fresh record of flags.
+    fn cupti(lands_at: u32) -> Real {
         FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clear();
         BACK.store(false, Ordering::SeqCst);
         LANDS_AT.store(lands_at, Ordering::SeqCst);
-        let real = Real {
+        Real {
             flush_all: flush,
             ..super::super::tests::no_cupti()
-        };
-        let flushed = complete_first(&real, || BACK.load(Ordering::SeqCst));
-        (
-            flushed,
-            FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-        )
+        }
+    }
+
+    fn flags() -> Vec<u32> {
+        FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn run(lands_at: u32) -> (CompleteFirst, Vec<u32>) {
+        let flushed = complete_first(&cupti(lands_at), || BACK.load(Ordering::SeqCst));
+        (flushed, flags())
     }
 
     #[test]
@@ -98,18 +95,8 @@ mod tests {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let wait = |lands_at: u32| {
-            FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            BACK.store(false, Ordering::SeqCst);
-            LANDS_AT.store(lands_at, Ordering::SeqCst);
-            let real = Real {
-                flush_all: flush,
-                ..super::super::tests::no_cupti()
-            };
-            let waits = until_back_unforced(&real, || BACK.load(Ordering::SeqCst));
-            (
-                waits,
-                FLAGS.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            )
+            let waits = until_back_unforced(&cupti(lands_at), || BACK.load(Ordering::SeqCst));
+            (waits, flags())
         };
         // Back at the third flush: two waits.
         assert_eq!(wait(3), (Some(2), vec![0, 0, 0]));

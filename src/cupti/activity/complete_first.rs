@@ -33,26 +33,38 @@ pub fn flush_complete_first<E>(
     mut flush: impl FnMut(FlushMode) -> Result<(), E>,
     done: impl Fn() -> bool,
 ) -> Result<CompleteFirst, E> {
+    if let Some(waits) = flush_until_complete(&mut flush, done)? {
+        return Ok(CompleteFirst {
+            waits,
+            forced: false,
+        });
+    }
+    flush(FlushMode::Forced)?;
+    Ok(CompleteFirst {
+        waits: COMPLETE_WAITS,
+        forced: true,
+    })
+}
+
+/// [`flush_complete_first`] without its forced flush at the bound: for a buffer that may hold nothing (CUPTI 13.0
+/// keeps an empty one across forced flushes), where forcing would only hand out the running kernels of the others.
+/// Returns the waits made before `done` said yes, or `None` at the bound. A flush's error ends it and is returned.
+pub fn flush_until_complete<E>(
+    mut flush: impl FnMut(FlushMode) -> Result<(), E>,
+    done: impl Fn() -> bool,
+) -> Result<Option<u32>, E> {
     let mut waits = 0;
     loop {
         flush(FlushMode::Completed)?;
         if done() {
-            return Ok(CompleteFirst {
-                waits,
-                forced: false,
-            });
+            return Ok(Some(waits));
         }
         if waits == COMPLETE_WAITS {
-            break;
+            return Ok(None);
         }
         std::thread::sleep(COMPLETE_WAIT);
         waits += 1;
     }
-    flush(FlushMode::Forced)?;
-    Ok(CompleteFirst {
-        waits,
-        forced: true,
-    })
 }
 
 /// How long [`flush_forced_until`] waits between its flushes.
@@ -144,6 +156,21 @@ mod tests {
         assert_eq!(flushes.len() as u32, COMPLETE_WAITS + 2);
         assert!(flushes[..flushes.len() - 1].iter().all(|&m| m == Completed));
         assert_eq!(flushes.last(), Some(&Forced));
+    }
+
+    #[test]
+    fn flushing_until_complete_never_forces() {
+        let mut flushes = Vec::new();
+        let waits = flush_until_complete(
+            |mode| {
+                flushes.push(mode);
+                Ok::<(), ()>(())
+            },
+            || false,
+        );
+        assert_eq!(waits, Ok(None), "not back at the bound");
+        assert_eq!(flushes.len() as u32, COMPLETE_WAITS + 1);
+        assert!(flushes.iter().all(|&m| m == FlushMode::Completed));
     }
 
     #[test]

@@ -133,7 +133,7 @@ pub use batch::{ActivityBatch, RawRecord, RawRecords, RecordError, Records};
 pub use clock::{Clock, count_timestamp_calls, timestamp_calls};
 pub use complete_first::{
     COMPLETE_WAIT, COMPLETE_WAITS, CompleteFirst, LATE_FLUSHES, LATE_WAIT, flush_complete_first,
-    flush_forced_until,
+    flush_forced_until, flush_until_complete,
 };
 pub use completing::{CompletionUnderWay, completions_elsewhere};
 pub use graph::{GraphTrace, MarkerData, MarkerPayloadValue};
